@@ -1,0 +1,288 @@
+/* The grouped-query attention module: configuration, weights, the compact
+ * KV cache, and the projections around the per-head kernel (attn_heads.c). */
+#include "attention.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "linalg.h"
+
+int hs_attn_config_check(const hs_attn_config *c)
+{
+    if (c->d_model <= 0 || c->n_heads <= 0 || c->n_kv_heads <= 0)
+        return hs_fail(HS_EINVAL,
+                       "attention config: sizes must be positive (d_model=%d, n_heads=%d, "
+                       "n_kv_heads=%d)",
+                       c->d_model, c->n_heads, c->n_kv_heads);
+    if (c->d_model % c->n_heads)
+        return hs_fail(HS_EINVAL, "attention config: d_model=%d is not divisible by n_heads=%d",
+                       c->d_model, c->n_heads);
+    if (c->n_heads % c->n_kv_heads)
+        return hs_fail(HS_EINVAL,
+                       "attention config: n_heads=%d is not divisible by n_kv_heads=%d",
+                       c->n_heads, c->n_kv_heads);
+    return HS_OK;
+}
+
+/* Element counts of the eight tensors in binding order. */
+static void tensor_sizes(const hs_attn_config *c, size_t n[8])
+{
+    size_t d = (size_t)c->d_model;
+    size_t gd = (size_t)c->n_kv_heads * (d / (size_t)c->n_heads);
+    size_t with_bias = c->bias ? 1 : 0;
+    n[0] = d * d;
+    n[1] = gd * d;
+    n[2] = gd * d;
+    n[3] = d * d;
+    n[4] = with_bias * d;
+    n[5] = with_bias * gd;
+    n[6] = with_bias * gd;
+    n[7] = with_bias * d;
+}
+
+size_t hs_attn_param_count(const hs_attn_config *c)
+{
+    size_t n[8], total = 0;
+    tensor_sizes(c, n);
+    for (int i = 0; i < 8; i++)
+        total += n[i];
+    return total;
+}
+
+void hs_attn_weights_bind(hs_attn_weights *w, const hs_attn_config *c, hs_real *mem)
+{
+    size_t n[8];
+    tensor_sizes(c, n);
+    hs_real **slot[8] = { &w->w_q, &w->w_k, &w->w_v, &w->w_o, &w->b_q, &w->b_k, &w->b_v, &w->b_o };
+    for (int i = 0; i < 8; i++) {
+        *slot[i] = n[i] ? mem : NULL;
+        mem += n[i];
+    }
+}
+
+int hs_kv_cache_init(hs_kv_cache *cache, int B, int G, int dh, int cap)
+{
+    memset(cache, 0, sizeof *cache);
+    if (B <= 0 || G <= 0 || dh <= 0 || cap <= 0)
+        return hs_fail(HS_EINVAL, "kv cache: sizes must be positive (B=%d, G=%d, dh=%d, cap=%d)",
+                       B, G, dh, cap);
+    size_t n = (size_t)B * G * cap * dh;
+    cache->k = hs_calloc(n, sizeof(hs_real), "kv cache keys");
+    cache->v = hs_calloc(n, sizeof(hs_real), "kv cache values");
+    if (!cache->k || !cache->v) {
+        hs_kv_cache_free(cache);
+        return HS_ENOMEM;
+    }
+    cache->B = B;
+    cache->G = G;
+    cache->dh = dh;
+    cache->cap = cap;
+    return HS_OK;
+}
+
+void hs_kv_cache_free(hs_kv_cache *cache)
+{
+    free(cache->k);
+    free(cache->v);
+    memset(cache, 0, sizeof *cache);
+}
+
+int hs_attn_acts_alloc(hs_attn_acts *a, const hs_attn_config *c, int B, int L, int S_new,
+                       int S_att, int want_att)
+{
+    memset(a, 0, sizeof *a);
+    int rc = hs_attn_config_check(c);
+    if (rc)
+        return rc;
+    if (B <= 0 || L <= 0 || S_new <= 0 || S_att < S_new)
+        return hs_fail(HS_EINVAL,
+                       "attention activations: bad sizes (B=%d, L=%d, S_new=%d, S=%d)", B, L,
+                       S_new, S_att);
+    size_t d = (size_t)c->d_model, gd = (size_t)c->n_kv_heads * (d / c->n_heads);
+    a->B = B;
+    a->L = L;
+    a->S_new = S_new;
+    a->S = S_att;
+    a->q = hs_calloc((size_t)B * L * d, sizeof(hs_real), "attention q");
+    a->z = hs_calloc((size_t)B * L * d, sizeof(hs_real), "attention z");
+    a->k = hs_calloc((size_t)B * S_new * gd, sizeof(hs_real), "attention k");
+    a->v = hs_calloc((size_t)B * S_new * gd, sizeof(hs_real), "attention v");
+    if (want_att)
+        a->att = hs_calloc((size_t)B * c->n_heads * L * S_att, sizeof(hs_real), "attention maps");
+    if (!a->q || !a->z || !a->k || !a->v || (want_att && !a->att)) {
+        hs_attn_acts_free(a);
+        return HS_ENOMEM;
+    }
+    return HS_OK;
+}
+
+void hs_attn_acts_free(hs_attn_acts *a)
+{
+    free(a->q);
+    free(a->k);
+    free(a->v);
+    free(a->z);
+    free(a->att);
+    memset(a, 0, sizeof *a);
+}
+
+/* zg (B*L, H*dh) = z with head h scaled by xi[h]. */
+static void apply_gates(hs_real *zg, const hs_real *z, const hs_real *xi, size_t rows, int H,
+                        int dh)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < rows; r++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < dh; i++)
+                zg[(r * H + h) * dh + i] = xi[h] * z[(r * H + h) * dh + i];
+}
+
+/* Appends the new keys/values (B,S_new,GD) at cache position len, in the
+ * cache's (B,G,cap,dh) layout. */
+static void cache_append(hs_kv_cache *cache, const hs_real *k, const hs_real *v, int S_new)
+{
+    const int G = cache->G, dh = cache->dh;
+    for (int b = 0; b < cache->B; b++)
+        for (int s = 0; s < S_new; s++)
+            for (int j = 0; j < G; j++) {
+                size_t src = ((size_t)b * S_new + s) * G * dh + (size_t)j * dh;
+                size_t dst = (((size_t)b * G + j) * cache->cap + cache->len + s) * dh;
+                memcpy(cache->k + dst, k + src, sizeof(hs_real) * dh);
+                memcpy(cache->v + dst, v + src, sizeof(hs_real) * dh);
+            }
+    cache->len += S_new;
+}
+
+int hs_attn_forward(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
+                    const hs_attn_config *c, const hs_real *x, const hs_real *y,
+                    const hs_real *xi, const hs_attn_mask *mask, hs_kv_cache *cache)
+{
+    int rc = hs_attn_config_check(c);
+    if (rc)
+        return rc;
+    const int B = a->B, L = a->L, Sn = a->S_new;
+    const int d = c->d_model, H = c->n_heads, G = c->n_kv_heads, dh = d / H, GD = G * dh;
+    if (!y && Sn != L)
+        return hs_fail(HS_EINVAL, "attention: self-attention needs S_new == L (%d != %d)", Sn, L);
+
+    hs_kv_view view = { a->k, a->v, (size_t)Sn * GD, (size_t)dh, (size_t)GD, Sn };
+    int prefix = 0;
+    if (cache) {
+        if (y)
+            return hs_fail(HS_EINVAL, "attention: the KV cache is for self-attention only");
+        if (!mask || !mask->causal)
+            return hs_fail(HS_EINVAL, "attention: the KV cache supports causal decoding only");
+        if (cache->B != B || cache->G != G || cache->dh != dh)
+            return hs_fail(HS_EINVAL,
+                           "attention: cache shape (B=%d, G=%d, dh=%d) does not match "
+                           "(B=%d, G=%d, dh=%d)",
+                           cache->B, cache->G, cache->dh, B, G, dh);
+        if (cache->len + Sn > cache->cap)
+            return hs_fail(HS_EINVAL, "attention: cache full (%d + %d > capacity %d)",
+                           cache->len, Sn, cache->cap);
+        prefix = cache->len;
+        view = (hs_kv_view){ cache->k, cache->v, (size_t)G * cache->cap * dh,
+                             (size_t)cache->cap * dh, (size_t)dh, prefix + Sn };
+    }
+    if (a->att && a->S != view.S)
+        return hs_fail(HS_EINVAL, "attention: maps were allocated for S=%d keys, forward has %d",
+                       a->S, view.S);
+    /* Validate before touching the cache, so a rejected call leaves it as it was. */
+    rc = hs_attn_mask_check(mask, prefix, B, L, view.S);
+    if (rc)
+        return rc;
+
+    const hs_real *kv_in = y ? y : x;
+    hs_linear_forward(a->q, x, w->w_q, w->b_q, (size_t)B * L, d, d);
+    hs_linear_forward(a->k, kv_in, w->w_k, w->b_k, (size_t)B * Sn, d, GD);
+    hs_linear_forward(a->v, kv_in, w->w_v, w->b_v, (size_t)B * Sn, d, GD);
+    if (cache)
+        cache_append(cache, a->k, a->v, Sn);
+
+    rc = hs_attn_heads_forward(a->z, a->att, a->q, &view, mask, prefix, B, L, H, G, dh);
+    if (rc)
+        return rc;
+
+    const hs_real *zg = a->z;
+    hs_real *gated = NULL;
+    if (xi) {
+        gated = hs_calloc((size_t)B * L * d, sizeof(hs_real), "gated head outputs");
+        if (!gated)
+            return HS_ENOMEM;
+        apply_gates(gated, a->z, xi, (size_t)B * L, H, dh);
+        zg = gated;
+    }
+    hs_linear_forward(out, zg, w->w_o, w->b_o, (size_t)B * L, d, d);
+    free(gated);
+    return HS_OK;
+}
+
+int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi,
+                     const hs_real *dout, const hs_attn_acts *a, const hs_attn_weights *w,
+                     const hs_attn_config *c, const hs_real *x, const hs_real *y,
+                     const hs_real *xi, const hs_attn_mask *mask)
+{
+    int rc = hs_attn_config_check(c);
+    if (rc)
+        return rc;
+    if (!a->att)
+        return hs_fail(HS_EINVAL, "attention backward: the forward kept no maps "
+                                  "(allocate the activations with want_att)");
+    if (a->S != a->S_new)
+        return hs_fail(HS_EINVAL, "attention backward: a forward over a KV cache has no backward");
+    if (y && !dy)
+        return hs_fail(HS_EINVAL, "attention backward: cross-attention needs dy");
+    const int B = a->B, L = a->L, S = a->S;
+    const int d = c->d_model, H = c->n_heads, G = c->n_kv_heads, dh = d / H, GD = G * dh;
+    const size_t BL = (size_t)B * L, BS = (size_t)B * S;
+
+    hs_real *dz = hs_calloc(BL * d, sizeof(hs_real), "attention dz");
+    hs_real *zg = xi ? hs_calloc(BL * d, sizeof(hs_real), "gated head outputs") : NULL;
+    hs_real *dq = hs_calloc(BL * d, sizeof(hs_real), "attention dq");
+    hs_real *dk = hs_calloc(BS * GD, sizeof(hs_real), "attention dk");
+    hs_real *dv = hs_calloc(BS * GD, sizeof(hs_real), "attention dv");
+    rc = HS_ENOMEM;
+    if (!dz || (xi && !zg) || !dq || !dk || !dv)
+        goto done;
+
+    /* Output projection: dz holds the gradient of the gated head outputs. */
+    if (xi)
+        apply_gates(zg, a->z, xi, BL, H, dh);
+    hs_linear_backward(dz, dw ? dw->w_o : NULL, dw ? dw->b_o : NULL, dout, xi ? zg : a->z,
+                       w->w_o, BL, d, d);
+    if (xi) {
+#pragma omp parallel for schedule(static)
+        for (int h = 0; h < H; h++) {
+            hs_real g = 0;
+            for (size_t r = 0; r < BL; r++)
+                for (int i = 0; i < dh; i++)
+                    g += a->z[(r * H + h) * dh + i] * dz[(r * H + h) * dh + i];
+            if (dxi)
+                dxi[h] += g;
+            for (size_t r = 0; r < BL; r++)
+                for (int i = 0; i < dh; i++)
+                    dz[(r * H + h) * dh + i] *= xi[h];
+        }
+    }
+
+    rc = hs_attn_heads_backward(dq, dk, dv, dz, a->att, a->q, a->k, a->v, mask, B, L, S, H, G,
+                                dh);
+    if (rc)
+        goto done;
+
+    const hs_real *kv_in = y ? y : x;
+    hs_real *dkv_in = y ? dy : dx;
+    hs_linear_backward(dx, dw ? dw->w_q : NULL, dw ? dw->b_q : NULL, dq, x, w->w_q, BL, d, d);
+    hs_linear_backward(dkv_in, dw ? dw->w_k : NULL, dw ? dw->b_k : NULL, dk, kv_in, w->w_k, BS, d,
+                       GD);
+    hs_linear_backward(dkv_in, dw ? dw->w_v : NULL, dw ? dw->b_v : NULL, dv, kv_in, w->w_v, BS, d,
+                       GD);
+    rc = HS_OK;
+done:
+    free(dz);
+    free(zg);
+    free(dq);
+    free(dk);
+    free(dv);
+    return rc;
+}

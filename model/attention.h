@@ -1,0 +1,138 @@
+/* Grouped-query attention: one module for MHA (G = H), GQA and MQA (G = 1).
+ *
+ * Dimension names used in every shape comment:
+ *   B batch, L queries, S keys (cached + new), d model width, H query heads,
+ *   G key/value heads, dh = d / H head width, HD = H*dh = d, GD = G*dh.
+ * Query head h reads key/value head h / (H/G) (SPEC §3); K/V are never
+ * repeated across a group, neither in the cache nor in a temporary.
+ *
+ * The forward is split at the head outputs z so that callers (capture,
+ * ablation) can observe or replace them before the output projection:
+ *   q,k,v = projections of x (and y for cross-attention)
+ *   att   = softmax(q k^T / sqrt(dh) + mask)          (B,H,L,S)
+ *   z     = att v                                       (B,L,H,dh)
+ *   out   = (xi[h] * z_h concatenated) W_o^T + b_o      (B,L,d)
+ */
+#ifndef HS_ATTENTION_H
+#define HS_ATTENTION_H
+
+#include <stddef.h>
+
+#include "common.h"
+
+typedef struct {
+    int d_model;    /* d */
+    int n_heads;    /* H; divides d */
+    int n_kv_heads; /* G; divides H */
+    int bias;       /* 1: every projection has a bias (GPT-2) */
+} hs_attn_config;
+
+/* HS_OK, or HS_EINVAL naming the offending size. */
+int hs_attn_config_check(const hs_attn_config *c);
+
+/* Projection parameters: 2 d^2 + 2 d G dh, plus 2 d + 2 G dh with biases. */
+size_t hs_attn_param_count(const hs_attn_config *c);
+
+/* Weights in nn.Linear layout (out, in). Biases are NULL when bias == 0. */
+typedef struct {
+    hs_real *w_q; /* (d, d)   */
+    hs_real *w_k; /* (GD, d)  */
+    hs_real *w_v; /* (GD, d)  */
+    hs_real *w_o; /* (d, d)   */
+    hs_real *b_q; /* (d)      */
+    hs_real *b_k; /* (GD)     */
+    hs_real *b_v; /* (GD)     */
+    hs_real *b_o; /* (d)      */
+} hs_attn_weights;
+
+/* Points w at consecutive slices of mem (hs_attn_param_count elements) in the
+ * order w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o. */
+void hs_attn_weights_bind(hs_attn_weights *w, const hs_attn_config *c, hs_real *mem);
+
+/* Which keys a query may see. */
+typedef struct {
+    int causal;                 /* query t sees key s iff s <= prefix + t */
+    const unsigned char *valid; /* (B, S) 1 = real key, 0 = padding; NULL = all real.
+                                   Spans the cached keys followed by the new ones. */
+} hs_attn_mask;
+
+/* Compact KV cache for incremental decoding: only the G key/value heads. */
+typedef struct {
+    int B, G, dh;
+    int cap; /* positions allocated */
+    int len; /* positions filled */
+    hs_real *k; /* (B, G, cap, dh) */
+    hs_real *v; /* (B, G, cap, dh) */
+} hs_kv_cache;
+
+int hs_kv_cache_init(hs_kv_cache *cache, int B, int G, int dh, int cap);
+void hs_kv_cache_free(hs_kv_cache *cache);
+
+/* Activations of one forward, kept for the backward and for observers.
+ * Allocate with hs_attn_acts_alloc; att is allocated only when asked for. */
+typedef struct {
+    int B, L, S_new;
+    hs_real *q;   /* (B, L, d)         */
+    hs_real *k;   /* (B, S_new, GD)    new keys, after projection */
+    hs_real *v;   /* (B, S_new, GD)    */
+    hs_real *z;   /* (B, L, d)         head outputs before the gates */
+    hs_real *att; /* (B, H, L, S) or NULL: per-head maps; the backward needs them */
+    int S;        /* keys the maps span: S_new, or cache length + S_new with a cache */
+} hs_attn_acts;
+
+/* S_att: keys the maps span (S_new without a cache, cache length + L with
+ * one); want_att = 0 leaves att NULL and the forward then keeps only a
+ * per-thread block of scores. */
+int hs_attn_acts_alloc(hs_attn_acts *a, const hs_attn_config *c, int B, int L, int S_new,
+                       int S_att, int want_att);
+void hs_attn_acts_free(hs_attn_acts *a);
+
+/* Forward. x (B,L,d) queries; y (B,S_new,d) keys/values for cross-attention
+ * or NULL for self-attention (S_new = L); xi (H) head gates or NULL for all 1;
+ * cache NULL, or a cache (self-attention, causal only) that the new keys are
+ * appended to before attending over all of it. out (B,L,d).
+ * Fails with HS_EINVAL on a query row whose every key is masked. */
+int hs_attn_forward(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
+                    const hs_attn_config *c, const hs_real *x, const hs_real *y,
+                    const hs_real *xi, const hs_attn_mask *mask, hs_kv_cache *cache);
+
+/* Backward of a cache-free forward whose acts hold att. Accumulates (+=)
+ * into dx (B,L,d), dy (B,S,d) (cross-attention; NULL for self-attention,
+ * whose key/value gradient goes to dx), the weight gradients dw (same layout
+ * as w; NULL members are skipped) and dxi (H) (NULL to skip). */
+int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi,
+                     const hs_real *dout, const hs_attn_acts *a, const hs_attn_weights *w,
+                     const hs_attn_config *c, const hs_real *x, const hs_real *y,
+                     const hs_real *xi, const hs_attn_mask *mask);
+
+/* ---- The head-level kernel, for callers that hold q, k, v themselves ---- */
+
+/* HS_OK when every query row has at least one key it may see; otherwise
+ * HS_EINVAL naming the first fully masked row (the seed's rule: such a row
+ * has no softmax). valid is (B,S). */
+int hs_attn_mask_check(const hs_attn_mask *mask, int prefix, int B, int L, int S);
+
+/* Where key/value rows live: row s of kv-head j in batch b starts at
+ * k + b*sb + j*sh + s*st (same strides for v). Covers both the projection
+ * layout (B,S,GD) and the cache layout (B,G,cap,dh). */
+typedef struct {
+    const hs_real *k, *v;
+    size_t sb, sh, st;
+    int S;
+} hs_kv_view;
+
+/* z (B,L,H*dh) and, when att != NULL, att (B,H,L,S) from q (B,L,H*dh).
+ * prefix is the number of cached keys before the first query's own key. */
+int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_kv_view *kv,
+                          const hs_attn_mask *mask, int prefix, int B, int L, int H, int G,
+                          int dh);
+
+/* Backward of hs_attn_heads_forward for prefix 0 and the projection layout:
+ * accumulates dq (B,L,H*dh), dk and dv (B,S,G*dh) from dz (B,L,H*dh) and att.
+ * Parallel over (batch, kv-head), so heads sharing K/V never race. */
+int hs_attn_heads_backward(hs_real *dq, hs_real *dk, hs_real *dv, const hs_real *dz,
+                           const hs_real *att, const hs_real *q, const hs_real *k,
+                           const hs_real *v, const hs_attn_mask *mask, int B, int L, int S,
+                           int H, int G, int dh);
+
+#endif

@@ -1,0 +1,68 @@
+#include "common.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static _Thread_local char last_error[1024];
+
+int hs_fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *hs_last_error(void) { return last_error; }
+
+const char *hs_status_name(int code)
+{
+    switch (code) {
+    case HS_OK: return "ok";
+    case HS_EINVAL: return "invalid argument";
+    case HS_EIO: return "input/output error";
+    case HS_EFORMAT: return "malformed file";
+    case HS_ENOMEM: return "out of memory";
+    case HS_EINTR: return "interrupted";
+    default: return "unknown status";
+    }
+}
+
+void *hs_calloc(size_t n, size_t size, const char *what)
+{
+    if (size != 0 && n > SIZE_MAX / size) {
+        hs_fail(HS_ENOMEM, "%s: size %zu x %zu overflows", what, n, size);
+        return NULL;
+    }
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p)
+        hs_fail(HS_ENOMEM, "%s: cannot allocate %zu bytes", what, n * size);
+    return p;
+}
+
+void hs_set_threads(int n)
+{
+    if (n < 1)
+        n = 1;
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+    openblas_set_num_threads(n);
+}
+
+int hs_get_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}

@@ -1,0 +1,46 @@
+/* Shared vocabulary of every headscope module: the numeric type, status codes,
+ * the thread-local error message, checked allocation and the thread count.
+ *
+ * Every numeric kernel computes in hs_real: float by default, double when the
+ * library is built with -DHEADSCOPE_DOUBLE=ON (the oracle-check build). */
+#ifndef HS_COMMON_H
+#define HS_COMMON_H
+
+#include <stddef.h>
+
+#ifdef HEADSCOPE_DOUBLE
+typedef double hs_real;
+#define HS_REAL_NAME "double"
+#else
+typedef float hs_real;
+#define HS_REAL_NAME "float"
+#endif
+
+#define HS_VERSION "0.1.0"
+
+/* Status codes. Library functions return one of these and never exit(); the
+ * message describing the last failure on this thread is hs_last_error(). */
+enum hs_status {
+    HS_OK = 0,
+    HS_EINVAL,  /* bad argument or configuration */
+    HS_EIO,     /* a read or write failed */
+    HS_EFORMAT, /* a file's contents are malformed */
+    HS_ENOMEM,  /* allocation failed or a size overflowed */
+    HS_EINTR,   /* interrupted by a signal */
+};
+
+/* Records a printf-style message for this thread and returns `code`, so a
+ * failure reads `return hs_fail(HS_EINVAL, "...", ...);`. */
+int hs_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *hs_last_error(void);
+const char *hs_status_name(int code);
+
+/* calloc of n*size bytes with an overflow check; on failure records HS_ENOMEM
+ * naming `what` and returns NULL. */
+void *hs_calloc(size_t n, size_t size, const char *what);
+
+/* Threads for OpenMP loops and for OpenBLAS calls made outside them. */
+void hs_set_threads(int n);
+int hs_get_threads(void);
+
+#endif
