@@ -107,9 +107,16 @@ int hs_attn_acts_alloc(hs_attn_acts *a, const hs_attn_config *c, int B, int L, i
     a->z = hs_calloc((size_t)B * L * d, sizeof(hs_real), "attention z");
     a->k = hs_calloc((size_t)B * S_new * gd, sizeof(hs_real), "attention k");
     a->v = hs_calloc((size_t)B * S_new * gd, sizeof(hs_real), "attention v");
-    if (want_att)
+    a->zg = hs_calloc((size_t)B * L * d, sizeof(hs_real), "gated head outputs");
+    if (want_att) {
         a->att = hs_calloc((size_t)B * c->n_heads * L * S_att, sizeof(hs_real), "attention maps");
-    if (!a->q || !a->z || !a->k || !a->v || (want_att && !a->att)) {
+        a->dz = hs_calloc((size_t)B * L * d, sizeof(hs_real), "attention dz");
+        a->dq = hs_calloc((size_t)B * L * d, sizeof(hs_real), "attention dq");
+        a->dk = hs_calloc((size_t)B * S_new * gd, sizeof(hs_real), "attention dk");
+        a->dv = hs_calloc((size_t)B * S_new * gd, sizeof(hs_real), "attention dv");
+    }
+    if (!a->q || !a->z || !a->k || !a->v || !a->zg ||
+        (want_att && (!a->att || !a->dz || !a->dq || !a->dk || !a->dv))) {
         hs_attn_acts_free(a);
         return HS_ENOMEM;
     }
@@ -123,6 +130,11 @@ void hs_attn_acts_free(hs_attn_acts *a)
     free(a->v);
     free(a->z);
     free(a->att);
+    free(a->zg);
+    free(a->dz);
+    free(a->dq);
+    free(a->dk);
+    free(a->dv);
     memset(a, 0, sizeof *a);
 }
 
@@ -203,17 +215,9 @@ int hs_attn_forward(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
     if (rc)
         return rc;
 
-    const hs_real *zg = a->z;
-    hs_real *gated = NULL;
-    if (xi) {
-        gated = hs_calloc((size_t)B * L * d, sizeof(hs_real), "gated head outputs");
-        if (!gated)
-            return HS_ENOMEM;
-        apply_gates(gated, a->z, xi, (size_t)B * L, H, dh);
-        zg = gated;
-    }
-    hs_linear_forward(out, zg, w->w_o, w->b_o, (size_t)B * L, d, d);
-    free(gated);
+    if (xi)
+        apply_gates(a->zg, a->z, xi, (size_t)B * L, H, dh);
+    hs_linear_forward(out, xi ? a->zg : a->z, w->w_o, w->b_o, (size_t)B * L, d, d);
     return HS_OK;
 }
 
@@ -235,15 +239,11 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
     const int B = a->B, L = a->L, S = a->S;
     const int d = c->d_model, H = c->n_heads, G = c->n_kv_heads, dh = d / H, GD = G * dh;
     const size_t BL = (size_t)B * L, BS = (size_t)B * S;
-
-    hs_real *dz = hs_calloc(BL * d, sizeof(hs_real), "attention dz");
-    hs_real *zg = xi ? hs_calloc(BL * d, sizeof(hs_real), "gated head outputs") : NULL;
-    hs_real *dq = hs_calloc(BL * d, sizeof(hs_real), "attention dq");
-    hs_real *dk = hs_calloc(BS * GD, sizeof(hs_real), "attention dk");
-    hs_real *dv = hs_calloc(BS * GD, sizeof(hs_real), "attention dv");
-    rc = HS_ENOMEM;
-    if (!dz || (xi && !zg) || !dq || !dk || !dv)
-        goto done;
+    hs_real *dz = a->dz, *dq = a->dq, *dk = a->dk, *dv = a->dv, *zg = a->zg;
+    memset(dz, 0, sizeof(hs_real) * BL * d);
+    memset(dq, 0, sizeof(hs_real) * BL * d);
+    memset(dk, 0, sizeof(hs_real) * BS * GD);
+    memset(dv, 0, sizeof(hs_real) * BS * GD);
 
     /* Output projection: dz holds the gradient of the gated head outputs. */
     if (xi)
@@ -268,7 +268,7 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
     rc = hs_attn_heads_backward(dq, dk, dv, dz, a->att, a->q, a->k, a->v, mask, B, L, S, H, G,
                                 dh);
     if (rc)
-        goto done;
+        return rc;
 
     const hs_real *kv_in = y ? y : x;
     hs_real *dkv_in = y ? dy : dx;
@@ -277,12 +277,5 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
                        GD);
     hs_linear_backward(dkv_in, dw ? dw->w_v : NULL, dw ? dw->b_v : NULL, dv, kv_in, w->w_v, BS, d,
                        GD);
-    rc = HS_OK;
-done:
-    free(dz);
-    free(zg);
-    free(dq);
-    free(dk);
-    free(dv);
-    return rc;
+    return HS_OK;
 }

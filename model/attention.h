@@ -78,11 +78,18 @@ typedef struct {
     hs_real *z;   /* (B, L, d)         head outputs before the gates */
     hs_real *att; /* (B, H, L, S) or NULL: per-head maps; the backward needs them */
     int S;        /* keys the maps span: S_new, or cache length + S_new with a cache */
+    /* Scratch kept between calls, so repeated steps do not map and unmap
+     * large buffers (with several threads every unmap is a TLB shootdown). */
+    hs_real *zg;     /* (B, L, d)      gated head outputs */
+    hs_real *dz;     /* (B, L, d)      backward only (allocated with att) */
+    hs_real *dq;     /* (B, L, d)      backward only */
+    hs_real *dk;     /* (B, S_new, GD) backward only */
+    hs_real *dv;     /* (B, S_new, GD) backward only */
 } hs_attn_acts;
 
 /* S_att: keys the maps span (S_new without a cache, cache length + L with
- * one); want_att = 0 leaves att NULL and the forward then keeps only a
- * per-thread block of scores. */
+ * one); want_att = 0 leaves att and the backward scratch NULL, and the
+ * forward then keeps only a per-thread block of scores. */
 int hs_attn_acts_alloc(hs_attn_acts *a, const hs_attn_config *c, int B, int L, int S_new,
                        int S_att, int want_att);
 void hs_attn_acts_free(hs_attn_acts *a);
@@ -96,7 +103,8 @@ int hs_attn_forward(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
                     const hs_attn_config *c, const hs_real *x, const hs_real *y,
                     const hs_real *xi, const hs_attn_mask *mask, hs_kv_cache *cache);
 
-/* Backward of a cache-free forward whose acts hold att. Accumulates (+=)
+/* Backward of a cache-free forward whose acts hold att (and its backward
+ * scratch, which this call overwrites). Accumulates (+=)
  * into dx (B,L,d), dy (B,S,d) (cross-attention; NULL for self-attention,
  * whose key/value gradient goes to dx), the weight gradients dw (same layout
  * as w; NULL members are skipped) and dxi (H) (NULL to skip). */

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Attention benchmark: headscope's kernel against torch.nn.MultiheadAttention
+# (bench/attention_torch.py) in the same run, at the same thread counts.
+#
+#   bench/attention.sh [--reps R] [--threads "1 2"] [--blas-autodetect]
+#
+# Both sides are pinned to N threads: OMP_NUM_THREADS and OPENBLAS_NUM_THREADS
+# as well as torch.set_num_threads, since torch's BLAS keeps a thread pool of
+# its own that set_num_threads does not limit. Both use Debian's OpenBLAS; this
+# machine's environment may force its kernels with OPENBLAS_CORETYPE (and
+# OPENBLAS_L2_SIZE). --blas-autodetect unsets both for both sides, letting
+# OpenBLAS pick its kernels for the CPU. Results: bench/out/attention.jsonl and
+# a markdown table in bench/out/attention.md (also printed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+reps=10
+threads="1 2"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --reps) reps=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --blas-autodetect) unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; shift ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "attention.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+cmake -S . -B build/float >/dev/null
+cmake --build build/float -j "$(nproc)" --target bench_attention >/dev/null
+bin=build/float/bench/bench_attention
+mkdir -p bench/out
+out=bench/out/attention.jsonl
+: >"$out"
+
+shapes=(--shape 8,128,256,8 --shape 8,128,256,8,2 --shape 4,512,512,8 --shape 4,512,512,8,2
+        --shape 1,2048,512,8 --shape 1,2048,512,8,2)
+for t in $threads; do
+  export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
+  echo "threads $t: OpenBLAS sgemm, headscope, torch" >&2
+  "$bin" --threads "$t" --gemm 1024 --reps "$reps" >>"$out"
+  "$bin" --threads "$t" --reps "$reps" "${shapes[@]}" >>"$out"
+  /usr/bin/python3 bench/attention_torch.py --threads "$t" --reps "$reps" "${shapes[@]}" \
+    >>"$out" 2>/dev/null
+done
+
+# Incremental decoding memory: compact cache vs K/V repeated to h heads, each
+# in its own process so the peak RSS is its own.
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+for g in 8 4 2 1; do
+  for path in "" --repeat-kv; do
+    "$bin" --threads 1 --decode $path --shape 1,4096,512,8,$g >>"$out"
+  done
+done
+
+/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" <<'PY' | tee bench/out/attention.md
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+core = sys.argv[2]
+key = lambda r: (r["threads"], r["B"], r["T"], r["d"], r["h"], r["g"])
+hs = {key(r): r for r in rows if r["impl"] == "headscope"}
+th = {key(r): r for r in rows if r["impl"] == "torch"}
+gemm = {r["threads"]: r["gflops"] for r in rows if r["impl"] == "openblas_sgemm"}
+print(f"OpenBLAS kernels: {core}; causal self-attention, float32, median of the reps\n")
+print("| threads | B,T,d,h,g | fwd ms (hs / torch) | fwd x | fwd+bwd ms (hs / torch) | fwd+bwd x | hs fwd GFLOP/s | sgemm GFLOP/s |")
+print("|---|---|---|---|---|---|---|---|")
+for k in sorted(hs):
+    a, b = hs[k], th.get(k)
+    if not b:
+        continue
+    print(f"| {k[0]} | {k[1]},{k[2]},{k[3]},{k[4]},{k[5]} | {a['fwd_ms']:.2f} / {b['fwd_ms']:.2f} | "
+          f"{b['fwd_ms']/a['fwd_ms']:.2f} | {a['fwdbwd_ms']:.2f} / {b['fwdbwd_ms']:.2f} | "
+          f"{b['fwdbwd_ms']/a['fwdbwd_ms']:.2f} | {a['fwd_gflops']:.0f} | {gemm.get(k[0], 0):.0f} |")
+dec = [r for r in rows if r["impl"] == "headscope_decode"]
+if dec:
+    print("\nIncremental decoding, T=4096, d=512, h=8, one token a step (peak RSS growth):\n")
+    print("| g | h/g | compact cache KiB | compact peak KiB | repeated-K/V peak KiB | ms/token compact |")
+    print("|---|---|---|---|---|---|")
+    for g in sorted({r["g"] for r in dec}, reverse=True):
+        c = next(r for r in dec if r["g"] == g and r["path"] == "compact")
+        rp = next(r for r in dec if r["g"] == g and r["path"] == "repeat_kv")
+        print(f"| {g} | {c['h']//g} | {c['cache_bytes']/1024:.0f} | {c['peak_growth_kib']} | "
+              f"{rp['peak_growth_kib']} | {c['ms_per_token']:.3f} |")
+PY
