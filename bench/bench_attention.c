@@ -69,7 +69,7 @@ static int parse_shape(const char *s, shape *sh)
 
 static void bench_shape(const shape *sh, int threads, int reps, int warmup, int causal)
 {
-    hs_attn_config c = { sh->d, sh->h, sh->g, 0 };
+    hs_attn_config c = { .d_model = sh->d, .n_heads = sh->h, .n_kv_heads = sh->g };
     if (hs_attn_config_check(&c))
         die("config");
     const int B = sh->B, T = sh->T, d = sh->d;
@@ -155,7 +155,7 @@ static long vm_kib(const char *field)
  * otherwise the kernel reads the compact cache by index. */
 static void bench_decode(const shape *sh, int repeat_kv)
 {
-    hs_attn_config c = { sh->d, sh->h, sh->g, 0 };
+    hs_attn_config c = { .d_model = sh->d, .n_heads = sh->h, .n_kv_heads = sh->g };
     if (hs_attn_config_check(&c))
         die("config");
     const int T = sh->T, d = sh->d, H = sh->h, G = sh->g, dh = d / H;

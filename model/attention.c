@@ -2,6 +2,7 @@
  * KV cache, and the projections around the per-head kernel (attn_heads.c). */
 #include "attention.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,14 +10,18 @@
 
 int hs_attn_config_check(const hs_attn_config *c)
 {
-    if (c->d_model <= 0 || c->n_heads <= 0 || c->n_kv_heads <= 0)
+    if (c->d_model <= 0 || c->n_heads <= 0 || c->n_kv_heads <= 0 || c->head_dim < 0)
         return hs_fail(HS_EINVAL,
                        "attention config: sizes must be positive (d_model=%d, n_heads=%d, "
-                       "n_kv_heads=%d)",
-                       c->d_model, c->n_heads, c->n_kv_heads);
-    if (c->d_model % c->n_heads)
+                       "n_kv_heads=%d, head_dim=%d)",
+                       c->d_model, c->n_heads, c->n_kv_heads, c->head_dim);
+    if (!c->head_dim && c->d_model % c->n_heads)
         return hs_fail(HS_EINVAL, "attention config: d_model=%d is not divisible by n_heads=%d",
                        c->d_model, c->n_heads);
+    if (c->rope_theta < 0 || (c->rope_theta > 0 && hs_attn_head_dim(c) % 2))
+        return hs_fail(HS_EINVAL, "attention config: rotary positions need an even head_dim "
+                                  "and rope_theta > 0 (head_dim=%d, rope_theta=%g)",
+                       hs_attn_head_dim(c), c->rope_theta);
     if (c->n_heads % c->n_kv_heads)
         return hs_fail(HS_EINVAL,
                        "attention config: n_heads=%d is not divisible by n_kv_heads=%d",
@@ -24,17 +29,22 @@ int hs_attn_config_check(const hs_attn_config *c)
     return HS_OK;
 }
 
+int hs_attn_head_dim(const hs_attn_config *c)
+{
+    return c->head_dim ? c->head_dim : c->d_model / c->n_heads;
+}
+
 /* Element counts of the eight tensors in binding order. */
 static void tensor_sizes(const hs_attn_config *c, size_t n[8])
 {
-    size_t d = (size_t)c->d_model;
-    size_t gd = (size_t)c->n_kv_heads * (d / (size_t)c->n_heads);
+    size_t d = (size_t)c->d_model, dh = (size_t)hs_attn_head_dim(c);
+    size_t hd = (size_t)c->n_heads * dh, gd = (size_t)c->n_kv_heads * dh;
     size_t with_bias = c->bias ? 1 : 0;
-    n[0] = d * d;
+    n[0] = hd * d;
     n[1] = gd * d;
     n[2] = gd * d;
-    n[3] = d * d;
-    n[4] = with_bias * d;
+    n[3] = d * hd;
+    n[4] = with_bias * hd;
     n[5] = with_bias * gd;
     n[6] = with_bias * gd;
     n[7] = with_bias * d;
@@ -98,7 +108,8 @@ int hs_attn_acts_alloc(hs_attn_acts *a, const hs_attn_config *c, int B, int L, i
         return hs_fail(HS_EINVAL,
                        "attention activations: bad sizes (B=%d, L=%d, S_new=%d, S=%d)", B, L,
                        S_new, S_att);
-    size_t d = (size_t)c->d_model, gd = (size_t)c->n_kv_heads * (d / c->n_heads);
+    size_t dh = (size_t)hs_attn_head_dim(c);
+    size_t d = (size_t)c->n_heads * dh, gd = (size_t)c->n_kv_heads * dh; /* d: HD here */
     a->B = B;
     a->L = L;
     a->S_new = S_new;
@@ -138,6 +149,30 @@ void hs_attn_acts_free(hs_attn_acts *a)
     memset(a, 0, sizeof *a);
 }
 
+/* Rotates, in place, every head of rows (B, T, nh*dh) by the Hugging Face
+ * rotate-half RoPE at positions pos0 + t: the pair (i, i + dh/2) turns by
+ * angle (pos0 + t) * theta^(-2i/dh). inverse = 1 turns back, which is the
+ * backward of the rotation (its transpose). */
+static void rope_rotate(hs_real *x, int B, int T, int nh, int dh, int pos0, double theta,
+                        int inverse)
+{
+    const int half = dh / 2;
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < half; i++) {
+            double angle = (pos0 + t) * pow(theta, -2.0 * i / dh);
+            hs_real c = (hs_real)cos(angle), s = (hs_real)(inverse ? -sin(angle) : sin(angle));
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < nh; h++) {
+                    hs_real *r = x + (((size_t)b * T + t) * nh + h) * dh;
+                    hs_real x1 = r[i], x2 = r[i + half];
+                    r[i] = x1 * c - x2 * s;
+                    r[i + half] = x2 * c + x1 * s;
+                }
+        }
+    }
+}
+
 /* zg (B*L, H*dh) = z with head h scaled by xi[h]. */
 static void apply_gates(hs_real *zg, const hs_real *z, const hs_real *xi, size_t rows, int H,
                         int dh)
@@ -173,7 +208,8 @@ int hs_attn_forward(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
     if (rc)
         return rc;
     const int B = a->B, L = a->L, Sn = a->S_new;
-    const int d = c->d_model, H = c->n_heads, G = c->n_kv_heads, dh = d / H, GD = G * dh;
+    const int d = c->d_model, H = c->n_heads, G = c->n_kv_heads, dh = hs_attn_head_dim(c);
+    const int HD = H * dh, GD = G * dh;
     if (!y && Sn != L)
         return hs_fail(HS_EINVAL, "attention: self-attention needs S_new == L (%d != %d)", Sn, L);
 
@@ -205,9 +241,13 @@ int hs_attn_forward(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
         return rc;
 
     const hs_real *kv_in = y ? y : x;
-    hs_linear_forward(a->q, x, w->w_q, w->b_q, (size_t)B * L, d, d);
+    hs_linear_forward(a->q, x, w->w_q, w->b_q, (size_t)B * L, d, HD);
     hs_linear_forward(a->k, kv_in, w->w_k, w->b_k, (size_t)B * Sn, d, GD);
     hs_linear_forward(a->v, kv_in, w->w_v, w->b_v, (size_t)B * Sn, d, GD);
+    if (c->rope_theta > 0) {
+        rope_rotate(a->q, B, L, H, dh, prefix, c->rope_theta, 0);
+        rope_rotate(a->k, B, Sn, G, dh, prefix, c->rope_theta, 0);
+    }
     if (cache)
         cache_append(cache, a->k, a->v, Sn);
 
@@ -217,7 +257,7 @@ int hs_attn_forward(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
 
     if (xi)
         apply_gates(a->zg, a->z, xi, (size_t)B * L, H, dh);
-    hs_linear_forward(out, xi ? a->zg : a->z, w->w_o, w->b_o, (size_t)B * L, d, d);
+    hs_linear_forward(out, xi ? a->zg : a->z, w->w_o, w->b_o, (size_t)B * L, HD, d);
     return HS_OK;
 }
 
@@ -237,11 +277,12 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
     if (y && !dy)
         return hs_fail(HS_EINVAL, "attention backward: cross-attention needs dy");
     const int B = a->B, L = a->L, S = a->S;
-    const int d = c->d_model, H = c->n_heads, G = c->n_kv_heads, dh = d / H, GD = G * dh;
+    const int d = c->d_model, H = c->n_heads, G = c->n_kv_heads, dh = hs_attn_head_dim(c);
+    const int HD = H * dh, GD = G * dh;
     const size_t BL = (size_t)B * L, BS = (size_t)B * S;
     hs_real *dz = a->dz, *dq = a->dq, *dk = a->dk, *dv = a->dv, *zg = a->zg;
-    memset(dz, 0, sizeof(hs_real) * BL * d);
-    memset(dq, 0, sizeof(hs_real) * BL * d);
+    memset(dz, 0, sizeof(hs_real) * BL * HD);
+    memset(dq, 0, sizeof(hs_real) * BL * HD);
     memset(dk, 0, sizeof(hs_real) * BS * GD);
     memset(dv, 0, sizeof(hs_real) * BS * GD);
 
@@ -249,7 +290,7 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
     if (xi)
         apply_gates(zg, a->z, xi, BL, H, dh);
     hs_linear_backward(dz, dw ? dw->w_o : NULL, dw ? dw->b_o : NULL, dout, xi ? zg : a->z,
-                       w->w_o, BL, d, d);
+                       w->w_o, BL, HD, d);
     if (xi) {
 #pragma omp parallel for schedule(static)
         for (int h = 0; h < H; h++) {
@@ -269,12 +310,20 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
                                 dh);
     if (rc)
         return rc;
+    if (c->rope_theta > 0) {
+        rope_rotate(dq, B, L, H, dh, 0, c->rope_theta, 1);
+        rope_rotate(dk, B, S, G, dh, 0, c->rope_theta, 1);
+    }
 
     const hs_real *kv_in = y ? y : x;
     hs_real *dkv_in = y ? dy : dx;
-    hs_linear_backward(dx, dw ? dw->w_q : NULL, dw ? dw->b_q : NULL, dq, x, w->w_q, BL, d, d);
-    hs_linear_backward(dkv_in, dw ? dw->w_k : NULL, dw ? dw->b_k : NULL, dk, kv_in, w->w_k, BS, d,
-                       GD);
+    hs_linear_backward(dx, dw ? dw->w_q : NULL, dw ? dw->b_q : NULL, dq, x, w->w_q, BL, d, HD);
+    /* Without RoPE the key bias gradient is identically zero: adding the
+     * same vector to every key shifts each score row by a constant, which the
+     * softmax ignores. Leaving it untouched keeps it exactly zero instead of
+     * rounding noise that Adam would turn into a drift of about lr per step. */
+    hs_real *db_k = dw && c->rope_theta > 0 ? dw->b_k : NULL;
+    hs_linear_backward(dkv_in, dw ? dw->w_k : NULL, db_k, dk, kv_in, w->w_k, BS, d, GD);
     hs_linear_backward(dkv_in, dw ? dw->w_v : NULL, dw ? dw->b_v : NULL, dv, kv_in, w->w_v, BS, d,
                        GD);
     return HS_OK;

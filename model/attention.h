@@ -2,13 +2,15 @@
  *
  * Dimension names used in every shape comment:
  *   B batch, L queries, S keys (cached + new), d model width, H query heads,
- *   G key/value heads, dh = d / H head width, HD = H*dh = d, GD = G*dh.
+ *   G key/value heads, dh head width (d / H unless set: pruned models keep
+ *   dh while losing heads), HD = H*dh, GD = G*dh.
  * Query head h reads key/value head h / (H/G) (SPEC §3); K/V are never
  * repeated across a group, neither in the cache nor in a temporary.
  *
  * The forward is split at the head outputs z so that callers (capture,
  * ablation) can observe or replace them before the output projection:
- *   q,k,v = projections of x (and y for cross-attention)
+ *   q,k,v = projections of x (and y for cross-attention), q and k rotated
+ *           per head when rope_theta > 0 (Hugging Face rotate-half RoPE)
  *   att   = softmax(q k^T / sqrt(dh) + mask)          (B,H,L,S)
  *   z     = att v                                       (B,L,H,dh)
  *   out   = (xi[h] * z_h concatenated) W_o^T + b_o      (B,L,d)
@@ -21,25 +23,31 @@
 #include "common.h"
 
 typedef struct {
-    int d_model;    /* d */
-    int n_heads;    /* H; divides d */
-    int n_kv_heads; /* G; divides H */
-    int bias;       /* 1: every projection has a bias (GPT-2) */
+    int d_model;       /* d */
+    int n_heads;       /* H */
+    int n_kv_heads;    /* G; divides H */
+    int bias;          /* 1: every projection has a bias (GPT-2) */
+    int head_dim;      /* dh; 0 means d / H, and then H must divide d */
+    double rope_theta; /* > 0: rotary positions with this base; 0: none */
 } hs_attn_config;
 
 /* HS_OK, or HS_EINVAL naming the offending size. */
 int hs_attn_config_check(const hs_attn_config *c);
 
-/* Projection parameters: 2 d^2 + 2 d G dh, plus 2 d + 2 G dh with biases. */
+/* dh of a checked configuration. */
+int hs_attn_head_dim(const hs_attn_config *c);
+
+/* Projection parameters: 2 d HD + 2 d GD (= 2 d^2 + 2 d G dh when HD = d),
+ * plus HD + 2 GD + d with biases. */
 size_t hs_attn_param_count(const hs_attn_config *c);
 
 /* Weights in nn.Linear layout (out, in). Biases are NULL when bias == 0. */
 typedef struct {
-    hs_real *w_q; /* (d, d)   */
+    hs_real *w_q; /* (HD, d)  */
     hs_real *w_k; /* (GD, d)  */
     hs_real *w_v; /* (GD, d)  */
-    hs_real *w_o; /* (d, d)   */
-    hs_real *b_q; /* (d)      */
+    hs_real *w_o; /* (d, HD)  */
+    hs_real *b_q; /* (HD)     */
     hs_real *b_k; /* (GD)     */
     hs_real *b_v; /* (GD)     */
     hs_real *b_o; /* (d)      */
@@ -72,17 +80,17 @@ void hs_kv_cache_free(hs_kv_cache *cache);
  * Allocate with hs_attn_acts_alloc; att is allocated only when asked for. */
 typedef struct {
     int B, L, S_new;
-    hs_real *q;   /* (B, L, d)         */
-    hs_real *k;   /* (B, S_new, GD)    new keys, after projection */
+    hs_real *q;   /* (B, L, HD)        after RoPE when rotary */
+    hs_real *k;   /* (B, S_new, GD)    new keys, after projection (and RoPE) */
     hs_real *v;   /* (B, S_new, GD)    */
-    hs_real *z;   /* (B, L, d)         head outputs before the gates */
+    hs_real *z;   /* (B, L, HD)        head outputs before the gates */
     hs_real *att; /* (B, H, L, S) or NULL: per-head maps; the backward needs them */
     int S;        /* keys the maps span: S_new, or cache length + S_new with a cache */
     /* Scratch kept between calls, so repeated steps do not map and unmap
      * large buffers (with several threads every unmap is a TLB shootdown). */
-    hs_real *zg;     /* (B, L, d)      gated head outputs */
-    hs_real *dz;     /* (B, L, d)      backward only (allocated with att) */
-    hs_real *dq;     /* (B, L, d)      backward only */
+    hs_real *zg;     /* (B, L, HD)     gated head outputs */
+    hs_real *dz;     /* (B, L, HD)     backward only (allocated with att) */
+    hs_real *dq;     /* (B, L, HD)     backward only */
     hs_real *dk;     /* (B, S_new, GD) backward only */
     hs_real *dv;     /* (B, S_new, GD) backward only */
 } hs_attn_acts;

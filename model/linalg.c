@@ -52,31 +52,6 @@ void hs_linear_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_real *
     }
 }
 
-#ifdef HEADSCOPE_DOUBLE
-static inline double exp_nonpositive(double x) { return exp(x); }
-#else
-/* exp for x <= 0 in straight-line float arithmetic so that the row loop
- * vectorises (libm's expf does not). Cephes' polynomial on the range-reduced
- * argument: relative error about 2 ulp. Below -87 the result is clamped to
- * about 1e-38 rather than a denormal; masked entries never come here. */
-static inline float exp_nonpositive(float x)
-{
-    x = x < -87.0f ? -87.0f : x;
-    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    float n = (x * 1.44269504088896341f + magic) - magic;
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    float y = p * r * r + r + 1.0f;
-    union { int32_t i; float f; } scale = { .i = ((int32_t)n + 127) << 23 };
-    return y * scale.f;
-}
-#endif
-
 void hs_softmax_row(hs_real *row, const unsigned char *keep, int n)
 {
     hs_real mx = -INFINITY;
@@ -86,13 +61,13 @@ void hs_softmax_row(hs_real *row, const unsigned char *keep, int n)
     hs_real sum = 0;
     if (keep) {
         for (int s = 0; s < n; s++) {
-            hs_real e = exp_nonpositive(row[s] - mx);
+            hs_real e = hs_exp_nonpos(row[s] - mx);
             row[s] = keep[s] ? e : 0;
             sum += row[s];
         }
     } else {
         for (int s = 0; s < n; s++) {
-            row[s] = exp_nonpositive(row[s] - mx);
+            row[s] = hs_exp_nonpos(row[s] - mx);
             sum += row[s];
         }
     }

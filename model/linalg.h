@@ -4,7 +4,9 @@
 #ifndef HS_LINALG_H
 #define HS_LINALG_H
 
+#include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common.h"
 
@@ -22,6 +24,40 @@ void hs_linear_forward(hs_real *out, const hs_real *inp, const hs_real *w, const
  * db (OC) += column sums of dout. Any of dinp, dw, db may be NULL. */
 void hs_linear_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_real *dout,
                         const hs_real *inp, const hs_real *w, size_t N, int C, int OC);
+
+#ifdef HEADSCOPE_DOUBLE
+static inline double hs_exp_nonpos(double x) { return exp(x); }
+static inline double hs_tanh(double x) { return tanh(x); }
+#else
+/* hs_exp_nonpos: exp for x <= 0 in straight-line float arithmetic so that the row loop
+ * vectorises (libm's expf does not). Cephes' polynomial on the range-reduced
+ * argument: relative error about 2 ulp. Below -87 the result is clamped to
+ * about 1e-38 rather than a denormal; masked entries never come here. */
+static inline float hs_exp_nonpos(float x)
+{
+    x = x < -87.0f ? -87.0f : x;
+    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    float n = (x * 1.44269504088896341f + magic) - magic;
+    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * r * r + r + 1.0f;
+    union { int32_t i; float f; } scale = { .i = ((int32_t)n + 127) << 23 };
+    return y * scale.f;
+}
+
+/* tanh from one exp of a non-positive argument; absolute error ~1e-7. */
+static inline float hs_tanh(float x)
+{
+    float e = hs_exp_nonpos(-2.0f * (x < 0 ? -x : x));
+    float t = (1.0f - e) / (1.0f + e);
+    return x < 0 ? -t : t;
+}
+#endif
 
 /* In place: row[0..n) <- softmax of row[0..n) where keep[s] != 0; entries
  * with keep[s] == 0 become exactly 0. keep == NULL keeps all. At least one

@@ -41,8 +41,8 @@ static void run_fixture_case(const char *name)
     CU_ASSERT_EQUAL_FATAL(fx_load(&fc, fixture_path(), name), 0);
     printf("\n  case %s\n", name);
     const int B = (int)fx_int(&fc, "B"), L = (int)fx_int(&fc, "L"), S = (int)fx_int(&fc, "S");
-    hs_attn_config c = { (int)fx_int(&fc, "d"), (int)fx_int(&fc, "H"), (int)fx_int(&fc, "G"),
-                         (int)fx_int(&fc, "bias") };
+    hs_attn_config c = { .d_model = (int)fx_int(&fc, "d"), .n_heads = (int)fx_int(&fc, "H"),
+                         .n_kv_heads = (int)fx_int(&fc, "G"), .bias = (int)fx_int(&fc, "bias") };
     const int cross = (int)fx_int(&fc, "cross"), gates = (int)fx_int(&fc, "gates");
     const int d = c.d_model, H = c.n_heads;
     CU_ASSERT_EQUAL_FATAL(hs_attn_config_check(&c), HS_OK);
@@ -138,7 +138,7 @@ static void naive_linear(double *out, const hs_real *in, const hs_real *w, const
 static void per_head_loop_case(int G)
 {
     const int B = 2, T = 7, d = 24, H = 4, dh = d / H;
-    hs_attn_config c = { d, H, G, 1 };
+    hs_attn_config c = { .d_model = d, .n_heads = H, .n_kv_heads = G, .bias = 1 };
     size_t np = hs_attn_param_count(&c);
     hs_real *params = malloc(np * sizeof(hs_real));
     for (size_t i = 0; i < np; i++)

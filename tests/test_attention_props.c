@@ -56,7 +56,7 @@ typedef struct {
 
 static void module_init(module *m, int d, int H, int G, int bias)
 {
-    m->c = (hs_attn_config){ d, H, G, bias };
+    m->c = (hs_attn_config){ .d_model = d, .n_heads = H, .n_kv_heads = G, .bias = bias };
     CU_ASSERT_EQUAL_FATAL(hs_attn_config_check(&m->c), HS_OK);
     m->params = random_vec(hs_attn_param_count(&m->c), 0.5);
     hs_attn_weights_bind(&m->w, &m->c, m->params);
@@ -274,23 +274,25 @@ static void test_parameter_counts(void)
 {
     const int d = 12, H = 4, dh = d / H;
     for (int G = 1; G <= H; G *= 2) {
-        hs_attn_config c = { d, H, G, 0 };
+        hs_attn_config c = { .d_model = d, .n_heads = H, .n_kv_heads = G };
         CU_ASSERT_EQUAL(hs_attn_param_count(&c), (size_t)(2 * d * d + 2 * d * G * dh));
     }
     const int heads[4] = { 1, 2, 3, 6 };
     for (int i = 0; i < 4; i++) {
-        hs_attn_config c = { d, heads[i], heads[i], 0 };
+        hs_attn_config c = { .d_model = d, .n_heads = heads[i], .n_kv_heads = heads[i] };
         CU_ASSERT_EQUAL(hs_attn_param_count(&c), (size_t)(4 * d * d));
     }
-    hs_attn_config biased = { d, H, 2, 1 };
+    hs_attn_config biased = { .d_model = d, .n_heads = H, .n_kv_heads = 2, .bias = 1 };
     CU_ASSERT_EQUAL(hs_attn_param_count(&biased),
                     (size_t)(2 * d * d + 2 * d * 2 * dh + 2 * d + 2 * 2 * dh));
 }
 
 static void test_invalid_configurations_are_rejected(void)
 {
-    const hs_attn_config bad[5] = { { 12, 0, 1, 0 }, { 13, 3, 1, 0 }, { 12, 3, 2, 0 },
-                                    { 0, 3, 3, 0 }, { 12, 4, -1, 0 } };
+#define CFG(d, h, g) { .d_model = d, .n_heads = h, .n_kv_heads = g }
+    const hs_attn_config bad[5] = { CFG(12, 0, 1), CFG(13, 3, 1), CFG(12, 3, 2), CFG(0, 3, 3),
+                                    CFG(12, 4, -1) };
+#undef CFG
     for (int i = 0; i < 5; i++) {
         CU_ASSERT_EQUAL(hs_attn_config_check(&bad[i]), HS_EINVAL);
         CU_ASSERT(strstr(hs_last_error(), "attention config") != NULL);
@@ -359,7 +361,7 @@ static void test_same_weights_different_head_count_is_a_different_function(void)
     const int B = 2, T = 5, d = 12;
     module one, four;
     module_init(&four, d, 4, 4, 0);
-    one.c = (hs_attn_config){ d, 1, 1, 0 };
+    one.c = (hs_attn_config){ .d_model = d, .n_heads = 1, .n_kv_heads = 1 };
     one.params = four.params; /* identical projection bytes, 4d^2 either way */
     hs_attn_weights_bind(&one.w, &one.c, one.params);
     hs_real *x = random_vec((size_t)B * T * d, 1);

@@ -1,0 +1,63 @@
+#include "eval.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transformer.h"
+
+int hs_evaluate(hs_eval_result *r, const hs_model *m, const hs_tokens *data, int B, int T,
+                size_t max_batches, hs_progress_fn progress, void *ctx)
+{
+    memset(r, 0, sizeof *r);
+    if (B < 1 || T < 1)
+        return hs_fail(HS_EINVAL, "eval: batch %d and sequence length %d must be positive", B, T);
+    size_t nb = hs_batch_count(data, B, T);
+    if (max_batches && max_batches < nb)
+        nb = max_batches;
+    if (!nb)
+        return hs_fail(HS_EINVAL, "eval: %zu tokens hold no batch of %d x %d (+1) tokens",
+                       data->n, B, T);
+    hs_acts a;
+    int rc = hs_acts_alloc(&a, &m->cfg, B, T, 0);
+    if (rc)
+        return rc;
+    int32_t *in = hs_calloc((size_t)B * T, sizeof(int32_t), "eval inputs");
+    int32_t *tg = hs_calloc((size_t)B * T, sizeof(int32_t), "eval targets");
+    double *seq = hs_calloc(nb * B, sizeof(double), "per-sequence losses");
+    if (!in || !tg || !seq)
+        rc = HS_ENOMEM;
+    double total = 0;
+    for (size_t b = 0; !rc && b < nb; b++) {
+        hs_batch_at(data, b * (size_t)B * T, B, T, in, tg);
+        rc = hs_forward(&a, m, in, tg, NULL);
+        for (int i = 0; !rc && i < B; i++) {
+            double s = 0;
+            for (int t = 0; t < T; t++)
+                s += a.losses[(size_t)i * T + t];
+            total += s;
+            seq[b * B + i] = s / T;
+        }
+        if (progress)
+            progress(ctx, b + 1, nb);
+    }
+    if (!rc) {
+        size_t n = nb * B;
+        double mean = 0, var = 0;
+        for (size_t i = 0; i < n; i++)
+            mean += seq[i];
+        mean /= n;
+        for (size_t i = 0; i < n; i++)
+            var += (seq[i] - mean) * (seq[i] - mean);
+        r->loss = total / ((double)n * T);
+        r->stderr_loss = n > 1 ? sqrt(var / (n - 1)) / sqrt((double)n) : 0;
+        r->tokens = n * T;
+        r->sequences = n;
+        r->batches = nb;
+    }
+    free(in);
+    free(tg);
+    free(seq);
+    hs_acts_free(&a);
+    return rc;
+}

@@ -1,0 +1,33 @@
+/* Checkpoints in the Hugging Face layout: DIR/config.json and
+ * DIR/model.safetensors, for model_type gpt2, llama and headscope (SPEC §3).
+ * Loading maps the file, validates every tensor against the configuration
+ * and converts F32/F16/BF16 into the model's one parameter allocation,
+ * releasing each tensor's pages once copied. Saving writes F32 in the
+ * family's own names and layout (GPT-2's fused Conv1D c_attn included). */
+#ifndef HS_CHECKPOINT_H
+#define HS_CHECKPOINT_H
+
+#include "weights.h"
+
+/* Reads DIR/config.json into c. */
+int hs_config_load(hs_model_config *c, const char *dir);
+
+/* Loads DIR into m (initialised here; free with hs_model_free). */
+int hs_checkpoint_load(hs_model *m, const char *dir);
+
+/* Writes m into DIR (created if missing): config.json and model.safetensors,
+ * each written under a temporary name and renamed. */
+int hs_checkpoint_save(const hs_model *m, const char *dir);
+
+/* The tensor named file_name as model.safetensors stores it (Hugging Face
+ * name and layout of m's family, e.g. GPT-2's fused c_attn), into out
+ * (capacity cap elements); *n gets the element count. HS_EINVAL when the
+ * family's files have no such tensor. Used to compare against references
+ * and to export gradients bound like parameters. */
+int hs_checkpoint_export(const hs_model *m, const char *file_name, double *out, size_t cap,
+                         size_t *n);
+
+/* Reads a whole small text file (config.json); malloc'd, NUL-terminated. */
+char *hs_read_text(const char *path, size_t limit);
+
+#endif

@@ -1,0 +1,508 @@
+/* config.json for the three families. Parsing is strict about types and
+ * ranges: a wrong field is an error naming the file and the key. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+const char *hs_family_name(hs_family f)
+{
+    return f == HS_FAMILY_GPT2 ? "gpt2" : f == HS_FAMILY_LLAMA ? "llama" : "headscope";
+}
+
+hs_attn_config hs_config_attn(const hs_model_config *c, int l)
+{
+    return (hs_attn_config){ .d_model = c->d_model,
+                             .n_heads = c->n_head[l],
+                             .n_kv_heads = c->n_kv_head[l],
+                             .bias = c->attn_bias,
+                             .head_dim = c->head_dim,
+                             .rope_theta = c->pos == HS_POS_ROPE ? c->rope_theta : 0 };
+}
+
+int hs_config_check(const hs_model_config *c)
+{
+    if (c->n_layer < 1 || c->n_layer > HS_MAX_LAYERS)
+        return hs_fail(HS_EINVAL, "config: n_layer=%d outside 1..%d", c->n_layer, HS_MAX_LAYERS);
+    if (c->vocab_size < 1 || c->d_model < 1 || c->head_dim < 1 || c->n_ctx < 1)
+        return hs_fail(HS_EINVAL,
+                       "config: vocab_size=%d, d_model=%d, head_dim=%d, n_ctx=%d must be positive",
+                       c->vocab_size, c->d_model, c->head_dim, c->n_ctx);
+    if (c->mlp != HS_MLP_NONE && c->d_ff < 1)
+        return hs_fail(HS_EINVAL, "config: d_ff=%d must be positive with an MLP", c->d_ff);
+    if (!(c->norm_eps > 0))
+        return hs_fail(HS_EINVAL, "config: norm_eps=%g must be positive", c->norm_eps);
+    if (c->pos == HS_POS_ROPE && !(c->rope_theta > 0))
+        return hs_fail(HS_EINVAL, "config: rope_theta=%g must be positive", c->rope_theta);
+    for (int l = 0; l < c->n_layer; l++) {
+        hs_attn_config a = hs_config_attn(c, l);
+        if (hs_attn_config_check(&a))
+            return hs_fail(HS_EINVAL, "config: layer %d: %s", l, hs_last_error());
+    }
+    /* gpt2 and llama checkpoints are written in their Hugging Face layout,
+     * which can express only that family's architecture. */
+    int uniform = 1;
+    for (int l = 1; l < c->n_layer; l++)
+        uniform &= c->n_head[l] == c->n_head[0] && c->n_kv_head[l] == c->n_kv_head[0];
+    if (c->family == HS_FAMILY_GPT2 &&
+        !(uniform && c->n_kv_head[0] == c->n_head[0] && c->n_head[0] * c->head_dim == c->d_model &&
+          c->pos == HS_POS_LEARNED && c->norm == HS_NORM_LAYERNORM && !c->post_norm &&
+          c->final_norm && c->mlp == HS_MLP_GELU && c->attn_bias && c->mlp_bias &&
+          c->norm_bias && !c->lm_head_bias))
+        return hs_fail(HS_EINVAL, "config: this architecture is not GPT-2's (use a headscope "
+                                  "preset for other variants)");
+    if (c->family == HS_FAMILY_LLAMA &&
+        !(uniform && c->pos == HS_POS_ROPE && c->norm == HS_NORM_RMSNORM && !c->post_norm &&
+          c->final_norm && c->mlp == HS_MLP_SWIGLU && !c->lm_head_bias))
+        return hs_fail(HS_EINVAL, "config: this architecture is not Llama's (use a headscope "
+                                  "preset for other variants)");
+    return HS_OK;
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+typedef struct {
+    const cJSON *root;
+    const char *path;
+} reader;
+
+/* Integer field: required when dflt < 0 is passed as `required`. */
+static int get_int(const reader *r, const char *key, int required, int dflt, int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (required)
+            return hs_fail(HS_EFORMAT, "%s: missing \"%s\"", r->path, key);
+        *out = dflt;
+        return HS_OK;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
+        v->valuedouble > 1e9)
+        return hs_fail(HS_EFORMAT, "%s: \"%s\" must be a non-negative integer", r->path, key);
+    *out = (int)v->valuedouble;
+    return HS_OK;
+}
+
+static int get_double(const reader *r, const char *key, double dflt, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = dflt;
+        return HS_OK;
+    }
+    if (!cJSON_IsNumber(v))
+        return hs_fail(HS_EFORMAT, "%s: \"%s\" must be a number", r->path, key);
+    *out = v->valuedouble;
+    return HS_OK;
+}
+
+static int get_bool(const reader *r, const char *key, int dflt, int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = dflt;
+        return HS_OK;
+    }
+    if (!cJSON_IsBool(v))
+        return hs_fail(HS_EFORMAT, "%s: \"%s\" must be true or false", r->path, key);
+    *out = cJSON_IsTrue(v);
+    return HS_OK;
+}
+
+/* String field matched against `names`; *out is the index. */
+static int get_choice(const reader *r, const char *key, const char *const *names, int n, int dflt,
+                      int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = dflt;
+        return HS_OK;
+    }
+    if (cJSON_IsString(v))
+        for (int i = 0; i < n; i++)
+            if (!strcmp(v->valuestring, names[i])) {
+                *out = i;
+                return HS_OK;
+            }
+    char allowed[256] = "";
+    for (int i = 0; i < n; i++)
+        snprintf(allowed + strlen(allowed), sizeof allowed - strlen(allowed), "%s%s",
+                 i ? ", " : "", names[i]);
+    return hs_fail(HS_EFORMAT, "%s: \"%s\" must be one of %s", r->path, key, allowed);
+}
+
+/* n_head / n_kv_head: one integer for every layer or a list of n_layer. */
+static int get_per_layer(const reader *r, const char *key, int n_layer, int required, int dflt,
+                         int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    if (cJSON_IsArray(v)) {
+        if (cJSON_GetArraySize(v) != n_layer)
+            return hs_fail(HS_EFORMAT, "%s: \"%s\" has %d entries for %d layers", r->path, key,
+                           cJSON_GetArraySize(v), n_layer);
+        int l = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, v)
+        {
+            if (!cJSON_IsNumber(e) || e->valuedouble < 1 || e->valuedouble != floor(e->valuedouble))
+                return hs_fail(HS_EFORMAT, "%s: \"%s\"[%d] must be a positive integer", r->path,
+                               key, l);
+            out[l++] = (int)e->valuedouble;
+        }
+        return HS_OK;
+    }
+    int one;
+    int rc = get_int(r, key, required, dflt, &one);
+    for (int l = 0; !rc && l < n_layer; l++)
+        out[l] = one;
+    return rc;
+}
+
+static int parse_gpt2(hs_model_config *c, const reader *r)
+{
+    int n_inner = 0, rc;
+    if ((rc = get_int(r, "n_embd", 1, 0, &c->d_model)) ||
+        (rc = get_int(r, "n_layer", 1, 0, &c->n_layer)) ||
+        (rc = get_int(r, "vocab_size", 1, 0, &c->vocab_size)) ||
+        (rc = get_int(r, "n_positions", 0, 1024, &c->n_ctx)) ||
+        (rc = get_int(r, "n_inner", 0, 0, &n_inner)) ||
+        (rc = get_double(r, "layer_norm_epsilon", 1e-5, &c->norm_eps)) ||
+        (rc = get_bool(r, "tie_word_embeddings", 1, &c->tie_embeddings)))
+        return rc;
+    if (c->n_layer < 1 || c->n_layer > HS_MAX_LAYERS)
+        return hs_fail(HS_EFORMAT, "%s: n_layer=%d outside 1..%d", r->path, c->n_layer,
+                       HS_MAX_LAYERS);
+    if ((rc = get_per_layer(r, "n_head", c->n_layer, 1, 0, c->n_head)))
+        return rc;
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(r->root, "activation_function");
+    if (act && !(cJSON_IsString(act) && (!strcmp(act->valuestring, "gelu_new") ||
+                                         !strcmp(act->valuestring, "gelu_pytorch_tanh"))))
+        return hs_fail(HS_EFORMAT, "%s: activation_function must be gelu_new (tanh GELU)",
+                       r->path);
+    memcpy(c->n_kv_head, c->n_head, sizeof c->n_head);
+    if (c->n_head[0] < 1 || c->d_model % c->n_head[0])
+        return hs_fail(HS_EFORMAT, "%s: n_embd=%d is not divisible by n_head=%d", r->path,
+                       c->d_model, c->n_head[0]);
+    c->head_dim = c->d_model / c->n_head[0];
+    c->pos = HS_POS_LEARNED;
+    c->norm = HS_NORM_LAYERNORM;
+    c->final_norm = 1;
+    c->mlp = HS_MLP_GELU;
+    c->d_ff = n_inner ? n_inner : 4 * c->d_model;
+    c->attn_bias = c->mlp_bias = c->norm_bias = 1;
+    return HS_OK;
+}
+
+static int parse_llama(hs_model_config *c, const reader *r)
+{
+    int rc;
+    if ((rc = get_int(r, "hidden_size", 1, 0, &c->d_model)) ||
+        (rc = get_int(r, "num_hidden_layers", 1, 0, &c->n_layer)) ||
+        (rc = get_int(r, "vocab_size", 1, 0, &c->vocab_size)) ||
+        (rc = get_int(r, "intermediate_size", 1, 0, &c->d_ff)) ||
+        (rc = get_int(r, "max_position_embeddings", 0, 2048, &c->n_ctx)) ||
+        (rc = get_double(r, "rms_norm_eps", 1e-6, &c->norm_eps)) ||
+        (rc = get_double(r, "rope_theta", 10000.0, &c->rope_theta)) ||
+        (rc = get_bool(r, "tie_word_embeddings", 0, &c->tie_embeddings)) ||
+        (rc = get_bool(r, "attention_bias", 0, &c->attn_bias)) ||
+        (rc = get_bool(r, "mlp_bias", 0, &c->mlp_bias)))
+        return rc;
+    if (c->n_layer < 1 || c->n_layer > HS_MAX_LAYERS)
+        return hs_fail(HS_EFORMAT, "%s: num_hidden_layers=%d outside 1..%d", r->path, c->n_layer,
+                       HS_MAX_LAYERS);
+    if ((rc = get_per_layer(r, "num_attention_heads", c->n_layer, 1, 0, c->n_head)) ||
+        (rc = get_per_layer(r, "num_key_value_heads", c->n_layer, 0, c->n_head[0], c->n_kv_head)))
+        return rc;
+    const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
+    if (scaling && !cJSON_IsNull(scaling))
+        return hs_fail(HS_EFORMAT, "%s: rope_scaling is not supported", r->path);
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(r->root, "hidden_act");
+    if (act && !(cJSON_IsString(act) && !strcmp(act->valuestring, "silu")))
+        return hs_fail(HS_EFORMAT, "%s: hidden_act must be silu", r->path);
+    int dh = 0;
+    if ((rc = get_int(r, "head_dim", 0, 0, &dh)))
+        return rc;
+    if (!dh && (c->n_head[0] < 1 || c->d_model % c->n_head[0]))
+        return hs_fail(HS_EFORMAT, "%s: hidden_size=%d is not divisible by num_attention_heads=%d",
+                       r->path, c->d_model, c->n_head[0]);
+    c->head_dim = dh ? dh : c->d_model / c->n_head[0];
+    c->pos = HS_POS_ROPE;
+    c->norm = HS_NORM_RMSNORM;
+    c->final_norm = 1;
+    c->mlp = HS_MLP_SWIGLU;
+    return HS_OK;
+}
+
+static int parse_headscope(hs_model_config *c, const reader *r)
+{
+    static const char *const pos[] = { "learned", "rope", "none" };
+    static const char *const norm[] = { "layernorm", "rmsnorm" };
+    static const char *const where[] = { "pre", "post" };
+    static const char *const mlp[] = { "none", "gelu", "swiglu" };
+    int p = 0, n = 0, w = 0, m = 0, rc;
+    if ((rc = get_int(r, "vocab_size", 1, 0, &c->vocab_size)) ||
+        (rc = get_int(r, "n_layer", 1, 0, &c->n_layer)) ||
+        (rc = get_int(r, "d_model", 1, 0, &c->d_model)) ||
+        (rc = get_int(r, "n_ctx", 1, 0, &c->n_ctx)) ||
+        (rc = get_int(r, "head_dim", 0, 0, &c->head_dim)) ||
+        (rc = get_int(r, "d_ff", 0, 0, &c->d_ff)) ||
+        (rc = get_choice(r, "positional", pos, 3, 0, &p)) ||
+        (rc = get_double(r, "rope_theta", 10000.0, &c->rope_theta)) ||
+        (rc = get_choice(r, "norm", norm, 2, 0, &n)) ||
+        (rc = get_choice(r, "norm_position", where, 2, 0, &w)) ||
+        (rc = get_double(r, "norm_eps", 1e-5, &c->norm_eps)) ||
+        (rc = get_bool(r, "final_norm", 1, &c->final_norm)) ||
+        (rc = get_choice(r, "mlp", mlp, 3, 0, &m)) ||
+        (rc = get_bool(r, "attn_bias", 0, &c->attn_bias)) ||
+        (rc = get_bool(r, "mlp_bias", 0, &c->mlp_bias)) ||
+        (rc = get_bool(r, "norm_bias", 1, &c->norm_bias)) ||
+        (rc = get_bool(r, "lm_head_bias", 0, &c->lm_head_bias)) ||
+        (rc = get_bool(r, "tie_word_embeddings", 1, &c->tie_embeddings)))
+        return rc;
+    if (c->n_layer < 1 || c->n_layer > HS_MAX_LAYERS)
+        return hs_fail(HS_EFORMAT, "%s: n_layer=%d outside 1..%d", r->path, c->n_layer,
+                       HS_MAX_LAYERS);
+    if ((rc = get_per_layer(r, "n_head", c->n_layer, 1, 0, c->n_head)) ||
+        (rc = get_per_layer(r, "n_kv_head", c->n_layer, 0, 0, c->n_kv_head)))
+        return rc;
+    for (int l = 0; l < c->n_layer; l++)
+        if (!c->n_kv_head[l])
+            c->n_kv_head[l] = c->n_head[l];
+    if (!c->head_dim) {
+        if (c->d_model % c->n_head[0])
+            return hs_fail(HS_EFORMAT, "%s: d_model=%d is not divisible by n_head=%d", r->path,
+                           c->d_model, c->n_head[0]);
+        c->head_dim = c->d_model / c->n_head[0];
+    }
+    c->pos = (hs_pos_kind)p;
+    c->norm = (hs_norm_kind)n;
+    c->post_norm = w;
+    c->mlp = (hs_mlp_kind)m;
+    return HS_OK;
+}
+
+int hs_config_parse(hs_model_config *c, const char *json, const char *path)
+{
+    memset(c, 0, sizeof *c);
+    cJSON *root = cJSON_Parse(json);
+    if (!root || !cJSON_IsObject(root)) {
+        const char *at = cJSON_GetErrorPtr();
+        int rc = hs_fail(HS_EFORMAT, "%s: malformed JSON%s%.20s", path, at ? " near: " : "",
+                         at ? at : "");
+        cJSON_Delete(root);
+        return rc;
+    }
+    reader r = { root, path };
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    int rc;
+    if (!cJSON_IsString(type))
+        rc = hs_fail(HS_EFORMAT, "%s: missing \"model_type\" (gpt2, llama or headscope)", path);
+    else if (!strcmp(type->valuestring, "gpt2"))
+        c->family = HS_FAMILY_GPT2, rc = parse_gpt2(c, &r);
+    else if (!strcmp(type->valuestring, "llama"))
+        c->family = HS_FAMILY_LLAMA, rc = parse_llama(c, &r);
+    else if (!strcmp(type->valuestring, "headscope"))
+        c->family = HS_FAMILY_HEADSCOPE, rc = parse_headscope(c, &r);
+    else
+        rc = hs_fail(HS_EFORMAT, "%s: model_type \"%s\" is not gpt2, llama or headscope", path,
+                     type->valuestring);
+    cJSON_Delete(root);
+    if (!rc && hs_config_check(c))
+        rc = hs_fail(HS_EFORMAT, "%s: %s", path, hs_last_error());
+    return rc;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static int uniform_heads(const hs_model_config *c, const int *v)
+{
+    for (int l = 1; l < c->n_layer; l++)
+        if (v[l] != v[0])
+            return 0;
+    return 1;
+}
+
+static void add_per_layer(cJSON *o, const char *key, const hs_model_config *c, const int *v)
+{
+    if (uniform_heads(c, v)) {
+        cJSON_AddNumberToObject(o, key, v[0]);
+    } else {
+        cJSON *a = cJSON_AddArrayToObject(o, key);
+        for (int l = 0; l < c->n_layer; l++)
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(v[l]));
+    }
+}
+
+char *hs_config_to_json(const hs_model_config *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) {
+        hs_fail(HS_ENOMEM, "config: cannot build JSON");
+        return NULL;
+    }
+    cJSON_AddStringToObject(o, "model_type", hs_family_name(c->family));
+    if (c->family == HS_FAMILY_GPT2) {
+        cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+        cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
+        cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
+        cJSON_AddNumberToObject(o, "n_positions", c->n_ctx);
+        cJSON_AddNumberToObject(o, "n_ctx", c->n_ctx);
+        cJSON_AddNumberToObject(o, "n_embd", c->d_model);
+        cJSON_AddNumberToObject(o, "n_layer", c->n_layer);
+        add_per_layer(o, "n_head", c, c->n_head);
+        if (c->d_ff == 4 * c->d_model)
+            cJSON_AddNullToObject(o, "n_inner");
+        else
+            cJSON_AddNumberToObject(o, "n_inner", c->d_ff);
+        cJSON_AddStringToObject(o, "activation_function", "gelu_new");
+        cJSON_AddNumberToObject(o, "layer_norm_epsilon", c->norm_eps);
+        cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
+    } else if (c->family == HS_FAMILY_LLAMA) {
+        cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+        cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
+        cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
+        cJSON_AddNumberToObject(o, "hidden_size", c->d_model);
+        cJSON_AddNumberToObject(o, "intermediate_size", c->d_ff);
+        cJSON_AddNumberToObject(o, "num_hidden_layers", c->n_layer);
+        add_per_layer(o, "num_attention_heads", c, c->n_head);
+        add_per_layer(o, "num_key_value_heads", c, c->n_kv_head);
+        cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+        cJSON_AddNumberToObject(o, "max_position_embeddings", c->n_ctx);
+        cJSON_AddNumberToObject(o, "rms_norm_eps", c->norm_eps);
+        cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+        cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
+        cJSON_AddBoolToObject(o, "attention_bias", c->attn_bias);
+        cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
+        cJSON_AddStringToObject(o, "hidden_act", "silu");
+    } else {
+        static const char *const pos[] = { "learned", "rope", "none" };
+        static const char *const norm[] = { "layernorm", "rmsnorm" };
+        static const char *const mlp[] = { "none", "gelu", "swiglu" };
+        cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
+        cJSON_AddNumberToObject(o, "n_layer", c->n_layer);
+        cJSON_AddNumberToObject(o, "d_model", c->d_model);
+        add_per_layer(o, "n_head", c, c->n_head);
+        add_per_layer(o, "n_kv_head", c, c->n_kv_head);
+        cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+        cJSON_AddNumberToObject(o, "n_ctx", c->n_ctx);
+        cJSON_AddStringToObject(o, "positional", pos[c->pos]);
+        cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+        cJSON_AddStringToObject(o, "norm", norm[c->norm]);
+        cJSON_AddStringToObject(o, "norm_position", c->post_norm ? "post" : "pre");
+        cJSON_AddNumberToObject(o, "norm_eps", c->norm_eps);
+        cJSON_AddBoolToObject(o, "final_norm", c->final_norm);
+        cJSON_AddStringToObject(o, "mlp", mlp[c->mlp]);
+        cJSON_AddNumberToObject(o, "d_ff", c->d_ff);
+        cJSON_AddBoolToObject(o, "attn_bias", c->attn_bias);
+        cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
+        cJSON_AddBoolToObject(o, "norm_bias", c->norm_bias);
+        cJSON_AddBoolToObject(o, "lm_head_bias", c->lm_head_bias);
+        cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
+    }
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text)
+        hs_fail(HS_ENOMEM, "config: cannot print JSON");
+    return text;
+}
+
+/* ---- presets and overrides ---------------------------------------------- */
+
+int hs_config_preset(hs_model_config *c, const char *name)
+{
+    memset(c, 0, sizeof *c);
+    c->vocab_size = 256; /* byte-level data from `headscope tokens` */
+    c->n_layer = 2;
+    c->d_model = 64;
+    c->n_ctx = 256;
+    c->norm_eps = 1e-5;
+    c->rope_theta = 10000.0;
+    c->final_norm = 1;
+    c->norm_bias = 1;
+    c->tie_embeddings = 1;
+    int H = 4, G = 4;
+    if (!strcmp(name, "gpt2")) {
+        c->family = HS_FAMILY_GPT2;
+        c->mlp = HS_MLP_GELU;
+        c->d_ff = 4 * c->d_model;
+        c->attn_bias = c->mlp_bias = 1;
+    } else if (!strcmp(name, "llama")) {
+        c->family = HS_FAMILY_LLAMA;
+        G = 2;
+        c->pos = HS_POS_ROPE;
+        c->norm = HS_NORM_RMSNORM;
+        c->norm_eps = 1e-6;
+        c->mlp = HS_MLP_SWIGLU;
+        c->d_ff = 172;
+        c->norm_bias = 0;
+        c->tie_embeddings = 0;
+    } else if (!strcmp(name, "attn-only")) {
+        c->family = HS_FAMILY_HEADSCOPE; /* Olsson et al.: attention layers only */
+        c->mlp = HS_MLP_NONE;
+    } else if (!strcmp(name, "tinylm")) {
+        /* The seed's TinyLM: head(norm(x + attn(x))), one post-norm layer. */
+        c->family = HS_FAMILY_HEADSCOPE;
+        c->vocab_size = 5;
+        c->n_layer = 1;
+        c->d_model = 16;
+        c->n_ctx = 8;
+        H = G = 1;
+        c->post_norm = 1;
+        c->final_norm = 0;
+        c->mlp = HS_MLP_NONE;
+        c->lm_head_bias = 1;
+        c->tie_embeddings = 0;
+    } else {
+        return hs_fail(HS_EINVAL, "unknown preset \"%s\" (gpt2, llama, attn-only, tinylm)", name);
+    }
+    for (int l = 0; l < HS_MAX_LAYERS; l++)
+        c->n_head[l] = H, c->n_kv_head[l] = G;
+    c->head_dim = c->d_model / H;
+    return HS_OK;
+}
+
+int hs_config_override(hs_model_config *c, const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    if (!eq || eq == kv)
+        return hs_fail(HS_EINVAL, "override \"%s\" is not KEY=VALUE", kv);
+    /* Re-parse the configuration as headscope JSON with the one key replaced:
+     * the override obeys exactly the config.json rules. */
+    char key[64];
+    snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
+    hs_family family = c->family;
+    hs_model_config tmp = *c;
+    tmp.family = HS_FAMILY_HEADSCOPE;
+    char *json = hs_config_to_json(&tmp);
+    cJSON *o = json ? cJSON_Parse(json) : NULL;
+    free(json);
+    if (!o)
+        return hs_fail(HS_ENOMEM, "override: cannot build JSON");
+    if (!cJSON_GetObjectItemCaseSensitive(o, key)) {
+        cJSON_Delete(o);
+        return hs_fail(HS_EINVAL, "override: unknown key \"%s\"", key);
+    }
+    cJSON *val = cJSON_Parse(eq + 1);
+    if (!val) /* a bare word such as gelu */
+        val = cJSON_CreateString(eq + 1);
+    cJSON_ReplaceItemInObjectCaseSensitive(o, key, val);
+    int changes_heads = !strcmp(key, "n_head") || !strcmp(key, "d_model");
+    if (changes_heads && !strstr(kv, "head_dim"))
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "head_dim");
+    if (!strcmp(key, "n_head"))
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "n_kv_head");
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    hs_model_config out;
+    int rc = text ? hs_config_parse(&out, text, "override") : HS_ENOMEM;
+    free(text);
+    if (rc)
+        return hs_fail(HS_EINVAL, "override %s: %s", kv, hs_last_error());
+    out.family = family;
+    *c = out;
+    return HS_OK;
+}

@@ -1,0 +1,64 @@
+/* Transformer configuration: one structure for the three model families of
+ * SPEC §3 (gpt2, llama, headscope), read from and written to config.json. */
+#ifndef HS_CONFIG_H
+#define HS_CONFIG_H
+
+#include <stddef.h>
+
+#include "attention.h"
+#include "common.h"
+
+enum { HS_MAX_LAYERS = 256 };
+
+typedef enum { HS_FAMILY_HEADSCOPE, HS_FAMILY_GPT2, HS_FAMILY_LLAMA } hs_family;
+typedef enum { HS_POS_LEARNED, HS_POS_ROPE, HS_POS_NONE } hs_pos_kind;
+typedef enum { HS_NORM_LAYERNORM, HS_NORM_RMSNORM } hs_norm_kind;
+typedef enum { HS_MLP_NONE, HS_MLP_GELU, HS_MLP_SWIGLU } hs_mlp_kind;
+
+typedef struct {
+    hs_family family;
+    int vocab_size;                /* V */
+    int n_layer;                   /* L */
+    int d_model;                   /* d */
+    int n_head[HS_MAX_LAYERS];     /* H per layer (pruned models are uneven) */
+    int n_kv_head[HS_MAX_LAYERS];  /* G per layer */
+    int head_dim;                  /* dh, the same in every layer */
+    int n_ctx;                     /* positions (learned table size; context limit) */
+    hs_pos_kind pos;
+    double rope_theta;
+    hs_norm_kind norm;
+    int post_norm;                 /* 0: x + f(norm(x)); 1: norm(x + f(x)) */
+    double norm_eps;
+    int final_norm;                /* ln_f before the unembedding */
+    hs_mlp_kind mlp;
+    int d_ff;                      /* F */
+    int attn_bias, mlp_bias, norm_bias, lm_head_bias;
+    int tie_embeddings;            /* logits use wte */
+} hs_model_config;
+
+/* HS_OK or HS_EINVAL naming the field. */
+int hs_config_check(const hs_model_config *c);
+
+/* The attention configuration of layer l. */
+hs_attn_config hs_config_attn(const hs_model_config *c, int l);
+
+/* Parses config.json text of model_type gpt2, llama or headscope. `path`
+ * only names the file in messages. */
+int hs_config_parse(hs_model_config *c, const char *json, const char *path);
+
+/* config.json text for c (malloc'd; NULL with HS_ENOMEM). gpt2 and llama
+ * configurations are written in the Hugging Face form of their family. */
+char *hs_config_to_json(const hs_model_config *c);
+
+/* Presets: "gpt2", "llama", "attn-only", "tinylm" (SPEC §3), small sizes that
+ * overrides then change. HS_EINVAL for an unknown name. */
+int hs_config_preset(hs_model_config *c, const char *name);
+
+/* One "key=value" override of a headscope field name (the config.json keys,
+ * e.g. "n_layer=4", "n_head=8", "mlp=gelu"). Sets every layer for n_head and
+ * n_kv_head. */
+int hs_config_override(hs_model_config *c, const char *key_value);
+
+const char *hs_family_name(hs_family f);
+
+#endif

@@ -1,0 +1,220 @@
+#include "layers.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "linalg.h"
+
+void hs_layernorm_forward(hs_real *out, hs_real *mean, hs_real *rstd, const hs_real *inp,
+                          const hs_real *w, const hs_real *b, size_t N, int C, double eps)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t n = 0; n < N; n++) {
+        const hs_real *x = inp + n * C;
+        double m = 0, v = 0;
+        for (int i = 0; i < C; i++)
+            m += x[i];
+        m /= C;
+        for (int i = 0; i < C; i++)
+            v += (x[i] - m) * (x[i] - m);
+        double s = 1 / sqrt(v / C + eps);
+        hs_real *o = out + n * C;
+        for (int i = 0; i < C; i++)
+            o[i] = (hs_real)((x[i] - m) * s) * w[i] + (b ? b[i] : 0);
+        mean[n] = (hs_real)m;
+        rstd[n] = (hs_real)s;
+    }
+}
+
+void hs_layernorm_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_real *dout,
+                           const hs_real *inp, const hs_real *w, const hs_real *mean,
+                           const hs_real *rstd, size_t N, int C)
+{
+    /* Rows are independent for dinp; dw/db are column sums, done after. */
+#pragma omp parallel for schedule(static)
+    for (size_t n = 0; n < N; n++) {
+        const hs_real *x = inp + n * C, *dy = dout + n * C;
+        hs_real m = mean[n], s = rstd[n];
+        double mean_g = 0, mean_gx = 0;
+        for (int i = 0; i < C; i++) {
+            hs_real xhat = (x[i] - m) * s, g = dy[i] * w[i];
+            mean_g += g;
+            mean_gx += g * xhat;
+        }
+        mean_g /= C;
+        mean_gx /= C;
+        hs_real *dx = dinp + n * C;
+        for (int i = 0; i < C; i++) {
+            hs_real xhat = (x[i] - m) * s;
+            dx[i] += (hs_real)((dy[i] * w[i] - mean_g - xhat * mean_gx) * s);
+        }
+    }
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < C; i++) {
+        hs_real sw = 0, sb = 0;
+        for (size_t n = 0; n < N; n++) {
+            hs_real xhat = (inp[n * C + i] - mean[n]) * rstd[n];
+            sw += dout[n * C + i] * xhat;
+            sb += dout[n * C + i];
+        }
+        dw[i] += sw;
+        if (db)
+            db[i] += sb;
+    }
+}
+
+void hs_rmsnorm_forward(hs_real *out, hs_real *rstd, const hs_real *inp, const hs_real *w,
+                        size_t N, int C, double eps)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t n = 0; n < N; n++) {
+        const hs_real *x = inp + n * C;
+        double ss = 0;
+        for (int i = 0; i < C; i++)
+            ss += (double)x[i] * x[i];
+        double s = 1 / sqrt(ss / C + eps);
+        hs_real *o = out + n * C;
+        for (int i = 0; i < C; i++)
+            o[i] = (hs_real)(x[i] * s) * w[i];
+        rstd[n] = (hs_real)s;
+    }
+}
+
+void hs_rmsnorm_backward(hs_real *dinp, hs_real *dw, const hs_real *dout, const hs_real *inp,
+                         const hs_real *w, const hs_real *rstd, size_t N, int C)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t n = 0; n < N; n++) {
+        const hs_real *x = inp + n * C, *dy = dout + n * C;
+        hs_real s = rstd[n];
+        double mean_gx = 0;
+        for (int i = 0; i < C; i++)
+            mean_gx += dy[i] * w[i] * x[i] * s;
+        mean_gx /= C;
+        hs_real *dx = dinp + n * C;
+        for (int i = 0; i < C; i++)
+            dx[i] += (hs_real)((dy[i] * w[i] - x[i] * s * mean_gx) * s);
+    }
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < C; i++) {
+        hs_real sw = 0;
+        for (size_t n = 0; n < N; n++)
+            sw += dout[n * C + i] * inp[n * C + i] * rstd[n];
+        dw[i] += sw;
+    }
+}
+
+#define GELU_K 0.7978845608028654 /* sqrt(2/pi) */
+
+void hs_gelu_forward(hs_real *out, const hs_real *inp, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        hs_real x = inp[i];
+        out[i] = (hs_real)0.5 * x *
+                 (1 + hs_tanh((hs_real)GELU_K * (x + (hs_real)0.044715 * x * x * x)));
+    }
+}
+
+void hs_gelu_backward(hs_real *dinp, const hs_real *inp, const hs_real *dout, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        hs_real x = inp[i], u = (hs_real)GELU_K * (x + (hs_real)0.044715 * x * x * x);
+        hs_real th = hs_tanh(u), sech2 = 1 - th * th;
+        hs_real grad = (hs_real)0.5 * (1 + th) +
+                       (hs_real)0.5 * x * sech2 * (hs_real)GELU_K * (1 + (hs_real)(3 * 0.044715) * x * x);
+        dinp[i] += grad * dout[i];
+    }
+}
+
+/* 1 / (1 + e^-g) through an exp of a non-positive argument (no overflow). */
+static inline hs_real sigmoid(hs_real g)
+{
+    hs_real e = hs_exp_nonpos(g < 0 ? g : -g);
+    return g < 0 ? e / (1 + e) : 1 / (1 + e);
+}
+
+void hs_swiglu_forward(hs_real *out, const hs_real *gate, const hs_real *up, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        out[i] = gate[i] * sigmoid(gate[i]) * up[i];
+    }
+}
+
+void hs_swiglu_backward(hs_real *dgate, hs_real *dup, const hs_real *dout, const hs_real *gate,
+                        const hs_real *up, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        hs_real g = gate[i], sig = sigmoid(g);
+        dup[i] += g * sig * dout[i];
+        dgate[i] += up[i] * dout[i] * sig * (1 + g * (1 - sig));
+    }
+}
+
+void hs_embed_forward(hs_real *x, const int32_t *tokens, const hs_real *wte, const hs_real *wpe,
+                      int B, int T, int C)
+{
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const hs_real *e = wte + (size_t)tokens[bt] * C;
+        const hs_real *p = wpe ? wpe + (size_t)(bt % T) * C : NULL;
+        hs_real *o = x + (size_t)bt * C;
+        for (int i = 0; i < C; i++)
+            o[i] = e[i] + (p ? p[i] : 0);
+    }
+}
+
+void hs_embed_backward(hs_real *dwte, hs_real *dwpe, const hs_real *dx, const int32_t *tokens,
+                       int B, int T, int C)
+{
+    /* Parallel over channels: a token may repeat, so rows of dwte would race. */
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < C; i++)
+        for (int bt = 0; bt < B * T; bt++) {
+            hs_real g = dx[(size_t)bt * C + i];
+            dwte[(size_t)tokens[bt] * C + i] += g;
+            if (dwpe)
+                dwpe[(size_t)(bt % T) * C + i] += g;
+        }
+}
+
+void hs_softmax_xent_forward(hs_real *probs, hs_real *losses, const int32_t *targets, size_t N,
+                             int V)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t n = 0; n < N; n++) {
+        hs_real *row = probs + n * V;
+        hs_real logit = row[targets[n]], mx = row[0];
+        for (int v = 1; v < V; v++)
+            mx = row[v] > mx ? row[v] : mx;
+        double sum = 0;
+        for (int v = 0; v < V; v++)
+            sum += exp((double)row[v] - mx);
+        /* Loss from the log-sum-exp, not log(p): exact for confident rows. */
+        losses[n] = (hs_real)(log(sum) + mx - logit);
+        hs_softmax_row(row, NULL, V);
+    }
+}
+
+void hs_softmax_xent_backward(hs_real *dlogits, const hs_real *probs, const int32_t *targets,
+                              size_t N, int V, hs_real scale)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t n = 0; n < N; n++) {
+        hs_real *d = dlogits + n * V;
+        const hs_real *p = probs + n * V;
+        for (int v = 0; v < V; v++)
+            d[v] = p[v] * scale;
+        d[targets[n]] -= scale;
+    }
+}
+
+void hs_add(hs_real *out, const hs_real *a, const hs_real *b, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}

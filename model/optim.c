@@ -1,0 +1,50 @@
+#include "optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int hs_adam_init(hs_adam *a, size_t n, double lr, double weight_decay)
+{
+    memset(a, 0, sizeof *a);
+    a->lr = lr;
+    a->beta1 = 0.9;
+    a->beta2 = 0.999;
+    a->eps = 1e-8;
+    a->weight_decay = weight_decay;
+    a->n = n;
+    a->m = hs_calloc(n, sizeof(hs_real), "adam first moment");
+    a->v = hs_calloc(n, sizeof(hs_real), "adam second moment");
+    if (!a->m || !a->v) {
+        hs_adam_free(a);
+        return HS_ENOMEM;
+    }
+    return HS_OK;
+}
+
+void hs_adam_free(hs_adam *a)
+{
+    free(a->m);
+    free(a->v);
+    memset(a, 0, sizeof *a);
+}
+
+void hs_adam_step(hs_adam *a, hs_real *params, const hs_real *grads)
+{
+    a->step++;
+    const double bc1 = 1 - pow(a->beta1, (double)a->step);
+    const double bc2 = 1 - pow(a->beta2, (double)a->step);
+    /* torch: p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps) */
+    const hs_real step_size = (hs_real)(a->lr / bc1), sqrt_bc2 = (hs_real)sqrt(bc2);
+    const hs_real b1 = (hs_real)a->beta1, b2 = (hs_real)a->beta2, eps = (hs_real)a->eps;
+    const hs_real decay = (hs_real)(1 - a->lr * a->weight_decay);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < a->n; i++) {
+        hs_real g = grads[i];
+        a->m[i] = b1 * a->m[i] + (1 - b1) * g;
+        a->v[i] = b2 * a->v[i] + (1 - b2) * g * g;
+        if (a->weight_decay > 0)
+            params[i] *= decay;
+        params[i] -= step_size * a->m[i] / (sqrt(a->v[i]) / sqrt_bc2 + eps);
+    }
+}

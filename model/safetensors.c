@@ -1,0 +1,298 @@
+#include "safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+float hs_half_to_float(uint16_t h)
+{
+    int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    float v;
+    if (exp == 0)
+        v = ldexpf((float)mant, -24); /* zero and subnormals */
+    else if (exp == 31)
+        v = mant ? NAN : INFINITY;
+    else
+        v = ldexpf((float)(mant | 0x400), exp - 25);
+    return sign ? -v : v;
+}
+
+float hs_bf16_to_float(uint16_t h)
+{
+    union { uint32_t u; float f; } x = { .u = (uint32_t)h << 16 };
+    return x.f;
+}
+
+static size_t dtype_size(const char *name, hs_dtype *dt)
+{
+    static const struct { const char *name; size_t size; hs_dtype dt; } known[] = {
+        { "F32", 4, HS_DT_F32 },  { "F16", 2, HS_DT_F16 },   { "BF16", 2, HS_DT_BF16 },
+        { "F64", 8, HS_DT_OTHER }, { "I64", 8, HS_DT_OTHER }, { "I32", 4, HS_DT_OTHER },
+        { "I16", 2, HS_DT_OTHER }, { "I8", 1, HS_DT_OTHER },  { "U8", 1, HS_DT_OTHER },
+        { "BOOL", 1, HS_DT_OTHER },
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(name, known[i].name)) {
+            *dt = known[i].dt;
+            return known[i].size;
+        }
+    return 0;
+}
+
+static int cmp_begin(const void *a, const void *b)
+{
+    const hs_st_tensor *x = a, *y = b;
+    return (x->begin > y->begin) - (x->begin < y->begin);
+}
+
+/* Validates one header entry into t. */
+static int parse_entry(hs_st_tensor *t, const cJSON *e, const hs_safetensors *st)
+{
+    const char *p = st->path, *n = e->string;
+    if (!cJSON_IsObject(e))
+        return hs_fail(HS_EFORMAT, "%s: tensor %s: header entry is not an object", p, n);
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    if (!cJSON_IsString(dt))
+        return hs_fail(HS_EFORMAT, "%s: tensor %s: missing dtype", p, n);
+    size_t esize = dtype_size(dt->valuestring, &t->dtype);
+    if (!esize)
+        return hs_fail(HS_EFORMAT, "%s: tensor %s: unknown dtype \"%.16s\"", p, n, dt->valuestring);
+    snprintf(t->dtype_name, sizeof t->dtype_name, "%s", dt->valuestring);
+    if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > HS_ST_MAX_DIMS)
+        return hs_fail(HS_EFORMAT, "%s: tensor %s: shape must be a list of at most %d sizes", p,
+                       n, HS_ST_MAX_DIMS);
+    size_t count = 1;
+    const cJSON *s;
+    t->ndim = 0;
+    cJSON_ArrayForEach(s, shape)
+    {
+        if (!cJSON_IsNumber(s) || s->valuedouble < 0 || s->valuedouble > 1e15 ||
+            s->valuedouble != floor(s->valuedouble))
+            return hs_fail(HS_EFORMAT, "%s: tensor %s: shape entry is not a size", p, n);
+        t->shape[t->ndim++] = (int64_t)s->valuedouble;
+        if (t->shape[t->ndim - 1] && count > SIZE_MAX / (size_t)t->shape[t->ndim - 1])
+            return hs_fail(HS_EFORMAT, "%s: tensor %s: shape overflows", p, n);
+        count *= (size_t)t->shape[t->ndim - 1];
+    }
+    if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 ||
+        !cJSON_IsNumber(cJSON_GetArrayItem(off, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(off, 1)))
+        return hs_fail(HS_EFORMAT, "%s: tensor %s: data_offsets must be [begin, end]", p, n);
+    double b = cJSON_GetArrayItem(off, 0)->valuedouble, en = cJSON_GetArrayItem(off, 1)->valuedouble;
+    if (b < 0 || en < b || en > (double)st->data_len || b != floor(b) || en != floor(en))
+        return hs_fail(HS_EFORMAT,
+                       "%s: tensor %s: data_offsets [%.0f, %.0f] outside the %zu data bytes", p, n,
+                       b, en, st->data_len);
+    t->begin = (size_t)b;
+    t->end = (size_t)en;
+    if (count > SIZE_MAX / esize || t->end - t->begin != count * esize)
+        return hs_fail(HS_EFORMAT,
+                       "%s: tensor %s: %zu bytes for %zu elements of %s (expected %zu)", p, n,
+                       t->end - t->begin, count, t->dtype_name, count * esize);
+    t->name = strdup(n);
+    if (!t->name)
+        return hs_fail(HS_ENOMEM, "%s: out of memory", p);
+    return HS_OK;
+}
+
+int hs_st_open(hs_safetensors *st, const char *path)
+{
+    memset(st, 0, sizeof *st);
+    st->fd = -1;
+    snprintf(st->path, sizeof st->path, "%s", path);
+    st->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (st->fd < 0)
+        return hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(st->fd, &sb) || !S_ISREG(sb.st_mode)) {
+        hs_st_close(st);
+        return hs_fail(HS_EIO, "%s: not a regular file", path);
+    }
+    st->map_len = (size_t)sb.st_size;
+    if (st->map_len < 8) {
+        hs_st_close(st);
+        return hs_fail(HS_EFORMAT, "%s: truncated (%zu bytes, no header length)", path,
+                       st->map_len);
+    }
+    st->map = mmap(NULL, st->map_len, PROT_READ, MAP_PRIVATE, st->fd, 0);
+    if (st->map == MAP_FAILED) {
+        st->map = NULL;
+        hs_st_close(st);
+        return hs_fail(HS_EIO, "%s: cannot map: %s", path, strerror(errno));
+    }
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | st->map[i];
+    if (hlen > st->map_len - 8 || hlen > (100u << 20)) {
+        hs_st_close(st);
+        return hs_fail(HS_EFORMAT, "%s: header length %llu exceeds the file (%zu bytes)", path,
+                       (unsigned long long)hlen, st->map_len);
+    }
+    st->data = st->map + 8 + hlen;
+    st->data_len = st->map_len - 8 - hlen;
+    cJSON *root = cJSON_ParseWithLength((const char *)st->map + 8, (size_t)hlen);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        hs_st_close(st);
+        return hs_fail(HS_EFORMAT, "%s: header is not a JSON object", path);
+    }
+    int n = cJSON_GetArraySize(root), rc = HS_OK;
+    st->t = hs_calloc((size_t)n, sizeof *st->t, "safetensors header");
+    if (!st->t)
+        rc = HS_ENOMEM;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, root)
+    {
+        if (rc)
+            break;
+        if (!strcmp(e->string, "__metadata__"))
+            continue;
+        rc = parse_entry(&st->t[st->n], e, st);
+        if (!rc)
+            st->n++;
+    }
+    cJSON_Delete(root);
+    if (!rc) {
+        /* Overlap check on a sorted copy; the header order stays as written. */
+        hs_st_tensor *sorted = hs_calloc((size_t)st->n, sizeof *sorted, "safetensors check");
+        if (!sorted)
+            rc = HS_ENOMEM;
+        else {
+            memcpy(sorted, st->t, sizeof *sorted * st->n);
+            qsort(sorted, (size_t)st->n, sizeof *sorted, cmp_begin);
+            int last = -1; /* the non-empty tensor reaching furthest so far */
+            for (int i = 0; i < st->n && !rc; i++) {
+                if (sorted[i].end == sorted[i].begin)
+                    continue;
+                if (last >= 0 && sorted[i].begin < sorted[last].end)
+                    rc = hs_fail(HS_EFORMAT, "%s: tensors %s and %s overlap in the data section",
+                                 path, sorted[last].name, sorted[i].name);
+                if (last < 0 || sorted[i].end > sorted[last].end)
+                    last = i;
+            }
+            free(sorted);
+        }
+    }
+    if (rc)
+        hs_st_close(st);
+    return rc;
+}
+
+void hs_st_close(hs_safetensors *st)
+{
+    for (int i = 0; st->t && i < st->n; i++)
+        free(st->t[i].name);
+    free(st->t);
+    if (st->map)
+        munmap(st->map, st->map_len);
+    if (st->fd >= 0)
+        close(st->fd);
+    memset(st, 0, sizeof *st);
+    st->fd = -1;
+}
+
+const hs_st_tensor *hs_st_find(const hs_safetensors *st, const char *name)
+{
+    for (int i = 0; i < st->n; i++)
+        if (!strcmp(st->t[i].name, name))
+            return &st->t[i];
+    return NULL;
+}
+
+double hs_st_get(const hs_safetensors *st, const hs_st_tensor *t, size_t i)
+{
+    const unsigned char *p = st->data + t->begin;
+    if (t->dtype == HS_DT_F32) {
+        float f;
+        memcpy(&f, p + 4 * i, 4);
+        return f;
+    }
+    uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+    return t->dtype == HS_DT_F16 ? hs_half_to_float(h) : hs_bf16_to_float(h);
+}
+
+void hs_st_release(const hs_safetensors *st, const hs_st_tensor *t)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)(st->data + t->begin), hi = (uintptr_t)(st->data + t->end);
+    lo = (lo + page - 1) / page * page;
+    hi = hi / page * page;
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+int hs_st_write(const char *path, const hs_st_spec *specs, int n,
+                void (*fill)(void *ctx, int i, float *out), void *ctx)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
+    cJSON_AddStringToObject(meta, "format", "pt");
+    size_t offset = 0, maxcount = 0;
+    for (int i = 0; i < n; i++) {
+        size_t count = 1;
+        cJSON *e = cJSON_AddObjectToObject(root, specs[i].name);
+        cJSON_AddStringToObject(e, "dtype", "F32");
+        cJSON *shape = cJSON_AddArrayToObject(e, "shape");
+        for (int k = 0; k < specs[i].ndim; k++) {
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)specs[i].shape[k]));
+            count *= (size_t)specs[i].shape[k];
+        }
+        cJSON *off = cJSON_AddArrayToObject(e, "data_offsets");
+        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)offset));
+        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)(offset + 4 * count)));
+        offset += 4 * count;
+        maxcount = count > maxcount ? count : maxcount;
+    }
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!json)
+        return hs_fail(HS_ENOMEM, "%s: cannot build the header", path);
+    size_t hlen = strlen(json), padded = (hlen + 8 + 7) / 8 * 8 - 8;
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    float *buf = hs_calloc(maxcount ? maxcount : 1, sizeof(float), "safetensors write buffer");
+    int rc = HS_OK;
+    if (!f || !buf) {
+        rc = f ? HS_ENOMEM : hs_fail(HS_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    } else {
+        unsigned char len8[8];
+        for (int i = 0; i < 8; i++)
+            len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+        int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(json, 1, hlen, f) == hlen;
+        for (size_t i = hlen; ok && i < padded; i++)
+            ok = fputc(' ', f) != EOF;
+        for (int i = 0; ok && i < n; i++) {
+            size_t count = 1;
+            for (int k = 0; k < specs[i].ndim; k++)
+                count *= (size_t)specs[i].shape[k];
+            fill(ctx, i, buf); /* little-endian host assumed, as on x86-64/aarch64 */
+            ok = fwrite(buf, sizeof(float), count, f) == count;
+        }
+        if (fflush(f) || fsync(fileno(f)))
+            ok = 0;
+        if (fclose(f))
+            ok = 0;
+        f = NULL;
+        if (!ok)
+            rc = hs_fail(HS_EIO, "%s: write failed: %s", tmp, strerror(errno));
+        else if (rename(tmp, path))
+            rc = hs_fail(HS_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
+    }
+    if (f)
+        fclose(f);
+    if (rc)
+        unlink(tmp);
+    free(buf);
+    free(json);
+    return rc;
+}

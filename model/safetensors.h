@@ -1,0 +1,69 @@
+/* Reading and writing the safetensors container: an 8-byte little-endian
+ * header length, a JSON header {name: {dtype, shape, data_offsets}}, then the
+ * data. Reading memory-maps the file and validates every field before any
+ * byte of data is used. */
+#ifndef HS_SAFETENSORS_H
+#define HS_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+typedef enum { HS_DT_F32, HS_DT_F16, HS_DT_BF16, HS_DT_OTHER } hs_dtype;
+
+enum { HS_ST_MAX_DIMS = 8 };
+
+typedef struct {
+    char *name;
+    hs_dtype dtype;
+    char dtype_name[8];
+    int ndim;
+    int64_t shape[HS_ST_MAX_DIMS];
+    size_t begin, end; /* byte offsets into the data section */
+} hs_st_tensor;
+
+typedef struct {
+    char path[512];
+    int fd;
+    unsigned char *map;
+    size_t map_len;
+    const unsigned char *data; /* start of the data section */
+    size_t data_len;
+    int n;
+    hs_st_tensor *t;
+} hs_safetensors;
+
+/* Opens and validates: header length inside the file, JSON well formed,
+ * every dtype known, every shape non-negative, data_offsets inside the data
+ * section, size = product(shape) * element size, no two tensors overlapping.
+ * Errors are HS_EIO / HS_EFORMAT naming the file and the tensor. */
+int hs_st_open(hs_safetensors *st, const char *path);
+void hs_st_close(hs_safetensors *st);
+
+const hs_st_tensor *hs_st_find(const hs_safetensors *st, const char *name);
+
+/* Element i of tensor t as a double (F32, F16 or BF16). */
+double hs_st_get(const hs_safetensors *st, const hs_st_tensor *t, size_t i);
+
+/* Tells the kernel the pages wholly inside t's bytes are no longer needed,
+ * so loading never holds the file and the parameters in memory at once. */
+void hs_st_release(const hs_safetensors *st, const hs_st_tensor *t);
+
+/* Writer: tensors are described first, then written in the same order. */
+typedef struct {
+    const char *name;
+    int ndim;
+    int64_t shape[2];
+} hs_st_spec;
+
+/* Writes an F32 safetensors file at path: specs[i] gets data from
+ * fill(ctx, i, out) which writes product(shape) floats. Written to a
+ * temporary name and renamed, so a crash never leaves a partial file. */
+int hs_st_write(const char *path, const hs_st_spec *specs, int n,
+                void (*fill)(void *ctx, int i, float *out), void *ctx);
+
+float hs_half_to_float(uint16_t h);
+float hs_bf16_to_float(uint16_t h);
+
+#endif

@@ -1,0 +1,63 @@
+#include "trainer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int hs_trainer_init(hs_trainer *t, hs_model *m, int B, int T, double lr, double weight_decay,
+                    double clip)
+{
+    memset(t, 0, sizeof *t);
+    t->m = m;
+    t->B = B;
+    t->T = T;
+    t->clip = clip;
+    int rc = hs_acts_alloc(&t->acts, &m->cfg, B, T, 1);
+    if (rc)
+        return rc;
+    t->grad_buf = hs_calloc(m->n_params, sizeof(hs_real), "gradients");
+    if (!t->grad_buf || (rc = hs_adam_init(&t->opt, m->n_params, lr, weight_decay))) {
+        hs_trainer_free(t);
+        return rc ? rc : HS_ENOMEM;
+    }
+    hs_weights_bind(&t->grads, &m->cfg, t->grad_buf);
+    return HS_OK;
+}
+
+void hs_trainer_free(hs_trainer *t)
+{
+    hs_acts_free(&t->acts);
+    free(t->grad_buf);
+    hs_adam_free(&t->opt);
+    memset(t, 0, sizeof *t);
+}
+
+int hs_trainer_step(hs_trainer *t, const int32_t *inputs, const int32_t *targets, double lr,
+                    double *loss)
+{
+    const size_t n = t->m->n_params;
+    memset(t->grad_buf, 0, sizeof(hs_real) * n);
+    int rc = hs_forward(&t->acts, t->m, inputs, targets, NULL);
+    if (rc)
+        return rc;
+    *loss = t->acts.loss;
+    if (!isfinite(t->acts.loss))
+        return hs_fail(HS_EINVAL, "training: loss is %g (diverged)", t->acts.loss);
+    rc = hs_backward(&t->grads, NULL, &t->acts, t->m, inputs, targets, NULL,
+                     (hs_real)(1.0 / ((double)t->B * t->T)));
+    if (rc)
+        return rc;
+    if (t->clip > 0) {
+        /* torch.nn.utils.clip_grad_norm_: scale by clip / (norm + 1e-6) when below 1. */
+        double ss = 0;
+        for (size_t i = 0; i < n; i++)
+            ss += (double)t->grad_buf[i] * t->grad_buf[i];
+        double coef = t->clip / (sqrt(ss) + 1e-6);
+        if (coef < 1)
+            for (size_t i = 0; i < n; i++)
+                t->grad_buf[i] *= (hs_real)coef;
+    }
+    t->opt.lr = lr;
+    hs_adam_step(&t->opt, t->m->params, t->grad_buf);
+    return HS_OK;
+}

@@ -1,0 +1,62 @@
+/* Forward and backward through a whole model (SPEC §3): embeddings, layers
+ * of attention (+ MLP) with pre or post norms, the unembedding and the
+ * next-token cross-entropy.
+ *
+ * Shapes: B batch, T positions, d width, F MLP width, V vocabulary. */
+#ifndef HS_TRANSFORMER_H
+#define HS_TRANSFORMER_H
+
+#include <stdint.h>
+
+#include "attention.h"
+#include "weights.h"
+
+typedef struct {
+    hs_real *in;                 /* (B,T,d) residual stream entering the layer */
+    hs_real *n1, *n1_mean, *n1_rstd; /* (B,T,d), (B,T): pre: attention input; post: norm after it */
+    hs_attn_acts attn;           /* q, k, v, z, maps (B,H,T,T) when kept */
+    hs_real *attn_out;           /* (B,T,d) */
+    hs_real *r1;                 /* (B,T,d) residual + attention */
+    hs_real *n2, *n2_mean, *n2_rstd; /* MLP norm, as n1 */
+    hs_real *h_pre;              /* (B,T,F) fc output (gelu) or gate (swiglu) */
+    hs_real *h_up;               /* (B,T,F) swiglu up projection */
+    hs_real *h_act;              /* (B,T,F) activation */
+    hs_real *mlp_out;            /* (B,T,d) */
+    hs_real *r2;                 /* (B,T,d) residual + MLP */
+    hs_real *out;                /* the layer's output: one of the buffers above */
+} hs_layer_acts;
+
+typedef struct {
+    int B, T, training;
+    int n_layer;
+    hs_real *emb;                   /* (B,T,d) embeddings, input of layer 0 */
+    hs_layer_acts *layer;           /* n_layer */
+    hs_real *lnf, *lnf_mean, *lnf_rstd; /* (B,T,d), (B,T) */
+    hs_real *logits;                /* (B,T,V); probabilities after a forward with targets */
+    hs_real *losses;                /* (B,T) per-position cross-entropy */
+    double loss;                    /* mean of losses */
+    /* backward scratch (training only) */
+    hs_real *dres, *dres2, *dnorm, *dbranch; /* (B,T,d) */
+    hs_real *dh, *dh2, *dh3;                 /* (B,T,F) */
+} hs_acts;
+
+/* training = 1 keeps the maps and the backward scratch. */
+int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int training);
+void hs_acts_free(hs_acts *a);
+
+/* Forward over tokens (B,T); with targets (B,T) also the loss (a->loss,
+ * a->losses). gates: NULL, or n_layer pointers each NULL or (H_l) head gates
+ * multiplying the head outputs z. Fails on tokens outside the vocabulary or
+ * T beyond n_ctx with learned positions. */
+int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32_t *targets,
+               const hs_real *const *gates);
+
+/* Backward of the loss sum(losses) * loss_scale (1/(B*T): the mean) after a
+ * training forward with targets. Accumulates into grads (bound to a buffer
+ * with hs_weights_bind) and, when dgates is non-NULL, into dgates[l] (H_l)
+ * for every layer whose gate pointer is non-NULL. */
+int hs_backward(hs_weights *grads, hs_real *const *dgates, hs_acts *a, const hs_model *m,
+                const int32_t *tokens, const int32_t *targets, const hs_real *const *gates,
+                hs_real loss_scale);
+
+#endif

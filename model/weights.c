@@ -1,0 +1,200 @@
+#include "weights.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One walk over the tensors of a configuration, in canonical order, serves
+ * both the table (names, shapes, offsets) and the binding of pointers. */
+typedef struct {
+    hs_tensor_info *table; /* NULL: do not record */
+    hs_real *base;         /* NULL: do not bind */
+    int n;
+    size_t offset;
+} walker;
+
+static void add(walker *wk, hs_real **slot, int d0, int d1, const char *fmt, int layer)
+{
+    size_t size = (size_t)d0 * (d1 ? d1 : 1);
+    if (wk->table) {
+        hs_tensor_info *t = &wk->table[wk->n];
+        snprintf(t->name, sizeof t->name, fmt, layer);
+        t->ndim = d1 ? 2 : 1;
+        t->shape[0] = d0;
+        t->shape[1] = d1;
+        t->offset = wk->offset;
+        t->size = size;
+    }
+    if (wk->base && slot)
+        *slot = wk->base + wk->offset;
+    wk->n++;
+    wk->offset += size;
+}
+
+static void walk(const hs_model_config *c, walker *wk, hs_weights *w)
+{
+    const int d = c->d_model, V = c->vocab_size, F = c->d_ff, dh = c->head_dim;
+    hs_weights none;
+    if (!w)
+        w = &none;
+    add(wk, &w->wte, V, d, "wte.weight", 0);
+    if (c->pos == HS_POS_LEARNED)
+        add(wk, &w->wpe, c->n_ctx, d, "wpe.weight", 0);
+    const int ln_bias = c->norm == HS_NORM_LAYERNORM && c->norm_bias;
+    for (int l = 0; l < c->n_layer; l++) {
+        hs_layer_weights *lw = &w->layer[l];
+        const int HD = c->n_head[l] * dh, GD = c->n_kv_head[l] * dh;
+        add(wk, &lw->ln1_w, d, 0, "h.%d.ln_1.weight", l);
+        if (ln_bias)
+            add(wk, &lw->ln1_b, d, 0, "h.%d.ln_1.bias", l);
+        add(wk, &lw->attn.w_q, HD, d, "h.%d.attn.q_proj.weight", l);
+        add(wk, &lw->attn.w_k, GD, d, "h.%d.attn.k_proj.weight", l);
+        add(wk, &lw->attn.w_v, GD, d, "h.%d.attn.v_proj.weight", l);
+        add(wk, &lw->attn.w_o, d, HD, "h.%d.attn.o_proj.weight", l);
+        if (c->attn_bias) {
+            add(wk, &lw->attn.b_q, HD, 0, "h.%d.attn.q_proj.bias", l);
+            add(wk, &lw->attn.b_k, GD, 0, "h.%d.attn.k_proj.bias", l);
+            add(wk, &lw->attn.b_v, GD, 0, "h.%d.attn.v_proj.bias", l);
+            add(wk, &lw->attn.b_o, d, 0, "h.%d.attn.o_proj.bias", l);
+        }
+        if (c->mlp == HS_MLP_NONE)
+            continue;
+        add(wk, &lw->ln2_w, d, 0, "h.%d.ln_2.weight", l);
+        if (ln_bias)
+            add(wk, &lw->ln2_b, d, 0, "h.%d.ln_2.bias", l);
+        if (c->mlp == HS_MLP_GELU) {
+            add(wk, &lw->fc_w, F, d, "h.%d.mlp.fc.weight", l);
+            if (c->mlp_bias)
+                add(wk, &lw->fc_b, F, 0, "h.%d.mlp.fc.bias", l);
+            add(wk, &lw->proj_w, d, F, "h.%d.mlp.proj.weight", l);
+            if (c->mlp_bias)
+                add(wk, &lw->proj_b, d, 0, "h.%d.mlp.proj.bias", l);
+        } else {
+            add(wk, &lw->gate_w, F, d, "h.%d.mlp.gate_proj.weight", l);
+            if (c->mlp_bias)
+                add(wk, &lw->gate_b, F, 0, "h.%d.mlp.gate_proj.bias", l);
+            add(wk, &lw->up_w, F, d, "h.%d.mlp.up_proj.weight", l);
+            if (c->mlp_bias)
+                add(wk, &lw->up_b, F, 0, "h.%d.mlp.up_proj.bias", l);
+            add(wk, &lw->down_w, d, F, "h.%d.mlp.down_proj.weight", l);
+            if (c->mlp_bias)
+                add(wk, &lw->down_b, d, 0, "h.%d.mlp.down_proj.bias", l);
+        }
+    }
+    if (c->final_norm) {
+        add(wk, &w->lnf_w, d, 0, "ln_f.weight", 0);
+        if (ln_bias)
+            add(wk, &w->lnf_b, d, 0, "ln_f.bias", 0);
+    }
+    if (!c->tie_embeddings)
+        add(wk, &w->lm_w, V, d, "lm_head.weight", 0);
+    else if (wk->base)
+        w->lm_w = w->wte;
+    if (c->lm_head_bias)
+        add(wk, &w->lm_b, V, 0, "lm_head.bias", 0);
+}
+
+int hs_tensor_table(const hs_model_config *c, hs_tensor_info **table, int *n, size_t *total)
+{
+    walker count = { 0 };
+    walk(c, &count, NULL);
+    *table = hs_calloc((size_t)count.n, sizeof **table, "tensor table");
+    if (!*table)
+        return HS_ENOMEM;
+    walker fill = { *table, NULL, 0, 0 };
+    walk(c, &fill, NULL);
+    *n = fill.n;
+    *total = fill.offset;
+    return HS_OK;
+}
+
+void hs_weights_bind(hs_weights *w, const hs_model_config *c, hs_real *base)
+{
+    memset(w, 0, sizeof *w);
+    walker wk = { NULL, base, 0, 0 };
+    walk(c, &wk, w);
+}
+
+int hs_model_init(hs_model *m, const hs_model_config *c)
+{
+    memset(m, 0, sizeof *m);
+    int rc = hs_config_check(c);
+    if (rc)
+        return rc;
+    m->cfg = *c;
+    rc = hs_tensor_table(c, &m->tensors, &m->n_tensors, &m->n_params);
+    if (rc)
+        return rc;
+    m->params = hs_calloc(m->n_params, sizeof(hs_real), "model parameters");
+    if (!m->params) {
+        hs_model_free(m);
+        return HS_ENOMEM;
+    }
+    hs_weights_bind(&m->w, c, m->params);
+    return HS_OK;
+}
+
+void hs_model_free(hs_model *m)
+{
+    free(m->tensors);
+    free(m->params);
+    memset(m, 0, sizeof *m);
+}
+
+int hs_model_find(const hs_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name))
+            return i;
+    return -1;
+}
+
+void hs_rng_seed(hs_rng *r, unsigned long long seed)
+{
+    r->s = seed * 0x9E3779B97F4A7C15ULL + 0x2545F4914F6CDD1DULL;
+    if (!r->s)
+        r->s = 1;
+}
+
+double hs_rng_uniform(hs_rng *r)
+{
+    r->s ^= r->s >> 12;
+    r->s ^= r->s << 25;
+    r->s ^= r->s >> 27;
+    return (double)((r->s * 0x2545F4914F6CDD1DULL) >> 11) / 9007199254740992.0;
+}
+
+double hs_rng_normal(hs_rng *r)
+{
+    double u1 = hs_rng_uniform(r), u2 = hs_rng_uniform(r);
+    return sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2);
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+void hs_model_init_random(hs_model *m, unsigned long long seed)
+{
+    hs_rng r;
+    hs_rng_seed(&r, seed);
+    const double residual_std = 0.02 / sqrt(2.0 * m->cfg.n_layer);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const hs_tensor_info *t = &m->tensors[i];
+        hs_real *p = m->params + t->offset;
+        int is_norm = strstr(t->name, "ln_") != NULL;
+        for (size_t k = 0; k < t->size; k++) {
+            if (t->ndim == 1)
+                p[k] = is_norm && ends_with(t->name, ".weight") ? 1 : 0;
+            else
+                p[k] = (hs_real)(hs_rng_normal(&r) * (ends_with(t->name, "o_proj.weight") ||
+                                                              ends_with(t->name, "mlp.proj.weight") ||
+                                                              ends_with(t->name, "down_proj.weight")
+                                                          ? residual_std
+                                                          : 0.02));
+        }
+    }
+}

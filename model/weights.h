@@ -1,0 +1,76 @@
+/* The parameter table of a model: every tensor's name, shape and offset in
+ * one allocation (llm.c's size table), and pointers into it. The optimizer,
+ * gradient zeroing and checkpoint I/O are flat loops over the table; grads
+ * and optimizer moments bind the same table to buffers of their own. */
+#ifndef HS_WEIGHTS_H
+#define HS_WEIGHTS_H
+
+#include <stddef.h>
+
+#include "attention.h"
+#include "config.h"
+
+typedef struct {
+    hs_attn_weights attn;
+    hs_real *ln1_w, *ln1_b;   /* (d) norm before (pre) or after (post) attention */
+    hs_real *ln2_w, *ln2_b;   /* (d) the MLP's norm */
+    hs_real *fc_w, *fc_b;     /* gelu:   (F, d), (F) */
+    hs_real *proj_w, *proj_b; /* gelu:   (d, F), (d) */
+    hs_real *gate_w, *gate_b; /* swiglu: (F, d), (F) */
+    hs_real *up_w, *up_b;     /* swiglu: (F, d), (F) */
+    hs_real *down_w, *down_b; /* swiglu: (d, F), (d) */
+} hs_layer_weights;
+
+typedef struct {
+    hs_real *wte;          /* (V, d) */
+    hs_real *wpe;          /* (n_ctx, d), learned positions only */
+    hs_real *lnf_w, *lnf_b; /* (d) */
+    hs_real *lm_w;         /* (V, d); equals wte when tied */
+    hs_real *lm_b;         /* (V) */
+    hs_layer_weights layer[HS_MAX_LAYERS];
+} hs_weights;
+
+typedef struct {
+    char name[80]; /* headscope tensor name, e.g. "h.0.attn.q_proj.weight" */
+    int ndim;
+    int shape[2];
+    size_t offset; /* elements from the start of the parameter buffer */
+    size_t size;   /* elements */
+} hs_tensor_info;
+
+/* Tensor table of c in canonical order; *table is malloc'd. */
+int hs_tensor_table(const hs_model_config *c, hs_tensor_info **table, int *n, size_t *total);
+
+/* Points w's members at base + offset for every tensor of c. */
+void hs_weights_bind(hs_weights *w, const hs_model_config *c, hs_real *base);
+
+/* A model: configuration, table and the parameters in one allocation. */
+typedef struct {
+    hs_model_config cfg;
+    hs_tensor_info *tensors;
+    int n_tensors;
+    size_t n_params;
+    hs_real *params;
+    hs_weights w;
+} hs_model;
+
+/* Zeroed parameters for a checked configuration. */
+int hs_model_init(hs_model *m, const hs_model_config *c);
+void hs_model_free(hs_model *m);
+
+/* GPT-2-style initialisation from a seed: matrices N(0, 0.02) (residual
+ * output projections N(0, 0.02/sqrt(2L))), biases 0, norm weights 1. */
+void hs_model_init_random(hs_model *m, unsigned long long seed);
+
+/* Index of a tensor by headscope name, or -1. */
+int hs_model_find(const hs_model *m, const char *name);
+
+/* Deterministic normal deviates (xorshift + Box-Muller) for initialisation. */
+typedef struct {
+    unsigned long long s;
+} hs_rng;
+void hs_rng_seed(hs_rng *r, unsigned long long seed);
+double hs_rng_uniform(hs_rng *r); /* [0, 1) */
+double hs_rng_normal(hs_rng *r);
+
+#endif

@@ -1,0 +1,124 @@
+#include "tokens.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { HEADER_INTS = 256, MAGIC_U16 = 20240520, MAGIC_U32 = 20240801 };
+
+static int32_t le32(const unsigned char *p)
+{
+    return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                     (uint32_t)p[3] << 24);
+}
+
+int hs_tokens_read(hs_tokens *t, const char *path)
+{
+    memset(t, 0, sizeof *t);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    unsigned char header[HEADER_INTS * 4];
+    struct stat sb;
+    if (fstat(fileno(f), &sb) || fread(header, 1, sizeof header, f) != sizeof header) {
+        fclose(f);
+        return hs_fail(HS_EFORMAT, "%s: shorter than the 1024-byte token-shard header", path);
+    }
+    int32_t magic = le32(header), version = le32(header + 4), count = le32(header + 8);
+    size_t width = magic == MAGIC_U16 && version == 1 ? 2 : magic == MAGIC_U32 && version == 7 ? 4 : 0;
+    if (!width) {
+        fclose(f);
+        return hs_fail(HS_EFORMAT,
+                       "%s: not a token shard (magic %d version %d; expected 20240520/1 or "
+                       "20240801/7)",
+                       path, magic, version);
+    }
+    if (count < 0 || (size_t)sb.st_size != sizeof header + (size_t)count * width) {
+        fclose(f);
+        return hs_fail(HS_EFORMAT, "%s: header says %d tokens (%zu bytes) but the file has %lld",
+                       path, count, sizeof header + (size_t)(count < 0 ? 0 : count) * width,
+                       (long long)sb.st_size);
+    }
+    unsigned char *raw = hs_calloc((size_t)count, width, path);
+    t->tok = hs_calloc((size_t)count, sizeof(int32_t), path);
+    if (!raw || !t->tok || fread(raw, width, (size_t)count, f) != (size_t)count) {
+        int rc = raw && t->tok ? hs_fail(HS_EIO, "%s: read failed", path) : HS_ENOMEM;
+        free(raw);
+        free(t->tok);
+        t->tok = NULL;
+        fclose(f);
+        return rc;
+    }
+    fclose(f);
+    for (size_t i = 0; i < (size_t)count; i++)
+        t->tok[i] = width == 2 ? (int32_t)(raw[2 * i] | raw[2 * i + 1] << 8) : le32(raw + 4 * i);
+    free(raw);
+    t->n = (size_t)count;
+    t->version = version;
+    return HS_OK;
+}
+
+void hs_tokens_free(hs_tokens *t)
+{
+    free(t->tok);
+    memset(t, 0, sizeof *t);
+}
+
+int hs_tokens_write(const char *path, const int32_t *tok, size_t n)
+{
+    if (n > INT32_MAX)
+        return hs_fail(HS_EINVAL, "%s: %zu tokens do not fit a shard header", path, n);
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return hs_fail(HS_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    unsigned char header[HEADER_INTS * 4] = { 0 };
+    const int32_t head[3] = { MAGIC_U16, 1, (int32_t)n };
+    for (int k = 0; k < 3; k++)
+        for (int b = 0; b < 4; b++)
+            header[4 * k + b] = (unsigned char)((uint32_t)head[k] >> (8 * b));
+    int ok = fwrite(header, 1, sizeof header, f) == sizeof header;
+    for (size_t i = 0; ok && i < n; i++) {
+        if (tok[i] < 0 || tok[i] > 65535) {
+            fclose(f);
+            unlink(tmp);
+            return hs_fail(HS_EINVAL, "%s: token %d at %zu does not fit uint16", path, tok[i], i);
+        }
+        unsigned char le[2] = { (unsigned char)(tok[i] & 0xff), (unsigned char)(tok[i] >> 8) };
+        ok = fwrite(le, 1, 2, f) == 2;
+    }
+    if (fclose(f))
+        ok = 0;
+    if (!ok || rename(tmp, path)) {
+        unlink(tmp);
+        return hs_fail(HS_EIO, "%s: write failed: %s", path, strerror(errno));
+    }
+    return HS_OK;
+}
+
+size_t hs_batch_count(const hs_tokens *t, int B, int T)
+{
+    size_t span = (size_t)B * T;
+    return t->n < span + 1 ? 0 : (t->n - 1) / span;
+}
+
+size_t hs_batch_start_wrapped(const hs_tokens *t, int B, int T, size_t step)
+{
+    /* The loader advances by B*T and returns to 0 when a batch would need
+     * tokens past the end: the starts cycle through the whole batches. */
+    size_t per_pass = hs_batch_count(t, B, T);
+    return per_pass ? step % per_pass * (size_t)B * T : 0;
+}
+
+void hs_batch_at(const hs_tokens *t, size_t start, int B, int T, int32_t *inputs, int32_t *targets)
+{
+    size_t span = (size_t)B * T;
+    for (size_t i = 0; i < span; i++) {
+        inputs[i] = t->tok[start + i];
+        targets[i] = t->tok[start + i + 1];
+    }
+}

@@ -1,0 +1,39 @@
+/* llm.c token shards (SPEC §4): a header of 256 little-endian int32
+ * ([0] magic 20240520 with uint16 tokens, or 20240801 with uint32; [1]
+ * version 1 or 7; [2] token count) followed by the tokens. */
+#ifndef HS_TOKENS_H
+#define HS_TOKENS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+typedef struct {
+    int32_t *tok; /* n tokens */
+    size_t n;
+    int version;  /* 1: uint16, 7: uint32 */
+} hs_tokens;
+
+/* Reads and checks a shard: magic, version, and that the file size equals
+ * the header's token count. HS_EIO / HS_EFORMAT naming the file. */
+int hs_tokens_read(hs_tokens *t, const char *path);
+void hs_tokens_free(hs_tokens *t);
+
+/* Writes tokens (all < 65536) as a version-1 shard, via a temporary file. */
+int hs_tokens_write(const char *path, const int32_t *tok, size_t n);
+
+/* Batches of B sequences of T (SPEC §4): batch i reads B*T+1 tokens from
+ * i*B*T. Without wrap, returns the number of whole batches; with wrap
+ * (training) the position returns to 0 whenever a batch would run past the
+ * end, as llm.c's loader does. */
+size_t hs_batch_count(const hs_tokens *t, int B, int T);
+
+/* Position of the first token of batch `step` when wrapping. */
+size_t hs_batch_start_wrapped(const hs_tokens *t, int B, int T, size_t step);
+
+/* inputs and targets (B,T) from the B*T+1 tokens at start. */
+void hs_batch_at(const hs_tokens *t, size_t start, int B, int T, int32_t *inputs,
+                 int32_t *targets);
+
+#endif

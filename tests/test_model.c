@@ -1,0 +1,310 @@
+/* Whole models against the PyTorch reference of scripts/oracle/gen_models.py
+ * (GPT-2 and Llama written from the Hugging Face semantics, and our own
+ * headscope family): logits, loss, gradients of every stored tensor, Adam and
+ * AdamW trajectories, the seed's head-count fixture, eval loss and standard
+ * error, F16/BF16 checkpoints, and the save -> load round trip. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "checkpoint.h"
+#include "eval.h"
+#include "fixture.h"
+#include "runner.h"
+#include "tokens.h"
+#include "trainer.h"
+#include "transformer.h"
+
+#ifdef HEADSCOPE_DOUBLE
+static const double TOL = 1e-9, TRAIN_TOL = 1e-9;
+#else
+static const double TOL = 1e-4, TRAIN_TOL = 1e-4;
+#endif
+
+static const char *models_txt(void) { return HS_FIXTURE_DIR "/models.txt"; }
+
+static void model_dir(char *out, size_t n, const char *name)
+{
+    snprintf(out, n, "%s/models/%s", HS_FIXTURE_DIR, name);
+}
+
+/* Largest |a-b| / max(1,|b|) between an hs_real and a double array. */
+static double err_real(const hs_real *a, const double *b, size_t n)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]) / fmax(1, fabs(b[i]));
+        worst = e > worst || isnan(e) ? e : worst;
+    }
+    return worst;
+}
+
+static double err_double(const double *a, const double *b, size_t n)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs(a[i] - b[i]) / fmax(1, fabs(b[i]));
+        worst = e > worst || isnan(e) ? e : worst;
+    }
+    return worst;
+}
+
+/* tokens (B, T+1) of a case into inputs/targets (B,T). */
+static void split_tokens(const fx_tensor *tok, int B, int T, int32_t *in, int32_t *tg)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            in[b * T + t] = (int32_t)tok->v[b * (T + 1) + t];
+            tg[b * T + t] = (int32_t)tok->v[b * (T + 1) + t + 1];
+        }
+}
+
+/* Compares every "<prefix><file tensor name>" tensor of the case with the
+ * model's (or gradients') tensor exported in the file layout. Returns the
+ * number compared. */
+static int compare_prefixed(const fx_case *fc, const char *prefix, const hs_model *m, double tol)
+{
+    int compared = 0;
+    double worst = 0;
+    const char *worst_name = "";
+    size_t plen = strlen(prefix);
+    for (int i = 0; i < fc->ntensor; i++) {
+        const fx_tensor *t = &fc->t[i];
+        if (strncmp(t->name, prefix, plen))
+            continue;
+        double *buf = malloc(sizeof(double) * t->n);
+        size_t n = 0;
+        int rc = hs_checkpoint_export(m, t->name + plen, buf, t->n, &n);
+        CU_ASSERT_EQUAL(rc, HS_OK);
+        if (rc)
+            printf("\n    %s\n", hs_last_error());
+        CU_ASSERT_EQUAL(n, t->n);
+        if (!rc && n == t->n) {
+            double e = err_double(buf, t->v, n);
+            if (e >= worst)
+                worst = e, worst_name = t->name;
+        }
+        free(buf);
+        compared++;
+    }
+    printf("\n    %d %s tensors, worst %.3g (%s)", compared, prefix, worst, worst_name);
+    CU_ASSERT(worst <= tol);
+    return compared;
+}
+
+static void logits_case(const char *name, int with_grads)
+{
+    fx_case fc;
+    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, models_txt(), name), 0);
+    char dir[512];
+    model_dir(dir, sizeof dir, name);
+    hs_model m;
+    int rc = hs_checkpoint_load(&m, dir);
+    if (rc)
+        printf("\n    load: %s\n", hs_last_error());
+    CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
+    const int B = (int)fx_int(&fc, "B"), T = (int)fx_int(&fc, "T");
+    int32_t *in = malloc(sizeof(int32_t) * B * T), *tg = malloc(sizeof(int32_t) * B * T);
+    split_tokens(fx_tensor_get(&fc, "tokens"), B, T, in, tg);
+
+    hs_trainer tr;
+    CU_ASSERT_EQUAL_FATAL(hs_trainer_init(&tr, &m, B, T, 1e-3, 0, 0), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_forward(&tr.acts, &m, in, NULL, NULL), HS_OK);
+    const fx_tensor *lg = fx_tensor_get(&fc, "logits");
+    double e = err_real(tr.acts.logits, lg->v, lg->n);
+    printf("\n    %s logits max err %.3g", name, e);
+    CU_ASSERT(e <= TOL);
+
+    CU_ASSERT_EQUAL_FATAL(hs_forward(&tr.acts, &m, in, tg, NULL), HS_OK);
+    double want = fx_tensor_get(&fc, "loss")->v[0];
+    printf("; loss %.12g want %.12g", tr.acts.loss, want);
+    CU_ASSERT(fabs(tr.acts.loss - want) <= TOL * fmax(1, fabs(want)));
+
+    if (with_grads) {
+        CU_ASSERT_EQUAL_FATAL(hs_backward(&tr.grads, NULL, &tr.acts, &m, in, tg, NULL,
+                                          (hs_real)(1.0 / (B * T))),
+                              HS_OK);
+        hs_model g = m; /* the gradient buffer seen through the model's table */
+        g.params = tr.grad_buf;
+        CU_ASSERT_EQUAL(compare_prefixed(&fc, "grad:", &g, TOL), m.n_tensors -
+                        (m.cfg.family == HS_FAMILY_GPT2 ? 4 * m.cfg.n_layer : 0));
+    }
+    hs_trainer_free(&tr);
+    hs_model_free(&m);
+    free(in), free(tg);
+    fx_free(&fc);
+}
+
+static void test_gpt2_logits_loss_and_gradients_match_torch(void) { logits_case("gpt2_tiny", 1); }
+static void test_llama_gqa_logits_loss_and_gradients_match_torch(void) { logits_case("llama_gqa", 1); }
+static void test_llama_mqa_tied_logits_match_torch(void) { logits_case("llama_mqa_tied", 0); }
+static void test_headscope_uneven_heads_rope_swiglu_match_torch(void) { logits_case("hs_mixed", 1); }
+static void test_headscope_post_norm_gelu_tied_match_torch(void) { logits_case("hs_post_gelu", 1); }
+static void test_f16_checkpoint_loads(void) { logits_case("llama_gqa_f16", 0); }
+static void test_bf16_checkpoint_loads(void) { logits_case("llama_gqa_bf16", 0); }
+
+/* 10 optimizer steps from the checkpoint on train.bin, wrapping batches. */
+static void trajectory_case(const char *case_name, const char *dir_name, double weight_decay)
+{
+    fx_case fc;
+    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, models_txt(), case_name), 0);
+    char dir[512], data[600];
+    model_dir(dir, sizeof dir, dir_name);
+    snprintf(data, sizeof data, "%s/train.bin", dir);
+    hs_model m;
+    CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&m, dir), HS_OK);
+    hs_tokens tok;
+    CU_ASSERT_EQUAL_FATAL(hs_tokens_read(&tok, data), HS_OK);
+    const int B = (int)fx_int(&fc, "B"), T = (int)fx_int(&fc, "T"), steps = (int)fx_int(&fc, "steps");
+    const double lr = fx_tensor_get(&fc, "lr")->v[0];
+    hs_trainer tr;
+    CU_ASSERT_EQUAL_FATAL(hs_trainer_init(&tr, &m, B, T, lr, weight_decay, 0), HS_OK);
+    int32_t *in = malloc(sizeof(int32_t) * B * T), *tg = malloc(sizeof(int32_t) * B * T);
+    double *losses = malloc(sizeof(double) * steps);
+    for (int s = 0; s < steps; s++) {
+        hs_batch_at(&tok, hs_batch_start_wrapped(&tok, B, T, (size_t)s), B, T, in, tg);
+        CU_ASSERT_EQUAL_FATAL(hs_trainer_step(&tr, in, tg, lr, &losses[s]), HS_OK);
+    }
+    double e = err_double(losses, fx_tensor_get(&fc, "losses")->v, (size_t)steps);
+    printf("\n    %s: %d losses max err %.3g", case_name, steps, e);
+    CU_ASSERT(e <= TRAIN_TOL);
+    CU_ASSERT(compare_prefixed(&fc, "final:", &m, TRAIN_TOL) > 0);
+    free(in), free(tg), free(losses);
+    hs_trainer_free(&tr);
+    hs_tokens_free(&tok);
+    hs_model_free(&m);
+    fx_free(&fc);
+}
+
+static void test_gpt2_adam_trajectory_matches_torch(void)
+{
+    trajectory_case("gpt2_tiny_adam", "gpt2_tiny", 0);
+}
+static void test_llama_adam_trajectory_matches_torch(void)
+{
+    trajectory_case("llama_gqa_adam", "llama_gqa", 0);
+}
+static void test_llama_adamw_trajectory_matches_torch(void)
+{
+    trajectory_case("llama_gqa_adamw", "llama_gqa", 0.1);
+}
+
+/* The seed's head-count fixture: one and four heads from the same weights. */
+static void test_tinylm_head_count_fixture_reproduces_torch_losses(void)
+{
+    fx_case fc;
+    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, models_txt(), "tinylm_headcount"), 0);
+    const int steps = (int)fx_int(&fc, "steps"), B = 2, T = 8;
+    const fx_tensor *seq = fx_tensor_get(&fc, "seq");
+    int32_t in[16], tg[16];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            in[b * T + t] = (int32_t)seq->v[b * 9 + t];
+            tg[b * T + t] = (int32_t)seq->v[b * 9 + t + 1];
+        }
+    const char *dirs[2] = { "tinylm_h1", "tinylm_h4" }, *want[2] = { "losses_h1", "losses_h4" };
+    for (int k = 0; k < 2; k++) {
+        char dir[512];
+        model_dir(dir, sizeof dir, dirs[k]);
+        hs_model m;
+        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&m, dir), HS_OK);
+        CU_ASSERT_EQUAL(m.cfg.n_head[0], k ? 4 : 1);
+        hs_trainer tr;
+        CU_ASSERT_EQUAL_FATAL(hs_trainer_init(&tr, &m, B, T, 0.02, 0, 0), HS_OK);
+        double losses[64];
+        for (int s = 0; s < steps && s < 64; s++)
+            CU_ASSERT_EQUAL_FATAL(hs_trainer_step(&tr, in, tg, 0.02, &losses[s]), HS_OK);
+        double e = err_double(losses, fx_tensor_get(&fc, want[k])->v, (size_t)steps);
+        printf("\n    %s: first %.6f last %.6f, max err %.3g", dirs[k], losses[0],
+               losses[steps - 1], e);
+        CU_ASSERT(e <= TRAIN_TOL);
+        hs_trainer_free(&tr);
+        hs_model_free(&m);
+    }
+    fx_free(&fc);
+}
+
+static void test_eval_loss_and_stderr_match_reference(void)
+{
+    fx_case fc;
+    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, models_txt(), "eval_gpt2_tiny"), 0);
+    char dir[512], data[600];
+    model_dir(dir, sizeof dir, "gpt2_tiny");
+    snprintf(data, sizeof data, "%s/eval.bin", dir);
+    hs_model m;
+    CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&m, dir), HS_OK);
+    hs_tokens tok;
+    CU_ASSERT_EQUAL_FATAL(hs_tokens_read(&tok, data), HS_OK);
+    hs_eval_result r;
+    CU_ASSERT_EQUAL_FATAL(hs_evaluate(&r, &m, &tok, (int)fx_int(&fc, "B"), (int)fx_int(&fc, "T"), 0,
+                                      NULL, NULL),
+                          HS_OK);
+    double loss = fx_tensor_get(&fc, "loss")->v[0], se = fx_tensor_get(&fc, "stderr")->v[0];
+    printf("\n    loss %.10g (want %.10g), stderr %.10g (want %.10g), %zu batches", r.loss, loss,
+           r.stderr_loss, se, r.batches);
+    CU_ASSERT_EQUAL(r.batches, (size_t)fx_int(&fc, "batches"));
+    CU_ASSERT(fabs(r.loss - loss) <= TOL);
+    CU_ASSERT(fabs(r.stderr_loss - se) <= TOL);
+    hs_tokens_free(&tok);
+    hs_model_free(&m);
+    fx_free(&fc);
+}
+
+static void test_save_load_round_trip_is_bit_exact(void)
+{
+    const char *names[] = { "gpt2_tiny", "llama_gqa", "llama_mqa_tied", "hs_mixed", "hs_post_gelu",
+                            "tinylm_h4" };
+    char tmpl[] = "/tmp/hs_roundtrip_XXXXXX";
+    char *tmp = mkdtemp(tmpl);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tmp);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char dir[512];
+        model_dir(dir, sizeof dir, names[i]);
+        hs_model a, b;
+        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&a, dir), HS_OK);
+        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_save(&a, tmp), HS_OK);
+        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&b, tmp), HS_OK);
+        CU_ASSERT_EQUAL(a.n_params, b.n_params);
+        CU_ASSERT_EQUAL(a.cfg.family, b.cfg.family);
+        CU_ASSERT(a.n_params == b.n_params &&
+                  !memcmp(a.params, b.params, sizeof(hs_real) * a.n_params));
+        CU_ASSERT(!memcmp(&a.cfg, &b.cfg, sizeof a.cfg));
+        hs_model_free(&a);
+        hs_model_free(&b);
+    }
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", tmp);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/config.json", tmp);
+    unlink(path);
+    rmdir(tmp);
+}
+
+int main(void)
+{
+    static const hs_test tests[] = {
+        { "test_gpt2_logits_loss_and_gradients_match_torch",
+          test_gpt2_logits_loss_and_gradients_match_torch },
+        { "test_llama_gqa_logits_loss_and_gradients_match_torch",
+          test_llama_gqa_logits_loss_and_gradients_match_torch },
+        { "test_llama_mqa_tied_logits_match_torch", test_llama_mqa_tied_logits_match_torch },
+        { "test_headscope_uneven_heads_rope_swiglu_match_torch",
+          test_headscope_uneven_heads_rope_swiglu_match_torch },
+        { "test_headscope_post_norm_gelu_tied_match_torch",
+          test_headscope_post_norm_gelu_tied_match_torch },
+        { "test_f16_checkpoint_loads", test_f16_checkpoint_loads },
+        { "test_bf16_checkpoint_loads", test_bf16_checkpoint_loads },
+        { "test_gpt2_adam_trajectory_matches_torch", test_gpt2_adam_trajectory_matches_torch },
+        { "test_llama_adam_trajectory_matches_torch", test_llama_adam_trajectory_matches_torch },
+        { "test_llama_adamw_trajectory_matches_torch", test_llama_adamw_trajectory_matches_torch },
+        { "test_tinylm_head_count_fixture_reproduces_torch_losses",
+          test_tinylm_head_count_fixture_reproduces_torch_losses },
+        { "test_eval_loss_and_stderr_match_reference", test_eval_loss_and_stderr_match_reference },
+        { "test_save_load_round_trip_is_bit_exact", test_save_load_round_trip_is_bit_exact },
+    };
+    return hs_run_tests("model_" HS_REAL_NAME, tests, HS_NTESTS(tests));
+}
