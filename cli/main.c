@@ -1,98 +1,61 @@
-/* The headscope command: argument parsing, dispatch and error printing only.
- * Errors are printed as "headscope: CONTEXT: MESSAGE"; exit 0 on success,
- * 1 on failure, 2 on a usage error (SPEC §8). */
-#include <errno.h>
+/* The headscope command: dispatch and help (SPEC §8). Exit 0 on success, 1 on
+ * failure, 2 on a usage error; errors as "headscope: CONTEXT: MESSAGE". */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "common.h"
 
-enum { EXIT_USAGE = 2 };
+static int cmd_help(int argc, char **argv);
+static int cmd_version(int argc, char **argv);
 
-typedef struct {
-    const char *name;
-    const char *summary;
-    const char *usage; /* full help text */
-    int (*run)(int argc, char **argv);
-} command;
+static const command COMMANDS[] = {
+    { "help", "Show the commands, or one command's options.", "headscope help [COMMAND]", NULL,
+      cmd_help },
+    { "version", "Print the version and the numeric precision of this build.",
+      "headscope version", NULL, cmd_version },
+    { "info", "Describe a checkpoint: configuration, parameters, heads per layer, KV-cache bytes.",
+      "headscope info --model DIR [--json]", "example: headscope info --model runs/tiny\n",
+      cmd_info },
+    { "tokens", "Write a byte-level token shard (vocabulary 256) from any file.",
+      "headscope tokens --in TEXT --out FILE.bin [--force]",
+      "example: headscope tokens --in corpus.txt --out corpus.bin\n", cmd_tokens },
+    { "train", "Train a model from a preset or a checkpoint with Adam (AdamW with --weight-decay).",
+      "headscope train --out DIR (--preset P [KEY=VALUE ...] | --init DIR) --data FILE [options]",
+      "Batches follow llm.c: step i reads B*T+1 tokens from i*B*T, wrapping to the start.\n"
+      "The loss is the mean over the batch's B*T targets. Defaults add nothing unasked:\n"
+      "constant learning rate, no clipping, no decay. Ctrl-C stops after the current step\n"
+      "and saves it (exit 1).\n\n"
+      "example: headscope train --preset attn-only n_layer=2 n_head=4 --data corpus.bin \\\n"
+      "           --out runs/tiny --steps 500 --batch 8 --seq-len 64 --val val.bin --db runs.db\n",
+      cmd_train },
+    { "eval", "Mean next-token loss of a model on a token shard, with its standard error.",
+      "headscope eval --model DIR --data FILE [options]",
+      "stderr is the sample standard deviation of per-sequence mean losses over sqrt(n).\n\n"
+      "example: headscope eval --model runs/tiny --data val.bin --batch 8 --seq-len 64 --json\n",
+      cmd_eval },
+    { "kv-bytes", "KV-cache size: 2*B*N*G*T*DH*E bytes, and MLA's (latent + rope) per token.",
+      "headscope kv-bytes --layers N --kv-heads G --head-dim DH --seq-len T [options]",
+      "example: headscope kv-bytes --layers 80 --kv-heads 8 --head-dim 128 --seq-len 2048\n",
+      cmd_kv_bytes },
+};
+enum { NCOMMANDS = sizeof COMMANDS / sizeof COMMANDS[0] };
 
-static int usage_error(const char *cmd, const char *fmt, const char *arg)
+static const command *find_command(const char *name)
 {
-    fprintf(stderr, "headscope: %s: ", cmd);
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see 'headscope help %s')\n", cmd);
-    return EXIT_USAGE;
+    for (int i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(COMMANDS[i].name, name))
+            return &COMMANDS[i];
+    return NULL;
 }
 
-/* Parses a positive integer option value; returns 0 on success. */
-static int parse_long(const char *s, long min, long *out)
+static void overview(FILE *f)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < min)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static const char KV_BYTES_HELP[] =
-    "usage: headscope kv-bytes --layers N --kv-heads G --head-dim DH --seq-len T\n"
-    "                          [--batch B] [--bytes E] [--mla-latent C --mla-rope R] [--json]\n"
-    "\n"
-    "KV-cache size of a decoder: 2 * B * N * G * T * DH * E bytes (keys and values\n"
-    "of G key/value heads in N layers). With --mla-latent, also the per-token cache\n"
-    "of multi-head latent attention: N * (C + R) * E bytes per token (latent width C\n"
-    "plus the decoupled rotary key width R), times B * T.\n"
-    "\n"
-    "  --batch B       sequences (default 1)\n"
-    "  --bytes E       bytes per element (default 2)\n"
-    "  --json          print one JSON object\n"
-    "\n"
-    "example: headscope kv-bytes --layers 80 --kv-heads 8 --head-dim 128 --seq-len 2048\n";
-
-static int cmd_kv_bytes(int argc, char **argv)
-{
-    long B = 1, N = 0, G = 0, T = 0, dh = 0, E = 2, latent = 0, rope = 0;
-    int json = 0;
-    struct { const char *flag; long *dst; long min; } opts[] = {
-        { "--batch", &B, 1 },      { "--layers", &N, 1 },     { "--kv-heads", &G, 1 },
-        { "--seq-len", &T, 1 },    { "--head-dim", &dh, 1 },  { "--bytes", &E, 1 },
-        { "--mla-latent", &latent, 1 }, { "--mla-rope", &rope, 0 },
-    };
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
-            json = 1;
-            continue;
-        }
-        size_t k = 0;
-        while (k < sizeof opts / sizeof opts[0] && strcmp(argv[i], opts[k].flag))
-            k++;
-        if (k == sizeof opts / sizeof opts[0])
-            return usage_error("kv-bytes", "unknown option '%s'", argv[i]);
-        if (i + 1 >= argc)
-            return usage_error("kv-bytes", "option %s needs a value", argv[i]);
-        if (parse_long(argv[++i], opts[k].min, opts[k].dst))
-            return usage_error("kv-bytes", "bad value '%s' (expected a positive integer)",
-                               argv[i]);
-    }
-    if (!N || !G || !T || !dh)
-        return usage_error("kv-bytes", "%s", "--layers, --kv-heads, --head-dim and --seq-len are required");
-    double bytes = 2.0 * B * N * G * T * dh * E;
-    double mla = latent ? (double)B * T * N * (latent + rope) * E : 0;
-    if (json) {
-        printf("{\"kv_bytes\":%.0f,\"kv_gib\":%.6f", bytes, bytes / (1 << 30));
-        if (latent)
-            printf(",\"mla_bytes\":%.0f,\"mla_bytes_per_token\":%.0f", mla,
-                   (double)N * (latent + rope) * E);
-        printf("}\n");
-    } else {
-        printf("kv cache: %.0f bytes (%.4f GiB)\n", bytes, bytes / (1 << 30));
-        if (latent)
-            printf("mla cache: %.0f bytes (%.0f per token)\n", mla, (double)N * (latent + rope) * E);
-    }
-    return 0;
+    fprintf(f, "usage: headscope COMMAND [options]\n\n"
+               "headscope: attention-head interpretability on the CPU.\n\ncommands:\n");
+    for (int i = 0; i < NCOMMANDS; i++)
+        fprintf(f, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
+    fprintf(f, "\nRun 'headscope help COMMAND' for a command's options and an example.\n");
 }
 
 static int cmd_version(int argc, char **argv)
@@ -102,53 +65,30 @@ static int cmd_version(int argc, char **argv)
     return 0;
 }
 
-static int cmd_help(int argc, char **argv);
-
-static const command commands[] = {
-    { "help", "show help for a command", "usage: headscope help [COMMAND]\n", cmd_help },
-    { "version", "print the version and numeric precision", "usage: headscope version\n",
-      cmd_version },
-    { "kv-bytes", "KV-cache bytes of a decoder configuration (and MLA's)", KV_BYTES_HELP,
-      cmd_kv_bytes },
-};
-enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
-
-static const command *find_command(const char *name)
-{
-    for (int i = 0; i < NCOMMANDS; i++)
-        if (!strcmp(commands[i].name, name))
-            return &commands[i];
-    return NULL;
-}
-
-static void print_overview(FILE *f)
-{
-    fprintf(f, "usage: headscope COMMAND [options]\n\nheadscope: attention-head "
-               "interpretability on the CPU.\n\ncommands:\n");
-    for (int i = 0; i < NCOMMANDS; i++)
-        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\nRun 'headscope help COMMAND' for a command's options.\n");
-}
-
 static int cmd_help(int argc, char **argv)
 {
     if (argc < 2) {
-        print_overview(stdout);
+        overview(stdout);
         return 0;
     }
     const command *c = find_command(argv[1]);
     if (!c) {
-        fprintf(stderr, "headscope: help: unknown command '%s'\n", argv[1]);
+        fprintf(stderr, "headscope: help: unknown command '%s' (see 'headscope help')\n", argv[1]);
         return EXIT_USAGE;
     }
-    fputs(c->usage, stdout);
-    return 0;
+    if (c->run == cmd_help || c->run == cmd_version) {
+        printf("usage: %s\n\n%s\n", c->usage, c->summary);
+        return 0;
+    }
+    cli_current = c;
+    char *help_argv[] = { argv[1], "--help", NULL };
+    return c->run(2, help_argv);
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        print_overview(stderr);
+        overview(stderr);
         return EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
@@ -160,10 +100,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "headscope: unknown command '%s' (see 'headscope help')\n", argv[1]);
         return EXIT_USAGE;
     }
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(c->usage, stdout);
-            return 0;
-        }
+    cli_current = c;
     return c->run(argc - 1, argv + 1);
 }

@@ -14,7 +14,7 @@
  * file[i][col0 + o] = ours[o][i] (GPT-2's Conv1D stores [in, out]);
  * otherwise the file tensor is ours unchanged. 1-D parts: file[col0 + o]. */
 typedef struct {
-    char name[96];
+    char name[128];
     int ndim;
     int64_t shape[2];
     int nparts;
@@ -148,7 +148,7 @@ int hs_config_load(hs_model_config *c, const char *dir)
     snprintf(path, sizeof path, "%s/config.json", dir);
     char *json = hs_read_text(path, 1 << 20);
     if (!json)
-        return hs_fail(HS_EIO, "%s", hs_last_error());
+        return HS_EIO; /* hs_read_text's message names the file */
     int rc = hs_config_parse(c, json, path);
     free(json);
     return rc;
@@ -213,6 +213,7 @@ static int load_tensor(hs_model *m, const hs_safetensors *st, const file_tensor 
 
 int hs_checkpoint_load(hs_model *m, const char *dir)
 {
+    memset(m, 0, sizeof *m);
     hs_model_config c;
     int rc = hs_config_load(&c, dir);
     if (rc)

@@ -290,9 +290,12 @@ int hs_config_parse(hs_model_config *c, const char *json, const char *path)
     memset(c, 0, sizeof *c);
     cJSON *root = cJSON_Parse(json);
     if (!root || !cJSON_IsObject(root)) {
+        /* Report the line of the error; the raw text may hold newlines. */
         const char *at = cJSON_GetErrorPtr();
-        int rc = hs_fail(HS_EFORMAT, "%s: malformed JSON%s%.20s", path, at ? " near: " : "",
-                         at ? at : "");
+        int line = 1;
+        for (const char *p = json; at && p < at && *p; p++)
+            line += *p == '\n';
+        int rc = hs_fail(HS_EFORMAT, "%s: malformed JSON (line %d)", path, line);
         cJSON_Delete(root);
         return rc;
     }

@@ -88,7 +88,10 @@ static int parse_entry(hs_st_tensor *t, const cJSON *e, const hs_safetensors *st
         !cJSON_IsNumber(cJSON_GetArrayItem(off, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(off, 1)))
         return hs_fail(HS_EFORMAT, "%s: tensor %s: data_offsets must be [begin, end]", p, n);
     double b = cJSON_GetArrayItem(off, 0)->valuedouble, en = cJSON_GetArrayItem(off, 1)->valuedouble;
-    if (b < 0 || en < b || en > (double)st->data_len || b != floor(b) || en != floor(en))
+    if (en < b)
+        return hs_fail(HS_EFORMAT, "%s: tensor %s: data_offsets [%.0f, %.0f] end before begin", p,
+                       n, b, en);
+    if (b < 0 || en > (double)st->data_len || b != floor(b) || en != floor(en))
         return hs_fail(HS_EFORMAT,
                        "%s: tensor %s: data_offsets [%.0f, %.0f] outside the %zu data bytes", p, n,
                        b, en, st->data_len);
@@ -119,9 +122,10 @@ int hs_st_open(hs_safetensors *st, const char *path)
     }
     st->map_len = (size_t)sb.st_size;
     if (st->map_len < 8) {
+        int rc = hs_fail(HS_EFORMAT, "%s: truncated (%zu bytes, no header length)", path,
+                         st->map_len);
         hs_st_close(st);
-        return hs_fail(HS_EFORMAT, "%s: truncated (%zu bytes, no header length)", path,
-                       st->map_len);
+        return rc;
     }
     st->map = mmap(NULL, st->map_len, PROT_READ, MAP_PRIVATE, st->fd, 0);
     if (st->map == MAP_FAILED) {
@@ -133,9 +137,10 @@ int hs_st_open(hs_safetensors *st, const char *path)
     for (int i = 7; i >= 0; i--)
         hlen = hlen << 8 | st->map[i];
     if (hlen > st->map_len - 8 || hlen > (100u << 20)) {
+        int rc = hs_fail(HS_EFORMAT, "%s: header length %llu exceeds the file (%zu bytes)", path,
+                         (unsigned long long)hlen, st->map_len);
         hs_st_close(st);
-        return hs_fail(HS_EFORMAT, "%s: header length %llu exceeds the file (%zu bytes)", path,
-                       (unsigned long long)hlen, st->map_len);
+        return rc;
     }
     st->data = st->map + 8 + hlen;
     st->data_len = st->map_len - 8 - hlen;

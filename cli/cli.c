@@ -1,0 +1,201 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+volatile sig_atomic_t cli_stop_requested = 0;
+const command *cli_current = NULL;
+
+int usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "headscope: %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see 'headscope help %s')\n", cmd);
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+int run_error(const char *cmd)
+{
+    fprintf(stderr, "headscope: %s: %s\n", cmd, hs_last_error());
+    return EXIT_FAILURE_RUN;
+}
+
+static int parse_number(const char *s, double *v)
+{
+    char *end;
+    errno = 0;
+    *v = strtod(s, &end);
+    return errno || end == s || *end || !isfinite(*v) ? -1 : 0;
+}
+
+int opts_parse(const char *cmd, opt *opts, int nopts, int argc, char **argv, const char **extra,
+               int max_extra, int *nextra)
+{
+    if (nextra)
+        *nextra = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            opts_help(stdout, cli_current, opts, nopts);
+            return -1;
+        }
+        if (strncmp(a, "--", 2)) {
+            if (strchr(a, '=') && nextra && *nextra < max_extra) {
+                extra[(*nextra)++] = a;
+                continue;
+            }
+            return usage_error(cmd, "unexpected argument '%s'", a);
+        }
+        opt *o = NULL;
+        for (int k = 0; k < nopts && !o; k++)
+            if (!strcmp(opts[k].name, a))
+                o = &opts[k];
+        if (!o)
+            return usage_error(cmd, "unknown option '%s'", a);
+        o->seen = 1;
+        if (o->kind == OPT_FLAG) {
+            *(int *)o->dst = 1;
+            continue;
+        }
+        if (i + 1 >= argc)
+            return usage_error(cmd, "option %s needs a value (%s)", a, o->meta ? o->meta : "VALUE");
+        const char *v = argv[++i];
+        if (o->kind == OPT_STR) {
+            *(const char **)o->dst = v;
+            continue;
+        }
+        double x;
+        int integral = o->kind == OPT_INT || o->kind == OPT_LONG;
+        if (parse_number(v, &x) || x < o->min || (integral && x != floor(x)) ||
+            (o->kind == OPT_INT && x > 2147483647.0) || (o->kind == OPT_LONG && x > 9e18))
+            return usage_error(cmd, "option %s: '%s' is not %s >= %g", a, v,
+                               integral ? "an integer" : "a number", o->min);
+        if (o->kind == OPT_INT)
+            *(int *)o->dst = (int)x;
+        else if (o->kind == OPT_LONG)
+            *(long *)o->dst = (long)x;
+        else
+            *(double *)o->dst = x;
+    }
+    return 0;
+}
+
+void opts_help(FILE *f, const command *c, const opt *opts, int nopts)
+{
+    if (!c)
+        return;
+    fprintf(f, "usage: %s\n\n%s\n\noptions:\n", c->usage, c->summary);
+    for (int k = 0; k < nopts; k++) {
+        const opt *o = &opts[k];
+        char left[64], dflt[64] = "";
+        int own_default = strstr(o->help, "default") != NULL; /* the help says it */
+        snprintf(left, sizeof left, "%s%s%s", o->name, o->kind == OPT_FLAG ? "" : " ",
+                 o->kind == OPT_FLAG ? "" : (o->meta ? o->meta : "VALUE"));
+        if (own_default)
+            ;
+        else if (o->kind == OPT_INT)
+            snprintf(dflt, sizeof dflt, " (default %d)", *(int *)o->dst);
+        else if (o->kind == OPT_LONG)
+            snprintf(dflt, sizeof dflt, " (default %ld)", *(long *)o->dst);
+        else if (o->kind == OPT_DOUBLE)
+            snprintf(dflt, sizeof dflt, " (default %g)", *(double *)o->dst);
+        else if (o->kind == OPT_STR && *(const char **)o->dst)
+            snprintf(dflt, sizeof dflt, " (default %s)", *(const char **)o->dst);
+        fprintf(f, "  %-22s %s%s\n", left, o->help, dflt);
+    }
+    if (c->details)
+        fprintf(f, "\n%s", c->details);
+}
+
+double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void progress_start(progress *p, const char *label, long total)
+{
+    p->label = label;
+    p->total = total;
+    p->start = now_seconds();
+    p->last_draw = 0;
+    p->enabled = isatty(STDERR_FILENO);
+}
+
+void progress_update(progress *p, long done, const char *extra)
+{
+    if (!p->enabled)
+        return;
+    double t = now_seconds();
+    if (done < p->total && t - p->last_draw < 0.1)
+        return;
+    p->last_draw = t;
+    const int width = 24;
+    int fill = p->total > 0 ? (int)(width * (double)done / p->total) : 0;
+    char bar[32];
+    for (int i = 0; i < width; i++)
+        bar[i] = i < fill ? '#' : ' ';
+    bar[width] = 0;
+    double el = t - p->start, eta = done > 0 ? el * (p->total - done) / done : 0;
+    fprintf(stderr, "\r%s [%s] %ld/%ld %.1f/s ETA %.0fs %s\033[K", p->label, bar, done, p->total,
+            el > 0 ? done / el : 0.0, eta, extra ? extra : "");
+    fflush(stderr);
+}
+
+void progress_finish(progress *p)
+{
+    if (p->enabled)
+        fprintf(stderr, "\n");
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    cli_stop_requested = 1;
+}
+
+void cli_install_signal_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+char *args_json(int argc, char **argv)
+{
+    size_t n = 3;
+    for (int i = 0; i < argc; i++)
+        n += 2 * strlen(argv[i]) + 4;
+    char *s = malloc(n), *p = s;
+    if (!s)
+        return NULL;
+    *p++ = '[';
+    for (int i = 0; i < argc; i++) {
+        if (i)
+            *p++ = ',';
+        *p++ = '"';
+        for (const char *c = argv[i]; *c; c++) {
+            if (*c == '"' || *c == '\\')
+                *p++ = '\\';
+            *p++ = (unsigned char)*c < 0x20 ? ' ' : *c;
+        }
+        *p++ = '"';
+    }
+    *p++ = ']';
+    *p = 0;
+    return s;
+}

@@ -1,0 +1,79 @@
+/* Shared pieces of the headscope command: the option parser that also
+ * writes each command's help, the progress bar, and error reporting. */
+#ifndef HS_CLI_H
+#define HS_CLI_H
+
+#include <signal.h>
+#include <stdio.h>
+
+enum { EXIT_FAILURE_RUN = 1, EXIT_USAGE = 2 };
+
+typedef enum { OPT_FLAG, OPT_INT, OPT_LONG, OPT_DOUBLE, OPT_STR } opt_kind;
+
+typedef struct {
+    const char *name; /* "--steps" */
+    opt_kind kind;
+    void *dst;        /* int* for FLAG/INT, long*, double*, const char** */
+    double min;       /* smallest accepted value for numbers */
+    const char *meta; /* "N", "FILE", ... */
+    const char *help;
+    int seen;
+} opt;
+
+typedef struct {
+    const char *name;
+    const char *summary;
+    const char *usage;   /* first line(s): "headscope train --out DIR ..." */
+    const char *details; /* paragraphs after the options, with an example */
+    int (*run)(int argc, char **argv);
+} command;
+
+/* Parses argv[1..argc) against opts; --help prints the help of cli_current
+ * and returns -1 (the caller exits 0). Arguments of the form KEY=VALUE go to
+ * extra[] (at most max_extra; pass 0 to refuse them). Returns 0, or prints a
+ * usage error naming the command and returns EXIT_USAGE. */
+int opts_parse(const char *cmd, opt *opts, int nopts, int argc, char **argv, const char **extra,
+               int max_extra, int *nextra);
+
+/* The full help of a command: usage, every option with its default, details. */
+void opts_help(FILE *f, const command *c, const opt *opts, int nopts);
+
+/* A usage error: "headscope: CMD: MESSAGE (see 'headscope help CMD')", exit 2. */
+int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A run failure with the library's message: "headscope: CMD: MESSAGE", exit 1. */
+int run_error(const char *cmd);
+
+/* Progress on stderr when it is a terminal: "label [####    ] 42/100 rate ETA". */
+typedef struct {
+    const char *label;
+    long total;
+    double start;
+    double last_draw;
+    int enabled;
+} progress;
+
+void progress_start(progress *p, const char *label, long total);
+/* extra: text after the counts (e.g. "loss 3.21, 12,000 tok/s"). */
+void progress_update(progress *p, long done, const char *extra);
+void progress_finish(progress *p);
+double now_seconds(void);
+
+/* SIGINT/SIGTERM set this; long commands poll it and stop cleanly. */
+extern volatile sig_atomic_t cli_stop_requested;
+void cli_install_signal_handlers(void);
+
+/* The command line as a JSON array string (malloc'd), for run provenance. */
+char *args_json(int argc, char **argv);
+
+int cmd_info(int argc, char **argv);
+int cmd_tokens(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_kv_bytes(int argc, char **argv);
+
+/* Each command's help is printed by re-running its option table with
+ * --help; the commands call this when they see it. */
+extern const command *cli_current;
+
+#endif

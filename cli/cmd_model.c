@@ -1,0 +1,417 @@
+/* info, tokens, train, eval: the model commands. Parsing and reporting
+ * only; the work is in the library. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoint.h"
+#include "cli.h"
+#include "eval.h"
+#include "index.h"
+#include "sha256.h"
+#include "tokens.h"
+#include "train.h"
+
+static const char *const POS_NAMES[] = { "learned", "rope", "none" };
+static const char *const NORM_NAMES[] = { "layernorm", "rmsnorm" };
+static const char *const MLP_NAMES[] = { "none", "gelu", "swiglu" };
+
+/* ---- info ----------------------------------------------------------------- */
+
+int cmd_info(int argc, char **argv)
+{
+    const char *model = NULL;
+    int json = 0;
+    opt o[] = {
+        { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory (config.json + model.safetensors)", 0 },
+        { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
+    };
+    int rc = opts_parse("info", o, 2, argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!model)
+        return usage_error("info", "--model DIR is required");
+    hs_model m;
+    if (hs_checkpoint_load(&m, model))
+        return run_error("info");
+    const hs_model_config *c = &m.cfg;
+    /* KV cache per token: keys and values of every layer's G heads. */
+    long kv_elems = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        kv_elems += 2L * c->n_kv_head[l] * c->head_dim;
+    if (json) {
+        printf("{\"model\":\"%s\",\"model_type\":\"%s\",\"parameters\":%zu,\"n_layer\":%d,"
+               "\"d_model\":%d,\"head_dim\":%d,\"vocab_size\":%d,\"n_ctx\":%d,\"positional\":\"%s\","
+               "\"norm\":\"%s\",\"norm_position\":\"%s\",\"mlp\":\"%s\",\"d_ff\":%d,\"n_head\":[",
+               model, hs_family_name(c->family), m.n_params, c->n_layer, c->d_model, c->head_dim,
+               c->vocab_size, c->n_ctx, POS_NAMES[c->pos], NORM_NAMES[c->norm],
+               c->post_norm ? "post" : "pre", MLP_NAMES[c->mlp], c->d_ff);
+        for (int l = 0; l < c->n_layer; l++)
+            printf("%s%d", l ? "," : "", c->n_head[l]);
+        printf("],\"n_kv_head\":[");
+        for (int l = 0; l < c->n_layer; l++)
+            printf("%s%d", l ? "," : "", c->n_kv_head[l]);
+        printf("],\"kv_cache_bytes_per_token_f32\":%ld,\"kv_cache_bytes_per_token_f16\":%ld}\n",
+               kv_elems * 4, kv_elems * 2);
+    } else {
+        printf("model        %s (%s)\n", model, hs_family_name(c->family));
+        printf("parameters   %zu\n", m.n_params);
+        printf("layers       %d, d_model %d, head_dim %d, d_ff %d\n", c->n_layer, c->d_model,
+               c->head_dim, c->d_ff);
+        printf("vocab        %d, context %d, positions %s\n", c->vocab_size, c->n_ctx,
+               POS_NAMES[c->pos]);
+        printf("norm         %s (%s), mlp %s\n", NORM_NAMES[c->norm], c->post_norm ? "post" : "pre",
+               MLP_NAMES[c->mlp]);
+        printf("heads        ");
+        for (int l = 0; l < c->n_layer; l++)
+            printf("%s%d/%d", l ? " " : "", c->n_head[l], c->n_kv_head[l]);
+        printf("  (query/kv per layer)\n");
+        printf("kv cache     %ld bytes per token (float32), %ld (16-bit)\n", kv_elems * 4,
+               kv_elems * 2);
+    }
+    hs_model_free(&m);
+    return 0;
+}
+
+/* ---- tokens ------------------------------------------------------------- */
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+int cmd_tokens(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL;
+    int force = 0, json = 0;
+    opt o[] = {
+        { "--in", OPT_STR, &in, 0, "TEXT", "input file, read as bytes", 0 },
+        { "--out", OPT_STR, &out, 0, "FILE.bin", "token shard to write (uint16, version 1)", 0 },
+        { "--force", OPT_FLAG, &force, 0, NULL, "overwrite an existing output", 0 },
+        { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
+    };
+    int rc = opts_parse("tokens", o, 4, argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!in || !out)
+        return usage_error("tokens", "--in TEXT and --out FILE.bin are required");
+    if (exists(out) && !force) {
+        fprintf(stderr, "headscope: tokens: %s exists (use --force to overwrite)\n", out);
+        return EXIT_FAILURE_RUN;
+    }
+    FILE *f = fopen(in, "rb");
+    if (!f) {
+        fprintf(stderr, "headscope: tokens: %s: cannot open: %s\n", in, strerror(errno));
+        return EXIT_FAILURE_RUN;
+    }
+    size_t cap = 1 << 20, n = 0;
+    int32_t *tok = malloc(sizeof(int32_t) * cap);
+    int ch;
+    while (tok && (ch = fgetc(f)) != EOF) {
+        if (n == cap) {
+            int32_t *grown = realloc(tok, sizeof(int32_t) * (cap *= 2));
+            if (!grown)
+                free(tok);
+            tok = grown;
+            if (!tok)
+                break;
+        }
+        tok[n++] = ch;
+    }
+    int read_error = ferror(f);
+    fclose(f);
+    if (!tok || read_error) {
+        free(tok);
+        fprintf(stderr, "headscope: tokens: %s: %s\n", in, tok ? "read failed" : "out of memory");
+        return EXIT_FAILURE_RUN;
+    }
+    rc = n < 2 ? hs_fail(HS_EINVAL, "%s: %zu bytes is too short for any batch", in, n)
+               : hs_tokens_write(out, tok, n);
+    free(tok);
+    if (rc)
+        return run_error("tokens");
+    if (json)
+        printf("{\"out\":\"%s\",\"tokens\":%zu,\"vocab_size\":256}\n", out, n);
+    else
+        printf("wrote %zu tokens to %s (byte-level vocabulary of 256)\n", n, out);
+    return 0;
+}
+
+/* ---- eval ----------------------------------------------------------------- */
+
+typedef struct {
+    progress bar;
+} eval_ctx;
+
+static void eval_progress(void *ctx, size_t done, size_t total)
+{
+    eval_ctx *e = ctx;
+    (void)total;
+    progress_update(&e->bar, (long)done, NULL);
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    const char *model = NULL, *data = NULL;
+    int B = 4, T = 0, threads = 0, json = 0;
+    long max_batches = 0;
+    opt o[] = {
+        { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory", 0 },
+        { "--data", OPT_STR, &data, 0, "FILE.bin", "token shard (SPEC §4)", 0 },
+        { "--batch", OPT_INT, &B, 1, "B", "sequences per batch", 0 },
+        { "--seq-len", OPT_INT, &T, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
+        { "--max-batches", OPT_LONG, &max_batches, 0, "N", "stop after N batches (0: all)", 0 },
+        { "--threads", OPT_INT, &threads, 0, "N", "threads (0: OpenMP's default)", 0 },
+        { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
+    };
+    int rc = opts_parse("eval", o, 7, argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!model || !data)
+        return usage_error("eval", "--model DIR and --data FILE are required");
+    if (threads)
+        hs_set_threads(threads);
+    hs_model m;
+    if (hs_checkpoint_load(&m, model))
+        return run_error("eval");
+    if (!T)
+        T = m.cfg.n_ctx < 256 ? m.cfg.n_ctx : 256;
+    hs_tokens tok;
+    if (hs_tokens_read(&tok, data)) {
+        hs_model_free(&m);
+        return run_error("eval");
+    }
+    eval_ctx ctx;
+    progress_start(&ctx.bar, "eval", (long)hs_batch_count(&tok, B, T));
+    if (max_batches && max_batches < ctx.bar.total)
+        ctx.bar.total = max_batches;
+    hs_eval_result r;
+    rc = hs_evaluate(&r, &m, &tok, B, T, (size_t)max_batches, eval_progress, &ctx);
+    progress_finish(&ctx.bar);
+    hs_tokens_free(&tok);
+    hs_model_free(&m);
+    if (rc)
+        return run_error("eval");
+    if (json)
+        printf("{\"loss\":%.9g,\"stderr\":%.9g,\"tokens\":%zu,\"sequences\":%zu,\"batches\":%zu}\n",
+               r.loss, r.stderr_loss, r.tokens, r.sequences, r.batches);
+    else
+        printf("loss %.6f ± %.6f (stderr over %zu sequences), %zu tokens\n", r.loss, r.stderr_loss,
+               r.sequences, r.tokens);
+    return 0;
+}
+
+/* ---- train ---------------------------------------------------------------- */
+
+typedef struct {
+    progress bar;
+    long tokens_per_step;
+    hs_index *ix;
+    int64_t run_id;
+    hs_curve_point pending[64];
+    int npending;
+    int json;
+    double last_loss;
+    int index_failed;
+} train_ctx;
+
+static void flush_curve(train_ctx *t, const char *curve)
+{
+    if (t->ix && t->npending && !t->index_failed &&
+        hs_index_curve_add(t->ix, t->run_id, curve, t->pending, t->npending))
+        t->index_failed = 1;
+    t->npending = 0;
+}
+
+static void train_step(void *ctx, long step, double loss, double lr)
+{
+    train_ctx *t = ctx;
+    (void)lr;
+    t->last_loss = loss;
+    double el = now_seconds() - t->bar.start;
+    char extra[96];
+    snprintf(extra, sizeof extra, "loss %.4f, %.0f tok/s", loss,
+             el > 0 ? step * t->tokens_per_step / el : 0.0);
+    progress_update(&t->bar, step, extra);
+    if (t->ix) {
+        t->pending[t->npending++] = (hs_curve_point){ step, (double)step * t->tokens_per_step, loss };
+        if (t->npending == 64)
+            flush_curve(t, "train_loss");
+    }
+}
+
+static void train_val(void *ctx, long step, double loss, double se)
+{
+    train_ctx *t = ctx;
+    flush_curve(t, "train_loss");
+    if (!t->bar.enabled && !t->json)
+        fprintf(stderr, "step %ld: val loss %.4f ± %.4f\n", step, loss, se);
+    if (t->ix && !t->index_failed) {
+        hs_curve_point p = { step, (double)step * t->tokens_per_step, loss };
+        if (hs_index_curve_add(t->ix, t->run_id, "val_loss", &p, 1))
+            t->index_failed = 1;
+    }
+}
+
+int cmd_train(int argc, char **argv)
+{
+    const char *out = NULL, *preset = NULL, *init = NULL, *data = NULL, *val = NULL, *db = NULL;
+    int B = 4, T = 0, threads = 0, json = 0, force = 0;
+    long steps = 100, warmup = 0, val_every = 0, val_batches = 8, seed = 1;
+    double lr = 1e-3, wd = 0, clip = 0;
+    opt o[] = {
+        { "--out", OPT_STR, &out, 0, "DIR", "where the trained checkpoint is written", 0 },
+        { "--preset", OPT_STR, &preset, 0, "P", "gpt2, llama, attn-only or tinylm; KEY=VALUE arguments override its config.json fields", 0 },
+        { "--init", OPT_STR, &init, 0, "DIR", "start from this checkpoint instead of a preset", 0 },
+        { "--data", OPT_STR, &data, 0, "FILE.bin", "training token shard", 0 },
+        { "--steps", OPT_LONG, &steps, 1, "N", "optimizer steps", 0 },
+        { "--batch", OPT_INT, &B, 1, "B", "sequences per step", 0 },
+        { "--seq-len", OPT_INT, &T, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
+        { "--lr", OPT_DOUBLE, &lr, 0, "LR", "learning rate (constant unless --warmup)", 0 },
+        { "--seed", OPT_LONG, &seed, 0, "S", "seed of the preset's random initialisation", 0 },
+        { "--weight-decay", OPT_DOUBLE, &wd, 0, "W", "> 0 selects AdamW with this decay", 0 },
+        { "--clip", OPT_DOUBLE, &clip, 0, "C", "clip the global gradient norm (0: off)", 0 },
+        { "--warmup", OPT_LONG, &warmup, 0, "N", "linear learning-rate warmup steps (0: off)", 0 },
+        { "--val", OPT_STR, &val, 0, "FILE.bin", "validation shard", 0 },
+        { "--val-every", OPT_LONG, &val_every, 0, "N", "validate every N steps (default: steps/10)", 0 },
+        { "--val-batches", OPT_LONG, &val_batches, 0, "N", "validation batches (0: all)", 0 },
+        { "--db", OPT_STR, &db, 0, "FILE", "SQLite index for the run and its loss curves", 0 },
+        { "--threads", OPT_INT, &threads, 0, "N", "threads (0: OpenMP's default)", 0 },
+        { "--force", OPT_FLAG, &force, 0, NULL, "overwrite an existing checkpoint in --out", 0 },
+        { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
+    };
+    const char *overrides[64];
+    int noverrides = 0;
+    int rc = opts_parse("train", o, (int)(sizeof o / sizeof o[0]), argc, argv, overrides, 64,
+                        &noverrides);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!out || !data)
+        return usage_error("train", "--out DIR and --data FILE are required");
+    if (!preset == !init)
+        return usage_error("train", "give exactly one of --preset P and --init DIR");
+    if (init && noverrides)
+        return usage_error("train", "KEY=VALUE overrides apply to --preset only");
+    char target[1100];
+    snprintf(target, sizeof target, "%s/model.safetensors", out);
+    if (exists(target) && !force) {
+        fprintf(stderr, "headscope: train: %s exists (use --force to overwrite)\n", target);
+        return EXIT_FAILURE_RUN;
+    }
+    if (threads)
+        hs_set_threads(threads);
+
+    hs_model m;
+    if (preset) {
+        hs_model_config c;
+        if (hs_config_preset(&c, preset))
+            return usage_error("train", "%s", hs_last_error());
+        for (int i = 0; i < noverrides; i++)
+            if (hs_config_override(&c, overrides[i]))
+                return usage_error("train", "%s", hs_last_error());
+        if (hs_model_init(&m, &c))
+            return run_error("train");
+        hs_model_init_random(&m, (unsigned long long)seed);
+    } else if (hs_checkpoint_load(&m, init)) {
+        return run_error("train");
+    }
+    if (!T)
+        T = m.cfg.n_ctx < 256 ? m.cfg.n_ctx : 256;
+    if (m.cfg.pos == HS_POS_LEARNED && T > m.cfg.n_ctx) {
+        hs_model_free(&m);
+        return usage_error("train", "--seq-len %d exceeds the model's n_ctx=%d", T, m.cfg.n_ctx);
+    }
+    hs_tokens tok, vtok = { 0 };
+    if (hs_tokens_read(&tok, data)) {
+        hs_model_free(&m);
+        return run_error("train");
+    }
+    for (size_t i = 0; i < tok.n; i++)
+        if (tok.tok[i] >= m.cfg.vocab_size) {
+            hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the model's vocabulary of %d", data,
+                    tok.tok[i], i, m.cfg.vocab_size);
+            hs_tokens_free(&tok);
+            hs_model_free(&m);
+            return run_error("train");
+        }
+    if (val && hs_tokens_read(&vtok, val)) {
+        hs_tokens_free(&tok);
+        hs_model_free(&m);
+        return run_error("train");
+    }
+
+    train_ctx ctx = { .tokens_per_step = (long)B * T, .json = json };
+    char data_sha[65] = "";
+    if (db) {
+        char *args = args_json(argc, argv);
+        rc = hs_sha256_file(data, data_sha, NULL);
+        if (!rc)
+            rc = hs_index_open(&ctx.ix, db);
+        hs_run_info info = { "train", out, NULL, data, data_sha, args };
+        if (!rc)
+            rc = hs_index_run_begin(ctx.ix, &info, &ctx.run_id);
+        free(args);
+        if (rc) {
+            hs_index_close(ctx.ix);
+            hs_tokens_free(&tok);
+            hs_tokens_free(&vtok);
+            hs_model_free(&m);
+            return run_error("train");
+        }
+    }
+    cli_install_signal_handlers();
+    hs_train_opts to = { .B = B, .T = T, .steps = steps, .lr = lr, .weight_decay = wd,
+                         .clip = clip, .warmup = warmup, .val = val ? &vtok : NULL,
+                         .val_every = val_every ? val_every : (steps >= 10 ? steps / 10 : 1),
+                         .val_batches = (size_t)val_batches, .on_step = train_step,
+                         .on_val = train_val, .ctx = &ctx, .stop = &cli_stop_requested };
+    progress_start(&ctx.bar, "train", steps);
+    double t0 = now_seconds();
+    rc = hs_train(&m, &tok, &to);
+    double secs = now_seconds() - t0;
+    progress_finish(&ctx.bar);
+    flush_curve(&ctx, "train_loss");
+    int interrupted = rc == HS_EINTR;
+    /* An interrupted run still saves what it learned; a failed one does not. */
+    int save_rc = !rc || interrupted ? hs_checkpoint_save(&m, out) : rc;
+    char model_sha[65] = "";
+    uint64_t bytes = 0;
+    if (!save_rc)
+        save_rc = hs_sha256_file(target, model_sha, &bytes);
+    if (ctx.ix) {
+        if (!save_rc)
+            hs_index_artifact_add(ctx.ix, ctx.run_id, target, model_sha, (int64_t)bytes, 1);
+        hs_index_run_finish(ctx.ix, ctx.run_id, !rc && !save_rc ? "complete" : "failed",
+                            save_rc ? NULL : model_sha);
+        hs_index_close(ctx.ix);
+    }
+    hs_tokens_free(&tok);
+    hs_tokens_free(&vtok);
+    hs_model_free(&m);
+    if (rc && !interrupted)
+        return run_error("train");
+    if (save_rc)
+        return run_error("train");
+    if (interrupted) {
+        fprintf(stderr, "headscope: train: interrupted; the last completed step is saved in %s\n",
+                out);
+        return EXIT_FAILURE_RUN;
+    }
+    if (ctx.index_failed)
+        fprintf(stderr, "headscope: train: warning: some curve points were not recorded in %s\n",
+                db);
+    if (json) {
+        printf("{\"out\":\"%s\",\"steps\":%ld,\"final_loss\":%.9g,\"tokens_per_s\":%.1f", out,
+               steps, ctx.last_loss, steps * (double)B * T / secs);
+        if (db)
+            printf(",\"run_id\":%lld", (long long)ctx.run_id);
+        printf("}\n");
+    } else {
+        printf("trained %ld steps (%.0f tokens/s), final loss %.4f; saved %s\n", steps,
+               steps * (double)B * T / secs, ctx.last_loss, out);
+    }
+    return 0;
+}

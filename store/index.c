@@ -1,0 +1,204 @@
+#include "index.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+struct hs_index {
+    sqlite3 *db;
+    char path[512];
+};
+
+enum { SCHEMA_VERSION = 1 };
+
+/* Version 1: SPEC §7's four tables. */
+static const char *const MIGRATIONS[SCHEMA_VERSION] = {
+    "CREATE TABLE runs(run_id INTEGER PRIMARY KEY, kind TEXT NOT NULL, model_path TEXT,"
+    " model_sha256 TEXT, data_path TEXT, data_sha256 TEXT, args TEXT, started_at TEXT,"
+    " finished_at TEXT, status TEXT NOT NULL CHECK(status IN ('running','complete','failed')));"
+    "CREATE TABLE head_metrics(run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
+    " layer INTEGER NOT NULL, head INTEGER NOT NULL, metric TEXT NOT NULL, value REAL,"
+    " stderr REAL, n INTEGER, PRIMARY KEY(run_id, layer, head, metric));"
+    "CREATE TABLE curves(run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
+    " curve TEXT NOT NULL, step INTEGER, x REAL, y REAL);"
+    "CREATE INDEX curves_run ON curves(run_id, curve, step);"
+    "CREATE TABLE artifacts(run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
+    " path TEXT NOT NULL, sha256 TEXT, bytes INTEGER, complete INTEGER);",
+};
+
+static int db_error(hs_index *ix, const char *what)
+{
+    return hs_fail(HS_EIO, "%s: %s: %s", ix->path, what, sqlite3_errmsg(ix->db));
+}
+
+static int exec(hs_index *ix, const char *sql, const char *what)
+{
+    char *err = NULL;
+    if (sqlite3_exec(ix->db, sql, NULL, NULL, &err) != SQLITE_OK) {
+        int rc = hs_fail(HS_EIO, "%s: %s: %s", ix->path, what, err ? err : "error");
+        sqlite3_free(err);
+        return rc;
+    }
+    return HS_OK;
+}
+
+static int user_version(hs_index *ix, int *v)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ix->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+        return db_error(ix, "reading the schema version");
+    int rc = sqlite3_step(st) == SQLITE_ROW ? (*v = sqlite3_column_int(st, 0), HS_OK)
+                                            : db_error(ix, "reading the schema version");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int hs_index_open(hs_index **out, const char *path)
+{
+    *out = NULL;
+    hs_index *ix = hs_calloc(1, sizeof *ix, "index");
+    if (!ix)
+        return HS_ENOMEM;
+    snprintf(ix->path, sizeof ix->path, "%s", path);
+    if (sqlite3_open_v2(path, &ix->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+        SQLITE_OK) {
+        int rc = hs_fail(HS_EIO, "%s: cannot open the index: %s", path,
+                         ix->db ? sqlite3_errmsg(ix->db) : "out of memory");
+        hs_index_close(ix);
+        return rc;
+    }
+    sqlite3_busy_timeout(ix->db, 30000);
+    int v = 0, rc = exec(ix, "PRAGMA foreign_keys=ON", "enabling foreign keys");
+    if (!rc)
+        rc = user_version(ix, &v); /* fails on a file that is not a database */
+    if (!rc && v > SCHEMA_VERSION)
+        rc = hs_fail(HS_EFORMAT, "%s: index schema version %d is newer than this tool's %d", path,
+                     v, SCHEMA_VERSION);
+    if (!rc)
+        rc = exec(ix, "PRAGMA journal_mode=WAL", "enabling WAL");
+    /* Each migration and its version bump commit together; a concurrent
+     * opener waits on the write lock and then sees the new version. */
+    while (!rc && v < SCHEMA_VERSION) {
+        rc = exec(ix, "BEGIN IMMEDIATE", "starting the schema migration");
+        int now = v;
+        if (!rc)
+            rc = user_version(ix, &now);
+        if (!rc && now == v) {
+            char bump[64];
+            snprintf(bump, sizeof bump, "PRAGMA user_version=%d", v + 1);
+            rc = exec(ix, MIGRATIONS[v], "creating the schema");
+            if (!rc)
+                rc = exec(ix, bump, "setting the schema version");
+        }
+        rc = rc ? (exec(ix, "ROLLBACK", "rolling back"), rc) : exec(ix, "COMMIT", "committing");
+        if (!rc)
+            rc = user_version(ix, &v);
+    }
+    if (rc) {
+        hs_index_close(ix);
+        return rc;
+    }
+    *out = ix;
+    return HS_OK;
+}
+
+void hs_index_close(hs_index *ix)
+{
+    if (!ix)
+        return;
+    sqlite3_close(ix->db);
+    free(ix);
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+    if (s)
+        sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+int hs_index_run_begin(hs_index *ix, const hs_run_info *r, int64_t *run_id)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ix->db,
+                           "INSERT INTO runs(kind, model_path, model_sha256, data_path, data_sha256,"
+                           " args, started_at, status) VALUES(?,?,?,?,?,?,"
+                           " strftime('%Y-%m-%dT%H:%M:%fZ','now'), 'running')",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_error(ix, "preparing the run record");
+    bind_text(st, 1, r->kind);
+    bind_text(st, 2, r->model_path);
+    bind_text(st, 3, r->model_sha256);
+    bind_text(st, 4, r->data_path);
+    bind_text(st, 5, r->data_sha256);
+    bind_text(st, 6, r->args);
+    int rc = sqlite3_step(st) == SQLITE_DONE ? HS_OK : db_error(ix, "recording the run");
+    sqlite3_finalize(st);
+    if (!rc)
+        *run_id = sqlite3_last_insert_rowid(ix->db);
+    return rc;
+}
+
+int hs_index_run_finish(hs_index *ix, int64_t run_id, const char *status, const char *model_sha256)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ix->db,
+                           "UPDATE runs SET status=?, finished_at=strftime('%Y-%m-%dT%H:%M:%fZ',"
+                           "'now'), model_sha256=coalesce(?, model_sha256) WHERE run_id=?",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_error(ix, "preparing the run update");
+    bind_text(st, 1, status);
+    bind_text(st, 2, model_sha256);
+    sqlite3_bind_int64(st, 3, run_id);
+    int rc = sqlite3_step(st) == SQLITE_DONE ? HS_OK : db_error(ix, "finishing the run");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int hs_index_curve_add(hs_index *ix, int64_t run_id, const char *curve, const hs_curve_point *p,
+                       int n)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ix->db, "INSERT INTO curves(run_id, curve, step, x, y) VALUES(?,?,?,?,?)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_error(ix, "preparing curve points");
+    int rc = exec(ix, "BEGIN IMMEDIATE", "starting a transaction");
+    for (int i = 0; !rc && i < n; i++) {
+        sqlite3_bind_int64(st, 1, run_id);
+        bind_text(st, 2, curve);
+        sqlite3_bind_int64(st, 3, p[i].step);
+        sqlite3_bind_double(st, 4, p[i].x);
+        sqlite3_bind_double(st, 5, p[i].y);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            rc = db_error(ix, "writing curve points");
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    if (rc) {
+        exec(ix, "ROLLBACK", "rolling back");
+        return rc;
+    }
+    return exec(ix, "COMMIT", "committing curve points");
+}
+
+int hs_index_artifact_add(hs_index *ix, int64_t run_id, const char *path, const char *sha256,
+                          int64_t bytes, int complete)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ix->db,
+                           "INSERT INTO artifacts(run_id, path, sha256, bytes, complete)"
+                           " VALUES(?,?,?,?,?)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_error(ix, "preparing the artifact record");
+    sqlite3_bind_int64(st, 1, run_id);
+    bind_text(st, 2, path);
+    bind_text(st, 3, sha256);
+    sqlite3_bind_int64(st, 4, bytes);
+    sqlite3_bind_int(st, 5, complete);
+    int rc = sqlite3_step(st) == SQLITE_DONE ? HS_OK : db_error(ix, "recording the artifact");
+    sqlite3_finalize(st);
+    return rc;
+}

@@ -1,0 +1,522 @@
+/* Checkpoint loading against damaged files: each test copies a valid fixture
+ * checkpoint (config.json + model.safetensors) into a fresh directory under
+ * /tmp, corrupts one thing, and checks that hs_checkpoint_load refuses it with
+ * the right status and a message naming the file and, for tensor problems,
+ * the tensor. The safetensors header is edited as text (8-byte little-endian
+ * length, JSON, data section kept byte for byte) and written back with the
+ * recomputed length. Every failure message is printed for the test log. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "checkpoint.h"
+#include "runner.h"
+
+#define GPT2_TINY HS_FIXTURE_DIR "/models/gpt2_tiny"
+#define LLAMA_GQA HS_FIXTURE_DIR "/models/llama_gqa"
+
+/* ---- small file helpers -------------------------------------------------- */
+
+/* Whole file, malloc'd (one spare NUL byte); NULL if it cannot be read. */
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    long n = -1;
+    if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET))
+        buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        *len = (size_t)n;
+    }
+    return buf;
+}
+
+static int write_file(const char *path, const void *buf, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    int ok = fwrite(buf, 1, len, f) == len;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+static void join(char *out, size_t size, const char *dir, const char *name)
+{
+    snprintf(out, size, "%s/%s", dir, name);
+}
+
+/* A fresh copy of the checkpoint in src under /tmp; returns the malloc'd
+ * directory name, NULL on failure. */
+static char *copy_dir(const char *src)
+{
+    char tmpl[] = "/tmp/hs_ckerr_XXXXXX";
+    if (!mkdtemp(tmpl))
+        return NULL;
+    char *dir = strdup(tmpl);
+    static const char *const files[] = { "config.json", "model.safetensors" };
+    for (size_t i = 0; dir && i < 2; i++) {
+        char from[1024], to[1024];
+        size_t len = 0;
+        join(from, sizeof from, src, files[i]);
+        join(to, sizeof to, dir, files[i]);
+        char *buf = read_file(from, &len);
+        int rc = buf ? write_file(to, buf, len) : -1;
+        free(buf);
+        if (rc) {
+            free(dir);
+            dir = NULL;
+        }
+    }
+    return dir;
+}
+
+/* Removes dir and every file in it, then frees the name. */
+static void remove_dir(char *dir)
+{
+    if (!dir)
+        return;
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char path[1024];
+            join(path, sizeof path, dir, e->d_name);
+            unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+    free(dir);
+}
+
+/* text with the first occurrence of from replaced by to (malloc'd), or NULL
+ * when from does not occur. */
+static char *replace_once(const char *text, size_t len, const char *from, const char *to,
+                          size_t *out_len)
+{
+    const char *at = memmem(text, len, from, strlen(from));
+    if (!at)
+        return NULL;
+    size_t pre = (size_t)(at - text), fl = strlen(from), tl = strlen(to);
+    size_t n = len - fl + tl;
+    char *out = malloc(n + 1);
+    if (!out)
+        return NULL;
+    memcpy(out, text, pre);
+    memcpy(out + pre, to, tl);
+    memcpy(out + pre + tl, at + fl, len - pre - fl);
+    out[n] = 0;
+    *out_len = n;
+    return out;
+}
+
+/* Replaces the first `from` in the JSON header of dir/model.safetensors by
+ * `to`, writing the recomputed header length and the data section as it was.
+ * 0 on success, -1 when the file is unreadable or `from` is not in the
+ * header. */
+static int rewrite_header(const char *dir, const char *from, const char *to)
+{
+    char path[1024];
+    join(path, sizeof path, dir, "model.safetensors");
+    size_t len = 0, hlen = 0, new_hlen = 0;
+    unsigned char *file = (unsigned char *)read_file(path, &len);
+    if (!file || len < 8) {
+        free(file);
+        return -1;
+    }
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | file[i];
+    int rc = -1;
+    char *header = hlen <= len - 8
+                       ? replace_once((const char *)file + 8, hlen, from, to, &new_hlen)
+                       : NULL;
+    if (header) {
+        size_t data_len = len - 8 - hlen, n = 8 + new_hlen + data_len;
+        unsigned char *out = malloc(n);
+        if (out) {
+            for (int i = 0; i < 8; i++)
+                out[i] = (unsigned char)((uint64_t)new_hlen >> (8 * i));
+            memcpy(out + 8, header, new_hlen);
+            memcpy(out + 8 + new_hlen, file + 8 + hlen, data_len);
+            rc = write_file(path, out, n);
+            free(out);
+        }
+    }
+    free(header);
+    free(file);
+    return rc;
+}
+
+/* The same edit on dir/config.json. */
+static int rewrite_config(const char *dir, const char *from, const char *to)
+{
+    char path[1024];
+    join(path, sizeof path, dir, "config.json");
+    size_t len = 0, n = 0;
+    char *text = read_file(path, &len);
+    char *edited = text ? replace_once(text, len, from, to, &n) : NULL;
+    int rc = edited ? write_file(path, edited, n) : -1;
+    free(edited);
+    free(text);
+    return rc;
+}
+
+/* Sets the 8-byte header length of dir/model.safetensors. */
+static int set_header_length(const char *dir, uint64_t hlen)
+{
+    char path[1024];
+    join(path, sizeof path, dir, "model.safetensors");
+    size_t len = 0;
+    unsigned char *file = (unsigned char *)read_file(path, &len);
+    int rc = -1;
+    if (file && len >= 8) {
+        for (int i = 0; i < 8; i++)
+            file[i] = (unsigned char)(hlen >> (8 * i));
+        rc = write_file(path, file, len);
+    }
+    free(file);
+    return rc;
+}
+
+/* Keeps the first keep bytes of dir/name. */
+static int truncate_to(const char *dir, const char *name, size_t keep)
+{
+    char path[1024];
+    join(path, sizeof path, dir, name);
+    size_t len = 0;
+    char *file = read_file(path, &len);
+    int rc = file && keep <= len ? write_file(path, file, keep) : -1;
+    free(file);
+    return rc;
+}
+
+static size_t file_size(const char *dir, const char *name)
+{
+    char path[1024];
+    join(path, sizeof path, dir, name);
+    size_t len = 0;
+    char *file = read_file(path, &len);
+    free(file);
+    return file ? len : 0;
+}
+
+/* ---- the check every failure case shares --------------------------------- */
+
+/* Loads dir expecting failure: status `code` (any non-zero status when code
+ * is -1) and a message containing each of the NULL-terminated needles. The
+ * model must be left without parameters (freed or never allocated); calling
+ * hs_model_free on it again must be harmless. */
+static void expect_failure(const char *what, const char *dir, int code, const char *const *needles)
+{
+    hs_model *m = calloc(1, sizeof *m);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    int rc = hs_checkpoint_load(m, dir);
+    const char *msg = hs_last_error();
+    printf("\n    %s: rc=%d (%s): %s", what, rc, hs_status_name(rc), msg);
+    CU_ASSERT_NOT_EQUAL(rc, HS_OK);
+    if (code >= 0)
+        CU_ASSERT_EQUAL(rc, code);
+    for (int i = 0; needles && needles[i]; i++) {
+        int found = strstr(msg, needles[i]) != NULL;
+        if (!found)
+            printf("\n      message lacks \"%s\"", needles[i]);
+        CU_ASSERT(found);
+    }
+    if (rc != HS_OK) {
+        CU_ASSERT_PTR_NULL(m->params);
+        CU_ASSERT_PTR_NULL(m->tensors);
+    }
+    hs_model_free(m); /* zeroed by the library or by calloc: a no-op */
+    free(m);
+}
+
+#define NEEDLES(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+/* A copy of src edited in its safetensors header, expected to fail. */
+static void header_case(const char *what, const char *src, const char *from, const char *to,
+                        int code, const char *const *needles)
+{
+    char *dir = copy_dir(src);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    int edited = rewrite_header(dir, from, to);
+    if (edited)
+        printf("\n    %s: pattern %s not in the header of %s", what, from, src);
+    CU_ASSERT_EQUAL(edited, 0);
+    if (!edited)
+        expect_failure(what, dir, code, needles);
+    remove_dir(dir);
+}
+
+/* A copy of src edited in its config.json, expected to fail. */
+static void config_case(const char *what, const char *src, const char *from, const char *to,
+                        int code, const char *const *needles)
+{
+    char *dir = copy_dir(src);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    int edited = rewrite_config(dir, from, to);
+    if (edited)
+        printf("\n    %s: pattern %s not in %s/config.json", what, from, src);
+    CU_ASSERT_EQUAL(edited, 0);
+    if (!edited)
+        expect_failure(what, dir, code, needles);
+    remove_dir(dir);
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+/* Control: the untouched copies load, so failures below come from the edit
+ * and not from the harness. Every F32 byte of the data section becomes one
+ * parameter (gpt2_tiny ties its embeddings; llama_gqa has lm_head). The
+ * header helper is proven too: a no-op rewrite (same text, recomputed
+ * length) still loads. */
+static void control_case(const char *src)
+{
+    char *dir = copy_dir(src);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            CU_ASSERT_EQUAL(rewrite_header(dir, "\"__metadata__\"", "\"__metadata__\""), 0);
+        hs_model *m = calloc(1, sizeof *m);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+        int rc = hs_checkpoint_load(m, dir);
+        if (rc)
+            printf("\n    control %s: rc=%d: %s", src, rc, hs_last_error());
+        CU_ASSERT_EQUAL(rc, HS_OK);
+        if (rc == HS_OK) {
+            char path[1024];
+            join(path, sizeof path, dir, "model.safetensors");
+            size_t len = 0, hlen = 0;
+            unsigned char *file = (unsigned char *)read_file(path, &len);
+            CU_ASSERT_PTR_NOT_NULL(file);
+            if (file) {
+                for (int i = 7; i >= 0; i--)
+                    hlen = hlen << 8 | file[i];
+                CU_ASSERT_EQUAL(m->n_params * 4, len - 8 - hlen);
+            }
+            free(file);
+            CU_ASSERT_PTR_NOT_NULL(m->params);
+            CU_ASSERT(m->n_tensors > 0);
+        }
+        hs_model_free(m);
+        free(m);
+    }
+    remove_dir(dir);
+}
+
+static void test_untouched_copy_loads(void)
+{
+    control_case(GPT2_TINY);
+    control_case(LLAMA_GQA);
+}
+
+static void test_file_shorter_than_length_field_is_rejected(void)
+{
+    static const size_t keep[] = { 0, 5 };
+    for (size_t i = 0; i < 2; i++) {
+        char *dir = copy_dir(GPT2_TINY);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+        CU_ASSERT_EQUAL_FATAL(truncate_to(dir, "model.safetensors", keep[i]), 0);
+        char size[32]; /* the message states the file's real size */
+        snprintf(size, sizeof size, "%zu bytes", keep[i]);
+        expect_failure(keep[i] ? "5-byte file" : "empty file", dir, HS_EFORMAT,
+                       NEEDLES("model.safetensors", size));
+        remove_dir(dir);
+    }
+}
+
+static void test_header_length_beyond_file_is_rejected(void)
+{
+    char *dir = copy_dir(GPT2_TINY);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    size_t len = file_size(dir, "model.safetensors");
+    CU_ASSERT_FATAL(len > 8);
+    /* one byte more than the file holds after the length field, then the
+     * largest 64-bit value (must not wrap around in the bounds check) */
+    char size[32]; /* the message states the file's real size */
+    snprintf(size, sizeof size, "%zu bytes", len);
+    CU_ASSERT_EQUAL_FATAL(set_header_length(dir, (uint64_t)len - 8 + 1), 0);
+    expect_failure("header length = file - 7", dir, HS_EFORMAT,
+                   NEEDLES("model.safetensors", size));
+    CU_ASSERT_EQUAL_FATAL(set_header_length(dir, UINT64_MAX), 0);
+    expect_failure("header length = 2^64-1", dir, HS_EFORMAT, NEEDLES("model.safetensors", size));
+    remove_dir(dir);
+}
+
+/* gpt2_tiny ends with ln_f.weight [30336, 30400] and ln_f.bias [30400,
+ * 30464]: without the last 100 bytes both run past the data section. */
+static void test_truncated_data_is_rejected(void)
+{
+    char *dir = copy_dir(GPT2_TINY);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    size_t len = file_size(dir, "model.safetensors");
+    CU_ASSERT_FATAL(len > 100);
+    CU_ASSERT_EQUAL_FATAL(truncate_to(dir, "model.safetensors", len - 100), 0);
+    expect_failure("data truncated by 100 bytes", dir, HS_EFORMAT,
+                   NEEDLES("model.safetensors", "ln_f."));
+    remove_dir(dir);
+}
+
+static void test_header_not_json_is_rejected(void)
+{
+    header_case("header without a colon", GPT2_TINY, "\"__metadata__\":", "\"__metadata__\"",
+                HS_EFORMAT, NEEDLES("model.safetensors"));
+    header_case("header with an unbalanced bracket", GPT2_TINY, "{\"__metadata__\":", "[{\"__metadata__\":",
+                HS_EFORMAT, NEEDLES("model.safetensors"));
+}
+
+static void test_unknown_dtype_names_tensor(void)
+{
+    header_case("dtype Q4", GPT2_TINY, "\"h.0.ln_1.bias\":{\"dtype\":\"F32\"",
+                "\"h.0.ln_1.bias\":{\"dtype\":\"Q4\"", HS_EFORMAT,
+                NEEDLES("model.safetensors", "h.0.ln_1.bias", "Q4"));
+}
+
+/* ln_f.bias: 16 F32 = 64 bytes, declared as 8 I64 = 64 bytes, so the
+ * container is consistent and only the loader can refuse it. */
+static void test_unsupported_dtype_names_tensor(void)
+{
+    header_case("ln_f.bias as I64", GPT2_TINY, "\"ln_f.bias\":{\"dtype\":\"F32\",\"shape\":[16]",
+                "\"ln_f.bias\":{\"dtype\":\"I64\",\"shape\":[8]", HS_EFORMAT,
+                NEEDLES("model.safetensors", "ln_f.bias", "I64", "not supported"));
+}
+
+static void test_wrong_shape_names_tensor(void)
+{
+    header_case("c_fc.weight transposed", GPT2_TINY,
+                "\"h.0.mlp.c_fc.weight\":{\"dtype\":\"F32\",\"shape\":[16,64]",
+                "\"h.0.mlp.c_fc.weight\":{\"dtype\":\"F32\",\"shape\":[64,16]", HS_EFORMAT,
+                NEEDLES("model.safetensors", "h.0.mlp.c_fc.weight", "shape"));
+}
+
+/* h.0.ln_1.bias moved from [4160, 4224] to [4128, 4192]: the same 64 bytes,
+ * half of them inside h.0.ln_1.weight [4096, 4160]. */
+static void test_overlapping_offsets_are_rejected(void)
+{
+    header_case("ln_1.bias overlapping ln_1.weight", GPT2_TINY,
+                "\"h.0.ln_1.bias\":{\"dtype\":\"F32\",\"shape\":[16],\"data_offsets\":[4160,4224]}",
+                "\"h.0.ln_1.bias\":{\"dtype\":\"F32\",\"shape\":[16],\"data_offsets\":[4128,4192]}",
+                HS_EFORMAT, NEEDLES("model.safetensors", "overlap", "h.0.ln_1.bias"));
+}
+
+/* The data section holds 30464 bytes; ln_f.bias keeps its 64-byte size but
+ * is moved past the end, and then given an end before its begin. */
+static void test_offsets_out_of_range_are_rejected(void)
+{
+    header_case("ln_f.bias beyond the data section", GPT2_TINY,
+                "\"ln_f.bias\":{\"dtype\":\"F32\",\"shape\":[16],\"data_offsets\":[30400,30464]}",
+                "\"ln_f.bias\":{\"dtype\":\"F32\",\"shape\":[16],\"data_offsets\":[40000,40064]}",
+                HS_EFORMAT, NEEDLES("model.safetensors", "ln_f.bias"));
+    header_case("ln_f.bias ending past 2^64", GPT2_TINY,
+                "\"ln_f.bias\":{\"dtype\":\"F32\",\"shape\":[16],\"data_offsets\":[30400,30464]}",
+                "\"ln_f.bias\":{\"dtype\":\"F32\",\"shape\":[16],"
+                "\"data_offsets\":[18446744073709551600,18446744073709551664]}",
+                HS_EFORMAT, NEEDLES("model.safetensors", "ln_f.bias"));
+    header_case("ln_f.bias with end < begin", GPT2_TINY,
+                "\"ln_f.bias\":{\"dtype\":\"F32\",\"shape\":[16],\"data_offsets\":[30400,30464]}",
+                "\"ln_f.bias\":{\"dtype\":\"F32\",\"shape\":[16],\"data_offsets\":[30464,30400]}",
+                HS_EFORMAT, NEEDLES("model.safetensors", "ln_f.bias"));
+}
+
+static void test_missing_tensor_is_named(void)
+{
+    header_case("ln_f.bias renamed", GPT2_TINY, "\"ln_f.bias\"", "\"ln_f.biax\"", HS_EFORMAT,
+                NEEDLES("model.safetensors", "ln_f.bias", "missing"));
+}
+
+static void test_malformed_config_is_rejected(void)
+{
+    config_case("config with a double comma", GPT2_TINY, "\"n_embd\": 16,", "\"n_embd\": 16,,",
+                HS_EFORMAT, NEEDLES("config.json"));
+}
+
+static void test_config_missing_key_is_named(void)
+{
+    config_case("config without n_embd", GPT2_TINY, "\"n_embd\": 16,", "", HS_EFORMAT,
+                NEEDLES("config.json", "n_embd"));
+}
+
+static void test_unknown_model_type_is_rejected(void)
+{
+    config_case("model_type bert", GPT2_TINY, "\"model_type\": \"gpt2\"",
+                "\"model_type\": \"bert\"", HS_EFORMAT,
+                NEEDLES("config.json", "model_type", "bert"));
+}
+
+static void test_heads_not_dividing_width_are_rejected(void)
+{
+    config_case("n_embd 16 with n_head 3", GPT2_TINY, "\"n_head\": 4", "\"n_head\": 3",
+                HS_EFORMAT, NEEDLES("config.json", "n_head"));
+}
+
+static void test_missing_config_is_io_error(void)
+{
+    char *dir = copy_dir(GPT2_TINY);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    char path[1024];
+    join(path, sizeof path, dir, "config.json");
+    CU_ASSERT_EQUAL_FATAL(unlink(path), 0);
+    expect_failure("config.json removed", dir, HS_EIO, NEEDLES("config.json"));
+    remove_dir(dir);
+}
+
+static void test_missing_safetensors_is_io_error(void)
+{
+    char *dir = copy_dir(GPT2_TINY);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    char path[1024];
+    join(path, sizeof path, dir, "model.safetensors");
+    CU_ASSERT_EQUAL_FATAL(unlink(path), 0);
+    expect_failure("model.safetensors removed", dir, HS_EIO, NEEDLES("model.safetensors"));
+    remove_dir(dir);
+}
+
+/* llama_gqa has 4 query heads over 2 key/value heads (k_proj [8, 16]); with
+ * one key/value head the configuration implies k_proj [4, 16]. */
+static void test_llama_kv_heads_mismatch_names_k_proj(void)
+{
+    config_case("llama with num_key_value_heads 1", LLAMA_GQA, "\"num_key_value_heads\": 2",
+                "\"num_key_value_heads\": 1", HS_EFORMAT,
+                NEEDLES("model.safetensors", "model.layers.0.self_attn.k_proj.weight", "shape"));
+}
+
+int main(void)
+{
+    static const hs_test tests[] = {
+        { "test_untouched_copy_loads", test_untouched_copy_loads },
+        { "test_file_shorter_than_length_field_is_rejected",
+          test_file_shorter_than_length_field_is_rejected },
+        { "test_header_length_beyond_file_is_rejected", test_header_length_beyond_file_is_rejected },
+        { "test_truncated_data_is_rejected", test_truncated_data_is_rejected },
+        { "test_header_not_json_is_rejected", test_header_not_json_is_rejected },
+        { "test_unknown_dtype_names_tensor", test_unknown_dtype_names_tensor },
+        { "test_unsupported_dtype_names_tensor", test_unsupported_dtype_names_tensor },
+        { "test_wrong_shape_names_tensor", test_wrong_shape_names_tensor },
+        { "test_overlapping_offsets_are_rejected", test_overlapping_offsets_are_rejected },
+        { "test_offsets_out_of_range_are_rejected", test_offsets_out_of_range_are_rejected },
+        { "test_missing_tensor_is_named", test_missing_tensor_is_named },
+        { "test_malformed_config_is_rejected", test_malformed_config_is_rejected },
+        { "test_config_missing_key_is_named", test_config_missing_key_is_named },
+        { "test_unknown_model_type_is_rejected", test_unknown_model_type_is_rejected },
+        { "test_heads_not_dividing_width_are_rejected", test_heads_not_dividing_width_are_rejected },
+        { "test_missing_config_is_io_error", test_missing_config_is_io_error },
+        { "test_missing_safetensors_is_io_error", test_missing_safetensors_is_io_error },
+        { "test_llama_kv_heads_mismatch_names_k_proj", test_llama_kv_heads_mismatch_names_k_proj },
+    };
+    return hs_run_tests("checkpoint_errors_" HS_REAL_NAME, tests, HS_NTESTS(tests));
+}
