@@ -152,6 +152,7 @@ int hs_attn_heads_backward(hs_real *dq, hs_real *dk, hs_real *dv, const hs_real 
                     const hs_real *pr = P + (size_t)r * S;
                     hs_real *dr = dP + (size_t)r * smax;
                     hs_real dot = 0;
+#pragma omp simd reduction(+ : dot)
                     for (int s = 0; s < smax; s++)
                         dot += pr[s] * dr[s];
                     for (int s = 0; s < smax; s++)

@@ -11,18 +11,20 @@ void hs_layernorm_forward(hs_real *out, hs_real *mean, hs_real *rstd, const hs_r
 #pragma omp parallel for schedule(static)
     for (size_t n = 0; n < N; n++) {
         const hs_real *x = inp + n * C;
-        double m = 0, v = 0;
+        hs_real m = 0, v = 0;
+#pragma omp simd reduction(+ : m)
         for (int i = 0; i < C; i++)
             m += x[i];
         m /= C;
+#pragma omp simd reduction(+ : v)
         for (int i = 0; i < C; i++)
             v += (x[i] - m) * (x[i] - m);
-        double s = 1 / sqrt(v / C + eps);
+        const hs_real s = (hs_real)(1 / sqrt((double)v / C + eps));
         hs_real *o = out + n * C;
         for (int i = 0; i < C; i++)
-            o[i] = (hs_real)((x[i] - m) * s) * w[i] + (b ? b[i] : 0);
-        mean[n] = (hs_real)m;
-        rstd[n] = (hs_real)s;
+            o[i] = (x[i] - m) * s * w[i] + (b ? b[i] : 0);
+        mean[n] = m;
+        rstd[n] = s;
     }
 }
 
@@ -34,32 +36,38 @@ void hs_layernorm_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_rea
 #pragma omp parallel for schedule(static)
     for (size_t n = 0; n < N; n++) {
         const hs_real *x = inp + n * C, *dy = dout + n * C;
-        hs_real m = mean[n], s = rstd[n];
-        double mean_g = 0, mean_gx = 0;
+        const hs_real m = mean[n], s = rstd[n];
+        hs_real mean_g = 0, mean_gx = 0;
+#pragma omp simd reduction(+ : mean_g, mean_gx)
         for (int i = 0; i < C; i++) {
-            hs_real xhat = (x[i] - m) * s, g = dy[i] * w[i];
+            hs_real g = dy[i] * w[i];
             mean_g += g;
-            mean_gx += g * xhat;
+            mean_gx += g * (x[i] - m) * s;
         }
         mean_g /= C;
         mean_gx /= C;
         hs_real *dx = dinp + n * C;
-        for (int i = 0; i < C; i++) {
-            hs_real xhat = (x[i] - m) * s;
-            dx[i] += (hs_real)((dy[i] * w[i] - mean_g - xhat * mean_gx) * s);
-        }
+        for (int i = 0; i < C; i++)
+            dx[i] += (dy[i] * w[i] - mean_g - (x[i] - m) * s * mean_gx) * s;
     }
+    enum { COLS = 64 };
 #pragma omp parallel for schedule(static)
-    for (int i = 0; i < C; i++) {
-        hs_real sw = 0, sb = 0;
+    for (int i0 = 0; i0 < C; i0 += COLS) {
+        const int i1 = i0 + COLS < C ? i0 + COLS : C;
+        hs_real sw[COLS] = { 0 }, sb[COLS] = { 0 };
         for (size_t n = 0; n < N; n++) {
-            hs_real xhat = (inp[n * C + i] - mean[n]) * rstd[n];
-            sw += dout[n * C + i] * xhat;
-            sb += dout[n * C + i];
+            const hs_real *x = inp + n * C, *dy = dout + n * C;
+            const hs_real m = mean[n], s = rstd[n];
+            for (int i = i0; i < i1; i++) {
+                sw[i - i0] += dy[i] * (x[i] - m) * s;
+                sb[i - i0] += dy[i];
+            }
         }
-        dw[i] += sw;
-        if (db)
-            db[i] += sb;
+        for (int i = i0; i < i1; i++) {
+            dw[i] += sw[i - i0];
+            if (db)
+                db[i] += sb[i - i0];
+        }
     }
 }
 
@@ -69,14 +77,15 @@ void hs_rmsnorm_forward(hs_real *out, hs_real *rstd, const hs_real *inp, const h
 #pragma omp parallel for schedule(static)
     for (size_t n = 0; n < N; n++) {
         const hs_real *x = inp + n * C;
-        double ss = 0;
+        hs_real ss = 0;
+#pragma omp simd reduction(+ : ss)
         for (int i = 0; i < C; i++)
-            ss += (double)x[i] * x[i];
-        double s = 1 / sqrt(ss / C + eps);
+            ss += x[i] * x[i];
+        const hs_real s = (hs_real)(1 / sqrt((double)ss / C + eps));
         hs_real *o = out + n * C;
         for (int i = 0; i < C; i++)
-            o[i] = (hs_real)(x[i] * s) * w[i];
-        rstd[n] = (hs_real)s;
+            o[i] = x[i] * s * w[i];
+        rstd[n] = s;
     }
 }
 
@@ -86,21 +95,26 @@ void hs_rmsnorm_backward(hs_real *dinp, hs_real *dw, const hs_real *dout, const 
 #pragma omp parallel for schedule(static)
     for (size_t n = 0; n < N; n++) {
         const hs_real *x = inp + n * C, *dy = dout + n * C;
-        hs_real s = rstd[n];
-        double mean_gx = 0;
+        const hs_real s = rstd[n];
+        hs_real mean_gx = 0;
+#pragma omp simd reduction(+ : mean_gx)
         for (int i = 0; i < C; i++)
             mean_gx += dy[i] * w[i] * x[i] * s;
         mean_gx /= C;
         hs_real *dx = dinp + n * C;
         for (int i = 0; i < C; i++)
-            dx[i] += (hs_real)((dy[i] * w[i] - x[i] * s * mean_gx) * s);
+            dx[i] += (dy[i] * w[i] - x[i] * s * mean_gx) * s;
     }
+    enum { COLS = 64 };
 #pragma omp parallel for schedule(static)
-    for (int i = 0; i < C; i++) {
-        hs_real sw = 0;
+    for (int i0 = 0; i0 < C; i0 += COLS) {
+        const int i1 = i0 + COLS < C ? i0 + COLS : C;
+        hs_real sw[COLS] = { 0 };
         for (size_t n = 0; n < N; n++)
-            sw += dout[n * C + i] * inp[n * C + i] * rstd[n];
-        dw[i] += sw;
+            for (int i = i0; i < i1; i++)
+                sw[i - i0] += dout[n * C + i] * inp[n * C + i] * rstd[n];
+        for (int i = i0; i < i1; i++)
+            dw[i] += sw[i - i0];
     }
 }
 
@@ -187,15 +201,20 @@ void hs_softmax_xent_forward(hs_real *probs, hs_real *losses, const int32_t *tar
 #pragma omp parallel for schedule(static)
     for (size_t n = 0; n < N; n++) {
         hs_real *row = probs + n * V;
-        hs_real logit = row[targets[n]], mx = row[0];
+        const hs_real logit = row[targets[n]];
+        hs_real mx = row[0], sum = 0;
+#pragma omp simd reduction(max : mx)
         for (int v = 1; v < V; v++)
             mx = row[v] > mx ? row[v] : mx;
-        double sum = 0;
+#pragma omp simd reduction(+ : sum)
         for (int v = 0; v < V; v++)
-            sum += exp((double)row[v] - mx);
-        /* Loss from the log-sum-exp, not log(p): exact for confident rows. */
-        losses[n] = (hs_real)(log(sum) + mx - logit);
-        hs_softmax_row(row, NULL, V);
+            sum += row[v] = hs_exp_nonpos(row[v] - mx);
+        /* The loss from the log-sum-exp rather than log(p): exact for
+         * confident rows whose target probability would round to 1. */
+        losses[n] = (hs_real)(log((double)sum) + mx - logit);
+        const hs_real inv = 1 / sum;
+        for (int v = 0; v < V; v++)
+            row[v] *= inv;
     }
 }
 

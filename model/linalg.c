@@ -40,38 +40,52 @@ void hs_linear_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_real *
     if (dw)
         hs_gemm(1, 0, OC, C, (int)N, 1, dout, OC, inp, C, 1, dw, C);
     if (db) {
-        /* Column sums, parallel over output columns so no two threads write
-         * the same db entry. */
+        /* Column sums: each thread owns a contiguous block of columns and
+         * walks the rows, so the inner loop is contiguous and no two threads
+         * write the same db entry. */
+        enum { COLS = 64 };
 #pragma omp parallel for schedule(static)
-        for (int o = 0; o < OC; o++) {
-            hs_real s = 0;
-            for (size_t n = 0; n < N; n++)
-                s += dout[n * OC + o];
-            db[o] += s;
+        for (int o0 = 0; o0 < OC; o0 += COLS) {
+            const int o1 = o0 + COLS < OC ? o0 + COLS : OC;
+            hs_real acc[COLS] = { 0 };
+            for (size_t n = 0; n < N; n++) {
+                const hs_real *row = dout + n * OC;
+                for (int o = o0; o < o1; o++)
+                    acc[o - o0] += row[o];
+            }
+            for (int o = o0; o < o1; o++)
+                db[o] += acc[o - o0];
         }
     }
 }
 
 void hs_softmax_row(hs_real *row, const unsigned char *keep, int n)
 {
-    hs_real mx = -INFINITY;
-    for (int s = 0; s < n; s++)
-        if ((!keep || keep[s]) && row[s] > mx)
-            mx = row[s];
-    hs_real sum = 0;
+    /* omp simd: the reductions vectorise without reassociating anything
+     * else in the program. */
+    hs_real mx = -INFINITY, sum = 0;
     if (keep) {
+        for (int s = 0; s < n; s++)
+            if (keep[s] && row[s] > mx)
+                mx = row[s];
+#pragma omp simd reduction(+ : sum)
         for (int s = 0; s < n; s++) {
             hs_real e = hs_exp_nonpos(row[s] - mx);
             row[s] = keep[s] ? e : 0;
             sum += row[s];
         }
     } else {
+#pragma omp simd reduction(max : mx)
+        for (int s = 0; s < n; s++)
+            mx = row[s] > mx ? row[s] : mx;
+#pragma omp simd reduction(+ : sum)
         for (int s = 0; s < n; s++) {
             row[s] = hs_exp_nonpos(row[s] - mx);
             sum += row[s];
         }
     }
-    hs_real inv = 1 / sum;
+    const hs_real inv = 1 / sum;
+#pragma omp simd
     for (int s = 0; s < n; s++)
         row[s] *= inv;
 }

@@ -1,5 +1,11 @@
 #include "optim.h"
 
+#ifdef HEADSCOPE_DOUBLE
+#define HS_SQRT sqrt
+#else
+#define HS_SQRT sqrtf
+#endif
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +51,6 @@ void hs_adam_step(hs_adam *a, hs_real *params, const hs_real *grads)
         a->v[i] = b2 * a->v[i] + (1 - b2) * g * g;
         if (a->weight_decay > 0)
             params[i] *= decay;
-        params[i] -= step_size * a->m[i] / (sqrt(a->v[i]) / sqrt_bc2 + eps);
+        params[i] -= step_size * a->m[i] / (HS_SQRT(a->v[i]) / sqrt_bc2 + eps);
     }
 }
