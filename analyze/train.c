@@ -8,10 +8,10 @@
 int hs_train(hs_model *m, const hs_tokens *data, const hs_train_opts *o)
 {
     if (o->steps < 1 || !(o->lr > 0))
-        return hs_fail(HS_EINVAL, "train: --steps %ld and --lr %g must be positive", o->steps,
+        return hs_fail(HS_EINVAL, "steps %ld and learning rate %g must be positive", o->steps,
                        o->lr);
     if (!hs_batch_count(data, o->B, o->T))
-        return hs_fail(HS_EINVAL, "train: %zu tokens hold no batch of %d x %d (+1) tokens",
+        return hs_fail(HS_EINVAL, "%zu training tokens hold no batch of %d x %d (+1) tokens",
                        data->n, o->B, o->T);
     hs_trainer t;
     int rc = hs_trainer_init(&t, m, o->B, o->T, o->lr, o->weight_decay, o->clip);
@@ -23,7 +23,7 @@ int hs_train(hs_model *m, const hs_tokens *data, const hs_train_opts *o)
         rc = HS_ENOMEM;
     for (long step = 0; !rc && step < o->steps; step++) {
         if (o->stop && *o->stop) {
-            rc = hs_fail(HS_EINTR, "train: interrupted after %ld steps", step);
+            rc = hs_fail(HS_EINTR, "interrupted after %ld steps", step);
             break;
         }
         double lr = o->lr;

@@ -98,7 +98,8 @@ void opts_help(FILE *f, const command *c, const opt *opts, int nopts)
     for (int k = 0; k < nopts; k++) {
         const opt *o = &opts[k];
         char left[64], dflt[64] = "";
-        int own_default = strstr(o->help, "default") != NULL; /* the help says it */
+        /* The help text already says it, or the option has no default. */
+        int own_default = strstr(o->help, "default") || strstr(o->help, "required");
         snprintf(left, sizeof left, "%s%s%s", o->name, o->kind == OPT_FLAG ? "" : " ",
                  o->kind == OPT_FLAG ? "" : (o->meta ? o->meta : "VALUE"));
         if (own_default)
@@ -175,6 +176,21 @@ void cli_install_signal_handlers(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
+void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
 char *args_json(int argc, char **argv)
 {
     size_t n = 3;
@@ -191,7 +207,7 @@ char *args_json(int argc, char **argv)
         for (const char *c = argv[i]; *c; c++) {
             if (*c == '"' || *c == '\\')
                 *p++ = '\\';
-            *p++ = (unsigned char)*c < 0x20 ? ' ' : *c;
+            *p++ = (unsigned char)*c < 0x20 ? ' ' : *c; /* control characters become spaces */
         }
         *p++ = '"';
     }

@@ -63,6 +63,9 @@ double now_seconds(void);
 extern volatile sig_atomic_t cli_stop_requested;
 void cli_install_signal_handlers(void);
 
+/* Writes s as a JSON string literal (quoted, escaped). */
+void json_string(FILE *f, const char *s);
+
 /* The command line as a JSON array string (malloc'd), for run provenance. */
 char *args_json(int argc, char **argv);
 

@@ -42,10 +42,12 @@ int cmd_info(int argc, char **argv)
     for (int l = 0; l < c->n_layer; l++)
         kv_elems += 2L * c->n_kv_head[l] * c->head_dim;
     if (json) {
-        printf("{\"model\":\"%s\",\"model_type\":\"%s\",\"parameters\":%zu,\"n_layer\":%d,"
+        printf("{\"model\":");
+        json_string(stdout, model);
+        printf(",\"model_type\":\"%s\",\"parameters\":%zu,\"n_layer\":%d,"
                "\"d_model\":%d,\"head_dim\":%d,\"vocab_size\":%d,\"n_ctx\":%d,\"positional\":\"%s\","
                "\"norm\":\"%s\",\"norm_position\":\"%s\",\"mlp\":\"%s\",\"d_ff\":%d,\"n_head\":[",
-               model, hs_family_name(c->family), m.n_params, c->n_layer, c->d_model, c->head_dim,
+               hs_family_name(c->family), m.n_params, c->n_layer, c->d_model, c->head_dim,
                c->vocab_size, c->n_ctx, POS_NAMES[c->pos], NORM_NAMES[c->norm],
                c->post_norm ? "post" : "pre", MLP_NAMES[c->mlp], c->d_ff);
         for (int l = 0; l < c->n_layer; l++)
@@ -133,8 +135,11 @@ int cmd_tokens(int argc, char **argv)
     free(tok);
     if (rc)
         return run_error("tokens");
-    if (json)
-        printf("{\"out\":\"%s\",\"tokens\":%zu,\"vocab_size\":256}\n", out, n);
+    if (json) {
+        printf("{\"out\":");
+        json_string(stdout, out);
+        printf(",\"tokens\":%zu,\"vocab_size\":256}\n", n);
+    }
     else
         printf("wrote %zu tokens to %s (byte-level vocabulary of 256)\n", n, out);
     return 0;
@@ -179,6 +184,11 @@ int cmd_eval(int argc, char **argv)
         return run_error("eval");
     if (!T)
         T = m.cfg.n_ctx < 256 ? m.cfg.n_ctx : 256;
+    if (m.cfg.pos == HS_POS_LEARNED && T > m.cfg.n_ctx) {
+        int n_ctx = m.cfg.n_ctx;
+        hs_model_free(&m);
+        return usage_error("eval", "--seq-len %d exceeds the model's n_ctx=%d", T, n_ctx);
+    }
     hs_tokens tok;
     if (hs_tokens_read(&tok, data)) {
         hs_model_free(&m);
@@ -193,8 +203,10 @@ int cmd_eval(int argc, char **argv)
     progress_finish(&ctx.bar);
     hs_tokens_free(&tok);
     hs_model_free(&m);
-    if (rc)
-        return run_error("eval");
+    if (rc) {
+        fprintf(stderr, "headscope: eval: %s: %s\n", data, hs_last_error());
+        return EXIT_FAILURE_RUN;
+    }
     if (json)
         printf("{\"loss\":%.9g,\"stderr\":%.9g,\"tokens\":%zu,\"sequences\":%zu,\"batches\":%zu}\n",
                r.loss, r.stderr_loss, r.tokens, r.sequences, r.batches);
@@ -295,6 +307,8 @@ int cmd_train(int argc, char **argv)
         return usage_error("train", "give exactly one of --preset P and --init DIR");
     if (init && noverrides)
         return usage_error("train", "KEY=VALUE overrides apply to --preset only");
+    if (!(lr > 0))
+        return usage_error("train", "--lr must be positive");
     char target[1100];
     snprintf(target, sizeof target, "%s/model.safetensors", out);
     if (exists(target) && !force) {
@@ -321,8 +335,9 @@ int cmd_train(int argc, char **argv)
     if (!T)
         T = m.cfg.n_ctx < 256 ? m.cfg.n_ctx : 256;
     if (m.cfg.pos == HS_POS_LEARNED && T > m.cfg.n_ctx) {
+        int n_ctx = m.cfg.n_ctx;
         hs_model_free(&m);
-        return usage_error("train", "--seq-len %d exceeds the model's n_ctx=%d", T, m.cfg.n_ctx);
+        return usage_error("train", "--seq-len %d exceeds the model's n_ctx=%d", T, n_ctx);
     }
     hs_tokens tok, vtok = { 0 };
     if (hs_tokens_read(&tok, data)) {
@@ -339,6 +354,21 @@ int cmd_train(int argc, char **argv)
         }
     if (val && hs_tokens_read(&vtok, val)) {
         hs_tokens_free(&tok);
+        hs_model_free(&m);
+        return run_error("train");
+    }
+    /* Everything that could fail after training is checked before it. */
+    const char *too_short = !hs_batch_count(&tok, B, T)              ? data
+                            : val && !hs_batch_count(&vtok, B, T) ? val
+                                                                   : NULL;
+    rc = HS_OK;
+    if (too_short)
+        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", too_short, B, T);
+    else if (mkdir(out, 0777) && errno != EEXIST)
+        rc = hs_fail(HS_EIO, "%s: cannot create directory: %s", out, strerror(errno));
+    if (rc) {
+        hs_tokens_free(&tok);
+        hs_tokens_free(&vtok);
         hs_model_free(&m);
         return run_error("train");
     }
@@ -375,6 +405,8 @@ int cmd_train(int argc, char **argv)
     progress_finish(&ctx.bar);
     flush_curve(&ctx, "train_loss");
     int interrupted = rc == HS_EINTR;
+    char interrupt_msg[128];
+    snprintf(interrupt_msg, sizeof interrupt_msg, "%s", interrupted ? hs_last_error() : "");
     /* An interrupted run still saves what it learned; a failed one does not. */
     int save_rc = !rc || interrupted ? hs_checkpoint_save(&m, out) : rc;
     char model_sha[65] = "";
@@ -396,16 +428,18 @@ int cmd_train(int argc, char **argv)
     if (save_rc)
         return run_error("train");
     if (interrupted) {
-        fprintf(stderr, "headscope: train: interrupted; the last completed step is saved in %s\n",
-                out);
+        fprintf(stderr, "headscope: train: %s; the last completed step is saved in %s\n",
+                interrupt_msg, out);
         return EXIT_FAILURE_RUN;
     }
     if (ctx.index_failed)
         fprintf(stderr, "headscope: train: warning: some curve points were not recorded in %s\n",
                 db);
     if (json) {
-        printf("{\"out\":\"%s\",\"steps\":%ld,\"final_loss\":%.9g,\"tokens_per_s\":%.1f", out,
-               steps, ctx.last_loss, steps * (double)B * T / secs);
+        printf("{\"out\":");
+        json_string(stdout, out);
+        printf(",\"steps\":%ld,\"final_loss\":%.9g,\"tokens_per_s\":%.1f", steps, ctx.last_loss,
+               steps * (double)B * T / secs);
         if (db)
             printf(",\"run_id\":%lld", (long long)ctx.run_id);
         printf("}\n");

@@ -161,7 +161,7 @@ static const hs_st_tensor *lookup(const hs_safetensors *st, const hs_model_confi
 {
     const hs_st_tensor *t = hs_st_find(st, name);
     if (!t && c->family == HS_FAMILY_GPT2) {
-        char prefixed[128];
+        char prefixed[160];
         snprintf(prefixed, sizeof prefixed, "transformer.%s", name);
         t = hs_st_find(st, prefixed);
     }

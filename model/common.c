@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cblas.h>
 #ifdef _OPENMP
@@ -14,10 +15,14 @@ static _Thread_local char last_error[1024];
 
 int hs_fail(int code, const char *fmt, ...)
 {
+    /* Format into a scratch buffer first: callers may pass hs_last_error()
+     * itself as an argument to add context to an earlier message. */
+    char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof msg);
     return code;
 }
 

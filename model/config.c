@@ -489,8 +489,10 @@ int hs_config_override(hs_model_config *c, const char *kv)
         cJSON_Delete(o);
         return hs_fail(HS_EINVAL, "override: unknown key \"%s\"", key);
     }
-    cJSON *val = cJSON_Parse(eq + 1);
-    if (!val) /* a bare word such as gelu */
+    /* A JSON value (4, true, [4,2]) or else a bare word such as gelu; "4x"
+     * is neither, and the config parser then rejects the string. */
+    cJSON *val = cJSON_ParseWithOpts(eq + 1, NULL, 1);
+    if (!val)
         val = cJSON_CreateString(eq + 1);
     cJSON_ReplaceItemInObjectCaseSensitive(o, key, val);
     int changes_heads = !strcmp(key, "n_head") || !strcmp(key, "d_model");
@@ -504,7 +506,9 @@ int hs_config_override(hs_model_config *c, const char *kv)
     int rc = text ? hs_config_parse(&out, text, "override") : HS_ENOMEM;
     free(text);
     if (rc)
-        return hs_fail(HS_EINVAL, "override %s: %s", kv, hs_last_error());
+        return hs_fail(HS_EINVAL, "override %s: %s", kv,
+                       strncmp(hs_last_error(), "override: ", 10) ? hs_last_error()
+                                                                  : hs_last_error() + 10);
     out.family = family;
     *c = out;
     return HS_OK;

@@ -268,7 +268,7 @@ int hs_st_write(const char *path, const hs_st_spec *specs, int n,
     float *buf = hs_calloc(maxcount ? maxcount : 1, sizeof(float), "safetensors write buffer");
     int rc = HS_OK;
     if (!f || !buf) {
-        rc = f ? HS_ENOMEM : hs_fail(HS_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+        rc = f ? HS_ENOMEM : hs_fail(HS_EIO, "%s: cannot create: %s", path, strerror(errno));
     } else {
         unsigned char len8[8];
         for (int i = 0; i < 8; i++)

@@ -75,7 +75,7 @@ int hs_tokens_write(const char *path, const int32_t *tok, size_t n)
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f)
-        return hs_fail(HS_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+        return hs_fail(HS_EIO, "%s: cannot create: %s", path, strerror(errno));
     unsigned char header[HEADER_INTS * 4] = { 0 };
     const int32_t head[3] = { MAGIC_U16, 1, (int32_t)n };
     for (int k = 0; k < 3; k++)
