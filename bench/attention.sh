@@ -34,12 +34,16 @@ out=bench/out/attention.jsonl
 
 shapes=(--shape 8,128,256,8 --shape 8,128,256,8,2 --shape 4,512,512,8 --shape 4,512,512,8,2
         --shape 1,2048,512,8 --shape 1,2048,512,8,2)
+# torch keeps two thread pools (its OpenMP one and OpenBLAS's); with OpenMP
+# threads spinning while idle, torch at 2 threads ran up to 5x slower than at
+# 1 on this 2-core machine, so torch runs with OMP_WAIT_POLICY=passive. Ours
+# has one pool and keeps OpenMP's default (spinning is faster for it).
 for t in $threads; do
   export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
   echo "threads $t: OpenBLAS sgemm, headscope, torch" >&2
   "$bin" --threads "$t" --gemm 1024 --reps "$reps" >>"$out"
   "$bin" --threads "$t" --reps "$reps" "${shapes[@]}" >>"$out"
-  /usr/bin/python3 bench/attention_torch.py --threads "$t" --reps "$reps" "${shapes[@]}" \
+  OMP_WAIT_POLICY=passive /usr/bin/python3 bench/attention_torch.py --threads "$t" --reps "$reps" "${shapes[@]}" \
     >>"$out" 2>/dev/null
 done
 

@@ -34,11 +34,15 @@ mkdir -p bench/out
 out=bench/out/train.jsonl
 : >"$out"
 configs=(--config 2,128,4,4,128 --config 4,256,8,2,256 --config 6,384,6,6,256)
+# torch keeps two thread pools (its OpenMP one and OpenBLAS's); with OpenMP
+# threads spinning while idle, torch at 2 threads ran up to 5x slower than at
+# 1 on this 2-core machine, so torch runs with OMP_WAIT_POLICY=passive. Ours
+# has one pool and keeps OpenMP's default (spinning is faster for it).
 for t in $threads; do
   export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
   echo "threads $t: headscope, torch" >&2
   "$bin" --threads "$t" --steps "$steps" "${configs[@]}" >>"$out"
-  /usr/bin/python3 bench/train_torch.py --threads "$t" --steps "$steps" "${configs[@]}" \
+  OMP_WAIT_POLICY=passive /usr/bin/python3 bench/train_torch.py --threads "$t" --steps "$steps" "${configs[@]}" \
     >>"$out" 2>/dev/null
 done
 

@@ -74,6 +74,9 @@ int cmd_tokens(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_kv_bytes(int argc, char **argv);
+int cmd_capture(int argc, char **argv);
+int cmd_maps(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 
 /* Each command's help is printed by re-running its option table with
  * --help; the commands call this when they see it. */

@@ -34,6 +34,25 @@ static const command COMMANDS[] = {
       "stderr is the sample standard deviation of per-sequence mean losses over sqrt(n).\n\n"
       "example: headscope eval --model runs/tiny --data val.bin --batch 8 --seq-len 64 --json\n",
       cmd_eval },
+    { "capture", "Run forwards and stream every per-head attention map to HDF5 (SPEC §6).",
+      "headscope capture --model DIR --data FILE --out FILE.h5 [options]",
+      "The file is written under a temporary name and renamed when complete; Ctrl-C\n"
+      "stops cleanly and leaves nothing. Memory holds one batch's maps of one layer.\n\n"
+      "example: headscope capture --model runs/tiny --data val.bin --out maps.h5 \\\n"
+      "           --batch 4 --seq-len 64 --max-batches 8 --dtype f16\n",
+      cmd_capture },
+    { "maps", "List what a map file holds (layers, shapes, dtype, provenance) and check it.",
+      "headscope maps FILE.h5 [--json]", "Exits 1 when the file is not marked complete.\n\n"
+      "example: headscope maps maps.h5\n", cmd_maps },
+    { "plot", "Render maps and index results with gnuplot (PNG, or SVG for .svg outputs).",
+      "headscope plot (map|grid|scores|curve) [options] --out FILE",
+      "  plot map    --maps F.h5 --layer L --head H [--seq N]   one head's map, token labels\n"
+      "  plot grid   --maps F.h5 [--seq N]                      layer x head small multiples\n"
+      "  plot scores --db F --metric NAME [--run ID]           per-head score grid\n"
+      "  plot curve  --db F --curve NAME [--run ID]            a curve (e.g. train_loss)\n"
+      "The gnuplot scripts are scripts/plot_*.gp (HEADSCOPE_SCRIPTS overrides where).\n\n"
+      "example: headscope plot map --maps maps.h5 --layer 1 --head 0 --out head.png\n",
+      cmd_plot },
     { "kv-bytes", "KV-cache size: 2*B*N*G*T*DH*E bytes, and MLA's (latent + rope) per token.",
       "headscope kv-bytes --layers N --kv-heads G --head-dim DH --seq-len T [options]",
       "example: headscope kv-bytes --layers 80 --kv-heads 8 --head-dim 128 --seq-len 2048\n",

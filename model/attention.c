@@ -200,9 +200,9 @@ static void cache_append(hs_kv_cache *cache, const hs_real *k, const hs_real *v,
     cache->len += S_new;
 }
 
-int hs_attn_forward(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
-                    const hs_attn_config *c, const hs_real *x, const hs_real *y,
-                    const hs_real *xi, const hs_attn_mask *mask, hs_kv_cache *cache)
+int hs_attn_forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_attn_config *c,
+                          const hs_real *x, const hs_real *y, const hs_attn_mask *mask,
+                          hs_kv_cache *cache)
 {
     int rc = hs_attn_config_check(c);
     if (rc)
@@ -251,14 +251,27 @@ int hs_attn_forward(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
     if (cache)
         cache_append(cache, a->k, a->v, Sn);
 
-    rc = hs_attn_heads_forward(a->z, a->att, a->q, &view, mask, prefix, B, L, H, G, dh);
-    if (rc)
-        return rc;
+    return hs_attn_heads_forward(a->z, a->att, a->q, &view, mask, prefix, B, L, H, G, dh);
+}
 
+void hs_attn_forward_output(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
+                            const hs_attn_config *c, const hs_real *xi)
+{
+    const int dh = hs_attn_head_dim(c), H = c->n_heads;
+    const size_t rows = (size_t)a->B * a->L;
     if (xi)
-        apply_gates(a->zg, a->z, xi, (size_t)B * L, H, dh);
-    hs_linear_forward(out, xi ? a->zg : a->z, w->w_o, w->b_o, (size_t)B * L, HD, d);
-    return HS_OK;
+        apply_gates(a->zg, a->z, xi, rows, H, dh);
+    hs_linear_forward(out, xi ? a->zg : a->z, w->w_o, w->b_o, rows, H * dh, c->d_model);
+}
+
+int hs_attn_forward(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
+                    const hs_attn_config *c, const hs_real *x, const hs_real *y,
+                    const hs_real *xi, const hs_attn_mask *mask, hs_kv_cache *cache)
+{
+    int rc = hs_attn_forward_heads(a, w, c, x, y, mask, cache);
+    if (!rc)
+        hs_attn_forward_output(out, a, w, c, xi);
+    return rc;
 }
 
 int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi,

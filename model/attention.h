@@ -111,6 +111,16 @@ int hs_attn_forward(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
                     const hs_attn_config *c, const hs_real *x, const hs_real *y,
                     const hs_real *xi, const hs_attn_mask *mask, hs_kv_cache *cache);
 
+/* hs_attn_forward in its two halves, for callers that observe or replace the
+ * head outputs between them: _heads runs the projections (RoPE, cache) and
+ * the per-head kernel into a->z and a->att; _output applies the gates and
+ * W_o to a->z. */
+int hs_attn_forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_attn_config *c,
+                          const hs_real *x, const hs_real *y, const hs_attn_mask *mask,
+                          hs_kv_cache *cache);
+void hs_attn_forward_output(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
+                            const hs_attn_config *c, const hs_real *xi);
+
 /* Backward of a cache-free forward whose acts hold att (and its backward
  * scratch, which this call overwrites). Accumulates (+=)
  * into dx (B,L,d), dy (B,S,d) (cross-attention; NULL for self-attention,

@@ -6,20 +6,28 @@
 #include "layers.h"
 #include "linalg.h"
 
-int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int training)
+int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
 {
     memset(a, 0, sizeof *a);
     if (B < 1 || T < 1)
         return hs_fail(HS_EINVAL, "activations: B=%d, T=%d must be positive", B, T);
+    const int training = mode == HS_ACTS_TRAIN;
     const size_t N = (size_t)B * T, d = (size_t)c->d_model, F = (size_t)c->d_ff;
     const size_t V = (size_t)c->vocab_size;
     a->B = B;
     a->T = T;
     a->training = training;
+    a->mode = mode;
     a->n_layer = c->n_layer;
     int ok = 1;
 #define ALLOC(p, n) ok &= ((p) = hs_calloc((n), sizeof(hs_real), #p)) != NULL
     ALLOC(a->emb, N * d);
+    if (mode == HS_ACTS_MAPS) {
+        int maxH = 0;
+        for (int l = 0; l < c->n_layer; l++)
+            maxH = c->n_head[l] > maxH ? c->n_head[l] : maxH;
+        ALLOC(a->shared_maps, N * (size_t)maxH * T);
+    }
     a->layer = hs_calloc((size_t)c->n_layer, sizeof *a->layer, "layer activations");
     ok &= a->layer != NULL;
     for (int l = 0; ok && l < c->n_layer; l++) {
@@ -30,6 +38,8 @@ int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int traini
             hs_acts_free(a);
             return rc;
         }
+        if (mode == HS_ACTS_MAPS)
+            la->attn.att = a->shared_maps; /* each layer overwrites the last one's maps */
         ALLOC(la->n1, N * d);
         ALLOC(la->n1_mean, N);
         ALLOC(la->n1_rstd, N);
@@ -81,6 +91,8 @@ void hs_acts_free(hs_acts *a)
 {
     for (int l = 0; a->layer && l < a->n_layer; l++) {
         hs_layer_acts *la = &a->layer[l];
+        if (la->attn.att == a->shared_maps)
+            la->attn.att = NULL; /* freed once below */
         hs_attn_acts_free(&la->attn);
         hs_real *bufs[] = { la->n1, la->n1_mean, la->n1_rstd, la->attn_out, la->r1, la->n2,
                             la->n2_mean, la->n2_rstd, la->h_pre, la->h_up, la->h_act,
@@ -88,6 +100,7 @@ void hs_acts_free(hs_acts *a)
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             free(bufs[i]);
     }
+    free(a->shared_maps);
     hs_real *bufs[] = { a->emb, a->lnf, a->lnf_mean, a->lnf_rstd, a->logits, a->losses,
                         a->dres, a->dres2, a->dnorm, a->dbranch, a->dh, a->dh2, a->dh3 };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -172,8 +185,13 @@ static int check_inputs(const hs_acts *a, const hs_model *m, const int32_t *toke
 }
 
 int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32_t *targets,
-               const hs_real *const *gates)
+               const hs_hooks *hooks)
 {
+    static const hs_hooks none = { 0 };
+    if (!hooks)
+        hooks = &none;
+    if (hooks->on_maps && a->mode == HS_ACTS_INFER)
+        return hs_fail(HS_EINVAL, "forward: maps were asked for but the activations keep none");
     const hs_model_config *c = &m->cfg;
     const hs_weights *w = &m->w;
     const size_t N = (size_t)a->B * a->T;
@@ -188,16 +206,23 @@ int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32
         hs_layer_acts *la = &a->layer[l];
         const hs_layer_weights *lw = &w->layer[l];
         hs_attn_config ac = hs_config_attn(c, l);
-        const hs_real *xi = gates ? gates[l] : NULL;
+        const int H = ac.n_heads;
+        const hs_real *xi = hooks->gates ? hooks->gates[l] : NULL;
+        if (hooks->on_resid && (rc = hooks->on_resid(hooks->ctx, l, la->in, a->B, a->T, d)))
+            return rc;
         const hs_real *attn_in = la->in;
         if (!c->post_norm) {
             norm_forward(la->n1, la->n1_mean, la->n1_rstd, la->in, lw->ln1_w, lw->ln1_b, c, N);
             attn_in = la->n1;
         }
-        rc = hs_attn_forward(la->attn_out, &la->attn, &lw->attn, &ac, attn_in, NULL, xi, &causal,
-                             NULL);
+        rc = hs_attn_forward_heads(&la->attn, &lw->attn, &ac, attn_in, NULL, &causal, NULL);
+        if (!rc && hooks->on_maps)
+            rc = hooks->on_maps(hooks->ctx, l, la->attn.att, a->B, H, a->T);
+        if (!rc && hooks->on_z)
+            rc = hooks->on_z(hooks->ctx, l, la->attn.z, a->B, a->T, H, c->head_dim);
         if (rc)
             return rc;
+        hs_attn_forward_output(la->attn_out, &la->attn, &lw->attn, &ac, xi);
         hs_add(la->r1, la->in, la->attn_out, N * d);
         if (c->post_norm)
             norm_forward(la->n1, la->n1_mean, la->n1_rstd, la->r1, lw->ln1_w, lw->ln1_b, c, N);
@@ -216,6 +241,8 @@ int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32
     }
 
     const hs_real *h = a->layer[c->n_layer - 1].out;
+    if (hooks->on_resid && (rc = hooks->on_resid(hooks->ctx, c->n_layer, h, a->B, a->T, d)))
+        return rc;
     if (c->final_norm) {
         norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, h, w->lnf_w, w->lnf_b, c, N);
         h = a->lnf;

@@ -26,9 +26,19 @@ typedef struct {
     hs_real *out;                /* the layer's output: one of the buffers above */
 } hs_layer_acts;
 
+/* What the activations are for. */
+enum {
+    HS_ACTS_INFER = 0, /* forward only, no maps */
+    HS_ACTS_TRAIN = 1, /* maps of every layer and the backward scratch */
+    HS_ACTS_MAPS = 2,  /* forward only; one map buffer that each layer reuses,
+                          for observers that stream maps out (capture, scores) */
+};
+
 typedef struct {
     int B, T, training;
+    int mode;
     int n_layer;
+    hs_real *shared_maps;           /* HS_ACTS_MAPS: (B, max H, T, T) */
     hs_real *emb;                   /* (B,T,d) embeddings, input of layer 0 */
     hs_layer_acts *layer;           /* n_layer */
     hs_real *lnf, *lnf_mean, *lnf_rstd; /* (B,T,d), (B,T) */
@@ -40,16 +50,32 @@ typedef struct {
     hs_real *dh, *dh2, *dh3;                 /* (B,T,F) */
 } hs_acts;
 
-/* training = 1 keeps the maps and the backward scratch. */
-int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int training);
+/* mode: HS_ACTS_INFER, HS_ACTS_TRAIN or HS_ACTS_MAPS. */
+int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode);
 void hs_acts_free(hs_acts *a);
 
+/* Hook points on the forward pass (SPEC §5). Observers see the residual
+ * stream and the maps; interventions gate or replace the head outputs z.
+ * Every analysis is written against these. A callback returning non-zero
+ * stops the forward with that status (its message set by the callback). */
+typedef struct {
+    void *ctx;
+    /* NULL, or n_layer pointers each NULL or (H_l) gates xi multiplying z */
+    const hs_real *const *gates;
+    /* residual stream (B,T,d) entering layer l; l == n_layer: after the last */
+    int (*on_resid)(void *ctx, int layer, const hs_real *x, int B, int T, int d);
+    /* post-softmax maps (B,H,T,T) of layer l; needs maps (TRAIN or MAPS acts) */
+    int (*on_maps)(void *ctx, int layer, const hs_real *att, int B, int H, int T);
+    /* head outputs z (B,T,H*dh) of layer l before gates and W_o; may be
+     * overwritten (ablation). Forward only: the backward does not see it. */
+    int (*on_z)(void *ctx, int layer, hs_real *z, int B, int T, int H, int dh);
+} hs_hooks;
+
 /* Forward over tokens (B,T); with targets (B,T) also the loss (a->loss,
- * a->losses). gates: NULL, or n_layer pointers each NULL or (H_l) head gates
- * multiplying the head outputs z. Fails on tokens outside the vocabulary or
+ * a->losses). hooks may be NULL. Fails on tokens outside the vocabulary or
  * T beyond n_ctx with learned positions. */
 int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32_t *targets,
-               const hs_real *const *gates);
+               const hs_hooks *hooks);
 
 /* Backward of the loss sum(losses) * loss_scale (1/(B*T): the mean) after a
  * training forward with targets. Accumulates into grads (bound to a buffer

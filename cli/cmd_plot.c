@@ -1,0 +1,318 @@
+/* plot: gnuplot renderings (PNG or SVG by the output's extension) of map
+ * files and of the index. The data goes to files in a temporary directory;
+ * the scripts in scripts/ (usable on their own) draw them. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "cli.h"
+#include "maps.h"
+
+#ifndef HS_SCRIPTS_DIR
+#define HS_SCRIPTS_DIR "scripts"
+#endif
+
+static const char *scripts_dir(void)
+{
+    const char *env = getenv("HEADSCOPE_SCRIPTS");
+    return env && *env ? env : HS_SCRIPTS_DIR;
+}
+
+/* A token as a gnuplot label without spaces or quotes. */
+static void token_label(char *out, size_t n, int tok)
+{
+    if (tok > 32 && tok < 127 && tok != '"' && tok != '\'' && tok != '\\')
+        snprintf(out, n, "%c", tok);
+    else if (tok == ' ')
+        snprintf(out, n, "_");
+    else if (tok == '\n')
+        snprintf(out, n, "\\\\n");
+    else
+        snprintf(out, n, "x%02x", tok & 0xffff);
+}
+
+/* Runs gnuplot on a script with -e assignments; checks the output exists. */
+static int run_gnuplot(const char *script, const char *assignments, const char *outfile)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", scripts_dir(), script);
+    if (access(path, R_OK))
+        return hs_fail(HS_EIO, "%s: gnuplot script not found (set HEADSCOPE_SCRIPTS)", path);
+    pid_t pid = fork();
+    if (pid < 0)
+        return hs_fail(HS_EIO, "cannot start gnuplot: %s", strerror(errno));
+    if (pid == 0) {
+        execlp("gnuplot", "gnuplot", "-e", assignments, path, (char *)NULL);
+        fprintf(stderr, "headscope: plot: cannot run gnuplot: %s\n", strerror(errno));
+        _exit(127);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    struct stat sb;
+    if (!WIFEXITED(status) || WEXITSTATUS(status))
+        return hs_fail(HS_EIO, "gnuplot failed on %s (exit %d; is gnuplot installed?)", script,
+                       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    if (stat(outfile, &sb) || sb.st_size == 0)
+        return hs_fail(HS_EIO, "%s: gnuplot wrote nothing", outfile);
+    return HS_OK;
+}
+
+/* Temporary directory for data files; removed by cleanup_dir. */
+static int make_dir(char *dir, size_t n)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(dir, n, "%s/headscope-plot-XXXXXX", base && *base ? base : "/tmp");
+    return mkdtemp(dir) ? HS_OK : hs_fail(HS_EIO, "cannot create a temporary directory");
+}
+
+static void cleanup_dir(const char *dir, int nl, int nh)
+{
+    char p[1200];
+    const char *fixed[] = { "map.txt", "scores.txt", "curve.txt" };
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, fixed[i]);
+        unlink(p);
+    }
+    for (int l = 0; l < nl; l++)
+        for (int h = 0; h < nh; h++) {
+            snprintf(p, sizeof p, "%s/%d_%d.txt", dir, l, h);
+            unlink(p);
+        }
+    rmdir(dir);
+}
+
+/* Escapes a title for a gnuplot single-quoted string. */
+static void gp_quote(char *out, size_t n, const char *s)
+{
+    size_t k = 0;
+    for (; *s && k + 3 < n; s++) {
+        if (*s == '\'')
+            out[k++] = '\'';
+        out[k++] = *s;
+    }
+    out[k] = 0;
+}
+
+static int plot_map(const char *maps, int layer, int head, long long seq, const char *out,
+                    int grid)
+{
+    hs_maps_reader *r;
+    int rc = hs_maps_open(&r, maps);
+    if (rc)
+        return rc;
+    const hs_maps_info *in = hs_maps_get_info(r);
+    char dir[600] = "";
+    int nl = 0, nh = 0;
+    int32_t *tok = malloc(sizeof(int32_t) * in->seq_len);
+    float *buf = malloc(sizeof(float) * (size_t)in->seq_len * in->seq_len);
+    if (!tok || !buf)
+        rc = hs_fail(HS_ENOMEM, "plot: out of memory");
+    if (!rc && (seq < 0 || seq >= in->n_seq))
+        rc = hs_fail(HS_EINVAL, "%s: no sequence %lld (it holds %lld)", maps, seq, in->n_seq);
+    if (!rc && !in->complete)
+        rc = hs_fail(HS_EFORMAT, "%s is not marked complete", maps);
+    if (!rc)
+        rc = hs_maps_read_tokens(r, seq, tok);
+    if (!rc)
+        rc = make_dir(dir, sizeof dir);
+    char assign[2000], title[300], qtitle[400], p[1200];
+    if (!rc && !grid) {
+        int li = -1, hi = -1;
+        for (int i = 0; i < in->n_layers; i++)
+            if (in->layers[i].layer == layer)
+                li = i;
+        for (int h = 0; li >= 0 && h < in->layers[li].nh; h++)
+            if (in->layers[li].heads[h] == head)
+                hi = h;
+        if (li < 0 || hi < 0)
+            rc = hs_fail(HS_EINVAL, "%s holds no map of layer %d head %d", maps, layer, head);
+        if (!rc)
+            rc = hs_maps_read(r, li, seq, hi, buf);
+        snprintf(p, sizeof p, "%s/map.txt", dir);
+        FILE *f = rc ? NULL : fopen(p, "w");
+        if (!rc && !f)
+            rc = hs_fail(HS_EIO, "%s: cannot write", p);
+        if (f) {
+            const hs_maps_layer_info *l = &in->layers[li];
+            char lab[16];
+            fprintf(f, "%d", l->S);
+            for (int s = 0; s < l->S; s++) {
+                token_label(lab, sizeof lab, tok[s]);
+                fprintf(f, " \"%s\"", lab);
+            }
+            fprintf(f, "\n");
+            for (int q = 0; q < l->nq; q++) {
+                token_label(lab, sizeof lab, tok[l->q0 + q]);
+                fprintf(f, "\"%s\"", lab);
+                for (int s = 0; s < l->S; s++)
+                    fprintf(f, " %.5g", buf[(size_t)q * l->S + s]);
+                fprintf(f, "\n");
+            }
+            if (fclose(f))
+                rc = hs_fail(HS_EIO, "%s: write failed", p);
+        }
+        snprintf(title, sizeof title, "layer %d, head %d, sequence %lld", layer, head, seq);
+        gp_quote(qtitle, sizeof qtitle, title);
+        snprintf(assign, sizeof assign, "datafile='%s'; outfile='%s'; plottitle='%s'", p, out,
+                 qtitle);
+        if (!rc)
+            rc = run_gnuplot("plot_map.gp", assign, out);
+    } else if (!rc) {
+        nl = in->n_layers;
+        for (int i = 0; i < in->n_layers; i++)
+            nh = in->layers[i].nh > nh ? in->layers[i].nh : nh;
+        for (int i = 0; !rc && i < in->n_layers; i++) {
+            const hs_maps_layer_info *l = &in->layers[i];
+            for (int h = 0; !rc && h < nh; h++) {
+                snprintf(p, sizeof p, "%s/%d_%d.txt", dir, i, h);
+                FILE *f = fopen(p, "w");
+                if (!f) {
+                    rc = hs_fail(HS_EIO, "%s: cannot write", p);
+                    break;
+                }
+                /* A layer with fewer heads gets blank panels (NaN). */
+                if (h < l->nh)
+                    rc = hs_maps_read(r, i, seq, h, buf);
+                for (int q = 0; !rc && q < l->nq; q++) {
+                    for (int s = 0; s < l->S; s++)
+                        fprintf(f, "%s%.4g", s ? " " : "",
+                                h < l->nh ? buf[(size_t)q * l->S + s] : NAN);
+                    fprintf(f, "\n");
+                }
+                if (fclose(f) && !rc)
+                    rc = hs_fail(HS_EIO, "%s: write failed", p);
+            }
+        }
+        snprintf(title, sizeof title, "%s, sequence %lld (colour range 0..1)", maps, seq);
+        gp_quote(qtitle, sizeof qtitle, title);
+        snprintf(assign, sizeof assign, "dir='%s'; nl=%d; nh=%d; outfile='%s'; plottitle='%s'",
+                 dir, nl, nh, out, qtitle);
+        if (!rc)
+            rc = run_gnuplot("plot_grid.gp", assign, out);
+    }
+    if (*dir)
+        cleanup_dir(dir, nl, nh);
+    free(tok);
+    free(buf);
+    hs_maps_close(r);
+    return rc;
+}
+
+/* Per-head grid of a metric, or a curve, from the index. run_id 0: latest. */
+static int plot_index(const char *db, const char *metric, const char *curve, long long run_id,
+                      const char *out)
+{
+    sqlite3 *s = NULL;
+    if (sqlite3_open_v2(db, &s, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        int rc = hs_fail(HS_EIO, "%s: cannot open the index: %s", db,
+                         s ? sqlite3_errmsg(s) : "out of memory");
+        sqlite3_close(s);
+        return rc;
+    }
+    const char *sql = metric ? "SELECT layer, head, value FROM head_metrics WHERE metric=?1 AND"
+                               " run_id=coalesce(nullif(?2,0), (SELECT max(run_id) FROM"
+                               " head_metrics WHERE metric=?1)) AND layer>=0 ORDER BY layer, head"
+                             : "SELECT x, y FROM curves WHERE curve=?1 AND"
+                               " run_id=coalesce(nullif(?2,0), (SELECT max(run_id) FROM curves"
+                               " WHERE curve=?1)) ORDER BY step";
+    sqlite3_stmt *st = NULL;
+    char dir[600] = "", p[1200], assign[2000], title[300], qtitle[400];
+    int rc = sqlite3_prepare_v2(s, sql, -1, &st, NULL) == SQLITE_OK
+                 ? HS_OK
+                 : hs_fail(HS_EIO, "%s: not a headscope index: %s", db, sqlite3_errmsg(s));
+    if (!rc)
+        rc = make_dir(dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/%s", dir, metric ? "scores.txt" : "curve.txt");
+    FILE *f = rc ? NULL : fopen(p, "w");
+    if (!rc && !f)
+        rc = hs_fail(HS_EIO, "%s: cannot write", p);
+    long rows = 0;
+    if (f) {
+        sqlite3_bind_text(st, 1, metric ? metric : curve, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, run_id);
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            if (metric)
+                fprintf(f, "%d %d %.9g\n", sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
+                        sqlite3_column_double(st, 2));
+            else
+                fprintf(f, "%.9g %.9g\n", sqlite3_column_double(st, 0),
+                        sqlite3_column_double(st, 1));
+            rows++;
+        }
+        if (fclose(f))
+            rc = hs_fail(HS_EIO, "%s: write failed", p);
+        if (!rc && !rows)
+            rc = hs_fail(HS_EINVAL, "%s: no %s \"%s\"%s", db, metric ? "metric" : "curve",
+                         metric ? metric : curve, run_id ? " in that run" : "");
+    }
+    snprintf(title, sizeof title, "%s (%s)", metric ? metric : curve, db);
+    gp_quote(qtitle, sizeof qtitle, title);
+    if (metric)
+        snprintf(assign, sizeof assign, "datafile='%s'; outfile='%s'; plottitle='%s'", p, out,
+                 qtitle);
+    else
+        snprintf(assign, sizeof assign,
+                 "datafile='%s'; outfile='%s'; plottitle='%s'; names='%s'; xlab='x';"
+                 " ylab='%s'",
+                 p, out, qtitle, qtitle, curve);
+    if (!rc)
+        rc = run_gnuplot(metric ? "plot_scores.gp" : "plot_curve.gp", assign, out);
+    sqlite3_finalize(st);
+    sqlite3_close(s);
+    if (*dir)
+        cleanup_dir(dir, 0, 0);
+    return rc;
+}
+
+int cmd_plot(int argc, char **argv)
+{
+    const char *maps = NULL, *db = NULL, *out = NULL, *metric = NULL, *curve = NULL;
+    int layer = 0, head = 0;
+    long seq = 0, run = 0;
+    opt o[] = {
+        { "--maps", OPT_STR, &maps, 0, "FILE.h5", "map file (plot map, plot grid)", 0 },
+        { "--layer", OPT_INT, &layer, 0, "L", "layer (plot map)", 0 },
+        { "--head", OPT_INT, &head, 0, "H", "head (plot map)", 0 },
+        { "--seq", OPT_LONG, &seq, 0, "N", "sequence number in the file", 0 },
+        { "--db", OPT_STR, &db, 0, "FILE", "index (plot scores, plot curve)", 0 },
+        { "--metric", OPT_STR, &metric, 0, "NAME", "head metric (plot scores)", 0 },
+        { "--curve", OPT_STR, &curve, 0, "NAME", "curve (plot curve)", 0 },
+        { "--run", OPT_LONG, &run, 0, "ID", "run id (default: the latest with that name)", 0 },
+        { "--out", OPT_STR, &out, 0, "FILE", "output; .svg gives SVG, anything else PNG", 0 },
+    };
+    if (argc < 2 || argv[1][0] == '-') {
+        int rc = opts_parse("plot", o, 9, argc, argv, NULL, 0, NULL);
+        return rc < 0 ? 0 : usage_error("plot", "a kind is required: map, grid, scores or curve");
+    }
+    const char *kind = argv[1];
+    int rc = opts_parse("plot", o, 9, argc - 1, argv + 1, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!out)
+        return usage_error("plot", "--out FILE is required");
+    if (!strcmp(kind, "map") || !strcmp(kind, "grid")) {
+        if (!maps)
+            return usage_error("plot", "plot %s needs --maps FILE.h5", kind);
+        rc = plot_map(maps, layer, head, seq, out, !strcmp(kind, "grid"));
+    } else if (!strcmp(kind, "scores") || !strcmp(kind, "curve")) {
+        int scores = !strcmp(kind, "scores");
+        if (!db || (scores ? !metric : !curve))
+            return usage_error("plot", "plot %s needs --db FILE and %s", kind,
+                               scores ? "--metric NAME" : "--curve NAME");
+        rc = plot_index(db, scores ? metric : NULL, scores ? NULL : curve, run, out);
+    } else {
+        return usage_error("plot", "unknown kind '%s' (map, grid, scores, curve)", kind);
+    }
+    if (rc)
+        return run_error("plot");
+    printf("wrote %s\n", out);
+    return 0;
+}

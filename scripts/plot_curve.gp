@@ -1,0 +1,24 @@
+# Curves from the index: x against y, one line per curve file.
+#
+#   gnuplot -e "datafile='curve.txt'; outfile='curve.png'; names='train_loss'; xlab='step'; ylab='loss'" scripts/plot_curve.gp
+#
+# datafile: one block per curve, blocks separated by two blank lines, rows
+# "x y"; names: the curves' key entries, space-separated, in block order.
+if (!exists("plottitle")) plottitle = ""
+if (!exists("xlab")) xlab = "x"
+if (!exists("ylab")) ylab = "y"
+if (!exists("names")) names = ""
+if (strstrt(outfile, ".svg") == strlen(outfile) - 3) {
+    set terminal svg size 800, 500 font "sans,10"
+} else {
+    set terminal pngcairo size 800, 500 font "sans,10"
+}
+set output outfile
+set title plottitle noenhanced
+set xlabel xlab noenhanced
+set ylabel ylab noenhanced
+set grid
+set key outside right noenhanced
+stats datafile nooutput
+plot for [i = 0:STATS_blocks - 1] datafile index i using 1:2 with linespoints pt 7 ps 0.4 \
+     title word(names, i + 1)

@@ -1,0 +1,537 @@
+#include "maps.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+#include <hdf5_hl.h>
+
+/* ---- float16 ---------------------------------------------------------------- */
+
+uint16_t hs_float_to_half(float f)
+{
+    /* Round to nearest even, with overflow to infinity and subnormals. */
+    union { float f; uint32_t u; } v = { f };
+    uint32_t sign = (v.u >> 16) & 0x8000, a = v.u & 0x7fffffff;
+    if (a >= 0x7f800000) /* inf or nan */
+        return (uint16_t)(sign | 0x7c00 | (a > 0x7f800000 ? 0x200 : 0));
+    if (a >= 0x477ff000) /* rounds to >= 65520: overflow */
+        return (uint16_t)(sign | 0x7c00);
+    if (a < 0x38800000) { /* below the smallest normal half: subnormal or zero */
+        float m = fabsf(f) * 16777216.0f; /* units of 2^-24 */
+        uint32_t q = (uint32_t)m;
+        float rem = m - (float)q;
+        if (rem > 0.5f || (rem == 0.5f && (q & 1)))
+            q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t mant = a & 0x7fffff, exp = (a >> 23) - 112; /* rebias 127 -> 15 */
+    uint32_t h = exp << 10 | mant >> 13, rest = mant & 0x1fff;
+    if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
+        h++; /* may carry into the exponent, which is correct */
+    return (uint16_t)(sign | h);
+}
+
+static float half_to_float(uint16_t h)
+{
+    int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    float v = exp == 0 ? ldexpf((float)mant, -24)
+              : exp == 31 ? (mant ? NAN : INFINITY)
+                          : ldexpf((float)(mant | 0x400), exp - 25);
+    return sign ? -v : v;
+}
+
+/* IEEE half as HDF5 1.10 lacks it: h5py declares the same type. */
+static hid_t half_type(void)
+{
+    hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+    H5Tset_fields(t, 15, 10, 5, 0, 10);
+    H5Tset_size(t, 2);
+    H5Tset_ebias(t, 15);
+    return t;
+}
+
+/* ---- writer ----------------------------------------------------------------- */
+
+typedef struct {
+    int layer, nh, q0, nq;
+    int *heads;
+    hid_t dset;
+    long long n; /* sequences written */
+} layer_out;
+
+struct hs_maps_writer {
+    char path[1024], tmp[1100];
+    hid_t file, tokens, dtype;
+    int T, half, compress;
+    long long n_tokens;
+    int n_layers;
+    layer_out layers[HS_MAPS_MAX_LAYERS];
+    void *buf;
+    size_t buf_bytes;
+};
+
+static int h5_fail(const char *path, const char *what)
+{
+    return hs_fail(HS_EIO, "%s: %s failed", path, what);
+}
+
+static int set_str_attr(hid_t obj, const char *name, const char *value)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    const char *v = value ? value : "";
+    herr_t rc = a < 0 ? -1 : H5Awrite(a, t, &v);
+    if (a >= 0)
+        H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+    return rc < 0 ? -1 : 0;
+}
+
+static int set_int_attr(hid_t obj, const char *name, const int *v, int n)
+{
+    hsize_t dim = (hsize_t)n;
+    hid_t sp = n == 1 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &dim, NULL);
+    hid_t a = H5Aexists(obj, name) > 0 ? H5Aopen(obj, name, H5P_DEFAULT)
+                                        : H5Acreate2(obj, name, H5T_STD_I32LE, sp, H5P_DEFAULT,
+                                                     H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_INT, v);
+    if (a >= 0)
+        H5Aclose(a);
+    H5Sclose(sp);
+    return rc < 0 ? -1 : 0;
+}
+
+static hid_t create_extendible(hid_t loc, const char *name, hid_t type, int rank,
+                               const hsize_t *dims, const hsize_t *chunk, int compress)
+{
+    hsize_t zero[4], maxd[4];
+    for (int i = 0; i < rank; i++) {
+        zero[i] = i ? dims[i] : 0;
+        maxd[i] = i ? dims[i] : H5S_UNLIMITED;
+    }
+    hid_t sp = H5Screate_simple(rank, zero, maxd);
+    hid_t pl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(pl, rank, chunk);
+    if (compress > 0) {
+        H5Pset_shuffle(pl);
+        H5Pset_deflate(pl, (unsigned)compress);
+    }
+    hid_t d = H5Dcreate2(loc, name, type, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
+    H5Pclose(pl);
+    H5Sclose(sp);
+    return d;
+}
+
+int hs_maps_create(hs_maps_writer **out, const char *path, const hs_maps_meta *meta, int force)
+{
+    *out = NULL;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    struct stat sb;
+    if (!force && stat(path, &sb) == 0)
+        return hs_fail(HS_EIO, "%s exists (use --force to overwrite)", path);
+    if (meta->seq_len < 1 || meta->compress < 0 || meta->compress > 9)
+        return hs_fail(HS_EINVAL, "%s: bad sequence length %d or compression level %d", path,
+                       meta->seq_len, meta->compress);
+    hs_maps_writer *w = hs_calloc(1, sizeof *w, "maps writer");
+    if (!w)
+        return HS_ENOMEM;
+    snprintf(w->path, sizeof w->path, "%s", path);
+    snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%d", path, (int)getpid());
+    w->T = meta->seq_len;
+    w->half = meta->half;
+    w->compress = meta->compress;
+    w->tokens = w->dtype = -1;
+    w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (w->file < 0) {
+        int rc = hs_fail(HS_EIO, "%s: cannot create (%s)", path,
+                         errno ? strerror(errno) : "HDF5 error");
+        free(w);
+        return rc;
+    }
+    w->dtype = w->half ? half_type() : H5Tcopy(H5T_IEEE_F32LE);
+    const int version = 1, complete = 0, T = meta->seq_len;
+    int bad = set_str_attr(w->file, "format", "headscope-maps") ||
+              set_int_attr(w->file, "version", &version, 1) ||
+              set_str_attr(w->file, "model_sha256", meta->model_sha256) ||
+              set_str_attr(w->file, "model_config", meta->model_config) ||
+              set_str_attr(w->file, "data_path", meta->data_path) ||
+              set_str_attr(w->file, "data_sha256", meta->data_sha256) ||
+              set_int_attr(w->file, "seq_len", &T, 1) ||
+              set_str_attr(w->file, "tool_version", HS_VERSION) ||
+              set_int_attr(w->file, "complete", &complete, 1);
+    hsize_t dims[2] = { 0, (hsize_t)T }, chunk[2] = { 64, (hsize_t)T };
+    if (!bad)
+        w->tokens = create_extendible(w->file, "tokens", H5T_STD_I32LE, 2, dims, chunk, 0);
+    if (bad || w->tokens < 0) {
+        hs_maps_abort(w);
+        return h5_fail(path, "writing the file header");
+    }
+    *out = w;
+    return HS_OK;
+}
+
+int hs_maps_add_layer(hs_maps_writer *w, int layer, int nh, const int *heads, int q0, int nq)
+{
+    if (w->n_layers == HS_MAPS_MAX_LAYERS || nh < 1 || q0 < 0 || nq < 1 || q0 + nq > w->T)
+        return hs_fail(HS_EINVAL, "%s: bad layer selection (layer %d, %d heads, queries %d+%d)",
+                       w->path, layer, nh, q0, nq);
+    layer_out *lo = &w->layers[w->n_layers];
+    lo->heads = hs_calloc((size_t)nh, sizeof(int), "captured heads");
+    if (!lo->heads)
+        return HS_ENOMEM;
+    memcpy(lo->heads, heads, sizeof(int) * nh);
+    lo->layer = layer, lo->nh = nh, lo->q0 = q0, lo->nq = nq;
+    char name[32];
+    snprintf(name, sizeof name, "layer_%02d", layer);
+    hid_t g = H5Gcreate2(w->file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t dims[4] = { 0, (hsize_t)nh, (hsize_t)nq, (hsize_t)w->T };
+    hsize_t chunk[4] = { 1, 1, (hsize_t)nq, (hsize_t)w->T };
+    lo->dset = g < 0 ? -1 : create_extendible(g, "attn", w->dtype, 4, dims, chunk, w->compress);
+    int bad = lo->dset < 0 || set_int_attr(lo->dset, "layer", &layer, 1) ||
+              set_int_attr(lo->dset, "heads", heads, nh) ||
+              set_int_attr(lo->dset, "query_start", &q0, 1);
+    static const char *const labels[4] = { "seq", "head", "query", "key" };
+    for (int i = 0; !bad && i < 4; i++)
+        bad = H5DSset_label(lo->dset, (unsigned)i, labels[i]) < 0;
+    if (g >= 0)
+        H5Gclose(g);
+    w->n_layers++; /* counted even on failure so that abort closes the dataset */
+    return bad ? h5_fail(w->path, "creating a layer dataset") : HS_OK;
+}
+
+/* Grows dset's first dimension from n to n + B and writes buf there. */
+static int append_rows(hid_t dset, hid_t mtype, int rank, const hsize_t *row_dims, long long n,
+                       int B, const void *buf)
+{
+    hsize_t dims[4], start[4] = { (hsize_t)n, 0, 0, 0 }, count[4];
+    for (int i = 0; i < rank; i++)
+        dims[i] = count[i] = row_dims[i];
+    dims[0] = (hsize_t)(n + B);
+    count[0] = (hsize_t)B;
+    if (H5Dset_extent(dset, dims) < 0)
+        return -1;
+    hid_t fs = H5Dget_space(dset), ms = H5Screate_simple(rank, count, NULL);
+    herr_t rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
+    if (rc >= 0)
+        rc = H5Dwrite(dset, mtype, ms, fs, H5P_DEFAULT, buf);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    return rc < 0 ? -1 : 0;
+}
+
+int hs_maps_append(hs_maps_writer *w, int layer, const hs_real *att, int B, int H_model)
+{
+    layer_out *lo = NULL;
+    for (int i = 0; i < w->n_layers && !lo; i++)
+        if (w->layers[i].layer == layer)
+            lo = &w->layers[i];
+    if (!lo)
+        return hs_fail(HS_EINVAL, "%s: layer %d was not declared", w->path, layer);
+    const int T = w->T;
+    const size_t per_seq = (size_t)lo->nh * lo->nq * T, n = per_seq * B;
+    const size_t bytes = n * (w->half ? 2 : 4);
+    if (bytes > w->buf_bytes) {
+        void *grown = realloc(w->buf, bytes);
+        if (!grown)
+            return hs_fail(HS_ENOMEM, "%s: cannot allocate %zu bytes for a batch of maps", w->path,
+                           bytes);
+        w->buf = grown;
+        w->buf_bytes = bytes;
+    }
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int hi = 0; hi < lo->nh; hi++) {
+            const hs_real *src =
+                att + (((size_t)b * H_model + lo->heads[hi]) * T + lo->q0) * T;
+            size_t dst = (size_t)b * per_seq + (size_t)hi * lo->nq * T;
+            const size_t cnt = (size_t)lo->nq * T;
+            if (w->half) {
+                uint16_t *o = (uint16_t *)w->buf + dst;
+                for (size_t k = 0; k < cnt; k++)
+                    o[k] = hs_float_to_half((float)src[k]);
+            } else {
+                float *o = (float *)w->buf + dst;
+                for (size_t k = 0; k < cnt; k++)
+                    o[k] = (float)src[k];
+            }
+        }
+    hsize_t row[4] = { 0, (hsize_t)lo->nh, (hsize_t)lo->nq, (hsize_t)T };
+    if (append_rows(lo->dset, w->half ? w->dtype : H5T_NATIVE_FLOAT, 4, row, lo->n, B, w->buf))
+        return h5_fail(w->path, "writing maps (disk full?)");
+    lo->n += B;
+    return HS_OK;
+}
+
+int hs_maps_append_tokens(hs_maps_writer *w, const int32_t *tokens, int B)
+{
+    hsize_t row[2] = { 0, (hsize_t)w->T };
+    if (append_rows(w->tokens, H5T_NATIVE_INT32, 2, row, w->n_tokens, B, tokens))
+        return h5_fail(w->path, "writing tokens");
+    w->n_tokens += B;
+    return HS_OK;
+}
+
+static int sink_maps(void *ctx, int layer, const hs_real *att, int B, int H_model)
+{
+    return hs_maps_append(ctx, layer, att, B, H_model);
+}
+
+static int sink_tokens(void *ctx, const int32_t *tokens, int B)
+{
+    return hs_maps_append_tokens(ctx, tokens, B);
+}
+
+hs_map_sink hs_maps_sink(hs_maps_writer *w)
+{
+    return (hs_map_sink){ w, sink_maps, sink_tokens };
+}
+
+static void close_all(hs_maps_writer *w)
+{
+    for (int i = 0; i < w->n_layers; i++) {
+        if (w->layers[i].dset >= 0)
+            H5Dclose(w->layers[i].dset);
+        free(w->layers[i].heads);
+    }
+    if (w->tokens >= 0)
+        H5Dclose(w->tokens);
+    if (w->dtype >= 0)
+        H5Tclose(w->dtype);
+    w->n_layers = 0;
+    w->tokens = w->dtype = -1;
+}
+
+int hs_maps_finish(hs_maps_writer *w)
+{
+    close_all(w);
+    int rc = H5Fclose(w->file) < 0 ? h5_fail(w->path, "closing") : HS_OK;
+    w->file = -1;
+    if (!rc && rename(w->tmp, w->path))
+        rc = hs_fail(HS_EIO, "%s: cannot rename into place: %s", w->path, strerror(errno));
+    if (!rc) {
+        const int complete = 1;
+        hid_t f = H5Fopen(w->path, H5F_ACC_RDWR, H5P_DEFAULT);
+        if (f < 0 || set_int_attr(f, "complete", &complete, 1) || H5Fclose(f) < 0)
+            rc = h5_fail(w->path, "marking the file complete");
+    } else {
+        unlink(w->tmp);
+    }
+    free(w->buf);
+    free(w);
+    return rc;
+}
+
+void hs_maps_abort(hs_maps_writer *w)
+{
+    if (!w)
+        return;
+    close_all(w);
+    if (w->file >= 0)
+        H5Fclose(w->file);
+    unlink(w->tmp);
+    free(w->buf);
+    free(w);
+}
+
+/* ---- reader ----------------------------------------------------------------- */
+
+struct hs_maps_reader {
+    char path[1024];
+    hid_t file, tokens;
+    hid_t dsets[HS_MAPS_MAX_LAYERS];
+    hs_maps_info info;
+};
+
+static int get_str_attr(hid_t obj, const char *name, char *out, size_t cap, char **dup)
+{
+    if (H5Aexists(obj, name) <= 0)
+        return -1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    hid_t t = H5Aget_type(a);
+    int rc = -1;
+    if (H5Tget_class(t) == H5T_STRING) {
+        if (H5Tis_variable_str(t) > 0) {
+            char *s = NULL;
+            hid_t mt = H5Tcopy(t); /* same character set: HDF5 converts none */
+            if (H5Aread(a, mt, &s) >= 0 && s) {
+                if (out)
+                    snprintf(out, cap, "%s", s);
+                if (dup)
+                    *dup = strdup(s);
+                H5free_memory(s);
+                rc = 0;
+            }
+            H5Tclose(mt);
+        }
+    }
+    H5Tclose(t);
+    H5Aclose(a);
+    return rc;
+}
+
+static int get_int_attr(hid_t obj, const char *name, int *v, int max)
+{
+    if (H5Aexists(obj, name) <= 0)
+        return -1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    hid_t sp = H5Aget_space(a);
+    hssize_t n = H5Sget_simple_extent_npoints(sp);
+    int rc = n < 1 || n > max || H5Aread(a, H5T_NATIVE_INT, v) < 0 ? -1 : (int)n;
+    H5Sclose(sp);
+    H5Aclose(a);
+    return rc;
+}
+
+int hs_maps_open(hs_maps_reader **out, const char *path)
+{
+    *out = NULL;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hs_maps_reader *r = hs_calloc(1, sizeof *r, "maps reader");
+    if (!r)
+        return HS_ENOMEM;
+    snprintf(r->path, sizeof r->path, "%s", path);
+    r->tokens = -1;
+    r->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (r->file < 0) {
+        free(r);
+        return hs_fail(HS_EIO, "%s: cannot open as HDF5", path);
+    }
+    hs_maps_info *in = &r->info;
+    char format[64] = "";
+    int rc = HS_OK;
+    if (get_str_attr(r->file, "format", format, sizeof format, NULL) ||
+        strcmp(format, "headscope-maps"))
+        rc = hs_fail(HS_EFORMAT, "%s: not a headscope map file (format attribute \"%s\")", path,
+                     format);
+    else if (get_int_attr(r->file, "version", &in->version, 1) < 0 || in->version != 1)
+        rc = hs_fail(HS_EFORMAT, "%s: unsupported version %d", path, in->version);
+    else if (get_int_attr(r->file, "complete", &in->complete, 1) < 0 ||
+             get_int_attr(r->file, "seq_len", &in->seq_len, 1) < 0 || in->seq_len < 1)
+        rc = hs_fail(HS_EFORMAT, "%s: missing complete or seq_len attribute", path);
+    if (!rc) {
+        get_str_attr(r->file, "model_sha256", in->model_sha256, sizeof in->model_sha256, NULL);
+        get_str_attr(r->file, "data_sha256", in->data_sha256, sizeof in->data_sha256, NULL);
+        get_str_attr(r->file, "data_path", in->data_path, sizeof in->data_path, NULL);
+        get_str_attr(r->file, "tool_version", in->tool_version, sizeof in->tool_version, NULL);
+        get_str_attr(r->file, "model_config", NULL, 0, &in->model_config);
+        r->tokens = H5Dopen2(r->file, "tokens", H5P_DEFAULT);
+        hsize_t d[2] = { 0, 0 };
+        hid_t sp = r->tokens < 0 ? -1 : H5Dget_space(r->tokens);
+        if (sp < 0 || H5Sget_simple_extent_ndims(sp) != 2 ||
+            H5Sget_simple_extent_dims(sp, d, NULL) < 0 || d[1] != (hsize_t)in->seq_len)
+            rc = hs_fail(HS_EFORMAT, "%s: /tokens is missing or not [N, %d]", path, in->seq_len);
+        if (sp >= 0)
+            H5Sclose(sp);
+        in->n_seq = (long long)d[0];
+    }
+    for (int l = 0; !rc && l < HS_MAPS_MAX_LAYERS; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "layer_%02d", l);
+        if (H5Lexists(r->file, name, H5P_DEFAULT) <= 0)
+            continue;
+        snprintf(name, sizeof name, "layer_%02d/attn", l);
+        hid_t d = H5Dopen2(r->file, name, H5P_DEFAULT);
+        hs_maps_layer_info *li = &in->layers[in->n_layers];
+        hsize_t dims[4] = { 0 };
+        hid_t sp = d < 0 ? -1 : H5Dget_space(d), t = d < 0 ? -1 : H5Dget_type(d);
+        int ok = sp >= 0 && H5Sget_simple_extent_ndims(sp) == 4 &&
+                 H5Sget_simple_extent_dims(sp, dims, NULL) >= 0 && t >= 0 &&
+                 H5Tget_class(t) == H5T_FLOAT && (H5Tget_size(t) == 2 || H5Tget_size(t) == 4);
+        if (ok) {
+            li->layer = l;
+            li->half = H5Tget_size(t) == 2;
+            li->nh = get_int_attr(d, "heads", li->heads, 1024);
+            ok = li->nh == (int)dims[1] && get_int_attr(d, "query_start", &li->q0, 1) == 1;
+            li->nq = (int)dims[2];
+            li->S = (int)dims[3];
+            ok = ok && (long long)dims[0] == in->n_seq && li->S == in->seq_len &&
+                 li->q0 + li->nq <= in->seq_len;
+        }
+        if (sp >= 0)
+            H5Sclose(sp);
+        if (t >= 0)
+            H5Tclose(t);
+        if (!ok) {
+            if (d >= 0)
+                H5Dclose(d);
+            rc = hs_fail(HS_EFORMAT, "%s: /%s does not match the documented layout", path, name);
+        } else {
+            r->dsets[in->n_layers++] = d;
+        }
+    }
+    if (rc) {
+        hs_maps_close(r);
+        return rc;
+    }
+    *out = r;
+    return HS_OK;
+}
+
+const hs_maps_info *hs_maps_get_info(const hs_maps_reader *r) { return &r->info; }
+
+int hs_maps_read(hs_maps_reader *r, int li, long long n, int hi, float *out)
+{
+    const hs_maps_info *in = &r->info;
+    if (li < 0 || li >= in->n_layers || n < 0 || n >= in->n_seq || hi < 0 ||
+        hi >= in->layers[li].nh)
+        return hs_fail(HS_EINVAL, "%s: no map at layer index %d, sequence %lld, head index %d",
+                       r->path, li, n, hi);
+    const hs_maps_layer_info *l = &in->layers[li];
+    hsize_t start[4] = { (hsize_t)n, (hsize_t)hi, 0, 0 }, count[4] = { 1, 1, (hsize_t)l->nq,
+                                                                      (hsize_t)l->S };
+    hid_t fs = H5Dget_space(r->dsets[li]), ms = H5Screate_simple(4, count, NULL);
+    herr_t rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
+    const size_t cnt = (size_t)l->nq * l->S;
+    if (rc >= 0 && l->half) {
+        uint16_t *raw = malloc(cnt * sizeof *raw);
+        hid_t t = H5Dget_type(r->dsets[li]);
+        rc = raw ? H5Dread(r->dsets[li], t, ms, fs, H5P_DEFAULT, raw) : -1;
+        for (size_t k = 0; rc >= 0 && k < cnt; k++)
+            out[k] = half_to_float(raw[k]);
+        H5Tclose(t);
+        free(raw);
+    } else if (rc >= 0) {
+        rc = H5Dread(r->dsets[li], H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, out);
+    }
+    H5Sclose(ms);
+    H5Sclose(fs);
+    return rc < 0 ? h5_fail(r->path, "reading a map") : HS_OK;
+}
+
+int hs_maps_read_tokens(hs_maps_reader *r, long long n, int32_t *out)
+{
+    if (n < 0 || n >= r->info.n_seq)
+        return hs_fail(HS_EINVAL, "%s: no sequence %lld", r->path, n);
+    hsize_t start[2] = { (hsize_t)n, 0 }, count[2] = { 1, (hsize_t)r->info.seq_len };
+    hid_t fs = H5Dget_space(r->tokens), ms = H5Screate_simple(2, count, NULL);
+    herr_t rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
+    if (rc >= 0)
+        rc = H5Dread(r->tokens, H5T_NATIVE_INT32, ms, fs, H5P_DEFAULT, out);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    return rc < 0 ? h5_fail(r->path, "reading tokens") : HS_OK;
+}
+
+void hs_maps_close(hs_maps_reader *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < r->info.n_layers; i++)
+        H5Dclose(r->dsets[i]);
+    if (r->tokens >= 0)
+        H5Dclose(r->tokens);
+    if (r->file >= 0)
+        H5Fclose(r->file);
+    free(r->info.model_config);
+    free(r);
+}

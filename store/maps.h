@@ -1,0 +1,91 @@
+/* HDF5 map files (SPEC §6), written by capture and read by plot, patterns
+ * and the tests:
+ *   /              attrs format="headscope-maps", version=1, model_sha256,
+ *                  model_config, data_path, data_sha256, seq_len, tool_version,
+ *                  complete (0|1)
+ *   /tokens        int32 [N, T]
+ *   /layer_LL/attn float32|float16 [N, H, Q, S], chunked [1,1,Q,S], extendible
+ *                  on N; attrs layer, heads (the captured head ids),
+ *                  query_start; dimension labels seq, head, query, key.
+ * float16 is IEEE half declared as a custom HDF5 type; values are converted
+ * in our code, never by HDF5's conversion path. */
+#ifndef HS_MAPS_H
+#define HS_MAPS_H
+
+#include <stdint.h>
+
+#include "common.h"
+#include "recorder.h"
+
+enum { HS_MAPS_MAX_LAYERS = 256 };
+
+typedef struct {
+    const char *model_sha256, *model_config, *data_path, *data_sha256;
+    int seq_len; /* T */
+    int half;     /* 1: float16 storage */
+    int compress; /* 0: none; 1..9: shuffle + deflate level */
+} hs_maps_meta;
+
+typedef struct hs_maps_writer hs_maps_writer;
+
+/* Creates `path`.tmp.PID next to path. Refuses an existing path unless force. */
+int hs_maps_create(hs_maps_writer **w, const char *path, const hs_maps_meta *meta, int force);
+
+/* Declares a captured layer: nh heads (ids `heads`), queries [q0, q0+nq) of
+ * T, all T keys. Call once per layer before the first append. */
+int hs_maps_add_layer(hs_maps_writer *w, int layer, int nh, const int *heads, int q0, int nq);
+
+/* Appends B sequences' maps of `layer` from att (B, H_model, T, T): the
+ * declared heads and query rows are copied out, converted and written. */
+int hs_maps_append(hs_maps_writer *w, int layer, const hs_real *att, int B, int H_model);
+
+/* Appends B rows of tokens (B,T) to /tokens. */
+int hs_maps_append_tokens(hs_maps_writer *w, const int32_t *tokens, int B);
+
+/* The writer as the recorder's sink (capture/recorder.h). */
+hs_map_sink hs_maps_sink(hs_maps_writer *w);
+
+/* Marks the file complete and moves it to its final name: closed with
+ * complete=0, renamed, then complete=1 set, so no crash point leaves a file
+ * that claims completeness without being it. Frees w. */
+int hs_maps_finish(hs_maps_writer *w);
+
+/* Closes and deletes the temporary file. Frees w. */
+void hs_maps_abort(hs_maps_writer *w);
+
+/* ---- reading ---- */
+
+typedef struct {
+    int layer;   /* model layer index */
+    int nh;      /* captured heads */
+    int heads[1024];
+    int q0, nq;  /* query rows */
+    int S;       /* keys */
+    int half;    /* stored as float16 */
+} hs_maps_layer_info;
+
+typedef struct hs_maps_reader hs_maps_reader;
+
+typedef struct {
+    int version, complete, seq_len;
+    long long n_seq;
+    char model_sha256[80], data_sha256[80], tool_version[32];
+    char data_path[512];
+    char *model_config; /* JSON text (owned by the reader) */
+    int n_layers;
+    hs_maps_layer_info layers[HS_MAPS_MAX_LAYERS];
+} hs_maps_info;
+
+/* Opens and checks the layout (format, version, shapes, dtypes). */
+int hs_maps_open(hs_maps_reader **r, const char *path);
+const hs_maps_info *hs_maps_get_info(const hs_maps_reader *r);
+/* The map of captured layer index li (0..n_layers-1), sequence n, captured
+ * head index hi, as float (nq x S). */
+int hs_maps_read(hs_maps_reader *r, int li, long long n, int hi, float *out);
+/* Tokens of sequence n (T). */
+int hs_maps_read_tokens(hs_maps_reader *r, long long n, int32_t *out);
+void hs_maps_close(hs_maps_reader *r);
+
+uint16_t hs_float_to_half(float f);
+
+#endif
