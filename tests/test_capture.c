@@ -1,0 +1,304 @@
+/* Capture: maps streamed to HDF5 through the recorder read back equal to the
+ * maps computed in memory (float32 exactly, float16 within its rounding);
+ * the forward hooks (observers and interventions) see and change what they
+ * claim to; float16 conversion against IEEE 754 binary16 values. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "checkpoint.h"
+#include "maps.h"
+#include "recorder.h"
+#include "runner.h"
+#include "transformer.h"
+
+#ifdef HEADSCOPE_DOUBLE
+static const double TOL = 1e-12;
+#else
+static const double TOL = 1e-6;
+#endif
+
+enum { B = 2, T = 8 };
+
+static void load(hs_model *m, const char *name)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/models/%s", HS_FIXTURE_DIR, name);
+    CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(m, dir), HS_OK);
+}
+
+static void tokens(int32_t *tok, int n, int V)
+{
+    for (int i = 0; i < n; i++)
+        tok[i] = (i * 7 + 3) % V;
+}
+
+typedef struct {
+    const int32_t *tok;
+    int nbatches;
+} batches;
+
+static int next_batch(void *ctx, size_t i, int32_t *in)
+{
+    const batches *b = ctx;
+    memcpy(in, b->tok + i * B * T, sizeof(int32_t) * B * T);
+    return HS_OK;
+}
+
+/* Captures two batches of `name` in f32 or f16 and compares every stored
+ * map with the maps of a training-mode forward (which keeps all layers). */
+static void capture_roundtrip(const char *name, int half)
+{
+    hs_model m;
+    load(&m, name);
+    const int L = m.cfg.n_layer;
+    int32_t tok[2 * B * T];
+    tokens(tok, 2 * B * T, m.cfg.vocab_size);
+    char path[] = "/tmp/hs_capture_XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    close(fd);
+    hs_maps_meta meta = { "sha", "{}", "data", "dsha", T, half, half ? 4 : 0 };
+    hs_maps_writer *w;
+    CU_ASSERT_EQUAL_FATAL(hs_maps_create(&w, path, &meta, 1), HS_OK);
+    for (int l = 0; l < L; l++) {
+        int heads[64];
+        for (int h = 0; h < m.cfg.n_head[l]; h++)
+            heads[h] = h;
+        CU_ASSERT_EQUAL_FATAL(hs_maps_add_layer(w, l, m.cfg.n_head[l], heads, 0, T), HS_OK);
+    }
+    hs_map_sink sink = hs_maps_sink(w);
+    batches src = { tok, 2 };
+    hs_record_opts ro = { .B = B, .T = T, .n_batches = 2 };
+    CU_ASSERT_EQUAL_FATAL(hs_record(&m, next_batch, &src, &sink, &ro), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_maps_finish(w), HS_OK);
+
+    hs_maps_reader *r;
+    CU_ASSERT_EQUAL_FATAL(hs_maps_open(&r, path), HS_OK);
+    const hs_maps_info *in = hs_maps_get_info(r);
+    CU_ASSERT_EQUAL(in->complete, 1);
+    CU_ASSERT_EQUAL(in->n_seq, 2 * B);
+    CU_ASSERT_EQUAL(in->n_layers, L);
+    hs_acts a;
+    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &m.cfg, B, T, HS_ACTS_TRAIN), HS_OK);
+    float map[T * T];
+    int32_t stored[T];
+    double worst = 0;
+    for (int b = 0; b < 2; b++) {
+        CU_ASSERT_EQUAL_FATAL(hs_forward(&a, &m, tok + b * B * T, NULL, NULL), HS_OK);
+        for (int i = 0; i < B; i++) {
+            long long n = b * B + i;
+            CU_ASSERT_EQUAL(hs_maps_read_tokens(r, n, stored), HS_OK);
+            CU_ASSERT(!memcmp(stored, tok + n * T, sizeof stored));
+            for (int l = 0; l < L; l++)
+                for (int h = 0; h < m.cfg.n_head[l]; h++) {
+                    CU_ASSERT_EQUAL_FATAL(hs_maps_read(r, l, n, h, map), HS_OK);
+                    const hs_real *want =
+                        a.layer[l].attn.att + (((size_t)i * m.cfg.n_head[l] + h) * T) * T;
+                    for (int k = 0; k < T * T; k++)
+                        worst = fmax(worst, fabs((double)map[k] - (double)want[k]));
+                }
+        }
+    }
+    /* float32 storage of float maps is exact; of double maps, float rounding;
+     * float16 carries 11 significant bits: relative 2^-11 of values <= 1. */
+    double tol = half ? 4.9e-4 : (sizeof(hs_real) == 4 ? 0 : 6e-8);
+    printf("\n    %s %s: worst |file - memory| %.3g (tolerance %.3g)", name, half ? "f16" : "f32",
+           worst, tol);
+    CU_ASSERT(worst <= tol);
+    hs_acts_free(&a);
+    hs_maps_close(r);
+    unlink(path);
+    hs_model_free(&m);
+}
+
+static void test_f32_capture_reads_back_equal_to_memory_gpt2(void) { capture_roundtrip("gpt2_tiny", 0); }
+static void test_f32_capture_reads_back_equal_to_memory_llama_gqa(void) { capture_roundtrip("llama_gqa", 0); }
+static void test_f16_capture_reads_back_within_half_rounding(void) { capture_roundtrip("llama_gqa", 1); }
+
+static void test_existing_file_is_refused_without_force(void)
+{
+    char path[] = "/tmp/hs_capture_XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL(write(fd, "keep", 4), 4);
+    close(fd);
+    hs_maps_meta meta = { "", "", "", "", T, 0, 0 };
+    hs_maps_writer *w = NULL;
+    CU_ASSERT_NOT_EQUAL(hs_maps_create(&w, path, &meta, 0), HS_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--force"));
+    CU_ASSERT_PTR_NULL(w);
+    FILE *f = fopen(path, "r");
+    char buf[8] = "";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(fread(buf, 1, 8, f), 4);
+    fclose(f);
+    CU_ASSERT(!memcmp(buf, "keep", 4));
+    /* An aborted writer leaves neither the final file nor its temporary. */
+    CU_ASSERT_EQUAL_FATAL(hs_maps_create(&w, path, &meta, 1), HS_OK);
+    hs_maps_abort(w);
+    f = fopen(path, "r");
+    CU_ASSERT_PTR_NOT_NULL(f);
+    if (f)
+        fclose(f);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    CU_ASSERT_NOT_EQUAL(access(tmp, F_OK), 0);
+    unlink(path);
+}
+
+/* ---- hooks ---- */
+
+typedef struct {
+    int layer, head;
+    int resid_calls, maps_calls;
+    double resid_first;
+} hook_state;
+
+static int zero_head(void *ctx, int layer, hs_real *z, int Bz, int Tz, int H, int dh)
+{
+    const hook_state *s = ctx;
+    if (layer != s->layer)
+        return HS_OK;
+    for (int bt = 0; bt < Bz * Tz; bt++)
+        memset(z + ((size_t)bt * H + s->head) * dh, 0, sizeof(hs_real) * dh);
+    return HS_OK;
+}
+
+static int count_resid(void *ctx, int layer, const hs_real *x, int Bz, int Tz, int d)
+{
+    hook_state *s = ctx;
+    (void)Bz, (void)Tz, (void)d;
+    if (layer == 0)
+        s->resid_first = x[0];
+    s->resid_calls++;
+    return HS_OK;
+}
+
+static int count_maps(void *ctx, int layer, const hs_real *att, int Bz, int H, int Tz)
+{
+    hook_state *s = ctx;
+    (void)layer, (void)Bz, (void)H;
+    /* Every map row is a distribution over keys. */
+    for (int t = 0; t < Tz; t++) {
+        hs_real sum = 0;
+        for (int k = 0; k < Tz; k++)
+            sum += att[t * Tz + k];
+        if (fabs((double)sum - 1) > 1e-5)
+            return hs_fail(HS_EINVAL, "row %d sums to %g", t, (double)sum);
+    }
+    s->maps_calls++;
+    return HS_OK;
+}
+
+static int stop_at_layer_one(void *ctx, int layer, const hs_real *x, int Bz, int Tz, int d)
+{
+    (void)ctx, (void)x, (void)Bz, (void)Tz, (void)d;
+    return layer == 1 ? hs_fail(HS_EINTR, "stopped by an observer") : HS_OK;
+}
+
+static void test_zeroing_z_equals_a_zero_gate_and_changes_the_output(void)
+{
+    hs_model m;
+    load(&m, "llama_gqa");
+    int32_t tok[B * T];
+    tokens(tok, B * T, m.cfg.vocab_size);
+    const size_t nl = (size_t)B * T * m.cfg.vocab_size;
+    hs_acts a;
+    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &m.cfg, B, T, HS_ACTS_INFER), HS_OK);
+    hs_real *base = malloc(sizeof(hs_real) * nl), *zeroed = malloc(sizeof(hs_real) * nl);
+    CU_ASSERT_EQUAL_FATAL(hs_forward(&a, &m, tok, NULL, NULL), HS_OK);
+    memcpy(base, a.logits, sizeof(hs_real) * nl);
+    hook_state s = { .layer = 1, .head = 2 };
+    hs_hooks zh = { .ctx = &s, .on_z = zero_head };
+    CU_ASSERT_EQUAL_FATAL(hs_forward(&a, &m, tok, NULL, &zh), HS_OK);
+    memcpy(zeroed, a.logits, sizeof(hs_real) * nl);
+    hs_real gate1[8] = { 1, 1, 0, 1, 1, 1, 1, 1 };
+    const hs_real *gates[2] = { NULL, gate1 };
+    hs_hooks gh = { .gates = gates };
+    CU_ASSERT_EQUAL_FATAL(hs_forward(&a, &m, tok, NULL, &gh), HS_OK);
+    double same = 0, changed = 0;
+    for (size_t i = 0; i < nl; i++) {
+        same = fmax(same, fabs((double)zeroed[i] - a.logits[i]));
+        changed = fmax(changed, fabs((double)zeroed[i] - base[i]));
+    }
+    CU_ASSERT(same <= TOL);
+    CU_ASSERT(changed > 1e-3);
+    free(base), free(zeroed);
+    hs_acts_free(&a);
+    hs_model_free(&m);
+}
+
+static void test_observers_see_every_layer_and_can_stop_the_forward(void)
+{
+    hs_model m;
+    load(&m, "gpt2_tiny");
+    int32_t tok[B * T];
+    tokens(tok, B * T, m.cfg.vocab_size);
+    hs_acts a;
+    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &m.cfg, B, T, HS_ACTS_MAPS), HS_OK);
+    hook_state s = { 0 };
+    hs_hooks h = { .ctx = &s, .on_resid = count_resid, .on_maps = count_maps };
+    int rc = hs_forward(&a, &m, tok, NULL, &h);
+    if (rc)
+        printf("\n    %s", hs_last_error());
+    CU_ASSERT_EQUAL(rc, HS_OK);
+    CU_ASSERT_EQUAL(s.resid_calls, m.cfg.n_layer + 1);
+    CU_ASSERT_EQUAL(s.maps_calls, m.cfg.n_layer);
+    CU_ASSERT_EQUAL(s.resid_first, a.emb[0]); /* layer 0 sees the embeddings */
+    hs_hooks stop = { .on_resid = stop_at_layer_one };
+    CU_ASSERT_EQUAL(hs_forward(&a, &m, tok, NULL, &stop), HS_EINTR);
+    hs_acts_free(&a);
+    /* Maps observers need activations that keep maps. */
+    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &m.cfg, B, T, HS_ACTS_INFER), HS_OK);
+    CU_ASSERT_EQUAL(hs_forward(&a, &m, tok, NULL, &h), HS_EINVAL);
+    hs_acts_free(&a);
+    hs_model_free(&m);
+}
+
+/* IEEE 754 binary16: 1 = 0x3C00, -2 = 0xC000, 65504 (largest) = 0x7BFF,
+ * 2^-14 (smallest normal) = 0x0400, 2^-24 (smallest subnormal) = 0x0001,
+ * 1 + 2^-11 ties to even 0x3C00, 1 + 3*2^-11 ties up to 0x3C02, 65520 and
+ * above overflow to inf 0x7C00, 2^-26 rounds to 0. */
+static void test_float16_conversion_matches_ieee_binary16(void)
+{
+    const struct { float f; uint16_t h; } cases[] = {
+        { 1.0f, 0x3C00 },           { -2.0f, 0xC000 },     { 65504.0f, 0x7BFF },
+        { 6.103515625e-05f, 0x0400 }, { 5.9604645e-08f, 0x0001 }, { 1.00048828125f, 0x3C00 },
+        { 1.00146484375f, 0x3C02 }, { 65520.0f, 0x7C00 },  { 1.4901161e-08f, 0x0000 },
+        { 0.0f, 0x0000 },           { 0.5f, 0x3800 },      { 0.333333343f, 0x3555 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint16_t h = hs_float_to_half(cases[i].f);
+        if (h != cases[i].h)
+            printf("\n    %.10g -> 0x%04x, want 0x%04x", cases[i].f, h, cases[i].h);
+        CU_ASSERT_EQUAL(h, cases[i].h);
+    }
+    CU_ASSERT_EQUAL(hs_float_to_half(INFINITY), 0x7C00);
+    CU_ASSERT_EQUAL(hs_float_to_half(NAN) & 0x7C00, 0x7C00);
+    CU_ASSERT_NOT_EQUAL(hs_float_to_half(NAN) & 0x03FF, 0);
+}
+
+int main(void)
+{
+    static const hs_test tests[] = {
+        { "test_f32_capture_reads_back_equal_to_memory_gpt2",
+          test_f32_capture_reads_back_equal_to_memory_gpt2 },
+        { "test_f32_capture_reads_back_equal_to_memory_llama_gqa",
+          test_f32_capture_reads_back_equal_to_memory_llama_gqa },
+        { "test_f16_capture_reads_back_within_half_rounding",
+          test_f16_capture_reads_back_within_half_rounding },
+        { "test_existing_file_is_refused_without_force", test_existing_file_is_refused_without_force },
+        { "test_zeroing_z_equals_a_zero_gate_and_changes_the_output",
+          test_zeroing_z_equals_a_zero_gate_and_changes_the_output },
+        { "test_observers_see_every_layer_and_can_stop_the_forward",
+          test_observers_see_every_layer_and_can_stop_the_forward },
+        { "test_float16_conversion_matches_ieee_binary16",
+          test_float16_conversion_matches_ieee_binary16 },
+    };
+    return hs_run_tests("capture_" HS_REAL_NAME, tests, HS_NTESTS(tests));
+}
