@@ -8,12 +8,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <hdf5.h>
 #include <hdf5_hl.h>
 
 /* ---- float16 ---------------------------------------------------------------- */
 
-uint16_t hs_float_to_half(float f)
+uint16_t hs_float_to_half_soft(float f)
 {
     /* Round to nearest even, with overflow to infinity and subnormals. */
     union { float f; uint32_t u; } v = { f };
@@ -35,6 +37,20 @@ uint16_t hs_float_to_half(float f)
     if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
         h++; /* may carry into the exponent, which is correct */
     return (uint16_t)(sign | h);
+}
+
+uint16_t hs_float_to_half(float f)
+{
+#ifdef __FLT16_MANT_DIG__
+    /* The compiler's _Float16: the same rounding, and with F16C a vector
+     * instruction, so capture's conversion loop vectorises. */
+    _Float16 h = (_Float16)f;
+    uint16_t u;
+    memcpy(&u, &h, sizeof u);
+    return u;
+#else
+    return hs_float_to_half_soft(f);
+#endif
 }
 
 static float half_to_float(uint16_t h)
@@ -65,6 +81,17 @@ typedef struct {
     long long n; /* sequences written */
 } layer_out;
 
+/* The writer overlaps disk writes with the forward: appends convert a
+ * layer's maps into one of two buffers and queue it; one I/O thread, the
+ * only caller of HDF5 while it runs, writes the queue in order. */
+enum { NBUF = 2 };
+
+typedef struct {
+    layer_out *layer; /* NULL: a tokens job */
+    int B;
+    int buf;          /* index into bufs */
+} write_job;
+
 struct hs_maps_writer {
     char path[1024], tmp[1100];
     hid_t file, tokens, dtype;
@@ -72,9 +99,21 @@ struct hs_maps_writer {
     long long n_tokens;
     int n_layers;
     layer_out layers[HS_MAPS_MAX_LAYERS];
-    void *buf;
-    size_t buf_bytes;
+    void *bufs[NBUF];
+    size_t buf_bytes[NBUF];
+    int busy[NBUF];           /* queued or being written */
+    write_job queue[NBUF];
+    int qhead, qlen;
+    pthread_t thread;
+    int thread_running, closing;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int io_rc;                /* first failure of the I/O thread */
+    char io_msg[1200];
 };
+
+static void free_writer(hs_maps_writer *w);
+static void *io_main(void *arg);
 
 static int h5_fail(const char *path, const char *what)
 {
@@ -151,11 +190,13 @@ int hs_maps_create(hs_maps_writer **out, const char *path, const hs_maps_meta *m
     w->half = meta->half;
     w->compress = meta->compress;
     w->tokens = w->dtype = -1;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
     w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (w->file < 0) {
         int rc = hs_fail(HS_EIO, "%s: cannot create (%s)", path,
                          errno ? strerror(errno) : "HDF5 error");
-        free(w);
+        free_writer(w);
         return rc;
     }
     w->dtype = w->half ? half_type() : H5Tcopy(H5T_IEEE_F32LE);
@@ -180,8 +221,22 @@ int hs_maps_create(hs_maps_writer **out, const char *path, const hs_maps_meta *m
     return HS_OK;
 }
 
+/* The first append starts the I/O thread: layers are declared (HDF5 calls on
+ * this thread) before it. */
+static int start_io(hs_maps_writer *w)
+{
+    if (w->thread_running)
+        return HS_OK;
+    if (pthread_create(&w->thread, NULL, io_main, w))
+        return hs_fail(HS_ENOMEM, "%s: cannot start the writer thread", w->path);
+    w->thread_running = 1;
+    return HS_OK;
+}
+
 int hs_maps_add_layer(hs_maps_writer *w, int layer, int nh, const int *heads, int q0, int nq)
 {
+    if (w->thread_running) /* HDF5 is not thread-safe: layers come first */
+        return hs_fail(HS_EINVAL, "%s: layers must be declared before the first append", w->path);
     if (w->n_layers == HS_MAPS_MAX_LAYERS || nh < 1 || q0 < 0 || nq < 1 || q0 + nq > w->T)
         return hs_fail(HS_EINVAL, "%s: bad layer selection (layer %d, %d heads, queries %d+%d)",
                        w->path, layer, nh, q0, nq);
@@ -229,6 +284,48 @@ static int append_rows(hid_t dset, hid_t mtype, int rank, const hsize_t *row_dim
     return rc < 0 ? -1 : 0;
 }
 
+/* Waits for a free buffer of at least `bytes` and sets *b to its index.
+ * Fails when an earlier write failed, or out of memory. */
+static int take_buffer(hs_maps_writer *w, size_t bytes, int *bout)
+{
+    int rc = start_io(w);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&w->mu);
+    int b = -1;
+    while (!w->io_rc && b < 0) {
+        for (int i = 0; i < NBUF && b < 0; i++)
+            if (!w->busy[i])
+                b = i;
+        if (b < 0)
+            pthread_cond_wait(&w->cv, &w->mu);
+    }
+    rc = w->io_rc;
+    pthread_mutex_unlock(&w->mu);
+    if (rc)
+        return hs_fail(rc, "%s", w->io_msg);
+    if (bytes > w->buf_bytes[b]) {
+        void *grown = realloc(w->bufs[b], bytes);
+        if (!grown)
+            return hs_fail(HS_ENOMEM, "%s: cannot allocate %zu bytes for a batch of maps", w->path,
+                           bytes);
+        w->bufs[b] = grown;
+        w->buf_bytes[b] = bytes;
+    }
+    *bout = b;
+    return HS_OK;
+}
+
+static void queue_job(hs_maps_writer *w, write_job job)
+{
+    pthread_mutex_lock(&w->mu);
+    w->busy[job.buf] = 1;
+    w->queue[(w->qhead + w->qlen) % NBUF] = job;
+    w->qlen++;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
 int hs_maps_append(hs_maps_writer *w, int layer, const hs_real *att, int B, int H_model)
 {
     layer_out *lo = NULL;
@@ -238,47 +335,95 @@ int hs_maps_append(hs_maps_writer *w, int layer, const hs_real *att, int B, int 
     if (!lo)
         return hs_fail(HS_EINVAL, "%s: layer %d was not declared", w->path, layer);
     const int T = w->T;
-    const size_t per_seq = (size_t)lo->nh * lo->nq * T, n = per_seq * B;
-    const size_t bytes = n * (w->half ? 2 : 4);
-    if (bytes > w->buf_bytes) {
-        void *grown = realloc(w->buf, bytes);
-        if (!grown)
-            return hs_fail(HS_ENOMEM, "%s: cannot allocate %zu bytes for a batch of maps", w->path,
-                           bytes);
-        w->buf = grown;
-        w->buf_bytes = bytes;
-    }
+    const size_t per_seq = (size_t)lo->nh * lo->nq * T;
+    int b, rc = take_buffer(w, per_seq * B * (w->half ? 2 : 4), &b);
+    if (rc)
+        return rc;
+    void *buf = w->bufs[b];
 #pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
+    for (int s = 0; s < B; s++)
         for (int hi = 0; hi < lo->nh; hi++) {
             const hs_real *src =
-                att + (((size_t)b * H_model + lo->heads[hi]) * T + lo->q0) * T;
-            size_t dst = (size_t)b * per_seq + (size_t)hi * lo->nq * T;
+                att + (((size_t)s * H_model + lo->heads[hi]) * T + lo->q0) * T;
+            size_t dst = (size_t)s * per_seq + (size_t)hi * lo->nq * T;
             const size_t cnt = (size_t)lo->nq * T;
             if (w->half) {
-                uint16_t *o = (uint16_t *)w->buf + dst;
+                uint16_t *o = (uint16_t *)buf + dst;
+#pragma omp simd
                 for (size_t k = 0; k < cnt; k++)
                     o[k] = hs_float_to_half((float)src[k]);
             } else {
-                float *o = (float *)w->buf + dst;
+                float *o = (float *)buf + dst;
                 for (size_t k = 0; k < cnt; k++)
                     o[k] = (float)src[k];
             }
         }
-    hsize_t row[4] = { 0, (hsize_t)lo->nh, (hsize_t)lo->nq, (hsize_t)T };
-    if (append_rows(lo->dset, w->half ? w->dtype : H5T_NATIVE_FLOAT, 4, row, lo->n, B, w->buf))
-        return h5_fail(w->path, "writing maps (disk full?)");
-    lo->n += B;
+    queue_job(w, (write_job){ lo, B, b });
     return HS_OK;
 }
 
 int hs_maps_append_tokens(hs_maps_writer *w, const int32_t *tokens, int B)
 {
-    hsize_t row[2] = { 0, (hsize_t)w->T };
-    if (append_rows(w->tokens, H5T_NATIVE_INT32, 2, row, w->n_tokens, B, tokens))
-        return h5_fail(w->path, "writing tokens");
-    w->n_tokens += B;
+    int b, rc = take_buffer(w, sizeof(int32_t) * (size_t)B * w->T, &b);
+    if (rc)
+        return rc;
+    memcpy(w->bufs[b], tokens, sizeof(int32_t) * (size_t)B * w->T);
+    queue_job(w, (write_job){ NULL, B, b });
     return HS_OK;
+}
+
+/* The I/O thread: writes queued jobs in order until closing and drained. */
+static void *io_main(void *arg)
+{
+    hs_maps_writer *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->qlen && !w->closing)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->qlen)
+            break;
+        write_job job = w->queue[w->qhead];
+        int failed = w->io_rc != 0;
+        pthread_mutex_unlock(&w->mu);
+        int bad = 0;
+        if (!failed && job.layer) {
+            hsize_t row[4] = { 0, (hsize_t)job.layer->nh, (hsize_t)job.layer->nq, (hsize_t)w->T };
+            bad = append_rows(job.layer->dset, w->half ? w->dtype : H5T_NATIVE_FLOAT, 4, row,
+                              job.layer->n, job.B, w->bufs[job.buf]);
+            job.layer->n += job.B;
+        } else if (!failed) {
+            hsize_t row[2] = { 0, (hsize_t)w->T };
+            bad = append_rows(w->tokens, H5T_NATIVE_INT32, 2, row, w->n_tokens, job.B,
+                              w->bufs[job.buf]);
+            w->n_tokens += job.B;
+        }
+        pthread_mutex_lock(&w->mu);
+        if (bad && !w->io_rc) {
+            w->io_rc = HS_EIO;
+            snprintf(w->io_msg, sizeof w->io_msg, "%s: writing %s failed (disk full?)", w->path,
+                     job.layer ? "maps" : "tokens");
+        }
+        w->qhead = (w->qhead + 1) % NBUF;
+        w->qlen--;
+        w->busy[job.buf] = 0;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Drains the queue and stops the I/O thread; returns its first failure. */
+static int stop_io(hs_maps_writer *w)
+{
+    if (!w->thread_running)
+        return HS_OK;
+    pthread_mutex_lock(&w->mu);
+    w->closing = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    w->thread_running = 0;
+    return w->io_rc ? hs_fail(w->io_rc, "%s", w->io_msg) : HS_OK;
 }
 
 static int sink_maps(void *ctx, int layer, const hs_real *att, int B, int H_model)
@@ -298,6 +443,7 @@ hs_map_sink hs_maps_sink(hs_maps_writer *w)
 
 static void close_all(hs_maps_writer *w)
 {
+    stop_io(w);
     for (int i = 0; i < w->n_layers; i++) {
         if (w->layers[i].dset >= 0)
             H5Dclose(w->layers[i].dset);
@@ -311,23 +457,33 @@ static void close_all(hs_maps_writer *w)
     w->tokens = w->dtype = -1;
 }
 
+static void free_writer(hs_maps_writer *w)
+{
+    for (int i = 0; i < NBUF; i++)
+        free(w->bufs[i]);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
+}
+
 int hs_maps_finish(hs_maps_writer *w)
 {
+    int rc = stop_io(w);
     close_all(w);
-    int rc = H5Fclose(w->file) < 0 ? h5_fail(w->path, "closing") : HS_OK;
+    if (H5Fclose(w->file) < 0 && !rc)
+        rc = h5_fail(w->path, "closing");
     w->file = -1;
     if (!rc && rename(w->tmp, w->path))
         rc = hs_fail(HS_EIO, "%s: cannot rename into place: %s", w->path, strerror(errno));
+    if (rc)
+        unlink(w->tmp);
     if (!rc) {
         const int complete = 1;
         hid_t f = H5Fopen(w->path, H5F_ACC_RDWR, H5P_DEFAULT);
         if (f < 0 || set_int_attr(f, "complete", &complete, 1) || H5Fclose(f) < 0)
             rc = h5_fail(w->path, "marking the file complete");
-    } else {
-        unlink(w->tmp);
     }
-    free(w->buf);
-    free(w);
+    free_writer(w);
     return rc;
 }
 
@@ -339,8 +495,7 @@ void hs_maps_abort(hs_maps_writer *w)
     if (w->file >= 0)
         H5Fclose(w->file);
     unlink(w->tmp);
-    free(w->buf);
-    free(w);
+    free_writer(w);
 }
 
 /* ---- reader ----------------------------------------------------------------- */

@@ -36,7 +36,10 @@ int hs_maps_create(hs_maps_writer **w, const char *path, const hs_maps_meta *met
 int hs_maps_add_layer(hs_maps_writer *w, int layer, int nh, const int *heads, int q0, int nq);
 
 /* Appends B sequences' maps of `layer` from att (B, H_model, T, T): the
- * declared heads and query rows are copied out, converted and written. */
+ * declared heads and query rows are copied out and converted here, and
+ * written by the writer's I/O thread while the caller goes on (att may be
+ * reused as soon as this returns). A write failure is reported by a later
+ * append or by hs_maps_finish. */
 int hs_maps_append(hs_maps_writer *w, int layer, const hs_real *att, int B, int H_model);
 
 /* Appends B rows of tokens (B,T) to /tokens. */
@@ -86,6 +89,9 @@ int hs_maps_read(hs_maps_reader *r, int li, long long n, int hi, float *out);
 int hs_maps_read_tokens(hs_maps_reader *r, long long n, int32_t *out);
 void hs_maps_close(hs_maps_reader *r);
 
+/* IEEE binary16, round to nearest even; _soft is the portable bit-level
+ * version (the other uses the compiler's _Float16 where it exists). */
 uint16_t hs_float_to_half(float f);
+uint16_t hs_float_to_half_soft(float f);
 
 #endif

@@ -278,6 +278,14 @@ static void test_float16_conversion_matches_ieee_binary16(void)
             printf("\n    %.10g -> 0x%04x, want 0x%04x", cases[i].f, h, cases[i].h);
         CU_ASSERT_EQUAL(h, cases[i].h);
     }
+    /* The fast conversion equals the bit-level one across the float range. */
+    int differ = 0;
+    for (uint32_t u = 0; u < 0xFFFFFFFFu - 0x10001u; u += 0x10001u) {
+        union { uint32_t u; float f; } v = { u };
+        if (!isnan(v.f) && hs_float_to_half(v.f) != hs_float_to_half_soft(v.f))
+            differ++;
+    }
+    CU_ASSERT_EQUAL(differ, 0);
     CU_ASSERT_EQUAL(hs_float_to_half(INFINITY), 0x7C00);
     CU_ASSERT_EQUAL(hs_float_to_half(NAN) & 0x7C00, 0x7C00);
     CU_ASSERT_NOT_EQUAL(hs_float_to_half(NAN) & 0x03FF, 0);

@@ -1,0 +1,513 @@
+#!/usr/bin/env bash
+# End-to-end checks of headscope capture / maps / plot (SPEC §6): map values
+# against the PyTorch oracle (tests/fixtures/maps_oracle.txt, read with h5py),
+# the documented HDF5 layout, selections, crash safety (SIGKILL, SIGINT), exit
+# codes and messages, flat memory, and the plots.
+#
+# usage: tests/test_capture.sh HEADSCOPE_BINARY FIXTURE_DIR
+# Prints "ok NAME" or "FAIL NAME: reason" per check, then "N passed, M failed";
+# exits 1 if any check failed. Needs /usr/bin/python3 with h5py and numpy,
+# h5dump, and gnuplot (plots).
+set -u
+
+if [ $# -ne 2 ]; then
+    echo "usage: $0 HEADSCOPE_BINARY FIXTURE_DIR" >&2
+    exit 2
+fi
+abspath() { (cd "$(dirname "$1")" && printf '%s/%s\n' "$(pwd)" "$(basename "$1")"); }
+HS=$(abspath "$1")
+FIX=$(cd "$2" && pwd) || { echo "no fixture directory $2" >&2; exit 2; }
+TESTS=$(cd "$(dirname "$0")" && pwd)
+CHECK="$TESTS/check_maps_h5py.py"
+ORACLE="$FIX/maps_oracle.txt"
+EVAL="$FIX/models/gpt2_tiny/eval.bin"
+PY=/usr/bin/python3
+[ -x "$HS" ] || { echo "not an executable: $HS" >&2; exit 2; }
+[ -x "$PY" ] || PY=python3
+"$PY" -c 'import h5py, numpy' 2>/dev/null || { echo "$PY lacks h5py or numpy" >&2; exit 2; }
+command -v h5dump >/dev/null || { echo "h5dump is required" >&2; exit 2; }
+[ -s "$ORACLE" ] || { echo "no oracle $ORACLE (scripts/oracle/gen_maps.py)" >&2; exit 2; }
+
+# Idle OpenMP threads sleep instead of spinning: on a loaded 2-core machine
+# (ctest -j) spinning barriers make tiny runs 100x slower. Results are unchanged.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/headscope-capture.XXXXXX") || exit 2
+BG_PID=""
+cleanup() {
+    [ -n "$BG_PID" ] && { kill -KILL "$BG_PID" && wait "$BG_PID"; } 2>/dev/null
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+cd "$TMP" || exit 2
+
+PASSED=0
+FAILED=0
+REASON=""
+
+# ---- helpers -------------------------------------------------------------------
+
+# hs ARGS...: run the binary; stdout in $OUT (file out.txt), stderr in err.txt, status in $RC.
+hs() {
+    "$HS" "$@" >out.txt 2>err.txt
+    RC=$?
+    OUT=$(cat out.txt)
+    ERR=$(cat err.txt)
+}
+bad() { REASON="$*"; return 1; }
+# expect_rc WANT WHAT: the last hs call exited with WANT.
+expect_rc() {
+    [ "$RC" -eq "$1" ] || bad "$2: exit $RC, expected $1 (stderr: $(head -c 300 err.txt))"
+}
+expect_eq() { [ "$1" = "$2" ] || bad "$3: got '$1', expected '$2'"; }
+expect_file() { [ -s "$1" ] || bad "$1 is missing or empty"; }
+expect_nofile() { [ ! -e "$1" ] || bad "$2: $1 exists"; }
+# expect_grep TEXT PATTERN WHAT (fixed string)
+expect_grep() { printf '%s' "$1" | grep -qF -- "$2" || bad "$3: '$2' not in: $(printf '%s' "$1" | head -c 300)"; }
+# jget FILE KEY: one field of a JSON object (lists as JSON); fails on invalid JSON.
+jget() {
+    "$PY" -c 'import json,sys
+v = json.load(open(sys.argv[1]))[sys.argv[2]]
+print(json.dumps(v, separators=(",", ":")) if isinstance(v, (list, dict)) else v)' "$1" "$2" 2>/dev/null
+}
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+# tmps PATH: the temporary files capture leaves next to PATH (PATH.tmp.PID), one a line.
+tmps() { ls -d "$1".tmp.* 2>/dev/null; }
+expect_notmp() {
+    local t
+    t=$(tmps "$1")
+    [ -z "$t" ] || bad "$2: temporary file left: $t"
+}
+
+# shard_of FILE TOKEN...: an llm.c shard (SPEC §4) holding exactly these tokens.
+shard_of() {
+    local f=$1
+    shift
+    "$PY" - "$f" "$@" <<'EOF'
+import struct, sys
+toks = [int(t) for t in sys.argv[2:]]
+hdr = struct.pack("<3i", 20240520, 1, len(toks)) + b"\0" * (1024 - 12)
+open(sys.argv[1], "wb").write(hdr + struct.pack("<%dH" % len(toks), *toks))
+EOF
+}
+# first_tokens N: the first N tokens of eval.bin, space separated.
+first_tokens() {
+    "$PY" -c 'import struct, sys
+b = open(sys.argv[1], "rb").read()
+print(" ".join(map(str, struct.unpack("<%dH" % int(sys.argv[2]), b[1024:1024 + 2 * int(sys.argv[2])]))))' \
+        "$EVAL" "$1"
+}
+
+SMALL=(--batch 2 --seq-len 8 --max-batches 1)
+
+# A long byte-level shard and an attn-only model with n_ctx 512 (once, in $TMP/shared):
+# captures on it run for many seconds unless limited.
+LONG_BIN="$TMP/shared/long.bin"
+LONG_MODEL="$TMP/shared/am"
+long_setup() {
+    [ -s "$LONG_MODEL/model.safetensors" ] && return 0
+    mkdir -p "$TMP/shared" || return 1
+    yes 'The quick brown fox jumps over the lazy dog; 0123456789 pack my box.' |
+        head -c 3000000 >"$TMP/shared/long.txt"
+    "$HS" tokens --in "$TMP/shared/long.txt" --out "$LONG_BIN" >/dev/null 2>&1 ||
+        bad "tokens could not make long.bin" || return 1
+    "$HS" train --preset attn-only n_layer=4 n_head=8 d_model=64 n_ctx=512 --steps 1 --batch 2 \
+        --seq-len 64 --data "$LONG_BIN" --out "$LONG_MODEL" >/dev/null 2>&1 ||
+        bad "train could not make the attn-only model" || return 1
+}
+# A capture that runs for ~20 s on an idle machine (1464 batches of 4 x 512, one
+# map row kept): forwards dominate, the file stays small.
+LONG_CAPTURE=(capture --data "$LONG_BIN" --batch 4 --seq-len 512 --layers 0 --heads 0 --queries 0:1)
+
+# start_long OUT: starts the long capture in the background (BG_PID), waits until
+# its temporary file exists. Fails if it does not appear within 10 s.
+start_long() {
+    "$HS" "${LONG_CAPTURE[@]}" --model "$LONG_MODEL" --out "$1" >out.txt 2>err.txt &
+    BG_PID=$!
+    local i
+    for ((i = 0; i < 500; i++)); do
+        [ -n "$(tmps "$1")" ] && return 0
+        kill -0 "$BG_PID" 2>/dev/null || break
+        sleep 0.02
+    done
+    bad "no $1.tmp.* appeared within 10 s (stderr: $(head -c 300 err.txt))"
+}
+# stop_bg SIGNAL: sends SIGNAL, waits up to 10 s; RC is the exit status.
+stop_bg() {
+    kill -"$1" "$BG_PID" 2>/dev/null
+    local i
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$BG_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$BG_PID" 2>/dev/null; then
+        { kill -KILL "$BG_PID" && wait "$BG_PID"; } 2>/dev/null
+        BG_PID=""
+        bad "capture still running 10 s after SIG$1"
+        return 1
+    fi
+    wait "$BG_PID" 2>/dev/null
+    RC=$?
+    BG_PID=""
+    ERR=$(cat err.txt)
+}
+
+run_check() {
+    local name=$1
+    REASON=""
+    mkdir -p "$TMP/$name" && cd "$TMP/$name" || return
+    if "$name"; then
+        echo "ok $name"
+        PASSED=$((PASSED + 1))
+    else
+        echo "FAIL $name: ${REASON:-check returned non-zero}"
+        FAILED=$((FAILED + 1))
+    fi
+    cd "$TMP" || exit 2
+}
+
+# ---- 1. values against the torch oracle, read with h5py ------------------------------
+
+oracle_h5py() {
+    # eval.bin holds 33 tokens; exact.bin exactly one batch of 2 x 8 (+1).
+    # shellcheck disable=SC2046
+    shard_of exact.bin $(first_tokens 17) || bad "could not write exact.bin" || return 1
+    local m d
+    for m in gpt2_tiny llama_gqa; do
+        for d in f32 f16; do
+            hs capture --model "$FIX/models/$m" --data "$EVAL" --out "$m.$d.h5" "${SMALL[@]}" --dtype "$d" --json
+            expect_rc 0 "capture $m --dtype $d" || return 1
+            expect_eq "$(jget out.txt sequences)" 2 "$m $d: --json sequences" || return 1
+            # the exact shard, whole (no --max-batches), compressed
+            hs capture --model "$FIX/models/$m" --data exact.bin --out "$m.$d.z.h5" --batch 2 --seq-len 8 \
+                --dtype "$d" --compress 4
+            expect_rc 0 "capture $m --dtype $d --compress 4 on exact.bin" || return 1
+        done
+        "$PY" "$CHECK" "$m.f32.h5" "$m.f16.h5" "$ORACLE" "$m" >check.txt 2>&1 ||
+            bad "check_maps_h5py $m: $(grep -v '^ok' check.txt | head -c 600)" || return 1
+        "$PY" "$CHECK" "$m.f32.z.h5" "$m.f16.z.h5" "$ORACLE" "$m" >check.txt 2>&1 ||
+            bad "check_maps_h5py $m (--compress 4, exact shard): $(grep -v '^ok' check.txt | head -c 600)" ||
+            return 1
+        "$PY" - "$m.f32.z.h5" "$m.f16.z.h5" <<'EOF' || bad "$m: --compress 4 files are not shuffle + deflate 4" || return 1
+import sys, h5py
+for p in sys.argv[1:]:
+    with h5py.File(p, "r") as f:
+        for k in f:
+            if k.startswith("layer_"):
+                d = f[k]["attn"]
+                assert (d.compression, d.compression_opts, d.shuffle) == ("gzip", 4, True), (p, k)
+                assert d.chunks == (1, 1) + d.shape[2:], (p, k, d.chunks)
+EOF
+    done
+    expect_notmp gpt2_tiny.f32.h5 "after the captures" || return 1
+}
+
+# ---- 2. h5dump sees the documented names ---------------------------------------------
+
+h5dump_layout() {
+    hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out f32.h5 "${SMALL[@]}"
+    expect_rc 0 "capture f32" || return 1
+    hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out f16.h5 "${SMALL[@]}" --dtype f16
+    expect_rc 0 "capture f16" || return 1
+    local f dump a
+    for f in f32.h5 f16.h5; do
+        dump=$(h5dump -H "$f" 2>&1) || bad "h5dump -H $f failed: $(printf '%s' "$dump" | head -c 300)" || return 1
+        for a in format version model_sha256 model_config data_path data_sha256 seq_len tool_version complete; do
+            expect_grep "$dump" "ATTRIBUTE \"$a\"" "h5dump -H $f" || return 1
+        done
+        for a in 'DATASET "tokens"' 'GROUP "layer_00"' 'GROUP "layer_01"' 'DATASET "attn"' \
+            'ATTRIBUTE "DIMENSION_LABELS"' 'ATTRIBUTE "layer"' 'ATTRIBUTE "heads"' 'ATTRIBUTE "query_start"' \
+            'SIMPLE { ( 2, 4, 8, 8 ) / ( H5S_UNLIMITED, 4, 8, 8 ) }' 'SIMPLE { ( 2, 8 ) / ( H5S_UNLIMITED, 8 ) }'; do
+            expect_grep "$dump" "$a" "h5dump -H $f" || return 1
+        done
+    done
+    dump=$(h5dump -H f32.h5)
+    expect_grep "$dump" "H5T_IEEE_F32LE" "f32 map type" || return 1
+    dump=$(h5dump -H f16.h5)
+    expect_grep "$dump" "16-bit little-endian floating-point" "f16 map type" || return 1
+    printf '%s' "$dump" | grep -q "H5T_IEEE_F32LE" && bad "f16.h5 still holds a float32 dataset" && return 1
+    dump=$(h5dump -A -a /layer_00/attn/DIMENSION_LABELS f32.h5 2>&1)
+    for a in '"seq"' '"head"' '"query"' '"key"'; do
+        expect_grep "$dump" "$a" "DIMENSION_LABELS" || return 1
+    done
+    dump=$(h5dump -a /format f32.h5 2>&1)
+    expect_grep "$dump" '"headscope-maps"' "format attribute" || return 1
+}
+
+# ---- 3. maps ----------------------------------------------------------------------------
+
+maps_command() {
+    hs capture --model "$FIX/models/llama_gqa" --data "$EVAL" --out m.h5 --batch 2 --seq-len 8 \
+        --max-batches 2 --dtype f16
+    expect_rc 0 "capture" || return 1
+    hs maps m.h5 --json
+    expect_rc 0 "maps --json" || return 1
+    expect_eq "$(jget out.txt complete)" 1 "maps complete" || return 1
+    expect_eq "$(jget out.txt version)" 1 "maps version" || return 1
+    expect_eq "$(jget out.txt sequences)" 4 "maps sequences (2 batches of 2)" || return 1
+    expect_eq "$(jget out.txt seq_len)" 8 "maps seq_len" || return 1
+    expect_eq "$(jget out.txt model_sha256)" "$(sha "$FIX/models/llama_gqa/model.safetensors")" "maps model_sha256" || return 1
+    expect_eq "$(jget out.txt data_sha256)" "$(sha "$EVAL")" "maps data_sha256" || return 1
+    expect_eq "$(jget out.txt layers | "$PY" -c 'import json,sys; l=json.load(sys.stdin); print(len(l), sorted({x["dtype"] for x in l}), [x["heads"] for x in l][0], l[1]["layer"], l[1]["queries"], l[1]["keys"])')" \
+        "2 ['float16'] [0, 1, 2, 3] 1 8 8" "maps layers" || return 1
+    hs maps m.h5
+    expect_rc 0 "maps (text)" || return 1
+    expect_grep "$OUT" "complete" "maps text" || return 1
+    expect_grep "$OUT" "float16" "maps text" || return 1
+
+    printf 'just some text\n' >notmaps.txt
+    hs maps notmaps.txt
+    expect_rc 1 "maps on a text file" || return 1
+    expect_grep "$ERR" "headscope: maps: " "message prefix" || return 1
+    expect_grep "$ERR" "notmaps.txt" "message names the file" || return 1
+    hs maps missing.h5
+    expect_rc 1 "maps on a missing file" || return 1
+    expect_grep "$ERR" "missing.h5" "message names the file" || return 1
+    # An HDF5 file that is not a map file.
+    "$PY" -c 'import h5py; h5py.File("other.h5", "w").create_dataset("x", data=[1, 2, 3])'
+    hs maps other.h5
+    expect_rc 1 "maps on an HDF5 file without the map layout" || return 1
+    expect_grep "$ERR" "other.h5" "message names the file" || return 1
+    # A map file not marked complete.
+    cp m.h5 incomplete.h5
+    "$PY" -c 'import h5py, numpy; f = h5py.File("incomplete.h5", "r+"); f.attrs.modify("complete", numpy.int32(0))'
+    hs maps incomplete.h5
+    expect_rc 1 "maps on a file with complete=0" || return 1
+    expect_grep "$ERR" "incomplete.h5" "message names the file" || return 1
+    hs maps
+    expect_rc 2 "maps without a file" || return 1
+}
+
+# ---- 4. selection -----------------------------------------------------------------------
+
+selection() {
+    local M="$FIX/models/gpt2_tiny"
+    hs capture --model "$M" --data "$EVAL" --out full.h5 --batch 2 --seq-len 8 --max-batches 2
+    expect_rc 0 "full capture" || return 1
+    hs capture --model "$M" --data "$EVAL" --out sel.h5 --batch 2 --seq-len 8 --max-batches 2 \
+        --layers 1 --heads 0,2 --queries 2:6
+    expect_rc 0 "capture --layers 1 --heads 0,2 --queries 2:6" || return 1
+    "$PY" - full.h5 sel.h5 >check.txt 2>&1 <<'EOF' || bad "$(tail -c 500 check.txt)" || return 1
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as full, h5py.File(sys.argv[2], "r") as sel:
+    groups = sorted(sel.keys())
+    assert groups == ["layer_01", "tokens"], f"sel.h5 holds {groups}, expected layer_01 and tokens"
+    d = sel["layer_01/attn"]
+    assert d.shape == (4, 2, 4, 8), f"layer_01/attn shape {d.shape}, expected (4, 2, 4, 8)"
+    assert [x.label for x in d.dims] == ["seq", "head", "query", "key"]
+    assert list(d.attrs["heads"]) == [0, 2], f"heads attribute {d.attrs['heads']}"
+    assert d.attrs["query_start"] == 2, f"query_start {d.attrs['query_start']}"
+    assert d.attrs["layer"] == 1
+    assert sel.attrs["complete"] == 1 and sel.attrs["seq_len"] == 8
+    assert np.array_equal(sel["tokens"][...], full["tokens"][...]), "tokens differ"
+    want = full["layer_01/attn"][:, [0, 2], 2:6, :]
+    got = d[...]
+    assert np.array_equal(got, want), f"maps differ from the full capture's slice by {np.abs(got - want).max()}"
+EOF
+    hs maps sel.h5 --json
+    expect_rc 0 "maps sel.h5" || return 1
+    expect_eq "$(jget out.txt layers)" \
+        '[{"layer":1,"heads":[0,2],"query_start":2,"queries":4,"keys":8,"dtype":"float32"}]' "maps of the selection" || return 1
+}
+
+# ---- 5. SIGKILL never leaves a file marked complete ---------------------------------
+
+sigkill_never_complete() {
+    long_setup || return 1
+    local delay t
+    for delay in 0 0.7 2; do
+        rm -f k.h5 k.h5.tmp.*
+        start_long k.h5 || return 1
+        sleep "$delay"
+        kill -0 "$BG_PID" 2>/dev/null || bad "capture ended before the kill at +${delay}s (stderr: $(head -c 300 err.txt))" || return 1
+        stop_bg KILL || return 1
+        expect_eq "$RC" 137 "exit status after SIGKILL at +${delay}s" || return 1
+        expect_nofile k.h5 "after SIGKILL at +${delay}s" || return 1
+        for t in $(tmps k.h5); do
+            "$PY" - "$t" >check.txt 2>&1 <<'EOF' || bad "SIGKILL at +${delay}s: $(tail -c 300 check.txt)" || return 1
+import sys, h5py
+try:
+    f = h5py.File(sys.argv[1], "r")
+except OSError as e:  # a truncated HDF5 file that fails to open is fine
+    print("does not open:", e)
+    sys.exit(0)
+with f:
+    c = f.attrs.get("complete")
+    assert c == 0, f"{sys.argv[1]} opens with complete={c!r}"
+    print("opens with complete=0")
+EOF
+            hs maps "$t"
+            expect_rc 1 "maps on the leftover $t (SIGKILL at +${delay}s)" || return 1
+        done
+    done
+}
+
+# ---- 6. SIGINT stops cleanly --------------------------------------------------------
+
+sigint_clean() {
+    long_setup || return 1
+    start_long i.h5 || return 1
+    sleep 0.5 # past the file's creation: the handler is installed and batches run
+    kill -0 "$BG_PID" 2>/dev/null || bad "capture ended before SIGINT (stderr: $(head -c 300 err.txt))" || return 1
+    stop_bg INT || return 1
+    expect_rc 1 "capture after SIGINT" || return 1
+    expect_grep "$ERR" "headscope: capture: " "message prefix" || return 1
+    expect_grep "$ERR" "interrupted" "message" || return 1
+    expect_grep "$ERR" "i.h5" "message names the output" || return 1
+    expect_nofile i.h5 "after SIGINT" || return 1
+    expect_notmp i.h5 "after SIGINT" || return 1
+}
+
+# ---- 7. bad input -------------------------------------------------------------------
+
+# refuse RC WHAT PATTERN OUTFILE ARGS...: capture ARGS exits RC with a 'headscope:
+# capture:' message containing PATTERN, and leaves neither OUTFILE nor OUTFILE.tmp.*.
+refuse() {
+    local want=$1 what=$2 pat=$3 outf=$4
+    shift 4
+    hs capture "$@"
+    expect_rc "$want" "$what" || return 1
+    expect_grep "$ERR" "headscope: capture: " "$what: message prefix" || return 1
+    expect_grep "$ERR" "$pat" "$what: message" || return 1
+    expect_nofile "$outf" "$what" || return 1
+    expect_notmp "$outf" "$what" || return 1
+}
+
+bad_input() {
+    local M="$FIX/models/gpt2_tiny"
+    local D=(--data "$EVAL" "${SMALL[@]}")
+    refuse 1 "missing model dir" "nodir" o.h5 --model nodir "${D[@]}" --out o.h5 || return 1
+    refuse 1 "missing data file" "nofile.bin" o.h5 --model "$M" --data nofile.bin --out o.h5 || return 1
+    # shellcheck disable=SC2046
+    shard_of short.bin $(first_tokens 16) || return 1 # one token short of 2 x 8 (+1)
+    refuse 1 "data shorter than one batch" "short.bin" o.h5 --model "$M" --data short.bin --batch 2 --seq-len 8 \
+        --out o.h5 || return 1
+    expect_grep "$ERR" "fewer than one batch" "short data message" || return 1
+    refuse 1 "output in a missing directory" "nodir/o.h5" nodir/o.h5 --model "$M" "${D[@]}" --out nodir/o.h5 || return 1
+    printf 'a regular file\n' >afile
+    local before
+    before=$(sha afile)
+    refuse 1 "output whose parent is a regular file" "afile/o.h5" afile/o.h5 --model "$M" "${D[@]}" \
+        --out afile/o.h5 || return 1
+    expect_eq "$(sha afile)" "$before" "the regular file after the refusal" || return 1
+    refuse 2 "--layers 99" "--layers" o.h5 --model "$M" "${D[@]}" --out o.h5 --layers 99 || return 1
+    # the message describes the model: 2 layers, 4 heads (no sentinel head count)
+    expect_grep "$ERR" "2 layers" "--layers 99 message" || return 1
+    local counts
+    counts=$(printf '%s' "$ERR" | grep -oE '[0-9]+ heads' | sort -u | tr '\n' ' ')
+    [ -z "$counts" ] || [ "$counts" = "4 heads " ] ||
+        bad "--layers 99: message gives a head count of '$counts' for a 4-head model: $ERR" || return 1
+    refuse 2 "--layers 2 (one past the last)" "--layers" o.h5 --model "$M" "${D[@]}" --out o.h5 --layers 2 || return 1
+    refuse 2 "--heads 99" "--heads" o.h5 --model "$M" "${D[@]}" --out o.h5 --heads 99 || return 1
+    refuse 2 "--heads 4" "--heads" o.h5 --model "$M" "${D[@]}" --out o.h5 --heads 4 || return 1
+    refuse 2 "--queries 5:2" "--queries" o.h5 --model "$M" "${D[@]}" --out o.h5 --queries 5:2 || return 1
+    refuse 2 "--queries 0:9 (past seq-len 8)" "--queries" o.h5 --model "$M" "${D[@]}" --out o.h5 --queries 0:9 || return 1
+    refuse 2 "--queries 3:3 (empty)" "--queries" o.h5 --model "$M" "${D[@]}" --out o.h5 --queries 3:3 || return 1
+    refuse 2 "--dtype f64" "f64" o.h5 --model "$M" "${D[@]}" --out o.h5 --dtype f64 || return 1
+    refuse 2 "--compress 10" "--compress" o.h5 --model "$M" "${D[@]}" --out o.h5 --compress 10 || return 1
+    refuse 2 "--seq-len past n_ctx" "--seq-len" o.h5 --model "$M" --data "$EVAL" --batch 1 --seq-len 17 --out o.h5 || return 1
+    refuse 2 "no --out" "--out" o.h5 --model "$M" "${D[@]}" || return 1
+    refuse 2 "unknown option" "--bogus" o.h5 --model "$M" "${D[@]}" --out o.h5 --bogus || return 1
+
+    # an existing output: refused without --force (unchanged), replaced with it
+    hs capture --model "$M" "${D[@]}" --out keep.h5
+    expect_rc 0 "capture into keep.h5" || return 1
+    before=$(sha keep.h5)
+    hs capture --model "$M" "${D[@]}" --out keep.h5 --dtype f16
+    expect_rc 1 "capture over an existing output without --force" || return 1
+    expect_grep "$ERR" "headscope: capture: keep.h5" "message names the file" || return 1
+    expect_grep "$ERR" "--force" "message suggests --force" || return 1
+    expect_eq "$(sha keep.h5)" "$before" "keep.h5 after the refusal" || return 1
+    expect_notmp keep.h5 "after the refusal" || return 1
+    hs capture --model "$M" "${D[@]}" --out keep.h5 --dtype f16 --force
+    expect_rc 0 "capture --force over keep.h5" || return 1
+    [ "$(sha keep.h5)" != "$before" ] || bad "--force did not replace keep.h5" || return 1
+    hs maps keep.h5 --json
+    expect_rc 0 "maps on the replaced file" || return 1
+    expect_grep "$(jget out.txt layers)" '"dtype":"float16"' "the replaced file's dtype" || return 1
+    expect_notmp keep.h5 "after --force" || return 1
+}
+
+# ---- 8. memory stays flat as batches grow ---------------------------------------------
+
+# peak_kb N: peak RSS (KiB) of a capture of N batches of 4 x 128, all layers and heads.
+peak_kb() {
+    "$PY" -c 'import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+if r.returncode:
+    sys.exit("capture exit %d: %s" % (r.returncode, r.stderr.decode()[:300]))
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' \
+        "$HS" capture --model "$LONG_MODEL" --data "$LONG_BIN" --out "mem$1.h5" --batch 4 --seq-len 128 \
+        --max-batches "$1" --force
+}
+
+memory_flat() {
+    long_setup || return 1
+    local p1 p50
+    p1=$(peak_kb 1 2>err.txt) || bad "capture of 1 batch: $(cat err.txt)" || return 1
+    p50=$(peak_kb 50 2>err.txt) || bad "capture of 50 batches: $(cat err.txt)" || return 1
+    echo "  peak RSS: 1 batch $p1 KiB, 50 batches $p50 KiB (4 x 128, 4 layers x 8 heads)"
+    rm -f mem1.h5 mem50.h5
+    [ "$p50" -le $((p1 * 110 / 100 + 4096)) ] ||
+        bad "peak RSS grows with the batches: $p50 KiB for 50 vs $p1 KiB for 1 (limit 1.10 x + 4 MiB)" || return 1
+}
+
+# ---- 9. plots -----------------------------------------------------------------------
+
+png_ok() {
+    expect_file "$1" || return 1
+    [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || bad "$1 is not a PNG" || return 1
+}
+
+plot_outputs() {
+    command -v gnuplot >/dev/null || bad "gnuplot is required" || return 1
+    hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out p.h5 "${SMALL[@]}"
+    expect_rc 0 "capture" || return 1
+    hs plot map --maps p.h5 --layer 1 --head 2 --seq 1 --out map.png
+    expect_rc 0 "plot map .png" || return 1
+    png_ok map.png || return 1
+    hs plot map --maps p.h5 --layer 1 --head 2 --out map.svg
+    expect_rc 0 "plot map .svg" || return 1
+    expect_file map.svg || return 1
+    grep -q '<svg' map.svg || bad "map.svg has no <svg" || return 1
+    hs plot grid --maps p.h5 --out grid.png
+    expect_rc 0 "plot grid" || return 1
+    png_ok grid.png || return 1
+
+    local what args
+    for what in "--layer 99" "--head 99" "--seq 99"; do
+        # shellcheck disable=SC2086
+        hs plot map --maps p.h5 $what --out bad.png
+        expect_rc 1 "plot map $what" || return 1
+        expect_grep "$ERR" "headscope: plot: " "plot map $what: message prefix" || return 1
+        expect_grep "$ERR" "p.h5" "plot map $what: message names the file" || return 1
+        expect_nofile bad.png "plot map $what" || return 1
+    done
+    printf 'not a map\n' >notmaps.txt
+    hs plot map --maps notmaps.txt --out bad.png
+    expect_rc 1 "plot map on a text file" || return 1
+    expect_grep "$ERR" "notmaps.txt" "message names the file" || return 1
+    expect_nofile bad.png "plot map on a text file" || return 1
+
+    long_setup || return 1
+    hs train --preset attn-only n_layer=1 n_head=2 d_model=16 --data "$LONG_BIN" --out run --steps 8 \
+        --batch 2 --seq-len 16 --db runs.db
+    expect_rc 0 "train --db" || return 1
+    hs plot curve --db runs.db --curve train_loss --out curve.png
+    expect_rc 0 "plot curve" || return 1
+    png_ok curve.png || return 1
+    args=(plot curve --db runs.db --curve no_such_curve --out nocurve.png)
+    hs "${args[@]}"
+    expect_rc 1 "plot curve --curve no_such_curve" || return 1
+    expect_grep "$ERR" "no_such_curve" "message names the curve" || return 1
+    expect_nofile nocurve.png "plot curve --curve no_such_curve" || return 1
+}
+
+for check in oracle_h5py h5dump_layout maps_command selection sigkill_never_complete sigint_clean \
+    bad_input memory_flat plot_outputs; do
+    run_check "$check"
+done
+
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]
