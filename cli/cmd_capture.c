@@ -13,7 +13,8 @@
 #include "sha256.h"
 #include "tokens.h"
 
-/* "0,2,5" -> list; every entry in [0, limit). Returns the count or -1. */
+/* "0,2,5" -> list of distinct entries in [0, limit), nothing else in the
+ * text. Returns the count or -1. */
 static int parse_list(const char *s, int *out, int max, int limit)
 {
     int n = 0;
@@ -23,9 +24,12 @@ static int parse_list(const char *s, int *out, int max, int limit)
         long v = strtol(s, &end, 10);
         if (end == s || errno || v < 0 || v >= limit || n == max)
             return -1;
+        for (int i = 0; i < n; i++)
+            if (out[i] == v)
+                return -1;
         out[n++] = (int)v;
         s = end;
-        if (*s == ',')
+        if (*s == ',' && s[1])
             s++;
         else if (*s)
             return -1;
@@ -95,13 +99,14 @@ int cmd_capture(int argc, char **argv)
         T = c->n_ctx < 256 ? c->n_ctx : 256;
     unsigned char layer_on[HS_MAX_LAYERS] = { 0 };
     int list[HS_MAX_LAYERS], heads[1024], nheads = 0, q0 = 0, q1 = T;
-    const char *bad = NULL;
+    char bad[200] = "";
     if (layers_s) {
         int n = parse_list(layers_s, list, HS_MAX_LAYERS, c->n_layer);
         for (int i = 0; i < n; i++)
             layer_on[list[i]] = 1;
         if (n <= 0)
-            bad = "--layers: indices must be in 0..n_layer-1";
+            snprintf(bad, sizeof bad, "--layers '%s': distinct indices 0..%d expected (the model "
+                     "has %d layers)", layers_s, c->n_layer - 1, c->n_layer);
     } else {
         memset(layer_on, 1, (size_t)c->n_layer);
     }
@@ -109,18 +114,20 @@ int cmd_capture(int argc, char **argv)
     for (int l = 0; l < c->n_layer; l++)
         if (layer_on[l] && c->n_head[l] < min_heads)
             min_heads = c->n_head[l];
-    if (!bad && heads_s && (nheads = parse_list(heads_s, heads, 1024, min_heads)) <= 0)
-        bad = "--heads: indices must be below every captured layer's head count";
-    if (!bad && queries_s && (sscanf(queries_s, "%d:%d", &q0, &q1) != 2 || q0 < 0 || q1 > T || q0 >= q1))
-        bad = "--queries must be A:B with 0 <= A < B <= seq-len";
-    if (!bad && c->pos == HS_POS_LEARNED && T > c->n_ctx)
-        bad = "--seq-len exceeds the model's n_ctx";
-    if (bad) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "%s (model has %d layers, %d heads in the smallest selected "
-                 "layer, n_ctx %d)", bad, c->n_layer, min_heads, c->n_ctx);
+    int used = 0;
+    if (!*bad && heads_s && (nheads = parse_list(heads_s, heads, 1024, min_heads)) <= 0)
+        snprintf(bad, sizeof bad, "--heads '%s': distinct indices 0..%d expected (the smallest "
+                 "captured layer has %d heads)", heads_s, min_heads - 1, min_heads);
+    if (!*bad && queries_s &&
+        (sscanf(queries_s, "%d:%d%n", &q0, &q1, &used) != 2 || queries_s[used] || q0 < 0 ||
+         q1 > T || q0 >= q1))
+        snprintf(bad, sizeof bad, "--queries '%s': A:B with 0 <= A < B <= %d expected",
+                 queries_s, T);
+    if (!*bad && c->pos == HS_POS_LEARNED && T > c->n_ctx)
+        snprintf(bad, sizeof bad, "--seq-len %d exceeds the model's n_ctx=%d", T, c->n_ctx);
+    if (*bad) {
         hs_model_free(&m);
-        return usage_error("capture", "%s", msg);
+        return usage_error("capture", "%s", bad);
     }
 
     hs_tokens tok;
@@ -144,6 +151,9 @@ int cmd_capture(int argc, char **argv)
         rc = hs_sha256_file(data, data_sha, NULL);
     if (!rc && !(config_text = hs_read_text(cfg_path, 1 << 20)))
         rc = HS_EIO;
+    /* Handlers before the temporary file exists: a Ctrl-C from here on stops
+     * cleanly and removes it. */
+    cli_install_signal_handlers();
     hs_maps_writer *w = NULL;
     hs_maps_meta meta = { model_sha, config_text, data, data_sha, T, half, compress };
     if (!rc)
@@ -158,6 +168,8 @@ int cmd_capture(int argc, char **argv)
                                q1 - q0);
     }
     free(config_text);
+    if (!rc && cli_stop_requested)
+        rc = hs_fail(HS_EINTR, "interrupted before the first batch");
     if (rc) {
         hs_maps_abort(w);
         hs_tokens_free(&tok);
@@ -165,7 +177,6 @@ int cmd_capture(int argc, char **argv)
         return run_error("capture");
     }
 
-    cli_install_signal_handlers();
     int32_t *targets = hs_calloc((size_t)B * T, sizeof(int32_t), "targets");
     batch_src src = { &tok, B, T, targets };
     hs_map_sink sink = hs_maps_sink(w);

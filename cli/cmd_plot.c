@@ -45,10 +45,22 @@ static int run_gnuplot(const char *script, const char *assignments, const char *
     snprintf(path, sizeof path, "%s/%s", scripts_dir(), script);
     if (access(path, R_OK))
         return hs_fail(HS_EIO, "%s: gnuplot script not found (set HEADSCOPE_SCRIPTS)", path);
+    /* An unwritable output is our error to report, not gnuplot's. */
+    char parent[1024];
+    snprintf(parent, sizeof parent, "%s", outfile);
+    char *slash = strrchr(parent, '/');
+    if (slash)
+        *slash = 0;
+    struct stat ps;
+    if (slash && *parent && (stat(parent, &ps) || !S_ISDIR(ps.st_mode)))
+        return hs_fail(HS_EIO, "%s: cannot write: %s is not a directory", outfile, parent);
     pid_t pid = fork();
     if (pid < 0)
         return hs_fail(HS_EIO, "cannot start gnuplot: %s", strerror(errno));
     if (pid == 0) {
+        /* gnuplot's own diagnostics are noise once we report the failure. */
+        if (!freopen("/dev/null", "w", stderr))
+            _exit(126);
         execlp("gnuplot", "gnuplot", "-e", assignments, path, (char *)NULL);
         fprintf(stderr, "headscope: plot: cannot run gnuplot: %s\n", strerror(errno));
         _exit(127);
@@ -58,8 +70,11 @@ static int run_gnuplot(const char *script, const char *assignments, const char *
         ;
     struct stat sb;
     if (!WIFEXITED(status) || WEXITSTATUS(status))
-        return hs_fail(HS_EIO, "gnuplot failed on %s (exit %d; is gnuplot installed?)", script,
-                       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        return hs_fail(HS_EIO, "gnuplot failed on %s (exit %d%s)", script,
+                       WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                       WIFEXITED(status) && WEXITSTATUS(status) == 127
+                           ? ": gnuplot not found, run scripts/setup"
+                           : "");
     if (stat(outfile, &sb) || sb.st_size == 0)
         return hs_fail(HS_EIO, "%s: gnuplot wrote nothing", outfile);
     return HS_OK;
@@ -123,7 +138,7 @@ static int plot_map(const char *maps, int layer, int head, long long seq, const 
         rc = hs_maps_read_tokens(r, seq, tok);
     if (!rc)
         rc = make_dir(dir, sizeof dir);
-    char assign[2000], title[300], qtitle[400], p[1200];
+    char assign[4096], title[300], qtitle[400], p[1200];
     if (!rc && !grid) {
         int li = -1, hi = -1;
         for (int i = 0; i < in->n_layers; i++)
@@ -224,7 +239,7 @@ static int plot_index(const char *db, const char *metric, const char *curve, lon
                                " run_id=coalesce(nullif(?2,0), (SELECT max(run_id) FROM curves"
                                " WHERE curve=?1)) ORDER BY step";
     sqlite3_stmt *st = NULL;
-    char dir[600] = "", p[1200], assign[2000], title[300], qtitle[400];
+    char dir[600] = "", p[1200], assign[4096], title[300], qtitle[400];
     int rc = sqlite3_prepare_v2(s, sql, -1, &st, NULL) == SQLITE_OK
                  ? HS_OK
                  : hs_fail(HS_EIO, "%s: not a headscope index: %s", db, sqlite3_errmsg(s));

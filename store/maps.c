@@ -556,10 +556,15 @@ int hs_maps_open(hs_maps_reader **out, const char *path)
         return HS_ENOMEM;
     snprintf(r->path, sizeof r->path, "%s", path);
     r->tokens = -1;
+    struct stat sb;
+    if (stat(path, &sb)) {
+        free(r);
+        return hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    }
     r->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (r->file < 0) {
         free(r);
-        return hs_fail(HS_EIO, "%s: cannot open as HDF5", path);
+        return hs_fail(HS_EFORMAT, "%s: not an HDF5 file (or a truncated one)", path);
     }
     hs_maps_info *in = &r->info;
     char format[64] = "";
