@@ -20,25 +20,7 @@
 #include <cblas.h>
 
 #include "attention.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#include "bench_util.h"
 
 static hs_real *random_vec(size_t n, double scale, unsigned seed)
 {
@@ -136,20 +118,6 @@ static void bench_gemm(int n, int threads, int reps)
     free(A), free(Bm), free(C), free(t);
 }
 
-static long vm_kib(const char *field)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-    size_t n = strlen(field);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, field, n))
-            kib = atol(line + n + 1);
-    if (f)
-        fclose(f);
-    return kib;
-}
-
 /* Decodes T tokens one at a time. With repeat_kv the grouped cache is copied
  * into an h-head temporary before each step (what K/V repetition costs);
  * otherwise the kernel reads the compact cache by index. */
@@ -172,11 +140,7 @@ static void bench_decode(const shape *sh, int repeat_kv)
         rv = malloc(sizeof(hs_real) * (size_t)H * T * dh);
     }
     hs_attn_mask mask = { 1, NULL };
-    FILE *f = fopen("/proc/self/clear_refs", "w");
-    if (f) {
-        fputs("5", f);
-        fclose(f);
-    }
+    reset_peak_rss();
     long rss0 = vm_kib("VmRSS:");
     double t0 = now_s();
     hs_attn_acts a;

@@ -14,13 +14,7 @@
 #include "maps.h"
 #include "recorder.h"
 #include "transformer.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "bench_util.h"
 
 static void die(const char *what)
 {

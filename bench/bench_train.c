@@ -18,25 +18,7 @@
 
 #include "checkpoint.h"
 #include "trainer.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#include "bench_util.h"
 
 static void die(const char *what)
 {
@@ -110,20 +92,6 @@ static void bench_config(int threads, int L, int d, int H, int G, int T, int B, 
     hs_trainer_free(&tr);
     hs_model_free(&m);
     free(in), free(tg), free(ts), free(es);
-}
-
-static long vm_kib(const char *field)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-    size_t n = strlen(field);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, field, n))
-            kib = atol(line + n + 1);
-    if (f)
-        fclose(f);
-    return kib;
 }
 
 static void load_rss(const char *dir)

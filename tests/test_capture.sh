@@ -10,68 +10,18 @@
 # h5dump, and gnuplot (plots).
 set -u
 
-if [ $# -ne 2 ]; then
-    echo "usage: $0 HEADSCOPE_BINARY FIXTURE_DIR" >&2
-    exit 2
-fi
-abspath() { (cd "$(dirname "$1")" && printf '%s/%s\n' "$(pwd)" "$(basename "$1")"); }
-HS=$(abspath "$1")
-FIX=$(cd "$2" && pwd) || { echo "no fixture directory $2" >&2; exit 2; }
+SUITE=capture
+. "$(dirname "$0")/lib.sh"
 TESTS=$(cd "$(dirname "$0")" && pwd)
 CHECK="$TESTS/check_maps_h5py.py"
 ORACLE="$FIX/maps_oracle.txt"
 EVAL="$FIX/models/gpt2_tiny/eval.bin"
-PY=/usr/bin/python3
-[ -x "$HS" ] || { echo "not an executable: $HS" >&2; exit 2; }
-[ -x "$PY" ] || PY=python3
 "$PY" -c 'import h5py, numpy' 2>/dev/null || { echo "$PY lacks h5py or numpy" >&2; exit 2; }
 command -v h5dump >/dev/null || { echo "h5dump is required" >&2; exit 2; }
 [ -s "$ORACLE" ] || { echo "no oracle $ORACLE (scripts/oracle/gen_maps.py)" >&2; exit 2; }
 
-# Idle OpenMP threads sleep instead of spinning: on a loaded 2-core machine
-# (ctest -j) spinning barriers make tiny runs 100x slower. Results are unchanged.
-export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/headscope-capture.XXXXXX") || exit 2
-BG_PID=""
-cleanup() {
-    [ -n "$BG_PID" ] && { kill -KILL "$BG_PID" && wait "$BG_PID"; } 2>/dev/null
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-cd "$TMP" || exit 2
-
-PASSED=0
-FAILED=0
-REASON=""
-
 # ---- helpers -------------------------------------------------------------------
 
-# hs ARGS...: run the binary; stdout in $OUT (file out.txt), stderr in err.txt, status in $RC.
-hs() {
-    "$HS" "$@" >out.txt 2>err.txt
-    RC=$?
-    OUT=$(cat out.txt)
-    ERR=$(cat err.txt)
-}
-bad() { REASON="$*"; return 1; }
-# expect_rc WANT WHAT: the last hs call exited with WANT.
-expect_rc() {
-    [ "$RC" -eq "$1" ] || bad "$2: exit $RC, expected $1 (stderr: $(head -c 300 err.txt))"
-}
-expect_eq() { [ "$1" = "$2" ] || bad "$3: got '$1', expected '$2'"; }
-expect_file() { [ -s "$1" ] || bad "$1 is missing or empty"; }
-expect_nofile() { [ ! -e "$1" ] || bad "$2: $1 exists"; }
-# expect_grep TEXT PATTERN WHAT (fixed string)
-expect_grep() { printf '%s' "$1" | grep -qF -- "$2" || bad "$3: '$2' not in: $(printf '%s' "$1" | head -c 300)"; }
-# jget FILE KEY: one field of a JSON object (lists as JSON); fails on invalid JSON.
-jget() {
-    "$PY" -c 'import json,sys
-v = json.load(open(sys.argv[1]))[sys.argv[2]]
-print(json.dumps(v, separators=(",", ":")) if isinstance(v, (list, dict)) else v)' "$1" "$2" 2>/dev/null
-}
-sha() { sha256sum "$1" | cut -d' ' -f1; }
 # tmps PATH: the temporary files capture leaves next to PATH (PATH.tmp.PID), one a line.
 tmps() { ls -d "$1".tmp.* 2>/dev/null; }
 expect_notmp() {
@@ -159,19 +109,6 @@ stop_bg() {
     ERR=$(cat err.txt)
 }
 
-run_check() {
-    local name=$1
-    REASON=""
-    mkdir -p "$TMP/$name" && cd "$TMP/$name" || return
-    if "$name"; then
-        echo "ok $name"
-        PASSED=$((PASSED + 1))
-    else
-        echo "FAIL $name: ${REASON:-check returned non-zero}"
-        FAILED=$((FAILED + 1))
-    fi
-    cd "$TMP" || exit 2
-}
 
 # ---- 1. values against the torch oracle, read with h5py ------------------------------
 
@@ -549,10 +486,5 @@ plot_outputs() {
     expect_nofile nocurve.png "plot curve --curve no_such_curve" || return 1
 }
 
-for check in oracle_h5py h5dump_layout maps_command selection sigkill_never_complete sigint_clean \
-    sigint_early bad_input memory_flat plot_outputs; do
-    run_check "$check"
-done
-
-echo "$PASSED passed, $FAILED failed"
-[ "$FAILED" -eq 0 ]
+run_checks oracle_h5py h5dump_layout maps_command selection sigkill_never_complete sigint_clean \
+    sigint_early bad_input memory_flat plot_outputs

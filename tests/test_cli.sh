@@ -7,69 +7,13 @@
 # exits 1 if any check failed.
 set -u
 
-if [ $# -ne 2 ]; then
-    echo "usage: $0 HEADSCOPE_BINARY FIXTURE_DIR" >&2
-    exit 2
-fi
-abspath() { (cd "$(dirname "$1")" && printf '%s/%s\n' "$(pwd)" "$(basename "$1")"); }
-HS=$(abspath "$1")
-FIX=$(cd "$2" && pwd) || { echo "no fixture directory $2" >&2; exit 2; }
+SUITE=cli
+. "$(dirname "$0")/lib.sh"
 GPT2="$FIX/models/gpt2_tiny"
-PY=/usr/bin/python3
-[ -x "$HS" ] || { echo "not an executable: $HS" >&2; exit 2; }
-[ -x "$PY" ] || PY=python3
 command -v sqlite3 >/dev/null || { echo "sqlite3 is required" >&2; exit 2; }
-
-# Idle OpenMP threads sleep instead of spinning: on a loaded 2-core machine
-# (ctest -j) spinning barriers make tiny runs 100x slower. Results are unchanged.
-export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/headscope-cli.XXXXXX") || exit 2
-BG_PID=""
-cleanup() {
-    [ -n "$BG_PID" ] && { kill -KILL "$BG_PID" && wait "$BG_PID"; } 2>/dev/null
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-cd "$TMP" || exit 2
-
-PASSED=0
-FAILED=0
-REASON=""
 
 # ---- helpers -------------------------------------------------------------------
 
-# hs ARGS...: run the binary; stdout in $OUT (file out.txt), stderr in err.txt, status in $RC.
-hs() {
-    "$HS" "$@" >out.txt 2>err.txt
-    RC=$?
-    OUT=$(cat out.txt)
-    ERR=$(cat err.txt)
-}
-bad() { REASON="$*"; return 1; }
-# expect_rc WANT WHAT: the last hs call exited with WANT.
-expect_rc() {
-    [ "$RC" -eq "$1" ] || bad "$2: exit $RC, expected $1 (stderr: $(head -c 300 err.txt))"
-}
-expect_eq() { [ "$1" = "$2" ] || bad "$3: got '$1', expected '$2'"; }
-expect_file() { [ -s "$1" ] || bad "$1 is missing or empty"; }
-# expect_grep TEXT PATTERN WHAT (fixed string)
-expect_grep() { printf '%s' "$1" | grep -qF -- "$2" || bad "$3: '$2' not in: $(printf '%s' "$1" | head -c 300)"; }
-# jget FILE KEY: one field of a JSON object (lists as JSON); fails on invalid JSON.
-jget() {
-    "$PY" -c 'import json,sys
-v = json.load(open(sys.argv[1]))[sys.argv[2]]
-print(json.dumps(v, separators=(",", ":")) if isinstance(v, (list, dict)) else v)' "$1" "$2" 2>/dev/null
-}
-# close A B TOL: |A-B| <= TOL and both finite.
-close() {
-    "$PY" -c 'import math,sys
-a, b, t = map(float, sys.argv[1:4])
-sys.exit(0 if math.isfinite(a) and abs(a - b) <= t else 1)' "$1" "$2" "$3"
-}
-sha() { sha256sum "$1" | cut -d' ' -f1; }
-fsize() { stat -c %s "$1"; }
 q() { sqlite3 "$1" "$2"; }
 
 # text FILE N: N lines of a sentence with numbers (about 50 bytes a line).
@@ -88,19 +32,6 @@ shard() {
 
 TINY=(--preset attn-only n_layer=2 n_head=4 d_model=32)
 
-run_check() {
-    local name=$1
-    REASON=""
-    mkdir -p "$TMP/$name" && cd "$TMP/$name" || return
-    if "$name"; then
-        echo "ok $name"
-        PASSED=$((PASSED + 1))
-    else
-        echo "FAIL $name: ${REASON:-check returned non-zero}"
-        FAILED=$((FAILED + 1))
-    fi
-    cd "$TMP" || exit 2
-}
 
 # ---- 1. tokens -------------------------------------------------------------------
 
@@ -408,10 +339,5 @@ kv_bytes() {
     expect_grep "$ERR" "headscope: kv-bytes: " "kv-bytes without --kv-heads" || return 1
 }
 
-for check in tokens_shard eval_reference info_gpt2 train_index train_init train_deterministic \
-    bad_input train_sigint help_text kv_bytes; do
-    run_check "$check"
-done
-
-echo "$PASSED passed, $FAILED failed"
-[ "$FAILED" -eq 0 ]
+run_checks tokens_shard eval_reference info_gpt2 train_index train_init train_deterministic \
+    bad_input train_sigint help_text kv_bytes

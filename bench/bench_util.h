@@ -1,0 +1,56 @@
+/* Helpers shared by the benchmark programs: a monotonic clock, medians, and
+ * the process's memory figures from /proc. */
+#ifndef HS_BENCH_UTIL_H
+#define HS_BENCH_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static inline double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static inline int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[0..n) (sorts v). */
+static inline double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* A field of /proc/self/status in KiB ("VmRSS:", "VmHWM:"), or -1. */
+static inline long vm_kib(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    size_t n = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n))
+            kib = atol(line + n + 1);
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+/* Resets the peak RSS (VmHWM) to the current RSS. */
+static inline void reset_peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) {
+        fputs("5", f);
+        fclose(f);
+    }
+}
+
+#endif
