@@ -78,7 +78,7 @@ static void bench_shape(const shape *sh, int threads, int reps, int warmup, int 
         memset(grads, 0, sizeof(hs_real) * np);
         memset(dx, 0, sizeof(hs_real) * nx);
         if (hs_attn_forward(out, &a, &w, &c, x, NULL, NULL, &mask, NULL) ||
-            hs_attn_backward(dx, NULL, &dw, NULL, gout, &a, &w, &c, x, NULL, NULL, &mask))
+            hs_attn_backward(dx, NULL, &dw, NULL, gout, &a, &w, &c, x, NULL, NULL, 0, &mask))
             die("forward+backward");
         double t2 = now_s();
         if (r >= 0) {

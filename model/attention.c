@@ -173,15 +173,23 @@ static void rope_rotate(hs_real *x, int B, int T, int nh, int dh, int pos0, doub
     }
 }
 
-/* zg (B*L, H*dh) = z with head h scaled by xi[h]. */
-static void apply_gates(hs_real *zg, const hs_real *z, const hs_real *xi, size_t rows, int H,
-                        int dh)
+/* The gate of head h at row r (= b*L + t): xi[h], or xi[b*H + h] per sequence. */
+static inline hs_real gate_at(const hs_real *xi, int per_seq, size_t r, int L, int H, int h)
+{
+    return per_seq ? xi[r / (size_t)L * H + h] : xi[h];
+}
+
+/* zg (B*L, H*dh) = z with head h scaled by its gate. */
+static void apply_gates(hs_real *zg, const hs_real *z, const hs_real *xi, int per_seq, size_t rows,
+                        int L, int H, int dh)
 {
 #pragma omp parallel for schedule(static)
     for (size_t r = 0; r < rows; r++)
-        for (int h = 0; h < H; h++)
+        for (int h = 0; h < H; h++) {
+            const hs_real g = gate_at(xi, per_seq, r, L, H, h);
             for (int i = 0; i < dh; i++)
-                zg[(r * H + h) * dh + i] = xi[h] * z[(r * H + h) * dh + i];
+                zg[(r * H + h) * dh + i] = g * z[(r * H + h) * dh + i];
+        }
 }
 
 /* Appends the new keys/values (B,S_new,GD) at cache position len, in the
@@ -255,12 +263,12 @@ int hs_attn_forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_at
 }
 
 void hs_attn_forward_output(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
-                            const hs_attn_config *c, const hs_real *xi)
+                            const hs_attn_config *c, const hs_real *xi, int xi_per_seq)
 {
     const int dh = hs_attn_head_dim(c), H = c->n_heads;
     const size_t rows = (size_t)a->B * a->L;
     if (xi)
-        apply_gates(a->zg, a->z, xi, rows, H, dh);
+        apply_gates(a->zg, a->z, xi, xi_per_seq, rows, a->L, H, dh);
     hs_linear_forward(out, xi ? a->zg : a->z, w->w_o, w->b_o, rows, H * dh, c->d_model);
 }
 
@@ -270,14 +278,14 @@ int hs_attn_forward(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
 {
     int rc = hs_attn_forward_heads(a, w, c, x, y, mask, cache);
     if (!rc)
-        hs_attn_forward_output(out, a, w, c, xi);
+        hs_attn_forward_output(out, a, w, c, xi, 0);
     return rc;
 }
 
 int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi,
                      const hs_real *dout, const hs_attn_acts *a, const hs_attn_weights *w,
                      const hs_attn_config *c, const hs_real *x, const hs_real *y,
-                     const hs_real *xi, const hs_attn_mask *mask)
+                     const hs_real *xi, int xi_per_seq, const hs_attn_mask *mask)
 {
     int rc = hs_attn_config_check(c);
     if (rc)
@@ -301,22 +309,28 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
 
     /* Output projection: dz holds the gradient of the gated head outputs. */
     if (xi)
-        apply_gates(zg, a->z, xi, BL, H, dh);
+        apply_gates(zg, a->z, xi, xi_per_seq, BL, L, H, dh);
     hs_linear_backward(dz, dw ? dw->w_o : NULL, dw ? dw->b_o : NULL, dout, xi ? zg : a->z,
                        w->w_o, BL, HD, d);
     if (xi) {
-#pragma omp parallel for schedule(static)
-        for (int h = 0; h < H; h++) {
-            hs_real g = 0;
-            for (size_t r = 0; r < BL; r++)
-                for (int i = 0; i < dh; i++)
-                    g += a->z[(r * H + h) * dh + i] * dz[(r * H + h) * dh + i];
-            if (dxi)
-                dxi[h] += g;
-            for (size_t r = 0; r < BL; r++)
-                for (int i = 0; i < dh; i++)
-                    dz[(r * H + h) * dh + i] *= xi[h];
-        }
+        /* dxi: sum of z * dL/d(gated z) over the rows the gate covers; then
+         * dz = gate * dL/d(gated z). One task per (gate row, head). */
+        const int gate_rows = xi_per_seq ? B : 1;
+        const size_t span = xi_per_seq ? (size_t)L : BL;
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int gb = 0; gb < gate_rows; gb++)
+            for (int h = 0; h < H; h++) {
+                hs_real g = 0;
+                for (size_t r = gb * span; r < (gb + 1) * span; r++)
+                    for (int i = 0; i < dh; i++)
+                        g += a->z[(r * H + h) * dh + i] * dz[(r * H + h) * dh + i];
+                if (dxi)
+                    dxi[gb * H + h] += g;
+                const hs_real gate = xi[gb * H + h];
+                for (size_t r = gb * span; r < (gb + 1) * span; r++)
+                    for (int i = 0; i < dh; i++)
+                        dz[(r * H + h) * dh + i] *= gate;
+            }
     }
 
     rc = hs_attn_heads_backward(dq, dk, dv, dz, a->att, a->q, a->k, a->v, mask, B, L, S, H, G,

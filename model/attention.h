@@ -111,7 +111,11 @@ int hs_attn_forward(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
                     const hs_attn_config *c, const hs_real *x, const hs_real *y,
                     const hs_real *xi, const hs_attn_mask *mask, hs_kv_cache *cache);
 
-/* hs_attn_forward in its two halves, for callers that observe or replace the
+/* Gates: xi (H) shared by every sequence, or with xi_per_seq (B, H) one
+ * set per sequence (per-sequence gradients in one backward: sequence b's
+ * loss depends only on its own gates). dxi has xi's shape.
+ *
+ * hs_attn_forward in its two halves, for callers that observe or replace the
  * head outputs between them: _heads runs the projections (RoPE, cache) and
  * the per-head kernel into a->z and a->att; _output applies the gates and
  * W_o to a->z. */
@@ -119,7 +123,7 @@ int hs_attn_forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_at
                           const hs_real *x, const hs_real *y, const hs_attn_mask *mask,
                           hs_kv_cache *cache);
 void hs_attn_forward_output(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
-                            const hs_attn_config *c, const hs_real *xi);
+                            const hs_attn_config *c, const hs_real *xi, int xi_per_seq);
 
 /* Backward of a cache-free forward whose acts hold att (and its backward
  * scratch, which this call overwrites). Accumulates (+=)
@@ -129,7 +133,7 @@ void hs_attn_forward_output(hs_real *out, hs_attn_acts *a, const hs_attn_weights
 int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi,
                      const hs_real *dout, const hs_attn_acts *a, const hs_attn_weights *w,
                      const hs_attn_config *c, const hs_real *x, const hs_real *y,
-                     const hs_real *xi, const hs_attn_mask *mask);
+                     const hs_real *xi, int xi_per_seq, const hs_attn_mask *mask);
 
 /* ---- The head-level kernel, for callers that hold q, k, v themselves ---- */
 

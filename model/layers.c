@@ -50,6 +50,8 @@ void hs_layernorm_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_rea
         for (int i = 0; i < C; i++)
             dx[i] += (dy[i] * w[i] - mean_g - (x[i] - m) * s * mean_gx) * s;
     }
+    if (!dw && !db)
+        return;
     enum { COLS = 64 };
 #pragma omp parallel for schedule(static)
     for (int i0 = 0; i0 < C; i0 += COLS) {
@@ -64,7 +66,8 @@ void hs_layernorm_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_rea
             }
         }
         for (int i = i0; i < i1; i++) {
-            dw[i] += sw[i - i0];
+            if (dw)
+                dw[i] += sw[i - i0];
             if (db)
                 db[i] += sb[i - i0];
         }
@@ -105,6 +108,8 @@ void hs_rmsnorm_backward(hs_real *dinp, hs_real *dw, const hs_real *dout, const 
         for (int i = 0; i < C; i++)
             dx[i] += (dy[i] * w[i] - x[i] * s * mean_gx) * s;
     }
+    if (!dw)
+        return;
     enum { COLS = 64 };
 #pragma omp parallel for schedule(static)
     for (int i0 = 0; i0 < C; i0 += COLS) {

@@ -184,62 +184,77 @@ static int check_inputs(const hs_acts *a, const hs_model *m, const int32_t *toke
     return HS_OK;
 }
 
-int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32_t *targets,
-               const hs_hooks *hooks)
+static const hs_hooks no_hooks = { 0 };
+
+/* Layer l up to the residual after attention: r1 = in + attention(in). */
+static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks *hooks)
 {
-    static const hs_hooks none = { 0 };
-    if (!hooks)
-        hooks = &none;
-    if (hooks->on_maps && a->mode == HS_ACTS_INFER)
-        return hs_fail(HS_EINVAL, "forward: maps were asked for but the activations keep none");
+    const hs_model_config *c = &m->cfg;
+    hs_layer_acts *la = &a->layer[l];
+    const hs_layer_weights *lw = &m->w.layer[l];
+    const hs_attn_config ac = hs_config_attn(c, l);
+    const size_t N = (size_t)a->B * a->T;
+    const hs_attn_mask causal = { 1, NULL };
+    int rc;
+    if (hooks->on_resid && (rc = hooks->on_resid(hooks->ctx, l, la->in, a->B, a->T, c->d_model)))
+        return rc;
+    const hs_real *attn_in = la->in;
+    if (!c->post_norm) {
+        norm_forward(la->n1, la->n1_mean, la->n1_rstd, la->in, lw->ln1_w, lw->ln1_b, c, N);
+        attn_in = la->n1;
+    }
+    rc = hs_attn_forward_heads(&la->attn, &lw->attn, &ac, attn_in, NULL, &causal, NULL);
+    if (!rc && hooks->on_maps)
+        rc = hooks->on_maps(hooks->ctx, l, la->attn.att, a->B, ac.n_heads, a->T);
+    if (!rc && hooks->on_z)
+        rc = hooks->on_z(hooks->ctx, l, la->attn.z, a->B, a->T, ac.n_heads, c->head_dim);
+    if (rc)
+        return rc;
+    hs_attn_forward_output(la->attn_out, &la->attn, &lw->attn, &ac,
+                           hooks->gates ? hooks->gates[l] : NULL, hooks->gates_per_seq);
+    hs_add(la->r1, la->in, la->attn_out, N * c->d_model);
+    return HS_OK;
+}
+
+/* Layer l from the residual after attention (r1) to its output: the
+ * post-norm, the MLP and its norm. */
+static void layer_rest(hs_acts *a, const hs_model *m, int l)
+{
+    const hs_model_config *c = &m->cfg;
+    hs_layer_acts *la = &a->layer[l];
+    const hs_layer_weights *lw = &m->w.layer[l];
+    const size_t N = (size_t)a->B * a->T;
+    if (c->post_norm)
+        norm_forward(la->n1, la->n1_mean, la->n1_rstd, la->r1, lw->ln1_w, lw->ln1_b, c, N);
+    if (c->mlp == HS_MLP_NONE)
+        return;
+    const hs_real *mid = c->post_norm ? la->n1 : la->r1; /* residual after attention */
+    const hs_real *mlp_in = mid;
+    if (!c->post_norm) {
+        norm_forward(la->n2, la->n2_mean, la->n2_rstd, mid, lw->ln2_w, lw->ln2_b, c, N);
+        mlp_in = la->n2;
+    }
+    mlp_forward(la, lw, mlp_in, c, N);
+    hs_add(la->r2, mid, la->mlp_out, N * c->d_model);
+    if (c->post_norm)
+        norm_forward(la->n2, la->n2_mean, la->n2_rstd, la->r2, lw->ln2_w, lw->ln2_b, c, N);
+}
+
+/* Layers from `from` on (starting after the attention of layer `from`
+ * when mid_layer), then the final norm, logits and loss. */
+static int forward_rest(hs_acts *a, const hs_model *m, int from, int mid_layer,
+                        const int32_t *targets, const hs_hooks *hooks)
+{
     const hs_model_config *c = &m->cfg;
     const hs_weights *w = &m->w;
     const size_t N = (size_t)a->B * a->T;
     const int d = c->d_model, V = c->vocab_size;
-    int rc = check_inputs(a, m, tokens, targets);
-    if (rc)
-        return rc;
-    hs_attn_mask causal = { 1, NULL };
-
-    hs_embed_forward(a->emb, tokens, w->wte, w->wpe, a->B, a->T, d);
-    for (int l = 0; l < c->n_layer; l++) {
-        hs_layer_acts *la = &a->layer[l];
-        const hs_layer_weights *lw = &w->layer[l];
-        hs_attn_config ac = hs_config_attn(c, l);
-        const int H = ac.n_heads;
-        const hs_real *xi = hooks->gates ? hooks->gates[l] : NULL;
-        if (hooks->on_resid && (rc = hooks->on_resid(hooks->ctx, l, la->in, a->B, a->T, d)))
+    int rc;
+    for (int l = from; l < c->n_layer; l++) {
+        if (!(mid_layer && l == from) && (rc = layer_attention(a, m, l, hooks)))
             return rc;
-        const hs_real *attn_in = la->in;
-        if (!c->post_norm) {
-            norm_forward(la->n1, la->n1_mean, la->n1_rstd, la->in, lw->ln1_w, lw->ln1_b, c, N);
-            attn_in = la->n1;
-        }
-        rc = hs_attn_forward_heads(&la->attn, &lw->attn, &ac, attn_in, NULL, &causal, NULL);
-        if (!rc && hooks->on_maps)
-            rc = hooks->on_maps(hooks->ctx, l, la->attn.att, a->B, H, a->T);
-        if (!rc && hooks->on_z)
-            rc = hooks->on_z(hooks->ctx, l, la->attn.z, a->B, a->T, H, c->head_dim);
-        if (rc)
-            return rc;
-        hs_attn_forward_output(la->attn_out, &la->attn, &lw->attn, &ac, xi);
-        hs_add(la->r1, la->in, la->attn_out, N * d);
-        if (c->post_norm)
-            norm_forward(la->n1, la->n1_mean, la->n1_rstd, la->r1, lw->ln1_w, lw->ln1_b, c, N);
-        if (c->mlp == HS_MLP_NONE)
-            continue;
-        const hs_real *mid = c->post_norm ? la->n1 : la->r1; /* residual after attention */
-        const hs_real *mlp_in = mid;
-        if (!c->post_norm) {
-            norm_forward(la->n2, la->n2_mean, la->n2_rstd, mid, lw->ln2_w, lw->ln2_b, c, N);
-            mlp_in = la->n2;
-        }
-        mlp_forward(la, lw, mlp_in, c, N);
-        hs_add(la->r2, mid, la->mlp_out, N * d);
-        if (c->post_norm)
-            norm_forward(la->n2, la->n2_mean, la->n2_rstd, la->r2, lw->ln2_w, lw->ln2_b, c, N);
+        layer_rest(a, m, l);
     }
-
     const hs_real *h = a->layer[c->n_layer - 1].out;
     if (hooks->on_resid && (rc = hooks->on_resid(hooks->ctx, c->n_layer, h, a->B, a->T, d)))
         return rc;
@@ -258,6 +273,46 @@ int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32
     return HS_OK;
 }
 
+int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32_t *targets,
+               const hs_hooks *hooks)
+{
+    if (!hooks)
+        hooks = &no_hooks;
+    if (hooks->on_maps && a->mode == HS_ACTS_INFER)
+        return hs_fail(HS_EINVAL, "forward: maps were asked for but the activations keep none");
+    int rc = check_inputs(a, m, tokens, targets);
+    if (rc)
+        return rc;
+    hs_embed_forward(a->emb, tokens, m->w.wte, m->w.wpe, a->B, a->T, m->cfg.d_model);
+    return forward_rest(a, m, 0, 0, targets, hooks);
+}
+
+int hs_forward_to(hs_acts *a, const hs_model *m, const int32_t *tokens, int layer,
+                  const hs_hooks *hooks)
+{
+    if (!hooks)
+        hooks = &no_hooks;
+    if (layer < 0 || layer >= m->cfg.n_layer)
+        return hs_fail(HS_EINVAL, "forward: no layer %d", layer);
+    int rc = check_inputs(a, m, tokens, NULL);
+    if (rc)
+        return rc;
+    hs_embed_forward(a->emb, tokens, m->w.wte, m->w.wpe, a->B, a->T, m->cfg.d_model);
+    for (int l = 0; l < layer; l++) {
+        if ((rc = layer_attention(a, m, l, hooks)))
+            return rc;
+        layer_rest(a, m, l);
+    }
+    return layer_attention(a, m, layer, hooks);
+}
+
+int hs_forward_from(hs_acts *a, const hs_model *m, int layer, const int32_t *targets)
+{
+    if (layer < 0 || layer >= m->cfg.n_layer)
+        return hs_fail(HS_EINVAL, "forward: no layer %d", layer);
+    return forward_rest(a, m, layer, 1, targets, &no_hooks);
+}
+
 static void swap(hs_real **x, hs_real **y)
 {
     hs_real *t = *x;
@@ -266,11 +321,19 @@ static void swap(hs_real **x, hs_real **y)
 }
 
 int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_model *m,
-                const int32_t *tokens, const int32_t *targets, const hs_real *const *gates,
+                const int32_t *tokens, const int32_t *targets, const hs_hooks *hooks,
                 hs_real loss_scale)
 {
+    /* No weight gradients: every kernel skips a NULL gradient pointer. Never
+     * written, so one zeroed instance serves every call. */
+    static hs_weights no_grads;
     if (!a->training)
         return hs_fail(HS_EINVAL, "backward: activations were allocated for inference");
+    if (!hooks)
+        hooks = &no_hooks;
+    if (!g)
+        g = &no_grads;
+    const hs_real *const *gates = hooks->gates;
     const hs_model_config *c = &m->cfg;
     const hs_weights *w = &m->w;
     const size_t N = (size_t)a->B * a->T, nd = N * (size_t)c->d_model;
@@ -313,7 +376,7 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
             memcpy(dres2, dres, sizeof(hs_real) * nd);
             memset(a->dnorm, 0, sizeof(hs_real) * nd);
             rc = hs_attn_backward(a->dnorm, NULL, &gw->attn, dxi, dres, &la->attn, &lw->attn, &ac,
-                                  la->n1, NULL, xi, &causal);
+                                  la->n1, NULL, xi, hooks->gates_per_seq, &causal);
             if (rc)
                 return rc;
             norm_backward(dres2, gw->ln1_w, gw->ln1_b, a->dnorm, la->in, lw->ln1_w, la->n1_mean,
@@ -333,12 +396,13 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
                           la->n1_rstd, c, N);
             memcpy(dres2, a->dbranch, sizeof(hs_real) * nd);
             rc = hs_attn_backward(dres2, NULL, &gw->attn, dxi, a->dbranch, &la->attn, &lw->attn,
-                                  &ac, la->in, NULL, xi, &causal);
+                                  &ac, la->in, NULL, xi, hooks->gates_per_seq, &causal);
             if (rc)
                 return rc;
             swap(&dres, &dres2);
         }
     }
-    hs_embed_backward(g->wte, g->wpe, dres, tokens, a->B, a->T, d);
+    if (g->wte)
+        hs_embed_backward(g->wte, g->wpe, dres, tokens, a->B, a->T, d);
     return HS_OK;
 }

@@ -60,8 +60,10 @@ void hs_acts_free(hs_acts *a);
  * stops the forward with that status (its message set by the callback). */
 typedef struct {
     void *ctx;
-    /* NULL, or n_layer pointers each NULL or (H_l) gates xi multiplying z */
+    /* NULL, or n_layer pointers each NULL or gates xi multiplying z: (H_l),
+     * or (B, H_l) with gates_per_seq (per-sequence gradients, importance) */
     const hs_real *const *gates;
+    int gates_per_seq;
     /* residual stream (B,T,d) entering layer l; l == n_layer: after the last */
     int (*on_resid)(void *ctx, int layer, const hs_real *x, int B, int T, int d);
     /* post-softmax maps (B,H,T,T) of layer l; needs maps (TRAIN or MAPS acts) */
@@ -77,12 +79,25 @@ typedef struct {
 int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32_t *targets,
                const hs_hooks *hooks);
 
+/* The clean forward of tokens up to layer `layer`'s residual after
+ * attention (acts' r1 of that layer), for analyses that continue from there. */
+int hs_forward_to(hs_acts *a, const hs_model *m, const int32_t *tokens, int layer,
+                  const hs_hooks *hooks);
+
+/* Continues a forward from the residual after attention of `layer`, which
+ * the caller has written into a->layer[layer].r1: the rest of that layer,
+ * the layers above, logits and (with targets) the loss. Rows of the batch
+ * may hold different interventions of the same sequences: the layers below
+ * are not recomputed. */
+int hs_forward_from(hs_acts *a, const hs_model *m, int layer, const int32_t *targets);
+
 /* Backward of the loss sum(losses) * loss_scale (1/(B*T): the mean) after a
- * training forward with targets. Accumulates into grads (bound to a buffer
- * with hs_weights_bind) and, when dgates is non-NULL, into dgates[l] (H_l)
- * for every layer whose gate pointer is non-NULL. */
+ * training forward with targets and the same hooks. Accumulates into grads
+ * (bound to a buffer with hs_weights_bind; NULL skips every weight
+ * gradient) and, when dgates is non-NULL, into dgates[l] (the gates' shape)
+ * for every layer with gates. */
 int hs_backward(hs_weights *grads, hs_real *const *dgates, hs_acts *a, const hs_model *m,
-                const int32_t *tokens, const int32_t *targets, const hs_real *const *gates,
+                const int32_t *tokens, const int32_t *targets, const hs_hooks *hooks,
                 hs_real loss_scale);
 
 #endif

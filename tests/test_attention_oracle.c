@@ -82,7 +82,7 @@ static void run_fixture_case(const char *name)
     hs_real *dx = calloc((size_t)B * L * d, sizeof(hs_real));
     hs_real *dy = cross ? calloc((size_t)B * S * d, sizeof(hs_real)) : NULL;
     hs_real *dxi = gates ? calloc(H, sizeof(hs_real)) : NULL;
-    rc = hs_attn_backward(dx, dy, &dw, dxi, gout, &a, &w, &c, x, y, xi, &mask);
+    rc = hs_attn_backward(dx, dy, &dw, dxi, gout, &a, &w, &c, x, y, xi, 0, &mask);
     CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
     check("dx", dx, &fc, "dx");
     if (cross)

@@ -498,7 +498,7 @@ static void fd_run(const fd_case *k)
     hs_real *out = malloc(sizeof(hs_real) * nx);
     CU_ASSERT_EQUAL_FATAL(hs_attn_acts_alloc(&a, &m.c, k->B, k->L, k->S, k->S, 1), HS_OK);
     CU_ASSERT_EQUAL_FATAL(hs_attn_forward(out, &a, &m.w, &m.c, x, y, xi, &mask, NULL), HS_OK);
-    CU_ASSERT_EQUAL_FATAL(hs_attn_backward(dx, dy, &dw, dxi, gout, &a, &m.w, &m.c, x, y, xi, &mask),
+    CU_ASSERT_EQUAL_FATAL(hs_attn_backward(dx, dy, &dw, dxi, gout, &a, &m.w, &m.c, x, y, xi, 0, &mask),
                           HS_OK);
 
     const double tol = 1e-6;
