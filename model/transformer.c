@@ -14,7 +14,7 @@ int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
     const int training = mode == HS_ACTS_TRAIN;
     const size_t N = (size_t)B * T, d = (size_t)c->d_model, F = (size_t)c->d_ff;
     const size_t V = (size_t)c->vocab_size;
-    a->B = B;
+    a->B = a->B_alloc = B;
     a->T = T;
     a->training = training;
     a->mode = mode;
@@ -84,6 +84,16 @@ int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
         hs_acts_free(a);
         return HS_ENOMEM;
     }
+    return HS_OK;
+}
+
+int hs_acts_set_batch(hs_acts *a, int B)
+{
+    if (B < 1 || B > a->B_alloc)
+        return hs_fail(HS_EINVAL, "activations: batch %d outside 1..%d", B, a->B_alloc);
+    a->B = B;
+    for (int l = 0; l < a->n_layer; l++)
+        a->layer[l].attn.B = B;
     return HS_OK;
 }
 

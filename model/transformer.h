@@ -36,6 +36,7 @@ enum {
 
 typedef struct {
     int B, T, training;
+    int B_alloc;                    /* rows allocated; hs_acts_set_batch may run fewer */
     int mode;
     int n_layer;
     hs_real *shared_maps;           /* HS_ACTS_MAPS: (B, max H, T, T) */
@@ -52,6 +53,9 @@ typedef struct {
 
 /* mode: HS_ACTS_INFER, HS_ACTS_TRAIN or HS_ACTS_MAPS. */
 int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode);
+
+/* Runs the next forwards on the first B of the allocated rows (B <= B_alloc). */
+int hs_acts_set_batch(hs_acts *a, int B);
 void hs_acts_free(hs_acts *a);
 
 /* Hook points on the forward pass (SPEC §5). Observers see the residual

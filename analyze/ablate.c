@@ -1,0 +1,309 @@
+#include "ablate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "linalg.h"
+#include "transformer.h"
+
+const char *hs_ablate_kind_name(int kind)
+{
+    static const char *const names[HS_ABLATE_KINDS] = { "zero", "mean", "resample" };
+    return kind >= 0 && kind < HS_ABLATE_KINDS ? names[kind] : "?";
+}
+
+/* Welford's running mean and variance of per-sequence differences. */
+typedef struct {
+    double mean, m2;
+    long n;
+} running;
+
+static void running_add(running *r, double x)
+{
+    r->n++;
+    double d = x - r->mean;
+    r->mean += d / r->n;
+    r->m2 += d * (x - r->mean);
+}
+
+static hs_ablate_stat running_stat(const running *r)
+{
+    hs_ablate_stat s = { r->mean, 0, r->n };
+    if (r->n > 1)
+        s.stderr_delta = sqrt(r->m2 / (r->n - 1)) / sqrt((double)r->n);
+    return s;
+}
+
+typedef struct {
+    int h, kind;
+} job;
+
+/* Everything one run needs, shared by the fast and the naive path. */
+typedef struct {
+    const hs_model *m;
+    const hs_tokens *data;
+    hs_ablate_opts *o;
+    size_t nb;
+    int32_t *in, *tg; /* (B,T) of the current batch */
+    double *clean;    /* (nb * B) clean per-sequence mean losses */
+    double **zmean;   /* [layer] (H_l * dh): mean head outputs, when asked for */
+    job *jobs;        /* the current layer's ablations */
+    int njobs;
+    running *acc;     /* [kind * H + h] of the current layer */
+} run;
+
+static double seq_loss(const hs_real *losses, int T)
+{
+    double s = 0;
+    for (int t = 0; t < T; t++)
+        s += losses[t];
+    return s / T;
+}
+
+/* dz (B*T, dh) = z' - z for head h of kind (z: (B*T, H*dh) clean). */
+static void head_change(hs_real *dz, const hs_real *z, const double *zmean, int kind, int h, int B,
+                        int T, int H, int dh)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const size_t row = (size_t)b * T + t;
+            const hs_real *zr = z + (row * H + h) * dh;
+            const hs_real *other = z + ((((size_t)(b + 1) % B) * T + t) * H + h) * dh;
+            hs_real *o = dz + row * dh;
+            for (int i = 0; i < dh; i++)
+                o[i] = kind == HS_ABLATE_ZERO   ? -zr[i]
+                       : kind == HS_ABLATE_MEAN ? (hs_real)zmean[(size_t)h * dh + i] - zr[i]
+                                                : other[i] - zr[i];
+        }
+}
+
+/* Pass 0: clean per-sequence losses and, for mean ablation, mean z. */
+static int sum_z(void *ctx, int layer, hs_real *z, int B, int T, int H, int dh)
+{
+    run *r = ctx;
+    double *acc = r->zmean[layer];
+    for (size_t row = 0; row < (size_t)B * T; row++)
+        for (int k = 0; k < H * dh; k++)
+            acc[k] += z[row * H * dh + k];
+    return HS_OK;
+}
+
+static int clean_pass(run *r)
+{
+    hs_ablate_opts *o = r->o;
+    const hs_model_config *c = &r->m->cfg;
+    hs_acts a;
+    int rc = hs_acts_alloc(&a, c, o->B, o->T, HS_ACTS_INFER);
+    if (rc)
+        return rc;
+    const int want_mean = o->kinds & (1 << HS_ABLATE_MEAN);
+    hs_hooks hooks = { .ctx = r, .on_z = want_mean ? sum_z : NULL };
+    double total = 0;
+    for (size_t b = 0; !rc && b < r->nb; b++) {
+        hs_batch_at(r->data, b * (size_t)o->B * o->T, o->B, o->T, r->in, r->tg);
+        rc = hs_forward(&a, r->m, r->in, r->tg, &hooks);
+        for (int i = 0; !rc && i < o->B; i++) {
+            r->clean[b * o->B + i] = seq_loss(a.losses + (size_t)i * o->T, o->T);
+            total += r->clean[b * o->B + i];
+        }
+    }
+    o->clean_loss = total / ((double)r->nb * o->B);
+    const double rows = (double)r->nb * o->B * o->T;
+    for (int l = 0; want_mean && l < c->n_layer; l++)
+        for (int k = 0; k < c->n_head[l] * c->head_dim; k++)
+            r->zmean[l][k] /= rows;
+    hs_acts_free(&a);
+    return rc;
+}
+
+/* ---- the fast path --------------------------------------------------------- */
+
+/* Ablations per continuation: as many as the layer has, within a memory
+ * budget for the stacked activations. */
+static int choose_stack(const hs_model_config *c, int B, int T, int most_jobs, int asked)
+{
+    if (asked > 0)
+        return asked < most_jobs ? asked : most_jobs;
+    const double per_token = 4.0 * (c->n_layer * (11.0 * c->d_model + 3.0 * c->d_ff) +
+                                     c->vocab_size + 2.0 * c->d_model);
+    const double budget = 512.0 * (1 << 20);
+    int s = (int)(budget / (per_token * B * T));
+    s = s < 1 ? 1 : s;
+    return s < most_jobs ? s : most_jobs;
+}
+
+static int fast_layer(run *r, int l, hs_acts *clean, hs_acts *st, int stack, hs_real *dz,
+                      int32_t *stacked_tg)
+{
+    const hs_ablate_opts *o = r->o;
+    const hs_model_config *c = &r->m->cfg;
+    const int B = o->B, T = o->T, d = c->d_model, dh = c->head_dim, H = c->n_head[l];
+    const size_t BT = (size_t)B * T;
+    const hs_real *w_o = r->m->w.layer[l].attn.w_o; /* (d, H*dh) */
+    int rc = HS_OK;
+    for (size_t b = 0; !rc && b < r->nb; b++) {
+        if (o->stop && *o->stop)
+            return hs_fail(HS_EINTR, "interrupted in layer %d", l);
+        hs_batch_at(r->data, b * BT, B, T, r->in, r->tg);
+        rc = hs_forward_to(clean, r->m, r->in, l, NULL);
+        const hs_real *z = clean->layer[l].attn.z, *r1 = clean->layer[l].r1;
+        for (int j0 = 0; !rc && j0 < r->njobs; j0 += stack) {
+            const int n = r->njobs - j0 < stack ? r->njobs - j0 : stack;
+            rc = hs_acts_set_batch(st, n * B);
+            hs_real *r1s = st->layer[l].r1;
+            for (int j = 0; !rc && j < n; j++) {
+                const job *jb = &r->jobs[j0 + j];
+                hs_real *blk = r1s + (size_t)j * BT * d;
+                memcpy(blk, r1, sizeof(hs_real) * BT * d);
+                head_change(dz, z, r->zmean ? r->zmean[l] : NULL, jb->kind, jb->h, B, T, H, dh);
+                /* blk += (z' - z)_h W_o^(h)^T: the head's change of the attention output */
+                hs_gemm(0, 1, (int)BT, d, dh, 1, dz, dh, w_o + (size_t)jb->h * dh, H * dh, 1, blk,
+                        d);
+                memcpy(stacked_tg + (size_t)j * BT, r->tg, sizeof(int32_t) * BT);
+            }
+            if (!rc)
+                rc = hs_forward_from(st, r->m, l, stacked_tg);
+            for (int j = 0; !rc && j < n; j++) {
+                const job *jb = &r->jobs[j0 + j];
+                for (int i = 0; i < B; i++)
+                    running_add(&r->acc[jb->kind * H + jb->h],
+                                seq_loss(st->losses + ((size_t)j * B + i) * T, T) -
+                                    r->clean[b * B + i]);
+            }
+        }
+        if (o->progress)
+            o->progress(o->ctx, (size_t)l * r->nb + b + 1, (size_t)c->n_layer * r->nb);
+    }
+    return rc;
+}
+
+/* ---- the naive path: one full forward per ablation ------------------------ */
+
+typedef struct {
+    const run *r;
+    int layer, h, kind;
+    hs_real *scratch; /* (B*T, dh) */
+} naive_ctx;
+
+static int replace_z(void *ctx, int layer, hs_real *z, int B, int T, int H, int dh)
+{
+    naive_ctx *n = ctx;
+    if (layer != n->layer)
+        return HS_OK;
+    head_change(n->scratch, z, n->r->zmean ? n->r->zmean[layer] : NULL, n->kind, n->h, B, T, H,
+                dh);
+    for (size_t row = 0; row < (size_t)B * T; row++)
+        for (int i = 0; i < dh; i++)
+            z[(row * H + n->h) * dh + i] += n->scratch[row * dh + i];
+    return HS_OK;
+}
+
+static int naive_layer(run *r, int l, hs_acts *a, hs_real *dz)
+{
+    const hs_ablate_opts *o = r->o;
+    const int B = o->B, T = o->T, H = r->m->cfg.n_head[l];
+    int rc = HS_OK;
+    for (int j = 0; !rc && j < r->njobs; j++) {
+        naive_ctx nc = { r, l, r->jobs[j].h, r->jobs[j].kind, dz };
+        hs_hooks hooks = { .ctx = &nc, .on_z = replace_z };
+        for (size_t b = 0; !rc && b < r->nb; b++) {
+            hs_batch_at(r->data, b * (size_t)B * T, B, T, r->in, r->tg);
+            rc = hs_forward(a, r->m, r->in, r->tg, &hooks);
+            for (int i = 0; !rc && i < B; i++)
+                running_add(&r->acc[nc.kind * H + nc.h],
+                            seq_loss(a->losses + (size_t)i * T, T) - r->clean[b * B + i]);
+        }
+    }
+    return rc;
+}
+
+int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
+{
+    const hs_model_config *c = &m->cfg;
+    if (o->B < 1 || o->T < 1 || !(o->kinds & 7))
+        return hs_fail(HS_EINVAL, "ablate: batch, sequence length and a method are required");
+    if (c->pos == HS_POS_LEARNED && o->T > c->n_ctx)
+        return hs_fail(HS_EINVAL, "ablate: sequence length %d exceeds n_ctx=%d", o->T, c->n_ctx);
+    run r = { .m = m, .data = data, .o = o };
+    r.nb = hs_batch_count(data, o->B, o->T);
+    if (o->max_batches && o->max_batches < r.nb)
+        r.nb = o->max_batches;
+    if (!r.nb)
+        return hs_fail(HS_EINVAL, "%zu tokens hold no batch of %d x %d (+1) tokens", data->n, o->B,
+                       o->T);
+    int maxH = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        maxH = c->n_head[l] > maxH ? c->n_head[l] : maxH;
+    const size_t BT = (size_t)o->B * o->T;
+    int rc = HS_OK;
+    r.in = hs_calloc(BT, sizeof(int32_t), "inputs");
+    r.tg = hs_calloc(BT, sizeof(int32_t), "targets");
+    r.clean = hs_calloc(r.nb * o->B, sizeof(double), "clean losses");
+    r.jobs = hs_calloc((size_t)maxH * HS_ABLATE_KINDS, sizeof(job), "ablation list");
+    r.acc = hs_calloc((size_t)maxH * HS_ABLATE_KINDS, sizeof(running), "accumulators");
+    hs_ablate_stat *stat = hs_calloc((size_t)maxH * HS_ABLATE_KINDS, sizeof *stat, "results");
+    hs_real *dz = hs_calloc(BT * c->head_dim, sizeof(hs_real), "head change");
+    if (!r.in || !r.tg || !r.clean || !r.jobs || !r.acc || !stat || !dz)
+        rc = HS_ENOMEM;
+    if (!rc && (o->kinds & (1 << HS_ABLATE_MEAN))) {
+        r.zmean = hs_calloc((size_t)c->n_layer, sizeof(double *), "mean z");
+        for (int l = 0; r.zmean && l < c->n_layer; l++)
+            if (!(r.zmean[l] = hs_calloc((size_t)c->n_head[l] * c->head_dim, sizeof(double),
+                                         "mean z")))
+                rc = HS_ENOMEM;
+        if (!r.zmean)
+            rc = HS_ENOMEM;
+    }
+    if (!rc)
+        rc = clean_pass(&r);
+
+    /* The largest layer's ablation count sizes the stacked activations. */
+    int most = 0, nkinds = 0;
+    for (int k = 0; k < HS_ABLATE_KINDS; k++)
+        nkinds += (o->kinds >> k) & 1;
+    most = maxH * nkinds;
+    const int stack = o->naive ? 1 : choose_stack(c, o->B, o->T, most, o->stack);
+    hs_acts clean = { 0 }, st = { 0 };
+    int32_t *stacked_tg = NULL;
+    if (!rc)
+        rc = hs_acts_alloc(&clean, c, o->B, o->T, HS_ACTS_INFER);
+    if (!rc && !o->naive)
+        rc = hs_acts_alloc(&st, c, stack * o->B, o->T, HS_ACTS_INFER);
+    if (!rc && !o->naive && !(stacked_tg = hs_calloc((size_t)stack * BT, sizeof(int32_t), "targets")))
+        rc = HS_ENOMEM;
+
+    for (int l = 0; !rc && l < c->n_layer; l++) {
+        r.njobs = 0;
+        for (int h = 0; h < c->n_head[l]; h++)
+            if (!o->head_on || o->head_on[(size_t)l * HS_MAX_HEADS_ON + h])
+                for (int k = 0; k < HS_ABLATE_KINDS; k++)
+                    if (o->kinds & (1 << k))
+                        r.jobs[r.njobs++] = (job){ h, k };
+        if (!r.njobs)
+            continue;
+        memset(r.acc, 0, sizeof(running) * (size_t)maxH * HS_ABLATE_KINDS);
+        rc = o->naive ? naive_layer(&r, l, &clean, dz)
+                      : fast_layer(&r, l, &clean, &st, stack, dz, stacked_tg);
+        if (rc)
+            break;
+        memset(stat, 0, sizeof *stat * (size_t)maxH * HS_ABLATE_KINDS);
+        const int H = c->n_head[l];
+        for (int j = 0; j < r.njobs; j++)
+            stat[r.jobs[j].kind * H + r.jobs[j].h] = running_stat(&r.acc[r.jobs[j].kind * H +
+                                                                         r.jobs[j].h]);
+        hs_ablate_layer res = { l, H, stat };
+        if (o->on_layer)
+            rc = o->on_layer(o->ctx, &res);
+    }
+
+    hs_acts_free(&clean);
+    if (st.layer)
+        hs_acts_free(&st);
+    for (int l = 0; r.zmean && l < c->n_layer; l++)
+        free(r.zmean[l]);
+    free(r.zmean);
+    free(stacked_tg), free(dz), free(stat), free(r.acc), free(r.jobs), free(r.clean), free(r.in),
+        free(r.tg);
+    return rc;
+}

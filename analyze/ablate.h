@@ -1,0 +1,55 @@
+/* Head ablation (SPEC §5): for head (l,h), replace its output z by zero, by
+ * its mean over the evaluation data, or by z of the next sequence of the
+ * same batch, and measure the loss delta per sequence.
+ *
+ * The fast path never recomputes what an ablation cannot change: the clean
+ * forward runs once per batch up to layer l's attention; maps of layer l are
+ * unchanged, so the ablated attention output is the clean one plus the
+ * head's change (z' - z) W_o^(h); several (head, kind) ablations are stacked
+ * into one batched continuation through the layers above. */
+#ifndef HS_ABLATE_H
+#define HS_ABLATE_H
+
+#include <signal.h>
+#include <stddef.h>
+
+#include "tokens.h"
+#include "weights.h"
+
+enum { HS_ABLATE_ZERO = 0, HS_ABLATE_MEAN = 1, HS_ABLATE_RESAMPLE = 2, HS_ABLATE_KINDS = 3 };
+
+const char *hs_ablate_kind_name(int kind); /* "zero", "mean", "resample" */
+
+typedef struct {
+    double delta;  /* mean over sequences of ablated - clean loss */
+    double stderr_delta;
+    long n;        /* sequences */
+} hs_ablate_stat;
+
+/* Results of one layer: stat[kind * H + h]; heads or kinds not run have n 0. */
+typedef struct {
+    int layer, n_heads;
+    const hs_ablate_stat *stat;
+} hs_ablate_layer;
+
+typedef struct {
+    int B, T;
+    size_t max_batches;          /* 0: every whole batch */
+    int kinds;                   /* bit set of 1 << HS_ABLATE_* */
+    const unsigned char *head_on; /* (n_layer * HS_MAX_HEADS_ON) 1 = ablate; NULL = all */
+    int stack;                   /* ablations per batched continuation (0: choose) */
+    int naive;                   /* reference path: one full forward per ablation */
+    double clean_loss;           /* out: the clean loss */
+    volatile sig_atomic_t *stop;
+    /* Called once per layer when its heads are done; non-zero stops. */
+    int (*on_layer)(void *ctx, const hs_ablate_layer *r);
+    void (*progress)(void *ctx, size_t done, size_t total);
+    void *ctx;
+} hs_ablate_opts;
+
+enum { HS_MAX_HEADS_ON = 1024 };
+
+/* Runs the ablations; results go to on_layer. */
+int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o);
+
+#endif
