@@ -7,7 +7,7 @@
 #include "transformer.h"
 
 int hs_evaluate(hs_eval_result *r, const hs_model *m, const hs_tokens *data, int B, int T,
-                size_t max_batches, hs_progress_fn progress, void *ctx)
+                size_t max_batches, const hs_hooks *hooks, hs_progress_fn progress, void *ctx)
 {
     memset(r, 0, sizeof *r);
     if (B < 1 || T < 1)
@@ -30,7 +30,7 @@ int hs_evaluate(hs_eval_result *r, const hs_model *m, const hs_tokens *data, int
     double total = 0;
     for (size_t b = 0; !rc && b < nb; b++) {
         hs_batch_at(data, b * (size_t)B * T, B, T, in, tg);
-        rc = hs_forward(&a, m, in, tg, NULL);
+        rc = hs_forward(&a, m, in, tg, hooks);
         for (int i = 0; !rc && i < B; i++) {
             double s = 0;
             for (int t = 0; t < T; t++)

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "tokens.h"
-#include "weights.h"
+#include "transformer.h"
 
 typedef struct {
     double loss;
@@ -22,6 +22,6 @@ typedef void (*hs_progress_fn)(void *ctx, size_t done, size_t total);
 
 /* max_batches 0: every whole batch. HS_EINVAL when the data holds no batch. */
 int hs_evaluate(hs_eval_result *r, const hs_model *m, const hs_tokens *data, int B, int T,
-                size_t max_batches, hs_progress_fn progress, void *ctx);
+                size_t max_batches, const hs_hooks *hooks, hs_progress_fn progress, void *ctx);
 
 #endif

@@ -38,7 +38,7 @@ int hs_train(hs_model *m, const hs_tokens *data, const hs_train_opts *o)
         int last = step + 1 == o->steps;
         if (!rc && o->val && o->val_every > 0 && ((step + 1) % o->val_every == 0 || last)) {
             hs_eval_result r;
-            rc = hs_evaluate(&r, m, o->val, o->B, o->T, o->val_batches, NULL, NULL);
+            rc = hs_evaluate(&r, m, o->val, o->B, o->T, o->val_batches, NULL, NULL, NULL);
             if (!rc && o->on_val)
                 o->on_val(o->ctx, step + 1, r.loss, r.stderr_loss);
         }

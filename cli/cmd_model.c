@@ -199,7 +199,7 @@ int cmd_eval(int argc, char **argv)
     if (max_batches && max_batches < ctx.bar.total)
         ctx.bar.total = max_batches;
     hs_eval_result r;
-    rc = hs_evaluate(&r, &m, &tok, B, T, (size_t)max_batches, eval_progress, &ctx);
+    rc = hs_evaluate(&r, &m, &tok, B, T, (size_t)max_batches, NULL, eval_progress, &ctx);
     progress_finish(&ctx.bar);
     hs_tokens_free(&tok);
     hs_model_free(&m);

@@ -12,7 +12,9 @@
 
 #include "ablate.h"
 #include "checkpoint.h"
+#include "eval.h"
 #include "fixture.h"
+#include "importance.h"
 #include "runner.h"
 #include "tokens.h"
 
@@ -127,6 +129,147 @@ static void ablation_case(const char *name)
 static void test_fast_ablation_equals_naive_and_torch_gpt2(void) { ablation_case("gpt2_tiny"); }
 static void test_fast_ablation_equals_naive_and_torch_llama_gqa(void) { ablation_case("llama_gqa"); }
 
+/* Importance against PyTorch autograd of the summed sequence loss with
+ * respect to per-sequence gates, raw and layer-normalised. */
+static void importance_case(const char *name)
+{
+    hs_model m;
+    hs_tokens tok;
+    load(&m, &tok, name);
+    hs_importance imp;
+    CU_ASSERT_EQUAL_FATAL(hs_importance_alloc(&imp, &m.cfg), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_importance_compute(&imp, &m, &tok, B, T, 0, NULL, NULL), HS_OK);
+    CU_ASSERT_EQUAL(imp.n, 4);
+    fx_case fc;
+    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, HS_FIXTURE_DIR "/ablate_oracle.txt", name), 0);
+    const char *names[4] = { "importance_raw", "stderr_importance_raw", "importance",
+                             "stderr_importance" };
+    const double *mine[4] = { imp.raw, imp.raw_stderr, imp.norm, imp.norm_stderr };
+    double worst = 0;
+    for (int k = 0; k < 4; k++) {
+        const fx_tensor *t = fx_tensor_get(&fc, names[k]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+        for (int l = 0; l < m.cfg.n_layer; l++)
+            for (int h = 0; h < m.cfg.n_head[l]; h++) {
+                double want = t->v[l * m.cfg.n_head[l] + h];
+                double got = mine[k][(size_t)l * HS_IMP_MAX_HEADS + h];
+                worst = fmax(worst, fabs(got - want) / fmax(1, fabs(want)));
+            }
+    }
+    printf("\n    %s: importance vs torch autograd, worst %.3g", name, worst);
+    CU_ASSERT(worst <= TOL);
+    /* Each layer's normalised vector has unit length. */
+    for (int l = 0; l < m.cfg.n_layer; l++) {
+        double n2 = 0;
+        for (int h = 0; h < m.cfg.n_head[l]; h++)
+            n2 += imp.norm[(size_t)l * HS_IMP_MAX_HEADS + h] * imp.norm[(size_t)l * HS_IMP_MAX_HEADS + h];
+        CU_ASSERT(fabs(n2 - 1) <= 1e-9);
+    }
+    fx_free(&fc);
+    hs_importance_free(&imp);
+    hs_tokens_free(&tok);
+    hs_model_free(&m);
+}
+
+static void test_importance_matches_torch_autograd_gpt2(void) { importance_case("gpt2_tiny"); }
+static void test_importance_matches_torch_autograd_llama_gqa(void) { importance_case("llama_gqa"); }
+
+typedef struct {
+    int steps, pruned[64];
+    double loss[64];
+} curve;
+
+static int record_step(void *ctx, int step, int pruned, double fraction, double loss, double se)
+{
+    curve *c = ctx;
+    (void)fraction, (void)se;
+    if (step < 64) {
+        c->pruned[step] = pruned;
+        c->loss[step] = loss;
+        c->steps = step + 1;
+    }
+    return HS_OK;
+}
+
+/* Iterative pruning: heads pruned grow step by step to the target counts,
+ * masks are nested, protection holds, and a second run is identical. */
+static void test_pruning_curve_is_monotone_nested_and_reproducible(void)
+{
+    hs_model m;
+    hs_tokens tok;
+    load(&m, &tok, "llama_gqa");
+    unsigned char a[8 * HS_IMP_MAX_HEADS] = { 0 }, b[8 * HS_IMP_MAX_HEADS] = { 0 };
+    curve ca = { 0 }, cb = { 0 };
+    hs_prune_opts o = { .B = B, .T = T, .step_percent = 25, .min_heads_per_layer = 1,
+                        .on_step = record_step, .ctx = &ca };
+    int na = 0, nb = 0;
+    CU_ASSERT_EQUAL_FATAL(hs_prune(&m, &tok, &o, a, &na), HS_OK);
+    o.ctx = &cb;
+    CU_ASSERT_EQUAL_FATAL(hs_prune(&m, &tok, &o, b, &nb), HS_OK);
+    /* 8 heads, 25% steps: 0, 2, 4, 6; a fourth step would leave a layer empty. */
+    CU_ASSERT_EQUAL(ca.steps, 4);
+    for (int s = 0; s < ca.steps; s++) {
+        CU_ASSERT_EQUAL(ca.pruned[s], 2 * s);
+        CU_ASSERT_EQUAL(cb.pruned[s], ca.pruned[s]);
+        CU_ASSERT_EQUAL(cb.loss[s], ca.loss[s]);
+    }
+    CU_ASSERT_EQUAL(na, 6);
+    CU_ASSERT(!memcmp(a, b, sizeof a));
+    for (int l = 0; l < 2; l++) {
+        int left = 0;
+        for (int h = 0; h < 4; h++)
+            left += !a[l * HS_IMP_MAX_HEADS + h];
+        CU_ASSERT(left >= 1);
+    }
+    hs_tokens_free(&tok);
+    hs_model_free(&m);
+}
+
+/* The structurally pruned checkpoint computes the gated model's loss. */
+static void structural_case(const char *name, const int *prune_list, int n)
+{
+    hs_model m, s;
+    hs_tokens tok;
+    load(&m, &tok, name);
+    unsigned char pruned[8 * HS_IMP_MAX_HEADS] = { 0 };
+    hs_real g0[16], g1[16];
+    const hs_real *gates[2] = { g0, g1 };
+    for (int h = 0; h < 16; h++)
+        g0[h] = g1[h] = 1;
+    for (int i = 0; i < n; i++) {
+        int l = prune_list[2 * i], h = prune_list[2 * i + 1];
+        pruned[l * HS_IMP_MAX_HEADS + h] = 1;
+        (l ? g1 : g0)[h] = 0;
+    }
+    CU_ASSERT_EQUAL_FATAL(hs_prune_structural(&s, &m, pruned), HS_OK);
+    hs_hooks hooks = { .gates = gates };
+    hs_eval_result gated, small;
+    CU_ASSERT_EQUAL_FATAL(hs_evaluate(&gated, &m, &tok, B, T, 0, &hooks, NULL, NULL), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_evaluate(&small, &s, &tok, B, T, 0, NULL, NULL, NULL), HS_OK);
+    printf("\n    %s: gated %.9f structural %.9f, heads %d/%d (kv %d/%d) -> %zu of %zu params", name,
+           gated.loss, small.loss, s.cfg.n_head[0], s.cfg.n_head[1], s.cfg.n_kv_head[0],
+           s.cfg.n_kv_head[1], s.n_params, m.n_params);
+    CU_ASSERT(fabs(gated.loss - small.loss) <= 1e-5 * gated.loss);
+    CU_ASSERT(s.n_params < m.n_params);
+    hs_model_free(&s);
+    hs_tokens_free(&tok);
+    hs_model_free(&m);
+}
+
+static void test_structural_pruning_keeps_the_gated_loss_gpt2(void)
+{
+    const int list[] = { 0, 1, 1, 0, 1, 3 };
+    structural_case("gpt2_tiny", list, 3);
+}
+
+static void test_structural_pruning_keeps_the_gated_loss_gqa_uneven_groups(void)
+{
+    /* llama_gqa: 4 heads in 2 KV groups; layer 0 loses one head of group 0
+     * (group sizes 1 and 2: one dead head pads), layer 1 loses group 1. */
+    const int list[] = { 0, 0, 1, 2, 1, 3 };
+    structural_case("llama_gqa", list, 3);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -134,6 +277,15 @@ int main(void)
           test_fast_ablation_equals_naive_and_torch_gpt2 },
         { "test_fast_ablation_equals_naive_and_torch_llama_gqa",
           test_fast_ablation_equals_naive_and_torch_llama_gqa },
+        { "test_importance_matches_torch_autograd_gpt2", test_importance_matches_torch_autograd_gpt2 },
+        { "test_importance_matches_torch_autograd_llama_gqa",
+          test_importance_matches_torch_autograd_llama_gqa },
+        { "test_pruning_curve_is_monotone_nested_and_reproducible",
+          test_pruning_curve_is_monotone_nested_and_reproducible },
+        { "test_structural_pruning_keeps_the_gated_loss_gpt2",
+          test_structural_pruning_keeps_the_gated_loss_gpt2 },
+        { "test_structural_pruning_keeps_the_gated_loss_gqa_uneven_groups",
+          test_structural_pruning_keeps_the_gated_loss_gqa_uneven_groups },
     };
     return hs_run_tests("analyze_" HS_REAL_NAME, tests, HS_NTESTS(tests));
 }

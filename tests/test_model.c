@@ -241,7 +241,7 @@ static void test_eval_loss_and_stderr_match_reference(void)
     CU_ASSERT_EQUAL_FATAL(hs_tokens_read(&tok, data), HS_OK);
     hs_eval_result r;
     CU_ASSERT_EQUAL_FATAL(hs_evaluate(&r, &m, &tok, (int)fx_int(&fc, "B"), (int)fx_int(&fc, "T"), 0,
-                                      NULL, NULL),
+                                      NULL, NULL, NULL),
                           HS_OK);
     double loss = fx_tensor_get(&fc, "loss")->v[0], se = fx_tensor_get(&fc, "stderr")->v[0];
     printf("\n    loss %.10g (want %.10g), stderr %.10g (want %.10g), %zu batches", r.loss, loss,

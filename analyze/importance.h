@@ -1,0 +1,62 @@
+/* Head importance (Michel et al. 2019, SPEC §5) and joint pruning.
+ *
+ * importance: for each sequence n with summed token loss L_n, g = dL_n/dxi
+ * at the model's gates; importance_raw = mean over sequences of |g|;
+ * importance = each layer's vector divided by its L2 norm. One backward per
+ * batch yields every sequence's gradient: the gates are per sequence, and
+ * sequence n's loss depends only on its own. */
+#ifndef HS_IMPORTANCE_H
+#define HS_IMPORTANCE_H
+
+#include <signal.h>
+#include <stddef.h>
+
+#include "tokens.h"
+#include "weights.h"
+
+enum { HS_IMP_MAX_HEADS = 1024 };
+
+typedef struct {
+    int n_layer;
+    int n_head[HS_MAX_LAYERS];
+    /* [l * HS_IMP_MAX_HEADS + h] */
+    double *raw, *raw_stderr, *norm, *norm_stderr;
+    long n; /* sequences */
+} hs_importance;
+
+int hs_importance_alloc(hs_importance *r, const hs_model_config *c);
+void hs_importance_free(hs_importance *r);
+
+/* gates: NULL (all 1) or per layer (H_l) gates of a pruned model (0/1). */
+int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *data, int B,
+                          int T, size_t max_batches, const hs_real *const *gates,
+                          volatile sig_atomic_t *stop);
+
+typedef struct {
+    int B, T;
+    size_t max_batches;
+    double step_percent;     /* p: step k prunes to floor(k p N / 100) heads, N = all heads */
+    double max_percent;      /* stop there (default 100) */
+    int min_heads_per_layer; /* protected heads per layer */
+    int one_shot;            /* importance computed once instead of every step */
+    const hs_tokens *val;    /* validation data (loss after every step) */
+    volatile sig_atomic_t *stop;
+    /* After every step (step 0: unpruned): heads pruned, fraction, loss. */
+    int (*on_step)(void *ctx, int step, int pruned, double fraction, double loss,
+                   double stderr_loss);
+    void *ctx;
+} hs_prune_opts;
+
+/* Iterative joint pruning. pruned (n_layer * HS_IMP_MAX_HEADS) gets 1 for
+ * every pruned head; *n_pruned the count. */
+int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
+             unsigned char *pruned, int *n_pruned);
+
+/* A model without the pruned heads: rows of W_q and columns of W_o go, and
+ * K/V heads whose every query head is pruned. GQA needs equal groups: a
+ * group left with fewer heads than the largest keeps some pruned heads with
+ * W_o zeroed (the gated model's function exactly); a layer left with none
+ * keeps one such dead head. The result is of family headscope. */
+int hs_prune_structural(hs_model *out, const hs_model *m, const unsigned char *pruned);
+
+#endif
