@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "index.h"
+#include "sha256.h"
 
 volatile sig_atomic_t cli_stop_requested = 0;
 const command *cli_current = NULL;
@@ -214,4 +216,50 @@ char *args_json(int argc, char **argv)
     *p++ = ']';
     *p = 0;
     return s;
+}
+
+int cli_run_begin(cli_run *r, const char *db, long long resume, const char *kind,
+                  const char *model_path, const char *model_file, const char *data, int argc,
+                  char **argv)
+{
+    memset(r, 0, sizeof *r);
+    if (!db)
+        return HS_OK;
+    int rc = model_file ? hs_sha256_file(model_file, r->model_sha, NULL) : HS_OK;
+    if (!rc && data)
+        rc = hs_sha256_file(data, r->data_sha, NULL);
+    if (!rc)
+        rc = hs_index_open(&r->ix, db);
+    if (!rc && resume > 0) {
+        char k[80], msha[80], dsha[80], status[16];
+        rc = hs_index_run_get(r->ix, resume, k, msha, dsha, status);
+        if (!rc && (strcmp(k, kind) || strcmp(msha, r->model_sha) || strcmp(dsha, r->data_sha)))
+            rc = hs_fail(HS_EINVAL, "run %lld is a %s run of another model or data; it cannot be "
+                         "resumed with these", resume, k);
+        if (!rc)
+            rc = hs_index_run_reopen(r->ix, resume);
+        r->run_id = resume;
+    } else if (!rc) {
+        char *args = args_json(argc, argv);
+        hs_run_info info = { kind, model_path, model_file ? r->model_sha : NULL, data,
+                             data ? r->data_sha : NULL, args };
+        int64_t id = 0;
+        rc = hs_index_run_begin(r->ix, &info, &id);
+        r->run_id = id;
+        free(args);
+    }
+    if (rc) {
+        hs_index_close(r->ix);
+        r->ix = NULL;
+    }
+    return rc;
+}
+
+void cli_run_end(cli_run *r, int ok, const char *model_sha)
+{
+    if (!r->ix)
+        return;
+    hs_index_run_finish(r->ix, r->run_id, ok ? "complete" : "failed", model_sha);
+    hs_index_close(r->ix);
+    r->ix = NULL;
 }

@@ -63,6 +63,22 @@ double now_seconds(void);
 extern volatile sig_atomic_t cli_stop_requested;
 void cli_install_signal_handlers(void);
 
+/* A run recorded in the index (SPEC §7), with the provenance of its model
+ * and data; NULL db makes every call a no-op. */
+typedef struct {
+    struct hs_index *ix;
+    long long run_id;
+    char model_sha[80], data_sha[80];
+} cli_run;
+
+/* Opens db and inserts a run of `kind` (or, resume > 0, reopens that run
+ * after checking its kind, model and data match). Prints nothing. */
+int cli_run_begin(cli_run *r, const char *db, long long resume, const char *kind,
+                  const char *model_path, const char *model_file, const char *data, int argc,
+                  char **argv);
+/* Marks the run complete or failed (model_sha: the model it produced). */
+void cli_run_end(cli_run *r, int ok, const char *model_sha);
+
 /* Writes s as a JSON string literal (quoted, escaped). */
 void json_string(FILE *f, const char *s);
 
@@ -77,6 +93,9 @@ int cmd_kv_bytes(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
 int cmd_maps(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+int cmd_ablate(int argc, char **argv);
+int cmd_importance(int argc, char **argv);
+int cmd_prune(int argc, char **argv);
 
 /* Each command's help is printed by re-running its option table with
  * --help; the commands call this when they see it. */

@@ -53,6 +53,34 @@ static const command COMMANDS[] = {
       "The gnuplot scripts are scripts/plot_*.gp (HEADSCOPE_SCRIPTS overrides where).\n\n"
       "example: headscope plot map --maps maps.h5 --layer 1 --head 0 --out head.png\n",
       cmd_plot },
+    { "ablate", "Loss delta of zero, mean and resample ablation of every head, into the index.",
+      "headscope ablate --model DIR --data FILE --db FILE [options]",
+      "For head (l,h): zero sets its output z to 0, mean to its mean over the data,\n"
+      "resample to z of the next sequence of the batch. loss_delta_<kind> = ablated -\n"
+      "clean loss, with the standard error of the per-sequence differences (SPEC §5).\n"
+      "Layers below l are not recomputed; layer l changes by (z'-z) W_o; ablations run\n"
+      "stacked through the layers above. Ctrl-C or a crash leaves complete layers in\n"
+      "the index; --resume RUN_ID finishes the run with the same numbers.\n\n"
+      "example: headscope ablate --model runs/tiny --data val.bin --db runs.db \\\n"
+      "           --batch 8 --seq-len 64 --method zero,mean\n",
+      cmd_ablate },
+    { "importance", "Gradient head importance (Michel et al.), raw and layer-normalised.",
+      "headscope importance --model DIR --data FILE --db FILE [options]",
+      "importance_raw = mean over sequences of |dL_n/dxi| (L_n: the summed token loss of\n"
+      "sequence n, xi the head gate at 1); importance = each layer's vector over its L2\n"
+      "norm. One backward per batch.\n\n"
+      "example: headscope importance --model runs/tiny --data val.bin --db runs.db\n",
+      cmd_importance },
+    { "prune", "Iterative joint head pruning by importance; curve and mask into the index.",
+      "headscope prune --model DIR --data FILE --db FILE [options]",
+      "Step k prunes the least important heads until floor(k*P*N/100) of the N heads are\n"
+      "gated off, recomputing importance on the pruned model each step (--one-shot:\n"
+      "once). The validation loss after every step goes to curve 'pruning' (x = fraction\n"
+      "pruned); the final mask to metric 'pruned'. --out DIR --structural writes a smaller\n"
+      "model without the pruned heads (gating alone makes nothing faster).\n\n"
+      "example: headscope prune --model runs/tiny --data train.bin --val val.bin \\\n"
+      "           --db runs.db --step-percent 25 --out runs/pruned --structural\n",
+      cmd_prune },
     { "kv-bytes", "KV-cache size: 2*B*N*G*T*DH*E bytes, and MLA's (latent + rope) per token.",
       "headscope kv-bytes --layers N --kv-heads G --head-dim DH --seq-len T [options]",
       "example: headscope kv-bytes --layers 80 --kv-heads 8 --head-dim 128 --seq-len 2048\n",

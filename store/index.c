@@ -202,3 +202,92 @@ int hs_index_artifact_add(hs_index *ix, int64_t run_id, const char *path, const 
     sqlite3_finalize(st);
     return rc;
 }
+
+int hs_index_metrics_add(hs_index *ix, int64_t run_id, const hs_metric_row *rows, int n)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ix->db,
+                           "INSERT OR REPLACE INTO head_metrics(run_id, layer, head, metric, value,"
+                           " stderr, n) VALUES(?,?,?,?,?,?,?)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_error(ix, "preparing head metrics");
+    int rc = exec(ix, "BEGIN IMMEDIATE", "starting a transaction");
+    for (int i = 0; !rc && i < n; i++) {
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_int(st, 2, rows[i].layer);
+        sqlite3_bind_int(st, 3, rows[i].head);
+        bind_text(st, 4, rows[i].metric);
+        sqlite3_bind_double(st, 5, rows[i].value);
+        sqlite3_bind_double(st, 6, rows[i].stderr_value);
+        sqlite3_bind_int64(st, 7, rows[i].n);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            rc = db_error(ix, "writing head metrics");
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    if (rc) {
+        exec(ix, "ROLLBACK", "rolling back");
+        return rc;
+    }
+    return exec(ix, "COMMIT", "committing head metrics");
+}
+
+int hs_index_metric_exists(hs_index *ix, int64_t run_id, int layer, int head, const char *metric,
+                           int *exists)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ix->db,
+                           "SELECT 1 FROM head_metrics WHERE run_id=? AND layer=? AND head=? AND"
+                           " metric=?",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_error(ix, "reading head metrics");
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_int(st, 2, layer);
+    sqlite3_bind_int(st, 3, head);
+    bind_text(st, 4, metric);
+    int step = sqlite3_step(st);
+    *exists = step == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return step == SQLITE_ROW || step == SQLITE_DONE ? HS_OK : db_error(ix, "reading head metrics");
+}
+
+static void column_text(sqlite3_stmt *st, int i, char *out, size_t n)
+{
+    const unsigned char *s = sqlite3_column_text(st, i);
+    snprintf(out, n, "%s", s ? (const char *)s : "");
+}
+
+int hs_index_run_get(hs_index *ix, int64_t run_id, char *kind, char *model_sha256,
+                     char *data_sha256, char *status)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ix->db,
+                           "SELECT kind, model_sha256, data_sha256, status FROM runs WHERE run_id=?",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_error(ix, "reading runs");
+    sqlite3_bind_int64(st, 1, run_id);
+    int rc = HS_OK;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        column_text(st, 0, kind, 80);
+        column_text(st, 1, model_sha256, 80);
+        column_text(st, 2, data_sha256, 80);
+        column_text(st, 3, status, 16);
+    } else {
+        rc = hs_fail(HS_EINVAL, "%s: no run %lld", ix->path, (long long)run_id);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int hs_index_run_reopen(hs_index *ix, int64_t run_id)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ix->db,
+                           "UPDATE runs SET status='running', finished_at=NULL WHERE run_id=?", -1,
+                           &st, NULL) != SQLITE_OK)
+        return db_error(ix, "preparing the run update");
+    sqlite3_bind_int64(st, 1, run_id);
+    int rc = sqlite3_step(st) == SQLITE_DONE ? HS_OK : db_error(ix, "reopening the run");
+    sqlite3_finalize(st);
+    return rc;
+}

@@ -9,7 +9,7 @@
 
 #include "common.h"
 
-typedef struct hs_index hs_index;
+typedef struct hs_index hs_index; /* struct hs_index: see index.c */
 
 /* Opens or creates the index, migrating the schema to the current version.
  * HS_EIO naming the file when it cannot be opened, is read-only, or is not a
@@ -45,5 +45,27 @@ int hs_index_curve_add(hs_index *ix, int64_t run_id, const char *curve, const hs
 
 int hs_index_artifact_add(hs_index *ix, int64_t run_id, const char *path, const char *sha256,
                           int64_t bytes, int complete);
+
+typedef struct {
+    int layer, head; /* -1, -1 for model-wide numbers */
+    const char *metric;
+    double value, stderr_value;
+    long long n;
+} hs_metric_row;
+
+/* Records rows (replacing equal keys) in one transaction. */
+int hs_index_metrics_add(hs_index *ix, int64_t run_id, const hs_metric_row *rows, int n);
+
+/* *exists = 1 when the run has that metric row. */
+int hs_index_metric_exists(hs_index *ix, int64_t run_id, int layer, int head, const char *metric,
+                           int *exists);
+
+/* The provenance of an existing run, for --resume: kind, model and data
+ * sha256 (each buffer 80 bytes) and status (16). HS_EINVAL if no such run. */
+int hs_index_run_get(hs_index *ix, int64_t run_id, char *kind, char *model_sha256,
+                     char *data_sha256, char *status);
+
+/* Marks a resumed run running again. */
+int hs_index_run_reopen(hs_index *ix, int64_t run_id);
 
 #endif
