@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Analysis benchmarks (issue: ablation, importance, pruning):
+#  * the all-heads zero+mean ablation sweep of a 6-layer, 8-head GELU model
+#    (d 256, T 256, 64 sequences) by `headscope`'s fast path against the loop a
+#    TransformerLens user writes (bench/ablate_torch.py: one full forward per
+#    head and kind with a hook on z), same weights, same data, same threads;
+#    the deltas of both are compared;
+#  * importance of every head against one plain forward over the same data;
+#  * forward latency of the dense model, the model with 25/50/75% of its heads
+#    gated to zero, and the structurally pruned models.
+#
+#   bench/ablate.sh [--threads "1"] [--sequences N] [--blas-autodetect]
+# Results: bench/out/ablate.jsonl and bench/out/ablate.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+threads="1"
+seqs=64
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --threads) threads=$2; shift 2 ;;
+    --sequences) seqs=$2; shift 2 ;;
+    --blas-autodetect) unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; shift ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "ablate.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+cmake -S . -B build/float >/dev/null
+cmake --build build/float -j "$(nproc)" --target bench_ablate headscope_cli >/dev/null
+bin=build/float/bench/bench_ablate
+mkdir -p bench/out
+out=bench/out/ablate.jsonl
+: >"$out"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+"$bin" --write "$tmp/m" --config 6,256,8,256
+yes "The quick brown fox jumps over the lazy dog, again and again, 0123456789." |
+  head -c 200000 >"$tmp/t.txt"
+build/float/headscope tokens --in "$tmp/t.txt" --out "$tmp/t.bin" >/dev/null
+# Our checkpoint's tensors under bench/train_torch.py's names (h.N. -> blocks.N.).
+/usr/bin/python3 - "$tmp/m/model.safetensors" "$tmp/m.pt" <<'PY'
+import json, struct, sys
+import numpy as np, torch
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n]); data = raw[8 + n:]
+sd = {}
+for name, t in hdr.items():
+    if name == "__metadata__":
+        continue
+    a, b = t["data_offsets"]
+    arr = np.frombuffer(data[a:b], dtype=np.float32).reshape(t["shape"])
+    key = "blocks." + name[2:] if name.startswith("h.") else name
+    sd[key] = torch.from_numpy(arr.copy())
+torch.save(sd, sys.argv[2])
+PY
+
+for t in $threads; do
+  export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
+  echo "threads $t: headscope ablate, importance, forward" >&2
+  "$bin" --model "$tmp/m" --data "$tmp/t.bin" --batch 8 --seq-len 256 --sequences "$seqs" \
+    --threads "$t" --dump "$tmp/hs.json" >>"$out"
+  echo "threads $t: torch naive ablation loop" >&2
+  OMP_WAIT_POLICY=passive /usr/bin/python3 bench/ablate_torch.py --threads "$t" \
+    --config 6,256,8,256 --batch 8 --sequences "$seqs" --weights "$tmp/m.pt" \
+    --data "$tmp/t.bin" --dump "$tmp/torch.json" >>"$out"
+  /usr/bin/python3 - "$tmp/hs.json" "$tmp/torch.json" "$t" >>"$out" <<'PY'
+import json, sys
+hs, th = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+worst = 0.0
+for kind in ("zero", "mean"):
+    for l, row in enumerate(th[kind]):
+        for h, v in enumerate(row):
+            worst = max(worst, abs(hs[f"{kind}/{l}"][h] - v))
+print(json.dumps({"impl": "compare", "threads": int(sys.argv[3]), "max_abs_delta_diff": worst}))
+PY
+  "$bin" --latency "$tmp/m" --batch 8 --seq-len 256 --threads "$t" >>"$out"
+done
+
+/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" <<'PY' | tee bench/out/ablate.md
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(f"OpenBLAS kernels: {sys.argv[2]}; 6 layers x 8 heads, d 256, T 256, GELU MLP\n")
+print("| threads | sequences | hs sweep s | torch naive s | x | max abs delta difference | importance / forward |")
+print("|---|---|---|---|---|---|---|")
+for r in rows:
+    if r["impl"] != "headscope":
+        continue
+    t = next(x for x in rows if x["impl"] == "torch_naive" and x["threads"] == r["threads"])
+    c = next(x for x in rows if x["impl"] == "compare" and x["threads"] == r["threads"])
+    print(f"| {r['threads']} | {r['sequences']} | {r['ablate_s']:.1f} | {t['seconds']:.1f} | "
+          f"{t['seconds']/r['ablate_s']:.2f} | {c['max_abs_delta_diff']:.2g} | "
+          f"{r['importance_s']/r['forward_s']:.2f} |")
+print("\nForward latency, batch 8 x 256 (ms, median of 9):\n")
+print("| threads | pruned | dense | dense, heads gated to 0 | structurally pruned | params kept |")
+print("|---|---|---|---|---|---|")
+for r in rows:
+    if r["impl"] == "headscope_latency" and r["pruned"]:
+        print(f"| {r['threads']} | {r['pruned']}% | {r['dense_ms']:.1f} | {r['gated_ms']:.1f} | "
+              f"{r['structural_ms']:.1f} | {r['structural_params']/r['params']:.2f} |")
+PY
