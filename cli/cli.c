@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "common.h"
 #include "index.h"
@@ -218,6 +221,54 @@ char *args_json(int argc, char **argv)
     return s;
 }
 
+/* The command line without the options that cannot change a result
+ * (--resume, --threads, --json, --stack, --naive), as JSON: a resumed run
+ * must match its original on everything else. */
+static char *result_args(int argc, char **argv)
+{
+    static const char *const with_value[] = { "--resume", "--threads", "--stack" };
+    static const char *const flags[] = { "--json", "--naive" };
+    char **kept = calloc((size_t)argc + 1, sizeof *kept);
+    int n = 0;
+    for (int i = 0; kept && i < argc; i++) {
+        int skip = 0;
+        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+            if (!strcmp(argv[i], with_value[k]))
+                skip = 2;
+        for (size_t k = 0; k < sizeof flags / sizeof *flags; k++)
+            if (!strcmp(argv[i], flags[k]))
+                skip = 1;
+        if (skip)
+            i += skip - 1;
+        else
+            kept[n++] = argv[i];
+    }
+    char *s = kept ? args_json(n, kept) : NULL;
+    free(kept);
+    return s;
+}
+
+/* result_args of a command line recorded as a JSON array of strings. */
+static char *stored_result_args(const char *json)
+{
+    cJSON *a = cJSON_Parse(json);
+    int n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : -1;
+    char **argv = n >= 0 ? calloc((size_t)n + 1, sizeof *argv) : NULL;
+    char *out = NULL;
+    if (argv) {
+        int ok = 1;
+        for (int i = 0; i < n; i++) {
+            cJSON *e = cJSON_GetArrayItem(a, i);
+            ok &= cJSON_IsString(e);
+            argv[i] = ok ? e->valuestring : NULL;
+        }
+        out = ok ? result_args(n, argv) : NULL;
+    }
+    free(argv);
+    cJSON_Delete(a);
+    return out;
+}
+
 int cli_run_begin(cli_run *r, const char *db, long long resume, const char *kind,
                   const char *model_path, const char *model_file, const char *data, int argc,
                   char **argv)
@@ -225,17 +276,31 @@ int cli_run_begin(cli_run *r, const char *db, long long resume, const char *kind
     memset(r, 0, sizeof *r);
     if (!db)
         return HS_OK;
+    struct stat sb;
+    if (resume > 0 && stat(db, &sb))
+        return hs_fail(HS_EIO, "%s: no index to resume a run from (%s)", db, strerror(errno));
     int rc = model_file ? hs_sha256_file(model_file, r->model_sha, NULL) : HS_OK;
     if (!rc && data)
         rc = hs_sha256_file(data, r->data_sha, NULL);
     if (!rc)
         rc = hs_index_open(&r->ix, db);
     if (!rc && resume > 0) {
-        char k[80], msha[80], dsha[80], status[16];
-        rc = hs_index_run_get(r->ix, resume, k, msha, dsha, status);
-        if (!rc && (strcmp(k, kind) || strcmp(msha, r->model_sha) || strcmp(dsha, r->data_sha)))
-            rc = hs_fail(HS_EINVAL, "run %lld is a %s run of another model or data; it cannot be "
-                         "resumed with these", resume, k);
+        char k[80], msha[80], dsha[80], status[16], args[4096];
+        char *now = result_args(argc, argv);
+        rc = hs_index_run_get(r->ix, resume, k, msha, dsha, status, args, sizeof args);
+        if (!rc && strcmp(k, kind))
+            rc = hs_fail(HS_EINVAL, "run %lld is a '%s' run, not '%s'", resume, k, kind);
+        else if (!rc && (strcmp(msha, r->model_sha) || strcmp(dsha, r->data_sha)))
+            rc = hs_fail(HS_EINVAL, "run %lld was made with another model or data (sha256 "
+                         "differs)", resume);
+        char *then = NULL;
+        if (!rc && !(then = stored_result_args(args)))
+            rc = hs_fail(HS_EFORMAT, "run %lld: its recorded command line is unreadable", resume);
+        else if (!rc && (!now || strcmp(then, now)))
+            rc = hs_fail(HS_EINVAL, "run %lld was made with other options: %s (resume needs the "
+                         "same ones, apart from --threads and --json)", resume, args);
+        free(now);
+        free(then);
         if (!rc)
             rc = hs_index_run_reopen(r->ix, resume);
         r->run_id = resume;

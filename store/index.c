@@ -76,8 +76,20 @@ int hs_index_open(hs_index **out, const char *path)
     if (!rc && v > SCHEMA_VERSION)
         rc = hs_fail(HS_EFORMAT, "%s: index schema version %d is newer than this tool's %d", path,
                      v, SCHEMA_VERSION);
-    if (!rc)
-        rc = exec(ix, "PRAGMA journal_mode=WAL", "enabling WAL");
+    /* Switching to WAL takes a lock that SQLite reports busy without calling
+     * the busy handler; several processes opening a new index at once retry
+     * here for up to the busy timeout. */
+    for (int tries = 0; !rc; tries++) {
+        char *err = NULL;
+        int s = sqlite3_exec(ix->db, "PRAGMA journal_mode=WAL", NULL, NULL, &err);
+        sqlite3_free(err);
+        if (s == SQLITE_OK)
+            break;
+        if ((s != SQLITE_BUSY && s != SQLITE_LOCKED) || tries == 3000)
+            rc = db_error(ix, "enabling WAL");
+        else
+            sqlite3_sleep(10);
+    }
     /* Each migration and its version bump commit together; a concurrent
      * opener waits on the write lock and then sees the new version. */
     while (!rc && v < SCHEMA_VERSION) {
@@ -258,11 +270,12 @@ static void column_text(sqlite3_stmt *st, int i, char *out, size_t n)
 }
 
 int hs_index_run_get(hs_index *ix, int64_t run_id, char *kind, char *model_sha256,
-                     char *data_sha256, char *status)
+                     char *data_sha256, char *status, char *args, size_t args_size)
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(ix->db,
-                           "SELECT kind, model_sha256, data_sha256, status FROM runs WHERE run_id=?",
+                           "SELECT kind, model_sha256, data_sha256, status, args FROM runs WHERE"
+                           " run_id=?",
                            -1, &st, NULL) != SQLITE_OK)
         return db_error(ix, "reading runs");
     sqlite3_bind_int64(st, 1, run_id);
@@ -272,6 +285,7 @@ int hs_index_run_get(hs_index *ix, int64_t run_id, char *kind, char *model_sha25
         column_text(st, 1, model_sha256, 80);
         column_text(st, 2, data_sha256, 80);
         column_text(st, 3, status, 16);
+        column_text(st, 4, args, args_size);
     } else {
         rc = hs_fail(HS_EINVAL, "%s: no run %lld", ix->path, (long long)run_id);
     }

@@ -61,9 +61,10 @@ int hs_index_metric_exists(hs_index *ix, int64_t run_id, int layer, int head, co
                            int *exists);
 
 /* The provenance of an existing run, for --resume: kind, model and data
- * sha256 (each buffer 80 bytes) and status (16). HS_EINVAL if no such run. */
+ * sha256 (each buffer 80 bytes), status (16) and the command line (args_size).
+ * HS_EINVAL if no such run. */
 int hs_index_run_get(hs_index *ix, int64_t run_id, char *kind, char *model_sha256,
-                     char *data_sha256, char *status);
+                     char *data_sha256, char *status, char *args, size_t args_size);
 
 /* Marks a resumed run running again. */
 int hs_index_run_reopen(hs_index *ix, int64_t run_id);
