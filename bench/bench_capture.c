@@ -65,16 +65,7 @@ int main(int argc, char **argv)
     if (!out || (argc - 1) % 2)
         die("--out is required");
     hs_set_threads(threads);
-    /* bench/capture_torch.py's model: learned positions, pre-LayerNorm,
-     * biases, GELU MLP of 4d, tied unembedding. */
-    hs_model_config c;
-    if (hs_config_preset(&c, "gpt2"))
-        die("preset");
-    c.family = HS_FAMILY_HEADSCOPE;
-    c.vocab_size = V, c.n_layer = L, c.d_model = d, c.n_ctx = T, c.d_ff = 4 * d;
-    for (int l = 0; l < L; l++)
-        c.n_head[l] = c.n_kv_head[l] = H;
-    c.head_dim = d / H;
+    hs_model_config c = bench_gelu_config(L, d, H, H, T, V, HS_FAMILY_HEADSCOPE);
     hs_model m;
     if (hs_model_init(&m, &c))
         die("model");

@@ -26,33 +26,10 @@ static void die(const char *what)
     exit(1);
 }
 
-static hs_model_config make_config(int L, int d, int H, int G, int T, int V, hs_family family)
-{
-    hs_model_config c;
-    memset(&c, 0, sizeof c);
-    c.family = family;
-    c.vocab_size = V;
-    c.n_layer = L;
-    c.d_model = d;
-    for (int l = 0; l < L; l++)
-        c.n_head[l] = H, c.n_kv_head[l] = G;
-    c.head_dim = d / H;
-    c.n_ctx = T;
-    c.pos = HS_POS_LEARNED;
-    c.norm = HS_NORM_LAYERNORM;
-    c.norm_eps = 1e-5;
-    c.final_norm = 1;
-    c.mlp = HS_MLP_GELU;
-    c.d_ff = 4 * d;
-    c.attn_bias = c.mlp_bias = c.norm_bias = 1;
-    c.tie_embeddings = 1;
-    return c;
-}
-
 static void bench_config(int threads, int L, int d, int H, int G, int T, int B, int V, int steps,
                          int warmup)
 {
-    hs_model_config c = make_config(L, d, H, G, T, V, HS_FAMILY_HEADSCOPE);
+    hs_model_config c = bench_gelu_config(L, d, H, G, T, V, HS_FAMILY_HEADSCOPE);
     hs_model m;
     if (hs_model_init(&m, &c))
         die("model");
@@ -159,7 +136,7 @@ int main(int argc, char **argv)
         if (!nconf)
             goto usage;
         int *c = configs[0];
-        hs_model_config cfg = make_config(c[0], c[1], c[2], c[3], c[4], V, HS_FAMILY_GPT2);
+        hs_model_config cfg = bench_gelu_config(c[0], c[1], c[2], c[3], c[4], V, HS_FAMILY_GPT2);
         hs_model m;
         if (hs_model_init(&m, &cfg))
             die("model");

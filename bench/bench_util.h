@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "config.h"
+
 static inline double now_s(void)
 {
     struct timespec ts;
@@ -51,6 +53,31 @@ static inline void reset_peak_rss(void)
         fputs("5", f);
         fclose(f);
     }
+}
+
+/* The benchmarks' model, bench/train_torch.py's architecture: learned
+ * positions, pre-LayerNorm, biases, GELU MLP of 4d, tied unembedding. */
+static inline hs_model_config bench_gelu_config(int L, int d, int H, int G, int T, int V, hs_family family)
+{
+    hs_model_config c;
+    memset(&c, 0, sizeof c);
+    c.family = family;
+    c.vocab_size = V;
+    c.n_layer = L;
+    c.d_model = d;
+    for (int l = 0; l < L; l++)
+        c.n_head[l] = H, c.n_kv_head[l] = G;
+    c.head_dim = d / H;
+    c.n_ctx = T;
+    c.pos = HS_POS_LEARNED;
+    c.norm = HS_NORM_LAYERNORM;
+    c.norm_eps = 1e-5;
+    c.final_norm = 1;
+    c.mlp = HS_MLP_GELU;
+    c.d_ff = 4 * d;
+    c.attn_bias = c.mlp_bias = c.norm_bias = 1;
+    c.tie_embeddings = 1;
+    return c;
 }
 
 #endif
