@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "importance.h"
 #include "index.h"
+#include "scores.h"
 #include "sha256.h"
 #include "tokens.h"
 
@@ -522,5 +523,139 @@ int cmd_prune(int argc, char **argv)
         printf("run %lld: pruned %d of %d heads; curve 'pruning' and mask 'pruned' in %s%s%s\n",
                run_id, n_pruned, total, a.db, out ? "; model in " : "", out ? out : "");
     }
+    return 0;
+}
+
+/* ---- induction ------------------------------------------------------------------ */
+
+/* Scores of one model into rows (suffix "" or "_control"); returns the count. */
+static int score_rows(hs_metric_row *rows, char names[][40], const hs_model_config *c,
+                      const hs_scores *s, const double *copying, const char *suffix)
+{
+    int n = 0;
+    for (int k = 0; k <= HS_SCORE_KINDS; k++) {
+        char *name = names[k];
+        snprintf(name, 40, "%s%s", k < HS_SCORE_KINDS ? hs_score_name(k) : "copying", suffix);
+        for (int l = 0; l < c->n_layer; l++)
+            for (int h = 0; h < c->n_head[l]; h++) {
+                const size_t i = (size_t)l * HS_SCORE_MAX_HEADS + h;
+                rows[n++] = k < HS_SCORE_KINDS
+                                ? (hs_metric_row){ l, h, name, s->value[k][i], s->stderr_value[k][i], s->n }
+                                : (hs_metric_row){ l, h, name, copying[i], 0, 1 };
+            }
+    }
+    return n;
+}
+
+int cmd_induction(int argc, char **argv)
+{
+    const char *model = NULL, *db = NULL;
+    int T = 0, samples = 64, B = 8, threads = 0, json = 0;
+    long seed = 1;
+    opt o[] = {
+        { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory", 0 },
+        { "--db", OPT_STR, &db, 0, "FILE", "SQLite index for the scores", 0 },
+        { "--seq-len", OPT_INT, &T, 2, "T", "length of the random half r of r ++ r (default: min(n_ctx/2, 64))", 0 },
+        { "--samples", OPT_INT, &samples, 2, "N", "random sequences", 0 },
+        { "--seed", OPT_LONG, &seed, 0, "S", "seed of the sequences and of the control model", 0 },
+        { "--batch", OPT_INT, &B, 1, "B", "sequences per forward", 0 },
+        { "--threads", OPT_INT, &threads, 0, "N", "threads (0: OpenMP's default)", 0 },
+        { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
+    };
+    int rc = opts_parse("induction", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!model || !db)
+        return usage_error("induction", "--model DIR and --db FILE are required");
+    if (threads)
+        hs_set_threads(threads);
+    hs_model m, ctrl = { 0 };
+    if (hs_checkpoint_load(&m, model))
+        return run_error("induction");
+    const hs_model_config *c = &m.cfg;
+    if (!T)
+        T = c->pos == HS_POS_LEARNED ? (c->n_ctx / 2 < 64 ? c->n_ctx / 2 : 64) : 64;
+    if (c->pos == HS_POS_LEARNED && 2 * T > c->n_ctx) {
+        int n_ctx = c->n_ctx;
+        hs_model_free(&m);
+        return usage_error("induction", "--seq-len %d: 2 x %d exceeds the model's n_ctx=%d", T, T,
+                           n_ctx);
+    }
+    char file[1100];
+    snprintf(file, sizeof file, "%s/model.safetensors", model);
+    cli_run run;
+    if (cli_run_begin(&run, db, 0, "induction", model, file, NULL, argc, argv)) {
+        hs_model_free(&m);
+        return run_error("induction");
+    }
+    /* The control: the same configuration, randomly initialised. */
+    int32_t *tok = hs_calloc((size_t)samples * 2 * T, sizeof(int32_t), "sequences");
+    const size_t nh = (size_t)c->n_layer * HS_SCORE_MAX_HEADS;
+    double *cop = hs_calloc(nh, sizeof(double), "copying");
+    double *cop_ctrl = hs_calloc(nh, sizeof(double), "copying");
+    hs_scores s = { 0 }, sc = { 0 };
+    rc = tok && cop && cop_ctrl ? HS_OK : HS_ENOMEM;
+    if (!rc)
+        rc = hs_model_init(&ctrl, c);
+    if (!rc) {
+        hs_model_init_random(&ctrl, (unsigned long long)seed + 1000003ULL);
+        hs_repeated_sequences(tok, samples, T, c->vocab_size, (unsigned long long)seed);
+        rc = hs_scores_alloc(&s, c);
+    }
+    if (!rc)
+        rc = hs_scores_alloc(&sc, c);
+    if (!rc)
+        rc = hs_pattern_scores(&s, &m, tok, samples, T, B);
+    if (!rc)
+        rc = hs_pattern_scores(&sc, &ctrl, tok, samples, T, B);
+    if (!rc)
+        rc = hs_copying_scores(cop, &m);
+    if (!rc)
+        rc = hs_copying_scores(cop_ctrl, &ctrl);
+    int total = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        total += c->n_head[l];
+    hs_metric_row *rows = rc ? NULL : hs_calloc((size_t)total * 2 * (HS_SCORE_KINDS + 1),
+                                                sizeof *rows, "score rows");
+    char names[2][HS_SCORE_KINDS + 1][40];
+    if (!rc && !rows)
+        rc = HS_ENOMEM;
+    if (!rc) {
+        int n = score_rows(rows, names[0], c, &s, cop, "");
+        n += score_rows(rows + n, names[1], c, &sc, cop_ctrl, "_control");
+        rc = hs_index_metrics_add(run.ix, run.run_id, rows, n);
+    }
+    int best_l = 0, best_h = 0;
+    for (int l = 0; !rc && l < c->n_layer; l++)
+        for (int h = 0; h < c->n_head[l]; h++)
+            if (s.value[HS_SCORE_INDUCTION][(size_t)l * HS_SCORE_MAX_HEADS + h] >
+                s.value[HS_SCORE_INDUCTION][(size_t)best_l * HS_SCORE_MAX_HEADS + best_h])
+                best_l = l, best_h = h;
+    double best = rc ? 0 : s.value[HS_SCORE_INDUCTION][(size_t)best_l * HS_SCORE_MAX_HEADS + best_h];
+    double best_ctrl = rc ? 0 : sc.value[HS_SCORE_INDUCTION][(size_t)best_l * HS_SCORE_MAX_HEADS + best_h];
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", hs_last_error());
+    free(rows), free(tok), free(cop), free(cop_ctrl);
+    if (s.value[0])
+        hs_scores_free(&s);
+    if (sc.value[0])
+        hs_scores_free(&sc);
+    if (ctrl.params)
+        hs_model_free(&ctrl);
+    hs_model_free(&m);
+    long long run_id = run.run_id;
+    cli_run_end(&run, rc == HS_OK, NULL);
+    if (rc) {
+        fprintf(stderr, "headscope: induction: %s\n", msg);
+        return EXIT_FAILURE_RUN;
+    }
+    if (json)
+        printf("{\"run_id\":%lld,\"samples\":%d,\"seq_len\":%d,\"top_induction\":{\"layer\":%d,"
+               "\"head\":%d,\"value\":%.6g,\"control\":%.6g}}\n",
+               run_id, samples, T, best_l, best_h, best, best_ctrl);
+    else
+        printf("run %lld: scores of every head on %d sequences r ++ r (|r| = %d) in %s; highest "
+               "induction: layer %d head %d, %.3f (random-init control %.3f)\n",
+               run_id, samples, T, db, best_l, best_h, best, best_ctrl);
     return 0;
 }

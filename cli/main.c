@@ -81,6 +81,15 @@ static const command COMMANDS[] = {
       "example: headscope prune --model runs/tiny --data train.bin --val val.bin \\\n"
       "           --db runs.db --step-percent 25 --out runs/pruned --structural\n",
       cmd_prune },
+    { "induction", "Induction, duplicate-token, previous-token and OV copying scores, with controls.",
+      "headscope induction --model DIR --db FILE [options]",
+      "On sequences r ++ r of uniformly random tokens (positions 0..2T-1): induction =\n"
+      "mean over i of att[T+i, i+1]; duplicate_token = mean att[T+i, i]; prev_token =\n"
+      "mean att[t, t-1]; copying = sum Re(lambda) / sum |lambda| of the head's OV circuit\n"
+      "W_E W_V W_O W_U. Each also on a randomly initialised model of the same\n"
+      "configuration (metric suffix _control), with standard errors over the samples.\n\n"
+      "example: headscope induction --model runs/tiny --db runs.db --seq-len 32 --samples 64\n",
+      cmd_induction },
     { "kv-bytes", "KV-cache size: 2*B*N*G*T*DH*E bytes, and MLA's (latent + rope) per token.",
       "headscope kv-bytes --layers N --kv-heads G --head-dim DH --seq-len T [options]",
       "example: headscope kv-bytes --layers 80 --kv-heads 8 --head-dim 128 --seq-len 2048\n",

@@ -16,6 +16,7 @@
 #include "fixture.h"
 #include "importance.h"
 #include "runner.h"
+#include "scores.h"
 #include "tokens.h"
 
 #ifdef HEADSCOPE_DOUBLE
@@ -270,6 +271,60 @@ static void test_structural_pruning_keeps_the_gated_loss_gqa_uneven_groups(void)
     structural_case("llama_gqa", list, 3);
 }
 
+/* Induction, duplicate-token and previous-token scores (with stderr) and the
+ * OV copying score against scripts/oracle/gen_scores.py (PyTorch maps,
+ * numpy eigenvalues) on the same repeated sequences. */
+static void scores_case(const char *name)
+{
+    hs_model m;
+    hs_tokens tok;
+    load(&m, &tok, name);
+    fx_case fc;
+    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, HS_FIXTURE_DIR "/scores_oracle.txt", name), 0);
+    const int N = (int)fx_int(&fc, "N"), T = (int)fx_int(&fc, "T"), H = (int)fx_int(&fc, "H");
+    const fx_tensor *tt = fx_tensor_get(&fc, "tokens");
+    int32_t *seq = malloc(sizeof(int32_t) * tt->n);
+    for (size_t i = 0; i < tt->n; i++)
+        seq[i] = (int32_t)tt->v[i];
+    hs_scores sc;
+    CU_ASSERT_EQUAL_FATAL(hs_scores_alloc(&sc, &m.cfg), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&sc, &m, seq, N, T, 2), HS_OK);
+    double *cop = calloc((size_t)m.cfg.n_layer * HS_SCORE_MAX_HEADS, sizeof(double));
+    CU_ASSERT_EQUAL_FATAL(hs_copying_scores(cop, &m), HS_OK);
+    const char *names[HS_SCORE_KINDS] = { "induction", "duplicate_token", "prev_token" };
+    double worst = 0, worst_cop = 0;
+    for (int k = 0; k < HS_SCORE_KINDS; k++) {
+        char se[64];
+        snprintf(se, sizeof se, "stderr_%s", names[k]);
+        const fx_tensor *v = fx_tensor_get(&fc, names[k]), *e = fx_tensor_get(&fc, se);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+        for (int l = 0; l < m.cfg.n_layer; l++)
+            for (int h = 0; h < H; h++) {
+                size_t i = (size_t)l * HS_SCORE_MAX_HEADS + h;
+                worst = fmax(worst, fabs(sc.value[k][i] - v->v[l * H + h]));
+                worst = fmax(worst, fabs(sc.stderr_value[k][i] - e->v[l * H + h]));
+            }
+    }
+    const fx_tensor *c = fx_tensor_get(&fc, "copying");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    for (int l = 0; l < m.cfg.n_layer; l++)
+        for (int h = 0; h < H; h++)
+            worst_cop = fmax(worst_cop, fabs(cop[(size_t)l * HS_SCORE_MAX_HEADS + h] - c->v[l * H + h]));
+    printf("\n    %s: scores vs torch %.3g, copying vs numpy eigenvalues %.3g", name, worst, worst_cop);
+    CU_ASSERT(worst <= TOL);
+    CU_ASSERT(worst_cop <= TOL);
+    CU_ASSERT_EQUAL(sc.n, N);
+    free(cop), free(seq);
+    hs_scores_free(&sc);
+    fx_free(&fc);
+    hs_tokens_free(&tok);
+    hs_model_free(&m);
+}
+
+static void test_scores_match_torch_and_numpy_gpt2(void) { scores_case("gpt2_tiny"); }
+static void test_scores_match_torch_and_numpy_llama_gqa(void) { scores_case("llama_gqa"); }
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -286,6 +341,8 @@ int main(void)
           test_structural_pruning_keeps_the_gated_loss_gpt2 },
         { "test_structural_pruning_keeps_the_gated_loss_gqa_uneven_groups",
           test_structural_pruning_keeps_the_gated_loss_gqa_uneven_groups },
+        { "test_scores_match_torch_and_numpy_gpt2", test_scores_match_torch_and_numpy_gpt2 },
+        { "test_scores_match_torch_and_numpy_llama_gqa", test_scores_match_torch_and_numpy_llama_gqa },
     };
     return hs_run_tests("analyze_" HS_REAL_NAME, tests, HS_NTESTS(tests));
 }

@@ -1,0 +1,194 @@
+#include "scores.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "linalg.h"
+#include "transformer.h"
+
+/* LAPACK's general eigenvalue routine (in OpenBLAS). */
+extern void dgeev_(const char *jobvl, const char *jobvr, const int *n, double *a, const int *lda,
+                   double *wr, double *wi, double *vl, const int *ldvl, double *vr,
+                   const int *ldvr, double *work, const int *lwork, int *info);
+
+const char *hs_score_name(int kind)
+{
+    static const char *const names[HS_SCORE_KINDS] = { "induction", "duplicate_token",
+                                                       "prev_token" };
+    return kind >= 0 && kind < HS_SCORE_KINDS ? names[kind] : "?";
+}
+
+int hs_scores_alloc(hs_scores *s, const hs_model_config *c)
+{
+    memset(s, 0, sizeof *s);
+    s->n_layer = c->n_layer;
+    memcpy(s->n_head, c->n_head, sizeof s->n_head);
+    const size_t n = (size_t)c->n_layer * HS_SCORE_MAX_HEADS;
+    for (int k = 0; k < HS_SCORE_KINDS; k++) {
+        s->value[k] = hs_calloc(n, sizeof(double), "scores");
+        s->stderr_value[k] = hs_calloc(n, sizeof(double), "scores");
+        if (!s->value[k] || !s->stderr_value[k]) {
+            hs_scores_free(s);
+            return HS_ENOMEM;
+        }
+    }
+    return HS_OK;
+}
+
+void hs_scores_free(hs_scores *s)
+{
+    for (int k = 0; k < HS_SCORE_KINDS; k++) {
+        free(s->value[k]);
+        free(s->stderr_value[k]);
+    }
+    memset(s, 0, sizeof *s);
+}
+
+void hs_repeated_sequences(int32_t *tokens, int N, int T, int V, unsigned long long seed)
+{
+    hs_rng r;
+    hs_rng_seed(&r, seed);
+    for (int n = 0; n < N; n++)
+        for (int t = 0; t < T; t++) {
+            int32_t tok = (int32_t)(hs_rng_uniform(&r) * V);
+            tokens[(size_t)n * 2 * T + t] = tokens[(size_t)n * 2 * T + T + t] = tok;
+        }
+}
+
+/* Sums and sums of squares of the per-sample values, per (kind, layer, head). */
+typedef struct {
+    int T;
+    double *sum[HS_SCORE_KINDS], *sumsq[HS_SCORE_KINDS];
+} score_acc;
+
+static int on_maps(void *ctx, int layer, const hs_real *att, int B, int H, int L2)
+{
+    score_acc *a = ctx;
+    const int T = a->T;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const hs_real *m = att + ((size_t)b * H + h) * L2 * L2; /* (2T, 2T) */
+            double v[HS_SCORE_KINDS] = { 0, 0, 0 };
+            for (int i = 0; i < T - 1; i++)
+                v[HS_SCORE_INDUCTION] += m[(size_t)(T + i) * L2 + i + 1];
+            for (int i = 0; i < T; i++)
+                v[HS_SCORE_DUPLICATE] += m[(size_t)(T + i) * L2 + i];
+            for (int t = 1; t < L2; t++)
+                v[HS_SCORE_PREV] += m[(size_t)t * L2 + t - 1];
+            v[HS_SCORE_INDUCTION] /= T > 1 ? T - 1 : 1;
+            v[HS_SCORE_DUPLICATE] /= T;
+            v[HS_SCORE_PREV] /= L2 - 1;
+            const size_t at = (size_t)layer * HS_SCORE_MAX_HEADS + h;
+            for (int k = 0; k < HS_SCORE_KINDS; k++) {
+                a->sum[k][at] += v[k];
+                a->sumsq[k][at] += v[k] * v[k];
+            }
+        }
+    return HS_OK;
+}
+
+int hs_pattern_scores(hs_scores *s, const hs_model *m, const int32_t *tokens, int N, int T, int B)
+{
+    const hs_model_config *c = &m->cfg;
+    if (N < 1 || T < 2 || B < 1)
+        return hs_fail(HS_EINVAL, "scores: need samples >= 1 and seq-len >= 2");
+    if (c->pos == HS_POS_LEARNED && 2 * T > c->n_ctx)
+        return hs_fail(HS_EINVAL, "scores: repeated sequences of 2 x %d exceed n_ctx=%d", T,
+                       c->n_ctx);
+    B = B < N ? B : N;
+    hs_acts a;
+    int rc = hs_acts_alloc(&a, c, B, 2 * T, HS_ACTS_MAPS);
+    if (rc)
+        return rc;
+    score_acc acc = { T, { 0 }, { 0 } };
+    const size_t n = (size_t)c->n_layer * HS_SCORE_MAX_HEADS;
+    for (int k = 0; !rc && k < HS_SCORE_KINDS; k++)
+        if (!(acc.sum[k] = hs_calloc(n, sizeof(double), "scores")) ||
+            !(acc.sumsq[k] = hs_calloc(n, sizeof(double), "scores")))
+            rc = HS_ENOMEM;
+    hs_hooks hooks = { .ctx = &acc, .on_maps = on_maps };
+    for (int n0 = 0; !rc && n0 < N; n0 += B) {
+        const int rows = N - n0 < B ? N - n0 : B;
+        rc = hs_acts_set_batch(&a, rows);
+        if (!rc)
+            rc = hs_forward(&a, m, tokens + (size_t)n0 * 2 * T, NULL, &hooks);
+    }
+    for (int k = 0; !rc && k < HS_SCORE_KINDS; k++)
+        for (int l = 0; l < c->n_layer; l++)
+            for (int h = 0; h < c->n_head[l]; h++) {
+                const size_t at = (size_t)l * HS_SCORE_MAX_HEADS + h;
+                const double mean = acc.sum[k][at] / N;
+                const double var = N > 1 ? (acc.sumsq[k][at] - N * mean * mean) / (N - 1) : 0;
+                s->value[k][at] = mean;
+                s->stderr_value[k][at] = var > 0 ? sqrt(var / N) : 0;
+            }
+    s->n = N;
+    for (int k = 0; k < HS_SCORE_KINDS; k++) {
+        free(acc.sum[k]);
+        free(acc.sumsq[k]);
+    }
+    hs_acts_free(&a);
+    return rc;
+}
+
+int hs_copying_scores(double *copying, const hs_model *m)
+{
+    const hs_model_config *c = &m->cfg;
+    const int d = c->d_model, V = c->vocab_size, dh = c->head_dim;
+    /* A = W_U W_E (d x d): W_U = lm_w^T (d x V), W_E = wte (V x d). */
+    double *A = hs_calloc((size_t)d * d, sizeof(double), "copying");
+    double *WA = hs_calloc((size_t)dh * d, sizeof(double), "copying");
+    double *P = hs_calloc((size_t)dh * dh, sizeof(double), "copying");
+    double *wr = hs_calloc((size_t)dh, sizeof(double), "copying");
+    double *wi = hs_calloc((size_t)dh, sizeof(double), "copying");
+    const int lwork = 8 * dh + 64;
+    double *work = hs_calloc((size_t)lwork, sizeof(double), "copying");
+    int rc = A && WA && P && wr && wi && work ? HS_OK : HS_ENOMEM;
+    for (int i = 0; !rc && i < d; i++)
+        for (int j = 0; j < d; j++) {
+            double s = 0;
+            for (int v = 0; v < V; v++)
+                s += (double)m->w.lm_w[(size_t)v * d + i] * m->w.wte[(size_t)v * d + j];
+            A[(size_t)i * d + j] = s;
+        }
+    for (int l = 0; !rc && l < c->n_layer; l++) {
+        const int H = c->n_head[l], G = c->n_kv_head[l];
+        const hs_attn_weights *w = &m->w.layer[l].attn;
+        for (int h = 0; !rc && h < H; h++) {
+            const int kv = h / (H / G);
+            /* W_O^h (dh x d): row a is column h*dh + a of w_o (d x H*dh). */
+            for (int r = 0; r < dh; r++)
+                for (int j = 0; j < d; j++) {
+                    double s = 0;
+                    for (int i = 0; i < d; i++)
+                        s += (double)w->w_o[(size_t)i * H * dh + h * dh + r] * A[(size_t)i * d + j];
+                    WA[(size_t)r * d + j] = s;
+                }
+            /* P = (W_O^h A) W_V^h, W_V^h (d x dh): column b is row kv*dh + b of w_v. */
+            for (int r = 0; r < dh; r++)
+                for (int b2 = 0; b2 < dh; b2++) {
+                    double s = 0;
+                    for (int j = 0; j < d; j++)
+                        s += WA[(size_t)r * d + j] * w->w_v[(size_t)(kv * dh + b2) * d + j];
+                    P[(size_t)b2 * dh + r] = s; /* column-major for LAPACK */
+                }
+            int n = dh, info = 0, one = 1;
+            char no = 'N';
+            dgeev_(&no, &no, &n, P, &n, wr, wi, NULL, &one, NULL, &one, work, &lwork, &info);
+            if (info) {
+                rc = hs_fail(HS_EINVAL, "copying: eigenvalues of layer %d head %d failed (%d)", l,
+                             h, info);
+                break;
+            }
+            double re = 0, abs_sum = 0;
+            for (int k = 0; k < dh; k++) {
+                re += wr[k];
+                abs_sum += hypot(wr[k], wi[k]);
+            }
+            copying[(size_t)l * HS_SCORE_MAX_HEADS + h] = abs_sum > 0 ? re / abs_sum : 0;
+        }
+    }
+    free(A), free(WA), free(P), free(wr), free(wi), free(work);
+    return rc;
+}

@@ -1,0 +1,40 @@
+/* Per-head scores of SPEC §5 on repeated random sequences r ++ r (positions
+ * 0..2T-1): induction (mass on the token after the earlier copy), duplicate
+ * token (mass on the earlier copy) and previous token; and the OV copying
+ * score of Olsson et al. Each with the standard error over samples. */
+#ifndef HS_SCORES_H
+#define HS_SCORES_H
+
+#include <stdint.h>
+
+#include "weights.h"
+
+enum { HS_SCORE_MAX_HEADS = 1024 };
+
+enum { HS_SCORE_INDUCTION, HS_SCORE_DUPLICATE, HS_SCORE_PREV, HS_SCORE_KINDS };
+
+const char *hs_score_name(int kind); /* induction, duplicate_token, prev_token */
+
+typedef struct {
+    int n_layer;
+    int n_head[HS_MAX_LAYERS];
+    /* [kind][l * HS_SCORE_MAX_HEADS + h] */
+    double *value[HS_SCORE_KINDS], *stderr_value[HS_SCORE_KINDS];
+    long n; /* samples */
+} hs_scores;
+
+int hs_scores_alloc(hs_scores *s, const hs_model_config *c);
+void hs_scores_free(hs_scores *s);
+
+/* tokens (N, 2T), rows r ++ r with r uniform in [0, V), from a seed. */
+void hs_repeated_sequences(int32_t *tokens, int N, int T, int V, unsigned long long seed);
+
+/* Scores of m on tokens (N, 2T), forwards of B rows at a time. */
+int hs_pattern_scores(hs_scores *s, const hs_model *m, const int32_t *tokens, int N, int T, int B);
+
+/* copying[l * HS_SCORE_MAX_HEADS + h] = sum Re(lambda) / sum |lambda| over the
+ * eigenvalues of W_O^h W_U W_E W_V^h (dh x dh; the nonzero spectrum of the
+ * full OV circuit W_E W_V^h W_O^h W_U), norms and biases ignored. */
+int hs_copying_scores(double *copying, const hs_model *m);
+
+#endif
