@@ -192,3 +192,146 @@ int hs_copying_scores(double *copying, const hs_model *m)
     free(A), free(WA), free(P), free(wr), free(wi), free(work);
     return rc;
 }
+
+/* Mean second-half loss per sequence with the given gates. */
+static int second_half_loss(double *per_seq, const hs_model *m, hs_acts *a, const int32_t *tokens,
+                            int N, int T, int B, const hs_real *const *gates, int32_t *in,
+                            int32_t *tg)
+{
+    const int L2 = 2 * T - 1; /* inputs 0..2T-2 predict tokens 1..2T-1 */
+    hs_hooks hooks = { .gates = gates };
+    for (int n0 = 0; n0 < N; n0 += B) {
+        const int rows = N - n0 < B ? N - n0 : B;
+        int rc = hs_acts_set_batch(a, rows);
+        for (int b = 0; !rc && b < rows; b++)
+            for (int t = 0; t < L2; t++) {
+                in[b * L2 + t] = tokens[(size_t)(n0 + b) * 2 * T + t];
+                tg[b * L2 + t] = tokens[(size_t)(n0 + b) * 2 * T + t + 1];
+            }
+        if (!rc)
+            rc = hs_forward(a, m, in, tg, &hooks);
+        if (rc)
+            return rc;
+        for (int b = 0; b < rows; b++) {
+            double sum = 0;
+            for (int t = T; t < L2; t++)
+                sum += a->losses[(size_t)b * L2 + t];
+            per_seq[n0 + b] = sum / (L2 - T);
+        }
+    }
+    return HS_OK;
+}
+
+int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32_t *tokens, int N,
+                              int T, int B, const hs_scores *s, int k, int draws,
+                              unsigned long long seed)
+{
+    const hs_model_config *c = &m->cfg;
+    int total = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        total += c->n_head[l];
+    if (k < 1 || k > 64 || 2 * k > total || draws < 2)
+        return hs_fail(HS_EINVAL, "causal check: k=%d must be in 1..%d and draws >= 2", k,
+                       (total / 2 < 64 ? total / 2 : 64));
+    memset(r, 0, sizeof *r);
+    r->k = k;
+    r->draws = draws;
+    B = B < N ? B : N;
+    hs_acts a;
+    int rc = hs_acts_alloc(&a, c, B, 2 * T - 1, HS_ACTS_INFER);
+    if (rc)
+        return rc;
+    hs_real *gates[HS_MAX_LAYERS] = { 0 };
+    int *lh = hs_calloc((size_t)total * 2, sizeof(int), "heads");
+    double *clean = hs_calloc((size_t)N, sizeof(double), "losses");
+    double *off = hs_calloc((size_t)N, sizeof(double), "losses");
+    double *rand_delta = hs_calloc((size_t)draws, sizeof(double), "draws");
+    int32_t *in = hs_calloc((size_t)B * (2 * T - 1), sizeof(int32_t), "inputs");
+    int32_t *tg = hs_calloc((size_t)B * (2 * T - 1), sizeof(int32_t), "targets");
+    if (!lh || !clean || !off || !rand_delta || !in || !tg)
+        rc = HS_ENOMEM;
+    for (int l = 0; !rc && l < c->n_layer; l++)
+        if (!(gates[l] = hs_calloc((size_t)c->n_head[l], sizeof(hs_real), "gates")))
+            rc = HS_ENOMEM;
+    /* heads by decreasing induction score (ties: lower layer, head first) */
+    int n = 0;
+    for (int l = 0; !rc && l < c->n_layer; l++)
+        for (int h = 0; h < c->n_head[l]; h++)
+            lh[2 * n] = l, lh[2 * n + 1] = h, n++;
+    for (int i = 0; !rc && i < k; i++) {
+        int best = i;
+        for (int j = i + 1; j < n; j++)
+            if (s->value[HS_SCORE_INDUCTION][(size_t)lh[2 * j] * HS_SCORE_MAX_HEADS + lh[2 * j + 1]] >
+                s->value[HS_SCORE_INDUCTION][(size_t)lh[2 * best] * HS_SCORE_MAX_HEADS + lh[2 * best + 1]])
+                best = j;
+        int tl = lh[2 * i], th = lh[2 * i + 1];
+        lh[2 * i] = lh[2 * best], lh[2 * i + 1] = lh[2 * best + 1];
+        lh[2 * best] = tl, lh[2 * best + 1] = th;
+        r->layer[i] = lh[2 * i];
+        r->head[i] = lh[2 * i + 1];
+    }
+    /* gates: 1, then 0 for one set of heads at a time */
+#define ALL_ON()                                                                                   \
+    for (int l = 0; l < c->n_layer; l++)                                                           \
+        for (int h = 0; h < c->n_head[l]; h++)                                                     \
+            gates[l][h] = 1;
+    if (!rc) {
+        ALL_ON();
+        rc = second_half_loss(clean, m, &a, tokens, N, T, B, (const hs_real *const *)gates, in, tg);
+    }
+    if (!rc) {
+        for (int i = 0; i < k; i++)
+            gates[r->layer[i]][r->head[i]] = 0;
+        rc = second_half_loss(off, m, &a, tokens, N, T, B, (const hs_real *const *)gates, in, tg);
+    }
+    double sum = 0, sumsq = 0, base = 0;
+    for (int i = 0; !rc && i < N; i++) {
+        double d = off[i] - clean[i];
+        sum += d;
+        sumsq += d * d;
+        base += clean[i];
+    }
+    if (!rc) {
+        r->clean = base / N;
+        r->targeted = sum / N;
+        double var = N > 1 ? (sumsq - N * r->targeted * r->targeted) / (N - 1) : 0;
+        r->targeted_stderr = var > 0 ? sqrt(var / N) : 0;
+    }
+    hs_rng g;
+    hs_rng_seed(&g, seed);
+    for (int d = 0; !rc && d < draws; d++) {
+        /* k distinct heads among the others (lh[k..n)), a partial
+         * Fisher-Yates shuffle of that tail */
+        for (int i = 0; i < k; i++) {
+            int a = k + i, j = a + (int)(hs_rng_uniform(&g) * (n - a));
+            int tl = lh[2 * a], th = lh[2 * a + 1];
+            lh[2 * a] = lh[2 * j], lh[2 * a + 1] = lh[2 * j + 1];
+            lh[2 * j] = tl, lh[2 * j + 1] = th;
+        }
+        ALL_ON();
+        for (int i = 0; i < k; i++)
+            gates[lh[2 * (k + i)]][lh[2 * (k + i) + 1]] = 0;
+        rc = second_half_loss(off, m, &a, tokens, N, T, B, (const hs_real *const *)gates, in, tg);
+        double delta = 0;
+        for (int i = 0; !rc && i < N; i++)
+            delta += off[i] - clean[i];
+        rand_delta[d] = delta / N;
+    }
+#undef ALL_ON
+    if (!rc) {
+        double mean = 0, var = 0;
+        for (int d = 0; d < draws; d++)
+            mean += rand_delta[d];
+        mean /= draws;
+        for (int d = 0; d < draws; d++)
+            var += (rand_delta[d] - mean) * (rand_delta[d] - mean);
+        r->random_mean = mean;
+        r->random_std = sqrt(var / (draws - 1));
+        r->beats = r->targeted > mean + r->random_std;
+    }
+    for (int l = 0; l < c->n_layer; l++)
+        free(gates[l]);
+    free(lh), free(clean), free(off), free(rand_delta), free(in), free(tg);
+    hs_acts_free(&a);
+    return rc;
+}

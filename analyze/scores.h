@@ -37,4 +37,24 @@ int hs_pattern_scores(hs_scores *s, const hs_model *m, const int32_t *tokens, in
  * full OV circuit W_E W_V^h W_O^h W_U), norms and biases ignored. */
 int hs_copying_scores(double *copying, const hs_model *m);
 
+/* The causal check of the induction claim: the loss on the second half of
+ * the repeated sequences (positions T..2T-2, whose next token the first half
+ * already showed) with the k heads of highest induction score gated off at
+ * once, against k heads drawn at random from the other heads (draws
+ * times). beats: the targeted increase lies beyond the random draws' spread,
+ * above their mean by more than their standard deviation. */
+typedef struct {
+    int k, draws;
+    int layer[64], head[64]; /* the targeted heads */
+    double clean;            /* second-half loss, nothing ablated */
+    double targeted;         /* increase with the targeted heads off */
+    double targeted_stderr;  /* over sequences */
+    double random_mean, random_std; /* increase over the random draws */
+    int beats;
+} hs_causal_check;
+
+int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32_t *tokens, int N,
+                              int T, int B, const hs_scores *s, int k, int draws,
+                              unsigned long long seed);
+
 #endif

@@ -550,7 +550,7 @@ static int score_rows(hs_metric_row *rows, char names[][40], const hs_model_conf
 int cmd_induction(int argc, char **argv)
 {
     const char *model = NULL, *db = NULL;
-    int T = 0, samples = 64, B = 8, threads = 0, json = 0;
+    int T = 0, samples = 64, B = 8, threads = 0, json = 0, k = 1, draws = 20;
     long seed = 1;
     opt o[] = {
         { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory", 0 },
@@ -559,6 +559,8 @@ int cmd_induction(int argc, char **argv)
         { "--samples", OPT_INT, &samples, 2, "N", "random sequences", 0 },
         { "--seed", OPT_LONG, &seed, 0, "S", "seed of the sequences and of the control model", 0 },
         { "--batch", OPT_INT, &B, 1, "B", "sequences per forward", 0 },
+        { "--causal-k", OPT_INT, &k, 1, "K", "heads the causal check ablates", 0 },
+        { "--random-draws", OPT_INT, &draws, 2, "D", "random sets of K heads to compare with", 0 },
         { "--threads", OPT_INT, &threads, 0, "N", "threads (0: OpenMP's default)", 0 },
         { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
     };
@@ -580,6 +582,15 @@ int cmd_induction(int argc, char **argv)
         hs_model_free(&m);
         return usage_error("induction", "--seq-len %d: 2 x %d exceeds the model's n_ctx=%d", T, T,
                            n_ctx);
+    }
+    int heads = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        heads += c->n_head[l];
+    if (2 * k > heads || k > 64) {
+        hs_model_free(&m);
+        return usage_error("induction", "--causal-k %d: at most %d for a model of %d heads (the "
+                           "random draws need as many other heads)", k, heads / 2 < 64 ? heads / 2 : 64,
+                           heads);
     }
     char file[1100];
     snprintf(file, sizeof file, "%s/model.safetensors", model);
@@ -615,14 +626,28 @@ int cmd_induction(int argc, char **argv)
     int total = 0;
     for (int l = 0; l < c->n_layer; l++)
         total += c->n_head[l];
-    hs_metric_row *rows = rc ? NULL : hs_calloc((size_t)total * 2 * (HS_SCORE_KINDS + 1),
+    hs_metric_row *rows = rc ? NULL : hs_calloc((size_t)total * 2 * (HS_SCORE_KINDS + 1) + 3 + 64,
                                                 sizeof *rows, "score rows");
     char names[2][HS_SCORE_KINDS + 1][40];
     if (!rc && !rows)
         rc = HS_ENOMEM;
+    hs_causal_check cc;
+    if (!rc)
+        rc = hs_induction_causal_check(&cc, &m, tok, samples, T, B, &s, k, draws,
+                                       (unsigned long long)seed + 17);
     if (!rc) {
         int n = score_rows(rows, names[0], c, &s, cop, "");
         n += score_rows(rows + n, names[1], c, &sc, cop_ctrl, "_control");
+        /* The causal check, model-wide: the second-half loss, its increase
+         * with the top-k induction heads off (stderr over sequences), and with
+         * k random other heads off (stderr: the spread of the draws). */
+        rows[n++] = (hs_metric_row){ -1, -1, "second_half_loss", cc.clean, 0, samples };
+        rows[n++] = (hs_metric_row){ -1, -1, "causal_loss_delta_top_k", cc.targeted,
+                                     cc.targeted_stderr, samples };
+        rows[n++] = (hs_metric_row){ -1, -1, "causal_loss_delta_random_k", cc.random_mean,
+                                     cc.random_std, draws };
+        for (int i = 0; i < cc.k; i++)
+            rows[n++] = (hs_metric_row){ cc.layer[i], cc.head[i], "causal_top_k", 1, 0, cc.k };
         rc = hs_index_metrics_add(run.ix, run.run_id, rows, n);
     }
     int best_l = 0, best_h = 0;
@@ -649,13 +674,29 @@ int cmd_induction(int argc, char **argv)
         fprintf(stderr, "headscope: induction: %s\n", msg);
         return EXIT_FAILURE_RUN;
     }
-    if (json)
+    if (json) {
         printf("{\"run_id\":%lld,\"samples\":%d,\"seq_len\":%d,\"top_induction\":{\"layer\":%d,"
-               "\"head\":%d,\"value\":%.6g,\"control\":%.6g}}\n",
-               run_id, samples, T, best_l, best_h, best, best_ctrl);
-    else
+               "\"head\":%d,\"value\":%.6g,\"control\":%.6g},\"causal\":{\"k\":%d,"
+               "\"loss_delta_top_k\":%.6g,\"loss_delta_random_mean\":%.6g,"
+               "\"loss_delta_random_std\":%.6g,\"induction_heads_established\":%s}}\n",
+               run_id, samples, T, best_l, best_h, best, best_ctrl, cc.k, cc.targeted,
+               cc.random_mean, cc.random_std, cc.beats ? "true" : "false");
+    } else {
         printf("run %lld: scores of every head on %d sequences r ++ r (|r| = %d) in %s; highest "
                "induction: layer %d head %d, %.3f (random-init control %.3f)\n",
                run_id, samples, T, db, best_l, best_h, best, best_ctrl);
+        printf("causal check: second-half loss %.4f; +%.4f with the top %d induction head(s) off, "
+               "+%.4f +- %.4f with %d random other head(s) off (%d draws)\n",
+               cc.clean, cc.targeted, cc.k, cc.random_mean, cc.random_std, cc.k, draws);
+        if (cc.beats) {
+            printf("induction heads by score and causal check:");
+            for (int i = 0; i < cc.k; i++)
+                printf(" L%dH%d", cc.layer[i], cc.head[i]);
+            printf("\n");
+        } else {
+            printf("not established: ablating the top heads does not hurt beyond the random "
+                   "draws' spread\n");
+        }
+    }
     return 0;
 }

@@ -325,6 +325,121 @@ static void scores_case(const char *name)
 static void test_scores_match_torch_and_numpy_gpt2(void) { scores_case("gpt2_tiny"); }
 static void test_scores_match_torch_and_numpy_llama_gqa(void) { scores_case("llama_gqa"); }
 
+/* A hand-built attention-only model with a previous-token head (layer 0,
+ * head 0: queries read the position, keys the position + 1, values the token,
+ * written to a PREV subspace) and an induction head (layer 1, head 0: queries
+ * read the token, keys the PREV subspace, so position s matches when the token
+ * before it equals the current one; values the token, written to an OUT
+ * subspace that the unembedding reads). The other heads of each layer are
+ * all zeros (uniform attention, no output). */
+enum { PV = 32, PP = 16, PD = 3 * PV + PP, PDH = 32, PH = 8 };
+
+static void build_planted(hs_model *m)
+{
+    hs_model_config c;
+    CU_ASSERT_EQUAL_FATAL(hs_config_preset(&c, "attn-only"), HS_OK);
+    c.vocab_size = PV, c.n_layer = 2, c.d_model = PD, c.n_ctx = PP, c.head_dim = PDH;
+    c.norm = HS_NORM_RMSNORM, c.norm_bias = 0, c.tie_embeddings = 0;
+    for (int l = 0; l < 2; l++)
+        c.n_head[l] = c.n_kv_head[l] = PH;
+    CU_ASSERT_EQUAL_FATAL(hs_model_init(m, &c), HS_OK);
+    hs_weights *w = &m->w;
+    const int TOK = 0, POS = PV, PREV = PV + PP, OUT = 2 * PV + PP, HD = PH * PDH;
+    for (int v = 0; v < PV; v++)
+        w->wte[v * PD + TOK + v] = 1;
+    for (int p = 0; p < PP; p++)
+        w->wpe[p * PD + POS + p] = 1;
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < PD; i++)
+            w->layer[l].ln1_w[i] = 1;
+    for (int i = 0; i < PD; i++)
+        w->lnf_w[i] = 1;
+    hs_attn_weights *a0 = &w->layer[0].attn, *a1 = &w->layer[1].attn;
+    for (int p = 0; p < PP; p++) {
+        a0->w_q[p * PD + POS + p] = 1;                 /* q = position t */
+        if (p + 1 < PDH)
+            a0->w_k[(p + 1) * PD + POS + p] = 1;       /* k = position s + 1 */
+    }
+    for (int v = 0; v < PV; v++) {
+        a0->w_v[v * PD + TOK + v] = 1;                 /* v = token */
+        a0->w_o[(PREV + v) * HD + v] = 0.2f;           /* z -> PREV */
+        a1->w_q[v * PD + TOK + v] = 2;                 /* q = current token */
+        a1->w_k[v * PD + PREV + v] = 5;                /* k = token before s */
+        a1->w_v[v * PD + TOK + v] = 1;                 /* v = token at s */
+        a1->w_o[(OUT + v) * HD + v] = 1;               /* z -> OUT */
+        w->lm_w[v * PD + OUT + v] = 3;                 /* logits read OUT */
+    }
+}
+
+/* r ++ r with r of distinct tokens (no accidental repeats within r). */
+static void planted_sequences(int32_t *seq, int N, int T)
+{
+    for (int n = 0; n < N; n++)
+        for (int t = 0; t < T; t++)
+            seq[n * 2 * T + t] = seq[n * 2 * T + T + t] = (n * 7 + t * 5) % PV;
+}
+
+static void test_planted_heads_are_found_and_named_by_the_causal_check(void)
+{
+    hs_model m;
+    build_planted(&m);
+    enum { N = 8, T = 8 };
+    int32_t seq[N * 2 * T];
+    planted_sequences(seq, N, T);
+    hs_scores sc;
+    CU_ASSERT_EQUAL_FATAL(hs_scores_alloc(&sc, &m.cfg), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&sc, &m, seq, N, T, 4), HS_OK);
+    const double prev00 = sc.value[HS_SCORE_PREV][0], ind10 = sc.value[HS_SCORE_INDUCTION][HS_SCORE_MAX_HEADS];
+    printf("\n    prev_token L0H0 %.3f (L0H1 %.3f); induction L1H0 %.3f (L1H1 %.3f, L0H0 %.3f)", prev00,
+           sc.value[HS_SCORE_PREV][1], ind10, sc.value[HS_SCORE_INDUCTION][HS_SCORE_MAX_HEADS + 1],
+           sc.value[HS_SCORE_INDUCTION][0]);
+    CU_ASSERT(prev00 > 0.95);
+    CU_ASSERT(ind10 > 0.9);
+    CU_ASSERT(sc.value[HS_SCORE_PREV][1] < 0.5 && sc.value[HS_SCORE_INDUCTION][HS_SCORE_MAX_HEADS + 1] < 0.5);
+    CU_ASSERT(sc.value[HS_SCORE_INDUCTION][0] < 0.5);
+
+    hs_causal_check cc;
+    CU_ASSERT_EQUAL_FATAL(hs_induction_causal_check(&cc, &m, seq, N, T, 4, &sc, 1, 20, 5), HS_OK);
+    printf("\n    causal: top head L%dH%d, loss +%.3f vs random +%.3f +- %.3f -> %s", cc.layer[0],
+           cc.head[0], cc.targeted, cc.random_mean, cc.random_std, cc.beats ? "beats" : "does not");
+    CU_ASSERT_EQUAL(cc.layer[0], 1);
+    CU_ASSERT_EQUAL(cc.head[0], 0);
+    CU_ASSERT(cc.beats);
+    hs_scores_free(&sc);
+    hs_model_free(&m);
+}
+
+/* A randomly initialised model scores near chance: uniform attention puts
+ * 1/(t+1) on each key of query t. */
+static void test_random_init_model_scores_near_chance(void)
+{
+    hs_model m;
+    build_planted(&m);
+    hs_model_init_random(&m, 9);
+    enum { N = 16, T = 8 };
+    int32_t seq[N * 2 * T];
+    hs_repeated_sequences(seq, N, T, PV, 3);
+    hs_scores sc;
+    CU_ASSERT_EQUAL_FATAL(hs_scores_alloc(&sc, &m.cfg), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&sc, &m, seq, N, T, 8), HS_OK);
+    double chance_ind = 0, chance_prev = 0;
+    for (int i = 0; i < T - 1; i++)
+        chance_ind += 1.0 / (T + i + 1) / (T - 1);
+    for (int t = 1; t < 2 * T; t++)
+        chance_prev += 1.0 / (t + 1) / (2 * T - 1);
+    double worst = 0;
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < PH; h++) {
+            size_t i = (size_t)l * HS_SCORE_MAX_HEADS + h;
+            worst = fmax(worst, fabs(sc.value[HS_SCORE_INDUCTION][i] - chance_ind));
+            worst = fmax(worst, fabs(sc.value[HS_SCORE_PREV][i] - chance_prev));
+        }
+    printf("\n    chance induction %.4f, prev %.4f; worst deviation %.4f", chance_ind, chance_prev, worst);
+    CU_ASSERT(worst < 0.01);
+    hs_scores_free(&sc);
+    hs_model_free(&m);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -343,6 +458,9 @@ int main(void)
           test_structural_pruning_keeps_the_gated_loss_gqa_uneven_groups },
         { "test_scores_match_torch_and_numpy_gpt2", test_scores_match_torch_and_numpy_gpt2 },
         { "test_scores_match_torch_and_numpy_llama_gqa", test_scores_match_torch_and_numpy_llama_gqa },
+        { "test_planted_heads_are_found_and_named_by_the_causal_check",
+          test_planted_heads_are_found_and_named_by_the_causal_check },
+        { "test_random_init_model_scores_near_chance", test_random_init_model_scores_near_chance },
     };
     return hs_run_tests("analyze_" HS_REAL_NAME, tests, HS_NTESTS(tests));
 }
