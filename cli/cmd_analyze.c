@@ -11,6 +11,8 @@
 #include "importance.h"
 #include "index.h"
 #include "scores.h"
+#include "patterns.h"
+#include "maps.h"
 #include "sha256.h"
 #include "tokens.h"
 
@@ -698,5 +700,88 @@ int cmd_induction(int argc, char **argv)
                    "draws' spread\n");
         }
     }
+    return 0;
+}
+
+/* ---- patterns ------------------------------------------------------------------- */
+
+int cmd_patterns(int argc, char **argv)
+{
+    analysis a = { .cmd = "patterns", .B = 4 };
+    const char *maps = NULL, *delim_s = NULL;
+    opt o[] = {
+        { "--model", OPT_STR, &a.model, 0, "DIR", "checkpoint directory (row-wise during the forward)", 0 },
+        { "--data", OPT_STR, &a.data, 0, "FILE.bin", "evaluation token shard", 0 },
+        { "--maps", OPT_STR, &maps, 0, "FILE.h5", "compute from a capture file instead", 0 },
+        { "--db", OPT_STR, &a.db, 0, "FILE", "SQLite index for the statistics", 0 },
+        { "--delim", OPT_STR, &delim_s, 0, "ID,ID,...", "token ids counted by 'delim'", 0 },
+        { "--batch", OPT_INT, &a.B, 1, "B", "sequences per batch", 0 },
+        { "--seq-len", OPT_INT, &a.T, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
+        { "--max-batches", OPT_LONG, &a.max_batches, 0, "N", "evaluate N batches (0: all)", 0 },
+        { "--threads", OPT_INT, &a.threads, 0, "N", "threads (0: OpenMP's default)", 0 },
+        { "--json", OPT_FLAG, &a.json, 0, NULL, "print one JSON object", 0 },
+    };
+    int rc = opts_parse("patterns", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    int32_t delim[64];
+    int n_delim = 0;
+    for (const char *p = delim_s; p && *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || n_delim == 64 || (*end && *end != ','))
+            return usage_error("patterns", "--delim '%s': token ids separated by commas", delim_s);
+        delim[n_delim++] = (int32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    hs_patterns pt = { 0 };
+    if (maps) {
+        if (!a.db)
+            return usage_error("patterns", "--db FILE is required");
+        hs_maps_reader *r;
+        if (hs_maps_open(&r, maps))
+            return run_error("patterns");
+        rc = cli_run_begin(&a.run, a.db, 0, "patterns", a.model, NULL, maps, argc, argv);
+        if (!rc)
+            rc = hs_patterns_from_maps(&pt, r, delim, n_delim);
+        hs_maps_close(r);
+        if (rc && !a.run.ix)
+            return run_error("patterns");
+    } else {
+        if ((rc = analysis_load(&a)) || (rc = analysis_start(&a, "patterns", argc, argv)))
+            return rc;
+        rc = hs_patterns_run(&pt, &a.m, &a.tok, a.B, a.T, (size_t)a.max_batches, delim, n_delim);
+    }
+    hs_metric_row *rows = NULL;
+    int n = 0;
+    if (!rc) {
+        int total = 0;
+        for (int li = 0; li < pt.n_layer; li++)
+            total += pt.n_head[li];
+        rows = hs_calloc((size_t)total * HS_PAT_KINDS, sizeof *rows, "pattern rows");
+        rc = rows ? HS_OK : HS_ENOMEM;
+        for (int k = 0; rows && k < HS_PAT_KINDS; k++)
+            for (int li = 0; li < pt.n_layer; li++)
+                for (int hi = 0; hi < pt.n_head[li]; hi++) {
+                    const size_t i = (size_t)li * HS_PAT_MAX_HEADS + hi;
+                    rows[n++] = (hs_metric_row){ pt.layer[li], pt.head[li][hi], hs_pattern_name(k),
+                                                 pt.value[k][i], pt.stderr_value[k][i], pt.n };
+                }
+    }
+    if (!rc)
+        rc = hs_index_metrics_add(a.run.ix, a.run.run_id, rows, n);
+    free(rows);
+    long seqs = pt.n;
+    if (pt.value[0])
+        hs_patterns_free(&pt);
+    long long run_id = a.run.run_id;
+    int status = analysis_close(&a, rc);
+    if (status)
+        return status;
+    if (a.json)
+        printf("{\"run_id\":%lld,\"sequences\":%ld,\"rows\":%d}\n", run_id, seqs, n);
+    else
+        printf("run %lld: pattern statistics of %d head-rows over %ld sequences in %s\n", run_id,
+               n / HS_PAT_KINDS, seqs, a.db);
     return 0;
 }

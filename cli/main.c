@@ -90,6 +90,15 @@ static const command COMMANDS[] = {
       "configuration (metric suffix _control), with standard errors over the samples.\n\n"
       "example: headscope induction --model runs/tiny --db runs.db --seq-len 32 --samples 64\n",
       cmd_induction },
+    { "patterns", "Clark et al. attention statistics per head, row by row during the forward.",
+      "headscope patterns (--model DIR --data FILE | --maps FILE.h5) --db FILE [options]",
+      "entropy (nats), self, prev_token, next_token, first_token, delim (--delim ids) and\n"
+      "distance, each the mean over every query of every sequence, with the standard\n"
+      "error over sequences. The forward path sees one block of query rows at a time,\n"
+      "so long contexts need no T x T buffer; --maps gives the same numbers from a\n"
+      "capture file.\n\n"
+      "example: headscope patterns --model runs/tiny --data val.bin --db runs.db --delim 10,46\n",
+      cmd_patterns },
     { "kv-bytes", "KV-cache size: 2*B*N*G*T*DH*E bytes, and MLA's (latent + rope) per token.",
       "headscope kv-bytes --layers N --kv-heads G --head-dim DH --seq-len T [options]",
       "example: headscope kv-bytes --layers 80 --kv-heads 8 --head-dim 128 --seq-len 2048\n",

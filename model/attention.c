@@ -259,7 +259,8 @@ int hs_attn_forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_at
     if (cache)
         cache_append(cache, a->k, a->v, Sn);
 
-    return hs_attn_heads_forward(a->z, a->att, a->q, &view, mask, prefix, B, L, H, G, dh);
+    return hs_attn_heads_forward(a->z, a->att, a->q, &view, mask, prefix, B, L, H, G, dh,
+                                 &a->rows);
 }
 
 void hs_attn_forward_output(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,

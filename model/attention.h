@@ -76,6 +76,19 @@ typedef struct {
 int hs_kv_cache_init(hs_kv_cache *cache, int B, int G, int dh, int cap);
 void hs_kv_cache_free(hs_kv_cache *cache);
 
+/* Sees rows of post-softmax maps as the kernel makes them, one block of
+ * query rows of one head at a time: P (n rows, ldp apart) are the maps of
+ * queries t0..t0+n-1 of head h in batch row b over keys 0..keys-1 (later keys
+ * are masked: 0). Called from several threads at once; `thread` (below
+ * hs_get_threads()) lets the callee keep per-thread sums. Lets statistics run
+ * over long contexts without a T x T buffer. */
+typedef struct {
+    void (*fn)(void *ctx, int layer, int thread, int b, int h, int t0, int n, const hs_real *P,
+               int ldp, int keys);
+    void *ctx;
+    int layer;
+} hs_row_observer;
+
 /* Activations of one forward, kept for the backward and for observers.
  * Allocate with hs_attn_acts_alloc; att is allocated only when asked for. */
 typedef struct {
@@ -86,6 +99,7 @@ typedef struct {
     hs_real *z;   /* (B, L, HD)        head outputs before the gates */
     hs_real *att; /* (B, H, L, S) or NULL: per-head maps; the backward needs them */
     int S;        /* keys the maps span: S_new, or cache length + S_new with a cache */
+    hs_row_observer rows; /* optional: sees map rows during the forward */
     /* Scratch kept between calls, so repeated steps do not map and unmap
      * large buffers (with several threads every unmap is a TLB shootdown). */
     hs_real *zg;     /* (B, L, HD)     gated head outputs */
@@ -155,7 +169,7 @@ typedef struct {
  * prefix is the number of cached keys before the first query's own key. */
 int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_kv_view *kv,
                           const hs_attn_mask *mask, int prefix, int B, int L, int H, int G,
-                          int dh);
+                          int dh, const hs_row_observer *rows);
 
 /* Backward of hs_attn_heads_forward for prefix 0 and the projection layout:
  * accumulates dq (B,L,H*dh), dk and dv (B,S,G*dh) from dz (B,L,H*dh) and att.

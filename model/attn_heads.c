@@ -59,7 +59,7 @@ int hs_attn_mask_check(const hs_attn_mask *mask, int prefix, int B, int L, int S
 
 int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_kv_view *kv,
                           const hs_attn_mask *mask, int prefix, int B, int L, int H, int G,
-                          int dh)
+                          int dh, const hs_row_observer *rows)
 {
     const int S = kv->S, HD = H * dh, group = H / G;
     int rc = hs_attn_mask_check(mask, prefix, B, L, S);
@@ -110,6 +110,8 @@ int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_k
             if (end > lim)
                 memset(row + lim, 0, sizeof(hs_real) * (size_t)(end - lim));
         }
+        if (rows && rows->fn)
+            rows->fn(rows->ctx, rows->layer, thread_id(), b, h, t0, n, P, ldp, smax);
         hs_real *Z = z + ((size_t)b * L + t0) * HD + (size_t)h * dh;
         hs_gemm(0, 0, n, dh, smax, 1, P, ldp, V, (int)kv->st, 0, Z, HD);
     }

@@ -213,6 +213,7 @@ static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks 
         norm_forward(la->n1, la->n1_mean, la->n1_rstd, la->in, lw->ln1_w, lw->ln1_b, c, N);
         attn_in = la->n1;
     }
+    la->attn.rows = (hs_row_observer){ hooks->on_rows, hooks->ctx, l };
     rc = hs_attn_forward_heads(&la->attn, &lw->attn, &ac, attn_in, NULL, &causal, NULL);
     if (!rc && hooks->on_maps)
         rc = hooks->on_maps(hooks->ctx, l, la->attn.att, a->B, ac.n_heads, a->T);

@@ -75,6 +75,10 @@ typedef struct {
     /* head outputs z (B,T,H*dh) of layer l before gates and W_o; may be
      * overwritten (ablation). Forward only: the backward does not see it. */
     int (*on_z)(void *ctx, int layer, hs_real *z, int B, int T, int H, int dh);
+    /* map rows as the attention kernel makes them (see hs_row_observer):
+     * statistics over long contexts without keeping maps */
+    void (*on_rows)(void *ctx, int layer, int thread, int b, int h, int t0, int n,
+                    const hs_real *P, int ldp, int keys);
 } hs_hooks;
 
 /* Forward over tokens (B,T); with targets (B,T) also the loss (a->loss,

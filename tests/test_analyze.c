@@ -17,6 +17,9 @@
 #include "importance.h"
 #include "runner.h"
 #include "scores.h"
+#include "patterns.h"
+#include "recorder.h"
+#include <unistd.h>
 #include "tokens.h"
 
 #ifdef HEADSCOPE_DOUBLE
@@ -440,6 +443,107 @@ static void test_random_init_model_scores_near_chance(void)
     hs_model_free(&m);
 }
 
+static int feed_batch(void *ctx, size_t i, int32_t *inputs)
+{
+    const hs_tokens *tok = ctx;
+    int32_t tg[B * T];
+    hs_batch_at(tok, i * B * T, B, T, inputs, tg);
+    return HS_OK;
+}
+
+/* Pattern statistics three ways: one block of rows at a time during the
+ * forward, from the full maps of a forward that keeps them (plain loops
+ * here), and from a capture file. */
+static void test_row_wise_patterns_equal_full_maps_and_capture_file(void)
+{
+    hs_model m;
+    hs_tokens tok;
+    load(&m, &tok, "llama_gqa");
+    const int32_t delim[2] = { 3, 7 };
+    hs_patterns rw, ff;
+    CU_ASSERT_EQUAL_FATAL(hs_patterns_run(&rw, &m, &tok, B, T, 0, delim, 2), HS_OK);
+    CU_ASSERT_EQUAL(rw.n, 4);
+
+    /* full maps, statistics written out directly from the definitions */
+    hs_acts a;
+    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &m.cfg, B, T, HS_ACTS_TRAIN), HS_OK);
+    int32_t in[B * T], tg[B * T];
+    double sum[2][4][HS_PAT_KINDS] = { { { 0 } } }, sumsq[2][4][HS_PAT_KINDS] = { { { 0 } } };
+    for (int bi = 0; bi < 2; bi++) {
+        hs_batch_at(&tok, (size_t)bi * B * T, B, T, in, tg);
+        CU_ASSERT_EQUAL_FATAL(hs_forward(&a, &m, in, tg, NULL), HS_OK);
+        for (int l = 0; l < 2; l++)
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < 4; h++) {
+                    double v[HS_PAT_KINDS] = { 0 };
+                    for (int t = 0; t < T; t++) {
+                        const hs_real *row = a.layer[l].attn.att + (((size_t)b * 4 + h) * T + t) * T;
+                        for (int s2 = 0; s2 <= t; s2++) {
+                            double p = row[s2];
+                            v[HS_PAT_ENTROPY] -= p > 0 ? p * log(p) : 0;
+                            v[HS_PAT_DISTANCE] += p * (t - s2);
+                            if (in[b * T + s2] == 3 || in[b * T + s2] == 7)
+                                v[HS_PAT_DELIM] += p;
+                        }
+                        v[HS_PAT_SELF] += row[t];
+                        v[HS_PAT_PREV] += t ? row[t - 1] : 0;
+                        v[HS_PAT_FIRST] += row[0];
+                    }
+                    for (int k = 0; k < HS_PAT_KINDS; k++) {
+                        sum[l][h][k] += v[k] / T;
+                        sumsq[l][h][k] += (v[k] / T) * (v[k] / T);
+                    }
+                }
+    }
+    double worst = 0;
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < 4; h++)
+            for (int k = 0; k < HS_PAT_KINDS; k++) {
+                double mean = sum[l][h][k] / 4;
+                double se = sqrt(fmax(0, (sumsq[l][h][k] - 4 * mean * mean) / 3) / 4);
+                worst = fmax(worst, fabs(rw.value[k][(size_t)l * HS_PAT_MAX_HEADS + h] - mean));
+                worst = fmax(worst, fabs(rw.stderr_value[k][(size_t)l * HS_PAT_MAX_HEADS + h] - se));
+            }
+    printf("\n    row-wise vs full maps: %.3g", worst);
+    CU_ASSERT(worst <= TOL);
+    CU_ASSERT(rw.value[HS_PAT_NEXT][0] == 0); /* causal: no mass on t + 1 */
+
+    /* the same from a capture file (float32 storage) */
+    char path[] = "/tmp/hs_patterns_XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    close(fd);
+    hs_maps_meta meta = { "", "{}", "", "", T, 0, 0 };
+    hs_maps_writer *w;
+    CU_ASSERT_EQUAL_FATAL(hs_maps_create(&w, path, &meta, 1), HS_OK);
+    const int heads[4] = { 0, 1, 2, 3 };
+    for (int l = 0; l < 2; l++)
+        CU_ASSERT_EQUAL_FATAL(hs_maps_add_layer(w, l, 4, heads, 0, T), HS_OK);
+    hs_map_sink sink = hs_maps_sink(w);
+    hs_record_opts ro = { .B = B, .T = T, .n_batches = 2 };
+    CU_ASSERT_EQUAL_FATAL(hs_record(&m, feed_batch, &tok, &sink, &ro), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_maps_finish(w), HS_OK);
+    hs_maps_reader *r;
+    CU_ASSERT_EQUAL_FATAL(hs_maps_open(&r, path), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_patterns_from_maps(&ff, r, delim, 2), HS_OK);
+    double wf = 0;
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < 4; h++)
+            for (int k = 0; k < HS_PAT_KINDS; k++)
+                wf = fmax(wf, fabs(ff.value[k][(size_t)l * HS_PAT_MAX_HEADS + h] -
+                                   rw.value[k][(size_t)l * HS_PAT_MAX_HEADS + h]));
+    printf("; capture file vs row-wise: %.3g", wf);
+    CU_ASSERT(wf <= 1e-5); /* float32 storage */
+    CU_ASSERT_EQUAL(ff.n, 4);
+    hs_maps_close(r);
+    unlink(path);
+    hs_patterns_free(&ff);
+    hs_patterns_free(&rw);
+    hs_acts_free(&a);
+    hs_tokens_free(&tok);
+    hs_model_free(&m);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -461,6 +565,8 @@ int main(void)
         { "test_planted_heads_are_found_and_named_by_the_causal_check",
           test_planted_heads_are_found_and_named_by_the_causal_check },
         { "test_random_init_model_scores_near_chance", test_random_init_model_scores_near_chance },
+        { "test_row_wise_patterns_equal_full_maps_and_capture_file",
+          test_row_wise_patterns_equal_full_maps_and_capture_file },
     };
     return hs_run_tests("analyze_" HS_REAL_NAME, tests, HS_NTESTS(tests));
 }

@@ -324,7 +324,7 @@ static void test_wrong_reshape_gives_a_different_tensor(void)
     /* Self-attention of raw with q = k = v, no mask, MHA layout. */
     hs_real *z = malloc(sizeof(hs_real) * n), *att = malloc(sizeof(hs_real) * B * H * T * T);
     hs_kv_view kv = { raw, raw, (size_t)T * d, (size_t)dh, (size_t)d, T };
-    CU_ASSERT_EQUAL_FATAL(hs_attn_heads_forward(z, att, raw, &kv, NULL, 0, B, T, H, H, dh), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_attn_heads_forward(z, att, raw, &kv, NULL, 0, B, T, H, H, dh, NULL), HS_OK);
     double err_correct = 0, err_wrong = 0;
     for (int view = 0; view < 2; view++) {
         const hs_real *hv = view ? wrong : correct;

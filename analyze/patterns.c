@@ -1,0 +1,239 @@
+#include "patterns.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transformer.h"
+
+const char *hs_pattern_name(int kind)
+{
+    static const char *const names[HS_PAT_KINDS] = { "entropy", "self", "prev_token",
+                                                     "next_token", "first_token", "delim",
+                                                     "distance" };
+    return kind >= 0 && kind < HS_PAT_KINDS ? names[kind] : "?";
+}
+
+void hs_patterns_free(hs_patterns *p)
+{
+    for (int k = 0; k < HS_PAT_KINDS; k++) {
+        free(p->value[k]);
+        free(p->stderr_value[k]);
+    }
+    memset(p, 0, sizeof *p);
+}
+
+static int patterns_alloc(hs_patterns *p, int n_layer)
+{
+    const size_t n = (size_t)n_layer * HS_PAT_MAX_HEADS;
+    for (int k = 0; k < HS_PAT_KINDS; k++)
+        if (!(p->value[k] = hs_calloc(n, sizeof(double), "patterns")) ||
+            !(p->stderr_value[k] = hs_calloc(n, sizeof(double), "patterns"))) {
+            hs_patterns_free(p);
+            return HS_ENOMEM;
+        }
+    p->n_layer = n_layer;
+    return HS_OK;
+}
+
+/* Adds the statistics of query t's row a (keys 0..keys-1; later keys are
+ * masked) into out. tok: the sequence's tokens, for delim. */
+static void row_stats(double *out, const hs_real *a, int t, int keys, const int32_t *tok,
+                      const int32_t *delim, int n_delim)
+{
+    double entropy = 0, dist = 0, dl = 0;
+    for (int s = 0; s < keys; s++) {
+        const double p = a[s];
+        if (p > 0)
+            entropy -= p * log(p);
+        dist += p * abs(t - s);
+        for (int k = 0; k < n_delim; k++)
+            if (tok[s] == delim[k]) {
+                dl += p;
+                break;
+            }
+    }
+    out[HS_PAT_ENTROPY] += entropy;
+    out[HS_PAT_SELF] += t < keys ? a[t] : 0;
+    out[HS_PAT_PREV] += t >= 1 && t - 1 < keys ? a[t - 1] : 0;
+    out[HS_PAT_NEXT] += t + 1 < keys ? a[t + 1] : 0;
+    out[HS_PAT_FIRST] += keys > 0 ? a[0] : 0;
+    out[HS_PAT_DELIM] += dl;
+    out[HS_PAT_DISTANCE] += dist;
+}
+
+/* Per-sequence sums of one batch, kept per thread, then folded into sums
+ * over sequences. */
+typedef struct {
+    const hs_model_config *c;
+    const int32_t *tok; /* (B,T) of the batch */
+    int B, T;
+    const int32_t *delim;
+    int n_delim;
+    int threads;
+    double *batch; /* [thread][b][layer][head][kind] */
+} run_ctx;
+
+static size_t slot(const run_ctx *r, int thread, int b, int l, int h)
+{
+    return ((((size_t)thread * r->B + b) * r->c->n_layer + l) * HS_PAT_MAX_HEADS + h) *
+           HS_PAT_KINDS;
+}
+
+static void on_rows(void *ctx, int layer, int thread, int b, int h, int t0, int n,
+                    const hs_real *P, int ldp, int keys)
+{
+    run_ctx *r = ctx;
+    double *out = r->batch + slot(r, thread, b, layer, h);
+    for (int i = 0; i < n; i++) {
+        const int t = t0 + i;
+        row_stats(out, P + (size_t)i * ldp, t, keys < t + 1 ? keys : t + 1, r->tok + (size_t)b * r->T,
+                  r->delim, r->n_delim);
+    }
+}
+
+/* Running sums over sequences of per-sequence means. */
+typedef struct {
+    double *sum, *sumsq;
+} seq_acc;
+
+static void finish(hs_patterns *p, const seq_acc *acc, long n)
+{
+    for (int k = 0; k < HS_PAT_KINDS; k++)
+        for (int l = 0; l < p->n_layer; l++)
+            for (int h = 0; h < p->n_head[l]; h++) {
+                const size_t i = ((size_t)l * HS_PAT_MAX_HEADS + h) * HS_PAT_KINDS + k;
+                const double mean = acc->sum[i] / n;
+                const double var = n > 1 ? (acc->sumsq[i] - n * mean * mean) / (n - 1) : 0;
+                p->value[k][(size_t)l * HS_PAT_MAX_HEADS + h] = mean;
+                p->stderr_value[k][(size_t)l * HS_PAT_MAX_HEADS + h] = var > 0 ? sqrt(var / n) : 0;
+            }
+    p->n = n;
+}
+
+static void add_sequence(seq_acc *acc, const double *sums, int n_layer, const int *n_head,
+                         int queries)
+{
+    for (int l = 0; l < n_layer; l++)
+        for (int h = 0; h < n_head[l]; h++)
+            for (int k = 0; k < HS_PAT_KINDS; k++) {
+                const size_t i = ((size_t)l * HS_PAT_MAX_HEADS + h) * HS_PAT_KINDS + k;
+                const double v = sums[i] / queries;
+                acc->sum[i] += v;
+                acc->sumsq[i] += v * v;
+            }
+}
+
+int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
+                    size_t max_batches, const int32_t *delim, int n_delim)
+{
+    const hs_model_config *c = &m->cfg;
+    memset(p, 0, sizeof *p);
+    size_t nb = hs_batch_count(data, B, T);
+    if (max_batches && max_batches < nb)
+        nb = max_batches;
+    if (!nb)
+        return hs_fail(HS_EINVAL, "%zu tokens hold no batch of %d x %d (+1) tokens", data->n, B,
+                       T);
+    int rc = patterns_alloc(p, c->n_layer);
+    if (rc)
+        return rc;
+    for (int l = 0; l < c->n_layer; l++) {
+        p->layer[l] = l;
+        p->n_head[l] = c->n_head[l];
+        for (int h = 0; h < c->n_head[l]; h++)
+            p->head[l][h] = h;
+    }
+    hs_acts a;
+    rc = hs_acts_alloc(&a, c, B, T, HS_ACTS_INFER);
+    if (rc) {
+        hs_patterns_free(p);
+        return rc;
+    }
+    run_ctx r = { c, NULL, B, T, delim, n_delim, hs_get_threads(), NULL };
+    const size_t per_seq = (size_t)c->n_layer * HS_PAT_MAX_HEADS * HS_PAT_KINDS;
+    r.batch = hs_calloc((size_t)r.threads * B * per_seq, sizeof(double), "pattern sums");
+    seq_acc acc = { hs_calloc(per_seq, sizeof(double), "patterns"),
+                    hs_calloc(per_seq, sizeof(double), "patterns") };
+    double *seq = hs_calloc(per_seq, sizeof(double), "patterns");
+    int32_t *in = hs_calloc((size_t)B * T, sizeof(int32_t), "inputs");
+    int32_t *tg = hs_calloc((size_t)B * T, sizeof(int32_t), "targets");
+    if (!r.batch || !acc.sum || !acc.sumsq || !seq || !in || !tg)
+        rc = HS_ENOMEM;
+    hs_hooks hooks = { .ctx = &r, .on_rows = on_rows };
+    for (size_t bi = 0; !rc && bi < nb; bi++) {
+        hs_batch_at(data, bi * (size_t)B * T, B, T, in, tg);
+        r.tok = in;
+        memset(r.batch, 0, sizeof(double) * (size_t)r.threads * B * per_seq);
+        rc = hs_forward(&a, m, in, NULL, &hooks);
+        for (int b = 0; !rc && b < B; b++) {
+            memset(seq, 0, sizeof(double) * per_seq);
+            for (int th = 0; th < r.threads; th++) {
+                const double *src = r.batch + slot(&r, th, b, 0, 0);
+                for (size_t i = 0; i < per_seq; i++)
+                    seq[i] += src[i];
+            }
+            add_sequence(&acc, seq, c->n_layer, c->n_head, T);
+        }
+    }
+    if (!rc)
+        finish(p, &acc, (long)(nb * B));
+    else
+        hs_patterns_free(p);
+    free(r.batch), free(acc.sum), free(acc.sumsq), free(seq), free(in), free(tg);
+    hs_acts_free(&a);
+    return rc;
+}
+
+int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *delim, int n_delim)
+{
+    const hs_maps_info *in = hs_maps_get_info(r);
+    memset(p, 0, sizeof *p);
+    if (!in->complete)
+        return hs_fail(HS_EFORMAT, "map file is not marked complete");
+    int rc = patterns_alloc(p, in->n_layers);
+    if (rc)
+        return rc;
+    const int T = in->seq_len;
+    for (int li = 0; li < in->n_layers; li++) {
+        p->layer[li] = in->layers[li].layer;
+        p->n_head[li] = in->layers[li].nh;
+        memcpy(p->head[li], in->layers[li].heads, sizeof(int) * in->layers[li].nh);
+    }
+    const size_t per_seq = (size_t)in->n_layers * HS_PAT_MAX_HEADS * HS_PAT_KINDS;
+    seq_acc acc = { hs_calloc(per_seq, sizeof(double), "patterns"),
+                    hs_calloc(per_seq, sizeof(double), "patterns") };
+    double *seq = hs_calloc(per_seq, sizeof(double), "patterns");
+    float *map = hs_calloc((size_t)T * T, sizeof(float), "map");
+    hs_real *row = hs_calloc((size_t)T, sizeof(hs_real), "map row");
+    int32_t *tok = hs_calloc((size_t)T, sizeof(int32_t), "tokens");
+    if (!acc.sum || !acc.sumsq || !seq || !map || !row || !tok)
+        rc = HS_ENOMEM;
+    int queries = 0;
+    for (long long n = 0; !rc && n < in->n_seq; n++) {
+        memset(seq, 0, sizeof(double) * per_seq);
+        rc = hs_maps_read_tokens(r, n, tok);
+        for (int li = 0; !rc && li < in->n_layers; li++) {
+            const hs_maps_layer_info *l = &in->layers[li];
+            queries = l->nq;
+            for (int hi = 0; !rc && hi < l->nh; hi++) {
+                rc = hs_maps_read(r, li, n, hi, map);
+                for (int q = 0; !rc && q < l->nq; q++) {
+                    const int t = l->q0 + q;
+                    for (int s = 0; s < l->S; s++)
+                        row[s] = map[(size_t)q * l->S + s];
+                    row_stats(seq + ((size_t)li * HS_PAT_MAX_HEADS + hi) * HS_PAT_KINDS, row, t,
+                              t + 1 < l->S ? t + 1 : l->S, tok, delim, n_delim);
+                }
+            }
+        }
+        if (!rc)
+            add_sequence(&acc, seq, in->n_layers, p->n_head, queries);
+    }
+    if (!rc)
+        finish(p, &acc, (long)in->n_seq);
+    else
+        hs_patterns_free(p);
+    free(acc.sum), free(acc.sumsq), free(seq), free(map), free(row), free(tok);
+    return rc;
+}

@@ -1,0 +1,44 @@
+/* Attention pattern statistics of Clark et al. 2019 (SPEC §5), each the mean
+ * over every query of every evaluated sequence, with the standard error over
+ * sequences: entropy (-sum a ln a, nats), self, prev_token, next_token
+ * (mass on t, t-1, t+1), first_token (mass on position 0), delim (mass on the
+ * given token ids), distance (sum_s a_s |t - s|). A query lacking the key in
+ * question (t-1 at t = 0) contributes 0. Computed one block of query rows at
+ * a time during the forward, so long contexts need no T x T buffer; or from a
+ * capture file, with the same numbers. */
+#ifndef HS_PATTERNS_H
+#define HS_PATTERNS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "maps.h"
+#include "tokens.h"
+#include "weights.h"
+
+enum { HS_PAT_ENTROPY, HS_PAT_SELF, HS_PAT_PREV, HS_PAT_NEXT, HS_PAT_FIRST, HS_PAT_DELIM,
+       HS_PAT_DISTANCE, HS_PAT_KINDS };
+enum { HS_PAT_MAX_HEADS = 1024 };
+
+const char *hs_pattern_name(int kind);
+
+typedef struct {
+    int n_layer;
+    int layer[HS_MAX_LAYERS];  /* model layer of each result row */
+    int n_head[HS_MAX_LAYERS];
+    int head[HS_MAX_LAYERS][HS_PAT_MAX_HEADS]; /* model head ids (capture files may hold a subset) */
+    /* [kind][li * HS_PAT_MAX_HEADS + hi] */
+    double *value[HS_PAT_KINDS], *stderr_value[HS_PAT_KINDS];
+    long n; /* sequences */
+} hs_patterns;
+
+void hs_patterns_free(hs_patterns *p);
+
+/* delim: token ids counted by `delim` (n_delim of them, may be 0). */
+int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
+                    size_t max_batches, const int32_t *delim, int n_delim);
+
+/* The same statistics from a capture file's maps (captured queries only). */
+int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *delim, int n_delim);
+
+#endif
