@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "linalg.h"
+#include "tokens.h"
 #include "transformer.h"
 
 /* LAPACK's general eigenvalue routine (in OpenBLAS). */
@@ -327,11 +328,54 @@ int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32
             var += (rand_delta[d] - mean) * (rand_delta[d] - mean);
         r->random_mean = mean;
         r->random_std = sqrt(var / (draws - 1));
-        r->beats = r->targeted > mean + r->random_std;
+        /* beyond the random draws' spread, and itself nonzero beyond two
+         * standard errors over sequences */
+        r->beats = r->targeted > mean + r->random_std && r->targeted > 2 * r->targeted_stderr;
     }
     for (int l = 0; l < c->n_layer; l++)
         free(gates[l]);
     free(lh), free(clean), free(off), free(rand_delta), free(in), free(tg);
+    hs_acts_free(&a);
+    return rc;
+}
+
+int hs_icl_score(double *icl, double *stderr_icl, long *n, const hs_model *m,
+                 const hs_tokens *data, int B, int T, size_t max_batches, int early, int late)
+{
+    size_t nb = hs_batch_count(data, B, T);
+    if (max_batches && max_batches < nb)
+        nb = max_batches;
+    if (!nb)
+        return hs_fail(HS_EINVAL, "%zu tokens hold no batch of %d x %d (+1) tokens", data->n, B,
+                       T);
+    late = late < T - 1 ? late : T - 1;
+    early = early < late ? early : late;
+    hs_acts a;
+    int rc = hs_acts_alloc(&a, &m->cfg, B, T, HS_ACTS_INFER);
+    if (rc)
+        return rc;
+    int32_t *in = hs_calloc((size_t)B * T, sizeof(int32_t), "inputs");
+    int32_t *tg = hs_calloc((size_t)B * T, sizeof(int32_t), "targets");
+    if (!in || !tg)
+        rc = HS_ENOMEM;
+    double sum = 0, sumsq = 0;
+    for (size_t b = 0; !rc && b < nb; b++) {
+        hs_batch_at(data, b * (size_t)B * T, B, T, in, tg);
+        rc = hs_forward(&a, m, in, tg, NULL);
+        for (int i = 0; !rc && i < B; i++) {
+            double d = a.losses[(size_t)i * T + late] - a.losses[(size_t)i * T + early];
+            sum += d;
+            sumsq += d * d;
+        }
+    }
+    if (!rc) {
+        const double cnt = (double)nb * B, mean = sum / cnt;
+        const double var = cnt > 1 ? (sumsq - cnt * mean * mean) / (cnt - 1) : 0;
+        *icl = mean;
+        *stderr_icl = var > 0 ? sqrt(var / cnt) : 0;
+        *n = (long)cnt;
+    }
+    free(in), free(tg);
     hs_acts_free(&a);
     return rc;
 }

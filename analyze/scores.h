@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "tokens.h"
 #include "weights.h"
 
 enum { HS_SCORE_MAX_HEADS = 1024 };
@@ -41,8 +42,9 @@ int hs_copying_scores(double *copying, const hs_model *m);
  * the repeated sequences (positions T..2T-2, whose next token the first half
  * already showed) with the k heads of highest induction score gated off at
  * once, against k heads drawn at random from the other heads (draws
- * times). beats: the targeted increase lies beyond the random draws' spread,
- * above their mean by more than their standard deviation. */
+ * times). beats: the targeted increase lies beyond the random draws' spread
+ * (above their mean by more than their standard deviation) and is itself
+ * larger than two standard errors over sequences. */
 typedef struct {
     int k, draws;
     int layer[64], head[64]; /* the targeted heads */
@@ -56,5 +58,11 @@ typedef struct {
 int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32_t *tokens, int N,
                               int T, int B, const hs_scores *s, int k, int draws,
                               unsigned long long seed);
+
+/* In-context learning score (SPEC §5): mean loss at position `late` minus
+ * mean loss at position `early` (both clipped to T-1) over the evaluation
+ * sequences, with the standard error of the per-sequence differences. */
+int hs_icl_score(double *icl, double *stderr_icl, long *n, const hs_model *m,
+                 const hs_tokens *data, int B, int T, size_t max_batches, int early, int late);
 
 #endif

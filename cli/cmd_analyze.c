@@ -551,8 +551,9 @@ static int score_rows(hs_metric_row *rows, char names[][40], const hs_model_conf
 
 int cmd_induction(int argc, char **argv)
 {
-    const char *model = NULL, *db = NULL;
-    int T = 0, samples = 64, B = 8, threads = 0, json = 0, k = 1, draws = 20;
+    const char *model = NULL, *db = NULL, *data = NULL;
+    int T = 0, samples = 64, B = 8, threads = 0, json = 0, k = 1, draws = 20, icl_T = 0;
+    int early = 50, late = 500;
     long seed = 1;
     opt o[] = {
         { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory", 0 },
@@ -562,6 +563,10 @@ int cmd_induction(int argc, char **argv)
         { "--seed", OPT_LONG, &seed, 0, "S", "seed of the sequences and of the control model", 0 },
         { "--batch", OPT_INT, &B, 1, "B", "sequences per forward", 0 },
         { "--causal-k", OPT_INT, &k, 1, "K", "heads the causal check ablates", 0 },
+        { "--data", OPT_STR, &data, 0, "FILE.bin", "evaluation shard for the ICL score (optional)", 0 },
+        { "--icl-seq-len", OPT_INT, &icl_T, 2, "T", "sequence length of the ICL score (default: min(n_ctx, 1024))", 0 },
+        { "--early", OPT_INT, &early, 0, "P", "ICL: the early position", 0 },
+        { "--late", OPT_INT, &late, 1, "P", "ICL: the late position", 0 },
         { "--random-draws", OPT_INT, &draws, 2, "D", "random sets of K heads to compare with", 0 },
         { "--threads", OPT_INT, &threads, 0, "N", "threads (0: OpenMP's default)", 0 },
         { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
@@ -594,10 +599,25 @@ int cmd_induction(int argc, char **argv)
                            "random draws need as many other heads)", k, heads / 2 < 64 ? heads / 2 : 64,
                            heads);
     }
+    if (!icl_T)
+        icl_T = c->n_ctx < 1024 ? c->n_ctx : 1024;
+    hs_tokens evd = { 0 };
+    if (data && hs_tokens_read(&evd, data)) {
+        hs_model_free(&m);
+        return run_error("induction");
+    }
+    if (data && (!hs_batch_count(&evd, 1, icl_T) || (c->pos == HS_POS_LEARNED && icl_T > c->n_ctx))) {
+        hs_fail(HS_EINVAL, "%s: no sequence of %d (+1) tokens for the ICL score, or longer than "
+                "n_ctx=%d", data, icl_T, c->n_ctx);
+        hs_tokens_free(&evd);
+        hs_model_free(&m);
+        return run_error("induction");
+    }
     char file[1100];
     snprintf(file, sizeof file, "%s/model.safetensors", model);
     cli_run run;
-    if (cli_run_begin(&run, db, 0, "induction", model, file, NULL, argc, argv)) {
+    if (cli_run_begin(&run, db, 0, "induction", model, file, data, argc, argv)) {
+        hs_tokens_free(&evd);
         hs_model_free(&m);
         return run_error("induction");
     }
@@ -628,7 +648,7 @@ int cmd_induction(int argc, char **argv)
     int total = 0;
     for (int l = 0; l < c->n_layer; l++)
         total += c->n_head[l];
-    hs_metric_row *rows = rc ? NULL : hs_calloc((size_t)total * 2 * (HS_SCORE_KINDS + 1) + 3 + 64,
+    hs_metric_row *rows = rc ? NULL : hs_calloc((size_t)total * 2 * (HS_SCORE_KINDS + 1) + 5 + 64,
                                                 sizeof *rows, "score rows");
     char names[2][HS_SCORE_KINDS + 1][40];
     if (!rc && !rows)
@@ -650,7 +670,19 @@ int cmd_induction(int argc, char **argv)
                                      cc.random_std, draws };
         for (int i = 0; i < cc.k; i++)
             rows[n++] = (hs_metric_row){ cc.layer[i], cc.head[i], "causal_top_k", 1, 0, cc.k };
-        rc = hs_index_metrics_add(run.ix, run.run_id, rows, n);
+        if (data) { /* model-wide ICL score of the model and of its control */
+            double v, se;
+            long cnt;
+            rc = hs_icl_score(&v, &se, &cnt, &m, &evd, 1, icl_T, 0, early, late);
+            if (!rc)
+                rows[n++] = (hs_metric_row){ -1, -1, "icl", v, se, cnt };
+            if (!rc)
+                rc = hs_icl_score(&v, &se, &cnt, &ctrl, &evd, 1, icl_T, 0, early, late);
+            if (!rc)
+                rows[n++] = (hs_metric_row){ -1, -1, "icl_control", v, se, cnt };
+        }
+        if (!rc)
+            rc = hs_index_metrics_add(run.ix, run.run_id, rows, n);
     }
     int best_l = 0, best_h = 0;
     for (int l = 0; !rc && l < c->n_layer; l++)
@@ -670,6 +702,7 @@ int cmd_induction(int argc, char **argv)
     if (ctrl.params)
         hs_model_free(&ctrl);
     hs_model_free(&m);
+    hs_tokens_free(&evd);
     long long run_id = run.run_id;
     cli_run_end(&run, rc == HS_OK, NULL);
     if (rc) {

@@ -687,5 +687,51 @@ plot_scores() {
     expect_nofile no.png "plot scores --metric no_such_metric" || return 1
 }
 
+
+# ---- induction scores and patterns -------------------------------------------------
+
+induction_records() {
+    hs induction --model "$GPT2" --db i.db --seq-len 6 --samples 8 --data "$EVAL" --icl-seq-len 8 \
+        --late 6 --early 1 --json
+    expect_rc 0 "induction" || return 1
+    local run
+    run=$(jget out.txt run_id)
+    local m
+    for m in induction duplicate_token prev_token copying; do
+        expect_eq "$(q i.db "select count(*) from head_metrics where run_id=$run and metric='$m'")" 8 "$m rows" || return 1
+        expect_eq "$(q i.db "select count(*) from head_metrics where run_id=$run and metric='${m}_control'")" 8 "${m}_control rows" || return 1
+    done
+    expect_eq "$(q i.db "select n from head_metrics where run_id=$run and metric='induction' limit 1")" 8 "induction n" || return 1
+    for m in second_half_loss causal_loss_delta_top_k causal_loss_delta_random_k icl icl_control; do
+        expect_eq "$(q i.db "select count(*) from head_metrics where run_id=$run and metric='$m' and layer=-1 and head=-1")" 1 "$m row" || return 1
+    done
+    expect_eq "$(q i.db "select n from head_metrics where run_id=$run and metric='causal_loss_delta_random_k'")" 20 "random draws" || return 1
+    expect_eq "$(q i.db "select count(*) from head_metrics where run_id=$run and metric='causal_top_k'")" 1 "causal_top_k rows" || return 1
+    # copying lies in [-1, 1]
+    expect_eq "$(q i.db "select count(*) from head_metrics where run_id=$run and metric like 'copying%' and abs(value) > 1")" 0 "copying range" || return 1
+    # usage errors record nothing
+    refuse 2 induction "--causal-k" i.db --model "$GPT2" --db i.db --seq-len 6 --causal-k 5 || return 1
+    refuse 2 induction "n_ctx" i.db --model "$GPT2" --db i.db --seq-len 9 || return 1
+}
+
+patterns_model_equals_maps() {
+    hs patterns --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --db p.db --delim 3,7 --json
+    expect_rc 0 "patterns --model" || return 1
+    local r1 r2
+    r1=$(jget out.txt run_id)
+    hs capture --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --out m.h5
+    expect_rc 0 "capture for patterns" || return 1
+    hs patterns --maps m.h5 --db p.db --delim 3,7 --json
+    expect_rc 0 "patterns --maps" || return 1
+    r2=$(jget out.txt run_id)
+    expect_eq "$(q p.db "select count(*) from head_metrics where run_id=$r1")" 56 "pattern rows (8 heads x 7)" || return 1
+    local worst
+    worst=$(q p.db "select max(abs(a.value - b.value)) from head_metrics a join head_metrics b
+                    on a.layer=b.layer and a.head=b.head and a.metric=b.metric
+                    where a.run_id=$r1 and b.run_id=$r2")
+    close "$worst" 0 1e-5 || bad "patterns from maps differ from the forward by $worst" || return 1
+    expect_eq "$(q p.db "select count(*) from head_metrics where run_id=$r1 and metric='next_token' and value != 0")" 0 "causal next_token" || return 1
+}
+
 run_checks ablate_records ablate_fast_equals_naive resume_after_kill concurrent_writers importance_records \
-    prune_curve structural_out bad_input plot_scores
+    prune_curve structural_out bad_input plot_scores induction_records patterns_model_equals_maps
