@@ -91,8 +91,8 @@ static int make_dir(char *dir, size_t n)
 static void cleanup_dir(const char *dir, int nl, int nh)
 {
     char p[1200];
-    const char *fixed[] = { "map.txt", "scores.txt", "curve.txt" };
-    for (size_t i = 0; i < 3; i++) {
+    const char *fixed[] = { "map.txt", "scores.txt", "curve.txt", "control.txt" };
+    for (size_t i = 0; i < 4; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, fixed[i]);
         unlink(p);
     }
@@ -222,8 +222,36 @@ static int plot_map(const char *maps, int layer, int head, long long seq, const 
 }
 
 /* Per-head grid of a metric, or a curve, from the index. run_id 0: latest. */
+/* Writes "layer head value" rows of metric (run_id 0: its latest run) to path;
+ * *rows gets the count. */
+static int write_metric(sqlite3 *s, const char *db, const char *metric, long long run_id,
+                        const char *path, long *rows)
+{
+    sqlite3_stmt *st = NULL;
+    *rows = 0;
+    if (sqlite3_prepare_v2(s,
+                           "SELECT layer, head, value FROM head_metrics WHERE metric=?1 AND"
+                           " run_id=coalesce(nullif(?2,0), (SELECT max(run_id) FROM head_metrics"
+                           " WHERE metric=?1)) AND layer>=0 ORDER BY layer, head",
+                           -1, &st, NULL) != SQLITE_OK)
+        return hs_fail(HS_EIO, "%s: not a headscope index: %s", db, sqlite3_errmsg(s));
+    FILE *f = fopen(path, "w");
+    int rc = f ? HS_OK : hs_fail(HS_EIO, "%s: cannot write", path);
+    sqlite3_bind_text(st, 1, metric, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, run_id);
+    while (f && sqlite3_step(st) == SQLITE_ROW) {
+        fprintf(f, "%d %d %.9g\n", sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
+                sqlite3_column_double(st, 2));
+        (*rows)++;
+    }
+    if (f && fclose(f))
+        rc = hs_fail(HS_EIO, "%s: write failed", path);
+    sqlite3_finalize(st);
+    return rc;
+}
+
 static int plot_index(const char *db, const char *metric, const char *curve, long long run_id,
-                      const char *out)
+                      const char *out, int with_control)
 {
     sqlite3 *s = NULL;
     if (sqlite3_open_v2(db, &s, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
@@ -270,9 +298,20 @@ static int plot_index(const char *db, const char *metric, const char *curve, lon
     }
     snprintf(title, sizeof title, "%s (%s)", metric ? metric : curve, db);
     gp_quote(qtitle, sizeof qtitle, title);
+    char cpath[1300] = "";
+    if (!rc && metric && with_control) {
+        char cmetric[128];
+        long crows = 0;
+        snprintf(cmetric, sizeof cmetric, "%s_control", metric);
+        snprintf(cpath, sizeof cpath, "%s/control.txt", dir);
+        rc = write_metric(s, db, cmetric, run_id, cpath, &crows);
+        if (!rc && !crows)
+            rc = hs_fail(HS_EINVAL, "%s: no metric \"%s\"%s", db, cmetric,
+                         run_id ? " in that run" : "");
+    }
     if (metric)
-        snprintf(assign, sizeof assign, "datafile='%s'; outfile='%s'; plottitle='%s'", p, out,
-                 qtitle);
+        snprintf(assign, sizeof assign, "datafile='%s'; outfile='%s'; plottitle='%s'%s%s%s", p,
+                 out, qtitle, *cpath ? "; controlfile='" : "", cpath, *cpath ? "'" : "");
     else
         snprintf(assign, sizeof assign,
                  "datafile='%s'; outfile='%s'; plottitle='%s'; names='%s'; xlab='x';"
@@ -290,7 +329,7 @@ static int plot_index(const char *db, const char *metric, const char *curve, lon
 int cmd_plot(int argc, char **argv)
 {
     const char *maps = NULL, *db = NULL, *out = NULL, *metric = NULL, *curve = NULL;
-    int layer = 0, head = 0;
+    int layer = 0, head = 0, control = 0;
     long seq = 0, run = 0;
     opt o[] = {
         { "--maps", OPT_STR, &maps, 0, "FILE.h5", "map file (plot map, plot grid)", 0 },
@@ -301,14 +340,15 @@ int cmd_plot(int argc, char **argv)
         { "--metric", OPT_STR, &metric, 0, "NAME", "head metric (plot scores)", 0 },
         { "--curve", OPT_STR, &curve, 0, "NAME", "curve (plot curve)", 0 },
         { "--run", OPT_LONG, &run, 0, "ID", "run id (default: the latest with that name)", 0 },
+        { "--control", OPT_FLAG, &control, 0, NULL, "plot scores: draw METRIC_control beside it", 0 },
         { "--out", OPT_STR, &out, 0, "FILE", "output; .svg gives SVG, anything else PNG", 0 },
     };
     if (argc < 2 || argv[1][0] == '-') {
-        int rc = opts_parse("plot", o, 9, argc, argv, NULL, 0, NULL);
+        int rc = opts_parse("plot", o, 10, argc, argv, NULL, 0, NULL);
         return rc < 0 ? 0 : usage_error("plot", "a kind is required: map, grid, scores or curve");
     }
     const char *kind = argv[1];
-    int rc = opts_parse("plot", o, 9, argc - 1, argv + 1, NULL, 0, NULL);
+    int rc = opts_parse("plot", o, 10, argc - 1, argv + 1, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!out)
@@ -322,7 +362,7 @@ int cmd_plot(int argc, char **argv)
         if (!db || (scores ? !metric : !curve))
             return usage_error("plot", "plot %s needs --db FILE and %s", kind,
                                scores ? "--metric NAME" : "--curve NAME");
-        rc = plot_index(db, scores ? metric : NULL, scores ? NULL : curve, run, out);
+        rc = plot_index(db, scores ? metric : NULL, scores ? NULL : curve, run, out, control);
     } else {
         return usage_error("plot", "unknown kind '%s' (map, grid, scores, curve)", kind);
     }

@@ -4,11 +4,14 @@
 #
 # datafile: whitespace-separated rows "layer head value" (one per head); heads
 # a layer lacks are simply absent. lo/hi fix the colour range (default: data).
+# controlfile (optional): the same for the random-init control, drawn beside
+# the score with the same colour range.
 if (!exists("plottitle")) plottitle = ""
+width = exists("controlfile") ? 1300 : 720
 if (strstrt(outfile, ".svg") == strlen(outfile) - 3) {
-    set terminal svg size 720, 560 font "sans,10"
+    set terminal svg size width, 560 font "sans,10"
 } else {
-    set terminal pngcairo size 720, 560 font "sans,10"
+    set terminal pngcairo size width, 560 font "sans,10"
 }
 set output outfile
 set title plottitle noenhanced
@@ -19,5 +22,22 @@ set xtics 1
 set ytics 1
 if (exists("lo") && exists("hi")) { set cbrange [lo:hi] }
 set palette defined (0 "#f7fbff", 0.5 "#6baed6", 1 "#08306b")
+if (exists("controlfile")) {
+    # one colour range for both panels
+    stats datafile using 3 nooutput
+    lo0 = STATS_min; hi0 = STATS_max
+    stats controlfile using 3 nooutput
+    if (!exists("lo")) { lo = (STATS_min < lo0 ? STATS_min : lo0) }
+    if (!exists("hi")) { hi = (STATS_max > hi0 ? STATS_max : hi0) }
+    set cbrange [lo:hi]
+    set multiplot layout 1, 2 title plottitle noenhanced
+    set title "model" noenhanced
+}
 plot datafile using 2:1:3 with image notitle, \
      datafile using 2:1:(sprintf("%.2f", $3)) with labels font ",8" notitle
+if (exists("controlfile")) {
+    set title "random-init control" noenhanced
+    plot controlfile using 2:1:3 with image notitle, \
+         controlfile using 2:1:(sprintf("%.2f", $3)) with labels font ",8" notitle
+    unset multiplot
+}
