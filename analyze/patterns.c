@@ -237,3 +237,55 @@ int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *deli
     free(acc.sum), free(acc.sumsq), free(seq), free(map), free(row), free(tok);
     return rc;
 }
+
+int hs_js_distances(double **D, int *n_heads, hs_maps_reader *r)
+{
+    const hs_maps_info *in = hs_maps_get_info(r);
+    *D = NULL;
+    int n = 0, q0 = in->n_layers ? in->layers[0].q0 : 0, nq = in->n_layers ? in->layers[0].nq : 0;
+    for (int li = 0; li < in->n_layers; li++) {
+        if (in->layers[li].q0 != q0 || in->layers[li].nq != nq)
+            return hs_fail(HS_EINVAL, "Jensen-Shannon distances need one query range in every layer");
+        n += in->layers[li].nh;
+    }
+    if (!n)
+        return hs_fail(HS_EINVAL, "the map file holds no heads");
+    const int S = in->seq_len;
+    double *d = hs_calloc((size_t)n * n, sizeof(double), "distances");
+    float *maps = hs_calloc((size_t)n * nq * S, sizeof(float), "maps of a sequence");
+    int rc = d && maps ? HS_OK : HS_ENOMEM;
+    for (long long sq = 0; !rc && sq < in->n_seq; sq++) {
+        int k = 0;
+        for (int li = 0; !rc && li < in->n_layers; li++)
+            for (int hi = 0; !rc && hi < in->layers[li].nh; hi++, k++)
+                rc = hs_maps_read(r, li, sq, hi, maps + (size_t)k * nq * S);
+        for (int i = 0; !rc && i < n; i++)
+            for (int j = i + 1; j < n; j++)
+                for (int q = 0; q < nq; q++) {
+                    const float *a = maps + ((size_t)i * nq + q) * S, *b = maps + ((size_t)j * nq + q) * S;
+                    double js = 0;
+                    for (int s2 = 0; s2 < S; s2++) {
+                        const double p = a[s2], qv = b[s2], m = 0.5 * (p + qv);
+                        if (p > 0)
+                            js += 0.5 * p * log(p / m);
+                        if (qv > 0)
+                            js += 0.5 * qv * log(qv / m);
+                    }
+                    d[(size_t)i * n + j] += sqrt(js > 0 ? js : 0);
+                }
+    }
+    const double count = (double)in->n_seq * nq;
+    for (int i = 0; !rc && i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            d[(size_t)i * n + j] /= count;
+            d[(size_t)j * n + i] = d[(size_t)i * n + j];
+        }
+    free(maps);
+    if (rc) {
+        free(d);
+        return rc;
+    }
+    *D = d;
+    *n_heads = n;
+    return HS_OK;
+}

@@ -41,4 +41,11 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
 /* The same statistics from a capture file's maps (captured queries only). */
 int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *delim, int n_delim);
 
+/* Head-to-head Jensen-Shannon distances from a capture file: D (n x n, n =
+ * every captured head, layer by layer, in file order) with
+ * D[i][j] = mean over the queries of every sequence of sqrt(JSD(a_i, a_j)),
+ * JSD in nats (0 .. ln 2), a_i head i's attention distribution of the query.
+ * *n_heads gets n; D is malloc'd. Layers must share the query range. */
+int hs_js_distances(double **D, int *n_heads, hs_maps_reader *r);
+
 #endif

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ablate.h"
 #include "checkpoint.h"
@@ -741,13 +742,14 @@ int cmd_induction(int argc, char **argv)
 int cmd_patterns(int argc, char **argv)
 {
     analysis a = { .cmd = "patterns", .B = 4 };
-    const char *maps = NULL, *delim_s = NULL;
+    const char *maps = NULL, *delim_s = NULL, *js_out = NULL;
     opt o[] = {
         { "--model", OPT_STR, &a.model, 0, "DIR", "checkpoint directory (row-wise during the forward)", 0 },
         { "--data", OPT_STR, &a.data, 0, "FILE.bin", "evaluation token shard", 0 },
         { "--maps", OPT_STR, &maps, 0, "FILE.h5", "compute from a capture file instead", 0 },
         { "--db", OPT_STR, &a.db, 0, "FILE", "SQLite index for the statistics", 0 },
         { "--delim", OPT_STR, &delim_s, 0, "ID,ID,...", "token ids counted by 'delim'", 0 },
+        { "--js-out", OPT_STR, &js_out, 0, "FILE.csv", "with --maps: head-to-head Jensen-Shannon distance matrix", 0 },
         { "--batch", OPT_INT, &a.B, 1, "B", "sequences per batch", 0 },
         { "--seq-len", OPT_INT, &a.T, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
         { "--max-batches", OPT_LONG, &a.max_batches, 0, "N", "evaluate N batches (0: all)", 0 },
@@ -767,6 +769,9 @@ int cmd_patterns(int argc, char **argv)
         delim[n_delim++] = (int32_t)v;
         p = *end ? end + 1 : end;
     }
+    if (js_out && !maps)
+        return usage_error("patterns", "--js-out needs --maps FILE.h5 (the distances pair heads "
+                                       "on the same queries)");
     hs_patterns pt = { 0 };
     if (maps) {
         if (!a.db)
@@ -777,6 +782,43 @@ int cmd_patterns(int argc, char **argv)
         rc = cli_run_begin(&a.run, a.db, 0, "patterns", a.model, NULL, maps, argc, argv);
         if (!rc)
             rc = hs_patterns_from_maps(&pt, r, delim, n_delim);
+        double *D = NULL;
+        int nh = 0;
+        if (!rc && js_out)
+            rc = hs_js_distances(&D, &nh, r);
+        if (!rc && js_out) {
+            /* a CSV matrix with head labels, written whole then renamed */
+            char tmp[1100];
+            snprintf(tmp, sizeof tmp, "%s.tmp", js_out);
+            FILE *f = fopen(tmp, "w");
+            const hs_maps_info *in = hs_maps_get_info(r);
+            int ok = f != NULL;
+            if (ok) {
+                fprintf(f, "head");
+                for (int li = 0; li < in->n_layers; li++)
+                    for (int hi = 0; hi < in->layers[li].nh; hi++)
+                        fprintf(f, ",L%dH%d", in->layers[li].layer, in->layers[li].heads[hi]);
+                fprintf(f, "\n");
+                int i = 0;
+                for (int li = 0; li < in->n_layers; li++)
+                    for (int hi = 0; hi < in->layers[li].nh; hi++, i++) {
+                        fprintf(f, "L%dH%d", in->layers[li].layer, in->layers[li].heads[hi]);
+                        for (int j = 0; j < nh; j++)
+                            fprintf(f, ",%.6g", D[(size_t)i * nh + j]);
+                        fprintf(f, "\n");
+                    }
+                ok = fclose(f) == 0 && rename(tmp, js_out) == 0;
+            }
+            if (!ok) {
+                unlink(tmp);
+                rc = hs_fail(HS_EIO, "%s: cannot write", js_out);
+            }
+            char sha[80];
+            uint64_t bytes = 0;
+            if (!rc && !hs_sha256_file(js_out, sha, &bytes))
+                rc = hs_index_artifact_add(a.run.ix, a.run.run_id, js_out, sha, (int64_t)bytes, 1);
+        }
+        free(D);
         hs_maps_close(r);
         if (rc && !a.run.ix)
             return run_error("patterns");

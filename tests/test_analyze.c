@@ -469,6 +469,7 @@ static void test_row_wise_patterns_equal_full_maps_and_capture_file(void)
     CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &m.cfg, B, T, HS_ACTS_TRAIN), HS_OK);
     int32_t in[B * T], tg[B * T];
     double sum[2][4][HS_PAT_KINDS] = { { { 0 } } }, sumsq[2][4][HS_PAT_KINDS] = { { { 0 } } };
+    double js_l0h0_l1h2 = 0; /* mean over queries of sqrt(JSD) between two heads */
     for (int bi = 0; bi < 2; bi++) {
         hs_batch_at(&tok, (size_t)bi * B * T, B, T, in, tg);
         CU_ASSERT_EQUAL_FATAL(hs_forward(&a, &m, in, tg, NULL), HS_OK);
@@ -494,6 +495,18 @@ static void test_row_wise_patterns_equal_full_maps_and_capture_file(void)
                         sumsq[l][h][k] += (v[k] / T) * (v[k] / T);
                     }
                 }
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                const hs_real *p = a.layer[0].attn.att + (((size_t)b * 4 + 0) * T + t) * T;
+                const hs_real *q = a.layer[1].attn.att + (((size_t)b * 4 + 2) * T + t) * T;
+                double jsd = 0;
+                for (int s2 = 0; s2 < T; s2++) {
+                    double mid = 0.5 * (p[s2] + q[s2]);
+                    jsd += p[s2] > 0 ? 0.5 * p[s2] * log(p[s2] / mid) : 0;
+                    jsd += q[s2] > 0 ? 0.5 * q[s2] * log(q[s2] / mid) : 0;
+                }
+                js_l0h0_l1h2 += sqrt(fmax(0, jsd)) / (4 * T);
+            }
     }
     double worst = 0;
     for (int l = 0; l < 2; l++)
@@ -535,6 +548,24 @@ static void test_row_wise_patterns_equal_full_maps_and_capture_file(void)
     printf("; capture file vs row-wise: %.3g", wf);
     CU_ASSERT(wf <= 1e-5); /* float32 storage */
     CU_ASSERT_EQUAL(ff.n, 4);
+    /* Jensen-Shannon distances: symmetric, zero on the diagonal, bounded by
+     * sqrt(ln 2), and layer 0 head 0 against layer 1 head 2 as computed above. */
+    double *D = NULL;
+    int nh = 0;
+    CU_ASSERT_EQUAL_FATAL(hs_js_distances(&D, &nh, r), HS_OK);
+    CU_ASSERT_EQUAL(nh, 8);
+    double asym = 0, diag = 0, top = 0;
+    for (int i = 0; i < nh; i++)
+        for (int j = 0; j < nh; j++) {
+            asym = fmax(asym, fabs(D[i * nh + j] - D[j * nh + i]));
+            top = fmax(top, D[i * nh + j]);
+            if (i == j)
+                diag = fmax(diag, fabs(D[i * nh + j]));
+        }
+    printf("; JS L0H0-L1H2 %.6f (direct %.6f)", D[0 * nh + 6], js_l0h0_l1h2);
+    CU_ASSERT(asym == 0 && diag == 0 && top <= sqrt(log(2.0)) + 1e-12);
+    CU_ASSERT(fabs(D[0 * nh + 6] - js_l0h0_l1h2) <= 1e-5);
+    free(D);
     hs_maps_close(r);
     unlink(path);
     hs_patterns_free(&ff);
