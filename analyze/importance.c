@@ -218,9 +218,15 @@ int hs_prune_structural(hs_model *out, const hs_model *m, const unsigned char *p
     const hs_model_config *c = &m->cfg;
     hs_model_config nc = *c;
     nc.family = HS_FAMILY_HEADSCOPE;
-    /* keep[l][h']: the source head of new head h', -1 - src for a dead head */
-    static int keep[HS_MAX_LAYERS][HS_IMP_MAX_HEADS];
-    static int keep_kv[HS_MAX_LAYERS][HS_IMP_MAX_HEADS];
+    /* keep[l][h']: the source head of new head h', -1 - src for a dead head;
+     * keep_kv[l][g']: the source KV head of new KV head g'. */
+    int(*keep)[HS_IMP_MAX_HEADS] = hs_calloc((size_t)c->n_layer, sizeof *keep, "pruning plan");
+    int(*keep_kv)[HS_IMP_MAX_HEADS] = hs_calloc((size_t)c->n_layer, sizeof *keep_kv, "pruning plan");
+    if (!keep || !keep_kv) {
+        free(keep);
+        free(keep_kv);
+        return HS_ENOMEM;
+    }
     for (int l = 0; l < c->n_layer; l++) {
         const int H = c->n_head[l], G = c->n_kv_head[l], gs = H / G;
         int most = 0, groups = 0;
@@ -250,8 +256,11 @@ int hs_prune_structural(hs_model *out, const hs_model *m, const unsigned char *p
         nc.n_kv_head[l] = groups;
     }
     int rc = hs_model_init(out, &nc);
-    if (rc)
+    if (rc) {
+        free(keep);
+        free(keep_kv);
         return rc;
+    }
     const int d = c->d_model, dh = c->head_dim;
     /* Everything but attention projections copies by name. */
     for (int i = 0; i < out->n_tensors; i++) {
@@ -290,5 +299,7 @@ int hs_prune_structural(hs_model *out, const hs_model *m, const unsigned char *p
         if (sw->b_o)
             memcpy(dw->b_o, sw->b_o, sizeof(hs_real) * d);
     }
+    free(keep);
+    free(keep_kv);
     return HS_OK;
 }

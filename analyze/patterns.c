@@ -16,6 +16,7 @@ const char *hs_pattern_name(int kind)
 
 void hs_patterns_free(hs_patterns *p)
 {
+    free(p->head);
     for (int k = 0; k < HS_PAT_KINDS; k++) {
         free(p->value[k]);
         free(p->stderr_value[k]);
@@ -32,6 +33,10 @@ static int patterns_alloc(hs_patterns *p, int n_layer)
             hs_patterns_free(p);
             return HS_ENOMEM;
         }
+    if (!(p->head = hs_calloc(n, sizeof(int), "pattern heads"))) {
+        hs_patterns_free(p);
+        return HS_ENOMEM;
+    }
     p->n_layer = n_layer;
     return HS_OK;
 }
@@ -142,7 +147,7 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
         p->layer[l] = l;
         p->n_head[l] = c->n_head[l];
         for (int h = 0; h < c->n_head[l]; h++)
-            p->head[l][h] = h;
+            p->head[(size_t)l * HS_PAT_MAX_HEADS + h] = h;
     }
     hs_acts a;
     rc = hs_acts_alloc(&a, c, B, T, HS_ACTS_INFER);
@@ -198,7 +203,8 @@ int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *deli
     for (int li = 0; li < in->n_layers; li++) {
         p->layer[li] = in->layers[li].layer;
         p->n_head[li] = in->layers[li].nh;
-        memcpy(p->head[li], in->layers[li].heads, sizeof(int) * in->layers[li].nh);
+        memcpy(p->head + (size_t)li * HS_PAT_MAX_HEADS, in->layers[li].heads,
+               sizeof(int) * in->layers[li].nh);
     }
     const size_t per_seq = (size_t)in->n_layers * HS_PAT_MAX_HEADS * HS_PAT_KINDS;
     seq_acc acc = { hs_calloc(per_seq, sizeof(double), "patterns"),

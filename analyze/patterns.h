@@ -26,7 +26,7 @@ typedef struct {
     int n_layer;
     int layer[HS_MAX_LAYERS];  /* model layer of each result row */
     int n_head[HS_MAX_LAYERS];
-    int head[HS_MAX_LAYERS][HS_PAT_MAX_HEADS]; /* model head ids (capture files may hold a subset) */
+    int *head; /* [li * HS_PAT_MAX_HEADS + hi]: model head ids (capture files may hold a subset) */
     /* [kind][li * HS_PAT_MAX_HEADS + hi] */
     double *value[HS_PAT_KINDS], *stderr_value[HS_PAT_KINDS];
     long n; /* sequences */

@@ -839,7 +839,7 @@ int cmd_patterns(int argc, char **argv)
             for (int li = 0; li < pt.n_layer; li++)
                 for (int hi = 0; hi < pt.n_head[li]; hi++) {
                     const size_t i = (size_t)li * HS_PAT_MAX_HEADS + hi;
-                    rows[n++] = (hs_metric_row){ pt.layer[li], pt.head[li][hi], hs_pattern_name(k),
+                    rows[n++] = (hs_metric_row){ pt.layer[li], pt.head[i], hs_pattern_name(k),
                                                  pt.value[k][i], pt.stderr_value[k][i], pt.n };
                 }
     }
