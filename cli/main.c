@@ -99,6 +99,16 @@ static const command COMMANDS[] = {
       "capture file.\n\n"
       "example: headscope patterns --model runs/tiny --data val.bin --db runs.db --delim 10,46\n",
       cmd_patterns },
+    { "experiment", "head-count: train one architecture with several head counts, shared init.",
+      "headscope experiment head-count (--preset P [KEY=VALUE ...]) --data FILE --db FILE [options]",
+      "Every head count starts from the same initial weights per seed (the projections do\n"
+      "not change shape with H when head_dim = d/H), trains the same steps on the same\n"
+      "data, and is scored on a held-out split (the last 10% of --data unless --val).\n"
+      "Records curves train_loss_heads_H_seed_S and per head count val_loss_heads_H\n"
+      "(mean, stderr over seeds) and forward_ms_heads_H.\n\n"
+      "example: headscope experiment head-count --preset attn-only --data corpus.bin \\\n"
+      "           --db runs.db --heads 1,2,4,8 --seeds 1,2,3 --steps 300\n",
+      cmd_experiment },
     { "kv-bytes", "KV-cache size: 2*B*N*G*T*DH*E bytes, and MLA's (latent + rope) per token.",
       "headscope kv-bytes --layers N --kv-heads G --head-dim DH --seq-len T [options]",
       "example: headscope kv-bytes --layers 80 --kv-heads 8 --head-dim 128 --seq-len 2048\n",

@@ -733,5 +733,27 @@ patterns_model_equals_maps() {
     expect_eq "$(q p.db "select count(*) from head_metrics where run_id=$r1 and metric='next_token' and value != 0")" 0 "causal next_token" || return 1
 }
 
+experiment_head_count() {
+    long_setup || return 1
+    local args=(experiment head-count --preset attn-only d_model=32 --data "$LONG_BIN" --heads 1,2,4
+                --seeds 1,2 --steps 5 --batch 2 --seq-len 16 --threads 1 --json)
+    hs "${args[@]}" --db e.db
+    expect_rc 0 "experiment head-count" || return 1
+    local run
+    run=$(jget out.txt run_id)
+    expect_eq "$(q e.db "select count(*) from head_metrics where run_id=$run and metric like 'val_loss_heads_%'")" 3 "val_loss rows" || return 1
+    expect_eq "$(q e.db "select n from head_metrics where run_id=$run and metric='val_loss_heads_2'")" 2 "seeds per head count" || return 1
+    expect_eq "$(q e.db "select count(distinct curve) from curves where run_id=$run")" 6 "one curve per run" || return 1
+    expect_eq "$(q e.db "select count(*) from curves where run_id=$run and curve='train_loss_heads_4_seed_2'")" 5 "steps per curve" || return 1
+    # deterministic: the same command gives the same numbers
+    hs "${args[@]}" --db e2.db
+    expect_rc 0 "experiment head-count again" || return 1
+    expect_eq "$(q e2.db "select group_concat(value) from head_metrics where metric like 'val_loss%' order by metric")" \
+        "$(q e.db "select group_concat(value) from head_metrics where metric like 'val_loss%' order by metric")" "repeat run" || return 1
+    refuse 2 experiment "--heads 3" e3.db head-count --preset attn-only d_model=32 --data "$LONG_BIN" --db e3.db --heads 3 || return 1
+    refuse 2 experiment "head-count" e3.db bogus --db e3.db || return 1
+}
+
 run_checks ablate_records ablate_fast_equals_naive resume_after_kill concurrent_writers importance_records \
-    prune_curve structural_out bad_input plot_scores induction_records patterns_model_equals_maps
+    prune_curve structural_out bad_input plot_scores induction_records patterns_model_equals_maps \
+    experiment_head_count
