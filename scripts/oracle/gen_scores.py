@@ -9,12 +9,11 @@ every layer and writes them to tests/fixtures/scores_oracle.txt.
 
 * Reference maths: the PyTorch reference implementations of
   scripts/oracle/gen_models.py (gpt2_forward, llama_forward, read_safetensors,
-  Fixture), imported by path as scripts/oracle/gen_maps.py does. The forwards
-  call the module-level `causal_attend` once per layer; this script swaps in
-  `recording_attend`, a copy of the reference attention that also keeps the
-  post-softmax weights att[b, h, t, s]. Its output is asserted equal to the
-  original, and the recording forward equal to the unpatched one. Nothing here
-  uses the C code.
+  Fixture), reached through scripts/oracle/gen_maps.py, imported by path. The
+  forwards call the module-level `causal_attend` once per layer; this script
+  swaps in gen_maps.py's `recording_attend`, a copy of the reference attention
+  that also keeps the post-softmax weights att[b, h, t, s] (asserted equal to
+  the original). Nothing here uses the C code.
 * Weights: read back from model.safetensors (F32) and converted to float64.
 * Sequences: torch.manual_seed(77); r = torch.randint(0, 48, (N=3, T=6));
   seq = r ++ r (length 2T = 12), the same batch (B = N) for both models.
@@ -57,37 +56,22 @@ OUT = os.path.join(ROOT, "tests", "fixtures", "scores_oracle.txt")
 N, T, SEED, VOCAB = 3, 6, 77, 48
 
 
-def load_reference():
-    spec = importlib.util.spec_from_file_location("gen_models", os.path.join(HERE, "gen_models.py"))
-    gm = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gm)  # main() is guarded; importing only defines functions
-    return gm
+def load_maps_oracle():
+    """gen_maps.py as a module: its recording attention (a copy of the
+    reference attention that keeps the softmax weights) and the reference
+    model code it loaded."""
+    spec = importlib.util.spec_from_file_location("gen_maps", os.path.join(HERE, "gen_maps.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # main() is guarded; importing only defines functions
+    return mod
 
 
-gm = load_reference()
+gmaps = load_maps_oracle()
+gm = gmaps.gm
 DT = gm.DT
-
-# ---------------------------------------------------------------------------
-# Copied from gen_models.causal_attend (the reference attention), extended to
-# record the post-softmax weights (as in gen_maps.py).
-RECORD = []
-
-
-def recording_attend(q, k, v):
-    """q (B,H,T,dh), k/v (B,H,T,dh) -> (B,H,T,dh); causal, scale 1/sqrt(dh).
-    Appends the (B,H,T,T) softmax weights to RECORD (one entry per layer)."""
-    Tn, dh = q.shape[-2], q.shape[-1]
-    s = q @ k.transpose(-1, -2) / math.sqrt(dh)
-    blocked = torch.ones(Tn, Tn, dtype=torch.bool).triu(1)
-    att = s.masked_fill(blocked, float("-inf")).softmax(-1)
-    out = att @ v
-    assert torch.equal(out, ORIGINAL_ATTEND(q, k, v))
-    RECORD.append(att.detach().clone())
-    return out
-# ---------------------------------------------------------------------------
-
-
-ORIGINAL_ATTEND = gm.causal_attend
+RECORD = gmaps.RECORD
+recording_attend = gmaps.recording_attend
+ORIGINAL_ATTEND = gmaps.ORIGINAL_ATTEND
 
 
 def load_model(name):
