@@ -67,6 +67,41 @@ sys.exit(0 if math.isfinite(a) and abs(a - b) <= t else 1)' "$1" "$2" "$3"
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 fsize() { stat -c %s "$1"; }
 
+# stop_bg SIGNAL: sends SIGNAL to the background command BG_PID (stdout/stderr in
+# out.txt/err.txt), waits up to 10 s; RC is its exit status, ERR its stderr.
+stop_bg() {
+    kill -0 "$BG_PID" 2>/dev/null ||
+        bad "the command ended before SIG$1 (stderr: $(tail -c 300 err.txt))" || return 1
+    if [ "$1" = KILL ]; then # in one block so bash prints no "Killed" notice
+        { kill -KILL "$BG_PID" && wait "$BG_PID"; } 2>/dev/null
+        RC=$?
+        BG_PID=""
+        return 0
+    fi
+    kill -"$1" "$BG_PID" 2>/dev/null
+    local i
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$BG_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$BG_PID" 2>/dev/null; then
+        { kill -KILL "$BG_PID" && wait "$BG_PID"; } 2>/dev/null
+        BG_PID=""
+        bad "the command is still running 10 s after SIG$1"
+        return 1
+    fi
+    wait "$BG_PID"
+    RC=$?
+    BG_PID=""
+    ERR=$(cat err.txt)
+}
+
+# png_ok FILE: a non-empty PNG.
+png_ok() {
+    expect_file "$1" || return 1
+    [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || bad "$1 is not a PNG" || return 1
+}
+
 run_check() {
     local name=$1
     REASON=""

@@ -12,7 +12,7 @@
 set -u
 
 SUITE=analyze
-. "$(dirname "$0")/lib.sh"
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 GPT2="$FIX/models/gpt2_tiny"
 LLAMA="$FIX/models/llama_gqa"
 EVAL="$GPT2/eval.bin"
@@ -160,38 +160,7 @@ start_long() {
     done
     bad "layer 0's rows did not appear within 30 s (${n:-0} rows; stderr: $(tail -c 300 err.txt))"
 }
-# stop_bg SIGNAL: sends SIGNAL, waits up to 10 s; RC is the exit status.
-stop_bg() {
-    kill -0 "$BG_PID" 2>/dev/null ||
-        bad "ablate ended before SIG$1 (stderr: $(tail -c 300 err.txt))" || return 1
-    if [ "$1" = KILL ]; then # in one block so bash prints no "Killed" notice
-        { kill -KILL "$BG_PID" && wait "$BG_PID"; } 2>/dev/null
-        RC=$?
-        BG_PID=""
-        return 0
-    fi
-    kill -"$1" "$BG_PID" 2>/dev/null
-    local i
-    for ((i = 0; i < 100; i++)); do
-        kill -0 "$BG_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$BG_PID" 2>/dev/null; then
-        { kill -KILL "$BG_PID" && wait "$BG_PID"; } 2>/dev/null
-        BG_PID=""
-        bad "ablate still running 10 s after SIG$1"
-        return 1
-    fi
-    wait "$BG_PID"
-    RC=$?
-    BG_PID=""
-    ERR=$(cat err.txt)
-}
 
-png_ok() {
-    expect_file "$1" || return 1
-    [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || bad "$1 is not a PNG" || return 1
-}
 
 
 # ---- 1. ablate records what the oracle says --------------------------------------

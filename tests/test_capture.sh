@@ -11,8 +11,8 @@
 set -u
 
 SUITE=capture
-. "$(dirname "$0")/lib.sh"
-TESTS=$(cd "$(dirname "$0")" && pwd)
+TESTS=$(cd "$(dirname "$0")" && pwd) # before lib.sh moves to the scratch directory
+. "$TESTS/lib.sh"
 CHECK="$TESTS/check_maps_h5py.py"
 ORACLE="$FIX/maps_oracle.txt"
 EVAL="$FIX/models/gpt2_tiny/eval.bin"
@@ -82,31 +82,6 @@ start_long() {
         sleep 0.02
     done
     bad "no $1.tmp.* appeared within 10 s (stderr: $(head -c 300 err.txt))"
-}
-# stop_bg SIGNAL: sends SIGNAL, waits up to 10 s; RC is the exit status.
-stop_bg() {
-    if [ "$1" = KILL ]; then # immediate; in one block so bash prints no "Killed" notice
-        { kill -KILL "$BG_PID" && wait "$BG_PID"; } 2>/dev/null
-        RC=$?
-        BG_PID=""
-        return 0
-    fi
-    kill -"$1" "$BG_PID" 2>/dev/null
-    local i
-    for ((i = 0; i < 100; i++)); do
-        kill -0 "$BG_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$BG_PID" 2>/dev/null; then
-        { kill -KILL "$BG_PID" && wait "$BG_PID"; } 2>/dev/null
-        BG_PID=""
-        bad "capture still running 10 s after SIG$1"
-        return 1
-    fi
-    wait "$BG_PID"
-    RC=$?
-    BG_PID=""
-    ERR=$(cat err.txt)
 }
 
 
@@ -437,10 +412,6 @@ memory_flat() {
 
 # ---- 9. plots -----------------------------------------------------------------------
 
-png_ok() {
-    expect_file "$1" || return 1
-    [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || bad "$1 is not a PNG" || return 1
-}
 
 plot_outputs() {
     command -v gnuplot >/dev/null || bad "gnuplot is required" || return 1

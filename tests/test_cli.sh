@@ -8,7 +8,7 @@
 set -u
 
 SUITE=cli
-. "$(dirname "$0")/lib.sh"
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 GPT2="$FIX/models/gpt2_tiny"
 command -v sqlite3 >/dev/null || { echo "sqlite3 is required" >&2; exit 2; }
 
