@@ -221,8 +221,7 @@ int cmd_eval(int argc, char **argv)
 typedef struct {
     progress bar;
     long tokens_per_step;
-    hs_index *ix;
-    int64_t run_id;
+    cli_run run; /* the index run, when --db */
     hs_curve_point pending[64];
     int npending;
     int json;
@@ -232,8 +231,8 @@ typedef struct {
 
 static void flush_curve(train_ctx *t, const char *curve)
 {
-    if (t->ix && t->npending && !t->index_failed &&
-        hs_index_curve_add(t->ix, t->run_id, curve, t->pending, t->npending))
+    if (t->run.ix && t->npending && !t->index_failed &&
+        hs_index_curve_add(t->run.ix, t->run.run_id, curve, t->pending, t->npending))
         t->index_failed = 1;
     t->npending = 0;
 }
@@ -248,7 +247,7 @@ static void train_step(void *ctx, long step, double loss, double lr)
     snprintf(extra, sizeof extra, "loss %.4f, %.0f tok/s", loss,
              el > 0 ? step * t->tokens_per_step / el : 0.0);
     progress_update(&t->bar, step, extra);
-    if (t->ix) {
+    if (t->run.ix) {
         t->pending[t->npending++] = (hs_curve_point){ step, (double)step * t->tokens_per_step, loss };
         if (t->npending == 64)
             flush_curve(t, "train_loss");
@@ -261,9 +260,9 @@ static void train_val(void *ctx, long step, double loss, double se)
     flush_curve(t, "train_loss");
     if (!t->bar.enabled && !t->json)
         fprintf(stderr, "step %ld: val loss %.4f ± %.4f\n", step, loss, se);
-    if (t->ix && !t->index_failed) {
+    if (t->run.ix && !t->index_failed) {
         hs_curve_point p = { step, (double)step * t->tokens_per_step, loss };
-        if (hs_index_curve_add(t->ix, t->run_id, "val_loss", &p, 1))
+        if (hs_index_curve_add(t->run.ix, t->run.run_id, "val_loss", &p, 1))
             t->index_failed = 1;
     }
 }
@@ -374,23 +373,12 @@ int cmd_train(int argc, char **argv)
     }
 
     train_ctx ctx = { .tokens_per_step = (long)B * T, .json = json };
-    char data_sha[65] = "";
-    if (db) {
-        char *args = args_json(argc, argv);
-        rc = hs_sha256_file(data, data_sha, NULL);
-        if (!rc)
-            rc = hs_index_open(&ctx.ix, db);
-        hs_run_info info = { "train", out, NULL, data, data_sha, args };
-        if (!rc)
-            rc = hs_index_run_begin(ctx.ix, &info, &ctx.run_id);
-        free(args);
-        if (rc) {
-            hs_index_close(ctx.ix);
-            hs_tokens_free(&tok);
-            hs_tokens_free(&vtok);
-            hs_model_free(&m);
-            return run_error("train");
-        }
+    /* The model a training run produces is recorded when it finishes. */
+    if (cli_run_begin(&ctx.run, db, 0, "train", out, NULL, data, argc, argv)) {
+        hs_tokens_free(&tok);
+        hs_tokens_free(&vtok);
+        hs_model_free(&m);
+        return run_error("train");
     }
     cli_install_signal_handlers();
     hs_train_opts to = { .B = B, .T = T, .steps = steps, .lr = lr, .weight_decay = wd,
@@ -413,13 +401,10 @@ int cmd_train(int argc, char **argv)
     uint64_t bytes = 0;
     if (!save_rc)
         save_rc = hs_sha256_file(target, model_sha, &bytes);
-    if (ctx.ix) {
-        if (!save_rc)
-            hs_index_artifact_add(ctx.ix, ctx.run_id, target, model_sha, (int64_t)bytes, 1);
-        hs_index_run_finish(ctx.ix, ctx.run_id, !rc && !save_rc ? "complete" : "failed",
-                            save_rc ? NULL : model_sha);
-        hs_index_close(ctx.ix);
-    }
+    if (ctx.run.ix && !save_rc)
+        hs_index_artifact_add(ctx.run.ix, ctx.run.run_id, target, model_sha, (int64_t)bytes, 1);
+    long long run_id = ctx.run.run_id;
+    cli_run_end(&ctx.run, !rc && !save_rc, save_rc ? NULL : model_sha);
     hs_tokens_free(&tok);
     hs_tokens_free(&vtok);
     hs_model_free(&m);
@@ -441,7 +426,7 @@ int cmd_train(int argc, char **argv)
         printf(",\"steps\":%ld,\"final_loss\":%.9g,\"tokens_per_s\":%.1f", steps, ctx.last_loss,
                steps * (double)B * T / secs);
         if (db)
-            printf(",\"run_id\":%lld", (long long)ctx.run_id);
+            printf(",\"run_id\":%lld", run_id);
         printf("}\n");
     } else {
         printf("trained %ld steps (%.0f tokens/s), final loss %.4f; saved %s\n", steps,
