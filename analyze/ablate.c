@@ -226,12 +226,8 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
     if (c->pos == HS_POS_LEARNED && o->T > c->n_ctx)
         return hs_fail(HS_EINVAL, "ablate: sequence length %d exceeds n_ctx=%d", o->T, c->n_ctx);
     run r = { .m = m, .data = data, .o = o };
-    r.nb = hs_batch_count(data, o->B, o->T);
-    if (o->max_batches && o->max_batches < r.nb)
-        r.nb = o->max_batches;
-    if (!r.nb)
-        return hs_fail(HS_EINVAL, "%zu tokens hold no batch of %d x %d (+1) tokens", data->n, o->B,
-                       o->T);
+    if (hs_batches_to_run(data, o->B, o->T, o->max_batches, &r.nb))
+        return HS_EINVAL;
     int maxH = 0;
     for (int l = 0; l < c->n_layer; l++)
         maxH = c->n_head[l] > maxH ? c->n_head[l] : maxH;

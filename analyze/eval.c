@@ -12,12 +12,9 @@ int hs_evaluate(hs_eval_result *r, const hs_model *m, const hs_tokens *data, int
     memset(r, 0, sizeof *r);
     if (B < 1 || T < 1)
         return hs_fail(HS_EINVAL, "batch %d and sequence length %d must be positive", B, T);
-    size_t nb = hs_batch_count(data, B, T);
-    if (max_batches && max_batches < nb)
-        nb = max_batches;
-    if (!nb)
-        return hs_fail(HS_EINVAL, "%zu tokens hold no batch of %d x %d (+1) tokens", data->n, B,
-                       T);
+    size_t nb;
+    if (hs_batches_to_run(data, B, T, max_batches, &nb))
+        return HS_EINVAL;
     hs_acts a;
     int rc = hs_acts_alloc(&a, &m->cfg, B, T, 0);
     if (rc)

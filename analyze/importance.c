@@ -40,12 +40,9 @@ int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *
                           volatile sig_atomic_t *stop)
 {
     const hs_model_config *c = &m->cfg;
-    size_t nb = hs_batch_count(data, B, T);
-    if (max_batches && max_batches < nb)
-        nb = max_batches;
-    if (!nb)
-        return hs_fail(HS_EINVAL, "%zu tokens hold no batch of %d x %d (+1) tokens", data->n, B,
-                       T);
+    size_t nb;
+    if (hs_batches_to_run(data, B, T, max_batches, &nb))
+        return HS_EINVAL;
     hs_acts a;
     int rc = hs_acts_alloc(&a, c, B, T, HS_ACTS_TRAIN);
     if (rc)

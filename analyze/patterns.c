@@ -134,12 +134,9 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
 {
     const hs_model_config *c = &m->cfg;
     memset(p, 0, sizeof *p);
-    size_t nb = hs_batch_count(data, B, T);
-    if (max_batches && max_batches < nb)
-        nb = max_batches;
-    if (!nb)
-        return hs_fail(HS_EINVAL, "%zu tokens hold no batch of %d x %d (+1) tokens", data->n, B,
-                       T);
+    size_t nb;
+    if (hs_batches_to_run(data, B, T, max_batches, &nb))
+        return HS_EINVAL;
     int rc = patterns_alloc(p, c->n_layer);
     if (rc)
         return rc;

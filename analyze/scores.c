@@ -342,12 +342,9 @@ int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32
 int hs_icl_score(double *icl, double *stderr_icl, long *n, const hs_model *m,
                  const hs_tokens *data, int B, int T, size_t max_batches, int early, int late)
 {
-    size_t nb = hs_batch_count(data, B, T);
-    if (max_batches && max_batches < nb)
-        nb = max_batches;
-    if (!nb)
-        return hs_fail(HS_EINVAL, "%zu tokens hold no batch of %d x %d (+1) tokens", data->n, B,
-                       T);
+    size_t nb;
+    if (hs_batches_to_run(data, B, T, max_batches, &nb))
+        return HS_EINVAL;
     late = late < T - 1 ? late : T - 1;
     early = early < late ? early : late;
     hs_acts a;

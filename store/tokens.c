@@ -106,6 +106,16 @@ size_t hs_batch_count(const hs_tokens *t, int B, int T)
     return t->n < span + 1 ? 0 : (t->n - 1) / span;
 }
 
+int hs_batches_to_run(const hs_tokens *t, int B, int T, size_t max_batches, size_t *nb)
+{
+    *nb = hs_batch_count(t, B, T);
+    if (max_batches && max_batches < *nb)
+        *nb = max_batches;
+    if (!*nb)
+        return hs_fail(HS_EINVAL, "%zu tokens hold no batch of %d x %d (+1) tokens", t->n, B, T);
+    return HS_OK;
+}
+
 size_t hs_batch_start_wrapped(const hs_tokens *t, int B, int T, size_t step)
 {
     /* The loader advances by B*T and returns to 0 when a batch would need

@@ -29,6 +29,10 @@ int hs_tokens_write(const char *path, const int32_t *tok, size_t n);
  * end, as llm.c's loader does. */
 size_t hs_batch_count(const hs_tokens *t, int B, int T);
 
+/* *nb = the whole batches an evaluation runs: all of them, or at most
+ * max_batches when that is non-zero. HS_EINVAL when there is none. */
+int hs_batches_to_run(const hs_tokens *t, int B, int T, size_t max_batches, size_t *nb);
+
 /* Position of the first token of batch `step` when wrapping. */
 size_t hs_batch_start_wrapped(const hs_tokens *t, int B, int T, size_t step);
 

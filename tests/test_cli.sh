@@ -260,21 +260,7 @@ train_sigint() {
         sleep 0.1
     done
     [ "${n:-0}" -gt 0 ] || bad "no training steps recorded within 10 s" || return 1
-    kill -INT "$BG_PID" 2>/dev/null
-    for ((i = 0; i < 100; i++)); do
-        kill -0 "$BG_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$BG_PID" 2>/dev/null; then
-        { kill -KILL "$BG_PID" && wait "$BG_PID"; } 2>/dev/null
-        BG_PID=""
-        bad "train still running 10 s after SIGINT"
-        return 1
-    fi
-    wait "$BG_PID"
-    RC=$?
-    BG_PID=""
-    ERR=$(cat err.txt)
+    stop_bg INT || return 1
     expect_rc 1 "train after SIGINT" || return 1
     expect_grep "$ERR" "headscope: train: " "message prefix" || return 1
     expect_grep "$ERR" "interrupted" "message" || return 1

@@ -41,7 +41,6 @@ stderr_induction, duplicate_token, stderr_duplicate_token, prev_token,
 stderr_prev_token, copying (values '%.17g', row-major [l][h]), 'end'.
 """
 import importlib.util
-import json
 import math
 import os
 
@@ -50,7 +49,6 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-MODELS = os.path.join(ROOT, "tests", "fixtures", "models")
 OUT = os.path.join(ROOT, "tests", "fixtures", "scores_oracle.txt")
 
 N, T, SEED, VOCAB = 3, 6, 77, 48
@@ -74,26 +72,8 @@ recording_attend = gmaps.recording_attend
 ORIGINAL_ATTEND = gmaps.ORIGINAL_ATTEND
 
 
-def load_model(name):
-    d = os.path.join(MODELS, name)
-    with open(os.path.join(d, "config.json")) as f:
-        c = json.load(f)
-    W = {n: t for n, (_, t) in gm.read_safetensors(os.path.join(d, "model.safetensors")).items()}
-    return c, W
-
-
-def maps_of(fwd, W, c, idx):
-    ref = fwd(W, c, idx)
-    RECORD.clear()
-    gm.causal_attend = recording_attend
-    try:
-        got = fwd(W, c, idx)
-    finally:
-        gm.causal_attend = ORIGINAL_ATTEND
-    assert torch.equal(got, ref)
-    maps = list(RECORD)
-    RECORD.clear()
-    return maps
+load_model = gmaps.load_model
+maps_of = gmaps.maps_of  # asserts the recording forward equals the reference one
 
 
 def sequences():
