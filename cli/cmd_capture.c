@@ -135,16 +135,14 @@ int cmd_capture(int argc, char **argv)
         hs_model_free(&m);
         return run_error("capture");
     }
-    size_t nb = hs_batch_count(&tok, B, T);
-    if (max_batches && (size_t)max_batches < nb)
-        nb = (size_t)max_batches;
+    size_t nb = 0;
+    if (hs_batches_to_run(&tok, B, T, (size_t)max_batches, &nb))
+        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", data, B, T);
     char model_sha[65] = "", data_sha[65] = "", path[1100];
     snprintf(path, sizeof path, "%s/model.safetensors", model);
     char cfg_path[1100];
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", model);
     char *config_text = NULL;
-    if (!nb)
-        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", data, B, T);
     if (!rc)
         rc = hs_sha256_file(path, model_sha, NULL);
     if (!rc)
