@@ -225,7 +225,7 @@ static int second_half_loss(double *per_seq, const hs_model *m, hs_acts *a, cons
 
 int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32_t *tokens, int N,
                               int T, int B, const hs_scores *s, int k, int draws,
-                              unsigned long long seed)
+                              unsigned long long seed, double *random_delta)
 {
     const hs_model_config *c = &m->cfg;
     int total = 0;
@@ -331,6 +331,8 @@ int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32
         /* beyond the random draws' spread, and itself nonzero beyond two
          * standard errors over sequences */
         r->beats = r->targeted > mean + r->random_std && r->targeted > 2 * r->targeted_stderr;
+        if (random_delta)
+            memcpy(random_delta, rand_delta, sizeof(double) * draws);
     }
     for (int l = 0; l < c->n_layer; l++)
         free(gates[l]);

@@ -44,7 +44,8 @@ int hs_copying_scores(double *copying, const hs_model *m);
  * once, against k heads drawn at random from the other heads (draws
  * times). beats: the targeted increase lies beyond the random draws' spread
  * (above their mean by more than their standard deviation) and is itself
- * larger than two standard errors over sequences. */
+ * larger than two standard errors over sequences. random_delta (NULL, or
+ * room for draws values) gets each draw's increase, in draw order. */
 typedef struct {
     int k, draws;
     int layer[64], head[64]; /* the targeted heads */
@@ -57,7 +58,7 @@ typedef struct {
 
 int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32_t *tokens, int N,
                               int T, int B, const hs_scores *s, int k, int draws,
-                              unsigned long long seed);
+                              unsigned long long seed, double *random_delta);
 
 /* In-context learning score (SPEC §5): mean loss at position `late` minus
  * mean loss at position `early` (both clipped to T-1) over the evaluation

@@ -658,9 +658,13 @@ int cmd_induction(int argc, char **argv)
     if (!rc && !rows)
         rc = HS_ENOMEM;
     hs_causal_check cc;
+    double *draw_delta = rc ? NULL : hs_calloc((size_t)draws, sizeof(double), "draws");
+    hs_curve_point *draw_pts = rc ? NULL : hs_calloc((size_t)draws, sizeof *draw_pts, "draws");
+    if (!rc && (!draw_delta || !draw_pts))
+        rc = HS_ENOMEM;
     if (!rc)
         rc = hs_induction_causal_check(&cc, &m, tok, samples, T, B, &s, k, draws,
-                                       (unsigned long long)seed + 17);
+                                       (unsigned long long)seed + 17, draw_delta);
     if (!rc) {
         int n = score_rows(rows, names[0], c, &s, cop, "");
         n += score_rows(rows + n, names[1], c, &sc, cop_ctrl, "_control");
@@ -687,6 +691,11 @@ int cmd_induction(int argc, char **argv)
         }
         if (!rc)
             rc = hs_index_metrics_add(run.ix, run.run_id, rows, n);
+        /* each random draw's increase, for `plot causal` */
+        for (int d = 0; d < draws; d++)
+            draw_pts[d] = (hs_curve_point){ d, d, draw_delta[d] };
+        if (!rc)
+            rc = hs_index_curve_add(run.ix, run.run_id, "causal_random_k", draw_pts, draws);
     }
     int best_l = 0, best_h = 0;
     for (int l = 0; !rc && l < c->n_layer; l++)
@@ -698,7 +707,7 @@ int cmd_induction(int argc, char **argv)
     double best_ctrl = rc ? 0 : sc.value[HS_SCORE_INDUCTION][(size_t)best_l * HS_SCORE_MAX_HEADS + best_h];
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", hs_last_error());
-    free(rows), free(tok), free(cop), free(cop_ctrl);
+    free(rows), free(tok), free(cop), free(cop_ctrl), free(draw_delta), free(draw_pts);
     if (s.value[0])
         hs_scores_free(&s);
     if (sc.value[0])

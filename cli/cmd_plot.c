@@ -91,8 +91,8 @@ static int make_dir(char *dir, size_t n)
 static void cleanup_dir(const char *dir, int nl, int nh)
 {
     char p[1200];
-    const char *fixed[] = { "map.txt", "scores.txt", "curve.txt", "control.txt" };
-    for (size_t i = 0; i < 4; i++) {
+    const char *fixed[] = { "map.txt", "scores.txt", "curve.txt", "control.txt", "draws.txt" };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, fixed[i]);
         unlink(p);
     }
@@ -326,6 +326,95 @@ static int plot_index(const char *db, const char *metric, const char *curve, lon
     return rc;
 }
 
+/* The causal check of an induction run (run_id 0: the latest): each random
+ * draw's loss increase beside the targeted heads'. */
+static int plot_causal(const char *db, long long run_id, const char *out)
+{
+    sqlite3 *s = NULL;
+    if (sqlite3_open_v2(db, &s, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        int rc = hs_fail(HS_EIO, "%s: cannot open the index: %s", db,
+                         s ? sqlite3_errmsg(s) : "out of memory");
+        sqlite3_close(s);
+        return rc;
+    }
+    sqlite3_stmt *st = NULL;
+    int rc = HS_OK;
+    if (!run_id) {
+        if (sqlite3_prepare_v2(s, "SELECT max(run_id) FROM curves WHERE curve='causal_random_k'",
+                               -1, &st, NULL) != SQLITE_OK)
+            rc = hs_fail(HS_EIO, "%s: not a headscope index: %s", db, sqlite3_errmsg(s));
+        else if (sqlite3_step(st) == SQLITE_ROW)
+            run_id = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        st = NULL;
+    }
+    double targeted = NAN, targeted_se = 0, clean = NAN;
+    char label[256] = "";
+    if (!rc && sqlite3_prepare_v2(s, "SELECT metric, layer, head, value, stderr FROM head_metrics"
+                                     " WHERE run_id=?1 AND metric IN ('causal_loss_delta_top_k',"
+                                     " 'second_half_loss', 'causal_top_k') ORDER BY layer, head",
+                                  -1, &st, NULL) != SQLITE_OK)
+        rc = hs_fail(HS_EIO, "%s: not a headscope index: %s", db, sqlite3_errmsg(s));
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, run_id);
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const char *metric = (const char *)sqlite3_column_text(st, 0);
+            if (!strcmp(metric, "causal_loss_delta_top_k")) {
+                targeted = sqlite3_column_double(st, 3);
+                targeted_se = sqlite3_column_double(st, 4);
+            } else if (!strcmp(metric, "second_half_loss")) {
+                clean = sqlite3_column_double(st, 3);
+            } else {
+                size_t len = strlen(label);
+                snprintf(label + len, sizeof label - len, "%sL%dH%d", len ? " " : "",
+                         sqlite3_column_int(st, 1), sqlite3_column_int(st, 2));
+            }
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+        if (isnan(targeted))
+            rc = hs_fail(HS_EINVAL, "%s: no causal check%s (run `headscope induction` first)", db,
+                         run_id ? " in that run" : "");
+    }
+    char dir[600] = "", p[1200], assign[4096], title[300], qtitle[400];
+    if (!rc)
+        rc = make_dir(dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/draws.txt", dir);
+    FILE *f = rc ? NULL : fopen(p, "w");
+    if (!rc && !f)
+        rc = hs_fail(HS_EIO, "%s: cannot write", p);
+    if (f) {
+        long rows = 0;
+        if (sqlite3_prepare_v2(s, "SELECT step, y FROM curves WHERE run_id=?1 AND"
+                                  " curve='causal_random_k' ORDER BY step",
+                               -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, run_id);
+            for (; sqlite3_step(st) == SQLITE_ROW; rows++)
+                fprintf(f, "%lld %.9g\n", (long long)sqlite3_column_int64(st, 0),
+                        sqlite3_column_double(st, 1));
+        }
+        if (fclose(f))
+            rc = hs_fail(HS_EIO, "%s: write failed", p);
+        if (!rc && rows < 2)
+            rc = hs_fail(HS_EINVAL, "%s: run %lld has no random draws (curve causal_random_k)",
+                         db, run_id);
+    }
+    snprintf(title, sizeof title, "causal check, run %lld: second-half loss %.3f on r ++ r (%s)",
+             run_id, clean, db);
+    gp_quote(qtitle, sizeof qtitle, title);
+    snprintf(assign, sizeof assign,
+             "datafile='%s'; outfile='%s'; plottitle='%s'; targeted=%.9g; targeted_se=%.9g;"
+             " toplabel='%s'",
+             p, out, qtitle, targeted, targeted_se, label);
+    if (!rc)
+        rc = run_gnuplot("plot_causal.gp", assign, out);
+    sqlite3_finalize(st);
+    sqlite3_close(s);
+    if (*dir)
+        cleanup_dir(dir, 0, 0);
+    return rc;
+}
+
 int cmd_plot(int argc, char **argv)
 {
     const char *maps = NULL, *db = NULL, *out = NULL, *metric = NULL, *curve = NULL;
@@ -345,7 +434,7 @@ int cmd_plot(int argc, char **argv)
     };
     if (argc < 2 || argv[1][0] == '-') {
         int rc = opts_parse("plot", o, 10, argc, argv, NULL, 0, NULL);
-        return rc < 0 ? 0 : usage_error("plot", "a kind is required: map, grid, scores or curve");
+        return rc < 0 ? 0 : usage_error("plot", "a kind is required: map, grid, scores, curve or causal");
     }
     const char *kind = argv[1];
     int rc = opts_parse("plot", o, 10, argc - 1, argv + 1, NULL, 0, NULL);
@@ -363,8 +452,12 @@ int cmd_plot(int argc, char **argv)
             return usage_error("plot", "plot %s needs --db FILE and %s", kind,
                                scores ? "--metric NAME" : "--curve NAME");
         rc = plot_index(db, scores ? metric : NULL, scores ? NULL : curve, run, out, control);
+    } else if (!strcmp(kind, "causal")) {
+        if (!db)
+            return usage_error("plot", "plot causal needs --db FILE");
+        rc = plot_causal(db, run, out);
     } else {
-        return usage_error("plot", "unknown kind '%s' (map, grid, scores, curve)", kind);
+        return usage_error("plot", "unknown kind '%s' (map, grid, scores, curve, causal)", kind);
     }
     if (rc)
         return run_error("plot");

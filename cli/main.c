@@ -45,11 +45,14 @@ static const command COMMANDS[] = {
       "headscope maps FILE.h5 [--json]", "Exits 1 when the file is not marked complete.\n\n"
       "example: headscope maps maps.h5\n", cmd_maps },
     { "plot", "Render maps and index results with gnuplot (PNG, or SVG for .svg outputs).",
-      "headscope plot (map|grid|scores|curve) [options] --out FILE",
+      "headscope plot (map|grid|scores|curve|causal) [options] --out FILE",
       "  plot map    --maps F.h5 --layer L --head H [--seq N]   one head's map, token labels\n"
       "  plot grid   --maps F.h5 [--seq N]                      layer x head small multiples\n"
       "  plot scores --db F --metric NAME [--run ID]           per-head score grid\n"
+      "  plot scores --db F --metric NAME --control            score beside its random-init control\n"
       "  plot curve  --db F --curve NAME [--run ID]            a curve (e.g. train_loss)\n"
+      "  plot causal --db F [--run ID]                         induction causal check: targeted\n"
+      "                                                        heads' loss increase vs random draws\n"
       "The gnuplot scripts are scripts/plot_*.gp (HEADSCOPE_SCRIPTS overrides where).\n\n"
       "example: headscope plot map --maps maps.h5 --layer 1 --head 0 --out head.png\n",
       cmd_plot },

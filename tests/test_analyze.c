@@ -402,7 +402,7 @@ static void test_planted_heads_are_found_and_named_by_the_causal_check(void)
     CU_ASSERT(sc.value[HS_SCORE_INDUCTION][0] < 0.5);
 
     hs_causal_check cc;
-    CU_ASSERT_EQUAL_FATAL(hs_induction_causal_check(&cc, &m, seq, N, T, 4, &sc, 1, 20, 5), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_induction_causal_check(&cc, &m, seq, N, T, 4, &sc, 1, 20, 5, NULL), HS_OK);
     printf("\n    causal: top head L%dH%d, loss +%.3f vs random +%.3f +- %.3f -> %s", cc.layer[0],
            cc.head[0], cc.targeted, cc.random_mean, cc.random_std, cc.beats ? "beats" : "does not");
     CU_ASSERT_EQUAL(cc.layer[0], 1);

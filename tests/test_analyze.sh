@@ -676,6 +676,18 @@ induction_records() {
     done
     expect_eq "$(q i.db "select n from head_metrics where run_id=$run and metric='causal_loss_delta_random_k'")" 20 "random draws" || return 1
     expect_eq "$(q i.db "select count(*) from head_metrics where run_id=$run and metric='causal_top_k'")" 1 "causal_top_k rows" || return 1
+    # each draw is in the curve; their mean and n-1 spread are the recorded summary
+    expect_eq "$(q i.db "select count(*) from curves where run_id=$run and curve='causal_random_k'")" 20 "draw rows" || return 1
+    local mean std
+    mean=$(q i.db "select avg(y) from curves where run_id=$run and curve='causal_random_k'")
+    std=$(q i.db "select sqrt(sum((y - $mean) * (y - $mean)) / 19) from curves where run_id=$run and curve='causal_random_k'")
+    close "$mean" "$(q i.db "select value from head_metrics where run_id=$run and metric='causal_loss_delta_random_k'")" 1e-9 || bad "draw mean" || return 1
+    close "$std" "$(q i.db "select stderr from head_metrics where run_id=$run and metric='causal_loss_delta_random_k'")" 1e-9 || bad "draw spread" || return 1
+    hs plot causal --db i.db --out causal.png
+    expect_rc 0 "plot causal" || return 1
+    png_ok causal.png || return 1
+    hs plot causal --db p_missing.db --out c2.png
+    expect_rc 1 "plot causal of a missing index" || return 1
     # copying lies in [-1, 1]
     expect_eq "$(q i.db "select count(*) from head_metrics where run_id=$run and metric like 'copying%' and abs(value) > 1")" 0 "copying range" || return 1
     # usage errors record nothing
