@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Pattern statistics at long context: `headscope patterns` (row-wise during the
+# forward, no T x T buffer) against the Python workflow (bench/patterns_torch.py:
+# PyTorch forward keeping every full (B, H, T, T) map, then tensor reductions),
+# same 2-layer, 4-head attention-only RoPE model, same tokens, batch 1.
+# Reports wall time and peak RSS per T; torch runs under an address-space limit
+# (--mem-limit-gib, default 16) and is reported out of memory beyond it.
+# The statistics of both are compared where torch ran (max |difference|).
+#
+#   bench/patterns.sh [--threads N] [--seq-lens "1024 4096 16384"] [--mem-limit-gib G] [--blas-autodetect]
+#
+# Results: bench/out/patterns.jsonl and bench/out/patterns.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+threads=1
+lens="1024 4096 16384"
+memlim=16
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --threads) threads=$2; shift 2 ;;
+    --seq-lens) lens=$2; shift 2 ;;
+    --mem-limit-gib) memlim=$2; shift 2 ;;
+    --blas-autodetect) unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; shift ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "patterns.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+cmake -S . -B build/float >/dev/null
+cmake --build build/float -j "$(nproc)" --target headscope >/dev/null
+hs=build/float/headscope
+export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+work=$(mktemp -d /tmp/headscope-bench-patterns.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p bench/out
+out=bench/out/patterns.jsonl
+: >"$out"
+
+# 2 x 16384 + 1 uniformly random bytes; a model made by one training step.
+/usr/bin/python3 -c '
+import numpy as np, sys
+t = np.random.default_rng(7).integers(0, 256, 2 * 16384 + 1).astype("<u2")
+h = np.zeros(256, "<i4"); h[:3] = (20240520, 1, len(t))
+open(sys.argv[1], "wb").write(h.tobytes() + t.tobytes())' "$work/data.bin"
+"$hs" train --preset attn-only positional=rope n_ctx=16384 --data "$work/data.bin" \
+  --out "$work/model" --steps 1 --batch 1 --seq-len 64 >/dev/null
+
+for T in $lens; do
+  # about 16K tokens per row, at least one sequence
+  n=$((16384 / T)); [ "$n" -ge 1 ] || n=1
+  echo "T $T: headscope" >&2
+  /usr/bin/time -f "%e %M" -o "$work/time" "$hs" patterns --model "$work/model" \
+    --data "$work/data.bin" --db "$work/p.db" --batch 1 --seq-len "$T" --max-batches "$n" \
+    --threads "$threads" >/dev/null
+  read -r secs kib <"$work/time"
+  echo "{\"impl\":\"headscope\",\"T\":$T,\"threads\":$threads,\"batches\":$n,\"seconds\":$secs,\"peak_rss_mib\":$((kib / 1024))}" >>"$out"
+  echo "T $T: torch" >&2
+  rm -f "$work/torch.txt"
+  OMP_WAIT_POLICY=passive /usr/bin/python3 bench/patterns_torch.py --model "$work/model" \
+    --data "$work/data.bin" --seq-len "$T" --batches "$n" --threads "$threads" \
+    --mem-limit-gib "$memlim" --stats-out "$work/torch.txt" >"$work/torch.json"
+  diff=null
+  if [ -s "$work/torch.txt" ]; then
+    diff=$(/usr/bin/python3 - "$work/torch.txt" "$work/p.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[2])
+run = db.execute("select max(run_id) from runs").fetchone()[0]
+worst = 0.0
+for line in open(sys.argv[1]):
+    l, h, k, v = line.split()
+    (ours,) = db.execute("select value from head_metrics where run_id=? and layer=? and head=? and metric=?",
+                         (run, int(l), int(h), k)).fetchone()
+    worst = max(worst, abs(ours - float(v)) / max(1.0, abs(float(v))))
+print(f"{worst:.3g}")
+PY
+)
+  fi
+  /usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r["max_rel_diff_vs_headscope"]=json.loads(sys.argv[2]); print(json.dumps(r))' \
+    "$work/torch.json" "$diff" >>"$out"
+  rm -f "$work/p.db"*
+done
+
+/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" "$memlim" <<'PY' | tee bench/out/patterns.md
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+hs = {r["T"]: r for r in rows if r["impl"] == "headscope"}
+th = {r["T"]: r for r in rows if r["impl"] != "headscope"}
+print(f"OpenBLAS kernels: {sys.argv[2]}; 2 layers x 4 heads, d 64, RoPE; batch 1, "
+      f"{rows[0]['threads']} thread(s); torch limited to {sys.argv[3]} GiB of address space\n")
+print("| T | sequences | headscope s | headscope peak RSS MiB | torch full maps s | torch peak RSS MiB | x (time) | stats max rel. diff |")
+print("|---|---|---|---|---|---|---|---|")
+for T in sorted(hs):
+    a, b = hs[T], th[T]
+    if b.get("oom"):
+        tb, mb, x, d = "out of memory", f"> {float(sys.argv[3]) * 1024:.0f} (limit)", "-", "-"
+    else:
+        tb, mb = f"{b['seconds']:.2f}", f"{b['peak_rss_mib']:.0f}"
+        x, d = f"{b['seconds'] / a['seconds']:.2f}", f"{b['max_rel_diff_vs_headscope']:.1e}"
+    print(f"| {T} | {a['batches']} | {a['seconds']:.2f} | {a['peak_rss_mib']} | {tb} | {mb} | {x} | {d} |")
+PY
