@@ -393,6 +393,38 @@ static int prune_step(void *ctx, int step, int pruned, double fraction, double l
     return hs_index_curve_add(p->a->run.ix, p->a->run.run_id, "pruning", &pt, 1);
 }
 
+/* Median ms of a forward of the first batch (B x T) of tok, over 7 runs
+ * after one warm-up; -1 when out of memory. */
+static double forward_ms(const hs_model *m, const hs_tokens *tok, int B, int T)
+{
+    hs_acts a;
+    if (hs_acts_alloc(&a, &m->cfg, B, T, HS_ACTS_INFER))
+        return -1;
+    int32_t *in = calloc((size_t)B * T, sizeof(int32_t)), *tg = calloc((size_t)B * T, sizeof(int32_t));
+    if (!in || !tg) {
+        free(in), free(tg);
+        hs_acts_free(&a);
+        return -1;
+    }
+    double t[7];
+    hs_batch_at(tok, 0, B, T, in, tg);
+    for (int r = -1; r < 7; r++) {
+        double t0 = now_seconds();
+        hs_forward(&a, m, in, NULL, NULL);
+        if (r >= 0)
+            t[r] = (now_seconds() - t0) * 1e3;
+    }
+    for (int i = 1; i < 7; i++) /* insertion sort, 7 values */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    free(in), free(tg);
+    hs_acts_free(&a);
+    return t[3];
+}
+
 int cmd_prune(int argc, char **argv)
 {
     analysis a = { .cmd = "prune", .B = 4 };
@@ -477,6 +509,7 @@ int cmd_prune(int argc, char **argv)
         rc = rows ? hs_index_metrics_add(a.run.ix, a.run.run_id, rows, n) : HS_ENOMEM;
     free(rows);
     char out_sha[80] = "";
+    double ms[2] = { 0, 0 };
     if (!rc && out) {
         hs_model small;
         if (structural) {
@@ -504,6 +537,16 @@ int cmd_prune(int argc, char **argv)
             rc = hs_sha256_file(file, out_sha, &bytes);
         if (!rc)
             rc = hs_index_artifact_add(a.run.ix, a.run.run_id, file, out_sha, (int64_t)bytes, 1);
+        /* what the written model costs to run, beside the unpruned one: a
+         * gated (dense) model is no faster; a structural one is */
+        if (!rc) {
+            ms[0] = forward_ms(&a.m, &a.tok, a.B, a.T);
+            ms[1] = forward_ms(&small, &a.tok, a.B, a.T);
+            hs_metric_row lat[2] = { { -1, -1, "forward_ms_unpruned", ms[0], 0, 7 },
+                                     { -1, -1, "forward_ms_pruned", ms[1], 0, 7 } };
+            rc = ms[0] < 0 || ms[1] < 0 ? hs_fail(HS_ENOMEM, "latency: out of memory")
+                                        : hs_index_metrics_add(a.run.ix, a.run.run_id, lat, 2);
+        }
         if (small.params)
             hs_model_free(&small);
     }
@@ -523,11 +566,15 @@ int cmd_prune(int argc, char **argv)
         if (out) {
             printf(",\"out\":");
             json_string(stdout, out);
+            printf(",\"forward_ms_unpruned\":%.4g,\"forward_ms_pruned\":%.4g", ms[0], ms[1]);
         }
         printf("}\n");
     } else {
         printf("run %lld: pruned %d of %d heads; curve 'pruning' and mask 'pruned' in %s%s%s\n",
                run_id, n_pruned, total, a.db, out ? "; model in " : "", out ? out : "");
+        if (out)
+            printf("forward of one batch (median of 7): %.2f ms unpruned, %.2f ms %s\n", ms[0],
+                   ms[1], structural ? "structurally pruned" : "pruned by zeroed columns (dense)");
     }
     return 0;
 }
@@ -897,32 +944,6 @@ static void hc_step(void *ctx, long step, double loss, double lr)
     h->pts[h->npts++] = (hs_curve_point){ step, (double)step * h->tokens_per_step, loss };
     if (h->npts == 64)
         hc_flush(h);
-}
-
-/* Median ms of a forward of one batch. */
-static double forward_ms(const hs_model *m, const hs_tokens *tok, int B, int T)
-{
-    hs_acts a;
-    if (hs_acts_alloc(&a, &m->cfg, B, T, HS_ACTS_INFER))
-        return -1;
-    int32_t *in = calloc((size_t)B * T, sizeof(int32_t)), *tg = calloc((size_t)B * T, sizeof(int32_t));
-    double t[7];
-    hs_batch_at(tok, 0, B, T, in, tg);
-    for (int r = -1; r < 7; r++) {
-        double t0 = now_seconds();
-        hs_forward(&a, m, in, NULL, NULL);
-        if (r >= 0)
-            t[r] = (now_seconds() - t0) * 1e3;
-    }
-    for (int i = 1; i < 7; i++) /* insertion sort, 7 values */
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            double x = t[j];
-            t[j] = t[j - 1];
-            t[j - 1] = x;
-        }
-    free(in), free(tg);
-    hs_acts_free(&a);
-    return t[3];
 }
 
 int cmd_experiment(int argc, char **argv)

@@ -485,6 +485,9 @@ structural_out() {
         bad "structural eval loss $(jget out.txt loss), last pruning curve value $last" || return 1
     expect_eq "$(q s.db "select sha256||' '||complete from artifacts where run_id=$id")" "$(sha small/model.safetensors) 1" \
         "artifact of the structural checkpoint" || return 1
+    # the latency of both models is recorded (positive milliseconds, 7 runs each)
+    expect_eq "$(q s.db "select count(*) from head_metrics where run_id=$id and layer=-1 and n=7 and value>0
+                         and metric in ('forward_ms_unpruned','forward_ms_pruned')")" 2 "latency rows" || return 1
 
     # without --structural: the dense model, pruned heads' W_o columns zeroed
     hs "${PRUNE[@]}" --db s.db --out dense --json
