@@ -99,6 +99,7 @@ int cmd_prune(int argc, char **argv);
 int cmd_induction(int argc, char **argv);
 int cmd_patterns(int argc, char **argv);
 int cmd_experiment(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 /* Each command's help is printed by re-running its option table with
  * --help; the commands call this when they see it. */

@@ -8,6 +8,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "index.h"
 #include "maps.h"
 #include "recorder.h"
 #include "sha256.h"
@@ -59,7 +60,7 @@ static void capture_progress(void *ctx, size_t done, size_t total)
 int cmd_capture(int argc, char **argv)
 {
     const char *model = NULL, *data = NULL, *out = NULL, *layers_s = NULL, *heads_s = NULL,
-               *queries_s = NULL, *dtype = "f32";
+               *queries_s = NULL, *dtype = "f32", *db = NULL;
     int B = 4, T = 0, threads = 0, compress = 0, force = 0, json = 0;
     long max_batches = 0;
     opt o[] = {
@@ -76,6 +77,7 @@ int cmd_capture(int argc, char **argv)
         { "--max-batches", OPT_LONG, &max_batches, 0, "N", "stop after N batches (0: all)", 0 },
         { "--threads", OPT_INT, &threads, 0, "N", "threads (0: OpenMP's default)", 0 },
         { "--force", OPT_FLAG, &force, 0, NULL, "overwrite an existing output", 0 },
+        { "--db", OPT_STR, &db, 0, "FILE", "record the run and the map file (artifact) in this index", 0 },
         { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
     };
     int rc = opts_parse("capture", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
@@ -149,6 +151,9 @@ int cmd_capture(int argc, char **argv)
         rc = hs_sha256_file(data, data_sha, NULL);
     if (!rc && !(config_text = hs_read_text(cfg_path, 1 << 20)))
         rc = HS_EIO;
+    cli_run run = { 0 };
+    if (!rc && cli_run_begin(&run, db, 0, "capture", model, path, data, argc, argv))
+        rc = HS_EIO;
     /* Handlers before the temporary file exists: a Ctrl-C from here on stops
      * cleanly and removes it. */
     cli_install_signal_handlers();
@@ -172,7 +177,9 @@ int cmd_capture(int argc, char **argv)
         hs_maps_abort(w);
         hs_tokens_free(&tok);
         hs_model_free(&m);
-        return run_error("capture");
+        run_error("capture");
+        cli_run_end(&run, 0, NULL);
+        return EXIT_FAILURE_RUN;
     }
 
     int32_t *targets = hs_calloc((size_t)B * T, sizeof(int32_t), "targets");
@@ -190,23 +197,43 @@ int cmd_capture(int argc, char **argv)
     hs_model_free(&m);
     if (rc) {
         hs_maps_abort(w); /* nothing half-written is left behind */
-        if (rc == HS_EINTR) {
+        if (rc == HS_EINTR)
             fprintf(stderr, "headscope: capture: %s; %s was not written\n", hs_last_error(), out);
-            return EXIT_FAILURE_RUN;
-        }
-        return run_error("capture");
+        else
+            run_error("capture");
+        cli_run_end(&run, 0, NULL);
+        return EXIT_FAILURE_RUN;
     }
-    if (hs_maps_finish(w))
-        return run_error("capture");
+    rc = hs_maps_finish(w);
+    /* the finished file, by its absolute path, as the run's artifact */
+    char maps_sha[65] = "", *abs_out = rc ? NULL : realpath(out, NULL);
+    uint64_t bytes = 0;
+    if (!rc && run.ix)
+        rc = hs_sha256_file(out, maps_sha, &bytes);
+    if (!rc && run.ix)
+        rc = hs_index_artifact_add(run.ix, run.run_id, abs_out ? abs_out : out, maps_sha,
+                                   (int64_t)bytes, 1);
+    free(abs_out);
+    long long run_id = run.run_id;
+    if (rc)
+        run_error("capture");
+    cli_run_end(&run, rc == HS_OK, NULL);
+    if (rc)
+        return EXIT_FAILURE_RUN;
     struct stat sb;
-    long long bytes = stat(out, &sb) ? 0 : (long long)sb.st_size;
+    bytes = stat(out, &sb) ? 0 : (uint64_t)sb.st_size;
     if (json) {
         printf("{\"out\":");
         json_string(stdout, out);
-        printf(",\"sequences\":%zu,\"seconds\":%.3f,\"bytes\":%lld}\n", nb * B, secs, bytes);
+        if (db)
+            printf(",\"run_id\":%lld", run_id);
+        printf(",\"sequences\":%zu,\"seconds\":%.3f,\"bytes\":%llu}\n", nb * B, secs,
+               (unsigned long long)bytes);
     } else {
         printf("captured %zu sequences into %s (%.1f MB, %.2f s)\n", nb * B, out, bytes / 1e6,
                secs);
+        if (db)
+            printf("run %lld recorded in %s\n", run_id, db);
     }
     return 0;
 }

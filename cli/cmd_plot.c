@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 
 #include "cli.h"
+#include "plot.h"
 #include "maps.h"
 
 #ifndef HS_SCRIPTS_DIR
@@ -116,8 +117,7 @@ static void gp_quote(char *out, size_t n, const char *s)
     out[k] = 0;
 }
 
-static int plot_map(const char *maps, int layer, int head, long long seq, const char *out,
-                    int grid)
+int plot_map(const char *maps, int layer, int head, long long seq, const char *out, int grid)
 {
     hs_maps_reader *r;
     int rc = hs_maps_open(&r, maps);
@@ -221,7 +221,6 @@ static int plot_map(const char *maps, int layer, int head, long long seq, const 
     return rc;
 }
 
-/* Per-head grid of a metric, or a curve, from the index. run_id 0: latest. */
 /* Writes "layer head value" rows of metric (run_id 0: its latest run) to path;
  * *rows gets the count. */
 static int write_metric(sqlite3 *s, const char *db, const char *metric, long long run_id,
@@ -250,8 +249,11 @@ static int write_metric(sqlite3 *s, const char *db, const char *metric, long lon
     return rc;
 }
 
-static int plot_index(const char *db, const char *metric, const char *curve, long long run_id,
-                      const char *out, int with_control)
+/* A per-head grid of metric (beside metric_control when with_control), or
+ * curves (a comma-separated list of names, one line each), from the index.
+ * run_id 0: for each name, its latest run. */
+int plot_index(const char *db, const char *metric, const char *curve, long long run_id,
+               const char *out, int with_control)
 {
     sqlite3 *s = NULL;
     if (sqlite3_open_v2(db, &s, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
@@ -267,7 +269,7 @@ static int plot_index(const char *db, const char *metric, const char *curve, lon
                                " run_id=coalesce(nullif(?2,0), (SELECT max(run_id) FROM curves"
                                " WHERE curve=?1)) ORDER BY step";
     sqlite3_stmt *st = NULL;
-    char dir[600] = "", p[1200], assign[4096], title[300], qtitle[400];
+    char dir[600] = "", p[1200], assign[4096], title[300], qtitle[400], names[300] = "";
     int rc = sqlite3_prepare_v2(s, sql, -1, &st, NULL) == SQLITE_OK
                  ? HS_OK
                  : hs_fail(HS_EIO, "%s: not a headscope index: %s", db, sqlite3_errmsg(s));
@@ -277,9 +279,16 @@ static int plot_index(const char *db, const char *metric, const char *curve, lon
     FILE *f = rc ? NULL : fopen(p, "w");
     if (!rc && !f)
         rc = hs_fail(HS_EIO, "%s: cannot write", p);
-    long rows = 0;
-    if (f) {
-        sqlite3_bind_text(st, 1, metric ? metric : curve, -1, SQLITE_STATIC);
+    /* one block per name: the metric, or each curve of the list */
+    const char *list = metric ? metric : curve;
+    for (const char *name = list; f && !rc && *name;) {
+        size_t len = strcspn(name, ",");
+        char one[128];
+        snprintf(one, sizeof one, "%.*s", (int)len, name);
+        name += len + (name[len] == ',');
+        long rows = 0;
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, one, -1, SQLITE_TRANSIENT);
         sqlite3_bind_int64(st, 2, run_id);
         while (sqlite3_step(st) == SQLITE_ROW) {
             if (metric)
@@ -290,13 +299,18 @@ static int plot_index(const char *db, const char *metric, const char *curve, lon
                         sqlite3_column_double(st, 1));
             rows++;
         }
-        if (fclose(f))
-            rc = hs_fail(HS_EIO, "%s: write failed", p);
-        if (!rc && !rows)
-            rc = hs_fail(HS_EINVAL, "%s: no %s \"%s\"%s", db, metric ? "metric" : "curve",
-                         metric ? metric : curve, run_id ? " in that run" : "");
+        if (!rows)
+            rc = hs_fail(HS_EINVAL, "%s: no %s \"%s\"%s", db, metric ? "metric" : "curve", one,
+                         run_id ? " in that run" : "");
+        fprintf(f, "\n\n");
+        size_t used = strlen(names);
+        snprintf(names + used, sizeof names - used, "%s%s", used ? " " : "", one);
+        if (metric)
+            break;
     }
-    snprintf(title, sizeof title, "%s (%s)", metric ? metric : curve, db);
+    if (f && fclose(f) && !rc)
+        rc = hs_fail(HS_EIO, "%s: write failed", p);
+    snprintf(title, sizeof title, "%s (%s)", list, db);
     gp_quote(qtitle, sizeof qtitle, title);
     char cpath[1300] = "";
     if (!rc && metric && with_control) {
@@ -314,9 +328,12 @@ static int plot_index(const char *db, const char *metric, const char *curve, lon
                  out, qtitle, *cpath ? "; controlfile='" : "", cpath, *cpath ? "'" : "");
     else
         snprintf(assign, sizeof assign,
-                 "datafile='%s'; outfile='%s'; plottitle='%s'; names='%s'; xlab='x';"
-                 " ylab='%s'",
-                 p, out, qtitle, qtitle, curve);
+                 "datafile='%s'; outfile='%s'; plottitle='%s'; names='%s'; xlab='%s';"
+                 " ylab='value'",
+                 p, out, qtitle, names,
+                 strstr(list, "pruning") ? "fraction of heads pruned"
+                 : strstr(list, "loss")  ? "tokens trained on"
+                                         : "x");
     if (!rc)
         rc = run_gnuplot(metric ? "plot_scores.gp" : "plot_curve.gp", assign, out);
     sqlite3_finalize(st);
@@ -328,7 +345,7 @@ static int plot_index(const char *db, const char *metric, const char *curve, lon
 
 /* The causal check of an induction run (run_id 0: the latest): each random
  * draw's loss increase beside the targeted heads'. */
-static int plot_causal(const char *db, long long run_id, const char *out)
+int plot_causal(const char *db, long long run_id, const char *out)
 {
     sqlite3 *s = NULL;
     if (sqlite3_open_v2(db, &s, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {

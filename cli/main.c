@@ -112,6 +112,17 @@ static const command COMMANDS[] = {
       "example: headscope experiment head-count --preset attn-only --data corpus.bin \\\n"
       "           --db runs.db --heads 1,2,4,8 --seeds 1,2,3 --steps 300\n",
       cmd_experiment },
+    { "report", "Write a static HTML report (index.html + gnuplot figures) of an index.",
+      "headscope report --db FILE --out DIR [options]",
+      "Sections: the induction claim with its causal check and the score grids beside\n"
+      "their random-init controls; attention maps of the heads the scores single out\n"
+      "(from the latest 'capture --db' run, or --maps); ablation, importance, pruning\n"
+      "(curve and latency), pattern statistics, head-count experiments, training curves,\n"
+      "and every run with its provenance. Each section uses the latest complete run of\n"
+      "its kind; each figure is captioned with what it shows and what it does not.\n"
+      "index.html is written under a temporary name and renamed when complete.\n\n"
+      "example: headscope report --db runs.db --out report && xdg-open report/index.html\n",
+      cmd_report },
     { "kv-bytes", "KV-cache size: 2*B*N*G*T*DH*E bytes, and MLA's (latent + rope) per token.",
       "headscope kv-bytes --layers N --kv-heads G --head-dim DH --seq-len T [options]",
       "example: headscope kv-bytes --layers 80 --kv-heads 8 --head-dim 128 --seq-len 2048\n",
