@@ -378,3 +378,20 @@ int hs_icl_score(double *icl, double *stderr_icl, long *n, const hs_model *m,
     hs_acts_free(&a);
     return rc;
 }
+
+int hs_induction_established(const hs_causal_check *cc, const hs_scores *s,
+                             const hs_scores *control)
+{
+    if (!cc->beats)
+        return 0;
+    for (int i = 0; i < cc->k; i++) {
+        const size_t j = (size_t)cc->layer[i] * HS_SCORE_MAX_HEADS + cc->head[i];
+        const double d = s->value[HS_SCORE_INDUCTION][j] - control->value[HS_SCORE_INDUCTION][j];
+        const double se = sqrt(s->stderr_value[HS_SCORE_INDUCTION][j] * s->stderr_value[HS_SCORE_INDUCTION][j] +
+                               control->stderr_value[HS_SCORE_INDUCTION][j] *
+                                   control->stderr_value[HS_SCORE_INDUCTION][j]);
+        if (!(d > 2 * se))
+            return 0;
+    }
+    return 1;
+}

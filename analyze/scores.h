@@ -60,6 +60,13 @@ int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32
                               int T, int B, const hs_scores *s, int k, int draws,
                               unsigned long long seed, double *random_delta);
 
+/* The claim "these are induction heads": the causal check beats the random
+ * draws (cc->beats) and every targeted head's induction score exceeds the
+ * same head's score in the random-init control by more than two combined
+ * standard errors. Returns 1 when both hold. */
+int hs_induction_established(const hs_causal_check *cc, const hs_scores *s,
+                             const hs_scores *control);
+
 /* In-context learning score (SPEC §5): mean loss at position `late` minus
  * mean loss at position `early` (both clipped to T-1) over the evaluation
  * sequences, with the standard error of the per-sequence differences. */

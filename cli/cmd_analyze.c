@@ -705,6 +705,7 @@ int cmd_induction(int argc, char **argv)
     if (!rc && !rows)
         rc = HS_ENOMEM;
     hs_causal_check cc;
+    int established = 0;
     double *draw_delta = rc ? NULL : hs_calloc((size_t)draws, sizeof(double), "draws");
     hs_curve_point *draw_pts = rc ? NULL : hs_calloc((size_t)draws, sizeof *draw_pts, "draws");
     if (!rc && (!draw_delta || !draw_pts))
@@ -725,6 +726,8 @@ int cmd_induction(int argc, char **argv)
                                      cc.random_std, draws };
         for (int i = 0; i < cc.k; i++)
             rows[n++] = (hs_metric_row){ cc.layer[i], cc.head[i], "causal_top_k", 1, 0, cc.k };
+        established = hs_induction_established(&cc, &s, &sc);
+        rows[n++] = (hs_metric_row){ -1, -1, "induction_established", established, 0, cc.k };
         if (data) { /* model-wide ICL score of the model and of its control */
             double v, se;
             long cnt;
@@ -775,7 +778,7 @@ int cmd_induction(int argc, char **argv)
                "\"loss_delta_top_k\":%.6g,\"loss_delta_random_mean\":%.6g,"
                "\"loss_delta_random_std\":%.6g,\"induction_heads_established\":%s}}\n",
                run_id, samples, T, best_l, best_h, best, best_ctrl, cc.k, cc.targeted,
-               cc.random_mean, cc.random_std, cc.beats ? "true" : "false");
+               cc.random_mean, cc.random_std, established ? "true" : "false");
     } else {
         printf("run %lld: scores of every head on %d sequences r ++ r (|r| = %d) in %s; highest "
                "induction: layer %d head %d, %.3f (random-init control %.3f)\n",
@@ -783,11 +786,15 @@ int cmd_induction(int argc, char **argv)
         printf("causal check: second-half loss %.4f; +%.4f with the top %d induction head(s) off, "
                "+%.4f +- %.4f with %d random other head(s) off (%d draws)\n",
                cc.clean, cc.targeted, cc.k, cc.random_mean, cc.random_std, cc.k, draws);
-        if (cc.beats) {
+        if (established) {
             printf("induction heads by score and causal check:");
             for (int i = 0; i < cc.k; i++)
                 printf(" L%dH%d", cc.layer[i], cc.head[i]);
             printf("\n");
+        } else if (cc.beats) {
+            printf("not established: the top heads' ablation hurts beyond the random draws' "
+                   "spread, but their induction score does not exceed the random-init "
+                   "control's by two standard errors\n");
         } else {
             printf("not established: ablating the top heads does not hurt beyond the random "
                    "draws' spread\n");

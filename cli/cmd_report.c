@@ -226,7 +226,9 @@ static void section_induction(report *r, long long run, long long ablate_run, lo
     metric(r, run, -1, -1, "second_half_loss", &clean, NULL);
     metric(r, run, -1, -1, "causal_loss_delta_top_k", &top, &top_se);
     metric(r, run, -1, -1, "causal_loss_delta_random_k", &rnd, &rnd_sd);
-    const int beats = top > rnd + rnd_sd && top > 2 * top_se;
+    double established = 0;
+    metric(r, run, -1, -1, "induction_established", &established, NULL);
+    const int beats = established == 1;
     sqlite3_stmt *st;
     char heads[512] = "";
     if (sqlite3_prepare_v2(r->db, "SELECT layer, head FROM head_metrics WHERE run_id=?1 AND"
@@ -245,8 +247,10 @@ static void section_induction(report *r, long long run, long long ablate_run, lo
         fprintf(f, "<b>Induction head%s by score and causal check: %s.</b> ", strchr(heads, ',') ? "s" : "",
                 heads);
     else
-        fprintf(f, "<b>Not established:</b> ablating the top heads by induction score (%s) does not "
-                   "raise the loss beyond the spread of random ablations. ", heads);
+        fprintf(f, "<b>Not established</b> for the top heads by induction score (%s): the claim "
+                   "needs their ablation to raise the loss beyond the spread of random ablations "
+                   "<i>and</i> their score to exceed the random-init control's by two standard "
+                   "errors. ", heads);
     fprintf(f, "Gating %s off raises the loss on the second half of repeated random sequences "
                "(%.3f nats clean) by %+.3f &plusmn; %.3f (standard error over sequences); gating as "
                "many randomly drawn other heads off raises it by %+.3f &plusmn; %.3f (mean &plusmn; "
@@ -259,7 +263,8 @@ static void section_induction(report *r, long long run, long long ablate_run, lo
            "Increase of the second-half loss on r ++ r when the heads of highest induction score "
            "are gated off (red, &plusmn; 2 standard errors) against the same number of randomly "
            "chosen other heads (blue points, one per draw; mean &plusmn; standard deviation). "
-           "The claim is printed only when red lies above the blue spread. It shows these heads "
+           "The claim needs red above the blue spread (and the heads' induction score above "
+           "its control). It shows these heads "
            "matter for copying repeated tokens on this synthetic probe, not what they do on "
            "natural text.");
     /* the top heads, with what other runs say about them */

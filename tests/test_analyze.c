@@ -408,6 +408,21 @@ static void test_planted_heads_are_found_and_named_by_the_causal_check(void)
     CU_ASSERT_EQUAL(cc.layer[0], 1);
     CU_ASSERT_EQUAL(cc.head[0], 0);
     CU_ASSERT(cc.beats);
+    /* the claim also needs the score above a random-init control's */
+    hs_model ctrl;
+    hs_scores scc;
+    build_planted(&ctrl);
+    hs_model_init_random(&ctrl, 11);
+    CU_ASSERT_EQUAL_FATAL(hs_scores_alloc(&scc, &ctrl.cfg), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&scc, &ctrl, seq, N, T, 8), HS_OK);
+    CU_ASSERT_EQUAL(hs_induction_established(&cc, &sc, &scc), 1);
+    /* and the same check of the control against itself cannot establish it */
+    hs_causal_check cc_ctrl;
+    CU_ASSERT_EQUAL_FATAL(hs_induction_causal_check(&cc_ctrl, &ctrl, seq, N, T, 4, &scc, 1, 20, 5, NULL),
+                          HS_OK);
+    CU_ASSERT_EQUAL(hs_induction_established(&cc_ctrl, &scc, &scc), 0);
+    hs_scores_free(&scc);
+    hs_model_free(&ctrl);
     hs_scores_free(&sc);
     hs_model_free(&m);
 }

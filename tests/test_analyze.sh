@@ -660,6 +660,56 @@ plot_scores() {
 }
 
 
+# ---- the report -------------------------------------------------------------------
+
+report_page() {
+    command -v gnuplot >/dev/null || bad "gnuplot is required" || return 1
+    hs induction --model "$GPT2" --db r.db --seq-len 6 --samples 8
+    expect_rc 0 "induction" || return 1
+    hs ablate --model "$GPT2" --data "$EVAL" --db r.db "${SMALL[@]}"
+    expect_rc 0 "ablate" || return 1
+    hs importance --model "$GPT2" --data "$EVAL" --db r.db "${SMALL[@]}"
+    expect_rc 0 "importance" || return 1
+    hs "${PRUNE[@]}" --db r.db --out pr --structural
+    expect_rc 0 "prune --structural" || return 1
+    hs patterns --model "$GPT2" --data "$EVAL" --db r.db "${SMALL[@]}"
+    expect_rc 0 "patterns" || return 1
+    hs capture --model "$GPT2" --data "$EVAL" --out m.h5 "${SMALL[@]}" --db r.db
+    expect_rc 0 "capture --db" || return 1
+    expect_eq "$(q r.db "select count(*) from artifacts a join runs r using (run_id) where r.kind='capture'
+                         and a.complete=1 and a.path='$PWD/m.h5' and a.sha256='$(sha m.h5)'")" 1 "capture artifact" || return 1
+    hs report --db r.db --out rep --json
+    expect_rc 0 "report" || return 1
+    expect_eq "$(jget out.txt missing)" 0 "figures not drawn" || return 1
+    # every figure the page names exists and is a PNG; the page shows what it promised
+    local imgs n=0 img
+    imgs=$(grep -o 'src="[^"]*"' rep/index.html | sed 's/src="//; s/"$//')
+    for img in $imgs; do
+        png_ok "rep/$img" || return 1
+        n=$((n + 1))
+    done
+    expect_eq "$n" "$(jget out.txt figures)" "figures on the page" || return 1
+    local want
+    for want in causal_run1.png induction_run1.png prev_token_run1.png copying_run1.png \
+        loss_delta_zero_run2.png importance_run3.png pruning_run4.png entropy_run5.png maps_grid.png; do
+        [ -f "rep/$want" ] || bad "report lacks $want" || return 1
+    done
+    expect_grep "$(cat rep/index.html)" "class=\"claim" "the induction claim" || return 1
+    expect_grep "$(cat rep/index.html)" "ms unpruned" "the structural-pruning latency" || return 1
+    expect_grep "$(cat rep/index.html)" "do not establish" "the cautions" || return 1
+    [ ! -e rep/.index.html.tmp ] || bad "temporary page left behind" || return 1
+    # bad input: nothing written
+    hs report --db missing.db --out rep2
+    expect_rc 1 "report of a missing index" || return 1
+    expect_grep "$ERR" "missing.db" "message names the file" || return 1
+    echo "not sqlite" >junk.db
+    hs report --db junk.db --out rep3
+    expect_rc 1 "report of a file that is no index" || return 1
+    expect_nofile rep3/index.html "report of junk" || return 1
+    hs report --db r.db
+    expect_rc 2 "report without --out" || return 1
+}
+
 # ---- induction scores and patterns -------------------------------------------------
 
 induction_records() {
@@ -739,5 +789,5 @@ experiment_head_count() {
 }
 
 run_checks ablate_records ablate_fast_equals_naive resume_after_kill concurrent_writers importance_records \
-    prune_curve structural_out bad_input plot_scores induction_records patterns_model_equals_maps \
+    prune_curve structural_out bad_input plot_scores report_page induction_records patterns_model_equals_maps \
     experiment_head_count
