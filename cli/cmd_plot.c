@@ -2,6 +2,7 @@
  * files and of the index. The data goes to files in a temporary directory;
  * the scripts in scripts/ (usable on their own) draw them. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,10 +21,30 @@
 #define HS_SCRIPTS_DIR "scripts"
 #endif
 
+#ifndef HS_INSTALLED_SCRIPTS_REL
+#define HS_INSTALLED_SCRIPTS_REL "../share/headscope/scripts"
+#endif
+
+/* $HEADSCOPE_SCRIPTS, else the source tree's scripts/ (a build), else the
+ * installed copy beside the executable (bin/../share/headscope/scripts). */
 static const char *scripts_dir(void)
 {
+    static char installed[PATH_MAX];
     const char *env = getenv("HEADSCOPE_SCRIPTS");
-    return env && *env ? env : HS_SCRIPTS_DIR;
+    if (env && *env)
+        return env;
+    if (!access(HS_SCRIPTS_DIR "/plot_map.gp", R_OK))
+        return HS_SCRIPTS_DIR;
+    char exe[PATH_MAX - 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return HS_SCRIPTS_DIR;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    snprintf(installed, sizeof installed, "%s/%s", exe, HS_INSTALLED_SCRIPTS_REL);
+    return installed;
 }
 
 /* A token as a gnuplot label without spaces or quotes. */
@@ -42,7 +63,7 @@ static void token_label(char *out, size_t n, int tok)
 /* Runs gnuplot on a script with -e assignments; checks the output exists. */
 static int run_gnuplot(const char *script, const char *assignments, const char *outfile)
 {
-    char path[1024];
+    char path[PATH_MAX + 128];
     snprintf(path, sizeof path, "%s/%s", scripts_dir(), script);
     if (access(path, R_OK))
         return hs_fail(HS_EIO, "%s: gnuplot script not found (set HEADSCOPE_SCRIPTS)", path);
