@@ -37,7 +37,8 @@ void hs_importance_free(hs_importance *r)
 
 int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *data, int B,
                           int T, size_t max_batches, const hs_real *const *gates,
-                          volatile sig_atomic_t *stop)
+                          volatile sig_atomic_t *stop, hs_progress_fn progress,
+                          void *progress_ctx)
 {
     const hs_model_config *c = &m->cfg;
     size_t nb;
@@ -84,6 +85,8 @@ int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *
                     sum[at(l, h)] += g;
                     sumsq[at(l, h)] += g * g;
                 }
+        if (!rc && progress)
+            progress(progress_ctx, b + 1, nb);
     }
     if (!rc) {
         const double n = (double)nb * B;
@@ -163,7 +166,7 @@ int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
                 break;
             if (!have_imp || !o->one_shot) {
                 rc = hs_importance_compute(&imp, m, data, o->B, o->T, o->max_batches,
-                                           (const hs_real *const *)gates, o->stop);
+                                           (const hs_real *const *)gates, o->stop, NULL, NULL);
                 have_imp = 1;
                 if (rc)
                     break;

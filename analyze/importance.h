@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stddef.h>
 
+#include "eval.h"
 #include "tokens.h"
 #include "weights.h"
 
@@ -27,10 +28,12 @@ typedef struct {
 int hs_importance_alloc(hs_importance *r, const hs_model_config *c);
 void hs_importance_free(hs_importance *r);
 
-/* gates: NULL (all 1) or per layer (H_l) gates of a pruned model (0/1). */
+/* gates: NULL (all 1) or per layer (H_l) gates of a pruned model (0/1).
+ * progress (may be NULL): batches done of total. */
 int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *data, int B,
                           int T, size_t max_batches, const hs_real *const *gates,
-                          volatile sig_atomic_t *stop);
+                          volatile sig_atomic_t *stop, hs_progress_fn progress,
+                          void *progress_ctx);
 
 typedef struct {
     int B, T;

@@ -130,7 +130,8 @@ static void add_sequence(seq_acc *acc, const double *sums, int n_layer, const in
 }
 
 int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
-                    size_t max_batches, const int32_t *delim, int n_delim)
+                    size_t max_batches, const int32_t *delim, int n_delim,
+                    hs_progress_fn progress, void *progress_ctx)
 {
     const hs_model_config *c = &m->cfg;
     memset(p, 0, sizeof *p);
@@ -177,6 +178,8 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
             }
             add_sequence(&acc, seq, c->n_layer, c->n_head, T);
         }
+        if (!rc && progress)
+            progress(progress_ctx, bi + 1, nb);
     }
     if (!rc)
         finish(p, &acc, (long)(nb * B));

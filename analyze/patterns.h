@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "eval.h"
 #include "maps.h"
 #include "tokens.h"
 #include "weights.h"
@@ -34,9 +35,11 @@ typedef struct {
 
 void hs_patterns_free(hs_patterns *p);
 
-/* delim: token ids counted by `delim` (n_delim of them, may be 0). */
+/* delim: token ids counted by `delim` (n_delim of them, may be 0).
+ * progress (may be NULL): batches done of total. */
 int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
-                    size_t max_batches, const int32_t *delim, int n_delim);
+                    size_t max_batches, const int32_t *delim, int n_delim,
+                    hs_progress_fn progress, void *progress_ctx);
 
 /* The same statistics from a capture file's maps (captured queries only). */
 int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *delim, int n_delim);

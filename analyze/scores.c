@@ -89,7 +89,8 @@ static int on_maps(void *ctx, int layer, const hs_real *att, int B, int H, int L
     return HS_OK;
 }
 
-int hs_pattern_scores(hs_scores *s, const hs_model *m, const int32_t *tokens, int N, int T, int B)
+int hs_pattern_scores(hs_scores *s, const hs_model *m, const int32_t *tokens, int N, int T, int B,
+                      hs_progress_fn progress, void *progress_ctx)
 {
     const hs_model_config *c = &m->cfg;
     if (N < 1 || T < 2 || B < 1)
@@ -114,6 +115,8 @@ int hs_pattern_scores(hs_scores *s, const hs_model *m, const int32_t *tokens, in
         rc = hs_acts_set_batch(&a, rows);
         if (!rc)
             rc = hs_forward(&a, m, tokens + (size_t)n0 * 2 * T, NULL, &hooks);
+        if (!rc && progress)
+            progress(progress_ctx, (size_t)(n0 / B + 1), (size_t)((N + B - 1) / B));
     }
     for (int k = 0; !rc && k < HS_SCORE_KINDS; k++)
         for (int l = 0; l < c->n_layer; l++)
@@ -225,7 +228,8 @@ static int second_half_loss(double *per_seq, const hs_model *m, hs_acts *a, cons
 
 int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32_t *tokens, int N,
                               int T, int B, const hs_scores *s, int k, int draws,
-                              unsigned long long seed, double *random_delta)
+                              unsigned long long seed, double *random_delta,
+                              hs_progress_fn progress, void *progress_ctx)
 {
     const hs_model_config *c = &m->cfg;
     int total = 0;
@@ -280,11 +284,15 @@ int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32
         ALL_ON();
         rc = second_half_loss(clean, m, &a, tokens, N, T, B, (const hs_real *const *)gates, in, tg);
     }
+    if (!rc && progress)
+        progress(progress_ctx, 1, (size_t)draws + 2);
     if (!rc) {
         for (int i = 0; i < k; i++)
             gates[r->layer[i]][r->head[i]] = 0;
         rc = second_half_loss(off, m, &a, tokens, N, T, B, (const hs_real *const *)gates, in, tg);
     }
+    if (!rc && progress)
+        progress(progress_ctx, 2, (size_t)draws + 2);
     double sum = 0, sumsq = 0, base = 0;
     for (int i = 0; !rc && i < N; i++) {
         double d = off[i] - clean[i];
@@ -317,6 +325,8 @@ int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32
         for (int i = 0; !rc && i < N; i++)
             delta += off[i] - clean[i];
         rand_delta[d] = delta / N;
+        if (!rc && progress)
+            progress(progress_ctx, (size_t)d + 3, (size_t)draws + 2);
     }
 #undef ALL_ON
     if (!rc) {

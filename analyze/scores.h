@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "eval.h"
 #include "tokens.h"
 #include "weights.h"
 
@@ -31,7 +32,9 @@ void hs_scores_free(hs_scores *s);
 void hs_repeated_sequences(int32_t *tokens, int N, int T, int V, unsigned long long seed);
 
 /* Scores of m on tokens (N, 2T), forwards of B rows at a time. */
-int hs_pattern_scores(hs_scores *s, const hs_model *m, const int32_t *tokens, int N, int T, int B);
+/* progress (may be NULL): batches done of total. */
+int hs_pattern_scores(hs_scores *s, const hs_model *m, const int32_t *tokens, int N, int T, int B,
+                      hs_progress_fn progress, void *progress_ctx);
 
 /* copying[l * HS_SCORE_MAX_HEADS + h] = sum Re(lambda) / sum |lambda| over the
  * eigenvalues of W_O^h W_U W_E W_V^h (dh x dh; the nonzero spectrum of the
@@ -45,7 +48,8 @@ int hs_copying_scores(double *copying, const hs_model *m);
  * times). beats: the targeted increase lies beyond the random draws' spread
  * (above their mean by more than their standard deviation) and is itself
  * larger than two standard errors over sequences. random_delta (NULL, or
- * room for draws values) gets each draw's increase, in draw order. */
+ * room for draws values) gets each draw's increase, in draw order.
+ * progress (may be NULL): passes over the sequences done of 2 + draws. */
 typedef struct {
     int k, draws;
     int layer[64], head[64]; /* the targeted heads */
@@ -58,7 +62,8 @@ typedef struct {
 
 int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32_t *tokens, int N,
                               int T, int B, const hs_scores *s, int k, int draws,
-                              unsigned long long seed, double *random_delta);
+                              unsigned long long seed, double *random_delta,
+                              hs_progress_fn progress, void *progress_ctx);
 
 /* The claim "these are induction heads": the causal check beats the random
  * draws (cc->beats) and every targeted head's induction score exceeds the

@@ -182,7 +182,7 @@ int main(int argc, char **argv)
     if (hs_importance_alloc(&imp, &m.cfg))
         die("importance");
     t0 = now_s();
-    if (hs_importance_compute(&imp, &m, &tok, B, T, nb, NULL, NULL))
+    if (hs_importance_compute(&imp, &m, &tok, B, T, nb, NULL, NULL, NULL, NULL))
         die("importance");
     double importance_s = now_s() - t0;
     hs_importance_free(&imp);

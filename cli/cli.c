@@ -159,6 +159,13 @@ void progress_update(progress *p, long done, const char *extra)
     fflush(stderr);
 }
 
+void progress_cb(void *bar, size_t done, size_t total)
+{
+    progress *p = bar;
+    p->total = (long)total;
+    progress_update(p, (long)done, NULL);
+}
+
 void progress_finish(progress *p)
 {
     if (p->enabled)

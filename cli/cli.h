@@ -57,6 +57,8 @@ void progress_start(progress *p, const char *label, long total);
 /* extra: text after the counts (e.g. "loss 3.21, 12,000 tok/s"). */
 void progress_update(progress *p, long done, const char *extra);
 void progress_finish(progress *p);
+/* An hs_progress_fn over a progress bar (ctx): sets its total, draws done. */
+void progress_cb(void *bar, size_t done, size_t total);
 double now_seconds(void);
 
 /* SIGINT/SIGTERM set this; long commands poll it and stop cleanly. */

@@ -124,13 +124,6 @@ static int parse_flags(const char *s, unsigned char *flags, int limit)
     return n;
 }
 
-static void progress_cb(void *ctx, size_t done, size_t total)
-{
-    progress *p = ctx;
-    p->total = (long)total;
-    progress_update(p, (long)done, NULL);
-}
-
 /* ---- ablate ------------------------------------------------------------------ */
 
 typedef struct {
@@ -343,9 +336,12 @@ int cmd_importance(int argc, char **argv)
     hs_importance imp;
     double t0 = now_seconds();
     rc = hs_importance_alloc(&imp, &a.m.cfg);
+    progress bar;
+    progress_start(&bar, "importance", 0);
     if (!rc)
         rc = hs_importance_compute(&imp, &a.m, &a.tok, a.B, a.T, (size_t)a.max_batches, NULL,
-                                   &cli_stop_requested);
+                                   &cli_stop_requested, progress_cb, &bar);
+    progress_finish(&bar);
     if (!rc)
         rc = record_importance(&a, &imp);
     double secs = now_seconds() - t0;
@@ -377,15 +373,20 @@ typedef struct {
     analysis *a;
     hs_curve_point pts[1024];
     int npts, json;
+    progress bar; /* over the steps */
 } prune_ctx;
 
 static int prune_step(void *ctx, int step, int pruned, double fraction, double loss,
                       double stderr_loss)
 {
     prune_ctx *p = ctx;
-    if (!p->json)
-        fprintf(stderr, "step %d: %d heads pruned (%.1f%%), validation loss %.4f ± %.4f\n", step,
-                pruned, 100 * fraction, loss, stderr_loss);
+    char line[128];
+    snprintf(line, sizeof line, "step %d: %d heads pruned (%.1f%%), validation loss %.4f ± %.4f",
+             step, pruned, 100 * fraction, loss, stderr_loss);
+    if (p->bar.enabled)
+        progress_update(&p->bar, step, line);
+    else if (!p->json)
+        fprintf(stderr, "%s\n", line);
     hs_curve_point pt = { step, fraction, loss };
     if (p->npts < 1024)
         p->pts[p->npts++] = pt;
@@ -493,8 +494,11 @@ int cmd_prune(int argc, char **argv)
                          .val = val ? &vtok : NULL, .stop = &cli_stop_requested,
                          .on_step = prune_step, .ctx = &pc };
     int n_pruned = 0;
+    /* steps: 0 (unpruned), then one per step_percent up to max_percent */
+    progress_start(&pc.bar, "prune", (long)ceil(max_percent / step_percent - 1e-9));
     if (!rc)
         rc = hs_prune(&a.m, &a.tok, &po, pruned, &n_pruned);
+    progress_finish(&pc.bar);
     /* The final mask: pruned = 0/1 for every head. */
     int total = 0;
     for (int l = 0; l < c->n_layer; l++)
@@ -688,10 +692,15 @@ int cmd_induction(int argc, char **argv)
     }
     if (!rc)
         rc = hs_scores_alloc(&sc, c);
+    progress bar;
+    progress_start(&bar, "induction: scores", 0);
     if (!rc)
-        rc = hs_pattern_scores(&s, &m, tok, samples, T, B);
+        rc = hs_pattern_scores(&s, &m, tok, samples, T, B, progress_cb, &bar);
+    progress_finish(&bar);
+    progress_start(&bar, "induction: control", 0);
     if (!rc)
-        rc = hs_pattern_scores(&sc, &ctrl, tok, samples, T, B);
+        rc = hs_pattern_scores(&sc, &ctrl, tok, samples, T, B, progress_cb, &bar);
+    progress_finish(&bar);
     if (!rc)
         rc = hs_copying_scores(cop, &m);
     if (!rc)
@@ -710,9 +719,12 @@ int cmd_induction(int argc, char **argv)
     hs_curve_point *draw_pts = rc ? NULL : hs_calloc((size_t)draws, sizeof *draw_pts, "draws");
     if (!rc && (!draw_delta || !draw_pts))
         rc = HS_ENOMEM;
+    progress_start(&bar, "induction: causal check", 0);
     if (!rc)
         rc = hs_induction_causal_check(&cc, &m, tok, samples, T, B, &s, k, draws,
-                                       (unsigned long long)seed + 17, draw_delta);
+                                       (unsigned long long)seed + 17, draw_delta, progress_cb,
+                                       &bar);
+    progress_finish(&bar);
     if (!rc) {
         int n = score_rows(rows, names[0], c, &s, cop, "");
         n += score_rows(rows + n, names[1], c, &sc, cop_ctrl, "_control");
@@ -891,7 +903,11 @@ int cmd_patterns(int argc, char **argv)
     } else {
         if ((rc = analysis_load(&a)) || (rc = analysis_start(&a, "patterns", argc, argv)))
             return rc;
-        rc = hs_patterns_run(&pt, &a.m, &a.tok, a.B, a.T, (size_t)a.max_batches, delim, n_delim);
+        progress bar;
+        progress_start(&bar, "patterns", 0);
+        rc = hs_patterns_run(&pt, &a.m, &a.tok, a.B, a.T, (size_t)a.max_batches, delim, n_delim,
+                             progress_cb, &bar);
+        progress_finish(&bar);
     }
     hs_metric_row *rows = NULL;
     int n = 0;
@@ -935,6 +951,8 @@ typedef struct {
     hs_curve_point pts[64];
     int npts;
     long tokens_per_step;
+    progress *bar;
+    long steps_before; /* of the earlier runs of the experiment */
 } hc_ctx;
 
 static void hc_flush(hc_ctx *h)
@@ -951,11 +969,14 @@ static void hc_step(void *ctx, long step, double loss, double lr)
     h->pts[h->npts++] = (hs_curve_point){ step, (double)step * h->tokens_per_step, loss };
     if (h->npts == 64)
         hc_flush(h);
+    progress_update(h->bar, h->steps_before + step, h->curve);
 }
 
 int cmd_experiment(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "head-count"))
+    /* `help experiment` (argv[1] "--help") shows head-count's options */
+    const int help = argc >= 2 && !strcmp(argv[1], "--help");
+    if (argc < 2 || (strcmp(argv[1], "head-count") && !help))
         return usage_error("experiment", "the experiment is 'head-count'");
     const char *preset = "attn-only", *data = NULL, *val = NULL, *db = NULL;
     const char *heads_s = "1,2,4", *seeds_s = "1,2,3";
@@ -978,8 +999,8 @@ int cmd_experiment(int argc, char **argv)
     };
     const char *overrides[64];
     int nover = 0;
-    int rc = opts_parse("experiment", o, (int)(sizeof o / sizeof o[0]), argc - 1, argv + 1,
-                        overrides, 64, &nover);
+    int rc = opts_parse("experiment", o, (int)(sizeof o / sizeof o[0]), argc - !help,
+                        argv + !help, overrides, 64, &nover);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!data || !db)
@@ -1055,6 +1076,8 @@ int cmd_experiment(int argc, char **argv)
     hs_metric_row rows[64];
     int nrows = 0;
     static char names[32][48];
+    progress bar;
+    progress_start(&bar, "experiment", (long)ns * nh * steps);
     for (int s = 0; !rc && s < ns; s++) {
         /* Shared initial weights: with dh = d/H every tensor has the same shape
          * for every head count, so one initialisation serves them all. */
@@ -1071,7 +1094,7 @@ int cmd_experiment(int argc, char **argv)
                              "to d_model / n_head)", heads[i]);
             if (!rc)
                 memcpy(m.params, init.params, sizeof(hs_real) * m.n_params);
-            hc_ctx hc = { &run, "", { { 0 } }, 0, (long)B * T };
+            hc_ctx hc = { &run, "", { { 0 } }, 0, (long)B * T, &bar, (long)(s * nh + i) * steps };
             snprintf(hc.curve, sizeof hc.curve, "train_loss_heads_%d_seed_%d", heads[i], seeds[s]);
             hs_train_opts to = { .B = B, .T = T, .steps = steps, .lr = lr, .on_step = hc_step,
                                  .ctx = &hc, .stop = &cli_stop_requested };
@@ -1086,14 +1109,15 @@ int cmd_experiment(int argc, char **argv)
                 if (s == 0)
                     ms[i] = forward_ms(&m, &vt, B, T);
                 if (!json)
-                    fprintf(stderr, "heads %d seed %d: validation loss %.4f\n", heads[i], seeds[s],
-                            er.loss);
+                    fprintf(stderr, "%sheads %d seed %d: validation loss %.4f\n",
+                            bar.enabled ? "\r\033[K" : "", heads[i], seeds[s], er.loss);
             }
             if (m.params)
                 hs_model_free(&m);
         }
         hs_model_free(&init);
     }
+    progress_finish(&bar);
     for (int i = 0; !rc && i < nh; i++) {
         double mean = 0, var = 0;
         for (int s = 0; s < ns; s++)

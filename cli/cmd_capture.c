@@ -51,11 +51,6 @@ static int next_batch(void *ctx, size_t i, int32_t *inputs)
     return HS_OK;
 }
 
-static void capture_progress(void *ctx, size_t done, size_t total)
-{
-    (void)total;
-    progress_update(ctx, (long)done, NULL);
-}
 
 int cmd_capture(int argc, char **argv)
 {
@@ -187,7 +182,7 @@ int cmd_capture(int argc, char **argv)
     hs_map_sink sink = hs_maps_sink(w);
     progress bar;
     progress_start(&bar, "capture", (long)nb);
-    hs_record_opts ro = { B, T, nb, layer_on, &cli_stop_requested, capture_progress, &bar };
+    hs_record_opts ro = { B, T, nb, layer_on, &cli_stop_requested, progress_cb, &bar };
     double t0 = now_seconds();
     rc = targets ? hs_record(&m, next_batch, &src, &sink, &ro) : HS_ENOMEM;
     double secs = now_seconds() - t0;

@@ -147,16 +147,6 @@ int cmd_tokens(int argc, char **argv)
 
 /* ---- eval ----------------------------------------------------------------- */
 
-typedef struct {
-    progress bar;
-} eval_ctx;
-
-static void eval_progress(void *ctx, size_t done, size_t total)
-{
-    eval_ctx *e = ctx;
-    (void)total;
-    progress_update(&e->bar, (long)done, NULL);
-}
 
 int cmd_eval(int argc, char **argv)
 {
@@ -194,13 +184,13 @@ int cmd_eval(int argc, char **argv)
         hs_model_free(&m);
         return run_error("eval");
     }
-    eval_ctx ctx;
-    progress_start(&ctx.bar, "eval", (long)hs_batch_count(&tok, B, T));
-    if (max_batches && max_batches < ctx.bar.total)
-        ctx.bar.total = max_batches;
+    progress bar;
+    progress_start(&bar, "eval", (long)hs_batch_count(&tok, B, T));
+    if (max_batches && max_batches < bar.total)
+        bar.total = max_batches;
     hs_eval_result r;
-    rc = hs_evaluate(&r, &m, &tok, B, T, (size_t)max_batches, NULL, eval_progress, &ctx);
-    progress_finish(&ctx.bar);
+    rc = hs_evaluate(&r, &m, &tok, B, T, (size_t)max_batches, NULL, progress_cb, &bar);
+    progress_finish(&bar);
     hs_tokens_free(&tok);
     hs_model_free(&m);
     if (rc) {

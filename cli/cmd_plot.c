@@ -456,7 +456,7 @@ int plot_causal(const char *db, long long run_id, const char *out)
 int cmd_plot(int argc, char **argv)
 {
     const char *maps = NULL, *db = NULL, *out = NULL, *metric = NULL, *curve = NULL;
-    int layer = 0, head = 0, control = 0;
+    int layer = 0, head = 0, control = 0, json = 0;
     long seq = 0, run = 0;
     opt o[] = {
         { "--maps", OPT_STR, &maps, 0, "FILE.h5", "map file (plot map, plot grid)", 0 },
@@ -469,13 +469,14 @@ int cmd_plot(int argc, char **argv)
         { "--run", OPT_LONG, &run, 0, "ID", "run id (default: the latest with that name)", 0 },
         { "--control", OPT_FLAG, &control, 0, NULL, "plot scores: draw METRIC_control beside it", 0 },
         { "--out", OPT_STR, &out, 0, "FILE", "output; .svg gives SVG, anything else PNG", 0 },
+        { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
     };
     if (argc < 2 || argv[1][0] == '-') {
-        int rc = opts_parse("plot", o, 10, argc, argv, NULL, 0, NULL);
+        int rc = opts_parse("plot", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
         return rc < 0 ? 0 : usage_error("plot", "a kind is required: map, grid, scores, curve or causal");
     }
     const char *kind = argv[1];
-    int rc = opts_parse("plot", o, 10, argc - 1, argv + 1, NULL, 0, NULL);
+    int rc = opts_parse("plot", o, (int)(sizeof o / sizeof o[0]), argc - 1, argv + 1, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!out)
@@ -499,6 +500,14 @@ int cmd_plot(int argc, char **argv)
     }
     if (rc)
         return run_error("plot");
-    printf("wrote %s\n", out);
+    if (json) {
+        printf("{\"out\":");
+        json_string(stdout, out);
+        printf(",\"kind\":");
+        json_string(stdout, kind);
+        printf("}\n");
+    } else {
+        printf("wrote %s\n", out);
+    }
     return 0;
 }

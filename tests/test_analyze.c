@@ -142,7 +142,7 @@ static void importance_case(const char *name)
     load(&m, &tok, name);
     hs_importance imp;
     CU_ASSERT_EQUAL_FATAL(hs_importance_alloc(&imp, &m.cfg), HS_OK);
-    CU_ASSERT_EQUAL_FATAL(hs_importance_compute(&imp, &m, &tok, B, T, 0, NULL, NULL), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_importance_compute(&imp, &m, &tok, B, T, 0, NULL, NULL, NULL, NULL), HS_OK);
     CU_ASSERT_EQUAL(imp.n, 4);
     fx_case fc;
     CU_ASSERT_EQUAL_FATAL(fx_load(&fc, HS_FIXTURE_DIR "/ablate_oracle.txt", name), 0);
@@ -291,7 +291,7 @@ static void scores_case(const char *name)
         seq[i] = (int32_t)tt->v[i];
     hs_scores sc;
     CU_ASSERT_EQUAL_FATAL(hs_scores_alloc(&sc, &m.cfg), HS_OK);
-    CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&sc, &m, seq, N, T, 2), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&sc, &m, seq, N, T, 2, NULL, NULL), HS_OK);
     double *cop = calloc((size_t)m.cfg.n_layer * HS_SCORE_MAX_HEADS, sizeof(double));
     CU_ASSERT_EQUAL_FATAL(hs_copying_scores(cop, &m), HS_OK);
     const char *names[HS_SCORE_KINDS] = { "induction", "duplicate_token", "prev_token" };
@@ -391,7 +391,7 @@ static void test_planted_heads_are_found_and_named_by_the_causal_check(void)
     planted_sequences(seq, N, T);
     hs_scores sc;
     CU_ASSERT_EQUAL_FATAL(hs_scores_alloc(&sc, &m.cfg), HS_OK);
-    CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&sc, &m, seq, N, T, 4), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&sc, &m, seq, N, T, 4, NULL, NULL), HS_OK);
     const double prev00 = sc.value[HS_SCORE_PREV][0], ind10 = sc.value[HS_SCORE_INDUCTION][HS_SCORE_MAX_HEADS];
     printf("\n    prev_token L0H0 %.3f (L0H1 %.3f); induction L1H0 %.3f (L1H1 %.3f, L0H0 %.3f)", prev00,
            sc.value[HS_SCORE_PREV][1], ind10, sc.value[HS_SCORE_INDUCTION][HS_SCORE_MAX_HEADS + 1],
@@ -402,7 +402,7 @@ static void test_planted_heads_are_found_and_named_by_the_causal_check(void)
     CU_ASSERT(sc.value[HS_SCORE_INDUCTION][0] < 0.5);
 
     hs_causal_check cc;
-    CU_ASSERT_EQUAL_FATAL(hs_induction_causal_check(&cc, &m, seq, N, T, 4, &sc, 1, 20, 5, NULL), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_induction_causal_check(&cc, &m, seq, N, T, 4, &sc, 1, 20, 5, NULL, NULL, NULL), HS_OK);
     printf("\n    causal: top head L%dH%d, loss +%.3f vs random +%.3f +- %.3f -> %s", cc.layer[0],
            cc.head[0], cc.targeted, cc.random_mean, cc.random_std, cc.beats ? "beats" : "does not");
     CU_ASSERT_EQUAL(cc.layer[0], 1);
@@ -414,11 +414,11 @@ static void test_planted_heads_are_found_and_named_by_the_causal_check(void)
     build_planted(&ctrl);
     hs_model_init_random(&ctrl, 11);
     CU_ASSERT_EQUAL_FATAL(hs_scores_alloc(&scc, &ctrl.cfg), HS_OK);
-    CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&scc, &ctrl, seq, N, T, 8), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&scc, &ctrl, seq, N, T, 8, NULL, NULL), HS_OK);
     CU_ASSERT_EQUAL(hs_induction_established(&cc, &sc, &scc), 1);
     /* and the same check of the control against itself cannot establish it */
     hs_causal_check cc_ctrl;
-    CU_ASSERT_EQUAL_FATAL(hs_induction_causal_check(&cc_ctrl, &ctrl, seq, N, T, 4, &scc, 1, 20, 5, NULL),
+    CU_ASSERT_EQUAL_FATAL(hs_induction_causal_check(&cc_ctrl, &ctrl, seq, N, T, 4, &scc, 1, 20, 5, NULL, NULL, NULL),
                           HS_OK);
     CU_ASSERT_EQUAL(hs_induction_established(&cc_ctrl, &scc, &scc), 0);
     hs_scores_free(&scc);
@@ -439,7 +439,7 @@ static void test_random_init_model_scores_near_chance(void)
     hs_repeated_sequences(seq, N, T, PV, 3);
     hs_scores sc;
     CU_ASSERT_EQUAL_FATAL(hs_scores_alloc(&sc, &m.cfg), HS_OK);
-    CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&sc, &m, seq, N, T, 8), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&sc, &m, seq, N, T, 8, NULL, NULL), HS_OK);
     double chance_ind = 0, chance_prev = 0;
     for (int i = 0; i < T - 1; i++)
         chance_ind += 1.0 / (T + i + 1) / (T - 1);
@@ -476,7 +476,7 @@ static void test_row_wise_patterns_equal_full_maps_and_capture_file(void)
     load(&m, &tok, "llama_gqa");
     const int32_t delim[2] = { 3, 7 };
     hs_patterns rw, ff;
-    CU_ASSERT_EQUAL_FATAL(hs_patterns_run(&rw, &m, &tok, B, T, 0, delim, 2), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_patterns_run(&rw, &m, &tok, B, T, 0, delim, 2, NULL, NULL), HS_OK);
     CU_ASSERT_EQUAL(rw.n, 4);
 
     /* full maps, statistics written out directly from the definitions */

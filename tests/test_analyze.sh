@@ -660,6 +660,37 @@ plot_scores() {
 }
 
 
+# ---- progress ----------------------------------------------------------------------
+
+# Every long command draws a bar with rate and ETA when stderr is a terminal
+# (script(1) gives it one) and none otherwise.
+progress_on_terminal() {
+    command -v script >/dev/null || bad "script (util-linux) is required" || return 1
+    long_setup || return 1
+    local M="$LONG_MODEL" D="$LONG_BIN" cmd
+    local cmds=(
+        "train --preset attn-only d_model=16 --data $D --out t --steps 3 --batch 2 --seq-len 16"
+        "eval --model $M --data $D --batch 2 --seq-len 16"
+        "capture --model $M --data $D --out m.h5 --batch 2 --seq-len 16 --max-batches 2"
+        "ablate --model $M --data $D --db p.db --batch 2 --seq-len 16 --max-batches 2"
+        "importance --model $M --data $D --db p.db --batch 2 --seq-len 16 --max-batches 2"
+        "prune --model $M --data $D --db p.db --batch 2 --seq-len 16 --max-batches 2 --step-percent 50"
+        "induction --model $M --db p.db --seq-len 8 --samples 4"
+        "patterns --model $M --data $D --db p.db --batch 2 --seq-len 16 --max-batches 2"
+        "experiment head-count --preset attn-only d_model=16 --data $D --db p.db --heads 1,2 --seeds 1 --steps 3 --batch 2 --seq-len 16")
+    for cmd in "${cmds[@]}"; do
+        rm -rf t m.h5
+        # shellcheck disable=SC2086
+        script -qec "$HS $cmd --threads 1" /dev/null >tty.txt 2>&1 || bad "$cmd failed on a terminal: $(tail -c 300 tty.txt)" || return 1
+        grep -q 'ETA' tty.txt || bad "no progress bar on a terminal: $cmd" || return 1
+        rm -rf t m.h5
+        # shellcheck disable=SC2086
+        hs $cmd --threads 1
+        expect_rc 0 "$cmd" || return 1
+        if grep -q 'ETA' err.txt; then bad "progress drawn into a file: $cmd"; return 1; fi
+    done
+}
+
 # ---- the report -------------------------------------------------------------------
 
 report_page() {
@@ -789,5 +820,5 @@ experiment_head_count() {
 }
 
 run_checks ablate_records ablate_fast_equals_naive resume_after_kill concurrent_writers importance_records \
-    prune_curve structural_out bad_input plot_scores report_page induction_records patterns_model_equals_maps \
+    prune_curve structural_out bad_input plot_scores progress_on_terminal report_page induction_records patterns_model_equals_maps \
     experiment_head_count

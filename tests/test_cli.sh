@@ -292,6 +292,14 @@ help_text() {
         expect_rc 0 "$c --help" || return 1
         expect_grep "$OUT" "usage: headscope $c" "$c --help" || return 1
     done
+    # every command documents its options, --json among them, and an example
+    for c in info tokens train eval capture maps plot ablate importance prune induction patterns \
+        experiment report kv-bytes; do
+        hs help "$c"
+        expect_rc 0 "help $c" || return 1
+        expect_grep "$OUT" "--json" "help $c" || return 1
+        expect_grep "$OUT" "example: headscope $c" "help $c" || return 1
+    done
     hs help train
     expect_grep "$OUT" "--steps N" "help train" || return 1
     expect_grep "$OUT" "example: headscope train" "help train" || return 1
