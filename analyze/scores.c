@@ -390,7 +390,7 @@ int hs_icl_score(double *icl, double *stderr_icl, long *n, const hs_model *m,
 }
 
 int hs_induction_established(const hs_causal_check *cc, const hs_scores *s,
-                             const hs_scores *control)
+                             const hs_scores *control, double min_score)
 {
     if (!cc->beats)
         return 0;
@@ -400,7 +400,7 @@ int hs_induction_established(const hs_causal_check *cc, const hs_scores *s,
         const double se = sqrt(s->stderr_value[HS_SCORE_INDUCTION][j] * s->stderr_value[HS_SCORE_INDUCTION][j] +
                                control->stderr_value[HS_SCORE_INDUCTION][j] *
                                    control->stderr_value[HS_SCORE_INDUCTION][j]);
-        if (!(d > 2 * se))
+        if (!(d > 2 * se) || !(s->value[HS_SCORE_INDUCTION][j] >= min_score))
             return 0;
     }
     return 1;

@@ -66,11 +66,12 @@ int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32
                               hs_progress_fn progress, void *progress_ctx);
 
 /* The claim "these are induction heads": the causal check beats the random
- * draws (cc->beats) and every targeted head's induction score exceeds the
- * same head's score in the random-init control by more than two combined
- * standard errors. Returns 1 when both hold. */
+ * draws (cc->beats), and every targeted head's induction score is at least
+ * min_score and exceeds the same head's score in the random-init control by
+ * more than two combined standard errors (a significant but tiny excess over
+ * chance is no induction head). Returns 1 when all hold. */
 int hs_induction_established(const hs_causal_check *cc, const hs_scores *s,
-                             const hs_scores *control);
+                             const hs_scores *control, double min_score);
 
 /* In-context learning score (SPEC §5): mean loss at position `late` minus
  * mean loss at position `early` (both clipped to T-1) over the evaluation

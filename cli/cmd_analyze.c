@@ -610,6 +610,7 @@ int cmd_induction(int argc, char **argv)
     int T = 0, samples = 64, B = 8, threads = 0, json = 0, k = 1, draws = 20, icl_T = 0;
     int early = 50, late = 500;
     long seed = 1;
+    double min_score = 0.4;
     opt o[] = {
         { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory", 0 },
         { "--db", OPT_STR, &db, 0, "FILE", "SQLite index for the scores", 0 },
@@ -623,6 +624,7 @@ int cmd_induction(int argc, char **argv)
         { "--early", OPT_INT, &early, 0, "P", "ICL: the early position", 0 },
         { "--late", OPT_INT, &late, 1, "P", "ICL: the late position", 0 },
         { "--random-draws", OPT_INT, &draws, 2, "D", "random sets of K heads to compare with", 0 },
+        { "--min-score", OPT_DOUBLE, &min_score, 0, "S", "induction score a head needs for the claim", 0 },
         { "--threads", OPT_INT, &threads, 0, "N", "threads (0: OpenMP's default)", 0 },
         { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
     };
@@ -738,7 +740,7 @@ int cmd_induction(int argc, char **argv)
                                      cc.random_std, draws };
         for (int i = 0; i < cc.k; i++)
             rows[n++] = (hs_metric_row){ cc.layer[i], cc.head[i], "causal_top_k", 1, 0, cc.k };
-        established = hs_induction_established(&cc, &s, &sc);
+        established = hs_induction_established(&cc, &s, &sc, min_score);
         rows[n++] = (hs_metric_row){ -1, -1, "induction_established", established, 0, cc.k };
         if (data) { /* model-wide ICL score of the model and of its control */
             double v, se;
@@ -805,8 +807,8 @@ int cmd_induction(int argc, char **argv)
             printf("\n");
         } else if (cc.beats) {
             printf("not established: the top heads' ablation hurts beyond the random draws' "
-                   "spread, but their induction score does not exceed the random-init "
-                   "control's by two standard errors\n");
+                   "spread, but their induction score is below --min-score %.2f or within two "
+                   "standard errors of the random-init control's\n", min_score);
         } else {
             printf("not established: ablating the top heads does not hurt beyond the random "
                    "draws' spread\n");

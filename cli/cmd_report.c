@@ -249,8 +249,8 @@ static void section_induction(report *r, long long run, long long ablate_run, lo
     else
         fprintf(f, "<b>Not established</b> for the top heads by induction score (%s): the claim "
                    "needs their ablation to raise the loss beyond the spread of random ablations "
-                   "<i>and</i> their score to exceed the random-init control's by two standard "
-                   "errors. ", heads);
+                   "<i>and</i> their score to reach <code>--min-score</code> (default 0.4) and "
+                   "exceed the random-init control's by two standard errors. ", heads);
     fprintf(f, "Gating %s off raises the loss on the second half of repeated random sequences "
                "(%.3f nats clean) by %+.3f &plusmn; %.3f (standard error over sequences); gating as "
                "many randomly drawn other heads off raises it by %+.3f &plusmn; %.3f (mean &plusmn; "

@@ -36,6 +36,8 @@ int hs_config_check(const hs_model_config *c)
         return hs_fail(HS_EINVAL, "config: d_ff=%d must be positive with an MLP", c->d_ff);
     if (!(c->norm_eps > 0))
         return hs_fail(HS_EINVAL, "config: norm_eps=%g must be positive", c->norm_eps);
+    if (!(c->init_std > 0) || c->init_std > 10)
+        return hs_fail(HS_EINVAL, "config: initializer_range=%g must be in (0, 10]", c->init_std);
     if (c->pos == HS_POS_ROPE && !(c->rope_theta > 0))
         return hs_fail(HS_EINVAL, "config: rope_theta=%g must be positive", c->rope_theta);
     for (int l = 0; l < c->n_layer; l++) {
@@ -171,6 +173,7 @@ static int parse_gpt2(hs_model_config *c, const reader *r)
         (rc = get_int(r, "n_positions", 0, 1024, &c->n_ctx)) ||
         (rc = get_int(r, "n_inner", 0, 0, &n_inner)) ||
         (rc = get_double(r, "layer_norm_epsilon", 1e-5, &c->norm_eps)) ||
+        (rc = get_double(r, "initializer_range", 0.02, &c->init_std)) ||
         (rc = get_bool(r, "tie_word_embeddings", 1, &c->tie_embeddings)))
         return rc;
     if (c->n_layer < 1 || c->n_layer > HS_MAX_LAYERS)
@@ -206,6 +209,7 @@ static int parse_llama(hs_model_config *c, const reader *r)
         (rc = get_int(r, "intermediate_size", 1, 0, &c->d_ff)) ||
         (rc = get_int(r, "max_position_embeddings", 0, 2048, &c->n_ctx)) ||
         (rc = get_double(r, "rms_norm_eps", 1e-6, &c->norm_eps)) ||
+        (rc = get_double(r, "initializer_range", 0.02, &c->init_std)) ||
         (rc = get_double(r, "rope_theta", 10000.0, &c->rope_theta)) ||
         (rc = get_bool(r, "tie_word_embeddings", 0, &c->tie_embeddings)) ||
         (rc = get_bool(r, "attention_bias", 0, &c->attn_bias)) ||
@@ -255,6 +259,7 @@ static int parse_headscope(hs_model_config *c, const reader *r)
         (rc = get_choice(r, "norm", norm, 2, 0, &n)) ||
         (rc = get_choice(r, "norm_position", where, 2, 0, &w)) ||
         (rc = get_double(r, "norm_eps", 1e-5, &c->norm_eps)) ||
+        (rc = get_double(r, "initializer_range", 0.02, &c->init_std)) ||
         (rc = get_bool(r, "final_norm", 1, &c->final_norm)) ||
         (rc = get_choice(r, "mlp", mlp, 3, 0, &m)) ||
         (rc = get_bool(r, "attn_bias", 0, &c->attn_bias)) ||
@@ -363,6 +368,7 @@ char *hs_config_to_json(const hs_model_config *c)
             cJSON_AddNumberToObject(o, "n_inner", c->d_ff);
         cJSON_AddStringToObject(o, "activation_function", "gelu_new");
         cJSON_AddNumberToObject(o, "layer_norm_epsilon", c->norm_eps);
+        cJSON_AddNumberToObject(o, "initializer_range", c->init_std);
         cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
     } else if (c->family == HS_FAMILY_LLAMA) {
         cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
@@ -376,6 +382,7 @@ char *hs_config_to_json(const hs_model_config *c)
         cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
         cJSON_AddNumberToObject(o, "max_position_embeddings", c->n_ctx);
         cJSON_AddNumberToObject(o, "rms_norm_eps", c->norm_eps);
+        cJSON_AddNumberToObject(o, "initializer_range", c->init_std);
         cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
         cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
         cJSON_AddBoolToObject(o, "attention_bias", c->attn_bias);
@@ -397,6 +404,7 @@ char *hs_config_to_json(const hs_model_config *c)
         cJSON_AddStringToObject(o, "norm", norm[c->norm]);
         cJSON_AddStringToObject(o, "norm_position", c->post_norm ? "post" : "pre");
         cJSON_AddNumberToObject(o, "norm_eps", c->norm_eps);
+        cJSON_AddNumberToObject(o, "initializer_range", c->init_std);
         cJSON_AddBoolToObject(o, "final_norm", c->final_norm);
         cJSON_AddStringToObject(o, "mlp", mlp[c->mlp]);
         cJSON_AddNumberToObject(o, "d_ff", c->d_ff);
@@ -423,6 +431,7 @@ int hs_config_preset(hs_model_config *c, const char *name)
     c->d_model = 64;
     c->n_ctx = 256;
     c->norm_eps = 1e-5;
+    c->init_std = 0.02;
     c->rope_theta = 10000.0;
     c->final_norm = 1;
     c->norm_bias = 1;

@@ -29,6 +29,7 @@ typedef struct {
     hs_norm_kind norm;
     int post_norm;                 /* 0: x + f(norm(x)); 1: norm(x + f(x)) */
     double norm_eps;
+    double init_std;               /* initializer_range: std of random weights (0.02) */
     int final_norm;                /* ln_f before the unembedding */
     hs_mlp_kind mlp;
     int d_ff;                      /* F */

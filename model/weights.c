@@ -181,7 +181,9 @@ void hs_model_init_random(hs_model *m, unsigned long long seed)
 {
     hs_rng r;
     hs_rng_seed(&r, seed);
-    const double residual_std = 0.02 / sqrt(2.0 * m->cfg.n_layer);
+    /* GPT-2's scheme: N(0, initializer_range), the projections into the
+     * residual stream scaled by 1/sqrt(2 L) */
+    const double std = m->cfg.init_std, residual_std = std / sqrt(2.0 * m->cfg.n_layer);
     for (int i = 0; i < m->n_tensors; i++) {
         const hs_tensor_info *t = &m->tensors[i];
         hs_real *p = m->params + t->offset;
@@ -194,7 +196,7 @@ void hs_model_init_random(hs_model *m, unsigned long long seed)
                                                               ends_with(t->name, "mlp.proj.weight") ||
                                                               ends_with(t->name, "down_proj.weight")
                                                           ? residual_std
-                                                          : 0.02));
+                                                          : std));
         }
     }
 }

@@ -415,12 +415,13 @@ static void test_planted_heads_are_found_and_named_by_the_causal_check(void)
     hs_model_init_random(&ctrl, 11);
     CU_ASSERT_EQUAL_FATAL(hs_scores_alloc(&scc, &ctrl.cfg), HS_OK);
     CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&scc, &ctrl, seq, N, T, 8, NULL, NULL), HS_OK);
-    CU_ASSERT_EQUAL(hs_induction_established(&cc, &sc, &scc), 1);
+    CU_ASSERT_EQUAL(hs_induction_established(&cc, &sc, &scc, 0.4), 1);
+    CU_ASSERT_EQUAL(hs_induction_established(&cc, &sc, &scc, 0.99), 0); /* ind10 is 0.93 */
     /* and the same check of the control against itself cannot establish it */
     hs_causal_check cc_ctrl;
     CU_ASSERT_EQUAL_FATAL(hs_induction_causal_check(&cc_ctrl, &ctrl, seq, N, T, 4, &scc, 1, 20, 5, NULL, NULL, NULL),
                           HS_OK);
-    CU_ASSERT_EQUAL(hs_induction_established(&cc_ctrl, &scc, &scc), 0);
+    CU_ASSERT_EQUAL(hs_induction_established(&cc_ctrl, &scc, &scc, 0), 0);
     hs_scores_free(&scc);
     hs_model_free(&ctrl);
     hs_scores_free(&sc);

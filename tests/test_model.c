@@ -254,6 +254,42 @@ static void test_eval_loss_and_stderr_match_reference(void)
     fx_free(&fc);
 }
 
+static double sample_std(const hs_real *x, size_t n)
+{
+    double sum = 0, sumsq = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += x[i], sumsq += (double)x[i] * x[i];
+    return sqrt((sumsq - sum * sum / n) / (n - 1));
+}
+
+/* initializer_range sets the std of the random weights (GPT-2's scheme: the
+ * projections into the residual stream scaled by 1/sqrt(2 L)), and survives
+ * a config round trip; nonsense values are refused. */
+static void test_initializer_range_sets_the_random_init_scale(void)
+{
+    hs_model_config c;
+    CU_ASSERT_EQUAL_FATAL(hs_config_preset(&c, "attn-only"), HS_OK);
+    CU_ASSERT_DOUBLE_EQUAL(c.init_std, 0.02, 0);
+    CU_ASSERT_EQUAL_FATAL(hs_config_override(&c, "initializer_range=0.1"), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_config_override(&c, "d_model=128"), HS_OK);
+    hs_model m;
+    CU_ASSERT_EQUAL_FATAL(hs_model_init(&m, &c), HS_OK);
+    hs_model_init_random(&m, 3);
+    const double wte = sample_std(m.w.wte, (size_t)c.vocab_size * c.d_model);
+    const double wo = sample_std(m.w.layer[0].attn.w_o, (size_t)c.d_model * c.d_model);
+    printf("\n    std wte %.4f (want 0.1), o_proj %.4f (want %.4f)", wte, wo, 0.1 / sqrt(2.0 * c.n_layer));
+    CU_ASSERT(fabs(wte - 0.1) < 0.005);
+    CU_ASSERT(fabs(wo - 0.1 / sqrt(2.0 * c.n_layer)) < 0.003);
+    char *json = hs_config_to_json(&m.cfg);
+    hs_model_config back;
+    CU_ASSERT_EQUAL_FATAL(hs_config_parse(&back, json, "round trip"), HS_OK);
+    CU_ASSERT_DOUBLE_EQUAL(back.init_std, 0.1, 0);
+    free(json);
+    hs_model_free(&m);
+    CU_ASSERT_NOT_EQUAL(hs_config_override(&c, "initializer_range=0"), HS_OK);
+    CU_ASSERT_NOT_EQUAL(hs_config_override(&c, "initializer_range=-1"), HS_OK);
+}
+
 static void test_save_load_round_trip_is_bit_exact(void)
 {
     const char *names[] = { "gpt2_tiny", "llama_gqa", "llama_mqa_tied", "hs_mixed", "hs_post_gelu",
@@ -305,6 +341,8 @@ int main(void)
           test_tinylm_head_count_fixture_reproduces_torch_losses },
         { "test_eval_loss_and_stderr_match_reference", test_eval_loss_and_stderr_match_reference },
         { "test_save_load_round_trip_is_bit_exact", test_save_load_round_trip_is_bit_exact },
+        { "test_initializer_range_sets_the_random_init_scale",
+          test_initializer_range_sets_the_random_init_scale },
     };
     return hs_run_tests("model_" HS_REAL_NAME, tests, HS_NTESTS(tests));
 }
