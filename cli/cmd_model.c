@@ -87,19 +87,37 @@ static int exists(const char *path)
 
 int cmd_tokens(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL;
-    int force = 0, json = 0;
+    const char *in = NULL, *out = NULL, *len_s = NULL;
+    int force = 0, json = 0, T = 0;
+    double share = 0, random_share = 0;
+    long seed = 1;
     opt o[] = {
         { "--in", OPT_STR, &in, 0, "TEXT", "input file, read as bytes", 0 },
         { "--out", OPT_STR, &out, 0, "FILE.bin", "token shard to write (uint16, version 1)", 0 },
+        { "--repeat-share", OPT_DOUBLE, &share, 0, "P", "plant a repeated segment in this share of the sequences", 0 },
+        { "--seq-len", OPT_INT, &T, 2, "T", "with --repeat-share: the sequence length batches will read", 0 },
+        { "--repeat-len", OPT_STR, &len_s, 0, "MIN:MAX", "length of a planted segment (default 8:T/2)", 0 },
+        { "--random-share", OPT_DOUBLE, &random_share, 0, "Q", "share of the planted segments made of uniform random bytes", 0 },
+        { "--seed", OPT_LONG, &seed, 0, "S", "seed of the planted segments", 0 },
         { "--force", OPT_FLAG, &force, 0, NULL, "overwrite an existing output", 0 },
         { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
     };
-    int rc = opts_parse("tokens", o, 4, argc, argv, NULL, 0, NULL);
+    int rc = opts_parse("tokens", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!in || !out)
         return usage_error("tokens", "--in TEXT and --out FILE.bin are required");
+    int lo = 8, hi = T / 2;
+    if (share > 1 || random_share > 1)
+        return usage_error("tokens", "--repeat-share and --random-share are shares in [0, 1]");
+    if (share > 0 && !T)
+        return usage_error("tokens", "--repeat-share needs --seq-len T (the length batches read)");
+    if (len_s && (sscanf(len_s, "%d:%d", &lo, &hi) != 2 || lo < 1 || hi < lo || 2 * hi > T))
+        return usage_error("tokens", "--repeat-len '%s': MIN:MAX with 1 <= MIN <= MAX <= T/2 "
+                           "expected", len_s);
+    if (share > 0 && lo > hi)
+        return usage_error("tokens", "--seq-len %d leaves no room for segments of %d tokens "
+                           "twice", T, lo);
     if (exists(out) && !force) {
         fprintf(stderr, "headscope: tokens: %s exists (use --force to overwrite)\n", out);
         return EXIT_FAILURE_RUN;
@@ -130,18 +148,28 @@ int cmd_tokens(int argc, char **argv)
         fprintf(stderr, "headscope: tokens: %s: %s\n", in, tok ? "read failed" : "out of memory");
         return EXIT_FAILURE_RUN;
     }
-    rc = n < 2 ? hs_fail(HS_EINVAL, "%s: %zu bytes is too short for any batch", in, n)
-               : hs_tokens_write(out, tok, n);
+    size_t planted = 0;
+    if (share > 0 && n < (size_t)T)
+        rc = hs_fail(HS_EINVAL, "%s: %zu bytes hold no sequence of %d", in, n, T);
+    else if (share > 0)
+        planted = hs_tokens_plant_repeats(tok, n, T, share, lo, hi, random_share, 256,
+                                          (unsigned long long)seed);
+    if (!rc)
+        rc = n < 2 ? hs_fail(HS_EINVAL, "%s: %zu bytes is too short for any batch", in, n)
+                   : hs_tokens_write(out, tok, n);
     free(tok);
     if (rc)
         return run_error("tokens");
     if (json) {
         printf("{\"out\":");
         json_string(stdout, out);
-        printf(",\"tokens\":%zu,\"vocab_size\":256}\n", n);
-    }
-    else
+        printf(",\"tokens\":%zu,\"vocab_size\":256,\"planted\":%zu}\n", n, planted);
+    } else {
         printf("wrote %zu tokens to %s (byte-level vocabulary of 256)\n", n, out);
+        if (share > 0)
+            printf("planted a repeated segment in %zu of %zu sequences of %d\n", planted,
+                   n / (size_t)T, T);
+    }
     return 0;
 }
 

@@ -18,8 +18,15 @@ static const command COMMANDS[] = {
       "headscope info --model DIR [--json]", "example: headscope info --model runs/tiny\n",
       cmd_info },
     { "tokens", "Write a byte-level token shard (vocabulary 256) from any file.",
-      "headscope tokens --in TEXT --out FILE.bin [--force]",
-      "example: headscope tokens --in corpus.txt --out corpus.bin\n", cmd_tokens },
+      "headscope tokens --in TEXT --out FILE.bin [options]",
+      "With --repeat-share P --seq-len T the bytes are read as sequences of T (the\n"
+      "ones a batch of T reads) and a share P of them gets a segment (--repeat-len,\n"
+      "default 8:T/2 tokens) copied right after itself, at a random place; with\n"
+      "--random-share Q a share Q of those segments is uniform random bytes first,\n"
+      "so only copying can predict the repeat: data on which induction heads form.\n\n"
+      "example: headscope tokens --in corpus.txt --out corpus.bin\n"
+      "example: headscope tokens --in corpus.txt --out mixed.bin --repeat-share 0.5 --seq-len 64\n",
+      cmd_tokens },
     { "train", "Train a model from a preset or a checkpoint with Adam (AdamW with --weight-decay).",
       "headscope train --out DIR (--preset P [KEY=VALUE ...] | --init DIR) --data FILE [options]",
       "Batches follow llm.c: step i reads B*T+1 tokens from i*B*T, wrapping to the start.\n"

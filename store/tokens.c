@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "weights.h" /* hs_rng */
+
 enum { HEADER_INTS = 256, MAGIC_U16 = 20240520, MAGIC_U32 = 20240801 };
 
 static int32_t le32(const unsigned char *p)
@@ -131,4 +133,31 @@ void hs_batch_at(const hs_tokens *t, size_t start, int B, int T, int32_t *inputs
         inputs[i] = t->tok[start + i];
         targets[i] = t->tok[start + i + 1];
     }
+}
+
+size_t hs_tokens_plant_repeats(int32_t *tok, size_t n, int T, double share, int lo, int hi,
+                               double random_share, int vocab, unsigned long long seed)
+{
+    hs_rng g;
+    hs_rng_seed(&g, seed);
+    if (hi > T / 2)
+        hi = T / 2;
+    size_t changed = 0;
+    for (size_t i = 0; lo >= 1 && lo <= hi && i + (size_t)T <= n; i += (size_t)T) {
+        /* every draw is made for every sequence: the choice for sequence i
+         * does not depend on what earlier sequences drew */
+        const double u_share = hs_rng_uniform(&g), u_random = hs_rng_uniform(&g);
+        const int len = lo + (int)(hs_rng_uniform(&g) * (hi - lo + 1));
+        const int p = (int)(hs_rng_uniform(&g) * (T - 2 * len + 1));
+        if (u_share >= share)
+            continue;
+        int32_t *seg = tok + i + p;
+        if (u_random < random_share)
+            for (int j = 0; j < len; j++)
+                seg[j] = (int32_t)(hs_rng_uniform(&g) * vocab);
+        for (int j = 0; j < len; j++)
+            seg[len + j] = seg[j];
+        changed++;
+    }
+    return changed;
 }

@@ -23,6 +23,16 @@ void hs_tokens_free(hs_tokens *t);
 /* Writes tokens (all < 65536) as a version-1 shard, via a temporary file. */
 int hs_tokens_write(const char *path, const int32_t *tok, size_t n);
 
+/* Repeated segments for induction studies, planted in place: the tokens are
+ * read as sequences of T (sequence i: tok[i*T .. i*T+T), the sequences a
+ * batch of SPEC §4 reads); in a share `share` of them a segment of length
+ * len, uniform in lo..hi (2 len <= T), at a uniform offset p is copied right
+ * after itself (tok[p+len+j] = tok[p+j]); in a share `random_share` of those
+ * the first copy is first replaced by uniform tokens in 0..vocab-1, so the
+ * repeat can only be predicted by copying. Returns the sequences changed. */
+size_t hs_tokens_plant_repeats(int32_t *tok, size_t n, int T, double share, int lo, int hi,
+                               double random_share, int vocab, unsigned long long seed);
+
 /* Batches of B sequences of T (SPEC §4): batch i reads B*T+1 tokens from
  * i*B*T. Without wrap, returns the number of whole batches; with wrap
  * (training) the position returns to 0 whenever a batch would run past the
