@@ -91,7 +91,8 @@ print("|---|---|---|---|---|---|---|---|")
 for T in sorted(hs):
     a, b = hs[T], th[T]
     if b.get("oom"):
-        tb, mb, x, d = "out of memory", f"> {float(sys.argv[3]) * 1024:.0f} (limit)", "-", "-"
+        tb, x, d = "out of memory", "-", "-"
+        mb = f"{b['peak_rss_mib']:.0f} reached, then out of memory"
     else:
         tb, mb = f"{b['seconds']:.2f}", f"{b['peak_rss_mib']:.0f}"
         x, d = f"{b['seconds'] / a['seconds']:.2f}", f"{b['max_rel_diff_vs_headscope']:.1e}"
