@@ -244,6 +244,36 @@ int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *deli
     return rc;
 }
 
+/* Adds sqrt(JSD) of every pair (i < j) of the n heads' rows into d (n x n,
+ * upper triangle): maps holds one sequence's rows, head-major (n, nq, S). */
+static void js_accumulate(double *d, int n, const float *maps, int nq, int S)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            for (int q = 0; q < nq; q++) {
+                const float *a = maps + ((size_t)i * nq + q) * S, *b = maps + ((size_t)j * nq + q) * S;
+                double js = 0;
+                for (int s2 = 0; s2 < S; s2++) {
+                    const double p = a[s2], qv = b[s2], m = 0.5 * (p + qv);
+                    if (p > 0)
+                        js += 0.5 * p * log(p / m);
+                    if (qv > 0)
+                        js += 0.5 * qv * log(qv / m);
+                }
+                d[(size_t)i * n + j] += sqrt(js > 0 ? js : 0);
+            }
+}
+
+/* The means of the sums over count rows, mirrored into the lower triangle. */
+static void js_finish(double *d, int n, double count)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            d[(size_t)i * n + j] /= count;
+            d[(size_t)j * n + i] = d[(size_t)i * n + j];
+        }
+}
+
 int hs_js_distances(double **D, int *n_heads, hs_maps_reader *r)
 {
     const hs_maps_info *in = hs_maps_get_info(r);
@@ -265,28 +295,72 @@ int hs_js_distances(double **D, int *n_heads, hs_maps_reader *r)
         for (int li = 0; !rc && li < in->n_layers; li++)
             for (int hi = 0; !rc && hi < in->layers[li].nh; hi++, k++)
                 rc = hs_maps_read(r, li, sq, hi, maps + (size_t)k * nq * S);
-        for (int i = 0; !rc && i < n; i++)
-            for (int j = i + 1; j < n; j++)
-                for (int q = 0; q < nq; q++) {
-                    const float *a = maps + ((size_t)i * nq + q) * S, *b = maps + ((size_t)j * nq + q) * S;
-                    double js = 0;
-                    for (int s2 = 0; s2 < S; s2++) {
-                        const double p = a[s2], qv = b[s2], m = 0.5 * (p + qv);
-                        if (p > 0)
-                            js += 0.5 * p * log(p / m);
-                        if (qv > 0)
-                            js += 0.5 * qv * log(qv / m);
-                    }
-                    d[(size_t)i * n + j] += sqrt(js > 0 ? js : 0);
-                }
+        if (!rc)
+            js_accumulate(d, n, maps, nq, S);
     }
-    const double count = (double)in->n_seq * nq;
-    for (int i = 0; !rc && i < n; i++)
-        for (int j = i + 1; j < n; j++) {
-            d[(size_t)i * n + j] /= count;
-            d[(size_t)j * n + i] = d[(size_t)i * n + j];
-        }
+    if (!rc)
+        js_finish(d, n, (double)in->n_seq * nq);
     free(maps);
+    if (rc) {
+        free(d);
+        return rc;
+    }
+    *D = d;
+    *n_heads = n;
+    return HS_OK;
+}
+
+/* One sequence's maps of every layer, as float, head-major across layers. */
+typedef struct {
+    float *maps; /* (total heads, T, T) */
+    const int *first; /* first[l]: index of layer l's head 0 */
+} js_ctx;
+
+static int keep_maps(void *ctx, int layer, const hs_real *att, int B, int H, int T)
+{
+    js_ctx *j = ctx;
+    (void)B; /* 1 */
+    float *dst = j->maps + (size_t)j->first[layer] * T * T;
+    for (size_t i = 0; i < (size_t)H * T * T; i++)
+        dst[i] = (float)att[i];
+    return HS_OK;
+}
+
+int hs_js_distances_model(double **D, int *n_heads, const hs_model *m, const hs_tokens *data,
+                          int T, size_t max_batches, size_t max_bytes)
+{
+    const hs_model_config *c = &m->cfg;
+    *D = NULL;
+    size_t nb;
+    if (hs_batches_to_run(data, 1, T, max_batches, &nb))
+        return HS_EINVAL;
+    int first[HS_MAX_LAYERS], n = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        first[l] = n, n += c->n_head[l];
+    const size_t bytes = (size_t)n * T * T * sizeof(float);
+    if (bytes > max_bytes)
+        return hs_fail(HS_EINVAL, "Jensen-Shannon distances from the forward keep one sequence's "
+                       "maps of every head (%d x %d x %d floats, %.1f GiB > %.1f GiB): use a "
+                       "shorter --seq-len, or capture the maps and pass --maps", n, T, T,
+                       bytes / 1073741824.0, max_bytes / 1073741824.0);
+    double *d = hs_calloc((size_t)n * n, sizeof(double), "distances");
+    js_ctx j = { hs_calloc((size_t)n * T * T, sizeof(float), "maps of a sequence"), first };
+    int32_t *in = hs_calloc((size_t)T, sizeof(int32_t), "inputs");
+    int32_t *tg = hs_calloc((size_t)T, sizeof(int32_t), "targets");
+    hs_acts a = { 0 };
+    int rc = d && j.maps && in && tg ? hs_acts_alloc(&a, c, 1, T, HS_ACTS_MAPS) : HS_ENOMEM;
+    hs_hooks hooks = { .ctx = &j, .on_maps = keep_maps };
+    for (size_t bi = 0; !rc && bi < nb; bi++) {
+        hs_batch_at(data, bi * (size_t)T, 1, T, in, tg);
+        rc = hs_forward(&a, m, in, NULL, &hooks);
+        if (!rc)
+            js_accumulate(d, n, j.maps, T, T);
+    }
+    if (!rc)
+        js_finish(d, n, (double)nb * T);
+    if (a.layer)
+        hs_acts_free(&a);
+    free(j.maps), free(in), free(tg);
     if (rc) {
         free(d);
         return rc;

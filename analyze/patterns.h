@@ -51,4 +51,11 @@ int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *deli
  * *n_heads gets n; D is malloc'd. Layers must share the query range. */
 int hs_js_distances(double **D, int *n_heads, hs_maps_reader *r);
 
+/* The same distances from forwards of the model over sequences of T (batch 1,
+ * as a capture of every layer with --batch 1 would hold them; max_batches 0:
+ * all), heads layer by layer. It keeps one sequence's maps of every head
+ * (n * T * T floats) and refuses (HS_EINVAL) when that exceeds max_bytes. */
+int hs_js_distances_model(double **D, int *n_heads, const hs_model *m, const hs_tokens *data,
+                          int T, size_t max_batches, size_t max_bytes);
+
 #endif

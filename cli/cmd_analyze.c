@@ -819,6 +819,38 @@ int cmd_induction(int argc, char **argv)
 
 /* ---- patterns ------------------------------------------------------------------- */
 
+/* The head-to-head Jensen-Shannon matrix D (n x n) as a CSV with head labels
+ * (LlHh), written whole then renamed, and recorded as the run's artifact. */
+static int write_js(const char *path, const double *D, int n, const int *layer, const int *head,
+                    cli_run *run)
+{
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    int ok = f != NULL;
+    if (ok) {
+        fprintf(f, "head");
+        for (int j = 0; j < n; j++)
+            fprintf(f, ",L%dH%d", layer[j], head[j]);
+        fprintf(f, "\n");
+        for (int i = 0; i < n; i++) {
+            fprintf(f, "L%dH%d", layer[i], head[i]);
+            for (int j = 0; j < n; j++)
+                fprintf(f, ",%.6g", D[(size_t)i * n + j]);
+            fprintf(f, "\n");
+        }
+        ok = fclose(f) == 0 && rename(tmp, path) == 0;
+    }
+    if (!ok) {
+        unlink(tmp);
+        return hs_fail(HS_EIO, "%s: cannot write", path);
+    }
+    char sha[80];
+    uint64_t bytes = 0;
+    int rc = hs_sha256_file(path, sha, &bytes);
+    return rc ? rc : hs_index_artifact_add(run->ix, run->run_id, path, sha, (int64_t)bytes, 1);
+}
+
 int cmd_patterns(int argc, char **argv)
 {
     analysis a = { .cmd = "patterns", .B = 4 };
@@ -829,7 +861,7 @@ int cmd_patterns(int argc, char **argv)
         { "--maps", OPT_STR, &maps, 0, "FILE.h5", "compute from a capture file instead", 0 },
         { "--db", OPT_STR, &a.db, 0, "FILE", "SQLite index for the statistics", 0 },
         { "--delim", OPT_STR, &delim_s, 0, "ID,ID,...", "token ids counted by 'delim'", 0 },
-        { "--js-out", OPT_STR, &js_out, 0, "FILE.csv", "with --maps: head-to-head Jensen-Shannon distance matrix", 0 },
+        { "--js-out", OPT_STR, &js_out, 0, "FILE.csv", "also write the head-to-head Jensen-Shannon distance matrix", 0 },
         { "--batch", OPT_INT, &a.B, 1, "B", "sequences per batch", 0 },
         { "--seq-len", OPT_INT, &a.T, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
         { "--max-batches", OPT_LONG, &a.max_batches, 0, "N", "evaluate N batches (0: all)", 0 },
@@ -849,9 +881,6 @@ int cmd_patterns(int argc, char **argv)
         delim[n_delim++] = (int32_t)v;
         p = *end ? end + 1 : end;
     }
-    if (js_out && !maps)
-        return usage_error("patterns", "--js-out needs --maps FILE.h5 (the distances pair heads "
-                                       "on the same queries)");
     hs_patterns pt = { 0 };
     if (maps) {
         if (!a.db)
@@ -867,36 +896,14 @@ int cmd_patterns(int argc, char **argv)
         if (!rc && js_out)
             rc = hs_js_distances(&D, &nh, r);
         if (!rc && js_out) {
-            /* a CSV matrix with head labels, written whole then renamed */
-            char tmp[1100];
-            snprintf(tmp, sizeof tmp, "%s.tmp", js_out);
-            FILE *f = fopen(tmp, "w");
             const hs_maps_info *in = hs_maps_get_info(r);
-            int ok = f != NULL;
-            if (ok) {
-                fprintf(f, "head");
-                for (int li = 0; li < in->n_layers; li++)
-                    for (int hi = 0; hi < in->layers[li].nh; hi++)
-                        fprintf(f, ",L%dH%d", in->layers[li].layer, in->layers[li].heads[hi]);
-                fprintf(f, "\n");
-                int i = 0;
-                for (int li = 0; li < in->n_layers; li++)
-                    for (int hi = 0; hi < in->layers[li].nh; hi++, i++) {
-                        fprintf(f, "L%dH%d", in->layers[li].layer, in->layers[li].heads[hi]);
-                        for (int j = 0; j < nh; j++)
-                            fprintf(f, ",%.6g", D[(size_t)i * nh + j]);
-                        fprintf(f, "\n");
-                    }
-                ok = fclose(f) == 0 && rename(tmp, js_out) == 0;
-            }
-            if (!ok) {
-                unlink(tmp);
-                rc = hs_fail(HS_EIO, "%s: cannot write", js_out);
-            }
-            char sha[80];
-            uint64_t bytes = 0;
-            if (!rc && !hs_sha256_file(js_out, sha, &bytes))
-                rc = hs_index_artifact_add(a.run.ix, a.run.run_id, js_out, sha, (int64_t)bytes, 1);
+            int *lay = hs_calloc((size_t)nh, sizeof(int), "labels"), k = 0;
+            int *hd = hs_calloc((size_t)nh, sizeof(int), "labels");
+            for (int li = 0; lay && hd && li < in->n_layers; li++)
+                for (int hi = 0; hi < in->layers[li].nh; hi++, k++)
+                    lay[k] = in->layers[li].layer, hd[k] = in->layers[li].heads[hi];
+            rc = lay && hd ? write_js(js_out, D, nh, lay, hd, &a.run) : HS_ENOMEM;
+            free(lay), free(hd);
         }
         free(D);
         hs_maps_close(r);
@@ -910,6 +917,23 @@ int cmd_patterns(int argc, char **argv)
         rc = hs_patterns_run(&pt, &a.m, &a.tok, a.B, a.T, (size_t)a.max_batches, delim, n_delim,
                              progress_cb, &bar);
         progress_finish(&bar);
+        double *D = NULL;
+        int nh = 0;
+        /* the same sequences, one at a time, as many as the statistics read */
+        if (!rc && js_out)
+            rc = hs_js_distances_model(&D, &nh, &a.m, &a.tok, a.T,
+                                       a.max_batches ? (size_t)a.max_batches * a.B : 0,
+                                       (size_t)4 << 30);
+        if (!rc && js_out) {
+            int *lay = hs_calloc((size_t)nh, sizeof(int), "labels"), k = 0;
+            int *hd = hs_calloc((size_t)nh, sizeof(int), "labels");
+            for (int l = 0; lay && hd && l < a.m.cfg.n_layer; l++)
+                for (int h = 0; h < a.m.cfg.n_head[l]; h++, k++)
+                    lay[k] = l, hd[k] = h;
+            rc = lay && hd ? write_js(js_out, D, nh, lay, hd, &a.run) : HS_ENOMEM;
+            free(lay), free(hd);
+        }
+        free(D);
     }
     hs_metric_row *rows = NULL;
     int n = 0;

@@ -242,6 +242,18 @@ int plot_map(const char *maps, int layer, int head, long long seq, const char *o
     return rc;
 }
 
+/* Opens an index read-only; *s is NULL and the error set on failure. */
+static int open_index(sqlite3 **s, const char *db)
+{
+    if (sqlite3_open_v2(db, s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK)
+        return HS_OK;
+    int rc = hs_fail(HS_EIO, "%s: cannot open the index: %s", db,
+                     *s ? sqlite3_errmsg(*s) : "out of memory");
+    sqlite3_close(*s);
+    *s = NULL;
+    return rc;
+}
+
 /* Writes "layer head value" rows of metric (run_id 0: its latest run) to path;
  * *rows gets the count. */
 static int write_metric(sqlite3 *s, const char *db, const char *metric, long long run_id,
@@ -277,12 +289,8 @@ int plot_index(const char *db, const char *metric, const char *curve, long long 
                const char *out, int with_control)
 {
     sqlite3 *s = NULL;
-    if (sqlite3_open_v2(db, &s, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        int rc = hs_fail(HS_EIO, "%s: cannot open the index: %s", db,
-                         s ? sqlite3_errmsg(s) : "out of memory");
-        sqlite3_close(s);
-        return rc;
-    }
+    if (open_index(&s, db))
+        return HS_EIO;
     const char *sql = metric ? "SELECT layer, head, value FROM head_metrics WHERE metric=?1 AND"
                                " run_id=coalesce(nullif(?2,0), (SELECT max(run_id) FROM"
                                " head_metrics WHERE metric=?1)) AND layer>=0 ORDER BY layer, head"
@@ -369,12 +377,8 @@ int plot_index(const char *db, const char *metric, const char *curve, long long 
 int plot_causal(const char *db, long long run_id, const char *out)
 {
     sqlite3 *s = NULL;
-    if (sqlite3_open_v2(db, &s, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        int rc = hs_fail(HS_EIO, "%s: cannot open the index: %s", db,
-                         s ? sqlite3_errmsg(s) : "out of memory");
-        sqlite3_close(s);
-        return rc;
-    }
+    if (open_index(&s, db))
+        return HS_EIO;
     sqlite3_stmt *st = NULL;
     int rc = HS_OK;
     if (!run_id) {

@@ -825,14 +825,23 @@ trained_induction() {
 }
 
 patterns_model_equals_maps() {
-    hs patterns --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --db p.db --delim 3,7 --json
+    hs patterns --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --db p.db --delim 3,7 --json --js-out js_model.csv
     expect_rc 0 "patterns --model" || return 1
     local r1 r2
     r1=$(jget out.txt run_id)
     hs capture --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --out m.h5
     expect_rc 0 "capture for patterns" || return 1
-    hs patterns --maps m.h5 --db p.db --delim 3,7 --json
+    hs patterns --maps m.h5 --db p.db --delim 3,7 --json --js-out js_maps.csv
     expect_rc 0 "patterns --maps" || return 1
+    # the Jensen-Shannon matrix from the forward equals the one from the capture
+    "$PY" - js_model.csv js_maps.csv <<'EOF' || bad "JS matrices differ: $(cat js.txt)" || return 1
+import csv, sys
+a, b = (list(csv.reader(open(p))) for p in sys.argv[1:3])
+assert a[0] == b[0] and len(a) == len(b) == len(a[0]), (a[0], b[0])
+worst = max(abs(float(x) - float(y)) for ra, rb in zip(a[1:], b[1:]) for x, y in zip(ra[1:], rb[1:]))
+open("js.txt", "w").write(f"max |diff| {worst}")
+sys.exit(0 if worst < 1e-5 else 1)
+EOF
     r2=$(jget out.txt run_id)
     expect_eq "$(q p.db "select count(*) from head_metrics where run_id=$r1")" 56 "pattern rows (8 heads x 7)" || return 1
     local worst
