@@ -358,8 +358,7 @@ int hs_js_distances_model(double **D, int *n_heads, const hs_model *m, const hs_
     }
     if (!rc)
         js_finish(d, n, (double)nb * T);
-    if (a.layer)
-        hs_acts_free(&a);
+    hs_acts_free(&a); /* a zeroed or freed struct is fine */
     free(j.maps), free(in), free(tg);
     if (rc) {
         free(d);

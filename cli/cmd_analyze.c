@@ -919,10 +919,10 @@ int cmd_patterns(int argc, char **argv)
         progress_finish(&bar);
         double *D = NULL;
         int nh = 0;
-        /* the same sequences, one at a time, as many as the statistics read */
-        if (!rc && js_out)
-            rc = hs_js_distances_model(&D, &nh, &a.m, &a.tok, a.T,
-                                       a.max_batches ? (size_t)a.max_batches * a.B : 0,
+        /* the sequences the statistics read (whole batches of B), one at a time */
+        size_t nb = 0;
+        if (!rc && js_out && !hs_batches_to_run(&a.tok, a.B, a.T, (size_t)a.max_batches, &nb))
+            rc = hs_js_distances_model(&D, &nh, &a.m, &a.tok, a.T, nb * (size_t)a.B,
                                        (size_t)4 << 30);
         if (!rc && js_out) {
             int *lay = hs_calloc((size_t)nh, sizeof(int), "labels"), k = 0;

@@ -35,6 +35,50 @@ TINY=(--preset attn-only n_layer=2 n_head=4 d_model=32)
 
 # ---- 1. tokens -------------------------------------------------------------------
 
+# --repeat-share plants, in the chosen share of the sequences of T, one
+# segment of --repeat-len tokens followed by itself; the rest is the input.
+tokens_repeats() {
+    text corpus.txt 100
+    hs tokens --in corpus.txt --out r.bin --repeat-share 1 --seq-len 32 --repeat-len 4:8 --json
+    expect_rc 0 "tokens --repeat-share 1" || return 1
+    "$PY" - corpus.txt r.bin "$(jget out.txt planted)" <<'EOF' >check.txt 2>&1 || bad "planted segments: $(tail -c 300 check.txt)" || return 1
+import sys
+import numpy as np
+text = np.frombuffer(open(sys.argv[1], "rb").read(), np.uint8).astype(np.int64)
+raw = open(sys.argv[2], "rb").read()
+tok = np.frombuffer(raw[1024:], "<u2").astype(np.int64)
+assert len(tok) == len(text)
+T, n = 32, len(tok) // 32
+assert int(sys.argv[3]) == n, (sys.argv[3], n)
+# copying text over text can leave it as it was, but not in most sequences
+assert sum((tok[i * T:(i + 1) * T] != text[i * T:(i + 1) * T]).any() for i in range(n)) > 0.9 * n
+for i in range(n):
+    x, y = tok[i * T:(i + 1) * T], text[i * T:(i + 1) * T]
+    changed = np.nonzero(x != y)[0]
+    # a copy x[p+L..p+2L) == x[p..p+L) for some L in 4..8 covering every change
+    ok = any(np.array_equal(x[p + L:p + 2 * L], x[p:p + L]) and
+             all(p + L <= c < p + 2 * L for c in changed)
+             for L in range(4, 9) for p in range(0, T - 2 * L + 1))
+    assert ok, (i, x, y)
+assert np.array_equal(tok[n * T:], text[n * T:])  # the tail past the last sequence is untouched
+EOF
+    hs tokens --in corpus.txt --out h.bin --repeat-share 0.5 --seq-len 32 --json
+    expect_rc 0 "tokens --repeat-share 0.5" || return 1
+    local planted total
+    planted=$(jget out.txt planted)
+    total=$(( $(jget out.txt tokens) / 32 ))
+    [ "$planted" -gt $((total / 4)) ] && [ "$planted" -lt $((3 * total / 4)) ] ||
+        bad "--repeat-share 0.5 planted $planted of $total" || return 1
+    hs tokens --in corpus.txt --out x.bin --repeat-share 0.5
+    expect_rc 2 "--repeat-share without --seq-len" || return 1
+    hs tokens --in corpus.txt --out x.bin --repeat-share 0.5 --seq-len 16 --repeat-len 4:9
+    expect_rc 2 "--repeat-len beyond T/2" || return 1
+    expect_grep "$ERR" "--repeat-len" "message names the option" || return 1
+    hs tokens --in corpus.txt --out x.bin --repeat-share 1.5 --seq-len 16
+    expect_rc 2 "--repeat-share above 1" || return 1
+    expect_nofile x.bin "rejected tokens" || return 1
+}
+
 tokens_shard() {
     text corpus.txt 100
     local bytes
@@ -333,5 +377,5 @@ kv_bytes() {
     expect_grep "$ERR" "headscope: kv-bytes: " "kv-bytes without --kv-heads" || return 1
 }
 
-run_checks tokens_shard eval_reference info_gpt2 train_index train_init train_deterministic \
+run_checks tokens_shard tokens_repeats eval_reference info_gpt2 train_index train_init train_deterministic \
     bad_input train_sigint help_text kv_bytes
