@@ -106,7 +106,9 @@ static const command COMMANDS[] = {
       "distance, each the mean over every query of every sequence, with the standard\n"
       "error over sequences. The forward path sees one block of query rows at a time,\n"
       "so long contexts need no T x T buffer; --maps gives the same numbers from a\n"
-      "capture file.\n\n"
+      "capture file. --js-out also writes the head-to-head Jensen-Shannon distance\n"
+      "matrix (mean over queries of sqrt(JSD)); from the forward it keeps one\n"
+      "sequence's maps of every head, so use --maps for very long contexts.\n\n"
       "example: headscope patterns --model runs/tiny --data val.bin --db runs.db --delim 10,46\n",
       cmd_patterns },
     { "experiment", "head-count: train one architecture with several head counts, shared init.",
