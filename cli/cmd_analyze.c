@@ -855,6 +855,8 @@ int cmd_patterns(int argc, char **argv)
 {
     analysis a = { .cmd = "patterns", .B = 4 };
     const char *maps = NULL, *delim_s = NULL, *js_out = NULL;
+    int control = 0;
+    long seed = 1;
     opt o[] = {
         { "--model", OPT_STR, &a.model, 0, "DIR", "checkpoint directory (row-wise during the forward)", 0 },
         { "--data", OPT_STR, &a.data, 0, "FILE.bin", "evaluation token shard", 0 },
@@ -862,6 +864,8 @@ int cmd_patterns(int argc, char **argv)
         { "--db", OPT_STR, &a.db, 0, "FILE", "SQLite index for the statistics", 0 },
         { "--delim", OPT_STR, &delim_s, 0, "ID,ID,...", "token ids counted by 'delim'", 0 },
         { "--js-out", OPT_STR, &js_out, 0, "FILE.csv", "also write the head-to-head Jensen-Shannon distance matrix", 0 },
+        { "--control", OPT_FLAG, &control, 0, NULL, "with --model: also <stat>_control of a randomly initialised model", 0 },
+        { "--seed", OPT_LONG, &seed, 0, "S", "seed of the control model", 0 },
         { "--batch", OPT_INT, &a.B, 1, "B", "sequences per batch", 0 },
         { "--seq-len", OPT_INT, &a.T, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
         { "--max-batches", OPT_LONG, &a.max_batches, 0, "N", "evaluate N batches (0: all)", 0 },
@@ -881,7 +885,10 @@ int cmd_patterns(int argc, char **argv)
         delim[n_delim++] = (int32_t)v;
         p = *end ? end + 1 : end;
     }
-    hs_patterns pt = { 0 };
+    if (control && maps)
+        return usage_error("patterns", "--control needs --model (a capture file holds no weights "
+                                       "to re-initialise)");
+    hs_patterns pt = { 0 }, pc = { 0 };
     if (maps) {
         if (!a.db)
             return usage_error("patterns", "--db FILE is required");
@@ -917,6 +924,20 @@ int cmd_patterns(int argc, char **argv)
         rc = hs_patterns_run(&pt, &a.m, &a.tok, a.B, a.T, (size_t)a.max_batches, delim, n_delim,
                              progress_cb, &bar);
         progress_finish(&bar);
+        /* the control: the same configuration, randomly initialised (the
+         * seed offset of `induction`'s control) */
+        hs_model ctrl = { 0 };
+        if (!rc && control)
+            rc = hs_model_init(&ctrl, &a.m.cfg);
+        if (!rc && control) {
+            hs_model_init_random(&ctrl, (unsigned long long)seed + 1000003ULL);
+            progress_start(&bar, "patterns: control", 0);
+            rc = hs_patterns_run(&pc, &ctrl, &a.tok, a.B, a.T, (size_t)a.max_batches, delim,
+                                 n_delim, progress_cb, &bar);
+            progress_finish(&bar);
+        }
+        if (ctrl.params)
+            hs_model_free(&ctrl);
         double *D = NULL;
         int nh = 0;
         /* the sequences the statistics read (whole batches of B), one at a time */
@@ -937,19 +958,26 @@ int cmd_patterns(int argc, char **argv)
     }
     hs_metric_row *rows = NULL;
     int n = 0;
+    char names[HS_PAT_KINDS][40];
     if (!rc) {
         int total = 0;
         for (int li = 0; li < pt.n_layer; li++)
             total += pt.n_head[li];
-        rows = hs_calloc((size_t)total * HS_PAT_KINDS, sizeof *rows, "pattern rows");
+        rows = hs_calloc((size_t)total * HS_PAT_KINDS * 2, sizeof *rows, "pattern rows");
         rc = rows ? HS_OK : HS_ENOMEM;
-        for (int k = 0; rows && k < HS_PAT_KINDS; k++)
-            for (int li = 0; li < pt.n_layer; li++)
-                for (int hi = 0; hi < pt.n_head[li]; hi++) {
-                    const size_t i = (size_t)li * HS_PAT_MAX_HEADS + hi;
-                    rows[n++] = (hs_metric_row){ pt.layer[li], pt.head[i], hs_pattern_name(k),
-                                                 pt.value[k][i], pt.stderr_value[k][i], pt.n };
-                }
+        for (int k = 0; k < HS_PAT_KINDS; k++)
+            snprintf(names[k], sizeof names[k], "%s_control", hs_pattern_name(k));
+        for (int c = 0; rows && c < 1 + control; c++) {
+            const hs_patterns *p = c ? &pc : &pt;
+            for (int k = 0; k < HS_PAT_KINDS; k++)
+                for (int li = 0; li < p->n_layer; li++)
+                    for (int hi = 0; hi < p->n_head[li]; hi++) {
+                        const size_t i = (size_t)li * HS_PAT_MAX_HEADS + hi;
+                        rows[n++] = (hs_metric_row){ p->layer[li], p->head[i],
+                                                     c ? names[k] : hs_pattern_name(k),
+                                                     p->value[k][i], p->stderr_value[k][i], p->n };
+                    }
+        }
     }
     if (!rc)
         rc = hs_index_metrics_add(a.run.ix, a.run.run_id, rows, n);
@@ -957,6 +985,8 @@ int cmd_patterns(int argc, char **argv)
     long seqs = pt.n;
     if (pt.value[0])
         hs_patterns_free(&pt);
+    if (pc.value[0])
+        hs_patterns_free(&pc);
     long long run_id = a.run.run_id;
     int status = analysis_close(&a, rc);
     if (status)
@@ -964,8 +994,9 @@ int cmd_patterns(int argc, char **argv)
     if (a.json)
         printf("{\"run_id\":%lld,\"sequences\":%ld,\"rows\":%d}\n", run_id, seqs, n);
     else
-        printf("run %lld: pattern statistics of %d head-rows over %ld sequences in %s\n", run_id,
-               n / HS_PAT_KINDS, seqs, a.db);
+        printf("run %lld: pattern statistics of %d head-rows over %ld sequences in %s%s\n", run_id,
+               n / HS_PAT_KINDS / (1 + control), seqs, a.db,
+               control ? " (and of a random-init control)" : "");
     return 0;
 }
 

@@ -442,11 +442,21 @@ static void section_patterns(report *r, long long run)
         "Mean attention on the previous position, on the evaluation data (not the random probe).",
         "Mean attention-weighted distance |t - s| between query and key.",
     };
-    for (int i = 0; i < 4; i++)
+    int controls = 0;
+    for (int i = 0; i < 4; i++) {
+        char ctrl[48];
+        snprintf(ctrl, sizeof ctrl, "%s_control", m[i]);
+        const int with = has_metric(r, run, ctrl) > 0;
+        controls += with;
         if (has_metric(r, run, m[i]))
-            grid(r, run, m[i], 0, c[i]);
+            grid(r, run, m[i], with, c[i]);
+    }
     fprintf(f, "<p class=\"note\">Pattern statistics describe where attention goes on the "
-               "evaluation data; no random-init control is computed for them here.</p>\n");
+               "evaluation data%s</p>\n",
+            controls ? ", beside the same statistics of a randomly initialised model of the same "
+                       "configuration on the same data."
+                     : "; this run computed no random-init control (<code>patterns "
+                       "--control</code> does).");
 }
 
 static void section_experiment(report *r, long long run)

@@ -844,6 +844,16 @@ sys.exit(0 if worst < 1e-5 else 1)
 EOF
     r2=$(jget out.txt run_id)
     expect_eq "$(q p.db "select count(*) from head_metrics where run_id=$r1")" 56 "pattern rows (8 heads x 7)" || return 1
+    # --control adds the same statistics of a random-init model, and only them
+    hs patterns --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --db c.db --control --json
+    expect_rc 0 "patterns --control" || return 1
+    expect_eq "$(q c.db "select count(*) from head_metrics where metric like '%_control'")" 56 "control rows" || return 1
+    # (next_token is 0 under the causal mask and delim 0 without --delim, in both)
+    expect_eq "$(q c.db "select count(*) from head_metrics a join head_metrics b on b.layer=a.layer and b.head=a.head
+                         and b.metric=a.metric || '_control' where a.value != b.value
+                         and a.metric not in ('next_token', 'delim')")" 40 "controls differ from the model" || return 1
+    hs patterns --maps m.h5 --db c.db --control
+    expect_rc 2 "--control with --maps" || return 1
     local worst
     worst=$(q p.db "select max(abs(a.value - b.value)) from head_metrics a join head_metrics b
                     on a.layer=b.layer and a.head=b.head and a.metric=b.metric
