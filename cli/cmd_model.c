@@ -381,8 +381,8 @@ int cmd_train(int argc, char **argv)
     rc = HS_OK;
     if (too_short)
         rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", too_short, B, T);
-    else if (mkdir(out, 0777) && errno != EEXIST)
-        rc = hs_fail(HS_EIO, "%s: cannot create directory: %s", out, strerror(errno));
+    else
+        rc = hs_mkdirs(out);
     if (rc) {
         hs_tokens_free(&tok);
         hs_tokens_free(&vtok);

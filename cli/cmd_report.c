@@ -546,10 +546,9 @@ int cmd_report(int argc, char **argv)
         sqlite3_close(r.db);
         return EXIT_FAILURE_RUN;
     }
-    if (mkdir(out, 0777) && errno != EEXIST) {
-        fprintf(stderr, "headscope: report: %s: cannot create: %s\n", out, strerror(errno));
+    if (hs_mkdirs(out)) {
         sqlite3_close(r.db);
-        return EXIT_FAILURE_RUN;
+        return run_error("report");
     }
     char page[1200], tmp[1300];
     snprintf(page, sizeof page, "%s/index.html", out);

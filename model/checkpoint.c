@@ -301,8 +301,8 @@ int hs_checkpoint_export(const hs_model *m, const char *file_name, double *out, 
 
 int hs_checkpoint_save(const hs_model *m, const char *dir)
 {
-    if (mkdir(dir, 0777) && errno != EEXIST)
-        return hs_fail(HS_EIO, "%s: cannot create directory: %s", dir, strerror(errno));
+    if (hs_mkdirs(dir))
+        return HS_EIO;
     file_tensor *ft = NULL;
     int n = 0;
     int rc = file_layout(m, &ft, &n);

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
 
 #include <cblas.h>
 #ifdef _OPENMP
@@ -70,4 +72,27 @@ int hs_get_threads(void)
 #else
     return 1;
 #endif
+}
+
+int hs_mkdirs(const char *path)
+{
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p)
+        return hs_fail(HS_EIO, "%s: path too long", path);
+    /* each parent in turn, then the path itself */
+    for (char *s = p + 1; ; s++) {
+        const char c = *s;
+        if (c != '/' && c != 0)
+            continue;
+        *s = 0;
+        struct stat sb;
+        if (mkdir(p, 0777) && errno != EEXIST)
+            return hs_fail(HS_EIO, "%s: cannot create directory %s: %s", path, p, strerror(errno));
+        if (stat(p, &sb) || !S_ISDIR(sb.st_mode))
+            return hs_fail(HS_EIO, "%s: %s is not a directory", path, p);
+        *s = c;
+        if (!c)
+            break;
+    }
+    return HS_OK;
 }

@@ -39,6 +39,9 @@ const char *hs_status_name(int code);
  * naming `what` and returns NULL. */
 void *hs_calloc(size_t n, size_t size, const char *what);
 
+/* mkdir -p: creates path and its missing parents (HS_EIO naming the path). */
+int hs_mkdirs(const char *path);
+
 /* Threads for OpenMP loops and for OpenBLAS calls made outside them. */
 void hs_set_threads(int n);
 int hs_get_threads(void);

@@ -196,6 +196,14 @@ train_init() {
     hs train --init first --data train.bin --out second --steps 10 --batch 4 --seq-len 32 --json
     expect_rc 0 "train --init" || return 1
     expect_file second/model.safetensors || return 1
+    # --out creates missing parents, and refuses a path through a file
+    hs train --init first --data train.bin --out runs/a/b --steps 1 --batch 4 --seq-len 32
+    expect_rc 0 "train --out runs/a/b" || return 1
+    expect_file runs/a/b/model.safetensors || return 1
+    touch plain
+    hs train --init first --data train.bin --out plain/model --steps 1 --batch 4 --seq-len 32
+    expect_rc 1 "train --out through a file" || return 1
+    expect_grep "$ERR" "plain" "message names the path" || return 1
     expect_eq "$(cat second/config.json)" "$(cat first/config.json)" "config.json of the continued model" || return 1
     if cmp -s first/model.safetensors second/model.safetensors; then
         bad "the continued checkpoint equals its start"
