@@ -1,0 +1,114 @@
+/* The analysis commands' shared setup (analysis.h). */
+#include "analysis.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "checkpoint.h"
+#include "transformer.h"
+
+/* Loads model and data; prints the error and returns the exit status on
+ * failure (with everything freed). */
+int analysis_load(analysis *a)
+{
+    if (!a->model || !a->data || !a->db)
+        return usage_error(a->cmd, "--model DIR, --data FILE and --db FILE are required");
+    if (a->threads)
+        hs_set_threads(a->threads);
+    if (hs_checkpoint_load(&a->m, a->model))
+        return run_error(a->cmd);
+    if (!a->T)
+        a->T = a->m.cfg.n_ctx < 256 ? a->m.cfg.n_ctx : 256;
+    if (a->m.cfg.pos == HS_POS_LEARNED && a->T > a->m.cfg.n_ctx) {
+        int n_ctx = a->m.cfg.n_ctx;
+        hs_model_free(&a->m);
+        return usage_error(a->cmd, "--seq-len %d exceeds the model's n_ctx=%d", a->T, n_ctx);
+    }
+    int rc = hs_tokens_read(&a->tok, a->data);
+    if (!rc && !hs_batch_count(&a->tok, a->B, a->T))
+        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", a->data, a->B,
+                     a->T);
+    for (size_t i = 0; !rc && i < a->tok.n; i++)
+        if (a->tok.tok[i] >= a->m.cfg.vocab_size)
+            rc = hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the vocabulary of %d", a->data,
+                         a->tok.tok[i], i, a->m.cfg.vocab_size);
+    if (rc) {
+        hs_tokens_free(&a->tok);
+        hs_model_free(&a->m);
+        return run_error(a->cmd);
+    }
+    return 0;
+}
+
+/* Frees what analysis_load loaded (before a run was opened). */
+void analysis_unload(analysis *a)
+{
+    hs_tokens_free(&a->tok);
+    hs_model_free(&a->m);
+}
+
+/* Opens the run in the index, after every argument has been checked, so
+ * that bad input records nothing. */
+int analysis_start(analysis *a, const char *kind, int argc, char **argv)
+{
+    char file[1100];
+    snprintf(file, sizeof file, "%s/model.safetensors", a->model);
+    if (cli_run_begin(&a->run, a->db, a->resume, kind, a->model, file, a->data, argc, argv)) {
+        analysis_unload(a);
+        return run_error(a->cmd);
+    }
+    cli_install_signal_handlers();
+    return 0;
+}
+
+/* Ends the run, frees, reports: exit status. */
+int analysis_close(analysis *a, int rc)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", hs_last_error());
+    cli_run_end(&a->run, rc == HS_OK, NULL);
+    hs_tokens_free(&a->tok);
+    hs_model_free(&a->m);
+    if (rc == HS_EINTR) {
+        fprintf(stderr, "headscope: %s: %s; run %lld is marked failed, finish it with --resume %lld\n",
+                a->cmd, msg, a->run.run_id, a->run.run_id);
+        return EXIT_FAILURE_RUN;
+    }
+    if (rc) {
+        fprintf(stderr, "headscope: %s: %s\n", a->cmd, msg);
+        return EXIT_FAILURE_RUN;
+    }
+    return 0;
+}
+
+/* Median ms of a forward of the first batch (B x T) of tok, over 7 runs
+ * after one warm-up; -1 when out of memory. */
+double forward_ms(const hs_model *m, const hs_tokens *tok, int B, int T)
+{
+    hs_acts a;
+    if (hs_acts_alloc(&a, &m->cfg, B, T, HS_ACTS_INFER))
+        return -1;
+    int32_t *in = calloc((size_t)B * T, sizeof(int32_t)), *tg = calloc((size_t)B * T, sizeof(int32_t));
+    if (!in || !tg) {
+        free(in), free(tg);
+        hs_acts_free(&a);
+        return -1;
+    }
+    double t[7];
+    hs_batch_at(tok, 0, B, T, in, tg);
+    for (int r = -1; r < 7; r++) {
+        double t0 = now_seconds();
+        hs_forward(&a, m, in, NULL, NULL);
+        if (r >= 0)
+            t[r] = (now_seconds() - t0) * 1e3;
+    }
+    for (int i = 1; i < 7; i++) /* insertion sort, 7 values */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    free(in), free(tg);
+    hs_acts_free(&a);
+    return t[3];
+}
