@@ -140,14 +140,19 @@ int cmd_capture(int argc, char **argv)
     char cfg_path[1100];
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", model);
     char *config_text = NULL;
-    if (!rc)
-        rc = hs_sha256_file(path, model_sha, NULL);
-    if (!rc)
-        rc = hs_sha256_file(data, data_sha, NULL);
-    if (!rc && !(config_text = hs_read_text(cfg_path, 1 << 20)))
-        rc = HS_EIO;
+    /* a recorded run has hashed model and data already: hash them once */
     cli_run run = { 0 };
     if (!rc && cli_run_begin(&run, db, 0, "capture", model, path, data, argc, argv))
+        rc = HS_EIO;
+    if (!rc && run.ix) {
+        memcpy(model_sha, run.model_sha, sizeof model_sha);
+        memcpy(data_sha, run.data_sha, sizeof data_sha);
+    } else if (!rc) {
+        rc = hs_sha256_file(path, model_sha, NULL);
+        if (!rc)
+            rc = hs_sha256_file(data, data_sha, NULL);
+    }
+    if (!rc && !(config_text = hs_read_text(cfg_path, 1 << 20)))
         rc = HS_EIO;
     /* Handlers before the temporary file exists: a Ctrl-C from here on stops
      * cleanly and removes it. */

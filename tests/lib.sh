@@ -97,6 +97,19 @@ stop_bg() {
 }
 
 # png_ok FILE: a non-empty PNG.
+# expect_refused CODE CMD PATTERN ARGS...: `headscope CMD ARGS` exits CODE with
+# "headscope: CMD: " first on stderr, PATTERN in it, and nothing on stdout.
+expect_refused() {
+    local code=$1 cmd=$2 pat=$3
+    shift 3
+    hs "$cmd" "$@"
+    local what="$cmd $*"
+    expect_rc "$code" "$what" || return 1
+    expect_grep "$(head -n1 err.txt)" "headscope: $cmd: " "$what: message prefix" || return 1
+    expect_grep "$ERR" "$pat" "$what: message" || return 1
+    [ -z "$OUT" ] || bad "$what: wrote to stdout: $OUT" || return 1
+}
+
 png_ok() {
     expect_file "$1" || return 1
     [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || bad "$1 is not a PNG" || return 1

@@ -529,12 +529,8 @@ refuse() {
         fsha=$(sha "$db")
         before=$(sqlite3 "$db" 'select * from runs' 2>/dev/null)
     fi
-    hs "$cmd" "$@"
+    expect_refused "$code" "$cmd" "$pat" "$@" || return 1
     local what="$cmd $*"
-    expect_rc "$code" "$what" || return 1
-    expect_grep "$(head -n1 err.txt)" "headscope: $cmd: " "$what: message prefix" || return 1
-    expect_grep "$ERR" "$pat" "$what: message" || return 1
-    [ -z "$OUT" ] || bad "$what: wrote to stdout: $OUT" || return 1
     if [ -z "$fsha" ]; then
         [ ! -e "$db" ] || bad "$what: created $db" || return 1
     elif sqlite3 "$db" 'select 1 from runs limit 1' >/dev/null 2>&1; then

@@ -244,12 +244,8 @@ refuse() {
     local code=$1 cmd=$2 pat=$3
     shift 3
     rm -rf out db.sqlite
-    hs "$cmd" "$@"
+    expect_refused "$code" "$cmd" "$pat" "$@" || return 1
     local what="$cmd $*"
-    expect_rc "$code" "$what" || return 1
-    expect_grep "$(head -n1 err.txt)" "headscope: $cmd: " "$what: message prefix" || return 1
-    expect_grep "$ERR" "$pat" "$what" || return 1
-    [ -z "$OUT" ] || bad "$what: wrote to stdout: $OUT" || return 1
     [ ! -e out ] || bad "$what: created out/ ($(ls out | tr '\n' ' '))" || return 1
     [ ! -e db.sqlite ] || bad "$what: created the database" || return 1
 }

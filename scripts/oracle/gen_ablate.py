@@ -10,7 +10,8 @@ tests/fixtures/ablate_oracle.txt.
 
 * Reference maths: the PyTorch reference implementations of
   scripts/oracle/gen_models.py (gpt2_forward, llama_forward, read_safetensors,
-  token_losses), imported by path as scripts/oracle/gen_maps.py does. Those
+  token_losses), reached through scripts/oracle/gen_maps.py (imported by
+  path, as gen_scores.py does; its model and token loaders too). Those
   forwards call the module-level `causal_attend` once per layer, and its
   output is the per-head z (B,H,T,dh) right before the output projection
   (c_proj / o_proj). This script swaps in `intervening_attend` (below), a copy
@@ -58,11 +59,9 @@ loss_delta_mean, stderr_mean, loss_delta_resample, stderr_resample,
 importance_raw, stderr_importance_raw, importance, stderr_importance; 'end'.
 """
 import importlib.util
-import json
 import math
 import os
 
-import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -75,14 +74,17 @@ B, T, BATCHES = 2, 8, 2
 KINDS = ("zero", "mean", "resample")
 
 
-def load_reference():
-    spec = importlib.util.spec_from_file_location("gen_models", os.path.join(HERE, "gen_models.py"))
-    gm = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gm)  # main() is guarded; importing only defines functions
-    return gm
+def load_maps_oracle():
+    """gen_maps.py as a module: the reference model code it loaded and its
+    checkpoint and shard readers."""
+    spec = importlib.util.spec_from_file_location("gen_maps", os.path.join(HERE, "gen_maps.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # main() is guarded; importing only defines functions
+    return mod
 
 
-gm = load_reference()
+gmaps = load_maps_oracle()
+gm = gmaps.gm
 DT = gm.DT
 ORIGINAL_ATTEND = gm.causal_attend
 
@@ -141,16 +143,6 @@ def replace_head(layer, head, value):
 # ---------------------------------------------------------------------------
 
 
-def read_tokens(path, n):
-    with open(path, "rb") as f:
-        raw = f.read()
-    hdr = np.frombuffer(raw[:1024], "<i4")
-    assert hdr[0] == 20240520 and hdr[1] == 1 and hdr[2] >= n, hdr[:3]
-    toks = np.frombuffer(raw[1024:], "<u2")
-    assert len(toks) == hdr[2]
-    return torch.tensor(toks[:n].astype(np.int64))
-
-
 def batches(tokens):
     out = []
     for i in range(BATCHES):
@@ -160,10 +152,7 @@ def batches(tokens):
 
 
 def load_model(name, fwd, lkey, hkey):
-    d = os.path.join(MODELS, name)
-    with open(os.path.join(d, "config.json")) as f:
-        c = json.load(f)
-    W = {n: t for n, (_, t) in gm.read_safetensors(os.path.join(d, "model.safetensors")).items()}
+    c, W = gmaps.load_model(name)
     return {"name": name, "fwd": fwd, "c": c, "W": W, "L": c[lkey], "H": c[hkey]}
 
 
@@ -285,7 +274,7 @@ def model_case(m, tokens):
 
 
 def main():
-    tokens = read_tokens(SHARD, BATCHES * B * T + 1)
+    tokens = gmaps.read_tokens(SHARD, BATCHES * B * T + 1)
     fx = gm.Fixture()
     for name, fwd, lkey, hkey in [("gpt2_tiny", gm.gpt2_forward, "n_layer", "n_head"),
                                   ("llama_gqa", gm.llama_forward, "num_hidden_layers", "num_attention_heads")]:
