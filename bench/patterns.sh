@@ -7,7 +7,11 @@
 # (--mem-limit-gib, default 16) and is reported out of memory beyond it.
 # The statistics of both are compared where torch ran (max |difference|).
 #
-#   bench/patterns.sh [--threads N] [--seq-lens "1024 4096 16384"] [--mem-limit-gib G] [--blas-autodetect]
+#   bench/patterns.sh [--threads N] [--seq-lens "1024 4096 16384"] [--repeats R]
+#                     [--mem-limit-gib G] [--blas-autodetect]
+#
+# Each side runs R times (default 3): the table shows the median time and the
+# largest peak RSS; torch is not repeated once it ran out of memory.
 #
 # Results: bench/out/patterns.jsonl and bench/out/patterns.md.
 set -euo pipefail
@@ -15,13 +19,15 @@ cd "$(dirname "$0")/.."
 threads=1
 lens="1024 4096 16384"
 memlim=16
+repeats=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
     --seq-lens) lens=$2; shift 2 ;;
     --mem-limit-gib) memlim=$2; shift 2 ;;
+    --repeats) repeats=$2; shift 2 ;;
     --blas-autodetect) unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "patterns.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -47,17 +53,24 @@ open(sys.argv[1], "wb").write(h.tobytes() + t.tobytes())' "$work/data.bin"
 for T in $lens; do
   # about 16K tokens per row, at least one sequence
   n=$((16384 / T)); [ "$n" -ge 1 ] || n=1
-  echo "T $T: headscope" >&2
-  /usr/bin/time -f "%e %M" -o "$work/time" "$hs" patterns --model "$work/model" \
-    --data "$work/data.bin" --db "$work/p.db" --batch 1 --seq-len "$T" --max-batches "$n" \
-    --threads "$threads" >/dev/null
-  read -r secs kib <"$work/time"
-  echo "{\"impl\":\"headscope\",\"T\":$T,\"threads\":$threads,\"batches\":$n,\"seconds\":$secs,\"peak_rss_mib\":$((kib / 1024))}" >>"$out"
-  echo "T $T: torch" >&2
-  rm -f "$work/torch.txt"
-  OMP_WAIT_POLICY=passive /usr/bin/python3 bench/patterns_torch.py --model "$work/model" \
-    --data "$work/data.bin" --seq-len "$T" --batches "$n" --threads "$threads" \
-    --mem-limit-gib "$memlim" --stats-out "$work/torch.txt" >"$work/torch.json"
+  for r in $(seq "$repeats"); do
+    echo "T $T: headscope ($r/$repeats)" >&2
+    rm -f "$work/p.db"*
+    /usr/bin/time -f "%e %M" -o "$work/time" "$hs" patterns --model "$work/model" \
+      --data "$work/data.bin" --db "$work/p.db" --batch 1 --seq-len "$T" --max-batches "$n" \
+      --threads "$threads" >/dev/null
+    read -r secs kib <"$work/time"
+    echo "{\"impl\":\"headscope\",\"T\":$T,\"threads\":$threads,\"batches\":$n,\"seconds\":$secs,\"peak_rss_mib\":$((kib / 1024))}" >>"$out"
+  done
+  for r in $(seq "$repeats"); do
+    echo "T $T: torch ($r/$repeats)" >&2
+    rm -f "$work/torch.txt"
+    OMP_WAIT_POLICY=passive /usr/bin/python3 bench/patterns_torch.py --model "$work/model" \
+      --data "$work/data.bin" --seq-len "$T" --batches "$n" --threads "$threads" \
+      --mem-limit-gib "$memlim" --stats-out "$work/torch.txt" >"$work/torch.json"
+    [ -s "$work/torch.txt" ] || break # out of memory: once is enough
+    [ "$r" = "$repeats" ] || { cat "$work/torch.json" >>"$out"; }
+  done
   diff=null
   if [ -s "$work/torch.txt" ]; then
     diff=$(/usr/bin/python3 - "$work/torch.txt" "$work/p.db" <<'PY'
@@ -80,14 +93,27 @@ PY
 done
 
 /usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" "$memlim" <<'PY' | tee bench/out/patterns.md
-import json, sys
+import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-hs = {r["T"]: r for r in rows if r["impl"] == "headscope"}
-th = {r["T"]: r for r in rows if r["impl"] != "headscope"}
+
+
+def summary(impl):
+    """Per T: the median seconds, the largest peak RSS, the run count; the
+    last run's other fields (oom, agreement)."""
+    out = {}
+    for T in sorted({r["T"] for r in rows if r["impl"] == impl}):
+        rs = [r for r in rows if r["impl"] == impl and r["T"] == T]
+        out[T] = dict(rs[-1], seconds=statistics.median(r["seconds"] for r in rs),
+                      peak_rss_mib=max(r["peak_rss_mib"] for r in rs), runs=len(rs))
+    return out
+
+
+hs = summary("headscope")
+th = summary("torch_full_maps")
 print(f"OpenBLAS kernels: {sys.argv[2]}; 2 layers x 4 heads, d 64, RoPE; batch 1, "
       f"{rows[0]['threads']} thread(s); torch limited to {sys.argv[3]} GiB of address space\n")
-print("| T | sequences | headscope s | headscope peak RSS MiB | torch full maps s | torch peak RSS MiB | x (time) | stats max rel. diff |")
-print("|---|---|---|---|---|---|---|---|")
+print("| T | sequences | headscope s (median) | headscope peak RSS MiB | torch full maps s (median) | torch peak RSS MiB | x (time) | runs | stats max rel. diff |")
+print("|---|---|---|---|---|---|---|---|---|")
 for T in sorted(hs):
     a, b = hs[T], th[T]
     if b.get("oom"):
@@ -96,5 +122,6 @@ for T in sorted(hs):
     else:
         tb, mb = f"{b['seconds']:.2f}", f"{b['peak_rss_mib']:.0f}"
         x, d = f"{b['seconds'] / a['seconds']:.2f}", f"{b['max_rel_diff_vs_headscope']:.1e}"
-    print(f"| {T} | {a['batches']} | {a['seconds']:.2f} | {a['peak_rss_mib']} | {tb} | {mb} | {x} | {d} |")
+    print(f"| {T} | {a['batches']} | {a['seconds']:.2f} | {a['peak_rss_mib']} | {tb} | {mb} | {x} | "
+          f"{a['runs']}/{b['runs']} | {d} |")
 PY
