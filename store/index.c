@@ -4,12 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sqlite3.h>
-
-struct hs_index {
-    sqlite3 *db;
-    char path[512];
-};
+#include "index_db.h"
 
 enum { SCHEMA_VERSION = 1 };
 
@@ -28,7 +23,7 @@ static const char *const MIGRATIONS[SCHEMA_VERSION] = {
     " path TEXT NOT NULL, sha256 TEXT, bytes INTEGER, complete INTEGER);",
 };
 
-static int db_error(hs_index *ix, const char *what)
+int hs_index_db_error(hs_index *ix, const char *what)
 {
     return hs_fail(HS_EIO, "%s: %s: %s", ix->path, what, sqlite3_errmsg(ix->db));
 }
@@ -48,9 +43,9 @@ static int user_version(hs_index *ix, int *v)
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(ix->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
-        return db_error(ix, "reading the schema version");
+        return hs_index_db_error(ix, "reading the schema version");
     int rc = sqlite3_step(st) == SQLITE_ROW ? (*v = sqlite3_column_int(st, 0), HS_OK)
-                                            : db_error(ix, "reading the schema version");
+                                            : hs_index_db_error(ix, "reading the schema version");
     sqlite3_finalize(st);
     return rc;
 }
@@ -86,7 +81,7 @@ int hs_index_open(hs_index **out, const char *path)
         if (s == SQLITE_OK)
             break;
         if ((s != SQLITE_BUSY && s != SQLITE_LOCKED) || tries == 3000)
-            rc = db_error(ix, "enabling WAL");
+            rc = hs_index_db_error(ix, "enabling WAL");
         else
             sqlite3_sleep(10);
     }
@@ -140,14 +135,14 @@ int hs_index_run_begin(hs_index *ix, const hs_run_info *r, int64_t *run_id)
                            " args, started_at, status) VALUES(?,?,?,?,?,?,"
                            " strftime('%Y-%m-%dT%H:%M:%fZ','now'), 'running')",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_error(ix, "preparing the run record");
+        return hs_index_db_error(ix, "preparing the run record");
     bind_text(st, 1, r->kind);
     bind_text(st, 2, r->model_path);
     bind_text(st, 3, r->model_sha256);
     bind_text(st, 4, r->data_path);
     bind_text(st, 5, r->data_sha256);
     bind_text(st, 6, r->args);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? HS_OK : db_error(ix, "recording the run");
+    int rc = sqlite3_step(st) == SQLITE_DONE ? HS_OK : hs_index_db_error(ix, "recording the run");
     sqlite3_finalize(st);
     if (!rc)
         *run_id = sqlite3_last_insert_rowid(ix->db);
@@ -161,11 +156,11 @@ int hs_index_run_finish(hs_index *ix, int64_t run_id, const char *status, const 
                            "UPDATE runs SET status=?, finished_at=strftime('%Y-%m-%dT%H:%M:%fZ',"
                            "'now'), model_sha256=coalesce(?, model_sha256) WHERE run_id=?",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_error(ix, "preparing the run update");
+        return hs_index_db_error(ix, "preparing the run update");
     bind_text(st, 1, status);
     bind_text(st, 2, model_sha256);
     sqlite3_bind_int64(st, 3, run_id);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? HS_OK : db_error(ix, "finishing the run");
+    int rc = sqlite3_step(st) == SQLITE_DONE ? HS_OK : hs_index_db_error(ix, "finishing the run");
     sqlite3_finalize(st);
     return rc;
 }
@@ -176,7 +171,7 @@ int hs_index_curve_add(hs_index *ix, int64_t run_id, const char *curve, const hs
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(ix->db, "INSERT INTO curves(run_id, curve, step, x, y) VALUES(?,?,?,?,?)",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_error(ix, "preparing curve points");
+        return hs_index_db_error(ix, "preparing curve points");
     int rc = exec(ix, "BEGIN IMMEDIATE", "starting a transaction");
     for (int i = 0; !rc && i < n; i++) {
         sqlite3_bind_int64(st, 1, run_id);
@@ -185,7 +180,7 @@ int hs_index_curve_add(hs_index *ix, int64_t run_id, const char *curve, const hs
         sqlite3_bind_double(st, 4, p[i].x);
         sqlite3_bind_double(st, 5, p[i].y);
         if (sqlite3_step(st) != SQLITE_DONE)
-            rc = db_error(ix, "writing curve points");
+            rc = hs_index_db_error(ix, "writing curve points");
         sqlite3_reset(st);
     }
     sqlite3_finalize(st);
@@ -204,13 +199,14 @@ int hs_index_artifact_add(hs_index *ix, int64_t run_id, const char *path, const 
                            "INSERT INTO artifacts(run_id, path, sha256, bytes, complete)"
                            " VALUES(?,?,?,?,?)",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_error(ix, "preparing the artifact record");
+        return hs_index_db_error(ix, "preparing the artifact record");
     sqlite3_bind_int64(st, 1, run_id);
     bind_text(st, 2, path);
     bind_text(st, 3, sha256);
     sqlite3_bind_int64(st, 4, bytes);
     sqlite3_bind_int(st, 5, complete);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? HS_OK : db_error(ix, "recording the artifact");
+    int rc = sqlite3_step(st) == SQLITE_DONE ? HS_OK
+                                             : hs_index_db_error(ix, "recording the artifact");
     sqlite3_finalize(st);
     return rc;
 }
@@ -222,7 +218,7 @@ int hs_index_metrics_add(hs_index *ix, int64_t run_id, const hs_metric_row *rows
                            "INSERT OR REPLACE INTO head_metrics(run_id, layer, head, metric, value,"
                            " stderr, n) VALUES(?,?,?,?,?,?,?)",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_error(ix, "preparing head metrics");
+        return hs_index_db_error(ix, "preparing head metrics");
     int rc = exec(ix, "BEGIN IMMEDIATE", "starting a transaction");
     for (int i = 0; !rc && i < n; i++) {
         sqlite3_bind_int64(st, 1, run_id);
@@ -233,7 +229,7 @@ int hs_index_metrics_add(hs_index *ix, int64_t run_id, const hs_metric_row *rows
         sqlite3_bind_double(st, 6, rows[i].stderr_value);
         sqlite3_bind_int64(st, 7, rows[i].n);
         if (sqlite3_step(st) != SQLITE_DONE)
-            rc = db_error(ix, "writing head metrics");
+            rc = hs_index_db_error(ix, "writing head metrics");
         sqlite3_reset(st);
     }
     sqlite3_finalize(st);
@@ -252,7 +248,7 @@ int hs_index_metric_exists(hs_index *ix, int64_t run_id, int layer, int head, co
                            "SELECT 1 FROM head_metrics WHERE run_id=? AND layer=? AND head=? AND"
                            " metric=?",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_error(ix, "reading head metrics");
+        return hs_index_db_error(ix, "reading head metrics");
     sqlite3_bind_int64(st, 1, run_id);
     sqlite3_bind_int(st, 2, layer);
     sqlite3_bind_int(st, 3, head);
@@ -260,7 +256,8 @@ int hs_index_metric_exists(hs_index *ix, int64_t run_id, int layer, int head, co
     int step = sqlite3_step(st);
     *exists = step == SQLITE_ROW;
     sqlite3_finalize(st);
-    return step == SQLITE_ROW || step == SQLITE_DONE ? HS_OK : db_error(ix, "reading head metrics");
+    return step == SQLITE_ROW || step == SQLITE_DONE ? HS_OK
+                                                     : hs_index_db_error(ix, "reading head metrics");
 }
 
 static void column_text(sqlite3_stmt *st, int i, char *out, size_t n)
@@ -277,7 +274,7 @@ int hs_index_run_get(hs_index *ix, int64_t run_id, char *kind, char *model_sha25
                            "SELECT kind, model_sha256, data_sha256, status, args FROM runs WHERE"
                            " run_id=?",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_error(ix, "reading runs");
+        return hs_index_db_error(ix, "reading runs");
     sqlite3_bind_int64(st, 1, run_id);
     int rc = HS_OK;
     if (sqlite3_step(st) == SQLITE_ROW) {
@@ -299,9 +296,9 @@ int hs_index_run_reopen(hs_index *ix, int64_t run_id)
     if (sqlite3_prepare_v2(ix->db,
                            "UPDATE runs SET status='running', finished_at=NULL WHERE run_id=?", -1,
                            &st, NULL) != SQLITE_OK)
-        return db_error(ix, "preparing the run update");
+        return hs_index_db_error(ix, "preparing the run update");
     sqlite3_bind_int64(st, 1, run_id);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? HS_OK : db_error(ix, "reopening the run");
+    int rc = sqlite3_step(st) == SQLITE_DONE ? HS_OK : hs_index_db_error(ix, "reopening the run");
     sqlite3_finalize(st);
     return rc;
 }

@@ -69,4 +69,126 @@ int hs_index_run_get(hs_index *ix, int64_t run_id, char *kind, char *model_sha25
 /* Marks a resumed run running again. */
 int hs_index_run_reopen(hs_index *ix, int64_t run_id);
 
+/* ---- Reading ----------------------------------------------------------------
+ * Every read of the index (report, plot, scripts in C) goes through these
+ * functions, so the SQL has one owner. Results are typed copies: structs
+ * with malloc'd arrays that the caller releases with the matching *_free,
+ * which accepts a zeroed or already freed struct. A number the index holds
+ * as NULL reads as NaN (SQLite stores a NaN written through the functions
+ * above as NULL); a NULL text reads as a NULL pointer. "Absent" is never an
+ * error: a missing run, metric or curve gives 0 rows, run_id 0 or found 0.
+ * The functions work on a handle from either open. */
+
+/* Opens an existing index for reading only. Unlike hs_index_open it never
+ * creates the file, never migrates the schema and never changes the journal
+ * mode, so `report` and `plot` can read an index another process is writing,
+ * or one on a read-only disk. HS_EIO "PATH: cannot open the index: ..." when
+ * SQLite cannot open it (a missing file); HS_EFORMAT "PATH: not a headscope
+ * index: ..." when it is not a SQLite database or lacks a table or column
+ * of SPEC §7 that the readers use. */
+int hs_index_open_read(hs_index **ix, const char *path);
+
+/* One row of runs; each text is NULL where the index holds NULL. */
+typedef struct {
+    int64_t run_id;
+    char *kind, *status, *model_path, *model_sha256, *data_path, *data_sha256;
+    char *args, *started_at, *finished_at;
+} hs_run_record;
+
+typedef struct {
+    hs_run_record *runs; /* [n], oldest first (ascending run_id) */
+    int n;
+} hs_run_list;
+
+/* The runs of `kind` (NULL: every kind) whose status is `status` (NULL: any),
+ * oldest first: the provenance table of a report, or "the last three
+ * training runs" read from its end. One query; cost linear in the runs. */
+int hs_index_runs(hs_index *ix, const char *kind, const char *status, hs_run_list *out);
+void hs_run_list_free(hs_run_list *l);
+
+/* The latest (largest run_id) run of `kind` whose status is complete, and,
+ * when model_sha256 is non-NULL, that ran on that model: what a report shows
+ * for each study. A running or failed run is never chosen, since its rows
+ * may be partial. *run_id = 0 when there is none. */
+int hs_index_latest_complete(hs_index *ix, const char *kind, const char *model_sha256,
+                             int64_t *run_id);
+
+/* The latest run, of any kind or status, holding a row of `metric` (at any
+ * layer and head) / a point of curve `curve`; 0 when none. This is plot's
+ * default for --run, which names a metric, not a study. */
+int hs_index_latest_with_metric(hs_index *ix, const char *metric, int64_t *run_id);
+int hs_index_latest_with_curve(hs_index *ix, const char *curve, int64_t *run_id);
+
+typedef struct {
+    double value, stderr_value;
+    long long n;
+} hs_metric_value;
+
+/* The row (run_id, layer, head, metric), e.g. a model-wide number at
+ * layer = head = -1; *found = 0 (and *v untouched) when the run lacks it. */
+int hs_index_metric_get(hs_index *ix, int64_t run_id, int layer, int head, const char *metric,
+                        hs_metric_value *v, int *found);
+
+/* The per-head values of one metric of a run as a layer x head grid. The
+ * shape comes from the rows themselves (a study may cover only some layers
+ * or heads): a cell without a row is absent, not 0, so a figure can show it
+ * as absent. Only per-head rows (layer >= 0, head >= 0) are cells;
+ * model-wide and per-layer rows (head -1) are read with hs_index_metric_get.
+ * HS_EFORMAT when a layer or head index exceeds HS_INDEX_MAX_DIM. */
+enum { HS_INDEX_MAX_DIM = 65536 };
+typedef struct {
+    int n_layer, n_head;    /* 1 + the largest layer / head with a row; 0, 0 when none */
+    int count;              /* cells present (rows read) */
+    hs_metric_value *cell;  /* (n_layer, n_head) */
+    unsigned char *present; /* (n_layer, n_head): 1 where the run has the row */
+} hs_metric_grid;
+
+int hs_index_metric_grid(hs_index *ix, int64_t run_id, const char *metric, hs_metric_grid *g);
+void hs_metric_grid_free(hs_metric_grid *g);
+
+/* Up to k present cells of a grid by descending value, ties broken by
+ * (layer, head), NaN values last; layer[] and head[] get them. Returns how
+ * many were written (min(k, g->count)). The order of "the top heads" must
+ * not depend on how SQLite happened to scan, hence done here. */
+int hs_metric_grid_top(const hs_metric_grid *g, int k, int *layer, int *head);
+
+/* The model-wide rows (layer = head = -1) of a run whose metric is `prefix`
+ * followed by a decimal integer and nothing else ("val_loss_heads_" gives
+ * val_loss_heads_1, _2, _12, not val_loss_heads_2_seed_1), ordered by that
+ * integer (key). The suffix is parsed, not cut at a fixed offset, so the
+ * prefix may have any length and "12" sorts after "2". */
+typedef struct {
+    long long *key;       /* [n] ascending */
+    hs_metric_value *v;   /* [n] */
+    int n;
+} hs_metric_series;
+
+int hs_index_metric_series(hs_index *ix, int64_t run_id, const char *prefix,
+                           hs_metric_series *out);
+void hs_metric_series_free(hs_metric_series *s);
+
+typedef struct {
+    hs_curve_point *p; /* [n] by step, then by the order they were added */
+    int n;
+} hs_curve;
+
+/* The points of curve `curve` (its exact name) of a run; n = 0 when absent. */
+int hs_index_curve_get(hs_index *ix, int64_t run_id, const char *curve, hs_curve *out);
+void hs_curve_free(hs_curve *c);
+
+typedef struct {
+    char *path, *sha256; /* sha256 NULL where unrecorded */
+    int64_t bytes;
+    int complete;
+} hs_artifact;
+
+typedef struct {
+    hs_artifact *a; /* [n] in the order they were recorded */
+    int n;
+} hs_artifact_list;
+
+/* The files a run recorded (a capture's map file), in recording order. */
+int hs_index_artifacts(hs_index *ix, int64_t run_id, hs_artifact_list *out);
+void hs_artifact_list_free(hs_artifact_list *l);
+
 #endif

@@ -1,0 +1,464 @@
+/* The read half of the index (index.h, "Reading"): typed copies of runs,
+ * metric rows, grids, series, curves and artifacts. Each function runs one
+ * prepared statement and copies its rows out, so no statement outlives a
+ * call and the caller never sees SQLite. */
+#include "index_db.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every column a reader uses, of every table: preparing this (never stepping
+ * it) proves the file is an index of SPEC §7 before any section reads it. */
+static const char SCHEMA_PROBE[] =
+    "SELECT r.run_id, r.kind, r.status, r.model_path, r.model_sha256, r.data_path,"
+    " r.data_sha256, r.args, r.started_at, r.finished_at, m.layer, m.head, m.metric, m.value,"
+    " m.stderr, m.n, c.curve, c.step, c.x, c.y, a.path, a.sha256, a.bytes, a.complete"
+    " FROM runs r, head_metrics m, curves c, artifacts a LIMIT 0";
+
+int hs_index_open_read(hs_index **out, const char *path)
+{
+    *out = NULL;
+    hs_index *ix = hs_calloc(1, sizeof *ix, "index");
+    if (!ix)
+        return HS_ENOMEM;
+    snprintf(ix->path, sizeof ix->path, "%s", path);
+    int rc = HS_OK;
+    if (sqlite3_open_v2(path, &ix->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+        rc = hs_fail(HS_EIO, "%s: cannot open the index: %s", path,
+                     ix->db ? sqlite3_errmsg(ix->db) : "out of memory");
+    sqlite3_stmt *st = NULL;
+    if (!rc) {
+        sqlite3_busy_timeout(ix->db, 30000);
+        if (sqlite3_prepare_v2(ix->db, SCHEMA_PROBE, -1, &st, NULL) != SQLITE_OK)
+            rc = hs_fail(HS_EFORMAT, "%s: not a headscope index: %s", path,
+                         sqlite3_errmsg(ix->db));
+        sqlite3_finalize(st);
+    }
+    if (rc) {
+        hs_index_close(ix);
+        return rc;
+    }
+    *out = ix;
+    return HS_OK;
+}
+
+static int prepare(hs_index *ix, const char *sql, sqlite3_stmt **st, const char *what)
+{
+    return sqlite3_prepare_v2(ix->db, sql, -1, st, NULL) == SQLITE_OK ? HS_OK
+                                                                      : hs_index_db_error(ix, what);
+}
+
+static void bind_opt_text(sqlite3_stmt *st, int i, const char *s)
+{
+    if (s)
+        sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+/* A NULL number is a NaN the writer stored (SQLite keeps no NaN). */
+static double column_number(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+static hs_metric_value column_metric(sqlite3_stmt *st, int i)
+{
+    return (hs_metric_value){ column_number(st, i), column_number(st, i + 1),
+                              (long long)sqlite3_column_int64(st, i + 2) };
+}
+
+/* A malloc'd copy of a text column, NULL for NULL; *rc = HS_ENOMEM when the
+ * copy fails. */
+static char *column_dup(sqlite3_stmt *st, int i, int *rc)
+{
+    const unsigned char *s = sqlite3_column_text(st, i);
+    if (!s)
+        return NULL;
+    size_t n = (size_t)sqlite3_column_bytes(st, i);
+    char *d = malloc(n + 1);
+    if (!d) {
+        *rc = hs_fail(HS_ENOMEM, "out of memory reading the index");
+        return NULL;
+    }
+    memcpy(d, s, n + 1);
+    return d;
+}
+
+/* Grows *arr (of elem bytes each) so index `used` fits; capacity doubles. */
+static int grow(void **arr, int *cap, int used, size_t elem)
+{
+    if (used < *cap)
+        return HS_OK;
+    int ncap = *cap ? 2 * *cap : 16;
+    void *p = ncap > 0 ? realloc(*arr, (size_t)ncap * elem) : NULL;
+    if (!p)
+        return hs_fail(HS_ENOMEM, "out of memory reading the index");
+    *arr = p;
+    *cap = ncap;
+    return HS_OK;
+}
+
+/* Finishes a statement stepped until it stopped at `step`: SQLITE_DONE is
+ * success, anything else the error of `what`. */
+static int finish(hs_index *ix, sqlite3_stmt *st, int step, int rc, const char *what)
+{
+    if (!rc && step != SQLITE_DONE)
+        rc = hs_index_db_error(ix, what);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int hs_index_runs(hs_index *ix, const char *kind, const char *status, hs_run_list *out)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *st;
+    int rc = prepare(ix,
+                     "SELECT run_id, kind, status, model_path, model_sha256, data_path, data_sha256,"
+                     " args, started_at, finished_at FROM runs WHERE (?1 IS NULL OR kind=?1) AND"
+                     " (?2 IS NULL OR status=?2) ORDER BY run_id",
+                     &st, "reading runs");
+    if (rc)
+        return rc;
+    bind_opt_text(st, 1, kind);
+    bind_opt_text(st, 2, status);
+    int step = SQLITE_DONE, cap = 0;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        rc = grow((void **)&out->runs, &cap, out->n, sizeof *out->runs);
+        if (rc)
+            break;
+        hs_run_record *r = &out->runs[out->n++];
+        memset(r, 0, sizeof *r);
+        r->run_id = sqlite3_column_int64(st, 0);
+        char **text[] = { &r->kind,         &r->status,      &r->model_path, &r->model_sha256,
+                          &r->data_path,    &r->data_sha256, &r->args,       &r->started_at,
+                          &r->finished_at };
+        for (int c = 0; c < 9; c++)
+            *text[c] = column_dup(st, c + 1, &rc);
+    }
+    rc = finish(ix, st, rc ? SQLITE_DONE : step, rc, "reading runs");
+    if (rc)
+        hs_run_list_free(out);
+    return rc;
+}
+
+void hs_run_list_free(hs_run_list *l)
+{
+    for (int i = 0; l->runs && i < l->n; i++) {
+        hs_run_record *r = &l->runs[i];
+        char *text[] = { r->kind, r->status,     r->model_path, r->model_sha256, r->data_path,
+                         r->data_sha256, r->args, r->started_at, r->finished_at };
+        for (int c = 0; c < 9; c++)
+            free(text[c]);
+    }
+    free(l->runs);
+    memset(l, 0, sizeof *l);
+}
+
+/* Runs a one-column query with text ?1 (and ?2) giving a run id or NULL. */
+static int run_query(hs_index *ix, const char *sql, const char *a, const char *b,
+                     int64_t *run_id)
+{
+    *run_id = 0;
+    sqlite3_stmt *st;
+    int rc = prepare(ix, sql, &st, "reading runs");
+    if (rc)
+        return rc;
+    bind_opt_text(st, 1, a);
+    bind_opt_text(st, 2, b);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        *run_id = sqlite3_column_int64(st, 0); /* max() of no rows is NULL: 0 */
+        step = SQLITE_DONE;
+    }
+    return finish(ix, st, step, HS_OK, "reading runs");
+}
+
+int hs_index_latest_complete(hs_index *ix, const char *kind, const char *model_sha256,
+                             int64_t *run_id)
+{
+    return run_query(ix,
+                     "SELECT max(run_id) FROM runs WHERE kind=?1 AND status='complete' AND"
+                     " (?2 IS NULL OR model_sha256=?2)",
+                     kind, model_sha256, run_id);
+}
+
+int hs_index_latest_with_metric(hs_index *ix, const char *metric, int64_t *run_id)
+{
+    return run_query(ix, "SELECT max(run_id) FROM head_metrics WHERE metric=?1", metric, NULL,
+                     run_id);
+}
+
+int hs_index_latest_with_curve(hs_index *ix, const char *curve, int64_t *run_id)
+{
+    return run_query(ix, "SELECT max(run_id) FROM curves WHERE curve=?1", curve, NULL, run_id);
+}
+
+int hs_index_metric_get(hs_index *ix, int64_t run_id, int layer, int head, const char *metric,
+                        hs_metric_value *v, int *found)
+{
+    *found = 0;
+    sqlite3_stmt *st;
+    int rc = prepare(ix,
+                     "SELECT value, stderr, n FROM head_metrics WHERE run_id=?1 AND layer=?2 AND"
+                     " head=?3 AND metric=?4",
+                     &st, "reading head metrics");
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_int(st, 2, layer);
+    sqlite3_bind_int(st, 3, head);
+    bind_opt_text(st, 4, metric);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        *v = column_metric(st, 0);
+        *found = 1;
+        step = SQLITE_DONE;
+    }
+    return finish(ix, st, step, HS_OK, "reading head metrics");
+}
+
+typedef struct {
+    int layer, head;
+    hs_metric_value v;
+} grid_row;
+
+/* Lays rows out as the grid; the shape is known only once all are read. */
+static int grid_fill(hs_metric_grid *g, const grid_row *rows, int n)
+{
+    for (int i = 0; i < n; i++) {
+        g->n_layer = rows[i].layer + 1 > g->n_layer ? rows[i].layer + 1 : g->n_layer;
+        g->n_head = rows[i].head + 1 > g->n_head ? rows[i].head + 1 : g->n_head;
+    }
+    size_t cells = (size_t)g->n_layer * (size_t)g->n_head;
+    if (!cells)
+        return HS_OK;
+    g->cell = hs_calloc(cells, sizeof *g->cell, "metric grid");
+    g->present = hs_calloc(cells, 1, "metric grid");
+    if (!g->cell || !g->present)
+        return HS_ENOMEM;
+    for (size_t c = 0; c < cells; c++)
+        g->cell[c] = (hs_metric_value){ NAN, NAN, 0 };
+    for (int i = 0; i < n; i++) {
+        size_t c = (size_t)rows[i].layer * g->n_head + rows[i].head;
+        g->cell[c] = rows[i].v;
+        g->present[c] = 1;
+    }
+    g->count = n;
+    return HS_OK;
+}
+
+int hs_index_metric_grid(hs_index *ix, int64_t run_id, const char *metric, hs_metric_grid *g)
+{
+    memset(g, 0, sizeof *g);
+    sqlite3_stmt *st;
+    int rc = prepare(ix,
+                     "SELECT layer, head, value, stderr, n FROM head_metrics WHERE run_id=?1 AND"
+                     " metric=?2 AND layer>=0 AND head>=0 ORDER BY layer, head",
+                     &st, "reading head metrics");
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    bind_opt_text(st, 2, metric);
+    grid_row *rows = NULL;
+    int n = 0, cap = 0, step = SQLITE_DONE;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        grid_row r = { sqlite3_column_int(st, 0), sqlite3_column_int(st, 1), column_metric(st, 2) };
+        if (sqlite3_column_int64(st, 0) >= HS_INDEX_MAX_DIM ||
+            sqlite3_column_int64(st, 1) >= HS_INDEX_MAX_DIM)
+            rc = hs_fail(HS_EFORMAT, "%s: run %lld: %s of layer %lld head %lld: index out of range",
+                         ix->path, (long long)run_id, metric,
+                         (long long)sqlite3_column_int64(st, 0),
+                         (long long)sqlite3_column_int64(st, 1));
+        if (!rc)
+            rc = grow((void **)&rows, &cap, n, sizeof *rows);
+        if (!rc)
+            rows[n++] = r;
+    }
+    rc = finish(ix, st, rc ? SQLITE_DONE : step, rc, "reading head metrics");
+    if (!rc)
+        rc = grid_fill(g, rows, n);
+    free(rows);
+    if (rc)
+        hs_metric_grid_free(g);
+    return rc;
+}
+
+void hs_metric_grid_free(hs_metric_grid *g)
+{
+    free(g->cell);
+    free(g->present);
+    memset(g, 0, sizeof *g);
+}
+
+/* Is cell a before cell b in "top" order: larger value first, NaN last,
+ * then lower (layer, head), i.e. lower cell index. */
+static int ranks_before(const hs_metric_grid *g, size_t a, size_t b)
+{
+    double va = g->cell[a].value, vb = g->cell[b].value;
+    if (isnan(va) != isnan(vb))
+        return !isnan(va);
+    if (!isnan(va) && va != vb)
+        return va > vb;
+    return a < b;
+}
+
+int hs_metric_grid_top(const hs_metric_grid *g, int k, int *layer, int *head)
+{
+    /* selection of k from the cells: k is a handful, grids are small */
+    size_t cells = (size_t)g->n_layer * (size_t)g->n_head, prev = 0;
+    int got = 0;
+    for (; got < k; got++) {
+        size_t best = cells;
+        for (size_t c = 0; c < cells; c++)
+            if (g->present[c] && (!got || ranks_before(g, prev, c)) &&
+                (best == cells || ranks_before(g, c, best)))
+                best = c;
+        if (best == cells)
+            break;
+        layer[got] = (int)(best / (size_t)g->n_head);
+        head[got] = (int)(best % (size_t)g->n_head);
+        prev = best;
+    }
+    return got;
+}
+
+/* The integer after `prefix` in name when the rest is all digits; 0 if not. */
+static int numeric_suffix(const char *name, const char *prefix, long long *key)
+{
+    size_t n = strlen(prefix);
+    if (strncmp(name, prefix, n))
+        return 0;
+    const char *s = name + n;
+    if (!*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 18)
+        return 0;
+    *key = strtoll(s, NULL, 10);
+    return 1;
+}
+
+/* Insertion sort by key: a series is a handful of head counts or steps. */
+static void series_sort(hs_metric_series *s)
+{
+    for (int i = 1; i < s->n; i++)
+        for (int j = i; j > 0 && s->key[j - 1] > s->key[j]; j--) {
+            long long k = s->key[j];
+            hs_metric_value v = s->v[j];
+            s->key[j] = s->key[j - 1], s->v[j] = s->v[j - 1];
+            s->key[j - 1] = k, s->v[j - 1] = v;
+        }
+}
+
+int hs_index_metric_series(hs_index *ix, int64_t run_id, const char *prefix,
+                           hs_metric_series *out)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *st;
+    /* substr narrows the scan to the prefix; numeric_suffix decides */
+    int rc = prepare(ix,
+                     "SELECT metric, value, stderr, n FROM head_metrics WHERE run_id=?1 AND"
+                     " layer=-1 AND head=-1 AND substr(metric, 1, length(?2))=?2 ORDER BY metric",
+                     &st, "reading head metrics");
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    bind_opt_text(st, 2, prefix);
+    int step = SQLITE_DONE, kcap = 0, vcap = 0;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        long long key;
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        if (!name || !numeric_suffix(name, prefix, &key))
+            continue;
+        rc = grow((void **)&out->key, &kcap, out->n, sizeof *out->key);
+        if (!rc)
+            rc = grow((void **)&out->v, &vcap, out->n, sizeof *out->v);
+        if (!rc) {
+            out->key[out->n] = key;
+            out->v[out->n++] = column_metric(st, 1);
+        }
+    }
+    rc = finish(ix, st, rc ? SQLITE_DONE : step, rc, "reading head metrics");
+    if (rc)
+        hs_metric_series_free(out);
+    else
+        series_sort(out);
+    return rc;
+}
+
+void hs_metric_series_free(hs_metric_series *s)
+{
+    free(s->key);
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+int hs_index_curve_get(hs_index *ix, int64_t run_id, const char *curve, hs_curve *out)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *st;
+    int rc = prepare(ix,
+                     "SELECT step, x, y FROM curves WHERE run_id=?1 AND curve=?2"
+                     " ORDER BY step, rowid",
+                     &st, "reading curves");
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    bind_opt_text(st, 2, curve);
+    int step = SQLITE_DONE, cap = 0;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        rc = grow((void **)&out->p, &cap, out->n, sizeof *out->p);
+        if (!rc)
+            out->p[out->n++] = (hs_curve_point){ sqlite3_column_int64(st, 0),
+                                                 column_number(st, 1), column_number(st, 2) };
+    }
+    rc = finish(ix, st, rc ? SQLITE_DONE : step, rc, "reading curves");
+    if (rc)
+        hs_curve_free(out);
+    return rc;
+}
+
+void hs_curve_free(hs_curve *c)
+{
+    free(c->p);
+    memset(c, 0, sizeof *c);
+}
+
+int hs_index_artifacts(hs_index *ix, int64_t run_id, hs_artifact_list *out)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *st;
+    int rc = prepare(ix,
+                     "SELECT path, sha256, bytes, complete FROM artifacts WHERE run_id=?1"
+                     " ORDER BY rowid",
+                     &st, "reading artifacts");
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    int step = SQLITE_DONE, cap = 0;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        rc = grow((void **)&out->a, &cap, out->n, sizeof *out->a);
+        if (rc)
+            break;
+        hs_artifact *a = &out->a[out->n++];
+        memset(a, 0, sizeof *a);
+        a->path = column_dup(st, 0, &rc);
+        a->sha256 = column_dup(st, 1, &rc);
+        a->bytes = sqlite3_column_int64(st, 2);
+        a->complete = sqlite3_column_int(st, 3);
+    }
+    rc = finish(ix, st, rc ? SQLITE_DONE : step, rc, "reading artifacts");
+    if (rc)
+        hs_artifact_list_free(out);
+    return rc;
+}
+
+void hs_artifact_list_free(hs_artifact_list *l)
+{
+    for (int i = 0; l->a && i < l->n; i++) {
+        free(l->a[i].path);
+        free(l->a[i].sha256);
+    }
+    free(l->a);
+    memset(l, 0, sizeof *l);
+}
