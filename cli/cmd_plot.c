@@ -11,8 +11,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <sqlite3.h>
-
 #include "cli.h"
 #include "plot.h"
 #include "maps.h"
@@ -138,6 +136,95 @@ static void gp_quote(char *out, size_t n, const char *s)
     out[k] = 0;
 }
 
+/* One layer's map of a sequence: a header of the key labels, then one row per
+ * query, its label first. */
+static int write_map_txt(const char *p, const hs_maps_layer_info *l, const int32_t *tok,
+                         const float *buf)
+{
+    FILE *f = fopen(p, "w");
+    if (!f)
+        return hs_fail(HS_EIO, "%s: cannot write", p);
+    char lab[16];
+    fprintf(f, "%d", l->S);
+    for (int s = 0; s < l->S; s++) {
+        token_label(lab, sizeof lab, tok[s]);
+        fprintf(f, " \"%s\"", lab);
+    }
+    fprintf(f, "\n");
+    for (int q = 0; q < l->nq; q++) {
+        token_label(lab, sizeof lab, tok[l->q0 + q]);
+        fprintf(f, "\"%s\"", lab);
+        for (int s = 0; s < l->S; s++)
+            fprintf(f, " %.5g", buf[(size_t)q * l->S + s]);
+        fprintf(f, "\n");
+    }
+    return fclose(f) ? hs_fail(HS_EIO, "%s: write failed", p) : HS_OK;
+}
+
+/* One head's map with token labels (plot_map.gp). */
+static int draw_head(hs_maps_reader *r, const char *maps, int layer, int head, long long seq,
+                     const int32_t *tok, float *buf, const char *dir, const char *out)
+{
+    const hs_maps_info *in = hs_maps_get_info(r);
+    int li = -1, hi = -1, rc = HS_OK;
+    for (int i = 0; i < in->n_layers; i++)
+        if (in->layers[i].layer == layer)
+            li = i;
+    for (int h = 0; li >= 0 && h < in->layers[li].nh; h++)
+        if (in->layers[li].heads[h] == head)
+            hi = h;
+    if (li < 0 || hi < 0)
+        return hs_fail(HS_EINVAL, "%s holds no map of layer %d head %d", maps, layer, head);
+    char assign[4096], title[300], qtitle[400], p[1200];
+    snprintf(p, sizeof p, "%s/map.txt", dir);
+    rc = hs_maps_read(r, li, seq, hi, buf);
+    if (!rc)
+        rc = write_map_txt(p, &in->layers[li], tok, buf);
+    snprintf(title, sizeof title, "layer %d, head %d, sequence %lld", layer, head, seq);
+    gp_quote(qtitle, sizeof qtitle, title);
+    snprintf(assign, sizeof assign, "datafile='%s'; outfile='%s'; plottitle='%s'", p, out, qtitle);
+    return rc ? rc : run_gnuplot("plot_map.gp", assign, out);
+}
+
+/* Every head of a sequence, one file per (layer, head) panel (plot_grid.gp);
+ * nl x nh is the panel grid, which cleanup_dir needs. */
+static int draw_grid(hs_maps_reader *r, const char *maps, long long seq, float *buf,
+                     const char *dir, const char *out, int *nl, int *nh)
+{
+    const hs_maps_info *in = hs_maps_get_info(r);
+    int rc = HS_OK;
+    char assign[4096], title[300], qtitle[400], p[1200];
+    *nl = in->n_layers;
+    for (int i = 0; i < in->n_layers; i++)
+        *nh = in->layers[i].nh > *nh ? in->layers[i].nh : *nh;
+    for (int i = 0; !rc && i < in->n_layers; i++) {
+        const hs_maps_layer_info *l = &in->layers[i];
+        for (int h = 0; !rc && h < *nh; h++) {
+            snprintf(p, sizeof p, "%s/%d_%d.txt", dir, i, h);
+            FILE *f = fopen(p, "w");
+            if (!f) {
+                rc = hs_fail(HS_EIO, "%s: cannot write", p);
+                break;
+            }
+            /* A layer with fewer heads gets blank panels (NaN). */
+            if (h < l->nh)
+                rc = hs_maps_read(r, i, seq, h, buf);
+            for (int q = 0; !rc && q < l->nq; q++) {
+                for (int s = 0; s < l->S; s++)
+                    fprintf(f, "%s%.4g", s ? " " : "", h < l->nh ? buf[(size_t)q * l->S + s] : NAN);
+                fprintf(f, "\n");
+            }
+            if (fclose(f) && !rc)
+                rc = hs_fail(HS_EIO, "%s: write failed", p);
+        }
+    }
+    snprintf(title, sizeof title, "%s, sequence %lld (colour range 0..1)", maps, seq);
+    gp_quote(qtitle, sizeof qtitle, title);
+    snprintf(assign, sizeof assign, "dir='%s'; nl=%d; nh=%d; outfile='%s'; plottitle='%s'", dir,
+             *nl, *nh, out, qtitle);
+    return rc ? rc : run_gnuplot("plot_grid.gp", assign, out);
+}
+
 int plot_map(const char *maps, int layer, int head, long long seq, const char *out, int grid)
 {
     hs_maps_reader *r;
@@ -159,81 +246,9 @@ int plot_map(const char *maps, int layer, int head, long long seq, const char *o
         rc = hs_maps_read_tokens(r, seq, tok);
     if (!rc)
         rc = make_dir(dir, sizeof dir);
-    char assign[4096], title[300], qtitle[400], p[1200];
-    if (!rc && !grid) {
-        int li = -1, hi = -1;
-        for (int i = 0; i < in->n_layers; i++)
-            if (in->layers[i].layer == layer)
-                li = i;
-        for (int h = 0; li >= 0 && h < in->layers[li].nh; h++)
-            if (in->layers[li].heads[h] == head)
-                hi = h;
-        if (li < 0 || hi < 0)
-            rc = hs_fail(HS_EINVAL, "%s holds no map of layer %d head %d", maps, layer, head);
-        if (!rc)
-            rc = hs_maps_read(r, li, seq, hi, buf);
-        snprintf(p, sizeof p, "%s/map.txt", dir);
-        FILE *f = rc ? NULL : fopen(p, "w");
-        if (!rc && !f)
-            rc = hs_fail(HS_EIO, "%s: cannot write", p);
-        if (f) {
-            const hs_maps_layer_info *l = &in->layers[li];
-            char lab[16];
-            fprintf(f, "%d", l->S);
-            for (int s = 0; s < l->S; s++) {
-                token_label(lab, sizeof lab, tok[s]);
-                fprintf(f, " \"%s\"", lab);
-            }
-            fprintf(f, "\n");
-            for (int q = 0; q < l->nq; q++) {
-                token_label(lab, sizeof lab, tok[l->q0 + q]);
-                fprintf(f, "\"%s\"", lab);
-                for (int s = 0; s < l->S; s++)
-                    fprintf(f, " %.5g", buf[(size_t)q * l->S + s]);
-                fprintf(f, "\n");
-            }
-            if (fclose(f))
-                rc = hs_fail(HS_EIO, "%s: write failed", p);
-        }
-        snprintf(title, sizeof title, "layer %d, head %d, sequence %lld", layer, head, seq);
-        gp_quote(qtitle, sizeof qtitle, title);
-        snprintf(assign, sizeof assign, "datafile='%s'; outfile='%s'; plottitle='%s'", p, out,
-                 qtitle);
-        if (!rc)
-            rc = run_gnuplot("plot_map.gp", assign, out);
-    } else if (!rc) {
-        nl = in->n_layers;
-        for (int i = 0; i < in->n_layers; i++)
-            nh = in->layers[i].nh > nh ? in->layers[i].nh : nh;
-        for (int i = 0; !rc && i < in->n_layers; i++) {
-            const hs_maps_layer_info *l = &in->layers[i];
-            for (int h = 0; !rc && h < nh; h++) {
-                snprintf(p, sizeof p, "%s/%d_%d.txt", dir, i, h);
-                FILE *f = fopen(p, "w");
-                if (!f) {
-                    rc = hs_fail(HS_EIO, "%s: cannot write", p);
-                    break;
-                }
-                /* A layer with fewer heads gets blank panels (NaN). */
-                if (h < l->nh)
-                    rc = hs_maps_read(r, i, seq, h, buf);
-                for (int q = 0; !rc && q < l->nq; q++) {
-                    for (int s = 0; s < l->S; s++)
-                        fprintf(f, "%s%.4g", s ? " " : "",
-                                h < l->nh ? buf[(size_t)q * l->S + s] : NAN);
-                    fprintf(f, "\n");
-                }
-                if (fclose(f) && !rc)
-                    rc = hs_fail(HS_EIO, "%s: write failed", p);
-            }
-        }
-        snprintf(title, sizeof title, "%s, sequence %lld (colour range 0..1)", maps, seq);
-        gp_quote(qtitle, sizeof qtitle, title);
-        snprintf(assign, sizeof assign, "dir='%s'; nl=%d; nh=%d; outfile='%s'; plottitle='%s'",
-                 dir, nl, nh, out, qtitle);
-        if (!rc)
-            rc = run_gnuplot("plot_grid.gp", assign, out);
-    }
+    if (!rc)
+        rc = grid ? draw_grid(r, maps, seq, buf, dir, out, &nl, &nh)
+                  : draw_head(r, maps, layer, head, seq, tok, buf, dir, out);
     if (*dir)
         cleanup_dir(dir, nl, nh);
     free(tok);
@@ -242,183 +257,171 @@ int plot_map(const char *maps, int layer, int head, long long seq, const char *o
     return rc;
 }
 
-/* Opens an index read-only; *s is NULL and the error set on failure. */
-static int open_index(sqlite3 **s, const char *db)
+/* Metric of run_id (0: the latest run holding it) as a grid; HS_EINVAL
+ * naming the metric when there is no per-head row of it. */
+static int read_grid(hs_index *ix, const char *db, const char *metric, long long run_id,
+                     hs_metric_grid *g)
 {
-    if (sqlite3_open_v2(db, s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK)
-        return HS_OK;
-    int rc = hs_fail(HS_EIO, "%s: cannot open the index: %s", db,
-                     *s ? sqlite3_errmsg(*s) : "out of memory");
-    sqlite3_close(*s);
-    *s = NULL;
-    return rc;
-}
-
-/* Writes "layer head value" rows of metric (run_id 0: its latest run) to path;
- * *rows gets the count. */
-static int write_metric(sqlite3 *s, const char *db, const char *metric, long long run_id,
-                        const char *path, long *rows)
-{
-    sqlite3_stmt *st = NULL;
-    *rows = 0;
-    if (sqlite3_prepare_v2(s,
-                           "SELECT layer, head, value FROM head_metrics WHERE metric=?1 AND"
-                           " run_id=coalesce(nullif(?2,0), (SELECT max(run_id) FROM head_metrics"
-                           " WHERE metric=?1)) AND layer>=0 ORDER BY layer, head",
-                           -1, &st, NULL) != SQLITE_OK)
-        return hs_fail(HS_EIO, "%s: not a headscope index: %s", db, sqlite3_errmsg(s));
-    FILE *f = fopen(path, "w");
-    int rc = f ? HS_OK : hs_fail(HS_EIO, "%s: cannot write", path);
-    sqlite3_bind_text(st, 1, metric, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, run_id);
-    while (f && sqlite3_step(st) == SQLITE_ROW) {
-        fprintf(f, "%d %d %.9g\n", sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
-                sqlite3_column_double(st, 2));
-        (*rows)++;
-    }
-    if (f && fclose(f))
-        rc = hs_fail(HS_EIO, "%s: write failed", path);
-    sqlite3_finalize(st);
-    return rc;
-}
-
-/* A per-head grid of metric (beside metric_control when with_control), or
- * curves (a comma-separated list of names, one line each), from the index.
- * run_id 0: for each name, its latest run. */
-int plot_index(const char *db, const char *metric, const char *curve, long long run_id,
-               const char *out, int with_control)
-{
-    sqlite3 *s = NULL;
-    if (open_index(&s, db))
-        return HS_EIO;
-    const char *sql = metric ? "SELECT layer, head, value FROM head_metrics WHERE metric=?1 AND"
-                               " run_id=coalesce(nullif(?2,0), (SELECT max(run_id) FROM"
-                               " head_metrics WHERE metric=?1)) AND layer>=0 ORDER BY layer, head"
-                             : "SELECT x, y FROM curves WHERE curve=?1 AND"
-                               " run_id=coalesce(nullif(?2,0), (SELECT max(run_id) FROM curves"
-                               " WHERE curve=?1)) ORDER BY step";
-    sqlite3_stmt *st = NULL;
-    char dir[600] = "", p[1200], assign[4096], title[300], qtitle[400], names[300] = "";
-    int rc = sqlite3_prepare_v2(s, sql, -1, &st, NULL) == SQLITE_OK
-                 ? HS_OK
-                 : hs_fail(HS_EIO, "%s: not a headscope index: %s", db, sqlite3_errmsg(s));
+    int64_t run = run_id;
+    int rc = run ? HS_OK : hs_index_latest_with_metric(ix, metric, &run);
     if (!rc)
-        rc = make_dir(dir, sizeof dir);
-    snprintf(p, sizeof p, "%s/%s", dir, metric ? "scores.txt" : "curve.txt");
-    FILE *f = rc ? NULL : fopen(p, "w");
-    if (!rc && !f)
-        rc = hs_fail(HS_EIO, "%s: cannot write", p);
-    /* one block per name: the metric, or each curve of the list */
-    const char *list = metric ? metric : curve;
-    for (const char *name = list; f && !rc && *name;) {
-        size_t len = strcspn(name, ",");
-        char one[128];
-        snprintf(one, sizeof one, "%.*s", (int)len, name);
-        name += len + (name[len] == ',');
-        long rows = 0;
-        sqlite3_reset(st);
-        sqlite3_bind_text(st, 1, one, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(st, 2, run_id);
-        while (sqlite3_step(st) == SQLITE_ROW) {
-            if (metric)
-                fprintf(f, "%d %d %.9g\n", sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
-                        sqlite3_column_double(st, 2));
-            else
-                fprintf(f, "%.9g %.9g\n", sqlite3_column_double(st, 0),
-                        sqlite3_column_double(st, 1));
-            rows++;
-        }
-        if (!rows)
-            rc = hs_fail(HS_EINVAL, "%s: no %s \"%s\"%s", db, metric ? "metric" : "curve", one,
-                         run_id ? " in that run" : "");
-        fprintf(f, "\n\n");
-        size_t used = strlen(names);
-        snprintf(names + used, sizeof names - used, "%s%s", used ? " " : "", one);
-        if (metric)
-            break;
-    }
-    if (f && fclose(f) && !rc)
-        rc = hs_fail(HS_EIO, "%s: write failed", p);
-    snprintf(title, sizeof title, "%s (%s)", list, db);
-    gp_quote(qtitle, sizeof qtitle, title);
-    char cpath[1300] = "";
-    if (!rc && metric && with_control) {
-        char cmetric[128];
-        long crows = 0;
+        rc = hs_index_metric_grid(ix, run, metric, g);
+    if (!rc && !g->count)
+        rc = hs_fail(HS_EINVAL, "%s: no metric \"%s\"%s", db, metric, run_id ? " in that run" : "");
+    return rc;
+}
+
+/* "layer head value" lines of a grid's present cells, then `tail`. */
+static int write_cells(const char *path, const hs_metric_grid *g, const char *tail)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return hs_fail(HS_EIO, "%s: cannot write", path);
+    for (int l = 0; l < g->n_layer; l++)
+        for (int h = 0; h < g->n_head; h++)
+            if (g->present[(size_t)l * g->n_head + h])
+                fprintf(f, "%d %d %.9g\n", l, h, g->cell[(size_t)l * g->n_head + h].value);
+    fputs(tail, f);
+    return fclose(f) ? hs_fail(HS_EIO, "%s: write failed", path) : HS_OK;
+}
+
+/* A layer x head grid of metric, beside metric_control when with_control. */
+static int plot_scores(hs_index *ix, const char *db, const char *metric, long long run_id,
+                       const char *out, int with_control)
+{
+    char dir[600] = "", p[1200], cpath[1300] = "", assign[4096], title[300], qtitle[400];
+    char one[128], cmetric[128];
+    hs_metric_grid g = { 0 }, cg = { 0 };
+    snprintf(one, sizeof one, "%s", metric);
+    int rc = make_dir(dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/scores.txt", dir);
+    if (!rc)
+        rc = read_grid(ix, db, one, run_id, &g);
+    if (!rc)
+        rc = write_cells(p, &g, "\n\n");
+    if (!rc && with_control) {
         snprintf(cmetric, sizeof cmetric, "%s_control", metric);
         snprintf(cpath, sizeof cpath, "%s/control.txt", dir);
-        rc = write_metric(s, db, cmetric, run_id, cpath, &crows);
-        if (!rc && !crows)
-            rc = hs_fail(HS_EINVAL, "%s: no metric \"%s\"%s", db, cmetric,
-                         run_id ? " in that run" : "");
+        rc = read_grid(ix, db, cmetric, run_id, &cg);
+        if (!rc)
+            rc = write_cells(cpath, &cg, "");
     }
-    if (metric)
-        snprintf(assign, sizeof assign, "datafile='%s'; outfile='%s'; plottitle='%s'%s%s%s", p,
-                 out, qtitle, *cpath ? "; controlfile='" : "", cpath, *cpath ? "'" : "");
-    else
-        snprintf(assign, sizeof assign,
-                 "datafile='%s'; outfile='%s'; plottitle='%s'; names='%s'; xlab='%s';"
-                 " ylab='value'",
-                 p, out, qtitle, names,
-                 strstr(list, "pruning") ? "fraction of heads pruned"
-                 : strstr(list, "loss")  ? "tokens trained on"
-                                         : "x");
+    snprintf(title, sizeof title, "%s (%s)", metric, db);
+    gp_quote(qtitle, sizeof qtitle, title);
+    snprintf(assign, sizeof assign, "datafile='%s'; outfile='%s'; plottitle='%s'%s%s%s", p, out,
+             qtitle, *cpath ? "; controlfile='" : "", cpath, *cpath ? "'" : "");
     if (!rc)
-        rc = run_gnuplot(metric ? "plot_scores.gp" : "plot_curve.gp", assign, out);
-    sqlite3_finalize(st);
-    sqlite3_close(s);
+        rc = run_gnuplot("plot_scores.gp", assign, out);
+    hs_metric_grid_free(&g);
+    hs_metric_grid_free(&cg);
     if (*dir)
         cleanup_dir(dir, 0, 0);
     return rc;
 }
 
+/* One block of curve.txt: "x y" by step of curve `name` of run_id (0: the
+ * latest run holding it), then the blank lines that end a gnuplot block. */
+static int write_curve(FILE *f, hs_index *ix, const char *db, const char *name,
+                       long long run_id)
+{
+    int64_t run = run_id;
+    hs_curve c = { 0 };
+    int rc = run ? HS_OK : hs_index_latest_with_curve(ix, name, &run);
+    if (!rc)
+        rc = hs_index_curve_get(ix, run, name, &c);
+    for (int i = 0; !rc && i < c.n; i++)
+        fprintf(f, "%.9g %.9g\n", c.p[i].x, c.p[i].y);
+    if (!rc && !c.n)
+        rc = hs_fail(HS_EINVAL, "%s: no curve \"%s\"%s", db, name, run_id ? " in that run" : "");
+    fprintf(f, "\n\n");
+    hs_curve_free(&c);
+    return rc;
+}
+
+/* Curves (a comma-separated list of names), one line each. */
+static int plot_curves(hs_index *ix, const char *db, const char *list, long long run_id,
+                       const char *out)
+{
+    char dir[600] = "", p[1200], assign[4096], title[300], qtitle[400], names[300] = "";
+    int rc = make_dir(dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/curve.txt", dir);
+    FILE *f = rc ? NULL : fopen(p, "w");
+    if (!rc && !f)
+        rc = hs_fail(HS_EIO, "%s: cannot write", p);
+    for (const char *name = list; f && !rc && *name;) {
+        size_t len = strcspn(name, ",");
+        char one[128];
+        snprintf(one, sizeof one, "%.*s", (int)len, name);
+        name += len + (name[len] == ',');
+        rc = write_curve(f, ix, db, one, run_id);
+        size_t used = strlen(names);
+        snprintf(names + used, sizeof names - used, "%s%s", used ? " " : "", one);
+    }
+    if (f && fclose(f) && !rc)
+        rc = hs_fail(HS_EIO, "%s: write failed", p);
+    snprintf(title, sizeof title, "%s (%s)", list, db);
+    gp_quote(qtitle, sizeof qtitle, title);
+    snprintf(assign, sizeof assign,
+             "datafile='%s'; outfile='%s'; plottitle='%s'; names='%s'; xlab='%s';"
+             " ylab='value'",
+             p, out, qtitle, names,
+             strstr(list, "pruning") ? "fraction of heads pruned"
+             : strstr(list, "loss")  ? "tokens trained on"
+                                     : "x");
+    if (!rc)
+        rc = run_gnuplot("plot_curve.gp", assign, out);
+    if (*dir)
+        cleanup_dir(dir, 0, 0);
+    return rc;
+}
+
+int plot_index(hs_index *ix, const char *db, const char *metric, const char *curve,
+               long long run_id, const char *out, int with_control)
+{
+    return metric ? plot_scores(ix, db, metric, run_id, out, with_control)
+                  : plot_curves(ix, db, curve, run_id, out);
+}
+
+/* The targeted heads' loss increase (value, stderr), the clean second-half
+ * loss and the heads as "L0H1 L1H0" of an induction run's causal check. */
+static int causal_numbers(hs_index *ix, long long run_id, hs_metric_value *top, double *clean,
+                          char *label, size_t n)
+{
+    hs_metric_value v;
+    hs_metric_grid g = { 0 };
+    int found, rc = hs_index_metric_get(ix, run_id, -1, -1, "causal_loss_delta_top_k", &v, &found);
+    if (!rc && found)
+        *top = v;
+    if (!rc)
+        rc = hs_index_metric_get(ix, run_id, -1, -1, "second_half_loss", &v, &found);
+    if (!rc && found)
+        *clean = v.value;
+    if (!rc)
+        rc = hs_index_metric_grid(ix, run_id, "causal_top_k", &g);
+    for (int c = 0; !rc && c < g.n_layer * g.n_head; c++) {
+        size_t len = strlen(label);
+        if (g.present[c])
+            snprintf(label + len, n - len, "%sL%dH%d", len ? " " : "", c / g.n_head, c % g.n_head);
+    }
+    hs_metric_grid_free(&g);
+    return rc;
+}
+
 /* The causal check of an induction run (run_id 0: the latest): each random
  * draw's loss increase beside the targeted heads'. */
-int plot_causal(const char *db, long long run_id, const char *out)
+int plot_causal(hs_index *ix, const char *db, long long run_id, const char *out)
 {
-    sqlite3 *s = NULL;
-    if (open_index(&s, db))
-        return HS_EIO;
-    sqlite3_stmt *st = NULL;
-    int rc = HS_OK;
-    if (!run_id) {
-        if (sqlite3_prepare_v2(s, "SELECT max(run_id) FROM curves WHERE curve='causal_random_k'",
-                               -1, &st, NULL) != SQLITE_OK)
-            rc = hs_fail(HS_EIO, "%s: not a headscope index: %s", db, sqlite3_errmsg(s));
-        else if (sqlite3_step(st) == SQLITE_ROW)
-            run_id = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-        st = NULL;
-    }
-    double targeted = NAN, targeted_se = 0, clean = NAN;
-    char label[256] = "";
-    if (!rc && sqlite3_prepare_v2(s, "SELECT metric, layer, head, value, stderr FROM head_metrics"
-                                     " WHERE run_id=?1 AND metric IN ('causal_loss_delta_top_k',"
-                                     " 'second_half_loss', 'causal_top_k') ORDER BY layer, head",
-                                  -1, &st, NULL) != SQLITE_OK)
-        rc = hs_fail(HS_EIO, "%s: not a headscope index: %s", db, sqlite3_errmsg(s));
-    if (!rc) {
-        sqlite3_bind_int64(st, 1, run_id);
-        while (sqlite3_step(st) == SQLITE_ROW) {
-            const char *metric = (const char *)sqlite3_column_text(st, 0);
-            if (!strcmp(metric, "causal_loss_delta_top_k")) {
-                targeted = sqlite3_column_double(st, 3);
-                targeted_se = sqlite3_column_double(st, 4);
-            } else if (!strcmp(metric, "second_half_loss")) {
-                clean = sqlite3_column_double(st, 3);
-            } else {
-                size_t len = strlen(label);
-                snprintf(label + len, sizeof label - len, "%sL%dH%d", len ? " " : "",
-                         sqlite3_column_int(st, 1), sqlite3_column_int(st, 2));
-            }
-        }
-        sqlite3_finalize(st);
-        st = NULL;
-        if (isnan(targeted))
-            rc = hs_fail(HS_EINVAL, "%s: no causal check%s (run `headscope induction` first)", db,
-                         run_id ? " in that run" : "");
-    }
-    char dir[600] = "", p[1200], assign[4096], title[300], qtitle[400];
+    hs_metric_value top = { NAN, 0, 0 };
+    double clean = NAN;
+    char label[256] = "", dir[600] = "", p[1200], assign[4096], title[300], qtitle[400];
+    int64_t run = run_id;
+    hs_curve draws = { 0 };
+    int rc = run ? HS_OK : hs_index_latest_with_curve(ix, "causal_random_k", &run);
+    if (!rc)
+        rc = causal_numbers(ix, run, &top, &clean, label, sizeof label);
+    if (!rc && isnan(top.value))
+        rc = hs_fail(HS_EINVAL, "%s: no causal check%s (run `headscope induction` first)", db,
+                     run ? " in that run" : "");
     if (!rc)
         rc = make_dir(dir, sizeof dir);
     snprintf(p, sizeof p, "%s/draws.txt", dir);
@@ -426,34 +429,45 @@ int plot_causal(const char *db, long long run_id, const char *out)
     if (!rc && !f)
         rc = hs_fail(HS_EIO, "%s: cannot write", p);
     if (f) {
-        long rows = 0;
-        if (sqlite3_prepare_v2(s, "SELECT step, y FROM curves WHERE run_id=?1 AND"
-                                  " curve='causal_random_k' ORDER BY step",
-                               -1, &st, NULL) == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, run_id);
-            for (; sqlite3_step(st) == SQLITE_ROW; rows++)
-                fprintf(f, "%lld %.9g\n", (long long)sqlite3_column_int64(st, 0),
-                        sqlite3_column_double(st, 1));
-        }
-        if (fclose(f))
+        rc = hs_index_curve_get(ix, run, "causal_random_k", &draws);
+        for (int i = 0; i < draws.n; i++)
+            fprintf(f, "%lld %.9g\n", (long long)draws.p[i].step, draws.p[i].y);
+        if (fclose(f) && !rc)
             rc = hs_fail(HS_EIO, "%s: write failed", p);
-        if (!rc && rows < 2)
+        if (!rc && draws.n < 2)
             rc = hs_fail(HS_EINVAL, "%s: run %lld has no random draws (curve causal_random_k)",
-                         db, run_id);
+                         db, (long long)run);
     }
     snprintf(title, sizeof title, "causal check, run %lld: second-half loss %.3f on r ++ r (%s)",
-             run_id, clean, db);
+             (long long)run, clean, db);
     gp_quote(qtitle, sizeof qtitle, title);
     snprintf(assign, sizeof assign,
              "datafile='%s'; outfile='%s'; plottitle='%s'; targeted=%.9g; targeted_se=%.9g;"
              " toplabel='%s'",
-             p, out, qtitle, targeted, targeted_se, label);
+             p, out, qtitle, top.value, top.stderr_value, label);
     if (!rc)
         rc = run_gnuplot("plot_causal.gp", assign, out);
-    sqlite3_finalize(st);
-    sqlite3_close(s);
+    hs_curve_free(&draws);
     if (*dir)
         cleanup_dir(dir, 0, 0);
+    return rc;
+}
+
+/* plot scores / curve / causal: the index is opened once, read-only. */
+static int plot_from_index(const char *kind, const char *db, const char *metric,
+                           const char *curve, long long run, const char *out, int control)
+{
+    hs_index *ix;
+    int rc = hs_index_open_read(&ix, db);
+    if (rc)
+        return rc;
+    if (!strcmp(kind, "causal"))
+        rc = plot_causal(ix, db, run, out);
+    else if (!strcmp(kind, "scores"))
+        rc = plot_index(ix, db, metric, NULL, run, out, control);
+    else
+        rc = plot_index(ix, db, NULL, curve, run, out, control);
+    hs_index_close(ix);
     return rc;
 }
 
@@ -494,11 +508,11 @@ int cmd_plot(int argc, char **argv)
         if (!db || (scores ? !metric : !curve))
             return usage_error("plot", "plot %s needs --db FILE and %s", kind,
                                scores ? "--metric NAME" : "--curve NAME");
-        rc = plot_index(db, scores ? metric : NULL, scores ? NULL : curve, run, out, control);
+        rc = plot_from_index(kind, db, metric, curve, run, out, control);
     } else if (!strcmp(kind, "causal")) {
         if (!db)
             return usage_error("plot", "plot causal needs --db FILE");
-        rc = plot_causal(db, run, out);
+        rc = plot_from_index(kind, db, NULL, NULL, run, out, 0);
     } else {
         return usage_error("plot", "unknown kind '%s' (map, grid, scores, curve, causal)", kind);
     }

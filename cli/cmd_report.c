@@ -12,14 +12,12 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include <sqlite3.h>
-
 #include "cli.h"
 #include "common.h"
 #include "plot.h"
 
 typedef struct {
-    sqlite3 *db;
+    hs_index *ix;
     const char *db_path, *dir;
     FILE *html;
     int figures, missing;
@@ -41,83 +39,54 @@ static void esc(FILE *f, const char *s)
 /* The latest complete run of a kind; 0 when there is none. */
 static long long latest_run(report *r, const char *kind)
 {
-    sqlite3_stmt *st;
-    long long id = 0;
-    if (sqlite3_prepare_v2(r->db, "SELECT max(run_id) FROM runs WHERE kind=?1 AND"
-                                  " status='complete'", -1, &st, NULL) != SQLITE_OK)
-        return 0;
-    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW)
-        id = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return id;
+    int64_t id = 0;
+    return hs_index_latest_complete(r->ix, kind, NULL, &id) ? 0 : id;
 }
 
 /* A metric row of a run; returns 1 when found. */
 static int metric(report *r, long long run, int layer, int head, const char *name, double *value,
                   double *se)
 {
-    sqlite3_stmt *st;
+    hs_metric_value v;
     int found = 0;
-    if (sqlite3_prepare_v2(r->db, "SELECT value, stderr FROM head_metrics WHERE run_id=?1 AND"
-                                  " layer=?2 AND head=?3 AND metric=?4", -1, &st, NULL) != SQLITE_OK)
+    if (hs_index_metric_get(r->ix, run, layer, head, name, &v, &found) || !found)
         return 0;
-    sqlite3_bind_int64(st, 1, run);
-    sqlite3_bind_int(st, 2, layer);
-    sqlite3_bind_int(st, 3, head);
-    sqlite3_bind_text(st, 4, name, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        *value = sqlite3_column_double(st, 0);
-        if (se)
-            *se = sqlite3_column_double(st, 1);
-        found = 1;
-    }
-    sqlite3_finalize(st);
-    return found;
+    *value = v.value;
+    if (se)
+        *se = v.stderr_value;
+    return 1;
 }
 
-/* The head of a run with the highest value of a metric; returns 1 when found. */
-static int top_head(report *r, long long run, const char *name, int *layer, int *head)
+/* Up to k heads of a run by descending value of a metric; returns how many. */
+static int top_heads(report *r, long long run, const char *name, int k, int *layer, int *head)
 {
-    sqlite3_stmt *st;
-    int found = 0;
-    if (sqlite3_prepare_v2(r->db, "SELECT layer, head FROM head_metrics WHERE run_id=?1 AND"
-                                  " metric=?2 AND layer>=0 ORDER BY value DESC, layer, head LIMIT 1",
-                           -1, &st, NULL) != SQLITE_OK)
+    hs_metric_grid g;
+    if (hs_index_metric_grid(r->ix, run, name, &g))
         return 0;
-    sqlite3_bind_int64(st, 1, run);
-    sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        *layer = sqlite3_column_int(st, 0);
-        *head = sqlite3_column_int(st, 1);
-        found = 1;
-    }
-    sqlite3_finalize(st);
-    return found;
-}
-
-static int has_rows(report *r, const char *sql, long long run, const char *name)
-{
-    sqlite3_stmt *st;
-    int n = 0;
-    if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK)
-        return 0;
-    sqlite3_bind_int64(st, 1, run);
-    sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW)
-        n = sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
+    int n = hs_metric_grid_top(&g, k, layer, head);
+    hs_metric_grid_free(&g);
     return n;
 }
 
+/* The per-head rows a run has of a metric (the cells of its grid). */
 static int has_metric(report *r, long long run, const char *name)
 {
-    return has_rows(r, "SELECT count(*) FROM head_metrics WHERE run_id=?1 AND metric=?2", run, name);
+    hs_metric_grid g;
+    if (hs_index_metric_grid(r->ix, run, name, &g))
+        return 0;
+    int n = g.count;
+    hs_metric_grid_free(&g);
+    return n;
 }
 
 static int has_curve(report *r, long long run, const char *name)
 {
-    return has_rows(r, "SELECT count(*) FROM curves WHERE run_id=?1 AND curve=?2", run, name);
+    hs_curve c;
+    if (hs_index_curve_get(r->ix, run, name, &c))
+        return 0;
+    int n = c.n;
+    hs_curve_free(&c);
+    return n;
 }
 
 /* Writes a figure (rc: the plot's result) with its caption, or says why it
@@ -152,76 +121,87 @@ static void grid(report *r, long long run, const char *name, int control, const 
     path_in(path, sizeof path, r, file);
     snprintf(title, sizeof title, "%s%s, run %lld", name,
              control ? " beside its random-init control" : "", run);
-    figure(r, plot_index(r->db_path, name, NULL, run, path, control), file, title, caption);
+    figure(r, plot_index(r->ix, r->db_path, name, NULL, run, path, control), file, title, caption);
 }
 
 static void section_runs(report *r)
 {
     FILE *f = r->html;
-    sqlite3_stmt *st;
+    hs_run_list l;
     fprintf(f, "<h2 id=\"runs\">Runs and their provenance</h2>\n<table><tr><th>run</th><th>kind"
                "</th><th>status</th><th>model</th><th>data</th><th>started</th><th>finished</th>"
                "<th>command line</th></tr>\n");
-    if (sqlite3_prepare_v2(r->db, "SELECT run_id, kind, status, model_path, substr(model_sha256,1,12),"
-                                  " data_path, substr(data_sha256,1,12), started_at, finished_at, args"
-                                  " FROM runs ORDER BY run_id", -1, &st, NULL) != SQLITE_OK)
+    if (hs_index_runs(r->ix, NULL, NULL, &l))
         return;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        fprintf(f, "<tr><td>%lld</td>", (long long)sqlite3_column_int64(st, 0));
-        for (int c = 1; c < 10; c++) {
-            if (c == 4 || c == 6)
-                continue;
-            fprintf(f, "<td%s>", c == 9 ? " class=\"args\"" : "");
-            esc(f, (const char *)sqlite3_column_text(st, c));
-            if ((c == 3 || c == 5) && sqlite3_column_text(st, c + 1)) {
+    for (int i = 0; i < l.n; i++) {
+        const hs_run_record *u = &l.runs[i];
+        const char *cell[] = { u->kind,       u->status,      u->model_path, u->data_path,
+                               u->started_at, u->finished_at, u->args };
+        const char *sha[] = { NULL, NULL, u->model_sha256, u->data_sha256, NULL, NULL, NULL };
+        fprintf(f, "<tr><td>%lld</td>", (long long)u->run_id);
+        for (int c = 0; c < 7; c++) {
+            fprintf(f, "<td%s>", c == 6 ? " class=\"args\"" : "");
+            esc(f, cell[c]);
+            if (sha[c]) {
+                char prefix[13];
+                snprintf(prefix, sizeof prefix, "%.12s", sha[c]);
                 fprintf(f, "<br><small>sha256 ");
-                esc(f, (const char *)sqlite3_column_text(st, c + 1));
+                esc(f, prefix);
                 fprintf(f, "&hellip;</small>");
             }
             fprintf(f, "</td>");
         }
         fprintf(f, "</tr>\n");
     }
-    sqlite3_finalize(st);
+    hs_run_list_free(&l);
     fprintf(f, "</table>\n");
 }
 
 static void section_training(report *r)
 {
     FILE *f = r->html;
-    sqlite3_stmt *st;
+    hs_run_list l = { 0 };
     fprintf(f, "<h2 id=\"training\">Training</h2>\n");
-    if (sqlite3_prepare_v2(r->db, "SELECT run_id FROM runs WHERE kind='train' AND status='complete'"
-                                  " ORDER BY run_id DESC LIMIT 3", -1, &st, NULL) != SQLITE_OK)
+    if (hs_index_runs(r->ix, "train", "complete", &l))
         return;
-    int n = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        long long run = sqlite3_column_int64(st, 0);
+    for (int i = l.n - 1; i >= 0 && i >= l.n - 3; i--) { /* the latest three */
+        long long run = l.runs[i].run_id;
         char file[64], path[1200], title[96];
         snprintf(file, sizeof file, "training_run%lld.png", run);
         path_in(path, sizeof path, r, file);
         snprintf(title, sizeof title, "Training loss, run %lld", run);
         int val = has_curve(r, run, "val_loss") > 0;
-        figure(r, plot_index(r->db_path, NULL, val ? "train_loss,val_loss" : "train_loss", run, path, 0),
+        figure(r,
+               plot_index(r->ix, r->db_path, NULL, val ? "train_loss,val_loss" : "train_loss", run,
+                          path, 0),
                file, title,
                "Mean next-token cross-entropy (nats) of each training batch against tokens seen"
                "; the validation loss on the held-out shard where one was given. A falling curve "
                "shows the model fits its data; it does not say which heads do the work.");
-        n++;
     }
-    sqlite3_finalize(st);
-    if (!n)
+    if (!l.n)
         fprintf(f, "<p>No complete training run in this index.</p>\n");
+    hs_run_list_free(&l);
 }
 
-static void section_induction(report *r, long long run, long long ablate_run, long long imp_run)
+/* The heads of an induction run's causal check, as "L0H1, L1H0". */
+static void causal_heads(report *r, long long run, char *heads, size_t n)
+{
+    hs_metric_grid g;
+    if (hs_index_metric_grid(r->ix, run, "causal_top_k", &g))
+        return;
+    for (int c = 0; c < g.n_layer * g.n_head; c++) {
+        size_t len = strlen(heads);
+        if (g.present[c])
+            snprintf(heads + len, n - len, "%sL%dH%d", len ? ", " : "", c / g.n_head, c % g.n_head);
+    }
+    hs_metric_grid_free(&g);
+}
+
+/* The claim: established or not, with the numbers of the causal check. */
+static void induction_claim(report *r, long long run)
 {
     FILE *f = r->html;
-    fprintf(f, "<h2 id=\"induction\">Induction heads: score and causal check</h2>\n");
-    if (!run) {
-        fprintf(f, "<p>No complete <code>headscope induction</code> run in this index.</p>\n");
-        return;
-    }
     double clean = 0, top = 0, top_se = 0, rnd = 0, rnd_sd = 0;
     metric(r, run, -1, -1, "second_half_loss", &clean, NULL);
     metric(r, run, -1, -1, "causal_loss_delta_top_k", &top, &top_se);
@@ -229,19 +209,8 @@ static void section_induction(report *r, long long run, long long ablate_run, lo
     double established = 0;
     metric(r, run, -1, -1, "induction_established", &established, NULL);
     const int beats = established == 1;
-    sqlite3_stmt *st;
     char heads[512] = "";
-    if (sqlite3_prepare_v2(r->db, "SELECT layer, head FROM head_metrics WHERE run_id=?1 AND"
-                                  " metric='causal_top_k' ORDER BY layer, head", -1, &st,
-                           NULL) == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, run);
-        while (sqlite3_step(st) == SQLITE_ROW) {
-            size_t len = strlen(heads);
-            snprintf(heads + len, sizeof heads - len, "%sL%dH%d", len ? ", " : "",
-                     sqlite3_column_int(st, 0), sqlite3_column_int(st, 1));
-        }
-        sqlite3_finalize(st);
-    }
+    causal_heads(r, run, heads, sizeof heads);
     fprintf(f, "<p class=\"claim %s\">", beats ? "yes" : "no");
     if (beats)
         fprintf(f, "<b>Induction head%s by score and causal check: %s.</b> ", strchr(heads, ',') ? "s" : "",
@@ -256,10 +225,56 @@ static void section_induction(report *r, long long run, long long ablate_run, lo
                "many randomly drawn other heads off raises it by %+.3f &plusmn; %.3f (mean &plusmn; "
                "standard deviation over the draws).</p>\n",
             heads, clean, top, top_se, rnd, rnd_sd);
+}
+
+/* The top heads by induction score, with what other runs say about them. */
+static void induction_table(report *r, long long run, long long ablate_run, long long imp_run)
+{
+    FILE *f = r->html;
+    int layer[5], head[5], n = top_heads(r, run, "induction", 5, layer, head);
+    fprintf(f, "<table><tr><th>head</th><th>induction</th><th>control</th><th>prev_token</th>"
+               "<th>duplicate_token</th><th>copying</th><th>loss_delta_zero</th><th>importance</th>"
+               "</tr>\n");
+    for (int k = 0; k < n; k++) {
+        int l = layer[k], h = head[k];
+        double v, se;
+        fprintf(f, "<tr><td>L%dH%d</td>", l, h);
+        const char *m[] = { "induction", "induction_control", "prev_token", "duplicate_token",
+                            "copying" };
+        for (int i = 0; i < 5; i++) {
+            if (metric(r, run, l, h, m[i], &v, &se))
+                fprintf(f, i < 4 ? "<td>%.3f &plusmn; %.3f</td>" : "<td>%.3f</td>", v, se);
+            else
+                fprintf(f, "<td>&ndash;</td>");
+        }
+        if (ablate_run && metric(r, ablate_run, l, h, "loss_delta_zero", &v, &se))
+            fprintf(f, "<td>%+.4f &plusmn; %.4f</td>", v, se);
+        else
+            fprintf(f, "<td>&ndash;</td>");
+        if (imp_run && metric(r, imp_run, l, h, "importance", &v, &se))
+            fprintf(f, "<td>%.3f</td>", v);
+        else
+            fprintf(f, "<td>&ndash;</td>");
+        fprintf(f, "</tr>\n");
+    }
+    fprintf(f, "</table>\n<p class=\"note\">loss_delta_zero and importance come from the latest "
+               "ablate and importance runs of this index, which may use other data than the "
+               "induction probe; check the runs table.</p>\n");
+}
+
+static void section_induction(report *r, long long run, long long ablate_run, long long imp_run)
+{
+    FILE *f = r->html;
+    fprintf(f, "<h2 id=\"induction\">Induction heads: score and causal check</h2>\n");
+    if (!run) {
+        fprintf(f, "<p>No complete <code>headscope induction</code> run in this index.</p>\n");
+        return;
+    }
+    induction_claim(r, run);
     char path[1200], file[64];
     snprintf(file, sizeof file, "causal_run%lld.png", run);
     path_in(path, sizeof path, r, file);
-    figure(r, plot_causal(r->db_path, run, path), file, "Causal check",
+    figure(r, plot_causal(r->ix, r->db_path, run, path), file, "Causal check",
            "Increase of the second-half loss on r ++ r when the heads of highest induction score "
            "are gated off (red, &plusmn; 2 standard errors) against the same number of randomly "
            "chosen other heads (blue points, one per draw; mean &plusmn; standard deviation). "
@@ -267,41 +282,7 @@ static void section_induction(report *r, long long run, long long ablate_run, lo
            "its control). It shows these heads "
            "matter for copying repeated tokens on this synthetic probe, not what they do on "
            "natural text.");
-    /* the top heads, with what other runs say about them */
-    fprintf(f, "<table><tr><th>head</th><th>induction</th><th>control</th><th>prev_token</th>"
-               "<th>duplicate_token</th><th>copying</th><th>loss_delta_zero</th><th>importance</th>"
-               "</tr>\n");
-    if (sqlite3_prepare_v2(r->db, "SELECT layer, head FROM head_metrics WHERE run_id=?1 AND"
-                                  " metric='induction' AND layer>=0 ORDER BY value DESC LIMIT 5",
-                           -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, run);
-        while (sqlite3_step(st) == SQLITE_ROW) {
-            int l = sqlite3_column_int(st, 0), h = sqlite3_column_int(st, 1);
-            double v, se;
-            fprintf(f, "<tr><td>L%dH%d</td>", l, h);
-            const char *m[] = { "induction", "induction_control", "prev_token", "duplicate_token",
-                                "copying" };
-            for (int i = 0; i < 5; i++) {
-                if (metric(r, run, l, h, m[i], &v, &se))
-                    fprintf(f, i < 4 ? "<td>%.3f &plusmn; %.3f</td>" : "<td>%.3f</td>", v, se);
-                else
-                    fprintf(f, "<td>&ndash;</td>");
-            }
-            if (ablate_run && metric(r, ablate_run, l, h, "loss_delta_zero", &v, &se))
-                fprintf(f, "<td>%+.4f &plusmn; %.4f</td>", v, se);
-            else
-                fprintf(f, "<td>&ndash;</td>");
-            if (imp_run && metric(r, imp_run, l, h, "importance", &v, &se))
-                fprintf(f, "<td>%.3f</td>", v);
-            else
-                fprintf(f, "<td>&ndash;</td>");
-            fprintf(f, "</tr>\n");
-        }
-        sqlite3_finalize(st);
-    }
-    fprintf(f, "</table>\n<p class=\"note\">loss_delta_zero and importance come from the latest "
-               "ablate and importance runs of this index, which may use other data than the "
-               "induction probe; check the runs table.</p>\n");
+    induction_table(r, run, ablate_run, imp_run);
     grid(r, run, "induction", 1,
          "Mean attention from each token of the second copy of r ++ r to the token after its "
          "first occurrence (chance &asymp; 1/position), beside the same score of a randomly "
@@ -319,22 +300,32 @@ static void section_induction(report *r, long long run, long long ablate_run, lo
          "the control. Norms are ignored, so it is a property of the weights, not of any input.");
 }
 
+/* The complete map file of the latest complete capture run that has one. */
+static void latest_map_file(report *r, char *found, size_t n)
+{
+    hs_run_list l;
+    if (hs_index_runs(r->ix, "capture", "complete", &l))
+        return;
+    for (int i = l.n - 1; i >= 0 && !*found; i--) {
+        hs_artifact_list a;
+        if (hs_index_artifacts(r->ix, l.runs[i].run_id, &a))
+            break;
+        for (int k = 0; k < a.n && !*found; k++)
+            if (a.a[k].complete == 1)
+                snprintf(found, n, "%s", a.a[k].path);
+        hs_artifact_list_free(&a);
+    }
+    hs_run_list_free(&l);
+}
+
 static void section_maps(report *r, const char *maps, long long seq, long long ind_run,
                          long long pat_run)
 {
     FILE *f = r->html;
     fprintf(f, "<h2 id=\"maps\">Attention maps</h2>\n");
     char found[1200] = "";
-    if (!maps) { /* the latest capture run's map file */
-        sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(r->db, "SELECT a.path FROM artifacts a JOIN runs r USING (run_id)"
-                                      " WHERE r.kind='capture' AND r.status='complete' AND"
-                                      " a.complete=1 ORDER BY a.run_id DESC LIMIT 1", -1, &st,
-                               NULL) == SQLITE_OK) {
-            if (sqlite3_step(st) == SQLITE_ROW)
-                snprintf(found, sizeof found, "%s", (const char *)sqlite3_column_text(st, 0));
-            sqlite3_finalize(st);
-        }
+    if (!maps) {
+        latest_map_file(r, found, sizeof found);
         maps = *found ? found : NULL;
     }
     if (!maps) {
@@ -348,11 +339,11 @@ static void section_maps(report *r, const char *maps, long long seq, long long i
     /* the heads the scores single out, each once */
     int pick[3][2], n = 0, l, h;
     const char *why[3];
-    if (ind_run && top_head(r, ind_run, "induction", &l, &h))
+    if (ind_run && top_heads(r, ind_run, "induction", 1, &l, &h))
         pick[n][0] = l, pick[n][1] = h, why[n++] = "highest induction score";
-    if (ind_run && top_head(r, ind_run, "prev_token", &l, &h))
+    if (ind_run && top_heads(r, ind_run, "prev_token", 1, &l, &h))
         pick[n][0] = l, pick[n][1] = h, why[n++] = "highest previous-token score";
-    if (pat_run && top_head(r, pat_run, "first_token", &l, &h))
+    if (pat_run && top_heads(r, pat_run, "first_token", 1, &l, &h))
         pick[n][0] = l, pick[n][1] = h, why[n++] = "most attention on the first token";
     for (int i = 0; i < n; i++) {
         int dup = 0;
@@ -412,7 +403,7 @@ static void section_pruning(report *r, long long run)
     char file[64], path[1200];
     snprintf(file, sizeof file, "pruning_run%lld.png", run);
     path_in(path, sizeof path, r, file);
-    figure(r, plot_index(r->db_path, NULL, "pruning", run, path, 0), file, "Pruning curve",
+    figure(r, plot_index(r->ix, r->db_path, NULL, "pruning", run, path, 0), file, "Pruning curve",
            "Validation loss after each step of joint pruning (heads of lowest importance gated "
            "off, importance recomputed on the pruned model) against the fraction of heads pruned.");
     double dense, pruned;
@@ -467,23 +458,17 @@ static void section_experiment(report *r, long long run)
     fprintf(f, "<h2 id=\"head-count\">Head-count experiment (run %lld)</h2>\n<table><tr><th>heads"
                "</th><th>validation loss</th><th>standard error over seeds</th><th>seeds</th>"
                "<th>forward ms</th></tr>\n", run);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(r->db, "SELECT CAST(substr(metric, 16) AS INTEGER) AS h, value, stderr, n"
-                                  " FROM head_metrics WHERE run_id=?1 AND metric LIKE"
-                                  " 'val_loss_heads_%' ORDER BY h", -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, run);
-        while (sqlite3_step(st) == SQLITE_ROW) {
-            int h = sqlite3_column_int(st, 0);
-            char name[48];
-            double ms = NAN;
-            snprintf(name, sizeof name, "forward_ms_heads_%d", h);
-            metric(r, run, -1, -1, name, &ms, NULL);
-            fprintf(f, "<tr><td>%d</td><td>%.4f</td><td>%.4f</td><td>%d</td><td>%.2f</td></tr>\n", h,
-                    sqlite3_column_double(st, 1), sqlite3_column_double(st, 2),
-                    sqlite3_column_int(st, 3), ms);
-        }
-        sqlite3_finalize(st);
+    hs_metric_series s = { 0 };
+    hs_index_metric_series(r->ix, run, "val_loss_heads_", &s);
+    for (int i = 0; i < s.n; i++) {
+        char name[48];
+        double ms = NAN;
+        snprintf(name, sizeof name, "forward_ms_heads_%lld", s.key[i]);
+        metric(r, run, -1, -1, name, &ms, NULL);
+        fprintf(f, "<tr><td>%lld</td><td>%.4f</td><td>%.4f</td><td>%lld</td><td>%.2f</td></tr>\n",
+                s.key[i], s.v[i].value, s.v[i].stderr_value, s.v[i].n, ms);
     }
+    hs_metric_series_free(&s);
     fprintf(f, "</table>\n<p class=\"note\">Same architecture, shared initial weights, equal step "
                "budgets. Differences smaller than a few standard errors are noise; the ordering "
                "holds for this data and budget only.</p>\n");
@@ -515,6 +500,51 @@ static const char STYLE[] =
     ".claim.no{border-color:#c60;background:#fff4e6}.note{font-size:.85em;color:#555}"
     ".missing{color:#a00}nav a{margin-right:1em}";
 
+/* The page of an open index: the header, every section and the cautions,
+ * written under a temporary name and renamed when complete. Prints its own
+ * errors; returns the exit status. */
+static int write_page(report *r, const char *page, const char *maps, long long seq)
+{
+    char tmp[1300];
+    snprintf(tmp, sizeof tmp, "%s/.index.html.tmp", r->dir);
+    if (!(r->html = fopen(tmp, "w"))) {
+        fprintf(stderr, "headscope: report: %s: cannot write: %s\n", tmp, strerror(errno));
+        return EXIT_FAILURE_RUN;
+    }
+    const long long ind = latest_run(r, "induction"), abl = latest_run(r, "ablate"),
+                    imp = latest_run(r, "importance"), pru = latest_run(r, "prune"),
+                    pat = latest_run(r, "patterns"), exp = latest_run(r, "experiment");
+    time_t now = time(NULL);
+    char when[64];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
+    FILE *f = r->html;
+    fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>headscope "
+               "report</title><style>%s</style></head><body>\n<h1>headscope report</h1>\n<p>Index "
+               "<code>", STYLE);
+    esc(f, r->db_path);
+    fprintf(f, "</code>, generated %s by headscope %s (%s).</p>\n<nav><a href=\"#induction\">"
+               "induction</a><a href=\"#maps\">maps</a><a href=\"#ablation\">ablation</a><a "
+               "href=\"#pruning\">pruning</a><a href=\"#patterns\">patterns</a><a href=\"#training\">"
+               "training</a><a href=\"#runs\">runs</a><a href=\"#cautions\">cautions</a></nav>\n",
+            when, HS_VERSION, HS_REAL_NAME);
+    section_induction(r, ind, abl, imp);
+    section_maps(r, maps, seq, ind, pat);
+    section_ablation(r, abl, imp);
+    section_pruning(r, pru);
+    section_patterns(r, pat);
+    section_experiment(r, exp);
+    section_training(r);
+    section_runs(r);
+    fputs(CAUTIONS, f);
+    fprintf(f, "</body></html>\n");
+    if (fclose(f) || rename(tmp, page)) {
+        fprintf(stderr, "headscope: report: %s: write failed: %s\n", page, strerror(errno));
+        remove(tmp);
+        return EXIT_FAILURE_RUN;
+    }
+    return 0;
+}
+
 int cmd_report(int argc, char **argv)
 {
     const char *db = NULL, *out = NULL, *maps = NULL;
@@ -538,58 +568,14 @@ int cmd_report(int argc, char **argv)
         return EXIT_FAILURE_RUN;
     }
     report r = { .db_path = db, .dir = out };
-    if (sqlite3_open_v2(db, &r.db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
-        sqlite3_exec(r.db, "SELECT run_id, kind, status FROM runs LIMIT 0", NULL, NULL, NULL) !=
-            SQLITE_OK) {
-        fprintf(stderr, "headscope: report: %s: not a headscope index (%s)\n", db,
-                sqlite3_errmsg(r.db));
-        sqlite3_close(r.db);
-        return EXIT_FAILURE_RUN;
-    }
-    if (hs_mkdirs(out)) {
-        sqlite3_close(r.db);
+    if (hs_index_open_read(&r.ix, db))
         return run_error("report");
-    }
-    char page[1200], tmp[1300];
+    char page[1200];
     snprintf(page, sizeof page, "%s/index.html", out);
-    snprintf(tmp, sizeof tmp, "%s/.index.html.tmp", out);
-    if (!(r.html = fopen(tmp, "w"))) {
-        fprintf(stderr, "headscope: report: %s: cannot write: %s\n", tmp, strerror(errno));
-        sqlite3_close(r.db);
-        return EXIT_FAILURE_RUN;
-    }
-    const long long ind = latest_run(&r, "induction"), abl = latest_run(&r, "ablate"),
-                    imp = latest_run(&r, "importance"), pru = latest_run(&r, "prune"),
-                    pat = latest_run(&r, "patterns"), exp = latest_run(&r, "experiment");
-    time_t now = time(NULL);
-    char when[64];
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
-    FILE *f = r.html;
-    fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>headscope "
-               "report</title><style>%s</style></head><body>\n<h1>headscope report</h1>\n<p>Index "
-               "<code>", STYLE);
-    esc(f, db);
-    fprintf(f, "</code>, generated %s by headscope %s (%s).</p>\n<nav><a href=\"#induction\">"
-               "induction</a><a href=\"#maps\">maps</a><a href=\"#ablation\">ablation</a><a "
-               "href=\"#pruning\">pruning</a><a href=\"#patterns\">patterns</a><a href=\"#training\">"
-               "training</a><a href=\"#runs\">runs</a><a href=\"#cautions\">cautions</a></nav>\n",
-            when, HS_VERSION, HS_REAL_NAME);
-    section_induction(&r, ind, abl, imp);
-    section_maps(&r, maps, seq, ind, pat);
-    section_ablation(&r, abl, imp);
-    section_pruning(&r, pru);
-    section_patterns(&r, pat);
-    section_experiment(&r, exp);
-    section_training(&r);
-    section_runs(&r);
-    fputs(CAUTIONS, f);
-    fprintf(f, "</body></html>\n");
-    sqlite3_close(r.db);
-    if (fclose(f) || rename(tmp, page)) {
-        fprintf(stderr, "headscope: report: %s: write failed: %s\n", page, strerror(errno));
-        remove(tmp);
-        return EXIT_FAILURE_RUN;
-    }
+    rc = hs_mkdirs(out) ? run_error("report") : write_page(&r, page, maps, seq);
+    hs_index_close(r.ix);
+    if (rc)
+        return rc;
     if (json) {
         printf("{\"out\":");
         json_string(stdout, page);
