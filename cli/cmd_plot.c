@@ -292,7 +292,7 @@ static int plot_scores(hs_index *ix, const char *db, const char *metric, long lo
     char dir[600] = "", p[1200], cpath[1300] = "", assign[4096], title[300], qtitle[400];
     char one[128], cmetric[128];
     hs_metric_grid g = { 0 }, cg = { 0 };
-    snprintf(one, sizeof one, "%s", metric);
+    snprintf(one, sizeof one, "%.*s", (int)strcspn(metric, ","), metric); /* as curve lists */
     int rc = make_dir(dir, sizeof dir);
     snprintf(p, sizeof p, "%s/scores.txt", dir);
     if (!rc)
