@@ -11,10 +11,10 @@
  *
  * As llm.c's fill_in_activation_sizes + malloc_and_point: top_sizes() and
  * layer_sizes() list the element count of every activation tensor for
- * (config, B, T, mode), and
- * hs_acts_bytes, hs_acts_alloc and hs_acts_free all read that one table, so
- * the bytes reported, the bytes allocated and the pointers set cannot
- * disagree, in float and double alike. A size of 0 leaves the pointer NULL. */
+ * (config, B, T, mode); hs_acts_bytes and hs_acts_alloc both walk that one
+ * table and hs_acts_free releases the one block, so the bytes reported, the
+ * bytes allocated and the pointers set cannot disagree, in float and double
+ * alike. A size of 0 leaves the pointer NULL. */
 
 /* Tensors of the whole model, in block order. */
 enum {
