@@ -125,10 +125,10 @@ static int choose_stack(const hs_model_config *c, int B, int T, int most_jobs, i
 {
     if (asked > 0)
         return asked < most_jobs ? asked : most_jobs;
-    const double per_token = 4.0 * (c->n_layer * (11.0 * c->d_model + 3.0 * c->d_ff) +
-                                     c->vocab_size + 2.0 * c->d_model);
+    /* One stacked continuation is one batch's inference activations. */
+    const double per_copy = (double)hs_acts_bytes(c, B, T, HS_ACTS_INFER);
     const double budget = 512.0 * (1 << 20);
-    int s = (int)(budget / (per_token * B * T));
+    int s = per_copy > 0 ? (int)(budget / per_copy) : 1;
     s = s < 1 ? 1 : s;
     return s < most_jobs ? s : most_jobs;
 }

@@ -70,12 +70,31 @@ int hs_config_check(const hs_model_config *c)
 typedef struct {
     const cJSON *root;
     const char *path;
+    const char *seen[64]; /* keys the family's parser read (implemented) */
+    int nseen;
 } reader;
 
-/* Integer field: required when dflt < 0 is passed as `required`. */
-static int get_int(const reader *r, const char *key, int required, int dflt, int *out)
+/* The value of key (NULL when absent), remembered as read: a key the parser
+ * reads is implemented, and check_other_keys leaves it alone. */
+static const cJSON *lookup(reader *r, const char *key)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    if (r->nseen < (int)(sizeof r->seen / sizeof r->seen[0]))
+        r->seen[r->nseen++] = key;
+    return cJSON_GetObjectItemCaseSensitive(r->root, key);
+}
+
+static int was_read(const reader *r, const char *key)
+{
+    for (int i = 0; i < r->nseen; i++)
+        if (!strcmp(r->seen[i], key))
+            return 1;
+    return 0;
+}
+
+/* Integer field: required when dflt < 0 is passed as `required`. */
+static int get_int(reader *r, const char *key, int required, int dflt, int *out)
+{
+    const cJSON *v = lookup(r, key);
     if (!v || cJSON_IsNull(v)) {
         if (required)
             return hs_fail(HS_EFORMAT, "%s: missing \"%s\"", r->path, key);
@@ -89,9 +108,9 @@ static int get_int(const reader *r, const char *key, int required, int dflt, int
     return HS_OK;
 }
 
-static int get_double(const reader *r, const char *key, double dflt, double *out)
+static int get_double(reader *r, const char *key, double dflt, double *out)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    const cJSON *v = lookup(r, key);
     if (!v || cJSON_IsNull(v)) {
         *out = dflt;
         return HS_OK;
@@ -102,9 +121,9 @@ static int get_double(const reader *r, const char *key, double dflt, double *out
     return HS_OK;
 }
 
-static int get_bool(const reader *r, const char *key, int dflt, int *out)
+static int get_bool(reader *r, const char *key, int dflt, int *out)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    const cJSON *v = lookup(r, key);
     if (!v || cJSON_IsNull(v)) {
         *out = dflt;
         return HS_OK;
@@ -116,10 +135,10 @@ static int get_bool(const reader *r, const char *key, int dflt, int *out)
 }
 
 /* String field matched against `names`; *out is the index. */
-static int get_choice(const reader *r, const char *key, const char *const *names, int n, int dflt,
+static int get_choice(reader *r, const char *key, const char *const *names, int n, int dflt,
                       int *out)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    const cJSON *v = lookup(r, key);
     if (!v || cJSON_IsNull(v)) {
         *out = dflt;
         return HS_OK;
@@ -137,11 +156,13 @@ static int get_choice(const reader *r, const char *key, const char *const *names
     return hs_fail(HS_EFORMAT, "%s: \"%s\" must be one of %s", r->path, key, allowed);
 }
 
-/* n_head / n_kv_head: one integer for every layer or a list of n_layer. */
-static int get_per_layer(const reader *r, const char *key, int n_layer, int required, int dflt,
-                         int *out)
+/* n_head / n_kv_head: one integer for every layer or a list of n_layer, each
+ * positive; a single 0 only where zero_ok (headscope's n_kv_head: "as many
+ * as n_head"). */
+static int get_per_layer(reader *r, const char *key, int n_layer, int required, int dflt,
+                         int zero_ok, int *out)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    const cJSON *v = lookup(r, key);
     if (cJSON_IsArray(v)) {
         if (cJSON_GetArraySize(v) != n_layer)
             return hs_fail(HS_EFORMAT, "%s: \"%s\" has %d entries for %d layers", r->path, key,
@@ -150,7 +171,8 @@ static int get_per_layer(const reader *r, const char *key, int n_layer, int requ
         const cJSON *e;
         cJSON_ArrayForEach(e, v)
         {
-            if (!cJSON_IsNumber(e) || e->valuedouble < 1 || e->valuedouble != floor(e->valuedouble))
+            if (!cJSON_IsNumber(e) || e->valuedouble < 1 || e->valuedouble > 1e9 ||
+                e->valuedouble != floor(e->valuedouble))
                 return hs_fail(HS_EFORMAT, "%s: \"%s\"[%d] must be a positive integer", r->path,
                                key, l);
             out[l++] = (int)e->valuedouble;
@@ -159,12 +181,27 @@ static int get_per_layer(const reader *r, const char *key, int n_layer, int requ
     }
     int one;
     int rc = get_int(r, key, required, dflt, &one);
+    if (!rc && one < 1 && !(zero_ok && one == 0))
+        return hs_fail(HS_EFORMAT, "%s: \"%s\" must be a positive integer (got %d)", r->path, key,
+                       one);
     for (int l = 0; !rc && l < n_layer; l++)
         out[l] = one;
     return rc;
 }
 
-static int parse_gpt2(hs_model_config *c, const reader *r)
+/* Query heads share key/value heads in equal groups: H_l % G_l == 0, named
+ * with the family's keys. */
+static int check_groups(const reader *r, const hs_model_config *c, const char *hkey,
+                        const char *gkey)
+{
+    for (int l = 0; l < c->n_layer; l++)
+        if (c->n_head[l] % c->n_kv_head[l])
+            return hs_fail(HS_EFORMAT, "%s: %s=%d is not divisible by %s=%d (layer %d)", r->path,
+                           hkey, c->n_head[l], gkey, c->n_kv_head[l], l);
+    return HS_OK;
+}
+
+static int parse_gpt2(hs_model_config *c, reader *r)
 {
     int n_inner = 0, rc;
     if ((rc = get_int(r, "n_embd", 1, 0, &c->d_model)) ||
@@ -179,9 +216,9 @@ static int parse_gpt2(hs_model_config *c, const reader *r)
     if (c->n_layer < 1 || c->n_layer > HS_MAX_LAYERS)
         return hs_fail(HS_EFORMAT, "%s: n_layer=%d outside 1..%d", r->path, c->n_layer,
                        HS_MAX_LAYERS);
-    if ((rc = get_per_layer(r, "n_head", c->n_layer, 1, 0, c->n_head)))
+    if ((rc = get_per_layer(r, "n_head", c->n_layer, 1, 0, 0, c->n_head)))
         return rc;
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(r->root, "activation_function");
+    const cJSON *act = lookup(r, "activation_function");
     if (act && !(cJSON_IsString(act) && (!strcmp(act->valuestring, "gelu_new") ||
                                          !strcmp(act->valuestring, "gelu_pytorch_tanh"))))
         return hs_fail(HS_EFORMAT, "%s: activation_function must be gelu_new (tanh GELU)",
@@ -200,7 +237,66 @@ static int parse_gpt2(hs_model_config *c, const reader *r)
     return HS_OK;
 }
 
-static int parse_llama(hs_model_config *c, const reader *r)
+/* rope_scaling / rope_parameters: null, or plain RoPE spelled as an object
+ * ({"rope_type": "default", "rope_theta": 10000.0}, as newer transformers
+ * write it). Any scaling changes every angle and is refused. *theta is the
+ * object's rope_theta, 0 when it has none. */
+static int get_plain_rope(reader *r, const char *key, double *theta)
+{
+    *theta = 0;
+    const cJSON *v = lookup(r, key), *e;
+    if (!v || cJSON_IsNull(v))
+        return HS_OK;
+    if (!cJSON_IsObject(v))
+        return hs_fail(HS_EFORMAT, "%s: \"%s\" must be null or an object", r->path, key);
+    cJSON_ArrayForEach(e, v)
+    {
+        const char *k = e->string;
+        if ((!strcmp(k, "rope_type") || !strcmp(k, "type")) && cJSON_IsString(e) &&
+            !strcmp(e->valuestring, "default"))
+            continue;
+        if (!strcmp(k, "rope_theta") && cJSON_IsNumber(e) && e->valuedouble > 0) {
+            *theta = e->valuedouble;
+            continue;
+        }
+        if (!strcmp(k, "partial_rotary_factor") && cJSON_IsNumber(e) && e->valuedouble == 1)
+            continue;
+        if (cJSON_IsString(e))
+            return hs_fail(HS_EFORMAT,
+                           "%s: \"%s\": %s \"%s\" is not implemented (RoPE scaling changes the "
+                           "computation; only rope_type \"default\" is accepted)",
+                           r->path, key, k, e->valuestring);
+        return hs_fail(HS_EFORMAT,
+                       "%s: \"%s\": \"%s\" is not implemented (RoPE scaling changes the "
+                       "computation; only rope_type \"default\" is accepted)",
+                       r->path, key, k);
+    }
+    return HS_OK;
+}
+
+/* Llama's rope_theta: the top-level key, or the one inside rope_parameters
+ * or rope_scaling; where two are given they must agree. */
+static int get_rope_theta(reader *r, double *theta)
+{
+    const cJSON *top = cJSON_GetObjectItemCaseSensitive(r->root, "rope_theta");
+    const int given = top && !cJSON_IsNull(top);
+    int rc = get_double(r, "rope_theta", 10000.0, theta);
+    static const char *const objs[] = { "rope_parameters", "rope_scaling" };
+    int from_obj = 0;
+    for (int i = 0; !rc && i < 2; i++) {
+        double t;
+        if ((rc = get_plain_rope(r, objs[i], &t)) || !t)
+            continue;
+        if ((given || from_obj) && t != *theta)
+            return hs_fail(HS_EFORMAT, "%s: %s.rope_theta=%g disagrees with rope_theta=%g",
+                           r->path, objs[i], t, *theta);
+        *theta = t;
+        from_obj = 1;
+    }
+    return rc;
+}
+
+static int parse_llama(hs_model_config *c, reader *r)
 {
     int rc;
     if ((rc = get_int(r, "hidden_size", 1, 0, &c->d_model)) ||
@@ -210,7 +306,6 @@ static int parse_llama(hs_model_config *c, const reader *r)
         (rc = get_int(r, "max_position_embeddings", 0, 2048, &c->n_ctx)) ||
         (rc = get_double(r, "rms_norm_eps", 1e-6, &c->norm_eps)) ||
         (rc = get_double(r, "initializer_range", 0.02, &c->init_std)) ||
-        (rc = get_double(r, "rope_theta", 10000.0, &c->rope_theta)) ||
         (rc = get_bool(r, "tie_word_embeddings", 0, &c->tie_embeddings)) ||
         (rc = get_bool(r, "attention_bias", 0, &c->attn_bias)) ||
         (rc = get_bool(r, "mlp_bias", 0, &c->mlp_bias)))
@@ -218,13 +313,14 @@ static int parse_llama(hs_model_config *c, const reader *r)
     if (c->n_layer < 1 || c->n_layer > HS_MAX_LAYERS)
         return hs_fail(HS_EFORMAT, "%s: num_hidden_layers=%d outside 1..%d", r->path, c->n_layer,
                        HS_MAX_LAYERS);
-    if ((rc = get_per_layer(r, "num_attention_heads", c->n_layer, 1, 0, c->n_head)) ||
-        (rc = get_per_layer(r, "num_key_value_heads", c->n_layer, 0, c->n_head[0], c->n_kv_head)))
+    if ((rc = get_per_layer(r, "num_attention_heads", c->n_layer, 1, 0, 0, c->n_head)) ||
+        (rc = get_per_layer(r, "num_key_value_heads", c->n_layer, 0, c->n_head[0], 0,
+                            c->n_kv_head)) ||
+        (rc = check_groups(r, c, "num_attention_heads", "num_key_value_heads")))
         return rc;
-    const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
-    if (scaling && !cJSON_IsNull(scaling))
-        return hs_fail(HS_EFORMAT, "%s: rope_scaling is not supported", r->path);
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(r->root, "hidden_act");
+    if ((rc = get_rope_theta(r, &c->rope_theta)))
+        return rc;
+    const cJSON *act = lookup(r, "hidden_act");
     if (act && !(cJSON_IsString(act) && !strcmp(act->valuestring, "silu")))
         return hs_fail(HS_EFORMAT, "%s: hidden_act must be silu", r->path);
     int dh = 0;
@@ -241,7 +337,7 @@ static int parse_llama(hs_model_config *c, const reader *r)
     return HS_OK;
 }
 
-static int parse_headscope(hs_model_config *c, const reader *r)
+static int parse_headscope(hs_model_config *c, reader *r)
 {
     static const char *const pos[] = { "learned", "rope", "none" };
     static const char *const norm[] = { "layernorm", "rmsnorm" };
@@ -271,12 +367,14 @@ static int parse_headscope(hs_model_config *c, const reader *r)
     if (c->n_layer < 1 || c->n_layer > HS_MAX_LAYERS)
         return hs_fail(HS_EFORMAT, "%s: n_layer=%d outside 1..%d", r->path, c->n_layer,
                        HS_MAX_LAYERS);
-    if ((rc = get_per_layer(r, "n_head", c->n_layer, 1, 0, c->n_head)) ||
-        (rc = get_per_layer(r, "n_kv_head", c->n_layer, 0, 0, c->n_kv_head)))
+    if ((rc = get_per_layer(r, "n_head", c->n_layer, 1, 0, 0, c->n_head)) ||
+        (rc = get_per_layer(r, "n_kv_head", c->n_layer, 0, 0, 1, c->n_kv_head)))
         return rc;
     for (int l = 0; l < c->n_layer; l++)
         if (!c->n_kv_head[l])
             c->n_kv_head[l] = c->n_head[l];
+    if ((rc = check_groups(r, c, "n_head", "n_kv_head")))
+        return rc;
     if (!c->head_dim) {
         if (c->d_model % c->n_head[0])
             return hs_fail(HS_EFORMAT, "%s: d_model=%d is not divisible by n_head=%d", r->path,
@@ -287,6 +385,140 @@ static int parse_headscope(hs_model_config *c, const reader *r)
     c->norm = (hs_norm_kind)n;
     c->post_norm = w;
     c->mlp = (hs_mlp_kind)m;
+    return HS_OK;
+}
+
+/* ---- keys the parsers do not read ---------------------------------------
+ *
+ * A key that changes the computation and that we do not implement is an
+ * error, never ignored (SPEC §10). Hugging Face configs carry many keys that
+ * do not (token ids, torch_dtype, use_cache, generation defaults, label
+ * maps, ...), and new ones with each transformers release, so for gpt2 and
+ * llama a key the parser does not read is accepted unless the table below
+ * names it as computation-changing with a value other than the one we
+ * implement. headscope is our own format: a key it does not read is refused
+ * unless it is bookkeeping. */
+
+typedef enum {
+    ALLOW_NULL,  /* null (or absent) only */
+    ALLOW_FALSE, /* false only */
+    ALLOW_TRUE,  /* true only */
+    ALLOW_ONE,   /* the number 1 only */
+    ALLOW_EMPTY, /* null, {} or [] */
+    ALLOW_FULL,  /* a list of "full_attention" */
+} allowed;
+
+typedef struct {
+    const char *key;
+    unsigned families; /* 1 << hs_family */
+    allowed ok;
+    const char *what;  /* what a different value asks for */
+} key_rule;
+
+#define HF ((1u << HS_FAMILY_GPT2) | (1u << HS_FAMILY_LLAMA))
+#define GPT2 (1u << HS_FAMILY_GPT2)
+static const key_rule rules[] = {
+    { "sliding_window", HF, ALLOW_NULL, "sliding-window attention" },
+    { "use_sliding_window", HF, ALLOW_FALSE, "sliding-window attention" },
+    { "layer_types", HF, ALLOW_FULL, "per-layer attention types" },
+    { "rope_scaling", GPT2, ALLOW_NULL, "RoPE scaling" },
+    { "rope_parameters", GPT2, ALLOW_NULL, "RoPE parameters" },
+    { "partial_rotary_factor", HF, ALLOW_ONE, "rotary embeddings on part of a head" },
+    { "quantization_config", HF, ALLOW_NULL, "quantized weights" },
+    { "pruned_heads", HF, ALLOW_EMPTY, "heads pruned at load time" },
+    { "add_cross_attention", HF, ALLOW_FALSE, "cross-attention" },
+    { "is_encoder_decoder", HF, ALLOW_FALSE, "an encoder-decoder model" },
+    { "attn_logit_softcapping", HF, ALLOW_NULL, "attention logit soft-capping" },
+    { "final_logit_softcapping", HF, ALLOW_NULL, "final logit soft-capping" },
+    { "scale_attn_weights", GPT2, ALLOW_TRUE, "unscaled attention scores" },
+    { "scale_attn_by_inverse_layer_idx", GPT2, ALLOW_FALSE, "scores scaled by 1/(layer + 1)" },
+};
+#undef HF
+#undef GPT2
+
+/* Keys of any family that never change the computation. */
+static const char *const bookkeeping[] = {
+    "model_type", "architectures", "_name_or_path", "torch_dtype", "dtype",
+    "transformers_version", "use_cache", "bos_token_id", "eos_token_id", "pad_token_id",
+};
+
+static int value_allowed(const cJSON *v, allowed ok)
+{
+    const cJSON *e;
+    switch (ok) {
+    case ALLOW_NULL:
+        return cJSON_IsNull(v);
+    case ALLOW_FALSE:
+        return cJSON_IsFalse(v);
+    case ALLOW_TRUE:
+        return cJSON_IsTrue(v);
+    case ALLOW_ONE:
+        return cJSON_IsNumber(v) && v->valuedouble == 1;
+    case ALLOW_EMPTY:
+        return cJSON_IsNull(v) || ((cJSON_IsObject(v) || cJSON_IsArray(v)) && !v->child);
+    case ALLOW_FULL:
+        if (!cJSON_IsArray(v))
+            return cJSON_IsNull(v);
+        cJSON_ArrayForEach(e, v)
+        {
+            if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention"))
+                return 0;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static const char *allowed_name(allowed ok)
+{
+    static const char *const names[] = { "null", "false", "true", "1", "null, {} or []",
+                                         "\"full_attention\" layers" };
+    return names[ok];
+}
+
+/* Dropout probabilities (attn_pdrop, attention_dropout, ...): Hugging Face
+ * applies them only in training, so loading and analysis are unchanged;
+ * headscope trains without dropout. */
+static int is_dropout(const char *key)
+{
+    size_t n = strlen(key);
+    return (n >= 7 && !strcmp(key + n - 7, "dropout")) || (n >= 6 && !strcmp(key + n - 6, "_pdrop"));
+}
+
+static int check_other_keys(const reader *r, hs_family family)
+{
+    const cJSON *v;
+    cJSON_ArrayForEach(v, r->root)
+    {
+        const char *k = v->string;
+        int known = was_read(r, k);
+        for (size_t i = 0; !known && i < sizeof bookkeeping / sizeof bookkeeping[0]; i++)
+            known = !strcmp(k, bookkeeping[i]);
+        if (known)
+            continue;
+        for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+            if (rules[i].families >> family & 1 && !strcmp(k, rules[i].key)) {
+                if (!value_allowed(v, rules[i].ok))
+                    return hs_fail(HS_EFORMAT,
+                                   "%s: \"%s\": %s: not implemented (only %s is accepted)",
+                                   r->path, k, rules[i].what, allowed_name(rules[i].ok));
+                known = 1;
+            }
+        if (!known && is_dropout(k)) {
+            if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1)
+                return hs_fail(HS_EFORMAT, "%s: \"%s\" must be a probability", r->path, k);
+            if (family == HS_FAMILY_HEADSCOPE && v->valuedouble != 0)
+                return hs_fail(HS_EFORMAT,
+                               "%s: \"%s\": dropout is not implemented (only 0 is accepted)",
+                               r->path, k);
+            known = 1;
+        }
+        if (!known && family == HS_FAMILY_HEADSCOPE)
+            return hs_fail(HS_EFORMAT,
+                           "%s: unknown key \"%s\" (not a headscope config.json key; keys "
+                           "that would change the computation are refused until implemented)",
+                           r->path, k);
+    }
     return HS_OK;
 }
 
@@ -304,8 +536,8 @@ int hs_config_parse(hs_model_config *c, const char *json, const char *path)
         cJSON_Delete(root);
         return rc;
     }
-    reader r = { root, path };
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    reader r = { .root = root, .path = path };
+    const cJSON *type = lookup(&r, "model_type");
     int rc;
     if (!cJSON_IsString(type))
         rc = hs_fail(HS_EFORMAT, "%s: missing \"model_type\" (gpt2, llama or headscope)", path);
@@ -318,6 +550,8 @@ int hs_config_parse(hs_model_config *c, const char *json, const char *path)
     else
         rc = hs_fail(HS_EFORMAT, "%s: model_type \"%s\" is not gpt2, llama or headscope", path,
                      type->valuestring);
+    if (!rc)
+        rc = check_other_keys(&r, c->family);
     cJSON_Delete(root);
     if (!rc && hs_config_check(c))
         rc = hs_fail(HS_EFORMAT, "%s: %s", path, hs_last_error());

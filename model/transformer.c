@@ -1,88 +1,277 @@
 #include "transformer.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "layers.h"
 #include "linalg.h"
 
+/* ---- activations: one size table, one allocation ------------------------
+ *
+ * As llm.c's fill_in_activation_sizes + malloc_and_point: top_sizes() and
+ * layer_sizes() list the element count of every activation tensor for
+ * (config, B, T, mode); hs_acts_bytes and hs_acts_alloc both walk that one
+ * table and hs_acts_free releases the one block, so the bytes reported, the
+ * bytes allocated and the pointers set cannot disagree, in float and double
+ * alike. A size of 0 leaves the pointer NULL. */
+
+/* Tensors of the whole model, in block order. */
+enum {
+    ACT_EMB,         /* (B,T,d) */
+    ACT_SHARED_MAPS, /* (B, max H, T, T), HS_ACTS_MAPS only */
+    ACT_LNF,         /* (B,T,d) */
+    ACT_LNF_MEAN,    /* (B,T) */
+    ACT_LNF_RSTD,    /* (B,T) */
+    ACT_LOGITS,      /* (B,T,V) */
+    ACT_LOSSES,      /* (B,T) */
+    ACT_DRES,        /* (B,T,d), training only, as the next three */
+    ACT_DRES2,
+    ACT_DNORM,
+    ACT_DBRANCH,
+    ACT_DH,          /* (B,T,F), training with an MLP */
+    ACT_DH2,         /* (B,T,F), training with an MLP */
+    ACT_DH3,         /* (B,T,F), training with SwiGLU */
+    ACT_COUNT
+};
+
+/* Tensors of each layer, in block order after the whole-model ones. */
+enum {
+    LACT_Q,        /* (B,T,HD) */
+    LACT_K,        /* (B,T,GD) */
+    LACT_V,        /* (B,T,GD) */
+    LACT_Z,        /* (B,T,HD) */
+    LACT_ZG,       /* (B,T,HD) */
+    LACT_ATT,      /* (B,H,T,T), training only (MAPS: the shared buffer) */
+    LACT_DZ,       /* (B,T,HD), training only, as the next three */
+    LACT_DQ,       /* (B,T,HD) */
+    LACT_DK,       /* (B,T,GD) */
+    LACT_DV,       /* (B,T,GD) */
+    LACT_N1,       /* (B,T,d) */
+    LACT_N1_MEAN,  /* (B,T) */
+    LACT_N1_RSTD,  /* (B,T) */
+    LACT_ATTN_OUT, /* (B,T,d) */
+    LACT_R1,       /* (B,T,d) */
+    LACT_N2,       /* (B,T,d), with an MLP, as the rest */
+    LACT_N2_MEAN,  /* (B,T) */
+    LACT_N2_RSTD,  /* (B,T) */
+    LACT_H_PRE,    /* (B,T,F) */
+    LACT_H_UP,     /* (B,T,F), SwiGLU only */
+    LACT_H_ACT,    /* (B,T,F) */
+    LACT_MLP_OUT,  /* (B,T,d) */
+    LACT_R2,       /* (B,T,d) */
+    LACT_COUNT
+};
+
+/* Each tensor starts on a 64-byte boundary (a cache line; whole SIMD
+ * vectors for the kernels). */
+enum { ACTS_ALIGN = 64 };
+
+/* a * b, or SIZE_MAX when it overflows (SIZE_MAX then stays SIZE_MAX). */
+static size_t mul_sat(size_t a, size_t b)
+{
+    return b && a > SIZE_MAX / b ? SIZE_MAX : a * b;
+}
+
+static size_t add_sat(size_t a, size_t b)
+{
+    return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+/* Bytes of n elements rounded up to ACTS_ALIGN (saturating). */
+static size_t aligned_bytes(size_t n, size_t elem)
+{
+    size_t b = mul_sat(n, elem);
+    return b > SIZE_MAX - (ACTS_ALIGN - 1) ? SIZE_MAX : (b + ACTS_ALIGN - 1) / ACTS_ALIGN * ACTS_ALIGN;
+}
+
+static int max_heads(const hs_model_config *c)
+{
+    int maxH = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        maxH = c->n_head[l] > maxH ? c->n_head[l] : maxH;
+    return maxH;
+}
+
+/* Element counts of the whole-model tensors; they saturate at SIZE_MAX. */
+static void top_sizes(size_t s[ACT_COUNT], const hs_model_config *c, int B, int T, int mode)
+{
+    const int training = mode == HS_ACTS_TRAIN;
+    const size_t N = mul_sat((size_t)B, (size_t)T), Nd = mul_sat(N, (size_t)c->d_model);
+    const size_t NF = mul_sat(N, (size_t)c->d_ff);
+    memset(s, 0, sizeof(size_t) * ACT_COUNT);
+    s[ACT_EMB] = s[ACT_LNF] = Nd;
+    if (mode == HS_ACTS_MAPS)
+        s[ACT_SHARED_MAPS] = mul_sat(mul_sat(N, (size_t)T), (size_t)max_heads(c));
+    s[ACT_LNF_MEAN] = s[ACT_LNF_RSTD] = s[ACT_LOSSES] = N;
+    s[ACT_LOGITS] = mul_sat(N, (size_t)c->vocab_size);
+    if (training) {
+        s[ACT_DRES] = s[ACT_DRES2] = s[ACT_DNORM] = s[ACT_DBRANCH] = Nd;
+        if (c->mlp != HS_MLP_NONE)
+            s[ACT_DH] = s[ACT_DH2] = NF;
+        if (c->mlp == HS_MLP_SWIGLU)
+            s[ACT_DH3] = NF;
+    }
+}
+
+/* Element counts of layer l's tensors. */
+static void layer_sizes(size_t s[LACT_COUNT], const hs_model_config *c, int l, int B, int T,
+                        int mode)
+{
+    const size_t N = mul_sat((size_t)B, (size_t)T), Nd = mul_sat(N, (size_t)c->d_model);
+    const size_t NF = mul_sat(N, (size_t)c->d_ff), dh = (size_t)c->head_dim;
+    const size_t NHD = mul_sat(N, (size_t)c->n_head[l] * dh);
+    const size_t NGD = mul_sat(N, (size_t)c->n_kv_head[l] * dh);
+    memset(s, 0, sizeof(size_t) * LACT_COUNT);
+    s[LACT_Q] = s[LACT_Z] = s[LACT_ZG] = NHD;
+    s[LACT_K] = s[LACT_V] = NGD;
+    if (mode == HS_ACTS_TRAIN) {
+        s[LACT_ATT] = mul_sat(mul_sat(N, (size_t)T), (size_t)c->n_head[l]);
+        s[LACT_DZ] = s[LACT_DQ] = NHD;
+        s[LACT_DK] = s[LACT_DV] = NGD;
+    }
+    s[LACT_N1] = s[LACT_ATTN_OUT] = s[LACT_R1] = Nd;
+    s[LACT_N1_MEAN] = s[LACT_N1_RSTD] = N;
+    if (c->mlp != HS_MLP_NONE) {
+        s[LACT_N2] = s[LACT_MLP_OUT] = s[LACT_R2] = Nd;
+        s[LACT_N2_MEAN] = s[LACT_N2_RSTD] = N;
+        s[LACT_H_PRE] = s[LACT_H_ACT] = NF;
+        if (c->mlp == HS_MLP_SWIGLU)
+            s[LACT_H_UP] = NF;
+    }
+}
+
+static int acts_check(const hs_model_config *c, int B, int T, int mode)
+{
+    if (B < 1 || T < 1)
+        return hs_fail(HS_EINVAL, "activations: B=%d, T=%d must be positive", B, T);
+    if (mode != HS_ACTS_INFER && mode != HS_ACTS_TRAIN && mode != HS_ACTS_MAPS)
+        return hs_fail(HS_EINVAL, "activations: unknown mode %d", mode);
+    if (c->n_layer < 1 || c->n_layer > HS_MAX_LAYERS)
+        return hs_fail(HS_EINVAL, "activations: n_layer=%d outside 1..%d", c->n_layer,
+                       HS_MAX_LAYERS);
+    if (c->d_model < 1 || c->vocab_size < 1 || c->head_dim < 1 ||
+        (c->mlp != HS_MLP_NONE && c->d_ff < 1))
+        return hs_fail(HS_EINVAL,
+                       "activations: d_model=%d, vocab_size=%d, head_dim=%d, d_ff=%d must be "
+                       "positive",
+                       c->d_model, c->vocab_size, c->head_dim, c->d_ff);
+    for (int l = 0; l < c->n_layer; l++) {
+        hs_attn_config ac = hs_config_attn(c, l);
+        if (hs_attn_config_check(&ac))
+            return hs_fail(HS_EINVAL, "activations: layer %d: %s", l, hs_last_error());
+    }
+    return HS_OK;
+}
+
+/* The block's size: the n_layer hs_layer_acts records, then every tensor of
+ * the table, each a whole number of ACTS_ALIGN units from the aligned start. */
+static int acts_plan(const hs_model_config *c, int B, int T, int mode, size_t *bytes)
+{
+    int rc = acts_check(c, B, T, mode);
+    if (rc)
+        return rc;
+    size_t top[ACT_COUNT], lay[LACT_COUNT];
+    size_t total = aligned_bytes((size_t)c->n_layer, sizeof(hs_layer_acts));
+    top_sizes(top, c, B, T, mode);
+    for (int i = 0; i < ACT_COUNT; i++)
+        total = add_sat(total, aligned_bytes(top[i], sizeof(hs_real)));
+    for (int l = 0; l < c->n_layer; l++) {
+        layer_sizes(lay, c, l, B, T, mode);
+        for (int i = 0; i < LACT_COUNT; i++)
+            total = add_sat(total, aligned_bytes(lay[i], sizeof(hs_real)));
+    }
+    if (total > SIZE_MAX - ACTS_ALIGN)
+        return hs_fail(HS_ENOMEM, "activations: B=%d, T=%d overflow the address space", B, T);
+    *bytes = total;
+    return HS_OK;
+}
+
+size_t hs_acts_bytes(const hs_model_config *c, int B, int T, int mode)
+{
+    size_t bytes = 0;
+    return acts_plan(c, B, T, mode, &bytes) ? 0 : bytes;
+}
+
+/* The next n elements of the block (NULL when n is 0); advances *at. */
+static hs_real *take(unsigned char **at, size_t n)
+{
+    if (!n)
+        return NULL;
+    hs_real *p = (hs_real *)(void *)*at;
+    *at += aligned_bytes(n, sizeof(hs_real));
+    return p;
+}
+
 int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
 {
     memset(a, 0, sizeof *a);
-    if (B < 1 || T < 1)
-        return hs_fail(HS_EINVAL, "activations: B=%d, T=%d must be positive", B, T);
-    const int training = mode == HS_ACTS_TRAIN;
-    const size_t N = (size_t)B * T, d = (size_t)c->d_model, F = (size_t)c->d_ff;
-    const size_t V = (size_t)c->vocab_size;
+    size_t bytes = 0;
+    int rc = acts_plan(c, B, T, mode, &bytes);
+    if (rc)
+        return rc;
+    /* calloc rather than aligned_alloc + memset: a large block comes zeroed
+     * from mmap and its pages are touched only when used, as with one calloc
+     * per tensor; the spare ACTS_ALIGN - 1 bytes let its start be aligned. */
+    void *raw = hs_calloc(bytes + ACTS_ALIGN - 1, 1, "activations");
+    if (!raw)
+        return HS_ENOMEM;
+    unsigned char *at =
+        (unsigned char *)(((uintptr_t)raw + ACTS_ALIGN - 1) & ~(uintptr_t)(ACTS_ALIGN - 1));
+    a->block = raw;
+    a->bytes = bytes;
     a->B = a->B_alloc = B;
     a->T = T;
-    a->training = training;
+    a->training = mode == HS_ACTS_TRAIN;
     a->mode = mode;
     a->n_layer = c->n_layer;
-    int ok = 1;
-#define ALLOC(p, n) ok &= ((p) = hs_calloc((n), sizeof(hs_real), #p)) != NULL
-    ALLOC(a->emb, N * d);
-    if (mode == HS_ACTS_MAPS) {
-        int maxH = 0;
-        for (int l = 0; l < c->n_layer; l++)
-            maxH = c->n_head[l] > maxH ? c->n_head[l] : maxH;
-        ALLOC(a->shared_maps, N * (size_t)maxH * T);
-    }
-    a->layer = hs_calloc((size_t)c->n_layer, sizeof *a->layer, "layer activations");
-    ok &= a->layer != NULL;
-    for (int l = 0; ok && l < c->n_layer; l++) {
+    a->layer = (hs_layer_acts *)(void *)at;
+    at += aligned_bytes((size_t)c->n_layer, sizeof(hs_layer_acts));
+
+    size_t top[ACT_COUNT], lay[LACT_COUNT];
+    top_sizes(top, c, B, T, mode);
+    hs_real **top_slot[ACT_COUNT] = {
+        [ACT_EMB] = &a->emb,           [ACT_SHARED_MAPS] = &a->shared_maps,
+        [ACT_LNF] = &a->lnf,           [ACT_LNF_MEAN] = &a->lnf_mean,
+        [ACT_LNF_RSTD] = &a->lnf_rstd, [ACT_LOGITS] = &a->logits,
+        [ACT_LOSSES] = &a->losses,     [ACT_DRES] = &a->dres,
+        [ACT_DRES2] = &a->dres2,       [ACT_DNORM] = &a->dnorm,
+        [ACT_DBRANCH] = &a->dbranch,   [ACT_DH] = &a->dh,
+        [ACT_DH2] = &a->dh2,           [ACT_DH3] = &a->dh3,
+    };
+    for (int i = 0; i < ACT_COUNT; i++)
+        *top_slot[i] = take(&at, top[i]);
+    for (int l = 0; l < c->n_layer; l++) {
         hs_layer_acts *la = &a->layer[l];
-        hs_attn_config ac = hs_config_attn(c, l);
-        int rc = hs_attn_acts_alloc(&la->attn, &ac, B, T, T, T, training);
-        if (rc) {
-            hs_acts_free(a);
-            return rc;
-        }
+        hs_attn_acts *aa = &la->attn;
+        hs_real **slot[LACT_COUNT] = {
+            [LACT_Q] = &aa->q,             [LACT_K] = &aa->k,
+            [LACT_V] = &aa->v,             [LACT_Z] = &aa->z,
+            [LACT_ZG] = &aa->zg,           [LACT_ATT] = &aa->att,
+            [LACT_DZ] = &aa->dz,           [LACT_DQ] = &aa->dq,
+            [LACT_DK] = &aa->dk,           [LACT_DV] = &aa->dv,
+            [LACT_N1] = &la->n1,           [LACT_N1_MEAN] = &la->n1_mean,
+            [LACT_N1_RSTD] = &la->n1_rstd, [LACT_ATTN_OUT] = &la->attn_out,
+            [LACT_R1] = &la->r1,           [LACT_N2] = &la->n2,
+            [LACT_N2_MEAN] = &la->n2_mean, [LACT_N2_RSTD] = &la->n2_rstd,
+            [LACT_H_PRE] = &la->h_pre,     [LACT_H_UP] = &la->h_up,
+            [LACT_H_ACT] = &la->h_act,     [LACT_MLP_OUT] = &la->mlp_out,
+            [LACT_R2] = &la->r2,
+        };
+        layer_sizes(lay, c, l, B, T, mode);
+        for (int i = 0; i < LACT_COUNT; i++)
+            *slot[i] = take(&at, lay[i]);
+        /* What hs_attn_acts_alloc sets for a cache-free self-attention over
+         * T positions; the buffers are the block's. */
+        aa->B = B;
+        aa->L = aa->S_new = aa->S = T;
         if (mode == HS_ACTS_MAPS)
-            la->attn.att = a->shared_maps; /* each layer overwrites the last one's maps */
-        ALLOC(la->n1, N * d);
-        ALLOC(la->n1_mean, N);
-        ALLOC(la->n1_rstd, N);
-        ALLOC(la->attn_out, N * d);
-        ALLOC(la->r1, N * d);
-        if (c->mlp != HS_MLP_NONE) {
-            ALLOC(la->n2, N * d);
-            ALLOC(la->n2_mean, N);
-            ALLOC(la->n2_rstd, N);
-            ALLOC(la->h_pre, N * F);
-            ALLOC(la->h_act, N * F);
-            if (c->mlp == HS_MLP_SWIGLU)
-                ALLOC(la->h_up, N * F);
-            ALLOC(la->mlp_out, N * d);
-            ALLOC(la->r2, N * d);
-        }
+            aa->att = a->shared_maps; /* each layer overwrites the last one's maps */
         if (c->post_norm)
             la->out = c->mlp != HS_MLP_NONE ? la->n2 : la->n1;
         else
             la->out = c->mlp != HS_MLP_NONE ? la->r2 : la->r1;
         la->in = l ? a->layer[l - 1].out : a->emb;
-    }
-    ALLOC(a->lnf, N * d);
-    ALLOC(a->lnf_mean, N);
-    ALLOC(a->lnf_rstd, N);
-    ALLOC(a->logits, N * V);
-    ALLOC(a->losses, N);
-    if (training) {
-        ALLOC(a->dres, N * d);
-        ALLOC(a->dres2, N * d);
-        ALLOC(a->dnorm, N * d);
-        ALLOC(a->dbranch, N * d);
-        if (c->mlp != HS_MLP_NONE) {
-            ALLOC(a->dh, N * F);
-            ALLOC(a->dh2, N * F);
-            if (c->mlp == HS_MLP_SWIGLU)
-                ALLOC(a->dh3, N * F);
-        }
-    }
-#undef ALLOC
-    if (!ok) {
-        hs_acts_free(a);
-        return HS_ENOMEM;
     }
     return HS_OK;
 }
@@ -99,23 +288,7 @@ int hs_acts_set_batch(hs_acts *a, int B)
 
 void hs_acts_free(hs_acts *a)
 {
-    for (int l = 0; a->layer && l < a->n_layer; l++) {
-        hs_layer_acts *la = &a->layer[l];
-        if (la->attn.att == a->shared_maps)
-            la->attn.att = NULL; /* freed once below */
-        hs_attn_acts_free(&la->attn);
-        hs_real *bufs[] = { la->n1, la->n1_mean, la->n1_rstd, la->attn_out, la->r1, la->n2,
-                            la->n2_mean, la->n2_rstd, la->h_pre, la->h_up, la->h_act,
-                            la->mlp_out, la->r2 };
-        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-            free(bufs[i]);
-    }
-    free(a->shared_maps);
-    hs_real *bufs[] = { a->emb, a->lnf, a->lnf_mean, a->lnf_rstd, a->logits, a->losses,
-                        a->dres, a->dres2, a->dnorm, a->dbranch, a->dh, a->dh2, a->dh3 };
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        free(bufs[i]);
-    free(a->layer);
+    free(a->block); /* every tensor and the layer records */
     memset(a, 0, sizeof *a);
 }
 

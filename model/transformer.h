@@ -49,9 +49,19 @@ typedef struct {
     /* backward scratch (training only) */
     hs_real *dres, *dres2, *dnorm, *dbranch; /* (B,T,d) */
     hs_real *dh, *dh2, *dh3;                 /* (B,T,F) */
+    void *block;                    /* the one allocation every buffer above lies in */
+    size_t bytes;                   /* its usable size: hs_acts_bytes(c, B_alloc, T, mode) */
 } hs_acts;
 
-/* mode: HS_ACTS_INFER, HS_ACTS_TRAIN or HS_ACTS_MAPS. */
+/* Bytes hs_acts_alloc(c, B, T, mode) allocates: every buffer of the mode
+ * in hs_real (so twice as many in the double build), each starting on a
+ * 64-byte boundary, and the per-layer records. 0 with HS_EINVAL (bad
+ * sizes or configuration) or HS_ENOMEM (overflow) recorded. Computed from
+ * the same size table as the allocation, for memory budgets. */
+size_t hs_acts_bytes(const hs_model_config *c, int B, int T, int mode);
+
+/* mode: HS_ACTS_INFER, HS_ACTS_TRAIN or HS_ACTS_MAPS. One zeroed allocation
+ * (a->block, a->bytes) holds every buffer; hs_acts_free releases it. */
 int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode);
 
 /* Runs the next forwards on the first B of the allocated rows (B <= B_alloc). */

@@ -495,6 +495,173 @@ static void test_llama_kv_heads_mismatch_names_k_proj(void)
                 NEEDLES("model.safetensors", "model.layers.0.self_attn.k_proj.weight", "shape"));
 }
 
+/* ---- zero and non-dividing head counts ------------------------------------ */
+
+#define TINYLM_H4 HS_FIXTURE_DIR "/models/tinylm_h4"
+#define HS_POST_GELU HS_FIXTURE_DIR "/models/hs_post_gelu"
+#define HS_MIXED HS_FIXTURE_DIR "/models/hs_mixed"
+
+/* "n_head": 0 in a headscope config without head_dim divided d_model by
+ * zero (SIGFPE) while deriving head_dim: it is a format error naming the
+ * key, with or without head_dim and n_kv_head. */
+static void test_headscope_zero_heads_are_refused_not_a_signal(void)
+{
+    config_case("headscope n_head 0, no head_dim", TINYLM_H4,
+                "\"n_head\": 4,\n  \"n_kv_head\": 4,\n  \"head_dim\": 4,", "\"n_head\": 0,",
+                HS_EFORMAT, NEEDLES("config.json", "\"n_head\"", "positive"));
+    config_case("headscope n_head 0 with head_dim", TINYLM_H4, "\"n_head\": 4,", "\"n_head\": 0,",
+                HS_EFORMAT, NEEDLES("config.json", "\"n_head\"", "positive"));
+    config_case("headscope n_head [4, 0]", HS_MIXED, "\"n_head\": [\n    4,\n    2\n  ]",
+                "\"n_head\": [4, 0]", HS_EFORMAT, NEEDLES("config.json", "\"n_head\"[1]"));
+    config_case("headscope n_kv_head 3 of 4 heads", HS_POST_GELU, "\"n_kv_head\": 4,",
+                "\"n_kv_head\": 3,", HS_EFORMAT, NEEDLES("config.json", "n_head=4", "n_kv_head=3"));
+    config_case("headscope n_layer 0", TINYLM_H4, "\"n_layer\": 1,", "\"n_layer\": 0,", HS_EFORMAT,
+                NEEDLES("config.json", "n_layer"));
+    config_case("headscope d_model 18 by 4 heads", TINYLM_H4,
+                "\"d_model\": 16,\n  \"n_head\": 4,\n  \"n_kv_head\": 4,\n  \"head_dim\": 4,",
+                "\"d_model\": 18,\n  \"n_head\": 4,", HS_EFORMAT,
+                NEEDLES("config.json", "d_model=18", "n_head=4"));
+}
+
+/* Zero or non-dividing key/value heads in Llama configs are named by the
+ * Llama key, not by the attention module's internal names. */
+static void test_llama_bad_kv_heads_name_the_key(void)
+{
+    config_case("llama num_key_value_heads 0", LLAMA_GQA, "\"num_key_value_heads\": 2",
+                "\"num_key_value_heads\": 0", HS_EFORMAT,
+                NEEDLES("config.json", "num_key_value_heads", "positive"));
+    config_case("llama num_key_value_heads 3", LLAMA_GQA, "\"num_key_value_heads\": 2",
+                "\"num_key_value_heads\": 3", HS_EFORMAT,
+                NEEDLES("config.json", "num_attention_heads=4", "num_key_value_heads=3"));
+    config_case("llama num_attention_heads 0", LLAMA_GQA, "\"num_attention_heads\": 4",
+                "\"num_attention_heads\": 0", HS_EFORMAT,
+                NEEDLES("config.json", "num_attention_heads"));
+    config_case("gpt2 n_head 0", GPT2_TINY, "\"n_head\": 4", "\"n_head\": 0", HS_EFORMAT,
+                NEEDLES("config.json", "\"n_head\""));
+}
+
+/* The override path `train --preset P n_head=0` takes: it re-parses the
+ * configuration without head_dim and divided by zero the same way. */
+static void test_zero_head_overrides_are_refused(void)
+{
+    static const char *const presets[] = { "gpt2", "llama", "attn-only", "tinylm" };
+    static const char *const bad[] = { "n_head=0", "n_head=[0,4]", "n_layer=0", "d_model=0",
+                                       "n_kv_head=3", "n_head=-1" };
+    for (size_t p = 0; p < 4; p++)
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            hs_model_config c;
+            CU_ASSERT_EQUAL_FATAL(hs_config_preset(&c, presets[p]), HS_OK);
+            int rc = hs_config_override(&c, bad[i]);
+            printf("\n    %s %s: rc=%d: %s", presets[p], bad[i], rc, hs_last_error());
+            CU_ASSERT_EQUAL(rc, HS_EINVAL);
+            char key[16];
+            snprintf(key, sizeof key, "%.*s", (int)strcspn(bad[i], "="), bad[i]);
+            CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), key));
+        }
+}
+
+/* ---- keys that change the computation ------------------------------------ */
+
+/* A copy of src edited in its config.json, expected to load. */
+static void config_loads(const char *what, const char *src, const char *from, const char *to)
+{
+    char *dir = copy_dir(src);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    int edited = rewrite_config(dir, from, to);
+    CU_ASSERT_EQUAL(edited, 0);
+    hs_model *m = calloc(1, sizeof *m);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    int rc = edited ? -1 : hs_checkpoint_load(m, dir);
+    if (rc)
+        printf("\n    %s: rc=%d: %s", what, rc, hs_last_error());
+    CU_ASSERT_EQUAL(rc, HS_OK);
+    hs_model_free(m);
+    free(m);
+    remove_dir(dir);
+}
+
+#define LLAMA_AT "\"hidden_act\": \"silu\","
+#define GPT2_AT "\"layer_norm_epsilon\": 1e-05,"
+
+/* Each key below changes what the model computes and is not implemented:
+ * loading refuses it, naming the key, instead of computing another model. */
+static void test_unimplemented_keys_are_refused(void)
+{
+    static const struct {
+        const char *src, *at, *add, *key;
+    } cases[] = {
+        { LLAMA_GQA, LLAMA_AT, "\"sliding_window\": 4096,", "sliding_window" },
+        { LLAMA_GQA, LLAMA_AT, "\"use_sliding_window\": true,", "use_sliding_window" },
+        { LLAMA_GQA, LLAMA_AT, "\"layer_types\": [\"sliding_attention\", \"full_attention\"],",
+          "layer_types" },
+        { LLAMA_GQA, LLAMA_AT, "\"partial_rotary_factor\": 0.5,", "partial_rotary_factor" },
+        { LLAMA_GQA, LLAMA_AT, "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0},",
+          "rope_scaling" },
+        { LLAMA_GQA, LLAMA_AT, "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0},",
+          "rope_scaling" },
+        { LLAMA_GQA, LLAMA_AT, "\"rope_parameters\": {\"rope_type\": \"llama3\", \"factor\": 8},",
+          "rope_parameters" },
+        { LLAMA_GQA, LLAMA_AT, "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": "
+                               "500000.0},",
+          "rope_theta" },
+        { LLAMA_GQA, LLAMA_AT, "\"quantization_config\": {\"quant_method\": \"gptq\"},",
+          "quantization_config" },
+        { LLAMA_GQA, LLAMA_AT, "\"pruned_heads\": {\"0\": [1]},", "pruned_heads" },
+        { LLAMA_GQA, LLAMA_AT, "\"attn_logit_softcapping\": 50.0,", "attn_logit_softcapping" },
+        { GPT2_TINY, GPT2_AT, "\"scale_attn_weights\": false,", "scale_attn_weights" },
+        { GPT2_TINY, GPT2_AT, "\"scale_attn_by_inverse_layer_idx\": true,",
+          "scale_attn_by_inverse_layer_idx" },
+        { GPT2_TINY, GPT2_AT, "\"add_cross_attention\": true,", "add_cross_attention" },
+        { GPT2_TINY, GPT2_AT, "\"sliding_window\": 8,", "sliding_window" },
+        { GPT2_TINY, GPT2_AT, "\"rope_scaling\": {\"factor\": 2.0},", "rope_scaling" },
+        { GPT2_TINY, GPT2_AT, "\"attn_pdrop\": 1.5,", "attn_pdrop" },
+        { TINYLM_H4, "\"n_ctx\": 8,", "\"window\": [[0, 4, 4, 0]],", "window" },
+        { TINYLM_H4, "\"n_ctx\": 8,", "\"sliding_window\": 4,", "sliding_window" },
+        { TINYLM_H4, "\"n_ctx\": 8,", "\"n_heads\": 4,", "n_heads" },
+        { TINYLM_H4, "\"n_ctx\": 8,", "\"dropout\": 0.1,", "dropout" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char to[256], what[300];
+        snprintf(to, sizeof to, "%s\n  %s", cases[i].at, cases[i].add);
+        snprintf(what, sizeof what, "%s + %s", strrchr(cases[i].src, '/') + 1, cases[i].add);
+        config_case(what, cases[i].src, cases[i].at, to, HS_EFORMAT,
+                    NEEDLES("config.json", cases[i].key));
+    }
+}
+
+/* Bookkeeping stays accepted: the keys of the public GPT-2 and Llama config
+ * files (dropouts of 0.1 included: Hugging Face applies them only in
+ * training), the implemented values of the refused keys, and plain RoPE
+ * spelled as an object. */
+static void test_bookkeeping_keys_are_accepted(void)
+{
+    config_loads("gpt2 with the public GPT-2 config's keys", GPT2_TINY, GPT2_AT,
+                 GPT2_AT "\"attn_pdrop\": 0.1, \"embd_pdrop\": 0.1, \"resid_pdrop\": 0.1,"
+                         "\"summary_first_dropout\": 0.1, \"summary_activation\": null,"
+                         "\"summary_proj_to_labels\": true, \"summary_type\": \"cls_index\","
+                         "\"summary_use_proj\": true, \"n_ctx\": 16, \"bos_token_id\": 47,"
+                         "\"eos_token_id\": 47, \"initializer_range\": 0.02,"
+                         "\"task_specific_params\": {\"text-generation\": {\"do_sample\": true,"
+                         "\"max_length\": 50}}, \"scale_attn_weights\": true,"
+                         "\"scale_attn_by_inverse_layer_idx\": false,"
+                         "\"reorder_and_upcast_attn\": false, \"use_cache\": true,"
+                         "\"torch_dtype\": \"float32\", \"transformers_version\": \"4.40.0\",");
+    config_loads("llama with bookkeeping keys", LLAMA_GQA, LLAMA_AT,
+                 LLAMA_AT "\"attention_dropout\": 0.0, \"pretraining_tp\": 1,"
+                          "\"bos_token_id\": 1, \"eos_token_id\": 2, \"pad_token_id\": null,"
+                          "\"rope_scaling\": null, \"sliding_window\": null,"
+                          "\"use_sliding_window\": false, \"partial_rotary_factor\": 1.0,"
+                          "\"pruned_heads\": {}, \"quantization_config\": null,"
+                          "\"layer_types\": [\"full_attention\", \"full_attention\"],"
+                          "\"torch_dtype\": \"bfloat16\", \"_name_or_path\": \"tiny\",");
+    config_loads("llama with plain RoPE as an object", LLAMA_GQA, LLAMA_AT,
+                 LLAMA_AT "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": "
+                          "10000.0},");
+    config_loads("headscope with bookkeeping keys", TINYLM_H4, "\"n_ctx\": 8,",
+                 "\"n_ctx\": 8, \"architectures\": [\"X\"], \"torch_dtype\": \"float32\","
+                 "\"dropout\": 0, \"attn_pdrop\": 0.0, \"use_cache\": true,");
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -517,6 +684,12 @@ int main(void)
         { "test_missing_config_is_io_error", test_missing_config_is_io_error },
         { "test_missing_safetensors_is_io_error", test_missing_safetensors_is_io_error },
         { "test_llama_kv_heads_mismatch_names_k_proj", test_llama_kv_heads_mismatch_names_k_proj },
+        { "test_headscope_zero_heads_are_refused_not_a_signal",
+          test_headscope_zero_heads_are_refused_not_a_signal },
+        { "test_llama_bad_kv_heads_name_the_key", test_llama_bad_kv_heads_name_the_key },
+        { "test_zero_head_overrides_are_refused", test_zero_head_overrides_are_refused },
+        { "test_unimplemented_keys_are_refused", test_unimplemented_keys_are_refused },
+        { "test_bookkeeping_keys_are_accepted", test_bookkeeping_keys_are_accepted },
     };
     return hs_run_tests("checkpoint_errors_" HS_REAL_NAME, tests, HS_NTESTS(tests));
 }

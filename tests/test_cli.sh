@@ -259,6 +259,7 @@ bad_input() {
     refuse 2 train "nosuch" --preset nosuch "${T[@]}" --db db.sqlite || return 1
     refuse 2 train 'override n_head=abc: "n_head" must be' --preset attn-only n_head=abc "${T[@]}" --db db.sqlite || return 1
     refuse 2 train 'override n_head=4x' --preset attn-only n_head=4x "${T[@]}" || return 1
+    refuse 2 train 'override n_head=0: "n_head" must be a positive integer' --preset attn-only n_head=0 "${T[@]}" || return 1
     refuse 2 train "--lr must be positive" "${TINY[@]}" "${T[@]}" --lr 0 --db db.sqlite || return 1
     refuse 2 train "--steps" "${TINY[@]}" "${T[@]}" --steps 0 || return 1
     refuse 1 eval "missing/config.json" --model missing --data train.bin || return 1

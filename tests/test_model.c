@@ -4,6 +4,7 @@
  * AdamW trajectories, the seed's head-count fixture, eval loss and standard
  * error, F16/BF16 checkpoints, and the save -> load round trip. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,6 +321,202 @@ static void test_save_load_round_trip_is_bit_exact(void)
     rmdir(tmp);
 }
 
+/* ---- activations: one size table ---------------------------------------- */
+
+/* The configurations the activation tests run over: every preset and an
+ * uneven headscope model (pruned heads, GQA, head_dim != d/H, post-norm). */
+static int acts_config(hs_model_config *c, int i)
+{
+    static const char *const presets[] = { "gpt2", "llama", "attn-only", "tinylm" };
+    if (i < 4)
+        return hs_config_preset(c, presets[i]) == HS_OK;
+    if (hs_config_preset(c, "llama"))
+        return 0;
+    c->family = HS_FAMILY_HEADSCOPE;
+    c->n_layer = 3;
+    c->d_model = 40;
+    c->head_dim = 6;
+    const int H[3] = { 4, 2, 6 }, G[3] = { 2, 1, 3 };
+    for (int l = 0; l < 3; l++)
+        c->n_head[l] = H[l], c->n_kv_head[l] = G[l];
+    c->post_norm = 1;
+    c->d_ff = 52;
+    return hs_config_check(c) == HS_OK;
+}
+
+typedef struct {
+    hs_real *p;
+    size_t n;
+} acts_buf;
+
+/* Every buffer of a with the size its shape comment in transformer.h
+ * promises for the mode, worked out here and not by the library; NULL
+ * buffers are listed with n = 0. Returns the count. */
+static int acts_buffers(const hs_acts *a, const hs_model_config *c, acts_buf *out)
+{
+    const size_t N = (size_t)a->B_alloc * a->T, T = (size_t)a->T, d = (size_t)c->d_model;
+    const size_t F = (size_t)c->d_ff, V = (size_t)c->vocab_size, dh = (size_t)c->head_dim;
+    const int train = a->mode == HS_ACTS_TRAIN, mlp = c->mlp != HS_MLP_NONE;
+    const int swiglu = c->mlp == HS_MLP_SWIGLU;
+    size_t maxH = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        maxH = (size_t)c->n_head[l] > maxH ? (size_t)c->n_head[l] : maxH;
+    int n = 0;
+#define BUF(ptr, count) (out[n++] = (acts_buf){ (ptr), (ptr) ? (size_t)(count) : 0 })
+    BUF(a->emb, N * d);
+    BUF(a->shared_maps, N * maxH * T);
+    BUF(a->lnf, N * d);
+    BUF(a->lnf_mean, N);
+    BUF(a->lnf_rstd, N);
+    BUF(a->logits, N * V);
+    BUF(a->losses, N);
+    BUF(a->dres, N * d);
+    BUF(a->dres2, N * d);
+    BUF(a->dnorm, N * d);
+    BUF(a->dbranch, N * d);
+    BUF(a->dh, N * F);
+    BUF(a->dh2, N * F);
+    BUF(a->dh3, N * F);
+    for (int l = 0; l < c->n_layer; l++) {
+        const hs_layer_acts *la = &a->layer[l];
+        const size_t HD = (size_t)c->n_head[l] * dh, GD = (size_t)c->n_kv_head[l] * dh;
+        if (a->mode != HS_ACTS_MAPS)
+            BUF(la->attn.att, N * c->n_head[l] * T);
+        BUF(la->attn.q, N * HD);
+        BUF(la->attn.k, N * GD);
+        BUF(la->attn.v, N * GD);
+        BUF(la->attn.z, N * HD);
+        BUF(la->attn.zg, N * HD);
+        BUF(la->attn.dz, N * HD);
+        BUF(la->attn.dq, N * HD);
+        BUF(la->attn.dk, N * GD);
+        BUF(la->attn.dv, N * GD);
+        BUF(la->n1, N * d);
+        BUF(la->n1_mean, N);
+        BUF(la->n1_rstd, N);
+        BUF(la->attn_out, N * d);
+        BUF(la->r1, N * d);
+        BUF(la->n2, N * d);
+        BUF(la->n2_mean, N);
+        BUF(la->n2_rstd, N);
+        BUF(la->h_pre, N * F);
+        BUF(la->h_up, N * F);
+        BUF(la->h_act, N * F);
+        BUF(la->mlp_out, N * d);
+        BUF(la->r2, N * d);
+        /* which buffers the mode must have */
+        CU_ASSERT_EQUAL(la->attn.att != NULL, train || a->mode == HS_ACTS_MAPS);
+        CU_ASSERT_EQUAL(la->attn.dz != NULL, train);
+        CU_ASSERT_EQUAL(la->n2 != NULL, mlp);
+        CU_ASSERT_EQUAL(la->h_up != NULL, swiglu);
+        CU_ASSERT_PTR_EQUAL(la->in, l ? a->layer[l - 1].out : a->emb);
+        if (a->mode == HS_ACTS_MAPS)
+            CU_ASSERT_PTR_EQUAL(la->attn.att, a->shared_maps);
+        CU_ASSERT_EQUAL(la->attn.B, a->B_alloc);
+        CU_ASSERT_EQUAL(la->attn.L, a->T);
+    }
+    CU_ASSERT_EQUAL(a->dres != NULL, train);
+    CU_ASSERT_EQUAL(a->dh3 != NULL, train && swiglu);
+    CU_ASSERT_EQUAL(a->shared_maps != NULL, a->mode == HS_ACTS_MAPS);
+#undef BUF
+    return n;
+}
+
+/* hs_acts_bytes is what hs_acts_alloc allocates, for every preset, mode and
+ * a few shapes; the buffers have their promised sizes, start on 64-byte
+ * boundaries, lie inside the block and do not overlap (each is filled with
+ * its own tag and all are read back); the block is the buffers plus only
+ * alignment and the per-layer records. */
+static void test_acts_bytes_equal_the_one_allocation(void)
+{
+    const int shapes[][2] = { { 1, 1 }, { 3, 7 }, { 2, 8 } };
+    const int modes[] = { HS_ACTS_INFER, HS_ACTS_TRAIN, HS_ACTS_MAPS };
+    hs_model_config c;
+    int cases = 0;
+    for (int ci = 0; ci < 5; ci++) {
+        CU_ASSERT_FATAL(acts_config(&c, ci));
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int mi = 0; mi < 3; mi++) {
+                const int B = shapes[s][0], T = shapes[s][1], mode = modes[mi];
+                const size_t bytes = hs_acts_bytes(&c, B, T, mode);
+                CU_ASSERT(bytes > 0);
+                hs_acts a;
+                CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &c, B, T, mode), HS_OK);
+                CU_ASSERT_EQUAL(a.bytes, bytes);
+                CU_ASSERT_PTR_NOT_NULL(a.block);
+                acts_buf *buf = calloc(16 + 23 * (size_t)c.n_layer, sizeof *buf);
+                CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+                const int nbuf = acts_buffers(&a, &c, buf);
+                const unsigned char *lo = (const unsigned char *)a.layer;
+                CU_ASSERT(lo >= (const unsigned char *)a.block && (uintptr_t)lo % 64 == 0);
+                size_t used = 0;
+                int nonnull = 0;
+                for (int i = 0; i < nbuf; i++) {
+                    if (!buf[i].p)
+                        continue;
+                    const unsigned char *p = (const unsigned char *)buf[i].p;
+                    CU_ASSERT((uintptr_t)p % 64 == 0);
+                    CU_ASSERT(p >= lo && p + buf[i].n * sizeof(hs_real) <= lo + a.bytes);
+                    for (size_t k = 0; k < buf[i].n; k++) {
+                        CU_ASSERT_EQUAL_FATAL(buf[i].p[k], 0); /* zeroed */
+                        buf[i].p[k] = (hs_real)(i + 1);
+                    }
+                    used += buf[i].n * sizeof(hs_real);
+                    nonnull++;
+                }
+                int clobbered = 0;
+                for (int i = 0; i < nbuf; i++)
+                    for (size_t k = 0; k < buf[i].n; k++)
+                        clobbered += buf[i].p[k] != (hs_real)(i + 1);
+                CU_ASSERT_EQUAL(clobbered, 0);
+                /* only padding (< 64 bytes a buffer) and the records on top */
+                const size_t records = (size_t)c.n_layer * sizeof(hs_layer_acts);
+                CU_ASSERT(bytes >= used + records);
+                CU_ASSERT(bytes < used + records + 64 * ((size_t)nonnull + 1));
+                free(buf);
+                hs_acts_set_batch(&a, 1);
+                hs_acts_free(&a);
+                CU_ASSERT_PTR_NULL(a.block);
+                CU_ASSERT_PTR_NULL(a.layer);
+                cases++;
+            }
+    }
+    printf("\n    %d configuration x shape x mode cases", cases);
+    CU_ASSERT_EQUAL(hs_acts_bytes(&c, 0, 4, HS_ACTS_INFER), 0);
+    hs_acts a;
+    CU_ASSERT_EQUAL(hs_acts_alloc(&a, &c, 2, 0, HS_ACTS_INFER), HS_EINVAL);
+    CU_ASSERT_PTR_NULL(a.block);
+}
+
+/* The bytes are hs_real bytes: with every size a multiple of 16 elements
+ * (no alignment padding in either precision) one more sequence of T
+ * positions costs exactly sizeof(hs_real) times its element count, worked
+ * out here from the shapes; a budget written for float is wrong twice over
+ * in the double build. */
+static void test_acts_bytes_scale_with_hs_real(void)
+{
+    hs_model_config c;
+    CU_ASSERT_EQUAL_FATAL(hs_config_preset(&c, "llama"), HS_OK); /* d 64, H 4, G 2, dh 16 */
+    c.d_ff = 176;                                                 /* 172 is not a multiple */
+    const size_t T = 16, d = 64, F = 176, V = 256, H = 4, GD = 32, HD = 64, L = 2;
+    const size_t layer_infer = 3 * HD + 2 * GD + 3 * d + 2 + 3 * d + 2 + 3 * F;
+    const size_t top_infer = 2 * d + 2 + V + 1;
+    const size_t infer = T * (top_infer + L * layer_infer);
+    const size_t train = infer + T * (4 * d + 3 * F + L * (H * T + 2 * HD + 2 * GD));
+    const size_t maps = infer + T * H * T;
+    const struct {
+        int mode;
+        size_t elems;
+    } want[] = { { HS_ACTS_INFER, infer }, { HS_ACTS_TRAIN, train }, { HS_ACTS_MAPS, maps } };
+    for (int i = 0; i < 3; i++) {
+        const size_t one = hs_acts_bytes(&c, 1, (int)T, want[i].mode);
+        const size_t three = hs_acts_bytes(&c, 3, (int)T, want[i].mode);
+        printf("\n    mode %d: %zu bytes a sequence (%zu elements of %zu bytes)", want[i].mode,
+               (three - one) / 2, want[i].elems, sizeof(hs_real));
+        CU_ASSERT_EQUAL(three - one, 2 * want[i].elems * sizeof(hs_real));
+    }
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -343,6 +540,8 @@ int main(void)
         { "test_save_load_round_trip_is_bit_exact", test_save_load_round_trip_is_bit_exact },
         { "test_initializer_range_sets_the_random_init_scale",
           test_initializer_range_sets_the_random_init_scale },
+        { "test_acts_bytes_equal_the_one_allocation", test_acts_bytes_equal_the_one_allocation },
+        { "test_acts_bytes_scale_with_hs_real", test_acts_bytes_scale_with_hs_real },
     };
     return hs_run_tests("model_" HS_REAL_NAME, tests, HS_NTESTS(tests));
 }
