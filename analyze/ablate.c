@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
+#include "intervene.h"
 #include "linalg.h"
 #include "transformer.h"
 
@@ -47,7 +49,7 @@ typedef struct {
     size_t nb;
     int32_t *in, *tg; /* (B,T) of the current batch */
     double *clean;    /* (nb * B) clean per-sequence mean losses */
-    double **zmean;   /* [layer] (H_l * dh): mean head outputs, when asked for */
+    hs_real **zmean;  /* [layer] (H_l * dh): mean head outputs, when asked for */
     job *jobs;        /* the current layer's ablations */
     int njobs;
     running *acc;     /* [kind * H + h] of the current layer */
@@ -61,34 +63,36 @@ static double seq_loss(const hs_real *losses, int T)
     return s / T;
 }
 
-/* dz (B*T, dh) = z' - z for head h of kind (z: (B*T, H*dh) clean). */
-static void head_change(hs_real *dz, const hs_real *z, const double *zmean, int kind, int h, int B,
-                        int T, int H, int dh)
+/* The capture/ intervention of each ablation kind (SPEC §5). */
+static const hs_iv_kind iv_kind[HS_ABLATE_KINDS] = { HS_IV_ZERO, HS_IV_MEAN, HS_IV_RESAMPLE };
+
+/* Ablation (kind, head h) of layer l as an intervention on z; zmean
+ * (H*dh) the layer's mean head outputs (mean ablation). */
+static hs_intervention ablation(int l, int h, int kind, const hs_real *zmean)
 {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            const size_t row = (size_t)b * T + t;
-            const hs_real *zr = z + (row * H + h) * dh;
-            const hs_real *other = z + ((((size_t)(b + 1) % B) * T + t) * H + h) * dh;
-            hs_real *o = dz + row * dh;
-            for (int i = 0; i < dh; i++)
-                o[i] = kind == HS_ABLATE_ZERO   ? -zr[i]
-                       : kind == HS_ABLATE_MEAN ? (hs_real)zmean[(size_t)h * dh + i] - zr[i]
-                                                : other[i] - zr[i];
-        }
+    return (hs_intervention){ HS_SITE_Z, l, h, -1, iv_kind[kind], zmean, 0 };
 }
 
-/* Pass 0: clean per-sequence losses and, for mean ablation, mean z. */
-static int sum_z(void *ctx, int layer, hs_real *z, int B, int T, int H, int dh)
+/* dz (B*T, dh) = z' - z for head h of kind (z: (B*T, H*dh) clean), z' as
+ * capture/ defines the ablation: applied to a copy of the head's z (one
+ * head, so the intervention's head is 0 and its mean the head's own). */
+static int head_change(hs_real *dz, const hs_real *z, const hs_real *zmean, int l, int kind, int h,
+                       int B, int T, int H, int dh)
 {
-    run *r = ctx;
-    double *acc = r->zmean[layer];
-    for (size_t row = 0; row < (size_t)B * T; row++)
-        for (int k = 0; k < H * dh; k++)
-            acc[k] += z[row * H * dh + k];
-    return HS_OK;
+    const size_t BT = (size_t)B * T;
+    for (size_t row = 0; row < BT; row++)
+        memcpy(dz + row * dh, z + (row * H + h) * dh, sizeof(hs_real) * dh);
+    const hs_site_view v = hs_site_view_btw(HS_SITE_Z, l, dz, B, T, 1, dh);
+    const hs_intervention iv = ablation(l, 0, kind, zmean ? zmean + (size_t)h * dh : NULL);
+    int rc = hs_intervene(&v, &iv);
+    for (size_t row = 0; !rc && row < BT; row++)
+        for (int i = 0; i < dh; i++)
+            dz[row * dh + i] -= z[(row * H + h) * dh + i];
+    return rc;
 }
 
+/* Pass 0: clean per-sequence losses and, for mean ablation, mean z (an
+ * activation cache of every layer's z in mean mode). */
 static int clean_pass(run *r)
 {
     hs_ablate_opts *o = r->o;
@@ -98,7 +102,10 @@ static int clean_pass(run *r)
     if (rc)
         return rc;
     const int want_mean = o->kinds & (1 << HS_ABLATE_MEAN);
-    hs_hooks hooks = { .ctx = r, .on_z = want_mean ? sum_z : NULL };
+    hs_hooks hooks = { 0 };
+    hs_act_cache means = { 0 };
+    if (want_mean && !(rc = hs_act_cache_init_layers(&means, HS_SITE_Z, c->n_layer, HS_CACHE_MEAN)))
+        hs_act_cache_hooks(&means, &hooks);
     double total = 0;
     for (size_t b = 0; !rc && b < r->nb; b++) {
         hs_batch_at(r->data, b * (size_t)o->B * o->T, o->B, o->T, r->in, r->tg);
@@ -109,10 +116,9 @@ static int clean_pass(run *r)
         }
     }
     o->clean_loss = total / ((double)r->nb * o->B);
-    const double rows = (double)r->nb * o->B * o->T;
-    for (int l = 0; want_mean && l < c->n_layer; l++)
-        for (int k = 0; k < c->n_head[l] * c->head_dim; k++)
-            r->zmean[l][k] /= rows;
+    for (int l = 0; !rc && want_mean && l < c->n_layer; l++)
+        rc = hs_act_cache_mean(&means, HS_SITE_Z, l, r->zmean[l]);
+    hs_act_cache_free(&means);
     hs_acts_free(&a);
     return rc;
 }
@@ -156,7 +162,10 @@ static int fast_layer(run *r, int l, hs_acts *clean, hs_acts *st, int stack, hs_
                 const job *jb = &r->jobs[j0 + j];
                 hs_real *blk = r1s + (size_t)j * BT * d;
                 memcpy(blk, r1, sizeof(hs_real) * BT * d);
-                head_change(dz, z, r->zmean ? r->zmean[l] : NULL, jb->kind, jb->h, B, T, H, dh);
+                rc = head_change(dz, z, r->zmean ? r->zmean[l] : NULL, l, jb->kind, jb->h, B, T, H,
+                                 dh);
+                if (rc)
+                    break;
                 /* blk += (z' - z)_h W_o^(h)^T: the head's change of the attention output */
                 hs_gemm(0, 1, (int)BT, d, dh, 1, dz, dh, w_o + (size_t)jb->h * dh, H * dh, 1, blk,
                         d);
@@ -180,33 +189,18 @@ static int fast_layer(run *r, int l, hs_acts *clean, hs_acts *st, int stack, hs_
 
 /* ---- the naive path: one full forward per ablation ------------------------ */
 
-typedef struct {
-    const run *r;
-    int layer, h, kind;
-    hs_real *scratch; /* (B*T, dh) */
-} naive_ctx;
-
-static int replace_z(void *ctx, int layer, hs_real *z, int B, int T, int H, int dh)
-{
-    naive_ctx *n = ctx;
-    if (layer != n->layer)
-        return HS_OK;
-    head_change(n->scratch, z, n->r->zmean ? n->r->zmean[layer] : NULL, n->kind, n->h, B, T, H,
-                dh);
-    for (size_t row = 0; row < (size_t)B * T; row++)
-        for (int i = 0; i < dh; i++)
-            z[(row * H + n->h) * dh + i] += n->scratch[row * dh + i];
-    return HS_OK;
-}
-
-static int naive_layer(run *r, int l, hs_acts *a, hs_real *dz)
+/* The reference: the ablation applied by capture/ to z in a full forward. */
+static int naive_layer(run *r, int l, hs_acts *a)
 {
     const hs_ablate_opts *o = r->o;
     const int B = o->B, T = o->T, H = r->m->cfg.n_head[l];
     int rc = HS_OK;
     for (int j = 0; !rc && j < r->njobs; j++) {
-        naive_ctx nc = { r, l, r->jobs[j].h, r->jobs[j].kind, dz };
-        hs_hooks hooks = { .ctx = &nc, .on_z = replace_z };
+        const job nc = r->jobs[j];
+        hs_intervention iv = ablation(l, nc.h, nc.kind, r->zmean ? r->zmean[l] : NULL);
+        hs_hook_plan plan = { &iv, 1, NULL };
+        hs_hooks hooks = { 0 };
+        rc = hs_hooks_attach(&hooks, &r->m->cfg, &plan);
         for (size_t b = 0; !rc && b < r->nb; b++) {
             hs_batch_at(r->data, b * (size_t)B * T, B, T, r->in, r->tg);
             rc = hs_forward(a, r->m, r->in, r->tg, &hooks);
@@ -243,9 +237,9 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
     if (!r.in || !r.tg || !r.clean || !r.jobs || !r.acc || !stat || !dz)
         rc = HS_ENOMEM;
     if (!rc && (o->kinds & (1 << HS_ABLATE_MEAN))) {
-        r.zmean = hs_calloc((size_t)c->n_layer, sizeof(double *), "mean z");
+        r.zmean = hs_calloc((size_t)c->n_layer, sizeof(hs_real *), "mean z");
         for (int l = 0; r.zmean && l < c->n_layer; l++)
-            if (!(r.zmean[l] = hs_calloc((size_t)c->n_head[l] * c->head_dim, sizeof(double),
+            if (!(r.zmean[l] = hs_calloc((size_t)c->n_head[l] * c->head_dim, sizeof(hs_real),
                                          "mean z")))
                 rc = HS_ENOMEM;
         if (!r.zmean)
@@ -279,7 +273,7 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
         if (!r.njobs)
             continue;
         memset(r.acc, 0, sizeof(running) * (size_t)maxH * HS_ABLATE_KINDS);
-        rc = o->naive ? naive_layer(&r, l, &clean, dz)
+        rc = o->naive ? naive_layer(&r, l, &clean)
                       : fast_layer(&r, l, &clean, &st, stack, dz, stacked_tg);
         if (rc)
             break;

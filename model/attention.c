@@ -208,6 +208,16 @@ static void cache_append(hs_kv_cache *cache, const hs_real *k, const hs_real *v,
     cache->len += S_new;
 }
 
+/* The hook of site s (if any) on x (B, T, heads, dh). */
+static int head_site(const hs_site_hook *site, hs_site s, int layer, hs_real *x, int B, int T,
+                     int heads, int dh)
+{
+    if (!hs_site_hooked(site, s))
+        return HS_OK;
+    const hs_site_view v = hs_site_view_btw(s, layer, x, B, T, heads, dh);
+    return hs_site_call(site, &v);
+}
+
 int hs_attn_forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_attn_config *c,
                           const hs_real *x, const hs_real *y, const hs_attn_mask *mask,
                           hs_kv_cache *cache)
@@ -256,11 +266,20 @@ int hs_attn_forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_at
         rope_rotate(a->q, B, L, H, dh, prefix, c->rope_theta, 0);
         rope_rotate(a->k, B, Sn, G, dh, prefix, c->rope_theta, 0);
     }
+    const hs_site_hook *site = a->hooks.site;
+    const int layer = a->hooks.layer;
+    if ((rc = head_site(site, HS_SITE_Q, layer, a->q, B, L, H, dh)) ||
+        (rc = head_site(site, HS_SITE_K, layer, a->k, B, Sn, G, dh)) ||
+        (rc = head_site(site, HS_SITE_V, layer, a->v, B, Sn, G, dh)))
+        return rc;
     if (cache)
         cache_append(cache, a->k, a->v, Sn);
 
-    return hs_attn_heads_forward(a->z, a->att, a->q, &view, mask, prefix, B, L, H, G, dh,
-                                 &a->rows);
+    rc = hs_attn_heads_forward(a->z, a->att, a->q, &view, mask, prefix, B, L, H, G, dh,
+                               &a->hooks);
+    if (!rc)
+        rc = head_site(site, HS_SITE_Z, layer, a->z, B, L, H, dh);
+    return rc;
 }
 
 void hs_attn_forward_output(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,

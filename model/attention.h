@@ -8,7 +8,8 @@
  * repeated across a group, neither in the cache nor in a temporary.
  *
  * The forward is split at the head outputs z so that callers (capture,
- * ablation) can observe or replace them before the output projection:
+ * ablation) can observe or replace them before the output projection, and
+ * calls the hook sites q, k, v, pattern and z (hooks.h) on the way:
  *   q,k,v = projections of x (and y for cross-attention), q and k rotated
  *           per head when rope_theta > 0 (Hugging Face rotate-half RoPE)
  *   att   = softmax(q k^T / sqrt(dh) + mask)          (B,H,L,S)
@@ -21,6 +22,7 @@
 #include <stddef.h>
 
 #include "common.h"
+#include "hooks.h"
 
 typedef struct {
     int d_model;       /* d */
@@ -86,8 +88,16 @@ typedef struct {
     void (*fn)(void *ctx, int layer, int thread, int b, int h, int t0, int n, const hs_real *P,
                int ldp, int keys);
     void *ctx;
-    int layer;
 } hs_row_observer;
+
+/* What one layer's attention calls during its forward: the row observer
+ * (after any pattern hook, so it sees the maps z is made of) and the site
+ * hooks q, k, v, pattern and z of `site` (NULL: none), as layer `layer`. */
+typedef struct {
+    hs_row_observer rows;
+    const hs_site_hook *site; /* NULL, or HS_N_SITES hooks (the others are not called here) */
+    int layer;
+} hs_attn_hooks;
 
 /* Activations of one forward, kept for the backward and for observers.
  * Allocate with hs_attn_acts_alloc; att is allocated only when asked for. */
@@ -99,7 +109,7 @@ typedef struct {
     hs_real *z;   /* (B, L, HD)        head outputs before the gates */
     hs_real *att; /* (B, H, L, S) or NULL: per-head maps; the backward needs them */
     int S;        /* keys the maps span: S_new, or cache length + S_new with a cache */
-    hs_row_observer rows; /* optional: sees map rows during the forward */
+    hs_attn_hooks hooks;  /* optional: observers and hook sites of the forward */
     /* Scratch kept between calls, so repeated steps do not map and unmap
      * large buffers (with several threads every unmap is a TLB shootdown). */
     hs_real *zg;     /* (B, L, HD)     gated head outputs */
@@ -131,8 +141,9 @@ int hs_attn_forward(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
  *
  * hs_attn_forward in its two halves, for callers that observe or replace the
  * head outputs between them: _heads runs the projections (RoPE, cache) and
- * the per-head kernel into a->z and a->att; _output applies the gates and
- * W_o to a->z. */
+ * the per-head kernel into a->z and a->att, calling a->hooks' sites q, k, v
+ * (before the cache), pattern and z; _output applies the gates and W_o to
+ * a->z. */
 int hs_attn_forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_attn_config *c,
                           const hs_real *x, const hs_real *y, const hs_attn_mask *mask,
                           hs_kv_cache *cache);
@@ -166,10 +177,14 @@ typedef struct {
 } hs_kv_view;
 
 /* z (B,L,H*dh) and, when att != NULL, att (B,H,L,S) from q (B,L,H*dh).
- * prefix is the number of cached keys before the first query's own key. */
+ * prefix is the number of cached keys before the first query's own key.
+ * hooks (NULL: none) gives the row observer and the pattern hook. Without a
+ * pattern hook each block of query rows goes from scores to z in one pass
+ * and the maps need not be kept; with one (att required) every map is made
+ * first, the hook runs on all of them, and z is mixed from what it left. */
 int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_kv_view *kv,
                           const hs_attn_mask *mask, int prefix, int B, int L, int H, int G,
-                          int dh, const hs_row_observer *rows);
+                          int dh, const hs_attn_hooks *hooks);
 
 /* Backward of hs_attn_heads_forward for prefix 0 and the projection layout:
  * accumulates dq (B,L,H*dh), dk and dv (B,S,G*dh) from dz (B,L,H*dh) and att.

@@ -57,26 +57,30 @@ int hs_attn_mask_check(const hs_attn_mask *mask, int prefix, int B, int L, int S
     return HS_OK;
 }
 
-int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_kv_view *kv,
-                          const hs_attn_mask *mask, int prefix, int B, int L, int H, int G,
-                          int dh, const hs_row_observer *rows)
+/* What every block of one forward shares. */
+typedef struct {
+    hs_real *z, *att, *scratch;
+    const hs_real *q;
+    const hs_kv_view *kv;
+    const hs_attn_mask *mask;
+    const hs_row_observer *rows; /* NULL: none */
+    int prefix, B, L, H, G, dh, layer;
+} heads_job;
+
+enum { SCORES = 1, MIX = 2 };
+
+/* Every block of query rows of every (batch row, head): with SCORES, its
+ * scores and softmax into P (att, or a per-thread block); with MIX, the row
+ * observer and z = P V. Both in one pass keep a block's scores in cache and
+ * need no maps; a pattern hook needs the two apart. */
+static void run_blocks(const heads_job *j, int steps)
 {
-    const int S = kv->S, HD = H * dh, group = H / G;
-    int rc = hs_attn_mask_check(mask, prefix, B, L, S);
-    if (rc)
-        return rc;
-    const int causal = mask && mask->causal;
+    const int S = j->kv->S, L = j->L, H = j->H, dh = j->dh, HD = H * dh, group = H / j->G;
+    const int causal = j->mask && j->mask->causal;
     const hs_real scale = (hs_real)1 / sqrt((hs_real)dh);
     const int nqb = (L + QBLOCK - 1) / QBLOCK;
-    const long ntask = (long)B * H * nqb;
-
-    hs_real *scratch = NULL;
-    if (!att) {
-        scratch = hs_calloc((size_t)hs_get_threads() * QBLOCK * S, sizeof(hs_real),
-                            "attention score block");
-        if (!scratch)
-            return HS_ENOMEM;
-    }
+    const long ntask = (long)j->B * H * nqb;
+    const hs_kv_view *kv = j->kv;
 
 #pragma omp parallel for schedule(dynamic, 1)
     for (long task = 0; task < ntask; task++) {
@@ -84,39 +88,86 @@ int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_k
         const int h = (int)(task / nqb % H);
         const int t0 = (int)(task % nqb) * QBLOCK;
         const int n = min_int(QBLOCK, L - t0);
-        const int j = h / group;
-        const int smax = causal ? min_int(S, prefix + t0 + n) : S;
-        const hs_real *Q = q + ((size_t)b * L + t0) * HD + (size_t)h * dh;
-        const hs_real *K = kv->k + b * kv->sb + j * kv->sh;
-        const hs_real *V = kv->v + b * kv->sb + j * kv->sh;
-        const unsigned char *valid = mask && mask->valid ? mask->valid + (size_t)b * S : NULL;
+        const int kvh = h / group;
+        const int smax = causal ? min_int(S, j->prefix + t0 + n) : S;
+        const hs_real *Q = j->q + ((size_t)b * L + t0) * HD + (size_t)h * dh;
+        const hs_real *K = kv->k + b * kv->sb + kvh * kv->sh;
+        const hs_real *V = kv->v + b * kv->sb + kvh * kv->sh;
+        const unsigned char *valid =
+            j->mask && j->mask->valid ? j->mask->valid + (size_t)b * S : NULL;
 
         hs_real *P;
         int ldp;
-        if (att) {
-            P = att + (((size_t)b * H + h) * L + t0) * S;
+        if (j->att) {
+            P = j->att + (((size_t)b * H + h) * L + t0) * S;
             ldp = S;
         } else {
-            P = scratch + (size_t)thread_id() * QBLOCK * S;
+            P = j->scratch + (size_t)thread_id() * QBLOCK * S;
             ldp = smax;
         }
-        hs_gemm(0, 1, n, smax, dh, scale, Q, HD, K, (int)kv->st, 0, P, ldp);
-        for (int r = 0; r < n; r++) {
-            hs_real *row = P + (size_t)r * ldp;
-            int lim = key_limit(mask, prefix, t0 + r, S);
-            hs_softmax_row(row, valid, lim);
-            /* Keys after the causal limit: exactly 0 in the map and in the mix. */
-            int end = att ? S : smax;
-            if (end > lim)
-                memset(row + lim, 0, sizeof(hs_real) * (size_t)(end - lim));
+        if (steps & SCORES) {
+            hs_gemm(0, 1, n, smax, dh, scale, Q, HD, K, (int)kv->st, 0, P, ldp);
+            for (int r = 0; r < n; r++) {
+                hs_real *row = P + (size_t)r * ldp;
+                int lim = key_limit(j->mask, j->prefix, t0 + r, S);
+                hs_softmax_row(row, valid, lim);
+                /* Keys after the causal limit: exactly 0 in the map and in the mix. */
+                int end = j->att ? S : smax;
+                if (end > lim)
+                    memset(row + lim, 0, sizeof(hs_real) * (size_t)(end - lim));
+            }
+        } else {
+            /* After a pattern hook: keys past the causal limit stay 0 whatever
+             * the hook wrote, so the block's mix below sees only visible keys. */
+            for (int r = 0; r < n; r++) {
+                int lim = key_limit(j->mask, j->prefix, t0 + r, S);
+                if (S > lim)
+                    memset(P + (size_t)r * ldp + lim, 0, sizeof(hs_real) * (size_t)(S - lim));
+            }
         }
-        if (rows && rows->fn)
-            rows->fn(rows->ctx, rows->layer, thread_id(), b, h, t0, n, P, ldp, smax);
-        hs_real *Z = z + ((size_t)b * L + t0) * HD + (size_t)h * dh;
+        if (!(steps & MIX))
+            continue;
+        if (j->rows)
+            j->rows->fn(j->rows->ctx, j->layer, thread_id(), b, h, t0, n, P, ldp, smax);
+        hs_real *Z = j->z + ((size_t)b * L + t0) * HD + (size_t)h * dh;
         hs_gemm(0, 0, n, dh, smax, 1, P, ldp, V, (int)kv->st, 0, Z, HD);
     }
-    free(scratch);
-    return HS_OK;
+}
+
+int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_kv_view *kv,
+                          const hs_attn_mask *mask, int prefix, int B, int L, int H, int G,
+                          int dh, const hs_attn_hooks *hooks)
+{
+    const int S = kv->S;
+    int rc = hs_attn_mask_check(mask, prefix, B, L, S);
+    if (rc)
+        return rc;
+    const int layer = hooks ? hooks->layer : 0;
+    const int pattern = hooks && hs_site_hooked(hooks->site, HS_SITE_PATTERN);
+    if (pattern && !att)
+        return hs_fail(HS_EINVAL, "attention: layer %d's pattern hook needs the maps kept "
+                                  "(activations with maps)",
+                       layer);
+    heads_job j = { z, att, NULL, q, kv, mask, hooks && hooks->rows.fn ? &hooks->rows : NULL,
+                    prefix, B, L, H, G, dh, layer };
+    if (!att) {
+        j.scratch = hs_calloc((size_t)hs_get_threads() * QBLOCK * S, sizeof(hs_real),
+                              "attention score block");
+        if (!j.scratch)
+            return HS_ENOMEM;
+    }
+    if (!pattern) {
+        run_blocks(&j, SCORES | MIX);
+    } else {
+        run_blocks(&j, SCORES);
+        const hs_site_view v = { HS_SITE_PATTERN, layer, att, B, L, H, S,
+                                 (size_t)H * L * S, (size_t)S, (size_t)L * S };
+        rc = hs_site_call(hooks->site, &v);
+        if (!rc)
+            run_blocks(&j, MIX);
+    }
+    free(j.scratch);
+    return rc;
 }
 
 int hs_attn_heads_backward(hs_real *dq, hs_real *dk, hs_real *dv, const hs_real *dz,

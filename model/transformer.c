@@ -369,6 +369,29 @@ static int check_inputs(const hs_acts *a, const hs_model *m, const int32_t *toke
 
 static const hs_hooks no_hooks = { 0 };
 
+/* Hooks that need maps need activations that keep them. */
+static int check_hooks(const hs_acts *a, const hs_hooks *hooks)
+{
+    if (a->mode != HS_ACTS_INFER)
+        return HS_OK;
+    if (hooks->on_maps)
+        return hs_fail(HS_EINVAL, "forward: maps were asked for but the activations keep none");
+    if (hooks->site[HS_SITE_PATTERN].fn)
+        return hs_fail(HS_EINVAL, "forward: a pattern hook needs activations that keep maps "
+                                  "(HS_ACTS_MAPS or HS_ACTS_TRAIN)");
+    return HS_OK;
+}
+
+/* The hook of residual-width site s (if any) on x (B,T,d). */
+static int resid_site(const hs_hooks *hooks, hs_site s, int layer, hs_real *x, const hs_acts *a,
+                      int d)
+{
+    if (!hs_site_hooked(hooks->site, s))
+        return HS_OK;
+    const hs_site_view v = hs_site_view_btw(s, layer, x, a->B, a->T, 1, d);
+    return hs_site_call(hooks->site, &v);
+}
+
 /* Layer l up to the residual after attention: r1 = in + attention(in). */
 static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks *hooks)
 {
@@ -378,31 +401,31 @@ static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks 
     const hs_attn_config ac = hs_config_attn(c, l);
     const size_t N = (size_t)a->B * a->T;
     const hs_attn_mask causal = { 1, NULL };
-    int rc;
-    if (hooks->on_resid && (rc = hooks->on_resid(hooks->ctx, l, la->in, a->B, a->T, c->d_model)))
+    int rc = resid_site(hooks, HS_SITE_RESID_PRE, l, la->in, a, c->d_model);
+    if (rc)
         return rc;
     const hs_real *attn_in = la->in;
     if (!c->post_norm) {
         norm_forward(la->n1, la->n1_mean, la->n1_rstd, la->in, lw->ln1_w, lw->ln1_b, c, N);
         attn_in = la->n1;
     }
-    la->attn.rows = (hs_row_observer){ hooks->on_rows, hooks->ctx, l };
+    la->attn.hooks = (hs_attn_hooks){ { hooks->on_rows, hooks->ctx }, hooks->site, l };
     rc = hs_attn_forward_heads(&la->attn, &lw->attn, &ac, attn_in, NULL, &causal, NULL);
     if (!rc && hooks->on_maps)
         rc = hooks->on_maps(hooks->ctx, l, la->attn.att, a->B, ac.n_heads, a->T);
-    if (!rc && hooks->on_z)
-        rc = hooks->on_z(hooks->ctx, l, la->attn.z, a->B, a->T, ac.n_heads, c->head_dim);
     if (rc)
         return rc;
     hs_attn_forward_output(la->attn_out, &la->attn, &lw->attn, &ac,
                            hooks->gates ? hooks->gates[l] : NULL, hooks->gates_per_seq);
+    if ((rc = resid_site(hooks, HS_SITE_ATTN_OUT, l, la->attn_out, a, c->d_model)))
+        return rc;
     hs_add(la->r1, la->in, la->attn_out, N * c->d_model);
     return HS_OK;
 }
 
 /* Layer l from the residual after attention (r1) to its output: the
  * post-norm, the MLP and its norm. */
-static void layer_rest(hs_acts *a, const hs_model *m, int l)
+static int layer_rest(hs_acts *a, const hs_model *m, int l, const hs_hooks *hooks)
 {
     const hs_model_config *c = &m->cfg;
     hs_layer_acts *la = &a->layer[l];
@@ -411,7 +434,7 @@ static void layer_rest(hs_acts *a, const hs_model *m, int l)
     if (c->post_norm)
         norm_forward(la->n1, la->n1_mean, la->n1_rstd, la->r1, lw->ln1_w, lw->ln1_b, c, N);
     if (c->mlp == HS_MLP_NONE)
-        return;
+        return HS_OK;
     const hs_real *mid = c->post_norm ? la->n1 : la->r1; /* residual after attention */
     const hs_real *mlp_in = mid;
     if (!c->post_norm) {
@@ -419,9 +442,13 @@ static void layer_rest(hs_acts *a, const hs_model *m, int l)
         mlp_in = la->n2;
     }
     mlp_forward(la, lw, mlp_in, c, N);
+    int rc = resid_site(hooks, HS_SITE_MLP_OUT, l, la->mlp_out, a, c->d_model);
+    if (rc)
+        return rc;
     hs_add(la->r2, mid, la->mlp_out, N * c->d_model);
     if (c->post_norm)
         norm_forward(la->n2, la->n2_mean, la->n2_rstd, la->r2, lw->ln2_w, lw->ln2_b, c, N);
+    return HS_OK;
 }
 
 /* Layers from `from` on (starting after the attention of layer `from`
@@ -437,16 +464,18 @@ static int forward_rest(hs_acts *a, const hs_model *m, int from, int mid_layer,
     for (int l = from; l < c->n_layer; l++) {
         if (!(mid_layer && l == from) && (rc = layer_attention(a, m, l, hooks)))
             return rc;
-        layer_rest(a, m, l);
+        if ((rc = layer_rest(a, m, l, hooks)))
+            return rc;
     }
-    const hs_real *h = a->layer[c->n_layer - 1].out;
-    if (hooks->on_resid && (rc = hooks->on_resid(hooks->ctx, c->n_layer, h, a->B, a->T, d)))
+    hs_real *h = a->layer[c->n_layer - 1].out;
+    if ((rc = resid_site(hooks, HS_SITE_RESID_PRE, c->n_layer, h, a, d)))
         return rc;
+    const hs_real *u = h; /* the unembedding's input */
     if (c->final_norm) {
         norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, h, w->lnf_w, w->lnf_b, c, N);
-        h = a->lnf;
+        u = a->lnf;
     }
-    hs_linear_forward(a->logits, h, w->lm_w, w->lm_b, N, d, V);
+    hs_linear_forward(a->logits, u, w->lm_w, w->lm_b, N, d, V);
     if (targets) {
         hs_softmax_xent_forward(a->logits, a->losses, targets, N, V);
         double sum = 0;
@@ -462,9 +491,9 @@ int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32
 {
     if (!hooks)
         hooks = &no_hooks;
-    if (hooks->on_maps && a->mode == HS_ACTS_INFER)
-        return hs_fail(HS_EINVAL, "forward: maps were asked for but the activations keep none");
-    int rc = check_inputs(a, m, tokens, targets);
+    int rc = check_hooks(a, hooks);
+    if (!rc)
+        rc = check_inputs(a, m, tokens, targets);
     if (rc)
         return rc;
     hs_embed_forward(a->emb, tokens, m->w.wte, m->w.wpe, a->B, a->T, m->cfg.d_model);
@@ -478,15 +507,15 @@ int hs_forward_to(hs_acts *a, const hs_model *m, const int32_t *tokens, int laye
         hooks = &no_hooks;
     if (layer < 0 || layer >= m->cfg.n_layer)
         return hs_fail(HS_EINVAL, "forward: no layer %d", layer);
-    int rc = check_inputs(a, m, tokens, NULL);
+    int rc = check_hooks(a, hooks);
+    if (!rc)
+        rc = check_inputs(a, m, tokens, NULL);
     if (rc)
         return rc;
     hs_embed_forward(a->emb, tokens, m->w.wte, m->w.wpe, a->B, a->T, m->cfg.d_model);
-    for (int l = 0; l < layer; l++) {
-        if ((rc = layer_attention(a, m, l, hooks)))
+    for (int l = 0; l < layer; l++)
+        if ((rc = layer_attention(a, m, l, hooks)) || (rc = layer_rest(a, m, l, hooks)))
             return rc;
-        layer_rest(a, m, l);
-    }
     return layer_attention(a, m, layer, hooks);
 }
 

@@ -68,27 +68,32 @@ int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode);
 int hs_acts_set_batch(hs_acts *a, int B);
 void hs_acts_free(hs_acts *a);
 
-/* Hook points on the forward pass (SPEC §5). Observers see the residual
- * stream and the maps; interventions gate or replace the head outputs z.
- * Every analysis is written against these. A callback returning non-zero
- * stops the forward with that status (its message set by the callback). */
+/* Hook points on the forward pass (SPEC §5): the table the model calls.
+ * Observers (gates, maps, map rows) and the writable sites of hooks.h:
+ * resid_pre, attn_out, mlp_out, q, k, v, z and pattern, each a function
+ * with its own context, so interventions, an activation cache and an
+ * observer can share one forward. A site with no function costs a pointer
+ * test. Analyses do not write site functions: capture/ fills `site` from
+ * data (intervene.h: zero, mean, resample, replace, add; cache.h: record).
+ * A callback returning non-zero stops the forward with that status (its
+ * message set by the callback). */
 typedef struct {
-    void *ctx;
+    void *ctx; /* of on_maps and on_rows */
     /* NULL, or n_layer pointers each NULL or gates xi multiplying z: (H_l),
-     * or (B, H_l) with gates_per_seq (per-sequence gradients, importance) */
+     * or (B, H_l) with gates_per_seq (per-sequence gradients, importance).
+     * Gates act after the z site and are seen by the backward. */
     const hs_real *const *gates;
     int gates_per_seq;
-    /* residual stream (B,T,d) entering layer l; l == n_layer: after the last */
-    int (*on_resid)(void *ctx, int layer, const hs_real *x, int B, int T, int d);
-    /* post-softmax maps (B,H,T,T) of layer l; needs maps (TRAIN or MAPS acts) */
+    /* post-softmax maps (B,H,T,T) of layer l, after its pattern hook; needs
+     * maps (TRAIN or MAPS acts) */
     int (*on_maps)(void *ctx, int layer, const hs_real *att, int B, int H, int T);
-    /* head outputs z (B,T,H*dh) of layer l before gates and W_o; may be
-     * overwritten (ablation). Forward only: the backward does not see it. */
-    int (*on_z)(void *ctx, int layer, hs_real *z, int B, int T, int H, int dh);
-    /* map rows as the attention kernel makes them (see hs_row_observer):
+    /* map rows as the attention kernel mixes them (see hs_row_observer):
      * statistics over long contexts without keeping maps */
     void (*on_rows)(void *ctx, int layer, int thread, int b, int h, int t0, int n,
                     const hs_real *P, int ldp, int keys);
+    /* writable sites (hooks.h), called for every layer; forward only: the
+     * backward does not see what they change. A pattern hook needs maps. */
+    hs_site_hook site[HS_N_SITES];
 } hs_hooks;
 
 /* Forward over tokens (B,T); with targets (B,T) also the loss (a->loss,

@@ -159,22 +159,22 @@ typedef struct {
     double resid_first;
 } hook_state;
 
-static int zero_head(void *ctx, int layer, hs_real *z, int Bz, int Tz, int H, int dh)
+static int zero_head(void *ctx, const hs_site_view *v)
 {
     const hook_state *s = ctx;
-    if (layer != s->layer)
+    if (v->layer != s->layer)
         return HS_OK;
-    for (int bt = 0; bt < Bz * Tz; bt++)
-        memset(z + ((size_t)bt * H + s->head) * dh, 0, sizeof(hs_real) * dh);
+    const int H = v->heads, dh = v->width;
+    for (int bt = 0; bt < v->B * v->T; bt++)
+        memset(v->x + ((size_t)bt * H + s->head) * dh, 0, sizeof(hs_real) * dh);
     return HS_OK;
 }
 
-static int count_resid(void *ctx, int layer, const hs_real *x, int Bz, int Tz, int d)
+static int count_resid(void *ctx, const hs_site_view *v)
 {
     hook_state *s = ctx;
-    (void)Bz, (void)Tz, (void)d;
-    if (layer == 0)
-        s->resid_first = x[0];
+    if (v->layer == 0)
+        s->resid_first = v->x[0];
     s->resid_calls++;
     return HS_OK;
 }
@@ -195,10 +195,10 @@ static int count_maps(void *ctx, int layer, const hs_real *att, int Bz, int H, i
     return HS_OK;
 }
 
-static int stop_at_layer_one(void *ctx, int layer, const hs_real *x, int Bz, int Tz, int d)
+static int stop_at_layer_one(void *ctx, const hs_site_view *v)
 {
-    (void)ctx, (void)x, (void)Bz, (void)Tz, (void)d;
-    return layer == 1 ? hs_fail(HS_EINTR, "stopped by an observer") : HS_OK;
+    (void)ctx;
+    return v->layer == 1 ? hs_fail(HS_EINTR, "stopped by an observer") : HS_OK;
 }
 
 static void test_zeroing_z_equals_a_zero_gate_and_changes_the_output(void)
@@ -214,7 +214,8 @@ static void test_zeroing_z_equals_a_zero_gate_and_changes_the_output(void)
     CU_ASSERT_EQUAL_FATAL(hs_forward(&a, &m, tok, NULL, NULL), HS_OK);
     memcpy(base, a.logits, sizeof(hs_real) * nl);
     hook_state s = { .layer = 1, .head = 2 };
-    hs_hooks zh = { .ctx = &s, .on_z = zero_head };
+    hs_hooks zh = { 0 };
+    zh.site[HS_SITE_Z] = (hs_site_hook){ zero_head, &s };
     CU_ASSERT_EQUAL_FATAL(hs_forward(&a, &m, tok, NULL, &zh), HS_OK);
     memcpy(zeroed, a.logits, sizeof(hs_real) * nl);
     hs_real gate1[8] = { 1, 1, 0, 1, 1, 1, 1, 1 };
@@ -242,7 +243,8 @@ static void test_observers_see_every_layer_and_can_stop_the_forward(void)
     hs_acts a;
     CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &m.cfg, B, T, HS_ACTS_MAPS), HS_OK);
     hook_state s = { 0 };
-    hs_hooks h = { .ctx = &s, .on_resid = count_resid, .on_maps = count_maps };
+    hs_hooks h = { .ctx = &s, .on_maps = count_maps };
+    h.site[HS_SITE_RESID_PRE] = (hs_site_hook){ count_resid, &s };
     int rc = hs_forward(&a, &m, tok, NULL, &h);
     if (rc)
         printf("\n    %s", hs_last_error());
@@ -250,7 +252,8 @@ static void test_observers_see_every_layer_and_can_stop_the_forward(void)
     CU_ASSERT_EQUAL(s.resid_calls, m.cfg.n_layer + 1);
     CU_ASSERT_EQUAL(s.maps_calls, m.cfg.n_layer);
     CU_ASSERT_EQUAL(s.resid_first, a.emb[0]); /* layer 0 sees the embeddings */
-    hs_hooks stop = { .on_resid = stop_at_layer_one };
+    hs_hooks stop = { 0 };
+    stop.site[HS_SITE_RESID_PRE] = (hs_site_hook){ stop_at_layer_one, NULL };
     CU_ASSERT_EQUAL(hs_forward(&a, &m, tok, NULL, &stop), HS_EINTR);
     hs_acts_free(&a);
     /* Maps observers need activations that keep maps. */

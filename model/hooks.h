@@ -1,0 +1,89 @@
+/* Hook sites of the forward pass: the activations an analysis may read or
+ * overwrite while the forward runs (SPEC §5, §11). The model only calls the
+ * hooks; capture/ says what they do (interventions as data, the activation
+ * cache, the map recorder).
+ *
+ * Shapes (B batch, T positions, d width, H query heads, G key/value heads,
+ * dh head width, S keys):
+ *
+ *   resid_pre (B,T,d)    residual stream entering layer l; layer n_layer:
+ *                        after the last layer, before the final norm
+ *   attn_out  (B,T,d)    attention output (W_o and its bias applied), before
+ *                        it is added to the residual
+ *   mlp_out   (B,T,d)    MLP output, before it is added to the residual
+ *   q         (B,T,H,dh) queries after RoPE (rotary models): the scores use
+ *                        exactly what the hook leaves, so a patched q is a
+ *                        patched score input
+ *   k, v      (B,T,G,dh) the new keys (after RoPE) and values, before they
+ *                        enter the KV cache; G heads, shared by H/G query heads
+ *   z         (B,T,H,dh) head outputs before the gates and W_o
+ *   pattern   (B,H,T,S)  post-softmax maps; z is then computed from what the
+ *                        hook leaves (z = pattern v). Needs activations that
+ *                        keep maps; keys past the causal limit are reset to 0
+ *                        after the hook.
+ *
+ * A hook is forward-only: the backward does not see what it changed. */
+#ifndef HS_HOOKS_H
+#define HS_HOOKS_H
+
+#include <stddef.h>
+
+#include "common.h"
+
+typedef enum {
+    HS_SITE_RESID_PRE = 0,
+    HS_SITE_ATTN_OUT,
+    HS_SITE_MLP_OUT,
+    HS_SITE_Q,
+    HS_SITE_K,
+    HS_SITE_V,
+    HS_SITE_Z,
+    HS_SITE_PATTERN,
+    HS_N_SITES
+} hs_site;
+
+/* One site's tensor as a hook sees it: element (b, t, h, i) lives at
+ * x[b*sb + t*st + h*sh + i], i < width. The tensor is contiguous: B*sb
+ * elements. Residual sites have one "head" (heads 1, width d); the pattern's
+ * positions are its queries and its width the S keys. */
+typedef struct {
+    hs_site site;
+    int layer;
+    hs_real *x;        /* writable: the rest of the forward uses what is left */
+    int B, T;          /* sequences, positions */
+    int heads;         /* H (q, z, pattern), G (k, v), 1 (residual sites) */
+    int width;         /* dh, d, or S */
+    size_t sb, st, sh; /* element strides of a sequence, a position, a head */
+} hs_site_view;
+
+/* Returns HS_OK, or a status (message set) that stops the forward. */
+typedef int (*hs_site_fn)(void *ctx, const hs_site_view *v);
+
+typedef struct {
+    hs_site_fn fn; /* NULL: no hook (costs one test of the pointer) */
+    void *ctx;
+} hs_site_hook;
+
+/* Whether table (NULL: no hooks) has a hook at site s. Callers test this
+ * before they build a view, so an unhooked site costs two pointer tests. */
+static inline int hs_site_hooked(const hs_site_hook *table, hs_site s)
+{
+    return table && table[s].fn;
+}
+
+/* Calls the hook of v->site, which the caller found hooked. */
+static inline int hs_site_call(const hs_site_hook *table, const hs_site_view *v)
+{
+    return table[v->site].fn(table[v->site].ctx, v);
+}
+
+/* A view of a contiguous (B, T, heads, width) tensor (every site but the
+ * pattern). */
+static inline hs_site_view hs_site_view_btw(hs_site site, int layer, hs_real *x, int B, int T,
+                                            int heads, int width)
+{
+    const size_t st = (size_t)heads * width;
+    return (hs_site_view){ site, layer, x, B, T, heads, width, st * T, st, (size_t)width };
+}
+
+#endif
