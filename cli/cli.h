@@ -20,6 +20,29 @@ typedef struct {
     int seen;
 } opt;
 
+/* The options many commands share, declared once. A command lists them in
+ * its own option table (the table's order is its help's order); where an
+ * option means something more specific in a command, the _AS form takes that
+ * help text. */
+#define OPT_MODEL(dst) OPT_MODEL_AS(dst, "checkpoint directory")
+#define OPT_MODEL_AS(dst, help) { "--model", OPT_STR, (dst), 0, "DIR", (help), 0 }
+#define OPT_DATA(dst) OPT_DATA_AS(dst, "evaluation token shard")
+#define OPT_DATA_AS(dst, help) { "--data", OPT_STR, (dst), 0, "FILE.bin", (help), 0 }
+#define OPT_DB(dst) OPT_DB_AS(dst, "SQLite index for the results")
+#define OPT_DB_AS(dst, help) { "--db", OPT_STR, (dst), 0, "FILE", (help), 0 }
+#define OPT_BATCH(dst) OPT_BATCH_AS(dst, "sequences per batch")
+#define OPT_BATCH_AS(dst, help) { "--batch", OPT_INT, (dst), 1, "B", (help), 0 }
+#define OPT_SEQ_LEN(dst) { "--seq-len", OPT_INT, (dst), 1, "T", "sequence length (default: min(n_ctx, 256))", 0 }
+#define OPT_MAX_BATCHES(dst) OPT_MAX_BATCHES_AS(dst, "evaluate N batches (0: all)")
+#define OPT_MAX_BATCHES_AS(dst, help) { "--max-batches", OPT_LONG, (dst), 0, "N", (help), 0 }
+#define OPT_THREADS(dst) { "--threads", OPT_INT, (dst), 0, "N", "threads (0: OpenMP's default)", 0 }
+#define OPT_JSON(dst) { "--json", OPT_FLAG, (dst), 0, NULL, "print one JSON object", 0 }
+
+/* A command's record. Each cli/cmd_*.c defines the records of its commands
+ * (`const command cmd_NAME_record = { ... };`, declared below) and main.c
+ * lists them, in the order `headscope help` shows them. Adding a command:
+ * write cli/cmd_NAME.c with its record and function, declare the record
+ * here, add it to main.c's COMMANDS and the file to CMakeLists.txt. */
 typedef struct {
     const char *name;
     const char *summary;
@@ -60,6 +83,17 @@ void progress_finish(progress *p);
 /* An hs_progress_fn over a progress bar (ctx): sets its total, draws done. */
 void progress_cb(void *bar, size_t done, size_t total);
 double now_seconds(void);
+
+/* A progress bar per phase of a library study (hs_study_io in study.h):
+ * each phase label finishes the previous bar and starts the next. */
+typedef struct {
+    progress bar; /* first: progress_cb reads the ctx as a progress bar */
+    int active;
+} phase_bars;
+
+/* The study io over bars: phases and progress drawn on stderr, stopped by
+ * cli_stop_requested when stoppable. */
+struct hs_study_io cli_study_io(phase_bars *bars, int stoppable);
 
 /* SIGINT/SIGTERM set this; long commands poll it and stop cleanly. */
 extern volatile sig_atomic_t cli_stop_requested;

@@ -12,51 +12,69 @@
 #include "patterns.h"
 #include "scores.h"
 #include "sha256.h"
+#include "study.h"
 
 /* ---- induction ------------------------------------------------------------------ */
 
-/* Scores of one model into rows (suffix "" or "_control"); returns the count. */
-static int score_rows(hs_metric_row *rows, char names[][40], const hs_model_config *c,
-                      const hs_scores *s, const double *copying, const char *suffix)
+static void print_induction(const hs_induction_result *r, const hs_induction_opts *o,
+                            long long run_id, const char *db, int json)
 {
-    int n = 0;
-    for (int k = 0; k <= HS_SCORE_KINDS; k++) {
-        char *name = names[k];
-        snprintf(name, 40, "%s%s", k < HS_SCORE_KINDS ? hs_score_name(k) : "copying", suffix);
-        for (int l = 0; l < c->n_layer; l++)
-            for (int h = 0; h < c->n_head[l]; h++) {
-                const size_t i = (size_t)l * HS_SCORE_MAX_HEADS + h;
-                rows[n++] = k < HS_SCORE_KINDS
-                                ? (hs_metric_row){ l, h, name, s->value[k][i], s->stderr_value[k][i], s->n }
-                                : (hs_metric_row){ l, h, name, copying[i], 0, 1 };
-            }
+    const hs_causal_check *cc = &r->causal;
+    if (json) {
+        printf("{\"run_id\":%lld,\"samples\":%d,\"seq_len\":%d,\"top_induction\":{\"layer\":%d,"
+               "\"head\":%d,\"value\":%.6g,\"control\":%.6g},\"causal\":{\"k\":%d,"
+               "\"loss_delta_top_k\":%.6g,\"loss_delta_random_mean\":%.6g,"
+               "\"loss_delta_random_std\":%.6g,\"induction_heads_established\":%s}}\n",
+               run_id, o->samples, o->seq_len, r->best_layer, r->best_head, r->best,
+               r->best_control, cc->k, cc->targeted, cc->random_mean, cc->random_std,
+               r->established ? "true" : "false");
+        return;
     }
-    return n;
+    printf("run %lld: scores of every head on %d sequences r ++ r (|r| = %d) in %s; highest "
+           "induction: layer %d head %d, %.3f (random-init control %.3f)\n",
+           run_id, o->samples, o->seq_len, db, r->best_layer, r->best_head, r->best,
+           r->best_control);
+    printf("causal check: second-half loss %.4f; +%.4f with the top %d induction head(s) off, "
+           "+%.4f +- %.4f with %d random other head(s) off (%d draws)\n",
+           cc->clean, cc->targeted, cc->k, cc->random_mean, cc->random_std, cc->k,
+           o->random_draws);
+    if (r->established) {
+        printf("induction heads by score and causal check:");
+        for (int i = 0; i < cc->k; i++)
+            printf(" L%dH%d", cc->layer[i], cc->head[i]);
+        printf("\n");
+    } else if (cc->beats) {
+        printf("not established: the top heads' ablation hurts beyond the random draws' "
+               "spread, but their induction score is below --min-score %.2f or within two "
+               "standard errors of the random-init control's\n", o->min_score);
+    } else {
+        printf("not established: ablating the top heads does not hurt beyond the random "
+               "draws' spread\n");
+    }
 }
 
 int cmd_induction(int argc, char **argv)
 {
     const char *model = NULL, *db = NULL, *data = NULL;
-    int T = 0, samples = 64, B = 8, threads = 0, json = 0, k = 1, draws = 20, icl_T = 0;
-    int early = 50, late = 500;
+    int threads = 0, json = 0;
     long seed = 1;
-    double min_score = 0.4;
+    hs_induction_opts io = hs_induction_defaults();
     opt o[] = {
-        { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory", 0 },
-        { "--db", OPT_STR, &db, 0, "FILE", "SQLite index for the scores", 0 },
-        { "--seq-len", OPT_INT, &T, 2, "T", "length of the random half r of r ++ r (default: min(n_ctx/2, 64))", 0 },
-        { "--samples", OPT_INT, &samples, 2, "N", "random sequences", 0 },
+        OPT_MODEL(&model),
+        OPT_DB_AS(&db, "SQLite index for the scores"),
+        { "--seq-len", OPT_INT, &io.seq_len, 2, "T", "length of the random half r of r ++ r (default: min(n_ctx/2, 64))", 0 },
+        { "--samples", OPT_INT, &io.samples, 2, "N", "random sequences", 0 },
         { "--seed", OPT_LONG, &seed, 0, "S", "seed of the sequences and of the control model", 0 },
-        { "--batch", OPT_INT, &B, 1, "B", "sequences per forward", 0 },
-        { "--causal-k", OPT_INT, &k, 1, "K", "heads the causal check ablates", 0 },
-        { "--data", OPT_STR, &data, 0, "FILE.bin", "evaluation shard for the ICL score (optional)", 0 },
-        { "--icl-seq-len", OPT_INT, &icl_T, 2, "T", "sequence length of the ICL score (default: min(n_ctx, 1024))", 0 },
-        { "--early", OPT_INT, &early, 0, "P", "ICL: the early position", 0 },
-        { "--late", OPT_INT, &late, 1, "P", "ICL: the late position", 0 },
-        { "--random-draws", OPT_INT, &draws, 2, "D", "random sets of K heads to compare with", 0 },
-        { "--min-score", OPT_DOUBLE, &min_score, 0, "S", "induction score a head needs for the claim", 0 },
-        { "--threads", OPT_INT, &threads, 0, "N", "threads (0: OpenMP's default)", 0 },
-        { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
+        OPT_BATCH_AS(&io.batch, "sequences per forward"),
+        { "--causal-k", OPT_INT, &io.causal_k, 1, "K", "heads the causal check ablates", 0 },
+        OPT_DATA_AS(&data, "evaluation shard for the ICL score (optional)"),
+        { "--icl-seq-len", OPT_INT, &io.icl_seq_len, 2, "T", "sequence length of the ICL score (default: min(n_ctx, 1024))", 0 },
+        { "--early", OPT_INT, &io.early, 0, "P", "ICL: the early position", 0 },
+        { "--late", OPT_INT, &io.late, 1, "P", "ICL: the late position", 0 },
+        { "--random-draws", OPT_INT, &io.random_draws, 2, "D", "random sets of K heads to compare with", 0 },
+        { "--min-score", OPT_DOUBLE, &io.min_score, 0, "S", "induction score a head needs for the claim", 0 },
+        OPT_THREADS(&threads),
+        OPT_JSON(&json),
     };
     int rc = opts_parse("induction", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
@@ -65,185 +83,43 @@ int cmd_induction(int argc, char **argv)
         return usage_error("induction", "--model DIR and --db FILE are required");
     if (threads)
         hs_set_threads(threads);
-    hs_model m, ctrl = { 0 };
+    io.seed = (unsigned long long)seed;
+    hs_model m;
+    hs_tokens evd = { 0 };
     if (hs_checkpoint_load(&m, model))
         return run_error("induction");
-    const hs_model_config *c = &m.cfg;
-    if (!T)
-        T = c->pos == HS_POS_LEARNED ? (c->n_ctx / 2 < 64 ? c->n_ctx / 2 : 64) : 64;
-    if (c->pos == HS_POS_LEARNED && 2 * T > c->n_ctx) {
-        int n_ctx = c->n_ctx;
+    if (hs_induction_check(&io, &m.cfg)) {
         hs_model_free(&m);
-        return usage_error("induction", "--seq-len %d: 2 x %d exceeds the model's n_ctx=%d", T, T,
-                           n_ctx);
+        return usage_error("induction", "%s", hs_last_error());
     }
-    int heads = 0;
-    for (int l = 0; l < c->n_layer; l++)
-        heads += c->n_head[l];
-    if (2 * k > heads || k > 64) {
-        hs_model_free(&m);
-        return usage_error("induction", "--causal-k %d: at most %d for a model of %d heads (the "
-                           "random draws need as many other heads)", k, heads / 2 < 64 ? heads / 2 : 64,
-                           heads);
-    }
-    if (!icl_T)
-        icl_T = c->n_ctx < 1024 ? c->n_ctx : 1024;
-    hs_tokens evd = { 0 };
-    if (data && hs_tokens_read(&evd, data)) {
-        hs_model_free(&m);
-        return run_error("induction");
-    }
-    if (data && (!hs_batch_count(&evd, 1, icl_T) || (c->pos == HS_POS_LEARNED && icl_T > c->n_ctx))) {
-        hs_fail(HS_EINVAL, "%s: no sequence of %d (+1) tokens for the ICL score, or longer than "
-                "n_ctx=%d", data, icl_T, c->n_ctx);
-        hs_tokens_free(&evd);
-        hs_model_free(&m);
-        return run_error("induction");
-    }
+    io.icl_data = data ? &evd : NULL, io.icl_data_name = data;
     char file[1100];
     snprintf(file, sizeof file, "%s/model.safetensors", model);
-    cli_run run;
-    if (cli_run_begin(&run, db, 0, "induction", model, file, data, argc, argv)) {
+    cli_run run = { 0 };
+    if ((data && hs_tokens_read(&evd, data)) || hs_induction_check_icl(&io, &m.cfg) ||
+        cli_run_begin(&run, db, 0, "induction", model, file, data, argc, argv)) {
         hs_tokens_free(&evd);
         hs_model_free(&m);
         return run_error("induction");
     }
-    /* The control: the same configuration, randomly initialised. */
-    int32_t *tok = hs_calloc((size_t)samples * 2 * T, sizeof(int32_t), "sequences");
-    const size_t nh = (size_t)c->n_layer * HS_SCORE_MAX_HEADS;
-    double *cop = hs_calloc(nh, sizeof(double), "copying");
-    double *cop_ctrl = hs_calloc(nh, sizeof(double), "copying");
-    hs_scores s = { 0 }, sc = { 0 };
-    rc = tok && cop && cop_ctrl ? HS_OK : HS_ENOMEM;
+    hs_induction_result r;
+    phase_bars bars;
+    hs_study_io sio = cli_study_io(&bars, 0);
+    rc = hs_induction_study(&r, &m, io, &sio);
     if (!rc)
-        rc = hs_model_init(&ctrl, c);
-    if (!rc) {
-        hs_model_init_random(&ctrl, (unsigned long long)seed + 1000003ULL);
-        hs_repeated_sequences(tok, samples, T, c->vocab_size, (unsigned long long)seed);
-        rc = hs_scores_alloc(&s, c);
-    }
-    if (!rc)
-        rc = hs_scores_alloc(&sc, c);
-    progress bar;
-    progress_start(&bar, "induction: scores", 0);
-    if (!rc)
-        rc = hs_pattern_scores(&s, &m, tok, samples, T, B, progress_cb, &bar);
-    progress_finish(&bar);
-    progress_start(&bar, "induction: control", 0);
-    if (!rc)
-        rc = hs_pattern_scores(&sc, &ctrl, tok, samples, T, B, progress_cb, &bar);
-    progress_finish(&bar);
-    if (!rc)
-        rc = hs_copying_scores(cop, &m);
-    if (!rc)
-        rc = hs_copying_scores(cop_ctrl, &ctrl);
-    int total = 0;
-    for (int l = 0; l < c->n_layer; l++)
-        total += c->n_head[l];
-    hs_metric_row *rows = rc ? NULL : hs_calloc((size_t)total * 2 * (HS_SCORE_KINDS + 1) + 5 + 64,
-                                                sizeof *rows, "score rows");
-    char names[2][HS_SCORE_KINDS + 1][40];
-    if (!rc && !rows)
-        rc = HS_ENOMEM;
-    hs_causal_check cc;
-    int established = 0;
-    double *draw_delta = rc ? NULL : hs_calloc((size_t)draws, sizeof(double), "draws");
-    hs_curve_point *draw_pts = rc ? NULL : hs_calloc((size_t)draws, sizeof *draw_pts, "draws");
-    if (!rc && (!draw_delta || !draw_pts))
-        rc = HS_ENOMEM;
-    progress_start(&bar, "induction: causal check", 0);
-    if (!rc)
-        rc = hs_induction_causal_check(&cc, &m, tok, samples, T, B, &s, k, draws,
-                                       (unsigned long long)seed + 17, draw_delta, progress_cb,
-                                       &bar);
-    progress_finish(&bar);
-    if (!rc) {
-        int n = score_rows(rows, names[0], c, &s, cop, "");
-        n += score_rows(rows + n, names[1], c, &sc, cop_ctrl, "_control");
-        /* The causal check, model-wide: the second-half loss, its increase
-         * with the top-k induction heads off (stderr over sequences), and with
-         * k random other heads off (stderr: the spread of the draws). */
-        rows[n++] = (hs_metric_row){ -1, -1, "second_half_loss", cc.clean, 0, samples };
-        rows[n++] = (hs_metric_row){ -1, -1, "causal_loss_delta_top_k", cc.targeted,
-                                     cc.targeted_stderr, samples };
-        rows[n++] = (hs_metric_row){ -1, -1, "causal_loss_delta_random_k", cc.random_mean,
-                                     cc.random_std, draws };
-        for (int i = 0; i < cc.k; i++)
-            rows[n++] = (hs_metric_row){ cc.layer[i], cc.head[i], "causal_top_k", 1, 0, cc.k };
-        established = hs_induction_established(&cc, &s, &sc, min_score);
-        rows[n++] = (hs_metric_row){ -1, -1, "induction_established", established, 0, cc.k };
-        if (data) { /* model-wide ICL score of the model and of its control */
-            double v, se;
-            long cnt;
-            rc = hs_icl_score(&v, &se, &cnt, &m, &evd, 1, icl_T, 0, early, late);
-            if (!rc)
-                rows[n++] = (hs_metric_row){ -1, -1, "icl", v, se, cnt };
-            if (!rc)
-                rc = hs_icl_score(&v, &se, &cnt, &ctrl, &evd, 1, icl_T, 0, early, late);
-            if (!rc)
-                rows[n++] = (hs_metric_row){ -1, -1, "icl_control", v, se, cnt };
-        }
-        if (!rc)
-            rc = hs_index_metrics_add(run.ix, run.run_id, rows, n);
-        /* each random draw's increase, for `plot causal` */
-        for (int d = 0; d < draws; d++)
-            draw_pts[d] = (hs_curve_point){ d, d, draw_delta[d] };
-        if (!rc)
-            rc = hs_index_curve_add(run.ix, run.run_id, "causal_random_k", draw_pts, draws);
-    }
-    int best_l = 0, best_h = 0;
-    for (int l = 0; !rc && l < c->n_layer; l++)
-        for (int h = 0; h < c->n_head[l]; h++)
-            if (s.value[HS_SCORE_INDUCTION][(size_t)l * HS_SCORE_MAX_HEADS + h] >
-                s.value[HS_SCORE_INDUCTION][(size_t)best_l * HS_SCORE_MAX_HEADS + best_h])
-                best_l = l, best_h = h;
-    double best = rc ? 0 : s.value[HS_SCORE_INDUCTION][(size_t)best_l * HS_SCORE_MAX_HEADS + best_h];
-    double best_ctrl = rc ? 0 : sc.value[HS_SCORE_INDUCTION][(size_t)best_l * HS_SCORE_MAX_HEADS + best_h];
+        rc = hs_study_record(run.ix, run.run_id, &r.table, &r.draws, 1);
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", hs_last_error());
-    free(rows), free(tok), free(cop), free(cop_ctrl), free(draw_delta), free(draw_pts);
-    if (s.value[0])
-        hs_scores_free(&s);
-    if (sc.value[0])
-        hs_scores_free(&sc);
-    if (ctrl.params)
-        hs_model_free(&ctrl);
     hs_model_free(&m);
     hs_tokens_free(&evd);
-    long long run_id = run.run_id;
     cli_run_end(&run, rc == HS_OK, NULL);
     if (rc) {
+        hs_induction_result_free(&r);
         fprintf(stderr, "headscope: induction: %s\n", msg);
         return EXIT_FAILURE_RUN;
     }
-    if (json) {
-        printf("{\"run_id\":%lld,\"samples\":%d,\"seq_len\":%d,\"top_induction\":{\"layer\":%d,"
-               "\"head\":%d,\"value\":%.6g,\"control\":%.6g},\"causal\":{\"k\":%d,"
-               "\"loss_delta_top_k\":%.6g,\"loss_delta_random_mean\":%.6g,"
-               "\"loss_delta_random_std\":%.6g,\"induction_heads_established\":%s}}\n",
-               run_id, samples, T, best_l, best_h, best, best_ctrl, cc.k, cc.targeted,
-               cc.random_mean, cc.random_std, established ? "true" : "false");
-    } else {
-        printf("run %lld: scores of every head on %d sequences r ++ r (|r| = %d) in %s; highest "
-               "induction: layer %d head %d, %.3f (random-init control %.3f)\n",
-               run_id, samples, T, db, best_l, best_h, best, best_ctrl);
-        printf("causal check: second-half loss %.4f; +%.4f with the top %d induction head(s) off, "
-               "+%.4f +- %.4f with %d random other head(s) off (%d draws)\n",
-               cc.clean, cc.targeted, cc.k, cc.random_mean, cc.random_std, cc.k, draws);
-        if (established) {
-            printf("induction heads by score and causal check:");
-            for (int i = 0; i < cc.k; i++)
-                printf(" L%dH%d", cc.layer[i], cc.head[i]);
-            printf("\n");
-        } else if (cc.beats) {
-            printf("not established: the top heads' ablation hurts beyond the random draws' "
-                   "spread, but their induction score is below --min-score %.2f or within two "
-                   "standard errors of the random-init control's\n", min_score);
-        } else {
-            printf("not established: ablating the top heads does not hurt beyond the random "
-                   "draws' spread\n");
-        }
-    }
+    print_induction(&r, &io, run.run_id, db, json);
+    hs_induction_result_free(&r);
     return 0;
 }
 

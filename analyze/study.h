@@ -1,0 +1,122 @@
+/* Studies: the library's entry points behind the headscope commands. A study
+ * takes its inputs (a model, data), an options struct and an hs_study_io
+ * (progress, stop flag); it returns a status and its results as an
+ * hs_head_table of head_metrics rows plus curves, and prints nothing. The
+ * command around it parses options, opens the run in the index after the
+ * study's own check of its options has passed (bad input records nothing),
+ * calls the study, records its results with hs_study_record and prints.
+ *
+ * Everything a study knows (its controls, its metric names, the recipe of a
+ * random-init baseline) lives here, once; the commands hold none of it. */
+#ifndef HS_STUDY_H
+#define HS_STUDY_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eval.h"
+#include "index.h"
+#include "scores.h"
+#include "stats.h"
+#include "tokens.h"
+#include "weights.h"
+
+/* How a study reports progress and is stopped; every member may be NULL.
+ * phase(ctx, label) announces each phase of work ("induction: control"),
+ * phase(ctx, NULL) ends the last; progress(ctx, done, total) counts within
+ * the current phase. stop is polled between units of work: once it is set the
+ * study returns HS_EINTR. */
+typedef struct hs_study_io {
+    void (*phase)(void *ctx, const char *label);
+    hs_progress_fn progress;
+    void *ctx;
+    volatile sig_atomic_t *stop;
+} hs_study_io;
+
+/* A named curve of a study (owned points). */
+typedef struct {
+    char name[64];
+    hs_curve_point *points;
+    int n;
+} hs_study_curve;
+
+/* The random-init control of every study that has one: a model of c's
+ * configuration, randomly initialised from seed + 1000003 (an offset so the
+ * control's weights share no stream with the sequences drawn from `seed`).
+ * Defined once here so that induction's and patterns' controls are the same
+ * model for the same --seed. ctrl is initialised here; free it with
+ * hs_model_free. Costs one parameter allocation of the model's size. */
+int hs_control_model(hs_model *ctrl, const hs_model_config *c, unsigned long long seed);
+
+/* Records a study's rows into run_id of the index in one transaction (a no-op
+ * returning HS_OK when ix is NULL), then each curve. */
+int hs_study_record(hs_index *ix, int64_t run_id, const hs_head_table *t,
+                    const hs_study_curve *curves, int n_curves);
+
+/* The median wall time in ms of a forward of the first batch (B x T) of tok,
+ * over 7 runs after one warm-up, into *ms. Returns the first failing status
+ * (allocation, or the forward itself: tokens outside the vocabulary, T beyond
+ * n_ctx) with *ms = -1, so that a latency is never recorded for a forward
+ * that did not run. Costs 8 inference forwards and one batch of
+ * activations. */
+int hs_forward_ms(double *ms, const hs_model *m, const hs_tokens *tok, int B, int T);
+
+/* ---- induction (SPEC §5) ------------------------------------------------------- */
+
+typedef struct {
+    int seq_len;      /* |r| of r ++ r; 0: min(n_ctx/2, 64) (learned positions), else 64 */
+    int samples;      /* random sequences (default 64) */
+    int batch;        /* sequences per forward (default 8) */
+    unsigned long long seed; /* the sequences' seed; the control's is hs_control_model's */
+    int causal_k;     /* heads the causal check ablates (default 1) */
+    int random_draws; /* random sets of causal_k heads (default 20) */
+    double min_score; /* induction score a head needs for the claim (default 0.4) */
+    /* ICL score (optional): a token shard, with the sequence length (0:
+     * min(n_ctx, 1024)) and the early and late positions (default 50, 500) */
+    const hs_tokens *icl_data;
+    const char *icl_data_name; /* for messages */
+    int icl_seq_len, early, late;
+} hs_induction_opts;
+
+/* The defaults above; seq_len and icl_seq_len stay 0 until resolved. */
+hs_induction_opts hs_induction_defaults(void);
+
+/* Resolves o's model-dependent defaults and checks o against the model:
+ * HS_EINVAL with a message naming the option (--seq-len, --causal-k) when it
+ * cannot be run. Cheap; a command calls it before it opens its run. */
+int hs_induction_check(hs_induction_opts *o, const hs_model_config *c);
+
+/* Checks that o->icl_data holds a sequence of icl_seq_len (+1) tokens within
+ * n_ctx (HS_EINVAL naming the shard); HS_OK without ICL data. Call after
+ * hs_induction_check. */
+int hs_induction_check_icl(const hs_induction_opts *o, const hs_model_config *c);
+
+typedef struct {
+    /* head_metrics rows: per head induction, duplicate_token, prev_token and
+     * copying, then the same with suffix _control (the random-init control);
+     * model-wide second_half_loss, causal_loss_delta_top_k,
+     * causal_loss_delta_random_k, causal_top_k (one row per targeted head),
+     * induction_established, and with ICL data icl, icl_control */
+    hs_head_table table;
+    hs_study_curve draws; /* causal_random_k: each random draw's loss increase */
+    hs_causal_check causal;
+    int established;
+    int best_layer, best_head;   /* highest induction score */
+    double best, best_control;   /* its score, and the same head's in the control */
+} hs_induction_result;
+
+/* The induction study: the pattern scores of the model and of its random-init
+ * control on the same r ++ r sequences, the OV copying scores of both, the
+ * causal check (top-k induction heads against random draws), the verdict of
+ * hs_induction_established, and the ICL score of both when o->icl_data is
+ * given. Why one call: the claim "these are induction heads" is only as good
+ * as its control and its causal check, so a caller cannot get the scores
+ * without them. Costs (3 + random_draws) passes over the sequences of the
+ * model, one of the control, and the control's parameters. r is initialised
+ * here; free it with hs_induction_result_free (also after a failure). */
+int hs_induction_study(hs_induction_result *r, const hs_model *m, hs_induction_opts o,
+                       const hs_study_io *io);
+void hs_induction_result_free(hs_induction_result *r);
+
+#endif
