@@ -13,6 +13,7 @@
 #include "importance.h"
 #include "index.h"
 #include "sha256.h"
+#include "study.h"
 #include "tokens.h"
 
 /* "0,2" -> flags[i] = 1 for each entry < limit; -1 on a bad list. */
@@ -422,12 +423,14 @@ int cmd_prune(int argc, char **argv)
         /* what the written model costs to run, beside the unpruned one: a
          * gated (dense) model is no faster; a structural one is */
         if (!rc) {
-            ms[0] = forward_ms(&a.m, &a.tok, a.B, a.T);
-            ms[1] = forward_ms(&small, &a.tok, a.B, a.T);
-            hs_metric_row lat[2] = { { -1, -1, "forward_ms_unpruned", ms[0], 0, 7 },
-                                     { -1, -1, "forward_ms_pruned", ms[1], 0, 7 } };
-            rc = ms[0] < 0 || ms[1] < 0 ? hs_fail(HS_ENOMEM, "latency: out of memory")
-                                        : hs_index_metrics_add(a.run.ix, a.run.run_id, lat, 2);
+            hs_metric_row lat[2] = { { -1, -1, "forward_ms_unpruned", 0, 0, 7 },
+                                     { -1, -1, "forward_ms_pruned", 0, 0, 7 } };
+            rc = hs_forward_ms(&ms[0], &a.m, &a.tok, a.B, a.T);
+            if (!rc)
+                rc = hs_forward_ms(&ms[1], &small, &a.tok, a.B, a.T);
+            lat[0].value = ms[0], lat[1].value = ms[1];
+            if (!rc)
+                rc = hs_index_metrics_add(a.run.ix, a.run.run_id, lat, 2);
         }
         if (small.params)
             hs_model_free(&small);

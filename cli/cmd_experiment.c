@@ -7,6 +7,7 @@
 #include "analysis.h"
 #include "cli.h"
 #include "index.h"
+#include "study.h"
 #include "eval.h"
 #include "train.h"
 
@@ -174,7 +175,9 @@ int cmd_experiment(int argc, char **argv)
             if (!rc) {
                 final[i][s] = er.loss;
                 if (s == 0)
-                    ms[i] = forward_ms(&m, &vt, B, T);
+                    rc = hs_forward_ms(&ms[i], &m, &vt, B, T);
+            }
+            if (!rc) {
                 if (!json)
                     fprintf(stderr, "%sheads %d seed %d: validation loss %.4f\n",
                             bar.enabled ? "\r\033[K" : "", heads[i], seeds[s], er.loss);
