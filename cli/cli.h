@@ -137,6 +137,23 @@ int cmd_patterns(int argc, char **argv);
 int cmd_experiment(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 
+/* The command records (cli/cmd_*.c; report and plot still in main.c). */
+extern const command cmd_info_record;
+extern const command cmd_tokens_record;
+extern const command cmd_train_record;
+extern const command cmd_eval_record;
+extern const command cmd_capture_record;
+extern const command cmd_maps_record;
+extern const command cmd_plot_record;
+extern const command cmd_ablate_record;
+extern const command cmd_importance_record;
+extern const command cmd_prune_record;
+extern const command cmd_induction_record;
+extern const command cmd_patterns_record;
+extern const command cmd_experiment_record;
+extern const command cmd_report_record;
+extern const command cmd_kv_bytes_record;
+
 /* Each command's help is printed by re-running its option table with
  * --help; the commands call this when they see it. */
 extern const command *cli_current;

@@ -464,3 +464,42 @@ int cmd_prune(int argc, char **argv)
     return 0;
 }
 
+const command cmd_ablate_record = {
+    .name = "ablate",
+    .summary = "Loss delta of zero, mean and resample ablation of every head, into the index.",
+    .usage = "headscope ablate --model DIR --data FILE --db FILE [options]",
+    .details = "For head (l,h): zero sets its output z to 0, mean to its mean over the data,\n"
+        "resample to z of the next sequence of the batch. loss_delta_<kind> = ablated -\n"
+        "clean loss, with the standard error of the per-sequence differences (SPEC §5).\n"
+        "Layers below l are not recomputed; layer l changes by (z'-z) W_o; ablations run\n"
+        "stacked through the layers above. Ctrl-C or a crash leaves complete layers in\n"
+        "the index; --resume RUN_ID finishes the run with the same numbers.\n\n"
+        "example: headscope ablate --model runs/tiny --data val.bin --db runs.db \\\n"
+        "           --batch 8 --seq-len 64 --method zero,mean\n",
+    .run = cmd_ablate,
+};
+
+const command cmd_importance_record = {
+    .name = "importance",
+    .summary = "Gradient head importance (Michel et al.), raw and layer-normalised.",
+    .usage = "headscope importance --model DIR --data FILE --db FILE [options]",
+    .details = "importance_raw = mean over sequences of |dL_n/dxi| (L_n: the summed token loss of\n"
+        "sequence n, xi the head gate at 1); importance = each layer's vector over its L2\n"
+        "norm. One backward per batch.\n\n"
+        "example: headscope importance --model runs/tiny --data val.bin --db runs.db\n",
+    .run = cmd_importance,
+};
+
+const command cmd_prune_record = {
+    .name = "prune",
+    .summary = "Iterative joint head pruning by importance; curve and mask into the index.",
+    .usage = "headscope prune --model DIR --data FILE --db FILE [options]",
+    .details = "Step k prunes the least important heads until floor(k*P*N/100) of the N heads are\n"
+        "gated off, recomputing importance on the pruned model each step (--one-shot:\n"
+        "once). The validation loss after every step goes to curve 'pruning' (x = fraction\n"
+        "pruned); the final mask to metric 'pruned'. --out DIR --structural writes a smaller\n"
+        "model without the pruned heads (gating alone makes nothing faster).\n\n"
+        "example: headscope prune --model runs/tiny --data train.bin --val val.bin \\\n"
+        "           --db runs.db --step-percent 25 --out runs/pruned --structural\n",
+    .run = cmd_prune,
+};

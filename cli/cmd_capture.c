@@ -302,3 +302,23 @@ int cmd_maps(int argc, char **argv)
     }
     return 0;
 }
+
+const command cmd_capture_record = {
+    .name = "capture",
+    .summary = "Run forwards and stream every per-head attention map to HDF5 (SPEC §6).",
+    .usage = "headscope capture --model DIR --data FILE --out FILE.h5 [options]",
+    .details = "The file is written under a temporary name and renamed when complete; Ctrl-C\n"
+        "stops cleanly and leaves nothing. Memory holds one batch's maps of one layer.\n\n"
+        "example: headscope capture --model runs/tiny --data val.bin --out maps.h5 \\\n"
+        "           --batch 4 --seq-len 64 --max-batches 8 --dtype f16\n",
+    .run = cmd_capture,
+};
+
+const command cmd_maps_record = {
+    .name = "maps",
+    .summary = "List what a map file holds (layers, shapes, dtype, provenance) and check it.",
+    .usage = "headscope maps FILE.h5 [--json]",
+    .details = "Exits 1 when the file is not marked complete.\n\n"
+        "example: headscope maps maps.h5\n",
+    .run = cmd_maps,
+};

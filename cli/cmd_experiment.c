@@ -233,3 +233,17 @@ int cmd_experiment(int argc, char **argv)
     }
     return 0;
 }
+
+const command cmd_experiment_record = {
+    .name = "experiment",
+    .summary = "head-count: train one architecture with several head counts, shared init.",
+    .usage = "headscope experiment head-count (--preset P [KEY=VALUE ...]) --data FILE --db FILE [options]",
+    .details = "Every head count starts from the same initial weights per seed (the projections do\n"
+        "not change shape with H when head_dim = d/H), trains the same steps on the same\n"
+        "data, and is scored on a held-out split (the last 10% of --data unless --val).\n"
+        "Records curves train_loss_heads_H_seed_S and per head count val_loss_heads_H\n"
+        "(mean, stderr over seeds) and forward_ms_heads_H.\n\n"
+        "example: headscope experiment head-count --preset attn-only --data corpus.bin \\\n"
+        "           --db runs.db --heads 1,2,4,8 --seeds 1,2,3 --steps 300\n",
+    .run = cmd_experiment,
+};

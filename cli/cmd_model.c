@@ -452,3 +452,47 @@ int cmd_train(int argc, char **argv)
     }
     return 0;
 }
+
+const command cmd_info_record = {
+    .name = "info",
+    .summary = "Describe a checkpoint: configuration, parameters, heads per layer, KV-cache bytes.",
+    .usage = "headscope info --model DIR [--json]",
+    .details = "example: headscope info --model runs/tiny\n",
+    .run = cmd_info,
+};
+
+const command cmd_tokens_record = {
+    .name = "tokens",
+    .summary = "Write a byte-level token shard (vocabulary 256) from any file.",
+    .usage = "headscope tokens --in TEXT --out FILE.bin [options]",
+    .details = "With --repeat-share P --seq-len T the bytes are read as sequences of T (the\n"
+        "ones a batch of T reads) and a share P of them gets a segment (--repeat-len,\n"
+        "default 8:T/2 tokens) copied right after itself, at a random place; with\n"
+        "--random-share Q a share Q of those segments is uniform random bytes first,\n"
+        "so only copying can predict the repeat: data on which induction heads form.\n\n"
+        "example: headscope tokens --in corpus.txt --out corpus.bin\n"
+        "example: headscope tokens --in corpus.txt --out mixed.bin --repeat-share 0.5 --seq-len 64\n",
+    .run = cmd_tokens,
+};
+
+const command cmd_train_record = {
+    .name = "train",
+    .summary = "Train a model from a preset or a checkpoint with Adam (AdamW with --weight-decay).",
+    .usage = "headscope train --out DIR (--preset P [KEY=VALUE ...] | --init DIR) --data FILE [options]",
+    .details = "Batches follow llm.c: step i reads B*T+1 tokens from i*B*T, wrapping to the start.\n"
+        "The loss is the mean over the batch's B*T targets. Defaults add nothing unasked:\n"
+        "constant learning rate, no clipping, no decay. Ctrl-C stops after the current step\n"
+        "and saves it (exit 1).\n\n"
+        "example: headscope train --preset attn-only n_layer=2 n_head=4 --data corpus.bin \\\n"
+        "           --out runs/tiny --steps 500 --batch 8 --seq-len 64 --val val.bin --db runs.db\n",
+    .run = cmd_train,
+};
+
+const command cmd_eval_record = {
+    .name = "eval",
+    .summary = "Mean next-token loss of a model on a token shard, with its standard error.",
+    .usage = "headscope eval --model DIR --data FILE [options]",
+    .details = "stderr is the sample standard deviation of per-sequence mean losses over sqrt(n).\n\n"
+        "example: headscope eval --model runs/tiny --data val.bin --batch 8 --seq-len 64 --json\n",
+    .run = cmd_eval,
+};

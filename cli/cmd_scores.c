@@ -305,3 +305,31 @@ int cmd_patterns(int argc, char **argv)
                control ? " (and of a random-init control)" : "");
     return 0;
 }
+
+const command cmd_induction_record = {
+    .name = "induction",
+    .summary = "Induction, duplicate-token, previous-token and OV copying scores, with controls.",
+    .usage = "headscope induction --model DIR --db FILE [options]",
+    .details = "On sequences r ++ r of uniformly random tokens (positions 0..2T-1): induction =\n"
+        "mean over i of att[T+i, i+1]; duplicate_token = mean att[T+i, i]; prev_token =\n"
+        "mean att[t, t-1]; copying = sum Re(lambda) / sum |lambda| of the head's OV circuit\n"
+        "W_E W_V W_O W_U. Each also on a randomly initialised model of the same\n"
+        "configuration (metric suffix _control), with standard errors over the samples.\n\n"
+        "example: headscope induction --model runs/tiny --db runs.db --seq-len 32 --samples 64\n",
+    .run = cmd_induction,
+};
+
+const command cmd_patterns_record = {
+    .name = "patterns",
+    .summary = "Clark et al. attention statistics per head, row by row during the forward.",
+    .usage = "headscope patterns (--model DIR --data FILE | --maps FILE.h5) --db FILE [options]",
+    .details = "entropy (nats), self, prev_token, next_token, first_token, delim (--delim ids) and\n"
+        "distance, each the mean over every query of every sequence, with the standard\n"
+        "error over sequences. The forward path sees one block of query rows at a time,\n"
+        "so long contexts need no T x T buffer; --maps gives the same numbers from a\n"
+        "capture file. --js-out also writes the head-to-head Jensen-Shannon distance\n"
+        "matrix (mean over queries of sqrt(JSD)); from the forward it keeps one\n"
+        "sequence's maps of every head, so use --maps for very long contexts.\n\n"
+        "example: headscope patterns --model runs/tiny --data val.bin --db runs.db --delim 10,46\n",
+    .run = cmd_patterns,
+};
