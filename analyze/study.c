@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "sha256.h"
 #include "transformer.h"
 
 int hs_control_model(hs_model *ctrl, const hs_model_config *c, unsigned long long seed)
@@ -63,4 +64,14 @@ int hs_forward_ms(double *ms, const hs_model *m, const hs_tokens *tok, int B, in
     free(in), free(tg);
     hs_acts_free(&a);
     return rc;
+}
+
+int hs_study_record_artifact(hs_index *ix, int64_t run_id, const char *path)
+{
+    if (!ix)
+        return HS_OK;
+    char sha[80];
+    uint64_t bytes = 0;
+    const int rc = hs_sha256_file(path, sha, &bytes);
+    return rc ? rc : hs_index_artifact_add(ix, run_id, path, sha, (int64_t)bytes, 1);
 }

@@ -17,6 +17,7 @@
 
 #include "eval.h"
 #include "index.h"
+#include "maps.h"
 #include "scores.h"
 #include "stats.h"
 #include "tokens.h"
@@ -53,6 +54,10 @@ int hs_control_model(hs_model *ctrl, const hs_model_config *c, unsigned long lon
  * returning HS_OK when ix is NULL), then each curve. */
 int hs_study_record(hs_index *ix, int64_t run_id, const hs_head_table *t,
                     const hs_study_curve *curves, int n_curves);
+
+/* Records path as an artifact of run_id (its sha256 and size); a no-op
+ * returning HS_OK when ix is NULL. Costs one read of the file. */
+int hs_study_record_artifact(hs_index *ix, int64_t run_id, const char *path);
 
 /* The median wall time in ms of a forward of the first batch (B x T) of tok,
  * over 7 runs after one warm-up, into *ms. Returns the first failing status
@@ -118,5 +123,46 @@ typedef struct {
 int hs_induction_study(hs_induction_result *r, const hs_model *m, hs_induction_opts o,
                        const hs_study_io *io);
 void hs_induction_result_free(hs_induction_result *r);
+
+/* ---- patterns (SPEC §5) ------------------------------------------------------------ */
+
+typedef struct {
+    int batch, seq_len;        /* the forward's batches (B, T) */
+    size_t max_batches;        /* 0: every whole batch */
+    const int32_t *delim;      /* token ids counted by `delim` */
+    int n_delim;
+    int control;               /* also <stat>_control of hs_control_model(seed) */
+    unsigned long long seed;
+    int js;                    /* also the head-to-head Jensen-Shannon distances */
+} hs_patterns_opts;
+
+typedef struct {
+    /* head_metrics rows: every statistic of hs_pattern_name per head (model
+     * layer and head ids), then with suffix _control when asked */
+    hs_head_table table;
+    long sequences;
+    int heads;          /* heads with rows (a capture file may hold a subset) */
+    /* with o.js: D (js_n x js_n) and each row's model layer and head */
+    double *js;
+    int js_n, *js_layer, *js_head;
+} hs_patterns_result;
+
+/* The pattern statistics of m on data, row by row during the forward
+ * (hs_patterns_run), of the random-init control when o.control, and the
+ * Jensen-Shannon matrix when o.js (which keeps one sequence's maps of every
+ * head, up to 4 GiB). Costs one pass over the data per model. r is
+ * initialised here; free it with hs_patterns_result_free (also after a
+ * failure). */
+int hs_patterns_study(hs_patterns_result *r, const hs_model *m, const hs_tokens *data,
+                      hs_patterns_opts o, const hs_study_io *io);
+
+/* The same statistics from a capture file (no control: a capture file holds
+ * no weights to re-initialise; HS_EINVAL when o.control). */
+int hs_patterns_study_maps(hs_patterns_result *r, hs_maps_reader *maps, hs_patterns_opts o);
+void hs_patterns_result_free(hs_patterns_result *r);
+
+/* Writes r's Jensen-Shannon matrix as a CSV with head labels (LlHh), whole
+ * under a temporary name and then renamed, so a reader never sees half. */
+int hs_patterns_write_js(const char *path, const hs_patterns_result *r);
 
 #endif

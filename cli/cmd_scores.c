@@ -2,16 +2,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "analysis.h"
 #include "checkpoint.h"
 #include "cli.h"
-#include "index.h"
-#include "maps.h"
-#include "patterns.h"
-#include "scores.h"
-#include "sha256.h"
 #include "study.h"
 
 /* ---- induction ------------------------------------------------------------------ */
@@ -125,36 +119,37 @@ int cmd_induction(int argc, char **argv)
 
 /* ---- patterns ------------------------------------------------------------------- */
 
-/* The head-to-head Jensen-Shannon matrix D (n x n) as a CSV with head labels
- * (LlHh), written whole then renamed, and recorded as the run's artifact. */
-static int write_js(const char *path, const double *D, int n, const int *layer, const int *head,
-                    cli_run *run)
+/* --delim ID,ID,...: at most 64 token ids; -1 when malformed. */
+static int parse_delim(const char *s, int32_t *delim)
 {
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int ok = f != NULL;
-    if (ok) {
-        fprintf(f, "head");
-        for (int j = 0; j < n; j++)
-            fprintf(f, ",L%dH%d", layer[j], head[j]);
-        fprintf(f, "\n");
-        for (int i = 0; i < n; i++) {
-            fprintf(f, "L%dH%d", layer[i], head[i]);
-            for (int j = 0; j < n; j++)
-                fprintf(f, ",%.6g", D[(size_t)i * n + j]);
-            fprintf(f, "\n");
-        }
-        ok = fclose(f) == 0 && rename(tmp, path) == 0;
+    int n = 0;
+    for (const char *p = s; p && *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || n == 64 || (*end && *end != ','))
+            return -1;
+        delim[n++] = (int32_t)v;
+        p = *end ? end + 1 : end;
     }
-    if (!ok) {
-        unlink(tmp);
-        return hs_fail(HS_EIO, "%s: cannot write", path);
-    }
-    char sha[80];
-    uint64_t bytes = 0;
-    int rc = hs_sha256_file(path, sha, &bytes);
-    return rc ? rc : hs_index_artifact_add(run->ix, run->run_id, path, sha, (int64_t)bytes, 1);
+    return n;
+}
+
+/* The study from a capture file, into a run of the index. */
+static int patterns_from_maps(analysis *a, hs_patterns_result *r, const char *maps,
+                              hs_patterns_opts po, int argc, char **argv)
+{
+    if (!a->db)
+        return usage_error("patterns", "--db FILE is required");
+    hs_maps_reader *rd;
+    if (hs_maps_open(&rd, maps))
+        return run_error("patterns");
+    int rc = cli_run_begin(&a->run, a->db, 0, "patterns", a->model, NULL, maps, argc, argv);
+    if (!rc)
+        rc = hs_patterns_study_maps(r, rd, po);
+    hs_maps_close(rd);
+    if (rc && !a->run.ix)
+        return run_error("patterns");
+    return rc;
 }
 
 int cmd_patterns(int argc, char **argv)
@@ -164,145 +159,61 @@ int cmd_patterns(int argc, char **argv)
     int control = 0;
     long seed = 1;
     opt o[] = {
-        { "--model", OPT_STR, &a.model, 0, "DIR", "checkpoint directory (row-wise during the forward)", 0 },
-        { "--data", OPT_STR, &a.data, 0, "FILE.bin", "evaluation token shard", 0 },
+        OPT_MODEL_AS(&a.model, "checkpoint directory (row-wise during the forward)"),
+        OPT_DATA(&a.data),
         { "--maps", OPT_STR, &maps, 0, "FILE.h5", "compute from a capture file instead", 0 },
-        { "--db", OPT_STR, &a.db, 0, "FILE", "SQLite index for the statistics", 0 },
+        OPT_DB_AS(&a.db, "SQLite index for the statistics"),
         { "--delim", OPT_STR, &delim_s, 0, "ID,ID,...", "token ids counted by 'delim'", 0 },
         { "--js-out", OPT_STR, &js_out, 0, "FILE.csv", "also write the head-to-head Jensen-Shannon distance matrix", 0 },
         { "--control", OPT_FLAG, &control, 0, NULL, "with --model: also <stat>_control of a randomly initialised model", 0 },
         { "--seed", OPT_LONG, &seed, 0, "S", "seed of the control model", 0 },
-        { "--batch", OPT_INT, &a.B, 1, "B", "sequences per batch", 0 },
-        { "--seq-len", OPT_INT, &a.T, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
-        { "--max-batches", OPT_LONG, &a.max_batches, 0, "N", "evaluate N batches (0: all)", 0 },
-        { "--threads", OPT_INT, &a.threads, 0, "N", "threads (0: OpenMP's default)", 0 },
-        { "--json", OPT_FLAG, &a.json, 0, NULL, "print one JSON object", 0 },
+        OPT_BATCH(&a.B),
+        OPT_SEQ_LEN(&a.T),
+        OPT_MAX_BATCHES(&a.max_batches),
+        OPT_THREADS(&a.threads),
+        OPT_JSON(&a.json),
     };
     int rc = opts_parse("patterns", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     int32_t delim[64];
-    int n_delim = 0;
-    for (const char *p = delim_s; p && *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || n_delim == 64 || (*end && *end != ','))
-            return usage_error("patterns", "--delim '%s': token ids separated by commas", delim_s);
-        delim[n_delim++] = (int32_t)v;
-        p = *end ? end + 1 : end;
-    }
+    const int n_delim = parse_delim(delim_s, delim);
+    if (n_delim < 0)
+        return usage_error("patterns", "--delim '%s': token ids separated by commas", delim_s);
     if (control && maps)
         return usage_error("patterns", "--control needs --model (a capture file holds no weights "
                                        "to re-initialise)");
-    hs_patterns pt = { 0 }, pc = { 0 };
+    hs_patterns_opts po = { .delim = delim, .n_delim = n_delim, .control = control,
+                            .seed = (unsigned long long)seed, .js = js_out != NULL };
+    hs_patterns_result r = { 0 };
     if (maps) {
-        if (!a.db)
-            return usage_error("patterns", "--db FILE is required");
-        hs_maps_reader *r;
-        if (hs_maps_open(&r, maps))
-            return run_error("patterns");
-        rc = cli_run_begin(&a.run, a.db, 0, "patterns", a.model, NULL, maps, argc, argv);
-        if (!rc)
-            rc = hs_patterns_from_maps(&pt, r, delim, n_delim);
-        double *D = NULL;
-        int nh = 0;
-        if (!rc && js_out)
-            rc = hs_js_distances(&D, &nh, r);
-        if (!rc && js_out) {
-            const hs_maps_info *in = hs_maps_get_info(r);
-            int *lay = hs_calloc((size_t)nh, sizeof(int), "labels"), k = 0;
-            int *hd = hs_calloc((size_t)nh, sizeof(int), "labels");
-            for (int li = 0; lay && hd && li < in->n_layers; li++)
-                for (int hi = 0; hi < in->layers[li].nh; hi++, k++)
-                    lay[k] = in->layers[li].layer, hd[k] = in->layers[li].heads[hi];
-            rc = lay && hd ? write_js(js_out, D, nh, lay, hd, &a.run) : HS_ENOMEM;
-            free(lay), free(hd);
-        }
-        free(D);
-        hs_maps_close(r);
-        if (rc && !a.run.ix)
-            return run_error("patterns");
+        if ((rc = patterns_from_maps(&a, &r, maps, po, argc, argv)) && !a.run.ix)
+            return rc;
     } else {
         if ((rc = analysis_load(&a)) || (rc = analysis_start(&a, "patterns", argc, argv)))
             return rc;
-        progress bar;
-        progress_start(&bar, "patterns", 0);
-        rc = hs_patterns_run(&pt, &a.m, &a.tok, a.B, a.T, (size_t)a.max_batches, delim, n_delim,
-                             progress_cb, &bar);
-        progress_finish(&bar);
-        /* the control: the same configuration, randomly initialised (the
-         * seed offset of `induction`'s control) */
-        hs_model ctrl = { 0 };
-        if (!rc && control)
-            rc = hs_model_init(&ctrl, &a.m.cfg);
-        if (!rc && control) {
-            hs_model_init_random(&ctrl, (unsigned long long)seed + 1000003ULL);
-            progress_start(&bar, "patterns: control", 0);
-            rc = hs_patterns_run(&pc, &ctrl, &a.tok, a.B, a.T, (size_t)a.max_batches, delim,
-                                 n_delim, progress_cb, &bar);
-            progress_finish(&bar);
-        }
-        if (ctrl.params)
-            hs_model_free(&ctrl);
-        double *D = NULL;
-        int nh = 0;
-        /* the sequences the statistics read (whole batches of B), one at a time */
-        size_t nb = 0;
-        if (!rc && js_out && !hs_batches_to_run(&a.tok, a.B, a.T, (size_t)a.max_batches, &nb))
-            rc = hs_js_distances_model(&D, &nh, &a.m, &a.tok, a.T, nb * (size_t)a.B,
-                                       (size_t)4 << 30);
-        if (!rc && js_out) {
-            int *lay = hs_calloc((size_t)nh, sizeof(int), "labels"), k = 0;
-            int *hd = hs_calloc((size_t)nh, sizeof(int), "labels");
-            for (int l = 0; lay && hd && l < a.m.cfg.n_layer; l++)
-                for (int h = 0; h < a.m.cfg.n_head[l]; h++, k++)
-                    lay[k] = l, hd[k] = h;
-            rc = lay && hd ? write_js(js_out, D, nh, lay, hd, &a.run) : HS_ENOMEM;
-            free(lay), free(hd);
-        }
-        free(D);
+        po.batch = a.B, po.seq_len = a.T, po.max_batches = (size_t)a.max_batches;
+        phase_bars bars;
+        hs_study_io io = cli_study_io(&bars, 0);
+        rc = hs_patterns_study(&r, &a.m, &a.tok, po, &io);
     }
-    hs_metric_row *rows = NULL;
-    int n = 0;
-    char names[HS_PAT_KINDS][40];
-    if (!rc) {
-        int total = 0;
-        for (int li = 0; li < pt.n_layer; li++)
-            total += pt.n_head[li];
-        rows = hs_calloc((size_t)total * HS_PAT_KINDS * 2, sizeof *rows, "pattern rows");
-        rc = rows ? HS_OK : HS_ENOMEM;
-        for (int k = 0; k < HS_PAT_KINDS; k++)
-            snprintf(names[k], sizeof names[k], "%s_control", hs_pattern_name(k));
-        for (int c = 0; rows && c < 1 + control; c++) {
-            const hs_patterns *p = c ? &pc : &pt;
-            for (int k = 0; k < HS_PAT_KINDS; k++)
-                for (int li = 0; li < p->n_layer; li++)
-                    for (int hi = 0; hi < p->n_head[li]; hi++) {
-                        const size_t i = (size_t)li * HS_PAT_MAX_HEADS + hi;
-                        rows[n++] = (hs_metric_row){ p->layer[li], p->head[i],
-                                                     c ? names[k] : hs_pattern_name(k),
-                                                     p->value[k][i], p->stderr_value[k][i], p->n };
-                    }
-        }
-    }
+    if (!rc && js_out && !(rc = hs_patterns_write_js(js_out, &r)))
+        rc = hs_study_record_artifact(a.run.ix, a.run.run_id, js_out);
     if (!rc)
-        rc = hs_index_metrics_add(a.run.ix, a.run.run_id, rows, n);
-    free(rows);
-    long seqs = pt.n;
-    if (pt.value[0])
-        hs_patterns_free(&pt);
-    if (pc.value[0])
-        hs_patterns_free(&pc);
+        rc = hs_study_record(a.run.ix, a.run.run_id, &r.table, NULL, 0);
+    const int rows = r.table.n;
+    const long seqs = r.sequences;
+    const int heads = r.heads;
+    hs_patterns_result_free(&r);
     long long run_id = a.run.run_id;
     int status = analysis_close(&a, rc);
     if (status)
         return status;
     if (a.json)
-        printf("{\"run_id\":%lld,\"sequences\":%ld,\"rows\":%d}\n", run_id, seqs, n);
+        printf("{\"run_id\":%lld,\"sequences\":%ld,\"rows\":%d}\n", run_id, seqs, rows);
     else
         printf("run %lld: pattern statistics of %d head-rows over %ld sequences in %s%s\n", run_id,
-               n / HS_PAT_KINDS / (1 + control), seqs, a.db,
-               control ? " (and of a random-init control)" : "");
+               heads, seqs, a.db, control ? " (and of a random-init control)" : "");
     return 0;
 }
 
