@@ -281,14 +281,12 @@ int cmd_importance(int argc, char **argv)
 /* ---- prune ------------------------------------------------------------------------ */
 
 typedef struct {
-    analysis *a;
-    hs_curve_point pts[1024];
-    int npts, json;
+    int json;
     progress bar; /* over the steps */
 } prune_ctx;
 
-static int prune_step(void *ctx, int step, int pruned, double fraction, double loss,
-                      double stderr_loss)
+static void prune_step(void *ctx, int step, int pruned, double fraction, double loss,
+                       double stderr_loss)
 {
     prune_ctx *p = ctx;
     char line[128];
@@ -298,52 +296,72 @@ static int prune_step(void *ctx, int step, int pruned, double fraction, double l
         progress_update(&p->bar, step, line);
     else if (!p->json)
         fprintf(stderr, "%s\n", line);
-    hs_curve_point pt = { step, fraction, loss };
-    if (p->npts < 1024)
-        p->pts[p->npts++] = pt;
-    /* Each step is committed as it completes: an interrupted run keeps its curve. */
-    return hs_index_curve_add(p->a->run.ix, p->a->run.run_id, "pruning", &pt, 1);
+}
+
+static void print_prune(const hs_prune_result *r, const analysis *a, long long run_id,
+                        const char *out, int structural)
+{
+    if (a->json) {
+        printf("{\"run_id\":%lld,\"pruned\":%d,\"heads\":%d,\"curve\":[", run_id,
+               r->n_pruned, r->heads);
+        for (int i = 0; i < r->curve.n; i++)
+            printf("%s{\"fraction\":%.6g,\"loss\":%.9g}", i ? "," : "", r->curve.points[i].x,
+                   r->curve.points[i].y);
+        printf("]");
+        if (out) {
+            printf(",\"out\":");
+            json_string(stdout, out);
+            printf(",\"forward_ms_unpruned\":%.4g,\"forward_ms_pruned\":%.4g", r->ms[0], r->ms[1]);
+        }
+        printf("}\n");
+        return;
+    }
+    printf("run %lld: pruned %d of %d heads; curve 'pruning' and mask 'pruned' in %s%s%s\n",
+           run_id, r->n_pruned, r->heads, a->db, out ? "; model in " : "", out ? out : "");
+    if (out)
+        printf("forward of one batch (median of 7): %.2f ms unpruned, %.2f ms %s\n", r->ms[0],
+               r->ms[1], structural ? "structurally pruned" : "pruned by zeroed columns (dense)");
 }
 
 int cmd_prune(int argc, char **argv)
 {
     analysis a = { .cmd = "prune", .B = 4 };
-    const char *val = NULL, *out = NULL;
-    double step_percent = 10, max_percent = 100;
-    int min_heads = 0, one_shot = 0, structural = 0, force = 0;
+    const char *val = NULL;
+    int force = 0;
+    hs_prune_study_opts so = { .prune = { .step_percent = 10, .max_percent = 100 } };
+    hs_prune_opts *po = &so.prune;
     opt o[] = {
-        { "--model", OPT_STR, &a.model, 0, "DIR", "checkpoint directory", 0 },
-        { "--data", OPT_STR, &a.data, 0, "FILE.bin", "token shard for the importance", 0 },
-        { "--db", OPT_STR, &a.db, 0, "FILE", "SQLite index for the curve and the mask", 0 },
+        OPT_MODEL(&a.model),
+        OPT_DATA_AS(&a.data, "token shard for the importance"),
+        OPT_DB_AS(&a.db, "SQLite index for the curve and the mask"),
         { "--val", OPT_STR, &val, 0, "FILE.bin", "validation shard (default: --data)", 0 },
-        { "--step-percent", OPT_DOUBLE, &step_percent, 0, "P", "step k prunes to floor(k*P*N/100) of the N heads", 0 },
-        { "--max-percent", OPT_DOUBLE, &max_percent, 0, "P", "stop once P% of the heads are pruned", 0 },
-        { "--min-heads-per-layer", OPT_INT, &min_heads, 0, "K", "heads every layer keeps", 0 },
-        { "--one-shot", OPT_FLAG, &one_shot, 0, NULL, "rank by the unpruned model's importance only", 0 },
-        { "--out", OPT_STR, &out, 0, "DIR", "write the pruned model (W_o columns of pruned heads zeroed)", 0 },
-        { "--structural", OPT_FLAG, &structural, 0, NULL, "with --out: remove the pruned heads (a smaller model)", 0 },
+        { "--step-percent", OPT_DOUBLE, &po->step_percent, 0, "P", "step k prunes to floor(k*P*N/100) of the N heads", 0 },
+        { "--max-percent", OPT_DOUBLE, &po->max_percent, 0, "P", "stop once P% of the heads are pruned", 0 },
+        { "--min-heads-per-layer", OPT_INT, &po->min_heads_per_layer, 0, "K", "heads every layer keeps", 0 },
+        { "--one-shot", OPT_FLAG, &po->one_shot, 0, NULL, "rank by the unpruned model's importance only", 0 },
+        { "--out", OPT_STR, &so.out, 0, "DIR", "write the pruned model (W_o columns of pruned heads zeroed)", 0 },
+        { "--structural", OPT_FLAG, &so.structural, 0, NULL, "with --out: remove the pruned heads (a smaller model)", 0 },
         { "--force", OPT_FLAG, &force, 0, NULL, "overwrite a checkpoint in --out", 0 },
-        { "--batch", OPT_INT, &a.B, 1, "B", "sequences per batch", 0 },
-        { "--seq-len", OPT_INT, &a.T, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
-        { "--max-batches", OPT_LONG, &a.max_batches, 0, "N", "batches per evaluation (0: all)", 0 },
-        { "--threads", OPT_INT, &a.threads, 0, "N", "threads (0: OpenMP's default)", 0 },
-        { "--json", OPT_FLAG, &a.json, 0, NULL, "print one JSON object", 0 },
+        OPT_BATCH(&a.B),
+        OPT_SEQ_LEN(&a.T),
+        OPT_MAX_BATCHES_AS(&a.max_batches, "batches per evaluation (0: all)"),
+        OPT_THREADS(&a.threads),
+        OPT_JSON(&a.json),
     };
     int rc = opts_parse("prune", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!(step_percent > 0) || step_percent > 100 || !(max_percent > 0) || max_percent > 100)
+    if (!(po->step_percent > 0) || po->step_percent > 100 || !(po->max_percent > 0) ||
+        po->max_percent > 100)
         return usage_error("prune", "--step-percent and --max-percent must be in (0, 100]");
-    if (structural && !out)
+    if (so.structural && !so.out)
         return usage_error("prune", "--structural needs --out DIR");
-    if (out) {
-        char target[1100];
-        struct stat sb;
-        snprintf(target, sizeof target, "%s/model.safetensors", out);
-        if (!force && stat(target, &sb) == 0) {
-            fprintf(stderr, "headscope: prune: %s exists (use --force to overwrite)\n", target);
-            return EXIT_FAILURE_RUN;
-        }
+    char target[1100];
+    struct stat sb;
+    snprintf(target, sizeof target, "%s/model.safetensors", so.out ? so.out : "");
+    if (so.out && !force && stat(target, &sb) == 0) {
+        fprintf(stderr, "headscope: prune: %s exists (use --force to overwrite)\n", target);
+        return EXIT_FAILURE_RUN;
     }
     hs_tokens vtok = { 0 };
     if (val && hs_tokens_read(&vtok, val))
@@ -352,7 +370,6 @@ int cmd_prune(int argc, char **argv)
         hs_tokens_free(&vtok);
         return rc;
     }
-    const hs_model_config *c = &a.m.cfg;
     if (val && !hs_batch_count(&vtok, a.B, a.T)) {
         hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", val, a.B, a.T);
         hs_tokens_free(&vtok);
@@ -363,105 +380,26 @@ int cmd_prune(int argc, char **argv)
         hs_tokens_free(&vtok);
         return rc;
     }
-    unsigned char *pruned = hs_calloc((size_t)c->n_layer * HS_IMP_MAX_HEADS, 1, "mask");
-    if (!rc && !pruned)
-        rc = HS_ENOMEM;
-    prune_ctx pc = { .a = &a, .json = a.json };
-    hs_prune_opts po = { .B = a.B, .T = a.T, .max_batches = (size_t)a.max_batches,
-                         .step_percent = step_percent, .max_percent = max_percent,
-                         .min_heads_per_layer = min_heads, .one_shot = one_shot,
-                         .val = val ? &vtok : NULL, .stop = &cli_stop_requested,
-                         .on_step = prune_step, .ctx = &pc };
-    int n_pruned = 0;
+    prune_ctx pc = { .json = a.json };
+    po->B = a.B, po->T = a.T, po->max_batches = (size_t)a.max_batches;
+    po->val = val ? &vtok : NULL, po->stop = &cli_stop_requested;
+    so.ix = a.run.ix, so.run_id = a.run.run_id, so.on_step = prune_step, so.ctx = &pc;
+    hs_prune_result r;
     /* steps: 0 (unpruned), then one per step_percent up to max_percent */
-    progress_start(&pc.bar, "prune", (long)ceil(max_percent / step_percent - 1e-9));
-    if (!rc)
-        rc = hs_prune(&a.m, &a.tok, &po, pruned, &n_pruned);
+    progress_start(&pc.bar, "prune", (long)ceil(po->max_percent / po->step_percent - 1e-9));
+    rc = hs_prune_study(&r, &a.m, &a.tok, &so);
     progress_finish(&pc.bar);
-    /* The final mask: pruned = 0/1 for every head. */
-    int total = 0;
-    for (int l = 0; l < c->n_layer; l++)
-        total += c->n_head[l];
-    hs_metric_row *rows = rc ? NULL : hs_calloc((size_t)total, sizeof *rows, "mask rows");
-    int n = 0;
-    for (int l = 0; rows && l < c->n_layer; l++)
-        for (int h = 0; h < c->n_head[l]; h++)
-            rows[n++] = (hs_metric_row){ l, h, "pruned", pruned[(size_t)l * HS_IMP_MAX_HEADS + h],
-                                         0, 0 };
+    if (!rc && so.out) /* the written model as the run's artifact */
+        rc = hs_study_record_artifact(a.run.ix, a.run.run_id, target);
     if (!rc)
-        rc = rows ? hs_index_metrics_add(a.run.ix, a.run.run_id, rows, n) : HS_ENOMEM;
-    free(rows);
-    char out_sha[80] = "";
-    double ms[2] = { 0, 0 };
-    if (!rc && out) {
-        hs_model small;
-        if (structural) {
-            rc = hs_prune_structural(&small, &a.m, pruned);
-        } else { /* the dense model, pruned heads' output columns zeroed */
-            rc = hs_model_init(&small, c);
-            if (!rc) {
-                memcpy(small.params, a.m.params, sizeof(hs_real) * a.m.n_params);
-                for (int l = 0; l < c->n_layer; l++) {
-                    const int H = c->n_head[l], dh = c->head_dim;
-                    for (int h = 0; h < H; h++)
-                        if (pruned[(size_t)l * HS_IMP_MAX_HEADS + h])
-                            for (int row = 0; row < c->d_model; row++)
-                                memset(small.w.layer[l].attn.w_o + (size_t)row * H * dh + h * dh,
-                                       0, sizeof(hs_real) * dh);
-                }
-            }
-        }
-        if (!rc)
-            rc = hs_checkpoint_save(&small, out);
-        char file[1100];
-        uint64_t bytes = 0;
-        snprintf(file, sizeof file, "%s/model.safetensors", out);
-        if (!rc)
-            rc = hs_sha256_file(file, out_sha, &bytes);
-        if (!rc)
-            rc = hs_index_artifact_add(a.run.ix, a.run.run_id, file, out_sha, (int64_t)bytes, 1);
-        /* what the written model costs to run, beside the unpruned one: a
-         * gated (dense) model is no faster; a structural one is */
-        if (!rc) {
-            hs_metric_row lat[2] = { { -1, -1, "forward_ms_unpruned", 0, 0, 7 },
-                                     { -1, -1, "forward_ms_pruned", 0, 0, 7 } };
-            rc = hs_forward_ms(&ms[0], &a.m, &a.tok, a.B, a.T);
-            if (!rc)
-                rc = hs_forward_ms(&ms[1], &small, &a.tok, a.B, a.T);
-            lat[0].value = ms[0], lat[1].value = ms[1];
-            if (!rc)
-                rc = hs_index_metrics_add(a.run.ix, a.run.run_id, lat, 2);
-        }
-        if (small.params)
-            hs_model_free(&small);
-    }
-    free(pruned);
+        rc = hs_study_record(a.run.ix, a.run.run_id, &r.table, NULL, 0);
     hs_tokens_free(&vtok);
     long long run_id = a.run.run_id;
     int status = analysis_close(&a, rc);
-    if (status)
-        return status;
-    if (a.json) {
-        printf("{\"run_id\":%lld,\"pruned\":%d,\"heads\":%d,\"curve\":[", run_id, n_pruned,
-               total);
-        for (int i = 0; i < pc.npts; i++)
-            printf("%s{\"fraction\":%.6g,\"loss\":%.9g}", i ? "," : "", pc.pts[i].x,
-                   pc.pts[i].y);
-        printf("]");
-        if (out) {
-            printf(",\"out\":");
-            json_string(stdout, out);
-            printf(",\"forward_ms_unpruned\":%.4g,\"forward_ms_pruned\":%.4g", ms[0], ms[1]);
-        }
-        printf("}\n");
-    } else {
-        printf("run %lld: pruned %d of %d heads; curve 'pruning' and mask 'pruned' in %s%s%s\n",
-               run_id, n_pruned, total, a.db, out ? "; model in " : "", out ? out : "");
-        if (out)
-            printf("forward of one batch (median of 7): %.2f ms unpruned, %.2f ms %s\n", ms[0],
-                   ms[1], structural ? "structurally pruned" : "pruned by zeroed columns (dense)");
-    }
-    return 0;
+    if (!status)
+        print_prune(&r, &a, run_id, so.out, so.structural);
+    hs_prune_result_free(&r);
+    return status;
 }
 
 const command cmd_ablate_record = {
