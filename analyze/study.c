@@ -75,3 +75,22 @@ int hs_study_record_artifact(hs_index *ix, int64_t run_id, const char *path)
     const int rc = hs_sha256_file(path, sha, &bytes);
     return rc ? rc : hs_index_artifact_add(ix, run_id, path, sha, (int64_t)bytes, 1);
 }
+
+void hs_curve_writer_add(hs_curve_writer *w, hs_curve_point p)
+{
+    if (!w->ix)
+        return;
+    w->pending[w->n++] = p;
+    if (w->n == (int)(sizeof w->pending / sizeof w->pending[0]))
+        hs_curve_writer_flush(w);
+}
+
+int hs_curve_writer_flush(hs_curve_writer *w)
+{
+    int rc = HS_OK;
+    if (w->ix && w->n && !w->failed &&
+        (rc = hs_index_curve_add(w->ix, w->run_id, w->name, w->pending, w->n)))
+        w->failed = 1;
+    w->n = 0;
+    return rc;
+}

@@ -43,6 +43,22 @@ typedef struct {
     int n;
 } hs_study_curve;
 
+/* A curve written to the index in blocks of 64 points as a study produces
+ * them (a long training run keeps its curve when it is stopped). After the
+ * first failed write it writes nothing more and `failed` stays set, so a
+ * study that cannot afford to stop for its index can report it at the end. */
+typedef struct {
+    hs_index *ix; /* NULL: nothing is written */
+    int64_t run_id;
+    char name[64];
+    hs_curve_point pending[64];
+    int n, failed;
+} hs_curve_writer;
+
+void hs_curve_writer_add(hs_curve_writer *w, hs_curve_point p);
+/* Writes the pending points: HS_OK, or the status of the failed write. */
+int hs_curve_writer_flush(hs_curve_writer *w);
+
 /* The random-init control of every study that has one: a model of c's
  * configuration, randomly initialised from seed + 1000003 (an offset so the
  * control's weights share no stream with the sequences drawn from `seed`).
@@ -247,5 +263,53 @@ typedef struct {
 int hs_prune_study(hs_prune_result *r, const hs_model *m, const hs_tokens *data,
                    const hs_prune_study_opts *o);
 void hs_prune_result_free(hs_prune_result *r);
+
+/* ---- experiment head-count -------------------------------------------------------- */
+
+enum { HS_HEADCOUNT_MAX = 16 }; /* head counts, and seeds */
+
+typedef struct {
+    hs_model_config base;      /* the architecture; n_head is set per head count */
+    int heads[HS_HEADCOUNT_MAX], n_heads;
+    int seeds[HS_HEADCOUNT_MAX], n_seeds;
+    long steps;                /* the equal step budget of every run */
+    int batch, seq_len;
+    double lr;
+    const hs_tokens *train, *val;
+    /* each run's curve train_loss_heads_H_seed_S goes to this run as it
+     * trains (ix NULL: not recorded) */
+    hs_index *ix;
+    int64_t run_id;
+    volatile sig_atomic_t *stop;
+    /* progress: steps done over the whole experiment, the current curve */
+    void (*on_step)(void *ctx, long done, const char *curve);
+    /* after each run: its validation loss */
+    void (*on_run)(void *ctx, int heads, int seed, double val_loss);
+    void *ctx;
+} hs_headcount_opts;
+
+typedef struct {
+    /* val_loss_heads_H (mean, stderr over seeds, n = seeds) and
+     * forward_ms_heads_H (hs_forward_ms of the first seed's model), per H */
+    hs_head_table table;
+    double mean[HS_HEADCOUNT_MAX], sd[HS_HEADCOUNT_MAX], ms[HS_HEADCOUNT_MAX];
+} hs_headcount_result;
+
+/* The configuration of each head count (cfg[i]: base with n_head =
+ * heads[i]), checked: HS_EINVAL naming --heads or --seq-len. */
+int hs_headcount_check(hs_model_config cfg[HS_HEADCOUNT_MAX], const hs_headcount_opts *o);
+
+/* The held-out split of the experiment when no validation shard is given:
+ * the last 10% of all's tokens (views into all, not copies). */
+void hs_headcount_split(const hs_tokens *all, hs_tokens *train, hs_tokens *val);
+
+/* The head-count experiment: per seed one random initialisation, shared by
+ * every head count (with head_dim = d/H no tensor changes shape with H),
+ * trained the same steps on the same data and evaluated on the validation
+ * tokens. Why shared weights: a difference between head counts is then not
+ * a difference of initial weights. Costs n_seeds * n_heads training runs.
+ * r is initialised here; free it with hs_headcount_result_free. */
+int hs_headcount_experiment(hs_headcount_result *r, const hs_headcount_opts *o);
+void hs_headcount_result_free(hs_headcount_result *r);
 
 #endif
