@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ablate.h"
 #include "eval.h"
 #include "importance.h"
 #include "index.h"
@@ -347,5 +348,47 @@ typedef struct {
  * validations. */
 int hs_train_study(hs_train_result *r, hs_model *m, const hs_tokens *data,
                    const hs_train_study_opts *o);
+
+/* ---- ablate (SPEC §5) -------------------------------------------------------------- */
+
+typedef struct {
+    /* B, T, max_batches, kinds, stack, naive and stop as hs_ablate takes
+     * them (head_on, on_layer, progress and ctx are the study's own) */
+    hs_ablate_opts ablate;
+    /* the selection as the options spell it, NULL: all. "L,L,..." layers,
+     * "H,H,..." heads of each selected layer */
+    const char *layers, *heads;
+    /* each layer's rows are committed to this run in one transaction as the
+     * layer completes, so a stopped run holds whole layers; with resume,
+     * layers already complete in the run are skipped (ix NULL: nothing is
+     * recorded and nothing skipped) */
+    hs_index *ix;
+    int64_t run_id;
+    int resume;
+} hs_ablate_study_opts;
+
+typedef struct {
+    /* loss (model-wide, the clean loss) and loss_delta_<kind> per ablated
+     * head, with the standard error over sequences */
+    hs_head_table table;
+    double clean_loss;
+    int layers_skipped;
+    /* the largest loss delta of each kind (worst_layer -1: none) */
+    double worst_delta[HS_ABLATE_KINDS];
+    int worst_layer[HS_ABLATE_KINDS], worst_head[HS_ABLATE_KINDS];
+} hs_ablate_result;
+
+/* Checks the selection against the model: HS_EINVAL naming --layers or
+ * --heads. */
+int hs_ablate_check(const hs_ablate_study_opts *o, const hs_model_config *c);
+
+/* The ablation of every selected head by every selected kind (hs_ablate),
+ * its rows recorded layer by layer (see ix above), and the largest delta of
+ * each kind. Costs, on the fast path, one clean forward per batch per layer
+ * and a batched continuation through the layers above per stack of
+ * ablations. r is initialised here; free it with hs_ablate_result_free. */
+int hs_ablate_study(hs_ablate_result *r, const hs_model *m, const hs_tokens *data,
+                    const hs_ablate_study_opts *o, const hs_study_io *io);
+void hs_ablate_result_free(hs_ablate_result *r);
 
 #endif

@@ -1,5 +1,4 @@
 /* ablate, importance, prune: the analyses of SPEC §5 into the index. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,92 +15,11 @@
 #include "study.h"
 #include "tokens.h"
 
-/* "0,2" -> flags[i] = 1 for each entry < limit; -1 on a bad list. */
-static int parse_flags(const char *s, unsigned char *flags, int limit)
-{
-    int n = 0;
-    while (*s) {
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (end == s || errno || v < 0 || v >= limit)
-            return -1;
-        flags[v] = 1;
-        n++;
-        s = *end == ',' && end[1] ? end + 1 : end;
-        if (*s && *end != ',')
-            return -1;
-    }
-    return n;
-}
-
 /* ---- ablate ------------------------------------------------------------------ */
 
-typedef struct {
-    analysis *a;
-    hs_ablate_opts *o;
-    int clean_recorded;
-    progress bar;
-    double worst_delta[HS_ABLATE_KINDS];
-    int worst_layer[HS_ABLATE_KINDS], worst_head[HS_ABLATE_KINDS];
-} ablate_ctx;
-
-static void ablate_progress(void *ctx, size_t done, size_t total)
+/* --method "zero,mean": the bit set of kinds, or -1 (usage error printed). */
+static int parse_kinds(const char *method)
 {
-    progress_cb(&((ablate_ctx *)ctx)->bar, done, total);
-}
-
-static int record_layer(void *ctx, const hs_ablate_layer *r)
-{
-    ablate_ctx *c = ctx;
-    hs_metric_row rows[HS_MAX_HEADS_ON * HS_ABLATE_KINDS + 1];
-    static char names[HS_ABLATE_KINDS][32];
-    int n = 0;
-    if (!c->clean_recorded) {
-        rows[n++] = (hs_metric_row){ -1, -1, "loss", c->o->clean_loss, 0, 0 };
-        c->clean_recorded = 1;
-    }
-    for (int k = 0; k < HS_ABLATE_KINDS; k++) {
-        snprintf(names[k], sizeof names[k], "loss_delta_%s", hs_ablate_kind_name(k));
-        for (int h = 0; h < r->n_heads; h++) {
-            const hs_ablate_stat *s = &r->stat[k * r->n_heads + h];
-            if (!s->n)
-                continue;
-            rows[n++] = (hs_metric_row){ r->layer, h, names[k], s->delta, s->stderr_delta, s->n };
-            if (s->delta > c->worst_delta[k] || c->worst_layer[k] < 0) {
-                c->worst_delta[k] = s->delta;
-                c->worst_layer[k] = r->layer;
-                c->worst_head[k] = h;
-            }
-        }
-    }
-    return hs_index_metrics_add(c->a->run.ix, c->a->run.run_id, rows, n);
-}
-
-int cmd_ablate(int argc, char **argv)
-{
-    analysis a = { .cmd = "ablate", .B = 4 };
-    const char *method = "zero,mean,resample", *layers_s = NULL, *heads_s = NULL;
-    int naive = 0, stack = 0;
-    opt o[] = {
-        { "--model", OPT_STR, &a.model, 0, "DIR", "checkpoint directory", 0 },
-        { "--data", OPT_STR, &a.data, 0, "FILE.bin", "evaluation token shard", 0 },
-        { "--db", OPT_STR, &a.db, 0, "FILE", "SQLite index for the results", 0 },
-        { "--method", OPT_STR, &method, 0, "LIST", "zero, mean and/or resample, comma-separated", 0 },
-        { "--layers", OPT_STR, &layers_s, 0, "L,L,...", "layers to ablate (default: all)", 0 },
-        { "--heads", OPT_STR, &heads_s, 0, "H,H,...", "heads to ablate in those layers (default: all)", 0 },
-        { "--batch", OPT_INT, &a.B, 1, "B", "sequences per batch", 0 },
-        { "--seq-len", OPT_INT, &a.T, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
-        { "--max-batches", OPT_LONG, &a.max_batches, 0, "N", "evaluate N batches (0: all)", 0 },
-        { "--resume", OPT_LONG, &a.resume, 1, "RUN_ID", "finish an interrupted run, skipping recorded layers", 0 },
-        { "--stack", OPT_INT, &stack, 0, "N", "ablations per batched continuation (0: choose)", 0 },
-        { "--naive", OPT_FLAG, &naive, 0, NULL, "one full forward per ablation (the reference path)", 0 },
-        { "--threads", OPT_INT, &a.threads, 0, "N", "threads (0: OpenMP's default)", 0 },
-        { "--json", OPT_FLAG, &a.json, 0, NULL, "print one JSON object", 0 },
-    };
-    int rc = opts_parse("ablate", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
     int kinds = 0;
     char buf[128];
     snprintf(buf, sizeof buf, "%s", method);
@@ -110,95 +28,85 @@ int cmd_ablate(int argc, char **argv)
         while (k < HS_ABLATE_KINDS && strcmp(tok, hs_ablate_kind_name(k)))
             k++;
         if (k == HS_ABLATE_KINDS)
-            return usage_error("ablate", "unknown method '%s' (zero, mean, resample)", tok);
+            return usage_error("ablate", "unknown method '%s' (zero, mean, resample)", tok), -1;
         kinds |= 1 << k;
     }
     if (!kinds)
-        return usage_error("ablate", "--method needs at least one of zero, mean, resample");
+        return usage_error("ablate", "--method needs at least one of zero, mean, resample"), -1;
+    return kinds;
+}
+
+static void print_ablate(const hs_ablate_result *r, long long run_id, const char *db,
+                         double secs, int json)
+{
+    if (json) {
+        printf("{\"run_id\":%lld,\"clean_loss\":%.9g,\"seconds\":%.3f,\"layers_skipped\":%d",
+               run_id, r->clean_loss, secs, r->layers_skipped);
+        for (int k = 0; k < HS_ABLATE_KINDS; k++)
+            if (r->worst_layer[k] >= 0)
+                printf(",\"max_loss_delta_%s\":{\"layer\":%d,\"head\":%d,\"value\":%.9g}",
+                       hs_ablate_kind_name(k), r->worst_layer[k], r->worst_head[k],
+                       r->worst_delta[k]);
+        printf("}\n");
+        return;
+    }
+    printf("run %lld: clean loss %.4f; ablations recorded in %s (%.1f s)\n", run_id,
+           r->clean_loss, db, secs);
+    for (int k = 0; k < HS_ABLATE_KINDS; k++)
+        if (r->worst_layer[k] >= 0)
+            printf("  largest loss_delta_%-8s %+.4f at layer %d head %d\n",
+                   hs_ablate_kind_name(k), r->worst_delta[k], r->worst_layer[k], r->worst_head[k]);
+}
+
+int cmd_ablate(int argc, char **argv)
+{
+    analysis a = { .cmd = "ablate", .B = 4 };
+    const char *method = "zero,mean,resample";
+    hs_ablate_study_opts so = { 0 };
+    opt o[] = {
+        OPT_MODEL(&a.model),
+        OPT_DATA(&a.data),
+        OPT_DB(&a.db),
+        { "--method", OPT_STR, &method, 0, "LIST", "zero, mean and/or resample, comma-separated", 0 },
+        { "--layers", OPT_STR, &so.layers, 0, "L,L,...", "layers to ablate (default: all)", 0 },
+        { "--heads", OPT_STR, &so.heads, 0, "H,H,...", "heads to ablate in those layers (default: all)", 0 },
+        OPT_BATCH(&a.B),
+        OPT_SEQ_LEN(&a.T),
+        OPT_MAX_BATCHES(&a.max_batches),
+        { "--resume", OPT_LONG, &a.resume, 1, "RUN_ID", "finish an interrupted run, skipping recorded layers", 0 },
+        { "--stack", OPT_INT, &so.ablate.stack, 0, "N", "ablations per batched continuation (0: choose)", 0 },
+        { "--naive", OPT_FLAG, &so.ablate.naive, 0, NULL, "one full forward per ablation (the reference path)", 0 },
+        OPT_THREADS(&a.threads),
+        OPT_JSON(&a.json),
+    };
+    int rc = opts_parse("ablate", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if ((so.ablate.kinds = parse_kinds(method)) < 0)
+        return EXIT_USAGE;
     if ((rc = analysis_load(&a)))
         return rc;
-    const hs_model_config *c = &a.m.cfg;
-    unsigned char *head_on = hs_calloc((size_t)c->n_layer * HS_MAX_HEADS_ON, 1, "head selection");
-    unsigned char lsel[HS_MAX_LAYERS] = { 0 }, hsel[HS_MAX_HEADS_ON] = { 0 };
-    int min_heads = 1 << 30;
-    for (int l = 0; l < c->n_layer; l++)
-        min_heads = c->n_head[l] < min_heads ? c->n_head[l] : min_heads;
-    char bad[200] = "";
-    if (layers_s && parse_flags(layers_s, lsel, c->n_layer) <= 0)
-        snprintf(bad, sizeof bad, "--layers '%s': indices 0..%d expected (the model has %d layers)",
-                 layers_s, c->n_layer - 1, c->n_layer);
-    else if (heads_s && parse_flags(heads_s, hsel, min_heads) <= 0)
-        snprintf(bad, sizeof bad, "--heads '%s': indices 0..%d expected (the smallest layer has %d "
-                 "heads)", heads_s, min_heads - 1, min_heads);
-    if (*bad || !head_on) {
-        free(head_on);
+    if (hs_ablate_check(&so, &a.m.cfg)) {
         analysis_unload(&a);
-        return *bad ? usage_error("ablate", "%s", bad) : run_error("ablate");
+        return usage_error("ablate", "%s", hs_last_error());
     }
-    if ((rc = analysis_start(&a, "ablate", argc, argv))) {
-        free(head_on);
+    if ((rc = analysis_start(&a, "ablate", argc, argv)))
         return rc;
-    }
-    for (int l = 0; l < c->n_layer; l++)
-        for (int h = 0; h < c->n_head[l]; h++)
-            head_on[(size_t)l * HS_MAX_HEADS_ON + h] = (!layers_s || lsel[l]) && (!heads_s || hsel[h]);
-    /* --resume: a layer is recorded in one transaction, so it is either
-     * complete in the index or absent; complete layers are skipped. */
-    int skipped = 0;
-    for (int l = 0; !rc && a.resume && l < c->n_layer; l++) {
-        int all = 1, any = 0;
-        for (int h = 0; h < c->n_head[l] && all; h++)
-            for (int k = 0; k < HS_ABLATE_KINDS && all; k++) {
-                if (!head_on[(size_t)l * HS_MAX_HEADS_ON + h] || !(kinds & (1 << k)))
-                    continue;
-                char name[32];
-                int exists = 0;
-                snprintf(name, sizeof name, "loss_delta_%s", hs_ablate_kind_name(k));
-                rc = hs_index_metric_exists(a.run.ix, a.run.run_id, l, h, name, &exists);
-                all = all && exists;
-                any = 1;
-            }
-        if (any && all) {
-            memset(head_on + (size_t)l * HS_MAX_HEADS_ON, 0, HS_MAX_HEADS_ON);
-            skipped++;
-        }
-    }
-    hs_ablate_opts ao = { .B = a.B, .T = a.T, .max_batches = (size_t)a.max_batches,
-                          .kinds = kinds, .head_on = head_on, .stack = stack, .naive = naive,
-                          .stop = &cli_stop_requested, .on_layer = record_layer };
-    ablate_ctx ctx = { .a = &a, .o = &ao, .worst_layer = { -1, -1, -1 } };
-    ao.ctx = &ctx;
-    ao.progress = ablate_progress;
-    progress_start(&ctx.bar, "ablate", 1);
+    so.ablate.B = a.B, so.ablate.T = a.T, so.ablate.max_batches = (size_t)a.max_batches;
+    so.ablate.stop = &cli_stop_requested;
+    so.ix = a.run.ix, so.run_id = a.run.run_id, so.resume = a.resume > 0;
+    hs_ablate_result r;
+    phase_bars bars;
+    hs_study_io io = cli_study_io(&bars, 1);
     double t0 = now_seconds();
-    if (!rc)
-        rc = hs_ablate(&a.m, &a.tok, &ao);
+    rc = hs_ablate_study(&r, &a.m, &a.tok, &so, &io);
     double secs = now_seconds() - t0;
-    progress_finish(&ctx.bar);
-    free(head_on);
     long long run_id = a.run.run_id;
     int status = analysis_close(&a, rc);
-    if (status)
-        return status;
-    if (a.json) {
-        printf("{\"run_id\":%lld,\"clean_loss\":%.9g,\"seconds\":%.3f,\"layers_skipped\":%d", run_id,
-               ao.clean_loss, secs, skipped);
-        for (int k = 0; k < HS_ABLATE_KINDS; k++)
-            if (ctx.worst_layer[k] >= 0)
-                printf(",\"max_loss_delta_%s\":{\"layer\":%d,\"head\":%d,\"value\":%.9g}",
-                       hs_ablate_kind_name(k), ctx.worst_layer[k], ctx.worst_head[k],
-                       ctx.worst_delta[k]);
-        printf("}\n");
-    } else {
-        printf("run %lld: clean loss %.4f; ablations recorded in %s (%.1f s)\n", run_id,
-               ao.clean_loss, a.db, secs);
-        for (int k = 0; k < HS_ABLATE_KINDS; k++)
-            if (ctx.worst_layer[k] >= 0)
-                printf("  largest loss_delta_%-8s %+.4f at layer %d head %d\n",
-                       hs_ablate_kind_name(k), ctx.worst_delta[k], ctx.worst_layer[k],
-                       ctx.worst_head[k]);
-    }
-    return 0;
+    if (!status)
+        print_ablate(&r, run_id, a.db, secs, a.json);
+    hs_ablate_result_free(&r);
+    return status;
 }
 
 /* ---- importance ---------------------------------------------------------------- */
