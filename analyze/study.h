@@ -391,4 +391,21 @@ int hs_ablate_study(hs_ablate_result *r, const hs_model *m, const hs_tokens *dat
                     const hs_ablate_study_opts *o, const hs_study_io *io);
 void hs_ablate_result_free(hs_ablate_result *r);
 
+/* ---- importance (SPEC §5) ---------------------------------------------------------- */
+
+typedef struct {
+    /* importance (each layer's vector over its L2 norm) and importance_raw
+     * per head, with the standard error over sequences */
+    hs_head_table table;
+    long sequences;
+    int least_layer, least_head; /* the lowest importance */
+} hs_importance_result;
+
+/* Gradient head importance (hs_importance_compute) of m on data as rows.
+ * Costs one forward and backward per batch. Stopped by io->stop (HS_EINTR).
+ * r is initialised here; free it with hs_importance_result_free. */
+int hs_importance_study(hs_importance_result *r, const hs_model *m, const hs_tokens *data, int B,
+                        int T, size_t max_batches, const hs_study_io *io);
+void hs_importance_result_free(hs_importance_result *r);
+
 #endif

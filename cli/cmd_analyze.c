@@ -111,79 +111,44 @@ int cmd_ablate(int argc, char **argv)
 
 /* ---- importance ---------------------------------------------------------------- */
 
-/* Rows of importance and importance_raw for every head, one transaction. */
-static int record_importance(const analysis *a, const hs_importance *imp)
-{
-    const hs_model_config *c = &a->m.cfg;
-    int total = 0;
-    for (int l = 0; l < c->n_layer; l++)
-        total += c->n_head[l];
-    hs_metric_row *rows = hs_calloc((size_t)total * 2, sizeof *rows, "importance rows");
-    if (!rows)
-        return HS_ENOMEM;
-    int n = 0;
-    for (int l = 0; l < c->n_layer; l++)
-        for (int h = 0; h < c->n_head[l]; h++) {
-            size_t i = (size_t)l * HS_IMP_MAX_HEADS + h;
-            rows[n++] = (hs_metric_row){ l, h, "importance", imp->norm[i], imp->norm_stderr[i], imp->n };
-            rows[n++] = (hs_metric_row){ l, h, "importance_raw", imp->raw[i], imp->raw_stderr[i],
-                                         imp->n };
-        }
-    int rc = hs_index_metrics_add(a->run.ix, a->run.run_id, rows, n);
-    free(rows);
-    return rc;
-}
-
 int cmd_importance(int argc, char **argv)
 {
     analysis a = { .cmd = "importance", .B = 4 };
     opt o[] = {
-        { "--model", OPT_STR, &a.model, 0, "DIR", "checkpoint directory", 0 },
-        { "--data", OPT_STR, &a.data, 0, "FILE.bin", "evaluation token shard", 0 },
-        { "--db", OPT_STR, &a.db, 0, "FILE", "SQLite index for the results", 0 },
-        { "--batch", OPT_INT, &a.B, 1, "B", "sequences per batch", 0 },
-        { "--seq-len", OPT_INT, &a.T, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
-        { "--max-batches", OPT_LONG, &a.max_batches, 0, "N", "evaluate N batches (0: all)", 0 },
-        { "--threads", OPT_INT, &a.threads, 0, "N", "threads (0: OpenMP's default)", 0 },
-        { "--json", OPT_FLAG, &a.json, 0, NULL, "print one JSON object", 0 },
+        OPT_MODEL(&a.model),
+        OPT_DATA(&a.data),
+        OPT_DB(&a.db),
+        OPT_BATCH(&a.B),
+        OPT_SEQ_LEN(&a.T),
+        OPT_MAX_BATCHES(&a.max_batches),
+        OPT_THREADS(&a.threads),
+        OPT_JSON(&a.json),
     };
     int rc = opts_parse("importance", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if ((rc = analysis_load(&a)) || (rc = analysis_start(&a, "importance", argc, argv)))
         return rc;
-    hs_importance imp;
+    hs_importance_result r;
+    phase_bars bars;
+    hs_study_io io = cli_study_io(&bars, 1);
     double t0 = now_seconds();
-    rc = hs_importance_alloc(&imp, &a.m.cfg);
-    progress bar;
-    progress_start(&bar, "importance", 0);
+    rc = hs_importance_study(&r, &a.m, &a.tok, a.B, a.T, (size_t)a.max_batches, &io);
     if (!rc)
-        rc = hs_importance_compute(&imp, &a.m, &a.tok, a.B, a.T, (size_t)a.max_batches, NULL,
-                                   &cli_stop_requested, progress_cb, &bar);
-    progress_finish(&bar);
-    if (!rc)
-        rc = record_importance(&a, &imp);
+        rc = hs_study_record(a.run.ix, a.run.run_id, &r.table, NULL, 0);
     double secs = now_seconds() - t0;
-    int least_l = 0, least_h = 0;
-    for (int l = 0; !rc && l < a.m.cfg.n_layer; l++)
-        for (int h = 0; h < a.m.cfg.n_head[l]; h++)
-            if (imp.norm[(size_t)l * HS_IMP_MAX_HEADS + h] <
-                imp.norm[(size_t)least_l * HS_IMP_MAX_HEADS + least_h])
-                least_l = l, least_h = h;
     long long run_id = a.run.run_id;
-    long n = imp.n;
-    if (imp.raw)
-        hs_importance_free(&imp);
     int status = analysis_close(&a, rc);
-    if (status)
-        return status;
-    if (a.json)
+    if (!status && a.json)
         printf("{\"run_id\":%lld,\"sequences\":%ld,\"seconds\":%.3f,\"least_important\":"
-               "{\"layer\":%d,\"head\":%d}}\n", run_id, n, secs, least_l, least_h);
-    else
+               "{\"layer\":%d,\"head\":%d}}\n", run_id, r.sequences, secs, r.least_layer,
+               r.least_head);
+    else if (!status)
         printf("run %lld: importance of every head over %ld sequences in %s (%.2f s); least "
-               "important: layer %d head %d\n", run_id, n, a.db, secs, least_l, least_h);
-    return 0;
+               "important: layer %d head %d\n", run_id, r.sequences, a.db, secs, r.least_layer,
+               r.least_head);
+    hs_importance_result_free(&r);
+    return status;
 }
 
 /* ---- prune ------------------------------------------------------------------------ */
