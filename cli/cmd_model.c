@@ -84,6 +84,40 @@ static int exists(const char *path)
     return stat(path, &sb) == 0;
 }
 
+/* The bytes of file `in` as tokens (malloc'd): 0, or the exit status with
+ * the error printed. */
+static int read_bytes(const char *in, int32_t **out, size_t *count)
+{
+    FILE *f = fopen(in, "rb");
+    if (!f) {
+        fprintf(stderr, "headscope: tokens: %s: cannot open: %s\n", in, strerror(errno));
+        return EXIT_FAILURE_RUN;
+    }
+    size_t cap = 1 << 20, n = 0;
+    int32_t *tok = malloc(sizeof(int32_t) * cap);
+    int ch;
+    while (tok && (ch = fgetc(f)) != EOF) {
+        if (n == cap) {
+            int32_t *grown = realloc(tok, sizeof(int32_t) * (cap *= 2));
+            if (!grown)
+                free(tok);
+            tok = grown;
+            if (!tok)
+                break;
+        }
+        tok[n++] = ch;
+    }
+    int read_error = ferror(f);
+    fclose(f);
+    if (!tok || read_error) {
+        free(tok);
+        fprintf(stderr, "headscope: tokens: %s: %s\n", in, tok ? "read failed" : "out of memory");
+        return EXIT_FAILURE_RUN;
+    }
+    *out = tok, *count = n;
+    return 0;
+}
+
 int cmd_tokens(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *len_s = NULL;
@@ -121,32 +155,10 @@ int cmd_tokens(int argc, char **argv)
         fprintf(stderr, "headscope: tokens: %s exists (use --force to overwrite)\n", out);
         return EXIT_FAILURE_RUN;
     }
-    FILE *f = fopen(in, "rb");
-    if (!f) {
-        fprintf(stderr, "headscope: tokens: %s: cannot open: %s\n", in, strerror(errno));
-        return EXIT_FAILURE_RUN;
-    }
-    size_t cap = 1 << 20, n = 0;
-    int32_t *tok = malloc(sizeof(int32_t) * cap);
-    int ch;
-    while (tok && (ch = fgetc(f)) != EOF) {
-        if (n == cap) {
-            int32_t *grown = realloc(tok, sizeof(int32_t) * (cap *= 2));
-            if (!grown)
-                free(tok);
-            tok = grown;
-            if (!tok)
-                break;
-        }
-        tok[n++] = ch;
-    }
-    int read_error = ferror(f);
-    fclose(f);
-    if (!tok || read_error) {
-        free(tok);
-        fprintf(stderr, "headscope: tokens: %s: %s\n", in, tok ? "read failed" : "out of memory");
-        return EXIT_FAILURE_RUN;
-    }
+    int32_t *tok;
+    size_t n;
+    if ((rc = read_bytes(in, &tok, &n)))
+        return rc;
     size_t planted = 0;
     if (share > 0 && n < (size_t)T)
         rc = hs_fail(HS_EINVAL, "%s: %zu bytes hold no sequence of %d", in, n, T);
