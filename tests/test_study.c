@@ -8,6 +8,7 @@
 
 #include <CUnit/CUnit.h>
 
+#include "patterns.h"
 #include "runner.h"
 #include "scores.h"
 #include "study.h"
@@ -157,6 +158,68 @@ static void test_forward_ms_returns_the_forward_status(void)
     hs_model_free(&m);
 }
 
+/* The patterns study's control is the same recipe as induction's: its
+ * _control rows equal the statistics of hs_control_model(seed). */
+static void test_patterns_study_control_is_the_control_recipe(void)
+{
+    hs_model m;
+    build_planted(&m);
+    int32_t tok[4 * 8 + 1];
+    for (int i = 0; i < 33; i++)
+        tok[i] = (i * 7) % PV;
+    hs_tokens t = { tok, 33, 1 };
+    hs_patterns_opts o = { .batch = 2, .seq_len = 8, .control = 1, .seed = 3 };
+    hs_patterns_result r;
+    CU_ASSERT_EQUAL_FATAL(hs_patterns_study(&r, &m, &t, o, NULL), HS_OK);
+    CU_ASSERT_EQUAL(r.heads, 2 * PH);
+    CU_ASSERT_EQUAL(r.table.n, 2 * HS_PAT_KINDS * 2 * PH);
+    hs_model ctrl;
+    hs_patterns ref = { 0 };
+    CU_ASSERT_EQUAL_FATAL(hs_control_model(&ctrl, &m.cfg, o.seed), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_patterns_run(&ref, &ctrl, &t, 2, 8, 0, NULL, 0, NULL, NULL), HS_OK);
+    double worst = 0;
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < PH; h++)
+            worst = fmax(worst, fabs(row(&r.table, l, h, "entropy_control") -
+                                     ref.value[HS_PAT_ENTROPY][(size_t)l * HS_MAX_HEADS + h]));
+    CU_ASSERT_EQUAL(worst, 0);
+    /* the planted previous-token head attends to t-1 in the model, not in the control */
+    printf("\n    prev_token L0H0 %.3f, control %.3f", row(&r.table, 0, 0, "prev_token"),
+           row(&r.table, 0, 0, "prev_token_control"));
+    CU_ASSERT(row(&r.table, 0, 0, "prev_token") > 0.8); /* t = 0 has no t-1: at most 7/8 */
+    CU_ASSERT(row(&r.table, 0, 0, "prev_token_control") < 0.5);
+    hs_patterns_free(&ref);
+    hs_model_free(&ctrl);
+    hs_patterns_result_free(&r);
+    hs_model_free(&m);
+}
+
+/* Selections are checked against the model before any work, naming the option. */
+static void test_selection_checks_name_the_option(void)
+{
+    hs_model m;
+    build_planted(&m);
+    hs_capture_opts co = { .batch = 1, .layers = "2" };
+    hs_capture_plan p;
+    CU_ASSERT_EQUAL(hs_capture_check(&p, &co, &m.cfg), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--layers '2'"));
+    co.layers = "1", co.heads = "0,0";
+    CU_ASSERT_EQUAL(hs_capture_check(&p, &co, &m.cfg), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--heads"));
+    co.heads = "0,3", co.queries = "2:5";
+    CU_ASSERT_EQUAL(hs_capture_check(&p, &co, &m.cfg), HS_OK);
+    CU_ASSERT_EQUAL(co.seq_len, PP);
+    CU_ASSERT(!p.layer_on[0] && p.layer_on[1] && p.n_heads == 2 && p.q0 == 2 && p.q1 == 5);
+    hs_ablate_study_opts ao = { .layers = "0", .heads = "8" };
+    CU_ASSERT_EQUAL(hs_ablate_check(&ao, &m.cfg), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--heads '8'"));
+    hs_headcount_opts ho = { .base = m.cfg, .heads = { 3 }, .n_heads = 1, .seq_len = 8 };
+    hs_model_config cfg[HS_HEADCOUNT_MAX];
+    CU_ASSERT_EQUAL(hs_headcount_check(cfg, &ho), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--heads 3"));
+    hs_model_free(&m);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -164,6 +227,9 @@ int main(void)
           test_induction_study_rows_control_and_verdict_on_planted_heads },
         { "test_induction_check_names_the_option", test_induction_check_names_the_option },
         { "test_forward_ms_returns_the_forward_status", test_forward_ms_returns_the_forward_status },
+        { "test_patterns_study_control_is_the_control_recipe",
+          test_patterns_study_control_is_the_control_recipe },
+        { "test_selection_checks_name_the_option", test_selection_checks_name_the_option },
     };
     return hs_run_tests("study_" HS_REAL_NAME, tests, HS_NTESTS(tests));
 }
