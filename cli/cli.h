@@ -1,5 +1,14 @@
 /* Shared pieces of the headscope command: the option parser that also
- * writes each command's help, the progress bar, and error reporting. */
+ * writes each command's help, the progress bar, and error reporting.
+ *
+ * A command is plumbing: it parses its options (the shared ones through the
+ * OPT_ macros below), lets the library study check them (analyze/study.h),
+ * opens its run in the index only after every check has passed (bad input
+ * records nothing: analysis_start or cli_run_begin), calls the one study,
+ * records its rows with hs_study_record and prints. Adding an analysis:
+ * its study in analyze/ (study.h, study_NAME.c, CMakeLists.txt's library
+ * sources, a test in tests/test_study.c), and cli/cmd_NAME.c with the
+ * command and its record. */
 #ifndef HS_CLI_H
 #define HS_CLI_H
 
@@ -39,10 +48,12 @@ typedef struct {
 #define OPT_JSON(dst) { "--json", OPT_FLAG, (dst), 0, NULL, "print one JSON object", 0 }
 
 /* A command's record. Each cli/cmd_*.c defines the records of its commands
- * (`const command cmd_NAME_record = { ... };`, declared below) and main.c
- * lists them, in the order `headscope help` shows them. Adding a command:
- * write cli/cmd_NAME.c with its record and function, declare the record
- * here, add it to main.c's COMMANDS and the file to CMakeLists.txt. */
+ * beside them (`const command cmd_NAME_record = { .name = ..., .run =
+ * cmd_NAME };`, declared at the end of this header) and main.c lists
+ * pointers to the records in the order `headscope help` shows them. Adding
+ * a command: cli/cmd_NAME.c with its function and record, the record's
+ * declaration here, a pointer in main.c's COMMANDS, the file in
+ * CMakeLists.txt's headscope_cli sources. */
 typedef struct {
     const char *name;
     const char *summary;
@@ -137,7 +148,8 @@ int cmd_patterns(int argc, char **argv);
 int cmd_experiment(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 
-/* The command records (cli/cmd_*.c; report and plot still in main.c). */
+/* The command records, each defined in its cli/cmd_*.c (plot's and
+ * report's still in main.c). */
 extern const command cmd_info_record;
 extern const command cmd_tokens_record;
 extern const command cmd_train_record;
