@@ -5,7 +5,6 @@
 #include <stdlib.h>
 
 #include "checkpoint.h"
-#include "transformer.h"
 
 /* Loads model and data; prints the error and returns the exit status on
  * failure (with everything freed). */
@@ -79,36 +78,4 @@ int analysis_close(analysis *a, int rc)
         return EXIT_FAILURE_RUN;
     }
     return 0;
-}
-
-/* Median ms of a forward of the first batch (B x T) of tok, over 7 runs
- * after one warm-up; -1 when out of memory. */
-double forward_ms(const hs_model *m, const hs_tokens *tok, int B, int T)
-{
-    hs_acts a;
-    if (hs_acts_alloc(&a, &m->cfg, B, T, HS_ACTS_INFER))
-        return -1;
-    int32_t *in = calloc((size_t)B * T, sizeof(int32_t)), *tg = calloc((size_t)B * T, sizeof(int32_t));
-    if (!in || !tg) {
-        free(in), free(tg);
-        hs_acts_free(&a);
-        return -1;
-    }
-    double t[7];
-    hs_batch_at(tok, 0, B, T, in, tg);
-    for (int r = -1; r < 7; r++) {
-        double t0 = now_seconds();
-        hs_forward(&a, m, in, NULL, NULL);
-        if (r >= 0)
-            t[r] = (now_seconds() - t0) * 1e3;
-    }
-    for (int i = 1; i < 7; i++) /* insertion sort, 7 values */
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            double x = t[j];
-            t[j] = t[j - 1];
-            t[j - 1] = x;
-        }
-    free(in), free(tg);
-    hs_acts_free(&a);
-    return t[3];
 }

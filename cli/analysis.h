@@ -32,8 +32,4 @@ int analysis_start(analysis *a, const char *kind, int argc, char **argv);
 /* Ends the run, frees, reports: exit status. */
 int analysis_close(analysis *a, int rc);
 
-/* Median ms of a forward of the first batch (B x T) of tok, over 7 runs
- * after one warm-up; -1 when out of memory. */
-double forward_ms(const hs_model *m, const hs_tokens *tok, int B, int T);
-
 #endif

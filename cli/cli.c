@@ -14,6 +14,7 @@
 #include "common.h"
 #include "index.h"
 #include "sha256.h"
+#include "study.h"
 
 volatile sig_atomic_t cli_stop_requested = 0;
 const command *cli_current = NULL;
@@ -334,4 +335,20 @@ void cli_run_end(cli_run *r, int ok, const char *model_sha)
     hs_index_run_finish(r->ix, r->run_id, ok ? "complete" : "failed", model_sha);
     hs_index_close(r->ix);
     r->ix = NULL;
+}
+
+static void phase_cb(void *ctx, const char *label)
+{
+    phase_bars *p = ctx;
+    if (p->active)
+        progress_finish(&p->bar);
+    p->active = label != NULL;
+    if (label)
+        progress_start(&p->bar, label, 0);
+}
+
+hs_study_io cli_study_io(phase_bars *bars, int stoppable)
+{
+    bars->active = 0;
+    return (hs_study_io){ phase_cb, progress_cb, bars, stoppable ? &cli_stop_requested : NULL };
 }

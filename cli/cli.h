@@ -1,5 +1,14 @@
 /* Shared pieces of the headscope command: the option parser that also
- * writes each command's help, the progress bar, and error reporting. */
+ * writes each command's help, the progress bar, and error reporting.
+ *
+ * A command is plumbing: it parses its options (the shared ones through the
+ * OPT_ macros below), lets the library study check them (analyze/study.h),
+ * opens its run in the index only after every check has passed (bad input
+ * records nothing: analysis_start or cli_run_begin), calls the one study,
+ * records its rows with hs_study_record and prints. Adding an analysis:
+ * its study in analyze/ (study.h, study_NAME.c, CMakeLists.txt's library
+ * sources, a test in tests/test_study.c), and cli/cmd_NAME.c with the
+ * command and its record. */
 #ifndef HS_CLI_H
 #define HS_CLI_H
 
@@ -20,6 +29,31 @@ typedef struct {
     int seen;
 } opt;
 
+/* The options many commands share, declared once. A command lists them in
+ * its own option table (the table's order is its help's order); where an
+ * option means something more specific in a command, the _AS form takes that
+ * help text. */
+#define OPT_MODEL(dst) OPT_MODEL_AS(dst, "checkpoint directory")
+#define OPT_MODEL_AS(dst, help) { "--model", OPT_STR, (dst), 0, "DIR", (help), 0 }
+#define OPT_DATA(dst) OPT_DATA_AS(dst, "evaluation token shard")
+#define OPT_DATA_AS(dst, help) { "--data", OPT_STR, (dst), 0, "FILE.bin", (help), 0 }
+#define OPT_DB(dst) OPT_DB_AS(dst, "SQLite index for the results")
+#define OPT_DB_AS(dst, help) { "--db", OPT_STR, (dst), 0, "FILE", (help), 0 }
+#define OPT_BATCH(dst) OPT_BATCH_AS(dst, "sequences per batch")
+#define OPT_BATCH_AS(dst, help) { "--batch", OPT_INT, (dst), 1, "B", (help), 0 }
+#define OPT_SEQ_LEN(dst) { "--seq-len", OPT_INT, (dst), 1, "T", "sequence length (default: min(n_ctx, 256))", 0 }
+#define OPT_MAX_BATCHES(dst) OPT_MAX_BATCHES_AS(dst, "evaluate N batches (0: all)")
+#define OPT_MAX_BATCHES_AS(dst, help) { "--max-batches", OPT_LONG, (dst), 0, "N", (help), 0 }
+#define OPT_THREADS(dst) { "--threads", OPT_INT, (dst), 0, "N", "threads (0: OpenMP's default)", 0 }
+#define OPT_JSON(dst) { "--json", OPT_FLAG, (dst), 0, NULL, "print one JSON object", 0 }
+
+/* A command's record. Each cli/cmd_*.c defines the records of its commands
+ * beside them (`const command cmd_NAME_record = { .name = ..., .run =
+ * cmd_NAME };`, declared at the end of this header) and main.c lists
+ * pointers to the records in the order `headscope help` shows them. Adding
+ * a command: cli/cmd_NAME.c with its function and record, the record's
+ * declaration here, a pointer in main.c's COMMANDS, the file in
+ * CMakeLists.txt's headscope_cli sources. */
 typedef struct {
     const char *name;
     const char *summary;
@@ -60,6 +94,17 @@ void progress_finish(progress *p);
 /* An hs_progress_fn over a progress bar (ctx): sets its total, draws done. */
 void progress_cb(void *bar, size_t done, size_t total);
 double now_seconds(void);
+
+/* A progress bar per phase of a library study (hs_study_io in study.h):
+ * each phase label finishes the previous bar and starts the next. */
+typedef struct {
+    progress bar; /* first: progress_cb reads the ctx as a progress bar */
+    int active;
+} phase_bars;
+
+/* The study io over bars: phases and progress drawn on stderr, stopped by
+ * cli_stop_requested when stoppable. */
+struct hs_study_io cli_study_io(phase_bars *bars, int stoppable);
 
 /* SIGINT/SIGTERM set this; long commands poll it and stop cleanly. */
 extern volatile sig_atomic_t cli_stop_requested;
@@ -102,6 +147,24 @@ int cmd_induction(int argc, char **argv);
 int cmd_patterns(int argc, char **argv);
 int cmd_experiment(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+
+/* The command records, each defined in its cli/cmd_*.c (plot's and
+ * report's still in main.c). */
+extern const command cmd_info_record;
+extern const command cmd_tokens_record;
+extern const command cmd_train_record;
+extern const command cmd_eval_record;
+extern const command cmd_capture_record;
+extern const command cmd_maps_record;
+extern const command cmd_plot_record;
+extern const command cmd_ablate_record;
+extern const command cmd_importance_record;
+extern const command cmd_prune_record;
+extern const command cmd_induction_record;
+extern const command cmd_patterns_record;
+extern const command cmd_experiment_record;
+extern const command cmd_report_record;
+extern const command cmd_kv_bytes_record;
 
 /* Each command's help is printed by re-running its option table with
  * --help; the commands call this when they see it. */

@@ -1,6 +1,5 @@
 /* capture and maps: stream per-head maps to HDF5 (SPEC §6) and inspect a
  * map file. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,231 +9,103 @@
 #include "cli.h"
 #include "index.h"
 #include "maps.h"
-#include "recorder.h"
-#include "sha256.h"
+#include "study.h"
 #include "tokens.h"
 
-/* "0,2,5" -> list of distinct entries in [0, limit), nothing else in the
- * text. Returns the count or -1. */
-static int parse_list(const char *s, int *out, int max, int limit)
+static void print_capture(const hs_capture_opts *o, const hs_capture_result *r, const char *db,
+                          long long run_id, int json)
 {
-    int n = 0;
-    while (*s) {
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (end == s || errno || v < 0 || v >= limit || n == max)
-            return -1;
-        for (int i = 0; i < n; i++)
-            if (out[i] == v)
-                return -1;
-        out[n++] = (int)v;
-        s = end;
-        if (*s == ',' && s[1])
-            s++;
-        else if (*s)
-            return -1;
+    struct stat sb;
+    const uint64_t bytes = stat(o->out, &sb) ? 0 : (uint64_t)sb.st_size;
+    if (json) {
+        printf("{\"out\":");
+        json_string(stdout, o->out);
+        if (db)
+            printf(",\"run_id\":%lld", run_id);
+        printf(",\"sequences\":%zu,\"seconds\":%.3f,\"bytes\":%llu}\n", r->sequences,
+               r->seconds, (unsigned long long)bytes);
+    } else {
+        printf("captured %zu sequences into %s (%.1f MB, %.2f s)\n", r->sequences, o->out,
+               bytes / 1e6, r->seconds);
+        if (db)
+            printf("run %lld recorded in %s\n", run_id, db);
     }
-    return n;
 }
-
-typedef struct {
-    const hs_tokens *tok;
-    int B, T;
-    int32_t *targets; /* unused by capture, needed by hs_batch_at */
-} batch_src;
-
-static int next_batch(void *ctx, size_t i, int32_t *inputs)
-{
-    batch_src *b = ctx;
-    hs_batch_at(b->tok, i * (size_t)b->B * b->T, b->B, b->T, inputs, b->targets);
-    return HS_OK;
-}
-
 
 int cmd_capture(int argc, char **argv)
 {
-    const char *model = NULL, *data = NULL, *out = NULL, *layers_s = NULL, *heads_s = NULL,
-               *queries_s = NULL, *dtype = "f32", *db = NULL;
-    int B = 4, T = 0, threads = 0, compress = 0, force = 0, json = 0;
+    const char *model = NULL, *data = NULL, *dtype = "f32", *db = NULL;
+    int threads = 0, json = 0;
     long max_batches = 0;
+    hs_capture_opts co = { .batch = 4 };
     opt o[] = {
-        { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory", 0 },
-        { "--data", OPT_STR, &data, 0, "FILE.bin", "token shard (SPEC §4)", 0 },
-        { "--out", OPT_STR, &out, 0, "FILE.h5", "map file to write", 0 },
-        { "--layers", OPT_STR, &layers_s, 0, "L,L,...", "layers to capture (default: all)", 0 },
-        { "--heads", OPT_STR, &heads_s, 0, "H,H,...", "heads to capture in each layer (default: all)", 0 },
-        { "--queries", OPT_STR, &queries_s, 0, "A:B", "query rows [A, B) (default: all)", 0 },
+        OPT_MODEL(&model),
+        OPT_DATA_AS(&data, "token shard (SPEC §4)"),
+        { "--out", OPT_STR, &co.out, 0, "FILE.h5", "map file to write", 0 },
+        { "--layers", OPT_STR, &co.layers, 0, "L,L,...", "layers to capture (default: all)", 0 },
+        { "--heads", OPT_STR, &co.heads, 0, "H,H,...", "heads to capture in each layer (default: all)", 0 },
+        { "--queries", OPT_STR, &co.queries, 0, "A:B", "query rows [A, B) (default: all)", 0 },
         { "--dtype", OPT_STR, &dtype, 0, "f32|f16", "storage type", 0 },
-        { "--compress", OPT_INT, &compress, 0, "N", "shuffle + deflate level 1-9 (0: off)", 0 },
-        { "--batch", OPT_INT, &B, 1, "B", "sequences per forward", 0 },
-        { "--seq-len", OPT_INT, &T, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
-        { "--max-batches", OPT_LONG, &max_batches, 0, "N", "stop after N batches (0: all)", 0 },
-        { "--threads", OPT_INT, &threads, 0, "N", "threads (0: OpenMP's default)", 0 },
-        { "--force", OPT_FLAG, &force, 0, NULL, "overwrite an existing output", 0 },
-        { "--db", OPT_STR, &db, 0, "FILE", "record the run and the map file (artifact) in this index", 0 },
-        { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
+        { "--compress", OPT_INT, &co.compress, 0, "N", "shuffle + deflate level 1-9 (0: off)", 0 },
+        OPT_BATCH_AS(&co.batch, "sequences per forward"),
+        OPT_SEQ_LEN(&co.seq_len),
+        OPT_MAX_BATCHES_AS(&max_batches, "stop after N batches (0: all)"),
+        OPT_THREADS(&threads),
+        { "--force", OPT_FLAG, &co.force, 0, NULL, "overwrite an existing output", 0 },
+        OPT_DB_AS(&db, "record the run and the map file (artifact) in this index"),
+        OPT_JSON(&json),
     };
     int rc = opts_parse("capture", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!model || !data || !out)
+    if (!model || !data || !co.out)
         return usage_error("capture", "--model DIR, --data FILE and --out FILE.h5 are required");
-    int half = !strcmp(dtype, "f16");
-    if (!half && strcmp(dtype, "f32"))
+    co.half = !strcmp(dtype, "f16");
+    if (!co.half && strcmp(dtype, "f32"))
         return usage_error("capture", "--dtype must be f32 or f16, not '%s'", dtype);
-    if (compress > 9)
+    if (co.compress > 9)
         return usage_error("capture", "--compress must be 0..9");
     if (threads)
         hs_set_threads(threads);
-
+    co.max_batches = (size_t)max_batches, co.model_dir = model, co.data_path = data;
     hs_model m;
+    hs_capture_plan plan;
     if (hs_checkpoint_load(&m, model))
         return run_error("capture");
-    const hs_model_config *c = &m.cfg;
-    if (!T)
-        T = c->n_ctx < 256 ? c->n_ctx : 256;
-    unsigned char layer_on[HS_MAX_LAYERS] = { 0 };
-    int list[HS_MAX_LAYERS], heads[1024], nheads = 0, q0 = 0, q1 = T;
-    char bad[200] = "";
-    if (layers_s) {
-        int n = parse_list(layers_s, list, HS_MAX_LAYERS, c->n_layer);
-        for (int i = 0; i < n; i++)
-            layer_on[list[i]] = 1;
-        if (n <= 0)
-            snprintf(bad, sizeof bad, "--layers '%s': distinct indices 0..%d expected (the model "
-                     "has %d layers)", layers_s, c->n_layer - 1, c->n_layer);
-    } else {
-        memset(layer_on, 1, (size_t)c->n_layer);
-    }
-    int min_heads = 1 << 30;
-    for (int l = 0; l < c->n_layer; l++)
-        if (layer_on[l] && c->n_head[l] < min_heads)
-            min_heads = c->n_head[l];
-    int used = 0;
-    if (!*bad && heads_s && (nheads = parse_list(heads_s, heads, 1024, min_heads)) <= 0)
-        snprintf(bad, sizeof bad, "--heads '%s': distinct indices 0..%d expected (the smallest "
-                 "captured layer has %d heads)", heads_s, min_heads - 1, min_heads);
-    if (!*bad && queries_s &&
-        (sscanf(queries_s, "%d:%d%n", &q0, &q1, &used) != 2 || queries_s[used] || q0 < 0 ||
-         q1 > T || q0 >= q1))
-        snprintf(bad, sizeof bad, "--queries '%s': A:B with 0 <= A < B <= %d expected",
-                 queries_s, T);
-    if (!*bad && c->pos == HS_POS_LEARNED && T > c->n_ctx)
-        snprintf(bad, sizeof bad, "--seq-len %d exceeds the model's n_ctx=%d", T, c->n_ctx);
-    if (*bad) {
+    if (hs_capture_check(&plan, &co, &m.cfg)) {
         hs_model_free(&m);
-        return usage_error("capture", "%s", bad);
+        return usage_error("capture", "%s", hs_last_error());
     }
-
-    hs_tokens tok;
-    if (hs_tokens_read(&tok, data)) {
-        hs_model_free(&m);
-        return run_error("capture");
-    }
-    size_t nb = 0;
-    if (hs_batches_to_run(&tok, B, T, (size_t)max_batches, &nb))
-        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", data, B, T);
-    char model_sha[65] = "", data_sha[65] = "", path[1100];
+    hs_tokens tok = { 0 };
+    size_t nb;
+    char path[1100];
     snprintf(path, sizeof path, "%s/model.safetensors", model);
-    char cfg_path[1100];
-    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", model);
-    char *config_text = NULL;
-    /* a recorded run has hashed model and data already: hash them once */
     cli_run run = { 0 };
-    if (!rc && cli_run_begin(&run, db, 0, "capture", model, path, data, argc, argv))
-        rc = HS_EIO;
-    if (!rc && run.ix) {
-        memcpy(model_sha, run.model_sha, sizeof model_sha);
-        memcpy(data_sha, run.data_sha, sizeof data_sha);
-    } else if (!rc) {
-        rc = hs_sha256_file(path, model_sha, NULL);
-        if (!rc)
-            rc = hs_sha256_file(data, data_sha, NULL);
-    }
-    if (!rc && !(config_text = hs_read_text(cfg_path, 1 << 20)))
-        rc = HS_EIO;
+    rc = hs_tokens_read(&tok, data) || hs_capture_batches(&nb, &co, &tok) ||
+         cli_run_begin(&run, db, 0, "capture", model, path, data, argc, argv);
+    /* a recorded run has hashed model and data already: hash them once */
+    co.model_sha = run.ix ? run.model_sha : NULL, co.data_sha = run.ix ? run.data_sha : NULL;
     /* Handlers before the temporary file exists: a Ctrl-C from here on stops
      * cleanly and removes it. */
     cli_install_signal_handlers();
-    hs_maps_writer *w = NULL;
-    hs_maps_meta meta = { model_sha, config_text, data, data_sha, T, half, compress };
+    hs_capture_result r;
+    phase_bars bars;
+    hs_study_io io = cli_study_io(&bars, 1);
     if (!rc)
-        rc = hs_maps_create(&w, out, &meta, force);
-    for (int l = 0; !rc && l < c->n_layer; l++) {
-        if (!layer_on[l])
-            continue;
-        int all[1024];
-        for (int h = 0; h < c->n_head[l]; h++)
-            all[h] = h;
-        rc = hs_maps_add_layer(w, l, nheads ? nheads : c->n_head[l], nheads ? heads : all, q0,
-                               q1 - q0);
-    }
-    free(config_text);
-    if (!rc && cli_stop_requested)
-        rc = hs_fail(HS_EINTR, "interrupted before the first batch");
-    if (rc) {
-        hs_maps_abort(w);
-        hs_tokens_free(&tok);
-        hs_model_free(&m);
-        run_error("capture");
-        cli_run_end(&run, 0, NULL);
-        return EXIT_FAILURE_RUN;
-    }
-
-    int32_t *targets = hs_calloc((size_t)B * T, sizeof(int32_t), "targets");
-    batch_src src = { &tok, B, T, targets };
-    hs_map_sink sink = hs_maps_sink(w);
-    progress bar;
-    progress_start(&bar, "capture", (long)nb);
-    hs_record_opts ro = { B, T, nb, layer_on, &cli_stop_requested, progress_cb, &bar };
-    double t0 = now_seconds();
-    rc = targets ? hs_record(&m, next_batch, &src, &sink, &ro) : HS_ENOMEM;
-    double secs = now_seconds() - t0;
-    progress_finish(&bar);
-    free(targets);
+        rc = hs_capture(&r, &m, &tok, co, &io);
     hs_tokens_free(&tok);
     hs_model_free(&m);
-    if (rc) {
-        hs_maps_abort(w); /* nothing half-written is left behind */
-        if (rc == HS_EINTR)
-            fprintf(stderr, "headscope: capture: %s; %s was not written\n", hs_last_error(), out);
-        else
-            run_error("capture");
-        cli_run_end(&run, 0, NULL);
-        return EXIT_FAILURE_RUN;
-    }
-    rc = hs_maps_finish(w);
     /* the finished file, by its absolute path, as the run's artifact */
-    char maps_sha[65] = "", *abs_out = rc ? NULL : realpath(out, NULL);
-    uint64_t bytes = 0;
-    if (!rc && run.ix)
-        rc = hs_sha256_file(out, maps_sha, &bytes);
-    if (!rc && run.ix)
-        rc = hs_index_artifact_add(run.ix, run.run_id, abs_out ? abs_out : out, maps_sha,
-                                   (int64_t)bytes, 1);
+    char *abs_out = rc ? NULL : realpath(co.out, NULL);
+    if (!rc)
+        rc = hs_study_record_artifact(run.ix, run.run_id, abs_out ? abs_out : co.out);
     free(abs_out);
-    long long run_id = run.run_id;
     if (rc)
         run_error("capture");
     cli_run_end(&run, rc == HS_OK, NULL);
     if (rc)
         return EXIT_FAILURE_RUN;
-    struct stat sb;
-    bytes = stat(out, &sb) ? 0 : (uint64_t)sb.st_size;
-    if (json) {
-        printf("{\"out\":");
-        json_string(stdout, out);
-        if (db)
-            printf(",\"run_id\":%lld", run_id);
-        printf(",\"sequences\":%zu,\"seconds\":%.3f,\"bytes\":%llu}\n", nb * B, secs,
-               (unsigned long long)bytes);
-    } else {
-        printf("captured %zu sequences into %s (%.1f MB, %.2f s)\n", nb * B, out, bytes / 1e6,
-               secs);
-        if (db)
-            printf("run %lld recorded in %s\n", run_id, db);
-    }
+    print_capture(&co, &r, db, run.run_id, json);
     return 0;
 }
 
@@ -302,3 +173,23 @@ int cmd_maps(int argc, char **argv)
     }
     return 0;
 }
+
+const command cmd_capture_record = {
+    .name = "capture",
+    .summary = "Run forwards and stream every per-head attention map to HDF5 (SPEC §6).",
+    .usage = "headscope capture --model DIR --data FILE --out FILE.h5 [options]",
+    .details = "The file is written under a temporary name and renamed when complete; Ctrl-C\n"
+        "stops cleanly and leaves nothing. Memory holds one batch's maps of one layer.\n\n"
+        "example: headscope capture --model runs/tiny --data val.bin --out maps.h5 \\\n"
+        "           --batch 4 --seq-len 64 --max-batches 8 --dtype f16\n",
+    .run = cmd_capture,
+};
+
+const command cmd_maps_record = {
+    .name = "maps",
+    .summary = "List what a map file holds (layers, shapes, dtype, provenance) and check it.",
+    .usage = "headscope maps FILE.h5 [--json]",
+    .details = "Exits 1 when the file is not marked complete.\n\n"
+        "example: headscope maps maps.h5\n",
+    .run = cmd_maps,
+};

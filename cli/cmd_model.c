@@ -9,8 +9,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "eval.h"
-#include "index.h"
-#include "sha256.h"
+#include "study.h"
 #include "tokens.h"
 #include "train.h"
 
@@ -85,6 +84,40 @@ static int exists(const char *path)
     return stat(path, &sb) == 0;
 }
 
+/* The bytes of file `in` as tokens (malloc'd): 0, or the exit status with
+ * the error printed. */
+static int read_bytes(const char *in, int32_t **out, size_t *count)
+{
+    FILE *f = fopen(in, "rb");
+    if (!f) {
+        fprintf(stderr, "headscope: tokens: %s: cannot open: %s\n", in, strerror(errno));
+        return EXIT_FAILURE_RUN;
+    }
+    size_t cap = 1 << 20, n = 0;
+    int32_t *tok = malloc(sizeof(int32_t) * cap);
+    int ch;
+    while (tok && (ch = fgetc(f)) != EOF) {
+        if (n == cap) {
+            int32_t *grown = realloc(tok, sizeof(int32_t) * (cap *= 2));
+            if (!grown)
+                free(tok);
+            tok = grown;
+            if (!tok)
+                break;
+        }
+        tok[n++] = ch;
+    }
+    int read_error = ferror(f);
+    fclose(f);
+    if (!tok || read_error) {
+        free(tok);
+        fprintf(stderr, "headscope: tokens: %s: %s\n", in, tok ? "read failed" : "out of memory");
+        return EXIT_FAILURE_RUN;
+    }
+    *out = tok, *count = n;
+    return 0;
+}
+
 int cmd_tokens(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *len_s = NULL;
@@ -122,32 +155,10 @@ int cmd_tokens(int argc, char **argv)
         fprintf(stderr, "headscope: tokens: %s exists (use --force to overwrite)\n", out);
         return EXIT_FAILURE_RUN;
     }
-    FILE *f = fopen(in, "rb");
-    if (!f) {
-        fprintf(stderr, "headscope: tokens: %s: cannot open: %s\n", in, strerror(errno));
-        return EXIT_FAILURE_RUN;
-    }
-    size_t cap = 1 << 20, n = 0;
-    int32_t *tok = malloc(sizeof(int32_t) * cap);
-    int ch;
-    while (tok && (ch = fgetc(f)) != EOF) {
-        if (n == cap) {
-            int32_t *grown = realloc(tok, sizeof(int32_t) * (cap *= 2));
-            if (!grown)
-                free(tok);
-            tok = grown;
-            if (!tok)
-                break;
-        }
-        tok[n++] = ch;
-    }
-    int read_error = ferror(f);
-    fclose(f);
-    if (!tok || read_error) {
-        free(tok);
-        fprintf(stderr, "headscope: tokens: %s: %s\n", in, tok ? "read failed" : "out of memory");
-        return EXIT_FAILURE_RUN;
-    }
+    int32_t *tok;
+    size_t n;
+    if ((rc = read_bytes(in, &tok, &n)))
+        return rc;
     size_t planted = 0;
     if (share > 0 && n < (size_t)T)
         rc = hs_fail(HS_EINVAL, "%s: %zu bytes hold no sequence of %d", in, n, T);
@@ -238,79 +249,143 @@ int cmd_eval(int argc, char **argv)
 
 typedef struct {
     progress bar;
-    long tokens_per_step;
-    cli_run run; /* the index run, when --db */
-    hs_curve_point pending[64];
-    int npending;
     int json;
-    double last_loss;
-    int index_failed;
 } train_ctx;
 
-static void flush_curve(train_ctx *t, const char *curve)
-{
-    if (t->run.ix && t->npending && !t->index_failed &&
-        hs_index_curve_add(t->run.ix, t->run.run_id, curve, t->pending, t->npending))
-        t->index_failed = 1;
-    t->npending = 0;
-}
-
-static void train_step(void *ctx, long step, double loss, double lr)
+static void train_step(void *ctx, long step, double loss, double tokens_per_s)
 {
     train_ctx *t = ctx;
-    (void)lr;
-    t->last_loss = loss;
-    double el = now_seconds() - t->bar.start;
     char extra[96];
-    snprintf(extra, sizeof extra, "loss %.4f, %.0f tok/s", loss,
-             el > 0 ? step * t->tokens_per_step / el : 0.0);
+    snprintf(extra, sizeof extra, "loss %.4f, %.0f tok/s", loss, tokens_per_s);
     progress_update(&t->bar, step, extra);
-    if (t->run.ix) {
-        t->pending[t->npending++] = (hs_curve_point){ step, (double)step * t->tokens_per_step, loss };
-        if (t->npending == 64)
-            flush_curve(t, "train_loss");
-    }
 }
 
 static void train_val(void *ctx, long step, double loss, double se)
 {
     train_ctx *t = ctx;
-    flush_curve(t, "train_loss");
     if (!t->bar.enabled && !t->json)
         fprintf(stderr, "step %ld: val loss %.4f ± %.4f\n", step, loss, se);
-    if (t->run.ix && !t->index_failed) {
-        hs_curve_point p = { step, (double)step * t->tokens_per_step, loss };
-        if (hs_index_curve_add(t->run.ix, t->run.run_id, "val_loss", &p, 1))
-            t->index_failed = 1;
+}
+
+/* The model to train: a preset with its overrides, randomly initialised
+ * from seed, or a checkpoint. 0 or the exit status (the error printed). */
+static int train_model(hs_model *m, const char *preset, const char **overrides, int noverrides,
+                       long seed, const char *init)
+{
+    if (!preset)
+        return hs_checkpoint_load(m, init) ? run_error("train") : 0;
+    hs_model_config c;
+    if (hs_config_preset(&c, preset))
+        return usage_error("train", "%s", hs_last_error());
+    for (int i = 0; i < noverrides; i++)
+        if (hs_config_override(&c, overrides[i]))
+            return usage_error("train", "%s", hs_last_error());
+    if (hs_model_init(m, &c))
+        return run_error("train");
+    hs_model_init_random(m, (unsigned long long)seed);
+    return 0;
+}
+
+/* Reads and checks the training and validation shards, and makes the
+ * output directory: everything that could fail after training is checked
+ * before it. HS_OK or a status with the message set. */
+static int train_data(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const char *data,
+                      const char *val, int B, int T, const char *out)
+{
+    if (hs_tokens_read(tok, data))
+        return HS_EIO;
+    for (size_t i = 0; i < tok->n; i++)
+        if (tok->tok[i] >= m->cfg.vocab_size)
+            return hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the model's vocabulary of "
+                           "%d", data, tok->tok[i], i, m->cfg.vocab_size);
+    if (val && hs_tokens_read(vtok, val))
+        return HS_EIO;
+    const char *too_short = !hs_batch_count(tok, B, T)              ? data
+                            : val && !hs_batch_count(vtok, B, T) ? val
+                                                                  : NULL;
+    if (too_short)
+        return hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", too_short, B, T);
+    return hs_mkdirs(out);
+}
+
+static void print_train(const hs_train_result *r, const hs_train_opts *to, const char *out,
+                        const char *db, long long run_id, int json)
+{
+    const double tps = to->steps * (double)to->B * to->T / r->seconds;
+    if (json) {
+        printf("{\"out\":");
+        json_string(stdout, out);
+        printf(",\"steps\":%ld,\"final_loss\":%.9g,\"tokens_per_s\":%.1f", to->steps,
+               r->final_loss, tps);
+        if (db)
+            printf(",\"run_id\":%lld", run_id);
+        printf("}\n");
+    } else {
+        printf("trained %ld steps (%.0f tokens/s), final loss %.4f; saved %s\n", to->steps, tps,
+               r->final_loss, out);
     }
+}
+
+/* Runs the study into the run and reports its end: the exit status. */
+static int train_run(hs_model *m, const hs_tokens *tok, hs_train_study_opts *so, cli_run *run,
+                     const char *db, int json)
+{
+    train_ctx ctx = { .json = json };
+    so->ix = run->ix, so->run_id = run->run_id;
+    so->on_step = train_step, so->on_val = train_val, so->ctx = &ctx;
+    so->train.stop = &cli_stop_requested;
+    cli_install_signal_handlers();
+    hs_train_result r;
+    progress_start(&ctx.bar, "train", so->train.steps);
+    int rc = hs_train_study(&r, m, tok, so);
+    progress_finish(&ctx.bar);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", hs_last_error());
+    cli_run_end(run, rc == HS_OK, r.saved ? r.model_sha : NULL);
+    if (rc == HS_EINTR && r.saved) {
+        fprintf(stderr, "headscope: train: %s; the last completed step is saved in %s\n", msg,
+                so->out);
+        return EXIT_FAILURE_RUN;
+    }
+    if (rc) {
+        fprintf(stderr, "headscope: train: %s\n", msg);
+        return EXIT_FAILURE_RUN;
+    }
+    if (r.curve_failed)
+        fprintf(stderr, "headscope: train: warning: some curve points were not recorded in %s\n",
+                db);
+    print_train(&r, &so->train, so->out, db, run->run_id, json);
+    return 0;
 }
 
 int cmd_train(int argc, char **argv)
 {
-    const char *out = NULL, *preset = NULL, *init = NULL, *data = NULL, *val = NULL, *db = NULL;
-    int B = 4, T = 0, threads = 0, json = 0, force = 0;
-    long steps = 100, warmup = 0, val_every = 0, val_batches = 8, seed = 1;
-    double lr = 1e-3, wd = 0, clip = 0;
+    const char *preset = NULL, *init = NULL, *data = NULL, *val = NULL, *db = NULL;
+    int threads = 0, json = 0, force = 0;
+    long seed = 1;
+    hs_train_study_opts so = { .train = { .B = 4, .steps = 100, .lr = 1e-3, .val_batches = 8 } };
+    hs_train_opts *to = &so.train;
+    long val_batches = 8;
     opt o[] = {
-        { "--out", OPT_STR, &out, 0, "DIR", "where the trained checkpoint is written", 0 },
+        { "--out", OPT_STR, &so.out, 0, "DIR", "where the trained checkpoint is written", 0 },
         { "--preset", OPT_STR, &preset, 0, "P", "gpt2, llama, attn-only or tinylm; KEY=VALUE arguments override its config.json fields", 0 },
         { "--init", OPT_STR, &init, 0, "DIR", "start from this checkpoint instead of a preset", 0 },
-        { "--data", OPT_STR, &data, 0, "FILE.bin", "training token shard", 0 },
-        { "--steps", OPT_LONG, &steps, 1, "N", "optimizer steps", 0 },
-        { "--batch", OPT_INT, &B, 1, "B", "sequences per step", 0 },
-        { "--seq-len", OPT_INT, &T, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
-        { "--lr", OPT_DOUBLE, &lr, 0, "LR", "learning rate (constant unless --warmup)", 0 },
+        OPT_DATA_AS(&data, "training token shard"),
+        { "--steps", OPT_LONG, &to->steps, 1, "N", "optimizer steps", 0 },
+        OPT_BATCH_AS(&to->B, "sequences per step"),
+        OPT_SEQ_LEN(&to->T),
+        { "--lr", OPT_DOUBLE, &to->lr, 0, "LR", "learning rate (constant unless --warmup)", 0 },
         { "--seed", OPT_LONG, &seed, 0, "S", "seed of the preset's random initialisation", 0 },
-        { "--weight-decay", OPT_DOUBLE, &wd, 0, "W", "> 0 selects AdamW with this decay", 0 },
-        { "--clip", OPT_DOUBLE, &clip, 0, "C", "clip the global gradient norm (0: off)", 0 },
-        { "--warmup", OPT_LONG, &warmup, 0, "N", "linear learning-rate warmup steps (0: off)", 0 },
+        { "--weight-decay", OPT_DOUBLE, &to->weight_decay, 0, "W", "> 0 selects AdamW with this decay", 0 },
+        { "--clip", OPT_DOUBLE, &to->clip, 0, "C", "clip the global gradient norm (0: off)", 0 },
+        { "--warmup", OPT_LONG, &to->warmup, 0, "N", "linear learning-rate warmup steps (0: off)", 0 },
         { "--val", OPT_STR, &val, 0, "FILE.bin", "validation shard", 0 },
-        { "--val-every", OPT_LONG, &val_every, 0, "N", "validate every N steps (default: steps/10)", 0 },
+        { "--val-every", OPT_LONG, &to->val_every, 0, "N", "validate every N steps (default: steps/10)", 0 },
         { "--val-batches", OPT_LONG, &val_batches, 0, "N", "validation batches (0: all)", 0 },
-        { "--db", OPT_STR, &db, 0, "FILE", "SQLite index for the run and its loss curves", 0 },
-        { "--threads", OPT_INT, &threads, 0, "N", "threads (0: OpenMP's default)", 0 },
+        OPT_DB_AS(&db, "SQLite index for the run and its loss curves"),
+        OPT_THREADS(&threads),
         { "--force", OPT_FLAG, &force, 0, NULL, "overwrite an existing checkpoint in --out", 0 },
-        { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
+        OPT_JSON(&json),
     };
     const char *overrides[64];
     int noverrides = 0;
@@ -318,137 +393,87 @@ int cmd_train(int argc, char **argv)
                         &noverrides);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!out || !data)
+    if (!so.out || !data)
         return usage_error("train", "--out DIR and --data FILE are required");
     if (!preset == !init)
         return usage_error("train", "give exactly one of --preset P and --init DIR");
     if (init && noverrides)
         return usage_error("train", "KEY=VALUE overrides apply to --preset only");
-    if (!(lr > 0))
+    if (!(to->lr > 0))
         return usage_error("train", "--lr must be positive");
     char target[1100];
-    snprintf(target, sizeof target, "%s/model.safetensors", out);
+    snprintf(target, sizeof target, "%s/model.safetensors", so.out);
     if (exists(target) && !force) {
         fprintf(stderr, "headscope: train: %s exists (use --force to overwrite)\n", target);
         return EXIT_FAILURE_RUN;
     }
     if (threads)
         hs_set_threads(threads);
-
     hs_model m;
-    if (preset) {
-        hs_model_config c;
-        if (hs_config_preset(&c, preset))
-            return usage_error("train", "%s", hs_last_error());
-        for (int i = 0; i < noverrides; i++)
-            if (hs_config_override(&c, overrides[i]))
-                return usage_error("train", "%s", hs_last_error());
-        if (hs_model_init(&m, &c))
-            return run_error("train");
-        hs_model_init_random(&m, (unsigned long long)seed);
-    } else if (hs_checkpoint_load(&m, init)) {
-        return run_error("train");
-    }
-    if (!T)
-        T = m.cfg.n_ctx < 256 ? m.cfg.n_ctx : 256;
-    if (m.cfg.pos == HS_POS_LEARNED && T > m.cfg.n_ctx) {
+    if ((rc = train_model(&m, preset, overrides, noverrides, seed, init)))
+        return rc;
+    if (!to->T)
+        to->T = m.cfg.n_ctx < 256 ? m.cfg.n_ctx : 256;
+    if (m.cfg.pos == HS_POS_LEARNED && to->T > m.cfg.n_ctx) {
         int n_ctx = m.cfg.n_ctx;
         hs_model_free(&m);
-        return usage_error("train", "--seq-len %d exceeds the model's n_ctx=%d", T, n_ctx);
+        return usage_error("train", "--seq-len %d exceeds the model's n_ctx=%d", to->T, n_ctx);
     }
-    hs_tokens tok, vtok = { 0 };
-    if (hs_tokens_read(&tok, data)) {
-        hs_model_free(&m);
-        return run_error("train");
-    }
-    for (size_t i = 0; i < tok.n; i++)
-        if (tok.tok[i] >= m.cfg.vocab_size) {
-            hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the model's vocabulary of %d", data,
-                    tok.tok[i], i, m.cfg.vocab_size);
-            hs_tokens_free(&tok);
-            hs_model_free(&m);
-            return run_error("train");
-        }
-    if (val && hs_tokens_read(&vtok, val)) {
-        hs_tokens_free(&tok);
-        hs_model_free(&m);
-        return run_error("train");
-    }
-    /* Everything that could fail after training is checked before it. */
-    const char *too_short = !hs_batch_count(&tok, B, T)              ? data
-                            : val && !hs_batch_count(&vtok, B, T) ? val
-                                                                   : NULL;
-    rc = HS_OK;
-    if (too_short)
-        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", too_short, B, T);
-    else
-        rc = hs_mkdirs(out);
-    if (rc) {
-        hs_tokens_free(&tok);
-        hs_tokens_free(&vtok);
-        hs_model_free(&m);
-        return run_error("train");
-    }
-
-    train_ctx ctx = { .tokens_per_step = (long)B * T, .json = json };
+    hs_tokens tok = { 0 }, vtok = { 0 };
+    to->val = val ? &vtok : NULL, to->val_batches = (size_t)val_batches;
+    to->val_every = to->val_every ? to->val_every : (to->steps >= 10 ? to->steps / 10 : 1);
+    cli_run run = { 0 };
     /* The model a training run produces is recorded when it finishes. */
-    if (cli_run_begin(&ctx.run, db, 0, "train", out, NULL, data, argc, argv)) {
-        hs_tokens_free(&tok);
-        hs_tokens_free(&vtok);
-        hs_model_free(&m);
-        return run_error("train");
-    }
-    cli_install_signal_handlers();
-    hs_train_opts to = { .B = B, .T = T, .steps = steps, .lr = lr, .weight_decay = wd,
-                         .clip = clip, .warmup = warmup, .val = val ? &vtok : NULL,
-                         .val_every = val_every ? val_every : (steps >= 10 ? steps / 10 : 1),
-                         .val_batches = (size_t)val_batches, .on_step = train_step,
-                         .on_val = train_val, .ctx = &ctx, .stop = &cli_stop_requested };
-    progress_start(&ctx.bar, "train", steps);
-    double t0 = now_seconds();
-    rc = hs_train(&m, &tok, &to);
-    double secs = now_seconds() - t0;
-    progress_finish(&ctx.bar);
-    flush_curve(&ctx, "train_loss");
-    int interrupted = rc == HS_EINTR;
-    char interrupt_msg[128];
-    snprintf(interrupt_msg, sizeof interrupt_msg, "%s", interrupted ? hs_last_error() : "");
-    /* An interrupted run still saves what it learned; a failed one does not. */
-    int save_rc = !rc || interrupted ? hs_checkpoint_save(&m, out) : rc;
-    char model_sha[65] = "";
-    uint64_t bytes = 0;
-    if (!save_rc)
-        save_rc = hs_sha256_file(target, model_sha, &bytes);
-    if (ctx.run.ix && !save_rc)
-        hs_index_artifact_add(ctx.run.ix, ctx.run.run_id, target, model_sha, (int64_t)bytes, 1);
-    long long run_id = ctx.run.run_id;
-    cli_run_end(&ctx.run, !rc && !save_rc, save_rc ? NULL : model_sha);
+    rc = train_data(&tok, &vtok, &m, data, val, to->B, to->T, so.out) ||
+                 cli_run_begin(&run, db, 0, "train", so.out, NULL, data, argc, argv)
+             ? run_error("train")
+             : train_run(&m, &tok, &so, &run, db, json);
     hs_tokens_free(&tok);
     hs_tokens_free(&vtok);
     hs_model_free(&m);
-    if (rc && !interrupted)
-        return run_error("train");
-    if (save_rc)
-        return run_error("train");
-    if (interrupted) {
-        fprintf(stderr, "headscope: train: %s; the last completed step is saved in %s\n",
-                interrupt_msg, out);
-        return EXIT_FAILURE_RUN;
-    }
-    if (ctx.index_failed)
-        fprintf(stderr, "headscope: train: warning: some curve points were not recorded in %s\n",
-                db);
-    if (json) {
-        printf("{\"out\":");
-        json_string(stdout, out);
-        printf(",\"steps\":%ld,\"final_loss\":%.9g,\"tokens_per_s\":%.1f", steps, ctx.last_loss,
-               steps * (double)B * T / secs);
-        if (db)
-            printf(",\"run_id\":%lld", run_id);
-        printf("}\n");
-    } else {
-        printf("trained %ld steps (%.0f tokens/s), final loss %.4f; saved %s\n", steps,
-               steps * (double)B * T / secs, ctx.last_loss, out);
-    }
-    return 0;
+    return rc;
 }
+
+const command cmd_info_record = {
+    .name = "info",
+    .summary = "Describe a checkpoint: configuration, parameters, heads per layer, KV-cache bytes.",
+    .usage = "headscope info --model DIR [--json]",
+    .details = "example: headscope info --model runs/tiny\n",
+    .run = cmd_info,
+};
+
+const command cmd_tokens_record = {
+    .name = "tokens",
+    .summary = "Write a byte-level token shard (vocabulary 256) from any file.",
+    .usage = "headscope tokens --in TEXT --out FILE.bin [options]",
+    .details = "With --repeat-share P --seq-len T the bytes are read as sequences of T (the\n"
+        "ones a batch of T reads) and a share P of them gets a segment (--repeat-len,\n"
+        "default 8:T/2 tokens) copied right after itself, at a random place; with\n"
+        "--random-share Q a share Q of those segments is uniform random bytes first,\n"
+        "so only copying can predict the repeat: data on which induction heads form.\n\n"
+        "example: headscope tokens --in corpus.txt --out corpus.bin\n"
+        "example: headscope tokens --in corpus.txt --out mixed.bin --repeat-share 0.5 --seq-len 64\n",
+    .run = cmd_tokens,
+};
+
+const command cmd_train_record = {
+    .name = "train",
+    .summary = "Train a model from a preset or a checkpoint with Adam (AdamW with --weight-decay).",
+    .usage = "headscope train --out DIR (--preset P [KEY=VALUE ...] | --init DIR) --data FILE [options]",
+    .details = "Batches follow llm.c: step i reads B*T+1 tokens from i*B*T, wrapping to the start.\n"
+        "The loss is the mean over the batch's B*T targets. Defaults add nothing unasked:\n"
+        "constant learning rate, no clipping, no decay. Ctrl-C stops after the current step\n"
+        "and saves it (exit 1).\n\n"
+        "example: headscope train --preset attn-only n_layer=2 n_head=4 --data corpus.bin \\\n"
+        "           --out runs/tiny --steps 500 --batch 8 --seq-len 64 --val val.bin --db runs.db\n",
+    .run = cmd_train,
+};
+
+const command cmd_eval_record = {
+    .name = "eval",
+    .summary = "Mean next-token loss of a model on a token shard, with its standard error.",
+    .usage = "headscope eval --model DIR --data FILE [options]",
+    .details = "stderr is the sample standard deviation of per-sequence mean losses over sqrt(n).\n\n"
+        "example: headscope eval --model runs/tiny --data val.bin --batch 8 --seq-len 64 --json\n",
+    .run = cmd_eval,
+};

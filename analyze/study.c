@@ -1,0 +1,96 @@
+/* The pieces every study shares (study.h). */
+#include "study.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "sha256.h"
+#include "transformer.h"
+
+int hs_control_model(hs_model *ctrl, const hs_model_config *c, unsigned long long seed)
+{
+    const int rc = hs_model_init(ctrl, c);
+    if (!rc)
+        hs_model_init_random(ctrl, seed + 1000003ULL);
+    return rc;
+}
+
+int hs_study_record(hs_index *ix, int64_t run_id, const hs_head_table *t,
+                    const hs_study_curve *curves, int n_curves)
+{
+    if (!ix)
+        return HS_OK;
+    int rc = t && t->n ? hs_index_metrics_add(ix, run_id, t->rows, t->n) : HS_OK;
+    for (int i = 0; !rc && i < n_curves; i++)
+        rc = hs_index_curve_add(ix, run_id, curves[i].name, curves[i].points, curves[i].n);
+    return rc;
+}
+
+static double seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int hs_forward_ms(double *ms, const hs_model *m, const hs_tokens *tok, int B, int T)
+{
+    *ms = -1;
+    hs_acts a;
+    int rc = hs_acts_alloc(&a, &m->cfg, B, T, HS_ACTS_INFER);
+    if (rc)
+        return rc;
+    int32_t *in = hs_calloc((size_t)B * T, sizeof(int32_t), "forward tokens");
+    int32_t *tg = hs_calloc((size_t)B * T, sizeof(int32_t), "forward targets");
+    rc = in && tg ? HS_OK : HS_ENOMEM;
+    double t[7];
+    if (!rc)
+        hs_batch_at(tok, 0, B, T, in, tg);
+    for (int r = -1; !rc && r < 7; r++) {
+        const double t0 = seconds();
+        rc = hs_forward(&a, m, in, NULL, NULL);
+        if (r >= 0)
+            t[r] = (seconds() - t0) * 1e3;
+    }
+    if (!rc) {
+        for (int i = 1; i < 7; i++) /* insertion sort, 7 values */
+            for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+                const double x = t[j];
+                t[j] = t[j - 1];
+                t[j - 1] = x;
+            }
+        *ms = t[3];
+    }
+    free(in), free(tg);
+    hs_acts_free(&a);
+    return rc;
+}
+
+int hs_study_record_artifact(hs_index *ix, int64_t run_id, const char *path)
+{
+    if (!ix)
+        return HS_OK;
+    char sha[80];
+    uint64_t bytes = 0;
+    const int rc = hs_sha256_file(path, sha, &bytes);
+    return rc ? rc : hs_index_artifact_add(ix, run_id, path, sha, (int64_t)bytes, 1);
+}
+
+void hs_curve_writer_add(hs_curve_writer *w, hs_curve_point p)
+{
+    if (!w->ix)
+        return;
+    w->pending[w->n++] = p;
+    if (w->n == (int)(sizeof w->pending / sizeof w->pending[0]))
+        hs_curve_writer_flush(w);
+}
+
+int hs_curve_writer_flush(hs_curve_writer *w)
+{
+    int rc = HS_OK;
+    if (w->ix && w->n && !w->failed &&
+        (rc = hs_index_curve_add(w->ix, w->run_id, w->name, w->pending, w->n)))
+        w->failed = 1;
+    w->n = 0;
+    return rc;
+}

@@ -1,0 +1,411 @@
+/* Studies: the library's entry points behind the headscope commands. A study
+ * takes its inputs (a model, data), an options struct and an hs_study_io
+ * (progress, stop flag); it returns a status and its results as an
+ * hs_head_table of head_metrics rows plus curves, and prints nothing. The
+ * command around it parses options, opens the run in the index after the
+ * study's own check of its options has passed (bad input records nothing),
+ * calls the study, records its results with hs_study_record and prints.
+ *
+ * Everything a study knows (its controls, its metric names, the recipe of a
+ * random-init baseline) lives here, once; the commands hold none of it. */
+#ifndef HS_STUDY_H
+#define HS_STUDY_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ablate.h"
+#include "eval.h"
+#include "importance.h"
+#include "index.h"
+#include "maps.h"
+#include "scores.h"
+#include "stats.h"
+#include "tokens.h"
+#include "train.h"
+#include "weights.h"
+
+/* How a study reports progress and is stopped; every member may be NULL.
+ * phase(ctx, label) announces each phase of work ("induction: control"),
+ * phase(ctx, NULL) ends the last; progress(ctx, done, total) counts within
+ * the current phase. stop is polled between units of work: once it is set the
+ * study returns HS_EINTR. */
+typedef struct hs_study_io {
+    void (*phase)(void *ctx, const char *label);
+    hs_progress_fn progress;
+    void *ctx;
+    volatile sig_atomic_t *stop;
+} hs_study_io;
+
+/* A named curve of a study (owned points). */
+typedef struct {
+    char name[64];
+    hs_curve_point *points;
+    int n;
+} hs_study_curve;
+
+/* A curve written to the index in blocks of 64 points as a study produces
+ * them (a long training run keeps its curve when it is stopped). After the
+ * first failed write it writes nothing more and `failed` stays set, so a
+ * study that cannot afford to stop for its index can report it at the end. */
+typedef struct {
+    hs_index *ix; /* NULL: nothing is written */
+    int64_t run_id;
+    char name[64];
+    hs_curve_point pending[64];
+    int n, failed;
+} hs_curve_writer;
+
+void hs_curve_writer_add(hs_curve_writer *w, hs_curve_point p);
+/* Writes the pending points: HS_OK, or the status of the failed write. */
+int hs_curve_writer_flush(hs_curve_writer *w);
+
+/* The random-init control of every study that has one: a model of c's
+ * configuration, randomly initialised from seed + 1000003 (an offset so the
+ * control's weights share no stream with the sequences drawn from `seed`).
+ * Defined once here so that induction's and patterns' controls are the same
+ * model for the same --seed. ctrl is initialised here; free it with
+ * hs_model_free. Costs one parameter allocation of the model's size. */
+int hs_control_model(hs_model *ctrl, const hs_model_config *c, unsigned long long seed);
+
+/* Records a study's rows into run_id of the index in one transaction (a no-op
+ * returning HS_OK when ix is NULL), then each curve. */
+int hs_study_record(hs_index *ix, int64_t run_id, const hs_head_table *t,
+                    const hs_study_curve *curves, int n_curves);
+
+/* Records path as an artifact of run_id (its sha256 and size); a no-op
+ * returning HS_OK when ix is NULL. Costs one read of the file. */
+int hs_study_record_artifact(hs_index *ix, int64_t run_id, const char *path);
+
+/* The median wall time in ms of a forward of the first batch (B x T) of tok,
+ * over 7 runs after one warm-up, into *ms. Returns the first failing status
+ * (allocation, or the forward itself: tokens outside the vocabulary, T beyond
+ * n_ctx) with *ms = -1, so that a latency is never recorded for a forward
+ * that did not run. Costs 8 inference forwards and one batch of
+ * activations. */
+int hs_forward_ms(double *ms, const hs_model *m, const hs_tokens *tok, int B, int T);
+
+/* ---- induction (SPEC §5) ------------------------------------------------------- */
+
+typedef struct {
+    int seq_len;      /* |r| of r ++ r; 0: min(n_ctx/2, 64) (learned positions), else 64 */
+    int samples;      /* random sequences (default 64) */
+    int batch;        /* sequences per forward (default 8) */
+    unsigned long long seed; /* the sequences' seed; the control's is hs_control_model's */
+    int causal_k;     /* heads the causal check ablates (default 1) */
+    int random_draws; /* random sets of causal_k heads (default 20) */
+    double min_score; /* induction score a head needs for the claim (default 0.4) */
+    /* ICL score (optional): a token shard, with the sequence length (0:
+     * min(n_ctx, 1024)) and the early and late positions (default 50, 500) */
+    const hs_tokens *icl_data;
+    const char *icl_data_name; /* for messages */
+    int icl_seq_len, early, late;
+} hs_induction_opts;
+
+/* The defaults above; seq_len and icl_seq_len stay 0 until resolved. */
+hs_induction_opts hs_induction_defaults(void);
+
+/* Resolves o's model-dependent defaults and checks o against the model:
+ * HS_EINVAL with a message naming the option (--seq-len, --causal-k) when it
+ * cannot be run. Cheap; a command calls it before it opens its run. */
+int hs_induction_check(hs_induction_opts *o, const hs_model_config *c);
+
+/* Checks that o->icl_data holds a sequence of icl_seq_len (+1) tokens within
+ * n_ctx (HS_EINVAL naming the shard); HS_OK without ICL data. Call after
+ * hs_induction_check. */
+int hs_induction_check_icl(const hs_induction_opts *o, const hs_model_config *c);
+
+typedef struct {
+    /* head_metrics rows: per head induction, duplicate_token, prev_token and
+     * copying, then the same with suffix _control (the random-init control);
+     * model-wide second_half_loss, causal_loss_delta_top_k,
+     * causal_loss_delta_random_k, causal_top_k (one row per targeted head),
+     * induction_established, and with ICL data icl, icl_control */
+    hs_head_table table;
+    hs_study_curve draws; /* causal_random_k: each random draw's loss increase */
+    hs_causal_check causal;
+    int established;
+    int best_layer, best_head;   /* highest induction score */
+    double best, best_control;   /* its score, and the same head's in the control */
+} hs_induction_result;
+
+/* The induction study: the pattern scores of the model and of its random-init
+ * control on the same r ++ r sequences, the OV copying scores of both, the
+ * causal check (top-k induction heads against random draws), the verdict of
+ * hs_induction_established, and the ICL score of both when o->icl_data is
+ * given. Why one call: the claim "these are induction heads" is only as good
+ * as its control and its causal check, so a caller cannot get the scores
+ * without them. Costs (3 + random_draws) passes over the sequences of the
+ * model, one of the control, and the control's parameters. r is initialised
+ * here; free it with hs_induction_result_free (also after a failure). */
+int hs_induction_study(hs_induction_result *r, const hs_model *m, hs_induction_opts o,
+                       const hs_study_io *io);
+void hs_induction_result_free(hs_induction_result *r);
+
+/* ---- patterns (SPEC §5) ------------------------------------------------------------ */
+
+typedef struct {
+    int batch, seq_len;        /* the forward's batches (B, T) */
+    size_t max_batches;        /* 0: every whole batch */
+    const int32_t *delim;      /* token ids counted by `delim` */
+    int n_delim;
+    int control;               /* also <stat>_control of hs_control_model(seed) */
+    unsigned long long seed;
+    int js;                    /* also the head-to-head Jensen-Shannon distances */
+} hs_patterns_opts;
+
+typedef struct {
+    /* head_metrics rows: every statistic of hs_pattern_name per head (model
+     * layer and head ids), then with suffix _control when asked */
+    hs_head_table table;
+    long sequences;
+    int heads;          /* heads with rows (a capture file may hold a subset) */
+    /* with o.js: D (js_n x js_n) and each row's model layer and head */
+    double *js;
+    int js_n, *js_layer, *js_head;
+} hs_patterns_result;
+
+/* The pattern statistics of m on data, row by row during the forward
+ * (hs_patterns_run), of the random-init control when o.control, and the
+ * Jensen-Shannon matrix when o.js (which keeps one sequence's maps of every
+ * head, up to 4 GiB). Costs one pass over the data per model. r is
+ * initialised here; free it with hs_patterns_result_free (also after a
+ * failure). */
+int hs_patterns_study(hs_patterns_result *r, const hs_model *m, const hs_tokens *data,
+                      hs_patterns_opts o, const hs_study_io *io);
+
+/* The same statistics from a capture file (no control: a capture file holds
+ * no weights to re-initialise; HS_EINVAL when o.control). */
+int hs_patterns_study_maps(hs_patterns_result *r, hs_maps_reader *maps, hs_patterns_opts o);
+void hs_patterns_result_free(hs_patterns_result *r);
+
+/* Writes r's Jensen-Shannon matrix as a CSV with head labels (LlHh), whole
+ * under a temporary name and then renamed, so a reader never sees half. */
+int hs_patterns_write_js(const char *path, const hs_patterns_result *r);
+
+/* ---- capture (SPEC §6) ------------------------------------------------------------ */
+
+typedef struct {
+    const char *out;        /* the map file: written under a temporary name, renamed when complete */
+    int force;              /* overwrite an existing out */
+    int half, compress;     /* f16 storage; shuffle + deflate level 1-9 (0: off) */
+    int batch, seq_len;     /* seq_len 0: min(n_ctx, 256) */
+    size_t max_batches;     /* 0: every whole batch */
+    /* the selection as the options spell it, NULL: all. layers "L,L,..."
+     * and heads "H,H,..." (the same heads of every captured layer) are
+     * distinct indices; queries "A:B" the rows [A, B) */
+    const char *layers, *heads, *queries;
+    const char *model_dir, *data_path; /* provenance: model_dir/config.json goes into the file */
+    const char *model_sha, *data_sha;  /* sha256 hex of model and data; NULL: hashed here */
+} hs_capture_opts;
+
+/* The resolved selection. */
+typedef struct {
+    unsigned char layer_on[HS_MAX_LAYERS];
+    int heads[HS_MAX_HEADS], n_heads; /* n_heads 0: every head */
+    int q0, q1;
+} hs_capture_plan;
+
+/* Resolves o->seq_len and the selection against the model: HS_EINVAL with
+ * a message naming the option (--layers, --heads, --queries, --seq-len). */
+int hs_capture_check(hs_capture_plan *p, hs_capture_opts *o, const hs_model_config *c);
+
+/* The batches a capture of tok runs (HS_EINVAL naming data_path when there
+ * is not one whole batch). */
+int hs_capture_batches(size_t *n_batches, const hs_capture_opts *o, const hs_tokens *tok);
+
+typedef struct {
+    size_t sequences;
+    double seconds; /* of the forwards and writes */
+} hs_capture_result;
+
+/* Captures the selected per-head maps of m over tok into o->out (SPEC §6),
+ * one batch's maps of one layer in memory at a time. Why one call: the file
+ * is all or nothing: on any failure or a stop (HS_EINTR, whose message says
+ * that out was not written) the temporary file is removed, and only a
+ * complete file is renamed to out. Costs one inference forward per batch
+ * plus the writes; hashing model and data when their sha256 is not given. */
+int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
+               hs_capture_opts o, const hs_study_io *io);
+
+/* ---- prune ------------------------------------------------------------------------ */
+
+typedef struct {
+    /* B, T, max_batches, step_percent, max_percent, min_heads_per_layer,
+     * one_shot, val and stop as hs_prune takes them (its on_step and ctx are
+     * the study's own) */
+    hs_prune_opts prune;
+    const char *out; /* NULL, or a directory for the pruned model */
+    int structural;  /* out without the pruned heads; else W_o columns zeroed (dense) */
+    /* each step's curve point is committed to this run as it completes, so
+     * that an interrupted run keeps its curve (ix NULL: not recorded) */
+    hs_index *ix;
+    int64_t run_id;
+    /* after every step (step 0: unpruned), for a caller's report */
+    void (*on_step)(void *ctx, int step, int pruned, double fraction, double loss,
+                    double stderr_loss);
+    void *ctx;
+} hs_prune_study_opts;
+
+typedef struct {
+    hs_head_table table;  /* pruned (0/1 per head); with out: forward_ms_unpruned, forward_ms_pruned */
+    hs_study_curve curve; /* pruning: x = fraction pruned, y = validation loss */
+    int n_pruned, heads;
+    double ms[2];         /* with out: hs_forward_ms of the model and of the written one */
+} hs_prune_result;
+
+/* Iterative pruning by importance (hs_prune), the final mask as rows, and
+ * with o->out the pruned model written (hs_checkpoint_save) beside its
+ * forward latency and the unpruned model's: gating alone makes nothing
+ * faster, a structural model is smaller. Costs one importance pass (a
+ * forward and backward over the data) per step, plus a validation
+ * evaluation per step. r is initialised here; free it with
+ * hs_prune_result_free (also after a failure). */
+int hs_prune_study(hs_prune_result *r, const hs_model *m, const hs_tokens *data,
+                   const hs_prune_study_opts *o);
+void hs_prune_result_free(hs_prune_result *r);
+
+/* ---- experiment head-count -------------------------------------------------------- */
+
+enum { HS_HEADCOUNT_MAX = 16 }; /* head counts, and seeds */
+
+typedef struct {
+    hs_model_config base;      /* the architecture; n_head is set per head count */
+    int heads[HS_HEADCOUNT_MAX], n_heads;
+    int seeds[HS_HEADCOUNT_MAX], n_seeds;
+    long steps;                /* the equal step budget of every run */
+    int batch, seq_len;
+    double lr;
+    const hs_tokens *train, *val;
+    /* each run's curve train_loss_heads_H_seed_S goes to this run as it
+     * trains (ix NULL: not recorded) */
+    hs_index *ix;
+    int64_t run_id;
+    volatile sig_atomic_t *stop;
+    /* progress: steps done over the whole experiment, the current curve */
+    void (*on_step)(void *ctx, long done, const char *curve);
+    /* after each run: its validation loss */
+    void (*on_run)(void *ctx, int heads, int seed, double val_loss);
+    void *ctx;
+} hs_headcount_opts;
+
+typedef struct {
+    /* val_loss_heads_H (mean, stderr over seeds, n = seeds) and
+     * forward_ms_heads_H (hs_forward_ms of the first seed's model), per H */
+    hs_head_table table;
+    double mean[HS_HEADCOUNT_MAX], sd[HS_HEADCOUNT_MAX], ms[HS_HEADCOUNT_MAX];
+} hs_headcount_result;
+
+/* The configuration of each head count (cfg[i]: base with n_head =
+ * heads[i]), checked: HS_EINVAL naming --heads or --seq-len. */
+int hs_headcount_check(hs_model_config cfg[HS_HEADCOUNT_MAX], const hs_headcount_opts *o);
+
+/* The held-out split of the experiment when no validation shard is given:
+ * the last 10% of all's tokens (views into all, not copies). */
+void hs_headcount_split(const hs_tokens *all, hs_tokens *train, hs_tokens *val);
+
+/* The head-count experiment: per seed one random initialisation, shared by
+ * every head count (with head_dim = d/H no tensor changes shape with H),
+ * trained the same steps on the same data and evaluated on the validation
+ * tokens. Why shared weights: a difference between head counts is then not
+ * a difference of initial weights. Costs n_seeds * n_heads training runs.
+ * r is initialised here; free it with hs_headcount_result_free. */
+int hs_headcount_experiment(hs_headcount_result *r, const hs_headcount_opts *o);
+void hs_headcount_result_free(hs_headcount_result *r);
+
+/* ---- train ------------------------------------------------------------------------ */
+
+typedef struct {
+    /* B, T, steps, lr, weight_decay, clip, warmup, val, val_every,
+     * val_batches and stop as hs_train takes them (its on_step, on_val and
+     * ctx are the study's own) */
+    hs_train_opts train;
+    const char *out; /* the checkpoint directory written (it exists) */
+    /* curves train_loss (x = tokens seen) and val_loss of this run (ix NULL:
+     * not recorded), and the written model as its artifact */
+    hs_index *ix;
+    int64_t run_id;
+    /* for a caller's report: each step (loss, tokens per second) and each validation */
+    void (*on_step)(void *ctx, long step, double loss, double tokens_per_s);
+    void (*on_val)(void *ctx, long step, double loss, double stderr_loss);
+    void *ctx;
+} hs_train_study_opts;
+
+typedef struct {
+    double final_loss; /* of the last step */
+    double seconds;    /* of training */
+    int saved;         /* the checkpoint was written: model_sha is its sha256 */
+    char model_sha[80];
+    int curve_failed;  /* some curve points could not be recorded (the run went on) */
+} hs_train_result;
+
+/* Trains m in place (hs_train), records its curves as it goes, and writes
+ * the checkpoint to o->out. Why one call: a stopped run (HS_EINTR: the
+ * message says so) still saves what it learned (r->saved), a failed one
+ * does not; a curve the index could not take does not stop training
+ * (r->curve_failed). Costs steps forward-backward passes of B x T plus the
+ * validations. */
+int hs_train_study(hs_train_result *r, hs_model *m, const hs_tokens *data,
+                   const hs_train_study_opts *o);
+
+/* ---- ablate (SPEC §5) -------------------------------------------------------------- */
+
+typedef struct {
+    /* B, T, max_batches, kinds, stack, naive and stop as hs_ablate takes
+     * them (head_on, on_layer, progress and ctx are the study's own) */
+    hs_ablate_opts ablate;
+    /* the selection as the options spell it, NULL: all. "L,L,..." layers,
+     * "H,H,..." heads of each selected layer */
+    const char *layers, *heads;
+    /* each layer's rows are committed to this run in one transaction as the
+     * layer completes, so a stopped run holds whole layers; with resume,
+     * layers already complete in the run are skipped (ix NULL: nothing is
+     * recorded and nothing skipped) */
+    hs_index *ix;
+    int64_t run_id;
+    int resume;
+} hs_ablate_study_opts;
+
+typedef struct {
+    /* loss (model-wide, the clean loss) and loss_delta_<kind> per ablated
+     * head, with the standard error over sequences */
+    hs_head_table table;
+    double clean_loss;
+    int layers_skipped;
+    /* the largest loss delta of each kind (worst_layer -1: none) */
+    double worst_delta[HS_ABLATE_KINDS];
+    int worst_layer[HS_ABLATE_KINDS], worst_head[HS_ABLATE_KINDS];
+} hs_ablate_result;
+
+/* Checks the selection against the model: HS_EINVAL naming --layers or
+ * --heads. */
+int hs_ablate_check(const hs_ablate_study_opts *o, const hs_model_config *c);
+
+/* The ablation of every selected head by every selected kind (hs_ablate),
+ * its rows recorded layer by layer (see ix above), and the largest delta of
+ * each kind. Costs, on the fast path, one clean forward per batch per layer
+ * and a batched continuation through the layers above per stack of
+ * ablations. r is initialised here; free it with hs_ablate_result_free. */
+int hs_ablate_study(hs_ablate_result *r, const hs_model *m, const hs_tokens *data,
+                    const hs_ablate_study_opts *o, const hs_study_io *io);
+void hs_ablate_result_free(hs_ablate_result *r);
+
+/* ---- importance (SPEC §5) ---------------------------------------------------------- */
+
+typedef struct {
+    /* importance (each layer's vector over its L2 norm) and importance_raw
+     * per head, with the standard error over sequences */
+    hs_head_table table;
+    long sequences;
+    int least_layer, least_head; /* the lowest importance */
+} hs_importance_result;
+
+/* Gradient head importance (hs_importance_compute) of m on data as rows.
+ * Costs one forward and backward per batch. Stopped by io->stop (HS_EINTR).
+ * r is initialised here; free it with hs_importance_result_free. */
+int hs_importance_study(hs_importance_result *r, const hs_model *m, const hs_tokens *data, int B,
+                        int T, size_t max_batches, const hs_study_io *io);
+void hs_importance_result_free(hs_importance_result *r);
+
+#endif

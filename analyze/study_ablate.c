@@ -1,0 +1,159 @@
+/* The ablation study (study.h): every head's loss deltas, layer by layer. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "study.h"
+
+/* "0,2" -> flags[i] = 1 for each entry < limit; -1 on a bad list. */
+static int parse_flags(const char *s, unsigned char *flags, int limit)
+{
+    int n = 0;
+    while (*s) {
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno || v < 0 || v >= limit)
+            return -1;
+        flags[v] = 1;
+        n++;
+        s = *end == ',' && end[1] ? end + 1 : end;
+        if (*s && *end != ',')
+            return -1;
+    }
+    return n;
+}
+
+/* The selection as flags per layer and per head; HS_EINVAL naming the option. */
+static int selection(const hs_ablate_study_opts *o, const hs_model_config *c,
+                     unsigned char *lsel, unsigned char *hsel)
+{
+    int min_heads = 1 << 30;
+    for (int l = 0; l < c->n_layer; l++)
+        min_heads = c->n_head[l] < min_heads ? c->n_head[l] : min_heads;
+    if (o->layers && parse_flags(o->layers, lsel, c->n_layer) <= 0)
+        return hs_fail(HS_EINVAL, "--layers '%s': indices 0..%d expected (the model has %d "
+                       "layers)", o->layers, c->n_layer - 1, c->n_layer);
+    if (o->heads && parse_flags(o->heads, hsel, min_heads) <= 0)
+        return hs_fail(HS_EINVAL, "--heads '%s': indices 0..%d expected (the smallest layer has "
+                       "%d heads)", o->heads, min_heads - 1, min_heads);
+    return HS_OK;
+}
+
+int hs_ablate_check(const hs_ablate_study_opts *o, const hs_model_config *c)
+{
+    unsigned char lsel[HS_MAX_LAYERS] = { 0 }, hsel[HS_MAX_HEADS] = { 0 };
+    return selection(o, c, lsel, hsel);
+}
+
+void hs_ablate_result_free(hs_ablate_result *r)
+{
+    hs_head_table_free(&r->table);
+}
+
+/* --resume: a layer is recorded in one transaction, so it is either
+ * complete in the index or absent; complete layers are skipped. */
+static int skip_recorded(hs_ablate_result *r, const hs_ablate_study_opts *o,
+                         const hs_model_config *c, unsigned char *head_on)
+{
+    int rc = HS_OK;
+    for (int l = 0; !rc && l < c->n_layer; l++) {
+        int all = 1, any = 0;
+        for (int h = 0; h < c->n_head[l] && all; h++)
+            for (int k = 0; k < HS_ABLATE_KINDS && all; k++) {
+                if (!head_on[(size_t)l * HS_MAX_HEADS + h] || !(o->ablate.kinds & (1 << k)))
+                    continue;
+                char name[32];
+                int exists = 0;
+                snprintf(name, sizeof name, "loss_delta_%s", hs_ablate_kind_name(k));
+                rc = hs_index_metric_exists(o->ix, o->run_id, l, h, name, &exists);
+                all = all && exists;
+                any = 1;
+            }
+        if (any && all) {
+            memset(head_on + (size_t)l * HS_MAX_HEADS, 0, HS_MAX_HEADS);
+            r->layers_skipped++;
+        }
+    }
+    return rc;
+}
+
+typedef struct {
+    hs_ablate_result *r;
+    const hs_ablate_study_opts *o;
+    const hs_ablate_opts *ao;
+    const hs_study_io *io;
+} layer_ctx;
+
+static void on_progress(void *ctx, size_t done, size_t total)
+{
+    const hs_study_io *io = ((layer_ctx *)ctx)->io;
+    if (io && io->progress)
+        io->progress(io->ctx, done, total);
+}
+
+/* One layer's rows (the clean loss first), into the result and, in one
+ * transaction, into the index. */
+static int on_layer(void *ctx, const hs_ablate_layer *l)
+{
+    layer_ctx *c = ctx;
+    hs_ablate_result *r = c->r;
+    hs_head_table t = { 0 };
+    int rc = r->table.n ? HS_OK : hs_head_table_add(&t, -1, -1, "loss", c->ao->clean_loss, 0, 0);
+    for (int k = 0; !rc && k < HS_ABLATE_KINDS; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "loss_delta_%s", hs_ablate_kind_name(k));
+        for (int h = 0; !rc && h < l->n_heads; h++) {
+            const hs_ablate_stat *s = &l->stat[k * l->n_heads + h];
+            if (!s->n)
+                continue;
+            rc = hs_head_table_add(&t, l->layer, h, name, s->delta, s->stderr_delta, s->n);
+            if (s->delta > r->worst_delta[k] || r->worst_layer[k] < 0) {
+                r->worst_delta[k] = s->delta;
+                r->worst_layer[k] = l->layer;
+                r->worst_head[k] = h;
+            }
+        }
+    }
+    if (!rc)
+        rc = hs_study_record(c->o->ix, c->o->run_id, &t, NULL, 0);
+    for (int i = 0; !rc && i < t.n; i++)
+        rc = hs_head_table_add(&r->table, t.rows[i].layer, t.rows[i].head, t.rows[i].metric,
+                               t.rows[i].value, t.rows[i].stderr_value, t.rows[i].n);
+    hs_head_table_free(&t);
+    return rc;
+}
+
+int hs_ablate_study(hs_ablate_result *r, const hs_model *m, const hs_tokens *data,
+                    const hs_ablate_study_opts *o, const hs_study_io *io)
+{
+    memset(r, 0, sizeof *r);
+    for (int k = 0; k < HS_ABLATE_KINDS; k++)
+        r->worst_layer[k] = -1;
+    const hs_model_config *c = &m->cfg;
+    unsigned char lsel[HS_MAX_LAYERS] = { 0 }, hsel[HS_MAX_HEADS] = { 0 };
+    int rc = selection(o, c, lsel, hsel);
+    if (rc)
+        return rc;
+    unsigned char *head_on = hs_calloc((size_t)c->n_layer * HS_MAX_HEADS, 1, "head selection");
+    if (!head_on)
+        return HS_ENOMEM;
+    for (int l = 0; l < c->n_layer; l++)
+        for (int h = 0; h < c->n_head[l]; h++)
+            head_on[(size_t)l * HS_MAX_HEADS + h] = (!o->layers || lsel[l]) && (!o->heads || hsel[h]);
+    if (o->resume && o->ix)
+        rc = skip_recorded(r, o, c, head_on);
+    hs_ablate_opts ao = o->ablate;
+    layer_ctx lc = { r, o, &ao, io };
+    ao.head_on = head_on, ao.on_layer = on_layer, ao.progress = on_progress, ao.ctx = &lc;
+    if (io && io->phase)
+        io->phase(io->ctx, "ablate");
+    if (!rc)
+        rc = hs_ablate(m, data, &ao);
+    if (io && io->phase)
+        io->phase(io->ctx, NULL);
+    r->clean_loss = ao.clean_loss;
+    free(head_on);
+    return rc;
+}

@@ -1,0 +1,200 @@
+/* The induction study (study.h): scores, control, causal check, verdict. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "study.h"
+
+hs_induction_opts hs_induction_defaults(void)
+{
+    return (hs_induction_opts){ .samples = 64, .batch = 8, .seed = 1, .causal_k = 1,
+                                .random_draws = 20, .min_score = 0.4, .early = 50, .late = 500 };
+}
+
+static int total_heads(const hs_model_config *c)
+{
+    int n = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        n += c->n_head[l];
+    return n;
+}
+
+int hs_induction_check(hs_induction_opts *o, const hs_model_config *c)
+{
+    int T = o->seq_len;
+    if (!T)
+        T = o->seq_len = c->pos == HS_POS_LEARNED ? (c->n_ctx / 2 < 64 ? c->n_ctx / 2 : 64) : 64;
+    if (c->pos == HS_POS_LEARNED && 2 * T > c->n_ctx)
+        return hs_fail(HS_EINVAL, "--seq-len %d: 2 x %d exceeds the model's n_ctx=%d", T, T,
+                       c->n_ctx);
+    const int heads = total_heads(c), k = o->causal_k;
+    if (2 * k > heads || k > 64)
+        return hs_fail(HS_EINVAL, "--causal-k %d: at most %d for a model of %d heads (the random "
+                       "draws need as many other heads)", k, heads / 2 < 64 ? heads / 2 : 64, heads);
+    if (o->samples < 2 || o->batch < 1 || o->random_draws < 2)
+        return hs_fail(HS_EINVAL, "induction: samples %d, batch %d, random draws %d out of range",
+                       o->samples, o->batch, o->random_draws);
+    if (!o->icl_seq_len)
+        o->icl_seq_len = c->n_ctx < 1024 ? c->n_ctx : 1024;
+    return HS_OK;
+}
+
+int hs_induction_check_icl(const hs_induction_opts *o, const hs_model_config *c)
+{
+    if (!o->icl_data)
+        return HS_OK;
+    if (!hs_batch_count(o->icl_data, 1, o->icl_seq_len) ||
+        (c->pos == HS_POS_LEARNED && o->icl_seq_len > c->n_ctx))
+        return hs_fail(HS_EINVAL, "%s: no sequence of %d (+1) tokens for the ICL score, or longer "
+                       "than n_ctx=%d", o->icl_data_name ? o->icl_data_name : "ICL data",
+                       o->icl_seq_len, c->n_ctx);
+    return HS_OK;
+}
+
+void hs_induction_result_free(hs_induction_result *r)
+{
+    hs_head_table_free(&r->table);
+    free(r->draws.points);
+    memset(r, 0, sizeof *r);
+}
+
+/* Rows of one model's scores and copying (suffix "" or "_control"). */
+static int score_rows(hs_head_table *t, const hs_model_config *c, const hs_scores *s,
+                      const double *copying, const char *suffix)
+{
+    int rc = HS_OK;
+    for (int k = 0; !rc && k <= HS_SCORE_KINDS; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", k < HS_SCORE_KINDS ? hs_score_name(k) : "copying",
+                 suffix);
+        for (int l = 0; !rc && l < c->n_layer; l++)
+            for (int h = 0; !rc && h < c->n_head[l]; h++) {
+                const size_t i = (size_t)l * HS_MAX_HEADS + h;
+                rc = k < HS_SCORE_KINDS
+                         ? hs_head_table_add(t, l, h, name, s->value[k][i], s->stderr_value[k][i], s->n)
+                         : hs_head_table_add(t, l, h, name, copying[i], 0, 1);
+            }
+    }
+    return rc;
+}
+
+static void phase(const hs_study_io *io, const char *label)
+{
+    if (io && io->phase)
+        io->phase(io->ctx, label);
+}
+
+static int stopped(const hs_study_io *io)
+{
+    return io && io->stop && *io->stop ? hs_fail(HS_EINTR, "interrupted") : HS_OK;
+}
+
+/* The model-wide rows of the causal check and the verdict, and the ICL
+ * scores of model and control. */
+static int causal_rows(hs_induction_result *r, const hs_model *m, const hs_model *ctrl,
+                       const hs_induction_opts *o)
+{
+    const hs_causal_check *cc = &r->causal;
+    hs_head_table *t = &r->table;
+    /* the second-half loss, its increase with the top-k induction heads off
+     * (stderr over sequences), and with k random other heads off (stderr:
+     * the spread of the draws) */
+    int rc = hs_head_table_add(t, -1, -1, "second_half_loss", cc->clean, 0, o->samples);
+    if (!rc)
+        rc = hs_head_table_add(t, -1, -1, "causal_loss_delta_top_k", cc->targeted,
+                               cc->targeted_stderr, o->samples);
+    if (!rc)
+        rc = hs_head_table_add(t, -1, -1, "causal_loss_delta_random_k", cc->random_mean,
+                               cc->random_std, o->random_draws);
+    for (int i = 0; !rc && i < cc->k; i++)
+        rc = hs_head_table_add(t, cc->layer[i], cc->head[i], "causal_top_k", 1, 0, cc->k);
+    if (!rc)
+        rc = hs_head_table_add(t, -1, -1, "induction_established", r->established, 0, cc->k);
+    for (int c = 0; !rc && o->icl_data && c < 2; c++) {
+        double v, se;
+        long cnt;
+        rc = hs_icl_score(&v, &se, &cnt, c ? ctrl : m, o->icl_data, 1, o->icl_seq_len, 0,
+                          o->early, o->late);
+        if (!rc)
+            rc = hs_head_table_add(t, -1, -1, c ? "icl_control" : "icl", v, se, cnt);
+    }
+    return rc;
+}
+
+int hs_induction_study(hs_induction_result *r, const hs_model *m, hs_induction_opts o,
+                       const hs_study_io *io)
+{
+    memset(r, 0, sizeof *r);
+    const hs_model_config *c = &m->cfg;
+    int rc = hs_induction_check(&o, c);
+    if (!rc)
+        rc = hs_induction_check_icl(&o, c);
+    if (rc)
+        return rc;
+    const int T = o.seq_len, N = o.samples, B = o.batch;
+    const hs_progress_fn pf = io ? io->progress : NULL;
+    void *pc = io ? io->ctx : NULL;
+    hs_model ctrl = { 0 };
+    hs_scores s = { 0 }, sc = { 0 };
+    const size_t nh = (size_t)c->n_layer * HS_MAX_HEADS;
+    int32_t *tok = hs_calloc((size_t)N * 2 * T, sizeof(int32_t), "sequences");
+    double *cop = hs_calloc(nh, sizeof(double), "copying");
+    double *cop_ctrl = hs_calloc(nh, sizeof(double), "copying");
+    double *draw = hs_calloc((size_t)o.random_draws, sizeof(double), "draws");
+    r->draws.points = hs_calloc((size_t)o.random_draws, sizeof *r->draws.points, "draws");
+    rc = tok && cop && cop_ctrl && draw && r->draws.points ? HS_OK : HS_ENOMEM;
+    if (!rc)
+        rc = hs_control_model(&ctrl, c, o.seed);
+    if (!rc) {
+        hs_repeated_sequences(tok, N, T, c->vocab_size, o.seed);
+        rc = hs_scores_alloc(&s, c);
+    }
+    if (!rc)
+        rc = hs_scores_alloc(&sc, c);
+    phase(io, "induction: scores");
+    if (!rc)
+        rc = hs_pattern_scores(&s, m, tok, N, T, B, pf, pc);
+    phase(io, "induction: control");
+    if (!rc && !(rc = stopped(io)))
+        rc = hs_pattern_scores(&sc, &ctrl, tok, N, T, B, pf, pc);
+    if (!rc)
+        rc = hs_copying_scores(cop, m);
+    if (!rc)
+        rc = hs_copying_scores(cop_ctrl, &ctrl);
+    phase(io, "induction: causal check");
+    if (!rc && !(rc = stopped(io)))
+        rc = hs_induction_causal_check(&r->causal, m, tok, N, T, B, &s, o.causal_k,
+                                       o.random_draws, o.seed + 17, draw, pf, pc);
+    phase(io, NULL);
+    if (!rc)
+        rc = score_rows(&r->table, c, &s, cop, "");
+    if (!rc)
+        rc = score_rows(&r->table, c, &sc, cop_ctrl, "_control");
+    if (!rc) {
+        r->established = hs_induction_established(&r->causal, &s, &sc, o.min_score);
+        rc = causal_rows(r, m, &ctrl, &o);
+    }
+    if (!rc) { /* each random draw's increase, for `plot causal` */
+        snprintf(r->draws.name, sizeof r->draws.name, "causal_random_k");
+        for (int d = 0; d < o.random_draws; d++)
+            r->draws.points[d] = (hs_curve_point){ d, d, draw[d] };
+        r->draws.n = o.random_draws;
+        const double *ind = s.value[HS_SCORE_INDUCTION];
+        for (int l = 0; l < c->n_layer; l++)
+            for (int h = 0; h < c->n_head[l]; h++)
+                if (ind[(size_t)l * HS_MAX_HEADS + h] >
+                    ind[(size_t)r->best_layer * HS_MAX_HEADS + r->best_head])
+                    r->best_layer = l, r->best_head = h;
+        const size_t b = (size_t)r->best_layer * HS_MAX_HEADS + r->best_head;
+        r->best = ind[b];
+        r->best_control = sc.value[HS_SCORE_INDUCTION][b];
+    }
+    free(tok), free(cop), free(cop_ctrl), free(draw);
+    if (s.value[0])
+        hs_scores_free(&s);
+    if (sc.value[0])
+        hs_scores_free(&sc);
+    if (ctrl.params)
+        hs_model_free(&ctrl);
+    return rc;
+}

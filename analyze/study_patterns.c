@@ -1,0 +1,145 @@
+/* The patterns study (study.h): Clark et al. statistics, control, JS matrix. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "patterns.h"
+#include "study.h"
+
+void hs_patterns_result_free(hs_patterns_result *r)
+{
+    hs_head_table_free(&r->table);
+    free(r->js), free(r->js_layer), free(r->js_head);
+    memset(r, 0, sizeof *r);
+}
+
+/* Rows of one set of statistics (suffix "" or "_control"). */
+static int pattern_rows(hs_head_table *t, const hs_patterns *p, const char *suffix)
+{
+    int rc = HS_OK;
+    for (int k = 0; !rc && k < HS_PAT_KINDS; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", hs_pattern_name(k), suffix);
+        for (int li = 0; !rc && li < p->n_layer; li++)
+            for (int hi = 0; !rc && hi < p->n_head[li]; hi++) {
+                const size_t i = (size_t)li * HS_MAX_HEADS + hi;
+                rc = hs_head_table_add(t, p->layer[li], p->head[i], name, p->value[k][i],
+                                       p->stderr_value[k][i], p->n);
+            }
+    }
+    return rc;
+}
+
+static int js_labels(hs_patterns_result *r, int n)
+{
+    r->js_n = n;
+    r->js_layer = hs_calloc((size_t)n, sizeof(int), "labels");
+    r->js_head = hs_calloc((size_t)n, sizeof(int), "labels");
+    return r->js_layer && r->js_head ? HS_OK : HS_ENOMEM;
+}
+
+static void phase(const hs_study_io *io, const char *label)
+{
+    if (io && io->phase)
+        io->phase(io->ctx, label);
+}
+
+int hs_patterns_study(hs_patterns_result *r, const hs_model *m, const hs_tokens *data,
+                      hs_patterns_opts o, const hs_study_io *io)
+{
+    memset(r, 0, sizeof *r);
+    const hs_progress_fn pf = io ? io->progress : NULL;
+    void *pc = io ? io->ctx : NULL;
+    hs_patterns pt = { 0 }, pctl = { 0 };
+    phase(io, "patterns");
+    int rc = hs_patterns_run(&pt, m, data, o.batch, o.seq_len, o.max_batches, o.delim, o.n_delim,
+                             pf, pc);
+    hs_model ctrl = { 0 };
+    if (!rc && o.control) {
+        phase(io, "patterns: control");
+        rc = hs_control_model(&ctrl, &m->cfg, o.seed);
+        if (!rc)
+            rc = hs_patterns_run(&pctl, &ctrl, data, o.batch, o.seq_len, o.max_batches, o.delim,
+                                 o.n_delim, pf, pc);
+    }
+    phase(io, NULL);
+    if (ctrl.params)
+        hs_model_free(&ctrl);
+    /* the sequences the statistics read (whole batches of B), one at a time */
+    size_t nb = 0;
+    int n = 0;
+    if (!rc && o.js && !hs_batches_to_run(data, o.batch, o.seq_len, o.max_batches, &nb))
+        rc = hs_js_distances_model(&r->js, &n, m, data, o.seq_len, nb * (size_t)o.batch,
+                                   (size_t)4 << 30);
+    if (!rc && o.js && !(rc = js_labels(r, n)))
+        for (int l = 0, k = 0; l < m->cfg.n_layer; l++)
+            for (int h = 0; h < m->cfg.n_head[l]; h++, k++)
+                r->js_layer[k] = l, r->js_head[k] = h;
+    if (!rc)
+        rc = pattern_rows(&r->table, &pt, "");
+    if (!rc && o.control)
+        rc = pattern_rows(&r->table, &pctl, "_control");
+    for (int li = 0; li < pt.n_layer; li++)
+        r->heads += pt.n_head[li];
+    r->sequences = pt.n;
+    if (pt.value[0])
+        hs_patterns_free(&pt);
+    if (pctl.value[0])
+        hs_patterns_free(&pctl);
+    return rc;
+}
+
+int hs_patterns_study_maps(hs_patterns_result *r, hs_maps_reader *maps, hs_patterns_opts o)
+{
+    memset(r, 0, sizeof *r);
+    if (o.control)
+        return hs_fail(HS_EINVAL, "--control needs --model (a capture file holds no weights to "
+                       "re-initialise)");
+    hs_patterns pt = { 0 };
+    int rc = hs_patterns_from_maps(&pt, maps, o.delim, o.n_delim);
+    int n = 0;
+    if (!rc && o.js)
+        rc = hs_js_distances(&r->js, &n, maps);
+    if (!rc && o.js && !(rc = js_labels(r, n))) {
+        const hs_maps_info *in = hs_maps_get_info(maps);
+        for (int li = 0, k = 0; li < in->n_layers; li++)
+            for (int hi = 0; hi < in->layers[li].nh; hi++, k++)
+                r->js_layer[k] = in->layers[li].layer, r->js_head[k] = in->layers[li].heads[hi];
+    }
+    if (!rc)
+        rc = pattern_rows(&r->table, &pt, "");
+    for (int li = 0; li < pt.n_layer; li++)
+        r->heads += pt.n_head[li];
+    r->sequences = pt.n;
+    if (pt.value[0])
+        hs_patterns_free(&pt);
+    return rc;
+}
+
+int hs_patterns_write_js(const char *path, const hs_patterns_result *r)
+{
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    int ok = f != NULL;
+    const int n = r->js_n;
+    if (ok) {
+        fprintf(f, "head");
+        for (int j = 0; j < n; j++)
+            fprintf(f, ",L%dH%d", r->js_layer[j], r->js_head[j]);
+        fprintf(f, "\n");
+        for (int i = 0; i < n; i++) {
+            fprintf(f, "L%dH%d", r->js_layer[i], r->js_head[i]);
+            for (int j = 0; j < n; j++)
+                fprintf(f, ",%.6g", r->js[(size_t)i * n + j]);
+            fprintf(f, "\n");
+        }
+        ok = fclose(f) == 0 && rename(tmp, path) == 0;
+    }
+    if (!ok) {
+        unlink(tmp);
+        return hs_fail(HS_EIO, "%s: cannot write", path);
+    }
+    return HS_OK;
+}

@@ -1,0 +1,80 @@
+/* The train study (study.h): training with its curves and its checkpoint. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "checkpoint.h"
+#include "sha256.h"
+#include "study.h"
+
+typedef struct {
+    const hs_train_study_opts *o;
+    hs_train_result *r;
+    hs_curve_writer train_loss;
+    long tokens_per_step;
+    double start;
+} train_ctx;
+
+static double seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void on_step(void *ctx, long step, double loss, double lr)
+{
+    train_ctx *t = ctx;
+    (void)lr;
+    t->r->final_loss = loss;
+    const double el = seconds() - t->start;
+    if (t->o->on_step)
+        t->o->on_step(t->o->ctx, step, loss, el > 0 ? step * t->tokens_per_step / el : 0.0);
+    hs_curve_writer_add(&t->train_loss, (hs_curve_point){ step, (double)step * t->tokens_per_step,
+                                                           loss });
+}
+
+static void on_val(void *ctx, long step, double loss, double se)
+{
+    train_ctx *t = ctx;
+    hs_curve_writer_flush(&t->train_loss);
+    if (t->o->on_val)
+        t->o->on_val(t->o->ctx, step, loss, se);
+    if (t->o->ix && !t->train_loss.failed) {
+        hs_curve_point p = { step, (double)step * t->tokens_per_step, loss };
+        if (hs_index_curve_add(t->o->ix, t->o->run_id, "val_loss", &p, 1))
+            t->train_loss.failed = 1;
+    }
+}
+
+int hs_train_study(hs_train_result *r, hs_model *m, const hs_tokens *data,
+                   const hs_train_study_opts *o)
+{
+    memset(r, 0, sizeof *r);
+    train_ctx t = { o, r, { .ix = o->ix, .run_id = o->run_id, .name = "train_loss" },
+                    (long)o->train.B * o->train.T, seconds() };
+    hs_train_opts to = o->train;
+    to.on_step = on_step, to.on_val = on_val, to.ctx = &t;
+    int rc = hs_train(m, data, &to);
+    r->seconds = seconds() - t.start;
+    hs_curve_writer_flush(&t.train_loss);
+    r->curve_failed = t.train_loss.failed;
+    const int interrupted = rc == HS_EINTR;
+    char interrupt_msg[128];
+    snprintf(interrupt_msg, sizeof interrupt_msg, "%s", interrupted ? hs_last_error() : "");
+    if (rc && !interrupted)
+        return rc;
+    /* An interrupted run still saves what it learned; a failed one does not. */
+    char target[1100];
+    snprintf(target, sizeof target, "%s/model.safetensors", o->out);
+    uint64_t bytes = 0;
+    int save_rc = hs_checkpoint_save(m, o->out);
+    if (!save_rc)
+        save_rc = hs_sha256_file(target, r->model_sha, &bytes);
+    if (save_rc)
+        return save_rc;
+    r->saved = 1;
+    if (o->ix) /* the artifact is provenance, not the result: its failure fails nothing */
+        hs_index_artifact_add(o->ix, o->run_id, target, r->model_sha, (int64_t)bytes, 1);
+    return interrupted ? hs_fail(HS_EINTR, "%s", interrupt_msg) : HS_OK;
+}

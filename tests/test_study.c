@@ -1,0 +1,235 @@
+/* The library's study entry points (analyze/study.h): the induction study's
+ * control recipe and rows on a model with planted heads, its option checks,
+ * and the forward latency's status. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/CUnit.h>
+
+#include "patterns.h"
+#include "runner.h"
+#include "scores.h"
+#include "study.h"
+#include "tokens.h"
+
+/* A 2-layer attention-only model with a previous-token head (L0H0) and an
+ * induction head (L1H0) written into its weights; the other heads are zero
+ * (the construction of tests/test_analyze.c's planted-heads test). */
+enum { PV = 32, PP = 16, PD = 3 * PV + PP, PDH = 32, PH = 8 };
+
+static void build_planted(hs_model *m)
+{
+    hs_model_config c;
+    CU_ASSERT_EQUAL_FATAL(hs_config_preset(&c, "attn-only"), HS_OK);
+    c.vocab_size = PV, c.n_layer = 2, c.d_model = PD, c.n_ctx = PP, c.head_dim = PDH;
+    c.norm = HS_NORM_RMSNORM, c.norm_bias = 0, c.tie_embeddings = 0;
+    for (int l = 0; l < 2; l++)
+        c.n_head[l] = c.n_kv_head[l] = PH;
+    CU_ASSERT_EQUAL_FATAL(hs_model_init(m, &c), HS_OK);
+    hs_weights *w = &m->w;
+    const int TOK = 0, POS = PV, PREV = PV + PP, OUT = 2 * PV + PP, HD = PH * PDH;
+    for (int v = 0; v < PV; v++)
+        w->wte[v * PD + TOK + v] = 1;
+    for (int p = 0; p < PP; p++)
+        w->wpe[p * PD + POS + p] = 1;
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < PD; i++)
+            w->layer[l].ln1_w[i] = 1;
+    for (int i = 0; i < PD; i++)
+        w->lnf_w[i] = 1;
+    hs_attn_weights *a0 = &w->layer[0].attn, *a1 = &w->layer[1].attn;
+    for (int p = 0; p < PP; p++) {
+        a0->w_q[p * PD + POS + p] = 1;
+        if (p + 1 < PDH)
+            a0->w_k[(p + 1) * PD + POS + p] = 1;
+    }
+    for (int v = 0; v < PV; v++) {
+        a0->w_v[v * PD + TOK + v] = 1;
+        a0->w_o[(PREV + v) * HD + v] = 0.2f;
+        a1->w_q[v * PD + TOK + v] = 2;
+        a1->w_k[v * PD + PREV + v] = 5;
+        a1->w_v[v * PD + TOK + v] = 1;
+        a1->w_o[(OUT + v) * HD + v] = 1;
+        w->lm_w[v * PD + OUT + v] = 3;
+    }
+}
+
+static double row(const hs_head_table *t, int l, int h, const char *metric)
+{
+    const hs_metric_row *r = hs_head_table_find(t, l, h, metric);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    return r ? r->value : NAN;
+}
+
+/* The study's rows: every head's four scores for the model and its control,
+ * the causal check's model-wide rows, and the control is exactly the one
+ * recipe (hs_control_model from the seed) scored on the same sequences. */
+static void test_induction_study_rows_control_and_verdict_on_planted_heads(void)
+{
+    hs_model m;
+    build_planted(&m);
+    hs_induction_opts o = hs_induction_defaults();
+    o.seq_len = 8, o.samples = 16, o.batch = 4, o.seed = 5;
+    hs_induction_result r;
+    CU_ASSERT_EQUAL_FATAL(hs_induction_study(&r, &m, o, NULL), HS_OK);
+    const int heads = 2 * PH;
+    CU_ASSERT_EQUAL(r.table.n, 2 * 4 * heads + 4 + r.causal.k);
+    printf("\n    best L%dH%d %.3f (control %.3f), established %d", r.best_layer, r.best_head,
+           r.best, r.best_control, r.established);
+    CU_ASSERT_EQUAL(r.best_layer, 1);
+    CU_ASSERT_EQUAL(r.best_head, 0);
+    CU_ASSERT_EQUAL(r.causal.layer[0], 1);
+    CU_ASSERT_EQUAL(r.causal.head[0], 0);
+    CU_ASSERT_EQUAL(r.established, 1);
+    CU_ASSERT_EQUAL(row(&r.table, -1, -1, "induction_established"), 1);
+    CU_ASSERT_EQUAL(row(&r.table, 1, 0, "causal_top_k"), 1);
+    CU_ASSERT_EQUAL(r.draws.n, o.random_draws);
+    CU_ASSERT_STRING_EQUAL(r.draws.name, "causal_random_k");
+
+    /* the control rows equal the control recipe's scores on the sequences */
+    hs_model ctrl;
+    CU_ASSERT_EQUAL_FATAL(hs_control_model(&ctrl, &m.cfg, o.seed), HS_OK);
+    hs_model ref;
+    CU_ASSERT_EQUAL_FATAL(hs_model_init(&ref, &m.cfg), HS_OK);
+    hs_model_init_random(&ref, o.seed + 1000003ULL);
+    CU_ASSERT_EQUAL(memcmp(ctrl.params, ref.params, sizeof(hs_real) * ref.n_params), 0);
+    hs_model_free(&ref);
+    int32_t seq[16 * 2 * 8];
+    hs_repeated_sequences(seq, 16, 8, PV, o.seed);
+    hs_scores sc;
+    CU_ASSERT_EQUAL_FATAL(hs_scores_alloc(&sc, &ctrl.cfg), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&sc, &ctrl, seq, 16, 8, 4, NULL, NULL), HS_OK);
+    double worst = 0;
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < PH; h++) {
+            const size_t i = (size_t)l * HS_MAX_HEADS + h;
+            worst = fmax(worst, fabs(row(&r.table, l, h, "induction_control") -
+                                     sc.value[HS_SCORE_INDUCTION][i]));
+            worst = fmax(worst, fabs(row(&r.table, l, h, "prev_token_control") -
+                                     sc.value[HS_SCORE_PREV][i]));
+        }
+    CU_ASSERT_EQUAL(worst, 0);
+    CU_ASSERT_EQUAL(r.best_control, sc.value[HS_SCORE_INDUCTION][HS_MAX_HEADS]);
+    hs_scores_free(&sc);
+    hs_model_free(&ctrl);
+    hs_induction_result_free(&r);
+    hs_model_free(&m);
+}
+
+static void test_induction_check_names_the_option(void)
+{
+    hs_model m;
+    build_planted(&m);
+    hs_induction_opts o = hs_induction_defaults();
+    CU_ASSERT_EQUAL(hs_induction_check(&o, &m.cfg), HS_OK);
+    CU_ASSERT_EQUAL(o.seq_len, PP / 2); /* the default fits n_ctx */
+    o.seq_len = PP / 2 + 1;
+    CU_ASSERT_EQUAL(hs_induction_check(&o, &m.cfg), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--seq-len"));
+    o = hs_induction_defaults();
+    o.causal_k = PH + 1; /* 2k exceeds the 16 heads */
+    CU_ASSERT_EQUAL(hs_induction_check(&o, &m.cfg), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--causal-k"));
+    hs_induction_result r;
+    CU_ASSERT_EQUAL(hs_induction_study(&r, &m, o, NULL), HS_EINVAL);
+    CU_ASSERT_EQUAL(r.table.n, 0);
+    hs_induction_result_free(&r);
+    hs_model_free(&m);
+}
+
+/* The latency of a forward that fails is no latency: the forward's status
+ * comes back (a token outside the vocabulary), with ms -1. */
+static void test_forward_ms_returns_the_forward_status(void)
+{
+    hs_model m;
+    build_planted(&m);
+    int32_t tok[2 * 8 + 1];
+    for (int i = 0; i < 17; i++)
+        tok[i] = i % PV;
+    hs_tokens t = { tok, 17, 1 };
+    double ms = 0;
+    CU_ASSERT_EQUAL(hs_forward_ms(&ms, &m, &t, 2, 8), HS_OK);
+    CU_ASSERT(ms >= 0);
+    tok[3] = PV + 5;
+    CU_ASSERT_EQUAL(hs_forward_ms(&ms, &m, &t, 2, 8), HS_EINVAL);
+    CU_ASSERT_EQUAL(ms, -1);
+    hs_model_free(&m);
+}
+
+/* The patterns study's control is the same recipe as induction's: its
+ * _control rows equal the statistics of hs_control_model(seed). */
+static void test_patterns_study_control_is_the_control_recipe(void)
+{
+    hs_model m;
+    build_planted(&m);
+    int32_t tok[4 * 8 + 1];
+    for (int i = 0; i < 33; i++)
+        tok[i] = (i * 7) % PV;
+    hs_tokens t = { tok, 33, 1 };
+    hs_patterns_opts o = { .batch = 2, .seq_len = 8, .control = 1, .seed = 3 };
+    hs_patterns_result r;
+    CU_ASSERT_EQUAL_FATAL(hs_patterns_study(&r, &m, &t, o, NULL), HS_OK);
+    CU_ASSERT_EQUAL(r.heads, 2 * PH);
+    CU_ASSERT_EQUAL(r.table.n, 2 * HS_PAT_KINDS * 2 * PH);
+    hs_model ctrl;
+    hs_patterns ref = { 0 };
+    CU_ASSERT_EQUAL_FATAL(hs_control_model(&ctrl, &m.cfg, o.seed), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_patterns_run(&ref, &ctrl, &t, 2, 8, 0, NULL, 0, NULL, NULL), HS_OK);
+    double worst = 0;
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < PH; h++)
+            worst = fmax(worst, fabs(row(&r.table, l, h, "entropy_control") -
+                                     ref.value[HS_PAT_ENTROPY][(size_t)l * HS_MAX_HEADS + h]));
+    CU_ASSERT_EQUAL(worst, 0);
+    /* the planted previous-token head attends to t-1 in the model, not in the control */
+    printf("\n    prev_token L0H0 %.3f, control %.3f", row(&r.table, 0, 0, "prev_token"),
+           row(&r.table, 0, 0, "prev_token_control"));
+    CU_ASSERT(row(&r.table, 0, 0, "prev_token") > 0.8); /* t = 0 has no t-1: at most 7/8 */
+    CU_ASSERT(row(&r.table, 0, 0, "prev_token_control") < 0.5);
+    hs_patterns_free(&ref);
+    hs_model_free(&ctrl);
+    hs_patterns_result_free(&r);
+    hs_model_free(&m);
+}
+
+/* Selections are checked against the model before any work, naming the option. */
+static void test_selection_checks_name_the_option(void)
+{
+    hs_model m;
+    build_planted(&m);
+    hs_capture_opts co = { .batch = 1, .layers = "2" };
+    hs_capture_plan p;
+    CU_ASSERT_EQUAL(hs_capture_check(&p, &co, &m.cfg), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--layers '2'"));
+    co.layers = "1", co.heads = "0,0";
+    CU_ASSERT_EQUAL(hs_capture_check(&p, &co, &m.cfg), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--heads"));
+    co.heads = "0,3", co.queries = "2:5";
+    CU_ASSERT_EQUAL(hs_capture_check(&p, &co, &m.cfg), HS_OK);
+    CU_ASSERT_EQUAL(co.seq_len, PP);
+    CU_ASSERT(!p.layer_on[0] && p.layer_on[1] && p.n_heads == 2 && p.q0 == 2 && p.q1 == 5);
+    hs_ablate_study_opts ao = { .layers = "0", .heads = "8" };
+    CU_ASSERT_EQUAL(hs_ablate_check(&ao, &m.cfg), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--heads '8'"));
+    hs_headcount_opts ho = { .base = m.cfg, .heads = { 3 }, .n_heads = 1, .seq_len = 8 };
+    hs_model_config cfg[HS_HEADCOUNT_MAX];
+    CU_ASSERT_EQUAL(hs_headcount_check(cfg, &ho), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--heads 3"));
+    hs_model_free(&m);
+}
+
+int main(void)
+{
+    static const hs_test tests[] = {
+        { "test_induction_study_rows_control_and_verdict_on_planted_heads",
+          test_induction_study_rows_control_and_verdict_on_planted_heads },
+        { "test_induction_check_names_the_option", test_induction_check_names_the_option },
+        { "test_forward_ms_returns_the_forward_status", test_forward_ms_returns_the_forward_status },
+        { "test_patterns_study_control_is_the_control_recipe",
+          test_patterns_study_control_is_the_control_recipe },
+        { "test_selection_checks_name_the_option", test_selection_checks_name_the_option },
+    };
+    return hs_run_tests("study_" HS_REAL_NAME, tests, HS_NTESTS(tests));
+}
