@@ -12,12 +12,8 @@
 
 #include <stddef.h>
 
-#include "config.h"
+#include "config.h" /* HS_MAX_LAYERS, HS_MAX_HEADS */
 #include "index.h"
-
-/* The most heads one layer may have in any per-head buffer indexed
- * [l * HS_MAX_HEADS + h]. */
-enum { HS_MAX_HEADS = 1024 };
 
 typedef struct {
     long n;
