@@ -53,7 +53,7 @@ static void ablate_progress(void *ctx, size_t done, size_t total)
 static int record_layer(void *ctx, const hs_ablate_layer *r)
 {
     ablate_ctx *c = ctx;
-    hs_metric_row rows[HS_MAX_HEADS_ON * HS_ABLATE_KINDS + 1];
+    hs_metric_row rows[HS_MAX_HEADS * HS_ABLATE_KINDS + 1];
     static char names[HS_ABLATE_KINDS][32];
     int n = 0;
     if (!c->clean_recorded) {
@@ -117,8 +117,8 @@ int cmd_ablate(int argc, char **argv)
     if ((rc = analysis_load(&a)))
         return rc;
     const hs_model_config *c = &a.m.cfg;
-    unsigned char *head_on = hs_calloc((size_t)c->n_layer * HS_MAX_HEADS_ON, 1, "head selection");
-    unsigned char lsel[HS_MAX_LAYERS] = { 0 }, hsel[HS_MAX_HEADS_ON] = { 0 };
+    unsigned char *head_on = hs_calloc((size_t)c->n_layer * HS_MAX_HEADS, 1, "head selection");
+    unsigned char lsel[HS_MAX_LAYERS] = { 0 }, hsel[HS_MAX_HEADS] = { 0 };
     int min_heads = 1 << 30;
     for (int l = 0; l < c->n_layer; l++)
         min_heads = c->n_head[l] < min_heads ? c->n_head[l] : min_heads;
@@ -140,7 +140,7 @@ int cmd_ablate(int argc, char **argv)
     }
     for (int l = 0; l < c->n_layer; l++)
         for (int h = 0; h < c->n_head[l]; h++)
-            head_on[(size_t)l * HS_MAX_HEADS_ON + h] = (!layers_s || lsel[l]) && (!heads_s || hsel[h]);
+            head_on[(size_t)l * HS_MAX_HEADS + h] = (!layers_s || lsel[l]) && (!heads_s || hsel[h]);
     /* --resume: a layer is recorded in one transaction, so it is either
      * complete in the index or absent; complete layers are skipped. */
     int skipped = 0;
@@ -148,7 +148,7 @@ int cmd_ablate(int argc, char **argv)
         int all = 1, any = 0;
         for (int h = 0; h < c->n_head[l] && all; h++)
             for (int k = 0; k < HS_ABLATE_KINDS && all; k++) {
-                if (!head_on[(size_t)l * HS_MAX_HEADS_ON + h] || !(kinds & (1 << k)))
+                if (!head_on[(size_t)l * HS_MAX_HEADS + h] || !(kinds & (1 << k)))
                     continue;
                 char name[32];
                 int exists = 0;
@@ -158,7 +158,7 @@ int cmd_ablate(int argc, char **argv)
                 any = 1;
             }
         if (any && all) {
-            memset(head_on + (size_t)l * HS_MAX_HEADS_ON, 0, HS_MAX_HEADS_ON);
+            memset(head_on + (size_t)l * HS_MAX_HEADS, 0, HS_MAX_HEADS);
             skipped++;
         }
     }
@@ -215,7 +215,7 @@ static int record_importance(const analysis *a, const hs_importance *imp)
     int n = 0;
     for (int l = 0; l < c->n_layer; l++)
         for (int h = 0; h < c->n_head[l]; h++) {
-            size_t i = (size_t)l * HS_IMP_MAX_HEADS + h;
+            size_t i = (size_t)l * HS_MAX_HEADS + h;
             rows[n++] = (hs_metric_row){ l, h, "importance", imp->norm[i], imp->norm_stderr[i], imp->n };
             rows[n++] = (hs_metric_row){ l, h, "importance_raw", imp->raw[i], imp->raw_stderr[i],
                                          imp->n };
@@ -258,8 +258,8 @@ int cmd_importance(int argc, char **argv)
     int least_l = 0, least_h = 0;
     for (int l = 0; !rc && l < a.m.cfg.n_layer; l++)
         for (int h = 0; h < a.m.cfg.n_head[l]; h++)
-            if (imp.norm[(size_t)l * HS_IMP_MAX_HEADS + h] <
-                imp.norm[(size_t)least_l * HS_IMP_MAX_HEADS + least_h])
+            if (imp.norm[(size_t)l * HS_MAX_HEADS + h] <
+                imp.norm[(size_t)least_l * HS_MAX_HEADS + least_h])
                 least_l = l, least_h = h;
     long long run_id = a.run.run_id;
     long n = imp.n;
@@ -362,7 +362,7 @@ int cmd_prune(int argc, char **argv)
         hs_tokens_free(&vtok);
         return rc;
     }
-    unsigned char *pruned = hs_calloc((size_t)c->n_layer * HS_IMP_MAX_HEADS, 1, "mask");
+    unsigned char *pruned = hs_calloc((size_t)c->n_layer * HS_MAX_HEADS, 1, "mask");
     if (!rc && !pruned)
         rc = HS_ENOMEM;
     prune_ctx pc = { .a = &a, .json = a.json };
@@ -385,7 +385,7 @@ int cmd_prune(int argc, char **argv)
     int n = 0;
     for (int l = 0; rows && l < c->n_layer; l++)
         for (int h = 0; h < c->n_head[l]; h++)
-            rows[n++] = (hs_metric_row){ l, h, "pruned", pruned[(size_t)l * HS_IMP_MAX_HEADS + h],
+            rows[n++] = (hs_metric_row){ l, h, "pruned", pruned[(size_t)l * HS_MAX_HEADS + h],
                                          0, 0 };
     if (!rc)
         rc = rows ? hs_index_metrics_add(a.run.ix, a.run.run_id, rows, n) : HS_ENOMEM;
@@ -403,7 +403,7 @@ int cmd_prune(int argc, char **argv)
                 for (int l = 0; l < c->n_layer; l++) {
                     const int H = c->n_head[l], dh = c->head_dim;
                     for (int h = 0; h < H; h++)
-                        if (pruned[(size_t)l * HS_IMP_MAX_HEADS + h])
+                        if (pruned[(size_t)l * HS_MAX_HEADS + h])
                             for (int row = 0; row < c->d_model; row++)
                                 memset(small.w.layer[l].attn.w_o + (size_t)row * H * dh + h * dh,
                                        0, sizeof(hs_real) * dh);

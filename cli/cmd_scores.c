@@ -25,7 +25,7 @@ static int score_rows(hs_metric_row *rows, char names[][40], const hs_model_conf
         snprintf(name, 40, "%s%s", k < HS_SCORE_KINDS ? hs_score_name(k) : "copying", suffix);
         for (int l = 0; l < c->n_layer; l++)
             for (int h = 0; h < c->n_head[l]; h++) {
-                const size_t i = (size_t)l * HS_SCORE_MAX_HEADS + h;
+                const size_t i = (size_t)l * HS_MAX_HEADS + h;
                 rows[n++] = k < HS_SCORE_KINDS
                                 ? (hs_metric_row){ l, h, name, s->value[k][i], s->stderr_value[k][i], s->n }
                                 : (hs_metric_row){ l, h, name, copying[i], 0, 1 };
@@ -110,7 +110,7 @@ int cmd_induction(int argc, char **argv)
     }
     /* The control: the same configuration, randomly initialised. */
     int32_t *tok = hs_calloc((size_t)samples * 2 * T, sizeof(int32_t), "sequences");
-    const size_t nh = (size_t)c->n_layer * HS_SCORE_MAX_HEADS;
+    const size_t nh = (size_t)c->n_layer * HS_MAX_HEADS;
     double *cop = hs_calloc(nh, sizeof(double), "copying");
     double *cop_ctrl = hs_calloc(nh, sizeof(double), "copying");
     hs_scores s = { 0 }, sc = { 0 };
@@ -194,11 +194,11 @@ int cmd_induction(int argc, char **argv)
     int best_l = 0, best_h = 0;
     for (int l = 0; !rc && l < c->n_layer; l++)
         for (int h = 0; h < c->n_head[l]; h++)
-            if (s.value[HS_SCORE_INDUCTION][(size_t)l * HS_SCORE_MAX_HEADS + h] >
-                s.value[HS_SCORE_INDUCTION][(size_t)best_l * HS_SCORE_MAX_HEADS + best_h])
+            if (s.value[HS_SCORE_INDUCTION][(size_t)l * HS_MAX_HEADS + h] >
+                s.value[HS_SCORE_INDUCTION][(size_t)best_l * HS_MAX_HEADS + best_h])
                 best_l = l, best_h = h;
-    double best = rc ? 0 : s.value[HS_SCORE_INDUCTION][(size_t)best_l * HS_SCORE_MAX_HEADS + best_h];
-    double best_ctrl = rc ? 0 : sc.value[HS_SCORE_INDUCTION][(size_t)best_l * HS_SCORE_MAX_HEADS + best_h];
+    double best = rc ? 0 : s.value[HS_SCORE_INDUCTION][(size_t)best_l * HS_MAX_HEADS + best_h];
+    double best_ctrl = rc ? 0 : sc.value[HS_SCORE_INDUCTION][(size_t)best_l * HS_MAX_HEADS + best_h];
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", hs_last_error());
     free(rows), free(tok), free(cop), free(cop_ctrl), free(draw_delta), free(draw_pts);
@@ -402,7 +402,7 @@ int cmd_patterns(int argc, char **argv)
             for (int k = 0; k < HS_PAT_KINDS; k++)
                 for (int li = 0; li < p->n_layer; li++)
                     for (int hi = 0; hi < p->n_head[li]; hi++) {
-                        const size_t i = (size_t)li * HS_PAT_MAX_HEADS + hi;
+                        const size_t i = (size_t)li * HS_MAX_HEADS + hi;
                         rows[n++] = (hs_metric_row){ p->layer[li], p->head[i],
                                                      c ? names[k] : hs_pattern_name(k),
                                                      p->value[k][i], p->stderr_value[k][i], p->n };
