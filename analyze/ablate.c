@@ -272,7 +272,7 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
     for (int l = 0; !rc && l < c->n_layer; l++) {
         r.njobs = 0;
         for (int h = 0; h < c->n_head[l]; h++)
-            if (!o->head_on || o->head_on[(size_t)l * HS_MAX_HEADS_ON + h])
+            if (!o->head_on || o->head_on[(size_t)l * HS_MAX_HEADS + h])
                 for (int k = 0; k < HS_ABLATE_KINDS; k++)
                     if (o->kinds & (1 << k))
                         r.jobs[r.njobs++] = (job){ h, k };

@@ -36,7 +36,7 @@ typedef struct {
     int B, T;
     size_t max_batches;          /* 0: every whole batch */
     int kinds;                   /* bit set of 1 << HS_ABLATE_* */
-    const unsigned char *head_on; /* (n_layer * HS_MAX_HEADS_ON) 1 = ablate; NULL = all */
+    const unsigned char *head_on; /* (n_layer * HS_MAX_HEADS) 1 = ablate; NULL = all */
     int stack;                   /* ablations per batched continuation (0: choose) */
     int naive;                   /* reference path: one full forward per ablation */
     double clean_loss;           /* out: the clean loss */
@@ -46,8 +46,6 @@ typedef struct {
     void (*progress)(void *ctx, size_t done, size_t total);
     void *ctx;
 } hs_ablate_opts;
-
-enum { HS_MAX_HEADS_ON = 1024 };
 
 /* Runs the ablations; results go to on_layer. */
 int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o);

@@ -7,14 +7,14 @@
 #include "eval.h"
 #include "transformer.h"
 
-static size_t at(int l, int h) { return (size_t)l * HS_IMP_MAX_HEADS + h; }
+static size_t at(int l, int h) { return (size_t)l * HS_MAX_HEADS + h; }
 
 int hs_importance_alloc(hs_importance *r, const hs_model_config *c)
 {
     memset(r, 0, sizeof *r);
     r->n_layer = c->n_layer;
     memcpy(r->n_head, c->n_head, sizeof r->n_head);
-    size_t n = (size_t)c->n_layer * HS_IMP_MAX_HEADS;
+    size_t n = (size_t)c->n_layer * HS_MAX_HEADS;
     r->raw = hs_calloc(n, sizeof(double), "importance");
     r->raw_stderr = hs_calloc(n, sizeof(double), "importance");
     r->norm = hs_calloc(n, sizeof(double), "importance");
@@ -49,8 +49,8 @@ int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *
     if (rc)
         return rc;
     hs_real *xi[HS_MAX_LAYERS] = { 0 }, *dxi[HS_MAX_LAYERS] = { 0 };
-    double *sum = hs_calloc((size_t)c->n_layer * HS_IMP_MAX_HEADS, sizeof(double), "importance");
-    double *sumsq = hs_calloc((size_t)c->n_layer * HS_IMP_MAX_HEADS, sizeof(double), "importance");
+    double *sum = hs_calloc((size_t)c->n_layer * HS_MAX_HEADS, sizeof(double), "importance");
+    double *sumsq = hs_calloc((size_t)c->n_layer * HS_MAX_HEADS, sizeof(double), "importance");
     int32_t *in = hs_calloc((size_t)B * T, sizeof(int32_t), "inputs");
     int32_t *tg = hs_calloc((size_t)B * T, sizeof(int32_t), "targets");
     if (!sum || !sumsq || !in || !tg)
@@ -143,7 +143,7 @@ int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
         total += c->n_head[l];
     const double max_percent = o->max_percent > 0 ? o->max_percent : 100;
     const int cap = (int)floor(max_percent * total / 100 + 1e-9);
-    memset(pruned, 0, (size_t)c->n_layer * HS_IMP_MAX_HEADS);
+    memset(pruned, 0, (size_t)c->n_layer * HS_MAX_HEADS);
     *n_pruned = 0;
     hs_real *gates[HS_MAX_LAYERS] = { 0 };
     candidate *cand = hs_calloc((size_t)total, sizeof *cand, "pruning candidates");
@@ -174,20 +174,20 @@ int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
             int nc = 0;
             for (int l = 0; l < c->n_layer; l++)
                 for (int h = 0; h < c->n_head[l]; h++)
-                    if (!pruned[(size_t)l * HS_IMP_MAX_HEADS + h])
-                        cand[nc++] = (candidate){ imp.norm[(size_t)l * HS_IMP_MAX_HEADS + h], l, h };
+                    if (!pruned[(size_t)l * HS_MAX_HEADS + h])
+                        cand[nc++] = (candidate){ imp.norm[(size_t)l * HS_MAX_HEADS + h], l, h };
             qsort(cand, (size_t)nc, sizeof *cand, by_importance);
             int left[HS_MAX_LAYERS];
             for (int l = 0; l < c->n_layer; l++) {
                 left[l] = c->n_head[l];
                 for (int h = 0; h < c->n_head[l]; h++)
-                    left[l] -= pruned[(size_t)l * HS_IMP_MAX_HEADS + h];
+                    left[l] -= pruned[(size_t)l * HS_MAX_HEADS + h];
             }
             int before = *n_pruned;
             for (int i = 0; i < nc && *n_pruned < goal; i++) {
                 if (left[cand[i].layer] <= keep_min)
                     continue; /* protected */
-                pruned[(size_t)cand[i].layer * HS_IMP_MAX_HEADS + cand[i].head] = 1;
+                pruned[(size_t)cand[i].layer * HS_MAX_HEADS + cand[i].head] = 1;
                 gates[cand[i].layer][cand[i].head] = 0;
                 left[cand[i].layer]--;
                 (*n_pruned)++;
@@ -220,8 +220,8 @@ int hs_prune_structural(hs_model *out, const hs_model *m, const unsigned char *p
     nc.family = HS_FAMILY_HEADSCOPE;
     /* keep[l][h']: the source head of new head h', -1 - src for a dead head;
      * keep_kv[l][g']: the source KV head of new KV head g'. */
-    int(*keep)[HS_IMP_MAX_HEADS] = hs_calloc((size_t)c->n_layer, sizeof *keep, "pruning plan");
-    int(*keep_kv)[HS_IMP_MAX_HEADS] = hs_calloc((size_t)c->n_layer, sizeof *keep_kv, "pruning plan");
+    int(*keep)[HS_MAX_HEADS] = hs_calloc((size_t)c->n_layer, sizeof *keep, "pruning plan");
+    int(*keep_kv)[HS_MAX_HEADS] = hs_calloc((size_t)c->n_layer, sizeof *keep_kv, "pruning plan");
     if (!keep || !keep_kv) {
         free(keep);
         free(keep_kv);
@@ -233,23 +233,23 @@ int hs_prune_structural(hs_model *out, const hs_model *m, const unsigned char *p
         for (int j = 0; j < G; j++) {
             int r = 0;
             for (int h = j * gs; h < (j + 1) * gs; h++)
-                r += !pruned[(size_t)l * HS_IMP_MAX_HEADS + h];
+                r += !pruned[(size_t)l * HS_MAX_HEADS + h];
             most = r > most ? r : most;
         }
         int nh = 0;
         for (int j = 0; j < G; j++) {
             int r = 0;
             for (int h = j * gs; h < (j + 1) * gs; h++)
-                r += !pruned[(size_t)l * HS_IMP_MAX_HEADS + h];
+                r += !pruned[(size_t)l * HS_MAX_HEADS + h];
             if (!r && (most || j))
                 continue; /* the whole group goes (unless the layer has no head left) */
             keep_kv[l][groups++] = j;
             int want = most ? most : 1, taken = 0;
             for (int h = j * gs; h < (j + 1) * gs && taken < want; h++)
-                if (!pruned[(size_t)l * HS_IMP_MAX_HEADS + h])
+                if (!pruned[(size_t)l * HS_MAX_HEADS + h])
                     keep[l][nh++] = h, taken++;
             for (int h = j * gs; h < (j + 1) * gs && taken < want; h++)
-                if (pruned[(size_t)l * HS_IMP_MAX_HEADS + h])
+                if (pruned[(size_t)l * HS_MAX_HEADS + h])
                     keep[l][nh++] = -1 - h, taken++; /* dead head: W_o zeroed */
         }
         nc.n_head[l] = nh;

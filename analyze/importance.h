@@ -15,12 +15,10 @@
 #include "tokens.h"
 #include "weights.h"
 
-enum { HS_IMP_MAX_HEADS = 1024 };
-
 typedef struct {
     int n_layer;
     int n_head[HS_MAX_LAYERS];
-    /* [l * HS_IMP_MAX_HEADS + h] */
+    /* [l * HS_MAX_HEADS + h] */
     double *raw, *raw_stderr, *norm, *norm_stderr;
     long n; /* sequences */
 } hs_importance;
@@ -50,7 +48,7 @@ typedef struct {
     void *ctx;
 } hs_prune_opts;
 
-/* Iterative joint pruning. pruned (n_layer * HS_IMP_MAX_HEADS) gets 1 for
+/* Iterative joint pruning. pruned (n_layer * HS_MAX_HEADS) gets 1 for
  * every pruned head; *n_pruned the count. */
 int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
              unsigned char *pruned, int *n_pruned);

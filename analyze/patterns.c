@@ -26,7 +26,7 @@ void hs_patterns_free(hs_patterns *p)
 
 static int patterns_alloc(hs_patterns *p, int n_layer)
 {
-    const size_t n = (size_t)n_layer * HS_PAT_MAX_HEADS;
+    const size_t n = (size_t)n_layer * HS_MAX_HEADS;
     for (int k = 0; k < HS_PAT_KINDS; k++)
         if (!(p->value[k] = hs_calloc(n, sizeof(double), "patterns")) ||
             !(p->stderr_value[k] = hs_calloc(n, sizeof(double), "patterns"))) {
@@ -81,7 +81,7 @@ typedef struct {
 
 static size_t slot(const run_ctx *r, int thread, int b, int l, int h)
 {
-    return ((((size_t)thread * r->B + b) * r->c->n_layer + l) * HS_PAT_MAX_HEADS + h) *
+    return ((((size_t)thread * r->B + b) * r->c->n_layer + l) * HS_MAX_HEADS + h) *
            HS_PAT_KINDS;
 }
 
@@ -107,11 +107,11 @@ static void finish(hs_patterns *p, const seq_acc *acc, long n)
     for (int k = 0; k < HS_PAT_KINDS; k++)
         for (int l = 0; l < p->n_layer; l++)
             for (int h = 0; h < p->n_head[l]; h++) {
-                const size_t i = ((size_t)l * HS_PAT_MAX_HEADS + h) * HS_PAT_KINDS + k;
+                const size_t i = ((size_t)l * HS_MAX_HEADS + h) * HS_PAT_KINDS + k;
                 const double mean = acc->sum[i] / n;
                 const double var = n > 1 ? (acc->sumsq[i] - n * mean * mean) / (n - 1) : 0;
-                p->value[k][(size_t)l * HS_PAT_MAX_HEADS + h] = mean;
-                p->stderr_value[k][(size_t)l * HS_PAT_MAX_HEADS + h] = var > 0 ? sqrt(var / n) : 0;
+                p->value[k][(size_t)l * HS_MAX_HEADS + h] = mean;
+                p->stderr_value[k][(size_t)l * HS_MAX_HEADS + h] = var > 0 ? sqrt(var / n) : 0;
             }
     p->n = n;
 }
@@ -122,7 +122,7 @@ static void add_sequence(seq_acc *acc, const double *sums, int n_layer, const in
     for (int l = 0; l < n_layer; l++)
         for (int h = 0; h < n_head[l]; h++)
             for (int k = 0; k < HS_PAT_KINDS; k++) {
-                const size_t i = ((size_t)l * HS_PAT_MAX_HEADS + h) * HS_PAT_KINDS + k;
+                const size_t i = ((size_t)l * HS_MAX_HEADS + h) * HS_PAT_KINDS + k;
                 const double v = sums[i] / queries;
                 acc->sum[i] += v;
                 acc->sumsq[i] += v * v;
@@ -145,7 +145,7 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
         p->layer[l] = l;
         p->n_head[l] = c->n_head[l];
         for (int h = 0; h < c->n_head[l]; h++)
-            p->head[(size_t)l * HS_PAT_MAX_HEADS + h] = h;
+            p->head[(size_t)l * HS_MAX_HEADS + h] = h;
     }
     hs_acts a;
     rc = hs_acts_alloc(&a, c, B, T, HS_ACTS_INFER);
@@ -154,7 +154,7 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
         return rc;
     }
     run_ctx r = { c, NULL, B, T, delim, n_delim, hs_get_threads(), NULL };
-    const size_t per_seq = (size_t)c->n_layer * HS_PAT_MAX_HEADS * HS_PAT_KINDS;
+    const size_t per_seq = (size_t)c->n_layer * HS_MAX_HEADS * HS_PAT_KINDS;
     r.batch = hs_calloc((size_t)r.threads * B * per_seq, sizeof(double), "pattern sums");
     seq_acc acc = { hs_calloc(per_seq, sizeof(double), "patterns"),
                     hs_calloc(per_seq, sizeof(double), "patterns") };
@@ -203,10 +203,10 @@ int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *deli
     for (int li = 0; li < in->n_layers; li++) {
         p->layer[li] = in->layers[li].layer;
         p->n_head[li] = in->layers[li].nh;
-        memcpy(p->head + (size_t)li * HS_PAT_MAX_HEADS, in->layers[li].heads,
+        memcpy(p->head + (size_t)li * HS_MAX_HEADS, in->layers[li].heads,
                sizeof(int) * in->layers[li].nh);
     }
-    const size_t per_seq = (size_t)in->n_layers * HS_PAT_MAX_HEADS * HS_PAT_KINDS;
+    const size_t per_seq = (size_t)in->n_layers * HS_MAX_HEADS * HS_PAT_KINDS;
     seq_acc acc = { hs_calloc(per_seq, sizeof(double), "patterns"),
                     hs_calloc(per_seq, sizeof(double), "patterns") };
     double *seq = hs_calloc(per_seq, sizeof(double), "patterns");
@@ -228,7 +228,7 @@ int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *deli
                     const int t = l->q0 + q;
                     for (int s = 0; s < l->S; s++)
                         row[s] = map[(size_t)q * l->S + s];
-                    row_stats(seq + ((size_t)li * HS_PAT_MAX_HEADS + hi) * HS_PAT_KINDS, row, t,
+                    row_stats(seq + ((size_t)li * HS_MAX_HEADS + hi) * HS_PAT_KINDS, row, t,
                               t + 1 < l->S ? t + 1 : l->S, tok, delim, n_delim);
                 }
             }

@@ -19,7 +19,6 @@
 
 enum { HS_PAT_ENTROPY, HS_PAT_SELF, HS_PAT_PREV, HS_PAT_NEXT, HS_PAT_FIRST, HS_PAT_DELIM,
        HS_PAT_DISTANCE, HS_PAT_KINDS };
-enum { HS_PAT_MAX_HEADS = 1024 };
 
 const char *hs_pattern_name(int kind);
 
@@ -27,8 +26,8 @@ typedef struct {
     int n_layer;
     int layer[HS_MAX_LAYERS];  /* model layer of each result row */
     int n_head[HS_MAX_LAYERS];
-    int *head; /* [li * HS_PAT_MAX_HEADS + hi]: model head ids (capture files may hold a subset) */
-    /* [kind][li * HS_PAT_MAX_HEADS + hi] */
+    int *head; /* [li * HS_MAX_HEADS + hi]: model head ids (capture files may hold a subset) */
+    /* [kind][li * HS_MAX_HEADS + hi] */
     double *value[HS_PAT_KINDS], *stderr_value[HS_PAT_KINDS];
     long n; /* sequences */
 } hs_patterns;

@@ -25,7 +25,7 @@ int hs_scores_alloc(hs_scores *s, const hs_model_config *c)
     memset(s, 0, sizeof *s);
     s->n_layer = c->n_layer;
     memcpy(s->n_head, c->n_head, sizeof s->n_head);
-    const size_t n = (size_t)c->n_layer * HS_SCORE_MAX_HEADS;
+    const size_t n = (size_t)c->n_layer * HS_MAX_HEADS;
     for (int k = 0; k < HS_SCORE_KINDS; k++) {
         s->value[k] = hs_calloc(n, sizeof(double), "scores");
         s->stderr_value[k] = hs_calloc(n, sizeof(double), "scores");
@@ -80,7 +80,7 @@ static int on_maps(void *ctx, int layer, const hs_real *att, int B, int H, int L
             v[HS_SCORE_INDUCTION] /= T > 1 ? T - 1 : 1;
             v[HS_SCORE_DUPLICATE] /= T;
             v[HS_SCORE_PREV] /= L2 - 1;
-            const size_t at = (size_t)layer * HS_SCORE_MAX_HEADS + h;
+            const size_t at = (size_t)layer * HS_MAX_HEADS + h;
             for (int k = 0; k < HS_SCORE_KINDS; k++) {
                 a->sum[k][at] += v[k];
                 a->sumsq[k][at] += v[k] * v[k];
@@ -104,7 +104,7 @@ int hs_pattern_scores(hs_scores *s, const hs_model *m, const int32_t *tokens, in
     if (rc)
         return rc;
     score_acc acc = { T, { 0 }, { 0 } };
-    const size_t n = (size_t)c->n_layer * HS_SCORE_MAX_HEADS;
+    const size_t n = (size_t)c->n_layer * HS_MAX_HEADS;
     for (int k = 0; !rc && k < HS_SCORE_KINDS; k++)
         if (!(acc.sum[k] = hs_calloc(n, sizeof(double), "scores")) ||
             !(acc.sumsq[k] = hs_calloc(n, sizeof(double), "scores")))
@@ -121,7 +121,7 @@ int hs_pattern_scores(hs_scores *s, const hs_model *m, const int32_t *tokens, in
     for (int k = 0; !rc && k < HS_SCORE_KINDS; k++)
         for (int l = 0; l < c->n_layer; l++)
             for (int h = 0; h < c->n_head[l]; h++) {
-                const size_t at = (size_t)l * HS_SCORE_MAX_HEADS + h;
+                const size_t at = (size_t)l * HS_MAX_HEADS + h;
                 const double mean = acc.sum[k][at] / N;
                 const double var = N > 1 ? (acc.sumsq[k][at] - N * mean * mean) / (N - 1) : 0;
                 s->value[k][at] = mean;
@@ -190,7 +190,7 @@ int hs_copying_scores(double *copying, const hs_model *m)
                 re += wr[k];
                 abs_sum += hypot(wr[k], wi[k]);
             }
-            copying[(size_t)l * HS_SCORE_MAX_HEADS + h] = abs_sum > 0 ? re / abs_sum : 0;
+            copying[(size_t)l * HS_MAX_HEADS + h] = abs_sum > 0 ? re / abs_sum : 0;
         }
     }
     free(A), free(WA), free(P), free(wr), free(wi), free(work);
@@ -266,8 +266,8 @@ int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32
     for (int i = 0; !rc && i < k; i++) {
         int best = i;
         for (int j = i + 1; j < n; j++)
-            if (s->value[HS_SCORE_INDUCTION][(size_t)lh[2 * j] * HS_SCORE_MAX_HEADS + lh[2 * j + 1]] >
-                s->value[HS_SCORE_INDUCTION][(size_t)lh[2 * best] * HS_SCORE_MAX_HEADS + lh[2 * best + 1]])
+            if (s->value[HS_SCORE_INDUCTION][(size_t)lh[2 * j] * HS_MAX_HEADS + lh[2 * j + 1]] >
+                s->value[HS_SCORE_INDUCTION][(size_t)lh[2 * best] * HS_MAX_HEADS + lh[2 * best + 1]])
                 best = j;
         int tl = lh[2 * i], th = lh[2 * i + 1];
         lh[2 * i] = lh[2 * best], lh[2 * i + 1] = lh[2 * best + 1];
@@ -395,7 +395,7 @@ int hs_induction_established(const hs_causal_check *cc, const hs_scores *s,
     if (!cc->beats)
         return 0;
     for (int i = 0; i < cc->k; i++) {
-        const size_t j = (size_t)cc->layer[i] * HS_SCORE_MAX_HEADS + cc->head[i];
+        const size_t j = (size_t)cc->layer[i] * HS_MAX_HEADS + cc->head[i];
         const double d = s->value[HS_SCORE_INDUCTION][j] - control->value[HS_SCORE_INDUCTION][j];
         const double se = sqrt(s->stderr_value[HS_SCORE_INDUCTION][j] * s->stderr_value[HS_SCORE_INDUCTION][j] +
                                control->stderr_value[HS_SCORE_INDUCTION][j] *

@@ -156,7 +156,7 @@ static void importance_case(const char *name)
         for (int l = 0; l < m.cfg.n_layer; l++)
             for (int h = 0; h < m.cfg.n_head[l]; h++) {
                 double want = t->v[l * m.cfg.n_head[l] + h];
-                double got = mine[k][(size_t)l * HS_IMP_MAX_HEADS + h];
+                double got = mine[k][(size_t)l * HS_MAX_HEADS + h];
                 worst = fmax(worst, fabs(got - want) / fmax(1, fabs(want)));
             }
     }
@@ -166,7 +166,7 @@ static void importance_case(const char *name)
     for (int l = 0; l < m.cfg.n_layer; l++) {
         double n2 = 0;
         for (int h = 0; h < m.cfg.n_head[l]; h++)
-            n2 += imp.norm[(size_t)l * HS_IMP_MAX_HEADS + h] * imp.norm[(size_t)l * HS_IMP_MAX_HEADS + h];
+            n2 += imp.norm[(size_t)l * HS_MAX_HEADS + h] * imp.norm[(size_t)l * HS_MAX_HEADS + h];
         CU_ASSERT(fabs(n2 - 1) <= 1e-9);
     }
     fx_free(&fc);
@@ -202,7 +202,7 @@ static void test_pruning_curve_is_monotone_nested_and_reproducible(void)
     hs_model m;
     hs_tokens tok;
     load(&m, &tok, "llama_gqa");
-    unsigned char a[8 * HS_IMP_MAX_HEADS] = { 0 }, b[8 * HS_IMP_MAX_HEADS] = { 0 };
+    unsigned char a[8 * HS_MAX_HEADS] = { 0 }, b[8 * HS_MAX_HEADS] = { 0 };
     curve ca = { 0 }, cb = { 0 };
     hs_prune_opts o = { .B = B, .T = T, .step_percent = 25, .min_heads_per_layer = 1,
                         .on_step = record_step, .ctx = &ca };
@@ -222,7 +222,7 @@ static void test_pruning_curve_is_monotone_nested_and_reproducible(void)
     for (int l = 0; l < 2; l++) {
         int left = 0;
         for (int h = 0; h < 4; h++)
-            left += !a[l * HS_IMP_MAX_HEADS + h];
+            left += !a[l * HS_MAX_HEADS + h];
         CU_ASSERT(left >= 1);
     }
     hs_tokens_free(&tok);
@@ -235,14 +235,14 @@ static void structural_case(const char *name, const int *prune_list, int n)
     hs_model m, s;
     hs_tokens tok;
     load(&m, &tok, name);
-    unsigned char pruned[8 * HS_IMP_MAX_HEADS] = { 0 };
+    unsigned char pruned[8 * HS_MAX_HEADS] = { 0 };
     hs_real g0[16], g1[16];
     const hs_real *gates[2] = { g0, g1 };
     for (int h = 0; h < 16; h++)
         g0[h] = g1[h] = 1;
     for (int i = 0; i < n; i++) {
         int l = prune_list[2 * i], h = prune_list[2 * i + 1];
-        pruned[l * HS_IMP_MAX_HEADS + h] = 1;
+        pruned[l * HS_MAX_HEADS + h] = 1;
         (l ? g1 : g0)[h] = 0;
     }
     CU_ASSERT_EQUAL_FATAL(hs_prune_structural(&s, &m, pruned), HS_OK);
@@ -292,7 +292,7 @@ static void scores_case(const char *name)
     hs_scores sc;
     CU_ASSERT_EQUAL_FATAL(hs_scores_alloc(&sc, &m.cfg), HS_OK);
     CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&sc, &m, seq, N, T, 2, NULL, NULL), HS_OK);
-    double *cop = calloc((size_t)m.cfg.n_layer * HS_SCORE_MAX_HEADS, sizeof(double));
+    double *cop = calloc((size_t)m.cfg.n_layer * HS_MAX_HEADS, sizeof(double));
     CU_ASSERT_EQUAL_FATAL(hs_copying_scores(cop, &m), HS_OK);
     const char *names[HS_SCORE_KINDS] = { "induction", "duplicate_token", "prev_token" };
     double worst = 0, worst_cop = 0;
@@ -304,7 +304,7 @@ static void scores_case(const char *name)
         CU_ASSERT_PTR_NOT_NULL_FATAL(e);
         for (int l = 0; l < m.cfg.n_layer; l++)
             for (int h = 0; h < H; h++) {
-                size_t i = (size_t)l * HS_SCORE_MAX_HEADS + h;
+                size_t i = (size_t)l * HS_MAX_HEADS + h;
                 worst = fmax(worst, fabs(sc.value[k][i] - v->v[l * H + h]));
                 worst = fmax(worst, fabs(sc.stderr_value[k][i] - e->v[l * H + h]));
             }
@@ -313,7 +313,7 @@ static void scores_case(const char *name)
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     for (int l = 0; l < m.cfg.n_layer; l++)
         for (int h = 0; h < H; h++)
-            worst_cop = fmax(worst_cop, fabs(cop[(size_t)l * HS_SCORE_MAX_HEADS + h] - c->v[l * H + h]));
+            worst_cop = fmax(worst_cop, fabs(cop[(size_t)l * HS_MAX_HEADS + h] - c->v[l * H + h]));
     printf("\n    %s: scores vs torch %.3g, copying vs numpy eigenvalues %.3g", name, worst, worst_cop);
     CU_ASSERT(worst <= TOL);
     CU_ASSERT(worst_cop <= TOL);
@@ -392,13 +392,13 @@ static void test_planted_heads_are_found_and_named_by_the_causal_check(void)
     hs_scores sc;
     CU_ASSERT_EQUAL_FATAL(hs_scores_alloc(&sc, &m.cfg), HS_OK);
     CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&sc, &m, seq, N, T, 4, NULL, NULL), HS_OK);
-    const double prev00 = sc.value[HS_SCORE_PREV][0], ind10 = sc.value[HS_SCORE_INDUCTION][HS_SCORE_MAX_HEADS];
+    const double prev00 = sc.value[HS_SCORE_PREV][0], ind10 = sc.value[HS_SCORE_INDUCTION][HS_MAX_HEADS];
     printf("\n    prev_token L0H0 %.3f (L0H1 %.3f); induction L1H0 %.3f (L1H1 %.3f, L0H0 %.3f)", prev00,
-           sc.value[HS_SCORE_PREV][1], ind10, sc.value[HS_SCORE_INDUCTION][HS_SCORE_MAX_HEADS + 1],
+           sc.value[HS_SCORE_PREV][1], ind10, sc.value[HS_SCORE_INDUCTION][HS_MAX_HEADS + 1],
            sc.value[HS_SCORE_INDUCTION][0]);
     CU_ASSERT(prev00 > 0.95);
     CU_ASSERT(ind10 > 0.9);
-    CU_ASSERT(sc.value[HS_SCORE_PREV][1] < 0.5 && sc.value[HS_SCORE_INDUCTION][HS_SCORE_MAX_HEADS + 1] < 0.5);
+    CU_ASSERT(sc.value[HS_SCORE_PREV][1] < 0.5 && sc.value[HS_SCORE_INDUCTION][HS_MAX_HEADS + 1] < 0.5);
     CU_ASSERT(sc.value[HS_SCORE_INDUCTION][0] < 0.5);
 
     hs_causal_check cc;
@@ -449,7 +449,7 @@ static void test_random_init_model_scores_near_chance(void)
     double worst = 0;
     for (int l = 0; l < 2; l++)
         for (int h = 0; h < PH; h++) {
-            size_t i = (size_t)l * HS_SCORE_MAX_HEADS + h;
+            size_t i = (size_t)l * HS_MAX_HEADS + h;
             worst = fmax(worst, fabs(sc.value[HS_SCORE_INDUCTION][i] - chance_ind));
             worst = fmax(worst, fabs(sc.value[HS_SCORE_PREV][i] - chance_prev));
         }
@@ -530,8 +530,8 @@ static void test_row_wise_patterns_equal_full_maps_and_capture_file(void)
             for (int k = 0; k < HS_PAT_KINDS; k++) {
                 double mean = sum[l][h][k] / 4;
                 double se = sqrt(fmax(0, (sumsq[l][h][k] - 4 * mean * mean) / 3) / 4);
-                worst = fmax(worst, fabs(rw.value[k][(size_t)l * HS_PAT_MAX_HEADS + h] - mean));
-                worst = fmax(worst, fabs(rw.stderr_value[k][(size_t)l * HS_PAT_MAX_HEADS + h] - se));
+                worst = fmax(worst, fabs(rw.value[k][(size_t)l * HS_MAX_HEADS + h] - mean));
+                worst = fmax(worst, fabs(rw.stderr_value[k][(size_t)l * HS_MAX_HEADS + h] - se));
             }
     printf("\n    row-wise vs full maps: %.3g", worst);
     CU_ASSERT(worst <= TOL);
@@ -559,8 +559,8 @@ static void test_row_wise_patterns_equal_full_maps_and_capture_file(void)
     for (int l = 0; l < 2; l++)
         for (int h = 0; h < 4; h++)
             for (int k = 0; k < HS_PAT_KINDS; k++)
-                wf = fmax(wf, fabs(ff.value[k][(size_t)l * HS_PAT_MAX_HEADS + h] -
-                                   rw.value[k][(size_t)l * HS_PAT_MAX_HEADS + h]));
+                wf = fmax(wf, fabs(ff.value[k][(size_t)l * HS_MAX_HEADS + h] -
+                                   rw.value[k][(size_t)l * HS_MAX_HEADS + h]));
     printf("; capture file vs row-wise: %.3g", wf);
     CU_ASSERT(wf <= 1e-5); /* float32 storage */
     CU_ASSERT_EQUAL(ff.n, 4);
