@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "eval.h"
+#include "stats.h"
 #include "transformer.h"
 
 static size_t at(int l, int h) { return (size_t)l * HS_MAX_HEADS + h; }
@@ -12,6 +13,8 @@ static size_t at(int l, int h) { return (size_t)l * HS_MAX_HEADS + h; }
 int hs_importance_alloc(hs_importance *r, const hs_model_config *c)
 {
     memset(r, 0, sizeof *r);
+    if (hs_heads_fit(c))
+        return HS_EINVAL;
     r->n_layer = c->n_layer;
     memcpy(r->n_head, c->n_head, sizeof r->n_head);
     size_t n = (size_t)c->n_layer * HS_MAX_HEADS;
@@ -49,11 +52,11 @@ int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *
     if (rc)
         return rc;
     hs_real *xi[HS_MAX_LAYERS] = { 0 }, *dxi[HS_MAX_LAYERS] = { 0 };
-    double *sum = hs_calloc((size_t)c->n_layer * HS_MAX_HEADS, sizeof(double), "importance");
-    double *sumsq = hs_calloc((size_t)c->n_layer * HS_MAX_HEADS, sizeof(double), "importance");
+    hs_head_stats g_abs; /* |g| over sequences, per head */
+    rc = hs_head_stats_init(&g_abs, c);
     int32_t *in = hs_calloc((size_t)B * T, sizeof(int32_t), "inputs");
     int32_t *tg = hs_calloc((size_t)B * T, sizeof(int32_t), "targets");
-    if (!sum || !sumsq || !in || !tg)
+    if (!rc && (!in || !tg))
         rc = HS_ENOMEM;
     for (int l = 0; !rc && l < c->n_layer; l++) {
         xi[l] = hs_calloc((size_t)B * c->n_head[l], sizeof(hs_real), "gates");
@@ -80,24 +83,21 @@ int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *
             rc = hs_backward(NULL, dxi, &a, m, in, tg, &hooks, 1);
         for (int l = 0; !rc && l < c->n_layer; l++)
             for (int s = 0; s < B; s++)
-                for (int h = 0; h < c->n_head[l]; h++) {
-                    double g = fabs((double)dxi[l][s * c->n_head[l] + h]);
-                    sum[at(l, h)] += g;
-                    sumsq[at(l, h)] += g * g;
-                }
+                for (int h = 0; h < c->n_head[l]; h++)
+                    hs_welford_add(hs_head_stat(&g_abs, l, h),
+                                   fabs((double)dxi[l][s * c->n_head[l] + h]));
         if (!rc && progress)
             progress(progress_ctx, b + 1, nb);
     }
     if (!rc) {
-        const double n = (double)nb * B;
-        r->n = (long)n;
+        r->n = (long)(nb * B);
         for (int l = 0; l < c->n_layer; l++) {
             double norm2 = 0;
             for (int h = 0; h < c->n_head[l]; h++) {
                 const size_t i = at(l, h);
-                r->raw[i] = sum[i] / n;
-                double var = n > 1 ? (sumsq[i] - n * r->raw[i] * r->raw[i]) / (n - 1) : 0;
-                r->raw_stderr[i] = var > 0 ? sqrt(var / n) : 0;
+                const hs_welford *w = hs_head_stat(&g_abs, l, h);
+                r->raw[i] = w->mean;
+                r->raw_stderr[i] = hs_welford_stderr(w);
                 norm2 += r->raw[i] * r->raw[i];
             }
             const double norm = sqrt(norm2);
@@ -112,7 +112,8 @@ int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *
         free(xi[l]);
         free(dxi[l]);
     }
-    free(sum), free(sumsq), free(in), free(tg);
+    hs_head_stats_free(&g_abs);
+    free(in), free(tg);
     hs_acts_free(&a);
     return rc;
 }

@@ -17,6 +17,7 @@
 #include "importance.h"
 #include "runner.h"
 #include "scores.h"
+#include "stats.h"
 #include "patterns.h"
 #include "recorder.h"
 #include <unistd.h>
@@ -591,6 +592,72 @@ static void test_row_wise_patterns_equal_full_maps_and_capture_file(void)
     hs_model_free(&m);
 }
 
+/* SPEC §5's standard error through hs_welford: equal to a two-pass
+ * computation where a sum of squares cancels (values 1e9 apart from a spread
+ * of 1e-3), shards merged in order equal one accumulator, and the per-head
+ * table keeps its own copies of metric names. */
+static void test_welford_matches_two_pass_where_sums_of_squares_cancel(void)
+{
+    enum { N = 1000 };
+    double x[N], mean = 0, m2 = 0;
+    for (int i = 0; i < N; i++) {
+        x[i] = 1e9 + 1e-3 * ((i * 37) % 11);
+        mean += x[i];
+    }
+    mean /= N;
+    for (int i = 0; i < N; i++)
+        m2 += (x[i] - mean) * (x[i] - mean);
+    const double sd = sqrt(m2 / (N - 1)), se = sd / sqrt((double)N);
+    hs_welford all = { 0 }, part[3] = { { 0 } }, merged = { 0 };
+    double sum = 0, sumsq = 0;
+    for (int i = 0; i < N; i++) {
+        hs_welford_add(&all, x[i]);
+        hs_welford_add(&part[i < 10 ? 0 : i < 700 ? 1 : 2], x[i]);
+        sum += x[i], sumsq += x[i] * x[i];
+    }
+    for (int k = 0; k < 3; k++)
+        hs_welford_merge(&merged, &part[k]);
+    const double one_pass = sqrt(fmax(0, (sumsq - N * (sum / N) * (sum / N)) / (N - 1)));
+    printf("\n    sd %.6g: Welford %.6g, merged %.6g, sum of squares %.6g", sd, hs_welford_sd(&all),
+           hs_welford_sd(&merged), one_pass);
+    CU_ASSERT_EQUAL(all.n, N);
+    CU_ASSERT_EQUAL(merged.n, N);
+    CU_ASSERT(fabs(all.mean - mean) <= 1e-13 * mean);
+    CU_ASSERT(fabs(hs_welford_sd(&all) - sd) <= 1e-6 * sd);
+    CU_ASSERT(fabs(hs_welford_stderr(&all) - se) <= 1e-6 * se);
+    CU_ASSERT(fabs(merged.mean - mean) <= 1e-13 * mean);
+    CU_ASSERT(fabs(hs_welford_sd(&merged) - sd) <= 1e-6 * sd);
+    /* one value: no spread; merging an empty accumulator changes nothing */
+    hs_welford one = { 0 }, empty = { 0 };
+    hs_welford_add(&one, 3);
+    hs_welford_merge(&one, &empty);
+    CU_ASSERT(one.n == 1 && one.mean == 3 && hs_welford_stderr(&one) == 0);
+
+    /* per-head accumulators and their rows */
+    hs_model_config c;
+    CU_ASSERT_EQUAL_FATAL(hs_config_preset(&c, "attn-only"), HS_OK);
+    c.n_layer = 2, c.n_head[0] = 3, c.n_head[1] = 2;
+    hs_head_stats hst;
+    CU_ASSERT_EQUAL_FATAL(hs_head_stats_init(&hst, &c), HS_OK);
+    for (int i = 0; i < 4; i++)
+        hs_welford_add(hs_head_stat(&hst, 1, 1), i);
+    hs_head_table tab = { 0 };
+    char name[32];
+    snprintf(name, sizeof name, "metric_%d", 7);
+    CU_ASSERT_EQUAL(hs_head_table_add_heads(&tab, &hst, name), HS_OK);
+    strcpy(name, "overwritten");
+    CU_ASSERT_EQUAL(tab.n, 5);
+    const hs_metric_row *r = hs_head_table_find(&tab, 1, 1, "metric_7");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT(r->value == 1.5 && r->n == 4 && fabs(r->stderr_value - sqrt(5.0 / 3 / 4)) < 1e-15);
+    CU_ASSERT_PTR_NULL(hs_head_table_find(&tab, 1, 2, "metric_7"));
+    hs_head_table_free(&tab);
+    hs_head_stats_free(&hst);
+    c.n_head[1] = HS_MAX_HEADS + 1;
+    CU_ASSERT_EQUAL(hs_head_stats_init(&hst, &c), HS_EINVAL);
+    hs_head_stats_free(&hst);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -614,6 +681,8 @@ int main(void)
         { "test_random_init_model_scores_near_chance", test_random_init_model_scores_near_chance },
         { "test_row_wise_patterns_equal_full_maps_and_capture_file",
           test_row_wise_patterns_equal_full_maps_and_capture_file },
+        { "test_welford_matches_two_pass_where_sums_of_squares_cancel",
+          test_welford_matches_two_pass_where_sums_of_squares_cancel },
     };
     return hs_run_tests("analyze_" HS_REAL_NAME, tests, HS_NTESTS(tests));
 }
