@@ -201,7 +201,7 @@ static int naive_layer(run *r, int l, hs_acts *a, hs_real *dz)
     return rc;
 }
 
-static int check_opts(const hs_model_config *c, const hs_ablate_opts *o)
+int hs_ablate_check(const hs_model_config *c, const hs_ablate_opts *o)
 {
     if (o->B < 1 || o->T < 1 || !(o->kinds & 7))
         return hs_fail(HS_EINVAL, "ablate: batch, sequence length and a method are required");
@@ -209,13 +209,17 @@ static int check_opts(const hs_model_config *c, const hs_ablate_opts *o)
         return hs_fail(HS_EINVAL, "ablate: sequence length %d exceeds n_ctx=%d", o->T, c->n_ctx);
     if (hs_heads_fit(c))
         return HS_EINVAL;
+    if ((o->kinds & (1 << HS_ABLATE_RESAMPLE)) && o->B < 2)
+        return hs_fail(HS_EINVAL, "--method resample needs --batch >= 2 (got %d): it replaces a "
+                       "head's output by that of the next sequence of the same batch, which "
+                       "with one sequence per batch is the sequence itself", o->B);
     return HS_OK;
 }
 
 int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
 {
     const hs_model_config *c = &m->cfg;
-    int rc = check_opts(c, o);
+    int rc = hs_ablate_check(c, o);
     if (rc)
         return rc;
     run r = { .m = m, .data = data, .o = o };

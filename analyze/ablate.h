@@ -47,6 +47,13 @@ typedef struct {
     void *ctx;
 } hs_ablate_opts;
 
+/* The options' own consistency, before any work (HS_EINVAL with a message
+ * naming the option): a method, positive B and T, T within a learned
+ * position table, and B >= 2 for resample, whose donor is the next sequence
+ * of the same batch. hs_ablate checks the same; a caller that records runs
+ * calls it first, so bad options record nothing. */
+int hs_ablate_check(const hs_model_config *c, const hs_ablate_opts *o);
+
 /* Runs the ablations; results go to on_layer. */
 int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o);
 

@@ -134,6 +134,43 @@ static void ablation_case(const char *name)
 static void test_fast_ablation_equals_naive_and_torch_gpt2(void) { ablation_case("gpt2_tiny"); }
 static void test_fast_ablation_equals_naive_and_torch_llama_gqa(void) { ablation_case("llama_gqa"); }
 
+/* resample replaces z of sequence i by that of sequence (i+1) mod B: with
+ * B = 1 that is the sequence itself and every delta would be a silent 0, so
+ * B < 2 is refused before any work, naming both options; zero and mean still
+ * run with one sequence per batch. */
+static void test_resample_with_one_sequence_per_batch_is_refused(void)
+{
+    hs_model m;
+    hs_tokens tok;
+    load(&m, &tok, "gpt2_tiny");
+    static collected out;
+    memset(&out, 0, sizeof out);
+    hs_ablate_opts o = { .B = 1, .T = T, .kinds = 1 << HS_ABLATE_RESAMPLE, .on_layer = collect,
+                         .ctx = &out };
+    CU_ASSERT_EQUAL(hs_ablate(&m, &tok, &o), HS_EINVAL);
+    printf("\n    %s", hs_last_error());
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--batch"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "resample"));
+    CU_ASSERT_EQUAL(out.L, 0); /* no layer reported */
+    o.kinds = 7;
+    CU_ASSERT_EQUAL(hs_ablate(&m, &tok, &o), HS_EINVAL);
+    CU_ASSERT_EQUAL(out.L, 0);
+    o.kinds = (1 << HS_ABLATE_ZERO) | (1 << HS_ABLATE_MEAN);
+    CU_ASSERT_EQUAL(hs_ablate(&m, &tok, &o), HS_OK);
+    CU_ASSERT_EQUAL(out.L, m.cfg.n_layer);
+    /* with two sequences per batch resample measures a change */
+    memset(&out, 0, sizeof out);
+    o.B = 2, o.kinds = 1 << HS_ABLATE_RESAMPLE;
+    CU_ASSERT_EQUAL_FATAL(hs_ablate(&m, &tok, &o), HS_OK);
+    double largest = 0;
+    for (int l = 0; l < out.L; l++)
+        for (int h = 0; h < out.H[l]; h++)
+            largest = fmax(largest, fabs(out.s[l][HS_ABLATE_RESAMPLE][h].delta));
+    CU_ASSERT(largest > 1e-4);
+    hs_tokens_free(&tok);
+    hs_model_free(&m);
+}
+
 /* Importance against PyTorch autograd of the summed sequence loss with
  * respect to per-sequence gates, raw and layer-normalised. */
 static void importance_case(const char *name)
@@ -665,6 +702,8 @@ int main(void)
           test_fast_ablation_equals_naive_and_torch_gpt2 },
         { "test_fast_ablation_equals_naive_and_torch_llama_gqa",
           test_fast_ablation_equals_naive_and_torch_llama_gqa },
+        { "test_resample_with_one_sequence_per_batch_is_refused",
+          test_resample_with_one_sequence_per_batch_is_refused },
         { "test_importance_matches_torch_autograd_gpt2", test_importance_matches_torch_autograd_gpt2 },
         { "test_importance_matches_torch_autograd_llama_gqa",
           test_importance_matches_torch_autograd_llama_gqa },
