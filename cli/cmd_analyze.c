@@ -134,6 +134,11 @@ int cmd_ablate(int argc, char **argv)
         analysis_unload(&a);
         return *bad ? usage_error("ablate", "%s", bad) : run_error("ablate");
     }
+    if (hs_ablate_check(c, &(hs_ablate_opts){ .B = a.B, .T = a.T, .kinds = kinds })) {
+        free(head_on);
+        analysis_unload(&a);
+        return usage_error("ablate", "%s", hs_last_error());
+    }
     if ((rc = analysis_start(&a, "ablate", argc, argv))) {
         free(head_on);
         return rc;
