@@ -133,6 +133,37 @@ static int by_importance(const void *x, const void *y)
     return a->layer != b->layer ? a->layer - b->layer : a->head - b->head;
 }
 
+/* Prunes heads still in, by increasing imp->norm, until *n_pruned reaches
+ * goal, skipping layers down to keep_min heads; returns how many it pruned.
+ * cand: room for every head. */
+static int prune_lowest(unsigned char *pruned, hs_real **gates, int *n_pruned, int goal,
+                        candidate *cand, const hs_importance *imp, const hs_model_config *c,
+                        int keep_min)
+{
+    int nc = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        for (int h = 0; h < c->n_head[l]; h++)
+            if (!pruned[(size_t)l * HS_MAX_HEADS + h])
+                cand[nc++] = (candidate){ imp->norm[(size_t)l * HS_MAX_HEADS + h], l, h };
+    qsort(cand, (size_t)nc, sizeof *cand, by_importance);
+    int left[HS_MAX_LAYERS];
+    for (int l = 0; l < c->n_layer; l++) {
+        left[l] = c->n_head[l];
+        for (int h = 0; h < c->n_head[l]; h++)
+            left[l] -= pruned[(size_t)l * HS_MAX_HEADS + h];
+    }
+    const int before = *n_pruned;
+    for (int i = 0; i < nc && *n_pruned < goal; i++) {
+        if (left[cand[i].layer] <= keep_min)
+            continue; /* protected */
+        pruned[(size_t)cand[i].layer * HS_MAX_HEADS + cand[i].head] = 1;
+        gates[cand[i].layer][cand[i].head] = 0;
+        left[cand[i].layer]--;
+        (*n_pruned)++;
+    }
+    return *n_pruned - before;
+}
+
 int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
              unsigned char *pruned, int *n_pruned)
 {
@@ -148,7 +179,7 @@ int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
     *n_pruned = 0;
     hs_real *gates[HS_MAX_LAYERS] = { 0 };
     candidate *cand = hs_calloc((size_t)total, sizeof *cand, "pruning candidates");
-    hs_importance imp;
+    hs_importance imp = { 0 };
     int rc = cand ? hs_importance_alloc(&imp, c) : HS_ENOMEM;
     int have_imp = 0;
     for (int l = 0; !rc && l < c->n_layer; l++) {
@@ -165,42 +196,25 @@ int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
             const int goal = target < cap ? target : cap;
             if (goal <= *n_pruned && target >= cap)
                 break;
-            if (!have_imp || !o->one_shot) {
-                rc = hs_importance_compute(&imp, m, data, o->B, o->T, o->max_batches,
-                                           (const hs_real *const *)gates, o->stop, NULL, NULL);
-                have_imp = 1;
-                if (rc)
-                    break;
+            if (goal > *n_pruned) { /* else p N / 100 < 1: this step's count is the last one's */
+                if (!have_imp || !o->one_shot) {
+                    rc = hs_importance_compute(&imp, m, data, o->B, o->T, o->max_batches,
+                                               (const hs_real *const *)gates, o->stop, NULL, NULL);
+                    have_imp = 1;
+                    if (rc)
+                        break;
+                }
+                if (!prune_lowest(pruned, gates, n_pruned, goal, cand, &imp, c, keep_min))
+                    break; /* nothing more may be pruned */
             }
-            int nc = 0;
-            for (int l = 0; l < c->n_layer; l++)
-                for (int h = 0; h < c->n_head[l]; h++)
-                    if (!pruned[(size_t)l * HS_MAX_HEADS + h])
-                        cand[nc++] = (candidate){ imp.norm[(size_t)l * HS_MAX_HEADS + h], l, h };
-            qsort(cand, (size_t)nc, sizeof *cand, by_importance);
-            int left[HS_MAX_LAYERS];
-            for (int l = 0; l < c->n_layer; l++) {
-                left[l] = c->n_head[l];
-                for (int h = 0; h < c->n_head[l]; h++)
-                    left[l] -= pruned[(size_t)l * HS_MAX_HEADS + h];
-            }
-            int before = *n_pruned;
-            for (int i = 0; i < nc && *n_pruned < goal; i++) {
-                if (left[cand[i].layer] <= keep_min)
-                    continue; /* protected */
-                pruned[(size_t)cand[i].layer * HS_MAX_HEADS + cand[i].head] = 1;
-                gates[cand[i].layer][cand[i].head] = 0;
-                left[cand[i].layer]--;
-                (*n_pruned)++;
-            }
-            if (*n_pruned == before)
-                break; /* nothing more may be pruned */
         }
         hs_eval_result er;
         rc = hs_evaluate(&er, m, val, o->B, o->T, o->max_batches, &hooks, NULL, NULL);
         if (!rc && o->on_step)
             rc = o->on_step(o->ctx, step, *n_pruned, (double)*n_pruned / total, er.loss,
                             er.stderr_loss);
+        if (!rc && o->on_mask)
+            rc = o->on_mask(o->ctx, step, pruned);
         if (!rc && o->stop && *o->stop)
             rc = hs_fail(HS_EINTR, "interrupted after pruning step %d", step);
     }

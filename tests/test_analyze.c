@@ -1,8 +1,9 @@
 /* Analyses against independent references: head ablation (the fast path
  * against a naive full re-run per head, and both against PyTorch:
  * scripts/oracle/gen_ablate.py), gradient importance against PyTorch
- * autograd, pruning (nested masks, reproducible), structural pruning (same
- * loss as the gated model). */
+ * autograd, pruning (counts, nested masks, lowest importance first,
+ * reproducible), structural pruning (same loss as the gated model), the
+ * Welford accumulator of every standard error. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,6 +220,9 @@ static void test_importance_matches_torch_autograd_llama_gqa(void) { importance_
 typedef struct {
     int steps, pruned[64];
     double loss[64];
+    size_t mask_size;    /* n_layer * HS_MAX_HEADS */
+    unsigned char *mask; /* (64, mask_size): the mask after each step, or NULL */
+    int mask_steps;
 } curve;
 
 static int record_step(void *ctx, int step, int pruned, double fraction, double loss, double se)
@@ -233,8 +237,133 @@ static int record_step(void *ctx, int step, int pruned, double fraction, double 
     return HS_OK;
 }
 
+static int record_mask(void *ctx, int step, const unsigned char *pruned)
+{
+    curve *c = ctx;
+    if (c->mask && step < 64) {
+        memcpy(c->mask + (size_t)step * c->mask_size, pruned, c->mask_size);
+        c->mask_steps = step + 1;
+    }
+    return HS_OK;
+}
+
+/* A pruning run (o, recorded in cv with masks; final mask and count as
+ * hs_prune returned them) checked against SPEC §5 step by step:
+ * - counts: step k has min(floor(k p N / 100), the max_percent cap, what
+ *   protection allows) heads pruned, so they never decrease, and the run
+ *   ends at the first step that reaches the most it may prune;
+ * - nested: every step's mask contains the previous step's;
+ * - lowest importance first: importance recomputed here on the model gated
+ *   by the previous step's mask (the unpruned model for one_shot); each
+ *   head a step prunes has importance no higher than any head left in,
+ *   unless that head's layer is down to min_heads_per_layer.
+ * The first violations of the last rule are printed. */
+static void check_pruning_steps(const hs_model *m, const hs_tokens *tok, const hs_prune_opts *o,
+                               const curve *cv, const unsigned char *final, int n_final)
+{
+    const hs_model_config *c = &m->cfg;
+    const size_t ms = cv->mask_size;
+    int N = 0, prunable = 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        N += c->n_head[l];
+        prunable += c->n_head[l] > o->min_heads_per_layer ? c->n_head[l] - o->min_heads_per_layer : 0;
+    }
+    const double max_percent = o->max_percent > 0 ? o->max_percent : 100;
+    const int cap = (int)floor(max_percent * N / 100 + 1e-9);
+    const int most = cap < prunable ? cap : prunable;
+    CU_ASSERT_EQUAL_FATAL(cv->mask_steps, cv->steps);
+    int last_step = 0;
+    while (last_step < 63 &&
+           (int)fmin(fmin(floor(last_step * o->step_percent * N / 100 + 1e-9), cap), prunable) < most)
+        last_step++;
+    CU_ASSERT_EQUAL(cv->steps, last_step + 1);
+
+    hs_importance imp;
+    CU_ASSERT_EQUAL_FATAL(hs_importance_alloc(&imp, c), HS_OK);
+    hs_real *gates[HS_MAX_LAYERS] = { 0 };
+    for (int l = 0; l < c->n_layer; l++)
+        gates[l] = calloc((size_t)c->n_head[l], sizeof(hs_real));
+    int wrong_count = 0, not_nested = 0, out_of_order = 0;
+    for (int k = 0; k < cv->steps; k++) {
+        const unsigned char *now = cv->mask + k * ms, *prev = k ? now - ms : NULL;
+        int count = 0, left[HS_MAX_LAYERS];
+        for (int l = 0; l < c->n_layer; l++) {
+            left[l] = c->n_head[l];
+            for (int h = 0; h < c->n_head[l]; h++)
+                count += now[(size_t)l * HS_MAX_HEADS + h], left[l] -= now[(size_t)l * HS_MAX_HEADS + h];
+        }
+        const int want = (int)fmin(fmin(floor(k * o->step_percent * N / 100 + 1e-9), cap), prunable);
+        wrong_count += count != want || count != cv->pruned[k];
+        if (!prev)
+            continue;
+        for (size_t i = 0; i < ms; i++)
+            not_nested += prev[i] && !now[i];
+        if (count == cv->pruned[k - 1])
+            continue; /* nothing pruned at this step */
+        /* the importance this step chose by, computed independently */
+        for (int l = 0; l < c->n_layer; l++)
+            for (int h = 0; h < c->n_head[l]; h++)
+                gates[l][h] = o->one_shot ? 1 : !prev[(size_t)l * HS_MAX_HEADS + h];
+        CU_ASSERT_EQUAL_FATAL(hs_importance_compute(&imp, m, tok, o->B, o->T, o->max_batches,
+                                                    (const hs_real *const *)gates, NULL, NULL, NULL),
+                              HS_OK);
+        for (int lp = 0; lp < c->n_layer; lp++)
+            for (int hp = 0; hp < c->n_head[lp]; hp++) {
+                const size_t p = (size_t)lp * HS_MAX_HEADS + hp;
+                if (prev[p] || !now[p])
+                    continue; /* not pruned at this step */
+                for (int lu = 0; lu < c->n_layer; lu++)
+                    for (int hu = 0; hu < c->n_head[lu]; hu++) {
+                        const size_t u = (size_t)lu * HS_MAX_HEADS + hu;
+                        if (!now[u] && left[lu] > o->min_heads_per_layer &&
+                            imp.norm[p] > imp.norm[u] + 1e-12 && out_of_order++ < 3)
+                            printf("\n    step %d pruned L%dH%d (importance %.6f) before L%dH%d (%.6f)",
+                                   k, lp, hp, imp.norm[p], lu, hu, imp.norm[u]);
+                    }
+            }
+    }
+    CU_ASSERT_EQUAL(wrong_count, 0);
+    CU_ASSERT_EQUAL(not_nested, 0);
+    CU_ASSERT_EQUAL(out_of_order, 0);
+    CU_ASSERT(!memcmp(final, cv->mask + (size_t)(cv->steps - 1) * ms, ms));
+    CU_ASSERT_EQUAL(n_final, cv->pruned[cv->steps - 1]);
+    for (int l = 0; l < c->n_layer; l++)
+        free(gates[l]);
+    hs_importance_free(&imp);
+}
+
+/* One pruning run with its per-step masks, checked by check_pruning_steps. */
+static void prune_case(const char *name, hs_prune_opts o, const int *want, int n_want)
+{
+    hs_model m;
+    hs_tokens tok;
+    load(&m, &tok, name);
+    curve cv = { .mask_size = (size_t)m.cfg.n_layer * HS_MAX_HEADS };
+    cv.mask = calloc(64, cv.mask_size);
+    unsigned char *final = calloc(1, cv.mask_size);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cv.mask);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(final);
+    o.B = B, o.T = T, o.on_step = record_step, o.on_mask = record_mask, o.ctx = &cv;
+    int n = 0;
+    CU_ASSERT_EQUAL_FATAL(hs_prune(&m, &tok, &o, final, &n), HS_OK);
+    printf("\n    %s, %g%% steps%s, min %d per layer: pruned", name, o.step_percent,
+           o.one_shot ? " (one-shot)" : "", o.min_heads_per_layer);
+    for (int k = 0; k < cv.steps; k++)
+        printf(" %d", cv.pruned[k]);
+    /* the counts spelled out, beside the rule check_pruning_steps derives */
+    CU_ASSERT_EQUAL(cv.steps, n_want);
+    for (int k = 0; k < cv.steps && k < n_want; k++)
+        CU_ASSERT_EQUAL(cv.pruned[k], want[k]);
+    check_pruning_steps(&m, &tok, &o, &cv, final, n);
+    free(cv.mask);
+    free(final);
+    hs_tokens_free(&tok);
+    hs_model_free(&m);
+}
+
 /* Iterative pruning: heads pruned grow step by step to the target counts,
- * masks are nested, protection holds, and a second run is identical. */
+ * masks are nested, each step prunes the least important heads left,
+ * protection holds, and a second run is identical. */
 static void test_pruning_curve_is_monotone_nested_and_reproducible(void)
 {
     hs_model m;
@@ -265,6 +394,29 @@ static void test_pruning_curve_is_monotone_nested_and_reproducible(void)
     }
     hs_tokens_free(&tok);
     hs_model_free(&m);
+    /* the same run step by step: nested, lowest importance first */
+    const int want[] = { 0, 2, 4, 6 };
+    prune_case("llama_gqa", (hs_prune_opts){ .step_percent = 25, .min_heads_per_layer = 1 }, want, 4);
+}
+
+/* Steps of less than one head (10% of 8 heads, the command's default):
+ * floor(0.8 k) = 0, 0, 1, 2, 3, 4, 4, 5, 6, 7, 8. A step whose count does not
+ * grow prunes nothing and the curve goes on to every head. */
+static void test_pruning_steps_below_one_head_follow_the_floor_counts(void)
+{
+    const int want[] = { 0, 0, 1, 2, 3, 4, 4, 5, 6, 7, 8 };
+    prune_case("llama_gqa", (hs_prune_opts){ .step_percent = 10 }, want, 11);
+}
+
+/* --one-shot: importance of the unpruned model orders every step; with
+ * 30% steps floor(2.4 k) = 0, 2, 4, 7 and protection (1 head per layer)
+ * stops at 6. */
+static void test_one_shot_pruning_takes_the_unpruned_order(void)
+{
+    const int want[] = { 0, 2, 4, 6 };
+    prune_case("gpt2_tiny",
+               (hs_prune_opts){ .step_percent = 30, .min_heads_per_layer = 1, .one_shot = 1 }, want,
+               4);
 }
 
 /* The structurally pruned checkpoint computes the gated model's loss. */
@@ -709,6 +861,9 @@ int main(void)
           test_importance_matches_torch_autograd_llama_gqa },
         { "test_pruning_curve_is_monotone_nested_and_reproducible",
           test_pruning_curve_is_monotone_nested_and_reproducible },
+        { "test_pruning_steps_below_one_head_follow_the_floor_counts",
+          test_pruning_steps_below_one_head_follow_the_floor_counts },
+        { "test_one_shot_pruning_takes_the_unpruned_order", test_one_shot_pruning_takes_the_unpruned_order },
         { "test_structural_pruning_keeps_the_gated_loss_gpt2",
           test_structural_pruning_keeps_the_gated_loss_gpt2 },
         { "test_structural_pruning_keeps_the_gated_loss_gqa_uneven_groups",
