@@ -1,5 +1,6 @@
 #include "ablate.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,21 @@ const char *hs_ablate_kind_name(int kind)
 {
     static const char *const names[HS_ABLATE_KINDS] = { "zero", "mean", "resample" };
     return kind >= 0 && kind < HS_ABLATE_KINDS ? names[kind] : "?";
+}
+
+int hs_ablate_layer_to_table(hs_head_table *t, const hs_ablate_layer *r)
+{
+    char name[32];
+    int rc = HS_OK;
+    for (int k = 0; !rc && k < HS_ABLATE_KINDS; k++) {
+        snprintf(name, sizeof name, "loss_delta_%s", hs_ablate_kind_name(k));
+        for (int h = 0; !rc && h < r->n_heads; h++) {
+            const hs_ablate_stat *s = &r->stat[k * r->n_heads + h];
+            if (s->n)
+                rc = hs_head_table_add(t, r->layer, h, name, s->delta, s->stderr_delta, s->n);
+        }
+    }
+    return rc;
 }
 
 static hs_ablate_stat ablate_stat(const hs_welford *w)

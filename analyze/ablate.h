@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stddef.h>
 
+#include "stats.h"
 #include "tokens.h"
 #include "weights.h"
 
@@ -46,6 +47,10 @@ typedef struct {
     void (*progress)(void *ctx, size_t done, size_t total);
     void *ctx;
 } hs_ablate_opts;
+
+/* Appends one layer's results to t: for each kind, every head that ran
+ * (n > 0) as "loss_delta_<kind>" with its stderr and sequence count. */
+int hs_ablate_layer_to_table(hs_head_table *t, const hs_ablate_layer *r);
 
 /* The options' own consistency, before any work (HS_EINVAL with a message
  * naming the option): a method, positive B and T, T within a learned

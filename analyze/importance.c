@@ -38,6 +38,20 @@ void hs_importance_free(hs_importance *r)
     memset(r, 0, sizeof *r);
 }
 
+int hs_importance_to_table(hs_head_table *t, const hs_importance *r)
+{
+    int rc = HS_OK;
+    for (int l = 0; !rc && l < r->n_layer; l++)
+        for (int h = 0; !rc && h < r->n_head[l]; h++) {
+            const size_t i = at(l, h);
+            rc = hs_head_table_add(t, l, h, "importance", r->norm[i], r->norm_stderr[i], r->n);
+            if (!rc)
+                rc = hs_head_table_add(t, l, h, "importance_raw", r->raw[i], r->raw_stderr[i],
+                                       r->n);
+        }
+    return rc;
+}
+
 int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *data, int B,
                           int T, size_t max_batches, const hs_real *const *gates,
                           volatile sig_atomic_t *stop, hs_progress_fn progress,

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "eval.h"
+#include "stats.h"
 #include "tokens.h"
 #include "weights.h"
 
@@ -25,6 +26,11 @@ typedef struct {
 
 int hs_importance_alloc(hs_importance *r, const hs_model_config *c);
 void hs_importance_free(hs_importance *r);
+
+/* Appends r's rows to t: for every head (layer order) "importance" (the
+ * normalised value) then "importance_raw", each with its stderr and the
+ * sequence count. */
+int hs_importance_to_table(hs_head_table *t, const hs_importance *r);
 
 /* gates: NULL (all 1) or per layer (H_l) gates of a pruned model (0/1).
  * progress (may be NULL): batches done of total. */

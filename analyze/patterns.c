@@ -1,6 +1,7 @@
 #include "patterns.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,22 @@ void hs_patterns_free(hs_patterns *p)
         free(p->stderr_value[k]);
     }
     memset(p, 0, sizeof *p);
+}
+
+int hs_patterns_to_table(hs_head_table *t, const hs_patterns *p, const char *suffix)
+{
+    char name[64];
+    int rc = HS_OK;
+    for (int k = 0; !rc && k < HS_PAT_KINDS; k++) {
+        snprintf(name, sizeof name, "%s%s", hs_pattern_name(k), suffix);
+        for (int li = 0; !rc && li < p->n_layer; li++)
+            for (int hi = 0; !rc && hi < p->n_head[li]; hi++) {
+                const size_t i = (size_t)li * HS_MAX_HEADS + hi;
+                rc = hs_head_table_add(t, p->layer[li], p->head[i], name, p->value[k][i],
+                                       p->stderr_value[k][i], p->n);
+            }
+    }
+    return rc;
 }
 
 static int patterns_alloc(hs_patterns *p, int n_layer)

@@ -14,6 +14,7 @@
 
 #include "eval.h"
 #include "maps.h"
+#include "stats.h"
 #include "tokens.h"
 #include "weights.h"
 
@@ -33,6 +34,11 @@ typedef struct {
 } hs_patterns;
 
 void hs_patterns_free(hs_patterns *p);
+
+/* Appends p's rows to t: for each statistic, every head of every result
+ * row (model layer and head ids) named hs_pattern_name(kind) + suffix (""
+ * or "_control"), with its stderr and the sequence count. */
+int hs_patterns_to_table(hs_head_table *t, const hs_patterns *p, const char *suffix);
 
 /* delim: token ids counted by `delim` (n_delim of them, may be 0).
  * progress (may be NULL): batches done of total. */

@@ -1,6 +1,7 @@
 #include "scores.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +48,27 @@ void hs_scores_free(hs_scores *s)
         free(s->stderr_value[k]);
     }
     memset(s, 0, sizeof *s);
+}
+
+int hs_scores_to_table(hs_head_table *t, const hs_scores *s, const double *copying,
+                       const char *suffix)
+{
+    char name[64];
+    int rc = HS_OK;
+    for (int k = 0; !rc && k <= HS_SCORE_KINDS; k++) {
+        if (k == HS_SCORE_KINDS && !copying)
+            break;
+        snprintf(name, sizeof name, "%s%s", k < HS_SCORE_KINDS ? hs_score_name(k) : "copying",
+                 suffix);
+        for (int l = 0; !rc && l < s->n_layer; l++)
+            for (int h = 0; !rc && h < s->n_head[l]; h++) {
+                const size_t i = (size_t)l * HS_MAX_HEADS + h;
+                rc = k < HS_SCORE_KINDS ? hs_head_table_add(t, l, h, name, s->value[k][i],
+                                                            s->stderr_value[k][i], s->n)
+                                        : hs_head_table_add(t, l, h, name, copying[i], 0, 1);
+            }
+    }
+    return rc;
 }
 
 void hs_repeated_sequences(int32_t *tokens, int N, int T, int V, unsigned long long seed)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "eval.h"
+#include "stats.h"
 #include "tokens.h"
 #include "weights.h"
 
@@ -25,6 +26,13 @@ typedef struct {
 
 int hs_scores_alloc(hs_scores *s, const hs_model_config *c);
 void hs_scores_free(hs_scores *s);
+
+/* Appends s's rows to t: for each kind, every head (layer order) named
+ * hs_score_name(kind) + suffix ("" or "_control"), with its stderr and the
+ * sample count; then, when copying is not NULL, "copying" + suffix (stderr
+ * 0, n 1). HS_ENOMEM on failure. */
+int hs_scores_to_table(hs_head_table *t, const hs_scores *s, const double *copying,
+                       const char *suffix);
 
 /* tokens (N, 2T), rows r ++ r with r uniform in [0, V), from a seed. */
 void hs_repeated_sequences(int32_t *tokens, int N, int T, int V, unsigned long long seed);

@@ -48,6 +48,26 @@ static int collect(void *ctx, const hs_ablate_layer *r)
     return HS_OK;
 }
 
+/* 1 unless t has the row (l, h, metric) with exactly these numbers. */
+static int row_differs(const hs_head_table *t, int l, int h, const char *metric, double v,
+                       double se, long long n)
+{
+    const hs_metric_row *r = hs_head_table_find(t, l, h, metric);
+    return !r || r->value != v || r->stderr_value != se || r->n != n;
+}
+
+typedef struct {
+    collected *c;
+    hs_head_table *t;
+} table_ctx;
+
+static int collect_table(void *ctx, const hs_ablate_layer *r)
+{
+    table_ctx *tc = ctx;
+    collect(tc->c, r);
+    return hs_ablate_layer_to_table(tc->t, r);
+}
+
 static void load(hs_model *m, hs_tokens *tok, const char *name)
 {
     char dir[512], data[600];
@@ -159,15 +179,30 @@ static void test_resample_with_one_sequence_per_batch_is_refused(void)
     o.kinds = (1 << HS_ABLATE_ZERO) | (1 << HS_ABLATE_MEAN);
     CU_ASSERT_EQUAL(hs_ablate(&m, &tok, &o), HS_OK);
     CU_ASSERT_EQUAL(out.L, m.cfg.n_layer);
-    /* with two sequences per batch resample measures a change */
+    /* with two sequences per batch resample measures a change; the layers'
+     * rows (hs_ablate_layer_to_table) are the reported numbers */
     memset(&out, 0, sizeof out);
-    o.B = 2, o.kinds = 1 << HS_ABLATE_RESAMPLE;
+    hs_head_table tab = { 0 };
+    table_ctx tc = { &out, &tab };
+    o.B = 2, o.kinds = (1 << HS_ABLATE_ZERO) | (1 << HS_ABLATE_RESAMPLE);
+    o.on_layer = collect_table, o.ctx = &tc;
     CU_ASSERT_EQUAL_FATAL(hs_ablate(&m, &tok, &o), HS_OK);
     double largest = 0;
+    int rows = 0, differ = 0;
     for (int l = 0; l < out.L; l++)
-        for (int h = 0; h < out.H[l]; h++)
-            largest = fmax(largest, fabs(out.s[l][HS_ABLATE_RESAMPLE][h].delta));
+        for (int h = 0; h < out.H[l]; h++) {
+            const hs_ablate_stat *z = &out.s[l][HS_ABLATE_ZERO][h];
+            const hs_ablate_stat *r = &out.s[l][HS_ABLATE_RESAMPLE][h];
+            largest = fmax(largest, fabs(r->delta));
+            differ += row_differs(&tab, l, h, "loss_delta_zero", z->delta, z->stderr_delta, z->n);
+            differ += row_differs(&tab, l, h, "loss_delta_resample", r->delta, r->stderr_delta, r->n);
+            rows += 2;
+        }
     CU_ASSERT(largest > 1e-4);
+    CU_ASSERT_EQUAL(tab.n, rows);
+    CU_ASSERT_EQUAL(differ, 0);
+    CU_ASSERT_PTR_NULL(hs_head_table_find(&tab, 0, 0, "loss_delta_mean"));
+    hs_head_table_free(&tab);
     hs_tokens_free(&tok);
     hs_model_free(&m);
 }
@@ -208,6 +243,19 @@ static void importance_case(const char *name)
             n2 += imp.norm[(size_t)l * HS_MAX_HEADS + h] * imp.norm[(size_t)l * HS_MAX_HEADS + h];
         CU_ASSERT(fabs(n2 - 1) <= 1e-9);
     }
+    /* the rows the index gets */
+    hs_head_table tab = { 0 };
+    CU_ASSERT_EQUAL_FATAL(hs_importance_to_table(&tab, &imp), HS_OK);
+    int rows = 0, differ = 0;
+    for (int l = 0; l < m.cfg.n_layer; l++)
+        for (int h = 0; h < m.cfg.n_head[l]; h++, rows += 2) {
+            const size_t i = (size_t)l * HS_MAX_HEADS + h;
+            differ += row_differs(&tab, l, h, "importance", imp.norm[i], imp.norm_stderr[i], 4);
+            differ += row_differs(&tab, l, h, "importance_raw", imp.raw[i], imp.raw_stderr[i], 4);
+        }
+    CU_ASSERT_EQUAL(tab.n, rows);
+    CU_ASSERT_EQUAL(differ, 0);
+    hs_head_table_free(&tab);
     fx_free(&fc);
     hs_importance_free(&imp);
     hs_tokens_free(&tok);
@@ -508,6 +556,29 @@ static void scores_case(const char *name)
     CU_ASSERT(worst <= TOL);
     CU_ASSERT(worst_cop <= TOL);
     CU_ASSERT_EQUAL(sc.n, N);
+    /* the rows the index gets, here as a control's */
+    hs_head_table tab = { 0 };
+    CU_ASSERT_EQUAL_FATAL(hs_scores_to_table(&tab, &sc, cop, "_control"), HS_OK);
+    int rows = 0, differ = 0;
+    for (int l = 0; l < m.cfg.n_layer; l++)
+        for (int h = 0; h < H; h++) {
+            const size_t i = (size_t)l * HS_MAX_HEADS + h;
+            char metric[64];
+            for (int k = 0; k < HS_SCORE_KINDS; k++, rows++) {
+                snprintf(metric, sizeof metric, "%s_control", names[k]);
+                differ += row_differs(&tab, l, h, metric, sc.value[k][i], sc.stderr_value[k][i], N);
+            }
+            differ += row_differs(&tab, l, h, "copying_control", cop[i], 0, 1);
+            rows++;
+        }
+    CU_ASSERT_EQUAL(tab.n, rows);
+    CU_ASSERT_EQUAL(differ, 0);
+    hs_head_table_free(&tab);
+    CU_ASSERT_EQUAL_FATAL(hs_scores_to_table(&tab, &sc, NULL, ""), HS_OK);
+    CU_ASSERT_EQUAL(tab.n, rows / 4 * 3);
+    CU_ASSERT_PTR_NOT_NULL(hs_head_table_find(&tab, 1, 0, "induction"));
+    CU_ASSERT_PTR_NULL(hs_head_table_find(&tab, 1, 0, "copying"));
+    hs_head_table_free(&tab);
     free(cop), free(seq);
     hs_scores_free(&sc);
     fx_free(&fc);
@@ -754,6 +825,20 @@ static void test_row_wise_patterns_equal_full_maps_and_capture_file(void)
     printf("; capture file vs row-wise: %.3g", wf);
     CU_ASSERT(wf <= 1e-5); /* float32 storage */
     CU_ASSERT_EQUAL(ff.n, 4);
+    /* the rows the index gets: model layer and head ids, every statistic */
+    hs_head_table tab = { 0 };
+    CU_ASSERT_EQUAL_FATAL(hs_patterns_to_table(&tab, &ff, ""), HS_OK);
+    int differ = 0;
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < 4; h++)
+            for (int k = 0; k < HS_PAT_KINDS; k++) {
+                const size_t i = (size_t)l * HS_MAX_HEADS + h;
+                differ += row_differs(&tab, l, h, hs_pattern_name(k), ff.value[k][i],
+                                      ff.stderr_value[k][i], 4);
+            }
+    CU_ASSERT_EQUAL(tab.n, 2 * 4 * HS_PAT_KINDS);
+    CU_ASSERT_EQUAL(differ, 0);
+    hs_head_table_free(&tab);
     /* Jensen-Shannon distances: symmetric, zero on the diagonal, bounded by
      * sqrt(ln 2), and layer 0 head 0 against layer 1 head 2 as computed above. */
     double *D = NULL;
