@@ -1,12 +1,13 @@
 #include "ablate.h"
 
-#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cache.h"
 #include "intervene.h"
 #include "linalg.h"
+#include "stats.h"
 #include "transformer.h"
 
 const char *hs_ablate_kind_name(int kind)
@@ -15,26 +16,24 @@ const char *hs_ablate_kind_name(int kind)
     return kind >= 0 && kind < HS_ABLATE_KINDS ? names[kind] : "?";
 }
 
-/* Welford's running mean and variance of per-sequence differences. */
-typedef struct {
-    double mean, m2;
-    long n;
-} running;
-
-static void running_add(running *r, double x)
+int hs_ablate_layer_to_table(hs_head_table *t, const hs_ablate_layer *r)
 {
-    r->n++;
-    double d = x - r->mean;
-    r->mean += d / r->n;
-    r->m2 += d * (x - r->mean);
+    char name[32];
+    int rc = HS_OK;
+    for (int k = 0; !rc && k < HS_ABLATE_KINDS; k++) {
+        snprintf(name, sizeof name, "loss_delta_%s", hs_ablate_kind_name(k));
+        for (int h = 0; !rc && h < r->n_heads; h++) {
+            const hs_ablate_stat *s = &r->stat[k * r->n_heads + h];
+            if (s->n)
+                rc = hs_head_table_add(t, r->layer, h, name, s->delta, s->stderr_delta, s->n);
+        }
+    }
+    return rc;
 }
 
-static hs_ablate_stat running_stat(const running *r)
+static hs_ablate_stat ablate_stat(const hs_welford *w)
 {
-    hs_ablate_stat s = { r->mean, 0, r->n };
-    if (r->n > 1)
-        s.stderr_delta = sqrt(r->m2 / (r->n - 1)) / sqrt((double)r->n);
-    return s;
+    return (hs_ablate_stat){ w->mean, hs_welford_stderr(w), w->n };
 }
 
 typedef struct {
@@ -52,7 +51,7 @@ typedef struct {
     hs_real **zmean;  /* [layer] (H_l * dh): mean head outputs, when asked for */
     job *jobs;        /* the current layer's ablations */
     int njobs;
-    running *acc;     /* [kind * H + h] of the current layer */
+    hs_welford *acc;  /* [kind * H + h] of the current layer: per-sequence deltas */
 } run;
 
 static double seq_loss(const hs_real *losses, int T)
@@ -106,16 +105,16 @@ static int clean_pass(run *r)
     hs_act_cache means = { 0 };
     if (want_mean && !(rc = hs_act_cache_init_layers(&means, HS_SITE_Z, c->n_layer, HS_CACHE_MEAN)))
         hs_act_cache_hooks(&means, &hooks);
-    double total = 0;
+    hs_welford clean = { 0 };
     for (size_t b = 0; !rc && b < r->nb; b++) {
         hs_batch_at(r->data, b * (size_t)o->B * o->T, o->B, o->T, r->in, r->tg);
         rc = hs_forward(&a, r->m, r->in, r->tg, &hooks);
         for (int i = 0; !rc && i < o->B; i++) {
             r->clean[b * o->B + i] = seq_loss(a.losses + (size_t)i * o->T, o->T);
-            total += r->clean[b * o->B + i];
+            hs_welford_add(&clean, r->clean[b * o->B + i]);
         }
     }
-    o->clean_loss = total / ((double)r->nb * o->B);
+    o->clean_loss = clean.mean;
     for (int l = 0; !rc && want_mean && l < c->n_layer; l++)
         rc = hs_act_cache_mean(&means, HS_SITE_Z, l, r->zmean[l]);
     hs_act_cache_free(&means);
@@ -176,9 +175,9 @@ static int fast_layer(run *r, int l, hs_acts *clean, hs_acts *st, int stack, hs_
             for (int j = 0; !rc && j < n; j++) {
                 const job *jb = &r->jobs[j0 + j];
                 for (int i = 0; i < B; i++)
-                    running_add(&r->acc[jb->kind * H + jb->h],
-                                seq_loss(st->losses + ((size_t)j * B + i) * T, T) -
-                                    r->clean[b * B + i]);
+                    hs_welford_add(&r->acc[jb->kind * H + jb->h],
+                                   seq_loss(st->losses + ((size_t)j * B + i) * T, T) -
+                                       r->clean[b * B + i]);
             }
         }
         if (o->progress)
@@ -205,20 +204,34 @@ static int naive_layer(run *r, int l, hs_acts *a)
             hs_batch_at(r->data, b * (size_t)B * T, B, T, r->in, r->tg);
             rc = hs_forward(a, r->m, r->in, r->tg, &hooks);
             for (int i = 0; !rc && i < B; i++)
-                running_add(&r->acc[nc.kind * H + nc.h],
-                            seq_loss(a->losses + (size_t)i * T, T) - r->clean[b * B + i]);
+                hs_welford_add(&r->acc[nc.kind * H + nc.h],
+                               seq_loss(a->losses + (size_t)i * T, T) - r->clean[b * B + i]);
         }
     }
     return rc;
 }
 
-int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
+int hs_ablate_check(const hs_model_config *c, const hs_ablate_opts *o)
 {
-    const hs_model_config *c = &m->cfg;
     if (o->B < 1 || o->T < 1 || !(o->kinds & 7))
         return hs_fail(HS_EINVAL, "ablate: batch, sequence length and a method are required");
     if (c->pos == HS_POS_LEARNED && o->T > c->n_ctx)
         return hs_fail(HS_EINVAL, "ablate: sequence length %d exceeds n_ctx=%d", o->T, c->n_ctx);
+    if (hs_heads_fit(c))
+        return HS_EINVAL;
+    if ((o->kinds & (1 << HS_ABLATE_RESAMPLE)) && o->B < 2)
+        return hs_fail(HS_EINVAL, "--method resample needs --batch >= 2 (got %d): it replaces a "
+                       "head's output by that of the next sequence of the same batch, which "
+                       "with one sequence per batch is the sequence itself", o->B);
+    return HS_OK;
+}
+
+int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
+{
+    const hs_model_config *c = &m->cfg;
+    int rc = hs_ablate_check(c, o);
+    if (rc)
+        return rc;
     run r = { .m = m, .data = data, .o = o };
     if (hs_batches_to_run(data, o->B, o->T, o->max_batches, &r.nb))
         return HS_EINVAL;
@@ -226,12 +239,11 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
     for (int l = 0; l < c->n_layer; l++)
         maxH = c->n_head[l] > maxH ? c->n_head[l] : maxH;
     const size_t BT = (size_t)o->B * o->T;
-    int rc = HS_OK;
     r.in = hs_calloc(BT, sizeof(int32_t), "inputs");
     r.tg = hs_calloc(BT, sizeof(int32_t), "targets");
     r.clean = hs_calloc(r.nb * o->B, sizeof(double), "clean losses");
     r.jobs = hs_calloc((size_t)maxH * HS_ABLATE_KINDS, sizeof(job), "ablation list");
-    r.acc = hs_calloc((size_t)maxH * HS_ABLATE_KINDS, sizeof(running), "accumulators");
+    r.acc = hs_calloc((size_t)maxH * HS_ABLATE_KINDS, sizeof(hs_welford), "accumulators");
     hs_ablate_stat *stat = hs_calloc((size_t)maxH * HS_ABLATE_KINDS, sizeof *stat, "results");
     hs_real *dz = hs_calloc(BT * c->head_dim, sizeof(hs_real), "head change");
     if (!r.in || !r.tg || !r.clean || !r.jobs || !r.acc || !stat || !dz)
@@ -266,13 +278,13 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
     for (int l = 0; !rc && l < c->n_layer; l++) {
         r.njobs = 0;
         for (int h = 0; h < c->n_head[l]; h++)
-            if (!o->head_on || o->head_on[(size_t)l * HS_MAX_HEADS_ON + h])
+            if (!o->head_on || o->head_on[(size_t)l * HS_MAX_HEADS + h])
                 for (int k = 0; k < HS_ABLATE_KINDS; k++)
                     if (o->kinds & (1 << k))
                         r.jobs[r.njobs++] = (job){ h, k };
         if (!r.njobs)
             continue;
-        memset(r.acc, 0, sizeof(running) * (size_t)maxH * HS_ABLATE_KINDS);
+        memset(r.acc, 0, sizeof(hs_welford) * (size_t)maxH * HS_ABLATE_KINDS);
         rc = o->naive ? naive_layer(&r, l, &clean)
                       : fast_layer(&r, l, &clean, &st, stack, dz, stacked_tg);
         if (rc)
@@ -280,8 +292,8 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
         memset(stat, 0, sizeof *stat * (size_t)maxH * HS_ABLATE_KINDS);
         const int H = c->n_head[l];
         for (int j = 0; j < r.njobs; j++)
-            stat[r.jobs[j].kind * H + r.jobs[j].h] = running_stat(&r.acc[r.jobs[j].kind * H +
-                                                                         r.jobs[j].h]);
+            stat[r.jobs[j].kind * H + r.jobs[j].h] =
+                ablate_stat(&r.acc[r.jobs[j].kind * H + r.jobs[j].h]);
         hs_ablate_layer res = { l, H, stat };
         if (o->on_layer)
             rc = o->on_layer(o->ctx, &res);

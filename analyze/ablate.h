@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stddef.h>
 
+#include "stats.h"
 #include "tokens.h"
 #include "weights.h"
 
@@ -36,7 +37,7 @@ typedef struct {
     int B, T;
     size_t max_batches;          /* 0: every whole batch */
     int kinds;                   /* bit set of 1 << HS_ABLATE_* */
-    const unsigned char *head_on; /* (n_layer * HS_MAX_HEADS_ON) 1 = ablate; NULL = all */
+    const unsigned char *head_on; /* (n_layer * HS_MAX_HEADS) 1 = ablate; NULL = all */
     int stack;                   /* ablations per batched continuation (0: choose) */
     int naive;                   /* reference path: one full forward per ablation */
     double clean_loss;           /* out: the clean loss */
@@ -47,7 +48,16 @@ typedef struct {
     void *ctx;
 } hs_ablate_opts;
 
-enum { HS_MAX_HEADS_ON = 1024 };
+/* Appends one layer's results to t: for each kind, every head that ran
+ * (n > 0) as "loss_delta_<kind>" with its stderr and sequence count. */
+int hs_ablate_layer_to_table(hs_head_table *t, const hs_ablate_layer *r);
+
+/* The options' own consistency, before any work (HS_EINVAL with a message
+ * naming the option): a method, positive B and T, T within a learned
+ * position table, and B >= 2 for resample, whose donor is the next sequence
+ * of the same batch. hs_ablate checks the same; a caller that records runs
+ * calls it first, so bad options record nothing. */
+int hs_ablate_check(const hs_model_config *c, const hs_ablate_opts *o);
 
 /* Runs the ablations; results go to on_layer. */
 int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o);

@@ -1,9 +1,9 @@
 #include "eval.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "stats.h"
 #include "transformer.h"
 
 int hs_evaluate(hs_eval_result *r, const hs_model *m, const hs_tokens *data, int B, int T,
@@ -21,10 +21,10 @@ int hs_evaluate(hs_eval_result *r, const hs_model *m, const hs_tokens *data, int
         return rc;
     int32_t *in = hs_calloc((size_t)B * T, sizeof(int32_t), "eval inputs");
     int32_t *tg = hs_calloc((size_t)B * T, sizeof(int32_t), "eval targets");
-    double *seq = hs_calloc(nb * B, sizeof(double), "per-sequence losses");
-    if (!in || !tg || !seq)
+    if (!in || !tg)
         rc = HS_ENOMEM;
     double total = 0;
+    hs_welford seq = { 0 }; /* per-sequence mean losses */
     for (size_t b = 0; !rc && b < nb; b++) {
         hs_batch_at(data, b * (size_t)B * T, B, T, in, tg);
         rc = hs_forward(&a, m, in, tg, hooks);
@@ -33,28 +33,24 @@ int hs_evaluate(hs_eval_result *r, const hs_model *m, const hs_tokens *data, int
             for (int t = 0; t < T; t++)
                 s += a.losses[(size_t)i * T + t];
             total += s;
-            seq[b * B + i] = s / T;
+            hs_welford_add(&seq, s / T);
         }
         if (progress)
             progress(ctx, b + 1, nb);
     }
     if (!rc) {
-        size_t n = nb * B;
-        double mean = 0, var = 0;
-        for (size_t i = 0; i < n; i++)
-            mean += seq[i];
-        mean /= n;
-        for (size_t i = 0; i < n; i++)
-            var += (seq[i] - mean) * (seq[i] - mean);
+        const size_t n = nb * B;
+        /* loss: the mean over every predicted token (SPEC §5), from the
+         * plain sum so recorded losses keep their last bits; stderr: over
+         * the per-sequence means */
         r->loss = total / ((double)n * T);
-        r->stderr_loss = n > 1 ? sqrt(var / (n - 1)) / sqrt((double)n) : 0;
+        r->stderr_loss = hs_welford_stderr(&seq);
         r->tokens = n * T;
         r->sequences = n;
         r->batches = nb;
     }
     free(in);
     free(tg);
-    free(seq);
     hs_acts_free(&a);
     return rc;
 }

@@ -5,16 +5,19 @@
 #include <string.h>
 
 #include "eval.h"
+#include "stats.h"
 #include "transformer.h"
 
-static size_t at(int l, int h) { return (size_t)l * HS_IMP_MAX_HEADS + h; }
+static size_t at(int l, int h) { return (size_t)l * HS_MAX_HEADS + h; }
 
 int hs_importance_alloc(hs_importance *r, const hs_model_config *c)
 {
     memset(r, 0, sizeof *r);
+    if (hs_heads_fit(c))
+        return HS_EINVAL;
     r->n_layer = c->n_layer;
     memcpy(r->n_head, c->n_head, sizeof r->n_head);
-    size_t n = (size_t)c->n_layer * HS_IMP_MAX_HEADS;
+    size_t n = (size_t)c->n_layer * HS_MAX_HEADS;
     r->raw = hs_calloc(n, sizeof(double), "importance");
     r->raw_stderr = hs_calloc(n, sizeof(double), "importance");
     r->norm = hs_calloc(n, sizeof(double), "importance");
@@ -35,6 +38,20 @@ void hs_importance_free(hs_importance *r)
     memset(r, 0, sizeof *r);
 }
 
+int hs_importance_to_table(hs_head_table *t, const hs_importance *r)
+{
+    int rc = HS_OK;
+    for (int l = 0; !rc && l < r->n_layer; l++)
+        for (int h = 0; !rc && h < r->n_head[l]; h++) {
+            const size_t i = at(l, h);
+            rc = hs_head_table_add(t, l, h, "importance", r->norm[i], r->norm_stderr[i], r->n);
+            if (!rc)
+                rc = hs_head_table_add(t, l, h, "importance_raw", r->raw[i], r->raw_stderr[i],
+                                       r->n);
+        }
+    return rc;
+}
+
 int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *data, int B,
                           int T, size_t max_batches, const hs_real *const *gates,
                           volatile sig_atomic_t *stop, hs_progress_fn progress,
@@ -49,11 +66,11 @@ int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *
     if (rc)
         return rc;
     hs_real *xi[HS_MAX_LAYERS] = { 0 }, *dxi[HS_MAX_LAYERS] = { 0 };
-    double *sum = hs_calloc((size_t)c->n_layer * HS_IMP_MAX_HEADS, sizeof(double), "importance");
-    double *sumsq = hs_calloc((size_t)c->n_layer * HS_IMP_MAX_HEADS, sizeof(double), "importance");
+    hs_head_stats g_abs; /* |g| over sequences, per head */
+    rc = hs_head_stats_init(&g_abs, c);
     int32_t *in = hs_calloc((size_t)B * T, sizeof(int32_t), "inputs");
     int32_t *tg = hs_calloc((size_t)B * T, sizeof(int32_t), "targets");
-    if (!sum || !sumsq || !in || !tg)
+    if (!rc && (!in || !tg))
         rc = HS_ENOMEM;
     for (int l = 0; !rc && l < c->n_layer; l++) {
         xi[l] = hs_calloc((size_t)B * c->n_head[l], sizeof(hs_real), "gates");
@@ -80,24 +97,21 @@ int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *
             rc = hs_backward(NULL, dxi, &a, m, in, tg, &hooks, 1);
         for (int l = 0; !rc && l < c->n_layer; l++)
             for (int s = 0; s < B; s++)
-                for (int h = 0; h < c->n_head[l]; h++) {
-                    double g = fabs((double)dxi[l][s * c->n_head[l] + h]);
-                    sum[at(l, h)] += g;
-                    sumsq[at(l, h)] += g * g;
-                }
+                for (int h = 0; h < c->n_head[l]; h++)
+                    hs_welford_add(hs_head_stat(&g_abs, l, h),
+                                   fabs((double)dxi[l][s * c->n_head[l] + h]));
         if (!rc && progress)
             progress(progress_ctx, b + 1, nb);
     }
     if (!rc) {
-        const double n = (double)nb * B;
-        r->n = (long)n;
+        r->n = (long)(nb * B);
         for (int l = 0; l < c->n_layer; l++) {
             double norm2 = 0;
             for (int h = 0; h < c->n_head[l]; h++) {
                 const size_t i = at(l, h);
-                r->raw[i] = sum[i] / n;
-                double var = n > 1 ? (sumsq[i] - n * r->raw[i] * r->raw[i]) / (n - 1) : 0;
-                r->raw_stderr[i] = var > 0 ? sqrt(var / n) : 0;
+                const hs_welford *w = hs_head_stat(&g_abs, l, h);
+                r->raw[i] = w->mean;
+                r->raw_stderr[i] = hs_welford_stderr(w);
                 norm2 += r->raw[i] * r->raw[i];
             }
             const double norm = sqrt(norm2);
@@ -112,7 +126,8 @@ int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *
         free(xi[l]);
         free(dxi[l]);
     }
-    free(sum), free(sumsq), free(in), free(tg);
+    hs_head_stats_free(&g_abs);
+    free(in), free(tg);
     hs_acts_free(&a);
     return rc;
 }
@@ -132,6 +147,37 @@ static int by_importance(const void *x, const void *y)
     return a->layer != b->layer ? a->layer - b->layer : a->head - b->head;
 }
 
+/* Prunes heads still in, by increasing imp->norm, until *n_pruned reaches
+ * goal, skipping layers down to keep_min heads; returns how many it pruned.
+ * cand: room for every head. */
+static int prune_lowest(unsigned char *pruned, hs_real **gates, int *n_pruned, int goal,
+                        candidate *cand, const hs_importance *imp, const hs_model_config *c,
+                        int keep_min)
+{
+    int nc = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        for (int h = 0; h < c->n_head[l]; h++)
+            if (!pruned[(size_t)l * HS_MAX_HEADS + h])
+                cand[nc++] = (candidate){ imp->norm[(size_t)l * HS_MAX_HEADS + h], l, h };
+    qsort(cand, (size_t)nc, sizeof *cand, by_importance);
+    int left[HS_MAX_LAYERS];
+    for (int l = 0; l < c->n_layer; l++) {
+        left[l] = c->n_head[l];
+        for (int h = 0; h < c->n_head[l]; h++)
+            left[l] -= pruned[(size_t)l * HS_MAX_HEADS + h];
+    }
+    const int before = *n_pruned;
+    for (int i = 0; i < nc && *n_pruned < goal; i++) {
+        if (left[cand[i].layer] <= keep_min)
+            continue; /* protected */
+        pruned[(size_t)cand[i].layer * HS_MAX_HEADS + cand[i].head] = 1;
+        gates[cand[i].layer][cand[i].head] = 0;
+        left[cand[i].layer]--;
+        (*n_pruned)++;
+    }
+    return *n_pruned - before;
+}
+
 int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
              unsigned char *pruned, int *n_pruned)
 {
@@ -143,11 +189,11 @@ int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
         total += c->n_head[l];
     const double max_percent = o->max_percent > 0 ? o->max_percent : 100;
     const int cap = (int)floor(max_percent * total / 100 + 1e-9);
-    memset(pruned, 0, (size_t)c->n_layer * HS_IMP_MAX_HEADS);
+    memset(pruned, 0, (size_t)c->n_layer * HS_MAX_HEADS);
     *n_pruned = 0;
     hs_real *gates[HS_MAX_LAYERS] = { 0 };
     candidate *cand = hs_calloc((size_t)total, sizeof *cand, "pruning candidates");
-    hs_importance imp;
+    hs_importance imp = { 0 };
     int rc = cand ? hs_importance_alloc(&imp, c) : HS_ENOMEM;
     int have_imp = 0;
     for (int l = 0; !rc && l < c->n_layer; l++) {
@@ -164,42 +210,25 @@ int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
             const int goal = target < cap ? target : cap;
             if (goal <= *n_pruned && target >= cap)
                 break;
-            if (!have_imp || !o->one_shot) {
-                rc = hs_importance_compute(&imp, m, data, o->B, o->T, o->max_batches,
-                                           (const hs_real *const *)gates, o->stop, NULL, NULL);
-                have_imp = 1;
-                if (rc)
-                    break;
+            if (goal > *n_pruned) { /* else p N / 100 < 1: this step's count is the last one's */
+                if (!have_imp || !o->one_shot) {
+                    rc = hs_importance_compute(&imp, m, data, o->B, o->T, o->max_batches,
+                                               (const hs_real *const *)gates, o->stop, NULL, NULL);
+                    have_imp = 1;
+                    if (rc)
+                        break;
+                }
+                if (!prune_lowest(pruned, gates, n_pruned, goal, cand, &imp, c, keep_min))
+                    break; /* nothing more may be pruned */
             }
-            int nc = 0;
-            for (int l = 0; l < c->n_layer; l++)
-                for (int h = 0; h < c->n_head[l]; h++)
-                    if (!pruned[(size_t)l * HS_IMP_MAX_HEADS + h])
-                        cand[nc++] = (candidate){ imp.norm[(size_t)l * HS_IMP_MAX_HEADS + h], l, h };
-            qsort(cand, (size_t)nc, sizeof *cand, by_importance);
-            int left[HS_MAX_LAYERS];
-            for (int l = 0; l < c->n_layer; l++) {
-                left[l] = c->n_head[l];
-                for (int h = 0; h < c->n_head[l]; h++)
-                    left[l] -= pruned[(size_t)l * HS_IMP_MAX_HEADS + h];
-            }
-            int before = *n_pruned;
-            for (int i = 0; i < nc && *n_pruned < goal; i++) {
-                if (left[cand[i].layer] <= keep_min)
-                    continue; /* protected */
-                pruned[(size_t)cand[i].layer * HS_IMP_MAX_HEADS + cand[i].head] = 1;
-                gates[cand[i].layer][cand[i].head] = 0;
-                left[cand[i].layer]--;
-                (*n_pruned)++;
-            }
-            if (*n_pruned == before)
-                break; /* nothing more may be pruned */
         }
         hs_eval_result er;
         rc = hs_evaluate(&er, m, val, o->B, o->T, o->max_batches, &hooks, NULL, NULL);
         if (!rc && o->on_step)
             rc = o->on_step(o->ctx, step, *n_pruned, (double)*n_pruned / total, er.loss,
                             er.stderr_loss);
+        if (!rc && o->on_mask)
+            rc = o->on_mask(o->ctx, step, pruned);
         if (!rc && o->stop && *o->stop)
             rc = hs_fail(HS_EINTR, "interrupted after pruning step %d", step);
     }
@@ -220,8 +249,8 @@ int hs_prune_structural(hs_model *out, const hs_model *m, const unsigned char *p
     nc.family = HS_FAMILY_HEADSCOPE;
     /* keep[l][h']: the source head of new head h', -1 - src for a dead head;
      * keep_kv[l][g']: the source KV head of new KV head g'. */
-    int(*keep)[HS_IMP_MAX_HEADS] = hs_calloc((size_t)c->n_layer, sizeof *keep, "pruning plan");
-    int(*keep_kv)[HS_IMP_MAX_HEADS] = hs_calloc((size_t)c->n_layer, sizeof *keep_kv, "pruning plan");
+    int(*keep)[HS_MAX_HEADS] = hs_calloc((size_t)c->n_layer, sizeof *keep, "pruning plan");
+    int(*keep_kv)[HS_MAX_HEADS] = hs_calloc((size_t)c->n_layer, sizeof *keep_kv, "pruning plan");
     if (!keep || !keep_kv) {
         free(keep);
         free(keep_kv);
@@ -233,23 +262,23 @@ int hs_prune_structural(hs_model *out, const hs_model *m, const unsigned char *p
         for (int j = 0; j < G; j++) {
             int r = 0;
             for (int h = j * gs; h < (j + 1) * gs; h++)
-                r += !pruned[(size_t)l * HS_IMP_MAX_HEADS + h];
+                r += !pruned[(size_t)l * HS_MAX_HEADS + h];
             most = r > most ? r : most;
         }
         int nh = 0;
         for (int j = 0; j < G; j++) {
             int r = 0;
             for (int h = j * gs; h < (j + 1) * gs; h++)
-                r += !pruned[(size_t)l * HS_IMP_MAX_HEADS + h];
+                r += !pruned[(size_t)l * HS_MAX_HEADS + h];
             if (!r && (most || j))
                 continue; /* the whole group goes (unless the layer has no head left) */
             keep_kv[l][groups++] = j;
             int want = most ? most : 1, taken = 0;
             for (int h = j * gs; h < (j + 1) * gs && taken < want; h++)
-                if (!pruned[(size_t)l * HS_IMP_MAX_HEADS + h])
+                if (!pruned[(size_t)l * HS_MAX_HEADS + h])
                     keep[l][nh++] = h, taken++;
             for (int h = j * gs; h < (j + 1) * gs && taken < want; h++)
-                if (pruned[(size_t)l * HS_IMP_MAX_HEADS + h])
+                if (pruned[(size_t)l * HS_MAX_HEADS + h])
                     keep[l][nh++] = -1 - h, taken++; /* dead head: W_o zeroed */
         }
         nc.n_head[l] = nh;

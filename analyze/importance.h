@@ -12,21 +12,25 @@
 #include <stddef.h>
 
 #include "eval.h"
+#include "stats.h"
 #include "tokens.h"
 #include "weights.h"
-
-enum { HS_IMP_MAX_HEADS = 1024 };
 
 typedef struct {
     int n_layer;
     int n_head[HS_MAX_LAYERS];
-    /* [l * HS_IMP_MAX_HEADS + h] */
+    /* [l * HS_MAX_HEADS + h] */
     double *raw, *raw_stderr, *norm, *norm_stderr;
     long n; /* sequences */
 } hs_importance;
 
 int hs_importance_alloc(hs_importance *r, const hs_model_config *c);
 void hs_importance_free(hs_importance *r);
+
+/* Appends r's rows to t: for every head (layer order) "importance" (the
+ * normalised value) then "importance_raw", each with its stderr and the
+ * sequence count. */
+int hs_importance_to_table(hs_head_table *t, const hs_importance *r);
 
 /* gates: NULL (all 1) or per layer (H_l) gates of a pruned model (0/1).
  * progress (may be NULL): batches done of total. */
@@ -48,10 +52,20 @@ typedef struct {
     int (*on_step)(void *ctx, int step, int pruned, double fraction, double loss,
                    double stderr_loss);
     void *ctx;
+    /* Optional (NULL: not called), after on_step: the mask after the step,
+     * (n_layer * HS_MAX_HEADS) 1 = pruned, valid during the call. */
+    int (*on_mask)(void *ctx, int step, const unsigned char *pruned);
 } hs_prune_opts;
 
-/* Iterative joint pruning. pruned (n_layer * HS_IMP_MAX_HEADS) gets 1 for
- * every pruned head; *n_pruned the count. */
+/* Iterative joint pruning (SPEC §5). Step k (k = 1, 2, ...) prunes, among
+ * the heads still in, those of lowest `importance` (recomputed on the pruned
+ * model, or once with one_shot; ties: lower layer, then head) until
+ * floor(k p N / 100) of the N heads are pruned, skipping heads of a layer
+ * down to min_heads_per_layer; so counts never decrease and each step's
+ * mask contains the previous one. A step whose count is not above the
+ * previous one prunes nothing and is still recorded. It ends at max_percent
+ * or when protection leaves nothing to prune. pruned (n_layer *
+ * HS_MAX_HEADS) gets 1 for every pruned head; *n_pruned the count. */
 int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
              unsigned char *pruned, int *n_pruned);
 

@@ -1,9 +1,11 @@
 #include "patterns.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "stats.h"
 #include "transformer.h"
 
 const char *hs_pattern_name(int kind)
@@ -24,9 +26,25 @@ void hs_patterns_free(hs_patterns *p)
     memset(p, 0, sizeof *p);
 }
 
+int hs_patterns_to_table(hs_head_table *t, const hs_patterns *p, const char *suffix)
+{
+    char name[64];
+    int rc = HS_OK;
+    for (int k = 0; !rc && k < HS_PAT_KINDS; k++) {
+        snprintf(name, sizeof name, "%s%s", hs_pattern_name(k), suffix);
+        for (int li = 0; !rc && li < p->n_layer; li++)
+            for (int hi = 0; !rc && hi < p->n_head[li]; hi++) {
+                const size_t i = (size_t)li * HS_MAX_HEADS + hi;
+                rc = hs_head_table_add(t, p->layer[li], p->head[i], name, p->value[k][i],
+                                       p->stderr_value[k][i], p->n);
+            }
+    }
+    return rc;
+}
+
 static int patterns_alloc(hs_patterns *p, int n_layer)
 {
-    const size_t n = (size_t)n_layer * HS_PAT_MAX_HEADS;
+    const size_t n = (size_t)n_layer * HS_MAX_HEADS;
     for (int k = 0; k < HS_PAT_KINDS; k++)
         if (!(p->value[k] = hs_calloc(n, sizeof(double), "patterns")) ||
             !(p->stderr_value[k] = hs_calloc(n, sizeof(double), "patterns"))) {
@@ -81,7 +99,7 @@ typedef struct {
 
 static size_t slot(const run_ctx *r, int thread, int b, int l, int h)
 {
-    return ((((size_t)thread * r->B + b) * r->c->n_layer + l) * HS_PAT_MAX_HEADS + h) *
+    return ((((size_t)thread * r->B + b) * r->c->n_layer + l) * HS_MAX_HEADS + h) *
            HS_PAT_KINDS;
 }
 
@@ -97,35 +115,29 @@ static void on_rows(void *ctx, int layer, int thread, int b, int h, int t0, int 
     }
 }
 
-/* Running sums over sequences of per-sequence means. */
-typedef struct {
-    double *sum, *sumsq;
-} seq_acc;
-
-static void finish(hs_patterns *p, const seq_acc *acc, long n)
+/* acc[(l * HS_MAX_HEADS + h) * HS_PAT_KINDS + k]: the per-sequence means of
+ * statistic k of head (l, h), over sequences. */
+static void finish(hs_patterns *p, const hs_welford *acc, long n)
 {
     for (int k = 0; k < HS_PAT_KINDS; k++)
         for (int l = 0; l < p->n_layer; l++)
             for (int h = 0; h < p->n_head[l]; h++) {
-                const size_t i = ((size_t)l * HS_PAT_MAX_HEADS + h) * HS_PAT_KINDS + k;
-                const double mean = acc->sum[i] / n;
-                const double var = n > 1 ? (acc->sumsq[i] - n * mean * mean) / (n - 1) : 0;
-                p->value[k][(size_t)l * HS_PAT_MAX_HEADS + h] = mean;
-                p->stderr_value[k][(size_t)l * HS_PAT_MAX_HEADS + h] = var > 0 ? sqrt(var / n) : 0;
+                const hs_welford *w = &acc[((size_t)l * HS_MAX_HEADS + h) * HS_PAT_KINDS + k];
+                p->value[k][(size_t)l * HS_MAX_HEADS + h] = w->mean;
+                p->stderr_value[k][(size_t)l * HS_MAX_HEADS + h] = hs_welford_stderr(w);
             }
     p->n = n;
 }
 
-static void add_sequence(seq_acc *acc, const double *sums, int n_layer, const int *n_head,
+/* Folds one sequence's sums over its queries into acc as their means. */
+static void add_sequence(hs_welford *acc, const double *sums, int n_layer, const int *n_head,
                          int queries)
 {
     for (int l = 0; l < n_layer; l++)
         for (int h = 0; h < n_head[l]; h++)
             for (int k = 0; k < HS_PAT_KINDS; k++) {
-                const size_t i = ((size_t)l * HS_PAT_MAX_HEADS + h) * HS_PAT_KINDS + k;
-                const double v = sums[i] / queries;
-                acc->sum[i] += v;
-                acc->sumsq[i] += v * v;
+                const size_t i = ((size_t)l * HS_MAX_HEADS + h) * HS_PAT_KINDS + k;
+                hs_welford_add(&acc[i], sums[i] / queries);
             }
 }
 
@@ -136,7 +148,7 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
     const hs_model_config *c = &m->cfg;
     memset(p, 0, sizeof *p);
     size_t nb;
-    if (hs_batches_to_run(data, B, T, max_batches, &nb))
+    if (hs_heads_fit(c) || hs_batches_to_run(data, B, T, max_batches, &nb))
         return HS_EINVAL;
     int rc = patterns_alloc(p, c->n_layer);
     if (rc)
@@ -145,7 +157,7 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
         p->layer[l] = l;
         p->n_head[l] = c->n_head[l];
         for (int h = 0; h < c->n_head[l]; h++)
-            p->head[(size_t)l * HS_PAT_MAX_HEADS + h] = h;
+            p->head[(size_t)l * HS_MAX_HEADS + h] = h;
     }
     hs_acts a;
     rc = hs_acts_alloc(&a, c, B, T, HS_ACTS_INFER);
@@ -154,14 +166,13 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
         return rc;
     }
     run_ctx r = { c, NULL, B, T, delim, n_delim, hs_get_threads(), NULL };
-    const size_t per_seq = (size_t)c->n_layer * HS_PAT_MAX_HEADS * HS_PAT_KINDS;
+    const size_t per_seq = (size_t)c->n_layer * HS_MAX_HEADS * HS_PAT_KINDS;
     r.batch = hs_calloc((size_t)r.threads * B * per_seq, sizeof(double), "pattern sums");
-    seq_acc acc = { hs_calloc(per_seq, sizeof(double), "patterns"),
-                    hs_calloc(per_seq, sizeof(double), "patterns") };
+    hs_welford *acc = hs_calloc(per_seq, sizeof *acc, "patterns");
     double *seq = hs_calloc(per_seq, sizeof(double), "patterns");
     int32_t *in = hs_calloc((size_t)B * T, sizeof(int32_t), "inputs");
     int32_t *tg = hs_calloc((size_t)B * T, sizeof(int32_t), "targets");
-    if (!r.batch || !acc.sum || !acc.sumsq || !seq || !in || !tg)
+    if (!r.batch || !acc || !seq || !in || !tg)
         rc = HS_ENOMEM;
     hs_hooks hooks = { .ctx = &r, .on_rows = on_rows };
     for (size_t bi = 0; !rc && bi < nb; bi++) {
@@ -176,16 +187,16 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
                 for (size_t i = 0; i < per_seq; i++)
                     seq[i] += src[i];
             }
-            add_sequence(&acc, seq, c->n_layer, c->n_head, T);
+            add_sequence(acc, seq, c->n_layer, c->n_head, T);
         }
         if (!rc && progress)
             progress(progress_ctx, bi + 1, nb);
     }
     if (!rc)
-        finish(p, &acc, (long)(nb * B));
+        finish(p, acc, (long)(nb * B));
     else
         hs_patterns_free(p);
-    free(r.batch), free(acc.sum), free(acc.sumsq), free(seq), free(in), free(tg);
+    free(r.batch), free(acc), free(seq), free(in), free(tg);
     hs_acts_free(&a);
     return rc;
 }
@@ -203,17 +214,16 @@ int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *deli
     for (int li = 0; li < in->n_layers; li++) {
         p->layer[li] = in->layers[li].layer;
         p->n_head[li] = in->layers[li].nh;
-        memcpy(p->head + (size_t)li * HS_PAT_MAX_HEADS, in->layers[li].heads,
+        memcpy(p->head + (size_t)li * HS_MAX_HEADS, in->layers[li].heads,
                sizeof(int) * in->layers[li].nh);
     }
-    const size_t per_seq = (size_t)in->n_layers * HS_PAT_MAX_HEADS * HS_PAT_KINDS;
-    seq_acc acc = { hs_calloc(per_seq, sizeof(double), "patterns"),
-                    hs_calloc(per_seq, sizeof(double), "patterns") };
+    const size_t per_seq = (size_t)in->n_layers * HS_MAX_HEADS * HS_PAT_KINDS;
+    hs_welford *acc = hs_calloc(per_seq, sizeof *acc, "patterns");
     double *seq = hs_calloc(per_seq, sizeof(double), "patterns");
     float *map = hs_calloc((size_t)T * T, sizeof(float), "map");
     hs_real *row = hs_calloc((size_t)T, sizeof(hs_real), "map row");
     int32_t *tok = hs_calloc((size_t)T, sizeof(int32_t), "tokens");
-    if (!acc.sum || !acc.sumsq || !seq || !map || !row || !tok)
+    if (!acc || !seq || !map || !row || !tok)
         rc = HS_ENOMEM;
     int queries = 0;
     for (long long n = 0; !rc && n < in->n_seq; n++) {
@@ -228,19 +238,19 @@ int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *deli
                     const int t = l->q0 + q;
                     for (int s = 0; s < l->S; s++)
                         row[s] = map[(size_t)q * l->S + s];
-                    row_stats(seq + ((size_t)li * HS_PAT_MAX_HEADS + hi) * HS_PAT_KINDS, row, t,
+                    row_stats(seq + ((size_t)li * HS_MAX_HEADS + hi) * HS_PAT_KINDS, row, t,
                               t + 1 < l->S ? t + 1 : l->S, tok, delim, n_delim);
                 }
             }
         }
         if (!rc)
-            add_sequence(&acc, seq, in->n_layers, p->n_head, queries);
+            add_sequence(acc, seq, in->n_layers, p->n_head, queries);
     }
     if (!rc)
-        finish(p, &acc, (long)in->n_seq);
+        finish(p, acc, (long)in->n_seq);
     else
         hs_patterns_free(p);
-    free(acc.sum), free(acc.sumsq), free(seq), free(map), free(row), free(tok);
+    free(acc), free(seq), free(map), free(row), free(tok);
     return rc;
 }
 

@@ -14,12 +14,12 @@
 
 #include "eval.h"
 #include "maps.h"
+#include "stats.h"
 #include "tokens.h"
 #include "weights.h"
 
 enum { HS_PAT_ENTROPY, HS_PAT_SELF, HS_PAT_PREV, HS_PAT_NEXT, HS_PAT_FIRST, HS_PAT_DELIM,
        HS_PAT_DISTANCE, HS_PAT_KINDS };
-enum { HS_PAT_MAX_HEADS = 1024 };
 
 const char *hs_pattern_name(int kind);
 
@@ -27,13 +27,18 @@ typedef struct {
     int n_layer;
     int layer[HS_MAX_LAYERS];  /* model layer of each result row */
     int n_head[HS_MAX_LAYERS];
-    int *head; /* [li * HS_PAT_MAX_HEADS + hi]: model head ids (capture files may hold a subset) */
-    /* [kind][li * HS_PAT_MAX_HEADS + hi] */
+    int *head; /* [li * HS_MAX_HEADS + hi]: model head ids (capture files may hold a subset) */
+    /* [kind][li * HS_MAX_HEADS + hi] */
     double *value[HS_PAT_KINDS], *stderr_value[HS_PAT_KINDS];
     long n; /* sequences */
 } hs_patterns;
 
 void hs_patterns_free(hs_patterns *p);
+
+/* Appends p's rows to t: for each statistic, every head of every result
+ * row (model layer and head ids) named hs_pattern_name(kind) + suffix (""
+ * or "_control"), with its stderr and the sequence count. */
+int hs_patterns_to_table(hs_head_table *t, const hs_patterns *p, const char *suffix);
 
 /* delim: token ids counted by `delim` (n_delim of them, may be 0).
  * progress (may be NULL): batches done of total. */

@@ -1,10 +1,12 @@
 #include "scores.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "linalg.h"
+#include "stats.h"
 #include "tokens.h"
 #include "transformer.h"
 
@@ -23,9 +25,11 @@ const char *hs_score_name(int kind)
 int hs_scores_alloc(hs_scores *s, const hs_model_config *c)
 {
     memset(s, 0, sizeof *s);
+    if (hs_heads_fit(c))
+        return HS_EINVAL;
     s->n_layer = c->n_layer;
     memcpy(s->n_head, c->n_head, sizeof s->n_head);
-    const size_t n = (size_t)c->n_layer * HS_SCORE_MAX_HEADS;
+    const size_t n = (size_t)c->n_layer * HS_MAX_HEADS;
     for (int k = 0; k < HS_SCORE_KINDS; k++) {
         s->value[k] = hs_calloc(n, sizeof(double), "scores");
         s->stderr_value[k] = hs_calloc(n, sizeof(double), "scores");
@@ -46,6 +50,27 @@ void hs_scores_free(hs_scores *s)
     memset(s, 0, sizeof *s);
 }
 
+int hs_scores_to_table(hs_head_table *t, const hs_scores *s, const double *copying,
+                       const char *suffix)
+{
+    char name[64];
+    int rc = HS_OK;
+    for (int k = 0; !rc && k <= HS_SCORE_KINDS; k++) {
+        if (k == HS_SCORE_KINDS && !copying)
+            break;
+        snprintf(name, sizeof name, "%s%s", k < HS_SCORE_KINDS ? hs_score_name(k) : "copying",
+                 suffix);
+        for (int l = 0; !rc && l < s->n_layer; l++)
+            for (int h = 0; !rc && h < s->n_head[l]; h++) {
+                const size_t i = (size_t)l * HS_MAX_HEADS + h;
+                rc = k < HS_SCORE_KINDS ? hs_head_table_add(t, l, h, name, s->value[k][i],
+                                                            s->stderr_value[k][i], s->n)
+                                        : hs_head_table_add(t, l, h, name, copying[i], 0, 1);
+            }
+    }
+    return rc;
+}
+
 void hs_repeated_sequences(int32_t *tokens, int N, int T, int V, unsigned long long seed)
 {
     hs_rng r;
@@ -57,10 +82,10 @@ void hs_repeated_sequences(int32_t *tokens, int N, int T, int V, unsigned long l
         }
 }
 
-/* Sums and sums of squares of the per-sample values, per (kind, layer, head). */
+/* The per-sample values of each kind, per head. */
 typedef struct {
     int T;
-    double *sum[HS_SCORE_KINDS], *sumsq[HS_SCORE_KINDS];
+    hs_head_stats st[HS_SCORE_KINDS];
 } score_acc;
 
 static int on_maps(void *ctx, int layer, const hs_real *att, int B, int H, int L2)
@@ -80,11 +105,8 @@ static int on_maps(void *ctx, int layer, const hs_real *att, int B, int H, int L
             v[HS_SCORE_INDUCTION] /= T > 1 ? T - 1 : 1;
             v[HS_SCORE_DUPLICATE] /= T;
             v[HS_SCORE_PREV] /= L2 - 1;
-            const size_t at = (size_t)layer * HS_SCORE_MAX_HEADS + h;
-            for (int k = 0; k < HS_SCORE_KINDS; k++) {
-                a->sum[k][at] += v[k];
-                a->sumsq[k][at] += v[k] * v[k];
-            }
+            for (int k = 0; k < HS_SCORE_KINDS; k++)
+                hs_welford_add(hs_head_stat(&a->st[k], layer, h), v[k]);
         }
     return HS_OK;
 }
@@ -103,12 +125,9 @@ int hs_pattern_scores(hs_scores *s, const hs_model *m, const int32_t *tokens, in
     int rc = hs_acts_alloc(&a, c, B, 2 * T, HS_ACTS_MAPS);
     if (rc)
         return rc;
-    score_acc acc = { T, { 0 }, { 0 } };
-    const size_t n = (size_t)c->n_layer * HS_SCORE_MAX_HEADS;
+    score_acc acc = { T, { { 0 } } };
     for (int k = 0; !rc && k < HS_SCORE_KINDS; k++)
-        if (!(acc.sum[k] = hs_calloc(n, sizeof(double), "scores")) ||
-            !(acc.sumsq[k] = hs_calloc(n, sizeof(double), "scores")))
-            rc = HS_ENOMEM;
+        rc = hs_head_stats_init(&acc.st[k], c);
     hs_hooks hooks = { .ctx = &acc, .on_maps = on_maps };
     for (int n0 = 0; !rc && n0 < N; n0 += B) {
         const int rows = N - n0 < B ? N - n0 : B;
@@ -121,17 +140,14 @@ int hs_pattern_scores(hs_scores *s, const hs_model *m, const int32_t *tokens, in
     for (int k = 0; !rc && k < HS_SCORE_KINDS; k++)
         for (int l = 0; l < c->n_layer; l++)
             for (int h = 0; h < c->n_head[l]; h++) {
-                const size_t at = (size_t)l * HS_SCORE_MAX_HEADS + h;
-                const double mean = acc.sum[k][at] / N;
-                const double var = N > 1 ? (acc.sumsq[k][at] - N * mean * mean) / (N - 1) : 0;
-                s->value[k][at] = mean;
-                s->stderr_value[k][at] = var > 0 ? sqrt(var / N) : 0;
+                const size_t at = (size_t)l * HS_MAX_HEADS + h;
+                const hs_welford *w = hs_head_stat(&acc.st[k], l, h);
+                s->value[k][at] = w->mean;
+                s->stderr_value[k][at] = hs_welford_stderr(w);
             }
     s->n = N;
-    for (int k = 0; k < HS_SCORE_KINDS; k++) {
-        free(acc.sum[k]);
-        free(acc.sumsq[k]);
-    }
+    for (int k = 0; k < HS_SCORE_KINDS; k++)
+        hs_head_stats_free(&acc.st[k]);
     hs_acts_free(&a);
     return rc;
 }
@@ -190,7 +206,7 @@ int hs_copying_scores(double *copying, const hs_model *m)
                 re += wr[k];
                 abs_sum += hypot(wr[k], wi[k]);
             }
-            copying[(size_t)l * HS_SCORE_MAX_HEADS + h] = abs_sum > 0 ? re / abs_sum : 0;
+            copying[(size_t)l * HS_MAX_HEADS + h] = abs_sum > 0 ? re / abs_sum : 0;
         }
     }
     free(A), free(WA), free(P), free(wr), free(wi), free(work);
@@ -266,8 +282,8 @@ int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32
     for (int i = 0; !rc && i < k; i++) {
         int best = i;
         for (int j = i + 1; j < n; j++)
-            if (s->value[HS_SCORE_INDUCTION][(size_t)lh[2 * j] * HS_SCORE_MAX_HEADS + lh[2 * j + 1]] >
-                s->value[HS_SCORE_INDUCTION][(size_t)lh[2 * best] * HS_SCORE_MAX_HEADS + lh[2 * best + 1]])
+            if (s->value[HS_SCORE_INDUCTION][(size_t)lh[2 * j] * HS_MAX_HEADS + lh[2 * j + 1]] >
+                s->value[HS_SCORE_INDUCTION][(size_t)lh[2 * best] * HS_MAX_HEADS + lh[2 * best + 1]])
                 best = j;
         int tl = lh[2 * i], th = lh[2 * i + 1];
         lh[2 * i] = lh[2 * best], lh[2 * i + 1] = lh[2 * best + 1];
@@ -293,18 +309,15 @@ int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32
     }
     if (!rc && progress)
         progress(progress_ctx, 2, (size_t)draws + 2);
-    double sum = 0, sumsq = 0, base = 0;
+    hs_welford base = { 0 }, targeted = { 0 }; /* over sequences */
     for (int i = 0; !rc && i < N; i++) {
-        double d = off[i] - clean[i];
-        sum += d;
-        sumsq += d * d;
-        base += clean[i];
+        hs_welford_add(&targeted, off[i] - clean[i]);
+        hs_welford_add(&base, clean[i]);
     }
     if (!rc) {
-        r->clean = base / N;
-        r->targeted = sum / N;
-        double var = N > 1 ? (sumsq - N * r->targeted * r->targeted) / (N - 1) : 0;
-        r->targeted_stderr = var > 0 ? sqrt(var / N) : 0;
+        r->clean = base.mean;
+        r->targeted = targeted.mean;
+        r->targeted_stderr = hs_welford_stderr(&targeted);
     }
     hs_rng g;
     hs_rng_seed(&g, seed);
@@ -321,26 +334,24 @@ int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32
         for (int i = 0; i < k; i++)
             gates[lh[2 * (k + i)]][lh[2 * (k + i) + 1]] = 0;
         rc = second_half_loss(off, m, &a, tokens, N, T, B, (const hs_real *const *)gates, in, tg);
-        double delta = 0;
+        hs_welford delta = { 0 };
         for (int i = 0; !rc && i < N; i++)
-            delta += off[i] - clean[i];
-        rand_delta[d] = delta / N;
+            hs_welford_add(&delta, off[i] - clean[i]);
+        rand_delta[d] = delta.mean;
         if (!rc && progress)
             progress(progress_ctx, (size_t)d + 3, (size_t)draws + 2);
     }
 #undef ALL_ON
     if (!rc) {
-        double mean = 0, var = 0;
+        hs_welford spread = { 0 }; /* over the draws */
         for (int d = 0; d < draws; d++)
-            mean += rand_delta[d];
-        mean /= draws;
-        for (int d = 0; d < draws; d++)
-            var += (rand_delta[d] - mean) * (rand_delta[d] - mean);
-        r->random_mean = mean;
-        r->random_std = sqrt(var / (draws - 1));
+            hs_welford_add(&spread, rand_delta[d]);
+        r->random_mean = spread.mean;
+        r->random_std = hs_welford_sd(&spread);
         /* beyond the random draws' spread, and itself nonzero beyond two
          * standard errors over sequences */
-        r->beats = r->targeted > mean + r->random_std && r->targeted > 2 * r->targeted_stderr;
+        r->beats = r->targeted > r->random_mean + r->random_std &&
+                   r->targeted > 2 * r->targeted_stderr;
         if (random_delta)
             memcpy(random_delta, rand_delta, sizeof(double) * draws);
     }
@@ -367,22 +378,17 @@ int hs_icl_score(double *icl, double *stderr_icl, long *n, const hs_model *m,
     int32_t *tg = hs_calloc((size_t)B * T, sizeof(int32_t), "targets");
     if (!in || !tg)
         rc = HS_ENOMEM;
-    double sum = 0, sumsq = 0;
+    hs_welford w = { 0 }; /* late - early, over sequences */
     for (size_t b = 0; !rc && b < nb; b++) {
         hs_batch_at(data, b * (size_t)B * T, B, T, in, tg);
         rc = hs_forward(&a, m, in, tg, NULL);
-        for (int i = 0; !rc && i < B; i++) {
-            double d = a.losses[(size_t)i * T + late] - a.losses[(size_t)i * T + early];
-            sum += d;
-            sumsq += d * d;
-        }
+        for (int i = 0; !rc && i < B; i++)
+            hs_welford_add(&w, a.losses[(size_t)i * T + late] - a.losses[(size_t)i * T + early]);
     }
     if (!rc) {
-        const double cnt = (double)nb * B, mean = sum / cnt;
-        const double var = cnt > 1 ? (sumsq - cnt * mean * mean) / (cnt - 1) : 0;
-        *icl = mean;
-        *stderr_icl = var > 0 ? sqrt(var / cnt) : 0;
-        *n = (long)cnt;
+        *icl = w.mean;
+        *stderr_icl = hs_welford_stderr(&w);
+        *n = w.n;
     }
     free(in), free(tg);
     hs_acts_free(&a);
@@ -395,7 +401,7 @@ int hs_induction_established(const hs_causal_check *cc, const hs_scores *s,
     if (!cc->beats)
         return 0;
     for (int i = 0; i < cc->k; i++) {
-        const size_t j = (size_t)cc->layer[i] * HS_SCORE_MAX_HEADS + cc->head[i];
+        const size_t j = (size_t)cc->layer[i] * HS_MAX_HEADS + cc->head[i];
         const double d = s->value[HS_SCORE_INDUCTION][j] - control->value[HS_SCORE_INDUCTION][j];
         const double se = sqrt(s->stderr_value[HS_SCORE_INDUCTION][j] * s->stderr_value[HS_SCORE_INDUCTION][j] +
                                control->stderr_value[HS_SCORE_INDUCTION][j] *

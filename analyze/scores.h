@@ -8,10 +8,9 @@
 #include <stdint.h>
 
 #include "eval.h"
+#include "stats.h"
 #include "tokens.h"
 #include "weights.h"
-
-enum { HS_SCORE_MAX_HEADS = 1024 };
 
 enum { HS_SCORE_INDUCTION, HS_SCORE_DUPLICATE, HS_SCORE_PREV, HS_SCORE_KINDS };
 
@@ -20,13 +19,20 @@ const char *hs_score_name(int kind); /* induction, duplicate_token, prev_token *
 typedef struct {
     int n_layer;
     int n_head[HS_MAX_LAYERS];
-    /* [kind][l * HS_SCORE_MAX_HEADS + h] */
+    /* [kind][l * HS_MAX_HEADS + h] */
     double *value[HS_SCORE_KINDS], *stderr_value[HS_SCORE_KINDS];
     long n; /* samples */
 } hs_scores;
 
 int hs_scores_alloc(hs_scores *s, const hs_model_config *c);
 void hs_scores_free(hs_scores *s);
+
+/* Appends s's rows to t: for each kind, every head (layer order) named
+ * hs_score_name(kind) + suffix ("" or "_control"), with its stderr and the
+ * sample count; then, when copying is not NULL, "copying" + suffix (stderr
+ * 0, n 1). HS_ENOMEM on failure. */
+int hs_scores_to_table(hs_head_table *t, const hs_scores *s, const double *copying,
+                       const char *suffix);
 
 /* tokens (N, 2T), rows r ++ r with r uniform in [0, V), from a seed. */
 void hs_repeated_sequences(int32_t *tokens, int N, int T, int V, unsigned long long seed);
@@ -36,7 +42,7 @@ void hs_repeated_sequences(int32_t *tokens, int N, int T, int V, unsigned long l
 int hs_pattern_scores(hs_scores *s, const hs_model *m, const int32_t *tokens, int N, int T, int B,
                       hs_progress_fn progress, void *progress_ctx);
 
-/* copying[l * HS_SCORE_MAX_HEADS + h] = sum Re(lambda) / sum |lambda| over the
+/* copying[l * HS_MAX_HEADS + h] = sum Re(lambda) / sum |lambda| over the
  * eigenvalues of W_O^h W_U W_E W_V^h (dh x dh; the nonzero spectrum of the
  * full OV circuit W_E W_V^h W_O^h W_U), norms and biases ignored. */
 int hs_copying_scores(double *copying, const hs_model *m);

@@ -29,13 +29,21 @@ double hs_welford_stderr(const hs_welford *w)
     return w->n > 1 ? hs_welford_sd(w) / sqrt((double)w->n) : 0;
 }
 
-int hs_head_stats_init(hs_head_stats *s, const hs_model_config *c)
+int hs_heads_fit(const hs_model_config *c)
 {
-    memset(s, 0, sizeof *s);
     for (int l = 0; l < c->n_layer; l++)
         if (c->n_head[l] > HS_MAX_HEADS)
             return hs_fail(HS_EINVAL, "layer %d has %d heads; at most %d are supported", l,
                            c->n_head[l], HS_MAX_HEADS);
+    return HS_OK;
+}
+
+int hs_head_stats_init(hs_head_stats *s, const hs_model_config *c)
+{
+    memset(s, 0, sizeof *s);
+    const int rc = hs_heads_fit(c);
+    if (rc)
+        return rc;
     s->acc = hs_calloc((size_t)c->n_layer * HS_MAX_HEADS, sizeof *s->acc, "per-head statistics");
     if (!s->acc)
         return HS_ENOMEM;

@@ -3,21 +3,17 @@
  * sqrt(n)), and a table of per-head results whose rows are exactly the
  * index's head_metrics rows.
  *
- * Welford, not sum and sum of squares: sumsq - n*mean^2 cancels
- * catastrophically when the spread is small next to the mean (loss deltas of
- * 1e-4 on losses of 3), and the merge below lets shards of one sweep be
- * combined in a fixed order with the same result. */
+ * Welford, not a sum and a sum of squares: the one-pass variance from those
+ * cancels catastrophically when the spread is small next to the mean (loss
+ * deltas of 1e-4 on losses of 3), and the merge below lets shards of one
+ * sweep be combined in a fixed order with the same result. */
 #ifndef HS_STATS_H
 #define HS_STATS_H
 
 #include <stddef.h>
 
-#include "config.h"
+#include "config.h" /* HS_MAX_LAYERS, HS_MAX_HEADS */
 #include "index.h"
-
-/* The most heads one layer may have in any per-head buffer indexed
- * [l * HS_MAX_HEADS + h]. */
-enum { HS_MAX_HEADS = 1024 };
 
 typedef struct {
     long n;
@@ -40,6 +36,10 @@ double hs_welford_sd(const hs_welford *w);
 
 /* Standard error of the mean: sd / sqrt(n); 0 when n < 2. */
 double hs_welford_stderr(const hs_welford *w);
+
+/* HS_OK when every layer of c fits per-head buffers indexed
+ * [l * HS_MAX_HEADS + h]; else HS_EINVAL naming the layer. */
+int hs_heads_fit(const hs_model_config *c);
 
 /* One accumulator per head of a model: acc[l * HS_MAX_HEADS + h]. */
 typedef struct {

@@ -378,9 +378,10 @@ typedef struct {
     int worst_layer[HS_ABLATE_KINDS], worst_head[HS_ABLATE_KINDS];
 } hs_ablate_result;
 
-/* Checks the selection against the model: HS_EINVAL naming --layers or
- * --heads. */
-int hs_ablate_check(const hs_ablate_study_opts *o, const hs_model_config *c);
+/* Checks the options against the model before anything runs or is recorded:
+ * the selection (HS_EINVAL naming --layers or --heads) and hs_ablate_check's
+ * checks of o->ablate (B, T and the kinds must be set). */
+int hs_ablate_study_check(const hs_ablate_study_opts *o, const hs_model_config *c);
 
 /* The ablation of every selected head by every selected kind (hs_ablate),
  * its rows recorded layer by layer (see ix above), and the largest delta of

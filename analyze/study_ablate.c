@@ -41,10 +41,11 @@ static int selection(const hs_ablate_study_opts *o, const hs_model_config *c,
     return HS_OK;
 }
 
-int hs_ablate_check(const hs_ablate_study_opts *o, const hs_model_config *c)
+int hs_ablate_study_check(const hs_ablate_study_opts *o, const hs_model_config *c)
 {
     unsigned char lsel[HS_MAX_LAYERS] = { 0 }, hsel[HS_MAX_HEADS] = { 0 };
-    return selection(o, c, lsel, hsel);
+    const int rc = selection(o, c, lsel, hsel);
+    return rc ? rc : hs_ablate_check(c, &o->ablate);
 }
 
 void hs_ablate_result_free(hs_ablate_result *r)

@@ -80,13 +80,13 @@ static void latency(const char *dir, int B, int T, int threads)
     printf("{\"impl\":\"headscope_latency\",\"threads\":%d,\"pruned\":0,\"dense_ms\":%.3f}\n",
            threads, dense * 1e3);
     for (int q = 1; q <= 3; q++) {
-        unsigned char *mask = calloc((size_t)c->n_layer * HS_IMP_MAX_HEADS, 1);
+        unsigned char *mask = calloc((size_t)c->n_layer * HS_MAX_HEADS, 1);
         hs_real *gates[HS_MAX_LAYERS];
         for (int l = 0; l < c->n_layer; l++) {
             gates[l] = malloc(sizeof(hs_real) * c->n_head[l]);
             for (int h = 0; h < c->n_head[l]; h++) {
                 int off = h < q * c->n_head[l] / 4; /* q quarters of every layer */
-                mask[(size_t)l * HS_IMP_MAX_HEADS + h] = (unsigned char)off;
+                mask[(size_t)l * HS_MAX_HEADS + h] = (unsigned char)off;
                 gates[l][h] = off ? 0 : 1;
             }
         }

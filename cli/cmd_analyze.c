@@ -86,13 +86,13 @@ int cmd_ablate(int argc, char **argv)
         return EXIT_USAGE;
     if ((rc = analysis_load(&a)))
         return rc;
-    if (hs_ablate_check(&so, &a.m.cfg)) {
+    so.ablate.B = a.B, so.ablate.T = a.T, so.ablate.max_batches = (size_t)a.max_batches;
+    if (hs_ablate_study_check(&so, &a.m.cfg)) {
         analysis_unload(&a);
         return usage_error("ablate", "%s", hs_last_error());
     }
     if ((rc = analysis_start(&a, "ablate", argc, argv)))
         return rc;
-    so.ablate.B = a.B, so.ablate.T = a.T, so.ablate.max_batches = (size_t)a.max_batches;
     so.ablate.stop = &cli_stop_requested;
     so.ix = a.run.ix, so.run_id = a.run.run_id, so.resume = a.resume > 0;
     hs_ablate_result r;

@@ -10,6 +10,10 @@
 
 enum { HS_MAX_LAYERS = 256 };
 
+/* The most heads one layer may have: per-head buffers of every analysis are
+ * indexed [l * HS_MAX_HEADS + h]. */
+enum { HS_MAX_HEADS = 1024 };
+
 typedef enum { HS_FAMILY_HEADSCOPE, HS_FAMILY_GPT2, HS_FAMILY_LLAMA } hs_family;
 typedef enum { HS_POS_LEARNED, HS_POS_ROPE, HS_POS_NONE } hs_pos_kind;
 typedef enum { HS_NORM_LAYERNORM, HS_NORM_RMSNORM } hs_norm_kind;

@@ -610,7 +610,7 @@ int hs_maps_open(hs_maps_reader **out, const char *path)
         if (ok) {
             li->layer = l;
             li->half = H5Tget_size(t) == 2;
-            li->nh = get_int_attr(d, "heads", li->heads, 1024);
+            li->nh = get_int_attr(d, "heads", li->heads, HS_MAX_HEADS);
             ok = li->nh == (int)dims[1] && get_int_attr(d, "query_start", &li->q0, 1) == 1;
             li->nq = (int)dims[2];
             li->S = (int)dims[3];

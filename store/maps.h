@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "config.h"
 #include "recorder.h"
 
 enum { HS_MAPS_MAX_LAYERS = 256 };
@@ -61,7 +62,7 @@ void hs_maps_abort(hs_maps_writer *w);
 typedef struct {
     int layer;   /* model layer index */
     int nh;      /* captured heads */
-    int heads[1024];
+    int heads[HS_MAX_HEADS];
     int q0, nq;  /* query rows */
     int S;       /* keys */
     int half;    /* stored as float16 */

@@ -457,6 +457,38 @@ EOF
     prune_shape p.db "$c" || return 1
     close "$(q p.db "select y from curves where run_id=$c and step=0")" "$(q p.db "select y from curves where run_id=$a and step=0")" 1e-9 ||
         bad "--one-shot: curve at x = 0 differs from the iterative run's" || return 1
+    # lowest importance first: --one-shot prunes by the unpruned model's importance (the
+    # importance command's, same data), lowest first, skipping a layer down to one head;
+    # its first step is the iterative run's first step
+    hs importance --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --db p.db --json
+    expect_rc 0 "importance llama_gqa" || return 1
+    local imp
+    imp=$(jget out.txt run_id)
+    "$PY" - p.db "$imp" "$c" <<'EOF' >check.txt 2>&1 || bad "--one-shot mask is not the 6 least important heads (1 kept per layer): $(tail -c 400 check.txt)" || return 1
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+imp = db.execute("select layer, head, value from head_metrics where run_id=? and metric='importance'",
+                 (int(sys.argv[2]),)).fetchall()
+assert len(imp) == 8, imp
+left, want = {0: 4, 1: 4}, set()
+for l, h, v in sorted(imp, key=lambda r: (r[2], r[0], r[1])):
+    if len(want) < 6 and left[l] > 1:
+        want.add((l, h))
+        left[l] -= 1
+got = {(l, h) for l, h in db.execute("select layer, head from head_metrics where run_id=? and metric='pruned' and value=1",
+                                     (int(sys.argv[3]),))}
+assert got == want, (sorted(got), sorted(want), sorted(imp, key=lambda r: r[2]))
+EOF
+    expect_eq "$(q p.db "select y from curves where run_id=$c and step=1")" "$(q p.db "select y from curves where run_id=$a and step=1")" \
+        "--one-shot and iterative loss after step 1 (the same importance)" || return 1
+    # steps below one head (10% of 8): counts floor(0.8 k) = 0 0 1 2 3 4 4 5 6, never
+    # decreasing, until protection (one head per layer) stops at 6
+    hs prune --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --step-percent 10 --min-heads-per-layer 1 --db p.db --json
+    expect_rc 0 "prune --step-percent 10" || return 1
+    c=$(jget out.txt run_id)
+    expect_eq "$(q p.db "select cast(round(x*8) as int) from curves where run_id=$c and curve='pruning' order by step" | tr '\n' ' ')" \
+        "0 0 1 2 3 4 4 5 6 " "--step-percent 10: curve x (as heads of 8) in step order" || return 1
+    expect_eq "$(jget out.txt pruned)/$(jget out.txt heads)" 6/8 "--step-percent 10: --json pruned/heads" || return 1
 }
 
 # ---- 7. pruned checkpoints -----------------------------------------------------------------

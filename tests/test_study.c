@@ -211,8 +211,13 @@ static void test_selection_checks_name_the_option(void)
     CU_ASSERT_EQUAL(co.seq_len, PP);
     CU_ASSERT(!p.layer_on[0] && p.layer_on[1] && p.n_heads == 2 && p.q0 == 2 && p.q1 == 5);
     hs_ablate_study_opts ao = { .layers = "0", .heads = "8" };
-    CU_ASSERT_EQUAL(hs_ablate_check(&ao, &m.cfg), HS_EINVAL);
+    CU_ASSERT_EQUAL(hs_ablate_study_check(&ao, &m.cfg), HS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--heads '8'"));
+    ao.heads = "0", ao.ablate = (hs_ablate_opts){ .B = 1, .T = 4, .kinds = 1 << HS_ABLATE_RESAMPLE };
+    CU_ASSERT_EQUAL(hs_ablate_study_check(&ao, &m.cfg), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--batch"));
+    ao.ablate.B = 2;
+    CU_ASSERT_EQUAL(hs_ablate_study_check(&ao, &m.cfg), HS_OK);
     hs_headcount_opts ho = { .base = m.cfg, .heads = { 3 }, .n_heads = 1, .seq_len = 8 };
     hs_model_config cfg[HS_HEADCOUNT_MAX];
     CU_ASSERT_EQUAL(hs_headcount_check(cfg, &ho), HS_EINVAL);
