@@ -8,10 +8,17 @@ if (!exists("plottitle")) plottitle = ""
 if (!exists("xlab")) xlab = "x"
 if (!exists("ylab")) ylab = "y"
 if (!exists("names")) names = ""
-if (strstrt(outfile, ".svg") == strlen(outfile) - 3) {
+if (!exists("fmt")) fmt = outfile[strlen(outfile) - 2:] eq "svg" ? "svg" : \
+                          outfile[strlen(outfile) - 2:] eq "pdf" ? "pdf" : "png"
+set encoding utf8
+if (fmt eq "svg") {
     set terminal svg size 800, 500 font "sans,10"
 } else {
-    set terminal pngcairo size 800, 500 font "sans,10"
+    if (fmt eq "pdf") {
+        set terminal pdfcairo size (800) / 96.0, (500) / 96.0 font "sans,10"
+    } else {
+        set terminal pngcairo size 800, 500 font "sans,10"
+    }
 }
 set output outfile
 set title plottitle noenhanced
