@@ -392,19 +392,42 @@ static int write_cells(cell_files *c, const hs_metric_grid *g, int nl, int nh, c
     return rc;
 }
 
-/* heads[l] = the heads of layer l (l < nl) of the model run `run` used, read
- * from its config.json; -1 where the index or the model does not say. */
-static void run_model_heads(hs_index *ix, int64_t run, int nl, int *heads)
+/* The --seq-len of a command line recorded as a JSON array; 0 if none. */
+static int args_seq_len(const char *args)
+{
+    cJSON *a = args ? cJSON_Parse(args) : NULL;
+    int T = 0, next = 0;
+    const cJSON *w;
+    cJSON_ArrayForEach(w, a) {
+        const char *v = cJSON_IsString(w) ? w->valuestring : "";
+        if (next)
+            T = atoi(v);
+        next = !strcmp(v, "--seq-len");
+        if (!strncmp(v, "--seq-len=", 10))
+            T = atoi(v + 10);
+    }
+    cJSON_Delete(a);
+    return T > 0 ? T : 0;
+}
+
+/* What run `run` says about its model and data: heads[l] = the heads of
+ * layer l (l < nl) from its model's config.json, -1 where unknown; *seq_len
+ * = its --seq-len, 0 where not given. */
+static void run_context(hs_index *ix, int64_t run, int nl, int *heads, int *seq_len)
 {
     hs_run_list l = { 0 };
     char path[1200] = "", *text = NULL;
     for (int i = 0; i < nl; i++)
         heads[i] = -1;
+    *seq_len = 0;
     if (hs_index_runs(ix, NULL, NULL, &l))
         return;
     for (int i = 0; i < l.n; i++)
-        if (l.runs[i].run_id == run && l.runs[i].model_path)
-            snprintf(path, sizeof path, "%s/config.json", l.runs[i].model_path);
+        if (l.runs[i].run_id == run) {
+            if (l.runs[i].model_path)
+                snprintf(path, sizeof path, "%s/config.json", l.runs[i].model_path);
+            *seq_len = args_seq_len(l.runs[i].args);
+        }
     hs_run_list_free(&l);
     FILE *f = *path ? fopen(path, "r") : NULL;
     if (!f)
@@ -452,11 +475,14 @@ typedef struct {
 
 /* The colour scale of a metric, fixed by its meaning and shared by the model
  * and its control (cg may be NULL): probabilities on 0..1, copying on -1..1,
- * signed quantities (loss deltas, patching, logit attribution, anything with
- * a negative value) on a range symmetric about 0, other nonnegative ones
- * (entropy, distance) on 0..their largest value, stated in the label. */
+ * entropy on 0..ln T and distance on 0..T-1 (their largest possible values,
+ * where the run's sequence length T is known), signed quantities (loss
+ * deltas, patching, logit attribution, anything with a negative value) on a
+ * range symmetric about 0 (loss deltas at least +-0.1 nats, so noise stays
+ * pale), other nonnegative ones on 0..their largest value; the label says
+ * which. */
 static void metric_scale(const char *metric, const hs_metric_grid *g, const hs_metric_grid *cg,
-                         plot_scale *s)
+                         int T, plot_scale *s)
 {
     static const char *const prob[] = { "induction",   "duplicate_token", "prev_token", "self",
                                         "next_token",  "first_token",     "delim",      "pruned",
@@ -480,11 +506,21 @@ static void metric_scale(const char *metric, const hs_metric_grid *g, const hs_m
         snprintf(s->label, sizeof s->label, "copying score, fixed scale −1 .. 1, white at 0");
         return;
     }
+    if (T > 1 && (!strcmp(base, "entropy") || !strcmp(base, "distance"))) {
+        int entropy = !strcmp(base, "entropy");
+        s->hi = entropy ? log(T) : T - 1;
+        snprintf(s->label, sizeof s->label, "%s, fixed scale 0 .. %s = %.3g (T = %d)",
+                 entropy ? "entropy (nats)" : "mean distance (positions)",
+                 entropy ? "ln T" : "T − 1", s->hi, T);
+        return;
+    }
     int signed_metric = !strncmp(base, "loss_delta", 10) || !strncmp(base, "causal", 6) ||
                         strstr(base, "patch") || strstr(base, "dla") ||
                         grid_has_negative(g) || grid_has_negative(cg);
     if (signed_metric) {
         s->hi = nice_up(fmax(grid_max(g, 1), grid_max(cg, 1)));
+        if (!strncmp(base, "loss_delta", 10) && s->hi < 0.1)
+            s->hi = 0.1;
         s->lo = -s->hi, s->diverging = 1;
         snprintf(s->label, sizeof s->label, "%s%s, scale −%.2g .. +%.2g, white at 0", base,
                  strncmp(base, "loss_delta", 10) ? "" : " (nats)", s->hi, s->hi);
@@ -531,6 +567,7 @@ static int plot_scores(hs_index *ix, const char *db, const char *metric, long lo
     plot_scale s;
     snprintf(one, sizeof one, "%.*s", (int)strcspn(metric, ","), metric); /* as curve lists */
     int64_t run = run_id;
+    int seq_len = 0;
     int rc = make_dir(dir, sizeof dir);
     if (!rc && !run)
         rc = hs_index_latest_with_metric(ix, one, &run);
@@ -553,12 +590,12 @@ static int plot_scores(hs_index *ix, const char *db, const char *metric, long lo
     if (!rc && !heads)
         rc = hs_fail(HS_ENOMEM, "plot: out of memory");
     if (!rc)
-        run_model_heads(ix, run, nl, heads);
+        run_context(ix, run, nl, heads, &seq_len);
     if (!rc)
         rc = write_cells(&c, &g, nl, nh, heads);
     if (!rc && with_control)
         rc = write_cells(&cc, &cg, nl, nh, heads);
-    metric_scale(one, &g, with_control ? &cg : NULL, &s);
+    metric_scale(one, &g, with_control ? &cg : NULL, seq_len, &s);
     snprintf(title, sizeof title, "%s (%s)", one, db);
     gp_quote(qtitle, sizeof qtitle, title);
     scores_assign(assign, sizeof assign, dir, out, qtitle, nl, nh, &s, &c,
@@ -661,8 +698,8 @@ static int plot_curves(hs_index *ix, const char *db, const char *list, long long
     gp_quote(qtitle, sizeof qtitle, title);
     gp_quote(qnames, sizeof qnames, names);
     snprintf(assign, sizeof assign,
-             "datafile='%s'; outfile='%s'; plottitle='%s'; names='%s'; xlab='%s'; ylab='%s'", p,
-             out, qtitle, qnames, xlab, ylab);
+             "datafile='%s'; outfile='%s'; plottitle='%s'; names='%s'; xlab='%s'; ylab='%s'%s", p,
+             out, qtitle, qnames, xlab, ylab, strstr(ylab, "loss (nats") ? "; minspan=0.5" : "");
     if (!rc)
         rc = run_gnuplot("plot_curve.gp", assign, out);
     if (*dir)

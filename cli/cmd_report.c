@@ -397,25 +397,37 @@ static void section_maps(report *r, const char *maps, long long seq, long long i
     fprintf(f, "<p>From <code>");
     esc(f, maps);
     fprintf(f, "</code>, sequence %lld.</p>\n", seq);
-    /* the heads the scores single out, each once */
+    /* the heads the scores single out, each once, with the score (and its
+     * control) that singled them out: a top head of a model at chance is
+     * no special head, and its title says so by its numbers */
     int pick[3][2], n = 0, l, h;
-    const char *why[3];
+    const char *why[3], *name[3];
+    long long from[3];
     if (ind_run && top_heads(r, ind_run, "induction", 1, &l, &h))
-        pick[n][0] = l, pick[n][1] = h, why[n++] = "highest induction score";
+        pick[n][0] = l, pick[n][1] = h, from[n] = ind_run, name[n] = "induction",
+        why[n++] = "highest induction score";
     if (ind_run && top_heads(r, ind_run, "prev_token", 1, &l, &h))
-        pick[n][0] = l, pick[n][1] = h, why[n++] = "highest previous-token score";
+        pick[n][0] = l, pick[n][1] = h, from[n] = ind_run, name[n] = "prev_token",
+        why[n++] = "highest previous-token score";
     if (pat_run && top_heads(r, pat_run, "first_token", 1, &l, &h))
-        pick[n][0] = l, pick[n][1] = h, why[n++] = "most attention on the first token";
+        pick[n][0] = l, pick[n][1] = h, from[n] = pat_run, name[n] = "first_token",
+        why[n++] = "most attention on the first token";
     for (int i = 0; i < n; i++) {
         int dup = 0;
         for (int j = 0; j < i; j++)
             dup |= pick[j][0] == pick[i][0] && pick[j][1] == pick[i][1];
         if (dup)
             continue;
-        char file[64], path[1200], title[160];
+        char file[64], path[1200], title[200], ctrl[48], cnum[48] = "";
+        double v = NAN, cv;
+        metric(r, from[i], pick[i][0], pick[i][1], name[i], &v, NULL);
+        snprintf(ctrl, sizeof ctrl, "%s_control", name[i]);
+        if (metric(r, from[i], pick[i][0], pick[i][1], ctrl, &cv, NULL))
+            snprintf(cnum, sizeof cnum, ", random-init control %.3f", cv);
         snprintf(file, sizeof file, "map_L%dH%d.png", pick[i][0], pick[i][1]);
         path_in(path, sizeof path, r, file);
-        snprintf(title, sizeof title, "Layer %d head %d (%s)", pick[i][0], pick[i][1], why[i]);
+        snprintf(title, sizeof title, "Layer %d head %d (%s: %.3f%s)", pick[i][0], pick[i][1],
+                 why[i], v, cnum);
         figure(r, plot_map(maps, pick[i][0], pick[i][1], seq, path, 0), file, title,
                "Post-softmax attention of each query (row) over the keys (columns), with the "
                "byte tokens as labels. A map is one sequence's picture: attention mass is not "
@@ -452,7 +464,7 @@ static void section_ablation(report *r, long long run, long long imp_run)
         grid(r, imp_run, "importance", 0,
              "Mean |dL/d gate| per head (Michel et al. 2019), each layer's vector scaled to unit "
              "length: a first-order estimate of what removing the head costs, comparable within "
-             "a layer, not across layers.");
+             "a layer, not across layers (a layer of one head always reads 1).");
 }
 
 static void section_pruning(report *r, long long run)
@@ -599,7 +611,7 @@ static const char STYLE[] =
     "figcaption{font-size:.9em;color:#444;max-width:800px}"
     "table{border-collapse:collapse;font-size:.85em;margin:1em 0}"
     "td,th{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}"
-    "td.args{font-family:monospace;font-size:.85em;max-width:380px;word-break:break-all}"
+    "td.args{font-family:monospace;font-size:.85em;max-width:380px;overflow-wrap:anywhere}"
     ".claim{padding:.8em;border-left:5px solid}.claim.yes{border-color:#2a2;background:#efe}"
     ".claim.no{border-color:#c60;background:#fff4e6}.note{font-size:.85em;color:#555}"
     ".missing{color:#a00}nav a{margin-right:1em}";

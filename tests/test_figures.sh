@@ -103,6 +103,12 @@ fixed_scales() {
     hs plot scores --db r.db --metric copying --control --out c.svg
     expect_rc 0 "plot scores copying" || return 1
     expect_eq "$(scale_of c.svg)" "-1 1" "copying's colour scale" || return 1
+    # entropy on 0 .. ln T, the entropy of uniform attention over T keys
+    hs patterns --model "$GPT2" --data "$EVAL" --db r.db "${SMALL[@]}" --control
+    expect_rc 0 "patterns" || return 1
+    hs plot scores --db r.db --metric entropy --control --out e.svg
+    expect_rc 0 "plot scores entropy" || return 1
+    expect_grep "$(cat e.svg)" "0 .. ln T = 2.08 (T = 8)" "entropy's colour scale" || return 1
     hs ablate --model "$GPT2" --data "$EVAL" --db r.db "${SMALL[@]}"
     expect_rc 0 "ablate" || return 1
     hs plot scores --db r.db --metric loss_delta_zero --out z.svg
