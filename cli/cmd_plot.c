@@ -844,6 +844,15 @@ int plot_js(const char *csv, const char *out)
     return rc;
 }
 
+/* 0 when this gnuplot has no pdfcairo terminal (gnuplot-nox builds may
+ * lack it); 1 otherwise, or when gnuplot cannot be run at all (then the
+ * plot itself says so). */
+static int pdf_available(void)
+{
+    int st = system("gnuplot -e 'set terminal pdfcairo' >/dev/null 2>&1");
+    return st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 127;
+}
+
 /* plot scores / curve / causal: the index is opened once, read-only. */
 static int plot_from_index(const char *kind, const char *db, const char *metric,
                            const char *curve, long long run, const char *out, int control)
@@ -893,6 +902,9 @@ int cmd_plot(int argc, char **argv)
     if (!plot_format(out))
         return usage_error("plot", "--out %s: unknown format; name the file .png, .svg or .pdf",
                            out);
+    if (!strcmp(plot_format(out), "pdf") && !pdf_available())
+        return usage_error("plot", "--out %s: this gnuplot has no PDF terminal (pdfcairo); "
+                                   "name the file .png or .svg", out);
     if (!strcmp(kind, "map") || !strcmp(kind, "grid")) {
         if (!maps)
             return usage_error("plot", "plot %s needs --maps FILE.h5", kind);

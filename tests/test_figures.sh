@@ -68,6 +68,23 @@ out_format() {
     expect_nofile s.gif "plot scores --out s.gif" || return 1
 }
 
+# a gnuplot without the pdfcairo terminal: .pdf is a usage error, nothing written
+pdf_unsupported() {
+    hs capture --model "$GPT2" --data "$EVAL" --out m.h5 "${SMALL[@]}" --max-batches 1
+    expect_rc 0 "capture" || return 1
+    local real
+    real=$(command -v gnuplot)
+    mkdir -p bin
+    printf '#!/bin/sh\ncase "$*" in *pdfcairo*) exit 1;; esac\nexec "%s" "$@"\n' "$real" >bin/gnuplot
+    chmod +x bin/gnuplot
+    PATH="$PWD/bin:$PATH" hs plot map --maps m.h5 --out m.pdf
+    expect_rc 2 "plot map --out m.pdf without pdfcairo" || return 1
+    expect_grep "$ERR" "no PDF terminal" "the message says why" || return 1
+    expect_nofile m.pdf "plot map --out m.pdf without pdfcairo" || return 1
+    PATH="$PWD/bin:$PATH" hs plot map --maps m.h5 --out m.svg
+    expect_rc 0 "plot map --out m.svg with that gnuplot" || return 1
+}
+
 # ---- heads a layer lacks --------------------------------------------------------
 
 ghost_heads() {
@@ -167,4 +184,4 @@ report_wording() {
     png_ok "rep/$js" || return 1
 }
 
-run_checks out_format ghost_heads fixed_scales curve_labels report_wording
+run_checks out_format pdf_unsupported ghost_heads fixed_scales curve_labels report_wording
