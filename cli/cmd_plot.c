@@ -1,4 +1,4 @@
-/* plot: gnuplot renderings (PNG or SVG by the output's extension) of map
+/* plot: gnuplot renderings (PNG, SVG or PDF by the output's suffix) of map
  * files and of the index. The data goes to files in a temporary directory;
  * the scripts in scripts/ (usable on their own) draw them. */
 #include <errno.h>
@@ -7,9 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "cli.h"
 #include "plot.h"
@@ -58,14 +61,22 @@ static void token_label(char *out, size_t n, int tok)
         snprintf(out, n, "x%02x", tok & 0xffff);
 }
 
-/* Runs gnuplot on a script with -e assignments; checks the output exists. */
-static int run_gnuplot(const char *script, const char *assignments, const char *outfile)
+const char *plot_format(const char *out)
 {
-    char path[PATH_MAX + 128];
-    snprintf(path, sizeof path, "%s/%s", scripts_dir(), script);
-    if (access(path, R_OK))
-        return hs_fail(HS_EIO, "%s: gnuplot script not found (set HEADSCOPE_SCRIPTS)", path);
-    /* An unwritable output is our error to report, not gnuplot's. */
+    const char *dot = out ? strrchr(out, '.') : NULL;
+    if (!dot || strchr(dot, '/'))
+        return NULL;
+    static const char *const known[] = { "png", "svg", "pdf" };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (!strcasecmp(dot + 1, known[i]))
+            return known[i];
+    return NULL;
+}
+
+/* HS_OK when outfile's directory exists (an unwritable output is our error
+ * to report, not gnuplot's). */
+static int check_parent(const char *outfile)
+{
     char parent[1024];
     snprintf(parent, sizeof parent, "%s", outfile);
     char *slash = strrchr(parent, '/');
@@ -74,17 +85,43 @@ static int run_gnuplot(const char *script, const char *assignments, const char *
     struct stat ps;
     if (slash && *parent && (stat(parent, &ps) || !S_ISDIR(ps.st_mode)))
         return hs_fail(HS_EIO, "%s: cannot write: %s is not a directory", outfile, parent);
+    return HS_OK;
+}
+
+/* Runs gnuplot on a script with -e assignments, fmt (png, svg or pdf: the
+ * output's suffix) first; checks the output exists. */
+static int run_gnuplot(const char *script, const char *assignments, const char *outfile)
+{
+    char path[PATH_MAX + 128];
+    const char *fmt = plot_format(outfile);
+    if (!fmt)
+        return hs_fail(HS_EINVAL, "%s: unknown output format (name it .png, .svg or .pdf)",
+                       outfile);
+    snprintf(path, sizeof path, "%s/%s", scripts_dir(), script);
+    if (access(path, R_OK))
+        return hs_fail(HS_EIO, "%s: gnuplot script not found (set HEADSCOPE_SCRIPTS)", path);
+    int rc = check_parent(outfile);
+    size_t n = strlen(assignments) + 32;
+    char *all = rc ? NULL : malloc(n);
+    if (!rc && !all)
+        rc = hs_fail(HS_ENOMEM, "plot: out of memory");
+    if (rc)
+        return rc;
+    snprintf(all, n, "fmt='%s'; %s", fmt, assignments);
     pid_t pid = fork();
-    if (pid < 0)
+    if (pid < 0) {
+        free(all);
         return hs_fail(HS_EIO, "cannot start gnuplot: %s", strerror(errno));
+    }
     if (pid == 0) {
         /* gnuplot's own diagnostics are noise once we report the failure. */
         if (!freopen("/dev/null", "w", stderr))
             _exit(126);
-        execlp("gnuplot", "gnuplot", "-e", assignments, path, (char *)NULL);
+        execlp("gnuplot", "gnuplot", "-e", all, path, (char *)NULL);
         fprintf(stderr, "headscope: plot: cannot run gnuplot: %s\n", strerror(errno));
         _exit(127);
     }
+    free(all);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
@@ -111,7 +148,9 @@ static int make_dir(char *dir, size_t n)
 static void cleanup_dir(const char *dir, int nl, int nh)
 {
     char p[1200];
-    const char *fixed[] = { "map.txt", "scores.txt", "curve.txt", "control.txt", "draws.txt" };
+    const char *fixed[] = { "map.txt",    "scores.txt",  "curve.txt", "control.txt",
+                            "draws.txt",  "absent.txt", "cabsent.txt", "js.txt",
+                            "nohead.txt", "cnohead.txt" };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, fixed[i]);
         unlink(p);
@@ -186,43 +225,89 @@ static int draw_head(hs_maps_reader *r, const char *maps, int layer, int head, l
     return rc ? rc : run_gnuplot("plot_map.gp", assign, out);
 }
 
-/* Every head of a sequence, one file per (layer, head) panel (plot_grid.gp);
- * nl x nh is the panel grid, which cleanup_dir needs. */
+/* The model's number of heads in layer `layer` from its config.json text
+ * (n_head or num_attention_heads, a number or one per layer); -1 when the
+ * text does not say. */
+static int config_heads(const char *config, int layer)
+{
+    cJSON *c = config ? cJSON_Parse(config) : NULL;
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(c, "n_head");
+    if (!h)
+        h = cJSON_GetObjectItemCaseSensitive(c, "num_attention_heads");
+    if (cJSON_IsArray(h))
+        h = cJSON_GetArrayItem(h, layer);
+    int n = cJSON_IsNumber(h) ? h->valueint : -1;
+    cJSON_Delete(c);
+    return n;
+}
+
+/* One panel's matrix: head hi of captured layer li, sequence seq. */
+static int write_panel(hs_maps_reader *r, int li, int hi, long long seq, float *buf,
+                       const char *p)
+{
+    const hs_maps_layer_info *l = &hs_maps_get_info(r)->layers[li];
+    FILE *f = fopen(p, "w");
+    if (!f)
+        return hs_fail(HS_EIO, "%s: cannot write", p);
+    int rc = hs_maps_read(r, li, seq, hi, buf);
+    for (int q = 0; !rc && q < l->nq; q++) {
+        for (int s = 0; s < l->S; s++)
+            fprintf(f, "%s%.4g", s ? " " : "", buf[(size_t)q * l->S + s]);
+        fprintf(f, "\n");
+    }
+    if (fclose(f) && !rc)
+        rc = hs_fail(HS_EIO, "%s: write failed", p);
+    return rc;
+}
+
+/* Every captured head of a sequence (plot_grid.gp): one row per captured
+ * layer, one column per head index, one file per drawn panel. A cell that
+ * is no head of the model, or a head the capture left out, is a grey panel
+ * saying so, never an empty map. nl x nh is the panel grid (cleanup_dir). */
 static int draw_grid(hs_maps_reader *r, const char *maps, long long seq, float *buf,
                      const char *dir, const char *out, int *nl, int *nh)
 {
     const hs_maps_info *in = hs_maps_get_info(r);
     int rc = HS_OK;
-    char assign[4096], title[300], qtitle[400], p[1200];
+    char title[300], qtitle[400], p[1200];
     *nl = in->n_layers;
     for (int i = 0; i < in->n_layers; i++)
-        *nh = in->layers[i].nh > *nh ? in->layers[i].nh : *nh;
+        for (int k = 0; k < in->layers[i].nh; k++)
+            *nh = in->layers[i].heads[k] + 1 > *nh ? in->layers[i].heads[k] + 1 : *nh;
+    size_t cap = (size_t)*nl * *nh * 24 + 1024, len = 0;
+    char *labels = malloc(cap), *assign = malloc(cap + 1600);
+    if (!labels || !assign)
+        rc = hs_fail(HS_ENOMEM, "plot: out of memory");
     for (int i = 0; !rc && i < in->n_layers; i++) {
         const hs_maps_layer_info *l = &in->layers[i];
+        int model_heads = config_heads(in->model_config, l->layer);
         for (int h = 0; !rc && h < *nh; h++) {
+            int hi = -1;
+            for (int k = 0; k < l->nh; k++)
+                hi = l->heads[k] == h ? k : hi;
             snprintf(p, sizeof p, "%s/%d_%d.txt", dir, i, h);
-            FILE *f = fopen(p, "w");
-            if (!f) {
-                rc = hs_fail(HS_EIO, "%s: cannot write", p);
-                break;
-            }
-            /* A layer with fewer heads gets blank panels (NaN). */
-            if (h < l->nh)
-                rc = hs_maps_read(r, i, seq, h, buf);
-            for (int q = 0; !rc && q < l->nq; q++) {
-                for (int s = 0; s < l->S; s++)
-                    fprintf(f, "%s%.4g", s ? " " : "", h < l->nh ? buf[(size_t)q * l->S + s] : NAN);
-                fprintf(f, "\n");
-            }
-            if (fclose(f) && !rc)
-                rc = hs_fail(HS_EIO, "%s: write failed", p);
+            if (hi >= 0)
+                rc = write_panel(r, i, hi, seq, buf, p);
+            char word[32];
+            if (hi >= 0)
+                snprintf(word, sizeof word, "L%dH%d", l->layer, h);
+            else
+                snprintf(word, sizeof word, "%s",
+                         model_heads >= 0 && h >= model_heads ? "nohead" : "notcaptured");
+            len += (size_t)snprintf(labels + len, cap - len, "%s%s", len ? " " : "", word);
         }
     }
-    snprintf(title, sizeof title, "%s, sequence %lld (colour range 0..1)", maps, seq);
+    snprintf(title, sizeof title, "%s, sequence %lld: attention probability, one scale 0 .. 1",
+             maps, seq);
     gp_quote(qtitle, sizeof qtitle, title);
-    snprintf(assign, sizeof assign, "dir='%s'; nl=%d; nh=%d; outfile='%s'; plottitle='%s'", dir,
-             *nl, *nh, out, qtitle);
-    return rc ? rc : run_gnuplot("plot_grid.gp", assign, out);
+    if (!rc) {
+        snprintf(assign, cap + 1600, "dir='%s'; nl=%d; nh=%d; outfile='%s'; plottitle='%s'; "
+                 "labels='%s'", dir, *nl, *nh, out, qtitle, labels);
+        rc = run_gnuplot("plot_grid.gp", assign, out);
+    }
+    free(labels);
+    free(assign);
+    return rc;
 }
 
 int plot_map(const char *maps, int layer, int head, long long seq, const char *out, int grid)
@@ -271,47 +356,253 @@ static int read_grid(hs_index *ix, const char *db, const char *metric, long long
     return rc;
 }
 
-/* "layer head value" lines of a grid's present cells, then `tail`. */
-static int write_cells(const char *path, const hs_metric_grid *g, const char *tail)
+/* Where write_cells puts a grid's cells: values (then `tail`), cells of
+ * heads the model lacks (heads[layer] known and head >= it) and other absent
+ * cells; the counts of the last two. */
+typedef struct {
+    const char *values, *tail, *nohead, *absent;
+    int n_nohead, n_absent;
+} cell_files;
+
+/* "layer head value" lines of a grid's present cells within nl x nh, and
+ * "layer head" lines of the rest. */
+static int write_cells(cell_files *c, const hs_metric_grid *g, int nl, int nh, const int *heads)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return hs_fail(HS_EIO, "%s: cannot write", path);
-    for (int l = 0; l < g->n_layer; l++)
-        for (int h = 0; h < g->n_head; h++)
-            if (g->present[(size_t)l * g->n_head + h])
+    FILE *f = fopen(c->values, "w"), *a = fopen(c->absent, "w"), *x = fopen(c->nohead, "w");
+    int rc = f && a && x ? HS_OK
+                         : hs_fail(HS_EIO, "%s: cannot write", !f ? c->values : !a ? c->absent
+                                                                              : c->nohead);
+    c->n_absent = c->n_nohead = 0;
+    for (int l = 0; !rc && l < nl; l++)
+        for (int h = 0; h < nh; h++) {
+            int in = l < g->n_layer && h < g->n_head && g->present[(size_t)l * g->n_head + h];
+            if (in)
                 fprintf(f, "%d %d %.9g\n", l, h, g->cell[(size_t)l * g->n_head + h].value);
-    fputs(tail, f);
-    return fclose(f) ? hs_fail(HS_EIO, "%s: write failed", path) : HS_OK;
+            else if (heads[l] >= 0 && h >= heads[l] && ++c->n_nohead)
+                fprintf(x, "%d %d\n", l, h);
+            else if (++c->n_absent)
+                fprintf(a, "%d %d\n", l, h);
+        }
+    if (f)
+        fputs(c->tail, f);
+    FILE *all[] = { f, a, x };
+    for (int i = 0; i < 3; i++)
+        if (all[i] && fclose(all[i]) && !rc)
+            rc = hs_fail(HS_EIO, "%s: write failed", c->values);
+    return rc;
+}
+
+/* The --seq-len of a command line recorded as a JSON array; 0 if none. */
+static int args_seq_len(const char *args)
+{
+    cJSON *a = args ? cJSON_Parse(args) : NULL;
+    int T = 0, next = 0;
+    const cJSON *w;
+    cJSON_ArrayForEach(w, a) {
+        const char *v = cJSON_IsString(w) ? w->valuestring : "";
+        if (next)
+            T = atoi(v);
+        next = !strcmp(v, "--seq-len");
+        if (!strncmp(v, "--seq-len=", 10))
+            T = atoi(v + 10);
+    }
+    cJSON_Delete(a);
+    return T > 0 ? T : 0;
+}
+
+/* What run `run` says about its model and data: heads[l] = the heads of
+ * layer l (l < nl) from its model's config.json, -1 where unknown; *seq_len
+ * = its --seq-len, 0 where not given. */
+static void run_context(hs_index *ix, int64_t run, int nl, int *heads, int *seq_len)
+{
+    hs_run_list l = { 0 };
+    char path[1200] = "", *text = NULL;
+    for (int i = 0; i < nl; i++)
+        heads[i] = -1;
+    *seq_len = 0;
+    if (hs_index_runs(ix, NULL, NULL, &l))
+        return;
+    for (int i = 0; i < l.n; i++)
+        if (l.runs[i].run_id == run) {
+            if (l.runs[i].model_path)
+                snprintf(path, sizeof path, "%s/config.json", l.runs[i].model_path);
+            *seq_len = args_seq_len(l.runs[i].args);
+        }
+    hs_run_list_free(&l);
+    FILE *f = *path ? fopen(path, "r") : NULL;
+    if (!f)
+        return;
+    size_t cap = 0;
+    if (getdelim(&text, &cap, 0, f) > 0)
+        for (int i = 0; i < nl; i++)
+            heads[i] = config_heads(text, i);
+    free(text);
+    fclose(f);
+}
+
+/* The smallest number of two significant digits >= x > 0 (1 for x <= 0). */
+static double nice_up(double x)
+{
+    if (!(x > 0) || !isfinite(x))
+        return 1;
+    double unit = pow(10, floor(log10(x)) - 1);
+    return ceil(x / unit - 1e-9) * unit;
+}
+
+/* The largest |value| (or value, when !absolute) of a grid's present cells. */
+static double grid_max(const hs_metric_grid *g, int absolute)
+{
+    double m = 0;
+    for (int c = 0; g && c < g->n_layer * g->n_head; c++)
+        if (g->present[c] && isfinite(g->cell[c].value))
+            m = fmax(m, absolute ? fabs(g->cell[c].value) : g->cell[c].value);
+    return m;
+}
+
+static int grid_has_negative(const hs_metric_grid *g)
+{
+    for (int c = 0; g && c < g->n_layer * g->n_head; c++)
+        if (g->present[c] && g->cell[c].value < 0)
+            return 1;
+    return 0;
+}
+
+typedef struct {
+    double lo, hi;
+    int diverging;
+    char label[200];
+} plot_scale;
+
+/* The colour scale of a metric, fixed by its meaning and shared by the model
+ * and its control (cg may be NULL): probabilities on 0..1, copying on -1..1,
+ * entropy on 0..ln T and distance on 0..T-1 (their largest possible values,
+ * where the run's sequence length T is known), signed quantities (loss
+ * deltas, patching, logit attribution, anything with a negative value) on a
+ * range symmetric about 0 (loss deltas at least +-0.1 nats, so noise stays
+ * pale), other nonnegative ones on 0..their largest value; the label says
+ * which. */
+static void metric_scale(const char *metric, const hs_metric_grid *g, const hs_metric_grid *cg,
+                         int T, plot_scale *s)
+{
+    static const char *const prob[] = { "induction",   "duplicate_token", "prev_token", "self",
+                                        "next_token",  "first_token",     "delim",      "pruned",
+                                        "importance" };
+    char base[128];
+    snprintf(base, sizeof base, "%s", metric);
+    size_t n = strlen(base);
+    if (n > 8 && !strcmp(base + n - 8, "_control"))
+        base[n - 8] = 0;
+    s->lo = 0, s->hi = 1, s->diverging = 0;
+    for (size_t i = 0; i < sizeof prob / sizeof prob[0]; i++)
+        if (!strcmp(base, prob[i])) {
+            snprintf(s->label, sizeof s->label, "%s, fixed scale 0 .. 1",
+                     !strcmp(base, "pruned")       ? "1 = pruned"
+                     : !strcmp(base, "importance") ? "importance (unit length per layer)"
+                                                   : "attention probability");
+            return;
+        }
+    if (!strcmp(base, "copying")) {
+        s->lo = -1, s->diverging = 1;
+        snprintf(s->label, sizeof s->label, "copying score, fixed scale −1 .. 1, white at 0");
+        return;
+    }
+    if (T > 1 && (!strcmp(base, "entropy") || !strcmp(base, "distance"))) {
+        int entropy = !strcmp(base, "entropy");
+        s->hi = entropy ? log(T) : T - 1;
+        snprintf(s->label, sizeof s->label, "%s, fixed scale 0 .. %s = %.3g (T = %d)",
+                 entropy ? "entropy (nats)" : "mean distance (positions)",
+                 entropy ? "ln T" : "T − 1", s->hi, T);
+        return;
+    }
+    int signed_metric = !strncmp(base, "loss_delta", 10) || !strncmp(base, "causal", 6) ||
+                        strstr(base, "patch") || strstr(base, "dla") ||
+                        grid_has_negative(g) || grid_has_negative(cg);
+    if (signed_metric) {
+        s->hi = nice_up(fmax(grid_max(g, 1), grid_max(cg, 1)));
+        if (!strncmp(base, "loss_delta", 10) && s->hi < 0.1)
+            s->hi = 0.1;
+        s->lo = -s->hi, s->diverging = 1;
+        snprintf(s->label, sizeof s->label, "%s%s, scale −%.2g .. +%.2g, white at 0", base,
+                 strncmp(base, "loss_delta", 10) ? "" : " (nats)", s->hi, s->hi);
+        return;
+    }
+    s->hi = nice_up(fmax(grid_max(g, 0), grid_max(cg, 0)));
+    snprintf(s->label, sizeof s->label, "%s, scale 0 .. %.2g (its largest value)",
+             !strcmp(base, "entropy")    ? "entropy (nats)"
+             : !strcmp(base, "distance") ? "mean distance (positions)"
+                                         : base,
+             s->hi);
+}
+
+/* The assignments of plot_scores.gp: files, shape, scale. */
+static void scores_assign(char *out, size_t n, const char *dir, const char *outfile,
+                          const char *title, int nl, int nh, const plot_scale *s,
+                          const cell_files *c, const cell_files *cc)
+{
+    char qlab[400];
+    gp_quote(qlab, sizeof qlab, s->label);
+    int k = snprintf(out, n,
+                     "datafile='%s/scores.txt'; outfile='%s'; plottitle='%s'; nl=%d; nh=%d; "
+                     "lo=%.9g; hi=%.9g; diverging=%d; cblab='%s'",
+                     dir, outfile, title, nl, nh, s->lo, s->hi, s->diverging, qlab);
+    if (c->n_absent)
+        k += snprintf(out + k, n - (size_t)k, "; absentfile='%s/absent.txt'", dir);
+    if (c->n_nohead)
+        k += snprintf(out + k, n - (size_t)k, "; noheadfile='%s/nohead.txt'", dir);
+    if (cc)
+        k += snprintf(out + k, n - (size_t)k, "; controlfile='%s/control.txt'", dir);
+    if (cc && cc->n_absent)
+        k += snprintf(out + k, n - (size_t)k, "; cabsentfile='%s/cabsent.txt'", dir);
+    if (cc && cc->n_nohead)
+        snprintf(out + k, n - (size_t)k, "; cnoheadfile='%s/cnohead.txt'", dir);
 }
 
 /* A layer x head grid of metric, beside metric_control when with_control. */
 static int plot_scores(hs_index *ix, const char *db, const char *metric, long long run_id,
                        const char *out, int with_control)
 {
-    char dir[600] = "", p[1200], cpath[1300] = "", assign[4096], title[300], qtitle[400];
-    char one[128], cmetric[128];
+    char dir[600] = "", p[4][1200], cp[4][1200], assign[4096], title[300], qtitle[400];
+    char one[128], cmetric[160];
     hs_metric_grid g = { 0 }, cg = { 0 };
+    plot_scale s;
     snprintf(one, sizeof one, "%.*s", (int)strcspn(metric, ","), metric); /* as curve lists */
+    int64_t run = run_id;
+    int seq_len = 0;
     int rc = make_dir(dir, sizeof dir);
-    snprintf(p, sizeof p, "%s/scores.txt", dir);
+    if (!rc && !run)
+        rc = hs_index_latest_with_metric(ix, one, &run);
     if (!rc)
-        rc = read_grid(ix, db, one, run_id, &g);
-    if (!rc)
-        rc = write_cells(p, &g, "\n\n");
+        rc = read_grid(ix, db, one, run, &g);
     if (!rc && with_control) {
-        snprintf(cmetric, sizeof cmetric, "%s_control", metric);
-        snprintf(cpath, sizeof cpath, "%s/control.txt", dir);
-        rc = read_grid(ix, db, cmetric, run_id, &cg);
-        if (!rc)
-            rc = write_cells(cpath, &cg, "");
+        snprintf(cmetric, sizeof cmetric, "%s_control", one);
+        rc = read_grid(ix, db, cmetric, run, &cg);
     }
-    snprintf(title, sizeof title, "%s (%s)", metric, db);
+    int nl = g.n_layer > cg.n_layer ? g.n_layer : cg.n_layer;
+    int nh = g.n_head > cg.n_head ? g.n_head : cg.n_head;
+    int *heads = calloc((size_t)nl + 1, sizeof(int));
+    const char *names[3] = { "scores", "nohead", "absent" };
+    const char *cnames[3] = { "control", "cnohead", "cabsent" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(p[i], sizeof p[i], "%s/%s.txt", dir, names[i]);
+        snprintf(cp[i], sizeof cp[i], "%s/%s.txt", dir, cnames[i]);
+    }
+    cell_files c = { p[0], "\n\n", p[1], p[2], 0, 0 }, cc = { cp[0], "", cp[1], cp[2], 0, 0 };
+    if (!rc && !heads)
+        rc = hs_fail(HS_ENOMEM, "plot: out of memory");
+    if (!rc)
+        run_context(ix, run, nl, heads, &seq_len);
+    if (!rc)
+        rc = write_cells(&c, &g, nl, nh, heads);
+    if (!rc && with_control)
+        rc = write_cells(&cc, &cg, nl, nh, heads);
+    metric_scale(one, &g, with_control ? &cg : NULL, seq_len, &s);
+    snprintf(title, sizeof title, "%s (%s)", one, db);
     gp_quote(qtitle, sizeof qtitle, title);
-    snprintf(assign, sizeof assign, "datafile='%s'; outfile='%s'; plottitle='%s'%s%s%s", p, out,
-             qtitle, *cpath ? "; controlfile='" : "", cpath, *cpath ? "'" : "");
+    scores_assign(assign, sizeof assign, dir, out, qtitle, nl, nh, &s, &c,
+                  with_control ? &cc : NULL);
     if (!rc)
         rc = run_gnuplot("plot_scores.gp", assign, out);
+    free(heads);
     hs_metric_grid_free(&g);
     hs_metric_grid_free(&cg);
     if (*dir)
@@ -338,11 +629,54 @@ static int write_curve(FILE *f, hs_index *ix, const char *db, const char *name,
     return rc;
 }
 
+/* The key entry of a curve, in words. */
+static void curve_key(char *out, size_t n, const char *name)
+{
+    int heads, seed;
+    if (!strcmp(name, "train_loss"))
+        snprintf(out, n, "training loss (each batch)");
+    else if (!strcmp(name, "val_loss"))
+        snprintf(out, n, "validation loss (held-out data)");
+    else if (!strcmp(name, "pruning"))
+        snprintf(out, n, "validation loss after each pruning step");
+    else if (!strcmp(name, "causal_random_k"))
+        snprintf(out, n, "loss increase, k random heads off");
+    else if (sscanf(name, "train_loss_heads_%d_seed_%d", &heads, &seed) == 2)
+        snprintf(out, n, "training loss, %d head%s, seed %d", heads, heads == 1 ? "" : "s", seed);
+    else
+        snprintf(out, n, "%s", name);
+}
+
+/* Title and axis labels of a list of curves. */
+static void curve_axes(const char *list, const char *db, char *title, char *xlab, char *ylab,
+                       size_t n)
+{
+    const int pruning = strstr(list, "pruning") != NULL, loss = strstr(list, "loss") != NULL;
+    const int causal = strstr(list, "causal") != NULL;
+    snprintf(title, n, "%s (%s)",
+             pruning  ? "Validation loss against the fraction of heads pruned"
+             : causal ? "Causal check: random draws"
+             : strstr(list, "val_loss") ? "Training and validation loss"
+             : loss   ? "Training loss"
+                      : list,
+             db);
+    snprintf(xlab, n, "%s",
+             pruning  ? "fraction of heads pruned"
+             : causal ? "draw"
+             : loss   ? "tokens trained on"
+                      : "x");
+    snprintf(ylab, n, "%s",
+             pruning || loss ? "loss (nats, next-token cross-entropy)"
+             : causal        ? "increase of the loss (nats)"
+                             : "value");
+}
+
 /* Curves (a comma-separated list of names), one line each. */
 static int plot_curves(hs_index *ix, const char *db, const char *list, long long run_id,
                        const char *out)
 {
-    char dir[600] = "", p[1200], assign[4096], title[300], qtitle[400], names[300] = "";
+    char dir[600] = "", p[1200], assign[4096], title[300], qtitle[400], names[600] = "";
+    char qnames[800], xlab[300], ylab[300];
     int rc = make_dir(dir, sizeof dir);
     snprintf(p, sizeof p, "%s/curve.txt", dir);
     FILE *f = rc ? NULL : fopen(p, "w");
@@ -350,24 +684,22 @@ static int plot_curves(hs_index *ix, const char *db, const char *list, long long
         rc = hs_fail(HS_EIO, "%s: cannot write", p);
     for (const char *name = list; f && !rc && *name;) {
         size_t len = strcspn(name, ",");
-        char one[128];
+        char one[128], key[160];
         snprintf(one, sizeof one, "%.*s", (int)len, name);
         name += len + (name[len] == ',');
         rc = write_curve(f, ix, db, one, run_id);
+        curve_key(key, sizeof key, one);
         size_t used = strlen(names);
-        snprintf(names + used, sizeof names - used, "%s%s", used ? " " : "", one);
+        snprintf(names + used, sizeof names - used, "%s\"%s\"", used ? " " : "", key);
     }
     if (f && fclose(f) && !rc)
         rc = hs_fail(HS_EIO, "%s: write failed", p);
-    snprintf(title, sizeof title, "%s (%s)", list, db);
+    curve_axes(list, db, title, xlab, ylab, sizeof title);
     gp_quote(qtitle, sizeof qtitle, title);
+    gp_quote(qnames, sizeof qnames, names);
     snprintf(assign, sizeof assign,
-             "datafile='%s'; outfile='%s'; plottitle='%s'; names='%s'; xlab='%s';"
-             " ylab='value'",
-             p, out, qtitle, names,
-             strstr(list, "pruning") ? "fraction of heads pruned"
-             : strstr(list, "loss")  ? "tokens trained on"
-                                     : "x");
+             "datafile='%s'; outfile='%s'; plottitle='%s'; names='%s'; xlab='%s'; ylab='%s'%s", p,
+             out, qtitle, qnames, xlab, ylab, strstr(ylab, "loss (nats") ? "; minspan=0.5" : "");
     if (!rc)
         rc = run_gnuplot("plot_curve.gp", assign, out);
     if (*dir)
@@ -453,6 +785,74 @@ int plot_causal(hs_index *ix, const char *db, long long run_id, const char *out)
     return rc;
 }
 
+/* One line of a JS matrix CSV as a row of js.txt: quoted first field (the
+ * label), then the numbers; the header row ("head,L0H0,...") becomes the
+ * quoted column labels. Returns the fields of the line. */
+static int js_row(FILE *f, char *line, int header)
+{
+    int fields = 0;
+    line[strcspn(line, "\r\n")] = 0;
+    for (char *save = NULL, *tok = strtok_r(line, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save), fields++) {
+        if (header)
+            fprintf(f, fields ? " \"%s\"" : "\"%s\"", tok);
+        else
+            fprintf(f, fields ? " %s" : "\"%s\"", tok);
+    }
+    fprintf(f, "\n");
+    return fields;
+}
+
+/* The head-to-head Jensen-Shannon distance matrix written by `patterns
+ * --js-out` (a CSV with head labels) as a heatmap on the fixed scale
+ * 0 .. sqrt(ln 2), the largest distance of two distributions (natural log). */
+int plot_js(const char *csv, const char *out)
+{
+    char dir[600] = "", p[1200], assign[4096], qcsv[1200], *line = NULL;
+    size_t cap = 0;
+    int rc = HS_OK, n = 0, rows = 0;
+    FILE *in = fopen(csv, "r"), *f = NULL;
+    if (!in)
+        return hs_fail(HS_EIO, "%s: cannot read the Jensen-Shannon matrix: %s", csv,
+                       strerror(errno));
+    rc = make_dir(dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/js.txt", dir);
+    if (!rc && !(f = fopen(p, "w")))
+        rc = hs_fail(HS_EIO, "%s: cannot write", p);
+    while (f && !rc && getline(&line, &cap, in) > 0) {
+        int fields = js_row(f, line, rows == 0);
+        if (rows == 0)
+            n = fields - 1;
+        else if (fields != n + 1)
+            rc = hs_fail(HS_EFORMAT, "%s: row %d has %d fields, expected %d", csv, rows,
+                         fields, n + 1);
+        rows++;
+    }
+    if (!rc && (n < 1 || rows != n + 1))
+        rc = hs_fail(HS_EFORMAT, "%s: not a square matrix with head labels", csv);
+    if (f && fclose(f) && !rc)
+        rc = hs_fail(HS_EIO, "%s: write failed", p);
+    fclose(in);
+    free(line);
+    gp_quote(qcsv, sizeof qcsv, csv);
+    snprintf(assign, sizeof assign, "datafile='%s'; outfile='%s'; n=%d; plottitle='%s'", p, out,
+             n, qcsv);
+    if (!rc)
+        rc = run_gnuplot("plot_js.gp", assign, out);
+    if (*dir)
+        cleanup_dir(dir, 0, 0);
+    return rc;
+}
+
+/* 0 when this gnuplot has no pdfcairo terminal (gnuplot-nox builds may
+ * lack it); 1 otherwise, or when gnuplot cannot be run at all (then the
+ * plot itself says so). */
+static int pdf_available(void)
+{
+    int st = system("gnuplot -e 'set terminal pdfcairo' >/dev/null 2>&1");
+    return st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 127;
+}
+
 /* plot scores / curve / causal: the index is opened once, read-only. */
 static int plot_from_index(const char *kind, const char *db, const char *metric,
                            const char *curve, long long run, const char *out, int control)
@@ -486,7 +886,7 @@ int cmd_plot(int argc, char **argv)
         { "--curve", OPT_STR, &curve, 0, "NAME", "curve (plot curve)", 0 },
         { "--run", OPT_LONG, &run, 0, "ID", "run id (default: the latest with that name)", 0 },
         { "--control", OPT_FLAG, &control, 0, NULL, "plot scores: draw METRIC_control beside it", 0 },
-        { "--out", OPT_STR, &out, 0, "FILE", "output; .svg gives SVG, anything else PNG", 0 },
+        { "--out", OPT_STR, &out, 0, "FILE", "output: FILE.png, FILE.svg or FILE.pdf", 0 },
         { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
     };
     if (argc < 2 || argv[1][0] == '-') {
@@ -499,6 +899,12 @@ int cmd_plot(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     if (!out)
         return usage_error("plot", "--out FILE is required");
+    if (!plot_format(out))
+        return usage_error("plot", "--out %s: unknown format; name the file .png, .svg or .pdf",
+                           out);
+    if (!strcmp(plot_format(out), "pdf") && !pdf_available())
+        return usage_error("plot", "--out %s: this gnuplot has no PDF terminal (pdfcairo); "
+                                   "name the file .png or .svg", out);
     if (!strcmp(kind, "map") || !strcmp(kind, "grid")) {
         if (!maps)
             return usage_error("plot", "plot %s needs --maps FILE.h5", kind);

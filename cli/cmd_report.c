@@ -11,6 +11,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "cli.h"
 #include "common.h"
@@ -34,6 +37,50 @@ static void esc(FILE *f, const char *s)
         default: fputc(*s, f);
         }
     }
+}
+
+/* v with an explicit sign and a true minus sign (U+2212): "+0.512",
+ * "−0.013". */
+static const char *signed_num(char *buf, size_t n, double v, int prec)
+{
+    if (v < 0)
+        snprintf(buf, n, "\u2212%.*f", prec, -v);
+    else
+        snprintf(buf, n, "+%.*f", prec, v);
+    return buf;
+}
+
+/* A command line recorded as a JSON array of strings, as one would type it:
+ * "headscope " and the words, each quoted for the shell where it needs it.
+ * The text as recorded when it is no such array. */
+static void command_line(FILE *f, const char *args)
+{
+    cJSON *a = args ? cJSON_Parse(args) : NULL;
+    if (!cJSON_IsArray(a)) {
+        esc(f, args);
+        cJSON_Delete(a);
+        return;
+    }
+    fputs("headscope", f);
+    const cJSON *w;
+    cJSON_ArrayForEach(w, a) {
+        const char *s = cJSON_IsString(w) ? w->valuestring : "?";
+        int plain = *s != 0;
+        for (const char *c = s; *c; c++)
+            plain &= !strchr(" \t'\"\\$`!*?[]{}()<>|&;#~", *c);
+        fputc(' ', f);
+        if (plain) {
+            esc(f, s);
+            continue;
+        }
+        fputc('\'', f);
+        for (const char *c = s; *c; c++) {
+            char one[2] = { *c, 0 };
+            esc(f, *c == '\'' ? "'\\''" : one);
+        }
+        fputc('\'', f);
+    }
+    cJSON_Delete(a);
 }
 
 /* The latest complete run of a kind; 0 when there is none. */
@@ -141,7 +188,10 @@ static void section_runs(report *r)
         fprintf(f, "<tr><td>%lld</td>", (long long)u->run_id);
         for (int c = 0; c < 7; c++) {
             fprintf(f, "<td%s>", c == 6 ? " class=\"args\"" : "");
-            esc(f, cell[c]);
+            if (c == 6)
+                command_line(f, cell[c]);
+            else
+                esc(f, cell[c]);
             if (sha[c]) {
                 char prefix[13];
                 snprintf(prefix, sizeof prefix, "%.12s", sha[c]);
@@ -175,9 +225,17 @@ static void section_training(report *r)
                plot_index(r->ix, r->db_path, NULL, val ? "train_loss,val_loss" : "train_loss", run,
                           path, 0),
                file, title,
-               "Mean next-token cross-entropy (nats) of each training batch against tokens seen"
-               "; the validation loss on the held-out shard where one was given. A falling curve "
-               "shows the model fits its data; it does not say which heads do the work.");
+               val ? "Mean next-token cross-entropy (nats) of each training batch against tokens "
+                     "seen, and the validation loss on the held-out shard. The two losses are on "
+                     "different data, so neither bounds the other: validation loss below training "
+                     "loss means the validation data are easier to predict. In the demo every "
+                     "training sequence carries a planted random segment that no model can "
+                     "predict on its first occurrence, the validation sequences only half of "
+                     "them, so training loss stays higher. A falling curve "
+                     "shows the model fits its data; it does not say which heads do the work."
+                   : "Mean next-token cross-entropy (nats) of each training batch against tokens "
+                     "seen. A falling curve shows the model fits its data; it does not say which "
+                     "heads do the work.");
     }
     if (!l.n)
         fprintf(f, "<p>No complete training run in this index.</p>\n");
@@ -220,11 +278,13 @@ static void induction_claim(report *r, long long run)
                    "needs their ablation to raise the loss beyond the spread of random ablations "
                    "<i>and</i> their score to reach <code>--min-score</code> (default 0.4) and "
                    "exceed the random-init control's by two standard errors. ", heads);
-    fprintf(f, "Gating %s off raises the loss on the second half of repeated random sequences "
-               "(%.3f nats clean) by %+.3f &plusmn; %.3f (standard error over sequences); gating as "
-               "many randomly drawn other heads off raises it by %+.3f &plusmn; %.3f (mean &plusmn; "
-               "standard deviation over the draws).</p>\n",
-            heads, clean, top, top_se, rnd, rnd_sd);
+    char a[32], b[32];
+    fprintf(f, "Gating %s off %s the loss on the second half of repeated random sequences "
+               "(%.3f nats clean): a change of %s &plusmn; %.3f nats (standard error over "
+               "sequences); gating as many randomly drawn other heads off changes it by %s "
+               "&plusmn; %.3f (mean &plusmn; standard deviation over the draws).</p>\n",
+            heads, top > 0 ? "raises" : top < 0 ? "lowers" : "does not change", clean,
+            signed_num(a, sizeof a, top, 3), top_se, signed_num(b, sizeof b, rnd, 3), rnd_sd);
 }
 
 /* The top heads by induction score, with what other runs say about them. */
@@ -247,8 +307,9 @@ static void induction_table(report *r, long long run, long long ablate_run, long
             else
                 fprintf(f, "<td>&ndash;</td>");
         }
+        char num[32];
         if (ablate_run && metric(r, ablate_run, l, h, "loss_delta_zero", &v, &se))
-            fprintf(f, "<td>%+.4f &plusmn; %.4f</td>", v, se);
+            fprintf(f, "<td>%s &plusmn; %.4f</td>", signed_num(num, sizeof num, v, 4), se);
         else
             fprintf(f, "<td>&ndash;</td>");
         if (imp_run && metric(r, imp_run, l, h, "importance", &v, &se))
@@ -336,25 +397,37 @@ static void section_maps(report *r, const char *maps, long long seq, long long i
     fprintf(f, "<p>From <code>");
     esc(f, maps);
     fprintf(f, "</code>, sequence %lld.</p>\n", seq);
-    /* the heads the scores single out, each once */
+    /* the heads the scores single out, each once, with the score (and its
+     * control) that singled them out: a top head of a model at chance is
+     * no special head, and its title says so by its numbers */
     int pick[3][2], n = 0, l, h;
-    const char *why[3];
+    const char *why[3], *name[3];
+    long long from[3];
     if (ind_run && top_heads(r, ind_run, "induction", 1, &l, &h))
-        pick[n][0] = l, pick[n][1] = h, why[n++] = "highest induction score";
+        pick[n][0] = l, pick[n][1] = h, from[n] = ind_run, name[n] = "induction",
+        why[n++] = "highest induction score";
     if (ind_run && top_heads(r, ind_run, "prev_token", 1, &l, &h))
-        pick[n][0] = l, pick[n][1] = h, why[n++] = "highest previous-token score";
+        pick[n][0] = l, pick[n][1] = h, from[n] = ind_run, name[n] = "prev_token",
+        why[n++] = "highest previous-token score";
     if (pat_run && top_heads(r, pat_run, "first_token", 1, &l, &h))
-        pick[n][0] = l, pick[n][1] = h, why[n++] = "most attention on the first token";
+        pick[n][0] = l, pick[n][1] = h, from[n] = pat_run, name[n] = "first_token",
+        why[n++] = "most attention on the first token";
     for (int i = 0; i < n; i++) {
         int dup = 0;
         for (int j = 0; j < i; j++)
             dup |= pick[j][0] == pick[i][0] && pick[j][1] == pick[i][1];
         if (dup)
             continue;
-        char file[64], path[1200], title[160];
+        char file[64], path[1200], title[200], ctrl[48], cnum[48] = "";
+        double v = NAN, cv;
+        metric(r, from[i], pick[i][0], pick[i][1], name[i], &v, NULL);
+        snprintf(ctrl, sizeof ctrl, "%s_control", name[i]);
+        if (metric(r, from[i], pick[i][0], pick[i][1], ctrl, &cv, NULL))
+            snprintf(cnum, sizeof cnum, ", random-init control %.3f", cv);
         snprintf(file, sizeof file, "map_L%dH%d.png", pick[i][0], pick[i][1]);
         path_in(path, sizeof path, r, file);
-        snprintf(title, sizeof title, "Layer %d head %d (%s)", pick[i][0], pick[i][1], why[i]);
+        snprintf(title, sizeof title, "Layer %d head %d (%s: %.3f%s)", pick[i][0], pick[i][1],
+                 why[i], v, cnum);
         figure(r, plot_map(maps, pick[i][0], pick[i][1], seq, path, 0), file, title,
                "Post-softmax attention of each query (row) over the keys (columns), with the "
                "byte tokens as labels. A map is one sequence's picture: attention mass is not "
@@ -363,7 +436,9 @@ static void section_maps(report *r, const char *maps, long long seq, long long i
     char path[1200];
     path_in(path, sizeof path, r, "maps_grid.png");
     figure(r, plot_map(maps, 0, 0, seq, path, 1), "maps_grid.png", "Every head",
-           "All captured heads of the same sequence, layer by layer, on one colour scale.");
+           "All captured heads of the same sequence, layer by layer, on one colour scale (attention "
+           "probability 0 .. 1). A grey panel is no head of the model (a layer with fewer "
+           "heads) or one the capture left out, as it says.");
 }
 
 static void section_ablation(report *r, long long run, long long imp_run)
@@ -373,8 +448,8 @@ static void section_ablation(report *r, long long run, long long imp_run)
     if (!run && !imp_run)
         fprintf(f, "<p>No complete ablate or importance run in this index.</p>\n");
     const char *kinds[] = { "loss_delta_zero", "loss_delta_mean", "loss_delta_resample" };
-    const char *what[] = { "its output z set to 0", "its output replaced by its mean over the data",
-                           "its output taken from another sequence of the batch" };
+    const char *what[] = { "output z set to 0", "output replaced by its mean over the data",
+                           "output taken from another sequence of the batch" };
     for (int k = 0; run && k < 3; k++) {
         if (!has_metric(r, run, kinds[k]))
             continue;
@@ -389,7 +464,7 @@ static void section_ablation(report *r, long long run, long long imp_run)
         grid(r, imp_run, "importance", 0,
              "Mean |dL/d gate| per head (Michel et al. 2019), each layer's vector scaled to unit "
              "length: a first-order estimate of what removing the head costs, comparable within "
-             "a layer, not across layers.");
+             "a layer, not across layers (a layer of one head always reads 1).");
 }
 
 static void section_pruning(report *r, long long run)
@@ -414,6 +489,46 @@ static void section_pruning(report *r, long long run)
                    "live ones; only structural pruning (<code>--structural</code>) removes work."
                    "</p>\n", dense, pruned, dense / pruned);
     grid(r, run, "pruned", 0, "The final mask: 1 for a pruned head.");
+}
+
+/* The Jensen-Shannon matrix a patterns run recorded (its .csv artifact,
+ * written by --js-out): the path as recorded, else, when that is relative
+ * and missing, beside the index. path is "" when the run recorded none. */
+static void js_artifact(report *r, long long run, char *path, size_t n)
+{
+    hs_artifact_list a;
+    *path = 0;
+    if (hs_index_artifacts(r->ix, run, &a))
+        return;
+    for (int k = 0; k < a.n && !*path; k++) {
+        size_t len = a.a[k].path ? strlen(a.a[k].path) : 0;
+        if (len > 4 && !strcmp(a.a[k].path + len - 4, ".csv"))
+            snprintf(path, n, "%s", a.a[k].path);
+    }
+    hs_artifact_list_free(&a);
+    const char *slash = strrchr(r->db_path, '/');
+    if (*path && *path != '/' && access(path, R_OK) && slash) {
+        char beside[1300];
+        snprintf(beside, sizeof beside, "%.*s/%s", (int)(slash - r->db_path), r->db_path, path);
+        if (!access(beside, R_OK) && strlen(beside) < n)
+            memcpy(path, beside, strlen(beside) + 1);
+    }
+}
+
+static void js_figure(report *r, long long run)
+{
+    char csv[1200], file[64], path[1200], title[96];
+    js_artifact(r, run, csv, sizeof csv);
+    if (!*csv)
+        return;
+    snprintf(file, sizeof file, "js_run%lld.png", run);
+    path_in(path, sizeof path, r, file);
+    snprintf(title, sizeof title, "Jensen-Shannon distance between heads, run %lld", run);
+    figure(r, plot_js(csv, path), file, title,
+           "Head-to-head Jensen-Shannon distance of the attention distributions (written by "
+           "<code>patterns --js-out</code>), on the fixed scale 0 (identical) .. &radic;ln 2 "
+           "&asymp; 0.83 (disjoint). Blocks of pale cells are heads that attend alike on this "
+           "data; alike attention is not alike function.");
 }
 
 static void section_patterns(report *r, long long run)
@@ -442,6 +557,7 @@ static void section_patterns(report *r, long long run)
         if (has_metric(r, run, m[i]))
             grid(r, run, m[i], with, c[i]);
     }
+    js_figure(r, run);
     fprintf(f, "<p class=\"note\">Pattern statistics describe where attention goes on the "
                "evaluation data%s</p>\n",
             controls ? ", beside the same statistics of a randomly initialised model of the same "
@@ -495,7 +611,7 @@ static const char STYLE[] =
     "figcaption{font-size:.9em;color:#444;max-width:800px}"
     "table{border-collapse:collapse;font-size:.85em;margin:1em 0}"
     "td,th{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}"
-    "td.args{font-family:monospace;font-size:.85em;max-width:380px;word-break:break-all}"
+    "td.args{font-family:monospace;font-size:.85em;max-width:380px;overflow-wrap:anywhere}"
     ".claim{padding:.8em;border-left:5px solid}.claim.yes{border-color:#2a2;background:#efe}"
     ".claim.no{border-color:#c60;background:#fff4e6}.note{font-size:.85em;color:#555}"
     ".missing{color:#a00}nav a{margin-right:1em}";
@@ -581,7 +697,8 @@ int cmd_report(int argc, char **argv)
         json_string(stdout, page);
         printf(",\"figures\":%d,\"missing\":%d}\n", r.figures, r.missing);
     } else {
-        printf("wrote %s (%d figures%s", page, r.figures, r.missing ? ", " : ")\n");
+        printf("wrote %s (%d figure%s%s", page, r.figures, r.figures == 1 ? "" : "s",
+               r.missing ? ", " : ")\n");
         if (r.missing)
             printf("%d not drawn: see the page)\n", r.missing);
     }
