@@ -5,10 +5,12 @@
  * OPT_ macros below), lets the library study check them (analyze/study.h),
  * opens its run in the index only after every check has passed (bad input
  * records nothing: analysis_start or cli_run_begin), calls the one study,
- * records its rows with hs_study_record and prints. Adding an analysis:
- * its study in analyze/ (study.h, study_NAME.c, CMakeLists.txt's library
- * sources, a test in tests/test_study.c), and cli/cmd_NAME.c with the
- * command and its record. */
+ * records its rows with hs_study_record and prints. Adding an analysis
+ * touches analyze/ (its study: a declaration in study.h, study_NAME.c, a
+ * test in tests/test_study.c) and one new cli/cmd_NAME.c (the command and
+ * its HS_COMMAND record); no list in CMakeLists.txt, main.c or this header
+ * changes. The report shows it once cmd_report.c is taught a section.
+ */
 #ifndef HS_CLI_H
 #define HS_CLI_H
 
@@ -48,19 +50,27 @@ typedef struct {
 #define OPT_JSON(dst) { "--json", OPT_FLAG, (dst), 0, NULL, "print one JSON object", 0 }
 
 /* A command's record. Each cli/cmd_*.c defines the records of its commands
- * beside them (`const command cmd_NAME_record = { .name = ..., .run =
- * cmd_NAME };`, declared at the end of this header) and main.c lists
- * pointers to the records in the order `headscope help` shows them. Adding
- * a command: cli/cmd_NAME.c with its function and record, the record's
- * declaration here, a pointer in main.c's COMMANDS, the file in
- * CMakeLists.txt's headscope_cli sources. */
+ * beside them with HS_COMMAND, which also registers the record: main.c
+ * finds every registered record (a linker section, so adding a command
+ * touches no list) and `headscope help` lists them by `order`. Adding a
+ * command: cli/cmd_NAME.c with its function and
+ *     HS_COMMAND(cmd_NAME_record) = { .name = "NAME", .order = N, ... };
+ * CMake builds every .c file of cli/ into the command. */
 typedef struct {
     const char *name;
+    int order;           /* position in `headscope help`'s list (ascending) */
     const char *summary;
     const char *usage;   /* first line(s): "headscope train --out DIR ..." */
     const char *details; /* paragraphs after the options, with an example */
     int (*run)(int argc, char **argv);
 } command;
+
+/* Defines and registers a command record: HS_COMMAND(rec) = { ... }; */
+#define HS_COMMAND(rec)                                                                    \
+    static const command rec;                                                              \
+    static const command *const rec##_entry                                                \
+        __attribute__((used, section("hs_commands"), aligned(sizeof(void *)))) = &rec;     \
+    static const command rec
 
 /* Parses argv[1..argc) against opts; --help prints the help of cli_current
  * and returns -1 (the caller exits 0). Arguments of the form KEY=VALUE go to
@@ -132,39 +142,6 @@ void json_string(FILE *f, const char *s);
 /* The command line as a JSON array string (malloc'd), for run provenance. */
 char *args_json(int argc, char **argv);
 
-int cmd_info(int argc, char **argv);
-int cmd_tokens(int argc, char **argv);
-int cmd_train(int argc, char **argv);
-int cmd_eval(int argc, char **argv);
-int cmd_kv_bytes(int argc, char **argv);
-int cmd_capture(int argc, char **argv);
-int cmd_maps(int argc, char **argv);
-int cmd_plot(int argc, char **argv);
-int cmd_ablate(int argc, char **argv);
-int cmd_importance(int argc, char **argv);
-int cmd_prune(int argc, char **argv);
-int cmd_induction(int argc, char **argv);
-int cmd_patterns(int argc, char **argv);
-int cmd_experiment(int argc, char **argv);
-int cmd_report(int argc, char **argv);
-
-/* The command records, each defined in its cli/cmd_*.c (plot's and
- * report's still in main.c). */
-extern const command cmd_info_record;
-extern const command cmd_tokens_record;
-extern const command cmd_train_record;
-extern const command cmd_eval_record;
-extern const command cmd_capture_record;
-extern const command cmd_maps_record;
-extern const command cmd_plot_record;
-extern const command cmd_ablate_record;
-extern const command cmd_importance_record;
-extern const command cmd_prune_record;
-extern const command cmd_induction_record;
-extern const command cmd_patterns_record;
-extern const command cmd_experiment_record;
-extern const command cmd_report_record;
-extern const command cmd_kv_bytes_record;
 
 /* Each command's help is printed by re-running its option table with
  * --help; the commands call this when they see it. */

@@ -58,7 +58,7 @@ static void print_ablate(const hs_ablate_result *r, long long run_id, const char
                    hs_ablate_kind_name(k), r->worst_delta[k], r->worst_layer[k], r->worst_head[k]);
 }
 
-int cmd_ablate(int argc, char **argv)
+static int cmd_ablate(int argc, char **argv)
 {
     analysis a = { .cmd = "ablate", .B = 4 };
     const char *method = "zero,mean,resample";
@@ -111,7 +111,7 @@ int cmd_ablate(int argc, char **argv)
 
 /* ---- importance ---------------------------------------------------------------- */
 
-int cmd_importance(int argc, char **argv)
+static int cmd_importance(int argc, char **argv)
 {
     analysis a = { .cmd = "importance", .B = 4 };
     opt o[] = {
@@ -196,7 +196,7 @@ static void print_prune(const hs_prune_result *r, const analysis *a, long long r
                r->ms[1], structural ? "structurally pruned" : "pruned by zeroed columns (dense)");
 }
 
-int cmd_prune(int argc, char **argv)
+static int cmd_prune(int argc, char **argv)
 {
     analysis a = { .cmd = "prune", .B = 4 };
     const char *val = NULL;
@@ -275,8 +275,9 @@ int cmd_prune(int argc, char **argv)
     return status;
 }
 
-const command cmd_ablate_record = {
+HS_COMMAND(cmd_ablate_record) = {
     .name = "ablate",
+    .order = 100,
     .summary = "Loss delta of zero, mean and resample ablation of every head, into the index.",
     .usage = "headscope ablate --model DIR --data FILE --db FILE [options]",
     .details = "For head (l,h): zero sets its output z to 0, mean to its mean over the data,\n"
@@ -290,8 +291,9 @@ const command cmd_ablate_record = {
     .run = cmd_ablate,
 };
 
-const command cmd_importance_record = {
+HS_COMMAND(cmd_importance_record) = {
     .name = "importance",
+    .order = 110,
     .summary = "Gradient head importance (Michel et al.), raw and layer-normalised.",
     .usage = "headscope importance --model DIR --data FILE --db FILE [options]",
     .details = "importance_raw = mean over sequences of |dL_n/dxi| (L_n: the summed token loss of\n"
@@ -301,8 +303,9 @@ const command cmd_importance_record = {
     .run = cmd_importance,
 };
 
-const command cmd_prune_record = {
+HS_COMMAND(cmd_prune_record) = {
     .name = "prune",
+    .order = 120,
     .summary = "Iterative joint head pruning by importance; curve and mask into the index.",
     .usage = "headscope prune --model DIR --data FILE --db FILE [options]",
     .details = "Step k prunes the least important heads until floor(k*P*N/100) of the N heads are\n"

@@ -32,7 +32,7 @@ static void print_capture(const hs_capture_opts *o, const hs_capture_result *r, 
     }
 }
 
-int cmd_capture(int argc, char **argv)
+static int cmd_capture(int argc, char **argv)
 {
     const char *model = NULL, *data = NULL, *dtype = "f32", *db = NULL;
     int threads = 0, json = 0;
@@ -109,7 +109,7 @@ int cmd_capture(int argc, char **argv)
     return 0;
 }
 
-int cmd_maps(int argc, char **argv)
+static int cmd_maps(int argc, char **argv)
 {
     int json = 0;
     opt o[] = { { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 } };
@@ -174,8 +174,9 @@ int cmd_maps(int argc, char **argv)
     return 0;
 }
 
-const command cmd_capture_record = {
+HS_COMMAND(cmd_capture_record) = {
     .name = "capture",
+    .order = 70,
     .summary = "Run forwards and stream every per-head attention map to HDF5 (SPEC §6).",
     .usage = "headscope capture --model DIR --data FILE --out FILE.h5 [options]",
     .details = "The file is written under a temporary name and renamed when complete; Ctrl-C\n"
@@ -185,8 +186,9 @@ const command cmd_capture_record = {
     .run = cmd_capture,
 };
 
-const command cmd_maps_record = {
+HS_COMMAND(cmd_maps_record) = {
     .name = "maps",
+    .order = 80,
     .summary = "List what a map file holds (layers, shapes, dtype, provenance) and check it.",
     .usage = "headscope maps FILE.h5 [--json]",
     .details = "Exits 1 when the file is not marked complete.\n\n"

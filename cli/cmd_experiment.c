@@ -83,7 +83,7 @@ static int experiment_setup(hs_headcount_opts *ho, const char *preset, const cha
     return 0;
 }
 
-int cmd_experiment(int argc, char **argv)
+static int cmd_experiment(int argc, char **argv)
 {
     /* `help experiment` (argv[1] "--help") shows head-count's options */
     const int help = argc >= 2 && !strcmp(argv[1], "--help");
@@ -162,8 +162,9 @@ int cmd_experiment(int argc, char **argv)
     return rc ? EXIT_FAILURE_RUN : 0;
 }
 
-const command cmd_experiment_record = {
+HS_COMMAND(cmd_experiment_record) = {
     .name = "experiment",
+    .order = 150,
     .summary = "head-count: train one architecture with several head counts, shared init.",
     .usage = "headscope experiment head-count (--preset P [KEY=VALUE ...]) --data FILE --db FILE [options]",
     .details = "Every head count starts from the same initial weights per seed (the projections do\n"

@@ -3,7 +3,7 @@
 
 #include "cli.h"
 
-int cmd_kv_bytes(int argc, char **argv)
+static int cmd_kv_bytes(int argc, char **argv)
 {
     long B = 1, N = 0, G = 0, T = 0, dh = 0, E = 2, latent = 0, rope = 0;
     int json = 0;
@@ -38,8 +38,9 @@ int cmd_kv_bytes(int argc, char **argv)
     return 0;
 }
 
-const command cmd_kv_bytes_record = {
+HS_COMMAND(cmd_kv_bytes_record) = {
     .name = "kv-bytes",
+    .order = 170,
     .summary = "KV-cache size: 2*B*N*G*T*DH*E bytes, and MLA's (latent + rope) per token.",
     .usage = "headscope kv-bytes --layers N --kv-heads G --head-dim DH --seq-len T [options]",
     .details = "example: headscope kv-bytes --layers 80 --kv-heads 8 --head-dim 128 --seq-len 2048\n",

@@ -19,7 +19,7 @@ static const char *const MLP_NAMES[] = { "none", "gelu", "swiglu" };
 
 /* ---- info ----------------------------------------------------------------- */
 
-int cmd_info(int argc, char **argv)
+static int cmd_info(int argc, char **argv)
 {
     const char *model = NULL;
     int json = 0;
@@ -118,7 +118,7 @@ static int read_bytes(const char *in, int32_t **out, size_t *count)
     return 0;
 }
 
-int cmd_tokens(int argc, char **argv)
+static int cmd_tokens(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *len_s = NULL;
     int force = 0, json = 0, T = 0;
@@ -187,7 +187,7 @@ int cmd_tokens(int argc, char **argv)
 /* ---- eval ----------------------------------------------------------------- */
 
 
-int cmd_eval(int argc, char **argv)
+static int cmd_eval(int argc, char **argv)
 {
     const char *model = NULL, *data = NULL;
     int B = 4, T = 0, threads = 0, json = 0;
@@ -358,7 +358,7 @@ static int train_run(hs_model *m, const hs_tokens *tok, hs_train_study_opts *so,
     return 0;
 }
 
-int cmd_train(int argc, char **argv)
+static int cmd_train(int argc, char **argv)
 {
     const char *preset = NULL, *init = NULL, *data = NULL, *val = NULL, *db = NULL;
     int threads = 0, json = 0, force = 0;
@@ -434,16 +434,18 @@ int cmd_train(int argc, char **argv)
     return rc;
 }
 
-const command cmd_info_record = {
+HS_COMMAND(cmd_info_record) = {
     .name = "info",
+    .order = 30,
     .summary = "Describe a checkpoint: configuration, parameters, heads per layer, KV-cache bytes.",
     .usage = "headscope info --model DIR [--json]",
     .details = "example: headscope info --model runs/tiny\n",
     .run = cmd_info,
 };
 
-const command cmd_tokens_record = {
+HS_COMMAND(cmd_tokens_record) = {
     .name = "tokens",
+    .order = 40,
     .summary = "Write a byte-level token shard (vocabulary 256) from any file.",
     .usage = "headscope tokens --in TEXT --out FILE.bin [options]",
     .details = "With --repeat-share P --seq-len T the bytes are read as sequences of T (the\n"
@@ -456,8 +458,9 @@ const command cmd_tokens_record = {
     .run = cmd_tokens,
 };
 
-const command cmd_train_record = {
+HS_COMMAND(cmd_train_record) = {
     .name = "train",
+    .order = 50,
     .summary = "Train a model from a preset or a checkpoint with Adam (AdamW with --weight-decay).",
     .usage = "headscope train --out DIR (--preset P [KEY=VALUE ...] | --init DIR) --data FILE [options]",
     .details = "Batches follow llm.c: step i reads B*T+1 tokens from i*B*T, wrapping to the start.\n"
@@ -469,8 +472,9 @@ const command cmd_train_record = {
     .run = cmd_train,
 };
 
-const command cmd_eval_record = {
+HS_COMMAND(cmd_eval_record) = {
     .name = "eval",
+    .order = 60,
     .summary = "Mean next-token loss of a model on a token shard, with its standard error.",
     .usage = "headscope eval --model DIR --data FILE [options]",
     .details = "stderr is the sample standard deviation of per-sequence mean losses over sqrt(n).\n\n"

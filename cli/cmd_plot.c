@@ -871,7 +871,7 @@ static int plot_from_index(const char *kind, const char *db, const char *metric,
     return rc;
 }
 
-int cmd_plot(int argc, char **argv)
+static int cmd_plot(int argc, char **argv)
 {
     const char *maps = NULL, *db = NULL, *out = NULL, *metric = NULL, *curve = NULL;
     int layer = 0, head = 0, control = 0, json = 0;
@@ -935,3 +935,20 @@ int cmd_plot(int argc, char **argv)
     }
     return 0;
 }
+
+HS_COMMAND(cmd_plot_record) = {
+    .name = "plot",
+    .order = 90,
+    .summary = "Render maps and index results with gnuplot (PNG, SVG or PDF by the --out suffix).",
+    .usage = "headscope plot (map|grid|scores|curve|causal) [options] --out FILE",
+    .details = "  plot map    --maps F.h5 --layer L --head H [--seq N]   one head's map, token labels\n"
+        "  plot grid   --maps F.h5 [--seq N]                      layer x head small multiples\n"
+        "  plot scores --db F --metric NAME [--run ID]           per-head score grid\n"
+        "  plot scores --db F --metric NAME --control            score beside its random-init control\n"
+        "  plot curve  --db F --curve NAME [--run ID]            a curve (e.g. train_loss)\n"
+        "  plot causal --db F [--run ID]                         induction causal check: targeted\n"
+        "                                                        heads' loss increase vs random draws\n"
+        "The gnuplot scripts are scripts/plot_*.gp (HEADSCOPE_SCRIPTS overrides where).\n\n"
+        "example: headscope plot map --maps maps.h5 --layer 1 --head 0 --out head.png\n",
+    .run = cmd_plot,
+};

@@ -661,7 +661,7 @@ static int write_page(report *r, const char *page, const char *maps, long long s
     return 0;
 }
 
-int cmd_report(int argc, char **argv)
+static int cmd_report(int argc, char **argv)
 {
     const char *db = NULL, *out = NULL, *maps = NULL;
     long seq = 0;
@@ -704,3 +704,19 @@ int cmd_report(int argc, char **argv)
     }
     return 0;
 }
+
+HS_COMMAND(cmd_report_record) = {
+    .name = "report",
+    .order = 160,
+    .summary = "Write a static HTML report (index.html + gnuplot figures) of an index.",
+    .usage = "headscope report --db FILE --out DIR [options]",
+    .details = "Sections: the induction claim with its causal check and the score grids beside\n"
+        "their random-init controls; attention maps of the heads the scores single out\n"
+        "(from the latest 'capture --db' run, or --maps); ablation, importance, pruning\n"
+        "(curve and latency), pattern statistics, head-count experiments, training curves,\n"
+        "and every run with its provenance. Each section uses the latest complete run of\n"
+        "its kind; each figure is captioned with what it shows and what it does not.\n"
+        "index.html is written under a temporary name and renamed when complete.\n\n"
+        "example: headscope report --db runs.db --out report && xdg-open report/index.html\n",
+    .run = cmd_report,
+};

@@ -47,7 +47,7 @@ static void print_induction(const hs_induction_result *r, const hs_induction_opt
     }
 }
 
-int cmd_induction(int argc, char **argv)
+static int cmd_induction(int argc, char **argv)
 {
     const char *model = NULL, *db = NULL, *data = NULL;
     int threads = 0, json = 0;
@@ -152,7 +152,7 @@ static int patterns_from_maps(analysis *a, hs_patterns_result *r, const char *ma
     return rc;
 }
 
-int cmd_patterns(int argc, char **argv)
+static int cmd_patterns(int argc, char **argv)
 {
     analysis a = { .cmd = "patterns", .B = 4 };
     const char *maps = NULL, *delim_s = NULL, *js_out = NULL;
@@ -217,8 +217,9 @@ int cmd_patterns(int argc, char **argv)
     return 0;
 }
 
-const command cmd_induction_record = {
+HS_COMMAND(cmd_induction_record) = {
     .name = "induction",
+    .order = 130,
     .summary = "Induction, duplicate-token, previous-token and OV copying scores, with controls.",
     .usage = "headscope induction --model DIR --db FILE [options]",
     .details = "On sequences r ++ r of uniformly random tokens (positions 0..2T-1): induction =\n"
@@ -230,8 +231,9 @@ const command cmd_induction_record = {
     .run = cmd_induction,
 };
 
-const command cmd_patterns_record = {
+HS_COMMAND(cmd_patterns_record) = {
     .name = "patterns",
+    .order = 140,
     .summary = "Clark et al. attention statistics per head, row by row during the forward.",
     .usage = "headscope patterns (--model DIR --data FILE | --maps FILE.h5) --db FILE [options]",
     .details = "entropy (nats), self, prev_token, next_token, first_token, delim (--delim ids) and\n"
