@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The architecture the code promises (SPEC §1, STYLE.md), checked on the
+# source tree: commands are plumbing (no function in cli/ over 80 lines), the
+# index's SQL lives in store/ only, one Welford implementation and one head
+# limit, and no folder includes a header of a folder above it
+# (model -> capture -> store -> analyze -> cli).
+#
+# usage: tests/test_architecture.sh SOURCE_ROOT
+# Prints "ok NAME" or "FAIL NAME: reason" per check, then "N passed, M failed".
+set -u
+[ $# -eq 1 ] || { echo "usage: $0 SOURCE_ROOT" >&2; exit 2; }
+ROOT=$(cd "$1" && pwd) || exit 2
+cd "$ROOT" || exit 2
+PASSED=0
+FAILED=0
+REASON=""
+bad() { REASON="$*"; return 1; }
+
+# A function body runs from a '{' in column 0 to the next '}' in column 0.
+cli_functions_short() {
+    local long
+    long=$(awk '/^\{/ { start = FNR; name = prev }
+                /^\}/ && start { if (FNR - start + 1 > 80) printf "%s:%d %s; ", FILENAME, start, name; start = 0 }
+                { prev = $0 }' cli/*.c)
+    [ -z "$long" ] || bad "over 80 lines: $long"
+}
+
+sql_only_in_store() {
+    local hits
+    hits=$(grep -ln 'sqlite3' model/* capture/* analyze/* cli/* 2>/dev/null | tr '\n' ' ')
+    [ -z "$hits" ] || bad "SQLite used outside store/: $hits"
+}
+
+one_welford() {
+    local hits
+    hits=$(grep -rln 'sumsq\|sum_sq' analyze/ cli/ | tr '\n' ' ')
+    [ -z "$hits" ] || bad "a sum of squares for a variance in: $hits (use analyze/stats.h)" || return
+    hits=$(grep -rlnE '(^|[^A-Za-z0-9_])m2 \+=' model/ capture/ store/ analyze/ cli/ | grep -v '^analyze/stats\.[ch]$' | tr '\n' ' ')
+    [ -z "$hits" ] || bad "a second Welford update in: $hits"
+}
+
+one_head_limit() {
+    local hits
+    hits=$(grep -rn 'HS_SCORE_MAX_HEADS\|HS_IMP_MAX_HEADS\|HS_PAT_MAX_HEADS\|HS_MAX_HEADS_ON\|heads\[1024\]' \
+        model/ capture/ store/ analyze/ cli/ | head -3)
+    [ -z "$hits" ] || bad "another head limit than HS_MAX_HEADS: $hits"
+}
+
+# Each header belongs to the folder it lies in; a file may include headers of
+# its own folder and of the folders below it.
+layering() {
+    local order=(model capture store analyze cli) i j f h owner bad_inc=""
+    declare -A rank owner_of
+    for i in "${!order[@]}"; do rank[${order[$i]}]=$i; done
+    for i in "${order[@]}"; do
+        for f in "$i"/*.h; do [ -e "$f" ] && owner_of[$(basename "$f")]=$i; done
+    done
+    for i in "${order[@]}"; do
+        for f in "$i"/*.[ch]; do
+            while read -r h; do
+                owner=${owner_of[$h]:-}
+                [ -n "$owner" ] || continue
+                [ "${rank[$owner]}" -le "${rank[$i]}" ] || bad_inc+="$f includes $owner/$h; "
+            done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f")
+        done
+    done
+    [ -z "$bad_inc" ] || bad "$bad_inc"
+}
+
+for check in cli_functions_short sql_only_in_store one_welford one_head_limit layering; do
+    REASON=""
+    if "$check"; then
+        echo "ok $check"; PASSED=$((PASSED + 1))
+    else
+        echo "FAIL $check: $REASON"; FAILED=$((FAILED + 1))
+    fi
+done
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]
