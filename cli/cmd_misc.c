@@ -38,10 +38,15 @@ int cmd_kv_bytes(int argc, char **argv)
     return 0;
 }
 
+static const opt_rule kv_bytes_rules[] = {
+    { "--mla-latent", OPTS_NEEDS, "--mla-rope", "the rotary key width of the MLA line" },
+};
+
 const command cmd_kv_bytes_record = {
     .name = "kv-bytes",
     .summary = "KV-cache size: 2*B*N*G*T*DH*E bytes, and MLA's (latent + rope) per token.",
     .usage = "headscope kv-bytes --layers N --kv-heads G --head-dim DH --seq-len T [options]",
     .details = "example: headscope kv-bytes --layers 80 --kv-heads 8 --head-dim 128 --seq-len 2048\n",
     .run = cmd_kv_bytes,
+    OPT_RULES(kv_bytes_rules),
 };
