@@ -44,6 +44,63 @@ static int parse_number(const char *s, double *v)
     return errno || end == s || *end || !isfinite(*v) ? -1 : 0;
 }
 
+/* The index of the option named by the first len characters of name, or -1. */
+static int opt_index(const opt *opts, int nopts, const char *name, size_t len)
+{
+    for (int k = 0; k < nopts; k++)
+        if (strlen(opts[k].name) == len && !strncmp(opts[k].name, name, len))
+            return k;
+    return -1;
+}
+
+/* Stores value v of option o: 0, or the usage error's exit status. */
+static int set_value(const char *cmd, opt *o, const char *v)
+{
+    if (o->kind == OPT_STR) {
+        *(const char **)o->dst = v;
+        return 0;
+    }
+    double x;
+    int integral = o->kind == OPT_INT || o->kind == OPT_LONG;
+    if (parse_number(v, &x) || x < o->min || (integral && x != floor(x)) ||
+        (o->kind == OPT_INT && x > 2147483647.0) || (o->kind == OPT_LONG && x > 9e18))
+        return usage_error(cmd, "option %s: '%s' is not %s >= %g", o->name, v,
+                           integral ? "an integer" : "a number", o->min);
+    if (o->kind == OPT_INT)
+        *(int *)o->dst = (int)x;
+    else if (o->kind == OPT_LONG)
+        *(long *)o->dst = (long)x;
+    else
+        *(double *)o->dst = x;
+    return 0;
+}
+
+static int opt_seen(const opt *opts, int nopts, const char *name, size_t len)
+{
+    const int k = opt_index(opts, nopts, name, len);
+    return k >= 0 && opts[k].seen;
+}
+
+/* The first option of r->others that breaks rule r: the usage error's exit
+ * status, or 0. */
+static int check_rule(const char *cmd, const opt *opts, int nopts, const opt_rule *r)
+{
+    /* EXCLUDES binds when r->option is given, NEEDS when it is not */
+    const int given = opt_seen(opts, nopts, r->option, strlen(r->option));
+    if (given != (r->kind == OPTS_EXCLUDES))
+        return 0;
+    for (const char *p = r->others; *p;) {
+        size_t len = strcspn(p, ",");
+        if (opt_seen(opts, nopts, p, len))
+            return r->kind == OPTS_EXCLUDES
+                       ? usage_error(cmd, "%.*s does not apply with %s (%s)", (int)len, p,
+                                     r->option, r->why)
+                       : usage_error(cmd, "%.*s needs %s (%s)", (int)len, p, r->option, r->why);
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
 int opts_parse(const char *cmd, opt *opts, int nopts, int argc, char **argv, const char **extra,
                int max_extra, int *nextra)
 {
@@ -62,36 +119,31 @@ int opts_parse(const char *cmd, opt *opts, int nopts, int argc, char **argv, con
             }
             return usage_error(cmd, "unexpected argument '%s'", a);
         }
-        opt *o = NULL;
-        for (int k = 0; k < nopts && !o; k++)
-            if (!strcmp(opts[k].name, a))
-                o = &opts[k];
-        if (!o)
-            return usage_error(cmd, "unknown option '%s'", a);
+        const char *eq = strchr(a, '='); /* --name=value */
+        const size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const int k = opt_index(opts, nopts, a, len);
+        if (k < 0)
+            return usage_error(cmd, "unknown option '%.*s'", (int)len, a);
+        opt *o = &opts[k];
         o->seen = 1;
+        if (o->kind == OPT_FLAG && eq)
+            return usage_error(cmd, "option %s takes no value", o->name);
         if (o->kind == OPT_FLAG) {
             *(int *)o->dst = 1;
             continue;
         }
-        if (i + 1 >= argc)
-            return usage_error(cmd, "option %s needs a value (%s)", a, o->meta ? o->meta : "VALUE");
-        const char *v = argv[++i];
-        if (o->kind == OPT_STR) {
-            *(const char **)o->dst = v;
-            continue;
-        }
-        double x;
-        int integral = o->kind == OPT_INT || o->kind == OPT_LONG;
-        if (parse_number(v, &x) || x < o->min || (integral && x != floor(x)) ||
-            (o->kind == OPT_INT && x > 2147483647.0) || (o->kind == OPT_LONG && x > 9e18))
-            return usage_error(cmd, "option %s: '%s' is not %s >= %g", a, v,
-                               integral ? "an integer" : "a number", o->min);
-        if (o->kind == OPT_INT)
-            *(int *)o->dst = (int)x;
-        else if (o->kind == OPT_LONG)
-            *(long *)o->dst = (long)x;
-        else
-            *(double *)o->dst = x;
+        if ((eq && !eq[1]) || (!eq && i + 1 >= argc))
+            return usage_error(cmd, "option %s needs a value (%s)", o->name,
+                               o->meta ? o->meta : "VALUE");
+        int rc = set_value(cmd, o, eq ? eq + 1 : argv[++i]);
+        if (rc)
+            return rc;
+    }
+    const command *c = cli_current && !strcmp(cli_current->name, cmd) ? cli_current : NULL;
+    for (int k = 0; c && k < c->nrules; k++) {
+        int rc = check_rule(cmd, opts, nopts, &c->rules[k]);
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -119,6 +171,21 @@ void opts_help(FILE *f, const command *c, const opt *opts, int nopts)
         else if (o->kind == OPT_STR && *(const char **)o->dst)
             snprintf(dflt, sizeof dflt, " (default %s)", *(const char **)o->dst);
         fprintf(f, "  %-22s %s%s\n", left, o->help, dflt);
+    }
+    for (int k = 0; k < c->nrules; k++) { /* "  --a, --b: not with --c (why)", wrapped */
+        const opt_rule *r = &c->rules[k];
+        char line[256] = "  ";
+        size_t n = 2;
+        for (const char *p = r->others; *p && n + 3 < sizeof line; p++) {
+            if (*p == ',')
+                line[n++] = ',', line[n++] = ' ';
+            else
+                line[n++] = *p;
+        }
+        snprintf(line + n, sizeof line - n, ": %s %s",
+                 r->kind == OPTS_NEEDS ? "only with" : "not with", r->option);
+        const int wrap = strlen(line) + strlen(r->why) + 3 > 88;
+        fprintf(f, "%s%s%s(%s)\n", k ? "" : "\n", line, wrap ? "\n      " : " ", r->why);
     }
     if (c->details)
         fprintf(f, "\n%s", c->details);
@@ -230,29 +297,41 @@ char *args_json(int argc, char **argv)
 }
 
 /* The command line without the options that cannot change a result
- * (--resume, --threads, --json, --stack, --naive), as JSON: a resumed run
- * must match its original on everything else. */
+ * (--resume, --threads, --json, --stack, --naive), as JSON, each --opt=value
+ * spelt --opt value: a resumed run must match its original on everything
+ * else, however either spelt its options. */
 static char *result_args(int argc, char **argv)
 {
-    static const char *const with_value[] = { "--resume", "--threads", "--stack" };
-    static const char *const flags[] = { "--json", "--naive" };
-    char **kept = calloc((size_t)argc + 1, sizeof *kept);
+    static const char *const dropped[] = { "--resume", "--threads", "--stack", "--json",
+                                           "--naive" };
+    enum { WITH_VALUE = 3 }; /* the first three take a value */
+    size_t bytes = 1;
+    for (int i = 0; i < argc; i++)
+        bytes += strlen(argv[i]) + 1;
+    /* the arguments copied into copy, each --opt=value cut at its '=' */
+    char **kept = calloc(2 * (size_t)argc + 1, sizeof *kept), *copy = malloc(bytes), *p = copy;
     int n = 0;
-    for (int i = 0; kept && i < argc; i++) {
-        int skip = 0;
-        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
-            if (!strcmp(argv[i], with_value[k]))
-                skip = 2;
-        for (size_t k = 0; k < sizeof flags / sizeof *flags; k++)
-            if (!strcmp(argv[i], flags[k]))
-                skip = 1;
-        if (skip)
-            i += skip - 1;
-        else
-            kept[n++] = argv[i];
+    for (int i = 0; kept && copy && i < argc; i++) {
+        const char *a = argv[i], *eq = strncmp(a, "--", 2) ? NULL : strchr(a, '=');
+        const size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        int drop = -1;
+        for (int k = 0; k < (int)(sizeof dropped / sizeof *dropped); k++)
+            if (strlen(dropped[k]) == len && !strncmp(a, dropped[k], len))
+                drop = k;
+        if (drop >= 0) {
+            i += drop < WITH_VALUE && !eq; /* its value is the next argument */
+            continue;
+        }
+        kept[n++] = strcpy(p, a);
+        if (eq) {
+            p[len] = 0;
+            kept[n++] = p + len + 1;
+        }
+        p += strlen(a) + 1;
     }
-    char *s = kept ? args_json(n, kept) : NULL;
+    char *s = kept && copy ? args_json(n, kept) : NULL;
     free(kept);
+    free(copy);
     return s;
 }
 

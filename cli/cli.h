@@ -2,13 +2,15 @@
  * writes each command's help, the progress bar, and error reporting.
  *
  * A command is plumbing: it parses its options (the shared ones through the
- * OPT_ macros below), lets the library study check them (analyze/study.h),
- * opens its run in the index only after every check has passed (bad input
- * records nothing: analysis_start or cli_run_begin), calls the one study,
- * records its rows with hs_study_record and prints. Adding an analysis
- * touches analyze/ (its study: a declaration in study.h, study_NAME.c, a
- * test in tests/test_study.c) and one new cli/cmd_NAME.c (the command and
- * its HS_COMMAND record); no list in CMakeLists.txt, main.c or this header
+ * OPT_ macros below; which options apply together is its record's rules,
+ * checked while parsing, so that no option is accepted and then ignored),
+ * lets the library study check them (analyze/study.h), opens its run in the
+ * index only after every check has passed (bad input records nothing:
+ * analysis_start or cli_run_begin), calls the one study, records its rows
+ * with hs_study_record and prints. Adding an analysis touches analyze/ (its
+ * study: a declaration in study.h, study_NAME.c, a test in
+ * tests/test_study.c) and one new cli/cmd_NAME.c (the command and its
+ * HS_COMMAND record); no list in CMakeLists.txt, main.c or this header
  * changes. The report shows it once cmd_report.c is taught a section.
  */
 #ifndef HS_CLI_H
@@ -56,6 +58,20 @@ typedef struct {
  * command: cli/cmd_NAME.c with its function and
  *     HS_COMMAND(cmd_NAME_record) = { .name = "NAME", .order = N, ... };
  * CMake builds every .c file of cli/ into the command. */
+/* Which options apply together, so that none is accepted and then ignored:
+ * with `option` given, each of `others` (comma-separated names) does not
+ * apply (OPTS_EXCLUDES), or applies only with it (OPTS_NEEDS). `why` ends
+ * the usage error and the help line: "--model does not apply with --maps
+ * (WHY)", "--early needs --data (WHY)". */
+typedef enum { OPTS_EXCLUDES, OPTS_NEEDS } opt_rule_kind;
+
+typedef struct {
+    const char *option;
+    opt_rule_kind kind;
+    const char *others;
+    const char *why;
+} opt_rule;
+
 typedef struct {
     const char *name;
     int order;           /* position in `headscope help`'s list (ascending) */
@@ -63,6 +79,8 @@ typedef struct {
     const char *usage;   /* first line(s): "headscope train --out DIR ..." */
     const char *details; /* paragraphs after the options, with an example */
     int (*run)(int argc, char **argv);
+    const opt_rule *rules; /* checked by opts_parse, listed by the help */
+    int nrules;
 } command;
 
 /* Defines and registers a command record: HS_COMMAND(rec) = { ... }; */
@@ -72,14 +90,21 @@ typedef struct {
         __attribute__((used, section("hs_commands"), aligned(sizeof(void *)))) = &rec;     \
     static const command rec
 
+/* A record's rules from an array: `OPT_RULES(patterns_rules),`. */
+#define OPT_RULES(r) .rules = (r), .nrules = (int)(sizeof(r) / sizeof((r)[0]))
+
 /* Parses argv[1..argc) against opts; --help prints the help of cli_current
- * and returns -1 (the caller exits 0). Arguments of the form KEY=VALUE go to
- * extra[] (at most max_extra; pass 0 to refuse them). Returns 0, or prints a
- * usage error naming the command and returns EXIT_USAGE. */
+ * and returns -1 (the caller exits 0). An option's value follows it as the
+ * next argument or after '=' (--model DIR, --model=DIR); a flag takes none.
+ * Arguments of the form KEY=VALUE go to extra[] (at most max_extra; pass 0
+ * to refuse them). Marks each given option seen, then checks cli_current's
+ * rules (when it is the command `cmd`). Returns 0, or prints a usage error
+ * naming the command and returns EXIT_USAGE. */
 int opts_parse(const char *cmd, opt *opts, int nopts, int argc, char **argv, const char **extra,
                int max_extra, int *nextra);
 
-/* The full help of a command: usage, every option with its default, details. */
+/* The full help of a command: usage, every option with its default, the
+ * rules of which options apply together, details. */
 void opts_help(FILE *f, const command *c, const opt *opts, int nopts);
 
 /* A usage error: "headscope: CMD: MESSAGE (see 'headscope help CMD')", exit 2. */

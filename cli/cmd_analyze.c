@@ -275,6 +275,14 @@ static int cmd_prune(int argc, char **argv)
     return status;
 }
 
+static const opt_rule ablate_rules[] = {
+    { "--naive", OPTS_EXCLUDES, "--stack", "the naive path runs one full forward per ablation" },
+};
+
+static const opt_rule prune_rules[] = {
+    { "--out", OPTS_NEEDS, "--structural,--force", "they concern the written model" },
+};
+
 HS_COMMAND(cmd_ablate_record) = {
     .name = "ablate",
     .order = 100,
@@ -289,6 +297,7 @@ HS_COMMAND(cmd_ablate_record) = {
         "example: headscope ablate --model runs/tiny --data val.bin --db runs.db \\\n"
         "           --batch 8 --seq-len 64 --method zero,mean\n",
     .run = cmd_ablate,
+    OPT_RULES(ablate_rules),
 };
 
 HS_COMMAND(cmd_importance_record) = {
@@ -316,4 +325,5 @@ HS_COMMAND(cmd_prune_record) = {
         "example: headscope prune --model runs/tiny --data train.bin --val val.bin \\\n"
         "           --db runs.db --step-percent 25 --out runs/pruned --structural\n",
     .run = cmd_prune,
+    OPT_RULES(prune_rules),
 };

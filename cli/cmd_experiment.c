@@ -75,7 +75,10 @@ static int experiment_setup(hs_headcount_opts *ho, const char *preset, const cha
     if (hs_config_preset(&ho->base, preset))
         return usage_error("experiment", "%s", hs_last_error());
     for (int i = 0; i < nover; i++)
-        if (hs_config_override(&ho->base, overrides[i]))
+        if (!strncmp(overrides[i], "n_head=", 7))
+            return usage_error("experiment", "%s does not apply with --heads (it sets n_head of "
+                               "each run)", overrides[i]);
+        else if (hs_config_override(&ho->base, overrides[i]))
             return usage_error("experiment", "%s", hs_last_error());
     hs_model_config cfg[HS_HEADCOUNT_MAX];
     if (hs_headcount_check(cfg, ho))

@@ -38,6 +38,10 @@ static int cmd_kv_bytes(int argc, char **argv)
     return 0;
 }
 
+static const opt_rule kv_bytes_rules[] = {
+    { "--mla-latent", OPTS_NEEDS, "--mla-rope", "the rotary key width of the MLA line" },
+};
+
 HS_COMMAND(cmd_kv_bytes_record) = {
     .name = "kv-bytes",
     .order = 170,
@@ -45,4 +49,5 @@ HS_COMMAND(cmd_kv_bytes_record) = {
     .usage = "headscope kv-bytes --layers N --kv-heads G --head-dim DH --seq-len T [options]",
     .details = "example: headscope kv-bytes --layers 80 --kv-heads 8 --head-dim 128 --seq-len 2048\n",
     .run = cmd_kv_bytes,
+    OPT_RULES(kv_bytes_rules),
 };

@@ -434,6 +434,17 @@ static int cmd_train(int argc, char **argv)
     return rc;
 }
 
+static const opt_rule tokens_rules[] = {
+    { "--repeat-share", OPTS_NEEDS, "--seq-len,--repeat-len,--random-share,--seed",
+      "they shape the planted segments" },
+};
+
+static const opt_rule train_rules[] = {
+    { "--init", OPTS_EXCLUDES, "--seed",
+      "the weights come from the checkpoint; --seed seeds a preset's initialisation" },
+    { "--val", OPTS_NEEDS, "--val-every,--val-batches", "they set the validation on --val" },
+};
+
 HS_COMMAND(cmd_info_record) = {
     .name = "info",
     .order = 30,
@@ -456,6 +467,7 @@ HS_COMMAND(cmd_tokens_record) = {
         "example: headscope tokens --in corpus.txt --out corpus.bin\n"
         "example: headscope tokens --in corpus.txt --out mixed.bin --repeat-share 0.5 --seq-len 64\n",
     .run = cmd_tokens,
+    OPT_RULES(tokens_rules),
 };
 
 HS_COMMAND(cmd_train_record) = {
@@ -470,6 +482,7 @@ HS_COMMAND(cmd_train_record) = {
         "example: headscope train --preset attn-only n_layer=2 n_head=4 --data corpus.bin \\\n"
         "           --out runs/tiny --steps 500 --batch 8 --seq-len 64 --val val.bin --db runs.db\n",
     .run = cmd_train,
+    OPT_RULES(train_rules),
 };
 
 HS_COMMAND(cmd_eval_record) = {

@@ -180,9 +180,6 @@ static int cmd_patterns(int argc, char **argv)
     const int n_delim = parse_delim(delim_s, delim);
     if (n_delim < 0)
         return usage_error("patterns", "--delim '%s': token ids separated by commas", delim_s);
-    if (control && maps)
-        return usage_error("patterns", "--control needs --model (a capture file holds no weights "
-                                       "to re-initialise)");
     hs_patterns_opts po = { .delim = delim, .n_delim = n_delim, .control = control,
                             .seed = (unsigned long long)seed, .js = js_out != NULL };
     hs_patterns_result r = { 0 };
@@ -217,6 +214,18 @@ static int cmd_patterns(int argc, char **argv)
     return 0;
 }
 
+static const opt_rule induction_rules[] = {
+    { "--data", OPTS_NEEDS, "--icl-seq-len,--early,--late", "they set the ICL score on --data" },
+};
+
+static const opt_rule patterns_rules[] = {
+    { "--maps", OPTS_EXCLUDES, "--model,--data", "the map file names its model and data" },
+    { "--maps", OPTS_EXCLUDES, "--batch,--seq-len,--max-batches,--threads",
+      "no forward runs: the maps are read from the file" },
+    { "--maps", OPTS_EXCLUDES, "--control,--seed", "a map file holds no weights to re-initialise" },
+    { "--control", OPTS_NEEDS, "--seed", "it seeds the control model" },
+};
+
 HS_COMMAND(cmd_induction_record) = {
     .name = "induction",
     .order = 130,
@@ -229,6 +238,7 @@ HS_COMMAND(cmd_induction_record) = {
         "configuration (metric suffix _control), with standard errors over the samples.\n\n"
         "example: headscope induction --model runs/tiny --db runs.db --seq-len 32 --samples 64\n",
     .run = cmd_induction,
+    OPT_RULES(induction_rules),
 };
 
 HS_COMMAND(cmd_patterns_record) = {
@@ -245,4 +255,5 @@ HS_COMMAND(cmd_patterns_record) = {
         "sequence's maps of every head, so use --maps for very long contexts.\n\n"
         "example: headscope patterns --model runs/tiny --data val.bin --db runs.db --delim 10,46\n",
     .run = cmd_patterns,
+    OPT_RULES(patterns_rules),
 };

@@ -21,7 +21,8 @@ HS_COMMAND(cmd_version_record) = {
     .name = "version",
     .order = 20,
     .summary = "Print the version and the numeric precision of this build.",
-    .usage = "headscope version",
+    .usage = "headscope version [--json]",
+    .details = "example: headscope version --json\n",
     .run = cmd_version,
 };
 /* Every registered command (HS_COMMAND), in the order help lists them. */
@@ -57,13 +58,21 @@ static void overview(FILE *f)
                "headscope: attention-head interpretability on the CPU.\n\ncommands:\n");
     for (int i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %-10s %s\n", COMMANDS[i]->name, COMMANDS[i]->summary);
-    fprintf(f, "\nRun 'headscope help COMMAND' for a command's options and an example.\n");
+    fprintf(f, "\nRun 'headscope help COMMAND' for a command's options and an example.\n"
+               "An option's value follows it or an '=': --model DIR or --model=DIR.\n");
 }
 
 static int cmd_version(int argc, char **argv)
 {
-    (void)argc, (void)argv;
-    printf("headscope %s (%s)\n", HS_VERSION, HS_REAL_NAME);
+    int json = 0;
+    opt o[] = { OPT_JSON(&json) };
+    int rc = opts_parse("version", o, 1, argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (json)
+        printf("{\"version\":\"%s\",\"precision\":\"%s\"}\n", HS_VERSION, HS_REAL_NAME);
+    else
+        printf("headscope %s (%s)\n", HS_VERSION, HS_REAL_NAME);
     return 0;
 }
 
@@ -78,7 +87,7 @@ static int cmd_help(int argc, char **argv)
         fprintf(stderr, "headscope: help: unknown command '%s' (see 'headscope help')\n", argv[1]);
         return EXIT_USAGE;
     }
-    if (c->run == cmd_help || c->run == cmd_version) {
+    if (c->run == cmd_help) {
         printf("usage: %s\n\n%s\n", c->usage, c->summary);
         return 0;
     }
