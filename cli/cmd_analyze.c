@@ -163,8 +163,8 @@ static void prune_step(void *ctx, int step, int pruned, double fraction, double 
 {
     prune_ctx *p = ctx;
     char line[128];
-    snprintf(line, sizeof line, "step %d: %d heads pruned (%.1f%%), validation loss %.4f ± %.4f",
-             step, pruned, 100 * fraction, loss, stderr_loss);
+    snprintf(line, sizeof line, "step %d: %d head%s pruned (%.1f%%), validation loss %.4f ± %.4f",
+             step, pruned, pruned == 1 ? "" : "s", 100 * fraction, loss, stderr_loss);
     if (p->bar.enabled)
         progress_update(&p->bar, step, line);
     else if (!p->json)
@@ -201,7 +201,7 @@ static int cmd_prune(int argc, char **argv)
     analysis a = { .cmd = "prune", .B = 4 };
     const char *val = NULL;
     int force = 0;
-    hs_prune_study_opts so = { .prune = { .step_percent = 10, .max_percent = 100 } };
+    hs_prune_study_opts so = { .prune = { .step_percent = 10, .max_percent = 50 } };
     hs_prune_opts *po = &so.prune;
     opt o[] = {
         OPT_MODEL(&a.model),
@@ -209,7 +209,7 @@ static int cmd_prune(int argc, char **argv)
         OPT_DB_AS(&a.db, "SQLite index for the curve and the mask"),
         { "--val", OPT_STR, &val, 0, "FILE.bin", "validation shard (default: --data)", 0 },
         { "--step-percent", OPT_DOUBLE, &po->step_percent, 0, "P", "step k prunes to floor(k*P*N/100) of the N heads", 0 },
-        { "--max-percent", OPT_DOUBLE, &po->max_percent, 0, "P", "stop once P% of the heads are pruned", 0 },
+        { "--max-percent", OPT_DOUBLE, &po->max_percent, 0, "P", "stop once P% of the heads are pruned (100: every head may go)", 0 },
         { "--min-heads-per-layer", OPT_INT, &po->min_heads_per_layer, 0, "K", "heads every layer keeps", 0 },
         { "--one-shot", OPT_FLAG, &po->one_shot, 0, NULL, "rank by the unpruned model's importance only", 0 },
         { "--out", OPT_STR, &so.out, 0, "DIR", "write the pruned model (W_o columns of pruned heads zeroed)", 0 },
@@ -227,8 +227,6 @@ static int cmd_prune(int argc, char **argv)
     if (!(po->step_percent > 0) || po->step_percent > 100 || !(po->max_percent > 0) ||
         po->max_percent > 100)
         return usage_error("prune", "--step-percent and --max-percent must be in (0, 100]");
-    if (so.structural && !so.out)
-        return usage_error("prune", "--structural needs --out DIR");
     char target[1100];
     struct stat sb;
     snprintf(target, sizeof target, "%s/model.safetensors", so.out ? so.out : "");

@@ -19,6 +19,25 @@ static const char *const MLP_NAMES[] = { "none", "gelu", "swiglu" };
 
 /* ---- info ----------------------------------------------------------------- */
 
+/* The heads whose W_o columns are all zero (pruned with `prune --out`):
+ * JSON `,"dead_heads":[[l,h],...]`, or a line "dead heads ..." of text. */
+static void print_dead_heads(const hs_model *m, int json)
+{
+    unsigned char *dead = hs_calloc((size_t)m->cfg.n_layer * HS_MAX_HEADS, 1, "dead heads");
+    const int n = dead ? hs_dead_heads(m, dead) : 0;
+    printf(json ? ",\"dead_heads\":[" : n ? "dead heads   " : "dead heads   none\n");
+    for (int l = 0, k = 0; l < m->cfg.n_layer && n; l++)
+        for (int h = 0; h < m->cfg.n_head[l]; h++)
+            if (dead[(size_t)l * HS_MAX_HEADS + h])
+                printf(json ? "%s[%d,%d]" : "%sL%dH%d", k++ ? (json ? "," : " ") : "", l, h);
+    if (json)
+        printf("]");
+    else if (n)
+        printf("  (%d of them: W_o columns all zero, their output never reaches the "
+               "residual)\n", n);
+    free(dead);
+}
+
 static int cmd_info(int argc, char **argv)
 {
     const char *model = NULL;
@@ -54,8 +73,10 @@ static int cmd_info(int argc, char **argv)
         printf("],\"n_kv_head\":[");
         for (int l = 0; l < c->n_layer; l++)
             printf("%s%d", l ? "," : "", c->n_kv_head[l]);
-        printf("],\"kv_cache_bytes_per_token_f32\":%ld,\"kv_cache_bytes_per_token_f16\":%ld}\n",
+        printf("],\"kv_cache_bytes_per_token_f32\":%ld,\"kv_cache_bytes_per_token_f16\":%ld",
                kv_elems * 4, kv_elems * 2);
+        print_dead_heads(&m, 1);
+        printf("}\n");
     } else {
         printf("model        %s (%s)\n", model, hs_family_name(c->family));
         printf("parameters   %zu\n", m.n_params);
@@ -69,6 +90,7 @@ static int cmd_info(int argc, char **argv)
         for (int l = 0; l < c->n_layer; l++)
             printf("%s%d/%d", l ? " " : "", c->n_head[l], c->n_kv_head[l]);
         printf("  (query/kv per layer)\n");
+        print_dead_heads(&m, 0);
         printf("kv cache     %ld bytes per token (float32), %ld (16-bit)\n", kv_elems * 4,
                kv_elems * 2);
     }

@@ -28,9 +28,10 @@ static void print_induction(const hs_induction_result *r, const hs_induction_opt
            "induction: layer %d head %d, %.3f (random-init control %.3f)\n",
            run_id, o->samples, o->seq_len, db, r->best_layer, r->best_head, r->best,
            r->best_control);
-    printf("causal check: second-half loss %.4f; +%.4f with the top %d induction head(s) off, "
-           "+%.4f +- %.4f with %d random other head(s) off (%d draws)\n",
-           cc->clean, cc->targeted, cc->k, cc->random_mean, cc->random_std, cc->k,
+    const char *s = cc->k == 1 ? "" : "s";
+    printf("causal check: second-half loss %.4f; %+.4f with the top %d induction head%s off, "
+           "%+.4f ± %.4f with %d random other head%s off (%d draws)\n",
+           cc->clean, cc->targeted, cc->k, s, cc->random_mean, cc->random_std, cc->k, s,
            o->random_draws);
     if (r->established) {
         printf("induction heads by score and causal check:");

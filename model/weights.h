@@ -62,6 +62,13 @@ void hs_model_free(hs_model *m);
  * output projections N(0, 0.02/sqrt(2L))), biases 0, norm weights 1. */
 void hs_model_init_random(hs_model *m, unsigned long long seed);
 
+/* Marks dead[l * HS_MAX_HEADS + h] = 1 for every head whose columns of the
+ * output projection W_o are all exactly zero and whose output therefore
+ * never reaches the residual stream: the heads of a model written by
+ * `prune --out`, or the dead heads structural pruning keeps to make groups
+ * equal. dead holds n_layer * HS_MAX_HEADS bytes. Returns how many. */
+int hs_dead_heads(const hs_model *m, unsigned char *dead);
+
 /* Index of a tensor by headscope name, or -1. */
 int hs_model_find(const hs_model *m, const char *name);
 
