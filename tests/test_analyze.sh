@@ -145,11 +145,16 @@ long_setup() {
         bad "train could not make the attn-only model" || return 1
 }
 LONG_ABLATE=(ablate --data "$LONG_BIN" --batch 4 --seq-len 64)
-# The interrupted and resumed runs (start_long, resume_after_kill): the whole shard,
-# or its first 120 batches under AddressSanitizer, which runs each batch ~15x slower
-# (layer 1 still takes seconds there: the kill lands while it runs).
+# The interrupted and resumed runs (start_long, resume_after_kill): as many batches
+# as keep layer 1 busy for about 2 s on an idle machine, so that the kill lands
+# while it runs: the whole shard (~900 batches) in the float build, the first 300
+# in the double one (~3x slower a batch), 120 under AddressSanitizer (~15x).
 LONG_RUN=("${LONG_ABLATE[@]}")
-under_asan && LONG_RUN+=(--max-batches 120)
+if under_asan; then
+    LONG_RUN+=(--max-batches 120)
+elif "$HS" --version 2>/dev/null | grep -q double; then
+    LONG_RUN+=(--max-batches 300)
+fi
 
 # layer0_rows DB: layer 0's 12 rows (4 heads x 3 methods) are in DB.
 layer0_rows() {
