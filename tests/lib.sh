@@ -178,12 +178,14 @@ run_check() {
 SLOW_CHECKS=""
 is_slow() { [[ " $SLOW_CHECKS " == *" $1 "* ]]; }
 
-# run_checks NAME...: runs each check of this tier, or, when ONLY (a
-# space-separated list) is set, those named in it whatever their tier.
+# run_checks NAME...: runs each check of this tier but those named in SKIP, or,
+# when ONLY is set, those named in it whatever their tier (both space-separated
+# lists).
 run_checks() {
     local check t0
     t0=$(now_s)
     for check in "$@"; do
+        [[ " ${SKIP:-} " == *" $check "* ]] && continue
         if [ -n "${ONLY:-}" ]; then
             [[ " $ONLY " == *" $check "* ]] || continue
         elif [ "${HEADSCOPE_SLOW:-0}" = 1 ]; then
