@@ -9,31 +9,43 @@
 #  * forward latency of the dense model, the model with 25/50/75% of its heads
 #    gated to zero, and the structurally pruned models.
 #
-#   bench/ablate.sh [--threads "1"] [--sequences N] [--blas-autodetect]
-# Results: bench/out/ablate.jsonl and bench/out/ablate.md.
+#   bench/ablate.sh [--threads "1"] [--sequences N] [--blas-autodetect] [--tiny]
+# Results: bench/out/ablate.jsonl and bench/out/ablate.md. --tiny runs a tiny
+# model (2 layers, d 64, 4 heads, T 32) on 8 sequences at 1 thread (a few
+# seconds; scripts/test --slow, so the benchmark keeps working), results in
+# bench/out/tiny/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads="1"
 seqs=64
+tiny=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
     --sequences) seqs=$2; shift 2 ;;
     --blas-autodetect) unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --tiny) tiny=1; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "ablate.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 cmake -S . -B build/float >/dev/null
 cmake --build build/float -j "$(nproc)" --target bench_ablate headscope_cli >/dev/null
 bin=build/float/bench/bench_ablate
-mkdir -p bench/out
-out=bench/out/ablate.jsonl
+config=6,256,8,256 # layers, d, heads, T
+batch=8
+outdir=bench/out
+if [ "$tiny" = 1 ]; then
+  config=2,64,4,32 batch=4 seqs=8 threads=1 outdir=bench/out/tiny
+fi
+T=${config##*,}
+mkdir -p "$outdir"
+out=$outdir/ablate.jsonl
 : >"$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-"$bin" --write "$tmp/m" --config 6,256,8,256
+"$bin" --write "$tmp/m" --config "$config"
 /usr/bin/python3 -c 'import sys; sys.stdout.write(("The quick brown fox jumps over the lazy dog, again and again, 0123456789. " * 3000)[:200000])' >"$tmp/t.txt"
 build/float/headscope tokens --in "$tmp/t.txt" --out "$tmp/t.bin" >/dev/null
 # Our checkpoint's tensors under bench/train_torch.py's names (h.N. -> blocks.N.).
@@ -57,11 +69,11 @@ PY
 for t in $threads; do
   export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
   echo "threads $t: headscope ablate, importance, forward" >&2
-  "$bin" --model "$tmp/m" --data "$tmp/t.bin" --batch 8 --seq-len 256 --sequences "$seqs" \
+  "$bin" --model "$tmp/m" --data "$tmp/t.bin" --batch "$batch" --seq-len "$T" --sequences "$seqs" \
     --threads "$t" --dump "$tmp/hs.json" >>"$out"
   echo "threads $t: torch naive ablation loop" >&2
   OMP_WAIT_POLICY=passive /usr/bin/python3 bench/ablate_torch.py --threads "$t" \
-    --config 6,256,8,256 --batch 8 --sequences "$seqs" --weights "$tmp/m.pt" \
+    --config "$config" --batch "$batch" --sequences "$seqs" --weights "$tmp/m.pt" \
     --data "$tmp/t.bin" --dump "$tmp/torch.json" >>"$out"
   /usr/bin/python3 - "$tmp/hs.json" "$tmp/torch.json" "$t" >>"$out" <<'PY'
 import json, sys
@@ -73,13 +85,14 @@ for kind in ("zero", "mean"):
             worst = max(worst, abs(hs[f"{kind}/{l}"][h] - v))
 print(json.dumps({"impl": "compare", "threads": int(sys.argv[3]), "max_abs_delta_diff": worst}))
 PY
-  "$bin" --latency "$tmp/m" --batch 8 --seq-len 256 --threads "$t" >>"$out"
+  "$bin" --latency "$tmp/m" --batch "$batch" --seq-len "$T" --threads "$t" >>"$out"
 done
 
-/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" <<'PY' | tee bench/out/ablate.md
+/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" "$config" "$batch" <<'PY' | tee "$outdir/ablate.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f"OpenBLAS kernels: {sys.argv[2]}; 6 layers x 8 heads, d 256, T 256, GELU MLP\n")
+L, d, H, T = sys.argv[3].split(",")
+print(f"OpenBLAS kernels: {sys.argv[2]}; {L} layers x {H} heads, d {d}, T {T}, GELU MLP\n")
 print("| threads | sequences | hs sweep s | torch naive s | x | max abs delta difference | importance / forward |")
 print("|---|---|---|---|---|---|---|")
 for r in rows:
@@ -90,7 +103,7 @@ for r in rows:
     print(f"| {r['threads']} | {r['sequences']} | {r['ablate_s']:.1f} | {t['seconds']:.1f} | "
           f"{t['seconds']/r['ablate_s']:.2f} | {c['max_abs_delta_diff']:.2g} | "
           f"{r['importance_s']/r['forward_s']:.2f} |")
-print("\nForward latency, batch 8 x 256 (ms, median of 9):\n")
+print(f"\nForward latency, batch {sys.argv[4]} x {T} (ms, median of 9):\n")
 print("| threads | pruned | dense | dense, heads gated to 0 | structurally pruned | params kept |")
 print("|---|---|---|---|---|---|")
 for r in rows:

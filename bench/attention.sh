@@ -2,7 +2,7 @@
 # Attention benchmark: headscope's kernel against torch.nn.MultiheadAttention
 # (bench/attention_torch.py) in the same run, at the same thread counts.
 #
-#   bench/attention.sh [--reps R] [--threads "1 2"] [--blas-autodetect]
+#   bench/attention.sh [--reps R] [--threads "1 2"] [--blas-autodetect] [--tiny]
 #
 # Both sides are pinned to N threads: OMP_NUM_THREADS and OPENBLAS_NUM_THREADS
 # as well as torch.set_num_threads, since torch's BLAS keeps a thread pool of
@@ -10,17 +10,21 @@
 # machine's environment may force its kernels with OPENBLAS_CORETYPE (and
 # OPENBLAS_L2_SIZE). --blas-autodetect unsets both for both sides, letting
 # OpenBLAS pick its kernels for the CPU. Results: bench/out/attention.jsonl and
-# a markdown table in bench/out/attention.md (also printed).
+# a markdown table in bench/out/attention.md (also printed). --tiny runs tiny
+# shapes once at 1 thread (a few seconds; scripts/test --slow, so the benchmark
+# keeps working), results in bench/out/tiny/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=10
 threads="1 2"
+tiny=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) reps=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --blas-autodetect) unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --tiny) tiny=1; shift ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "attention.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -28,12 +32,18 @@ done
 cmake -S . -B build/float >/dev/null
 cmake --build build/float -j "$(nproc)" --target bench_attention >/dev/null
 bin=build/float/bench/bench_attention
-mkdir -p bench/out
-out=bench/out/attention.jsonl
-: >"$out"
-
+outdir=bench/out
 shapes=(--shape 8,128,256,8 --shape 8,128,256,8,2 --shape 4,512,512,8 --shape 4,512,512,8,2
         --shape 1,2048,512,8 --shape 1,2048,512,8,2)
+gemm=1024
+decode_T=4096
+if [ "$tiny" = 1 ]; then
+  outdir=bench/out/tiny reps=1 threads=1 gemm=128 decode_T=256
+  shapes=(--shape 2,32,64,8 --shape 2,32,64,8,2)
+fi
+mkdir -p "$outdir"
+out=$outdir/attention.jsonl
+: >"$out"
 # torch keeps two thread pools (its OpenMP one and OpenBLAS's); with OpenMP
 # threads spinning while idle, torch at 2 threads ran up to 5x slower than at
 # 1 on this 2-core machine, so torch runs with OMP_WAIT_POLICY=passive. Ours
@@ -41,7 +51,7 @@ shapes=(--shape 8,128,256,8 --shape 8,128,256,8,2 --shape 4,512,512,8 --shape 4,
 for t in $threads; do
   export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
   echo "threads $t: OpenBLAS sgemm, headscope, torch" >&2
-  "$bin" --threads "$t" --gemm 1024 --reps "$reps" >>"$out"
+  "$bin" --threads "$t" --gemm "$gemm" --reps "$reps" >>"$out"
   "$bin" --threads "$t" --reps "$reps" "${shapes[@]}" >>"$out"
   OMP_WAIT_POLICY=passive /usr/bin/python3 bench/attention_torch.py --threads "$t" --reps "$reps" "${shapes[@]}" \
     >>"$out" 2>/dev/null
@@ -52,11 +62,11 @@ done
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 for g in 8 4 2 1; do
   for path in "" --repeat-kv; do
-    "$bin" --threads 1 --decode $path --shape 1,4096,512,8,$g >>"$out"
+    "$bin" --threads 1 --decode $path --shape 1,$decode_T,512,8,$g >>"$out"
   done
 done
 
-/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" <<'PY' | tee bench/out/attention.md
+/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" <<'PY' | tee "$outdir/attention.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 core = sys.argv[2]
@@ -76,7 +86,7 @@ for k in sorted(hs):
           f"{b['fwdbwd_ms']/a['fwdbwd_ms']:.2f} | {a['fwd_gflops']:.0f} | {gemm.get(k[0], 0):.0f} |")
 dec = [r for r in rows if r["impl"] == "headscope_decode"]
 if dec:
-    print("\nIncremental decoding, T=4096, d=512, h=8, one token a step (peak RSS growth):\n")
+    print(f"\nIncremental decoding, T={dec[0]['T']}, d=512, h=8, one token a step (peak RSS growth):\n")
     print("| g | h/g | compact cache KiB | compact peak KiB | repeated-K/V peak KiB | ms/token compact |")
     print("|---|---|---|---|---|---|")
     for g in sorted({r["g"] for r in dec}, reverse=True):

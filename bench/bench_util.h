@@ -77,6 +77,7 @@ static inline hs_model_config bench_gelu_config(int L, int d, int H, int G, int 
     c.d_ff = 4 * d;
     c.attn_bias = c.mlp_bias = c.norm_bias = 1;
     c.tie_embeddings = 1;
+    c.init_std = 0.02; /* initializer_range: hs_config_check requires it */
     return c;
 }
 

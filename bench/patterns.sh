@@ -8,18 +8,21 @@
 # The statistics of both are compared where torch ran (max |difference|).
 #
 #   bench/patterns.sh [--threads N] [--seq-lens "1024 4096 16384"] [--repeats R]
-#                     [--mem-limit-gib G] [--blas-autodetect]
+#                     [--mem-limit-gib G] [--blas-autodetect] [--tiny]
 #
 # Each side runs R times (default 3): the table shows the median time and the
 # largest peak RSS; torch is not repeated once it ran out of memory.
 #
-# Results: bench/out/patterns.jsonl and bench/out/patterns.md.
+# Results: bench/out/patterns.jsonl and bench/out/patterns.md. --tiny runs
+# T 64 and 128, two sequences each, once (a few seconds; scripts/test --slow, so
+# the benchmark keeps working), results in bench/out/tiny/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=1
 lens="1024 4096 16384"
 memlim=16
 repeats=3
+tiny=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
@@ -27,7 +30,8 @@ while [ $# -gt 0 ]; do
     --mem-limit-gib) memlim=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
     --blas-autodetect) unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --tiny) tiny=1; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "patterns.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -37,8 +41,13 @@ hs=build/float/headscope
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 work=$(mktemp -d /tmp/headscope-bench-patterns.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-mkdir -p bench/out
-out=bench/out/patterns.jsonl
+outdir=bench/out
+tokens_per_row=16384 # sequences per T: about this many tokens, at least one sequence
+if [ "$tiny" = 1 ]; then
+  lens="64 128" repeats=1 tokens_per_row=256 outdir=bench/out/tiny
+fi
+mkdir -p "$outdir"
+out=$outdir/patterns.jsonl
 : >"$out"
 
 # 2 x 16384 + 1 uniformly random bytes; a model made by one training step.
@@ -51,8 +60,7 @@ open(sys.argv[1], "wb").write(h.tobytes() + t.tobytes())' "$work/data.bin"
   --out "$work/model" --steps 1 --batch 1 --seq-len 64 >/dev/null
 
 for T in $lens; do
-  # about 16K tokens per row, at least one sequence
-  n=$((16384 / T)); [ "$n" -ge 1 ] || n=1
+  n=$((tokens_per_row / T)); [ "$n" -ge 1 ] || n=1
   for r in $(seq "$repeats"); do
     echo "T $T: headscope ($r/$repeats)" >&2
     rm -f "$work/p.db"*
@@ -92,7 +100,7 @@ PY
   rm -f "$work/p.db"*
 done
 
-/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" "$memlim" <<'PY' | tee bench/out/patterns.md
+/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" "$memlim" <<'PY' | tee "$outdir/patterns.md"
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 

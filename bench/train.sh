@@ -2,7 +2,7 @@
 # Training and inference throughput against PyTorch eager, and the memory of
 # loading a ~100M-parameter checkpoint.
 #
-#   bench/train.sh [--steps S] [--threads "1 2"] [--blas-autodetect] [--skip-load]
+#   bench/train.sh [--steps S] [--threads "1 2"] [--blas-autodetect] [--skip-load] [--tiny]
 #
 # Same model on both sides (bench/train_torch.py's definition: learned
 # positions, pre-LayerNorm, biases, GELU MLP of 4d, tied unembedding, byte
@@ -10,19 +10,23 @@
 # (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, torch.set_num_threads). As in
 # bench/attention.sh, --blas-autodetect unsets OPENBLAS_CORETYPE and
 # OPENBLAS_L2_SIZE for both sides. Results: bench/out/train.jsonl and
-# bench/out/train.md.
+# bench/out/train.md. --tiny runs tiny models for 2 steps at 1 thread and loads
+# a tiny checkpoint (a few seconds; scripts/test --slow, so the benchmark keeps
+# working), results in bench/out/tiny/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=10
 threads="1 2"
 load=1
+tiny=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --blas-autodetect) unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; shift ;;
     --skip-load) load=0; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --tiny) tiny=1; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "train.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -30,10 +34,17 @@ done
 cmake -S . -B build/float >/dev/null
 cmake --build build/float -j "$(nproc)" --target bench_train >/dev/null
 bin=build/float/bench/bench_train
-mkdir -p bench/out
-out=bench/out/train.jsonl
-: >"$out"
 configs=(--config 2,128,4,4,128 --config 4,256,8,2,256 --config 6,384,6,6,256)
+# the load: gpt2 family, d=768, 12 layers, vocabulary 32768: about 111M parameters.
+load_config=(--config 12,768,12,12,1024 --vocab 32768)
+outdir=bench/out
+if [ "$tiny" = 1 ]; then
+  configs=(--config 1,32,2,2,32 --config 2,64,4,2,32) steps=2 threads=1 outdir=bench/out/tiny
+  load_config=(--config 2,64,4,4,64 --vocab 256)
+fi
+mkdir -p "$outdir"
+out=$outdir/train.jsonl
+: >"$out"
 # torch keeps two thread pools (its OpenMP one and OpenBLAS's); with OpenMP
 # threads spinning while idle, torch at 2 threads ran up to 5x slower than at
 # 1 on this 2-core machine, so torch runs with OMP_WAIT_POLICY=passive. Ours
@@ -47,17 +58,15 @@ for t in $threads; do
 done
 
 if [ "$load" = 1 ]; then
-  # gpt2 family, d=768, 12 layers, vocabulary 32768: about 111M parameters.
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
-  echo "writing a ~100M-parameter checkpoint" >&2
-  OMP_NUM_THREADS=2 "$bin" --write-checkpoint "$tmp/ckpt" --config 12,768,12,12,1024 \
-    --vocab 32768 >/dev/null
+  echo "writing a checkpoint (${load_config[*]})" >&2
+  OMP_NUM_THREADS=2 "$bin" --write-checkpoint "$tmp/ckpt" "${load_config[@]}" >/dev/null
   sync
   OMP_NUM_THREADS=1 "$bin" --load "$tmp/ckpt" >>"$out"
 fi
 
-/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" <<'PY' | tee bench/out/train.md
+/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" <<'PY' | tee "$outdir/train.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 key = lambda r: (r["threads"], r["L"], r["d"], r["H"], r["G"], r["T"])

@@ -3,8 +3,9 @@
 # helpers that run the command and compare results, and the check runner.
 #
 # The sourcing script sets SUITE (scratch directory name) and calls
-# `run_checks NAME...` at the end, which prints "ok NAME" or "FAIL NAME:
-# reason" per check, then "N passed, M failed", and exits 1 on any failure.
+# `run_checks NAME...` at the end, which prints "ok NAME (S s)" or "FAIL NAME:
+# reason (S s)" per check, then "N passed, M failed (S s)", and exits 1 on any
+# failure. Checks listed in SLOW_CHECKS form the slow tier (see run_checks).
 
 if [ $# -ne 2 ]; then
     echo "usage: $0 HEADSCOPE_BINARY FIXTURE_DIR" >&2
@@ -16,6 +17,10 @@ FIX=$(cd "$2" && pwd) || { echo "no fixture directory $2" >&2; exit 2; }
 PY=/usr/bin/python3
 [ -x "$HS" ] || { echo "not an executable: $HS" >&2; exit 2; }
 [ -x "$PY" ] || PY=python3
+
+# under_asan: the binary is built with AddressSanitizer (a few checks run
+# smaller there: it runs the model ~15x slower).
+under_asan() { ldd "$HS" 2>/dev/null | grep -q libasan; }
 
 # Idle OpenMP threads sleep instead of spinning: on a loaded 2-core machine
 # (ctest -j) spinning barriers make tiny runs 100x slower. Results are unchanged.
@@ -67,8 +72,23 @@ sys.exit(0 if math.isfinite(a) and abs(a - b) <= t else 1)' "$1" "$2" "$3"
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 fsize() { stat -c %s "$1"; }
 
+# start_bg CMD...: runs CMD in the background (BG_PID), stdout and stderr in
+# out.txt and err.txt. HEADSCOPE_TEST_START_DELAY=S starts it S seconds late,
+# as a loaded machine may: the checks that wait on it must still pass (the slow
+# tier's *_waits suites).
+start_bg() {
+    if [ -n "${HEADSCOPE_TEST_START_DELAY:-}" ]; then
+        (sleep "$HEADSCOPE_TEST_START_DELAY" && exec "$@") >out.txt 2>err.txt &
+    else
+        "$@" >out.txt 2>err.txt &
+    fi
+    BG_PID=$!
+}
+
 # stop_bg SIGNAL: sends SIGNAL to the background command BG_PID (stdout/stderr in
-# out.txt/err.txt), waits up to 10 s; RC is its exit status, ERR its stderr.
+# out.txt/err.txt) and waits for it to end (outer limit 5 minutes, then SIGKILL);
+# RC is its exit status, ERR its stderr.
+bg_ended() { ! kill -0 "$BG_PID" 2>/dev/null; }
 stop_bg() {
     kill -0 "$BG_PID" 2>/dev/null ||
         bad "the command ended before SIG$1 (stderr: $(tail -c 300 err.txt))" || return 1
@@ -79,15 +99,10 @@ stop_bg() {
         return 0
     fi
     kill -"$1" "$BG_PID" 2>/dev/null
-    local i
-    for ((i = 0; i < 100; i++)); do
-        kill -0 "$BG_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$BG_PID" 2>/dev/null; then
+    if ! wait_until 300 "end of the command after SIG$1" bg_ended; then
         { kill -KILL "$BG_PID" && wait "$BG_PID"; } 2>/dev/null
         BG_PID=""
-        bad "the command is still running 10 s after SIG$1"
+        bad "the command is still running 300 s after SIG$1"
         return 1
     fi
     wait "$BG_PID"
@@ -115,29 +130,71 @@ png_ok() {
     [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || bad "$1 is not a PNG" || return 1
 }
 
+# Wall-clock seconds since some fixed point, to 0.1 s.
+now_s() { printf '%s' "${EPOCHREALTIME:-$(date +%s.%N)}"; }
+elapsed() { "$PY" -c 'import sys; print("%.1f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$1" "$(now_s)"; }
+
+# wait_until LIMIT_S WHAT CMD...: polls CMD (every 0.05 s) until it succeeds; fails
+# (REASON) when the background command BG_PID has ended without CMD succeeding, or
+# after LIMIT_S seconds, an outer limit far above any idle time (minutes): the
+# wait is on the event CMD tests, not on a deadline a loaded machine can miss.
+wait_until() {
+    local limit=$1 what=$2 start=$SECONDS
+    shift 2
+    while :; do
+        "$@" && return 0
+        if [ -n "$BG_PID" ] && ! kill -0 "$BG_PID" 2>/dev/null; then
+            "$@" && return 0
+            bad "the command ended before $what (stderr: $(tail -c 300 err.txt 2>/dev/null))"
+            return 1
+        fi
+        if ((SECONDS - start >= limit)); then
+            bad "no $what after $limit s (stderr: $(tail -c 300 err.txt 2>/dev/null))"
+            return 1
+        fi
+        sleep 0.05
+    done
+}
+
 run_check() {
-    local name=$1
+    local name=$1 t0
     REASON=""
     mkdir -p "$TMP/$name" && cd "$TMP/$name" || return
+    t0=$(now_s)
     if "$name"; then
-        echo "ok $name"
+        echo "ok $name ($(elapsed "$t0") s)"
         PASSED=$((PASSED + 1))
     else
-        echo "FAIL $name: ${REASON:-check returned non-zero}"
+        echo "FAIL $name: ${REASON:-check returned non-zero} ($(elapsed "$t0") s)"
         FAILED=$((FAILED + 1))
     fi
     cd "$TMP" || exit 2
 }
 
-# run_checks NAME...: runs each check (only those named in $ONLY, a
-# space-separated list, when it is set).
+# Two tiers. A suite names its long studies (model trainings that are studies,
+# not oracle checks) in SLOW_CHECKS before calling run_checks. By default only
+# the other checks run (the fast tier, scripts/test); with HEADSCOPE_SLOW=1
+# only the SLOW_CHECKS run (the slow tier, scripts/test --slow).
+SLOW_CHECKS=""
+is_slow() { [[ " $SLOW_CHECKS " == *" $1 "* ]]; }
+
+# run_checks NAME...: runs each check of this tier but those named in SKIP, or,
+# when ONLY is set, those named in it whatever their tier (both space-separated
+# lists).
 run_checks() {
-    local check
+    local check t0
+    t0=$(now_s)
     for check in "$@"; do
-        if [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $check "* ]]; then
-            run_check "$check"
+        [[ " ${SKIP:-} " == *" $check "* ]] && continue
+        if [ -n "${ONLY:-}" ]; then
+            [[ " $ONLY " == *" $check "* ]] || continue
+        elif [ "${HEADSCOPE_SLOW:-0}" = 1 ]; then
+            is_slow "$check" || continue
+        else
+            is_slow "$check" && continue
         fi
+        run_check "$check"
     done
-    echo "$PASSED passed, $FAILED failed"
+    echo "$PASSED passed, $FAILED failed ($(elapsed "$t0") s)"
     [ "$FAILED" -eq 0 ]
 }

@@ -294,21 +294,20 @@ bad_input() {
 
 # ---- 8. SIGINT ---------------------------------------------------------------------
 
+# curve_rows DB: DB holds a curve point.
+curve_rows() {
+    local n
+    n=$(sqlite3 "$1" "select count(*) from curves" 2>/dev/null) || return 1
+    [ "${n:-0}" -gt 0 ]
+}
+
 train_sigint() {
     shard train 120 || return 1
-    "$HS" train --preset attn-only n_layer=1 n_head=2 d_model=16 --data train.bin --out run \
-        --steps 100000 --batch 2 --seq-len 16 --db runs.db >out.txt 2>err.txt &
-    BG_PID=$!
+    start_bg "$HS" train --preset attn-only n_layer=1 n_head=2 d_model=16 --data train.bin --out run \
+        --steps 100000 --batch 2 --seq-len 16 --db runs.db
     # Wait until steps are recorded (curve points flush every 64 steps): by then
     # the handler is installed and training is under way.
-    local i n=0
-    for ((i = 0; i < 100; i++)); do
-        n=$(sqlite3 runs.db "select count(*) from curves" 2>/dev/null) || n=0
-        [ "${n:-0}" -gt 0 ] && break
-        kill -0 "$BG_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    [ "${n:-0}" -gt 0 ] || bad "no training steps recorded within 10 s" || return 1
+    wait_until 600 "training steps recorded in runs.db" curve_rows runs.db || return 1
     stop_bg INT || return 1
     expect_rc 1 "train after SIGINT" || return 1
     expect_grep "$ERR" "headscope: train: " "message prefix" || return 1
