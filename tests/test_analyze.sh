@@ -412,7 +412,8 @@ importance_records() {
 
 # ---- 6. prune: curve and mask -----------------------------------------------------------
 
-PRUNE=(prune --model "$LLAMA" --data "$EVAL" --batch 2 --seq-len 8 --step-percent 25 --min-heads-per-layer 1)
+PRUNE=(prune --model "$LLAMA" --data "$EVAL" --batch 2 --seq-len 8 --step-percent 25 --min-heads-per-layer 1
+       --max-percent 100)
 
 # prune_shape DB RUN: curve 'pruning' is x = 0, .25, .5, .75 at steps in order, y finite;
 # one 'pruned' row per head, 6 ones, every layer keeps a head.
@@ -495,12 +496,36 @@ EOF
         "--one-shot and iterative loss after step 1 (the same importance)" || return 1
     # steps below one head (10% of 8): counts floor(0.8 k) = 0 0 1 2 3 4 4 5 6, never
     # decreasing, until protection (one head per layer) stops at 6
-    hs prune --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --step-percent 10 --min-heads-per-layer 1 --db p.db --json
+    hs prune --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --step-percent 10 --min-heads-per-layer 1 \
+        --max-percent 100 --db p.db --json
     expect_rc 0 "prune --step-percent 10" || return 1
     c=$(jget out.txt run_id)
     expect_eq "$(q p.db "select cast(round(x*8) as int) from curves where run_id=$c and curve='pruning' order by step" | tr '\n' ' ')" \
         "0 0 1 2 3 4 4 5 6 " "--step-percent 10: curve x (as heads of 8) in step order" || return 1
     expect_eq "$(jget out.txt pruned)/$(jget out.txt heads)" 6/8 "--step-percent 10: --json pruned/heads" || return 1
+}
+
+# prune with its defaults on a model of fewer than 10 heads: 10% steps grow the
+# target below one head per step, and it still prunes, up to half the heads
+# (--max-percent 50); the written model's dead heads are the mask, and `info`
+# says so.
+prune_defaults() {
+    hs prune --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --db d.db --out dense --json
+    expect_rc 0 "prune with defaults" || return 1
+    local id
+    id=$(jget out.txt run_id)
+    expect_eq "$(jget out.txt pruned)/$(jget out.txt heads)" 4/8 "defaults: --json pruned/heads" || return 1
+    expect_eq "$(q d.db "select cast(round(x*8) as int) from curves where run_id=$id and curve='pruning' order by step" | tr '\n' ' ')" \
+        "0 0 1 2 3 4 " "defaults: curve x (as heads of 8) in step order" || return 1
+    hs info --model dense --json
+    expect_rc 0 "info of the pruned model" || return 1
+    expect_eq "$(jget out.txt dead_heads)" \
+        "[$(q d.db "select '['||layer||','||head||']' from head_metrics where run_id=$id and metric='pruned' and value=1 order by layer, head" | paste -sd,)]" \
+        "info --json dead_heads = the pruned mask" || return 1
+    hs info --model dense
+    expect_grep "$OUT" "dead heads" "info names the dead heads" || return 1
+    hs info --model "$LLAMA" --json
+    expect_eq "$(jget out.txt dead_heads)" "[]" "info of the unpruned model: no dead heads" || return 1
 }
 
 # ---- 7. pruned checkpoints -----------------------------------------------------------------
@@ -592,6 +617,7 @@ bad_input() {
     refuse 2 ablate "--heads '4'" new.db "${A[@]}" --db new.db --heads 4 || return 1
     refuse 2 ablate "--layers '5'" new.db "${A[@]}" --db new.db --layers 5 || return 1
     expect_grep "$ERR" "2 layers" "--layers 5 message" || return 1
+    refuse 2 ablate "--batch" new.db --model "$GPT2" --data "$EVAL" --batch 1 --seq-len 8 --db new.db --method resample || return 1
     refuse 2 ablate "--layers '2'" new.db "${A[@]}" --db new.db --layers 2 || return 1
     refuse 2 ablate "--db FILE" new.db "${A[@]}" || return 1
     refuse 2 importance "--db FILE" new.db "${A[@]}" || return 1
@@ -928,5 +954,5 @@ experiment_head_count() {
 # trains twelve 5-step models in ~2 s (4 s under ASan) and stays in the fast tier.
 SLOW_CHECKS="trained_induction"
 run_checks ablate_records ablate_fast_equals_naive resume_after_kill concurrent_writers importance_records \
-    prune_curve structural_out bad_input plot_scores progress_on_terminal report_page induction_records trained_induction patterns_model_equals_maps \
+    prune_curve prune_defaults structural_out bad_input plot_scores progress_on_terminal report_page induction_records trained_induction patterns_model_equals_maps \
     experiment_head_count
