@@ -54,9 +54,10 @@ int hs_affinity_cpus(void);
  * threads (libgomp's, and OpenBLAS's: the OpenMP build's threads are OpenMP
  * threads) sleep instead of spinning: with OMP_WAIT_POLICY unset, sets it to
  * passive and re-executes the program (/proc/self/exe, same argv; nothing
- * else changes), because libgomp reads it before main(). Spinning threads on
- * cores shared with one other busy process made 30 training steps 10x
- * slower; passive waiting costs nothing measurable when the cores are free.
+ * else changes; about 10 ms), because libgomp reads it before main().
+ * Spinning threads on 2 cores shared with one other busy process made 30
+ * training steps 4-24x slower; passive waits cost little (tens of ms) on
+ * free cores (README, "Threads").
  * Then, with neither OMP_NUM_THREADS nor OPENBLAS_NUM_THREADS set, sets the
  * thread count to hs_affinity_cpus() (OpenBLAS otherwise counts every core);
  * a later hs_set_threads (--threads) wins. A user's OMP_WAIT_POLICY or
