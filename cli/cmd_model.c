@@ -500,7 +500,9 @@ HS_COMMAND(cmd_train_record) = {
     .details = "Batches follow llm.c: step i reads B*T+1 tokens from i*B*T, wrapping to the start.\n"
         "The loss is the mean over the batch's B*T targets. Defaults add nothing unasked:\n"
         "constant learning rate, no clipping, no decay. Ctrl-C stops after the current step\n"
-        "and saves it (exit 1).\n\n"
+        "and saves it (exit 1).\n"
+        "KEY=VALUE overrides may come in any order: n_kv_head and head_dim (gpt2: d_ff)\n"
+        "follow n_head and d_model unless given, so 'n_kv_head=1 n_head=8' is MQA.\n\n"
         "example: headscope train --preset attn-only n_layer=2 n_head=4 --data corpus.bin \\\n"
         "           --out runs/tiny --steps 500 --batch 8 --seq-len 64 --val val.bin --db runs.db\n",
     .run = cmd_train,

@@ -98,6 +98,7 @@ static int cmd_help(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    hs_runtime_init(argc, argv); /* passive OpenMP waits, threads from the affinity mask */
     list_commands();
     if (argc < 2) {
         overview(stderr);

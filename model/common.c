@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "common.h"
 
 #include <stdarg.h>
@@ -6,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <sched.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <cblas.h>
@@ -72,6 +75,37 @@ int hs_get_threads(void)
 #else
     return 1;
 #endif
+}
+
+int hs_affinity_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* libgomp reads OMP_WAIT_POLICY (and GOMP_SPINCOUNT) once, in its own ELF
+ * constructor, which runs before main(): a setenv() in main() changes nothing
+ * for this process. So the policy is put in the environment and the program
+ * executed again; the new image's libgomp then starts passive. The variable
+ * being set is itself the guard: the second image never execs again. */
+int hs_runtime_init(int argc, char **argv)
+{
+    (void)argc;
+    int rc = HS_OK;
+    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT") && argv && argv[0] &&
+        setenv("OMP_WAIT_POLICY", "passive", 1) == 0) {
+        execv("/proc/self/exe", argv);
+        /* No /proc (or no exec): carry on with the runtime's default policy. The
+         * variable stays set for children (gnuplot, chromium) all the same. */
+        rc = hs_fail(HS_EIO, "cannot re-execute /proc/self/exe for passive OpenMP waiting: %s",
+                     strerror(errno));
+    }
+    if (!getenv("OMP_NUM_THREADS") && !getenv("OPENBLAS_NUM_THREADS"))
+        hs_set_threads(hs_affinity_cpus());
+    return rc;
 }
 
 int hs_mkdirs(const char *path)

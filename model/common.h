@@ -46,4 +46,24 @@ int hs_mkdirs(const char *path);
 void hs_set_threads(int n);
 int hs_get_threads(void);
 
+/* CPUs this process may run on (its affinity mask: taskset, cpusets, a batch
+ * scheduler's allocation), not the machine's core count. */
+int hs_affinity_cpus(void);
+
+/* Call first in main(), before any output or thread. Makes waiting OpenMP
+ * threads (libgomp's, and OpenBLAS's: the OpenMP build's threads are OpenMP
+ * threads) sleep instead of spinning: with OMP_WAIT_POLICY unset, sets it to
+ * passive and re-executes the program (/proc/self/exe, same argv; nothing
+ * else changes; about 10 ms), because libgomp reads it before main().
+ * Spinning threads on 2 cores shared with one other busy process made 30
+ * training steps 4-24x slower; passive waits cost little (tens of ms) on
+ * free cores (README, "Threads").
+ * Then, with neither OMP_NUM_THREADS nor OPENBLAS_NUM_THREADS set, sets the
+ * thread count to hs_affinity_cpus() (OpenBLAS otherwise counts every core);
+ * a later hs_set_threads (--threads) wins. A user's OMP_WAIT_POLICY or
+ * GOMP_SPINCOUNT is left alone. Returns HS_OK, or HS_EIO (with the reason)
+ * when the re-execution failed; the process then carries on normally, only
+ * with the runtime's default (spinning) waits. */
+int hs_runtime_init(int argc, char **argv);
+
 #endif

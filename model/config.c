@@ -2,6 +2,7 @@
  * ranges: a wrong field is an error naming the file and the key. */
 #include "config.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -738,11 +739,21 @@ int hs_config_override(hs_model_config *c, const char *kv)
     if (!val)
         val = cJSON_CreateString(eq + 1);
     cJSON_ReplaceItemInObjectCaseSensitive(o, key, val);
-    int changes_heads = !strcmp(key, "n_head") || !strcmp(key, "d_model");
-    if (changes_heads && !strstr(kv, "head_dim"))
+    /* Derived keys follow their source unless an override gave them: then the
+     * order of the overrides does not matter. */
+    static const struct { const char *key; unsigned bit; } given[] = {
+        { "n_kv_head", HS_GIVEN_N_KV_HEAD }, { "head_dim", HS_GIVEN_HEAD_DIM },
+        { "d_ff", HS_GIVEN_D_FF } };
+    unsigned now_given = c->given;
+    for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
+        if (!strcmp(key, given[i].key))
+            now_given |= given[i].bit;
+    const int n_head = !strcmp(key, "n_head"), d_model = !strcmp(key, "d_model");
+    if ((n_head || d_model) && !(now_given & HS_GIVEN_HEAD_DIM))
         cJSON_DeleteItemFromObjectCaseSensitive(o, "head_dim");
-    if (!strcmp(key, "n_head"))
+    if (n_head && !(now_given & HS_GIVEN_N_KV_HEAD))
         cJSON_DeleteItemFromObjectCaseSensitive(o, "n_kv_head");
+    const int derive_d_ff = d_model && family == HS_FAMILY_GPT2 && !(now_given & HS_GIVEN_D_FF);
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     hs_model_config out;
@@ -753,6 +764,9 @@ int hs_config_override(hs_model_config *c, const char *kv)
                        strncmp(hs_last_error(), "override: ", 10) ? hs_last_error()
                                                                   : hs_last_error() + 10);
     out.family = family;
+    out.given = now_given;
+    if (derive_d_ff && out.d_model <= INT_MAX / 4) /* GPT-2's n_inner null: 4 n_embd */
+        out.d_ff = 4 * out.d_model;
     *c = out;
     return HS_OK;
 }

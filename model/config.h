@@ -39,7 +39,13 @@ typedef struct {
     int d_ff;                      /* F */
     int attn_bias, mlp_bias, norm_bias, lm_head_bias;
     int tie_embeddings;            /* logits use wte */
+    unsigned given;                /* HS_GIVEN_* keys set by hs_config_override */
 } hs_model_config;
+
+/* Keys that presets derive from others (n_kv_head from n_head, head_dim from
+ * d_model / n_head, gpt2's d_ff from d_model). Once an override gives one, a
+ * later override of its source no longer re-derives it. */
+enum { HS_GIVEN_N_KV_HEAD = 1u << 0, HS_GIVEN_HEAD_DIM = 1u << 1, HS_GIVEN_D_FF = 1u << 2 };
 
 /* HS_OK or HS_EINVAL naming the field. */
 int hs_config_check(const hs_model_config *c);
@@ -61,7 +67,16 @@ int hs_config_preset(hs_model_config *c, const char *name);
 
 /* One "key=value" override of a headscope field name (the config.json keys,
  * e.g. "n_layer=4", "n_head=8", "mlp=gelu"). Sets every layer for n_head and
- * n_kv_head. */
+ * n_kv_head. The result is checked as a config.json would be (HS_EINVAL
+ * naming the override).
+ *
+ * Overrides commute: a derived key follows its source (n_head sets n_kv_head
+ * to n_head and head_dim to d_model / n_head; d_model sets head_dim and, for
+ * gpt2, d_ff = 4 d_model) only while no override has given it (c->given), so
+ * "n_kv_head=1 n_head=8" and "n_head=8 n_kv_head=1" both give 8 query heads
+ * sharing one key/value head. Each step must be a valid configuration:
+ * n_kv_head=8 before n_head=8 on a 4-head preset is refused (give n_head
+ * first there). */
 int hs_config_override(hs_model_config *c, const char *key_value);
 
 const char *hs_family_name(hs_family f);

@@ -560,6 +560,73 @@ static void test_zero_head_overrides_are_refused(void)
         }
 }
 
+/* `train --preset P A B` and `train --preset P B A` build the same model: a
+ * derived key (n_kv_head, head_dim, gpt2's d_ff) follows its source only
+ * while no override gave it. Each pair is applied in both orders and the
+ * config.json texts compared, then the values that matter checked. */
+static char *config_after(const char *preset, const char *first, const char *second)
+{
+    hs_model_config c;
+    if (hs_config_preset(&c, preset) || hs_config_override(&c, first) ||
+        hs_config_override(&c, second)) {
+        printf("\n    %s %s %s: %s", preset, first, second, hs_last_error());
+        return NULL;
+    }
+    return hs_config_to_json(&c);
+}
+
+static void test_overrides_commute(void)
+{
+    static const struct {
+        const char *preset, *a, *b;
+        int n_head1, n_kv_head1, head_dim, d_ff; /* of layer 1 */
+    } cases[] = {
+        { "llama", "n_kv_head=1", "n_head=8", 8, 1, 8, 172 },
+        { "llama", "n_kv_head=2", "n_head=8", 8, 2, 8, 172 },
+        { "attn-only", "head_dim=32", "n_head=[1,8]", 8, 8, 32, 0 },
+        { "attn-only", "n_kv_head=[1,2]", "n_head=[1,8]", 8, 2, 64, 0 },
+        { "attn-only", "n_head=8", "d_model=128", 8, 8, 16, 0 },
+        { "attn-only", "head_dim=8", "d_model=128", 4, 4, 8, 0 },
+        { "gpt2", "d_ff=100", "d_model=128", 4, 4, 32, 100 },
+        { "gpt2", "n_head=8", "d_model=128", 8, 8, 16, 512 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *ab = config_after(cases[i].preset, cases[i].a, cases[i].b);
+        char *ba = config_after(cases[i].preset, cases[i].b, cases[i].a);
+        CU_ASSERT_PTR_NOT_NULL(ab);
+        CU_ASSERT_PTR_NOT_NULL(ba);
+        if (ab && ba && strcmp(ab, ba))
+            printf("\n    %s %s %s:\n%s\n  differs from the other order:\n%s", cases[i].preset,
+                   cases[i].a, cases[i].b, ab, ba);
+        CU_ASSERT(ab && ba && !strcmp(ab, ba));
+        free(ab);
+        free(ba);
+        hs_model_config c;
+        CU_ASSERT_EQUAL_FATAL(hs_config_preset(&c, cases[i].preset), HS_OK);
+        CU_ASSERT_EQUAL(hs_config_override(&c, cases[i].b), HS_OK);
+        CU_ASSERT_EQUAL(hs_config_override(&c, cases[i].a), HS_OK);
+        CU_ASSERT_EQUAL(c.n_head[1], cases[i].n_head1);
+        CU_ASSERT_EQUAL(c.n_kv_head[1], cases[i].n_kv_head1);
+        CU_ASSERT_EQUAL(c.head_dim, cases[i].head_dim);
+        CU_ASSERT_EQUAL(c.d_ff, cases[i].d_ff);
+        CU_ASSERT_EQUAL(hs_config_check(&c), HS_OK);
+    }
+}
+
+/* Without an explicit value the derived keys still follow their source:
+ * n_head=8 alone makes llama's 2 KV heads 8 (MHA), as before. */
+static void test_derived_keys_follow_their_source(void)
+{
+    hs_model_config c;
+    CU_ASSERT_EQUAL_FATAL(hs_config_preset(&c, "llama"), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_config_override(&c, "n_head=8"), HS_OK);
+    CU_ASSERT_EQUAL(c.n_kv_head[0], 8);
+    CU_ASSERT_EQUAL(c.head_dim, 8);
+    CU_ASSERT_EQUAL_FATAL(hs_config_override(&c, "d_model=128"), HS_OK);
+    CU_ASSERT_EQUAL(c.head_dim, 16);
+    CU_ASSERT_EQUAL(c.d_ff, 172); /* llama's preset does not derive it */
+}
+
 /* ---- keys that change the computation ------------------------------------ */
 
 /* A copy of src edited in its config.json, expected to load. */
@@ -688,6 +755,8 @@ int main(void)
           test_headscope_zero_heads_are_refused_not_a_signal },
         { "test_llama_bad_kv_heads_name_the_key", test_llama_bad_kv_heads_name_the_key },
         { "test_zero_head_overrides_are_refused", test_zero_head_overrides_are_refused },
+        { "test_overrides_commute", test_overrides_commute },
+        { "test_derived_keys_follow_their_source", test_derived_keys_follow_their_source },
         { "test_unimplemented_keys_are_refused", test_unimplemented_keys_are_refused },
         { "test_bookkeeping_keys_are_accepted", test_bookkeeping_keys_are_accepted },
     };
