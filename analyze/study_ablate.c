@@ -102,21 +102,17 @@ static int on_layer(void *ctx, const hs_ablate_layer *l)
     hs_ablate_result *r = c->r;
     hs_head_table t = { 0 };
     int rc = r->table.n ? HS_OK : hs_head_table_add(&t, -1, -1, "loss", c->ao->clean_loss, 0, 0);
-    for (int k = 0; !rc && k < HS_ABLATE_KINDS; k++) {
-        char name[32];
-        snprintf(name, sizeof name, "loss_delta_%s", hs_ablate_kind_name(k));
-        for (int h = 0; !rc && h < l->n_heads; h++) {
+    if (!rc)
+        rc = hs_ablate_layer_to_table(&t, l);
+    for (int k = 0; k < HS_ABLATE_KINDS; k++)
+        for (int h = 0; h < l->n_heads; h++) {
             const hs_ablate_stat *s = &l->stat[k * l->n_heads + h];
-            if (!s->n)
-                continue;
-            rc = hs_head_table_add(&t, l->layer, h, name, s->delta, s->stderr_delta, s->n);
-            if (s->delta > r->worst_delta[k] || r->worst_layer[k] < 0) {
+            if (s->n && (s->delta > r->worst_delta[k] || r->worst_layer[k] < 0)) {
                 r->worst_delta[k] = s->delta;
                 r->worst_layer[k] = l->layer;
                 r->worst_head[k] = h;
             }
         }
-    }
     if (!rc)
         rc = hs_study_record(c->o->ix, c->o->run_id, &t, NULL, 0);
     for (int i = 0; !rc && i < t.n; i++)

@@ -23,17 +23,13 @@ int hs_importance_study(hs_importance_result *r, const hs_model *m, const hs_tok
                                io ? io->progress : NULL, io ? io->ctx : NULL);
     if (io && io->phase)
         io->phase(io->ctx, NULL);
+    if (!rc)
+        rc = hs_importance_to_table(&r->table, &imp);
     for (int l = 0; !rc && l < c->n_layer; l++)
-        for (int h = 0; !rc && h < c->n_head[l]; h++) {
-            const size_t i = (size_t)l * HS_MAX_HEADS + h;
-            rc = hs_head_table_add(&r->table, l, h, "importance", imp.norm[i], imp.norm_stderr[i],
-                                   imp.n);
-            if (!rc)
-                rc = hs_head_table_add(&r->table, l, h, "importance_raw", imp.raw[i],
-                                       imp.raw_stderr[i], imp.n);
-            if (imp.norm[i] < imp.norm[(size_t)r->least_layer * HS_MAX_HEADS + r->least_head])
+        for (int h = 0; h < c->n_head[l]; h++)
+            if (imp.norm[(size_t)l * HS_MAX_HEADS + h] <
+                imp.norm[(size_t)r->least_layer * HS_MAX_HEADS + r->least_head])
                 r->least_layer = l, r->least_head = h;
-        }
     r->sequences = imp.n;
     hs_importance_free(&imp);
     return rc;

@@ -58,26 +58,6 @@ void hs_induction_result_free(hs_induction_result *r)
     memset(r, 0, sizeof *r);
 }
 
-/* Rows of one model's scores and copying (suffix "" or "_control"). */
-static int score_rows(hs_head_table *t, const hs_model_config *c, const hs_scores *s,
-                      const double *copying, const char *suffix)
-{
-    int rc = HS_OK;
-    for (int k = 0; !rc && k <= HS_SCORE_KINDS; k++) {
-        char name[64];
-        snprintf(name, sizeof name, "%s%s", k < HS_SCORE_KINDS ? hs_score_name(k) : "copying",
-                 suffix);
-        for (int l = 0; !rc && l < c->n_layer; l++)
-            for (int h = 0; !rc && h < c->n_head[l]; h++) {
-                const size_t i = (size_t)l * HS_MAX_HEADS + h;
-                rc = k < HS_SCORE_KINDS
-                         ? hs_head_table_add(t, l, h, name, s->value[k][i], s->stderr_value[k][i], s->n)
-                         : hs_head_table_add(t, l, h, name, copying[i], 0, 1);
-            }
-    }
-    return rc;
-}
-
 static void phase(const hs_study_io *io, const char *label)
 {
     if (io && io->phase)
@@ -167,9 +147,9 @@ int hs_induction_study(hs_induction_result *r, const hs_model *m, hs_induction_o
                                        o.random_draws, o.seed + 17, draw, pf, pc);
     phase(io, NULL);
     if (!rc)
-        rc = score_rows(&r->table, c, &s, cop, "");
+        rc = hs_scores_to_table(&r->table, &s, cop, "");
     if (!rc)
-        rc = score_rows(&r->table, c, &sc, cop_ctrl, "_control");
+        rc = hs_scores_to_table(&r->table, &sc, cop_ctrl, "_control");
     if (!rc) {
         r->established = hs_induction_established(&r->causal, &s, &sc, o.min_score);
         rc = causal_rows(r, m, &ctrl, &o);

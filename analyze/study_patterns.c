@@ -14,23 +14,6 @@ void hs_patterns_result_free(hs_patterns_result *r)
     memset(r, 0, sizeof *r);
 }
 
-/* Rows of one set of statistics (suffix "" or "_control"). */
-static int pattern_rows(hs_head_table *t, const hs_patterns *p, const char *suffix)
-{
-    int rc = HS_OK;
-    for (int k = 0; !rc && k < HS_PAT_KINDS; k++) {
-        char name[64];
-        snprintf(name, sizeof name, "%s%s", hs_pattern_name(k), suffix);
-        for (int li = 0; !rc && li < p->n_layer; li++)
-            for (int hi = 0; !rc && hi < p->n_head[li]; hi++) {
-                const size_t i = (size_t)li * HS_MAX_HEADS + hi;
-                rc = hs_head_table_add(t, p->layer[li], p->head[i], name, p->value[k][i],
-                                       p->stderr_value[k][i], p->n);
-            }
-    }
-    return rc;
-}
-
 static int js_labels(hs_patterns_result *r, int n)
 {
     r->js_n = n;
@@ -77,9 +60,9 @@ int hs_patterns_study(hs_patterns_result *r, const hs_model *m, const hs_tokens 
             for (int h = 0; h < m->cfg.n_head[l]; h++, k++)
                 r->js_layer[k] = l, r->js_head[k] = h;
     if (!rc)
-        rc = pattern_rows(&r->table, &pt, "");
+        rc = hs_patterns_to_table(&r->table, &pt, "");
     if (!rc && o.control)
-        rc = pattern_rows(&r->table, &pctl, "_control");
+        rc = hs_patterns_to_table(&r->table, &pctl, "_control");
     for (int li = 0; li < pt.n_layer; li++)
         r->heads += pt.n_head[li];
     r->sequences = pt.n;
@@ -108,7 +91,7 @@ int hs_patterns_study_maps(hs_patterns_result *r, hs_maps_reader *maps, hs_patte
                 r->js_layer[k] = in->layers[li].layer, r->js_head[k] = in->layers[li].heads[hi];
     }
     if (!rc)
-        rc = pattern_rows(&r->table, &pt, "");
+        rc = hs_patterns_to_table(&r->table, &pt, "");
     for (int li = 0; li < pt.n_layer; li++)
         r->heads += pt.n_head[li];
     r->sequences = pt.n;
