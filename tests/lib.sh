@@ -156,6 +156,20 @@ wait_until() {
     done
 }
 
+# text FILE N: N lines of a sentence with numbers (about 50 bytes a line).
+text() {
+    local i
+    for ((i = 1; i <= $2; i++)); do
+        printf 'The quick brown fox %d jumps over the lazy dog %d times.\n' "$i" $((i * 7 % 97))
+    done >"$1"
+}
+# shard NAME LINES: NAME.txt and its byte-level token shard NAME.bin (once).
+shard() {
+    [ -s "$1.bin" ] && return 0
+    text "$1.txt" "$2"
+    "$HS" tokens --in "$1.txt" --out "$1.bin" >/dev/null 2>&1 || bad "tokens could not make $1.bin"
+}
+
 run_check() {
     local name=$1 t0
     REASON=""

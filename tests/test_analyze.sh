@@ -121,14 +121,6 @@ print("%d rows equal" % len(a))
 EOF
 }
 
-# text FILE N: N lines of a sentence with numbers (about 58 bytes a line).
-text() {
-    local i
-    for ((i = 1; i <= $2; i++)); do
-        printf 'The quick brown fox %d jumps over the lazy dog %d times.\n' "$i" $((i * 7 % 97))
-    done >"$1"
-}
-
 # A ~230 KB byte-level shard and an attn-only model (2 layers of 4 heads, vocabulary
 # 256), once, in $TMP/shared: a full ablate of it (batch 4 x 64, ~900 batches) runs
 # for a few seconds, most of it in layer 0.

@@ -16,19 +16,6 @@ command -v sqlite3 >/dev/null || { echo "sqlite3 is required" >&2; exit 2; }
 
 q() { sqlite3 "$1" "$2"; }
 
-# text FILE N: N lines of a sentence with numbers (about 50 bytes a line).
-text() {
-    local i
-    for ((i = 1; i <= $2; i++)); do
-        printf 'The quick brown fox %d jumps over the lazy dog %d times.\n' "$i" $((i * 7 % 97))
-    done >"$1"
-}
-# shard NAME LINES: NAME.txt and its token shard NAME.bin (once).
-shard() {
-    [ -s "$1.bin" ] && return 0
-    text "$1.txt" "$2"
-    "$HS" tokens --in "$1.txt" --out "$1.bin" >/dev/null 2>&1 || bad "tokens could not make $1.bin"
-}
 
 TINY=(--preset attn-only n_layer=2 n_head=4 d_model=32)
 

@@ -24,21 +24,12 @@ display() {
     grep -E "^ *$var = " display.txt | tail -n 1 | sed -E "s/.*= '?([^']*)'?.*/\1/"
 }
 
-# shard NAME: a token shard of English-like text (once).
-shard() {
-    [ -s "$1.bin" ] && return 0
-    local i
-    for ((i = 1; i <= 400; i++)); do
-        printf 'The quick brown fox %d jumps over the lazy dog %d times.\n' "$i" $((i * 7 % 97))
-    done >"$1.txt"
-    "$HS" tokens --in "$1.txt" --out "$1.bin" >/dev/null 2>&1 || bad "tokens could not make $1.bin"
-}
 
 # config_of DIR PRESET KEY=VALUE...: train one step and leave DIR/config.json.
 config_of() {
     local dir=$1 preset=$2
     shift 2
-    shard text || return 1
+    shard text 400 || return 1
     hs train --preset "$preset" "$@" --data text.bin --out "$dir" --steps 1 --batch 2 \
         --seq-len 16 --threads 1
     expect_rc 0 "train --preset $preset $*" || return 1

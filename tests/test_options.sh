@@ -31,15 +31,6 @@ sys.exit(0 if isinstance(v, dict) else 1)' out.txt 2>/dev/null ||
         bad "$1 --json: stdout is not one JSON object: $(head -c 300 out.txt)"
 }
 
-# shard NAME: a byte-level token shard NAME.bin of about 6 KB of text (once).
-shard() {
-    [ -s "$1.bin" ] && return 0
-    local i
-    for ((i = 1; i <= 120; i++)); do
-        printf 'The quick brown fox %d jumps over the lazy dog %d times.\n' "$i" $((i * 7 % 97))
-    done >"$1.txt"
-    "$HS" tokens --in "$1.txt" --out "$1.bin" >/dev/null 2>&1 || bad "tokens could not make $1.bin"
-}
 
 # maps_file: m.h5, every map of gpt2_tiny on eval.bin (once).
 maps_file() {
@@ -82,7 +73,7 @@ equals_value() {
     expect_rc 0 "tokens --in=in=1.txt" || return 1
     expect_eq "$(jget out.txt tokens)" 3 "tokens of in=1.txt" || return 1
     # KEY=VALUE overrides are not options: still the preset's overrides
-    shard corpus || return 1
+    shard corpus 120 || return 1
     hs train --preset=attn-only n_layer=1 d_model=16 --data=corpus.bin --out=run --steps=1 \
         --batch=2 --seq-len=8 --json
     expect_rc 0 "train --opt=value KEY=VALUE" || return 1
@@ -140,7 +131,7 @@ refuse_patterns() {
 }
 
 refuse_model_commands() {
-    shard corpus || return 1
+    shard corpus 120 || return 1
     refused_clean x.bin tokens "--seq-len needs --repeat-share" --in corpus.txt --out x.bin --seq-len 32 || return 1
     refused_clean x.bin tokens "--seed needs --repeat-share" --in corpus.txt --out x.bin --seed 3 || return 1
     refused_clean x.bin tokens "--random-share needs --repeat-share" --in corpus.txt --out x.bin \
@@ -166,7 +157,7 @@ refuse_analyses() {
     refused_clean a.db induction "--early needs --data" "${i[@]}" --early 1 || return 1
     refused_clean a.db induction "--late needs --data" "${i[@]}" --late 6 || return 1
     refused_clean a.db induction "--icl-seq-len needs --data" "${i[@]}" --icl-seq-len 8 || return 1
-    shard corpus || return 1
+    shard corpus 120 || return 1
     refused_clean a.db experiment "n_head=2 does not apply with --heads" head-count \
         --preset attn-only d_model=16 n_head=2 --data corpus.bin --db a.db --heads 1,2 --seeds 1 \
         --steps 1 --batch 2 --seq-len 16 || return 1
@@ -195,7 +186,7 @@ json_everywhere() {
     one_object info || return 1
     hs kv-bytes --layers 2 --kv-heads 2 --head-dim 4 --seq-len 8 --mla-latent 4 --mla-rope 2 --json
     one_object kv-bytes || return 1
-    shard corpus || return 1
+    shard corpus 120 || return 1
     hs tokens --in corpus.txt --out r.bin --repeat-share 0.5 --seq-len 32 --json
     one_object tokens || return 1
     hs eval --model "$GPT2" --data "$EVAL" "${SMALL[@]}" --json
