@@ -871,6 +871,32 @@ static int plot_from_index(const char *kind, const char *db, const char *metric,
     return rc;
 }
 
+/* An option given that plot `kind` would ignore: a usage error naming it
+ * (exit 2), else 0. Unknown kinds are left to the caller's message. */
+static int refuse_foreign(const char *kind, const opt *o, int n)
+{
+    static const char *const applies[][2] = {
+        { "map", " --maps --layer --head --seq " },
+        { "grid", " --maps --seq " },
+        { "scores", " --db --metric --run --control " },
+        { "curve", " --db --curve --run " },
+        { "causal", " --db --run " },
+    };
+    for (size_t k = 0; k < sizeof applies / sizeof applies[0]; k++) {
+        if (strcmp(kind, applies[k][0]))
+            continue;
+        for (int i = 0; i < n; i++) {
+            char word[40];
+            snprintf(word, sizeof word, " %s ", o[i].name);
+            if (o[i].seen && strcmp(o[i].name, "--out") && strcmp(o[i].name, "--json") &&
+                !strstr(applies[k][1], word))
+                return usage_error("plot", "%s does not apply to plot %s (it takes%s--out "
+                                   "and --json)", o[i].name, kind, applies[k][1]);
+        }
+    }
+    return 0;
+}
+
 static int cmd_plot(int argc, char **argv)
 {
     const char *maps = NULL, *db = NULL, *out = NULL, *metric = NULL, *curve = NULL;
@@ -897,6 +923,8 @@ static int cmd_plot(int argc, char **argv)
     int rc = opts_parse("plot", o, (int)(sizeof o / sizeof o[0]), argc - 1, argv + 1, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
+    if ((rc = refuse_foreign(kind, o, (int)(sizeof o / sizeof o[0]))))
+        return rc;
     if (!out)
         return usage_error("plot", "--out FILE is required");
     if (!plot_format(out))

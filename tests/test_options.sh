@@ -163,6 +163,21 @@ refuse_analyses() {
         --steps 1 --batch 2 --seq-len 16 || return 1
 }
 
+# plot's kinds take different options: one that a kind would ignore is refused
+# and nothing is written
+refuse_plot() {
+    local -A base=([map]="--maps m.h5" [grid]="--maps m.h5" [scores]="--db x.db --metric induction"
+                   [curve]="--db x.db --curve c" [causal]="--db x.db")
+    local k
+    for k in "map --db x.db" "grid --layer 1" "grid --head 1" "scores --maps m.h5" "scores --curve c" \
+             "curve --metric m" "curve --control" "causal --metric m" "causal --seq 2"; do
+        set -- $k
+        # shellcheck disable=SC2086
+        refused_clean p.png plot "$2 does not apply to plot $1" "$1" ${base[$1]} --out p.png $2 ${3:-} ||
+            return 1
+    done
+}
+
 # the help lists which options apply together, and the general help --opt=value
 help_rules() {
     hs help
@@ -228,4 +243,4 @@ json_errors() {
 }
 
 run_checks equals_value equals_errors equals_resume refuse_patterns refuse_model_commands \
-    refuse_analyses help_rules json_everywhere json_errors
+    refuse_analyses refuse_plot help_rules json_everywhere json_errors
