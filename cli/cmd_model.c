@@ -110,9 +110,9 @@ static int exists(const char *path)
  * the error printed. */
 static int read_bytes(const char *in, int32_t **out, size_t *count)
 {
-    FILE *f = fopen(in, "rb");
+    FILE *f = hs_fopen_regular(in);
     if (!f) {
-        fprintf(stderr, "headscope: tokens: %s: cannot open: %s\n", in, strerror(errno));
+        fprintf(stderr, "headscope: tokens: %s\n", hs_last_error());
         return EXIT_FAILURE_RUN;
     }
     size_t cap = 1 << 20, n = 0;
