@@ -279,6 +279,14 @@ void json_number(FILE *f, double v, int digits)
         fputs("null", f);
 }
 
+void json_fixed(FILE *f, double v, int decimals)
+{
+    if (isfinite(v))
+        fprintf(f, "%.*f", decimals, v);
+    else
+        fputs("null", f);
+}
+
 char *args_json(int argc, char **argv)
 {
     size_t n = 3;

@@ -174,6 +174,8 @@ void json_string(FILE *f, const char *s);
  * null when it is NaN or infinite (JSON has no such numbers). Every --json
  * printer writes its floating-point values through this. */
 void json_number(FILE *f, double v, int digits);
+/* The same with `decimals` digits after the point (%.*f). */
+void json_fixed(FILE *f, double v, int decimals);
 
 /* The command line as a JSON array string (malloc'd), for run provenance. */
 char *args_json(int argc, char **argv);

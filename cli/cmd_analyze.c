@@ -42,7 +42,8 @@ static void print_ablate(const hs_ablate_result *r, long long run_id, const char
     if (json) {
         printf("{\"run_id\":%lld,\"clean_loss\":", run_id);
         json_number(stdout, r->clean_loss, 9);
-        printf(",\"seconds\":%.3f,\"layers_skipped\":%d", secs, r->layers_skipped);
+        printf(",\"seconds\":"), json_fixed(stdout, secs, 3);
+        printf(",\"layers_skipped\":%d", r->layers_skipped);
         for (int k = 0; k < HS_ABLATE_KINDS; k++)
             if (r->worst_layer[k] >= 0) {
                 printf(",\"max_loss_delta_%s\":{\"layer\":%d,\"head\":%d,\"value\":",
@@ -185,13 +186,14 @@ static void print_prune(const hs_prune_result *r, const analysis *a, long long r
         printf("{\"run_id\":%lld,\"pruned\":%d,\"heads\":%d,\"curve\":[", run_id,
                r->n_pruned, r->heads);
         for (int i = 0; i < r->curve.n; i++)
-            printf("%s{\"fraction\":%.6g,\"loss\":", i ? "," : "", r->curve.points[i].x),
-                json_number(stdout, r->curve.points[i].y, 9), printf("}");
+            printf("%s{\"fraction\":", i ? "," : ""), json_number(stdout, r->curve.points[i].x, 6),
+                printf(",\"loss\":"), json_number(stdout, r->curve.points[i].y, 9), printf("}");
         printf("]");
         if (out) {
             printf(",\"out\":");
             json_string(stdout, out);
-            printf(",\"forward_ms_unpruned\":%.4g,\"forward_ms_pruned\":%.4g", r->ms[0], r->ms[1]);
+            printf(",\"forward_ms_unpruned\":"), json_number(stdout, r->ms[0], 4);
+            printf(",\"forward_ms_pruned\":"), json_number(stdout, r->ms[1], 4);
         }
         printf("}\n");
         return;

@@ -50,7 +50,7 @@ static void print_experiment(const hs_headcount_result *r, const hs_headcount_op
             printf("%s{\"heads\":%d,\"val_loss\":", i ? "," : "", o->heads[i]);
             json_number(stdout, r->mean[i], 6);
             printf(",\"std\":"), json_number(stdout, r->sd[i], 6);
-            printf(",\"forward_ms\":%.4g}", r->ms[i]);
+            printf(",\"forward_ms\":"), json_number(stdout, r->ms[i], 4), printf("}");
         }
         printf("]}\n");
         return;

@@ -344,7 +344,7 @@ static void print_train(const hs_train_result *r, const hs_train_opts *to, const
         json_string(stdout, out);
         printf(",\"steps\":%ld,\"final_loss\":", to->steps);
         json_number(stdout, r->final_loss, 9);
-        printf(",\"tokens_per_s\":%.1f", tps);
+        printf(",\"tokens_per_s\":"), json_fixed(stdout, tps, 1);
         if (db)
             printf(",\"run_id\":%lld", run_id);
         printf("}\n");
