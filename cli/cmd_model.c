@@ -110,9 +110,11 @@ static int exists(const char *path)
  * the error printed. */
 static int read_bytes(const char *in, int32_t **out, size_t *count)
 {
-    FILE *f = hs_fopen_regular(in);
+    /* any file, a pipe included (tokens --in /dev/stdin): it is read once,
+     * as a stream */
+    FILE *f = fopen(in, "rb");
     if (!f) {
-        fprintf(stderr, "headscope: tokens: %s\n", hs_last_error());
+        fprintf(stderr, "headscope: tokens: %s: cannot open: %s\n", in, strerror(errno));
         return EXIT_FAILURE_RUN;
     }
     size_t cap = 1 << 20, n = 0;
