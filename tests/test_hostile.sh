@@ -185,7 +185,13 @@ nan_weights() {
     expect_nofile p/model.safetensors "prune of a NaN model" || return 1
     refused induction "is NaN" --model n --db x.db --samples 4 --batch 2 --random-draws 2 ||
         return 1
-    expect_eq "$(status x.db)" "failed,complete,failed,failed,failed,failed" "run statuses"
+    expect_eq "$(status x.db)" "failed,complete,failed,failed,failed,failed" "run statuses" ||
+        return 1
+    # training from NaN weights diverges: always an error, no checkpoint
+    refused train "loss is nan" --init n --data "$D" --batch 2 --seq-len 8 --steps 2 --out o \
+        --db t.db --json || return 1
+    expect_eq "$(status t.db)" "failed" "train run status" || return 1
+    expect_nofile o/model.safetensors "train from NaN weights"
 }
 
 run_checks fifo_inputs zero_heads huge_numbers sizes_beyond_file tiny_file_huge_shape nan_weights
