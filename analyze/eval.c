@@ -1,5 +1,7 @@
 #include "eval.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +12,7 @@ int hs_evaluate(hs_eval_result *r, const hs_model *m, const hs_tokens *data, int
                 size_t max_batches, const hs_hooks *hooks, hs_progress_fn progress, void *ctx)
 {
     memset(r, 0, sizeof *r);
+    r->nonfinite_seq = -1;
     if (B < 1 || T < 1)
         return hs_fail(HS_EINVAL, "batch %d and sequence length %d must be positive", B, T);
     size_t nb;
@@ -34,6 +37,8 @@ int hs_evaluate(hs_eval_result *r, const hs_model *m, const hs_tokens *data, int
                 s += a.losses[(size_t)i * T + t];
             total += s;
             hs_welford_add(&seq, s / T);
+            if (!isfinite(s) && r->nonfinite_seq < 0)
+                r->nonfinite_seq = (long)(b * (size_t)B + (size_t)i), r->nonfinite_loss = s;
         }
         if (progress)
             progress(ctx, b + 1, nb);
@@ -53,4 +58,20 @@ int hs_evaluate(hs_eval_result *r, const hs_model *m, const hs_tokens *data, int
     free(tg);
     hs_acts_free(&a);
     return rc;
+}
+
+int hs_eval_check_finite(const hs_eval_result *r)
+{
+    if (isfinite(r->loss) && isfinite(r->stderr_loss))
+        return HS_OK;
+    char what[64];
+    double v = r->nonfinite_seq >= 0 ? r->nonfinite_loss : isfinite(r->loss) ? r->stderr_loss : r->loss;
+    if (r->nonfinite_seq >= 0)
+        snprintf(what, sizeof what, "the loss of sequence %ld", r->nonfinite_seq);
+    else
+        snprintf(what, sizeof what, "the mean loss%s", isfinite(r->loss) ? " (its standard error)" : "");
+    return hs_fail(HS_EINVAL,
+                   "%s is %s: the model's weights or inputs are not finite (--allow-nonfinite "
+                   "keeps such results)",
+                   what, isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf");
 }

@@ -193,6 +193,16 @@ int hs_copying_scores(double *copying, const hs_model *m)
                         s += WA[(size_t)r * d + j] * w->w_v[(size_t)(kv * dh + b2) * d + j];
                     P[(size_t)b2 * dh + r] = s; /* column-major for LAPACK */
                 }
+            /* non-finite weights: no eigenvalues (LAPACK would refuse them
+             * with a message of its own on stderr); the score is NaN, which
+             * the studies report (hs_study_check_finite) */
+            int finite = 1;
+            for (size_t k = 0; k < (size_t)dh * dh && finite; k++)
+                finite = isfinite(P[k]);
+            if (!finite) {
+                copying[(size_t)l * HS_MAX_HEADS + h] = NAN;
+                continue;
+            }
             int n = dh, info = 0, one = 1;
             char no = 'N';
             dgeev_(&no, &no, &n, P, &n, wr, wi, NULL, &one, NULL, &one, work, &lwork, &info);

@@ -1,7 +1,10 @@
 /* The pieces every study shares (study.h). */
 #include "study.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "sha256.h"
@@ -13,6 +16,44 @@ int hs_control_model(hs_model *ctrl, const hs_model_config *c, unsigned long lon
     if (!rc)
         hs_model_init_random(ctrl, seed + 1000003ULL);
     return rc;
+}
+
+int hs_fail_nonfinite(double v, const char *what)
+{
+    return hs_fail(HS_EINVAL,
+                   "%s is %s: the model's weights or inputs are not finite (--allow-nonfinite "
+                   "keeps such results)",
+                   what, isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf");
+}
+
+int hs_study_check_finite(const hs_study_io *io, const hs_head_table *t,
+                          const hs_study_curve *curves, int n_curves)
+{
+    if (io && io->allow_nonfinite)
+        return HS_OK;
+    char what[160];
+    for (int i = 0; t && i < t->n; i++) {
+        const hs_metric_row *r = &t->rows[i];
+        if (isfinite(r->value) && isfinite(r->stderr_value))
+            continue;
+        if (r->layer < 0)
+            snprintf(what, sizeof what, "%s", r->metric);
+        else if (r->head < 0)
+            snprintf(what, sizeof what, "%s of layer %d", r->metric, r->layer);
+        else
+            snprintf(what, sizeof what, "%s of layer %d head %d", r->metric, r->layer, r->head);
+        if (!isfinite(r->value))
+            return hs_fail_nonfinite(r->value, what);
+        snprintf(what + strlen(what), sizeof what - strlen(what), " (its standard error)");
+        return hs_fail_nonfinite(r->stderr_value, what);
+    }
+    for (int c = 0; c < n_curves; c++)
+        for (int i = 0; i < curves[c].n; i++)
+            if (!isfinite(curves[c].points[i].y)) {
+                snprintf(what, sizeof what, "point %d of curve %s", i, curves[c].name);
+                return hs_fail_nonfinite(curves[c].points[i].y, what);
+            }
+    return HS_OK;
 }
 
 int hs_study_record(hs_index *ix, int64_t run_id, const hs_head_table *t,

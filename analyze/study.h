@@ -36,6 +36,12 @@ typedef struct hs_study_io {
     hs_progress_fn progress;
     void *ctx;
     volatile sig_atomic_t *stop;
+    /* 0 (the default): a non-finite result (NaN or infinite loss, score or
+     * statistic: the model's weights or inputs are not finite) fails the
+     * study with HS_EINVAL naming the first one, before it is recorded
+     * (hs_study_check_finite); 1: such values are kept (the index stores
+     * them as NULL, --json prints null) */
+    int allow_nonfinite;
 } hs_study_io;
 
 /* A named curve of a study (owned points). */
@@ -68,6 +74,18 @@ int hs_curve_writer_flush(hs_curve_writer *w);
  * model for the same --seed. ctrl is initialised here; free it with
  * hs_model_free. Costs one parameter allocation of the model's size. */
 int hs_control_model(hs_model *ctrl, const hs_model_config *c, unsigned long long seed);
+
+/* HS_OK when every value of t and of the curves is finite, or when io
+ * allows non-finite results; otherwise HS_EINVAL naming the first one:
+ * "<metric> of layer L head H is NaN: the model's weights or inputs are not
+ * finite (--allow-nonfinite keeps such results)". */
+int hs_study_check_finite(const hs_study_io *io, const hs_head_table *t,
+                          const hs_study_curve *curves, int n_curves);
+
+/* The message of a non-finite value v (HS_EINVAL): "<what> is NaN|+inf|-inf:
+ * the model's weights or inputs are not finite (--allow-nonfinite keeps such
+ * results)". */
+int hs_fail_nonfinite(double v, const char *what);
 
 /* Records a study's rows into run_id of the index in one transaction (a no-op
  * returning HS_OK when ix is NULL), then each curve. */
@@ -246,6 +264,9 @@ typedef struct {
     void (*on_step)(void *ctx, int step, int pruned, double fraction, double loss,
                     double stderr_loss);
     void *ctx;
+    /* 0: a non-finite validation loss fails the study (HS_EINVAL) before
+     * its curve point is recorded; 1: kept (as hs_study_io's) */
+    int allow_nonfinite;
 } hs_prune_study_opts;
 
 typedef struct {

@@ -113,6 +113,8 @@ static int on_layer(void *ctx, const hs_ablate_layer *l)
                 r->worst_head[k] = h;
             }
         }
+    if (!rc) /* refused before it is recorded: a run never holds NULL metrics */
+        rc = hs_study_check_finite(c->io, &t, NULL, 0);
     if (!rc)
         rc = hs_study_record(c->o->ix, c->o->run_id, &t, NULL, 0);
     for (int i = 0; !rc && i < t.n; i++)

@@ -76,6 +76,11 @@ static int one_run(hs_headcount_result *r, const hs_headcount_opts *o, const hs_
     hs_eval_result er;
     if (!rc)
         rc = hs_evaluate(&er, &m, o->val, o->batch, o->seq_len, 0, NULL, NULL, NULL);
+    /* a run that trained to non-finite weights diverged: an error, as in
+     * hs_train (no --allow-nonfinite for trainings) */
+    if (!rc && hs_eval_check_finite(&er))
+        rc = hs_fail(HS_EINVAL, "%d heads, seed %d: validation: %s", o->heads[i], o->seeds[s],
+                     hs_last_error());
     if (!rc)
         *loss = er.loss;
     if (!rc && s == 0)

@@ -25,6 +25,8 @@ int hs_importance_study(hs_importance_result *r, const hs_model *m, const hs_tok
         io->phase(io->ctx, NULL);
     if (!rc)
         rc = hs_importance_to_table(&r->table, &imp);
+    if (!rc)
+        rc = hs_study_check_finite(io, &r->table, NULL, 0);
     for (int l = 0; !rc && l < c->n_layer; l++)
         for (int h = 0; h < c->n_head[l]; h++)
             if (imp.norm[(size_t)l * HS_MAX_HEADS + h] <

@@ -168,6 +168,7 @@ int hs_induction_study(hs_induction_result *r, const hs_model *m, hs_induction_o
         const size_t b = (size_t)r->best_layer * HS_MAX_HEADS + r->best_head;
         r->best = ind[b];
         r->best_control = sc.value[HS_SCORE_INDUCTION][b];
+        rc = hs_study_check_finite(io, &r->table, &r->draws, 1);
     }
     free(tok), free(cop), free(cop_ctrl), free(draw);
     if (s.value[0])

@@ -63,6 +63,8 @@ int hs_patterns_study(hs_patterns_result *r, const hs_model *m, const hs_tokens 
         rc = hs_patterns_to_table(&r->table, &pt, "");
     if (!rc && o.control)
         rc = hs_patterns_to_table(&r->table, &pctl, "_control");
+    if (!rc)
+        rc = hs_study_check_finite(io, &r->table, NULL, 0);
     for (int li = 0; li < pt.n_layer; li++)
         r->heads += pt.n_head[li];
     r->sequences = pt.n;

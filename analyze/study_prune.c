@@ -1,4 +1,5 @@
 /* The prune study (study.h): pruning curve, mask, pruned model, latency. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,12 @@ static int on_step(void *ctx, int step, int pruned, double fraction, double loss
 {
     step_ctx *s = ctx;
     hs_study_curve *c = &s->r->curve;
+    if (!s->o->allow_nonfinite && (!isfinite(loss) || !isfinite(stderr_loss))) {
+        char what[96];
+        snprintf(what, sizeof what, "the validation loss after pruning step %d%s", step,
+                 isfinite(loss) ? " (its standard error)" : "");
+        return hs_fail_nonfinite(isfinite(loss) ? stderr_loss : loss, what);
+    }
     if (s->o->on_step)
         s->o->on_step(s->o->ctx, step, pruned, fraction, loss, stderr_loss);
     const hs_curve_point pt = { step, fraction, loss };

@@ -12,6 +12,7 @@
 typedef struct {
     const char *cmd, *model, *data, *db;
     int B, T, threads, json;
+    int allow_nonfinite; /* --allow-nonfinite (OPT_ALLOW_NONFINITE) */
     long max_batches;
     long long resume;
     hs_model m;

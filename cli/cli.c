@@ -271,6 +271,22 @@ void json_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
+void json_number(FILE *f, double v, int digits)
+{
+    if (isfinite(v))
+        fprintf(f, "%.*g", digits, v);
+    else
+        fputs("null", f);
+}
+
+void json_fixed(FILE *f, double v, int decimals)
+{
+    if (isfinite(v))
+        fprintf(f, "%.*f", decimals, v);
+    else
+        fputs("null", f);
+}
+
 char *args_json(int argc, char **argv)
 {
     size_t n = 3;
@@ -429,5 +445,5 @@ static void phase_cb(void *ctx, const char *label)
 hs_study_io cli_study_io(phase_bars *bars, int stoppable)
 {
     bars->active = 0;
-    return (hs_study_io){ phase_cb, progress_cb, bars, stoppable ? &cli_stop_requested : NULL };
+    return (hs_study_io){ phase_cb, progress_cb, bars, stoppable ? &cli_stop_requested : NULL, 0 };
 }

@@ -50,6 +50,12 @@ typedef struct {
 #define OPT_MAX_BATCHES_AS(dst, help) { "--max-batches", OPT_LONG, (dst), 0, "N", (help), 0 }
 #define OPT_THREADS(dst) { "--threads", OPT_INT, (dst), 0, "N", "threads (0: OpenMP's default)", 0 }
 #define OPT_JSON(dst) { "--json", OPT_FLAG, (dst), 0, NULL, "print one JSON object", 0 }
+/* Commands that compute losses, scores or statistics fail (exit 1, the run
+ * `failed`) on the first non-finite one, naming it, unless this is given:
+ * then NaN and infinities are kept (null in JSON and in the index). */
+#define OPT_ALLOW_NONFINITE(dst)                                                           \
+    { "--allow-nonfinite", OPT_FLAG, (dst), 0, NULL,                                       \
+      "keep NaN or infinite results (weights or inputs not finite) instead of failing", 0 }
 
 /* A command's record. Each cli/cmd_*.c defines the records of its commands
  * beside them with HS_COMMAND, which also registers the record: main.c
@@ -163,6 +169,13 @@ void cli_run_end(cli_run *r, int ok, const char *model_sha);
 
 /* Writes s as a JSON string literal (quoted, escaped). */
 void json_string(FILE *f, const char *s);
+
+/* Writes v as a JSON number with `digits` significant digits (%.*g), or
+ * null when it is NaN or infinite (JSON has no such numbers). Every --json
+ * printer writes its floating-point values through this. */
+void json_number(FILE *f, double v, int digits);
+/* The same with `decimals` digits after the point (%.*f). */
+void json_fixed(FILE *f, double v, int decimals);
 
 /* The command line as a JSON array string (malloc'd), for run provenance. */
 char *args_json(int argc, char **argv);

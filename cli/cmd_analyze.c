@@ -40,13 +40,17 @@ static void print_ablate(const hs_ablate_result *r, long long run_id, const char
                          double secs, int json)
 {
     if (json) {
-        printf("{\"run_id\":%lld,\"clean_loss\":%.9g,\"seconds\":%.3f,\"layers_skipped\":%d",
-               run_id, r->clean_loss, secs, r->layers_skipped);
+        printf("{\"run_id\":%lld,\"clean_loss\":", run_id);
+        json_number(stdout, r->clean_loss, 9);
+        printf(",\"seconds\":"), json_fixed(stdout, secs, 3);
+        printf(",\"layers_skipped\":%d", r->layers_skipped);
         for (int k = 0; k < HS_ABLATE_KINDS; k++)
-            if (r->worst_layer[k] >= 0)
-                printf(",\"max_loss_delta_%s\":{\"layer\":%d,\"head\":%d,\"value\":%.9g}",
-                       hs_ablate_kind_name(k), r->worst_layer[k], r->worst_head[k],
-                       r->worst_delta[k]);
+            if (r->worst_layer[k] >= 0) {
+                printf(",\"max_loss_delta_%s\":{\"layer\":%d,\"head\":%d,\"value\":",
+                       hs_ablate_kind_name(k), r->worst_layer[k], r->worst_head[k]);
+                json_number(stdout, r->worst_delta[k], 9);
+                printf("}");
+            }
         printf("}\n");
         return;
     }
@@ -78,6 +82,7 @@ static int cmd_ablate(int argc, char **argv)
         { "--naive", OPT_FLAG, &so.ablate.naive, 0, NULL, "one full forward per ablation (the reference path)", 0 },
         OPT_THREADS(&a.threads),
         OPT_JSON(&a.json),
+        OPT_ALLOW_NONFINITE(&a.allow_nonfinite),
     };
     int rc = opts_parse("ablate", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
@@ -98,6 +103,7 @@ static int cmd_ablate(int argc, char **argv)
     hs_ablate_result r;
     phase_bars bars;
     hs_study_io io = cli_study_io(&bars, 1);
+    io.allow_nonfinite = a.allow_nonfinite;
     double t0 = now_seconds();
     rc = hs_ablate_study(&r, &a.m, &a.tok, &so, &io);
     double secs = now_seconds() - t0;
@@ -123,6 +129,7 @@ static int cmd_importance(int argc, char **argv)
         OPT_MAX_BATCHES(&a.max_batches),
         OPT_THREADS(&a.threads),
         OPT_JSON(&a.json),
+        OPT_ALLOW_NONFINITE(&a.allow_nonfinite),
     };
     int rc = opts_parse("importance", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
@@ -132,6 +139,7 @@ static int cmd_importance(int argc, char **argv)
     hs_importance_result r;
     phase_bars bars;
     hs_study_io io = cli_study_io(&bars, 1);
+    io.allow_nonfinite = a.allow_nonfinite;
     double t0 = now_seconds();
     rc = hs_importance_study(&r, &a.m, &a.tok, a.B, a.T, (size_t)a.max_batches, &io);
     if (!rc)
@@ -178,13 +186,14 @@ static void print_prune(const hs_prune_result *r, const analysis *a, long long r
         printf("{\"run_id\":%lld,\"pruned\":%d,\"heads\":%d,\"curve\":[", run_id,
                r->n_pruned, r->heads);
         for (int i = 0; i < r->curve.n; i++)
-            printf("%s{\"fraction\":%.6g,\"loss\":%.9g}", i ? "," : "", r->curve.points[i].x,
-                   r->curve.points[i].y);
+            printf("%s{\"fraction\":", i ? "," : ""), json_number(stdout, r->curve.points[i].x, 6),
+                printf(",\"loss\":"), json_number(stdout, r->curve.points[i].y, 9), printf("}");
         printf("]");
         if (out) {
             printf(",\"out\":");
             json_string(stdout, out);
-            printf(",\"forward_ms_unpruned\":%.4g,\"forward_ms_pruned\":%.4g", r->ms[0], r->ms[1]);
+            printf(",\"forward_ms_unpruned\":"), json_number(stdout, r->ms[0], 4);
+            printf(",\"forward_ms_pruned\":"), json_number(stdout, r->ms[1], 4);
         }
         printf("}\n");
         return;
@@ -220,6 +229,7 @@ static int cmd_prune(int argc, char **argv)
         OPT_MAX_BATCHES_AS(&a.max_batches, "batches per evaluation (0: all)"),
         OPT_THREADS(&a.threads),
         OPT_JSON(&a.json),
+        OPT_ALLOW_NONFINITE(&a.allow_nonfinite),
     };
     int rc = opts_parse("prune", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
@@ -258,6 +268,7 @@ static int cmd_prune(int argc, char **argv)
     hs_prune_result r;
     /* steps: 0 (unpruned), then one per step_percent up to max_percent */
     progress_start(&pc.bar, "prune", (long)ceil(po->max_percent / po->step_percent - 1e-9));
+    so.allow_nonfinite = a.allow_nonfinite;
     rc = hs_prune_study(&r, &a.m, &a.tok, &so);
     progress_finish(&pc.bar);
     if (!rc && so.out) /* the written model as the run's artifact */

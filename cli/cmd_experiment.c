@@ -46,9 +46,12 @@ static void print_experiment(const hs_headcount_result *r, const hs_headcount_op
 {
     if (json) {
         printf("{\"run_id\":%lld,\"results\":[", run_id);
-        for (int i = 0; i < o->n_heads; i++)
-            printf("%s{\"heads\":%d,\"val_loss\":%.6g,\"std\":%.6g,\"forward_ms\":%.4g}",
-                   i ? "," : "", o->heads[i], r->mean[i], r->sd[i], r->ms[i]);
+        for (int i = 0; i < o->n_heads; i++) {
+            printf("%s{\"heads\":%d,\"val_loss\":", i ? "," : "", o->heads[i]);
+            json_number(stdout, r->mean[i], 6);
+            printf(",\"std\":"), json_number(stdout, r->sd[i], 6);
+            printf(",\"forward_ms\":"), json_number(stdout, r->ms[i], 4), printf("}");
+        }
         printf("]}\n");
         return;
     }

@@ -26,9 +26,11 @@ static int cmd_kv_bytes(int argc, char **argv)
     double bytes = 2.0 * B * N * G * T * dh * E;
     double per_token_mla = (double)N * (latent + rope) * E, mla = per_token_mla * B * T;
     if (json) {
-        printf("{\"kv_bytes\":%.0f,\"kv_gib\":%.6f", bytes, bytes / (1 << 30));
+        printf("{\"kv_bytes\":"), json_fixed(stdout, bytes, 0);
+        printf(",\"kv_gib\":"), json_fixed(stdout, bytes / (1 << 30), 6);
         if (latent)
-            printf(",\"mla_bytes\":%.0f,\"mla_bytes_per_token\":%.0f", mla, per_token_mla);
+            printf(",\"mla_bytes\":"), json_fixed(stdout, mla, 0),
+                printf(",\"mla_bytes_per_token\":"), json_fixed(stdout, per_token_mla, 0);
         printf("}\n");
     } else {
         printf("kv cache: %.0f bytes (%.4f GiB)\n", bytes, bytes / (1 << 30));

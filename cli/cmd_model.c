@@ -110,6 +110,8 @@ static int exists(const char *path)
  * the error printed. */
 static int read_bytes(const char *in, int32_t **out, size_t *count)
 {
+    /* any file, a pipe included (tokens --in /dev/stdin): it is read once,
+     * as a stream */
     FILE *f = fopen(in, "rb");
     if (!f) {
         fprintf(stderr, "headscope: tokens: %s: cannot open: %s\n", in, strerror(errno));
@@ -212,7 +214,7 @@ static int cmd_tokens(int argc, char **argv)
 static int cmd_eval(int argc, char **argv)
 {
     const char *model = NULL, *data = NULL;
-    int B = 4, T = 0, threads = 0, json = 0;
+    int B = 4, T = 0, threads = 0, json = 0, allow_nonfinite = 0;
     long max_batches = 0;
     opt o[] = {
         { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory", 0 },
@@ -222,8 +224,9 @@ static int cmd_eval(int argc, char **argv)
         { "--max-batches", OPT_LONG, &max_batches, 0, "N", "stop after N batches (0: all)", 0 },
         { "--threads", OPT_INT, &threads, 0, "N", "threads (0: OpenMP's default)", 0 },
         { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
+        OPT_ALLOW_NONFINITE(&allow_nonfinite),
     };
-    int rc = opts_parse("eval", o, 7, argc, argv, NULL, 0, NULL);
+    int rc = opts_parse("eval", o, 8, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!model || !data)
@@ -258,10 +261,14 @@ static int cmd_eval(int argc, char **argv)
         fprintf(stderr, "headscope: eval: %s: %s\n", data, hs_last_error());
         return EXIT_FAILURE_RUN;
     }
-    if (json)
-        printf("{\"loss\":%.9g,\"stderr\":%.9g,\"tokens\":%zu,\"sequences\":%zu,\"batches\":%zu}\n",
-               r.loss, r.stderr_loss, r.tokens, r.sequences, r.batches);
-    else
+    if (!allow_nonfinite && hs_eval_check_finite(&r))
+        return run_error("eval");
+    if (json) {
+        printf("{\"loss\":"), json_number(stdout, r.loss, 9);
+        printf(",\"stderr\":"), json_number(stdout, r.stderr_loss, 9);
+        printf(",\"tokens\":%zu,\"sequences\":%zu,\"batches\":%zu}\n", r.tokens, r.sequences,
+               r.batches);
+    } else
         printf("loss %.6f ± %.6f (stderr over %zu sequences), %zu tokens\n", r.loss, r.stderr_loss,
                r.sequences, r.tokens);
     return 0;
@@ -337,8 +344,9 @@ static void print_train(const hs_train_result *r, const hs_train_opts *to, const
     if (json) {
         printf("{\"out\":");
         json_string(stdout, out);
-        printf(",\"steps\":%ld,\"final_loss\":%.9g,\"tokens_per_s\":%.1f", to->steps,
-               r->final_loss, tps);
+        printf(",\"steps\":%ld,\"final_loss\":", to->steps);
+        json_number(stdout, r->final_loss, 9);
+        printf(",\"tokens_per_s\":"), json_fixed(stdout, tps, 1);
         if (db)
             printf(",\"run_id\":%lld", run_id);
         printf("}\n");

@@ -16,12 +16,15 @@ static void print_induction(const hs_induction_result *r, const hs_induction_opt
     const hs_causal_check *cc = &r->causal;
     if (json) {
         printf("{\"run_id\":%lld,\"samples\":%d,\"seq_len\":%d,\"top_induction\":{\"layer\":%d,"
-               "\"head\":%d,\"value\":%.6g,\"control\":%.6g},\"causal\":{\"k\":%d,"
-               "\"loss_delta_top_k\":%.6g,\"loss_delta_random_mean\":%.6g,"
-               "\"loss_delta_random_std\":%.6g,\"induction_heads_established\":%s}}\n",
-               run_id, o->samples, o->seq_len, r->best_layer, r->best_head, r->best,
-               r->best_control, cc->k, cc->targeted, cc->random_mean, cc->random_std,
-               r->established ? "true" : "false");
+               "\"head\":%d,\"value\":", run_id, o->samples, o->seq_len, r->best_layer,
+               r->best_head);
+        json_number(stdout, r->best, 6);
+        printf(",\"control\":"), json_number(stdout, r->best_control, 6);
+        printf("},\"causal\":{\"k\":%d,\"loss_delta_top_k\":", cc->k);
+        json_number(stdout, cc->targeted, 6);
+        printf(",\"loss_delta_random_mean\":"), json_number(stdout, cc->random_mean, 6);
+        printf(",\"loss_delta_random_std\":"), json_number(stdout, cc->random_std, 6);
+        printf(",\"induction_heads_established\":%s}}\n", r->established ? "true" : "false");
         return;
     }
     printf("run %lld: scores of every head on %d sequences r ++ r (|r| = %d) in %s; highest "
@@ -51,7 +54,7 @@ static void print_induction(const hs_induction_result *r, const hs_induction_opt
 static int cmd_induction(int argc, char **argv)
 {
     const char *model = NULL, *db = NULL, *data = NULL;
-    int threads = 0, json = 0;
+    int threads = 0, json = 0, allow_nonfinite = 0;
     long seed = 1;
     hs_induction_opts io = hs_induction_defaults();
     opt o[] = {
@@ -70,6 +73,7 @@ static int cmd_induction(int argc, char **argv)
         { "--min-score", OPT_DOUBLE, &io.min_score, 0, "S", "induction score a head needs for the claim", 0 },
         OPT_THREADS(&threads),
         OPT_JSON(&json),
+        OPT_ALLOW_NONFINITE(&allow_nonfinite),
     };
     int rc = opts_parse("induction", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
@@ -100,6 +104,7 @@ static int cmd_induction(int argc, char **argv)
     hs_induction_result r;
     phase_bars bars;
     hs_study_io sio = cli_study_io(&bars, 0);
+    sio.allow_nonfinite = allow_nonfinite;
     rc = hs_induction_study(&r, &m, io, &sio);
     if (!rc)
         rc = hs_study_record(run.ix, run.run_id, &r.table, &r.draws, 1);
@@ -173,6 +178,7 @@ static int cmd_patterns(int argc, char **argv)
         OPT_MAX_BATCHES(&a.max_batches),
         OPT_THREADS(&a.threads),
         OPT_JSON(&a.json),
+        OPT_ALLOW_NONFINITE(&a.allow_nonfinite),
     };
     int rc = opts_parse("patterns", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
@@ -193,8 +199,12 @@ static int cmd_patterns(int argc, char **argv)
         po.batch = a.B, po.seq_len = a.T, po.max_batches = (size_t)a.max_batches;
         phase_bars bars;
         hs_study_io io = cli_study_io(&bars, 0);
+        io.allow_nonfinite = a.allow_nonfinite;
         rc = hs_patterns_study(&r, &a.m, &a.tok, po, &io);
     }
+    if (!rc) /* also for maps: a capture of a model with non-finite weights */
+        rc = hs_study_check_finite(&(hs_study_io){ .allow_nonfinite = a.allow_nonfinite },
+                                   &r.table, NULL, 0);
     if (!rc && js_out && !(rc = hs_patterns_write_js(js_out, &r)))
         rc = hs_study_record_artifact(a.run.ix, a.run.run_id, js_out);
     if (!rc)

@@ -122,11 +122,9 @@ static int file_layout(const hs_model *m, file_tensor **out, int *n_out)
 
 char *hs_read_text(const char *path, size_t limit)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f = hs_fopen_regular(path);
+    if (!f)
         return NULL;
-    }
     char *buf = hs_calloc(limit + 1, 1, path);
     size_t n = buf ? fread(buf, 1, limit + 1, f) : 0;
     int err = ferror(f);
@@ -168,14 +166,21 @@ static const hs_st_tensor *lookup(const hs_safetensors *st, const hs_model_confi
     return t;
 }
 
-static int load_tensor(hs_model *m, const hs_safetensors *st, const file_tensor *f)
+/* The file's tensor for f once its name, dtype and shape are what the
+ * configuration implies; NULL with the message otherwise. */
+static const hs_st_tensor *check_tensor(const hs_model *m, const hs_safetensors *st,
+                                        const file_tensor *f)
 {
     const hs_st_tensor *t = lookup(st, &m->cfg, f->name);
-    if (!t)
-        return hs_fail(HS_EFORMAT, "%s: missing tensor %s", st->path, f->name);
-    if (t->dtype == HS_DT_OTHER)
-        return hs_fail(HS_EFORMAT, "%s: tensor %s: dtype %s not supported (F32, F16, BF16)",
-                       st->path, f->name, t->dtype_name);
+    if (!t) {
+        hs_fail(HS_EFORMAT, "%s: missing tensor %s", st->path, f->name);
+        return NULL;
+    }
+    if (t->dtype == HS_DT_OTHER) {
+        hs_fail(HS_EFORMAT, "%s: tensor %s: dtype %s not supported (F32, F16, BF16)", st->path,
+                f->name, t->dtype_name);
+        return NULL;
+    }
     int shape_ok = t->ndim == f->ndim && t->shape[0] == f->shape[0] &&
                    (f->ndim < 2 || t->shape[1] == f->shape[1]);
     if (!shape_ok) {
@@ -187,9 +192,18 @@ static int load_tensor(hs_model *m, const hs_safetensors *st, const file_tensor 
             snprintf(want, sizeof want, "%lld,%lld", (long long)f->shape[0], (long long)f->shape[1]);
         else
             snprintf(want, sizeof want, "%lld", (long long)f->shape[0]);
-        return hs_fail(HS_EFORMAT, "%s: tensor %s has shape [%s], config.json implies [%s]",
-                       st->path, f->name, got, want);
+        hs_fail(HS_EFORMAT, "%s: tensor %s has shape [%s], config.json implies [%s]", st->path,
+                f->name, got, want);
+        return NULL;
     }
+    return t;
+}
+
+static int load_tensor(hs_model *m, const hs_safetensors *st, const file_tensor *f)
+{
+    const hs_st_tensor *t = check_tensor(m, st, f);
+    if (!t)
+        return HS_EFORMAT;
     const size_t cols = f->ndim == 2 ? (size_t)f->shape[1] : 1;
     for (int p = 0; p < f->nparts; p++) {
         const hs_tensor_info *ti = &m->tensors[f->part[p].tensor];
@@ -216,19 +230,30 @@ int hs_checkpoint_load(hs_model *m, const char *dir)
     memset(m, 0, sizeof *m);
     hs_model_config c;
     int rc = hs_config_load(&c, dir);
-    if (rc)
-        return rc;
-    rc = hs_model_init(m, &c);
-    if (rc)
+    if (rc || (rc = hs_config_check(&c)))
         return rc;
     char path[1024];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     hs_safetensors st;
-    rc = hs_st_open(&st, path);
+    if ((rc = hs_st_open(&st, path)))
+        return rc;
+    /* The table first and every tensor checked against the file (whose
+     * header hs_st_open has checked against its size): a config.json that
+     * claims more than the file holds is refused before the parameters are
+     * allocated. */
+    m->cfg = c;
     file_tensor *ft = NULL;
     int n = 0;
+    rc = hs_tensor_table(&c, &m->tensors, &m->n_tensors, &m->n_params);
     if (!rc)
         rc = file_layout(m, &ft, &n);
+    for (int i = 0; !rc && i < n; i++)
+        if (!check_tensor(m, &st, &ft[i]))
+            rc = HS_EFORMAT;
+    if (!rc && !(m->params = hs_calloc(m->n_params, sizeof(hs_real), "model parameters")))
+        rc = HS_ENOMEM;
+    if (!rc)
+        hs_weights_bind(&m->w, &c, m->params);
     for (int i = 0; !rc && i < n; i++)
         rc = load_tensor(m, &st, &ft[i]);
     free(ft);

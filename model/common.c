@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <unistd.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cblas.h>
@@ -129,4 +130,49 @@ int hs_mkdirs(const char *path)
             break;
     }
     return HS_OK;
+}
+
+static const char *file_kind(mode_t m)
+{
+    return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" : S_ISSOCK(m) ? "a socket"
+         : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device" : "not a file";
+}
+
+int hs_open_regular(const char *path, size_t *size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb)) {
+        hs_fail(HS_EIO, "%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        hs_fail(HS_EIO, "%s: not a regular file (%s)", path, file_kind(sb.st_mode));
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl != -1)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    if (size)
+        *size = (size_t)sb.st_size;
+    return fd;
+}
+
+FILE *hs_fopen_regular(const char *path)
+{
+    int fd = hs_open_regular(path, NULL);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
 }

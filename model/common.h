@@ -7,6 +7,7 @@
 #define HS_COMMON_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #ifdef HEADSCOPE_DOUBLE
 typedef double hs_real;
@@ -38,6 +39,18 @@ const char *hs_status_name(int code);
 /* calloc of n*size bytes with an overflow check; on failure records HS_ENOMEM
  * naming `what` and returns NULL. */
 void *hs_calloc(size_t n, size_t size, const char *what);
+
+/* Opens path for reading only if it is a regular file: a FIFO, a device,
+ * a socket or a directory is refused (HS_EIO "PATH: not a regular file (a
+ * FIFO)") instead of blocking or reading forever. The open itself never
+ * blocks (O_NONBLOCK, cleared once the type is known). Returns the
+ * descriptor (O_CLOEXEC) or -1 with the message naming the file; *size gets
+ * the file's size when size is not NULL. Every file headscope reads goes
+ * through this (config.json, model.safetensors, token shards, text). */
+int hs_open_regular(const char *path, size_t *size);
+
+/* hs_open_regular as a stdio stream ("rb"); NULL with the message set. */
+FILE *hs_fopen_regular(const char *path);
 
 /* mkdir -p: creates path and its missing parents (HS_EIO naming the path). */
 int hs_mkdirs(const char *path);

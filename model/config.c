@@ -25,6 +25,39 @@ hs_attn_config hs_config_attn(const hs_model_config *c, int l)
                              .rope_theta = c->pos == HS_POS_ROPE ? c->rope_theta : 0 };
 }
 
+/* a * b + acc into *acc, 0 on overflow of size_t. */
+static int mul_add(size_t *acc, size_t a, size_t b)
+{
+    size_t p;
+    return !__builtin_mul_overflow(a, b, &p) && !__builtin_add_overflow(*acc, p, acc);
+}
+
+int hs_config_param_count(const hs_model_config *c, size_t *n)
+{
+    *n = 0;
+    if (c->n_layer < 1 || c->n_layer > HS_MAX_LAYERS || c->vocab_size < 1 || c->d_model < 1 ||
+        c->head_dim < 1 || c->n_ctx < 1 || c->d_ff < 0)
+        return hs_fail(HS_EINVAL, "config: sizes must be positive");
+    const size_t d = (size_t)c->d_model, V = (size_t)c->vocab_size, F = (size_t)c->d_ff,
+                 dh = (size_t)c->head_dim;
+    size_t total = 0;
+    int ok = mul_add(&total, V, d * (c->tie_embeddings ? 1 : 2) + (c->lm_head_bias ? 1 : 0)) &&
+             (c->pos != HS_POS_LEARNED || mul_add(&total, (size_t)c->n_ctx, d)) &&
+             mul_add(&total, d, 2 * (size_t)c->final_norm);
+    for (int l = 0; ok && l < c->n_layer; l++) {
+        const size_t HD = (size_t)c->n_head[l] * dh, GD = (size_t)c->n_kv_head[l] * dh;
+        ok = mul_add(&total, 2 * HD + 2 * GD, d + 1) && mul_add(&total, d, 5) &&
+             (c->mlp == HS_MLP_NONE || mul_add(&total, F, 3 * d + 3));
+    }
+    /* the parameters, and the optimizer's two moments besides, in bytes */
+    if (!ok || !mul_add(&(size_t){ 0 }, total, 3 * sizeof(double)))
+        return hs_fail(HS_EINVAL, "config: the parameter count overflows (vocab_size=%d, "
+                                  "d_model=%d, d_ff=%d, n_layer=%d)",
+                       c->vocab_size, c->d_model, c->d_ff, c->n_layer);
+    *n = total;
+    return HS_OK;
+}
+
 int hs_config_check(const hs_model_config *c)
 {
     if (c->n_layer < 1 || c->n_layer > HS_MAX_LAYERS)
@@ -35,11 +68,27 @@ int hs_config_check(const hs_model_config *c)
                        c->vocab_size, c->d_model, c->head_dim, c->n_ctx);
     if (c->mlp != HS_MLP_NONE && c->d_ff < 1)
         return hs_fail(HS_EINVAL, "config: d_ff=%d must be positive with an MLP", c->d_ff);
-    if (!(c->norm_eps > 0))
+    /* Every width the model forms from these must fit an int (3 d_model is
+     * GPT-2's fused c_attn; H dh the concatenated heads). */
+    int prod;
+    if (__builtin_mul_overflow(c->d_model, 4, &prod))
+        return hs_fail(HS_EINVAL, "config: d_model=%d is too large", c->d_model);
+    for (int l = 0; l < c->n_layer; l++) {
+        if (c->n_head[l] < 1 || c->n_head[l] > HS_MAX_HEADS)
+            return hs_fail(HS_EINVAL, "config: layer %d: n_head=%d outside 1..%d", l,
+                           c->n_head[l], HS_MAX_HEADS);
+        if (__builtin_mul_overflow(c->n_head[l], c->head_dim, &prod))
+            return hs_fail(HS_EINVAL, "config: layer %d: n_head=%d x head_dim=%d is too large", l,
+                           c->n_head[l], c->head_dim);
+    }
+    size_t n_params;
+    if (hs_config_param_count(c, &n_params))
+        return HS_EINVAL;
+    if (!(c->norm_eps > 0) || !isfinite(c->norm_eps))
         return hs_fail(HS_EINVAL, "config: norm_eps=%g must be positive", c->norm_eps);
-    if (!(c->init_std > 0) || c->init_std > 10)
+    if (!(c->init_std > 0 && c->init_std <= 10))
         return hs_fail(HS_EINVAL, "config: initializer_range=%g must be in (0, 10]", c->init_std);
-    if (c->pos == HS_POS_ROPE && !(c->rope_theta > 0))
+    if (c->pos == HS_POS_ROPE && !(c->rope_theta > 0 && isfinite(c->rope_theta)))
         return hs_fail(HS_EINVAL, "config: rope_theta=%g must be positive", c->rope_theta);
     for (int l = 0; l < c->n_layer; l++) {
         hs_attn_config a = hs_config_attn(c, l);
@@ -102,8 +151,8 @@ static int get_int(reader *r, const char *key, int required, int dflt, int *out)
         *out = dflt;
         return HS_OK;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
-        v->valuedouble > 1e9)
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) ||
+        v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > 1e9)
         return hs_fail(HS_EFORMAT, "%s: \"%s\" must be a non-negative integer", r->path, key);
     *out = (int)v->valuedouble;
     return HS_OK;
@@ -116,8 +165,8 @@ static int get_double(reader *r, const char *key, double dflt, double *out)
         *out = dflt;
         return HS_OK;
     }
-    if (!cJSON_IsNumber(v))
-        return hs_fail(HS_EFORMAT, "%s: \"%s\" must be a number", r->path, key);
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return hs_fail(HS_EFORMAT, "%s: \"%s\" must be a finite number", r->path, key);
     *out = v->valuedouble;
     return HS_OK;
 }
@@ -172,10 +221,10 @@ static int get_per_layer(reader *r, const char *key, int n_layer, int required, 
         const cJSON *e;
         cJSON_ArrayForEach(e, v)
         {
-            if (!cJSON_IsNumber(e) || e->valuedouble < 1 || e->valuedouble > 1e9 ||
-                e->valuedouble != floor(e->valuedouble))
-                return hs_fail(HS_EFORMAT, "%s: \"%s\"[%d] must be a positive integer", r->path,
-                               key, l);
+            if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < 1 ||
+                e->valuedouble > HS_MAX_HEADS || e->valuedouble != floor(e->valuedouble))
+                return hs_fail(HS_EFORMAT, "%s: \"%s\"[%d] must be an integer in 1..%d", r->path,
+                               key, l, HS_MAX_HEADS);
             out[l++] = (int)e->valuedouble;
         }
         return HS_OK;
@@ -185,6 +234,9 @@ static int get_per_layer(reader *r, const char *key, int n_layer, int required, 
     if (!rc && one < 1 && !(zero_ok && one == 0))
         return hs_fail(HS_EFORMAT, "%s: \"%s\" must be a positive integer (got %d)", r->path, key,
                        one);
+    if (!rc && one > HS_MAX_HEADS)
+        return hs_fail(HS_EFORMAT, "%s: \"%s\" must be at most %d (got %d)", r->path, key,
+                       HS_MAX_HEADS, one);
     for (int l = 0; !rc && l < n_layer; l++)
         out[l] = one;
     return rc;
@@ -233,7 +285,10 @@ static int parse_gpt2(hs_model_config *c, reader *r)
     c->norm = HS_NORM_LAYERNORM;
     c->final_norm = 1;
     c->mlp = HS_MLP_GELU;
-    c->d_ff = n_inner ? n_inner : 4 * c->d_model;
+    if (!n_inner && __builtin_mul_overflow(c->d_model, 4, &n_inner))
+        return hs_fail(HS_EFORMAT, "%s: n_embd=%d is too large (4 n_embd, the default n_inner, "
+                                   "overflows)", r->path, c->d_model);
+    c->d_ff = n_inner;
     c->attn_bias = c->mlp_bias = c->norm_bias = 1;
     return HS_OK;
 }
@@ -256,7 +311,8 @@ static int get_plain_rope(reader *r, const char *key, double *theta)
         if ((!strcmp(k, "rope_type") || !strcmp(k, "type")) && cJSON_IsString(e) &&
             !strcmp(e->valuestring, "default"))
             continue;
-        if (!strcmp(k, "rope_theta") && cJSON_IsNumber(e) && e->valuedouble > 0) {
+        if (!strcmp(k, "rope_theta") && cJSON_IsNumber(e) && e->valuedouble > 0 &&
+            isfinite(e->valuedouble)) {
             *theta = e->valuedouble;
             continue;
         }

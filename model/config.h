@@ -47,7 +47,13 @@ typedef struct {
  * later override of its source no longer re-derives it. */
 enum { HS_GIVEN_N_KV_HEAD = 1u << 0, HS_GIVEN_HEAD_DIM = 1u << 1, HS_GIVEN_D_FF = 1u << 2 };
 
-/* HS_OK or HS_EINVAL naming the field. */
+/* A bound on the number of parameters c's tensors hold, computed with checked
+ * arithmetic: HS_EINVAL when it (or its bytes with an optimizer's moments)
+ * overflows size_t. */
+int hs_config_param_count(const hs_model_config *c, size_t *n);
+
+/* HS_OK or HS_EINVAL naming the field: every size positive, every width
+ * derived from them (4 d_model, H dh, the parameter count) representable. */
 int hs_config_check(const hs_model_config *c);
 
 /* The attention configuration of layer l. */

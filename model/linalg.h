@@ -46,7 +46,10 @@ static inline float hs_exp_nonpos(float x)
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     float y = p * r * r + r + 1.0f;
-    union { int32_t i; float f; } scale = { .i = ((int32_t)n + 127) << 23 };
+    /* NaN x (non-finite weights): y is NaN already; the exponent must not
+     * come from converting NaN to an integer (undefined behaviour) */
+    const float nn = n == n ? n : 0.0f;
+    union { uint32_t i; float f; } scale = { .i = (uint32_t)((int32_t)nn + 127) << 23 };
     return y * scale.f;
 }
 

@@ -112,15 +112,9 @@ int hs_st_open(hs_safetensors *st, const char *path)
     memset(st, 0, sizeof *st);
     st->fd = -1;
     snprintf(st->path, sizeof st->path, "%s", path);
-    st->fd = open(path, O_RDONLY | O_CLOEXEC);
+    st->fd = hs_open_regular(path, &st->map_len);
     if (st->fd < 0)
-        return hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(st->fd, &sb) || !S_ISREG(sb.st_mode)) {
-        hs_st_close(st);
-        return hs_fail(HS_EIO, "%s: not a regular file", path);
-    }
-    st->map_len = (size_t)sb.st_size;
+        return HS_EIO; /* the message names the file */
     if (st->map_len < 8) {
         int rc = hs_fail(HS_EFORMAT, "%s: truncated (%zu bytes, no header length)", path,
                          st->map_len);

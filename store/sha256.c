@@ -81,9 +81,9 @@ void hs_sha256_hex(hs_sha256 *s, char hex[65])
 
 int hs_sha256_file(const char *path, char hex[65], uint64_t *bytes)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = hs_fopen_regular(path);
     if (!f)
-        return hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return HS_EIO; /* the message names the file */
     hs_sha256 s;
     hs_sha256_init(&s);
     unsigned char buf[1 << 16];

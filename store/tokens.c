@@ -20,9 +20,9 @@ static int32_t le32(const unsigned char *p)
 int hs_tokens_read(hs_tokens *t, const char *path)
 {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
+    FILE *f = hs_fopen_regular(path);
     if (!f)
-        return hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return HS_EIO; /* the message names the file */
     unsigned char header[HEADER_INTS * 4];
     struct stat sb;
     if (fstat(fileno(f), &sb) || fread(header, 1, sizeof header, f) != sizeof header) {

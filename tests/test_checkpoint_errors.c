@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <CUnit/CUnit.h>
 
@@ -523,6 +524,85 @@ static void test_headscope_zero_heads_are_refused_not_a_signal(void)
                 NEEDLES("config.json", "d_model=18", "n_head=4"));
 }
 
+/* The last message holds no wrapped (negative) size. */
+static void expect_no_wrapped_number(void)
+{
+    const int wrapped = strstr(hs_last_error(), "=-") || strstr(hs_last_error(), "[-") ||
+                        strstr(hs_last_error(), ",-");
+    if (wrapped)
+        printf("\n      wrapped number in: %s", hs_last_error());
+    CU_ASSERT(!wrapped);
+}
+
+/* Numbers no model has: 1e300 heads (float -> int overflow), gpt2's
+ * n_embd 1e9 (4 n_embd overflowed int: "d_ff=-294967296"), non-finite
+ * numbers (1e400 parses as infinity). Each is a format error naming the key,
+ * never undefined behaviour or a wrapped number in the message. */
+static void test_huge_and_nonfinite_numbers_are_refused(void)
+{
+    config_case("headscope n_head [4, 1e300]", HS_MIXED, "\"n_head\": [\n    4,\n    2\n  ]",
+                "\"n_head\": [4, 1e300]", HS_EFORMAT, NEEDLES("config.json", "\"n_head\"[1]"));
+    expect_no_wrapped_number();
+    config_case("headscope n_head 1e300", TINYLM_H4, "\"n_head\": 4,", "\"n_head\": 1e300,",
+                HS_EFORMAT, NEEDLES("config.json", "\"n_head\""));
+    expect_no_wrapped_number();
+    config_case("headscope n_head 5000", TINYLM_H4, "\"n_head\": 4,", "\"n_head\": 5000,",
+                HS_EFORMAT, NEEDLES("config.json", "\"n_head\"", "5000"));
+    config_case("gpt2 n_embd 1e9", GPT2_TINY, "\"n_embd\": 16,", "\"n_embd\": 1000000000,",
+                HS_EFORMAT, NEEDLES("config.json", "n_embd=1000000000"));
+    expect_no_wrapped_number();
+    config_case("gpt2 n_layer 1e300", GPT2_TINY, "\"n_layer\": 2,", "\"n_layer\": 1e300,",
+                HS_EFORMAT, NEEDLES("config.json", "\"n_layer\""));
+    config_case("gpt2 layer_norm_epsilon 1e400", GPT2_TINY, "\"layer_norm_epsilon\": 1e-05,",
+                "\"layer_norm_epsilon\": 1e400,", HS_EFORMAT,
+                NEEDLES("config.json", "\"layer_norm_epsilon\"", "finite"));
+    config_case("headscope rope_theta -1e400", TINYLM_H4, "\"n_ctx\": 8,",
+                "\"n_ctx\": 8, \"rope_theta\": -1e400,", HS_EFORMAT,
+                NEEDLES("config.json", "\"rope_theta\"", "finite"));
+    config_case("headscope head_dim 1e9 x 4 heads", TINYLM_H4, "\"head_dim\": 4,",
+                "\"head_dim\": 1000000000,", HS_EFORMAT, NEEDLES("config.json", "head_dim"));
+    expect_no_wrapped_number();
+}
+
+/* vocab_size, n_ctx or d_ff of 1e9 over a 40 KB checkpoint: once tried to
+ * allocate 4-64 GB for the parameters before reading the file. The sizes are
+ * checked against the file's tensors first: the error names the tensor. */
+static void test_sizes_beyond_the_file_are_refused_before_allocating(void)
+{
+    config_case("gpt2 vocab_size 1e9", GPT2_TINY, "\"vocab_size\": 48,",
+                "\"vocab_size\": 1000000000,", HS_EFORMAT,
+                NEEDLES("model.safetensors", "wte.weight", "1000000000"));
+    config_case("gpt2 n_positions 1e9", GPT2_TINY, "\"n_positions\": 16,",
+                "\"n_positions\": 1000000000,", HS_EFORMAT,
+                NEEDLES("model.safetensors", "wpe.weight", "1000000000"));
+    config_case("headscope d_ff 1e9", HS_POST_GELU, "\"d_ff\": 32,", "\"d_ff\": 1000000000,",
+                HS_EFORMAT, NEEDLES("model.safetensors", "mlp.fc.weight", "1000000000"));
+    config_case("llama intermediate_size 1e9", LLAMA_GQA, "\"intermediate_size\": 40,",
+                "\"intermediate_size\": 1000000000,", HS_EFORMAT,
+                NEEDLES("model.safetensors", "mlp.gate_proj.weight", "1000000000"));
+}
+
+/* A config.json or model.safetensors that is a FIFO blocked the load for
+ * ever (open waits for a writer); a directory is refused the same way. */
+static void test_non_regular_files_are_refused(void)
+{
+    static const char *const names[] = { "config.json", "model.safetensors" };
+    for (int i = 0; i < 2; i++) {
+        char *dir = copy_dir(GPT2_TINY);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+        char path[1024];
+        join(path, sizeof path, dir, names[i]);
+        CU_ASSERT_EQUAL(unlink(path), 0);
+        CU_ASSERT_EQUAL(mkfifo(path, 0600), 0);
+        expect_failure(names[i], dir, HS_EIO, NEEDLES(names[i], "not a regular file", "FIFO"));
+        CU_ASSERT_EQUAL(unlink(path), 0);
+        CU_ASSERT_EQUAL(mkdir(path, 0700), 0);
+        expect_failure(names[i], dir, HS_EIO, NEEDLES(names[i], "not a regular file"));
+        rmdir(path);
+        remove_dir(dir);
+    }
+}
+
 /* Zero or non-dividing key/value heads in Llama configs are named by the
  * Llama key, not by the attention module's internal names. */
 static void test_llama_bad_kv_heads_name_the_key(void)
@@ -755,6 +835,11 @@ int main(void)
           test_headscope_zero_heads_are_refused_not_a_signal },
         { "test_llama_bad_kv_heads_name_the_key", test_llama_bad_kv_heads_name_the_key },
         { "test_zero_head_overrides_are_refused", test_zero_head_overrides_are_refused },
+        { "test_huge_and_nonfinite_numbers_are_refused",
+          test_huge_and_nonfinite_numbers_are_refused },
+        { "test_sizes_beyond_the_file_are_refused_before_allocating",
+          test_sizes_beyond_the_file_are_refused_before_allocating },
+        { "test_non_regular_files_are_refused", test_non_regular_files_are_refused },
         { "test_overrides_commute", test_overrides_commute },
         { "test_derived_keys_follow_their_source", test_derived_keys_follow_their_source },
         { "test_unimplemented_keys_are_refused", test_unimplemented_keys_are_refused },

@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# End-to-end checks of hostile model and data files (issue 16): each input is
+# made here (a FIFO, configs with numbers no model has, a tiny safetensors
+# claiming huge shapes, a model whose weights are NaN) and each command must
+# refuse it with a one-line error naming the file or the value, exit 1, leave
+# no half-written output, print valid JSON, and mark its run `failed`.
+#
+# usage: tests/test_hostile.sh HEADSCOPE_BINARY FIXTURE_DIR
+# Prints "ok NAME" or "FAIL NAME: reason" per check, then "N passed, M failed";
+# exits 1 if any check failed.
+set -u
+
+SUITE=hostile
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+. "$SRC/tests/lib.sh"
+
+command -v sqlite3 >/dev/null || { echo "sqlite3 is required" >&2; exit 2; }
+
+# ---- helpers -------------------------------------------------------------------
+
+GPT2=$FIX/models/gpt2_tiny
+
+# model NAME [SRC]: a copy of the fixture SRC (gpt2_tiny) in ./NAME.
+model() { mkdir -p "$1" && cp "${2:-$GPT2}/config.json" "${2:-$GPT2}/model.safetensors" "$1/"; }
+
+# edit_config DIR PY_EXPR: config.json of DIR rewritten by a Python
+# expression over the parsed object c (e.g. 'c.update(n_embd=10**9)').
+edit_config() {
+    "$PY" -c 'import json, sys
+p = sys.argv[1] + "/config.json"
+c = json.load(open(p))
+exec(sys.argv[2])
+open(p, "w").write(json.dumps(c))' "$1" "$2"
+}
+
+# hst ARGS...: hs under an outer limit: a command that blocks (a FIFO) fails
+# the check instead of hanging the suite (status 124).
+hst() {
+    timeout 60 "$HS" "$@" >out.txt 2>err.txt
+    RC=$?
+    OUT=$(cat out.txt)
+    ERR=$(cat err.txt)
+}
+
+# refused CMD PATTERN ARGS...: exit 1 (not a signal, not a hang), one line on
+# stderr starting "headscope: CMD: " and holding PATTERN, nothing on stdout.
+refused() {
+    local cmd=$1 pat=$2
+    shift 2
+    hst "$cmd" "$@"
+    expect_rc 1 "$cmd $*" || return 1
+    expect_grep "$(head -n1 err.txt)" "headscope: $cmd: " "$cmd: message prefix" || return 1
+    expect_grep "$ERR" "$pat" "$cmd: message" || return 1
+    [ "$(wc -l <err.txt)" -eq 1 ] || bad "$cmd: more than one line on stderr: $ERR" || return 1
+    [ -z "$OUT" ] || bad "$cmd: wrote to stdout: $OUT"
+}
+
+# no_wrapped: the last message holds no wrapped (negative) size.
+no_wrapped() {
+    ! grep -qE '(=|\[|,)-[0-9]' err.txt || bad "wrapped number in: $ERR"
+}
+
+# json_ok FILE: FILE is one valid JSON object (python's json rejects NaN only
+# when asked: parse_constant refuses NaN and Infinity).
+json_ok() {
+    "$PY" -c 'import json, sys
+def bad(x): raise ValueError("not JSON: " + x)
+json.load(open(sys.argv[1]), parse_constant=bad)' "$1" 2>/dev/null ||
+        bad "not valid JSON: $(head -c 300 "$1")"
+}
+
+# status DB: the status of every run, in order.
+status() { sqlite3 "$1" "SELECT group_concat(status, ',') FROM (SELECT status FROM runs ORDER BY run_id)"; }
+
+# nan_model DIR: gpt2_tiny with every weight NaN (the safetensors data section
+# rewritten in place; header unchanged).
+nan_model() {
+    model "$1"
+    "$PY" -c 'import struct, sys
+p = sys.argv[1] + "/model.safetensors"
+d = bytearray(open(p, "rb").read())
+h = struct.unpack("<Q", d[:8])[0]
+n = (len(d) - 8 - h) // 4
+d[8 + h:] = struct.pack("<f", float("nan")) * n
+open(p, "wb").write(bytes(d))' "$1"
+}
+
+# ---- checks --------------------------------------------------------------------
+
+# A FIFO (or a directory) where a file is read: refused at once, naming the
+# file; before, `eval` blocked for ever on a FIFO config.json.
+fifo_inputs() {
+    model m
+    rm m/config.json && mkfifo m/config.json
+    refused eval "m/config.json: not a regular file (a FIFO)" --model m --data "$GPT2/eval.bin" \
+        --batch 1 || return 1
+    refused info "not a regular file" --model m || return 1
+    model s
+    rm s/model.safetensors && mkfifo s/model.safetensors
+    refused eval "s/model.safetensors: not a regular file (a FIFO)" --model s \
+        --data "$GPT2/eval.bin" --batch 1 || return 1
+    mkfifo shard.bin
+    refused eval "shard.bin: not a regular file (a FIFO)" --model "$GPT2" --data shard.bin \
+        --batch 1 || return 1
+    mkdir dir.bin
+    refused eval "dir.bin: not a regular file (a directory)" --model "$GPT2" --data dir.bin \
+        --batch 1
+}
+
+# n_head 0 without head_dim divided by zero (SIGFPE); it stays a format error.
+zero_heads() {
+    model z "$FIX/models/tinylm_h4"
+    edit_config z 'c["n_head"] = 0; c.pop("head_dim", None); c.pop("n_kv_head", None)'
+    refused info '"n_head" must be a positive integer' --model z
+}
+
+# Numbers no model has: 1e300 heads (a float -> int overflow), gpt2's n_embd
+# 1e9 (4 n_embd overflowed: "d_ff=-294967296"), non-finite numbers.
+huge_numbers() {
+    model g
+    edit_config g 'c["n_embd"] = 10**9'
+    refused info "n_embd=1000000000 is too large" --model g || return 1
+    no_wrapped || return 1
+    model h "$FIX/models/hs_mixed"
+    edit_config h 'c["n_head"] = [4, 1e300]'
+    refused info '"n_head"[1] must be an integer in 1..1024' --model h || return 1
+    no_wrapped || return 1
+    model e
+    "$PY" -c 'import sys; p = sys.argv[1]; t = open(p).read()
+open(p, "w").write(t.replace("\"layer_norm_epsilon\": 1e-05", "\"layer_norm_epsilon\": 1e999"))' \
+        e/config.json
+    refused info '"layer_norm_epsilon" must be a finite number' --model e
+}
+
+# Sizes beyond the checkpoint: vocab, n_positions or d_ff of 1e9 over a 32 KB
+# file once tried to allocate 4-64 GB before reading it. Under a 2 GB address
+# space the refusal must name the tensor, not an allocation.
+sizes_beyond_file() {
+    local key tensor
+    for key in vocab_size:wte.weight n_positions:wpe.weight n_inner:h.0.mlp.c_fc.weight; do
+        tensor=${key#*:} key=${key%%:*}
+        rm -rf v && model v
+        edit_config v "c['$key'] = 10**9"
+        # (AddressSanitizer reserves terabytes of shadow: no limit under it)
+        (under_asan || ulimit -v 2000000 && exec "$HS" info --model v) >out.txt 2>err.txt
+        RC=$?
+        ERR=$(cat err.txt)
+        expect_rc 1 "info with $key 1e9" || return 1
+        expect_grep "$ERR" "v/model.safetensors: tensor $tensor has shape" "$key 1e9" || return 1
+    done
+}
+
+# A tiny safetensors whose header claims a tensor of 1e9 x 16 floats.
+tiny_file_huge_shape() {
+    model t
+    "$PY" -c 'import json, struct, sys
+p = sys.argv[1] + "/model.safetensors"
+h = json.dumps({"wte.weight": {"dtype": "F32", "shape": [10**9, 16],
+                               "data_offsets": [0, 64 * 10**9]}}).encode()
+open(p, "wb").write(struct.pack("<Q", len(h)) + h + bytes(64))' t
+    refused info "model.safetensors" --model t
+}
+
+# NaN weights: eval exited 0 printing "loss nan" and invalid JSON; ablate
+# recorded NULL metrics in a run marked complete.
+nan_weights() {
+    nan_model n
+    local D=$GPT2/eval.bin
+    refused eval "the loss of sequence 0 is NaN" --model n --data "$D" --batch 1 --json || return 1
+    hst eval --model n --data "$D" --batch 1 --json --allow-nonfinite
+    expect_rc 0 "eval --allow-nonfinite" || return 1
+    json_ok out.txt || return 1
+    expect_eq "$(jget out.txt loss)" "None" "eval --allow-nonfinite: loss" || return 1
+    refused ablate "is NaN: the model's weights or inputs are not finite" --model n --data "$D" \
+        --db x.db --batch 2 --seq-len 8 --json || return 1
+    expect_eq "$(status x.db)" "failed" "ablate run status" || return 1
+    expect_eq "$(sqlite3 x.db 'SELECT count(*) FROM head_metrics')" "0" "ablate rows" || return 1
+    hst ablate --model n --data "$D" --db x.db --batch 2 --seq-len 8 --json --allow-nonfinite
+    expect_rc 0 "ablate --allow-nonfinite" || return 1
+    json_ok out.txt || return 1
+    expect_eq "$(status x.db)" "failed,complete" "ablate --allow-nonfinite run status" || return 1
+    refused importance "is NaN" --model n --data "$D" --db x.db --batch 2 --seq-len 8 || return 1
+    refused patterns "is NaN" --model n --data "$D" --db x.db --batch 2 --seq-len 8 || return 1
+    refused prune "is NaN" --model n --data "$D" --db x.db --batch 2 --seq-len 8 --out p ||
+        return 1
+    expect_nofile p/model.safetensors "prune of a NaN model" || return 1
+    refused induction "is NaN" --model n --db x.db --samples 4 --batch 2 --random-draws 2 ||
+        return 1
+    expect_eq "$(status x.db)" "failed,complete,failed,failed,failed,failed" "run statuses" ||
+        return 1
+    # training from NaN weights diverges: always an error, no checkpoint
+    refused train "loss is nan" --init n --data "$D" --batch 2 --seq-len 8 --steps 2 --out o \
+        --db t.db --json || return 1
+    expect_eq "$(status t.db)" "failed" "train run status" || return 1
+    expect_nofile o/model.safetensors "train from NaN weights"
+}
+
+run_checks fifo_inputs zero_heads huge_numbers sizes_beyond_file tiny_file_huge_shape nan_weights
