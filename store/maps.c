@@ -818,6 +818,22 @@ static hid_t open_dataset(hid_t file, const char *name, int rank, hsize_t *dims)
     return d;
 }
 
+/* t is IEEE binary32 (either byte order: HDF5 converts it) or binary16
+ * little-endian (read raw and converted in our code), nothing exotic for
+ * HDF5's float conversion to handle. */
+static int ieee_float(hid_t t, size_t size)
+{
+    if (H5Tget_class(t) != H5T_FLOAT)
+        return 0;
+    if (size == 4)
+        return H5Tequal(t, H5T_IEEE_F32LE) > 0 || H5Tequal(t, H5T_IEEE_F32BE) > 0;
+    size_t spos, epos, esize, mpos, msize;
+    return size == 2 && H5Tget_order(t) == H5T_ORDER_LE && H5Tget_precision(t) == 16 &&
+           H5Tget_offset(t) == 0 && H5Tget_ebias(t) == 15 &&
+           H5Tget_fields(t, &spos, &epos, &esize, &mpos, &msize) >= 0 && spos == 15 &&
+           epos == 10 && esize == 5 && mpos == 0 && msize == 10;
+}
+
 struct hs_maps_reader {
     char path[1024];
     hid_t file, tokens;
@@ -837,7 +853,7 @@ static int open_layer(hs_maps_reader *r, int l, const char *name)
     hid_t d = open_dataset(r->file, name, 4, dims);
     hid_t t = d < 0 ? -1 : H5Dget_type(d);
     const size_t ts = t < 0 ? 0 : H5Tget_size(t);
-    int ok = t >= 0 && H5Tget_class(t) == H5T_FLOAT && (ts == 2 || ts == 4), layer = -1;
+    int ok = t >= 0 && ieee_float(t, ts), layer = -1;
     if (ok) {
         li->layer = l;
         li->half = ts == 2;

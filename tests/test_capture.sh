@@ -489,6 +489,10 @@ with h5py.File(dst, "r+") as f:
         "tokens_float": lambda: (f.__delitem__("tokens"), f.create_dataset("tokens", data=np.zeros((2, 8)))),
         "attn_int": lambda: (f.__delitem__("layer_01/attn"),
                              f.create_dataset("layer_01/attn", data=np.zeros((2, 4, 8, 8), dtype=np.int32))),
+        "attn_f64": lambda: (f.__delitem__("layer_01/attn"),
+                             f.create_dataset("layer_01/attn", data=np.zeros((2, 4, 8, 8)))),
+        "attn_f16be": lambda: (f.__delitem__("layer_01/attn"),
+                               f.create_dataset("layer_01/attn", data=np.zeros((2, 4, 8, 8), dtype=">f2"))),
         "attn_group": lambda: (f.__delitem__("layer_01/attn"), f.create_group("layer_01/attn")),
         # accepted: a fixed-length ASCII string; a quote, a backslash and an escape sequence
         "ok_fixed": lambda: put(a, "format", np.bytes_(b"headscope-maps")),
@@ -507,7 +511,7 @@ hostile_maps() {
     local k
     for k in qs_neg qs_neg_big qs_big qs_huge qs_int64 qs_string qs_two heads_dup heads_range heads_neg \
         heads_short layer_attr seq_len_big seq_len_neg seq_len_float seq_len_vlen version_str complete_2 \
-        format_int format_list tokens_float attn_int attn_group; do
+        format_int format_list tokens_float attn_int attn_f64 attn_f16be attn_group; do
         mutate good.h5 "h_$k.h5" "$k" >check.txt 2>&1 || bad "could not make h_$k.h5: $(tail -c 300 check.txt)" || return 1
         hs maps "h_$k.h5"
         expect_rc 1 "maps on h_$k.h5" || return 1
@@ -584,11 +588,12 @@ sigkill_swept() {
     local orphan live
     orphan=$(tmps s.h5)
     [ -n "$orphan" ] || bad "no temporary file after SIGKILL" || return 1
-    start_long s.h5 || return 1
-    live=$(tmps s.h5 | grep -vxF "$orphan")
+    start_bg "$HS" "${LONG_CAPTURE[@]}" --model "$LONG_MODEL" --out s.h5
+    wait_until 600 "s.h5.tmp.$BG_PID" test -e "s.h5.tmp.$BG_PID" || return 1
+    [ ! -e "$orphan" ] || bad "the orphan $orphan is still there after the next capture began" || return 1
+    live=$(tmps s.h5)
     hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out s.h5 "${SMALL[@]}"
-    expect_rc 0 "capture into s.h5 after the SIGKILL" || return 1
-    [ ! -e "$orphan" ] || bad "the orphan $orphan is still there" || return 1
+    expect_rc 0 "a second capture into s.h5 while one runs" || return 1
     [ -n "$live" ] && [ -e "$live" ] || bad "the running capture's temporary file ($live) was removed" || return 1
     stop_bg INT || return 1
 }
