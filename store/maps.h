@@ -88,6 +88,10 @@ typedef struct {
  * with HS_EFORMAT and nothing left open. No global state: callable on any
  * path, any number of times. */
 int hs_maps_open(hs_maps_reader **r, const char *path);
+/* hs_maps_open without its first step, a probe of the file in a child
+ * process (time limit 20 s) that turns a crash or hang of libhdf5 on a
+ * malformed file into a refusal. For fuzzing our own checks in process. */
+int hs_maps_open_here(hs_maps_reader **r, const char *path);
 const hs_maps_info *hs_maps_get_info(const hs_maps_reader *r);
 /* The map of captured layer index li (0..n_layers-1), sequence n, captured
  * head index hi, as float (nq x S). */

@@ -598,5 +598,45 @@ sigkill_swept() {
     stop_bg INT || return 1
 }
 
+# Map files a fuzzer made crash or hang libhdf5 1.10 (tests/fixtures/maps_hostile:
+# an attribute message, a variable-length string's heap index; and a global heap
+# object whose size runs past its collection, made here): refused with one line,
+# exit 1, for maps, plot and patterns (they crashed with SIGSEGV).
+fuzzed_maps() {
+    hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out good.h5 "${SMALL[@]}"
+    expect_rc 0 "capture good.h5" || return 1
+    "$PY" - <<'EOF' || bad "could not make heap_size.h5" || return 1
+import struct
+b = bytearray(open("good.h5", "rb").read())
+at = b.index(b"GCOL\x01\x00\x00\x00")
+b[at + 24:at + 32] = struct.pack("<Q", 2**31)  # the first object's size
+open("heap_size.h5", "wb").write(b)
+EOF
+    cp "$FIX"/maps_hostile/attr_message.h5 "$FIX"/maps_hostile/heap_index.h5 . || return 1
+    local f
+    for f in heap_size.h5 attr_message.h5 heap_index.h5; do
+        hs maps "$f"
+        expect_rc 1 "maps on $f" || return 1
+        expect_grep "$ERR" "headscope: maps: $f" "maps $f: message" || return 1
+        expect_eq "$(wc -l <err.txt)" 1 "maps $f: lines of stderr" || return 1
+        hs plot map --maps "$f" --out x.png
+        expect_rc 1 "plot map on $f" || return 1
+        hs patterns --maps "$f" --db h.db
+        expect_rc 1 "patterns --maps $f" || return 1
+    done
+}
+
+# One that hangs libhdf5: refused after the probe's 20 s limit.
+fuzzed_maps_hang() {
+    local t0=$SECONDS
+    hs maps "$FIX/maps_hostile/hang.h5"
+    expect_rc 1 "maps on hang.h5" || return 1
+    expect_grep "$ERR" "did not get through" "maps hang.h5: message" || return 1
+    ((SECONDS - t0 < 60)) || bad "maps on hang.h5 took $((SECONDS - t0)) s" || return 1
+}
+
+SLOW_CHECKS="fuzzed_maps_hang"
+
 run_checks oracle_h5py h5dump_layout maps_command selection sigkill_never_complete sigint_clean \
-    sigint_early bad_input memory_flat plot_outputs hostile_maps full_disk sigterm_clean sigkill_swept
+    sigint_early bad_input memory_flat plot_outputs hostile_maps full_disk sigterm_clean sigkill_swept \
+    fuzzed_maps fuzzed_maps_hang
