@@ -123,16 +123,26 @@ struct hs_maps_writer {
 static void free_writer(hs_maps_writer *w);
 static void *io_main(void *arg);
 
+/* Set when an H5Fclose failed: HDF5 1.10 then leaves a half-freed file id
+ * behind, and its cleanup at exit would crash on it. */
+static int h5_dangling;
+
+static void h5_at_exit(void)
+{
+    if (!h5_dangling)
+        H5close();
+}
+
 /* HDF5 quiet: no automatic printing of its error stack (we report one line
- * of our own), and no library cleanup at exit, which in HDF5 1.10 crashes on
- * the id a failed H5Fclose leaves behind (close_file avoids that failure
- * where it can: this is the net under it). */
+ * of our own), and its cleanup at exit our own, skipped after a failed
+ * H5Fclose (close_file avoids one where it can: this is the net under it). */
 static void h5_quiet(void)
 {
     static int done;
     if (!done) {
         done = 1;
-        H5dont_atexit();
+        if (H5dont_atexit() >= 0)
+            atexit(h5_at_exit);
     }
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
@@ -542,7 +552,7 @@ static void free_writer(hs_maps_writer *w)
  * fail. HDF5 1.10 leaves a half-freed file id behind when H5Fclose fails
  * (on a full disk, say), which crashes the library's cleanup at exit; after
  * this, every id closes. */
-static void divert_file(hs_maps_writer *w)
+static void divert_file(hs_maps_writer *w, int limited)
 {
     int *fd = NULL;
     if (w->file < 0 || H5Fget_vfd_handle(w->file, H5P_DEFAULT, (void **)&fd) < 0 || !fd ||
@@ -550,7 +560,8 @@ static void divert_file(hs_maps_writer *w)
         return;
     int scratch = -1;
 #ifdef __linux__
-    scratch = memfd_create("headscope-discard", MFD_CLOEXEC);
+    if (!limited)
+        scratch = memfd_create("headscope-discard", MFD_CLOEXEC);
 #endif
     if (scratch < 0)
         scratch = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -560,6 +571,18 @@ static void divert_file(hs_maps_writer *w)
     }
 }
 
+/* divert_file under a file size limit (RLIMIT_FSIZE), which applies to the
+ * scratch file too: its soft limit is lifted, where it can be, until the
+ * caller restores *old (when *lifted); where it cannot, /dev/null. */
+static void divert_with_limit(hs_maps_writer *w, struct rlimit *old, int *lifted)
+{
+    if (!*lifted && !getrlimit(RLIMIT_FSIZE, old) && old->rlim_cur < old->rlim_max) {
+        struct rlimit up = { old->rlim_max, old->rlim_max };
+        *lifted = !setrlimit(RLIMIT_FSIZE, &up);
+    }
+    divert_file(w, !*lifted && old->rlim_cur != RLIM_INFINITY);
+}
+
 /* Flushes and closes everything; on any failure the file is diverted first
  * so that all ids close. Returns HS_OK or a status with the message set. */
 static int close_file(hs_maps_writer *w, int rc)
@@ -567,26 +590,26 @@ static int close_file(hs_maps_writer *w, int rc)
     int io = stop_io(w);
     if (!rc)
         rc = io;
-    if (!rc && H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0)
-        rc = hs_fail(HS_EIO, "%s: writing the file failed (disk full?)", w->path);
-    /* A file size limit (RLIMIT_FSIZE) applies to the scratch file too: its
-     * soft limit is lifted, where it can be, while the diverted file closes. */
-    struct rlimit fsz;
+    struct rlimit fsz = { RLIM_INFINITY, RLIM_INFINITY };
     int lifted = 0;
-    if (rc && !getrlimit(RLIMIT_FSIZE, &fsz) && fsz.rlim_cur < fsz.rlim_max) {
-        struct rlimit up = { fsz.rlim_max, fsz.rlim_max };
-        lifted = !setrlimit(RLIMIT_FSIZE, &up);
-    }
     if (rc)
-        divert_file(w);
+        divert_with_limit(w, &fsz, &lifted);
+    /* datasets first: their chunk caches hold most of the data, and a
+     * failure here still leaves the file to divert */
     int bad = close_all(w);
-    if (w->file >= 0 && H5Fclose(w->file) < 0)
+    if (bad && !rc) {
+        rc = hs_fail(HS_EIO, "%s: writing the file failed (disk full?)", w->path);
+        divert_with_limit(w, &fsz, &lifted);
+    }
+    if (w->file >= 0 && H5Fclose(w->file) < 0) {
         bad = -1;
+        h5_dangling = 1;
+    }
     w->file = -1;
     if (lifted)
         setrlimit(RLIMIT_FSIZE, &fsz);
     if (bad && !rc)
-        rc = h5_fail(w->path, "closing");
+        rc = hs_fail(HS_EIO, "%s: writing the file failed while closing it (disk full?)", w->path);
     return rc;
 }
 
@@ -957,7 +980,9 @@ static int open_layer(hs_maps_reader *r, int l, const char *name)
  * that crashes or hangs libhdf5 is refused instead of taking the caller
  * down. HS_OK when the child got through (a refusal of the layout included:
  * the caller's own open reports it), else HS_EFORMAT with the message set. */
-enum { PROBE_SECONDS = 20 };
+/* PROBE_REFUSED: the child's status for a file our checks refuse (any other
+ * non-zero status, a sanitizer's report say, is a failure inside HDF5). */
+enum { PROBE_SECONDS = 20, PROBE_REFUSED = 97 };
 
 static int probe(const char *path)
 {
@@ -975,7 +1000,7 @@ static int probe(const char *path)
         alarm(PROBE_SECONDS);
         hs_maps_reader *r;
         if (hs_maps_open_here(&r, path))
-            _exit(1);
+            _exit(PROBE_REFUSED);
         const hs_maps_info *in = &r->info;
         int rc = 0;
         int32_t *tok = malloc(sizeof(int32_t) * (size_t)in->seq_len);
@@ -989,7 +1014,7 @@ static int probe(const char *path)
         }
         free(tok);
         hs_maps_close(r);
-        _exit(rc ? 1 : 0);
+        _exit(rc ? PROBE_REFUSED : 0);
     }
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
@@ -1002,7 +1027,7 @@ static int probe(const char *path)
     if (WIFSIGNALED(st))
         return hs_fail(HS_EFORMAT, "%s: refused: the HDF5 library crashed reading this file "
                        "(signal %d)", path, WTERMSIG(st));
-    if (WIFEXITED(st) && WEXITSTATUS(st) > 1)
+    if (!WIFEXITED(st) || (WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != PROBE_REFUSED))
         return hs_fail(HS_EFORMAT, "%s: refused: the HDF5 library failed reading this file "
                        "(status %d)", path, WEXITSTATUS(st));
     return HS_OK;
