@@ -135,11 +135,15 @@ static int cmd_maps(int argc, char **argv)
         printf("{\"file\":");
         json_string(stdout, file);
         printf(",\"complete\":%d,\"version\":%d,\"sequences\":%lld,\"seq_len\":%d,"
-               "\"model_sha256\":\"%s\",\"data_sha256\":\"%s\",\"data_path\":",
-               in->complete, in->version, in->n_seq, in->seq_len, in->model_sha256,
-               in->data_sha256);
+               "\"model_sha256\":", in->complete, in->version, in->n_seq, in->seq_len);
+        json_string(stdout, in->model_sha256);
+        printf(",\"data_sha256\":");
+        json_string(stdout, in->data_sha256);
+        printf(",\"data_path\":");
         json_string(stdout, in->data_path);
-        printf(",\"tool_version\":\"%s\",\"layers\":[", in->tool_version);
+        printf(",\"tool_version\":");
+        json_string(stdout, in->tool_version);
+        printf(",\"layers\":[");
         for (int i = 0; i < in->n_layers; i++) {
             const hs_maps_layer_info *l = &in->layers[i];
             printf("%s{\"layer\":%d,\"heads\":[", i ? "," : "", l->layer);

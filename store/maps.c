@@ -1,10 +1,18 @@
+#define _GNU_SOURCE /* memfd_create */
 #include "maps.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -115,6 +123,30 @@ struct hs_maps_writer {
 static void free_writer(hs_maps_writer *w);
 static void *io_main(void *arg);
 
+/* Set when an H5Fclose failed: HDF5 1.10 then leaves a half-freed file id
+ * behind, and its cleanup at exit would crash on it. */
+static int h5_dangling;
+
+static void h5_at_exit(void)
+{
+    if (!h5_dangling)
+        H5close();
+}
+
+/* HDF5 quiet: no automatic printing of its error stack (we report one line
+ * of our own), and its cleanup at exit our own, skipped after a failed
+ * H5Fclose (close_file avoids one where it can: this is the net under it). */
+static void h5_quiet(void)
+{
+    static int done;
+    if (!done) {
+        done = 1;
+        if (H5dont_atexit() >= 0)
+            atexit(h5_at_exit);
+    }
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
 static int h5_fail(const char *path, const char *what)
 {
     return hs_fail(HS_EIO, "%s: %s failed", path, what);
@@ -171,16 +203,60 @@ static hid_t create_extendible(hid_t loc, const char *name, hid_t type, int rank
     return d;
 }
 
+/* Removes PATH.tmp.PID files next to path whose process is gone (a capture
+ * killed with SIGKILL, or a crash): regular files only, the name exactly
+ * our pattern for this output, the pid not ours and not alive on this
+ * machine (kill(pid, 0) fails with ESRCH). */
+static void sweep_stale_temps(const char *path)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? path + (slash - dir) + 1 : path;
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+    const size_t nb = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d || !nb)
+        goto done;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, nb) || strncmp(n + nb, ".tmp.", 5))
+            continue;
+        const char *digits = n + nb + 5;
+        size_t nd = strspn(digits, "0123456789");
+        if (nd < 1 || nd > 9 || digits[nd] || digits[0] == '0')
+            continue;
+        const long pid = strtol(digits, NULL, 10);
+        if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char full[2200];
+        struct stat sb;
+        snprintf(full, sizeof full, "%s/%s", dir, n);
+        if (lstat(full, &sb) == 0 && S_ISREG(sb.st_mode))
+            unlink(full);
+    }
+done:
+    if (d)
+        closedir(d);
+}
+
 int hs_maps_create(hs_maps_writer **out, const char *path, const hs_maps_meta *meta, int force)
 {
     *out = NULL;
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    h5_quiet();
     struct stat sb;
     if (!force && stat(path, &sb) == 0)
         return hs_fail(HS_EIO, "%s exists (use --force to overwrite)", path);
     if (meta->seq_len < 1 || meta->compress < 0 || meta->compress > 9)
         return hs_fail(HS_EINVAL, "%s: bad sequence length %d or compression level %d", path,
                        meta->seq_len, meta->compress);
+    sweep_stale_temps(path);
     hs_maps_writer *w = hs_calloc(1, sizeof *w, "maps writer");
     if (!w)
         return HS_ENOMEM;
@@ -376,6 +452,8 @@ int hs_maps_append_tokens(hs_maps_writer *w, const int32_t *tokens, int B)
 static void *io_main(void *arg)
 {
     hs_maps_writer *w = arg;
+    /* HDF5's error stacks and their printing are per thread */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->qlen && !w->closing)
@@ -441,20 +519,23 @@ hs_map_sink hs_maps_sink(hs_maps_writer *w)
     return (hs_map_sink){ w, sink_maps, sink_tokens };
 }
 
-static void close_all(hs_maps_writer *w)
+/* Closes every dataset and type; returns -1 when one failed to close. */
+static int close_all(hs_maps_writer *w)
 {
+    int bad = 0;
     stop_io(w);
     for (int i = 0; i < w->n_layers; i++) {
-        if (w->layers[i].dset >= 0)
-            H5Dclose(w->layers[i].dset);
+        if (w->layers[i].dset >= 0 && H5Dclose(w->layers[i].dset) < 0)
+            bad = -1;
         free(w->layers[i].heads);
     }
-    if (w->tokens >= 0)
-        H5Dclose(w->tokens);
-    if (w->dtype >= 0)
-        H5Tclose(w->dtype);
+    if (w->tokens >= 0 && H5Dclose(w->tokens) < 0)
+        bad = -1;
+    if (w->dtype >= 0 && H5Tclose(w->dtype) < 0)
+        bad = -1;
     w->n_layers = 0;
     w->tokens = w->dtype = -1;
+    return bad;
 }
 
 static void free_writer(hs_maps_writer *w)
@@ -466,21 +547,87 @@ static void free_writer(hs_maps_writer *w)
     free(w);
 }
 
+/* Points the temporary file's descriptor at a scratch file in memory (or
+ * /dev/null) so that HDF5's closing flush of a file we throw away cannot
+ * fail. HDF5 1.10 leaves a half-freed file id behind when H5Fclose fails
+ * (on a full disk, say), which crashes the library's cleanup at exit; after
+ * this, every id closes. */
+static void divert_file(hs_maps_writer *w, int limited)
+{
+    int *fd = NULL;
+    if (w->file < 0 || H5Fget_vfd_handle(w->file, H5P_DEFAULT, (void **)&fd) < 0 || !fd ||
+        *fd < 0)
+        return;
+    int scratch = -1;
+#ifdef __linux__
+    if (!limited)
+        scratch = memfd_create("headscope-discard", MFD_CLOEXEC);
+#endif
+    if (scratch < 0)
+        scratch = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (scratch >= 0) {
+        dup2(scratch, *fd);
+        close(scratch);
+    }
+}
+
+/* divert_file under a file size limit (RLIMIT_FSIZE), which applies to the
+ * scratch file too: its soft limit is lifted, where it can be, until the
+ * caller restores *old (when *lifted); where it cannot, /dev/null. */
+static void divert_with_limit(hs_maps_writer *w, struct rlimit *old, int *lifted)
+{
+    if (!*lifted && !getrlimit(RLIMIT_FSIZE, old) && old->rlim_cur < old->rlim_max) {
+        struct rlimit up = { old->rlim_max, old->rlim_max };
+        *lifted = !setrlimit(RLIMIT_FSIZE, &up);
+    }
+    divert_file(w, !*lifted && old->rlim_cur != RLIM_INFINITY);
+}
+
+/* Flushes and closes everything; on any failure the file is diverted first
+ * so that all ids close. Returns HS_OK or a status with the message set. */
+static int close_file(hs_maps_writer *w, int rc)
+{
+    int io = stop_io(w);
+    if (!rc)
+        rc = io;
+    struct rlimit fsz = { RLIM_INFINITY, RLIM_INFINITY };
+    int lifted = 0;
+    if (rc)
+        divert_with_limit(w, &fsz, &lifted);
+    /* datasets first: their chunk caches hold most of the data, and a
+     * failure here still leaves the file to divert */
+    int bad = close_all(w);
+    if (bad && !rc) {
+        rc = hs_fail(HS_EIO, "%s: writing the file failed (disk full?)", w->path);
+        divert_with_limit(w, &fsz, &lifted);
+    }
+    if (w->file >= 0 && H5Fclose(w->file) < 0) {
+        bad = -1;
+        h5_dangling = 1;
+    }
+    w->file = -1;
+    if (lifted)
+        setrlimit(RLIMIT_FSIZE, &fsz);
+    if (bad && !rc)
+        rc = hs_fail(HS_EIO, "%s: writing the file failed while closing it (disk full?)", w->path);
+    return rc;
+}
+
 int hs_maps_finish(hs_maps_writer *w)
 {
-    int rc = stop_io(w);
-    close_all(w);
-    if (H5Fclose(w->file) < 0 && !rc)
-        rc = h5_fail(w->path, "closing");
-    w->file = -1;
+    int rc = close_file(w, HS_OK);
     if (!rc && rename(w->tmp, w->path))
         rc = hs_fail(HS_EIO, "%s: cannot rename into place: %s", w->path, strerror(errno));
     if (rc)
         unlink(w->tmp);
     if (!rc) {
+        /* the attribute exists: rewritten in place, the file does not grow */
         const int complete = 1;
         hid_t f = H5Fopen(w->path, H5F_ACC_RDWR, H5P_DEFAULT);
-        if (f < 0 || set_int_attr(f, "complete", &complete, 1) || H5Fclose(f) < 0)
+        int bad = f < 0 || set_int_attr(f, "complete", &complete, 1);
+        if (f >= 0 && H5Fclose(f) < 0)
+            bad = 1;
+        if (bad)
             rc = h5_fail(w->path, "marking the file complete");
     }
     free_writer(w);
@@ -491,14 +638,293 @@ void hs_maps_abort(hs_maps_writer *w)
 {
     if (!w)
         return;
-    close_all(w);
-    if (w->file >= 0)
-        H5Fclose(w->file);
+    close_file(w, HS_EINTR); /* nothing of it is kept: never a flush that can fail */
     unlink(w->tmp);
     free_writer(w);
 }
 
 /* ---- reader ----------------------------------------------------------------- */
+
+/* Attributes are read with their type class, size and number of values
+ * checked first; anything else is refused before HDF5 converts it. */
+enum {
+    MAX_STR_ATTR = 1 << 24,   /* bytes of a fixed-length string attribute */
+    MAX_SEQ_LEN = 1 << 14,    /* T: readers hold T x T floats */
+    MAX_CHUNK = 1 << 28,      /* elements of one chunk */
+};
+
+/* Opens attribute `name` of obj when it exists with type class cls and
+ * between 1 and max values in a scalar or 1-D space; *type and *n are set.
+ * Returns the attribute id, or -1 with nothing left open. */
+static hid_t open_attr(hid_t obj, const char *name, H5T_class_t cls, hssize_t max, hid_t *type,
+                       hssize_t *n)
+{
+    if (H5Aexists(obj, name) <= 0)
+        return -1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    hid_t t = a < 0 ? -1 : H5Aget_type(a), sp = a < 0 ? -1 : H5Aget_space(a);
+    const H5S_class_t sc = sp < 0 ? H5S_NO_CLASS : H5Sget_simple_extent_type(sp);
+    *n = sp < 0 ? -1 : H5Sget_simple_extent_npoints(sp);
+    const int ok = t >= 0 && H5Tget_class(t) == cls && (sc == H5S_SCALAR ||
+                   (sc == H5S_SIMPLE && H5Sget_simple_extent_ndims(sp) == 1)) &&
+                   *n >= 1 && *n <= max;
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (ok) {
+        *type = t;
+        return a;
+    }
+    if (t >= 0)
+        H5Tclose(t);
+    if (a >= 0)
+        H5Aclose(a);
+    return -1;
+}
+
+/* Replaces, in place, control characters and bytes that are not part of
+ * well-formed UTF-8 with '?': strings from a map file are printed. */
+static void sanitize(char *s)
+{
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 && *p >= 0xc2 ? 1 : (*p & 0xf0) == 0xe0 ? 2
+                : (*p & 0xf8) == 0xf0 && *p <= 0xf4 ? 3 : -1;
+        for (int k = 1; n > 0 && k <= n; k++)
+            if ((p[k] & 0xc0) != 0x80)
+                n = -1;
+        if (n < 0 || *p < 0x20 || *p == 0x7f) {
+            *p++ = '?';
+            continue;
+        }
+        p += n + 1;
+    }
+}
+
+/* One string value (variable- or fixed-length, ASCII or UTF-8) into out
+ * (truncated to cap) and/or a malloc'd copy in *dup. -1: absent or not a
+ * string. */
+static int get_str_attr(hid_t obj, const char *name, char *out, size_t cap, char **dup)
+{
+    hid_t t;
+    hssize_t n;
+    hid_t a = open_attr(obj, name, H5T_STRING, 1, &t, &n);
+    if (a < 0)
+        return -1;
+    const H5T_cset_t cs = H5Tget_cset(t);
+    const htri_t var = H5Tis_variable_str(t);
+    const size_t size = H5Tget_size(t);
+    char *s = NULL;
+    int rc = -1;
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    if (mt >= 0 && (cs == H5T_CSET_ASCII || cs == H5T_CSET_UTF8) && H5Tset_cset(mt, cs) >= 0) {
+        if (var > 0) {
+            if (H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Aread(a, mt, &s) >= 0 && s) {
+                rc = 0;
+            } else if (s) {
+                H5free_memory(s);
+                s = NULL;
+            }
+        } else if (var == 0 && size >= 1 && size <= MAX_STR_ATTR) {
+            char *buf = calloc(size + 1, 1);
+            if (buf && H5Tset_size(mt, size + 1) >= 0 && H5Tset_strpad(mt, H5T_STR_NULLTERM) >= 0 &&
+                H5Aread(a, mt, buf) >= 0) {
+                buf[size] = 0;
+                rc = 0;
+            }
+            if (!rc) {
+                if (out) {
+                    snprintf(out, cap, "%s", buf);
+                    sanitize(out);
+                }
+                if (dup)
+                    *dup = strdup(buf);
+            }
+            free(buf);
+        }
+    }
+    if (s) {
+        if (out) {
+            snprintf(out, cap, "%s", s);
+            sanitize(out);
+        }
+        if (dup)
+            *dup = strdup(s);
+        H5free_memory(s);
+    }
+    if (mt >= 0)
+        H5Tclose(mt);
+    H5Tclose(t);
+    H5Aclose(a);
+    return rc;
+}
+
+/* 1..max integers, each in [lo, hi], into v. Returns the count or -1. */
+static int get_int_attr(hid_t obj, const char *name, int *v, int max, long long lo, long long hi)
+{
+    hid_t t;
+    hssize_t n;
+    hid_t a = open_attr(obj, name, H5T_INTEGER, max, &t, &n);
+    if (a < 0)
+        return -1;
+    long long buf[HS_MAX_HEADS > 1 ? HS_MAX_HEADS : 1];
+    int rc = H5Tget_size(t) <= 8 && n <= (hssize_t)(sizeof buf / sizeof buf[0]) &&
+                     H5Aread(a, H5T_NATIVE_LLONG, buf) >= 0
+                 ? (int)n
+                 : -1;
+    for (int i = 0; rc > 0 && i < n; i++) {
+        if (buf[i] < lo || buf[i] > hi)
+            rc = -1;
+        else
+            v[i] = (int)buf[i];
+    }
+    H5Tclose(t);
+    H5Aclose(a);
+    return rc;
+}
+
+/* A dataset's storage as we write it: contiguous, or chunked with at most
+ * MAX_CHUNK elements a chunk, filters only shuffle and deflate. */
+static int plain_storage(hid_t d)
+{
+    hid_t pl = H5Dget_create_plist(d);
+    if (pl < 0)
+        return 0;
+    int ok = 0;
+    const H5D_layout_t lay = H5Pget_layout(pl);
+    if (lay == H5D_CONTIGUOUS) {
+        ok = 1;
+    } else if (lay == H5D_CHUNKED) {
+        hsize_t c[H5S_MAX_RANK];
+        const int rank = H5Pget_chunk(pl, H5S_MAX_RANK, c);
+        unsigned long long prod = 1;
+        ok = rank >= 1 && rank <= 4;
+        for (int i = 0; ok && i < rank; i++)
+            ok = c[i] >= 1 && !__builtin_mul_overflow(prod, (unsigned long long)c[i], &prod) &&
+                 prod <= MAX_CHUNK;
+        const int nf = ok ? H5Pget_nfilters(pl) : -1;
+        ok = ok && nf >= 0 && nf <= 2;
+        for (int i = 0; ok && i < nf; i++) {
+            unsigned flags, cd[8];
+            size_t ncd = 8;
+            char fname[64];
+            const H5Z_filter_t f = H5Pget_filter2(pl, (unsigned)i, &flags, &ncd, cd, sizeof fname,
+                                                  fname, NULL);
+            ok = f == H5Z_FILTER_SHUFFLE || f == H5Z_FILTER_DEFLATE;
+        }
+    }
+    H5Pclose(pl);
+    return ok;
+}
+
+/* Opens name as a dataset of `rank` dims (each at most INT_MAX) stored as
+ * plain_storage allows; -1 otherwise, nothing left open. */
+static hid_t open_dataset(hid_t file, const char *name, int rank, hsize_t *dims)
+{
+    if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
+        return -1;
+    H5O_info_t oi;
+    if (H5Oget_info_by_name2(file, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0 ||
+        oi.type != H5O_TYPE_DATASET)
+        return -1;
+    hid_t d = H5Dopen2(file, name, H5P_DEFAULT);
+    hid_t sp = d < 0 ? -1 : H5Dget_space(d);
+    int ok = sp >= 0 && H5Sget_simple_extent_type(sp) == H5S_SIMPLE &&
+             H5Sget_simple_extent_ndims(sp) == rank &&
+             H5Sget_simple_extent_dims(sp, dims, NULL) == rank && plain_storage(d);
+    for (int i = 0; ok && i < rank; i++)
+        ok = dims[i] <= INT_MAX;
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (!ok && d >= 0) {
+        H5Dclose(d);
+        d = -1;
+    }
+    return d;
+}
+
+/* t is IEEE binary32 (either byte order: HDF5 converts it) or binary16
+ * little-endian (read raw and converted in our code), nothing exotic for
+ * HDF5's float conversion to handle. */
+static int ieee_float(hid_t t, size_t size)
+{
+    if (H5Tget_class(t) != H5T_FLOAT)
+        return 0;
+    if (size == 4)
+        return H5Tequal(t, H5T_IEEE_F32LE) > 0 || H5Tequal(t, H5T_IEEE_F32BE) > 0;
+    size_t spos, epos, esize, mpos, msize;
+    return size == 2 && H5Tget_order(t) == H5T_ORDER_LE && H5Tget_precision(t) == 16 &&
+           H5Tget_offset(t) == 0 && H5Tget_ebias(t) == 15 &&
+           H5Tget_fields(t, &spos, &epos, &esize, &mpos, &msize) >= 0 && spos == 15 &&
+           epos == 10 && esize == 5 && mpos == 0 && msize == 10;
+}
+
+/* Global heap collections ("GCOL", where HDF5 keeps variable-length
+ * strings) in the first GCOL_SCAN bytes of the file, checked before HDF5
+ * reads any: HDF5 1.10 copies a heap object by the size the file gives,
+ * unchecked. Each must lie inside the file and hold objects that lie inside
+ * it (index, refcount, reserved, 8-byte size, data padded to 8). Returns the
+ * offset of a bad collection, or -1 when all are sound. */
+enum { GCOL_SCAN = 64 << 20, GCOL_MIN = 4096 };
+
+static uint64_t le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static int gcol_sound(FILE *f, uint64_t at, uint64_t file_size)
+{
+    unsigned char h[16];
+    if (fseeko(f, (off_t)at, SEEK_SET) || fread(h, 1, 16, f) != 16)
+        return 0;
+    const uint64_t size = le64(h + 8);
+    if (size < GCOL_MIN || size > file_size || at > file_size - size)
+        return 0;
+    uint64_t off = 16;
+    while (off + 16 <= size) {
+        unsigned char o[16];
+        if (fread(o, 1, 16, f) != 16)
+            return 0;
+        const unsigned idx = (unsigned)(o[0] | o[1] << 8);
+        const uint64_t osz = le64(o + 8);
+        if (osz > size - off - 16)
+            return idx == 0 && osz <= size - off; /* free space counts its header */
+        if (idx == 0)
+            return 1;
+        const uint64_t padded = (osz + 7) & ~(uint64_t)7;
+        if (padded > size - off - 16)
+            return 0;
+        off += 16 + padded;
+        if (fseeko(f, (off_t)(at + off), SEEK_SET))
+            return 0;
+    }
+    return 1;
+}
+
+static long long bad_global_heap(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    struct stat sb;
+    long long bad = -1;
+    unsigned char *buf = malloc((1 << 20) + 8);
+    const uint64_t size = fstat(fileno(f), &sb) ? 0 : (uint64_t)sb.st_size;
+    const uint64_t end = size < GCOL_SCAN ? size : GCOL_SCAN;
+    for (uint64_t pos = 0; buf && bad < 0 && pos < end; pos += 1 << 20) {
+        if (fseeko(f, (off_t)pos, SEEK_SET))
+            break;
+        const size_t n = fread(buf, 1, (1 << 20) + 8, f); /* 8 bytes overlap the next block */
+        for (size_t i = 0; bad < 0 && i + 8 <= n && i < (1 << 20); i++)
+            if (!memcmp(buf + i, "GCOL\1\0\0\0", 8) && !gcol_sound(f, pos + i, size))
+                bad = (long long)(pos + i);
+    }
+    free(buf);
+    fclose(f);
+    return bad;
+}
 
 struct hs_maps_reader {
     char path[1024];
@@ -507,60 +933,131 @@ struct hs_maps_reader {
     hs_maps_info info;
 };
 
-static int get_str_attr(hid_t obj, const char *name, char *out, size_t cap, char **dup)
+/* Layer l's dataset, checked against the file's seq_len and sequence count:
+ * a float type of 2 or 4 bytes, [N, nh, nq, T] with nh = the number of
+ * distinct head ids in [0, HS_MAX_HEADS), 0 <= query_start and
+ * query_start + nq <= T, attribute layer = l. */
+static int open_layer(hs_maps_reader *r, int l, const char *name)
 {
-    if (H5Aexists(obj, name) <= 0)
-        return -1;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    hid_t t = H5Aget_type(a);
-    int rc = -1;
-    if (H5Tget_class(t) == H5T_STRING) {
-        if (H5Tis_variable_str(t) > 0) {
-            char *s = NULL;
-            hid_t mt = H5Tcopy(t); /* same character set: HDF5 converts none */
-            if (H5Aread(a, mt, &s) >= 0 && s) {
-                if (out)
-                    snprintf(out, cap, "%s", s);
-                if (dup)
-                    *dup = strdup(s);
-                H5free_memory(s);
-                rc = 0;
-            }
-            H5Tclose(mt);
-        }
+    hs_maps_info *in = &r->info;
+    hs_maps_layer_info *li = &in->layers[in->n_layers];
+    hsize_t dims[4] = { 0 };
+    hid_t d = open_dataset(r->file, name, 4, dims);
+    hid_t t = d < 0 ? -1 : H5Dget_type(d);
+    const size_t ts = t < 0 ? 0 : H5Tget_size(t);
+    int ok = t >= 0 && ieee_float(t, ts), layer = -1;
+    if (ok) {
+        li->layer = l;
+        li->half = ts == 2;
+        li->nh = get_int_attr(d, "heads", li->heads, HS_MAX_HEADS, 0, HS_MAX_HEADS - 1);
+        for (int i = 0; ok && i < li->nh; i++)
+            for (int k = 0; ok && k < i; k++)
+                ok = li->heads[i] != li->heads[k];
+        ok = ok && li->nh >= 1 && (hsize_t)li->nh == dims[1] &&
+             get_int_attr(d, "query_start", &li->q0, 1, 0, in->seq_len - 1) == 1 &&
+             get_int_attr(d, "layer", &layer, 1, 0, HS_MAPS_MAX_LAYERS - 1) == 1 && layer == l;
+        li->nq = (int)dims[2];
+        li->S = (int)dims[3];
+        ok = ok && (long long)dims[0] == in->n_seq && li->S == in->seq_len && li->nq >= 1 &&
+             (long long)li->q0 + li->nq <= in->seq_len;
     }
-    H5Tclose(t);
-    H5Aclose(a);
-    return rc;
+    if (t >= 0)
+        H5Tclose(t);
+    if (!ok) {
+        if (d >= 0)
+            H5Dclose(d);
+        return hs_fail(HS_EFORMAT, "%s: /%s does not match the documented layout (float "
+                       "[N, heads, queries, %d], attributes layer=%d, distinct heads, "
+                       "0 <= query_start, query_start + queries <= %d)", r->path, name,
+                       in->seq_len, l, in->seq_len);
+    }
+    r->dsets[in->n_layers++] = d;
+    return HS_OK;
 }
 
-static int get_int_attr(hid_t obj, const char *name, int *v, int max)
+/* hs_maps_open's probe: opens the file and reads every layer's first map and
+ * the first tokens in a child process, under a time limit, so that a file
+ * that crashes or hangs libhdf5 is refused instead of taking the caller
+ * down. HS_OK when the child got through (a refusal of the layout included:
+ * the caller's own open reports it), else HS_EFORMAT with the message set. */
+/* PROBE_REFUSED: the child's status for a file our checks refuse (any other
+ * non-zero status, a sanitizer's report say, is a failure inside HDF5). */
+enum { PROBE_SECONDS = 20, PROBE_REFUSED = 97 };
+
+static int probe(const char *path)
 {
-    if (H5Aexists(obj, name) <= 0)
-        return -1;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    hid_t sp = H5Aget_space(a);
-    hssize_t n = H5Sget_simple_extent_npoints(sp);
-    int rc = n < 1 || n > max || H5Aread(a, H5T_NATIVE_INT, v) < 0 ? -1 : (int)n;
-    H5Sclose(sp);
-    H5Aclose(a);
-    return rc;
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid < 0)
+        return HS_OK; /* no process to spare: the caller opens it itself */
+    if (pid == 0) {
+        const int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, 2);
+        signal(SIGINT, SIG_DFL); /* Ctrl-C ends the probe too */
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGALRM, SIG_DFL);
+        alarm(PROBE_SECONDS);
+        hs_maps_reader *r;
+        if (hs_maps_open_here(&r, path))
+            _exit(PROBE_REFUSED);
+        const hs_maps_info *in = &r->info;
+        int rc = 0;
+        int32_t *tok = malloc(sizeof(int32_t) * (size_t)in->seq_len);
+        if (tok && in->n_seq > 0)
+            rc |= hs_maps_read_tokens(r, 0, tok);
+        for (int li = 0; in->n_seq > 0 && li < in->n_layers; li++) {
+            float *m = malloc(sizeof(float) * (size_t)in->layers[li].nq * in->layers[li].S);
+            if (m)
+                rc |= hs_maps_read(r, li, 0, 0, m);
+            free(m);
+        }
+        free(tok);
+        hs_maps_close(r);
+        _exit(rc ? PROBE_REFUSED : 0);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFSIGNALED(st) && (WTERMSIG(st) == SIGINT || WTERMSIG(st) == SIGTERM))
+        return hs_fail(HS_EINTR, "%s: interrupted while opening", path);
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
+        return hs_fail(HS_EFORMAT, "%s: refused: the HDF5 library did not get through this "
+                       "file in %d s", path, PROBE_SECONDS);
+    if (WIFSIGNALED(st))
+        return hs_fail(HS_EFORMAT, "%s: refused: the HDF5 library crashed reading this file "
+                       "(signal %d)", path, WTERMSIG(st));
+    if (!WIFEXITED(st) || (WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != PROBE_REFUSED))
+        return hs_fail(HS_EFORMAT, "%s: refused: the HDF5 library failed reading this file "
+                       "(status %d)", path, WEXITSTATUS(st));
+    return HS_OK;
 }
 
 int hs_maps_open(hs_maps_reader **out, const char *path)
 {
     *out = NULL;
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    const int rc = probe(path);
+    return rc ? rc : hs_maps_open_here(out, path);
+}
+
+int hs_maps_open_here(hs_maps_reader **out, const char *path)
+{
+    *out = NULL;
+    h5_quiet();
+    struct stat sb;
+    if (stat(path, &sb))
+        return hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return hs_fail(HS_EFORMAT, "%s: not a regular file", path);
+    const long long heap = bad_global_heap(path);
+    if (heap >= 0)
+        return hs_fail(HS_EFORMAT, "%s: malformed HDF5 global heap at byte %lld (where "
+                       "variable-length strings are kept)", path, heap);
     hs_maps_reader *r = hs_calloc(1, sizeof *r, "maps reader");
     if (!r)
         return HS_ENOMEM;
     snprintf(r->path, sizeof r->path, "%s", path);
     r->tokens = -1;
-    struct stat sb;
-    if (stat(path, &sb)) {
-        free(r);
-        return hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno));
-    }
     r->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (r->file < 0) {
         free(r);
@@ -571,27 +1068,31 @@ int hs_maps_open(hs_maps_reader **out, const char *path)
     int rc = HS_OK;
     if (get_str_attr(r->file, "format", format, sizeof format, NULL) ||
         strcmp(format, "headscope-maps"))
-        rc = hs_fail(HS_EFORMAT, "%s: not a headscope map file (format attribute \"%s\")", path,
-                     format);
-    else if (get_int_attr(r->file, "version", &in->version, 1) < 0 || in->version != 1)
-        rc = hs_fail(HS_EFORMAT, "%s: unsupported version %d", path, in->version);
-    else if (get_int_attr(r->file, "complete", &in->complete, 1) < 0 ||
-             get_int_attr(r->file, "seq_len", &in->seq_len, 1) < 0 || in->seq_len < 1)
-        rc = hs_fail(HS_EFORMAT, "%s: missing complete or seq_len attribute", path);
+        rc = hs_fail(HS_EFORMAT, "%s: not a headscope map file (no string attribute format="
+                     "\"headscope-maps\")", path);
+    else if (get_int_attr(r->file, "version", &in->version, 1, INT_MIN, INT_MAX) < 0 ||
+             in->version != 1)
+        rc = hs_fail(HS_EFORMAT, "%s: unsupported version %d (or not an integer attribute)",
+                     path, in->version);
+    else if (get_int_attr(r->file, "complete", &in->complete, 1, 0, 1) < 0 ||
+             get_int_attr(r->file, "seq_len", &in->seq_len, 1, 1, MAX_SEQ_LEN) < 0)
+        rc = hs_fail(HS_EFORMAT, "%s: missing or bad complete (0|1) or seq_len (1..%d) "
+                     "attribute", path, MAX_SEQ_LEN);
     if (!rc) {
         get_str_attr(r->file, "model_sha256", in->model_sha256, sizeof in->model_sha256, NULL);
         get_str_attr(r->file, "data_sha256", in->data_sha256, sizeof in->data_sha256, NULL);
         get_str_attr(r->file, "data_path", in->data_path, sizeof in->data_path, NULL);
         get_str_attr(r->file, "tool_version", in->tool_version, sizeof in->tool_version, NULL);
         get_str_attr(r->file, "model_config", NULL, 0, &in->model_config);
-        r->tokens = H5Dopen2(r->file, "tokens", H5P_DEFAULT);
         hsize_t d[2] = { 0, 0 };
-        hid_t sp = r->tokens < 0 ? -1 : H5Dget_space(r->tokens);
-        if (sp < 0 || H5Sget_simple_extent_ndims(sp) != 2 ||
-            H5Sget_simple_extent_dims(sp, d, NULL) < 0 || d[1] != (hsize_t)in->seq_len)
-            rc = hs_fail(HS_EFORMAT, "%s: /tokens is missing or not [N, %d]", path, in->seq_len);
-        if (sp >= 0)
-            H5Sclose(sp);
+        r->tokens = open_dataset(r->file, "tokens", 2, d);
+        hid_t t = r->tokens < 0 ? -1 : H5Dget_type(r->tokens);
+        if (t < 0 || H5Tget_class(t) != H5T_INTEGER || H5Tget_size(t) > 8 ||
+            d[1] != (hsize_t)in->seq_len)
+            rc = hs_fail(HS_EFORMAT, "%s: /tokens is missing or not integer [N, %d]", path,
+                         in->seq_len);
+        if (t >= 0)
+            H5Tclose(t);
         in->n_seq = (long long)d[0];
     }
     for (int l = 0; !rc && l < HS_MAPS_MAX_LAYERS; l++) {
@@ -600,34 +1101,7 @@ int hs_maps_open(hs_maps_reader **out, const char *path)
         if (H5Lexists(r->file, name, H5P_DEFAULT) <= 0)
             continue;
         snprintf(name, sizeof name, "layer_%02d/attn", l);
-        hid_t d = H5Dopen2(r->file, name, H5P_DEFAULT);
-        hs_maps_layer_info *li = &in->layers[in->n_layers];
-        hsize_t dims[4] = { 0 };
-        hid_t sp = d < 0 ? -1 : H5Dget_space(d), t = d < 0 ? -1 : H5Dget_type(d);
-        int ok = sp >= 0 && H5Sget_simple_extent_ndims(sp) == 4 &&
-                 H5Sget_simple_extent_dims(sp, dims, NULL) >= 0 && t >= 0 &&
-                 H5Tget_class(t) == H5T_FLOAT && (H5Tget_size(t) == 2 || H5Tget_size(t) == 4);
-        if (ok) {
-            li->layer = l;
-            li->half = H5Tget_size(t) == 2;
-            li->nh = get_int_attr(d, "heads", li->heads, HS_MAX_HEADS);
-            ok = li->nh == (int)dims[1] && get_int_attr(d, "query_start", &li->q0, 1) == 1;
-            li->nq = (int)dims[2];
-            li->S = (int)dims[3];
-            ok = ok && (long long)dims[0] == in->n_seq && li->S == in->seq_len &&
-                 li->q0 + li->nq <= in->seq_len;
-        }
-        if (sp >= 0)
-            H5Sclose(sp);
-        if (t >= 0)
-            H5Tclose(t);
-        if (!ok) {
-            if (d >= 0)
-                H5Dclose(d);
-            rc = hs_fail(HS_EFORMAT, "%s: /%s does not match the documented layout", path, name);
-        } else {
-            r->dsets[in->n_layers++] = d;
-        }
+        rc = open_layer(r, l, name);
     }
     if (rc) {
         hs_maps_close(r);
@@ -680,6 +1154,12 @@ int hs_maps_read_tokens(hs_maps_reader *r, long long n, int32_t *out)
     H5Sclose(ms);
     H5Sclose(fs);
     return rc < 0 ? h5_fail(r->path, "reading tokens") : HS_OK;
+}
+
+long long hs_maps_open_ids(void)
+{
+    h5_quiet();
+    return (long long)H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);
 }
 
 void hs_maps_close(hs_maps_reader *r)

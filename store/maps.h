@@ -29,7 +29,10 @@ typedef struct {
 
 typedef struct hs_maps_writer hs_maps_writer;
 
-/* Creates `path`.tmp.PID next to path. Refuses an existing path unless force. */
+/* Creates `path`.tmp.PID next to path. Refuses an existing path unless force.
+ * First removes PATH.tmp.PID files of processes that no longer exist on this
+ * machine (a capture killed with SIGKILL). On any failure, later, every HDF5
+ * id is closed and the temporary file removed. */
 int hs_maps_create(hs_maps_writer **w, const char *path, const hs_maps_meta *meta, int force);
 
 /* Declares a captured layer: nh heads (ids `heads`), queries [q0, q0+nq) of
@@ -80,8 +83,15 @@ typedef struct {
     hs_maps_layer_info layers[HS_MAPS_MAX_LAYERS];
 } hs_maps_info;
 
-/* Opens and checks the layout (format, version, shapes, dtypes). */
+/* Opens and checks the layout (format, version, shapes, dtypes) and every
+ * attribute's type, size and range before use: a hostile file is refused
+ * with HS_EFORMAT and nothing left open. No global state: callable on any
+ * path, any number of times. */
 int hs_maps_open(hs_maps_reader **r, const char *path);
+/* hs_maps_open without its first step, a probe of the file in a child
+ * process (time limit 20 s) that turns a crash or hang of libhdf5 on a
+ * malformed file into a refusal. For fuzzing our own checks in process. */
+int hs_maps_open_here(hs_maps_reader **r, const char *path);
 const hs_maps_info *hs_maps_get_info(const hs_maps_reader *r);
 /* The map of captured layer index li (0..n_layers-1), sequence n, captured
  * head index hi, as float (nq x S). */
@@ -89,6 +99,10 @@ int hs_maps_read(hs_maps_reader *r, int li, long long n, int hi, float *out);
 /* Tokens of sequence n (T). */
 int hs_maps_read_tokens(hs_maps_reader *r, long long n, int32_t *out);
 void hs_maps_close(hs_maps_reader *r);
+
+/* HDF5 ids open in this process (files, datasets, attributes, ...): 0 when
+ * every writer and reader is closed, on every error path (tests). */
+long long hs_maps_open_ids(void);
 
 /* IEEE binary16, round to nearest even; _soft is the portable bit-level
  * version (the other uses the compiler's _Float16 where it exists). */

@@ -451,5 +451,194 @@ plot_outputs() {
     expect_nofile nocurve.png "plot curve --curve no_such_curve" || return 1
 }
 
+# ---- 10. hostile map files, a full disk, signals and leftovers ----------------------------
+
+# mutate SRC DST KIND: DST is SRC with one attribute or dataset made hostile (h5py).
+mutate() {
+    "$PY" - "$@" <<'EOF'
+import shutil, sys, h5py, numpy as np
+src, dst, kind = sys.argv[1:4]
+shutil.copy(src, dst)
+with h5py.File(dst, "r+") as f:
+    a, l0 = f.attrs, f["layer_00/attn"].attrs
+    def put(attrs, name, value, dtype=None):
+        del attrs[name]
+        attrs.create(name, value, dtype=dtype)
+    vlen = h5py.string_dtype("utf-8")
+    {
+        "qs_neg": lambda: put(l0, "query_start", np.int32(-1)),
+        "qs_neg_big": lambda: put(l0, "query_start", np.int32(-2**31)),
+        "qs_big": lambda: put(l0, "query_start", np.int32(5)),
+        "qs_huge": lambda: put(l0, "query_start", np.int32(2**31 - 1)),
+        "qs_int64": lambda: put(l0, "query_start", np.int64(2**40)),
+        "qs_string": lambda: put(l0, "query_start", "0", dtype=vlen),
+        "qs_two": lambda: put(l0, "query_start", np.array([0, 0], dtype=np.int32)),
+        "heads_dup": lambda: put(l0, "heads", np.array([0, 0, 1, 2], dtype=np.int32)),
+        "heads_range": lambda: put(l0, "heads", np.array([0, 1, 2, 70000], dtype=np.int32)),
+        "heads_neg": lambda: put(l0, "heads", np.array([0, 1, 2, -1], dtype=np.int32)),
+        "heads_short": lambda: put(l0, "heads", np.array([0, 1, 2], dtype=np.int32)),
+        "layer_attr": lambda: put(l0, "layer", np.int32(1)),
+        "seq_len_big": lambda: put(a, "seq_len", np.int32(2**30)),
+        "seq_len_neg": lambda: put(a, "seq_len", np.int32(-8)),
+        "seq_len_float": lambda: put(a, "seq_len", np.float64(8.0)),
+        "seq_len_vlen": lambda: put(a, "seq_len", "8", dtype=vlen),
+        "version_str": lambda: put(a, "version", "1", dtype=vlen),
+        "complete_2": lambda: put(a, "complete", np.int32(2)),
+        "format_int": lambda: put(a, "format", np.int32(7)),
+        "format_list": lambda: put(a, "format", ["headscope-maps", "x"], dtype=vlen),
+        "tokens_float": lambda: (f.__delitem__("tokens"), f.create_dataset("tokens", data=np.zeros((2, 8)))),
+        "attn_int": lambda: (f.__delitem__("layer_01/attn"),
+                             f.create_dataset("layer_01/attn", data=np.zeros((2, 4, 8, 8), dtype=np.int32))),
+        "attn_f64": lambda: (f.__delitem__("layer_01/attn"),
+                             f.create_dataset("layer_01/attn", data=np.zeros((2, 4, 8, 8)))),
+        "attn_f16be": lambda: (f.__delitem__("layer_01/attn"),
+                               f.create_dataset("layer_01/attn", data=np.zeros((2, 4, 8, 8), dtype=">f2"))),
+        "attn_group": lambda: (f.__delitem__("layer_01/attn"), f.create_group("layer_01/attn")),
+        # accepted: a fixed-length ASCII string; a quote, a backslash and an escape sequence
+        "ok_fixed": lambda: put(a, "format", np.bytes_(b"headscope-maps")),
+        "ok_quote": lambda: put(a, "tool_version", 'x"y\\z\x1b[31m', dtype=vlen),
+    }[kind]()
+EOF
+}
+
+# Map files with one attribute or dataset out of the layout (query_start < 0 or past
+# seq_len, heads out of range or repeated, wrong types and counts): maps, plot and
+# patterns refuse them with one line naming the file (query_start < 0 overflowed a
+# heap buffer in plot and patterns); strings are escaped in --json.
+hostile_maps() {
+    hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out good.h5 "${SMALL[@]}"
+    expect_rc 0 "capture good.h5" || return 1
+    local k
+    for k in qs_neg qs_neg_big qs_big qs_huge qs_int64 qs_string qs_two heads_dup heads_range heads_neg \
+        heads_short layer_attr seq_len_big seq_len_neg seq_len_float seq_len_vlen version_str complete_2 \
+        format_int format_list tokens_float attn_int attn_f64 attn_f16be attn_group; do
+        mutate good.h5 "h_$k.h5" "$k" >check.txt 2>&1 || bad "could not make h_$k.h5: $(tail -c 300 check.txt)" || return 1
+        hs maps "h_$k.h5"
+        expect_rc 1 "maps on h_$k.h5" || return 1
+        expect_grep "$ERR" "headscope: maps: h_$k.h5" "maps h_$k.h5: message" || return 1
+        expect_eq "$(wc -l <err.txt)" 1 "maps h_$k.h5: lines of stderr" || return 1
+        hs plot map --maps "h_$k.h5" --out "h_$k.png"
+        expect_rc 1 "plot map on h_$k.h5" || return 1
+        expect_nofile "h_$k.png" "plot map on h_$k.h5" || return 1
+        hs patterns --maps "h_$k.h5" --db h.db
+        expect_rc 1 "patterns --maps h_$k.h5" || return 1
+    done
+    mutate good.h5 h_ok_fixed.h5 ok_fixed || return 1
+    hs maps h_ok_fixed.h5
+    expect_rc 0 "maps on a file whose format is a fixed-length string" || return 1
+    mutate good.h5 h_ok_quote.h5 ok_quote || return 1
+    hs maps h_ok_quote.h5 --json
+    expect_rc 0 "maps --json on a tool_version holding a quote" || return 1
+    expect_eq "$(jget out.txt tool_version)" 'x"y\z?[31m' "tool_version through --json" || return 1
+}
+
+# The disk fills during a capture (a file size limit, SIGXFSZ ignored so that writes
+# fail with EFBIG; and a 64 KiB tmpfs where mount is allowed): exit 1, one line of
+# error naming the file, no crash at exit, no output, no temporary file.
+full_disk() {
+    local how
+    for how in "-S -f 8" "-S -f 24" "-f 8" "-f 24"; do
+        # shellcheck disable=SC2086
+        # (libhdf5 keeps some buffers of a failed write: not a leak of ours under ASan)
+        (trap '' XFSZ; ulimit $how; ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" exec "$HS" capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" \
+            --out fd.h5 --batch 2 --seq-len 16) >out.txt 2>err.txt
+        RC=$?
+        ERR=$(cat err.txt)
+        expect_rc 1 "capture under ulimit $how" || return 1
+        expect_grep "$ERR" "headscope: capture: fd.h5" "ulimit $how: message" || return 1
+        expect_eq "$(wc -l <err.txt)" 1 "ulimit $how: lines of stderr ($(head -c 300 err.txt))" || return 1
+        expect_nofile fd.h5 "ulimit $how" || return 1
+        expect_notmp fd.h5 "ulimit $how" || return 1
+    done
+    mkdir -p small
+    if mount -t tmpfs -o size=64k tmpfs small 2>/dev/null; then
+        local k=0
+        while [ $k -lt 3 ]; do # fill it: llama_gqa's maps (~80 KB) cannot fit beside these
+            head -c 16384 /dev/zero >"small/fill$k"
+            k=$((k + 1))
+        done
+        ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" hs capture --model "$FIX/models/llama_gqa" \
+            --data "$EVAL" --out small/fd.h5 --batch 2 --seq-len 16
+        local tmp
+        tmp=$(tmps small/fd.h5)
+        umount small
+        expect_rc 1 "capture onto a full tmpfs" || return 1
+        expect_eq "$(wc -l <err.txt)" 1 "full tmpfs: lines of stderr ($(head -c 300 err.txt))" || return 1
+        [ -z "$tmp" ] || bad "temporary file left on the tmpfs: $tmp" || return 1
+    else
+        echo "  (mount not permitted: tmpfs part skipped)"
+    fi
+}
+
+sigterm_clean() {
+    long_setup || return 1
+    start_long t.h5 || return 1
+    sleep 0.5
+    stop_bg TERM || return 1
+    expect_rc 1 "capture after SIGTERM" || return 1
+    expect_grep "$ERR" "interrupted" "message" || return 1
+    expect_nofile t.h5 "after SIGTERM" || return 1
+    expect_notmp t.h5 "after SIGTERM" || return 1
+}
+
+# The temporary file a SIGKILL leaves is removed by the next capture into the same
+# output (its pid is dead); a running capture's is not.
+sigkill_swept() {
+    long_setup || return 1
+    start_long s.h5 || return 1
+    stop_bg KILL || return 1
+    local orphan live
+    orphan=$(tmps s.h5)
+    [ -n "$orphan" ] || bad "no temporary file after SIGKILL" || return 1
+    start_bg "$HS" "${LONG_CAPTURE[@]}" --model "$LONG_MODEL" --out s.h5
+    wait_until 600 "s.h5.tmp.$BG_PID" test -e "s.h5.tmp.$BG_PID" || return 1
+    [ ! -e "$orphan" ] || bad "the orphan $orphan is still there after the next capture began" || return 1
+    live=$(tmps s.h5)
+    hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out s.h5 "${SMALL[@]}"
+    expect_rc 0 "a second capture into s.h5 while one runs" || return 1
+    [ -n "$live" ] && [ -e "$live" ] || bad "the running capture's temporary file ($live) was removed" || return 1
+    stop_bg INT || return 1
+}
+
+# Map files a fuzzer made crash or hang libhdf5 1.10 (tests/fixtures/maps_hostile:
+# an attribute message, a variable-length string's heap index; and a global heap
+# object whose size runs past its collection, made here): refused with one line,
+# exit 1, for maps, plot and patterns (they crashed with SIGSEGV).
+fuzzed_maps() {
+    hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out good.h5 "${SMALL[@]}"
+    expect_rc 0 "capture good.h5" || return 1
+    "$PY" - <<'EOF' || bad "could not make heap_size.h5" || return 1
+import struct
+b = bytearray(open("good.h5", "rb").read())
+at = b.index(b"GCOL\x01\x00\x00\x00")
+b[at + 24:at + 32] = struct.pack("<Q", 2**31)  # the first object's size
+open("heap_size.h5", "wb").write(b)
+EOF
+    cp "$FIX"/maps_hostile/attr_message.h5 "$FIX"/maps_hostile/heap_index.h5 . || return 1
+    local f
+    for f in heap_size.h5 attr_message.h5 heap_index.h5; do
+        hs maps "$f"
+        expect_rc 1 "maps on $f" || return 1
+        expect_grep "$ERR" "headscope: maps: $f" "maps $f: message" || return 1
+        expect_eq "$(wc -l <err.txt)" 1 "maps $f: lines of stderr" || return 1
+        hs plot map --maps "$f" --out x.png
+        expect_rc 1 "plot map on $f" || return 1
+        hs patterns --maps "$f" --db h.db
+        expect_rc 1 "patterns --maps $f" || return 1
+    done
+}
+
+# One that hangs libhdf5: refused after the probe's 20 s limit.
+fuzzed_maps_hang() {
+    local t0=$SECONDS
+    hs maps "$FIX/maps_hostile/hang.h5"
+    expect_rc 1 "maps on hang.h5" || return 1
+    expect_grep "$ERR" "did not get through" "maps hang.h5: message" || return 1
+    ((SECONDS - t0 < 60)) || bad "maps on hang.h5 took $((SECONDS - t0)) s" || return 1
+}
+
+SLOW_CHECKS="fuzzed_maps_hang"
+
 run_checks oracle_h5py h5dump_layout maps_command selection sigkill_never_complete sigint_clean \
-    sigint_early bad_input memory_flat plot_outputs
+    sigint_early bad_input memory_flat plot_outputs hostile_maps full_disk sigterm_clean sigkill_swept \
+    fuzzed_maps fuzzed_maps_hang
