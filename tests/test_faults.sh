@@ -87,4 +87,104 @@ gnuplot_index() {
     expect_file "$EVIL/index.html" || return 1
 }
 
-run_checks gnuplot_out gnuplot_index
+# ---- a file size limit: writes fail with EFBIG ----------------------------------------
+
+# limited KB ARGS...: the command under `ulimit -f KB` (SIGXFSZ ignored, so a
+# write past the limit fails instead of killing); like hs.
+limited() {
+    local kb=$1
+    shift
+    (trap '' XFSZ; ulimit -f "$kb"; exec "$HS" "$@") >out.txt 2>err.txt
+    RC=$?
+    OUT=$(cat out.txt)
+}
+# after_fault WHAT DB: exit 0, or exit 1 with one line on stderr; DB sound, no
+# run left `running`, no temp file, no artifact claiming a file it lacks.
+after_fault() {
+    local what=$1 db=$2
+    [ "$RC" -eq 0 ] || [ "$RC" -eq 1 ] || bad "$what: exit $RC: $(head -c 300 err.txt)" || return 1
+    if [ "$RC" -eq 1 ]; then
+        FAULTS=$((FAULTS + 1))
+        # progress lines (train's validations) aside, one line: the error, last
+        [ "$(grep -c '^headscope: ' err.txt)" -eq 1 ] && tail -n1 err.txt | grep -q '^headscope: ' ||
+            bad "$what: not one error line: $(tail -c 600 err.txt)" || return 1
+    elif grep -q '^headscope: ' err.txt; then
+        bad "$what: exit 0 with: $(grep '^headscope: ' err.txt | head -c 300)"; return 1
+    fi
+    [ -e "$db" ] || return 0
+    expect_eq "$(sqlite3 "$db" 'PRAGMA integrity_check')" ok "$what: integrity_check" || return 1
+    # an index whose creation failed holds no table
+    [ "$(sqlite3 "$db" "SELECT count(*) FROM sqlite_master WHERE name='runs'")" = 1 ] || return 0
+    if [ "$RC" -eq 1 ]; then
+        expect_eq "$(sqlite3 "$db" "SELECT count(*) FROM runs WHERE status='complete'")" 0 \
+            "$what: a failed command's run marked complete" || return 1
+    fi
+    if [ "$(sqlite3 "$db" "SELECT count(*) FROM runs WHERE status='running'")" != 0 ]; then
+        # the final status could not be written either: the next open fails the run
+        REAPED=$((REAPED + 1))
+        "$HS" induction --model "$GPT2" --db "$db" --seq-len 6 --samples 2 >/dev/null 2>&1 ||
+            bad "$what: a later command on $db failed" || return 1
+    fi
+    expect_eq "$(sqlite3 "$db" "SELECT count(*) FROM runs WHERE status='running'")" 0 \
+        "$what: runs left running" || return 1
+    local p
+    while IFS= read -r p; do
+        [ -z "$p" ] || [ -s "$p" ] || bad "$what: artifact $p claimed complete but missing" || return 1
+    done < <(sqlite3 "$db" 'SELECT path FROM artifacts WHERE complete=1')
+    if compgen -G '*.tmp.*' >/dev/null || compgen -G 'm/*.tmp*' >/dev/null; then
+        bad "$what: temp file left: $(ls -- *.tmp.* m/*.tmp* 2>/dev/null)"; return 1
+    fi
+}
+
+FAULTS=0 REAPED=0
+disk_full() {
+    local kb
+    for kb in 4 24 40 64 96; do
+        rm -rf r.db* m.h5 m
+        limited "$kb" ablate --model "$GPT2" --data "$EVAL" --db r.db "${SMALL[@]}"
+        after_fault "ablate --db under ulimit -f $kb" r.db || return 1
+        rm -rf r.db* m.h5 m
+        limited "$kb" train --preset attn-only n_layer=1 n_head=2 d_model=16 n_ctx=16 --data "$EVAL" \
+            --val "$EVAL" --out m --steps 200 --batch 1 --seq-len 8 --val-every 20 --db r.db
+        after_fault "train --db under ulimit -f $kb" r.db || return 1
+        rm -rf r.db* m.h5 m
+        limited "$kb" capture --model "$GPT2" --data "$EVAL" --out m.h5 "${SMALL[@]}" --db r.db
+        after_fault "capture --db under ulimit -f $kb" r.db || return 1
+        done
+    [ "$FAULTS" -gt 0 ] || bad "no command failed: the limits are too large" || return 1
+    echo "disk_full: $FAULTS commands failed on the file size limit, $REAPED runs failed at the next open" >&2
+}
+
+# ---- runs whose process is gone; the schema migration --------------------------------
+
+has_running() { [ "$(sqlite3 r.db "SELECT count(*) FROM runs WHERE status='running'" 2>/dev/null)" = 1 ]; }
+orphan_run() {
+    start_bg "$HS" train --preset attn-only n_layer=1 n_head=2 d_model=16 n_ctx=16 --data "$EVAL" \
+        --out m --steps 100000 --batch 1 --seq-len 8 --db r.db
+    wait_until 300 "the train run in r.db" has_running || return 1
+    stop_bg KILL || return 1
+    expect_eq "$(sqlite3 r.db "SELECT status FROM runs")" running "the killed run, before" || return 1
+    hs induction --model "$GPT2" --db r.db --seq-len 6 --samples 2
+    expect_rc 0 "induction on r.db" || return 1
+    expect_eq "$(sqlite3 r.db "SELECT group_concat(kind||' '||status, ', ') FROM runs")" \
+        "train failed, induction complete" "the killed run after the next open" || return 1
+    # an index of schema version 1 gains runs.pid and runs.host, its rows kept
+    sqlite3 old.db "CREATE TABLE runs(run_id INTEGER PRIMARY KEY, kind TEXT NOT NULL,
+        model_path TEXT, model_sha256 TEXT, data_path TEXT, data_sha256 TEXT, args TEXT,
+        started_at TEXT, finished_at TEXT, status TEXT NOT NULL);
+        CREATE TABLE head_metrics(run_id INTEGER NOT NULL, layer INTEGER NOT NULL,
+        head INTEGER NOT NULL, metric TEXT NOT NULL, value REAL, stderr REAL, n INTEGER,
+        PRIMARY KEY(run_id, layer, head, metric));
+        CREATE TABLE curves(run_id INTEGER NOT NULL, curve TEXT NOT NULL, step INTEGER, x REAL, y REAL);
+        CREATE TABLE artifacts(run_id INTEGER NOT NULL, path TEXT NOT NULL, sha256 TEXT,
+        bytes INTEGER, complete INTEGER);
+        INSERT INTO runs(kind, status) VALUES('ablate', 'complete'); PRAGMA user_version=1;" ||
+        bad "could not make old.db" || return 1
+    hs induction --model "$GPT2" --db old.db --seq-len 6 --samples 2
+    expect_rc 0 "induction on a version 1 index" || return 1
+    expect_eq "$(sqlite3 old.db 'PRAGMA user_version')" 2 "user_version after the migration" || return 1
+    expect_eq "$(sqlite3 old.db "SELECT group_concat(kind||' '||status||' '||(pid IS NOT NULL), ', ') FROM runs")" \
+        "ablate complete 0, induction complete 1" "runs after the migration" || return 1
+}
+
+run_checks gnuplot_out gnuplot_index disk_full orphan_run
