@@ -187,4 +187,67 @@ orphan_run() {
         "ablate complete 0, induction complete 1" "runs after the migration" || return 1
 }
 
-run_checks gnuplot_out gnuplot_index disk_full orphan_run
+# ---- an I/O error at every write of the index ------------------------------------------
+
+# rows DB RUN: the run's head metrics, one per line, as printed numbers.
+rows() { sqlite3 "$1" "SELECT layer, head, metric, printf('%.9g %.9g %d', value, stderr, n)
+                        FROM head_metrics WHERE run_id=$2 ORDER BY layer, head, metric"; }
+
+# The index's writes of a short ablate fail from the N-th on (tests/fault_write.c,
+# LD_PRELOAD), for every N (FAULT_STEP=K: every K-th; 4 s in all): the
+# command fails with one line (or, when only the checkpoint at close failed,
+# succeeds with everything in the WAL), the index stays sound, no run stays `running` past the next open, and
+# `ablate --resume` finishes the run with the numbers of an uninterrupted one.
+write_faults() {
+    if under_asan; then echo "write_faults: skipped under ASan (LD_PRELOAD)" >&2; return 0; fi
+    command -v cc >/dev/null || { echo "write_faults: skipped: no C compiler" >&2; return 0; }
+    cc -shared -fPIC -O1 -o fault_write.so "$TESTS/fault_write.c" -ldl ||
+        bad "cannot build fault_write.so" || return 1
+    local abl=(ablate --model "$GPT2" --data "$EVAL" "${SMALL[@]}")
+    HS_FAULT_COUNT=count.txt LD_PRELOAD=$PWD/fault_write.so "$HS" "${abl[@]}" --db ref.db >/dev/null 2>&1 ||
+        bad "ablate under the counting shim failed" || return 1
+    local total ref step=${FAULT_STEP:-1} n injected=0 corrupt=0 running=0 claims=0 stuck=0 id
+    total=$(cat count.txt)
+    [ "$total" -gt 10 ] || bad "only $total writes counted" || return 1
+    ref=$(rows ref.db 1)
+    [ -n "$ref" ] || bad "no rows in ref.db" || return 1
+    for ((n = 1; n <= total; n += step)); do
+        rm -f f.db f.db-wal f.db-shm
+        HS_FAULT_AT=$n LD_PRELOAD=$PWD/fault_write.so "$HS" "${abl[@]}" --db f.db >out.txt 2>err.txt
+        RC=$?
+        injected=$((injected + 1))
+        if [ "$RC" -eq 0 ]; then # only the checkpoint at close failed: the WAL holds all
+            expect_eq "$(sqlite3 f.db 'PRAGMA integrity_check')" ok "N=$n: integrity" || return 1
+            expect_eq "$(sqlite3 f.db "SELECT status FROM runs")" complete "N=$n: exit 0" || return 1
+            [ "$(rows f.db 1)" = "$ref" ] || bad "N=$n: exit 0 with other numbers" || return 1
+            continue
+        fi
+        [ "$RC" -eq 1 ] || bad "N=$n: exit $RC, expected 1 or 0" || return 1
+        [ "$(wc -l <err.txt)" -eq 1 ] || bad "N=$n: not one line: $(head -c 400 err.txt)" || return 1
+        [ -e f.db ] || continue
+        [ "$(sqlite3 f.db 'PRAGMA integrity_check' 2>&1)" = ok ] || { corrupt=$((corrupt + 1)); continue; }
+        id=$(sqlite3 f.db "SELECT max(run_id) FROM runs" 2>/dev/null)
+        claims=$((claims + $(sqlite3 f.db "SELECT count(*) FROM runs WHERE status='complete'" 2>/dev/null || echo 0)))
+        if [ "$(sqlite3 f.db "SELECT count(*) FROM runs WHERE status='running'" 2>/dev/null)" != 0 ]; then
+            stuck=$((stuck + 1)) # its final write failed too: the next open fails it
+            "$HS" induction --model "$GPT2" --db f.db --seq-len 6 --samples 2 >/dev/null 2>&1 ||
+                bad "N=$n: a later command on f.db failed" || return 1
+            running=$((running + $(sqlite3 f.db "SELECT count(*) FROM runs WHERE status='running'")))
+        fi
+        if [ -n "$id" ]; then
+            hs "${abl[@]}" --db f.db --resume "$id"
+        else # the run itself could not be recorded: the index is empty
+            hs "${abl[@]}" --db f.db
+            id=$(sqlite3 f.db "SELECT max(run_id) FROM runs")
+        fi
+        expect_rc 0 "N=$n: ablate --resume $id" || return 1
+        expect_eq "$(sqlite3 f.db 'PRAGMA integrity_check')" ok "N=$n: integrity after the resume" || return 1
+        [ "$(rows f.db "$id")" = "$ref" ] || bad "N=$n: the resumed run's numbers differ" || return 1
+    done
+    echo "write_faults: $total writes, $injected injected failures, $corrupt corrupt indexes," \
+         "$running runs left running ($stuck failed at the next open), $claims failed runs" \
+         "claiming complete" >&2
+    [ "$corrupt" -eq 0 ] && [ "$running" -eq 0 ] && [ "$claims" -eq 0 ] ||
+        bad "$corrupt corrupt, $running running, $claims complete" || return 1
+}
+run_checks gnuplot_out gnuplot_index disk_full orphan_run write_faults
