@@ -364,8 +364,9 @@ typedef struct {
 /* Trains m in place (hs_train), records its curves as it goes, and writes
  * the checkpoint to o->out. Why one call: a stopped run (HS_EINTR: the
  * message says so) still saves what it learned (r->saved), a failed one
- * does not; a curve the index could not take does not stop training
- * (r->curve_failed). Costs steps forward-backward passes of B x T plus the
+ * does not; a curve or artifact the index could not take does not stop
+ * training or the save, but fails the study (HS_EIO, r->curve_failed when a
+ * curve: the run is incomplete). Costs steps forward-backward passes of B x T plus the
  * validations. */
 int hs_train_study(hs_train_result *r, hs_model *m, const hs_tokens *data,
                    const hs_train_study_opts *o);

@@ -13,7 +13,15 @@ typedef struct {
     hs_curve_writer train_loss;
     long tokens_per_step;
     double start;
+    char write_error[512]; /* the first failed index write */
 } train_ctx;
+
+/* Keeps the message of the first failed curve write. */
+static void note_failure(train_ctx *t)
+{
+    if (t->train_loss.failed && !t->write_error[0])
+        snprintf(t->write_error, sizeof t->write_error, "%s", hs_last_error());
+}
 
 static double seconds(void)
 {
@@ -32,18 +40,21 @@ static void on_step(void *ctx, long step, double loss, double lr)
         t->o->on_step(t->o->ctx, step, loss, el > 0 ? step * t->tokens_per_step / el : 0.0);
     hs_curve_writer_add(&t->train_loss, (hs_curve_point){ step, (double)step * t->tokens_per_step,
                                                            loss });
+    note_failure(t);
 }
 
 static void on_val(void *ctx, long step, double loss, double se)
 {
     train_ctx *t = ctx;
     hs_curve_writer_flush(&t->train_loss);
+    note_failure(t);
     if (t->o->on_val)
         t->o->on_val(t->o->ctx, step, loss, se);
     if (t->o->ix && !t->train_loss.failed) {
         hs_curve_point p = { step, (double)step * t->tokens_per_step, loss };
         if (hs_index_curve_add(t->o->ix, t->o->run_id, "val_loss", &p, 1))
             t->train_loss.failed = 1;
+        note_failure(t);
     }
 }
 
@@ -52,12 +63,13 @@ int hs_train_study(hs_train_result *r, hs_model *m, const hs_tokens *data,
 {
     memset(r, 0, sizeof *r);
     train_ctx t = { o, r, { .ix = o->ix, .run_id = o->run_id, .name = "train_loss" },
-                    (long)o->train.B * o->train.T, seconds() };
+                    (long)o->train.B * o->train.T, seconds(), "" };
     hs_train_opts to = o->train;
     to.on_step = on_step, to.on_val = on_val, to.ctx = &t;
     int rc = hs_train(m, data, &to);
     r->seconds = seconds() - t.start;
     hs_curve_writer_flush(&t.train_loss);
+    note_failure(&t);
     r->curve_failed = t.train_loss.failed;
     const int interrupted = rc == HS_EINTR;
     char interrupt_msg[128];
@@ -74,7 +86,14 @@ int hs_train_study(hs_train_result *r, hs_model *m, const hs_tokens *data,
     if (save_rc)
         return save_rc;
     r->saved = 1;
-    if (o->ix) /* the artifact is provenance, not the result: its failure fails nothing */
-        hs_index_artifact_add(o->ix, o->run_id, target, r->model_sha, (int64_t)bytes, 1);
-    return interrupted ? hs_fail(HS_EINTR, "%s", interrupt_msg) : HS_OK;
+    if (interrupted)
+        return hs_fail(HS_EINTR, "%s", interrupt_msg);
+    /* The model is saved; a curve or the artifact the index lacks still fails
+     * the run: its record is incomplete. */
+    if (r->curve_failed)
+        return hs_fail(HS_EIO, "%s (curve points were lost; the model is saved in %s)",
+                       t.write_error, o->out);
+    if (o->ix && hs_index_artifact_add(o->ix, o->run_id, target, r->model_sha, (int64_t)bytes, 1))
+        return hs_fail(HS_EIO, "%s (the model is saved in %s)", hs_last_error(), o->out);
+    return HS_OK;
 }

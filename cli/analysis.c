@@ -65,7 +65,8 @@ int analysis_close(analysis *a, int rc)
 {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", hs_last_error());
-    cli_run_end(&a->run, rc == HS_OK, NULL);
+    if (cli_run_end(&a->run, rc, NULL) && !rc)
+        rc = HS_EIO, snprintf(msg, sizeof msg, "%s", hs_last_error());
     hs_tokens_free(&a->tok);
     hs_model_free(&a->m);
     if (rc == HS_EINTR) {

@@ -423,13 +423,28 @@ int cli_run_begin(cli_run *r, const char *db, long long resume, const char *kind
     return rc;
 }
 
-void cli_run_end(cli_run *r, int ok, const char *model_sha)
+int cli_run_end(cli_run *r, int rc, const char *model_sha)
 {
     if (!r->ix)
-        return;
-    hs_index_run_finish(r->ix, r->run_id, ok ? "complete" : "failed", model_sha);
+        return rc;
+    char prior[1024];
+    snprintf(prior, sizeof prior, "%s", rc ? hs_last_error() : "");
+    int end = hs_index_run_finish(r->ix, r->run_id, rc ? "failed" : "complete", model_sha);
+    if (end) {
+        /* One retry, as `failed`, after the lock or the space may have come back;
+         * what still cannot be written is found `running` by a later open with
+         * its process gone, and marked failed then (hs_index_open). */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", hs_last_error());
+        usleep(100000);
+        hs_index_run_finish(r->ix, r->run_id, "failed", NULL);
+        hs_fail(end, "%s (run %lld is not marked %s)", msg, r->run_id, rc ? "failed" : "complete");
+    }
     hs_index_close(r->ix);
     r->ix = NULL;
+    if (rc && end)
+        hs_fail(rc, "%s", prior);
+    return rc ? rc : end;
 }
 
 static void phase_cb(void *ctx, const char *label)

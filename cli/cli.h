@@ -164,8 +164,11 @@ typedef struct {
 int cli_run_begin(cli_run *r, const char *db, long long resume, const char *kind,
                   const char *model_path, const char *model_file, const char *data, int argc,
                   char **argv);
-/* Marks the run complete or failed (model_sha: the model it produced). */
-void cli_run_end(cli_run *r, int ok, const char *model_sha);
+/* Marks the run complete (rc HS_OK) or failed (model_sha: the model it
+ * produced) and closes the index. Returns rc, or when rc is HS_OK the status
+ * of a failed final write (hs_last_error says so): a command whose run could
+ * not be marked complete fails. */
+int cli_run_end(cli_run *r, int rc, const char *model_sha);
 
 /* Writes s as a JSON string literal (quoted, escaped). */
 void json_string(FILE *f, const char *s);

@@ -102,7 +102,8 @@ static int cmd_capture(int argc, char **argv)
     free(abs_out);
     if (rc)
         run_error("capture");
-    cli_run_end(&run, rc == HS_OK, NULL);
+    if (cli_run_end(&run, rc, NULL) && !rc)
+        rc = run_error("capture");
     if (rc)
         return EXIT_FAILURE_RUN;
     print_capture(&co, &r, db, run.run_id, json);

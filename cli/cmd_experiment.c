@@ -158,7 +158,8 @@ static int cmd_experiment(int argc, char **argv)
         rc = hs_study_record(run.ix, run.run_id, &r.table, NULL, 0);
     if (rc)
         run_error("experiment");
-    cli_run_end(&run, rc == HS_OK, NULL);
+    if (cli_run_end(&run, rc, NULL) && !rc)
+        rc = run_error("experiment");
     hs_tokens_free(&all);
     if (val)
         hs_tokens_free(&vt);

@@ -371,7 +371,8 @@ static int train_run(hs_model *m, const hs_tokens *tok, hs_train_study_opts *so,
     progress_finish(&ctx.bar);
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", hs_last_error());
-    cli_run_end(run, rc == HS_OK, r.saved ? r.model_sha : NULL);
+    if (cli_run_end(run, rc, r.saved ? r.model_sha : NULL) && !rc)
+        rc = HS_EIO, snprintf(msg, sizeof msg, "%s", hs_last_error());
     if (rc == HS_EINTR && r.saved) {
         fprintf(stderr, "headscope: train: %s; the last completed step is saved in %s\n", msg,
                 so->out);

@@ -88,6 +88,41 @@ static int check_parent(const char *outfile)
     return HS_OK;
 }
 
+/* Writes s as a gnuplot string expression that means exactly s: single-quoted
+ * pieces (inside them nothing is special: no backquote, macro or backslash)
+ * joined by "." to "'" for each quote, since gnuplot 5.4 misreads runs of
+ * doubled quotes. A control byte (a newline would end the command) is shown
+ * as a space. Cut short, still well formed, when n is too small; n >= 12.
+ * Nothing in s is ever read as a command. */
+static void gp_quote(char *out, size_t n, const char *s)
+{
+    size_t k = 0;
+    int open = 0;
+    for (; *s && k + 10 < n; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\'') {
+            if (open)
+                out[k++] = '\'';
+            open = 0;
+            k += (size_t)snprintf(out + k, n - k, "%s\"'\"", k ? "." : "");
+            continue;
+        }
+        if (!open && k)
+            out[k++] = '.';
+        if (!open)
+            out[k++] = '\'';
+        open = 1;
+        out[k++] = c < 0x20 || c == 0x7f ? ' ' : (char)c;
+    }
+    if (open)
+        out[k++] = '\'';
+    if (!k) {
+        out[k++] = '"';
+        out[k++] = '"';
+    }
+    out[k] = 0;
+}
+
 /* Runs gnuplot on a script with -e assignments, fmt (png, svg or pdf: the
  * output's suffix) first; checks the output exists. */
 static int run_gnuplot(const char *script, const char *assignments, const char *outfile)
@@ -100,14 +135,22 @@ static int run_gnuplot(const char *script, const char *assignments, const char *
     snprintf(path, sizeof path, "%s/%s", scripts_dir(), script);
     if (access(path, R_OK))
         return hs_fail(HS_EIO, "%s: gnuplot script not found (set HEADSCOPE_SCRIPTS)", path);
+    for (const unsigned char *c = (const unsigned char *)outfile; *c; c++)
+        if (*c < 0x20 || *c == 0x7f)
+            return hs_fail(HS_EINVAL, "--out: a file name with a control character is refused");
     int rc = check_parent(outfile);
-    size_t n = strlen(assignments) + 32;
-    char *all = rc ? NULL : malloc(n);
-    if (!rc && !all)
+    size_t qn = 8 * strlen(outfile) + 12, n = strlen(assignments) + qn + 48;
+    char *all = rc ? NULL : malloc(n), *q = rc ? NULL : malloc(qn);
+    if (!rc && (!all || !q))
         rc = hs_fail(HS_ENOMEM, "plot: out of memory");
-    if (rc)
+    if (rc) {
+        free(all);
+        free(q);
         return rc;
-    snprintf(all, n, "fmt='%s'; %s", fmt, assignments);
+    }
+    gp_quote(q, qn, outfile);
+    snprintf(all, n, "fmt='%s'; outfile=%s; %s", fmt, q, assignments);
+    free(q);
     pid_t pid = fork();
     if (pid < 0) {
         free(all);
@@ -141,7 +184,15 @@ static int run_gnuplot(const char *script, const char *assignments, const char *
 static int make_dir(char *dir, size_t n)
 {
     const char *base = getenv("TMPDIR");
-    snprintf(dir, n, "%s/headscope-plot-XXXXXX", base && *base ? base : "/tmp");
+    /* The data files' paths reach gnuplot inside quoted strings, some of them
+     * passed to eval (plot_scores.gp): a folder that could end such a string is
+     * not used. */
+    if (!base || !*base || base[strcspn(base, "'\"\\`$@%")])
+        base = "/tmp";
+    for (const unsigned char *c = (const unsigned char *)base; *c; c++)
+        if (*c < 0x20 || *c == 0x7f)
+            base = "/tmp";
+    snprintf(dir, n, "%s/headscope-plot-XXXXXX", base);
     return mkdtemp(dir) ? HS_OK : hs_fail(HS_EIO, "cannot create a temporary directory");
 }
 
@@ -163,17 +214,6 @@ static void cleanup_dir(const char *dir, int nl, int nh)
     rmdir(dir);
 }
 
-/* Escapes a title for a gnuplot single-quoted string. */
-static void gp_quote(char *out, size_t n, const char *s)
-{
-    size_t k = 0;
-    for (; *s && k + 3 < n; s++) {
-        if (*s == '\'')
-            out[k++] = '\'';
-        out[k++] = *s;
-    }
-    out[k] = 0;
-}
 
 /* One layer's map of a sequence: a header of the key labels, then one row per
  * query, its label first. */
@@ -214,14 +254,14 @@ static int draw_head(hs_maps_reader *r, const char *maps, int layer, int head, l
             hi = h;
     if (li < 0 || hi < 0)
         return hs_fail(HS_EINVAL, "%s holds no map of layer %d head %d", maps, layer, head);
-    char assign[4096], title[300], qtitle[400], p[1200];
+    char assign[16384], title[300], qtitle[2400], p[1200];
     snprintf(p, sizeof p, "%s/map.txt", dir);
     rc = hs_maps_read(r, li, seq, hi, buf);
     if (!rc)
         rc = write_map_txt(p, &in->layers[li], tok, buf);
     snprintf(title, sizeof title, "layer %d, head %d, sequence %lld", layer, head, seq);
     gp_quote(qtitle, sizeof qtitle, title);
-    snprintf(assign, sizeof assign, "datafile='%s'; outfile='%s'; plottitle='%s'", p, out, qtitle);
+    snprintf(assign, sizeof assign, "datafile='%s'; plottitle=%s", p, qtitle);
     return rc ? rc : run_gnuplot("plot_map.gp", assign, out);
 }
 
@@ -269,13 +309,13 @@ static int draw_grid(hs_maps_reader *r, const char *maps, long long seq, float *
 {
     const hs_maps_info *in = hs_maps_get_info(r);
     int rc = HS_OK;
-    char title[300], qtitle[400], p[1200];
+    char title[300], qtitle[2400], p[1200];
     *nl = in->n_layers;
     for (int i = 0; i < in->n_layers; i++)
         for (int k = 0; k < in->layers[i].nh; k++)
             *nh = in->layers[i].heads[k] + 1 > *nh ? in->layers[i].heads[k] + 1 : *nh;
     size_t cap = (size_t)*nl * *nh * 24 + 1024, len = 0;
-    char *labels = malloc(cap), *assign = malloc(cap + 1600);
+    char *labels = malloc(cap), *assign = malloc(cap + 4000);
     if (!labels || !assign)
         rc = hs_fail(HS_ENOMEM, "plot: out of memory");
     for (int i = 0; !rc && i < in->n_layers; i++) {
@@ -301,8 +341,8 @@ static int draw_grid(hs_maps_reader *r, const char *maps, long long seq, float *
              maps, seq);
     gp_quote(qtitle, sizeof qtitle, title);
     if (!rc) {
-        snprintf(assign, cap + 1600, "dir='%s'; nl=%d; nh=%d; outfile='%s'; plottitle='%s'; "
-                 "labels='%s'", dir, *nl, *nh, out, qtitle, labels);
+        snprintf(assign, cap + 4000, "dir='%s'; nl=%d; nh=%d; plottitle=%s; "
+                 "labels='%s'", dir, *nl, *nh, qtitle, labels);
         rc = run_gnuplot("plot_grid.gp", assign, out);
     }
     free(labels);
@@ -535,16 +575,16 @@ static void metric_scale(const char *metric, const hs_metric_grid *g, const hs_m
 }
 
 /* The assignments of plot_scores.gp: files, shape, scale. */
-static void scores_assign(char *out, size_t n, const char *dir, const char *outfile,
+static void scores_assign(char *out, size_t n, const char *dir,
                           const char *title, int nl, int nh, const plot_scale *s,
                           const cell_files *c, const cell_files *cc)
 {
-    char qlab[400];
+    char qlab[2400];
     gp_quote(qlab, sizeof qlab, s->label);
     int k = snprintf(out, n,
-                     "datafile='%s/scores.txt'; outfile='%s'; plottitle='%s'; nl=%d; nh=%d; "
-                     "lo=%.9g; hi=%.9g; diverging=%d; cblab='%s'",
-                     dir, outfile, title, nl, nh, s->lo, s->hi, s->diverging, qlab);
+                     "datafile='%s/scores.txt'; plottitle=%s; nl=%d; nh=%d; "
+                     "lo=%.9g; hi=%.9g; diverging=%d; cblab=%s",
+                     dir, title, nl, nh, s->lo, s->hi, s->diverging, qlab);
     if (c->n_absent)
         k += snprintf(out + k, n - (size_t)k, "; absentfile='%s/absent.txt'", dir);
     if (c->n_nohead)
@@ -561,7 +601,7 @@ static void scores_assign(char *out, size_t n, const char *dir, const char *outf
 static int plot_scores(hs_index *ix, const char *db, const char *metric, long long run_id,
                        const char *out, int with_control)
 {
-    char dir[600] = "", p[4][1200], cp[4][1200], assign[4096], title[300], qtitle[400];
+    char dir[600] = "", p[4][1200], cp[4][1200], assign[16384], title[300], qtitle[2400];
     char one[128], cmetric[160];
     hs_metric_grid g = { 0 }, cg = { 0 };
     plot_scale s;
@@ -598,7 +638,7 @@ static int plot_scores(hs_index *ix, const char *db, const char *metric, long lo
     metric_scale(one, &g, with_control ? &cg : NULL, seq_len, &s);
     snprintf(title, sizeof title, "%s (%s)", one, db);
     gp_quote(qtitle, sizeof qtitle, title);
-    scores_assign(assign, sizeof assign, dir, out, qtitle, nl, nh, &s, &c,
+    scores_assign(assign, sizeof assign, dir, qtitle, nl, nh, &s, &c,
                   with_control ? &cc : NULL);
     if (!rc)
         rc = run_gnuplot("plot_scores.gp", assign, out);
@@ -675,8 +715,8 @@ static void curve_axes(const char *list, const char *db, char *title, char *xlab
 static int plot_curves(hs_index *ix, const char *db, const char *list, long long run_id,
                        const char *out)
 {
-    char dir[600] = "", p[1200], assign[4096], title[300], qtitle[400], names[600] = "";
-    char qnames[800], xlab[300], ylab[300];
+    char dir[600] = "", p[1200], assign[16384], title[300], qtitle[2400], names[600] = "";
+    char qnames[4800], xlab[300], ylab[300];
     int rc = make_dir(dir, sizeof dir);
     snprintf(p, sizeof p, "%s/curve.txt", dir);
     FILE *f = rc ? NULL : fopen(p, "w");
@@ -698,8 +738,8 @@ static int plot_curves(hs_index *ix, const char *db, const char *list, long long
     gp_quote(qtitle, sizeof qtitle, title);
     gp_quote(qnames, sizeof qnames, names);
     snprintf(assign, sizeof assign,
-             "datafile='%s'; outfile='%s'; plottitle='%s'; names='%s'; xlab='%s'; ylab='%s'%s", p,
-             out, qtitle, qnames, xlab, ylab, strstr(ylab, "loss (nats") ? "; minspan=0.5" : "");
+             "datafile='%s'; plottitle=%s; names=%s; xlab='%s'; ylab='%s'%s", p,
+             qtitle, qnames, xlab, ylab, strstr(ylab, "loss (nats") ? "; minspan=0.5" : "");
     if (!rc)
         rc = run_gnuplot("plot_curve.gp", assign, out);
     if (*dir)
@@ -745,7 +785,8 @@ int plot_causal(hs_index *ix, const char *db, long long run_id, const char *out)
 {
     hs_metric_value top = { NAN, 0, 0 };
     double clean = NAN;
-    char label[256] = "", dir[600] = "", p[1200], assign[4096], title[300], qtitle[400];
+    char label[256] = "", qlabel[2100], dir[600] = "", p[1200], assign[16384], title[300];
+    char qtitle[2400];
     int64_t run = run_id;
     hs_curve draws = { 0 };
     int rc = run ? HS_OK : hs_index_latest_with_curve(ix, "causal_random_k", &run);
@@ -773,10 +814,11 @@ int plot_causal(hs_index *ix, const char *db, long long run_id, const char *out)
     snprintf(title, sizeof title, "causal check, run %lld: second-half loss %.3f on r ++ r (%s)",
              (long long)run, clean, db);
     gp_quote(qtitle, sizeof qtitle, title);
+    gp_quote(qlabel, sizeof qlabel, label);
     snprintf(assign, sizeof assign,
-             "datafile='%s'; outfile='%s'; plottitle='%s'; targeted=%.9g; targeted_se=%.9g;"
-             " toplabel='%s'",
-             p, out, qtitle, top.value, top.stderr_value, label);
+             "datafile='%s'; plottitle=%s; targeted=%.9g; targeted_se=%.9g;"
+             " toplabel=%s",
+             p, qtitle, top.value, top.stderr_value, qlabel);
     if (!rc)
         rc = run_gnuplot("plot_causal.gp", assign, out);
     hs_curve_free(&draws);
@@ -808,7 +850,7 @@ static int js_row(FILE *f, char *line, int header)
  * 0 .. sqrt(ln 2), the largest distance of two distributions (natural log). */
 int plot_js(const char *csv, const char *out)
 {
-    char dir[600] = "", p[1200], assign[4096], qcsv[1200], *line = NULL;
+    char dir[600] = "", p[1200], assign[16384], qcsv[9700], *line = NULL;
     size_t cap = 0;
     int rc = HS_OK, n = 0, rows = 0;
     FILE *in = fopen(csv, "r"), *f = NULL;
@@ -835,7 +877,7 @@ int plot_js(const char *csv, const char *out)
     fclose(in);
     free(line);
     gp_quote(qcsv, sizeof qcsv, csv);
-    snprintf(assign, sizeof assign, "datafile='%s'; outfile='%s'; n=%d; plottitle='%s'", p, out,
+    snprintf(assign, sizeof assign, "datafile='%s'; n=%d; plottitle=%s", p,
              n, qcsv);
     if (!rc)
         rc = run_gnuplot("plot_js.gp", assign, out);

@@ -112,7 +112,8 @@ static int cmd_induction(int argc, char **argv)
     snprintf(msg, sizeof msg, "%s", hs_last_error());
     hs_model_free(&m);
     hs_tokens_free(&evd);
-    cli_run_end(&run, rc == HS_OK, NULL);
+    if (cli_run_end(&run, rc, NULL) && !rc)
+        rc = HS_EIO, snprintf(msg, sizeof msg, "%s", hs_last_error());
     if (rc) {
         hs_induction_result_free(&r);
         fprintf(stderr, "headscope: induction: %s\n", msg);

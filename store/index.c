@@ -1,14 +1,19 @@
 #include "index.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "index_db.h"
 
-enum { SCHEMA_VERSION = 1 };
+enum { SCHEMA_VERSION = 2 };
 
-/* Version 1: SPEC §7's four tables. */
+/* Version 1: SPEC §7's four tables. Version 2: runs.pid and runs.host, the
+ * process that writes a running run (hs_index_open fails the runs whose
+ * process is gone). */
 static const char *const MIGRATIONS[SCHEMA_VERSION] = {
     "CREATE TABLE runs(run_id INTEGER PRIMARY KEY, kind TEXT NOT NULL, model_path TEXT,"
     " model_sha256 TEXT, data_path TEXT, data_sha256 TEXT, args TEXT, started_at TEXT,"
@@ -21,7 +26,45 @@ static const char *const MIGRATIONS[SCHEMA_VERSION] = {
     "CREATE INDEX curves_run ON curves(run_id, curve, step);"
     "CREATE TABLE artifacts(run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
     " path TEXT NOT NULL, sha256 TEXT, bytes INTEGER, complete INTEGER);",
+    "ALTER TABLE runs ADD COLUMN pid INTEGER; ALTER TABLE runs ADD COLUMN host TEXT;",
 };
+
+static void host_name(char *h, size_t n)
+{
+    if (gethostname(h, n - 1))
+        snprintf(h, n, "?");
+    h[n - 1] = 0;
+}
+
+/* Marks failed the runs left `running` by a process of this host that is
+ * gone (killed, or its final write failed on a full disk). Best effort: a
+ * read-only or busy index is left as it is. */
+static void fail_orphans(hs_index *ix)
+{
+    char host[256];
+    host_name(host, sizeof host);
+    sqlite3_stmt *st, *up;
+    if (sqlite3_prepare_v2(ix->db, "SELECT run_id, pid FROM runs WHERE status='running' AND"
+                           " pid IS NOT NULL AND host=?", -1, &st, NULL) != SQLITE_OK)
+        return;
+    if (sqlite3_prepare_v2(ix->db, "UPDATE runs SET status='failed', finished_at=strftime("
+                           "'%Y-%m-%dT%H:%M:%fZ','now') WHERE run_id=? AND status='running'",
+                           -1, &up, NULL) != SQLITE_OK) {
+        sqlite3_finalize(st);
+        return;
+    }
+    sqlite3_bind_text(st, 1, host, -1, SQLITE_TRANSIENT);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        long long pid = sqlite3_column_int64(st, 1);
+        if (pid <= 0 || pid == (long long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        sqlite3_bind_int64(up, 1, sqlite3_column_int64(st, 0));
+        sqlite3_step(up);
+        sqlite3_reset(up);
+    }
+    sqlite3_finalize(st);
+    sqlite3_finalize(up);
+}
 
 int hs_index_db_error(hs_index *ix, const char *what)
 {
@@ -107,6 +150,7 @@ int hs_index_open(hs_index **out, const char *path)
         hs_index_close(ix);
         return rc;
     }
+    fail_orphans(ix);
     *out = ix;
     return HS_OK;
 }
@@ -132,8 +176,8 @@ int hs_index_run_begin(hs_index *ix, const hs_run_info *r, int64_t *run_id)
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(ix->db,
                            "INSERT INTO runs(kind, model_path, model_sha256, data_path, data_sha256,"
-                           " args, started_at, status) VALUES(?,?,?,?,?,?,"
-                           " strftime('%Y-%m-%dT%H:%M:%fZ','now'), 'running')",
+                           " args, started_at, status, pid, host) VALUES(?,?,?,?,?,?,"
+                           " strftime('%Y-%m-%dT%H:%M:%fZ','now'), 'running', ?, ?)",
                            -1, &st, NULL) != SQLITE_OK)
         return hs_index_db_error(ix, "preparing the run record");
     bind_text(st, 1, r->kind);
@@ -142,6 +186,10 @@ int hs_index_run_begin(hs_index *ix, const hs_run_info *r, int64_t *run_id)
     bind_text(st, 4, r->data_path);
     bind_text(st, 5, r->data_sha256);
     bind_text(st, 6, r->args);
+    char host[256];
+    host_name(host, sizeof host);
+    sqlite3_bind_int64(st, 7, (sqlite3_int64)getpid());
+    bind_text(st, 8, host);
     int rc = sqlite3_step(st) == SQLITE_DONE ? HS_OK : hs_index_db_error(ix, "recording the run");
     sqlite3_finalize(st);
     if (!rc)
@@ -294,10 +342,14 @@ int hs_index_run_reopen(hs_index *ix, int64_t run_id)
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(ix->db,
-                           "UPDATE runs SET status='running', finished_at=NULL WHERE run_id=?", -1,
-                           &st, NULL) != SQLITE_OK)
+                           "UPDATE runs SET status='running', finished_at=NULL, pid=?, host=?"
+                           " WHERE run_id=?", -1, &st, NULL) != SQLITE_OK)
         return hs_index_db_error(ix, "preparing the run update");
-    sqlite3_bind_int64(st, 1, run_id);
+    char host[256];
+    host_name(host, sizeof host);
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)getpid());
+    bind_text(st, 2, host);
+    sqlite3_bind_int64(st, 3, run_id);
     int rc = sqlite3_step(st) == SQLITE_DONE ? HS_OK : hs_index_db_error(ix, "reopening the run");
     sqlite3_finalize(st);
     return rc;

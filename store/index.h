@@ -13,7 +13,9 @@ typedef struct hs_index hs_index; /* struct hs_index: see index.c */
 
 /* Opens or creates the index, migrating the schema to the current version.
  * HS_EIO naming the file when it cannot be opened, is read-only, or is not a
- * SQLite database; HS_EFORMAT when its schema is newer than this tool's. */
+ * SQLite database; HS_EFORMAT when its schema is newer than this tool's.
+ * Marks failed the runs left `running` by a process of this host that is gone
+ * (killed, or its last write failed on a full disk). */
 int hs_index_open(hs_index **ix, const char *path);
 void hs_index_close(hs_index *ix);
 
@@ -26,7 +28,9 @@ typedef struct {
     const char *args;        /* the command line as JSON */
 } hs_run_info;
 
-/* Inserts a run with status "running" and started_at now. */
+/* Inserts a run with status "running", started_at now, and this process's
+ * pid and host: a later hs_index_open on this host marks it failed once that
+ * process is gone without finishing it. */
 int hs_index_run_begin(hs_index *ix, const hs_run_info *info, int64_t *run_id);
 
 /* Sets status ("complete" or "failed") and finished_at; model_sha256 may be
