@@ -903,11 +903,9 @@ static int gcol_sound(FILE *f, uint64_t at, uint64_t file_size)
     return 1;
 }
 
-static long long bad_global_heap(const char *path)
+/* f: the file, read from its start; closed here. */
+static long long bad_global_heap(FILE *f)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
     struct stat sb;
     long long bad = -1;
     unsigned char *buf = malloc((1 << 20) + 8);
@@ -1044,12 +1042,10 @@ int hs_maps_open_here(hs_maps_reader **out, const char *path)
 {
     *out = NULL;
     h5_quiet();
-    struct stat sb;
-    if (stat(path, &sb))
-        return hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode))
-        return hs_fail(HS_EFORMAT, "%s: not a regular file", path);
-    const long long heap = bad_global_heap(path);
+    FILE *f = hs_fopen_regular(path); /* a FIFO or a folder: refused, never read */
+    if (!f)
+        return HS_EIO;
+    const long long heap = bad_global_heap(f);
     if (heap >= 0)
         return hs_fail(HS_EFORMAT, "%s: malformed HDF5 global heap at byte %lld (where "
                        "variable-length strings are kept)", path, heap);
