@@ -31,6 +31,8 @@ typedef struct {
     int bias;          /* 1: every projection has a bias (GPT-2) */
     int head_dim;      /* dh; 0 means d / H, and then H must divide d */
     double rope_theta; /* > 0: rotary positions with this base; 0: none */
+    int window;        /* 0: global; W > 0: query t sees key s only when t - W < s
+                          (with the causal rule s <= t: a sliding window, SPEC §10) */
 } hs_attn_config;
 
 /* HS_OK, or HS_EINVAL naming the offending size. */

@@ -9,11 +9,12 @@
 
 #include "index_db.h"
 
-enum { SCHEMA_VERSION = 2 };
+enum { SCHEMA_VERSION = 3 };
 
 /* Version 1: SPEC §7's four tables. Version 2: runs.pid and runs.host, the
  * process that writes a running run (hs_index_open fails the runs whose
- * process is gone). */
+ * process is gone). Version 3: SPEC §11's position_metrics and
+ * head_pair_metrics. */
 static const char *const MIGRATIONS[SCHEMA_VERSION] = {
     "CREATE TABLE runs(run_id INTEGER PRIMARY KEY, kind TEXT NOT NULL, model_path TEXT,"
     " model_sha256 TEXT, data_path TEXT, data_sha256 TEXT, args TEXT, started_at TEXT,"
@@ -27,6 +28,14 @@ static const char *const MIGRATIONS[SCHEMA_VERSION] = {
     "CREATE TABLE artifacts(run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
     " path TEXT NOT NULL, sha256 TEXT, bytes INTEGER, complete INTEGER);",
     "ALTER TABLE runs ADD COLUMN pid INTEGER; ALTER TABLE runs ADD COLUMN host TEXT;",
+    "CREATE TABLE position_metrics(run_id INTEGER NOT NULL REFERENCES runs(run_id)"
+    " ON DELETE CASCADE, layer INTEGER NOT NULL, position INTEGER NOT NULL,"
+    " metric TEXT NOT NULL, value REAL, stderr REAL, n INTEGER,"
+    " PRIMARY KEY(run_id, layer, position, metric));"
+    "CREATE TABLE head_pair_metrics(run_id INTEGER NOT NULL REFERENCES runs(run_id)"
+    " ON DELETE CASCADE, layer_a INTEGER NOT NULL, head_a INTEGER NOT NULL,"
+    " layer_b INTEGER NOT NULL, head_b INTEGER NOT NULL, metric TEXT NOT NULL, value REAL,"
+    " PRIMARY KEY(run_id, layer_a, head_a, layer_b, head_b, metric));",
 };
 
 static void host_name(char *h, size_t n)
@@ -259,25 +268,23 @@ int hs_index_artifact_add(hs_index *ix, int64_t run_id, const char *path, const 
     return rc;
 }
 
-int hs_index_metrics_add(hs_index *ix, int64_t run_id, const hs_metric_row *rows, int n)
+/* Binds row i of a table's rows (after run_id, parameter 1) to st. */
+typedef void (*bind_row_fn)(sqlite3_stmt *st, const void *rows, int i);
+
+/* Inserts n rows with `sql` (run_id first) in one transaction; `what` names
+ * them in messages. */
+static int rows_add(hs_index *ix, const char *sql, const char *what, int64_t run_id,
+                    const void *rows, int n, bind_row_fn bind)
 {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(ix->db,
-                           "INSERT OR REPLACE INTO head_metrics(run_id, layer, head, metric, value,"
-                           " stderr, n) VALUES(?,?,?,?,?,?,?)",
-                           -1, &st, NULL) != SQLITE_OK)
-        return hs_index_db_error(ix, "preparing head metrics");
+    if (sqlite3_prepare_v2(ix->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return hs_index_db_error(ix, what);
     int rc = exec(ix, "BEGIN IMMEDIATE", "starting a transaction");
     for (int i = 0; !rc && i < n; i++) {
         sqlite3_bind_int64(st, 1, run_id);
-        sqlite3_bind_int(st, 2, rows[i].layer);
-        sqlite3_bind_int(st, 3, rows[i].head);
-        bind_text(st, 4, rows[i].metric);
-        sqlite3_bind_double(st, 5, rows[i].value);
-        sqlite3_bind_double(st, 6, rows[i].stderr_value);
-        sqlite3_bind_int64(st, 7, rows[i].n);
+        bind(st, rows, i);
         if (sqlite3_step(st) != SQLITE_DONE)
-            rc = hs_index_db_error(ix, "writing head metrics");
+            rc = hs_index_db_error(ix, what);
         sqlite3_reset(st);
     }
     sqlite3_finalize(st);
@@ -285,7 +292,65 @@ int hs_index_metrics_add(hs_index *ix, int64_t run_id, const hs_metric_row *rows
         exec(ix, "ROLLBACK", "rolling back");
         return rc;
     }
-    return exec(ix, "COMMIT", "committing head metrics");
+    return exec(ix, "COMMIT", what);
+}
+
+static void bind_head_row(sqlite3_stmt *st, const void *rows, int i)
+{
+    const hs_metric_row *r = (const hs_metric_row *)rows + i;
+    sqlite3_bind_int(st, 2, r->layer);
+    sqlite3_bind_int(st, 3, r->head);
+    bind_text(st, 4, r->metric);
+    sqlite3_bind_double(st, 5, r->value);
+    sqlite3_bind_double(st, 6, r->stderr_value);
+    sqlite3_bind_int64(st, 7, r->n);
+}
+
+int hs_index_metrics_add(hs_index *ix, int64_t run_id, const hs_metric_row *rows, int n)
+{
+    return rows_add(ix,
+                    "INSERT OR REPLACE INTO head_metrics(run_id, layer, head, metric, value,"
+                    " stderr, n) VALUES(?,?,?,?,?,?,?)",
+                    "writing head metrics", run_id, rows, n, bind_head_row);
+}
+
+static void bind_position_row(sqlite3_stmt *st, const void *rows, int i)
+{
+    const hs_position_row *r = (const hs_position_row *)rows + i;
+    sqlite3_bind_int(st, 2, r->layer);
+    sqlite3_bind_int(st, 3, r->position);
+    bind_text(st, 4, r->metric);
+    sqlite3_bind_double(st, 5, r->value);
+    sqlite3_bind_double(st, 6, r->stderr_value);
+    sqlite3_bind_int64(st, 7, r->n);
+}
+
+int hs_index_position_metrics_add(hs_index *ix, int64_t run_id, const hs_position_row *rows,
+                                  int n)
+{
+    return rows_add(ix,
+                    "INSERT OR REPLACE INTO position_metrics(run_id, layer, position, metric,"
+                    " value, stderr, n) VALUES(?,?,?,?,?,?,?)",
+                    "writing position metrics", run_id, rows, n, bind_position_row);
+}
+
+static void bind_pair_row(sqlite3_stmt *st, const void *rows, int i)
+{
+    const hs_pair_row *r = (const hs_pair_row *)rows + i;
+    sqlite3_bind_int(st, 2, r->layer_a);
+    sqlite3_bind_int(st, 3, r->head_a);
+    sqlite3_bind_int(st, 4, r->layer_b);
+    sqlite3_bind_int(st, 5, r->head_b);
+    bind_text(st, 6, r->metric);
+    sqlite3_bind_double(st, 7, r->value);
+}
+
+int hs_index_pair_metrics_add(hs_index *ix, int64_t run_id, const hs_pair_row *rows, int n)
+{
+    return rows_add(ix,
+                    "INSERT OR REPLACE INTO head_pair_metrics(run_id, layer_a, head_a, layer_b,"
+                    " head_b, metric, value) VALUES(?,?,?,?,?,?,?)",
+                    "writing head-pair metrics", run_id, rows, n, bind_pair_row);
 }
 
 int hs_index_metric_exists(hs_index *ix, int64_t run_id, int layer, int head, const char *metric,

@@ -60,6 +60,32 @@ typedef struct {
 /* Records rows (replacing equal keys) in one transaction. */
 int hs_index_metrics_add(hs_index *ix, int64_t run_id, const hs_metric_row *rows, int n);
 
+/* A per-(layer, position) number (SPEC §11: activation patching of the
+ * residual stream at one position). */
+typedef struct {
+    int layer, position;
+    const char *metric;
+    double value, stderr_value;
+    long long n;
+} hs_position_row;
+
+/* Records rows into position_metrics (replacing equal keys) in one
+ * transaction. */
+int hs_index_position_metrics_add(hs_index *ix, int64_t run_id, const hs_position_row *rows,
+                                  int n);
+
+/* A number about an ordered pair of heads, head a in an earlier layer than
+ * head b (SPEC §11: composition scores). */
+typedef struct {
+    int layer_a, head_a, layer_b, head_b;
+    const char *metric;
+    double value;
+} hs_pair_row;
+
+/* Records rows into head_pair_metrics (replacing equal keys) in one
+ * transaction. */
+int hs_index_pair_metrics_add(hs_index *ix, int64_t run_id, const hs_pair_row *rows, int n);
+
 /* *exists = 1 when the run has that metric row. */
 int hs_index_metric_exists(hs_index *ix, int64_t run_id, int layer, int head, const char *metric,
                            int *exists);

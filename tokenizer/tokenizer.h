@@ -1,0 +1,50 @@
+/* Text to token ids and back (SPEC §9): Hugging Face tokenizer.json files
+ * with a BPE model, and GPT-2's vocab.json + merges.txt.
+ *
+ * Encoding equals HF `tokenizer(text)`: added tokens are split out of the
+ * text first, the rest is normalized, pre-tokenized, merged by BPE rank and
+ * (with add_special) wrapped by the post-processor. Decoding inverts the
+ * decoder chain. A tokenizer is immutable once opened, so one handle may
+ * encode from several threads at once. */
+#ifndef HS_TOKENIZER_H
+#define HS_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+typedef struct hs_tokenizer hs_tokenizer;
+
+/* path is a tokenizer.json file, a directory holding tokenizer.json, or a
+ * directory holding vocab.json + merges.txt (tokenizer.json preferred).
+ * HS_EIO naming the file when none can be read; HS_EFORMAT naming the JSON
+ * field of anything malformed or unsupported. */
+int hs_tokenizer_open(hs_tokenizer **tok, const char *path);
+void hs_tokenizer_free(hs_tokenizer *tok);
+
+/* 1 when dir holds a file hs_tokenizer_open would read (a model directory
+ * whose tokenizer is found without --tokenizer). */
+int hs_tokenizer_present(const char *dir);
+
+/* The number of ids: 1 + the largest id of the vocabulary or an added token. */
+int hs_tokenizer_vocab_size(const hs_tokenizer *tok);
+
+/* Encodes len bytes of UTF-8 text (invalid UTF-8 is HS_EINVAL naming the
+ * byte offset). add_special: the post-processor's special tokens (HF
+ * add_special_tokens=True). *ids is malloc'd (the caller frees it), *n ids. */
+int hs_tokenizer_encode(const hs_tokenizer *tok, const char *text, size_t len, int add_special,
+                        int32_t **ids, size_t *n);
+
+/* The text of ids through the decoder (malloc'd, NUL-terminated; NULL with
+ * the message set). skip_special leaves out special added tokens. */
+char *hs_tokenizer_decode(const hs_tokenizer *tok, const int32_t *ids, size_t n,
+                          int skip_special);
+
+/* The display string of one id, for plots and reports: the token's own
+ * decoded text (bytes that are not complete UTF-8 shown as <0xAB>), written
+ * NUL-terminated into buf (cap bytes, truncated at a character boundary).
+ * HS_EINVAL for an id outside the vocabulary. */
+int hs_tokenizer_token_text(const hs_tokenizer *tok, int32_t id, char *buf, size_t cap);
+
+#endif
