@@ -39,14 +39,14 @@ static void tensor_sizes(const hs_attn_config *c, size_t n[8])
 {
     size_t d = (size_t)c->d_model, dh = (size_t)hs_attn_head_dim(c);
     size_t hd = (size_t)c->n_heads * dh, gd = (size_t)c->n_kv_heads * dh;
-    size_t with_bias = c->bias ? 1 : 0;
+    size_t with_bias = c->bias ? 1 : 0, qkv = c->bias || c->qkv_bias ? 1 : 0;
     n[0] = hd * d;
     n[1] = gd * d;
     n[2] = gd * d;
     n[3] = d * hd;
-    n[4] = with_bias * hd;
-    n[5] = with_bias * gd;
-    n[6] = with_bias * gd;
+    n[4] = qkv * hd;
+    n[5] = qkv * gd;
+    n[6] = qkv * gd;
     n[7] = with_bias * d;
 }
 

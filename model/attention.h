@@ -29,6 +29,7 @@ typedef struct {
     int n_heads;       /* H */
     int n_kv_heads;    /* G; divides H */
     int bias;          /* 1: every projection has a bias (GPT-2) */
+    int qkv_bias;      /* 1: q, k and v have biases, o has one only with bias (Qwen2) */
     int head_dim;      /* dh; 0 means d / H, and then H must divide d */
     double rope_theta; /* > 0: rotary positions with this base; 0: none */
     int window;        /* 0: global; W > 0: query t sees key s only when t - W < s
@@ -42,10 +43,11 @@ int hs_attn_config_check(const hs_attn_config *c);
 int hs_attn_head_dim(const hs_attn_config *c);
 
 /* Projection parameters: 2 d HD + 2 d GD (= 2 d^2 + 2 d G dh when HD = d),
- * plus HD + 2 GD + d with biases. */
+ * plus HD + 2 GD + d with biases (HD + 2 GD with qkv_bias alone). */
 size_t hs_attn_param_count(const hs_attn_config *c);
 
-/* Weights in nn.Linear layout (out, in). Biases are NULL when bias == 0. */
+/* Weights in nn.Linear layout (out, in). Biases are NULL when bias == 0
+ * (b_q, b_k, b_v are present with qkv_bias too). */
 typedef struct {
     hs_real *w_q; /* (HD, d)  */
     hs_real *w_k; /* (GD, d)  */
