@@ -318,7 +318,10 @@ static void mlp_forward(hs_layer_acts *la, const hs_layer_weights *lw, const hs_
     const int d = c->d_model, F = c->d_ff;
     if (c->mlp == HS_MLP_GELU) {
         hs_linear_forward(la->h_pre, inp, lw->fc_w, lw->fc_b, N, d, F);
-        hs_gelu_forward(la->h_act, la->h_pre, N * F);
+        if (c->gelu_exact)
+            hs_gelu_erf_forward(la->h_act, la->h_pre, N * F);
+        else
+            hs_gelu_forward(la->h_act, la->h_pre, N * F);
         hs_linear_forward(la->mlp_out, la->h_act, lw->proj_w, lw->proj_b, N, F, d);
     } else {
         hs_linear_forward(la->h_pre, inp, lw->gate_w, lw->gate_b, N, d, F);
@@ -338,7 +341,10 @@ static void mlp_backward(hs_real *dinp, hs_layer_weights *gw, hs_acts *a, const 
     memset(a->dh2, 0, sizeof(hs_real) * N * F);
     if (c->mlp == HS_MLP_GELU) {
         hs_linear_backward(a->dh, gw->proj_w, gw->proj_b, dout, la->h_act, lw->proj_w, N, F, d);
-        hs_gelu_backward(a->dh2, la->h_pre, a->dh, N * F);
+        if (c->gelu_exact)
+            hs_gelu_erf_backward(a->dh2, la->h_pre, a->dh, N * F);
+        else
+            hs_gelu_backward(a->dh2, la->h_pre, a->dh, N * F);
         hs_linear_backward(dinp, gw->fc_w, gw->fc_b, a->dh2, inp, lw->fc_w, N, d, F);
     } else {
         hs_real *dact = a->dh, *dgate = a->dh2, *dup = a->dh3;
@@ -424,7 +430,9 @@ static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks 
 }
 
 /* Layer l from the residual after attention (r1) to its output: the
- * post-norm, the MLP and its norm. */
+ * post-norm, the MLP and its norm. With a parallel residual (GPT-NeoX) the
+ * MLP reads the norm of the layer's input, not of r1:
+ * out = in + attn(ln1(in)) + mlp(ln2(in)) = r1 + mlp(ln2(in)). */
 static int layer_rest(hs_acts *a, const hs_model *m, int l, const hs_hooks *hooks)
 {
     const hs_model_config *c = &m->cfg;
@@ -438,7 +446,8 @@ static int layer_rest(hs_acts *a, const hs_model *m, int l, const hs_hooks *hook
     const hs_real *mid = c->post_norm ? la->n1 : la->r1; /* residual after attention */
     const hs_real *mlp_in = mid;
     if (!c->post_norm) {
-        norm_forward(la->n2, la->n2_mean, la->n2_rstd, mid, lw->ln2_w, lw->ln2_b, c, N);
+        norm_forward(la->n2, la->n2_mean, la->n2_rstd, c->parallel_residual ? la->in : mid,
+                     lw->ln2_w, lw->ln2_b, c, N);
         mlp_in = la->n2;
     }
     mlp_forward(la, lw, mlp_in, c, N);
@@ -578,15 +587,21 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
         int rc;
         if (!c->post_norm) {
             /* dres: gradient of the layer output */
+            const int parallel = c->parallel_residual;
             if (c->mlp != HS_MLP_NONE) {
                 memset(a->dnorm, 0, sizeof(hs_real) * nd);
                 mlp_backward(a->dnorm, gw, a, la, lw, dres, la->n2, c, N);
                 memcpy(dres2, dres, sizeof(hs_real) * nd);
-                norm_backward(dres2, gw->ln2_w, gw->ln2_b, a->dnorm, la->r1, lw->ln2_w,
-                              la->n2_mean, la->n2_rstd, c, N);
-                swap(&dres, &dres2); /* now the gradient of r1 */
+                norm_backward(dres2, gw->ln2_w, gw->ln2_b, a->dnorm, parallel ? la->in : la->r1,
+                              lw->ln2_w, la->n2_mean, la->n2_rstd, c, N);
+                /* sequential: dres2 is now the gradient of r1; parallel: the
+                 * input's share through the MLP (plus the residual), while
+                 * r1's gradient stays dres */
+                if (!parallel)
+                    swap(&dres, &dres2);
             }
-            memcpy(dres2, dres, sizeof(hs_real) * nd);
+            if (!parallel || c->mlp == HS_MLP_NONE)
+                memcpy(dres2, dres, sizeof(hs_real) * nd);
             memset(a->dnorm, 0, sizeof(hs_real) * nd);
             rc = hs_attn_backward(a->dnorm, NULL, &gw->attn, dxi, dres, &la->attn, &lw->attn, &ac,
                                   la->n1, NULL, xi, hooks->gates_per_seq, &causal);

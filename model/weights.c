@@ -52,12 +52,13 @@ static void walk(const hs_model_config *c, walker *wk, hs_weights *w)
         add(wk, &lw->attn.w_k, GD, d, "h.%d.attn.k_proj.weight", l);
         add(wk, &lw->attn.w_v, GD, d, "h.%d.attn.v_proj.weight", l);
         add(wk, &lw->attn.w_o, d, HD, "h.%d.attn.o_proj.weight", l);
-        if (c->attn_bias) {
+        if (c->attn_bias || c->qkv_bias) {
             add(wk, &lw->attn.b_q, HD, 0, "h.%d.attn.q_proj.bias", l);
             add(wk, &lw->attn.b_k, GD, 0, "h.%d.attn.k_proj.bias", l);
             add(wk, &lw->attn.b_v, GD, 0, "h.%d.attn.v_proj.bias", l);
-            add(wk, &lw->attn.b_o, d, 0, "h.%d.attn.o_proj.bias", l);
         }
+        if (c->attn_bias)
+            add(wk, &lw->attn.b_o, d, 0, "h.%d.attn.o_proj.bias", l);
         if (c->mlp == HS_MLP_NONE)
             continue;
         add(wk, &lw->ln2_w, d, 0, "h.%d.ln_2.weight", l);
