@@ -38,6 +38,32 @@ static void print_dead_heads(const hs_model *m, int json)
     free(dead);
 }
 
+/* The family's particulars: sliding window, rotary dims and scaling, the
+ * residual's shape and the q/k/v biases. */
+static void print_particulars(const hs_model_config *c, int json)
+{
+    static const char *const SCALING[] = { "none", "linear", "llama3" };
+    const int rotary = c->pos != HS_POS_ROPE ? 0 : c->rotary_dims ? c->rotary_dims : c->head_dim;
+    if (json) {
+        printf(",\"window\":%d,\"rotary_dims\":%d,\"rope_scaling\":\"%s\","
+               "\"parallel_residual\":%s,\"qkv_bias\":%s",
+               c->window, rotary, SCALING[c->rope_scaling.kind],
+               c->parallel_residual ? "true" : "false",
+               c->qkv_bias || c->attn_bias ? "true" : "false");
+        return;
+    }
+    printf("attention    %s", c->window ? "sliding window " : "global");
+    if (c->window)
+        printf("%d", c->window);
+    if (rotary)
+        printf(", rotary on %d of %d dims (theta %g, scaling %s)", rotary, c->head_dim,
+               c->rope_theta, SCALING[c->rope_scaling.kind]);
+    printf(", q/k/v bias %s\n", c->qkv_bias || c->attn_bias ? "yes" : "no");
+    printf("residual     %s%s\n", c->parallel_residual ? "parallel (x + attn(ln1 x) + mlp(ln2 x))"
+                                                         : "sequential",
+           c->gelu_exact ? ", exact GELU" : "");
+}
+
 static int cmd_info(int argc, char **argv)
 {
     const char *model = NULL;
@@ -75,6 +101,7 @@ static int cmd_info(int argc, char **argv)
             printf("%s%d", l ? "," : "", c->n_kv_head[l]);
         printf("],\"kv_cache_bytes_per_token_f32\":%ld,\"kv_cache_bytes_per_token_f16\":%ld",
                kv_elems * 4, kv_elems * 2);
+        print_particulars(c, 1);
         print_dead_heads(&m, 1);
         printf("}\n");
     } else {
@@ -90,6 +117,7 @@ static int cmd_info(int argc, char **argv)
         for (int l = 0; l < c->n_layer; l++)
             printf("%s%d/%d", l ? " " : "", c->n_head[l], c->n_kv_head[l]);
         printf("  (query/kv per layer)\n");
+        print_particulars(c, 0);
         print_dead_heads(&m, 0);
         printf("kv cache     %ld bytes per token (float32), %ld (16-bit)\n", kv_elems * 4,
                kv_elems * 2);
@@ -399,7 +427,7 @@ static int cmd_train(int argc, char **argv)
     long val_batches = 8;
     opt o[] = {
         { "--out", OPT_STR, &so.out, 0, "DIR", "where the trained checkpoint is written", 0 },
-        { "--preset", OPT_STR, &preset, 0, "P", "gpt2, llama, attn-only or tinylm; KEY=VALUE arguments override its config.json fields", 0 },
+        { "--preset", OPT_STR, &preset, 0, "P", "gpt2, llama, gpt_neox, mistral, qwen2, attn-only or tinylm; KEY=VALUE arguments override its config.json fields", 0 },
         { "--init", OPT_STR, &init, 0, "DIR", "start from this checkpoint instead of a preset", 0 },
         OPT_DATA_AS(&data, "training token shard"),
         { "--steps", OPT_LONG, &to->steps, 1, "N", "optimizer steps", 0 },
