@@ -750,7 +750,8 @@ static const char *const hf_bookkeeping[] = {
     "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens",
     "begin_suppress_tokens", "finetuning_task", "id2label", "label2id", "num_labels",
     "tokenizer_class", "prefix", "problem_type", "_commit_hash", "_attn_implementation",
-    "_attn_implementation_autoset", "initializer_range", "tie_word_embeddings",
+    "_attn_implementation_autoset", "initializer_range", "tie_word_embeddings", "_num_labels",
+    "output_past", "gradient_checkpointing",
 };
 
 static int value_allowed(const cJSON *v, allowed ok)

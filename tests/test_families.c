@@ -377,6 +377,43 @@ static void test_saved_checkpoints_keep_their_family(void)
     }
 }
 
+/* A model of each family written as the headscope family (structural
+ * pruning does this) keeps the family's features: parallel residual, exact
+ * GELU, rotary dims, q/k/v biases, window and rope scaling come back equal
+ * and the logits are bit-identical. */
+static void test_headscope_form_keeps_family_features(void)
+{
+    static const char *const names[] = { "neox_par", "neox_seq", "mistral_w3", "qwen2",
+                                         "llama3_scaled" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char dir[512], out[] = "/tmp/hs_families_hs_XXXXXX", cmd[600];
+        case_dir(dir, sizeof dir, names[i]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(out));
+        hs_model a, b;
+        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&a, dir), HS_OK);
+        a.cfg.family = HS_FAMILY_HEADSCOPE;
+        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_save(&a, out), HS_OK);
+        int rc = hs_checkpoint_load(&b, out);
+        if (rc)
+            printf("\n    %s: reload: %s", names[i], hs_last_error());
+        CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
+        CU_ASSERT_EQUAL(memcmp(&b.cfg, &a.cfg, sizeof a.cfg), 0);
+        int32_t tok[8] = { 1, 5, 9, 2, 7, 3, 3, 11 };
+        hs_acts x, y;
+        CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&x, &a.cfg, 1, 8, HS_ACTS_INFER), HS_OK);
+        CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&y, &b.cfg, 1, 8, HS_ACTS_INFER), HS_OK);
+        CU_ASSERT_EQUAL(hs_forward(&x, &a, tok, NULL, NULL), HS_OK);
+        CU_ASSERT_EQUAL(hs_forward(&y, &b, tok, NULL, NULL), HS_OK);
+        CU_ASSERT_EQUAL(memcmp(x.logits, y.logits, sizeof(hs_real) * 8 * a.cfg.vocab_size), 0);
+        hs_acts_free(&x);
+        hs_acts_free(&y);
+        hs_model_free(&a);
+        hs_model_free(&b);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
+        CU_ASSERT_EQUAL(system(cmd), 0);
+    }
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -404,6 +441,7 @@ int main(void)
         { "test_missing_shard_is_refused_naming_the_file",
           test_missing_shard_is_refused_naming_the_file },
         { "test_saved_checkpoints_keep_their_family", test_saved_checkpoints_keep_their_family },
+        { "test_headscope_form_keeps_family_features", test_headscope_form_keeps_family_features },
     };
     return hs_run_tests("families", tests, HS_NTESTS(tests));
 }
