@@ -502,6 +502,10 @@ typedef struct {
     double best_value[3], mean[3], control_mean[3];
 } hs_composition_result;
 
+/* HS_EINVAL when c has fewer than two layers (no head reads another's
+ * output); cheap, for a command to call before it opens its run. */
+int hs_composition_check(const hs_model_config *c);
+
 /* Composition scores (composition.h) of m and, when control, of its
  * random-init control. Costs O(pairs (d dh^2 + dh^3)) per model. r is
  * initialised here; free it with hs_composition_result_free. */

@@ -140,17 +140,25 @@ static int comp_summary(hs_composition_result *r, const hs_pair_row *p, int n, i
     return rc;
 }
 
+int hs_composition_check(const hs_model_config *c)
+{
+    if (c->n_layer < 2)
+        return hs_fail(HS_EINVAL, "composition: the model has one layer, so no head reads "
+                                  "another's output");
+    return HS_OK;
+}
+
 int hs_composition_study(hs_composition_result *r, const hs_model *m, int control,
                          unsigned long long seed, const hs_study_io *io)
 {
     memset(r, 0, sizeof *r);
     for (int k = 0; k < 3; k++)
         r->best[k][0] = -1, r->control_mean[k] = NAN;
-    if (m->cfg.n_layer < 2)
-        return hs_fail(HS_EINVAL, "composition: the model has one layer, so no head reads "
-                                  "another's output");
+    int rc = hs_composition_check(&m->cfg);
+    if (rc)
+        return rc;
     phase(io, "composition");
-    int rc = hs_composition_scores(&r->pairs, &r->n_pairs, m, 0);
+    rc = hs_composition_scores(&r->pairs, &r->n_pairs, m, 0);
     if (!rc)
         rc = comp_summary(r, r->pairs, r->n_pairs, 0, io);
     if (!rc && control) {

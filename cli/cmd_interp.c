@@ -45,7 +45,9 @@ static int interp_open(interp *c, int argc, char **argv)
         hs_set_threads(c->threads);
     if (hs_checkpoint_load(&c->m, c->model))
         return run_error(c->cmd);
-    int rc = !strcmp(c->cmd, "dla") ? hs_dla_check(&c->m.cfg) : HS_OK;
+    int rc = !strcmp(c->cmd, "dla")           ? hs_dla_check(&c->m.cfg)
+             : !strcmp(c->cmd, "composition") ? hs_composition_check(&c->m.cfg)
+                                              : HS_OK;
     if (!rc && c->prompts)
         rc = load_prompts(c);
     if (!rc && c->data) {
