@@ -135,4 +135,85 @@ refusals() {
     expect_nofile r.db "refused commands (no index, no run)" || return 1
 }
 
-run_checks dla_oracle lens_oracle composition_oracle refusals
+# ---- figures ------------------------------------------------------------------------
+
+# insert_patch DB: a complete `patch` run as the patch command records it
+# (model-wide logit differences, per-head patch_z, per-position
+# patch_resid_pre over the 6 positions of the prompts file's first line).
+insert_patch() {
+    "$PY" - "$1" "$GPT2" "$PROMPTS" <<'PYEOF'
+import json, sqlite3, sys
+db, model, prompts = sys.argv[1:4]
+con = sqlite3.connect(db)
+args = json.dumps(["patch", "--model", model, "--prompts", prompts, "--db", db])
+run = con.execute("INSERT INTO runs(kind, model_path, data_path, args, started_at, finished_at,"
+                  " status) VALUES('patch', ?, ?, ?, '2026-01-01', '2026-01-01', 'complete')",
+                  (model, prompts, args)).lastrowid
+for l in range(3):
+    for p in range(6):
+        con.execute("INSERT INTO position_metrics VALUES(?,?,?,?,?,?,?)",
+                    (run, l, p, "patch_resid_pre", 1.0 if p == 1 and l < 2 else 0.05 * l, 0.01, 7))
+for l in range(2):
+    for h in range(4):
+        con.execute("INSERT INTO head_metrics VALUES(?,?,?,?,?,?,?)",
+                    (run, l, h, "patch_z", 0.8 if (l, h) == (1, 2) else 0.02 * h, 0.01, 7))
+for m, v in (("logit_diff_clean", 2.0), ("logit_diff_corrupt", -1.0)):
+    con.execute("INSERT INTO head_metrics VALUES(?,?,?,?,?,?,?)", (run, -1, -1, m, v, 0.1, 7))
+con.commit()
+PYEOF
+}
+
+causal_figures() {
+    hs dla --model "$GPT2" --prompts "$PROMPTS" --db r.db
+    expect_rc 0 "dla" || return 1
+    hs logit-lens --model "$GPT2" --prompts "$PROMPTS" --db r.db
+    expect_rc 0 "logit-lens" || return 1
+    hs composition --model "$GPT2" --db r.db
+    expect_rc 0 "composition" || return 1
+    insert_patch r.db || bad "could not insert the patch rows" || return 1
+    local t
+    hs plot patch --db r.db --out p.svg
+    expect_rc 0 "plot patch" || return 1
+    t=$(cat p.svg)
+    # the positions are the first 6-token prompt's tokens: 27 24 28 38 39 25 (ids: no tokenizer)
+    for tok in '#27' '#24' '#28' '#38' '#39' '#25'; do
+        expect_grep "$t" ">$tok<" "plot patch: token label $tok" || return 1
+    done
+    expect_grep "$t" "scale −1 .. +1, white at 0" "plot patch: a symmetric stated scale" || return 1
+    hs plot dla --db r.db --out d.svg
+    expect_rc 0 "plot dla" || return 1
+    t=$(cat d.svg)
+    for w in L1H0 'MLP 1' 'pos_embed' 'final norm bias' '-0.663'; do
+        expect_grep "$t" "$w" "plot dla: $w" || return 1
+    done
+    hs plot lens --db r.db --out l.svg
+    expect_rc 0 "plot lens" || return 1
+    expect_grep "$(cat l.svg)" ">final<" "plot lens: the final residual's entry" || return 1
+    expect_grep "$(cat l.svg)" "logit difference" "plot lens: the logit difference on prompts" || return 1
+    hs plot composition --db r.db --metric k_composition --out c.svg
+    expect_rc 0 "plot composition" || return 1
+    t=$(cat c.svg)
+    expect_grep "$t" "random-init control: mean" "plot composition: the control beside it" || return 1
+    expect_grep "$t" "L1H3" "plot composition: head labels" || return 1
+    expect_grep "$t" "fixed scale 0 .. 1" "plot composition: the fixed scale" || return 1
+    hs plot scores --db r.db --metric patch_z --out z.png
+    expect_rc 0 "plot scores --metric patch_z" || return 1
+    png_ok z.png || return 1
+    # options that would be ignored, and absent results
+    expect_refused 2 plot "--metric does not apply to plot dla" dla --db r.db --metric dla --out x.svg || return 1
+    expect_refused 2 plot "plot lens needs --db" lens --out x.svg || return 1
+    expect_refused 1 plot 'no position metric "patch_mlp_out"' patch --db r.db --metric patch_mlp_out --out x.svg || return 1
+    expect_nofile x.svg "refused plots" || return 1
+    hs report --db r.db --out rep
+    expect_rc 0 "report" || return 1
+    local page=rep/index.html f
+    expect_grep "$(cat "$page")" 'id="causal"' "the report's causal section" || return 1
+    if grep -q 'class="missing"' "$page"; then bad "a figure not drawn: $(grep -o 'class="missing">[^<]*' "$page")"; return 1; fi
+    for f in patch_resid_pre_run4 patch_z_run4 dla_run1 lens_run2 q_composition_run3 k_composition_run3 v_composition_run3; do
+        grep -q "src=\"$f.png\"" "$page" || bad "no figure $f.png on the page" || return 1
+        png_ok "rep/$f.png" || return 1
+    done
+    expect_grep "$(cat "$page")" "<b>L1H0</b>" "the report names the top DLA head" || return 1
+}
+
+run_checks dla_oracle lens_oracle composition_oracle refusals causal_figures
