@@ -216,4 +216,28 @@ causal_figures() {
     expect_grep "$(cat "$page")" "<b>L1H0</b>" "the report names the top DLA head" || return 1
 }
 
-run_checks dla_oracle lens_oracle composition_oracle refusals causal_figures
+# Names that would run `touch X` if pasted into gnuplot code reach it as data:
+# the index's path (in every title), the metric, the output file.
+hostile_names() {
+    local evil="a'; system('touch X'); x='" evil2='b"; system("touch X"); x="' k
+    hs composition --model "$GPT2" --db "$evil.db"
+    expect_rc 0 "composition --db (a quote in the name)" || return 1
+    hs dla --model "$GPT2" --prompts "$PROMPTS" --db "$evil.db"
+    expect_rc 0 "dla" || return 1
+    hs logit-lens --model "$GPT2" --prompts "$PROMPTS" --db "$evil.db"
+    expect_rc 0 "logit-lens" || return 1
+    insert_patch "$evil.db" || bad "could not insert the patch rows" || return 1
+    for k in patch dla lens composition; do
+        hs plot "$k" --db "$evil.db" --out "$evil2.svg"
+        expect_rc 0 "plot $k on $evil.db to $evil2.svg" || return 1
+        [ ! -e X ] || bad "plot $k: gnuplot ran the injected command" || return 1
+        expect_grep "$(cat "$evil2.svg")" "system(" "plot $k: the name shown as it is" || return 1
+    done
+    hs plot patch --db "$evil.db" --metric "$evil" --out p.svg
+    expect_rc 1 "plot patch --metric (a quote in the name)" || return 1
+    hs plot composition --db "$evil.db" --metric "$evil2" --out p.svg
+    expect_rc 1 "plot composition --metric (a quote in the name)" || return 1
+    [ ! -e X ] || bad "gnuplot ran the injected command" || return 1
+}
+
+run_checks dla_oracle lens_oracle composition_oracle refusals causal_figures hostile_names
