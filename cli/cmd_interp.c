@@ -166,9 +166,9 @@ static void print_lens(const hs_lens_result *r, const interp *c)
         printf("{\"run_id\":%lld,\"%s\":%ld,\"layers\":[", c->run.run_id,
                prompts ? "prompts" : "sequences", r->lens.n);
     else
-        printf("run %lld: logit lens over %ld %s in %s\n%-8s %-22s%s\n", c->run.run_id,
-               r->lens.n, prompts ? "prompts" : "sequences", c->db, "layer",
-               prompts ? "loss (-log p answer)" : "loss (nats)", prompts ? "  logit difference" : "");
+        printf("run %lld: logit lens over %ld %s in %s\n%-8s %s\n", c->run.run_id, r->lens.n,
+               prompts ? "prompts" : "sequences", c->db, "layer",
+               prompts ? "loss (-log p answer)    logit difference" : "loss (nats)");
     for (int e = 0; e <= r->lens.n_layer; e++) {
         const hs_metric_row *l = hs_head_table_find(&r->table, e, -1, "logit_lens_loss");
         const hs_metric_row *d = hs_head_table_find(&r->table, e, -1, "logit_lens_logit_diff");
