@@ -16,7 +16,10 @@
 #include "runner.h"
 #include "study.h"
 
-static const char *const MODELS[] = { "gpt2_tiny", "llama_gqa", "hs_mixed", "llama_mqa_tied" };
+/* The last two are gpt2_tiny altered in memory: its final LayerNorm without
+ * its bias, and no final norm at all (the scale is then 1). */
+static const char *const MODELS[] = { "gpt2_tiny", "llama_gqa", "hs_mixed", "llama_mqa_tied",
+                                      "gpt2_tiny", "gpt2_tiny" };
 
 static int load(hs_model *m, const char *name)
 {
@@ -40,6 +43,10 @@ static void test_dla_parts_sum_to_each_prompts_logit_difference(void)
         hs_prompt_set ps;
         CU_ASSERT_EQUAL_FATAL(load(&m, MODELS[i]), HS_OK);
         CU_ASSERT_EQUAL_FATAL(load_prompts(&ps, m.cfg.vocab_size), HS_OK);
+        if (i == 4)
+            m.cfg.norm_bias = 0, m.w.lnf_b = NULL;
+        if (i == 5)
+            m.cfg.final_norm = 0;
         hs_dla_result r;
         CU_ASSERT_EQUAL_FATAL(hs_dla_study(&r, &m, &ps, 3, NULL), HS_OK);
         const hs_dla *p = &r.parts;
@@ -56,7 +63,11 @@ static void test_dla_parts_sum_to_each_prompts_logit_difference(void)
         for (int j = 0; j < r.table.n; j++)
             if (strcmp(r.table.rows[j].metric, "logit_diff_clean"))
                 mean_sum += r.table.rows[j].value;
-        printf("\n    %s: %d parts, worst relative gap %.2g", MODELS[i], p->n_terms, worst);
+        printf("\n    %s%s: %d parts, worst relative gap %.2g", MODELS[i],
+               i == 4 ? " (final norm without bias)" : i == 5 ? " (no final norm)" : "",
+               p->n_terms, worst);
+        CU_ASSERT_EQUAL(hs_head_table_find(&r.table, -1, -1, "dla_final_norm_bias") != NULL,
+                        i == 0);
         CU_ASSERT(worst <= 1e-4);
         CU_ASSERT(fabs(mean_sum - r.logit_diff) <= 1e-4 * fmax(1, fabs(r.logit_diff)));
         CU_ASSERT(r.max_gap <= 1e-4);
