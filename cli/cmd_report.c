@@ -673,8 +673,49 @@ static void causal_dla(report *r, long long run)
     grid(r, run, "dla", 0, "The heads' direct logit attribution as a layer &times; head grid.");
 }
 
+/* "L0H3 → L1H0 0.373, ..." : the three highest pairs of a composition kind,
+ * and the control's mean when the run has one. */
+static void composition_top(report *r, long long run, const char *kind, const char *name)
+{
+    hs_pair_list l, c;
+    char cm[64];
+    snprintf(cm, sizeof cm, "%s_control", kind);
+    if (hs_index_pair_metrics(r->ix, run, kind, &l))
+        return;
+    if (hs_index_pair_metrics(r->ix, run, cm, &c))
+        c.n = 0, c.p = NULL;
+    int best[3] = { -1, -1, -1 };
+    for (int i = 0; i < l.n; i++)
+        for (int k = 0; k < 3; k++)
+            if (best[k] < 0 || l.p[i].value > l.p[best[k]].value) {
+                for (int j = 2; j > k; j--)
+                    best[j] = best[j - 1];
+                best[k] = i;
+                break;
+            }
+    fprintf(r->html, "<li>%s: ", name);
+    for (int k = 0; k < 3 && best[k] >= 0; k++) {
+        const hs_pair_value *v = &l.p[best[k]];
+        fprintf(r->html, "%sL%dH%d &rarr; L%dH%d %.3f", k ? ", " : "", v->layer_a, v->head_a,
+                v->layer_b, v->head_b, v->value);
+    }
+    double mean = 0;
+    for (int i = 0; i < c.n; i++)
+        mean += c.p[i].value / c.n;
+    if (c.n)
+        fprintf(r->html, " (random-init control: mean %.3f over %d pairs)", mean, c.n);
+    fprintf(r->html, "</li>\n");
+    hs_pair_list_free(&l);
+    hs_pair_list_free(&c);
+}
+
 static void causal_composition(report *r, long long run)
 {
+    fprintf(r->html, "<p>Run %lld, the highest composition scores:</p>\n<ul>\n", run);
+    composition_top(r, run, "q_composition", "Q-composition");
+    composition_top(r, run, "k_composition", "K-composition");
+    composition_top(r, run, "v_composition", "V-composition");
+    fprintf(r->html, "</ul>\n");
     static const char *const kinds[][2] = {
         { "q_composition", "queries" }, { "k_composition", "keys" }, { "v_composition", "values" },
     };

@@ -168,8 +168,11 @@ causal_figures() {
     expect_rc 0 "dla" || return 1
     hs logit-lens --model "$GPT2" --prompts "$PROMPTS" --db r.db
     expect_rc 0 "logit-lens" || return 1
-    hs composition --model "$GPT2" --db r.db
+    hs composition --model "$GPT2" --db r.db --json
     expect_rc 0 "composition" || return 1
+    local top
+    top=$("$PY" -c 'import json,sys; b=json.load(open(sys.argv[1]))["q"]["best"]
+print("Q-composition: L%dH%d &rarr; L%dH%d %.3f" % (b["layer_a"], b["head_a"], b["layer_b"], b["head_b"], b["value"]))' out.txt)
     insert_patch r.db || bad "could not insert the patch rows" || return 1
     local t
     hs plot patch --db r.db --out p.svg
@@ -214,6 +217,7 @@ causal_figures() {
         png_ok "rep/$f.png" || return 1
     done
     expect_grep "$(cat "$page")" "<b>L1H0</b>" "the report names the top DLA head" || return 1
+    expect_grep "$(cat "$page")" "$top" "the report names the highest Q-composition pair" || return 1
 }
 
 # Names that would run `touch X` if pasted into gnuplot code reach it as data:
