@@ -521,9 +521,18 @@ int hs_forward_to(hs_acts *a, const hs_model *m, const int32_t *tokens, int laye
 
 int hs_forward_from(hs_acts *a, const hs_model *m, int layer, const int32_t *targets)
 {
+    return hs_forward_from_hooks(a, m, layer, targets, NULL);
+}
+
+int hs_forward_from_hooks(hs_acts *a, const hs_model *m, int layer, const int32_t *targets,
+                          const hs_hooks *hooks)
+{
+    if (!hooks)
+        hooks = &no_hooks;
     if (layer < 0 || layer >= m->cfg.n_layer)
         return hs_fail(HS_EINVAL, "forward: no layer %d", layer);
-    return forward_rest(a, m, layer, 1, targets, &no_hooks);
+    int rc = check_hooks(a, hooks);
+    return rc ? rc : forward_rest(a, m, layer, 1, targets, hooks);
 }
 
 static void swap(hs_real **x, hs_real **y)

@@ -114,6 +114,13 @@ int hs_forward_to(hs_acts *a, const hs_model *m, const int32_t *tokens, int laye
  * are not recomputed. */
 int hs_forward_from(hs_acts *a, const hs_model *m, int layer, const int32_t *targets);
 
+/* hs_forward_from with hooks: the site hooks of the part that runs (layer
+ * `layer`'s mlp_out, every site of the layers above, resid_pre of
+ * n_layer). Activation patching continues stacked copies of a batch this
+ * way, each copy with its own intervention. */
+int hs_forward_from_hooks(hs_acts *a, const hs_model *m, int layer, const int32_t *targets,
+                          const hs_hooks *hooks);
+
 /* Backward of the loss sum(losses) * loss_scale (1/(B*T): the mean) after a
  * training forward with targets and the same hooks. Accumulates into grads
  * (bound to a buffer with hs_weights_bind; NULL skips every weight
