@@ -216,17 +216,26 @@ static int fast_jobs(run *r, int l, int nj, int resid)
             break;
         for (int j = 0; j < n; j++)
             prepare_copy(r, l, &r->jobs[j0 + j], j, resid);
+        /* Only the last position's logits are read, so the last layer's MLP
+         * runs there alone -- unless a patch of that MLP's output is hooked
+         * at another position. */
+        int last = 1;
+        for (int j = 0; j < n; j++)
+            last &= !(r->iv[j].layer == m->cfg.n_layer - 1 && r->iv[j].site == HS_SITE_MLP_OUT);
         hs_hooks hooks = { 0 };
         hs_stack_plan plan = { r->iv, n, r->B };
         rc = hs_stack_hooks_attach(&hooks, &m->cfg, &plan);
-        if (!rc && resid && l == 0)
-            rc = hs_forward(&r->st, m, r->stk_tok, NULL, &hooks);
-        else if (!rc)
-            rc = hs_forward_from_hooks(&r->st, m, resid ? l - 1 : l, NULL, &hooks);
+        const int from = resid ? l - 1 : l;
+        if (!rc && from < 0) /* resid_pre of layer 0: from the embeddings */
+            rc = hs_forward_to(&r->st, m, r->stk_tok, 0, &hooks);
+        if (!rc)
+            rc = last ? hs_forward_from_last(&r->st, m, from < 0 ? 0 : from, &hooks)
+                      : hs_forward_from_hooks(&r->st, m, from < 0 ? 0 : from, NULL, &hooks);
+        const int T = last ? 1 : r->T;
         for (int j = 0; !rc && j < n; j++)
             for (int i = 0; i < r->B; i++)
                 hs_welford_add(acc(r, r->jobs[j0 + j].site, l, r->jobs[j0 + j].idx),
-                               hs_logit_diff(r->st.logits, j * r->B + i, r->T, m->cfg.vocab_size,
+                               hs_logit_diff(r->st.logits, j * r->B + i, T, m->cfg.vocab_size,
                                              r->ans[i], r->wrong[i]) - r->ld_base[i]);
     }
     return rc;

@@ -10,6 +10,7 @@
 #include "patch.h"
 #include "planted.h"
 #include "runner.h"
+#include "checkpoint.h"
 #include "stack.h"
 #include "transformer.h"
 
@@ -149,6 +150,48 @@ static void test_stacked_interventions_equal_separate_forwards(void)
     hs_model_free(&m);
 }
 
+/* The last-position continuation gives the full continuation's logits at
+ * the last position, for every family and layout of the fixtures (pre and
+ * post norms, no final norm, GELU, SwiGLU, attention-only, GQA, RoPE), from
+ * every layer. */
+static void test_forward_from_last_equals_the_last_position(void)
+{
+    static const char *const dirs[] = { "gpt2_tiny", "llama_gqa", "hs_post_gelu", "hs_mixed",
+                                        "tinylm_h4" };
+    enum { B = 3, T = 7 };
+    for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/models/%s", HS_FIXTURE_DIR, dirs[k]);
+        hs_model m;
+        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&m, path), HS_OK);
+        const int V = m.cfg.vocab_size, L = m.cfg.n_layer;
+        int32_t tok[B * T];
+        for (int i = 0; i < B * T; i++)
+            tok[i] = (int32_t)((i * 11 + 5) % V);
+        hs_acts full, last;
+        CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&full, &m.cfg, B, T, HS_ACTS_INFER), HS_OK);
+        CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&last, &m.cfg, B, T, HS_ACTS_INFER), HS_OK);
+        for (int l = 0; l < L; l++) {
+            CU_ASSERT_EQUAL_FATAL(hs_forward_to(&full, &m, tok, l, NULL), HS_OK);
+            CU_ASSERT_EQUAL_FATAL(hs_forward_to(&last, &m, tok, l, NULL), HS_OK);
+            CU_ASSERT_EQUAL_FATAL(hs_forward_from(&full, &m, l, NULL), HS_OK);
+            CU_ASSERT_EQUAL_FATAL(hs_forward_from_last(&last, &m, l, NULL), HS_OK);
+            CU_ASSERT_EQUAL(last.T, T);
+            double worst = 0;
+            for (int b = 0; b < B; b++)
+                for (int v = 0; v < V; v++)
+                    worst = fmax(worst, fabs((double)full.logits[((size_t)b * T + T - 1) * V + v] -
+                                             last.logits[(size_t)b * V + v]));
+            if (worst > 1e-5)
+                printf("\n    %s from layer %d: max difference %.3g", dirs[k], l, worst);
+            CU_ASSERT(worst <= 1e-5);
+        }
+        hs_acts_free(&full);
+        hs_acts_free(&last);
+        hs_model_free(&m);
+    }
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -157,6 +200,8 @@ int main(void)
         { "test_patch_refuses_zero_over_zero", test_patch_refuses_zero_over_zero },
         { "test_stacked_interventions_equal_separate_forwards",
           test_stacked_interventions_equal_separate_forwards },
+        { "test_forward_from_last_equals_the_last_position",
+          test_forward_from_last_equals_the_last_position },
     };
     return hs_run_tests("patch_" HS_REAL_NAME, tests, HS_NTESTS(tests));
 }
