@@ -10,7 +10,9 @@
  * attention output (z' - z) W_o^(h), the MLP of layer l and every layer above
  * on all positions, and the unembedding of the last position -- at the sgemm
  * rate measured here on the MLP's shape (tokens x d times d x 4d), same
- * threads. --dump writes {"patch_z": [[..H..]..L..]}. */
+ * threads. tight_bound_s: the same knowing that only the last position's
+ * logits are read (the last layer: keys and values at every position, the
+ * rest at the last one). --dump writes {"patch_z": [[..H..]..L..]}. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,15 +111,27 @@ int main(int argc, char **argv)
     const double attn = 2.0 * B * T * (T + 1) * d; /* causal scores and mixing */
     const double layer = 2.0 * N * d * 4 * d + 4.0 * N * d * F + attn;
     const double mlp = 4.0 * N * d * F, unembed_last = 2.0 * B * d * V;
-    double flops = 2 * (c->n_layer * layer + unembed_last);
-    for (int l = 0; l < c->n_layer; l++)
-        flops += c->n_head[l] * (2.0 * N * dh * d + mlp + (c->n_layer - 1 - l) * layer + unembed_last);
+    const int L = c->n_layer;
+    double flops = 2 * (L * layer + unembed_last), tight = flops;
+    /* The tight bound also knows that only the last position's logits are
+     * read: the last layer needs its keys and values at every position and
+     * the rest at the last one. */
+    const double HD = (double)c->n_head[L - 1] * dh, GD = (double)c->n_kv_head[L - 1] * dh;
+    const double top = 4.0 * N * d * GD + 2.0 * B * d * HD + 4.0 * B * T * HD + 2.0 * B * HD * d +
+                       4.0 * B * d * F;
+    for (int l = 0; l < L; l++) {
+        flops += c->n_head[l] * (2.0 * N * dh * d + mlp + (L - 1 - l) * layer + unembed_last);
+        tight += c->n_head[l] * (2.0 * N * dh * d + unembed_last +
+                                 (l < L - 1 ? mlp + (L - 2 - l) * layer + top : 4.0 * B * d * F));
+    }
     const double rate = sgemm_rate((int)N, c->d_model, c->d_ff);
-    const double bound = flops / (rate * 1e9);
+    const double bound = flops / (rate * 1e9), tight_bound = tight / (rate * 1e9);
     printf("{\"impl\":\"headscope\",\"threads\":%d,\"prompts\":%d,\"T\":%d,\"L\":%d,\"H\":%d,"
            "\"d\":%d,\"cpu_s\":%.6f,\"wall_s\":%.6f,\"lower_bound_s\":%.6f,\"sweep_gflop\":%.3f,"
+           "\"tight_bound_s\":%.6f,\"tight_gflop\":%.3f,"
            "\"sgemm_gflops\":%.2f,\"ld_clean\":%.6f,\"ld_corrupt\":%.6f}\n",
            threads, ps.n, (int)T, c->n_layer, c->n_head[0], c->d_model, ours, ours_wall, bound, flops / 1e9,
+           tight_bound, tight / 1e9,
            rate, r.ld_clean, r.ld_corrupt);
     if (dump) {
         FILE *f = fopen(dump, "w");
