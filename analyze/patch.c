@@ -396,6 +396,23 @@ static int result_rows(hs_patch_result *res, run *r, double span)
     return rc;
 }
 
+/* Prompts per forward in group g: o->batch (0: 64), and with pattern by
+ * default no more than keep 256 MiB of the source's maps of every layer. */
+static int group_batch(const hs_model_config *c, const hs_patch_opts *o, const hs_prompt_group *g)
+{
+    int B = o->batch > 0 ? o->batch : 64;
+    B = g->n < B ? g->n : B;
+    if ((o->sites & 1 << HS_PATCH_PATTERN) && o->batch <= 0) {
+        int maxH = 0;
+        for (int l = 0; l < c->n_layer; l++)
+            maxH = c->n_head[l] > maxH ? c->n_head[l] : maxH;
+        const double per = (double)c->n_layer * maxH * g->T * g->T * sizeof(hs_real);
+        const int fit = (int)(256.0 * (1 << 20) / per);
+        B = fit < 1 ? 1 : fit < B ? fit : B;
+    }
+    return B;
+}
+
 int hs_patch(hs_patch_result *res, const hs_model *m, const hs_prompt_set *ps,
              const hs_patch_opts *o)
 {
@@ -404,7 +421,7 @@ int hs_patch(hs_patch_result *res, const hs_model *m, const hs_prompt_set *ps,
     int rc = hs_patch_check(c, ps, o);
     if (rc)
         return rc;
-    const int L = c->n_layer, Bmax = o->batch > 0 ? o->batch : 64;
+    const int L = c->n_layer;
     run r = { .m = m, .o = o, .Tpos = (o->sites & POS_SITES) ? ps->group[0].T : 0 };
     r.head_acc = hs_calloc((size_t)2 * L * HS_MAX_HEADS, sizeof(hs_welford), "accumulators");
     r.pos_acc = hs_calloc((size_t)3 * L * (r.Tpos ? r.Tpos : 1), sizeof(hs_welford), "accumulators");
@@ -413,11 +430,12 @@ int hs_patch(hs_patch_result *res, const hs_model *m, const hs_prompt_set *ps,
         rc = HS_ENOMEM;
     size_t total = 0, done = 0;
     for (int g = 0; g < ps->n_group; g++)
-        total += (size_t)L * ((ps->group[g].n + Bmax - 1) / Bmax);
+        total += (size_t)L * ((ps->group[g].n + group_batch(c, o, &ps->group[g]) - 1) /
+                              group_batch(c, o, &ps->group[g]));
     hs_welford ldc = { 0 }, ldk = { 0 };
     for (int g = 0; !rc && g < ps->n_group; g++) {
         const hs_prompt_group *pg = &ps->group[g];
-        const int B = pg->n < Bmax ? pg->n : Bmax;
+        const int B = group_batch(c, o, pg);
         rc = alloc_batch(&r, B, pg->T);
         for (int i0 = 0; !rc && i0 < pg->n; i0 += B)
             rc = patch_batch(&r, pg, i0, pg->n - i0 < B ? pg->n - i0 : B, &ldc, &ldk, &done, total);

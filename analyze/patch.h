@@ -52,7 +52,9 @@ int hs_patch_site_is_head(int site);
 typedef struct {
     int sites;   /* bit set of 1 << HS_PATCH_* */
     int noising; /* base clean, source corrupt */
-    int batch;   /* prompts per forward within a length group (0: 64) */
+    int batch;   /* prompts per forward within a length group (0: 64, fewer with
+                    pattern, whose source maps of every layer are kept: L*B*H*T*T
+                    values, at most 256 MiB of them) */
     int stack;   /* patches per batched continuation (0: choose by memory) */
     int naive;   /* reference path: one hooked full forward per patch */
     volatile sig_atomic_t *stop;
