@@ -530,9 +530,61 @@ int hs_forward_to(hs_acts *a, const hs_model *m, const int32_t *tokens, int laye
 
 int hs_forward_from(hs_acts *a, const hs_model *m, int layer, const int32_t *targets)
 {
+    return hs_forward_from_hooks(a, m, layer, targets, NULL);
+}
+
+int hs_forward_from_hooks(hs_acts *a, const hs_model *m, int layer, const int32_t *targets,
+                          const hs_hooks *hooks)
+{
+    if (!hooks)
+        hooks = &no_hooks;
     if (layer < 0 || layer >= m->cfg.n_layer)
         return hs_fail(HS_EINVAL, "forward: no layer %d", layer);
-    return forward_rest(a, m, layer, 1, targets, &no_hooks);
+    int rc = check_hooks(a, hooks);
+    return rc ? rc : forward_rest(a, m, layer, 1, targets, hooks);
+}
+
+/* Row b of x (B*T rows of w) <- row (b, T-1): the last position of each
+ * sequence, in place (rows move down only). */
+static void keep_last_rows(hs_real *x, int B, int T, int w)
+{
+    if (!x)
+        return;
+    for (int b = 0; b < B; b++)
+        memmove(x + (size_t)b * w, x + ((size_t)b * T + T - 1) * w, sizeof(hs_real) * w);
+}
+
+int hs_forward_from_last(hs_acts *a, const hs_model *m, int layer, const hs_hooks *hooks)
+{
+    if (!hooks)
+        hooks = &no_hooks;
+    const int L = m->cfg.n_layer, d = m->cfg.d_model;
+    if (layer < 0 || layer >= L)
+        return hs_fail(HS_EINVAL, "forward: no layer %d", layer);
+    int rc = check_hooks(a, hooks);
+    for (int l = layer; !rc && l < L - 1; l++) {
+        if (l > layer)
+            rc = layer_attention(a, m, l, hooks);
+        if (!rc)
+            rc = layer_rest(a, m, l, hooks);
+    }
+    if (!rc && layer < L - 1)
+        rc = layer_attention(a, m, L - 1, hooks);
+    if (rc)
+        return rc;
+    /* Every position-wise buffer the rest of the last layer may read. */
+    hs_layer_acts *la = &a->layer[L - 1];
+    const int B = a->B, T = a->T;
+    hs_real *rows[] = { la->in, la->n1, la->attn_out, la->r1, la->n2 };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        keep_last_rows(rows[i], B, T, d);
+    hs_real *stats[] = { la->n1_mean, la->n1_rstd, la->n2_mean, la->n2_rstd };
+    for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++)
+        keep_last_rows(stats[i], B, T, 1);
+    a->T = 1;
+    rc = forward_rest(a, m, L - 1, 1, NULL, hooks);
+    a->T = T;
+    return rc;
 }
 
 static void swap(hs_real **x, hs_real **y)
