@@ -23,6 +23,7 @@ static int parse_ids(const char *s, int32_t **ids)
         long v = strtol(p, &end, 10);
         if (end == p || (*end && *end != ',') || v < 0 || v > INT32_MAX) {
             free(*ids);
+            *ids = NULL;
             usage_error("generate", "--prompt-ids '%s': non-negative ids separated by commas "
                                     "expected", s);
             return -1;
@@ -159,8 +160,8 @@ static int cmd_generate(int argc, char **argv)
 
 static const opt_rule generate_rules[] = {
     { "--prompt-ids", OPTS_EXCLUDES, "--prompt,--tokenizer", "the ids need no tokenizer" },
-    { "--top-k", OPTS_NEEDS, "--temperature", "greedy decoding takes the argmax" },
-    { "--seed", OPTS_NEEDS, "--temperature", "greedy decoding draws nothing" },
+    { "--prompt", OPTS_NEEDS, "--tokenizer", "it encodes the prompt text" },
+    { "--temperature", OPTS_NEEDS, "--top-k,--seed", "greedy decoding draws nothing" },
 };
 
 HS_COMMAND(cmd_generate_record) = {
