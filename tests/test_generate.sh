@@ -172,5 +172,23 @@ convert_refusals() {
     expect_refused 2 convert "--kv-heads" --model gpt2 --out g5 || return 1
 }
 
-run_checks generate_json_and_cache_bytes greedy_and_seeded_sampling_repeat generate_refusals \
+# experiment gqa: the uptraining table's rows in --json and in the index.
+experiment_gqa_table() {
+    model gpt2 gpt2 || return 1
+    hs experiment gqa --model gpt2 --data train.bin --db runs.db --original-steps 20 --kv-heads 2,1 \
+        --batch 2 --seq-len 16 --max-batches 4 --json
+    expect_rc 0 "experiment gqa" || return 1
+    expect_eq "$(jget out.txt uptrain_steps)" 1 "5% of 20 steps" || return 1
+    local names
+    names=$("$PY" -c 'import sqlite3,sys
+c = sqlite3.connect("runs.db")
+print(",".join(r[0] for r in c.execute("select metric from head_metrics where layer = -1 order by metric")))')
+    expect_eq "$names" "val_loss_kv_heads_1,val_loss_kv_heads_1_uptrained,val_loss_kv_heads_2,val_loss_kv_heads_2_uptrained,val_loss_mha,val_loss_mha_uptrained" \
+        "index rows" || return 1
+    expect_refused 2 experiment "--kv-heads 3" gqa --model gpt2 --data train.bin --db r2.db \
+        --original-steps 20 --kv-heads 3 --batch 2 --seq-len 16 || return 1
+    expect_nofile r2.db "refused experiment" || return 1
+}
+
+run_checks experiment_gqa_table generate_json_and_cache_bytes greedy_and_seeded_sampling_repeat generate_refusals \
     convert_tensor_means convert_all_heads_keeps_loss convert_refusals
