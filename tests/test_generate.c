@@ -299,11 +299,12 @@ static void test_convert_pools_group_means(void)
     hs_model_free(&m);
 }
 
-/* G = H: the same model (bit-identical loss), gpt2 written as headscope. */
+/* G = H: the same model (bit-identical loss); gpt2 and gpt_neox become the
+ * headscope family, the others keep theirs. */
 static void test_convert_to_all_heads_keeps_the_loss(void)
 {
-    static const char *const presets[] = { "gpt2", "gpt_neox", "llama" };
-    for (int p = 0; p < 3; p++) {
+    static const char *const presets[] = { "gpt2", "gpt_neox", "llama", "mistral", "qwen2" };
+    for (int p = 0; p < 5; p++) {
         hs_model m, g;
         const char *over[] = { "d_model=32", "n_head=4", "n_ctx=16" };
         make_model(&m, presets[p], over, 3, 10 + p);
