@@ -80,7 +80,7 @@ int experiment_gqa(int argc, char **argv)
     const char *model = NULL, *data = NULL, *val = NULL, *db = NULL, *kv_s = NULL;
     int threads = 0, json = 0;
     long val_batches = 0;
-    hs_gqa_opts go = { .batch = 8, .seq_len = 64, .lr = 1e-3 };
+    hs_gqa_opts go = { .batch = 8, .seq_len = 64, .lr = 1e-3, .fraction = 0.05 };
     opt o[] = {
         OPT_MODEL_AS(&model, "the trained MHA model"),
         OPT_DATA_AS(&data, "uptraining shard (its last 10% is the validation split unless --val)"),
@@ -88,7 +88,7 @@ int experiment_gqa(int argc, char **argv)
         OPT_DB_AS(&db, "SQLite index for the results"),
         { "--kv-heads", OPT_STR, &kv_s, 0, "G,G,...", "key/value head counts (default H/2,H/4,1)", 0 },
         { "--original-steps", OPT_LONG, &go.original_steps, 1, "N", "steps the MHA model trained (required)", 0 },
-        { "--fraction", OPT_DOUBLE, &go.fraction, 0, "F", "uptraining steps = F x original (0.05)", 0 },
+        { "--fraction", OPT_DOUBLE, &go.fraction, 0, "F", "uptraining steps = ceil(F x original)", 0 },
         OPT_BATCH_AS(&go.batch, "sequences per step and per evaluation batch"),
         { "--seq-len", OPT_INT, &go.seq_len, 1, "T", "sequence length", 0 },
         { "--lr", OPT_DOUBLE, &go.lr, 0, "LR", "uptraining learning rate (Adam)", 0 },
