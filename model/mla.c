@@ -483,6 +483,14 @@ int hs_mla_backward(hs_real *dx, hs_mla_weights *dw, hs_real *dxi, const hs_real
     return HS_OK;
 }
 
+void hs_mla_value_weights(hs_real *w_v, const hs_mla_weights *w, const hs_mla_config *c)
+{
+    const int n = c->qk_nope, v = c->v_dim, C = c->kv_lora_rank, d = c->d_model;
+    for (int h = 0; h < c->n_heads; h++)
+        hs_gemm(0, 0, v, d, C, 1, w->w_kvb + ((size_t)h * (n + v) + n) * C, C, w->w_kva, d, 0,
+                w_v + (size_t)h * v * d, d);
+}
+
 /* ---- the latent cache and the absorbed step ----------------------------- */
 
 int hs_mla_cache_init(hs_mla_cache *cache, int B, int kv_lora_rank, int qk_rope_head_dim,

@@ -115,6 +115,13 @@ int hs_mla_backward(hs_real *dx, hs_mla_weights *dw, hs_real *dxi, const hs_real
                     hs_mla_acts *m, hs_attn_acts *at, const hs_mla_weights *w,
                     const hs_mla_config *c, const hs_real *x, const hs_real *xi, int xi_per_seq);
 
+/* The value path of each head as one linear map of the layer input, the
+ * latent's RMSNorm ignored (as analyses of the OV circuit ignore norms):
+ * w_v (H v, d) rows h v .. h v + v - 1 = W^UV_h (v, C) times the latent
+ * rows of kv_a_proj_with_mqa (C, d). Lets GQA-layout analyses (the copying
+ * score) read an MLA layer as if it had a v_proj. */
+void hs_mla_value_weights(hs_real *w_v, const hs_mla_weights *w, const hs_mla_config *c);
+
 /* ---- decoding with the latent cache ------------------------------------ */
 
 /* One layer's cache: per sequence and token only the normalised latent (C)
