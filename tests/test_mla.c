@@ -270,6 +270,56 @@ static void test_z_hook_and_gate_act_on_the_mla_head(void)
     hs_model_free(&m);
 }
 
+static double loss_sum(const hs_acts *a)
+{
+    double s = 0;
+    for (int i = 0; i < a->B * a->T; i++)
+        s += a->losses[i];
+    return s;
+}
+
+/* Per-sequence gate gradients (importance's) of an MLA model against
+ * central differences of the summed loss. */
+static void test_gate_gradients_match_finite_differences(void)
+{
+    hs_model m;
+    CU_ASSERT_EQUAL_FATAL(load_case(&m, "mla_qlora"), HS_OK);
+    const int B = 2, T = 8, H = m.cfg.n_head[0];
+    int32_t in[16], tg[16];
+    for (int i = 0; i < 16; i++)
+        in[i] = (i * 5 + 1) % m.cfg.vocab_size, tg[i] = (i * 3 + 2) % m.cfg.vocab_size;
+    hs_acts a;
+    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &m.cfg, B, T, HS_ACTS_TRAIN), HS_OK);
+    hs_real xi[2][4], dxi[2][4] = { { 0 } };
+    for (int l = 0; l < 2; l++)
+        for (int k = 0; k < B * H; k++)
+            xi[l][k] = 1;
+    const hs_real *gates[2] = { xi[0], xi[1] };
+    hs_real *dgates[2] = { dxi[0], dxi[1] };
+    hs_hooks hk = { .gates = gates, .gates_per_seq = 1 };
+    CU_ASSERT_EQUAL_FATAL(hs_forward(&a, &m, in, tg, &hk), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_backward(NULL, dgates, &a, &m, in, tg, &hk, 1), HS_OK);
+    const double eps = 1e-2;
+    double worst = 0;
+    for (int l = 0; l < 2; l++)
+        for (int k = 0; k < B * H; k++) {
+            xi[l][k] = (hs_real)(1 + eps);
+            CU_ASSERT_EQUAL_FATAL(hs_forward(&a, &m, in, tg, &hk), HS_OK);
+            const double up = loss_sum(&a);
+            xi[l][k] = (hs_real)(1 - eps);
+            CU_ASSERT_EQUAL_FATAL(hs_forward(&a, &m, in, tg, &hk), HS_OK);
+            const double down = loss_sum(&a);
+            xi[l][k] = 1;
+            const double fd = (up - down) / (2 * eps);
+            const double e = fabs(fd - dxi[l][k]) / fmax(1, fabs(fd));
+            worst = e > worst ? e : worst;
+        }
+    printf("\n    gate gradients vs central differences: worst %.3g", worst);
+    CU_ASSERT(worst <= 2e-3);
+    hs_acts_free(&a);
+    hs_model_free(&m);
+}
+
 static void test_mla_preset_round_trips_and_inits_norms_to_one(void)
 {
     hs_model_config c, back;
@@ -368,6 +418,8 @@ int main(void)
           test_absorbed_cached_decoding_equals_naive_forward },
         { "test_cache_bytes_equal_kv_bytes_formula", test_cache_bytes_equal_kv_bytes_formula },
         { "test_z_hook_and_gate_act_on_the_mla_head", test_z_hook_and_gate_act_on_the_mla_head },
+        { "test_gate_gradients_match_finite_differences",
+          test_gate_gradients_match_finite_differences },
         { "test_mla_preset_round_trips_and_inits_norms_to_one",
           test_mla_preset_round_trips_and_inits_norms_to_one },
         { "test_unsupported_mla_combinations_are_refused_naming_the_key",
