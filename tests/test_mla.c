@@ -16,6 +16,8 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "fixture.h"
+#include "layers.h"
+#include "linalg.h"
 #include "mla.h"
 #include "runner.h"
 #include "safetensors.h"
@@ -209,6 +211,57 @@ static void test_absorbed_cached_decoding_equals_naive_forward(void)
 {
     absorbed_case("mla_q");
     absorbed_case("mla_qlora");
+}
+
+/* A whole model decoded token by token, every layer reading its latent
+ * cache through the absorbed step (pre-norm RMSNorm, SwiGLU, final norm,
+ * as the mla fixtures), against the logits of the full forward: what a
+ * model-level `generate` does with hs_mla_forward_cached. */
+static void test_model_decoding_with_latent_caches_equals_full_forward(void)
+{
+    hs_model m;
+    CU_ASSERT_EQUAL_FATAL(load_case(&m, "mla_qlora"), HS_OK);
+    const hs_model_config *c = &m.cfg;
+    const int T = 8, d = c->d_model, F = c->d_ff, V = c->vocab_size, L = c->n_layer;
+    int32_t tok[8] = { 3, 17, 4, 4, 29, 0, 11, 3 };
+    hs_acts a;
+    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, c, 1, T, HS_ACTS_INFER), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_forward(&a, &m, tok, NULL, NULL), HS_OK);
+    hs_mla_cache cache[2];
+    for (int l = 0; l < L; l++)
+        CU_ASSERT_EQUAL_FATAL(
+            hs_mla_cache_init(&cache[l], 1, c->kv_lora_rank, c->qk_rope_head_dim, T), HS_OK);
+    hs_real x[64], n[64], o[64], rstd, g[64], u[64], logits[64];
+    CU_ASSERT_FATAL(d <= 64 && F <= 64 && V <= 64);
+    double worst = 0;
+    for (int t = 0; t < T; t++) {
+        memcpy(x, m.w.wte + (size_t)tok[t] * d, sizeof(hs_real) * d);
+        for (int l = 0; l < L; l++) {
+            const hs_layer_weights *lw = &m.w.layer[l];
+            const hs_mla_config mc = hs_config_mla(c, l);
+            hs_rmsnorm_forward(n, &rstd, x, lw->ln1_w, 1, d, c->norm_eps);
+            CU_ASSERT_EQUAL_FATAL(hs_mla_forward_cached(o, NULL, &lw->mla, &mc, n, 1, NULL,
+                                                        &cache[l]),
+                                  HS_OK);
+            hs_add(x, x, o, d);
+            hs_rmsnorm_forward(n, &rstd, x, lw->ln2_w, 1, d, c->norm_eps);
+            hs_linear_forward(g, n, lw->gate_w, NULL, 1, d, F);
+            hs_linear_forward(u, n, lw->up_w, NULL, 1, d, F);
+            hs_swiglu_forward(g, g, u, F);
+            hs_linear_forward(o, g, lw->down_w, NULL, 1, F, d);
+            hs_add(x, x, o, d);
+        }
+        hs_rmsnorm_forward(n, &rstd, x, m.w.lnf_w, 1, d, c->norm_eps);
+        hs_linear_forward(logits, n, m.w.lm_w, NULL, 1, d, V);
+        const double e = max_diff(logits, a.logits + (size_t)t * V, V);
+        worst = e > worst ? e : worst;
+    }
+    printf("\n    decoded logits vs full forward: max |diff| %.3g", worst);
+    CU_ASSERT(worst <= CACHE_TOL * 10); /* logits of magnitude ~10 */
+    for (int l = 0; l < L; l++)
+        hs_mla_cache_free(&cache[l]);
+    hs_acts_free(&a);
+    hs_model_free(&m);
 }
 
 /* The cache holds (C + r) values per token and sequence: what kv-bytes
@@ -416,6 +469,8 @@ int main(void)
         { "test_mla_q_lora_matches_torch", test_mla_q_lora_matches_torch },
         { "test_absorbed_cached_decoding_equals_naive_forward",
           test_absorbed_cached_decoding_equals_naive_forward },
+        { "test_model_decoding_with_latent_caches_equals_full_forward",
+          test_model_decoding_with_latent_caches_equals_full_forward },
         { "test_cache_bytes_equal_kv_bytes_formula", test_cache_bytes_equal_kv_bytes_formula },
         { "test_z_hook_and_gate_act_on_the_mla_head", test_z_hook_and_gate_act_on_the_mla_head },
         { "test_gate_gradients_match_finite_differences",
