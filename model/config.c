@@ -79,12 +79,14 @@ int hs_config_param_count(const hs_model_config *c, size_t *n)
                          C = (size_t)c->kv_lora_rank, r = (size_t)c->qk_rope_head_dim,
                          HQ = H * ((size_t)c->qk_nope_head_dim + r),
                          HKV = H * ((size_t)c->qk_nope_head_dim + (size_t)c->v_head_dim);
-            ok = (Q ? mul_add(&total, Q, d + 1) && mul_add(&total, HQ, Q) : mul_add(&total, HQ, d)) &&
+            ok = (Q ? mul_add(&total, Q, d + 1) && mul_add(&total, HQ, Q)
+                    : mul_add(&total, HQ, d)) &&
                  mul_add(&total, C + r, d) && mul_add(&total, C, 1) && mul_add(&total, HKV, C) &&
                  mul_add(&total, d, H * (size_t)c->v_head_dim);
         } else
             ok = mul_add(&total, 2 * HD + 2 * GD, d + 1);
-        ok = ok && mul_add(&total, d, 5) && (c->mlp == HS_MLP_NONE || mul_add(&total, F, 3 * d + 3));
+        ok = ok && mul_add(&total, d, 5) &&
+             (c->mlp == HS_MLP_NONE || mul_add(&total, F, 3 * d + 3));
     }
     /* the parameters, and the optimizer's two moments besides, in bytes */
     if (!ok || !mul_add(&(size_t){ 0 }, total, 3 * sizeof(double)))
