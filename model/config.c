@@ -723,7 +723,9 @@ static int parse_headscope(hs_model_config *c, reader *r)
         (rc = get_bool(r, "parallel_residual", 0, &c->parallel_residual)) ||
         (rc = get_bool(r, "gelu_exact", 0, &c->gelu_exact)) ||
         (rc = get_int(r, "rotary_dims", 0, 0, &c->rotary_dims)) ||
-        (rc = get_int(r, "window", 0, 0, &c->window)) || (rc = get_mla(r, c)))
+        (rc = get_int(r, "window", 0, 0, &c->window)))
+        return rc;
+    if ((rc = get_mla(r, c)))
         return rc;
     double theta_in_object;
     if ((rc = get_rope_object(r, "rope_scaling", 1.0, &theta_in_object, &c->rope_scaling)))
