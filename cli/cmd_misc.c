@@ -14,8 +14,9 @@ static int model_kv_bytes(const char *dir, long B, long T, long E, double *bytes
         return run_error("kv-bytes");
     const long cached = c.window > 0 && c.window < T ? c.window : T;
     *bytes = 0;
-    for (int l = 0; l < c.n_layer; l++)
-        *bytes += 2.0 * B * c.n_kv_head[l] * cached * c.head_dim * E;
+    for (int l = 0; l < c.n_layer; l++) /* MLA: the latent and the shared rope key */
+        *bytes += c.mla ? 1.0 * B * cached * (c.kv_lora_rank + c.qk_rope_head_dim) * E
+                        : 2.0 * B * c.n_kv_head[l] * cached * c.head_dim * E;
     return 0;
 }
 
@@ -74,7 +75,8 @@ HS_COMMAND(cmd_kv_bytes_record) = {
     .usage = "headscope kv-bytes (--layers N --kv-heads G --head-dim DH | --model DIR) --seq-len T "
              "[options]",
     .details = "example: headscope kv-bytes --layers 80 --kv-heads 8 --head-dim 128 --seq-len 2048\n"
-               "With --model, a sliding window of W keeps only the last W positions.\n",
+               "With --model, a sliding window of W keeps only the last W positions; an MLA\n"
+               "model (attention \"mla\") caches its latent and rope key: the MLA line's bytes.\n",
     .run = cmd_kv_bytes,
     OPT_RULES(kv_bytes_rules),
 };

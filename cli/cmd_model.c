@@ -43,7 +43,15 @@ static void print_dead_heads(const hs_model *m, int json)
 static void print_particulars(const hs_model_config *c, int json)
 {
     static const char *const SCALING[] = { "none", "linear", "llama3" };
-    const int rotary = c->pos != HS_POS_ROPE ? 0 : c->rotary_dims ? c->rotary_dims : c->head_dim;
+    const int rotary = c->pos != HS_POS_ROPE ? 0
+                       : c->mla          ? c->qk_rope_head_dim
+                       : c->rotary_dims  ? c->rotary_dims
+                                         : c->head_dim;
+    if (c->mla && json)
+        printf(",\"attention\":\"mla\",\"kv_lora_rank\":%d,\"q_lora_rank\":%d,"
+               "\"qk_nope_head_dim\":%d,\"qk_rope_head_dim\":%d,\"v_head_dim\":%d",
+               c->kv_lora_rank, c->q_lora_rank, c->qk_nope_head_dim, c->qk_rope_head_dim,
+               c->v_head_dim);
     if (json) {
         printf(",\"window\":%d,\"rotary_dims\":%d,\"rope_scaling\":\"%s\","
                "\"parallel_residual\":%s,\"qkv_bias\":%s",
@@ -52,13 +60,20 @@ static void print_particulars(const hs_model_config *c, int json)
                c->qkv_bias || c->attn_bias ? "true" : "false");
         return;
     }
-    printf("attention    %s", c->window ? "sliding window " : "global");
-    if (c->window)
-        printf("%d", c->window);
-    if (rotary)
-        printf(", rotary on %d of %d dims (theta %g, scaling %s)", rotary, c->head_dim,
-               c->rope_theta, SCALING[c->rope_scaling.kind]);
-    printf(", q/k/v bias %s\n", c->qkv_bias || c->attn_bias ? "yes" : "no");
+    if (c->mla) {
+        printf("attention    multi-head latent (mla): kv_lora_rank %d, q_lora_rank %d%s, "
+               "qk_nope_head_dim %d, qk_rope_head_dim %d (theta %g), v_head_dim %d\n",
+               c->kv_lora_rank, c->q_lora_rank, c->q_lora_rank ? "" : " (q_proj)",
+               c->qk_nope_head_dim, rotary, c->rope_theta, c->v_head_dim);
+    } else {
+        printf("attention    %s", c->window ? "sliding window " : "global");
+        if (c->window)
+            printf("%d", c->window);
+        if (rotary)
+            printf(", rotary on %d of %d dims (theta %g, scaling %s)", rotary, c->head_dim,
+                   c->rope_theta, SCALING[c->rope_scaling.kind]);
+        printf(", q/k/v bias %s\n", c->qkv_bias || c->attn_bias ? "yes" : "no");
+    }
     printf("residual     %s%s\n", c->parallel_residual ? "parallel (x + attn(ln1 x) + mlp(ln2 x))"
                                                          : "sequential",
            c->gelu_exact ? ", exact GELU" : "");
@@ -81,10 +96,12 @@ static int cmd_info(int argc, char **argv)
     if (hs_checkpoint_load(&m, model))
         return run_error("info");
     const hs_model_config *c = &m.cfg;
-    /* KV cache per token: keys and values of every layer's G heads. */
+    /* KV cache per token: keys and values of every layer's G heads; MLA:
+     * the latent and the shared rope key of every layer. */
     long kv_elems = 0;
     for (int l = 0; l < c->n_layer; l++)
-        kv_elems += 2L * c->n_kv_head[l] * c->head_dim;
+        kv_elems += c->mla ? (long)c->kv_lora_rank + c->qk_rope_head_dim
+                           : 2L * c->n_kv_head[l] * c->head_dim;
     if (json) {
         printf("{\"model\":");
         json_string(stdout, model);
@@ -427,7 +444,7 @@ static int cmd_train(int argc, char **argv)
     long val_batches = 8;
     opt o[] = {
         { "--out", OPT_STR, &so.out, 0, "DIR", "where the trained checkpoint is written", 0 },
-        { "--preset", OPT_STR, &preset, 0, "P", "gpt2, llama, gpt_neox, mistral, qwen2, attn-only or tinylm; KEY=VALUE arguments override its config.json fields", 0 },
+        { "--preset", OPT_STR, &preset, 0, "P", "gpt2, llama, gpt_neox, mistral, qwen2, mla, attn-only or tinylm; KEY=VALUE arguments override its config.json fields", 0 },
         { "--init", OPT_STR, &init, 0, "DIR", "start from this checkpoint instead of a preset", 0 },
         OPT_DATA_AS(&data, "training token shard"),
         { "--steps", OPT_LONG, &to->steps, 1, "N", "optimizer steps", 0 },

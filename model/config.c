@@ -40,6 +40,19 @@ hs_attn_config hs_config_attn(const hs_model_config *c, int l)
                              .rope_scaling = rope ? c->rope_scaling : (hs_rope_scaling){ 0 } };
 }
 
+hs_mla_config hs_config_mla(const hs_model_config *c, int l)
+{
+    return (hs_mla_config){ .d_model = c->d_model,
+                            .n_heads = c->n_head[l],
+                            .q_lora_rank = c->q_lora_rank,
+                            .kv_lora_rank = c->kv_lora_rank,
+                            .qk_nope = c->qk_nope_head_dim,
+                            .qk_rope = c->qk_rope_head_dim,
+                            .v_dim = c->v_head_dim,
+                            .rope_theta = c->rope_theta,
+                            .norm_eps = c->norm_eps };
+}
+
 /* a * b + acc into *acc, 0 on overflow of size_t. */
 static int mul_add(size_t *acc, size_t a, size_t b)
 {
@@ -61,7 +74,18 @@ int hs_config_param_count(const hs_model_config *c, size_t *n)
              mul_add(&total, d, 2 * (size_t)c->final_norm);
     for (int l = 0; ok && l < c->n_layer; l++) {
         const size_t HD = (size_t)c->n_head[l] * dh, GD = (size_t)c->n_kv_head[l] * dh;
-        ok = mul_add(&total, 2 * HD + 2 * GD, d + 1) && mul_add(&total, d, 5) &&
+        if (c->mla) {
+            const size_t H = (size_t)c->n_head[l], Q = (size_t)c->q_lora_rank,
+                         C = (size_t)c->kv_lora_rank, r = (size_t)c->qk_rope_head_dim,
+                         HQ = H * ((size_t)c->qk_nope_head_dim + r),
+                         HKV = H * ((size_t)c->qk_nope_head_dim + (size_t)c->v_head_dim);
+            ok = (Q ? mul_add(&total, Q, d + 1) && mul_add(&total, HQ, Q)
+                    : mul_add(&total, HQ, d)) &&
+                 mul_add(&total, C + r, d) && mul_add(&total, C, 1) && mul_add(&total, HKV, C) &&
+                 mul_add(&total, d, H * (size_t)c->v_head_dim);
+        } else
+            ok = mul_add(&total, 2 * HD + 2 * GD, d + 1);
+        ok = ok && mul_add(&total, d, 5) &&
              (c->mlp == HS_MLP_NONE || mul_add(&total, F, 3 * d + 3));
     }
     /* the parameters, and the optimizer's two moments besides, in bytes */
@@ -73,8 +97,55 @@ int hs_config_param_count(const hs_model_config *c, size_t *n)
     return HS_OK;
 }
 
+/* MLA's keys: only with attention "mla", and then MLA's own rules (no
+ * kv-head grouping, RoPE on the decoupled dims only, no window, no
+ * biases, no RoPE scaling), each refusal naming the key. */
+static int mla_check(const hs_model_config *c)
+{
+    if (!c->mla) {
+        const int given[] = { c->kv_lora_rank, c->q_lora_rank, c->qk_nope_head_dim,
+                              c->qk_rope_head_dim, c->v_head_dim };
+        static const char *const keys[] = { "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim",
+                                            "qk_rope_head_dim", "v_head_dim" };
+        for (int i = 0; i < 5; i++)
+            if (given[i])
+                return hs_fail(HS_EINVAL, "config: %s=%d needs attention \"mla\"", keys[i],
+                               given[i]);
+        return HS_OK;
+    }
+    const char *why = NULL;
+    if (c->family != HS_FAMILY_HEADSCOPE)
+        why = "attention \"mla\" is a headscope-family architecture";
+    else if (c->pos != HS_POS_ROPE)
+        why = "positional: MLA needs \"rope\" (RoPE on the qk_rope_head_dim dims)";
+    else if (c->window)
+        why = "window: MLA attends globally (no sliding window)";
+    else if (c->rotary_dims)
+        why = "rotary_dims: MLA rotates exactly its qk_rope_head_dim dims";
+    else if (c->rope_scaling.kind != HS_ROPE_DEFAULT)
+        why = "rope_scaling: not implemented with MLA";
+    else if (c->attn_bias || c->qkv_bias)
+        why = "attn_bias/qkv_bias: MLA's projections have no biases";
+    else if (c->head_dim != c->v_head_dim)
+        why = "head_dim: an MLA head's output is v_head_dim wide (leave head_dim out)";
+    if (why)
+        return hs_fail(HS_EINVAL, "config: %s", why);
+    for (int l = 0; l < c->n_layer; l++) {
+        if (c->n_kv_head[l] != c->n_head[l])
+            return hs_fail(HS_EINVAL,
+                           "config: n_kv_head=%d: MLA has no key/value head groups (every head "
+                           "reads the shared latent; leave n_kv_head out or equal to n_head=%d)",
+                           c->n_kv_head[l], c->n_head[l]);
+        hs_mla_config m = hs_config_mla(c, l);
+        if (hs_mla_config_check(&m))
+            return hs_fail(HS_EINVAL, "config: layer %d: %s", l, hs_last_error());
+    }
+    return HS_OK;
+}
+
 int hs_config_check(const hs_model_config *c)
 {
+    int rc;
     if (c->n_layer < 1 || c->n_layer > HS_MAX_LAYERS)
         return hs_fail(HS_EINVAL, "config: n_layer=%d outside 1..%d", c->n_layer, HS_MAX_LAYERS);
     if (c->vocab_size < 1 || c->d_model < 1 || c->head_dim < 1 || c->n_ctx < 1)
@@ -96,6 +167,8 @@ int hs_config_check(const hs_model_config *c)
             return hs_fail(HS_EINVAL, "config: layer %d: n_head=%d x head_dim=%d is too large", l,
                            c->n_head[l], c->head_dim);
     }
+    if ((rc = mla_check(c)))
+        return rc;
     size_t n_params;
     if (hs_config_param_count(c, &n_params))
         return HS_EINVAL;
@@ -604,6 +677,22 @@ static int parse_llama(hs_model_config *c, reader *r)
     return HS_OK;
 }
 
+/* attention ("gqa", the default, or "mla") and MLA's keys; q_lora_rank
+ * null or 0 is a plain q_proj. hs_config_check applies MLA's rules. */
+static int get_mla(reader *r, hs_model_config *c)
+{
+    static const char *const kinds[] = { "gqa", "mla" };
+    int rc;
+    if ((rc = get_choice(r, "attention", kinds, 2, 0, &c->mla)) ||
+        (rc = get_int(r, "kv_lora_rank", 0, 0, &c->kv_lora_rank)) ||
+        (rc = get_int(r, "q_lora_rank", 0, 0, &c->q_lora_rank)) ||
+        (rc = get_int(r, "qk_nope_head_dim", 0, 0, &c->qk_nope_head_dim)) ||
+        (rc = get_int(r, "qk_rope_head_dim", 0, 0, &c->qk_rope_head_dim)) ||
+        (rc = get_int(r, "v_head_dim", 0, 0, &c->v_head_dim)))
+        return rc;
+    return HS_OK;
+}
+
 static int parse_headscope(hs_model_config *c, reader *r)
 {
     static const char *const pos[] = { "learned", "rope", "none" };
@@ -636,6 +725,8 @@ static int parse_headscope(hs_model_config *c, reader *r)
         (rc = get_int(r, "rotary_dims", 0, 0, &c->rotary_dims)) ||
         (rc = get_int(r, "window", 0, 0, &c->window)))
         return rc;
+    if ((rc = get_mla(r, c)))
+        return rc;
     double theta_in_object;
     if ((rc = get_rope_object(r, "rope_scaling", 1.0, &theta_in_object, &c->rope_scaling)))
         return rc;
@@ -653,7 +744,9 @@ static int parse_headscope(hs_model_config *c, reader *r)
             c->n_kv_head[l] = c->n_head[l];
     if ((rc = check_groups(r, c, "n_head", "n_kv_head")))
         return rc;
-    if (!c->head_dim) {
+    if (!c->head_dim && c->mla) {
+        c->head_dim = c->v_head_dim; /* z, gates and o_proj see v_head_dim-wide heads */
+    } else if (!c->head_dim) {
         if (c->d_model % c->n_head[0])
             return hs_fail(HS_EFORMAT, "%s: d_model=%d is not divisible by n_head=%d", r->path,
                            c->d_model, c->n_head[0]);
@@ -1044,6 +1137,17 @@ char *hs_config_to_json(const hs_model_config *c)
         if (c->window)
             cJSON_AddNumberToObject(o, "window", c->window);
         add_rope_scaling(o, &c->rope_scaling);
+        if (c->mla) {
+            /* head_dim is v_head_dim and n_kv_head n_head: not keys of their own */
+            cJSON_DeleteItemFromObjectCaseSensitive(o, "head_dim");
+            cJSON_DeleteItemFromObjectCaseSensitive(o, "n_kv_head");
+            cJSON_AddStringToObject(o, "attention", "mla");
+            cJSON_AddNumberToObject(o, "kv_lora_rank", c->kv_lora_rank);
+            cJSON_AddNumberToObject(o, "q_lora_rank", c->q_lora_rank);
+            cJSON_AddNumberToObject(o, "qk_nope_head_dim", c->qk_nope_head_dim);
+            cJSON_AddNumberToObject(o, "qk_rope_head_dim", c->qk_rope_head_dim);
+            cJSON_AddNumberToObject(o, "v_head_dim", c->v_head_dim);
+        }
     }
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
@@ -1106,6 +1210,22 @@ int hs_config_preset(hs_model_config *c, const char *name)
         c->tie_embeddings = !mistral;
         c->qkv_bias = !mistral;
         c->window = mistral ? 64 : 0;
+    } else if (!strcmp(name, "mla")) {
+        /* DeepSeek-V2-Lite's shape, small: multi-head latent attention with a
+         * plain q_proj, RMSNorm, SwiGLU */
+        c->family = HS_FAMILY_HEADSCOPE;
+        c->pos = HS_POS_ROPE;
+        c->norm = HS_NORM_RMSNORM;
+        c->norm_eps = 1e-6;
+        c->mlp = HS_MLP_SWIGLU;
+        c->d_ff = 172;
+        c->norm_bias = 0;
+        c->tie_embeddings = 0;
+        c->mla = 1;
+        c->kv_lora_rank = 32;
+        c->qk_nope_head_dim = 16;
+        c->qk_rope_head_dim = 8;
+        c->v_head_dim = 16;
     } else if (!strcmp(name, "attn-only")) {
         c->family = HS_FAMILY_HEADSCOPE; /* Olsson et al.: attention layers only */
         c->mlp = HS_MLP_NONE;
@@ -1124,13 +1244,13 @@ int hs_config_preset(hs_model_config *c, const char *name)
         c->tie_embeddings = 0;
     } else {
         return hs_fail(HS_EINVAL,
-                       "unknown preset \"%s\" (gpt2, llama, gpt_neox, mistral, qwen2, attn-only, "
-                       "tinylm)",
+                       "unknown preset \"%s\" (gpt2, llama, gpt_neox, mistral, qwen2, mla, "
+                       "attn-only, tinylm)",
                        name);
     }
     for (int l = 0; l < HS_MAX_LAYERS; l++)
         c->n_head[l] = H, c->n_kv_head[l] = G;
-    c->head_dim = c->d_model / H;
+    c->head_dim = c->mla ? c->v_head_dim : c->d_model / H;
     return HS_OK;
 }
 

@@ -8,6 +8,7 @@
 
 #include "attention.h"
 #include "common.h"
+#include "mla.h"
 
 enum { HS_MAX_LAYERS = 256 };
 
@@ -54,6 +55,11 @@ typedef struct {
     int rotary_dims;               /* rotated dims per head; 0: all head_dim */
     int window;                    /* sliding window W of every layer (mistral); 0: global */
     hs_rope_scaling rope_scaling;  /* llama3 / linear (llama family); zero: plain */
+    /* attention "mla" (headscope family, every layer): DeepSeek-V2's multi-head
+     * latent attention (mla.h); head_dim is then v_head_dim and n_kv_head n_head */
+    int mla;
+    int kv_lora_rank, q_lora_rank; /* C; Q (0: a plain q_proj) */
+    int qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
     unsigned given;                /* HS_GIVEN_* keys set by hs_config_override */
 } hs_model_config;
 
@@ -74,6 +80,9 @@ int hs_config_check(const hs_model_config *c);
 /* The attention configuration of layer l. */
 hs_attn_config hs_config_attn(const hs_model_config *c, int l);
 
+/* The MLA configuration of layer l of an attention "mla" model. */
+hs_mla_config hs_config_mla(const hs_model_config *c, int l);
+
 /* Parses config.json text of model_type gpt2, llama, headscope, gpt_neox,
  * mistral or qwen2. `path` only names the file in messages. A key that
  * would change the computation and that is not implemented is refused,
@@ -84,7 +93,7 @@ int hs_config_parse(hs_model_config *c, const char *json, const char *path);
  * headscope is written in its Hugging Face form. */
 char *hs_config_to_json(const hs_model_config *c);
 
-/* Presets: "gpt2", "llama", "attn-only", "tinylm" (SPEC §3), small sizes that
+/* Presets: "gpt2", "llama", "attn-only", "tinylm" (SPEC §3), "mla" (§10), small sizes that
  * overrides then change. HS_EINVAL for an unknown name. */
 int hs_config_preset(hs_model_config *c, const char *name);
 

@@ -60,6 +60,7 @@ enum {
     LACT_H_ACT,    /* (B,T,F) */
     LACT_MLP_OUT,  /* (B,T,d) */
     LACT_R2,       /* (B,T,d) */
+    LACT_MLA,      /* attention "mla": hs_mla_acts_elems (q, k, v and dq, dk, dv are 0) */
     LACT_COUNT
 };
 
@@ -138,6 +139,11 @@ static void layer_sizes(size_t s[LACT_COUNT], const hs_model_config *c, int l, i
         s[LACT_H_PRE] = s[LACT_H_ACT] = NF;
         if (c->mlp == HS_MLP_SWIGLU)
             s[LACT_H_UP] = NF;
+    }
+    if (c->mla) {
+        const hs_mla_config mc = hs_config_mla(c, l);
+        s[LACT_Q] = s[LACT_K] = s[LACT_V] = s[LACT_DQ] = s[LACT_DK] = s[LACT_DV] = 0;
+        s[LACT_MLA] = mul_sat(hs_mla_acts_elems(&mc, 1, 1, mode == HS_ACTS_TRAIN), N);
     }
 }
 
@@ -244,6 +250,7 @@ int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
     for (int l = 0; l < c->n_layer; l++) {
         hs_layer_acts *la = &a->layer[l];
         hs_attn_acts *aa = &la->attn;
+        hs_real *mla_mem = NULL;
         hs_real **slot[LACT_COUNT] = {
             [LACT_Q] = &aa->q,             [LACT_K] = &aa->k,
             [LACT_V] = &aa->v,             [LACT_Z] = &aa->z,
@@ -256,11 +263,15 @@ int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
             [LACT_N2_MEAN] = &la->n2_mean, [LACT_N2_RSTD] = &la->n2_rstd,
             [LACT_H_PRE] = &la->h_pre,     [LACT_H_UP] = &la->h_up,
             [LACT_H_ACT] = &la->h_act,     [LACT_MLP_OUT] = &la->mlp_out,
-            [LACT_R2] = &la->r2,
+            [LACT_R2] = &la->r2,           [LACT_MLA] = &mla_mem,
         };
         layer_sizes(lay, c, l, B, T, mode);
         for (int i = 0; i < LACT_COUNT; i++)
             *slot[i] = take(&at, lay[i]);
+        if (c->mla) {
+            const hs_mla_config mc = hs_config_mla(c, l);
+            hs_mla_acts_bind(&la->mla, &mc, B, T, mode == HS_ACTS_TRAIN, mla_mem);
+        }
         /* What hs_attn_acts_alloc sets for a cache-free self-attention over
          * T positions; the buffers are the block's. */
         aa->B = B;
@@ -416,7 +427,12 @@ static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks 
         attn_in = la->n1;
     }
     la->attn.hooks = (hs_attn_hooks){ { hooks->on_rows, hooks->ctx }, hooks->site, l };
-    rc = hs_attn_forward_heads(&la->attn, &lw->attn, &ac, attn_in, NULL, &causal, NULL);
+    if (c->mla) {
+        const hs_mla_config mc = hs_config_mla(c, l);
+        rc = hs_mla_forward_heads(&la->mla, &la->attn, &lw->mla, &mc, attn_in);
+    } else {
+        rc = hs_attn_forward_heads(&la->attn, &lw->attn, &ac, attn_in, NULL, &causal, NULL);
+    }
     if (!rc && hooks->on_maps)
         rc = hooks->on_maps(hooks->ctx, l, la->attn.att, a->B, ac.n_heads, a->T);
     if (rc)
@@ -594,6 +610,22 @@ static void swap(hs_real **x, hs_real **y)
     *y = t;
 }
 
+/* dx += the attention backward of layer l (GQA or MLA) from dout. */
+static int attn_backward(hs_real *dx, hs_layer_weights *gw, hs_real *dxi, const hs_real *dout,
+                         hs_layer_acts *la, const hs_layer_weights *lw, const hs_model_config *c,
+                         int l, const hs_real *x, const hs_real *xi, int per_seq)
+{
+    if (c->mla) {
+        const hs_mla_config mc = hs_config_mla(c, l);
+        return hs_mla_backward(dx, &gw->mla, dxi, dout, &la->mla, &la->attn, &lw->mla, &mc, x, xi,
+                               per_seq);
+    }
+    const hs_attn_config ac = hs_config_attn(c, l);
+    const hs_attn_mask causal = { 1, NULL };
+    return hs_attn_backward(dx, NULL, &gw->attn, dxi, dout, &la->attn, &lw->attn, &ac, x, NULL, xi,
+                            per_seq, &causal);
+}
+
 int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_model *m,
                 const int32_t *tokens, const int32_t *targets, const hs_hooks *hooks,
                 hs_real loss_scale)
@@ -612,7 +644,6 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
     const hs_weights *w = &m->w;
     const size_t N = (size_t)a->B * a->T, nd = N * (size_t)c->d_model;
     const int d = c->d_model, V = c->vocab_size;
-    hs_attn_mask causal = { 1, NULL };
 
     /* Unembedding: logits hold the probabilities; dlogits overwrite them. */
     hs_real *dlogits = a->logits;
@@ -633,7 +664,6 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
         hs_layer_acts *la = &a->layer[l];
         const hs_layer_weights *lw = &w->layer[l];
         hs_layer_weights *gw = &g->layer[l];
-        hs_attn_config ac = hs_config_attn(c, l);
         const hs_real *xi = gates ? gates[l] : NULL;
         hs_real *dxi = dgates && xi ? dgates[l] : NULL;
         int rc;
@@ -655,8 +685,8 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
             if (!parallel || c->mlp == HS_MLP_NONE)
                 memcpy(dres2, dres, sizeof(hs_real) * nd);
             memset(a->dnorm, 0, sizeof(hs_real) * nd);
-            rc = hs_attn_backward(a->dnorm, NULL, &gw->attn, dxi, dres, &la->attn, &lw->attn, &ac,
-                                  la->n1, NULL, xi, hooks->gates_per_seq, &causal);
+            rc = attn_backward(a->dnorm, gw, dxi, dres, la, lw, c, l, la->n1, xi,
+                               hooks->gates_per_seq);
             if (rc)
                 return rc;
             norm_backward(dres2, gw->ln1_w, gw->ln1_b, a->dnorm, la->in, lw->ln1_w, la->n1_mean,
@@ -675,8 +705,8 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
             norm_backward(a->dbranch, gw->ln1_w, gw->ln1_b, dres, la->r1, lw->ln1_w, la->n1_mean,
                           la->n1_rstd, c, N);
             memcpy(dres2, a->dbranch, sizeof(hs_real) * nd);
-            rc = hs_attn_backward(dres2, NULL, &gw->attn, dxi, a->dbranch, &la->attn, &lw->attn,
-                                  &ac, la->in, NULL, xi, hooks->gates_per_seq, &causal);
+            rc = attn_backward(dres2, gw, dxi, a->dbranch, la, lw, c, l, la->in, xi,
+                               hooks->gates_per_seq);
             if (rc)
                 return rc;
             swap(&dres, &dres2);

@@ -9,12 +9,14 @@
 #include <stdint.h>
 
 #include "attention.h"
+#include "mla.h"
 #include "weights.h"
 
 typedef struct {
     hs_real *in;                 /* (B,T,d) residual stream entering the layer */
     hs_real *n1, *n1_mean, *n1_rstd; /* (B,T,d), (B,T): pre: attention input; post: norm after it */
     hs_attn_acts attn;           /* q, k, v, z, maps (B,H,T,T) when kept */
+    hs_mla_acts mla;             /* attention "mla" layers: their own buffers (z, maps: attn's) */
     hs_real *attn_out;           /* (B,T,d) */
     hs_real *r1;                 /* (B,T,d) residual + attention */
     hs_real *n2, *n2_mean, *n2_rstd; /* MLP norm, as n1 */
