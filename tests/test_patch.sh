@@ -51,7 +51,7 @@ if extra != count:
 open("cmp.txt", "w").write("; ".join(bad[:5]) or "max difference %.3g" % worst)
 sys.exit(1 if bad else 0)
 PY
-    echo "    $3 $4: $(cat cmp.txt)"
+    echo "    $2 $3: $(cat cmp.txt)"
 }
 
 # patch_case CASE MODE: the command's JSON for a case against the oracle.
