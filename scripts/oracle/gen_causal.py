@@ -3,13 +3,14 @@
 Provenance
 ----------
 An independent PyTorch reference: its own minimal float64 forwards of the
-GPT-2 and Llama families (written from the Hugging Face model definitions:
-GPT2LMHeadModel with Conv1D c_attn/c_proj, gelu_new, pre-LayerNorm, tied
-wte; LlamaForCausalLM with RMSNorm, rotate-half RoPE, GQA by h // (H/G),
-SwiGLU; GPTNeoXForCausalLM with the fused query_key_value viewed as
-(B,T,H,3*dh) and split per head, rotary on the first int(dh*rotary_pct)
-dims, parallel or sequential residual, exact-erf GELU, untied embed_out;
-checked equal to scripts/oracle/gen_families.py's NeoX forward), each calling a hook at every site TransformerLens users patch:
+GPT-2, Llama and GPT-NeoX families (written from the Hugging Face model
+definitions: GPT2LMHeadModel with Conv1D c_attn/c_proj, gelu_new,
+pre-LayerNorm, tied wte; LlamaForCausalLM with RMSNorm, rotate-half RoPE,
+GQA by h // (H/G), SwiGLU; GPTNeoXForCausalLM with the fused
+query_key_value viewed as (B,T,H,3*dh) and split per head, rotary on the
+first int(dh*rotary_pct) dims, parallel or sequential residual, exact-erf
+GELU, untied embed_out, checked equal to scripts/oracle/gen_families.py's
+NeoX forward), each calling a hook at every site TransformerLens users patch:
 
   resid_pre (B,T,d)  entering layer l       q (B,T,H,dh)  after RoPE
   k, v (B,T,G,dh)    after RoPE (k)          pattern (B,H,T,T) post-softmax
