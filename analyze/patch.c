@@ -170,13 +170,18 @@ static void head_change(run *r, int site, int l, int h)
 /* Copy j of the stacked continuation of layer l: the base residual after
  * attention with the patch applied there (z, pattern, attn_out) or by a
  * hook in the continuation (mlp_out), or (resid) the residual after
- * attention of layer l-1 with a hook on resid_pre of layer l. */
+ * attention of layer l-1 with a hook on resid_pre of layer l. With a
+ * parallel residual the continuation's MLP reads the layer's input too. */
 static void prepare_copy(run *r, int l, const job *jb, int j, int resid)
 {
     const hs_model_config *c = &r->m->cfg;
     const int d = c->d_model, T = r->T;
     const size_t BT = (size_t)r->B * T;
+    const int from = resid ? l - 1 : l;
     r->iv[j] = (hs_intervention){ .layer = -1 };
+    if (from >= 0 && c->parallel_residual)
+        memcpy(r->st.layer[from].in + (size_t)j * BT * d, r->base.layer[from].in,
+               sizeof(hs_real) * BT * d);
     if (resid) {
         if (l > 0)
             memcpy(r->st.layer[l - 1].r1 + (size_t)j * BT * d, r->base.layer[l - 1].r1,

@@ -110,10 +110,11 @@ int hs_forward_to(hs_acts *a, const hs_model *m, const int32_t *tokens, int laye
                   const hs_hooks *hooks);
 
 /* Continues a forward from the residual after attention of `layer`, which
- * the caller has written into a->layer[layer].r1: the rest of that layer,
- * the layers above, logits and (with targets) the loss. Rows of the batch
- * may hold different interventions of the same sequences: the layers below
- * are not recomputed. */
+ * the caller has written into a->layer[layer].r1 (with a parallel residual
+ * also the layer's input a->layer[layer].in, whose ln2 the MLP reads): the
+ * rest of that layer, the layers above, logits and (with targets) the loss.
+ * Rows of the batch may hold different interventions of the same sequences:
+ * the layers below are not recomputed. */
 int hs_forward_from(hs_acts *a, const hs_model *m, int layer, const int32_t *targets);
 
 /* hs_forward_from with hooks: the site hooks of the part that runs (layer

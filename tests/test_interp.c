@@ -16,10 +16,12 @@
 #include "runner.h"
 #include "study.h"
 
-/* The last two are gpt2_tiny altered in memory: its final LayerNorm without
- * its bias, and no final norm at all (the scale is then 1). */
+/* The fifth and sixth are gpt2_tiny altered in memory: its final LayerNorm
+ * without its bias, and no final norm at all (the scale is then 1); the last
+ * two GPT-NeoX, parallel and sequential residual. */
 static const char *const MODELS[] = { "gpt2_tiny", "llama_gqa", "hs_mixed", "llama_mqa_tied",
-                                      "gpt2_tiny", "gpt2_tiny" };
+                                      "gpt2_tiny", "gpt2_tiny", "../families/neox_par",
+                                      "../families/neox_seq" };
 
 static int load(hs_model *m, const char *name)
 {
@@ -28,14 +30,19 @@ static int load(hs_model *m, const char *name)
     return hs_checkpoint_load(m, dir);
 }
 
+/* The prompts over 48 tokens, or (the NeoX checkpoints) over 32. */
 static int load_prompts(hs_prompt_set *ps, int vocab)
 {
-    return hs_prompts_load(ps, HS_FIXTURE_DIR "/interp/prompts.jsonl", NULL, vocab, 16);
+    return hs_prompts_load(ps,
+                           vocab >= 48 ? HS_FIXTURE_DIR "/interp/prompts.jsonl"
+                                       : HS_FIXTURE_DIR "/interp/prompts_neox.jsonl",
+                           NULL, vocab, 16);
 }
 
 /* Every prompt's parts add up to its logit difference from the model's own
- * logits, on four families of model (biases, learned or rotary positions,
- * LayerNorm and RMSNorm, tied and untied unembeddings, uneven heads). */
+ * logits, on five families of model (biases, learned or rotary positions,
+ * LayerNorm and RMSNorm, tied and untied unembeddings, uneven heads, GPT-NeoX's
+ * parallel residual and partial rotary). */
 static void test_dla_parts_sum_to_each_prompts_logit_difference(void)
 {
     for (size_t i = 0; i < sizeof MODELS / sizeof MODELS[0]; i++) {
@@ -67,7 +74,7 @@ static void test_dla_parts_sum_to_each_prompts_logit_difference(void)
                i == 4 ? " (final norm without bias)" : i == 5 ? " (no final norm)" : "",
                p->n_terms, worst);
         CU_ASSERT_EQUAL(hs_head_table_find(&r.table, -1, -1, "dla_final_norm_bias") != NULL,
-                        i == 0);
+                        i == 0 || i >= 6);
         CU_ASSERT(worst <= 1e-4);
         CU_ASSERT(fabs(mean_sum - r.logit_diff) <= 1e-4 * fmax(1, fabs(r.logit_diff)));
         CU_ASSERT(r.max_gap <= 1e-4);

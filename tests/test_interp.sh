@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checks of dla, logit-lens and composition (SPEC §11) and of the
 # causal figures of plot and report: the commands' rows equal the PyTorch
-# oracle (scripts/oracle/gen_interp.py, tests/fixtures/interp/) within 1e-4,
+# oracle (scripts/oracle/gen_interp.py, tests/fixtures/interp/: GPT-2,
+# Llama-GQA, GPT-NeoX parallel and sequential) within 1e-4,
 # the DLA parts sum to the logit difference, the lens's last entry is the
 # model's own loss, bad input is refused before a run is recorded, and the
 # figures of patching, DLA, the lens and composition are drawn from the index
@@ -20,6 +21,13 @@ PROMPTS="$FIX/interp/prompts.jsonl"
 GPT2="$FIX/models/gpt2_tiny"
 LLAMA="$FIX/models/llama_gqa"
 export HEADSCOPE_SCRIPTS="${HEADSCOPE_SCRIPTS:-$TESTS/../scripts}"
+# the oracle's cases: GPT-2, Llama-GQA and GPT-NeoX (parallel residual with
+# quarter rotary, sequential); the NeoX checkpoints' vocabulary is 32, so
+# they read their own prompts file and token shard
+CASES="gpt2_tiny llama_gqa neox_par neox_seq"
+model_of() { case $1 in neox_*) echo "$FIX/families/$1" ;; *) echo "$FIX/models/$1" ;; esac; }
+prompts_of() { case $1 in neox_*) echo "$FIX/interp/prompts_neox.jsonl" ;; *) echo "$PROMPTS" ;; esac; }
+shard_of() { case $1 in neox_*) echo "$FIX/interp/neox_eval.bin" ;; *) echo "$GPT2/eval.bin" ;; esac; }
 
 # oracle_match DB CASE RUN WHAT: the run's rows equal the oracle's (value and
 # stderr; |a - b| <= 1e-4 max(1, |b|)), no row missing and none extra.
@@ -64,8 +72,8 @@ sql() { "$PY" -c 'import sqlite3,sys; r=sqlite3.connect(sys.argv[1]).execute(sys
 
 dla_oracle() {
     local m run
-    for m in gpt2_tiny llama_gqa; do
-        hs dla --model "$FIX/models/$m" --prompts "$PROMPTS" --db r.db --batch 3 --json
+    for m in $CASES; do
+        hs dla --model "$(model_of $m)" --prompts "$(prompts_of $m)" --db r.db --batch 3 --json
         expect_rc 0 "dla on $m" || return 1
         run=$(jget out.txt run_id)
         oracle_match r.db "$m" "$run" dla || return 1
@@ -82,17 +90,17 @@ dla_oracle() {
 
 lens_oracle() {
     local m run
-    for m in gpt2_tiny llama_gqa; do
-        hs logit-lens --model "$FIX/models/$m" --prompts "$PROMPTS" --db r.db --json
+    for m in $CASES; do
+        hs logit-lens --model "$(model_of $m)" --prompts "$(prompts_of $m)" --db r.db --json
         expect_rc 0 "logit-lens --prompts on $m" || return 1
         oracle_match r.db "$m" "$(jget out.txt run_id)" logit_lens_prompts || return 1
-        hs logit-lens --model "$FIX/models/$m" --data "$GPT2/eval.bin" --batch 2 --seq-len 8 \
+        hs logit-lens --model "$(model_of $m)" --data "$(shard_of $m)" --batch 2 --seq-len 8 \
             --max-batches 2 --db r.db --json
         expect_rc 0 "logit-lens --data on $m" || return 1
         run=$(jget out.txt run_id)
         oracle_match r.db "$m" "$run" logit_lens_data || return 1
         # the final residual's entry is the model's own loss
-        hs eval --model "$FIX/models/$m" --data "$GPT2/eval.bin" --batch 2 --seq-len 8 \
+        hs eval --model "$(model_of $m)" --data "$(shard_of $m)" --batch 2 --seq-len 8 \
             --max-batches 2 --json
         expect_rc 0 "eval on $m" || return 1
         close "$(sql r.db "SELECT value FROM head_metrics WHERE run_id=$run AND layer=2 AND
@@ -102,14 +110,16 @@ lens_oracle() {
 }
 
 composition_oracle() {
-    local m run
-    for m in gpt2_tiny llama_gqa; do
-        hs composition --model "$FIX/models/$m" --db r.db --json
+    local m run n
+    for m in $CASES; do
+        hs composition --model "$(model_of $m)" --db r.db --json
         expect_rc 0 "composition on $m" || return 1
         run=$(jget out.txt run_id)
         oracle_match r.db "$m" "$run" composition || return 1
+        # as many control scores as scores: 48 on 2 layers of 4 heads, 12 on 2 of 2
+        n=$("$PY" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["cases"][sys.argv[2]]["composition"]))' "$ORACLE" "$m")
         [ "$(sql r.db "SELECT count(*) FROM head_pair_metrics WHERE run_id=$run AND metric LIKE '%_control'
-                       AND value BETWEEN 0 AND 1")" = 48 ] || bad "$m: not 48 control scores in [0, 1]" || return 1
+                       AND value BETWEEN 0 AND 1")" = "$n" ] || bad "$m: not $n control scores in [0, 1]" || return 1
     done
     hs composition --model "$GPT2" --db r.db --no-control --json
     expect_rc 0 "composition --no-control" || return 1

@@ -152,12 +152,13 @@ static void test_stacked_interventions_equal_separate_forwards(void)
 
 /* The last-position continuation gives the full continuation's logits at
  * the last position, for every family and layout of the fixtures (pre and
- * post norms, no final norm, GELU, SwiGLU, attention-only, GQA, RoPE), from
- * every layer. */
+ * post norms, no final norm, GELU, SwiGLU, attention-only, GQA, RoPE, GPT-NeoX's
+ * parallel and sequential residuals with partial rotary), from every layer. */
 static void test_forward_from_last_equals_the_last_position(void)
 {
     static const char *const dirs[] = { "gpt2_tiny", "llama_gqa", "hs_post_gelu", "hs_mixed",
-                                        "tinylm_h4" };
+                                        "tinylm_h4", "../families/neox_par",
+                                        "../families/neox_seq" };
     enum { B = 3, T = 7 };
     for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
         char path[512];

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of `headscope patch` and `headscope path-patch` (SPEC §11)
 # against the PyTorch hook oracle tests/fixtures/causal/oracle.json
-# (scripts/oracle/gen_causal.py: GPT-2 and Llama-GQA, every site, denoising
+# (scripts/oracle/gen_causal.py: GPT-2, Llama-GQA and GPT-NeoX, every site, denoising
 # and noising, path patching to receivers and to the logits, within 1e-4 with
 # the stderr), the fast path against the naive one, the index rows, and the
 # refusals (0/0, clean/corrupt lengths, position sites over mixed lengths).
@@ -51,6 +51,7 @@ if extra != count:
 open("cmp.txt", "w").write("; ".join(bad[:5]) or "max difference %.3g" % worst)
 sys.exit(1 if bad else 0)
 PY
+    echo "    $2 $3: $(cat cmp.txt)"
 }
 
 # patch_case CASE MODE: the command's JSON for a case against the oracle.
@@ -87,6 +88,16 @@ oracle_gpt2() {
 
 oracle_llama_gqa() {
     patch_case llama_gqa denoising && patch_case llama_gqa noising && path_case llama_gqa
+}
+
+# GPT-NeoX (tests/fixtures/families): parallel residual with rotary on a
+# quarter of each head, and the sequential residual with half rotary.
+oracle_neox_par() {
+    patch_case neox_par denoising && patch_case neox_par noising && path_case neox_par
+}
+
+oracle_neox_seq() {
+    patch_case neox_seq denoising && patch_case neox_seq noising && path_case neox_seq
 }
 
 # Head sites over prompts of two lengths (batched by length); position sites
@@ -183,4 +194,4 @@ bad_prompts() {
     expect_nofile b.db "refused options"
 }
 
-run_checks oracle_gpt2 oracle_llama_gqa oracle_lengths fast_equals_naive index_rows zero_over_zero bad_prompts
+run_checks oracle_gpt2 oracle_llama_gqa oracle_neox_par oracle_neox_seq oracle_lengths fast_equals_naive index_rows zero_over_zero bad_prompts

@@ -3,10 +3,14 @@
 Provenance
 ----------
 An independent PyTorch reference: its own minimal float64 forwards of the
-GPT-2 and Llama families (written from the Hugging Face model definitions:
-GPT2LMHeadModel with Conv1D c_attn/c_proj, gelu_new, pre-LayerNorm, tied
-wte; LlamaForCausalLM with RMSNorm, rotate-half RoPE, GQA by h // (H/G),
-SwiGLU), each calling a hook at every site TransformerLens users patch:
+GPT-2, Llama and GPT-NeoX families (written from the Hugging Face model
+definitions: GPT2LMHeadModel with Conv1D c_attn/c_proj, gelu_new,
+pre-LayerNorm, tied wte; LlamaForCausalLM with RMSNorm, rotate-half RoPE,
+GQA by h // (H/G), SwiGLU; GPTNeoXForCausalLM with the fused
+query_key_value viewed as (B,T,H,3*dh) and split per head, rotary on the
+first int(dh*rotary_pct) dims, parallel or sequential residual, exact-erf
+GELU, untied embed_out, checked equal to scripts/oracle/gen_families.py's
+NeoX forward), each calling a hook at every site TransformerLens users patch:
 
   resid_pre (B,T,d)  entering layer l       q (B,T,H,dh)  after RoPE
   k, v (B,T,G,dh)    after RoPE (k)          pattern (B,H,T,T) post-softmax
@@ -14,8 +18,10 @@ SwiGLU), each calling a hook at every site TransformerLens users patch:
 
 A hook is fn(x) -> x'; the forward continues with x'. Nothing here uses the
 C code; it reads the checkpoints with its own safetensors parser. A family is
-one class with load() and forward(): a GPT-NeoX class can be added to
-FAMILIES and a case to CASES without touching the rest.
+one class with load() and forward() in FAMILIES, a case one line of CASES.
+With a parallel residual (NeoX) attn_out and mlp_out are both added to the
+layer's input; the MLP reads ln2 of that input, so patching attn_out does not
+reach the same layer's MLP.
 
 Definitions (SPEC §11), LD = logit[answer] - logit[wrong] at the last position
 -----------------------------------------------------------------------------
@@ -179,7 +185,70 @@ class Llama:
         return self.rms(x, "model.norm") @ head.T
 
 
-FAMILIES = {"gpt2": Gpt2, "llama": Llama}
+class NeoX:
+    """GPTNeoXForCausalLM: query_key_value's output viewed as (B, T, H, 3 dh)
+    and split per head into q, k, v; rotate-half rotary on the first
+    rotary_ndims = int(dh * rotary_pct) dims of q and k (inv_freq over
+    rotary_ndims); scores / sqrt(dh); exact-erf GELU; parallel residual
+    x + attn(ln1(x)) + mlp(ln2(x)) or sequential; untied embed_out."""
+
+    def __init__(self, d):
+        self.c = json.load(open(os.path.join(d, "config.json")))
+        self.w = read_safetensors(os.path.join(d, "model.safetensors"))
+        self.L, self.H = self.c["num_hidden_layers"], self.c["num_attention_heads"]
+        self.G = self.H
+
+    def ln(self, x, p):
+        mu = x.mean(-1, keepdim=True)
+        var = ((x - mu) ** 2).mean(-1, keepdim=True)
+        eps = self.c["layer_norm_eps"]
+        return (x - mu) / torch.sqrt(var + eps) * self.w[p + ".weight"] + self.w[p + ".bias"]
+
+    def rope(self, x, R):
+        T = x.shape[1]
+        inv = 1.0 / (self.c["rotary_emb_base"] ** (torch.arange(0, R, 2, dtype=DT) / R))
+        ang = torch.arange(T, dtype=DT)[:, None] * inv[None, :]
+        cos = torch.cat([ang.cos(), ang.cos()], -1)[None, :, None, :]
+        sin = torch.cat([ang.sin(), ang.sin()], -1)[None, :, None, :]
+        r = x[..., :R]
+        rot = torch.cat([-r[..., R // 2:], r[..., :R // 2]], -1)
+        return torch.cat([r * cos + rot * sin, x[..., R:]], -1)
+
+    def forward(self, tok, hooks):
+        w, H = self.w, self.H
+        B, T = tok.shape
+        x = w["gpt_neox.embed_in.weight"][tok]
+        d = x.shape[-1]
+        dh = d // H
+        R = int(dh * self.c["rotary_pct"])
+        for l in range(self.L):
+            p = "gpt_neox.layers.%d." % l
+            x = hook(hooks, "resid_pre", l, x)
+            qkv = (self.ln(x, p + "input_layernorm") @ w[p + "attention.query_key_value.weight"].T
+                   + w[p + "attention.query_key_value.bias"]).reshape(B, T, H, 3 * dh)
+            q = hook(hooks, "q", l, self.rope(qkv[..., :dh], R))
+            k = hook(hooks, "k", l, self.rope(qkv[..., dh:2 * dh], R))
+            v = hook(hooks, "v", l, qkv[..., 2 * dh:])
+            z = attend(hooks, l, q, k, v, H, H)
+            a = z.reshape(B, T, d) @ w[p + "attention.dense.weight"].T + w[p + "attention.dense.bias"]
+            a = hook(hooks, "attn_out", l, a)
+
+            def mlp(y):
+                h = self.ln(y, p + "post_attention_layernorm") @ w[p + "mlp.dense_h_to_4h.weight"].T
+                h = h + w[p + "mlp.dense_h_to_4h.bias"]
+                h = 0.5 * h * (1 + torch.erf(h / math.sqrt(2)))
+                m = h @ w[p + "mlp.dense_4h_to_h.weight"].T + w[p + "mlp.dense_4h_to_h.bias"]
+                return hook(hooks, "mlp_out", l, m)
+
+            if self.c["use_parallel_residual"]:
+                x = x + a + mlp(x)
+            else:
+                x = x + a
+                x = x + mlp(x)
+        return self.ln(x, "gpt_neox.final_layer_norm") @ w["embed_out.weight"].T
+
+
+FAMILIES = {"gpt2": Gpt2, "llama": Llama, "gpt_neox": NeoX}
 
 # name, model directory, seed, lengths (one group per length), prompts per
 # length, sites, path-patch receivers
@@ -189,6 +258,13 @@ CASES = [
     ("llama_gqa", "llama_gqa", 12, [6], 6, ["z", "pattern", "resid_pre", "attn_out", "mlp_out"],
      "1.1:k,1.2:v"),
     ("gpt2_lengths", "gpt2_tiny", 13, [4, 7], 3, ["z", "pattern"], None),
+    # GPT-NeoX checkpoints of scripts/oracle/gen_families.py (directories
+    # relative to tests/fixtures/models): Pythia-70m's shape (parallel
+    # residual, rotary on a quarter of each head) and the sequential one
+    ("neox_par", "../families/neox_par", 14, [6], 6,
+     ["z", "pattern", "resid_pre", "attn_out", "mlp_out"], "1.0:q,1.1:k,1.1:v"),
+    ("neox_seq", "../families/neox_seq", 15, [6], 6,
+     ["z", "pattern", "resid_pre", "attn_out", "mlp_out"], "1.1:q,1.0:k"),
 ]
 
 
@@ -325,6 +401,21 @@ def stat(xs):
     return [float(x.mean()), float(x.std(unbiased=True) / math.sqrt(x.shape[0]))]
 
 
+def check_neox(model):
+    """The NeoX forward here against gen_families.py's (imported by path):
+    equal logits (1e-10) on a batch of random tokens."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "gen_families", os.path.join(os.path.dirname(os.path.abspath(__file__)), "gen_families.py"))
+    gf = importlib.util.module_from_spec(spec)
+    default = torch.get_default_dtype()
+    spec.loader.exec_module(gf)  # main() is guarded; it sets the default dtype
+    torch.set_default_dtype(default)
+    tok = torch.randint(0, model.c["vocab_size"], (3, 7), generator=torch.Generator().manual_seed(5))
+    assert torch.allclose(model.forward(tok, {}), gf.neox_forward(model.w, model.c, tok),
+                          atol=1e-10, rtol=0)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     oracle = {}
@@ -332,6 +423,8 @@ def main():
         model_dir = os.path.join(MODELS, mdir)
         family = json.load(open(os.path.join(model_dir, "config.json")))["model_type"]
         model = FAMILIES[family](model_dir)
+        if family == "gpt_neox":
+            check_neox(model)
         groups = make_prompts(model, seed, lengths, n)
         with open(os.path.join(OUT, name + ".jsonl"), "w") as f:
             # file order interleaves the lengths, as a user's file might

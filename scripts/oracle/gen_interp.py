@@ -3,10 +3,13 @@ headscope's `dla`, `logit-lens` and `composition` commands (SPEC §11).
 
 Provenance
 ----------
-For the checkpoints tests/fixtures/models/gpt2_tiny (GPT-2) and
-tests/fixtures/models/llama_gqa (Llama, 4 query heads on 2 key/value heads),
-computes in float64 and writes tests/fixtures/interp/oracle.json, with the
-prompts file it reads, tests/fixtures/interp/prompts.jsonl.
+For the checkpoints tests/fixtures/models/gpt2_tiny (GPT-2),
+tests/fixtures/models/llama_gqa (Llama, 4 query heads on 2 key/value heads)
+and tests/fixtures/families/neox_par, neox_seq (GPT-NeoX: parallel residual
+with rotary on a quarter of each head; sequential with half), computes in
+float64 and writes tests/fixtures/interp/oracle.json, with the prompts files
+it reads, tests/fixtures/interp/prompts.jsonl and (the NeoX vocabulary of 32)
+prompts_neox.jsonl, and the NeoX token shard neox_eval.bin.
 
 * Reference maths: forwards written here from the Hugging Face model
   definitions (GPT2LMHeadModel, LlamaForCausalLM), keeping what the
@@ -14,11 +17,11 @@ prompts file it reads, tests/fixtures/interp/prompts.jsonl.
   (before the output projection), each MLP's output and the final residual.
   Each is asserted equal (1e-10) to the reference forward of
   scripts/oracle/gen_models.py (imported by path; its safetensors reader
-  too). Nothing here uses the C code. A family is one entry of FAMILIES: a
-  forward returning that record and a function giving each head's
-  TransformerLens-convention W_Q, W_K, W_V (d, dh) and W_O (dh, d); a GPT-NeoX
-  entry (parallel residual: attention and MLP outputs still add up) slots in
-  beside them.
+  too; GPT-NeoX: scripts/oracle/gen_families.py's forward). Nothing here
+  uses the C code. A family is one entry of FAMILIES: a forward returning
+  that record and a function giving each head's TransformerLens-convention
+  W_Q, W_K, W_V (d, dh) and W_O (dh, d). With NeoX's parallel residual the
+  attention and MLP outputs still add up to the final residual.
 * DLA as TransformerLens's residual_stack_to_logit_diff after
   cache.apply_ln_to_stack(..., layer=-1, pos_slice=-1): each part of the
   final residual at the last position (per head z_h W_O^h; per layer the MLP
@@ -37,15 +40,20 @@ prompts file it reads, tests/fixtures/interp/prompts.jsonl.
   |OV_A QK_B|_F / (|OV_A|_F |QK_B|_F) (Q), |OV_A QK_B^T|_F / (...) (K),
   |OV_A OV_B|_F / (|OV_A|_F |OV_B|_F) (V) for every head A of a layer before
   B's: HookedTransformer.all_composition_scores with utils.composition_scores
-  (whose SVD-based norms are Frobenius norms) on unfolded weights.
+  (whose SVD-based norms are Frobenius norms) on unfolded weights. Rotary
+  positions (Llama, NeoX) are not part of W_Q, W_K and are ignored, as
+  TransformerLens does; NeoX's W_Q, W_K, W_V of head h are rows
+  h*3dh + [0, dh), [dh, 2dh), [2dh, 3dh) of query_key_value.
 * Means and standard errors: sample standard deviation (n-1) / sqrt(n) over
   prompts or sequences (SPEC §5).
 * Data: the prompts file below (ids; two lengths, interleaved, so the
   reader's grouping is exercised); the shard tests/fixtures/models/gpt2_tiny/
-  eval.bin as `--batch 2 --seq-len 8 --max-batches 2` reads it.
+  eval.bin (NeoX: interp/neox_eval.bin, drawn here) as `--batch 2 --seq-len 8
+  --max-batches 2` reads it.
 * regenerate (from the repo root; writes both files, prints nothing):
       /usr/bin/python3 scripts/oracle/gen_interp.py
-  Running it twice gives byte-identical files.
+  Running it twice gives byte-identical files; adding the NeoX cases left
+  the GPT-2 and Llama ones byte-identical.
 """
 import importlib.util
 import json
@@ -57,6 +65,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 MODELS = os.path.join(ROOT, "tests", "fixtures", "models")
+FAMILIES_DIR = os.path.join(ROOT, "tests", "fixtures", "families")
 OUTDIR = os.path.join(ROOT, "tests", "fixtures", "interp")
 SHARD = os.path.join(MODELS, "gpt2_tiny", "eval.bin")
 B, T, BATCHES = 2, 8, 2
@@ -199,9 +208,92 @@ def llama_wo(W, c, i):
     return W[f"model.layers.{i}.self_attn.o_proj.weight"].T
 
 
+# ---------------------------------------------------------------------------
+# GPT-NeoX (HF GPTNeoXForCausalLM: fused query_key_value viewed as (B,T,H,3dh)
+# and split per head, rotate-half rotary on the first int(dh*rotary_pct) dims,
+# exact-erf GELU, parallel or sequential residual, untied embed_out)
+
+def neox_run(W, c, idx):
+    Bn, n = idx.shape
+    H, d, eps = c["num_attention_heads"], c["hidden_size"], c["layer_norm_eps"]
+    dh = d // H
+    R = int(dh * c["rotary_pct"])
+    inv = 1.0 / c["rotary_emb_base"] ** (torch.arange(0, R, 2, dtype=DT) / R)
+    fr = torch.arange(n, dtype=DT)[:, None] * inv[None, :]
+    emb = torch.cat([fr, fr], -1)
+    cos, sin = emb.cos(), emb.sin()
+
+    def rot(t):
+        r = t[..., :R]
+        return torch.cat([r * cos + torch.cat([-r[..., R // 2:], r[..., :R // 2]], -1) * sin,
+                          t[..., R:]], -1)
+
+    rec = {"resid": [], "z": [], "mlp": [], "embed": W["gpt_neox.embed_in.weight"][idx],
+           "pos_embed": None}
+    x = rec["embed"]
+    for i in range(c["num_hidden_layers"]):
+        p = f"gpt_neox.layers.{i}."
+        rec["resid"].append(x)
+        a = layer_norm(x, W[p + "input_layernorm.weight"], W[p + "input_layernorm.bias"], eps)
+        qkv = a @ W[p + "attention.query_key_value.weight"].T + W[p + "attention.query_key_value.bias"]
+        qkv = qkv.view(Bn, n, H, 3 * dh).transpose(1, 2)
+        q, k, v = rot(qkv[..., :dh]), rot(qkv[..., dh:2 * dh]), qkv[..., 2 * dh:]
+        z = attend(q, k, v).transpose(1, 2)
+        rec["z"].append(z)
+        attn = z.reshape(Bn, n, d) @ W[p + "attention.dense.weight"].T + W[p + "attention.dense.bias"]
+        m = layer_norm(x if c["use_parallel_residual"] else x + attn,
+                       W[p + "post_attention_layernorm.weight"], W[p + "post_attention_layernorm.bias"], eps)
+        m = m @ W[p + "mlp.dense_h_to_4h.weight"].T + W[p + "mlp.dense_h_to_4h.bias"]
+        m = 0.5 * m * (1 + torch.erf(m / math.sqrt(2)))
+        m = m @ W[p + "mlp.dense_4h_to_h.weight"].T + W[p + "mlp.dense_4h_to_h.bias"]
+        rec["mlp"].append(m)
+        x = x + attn + m  # parallel: both read x; sequential: m read x + attn
+    rec["resid"].append(x)
+    g, b = W["gpt_neox.final_layer_norm.weight"], W["gpt_neox.final_layer_norm.bias"]
+    rec["final_norm"] = ("layernorm", g, b, eps)
+    rec["unembed"], rec["unembed_bias"] = W["embed_out.weight"], None
+    rec["attn_bias"] = sum(W[f"gpt_neox.layers.{i}.attention.dense.bias"]
+                           for i in range(c["num_hidden_layers"]))
+    rec["logits"] = layer_norm(x, g, b, eps) @ W["embed_out.weight"].T
+    return rec
+
+
+def neox_heads(W, c):
+    """Per head the rows h*3dh .. (h+1)*3dh of query_key_value: q, k, v. The
+    rotary is not part of these weights (TransformerLens's composition scores
+    on W_Q, W_K ignore it too)."""
+    d, H = c["hidden_size"], c["num_attention_heads"]
+    dh, out = d // H, {}
+    for i in range(c["num_hidden_layers"]):
+        p = f"gpt_neox.layers.{i}.attention."
+        wqkv, wo = W[p + "query_key_value.weight"], W[p + "dense.weight"]
+        for h in range(H):
+            r = wqkv[h * 3 * dh:(h + 1) * 3 * dh]
+            out[(i, h)] = (r[:dh].T, r[dh:2 * dh].T, r[2 * dh:].T, wo[:, h * dh:(h + 1) * dh].T)
+    return out
+
+
+def neox_wo(W, c, i):
+    return W[f"gpt_neox.layers.{i}.attention.dense.weight"].T
+
+
+def load_families():
+    """scripts/oracle/gen_families.py (its NeoX forward is the reference here);
+    importing it sets torch's default dtype, restored after."""
+    spec = importlib.util.spec_from_file_location("gen_families", os.path.join(HERE, "gen_families.py"))
+    gf = importlib.util.module_from_spec(spec)
+    default = torch.get_default_dtype()
+    spec.loader.exec_module(gf)
+    torch.set_default_dtype(default)
+    return gf
+
+
+gf = load_families()
+
 FAMILIES = {
     "gpt2": {"run": gpt2_run, "heads": gpt2_heads, "wo": gpt2_wo, "ref": gm.gpt2_forward},
     "llama": {"run": llama_run, "heads": llama_heads, "wo": llama_wo, "ref": gm.llama_forward},
+    "gpt_neox": {"run": neox_run, "heads": neox_heads, "wo": neox_wo, "ref": gf.neox_forward},
 }
 
 
@@ -284,8 +376,8 @@ def prompts_case(fam, W, c, prompts):
     return dla, [[e, m, *mean_se(v)] for (e, m), v in lens.items()]
 
 
-def data_case(fam, W, c):
-    raw = open(SHARD, "rb").read()
+def data_case(fam, W, c, shard):
+    raw = open(shard, "rb").read()
     tok = torch.frombuffer(bytearray(raw[1024:]), dtype=torch.int16).to(torch.int64) & 0xFFFF
     seqs = {}
     for k in range(BATCHES):
@@ -315,37 +407,63 @@ def composition_case(fam, W, c):
     return rows
 
 
-def make_prompts():
-    """Ids prompts over the vocabulary of 48: lengths 6 and 9 interleaved."""
-    g = torch.Generator().manual_seed(14)
+def make_prompts(V=48, seed=14):
+    """Ids prompts over a vocabulary of V: lengths 6 and 9 interleaved."""
+    g = torch.Generator().manual_seed(seed)
     out = []
     for i in range(7):
         n = 6 if i % 2 == 0 else 9
-        clean = torch.randint(0, 48, (n,), generator=g).tolist()
+        clean = torch.randint(0, V, (n,), generator=g).tolist()
         corrupt = list(clean)
-        corrupt[1] = (corrupt[1] + 7) % 48
-        ans, wr = torch.randint(0, 48, (2,), generator=g).tolist()
-        wr = wr if wr != ans else (wr + 1) % 48
+        corrupt[1] = (corrupt[1] + 7) % V
+        ans, wr = torch.randint(0, V, (2,), generator=g).tolist()
+        wr = wr if wr != ans else (wr + 1) % V
         out.append({"clean_ids": clean, "corrupt_ids": corrupt, "answer_id": ans, "wrong_id": wr})
     return out
 
 
-def main():
-    os.makedirs(OUTDIR, exist_ok=True)
-    prompts = make_prompts()
-    with open(os.path.join(OUTDIR, "prompts.jsonl"), "w") as f:
+def write_shard(path, V, seed, n=B * T * BATCHES + 1):
+    """A uint16 token shard (llm.c header: magic 20240520, version 1, count)."""
+    g = torch.Generator().manual_seed(seed)
+    tok = torch.randint(0, V, (n,), generator=g).tolist()
+    head = [20240520, 1, n] + [0] * 253
+    with open(path, "wb") as f:
+        f.write(b"".join(v.to_bytes(4, "little") for v in head))
+        f.write(b"".join(v.to_bytes(2, "little") for v in tok))
+
+
+def write_prompts(path, prompts):
+    with open(path, "w") as f:
         for p in prompts:
             f.write(json.dumps(p, separators=(",", ":")) + "\n")
+
+
+# case: model directory, prompts file, token shard (tests/fixtures/interp/ when
+# written here: the NeoX checkpoints' vocabulary is 32)
+NEOX_PROMPTS, NEOX_SHARD = os.path.join(OUTDIR, "prompts_neox.jsonl"), os.path.join(OUTDIR, "neox_eval.bin")
+CASES = [
+    ("gpt2_tiny", os.path.join(MODELS, "gpt2_tiny"), os.path.join(OUTDIR, "prompts.jsonl"), SHARD),
+    ("llama_gqa", os.path.join(MODELS, "llama_gqa"), os.path.join(OUTDIR, "prompts.jsonl"), SHARD),
+    ("neox_par", os.path.join(FAMILIES_DIR, "neox_par"), NEOX_PROMPTS, NEOX_SHARD),
+    ("neox_seq", os.path.join(FAMILIES_DIR, "neox_seq"), NEOX_PROMPTS, NEOX_SHARD),
+]
+
+
+def main():
+    os.makedirs(OUTDIR, exist_ok=True)
+    write_prompts(os.path.join(OUTDIR, "prompts.jsonl"), make_prompts())
+    write_prompts(NEOX_PROMPTS, make_prompts(32, 15))
+    write_shard(NEOX_SHARD, 32, 16)
     cases = {}
-    for name in ("gpt2_tiny", "llama_gqa"):
-        d = os.path.join(MODELS, name)
+    for name, d, pfile, shard in CASES:
+        prompts = [json.loads(line) for line in open(pfile)]
         c = json.load(open(os.path.join(d, "config.json")))
         W = {k: v.to(DT) for k, (_, v) in gm.read_safetensors(os.path.join(d, "model.safetensors")).items()}
         if c["model_type"] == "gpt2":
             W = {k[len("transformer."):] if k.startswith("transformer.") else k: v for k, v in W.items()}
         fam = FAMILIES[c["model_type"]]
         dla, lens = prompts_case(fam, W, c, prompts)
-        cases[name] = {"dla": dla, "logit_lens_prompts": lens, "logit_lens_data": data_case(fam, W, c),
+        cases[name] = {"dla": dla, "logit_lens_prompts": lens, "logit_lens_data": data_case(fam, W, c, shard),
                        "composition": composition_case(fam, W, c)}
     rnd = lambda v: float("%.12g" % v) if isinstance(v, float) else v
     cases = {k: {kk: [[rnd(x) for x in row] for row in vv] for kk, vv in v.items()} for k, v in cases.items()}
