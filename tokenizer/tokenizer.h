@@ -36,6 +36,12 @@ int hs_tokenizer_vocab_size(const hs_tokenizer *tok);
 int hs_tokenizer_encode(const hs_tokenizer *tok, const char *text, size_t len, int add_special,
                         int32_t **ids, size_t *n);
 
+/* hs_tokenizer_encode of a whole file (any readable file, a pipe
+ * included), read as one document. HS_EIO naming the file; invalid UTF-8
+ * is HS_EINVAL naming the file and the byte offset. */
+int hs_tokenizer_encode_file(const hs_tokenizer *tok, const char *path, int add_special,
+                             int32_t **ids, size_t *n);
+
 /* The text of ids through the decoder (malloc'd, NUL-terminated; NULL with
  * the message set). skip_special leaves out special added tokens. */
 char *hs_tokenizer_decode(const hs_tokenizer *tok, const int32_t *ids, size_t n,
