@@ -137,6 +137,8 @@ int tk_buf_add(tk_buf *b, const void *s, size_t n)
 
 int tk_ids_add(tk_ids *v, const int32_t *s, size_t n)
 {
+    if (!n)
+        return HS_OK;
     if (v->n + n > v->cap) {
         size_t cap = v->cap ? v->cap : 256;
         while (cap < v->n + n)
