@@ -217,6 +217,18 @@ static void test_byte_fallback_unknown_and_added_tokens(void)
     hs_tokenizer_free(t);
 }
 
+/* normalized added tokens are matched in the normalized text (HF's second
+ * pass), the others in the text as given: Pythia's runs of spaces, NFC */
+static void test_normalized_added_tokens_match_after_normalizing(void)
+{
+    hs_tokenizer *t = open_json(
+        "{'normalizer':{'type':'NFC'},'model':{'type':'BPE','vocab':{'a':0,'e':1,'\xcc\x81':2},"
+        "'merges':[]},'added_tokens':[{'id':3,'content':'\xc3\xa9','special':false,"
+        "'normalized':true},{'id':4,'content':'e\xcc\x81" "a','special':true,'normalized':false}]}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "ae\xcc\x81" "e\xcc\x81" "a", 0), "0 3 4");
+    hs_tokenizer_free(t);
+}
+
 static void expect_refusal(const char *json, int code, const char *needle)
 {
     hs_tokenizer *t = NULL;
@@ -476,6 +488,8 @@ int main(void)
         { "test_split_behaviours_cut_as_hf", test_split_behaviours_cut_as_hf },
         { "test_normalizers_and_metaspace", test_normalizers_and_metaspace },
         { "test_byte_fallback_unknown_and_added_tokens", test_byte_fallback_unknown_and_added_tokens },
+        { "test_normalized_added_tokens_match_after_normalizing",
+          test_normalized_added_tokens_match_after_normalizing },
         { "test_errors_name_the_file_and_field", test_errors_name_the_file_and_field },
         { "test_ids_equal_the_js_oracles", test_ids_equal_the_js_oracles },
         { "test_one_handle_encodes_from_several_threads",

@@ -586,7 +586,7 @@ static int read_added(ctx *c, hs_tokenizer *t, const cJSON *added)
         snprintf(c->path, sizeof c->path, "added_tokens[%d]", i);
         tk_added a = { .id = (int32_t)cJSON_GetObjectItemCaseSensitive(e, "id")->valuedouble };
         const char *s = cJSON_GetObjectItemCaseSensitive(e, "content")->valuestring;
-        int normalized = 0, rc = get_bool(c, e, "special", 0, &a.special);
+        int rc = get_bool(c, e, "special", 0, &a.special);
         if (!rc)
             rc = get_bool(c, e, "lstrip", 0, &a.lstrip);
         if (!rc)
@@ -594,13 +594,9 @@ static int read_added(ctx *c, hs_tokenizer *t, const cJSON *added)
         if (!rc)
             rc = get_bool(c, e, "single_word", 0, &a.single_word);
         if (!rc)
-            rc = get_bool(c, e, "normalized", !a.special, &normalized);
+            rc = get_bool(c, e, "normalized", !a.special, &a.normalized);
         if (rc)
             return rc;
-        /* matched on the text before normalizing: the same text when there
-         * is no normalizer or the token is not normalized */
-        if (normalized && t->n_norm)
-            return bad(c, "a normalized added token with a normalizer is not supported");
         tk_added *g = grow(t->added, t->n_added, sizeof *g);
         if (!g)
             return hs_fail(HS_ENOMEM, "tokenizer: added tokens");

@@ -70,6 +70,7 @@ typedef struct {
     int32_t id;
     tk_str content;
     int special, lstrip, rstrip, single_word;
+    int normalized; /* matched in the normalized text (when there is a normalizer) */
 } tk_added;
 
 /* The post-processor of one sequence: ids before and after it. */
@@ -94,7 +95,7 @@ struct hs_tokenizer {
     unsigned char *is_special; /* n_ids: 1 for special added tokens, 2 for other added tokens */
     tk_added *added;
     int n_added;
-    unsigned char added_first[256]; /* 1: some added token starts with this byte */
+    unsigned char added_first[2][256]; /* [pass][byte]: an added token of the pass starts with it */
     tk_norm *norm;
     int n_norm;
     tk_pre *pre;

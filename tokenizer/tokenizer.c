@@ -71,12 +71,17 @@ void hs_tokenizer_free(hs_tokenizer *t)
     free(t);
 }
 
+/* HF's two passes over added tokens: those not normalized are cut out of
+ * the text first; the normalized ones out of each stretch once normalized
+ * (the same text when there is no normalizer: then one pass does all) */
+static int pass_of(const hs_tokenizer *t, const tk_added *a) { return a->normalized && t->n_norm; }
+
 /* the tables derived from the vocabulary: single bytes' ids (byte-level) or
  * <0xAB> ids (byte fallback), the byte-level alphabet */
 static void derive(hs_tokenizer *t)
 {
     for (int k = 0; k < t->n_added; k++)
-        t->added_first[(unsigned char)t->added[k].content.s[0]] = 1;
+        t->added_first[pass_of(t, &t->added[k])][(unsigned char)t->added[k].content.s[0]] = 1;
     for (int cp = 0; cp < 512; cp++)
         t->cp_byte[cp] = (int16_t)tk_cp_to_byte((uint32_t)cp);
     for (int b = 0; b < 256; b++) {
@@ -166,13 +171,13 @@ static size_t space_after(const char *s, size_t start, size_t n)
     return k - start;
 }
 
-/* The added token matching at s[i] (the longest), or -1. */
-static int added_at(const hs_tokenizer *t, const char *s, size_t n, size_t i)
+/* The added token of the pass matching at s[i] (the longest), or -1. */
+static int added_at(const hs_tokenizer *t, const char *s, size_t n, size_t i, int pass)
 {
     int best = -1;
     for (int k = 0; k < t->n_added; k++) {
         const tk_added *a = &t->added[k];
-        if (a->content.s[0] != s[i] || a->content.n > n - i ||
+        if (a->content.s[0] != s[i] || a->content.n > n - i || pass_of(t, a) != pass ||
             (best >= 0 && a->content.n <= t->added[best].content.n) ||
             memcmp(s + i, a->content.s, a->content.n))
             continue;
@@ -185,30 +190,19 @@ static int added_at(const hs_tokenizer *t, const char *s, size_t n, size_t i)
     return best;
 }
 
-/* the ids of one stretch of text between added tokens */
-static int encode_stretch(const hs_tokenizer *t, tk_scratch *s, const char *p, size_t n, int first,
-                          tk_ids *out)
-{
-    const char *norm;
-    size_t nn;
-    tk_pieces *pieces;
-    if (!n)
-        return HS_OK;
-    int rc = tk_normalize(t, s, p, n, &norm, &nn);
-    if (!rc)
-        rc = tk_pretokenize(t, s, norm, nn, first, &pieces);
-    for (size_t i = 0; !rc && i < pieces->n; i++)
-        rc = tk_bpe(t, s, pieces->p[i].p, pieces->p[i].n, out);
-    return rc;
-}
+typedef int (*stretch_fn)(const hs_tokenizer *t, tk_scratch *s, const char *p, size_t n,
+                          int first, tk_ids *out);
 
-static int encode_text(const hs_tokenizer *t, tk_scratch *s, const char *text, size_t len,
-                       tk_ids *out)
+/* Cuts the added tokens of a pass out of text (leftmost, longest first; an
+ * lstrip / rstrip token takes the whitespace beside it) and hands each
+ * stretch between them to fn. first: text starts at the input's offset 0. */
+static int split_added(const hs_tokenizer *t, tk_scratch *s, const char *text, size_t len,
+                       int pass, int first, stretch_fn fn, tk_ids *out)
 {
     size_t start = 0; /* of the stretch not yet encoded */
     int rc = HS_OK;
     for (size_t i = 0; i < len && !rc;) {
-        int k = t->added_first[(unsigned char)text[i]] ? added_at(t, text, len, i) : -1;
+        int k = t->added_first[pass][(unsigned char)text[i]] ? added_at(t, text, len, i, pass) : -1;
         if (k < 0) {
             i++;
             continue;
@@ -219,14 +213,46 @@ static int encode_text(const hs_tokenizer *t, tk_scratch *s, const char *text, s
             cut -= space_before(text, start, i);
         if (a->rstrip)
             end += space_after(text, end, len);
-        rc = encode_stretch(t, s, text + start, cut - start, start == 0, out);
+        rc = fn(t, s, text + start, cut - start, first && start == 0, out);
         if (!rc)
             rc = tk_ids_add(out, &a->id, 1);
         start = i = end;
     }
     if (!rc)
-        rc = encode_stretch(t, s, text + start, len - start, start == 0, out);
+        rc = fn(t, s, text + start, len - start, first && start == 0, out);
     return rc;
+}
+
+/* a normalized stretch free of added tokens: pre-tokens, each merged by BPE */
+static int encode_pieces(const hs_tokenizer *t, tk_scratch *s, const char *p, size_t n, int first,
+                         tk_ids *out)
+{
+    tk_pieces *pieces;
+    if (!n)
+        return HS_OK;
+    int rc = tk_pretokenize(t, s, p, n, first, &pieces);
+    for (size_t i = 0; !rc && i < pieces->n; i++)
+        rc = tk_bpe(t, s, pieces->p[i].p, pieces->p[i].n, out);
+    return rc;
+}
+
+/* a stretch of the text between added tokens: normalized, then the
+ * normalized added tokens cut out of it */
+static int encode_stretch(const hs_tokenizer *t, tk_scratch *s, const char *p, size_t n, int first,
+                          tk_ids *out)
+{
+    const char *norm;
+    size_t nn;
+    if (!n)
+        return HS_OK;
+    int rc = tk_normalize(t, s, p, n, &norm, &nn);
+    return rc ? rc : split_added(t, s, norm, nn, 1, first, encode_pieces, out);
+}
+
+static int encode_text(const hs_tokenizer *t, tk_scratch *s, const char *text, size_t len,
+                       tk_ids *out)
+{
+    return split_added(t, s, text, len, 0, 1, encode_stretch, out);
 }
 
 int hs_tokenizer_encode(const hs_tokenizer *t, const char *text, size_t len, int add_special,
