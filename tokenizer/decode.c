@@ -159,11 +159,12 @@ static int dec_step(const hs_tokenizer *t, const tk_dec *d, const toklist *in, t
             /* HF: the first token's replacements vanish when a space was prepended */
             int drop = i == 0 && d->start != 0 && !display;
             rc = replace_all(&r, s, &d->a, " ", drop ? 0 : 1);
-        } else { /* Strip: up to start leading and stop trailing copies of a */
+        } else { /* Strip: up to start leading and stop trailing copies of a (a display
+                  * string keeps them: stripping is for the text as a whole) */
             size_t a = 0, b = s->n;
             for (int k = 0; k < d->start && !display && a + d->a.n <= b && !memcmp(s->p + a, d->a.s, d->a.n); k++)
                 a += d->a.n;
-            for (int k = 0; k < d->stop && b >= a + d->a.n && !memcmp(s->p + b - d->a.n, d->a.s, d->a.n); k++)
+            for (int k = 0; k < d->stop && !display && b >= a + d->a.n && !memcmp(s->p + b - d->a.n, d->a.s, d->a.n); k++)
                 b -= d->a.n;
             rc = tk_buf_add(&r, s->p + a, b - a);
         }

@@ -575,6 +575,12 @@ static int max_id(ctx *c, const cJSON *vocab, const cJSON *added, int *n_ids)
         }
         top = id->valuedouble > top ? id->valuedouble : top;
     }
+    /* real vocabularies are dense; a stray huge id would allocate gigabytes */
+    int count = cJSON_GetArraySize(vocab) + (added ? cJSON_GetArraySize(added) : 0);
+    if (top >= 4.0 * count + 1024) {
+        snprintf(c->path, sizeof c->path, "model.vocab");
+        return bad(c, "the largest id is far beyond the number of tokens (ids must be dense)");
+    }
     *n_ids = (int)top + 1;
     return HS_OK;
 }
