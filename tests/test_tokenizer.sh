@@ -53,7 +53,7 @@ tokenize_prints_ids_and_tokens() {
     expect_eq "$a" "$OUT" "--in and --text" || return 1
     # half a character shows its byte; a newline stays a JSON escape
     gpt2_dir || return 1
-    hs tokenize --tokenizer gpt2 --text "e$(printf '\xcc\x81')"$'\n' --json
+    hs tokenize --tokenizer gpt2/vocab.json --text "e$(printf '\xcc\x81')"$'\n' --json
     expect_eq "$OUT" '{"ids":[68,136,223,198],"tokens":["e","<0xCC>","<0x81>","\n"]}' \
         "GPT-2 bytes" || return 1
 }

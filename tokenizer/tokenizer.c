@@ -101,14 +101,22 @@ int hs_tokenizer_open(hs_tokenizer **tok, const char *path)
     *tok = NULL;
     char json[4096], vocab[4096], merges[4096];
     const char *file = path;
-    int dir = is_dir(path);
+    int dir = is_dir(path), gpt2 = 0;
+    /* GPT-2's vocab.json named itself: merges.txt beside it */
+    size_t len = strlen(path);
+    if (!dir && len >= 10 && !strcmp(path + len - 10, "vocab.json") &&
+        (len == 10 || path[len - 11] == '/') && len < sizeof vocab) {
+        snprintf(vocab, sizeof vocab, "%s", path);
+        snprintf(merges, sizeof merges, "%.*smerges.txt", (int)(len - 10), path);
+        gpt2 = is_file(merges);
+    }
     if (dir) {
         join(json, sizeof json, path, "tokenizer.json");
         join(vocab, sizeof vocab, path, "vocab.json");
         join(merges, sizeof merges, path, "merges.txt");
         if (is_file(json))
             file = json;
-        else if (!is_file(vocab) || !is_file(merges))
+        else if (!(gpt2 = is_file(vocab) && is_file(merges)))
             return hs_fail(HS_EIO, "%s: no tokenizer.json, nor vocab.json with merges.txt", path);
     }
     hs_tokenizer *t = calloc(1, sizeof *t);
@@ -117,7 +125,7 @@ int hs_tokenizer_open(hs_tokenizer **tok, const char *path)
     t->unk = -1;
     t->path = strdup(path);
     int rc = !t->path ? hs_fail(HS_ENOMEM, "tokenizer: %s", path)
-             : (dir && file != json) ? tk_load_gpt2(t, vocab, merges)
+             : gpt2 ? tk_load_gpt2(t, vocab, merges)
                                     : tk_load_json(t, file);
     if (rc) {
         hs_tokenizer_free(t);

@@ -17,7 +17,8 @@
 typedef struct hs_tokenizer hs_tokenizer;
 
 /* path is a tokenizer.json file, a directory holding tokenizer.json, or a
- * directory holding vocab.json + merges.txt (tokenizer.json preferred).
+ * directory holding vocab.json + merges.txt (tokenizer.json preferred), or
+ * such a vocab.json itself.
  * HS_EIO naming the file when none can be read; HS_EFORMAT naming the JSON
  * field of anything malformed or unsupported. */
 int hs_tokenizer_open(hs_tokenizer **tok, const char *path);
