@@ -12,25 +12,20 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tok_internal.h"
+#include "hf_json.h"
 
-/* GPT-2's split pattern (HF ByteLevel's use_regex) */
-const char TK_GPT2_PATTERN[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+void *tkj_grow(void *p, int n, size_t size)
+{
+    return realloc(p, (size_t)(n + 1) * size);
+}
 
-typedef struct {
-    const char *file;
-    char path[256]; /* the field being read */
-} ctx;
-
-static int bad(const ctx *c, const char *what)
+int tkj_bad(const tkj_ctx *c, const char *what)
 {
     return hs_fail(HS_EFORMAT, "%s: %s: %s", c->file, c->path, what);
 }
 
 /* c->path extended by .key or [i]; returns the length to cut it back to */
-static size_t push(ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static size_t push(ctx *c, const char *fmt, ...)
+size_t tkj_push(tkj_ctx *c, const char *fmt, ...)
 {
     size_t n = strlen(c->path);
     va_list ap;
@@ -66,7 +61,7 @@ static char *read_file(const char *path, size_t *n)
     return buf;
 }
 
-static int dup_str(tk_str *d, const char *s, size_t n)
+int tkj_dup_str(tk_str *d, const char *s, size_t n)
 {
     d->s = malloc(n + 1);
     if (!d->s)
@@ -77,25 +72,7 @@ static int dup_str(tk_str *d, const char *s, size_t n)
     return HS_OK;
 }
 
-pcre2_code *tk_regex(const char *pat, size_t n, int is_literal, const char *field)
-{
-    int err;
-    PCRE2_SIZE at;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, n,
-                                   is_literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP,
-                                   &err, &at, NULL);
-    if (!re) {
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(err, msg, sizeof msg);
-        hs_fail(HS_EFORMAT, "%s: regex error at offset %zu: %s", field, (size_t)at, (char *)msg);
-        return NULL;
-    }
-    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* the interpreter when JIT is not there */
-    return re;
-}
-
-/* a child that must be a string (or absent: def) */
-static int get_string(ctx *c, const cJSON *o, const char *key, const char *def, const char **out)
+int tkj_get_string(tkj_ctx *c, const cJSON *o, const char *key, const char *def, const char **out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v || cJSON_IsNull(v)) {
@@ -106,13 +83,13 @@ static int get_string(ctx *c, const cJSON *o, const char *key, const char *def, 
         *out = v->valuestring;
         return HS_OK;
     }
-    size_t at = push(c, ".%s", key);
-    int rc = bad(c, v ? "a string expected" : "missing");
+    size_t at = tkj_push(c, ".%s", key);
+    int rc = tkj_bad(c, v ? "a string expected" : "missing");
     c->path[at] = 0;
     return rc;
 }
 
-static int get_bool(ctx *c, const cJSON *o, const char *key, int def, int *out)
+int tkj_get_bool(tkj_ctx *c, const cJSON *o, const char *key, int def, int *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v || cJSON_IsNull(v)) {
@@ -123,322 +100,30 @@ static int get_bool(ctx *c, const cJSON *o, const char *key, int def, int *out)
         *out = cJSON_IsTrue(v);
         return HS_OK;
     }
-    size_t at = push(c, ".%s", key);
-    int rc = bad(c, "true or false expected");
+    size_t at = tkj_push(c, ".%s", key);
+    int rc = tkj_bad(c, "true or false expected");
     c->path[at] = 0;
     return rc;
 }
 
 /* pattern {"String": s} or {"Regex": r}; *re NULL for a string when want_string */
-static int get_pattern(ctx *c, const cJSON *o, pcre2_code **re, tk_str *lit, int want_string)
-{
-    size_t at = push(c, ".%s", "pattern");
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "pattern");
-    const cJSON *s = cJSON_GetObjectItemCaseSensitive(p, "String");
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(p, "Regex");
-    int rc = HS_OK;
-    if (cJSON_IsString(s) && want_string)
-        rc = dup_str(lit, s->valuestring, strlen(s->valuestring));
-    else if (cJSON_IsString(s) || cJSON_IsString(r)) {
-        const char *pat = cJSON_IsString(s) ? s->valuestring : r->valuestring;
-        char field[300];
-        snprintf(field, sizeof field, "%s: %s", c->file, c->path);
-        *re = tk_regex(pat, strlen(pat), cJSON_IsString(s), field);
-        rc = *re ? HS_OK : HS_EFORMAT;
-    } else
-        rc = bad(c, "{\"String\": ...} or {\"Regex\": ...} expected");
-    c->path[at] = 0;
-    return rc;
-}
-
-static const char *type_of(const cJSON *o)
+const char *tkj_type_of(const cJSON *o)
 {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "type");
     return cJSON_IsString(t) ? t->valuestring : NULL;
 }
 
-static int unsupported_type(ctx *c, const char *type, const char *supported)
+int tkj_unsupported_type(tkj_ctx *c, const char *type, const char *supported)
 {
-    size_t at = push(c, ".%s", "type");
+    size_t at = tkj_push(c, ".%s", "type");
     char msg[300];
     snprintf(msg, sizeof msg, "\"%s\" is not supported (%s)", type ? type : "(missing)", supported);
-    int rc = bad(c, msg);
+    int rc = tkj_bad(c, msg);
     c->path[at] = 0;
     return rc;
 }
 
 /* the children of a Sequence, each read by fn */
-static int each_child(ctx *c, const cJSON *o, const char *key, hs_tokenizer *t,
-                      int (*fn)(ctx *, const cJSON *, hs_tokenizer *))
-{
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, key);
-    size_t at = push(c, ".%s", key);
-    if (!cJSON_IsArray(arr)) {
-        int rc = bad(c, "an array expected");
-        c->path[at] = 0;
-        return rc;
-    }
-    int i = 0, rc = HS_OK;
-    for (const cJSON *e = arr->child; e && !rc; e = e->next, i++) {
-        size_t at2 = push(c, "[%d]", i);
-        rc = fn(c, e, t);
-        c->path[at2] = 0;
-    }
-    c->path[at] = 0;
-    return rc;
-}
-
-static void *grow(void *p, int n, size_t size)
-{
-    return realloc(p, (size_t)(n + 1) * size);
-}
-
-/* ---- normalizers ---- */
-
-static int read_normalizer(ctx *c, const cJSON *o, hs_tokenizer *t)
-{
-    const char *type = type_of(o);
-    if (type && !strcmp(type, "Sequence"))
-        return each_child(c, o, "normalizers", t, read_normalizer);
-    static const char *const simple[] = { "NFC", "NFKC", "NFD", "NFKD", "Lowercase" };
-    tk_norm n = { .type = -1 };
-    for (int i = 0; i < 5; i++)
-        if (type && !strcmp(type, simple[i]))
-            n.type = i;
-    const char *s = "";
-    int rc = HS_OK;
-    if (n.type >= 0)
-        ;
-    else if (type && !strcmp(type, "Prepend")) {
-        n.type = TK_PREPEND;
-        rc = get_string(c, o, "prepend", NULL, &s);
-        if (!rc)
-            rc = dup_str(&n.a, s, strlen(s));
-    } else if (type && !strcmp(type, "Replace")) {
-        n.type = TK_REPLACE;
-        rc = get_pattern(c, o, &n.re, &n.a, 1);
-        if (!rc && !(rc = get_string(c, o, "content", NULL, &s)))
-            rc = dup_str(&n.b, s, strlen(s));
-    } else
-        return unsupported_type(c, type, "NFC, NFKC, NFD, NFKD, Lowercase, Prepend, Replace, Sequence");
-    tk_norm *g = grow(t->norm, t->n_norm, sizeof *g);
-    if (!g) {
-        free(n.a.s), free(n.b.s), pcre2_code_free(n.re);
-        return hs_fail(HS_ENOMEM, "tokenizer: normalizers");
-    }
-    t->norm = g;
-    t->norm[t->n_norm++] = n; /* owned from here, freed with t even on an error */
-    return rc;
-}
-
-/* ---- pre-tokenizers ---- */
-
-static int read_metaspace_scheme(ctx *c, const cJSON *o, int *prepend)
-{
-    const char *scheme = "";
-    int aps = 1;
-    int rc = get_string(c, o, "prepend_scheme", "", &scheme);
-    if (!rc)
-        rc = get_bool(c, o, "add_prefix_space", 1, &aps);
-    if (rc)
-        return rc;
-    if (!*scheme)
-        *prepend = aps ? 2 : 0;
-    else if (!strcmp(scheme, "always") || !strcmp(scheme, "first") || !strcmp(scheme, "never"))
-        *prepend = scheme[0] == 'a' ? 2 : scheme[0] == 'f' ? 1 : 0;
-    else {
-        size_t at = push(c, ".%s", "prepend_scheme");
-        rc = bad(c, "always, first or never expected");
-        c->path[at] = 0;
-    }
-    return rc;
-}
-
-static int read_pre(ctx *c, const cJSON *o, hs_tokenizer *t)
-{
-    const char *type = type_of(o);
-    if (type && !strcmp(type, "Sequence"))
-        return each_child(c, o, "pretokenizers", t, read_pre);
-    tk_pre p = { .type = -1 };
-    int rc = HS_OK;
-    const char *s = "";
-    if (t->n_pre && t->pre[t->n_pre - 1].type == TK_BYTELEVEL)
-        return bad(c, "a pre-tokenizer after ByteLevel is not supported");
-    if (type && !strcmp(type, "ByteLevel")) {
-        int use_regex = 1;
-        p.type = TK_BYTELEVEL;
-        t->byte_level = 1;
-        rc = get_bool(c, o, "add_prefix_space", 1, &p.add_prefix_space);
-        if (!rc)
-            rc = get_bool(c, o, "use_regex", 1, &use_regex);
-        if (!rc && use_regex) {
-            p.re = tk_regex(TK_GPT2_PATTERN, sizeof TK_GPT2_PATTERN - 1, 0, "GPT-2 pattern");
-            rc = p.re ? HS_OK : HS_EFORMAT;
-        }
-    } else if (type && !strcmp(type, "Split")) {
-        static const char *const names[] = { "Isolated", "Removed", "MergedWithPrevious",
-                                             "MergedWithNext", "Contiguous" };
-        p.type = TK_SPLIT;
-        rc = get_pattern(c, o, &p.re, NULL, 0);
-        if (!rc)
-            rc = get_bool(c, o, "invert", 0, &p.invert);
-        if (!rc && !(rc = get_string(c, o, "behavior", NULL, &s))) {
-            p.behavior = -1;
-            for (int i = 0; i < 5; i++)
-                if (!strcmp(s, names[i]))
-                    p.behavior = i;
-            if (p.behavior < 0) {
-                size_t at = push(c, ".%s", "behavior");
-                rc = bad(c, "Isolated, Removed, MergedWithPrevious, MergedWithNext or "
-                            "Contiguous expected");
-                c->path[at] = 0;
-            }
-        }
-    } else if (type && !strcmp(type, "Metaspace")) {
-        p.type = TK_METASPACE;
-        rc = get_string(c, o, "replacement", "\xe2\x96\x81", &s);
-        if (!rc)
-            rc = dup_str(&p.repl, s, strlen(s));
-        if (!rc)
-            rc = read_metaspace_scheme(c, o, &p.prepend);
-        if (!rc)
-            rc = get_bool(c, o, "split", 1, &p.split);
-    } else
-        return unsupported_type(c, type, "ByteLevel, Split, Metaspace, Sequence");
-    tk_pre *g = grow(t->pre, t->n_pre, sizeof *g);
-    if (!g) {
-        pcre2_code_free(p.re), free(p.repl.s);
-        return hs_fail(HS_ENOMEM, "tokenizer: pre-tokenizers");
-    }
-    t->pre = g;
-    t->pre[t->n_pre++] = p;
-    return rc;
-}
-
-/* ---- decoders ---- */
-
-static int read_dec(ctx *c, const cJSON *o, hs_tokenizer *t)
-{
-    const char *type = type_of(o);
-    if (type && !strcmp(type, "Sequence"))
-        return each_child(c, o, "decoders", t, read_dec);
-    tk_dec d = { .type = -1 };
-    int rc = HS_OK;
-    const char *s = "";
-    if (type && !strcmp(type, "ByteLevel"))
-        d.type = TK_D_BYTELEVEL;
-    else if (type && !strcmp(type, "ByteFallback"))
-        d.type = TK_D_BYTEFALLBACK;
-    else if (type && !strcmp(type, "Fuse"))
-        d.type = TK_D_FUSE;
-    else if (type && !strcmp(type, "Metaspace")) {
-        d.type = TK_D_METASPACE;
-        rc = get_string(c, o, "replacement", "\xe2\x96\x81", &s);
-        if (!rc)
-            rc = dup_str(&d.a, s, strlen(s));
-        if (!rc)
-            rc = read_metaspace_scheme(c, o, &d.start);
-    } else if (type && !strcmp(type, "Strip")) {
-        d.type = TK_D_STRIP;
-        const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "start");
-        const cJSON *sp = cJSON_GetObjectItemCaseSensitive(o, "stop");
-        rc = get_string(c, o, "content", NULL, &s);
-        if (!rc)
-            rc = dup_str(&d.a, s, strlen(s));
-        if (!rc && (!cJSON_IsNumber(st) || !cJSON_IsNumber(sp) || st->valuedouble < 0 ||
-                    sp->valuedouble < 0 || st->valuedouble > 1e6 || sp->valuedouble > 1e6))
-            rc = bad(c, "Strip: start and stop counts expected");
-        if (!rc)
-            d.start = st->valueint, d.stop = sp->valueint;
-    } else if (type && !strcmp(type, "Replace")) {
-        d.type = TK_D_REPLACE;
-        pcre2_code *re = NULL;
-        rc = get_pattern(c, o, &re, &d.a, 1);
-        if (re) {
-            pcre2_code_free(re);
-            rc = bad(c, "Replace with a Regex pattern is not supported in a decoder");
-        }
-        if (!rc && !(rc = get_string(c, o, "content", NULL, &s)))
-            rc = dup_str(&d.b, s, strlen(s));
-    } else
-        return unsupported_type(c, type, "ByteLevel, Metaspace, ByteFallback, Fuse, Strip, "
-                                         "Replace, Sequence");
-    tk_dec *g = grow(t->dec, t->n_dec, sizeof *g);
-    if (!g) {
-        free(d.a.s), free(d.b.s);
-        return hs_fail(HS_ENOMEM, "tokenizer: decoders");
-    }
-    t->dec = g;
-    t->dec[t->n_dec++] = d;
-    return rc;
-}
-
-/* ---- post-processors ---- */
-
-static int special_ids(ctx *c, const cJSON *specials, const char *name, tk_template *tp, int after)
-{
-    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(specials, name);
-    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(sp, "ids");
-    if (!cJSON_IsArray(ids)) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "special token \"%.100s\" has no ids in special_tokens", name);
-        return bad(c, msg);
-    }
-    for (const cJSON *e = ids->child; e; e = e->next) {
-        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 1e9)
-            return bad(c, "special_tokens: ids must be non-negative integers");
-        int32_t **arr = after ? &tp->post : &tp->pre;
-        int *n = after ? &tp->npost : &tp->npre;
-        int32_t *g = realloc(*arr, (size_t)(*n + 1) * sizeof *g);
-        if (!g)
-            return hs_fail(HS_ENOMEM, "tokenizer: template");
-        *arr = g;
-        g[(*n)++] = (int32_t)e->valuedouble;
-    }
-    return HS_OK;
-}
-
-static int read_post(ctx *c, const cJSON *o, hs_tokenizer *t)
-{
-    const char *type = type_of(o);
-    if (type && !strcmp(type, "Sequence"))
-        return each_child(c, o, "processors", t, read_post);
-    if (type && !strcmp(type, "ByteLevel"))
-        return HS_OK; /* offsets only */
-    if (!type || strcmp(type, "TemplateProcessing"))
-        return unsupported_type(c, type, "TemplateProcessing, ByteLevel, Sequence");
-    tk_template *g = grow(t->post, t->n_post, sizeof *g);
-    if (!g)
-        return hs_fail(HS_ENOMEM, "tokenizer: post-processors");
-    t->post = g;
-    tk_template *tp = &t->post[t->n_post++];
-    memset(tp, 0, sizeof *tp);
-    const cJSON *single = cJSON_GetObjectItemCaseSensitive(o, "single");
-    const cJSON *specials = cJSON_GetObjectItemCaseSensitive(o, "special_tokens");
-    size_t at = push(c, ".%s", "single");
-    int rc = cJSON_IsArray(single) ? HS_OK : bad(c, "an array expected");
-    int seen_a = 0, i = 0;
-    for (const cJSON *e = single ? single->child : NULL; e && !rc; e = e->next, i++) {
-        size_t at2 = push(c, "[%d]", i);
-        const cJSON *st = cJSON_GetObjectItemCaseSensitive(e, "SpecialToken");
-        const cJSON *sq = cJSON_GetObjectItemCaseSensitive(e, "Sequence");
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(st ? st : sq, "id");
-        if (!cJSON_IsString(id))
-            rc = bad(c, "{\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": {\"id\": \"A\"}} expected");
-        else if (sq && (strcmp(id->valuestring, "A") || seen_a))
-            rc = bad(c, "a single sequence holds sequence A once");
-        else if (sq)
-            seen_a = 1;
-        else
-            rc = special_ids(c, specials, id->valuestring, tp, seen_a);
-        c->path[at2] = 0;
-    }
-    if (!rc && !seen_a)
-        rc = bad(c, "no {\"Sequence\": {\"id\": \"A\"}}");
-    c->path[at] = 0;
-    return rc;
-}
-
 /* ---- the model ---- */
 
 /* the byte-level alphabet undone: raw bytes of a vocabulary string, or the
@@ -453,7 +138,7 @@ static int undo_bytelevel(const char *s, size_t n, tk_str *out)
         int byte = l ? tk_cp_to_byte(cp) : -1;
         if (byte < 0) {
             free(b.p);
-            return dup_str(out, s, n);
+            return tkj_dup_str(out, s, n);
         }
         unsigned char ch = (unsigned char)byte;
         if (tk_buf_add(&b, &ch, 1))
@@ -479,7 +164,7 @@ static int32_t model_id(const hs_tokenizer *t, const char *s, size_t n)
     return id;
 }
 
-static int add_merge(ctx *c, hs_tokenizer *t, const char *a, size_t an, const char *b, size_t bn,
+static int add_merge(tkj_ctx *c, hs_tokenizer *t, const char *a, size_t an, const char *b, size_t bn,
                      int rank)
 {
     int32_t ia = model_id(t, a, an), ib = model_id(t, b, bn);
@@ -495,23 +180,23 @@ static int add_merge(ctx *c, hs_tokenizer *t, const char *a, size_t an, const ch
         char msg[300];
         snprintf(msg, sizeof msg, "\"%.*s %.*s\": %s is not in the vocabulary", (int)(an < 60 ? an : 60),
                  a, (int)(bn < 60 ? bn : 60), b, ia < 0 ? "the left token" : ib < 0 ? "the right token" : "the merged token");
-        return bad(c, msg);
+        return tkj_bad(c, msg);
     }
     tk_mergemap_put(&t->merges, ia, ib, rank, iab);
     return HS_OK;
 }
 
-static int read_merges(ctx *c, hs_tokenizer *t, const cJSON *merges)
+static int read_merges(tkj_ctx *c, hs_tokenizer *t, const cJSON *merges)
 {
     int n = cJSON_GetArraySize(merges), rank = 0, rc;
     if ((rc = tk_mergemap_init(&t->merges, (size_t)n)))
         return rc;
     for (const cJSON *e = merges->child; e; e = e->next, rank++) {
-        size_t at = push(c, "[%d]", rank);
+        size_t at = tkj_push(c, "[%d]", rank);
         if (cJSON_IsString(e)) {
             const char *s = e->valuestring, *sp = strchr(s, ' ');
             if (!sp || strchr(sp + 1, ' '))
-                rc = bad(c, "\"left right\" expected (one space)");
+                rc = tkj_bad(c, "\"left right\" expected (one space)");
             else
                 rc = add_merge(c, t, s, (size_t)(sp - s), sp + 1, strlen(sp + 1), rank);
         } else if (cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 && cJSON_IsString(e->child) &&
@@ -519,7 +204,7 @@ static int read_merges(ctx *c, hs_tokenizer *t, const cJSON *merges)
             const char *a = e->child->valuestring, *b = e->child->next->valuestring;
             rc = add_merge(c, t, a, strlen(a), b, strlen(b), rank);
         } else
-            rc = bad(c, "\"left right\" or [\"left\", \"right\"] expected");
+            rc = tkj_bad(c, "\"left right\" or [\"left\", \"right\"] expected");
         c->path[at] = 0;
         if (rc)
             return rc;
@@ -528,20 +213,20 @@ static int read_merges(ctx *c, hs_tokenizer *t, const cJSON *merges)
 }
 
 /* the vocabulary object {token: id}: tok and raw filled (n_ids known) */
-static int read_vocab(ctx *c, hs_tokenizer *t, const cJSON *vocab)
+static int read_vocab(tkj_ctx *c, hs_tokenizer *t, const cJSON *vocab)
 {
     for (const cJSON *e = vocab->child; e; e = e->next) {
         int id = (int)e->valuedouble;
         if (t->tok[id].s) {
-            size_t at = push(c, ".\"%.80s\"", e->string ? e->string : "");
-            int rc = bad(c, "a second token with this id");
+            size_t at = tkj_push(c, ".\"%.80s\"", e->string ? e->string : "");
+            int rc = tkj_bad(c, "a second token with this id");
             c->path[at] = 0;
             return rc;
         }
-        int rc = dup_str(&t->tok[id], e->string, strlen(e->string));
+        int rc = tkj_dup_str(&t->tok[id], e->string, strlen(e->string));
         if (!rc)
             rc = t->byte_level ? undo_bytelevel(e->string, strlen(e->string), &t->raw[id])
-                               : dup_str(&t->raw[id], e->string, strlen(e->string));
+                               : tkj_dup_str(&t->raw[id], e->string, strlen(e->string));
         if (rc)
             return rc;
     }
@@ -549,15 +234,15 @@ static int read_vocab(ctx *c, hs_tokenizer *t, const cJSON *vocab)
 }
 
 /* the largest id of the vocabulary and the added tokens; ids checked */
-static int max_id(ctx *c, const cJSON *vocab, const cJSON *added, int *n_ids)
+static int max_id(tkj_ctx *c, const cJSON *vocab, const cJSON *added, int *n_ids)
 {
     double top = -1;
-    size_t at = push(c, ".%s", "vocab");
+    size_t at = tkj_push(c, ".%s", "vocab");
     for (const cJSON *e = vocab->child; e; e = e->next) {
         if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 1e8 ||
             e->valuedouble != (int)e->valuedouble) {
-            size_t at2 = push(c, ".\"%.80s\"", e->string ? e->string : "");
-            int rc = bad(c, "an id from 0 to 10^8 expected");
+            size_t at2 = tkj_push(c, ".\"%.80s\"", e->string ? e->string : "");
+            int rc = tkj_bad(c, "an id from 0 to 10^8 expected");
             c->path[at2] = 0;
             return rc;
         }
@@ -571,7 +256,7 @@ static int max_id(ctx *c, const cJSON *vocab, const cJSON *added, int *n_ids)
         if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > 1e8 ||
             !cJSON_IsString(ct) || !ct->valuestring[0]) {
             snprintf(c->path, sizeof c->path, "added_tokens[%d]", i);
-            return bad(c, "an object with an id and a non-empty content expected");
+            return tkj_bad(c, "an object with an id and a non-empty content expected");
         }
         top = id->valuedouble > top ? id->valuedouble : top;
     }
@@ -579,40 +264,40 @@ static int max_id(ctx *c, const cJSON *vocab, const cJSON *added, int *n_ids)
     int count = cJSON_GetArraySize(vocab) + (added ? cJSON_GetArraySize(added) : 0);
     if (top >= 4.0 * count + 1024) {
         snprintf(c->path, sizeof c->path, "model.vocab");
-        return bad(c, "the largest id is far beyond the number of tokens (ids must be dense)");
+        return tkj_bad(c, "the largest id is far beyond the number of tokens (ids must be dense)");
     }
     *n_ids = (int)top + 1;
     return HS_OK;
 }
 
-static int read_added(ctx *c, hs_tokenizer *t, const cJSON *added)
+static int read_added(tkj_ctx *c, hs_tokenizer *t, const cJSON *added)
 {
     int i = 0;
     for (const cJSON *e = added ? added->child : NULL; e; e = e->next, i++) {
         snprintf(c->path, sizeof c->path, "added_tokens[%d]", i);
         tk_added a = { .id = (int32_t)cJSON_GetObjectItemCaseSensitive(e, "id")->valuedouble };
         const char *s = cJSON_GetObjectItemCaseSensitive(e, "content")->valuestring;
-        int rc = get_bool(c, e, "special", 0, &a.special);
+        int rc = tkj_get_bool(c, e, "special", 0, &a.special);
         if (!rc)
-            rc = get_bool(c, e, "lstrip", 0, &a.lstrip);
+            rc = tkj_get_bool(c, e, "lstrip", 0, &a.lstrip);
         if (!rc)
-            rc = get_bool(c, e, "rstrip", 0, &a.rstrip);
+            rc = tkj_get_bool(c, e, "rstrip", 0, &a.rstrip);
         if (!rc)
-            rc = get_bool(c, e, "single_word", 0, &a.single_word);
+            rc = tkj_get_bool(c, e, "single_word", 0, &a.single_word);
         if (!rc)
-            rc = get_bool(c, e, "normalized", !a.special, &a.normalized);
+            rc = tkj_get_bool(c, e, "normalized", !a.special, &a.normalized);
         if (rc)
             return rc;
-        tk_added *g = grow(t->added, t->n_added, sizeof *g);
+        tk_added *g = tkj_grow(t->added, t->n_added, sizeof *g);
         if (!g)
             return hs_fail(HS_ENOMEM, "tokenizer: added tokens");
         t->added = g;
-        if ((rc = dup_str(&a.content, s, strlen(s))))
+        if ((rc = tkj_dup_str(&a.content, s, strlen(s))))
             return rc;
         t->added[t->n_added++] = a;
         free(t->tok[a.id].s);
         t->tok[a.id] = (tk_str){ 0 };
-        if ((rc = dup_str(&t->tok[a.id], s, strlen(s))))
+        if ((rc = tkj_dup_str(&t->tok[a.id], s, strlen(s))))
             return rc;
         t->is_special[a.id] = a.special ? 1 : 2;
     }
@@ -620,44 +305,44 @@ static int read_added(ctx *c, hs_tokenizer *t, const cJSON *added)
     return HS_OK;
 }
 
-static int read_model(ctx *c, hs_tokenizer *t, const cJSON *root)
+static int read_model(tkj_ctx *c, hs_tokenizer *t, const cJSON *root)
 {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
     strcpy(c->path, "model");
     if (!cJSON_IsObject(m))
-        return bad(c, "an object expected");
-    const char *type = type_of(m);
+        return tkj_bad(c, "an object expected");
+    const char *type = tkj_type_of(m);
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(m, "vocab");
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(m, "merges");
     if (type ? strcmp(type, "BPE") : !merges)
-        return unsupported_type(c, type, "BPE only");
+        return tkj_unsupported_type(c, type, "BPE only");
     const cJSON *drop = cJSON_GetObjectItemCaseSensitive(m, "dropout");
     if (drop && !cJSON_IsNull(drop) && !(cJSON_IsNumber(drop) && drop->valuedouble == 0))
-        return bad(c, "dropout is not supported (null expected)");
+        return tkj_bad(c, "dropout is not supported (null expected)");
     static const char *const affixes[] = { "continuing_subword_prefix", "end_of_word_suffix" };
     for (int i = 0; i < 2; i++) {
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(m, affixes[i]);
         if (a && !cJSON_IsNull(a) && !(cJSON_IsString(a) && !a->valuestring[0])) {
-            push(c, ".%s", affixes[i]);
-            return bad(c, "not supported (null expected)");
+            tkj_push(c, ".%s", affixes[i]);
+            return tkj_bad(c, "not supported (null expected)");
         }
     }
     if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges)) {
-        push(c, ".%s", cJSON_IsObject(vocab) ? "merges" : "vocab");
-        return bad(c, cJSON_IsObject(vocab) ? "an array expected" : "an object expected");
+        tkj_push(c, ".%s", cJSON_IsObject(vocab) ? "merges" : "vocab");
+        return tkj_bad(c, cJSON_IsObject(vocab) ? "an array expected" : "an object expected");
     }
     const char *unk = "";
-    int rc = get_bool(c, m, "byte_fallback", 0, &t->byte_fallback);
+    int rc = tkj_get_bool(c, m, "byte_fallback", 0, &t->byte_fallback);
     if (!rc)
-        rc = get_bool(c, m, "fuse_unk", 0, &t->fuse_unk);
+        rc = tkj_get_bool(c, m, "fuse_unk", 0, &t->fuse_unk);
     if (!rc)
-        rc = get_bool(c, m, "ignore_merges", 0, &t->ignore_merges);
+        rc = tkj_get_bool(c, m, "ignore_merges", 0, &t->ignore_merges);
     if (!rc)
-        rc = get_string(c, m, "unk_token", "", &unk);
+        rc = tkj_get_string(c, m, "unk_token", "", &unk);
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
     if (!rc && added && !cJSON_IsNull(added) && !cJSON_IsArray(added)) {
         strcpy(c->path, "added_tokens");
-        return bad(c, "an array expected");
+        return tkj_bad(c, "an array expected");
     }
     if (!rc)
         rc = max_id(c, vocab, added, &t->n_ids);
@@ -677,21 +362,21 @@ static int read_model(ctx *c, hs_tokenizer *t, const cJSON *root)
     t->unk = *unk ? tk_strmap_get(&t->vocab, unk, strlen(unk)) : -1;
     if (*unk && t->unk < 0) {
         strcpy(c->path, "model.unk_token");
-        return bad(c, "not in the vocabulary");
+        return tkj_bad(c, "not in the vocabulary");
     }
     return read_added(c, t, added);
 }
 
 /* a top-level component: null, or read by fn */
-static int component(ctx *c, const cJSON *root, const char *key, hs_tokenizer *t,
-                     int (*fn)(ctx *, const cJSON *, hs_tokenizer *))
+static int component(tkj_ctx *c, const cJSON *root, const char *key, hs_tokenizer *t,
+                     int (*fn)(tkj_ctx *, const cJSON *, hs_tokenizer *))
 {
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, key);
     snprintf(c->path, sizeof c->path, "%s", key);
     if (!o || cJSON_IsNull(o))
         return HS_OK;
     if (!cJSON_IsObject(o))
-        return bad(c, "an object or null expected");
+        return tkj_bad(c, "an object or null expected");
     return fn(c, o, t);
 }
 
@@ -710,22 +395,22 @@ int tk_load_json(hs_tokenizer *t, const char *file)
         return rc;
     }
     free(text);
-    ctx c = { .file = file };
+    tkj_ctx c = { .file = file };
     int rc = cJSON_IsObject(root) ? HS_OK : hs_fail(HS_EFORMAT, "%s: a JSON object expected", file);
     const cJSON *trunc = cJSON_GetObjectItemCaseSensitive(root, "truncation");
     if (!rc && trunc && !cJSON_IsNull(trunc))
         rc = hs_fail(HS_EFORMAT, "%s: truncation: not supported (null expected)", file);
     /* the pre-tokenizer first: it decides whether the model works on bytes */
     if (!rc)
-        rc = component(&c, root, "normalizer", t, read_normalizer);
+        rc = component(&c, root, "normalizer", t, tkj_read_normalizer);
     if (!rc)
-        rc = component(&c, root, "pre_tokenizer", t, read_pre);
+        rc = component(&c, root, "pre_tokenizer", t, tkj_read_pre);
     if (!rc)
         rc = read_model(&c, t, root);
     if (!rc)
-        rc = component(&c, root, "post_processor", t, read_post);
+        rc = component(&c, root, "post_processor", t, tkj_read_post);
     if (!rc)
-        rc = component(&c, root, "decoder", t, read_dec);
+        rc = component(&c, root, "decoder", t, tkj_read_dec);
     for (int i = 0; !rc && i < t->n_post; i++)
         for (int k = 0; k < t->post[i].npre + t->post[i].npost; k++) {
             int32_t id = k < t->post[i].npre ? t->post[i].pre[k] : t->post[i].post[k - t->post[i].npre];
@@ -751,7 +436,7 @@ int tk_load_gpt2(hs_tokenizer *t, const char *vocab_file, const char *merges_fil
         cJSON_Delete(vocab);
         return hs_fail(HS_EFORMAT, "%s: a JSON object {token: id} expected", vocab_file);
     }
-    ctx c = { .file = vocab_file };
+    tkj_ctx c = { .file = vocab_file };
     tk_pre p = { .type = TK_BYTELEVEL };
     p.re = tk_regex(TK_GPT2_PATTERN, sizeof TK_GPT2_PATTERN - 1, 0, "GPT-2 pattern");
     t->pre = malloc(sizeof *t->pre);
@@ -796,7 +481,7 @@ int tk_load_gpt2(hs_tokenizer *t, const char *vocab_file, const char *merges_fil
         if (end > s && !(line == 0 && !strncmp(s, "#version", 8))) {
             char *sp = memchr(s, ' ', (size_t)(end - s));
             if (!sp || memchr(sp + 1, ' ', (size_t)(end - sp - 1)))
-                rc = bad(&c, "\"left right\" expected (one space)");
+                rc = tkj_bad(&c, "\"left right\" expected (one space)");
             else
                 rc = add_merge(&c, t, s, (size_t)(sp - s), sp + 1, (size_t)(end - sp - 1), rank++);
         }
@@ -810,7 +495,7 @@ int tk_load_gpt2(hs_tokenizer *t, const char *vocab_file, const char *merges_fil
         if (!t->added)
             return hs_fail(HS_ENOMEM, "tokenizer: added tokens");
         t->added[0] = (tk_added){ .id = eot, .special = 1 };
-        rc = dup_str(&t->added[0].content, "<|endoftext|>", 13);
+        rc = tkj_dup_str(&t->added[0].content, "<|endoftext|>", 13);
         t->n_added = rc ? 0 : 1;
         t->is_special[eot] = 1;
     }

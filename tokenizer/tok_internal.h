@@ -142,12 +142,14 @@ int tk_utf8_put(tk_buf *b, uint32_t cp);
  * Rust's from_utf8_lossy do */
 int tk_utf8_lossy(tk_buf *out, const char *s, size_t n);
 
-/* ---- the file formats (tokenizer/hf_json.c) ---- */
+/* ---- the file formats (tokenizer/hf_json.c; tk_regex in tokenizer/hf_steps.c) ---- */
 int tk_load_json(hs_tokenizer *t, const char *file);
 int tk_load_gpt2(hs_tokenizer *t, const char *vocab_file, const char *merges_file);
 /* compiles a pattern (PCRE2, UTF + UCP; literal when is_literal), JIT when possible */
 pcre2_code *tk_regex(const char *pat, size_t n, int is_literal, const char *field);
-extern const char TK_GPT2_PATTERN[];
+/* GPT-2's split pattern (HF ByteLevel's use_regex) */
+#define TK_GPT2_PATTERN                                                                     \
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 
 /* ---- normalizers and pre-tokenizers (tokenizer/pretok.c) ---- */
 typedef struct {
