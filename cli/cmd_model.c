@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "eval.h"
 #include "study.h"
+#include "tokenizer.h"
 #include "tokens.h"
 #include "train.h"
 
@@ -187,15 +188,32 @@ static int read_bytes(const char *in, int32_t **out, size_t *count)
     return 0;
 }
 
+/* The text of file `in` encoded by the tokenizer at `path` as one document
+ * (malloc'd ids, *vocab its number of ids): 0, or the exit status with the
+ * error printed. */
+static int read_tokenized(const char *in, const char *path, int special, int32_t **out,
+                          size_t *count, int *vocab)
+{
+    hs_tokenizer *tok;
+    if (hs_tokenizer_open(&tok, path))
+        return run_error("tokens");
+    *vocab = hs_tokenizer_vocab_size(tok);
+    int rc = hs_tokenizer_encode_file(tok, in, special, out, count);
+    hs_tokenizer_free(tok);
+    return rc ? run_error("tokens") : 0;
+}
+
 static int cmd_tokens(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *len_s = NULL;
-    int force = 0, json = 0, T = 0;
+    const char *in = NULL, *out = NULL, *len_s = NULL, *tokenizer = NULL;
+    int force = 0, json = 0, T = 0, no_special = 0, vocab = 256;
     double share = 0, random_share = 0;
     long seed = 1;
     opt o[] = {
         { "--in", OPT_STR, &in, 0, "TEXT", "input file, read as bytes", 0 },
         { "--out", OPT_STR, &out, 0, "FILE.bin", "token shard to write (uint16, version 1)", 0 },
+        { "--tokenizer", OPT_STR, &tokenizer, 0, "PATH", "encode the text with this tokenizer (tokenizer.json or a directory; uint32 version-7 shard from 65536 ids)", 0 },
+        { "--no-special", OPT_FLAG, &no_special, 0, NULL, "with --tokenizer: no post-processor special tokens", 0 },
         { "--repeat-share", OPT_DOUBLE, &share, 0, "P", "plant a repeated segment in this share of the sequences", 0 },
         { "--seq-len", OPT_INT, &T, 2, "T", "with --repeat-share: the sequence length batches will read", 0 },
         { "--repeat-len", OPT_STR, &len_s, 0, "MIN:MAX", "length of a planted segment (default 8:T/2)", 0 },
@@ -226,26 +244,29 @@ static int cmd_tokens(int argc, char **argv)
     }
     int32_t *tok;
     size_t n;
-    if ((rc = read_bytes(in, &tok, &n)))
+    if ((rc = tokenizer ? read_tokenized(in, tokenizer, !no_special, &tok, &n, &vocab)
+                        : read_bytes(in, &tok, &n)))
         return rc;
     size_t planted = 0;
     if (share > 0 && n < (size_t)T)
         rc = hs_fail(HS_EINVAL, "%s: %zu bytes hold no sequence of %d", in, n, T);
     else if (share > 0)
-        planted = hs_tokens_plant_repeats(tok, n, T, share, lo, hi, random_share, 256,
+        planted = hs_tokens_plant_repeats(tok, n, T, share, lo, hi, random_share, vocab,
                                           (unsigned long long)seed);
     if (!rc)
-        rc = n < 2 ? hs_fail(HS_EINVAL, "%s: %zu bytes is too short for any batch", in, n)
-                   : hs_tokens_write(out, tok, n);
+        rc = n < 2 ? hs_fail(HS_EINVAL, "%s: %zu %s is too short for any batch", in, n,
+                             tokenizer ? "tokens" : "bytes")
+                   : hs_tokens_write_version(out, tok, n, vocab < 65536 ? 1 : 7);
     free(tok);
     if (rc)
         return run_error("tokens");
     if (json) {
         printf("{\"out\":");
         json_string(stdout, out);
-        printf(",\"tokens\":%zu,\"vocab_size\":256,\"planted\":%zu}\n", n, planted);
+        printf(",\"tokens\":%zu,\"vocab_size\":%d,\"planted\":%zu}\n", n, vocab, planted);
     } else {
-        printf("wrote %zu tokens to %s (byte-level vocabulary of 256)\n", n, out);
+        printf("wrote %zu tokens to %s (%s %d)\n", n, out,
+               tokenizer ? "vocabulary of" : "byte-level vocabulary of", vocab);
         if (share > 0)
             printf("planted a repeated segment in %zu of %zu sequences of %d\n", planted,
                    n / (size_t)T, T);
@@ -513,6 +534,7 @@ static int cmd_train(int argc, char **argv)
 static const opt_rule tokens_rules[] = {
     { "--repeat-share", OPTS_NEEDS, "--seq-len,--repeat-len,--random-share,--seed",
       "they shape the planted segments" },
+    { "--tokenizer", OPTS_NEEDS, "--no-special", "it leaves out the tokenizer's special tokens" },
 };
 
 static const opt_rule train_rules[] = {
@@ -533,15 +555,19 @@ HS_COMMAND(cmd_info_record) = {
 HS_COMMAND(cmd_tokens_record) = {
     .name = "tokens",
     .order = 40,
-    .summary = "Write a byte-level token shard (vocabulary 256) from any file.",
+    .summary = "Write a token shard: bytes (vocabulary 256), or text through --tokenizer.",
     .usage = "headscope tokens --in TEXT --out FILE.bin [options]",
-    .details = "With --repeat-share P --seq-len T the bytes are read as sequences of T (the\n"
+    .details = "With --tokenizer PATH the file's text (UTF-8) is encoded as one document, as\n"
+        "`headscope tokenize` does; the shard holds uint16 tokens when the vocabulary has\n"
+        "fewer than 65536 ids, else uint32 (llm.c's version 7).\n"
+        "With --repeat-share P --seq-len T the bytes are read as sequences of T (the\n"
         "ones a batch of T reads) and a share P of them gets a segment (--repeat-len,\n"
         "default 8:T/2 tokens) copied right after itself, at a random place; with\n"
         "--random-share Q a share Q of those segments is uniform random bytes first,\n"
         "so only copying can predict the repeat: data on which induction heads form.\n\n"
         "example: headscope tokens --in corpus.txt --out corpus.bin\n"
-        "example: headscope tokens --in corpus.txt --out mixed.bin --repeat-share 0.5 --seq-len 64\n",
+        "example: headscope tokens --in corpus.txt --out mixed.bin --repeat-share 0.5 --seq-len 64\n"
+        "example: headscope tokens --tokenizer models/llama3 --in corpus.txt --out corpus.bin\n",
     .run = cmd_tokens,
     OPT_RULES(tokens_rules),
 };
