@@ -76,4 +76,9 @@ for t in sorted({k[0] for k in hs}):
     print(f"| {t} | {c['kernel_fwd_ms']:.1f} / {w['kernel_fwd_ms']:.1f} | "
           f"{c['kernel_fwd_ms'] / w['kernel_fwd_ms']:.2f} | {c['fwd_ms']:.1f} / {w['fwd_ms']:.1f} | "
           f"{c['fwd_ms'] / w['fwd_ms']:.2f} | {fb} | {tp} |")
+T = r0["T"]
+pairs = lambda win: sum(min(t + 1, win) if win else t + 1 for t in range(T))
+print(f"\nVisible query-key pairs, causal / window: {pairs(0) / pairs(W):.2f} (the ideal kernel "
+      f"speed-up); with 64-query blocks the window kernel computes {W + 63} keys a row, the "
+      f"causal one {T / 2 + 32:.0f} on average: {(T / 2 + 32) / (W + 63):.2f}.")
 PY
