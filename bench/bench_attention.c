@@ -7,6 +7,12 @@
  *       attention_torch.py (the core counted as the full T x T square).
  *   bench_attention --threads N --gemm SIZE
  *       OpenBLAS sgemm GFLOP/s on SIZE^3: the practical limit of this machine.
+ *   bench_attention --threads N --window W --shape B,T,d,h[,g] [--backward 0|1]
+ *       sliding window W (0: global causal) at one shape, median ms of: the
+ *       head kernel alone (q, k, v -> z, no maps: what attention costs), the
+ *       module forward without maps (projections included), and with
+ *       --backward 1 the module forward + backward with maps; bench/window.sh
+ *       runs W = 0 and W > 0 side by side.
  *   bench_attention --decode --shape 1,T,d,h,g [--repeat-kv]
  *       incremental decoding of T tokens one at a time with the compact KV
  *       cache, or (--repeat-kv) with K/V expanded to h heads before each step
@@ -99,6 +105,102 @@ static void bench_shape(const shape *sh, int threads, int reps, int warmup, int 
     free(params), free(grads), free(x), free(gout), free(out), free(dx), free(fwd), free(fb);
 }
 
+/* Median ms of reps calls of the step selected by `what` (after warmup). */
+enum { W_KERNEL, W_FWD, W_FWDBWD };
+typedef struct {
+    hs_attn_config c;
+    hs_attn_weights w, dw;
+    hs_real *params, *grads, *x, *gout, *out, *dx, *q, *k, *v, *z;
+    int *win;
+    hs_attn_acts plain, kept; /* forward without maps; with maps for the backward */
+    int B, T;
+} window_bench;
+
+static void window_step(window_bench *wb, int what)
+{
+    const hs_attn_config *c = &wb->c;
+    const int B = wb->B, T = wb->T, H = c->n_heads, G = c->n_kv_heads, dh = c->d_model / H;
+    const hs_attn_mask causal = { 1, NULL };
+    if (what == W_KERNEL) {
+        hs_kv_view kv = { wb->k, wb->v, (size_t)T * G * dh, (size_t)dh, (size_t)G * dh, T };
+        if (hs_attn_heads_forward(wb->z, NULL, wb->q, &kv, &causal, c->window ? wb->win : NULL, 0,
+                                  B, T, H, G, dh, NULL))
+            die("head kernel");
+    } else if (what == W_FWD) {
+        if (hs_attn_forward(wb->out, &wb->plain, &wb->w, c, wb->x, NULL, NULL, &causal, NULL))
+            die("forward");
+    } else {
+        memset(wb->grads, 0, sizeof(hs_real) * hs_attn_param_count(c));
+        memset(wb->dx, 0, sizeof(hs_real) * B * T * c->d_model);
+        if (hs_attn_forward(wb->out, &wb->kept, &wb->w, c, wb->x, NULL, NULL, &causal, NULL) ||
+            hs_attn_backward(wb->dx, NULL, &wb->dw, NULL, wb->gout, &wb->kept, &wb->w, c, wb->x,
+                             NULL, NULL, 0, &causal))
+            die("forward+backward");
+    }
+}
+
+static double window_time(window_bench *wb, int what, int reps, int warmup)
+{
+    double *t = malloc(sizeof(double) * reps);
+    for (int r = -warmup; r < reps; r++) {
+        double t0 = now_s();
+        window_step(wb, what);
+        if (r >= 0)
+            t[r] = (now_s() - t0) * 1e3;
+    }
+    double ms = median(t, reps);
+    free(t);
+    return ms;
+}
+
+static void bench_window(const shape *sh, int threads, int reps, int warmup, int window,
+                         int backward)
+{
+    window_bench wb = { .c = { .d_model = sh->d, .n_heads = sh->h, .n_kv_heads = sh->g,
+                               .window = window },
+                        .B = sh->B, .T = sh->T };
+    if (hs_attn_config_check(&wb.c))
+        die("config");
+    const int B = sh->B, T = sh->T, d = sh->d, H = sh->h, dh = d / H, GD = sh->g * dh;
+    size_t np = hs_attn_param_count(&wb.c), nx = (size_t)B * T * d;
+    wb.params = random_vec(np, 1 / sqrt((double)d), 1);
+    wb.grads = calloc(np, sizeof(hs_real));
+    hs_attn_weights_bind(&wb.w, &wb.c, wb.params);
+    hs_attn_weights_bind(&wb.dw, &wb.c, wb.grads);
+    wb.x = random_vec(nx, 1, 2), wb.gout = random_vec(nx, 1, 3);
+    wb.out = malloc(sizeof(hs_real) * nx), wb.dx = malloc(sizeof(hs_real) * nx);
+    wb.q = random_vec((size_t)B * T * H * dh, 1, 4), wb.z = malloc(sizeof(hs_real) * B * T * H * dh);
+    wb.k = random_vec((size_t)B * T * GD, 1, 5), wb.v = random_vec((size_t)B * T * GD, 1, 6);
+    wb.win = malloc(sizeof(int) * H);
+    for (int h = 0; h < H; h++)
+        wb.win[h] = window;
+    if (hs_attn_acts_alloc(&wb.plain, &wb.c, B, T, T, T, 0))
+        die("activations");
+    double kernel_ms = window_time(&wb, W_KERNEL, reps, warmup);
+    double fwd_ms = window_time(&wb, W_FWD, reps, warmup);
+    hs_attn_acts_free(&wb.plain);
+    double fb_ms = 0;
+    if (backward) {
+        if (hs_attn_acts_alloc(&wb.kept, &wb.c, B, T, T, T, 1))
+            die("activations with maps");
+        fb_ms = window_time(&wb, W_FWDBWD, reps, warmup);
+        hs_attn_acts_free(&wb.kept);
+    }
+    /* Score and mix flops the kernel needs: each query's visible keys. */
+    double keys = 0;
+    for (int t = 0; t < T; t++)
+        keys += window && window < t + 1 ? window : t + 1;
+    const double core = 2.0 * 2.0 * B * H * keys * dh;
+    printf("{\"impl\":\"headscope_window\",\"threads\":%d,\"B\":%d,\"T\":%d,\"d\":%d,\"h\":%d,"
+           "\"g\":%d,\"window\":%d,\"kernel_fwd_ms\":%.4f,\"fwd_ms\":%.4f,\"fwdbwd_ms\":%.4f,"
+           "\"kernel_gflops\":%.4f,\"reps\":%d}\n",
+           threads, B, T, d, H, sh->g, window, kernel_ms, fwd_ms, fb_ms,
+           core / (kernel_ms * 1e-3) / 1e9, reps);
+    fflush(stdout);
+    free(wb.params), free(wb.grads), free(wb.x), free(wb.gout), free(wb.out), free(wb.dx);
+    free(wb.q), free(wb.k), free(wb.v), free(wb.z), free(wb.win);
+}
+
 static void bench_gemm(int n, int threads, int reps)
 {
     float *A = malloc(sizeof(float) * n * n), *Bm = malloc(sizeof(float) * n * n),
@@ -175,6 +277,7 @@ static void bench_decode(const shape *sh, int repeat_kv)
 int main(int argc, char **argv)
 {
     int threads = 1, reps = 10, warmup = 2, causal = 1, gemm = 0, decode = 0, repeat_kv = 0;
+    int window = -1, backward = 1;
     shape shapes[16];
     int nshape = 0;
     for (int i = 1; i < argc; i++) {
@@ -193,6 +296,10 @@ int main(int argc, char **argv)
             warmup = atoi(v), i++;
         else if (!strcmp(a, "--causal"))
             causal = atoi(v), i++;
+        else if (!strcmp(a, "--window"))
+            window = atoi(v), i++;
+        else if (!strcmp(a, "--backward"))
+            backward = atoi(v), i++;
         else if (!strcmp(a, "--gemm"))
             gemm = atoi(v), i++;
         else if (!strcmp(a, "--shape") && nshape < 16 && !parse_shape(v, &shapes[nshape]))
@@ -208,6 +315,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < nshape; i++) {
         if (decode)
             bench_decode(&shapes[i], repeat_kv);
+        else if (window >= 0)
+            bench_window(&shapes[i], threads, reps, warmup, window, backward);
         else
             bench_shape(&shapes[i], threads, reps, warmup, causal);
     }
@@ -215,6 +324,7 @@ int main(int argc, char **argv)
 usage:
     fprintf(stderr, "usage: bench_attention [--threads N] [--reps R] [--warmup W] [--causal 0|1]\n"
                     "                       [--gemm SIZE] [--decode [--repeat-kv]] "
+                    "[--window W [--backward 0|1]] "
                     "--shape B,T,d,h[,g] ...\n");
     return 2;
 }

@@ -40,6 +40,31 @@ int hs_attn_config_check(const hs_attn_config *c)
         return hs_fail(HS_EINVAL,
                        "attention config: n_heads=%d is not divisible by n_kv_heads=%d",
                        c->n_heads, c->n_kv_heads);
+    if (c->window < 0)
+        return hs_fail(HS_EINVAL, "attention config: window=%d must be >= 0 (0: global)",
+                       c->window);
+    for (int h = 0; c->head_window && h < c->n_heads; h++)
+        if (c->head_window[h] < 0)
+            return hs_fail(HS_EINVAL,
+                           "attention config: window=%d of head %d must be >= 0 (0: global)",
+                           c->head_window[h], h);
+    return HS_OK;
+}
+
+/* The head kernel's windows (H of them, or NULL when every head is global)
+ * into *win; *owned is what the caller frees (NULL when none was made). */
+static int head_windows(const int **win, int **owned, const hs_attn_config *c)
+{
+    *owned = NULL;
+    *win = c->head_window;
+    if (c->head_window || !c->window)
+        return HS_OK;
+    int *w = hs_calloc((size_t)c->n_heads, sizeof(int), "attention windows");
+    if (!w)
+        return HS_ENOMEM;
+    for (int h = 0; h < c->n_heads; h++)
+        w[h] = c->window;
+    *win = *owned = w;
     return HS_OK;
 }
 
@@ -261,13 +286,12 @@ static int head_site(const hs_site_hook *site, hs_site s, int layer, hs_real *x,
     return hs_site_call(site, &v);
 }
 
-int hs_attn_forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_attn_config *c,
-                          const hs_real *x, const hs_real *y, const hs_attn_mask *mask,
-                          hs_kv_cache *cache)
+/* hs_attn_forward_heads of a checked configuration, with its windows win. */
+static int forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_attn_config *c,
+                         const hs_real *x, const hs_real *y, const hs_attn_mask *mask,
+                         hs_kv_cache *cache, const int *win)
 {
-    int rc = hs_attn_config_check(c);
-    if (rc)
-        return rc;
+    int rc;
     const int B = a->B, L = a->L, Sn = a->S_new;
     const int d = c->d_model, H = c->n_heads, G = c->n_kv_heads, dh = hs_attn_head_dim(c);
     const int HD = H * dh, GD = G * dh;
@@ -297,7 +321,7 @@ int hs_attn_forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_at
         return hs_fail(HS_EINVAL, "attention: maps were allocated for S=%d keys, forward has %d",
                        a->S, view.S);
     /* Validate before touching the cache, so a rejected call leaves it as it was. */
-    rc = hs_attn_mask_check(mask, prefix, B, L, view.S);
+    rc = hs_attn_mask_check(mask, win, prefix, B, L, view.S, H);
     if (rc)
         return rc;
 
@@ -318,10 +342,26 @@ int hs_attn_forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_at
     if (cache)
         cache_append(cache, a->k, a->v, Sn);
 
-    rc = hs_attn_heads_forward(a->z, a->att, a->q, &view, mask, prefix, B, L, H, G, dh,
+    rc = hs_attn_heads_forward(a->z, a->att, a->q, &view, mask, win, prefix, B, L, H, G, dh,
                                &a->hooks);
     if (!rc)
         rc = head_site(site, HS_SITE_Z, layer, a->z, B, L, H, dh);
+    return rc;
+}
+
+int hs_attn_forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_attn_config *c,
+                          const hs_real *x, const hs_real *y, const hs_attn_mask *mask,
+                          hs_kv_cache *cache)
+{
+    const int *win;
+    int *owned;
+    int rc = hs_attn_config_check(c);
+    if (!rc)
+        rc = head_windows(&win, &owned, c);
+    if (rc)
+        return rc;
+    rc = forward_heads(a, w, c, x, y, mask, cache, win);
+    free(owned);
     return rc;
 }
 
@@ -396,8 +436,13 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
             }
     }
 
-    rc = hs_attn_heads_backward(dq, dk, dv, dz, a->att, a->q, a->k, a->v, mask, B, L, S, H, G,
-                                dh);
+    const int *win;
+    int *owned;
+    if ((rc = head_windows(&win, &owned, c)))
+        return rc;
+    rc = hs_attn_heads_backward(dq, dk, dv, dz, a->att, a->q, a->k, a->v, mask, win, B, L, S, H,
+                                G, dh);
+    free(owned);
     if (rc)
         return rc;
     if (c->rope_theta > 0) {

@@ -48,9 +48,21 @@ typedef struct {
     int rotary_dims;   /* with rope_theta > 0: dims 0..rotary_dims-1 of each head rotate
                           (GPT-NeoX's partial rotary), the rest pass; 0 means dh */
     hs_rope_scaling rope_scaling; /* zero: plain RoPE */
+    const int *head_window; /* NULL: every head uses window; else n_heads windows,
+                               one per query head (0 = global), replacing window */
 } hs_attn_config;
 
-/* HS_OK, or HS_EINVAL naming the offending size. */
+/* Sliding windows. Query t sits at position prefix + t (prefix: the cached
+ * keys before it); with window W > 0 it sees key s only when
+ * prefix + t - W < s <= prefix + t, on top of the padding mask: itself and the
+ * W - 1 keys before it. Blocks of keys wholly outside a block of queries'
+ * windows are never computed, in the forward and the backward: O(L W) work
+ * instead of O(L S). Maps hold exactly 0 outside the window. A window needs
+ * the causal mask (HS_EINVAL naming `window` otherwise, so cross-attention
+ * has none): a window is a look-back, and no family defines a two-sided one.
+ * With a KV cache the keys before the window stay in the cache, unread. */
+
+/* HS_OK, or HS_EINVAL naming the offending size (or a negative window). */
 int hs_attn_config_check(const hs_attn_config *c);
 
 /* dh of a checked configuration. */
@@ -88,7 +100,7 @@ typedef struct {
  * order w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o. */
 void hs_attn_weights_bind(hs_attn_weights *w, const hs_attn_config *c, hs_real *mem);
 
-/* Which keys a query may see. */
+/* Which keys a query may see, besides the configuration's windows (above). */
 typedef struct {
     int causal;                 /* query t sees key s iff s <= prefix + t */
     const unsigned char *valid; /* (B, S) 1 = real key, 0 = padding; NULL = all real.
@@ -110,9 +122,11 @@ void hs_kv_cache_free(hs_kv_cache *cache);
 /* Sees rows of post-softmax maps as the kernel makes them, one block of
  * query rows of one head at a time: P (n rows, ldp apart) are the maps of
  * queries t0..t0+n-1 of head h in batch row b over keys 0..keys-1 (later keys
- * are masked: 0). Called from several threads at once; `thread` (below
- * hs_get_threads()) lets the callee keep per-thread sums. Lets statistics run
- * over long contexts without a T x T buffer. */
+ * are masked: 0; so are keys before a sliding window, which an observed
+ * windowed forward zero-fills: O(L S) stores, as the observer reads them).
+ * Called from several threads at once; `thread` (below hs_get_threads())
+ * lets the callee keep per-thread sums. Lets statistics run over long
+ * contexts without a T x T buffer. */
 typedef struct {
     void (*fn)(void *ctx, int layer, int thread, int b, int h, int t0, int n, const hs_real *P,
                int ldp, int keys);
@@ -191,10 +205,15 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
 
 /* ---- The head-level kernel, for callers that hold q, k, v themselves ---- */
 
-/* HS_OK when every query row has at least one key it may see; otherwise
- * HS_EINVAL naming the first fully masked row (the seed's rule: such a row
- * has no softmax). valid is (B,S). */
-int hs_attn_mask_check(const hs_attn_mask *mask, int prefix, int B, int L, int S);
+/* HS_OK when every query row of every head has at least one key it may see;
+ * otherwise HS_EINVAL naming the first fully masked row (the seed's rule: such
+ * a row has no softmax). window: NULL (every head global) or H windows, one
+ * per query head, 0 = global. A window cannot empty a row by itself (a query
+ * sees its own key), but padding can: the W keys up to query t all padding.
+ * Also HS_EINVAL for a window without the causal mask or a negative one.
+ * valid is (B,S). */
+int hs_attn_mask_check(const hs_attn_mask *mask, const int *window, int prefix, int B, int L,
+                       int S, int H);
 
 /* Where key/value rows live: row s of kv-head j in batch b starts at
  * k + b*sb + j*sh + s*st (same strides for v). Covers both the projection
@@ -206,21 +225,25 @@ typedef struct {
 } hs_kv_view;
 
 /* z (B,L,H*dh) and, when att != NULL, att (B,H,L,S) from q (B,L,H*dh).
- * prefix is the number of cached keys before the first query's own key.
+ * prefix is the number of cached keys before the first query's own key;
+ * window NULL or H windows (hs_attn_mask_check). Every entry of att that the
+ * mask or a window hides is written 0 (with a window that is O(L S) stores,
+ * while the scores and the mix stay O(L W)).
  * hooks (NULL: none) gives the row observer and the pattern hook. Without a
  * pattern hook each block of query rows goes from scores to z in one pass
  * and the maps need not be kept; with one (att required) every map is made
  * first, the hook runs on all of them, and z is mixed from what it left. */
 int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_kv_view *kv,
-                          const hs_attn_mask *mask, int prefix, int B, int L, int H, int G,
-                          int dh, const hs_attn_hooks *hooks);
+                          const hs_attn_mask *mask, const int *window, int prefix, int B, int L,
+                          int H, int G, int dh, const hs_attn_hooks *hooks);
 
 /* Backward of hs_attn_heads_forward for prefix 0 and the projection layout:
  * accumulates dq (B,L,H*dh), dk and dv (B,S,G*dh) from dz (B,L,H*dh) and att.
+ * Reads att only inside each block's causal window (O(L W) with a window).
  * Parallel over (batch, kv-head), so heads sharing K/V never race. */
 int hs_attn_heads_backward(hs_real *dq, hs_real *dk, hs_real *dv, const hs_real *dz,
                            const hs_real *att, const hs_real *q, const hs_real *k,
-                           const hs_real *v, const hs_attn_mask *mask, int B, int L, int S,
-                           int H, int G, int dh);
+                           const hs_real *v, const hs_attn_mask *mask, const int *window,
+                           int B, int L, int S, int H, int G, int dh);
 
 #endif

@@ -3,9 +3,11 @@
  *
  * Blocking keeps the scores of a block (QBLOCK x S) in cache and bounds the
  * scratch memory to one block per thread, so maps are never materialised
- * unless the caller asks for them. With a causal mask a block needs only the
- * keys up to its last query (prefix + t1), so the GEMMs skip most of the
- * masked upper triangle. */
+ * unless the caller asks for them. A block needs only the keys its rows may
+ * see: with a causal mask those up to its last query (prefix + t1), with a
+ * sliding window W also none before its first query's window (prefix + t0 -
+ * W + 1). The GEMMs run over that band alone, so the masked upper triangle is
+ * mostly skipped and a window costs O(L W) instead of O(L S). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@
 enum { QBLOCK = 64 };
 
 static int min_int(int a, int b) { return a < b ? a : b; }
+static int max_int(int a, int b) { return a > b ? a : b; }
 
 static int thread_id(void)
 {
@@ -29,31 +32,56 @@ static int thread_id(void)
 #endif
 }
 
-/* Keys visible to query t: [0, limit) filtered by valid. */
-static int key_limit(const hs_attn_mask *mask, int prefix, int t, int S)
+/* Window of query head h: 0 = global. */
+static int head_window(const int *window, int h) { return window ? window[h] : 0; }
+
+/* Keys query t may see before padding, [*lo, *hi): with the causal rule up
+ * to its own position prefix + t, and with a window W from prefix + t - W + 1.
+ * Both ends only grow with t, so a block's band is [lo of its first row, hi
+ * of its last). */
+static void key_range(const hs_attn_mask *mask, int W, int prefix, int t, int S, int *lo, int *hi)
 {
-    return mask && mask->causal ? min_int(S, prefix + t + 1) : S;
+    const int causal = mask && mask->causal, pos = prefix + t;
+    *hi = causal ? min_int(S, pos + 1) : S;
+    *lo = causal && W > 0 ? max_int(0, pos - W + 1) : 0;
 }
 
-int hs_attn_mask_check(const hs_attn_mask *mask, int prefix, int B, int L, int S)
+int hs_attn_mask_check(const hs_attn_mask *mask, const int *window, int prefix, int B, int L,
+                       int S, int H)
 {
     if (S <= 0 || L <= 0)
         return hs_fail(HS_EINVAL, "attention: empty sequence (L=%d, S=%d)", L, S);
-    for (int b = 0; b < B; b++) {
-        int first = 0;
-        if (mask && mask->valid) {
-            const unsigned char *vb = mask->valid + (size_t)b * S;
-            while (first < S && !vb[first])
-                first++;
-        }
-        /* Query 0 sees the fewest keys; if it has one, every row has one. */
-        if (first >= key_limit(mask, prefix, 0, S))
+    /* The narrowest window hides the most: a row it leaves a key in (same
+     * end, latest start) keeps that key under every wider window. */
+    int W = 0;
+    for (int h = 0; window && h < H; h++) {
+        const int w = window[h];
+        if (w < 0)
+            return hs_fail(HS_EINVAL, "attention: window=%d (head %d) must be >= 0", w, h);
+        if (w > 0 && !(mask && mask->causal))
             return hs_fail(HS_EINVAL,
-                           "attention: query 0 of batch row %d has every key masked "
-                           "(first valid key %d, causal prefix %d)",
-                           b, first, prefix);
+                           "attention: window=%d (head %d) needs the causal mask: a sliding "
+                           "window looks back from each query",
+                           w, h);
+        if (w > 0 && (!W || w < W))
+            W = w;
     }
-    (void)L;
+    for (int b = 0; b < B; b++) {
+        const unsigned char *vb = mask && mask->valid ? mask->valid + (size_t)b * S : NULL;
+        int last = -1, s = 0; /* last: the latest real key below s */
+        for (int t = 0; t < L; t++) {
+            int lo, hi;
+            key_range(mask, W, prefix, t, S, &lo, &hi);
+            for (; s < hi; s++)
+                if (!vb || vb[s])
+                    last = s;
+            if (last < lo)
+                return hs_fail(HS_EINVAL,
+                               "attention: query %d of batch row %d has every key masked "
+                               "(keys %d..%d, all padding; causal prefix %d, window %d)",
+                               t, b, lo, hi - 1, prefix, W);
+        }
+    }
     return HS_OK;
 }
 
@@ -63,6 +91,7 @@ typedef struct {
     const hs_real *q;
     const hs_kv_view *kv;
     const hs_attn_mask *mask;
+    const int *window;           /* NULL, or H windows */
     const hs_row_observer *rows; /* NULL: none */
     int prefix, B, L, H, G, dh, layer;
 } heads_job;
@@ -76,11 +105,11 @@ enum { SCORES = 1, MIX = 2 };
 static void run_blocks(const heads_job *j, int steps)
 {
     const int S = j->kv->S, L = j->L, H = j->H, dh = j->dh, HD = H * dh, group = H / j->G;
-    const int causal = j->mask && j->mask->causal;
     const hs_real scale = (hs_real)1 / sqrt((hs_real)dh);
     const int nqb = (L + QBLOCK - 1) / QBLOCK;
     const long ntask = (long)j->B * H * nqb;
     const hs_kv_view *kv = j->kv;
+    const size_t st = kv->st;
 
 #pragma omp parallel for schedule(dynamic, 1)
     for (long task = 0; task < ntask; task++) {
@@ -88,58 +117,61 @@ static void run_blocks(const heads_job *j, int steps)
         const int h = (int)(task / nqb % H);
         const int t0 = (int)(task % nqb) * QBLOCK;
         const int n = min_int(QBLOCK, L - t0);
-        const int kvh = h / group;
-        const int smax = causal ? min_int(S, j->prefix + t0 + n) : S;
+        const int kvh = h / group, W = head_window(j->window, h);
+        int smin, smax, unused;
+        key_range(j->mask, W, j->prefix, t0, S, &smin, &unused);
+        key_range(j->mask, W, j->prefix, t0 + n - 1, S, &unused, &smax);
+        const int width = smax - smin; /* the block's band of keys [smin, smax) */
         const hs_real *Q = j->q + ((size_t)b * L + t0) * HD + (size_t)h * dh;
-        const hs_real *K = kv->k + b * kv->sb + kvh * kv->sh;
-        const hs_real *V = kv->v + b * kv->sb + kvh * kv->sh;
+        const hs_real *K = kv->k + b * kv->sb + kvh * kv->sh + smin * st;
+        const hs_real *V = kv->v + b * kv->sb + kvh * kv->sh + smin * st;
         const unsigned char *valid =
             j->mask && j->mask->valid ? j->mask->valid + (size_t)b * S : NULL;
 
+        /* Column 0 of P is key k0: key 0 when the rows are kept or observed
+         * (both span keys 0..), else the band's first key; rows hold keys
+         * k0..end-1. */
         hs_real *P;
-        int ldp;
+        int ldp, k0, end;
         if (j->att) {
             P = j->att + (((size_t)b * H + h) * L + t0) * S;
-            ldp = S;
+            ldp = S, k0 = 0, end = S;
         } else {
             P = j->scratch + (size_t)thread_id() * QBLOCK * S;
-            ldp = smax;
+            k0 = j->rows ? 0 : smin;
+            ldp = smax - k0, end = smax;
         }
-        if (steps & SCORES) {
-            hs_gemm(0, 1, n, smax, dh, scale, Q, HD, K, (int)kv->st, 0, P, ldp);
-            for (int r = 0; r < n; r++) {
-                hs_real *row = P + (size_t)r * ldp;
-                int lim = key_limit(j->mask, j->prefix, t0 + r, S);
-                hs_softmax_row(row, valid, lim);
-                /* Keys after the causal limit: exactly 0 in the map and in the mix. */
-                int end = j->att ? S : smax;
-                if (end > lim)
-                    memset(row + lim, 0, sizeof(hs_real) * (size_t)(end - lim));
-            }
-        } else {
-            /* After a pattern hook: keys past the causal limit stay 0 whatever
-             * the hook wrote, so the block's mix below sees only visible keys. */
-            for (int r = 0; r < n; r++) {
-                int lim = key_limit(j->mask, j->prefix, t0 + r, S);
-                if (S > lim)
-                    memset(P + (size_t)r * ldp + lim, 0, sizeof(hs_real) * (size_t)(S - lim));
-            }
+        hs_real *band = P + (smin - k0);
+        if (steps & SCORES)
+            hs_gemm(0, 1, n, width, dh, scale, Q, HD, K, (int)st, 0, band, ldp);
+        for (int r = 0; r < n; r++) {
+            hs_real *row = P + (size_t)r * ldp; /* key k0 */
+            int lo, hi;
+            key_range(j->mask, W, j->prefix, t0 + r, S, &lo, &hi);
+            if (steps & SCORES)
+                hs_softmax_row(row + (lo - k0), valid ? valid + lo : NULL, hi - lo);
+            /* Keys outside the row's range: exactly 0 in the map and in the
+             * mix, whatever a pattern hook wrote there. */
+            if (lo > k0)
+                memset(row, 0, sizeof(hs_real) * (size_t)(lo - k0));
+            if (end > hi)
+                memset(row + (hi - k0), 0, sizeof(hs_real) * (size_t)(end - hi));
         }
         if (!(steps & MIX))
             continue;
         if (j->rows)
             j->rows->fn(j->rows->ctx, j->layer, thread_id(), b, h, t0, n, P, ldp, smax);
         hs_real *Z = j->z + ((size_t)b * L + t0) * HD + (size_t)h * dh;
-        hs_gemm(0, 0, n, dh, smax, 1, P, ldp, V, (int)kv->st, 0, Z, HD);
+        hs_gemm(0, 0, n, dh, width, 1, band, ldp, V, (int)st, 0, Z, HD);
     }
 }
 
 int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_kv_view *kv,
-                          const hs_attn_mask *mask, int prefix, int B, int L, int H, int G,
-                          int dh, const hs_attn_hooks *hooks)
+                          const hs_attn_mask *mask, const int *window, int prefix, int B, int L,
+                          int H, int G, int dh, const hs_attn_hooks *hooks)
 {
     const int S = kv->S;
-    int rc = hs_attn_mask_check(mask, prefix, B, L, S);
+    int rc = hs_attn_mask_check(mask, window, prefix, B, L, S, H);
     if (rc)
         return rc;
     const int layer = hooks ? hooks->layer : 0;
@@ -148,8 +180,8 @@ int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_k
         return hs_fail(HS_EINVAL, "attention: layer %d's pattern hook needs the maps kept "
                                   "(activations with maps)",
                        layer);
-    heads_job j = { z, att, NULL, q, kv, mask, hooks && hooks->rows.fn ? &hooks->rows : NULL,
-                    prefix, B, L, H, G, dh, layer };
+    const hs_row_observer *rows = hooks && hooks->rows.fn ? &hooks->rows : NULL;
+    heads_job j = { z, att, NULL, q, kv, mask, window, rows, prefix, B, L, H, G, dh, layer };
     if (!att) {
         j.scratch = hs_calloc((size_t)hs_get_threads() * QBLOCK * S, sizeof(hs_real),
                               "attention score block");
@@ -172,48 +204,54 @@ int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_k
 
 int hs_attn_heads_backward(hs_real *dq, hs_real *dk, hs_real *dv, const hs_real *dz,
                            const hs_real *att, const hs_real *q, const hs_real *k,
-                           const hs_real *v, const hs_attn_mask *mask, int B, int L, int S,
-                           int H, int G, int dh)
+                           const hs_real *v, const hs_attn_mask *mask, const int *window,
+                           int B, int L, int S, int H, int G, int dh)
 {
     const int HD = H * dh, GD = G * dh, group = H / G;
-    const int causal = mask && mask->causal;
     const hs_real scale = (hs_real)1 / sqrt((hs_real)dh);
+    int rc = hs_attn_mask_check(mask, window, 0, B, L, S, H);
+    if (rc)
+        return rc;
     hs_real *scratch = hs_calloc((size_t)hs_get_threads() * QBLOCK * S, sizeof(hs_real),
                                  "attention backward block");
     if (!scratch)
         return HS_ENOMEM;
 
     /* One task per (batch, kv-head): it owns dK/dV of that head and dQ of the
-     * query heads reading it, so no two threads write the same gradient. */
+     * query heads reading it, so no two threads write the same gradient. Each
+     * block works on its band of keys [smin, smax) only (see run_blocks): the
+     * maps are 0 outside it, so nothing outside contributes. */
 #pragma omp parallel for schedule(dynamic, 1)
     for (int task = 0; task < B * G; task++) {
         const int b = task / G, j = task % G;
-        const hs_real *K = k + (size_t)b * S * GD + (size_t)j * dh;
-        const hs_real *V = v + (size_t)b * S * GD + (size_t)j * dh;
-        hs_real *dK = dk + (size_t)b * S * GD + (size_t)j * dh;
-        hs_real *dV = dv + (size_t)b * S * GD + (size_t)j * dh;
+        const size_t kv0 = (size_t)b * S * GD + (size_t)j * dh;
         hs_real *dP = scratch + (size_t)thread_id() * QBLOCK * S;
         for (int h = j * group; h < (j + 1) * group; h++) {
+            const int W = head_window(window, h);
             for (int t0 = 0; t0 < L; t0 += QBLOCK) {
                 const int n = min_int(QBLOCK, L - t0);
-                const int smax = causal ? min_int(S, t0 + n) : S;
-                const hs_real *P = att + (((size_t)b * H + h) * L + t0) * S;
+                int smin, smax, unused;
+                key_range(mask, W, 0, t0, S, &smin, &unused);
+                key_range(mask, W, 0, t0 + n - 1, S, &unused, &smax);
+                const int w = smax - smin;
+                const size_t band = kv0 + (size_t)smin * GD;
+                const hs_real *P = att + (((size_t)b * H + h) * L + t0) * S + smin;
                 const size_t qoff = ((size_t)b * L + t0) * HD + (size_t)h * dh;
                 /* dP = dZ V^T, then dS = P * (dP - rowsum(P * dP)) in place. */
-                hs_gemm(0, 1, n, smax, dh, 1, dz + qoff, HD, V, GD, 0, dP, smax);
+                hs_gemm(0, 1, n, w, dh, 1, dz + qoff, HD, v + band, GD, 0, dP, w);
                 for (int r = 0; r < n; r++) {
                     const hs_real *pr = P + (size_t)r * S;
-                    hs_real *dr = dP + (size_t)r * smax;
+                    hs_real *dr = dP + (size_t)r * w;
                     hs_real dot = 0;
 #pragma omp simd reduction(+ : dot)
-                    for (int s = 0; s < smax; s++)
+                    for (int s = 0; s < w; s++)
                         dot += pr[s] * dr[s];
-                    for (int s = 0; s < smax; s++)
+                    for (int s = 0; s < w; s++)
                         dr[s] = pr[s] * (dr[s] - dot);
                 }
-                hs_gemm(0, 0, n, dh, smax, scale, dP, smax, K, GD, 1, dq + qoff, HD);
-                hs_gemm(1, 0, smax, dh, n, scale, dP, smax, q + qoff, HD, 1, dK, GD);
-                hs_gemm(1, 0, smax, dh, n, 1, P, S, dz + qoff, HD, 1, dV, GD);
+                hs_gemm(0, 0, n, dh, w, scale, dP, w, k + band, GD, 1, dq + qoff, HD);
+                hs_gemm(1, 0, w, dh, n, scale, dP, w, q + qoff, HD, 1, dk + band, GD);
+                hs_gemm(1, 0, w, dh, n, 1, P, S, dz + qoff, HD, 1, dv + band, GD);
             }
         }
     }

@@ -4,6 +4,10 @@
  *    torch grouped-query reference (checked against nn.MultiheadAttention in
  *    that script) for GQA/MQA with head gates. Outputs, per-head maps and all
  *    gradients.
+ *  - The same for sliding windows (attention_window.txt: the mask built with
+ *    plain Python loops): MHA through nn.MultiheadAttention, GQA, MQA, W = 1,
+ *    W >= L, per-head windows, padding, a sequence longer than one query
+ *    block; each also decoded in chunks through the KV cache.
  *  - A per-head loop oracle written here with plain loops, sharing no code
  *    with the kernel, that reads the compact K/V the cache returns. */
 #include <math.h>
@@ -24,6 +28,7 @@ static const double TOL = 1e-4;
 #endif
 
 static const char *fixture_path(void) { return HS_FIXTURE_DIR "/attention.txt"; }
+static const char *window_fixture_path(void) { return HS_FIXTURE_DIR "/attention_window.txt"; }
 
 static void check(const char *what, const hs_real *got, const fx_case *fc, const char *name)
 {
@@ -33,18 +38,82 @@ static void check(const char *what, const hs_real *got, const fx_case *fc, const
     CU_ASSERT(e <= TOL);
 }
 
+/* Entries of att (B,H,L,L) that a window hides (s <= t - W, or s > t), or
+ * padding hides, and that are not exactly 0. */
+static long nonzero_outside_window(const hs_real *att, const int *win, const unsigned char *valid,
+                                   int B, int H, int L)
+{
+    long bad = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < L; t++)
+                for (int s = 0; s < L; s++) {
+                    int seen = s <= t && (win[h] == 0 || s > t - win[h]) && valid[b * L + s];
+                    bad += !seen && att[(((size_t)b * H + h) * L + t) * L + s] != 0;
+                }
+    return bad;
+}
+
+/* Decodes the fixture's x through the KV cache in chunks of 3, 1, 2, ...
+ * queries and compares the outputs with the fixture's (full) forward. */
+static void check_cached_decoding(const fx_case *fc, const hs_attn_config *c,
+                                  const hs_attn_weights *w, const hs_real *x,
+                                  const unsigned char *valid, const hs_real *xi)
+{
+    const int B = (int)fx_int(fc, "B"), T = (int)fx_int(fc, "L"), d = c->d_model;
+    hs_kv_cache cache;
+    CU_ASSERT_EQUAL_FATAL(
+        hs_kv_cache_init(&cache, B, c->n_kv_heads, hs_attn_head_dim(c), T), HS_OK);
+    hs_real *out = calloc((size_t)B * T * d, sizeof(hs_real));
+    static const int sizes[4] = { 3, 1, 2, 5 };
+    for (int t0 = 0, i = 0; t0 < T; i++) {
+        const int n = sizes[i % 4] < T - t0 ? sizes[i % 4] : T - t0, S = t0 + n;
+        hs_real *xc = malloc(sizeof(hs_real) * B * n * d), *oc = malloc(sizeof(hs_real) * B * n * d);
+        unsigned char *vc = malloc((size_t)B * S);
+        for (int b = 0; b < B; b++) {
+            memcpy(xc + (size_t)b * n * d, x + ((size_t)b * T + t0) * d, sizeof(hs_real) * n * d);
+            memcpy(vc + (size_t)b * S, valid + (size_t)b * T, (size_t)S);
+        }
+        hs_attn_mask mask = { 1, vc };
+        hs_attn_acts a;
+        CU_ASSERT_EQUAL_FATAL(hs_attn_acts_alloc(&a, c, B, n, n, S, 0), HS_OK);
+        CU_ASSERT_EQUAL_FATAL(hs_attn_forward(oc, &a, w, c, xc, NULL, xi, &mask, &cache), HS_OK);
+        for (int b = 0; b < B; b++)
+            memcpy(out + ((size_t)b * T + t0) * d, oc + (size_t)b * n * d, sizeof(hs_real) * n * d);
+        hs_attn_acts_free(&a);
+        free(xc), free(oc), free(vc);
+        t0 += n;
+    }
+    check("cached out", out, fc, "out");
+    hs_kv_cache_free(&cache);
+    free(out);
+}
+
 /* Runs one fixture case through forward and backward and compares every
- * tensor the fixture holds. */
-static void run_fixture_case(const char *name)
+ * tensor the fixture holds. A case with head_window runs with those windows:
+ * through hs_attn_config.window when every head has the same one, else
+ * through head_window; it is also decoded through the cache. */
+static void run_case_in(const char *path, const char *name)
 {
     fx_case fc;
-    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, fixture_path(), name), 0);
+    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, path, name), 0);
     printf("\n  case %s\n", name);
     const int B = (int)fx_int(&fc, "B"), L = (int)fx_int(&fc, "L"), S = (int)fx_int(&fc, "S");
     hs_attn_config c = { .d_model = (int)fx_int(&fc, "d"), .n_heads = (int)fx_int(&fc, "H"),
                          .n_kv_heads = (int)fx_int(&fc, "G"), .bias = (int)fx_int(&fc, "bias") };
     const int cross = (int)fx_int(&fc, "cross"), gates = (int)fx_int(&fc, "gates");
     const int d = c.d_model, H = c.n_heads;
+    const fx_tensor *hw = fx_tensor_get(&fc, "head_window");
+    int win[16] = { 0 }, same = 1;
+    CU_ASSERT_FATAL(H <= 16);
+    for (int h = 0; hw && h < H; h++) {
+        win[h] = (int)hw->v[h];
+        same = same && win[h] == win[0];
+    }
+    if (hw && same)
+        c.window = win[0];
+    else if (hw)
+        c.head_window = win;
     CU_ASSERT_EQUAL_FATAL(hs_attn_config_check(&c), HS_OK);
 
     size_t np = hs_attn_param_count(&c);
@@ -77,7 +146,13 @@ static void run_fixture_case(const char *name)
     int rc = hs_attn_forward(out, &a, &w, &c, x, y, xi, &mask, NULL);
     CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
     check("out", out, &fc, "out");
-    check("att", a.att, &fc, "att");
+    if (!hw || fx_tensor_get(&fc, "att"))
+        check("att", a.att, &fc, "att");
+    if (hw) {
+        long bad = nonzero_outside_window(a.att, win, valid, B, H, L);
+        printf("    maps: %ld entries outside the window not exactly 0\n", bad);
+        CU_ASSERT_EQUAL(bad, 0);
+    }
 
     hs_real *dx = calloc((size_t)B * L * d, sizeof(hs_real));
     hs_real *dy = cross ? calloc((size_t)B * S * d, sizeof(hs_real)) : NULL;
@@ -97,6 +172,8 @@ static void run_fixture_case(const char *name)
         snprintf(gname, sizeof gname, "d%s", wn[i]);
         check(gname, dp[i], &fc, gname);
     }
+    if (hw)
+        check_cached_decoding(&fc, &c, &w, x, valid, xi);
 
     hs_attn_acts_free(&a);
     free(params), free(grads), free(x), free(y), free(gout), free(xi), free(valid);
@@ -104,11 +181,21 @@ static void run_fixture_case(const char *name)
     fx_free(&fc);
 }
 
+static void run_fixture_case(const char *name) { run_case_in(fixture_path(), name); }
+
 static void test_matches_torch_mha_causal(void) { run_fixture_case("mha_causal"); }
 static void test_matches_torch_mha_bias_padding(void) { run_fixture_case("mha_bias_padding"); }
 static void test_matches_torch_mha_cross_attention(void) { run_fixture_case("mha_cross"); }
 static void test_matches_torch_gqa_with_gates(void) { run_fixture_case("gqa_gates"); }
 static void test_matches_torch_mqa_with_gates(void) { run_fixture_case("mqa_gates"); }
+
+static void run_window_case(const char *name) { run_case_in(window_fixture_path(), name); }
+static void test_window_matches_torch_mha(void) { run_window_case("win_mha"); }
+static void test_window_matches_torch_gqa_padding(void) { run_window_case("win_gqa"); }
+static void test_window_one_matches_torch_mqa(void) { run_window_case("win_mqa_w1"); }
+static void test_window_wider_than_sequence_matches_torch(void) { run_window_case("win_wide"); }
+static void test_per_head_windows_match_torch(void) { run_window_case("win_heads"); }
+static void test_window_across_query_blocks_matches_torch(void) { run_window_case("win_long"); }
 
 /* ---------------------------------------------------------------------- */
 /* Per-head loop oracle: plain loops over every index, no BLAS, no blocking. */
@@ -224,6 +311,14 @@ int main(void)
         { "test_matches_torch_mha_cross_attention", test_matches_torch_mha_cross_attention },
         { "test_matches_torch_gqa_with_gates", test_matches_torch_gqa_with_gates },
         { "test_matches_torch_mqa_with_gates", test_matches_torch_mqa_with_gates },
+        { "test_window_matches_torch_mha", test_window_matches_torch_mha },
+        { "test_window_matches_torch_gqa_padding", test_window_matches_torch_gqa_padding },
+        { "test_window_one_matches_torch_mqa", test_window_one_matches_torch_mqa },
+        { "test_window_wider_than_sequence_matches_torch",
+          test_window_wider_than_sequence_matches_torch },
+        { "test_per_head_windows_match_torch", test_per_head_windows_match_torch },
+        { "test_window_across_query_blocks_matches_torch",
+          test_window_across_query_blocks_matches_torch },
         { "test_per_head_loop_oracle_mha", test_per_head_loop_oracle_mha },
         { "test_per_head_loop_oracle_gqa", test_per_head_loop_oracle_gqa },
         { "test_per_head_loop_oracle_mqa", test_per_head_loop_oracle_mqa },

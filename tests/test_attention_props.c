@@ -1,6 +1,8 @@
 /* Properties of the attention module that need no external oracle: cache
  * split, causality, parameter counts, negative controls, configuration
- * validation, padding, memory without maps, and (double build) finite
+ * validation, padding, memory without maps, sliding windows (W >= T is the
+ * causal kernel bit for bit, keys outside every window are never read, maps
+ * exactly 0 outside the window, cached decoding), and (double build) finite
  * differences of every gradient. */
 #include <math.h>
 #include <stdio.h>
@@ -324,7 +326,7 @@ static void test_wrong_reshape_gives_a_different_tensor(void)
     /* Self-attention of raw with q = k = v, no mask, MHA layout. */
     hs_real *z = malloc(sizeof(hs_real) * n), *att = malloc(sizeof(hs_real) * B * H * T * T);
     hs_kv_view kv = { raw, raw, (size_t)T * d, (size_t)dh, (size_t)d, T };
-    CU_ASSERT_EQUAL_FATAL(hs_attn_heads_forward(z, att, raw, &kv, NULL, 0, B, T, H, H, dh, NULL), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_attn_heads_forward(z, att, raw, &kv, NULL, NULL, 0, B, T, H, H, dh, NULL), HS_OK);
     double err_correct = 0, err_wrong = 0;
     for (int view = 0; view < 2; view++) {
         const hs_real *hv = view ? wrong : correct;
@@ -416,12 +418,279 @@ static void test_forward_without_maps_does_not_allocate_them(void)
     free(x), free(out), free(m.params);
 }
 
+/* ---- Sliding windows ------------------------------------------------------ */
+
+/* out, maps and every gradient of one forward + backward (self-attention,
+ * causal, valid may be NULL) with m's configuration. */
+typedef struct {
+    hs_real *out, *att, *dx, *grads;
+} fb_result;
+
+static void fb_run(fb_result *r, const module *m, const hs_real *x, const hs_real *gout, int B,
+                   int L, const unsigned char *valid)
+{
+    const size_t nx = (size_t)B * L * m->c.d_model, np = hs_attn_param_count(&m->c);
+    r->out = calloc(nx, sizeof(hs_real));
+    r->att = calloc((size_t)B * m->c.n_heads * L * L, sizeof(hs_real));
+    r->dx = calloc(nx, sizeof(hs_real));
+    r->grads = calloc(np, sizeof(hs_real));
+    hs_attn_weights dw;
+    hs_attn_weights_bind(&dw, &m->c, r->grads);
+    hs_attn_mask mask = { 1, valid };
+    hs_attn_acts a;
+    CU_ASSERT_EQUAL_FATAL(hs_attn_acts_alloc(&a, &m->c, B, L, L, L, 1), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_attn_forward(r->out, &a, &m->w, &m->c, x, NULL, NULL, &mask, NULL),
+                          HS_OK);
+    memcpy(r->att, a.att, sizeof(hs_real) * B * m->c.n_heads * L * L);
+    CU_ASSERT_EQUAL_FATAL(hs_attn_backward(r->dx, NULL, &dw, NULL, gout, &a, &m->w, &m->c, x,
+                                           NULL, NULL, 0, &mask),
+                          HS_OK);
+    hs_attn_acts_free(&a);
+}
+
+static void fb_free(fb_result *r) { free(r->out), free(r->att), free(r->dx), free(r->grads); }
+
+/* A window at least as long as the sequence hides nothing the causal mask
+ * does not: the same kernel path, so equal bit for bit (forward, maps and
+ * gradients), across query blocks, GQA and padding, for one window and for
+ * per-head windows. */
+static void test_window_not_shorter_than_sequence_is_causal_bit_for_bit(void)
+{
+    const int B = 2, L = 150, d = 16, H = 4;
+    module m;
+    module_init(&m, d, H, 2, 1);
+    hs_real *x = random_vec((size_t)B * L * d, 1), *gout = random_vec((size_t)B * L * d, 1);
+    unsigned char *valid = malloc((size_t)B * L);
+    for (int i = 0; i < B * L; i++)
+        valid[i] = i % L == 0 || i % 7 != 3;
+    const size_t nx = (size_t)B * L * d, np = hs_attn_param_count(&m.c);
+    const size_t natt = (size_t)B * H * L * L;
+    fb_result causal;
+    fb_run(&causal, &m, x, gout, B, L, valid);
+    const int heads[4] = { L, L + 1, 1000, 0 };
+    for (int k = 0; k < 3; k++) {
+        m.c.window = k < 2 ? heads[k] : 0;
+        m.c.head_window = k == 2 ? heads : NULL;
+        fb_result win;
+        fb_run(&win, &m, x, gout, B, L, valid);
+        CU_ASSERT(!memcmp(win.out, causal.out, sizeof(hs_real) * nx));
+        CU_ASSERT(!memcmp(win.att, causal.att, sizeof(hs_real) * natt));
+        CU_ASSERT(!memcmp(win.dx, causal.dx, sizeof(hs_real) * nx));
+        CU_ASSERT(!memcmp(win.grads, causal.grads, sizeof(hs_real) * np));
+        fb_free(&win);
+    }
+    /* The control: a window shorter than the sequence changes every tensor. */
+    m.c.window = L - 1;
+    m.c.head_window = NULL;
+    fb_result shorter;
+    fb_run(&shorter, &m, x, gout, B, L, valid);
+    CU_ASSERT(memcmp(shorter.out, causal.out, sizeof(hs_real) * nx) != 0);
+    CU_ASSERT(memcmp(shorter.dx, causal.dx, sizeof(hs_real) * nx) != 0);
+    fb_free(&shorter);
+    fb_free(&causal);
+    free(x), free(gout), free(valid), free(m.params);
+}
+
+/* Visible to query t of head h (no cache)? */
+static int seen(const int *win, int h, int t, int s) { return s <= t && (!win[h] || s > t - win[h]); }
+
+/* Maps of a windowed forward hold exactly 0 outside each head's window, sum
+ * to 1 inside, and a row observer of a forward without maps sees the same
+ * rows, across query blocks. */
+static int observed_bad; /* observer rows differing from the kept maps */
+static const hs_real *observed_att;
+static int observed_L, observed_H;
+static void observe(void *ctx, int layer, int thread, int b, int h, int t0, int n,
+                    const hs_real *P, int ldp, int keys)
+{
+    (void)ctx, (void)layer, (void)thread;
+    for (int r = 0; r < n; r++)
+        for (int s = 0; s < observed_L; s++) {
+            const hs_real want =
+                observed_att[(((size_t)b * observed_H + h) * observed_L + t0 + r) * observed_L + s];
+            const hs_real got = s < keys ? P[(size_t)r * ldp + s] : 0;
+            if (fabs((double)got - want) > TOL || (want == 0 && got != 0))
+                __atomic_add_fetch(&observed_bad, 1, __ATOMIC_RELAXED);
+        }
+}
+
+static void test_window_maps_are_exactly_zero_outside_it(void)
+{
+    const int B = 2, L = 200, d = 16, H = 4;
+    const int win[4] = { 5, 0, 1, 70 };
+    module m;
+    module_init(&m, d, H, 2, 1);
+    m.c.head_window = win;
+    hs_real *x = random_vec((size_t)B * L * d, 2), *out = malloc(sizeof(hs_real) * B * L * d);
+    hs_real *att = malloc(sizeof(hs_real) * B * H * L * L);
+    CU_ASSERT_EQUAL_FATAL(forward(out, att, &m, x, B, L, &(hs_attn_mask){ 1, NULL }), HS_OK);
+    long outside = 0;
+    double worst_sum = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < L; t++) {
+                double sum = 0;
+                for (int s = 0; s < L; s++) {
+                    hs_real p = att[(((size_t)b * H + h) * L + t) * L + s];
+                    outside += !seen(win, h, t, s) && p != 0;
+                    sum += p;
+                }
+                worst_sum = fmax(worst_sum, fabs(sum - 1));
+            }
+    printf("\n    %ld entries outside the windows not 0; rows sum to 1 within %.3g\n", outside,
+           worst_sum);
+    CU_ASSERT_EQUAL(outside, 0);
+    CU_ASSERT(worst_sum <= TOL);
+    /* W = 1: each query puts all its weight on itself. */
+    CU_ASSERT_EQUAL(att[((size_t)2 * L + 150) * L + 150], 1);
+
+    /* The same rows through a row observer, without maps. */
+    hs_attn_acts a;
+    CU_ASSERT_EQUAL_FATAL(hs_attn_acts_alloc(&a, &m.c, B, L, L, L, 0), HS_OK);
+    observed_bad = 0, observed_att = att, observed_L = L, observed_H = H;
+    a.hooks.rows = (hs_row_observer){ observe, NULL };
+    hs_real *out2 = malloc(sizeof(hs_real) * B * L * d);
+    CU_ASSERT_EQUAL_FATAL(
+        hs_attn_forward(out2, &a, &m.w, &m.c, x, NULL, NULL, &(hs_attn_mask){ 1, NULL }, NULL),
+        HS_OK);
+    CU_ASSERT_EQUAL(observed_bad, 0);
+    CU_ASSERT(max_err(out2, out, (size_t)B * L * d) <= TOL);
+    hs_attn_acts_free(&a);
+    free(x), free(out), free(out2), free(att), free(m.params);
+}
+
+/* Blocks of keys wholly outside the window are never computed: NaN in every
+ * cached key and value older than the first query's window leaves the
+ * forward finite and equal to the one with those rows zeroed (a kernel that
+ * multiplied them by a 0 weight would give NaN). The backward never reads the
+ * maps more than W + 63 keys (a window and one block of queries) before a
+ * query: NaN there leaves the gradients finite and unchanged. */
+static void test_window_never_reads_keys_outside_it(void)
+{
+    const int B = 1, P = 300, L = 130, S = P + L, H = 4, G = 2, dh = 8, W = 20;
+    const int HD = H * dh, GD = G * dh, win[4] = { W, W, W, W };
+    hs_real *q = random_vec((size_t)B * L * HD, 1), *k = random_vec((size_t)B * S * GD, 1);
+    hs_real *v = random_vec((size_t)B * S * GD, 1);
+    hs_real *z0 = malloc(sizeof(hs_real) * B * L * HD), *z1 = malloc(sizeof(hs_real) * B * L * HD);
+    hs_kv_view kv = { k, v, (size_t)S * GD, (size_t)dh, (size_t)GD, S };
+    hs_attn_mask causal = { 1, NULL };
+    for (int s = 0; s <= P - W; s++)
+        for (int i = 0; i < GD; i++)
+            k[(size_t)s * GD + i] = v[(size_t)s * GD + i] = 0;
+    CU_ASSERT_EQUAL_FATAL(
+        hs_attn_heads_forward(z0, NULL, q, &kv, &causal, win, P, B, L, H, G, dh, NULL), HS_OK);
+    for (int s = 0; s <= P - W; s++)
+        for (int i = 0; i < GD; i++)
+            k[(size_t)s * GD + i] = v[(size_t)s * GD + i] = NAN;
+    CU_ASSERT_EQUAL_FATAL(
+        hs_attn_heads_forward(z1, NULL, q, &kv, &causal, win, P, B, L, H, G, dh, NULL), HS_OK);
+    double e = max_err(z1, z0, (size_t)B * L * HD);
+    printf("\n    forward with NaN keys/values before the window: max err %.3g\n", e);
+    CU_ASSERT(e == 0);
+
+    /* Backward, no prefix: self-attention over the L queries. */
+    hs_real *att = calloc((size_t)B * H * L * L, sizeof(hs_real)), *dz = random_vec((size_t)B * L * HD, 1);
+    hs_kv_view self = { k + (size_t)P * GD, v + (size_t)P * GD, (size_t)S * GD, (size_t)dh,
+                        (size_t)GD, L };
+    CU_ASSERT_EQUAL_FATAL(
+        hs_attn_heads_forward(z0, att, q, &self, &causal, win, 0, B, L, H, G, dh, NULL), HS_OK);
+    hs_real *grad[2][3];
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass)
+            for (int h = 0; h < H; h++)
+                for (int t = 0; t < L; t++)
+                    for (int s = 0; s <= t - W - 64; s++)
+                        att[((size_t)h * L + t) * L + s] = NAN;
+        for (int i = 0; i < 3; i++)
+            grad[pass][i] = calloc((size_t)L * (i ? GD : HD), sizeof(hs_real));
+        CU_ASSERT_EQUAL_FATAL(hs_attn_heads_backward(grad[pass][0], grad[pass][1], grad[pass][2], dz,
+                                                     att, q, self.k, self.v, &causal, win, B, L,
+                                                     L, H, G, dh),
+                              HS_OK);
+    }
+    for (int i = 0; i < 3; i++) {
+        e = max_err(grad[1][i], grad[0][i], (size_t)L * (i ? GD : HD));
+        printf("    backward with NaN maps far before the window: %s max err %.3g\n",
+               i == 0 ? "dq" : i == 1 ? "dk" : "dv", e);
+        CU_ASSERT(e == 0);
+        free(grad[0][i]), free(grad[1][i]);
+    }
+    free(q), free(k), free(v), free(z0), free(z1), free(att), free(dz);
+}
+
+/* Incremental decoding with a window equals the full forward: chunks that
+ * straddle query blocks and the window's start, GQA, padding. */
+static void test_window_cache_split_matches_full(void)
+{
+    const int B = 2, T = 150, d = 16, H = 4;
+    module m;
+    module_init(&m, d, H, 2, 1);
+    m.c.window = 24;
+    hs_real *x = random_vec((size_t)B * T * d, 1);
+    unsigned char *valid = malloc((size_t)B * T);
+    for (int i = 0; i < B * T; i++)
+        valid[i] = i % T == 0 || i % 5 != 2;
+    hs_attn_mask mask = { 1, valid };
+    hs_real *full = malloc(sizeof(hs_real) * B * T * d), *split = malloc(sizeof(hs_real) * B * T * d);
+    CU_ASSERT_EQUAL_FATAL(forward(full, NULL, &m, x, B, T, &mask), HS_OK);
+    hs_kv_cache cache;
+    const int chunks[5] = { 70, 1, 1, 30, 48 };
+    forward_chunks(split, &cache, &m, x, B, T, chunks, 5, valid);
+    double e = max_err(split, full, (size_t)B * T * d);
+    printf("\n    W=24: 70+1+1+30+48 cached vs full max err %.3g\n", e);
+    CU_ASSERT(e <= TOL);
+    /* The control: the same split without the window differs. */
+    hs_kv_cache_free(&cache);
+    m.c.window = 0;
+    forward_chunks(split, &cache, &m, x, B, T, chunks, 5, valid);
+    CU_ASSERT(max_err(split, full, (size_t)B * T * d) > 1e-3);
+    hs_kv_cache_free(&cache);
+    free(x), free(full), free(split), free(valid), free(m.params);
+}
+
+static void test_window_refusals(void)
+{
+    const int B = 1, T = 6, d = 8, H = 2;
+    module m;
+    module_init(&m, d, H, 1, 0);
+    hs_real *x = random_vec((size_t)B * T * d, 1), *out = malloc(sizeof(hs_real) * B * T * d);
+    /* A window needs the causal mask. */
+    m.c.window = 3;
+    CU_ASSERT_EQUAL(forward(out, NULL, &m, x, B, T, &(hs_attn_mask){ 0, NULL }), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "window=3"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "causal"));
+    CU_ASSERT_EQUAL(forward(out, NULL, &m, x, B, T, NULL), HS_EINVAL);
+    /* Padding can empty a window: keys 2 and 3 padded, W = 2, query 3. */
+    const unsigned char valid[6] = { 1, 1, 0, 0, 1, 1 };
+    m.c.window = 2;
+    CU_ASSERT_EQUAL(forward(out, NULL, &m, x, B, T, &(hs_attn_mask){ 1, valid }), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "query 3 of batch row 0 has every key masked"));
+    m.c.window = 3; /* the control: a window reaching key 1 is fine */
+    CU_ASSERT_EQUAL(forward(out, NULL, &m, x, B, T, &(hs_attn_mask){ 1, valid }), HS_OK);
+    /* A per-head window of 2 on one head is enough to refuse. */
+    const int heads[2] = { 0, 2 };
+    m.c.window = 0;
+    m.c.head_window = heads;
+    CU_ASSERT_EQUAL(forward(out, NULL, &m, x, B, T, &(hs_attn_mask){ 1, valid }), HS_EINVAL);
+    /* Negative windows are configuration errors. */
+    const int negative[2] = { 0, -1 };
+    m.c.head_window = negative;
+    CU_ASSERT_EQUAL(hs_attn_config_check(&m.c), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "window=-1 of head 1"));
+    m.c.head_window = NULL;
+    m.c.window = -2;
+    CU_ASSERT_EQUAL(hs_attn_config_check(&m.c), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "window=-2"));
+    free(x), free(out), free(m.params);
+}
+
 #ifdef HEADSCOPE_DOUBLE
 /* ---- Finite differences (double build) ---------------------------------- */
 
 typedef struct {
     const char *name;
-    int B, L, S, d, H, G, bias, causal, cross, gates, padded;
+    int B, L, S, d, H, G, bias, causal, cross, gates, padded, window;
+    const int *head_window;
 } fd_case;
 
 /* loss = sum(out * gout) for the case's inputs. */
@@ -470,6 +739,8 @@ static void fd_run(const fd_case *k)
 {
     module m;
     module_init(&m, k->d, k->H, k->G, k->bias);
+    m.c.window = k->window;
+    m.c.head_window = k->head_window;
     const size_t nx = (size_t)k->B * k->L * k->d, ny = (size_t)k->B * k->S * k->d;
     hs_real *x = random_vec(nx, 1), *y = k->cross ? random_vec(ny, 1) : NULL;
     hs_real *xi = NULL;
@@ -529,13 +800,17 @@ static void fd_run(const fd_case *k)
 
 static void test_finite_difference_gradients(void)
 {
+    static const int heads[4] = { 0, 3, 70, 2 };
     static const fd_case cases[] = {
-        /* name      B  L   S   d  H  G bias causal cross gates padded */
-        { "mha", 2, 5, 5, 12, 3, 3, 1, 1, 0, 0, 1 },
-        { "gqa", 2, 6, 6, 16, 4, 2, 1, 1, 0, 1, 1 },
-        { "mqa", 1, 7, 7, 12, 6, 1, 0, 1, 0, 1, 0 },
-        { "cross", 2, 3, 6, 8, 2, 1, 1, 0, 1, 1, 1 },
-        { "blocks", 1, 70, 70, 8, 2, 1, 1, 1, 0, 1, 1 }, /* crosses a 64-query block */
+        /* name      B  L   S   d  H  G bias causal cross gates padded window head_window */
+        { "mha", 2, 5, 5, 12, 3, 3, 1, 1, 0, 0, 1, 0, NULL },
+        { "gqa", 2, 6, 6, 16, 4, 2, 1, 1, 0, 1, 1, 0, NULL },
+        { "mqa", 1, 7, 7, 12, 6, 1, 0, 1, 0, 1, 0, 0, NULL },
+        { "cross", 2, 3, 6, 8, 2, 1, 1, 0, 1, 1, 1, 0, NULL },
+        { "blocks", 1, 70, 70, 8, 2, 1, 1, 1, 0, 1, 1, 0, NULL }, /* crosses a 64-query block */
+        /* windows across the block boundary: the second block's band starts late */
+        { "win", 1, 80, 80, 8, 2, 1, 1, 1, 0, 1, 1, 4, NULL },
+        { "whead", 1, 80, 80, 16, 4, 2, 1, 1, 0, 1, 1, 0, heads },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         fd_run(&cases[i]);
@@ -561,6 +836,13 @@ int main(void)
           test_same_weights_different_head_count_is_a_different_function },
         { "test_forward_without_maps_does_not_allocate_them",
           test_forward_without_maps_does_not_allocate_them },
+        { "test_window_not_shorter_than_sequence_is_causal_bit_for_bit",
+          test_window_not_shorter_than_sequence_is_causal_bit_for_bit },
+        { "test_window_maps_are_exactly_zero_outside_it",
+          test_window_maps_are_exactly_zero_outside_it },
+        { "test_window_never_reads_keys_outside_it", test_window_never_reads_keys_outside_it },
+        { "test_window_cache_split_matches_full", test_window_cache_split_matches_full },
+        { "test_window_refusals", test_window_refusals },
 #ifdef HEADSCOPE_DOUBLE
         { "test_finite_difference_gradients", test_finite_difference_gradients },
 #endif
