@@ -178,7 +178,7 @@ static int ring_attention(hs_decoder *dec, hs_layer_cache *lc, const hs_attn_wei
         const hs_kv_view view = { kv->k, kv->v, (size_t)G * kv->cap * dh, (size_t)kv->cap * dh,
                                   (size_t)dh, S };
         int rc = hs_attn_heads_forward(a->z + (size_t)t * HD, NULL, a->q + (size_t)t * HD, &view,
-                                       &causal, S - 1, 1, 1, H, G, dh, NULL);
+                                       &causal, NULL, S - 1, 1, 1, H, G, dh, NULL);
         if (rc)
             return rc;
     }
