@@ -8,6 +8,7 @@
 
 #include "layers.h"
 #include "linalg.h"
+#include "mla.h"
 
 /* The widest layer: scratch for q, z (H dh) and k, v (G dh) serves every layer. */
 static hs_attn_config widest(const hs_model_config *c)
@@ -61,6 +62,36 @@ static int grow_scratch(hs_decoder *dec, int n)
     return HS_OK;
 }
 
+static void mla_cache_release(void *other)
+{
+    hs_mla_cache_free(other);
+    free(other);
+}
+
+static void mla_cache_reset(void *other)
+{
+    ((hs_mla_cache *)other)->len = 0;
+}
+
+/* An MLA layer's cache: its latent and rope key for max_len positions. */
+static int mla_layer_cache(hs_layer_cache *lc, const hs_model_config *c, int max_len)
+{
+    hs_mla_cache *cache = hs_calloc(1, sizeof *cache, "decoder MLA cache");
+    if (!cache)
+        return HS_ENOMEM;
+    int rc = hs_mla_cache_init(cache, 1, c->kv_lora_rank, c->qk_rope_head_dim, max_len);
+    if (rc) {
+        free(cache);
+        return rc;
+    }
+    lc->kind = HS_LAYER_CACHE_OTHER;
+    lc->other = cache;
+    lc->other_bytes = hs_mla_cache_bytes(1, c->kv_lora_rank, c->qk_rope_head_dim, max_len);
+    lc->other_free = mla_cache_release;
+    lc->other_reset = mla_cache_reset;
+    return HS_OK;
+}
+
 int hs_decoder_init(hs_decoder *dec, const hs_model *m, int max_len)
 {
     memset(dec, 0, sizeof *dec);
@@ -81,6 +112,10 @@ int hs_decoder_init(hs_decoder *dec, const hs_model *m, int max_len)
     int rc = dec->layer && dec->logits ? HS_OK : HS_ENOMEM;
     for (int l = 0; !rc && l < c->n_layer; l++) {
         hs_layer_cache *lc = &dec->layer[l];
+        if (c->mla) {
+            rc = mla_layer_cache(lc, c, max_len);
+            continue;
+        }
         const hs_attn_config ac = hs_config_attn(c, l);
         lc->kind = HS_LAYER_CACHE_KV;
         lc->window = ac.window > 0 && ac.window < max_len ? ac.window : 0;
@@ -112,8 +147,12 @@ void hs_decoder_free(hs_decoder *dec)
 void hs_decoder_reset(hs_decoder *dec)
 {
     dec->pos = 0;
-    for (int l = 0; l < dec->m->cfg.n_layer; l++)
-        dec->layer[l].kv.len = 0;
+    for (int l = 0; l < dec->m->cfg.n_layer; l++) {
+        hs_layer_cache *lc = &dec->layer[l];
+        lc->kv.len = 0;
+        if (lc->other && lc->other_reset)
+            lc->other_reset(lc->other);
+    }
 }
 
 size_t hs_decoder_cache_bytes(const hs_decoder *dec)
@@ -186,8 +225,9 @@ static int ring_attention(hs_decoder *dec, hs_layer_cache *lc, const hs_attn_wei
 }
 
 /* The attention of layer l for the n rows `in`, through the layer's cache,
- * into dec->attn_out. The one place a layer's cache kind matters: another
- * attention (MLA: HS_LAYER_CACHE_OTHER) adds its step here. */
+ * into dec->attn_out. The one place a layer's cache kind matters: an MLA
+ * layer (HS_LAYER_CACHE_OTHER) takes the absorbed step over its latent
+ * cache, the others attend over their kv heads (linear or ring). */
 static int layer_attention(hs_decoder *dec, int l, const hs_real *in, int n)
 {
     const hs_model *m = dec->m;
@@ -196,6 +236,11 @@ static int layer_attention(hs_decoder *dec, int l, const hs_real *in, int n)
     const hs_attn_config ac = hs_config_attn(&m->cfg, l);
     hs_attn_acts *a = &dec->acts;
     a->B = 1, a->L = n, a->S_new = n, a->S = n;
+    if (lc->kind == HS_LAYER_CACHE_OTHER && m->cfg.mla) {
+        const hs_mla_config mc = hs_config_mla(&m->cfg, l);
+        return hs_mla_forward_cached(dec->attn_out, NULL, &m->w.layer[l].mla, &mc, in, n, NULL,
+                                     lc->other);
+    }
     if (lc->kind != HS_LAYER_CACHE_KV)
         return hs_fail(HS_EINVAL, "decoder: layer %d's attention has no decoding step", l);
     int rc;

@@ -9,14 +9,15 @@
  * O(W) however long the generation; keys are cached after RoPE, at their
  * absolute positions, so the ring's order does not matter to the softmax.
  *
- * Plugging in another attention (MLA): hs_layer_cache.kind names what a
- * layer's cache is; a multi-head latent attention layer sets kind =
- * HS_LAYER_CACHE_OTHER, points `other` at its own cache (the normalised
- * latent and the shared rope key per position, kv_lora_rank +
- * qk_rope_head_dim values), `other_bytes` at its size and `other_free` at its
- * release, and decode.c's layer_attention() dispatches to its absorbed-path
- * step for that kind; everything around attention (norms, MLP, residuals,
- * logits, sampling, hs_generate) is shared.
+ * A multi-head latent attention layer (attention "mla", mla.h) caches only
+ * its normalised latent and the shared rope key per position:
+ * kv_lora_rank + qk_rope_head_dim values per token and layer, never a key
+ * or value per head. Its hs_layer_cache has kind = HS_LAYER_CACHE_OTHER,
+ * `other` an hs_mla_cache of max_len positions, and decode.c's
+ * layer_attention() -- the one place that dispatches on the kind -- runs
+ * hs_mla_forward_cached, the absorbed path (W^UK folded into the query,
+ * W^UV applied to the attention-mixed latent). Everything around attention
+ * (norms, MLP, residuals, logits, sampling, hs_generate) is shared.
  *
  * Shapes: n new tokens, d width, V vocabulary, F MLP width. */
 #ifndef HS_DECODE_H
@@ -30,7 +31,7 @@
 
 typedef enum {
     HS_LAYER_CACHE_KV,    /* hs_kv_cache: linear (cap = max_len) or a ring (cap = W) */
-    HS_LAYER_CACHE_OTHER, /* another attention's own cache (MLA), in `other` */
+    HS_LAYER_CACHE_OTHER, /* another attention's own cache (MLA: hs_mla_cache), in `other` */
 } hs_layer_cache_kind;
 
 typedef struct {
@@ -40,6 +41,7 @@ typedef struct {
     void *other;         /* HS_LAYER_CACHE_OTHER: the layer's own cache */
     size_t other_bytes;  /* its bytes, for hs_decoder_cache_bytes */
     void (*other_free)(void *other);
+    void (*other_reset)(void *other); /* forgets every cached position */
 } hs_layer_cache;
 
 typedef struct {
@@ -66,9 +68,10 @@ void hs_decoder_free(hs_decoder *dec);
 void hs_decoder_reset(hs_decoder *dec);
 
 /* Bytes of every layer's cache: sum over layers of 2 G cap dh
- * sizeof(hs_real), cap = min(W, max_len) in a window, else max_len -- the
+ * sizeof(hs_real), cap = min(W, max_len) in a window, else max_len; an MLA
+ * layer's (kv_lora_rank + qk_rope_head_dim) max_len sizeof(hs_real) -- the
  * figure `kv-bytes --model DIR --seq-len max_len --bytes sizeof(hs_real)`
- * prints. */
+ * prints (for MLA also its `--mla-latent C --mla-rope R` line). */
 size_t hs_decoder_cache_bytes(const hs_decoder *dec);
 
 /* Feeds n tokens at positions pos .. pos+n-1 in one forward (n > 1: the

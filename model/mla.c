@@ -539,7 +539,7 @@ static int step_alloc(step_scratch *s, const hs_mla_config *c, int B, int L, int
     const size_t N = (size_t)B * L, HC = (size_t)c->n_heads * c->kv_lora_rank;
     const size_t HV = (size_t)c->n_heads * c->v_dim;
     const size_t acts = hs_mla_acts_elems(c, B, L, 0);
-    s->mem = hs_calloc(acts + 2 * N * HC + 2 * N * HV + (size_t)L * S, sizeof(hs_real),
+    s->mem = hs_calloc(acts + 2 * N * HC + 2 * N * HV + (size_t)L * c->n_heads * S, sizeof(hs_real),
                        "mla step scratch");
     if (!s->mem)
         return HS_ENOMEM;
@@ -555,35 +555,37 @@ static int step_alloc(step_scratch *s, const hs_mla_config *c, int B, int L, int
 /* The absorbed attention of batch row b over the cache (S positions, the
  * last L new): qlat_h = q_nope_h W^UK_h (L x C), scores against the
  * latents plus q_pe k_pe^T, causal softmax, olat_h = P latents, z_h =
- * olat_h W^UV_h^T. */
+ * olat_h W^UV_h^T. The (L, H) query rows of qlat and q_pe are one matrix
+ * each (row i h, widths C and r), so the scores and the mix of every head
+ * are one product each over the cache: the latents are read twice per
+ * step, not twice per head. */
 static void absorbed_row(step_scratch *s, const hs_mla_weights *w, const hs_mla_config *c,
                          const hs_mla_cache *cache, int b, int L, int S)
 {
     const int H = c->n_heads, n = c->qk_nope, r = c->qk_rope, v = c->v_dim, C = c->kv_lora_rank;
-    const int HQ = H * (n + r), HC = H * C, HV = H * v;
+    const int HQ = H * (n + r), HC = H * C, HV = H * v, LH = L * H;
     const hs_real scale = (hs_real)(1 / sqrt((double)(n + r)));
     const hs_real *lat = cache->latent + (size_t)b * cache->cap * C;
     const hs_real *kpe = cache->k_pe + (size_t)b * cache->cap * r;
-    for (int h = 0; h < H; h++) {
-        const hs_real *Qh = s->m.q + (size_t)b * L * HQ + (size_t)h * (n + r);
-        const hs_real *Wuk = w->w_kvb + (size_t)h * (n + v) * C; /* (n, C) */
-        const hs_real *Wuv = Wuk + (size_t)n * C;                /* (v, C) */
-        hs_real *qlat = s->qlat + (size_t)b * L * HC + (size_t)h * C;
-        hs_real *olat = s->olat + (size_t)b * L * HC + (size_t)h * C;
-        hs_gemm(0, 0, L, C, n, 1, Qh, HQ, Wuk, C, 0, qlat, HC);
-        hs_gemm(0, 1, L, S, C, scale, qlat, HC, lat, C, 0, s->P, S);
-        hs_gemm(0, 1, L, S, r, scale, Qh + n, HQ, kpe, r, 1, s->P, S);
-        for (int i = 0; i < L; i++) {
-            hs_real *row = s->P + (size_t)i * S;
-            const int lim = S - L + i + 1;
-            hs_softmax_row(row, NULL, lim);
-            if (S > lim)
-                memset(row + lim, 0, sizeof(hs_real) * (size_t)(S - lim));
-        }
-        hs_gemm(0, 0, L, C, S, 1, s->P, S, lat, C, 0, olat, HC);
-        hs_gemm(0, 1, L, v, C, 1, olat, HC, Wuv, C, 0, s->z + (size_t)b * L * HV + (size_t)h * v,
-                HV);
+    const hs_real *Q = s->m.q + (size_t)b * L * HQ;   /* (L H, n + r) */
+    hs_real *qlat = s->qlat + (size_t)b * L * HC;     /* (L H, C) */
+    hs_real *olat = s->olat + (size_t)b * L * HC;     /* (L H, C) */
+    for (int h = 0; h < H; h++)
+        hs_gemm(0, 0, L, C, n, 1, Q + (size_t)h * (n + r), HQ, w->w_kvb + (size_t)h * (n + v) * C,
+                C, 0, qlat + (size_t)h * C, HC);
+    hs_gemm(0, 1, LH, S, C, scale, qlat, C, lat, C, 0, s->P, S);
+    hs_gemm(0, 1, LH, S, r, scale, Q + n, n + r, kpe, r, 1, s->P, S);
+    for (int k = 0; k < LH; k++) {
+        hs_real *row = s->P + (size_t)k * S;
+        const int lim = S - L + k / H + 1;
+        hs_softmax_row(row, NULL, lim);
+        if (S > lim)
+            memset(row + lim, 0, sizeof(hs_real) * (size_t)(S - lim));
     }
+    hs_gemm(0, 0, LH, C, S, 1, s->P, S, lat, C, 0, olat, C);
+    for (int h = 0; h < H; h++)
+        hs_gemm(0, 1, L, v, C, 1, olat + (size_t)h * C, HC, w->w_kvb + ((size_t)h * (n + v) + n) * C,
+                C, 0, s->z + (size_t)b * L * HV + (size_t)h * v, HV);
 }
 
 int hs_mla_forward_cached(hs_real *out, hs_real *z, const hs_mla_weights *w,

@@ -2,8 +2,9 @@
  * a prefill and after each one-token step, the logits of the cached
  * decoder equal those of a fresh full forward over the whole prefix, and
  * greedy choices agree, for MHA, GQA, MQA, a sliding window shorter than
- * the sequence (a ring cache), a parallel-residual partial-rotary model
- * and a post-norm one; cache bytes; sampling rules; and the conversion's
+ * the sequence (a ring cache), a parallel-residual partial-rotary model,
+ * a post-norm one and multi-head latent attention (the latent cache, with
+ * and without q_lora_rank); cache bytes; sampling rules; and the conversion's
  * group means and unchanged model at G = H (model/convert.h). */
 #include <math.h>
 #include <stdint.h>
@@ -15,6 +16,7 @@
 
 #include "convert.h"
 #include "decode.h"
+#include "mla.h"
 #include "runner.h"
 #include "transformer.h"
 
@@ -192,6 +194,65 @@ static void test_neox_and_post_norm_cached_decoding_equal_recomputation(void)
     hs_model_free(&m);
 }
 
+/* Multi-head latent attention: every layer's cache is its latent cache
+ * only (kv_lora_rank + qk_rope_head_dim values per position), read through
+ * the absorbed step; with a plain q_proj and with q_lora_rank, a prefill
+ * longer than one token and a single-token one. v_head_dim differs from
+ * qk_nope_head_dim, as in the fixtures of test_mla. */
+static void test_mla_cached_decoding_equals_recomputation(void)
+{
+    hs_model m;
+    const char *plain[] = { "d_model=32", "n_ctx=40", "v_head_dim=12" };
+    make_model(&m, "mla", plain, 3, 11);
+    CU_ASSERT_FATAL(m.cfg.mla && m.cfg.q_lora_rank == 0);
+    hs_decoder dec;
+    CU_ASSERT_EQUAL_FATAL(hs_decoder_init(&dec, &m, 24), HS_OK);
+    for (int l = 0; l < m.cfg.n_layer; l++) {
+        CU_ASSERT_EQUAL(dec.layer[l].kind, HS_LAYER_CACHE_OTHER);
+        CU_ASSERT_PTR_NULL(dec.layer[l].kv.k); /* no per-head keys or values */
+    }
+    hs_decoder_free(&dec);
+    check_cached_equals_full(&m, 6, 24, "mla (q_proj)");
+    hs_model_free(&m);
+    const char *qlora[] = { "d_model=32", "n_ctx=40", "q_lora_rank=12", "kv_lora_rank=16" };
+    make_model(&m, "mla", qlora, 4, 12);
+    CU_ASSERT_FATAL(m.cfg.q_lora_rank == 12);
+    check_cached_equals_full(&m, 1, 20, "mla (q_lora_rank 12)");
+    hs_model_free(&m);
+}
+
+/* An MLA decoder holds (kv_lora_rank + qk_rope_head_dim) sizeof(hs_real)
+ * per position and layer, hs_mla_cache_bytes per layer (the kv-bytes
+ * --mla-latent/--mla-rope figure); reset forgets the latents, so the same
+ * prompt gives the same logits again. */
+static void test_mla_cache_bytes_and_reset(void)
+{
+    hs_model m;
+    const char *over[] = { "d_model=32", "n_ctx=64", "n_layer=3" };
+    make_model(&m, "mla", over, 3, 13);
+    const hs_model_config *c = &m.cfg;
+    hs_decoder dec;
+    CU_ASSERT_EQUAL_FATAL(hs_decoder_init(&dec, &m, 50), HS_OK);
+    const size_t want = (size_t)3 * (c->kv_lora_rank + c->qk_rope_head_dim) * 50 * sizeof(hs_real);
+    CU_ASSERT_EQUAL(hs_decoder_cache_bytes(&dec), want);
+    CU_ASSERT_EQUAL(hs_decoder_cache_bytes(&dec),
+                    3 * hs_mla_cache_bytes(1, c->kv_lora_rank, c->qk_rope_head_dim, 50));
+    const int32_t prompt[4] = { 7, 200, 31, 7 };
+    const int V = c->vocab_size;
+    hs_real *first = calloc((size_t)V, sizeof *first);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(first);
+    CU_ASSERT_EQUAL_FATAL(hs_decoder_feed(&dec, prompt, 4), HS_OK);
+    memcpy(first, dec.logits, sizeof(hs_real) * V);
+    CU_ASSERT_EQUAL_FATAL(hs_decoder_feed(&dec, prompt, 2), HS_OK);
+    hs_decoder_reset(&dec);
+    CU_ASSERT_EQUAL(((const hs_mla_cache *)dec.layer[0].other)->len, 0);
+    CU_ASSERT_EQUAL_FATAL(hs_decoder_feed(&dec, prompt, 4), HS_OK);
+    CU_ASSERT_EQUAL(memcmp(first, dec.logits, sizeof(hs_real) * V), 0);
+    free(first);
+    hs_decoder_free(&dec);
+    hs_model_free(&m);
+}
+
 /* 2 G cap dh sizeof(hs_real) per layer; a window caches W positions. */
 static void test_cache_bytes_hold_kv_heads_only(void)
 {
@@ -342,6 +403,9 @@ int main(void)
           test_window_ring_cache_decoding_equals_recomputation },
         { "test_neox_and_post_norm_cached_decoding_equal_recomputation",
           test_neox_and_post_norm_cached_decoding_equal_recomputation },
+        { "test_mla_cached_decoding_equals_recomputation",
+          test_mla_cached_decoding_equals_recomputation },
+        { "test_mla_cache_bytes_and_reset", test_mla_cache_bytes_and_reset },
         { "test_cache_bytes_hold_kv_heads_only", test_cache_bytes_hold_kv_heads_only },
         { "test_generate_refuses_out_of_vocabulary_and_too_long",
           test_generate_refuses_out_of_vocabulary_and_too_long },

@@ -1,6 +1,6 @@
 #!/bin/bash
 # generate and convert end to end: --json output and cache bytes equal to
-# kv-bytes (a global and a sliding-window model), greedy and seeded
+# kv-bytes (a global, a sliding-window and an MLA model), greedy and seeded
 # sampling repeat, refusals naming the id, the context or the option;
 # convert's k/v tensors equal the group means numpy computes from the
 # original files (gpt2's fused c_attn, llama's k_proj/v_proj), G = H keeps
@@ -47,6 +47,29 @@ generate_json_and_cache_bytes() {
     hs generate --model mistral --prompt-ids 5,6,7,8,9,10,11,12,13,14 --max-new 20 --json
     expect_rc 0 "generate mistral" || return 1
     cache_matches_kv_bytes mistral 30 "$(jget out.txt cache_bytes)" || return 1
+}
+
+# An MLA model caches its latent and rope key only: generate's cache_bytes
+# equals kv-bytes --model and the kv-bytes --mla-latent/--mla-rope line for
+# the same shape (2 layers, kv_lora_rank 32, qk_rope_head_dim 8).
+generate_mla_cache_is_the_latent() {
+    model mla mla q_lora_rank=24 || return 1
+    hs generate --model mla --prompt-ids 3,1,4,1,5 --max-new 11 --json
+    expect_rc 0 "generate mla" || return 1
+    local cb a
+    cb=$(jget out.txt cache_bytes) a=$(jget out.txt ids)
+    cache_matches_kv_bytes mla 16 "$cb" || return 1
+    hs kv-bytes --layers 2 --kv-heads 1 --head-dim 1 --seq-len 16 --bytes 1 --mla-latent 32 \
+        --mla-rope 8 --json
+    expect_rc 0 "kv-bytes --mla-latent" || return 1
+    local e1
+    e1=$(jget out.txt mla_bytes)
+    expect_eq "$e1" $((2 * 16 * (32 + 8))) "the mla line" || return 1
+    [ "$cb" = $((e1 * 4)) ] || [ "$cb" = $((e1 * 8)) ] ||
+        bad "mla: cache_bytes $cb is not kv-bytes --mla-latent 32 --mla-rope 8 ($e1 per byte) x 4 or 8" ||
+        return 1
+    hs generate --model mla --prompt-ids 3,1,4,1,5 --max-new 11 --json
+    expect_eq "$(jget out.txt ids)" "$a" "mla greedy repeats" || return 1
 }
 
 greedy_and_seeded_sampling_repeat() {
@@ -190,5 +213,6 @@ print(",".join(r[0] for r in c.execute("select metric from head_metrics where la
     expect_nofile r2.db "refused experiment" || return 1
 }
 
-run_checks experiment_gqa_table generate_json_and_cache_bytes greedy_and_seeded_sampling_repeat generate_refusals \
+run_checks experiment_gqa_table generate_json_and_cache_bytes generate_mla_cache_is_the_latent \
+    greedy_and_seeded_sampling_repeat generate_refusals \
     convert_tensor_means convert_all_heads_keeps_loss convert_refusals
