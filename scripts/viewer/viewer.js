@@ -1,0 +1,484 @@
+/* headscope's attention viewer: reads HS_DATA (data.js, the index of the
+ * export) and the map blocks (maps.bin over http, maps.js's base64 strings
+ * from file://, where browsers refuse fetch), and draws the token view, the
+ * matrix, the layer x head thumbnails and the head panel. Every string from
+ * the data goes into the page as textContent, never as HTML. */
+"use strict";
+(function () {
+  const D = window.HS_DATA;
+  const $ = (id) => document.getElementById(id);
+  const status = (s) => { $("status").textContent = s; };
+  if (!D || D.format !== "headscope-viewer") {
+    status("data.js is missing or not a headscope viewer index");
+    return;
+  }
+
+  /* ---- data: blocks, decoded on first use ---- */
+  const U8 = D.dtype === "u8";
+  const blockIndex = new Map(); // "s,l,h" (export indices) -> block
+  D.blocks.forEach((b, i) => { b.i = i; blockIndex.set(b.s + "," + b.l + "," + b.h, b); });
+  let binary = null; // ArrayBuffer of maps.bin when fetched
+  const cache = new Map();
+
+  const HALF = new Float32Array(65536);
+  if (!U8) {
+    for (let h = 0; h < 65536; h++) {
+      const s = h >> 15, e = (h >> 10) & 31, f = h & 1023;
+      let v = e === 0 ? f * Math.pow(2, -24) : e === 31 ? (f ? NaN : Infinity)
+            : (1 + f / 1024) * Math.pow(2, e - 15);
+      HALF[h] = s ? -v : v;
+    }
+  }
+
+  function bytesOf(b) {
+    if (binary) return new Uint8Array(binary.slice(b.offset, b.offset + b.bytes));
+    const s = atob(window.HS_MAPS_B64[b.i]);
+    const out = new Uint8Array(s.length);
+    for (let k = 0; k < s.length; k++) out[k] = s.charCodeAt(k);
+    return out;
+  }
+
+  /* A block as {get(r, s), row(r) -> Float64Array(S), col(s)}. */
+  function block(si, li, hi) {
+    const b = blockIndex.get(si + "," + li + "," + hi);
+    if (!b) return null;
+    if (cache.has(b.i)) return cache.get(b.i);
+    const L = D.layers[li], nq = L.nq, S = L.S;
+    const start = new Int32Array(nq + 1), len = new Int32Array(nq);
+    for (let r = 0; r < nq; r++) {
+      len[r] = b.packed ? Math.min(S, L.q0 + r + 1) : S;
+      start[r + 1] = start[r] + len[r];
+    }
+    const raw = bytesOf(b);
+    let get;
+    if (U8) {
+      const scale = new Float32Array(raw.buffer, 0, nq), v = new Uint8Array(raw.buffer, 4 * nq);
+      get = (r, s) => (s < len[r] ? v[start[r] + s] * scale[r] : 0);
+      var scaleOf = (r) => scale[r];
+    } else {
+      const v = new Uint16Array(raw.buffer, 0, raw.length >> 1);
+      get = (r, s) => (s < len[r] ? HALF[v[start[r] + s]] : 0);
+    }
+    const blk = {
+      L, nq, S, get, scaleOf: U8 ? scaleOf : null,
+      row(r) { const o = new Float64Array(S); for (let s = 0; s < len[r]; s++) o[s] = get(r, s); return o; },
+      col(s) { const o = new Float64Array(nq); for (let r = 0; r < nq; r++) o[r] = get(r, s); return o; },
+    };
+    cache.set(b.i, blk);
+    if (cache.size > 64) cache.delete(cache.keys().next().value);
+    return blk;
+  }
+
+  /* ---- state and the URL fragment ---- */
+  const st = { s: 0, l: 0, h: 0, q: -1, held: false, dir: "q", scale: "lin" };
+  const T = D.seq_len;
+  function layerIdx(layer) { return D.layers.findIndex((L) => L.layer === layer); }
+  function readHash() {
+    const p = new URLSearchParams(location.hash.slice(1));
+    const num = (k) => (p.has(k) && /^-?\d+$/.test(p.get(k)) ? parseInt(p.get(k), 10) : null);
+    const s = num("s"), l = num("l"), h = num("h"), q = num("q");
+    if (s !== null) { const i = D.sequences.findIndex((x) => x.seq === s); if (i >= 0) st.s = i; }
+    if (l !== null) { const i = layerIdx(l); if (i >= 0) st.l = i; }
+    if (h !== null) { const i = D.layers[st.l].heads.indexOf(h); if (i >= 0) st.h = i; }
+    if (st.h >= D.layers[st.l].heads.length) st.h = 0;
+    if (q !== null && q >= 0 && q < T) { st.q = q; st.held = true; }
+  }
+  function writeHash() {
+    const L = D.layers[st.l];
+    let h = "l=" + L.layer + "&h=" + L.heads[st.h] + "&s=" + D.sequences[st.s].seq;
+    if (st.q >= 0) h += "&q=" + st.q;
+    if (location.hash.slice(1) !== h) history.replaceState(null, "", "#" + h);
+  }
+
+  /* ---- colour ---- */
+  function level(p, rowMax) {
+    if (!(p > 0)) return 0;
+    if (st.scale === "sqrt") return Math.sqrt(Math.min(1, p));
+    if (st.scale === "row") return rowMax > 0 ? p / rowMax : 0;
+    return Math.min(1, p);
+  }
+  // token view: red with alpha = level; the matrix: white -> dark blue
+  function tokenColour(a) { return a > 0 ? "rgba(214, 39, 40, " + a.toFixed(3) + ")" : ""; }
+  const RAMP = new Uint8Array(256 * 3);
+  for (let i = 0; i < 256; i++) {
+    const t = i / 255;
+    RAMP[3 * i] = Math.round(255 - t * (255 - 8));
+    RAMP[3 * i + 1] = Math.round(255 - t * (255 - 48));
+    RAMP[3 * i + 2] = Math.round(255 - t * (255 - 107));
+  }
+
+  /* ---- token view ---- */
+  const spans = [];
+  function showToken(t) {
+    return t.replace(/\n/g, "\u21b5\n").replace(/\t/g, "\u21e5").replace(/\r/g, "\u240d");
+  }
+  function buildTokens() {
+    const box = $("tokens"), seq = D.sequences[st.s];
+    box.textContent = "";
+    box.className = D.token_source === "ids" ? "ids" : "";
+    spans.length = 0;
+    const frag = document.createDocumentFragment();
+    for (let t = 0; t < seq.text.length; t++) {
+      const sp = document.createElement("span");
+      sp.textContent = showToken(seq.text[t]);
+      sp.dataset.t = t;
+      spans.push(sp);
+      frag.appendChild(sp);
+    }
+    box.appendChild(frag);
+  }
+  let lastValues = null; // Float64Array(T): what the token colours show
+  let lastSel = -1;
+  function paintTokens() {
+    const blk = block(st.s, st.l, st.h), L = D.layers[st.l];
+    for (let t = 0; t < spans.length; t++) spans[t].className = "";
+    const vals = new Float64Array(T);
+    const q = st.q;
+    if (blk && q >= 0) {
+      if (st.dir === "q") {
+        const r = q - L.q0;
+        if (r >= 0 && r < L.nq) vals.set(blk.row(r).subarray(0, Math.min(T, L.S)));
+        else spans[q].className = "nocap";
+      } else if (q < L.S) {
+        const c = blk.col(q);
+        for (let r = 0; r < L.nq; r++) if (L.q0 + r < T) vals[L.q0 + r] = c[r];
+      }
+    }
+    let mx = 0;
+    for (let t = 0; t < T; t++) mx = vals[t] > mx ? vals[t] : mx;
+    for (let t = 0; t < spans.length; t++) {
+      const c = tokenColour(level(vals[t], mx));
+      if (spans[t].style.backgroundColor !== c) spans[t].style.backgroundColor = c;
+    }
+    if (q >= 0) spans[q].classList.add(st.held ? "held" : "sel");
+    lastValues = vals;
+    lastSel = q;
+  }
+  function tokenEvents() {
+    const box = $("tokens");
+    box.addEventListener("mouseover", (ev) => {
+      const t = ev.target.dataset ? ev.target.dataset.t : undefined;
+      if (t === undefined) return;
+      const i = +t;
+      if (!st.held) { st.q = i; paintTokens(); drawMatrix(); writeHash(); }
+      tokenTip(ev, i);
+    });
+    box.addEventListener("mousemove", (ev) => { if (ev.target.dataset && ev.target.dataset.t !== undefined) moveTip(ev); });
+    box.addEventListener("mouseleave", hideTip);
+    box.addEventListener("click", (ev) => {
+      const t = ev.target.dataset ? ev.target.dataset.t : undefined;
+      if (t === undefined) return;
+      const i = +t;
+      st.held = !(st.held && st.q === i);
+      st.q = i;
+      paintTokens(); drawMatrix(); writeHash();
+      tokenTip(ev, i);
+    });
+  }
+  function precision() {
+    return U8 ? "stored as u8 with a scale per query row; shown dequantised" : "stored as f16; shown exactly";
+  }
+  function tokLabel(t) { return JSON.stringify(D.sequences[st.s].text[t]); }
+  function tokenTip(ev, i) {
+    const L = D.layers[st.l], head = "L" + L.layer + " H" + L.heads[st.h];
+    let s = "token " + i + " " + tokLabel(i) + "  id " + D.sequences[st.s].tokens[i];
+    if (lastSel >= 0 && lastValues) {
+      const p = lastValues[i];
+      s += "\n" + head + (st.dir === "q" ? ": query " + lastSel + " \u2192 key " + i
+                                          : ": query " + i + " \u2192 key " + lastSel);
+      s += "\np = " + p.toPrecision(6) + "\n" + precision();
+    }
+    showTip(ev, s);
+  }
+
+  /* ---- tooltip ---- */
+  function showTip(ev, text) { const t = $("tooltip"); t.textContent = text; t.style.display = "block"; moveTip(ev); }
+  function moveTip(ev) {
+    const t = $("tooltip");
+    t.style.left = Math.min(ev.clientX + 14, innerWidth - t.offsetWidth - 4) + "px";
+    t.style.top = Math.min(ev.clientY + 14, innerHeight - t.offsetHeight - 4) + "px";
+  }
+  function hideTip() { $("tooltip").style.display = "none"; }
+
+  /* ---- matrix view: the map as an image, drawn with zoom and pan ---- */
+  const view = { zoom: 1, x: 0, y: 0 }; // image pixel (0,0) at canvas (x, y); zoom px per cell
+  let image = null, imageKey = "";
+  const MSIZE = 560;
+  function mapImage() {
+    const blk = block(st.s, st.l, st.h), key = st.s + "," + st.l + "," + st.h + "," + st.scale;
+    if (!blk) return null;
+    if (key === imageKey) return image;
+    const c = document.createElement("canvas");
+    c.width = blk.S; c.height = blk.nq;
+    const ctx = c.getContext("2d"), img = ctx.createImageData(blk.S, blk.nq), px = img.data;
+    for (let r = 0; r < blk.nq; r++) {
+      const row = blk.row(r);
+      let mx = 0;
+      if (st.scale === "row") for (let s = 0; s < blk.S; s++) mx = row[s] > mx ? row[s] : mx;
+      for (let s = 0, o = 4 * r * blk.S; s < blk.S; s++, o += 4) {
+        const k = Math.round(255 * level(row[s], mx)) * 3;
+        px[o] = RAMP[k]; px[o + 1] = RAMP[k + 1]; px[o + 2] = RAMP[k + 2]; px[o + 3] = 255;
+      }
+    }
+    ctx.putImageData(img, 0, 0);
+    image = c; imageKey = key;
+    return c;
+  }
+  function resetView() {
+    const L = D.layers[st.l];
+    view.zoom = MSIZE / Math.max(L.S, L.nq); view.x = 0; view.y = 0;
+  }
+  function drawMatrix() {
+    const cv = $("matrix"), ctx = cv.getContext("2d"), img = mapImage(), L = D.layers[st.l];
+    ctx.fillStyle = "#eee";
+    ctx.fillRect(0, 0, cv.width, cv.height);
+    if (!img) return;
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(img, view.x, view.y, img.width * view.zoom, img.height * view.zoom);
+    if (st.q >= 0) {
+      ctx.strokeStyle = "rgba(214,39,40,0.9)";
+      ctx.lineWidth = 1;
+      if (st.dir === "q") {
+        const y = view.y + (st.q - L.q0) * view.zoom;
+        ctx.strokeRect(view.x - 0.5, y - 0.5, L.S * view.zoom + 1, Math.max(1, view.zoom) + 1);
+      } else {
+        const x = view.x + st.q * view.zoom;
+        ctx.strokeRect(x - 0.5, view.y - 0.5, Math.max(1, view.zoom) + 1, L.nq * view.zoom + 1);
+      }
+    }
+  }
+  function matrixEvents() {
+    const cv = $("matrix");
+    cv.width = cv.height = MSIZE;
+    let drag = null;
+    cv.addEventListener("wheel", (ev) => {
+      ev.preventDefault();
+      const f = ev.deltaY < 0 ? 1.25 : 0.8, r = cv.getBoundingClientRect();
+      const mx = ev.clientX - r.left, my = ev.clientY - r.top;
+      view.x = mx - (mx - view.x) * f; view.y = my - (my - view.y) * f; view.zoom *= f;
+      drawMatrix();
+    }, { passive: false });
+    cv.addEventListener("mousedown", (ev) => { drag = { x: ev.clientX, y: ev.clientY, vx: view.x, vy: view.y }; });
+    addEventListener("mouseup", () => { drag = null; });
+    cv.addEventListener("dblclick", () => { resetView(); drawMatrix(); });
+    cv.addEventListener("mouseleave", hideTip);
+    cv.addEventListener("mousemove", (ev) => {
+      if (drag) {
+        view.x = drag.vx + ev.clientX - drag.x; view.y = drag.vy + ev.clientY - drag.y;
+        drawMatrix();
+        return;
+      }
+      const r = cv.getBoundingClientRect(), blk = block(st.s, st.l, st.h), L = D.layers[st.l];
+      const s = Math.floor((ev.clientX - r.left - view.x) / view.zoom);
+      const row = Math.floor((ev.clientY - r.top - view.y) / view.zoom);
+      if (!blk || s < 0 || s >= L.S || row < 0 || row >= L.nq) { hideTip(); return; }
+      const q = L.q0 + row, p = blk.get(row, s);
+      let txt = "L" + L.layer + " H" + L.heads[st.h] + "  query " + q + " " + tokLabel(q) +
+                " \u2192 key " + s + " " + tokLabel(s) + "\np = " + p.toPrecision(6) + "\n" + precision();
+      if (U8) txt += " (\u00b1" + (blk.scaleOf(row) / 2).toPrecision(2) + ")";
+      showTip(ev, txt);
+    });
+  }
+
+  /* ---- the layer x head grid of thumbnails ---- */
+  const CELL = 44, PAD = 4, LEFT = 30, TOP = 16;
+  let gridHeads = 0;
+  function drawGrid() {
+    gridHeads = Math.max(...D.layers.map((L) => L.heads.length));
+    const cv = $("grid"), w = LEFT + gridHeads * (CELL + PAD), h = TOP + D.layers.length * (CELL + PAD);
+    if (cv.width !== w || cv.height !== h) { cv.width = w; cv.height = h; }
+    const ctx = cv.getContext("2d");
+    ctx.clearRect(0, 0, w, h);
+    ctx.fillStyle = "#333"; ctx.font = "11px sans-serif"; ctx.textBaseline = "middle";
+    for (let hi = 0; hi < gridHeads; hi++) ctx.fillText(String(hi), LEFT + hi * (CELL + PAD) + CELL / 2 - 4, TOP / 2);
+    D.layers.forEach((L, li) => {
+      const y = TOP + li * (CELL + PAD);
+      ctx.fillStyle = "#333";
+      ctx.fillText("L" + L.layer, 2, y + CELL / 2);
+      L.heads.forEach((head, hi) => {
+        const x = LEFT + hi * (CELL + PAD), b = blockIndex.get(st.s + "," + li + "," + hi);
+        if (b) ctx.drawImage(thumb(b), x, y, CELL, CELL);
+        // heads sharing a kv head: a bar under the cell, one colour per group
+        if (L.n_kv_head > 0 && L.n_kv_head < L.n_head) {
+          ctx.fillStyle = L.kv_group[hi] % 2 ? "#888" : "#cfa52c";
+          ctx.fillRect(x, y + CELL, CELL, 2);
+        }
+        if (li === st.l && hi === st.h) {
+          ctx.strokeStyle = "#d62728"; ctx.lineWidth = 2; ctx.strokeRect(x - 1, y - 1, CELL + 2, CELL + 2);
+        }
+      });
+    });
+  }
+  const thumbs = new Map();
+  function thumb(b) {
+    if (thumbs.has(b.i)) return thumbs.get(b.i);
+    const c = document.createElement("canvas");
+    c.width = b.thumb_cols; c.height = b.thumb_rows;
+    const ctx = c.getContext("2d"), img = ctx.createImageData(c.width, c.height), s = atob(b.thumb);
+    for (let k = 0; k < s.length; k++) {
+      const v = s.charCodeAt(k), a = Math.round(255 * Math.sqrt(v / 255)) * 3;
+      img.data[4 * k] = RAMP[a]; img.data[4 * k + 1] = RAMP[a + 1]; img.data[4 * k + 2] = RAMP[a + 2];
+      img.data[4 * k + 3] = 255;
+    }
+    ctx.putImageData(img, 0, 0);
+    thumbs.set(b.i, c);
+    return c;
+  }
+  function gridEvents() {
+    const cv = $("grid");
+    cv.addEventListener("click", (ev) => {
+      const r = cv.getBoundingClientRect();
+      const hi = Math.floor((ev.clientX - r.left - LEFT) / (CELL + PAD));
+      const li = Math.floor((ev.clientY - r.top - TOP) / (CELL + PAD));
+      if (li >= 0 && li < D.layers.length && hi >= 0 && hi < D.layers[li].heads.length) select(li, hi);
+    });
+    cv.addEventListener("mousemove", (ev) => {
+      const r = cv.getBoundingClientRect();
+      const hi = Math.floor((ev.clientX - r.left - LEFT) / (CELL + PAD));
+      const li = Math.floor((ev.clientY - r.top - TOP) / (CELL + PAD));
+      if (li >= 0 && li < D.layers.length && hi >= 0 && hi < D.layers[li].heads.length) {
+        const L = D.layers[li];
+        showTip(ev, "layer " + L.layer + " head " + L.heads[hi] + kvText(L, hi));
+      } else hideTip();
+    });
+    cv.addEventListener("mouseleave", hideTip);
+  }
+  function kvText(L, hi) {
+    if (!(L.n_kv_head > 0 && L.n_kv_head < L.n_head)) return "";
+    const g = L.kv_group[hi], mates = L.heads.filter((h, i) => L.kv_group[i] === g);
+    return "\nkv head " + g + ", shared by heads " + mates.join(", ");
+  }
+
+  /* ---- the head panel: the index's scores ---- */
+  function fmt(v) { return v === null || v === undefined ? "" : Math.abs(v) >= 1e4 || (v !== 0 && Math.abs(v) < 1e-3) ? v.toExponential(3) : v.toFixed(4); }
+  function drawPanel() {
+    const L = D.layers[st.l], head = L.heads[st.h], panel = $("panel");
+    $("headname").textContent = "L" + L.layer + " H" + head;
+    panel.textContent = "";
+    const p = document.createElement("p");
+    p.textContent = kvText(L, st.h).trim();
+    panel.appendChild(p);
+    if (!D.metrics.length) {
+      const n = document.createElement("p");
+      n.className = "hint";
+      n.textContent = "No scores: pass --db with an index holding runs on this model.";
+      panel.appendChild(n);
+      return;
+    }
+    const tb = document.createElement("table");
+    tb.className = "scores";
+    const hr = tb.insertRow();
+    for (const h of ["score", "run", "value", "\u00b1 se", "rank", "top heads"]) {
+      const th = document.createElement("th"); th.textContent = h; hr.appendChild(th);
+    }
+    for (const m of D.metrics) {
+      const row = m.value[L.layer], v = row ? row[head] : null;
+      const tr = tb.insertRow();
+      tr.dataset.metric = m.name;
+      const cells = [m.name, m.kind + " " + m.run, fmt(v), fmt(m.stderr[L.layer] ? m.stderr[L.layer][head] : null)];
+      const all = [];
+      m.value.forEach((r, l) => r.forEach((x, h) => { if (x !== null) all.push([x, l, h]); }));
+      all.sort((a, b) => b[0] - a[0] || a[1] - b[1] || a[2] - b[2]);
+      const rank = all.findIndex((a) => a[1] === L.layer && a[2] === head);
+      cells.push(rank >= 0 ? rank + 1 + "/" + all.length : "");
+      cells.forEach((c, i) => { const td = tr.insertCell(); td.textContent = c; if (i >= 2) td.className = "num"; });
+      const td = tr.insertCell();
+      all.slice(0, 3).forEach(([, l, h]) => {
+        const a = document.createElement("a");
+        a.textContent = "L" + l + "H" + h;
+        a.title = "show layer " + l + " head " + h;
+        a.addEventListener("click", () => { const li = layerIdx(l); if (li >= 0 && D.layers[li].heads.indexOf(h) >= 0) select(li, D.layers[li].heads.indexOf(h)); });
+        td.appendChild(a); td.appendChild(document.createTextNode(" "));
+      });
+    }
+    panel.appendChild(tb);
+  }
+
+  /* ---- selection ---- */
+  function fillSelect(sel, items, cur) {
+    sel.textContent = "";
+    items.forEach((txt, i) => { const o = document.createElement("option"); o.value = i; o.textContent = txt; sel.appendChild(o); });
+    sel.value = cur;
+  }
+  function syncControls() {
+    const L = D.layers[st.l];
+    fillSelect($("head"), L.heads.map((h, i) => h + (L.n_kv_head && L.n_kv_head < L.n_head ? " (kv " + L.kv_group[i] + ")" : "")), st.h);
+    $("layer").value = st.l; $("seq").value = st.s;
+    $("kvinfo").textContent = L.n_kv_head && L.n_kv_head < L.n_head
+      ? "GQA: " + L.n_head + " query heads share " + L.n_kv_head + " kv heads" : "";
+  }
+  function select(li, hi, si) {
+    const seqChanged = si !== undefined && si !== st.s;
+    if (si !== undefined) st.s = si;
+    const layerChanged = li !== st.l;
+    st.l = li; st.h = Math.min(hi, D.layers[li].heads.length - 1);
+    if (seqChanged) buildTokens();
+    if (layerChanged) resetView();
+    syncControls(); paintTokens(); drawMatrix(); drawGrid(); drawPanel(); writeHash();
+  }
+  function keys() {
+    addEventListener("keydown", (ev) => {
+      if (ev.target.tagName === "SELECT" || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+      const n = D.layers.length;
+      if (ev.key === "ArrowRight" || ev.key === "ArrowLeft") {
+        const d = ev.key === "ArrowRight" ? 1 : -1, H = D.layers[st.l].heads.length;
+        let li = st.l, hi = st.h + d;
+        if (hi >= H) { li = (li + 1) % n; hi = 0; }
+        if (hi < 0) { li = (li + n - 1) % n; hi = D.layers[li].heads.length - 1; }
+        select(li, hi);
+      } else if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
+        select((st.l + (ev.key === "ArrowDown" ? 1 : n - 1)) % n, st.h);
+      } else if (ev.key === "]" || ev.key === "[") {
+        st.q = Math.max(0, Math.min(T - 1, (st.q < 0 ? 0 : st.q) + (ev.key === "]" ? 1 : -1)));
+        st.held = true;
+        paintTokens(); drawMatrix(); writeHash();
+      } else return;
+      ev.preventDefault();
+    });
+    addEventListener("hashchange", () => {
+      const s0 = st.s, l0 = st.l;
+      readHash();
+      if (st.s !== s0) buildTokens();
+      if (st.l !== l0) resetView();
+      syncControls(); paintTokens(); drawMatrix(); drawGrid(); drawPanel();
+    });
+  }
+
+  function start() {
+    const m = D.model || {};
+    $("about").textContent = [m.family ? m.family + " model" : "model", m.sha256 ? m.sha256.slice(0, 12) : "",
+      "T = " + T, D.dtype === "u8" ? "u8 maps" : "f16 maps", "tokens: " + D.token_source, D.source].filter(Boolean).join(" \u00b7 ");
+    fillSelect($("seq"), D.sequences.map((s) => "#" + s.seq), 0);
+    fillSelect($("layer"), D.layers.map((L) => String(L.layer)), 0);
+    $("seq").addEventListener("change", (e) => select(st.l, st.h, +e.target.value));
+    $("layer").addEventListener("change", (e) => select(+e.target.value, st.h));
+    $("head").addEventListener("change", (e) => select(st.l, +e.target.value));
+    $("dir").addEventListener("change", (e) => { st.dir = e.target.value; paintTokens(); drawMatrix(); });
+    $("scale").addEventListener("change", (e) => { st.scale = e.target.value; paintTokens(); drawMatrix(); });
+    readHash();
+    buildTokens(); tokenEvents(); matrixEvents(); gridEvents(); keys();
+    resetView(); syncControls(); paintTokens(); drawMatrix(); drawGrid(); drawPanel(); writeHash();
+    status(D.blocks.length + " maps \u00b7 " + D.sequences.length + " sequence(s) \u00b7 " + D.layers.length + " layer(s)");
+    window.HS_READY = performance.now();
+  }
+
+  /* the viewer's state and data, for tests and the console */
+  window.hsViewer = {
+    state: st,
+    row(si, li, hi, r) { const b = block(si, li, hi); return b ? Array.from(b.row(r)) : null; },
+    shown() { return lastValues ? Array.from(lastValues) : null; },
+    select,
+  };
+
+  if (location.protocol === "http:" || location.protocol === "https:") {
+    fetch("maps.bin").then((r) => (r.ok ? r.arrayBuffer() : Promise.reject(r.status)))
+      .then((b) => { binary = b; start(); }, loadScript);
+  } else loadScript();
+  function loadScript() {
+    const s = document.createElement("script");
+    s.src = "maps.js";
+    s.onload = start;
+    s.onerror = () => status("maps.js could not be loaded");
+    document.body.appendChild(s);
+  }
+})();

@@ -1,0 +1,546 @@
+/* The viewer's export (viewer_export.h): maps.bin, maps.js, data.js. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <hdf5.h>
+
+#include "config.h"
+#include "maps.h"
+#include "viewer_export.h"
+
+/* The three outputs, each written to NAME.tmp and renamed at the end. */
+enum { OUT_BIN, OUT_JS, OUT_DATA, OUT_N };
+static const char *const OUT_NAME[OUT_N] = { "maps.bin", "maps.js", "data.js" };
+
+typedef struct {
+    const hs_viewer_request *rq;
+    hs_maps_reader *r;
+    const hs_maps_info *in;
+    hs_model_config cfg;
+    int have_cfg;
+    long long seq[HS_VIEWER_MAX_SEQS];
+    int nseq;
+    int li[HS_MAPS_MAX_LAYERS]; /* captured layer indices to export */
+    int nli;
+    FILE *f[OUT_N];
+    char tmp[OUT_N][1200];
+    long long offset;           /* bytes of maps.bin written */
+    int blocks;
+    float *map;                 /* (nq, S) */
+    unsigned char *buf;         /* one block's bytes */
+    char *b64;
+} exporter;
+
+/* "a,b,c" of integers in [0, max) into out (at most cap); HS_EINVAL naming
+ * the option otherwise. */
+static int parse_list(const char *s, long long max, const char *opt, long long *out, int cap,
+                      int *n)
+{
+    *n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || v < 0 || (*end && *end != ','))
+            return hs_fail(HS_EINVAL, "%s: '%s' is not a list of integers like 0,2,5", opt, s);
+        if (v >= max)
+            return hs_fail(HS_EINVAL, "%s: %lld is not in the map file (it holds 0..%lld)", opt,
+                           v, max - 1);
+        if (*n == cap)
+            return hs_fail(HS_EINVAL, "%s: more than %d entries", opt, cap);
+        out[(*n)++] = v;
+        p = *end ? end + 1 : end;
+        if (*end == ',' && !*p)
+            return hs_fail(HS_EINVAL, "%s: '%s' ends with a comma", opt, s);
+    }
+    if (!*n)
+        return hs_fail(HS_EINVAL, "%s: empty list", opt);
+    return HS_OK;
+}
+
+static int select_all(exporter *e)
+{
+    const hs_viewer_request *rq = e->rq;
+    const hs_maps_info *in = e->in;
+    if (in->n_seq < 1)
+        return hs_fail(HS_EINVAL, "%s: the map file holds no sequence", rq->maps);
+    e->nseq = 1, e->seq[0] = 0;
+    if (rq->sequences &&
+        parse_list(rq->sequences, in->n_seq, "--sequences", e->seq, HS_VIEWER_MAX_SEQS, &e->nseq))
+        return HS_EINVAL;
+    if (!rq->layers) {
+        e->nli = in->n_layers;
+        for (int i = 0; i < in->n_layers; i++)
+            e->li[i] = i;
+        return HS_OK;
+    }
+    long long want[HS_MAPS_MAX_LAYERS];
+    int n;
+    if (parse_list(rq->layers, HS_MAPS_MAX_LAYERS, "--layers", want, HS_MAPS_MAX_LAYERS, &n))
+        return HS_EINVAL;
+    e->nli = 0;
+    for (int k = 0; k < n; k++) {
+        int found = -1;
+        for (int i = 0; i < in->n_layers; i++)
+            if (in->layers[i].layer == want[k])
+                found = i;
+        if (found < 0)
+            return hs_fail(HS_EINVAL, "--layers: layer %lld is not in %s", want[k], rq->maps);
+        e->li[e->nli++] = found;
+    }
+    return HS_OK;
+}
+
+/* ---- token strings ------------------------------------------------------------ */
+
+/* Row n of /token_text (variable-length strings [N, T]) into text[T]
+ * (malloc'd copies); *found = 0 when the file has no such dataset or it is
+ * not shaped so. */
+static int read_token_text(const char *path, long long n, int T, char **text, int *found)
+{
+    *found = 0;
+    int rc = HS_OK;
+    hid_t f = -1, d = -1, sp = -1, ms = -1, ft = -1, mt = -1;
+    H5E_BEGIN_TRY {
+        f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        if (f >= 0 && H5Lexists(f, "token_text", H5P_DEFAULT) > 0)
+            d = H5Dopen2(f, "token_text", H5P_DEFAULT);
+    } H5E_END_TRY;
+    if (d < 0)
+        goto done;
+    hsize_t dims[2];
+    sp = H5Dget_space(d);
+    ft = H5Dget_type(d);
+    if (sp < 0 || ft < 0 || H5Sget_simple_extent_ndims(sp) != 2 ||
+        H5Sget_simple_extent_dims(sp, dims, NULL) != 2 || dims[1] != (hsize_t)T ||
+        dims[0] <= (hsize_t)n || H5Tget_class(ft) != H5T_STRING || H5Tis_variable_str(ft) <= 0)
+        goto done;
+    char **rows = hs_calloc((size_t)T, sizeof *rows, "token text");
+    if (!rows) {
+        rc = HS_ENOMEM;
+        goto done;
+    }
+    hsize_t start[2] = { (hsize_t)n, 0 }, count[2] = { 1, (hsize_t)T };
+    mt = H5Tcopy(H5T_C_S1);
+    H5Tset_size(mt, H5T_VARIABLE);
+    H5Tset_cset(mt, H5T_CSET_UTF8);
+    ms = H5Screate_simple(2, count, NULL);
+    if (H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+        H5Dread(d, mt, ms, sp, H5P_DEFAULT, rows) < 0) {
+        free(rows);
+        rc = hs_fail(HS_EFORMAT, "%s: /token_text: cannot read sequence %lld", path, n);
+        goto done;
+    }
+    for (int t = 0; t < T; t++) {
+        const char *s = rows[t] ? rows[t] : "";
+        if (!(text[t] = strdup(s)))
+            rc = hs_fail(HS_ENOMEM, "token text");
+    }
+    H5Dvlen_reclaim(mt, ms, H5P_DEFAULT, rows);
+    free(rows);
+    *found = rc == HS_OK;
+done:
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (ms >= 0)
+        H5Sclose(ms);
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (d >= 0)
+        H5Dclose(d);
+    if (f >= 0)
+        H5Fclose(f);
+    return rc;
+}
+
+/* Display string of a token without a tokenizer: the byte of a byte-level
+ * model (a lone byte >= 0x80 is no UTF-8 character: shown as <0xAB>), else
+ * "#id". */
+static void token_fallback(char *out, size_t n, int32_t tok, int byte_level)
+{
+    if (byte_level && tok >= 0 && tok < 128)
+        snprintf(out, n, "%c", (char)tok);
+    else if (byte_level && tok >= 128 && tok < 256)
+        snprintf(out, n, "<0x%02X>", tok);
+    else
+        snprintf(out, n, "#%d", (int)tok);
+}
+
+static cJSON *sequence_json(exporter *e, long long n, int *from_file)
+{
+    const int T = e->in->seq_len;
+    int32_t *tok = hs_calloc((size_t)T, sizeof *tok, "tokens");
+    char **text = hs_calloc((size_t)T, sizeof *text, "token text");
+    cJSON *o = cJSON_CreateObject(), *jt = cJSON_CreateArray(), *js = cJSON_CreateArray();
+    int found = 0, ok = tok && text && o && jt && js && !hs_maps_read_tokens(e->r, n, tok) &&
+                        !read_token_text(e->rq->maps, n, T, text, &found);
+    const int byte_level = e->have_cfg && e->cfg.vocab_size == 256;
+    for (int t = 0; ok && t < T; t++) {
+        char fb[32];
+        token_fallback(fb, sizeof fb, tok[t], byte_level);
+        cJSON_AddItemToArray(jt, cJSON_CreateNumber(tok[t]));
+        cJSON_AddItemToArray(js, cJSON_CreateString(found ? text[t] : fb));
+    }
+    for (int t = 0; text && t < T; t++)
+        free(text[t]);
+    free(text);
+    free(tok);
+    *from_file = found;
+    if (!ok) {
+        cJSON_Delete(o), cJSON_Delete(jt), cJSON_Delete(js);
+        return NULL;
+    }
+    cJSON_AddNumberToObject(o, "seq", (double)n);
+    cJSON_AddItemToObject(o, "tokens", jt);
+    cJSON_AddItemToObject(o, "text", js);
+    return o;
+}
+
+/* ---- blocks --------------------------------------------------------------------- */
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static size_t base64(char *out, const unsigned char *in, size_t n)
+{
+    size_t o = 0, i = 0;
+    for (; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+        out[o++] = B64[v >> 18], out[o++] = B64[v >> 12 & 63], out[o++] = B64[v >> 6 & 63],
+        out[o++] = B64[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0);
+        out[o++] = B64[v >> 18], out[o++] = B64[v >> 12 & 63];
+        out[o++] = i + 1 < n ? B64[v >> 6 & 63] : '=';
+        out[o++] = '=';
+    }
+    return o;
+}
+
+static void put_f32(unsigned char *p, float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    p[0] = (unsigned char)u, p[1] = (unsigned char)(u >> 8), p[2] = (unsigned char)(u >> 16),
+    p[3] = (unsigned char)(u >> 24);
+}
+
+/* Keys stored for row r of a block. */
+static int row_len(const hs_maps_layer_info *L, int packed, int r)
+{
+    const int n = L->q0 + r + 1;
+    return packed && n < L->S ? n : L->S;
+}
+
+/* The block's bytes (layout in viewer_export.h) from e->map into e->buf. */
+static size_t encode_block(exporter *e, const hs_maps_layer_info *L, int packed)
+{
+    unsigned char *p = e->buf;
+    if (!e->rq->half)
+        p += 4 * (size_t)L->nq;
+    for (int r = 0; r < L->nq; r++) {
+        const float *row = e->map + (size_t)r * L->S;
+        const int n = row_len(L, packed, r);
+        if (e->rq->half) {
+            for (int s = 0; s < n; s++) {
+                uint16_t h = hs_float_to_half(row[s]);
+                *p++ = (unsigned char)h, *p++ = (unsigned char)(h >> 8);
+            }
+            continue;
+        }
+        float mx = 0;
+        for (int s = 0; s < n; s++)
+            mx = row[s] > mx ? row[s] : mx;
+        const float scale = mx / 255.0f;
+        put_f32(e->buf + 4 * (size_t)r, scale);
+        for (int s = 0; s < n; s++)
+            *p++ = scale > 0 ? (unsigned char)lrintf(fminf(255.0f, fmaxf(0.0f, row[s] / scale))) : 0;
+    }
+    return (size_t)(p - e->buf);
+}
+
+/* 1 when every key after its query holds exactly 0. */
+static int is_causal(const float *map, const hs_maps_layer_info *L)
+{
+    for (int r = 0; r < L->nq; r++)
+        for (int s = L->q0 + r + 1; s < L->S; s++)
+            if (map[(size_t)r * L->S + s] != 0.0f)
+                return 0;
+    return 1;
+}
+
+/* The block's thumbnail: the max of each of (rows x cols) cells, on 0..1 as
+ * u8, base64. */
+static cJSON *thumbnail(exporter *e, const hs_maps_layer_info *L, int rows, int cols)
+{
+    unsigned char th[HS_VIEWER_THUMB * HS_VIEWER_THUMB] = { 0 };
+    for (int r = 0; r < L->nq; r++) {
+        const int i = (int)((long long)r * rows / L->nq);
+        for (int s = 0; s < L->S; s++) {
+            const int j = (int)((long long)s * cols / L->S);
+            const float v = e->map[(size_t)r * L->S + s];
+            const unsigned char q = (unsigned char)lrintf(fminf(1.0f, fmaxf(0.0f, v)) * 255.0f);
+            th[i * cols + j] = q > th[i * cols + j] ? q : th[i * cols + j];
+        }
+    }
+    char out[4 * HS_VIEWER_THUMB * HS_VIEWER_THUMB / 3 + 8];
+    out[base64(out, th, (size_t)rows * cols)] = 0;
+    return cJSON_CreateString(out);
+}
+
+static int write_block(exporter *e, cJSON *blocks, int si, int k, int hi)
+{
+    const hs_maps_layer_info *L = &e->in->layers[e->li[k]];
+    int rc = hs_maps_read(e->r, e->li[k], e->seq[si], hi, e->map);
+    if (rc)
+        return rc;
+    const int packed = is_causal(e->map, L);
+    const size_t bytes = encode_block(e, L, packed);
+    const size_t nb64 = base64(e->b64, e->buf, bytes);
+    if (fwrite(e->buf, 1, bytes, e->f[OUT_BIN]) != bytes ||
+        fprintf(e->f[OUT_JS], "%s\"", e->blocks ? ",\n" : "") < 0 ||
+        fwrite(e->b64, 1, nb64, e->f[OUT_JS]) != nb64 || fputc('"', e->f[OUT_JS]) == EOF)
+        return hs_fail(HS_EIO, "%s: write failed: %s", e->rq->dir, strerror(errno));
+    const int rows = L->nq < HS_VIEWER_THUMB ? L->nq : HS_VIEWER_THUMB,
+              cols = L->S < HS_VIEWER_THUMB ? L->S : HS_VIEWER_THUMB;
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddItemToArray(blocks, b);
+    cJSON_AddNumberToObject(b, "s", si);
+    cJSON_AddNumberToObject(b, "l", k);
+    cJSON_AddNumberToObject(b, "h", hi);
+    cJSON_AddNumberToObject(b, "offset", (double)e->offset);
+    cJSON_AddNumberToObject(b, "bytes", (double)bytes);
+    cJSON_AddBoolToObject(b, "packed", packed);
+    cJSON_AddNumberToObject(b, "thumb_rows", rows);
+    cJSON_AddNumberToObject(b, "thumb_cols", cols);
+    cJSON_AddItemToObject(b, "thumb", thumbnail(e, L, rows, cols));
+    e->offset += (long long)bytes;
+    e->blocks++;
+    return HS_OK;
+}
+
+/* ---- the JSON index ---------------------------------------------------------------- */
+
+static cJSON *model_json(exporter *e)
+{
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "sha256", e->in->model_sha256);
+    if (!e->have_cfg)
+        return m;
+    const hs_model_config *c = &e->cfg;
+    cJSON_AddStringToObject(m, "family", hs_family_name(c->family));
+    cJSON_AddNumberToObject(m, "n_layer", c->n_layer);
+    cJSON_AddNumberToObject(m, "vocab_size", c->vocab_size);
+    cJSON_AddNumberToObject(m, "d_model", c->d_model);
+    cJSON_AddNumberToObject(m, "n_ctx", c->n_ctx);
+    cJSON_AddBoolToObject(m, "mla", c->mla);
+    cJSON_AddNumberToObject(m, "window", c->window);
+    cJSON_AddItemToObject(m, "n_head", cJSON_CreateIntArray(c->n_head, c->n_layer));
+    cJSON_AddItemToObject(m, "n_kv_head", cJSON_CreateIntArray(c->n_kv_head, c->n_layer));
+    return m;
+}
+
+static cJSON *layer_json(exporter *e, int k)
+{
+    const hs_maps_layer_info *L = &e->in->layers[e->li[k]];
+    cJSON *o = cJSON_CreateObject(), *kv = cJSON_CreateArray();
+    cJSON_AddNumberToObject(o, "layer", L->layer);
+    cJSON_AddItemToObject(o, "heads", cJSON_CreateIntArray(L->heads, L->nh));
+    cJSON_AddNumberToObject(o, "q0", L->q0);
+    cJSON_AddNumberToObject(o, "nq", L->nq);
+    cJSON_AddNumberToObject(o, "S", L->S);
+    cJSON_AddStringToObject(o, "stored", L->half ? "f16" : "f32");
+    /* GQA: query head h reads kv head h / (H / G) (llama2.c's kv_mul) */
+    int H = 0, G = 0;
+    if (e->have_cfg && L->layer < e->cfg.n_layer)
+        H = e->cfg.n_head[L->layer], G = e->cfg.n_kv_head[L->layer];
+    for (int i = 0; i < L->nh; i++)
+        cJSON_AddItemToArray(kv, cJSON_CreateNumber(H > 0 && G > 0 && H % G == 0
+                                                       ? L->heads[i] / (H / G) : L->heads[i]));
+    cJSON_AddNumberToObject(o, "n_head", H);
+    cJSON_AddNumberToObject(o, "n_kv_head", G);
+    cJSON_AddItemToObject(o, "kv_group", kv);
+    return o;
+}
+
+/* Per-head scores a head panel shows, as SPEC §5 and §11 name them. */
+static const char *const METRICS[] = {
+    "induction",         "induction_control", "duplicate_token",     "prev_token",
+    "prev_token_control", "copying",          "entropy",             "self",
+    "next_token",        "first_token",       "delim",               "distance",
+    "loss_delta_zero",   "loss_delta_mean",   "loss_delta_resample", "importance",
+    "importance_raw",    "patch_z",           "patch_pattern",       "path_patch",
+    "dla",
+};
+
+/* For each (run kind, metric), the latest complete run on this model that
+ * holds it, as {name, kind, run, value[layer][head] (null: absent), stderr}. */
+static cJSON *metrics_json(exporter *e, int *count)
+{
+    cJSON *arr = cJSON_CreateArray();
+    *count = 0;
+    hs_run_list l = { 0 };
+    if (!e->rq->ix || hs_index_runs(e->rq->ix, NULL, "complete", &l))
+        return arr;
+    const int nm = (int)(sizeof METRICS / sizeof METRICS[0]);
+    for (int i = l.n - 1; i >= 0; i--) {
+        const hs_run_record *run = &l.runs[i];
+        if (!run->model_sha256 || strcmp(run->model_sha256, e->in->model_sha256) || !run->kind)
+            continue;
+        for (int m = 0; m < nm; m++) {
+            int seen = 0;
+            cJSON *it;
+            cJSON_ArrayForEach(it, arr) {
+                seen |= !strcmp(cJSON_GetObjectItem(it, "name")->valuestring, METRICS[m]) &&
+                        !strcmp(cJSON_GetObjectItem(it, "kind")->valuestring, run->kind);
+            }
+            hs_metric_grid g = { 0 };
+            if (seen || hs_index_metric_grid(e->rq->ix, run->run_id, METRICS[m], &g) || !g.count) {
+                hs_metric_grid_free(&g);
+                continue;
+            }
+            cJSON *o = cJSON_CreateObject(), *v = cJSON_CreateArray(), *se = cJSON_CreateArray();
+            cJSON_AddStringToObject(o, "name", METRICS[m]);
+            cJSON_AddStringToObject(o, "kind", run->kind);
+            cJSON_AddNumberToObject(o, "run", (double)run->run_id);
+            for (int a = 0; a < g.n_layer; a++) {
+                cJSON *rv = cJSON_CreateArray(), *rs = cJSON_CreateArray();
+                for (int h = 0; h < g.n_head; h++) {
+                    const size_t c = (size_t)a * g.n_head + h;
+                    const hs_metric_value *x = &g.cell[c];
+                    int ok = g.present[c] && isfinite(x->value);
+                    cJSON_AddItemToArray(rv, ok ? cJSON_CreateNumber(x->value) : cJSON_CreateNull());
+                    ok = ok && isfinite(x->stderr_value);
+                    cJSON_AddItemToArray(rs, ok ? cJSON_CreateNumber(x->stderr_value)
+                                                : cJSON_CreateNull());
+                }
+                cJSON_AddItemToArray(v, rv);
+                cJSON_AddItemToArray(se, rs);
+            }
+            cJSON_AddItemToObject(o, "value", v);
+            cJSON_AddItemToObject(o, "stderr", se);
+            cJSON_AddItemToArray(arr, o);
+            (*count)++;
+            hs_metric_grid_free(&g);
+        }
+    }
+    hs_run_list_free(&l);
+    return arr;
+}
+
+static int write_data(exporter *e, cJSON *blocks, hs_viewer_summary *sum)
+{
+    cJSON *root = cJSON_CreateObject(), *seqs = cJSON_CreateArray(), *lays = cJSON_CreateArray();
+    cJSON_AddStringToObject(root, "format", "headscope-viewer");
+    cJSON_AddNumberToObject(root, "version", 1);
+    cJSON_AddStringToObject(root, "source", e->rq->maps);
+    cJSON_AddStringToObject(root, "dtype", e->rq->half ? "f16" : "u8");
+    cJSON_AddNumberToObject(root, "seq_len", e->in->seq_len);
+    cJSON_AddNumberToObject(root, "n_seq_in_file", (double)e->in->n_seq);
+    cJSON_AddItemToObject(root, "model", model_json(e));
+    int ok = 1, from_file = 0;
+    for (int i = 0; ok && i < e->nseq; i++) {
+        cJSON *s = sequence_json(e, e->seq[i], &from_file);
+        ok = s != NULL;
+        if (s)
+            cJSON_AddItemToArray(seqs, s);
+        sum->token_text |= from_file;
+    }
+    cJSON_AddStringToObject(root, "token_source", sum->token_text ? "token_text" :
+                            e->have_cfg && e->cfg.vocab_size == 256 ? "bytes" : "ids");
+    cJSON_AddItemToObject(root, "sequences", seqs);
+    for (int k = 0; k < e->nli; k++)
+        cJSON_AddItemToArray(lays, layer_json(e, k));
+    cJSON_AddItemToObject(root, "layers", lays);
+    cJSON_AddItemToObject(root, "blocks", blocks);
+    cJSON_AddItemToObject(root, "metrics", metrics_json(e, &sum->metrics));
+    char *txt = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (!txt)
+        return ok ? hs_fail(HS_ENOMEM, "viewer index") : HS_EFORMAT;
+    int rc = fprintf(e->f[OUT_DATA], "HS_DATA = %s;\n", txt) < 0
+                 ? hs_fail(HS_EIO, "%s: write failed: %s", e->tmp[OUT_DATA], strerror(errno)) : HS_OK;
+    free(txt);
+    return rc;
+}
+
+static int export_all(exporter *e, hs_viewer_summary *sum)
+{
+    size_t maxq = 0, maxs = 0;
+    for (int k = 0; k < e->nli; k++) {
+        const hs_maps_layer_info *L = &e->in->layers[e->li[k]];
+        maxq = (size_t)L->nq > maxq ? (size_t)L->nq : maxq;
+        maxs = (size_t)L->S > maxs ? (size_t)L->S : maxs;
+    }
+    const size_t block_max = maxq * 4 + maxq * maxs * 2;
+    e->map = hs_calloc(maxq * maxs, sizeof *e->map, "viewer map");
+    e->buf = hs_calloc(block_max, 1, "viewer block");
+    e->b64 = hs_calloc(block_max / 3 * 4 + 8, 1, "viewer base64");
+    if (!e->map || !e->buf || !e->b64)
+        return HS_ENOMEM;
+    cJSON *blocks = cJSON_CreateArray();
+    int rc = fputs("HS_MAPS_B64 = [\n", e->f[OUT_JS]) < 0 ? hs_fail(HS_EIO, "maps.js") : HS_OK;
+    for (int si = 0; !rc && si < e->nseq; si++)
+        for (int k = 0; !rc && k < e->nli; k++)
+            for (int hi = 0; !rc && hi < e->in->layers[e->li[k]].nh; hi++)
+                rc = write_block(e, blocks, si, k, hi);
+    if (!rc && fputs("];\n", e->f[OUT_JS]) < 0)
+        rc = hs_fail(HS_EIO, "%s: write failed", e->tmp[OUT_JS]);
+    if (rc) {
+        cJSON_Delete(blocks);
+        return rc;
+    }
+    sum->blocks = e->blocks, sum->sequences = e->nseq, sum->layers = e->nli;
+    return write_data(e, blocks, sum);
+}
+
+static long long file_bytes(FILE *f)
+{
+    return fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+}
+
+int hs_viewer_export(const hs_viewer_request *rq, hs_viewer_summary *sum)
+{
+    memset(sum, 0, sizeof *sum);
+    exporter e = { .rq = rq };
+    int rc = hs_maps_open(&e.r, rq->maps);
+    if (rc)
+        return rc;
+    e.in = hs_maps_get_info(e.r);
+    e.have_cfg = e.in->model_config && !hs_config_parse(&e.cfg, e.in->model_config, rq->maps);
+    rc = select_all(&e);
+    for (int i = 0; !rc && i < OUT_N; i++) {
+        snprintf(e.tmp[i], sizeof e.tmp[i], "%s/.%s.tmp", rq->dir, OUT_NAME[i]);
+        if (!(e.f[i] = fopen(e.tmp[i], "wb")))
+            rc = hs_fail(HS_EIO, "%s: cannot write: %s", e.tmp[i], strerror(errno));
+    }
+    if (!rc)
+        rc = export_all(&e, sum);
+    long long *bytes[OUT_N] = { &sum->bin_bytes, &sum->js_bytes, &sum->data_bytes };
+    for (int i = 0; i < OUT_N; i++) {
+        if (!e.f[i])
+            continue;
+        *bytes[i] = file_bytes(e.f[i]);
+        if (fclose(e.f[i]) && !rc)
+            rc = hs_fail(HS_EIO, "%s: write failed: %s", e.tmp[i], strerror(errno));
+    }
+    for (int i = 0; i < OUT_N; i++) {
+        char final[1200];
+        snprintf(final, sizeof final, "%s/%s", rq->dir, OUT_NAME[i]);
+        if (!rc && rename(e.tmp[i], final))
+            rc = hs_fail(HS_EIO, "%s: cannot rename: %s", final, strerror(errno));
+        if (rc && e.f[i])
+            remove(e.tmp[i]);
+    }
+    free(e.map), free(e.buf), free(e.b64);
+    hs_maps_close(e.r);
+    return rc;
+}

@@ -1,0 +1,51 @@
+/* The interactive viewer's data (`headscope view`, `report`): a map file
+ * (SPEC §6) exported for a browser page opened from file://.
+ *
+ *   maps.bin   the blocks, one per (sequence, layer, head), back to back:
+ *              u8:  float32 scale[nq] (little-endian), then the rows as
+ *                   uint8 q with p = q * scale[row] (scale = row max / 255)
+ *              f16: the rows as IEEE binary16 (little-endian)
+ *              A block whose map is causal (every key after its query is
+ *              exactly 0) stores row r's first min(S, q0 + r + 1) keys only
+ *              ("packed"); otherwise every row holds S keys.
+ *   maps.js    the same blocks as base64 strings, one per block:
+ *              `HS_MAPS_B64 = ["...", ...];` (browsers refuse fetch() from
+ *              file://, but load a <script>)
+ *   data.js    `HS_DATA = {...};` the JSON index: format, version, source,
+ *              model (family, layers, heads, kv heads, GQA groups), dtype,
+ *              sequences (ids, tokens, token strings), layers (heads, q0,
+ *              nq, S), blocks (sequence, layer, head, offset, bytes, packed),
+ *              64x64 thumbnails (max over each cell, u8 on 0..1, base64),
+ *              and the index's per-head scores for this model when given.
+ * Each file is written under a temporary name and renamed when complete;
+ * on failure the temporaries are removed and nothing is renamed. */
+#ifndef HS_VIEWER_EXPORT_H
+#define HS_VIEWER_EXPORT_H
+
+#include "index.h"
+
+enum { HS_VIEWER_THUMB = 64, HS_VIEWER_MAX_SEQS = 64 };
+
+typedef struct {
+    const char *maps;      /* the map file */
+    const char *dir;       /* existing output directory */
+    const char *sequences; /* "0,3,5" (NULL: sequence 0) */
+    const char *layers;    /* model layer ids "0,2" (NULL: every captured layer) */
+    int half;              /* 1: float16 rows; 0: uint8 with a scale per row */
+    hs_index *ix;          /* scores for the head panel (NULL: none) */
+} hs_viewer_request;
+
+typedef struct {
+    long long bin_bytes, js_bytes, data_bytes; /* maps.bin, maps.js, data.js */
+    int blocks, sequences, layers, metrics;
+    int token_text;        /* 1: token strings from the file's /token_text */
+} hs_viewer_summary;
+
+/* Writes dir/maps.bin, dir/maps.js and dir/data.js for the request. Reads
+ * one (nq x S) map at a time, so memory is a few maps whatever the file
+ * holds. HS_EINVAL naming the option for a sequence or layer the file lacks
+ * (or a list that does not parse), the maps reader's errors for the file,
+ * HS_EIO naming the output for a failed write. */
+int hs_viewer_export(const hs_viewer_request *rq, hs_viewer_summary *sum);
+
+#endif

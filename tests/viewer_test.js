@@ -1,0 +1,209 @@
+// The viewer in headless Chromium (playwright-core), for tests/test_viewer.sh
+// and bench/viewer.sh. Prints one JSON line; exits 1 with "FAIL: reason" on
+// stderr when a check fails, 3 when the browser cannot start.
+//
+//   node viewer_test.js check  DIR EXPECT.json SHOT.png   rows, colours, tooltips, keys
+//   node viewer_test.js escape DIR TEXTS.json SHOT.png    token strings shown as text
+//   node viewer_test.js gqa    DIR                         kv-head labels
+//   node viewer_test.js perf   DIR [HOVERS]                interactive and hover times
+//
+// EXPECT.json (written from the HDF5 file with h5py): {"dtype": "u8"|"f16",
+// "q": i, "layers": [L...], "heads": [[H...]...], "rows": {"L,H": [p...]},
+// "cols": {"L,H": [p...]}} with rows = att[seq 0, H, i, :], cols = att[0, H, :, i].
+"use strict";
+const path = require("path");
+const fs = require("fs");
+
+function fail(msg) { process.stderr.write("FAIL: " + msg + "\n"); process.exit(1); }
+function need(cond, msg) { if (!cond) fail(msg); }
+
+let chromium;
+try {
+  ({ chromium } = require("playwright-core"));
+} catch (e) {
+  process.stderr.write("playwright-core not found (scripts/setup --browser): " + e.message + "\n");
+  process.exit(3);
+}
+
+async function open(dir, hash) {
+  const exe = process.env.CHROMIUM || "/usr/bin/chromium";
+  let browser;
+  try {
+    browser = await chromium.launch({ executablePath: exe, headless: true,
+                                      args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
+  } catch (e) {
+    process.stderr.write("chromium did not start (" + exe + "): " + e.message.split("\n")[0] + "\n");
+    process.exit(3);
+  }
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  const url = "file://" + path.resolve(dir) + "/index.html" + (hash ? "#" + hash : "");
+  await page.goto(url);
+  await page.waitForFunction(() => window.HS_READY !== undefined, null, { timeout: 30000 })
+    .catch(() => fail("the page never became ready: " + errors.join("; ")));
+  return { browser, page, errors };
+}
+
+// |got - want| within what the stored type allows
+function tol(dtype, want, scale) {
+  return dtype === "u8" ? scale / 2 + 1e-6 : Math.abs(want) * 1.5e-3 + 1e-7;
+}
+// maxScale: the largest u8 scale an entry may have (a row's: its max / 255;
+// a column's entries come from rows whose max is at most 1)
+function compare(dtype, got, want, what, maxScale) {
+  need(got && got.length === want.length, what + ": " + (got ? got.length : "no") + " values, expected " + want.length);
+  const scale = maxScale === undefined ? Math.max(...want) / 255 : maxScale;
+  for (let k = 0; k < want.length; k++)
+    need(Math.abs(got[k] - want[k]) <= tol(dtype, want[k], scale),
+         what + ": key " + k + " shows " + got[k] + ", the file holds " + want[k]);
+}
+const tipP = (txt) => { const m = /p = ([-0-9.e+]+)/.exec(txt); return m ? parseFloat(m[1]) : NaN; };
+
+async function shownRow(page) { return page.evaluate(() => window.hsViewer.shown()); }
+async function hashOf(page) { return page.evaluate(() => location.hash); }
+
+async function check(dir, expectFile, shot) {
+  const ex = JSON.parse(fs.readFileSync(expectFile, "utf8"));
+  const L0 = ex.layers[0], H0 = ex.heads[0][1], q = ex.q;
+  const { browser, page, errors } = await open(dir, "l=" + L0 + "&h=" + H0 + "&s=0");
+  // hover token q: every token coloured by the row of (L0, H0)
+  await page.hover('#tokens span[data-t="' + q + '"]');
+  need((await page.evaluate(() => window.hsViewer.state.q)) === q, "hovering token " + q + " did not select it");
+  const want = ex.rows[L0 + "," + H0];
+  compare(ex.dtype, await shownRow(page), want, "token view of L" + L0 + "H" + H0 + " query " + q);
+  const alphas = await page.$$eval("#tokens span", (sp) => sp.map((s) => {
+    const m = /rgba?\(([^)]*)\)/.exec(getComputedStyle(s).backgroundColor);
+    const v = m ? m[1].split(",").map(Number) : [0, 0, 0, 0];
+    return v.length === 4 ? v[3] : (v[0] === 0 && v[1] === 0 && v[2] === 0 ? 0 : 1);
+  }));
+  const mx = Math.max(...want);
+  for (let k = 0; k < want.length; k++)
+    need(Math.abs(alphas[k] - Math.min(1, want[k])) <= 1 / 255 + tol(ex.dtype, want[k], mx / 255) + 1e-3,
+         "token " + k + " colour alpha " + alphas[k] + " for p = " + want[k]);
+  // hold query q, hover key k: the tooltip holds the stored probability
+  await page.click('#tokens span[data-t="' + q + '"]');
+  const k = Math.max(0, q - 1);
+  await page.hover('#tokens span[data-t="' + k + '"]');
+  const tip = await page.textContent("#tooltip");
+  need(Math.abs(tipP(tip) - want[k]) <= tol(ex.dtype, want[k], mx / 255) + 1e-5 * want[k],
+       "token tooltip '" + tip + "' for p = " + want[k]);
+  need(tip.includes(ex.dtype === "u8" ? "u8" : "f16"), "token tooltip does not say how the value is stored: " + tip);
+  // the matrix tooltip at cell (q, k)
+  const box = await page.$eval("#matrix", (c) => { const r = c.getBoundingClientRect(); return [r.left, r.top]; });
+  const z = 560 / ex.S;
+  await page.mouse.move(box[0] + (k + 0.5) * z, box[1] + (q + 0.5) * z);
+  const mtip = await page.textContent("#tooltip");
+  need(mtip.includes("query " + q + " ") && mtip.includes("key " + k + " "), "matrix tooltip names the wrong cell: " + mtip);
+  need(Math.abs(tipP(mtip) - want[k]) <= tol(ex.dtype, want[k], mx / 255) + 1e-5 * want[k],
+       "matrix tooltip '" + mtip + "' for p = " + want[k]);
+  // keyboard: ArrowRight the next head, ArrowDown the next layer; the hash follows
+  const seen = [];
+  await page.mouse.move(0, 0);
+  await page.keyboard.press("ArrowRight");
+  let h = ex.heads[0][2];
+  need((await hashOf(page)).includes("l=" + L0 + "&h=" + h + "&"), "ArrowRight: hash " + (await hashOf(page)));
+  compare(ex.dtype, await shownRow(page), ex.rows[L0 + "," + h], "after ArrowRight, L" + L0 + "H" + h);
+  seen.push("L" + L0 + "H" + h);
+  if (ex.layers.length > 1) {
+    await page.keyboard.press("ArrowDown");
+    const L1 = ex.layers[1];
+    need((await hashOf(page)).includes("l=" + L1 + "&h=" + h + "&"), "ArrowDown: hash " + (await hashOf(page)));
+    compare(ex.dtype, await shownRow(page), ex.rows[L1 + "," + h], "after ArrowDown, L" + L1 + "H" + h);
+    seen.push("L" + L1 + "H" + h);
+  }
+  // keys <- query: the column of the held token
+  await page.selectOption("#dir", "k");
+  compare(ex.dtype, await shownRow(page), ex.cols[(ex.layers.length > 1 ? ex.layers[1] : L0) + "," + h],
+          "column (keys <- query) of token " + q, 1 / 255);
+  await page.selectOption("#dir", "q");
+  // the fragment survives a reload
+  const hash = await hashOf(page);
+  await page.reload();
+  await page.waitForFunction(() => window.HS_READY !== undefined);
+  need((await hashOf(page)) === hash, "reload changed the fragment " + hash + " to " + (await hashOf(page)));
+  need((await page.evaluate(() => window.hsViewer.state.q)) === q, "reload lost the query");
+  await page.screenshot({ path: shot });
+  need(!errors.length, "page errors: " + errors.join("; "));
+  await browser.close();
+  console.log(JSON.stringify({ ok: true, checked: ["L" + L0 + "H" + H0].concat(seen), q }));
+}
+
+async function escape(dir, textsFile, shot) {
+  const texts = JSON.parse(fs.readFileSync(textsFile, "utf8"));
+  const { browser, page, errors } = await open(dir, "");
+  const got = await page.$$eval("#tokens span", (sp) => sp.map((s) => s.textContent));
+  need(got.length === texts.length, got.length + " token spans, expected " + texts.length);
+  for (let t = 0; t < texts.length; t++) {
+    const want = texts[t].replace(/\n/g, "\u21b5\n").replace(/\t/g, "\u21e5").replace(/\r/g, "\u240d");
+    need(got[t] === want, "token " + t + " shows " + JSON.stringify(got[t]) + ", expected " + JSON.stringify(want));
+  }
+  const scripts = await page.$$eval("script", (s) => s.map((x) => x.getAttribute("src")));
+  need(JSON.stringify(scripts) === JSON.stringify(["data.js", "viewer.js", "maps.js"]),
+       "scripts in the page: " + JSON.stringify(scripts));
+  const injected = await page.$$eval("#tokens *:not(span), #panel script, img", (e) => e.length);
+  need(injected === 0, injected + " elements made from token strings");
+  need((await page.evaluate(() => window.__pwned)) === undefined, "a token string ran as script");
+  const t = texts.findIndex((s) => s.includes("<script>"));
+  await page.hover('#tokens span[data-t="' + t + '"]');
+  const tip = await page.textContent("#tooltip");
+  need(tip.includes(JSON.stringify(texts[t])), "tooltip does not show the token as text: " + tip);
+  await page.screenshot({ path: shot });
+  need(!errors.length, "page errors: " + errors.join("; "));
+  await browser.close();
+  console.log(JSON.stringify({ ok: true, tokens: texts.length }));
+}
+
+async function gqa(dir) {
+  const { browser, page, errors } = await open(dir, "");
+  const info = await page.textContent("#kvinfo");
+  need(/GQA: \d+ query heads share \d+ kv heads/.test(info), "no GQA line: " + info);
+  const opts = await page.$$eval("#head option", (o) => o.map((x) => x.textContent));
+  need(opts.every((o) => /\(kv \d+\)/.test(o)), "head options without their kv head: " + JSON.stringify(opts));
+  const panel = await page.textContent("#panel");
+  need(/kv head \d+, shared by heads/.test(panel), "head panel without the kv group: " + panel);
+  need(!errors.length, "page errors: " + errors.join("; "));
+  await browser.close();
+  console.log(JSON.stringify({ ok: true, heads: opts }));
+}
+
+async function perf(dir, hovers) {
+  const { browser, page, errors } = await open(dir, "");
+  const ready = await page.evaluate(() => window.HS_READY);
+  const T = await page.$$eval("#tokens span", (s) => s.length);
+  // a hover: the mouseover handler (row decode, 2T colours), then the style
+  // recalculation it causes, forced by reading a computed colour
+  const times = await page.evaluate(async ([n, T]) => {
+    const spans = document.querySelectorAll("#tokens span"), out = [];
+    for (let k = 0; k < n; k++) {
+      const t = Math.floor(((k * 7919) % 997) / 997 * T);
+      const t0 = performance.now();
+      spans[t].dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
+      getComputedStyle(spans[T - 1]).backgroundColor;
+      document.body.offsetHeight;
+      out.push(performance.now() - t0);
+      await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+    }
+    return out;
+  }, [hovers, T]);
+  // a head switch (decode + T x T image) for reference
+  const sw = await page.evaluate(() => {
+    const t0 = performance.now();
+    window.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowRight" }));
+    document.body.offsetHeight;
+    return performance.now() - t0;
+  });
+  times.sort((a, b) => a - b);
+  need(!errors.length, "page errors: " + errors.join("; "));
+  await browser.close();
+  console.log(JSON.stringify({ ok: true, T, interactive_ms: +ready.toFixed(1),
+    hover_median_ms: +times[times.length >> 1].toFixed(2), hover_max_ms: +times[times.length - 1].toFixed(2),
+    head_switch_ms: +sw.toFixed(1) }));
+}
+
+const [mode, dir, a, b] = process.argv.slice(2);
+const run = { check: () => check(dir, a, b), escape: () => escape(dir, a, b), gqa: () => gqa(dir),
+              perf: () => perf(dir, parseInt(a || "20", 10)) }[mode];
+if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf DIR ...\n"); process.exit(2); }
+run().catch((e) => fail(String(e && e.stack || e)));
