@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "common.h"
 #include "plot.h"
+#include "view.h"
 
 typedef struct {
     hs_index *ix;
@@ -379,6 +380,28 @@ static void latest_map_file(report *r, char *found, size_t n)
     hs_run_list_free(&l);
 }
 
+/* The interactive viewer of the map file (sequence seq, every captured
+ * layer, the index's scores) in DIR/viewer, linked from the page. */
+static void viewer_link(report *r, const char *maps, long long seq)
+{
+    char dir[1300], seqs[32];
+    snprintf(dir, sizeof dir, "%s/viewer", r->dir);
+    snprintf(seqs, sizeof seqs, "%lld", seq);
+    hs_viewer_request rq = { .maps = maps, .dir = dir, .sequences = seqs, .ix = r->ix };
+    hs_viewer_summary sum;
+    if (hs_mkdirs(dir) || view_write(&rq, &sum)) {
+        fprintf(r->html, "<p class=\"missing\">Interactive viewer not written: ");
+        esc(r->html, hs_last_error());
+        fprintf(r->html, "</p>\n");
+        r->missing++;
+        return;
+    }
+    fprintf(r->html, "<p><a href=\"viewer/index.html#s=%lld\">Interactive viewer</a>: hover a token "
+                     "to see where each head looks, every head of every captured layer, the maps "
+                     "with zoom and the scores beside them (%.1f MB).</p>\n",
+            seq, (sum.js_bytes + sum.data_bytes) / 1e6);
+}
+
 static void section_maps(report *r, const char *maps, long long seq, long long ind_run,
                          long long pat_run)
 {
@@ -397,6 +420,7 @@ static void section_maps(report *r, const char *maps, long long seq, long long i
     fprintf(f, "<p>From <code>");
     esc(f, maps);
     fprintf(f, "</code>, sequence %lld.</p>\n", seq);
+    viewer_link(r, maps, seq);
     /* the heads the scores single out, each once, with the score (and its
      * control) that singled them out: a top head of a model at chance is
      * no special head, and its title says so by its numbers */

@@ -131,12 +131,16 @@ static int cmd_view(int argc, char **argv)
         fprintf(stderr, "headscope: view: %s: %s\n", db, strerror(errno));
         return EXIT_FAILURE_RUN;
     }
+    /* a directory this command made is removed again when it fails */
+    const int made = access(rq.dir, F_OK) != 0;
     if ((db && hs_index_open_read(&rq.ix, db)) || hs_mkdirs(rq.dir))
         return run_error("view");
     hs_viewer_summary sum;
     rc = view_write(&rq, &sum);
     if (rq.ix)
         hs_index_close(rq.ix);
+    if (rc && made)
+        rmdir(rq.dir);
     if (rc)
         return hs_last_error()[0] && strstr(hs_last_error(), "--") == hs_last_error()
                    ? usage_error("view", "%s", hs_last_error()) : run_error("view");

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# The interactive viewer (headscope view, and report's link to it): the page
+# opened from file:// in headless Chromium (playwright-core, tests/viewer_test.js)
+# shows the map file's values, read here with h5py; keys move between heads and
+# layers; token strings are text, never markup; GQA heads are labelled; the
+# command's refusals; report writes and links the viewer.
+#
+# usage: tests/test_viewer.sh HEADSCOPE_BINARY FIXTURE_DIR
+# The browser checks are skipped, with a message saying so, when chromium or
+# playwright-core (build/npm/node_modules, or $HEADSCOPE_NPM) is missing:
+# scripts/setup --browser installs both. HEADSCOPE_VIEWER_SHOTS=DIR keeps the
+# screenshots there.
+set -u
+
+SUITE=viewer
+TESTS=$(cd "$(dirname "$0")" && pwd) # before lib.sh moves to the scratch directory
+. "$TESTS/lib.sh"
+ROOT=$(cd "$TESTS/.." && pwd)
+EVAL="$FIX/models/gpt2_tiny/eval.bin"
+"$PY" -c 'import h5py, numpy' 2>/dev/null || { echo "$PY lacks h5py or numpy" >&2; exit 2; }
+export NODE_PATH="${HEADSCOPE_NPM:-$ROOT/build/npm}/node_modules"
+SHOTS="${HEADSCOPE_VIEWER_SHOTS:-$TMP/shots}"
+mkdir -p "$SHOTS"
+
+# browser_missing: prints why the browser checks cannot run (nothing when they can).
+browser_missing() {
+    command -v node >/dev/null || { echo "node is not installed"; return; }
+    [ -x "${CHROMIUM:-/usr/bin/chromium}" ] || { echo "chromium is not installed"; return; }
+    [ -d "$NODE_PATH/playwright-core" ] || echo "playwright-core is not in $NODE_PATH"
+}
+# skip_browser NAME: 0 (and a message) when the browser checks must be skipped.
+skip_browser() {
+    local why
+    why=$(browser_missing)
+    [ -n "$why" ] || return 1
+    echo "skip $1: $why (scripts/setup --browser installs chromium and playwright-core)" >&2
+    return 0
+}
+
+# browser MODE ARGS...: tests/viewer_test.js; its JSON line in browser.json.
+browser() {
+    node "$TESTS/viewer_test.js" "$@" >browser.json 2>browser.err
+    local rc=$?
+    [ $rc -eq 0 ] || bad "viewer_test.js $1: $(head -c 600 browser.err)"
+}
+
+# expect_rows H5 Q DTYPE OUT: the rows and columns of query Q of sequence 0,
+# every head of every layer, from the map file (h5py; float16 is a custom
+# type, read as its bits).
+expect_rows() {
+    "$PY" - "$@" <<'EOF'
+import h5py, json, numpy as np, sys
+f = h5py.File(sys.argv[1], "r")
+q = int(sys.argv[2])
+out = {"dtype": sys.argv[3], "q": q, "layers": [], "heads": [], "rows": {}, "cols": {}}
+for name in sorted(k for k in f if k.startswith("layer_")):
+    d = f[name]["attn"]
+    L, q0 = int(d.attrs["layer"]), int(d.attrs["query_start"])
+    heads = [int(h) for h in d.attrs["heads"]]
+    a = np.asarray(d[0])
+    if a.dtype.kind != "f":
+        a = a.view(np.float16)
+    a = a.astype(np.float64)
+    out["layers"].append(L)
+    out["heads"].append(heads)
+    out["S"] = a.shape[-1]
+    for i, h in enumerate(heads):
+        out["rows"]["%d,%d" % (L, h)] = a[i, q - q0, :].tolist()
+        out["cols"]["%d,%d" % (L, h)] = a[i, :, q].tolist()
+json.dump(out, open(sys.argv[4], "w"))
+EOF
+}
+
+tiny_capture() {
+    hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out m.h5 --batch 2 --seq-len 16 \
+        --max-batches 1 "$@"
+    expect_rc 0 "capture" || return 1
+}
+
+# ---- checks ------------------------------------------------------------------------
+
+# hover token 9 of L0H1: colours and tooltips equal the file's row; keys; fragment.
+rows_match_h5() {
+    skip_browser rows_match_h5 && return 0
+    tiny_capture || return 1
+    local d
+    for d in u8 f16; do
+        hs view --maps m.h5 --out "v_$d" --dtype "$d" --json
+        expect_rc 0 "view --dtype $d" || return 1
+        expect_eq "$(jget out.txt blocks)" 8 "view --dtype $d: blocks" || return 1
+        expect_rows m.h5 9 "$d" "expect.json" || bad "h5py could not read m.h5" || return 1
+        browser check "v_$d" expect.json "$SHOTS/viewer_$d.png" || return 1
+        png_ok "$SHOTS/viewer_$d.png" || return 1
+    done
+    # a capture of some queries only: their rows, at their positions
+    hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out part.h5 --batch 2 --seq-len 16 \
+        --max-batches 1 --queries 4:12 --layers 1
+    expect_rc 0 "capture --queries 4:12" || return 1
+    hs view --maps part.h5 --out vp --sequences 1
+    expect_rc 0 "view of a partial capture" || return 1
+    grep -q '"layer":1,"heads":\[0,1,2,3\],"q0":4,"nq":8,"S":16' vp/data.js ||
+        bad "partial capture: $(grep -o '"layers":.\{80\}' vp/data.js)" || return 1
+}
+
+# Token strings with <script>, quotes and newlines from /token_text are text.
+escaping() {
+    skip_browser escaping && return 0
+    tiny_capture || return 1
+    "$PY" - m.h5 texts.json <<'EOF' || bad "h5py could not write /token_text" || return 1
+import h5py, json, sys
+texts = ['<script>window.__pwned=1</script>', '"', "'", 'a\nb', '\n', '</span><img src=x onerror="window.__pwned=2">',
+         '&amp;', '\t', ' x', '\u00e9t\u00e9', '\U0001F600', '`${1}`', '\\', '<!--', ']]>', 'end']
+with h5py.File(sys.argv[1], "r+") as f:
+    n = f["tokens"].shape[0]
+    d = f.create_dataset("token_text", (n, len(texts)), dtype=h5py.string_dtype("utf-8"))
+    for i in range(n):
+        d[i] = texts
+json.dump(texts, open(sys.argv[2], "w"))
+EOF
+    hs view --maps m.h5 --out v --json
+    expect_rc 0 "view" || return 1
+    expect_eq "$(jget out.txt token_text)" True "view read /token_text" || return 1
+    browser escape v texts.json "$SHOTS/viewer_escape.png" || return 1
+}
+
+# Without /token_text: a byte-level model's bytes, else #id.
+token_fallback() {
+    tiny_capture || return 1
+    hs view --maps m.h5 --out v
+    expect_rc 0 "view" || return 1
+    grep -q '"token_source":"ids"' v/data.js || bad "vocab 48: tokens not shown as ids" || return 1
+    grep -q '"text":\["#' v/data.js || bad "no #id token strings" || return 1
+}
+
+# GQA: every head names its kv head; the panel names the heads sharing it.
+gqa_labels() {
+    hs capture --model "$FIX/models/llama_gqa" --data "$EVAL" --out g.h5 --batch 2 --seq-len 8 --max-batches 1
+    expect_rc 0 "capture llama_gqa" || return 1
+    hs view --maps g.h5 --out v
+    expect_rc 0 "view" || return 1
+    grep -q '"kv_group":\[0,0,' v/data.js || bad "data.js lacks the kv groups: $(grep -o '"kv_group":[^]]*]' v/data.js | head -2)" ||
+        return 1
+    skip_browser gqa_labels && return 0
+    browser gqa v || return 1
+}
+
+# Selections, the exported sizes, refusals that name the option; nothing left on failure.
+options() {
+    tiny_capture || return 1
+    hs view --maps m.h5 --out v --sequences 1,0 --layers 1 --json
+    expect_rc 0 "view --sequences 1,0 --layers 1" || return 1
+    expect_eq "$(jget out.txt blocks)" 8 "2 sequences x 1 layer x 4 heads" || return 1
+    # causal u8 blocks: 4 bytes of scale per row + the 16*17/2 packed keys
+    expect_eq "$(fsize v/maps.bin)" $((8 * (16 * 4 + 136))) "maps.bin bytes" || return 1
+    expect_refused 2 view "--dtype must be u8 or f16" --maps m.h5 --out w --dtype f32 || return 1
+    expect_refused 2 view "--sequences: 2 is not in the map file" --maps m.h5 --out w --sequences 0,2 || return 1
+    expect_refused 2 view "--layers: layer 7 is not in" --maps m.h5 --out w --layers 7 || return 1
+    expect_refused 2 view "--sequences: 'x' is not a list" --maps m.h5 --out w --sequences x || return 1
+    expect_refused 2 view "--maps FILE.h5 and --out DIR are required" --out w || return 1
+    expect_refused 1 view "nope.h5" --maps nope.h5 --out w2 || return 1
+    [ ! -e w ] && [ ! -e w2 ] || bad "refused views left: $(ls -d w w2 2>/dev/null)" || return 1
+}
+
+# report: a capture recorded with --db gets the viewer beside the figures, linked.
+report_links_viewer() {
+    hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out m.h5 --batch 2 --seq-len 16 \
+        --max-batches 1 --db r.db
+    expect_rc 0 "capture --db" || return 1
+    hs report --db r.db --out rep
+    expect_rc 0 "report" || return 1
+    expect_file rep/viewer/index.html || return 1
+    expect_file rep/viewer/maps.js || return 1
+    grep -q 'href="viewer/index.html' rep/index.html || bad "report does not link viewer/index.html" || return 1
+}
+
+run_checks options token_fallback rows_match_h5 escaping gqa_labels report_links_viewer
