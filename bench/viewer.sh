@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Viewer benchmark: the interactive viewer (headscope view) of one sequence of
+# T = 2,048 tokens, 12 heads (a random-init one-layer GPT-2 of d_model 192,
+# byte-level), opened from file:// in headless Chromium (playwright-core,
+# tests/viewer_test.js perf). For each dtype (u8, f16), over R page loads
+# (default 5), the medians of: the time until the page is interactive
+# (performance.now() when the first head is drawn: data.js, viewer.js, the
+# maps and every view), a hover (the mouseover handler on a token and the
+# style recalculation it causes; 20 hovers a load, median and max), a head
+# switch (decode + the T x T image); and the page weight (every file the page
+# loads from file://: index.html, viewer.css, viewer.js, data.js, maps.js).
+# Targets: interactive <= 2 s, hover <= 50 ms.
+#
+#   bench/viewer.sh [--reps R] [--tiny]
+#
+# Needs chromium and playwright-core (scripts/setup --browser). Results:
+# bench/out/viewer.jsonl and a markdown table in bench/out/viewer.md (also
+# printed). --tiny: T = 256, one load (a few seconds; scripts/test --slow),
+# results in bench/out/tiny/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+reps=5
+tiny=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --reps) reps=$2; shift 2 ;;
+    --tiny) tiny=1; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "viewer.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+export NODE_PATH=${HEADSCOPE_NPM:-build/npm}/node_modules
+command -v node >/dev/null || { echo "viewer.sh: node not found: run scripts/setup --browser" >&2; exit 1; }
+[ -x "${CHROMIUM:-/usr/bin/chromium}" ] || { echo "viewer.sh: chromium not found: run scripts/setup --browser" >&2; exit 1; }
+[ -d "$NODE_PATH/playwright-core" ] || { echo "viewer.sh: no $NODE_PATH/playwright-core: run scripts/setup --browser" >&2; exit 1; }
+export OMP_WAIT_POLICY=passive
+
+cmake -S . -B build/float >/dev/null
+cmake --build build/float -j "$(nproc)" --target headscope_cli >/dev/null
+hs=build/float/headscope
+T=2048
+outdir=bench/out
+[ "$tiny" = 1 ] && { outdir=bench/out/tiny; reps=1; T=256; }
+mkdir -p "$outdir"
+work=$(mktemp -d "${TMPDIR:-/tmp}/hs_bench_viewer.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# a byte-level shard (the licence texts), a random-init model, one sequence's maps
+cat /usr/share/common-licenses/* >"$work/all.txt"
+head -c 200000 "$work/all.txt" >"$work/text.txt"
+"$hs" tokens --in "$work/text.txt" --out "$work/text.bin" >/dev/null
+"$hs" train --out "$work/model" --preset gpt2 d_model=192 n_layer=1 n_head=12 n_ctx=$T vocab_size=256 \
+  --data "$work/text.bin" --steps 1 --batch 1 --seq-len $T >/dev/null
+"$hs" capture --model "$work/model" --data "$work/text.bin" --out "$work/maps.h5" --batch 1 \
+  --seq-len $T --max-batches 1 >/dev/null
+
+median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+: >"$outdir/viewer.jsonl"
+{
+  echo "| T | heads | dtype | interactive (ms) | hover median (ms) | hover max (ms) | head switch (ms) | page weight (MB) | maps.bin (MB) |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+} >"$outdir/viewer.md"
+for dtype in u8 f16; do
+  dir="$work/view_$dtype"
+  "$hs" view --maps "$work/maps.h5" --out "$dir" --dtype $dtype >/dev/null
+  weight=$(cat "$dir"/index.html "$dir"/viewer.css "$dir"/viewer.js "$dir"/data.js "$dir"/maps.js | wc -c)
+  bin=$(stat -c %s "$dir/maps.bin")
+  : >"$work/runs"
+  for ((r = 0; r < reps; r++)); do
+    node tests/viewer_test.js perf "$dir" 20 >>"$work/runs"
+  done
+  field() { "${PY:-/usr/bin/python3}" -c 'import json, sys
+for l in open(sys.argv[1]): print(json.loads(l)[sys.argv[2]])' "$work/runs" "$1" | median; }
+  ready=$(field interactive_ms) hover=$(field hover_median_ms) hmax=$(field hover_max_ms) sw=$(field head_switch_ms)
+  printf '{"T":%d,"heads":12,"dtype":"%s","reps":%d,"interactive_ms":%s,"hover_median_ms":%s,"hover_max_ms":%s,"head_switch_ms":%s,"page_bytes":%d,"maps_bin_bytes":%d}\n' \
+    $T $dtype "$reps" "$ready" "$hover" "$hmax" "$sw" "$weight" "$bin" >>"$outdir/viewer.jsonl"
+  printf '| %d | 12 | %s | %s | %s | %s | %s | %.1f | %.1f |\n' $T $dtype "$ready" "$hover" "$hmax" "$sw" \
+    "$(echo "$weight / 1000000" | bc -l)" "$(echo "$bin / 1000000" | bc -l)" >>"$outdir/viewer.md"
+done
+cat "$outdir/viewer.md"
