@@ -371,15 +371,41 @@ static cJSON *layer_json(exporter *e, int k)
     return o;
 }
 
-/* Per-head scores a head panel shows, as SPEC §5 and §11 name them. */
+/* Per-head scores a head panel shows, as SPEC §5 and §11 name them; each
+ * also with the suffix _control (its random-init control) where a run has it. */
 static const char *const METRICS[] = {
-    "induction",         "induction_control", "duplicate_token",     "prev_token",
-    "prev_token_control", "copying",          "entropy",             "self",
-    "next_token",        "first_token",       "delim",               "distance",
-    "loss_delta_zero",   "loss_delta_mean",   "loss_delta_resample", "importance",
-    "importance_raw",    "patch_z",           "patch_pattern",       "path_patch",
-    "dla",
+    "induction",  "duplicate_token", "prev_token",      "copying",
+    "entropy",    "self",            "next_token",      "first_token",
+    "delim",      "distance",        "loss_delta_zero", "loss_delta_mean",
+    "loss_delta_resample", "importance", "importance_raw", "patch_z",
+    "patch_pattern", "path_patch",   "dla",
 };
+
+/* One metric of one run as {name, kind, run, value[layer][head], stderr}
+ * (null: absent or not finite). */
+static cJSON *grid_json(const hs_metric_grid *g, const char *name, const hs_run_record *run)
+{
+    cJSON *o = cJSON_CreateObject(), *v = cJSON_CreateArray(), *se = cJSON_CreateArray();
+    cJSON_AddStringToObject(o, "name", name);
+    cJSON_AddStringToObject(o, "kind", run->kind);
+    cJSON_AddNumberToObject(o, "run", (double)run->run_id);
+    for (int a = 0; a < g->n_layer; a++) {
+        cJSON *rv = cJSON_CreateArray(), *rs = cJSON_CreateArray();
+        for (int h = 0; h < g->n_head; h++) {
+            const size_t c = (size_t)a * g->n_head + h;
+            const hs_metric_value *x = &g->cell[c];
+            int ok = g->present[c] && isfinite(x->value);
+            cJSON_AddItemToArray(rv, ok ? cJSON_CreateNumber(x->value) : cJSON_CreateNull());
+            ok = ok && isfinite(x->stderr_value);
+            cJSON_AddItemToArray(rs, ok ? cJSON_CreateNumber(x->stderr_value) : cJSON_CreateNull());
+        }
+        cJSON_AddItemToArray(v, rv);
+        cJSON_AddItemToArray(se, rs);
+    }
+    cJSON_AddItemToObject(o, "value", v);
+    cJSON_AddItemToObject(o, "stderr", se);
+    return o;
+}
 
 /* For each (run kind, metric), the latest complete run on this model that
  * holds it, as {name, kind, run, value[layer][head] (null: absent), stderr}. */
@@ -391,43 +417,26 @@ static cJSON *metrics_json(exporter *e, int *count)
     if (!e->rq->ix || hs_index_runs(e->rq->ix, NULL, "complete", &l))
         return arr;
     const int nm = (int)(sizeof METRICS / sizeof METRICS[0]);
-    for (int i = l.n - 1; i >= 0; i--) {
-        const hs_run_record *run = &l.runs[i];
-        if (!run->model_sha256 || strcmp(run->model_sha256, e->in->model_sha256) || !run->kind)
-            continue;
-        for (int m = 0; m < nm; m++) {
+    /* in the order of METRICS, each beside its control, the latest run first */
+    for (int m = 0; m < 2 * nm; m++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", METRICS[m / 2], m % 2 ? "_control" : "");
+        for (int i = l.n - 1; i >= 0; i--) {
+            const hs_run_record *run = &l.runs[i];
+            if (!run->model_sha256 || strcmp(run->model_sha256, e->in->model_sha256) || !run->kind)
+                continue;
             int seen = 0;
             cJSON *it;
             cJSON_ArrayForEach(it, arr) {
-                seen |= !strcmp(cJSON_GetObjectItem(it, "name")->valuestring, METRICS[m]) &&
+                seen |= !strcmp(cJSON_GetObjectItem(it, "name")->valuestring, name) &&
                         !strcmp(cJSON_GetObjectItem(it, "kind")->valuestring, run->kind);
             }
             hs_metric_grid g = { 0 };
-            if (seen || hs_index_metric_grid(e->rq->ix, run->run_id, METRICS[m], &g) || !g.count) {
+            if (seen || hs_index_metric_grid(e->rq->ix, run->run_id, name, &g) || !g.count) {
                 hs_metric_grid_free(&g);
                 continue;
             }
-            cJSON *o = cJSON_CreateObject(), *v = cJSON_CreateArray(), *se = cJSON_CreateArray();
-            cJSON_AddStringToObject(o, "name", METRICS[m]);
-            cJSON_AddStringToObject(o, "kind", run->kind);
-            cJSON_AddNumberToObject(o, "run", (double)run->run_id);
-            for (int a = 0; a < g.n_layer; a++) {
-                cJSON *rv = cJSON_CreateArray(), *rs = cJSON_CreateArray();
-                for (int h = 0; h < g.n_head; h++) {
-                    const size_t c = (size_t)a * g.n_head + h;
-                    const hs_metric_value *x = &g.cell[c];
-                    int ok = g.present[c] && isfinite(x->value);
-                    cJSON_AddItemToArray(rv, ok ? cJSON_CreateNumber(x->value) : cJSON_CreateNull());
-                    ok = ok && isfinite(x->stderr_value);
-                    cJSON_AddItemToArray(rs, ok ? cJSON_CreateNumber(x->stderr_value)
-                                                : cJSON_CreateNull());
-                }
-                cJSON_AddItemToArray(v, rv);
-                cJSON_AddItemToArray(se, rs);
-            }
-            cJSON_AddItemToObject(o, "value", v);
-            cJSON_AddItemToObject(o, "stderr", se);
-            cJSON_AddItemToArray(arr, o);
+            cJSON_AddItemToArray(arr, grid_json(&g, name, run));
             (*count)++;
             hs_metric_grid_free(&g);
         }

@@ -92,7 +92,7 @@ async function check(dir, expectFile, shot) {
   need(tip.includes(ex.dtype === "u8" ? "u8" : "f16"), "token tooltip does not say how the value is stored: " + tip);
   // the matrix tooltip at cell (q, k)
   const box = await page.$eval("#matrix", (c) => { const r = c.getBoundingClientRect(); return [r.left, r.top]; });
-  const z = 560 / ex.S;
+  const z = 480 / ex.S;
   await page.mouse.move(box[0] + (k + 0.5) * z, box[1] + (q + 0.5) * z);
   const mtip = await page.textContent("#tooltip");
   need(mtip.includes("query " + q + " ") && mtip.includes("key " + k + " "), "matrix tooltip names the wrong cell: " + mtip);

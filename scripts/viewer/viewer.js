@@ -203,7 +203,7 @@
   /* ---- matrix view: the map as an image, drawn with zoom and pan ---- */
   const view = { zoom: 1, x: 0, y: 0 }; // image pixel (0,0) at canvas (x, y); zoom px per cell
   let image = null, imageKey = "";
-  const MSIZE = 560;
+  const MSIZE = 480;
   function mapImage() {
     const blk = block(st.s, st.l, st.h), key = st.s + "," + st.l + "," + st.h + "," + st.scale;
     if (!blk) return null;
@@ -368,21 +368,25 @@
     const tb = document.createElement("table");
     tb.className = "scores";
     const hr = tb.insertRow();
-    for (const h of ["score", "run", "value", "\u00b1 se", "rank", "top heads"]) {
+    for (const h of ["score", "value", "\u00b1 se", "rank", "top heads"]) {
       const th = document.createElement("th"); th.textContent = h; hr.appendChild(th);
     }
     for (const m of D.metrics) {
       const row = m.value[L.layer], v = row ? row[head] : null;
       const tr = tb.insertRow();
       tr.dataset.metric = m.name;
-      const cells = [m.name, m.kind + " " + m.run, fmt(v), fmt(m.stderr[L.layer] ? m.stderr[L.layer][head] : null)];
       const all = [];
       m.value.forEach((r, l) => r.forEach((x, h) => { if (x !== null) all.push([x, l, h]); }));
       all.sort((a, b) => b[0] - a[0] || a[1] - b[1] || a[2] - b[2]);
       const rank = all.findIndex((a) => a[1] === L.layer && a[2] === head);
-      cells.push(rank >= 0 ? rank + 1 + "/" + all.length : "");
-      cells.forEach((c, i) => { const td = tr.insertCell(); td.textContent = c; if (i >= 2) td.className = "num"; });
+      const twice = D.metrics.filter((x) => x.name === m.name).length > 1;
+      const se = m.stderr[L.layer] ? m.stderr[L.layer][head] : null;
+      const cells = [m.name + (twice ? " (" + m.kind + ")" : ""), fmt(v), se === null ? "" : se.toPrecision(2),
+                     rank >= 0 ? rank + 1 + "/" + all.length : ""];
+      cells.forEach((c, i) => { const td = tr.insertCell(); td.textContent = c; if (i >= 1) td.className = "num"; });
+      tr.cells[0].title = m.kind + " run " + m.run;
       const td = tr.insertCell();
+      td.className = "top";
       all.slice(0, 3).forEach(([, l, h]) => {
         const a = document.createElement("a");
         a.textContent = "L" + l + "H" + h;
