@@ -601,11 +601,11 @@ void cli_token_display(char *out, size_t n, const char *s, int max_chars, int pl
     size_t k = 0;
     if (!*p)
         p = (const unsigned char *)"''";
-    for (int chars = 0; *p; chars++) {
+    for (int chars = 0; *p;) {
         char piece[16];
         unsigned cp = 0;
         size_t len = (size_t)utf8_decode(p, &cp);
-        if (max_chars && chars == max_chars)
+        if (max_chars && chars >= max_chars)
             snprintf(piece, sizeof piece, "…"), len = strlen((const char *)p);
         else if (!len)
             snprintf(piece, sizeof piece, "<0x%02X>", *p), len = 1;
@@ -629,6 +629,7 @@ void cli_token_display(char *out, size_t n, const char *s, int max_chars, int pl
         memcpy(out + k, piece, pl);
         k += pl;
         p += len;
+        chars += piece[0] == '<' && pl > 1 ? (int)pl : 1; /* an escape's width */
     }
     out[k] = 0;
 }

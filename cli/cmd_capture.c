@@ -129,6 +129,36 @@ static int cmd_capture(int argc, char **argv)
     return capture_run(&m, &src, co, db, json, argc, argv);
 }
 
+/* The first sequence's tokens as display strings (/token_text): in JSON the
+ * raw strings ("token_text_0", null when the file has none), else one line
+ * of them, each shown readably and separated by '|'. */
+static void print_token_text(hs_maps_reader *r, const hs_maps_info *in, int json)
+{
+    char **text = in->has_token_text && in->n_seq > 0
+                      ? calloc((size_t)in->seq_len, sizeof *text) : NULL;
+    const int ok = text && !hs_maps_read_token_text(r, 0, text);
+    if (json) {
+        printf(",\"token_text_0\":");
+        for (int t = 0; t < in->seq_len && ok; t++)
+            printf("%s", t ? "," : "["), json_string(stdout, text[t]);
+        printf("%s", ok ? "]" : "null");
+    } else if (ok) {
+        printf("token text   sequence 0: ");
+        size_t shown = 0;
+        for (int t = 0; t < in->seq_len && shown < 400; t++) {
+            char d[256];
+            cli_token_display(d, sizeof d, text[t], 24, 0);
+            shown += strlen(d) + 1;
+            printf("%s%s", t ? "|" : "", d);
+        }
+        printf("%s\n", shown >= 400 ? "|…" : "");
+    } else {
+        printf("token text   %s\n", in->has_token_text ? "unreadable" : "none (no tokenizer was known)");
+    }
+    hs_maps_free_token_text(text, text ? in->seq_len : 0);
+    free(text);
+}
+
 static int cmd_maps(int argc, char **argv)
 {
     int json = 0;
@@ -172,13 +202,16 @@ static int cmd_maps(int argc, char **argv)
             printf("],\"query_start\":%d,\"queries\":%d,\"keys\":%d,\"dtype\":\"%s\"}", l->q0,
                    l->nq, l->S, l->half ? "float16" : "float32");
         }
-        printf("]}\n");
+        printf("]");
+        print_token_text(r, in, 1);
+        printf("}\n");
     } else {
         printf("file         %s (%s)\n", file, in->complete ? "complete" : "INCOMPLETE");
         printf("sequences    %lld of length %d\n", in->n_seq, in->seq_len);
         printf("model        sha256 %s\n", in->model_sha256);
         printf("data         %s (sha256 %s)\n", in->data_path, in->data_sha256);
         printf("written by   headscope %s\n", in->tool_version);
+        print_token_text(r, in, 0);
         for (int i = 0; i < in->n_layers; i++) {
             const hs_maps_layer_info *l = &in->layers[i];
             printf("layer %2d     [%lld, %d, %d, %d] %s, queries %d..%d, heads", l->layer,
