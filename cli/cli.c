@@ -537,8 +537,9 @@ int cli_tokens_load(hs_tokenizer **keep, hs_tokens *t, const cli_source *s, cons
     }
     int rc = cli_tokenizer_open(&tk, s->tokenizer, model_dir, &used);
     if (!rc && !tk)
-        return hs_fail(HS_EINVAL, "--text %s needs --tokenizer PATH (%s holds no tokenizer.json "
-                       "or vocab.json + merges.txt)", s->text, model_dir ? model_dir : "no model");
+        return model_dir ? hs_fail(HS_EINVAL, "--text %s needs --tokenizer PATH (%s holds no "
+                                   "tokenizer.json or vocab.json + merges.txt)", s->text, model_dir)
+                         : hs_fail(HS_EINVAL, "--text %s needs --tokenizer PATH", s->text);
     size_t len = 0, n = 0;
     int32_t *ids = NULL;
     char *text = rc ? NULL : read_text_file(s->text, &len);

@@ -299,7 +299,7 @@ HS_COMMAND(cmd_ablate_record) = {
     .name = "ablate",
     .order = 100,
     .summary = "Loss delta of zero, mean and resample ablation of every head, into the index.",
-    .usage = "headscope ablate --model DIR --data FILE --db FILE [options]",
+    .usage = "headscope ablate --model DIR (--data FILE | --text FILE) --db FILE [options]",
     .details = "For head (l,h): zero sets its output z to 0, mean to its mean over the data,\n"
         "resample to z of the next sequence of the batch. loss_delta_<kind> = ablated -\n"
         "clean loss, with the standard error of the per-sequence differences (SPEC §5).\n"
@@ -316,7 +316,7 @@ HS_COMMAND(cmd_importance_record) = {
     .name = "importance",
     .order = 110,
     .summary = "Gradient head importance (Michel et al.), raw and layer-normalised.",
-    .usage = "headscope importance --model DIR --data FILE --db FILE [options]",
+    .usage = "headscope importance --model DIR (--data FILE | --text FILE) --db FILE [options]",
     .details = "importance_raw = mean over sequences of |dL_n/dxi| (L_n: the summed token loss of\n"
         "sequence n, xi the head gate at 1); importance = each layer's vector over its L2\n"
         "norm. One backward per batch.\n\n"
@@ -329,7 +329,7 @@ HS_COMMAND(cmd_prune_record) = {
     .name = "prune",
     .order = 120,
     .summary = "Iterative joint head pruning by importance; curve and mask into the index.",
-    .usage = "headscope prune --model DIR --data FILE --db FILE [options]",
+    .usage = "headscope prune --model DIR (--data FILE | --text FILE) --db FILE [options]",
     .details = "Step k prunes the least important heads until floor(k*P*N/100) of the N heads are\n"
         "gated off, recomputing importance on the pruned model each step (--one-shot:\n"
         "once). The validation loss after every step goes to curve 'pruning' (x = fraction\n"

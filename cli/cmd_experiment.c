@@ -193,7 +193,7 @@ HS_COMMAND(cmd_experiment_record) = {
     .name = "experiment",
     .order = 150,
     .summary = "head-count: train one architecture with several head counts, shared init.",
-    .usage = "headscope experiment head-count (--preset P [KEY=VALUE ...]) --data FILE --db FILE [options]",
+    .usage = "headscope experiment head-count (--preset P [KEY=VALUE ...])\n       (--data FILE | --text FILE) --db FILE [options]",
     .details = "Every head count starts from the same initial weights per seed (the projections do\n"
         "not change shape with H when head_dim = d/H), trains the same steps on the same\n"
         "data, and is scored on a held-out split (the last 10% of --data unless --val).\n"

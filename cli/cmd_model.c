@@ -523,7 +523,7 @@ HS_COMMAND(cmd_train_record) = {
     .name = "train",
     .order = 50,
     .summary = "Train a model from a preset or a checkpoint with Adam (AdamW with --weight-decay).",
-    .usage = "headscope train --out DIR (--preset P [KEY=VALUE ...] | --init DIR) --data FILE [options]",
+    .usage = "headscope train --out DIR (--preset P [KEY=VALUE ...] | --init DIR)\n       (--data FILE | --text FILE) [options]",
     .details = "Batches follow llm.c: step i reads B*T+1 tokens from i*B*T, wrapping to the start.\n"
         "The loss is the mean over the batch's B*T targets. Defaults add nothing unasked:\n"
         "constant learning rate, no clipping, no decay. Ctrl-C stops after the current step\n"
@@ -540,7 +540,7 @@ HS_COMMAND(cmd_eval_record) = {
     .name = "eval",
     .order = 60,
     .summary = "Mean next-token loss of a model on a token shard, with its standard error.",
-    .usage = "headscope eval --model DIR --data FILE [options]",
+    .usage = "headscope eval --model DIR (--data FILE | --text FILE) [options]",
     .details = "stderr is the sample standard deviation of per-sequence mean losses over sqrt(n).\n\n"
         "example: headscope eval --model runs/tiny --data val.bin --batch 8 --seq-len 64 --json\n",
     .run = cmd_eval,
