@@ -232,7 +232,9 @@ capture_token_text() {
     probe_text >p.txt
     hs capture --model "$TMP/l3" --text p.txt --tokenizer "$LLAMA3" --out p.h5 --batch 1 --seq-len 24
     expect_rc 0 "capture --text --tokenizer" || return 1
-    "$PY" - "$LLAMA3" p.h5 <<'EOF' || bad "/token_text differs from the tokenizer's strings" || return 1
+    hs tokenize --tokenizer "$LLAMA3" --in p.txt --json
+    expect_rc 0 "tokenize --in" || return 1
+    "$PY" - "$LLAMA3" p.h5 out.txt <<'EOF' || bad "/token_text differs from the tokenizer's strings" || return 1
 import json, sys, h5py
 tj = json.load(open(sys.argv[1]))
 # GPT-2's byte alphabet: the printable bytes as themselves, the others as 256 + k
@@ -255,7 +257,8 @@ def text(i):
 with h5py.File(sys.argv[2], "r") as f:
     tok, tt = f["tokens"][()], f["token_text"][()]
     assert tok.shape == tt.shape, (tok.shape, tt.shape)
-    assert tok[0, 0] == 128000, tok[0, 0]  # <|begin_of_text|>: tokenizer(text) adds it
+    ids = json.load(open(sys.argv[3]))["ids"]  # tokenizer(text), the file as one document
+    assert list(tok[0]) == ids[:tok.shape[1]], (list(tok[0]), ids[:tok.shape[1]])
     checked = 0
     for t, s in zip(tok.ravel(), tt.ravel()):
         want = text(int(t))
@@ -268,7 +271,7 @@ EOF
     [ "$(sha p.txt)" = "$("$PY" -c 'import h5py,sys; print(h5py.File(sys.argv[1],"r").attrs["data_sha256"])' p.h5)" ] ||
         bad "data_sha256 is not the text file's sha256" || return 1
     hs maps p.h5
-    expect_grep "$OUT" "token text   sequence 0: <|begin_of_text|>|The|·quick|·\"" "maps shows the tokens" || return 1
+    expect_grep "$OUT" 'token text   sequence 0: The|·quick|·"|brown|"|·fox|\|j|umps|⇥|over' "maps shows the tokens" || return 1
     hs plot map --maps p.h5 --layer 0 --head 0 --out p.png
     expect_rc 0 "plot map" || return 1
     png_ok p.png || return 1
