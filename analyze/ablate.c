@@ -161,6 +161,9 @@ static int fast_layer(run *r, int l, hs_acts *clean, hs_acts *st, int stack, hs_
                 const job *jb = &r->jobs[j0 + j];
                 hs_real *blk = r1s + (size_t)j * BT * d;
                 memcpy(blk, r1, sizeof(hs_real) * BT * d);
+                if (c->parallel_residual) /* the continuation's MLP reads ln2 of the input */
+                    memcpy(st->layer[l].in + (size_t)j * BT * d, clean->layer[l].in,
+                           sizeof(hs_real) * BT * d);
                 rc = head_change(dz, z, r->zmean ? r->zmean[l] : NULL, l, jb->kind, jb->h, B, T, H,
                                  dh);
                 if (rc)

@@ -244,6 +244,10 @@ int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
 
 int hs_prune_structural(hs_model *out, const hs_model *m, const unsigned char *pruned)
 {
+    if (m->cfg.mla) /* before anything is allocated: out and pruned are not read */
+        return hs_fail(HS_EINVAL, "prune --structural: not implemented for attention \"mla\" "
+                                  "(its heads share kv_b_proj's latent); dense pruning zeroes "
+                                  "their o_proj columns");
     const hs_model_config *c = &m->cfg;
     hs_model_config nc = *c;
     nc.family = HS_FAMILY_HEADSCOPE;

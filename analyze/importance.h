@@ -73,7 +73,8 @@ int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
  * K/V heads whose every query head is pruned. GQA needs equal groups: a
  * group left with fewer heads than the largest keeps some pruned heads with
  * W_o zeroed (the gated model's function exactly); a layer left with none
- * keeps one such dead head. The result is of family headscope. */
+ * keeps one such dead head. The result is of family headscope. HS_EINVAL
+ * for an MLA model (not implemented). */
 int hs_prune_structural(hs_model *out, const hs_model *m, const unsigned char *pruned);
 
 #endif

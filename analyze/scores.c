@@ -174,7 +174,18 @@ int hs_copying_scores(double *copying, const hs_model *m)
         }
     for (int l = 0; !rc && l < c->n_layer; l++) {
         const int H = c->n_head[l], G = c->n_kv_head[l];
-        const hs_attn_weights *w = &m->w.layer[l].attn;
+        hs_attn_weights wl = m->w.layer[l].attn;
+        const hs_attn_weights *w = &wl;
+        hs_real *mla_v = NULL; /* an MLA layer's value path as a v_proj (H dh, d) */
+        if (c->mla) {
+            const hs_mla_config mc = hs_config_mla(c, l);
+            if (!(mla_v = hs_calloc((size_t)H * dh * d, sizeof(hs_real), "copying"))) {
+                rc = HS_ENOMEM;
+                break;
+            }
+            hs_mla_value_weights(mla_v, &m->w.layer[l].mla, &mc);
+            wl.w_v = mla_v;
+        }
         for (int h = 0; !rc && h < H; h++) {
             const int kv = h / (H / G);
             /* W_O^h (dh x d): row a is column h*dh + a of w_o (d x H*dh). */
@@ -218,6 +229,7 @@ int hs_copying_scores(double *copying, const hs_model *m)
             }
             copying[(size_t)l * HS_MAX_HEADS + h] = abs_sum > 0 ? re / abs_sum : 0;
         }
+        free(mla_v);
     }
     free(A), free(WA), free(P), free(wr), free(wi), free(work);
     return rc;

@@ -433,4 +433,127 @@ int hs_importance_study(hs_importance_result *r, const hs_model *m, const hs_tok
                         int T, size_t max_batches, const hs_study_io *io);
 void hs_importance_result_free(hs_importance_result *r);
 
+
+/* ---- dla, logit-lens, composition (SPEC §11) ---------------------------------------- */
+
+#include "composition.h"
+#include "dla.h"
+#include "logit_lens.h"
+#include "prompts.h"
+
+typedef struct {
+    /* head_metrics rows, each the mean over prompts with its standard error
+     * (n prompts): dla per head (l, h) and per MLP (l, -1); the model-wide
+     * parts dla_embed, dla_pos_embed, dla_attn_bias, dla_final_norm_bias,
+     * dla_lm_head_bias that the model has (dla.h); logit_diff_clean, the
+     * model's own logit difference. The parts' means sum to its mean. */
+    hs_head_table table;
+    hs_dla parts;          /* every prompt's parts */
+    double logit_diff;     /* mean LD */
+    double max_gap;        /* max over prompts of |sum of parts - LD| / max(|LD|, 1) */
+    int max_gap_line;      /* that prompt's line */
+    int top_layer, top_head; /* the head of largest mean dla (toward the answer) */
+    double top;
+} hs_dla_result;
+
+/* Direct logit attribution (dla.h) of every prompt of ps, batch prompts per
+ * forward, as rows. Refuses post-norm models (HS_EINVAL) before anything
+ * runs: call hs_dla_check first to refuse before a run is opened. Costs one
+ * inference forward per batch. r is initialised here; free it with
+ * hs_dla_result_free (also after a failure). */
+int hs_dla_study(hs_dla_result *r, const hs_model *m, const hs_prompt_set *ps, int batch,
+                 const hs_study_io *io);
+void hs_dla_result_free(hs_dla_result *r);
+
+typedef struct {
+    const hs_prompt_set *prompts; /* either the clean prompts ... */
+    const hs_tokens *data;        /* ... or a token shard */
+    int batch, seq_len;           /* forwards of batch sequences (shard: of seq_len) */
+    size_t max_batches;           /* shard: 0 = every whole batch */
+} hs_lens_opts;
+
+typedef struct {
+    /* head_metrics rows at (l, -1), l = 0 .. L (L: the final residual, the
+     * model's own output): logit_lens_loss and, with prompts,
+     * logit_lens_logit_diff, each the mean over sequences or prompts with
+     * its standard error */
+    hs_head_table table;
+    hs_lens lens;
+    double final_loss, final_logit_diff; /* entry L's means */
+} hs_lens_result;
+
+/* The logit lens (logit_lens.h) on prompts or a shard. Costs one forward
+ * and L+1 unembeddings per batch. r is initialised here; free it with
+ * hs_lens_result_free (also after a failure). */
+int hs_logit_lens_study(hs_lens_result *r, const hs_model *m, const hs_lens_opts *o,
+                        const hs_study_io *io);
+void hs_lens_result_free(hs_lens_result *r);
+
+typedef struct {
+    /* head_pair_metrics rows: q_, k_, v_composition of every scored pair of
+     * the model, then (with control) the same of hs_control_model(seed)
+     * with suffix _control */
+    hs_pair_row *pairs;
+    int n_pairs;
+    /* head_metrics rows (-1, -1): <kind>_composition_mean and, with control,
+     * <kind>_composition_control_mean: the mean over pairs with its
+     * standard error (n pairs) */
+    hs_head_table table;
+    /* per kind (q, k, v): the model's highest pair */
+    int best[3][4];
+    double best_value[3], mean[3], control_mean[3];
+} hs_composition_result;
+
+/* HS_EINVAL when c has fewer than two layers (no head reads another's
+ * output); cheap, for a command to call before it opens its run. */
+int hs_composition_check(const hs_model_config *c);
+
+/* Composition scores (composition.h) of m and, when control, of its
+ * random-init control. Costs O(pairs (d dh^2 + dh^3)) per model. r is
+ * initialised here; free it with hs_composition_result_free. */
+int hs_composition_study(hs_composition_result *r, const hs_model *m, int control,
+                         unsigned long long seed, const hs_study_io *io);
+
+/* Records r's pairs and rows into run_id (a no-op when ix is NULL). */
+int hs_composition_record(hs_index *ix, int64_t run_id, const hs_composition_result *r);
+void hs_composition_result_free(hs_composition_result *r);
+/* ---- patch, path-patch (SPEC §11) ------------------------------------------------ */
+
+#include "patch.h"
+
+/* The prompts file path (SPEC §11) for model m of directory model_dir:
+ * text lines are encoded with the tokenizer at `tokenizer` (NULL: the
+ * model directory's own, when hs_tokenizer_present finds one; else none,
+ * and only *_ids lines are accepted); ids are checked against the
+ * vocabulary and, with learned positions, lengths against n_ctx. Errors
+ * name the file and line. */
+int hs_causal_prompts_load(hs_prompt_set *ps, const char *path, const char *tokenizer,
+                           const char *model_dir, const hs_model_config *c);
+
+/* --site LIST ("z,pattern,resid_pre,attn_out,mlp_out") into the bit set
+ * of hs_patch_opts; NULL: the default, z plus, when every prompt has one
+ * length, resid_pre, attn_out and mlp_out (the last with an MLP).
+ * HS_EINVAL naming an unknown site. */
+int hs_patch_sites(int *sites, const char *list, const hs_model_config *c,
+                   const hs_prompt_set *ps);
+
+/* Runs hs_patch and records its rows into run_id of ix (NULL: nothing
+ * recorded): head rows in head_metrics, position rows in position_metrics,
+ * each table in one transaction, only after every value was found finite
+ * (hs_study_check_finite). r is initialised here; free it with
+ * hs_patch_result_free. Costs what hs_patch costs. */
+int hs_patch_study(hs_patch_result *r, const hs_model *m, const hs_prompt_set *ps,
+                   hs_patch_opts o, hs_index *ix, int64_t run_id, const hs_study_io *io);
+
+/* --senders "L.H,..." or "all" (every head) into *sender (malloc'd, layer *
+ * HS_MAX_HEADS + head), and --receivers "L.H:q|k|v,..." (NULL: none, the
+ * path to the logits) into *recv (malloc'd); HS_EINVAL naming the entry. */
+int hs_path_parse(int **sender, int *n_senders, hs_receiver **recv, int *n_recv,
+                  const char *senders, const char *receivers, const hs_model_config *c);
+
+/* Runs hs_path_patch and records its rows as hs_patch_study does. t is
+ * initialised here; free it with hs_head_table_free. */
+int hs_path_patch_study(hs_head_table *t, const hs_model *m, const hs_prompt_set *ps,
+                        hs_path_opts o, hs_index *ix, int64_t run_id, const hs_study_io *io);
+
 #endif

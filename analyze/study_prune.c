@@ -95,6 +95,8 @@ int hs_prune_study(hs_prune_result *r, const hs_model *m, const hs_tokens *data,
                    const hs_prune_study_opts *o)
 {
     memset(r, 0, sizeof *r);
+    if (o->out && o->structural && m->cfg.mla)
+        return hs_prune_structural(NULL, m, NULL); /* refused: it says why */
     snprintf(r->curve.name, sizeof r->curve.name, "pruning");
     const hs_model_config *c = &m->cfg;
     for (int l = 0; l < c->n_layer; l++)

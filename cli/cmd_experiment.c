@@ -6,6 +6,8 @@
 #include "cli.h"
 #include "study.h"
 
+int experiment_gqa(int argc, char **argv); /* cmd_experiment_gqa.c */
+
 /* ---- experiment head-count -------------------------------------------------------- */
 
 /* "1,2,4" -> at most 16 numbers >= min; the count, or -1. */
@@ -113,8 +115,10 @@ static int cmd_experiment(int argc, char **argv)
 {
     /* `help experiment` (argv[1] "--help") shows head-count's options */
     const int help = argc >= 2 && !strcmp(argv[1], "--help");
+    if (argc >= 2 && !strcmp(argv[1], "gqa"))
+        return experiment_gqa(argc, argv);
     if (argc < 2 || (strcmp(argv[1], "head-count") && !help))
-        return usage_error("experiment", "the experiment is 'head-count'");
+        return usage_error("experiment", "the experiment is 'head-count' or 'gqa'");
     const char *preset = "attn-only", *db = NULL;
     cli_source src = { 0 }, vsrc = { 0 };
     const char *heads_s = "1,2,4", *seeds_s = "1,2,3";
@@ -192,15 +196,25 @@ static const opt_rule experiment_rules[] = {
 HS_COMMAND(cmd_experiment_record) = {
     .name = "experiment",
     .order = 150,
-    .summary = "head-count: train one architecture with several head counts, shared init.",
-    .usage = "headscope experiment head-count (--preset P [KEY=VALUE ...])\n       (--data FILE | --text FILE) --db FILE [options]",
+    .summary = "head-count: one architecture with several head counts; gqa: MHA->GQA uptraining.",
+    .usage = "headscope experiment head-count (--preset P [KEY=VALUE ...])\n"
+             "       (--data FILE | --text FILE) --db FILE [options]\n"
+             "       headscope experiment gqa --model DIR --data FILE --db FILE --original-steps N "
+             "[options]",
     .details = "Every head count starts from the same initial weights per seed (the projections do\n"
         "not change shape with H when head_dim = d/H), trains the same steps on the same\n"
         "data, and is scored on a held-out split (the last 10% of --data unless --val).\n"
         "Records curves train_loss_heads_H_seed_S and per head count val_loss_heads_H\n"
         "(mean, stderr over seeds) and forward_ms_heads_H.\n\n"
         "example: headscope experiment head-count --preset attn-only --data corpus.bin \\\n"
-        "           --db runs.db --heads 1,2,4,8 --seeds 1,2,3 --steps 300\n",
+        "           --db runs.db --heads 1,2,4,8 --seeds 1,2,3 --steps 300\n\n"
+        "experiment gqa --model DIR --data FILE --db FILE --original-steps N: the uptraining\n"
+        "table of Ainslie et al. (2023): the validation loss of the MHA model, of its\n"
+        "conversions to G key/value heads (convert --kv-heads; default H/2, H/4, 1) and of each\n"
+        "after uptraining F x N steps (--fraction, 0.05), as val_loss_mha,\n"
+        "val_loss_mha_uptrained (the MHA model trained the same extra steps: the control),\n"
+        "val_loss_kv_heads_G and val_loss_kv_heads_G_uptrained (mean, stderr over validation\n"
+        "sequences). `headscope experiment gqa --help` lists its options.\n",
     .run = cmd_experiment,
     OPT_RULES(experiment_rules),
 };

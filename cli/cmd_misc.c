@@ -1,13 +1,33 @@
 /* kv-bytes: cache-size arithmetic (SPEC §8). */
 #include <stdio.h>
 
+#include "checkpoint.h"
 #include "cli.h"
+
+/* The KV cache of DIR's model for B sequences of T positions: keys and
+ * values of every layer's kv heads, over the last W positions only where
+ * the layers attend in a sliding window of W (mistral). */
+static int model_kv_bytes(const char *dir, long B, long T, long E, double *bytes)
+{
+    hs_model_config c;
+    if (hs_config_load(&c, dir))
+        return run_error("kv-bytes");
+    const long cached = c.window > 0 && c.window < T ? c.window : T;
+    *bytes = 0;
+    for (int l = 0; l < c.n_layer; l++) /* MLA: the latent and the shared rope key */
+        *bytes += c.mla ? 1.0 * B * cached * (c.kv_lora_rank + c.qk_rope_head_dim) * E
+                        : 2.0 * B * c.n_kv_head[l] * cached * c.head_dim * E;
+    return 0;
+}
 
 static int cmd_kv_bytes(int argc, char **argv)
 {
     long B = 1, N = 0, G = 0, T = 0, dh = 0, E = 2, latent = 0, rope = 0;
     int json = 0;
+    const char *model = NULL;
     opt o[] = {
+        OPT_MODEL_AS(&model, "checkpoint directory whose config.json gives the layers, kv heads, "
+                             "head width and sliding window"),
         { "--batch", OPT_LONG, &B, 1, "B", "sequences", 0 },
         { "--layers", OPT_LONG, &N, 1, "N", "layers (required)", 0 },
         { "--kv-heads", OPT_LONG, &G, 1, "G", "key/value heads per layer (required)", 0 },
@@ -18,12 +38,15 @@ static int cmd_kv_bytes(int argc, char **argv)
         { "--mla-rope", OPT_LONG, &rope, 0, "R", "MLA decoupled rotary key width", 0 },
         { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
     };
-    int rc = opts_parse("kv-bytes", o, 9, argc, argv, NULL, 0, NULL);
+    int rc = opts_parse("kv-bytes", o, 10, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!N || !G || !T || !dh)
-        return usage_error("kv-bytes", "--layers, --kv-heads, --head-dim and --seq-len are required");
+    if (!T || (!model && (!N || !G || !dh)))
+        return usage_error("kv-bytes", "--seq-len and either --model or --layers, --kv-heads and "
+                                       "--head-dim are required");
     double bytes = 2.0 * B * N * G * T * dh * E;
+    if (model && (rc = model_kv_bytes(model, B, T, E, &bytes)))
+        return rc;
     double per_token_mla = (double)N * (latent + rope) * E, mla = per_token_mla * B * T;
     if (json) {
         printf("{\"kv_bytes\":"), json_fixed(stdout, bytes, 0);
@@ -42,14 +65,18 @@ static int cmd_kv_bytes(int argc, char **argv)
 
 static const opt_rule kv_bytes_rules[] = {
     { "--mla-latent", OPTS_NEEDS, "--mla-rope", "the rotary key width of the MLA line" },
+    { "--model", OPTS_EXCLUDES, "--layers,--kv-heads,--head-dim", "the model's config.json gives them" },
 };
 
 HS_COMMAND(cmd_kv_bytes_record) = {
     .name = "kv-bytes",
     .order = 170,
     .summary = "KV-cache size: 2*B*N*G*T*DH*E bytes, and MLA's (latent + rope) per token.",
-    .usage = "headscope kv-bytes --layers N --kv-heads G --head-dim DH --seq-len T [options]",
-    .details = "example: headscope kv-bytes --layers 80 --kv-heads 8 --head-dim 128 --seq-len 2048\n",
+    .usage = "headscope kv-bytes (--layers N --kv-heads G --head-dim DH | --model DIR) --seq-len T "
+             "[options]",
+    .details = "example: headscope kv-bytes --layers 80 --kv-heads 8 --head-dim 128 --seq-len 2048\n"
+               "With --model, a sliding window of W keeps only the last W positions; an MLA\n"
+               "model (attention \"mla\") caches its latent and rope key: the MLA line's bytes.\n",
     .run = cmd_kv_bytes,
     OPT_RULES(kv_bytes_rules),
 };

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "eval.h"
 #include "study.h"
+#include "tokenizer.h"
 #include "tokens.h"
 #include "train.h"
 
@@ -38,6 +39,47 @@ static void print_dead_heads(const hs_model *m, int json)
     free(dead);
 }
 
+/* The family's particulars: sliding window, rotary dims and scaling, the
+ * residual's shape and the q/k/v biases. */
+static void print_particulars(const hs_model_config *c, int json)
+{
+    static const char *const SCALING[] = { "none", "linear", "llama3" };
+    const int rotary = c->pos != HS_POS_ROPE ? 0
+                       : c->mla          ? c->qk_rope_head_dim
+                       : c->rotary_dims  ? c->rotary_dims
+                                         : c->head_dim;
+    if (c->mla && json)
+        printf(",\"attention\":\"mla\",\"kv_lora_rank\":%d,\"q_lora_rank\":%d,"
+               "\"qk_nope_head_dim\":%d,\"qk_rope_head_dim\":%d,\"v_head_dim\":%d",
+               c->kv_lora_rank, c->q_lora_rank, c->qk_nope_head_dim, c->qk_rope_head_dim,
+               c->v_head_dim);
+    if (json) {
+        printf(",\"window\":%d,\"rotary_dims\":%d,\"rope_scaling\":\"%s\","
+               "\"parallel_residual\":%s,\"qkv_bias\":%s",
+               c->window, rotary, SCALING[c->rope_scaling.kind],
+               c->parallel_residual ? "true" : "false",
+               c->qkv_bias || c->attn_bias ? "true" : "false");
+        return;
+    }
+    if (c->mla) {
+        printf("attention    multi-head latent (mla): kv_lora_rank %d, q_lora_rank %d%s, "
+               "qk_nope_head_dim %d, qk_rope_head_dim %d (theta %g), v_head_dim %d\n",
+               c->kv_lora_rank, c->q_lora_rank, c->q_lora_rank ? "" : " (q_proj)",
+               c->qk_nope_head_dim, rotary, c->rope_theta, c->v_head_dim);
+    } else {
+        printf("attention    %s", c->window ? "sliding window " : "global");
+        if (c->window)
+            printf("%d", c->window);
+        if (rotary)
+            printf(", rotary on %d of %d dims (theta %g, scaling %s)", rotary, c->head_dim,
+                   c->rope_theta, SCALING[c->rope_scaling.kind]);
+        printf(", q/k/v bias %s\n", c->qkv_bias || c->attn_bias ? "yes" : "no");
+    }
+    printf("residual     %s%s\n", c->parallel_residual ? "parallel (x + attn(ln1 x) + mlp(ln2 x))"
+                                                         : "sequential",
+           c->gelu_exact ? ", exact GELU" : "");
+}
+
 static int cmd_info(int argc, char **argv)
 {
     const char *model = NULL;
@@ -55,10 +97,12 @@ static int cmd_info(int argc, char **argv)
     if (hs_checkpoint_load(&m, model))
         return run_error("info");
     const hs_model_config *c = &m.cfg;
-    /* KV cache per token: keys and values of every layer's G heads. */
+    /* KV cache per token: keys and values of every layer's G heads; MLA:
+     * the latent and the shared rope key of every layer. */
     long kv_elems = 0;
     for (int l = 0; l < c->n_layer; l++)
-        kv_elems += 2L * c->n_kv_head[l] * c->head_dim;
+        kv_elems += c->mla ? (long)c->kv_lora_rank + c->qk_rope_head_dim
+                           : 2L * c->n_kv_head[l] * c->head_dim;
     if (json) {
         printf("{\"model\":");
         json_string(stdout, model);
@@ -75,6 +119,7 @@ static int cmd_info(int argc, char **argv)
             printf("%s%d", l ? "," : "", c->n_kv_head[l]);
         printf("],\"kv_cache_bytes_per_token_f32\":%ld,\"kv_cache_bytes_per_token_f16\":%ld",
                kv_elems * 4, kv_elems * 2);
+        print_particulars(c, 1);
         print_dead_heads(&m, 1);
         printf("}\n");
     } else {
@@ -90,6 +135,7 @@ static int cmd_info(int argc, char **argv)
         for (int l = 0; l < c->n_layer; l++)
             printf("%s%d/%d", l ? " " : "", c->n_head[l], c->n_kv_head[l]);
         printf("  (query/kv per layer)\n");
+        print_particulars(c, 0);
         print_dead_heads(&m, 0);
         printf("kv cache     %ld bytes per token (float32), %ld (16-bit)\n", kv_elems * 4,
                kv_elems * 2);
@@ -142,15 +188,32 @@ static int read_bytes(const char *in, int32_t **out, size_t *count)
     return 0;
 }
 
+/* The text of file `in` encoded by the tokenizer at `path` as one document
+ * (malloc'd ids, *vocab its number of ids): 0, or the exit status with the
+ * error printed. */
+static int read_tokenized(const char *in, const char *path, int special, int32_t **out,
+                          size_t *count, int *vocab)
+{
+    hs_tokenizer *tok;
+    if (hs_tokenizer_open(&tok, path))
+        return run_error("tokens");
+    *vocab = hs_tokenizer_vocab_size(tok);
+    int rc = hs_tokenizer_encode_file(tok, in, special, out, count);
+    hs_tokenizer_free(tok);
+    return rc ? run_error("tokens") : 0;
+}
+
 static int cmd_tokens(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *len_s = NULL;
-    int force = 0, json = 0, T = 0;
+    const char *in = NULL, *out = NULL, *len_s = NULL, *tokenizer = NULL;
+    int force = 0, json = 0, T = 0, no_special = 0, vocab = 256;
     double share = 0, random_share = 0;
     long seed = 1;
     opt o[] = {
         { "--in", OPT_STR, &in, 0, "TEXT", "input file, read as bytes", 0 },
         { "--out", OPT_STR, &out, 0, "FILE.bin", "token shard to write (uint16, version 1)", 0 },
+        { "--tokenizer", OPT_STR, &tokenizer, 0, "PATH", "encode the text with this tokenizer (tokenizer.json or a directory; uint32 version-7 shard from 65536 ids)", 0 },
+        { "--no-special", OPT_FLAG, &no_special, 0, NULL, "with --tokenizer: no post-processor special tokens", 0 },
         { "--repeat-share", OPT_DOUBLE, &share, 0, "P", "plant a repeated segment in this share of the sequences", 0 },
         { "--seq-len", OPT_INT, &T, 2, "T", "with --repeat-share: the sequence length batches will read", 0 },
         { "--repeat-len", OPT_STR, &len_s, 0, "MIN:MAX", "length of a planted segment (default 8:T/2)", 0 },
@@ -181,26 +244,29 @@ static int cmd_tokens(int argc, char **argv)
     }
     int32_t *tok;
     size_t n;
-    if ((rc = read_bytes(in, &tok, &n)))
+    if ((rc = tokenizer ? read_tokenized(in, tokenizer, !no_special, &tok, &n, &vocab)
+                        : read_bytes(in, &tok, &n)))
         return rc;
     size_t planted = 0;
     if (share > 0 && n < (size_t)T)
         rc = hs_fail(HS_EINVAL, "%s: %zu bytes hold no sequence of %d", in, n, T);
     else if (share > 0)
-        planted = hs_tokens_plant_repeats(tok, n, T, share, lo, hi, random_share, 256,
+        planted = hs_tokens_plant_repeats(tok, n, T, share, lo, hi, random_share, vocab,
                                           (unsigned long long)seed);
     if (!rc)
-        rc = n < 2 ? hs_fail(HS_EINVAL, "%s: %zu bytes is too short for any batch", in, n)
-                   : hs_tokens_write(out, tok, n);
+        rc = n < 2 ? hs_fail(HS_EINVAL, "%s: %zu %s is too short for any batch", in, n,
+                             tokenizer ? "tokens" : "bytes")
+                   : hs_tokens_write_version(out, tok, n, vocab < 65536 ? 1 : 7);
     free(tok);
     if (rc)
         return run_error("tokens");
     if (json) {
         printf("{\"out\":");
         json_string(stdout, out);
-        printf(",\"tokens\":%zu,\"vocab_size\":256,\"planted\":%zu}\n", n, planted);
+        printf(",\"tokens\":%zu,\"vocab_size\":%d,\"planted\":%zu}\n", n, vocab, planted);
     } else {
-        printf("wrote %zu tokens to %s (byte-level vocabulary of 256)\n", n, out);
+        printf("wrote %zu tokens to %s (%s %d)\n", n, out,
+               tokenizer ? "vocabulary of" : "byte-level vocabulary of", vocab);
         if (share > 0)
             printf("planted a repeated segment in %zu of %zu sequences of %d\n", planted,
                    n / (size_t)T, T);
@@ -406,7 +472,7 @@ static int cmd_train(int argc, char **argv)
     long val_batches = 8;
     opt o[] = {
         { "--out", OPT_STR, &so.out, 0, "DIR", "where the trained checkpoint is written", 0 },
-        { "--preset", OPT_STR, &preset, 0, "P", "gpt2, llama, attn-only or tinylm; KEY=VALUE arguments override its config.json fields", 0 },
+        { "--preset", OPT_STR, &preset, 0, "P", "gpt2, llama, gpt_neox, mistral, qwen2, mla, attn-only or tinylm; KEY=VALUE arguments override its config.json fields", 0 },
         { "--init", OPT_STR, &init, 0, "DIR", "start from this checkpoint instead of a preset", 0 },
         OPT_DATA_AS(&src.data, "training token shard"),
         OPT_TEXT_AS(&src.text, "--text", "training text, tokenized on the fly (instead of --data)"),
@@ -480,6 +546,7 @@ static int cmd_train(int argc, char **argv)
 static const opt_rule tokens_rules[] = {
     { "--repeat-share", OPTS_NEEDS, "--seq-len,--repeat-len,--random-share,--seed",
       "they shape the planted segments" },
+    { "--tokenizer", OPTS_NEEDS, "--no-special", "it leaves out the tokenizer's special tokens" },
 };
 
 static const opt_rule train_rules[] = {
@@ -506,15 +573,19 @@ HS_COMMAND(cmd_info_record) = {
 HS_COMMAND(cmd_tokens_record) = {
     .name = "tokens",
     .order = 40,
-    .summary = "Write a byte-level token shard (vocabulary 256) from any file.",
+    .summary = "Write a token shard: bytes (vocabulary 256), or text through --tokenizer.",
     .usage = "headscope tokens --in TEXT --out FILE.bin [options]",
-    .details = "With --repeat-share P --seq-len T the bytes are read as sequences of T (the\n"
+    .details = "With --tokenizer PATH the file's text (UTF-8) is encoded as one document, as\n"
+        "`headscope tokenize` does; the shard holds uint16 tokens when the vocabulary has\n"
+        "fewer than 65536 ids, else uint32 (llm.c's version 7).\n"
+        "With --repeat-share P --seq-len T the bytes are read as sequences of T (the\n"
         "ones a batch of T reads) and a share P of them gets a segment (--repeat-len,\n"
         "default 8:T/2 tokens) copied right after itself, at a random place; with\n"
         "--random-share Q a share Q of those segments is uniform random bytes first,\n"
         "so only copying can predict the repeat: data on which induction heads form.\n\n"
         "example: headscope tokens --in corpus.txt --out corpus.bin\n"
-        "example: headscope tokens --in corpus.txt --out mixed.bin --repeat-share 0.5 --seq-len 64\n",
+        "example: headscope tokens --in corpus.txt --out mixed.bin --repeat-share 0.5 --seq-len 64\n"
+        "example: headscope tokens --tokenizer models/llama3 --in corpus.txt --out corpus.bin\n",
     .run = cmd_tokens,
     OPT_RULES(tokens_rules),
 };

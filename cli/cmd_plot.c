@@ -949,6 +949,8 @@ static int plot_from_index(const char *kind, const char *db, const char *metric,
         return rc;
     if (!strcmp(kind, "causal"))
         rc = plot_causal(ix, db, run, out);
+    else if (plot_interp_kind(kind))
+        rc = plot_interp(ix, db, kind, metric, run, out);
     else if (!strcmp(kind, "scores"))
         rc = plot_index(ix, db, metric, NULL, run, out, control);
     else
@@ -967,6 +969,10 @@ static int refuse_foreign(const char *kind, const opt *o, int n)
         { "scores", " --db --metric --run --control " },
         { "curve", " --db --curve --run " },
         { "causal", " --db --run " },
+        { "patch", " --db --metric --run " },
+        { "dla", " --db --run " },
+        { "lens", " --db --run " },
+        { "composition", " --db --metric --run " },
     };
     for (size_t k = 0; k < sizeof applies / sizeof applies[0]; k++) {
         if (strcmp(kind, applies[k][0]))
@@ -1003,7 +1009,7 @@ static int cmd_plot(int argc, char **argv)
     };
     if (argc < 2 || argv[1][0] == '-') {
         int rc = opts_parse("plot", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
-        return rc < 0 ? 0 : usage_error("plot", "a kind is required: map, grid, scores, curve or causal");
+        return rc < 0 ? 0 : usage_error("plot", "a kind is required: map, grid, scores, curve, causal, patch, dla, lens or composition");
     }
     const char *kind = argv[1];
     int rc = opts_parse("plot", o, (int)(sizeof o / sizeof o[0]), argc - 1, argv + 1, NULL, 0, NULL);
@@ -1029,12 +1035,13 @@ static int cmd_plot(int argc, char **argv)
             return usage_error("plot", "plot %s needs --db FILE and %s", kind,
                                scores ? "--metric NAME" : "--curve NAME");
         rc = plot_from_index(kind, db, metric, curve, run, out, control);
-    } else if (!strcmp(kind, "causal")) {
+    } else if (!strcmp(kind, "causal") || plot_interp_kind(kind)) {
         if (!db)
-            return usage_error("plot", "plot causal needs --db FILE");
-        rc = plot_from_index(kind, db, NULL, NULL, run, out, 0);
+            return usage_error("plot", "plot %s needs --db FILE", kind);
+        rc = plot_from_index(kind, db, metric, NULL, run, out, 0);
     } else {
-        return usage_error("plot", "unknown kind '%s' (map, grid, scores, curve, causal)", kind);
+        return usage_error("plot", "unknown kind '%s' (map, grid, scores, curve, causal, patch, "
+                                   "dla, lens, composition)", kind);
     }
     if (rc)
         return run_error("plot");
@@ -1054,7 +1061,7 @@ HS_COMMAND(cmd_plot_record) = {
     .name = "plot",
     .order = 90,
     .summary = "Render maps and index results with gnuplot (PNG, SVG or PDF by the --out suffix).",
-    .usage = "headscope plot (map|grid|scores|curve|causal) [options] --out FILE",
+    .usage = "headscope plot (map|grid|scores|curve|causal|patch|dla|lens|composition) [options] --out FILE",
     .details = "  plot map    --maps F.h5 --layer L --head H [--seq N]   one head's map, token labels\n"
         "  plot grid   --maps F.h5 [--seq N]                      layer x head small multiples\n"
         "  plot scores --db F --metric NAME [--run ID]           per-head score grid\n"
@@ -1062,7 +1069,32 @@ HS_COMMAND(cmd_plot_record) = {
         "  plot curve  --db F --curve NAME [--run ID]            a curve (e.g. train_loss)\n"
         "  plot causal --db F [--run ID]                         induction causal check: targeted\n"
         "                                                        heads' loss increase vs random draws\n"
+        "  plot patch  --db F [--metric patch_resid_pre|patch_attn_out|patch_mlp_out] [--run ID]\n"
+        "                      activation patching, layer x position, the prompt's tokens as labels\n"
+        "  plot dla    --db F [--run ID]        direct logit attribution: heads, MLPs, biases, sorted\n"
+        "  plot lens   --db F [--run ID]        logit lens: loss (and logit difference) per layer\n"
+        "  plot composition --db F [--metric q_composition|k_composition|v_composition] [--run ID]\n"
+        "                      heads x heads composition scores beside the random-init control\n"
+        "Per-head patching and attribution grids: plot scores --metric patch_z|patch_pattern|\n"
+        "path_patch|dla.\n"
         "The gnuplot scripts are scripts/plot_*.gp (HEADSCOPE_SCRIPTS overrides where).\n\n"
         "example: headscope plot map --maps maps.h5 --layer 1 --head 0 --out head.png\n",
     .run = cmd_plot,
 };
+
+/* ---- for the other renderings of plot.h (plot_interp.c) --------------------------- */
+
+void plot_quote(char *out, size_t n, const char *s)
+{
+    gp_quote(out, n, s);
+}
+
+int plot_gnuplot(const char *script, const char *assignments, const char *outfile)
+{
+    return run_gnuplot(script, assignments, outfile);
+}
+
+int plot_tmpdir(char *dir, size_t n)
+{
+    return make_dir(dir, n);
+}

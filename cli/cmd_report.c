@@ -636,6 +636,186 @@ static void section_experiment(report *r, long long run)
                "holds for this data and budget only.</p>\n");
 }
 
+/* ---- causal interventions (SPEC §11) ------------------------------------------------ */
+
+/* Position metric rows of a run (a patching sweep of the residual stream). */
+static int has_positions(report *r, long long run, const char *name)
+{
+    hs_position_grid g;
+    if (hs_index_position_grid(r->ix, run, name, &g))
+        return 0;
+    int n = g.count;
+    hs_position_grid_free(&g);
+    return n;
+}
+
+static void causal_patch(report *r, long long run)
+{
+    FILE *f = r->html;
+    double clean, corrupt, se_c, se_k;
+    if (metric(r, run, -1, -1, "logit_diff_clean", &clean, &se_c) &&
+        metric(r, run, -1, -1, "logit_diff_corrupt", &corrupt, &se_k)) {
+        char a[32], b[32];
+        fprintf(f, "<p>Run %lld: logit difference %s &plusmn; %.3f on the clean prompts, %s "
+                   "&plusmn; %.3f on the corrupted ones (standard errors over prompts). Each "
+                   "value below is (LD patched &minus; LD corrupt) / (LD clean &minus; LD "
+                   "corrupt): 1 restores the clean answer, 0 changes nothing.</p>\n",
+                run, signed_num(a, sizeof a, clean, 3), se_c, signed_num(b, sizeof b, corrupt, 3),
+                se_k);
+    }
+    static const char *const pos[][2] = {
+        { "patch_resid_pre", "the residual stream entering each layer" },
+        { "patch_attn_out", "each layer's attention output" },
+        { "patch_mlp_out", "each layer's MLP output" },
+    };
+    for (int i = 0; i < 3; i++) {
+        if (!has_positions(r, run, pos[i][0]))
+            continue;
+        char file[96], path[1200], title[160], caption[600];
+        snprintf(file, sizeof file, "%s_run%lld.png", pos[i][0], run);
+        path_in(path, sizeof path, r, file);
+        snprintf(title, sizeof title, "%s, run %lld", pos[i][0], run);
+        snprintf(caption, sizeof caption,
+                 "Activation patching of %s at one position (columns: the tokens of the first "
+                 "clean prompt of that length), on a scale symmetric about 0. A bright cell says "
+                 "the information that separates clean from corrupt passes there; it says "
+                 "nothing about positions where clean and corrupt agree.", pos[i][1]);
+        figure(r, plot_patch(r->ix, r->db_path, pos[i][0], run, path), file, title, caption);
+    }
+    if (has_metric(r, run, "patch_z"))
+        grid(r, run, "patch_z", 0,
+             "Each head's output z patched at every position: the fraction of the logit "
+             "difference it restores on its own. Heads that back each other up each look small.");
+    if (has_metric(r, run, "patch_pattern"))
+        grid(r, run, "patch_pattern", 0,
+             "Each head's attention pattern patched (its values left to the run): how much of the "
+             "effect goes through where the head attends.");
+}
+
+static void causal_dla(report *r, long long run)
+{
+    FILE *f = r->html;
+    int layer[1], head[1];
+    double v, se, ld, ld_se;
+    if (top_heads(r, run, "dla", 1, layer, head) &&
+        metric(r, run, layer[0], head[0], "dla", &v, &se) &&
+        metric(r, run, -1, -1, "logit_diff_clean", &ld, &ld_se)) {
+        char a[32], b[32];
+        fprintf(f, "<p>Run %lld: the head writing most toward the answer is <b>L%dH%d</b>, "
+                   "%s &plusmn; %.3f of a clean logit difference of %s &plusmn; %.3f "
+                   "(standard errors over prompts).</p>\n",
+                run, layer[0], head[0], signed_num(a, sizeof a, v, 3), se,
+                signed_num(b, sizeof b, ld, 3), ld_se);
+    }
+    char file[64], path[1200];
+    snprintf(file, sizeof file, "dla_run%lld.png", run);
+    path_in(path, sizeof path, r, file);
+    figure(r, plot_dla(r->ix, r->db_path, run, path), file, "Direct logit attribution",
+           "Each head's output, each MLP's and the model-wide parts (embeddings, biases) at the "
+           "last position, through the final norm with its scale frozen, dotted with "
+           "u[answer] &minus; u[wrong]; sorted, &plusmn; 2 standard errors. The parts sum to the "
+           "logit difference. Direct effects only: a head that acts through later heads shows "
+           "here as small.");
+    grid(r, run, "dla", 0, "The heads' direct logit attribution as a layer &times; head grid.");
+}
+
+/* "L0H3 → L1H0 0.373, ..." : the three highest pairs of a composition kind,
+ * and the control's mean when the run has one. */
+static void composition_top(report *r, long long run, const char *kind, const char *name)
+{
+    hs_pair_list l, c;
+    char cm[64];
+    snprintf(cm, sizeof cm, "%s_control", kind);
+    if (hs_index_pair_metrics(r->ix, run, kind, &l))
+        return;
+    if (hs_index_pair_metrics(r->ix, run, cm, &c))
+        c.n = 0, c.p = NULL;
+    int best[3] = { -1, -1, -1 };
+    for (int i = 0; i < l.n; i++)
+        for (int k = 0; k < 3; k++)
+            if (best[k] < 0 || l.p[i].value > l.p[best[k]].value) {
+                for (int j = 2; j > k; j--)
+                    best[j] = best[j - 1];
+                best[k] = i;
+                break;
+            }
+    fprintf(r->html, "<li>%s: ", name);
+    for (int k = 0; k < 3 && best[k] >= 0; k++) {
+        const hs_pair_value *v = &l.p[best[k]];
+        fprintf(r->html, "%sL%dH%d &rarr; L%dH%d %.3f", k ? ", " : "", v->layer_a, v->head_a,
+                v->layer_b, v->head_b, v->value);
+    }
+    double mean = 0;
+    for (int i = 0; i < c.n; i++)
+        mean += c.p[i].value / c.n;
+    if (c.n)
+        fprintf(r->html, " (random-init control: mean %.3f over %d pairs)", mean, c.n);
+    fprintf(r->html, "</li>\n");
+    hs_pair_list_free(&l);
+    hs_pair_list_free(&c);
+}
+
+static void causal_composition(report *r, long long run)
+{
+    fprintf(r->html, "<p>Run %lld, the highest composition scores:</p>\n<ul>\n", run);
+    composition_top(r, run, "q_composition", "Q-composition");
+    composition_top(r, run, "k_composition", "K-composition");
+    composition_top(r, run, "v_composition", "V-composition");
+    fprintf(r->html, "</ul>\n");
+    static const char *const kinds[][2] = {
+        { "q_composition", "queries" }, { "k_composition", "keys" }, { "v_composition", "values" },
+    };
+    for (int k = 0; k < 3; k++) {
+        char file[64], path[1200], title[96], caption[600];
+        snprintf(file, sizeof file, "%s_run%lld.png", kinds[k][0], run);
+        path_in(path, sizeof path, r, file);
+        snprintf(title, sizeof title, "%s, run %lld", kinds[k][0], run);
+        snprintf(caption, sizeof caption,
+                 "How much of what each earlier head writes lands in the subspace a later head "
+                 "reads its %s from (Elhage et al. 2021; TransformerLens's definition, norms "
+                 "ignored), on the fixed scale 0 .. 1, beside a randomly initialised model of the "
+                 "same configuration: only scores well above the control's mean mean anything. "
+                 "A property of the weights, not of any input.", kinds[k][1]);
+        figure(r, plot_composition(r->ix, r->db_path, kinds[k][0], run, path), file, title,
+               caption);
+    }
+}
+
+static void section_causal(report *r)
+{
+    FILE *f = r->html;
+    const long long patch = latest_run(r, "patch"), path = latest_run(r, "path-patch"),
+                    dla = latest_run(r, "dla"), lens = latest_run(r, "logit-lens"),
+                    comp = latest_run(r, "composition");
+    fprintf(f, "<h2 id=\"causal\">Causal interventions: patching, attribution, composition</h2>\n");
+    if (!patch && !path && !dla && !lens && !comp) {
+        fprintf(f, "<p>No complete patch, path-patch, dla, logit-lens or composition run in this "
+                   "index.</p>\n");
+        return;
+    }
+    if (patch)
+        causal_patch(r, patch);
+    if (path)
+        grid(r, path, "path_patch", 0,
+             "Path patching (Wang et al. 2022): the sender head's clean-to-corrupt change "
+             "carried only through the receivers named in the run (or straight to the logits), "
+             "as a fraction of the logit difference.");
+    if (dla)
+        causal_dla(r, dla);
+    if (lens) {
+        char file[64], path_png[1200];
+        snprintf(file, sizeof file, "lens_run%lld.png", lens);
+        path_in(path_png, sizeof path_png, r, file);
+        figure(r, plot_lens(r->ix, r->db_path, lens, path_png), file, "Logit lens",
+               "The residual stream entering each layer decoded through the final norm and the "
+               "unembedding (&plusmn; 2 standard errors); the last point is the model's own "
+               "output. Early layers are read in a basis trained for the last one, so a flat "
+               "start says little.");
+    }
+    if (comp)
+        causal_composition(r, comp);
+}
+
 static const char CAUTIONS[] =
     "<h2 id=\"cautions\">What these numbers do not establish</h2>\n<ul>\n"
     "<li>Attention mass is not causation: a head can attend strongly and matter little (compare "
@@ -686,12 +866,14 @@ static int write_page(report *r, const char *page, const char *maps, long long s
     esc(f, r->db_path);
     fprintf(f, "</code>, generated %s by headscope %s (%s).</p>\n<nav><a href=\"#induction\">"
                "induction</a><a href=\"#maps\">maps</a><a href=\"#ablation\">ablation</a><a "
-               "href=\"#pruning\">pruning</a><a href=\"#patterns\">patterns</a><a href=\"#training\">"
+               "href=\"#causal\">causal</a><a href=\"#pruning\">pruning</a><a "
+               "href=\"#patterns\">patterns</a><a href=\"#training\">"
                "training</a><a href=\"#runs\">runs</a><a href=\"#cautions\">cautions</a></nav>\n",
             when, HS_VERSION, HS_REAL_NAME);
     section_induction(r, ind, abl, imp);
     section_maps(r, maps, seq, ind, pat);
     section_ablation(r, abl, imp);
+    section_causal(r);
     section_pruning(r, pru);
     section_patterns(r, pat);
     section_experiment(r, exp);

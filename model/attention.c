@@ -18,10 +18,24 @@ int hs_attn_config_check(const hs_attn_config *c)
     if (!c->head_dim && c->d_model % c->n_heads)
         return hs_fail(HS_EINVAL, "attention config: d_model=%d is not divisible by n_heads=%d",
                        c->d_model, c->n_heads);
-    if (c->rope_theta < 0 || (c->rope_theta > 0 && hs_attn_head_dim(c) % 2))
-        return hs_fail(HS_EINVAL, "attention config: rotary positions need an even head_dim "
-                                  "and rope_theta > 0 (head_dim=%d, rope_theta=%g)",
-                       hs_attn_head_dim(c), c->rope_theta);
+    if (c->rope_theta < 0 || (c->rope_theta > 0 && hs_attn_rotary_dims(c) % 2))
+        return hs_fail(HS_EINVAL, "attention config: rotary positions need an even number of "
+                                  "rotary dims and rope_theta > 0 (rotary dims=%d, rope_theta=%g)",
+                       hs_attn_rotary_dims(c), c->rope_theta);
+    if (c->rotary_dims < 0 || c->rotary_dims > hs_attn_head_dim(c))
+        return hs_fail(HS_EINVAL, "attention config: rotary_dims=%d outside 0..head_dim=%d",
+                       c->rotary_dims, hs_attn_head_dim(c));
+    const hs_rope_scaling *rs = &c->rope_scaling;
+    if (rs->kind != HS_ROPE_DEFAULT &&
+        !(rs->factor > 0 && isfinite(rs->factor) &&
+          (rs->kind == HS_ROPE_LINEAR ||
+           (rs->low_freq_factor > 0 && rs->high_freq_factor > rs->low_freq_factor &&
+            isfinite(rs->high_freq_factor) && rs->original_max_position_embeddings > 0 &&
+            isfinite(rs->original_max_position_embeddings)))))
+        return hs_fail(HS_EINVAL,
+                       "attention config: rope scaling needs factor > 0 (llama3 also "
+                       "0 < low_freq_factor < high_freq_factor and "
+                       "original_max_position_embeddings > 0)");
     if (c->n_heads % c->n_kv_heads)
         return hs_fail(HS_EINVAL,
                        "attention config: n_heads=%d is not divisible by n_kv_heads=%d",
@@ -34,19 +48,47 @@ int hs_attn_head_dim(const hs_attn_config *c)
     return c->head_dim ? c->head_dim : c->d_model / c->n_heads;
 }
 
+int hs_attn_rotary_dims(const hs_attn_config *c)
+{
+    return c->rotary_dims ? c->rotary_dims : hs_attn_head_dim(c);
+}
+
+/* Hugging Face's _compute_default/linear/llama3_parameters, in double. */
+double hs_rope_inv_freq(const hs_attn_config *c, int i)
+{
+    const int R = hs_attn_rotary_dims(c);
+    const double inv = pow(c->rope_theta, -2.0 * i / R);
+    const hs_rope_scaling *s = &c->rope_scaling;
+    if (s->kind == HS_ROPE_LINEAR)
+        return inv / s->factor;
+    if (s->kind != HS_ROPE_LLAMA3)
+        return inv;
+    /* Llama 3.1: wavelengths longer than the pre-training context over
+     * low_freq_factor are stretched by factor, those shorter than it over
+     * high_freq_factor are kept, and the band between blends the two. */
+    const double ctx = s->original_max_position_embeddings, wavelen = 2 * M_PI / inv;
+    if (wavelen < ctx / s->high_freq_factor)
+        return inv;
+    if (wavelen > ctx / s->low_freq_factor)
+        return inv / s->factor;
+    const double smooth =
+        (ctx / wavelen - s->low_freq_factor) / (s->high_freq_factor - s->low_freq_factor);
+    return (1 - smooth) * inv / s->factor + smooth * inv;
+}
+
 /* Element counts of the eight tensors in binding order. */
 static void tensor_sizes(const hs_attn_config *c, size_t n[8])
 {
     size_t d = (size_t)c->d_model, dh = (size_t)hs_attn_head_dim(c);
     size_t hd = (size_t)c->n_heads * dh, gd = (size_t)c->n_kv_heads * dh;
-    size_t with_bias = c->bias ? 1 : 0;
+    size_t with_bias = c->bias ? 1 : 0, qkv = c->bias || c->qkv_bias ? 1 : 0;
     n[0] = hd * d;
     n[1] = gd * d;
     n[2] = gd * d;
     n[3] = d * hd;
-    n[4] = with_bias * hd;
-    n[5] = with_bias * gd;
-    n[6] = with_bias * gd;
+    n[4] = qkv * hd;
+    n[5] = qkv * gd;
+    n[6] = qkv * gd;
     n[7] = with_bias * d;
 }
 
@@ -150,17 +192,18 @@ void hs_attn_acts_free(hs_attn_acts *a)
 }
 
 /* Rotates, in place, every head of rows (B, T, nh*dh) by the Hugging Face
- * rotate-half RoPE at positions pos0 + t: the pair (i, i + dh/2) turns by
- * angle (pos0 + t) * theta^(-2i/dh). inverse = 1 turns back, which is the
- * backward of the rotation (its transpose). */
-static void rope_rotate(hs_real *x, int B, int T, int nh, int dh, int pos0, double theta,
-                        int inverse)
+ * rotate-half RoPE at positions pos0 + t: with R rotary dims (all dh, or
+ * GPT-NeoX's first R) the pair (i, i + R/2) turns by angle (pos0 + t) *
+ * hs_rope_inv_freq(c, i); dims R..dh-1 pass unchanged. inverse = 1 turns
+ * back, which is the backward of the rotation (its transpose). */
+static void rope_rotate(hs_real *x, int B, int T, int nh, int dh, int pos0,
+                        const hs_attn_config *c, int inverse)
 {
-    const int half = dh / 2;
+    const int half = hs_attn_rotary_dims(c) / 2;
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < T; t++) {
         for (int i = 0; i < half; i++) {
-            double angle = (pos0 + t) * pow(theta, -2.0 * i / dh);
+            double angle = (pos0 + t) * hs_rope_inv_freq(c, i);
             hs_real c = (hs_real)cos(angle), s = (hs_real)(inverse ? -sin(angle) : sin(angle));
             for (int b = 0; b < B; b++)
                 for (int h = 0; h < nh; h++) {
@@ -263,8 +306,8 @@ int hs_attn_forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_at
     hs_linear_forward(a->k, kv_in, w->w_k, w->b_k, (size_t)B * Sn, d, GD);
     hs_linear_forward(a->v, kv_in, w->w_v, w->b_v, (size_t)B * Sn, d, GD);
     if (c->rope_theta > 0) {
-        rope_rotate(a->q, B, L, H, dh, prefix, c->rope_theta, 0);
-        rope_rotate(a->k, B, Sn, G, dh, prefix, c->rope_theta, 0);
+        rope_rotate(a->q, B, L, H, dh, prefix, c, 0);
+        rope_rotate(a->k, B, Sn, G, dh, prefix, c, 0);
     }
     const hs_site_hook *site = a->hooks.site;
     const int layer = a->hooks.layer;
@@ -358,8 +401,8 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
     if (rc)
         return rc;
     if (c->rope_theta > 0) {
-        rope_rotate(dq, B, L, H, dh, 0, c->rope_theta, 1);
-        rope_rotate(dk, B, S, G, dh, 0, c->rope_theta, 1);
+        rope_rotate(dq, B, L, H, dh, 0, c, 1);
+        rope_rotate(dk, B, S, G, dh, 0, c, 1);
     }
 
     const hs_real *kv_in = y ? y : x;

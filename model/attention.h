@@ -24,15 +24,30 @@
 #include "common.h"
 #include "hooks.h"
 
+/* How RoPE's inverse frequencies are scaled (Hugging Face rope_type). */
+typedef enum { HS_ROPE_DEFAULT, HS_ROPE_LINEAR, HS_ROPE_LLAMA3 } hs_rope_kind;
+
+typedef struct {
+    hs_rope_kind kind;
+    double factor;           /* linear, llama3: wavelengths stretched by this */
+    double low_freq_factor;  /* llama3 */
+    double high_freq_factor; /* llama3 */
+    double original_max_position_embeddings; /* llama3: the pre-training context */
+} hs_rope_scaling;
+
 typedef struct {
     int d_model;       /* d */
     int n_heads;       /* H */
     int n_kv_heads;    /* G; divides H */
     int bias;          /* 1: every projection has a bias (GPT-2) */
+    int qkv_bias;      /* 1: q, k and v have biases, o has one only with bias (Qwen2) */
     int head_dim;      /* dh; 0 means d / H, and then H must divide d */
     double rope_theta; /* > 0: rotary positions with this base; 0: none */
     int window;        /* 0: global; W > 0: query t sees key s only when t - W < s
                           (with the causal rule s <= t: a sliding window, SPEC §10) */
+    int rotary_dims;   /* with rope_theta > 0: dims 0..rotary_dims-1 of each head rotate
+                          (GPT-NeoX's partial rotary), the rest pass; 0 means dh */
+    hs_rope_scaling rope_scaling; /* zero: plain RoPE */
 } hs_attn_config;
 
 /* HS_OK, or HS_EINVAL naming the offending size. */
@@ -41,11 +56,23 @@ int hs_attn_config_check(const hs_attn_config *c);
 /* dh of a checked configuration. */
 int hs_attn_head_dim(const hs_attn_config *c);
 
+/* Rotated dims per head: rotary_dims, or dh when 0 (no rotation at all
+ * without rope_theta > 0). */
+int hs_attn_rotary_dims(const hs_attn_config *c);
+
+/* The inverse frequency of rotary pair i (dims i and i + R/2 of a head, R
+ * = hs_attn_rotary_dims): theta^(-2i/R), scaled as Hugging Face's
+ * rope_type computes it (linear: / factor; llama3: long wavelengths /
+ * factor, short ones kept, a smooth blend between). Pair i of the head at
+ * position p turns by p times this. */
+double hs_rope_inv_freq(const hs_attn_config *c, int i);
+
 /* Projection parameters: 2 d HD + 2 d GD (= 2 d^2 + 2 d G dh when HD = d),
- * plus HD + 2 GD + d with biases. */
+ * plus HD + 2 GD + d with biases (HD + 2 GD with qkv_bias alone). */
 size_t hs_attn_param_count(const hs_attn_config *c);
 
-/* Weights in nn.Linear layout (out, in). Biases are NULL when bias == 0. */
+/* Weights in nn.Linear layout (out, in). Biases are NULL when bias == 0
+ * (b_q, b_k, b_v are present with qkv_bias too). */
 typedef struct {
     hs_real *w_q; /* (HD, d)  */
     hs_real *w_k; /* (GD, d)  */

@@ -7,12 +7,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "safetensors.h"
 
 /* A tensor as the file stores it, filled from one to three of our tensors.
  * Part p covers file columns [col0, col0 + rows of ours): with transpose,
  * file[i][col0 + o] = ours[o][i] (GPT-2's Conv1D stores [in, out]);
- * otherwise the file tensor is ours unchanged. 1-D parts: file[col0 + o]. */
+ * otherwise row o of ours is file row row_of(part, o): col0 + o, or with
+ * group > 0, (o / group) * 3 group + col0 + o % group -- GPT-NeoX's fused
+ * query_key_value, whose rows hold q, k, v of head 0, then of head 1, ...
+ * (group = dh, col0 = 0, dh, 2 dh). 1-D parts index the same way. */
 typedef struct {
     char name[128];
     int ndim;
@@ -22,14 +27,70 @@ typedef struct {
         int tensor; /* index into the model's table */
         int transpose;
         int col0;
+        int group;
     } part[3];
 } file_tensor;
+
+/* The file row of row o of a non-transposed part. */
+static size_t row_of(const file_tensor *f, int p, size_t o)
+{
+    const size_t g = (size_t)f->part[p].group, c0 = (size_t)f->part[p].col0;
+    return g ? o / g * 3 * g + c0 + o % g : c0 + o;
+}
 
 static int find(const hs_model *m, const char *fmt, int l)
 {
     char name[96];
     snprintf(name, sizeof name, fmt, l);
     return hs_model_find(m, name);
+}
+
+/* GPT-NeoX's names (GPTNeoXForCausalLM) for tensor i of ours, named rest
+ * within layer `layer` (-1: outside the layers). q, k and v go into the
+ * fused query_key_value, interleaved per head; 1 for k and v, which the
+ * file holds inside it. */
+static int gpt_neox_name(const hs_model *m, file_tensor *f, const hs_tensor_info *t, int i,
+                         int layer, const char *rest)
+{
+    static const char *const top[][2] = { { "wte.weight", "gpt_neox.embed_in.weight" },
+                                          { "ln_f.weight", "gpt_neox.final_layer_norm.weight" },
+                                          { "ln_f.bias", "gpt_neox.final_layer_norm.bias" },
+                                          { "lm_head.weight", "embed_out.weight" } };
+    static const char *const map[][2] = { { "ln_1.", "input_layernorm." },
+                                          { "ln_2.", "post_attention_layernorm." },
+                                          { "attn.o_proj.", "attention.dense." },
+                                          { "mlp.fc.", "mlp.dense_h_to_4h." },
+                                          { "mlp.proj.", "mlp.dense_4h_to_h." } };
+    if (layer < 0) {
+        for (size_t k = 0; k < sizeof top / sizeof top[0]; k++)
+            if (!strcmp(t->name, top[k][0]))
+                snprintf(f->name, sizeof f->name, "%s", top[k][1]);
+        return 0;
+    }
+    if (strstr(rest, "attn.k_proj") || strstr(rest, "attn.v_proj"))
+        return 1;
+    if (!strncmp(rest, "attn.q_proj.", 12)) {
+        const int is_w = t->ndim == 2, dh = m->cfg.head_dim;
+        snprintf(f->name, sizeof f->name, "gpt_neox.layers.%d.attention.query_key_value.%s",
+                 layer, is_w ? "weight" : "bias");
+        f->shape[0] = 3 * (int64_t)t->shape[0];
+        f->nparts = 3;
+        const char *kv[2] = { is_w ? "h.%d.attn.k_proj.weight" : "h.%d.attn.k_proj.bias",
+                              is_w ? "h.%d.attn.v_proj.weight" : "h.%d.attn.v_proj.bias" };
+        for (int p = 0; p < 3; p++) {
+            f->part[p].tensor = p ? find(m, kv[p - 1], layer) : i;
+            f->part[p].col0 = p * dh;
+            f->part[p].group = dh;
+        }
+        return 0;
+    }
+    for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
+        size_t len = strlen(map[k][0]);
+        if (!strncmp(rest, map[k][0], len))
+            snprintf(f->name, sizeof f->name, "gpt_neox.layers.%d.%s%s", layer, map[k][1],
+                     rest + len);
+    }
+    return 0;
 }
 
 /* The file's view of our table for the configuration's family. */
@@ -53,7 +114,11 @@ static int file_layout(const hs_model *m, file_tensor **out, int *n_out)
         f->nparts = 1;
         f->part[0].tensor = i;
         snprintf(f->name, sizeof f->name, "%s", t->name);
-        if (c->family == HS_FAMILY_LLAMA) {
+        if (c->family == HS_FAMILY_GPT_NEOX) {
+            if (gpt_neox_name(m, f, t, i, layer, rest))
+                continue; /* inside query_key_value */
+        } else if (c->family == HS_FAMILY_LLAMA || c->family == HS_FAMILY_MISTRAL ||
+                   c->family == HS_FAMILY_QWEN2) {
             static const char *const map[][2] = {
                 { "ln_1.weight", "input_layernorm.weight" },
                 { "ln_2.weight", "post_attention_layernorm.weight" },
@@ -152,26 +217,149 @@ int hs_config_load(hs_model_config *c, const char *dir)
     return rc;
 }
 
-/* The file's tensor for spec f: the name as written, or with GPT-2's
- * "transformer." prefix. */
-static const hs_st_tensor *lookup(const hs_safetensors *st, const hs_model_config *c,
-                                  const char *name)
+/* The checkpoint's tensor files: model.safetensors alone, or the shards a
+ * sharded checkpoint's model.safetensors.index.json names in its
+ * "weight_map" (tensor name -> shard file), every one memory-mapped and
+ * validated by hs_st_open. */
+typedef struct {
+    hs_safetensors *st; /* n files */
+    int n;
+    cJSON *index;       /* the parsed index (NULL: one file) */
+    char index_path[1024];
+} sources;
+
+static void sources_close(sources *src)
 {
-    const hs_st_tensor *t = hs_st_find(st, name);
+    for (int i = 0; i < src->n; i++)
+        hs_st_close(&src->st[i]);
+    free(src->st);
+    cJSON_Delete(src->index);
+    memset(src, 0, sizeof *src);
+}
+
+/* A shard's file name as the index gives it: a plain name in DIR. */
+static int shard_name_ok(const char *name)
+{
+    return *name && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..");
+}
+
+/* Opens DIR/model.safetensors, or else every shard of
+ * DIR/model.safetensors.index.json (each distinct file once). A missing
+ * shard, or an index that is not {"weight_map": {name: file}}, is an error
+ * naming the file. */
+static int sources_open(sources *src, const char *dir)
+{
+    memset(src, 0, sizeof *src);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(src->index_path, sizeof src->index_path, "%s/model.safetensors.index.json", dir);
+    struct stat sb;
+    if (!stat(path, &sb) || stat(src->index_path, &sb)) {
+        if (!(src->st = hs_calloc(1, sizeof *src->st, "checkpoint files")))
+            return HS_ENOMEM;
+        int rc = hs_st_open(&src->st[0], path);
+        src->n = !rc;
+        if (rc)
+            sources_close(src);
+        return rc;
+    }
+    char *json = hs_read_text(src->index_path, 64u << 20);
+    if (!json)
+        return HS_EIO;
+    src->index = cJSON_Parse(json);
+    free(json);
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(src->index, "weight_map"), *e;
+    int n = cJSON_GetArraySize(map), rc = HS_OK;
+    if (!cJSON_IsObject(map) || !n)
+        rc = hs_fail(HS_EFORMAT, "%s: not a sharded-checkpoint index (no \"weight_map\" "
+                                 "object of tensor names and shard files)",
+                     src->index_path);
+    cJSON_ArrayForEach(e, map)
+    {
+        if (rc)
+            break;
+        if (!cJSON_IsString(e) || !shard_name_ok(e->valuestring))
+            rc = hs_fail(HS_EFORMAT, "%s: weight_map[\"%s\"] must name a shard file in the "
+                                     "checkpoint directory",
+                         src->index_path, e->string);
+    }
+    if (!rc && !(src->st = hs_calloc((size_t)n, sizeof *src->st, "checkpoint shards")))
+        rc = HS_ENOMEM;
+    cJSON_ArrayForEach(e, map)
+    {
+        if (rc)
+            break;
+        int seen = 0;
+        for (int i = 0; i < src->n && !seen; i++)
+            seen = !strcmp(strrchr(src->st[i].path, '/') + 1, e->valuestring);
+        if (seen)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->valuestring);
+        if ((rc = hs_st_open(&src->st[src->n], path))) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", hs_last_error());
+            rc = hs_fail(rc, "%s (a shard named by %s)", why, src->index_path);
+        } else
+            src->n++;
+    }
+    if (rc)
+        sources_close(src);
+    return rc;
+}
+
+/* The file holding `name` (NULL when the checkpoint has none). */
+static const hs_st_tensor *sources_find(const sources *src, const char *name,
+                                        const hs_safetensors **file)
+{
+    *file = &src->st[0];
+    if (!src->index)
+        return hs_st_find(&src->st[0], name);
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(src->index, "weight_map");
+    const cJSON *shard = cJSON_GetObjectItemCaseSensitive(map, name);
+    if (!cJSON_IsString(shard))
+        return NULL;
+    for (int i = 0; i < src->n; i++)
+        if (!strcmp(strrchr(src->st[i].path, '/') + 1, shard->valuestring)) {
+            *file = &src->st[i];
+            return hs_st_find(&src->st[i], name);
+        }
+    return NULL;
+}
+
+/* The file's tensor for spec f: the name as written, or with GPT-2's
+ * "transformer." prefix; *file is the file holding it. */
+static const hs_st_tensor *lookup(const sources *src, const hs_model_config *c,
+                                  const char *name, const hs_safetensors **file)
+{
+    const hs_st_tensor *t = sources_find(src, name, file);
     if (!t && c->family == HS_FAMILY_GPT2) {
         char prefixed[160];
         snprintf(prefixed, sizeof prefixed, "transformer.%s", name);
-        t = hs_st_find(st, prefixed);
+        const hs_safetensors *other;
+        if ((t = sources_find(src, prefixed, &other)))
+            *file = other;
     }
     return t;
 }
 
 /* The file's tensor for f once its name, dtype and shape are what the
- * configuration implies; NULL with the message otherwise. */
-static const hs_st_tensor *check_tensor(const hs_model *m, const hs_safetensors *st,
-                                        const file_tensor *f)
+ * configuration implies; NULL with the message otherwise. *file is the
+ * file holding it. */
+static const hs_st_tensor *check_tensor(const hs_model *m, const sources *src,
+                                        const file_tensor *f, const hs_safetensors **file)
 {
-    const hs_st_tensor *t = lookup(st, &m->cfg, f->name);
+    const hs_st_tensor *t = lookup(src, &m->cfg, f->name, file);
+    const hs_safetensors *st = *file;
+    if (!t && src->index) {
+        const cJSON *map = cJSON_GetObjectItemCaseSensitive(src->index, "weight_map");
+        if (cJSON_GetObjectItemCaseSensitive(map, f->name))
+            hs_fail(HS_EFORMAT, "%s: missing tensor %s (the shard %s names it)", st->path, f->name,
+                    src->index_path);
+        else
+            hs_fail(HS_EFORMAT, "%s: missing tensor %s (not in its weight_map)", src->index_path,
+                    f->name);
+        return NULL;
+    }
     if (!t) {
         hs_fail(HS_EFORMAT, "%s: missing tensor %s", st->path, f->name);
         return NULL;
@@ -199,9 +387,10 @@ static const hs_st_tensor *check_tensor(const hs_model *m, const hs_safetensors 
     return t;
 }
 
-static int load_tensor(hs_model *m, const hs_safetensors *st, const file_tensor *f)
+static int load_tensor(hs_model *m, const sources *src, const file_tensor *f)
 {
-    const hs_st_tensor *t = check_tensor(m, st, f);
+    const hs_safetensors *st;
+    const hs_st_tensor *t = check_tensor(m, src, f, &st);
     if (!t)
         return HS_EFORMAT;
     const size_t cols = f->ndim == 2 ? (size_t)f->shape[1] : 1;
@@ -212,9 +401,10 @@ static int load_tensor(hs_model *m, const hs_safetensors *st, const file_tensor 
         if (!f->part[p].transpose && f->nparts == 1) {
             for (size_t k = 0; k < ti->size; k++)
                 dst[k] = (hs_real)hs_st_get(st, t, k);
-        } else if (!f->part[p].transpose) { /* 1-D slice of a fused bias */
+        } else if (!f->part[p].transpose) { /* rows of a fused tensor */
             for (size_t o = 0; o < rows; o++)
-                dst[o] = (hs_real)hs_st_get(st, t, f->part[p].col0 + o);
+                for (size_t i = 0; i < inner; i++)
+                    dst[o * inner + i] = (hs_real)hs_st_get(st, t, row_of(f, p, o) * inner + i);
         } else {
             for (size_t o = 0; o < rows; o++)
                 for (size_t i = 0; i < inner; i++)
@@ -232,10 +422,8 @@ int hs_checkpoint_load(hs_model *m, const char *dir)
     int rc = hs_config_load(&c, dir);
     if (rc || (rc = hs_config_check(&c)))
         return rc;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    hs_safetensors st;
-    if ((rc = hs_st_open(&st, path)))
+    sources src;
+    if ((rc = sources_open(&src, dir)))
         return rc;
     /* The table first and every tensor checked against the file (whose
      * header hs_st_open has checked against its size): a config.json that
@@ -247,18 +435,18 @@ int hs_checkpoint_load(hs_model *m, const char *dir)
     rc = hs_tensor_table(&c, &m->tensors, &m->n_tensors, &m->n_params);
     if (!rc)
         rc = file_layout(m, &ft, &n);
+    const hs_safetensors *file;
     for (int i = 0; !rc && i < n; i++)
-        if (!check_tensor(m, &st, &ft[i]))
+        if (!check_tensor(m, &src, &ft[i], &file))
             rc = HS_EFORMAT;
     if (!rc && !(m->params = hs_calloc(m->n_params, sizeof(hs_real), "model parameters")))
         rc = HS_ENOMEM;
     if (!rc)
         hs_weights_bind(&m->w, &c, m->params);
     for (int i = 0; !rc && i < n; i++)
-        rc = load_tensor(m, &st, &ft[i]);
+        rc = load_tensor(m, &src, &ft[i]);
     free(ft);
-    if (st.map || st.fd >= 0)
-        hs_st_close(&st);
+    sources_close(&src);
     if (rc)
         hs_model_free(m);
     return rc;
@@ -273,8 +461,9 @@ static void gather(const hs_model *m, const file_tensor *f, double *out)
         const hs_real *src = m->params + ti->offset;
         const size_t rows = (size_t)ti->shape[0], inner = ti->ndim == 2 ? (size_t)ti->shape[1] : 1;
         if (!f->part[p].transpose)
-            for (size_t k = 0; k < ti->size; k++)
-                out[f->part[p].col0 + k] = src[k];
+            for (size_t o = 0; o < rows; o++)
+                for (size_t k = 0; k < inner; k++)
+                    out[row_of(f, p, o) * inner + k] = src[o * inner + k];
         else
             for (size_t o = 0; o < rows; o++)
                 for (size_t k = 0; k < inner; k++)

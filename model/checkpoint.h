@@ -1,9 +1,13 @@
 /* Checkpoints in the Hugging Face layout: DIR/config.json and
- * DIR/model.safetensors, for model_type gpt2, llama and headscope (SPEC §3).
- * Loading maps the file, validates every tensor against the configuration
- * and converts F32/F16/BF16 into the model's one parameter allocation,
- * releasing each tensor's pages once copied. Saving writes F32 in the
- * family's own names and layout (GPT-2's fused Conv1D c_attn included). */
+ * DIR/model.safetensors -- or, for a sharded checkpoint,
+ * DIR/model.safetensors.index.json whose "weight_map" names the shard file
+ * of every tensor -- for model_type gpt2, llama, gpt_neox, mistral, qwen2
+ * and headscope (SPEC §3, §10). Loading maps every file, validates every
+ * tensor against the configuration and converts F32/F16/BF16 into the
+ * model's one parameter allocation, releasing each tensor's pages once
+ * copied. Saving writes one F32 model.safetensors in the family's own names
+ * and layout (GPT-2's fused Conv1D c_attn and GPT-NeoX's per-head
+ * interleaved query_key_value included). */
 #ifndef HS_CHECKPOINT_H
 #define HS_CHECKPOINT_H
 
@@ -12,7 +16,8 @@
 /* Reads DIR/config.json into c. */
 int hs_config_load(hs_model_config *c, const char *dir);
 
-/* Loads DIR into m (initialised here; free with hs_model_free). */
+/* Loads DIR into m (initialised here; free with hs_model_free). A
+ * model.safetensors in DIR is read in preference to a shard index. */
 int hs_checkpoint_load(hs_model *m, const char *dir);
 
 /* Writes m into DIR (created if missing): config.json and model.safetensors,

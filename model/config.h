@@ -1,5 +1,6 @@
-/* Transformer configuration: one structure for the three model families of
- * SPEC §3 (gpt2, llama, headscope), read from and written to config.json. */
+/* Transformer configuration: one structure for the model families of SPEC §3
+ * and §10 (gpt2, llama, headscope, gpt_neox, mistral, qwen2), read from and
+ * written to config.json. */
 #ifndef HS_CONFIG_H
 #define HS_CONFIG_H
 
@@ -7,6 +8,7 @@
 
 #include "attention.h"
 #include "common.h"
+#include "mla.h"
 
 enum { HS_MAX_LAYERS = 256 };
 
@@ -14,7 +16,15 @@ enum { HS_MAX_LAYERS = 256 };
  * indexed [l * HS_MAX_HEADS + h]. */
 enum { HS_MAX_HEADS = 1024 };
 
-typedef enum { HS_FAMILY_HEADSCOPE, HS_FAMILY_GPT2, HS_FAMILY_LLAMA } hs_family;
+typedef enum {
+    HS_FAMILY_HEADSCOPE,
+    HS_FAMILY_GPT2,
+    HS_FAMILY_LLAMA,
+    HS_FAMILY_GPT_NEOX, /* Pythia */
+    HS_FAMILY_MISTRAL,  /* llama + sliding window */
+    HS_FAMILY_QWEN2,    /* llama + q/k/v biases */
+    HS_FAMILY_COUNT
+} hs_family;
 typedef enum { HS_POS_LEARNED, HS_POS_ROPE, HS_POS_NONE } hs_pos_kind;
 typedef enum { HS_NORM_LAYERNORM, HS_NORM_RMSNORM } hs_norm_kind;
 typedef enum { HS_MLP_NONE, HS_MLP_GELU, HS_MLP_SWIGLU } hs_mlp_kind;
@@ -38,7 +48,18 @@ typedef struct {
     hs_mlp_kind mlp;
     int d_ff;                      /* F */
     int attn_bias, mlp_bias, norm_bias, lm_head_bias;
+    int qkv_bias;                  /* q/k/v biases without attn_bias's o bias (qwen2) */
     int tie_embeddings;            /* logits use wte */
+    int parallel_residual;         /* gpt_neox: x + attn(ln1(x)) + mlp(ln2(x)) */
+    int gelu_exact;                /* gelu MLP: exact erf GELU (gpt_neox) instead of tanh */
+    int rotary_dims;               /* rotated dims per head; 0: all head_dim */
+    int window;                    /* sliding window W of every layer (mistral); 0: global */
+    hs_rope_scaling rope_scaling;  /* llama3 / linear (llama family); zero: plain */
+    /* attention "mla" (headscope family, every layer): DeepSeek-V2's multi-head
+     * latent attention (mla.h); head_dim is then v_head_dim and n_kv_head n_head */
+    int mla;
+    int kv_lora_rank, q_lora_rank; /* C; Q (0: a plain q_proj) */
+    int qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
     unsigned given;                /* HS_GIVEN_* keys set by hs_config_override */
 } hs_model_config;
 
@@ -59,15 +80,20 @@ int hs_config_check(const hs_model_config *c);
 /* The attention configuration of layer l. */
 hs_attn_config hs_config_attn(const hs_model_config *c, int l);
 
-/* Parses config.json text of model_type gpt2, llama or headscope. `path`
- * only names the file in messages. */
+/* The MLA configuration of layer l of an attention "mla" model. */
+hs_mla_config hs_config_mla(const hs_model_config *c, int l);
+
+/* Parses config.json text of model_type gpt2, llama, headscope, gpt_neox,
+ * mistral or qwen2. `path` only names the file in messages. A key that
+ * would change the computation and that is not implemented is refused,
+ * naming it; the bookkeeping keys of Hugging Face configs are accepted. */
 int hs_config_parse(hs_model_config *c, const char *json, const char *path);
 
-/* config.json text for c (malloc'd; NULL with HS_ENOMEM). gpt2 and llama
- * configurations are written in the Hugging Face form of their family. */
+/* config.json text for c (malloc'd; NULL with HS_ENOMEM). Every family but
+ * headscope is written in its Hugging Face form. */
 char *hs_config_to_json(const hs_model_config *c);
 
-/* Presets: "gpt2", "llama", "attn-only", "tinylm" (SPEC §3), small sizes that
+/* Presets: "gpt2", "llama", "attn-only", "tinylm" (SPEC §3), "mla" (§10), small sizes that
  * overrides then change. HS_EINVAL for an unknown name. */
 int hs_config_preset(hs_model_config *c, const char *name);
 

@@ -147,6 +147,30 @@ void hs_gelu_backward(hs_real *dinp, const hs_real *inp, const hs_real *dout, si
     }
 }
 
+#define INV_SQRT2 0.7071067811865476 /* 1/sqrt(2) */
+#define INV_SQRT2PI 0.3989422804014327 /* 1/sqrt(2 pi) */
+
+/* x Phi(x) with Phi the normal CDF through erf, in double: an exact erf
+ * is what torch's GELU (approximate='none') computes. */
+void hs_gelu_erf_forward(hs_real *out, const hs_real *inp, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        const double x = inp[i];
+        out[i] = (hs_real)(0.5 * x * (1 + erf(x * INV_SQRT2)));
+    }
+}
+
+void hs_gelu_erf_backward(hs_real *dinp, const hs_real *inp, const hs_real *dout, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        const double x = inp[i];
+        const double grad = 0.5 * (1 + erf(x * INV_SQRT2)) + x * INV_SQRT2PI * exp(-0.5 * x * x);
+        dinp[i] += (hs_real)(grad * dout[i]);
+    }
+}
+
 /* 1 / (1 + e^-g) through an exp of a non-positive argument (no overflow). */
 static inline hs_real sigmoid(hs_real g)
 {

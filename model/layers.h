@@ -27,6 +27,11 @@ void hs_rmsnorm_backward(hs_real *dinp, hs_real *dw, const hs_real *dout, const 
 void hs_gelu_forward(hs_real *out, const hs_real *inp, size_t n);
 void hs_gelu_backward(hs_real *dinp, const hs_real *inp, const hs_real *dout, size_t n);
 
+/* GELU with the exact normal CDF, x * (1 + erf(x / sqrt 2)) / 2 (GPT-NeoX's
+ * "gelu"), elementwise over n. */
+void hs_gelu_erf_forward(hs_real *out, const hs_real *inp, size_t n);
+void hs_gelu_erf_backward(hs_real *dinp, const hs_real *inp, const hs_real *dout, size_t n);
+
 /* SwiGLU gate: out = silu(gate) * up, elementwise over n. */
 void hs_swiglu_forward(hs_real *out, const hs_real *gate, const hs_real *up, size_t n);
 void hs_swiglu_backward(hs_real *dgate, hs_real *dup, const hs_real *dout, const hs_real *gate,

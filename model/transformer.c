@@ -60,6 +60,7 @@ enum {
     LACT_H_ACT,    /* (B,T,F) */
     LACT_MLP_OUT,  /* (B,T,d) */
     LACT_R2,       /* (B,T,d) */
+    LACT_MLA,      /* attention "mla": hs_mla_acts_elems (q, k, v and dq, dk, dv are 0) */
     LACT_COUNT
 };
 
@@ -138,6 +139,11 @@ static void layer_sizes(size_t s[LACT_COUNT], const hs_model_config *c, int l, i
         s[LACT_H_PRE] = s[LACT_H_ACT] = NF;
         if (c->mlp == HS_MLP_SWIGLU)
             s[LACT_H_UP] = NF;
+    }
+    if (c->mla) {
+        const hs_mla_config mc = hs_config_mla(c, l);
+        s[LACT_Q] = s[LACT_K] = s[LACT_V] = s[LACT_DQ] = s[LACT_DK] = s[LACT_DV] = 0;
+        s[LACT_MLA] = mul_sat(hs_mla_acts_elems(&mc, 1, 1, mode == HS_ACTS_TRAIN), N);
     }
 }
 
@@ -244,6 +250,7 @@ int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
     for (int l = 0; l < c->n_layer; l++) {
         hs_layer_acts *la = &a->layer[l];
         hs_attn_acts *aa = &la->attn;
+        hs_real *mla_mem = NULL;
         hs_real **slot[LACT_COUNT] = {
             [LACT_Q] = &aa->q,             [LACT_K] = &aa->k,
             [LACT_V] = &aa->v,             [LACT_Z] = &aa->z,
@@ -256,11 +263,15 @@ int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
             [LACT_N2_MEAN] = &la->n2_mean, [LACT_N2_RSTD] = &la->n2_rstd,
             [LACT_H_PRE] = &la->h_pre,     [LACT_H_UP] = &la->h_up,
             [LACT_H_ACT] = &la->h_act,     [LACT_MLP_OUT] = &la->mlp_out,
-            [LACT_R2] = &la->r2,
+            [LACT_R2] = &la->r2,           [LACT_MLA] = &mla_mem,
         };
         layer_sizes(lay, c, l, B, T, mode);
         for (int i = 0; i < LACT_COUNT; i++)
             *slot[i] = take(&at, lay[i]);
+        if (c->mla) {
+            const hs_mla_config mc = hs_config_mla(c, l);
+            hs_mla_acts_bind(&la->mla, &mc, B, T, mode == HS_ACTS_TRAIN, mla_mem);
+        }
         /* What hs_attn_acts_alloc sets for a cache-free self-attention over
          * T positions; the buffers are the block's. */
         aa->B = B;
@@ -318,7 +329,10 @@ static void mlp_forward(hs_layer_acts *la, const hs_layer_weights *lw, const hs_
     const int d = c->d_model, F = c->d_ff;
     if (c->mlp == HS_MLP_GELU) {
         hs_linear_forward(la->h_pre, inp, lw->fc_w, lw->fc_b, N, d, F);
-        hs_gelu_forward(la->h_act, la->h_pre, N * F);
+        if (c->gelu_exact)
+            hs_gelu_erf_forward(la->h_act, la->h_pre, N * F);
+        else
+            hs_gelu_forward(la->h_act, la->h_pre, N * F);
         hs_linear_forward(la->mlp_out, la->h_act, lw->proj_w, lw->proj_b, N, F, d);
     } else {
         hs_linear_forward(la->h_pre, inp, lw->gate_w, lw->gate_b, N, d, F);
@@ -338,7 +352,10 @@ static void mlp_backward(hs_real *dinp, hs_layer_weights *gw, hs_acts *a, const 
     memset(a->dh2, 0, sizeof(hs_real) * N * F);
     if (c->mlp == HS_MLP_GELU) {
         hs_linear_backward(a->dh, gw->proj_w, gw->proj_b, dout, la->h_act, lw->proj_w, N, F, d);
-        hs_gelu_backward(a->dh2, la->h_pre, a->dh, N * F);
+        if (c->gelu_exact)
+            hs_gelu_erf_backward(a->dh2, la->h_pre, a->dh, N * F);
+        else
+            hs_gelu_backward(a->dh2, la->h_pre, a->dh, N * F);
         hs_linear_backward(dinp, gw->fc_w, gw->fc_b, a->dh2, inp, lw->fc_w, N, d, F);
     } else {
         hs_real *dact = a->dh, *dgate = a->dh2, *dup = a->dh3;
@@ -410,7 +427,12 @@ static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks 
         attn_in = la->n1;
     }
     la->attn.hooks = (hs_attn_hooks){ { hooks->on_rows, hooks->ctx }, hooks->site, l };
-    rc = hs_attn_forward_heads(&la->attn, &lw->attn, &ac, attn_in, NULL, &causal, NULL);
+    if (c->mla) {
+        const hs_mla_config mc = hs_config_mla(c, l);
+        rc = hs_mla_forward_heads(&la->mla, &la->attn, &lw->mla, &mc, attn_in);
+    } else {
+        rc = hs_attn_forward_heads(&la->attn, &lw->attn, &ac, attn_in, NULL, &causal, NULL);
+    }
     if (!rc && hooks->on_maps)
         rc = hooks->on_maps(hooks->ctx, l, la->attn.att, a->B, ac.n_heads, a->T);
     if (rc)
@@ -424,7 +446,9 @@ static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks 
 }
 
 /* Layer l from the residual after attention (r1) to its output: the
- * post-norm, the MLP and its norm. */
+ * post-norm, the MLP and its norm. With a parallel residual (GPT-NeoX) the
+ * MLP reads the norm of the layer's input, not of r1:
+ * out = in + attn(ln1(in)) + mlp(ln2(in)) = r1 + mlp(ln2(in)). */
 static int layer_rest(hs_acts *a, const hs_model *m, int l, const hs_hooks *hooks)
 {
     const hs_model_config *c = &m->cfg;
@@ -438,7 +462,8 @@ static int layer_rest(hs_acts *a, const hs_model *m, int l, const hs_hooks *hook
     const hs_real *mid = c->post_norm ? la->n1 : la->r1; /* residual after attention */
     const hs_real *mlp_in = mid;
     if (!c->post_norm) {
-        norm_forward(la->n2, la->n2_mean, la->n2_rstd, mid, lw->ln2_w, lw->ln2_b, c, N);
+        norm_forward(la->n2, la->n2_mean, la->n2_rstd, c->parallel_residual ? la->in : mid,
+                     lw->ln2_w, lw->ln2_b, c, N);
         mlp_in = la->n2;
     }
     mlp_forward(la, lw, mlp_in, c, N);
@@ -521,9 +546,61 @@ int hs_forward_to(hs_acts *a, const hs_model *m, const int32_t *tokens, int laye
 
 int hs_forward_from(hs_acts *a, const hs_model *m, int layer, const int32_t *targets)
 {
+    return hs_forward_from_hooks(a, m, layer, targets, NULL);
+}
+
+int hs_forward_from_hooks(hs_acts *a, const hs_model *m, int layer, const int32_t *targets,
+                          const hs_hooks *hooks)
+{
+    if (!hooks)
+        hooks = &no_hooks;
     if (layer < 0 || layer >= m->cfg.n_layer)
         return hs_fail(HS_EINVAL, "forward: no layer %d", layer);
-    return forward_rest(a, m, layer, 1, targets, &no_hooks);
+    int rc = check_hooks(a, hooks);
+    return rc ? rc : forward_rest(a, m, layer, 1, targets, hooks);
+}
+
+/* Row b of x (B*T rows of w) <- row (b, T-1): the last position of each
+ * sequence, in place (rows move down only). */
+static void keep_last_rows(hs_real *x, int B, int T, int w)
+{
+    if (!x)
+        return;
+    for (int b = 0; b < B; b++)
+        memmove(x + (size_t)b * w, x + ((size_t)b * T + T - 1) * w, sizeof(hs_real) * w);
+}
+
+int hs_forward_from_last(hs_acts *a, const hs_model *m, int layer, const hs_hooks *hooks)
+{
+    if (!hooks)
+        hooks = &no_hooks;
+    const int L = m->cfg.n_layer, d = m->cfg.d_model;
+    if (layer < 0 || layer >= L)
+        return hs_fail(HS_EINVAL, "forward: no layer %d", layer);
+    int rc = check_hooks(a, hooks);
+    for (int l = layer; !rc && l < L - 1; l++) {
+        if (l > layer)
+            rc = layer_attention(a, m, l, hooks);
+        if (!rc)
+            rc = layer_rest(a, m, l, hooks);
+    }
+    if (!rc && layer < L - 1)
+        rc = layer_attention(a, m, L - 1, hooks);
+    if (rc)
+        return rc;
+    /* Every position-wise buffer the rest of the last layer may read. */
+    hs_layer_acts *la = &a->layer[L - 1];
+    const int B = a->B, T = a->T;
+    hs_real *rows[] = { la->in, la->n1, la->attn_out, la->r1, la->n2 };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        keep_last_rows(rows[i], B, T, d);
+    hs_real *stats[] = { la->n1_mean, la->n1_rstd, la->n2_mean, la->n2_rstd };
+    for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++)
+        keep_last_rows(stats[i], B, T, 1);
+    a->T = 1;
+    rc = forward_rest(a, m, L - 1, 1, NULL, hooks);
+    a->T = T;
+    return rc;
 }
 
 static void swap(hs_real **x, hs_real **y)
@@ -531,6 +608,22 @@ static void swap(hs_real **x, hs_real **y)
     hs_real *t = *x;
     *x = *y;
     *y = t;
+}
+
+/* dx += the attention backward of layer l (GQA or MLA) from dout. */
+static int attn_backward(hs_real *dx, hs_layer_weights *gw, hs_real *dxi, const hs_real *dout,
+                         hs_layer_acts *la, const hs_layer_weights *lw, const hs_model_config *c,
+                         int l, const hs_real *x, const hs_real *xi, int per_seq)
+{
+    if (c->mla) {
+        const hs_mla_config mc = hs_config_mla(c, l);
+        return hs_mla_backward(dx, &gw->mla, dxi, dout, &la->mla, &la->attn, &lw->mla, &mc, x, xi,
+                               per_seq);
+    }
+    const hs_attn_config ac = hs_config_attn(c, l);
+    const hs_attn_mask causal = { 1, NULL };
+    return hs_attn_backward(dx, NULL, &gw->attn, dxi, dout, &la->attn, &lw->attn, &ac, x, NULL, xi,
+                            per_seq, &causal);
 }
 
 int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_model *m,
@@ -551,7 +644,6 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
     const hs_weights *w = &m->w;
     const size_t N = (size_t)a->B * a->T, nd = N * (size_t)c->d_model;
     const int d = c->d_model, V = c->vocab_size;
-    hs_attn_mask causal = { 1, NULL };
 
     /* Unembedding: logits hold the probabilities; dlogits overwrite them. */
     hs_real *dlogits = a->logits;
@@ -572,24 +664,29 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
         hs_layer_acts *la = &a->layer[l];
         const hs_layer_weights *lw = &w->layer[l];
         hs_layer_weights *gw = &g->layer[l];
-        hs_attn_config ac = hs_config_attn(c, l);
         const hs_real *xi = gates ? gates[l] : NULL;
         hs_real *dxi = dgates && xi ? dgates[l] : NULL;
         int rc;
         if (!c->post_norm) {
             /* dres: gradient of the layer output */
+            const int parallel = c->parallel_residual;
             if (c->mlp != HS_MLP_NONE) {
                 memset(a->dnorm, 0, sizeof(hs_real) * nd);
                 mlp_backward(a->dnorm, gw, a, la, lw, dres, la->n2, c, N);
                 memcpy(dres2, dres, sizeof(hs_real) * nd);
-                norm_backward(dres2, gw->ln2_w, gw->ln2_b, a->dnorm, la->r1, lw->ln2_w,
-                              la->n2_mean, la->n2_rstd, c, N);
-                swap(&dres, &dres2); /* now the gradient of r1 */
+                norm_backward(dres2, gw->ln2_w, gw->ln2_b, a->dnorm, parallel ? la->in : la->r1,
+                              lw->ln2_w, la->n2_mean, la->n2_rstd, c, N);
+                /* sequential: dres2 is now the gradient of r1; parallel: the
+                 * input's share through the MLP (plus the residual), while
+                 * r1's gradient stays dres */
+                if (!parallel)
+                    swap(&dres, &dres2);
             }
-            memcpy(dres2, dres, sizeof(hs_real) * nd);
+            if (!parallel || c->mlp == HS_MLP_NONE)
+                memcpy(dres2, dres, sizeof(hs_real) * nd);
             memset(a->dnorm, 0, sizeof(hs_real) * nd);
-            rc = hs_attn_backward(a->dnorm, NULL, &gw->attn, dxi, dres, &la->attn, &lw->attn, &ac,
-                                  la->n1, NULL, xi, hooks->gates_per_seq, &causal);
+            rc = attn_backward(a->dnorm, gw, dxi, dres, la, lw, c, l, la->n1, xi,
+                               hooks->gates_per_seq);
             if (rc)
                 return rc;
             norm_backward(dres2, gw->ln1_w, gw->ln1_b, a->dnorm, la->in, lw->ln1_w, la->n1_mean,
@@ -608,8 +705,8 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
             norm_backward(a->dbranch, gw->ln1_w, gw->ln1_b, dres, la->r1, lw->ln1_w, la->n1_mean,
                           la->n1_rstd, c, N);
             memcpy(dres2, a->dbranch, sizeof(hs_real) * nd);
-            rc = hs_attn_backward(dres2, NULL, &gw->attn, dxi, a->dbranch, &la->attn, &lw->attn,
-                                  &ac, la->in, NULL, xi, hooks->gates_per_seq, &causal);
+            rc = attn_backward(dres2, gw, dxi, a->dbranch, la, lw, c, l, la->in, xi,
+                               hooks->gates_per_seq);
             if (rc)
                 return rc;
             swap(&dres, &dres2);

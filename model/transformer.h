@@ -9,12 +9,14 @@
 #include <stdint.h>
 
 #include "attention.h"
+#include "mla.h"
 #include "weights.h"
 
 typedef struct {
     hs_real *in;                 /* (B,T,d) residual stream entering the layer */
     hs_real *n1, *n1_mean, *n1_rstd; /* (B,T,d), (B,T): pre: attention input; post: norm after it */
     hs_attn_acts attn;           /* q, k, v, z, maps (B,H,T,T) when kept */
+    hs_mla_acts mla;             /* attention "mla" layers: their own buffers (z, maps: attn's) */
     hs_real *attn_out;           /* (B,T,d) */
     hs_real *r1;                 /* (B,T,d) residual + attention */
     hs_real *n2, *n2_mean, *n2_rstd; /* MLP norm, as n1 */
@@ -108,11 +110,31 @@ int hs_forward_to(hs_acts *a, const hs_model *m, const int32_t *tokens, int laye
                   const hs_hooks *hooks);
 
 /* Continues a forward from the residual after attention of `layer`, which
- * the caller has written into a->layer[layer].r1: the rest of that layer,
- * the layers above, logits and (with targets) the loss. Rows of the batch
- * may hold different interventions of the same sequences: the layers below
- * are not recomputed. */
+ * the caller has written into a->layer[layer].r1 (with a parallel residual
+ * also the layer's input a->layer[layer].in, whose ln2 the MLP reads): the
+ * rest of that layer, the layers above, logits and (with targets) the loss.
+ * Rows of the batch may hold different interventions of the same sequences:
+ * the layers below are not recomputed. */
 int hs_forward_from(hs_acts *a, const hs_model *m, int layer, const int32_t *targets);
+
+/* hs_forward_from with hooks: the site hooks of the part that runs (layer
+ * `layer`'s mlp_out, every site of the layers above, resid_pre of
+ * n_layer). Activation patching continues stacked copies of a batch this
+ * way, each copy with its own intervention. */
+int hs_forward_from_hooks(hs_acts *a, const hs_model *m, int layer, const int32_t *targets,
+                          const hs_hooks *hooks);
+
+/* hs_forward_from_hooks for callers that read only the last position's
+ * logits (activation patching's logit difference): the layers below the
+ * last run whole, the last layer's attention too (its keys span every
+ * position), then its MLP, the final norm and the unembedding run on the
+ * last position alone. The logits of sequence b are a->logits[b*V ..
+ * b*V+V). What the last layer keeps (and the previous layer's output, its
+ * input) is left holding that one position per sequence, and hooks after
+ * the last layer's attention see views of one position. a->T is unchanged
+ * on return. Saves the last layer's MLP and the unembedding at T-1
+ * positions. */
+int hs_forward_from_last(hs_acts *a, const hs_model *m, int layer, const hs_hooks *hooks);
 
 /* Backward of the loss sum(losses) * loss_scale (1/(B*T): the mean) after a
  * training forward with targets and the same hooks. Accumulates into grads

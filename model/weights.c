@@ -32,6 +32,31 @@ static void add(walker *wk, hs_real **slot, int d0, int d1, const char *fmt, int
     wk->offset += size;
 }
 
+/* An MLA layer's attention, in Hugging Face DeepseekV2Attention's names
+ * under the headscope prefix h.{l}.attn. The GQA table's w_o is the same
+ * o_proj, so head-level code that reads W_o (dead heads, ablation) works
+ * on MLA layers unchanged. */
+static void walk_mla(const hs_model_config *c, walker *wk, hs_layer_weights *lw, int l)
+{
+    const int d = c->d_model, H = c->n_head[l], Q = c->q_lora_rank, C = c->kv_lora_rank;
+    const int r = c->qk_rope_head_dim, HQ = H * (c->qk_nope_head_dim + r);
+    const int HKV = H * (c->qk_nope_head_dim + c->v_head_dim);
+    hs_mla_weights *m = &lw->mla;
+    if (Q) {
+        add(wk, &m->w_qa, Q, d, "h.%d.attn.q_a_proj.weight", l);
+        add(wk, &m->qa_norm, Q, 0, "h.%d.attn.q_a_layernorm.weight", l);
+        add(wk, &m->w_qb, HQ, Q, "h.%d.attn.q_b_proj.weight", l);
+    } else {
+        add(wk, &m->w_q, HQ, d, "h.%d.attn.q_proj.weight", l);
+    }
+    add(wk, &m->w_kva, C + r, d, "h.%d.attn.kv_a_proj_with_mqa.weight", l);
+    add(wk, &m->kva_norm, C, 0, "h.%d.attn.kv_a_layernorm.weight", l);
+    add(wk, &m->w_kvb, HKV, C, "h.%d.attn.kv_b_proj.weight", l);
+    add(wk, &m->w_o, d, H * c->v_head_dim, "h.%d.attn.o_proj.weight", l);
+    if (wk->base)
+        lw->attn.w_o = m->w_o;
+}
+
 static void walk(const hs_model_config *c, walker *wk, hs_weights *w)
 {
     const int d = c->d_model, V = c->vocab_size, F = c->d_ff, dh = c->head_dim;
@@ -48,15 +73,20 @@ static void walk(const hs_model_config *c, walker *wk, hs_weights *w)
         add(wk, &lw->ln1_w, d, 0, "h.%d.ln_1.weight", l);
         if (ln_bias)
             add(wk, &lw->ln1_b, d, 0, "h.%d.ln_1.bias", l);
-        add(wk, &lw->attn.w_q, HD, d, "h.%d.attn.q_proj.weight", l);
-        add(wk, &lw->attn.w_k, GD, d, "h.%d.attn.k_proj.weight", l);
-        add(wk, &lw->attn.w_v, GD, d, "h.%d.attn.v_proj.weight", l);
-        add(wk, &lw->attn.w_o, d, HD, "h.%d.attn.o_proj.weight", l);
-        if (c->attn_bias) {
-            add(wk, &lw->attn.b_q, HD, 0, "h.%d.attn.q_proj.bias", l);
-            add(wk, &lw->attn.b_k, GD, 0, "h.%d.attn.k_proj.bias", l);
-            add(wk, &lw->attn.b_v, GD, 0, "h.%d.attn.v_proj.bias", l);
-            add(wk, &lw->attn.b_o, d, 0, "h.%d.attn.o_proj.bias", l);
+        if (c->mla) {
+            walk_mla(c, wk, lw, l);
+        } else {
+            add(wk, &lw->attn.w_q, HD, d, "h.%d.attn.q_proj.weight", l);
+            add(wk, &lw->attn.w_k, GD, d, "h.%d.attn.k_proj.weight", l);
+            add(wk, &lw->attn.w_v, GD, d, "h.%d.attn.v_proj.weight", l);
+            add(wk, &lw->attn.w_o, d, HD, "h.%d.attn.o_proj.weight", l);
+            if (c->attn_bias || c->qkv_bias) {
+                add(wk, &lw->attn.b_q, HD, 0, "h.%d.attn.q_proj.bias", l);
+                add(wk, &lw->attn.b_k, GD, 0, "h.%d.attn.k_proj.bias", l);
+                add(wk, &lw->attn.b_v, GD, 0, "h.%d.attn.v_proj.bias", l);
+            }
+            if (c->attn_bias)
+                add(wk, &lw->attn.b_o, d, 0, "h.%d.attn.o_proj.bias", l);
         }
         if (c->mlp == HS_MLP_NONE)
             continue;
@@ -187,7 +217,7 @@ void hs_model_init_random(hs_model *m, unsigned long long seed)
     for (int i = 0; i < m->n_tensors; i++) {
         const hs_tensor_info *t = &m->tensors[i];
         hs_real *p = m->params + t->offset;
-        int is_norm = strstr(t->name, "ln_") != NULL;
+        int is_norm = strstr(t->name, "ln_") || strstr(t->name, "layernorm");
         for (size_t k = 0; k < t->size; k++) {
             if (t->ndim == 1)
                 p[k] = is_norm && ends_with(t->name, ".weight") ? 1 : 0;

@@ -11,7 +11,8 @@
 #include "config.h"
 
 typedef struct {
-    hs_attn_weights attn;
+    hs_attn_weights attn;     /* MLA layers: only w_o, the same tensor as mla.w_o */
+    hs_mla_weights mla;       /* attention "mla" layers (mla.h) */
     hs_real *ln1_w, *ln1_b;   /* (d) norm before (pre) or after (post) attention */
     hs_real *ln2_w, *ln2_b;   /* (d) the MLP's norm */
     hs_real *fc_w, *fc_b;     /* gelu:   (F, d), (F) */

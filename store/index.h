@@ -221,4 +221,48 @@ typedef struct {
 int hs_index_artifacts(hs_index *ix, int64_t run_id, hs_artifact_list *out);
 void hs_artifact_list_free(hs_artifact_list *l);
 
+/* ---- Reading SPEC §11's tables ------------------------------------------------
+ * position_metrics and head_pair_metrics, with the conventions above. An
+ * index older than schema 3 lacks both tables: it reads as holding no row. */
+
+/* The latest run holding a row of `metric` in position_metrics /
+ * head_pair_metrics; 0 when none (plot's default for --run). */
+int hs_index_latest_with_position_metric(hs_index *ix, const char *metric, int64_t *run_id);
+int hs_index_latest_with_pair_metric(hs_index *ix, const char *metric, int64_t *run_id);
+
+/* A per-(layer, position) metric of a run (activation patching of the
+ * residual stream) as a layer x position grid, shaped by its rows as
+ * hs_metric_grid is: a cell without a row is absent. HS_EFORMAT when a
+ * layer or position is negative or exceeds HS_INDEX_MAX_DIM. */
+typedef struct {
+    int n_layer, n_pos;     /* 1 + the largest layer / position with a row; 0, 0 when none */
+    int count;              /* cells present */
+    hs_metric_value *cell;  /* (n_layer, n_pos) */
+    unsigned char *present; /* (n_layer, n_pos) */
+} hs_position_grid;
+
+int hs_index_position_grid(hs_index *ix, int64_t run_id, const char *metric, hs_position_grid *g);
+void hs_position_grid_free(hs_position_grid *g);
+
+/* The rows of one head-pair metric of a run (composition scores), ordered
+ * by (layer_a, head_a, layer_b, head_b). */
+typedef struct {
+    int layer_a, head_a, layer_b, head_b;
+    double value;
+} hs_pair_value;
+
+typedef struct {
+    hs_pair_value *p; /* [n] */
+    int n;
+} hs_pair_list;
+
+int hs_index_pair_metrics(hs_index *ix, int64_t run_id, const char *metric, hs_pair_list *out);
+void hs_pair_list_free(hs_pair_list *l);
+
+/* The per-layer rows (layer >= 0, head = -1) of a metric of a run, keyed by
+ * layer in ascending order: the logit lens curve (logit_lens_loss of layer
+ * 0 .. L), the MLPs' direct logit attribution (dla at head -1). */
+int hs_index_layer_series(hs_index *ix, int64_t run_id, const char *metric,
+                          hs_metric_series *out);
+
 #endif

@@ -462,3 +462,150 @@ void hs_artifact_list_free(hs_artifact_list *l)
     free(l->a);
     memset(l, 0, sizeof *l);
 }
+
+/* ---- SPEC §11's tables ------------------------------------------------------------ */
+
+/* 1 when the index has table `name` (schema 3 and later have both of
+ * SPEC §11's); an older index reads as holding no row of them. */
+static int has_table(hs_index *ix, const char *name, int *rc)
+{
+    sqlite3_stmt *st;
+    *rc = prepare(ix, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1", &st,
+                  "reading the schema");
+    if (*rc)
+        return 0;
+    bind_opt_text(st, 1, name);
+    int step = sqlite3_step(st), found = step == SQLITE_ROW;
+    *rc = finish(ix, st, found ? SQLITE_DONE : step, HS_OK, "reading the schema");
+    return found;
+}
+
+int hs_index_latest_with_position_metric(hs_index *ix, const char *metric, int64_t *run_id)
+{
+    int rc;
+    *run_id = 0;
+    if (!has_table(ix, "position_metrics", &rc))
+        return rc;
+    return run_query(ix, "SELECT max(run_id) FROM position_metrics WHERE metric=?1", metric, NULL,
+                     run_id);
+}
+
+int hs_index_latest_with_pair_metric(hs_index *ix, const char *metric, int64_t *run_id)
+{
+    int rc;
+    *run_id = 0;
+    if (!has_table(ix, "head_pair_metrics", &rc))
+        return rc;
+    return run_query(ix, "SELECT max(run_id) FROM head_pair_metrics WHERE metric=?1", metric,
+                     NULL, run_id);
+}
+
+int hs_index_position_grid(hs_index *ix, int64_t run_id, const char *metric, hs_position_grid *g)
+{
+    memset(g, 0, sizeof *g);
+    int rc;
+    if (!has_table(ix, "position_metrics", &rc))
+        return rc;
+    sqlite3_stmt *st;
+    rc = prepare(ix,
+                 "SELECT layer, position, value, stderr, n FROM position_metrics WHERE run_id=?1"
+                 " AND metric=?2 ORDER BY layer, position",
+                 &st, "reading position metrics");
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    bind_opt_text(st, 2, metric);
+    grid_row *rows = NULL;
+    int n = 0, cap = 0, step = SQLITE_DONE;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        const sqlite3_int64 l = sqlite3_column_int64(st, 0), p = sqlite3_column_int64(st, 1);
+        if (l < 0 || p < 0 || l >= HS_INDEX_MAX_DIM || p >= HS_INDEX_MAX_DIM)
+            rc = hs_fail(HS_EFORMAT, "%s: run %lld: %s of layer %lld position %lld: index out of"
+                         " range", ix->path, (long long)run_id, metric, (long long)l, (long long)p);
+        if (!rc)
+            rc = grow((void **)&rows, &cap, n, sizeof *rows);
+        if (!rc)
+            rows[n++] = (grid_row){ (int)l, (int)p, column_metric(st, 2) };
+    }
+    rc = finish(ix, st, rc ? SQLITE_DONE : step, rc, "reading position metrics");
+    hs_metric_grid mg = { 0 }; /* the same layout: positions in place of heads */
+    if (!rc)
+        rc = grid_fill(&mg, rows, n);
+    free(rows);
+    g->n_layer = mg.n_layer, g->n_pos = mg.n_head, g->count = mg.count;
+    g->cell = mg.cell, g->present = mg.present;
+    if (rc)
+        hs_position_grid_free(g);
+    return rc;
+}
+
+void hs_position_grid_free(hs_position_grid *g)
+{
+    free(g->cell);
+    free(g->present);
+    memset(g, 0, sizeof *g);
+}
+
+int hs_index_pair_metrics(hs_index *ix, int64_t run_id, const char *metric, hs_pair_list *out)
+{
+    memset(out, 0, sizeof *out);
+    int rc;
+    if (!has_table(ix, "head_pair_metrics", &rc))
+        return rc;
+    sqlite3_stmt *st;
+    rc = prepare(ix,
+                 "SELECT layer_a, head_a, layer_b, head_b, value FROM head_pair_metrics WHERE"
+                 " run_id=?1 AND metric=?2 ORDER BY layer_a, head_a, layer_b, head_b",
+                 &st, "reading head-pair metrics");
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    bind_opt_text(st, 2, metric);
+    int step = SQLITE_DONE, cap = 0;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        rc = grow((void **)&out->p, &cap, out->n, sizeof *out->p);
+        if (!rc)
+            out->p[out->n++] = (hs_pair_value){ sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
+                                                sqlite3_column_int(st, 2), sqlite3_column_int(st, 3),
+                                                column_number(st, 4) };
+    }
+    rc = finish(ix, st, rc ? SQLITE_DONE : step, rc, "reading head-pair metrics");
+    if (rc)
+        hs_pair_list_free(out);
+    return rc;
+}
+
+void hs_pair_list_free(hs_pair_list *l)
+{
+    free(l->p);
+    memset(l, 0, sizeof *l);
+}
+
+int hs_index_layer_series(hs_index *ix, int64_t run_id, const char *metric,
+                          hs_metric_series *out)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *st;
+    int rc = prepare(ix,
+                     "SELECT layer, value, stderr, n FROM head_metrics WHERE run_id=?1 AND"
+                     " metric=?2 AND layer>=0 AND head=-1 ORDER BY layer",
+                     &st, "reading head metrics");
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    bind_opt_text(st, 2, metric);
+    int step = SQLITE_DONE, kcap = 0, vcap = 0;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        rc = grow((void **)&out->key, &kcap, out->n, sizeof *out->key);
+        if (!rc)
+            rc = grow((void **)&out->v, &vcap, out->n, sizeof *out->v);
+        if (!rc) {
+            out->key[out->n] = sqlite3_column_int64(st, 0);
+            out->v[out->n++] = column_metric(st, 1);
+        }
+    }
+    rc = finish(ix, st, rc ? SQLITE_DONE : step, rc, "reading head metrics");
+    if (rc)
+        hs_metric_series_free(out);
+    return rc;
+}

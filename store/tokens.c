@@ -85,6 +85,14 @@ int hs_tokens_adopt(hs_tokens *t, int32_t *ids, size_t n)
 
 int hs_tokens_write(const char *path, const int32_t *tok, size_t n)
 {
+    return hs_tokens_write_version(path, tok, n, 1);
+}
+
+int hs_tokens_write_version(const char *path, const int32_t *tok, size_t n, int version)
+{
+    if (version != 1 && version != 7)
+        return hs_fail(HS_EINVAL, "%s: shard version %d (1 or 7)", path, version);
+    const int wide = version == 7; /* uint32 tokens */
     if (n > INT32_MAX)
         return hs_fail(HS_EINVAL, "%s: %zu tokens do not fit a shard header", path, n);
     char tmp[1100];
@@ -93,19 +101,22 @@ int hs_tokens_write(const char *path, const int32_t *tok, size_t n)
     if (!f)
         return hs_fail(HS_EIO, "%s: cannot create: %s", path, strerror(errno));
     unsigned char header[HEADER_INTS * 4] = { 0 };
-    const int32_t head[3] = { MAGIC_U16, 1, (int32_t)n };
+    const int32_t head[3] = { wide ? MAGIC_U32 : MAGIC_U16, version, (int32_t)n };
     for (int k = 0; k < 3; k++)
         for (int b = 0; b < 4; b++)
             header[4 * k + b] = (unsigned char)((uint32_t)head[k] >> (8 * b));
     int ok = fwrite(header, 1, sizeof header, f) == sizeof header;
     for (size_t i = 0; ok && i < n; i++) {
-        if (tok[i] < 0 || tok[i] > 65535) {
+        if (tok[i] < 0 || (!wide && tok[i] > 65535)) {
             fclose(f);
             unlink(tmp);
-            return hs_fail(HS_EINVAL, "%s: token %d at %zu does not fit uint16", path, tok[i], i);
+            return hs_fail(HS_EINVAL, "%s: token %d at %zu does not fit uint%d", path, tok[i], i,
+                           wide ? 32 : 16);
         }
-        unsigned char le[2] = { (unsigned char)(tok[i] & 0xff), (unsigned char)(tok[i] >> 8) };
-        ok = fwrite(le, 1, 2, f) == 2;
+        unsigned char le[4];
+        for (int b = 0; b < 4; b++)
+            le[b] = (unsigned char)((uint32_t)tok[i] >> (8 * b));
+        ok = fwrite(le, 1, wide ? 4 : 2, f) == (wide ? 4u : 2u);
     }
     if (fclose(f))
         ok = 0;

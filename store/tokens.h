@@ -30,6 +30,10 @@ int hs_tokens_adopt(hs_tokens *t, int32_t *ids, size_t n);
 /* Writes tokens (all < 65536) as a version-1 shard, via a temporary file. */
 int hs_tokens_write(const char *path, const int32_t *tok, size_t n);
 
+/* The same with the shard version chosen: 1 (uint16 tokens, magic 20240520)
+ * or 7 (uint32, magic 20240801), for vocabularies of 65536 ids or more. */
+int hs_tokens_write_version(const char *path, const int32_t *tok, size_t n, int version);
+
 /* Repeated segments for induction studies, planted in place: the tokens are
  * read as sequences of T (sequence i: tok[i*T .. i*T+T), the sequences a
  * batch of SPEC §4 reads); in a share `share` of them a segment of length

@@ -227,6 +227,15 @@ ablate_fast_equals_naive() {
     naive=$(jget out.txt run_id)
     same_rows n.db "$fast" n.db "$naive" loss || return 1
     oracle_check n.db "$fast" llama_gqa || return 1
+    # GPT-NeoX's parallel residual: the continuation's MLP reads the layer's input
+    hs ablate --model "$FIX/families/neox_par" --data "$FIX/interp/neox_eval.bin" --db n.db "${SMALL[@]}" --json
+    expect_rc 0 "ablate neox_par" || return 1
+    fast=$(jget out.txt run_id)
+    hs ablate --model "$FIX/families/neox_par" --data "$FIX/interp/neox_eval.bin" --db n.db "${SMALL[@]}" \
+        --naive --json
+    expect_rc 0 "ablate neox_par --naive" || return 1
+    naive=$(jget out.txt run_id)
+    same_rows n.db "$fast" n.db "$naive" loss
 }
 
 # ---- 3. --resume after SIGKILL and SIGINT --------------------------------------------

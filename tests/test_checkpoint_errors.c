@@ -742,7 +742,7 @@ static void test_unimplemented_keys_are_refused(void)
         { LLAMA_GQA, LLAMA_AT, "\"layer_types\": [\"sliding_attention\", \"full_attention\"],",
           "layer_types" },
         { LLAMA_GQA, LLAMA_AT, "\"partial_rotary_factor\": 0.5,", "partial_rotary_factor" },
-        { LLAMA_GQA, LLAMA_AT, "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0},",
+        { LLAMA_GQA, LLAMA_AT, "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2.0},",
           "rope_scaling" },
         { LLAMA_GQA, LLAMA_AT, "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0},",
           "rope_scaling" },

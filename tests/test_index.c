@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
+#include <sqlite3.h>
 
 #include "index.h"
 #include "runner.h"
@@ -365,6 +366,137 @@ static void test_artifacts_and_a_read_only_handle(void)
     remove_index(path);
 }
 
+/* A patching sweep's residual rows (SPEC §11) as a layer x position grid:
+ * shaped by the rows, cells without a row absent, NaN kept, another
+ * metric or run left out, the latest run found by metric. */
+static void test_position_grid_has_the_rows_shape_and_absent_cells(void)
+{
+    char path[64];
+    hs_index *ix = fresh_index(path, sizeof path);
+    int64_t r1 = add_run(ix, "patch", NULL, "complete"), r2 = add_run(ix, "patch", NULL, "complete");
+    hs_position_row rows[] = {
+        { 0, 0, "patch_resid_pre", 0.1, 0.01, 8 }, { 0, 4, "patch_resid_pre", 0.9, 0.02, 8 },
+        { 2, 1, "patch_resid_pre", NAN, 0, 8 },    { 1, 3, "patch_attn_out", 0.5, 0.01, 8 },
+    };
+    CU_ASSERT_EQUAL_FATAL(hs_index_position_metrics_add(ix, r1, rows, 4), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_index_position_metrics_add(ix, r2, rows + 3, 1), HS_OK);
+    hs_position_grid g;
+    CU_ASSERT_EQUAL_FATAL(hs_index_position_grid(ix, r1, "patch_resid_pre", &g), HS_OK);
+    CU_ASSERT_EQUAL(g.n_layer, 3);
+    CU_ASSERT_EQUAL(g.n_pos, 5);
+    CU_ASSERT_EQUAL(g.count, 3);
+    CU_ASSERT(g.present[0] && g.present[4] && g.present[2 * 5 + 1] && !g.present[1 * 5 + 3]);
+    CU_ASSERT_DOUBLE_EQUAL(g.cell[4].value, 0.9, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(g.cell[4].stderr_value, 0.02, 1e-12);
+    CU_ASSERT_EQUAL(g.cell[4].n, 8);
+    CU_ASSERT(isnan(g.cell[2 * 5 + 1].value));
+    CU_ASSERT(isnan(g.cell[1].value)); /* absent */
+    hs_position_grid_free(&g);
+    hs_position_grid_free(&g); /* twice is harmless */
+    CU_ASSERT_EQUAL(hs_index_position_grid(ix, r2, "patch_resid_pre", &g), HS_OK);
+    CU_ASSERT(g.count == 0 && g.n_layer == 0 && !g.cell);
+    int64_t run = 0;
+    CU_ASSERT_EQUAL(hs_index_latest_with_position_metric(ix, "patch_attn_out", &run), HS_OK);
+    CU_ASSERT_EQUAL(run, r2);
+    CU_ASSERT_EQUAL(hs_index_latest_with_position_metric(ix, "patch_mlp_out", &run), HS_OK);
+    CU_ASSERT_EQUAL(run, 0);
+    const hs_position_row bad = { 0, -3, "patch_mlp_out", 1, 0, 1 };
+    CU_ASSERT_EQUAL_FATAL(hs_index_position_metrics_add(ix, r2, &bad, 1), HS_OK);
+    CU_ASSERT_EQUAL(hs_index_position_grid(ix, r2, "patch_mlp_out", &g), HS_EFORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "position -3"));
+    CU_ASSERT(g.count == 0 && !g.cell);
+    hs_index_close(ix);
+    remove_index(path);
+}
+
+/* Composition rows read back in (layer_a, head_a, layer_b, head_b) order,
+ * one metric of one run. */
+static void test_pair_metrics_read_in_head_order(void)
+{
+    char path[64];
+    hs_index *ix = fresh_index(path, sizeof path);
+    int64_t r1 = add_run(ix, "composition", NULL, "complete");
+    int64_t r2 = add_run(ix, "composition", NULL, "complete");
+    hs_pair_row rows[] = {
+        { 1, 0, 2, 1, "k_composition", 0.4 }, { 0, 1, 1, 0, "k_composition", 0.3 },
+        { 0, 0, 2, 0, "k_composition", 0.2 }, { 0, 0, 1, 1, "k_composition", 0.1 },
+        { 0, 0, 1, 1, "k_composition_control", 0.05 },
+    };
+    CU_ASSERT_EQUAL_FATAL(hs_index_pair_metrics_add(ix, r1, rows, 5), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_index_pair_metrics_add(ix, r2, rows, 1), HS_OK);
+    hs_pair_list l;
+    CU_ASSERT_EQUAL_FATAL(hs_index_pair_metrics(ix, r1, "k_composition", &l), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(l.n, 4);
+    const double want[] = { 0.1, 0.2, 0.3, 0.4 };
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_DOUBLE_EQUAL(l.p[i].value, want[i], 1e-12);
+    CU_ASSERT(l.p[1].layer_a == 0 && l.p[1].head_a == 0 && l.p[1].layer_b == 2 && l.p[1].head_b == 0);
+    hs_pair_list_free(&l);
+    CU_ASSERT_EQUAL(hs_index_pair_metrics(ix, r1, "q_composition", &l), HS_OK);
+    CU_ASSERT_EQUAL(l.n, 0);
+    int64_t run = 0;
+    CU_ASSERT_EQUAL(hs_index_latest_with_pair_metric(ix, "k_composition", &run), HS_OK);
+    CU_ASSERT_EQUAL(run, r2);
+    CU_ASSERT_EQUAL(hs_index_latest_with_pair_metric(ix, "k_composition_control", &run), HS_OK);
+    CU_ASSERT_EQUAL(run, r1);
+    hs_index_close(ix);
+    remove_index(path);
+}
+
+/* Per-layer rows (head -1) by layer: the logit lens curve; model-wide and
+ * per-head rows of the same metric are not part of it. */
+static void test_layer_series_reads_per_layer_rows(void)
+{
+    char path[64];
+    hs_index *ix = fresh_index(path, sizeof path);
+    int64_t run = add_run(ix, "dla", NULL, "complete");
+    const hs_metric_row rows[] = {
+        { 2, -1, "dla", 0.3, 0.1, 4 }, { 0, -1, "dla", 0.1, 0.1, 4 }, { -1, -1, "dla", 9, 0, 4 },
+        { 1, 0, "dla", 7, 0, 4 },      { 1, -1, "dla", 0.2, 0.1, 4 }, { 1, -1, "dla_x", 5, 0, 4 },
+    };
+    CU_ASSERT_EQUAL_FATAL(hs_index_metrics_add(ix, run, rows, 6), HS_OK);
+    hs_metric_series s;
+    CU_ASSERT_EQUAL_FATAL(hs_index_layer_series(ix, run, "dla", &s), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(s.n, 3);
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(s.key[i], i);
+        CU_ASSERT_DOUBLE_EQUAL(s.v[i].value, 0.1 * (i + 1), 1e-12);
+    }
+    hs_metric_series_free(&s);
+    hs_index_close(ix);
+    remove_index(path);
+}
+
+/* An index written before schema 3 has neither of SPEC §11's tables: its
+ * readers give no rows, not an error, so report and plot still work on it. */
+static void test_causal_readers_on_an_index_without_the_tables(void)
+{
+    char path[64];
+    hs_index *ix = fresh_index(path, sizeof path);
+    add_run(ix, "ablate", NULL, "complete");
+    hs_index_close(ix);
+    sqlite3 *db;
+    CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
+    CU_ASSERT_EQUAL(sqlite3_exec(db, "DROP TABLE position_metrics; DROP TABLE head_pair_metrics;"
+                                     " PRAGMA user_version=2;", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    CU_ASSERT_EQUAL_FATAL(hs_index_open_read(&ix, path), HS_OK);
+    hs_position_grid g;
+    hs_pair_list l;
+    int64_t run = 7;
+    CU_ASSERT_EQUAL(hs_index_position_grid(ix, 1, "patch_resid_pre", &g), HS_OK);
+    CU_ASSERT_EQUAL(g.count, 0);
+    CU_ASSERT_EQUAL(hs_index_pair_metrics(ix, 1, "q_composition", &l), HS_OK);
+    CU_ASSERT_EQUAL(l.n, 0);
+    CU_ASSERT_EQUAL(hs_index_latest_with_pair_metric(ix, "q_composition", &run), HS_OK);
+    CU_ASSERT_EQUAL(run, 0);
+    run = 7;
+    CU_ASSERT_EQUAL(hs_index_latest_with_position_metric(ix, "patch_resid_pre", &run), HS_OK);
+    CU_ASSERT_EQUAL(run, 0);
+    hs_index_close(ix);
+    remove_index(path);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -381,6 +513,12 @@ int main(void)
         { "test_curves_are_read_by_exact_name_in_step_order",
           test_curves_are_read_by_exact_name_in_step_order },
         { "test_artifacts_and_a_read_only_handle", test_artifacts_and_a_read_only_handle },
+        { "test_position_grid_has_the_rows_shape_and_absent_cells",
+          test_position_grid_has_the_rows_shape_and_absent_cells },
+        { "test_pair_metrics_read_in_head_order", test_pair_metrics_read_in_head_order },
+        { "test_layer_series_reads_per_layer_rows", test_layer_series_reads_per_layer_rows },
+        { "test_causal_readers_on_an_index_without_the_tables",
+          test_causal_readers_on_an_index_without_the_tables },
     };
     return hs_run_tests("index", tests, HS_NTESTS(tests));
 }

@@ -1,36 +1,355 @@
-/* Placeholder until the BPE tokenizer lands: every open fails clearly. */
-#include "tokenizer.h"
-
+/* The tokenizer's entry points (tokenizer.h): finding and opening the files,
+ * and encoding as HF's `tokenizer(text)`: added tokens are cut out of the
+ * text first (leftmost, longest first), each stretch between them is
+ * normalized, pre-tokenized and merged by BPE, and the post-processor's
+ * special tokens wrap the result when add_special is set. */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tok_internal.h"
+
+static int is_file(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static int is_dir(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static void join(char *out, size_t cap, const char *dir, const char *name)
+{
+    snprintf(out, cap, "%s/%s", dir, name);
+}
+
+int hs_tokenizer_present(const char *dir)
+{
+    char a[4096], b[4096];
+    if (!dir || !is_dir(dir))
+        return 0;
+    join(a, sizeof a, dir, "tokenizer.json");
+    if (is_file(a))
+        return 1;
+    join(a, sizeof a, dir, "vocab.json");
+    join(b, sizeof b, dir, "merges.txt");
+    return is_file(a) && is_file(b);
+}
+
+void hs_tokenizer_free(hs_tokenizer *t)
+{
+    if (!t)
+        return;
+    for (int i = 0; t->tok && i < t->n_ids; i++)
+        free(t->tok[i].s);
+    for (int i = 0; t->raw && i < t->n_ids; i++)
+        free(t->raw[i].s);
+    free(t->tok), free(t->raw), free(t->is_special);
+    tk_strmap_free(&t->vocab);
+    tk_mergemap_free(&t->merges);
+    for (int i = 0; i < t->n_added; i++)
+        free(t->added[i].content.s);
+    free(t->added);
+    for (int i = 0; i < t->n_norm; i++)
+        free(t->norm[i].a.s), free(t->norm[i].b.s), pcre2_code_free(t->norm[i].re);
+    free(t->norm);
+    for (int i = 0; i < t->n_pre; i++)
+        pcre2_code_free(t->pre[i].re), free(t->pre[i].repl.s);
+    free(t->pre);
+    for (int i = 0; i < t->n_dec; i++)
+        free(t->dec[i].a.s), free(t->dec[i].b.s);
+    free(t->dec);
+    for (int i = 0; i < t->n_post; i++)
+        free(t->post[i].pre), free(t->post[i].post);
+    free(t->post);
+    free(t->path);
+    free(t);
+}
+
+/* HF's two passes over added tokens: those not normalized are cut out of
+ * the text first; the normalized ones out of each stretch once normalized
+ * (the same text when there is no normalizer: then one pass does all) */
+static int pass_of(const hs_tokenizer *t, const tk_added *a) { return a->normalized && t->n_norm; }
+
+/* the tables derived from the vocabulary: single bytes' ids (byte-level) or
+ * <0xAB> ids (byte fallback), the byte-level alphabet */
+static void derive(hs_tokenizer *t)
+{
+    for (int k = 0; k < t->n_added; k++)
+        t->added_first[pass_of(t, &t->added[k])][(unsigned char)t->added[k].content.s[0]] = 1;
+    for (int cp = 0; cp < 512; cp++)
+        t->cp_byte[cp] = (int16_t)tk_cp_to_byte((uint32_t)cp);
+    for (int b = 0; b < 256; b++) {
+        char s[8];
+        if (t->byte_level) {
+            s[0] = (char)b;
+            t->byte_id[b] = tk_strmap_get(&t->vocab, s, 1);
+        } else {
+            snprintf(s, sizeof s, "<0x%02X>", b);
+            t->byte_id[b] = t->byte_fallback ? tk_strmap_get(&t->vocab, s, 6) : -1;
+        }
+    }
+}
 
 int hs_tokenizer_open(hs_tokenizer **tok, const char *path)
 {
     *tok = NULL;
-    return hs_fail(HS_EFORMAT, "%s: tokenizers are not supported by this build", path);
+    char json[4096], vocab[4096], merges[4096];
+    const char *file = path;
+    int dir = is_dir(path), gpt2 = 0;
+    /* GPT-2's vocab.json named itself: merges.txt beside it */
+    size_t len = strlen(path);
+    if (!dir && len >= 10 && !strcmp(path + len - 10, "vocab.json") &&
+        (len == 10 || path[len - 11] == '/') && len < sizeof vocab) {
+        snprintf(vocab, sizeof vocab, "%s", path);
+        snprintf(merges, sizeof merges, "%.*smerges.txt", (int)(len - 10), path);
+        gpt2 = is_file(merges);
+    }
+    if (dir) {
+        join(json, sizeof json, path, "tokenizer.json");
+        join(vocab, sizeof vocab, path, "vocab.json");
+        join(merges, sizeof merges, path, "merges.txt");
+        if (is_file(json))
+            file = json;
+        else if (!(gpt2 = is_file(vocab) && is_file(merges)))
+            return hs_fail(HS_EIO, "%s: no tokenizer.json, nor vocab.json with merges.txt", path);
+    }
+    hs_tokenizer *t = calloc(1, sizeof *t);
+    if (!t)
+        return hs_fail(HS_ENOMEM, "tokenizer: %s", path);
+    t->unk = -1;
+    t->path = strdup(path);
+    int rc = !t->path ? hs_fail(HS_ENOMEM, "tokenizer: %s", path)
+             : gpt2 ? tk_load_gpt2(t, vocab, merges)
+                                    : tk_load_json(t, file);
+    if (rc) {
+        hs_tokenizer_free(t);
+        return rc;
+    }
+    derive(t);
+    *tok = t;
+    return HS_OK;
 }
 
-void hs_tokenizer_free(hs_tokenizer *tok) { (void)tok; }
-int hs_tokenizer_present(const char *dir) { (void)dir; return 0; }
-int hs_tokenizer_vocab_size(const hs_tokenizer *tok) { (void)tok; return 0; }
+int hs_tokenizer_vocab_size(const hs_tokenizer *t) { return t->n_ids; }
 
-int hs_tokenizer_encode(const hs_tokenizer *tok, const char *text, size_t len, int add_special,
+/* ---- added tokens ---- */
+
+static int is_space(uint32_t cp)
+{
+    return (cp >= 9 && cp <= 13) || cp == ' ' || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
+           (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
+           cp == 0x205f || cp == 0x3000;
+}
+
+static int is_word_byte(unsigned char c)
+{
+    return c >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           c == '_';
+}
+
+/* the length of the whitespace run before s[end] (lstrip) */
+static size_t space_before(const char *s, size_t from, size_t end)
+{
+    size_t k = end;
+    while (k > from) {
+        size_t j = k - 1;
+        while (j > from && ((unsigned char)s[j] & 0xc0) == 0x80)
+            j--;
+        uint32_t cp;
+        if (!tk_utf8_next(s + j, k - j, &cp) || !is_space(cp))
+            break;
+        k = j;
+    }
+    return end - k;
+}
+
+static size_t space_after(const char *s, size_t start, size_t n)
+{
+    size_t k = start;
+    uint32_t cp;
+    int l;
+    while (k < n && (l = tk_utf8_next(s + k, n - k, &cp)) && is_space(cp))
+        k += (size_t)l;
+    return k - start;
+}
+
+/* The added token of the pass matching at s[i] (the longest), or -1. */
+static int added_at(const hs_tokenizer *t, const char *s, size_t n, size_t i, int pass)
+{
+    int best = -1;
+    for (int k = 0; k < t->n_added; k++) {
+        const tk_added *a = &t->added[k];
+        if (a->content.s[0] != s[i] || a->content.n > n - i || pass_of(t, a) != pass ||
+            (best >= 0 && a->content.n <= t->added[best].content.n) ||
+            memcmp(s + i, a->content.s, a->content.n))
+            continue;
+        if (a->single_word && ((i > 0 && is_word_byte((unsigned char)s[i - 1])) ||
+                               (i + a->content.n < n &&
+                                is_word_byte((unsigned char)s[i + a->content.n]))))
+            continue;
+        best = k;
+    }
+    return best;
+}
+
+typedef int (*stretch_fn)(const hs_tokenizer *t, tk_scratch *s, const char *p, size_t n,
+                          int first, tk_ids *out);
+
+/* Cuts the added tokens of a pass out of text (leftmost, longest first; an
+ * lstrip / rstrip token takes the whitespace beside it) and hands each
+ * stretch between them to fn. first: text starts at the input's offset 0. */
+static int split_added(const hs_tokenizer *t, tk_scratch *s, const char *text, size_t len,
+                       int pass, int first, stretch_fn fn, tk_ids *out)
+{
+    size_t start = 0; /* of the stretch not yet encoded */
+    int rc = HS_OK;
+    for (size_t i = 0; i < len && !rc;) {
+        int k = t->added_first[pass][(unsigned char)text[i]] ? added_at(t, text, len, i, pass) : -1;
+        if (k < 0) {
+            i++;
+            continue;
+        }
+        const tk_added *a = &t->added[k];
+        size_t end = i + a->content.n, cut = i;
+        if (a->lstrip)
+            cut -= space_before(text, start, i);
+        if (a->rstrip)
+            end += space_after(text, end, len);
+        rc = fn(t, s, text + start, cut - start, first && start == 0, out);
+        if (!rc)
+            rc = tk_ids_add(out, &a->id, 1);
+        start = i = end;
+    }
+    if (!rc)
+        rc = fn(t, s, text + start, len - start, first && start == 0, out);
+    return rc;
+}
+
+/* a normalized stretch free of added tokens: pre-tokens, each merged by BPE */
+static int encode_pieces(const hs_tokenizer *t, tk_scratch *s, const char *p, size_t n, int first,
+                         tk_ids *out)
+{
+    tk_pieces *pieces;
+    if (!n)
+        return HS_OK;
+    int rc = tk_pretokenize(t, s, p, n, first, &pieces);
+    for (size_t i = 0; !rc && i < pieces->n; i++)
+        rc = tk_bpe(t, s, pieces->p[i].p, pieces->p[i].n, out);
+    return rc;
+}
+
+/* a stretch of the text between added tokens: normalized, then the
+ * normalized added tokens cut out of it */
+static int encode_stretch(const hs_tokenizer *t, tk_scratch *s, const char *p, size_t n, int first,
+                          tk_ids *out)
+{
+    const char *norm;
+    size_t nn;
+    if (!n)
+        return HS_OK;
+    int rc = tk_normalize(t, s, p, n, &norm, &nn);
+    return rc ? rc : split_added(t, s, norm, nn, 1, first, encode_pieces, out);
+}
+
+static int encode_text(const hs_tokenizer *t, tk_scratch *s, const char *text, size_t len,
+                       tk_ids *out)
+{
+    return split_added(t, s, text, len, 0, 1, encode_stretch, out);
+}
+
+int hs_tokenizer_encode(const hs_tokenizer *t, const char *text, size_t len, int add_special,
                         int32_t **ids, size_t *n)
 {
-    (void)tok, (void)text, (void)len, (void)add_special;
-    *ids = NULL;
-    *n = 0;
-    return hs_fail(HS_EINVAL, "tokenizers are not supported by this build");
+    *ids = NULL, *n = 0;
+    size_t bad = tk_utf8_check(text, len);
+    if (bad < len)
+        return hs_fail(HS_EINVAL, "text: invalid UTF-8 at byte offset %zu", bad);
+    tk_scratch *s = tk_scratch_new(t);
+    if (!s)
+        return HS_ENOMEM;
+    tk_ids body = { 0 }, out = { 0 };
+    int rc = encode_text(t, s, text, len, &body);
+    tk_scratch_free(s);
+    /* the templates in order, each wrapping what the one before made */
+    for (int k = 0; !rc && add_special && k < t->n_post; k++) {
+        const tk_template *tp = &t->post[k];
+        out.n = 0;
+        rc = tk_ids_add(&out, tp->pre, (size_t)tp->npre) || tk_ids_add(&out, body.p, body.n) ||
+             tk_ids_add(&out, tp->post, (size_t)tp->npost);
+        tk_ids x = body;
+        body = out, out = x;
+    }
+    free(out.p);
+    if (rc) {
+        free(body.p);
+        return rc == HS_OK ? HS_ENOMEM : rc;
+    }
+    if (!body.p) /* an empty text: a valid, freeable pointer all the same */
+        body.p = malloc(sizeof *body.p);
+    if (!body.p)
+        return hs_fail(HS_ENOMEM, "tokenizer: ids");
+    *ids = body.p, *n = body.n;
+    return HS_OK;
 }
 
-char *hs_tokenizer_decode(const hs_tokenizer *tok, const int32_t *ids, size_t n, int skip_special)
+char *hs_tokenizer_decode(const hs_tokenizer *t, const int32_t *ids, size_t n, int skip_special)
 {
-    (void)tok, (void)ids, (void)n, (void)skip_special;
-    hs_fail(HS_EINVAL, "tokenizers are not supported by this build");
-    return NULL;
+    tk_buf out = { 0 };
+    if (tk_decode(t, ids, n, skip_special, 0, &out)) {
+        free(out.p);
+        return NULL;
+    }
+    if (!out.p && tk_buf_add(&out, "", 0))
+        return NULL;
+    return out.p;
 }
 
-int hs_tokenizer_token_text(const hs_tokenizer *tok, int32_t id, char *buf, size_t cap)
+int hs_tokenizer_token_text(const hs_tokenizer *t, int32_t id, char *buf, size_t cap)
 {
-    (void)tok, (void)id, (void)buf, (void)cap;
-    return hs_fail(HS_EINVAL, "tokenizers are not supported by this build");
+    if (id < 0 || id >= t->n_ids || !t->tok[id].s)
+        return hs_fail(HS_EINVAL, "tokenizer: id %d is not in the vocabulary (%d ids)", (int)id,
+                       t->n_ids);
+    tk_buf out = { 0 };
+    int rc = tk_decode(t, &id, 1, 0, 1, &out);
+    if (!rc && cap) {
+        size_t n = out.n < cap - 1 ? out.n : cap - 1;
+        while (n < out.n && n > 0 && ((unsigned char)out.p[n] & 0xc0) == 0x80)
+            n--; /* not inside a character */
+        if (n)
+            memcpy(buf, out.p, n);
+        buf[n] = 0;
+    }
+    free(out.p);
+    return rc;
+}
+
+int hs_tokenizer_encode_file(const hs_tokenizer *t, const char *path, int add_special,
+                             int32_t **ids, size_t *n)
+{
+    *ids = NULL, *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    tk_buf text = { 0 };
+    char chunk[1 << 16];
+    size_t got;
+    int rc = HS_OK;
+    while (!rc && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
+        rc = tk_buf_add(&text, chunk, got);
+    if (!rc && ferror(f))
+        rc = hs_fail(HS_EIO, "%s: read failed", path);
+    fclose(f);
+    if (!rc) {
+        size_t bad = tk_utf8_check(text.p, text.n);
+        rc = bad < text.n ? hs_fail(HS_EINVAL, "%s: invalid UTF-8 at byte offset %zu", path, bad)
+                          : hs_tokenizer_encode(t, text.p ? text.p : "", text.n, add_special, ids, n);
+    }
+    free(text.p);
+    return rc;
 }

@@ -17,7 +17,8 @@
 typedef struct hs_tokenizer hs_tokenizer;
 
 /* path is a tokenizer.json file, a directory holding tokenizer.json, or a
- * directory holding vocab.json + merges.txt (tokenizer.json preferred).
+ * directory holding vocab.json + merges.txt (tokenizer.json preferred), or
+ * such a vocab.json itself.
  * HS_EIO naming the file when none can be read; HS_EFORMAT naming the JSON
  * field of anything malformed or unsupported. */
 int hs_tokenizer_open(hs_tokenizer **tok, const char *path);
@@ -32,9 +33,20 @@ int hs_tokenizer_vocab_size(const hs_tokenizer *tok);
 
 /* Encodes len bytes of UTF-8 text (invalid UTF-8 is HS_EINVAL naming the
  * byte offset). add_special: the post-processor's special tokens (HF
- * add_special_tokens=True). *ids is malloc'd (the caller frees it), *n ids. */
+ * add_special_tokens=True). *ids is malloc'd (the caller frees it), *n ids.
+ * Cost: linear in the text for pre-tokenized files (BPE per pre-token,
+ * O(m log m) for m symbols, results cached for the rest of the call, so
+ * encode a document in one call rather than line by line); a file without
+ * a pre-tokenizer (Llama-2 style) makes each stretch between added tokens
+ * one BPE word, O(n log n) in its length. */
 int hs_tokenizer_encode(const hs_tokenizer *tok, const char *text, size_t len, int add_special,
                         int32_t **ids, size_t *n);
+
+/* hs_tokenizer_encode of a whole file (any readable file, a pipe
+ * included), read as one document. HS_EIO naming the file; invalid UTF-8
+ * is HS_EINVAL naming the file and the byte offset. */
+int hs_tokenizer_encode_file(const hs_tokenizer *tok, const char *path, int add_special,
+                             int32_t **ids, size_t *n);
 
 /* The text of ids through the decoder (malloc'd, NUL-terminated; NULL with
  * the message set). skip_special leaves out special added tokens. */
@@ -44,7 +56,11 @@ char *hs_tokenizer_decode(const hs_tokenizer *tok, const int32_t *ids, size_t n,
 /* The display string of one id, for plots and reports: the token's own
  * decoded text (bytes that are not complete UTF-8 shown as <0xAB>), written
  * NUL-terminated into buf (cap bytes, truncated at a character boundary).
- * HS_EINVAL for an id outside the vocabulary. */
+ * The decoder chain runs on the token alone but strips nothing: GPT-2's
+ * "Ġthe" and Llama's "▁the" both show as " the", so a label tells a word
+ * start from a word piece. Control characters (a newline) are kept as they
+ * are; a caller printing labels escapes them. HS_EINVAL for an id outside
+ * the vocabulary. */
 int hs_tokenizer_token_text(const hs_tokenizer *tok, int32_t id, char *buf, size_t cap);
 
 #endif

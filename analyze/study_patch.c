@@ -1,0 +1,183 @@
+/* The causal patching studies (study.h): prompts, options and recording
+ * around hs_patch and hs_path_patch. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "study.h"
+#include "tokenizer.h"
+
+int hs_causal_prompts_load(hs_prompt_set *ps, const char *path, const char *tokenizer,
+                           const char *model_dir, const hs_model_config *c)
+{
+    hs_tokenizer *tok = NULL;
+    const char *from = tokenizer ? tokenizer
+                                 : (model_dir && hs_tokenizer_present(model_dir) ? model_dir : NULL);
+    int rc = from ? hs_tokenizer_open(&tok, from) : HS_OK;
+    if (!rc)
+        rc = hs_prompts_load(ps, path, tok, c->vocab_size,
+                             c->pos == HS_POS_LEARNED ? c->n_ctx : 0);
+    if (tok)
+        hs_tokenizer_free(tok);
+    return rc;
+}
+
+int hs_patch_sites(int *sites, const char *list, const hs_model_config *c,
+                   const hs_prompt_set *ps)
+{
+    *sites = 0;
+    if (!list) {
+        *sites = 1 << HS_PATCH_Z;
+        if (ps->n_group == 1)
+            *sites |= 1 << HS_PATCH_RESID_PRE | 1 << HS_PATCH_ATTN_OUT |
+                      (c->mlp != HS_MLP_NONE ? 1 << HS_PATCH_MLP_OUT : 0);
+        return HS_OK;
+    }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int s = 0;
+        while (s < HS_PATCH_SITES && strcmp(t, hs_patch_site_name(s)))
+            s++;
+        if (s == HS_PATCH_SITES)
+            return hs_fail(HS_EINVAL, "--site: unknown site '%s' (z, pattern, resid_pre, "
+                           "attn_out, mlp_out)", t);
+        *sites |= 1 << s;
+    }
+    return *sites ? HS_OK : hs_fail(HS_EINVAL, "--site: no site given");
+}
+
+/* Position rows are checked as hs_study_check_finite checks head rows. */
+static int check_positions(const hs_study_io *io, const hs_patch_result *r)
+{
+    char what[96];
+    for (int i = 0; !(io && io->allow_nonfinite) && i < r->n_pos; i++)
+        if (!isfinite(r->pos[i].value) || !isfinite(r->pos[i].stderr_value)) {
+            const hs_position_row *p = &r->pos[i];
+            snprintf(what, sizeof what, "%s of layer %d position %d", p->metric, p->layer,
+                     p->position);
+            return hs_fail_nonfinite(isfinite(p->value) ? p->stderr_value : p->value, what);
+        }
+    return HS_OK;
+}
+
+static void on_progress(void *ctx, size_t done, size_t total)
+{
+    const hs_study_io *io = ctx;
+    if (io && io->progress)
+        io->progress(io->ctx, done, total);
+}
+
+int hs_patch_study(hs_patch_result *r, const hs_model *m, const hs_prompt_set *ps,
+                   hs_patch_opts o, hs_index *ix, int64_t run_id, const hs_study_io *io)
+{
+    o.stop = io ? io->stop : NULL, o.progress = on_progress, o.ctx = (void *)io;
+    if (io && io->phase)
+        io->phase(io->ctx, o.noising ? "patch (noising)" : "patch");
+    int rc = hs_patch(r, m, ps, &o);
+    if (io && io->phase)
+        io->phase(io->ctx, NULL);
+    if (!rc)
+        rc = hs_study_check_finite(io, &r->heads, NULL, 0);
+    if (!rc)
+        rc = check_positions(io, r);
+    if (!rc)
+        rc = hs_study_record(ix, run_id, &r->heads, NULL, 0);
+    if (!rc && ix && r->n_pos)
+        rc = hs_index_position_metrics_add(ix, run_id, r->pos, r->n_pos);
+    return rc;
+}
+
+/* "L.H" at s into *l, *h; the end in *end. */
+static int parse_head(const char *s, char **end, int *l, int *h)
+{
+    errno = 0;
+    long a = strtol(s, end, 10);
+    if (*end == s || **end != '.' || errno || a < 0 || a >= HS_MAX_LAYERS)
+        return -1;
+    const char *t = *end + 1;
+    long b = strtol(t, end, 10);
+    if (*end == t || errno || b < 0 || b >= HS_MAX_HEADS)
+        return -1;
+    *l = (int)a, *h = (int)b;
+    return 0;
+}
+
+static int parse_senders(int **sender, int *n, const char *s, const hs_model_config *c)
+{
+    int cap = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        cap += c->n_head[l];
+    cap = cap > (int)strlen(s) ? cap : (int)strlen(s);
+    if (!(*sender = hs_calloc((size_t)cap, sizeof(int), "senders")))
+        return HS_ENOMEM;
+    if (!strcmp(s, "all")) {
+        for (int l = 0; l < c->n_layer; l++)
+            for (int h = 0; h < c->n_head[l]; h++)
+                (*sender)[(*n)++] = l * HS_MAX_HEADS + h;
+        return HS_OK;
+    }
+    for (const char *p = s; *p;) {
+        char *end;
+        int l, h;
+        if (parse_head(p, &end, &l, &h) || (*end && *end != ','))
+            return hs_fail(HS_EINVAL, "--senders '%s': L.H[,L.H...] or all expected", s);
+        (*sender)[(*n)++] = l * HS_MAX_HEADS + h;
+        p = *end ? end + 1 : end;
+    }
+    return HS_OK;
+}
+
+static int parse_receivers(hs_receiver **recv, int *n, const char *s)
+{
+    if (!(*recv = hs_calloc(strlen(s) + 1, sizeof **recv, "receivers")))
+        return HS_ENOMEM;
+    for (const char *p = s; *p;) {
+        char *end;
+        int l, h;
+        if (parse_head(p, &end, &l, &h) || *end != ':' || !strchr("qkv", end[1]) || !end[1] ||
+            (end[2] && end[2] != ','))
+            return hs_fail(HS_EINVAL, "--receivers '%s': L.H:q|k|v[,...] expected", s);
+        const hs_site site = end[1] == 'q' ? HS_SITE_Q : end[1] == 'k' ? HS_SITE_K : HS_SITE_V;
+        (*recv)[(*n)++] = (hs_receiver){ l, h, site };
+        p = end[2] ? end + 3 : end + 2;
+    }
+    return HS_OK;
+}
+
+int hs_path_parse(int **sender, int *n_senders, hs_receiver **recv, int *n_recv,
+                  const char *senders, const char *receivers, const hs_model_config *c)
+{
+    *sender = NULL, *recv = NULL, *n_senders = 0, *n_recv = 0;
+    int rc = senders ? parse_senders(sender, n_senders, senders, c)
+                     : hs_fail(HS_EINVAL, "--senders is required");
+    if (!rc && receivers)
+        rc = parse_receivers(recv, n_recv, receivers);
+    hs_path_opts o = { .sender = *sender, .n_senders = *n_senders, .recv = *recv,
+                       .n_recv = *n_recv };
+    if (!rc)
+        rc = hs_path_check(c, &o);
+    if (rc) {
+        free(*sender), free(*recv);
+        *sender = NULL, *recv = NULL;
+    }
+    return rc;
+}
+
+int hs_path_patch_study(hs_head_table *t, const hs_model *m, const hs_prompt_set *ps,
+                        hs_path_opts o, hs_index *ix, int64_t run_id, const hs_study_io *io)
+{
+    o.stop = io ? io->stop : NULL, o.progress = on_progress, o.ctx = (void *)io;
+    if (io && io->phase)
+        io->phase(io->ctx, "path-patch");
+    int rc = hs_path_patch(t, m, ps, &o);
+    if (io && io->phase)
+        io->phase(io->ctx, NULL);
+    if (!rc)
+        rc = hs_study_check_finite(io, t, NULL, 0);
+    if (!rc)
+        rc = hs_study_record(ix, run_id, t, NULL, 0);
+    return rc;
+}

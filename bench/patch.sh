@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Activation patching benchmark (issue 14, must-show 4): all-heads
+# `patch --site z` of a 6-layer, 8-head GELU model (d 256, T 32) over 64
+# clean/corrupt prompt pairs by headscope's fast path (bench/bench_patch.c:
+# hs_patch, as `headscope patch --site z --batch 64` runs it) against the loop
+# a TransformerLens user writes (bench/patch_torch.py: one hooked forward per
+# head), same weights, same prompts, same threads; the patch_z values of both
+# are compared. Also printed: the sweep's lower bound, the FLOPs an exact
+# patch must spend (the two plain forwards, then per head its W_o change, the
+# MLP of its layer and every layer above, the last position's unembedding) at
+# the sgemm rate measured in the same run; the tight bound also knows that only
+# the last position's logits are read (the last layer needs its keys and values
+# at every position, the rest at the last one). Times are medians of --repeats,
+# in CPU seconds of each process (wall seconds beside them).
+#
+#   bench/patch.sh [--threads "1 2"] [--repeats N] [--tiny]
+# Results: bench/out/patch.jsonl and bench/out/patch.md. --tiny: 2 layers,
+# d 64, 4 heads, T 16, 8 prompts at 1 thread (seconds; the slow tier runs it),
+# results in bench/out/tiny/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+threads="1"
+repeats=3
+tiny=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --threads) threads=$2; shift 2 ;;
+    --repeats) repeats=$2; shift 2 ;;
+    --tiny) tiny=1; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "patch.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+cmake -S . -B build/float >/dev/null
+cmake --build build/float -j "$(nproc)" --target bench_patch bench_ablate >/dev/null
+config=6,256,8,32 # layers, d, heads, T
+prompts=64
+outdir=bench/out
+if [ "$tiny" = 1 ]; then
+  config=2,64,4,16 prompts=8 threads=1 repeats=1 outdir=bench/out/tiny
+fi
+T=${config##*,}
+mkdir -p "$outdir"
+out=$outdir/patch.jsonl
+: >"$out"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+build/float/bench/bench_ablate --write "$tmp/m" --config "$config"
+# Our checkpoint's tensors under bench/train_torch.py's names (h.N. -> blocks.N.).
+/usr/bin/python3 - "$tmp/m/model.safetensors" "$tmp/m.pt" <<'PY'
+import json, struct, sys
+import numpy as np, torch
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n]); data = raw[8 + n:]
+sd = {}
+for name, t in hdr.items():
+    if name == "__metadata__":
+        continue
+    a, b = t["data_offsets"]
+    arr = np.frombuffer(data[a:b], dtype=np.float32).reshape(t["shape"])
+    sd[("blocks." + name[2:]) if name.startswith("h.") else name] = torch.from_numpy(arr.copy())
+torch.save(sd, sys.argv[2])
+PY
+# Prompt pairs: random tokens, the corrupt prompt differs at two positions.
+/usr/bin/python3 - "$tmp/p.jsonl" "$prompts" "$T" <<'PY'
+import json, random, sys
+rnd = random.Random(7)
+with open(sys.argv[1], "w") as f:
+    for _ in range(int(sys.argv[2])):
+        T = int(sys.argv[3])
+        clean = [rnd.randrange(256) for _ in range(T)]
+        corrupt = list(clean)
+        for p in (1, T // 2):
+            corrupt[p] = (clean[p] + 1 + rnd.randrange(255)) % 256
+        a, w = rnd.sample(range(256), 2)
+        f.write(json.dumps({"clean_ids": clean, "corrupt_ids": corrupt, "answer_id": a, "wrong_id": w}) + "\n")
+PY
+
+for t in $threads; do
+  export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
+  echo "threads $t: headscope patch --site z" >&2
+  build/float/bench/bench_patch --model "$tmp/m" --prompts "$tmp/p.jsonl" --threads "$t" \
+    --repeats "$repeats" --dump "$tmp/hs.json" >>"$out"
+  echo "threads $t: torch loop, one hooked forward per head" >&2
+  OMP_WAIT_POLICY=passive /usr/bin/python3 bench/patch_torch.py --threads "$t" --config "$config" \
+    --weights "$tmp/m.pt" --prompts "$tmp/p.jsonl" --repeats "$repeats" --dump "$tmp/torch.json" >>"$out"
+  /usr/bin/python3 - "$tmp/hs.json" "$tmp/torch.json" "$t" >>"$out" <<'PY'
+import json, sys
+hs, th = (json.load(open(p))["patch_z"] for p in sys.argv[1:3])
+worst = max(abs(a - b) for ra, rb in zip(hs, th) for a, b in zip(ra, rb))
+print(json.dumps({"impl": "compare", "threads": int(sys.argv[3]), "max_abs_patch_z_diff": worst}))
+PY
+done
+
+/usr/bin/python3 - "$out" "$config" <<'PY' | tee "$outdir/patch.md"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+L, d, H, T = sys.argv[2].split(",")
+print(f"all-heads patch --site z: {L} layers x {H} heads, d {d}, T {T}, GELU MLP; medians\n")
+print("Seconds are CPU seconds of the process (on a shared machine the work done; wall time also")
+print("counts the waits for a core), wall seconds in brackets; the bound is in CPU seconds.\n")
+print("| threads | prompts | headscope s | torch loop s | torch / headscope | lower bound s | headscope / bound | tight bound s | headscope / tight | sgemm GFLOP/s | max abs patch_z difference |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for r in rows:
+    if r["impl"] != "headscope":
+        continue
+    t = next(x for x in rows if x["impl"] == "torch_loop" and x["threads"] == r["threads"])
+    c = next(x for x in rows if x["impl"] == "compare" and x["threads"] == r["threads"])
+    print(f"| {r['threads']} | {r['prompts']} | {r['cpu_s']:.3f} ({r['wall_s']:.2f}) | "
+          f"{t['cpu_s']:.3f} ({t['wall_s']:.2f}) | {t['cpu_s'] / r['cpu_s']:.2f} | "
+          f"{r['lower_bound_s']:.3f} | {r['cpu_s'] / r['lower_bound_s']:.2f} | "
+          f"{r['tight_bound_s']:.3f} | {r['cpu_s'] / r['tight_bound_s']:.2f} | "
+          f"{r['sgemm_gflops']:.1f} | {c['max_abs_patch_z_diff']:.2g} |")
+PY

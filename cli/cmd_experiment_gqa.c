@@ -1,0 +1,137 @@
+/* experiment gqa: the MHA -> GQA uptraining table (Ainslie et al. 2023). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "cli.h"
+#include "study_gqa.h"
+
+int experiment_gqa(int argc, char **argv);
+
+static void print_gqa(const hs_gqa_result *r, const hs_gqa_opts *o, long long run_id, int json)
+{
+    if (json) {
+        printf("{\"run_id\":%lld,\"uptrain_steps\":%ld,\"results\":[", run_id, r->uptrain_steps);
+        for (int i = 0; i < r->table.n; i++) {
+            printf("%s{\"metric\":", i ? "," : ""), json_string(stdout, r->table.rows[i].metric);
+            printf(",\"val_loss\":"), json_number(stdout, r->loss[i], 6);
+            printf(",\"stderr\":"), json_number(stdout, r->se[i], 6), printf("}");
+        }
+        printf("]}\n");
+        return;
+    }
+    printf("run %lld: MHA -> GQA by mean-pooled key/value heads, uptrained %ld steps (%.1f%% of "
+           "%ld)\n  key/value heads  val loss after conversion  after uptraining\n",
+           run_id, r->uptrain_steps, 100 * o->fraction, o->original_steps);
+    printf("  %6d (MHA)     %.4f ± %.4f            %.4f ± %.4f\n", o->mha->cfg.n_kv_head[0],
+           r->loss[0], r->se[0], r->loss[1], r->se[1]);
+    for (int i = 0; i < o->n_kv; i++)
+        printf("  %6d           %.4f ± %.4f            %.4f ± %.4f\n", o->kv[i], r->loss[2 + 2 * i],
+               r->se[2 + 2 * i], r->loss[3 + 2 * i], r->se[3 + 2 * i]);
+    printf("(mean ± stderr over validation sequences; one model, one uptraining each; the MHA\n"
+           "row's second column is the MHA model trained the same extra steps, the control)\n");
+}
+
+/* "2,1" -> at most HS_GQA_MAX counts >= 1; the count, or -1. */
+static int parse_kv(const char *s, int *out)
+{
+    int n = 0;
+    for (const char *p = s; *p && n < HS_GQA_MAX;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || (*end && *end != ','))
+            return -1;
+        out[n++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+/* Loads the model and data and checks the options: 0, or the exit status. */
+static int gqa_setup(hs_gqa_opts *go, hs_model *m, hs_tokens *all, hs_tokens *vt, hs_tokens *train,
+                     const char *model, const char *data, const char *val)
+{
+    if (hs_checkpoint_load(m, model))
+        return run_error("experiment");
+    if (hs_tokens_read(all, data) || (val && hs_tokens_read(vt, val))) {
+        hs_model_free(m);
+        hs_tokens_free(all);
+        return run_error("experiment");
+    }
+    if (val)
+        *train = *all;
+    else
+        hs_headcount_split(all, train, vt);
+    go->mha = m, go->train = train, go->val = vt;
+    if (hs_gqa_check(go)) {
+        usage_error("experiment", "%s", hs_last_error());
+        hs_model_free(m);
+        hs_tokens_free(all);
+        if (val)
+            hs_tokens_free(vt);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+int experiment_gqa(int argc, char **argv)
+{
+    const char *model = NULL, *data = NULL, *val = NULL, *db = NULL, *kv_s = NULL;
+    int threads = 0, json = 0;
+    long val_batches = 0;
+    hs_gqa_opts go = { .batch = 8, .seq_len = 64, .lr = 1e-3, .fraction = 0.05 };
+    opt o[] = {
+        OPT_MODEL_AS(&model, "the trained MHA model"),
+        OPT_DATA_AS(&data, "uptraining shard (its last 10% is the validation split unless --val)"),
+        { "--val", OPT_STR, &val, 0, "FILE.bin", "validation shard", 0 },
+        OPT_DB_AS(&db, "SQLite index for the results"),
+        { "--kv-heads", OPT_STR, &kv_s, 0, "G,G,...", "key/value head counts (default H/2,H/4,1)", 0 },
+        { "--original-steps", OPT_LONG, &go.original_steps, 1, "N", "steps the MHA model trained (required)", 0 },
+        { "--fraction", OPT_DOUBLE, &go.fraction, 0, "F", "uptraining steps = ceil(F x original)", 0 },
+        OPT_BATCH_AS(&go.batch, "sequences per step and per evaluation batch"),
+        { "--seq-len", OPT_INT, &go.seq_len, 1, "T", "sequence length", 0 },
+        { "--lr", OPT_DOUBLE, &go.lr, 0, "LR", "uptraining learning rate (Adam)", 0 },
+        OPT_MAX_BATCHES_AS(&val_batches, "validation batches (0: all)"),
+        OPT_THREADS(&threads),
+        OPT_JSON(&json),
+    };
+    int rc = opts_parse("experiment", o, (int)(sizeof o / sizeof o[0]), argc - 1, argv + 1, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!model || !data || !db || !go.original_steps)
+        return usage_error("experiment", "gqa needs --model DIR, --data FILE, --db FILE and "
+                                         "--original-steps N");
+    if (kv_s && (go.n_kv = parse_kv(kv_s, go.kv)) < 1)
+        return usage_error("experiment", "--kv-heads '%s': positive counts expected", kv_s);
+    if (threads)
+        hs_set_threads(threads);
+    go.val_batches = (size_t)val_batches;
+    hs_model m;
+    hs_tokens all = { 0 }, train = { 0 }, vt = { 0 };
+    if ((rc = gqa_setup(&go, &m, &all, &vt, &train, model, data, val)))
+        return rc;
+    char file[1100];
+    snprintf(file, sizeof file, "%s/model.safetensors", model);
+    cli_run run = { 0 };
+    hs_gqa_result r = { 0 };
+    phase_bars bars = { 0 };
+    if (!(rc = cli_run_begin(&run, db, 0, "experiment", model, file, data, argc, argv))) {
+        cli_install_signal_handlers();
+        go.io = cli_study_io(&bars, 1);
+        if (!(rc = hs_gqa_study(&r, &go)))
+            rc = hs_study_record(run.ix, run.run_id, &r.table, NULL, 0);
+    }
+    if (rc)
+        run_error("experiment");
+    if (run.ix && cli_run_end(&run, rc, NULL) && !rc)
+        rc = run_error("experiment");
+    if (!rc)
+        print_gqa(&r, &go, run.run_id, json);
+    hs_gqa_result_free(&r);
+    hs_tokens_free(&all);
+    if (val)
+        hs_tokens_free(&vt);
+    hs_model_free(&m);
+    return rc ? EXIT_FAILURE_RUN : 0;
+}

@@ -1,0 +1,353 @@
+/* dla, logit-lens and composition (SPEC §11): direct logit attribution, the
+ * logit lens and Q/K/V composition scores into the index. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "cli.h"
+#include "study.h"
+#include "tokenizer.h"
+
+/* What the three commands share: the model, the prompts (or a shard), the
+ * run. */
+typedef struct {
+    const char *cmd, *model, *prompts, *data, *tokenizer, *db;
+    int batch, seq_len, threads, json, allow_nonfinite;
+    long max_batches;
+    long seed;
+    hs_model m;
+    hs_prompt_set ps;
+    hs_tokens tok;
+    cli_run run;
+} interp;
+
+/* The prompts file, encoded with --tokenizer or the model directory's own
+ * tokenizer when it has one (ids-only files need none). */
+static int load_prompts(interp *c)
+{
+    const char *tpath = c->tokenizer ? c->tokenizer
+                        : hs_tokenizer_present(c->model) ? c->model : NULL;
+    hs_tokenizer *tk = NULL;
+    int rc = tpath ? hs_tokenizer_open(&tk, tpath) : HS_OK;
+    if (!rc)
+        rc = hs_prompts_load(&c->ps, c->prompts, tk, c->m.cfg.vocab_size, c->m.cfg.n_ctx);
+    hs_tokenizer_free(tk);
+    return rc;
+}
+
+/* Loads the model and the prompts or shard; then the run (after every
+ * check, so bad input records nothing). Exit status on failure. */
+static int interp_open(interp *c, int argc, char **argv)
+{
+    if (c->threads)
+        hs_set_threads(c->threads);
+    if (hs_checkpoint_load(&c->m, c->model))
+        return run_error(c->cmd);
+    int rc = !strcmp(c->cmd, "dla")           ? hs_dla_check(&c->m.cfg)
+             : !strcmp(c->cmd, "composition") ? hs_composition_check(&c->m.cfg)
+                                              : HS_OK;
+    if (!rc && c->prompts)
+        rc = load_prompts(c);
+    if (!rc && c->data) {
+        if (!c->seq_len)
+            c->seq_len = c->m.cfg.n_ctx < 256 ? c->m.cfg.n_ctx : 256;
+        if (c->m.cfg.pos == HS_POS_LEARNED && c->seq_len > c->m.cfg.n_ctx) {
+            const int n_ctx = c->m.cfg.n_ctx;
+            hs_model_free(&c->m);
+            return usage_error(c->cmd, "--seq-len %d exceeds the model's n_ctx=%d", c->seq_len,
+                               n_ctx);
+        }
+        size_t nb;
+        if (!(rc = hs_tokens_read(&c->tok, c->data)))
+            rc = hs_batches_to_run(&c->tok, c->batch, c->seq_len, 0, &nb);
+        for (size_t i = 0; !rc && i < c->tok.n; i++)
+            if (c->tok.tok[i] >= c->m.cfg.vocab_size)
+                rc = hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the vocabulary of %d",
+                             c->data, c->tok.tok[i], i, c->m.cfg.vocab_size);
+    }
+    char file[1100];
+    snprintf(file, sizeof file, "%s/model.safetensors", c->model);
+    if (!rc)
+        rc = cli_run_begin(&c->run, c->db, 0, c->cmd, c->model, file,
+                           c->prompts ? c->prompts : c->data, argc, argv);
+    if (rc) {
+        hs_prompt_set_free(&c->ps);
+        hs_tokens_free(&c->tok);
+        hs_model_free(&c->m);
+        return run_error(c->cmd);
+    }
+    return 0;
+}
+
+/* Ends the run (failed when rc), frees; the exit status. */
+static int interp_close(interp *c, int rc)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", hs_last_error());
+    if (cli_run_end(&c->run, rc, NULL) && !rc)
+        rc = HS_EIO, snprintf(msg, sizeof msg, "%s", hs_last_error());
+    hs_prompt_set_free(&c->ps);
+    hs_tokens_free(&c->tok);
+    hs_model_free(&c->m);
+    if (rc)
+        fprintf(stderr, "headscope: %s: %s\n", c->cmd, msg);
+    return rc ? EXIT_FAILURE_RUN : 0;
+}
+
+static hs_study_io interp_io(interp *c, phase_bars *bars)
+{
+    hs_study_io io = cli_study_io(bars, 0);
+    io.allow_nonfinite = c->allow_nonfinite;
+    return io;
+}
+
+/* ---- dla ---------------------------------------------------------------------------- */
+
+static void print_dla(const hs_dla_result *r, const interp *c)
+{
+    const hs_metric_row *ld = hs_head_table_find(&r->table, -1, -1, "logit_diff_clean");
+    if (c->json) {
+        printf("{\"run_id\":%lld,\"prompts\":%d,\"logit_diff_clean\":", c->run.run_id, r->parts.n);
+        json_number(stdout, ld->value, 8);
+        printf(",\"logit_diff_stderr\":"), json_number(stdout, ld->stderr_value, 6);
+        printf(",\"top\":{\"layer\":%d,\"head\":%d,\"dla\":", r->top_layer, r->top_head);
+        json_number(stdout, r->top, 8);
+        printf("},\"sum_gap_max\":"), json_number(stdout, r->max_gap, 3);
+        printf(",\"rows\":%d}\n", r->table.n);
+        return;
+    }
+    printf("run %lld: direct logit attribution of %d prompt%s in %s; clean logit difference "
+           "%.4f ± %.4f; largest head toward the answer: layer %d head %d (%+.4f); the parts "
+           "sum to the logit difference within %.1e (relative)\n",
+           c->run.run_id, r->parts.n, r->parts.n == 1 ? "" : "s", c->db, ld->value,
+           ld->stderr_value, r->top_layer, r->top_head, r->top, r->max_gap);
+}
+
+static int cmd_dla(int argc, char **argv)
+{
+    interp c = { .cmd = "dla", .batch = 8 };
+    opt o[] = {
+        OPT_MODEL(&c.model),
+        { "--prompts", OPT_STR, &c.prompts, 0, "FILE.jsonl", "clean/corrupt prompts (SPEC §11); dla reads the clean ones", 0 },
+        OPT_DB_AS(&c.db, "SQLite index for the attributions"),
+        { "--tokenizer", OPT_STR, &c.tokenizer, 0, "PATH", "tokenizer of text prompts (default: the model directory's)", 0 },
+        OPT_BATCH_AS(&c.batch, "prompts per forward"),
+        OPT_THREADS(&c.threads),
+        OPT_JSON(&c.json),
+        OPT_ALLOW_NONFINITE(&c.allow_nonfinite),
+    };
+    int rc = opts_parse("dla", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!c.model || !c.prompts || !c.db)
+        return usage_error("dla", "--model DIR, --prompts FILE and --db FILE are required");
+    if ((rc = interp_open(&c, argc, argv)))
+        return rc;
+    hs_dla_result r;
+    phase_bars bars;
+    hs_study_io io = interp_io(&c, &bars);
+    rc = hs_dla_study(&r, &c.m, &c.ps, c.batch, &io);
+    if (!rc)
+        rc = hs_study_record(c.run.ix, c.run.run_id, &r.table, NULL, 0);
+    if (!(rc = interp_close(&c, rc)))
+        print_dla(&r, &c);
+    hs_dla_result_free(&r);
+    return rc;
+}
+
+/* ---- logit-lens ----------------------------------------------------------------------- */
+
+static void print_lens(const hs_lens_result *r, const interp *c)
+{
+    const int prompts = r->lens.logit_diff != NULL;
+    if (c->json)
+        printf("{\"run_id\":%lld,\"%s\":%ld,\"layers\":[", c->run.run_id,
+               prompts ? "prompts" : "sequences", r->lens.n);
+    else
+        printf("run %lld: logit lens over %ld %s in %s\n%-8s %s\n", c->run.run_id, r->lens.n,
+               prompts ? "prompts" : "sequences", c->db, "layer",
+               prompts ? "loss (-log p answer)    logit difference" : "loss (nats)");
+    for (int e = 0; e <= r->lens.n_layer; e++) {
+        const hs_metric_row *l = hs_head_table_find(&r->table, e, -1, "logit_lens_loss");
+        const hs_metric_row *d = hs_head_table_find(&r->table, e, -1, "logit_lens_logit_diff");
+        if (c->json) {
+            printf("%s{\"layer\":%d,\"loss\":", e ? "," : "", e);
+            json_number(stdout, l->value, 8);
+            printf(",\"loss_stderr\":"), json_number(stdout, l->stderr_value, 6);
+            if (d)
+                printf(",\"logit_diff\":"), json_number(stdout, d->value, 8);
+            printf("}");
+            continue;
+        }
+        char name[32];
+        snprintf(name, sizeof name, e < r->lens.n_layer ? "%d" : "%d final", e);
+        printf("%-8s %8.4f ± %-9.4f", name, l->value, l->stderr_value);
+        if (d)
+            printf("  %8.4f ± %.4f", d->value, d->stderr_value);
+        printf("\n");
+    }
+    if (c->json)
+        printf("]}\n");
+}
+
+static int cmd_logit_lens(int argc, char **argv)
+{
+    interp c = { .cmd = "logit-lens", .batch = 8 };
+    opt o[] = {
+        OPT_MODEL(&c.model),
+        { "--prompts", OPT_STR, &c.prompts, 0, "FILE.jsonl", "prompts: the answer's loss and the logit difference at the last position", 0 },
+        OPT_DATA_AS(&c.data, "token shard: the next-token loss at every position"),
+        OPT_DB_AS(&c.db, "SQLite index for the curves"),
+        { "--tokenizer", OPT_STR, &c.tokenizer, 0, "PATH", "tokenizer of text prompts (default: the model directory's)", 0 },
+        OPT_BATCH_AS(&c.batch, "sequences per forward"),
+        OPT_SEQ_LEN(&c.seq_len),
+        OPT_MAX_BATCHES(&c.max_batches),
+        OPT_THREADS(&c.threads),
+        OPT_JSON(&c.json),
+        OPT_ALLOW_NONFINITE(&c.allow_nonfinite),
+    };
+    int rc = opts_parse("logit-lens", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!c.model || !c.db || !c.prompts == !c.data)
+        return usage_error("logit-lens", "--model DIR, --db FILE and one of --prompts FILE or "
+                                         "--data FILE are required");
+    if ((rc = interp_open(&c, argc, argv)))
+        return rc;
+    hs_lens_opts lo = { c.prompts ? &c.ps : NULL, c.data ? &c.tok : NULL, c.batch, c.seq_len,
+                        (size_t)c.max_batches };
+    hs_lens_result r;
+    phase_bars bars;
+    hs_study_io io = interp_io(&c, &bars);
+    rc = hs_logit_lens_study(&r, &c.m, &lo, &io);
+    if (!rc)
+        rc = hs_study_record(c.run.ix, c.run.run_id, &r.table, NULL, 0);
+    if (!(rc = interp_close(&c, rc)))
+        print_lens(&r, &c);
+    hs_lens_result_free(&r);
+    return rc;
+}
+
+/* ---- composition ---------------------------------------------------------------------- */
+
+static void print_composition(const hs_composition_result *r, const interp *c, int control)
+{
+    static const char *const kind[3] = { "q", "k", "v" };
+    if (c->json)
+        printf("{\"run_id\":%lld,\"pairs\":%d", c->run.run_id, r->n_pairs / (control ? 6 : 3));
+    else
+        printf("run %lld: Q/K/V composition of %d head pairs in %s%s\n", c->run.run_id,
+               r->n_pairs / (control ? 6 : 3), c->db,
+               control ? " (and of a random-init control)" : "");
+    for (int k = 0; k < 3; k++) {
+        const int *b = r->best[k];
+        if (c->json) {
+            printf(",\"%s\":{\"best\":{\"layer_a\":%d,\"head_a\":%d,\"layer_b\":%d,\"head_b\":%d,"
+                   "\"value\":", kind[k], b[0], b[1], b[2], b[3]);
+            json_number(stdout, r->best_value[k], 6);
+            printf("},\"mean\":"), json_number(stdout, r->mean[k], 6);
+            printf(",\"control_mean\":"), json_number(stdout, r->control_mean[k], 6);
+            printf("}");
+        } else {
+            printf("%s-composition: highest L%dH%d -> L%dH%d %.3f; mean %.3f", kind[k], b[0],
+                   b[1], b[2], b[3], r->best_value[k], r->mean[k]);
+            if (control)
+                printf(" (control %.3f)", r->control_mean[k]);
+            printf("\n");
+        }
+    }
+    if (c->json)
+        printf("}\n");
+}
+
+static int cmd_composition(int argc, char **argv)
+{
+    interp c = { .cmd = "composition", .seed = 1 };
+    int no_control = 0;
+    opt o[] = {
+        OPT_MODEL(&c.model),
+        OPT_DB_AS(&c.db, "SQLite index for the scores"),
+        { "--seed", OPT_LONG, &c.seed, 0, "S", "seed of the random-init control", 0 },
+        { "--no-control", OPT_FLAG, &no_control, 0, NULL, "skip the random-init control", 0 },
+        OPT_THREADS(&c.threads),
+        OPT_JSON(&c.json),
+        OPT_ALLOW_NONFINITE(&c.allow_nonfinite),
+    };
+    int rc = opts_parse("composition", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!c.model || !c.db)
+        return usage_error("composition", "--model DIR and --db FILE are required");
+    if ((rc = interp_open(&c, argc, argv)))
+        return rc;
+    hs_composition_result r;
+    phase_bars bars;
+    hs_study_io io = interp_io(&c, &bars);
+    rc = hs_composition_study(&r, &c.m, !no_control, (unsigned long long)c.seed, &io);
+    if (!rc)
+        rc = hs_composition_record(c.run.ix, c.run.run_id, &r);
+    if (!(rc = interp_close(&c, rc)))
+        print_composition(&r, &c, !no_control);
+    hs_composition_result_free(&r);
+    return rc;
+}
+
+static const opt_rule lens_rules[] = {
+    { "--prompts", OPTS_EXCLUDES, "--data", "one source of sequences" },
+    { "--data", OPTS_NEEDS, "--seq-len,--max-batches", "they cut the shard into sequences" },
+    { "--prompts", OPTS_NEEDS, "--tokenizer", "it encodes text prompts" },
+};
+
+static const opt_rule composition_rules[] = {
+    { "--no-control", OPTS_EXCLUDES, "--seed", "it seeds the control" },
+};
+
+HS_COMMAND(cmd_dla_record) = {
+    .name = "dla",
+    .order = 172,
+    .summary = "Direct logit attribution of every head, MLP and bias to the logit difference.",
+    .usage = "headscope dla --model DIR --prompts FILE.jsonl --db FILE [options]",
+    .details = "On the clean prompts (SPEC §11), the logit difference LD = logit[answer] -\n"
+        "logit[wrong] at the last position split into the additive parts of the final\n"
+        "residual stream, each through the final norm with the forward's own scale frozen\n"
+        "and dotted with u[answer] - u[wrong]: dla per head (z W_O, no bias) and per\n"
+        "layer's MLP (head -1); model-wide dla_embed, dla_pos_embed, dla_attn_bias,\n"
+        "dla_final_norm_bias, dla_lm_head_bias (those the model has); logit_diff_clean.\n"
+        "Means over prompts with standard errors; the parts sum to logit_diff_clean.\n"
+        "Post-norm models are refused (no additive residual stream).\n\n"
+        "example: headscope dla --model runs/tiny --prompts ioi.jsonl --db runs.db\n",
+    .run = cmd_dla,
+};
+
+HS_COMMAND(cmd_logit_lens_record) = {
+    .name = "logit-lens",
+    .order = 174,
+    .summary = "The residual stream entering each layer decoded through the final norm.",
+    .usage = "headscope logit-lens --model DIR (--prompts FILE.jsonl | --data FILE.bin) --db FILE [options]",
+    .details = "Rows at (layer l, head -1), l = 0 .. L; entry L is the final residual, i.e. the\n"
+        "model's own output. With --data: logit_lens_loss, the next-token loss over every\n"
+        "position (standard error over sequences). With --prompts (clean): logit_lens_loss =\n"
+        "-log p(answer) at the last position and logit_lens_logit_diff (standard error\n"
+        "over prompts).\n\n"
+        "example: headscope logit-lens --model runs/tiny --data val.bin --db runs.db\n",
+    .run = cmd_logit_lens,
+    OPT_RULES(lens_rules),
+};
+
+HS_COMMAND(cmd_composition_record) = {
+    .name = "composition",
+    .order = 176,
+    .summary = "Q-, K- and V-composition scores of every head pair, with random-init controls.",
+    .usage = "headscope composition --model DIR --db FILE [options]",
+    .details = "As TransformerLens's all_composition_scores (Elhage et al. 2021) on the raw\n"
+        "weights: |OV_A QK_B|_F / (|OV_A|_F |QK_B|_F) (Q), the same with QK_B transposed\n"
+        "(K) and |OV_A OV_B|_F / (|OV_A|_F |OV_B|_F) (V), for every head A of an earlier\n"
+        "layer and B of a later one (GQA: each head's own key/value head), into\n"
+        "head_pair_metrics, beside the same of a randomly initialised model of the same\n"
+        "configuration (_control), and their means over pairs (<kind>_composition_mean).\n\n"
+        "example: headscope composition --model runs/tiny --db runs.db\n",
+    .run = cmd_composition,
+    OPT_RULES(composition_rules),
+};

@@ -1,0 +1,265 @@
+/* patch, path-patch: activation and path patching on clean/corrupt prompt
+ * pairs (SPEC §11) into the index. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "cli.h"
+#include "index.h"
+#include "study.h"
+
+/* What both commands share: the model, the prompts, the run. */
+typedef struct {
+    const char *cmd, *model, *prompts, *db, *tokenizer;
+    int threads, json, allow_nonfinite;
+    hs_model m;
+    hs_prompt_set ps;
+    cli_run run;
+} causal;
+
+/* Loads the model and the prompts (errors name the file and line: exit 1). */
+static int causal_load(causal *a)
+{
+    if (!a->model || !a->prompts || !a->db)
+        return usage_error(a->cmd, "--model DIR, --prompts FILE and --db FILE are required");
+    if (a->threads)
+        hs_set_threads(a->threads);
+    if (hs_checkpoint_load(&a->m, a->model))
+        return run_error(a->cmd);
+    if (hs_causal_prompts_load(&a->ps, a->prompts, a->tokenizer, a->model, &a->m.cfg)) {
+        hs_model_free(&a->m);
+        return run_error(a->cmd);
+    }
+    return 0;
+}
+
+static void causal_unload(causal *a)
+{
+    hs_prompt_set_free(&a->ps);
+    hs_model_free(&a->m);
+}
+
+/* A usage error from the library's last message, after freeing. */
+static int causal_usage(causal *a)
+{
+    causal_unload(a);
+    return usage_error(a->cmd, "%s", hs_last_error());
+}
+
+/* Opens the run (after every check has passed). */
+static int causal_start(causal *a, int argc, char **argv)
+{
+    char file[1100];
+    snprintf(file, sizeof file, "%s/model.safetensors", a->model);
+    if (cli_run_begin(&a->run, a->db, 0, a->cmd, a->model, file, a->prompts, argc, argv)) {
+        causal_unload(a);
+        return run_error(a->cmd);
+    }
+    cli_install_signal_handlers();
+    return 0;
+}
+
+/* Ends the run (complete or failed), frees, reports: exit status. */
+static int causal_end(causal *a, int rc)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", hs_last_error());
+    if (cli_run_end(&a->run, rc, NULL) && !rc)
+        rc = HS_EIO, snprintf(msg, sizeof msg, "%s", hs_last_error());
+    causal_unload(a);
+    if (rc)
+        fprintf(stderr, "headscope: %s: %s\n", a->cmd, msg);
+    return rc ? EXIT_FAILURE_RUN : 0;
+}
+
+/* Every head row (JSON: "heads"), and the largest of each metric (text). */
+static void print_heads(const hs_head_table *t, int json)
+{
+    if (json)
+        printf(",\"heads\":[");
+    for (int i = 0, first = 1; i < t->n; i++) {
+        const hs_metric_row *r = &t->rows[i];
+        if (json) {
+            printf("%s{\"layer\":%d,\"head\":%d,\"metric\":", first ? "" : ",", r->layer, r->head);
+            json_string(stdout, r->metric);
+            printf(",\"value\":"), json_number(stdout, r->value, 9);
+            printf(",\"stderr\":"), json_number(stdout, r->stderr_value, 9);
+            printf(",\"n\":%lld}", r->n);
+            first = 0;
+            continue;
+        }
+        int best = 1;
+        for (int j = 0; j < t->n; j++)
+            if (!strcmp(t->rows[j].metric, r->metric) && t->rows[j].value > r->value)
+                best = 0;
+        if (best && r->layer >= 0)
+            printf("  largest %-14s %+.4f (stderr %.4f) at layer %d head %d\n", r->metric, r->value,
+                   r->stderr_value, r->layer, r->head);
+    }
+    if (json)
+        printf("]");
+}
+
+static void print_patch(const causal *a, const hs_patch_result *r, double secs)
+{
+    if (!a->json) {
+        printf("run %lld: %ld prompts, logit difference clean %.4f, corrupt %.4f; patching "
+               "recorded in %s (%.1f s)\n", a->run.run_id, r->n, r->ld_clean, r->ld_corrupt, a->db,
+               secs);
+        print_heads(&r->heads, 0);
+        return;
+    }
+    printf("{\"run_id\":%lld,\"prompts\":%ld,\"logit_diff_clean\":", a->run.run_id, r->n);
+    json_number(stdout, r->ld_clean, 9);
+    printf(",\"logit_diff_corrupt\":"), json_number(stdout, r->ld_corrupt, 9);
+    printf(",\"seconds\":"), json_fixed(stdout, secs, 3);
+    print_heads(&r->heads, 1);
+    printf(",\"positions\":[");
+    for (int i = 0; i < r->n_pos; i++) {
+        const hs_position_row *p = &r->pos[i];
+        printf("%s{\"layer\":%d,\"position\":%d,\"metric\":\"%s\",\"value\":", i ? "," : "",
+               p->layer, p->position, p->metric);
+        json_number(stdout, p->value, 9);
+        printf(",\"stderr\":"), json_number(stdout, p->stderr_value, 9);
+        printf(",\"n\":%lld}", p->n);
+    }
+    printf("]}\n");
+}
+
+#define CAUSAL_OPTS(a)                                                                        \
+    OPT_MODEL(&(a).model),                                                                    \
+    { "--prompts", OPT_STR, &(a).prompts, 0, "FILE", "JSONL clean/corrupt prompt pairs (SPEC §11)", 0 }, \
+    OPT_DB(&(a).db),                                                                          \
+    { "--tokenizer", OPT_STR, &(a).tokenizer, 0, "PATH", "tokenizer of text prompts (default: the model directory's)", 0 }
+
+static int cmd_patch(int argc, char **argv)
+{
+    causal a = { .cmd = "patch" };
+    const char *site = NULL;
+    hs_patch_opts po = { 0 };
+    opt o[] = {
+        CAUSAL_OPTS(a),
+        { "--site", OPT_STR, &site, 0, "LIST", "z, pattern, resid_pre, attn_out, mlp_out (default: z and, prompts of one length, resid_pre,attn_out,mlp_out)", 0 },
+        { "--noising", OPT_FLAG, &po.noising, 0, NULL, "patch corrupt into clean (default: clean into corrupt)", 0 },
+        OPT_BATCH_AS(&po.batch, "prompts per forward (default 64)"),
+        { "--stack", OPT_INT, &po.stack, 0, "N", "patches per batched continuation (0: choose)", 0 },
+        { "--naive", OPT_FLAG, &po.naive, 0, NULL, "one hooked full forward per patch (the reference path)", 0 },
+        OPT_THREADS(&a.threads),
+        OPT_JSON(&a.json),
+        OPT_ALLOW_NONFINITE(&a.allow_nonfinite),
+    };
+    int rc = opts_parse("patch", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if ((rc = causal_load(&a)))
+        return rc;
+    if (hs_patch_sites(&po.sites, site, &a.m.cfg, &a.ps) || hs_patch_check(&a.m.cfg, &a.ps, &po))
+        return causal_usage(&a);
+    if ((rc = causal_start(&a, argc, argv)))
+        return rc;
+    phase_bars bars;
+    hs_study_io io = cli_study_io(&bars, 1);
+    io.allow_nonfinite = a.allow_nonfinite;
+    hs_patch_result r;
+    double t0 = now_seconds();
+    rc = hs_patch_study(&r, &a.m, &a.ps, po, a.run.ix, a.run.run_id, &io);
+    double secs = now_seconds() - t0;
+    cli_run run = a.run;
+    int status = causal_end(&a, rc);
+    a.run = run;
+    if (!status)
+        print_patch(&a, &r, secs);
+    hs_patch_result_free(&r);
+    return status;
+}
+
+static int cmd_path_patch(int argc, char **argv)
+{
+    causal a = { .cmd = "path-patch" };
+    const char *senders = NULL, *receivers = NULL;
+    hs_path_opts po = { 0 };
+    opt o[] = {
+        CAUSAL_OPTS(a),
+        { "--senders", OPT_STR, &senders, 0, "L.H,..|all", "sender heads, each patched on its own", 0 },
+        { "--receivers", OPT_STR, &receivers, 0, "L.H:q|k|v,..", "receivers' inputs, patched together (default: the logits)", 0 },
+        OPT_BATCH_AS(&po.batch, "prompts per forward (default 64)"),
+        OPT_THREADS(&a.threads),
+        OPT_JSON(&a.json),
+        OPT_ALLOW_NONFINITE(&a.allow_nonfinite),
+    };
+    int rc = opts_parse("path-patch", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if ((rc = causal_load(&a)))
+        return rc;
+    int *sender = NULL;
+    hs_receiver *recv = NULL;
+    if (hs_path_parse(&sender, &po.n_senders, &recv, &po.n_recv, senders, receivers, &a.m.cfg))
+        return causal_usage(&a);
+    po.sender = sender, po.recv = recv;
+    if ((rc = causal_start(&a, argc, argv))) {
+        free(sender), free(recv);
+        return rc;
+    }
+    phase_bars bars;
+    hs_study_io io = cli_study_io(&bars, 1);
+    io.allow_nonfinite = a.allow_nonfinite;
+    hs_head_table t;
+    double t0 = now_seconds();
+    rc = hs_path_patch_study(&t, &a.m, &a.ps, po, a.run.ix, a.run.run_id, &io);
+    double secs = now_seconds() - t0;
+    cli_run run = a.run;
+    int status = causal_end(&a, rc);
+    if (!status && a.json) {
+        printf("{\"run_id\":%lld,\"seconds\":", run.run_id), json_fixed(stdout, secs, 3);
+        print_heads(&t, 1);
+        printf("}\n");
+    } else if (!status) {
+        printf("run %lld: path patching of %d sender(s) recorded in %s (%.1f s)\n", run.run_id,
+               po.n_senders, a.db, secs);
+        print_heads(&t, 0);
+    }
+    hs_head_table_free(&t);
+    free(sender), free(recv);
+    return status;
+}
+
+HS_COMMAND(cmd_patch_record) = {
+    .name = "patch",
+    .order = 155,
+    .summary = "Activation patching of every head and (layer, position) on prompt pairs.",
+    .usage = "headscope patch --model DIR --prompts FILE --db FILE [options]",
+    .details = "LD = logit[answer] - logit[wrong] at the last position. Denoising (default):\n"
+        "the corrupt run with one activation from the clean run -- a head's z or pattern at\n"
+        "every position, or resid_pre/attn_out/mlp_out of one layer at one position:\n"
+        "  patch_<site> = (mean LD_patched - mean LD_corrupt) / (mean LD_clean - mean LD_corrupt)\n"
+        "--noising: the clean run with one activation from the corrupt run:\n"
+        "  patch_<site> = (mean LD_patched - mean LD_clean) / (mean LD_corrupt - mean LD_clean)\n"
+        "(the negative of ARENA's noising metric). Either way 0 = no effect, 1 = the whole\n"
+        "change; stderr = sd of the per-prompt LD_patched - LD_base / sqrt(n) / |mean LD_clean -\n"
+        "mean LD_corrupt|. Rows: head_metrics patch_z, patch_pattern (n = prompts),\n"
+        "logit_diff_clean and logit_diff_corrupt (layer = head = -1); position_metrics\n"
+        "patch_resid_pre, patch_attn_out, patch_mlp_out at positions 0..T-1, which need\n"
+        "prompts of one length. Equal mean clean and corrupt LD (0/0) fails the run.\n\n"
+        "example: headscope patch --model runs/tiny --prompts ioi.jsonl --db runs.db --site z\n",
+    .run = cmd_patch,
+};
+
+HS_COMMAND(cmd_path_patch_record) = {
+    .name = "path-patch",
+    .order = 156,
+    .summary = "Path patching (Wang et al.) from sender heads to receivers' q/k/v or the logits.",
+    .usage = "headscope path-patch --model DIR --prompts FILE --db FILE --senders L.H,..|all "
+        "[--receivers L.H:q|k|v,..]",
+    .details = "Per sender: (1) the clean prompt with the sender's z from the corrupt run and every\n"
+        "other head's z frozen to the clean run (MLPs recomputed), recording the receivers'\n"
+        "per-head q/k/v (after RoPE; k and v of a grouped-key model: the receiver's key/value\n"
+        "head); (2) the clean prompt with those patched in. Without --receivers LD comes from\n"
+        "run (1) (the path to the logits).\n"
+        "  path_patch = (mean LD_pp - mean LD_clean) / (mean LD_corrupt - mean LD_clean)\n"
+        "with stderr as patch's. Rows in head_metrics at each sender head.\n\n"
+        "example: headscope path-patch --model runs/tiny --prompts ioi.jsonl --db runs.db \\\n"
+        "           --senders all --receivers 3.0:q,3.1:q\n",
+    .run = cmd_path_patch,
+};

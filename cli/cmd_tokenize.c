@@ -1,0 +1,92 @@
+/* tokenize: text to ids and token strings through a tokenizer (SPEC §9). */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tokenizer.h"
+
+/* {"ids": [...], "tokens": [...]} through cJSON, or one line per token:
+ * the id, a tab, the token's display string as a JSON string */
+static int print_tokens(const hs_tokenizer *tok, const int32_t *ids, size_t n, int json)
+{
+    cJSON *root = json ? cJSON_CreateObject() : NULL;
+    cJSON *jid = json ? cJSON_AddArrayToObject(root, "ids") : NULL;
+    cJSON *jtok = json ? cJSON_AddArrayToObject(root, "tokens") : NULL;
+    if (json && (!root || !jid || !jtok)) {
+        cJSON_Delete(root);
+        return hs_fail(HS_ENOMEM, "tokenize: JSON output");
+    }
+    char text[512];
+    for (size_t i = 0; i < n; i++) {
+        if (hs_tokenizer_token_text(tok, ids[i], text, sizeof text)) {
+            cJSON_Delete(root);
+            return HS_EINVAL;
+        }
+        if (!json) {
+            printf("%d\t", (int)ids[i]);
+            json_string(stdout, text);
+            printf("\n");
+        } else if (!cJSON_AddItemToArray(jid, cJSON_CreateNumber(ids[i])) ||
+                   !cJSON_AddItemToArray(jtok, cJSON_CreateString(text))) {
+            cJSON_Delete(root);
+            return hs_fail(HS_ENOMEM, "tokenize: JSON output");
+        }
+    }
+    if (json) {
+        char *s = cJSON_PrintUnformatted(root);
+        cJSON_Delete(root);
+        if (!s)
+            return hs_fail(HS_ENOMEM, "tokenize: JSON output");
+        printf("%s\n", s);
+        free(s);
+    }
+    return HS_OK;
+}
+
+static int cmd_tokenize(int argc, char **argv)
+{
+    const char *path = NULL, *text = NULL, *in = NULL;
+    int no_special = 0, json = 0;
+    opt o[] = {
+        { "--tokenizer", OPT_STR, &path, 0, "PATH", "tokenizer.json, or a directory with it or with vocab.json + merges.txt", 0 },
+        { "--text", OPT_STR, &text, 0, "S", "the text to encode", 0 },
+        { "--in", OPT_STR, &in, 0, "FILE", "encode this file's text (UTF-8) as one document", 0 },
+        { "--no-special", OPT_FLAG, &no_special, 0, NULL, "leave out the post-processor's special tokens (HF add_special_tokens=False)", 0 },
+        OPT_JSON(&json),
+    };
+    int rc = opts_parse("tokenize", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!path)
+        return usage_error("tokenize", "--tokenizer PATH is required");
+    if (!text == !in)
+        return usage_error("tokenize", "give one of --text S and --in FILE");
+    hs_tokenizer *tok;
+    if (hs_tokenizer_open(&tok, path))
+        return run_error("tokenize");
+    int32_t *ids = NULL;
+    size_t n = 0;
+    rc = in ? hs_tokenizer_encode_file(tok, in, !no_special, &ids, &n)
+            : hs_tokenizer_encode(tok, text, strlen(text), !no_special, &ids, &n);
+    if (!rc)
+        rc = print_tokens(tok, ids, n, json);
+    free(ids);
+    hs_tokenizer_free(tok);
+    return rc ? run_error("tokenize") : 0;
+}
+
+HS_COMMAND(cmd_tokenize_record) = {
+    .name = "tokenize",
+    .order = 35,
+    .summary = "Encode text with a Hugging Face tokenizer.json or GPT-2 vocab.json + merges.txt.",
+    .usage = "headscope tokenize --tokenizer PATH (--text S | --in FILE) [--no-special] [--json]",
+    .details = "Prints one line per token: its id, a tab and its text as a JSON string (a\n"
+        "token's own text: its leading space kept, bytes that are not whole UTF-8\n"
+        "characters shown as <0xAB>). The ids equal Hugging Face's tokenizer(text);\n"
+        "--no-special equals add_special_tokens=False. --json prints\n"
+        "{\"ids\": [...], \"tokens\": [...]}.\n\n"
+        "example: headscope tokenize --tokenizer models/llama3 --text \"Hello world\"\n",
+    .run = cmd_tokenize,
+};

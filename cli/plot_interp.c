@@ -1,0 +1,502 @@
+/* The causal figures of plot and report (SPEC §11): activation patching as a
+ * layer x position heatmap with the prompt's tokens, direct logit
+ * attribution as sorted bars, the logit lens curve, composition matrices
+ * beside their control. Data goes to files in a temporary directory; the
+ * scripts in scripts/ draw them (labels are data, never commands). */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "plot.h"
+#include "prompts.h"
+#include "tokenizer.h"
+
+enum { LABEL_CAP = 48 };
+
+/* Removes the data files of a figure and its directory. */
+static void remove_dir(const char *dir)
+{
+    static const char *const files[] = { "cells.txt", "absent.txt", "labels.txt", "dla.txt",
+                                         "lens.txt",  "comp.txt",   "control.txt" };
+    char p[1200];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+static int write_fail(FILE *f, const char *path, int rc)
+{
+    if (f && fclose(f) && !rc)
+        rc = hs_fail(HS_EIO, "%s: write failed", path);
+    return rc;
+}
+
+/* ---- token labels ------------------------------------------------------------------ */
+
+/* A token's text as one tab-free line: control bytes shown as \n, \t, \r or
+ * \xAB; a space as it is. */
+static void label_text(char *out, size_t n, const char *s)
+{
+    size_t k = 0;
+    for (; *s && k + 5 < n; s++) {
+        const unsigned char c = (unsigned char)*s;
+        if (c == '\n' || c == '\t' || c == '\r')
+            k += (size_t)snprintf(out + k, n - k, "\\%c", c == '\n' ? 'n' : c == '\t' ? 't' : 'r');
+        else if (c < 0x20 || c == 0x7f)
+            k += (size_t)snprintf(out + k, n - k, "\\x%02x", c);
+        else
+            out[k++] = (char)c;
+    }
+    out[k] = 0;
+}
+
+/* The value of option `name` in a command line recorded as a JSON array
+ * (--name VALUE or --name=VALUE), into out; "" when absent. */
+static void args_option(const char *args, const char *name, char *out, size_t n)
+{
+    cJSON *a = args ? cJSON_Parse(args) : NULL;
+    const cJSON *w;
+    int next = 0;
+    const size_t len = strlen(name);
+    *out = 0;
+    cJSON_ArrayForEach(w, a) {
+        const char *v = cJSON_IsString(w) ? w->valuestring : "";
+        if (next)
+            snprintf(out, n, "%s", v);
+        next = !strcmp(v, name);
+        if (!strncmp(v, name, len) && v[len] == '=')
+            snprintf(out, n, "%s", v + len + 1);
+    }
+    cJSON_Delete(a);
+}
+
+/* The run's prompts file, model directory and tokenizer (each "" when not
+ * known). */
+static void run_sources(hs_index *ix, int64_t run, char *prompts, char *model, char *tok,
+                        size_t n)
+{
+    hs_run_list l = { 0 };
+    *prompts = *model = *tok = 0;
+    if (hs_index_runs(ix, NULL, NULL, &l))
+        return;
+    for (int i = 0; i < l.n; i++) {
+        const hs_run_record *r = &l.runs[i];
+        if (r->run_id != run)
+            continue;
+        args_option(r->args, "--prompts", prompts, n);
+        if (!*prompts && r->data_path)
+            snprintf(prompts, n, "%s", r->data_path);
+        snprintf(model, n, "%s", r->model_path ? r->model_path : "");
+        args_option(r->args, "--tokenizer", tok, n);
+    }
+    hs_run_list_free(&l);
+    if (!*tok && *model && hs_tokenizer_present(model))
+        snprintf(tok, n, "%s", model);
+}
+
+/* lab[p] for positions 0 .. np-1 of a patching run: the tokens of its first
+ * clean prompt (in file order) of np tokens, as text when the run's
+ * tokenizer opens, else as ids (#17); the position number when the prompts
+ * cannot be read or none has that length. Returns 1 when tokens label it. */
+static int position_labels(hs_index *ix, int64_t run, int np, char (*lab)[LABEL_CAP])
+{
+    char prompts[1024], model[1024], tpath[1024];
+    for (int p = 0; p < np; p++)
+        snprintf(lab[p], LABEL_CAP, "%d", p);
+    run_sources(ix, run, prompts, model, tpath, sizeof prompts);
+    hs_tokenizer *tok = NULL;
+    if (*tpath && hs_tokenizer_open(&tok, tpath))
+        tok = NULL; /* ids, then */
+    hs_prompt_set ps = { 0 };
+    const int32_t *ids = NULL;
+    int line = INT_MAX;
+    if (*prompts && !hs_prompts_load(&ps, prompts, tok, INT_MAX, 0))
+        for (int g = 0; g < ps.n_group; g++)
+            if (ps.group[g].T == np && ps.group[g].n && ps.group[g].line[0] < line)
+                ids = ps.group[g].clean, line = ps.group[g].line[0];
+    for (int p = 0; ids && p < np; p++) {
+        char text[LABEL_CAP];
+        if (tok && !hs_tokenizer_token_text(tok, ids[p], text, sizeof text))
+            label_text(lab[p], LABEL_CAP, text);
+        else
+            snprintf(lab[p], LABEL_CAP, "#%d", (int)ids[p]);
+    }
+    hs_prompt_set_free(&ps);
+    hs_tokenizer_free(tok);
+    return ids != NULL;
+}
+
+/* ---- patching heatmap ----------------------------------------------------------------- */
+
+/* cells.txt, absent.txt and labels.txt of a position grid; *absent: cells
+ * without a row. */
+static int write_patch(const char *dir, const hs_position_grid *g, char (*lab)[LABEL_CAP],
+                       int *absent, double *hi)
+{
+    char pc[1200], pa[1200], pl[1200];
+    snprintf(pc, sizeof pc, "%s/cells.txt", dir);
+    snprintf(pa, sizeof pa, "%s/absent.txt", dir);
+    snprintf(pl, sizeof pl, "%s/labels.txt", dir);
+    FILE *c = fopen(pc, "w"), *a = fopen(pa, "w"), *l = fopen(pl, "w");
+    int rc = c && a && l ? HS_OK : hs_fail(HS_EIO, "%s: cannot write", dir);
+    *absent = 0, *hi = 1;
+    for (int i = 0; !rc && i < g->n_layer * g->n_pos; i++) {
+        const int layer = i / g->n_pos, pos = i % g->n_pos;
+        if (g->present[i] && isfinite(g->cell[i].value)) {
+            fprintf(c, "%d\t%d\t%.9g\n", layer, pos, g->cell[i].value);
+            *hi = fmax(*hi, fabs(g->cell[i].value));
+        } else {
+            fprintf(a, "%d\t%d\n", layer, pos), ++*absent;
+        }
+    }
+    for (int p = 0; !rc && p < g->n_pos; p++)
+        fprintf(l, "%d\t%s\n", p, lab[p]);
+    rc = write_fail(c, pc, rc);
+    rc = write_fail(a, pa, rc);
+    return write_fail(l, pl, rc);
+}
+
+int plot_patch(hs_index *ix, const char *db, const char *metric, long long run_id,
+               const char *out)
+{
+    if (!metric)
+        metric = "patch_resid_pre";
+    int64_t run = run_id;
+    hs_position_grid g = { 0 };
+    char dir[600] = "", assign[8192], title[400], qtitle[3300], qlab[1700], cblab[300];
+    char qx[600];
+    int rc = run ? HS_OK : hs_index_latest_with_position_metric(ix, metric, &run);
+    if (!rc)
+        rc = hs_index_position_grid(ix, run, metric, &g);
+    if (!rc && !g.count)
+        rc = hs_fail(HS_EINVAL, "%s: no position metric \"%s\"%s (run `headscope patch` "
+                     "first)", db, metric, run_id ? " in that run" : "");
+    char(*lab)[LABEL_CAP] = rc ? NULL : calloc((size_t)g.n_pos, LABEL_CAP);
+    if (!rc && !lab)
+        rc = hs_fail(HS_ENOMEM, "plot: out of memory");
+    int absent = 0, tokens = 0;
+    double hi = 1;
+    if (!rc) {
+        tokens = position_labels(ix, run, g.n_pos, lab);
+        rc = plot_tmpdir(dir, sizeof dir);
+    }
+    if (!rc)
+        rc = write_patch(dir, &g, lab, &absent, &hi);
+    hi = ceil(hi * 10 - 1e-9) / 10;
+    snprintf(title, sizeof title, "%s, run %lld: (LD patched − LD corrupt) / (LD clean − LD "
+             "corrupt) (%s)", metric, (long long)run, db);
+    snprintf(cblab, sizeof cblab, "restored fraction, scale −%.2g .. +%.2g, white at 0", hi, hi);
+    plot_quote(qtitle, sizeof qtitle, title);
+    plot_quote(qlab, sizeof qlab, cblab);
+    plot_quote(qx, sizeof qx, tokens ? "position: token of the first clean prompt of this length"
+                                     : "position (the run's prompts could not be read)");
+    snprintf(assign, sizeof assign, "datafile='%s/cells.txt'; labelfile='%s/labels.txt'; "
+             "plottitle=%s; cblab=%s; xlab=%s; nl=%d; np=%d; hi=%.9g%s%s%s", dir, dir, qtitle,
+             qlab, qx,
+             g.n_layer, g.n_pos, hi, absent ? "; absentfile='" : "", absent ? dir : "",
+             absent ? "/absent.txt'" : "");
+    if (!rc)
+        rc = plot_gnuplot("plot_patch.gp", assign, out);
+    free(lab);
+    hs_position_grid_free(&g);
+    if (*dir)
+        remove_dir(dir);
+    return rc;
+}
+
+/* ---- DLA bars ---------------------------------------------------------------------- */
+
+typedef struct {
+    char label[40];
+    hs_metric_value v;
+    int kind; /* 0 head, 1 MLP, 2 model-wide */
+} dla_bar;
+
+static int by_value_desc(const void *a, const void *b)
+{
+    const double x = ((const dla_bar *)a)->v.value, y = ((const dla_bar *)b)->v.value;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int by_magnitude_desc(const void *a, const void *b)
+{
+    const double x = fabs(((const dla_bar *)a)->v.value), y = fabs(((const dla_bar *)b)->v.value);
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static const char *const DLA_WIDE[][2] = {
+    { "dla_embed", "embed" },           { "dla_pos_embed", "pos_embed" },
+    { "dla_attn_bias", "attn biases" }, { "dla_final_norm_bias", "final norm bias" },
+    { "dla_lm_head_bias", "unembedding bias" },
+};
+
+/* Every part of a dla run as bars (malloc'd). */
+static int dla_bars(hs_index *ix, int64_t run, dla_bar **out, int *n)
+{
+    hs_metric_grid g = { 0 };
+    hs_metric_series s = { 0 };
+    int rc = hs_index_metric_grid(ix, run, "dla", &g);
+    if (!rc)
+        rc = hs_index_layer_series(ix, run, "dla", &s);
+    const int cap = g.count + s.n + 5;
+    dla_bar *b = rc ? NULL : calloc((size_t)cap, sizeof *b);
+    if (!rc && !b)
+        rc = hs_fail(HS_ENOMEM, "plot: out of memory");
+    int k = 0;
+    for (int c = 0; !rc && c < g.n_layer * g.n_head; c++)
+        if (g.present[c]) {
+            snprintf(b[k].label, sizeof b[k].label, "L%dH%d", c / g.n_head, c % g.n_head);
+            b[k++].v = g.cell[c];
+        }
+    for (int i = 0; !rc && i < s.n; i++) {
+        snprintf(b[k].label, sizeof b[k].label, "MLP %lld", s.key[i]);
+        b[k].kind = 1, b[k++].v = s.v[i];
+    }
+    for (size_t i = 0; !rc && i < sizeof DLA_WIDE / sizeof DLA_WIDE[0]; i++) {
+        int found = 0;
+        rc = hs_index_metric_get(ix, run, -1, -1, DLA_WIDE[i][0], &b[k].v, &found);
+        if (!rc && found) {
+            snprintf(b[k].label, sizeof b[k].label, "%s", DLA_WIDE[i][1]);
+            b[k++].kind = 2;
+        }
+    }
+    hs_metric_grid_free(&g);
+    hs_metric_series_free(&s);
+    if (rc) {
+        free(b);
+        return rc;
+    }
+    *out = b, *n = k;
+    return HS_OK;
+}
+
+enum { DLA_MAX_BARS = 40 };
+
+int plot_dla(hs_index *ix, const char *db, long long run_id, const char *out)
+{
+    int64_t run = run_id;
+    dla_bar *b = NULL;
+    int n = 0;
+    hs_metric_value ld = { NAN, NAN, 0 };
+    int found = 0;
+    char dir[600] = "", p[1200], assign[8192], title[400], qtitle[3300];
+    int rc = run ? HS_OK : hs_index_latest_with_metric(ix, "dla", &run);
+    if (!rc)
+        rc = dla_bars(ix, run, &b, &n);
+    if (!rc && !n)
+        rc = hs_fail(HS_EINVAL, "%s: no metric \"dla\"%s (run `headscope dla` first)", db,
+                     run_id ? " in that run" : "");
+    if (!rc)
+        rc = hs_index_metric_get(ix, run, -1, -1, "logit_diff_clean", &ld, &found);
+    const int shown = n > DLA_MAX_BARS ? DLA_MAX_BARS : n;
+    if (!rc) {
+        qsort(b, (size_t)n, sizeof *b, by_magnitude_desc); /* keep the largest parts */
+        qsort(b, (size_t)shown, sizeof *b, by_value_desc);
+        rc = plot_tmpdir(dir, sizeof dir);
+    }
+    snprintf(p, sizeof p, "%s/dla.txt", dir);
+    FILE *f = rc ? NULL : fopen(p, "w");
+    if (!rc && !f)
+        rc = hs_fail(HS_EIO, "%s: cannot write", p);
+    for (int i = 0; f && i < shown; i++)
+        fprintf(f, "%d\t%s\t%.9g\t%.9g\t%d\n", i, b[i].label, b[i].v.value,
+                isfinite(b[i].v.stderr_value) ? b[i].v.stderr_value : 0, b[i].kind);
+    rc = write_fail(f, p, rc);
+    snprintf(title, sizeof title, "direct logit attribution, run %lld: %s%d parts over %lld "
+             "prompts (%s)", (long long)run, shown < n ? "the largest " : "", shown,
+             (long long)ld.n, db);
+    plot_quote(qtitle, sizeof qtitle, title);
+    snprintf(assign, sizeof assign, "datafile='%s'; plottitle=%s; n=%d; ld=%.9g", p, qtitle,
+             shown, ld.value);
+    if (!rc)
+        rc = plot_gnuplot("plot_dla.gp", assign, out);
+    free(b);
+    if (*dir)
+        remove_dir(dir);
+    return rc;
+}
+
+/* ---- logit lens ---------------------------------------------------------------------- */
+
+int plot_lens(hs_index *ix, const char *db, long long run_id, const char *out)
+{
+    int64_t run = run_id;
+    hs_metric_series loss = { 0 }, ld = { 0 };
+    char dir[600] = "", p[1200], assign[8192], title[400], qtitle[3300];
+    int rc = run ? HS_OK : hs_index_latest_with_metric(ix, "logit_lens_loss", &run);
+    if (!rc)
+        rc = hs_index_layer_series(ix, run, "logit_lens_loss", &loss);
+    if (!rc)
+        rc = hs_index_layer_series(ix, run, "logit_lens_logit_diff", &ld);
+    if (!rc && loss.n < 2)
+        rc = hs_fail(HS_EINVAL, "%s: no logit lens%s (run `headscope logit-lens` first)", db,
+                     run_id ? " in that run" : "");
+    if (!rc)
+        rc = plot_tmpdir(dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/lens.txt", dir);
+    FILE *f = rc ? NULL : fopen(p, "w");
+    if (!rc && !f)
+        rc = hs_fail(HS_EIO, "%s: cannot write", p);
+    const int withld = ld.n == loss.n;
+    for (int i = 0; f && i < loss.n; i++)
+        fprintf(f, "%lld %.9g %.9g %.9g %.9g\n", loss.key[i], loss.v[i].value,
+                loss.v[i].stderr_value, withld ? ld.v[i].value : NAN,
+                withld ? ld.v[i].stderr_value : NAN);
+    rc = write_fail(f, p, rc);
+    snprintf(title, sizeof title, "logit lens, run %lld: %lld %s (%s)", (long long)run,
+             loss.n ? loss.v[0].n : 0, withld ? "prompts" : "sequences", db);
+    plot_quote(qtitle, sizeof qtitle, title);
+    snprintf(assign, sizeof assign, "datafile='%s'; plottitle=%s; nl=%d; withld=%d; ylab='%s'",
+             p, qtitle, loss.n, withld,
+             withld ? "loss of the answer, −log p (nats)" : "next-token loss (nats)");
+    if (!rc)
+        rc = plot_gnuplot("plot_lens.gp", assign, out);
+    hs_metric_series_free(&loss);
+    hs_metric_series_free(&ld);
+    if (*dir)
+        remove_dir(dir);
+    return rc;
+}
+
+/* ---- composition ---------------------------------------------------------------------- */
+
+/* Heads numbered layer by layer from the pairs' own layers and heads:
+ * first[l] = index of head 0 of layer l (first[L] = the count). */
+static int head_numbering(const hs_pair_list *a, const hs_pair_list *b, int **first, int *nl)
+{
+    int L = 0;
+    const hs_pair_list *ls[2] = { a, b };
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < ls[k]->n; i++)
+            L = ls[k]->p[i].layer_b + 1 > L ? ls[k]->p[i].layer_b + 1 : L;
+    int *heads = calloc((size_t)L + 1, sizeof(int)), *f = calloc((size_t)L + 1, sizeof(int));
+    if (!heads || !f) {
+        free(heads), free(f);
+        return hs_fail(HS_ENOMEM, "plot: out of memory");
+    }
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < ls[k]->n; i++) {
+            const hs_pair_value *v = &ls[k]->p[i];
+            if (v->layer_a < 0 || v->head_a < 0 || v->head_b < 0 || v->head_a >= 65536 ||
+                v->head_b >= 65536 || v->layer_a >= v->layer_b) {
+                free(heads), free(f);
+                return hs_fail(HS_EFORMAT, "composition row L%dH%d -> L%dH%d: not an earlier "
+                               "head into a later one", v->layer_a, v->head_a, v->layer_b,
+                               v->head_b);
+            }
+            heads[v->layer_a] = v->head_a + 1 > heads[v->layer_a] ? v->head_a + 1 : heads[v->layer_a];
+            heads[v->layer_b] = v->head_b + 1 > heads[v->layer_b] ? v->head_b + 1 : heads[v->layer_b];
+        }
+    for (int l = 0; l < L; l++)
+        f[l + 1] = f[l] + heads[l];
+    free(heads);
+    *first = f, *nl = L;
+    return HS_OK;
+}
+
+static int write_pairs(const char *path, const hs_pair_list *l, const int *first, double *mean)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return hs_fail(HS_EIO, "%s: cannot write", path);
+    double s = 0;
+    int n = 0;
+    for (int i = 0; i < l->n; i++) {
+        const hs_pair_value *v = &l->p[i];
+        fprintf(f, "%d %d %.9g\n", first[v->layer_a] + v->head_a, first[v->layer_b] + v->head_b,
+                v->value);
+        if (isfinite(v->value))
+            s += v->value, n++;
+    }
+    *mean = n ? s / n : NAN;
+    return write_fail(f, path, HS_OK);
+}
+
+static int write_head_labels(const char *path, const int *first, int nl)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return hs_fail(HS_EIO, "%s: cannot write", path);
+    for (int l = 0; l < nl; l++)
+        for (int h = 0; h < first[l + 1] - first[l]; h++)
+            fprintf(f, "%d L%dH%d\n", first[l] + h, l, h);
+    return write_fail(f, path, HS_OK);
+}
+
+int plot_composition(hs_index *ix, const char *db, const char *metric, long long run_id,
+                     const char *out)
+{
+    if (!metric)
+        metric = "q_composition";
+    int64_t run = run_id;
+    hs_pair_list m = { 0 }, c = { 0 };
+    int *first = NULL, nl = 0;
+    double mean = NAN, cmean = NAN;
+    char dir[600] = "", p[3][1200], cm[160], assign[8192], title[400], qtitle[3300];
+    char ct[160], qct[1000];
+    snprintf(cm, sizeof cm, "%s_control", metric);
+    int rc = run ? HS_OK : hs_index_latest_with_pair_metric(ix, metric, &run);
+    if (!rc)
+        rc = hs_index_pair_metrics(ix, run, metric, &m);
+    if (!rc)
+        rc = hs_index_pair_metrics(ix, run, cm, &c);
+    if (!rc && !m.n)
+        rc = hs_fail(HS_EINVAL, "%s: no head-pair metric \"%s\"%s (run `headscope composition` "
+                     "first)", db, metric, run_id ? " in that run" : "");
+    if (!rc)
+        rc = head_numbering(&m, &c, &first, &nl);
+    if (!rc)
+        rc = plot_tmpdir(dir, sizeof dir);
+    const char *names[3] = { "comp.txt", "control.txt", "labels.txt" };
+    for (int i = 0; i < 3; i++)
+        snprintf(p[i], sizeof p[i], "%s/%s", dir, names[i]);
+    if (!rc)
+        rc = write_pairs(p[0], &m, first, &mean);
+    if (!rc && c.n)
+        rc = write_pairs(p[1], &c, first, &cmean);
+    if (!rc)
+        rc = write_head_labels(p[2], first, nl);
+    snprintf(title, sizeof title, "%s, run %lld: mean %.3f over %d pairs%s (%s)", metric,
+             (long long)run, mean, m.n, c.n ? ", beside the random-init control" : "", db);
+    snprintf(ct, sizeof ct, "random-init control: mean %.3f", cmean);
+    plot_quote(qtitle, sizeof qtitle, title);
+    plot_quote(qct, sizeof qct, ct);
+    snprintf(assign, sizeof assign, "datafile='%s'; labelfile='%s'; plottitle=%s; n=%d%s%s%s; "
+             "ctitle=%s", p[0], p[2], qtitle, nl ? first[nl] : 0, c.n ? "; controlfile='" : "",
+             c.n ? p[1] : "", c.n ? "'" : "", qct);
+    if (!rc)
+        rc = plot_gnuplot("plot_composition.gp", assign, out);
+    free(first);
+    hs_pair_list_free(&m);
+    hs_pair_list_free(&c);
+    if (*dir)
+        remove_dir(dir);
+    return rc;
+}
+
+/* ---- dispatch ---------------------------------------------------------------------------- */
+
+int plot_interp_kind(const char *kind)
+{
+    return !strcmp(kind, "patch") || !strcmp(kind, "dla") || !strcmp(kind, "lens") ||
+           !strcmp(kind, "composition");
+}
+
+int plot_interp(hs_index *ix, const char *db, const char *kind, const char *metric,
+                long long run_id, const char *out)
+{
+    if (!strcmp(kind, "patch"))
+        return plot_patch(ix, db, metric, run_id, out);
+    if (!strcmp(kind, "dla"))
+        return plot_dla(ix, db, run_id, out);
+    if (!strcmp(kind, "lens"))
+        return plot_lens(ix, db, run_id, out);
+    return plot_composition(ix, db, metric, run_id, out);
+}

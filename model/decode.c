@@ -1,0 +1,411 @@
+/* Incremental decoding over the compact per-layer KV cache (decode.h). */
+#include "decode.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "layers.h"
+#include "linalg.h"
+
+/* The widest layer: scratch for q, z (H dh) and k, v (G dh) serves every layer. */
+static hs_attn_config widest(const hs_model_config *c)
+{
+    hs_attn_config ac = hs_config_attn(c, 0);
+    for (int l = 1; l < c->n_layer; l++)
+        if (c->n_head[l] > ac.n_heads)
+            ac.n_heads = c->n_head[l];
+    ac.n_kv_heads = ac.n_heads;
+    ac.head_dim = c->head_dim;
+    return ac;
+}
+
+static void free_scratch(hs_decoder *dec)
+{
+    hs_attn_acts_free(&dec->acts);
+    hs_real **bufs[] = { &dec->x,    &dec->nrm,   &dec->mean, &dec->rstd,
+                         &dec->attn_out, &dec->r1, &dec->n2,  &dec->h_pre,
+                         &dec->h_up, &dec->h_act, &dec->mlp_out };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        free(*bufs[i]);
+        *bufs[i] = NULL;
+    }
+    dec->rows = 0;
+}
+
+/* Scratch for n tokens per feed (kept when it already fits). */
+static int grow_scratch(hs_decoder *dec, int n)
+{
+    if (n <= dec->rows)
+        return HS_OK;
+    free_scratch(dec);
+    const hs_model_config *c = &dec->m->cfg;
+    const hs_attn_config ac = widest(c);
+    int rc = hs_attn_acts_alloc(&dec->acts, &ac, 1, n, n, n, 0);
+    if (rc)
+        return rc;
+    const size_t d = (size_t)c->d_model * n, r = (size_t)n, F = (size_t)(c->d_ff > 0 ? c->d_ff : 1) * n;
+    struct {
+        hs_real **p;
+        size_t n;
+    } b[] = { { &dec->x, d },     { &dec->nrm, d },   { &dec->mean, r },     { &dec->rstd, r },
+              { &dec->attn_out, d }, { &dec->r1, d }, { &dec->n2, d },       { &dec->h_pre, F },
+              { &dec->h_up, F },  { &dec->h_act, F }, { &dec->mlp_out, d } };
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
+        if (!(*b[i].p = hs_calloc(b[i].n, sizeof(hs_real), "decoder scratch"))) {
+            free_scratch(dec);
+            return HS_ENOMEM;
+        }
+    dec->rows = n;
+    return HS_OK;
+}
+
+int hs_decoder_init(hs_decoder *dec, const hs_model *m, int max_len)
+{
+    memset(dec, 0, sizeof *dec);
+    const hs_model_config *c = &m->cfg;
+    if (max_len < 1)
+        return hs_fail(HS_EINVAL, "decoder: length %d must be positive", max_len);
+    if (max_len > c->n_ctx)
+        return hs_fail(HS_EINVAL,
+                       "decoder: %d positions (prompt + new tokens) exceed the model's "
+                       "context of %d (n_ctx%s)",
+                       max_len, c->n_ctx,
+                       c->pos == HS_POS_LEARNED ? ": the learned position table"
+                                                : ", max_position_embeddings");
+    dec->m = m;
+    dec->max_len = max_len;
+    dec->layer = hs_calloc((size_t)c->n_layer, sizeof *dec->layer, "decoder layers");
+    dec->logits = hs_calloc((size_t)c->vocab_size, sizeof(hs_real), "decoder logits");
+    int rc = dec->layer && dec->logits ? HS_OK : HS_ENOMEM;
+    for (int l = 0; !rc && l < c->n_layer; l++) {
+        hs_layer_cache *lc = &dec->layer[l];
+        const hs_attn_config ac = hs_config_attn(c, l);
+        lc->kind = HS_LAYER_CACHE_KV;
+        lc->window = ac.window > 0 && ac.window < max_len ? ac.window : 0;
+        rc = hs_kv_cache_init(&lc->kv, 1, ac.n_kv_heads, hs_attn_head_dim(&ac),
+                              lc->window ? lc->window : max_len);
+    }
+    if (!rc)
+        rc = grow_scratch(dec, 1);
+    if (rc)
+        hs_decoder_free(dec);
+    return rc;
+}
+
+void hs_decoder_free(hs_decoder *dec)
+{
+    if (dec->layer && dec->m)
+        for (int l = 0; l < dec->m->cfg.n_layer; l++) {
+            hs_layer_cache *lc = &dec->layer[l];
+            hs_kv_cache_free(&lc->kv);
+            if (lc->other && lc->other_free)
+                lc->other_free(lc->other);
+        }
+    free(dec->layer);
+    free(dec->logits);
+    free_scratch(dec);
+    memset(dec, 0, sizeof *dec);
+}
+
+void hs_decoder_reset(hs_decoder *dec)
+{
+    dec->pos = 0;
+    for (int l = 0; l < dec->m->cfg.n_layer; l++)
+        dec->layer[l].kv.len = 0;
+}
+
+size_t hs_decoder_cache_bytes(const hs_decoder *dec)
+{
+    size_t bytes = 0;
+    for (int l = 0; l < dec->m->cfg.n_layer; l++) {
+        const hs_layer_cache *lc = &dec->layer[l];
+        if (lc->kind == HS_LAYER_CACHE_OTHER)
+            bytes += lc->other_bytes;
+        else
+            bytes += 2 * (size_t)lc->kv.G * lc->kv.cap * lc->kv.dh * sizeof(hs_real);
+    }
+    return bytes;
+}
+
+/* Hugging Face rotate-half RoPE of rows (n, nh*dh) at positions pos0 + t,
+ * as the attention module rotates them (hs_rope_inv_freq gives pair i's
+ * frequency; dims from the rotary count on pass unchanged). */
+static void rope(hs_real *x, int n, int nh, int dh, int pos0, const hs_attn_config *c)
+{
+    const int half = hs_attn_rotary_dims(c) / 2;
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < half; i++) {
+            const double angle = (pos0 + t) * hs_rope_inv_freq(c, i);
+            const hs_real co = (hs_real)cos(angle), si = (hs_real)sin(angle);
+            for (int h = 0; h < nh; h++) {
+                hs_real *r = x + ((size_t)t * nh + h) * dh;
+                const hs_real x1 = r[i], x2 = r[i + half];
+                r[i] = x1 * co - x2 * si;
+                r[i + half] = x2 * co + x1 * si;
+            }
+        }
+}
+
+/* Attention of n new rows `in` over a ring of the last W positions: the
+ * projections of all n rows at once, then each query in turn writes its
+ * key and value over the slot of position p - W and attends over the ring
+ * (every key there is inside its window). Leaves z in dec->acts. */
+static int ring_attention(hs_decoder *dec, hs_layer_cache *lc, const hs_attn_weights *w,
+                          const hs_attn_config *ac, const hs_real *in, int n)
+{
+    hs_attn_acts *a = &dec->acts;
+    hs_kv_cache *kv = &lc->kv;
+    const int d = ac->d_model, H = ac->n_heads, G = ac->n_kv_heads, dh = hs_attn_head_dim(ac);
+    const int HD = H * dh, GD = G * dh, W = lc->window;
+    hs_linear_forward(a->q, in, w->w_q, w->b_q, (size_t)n, d, HD);
+    hs_linear_forward(a->k, in, w->w_k, w->b_k, (size_t)n, d, GD);
+    hs_linear_forward(a->v, in, w->w_v, w->b_v, (size_t)n, d, GD);
+    if (ac->rope_theta > 0) {
+        rope(a->q, n, H, dh, dec->pos, ac);
+        rope(a->k, n, G, dh, dec->pos, ac);
+    }
+    const hs_attn_mask causal = { 1, NULL };
+    for (int t = 0; t < n; t++) {
+        const int p = dec->pos + t, slot = p % W, S = p + 1 < W ? p + 1 : W;
+        for (int j = 0; j < G; j++) {
+            const size_t dst = ((size_t)j * kv->cap + slot) * dh, src = (size_t)t * GD + (size_t)j * dh;
+            memcpy(kv->k + dst, a->k + src, sizeof(hs_real) * dh);
+            memcpy(kv->v + dst, a->v + src, sizeof(hs_real) * dh);
+        }
+        kv->len = S;
+        const hs_kv_view view = { kv->k, kv->v, (size_t)G * kv->cap * dh, (size_t)kv->cap * dh,
+                                  (size_t)dh, S };
+        int rc = hs_attn_heads_forward(a->z + (size_t)t * HD, NULL, a->q + (size_t)t * HD, &view,
+                                       &causal, S - 1, 1, 1, H, G, dh, NULL);
+        if (rc)
+            return rc;
+    }
+    return HS_OK;
+}
+
+/* The attention of layer l for the n rows `in`, through the layer's cache,
+ * into dec->attn_out. The one place a layer's cache kind matters: another
+ * attention (MLA: HS_LAYER_CACHE_OTHER) adds its step here. */
+static int layer_attention(hs_decoder *dec, int l, const hs_real *in, int n)
+{
+    const hs_model *m = dec->m;
+    hs_layer_cache *lc = &dec->layer[l];
+    const hs_attn_weights *w = &m->w.layer[l].attn;
+    const hs_attn_config ac = hs_config_attn(&m->cfg, l);
+    hs_attn_acts *a = &dec->acts;
+    a->B = 1, a->L = n, a->S_new = n, a->S = n;
+    if (lc->kind != HS_LAYER_CACHE_KV)
+        return hs_fail(HS_EINVAL, "decoder: layer %d's attention has no decoding step", l);
+    int rc;
+    if (lc->window)
+        rc = ring_attention(dec, lc, w, &ac, in, n);
+    else {
+        const hs_attn_mask causal = { 1, NULL };
+        rc = hs_attn_forward_heads(a, w, &ac, in, NULL, &causal, &lc->kv);
+    }
+    if (!rc)
+        hs_attn_forward_output(dec->attn_out, a, w, &ac, NULL, 0);
+    return rc;
+}
+
+static void norm(hs_real *out, hs_real *mean, hs_real *rstd, const hs_real *inp, const hs_real *w,
+                 const hs_real *b, const hs_model_config *c, size_t N)
+{
+    if (c->norm == HS_NORM_LAYERNORM)
+        hs_layernorm_forward(out, mean, rstd, inp, w, b, N, c->d_model, c->norm_eps);
+    else
+        hs_rmsnorm_forward(out, rstd, inp, w, N, c->d_model, c->norm_eps);
+}
+
+static void mlp(hs_decoder *dec, const hs_layer_weights *lw, const hs_real *inp, size_t N)
+{
+    const hs_model_config *c = &dec->m->cfg;
+    const int d = c->d_model, F = c->d_ff;
+    if (c->mlp == HS_MLP_GELU) {
+        hs_linear_forward(dec->h_pre, inp, lw->fc_w, lw->fc_b, N, d, F);
+        if (c->gelu_exact)
+            hs_gelu_erf_forward(dec->h_act, dec->h_pre, N * F);
+        else
+            hs_gelu_forward(dec->h_act, dec->h_pre, N * F);
+        hs_linear_forward(dec->mlp_out, dec->h_act, lw->proj_w, lw->proj_b, N, F, d);
+    } else {
+        hs_linear_forward(dec->h_pre, inp, lw->gate_w, lw->gate_b, N, d, F);
+        hs_linear_forward(dec->h_up, inp, lw->up_w, lw->up_b, N, d, F);
+        hs_swiglu_forward(dec->h_act, dec->h_pre, dec->h_up, N * F);
+        hs_linear_forward(dec->mlp_out, dec->h_act, lw->down_w, lw->down_b, N, F, d);
+    }
+}
+
+/* One layer on the n rows of dec->x, in place: the same sequence of
+ * kernels as the full forward (transformer.c), pre or post norm, parallel
+ * residual or not. */
+static int layer_forward(hs_decoder *dec, int l, int n)
+{
+    const hs_model_config *c = &dec->m->cfg;
+    const hs_layer_weights *lw = &dec->m->w.layer[l];
+    const size_t N = (size_t)n, D = N * c->d_model;
+    const hs_real *attn_in = dec->x;
+    if (!c->post_norm) {
+        norm(dec->nrm, dec->mean, dec->rstd, dec->x, lw->ln1_w, lw->ln1_b, c, N);
+        attn_in = dec->nrm;
+    }
+    int rc = layer_attention(dec, l, attn_in, n);
+    if (rc)
+        return rc;
+    hs_add(dec->r1, dec->x, dec->attn_out, D);
+    hs_real *mid = dec->r1;
+    if (c->post_norm) {
+        norm(dec->nrm, dec->mean, dec->rstd, dec->r1, lw->ln1_w, lw->ln1_b, c, N);
+        mid = dec->nrm;
+    }
+    if (c->mlp == HS_MLP_NONE) {
+        memcpy(dec->x, mid, sizeof(hs_real) * D);
+        return HS_OK;
+    }
+    const hs_real *mlp_in = mid;
+    if (!c->post_norm) {
+        norm(dec->n2, dec->mean, dec->rstd, c->parallel_residual ? dec->x : mid, lw->ln2_w,
+             lw->ln2_b, c, N);
+        mlp_in = dec->n2;
+    }
+    mlp(dec, lw, mlp_in, N);
+    if (c->post_norm) {
+        hs_add(dec->r1, mid, dec->mlp_out, D);
+        norm(dec->x, dec->mean, dec->rstd, dec->r1, lw->ln2_w, lw->ln2_b, c, N);
+    } else
+        hs_add(dec->x, mid, dec->mlp_out, D);
+    return HS_OK;
+}
+
+int hs_decoder_feed(hs_decoder *dec, const int32_t *ids, int n)
+{
+    const hs_model *m = dec->m;
+    const hs_model_config *c = &m->cfg;
+    const int d = c->d_model;
+    if (n < 1 || dec->pos + n > dec->max_len)
+        return hs_fail(HS_EINVAL, "decoder: %d more positions after %d exceed its length %d", n,
+                       dec->pos, dec->max_len);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= c->vocab_size)
+            return hs_fail(HS_EINVAL, "decoder: token %d outside the vocabulary of %d", ids[i],
+                           c->vocab_size);
+    int rc = grow_scratch(dec, n);
+    if (rc)
+        return rc;
+    hs_embed_forward(dec->x, ids, m->w.wte, m->w.wpe ? m->w.wpe + (size_t)dec->pos * d : NULL, 1,
+                     n, d);
+    for (int l = 0; !rc && l < c->n_layer; l++)
+        rc = layer_forward(dec, l, n);
+    if (rc)
+        return rc;
+    /* logits of the last row only */
+    const hs_real *last = dec->x + (size_t)(n - 1) * d;
+    if (c->final_norm) {
+        norm(dec->nrm, dec->mean, dec->rstd, last, m->w.lnf_w, m->w.lnf_b, c, 1);
+        last = dec->nrm;
+    }
+    hs_linear_forward(dec->logits, last, m->w.lm_w, m->w.lm_b, 1, d, c->vocab_size);
+    dec->pos += n;
+    return HS_OK;
+}
+
+/* ---- sampling and the generation loop ---------------------------------- */
+
+typedef struct {
+    double v;
+    int32_t id;
+} scored;
+
+/* Descending by value, ties to the lower id. */
+static int by_value(const void *x, const void *y)
+{
+    const scored *a = x, *b = y;
+    if (a->v != b->v)
+        return a->v > b->v ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static int by_id(const void *x, const void *y)
+{
+    const scored *a = x, *b = y;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+int32_t hs_sample_token(const hs_real *logits, int V, const hs_sample_opts *o, hs_rng *rng)
+{
+    if (!(o->temperature > 0)) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < V; i++)
+            if (logits[i] > logits[best])
+                best = i;
+        return best;
+    }
+    scored *s = malloc(sizeof *s * (size_t)V);
+    if (!s) /* no memory for the sort: fall back to the greedy choice */
+        return hs_sample_token(logits, V, &(hs_sample_opts){ 0 }, rng);
+    for (int32_t i = 0; i < V; i++)
+        s[i] = (scored){ (double)logits[i] / o->temperature, i };
+    int k = o->top_k > 0 && o->top_k < V ? o->top_k : V;
+    qsort(s, (size_t)V, sizeof *s, by_value);
+    const double top = s[0].v;
+    qsort(s, (size_t)k, sizeof *s, by_id);
+    double sum = 0;
+    for (int i = 0; i < k; i++)
+        sum += s[i].v = exp(s[i].v - top);
+    const double u = hs_rng_uniform(rng) * sum;
+    double acc = 0;
+    int32_t pick = s[k - 1].id;
+    for (int i = 0; i < k; i++)
+        if ((acc += s[i].v) > u) {
+            pick = s[i].id;
+            break;
+        }
+    free(s);
+    return pick;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int hs_generate(int32_t *out, hs_generate_stats *st, const hs_model *m, const int32_t *prompt,
+                int n_prompt, int max_new, const hs_sample_opts *o)
+{
+    memset(st, 0, sizeof *st);
+    if (n_prompt < 1 || max_new < 0)
+        return hs_fail(HS_EINVAL, "a prompt of at least one token is needed");
+    if ((long)n_prompt + max_new > m->cfg.n_ctx)
+        return hs_fail(HS_EINVAL,
+                       "prompt (%d tokens) + --max-new %d = %ld exceeds the model's "
+                       "context of %d positions",
+                       n_prompt, max_new, (long)n_prompt + max_new, m->cfg.n_ctx);
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= m->cfg.vocab_size)
+            return hs_fail(HS_EINVAL, "prompt id %d (position %d) outside the "
+                                      "vocabulary of %d",
+                           prompt[i], i, m->cfg.vocab_size);
+    hs_decoder dec;
+    int rc = hs_decoder_init(&dec, m, n_prompt + max_new);
+    if (rc)
+        return rc;
+    hs_rng rng;
+    hs_rng_seed(&rng, o->seed);
+    memcpy(out, prompt, sizeof *out * (size_t)n_prompt);
+    const double t0 = now();
+    rc = max_new ? hs_decoder_feed(&dec, prompt, n_prompt) : HS_OK;
+    for (int i = 0; !rc && i < max_new; i++) {
+        out[n_prompt + i] = hs_sample_token(dec.logits, m->cfg.vocab_size, o, &rng);
+        if (i + 1 < max_new)
+            rc = hs_decoder_feed(&dec, &out[n_prompt + i], 1);
+    }
+    st->seconds = now() - t0;
+    st->tokens_per_s = st->seconds > 0 ? max_new / st->seconds : 0;
+    st->cache_bytes = hs_decoder_cache_bytes(&dec);
+    hs_decoder_free(&dec);
+    return rc;
+}

@@ -1,0 +1,108 @@
+/* Model-level incremental decoding with the compact KV cache (SPEC §10):
+ * a prompt is fed in one forward (prefill), then one token per step, each
+ * step costing one row through every layer plus attention over the cache.
+ *
+ * The cache of each layer holds the keys and values of its G key/value
+ * heads only (hs_kv_cache, never repeated per query head): 2 G dh values
+ * per position and layer. A layer attending in a sliding window of W keeps
+ * a ring of the last W positions (slot = position mod W), so its memory is
+ * O(W) however long the generation; keys are cached after RoPE, at their
+ * absolute positions, so the ring's order does not matter to the softmax.
+ *
+ * Plugging in another attention (MLA): hs_layer_cache.kind names what a
+ * layer's cache is; a multi-head latent attention layer sets kind =
+ * HS_LAYER_CACHE_OTHER, points `other` at its own cache (the normalised
+ * latent and the shared rope key per position, kv_lora_rank +
+ * qk_rope_head_dim values), `other_bytes` at its size and `other_free` at its
+ * release, and decode.c's layer_attention() dispatches to its absorbed-path
+ * step for that kind; everything around attention (norms, MLP, residuals,
+ * logits, sampling, hs_generate) is shared.
+ *
+ * Shapes: n new tokens, d width, V vocabulary, F MLP width. */
+#ifndef HS_DECODE_H
+#define HS_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attention.h"
+#include "weights.h"
+
+typedef enum {
+    HS_LAYER_CACHE_KV,    /* hs_kv_cache: linear (cap = max_len) or a ring (cap = W) */
+    HS_LAYER_CACHE_OTHER, /* another attention's own cache (MLA), in `other` */
+} hs_layer_cache_kind;
+
+typedef struct {
+    hs_layer_cache_kind kind;
+    int window;          /* ring of the last `window` positions; 0: linear */
+    hs_kv_cache kv;      /* B = 1, G, dh, cap */
+    void *other;         /* HS_LAYER_CACHE_OTHER: the layer's own cache */
+    size_t other_bytes;  /* its bytes, for hs_decoder_cache_bytes */
+    void (*other_free)(void *other);
+} hs_layer_cache;
+
+typedef struct {
+    const hs_model *m;
+    int max_len;             /* positions this decoder may hold */
+    int pos;                 /* positions fed so far */
+    hs_layer_cache *layer;   /* n_layer */
+    /* scratch for up to `rows` tokens per feed (grown by a longer feed) */
+    int rows;
+    hs_attn_acts acts;       /* q, k, v, z of the widest layer */
+    hs_real *x, *nrm, *mean, *rstd, *attn_out, *r1, *n2, *h_pre, *h_up, *h_act, *mlp_out;
+    hs_real *logits;         /* (V) of the last token fed */
+} hs_decoder;
+
+/* A decoder of m (which must outlive it) for sequences of up to max_len
+ * positions (prompt + new tokens): HS_EINVAL when max_len exceeds the
+ * model's context (n_ctx: the learned position table, or the RoPE models'
+ * max_position_embeddings). Allocates every layer's cache now:
+ * hs_decoder_cache_bytes bytes, plus scratch for one token. */
+int hs_decoder_init(hs_decoder *dec, const hs_model *m, int max_len);
+void hs_decoder_free(hs_decoder *dec);
+
+/* Forgets every cached position (the allocation is kept). */
+void hs_decoder_reset(hs_decoder *dec);
+
+/* Bytes of every layer's cache: sum over layers of 2 G cap dh
+ * sizeof(hs_real), cap = min(W, max_len) in a window, else max_len -- the
+ * figure `kv-bytes --model DIR --seq-len max_len --bytes sizeof(hs_real)`
+ * prints. */
+size_t hs_decoder_cache_bytes(const hs_decoder *dec);
+
+/* Feeds n tokens at positions pos .. pos+n-1 in one forward (n > 1: the
+ * prefill) and leaves the logits of the last one in dec->logits (V). Fails
+ * with HS_EINVAL, changing nothing, on a token outside the vocabulary or
+ * when pos + n would exceed max_len. */
+int hs_decoder_feed(hs_decoder *dec, const int32_t *ids, int n);
+
+/* Sampling rule of hs_generate. temperature 0: greedy, the argmax of the
+ * logits (ties to the lowest id). temperature > 0: the top_k largest
+ * logits (top_k 0: all; ties to the lower id), softmax of logits /
+ * temperature over them, one uniform draw of rng picks by the cumulative
+ * probability in ascending id order. */
+typedef struct {
+    double temperature;
+    int top_k;
+    unsigned long long seed; /* of the hs_rng (xorshift) that draws */
+} hs_sample_opts;
+
+/* The next token from logits (V) by o's rule; rng draws only when sampling. */
+int32_t hs_sample_token(const hs_real *logits, int V, const hs_sample_opts *o, hs_rng *rng);
+
+typedef struct {
+    double seconds;        /* wall time of the prefill and every step */
+    double tokens_per_s;   /* new tokens / seconds */
+    size_t cache_bytes;    /* hs_decoder_cache_bytes */
+} hs_generate_stats;
+
+/* Generates max_new tokens after the prompt (n_prompt >= 1 ids): one
+ * prefill, then a step per new token; out (n_prompt + max_new) gets the
+ * prompt followed by the new ids. The decoder is sized here (max_len =
+ * n_prompt + max_new). Fails with HS_EINVAL naming the limit when that
+ * exceeds the model's context, or naming the id outside the vocabulary. */
+int hs_generate(int32_t *out, hs_generate_stats *st, const hs_model *m, const int32_t *prompt,
+                int n_prompt, int max_new, const hs_sample_opts *o);
+
+#endif

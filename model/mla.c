@@ -1,0 +1,640 @@
+/* Multi-head latent attention: the naive path for training and analysis
+ * (every head's keys and values formed, maps per head) and the absorbed
+ * path over the latent cache for decoding. See mla.h for the shapes. */
+#include "mla.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "layers.h"
+#include "linalg.h"
+
+enum { QBLOCK = 64 };
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+static int thread_id(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+int hs_mla_config_check(const hs_mla_config *c)
+{
+    if (c->d_model < 1 || c->n_heads < 1 || c->kv_lora_rank < 1 || c->qk_nope < 1 ||
+        c->v_dim < 1 || c->q_lora_rank < 0)
+        return hs_fail(HS_EINVAL,
+                       "mla: d_model=%d, n_head=%d, kv_lora_rank=%d, qk_nope_head_dim=%d and "
+                       "v_head_dim=%d must be positive (q_lora_rank=%d: 0 or positive)",
+                       c->d_model, c->n_heads, c->kv_lora_rank, c->qk_nope, c->v_dim,
+                       c->q_lora_rank);
+    if (c->qk_rope < 2 || c->qk_rope % 2 || c->qk_rope > HS_MLA_MAX_ROPE)
+        return hs_fail(HS_EINVAL, "mla: qk_rope_head_dim=%d must be even, in 2..%d", c->qk_rope,
+                       HS_MLA_MAX_ROPE);
+    int p;
+    if (__builtin_mul_overflow(c->n_heads, c->qk_nope + c->qk_rope, &p) ||
+        __builtin_mul_overflow(c->n_heads, c->qk_nope + c->v_dim, &p) ||
+        __builtin_add_overflow(c->kv_lora_rank, c->qk_rope, &p))
+        return hs_fail(HS_EINVAL, "mla: n_head=%d times the head widths is too large", c->n_heads);
+    if (!(c->rope_theta > 0) || !(c->norm_eps > 0))
+        return hs_fail(HS_EINVAL, "mla: rope_theta=%g and norm_eps=%g must be positive",
+                       c->rope_theta, c->norm_eps);
+    return HS_OK;
+}
+
+size_t hs_mla_param_count(const hs_mla_config *c)
+{
+    const size_t d = (size_t)c->d_model, H = (size_t)c->n_heads, Q = (size_t)c->q_lora_rank,
+                 C = (size_t)c->kv_lora_rank, r = (size_t)c->qk_rope;
+    const size_t HQ = H * ((size_t)c->qk_nope + r), HKV = H * ((size_t)c->qk_nope + c->v_dim);
+    const size_t q = Q ? Q * d + Q + HQ * Q : HQ * d;
+    return q + (C + r) * d + C + HKV * C + d * H * (size_t)c->v_dim;
+}
+
+/* ---- activations -------------------------------------------------------- */
+
+enum {
+    M_CQ, M_CQN, M_CQ_RSTD, M_Q, M_KVA, M_LAT, M_CKV, M_CKV_RSTD, M_KPE, M_KVB,
+    M_DQ, M_DKVB, M_DKVA, M_DCKV, M_DLAT, M_DCQN, M_DCQ, M_COUNT
+};
+
+/* The size table of hs_mla_acts: elements per buffer, 0 for absent ones. */
+static void mla_sizes(size_t s[M_COUNT], const hs_mla_config *c, int B, int T, int training)
+{
+    const size_t N = (size_t)B * T, Q = (size_t)c->q_lora_rank, C = (size_t)c->kv_lora_rank,
+                 r = (size_t)c->qk_rope, H = (size_t)c->n_heads;
+    const size_t HQ = H * ((size_t)c->qk_nope + r), HKV = H * ((size_t)c->qk_nope + c->v_dim);
+    memset(s, 0, sizeof(size_t) * M_COUNT);
+    if (Q) {
+        s[M_CQ] = s[M_CQN] = N * Q;
+        s[M_CQ_RSTD] = N;
+    }
+    s[M_Q] = N * HQ;
+    s[M_KVA] = N * (C + r);
+    s[M_LAT] = s[M_CKV] = N * C;
+    s[M_CKV_RSTD] = N;
+    s[M_KPE] = N * r;
+    s[M_KVB] = N * HKV;
+    if (!training)
+        return;
+    s[M_DQ] = N * HQ;
+    s[M_DKVB] = N * HKV;
+    s[M_DKVA] = N * (C + r);
+    s[M_DCKV] = s[M_DLAT] = N * C;
+    if (Q)
+        s[M_DCQN] = s[M_DCQ] = N * Q;
+}
+
+size_t hs_mla_acts_elems(const hs_mla_config *c, int B, int T, int training)
+{
+    size_t s[M_COUNT], total = 0;
+    mla_sizes(s, c, B, T, training);
+    for (int i = 0; i < M_COUNT; i++)
+        total += s[i];
+    return total;
+}
+
+void hs_mla_acts_bind(hs_mla_acts *a, const hs_mla_config *c, int B, int T, int training,
+                      hs_real *mem)
+{
+    size_t s[M_COUNT];
+    mla_sizes(s, c, B, T, training);
+    hs_real **slot[M_COUNT] = {
+        [M_CQ] = &a->cq,     [M_CQN] = &a->cqn,     [M_CQ_RSTD] = &a->cq_rstd,
+        [M_Q] = &a->q,       [M_KVA] = &a->kva,     [M_LAT] = &a->lat,
+        [M_CKV] = &a->ckv,   [M_CKV_RSTD] = &a->ckv_rstd, [M_KPE] = &a->kpe,
+        [M_KVB] = &a->kvb,   [M_DQ] = &a->dq,       [M_DKVB] = &a->dkvb,
+        [M_DKVA] = &a->dkva, [M_DCKV] = &a->dckv,   [M_DLAT] = &a->dlat,
+        [M_DCQN] = &a->dcqn, [M_DCQ] = &a->dcq,
+    };
+    for (int i = 0; i < M_COUNT; i++) {
+        *slot[i] = s[i] ? mem : NULL;
+        mem += s[i];
+    }
+}
+
+/* ---- RoPE on the decoupled dims ----------------------------------------- */
+
+/* cos and sin of positions p0 .. p0+n-1: row t holds cos of pair i at
+ * [t r + i] and its sin at [t r + r/2 + i], angle (p0 + t) theta^(-2i/r). */
+static double *rope_table(const hs_mla_config *c, int p0, int n)
+{
+    const int r = c->qk_rope, half = r / 2;
+    double *tab = hs_calloc((size_t)n * r, sizeof(double), "mla rope table");
+    if (!tab)
+        return NULL;
+    for (int i = 0; i < half; i++) {
+        const double inv = pow(c->rope_theta, -2.0 * i / r);
+        for (int t = 0; t < n; t++) {
+            const double a = (double)(p0 + t) * inv;
+            tab[(size_t)t * r + i] = cos(a);
+            tab[(size_t)t * r + half + i] = sin(a);
+        }
+    }
+    return tab;
+}
+
+/* x (r) in place: de-interleave (pairs 2i, 2i+1 become dims i, i + r/2, as
+ * view(r/2, 2).transpose(-1, -2).reshape(r)), then rotate-half. */
+static void rope_vec(hs_real *x, int r, const double *cs)
+{
+    const int half = r / 2;
+    hs_real y[HS_MLA_MAX_ROPE];
+    for (int i = 0; i < half; i++)
+        y[i] = x[2 * i], y[half + i] = x[2 * i + 1];
+    for (int i = 0; i < half; i++) {
+        const double c = cs[i], s = cs[half + i];
+        x[i] = (hs_real)(y[i] * c - y[half + i] * s);
+        x[half + i] = (hs_real)(y[half + i] * c + y[i] * s);
+    }
+}
+
+/* The transpose of rope_vec: dx (r) in place from the gradient of its
+ * output to that of its (interleaved) input. */
+static void rope_vec_backward(hs_real *dx, int r, const double *cs)
+{
+    const int half = r / 2;
+    hs_real dy[HS_MLA_MAX_ROPE];
+    for (int i = 0; i < half; i++) {
+        const double c = cs[i], s = cs[half + i];
+        dy[i] = (hs_real)(dx[i] * c + dx[half + i] * s);
+        dy[half + i] = (hs_real)(dx[half + i] * c - dx[i] * s);
+    }
+    for (int i = 0; i < half; i++)
+        dx[2 * i] = dy[i], dx[2 * i + 1] = dy[half + i];
+}
+
+/* Every vector x + (i per + j) stride (token i < N, j < per) of r dims:
+ * token i is at table row i % T. */
+static void rope_rows(hs_real *x, size_t stride, int per, size_t N, int T, const double *tab,
+                      int r, int backward)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < N; i++)
+        for (int j = 0; j < per; j++) {
+            hs_real *v = x + (i * per + j) * stride;
+            const double *cs = tab + (i % (size_t)T) * r;
+            if (backward)
+                rope_vec_backward(v, r, cs);
+            else
+                rope_vec(v, r, cs);
+        }
+}
+
+/* ---- projections -------------------------------------------------------- */
+
+/* m->q (N,HQ) before RoPE. */
+static void project_q(hs_mla_acts *m, const hs_mla_weights *w, const hs_mla_config *c,
+                      const hs_real *x, size_t N)
+{
+    const int d = c->d_model, Q = c->q_lora_rank;
+    const int HQ = c->n_heads * (c->qk_nope + c->qk_rope);
+    if (Q) {
+        hs_linear_forward(m->cq, x, w->w_qa, NULL, N, d, Q);
+        hs_rmsnorm_forward(m->cqn, m->cq_rstd, m->cq, w->qa_norm, N, Q, c->norm_eps);
+        hs_linear_forward(m->q, m->cqn, w->w_qb, NULL, N, Q, HQ);
+    } else {
+        hs_linear_forward(m->q, x, w->w_q, NULL, N, d, HQ);
+    }
+}
+
+/* m->kva, m->lat, m->ckv (the normalised latent) and m->kpe (before RoPE). */
+static void project_latent(hs_mla_acts *m, const hs_mla_weights *w, const hs_mla_config *c,
+                           const hs_real *x, size_t N)
+{
+    const int C = c->kv_lora_rank, r = c->qk_rope, CR = C + r;
+    hs_linear_forward(m->kva, x, w->w_kva, NULL, N, c->d_model, CR);
+    for (size_t i = 0; i < N; i++) {
+        memcpy(m->lat + i * C, m->kva + i * CR, sizeof(hs_real) * C);
+        memcpy(m->kpe + i * r, m->kva + i * CR + C, sizeof(hs_real) * r);
+    }
+    hs_rmsnorm_forward(m->ckv, m->ckv_rstd, m->lat, w->kva_norm, N, C, c->norm_eps);
+}
+
+/* ---- the per-head kernel ------------------------------------------------ */
+
+typedef struct {
+    const hs_mla_acts *m;
+    hs_real *z, *att, *scratch;
+    const hs_row_observer *rows;
+    int B, T, layer;
+    const hs_mla_config *c;
+} heads_job;
+
+enum { SCORES = 1, MIX = 2 };
+
+/* As attn_heads.c's blocks, for MLA's split keys: scores of a block of
+ * query rows of head h are q_nope k_nope_h^T + q_pe k_pe^T (k_pe shared),
+ * the mix reads v_h, the tail of each head's kv_b_proj output. */
+static void run_blocks(const heads_job *j, int steps)
+{
+    const hs_mla_config *c = j->c;
+    const int T = j->T, H = c->n_heads, n = c->qk_nope, r = c->qk_rope, v = c->v_dim;
+    const int HQ = H * (n + r), HKV = H * (n + v), HV = H * v;
+    const hs_real scale = (hs_real)(1 / sqrt((double)(n + r)));
+    const int nqb = (T + QBLOCK - 1) / QBLOCK;
+    const long ntask = (long)j->B * H * nqb;
+
+#pragma omp parallel for schedule(dynamic, 1)
+    for (long task = 0; task < ntask; task++) {
+        const int b = (int)(task / ((long)H * nqb));
+        const int h = (int)(task / nqb % H);
+        const int t0 = (int)(task % nqb) * QBLOCK;
+        const int nr = min_int(QBLOCK, T - t0);
+        const int smax = t0 + nr; /* causal: keys up to the block's last query */
+        const hs_real *Qh = j->m->q + ((size_t)b * T + t0) * HQ + (size_t)h * (n + r);
+        const hs_real *Kh = j->m->kvb + (size_t)b * T * HKV + (size_t)h * (n + v);
+        const hs_real *Kpe = j->m->kpe + (size_t)b * T * r;
+        hs_real *P;
+        int ldp;
+        if (j->att) {
+            P = j->att + (((size_t)b * H + h) * T + t0) * T;
+            ldp = T;
+        } else {
+            P = j->scratch + (size_t)thread_id() * QBLOCK * T;
+            ldp = smax;
+        }
+        const int end = j->att ? T : smax;
+        if (steps & SCORES) {
+            hs_gemm(0, 1, nr, smax, n, scale, Qh, HQ, Kh, HKV, 0, P, ldp);
+            hs_gemm(0, 1, nr, smax, r, scale, Qh + n, HQ, Kpe, r, 1, P, ldp);
+        }
+        for (int i = 0; i < nr; i++) {
+            hs_real *row = P + (size_t)i * ldp;
+            const int lim = t0 + i + 1;
+            if (steps & SCORES)
+                hs_softmax_row(row, NULL, lim);
+            /* keys after the causal limit: exactly 0, whatever a pattern hook wrote */
+            if (end > lim)
+                memset(row + lim, 0, sizeof(hs_real) * (size_t)(end - lim));
+        }
+        if (!(steps & MIX))
+            continue;
+        if (j->rows)
+            j->rows->fn(j->rows->ctx, j->layer, thread_id(), b, h, t0, nr, P, ldp, smax);
+        hs_real *Z = j->z + ((size_t)b * T + t0) * HV + (size_t)h * v;
+        hs_gemm(0, 0, nr, v, smax, 1, P, ldp, Kh + n, HKV, 0, Z, HV);
+    }
+}
+
+/* The hook of site s on x (B,T,heads,width), when hooked. */
+static int call_site(const hs_attn_hooks *hk, hs_site s, hs_real *x, int B, int T, int heads,
+                     int width)
+{
+    if (!hs_site_hooked(hk->site, s))
+        return HS_OK;
+    const hs_site_view view = hs_site_view_btw(s, hk->layer, x, B, T, heads, width);
+    return hs_site_call(hk->site, &view);
+}
+
+int hs_mla_forward_heads(hs_mla_acts *m, hs_attn_acts *at, const hs_mla_weights *w,
+                         const hs_mla_config *c, const hs_real *x)
+{
+    int rc = hs_mla_config_check(c);
+    if (rc)
+        return rc;
+    const int B = at->B, T = at->L, H = c->n_heads, n = c->qk_nope, r = c->qk_rope;
+    const size_t N = (size_t)B * T;
+    const hs_attn_hooks *hk = &at->hooks;
+    const int pattern = hs_site_hooked(hk->site, HS_SITE_PATTERN);
+    if (pattern && !at->att)
+        return hs_fail(HS_EINVAL, "mla: layer %d's pattern hook needs the maps kept "
+                                  "(activations with maps)",
+                       hk->layer);
+    double *tab = rope_table(c, 0, T);
+    if (!tab)
+        return HS_ENOMEM;
+    project_q(m, w, c, x, N);
+    project_latent(m, w, c, x, N);
+    hs_linear_forward(m->kvb, m->ckv, w->w_kvb, NULL, N, c->kv_lora_rank, H * (n + c->v_dim));
+    rope_rows(m->q + n, (size_t)(n + r), H, N, T, tab, r, 0);
+    rope_rows(m->kpe, (size_t)r, 1, N, T, tab, r, 0);
+    free(tab);
+    if ((rc = call_site(hk, HS_SITE_Q, m->q, B, T, H, n + r)))
+        return rc;
+    heads_job j = { m, at->z, at->att, NULL, hk->rows.fn ? &hk->rows : NULL, B, T, hk->layer, c };
+    if (!at->att) {
+        j.scratch = hs_calloc((size_t)hs_get_threads() * QBLOCK * T, sizeof(hs_real),
+                              "mla score block");
+        if (!j.scratch)
+            return HS_ENOMEM;
+    }
+    if (!pattern) {
+        run_blocks(&j, SCORES | MIX);
+    } else {
+        run_blocks(&j, SCORES);
+        const hs_site_view pv = { HS_SITE_PATTERN, hk->layer, at->att, B, T, H, T,
+                                  (size_t)H * T * T, (size_t)T, (size_t)T * T };
+        rc = hs_site_call(hk->site, &pv);
+        if (!rc)
+            run_blocks(&j, MIX);
+    }
+    free(j.scratch);
+    if (!rc)
+        rc = call_site(hk, HS_SITE_Z, at->z, B, T, H, c->v_dim);
+    return rc;
+}
+
+/* ---- backward ----------------------------------------------------------- */
+
+static inline hs_real gate_at(const hs_real *xi, int per_seq, size_t row, int T, int H, int h)
+{
+    return per_seq ? xi[row / (size_t)T * H + h] : xi[h];
+}
+
+/* dz (N, H v) = the gradient of z through the gates and o_proj; dxi and
+ * dW_o accumulate. */
+static void output_backward(hs_real *dz, hs_real *dxi, hs_real *dw_o, hs_attn_acts *at,
+                            const hs_real *dout, const hs_mla_weights *w, const hs_mla_config *c,
+                            const hs_real *xi, int per_seq)
+{
+    const int B = at->B, T = at->L, H = c->n_heads, v = c->v_dim, HV = H * v;
+    const size_t N = (size_t)B * T;
+    if (xi)
+        for (size_t i = 0; i < N; i++)
+            for (int h = 0; h < H; h++) {
+                const hs_real g = gate_at(xi, per_seq, i, T, H, h);
+                for (int k = 0; k < v; k++)
+                    at->zg[i * HV + (size_t)h * v + k] = g * at->z[i * HV + (size_t)h * v + k];
+            }
+    memset(dz, 0, sizeof(hs_real) * N * HV);
+    hs_linear_backward(dz, dw_o, NULL, dout, xi ? at->zg : at->z, w->w_o, N, HV, c->d_model);
+    if (!xi)
+        return;
+    for (size_t i = 0; i < N; i++)
+        for (int h = 0; h < H; h++) {
+            hs_real *g = dz + i * HV + (size_t)h * v;
+            const hs_real *zi = at->z + i * HV + (size_t)h * v;
+            const hs_real gate = gate_at(xi, per_seq, i, T, H, h);
+            hs_real s = 0;
+            for (int k = 0; k < v; k++) {
+                s += zi[k] * g[k];
+                g[k] *= gate;
+            }
+            if (dxi)
+                dxi[per_seq ? i / (size_t)T * H + h : (size_t)h] += s;
+        }
+}
+
+/* dq (N,HQ), dkvb (N,HKV) and the rope keys' gradient (stride C + r from
+ * dkpe) from dz and the maps. One task per batch row: the shared k_pe
+ * gathers every head's gradient, so heads run in turn. */
+static int heads_backward(hs_mla_acts *m, const hs_attn_acts *at, const hs_real *dz,
+                          hs_real *dkpe, const hs_mla_config *c)
+{
+    const int B = at->B, T = at->L, H = c->n_heads, n = c->qk_nope, r = c->qk_rope,
+              v = c->v_dim, CR = c->kv_lora_rank + r;
+    const int HQ = H * (n + r), HKV = H * (n + v), HV = H * v;
+    const hs_real scale = (hs_real)(1 / sqrt((double)(n + r)));
+    hs_real *scratch = hs_calloc((size_t)hs_get_threads() * QBLOCK * T, sizeof(hs_real),
+                                 "mla backward block");
+    if (!scratch)
+        return HS_ENOMEM;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int b = 0; b < B; b++) {
+        hs_real *dP = scratch + (size_t)thread_id() * QBLOCK * T;
+        const hs_real *Kpe = m->kpe + (size_t)b * T * r;
+        hs_real *dKpe = dkpe + (size_t)b * T * CR;
+        for (int h = 0; h < H; h++) {
+            const hs_real *K = m->kvb + (size_t)b * T * HKV + (size_t)h * (n + v);
+            hs_real *dK = m->dkvb + (size_t)b * T * HKV + (size_t)h * (n + v);
+            for (int t0 = 0; t0 < T; t0 += QBLOCK) {
+                const int nr = min_int(QBLOCK, T - t0), smax = t0 + nr;
+                const hs_real *P = at->att + (((size_t)b * H + h) * T + t0) * T;
+                const size_t row = (size_t)b * T + t0;
+                const hs_real *Q = m->q + row * HQ + (size_t)h * (n + r);
+                hs_real *dQ = m->dq + row * HQ + (size_t)h * (n + r);
+                const hs_real *dZ = dz + row * HV + (size_t)h * v;
+                /* dP = dZ V^T, then dS = P * (dP - rowsum(P * dP)) in place */
+                hs_gemm(0, 1, nr, smax, v, 1, dZ, HV, K + n, HKV, 0, dP, smax);
+                for (int i = 0; i < nr; i++) {
+                    const hs_real *pr = P + (size_t)i * T;
+                    hs_real *dr = dP + (size_t)i * smax, dot = 0;
+                    for (int s = 0; s < smax; s++)
+                        dot += pr[s] * dr[s];
+                    for (int s = 0; s < smax; s++)
+                        dr[s] = pr[s] * (dr[s] - dot);
+                }
+                hs_gemm(0, 0, nr, n, smax, scale, dP, smax, K, HKV, 1, dQ, HQ);
+                hs_gemm(0, 0, nr, r, smax, scale, dP, smax, Kpe, r, 1, dQ + n, HQ);
+                hs_gemm(1, 0, smax, n, nr, scale, dP, smax, Q, HQ, 1, dK, HKV);
+                hs_gemm(1, 0, smax, r, nr, scale, dP, smax, Q + n, HQ, 1, dKpe + c->kv_lora_rank,
+                        CR);
+                hs_gemm(1, 0, smax, v, nr, 1, P, T, dZ, HV, 1, dK + n, HKV);
+            }
+        }
+    }
+    free(scratch);
+    return HS_OK;
+}
+
+int hs_mla_backward(hs_real *dx, hs_mla_weights *dw, hs_real *dxi, const hs_real *dout,
+                    hs_mla_acts *m, hs_attn_acts *at, const hs_mla_weights *w,
+                    const hs_mla_config *c, const hs_real *x, const hs_real *xi, int xi_per_seq)
+{
+    static const hs_mla_weights none;
+    if (!dw)
+        dw = (hs_mla_weights *)&none; /* only read: every member NULL */
+    if (!at->att || !m->dq)
+        return hs_fail(HS_EINVAL, "mla backward: the forward kept no maps or no backward "
+                                  "scratch (training activations are needed)");
+    const int B = at->B, T = at->L, H = c->n_heads, n = c->qk_nope, r = c->qk_rope,
+              C = c->kv_lora_rank, CR = C + r, Q = c->q_lora_rank, d = c->d_model;
+    const int HQ = H * (n + r), HKV = H * (n + c->v_dim);
+    const size_t N = (size_t)B * T;
+    output_backward(at->dz, dxi, dw->w_o, at, dout, w, c, xi, xi_per_seq);
+    memset(m->dq, 0, sizeof(hs_real) * N * HQ);
+    memset(m->dkvb, 0, sizeof(hs_real) * N * HKV);
+    memset(m->dkva, 0, sizeof(hs_real) * N * CR);
+    int rc = heads_backward(m, at, at->dz, m->dkva, c);
+    if (rc)
+        return rc;
+    double *tab = rope_table(c, 0, T);
+    if (!tab)
+        return HS_ENOMEM;
+    rope_rows(m->dq + n, (size_t)(n + r), H, N, T, tab, r, 1);
+    rope_rows(m->dkva + C, (size_t)CR, 1, N, T, tab, r, 1);
+    free(tab);
+    /* the latent: kv_b_proj, then kv_a_layernorm */
+    memset(m->dckv, 0, sizeof(hs_real) * N * C);
+    memset(m->dlat, 0, sizeof(hs_real) * N * C);
+    hs_linear_backward(m->dckv, dw->w_kvb, NULL, m->dkvb, m->ckv, w->w_kvb, N, C, HKV);
+    hs_rmsnorm_backward(m->dlat, dw->kva_norm, m->dckv, m->lat, w->kva_norm, m->ckv_rstd, N, C);
+    for (size_t i = 0; i < N; i++)
+        memcpy(m->dkva + i * CR, m->dlat + i * C, sizeof(hs_real) * C);
+    hs_linear_backward(dx, dw->w_kva, NULL, m->dkva, x, w->w_kva, N, d, CR);
+    if (Q) {
+        memset(m->dcqn, 0, sizeof(hs_real) * N * Q);
+        memset(m->dcq, 0, sizeof(hs_real) * N * Q);
+        hs_linear_backward(m->dcqn, dw->w_qb, NULL, m->dq, m->cqn, w->w_qb, N, Q, HQ);
+        hs_rmsnorm_backward(m->dcq, dw->qa_norm, m->dcqn, m->cq, w->qa_norm, m->cq_rstd, N, Q);
+        hs_linear_backward(dx, dw->w_qa, NULL, m->dcq, x, w->w_qa, N, d, Q);
+    } else {
+        hs_linear_backward(dx, dw->w_q, NULL, m->dq, x, w->w_q, N, d, HQ);
+    }
+    return HS_OK;
+}
+
+void hs_mla_value_weights(hs_real *w_v, const hs_mla_weights *w, const hs_mla_config *c)
+{
+    const int n = c->qk_nope, v = c->v_dim, C = c->kv_lora_rank, d = c->d_model;
+    for (int h = 0; h < c->n_heads; h++)
+        hs_gemm(0, 0, v, d, C, 1, w->w_kvb + ((size_t)h * (n + v) + n) * C, C, w->w_kva, d, 0,
+                w_v + (size_t)h * v * d, d);
+}
+
+/* ---- the latent cache and the absorbed step ----------------------------- */
+
+int hs_mla_cache_init(hs_mla_cache *cache, int B, int kv_lora_rank, int qk_rope_head_dim,
+                      int cap)
+{
+    memset(cache, 0, sizeof *cache);
+    if (B < 1 || kv_lora_rank < 1 || qk_rope_head_dim < 1 || cap < 1)
+        return hs_fail(HS_EINVAL, "mla cache: B=%d, kv_lora_rank=%d, qk_rope_head_dim=%d, "
+                                  "cap=%d must be positive",
+                       B, kv_lora_rank, qk_rope_head_dim, cap);
+    cache->B = B;
+    cache->C = kv_lora_rank;
+    cache->r = qk_rope_head_dim;
+    cache->cap = cap;
+    const size_t rows = (size_t)B * cap;
+    cache->latent = hs_calloc(rows, sizeof(hs_real) * kv_lora_rank, "mla cache latents");
+    cache->k_pe = hs_calloc(rows, sizeof(hs_real) * qk_rope_head_dim, "mla cache rope keys");
+    if (!cache->latent || !cache->k_pe) {
+        hs_mla_cache_free(cache);
+        return HS_ENOMEM;
+    }
+    return HS_OK;
+}
+
+void hs_mla_cache_free(hs_mla_cache *cache)
+{
+    free(cache->latent);
+    free(cache->k_pe);
+    memset(cache, 0, sizeof *cache);
+}
+
+size_t hs_mla_cache_bytes(int B, int kv_lora_rank, int qk_rope_head_dim, int tokens)
+{
+    return ((size_t)kv_lora_rank + (size_t)qk_rope_head_dim) * sizeof(hs_real) * (size_t)tokens *
+           (size_t)B;
+}
+
+/* Per-step buffers of the absorbed path. */
+typedef struct {
+    hs_real *mem, *qlat, *olat, *z, *zg, *P;
+    hs_mla_acts m;
+} step_scratch;
+
+static int step_alloc(step_scratch *s, const hs_mla_config *c, int B, int L, int S)
+{
+    const size_t N = (size_t)B * L, HC = (size_t)c->n_heads * c->kv_lora_rank;
+    const size_t HV = (size_t)c->n_heads * c->v_dim;
+    const size_t acts = hs_mla_acts_elems(c, B, L, 0);
+    s->mem = hs_calloc(acts + 2 * N * HC + 2 * N * HV + (size_t)L * S, sizeof(hs_real),
+                       "mla step scratch");
+    if (!s->mem)
+        return HS_ENOMEM;
+    hs_mla_acts_bind(&s->m, c, B, L, 0, s->mem);
+    s->qlat = s->mem + acts;
+    s->olat = s->qlat + N * HC;
+    s->z = s->olat + N * HC;
+    s->zg = s->z + N * HV;
+    s->P = s->zg + N * HV;
+    return HS_OK;
+}
+
+/* The absorbed attention of batch row b over the cache (S positions, the
+ * last L new): qlat_h = q_nope_h W^UK_h (L x C), scores against the
+ * latents plus q_pe k_pe^T, causal softmax, olat_h = P latents, z_h =
+ * olat_h W^UV_h^T. */
+static void absorbed_row(step_scratch *s, const hs_mla_weights *w, const hs_mla_config *c,
+                         const hs_mla_cache *cache, int b, int L, int S)
+{
+    const int H = c->n_heads, n = c->qk_nope, r = c->qk_rope, v = c->v_dim, C = c->kv_lora_rank;
+    const int HQ = H * (n + r), HC = H * C, HV = H * v;
+    const hs_real scale = (hs_real)(1 / sqrt((double)(n + r)));
+    const hs_real *lat = cache->latent + (size_t)b * cache->cap * C;
+    const hs_real *kpe = cache->k_pe + (size_t)b * cache->cap * r;
+    for (int h = 0; h < H; h++) {
+        const hs_real *Qh = s->m.q + (size_t)b * L * HQ + (size_t)h * (n + r);
+        const hs_real *Wuk = w->w_kvb + (size_t)h * (n + v) * C; /* (n, C) */
+        const hs_real *Wuv = Wuk + (size_t)n * C;                /* (v, C) */
+        hs_real *qlat = s->qlat + (size_t)b * L * HC + (size_t)h * C;
+        hs_real *olat = s->olat + (size_t)b * L * HC + (size_t)h * C;
+        hs_gemm(0, 0, L, C, n, 1, Qh, HQ, Wuk, C, 0, qlat, HC);
+        hs_gemm(0, 1, L, S, C, scale, qlat, HC, lat, C, 0, s->P, S);
+        hs_gemm(0, 1, L, S, r, scale, Qh + n, HQ, kpe, r, 1, s->P, S);
+        for (int i = 0; i < L; i++) {
+            hs_real *row = s->P + (size_t)i * S;
+            const int lim = S - L + i + 1;
+            hs_softmax_row(row, NULL, lim);
+            if (S > lim)
+                memset(row + lim, 0, sizeof(hs_real) * (size_t)(S - lim));
+        }
+        hs_gemm(0, 0, L, C, S, 1, s->P, S, lat, C, 0, olat, HC);
+        hs_gemm(0, 1, L, v, C, 1, olat, HC, Wuv, C, 0, s->z + (size_t)b * L * HV + (size_t)h * v,
+                HV);
+    }
+}
+
+int hs_mla_forward_cached(hs_real *out, hs_real *z, const hs_mla_weights *w,
+                          const hs_mla_config *c, const hs_real *x, int L, const hs_real *xi,
+                          hs_mla_cache *cache)
+{
+    int rc = hs_mla_config_check(c);
+    if (rc)
+        return rc;
+    if (cache->C != c->kv_lora_rank || cache->r != c->qk_rope)
+        return hs_fail(HS_EINVAL, "mla cache: widths %d + %d are not the layer's %d + %d",
+                       cache->C, cache->r, c->kv_lora_rank, c->qk_rope);
+    if (L < 1 || L > cache->cap - cache->len)
+        return hs_fail(HS_EINVAL, "mla cache: %d new positions after %d exceed its %d", L,
+                       cache->len, cache->cap);
+    const int B = cache->B, H = c->n_heads, n = c->qk_nope, r = c->qk_rope, v = c->v_dim,
+              C = c->kv_lora_rank, p0 = cache->len, S = p0 + L;
+    const size_t N = (size_t)B * L, HV = (size_t)H * v;
+    step_scratch s;
+    if ((rc = step_alloc(&s, c, B, L, S)))
+        return rc;
+    double *tab = rope_table(c, p0, L);
+    if (!tab) {
+        free(s.mem);
+        return HS_ENOMEM;
+    }
+    project_q(&s.m, w, c, x, N);
+    project_latent(&s.m, w, c, x, N);
+    rope_rows(s.m.q + n, (size_t)(n + r), H, N, L, tab, r, 0);
+    rope_rows(s.m.kpe, (size_t)r, 1, N, L, tab, r, 0);
+    free(tab);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < L; i++) {
+            const size_t row = (size_t)b * L + i, at = (size_t)b * cache->cap + p0 + i;
+            memcpy(cache->latent + at * C, s.m.ckv + row * C, sizeof(hs_real) * C);
+            memcpy(cache->k_pe + at * r, s.m.kpe + row * r, sizeof(hs_real) * r);
+        }
+    cache->len = S;
+    for (int b = 0; b < B; b++)
+        absorbed_row(&s, w, c, cache, b, L, S);
+    const hs_real *zo = s.z;
+    if (xi) {
+        for (size_t i = 0; i < N; i++)
+            for (int h = 0; h < H; h++)
+                for (int k = 0; k < v; k++)
+                    s.zg[i * HV + (size_t)h * v + k] = xi[h] * s.z[i * HV + (size_t)h * v + k];
+        zo = s.zg;
+    }
+    hs_linear_forward(out, zo, w->w_o, NULL, N, (int)HV, c->d_model);
+    if (z)
+        memcpy(z, s.z, sizeof(hs_real) * N * HV);
+    free(s.mem);
+    return HS_OK;
+}

@@ -1,0 +1,447 @@
+/* The gpt_neox, mistral and qwen2 families and Llama's rope_scaling against
+ * the float64 PyTorch reference of scripts/oracle/gen_families.py (written
+ * from the Hugging Face model definitions): logits, loss and the gradient of
+ * every stored tensor; BF16 and sharded checkpoints; the maps of a
+ * sliding-window model; refusals that name the key, rope type, shard or
+ * tensor; and checkpoints of each family written by save and loaded again. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "checkpoint.h"
+#include "fixture.h"
+#include "runner.h"
+#include "safetensors.h"
+#include "trainer.h"
+#include "transformer.h"
+
+#ifdef HEADSCOPE_DOUBLE
+static const double TOL = 1e-9, GRAD_TOL = 1e-6; /* gradients are stored as F32 */
+#else
+static const double TOL = 1e-4, GRAD_TOL = 1e-4;
+#endif
+
+static const char *families_txt(void) { return HS_FIXTURE_DIR "/families.txt"; }
+
+static void case_dir(char *out, size_t n, const char *name)
+{
+    snprintf(out, n, "%s/families/%s", HS_FIXTURE_DIR, name);
+}
+
+/* Largest |a-b| / max(1,|b|). */
+static double err_real(const hs_real *a, const double *b, size_t n)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]) / fmax(1, fabs(b[i]));
+        worst = e > worst || isnan(e) ? e : worst;
+    }
+    return worst;
+}
+
+/* Every tensor of dir/grad.safetensors against the gradient buffer seen
+ * through the model's table, exported in the file's names and layout. */
+static void compare_grads(const char *dir, const hs_model *m, const hs_real *grad_buf)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/grad.safetensors", dir);
+    hs_safetensors st;
+    CU_ASSERT_EQUAL_FATAL(hs_st_open(&st, path), HS_OK);
+    hs_model g = *m;
+    g.params = (hs_real *)grad_buf;
+    double worst = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < st.n; i++) {
+        const hs_st_tensor *t = &st.t[i];
+        const size_t n = (t->end - t->begin) / 4;
+        double *mine = malloc(sizeof(double) * n);
+        size_t got = 0;
+        int rc = hs_checkpoint_export(&g, t->name, mine, n, &got);
+        if (rc)
+            printf("\n    %s", hs_last_error());
+        CU_ASSERT_EQUAL(rc, HS_OK);
+        CU_ASSERT_EQUAL(got, n);
+        for (size_t k = 0; !rc && k < n; k++) {
+            const double want = hs_st_get(&st, t, k);
+            const double e = fabs(mine[k] - want) / fmax(1, fabs(want));
+            if (e > worst || isnan(e))
+                worst = e, worst_name = t->name;
+        }
+        free(mine);
+    }
+    printf("\n    %d gradient tensors, worst %.3g (%s)", st.n, worst, worst_name);
+    CU_ASSERT(st.n > 0);
+    CU_ASSERT(worst <= GRAD_TOL);
+    hs_st_close(&st);
+}
+
+/* Loads checkpoint `dir_name`, compares logits and loss with case
+ * `case_name` and, with grads, every parameter gradient. */
+static void oracle_case(const char *case_name, const char *dir_name, int grads)
+{
+    fx_case fc;
+    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, families_txt(), case_name), 0);
+    char dir[512];
+    case_dir(dir, sizeof dir, dir_name);
+    hs_model m;
+    int rc = hs_checkpoint_load(&m, dir);
+    if (rc)
+        printf("\n    load: %s\n", hs_last_error());
+    CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
+    const int B = (int)fx_int(&fc, "B"), T = (int)fx_int(&fc, "T");
+    const fx_tensor *tok = fx_tensor_get(&fc, "tokens");
+    int32_t *in = malloc(sizeof(int32_t) * B * T), *tg = malloc(sizeof(int32_t) * B * T);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            in[b * T + t] = (int32_t)tok->v[b * (T + 1) + t];
+            tg[b * T + t] = (int32_t)tok->v[b * (T + 1) + t + 1];
+        }
+    hs_trainer tr;
+    CU_ASSERT_EQUAL_FATAL(hs_trainer_init(&tr, &m, B, T, 1e-3, 0, 0), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_forward(&tr.acts, &m, in, NULL, NULL), HS_OK);
+    const fx_tensor *lg = fx_tensor_get(&fc, "logits");
+    const double e = err_real(tr.acts.logits, lg->v, lg->n);
+    printf("\n    %s (%s) logits max err %.3g", dir_name, hs_family_name(m.cfg.family), e);
+    CU_ASSERT(e <= TOL);
+    CU_ASSERT_EQUAL_FATAL(hs_forward(&tr.acts, &m, in, tg, NULL), HS_OK);
+    const double want = fx_tensor_get(&fc, "loss")->v[0];
+    printf("; loss %.12g want %.12g", tr.acts.loss, want);
+    CU_ASSERT(fabs(tr.acts.loss - want) <= TOL * fmax(1, fabs(want)));
+    if (grads) {
+        CU_ASSERT_EQUAL_FATAL(hs_backward(&tr.grads, NULL, &tr.acts, &m, in, tg, NULL,
+                                          (hs_real)(1.0 / (B * T))),
+                              HS_OK);
+        compare_grads(dir, &m, tr.grad_buf);
+    }
+    hs_trainer_free(&tr);
+    hs_model_free(&m);
+    free(in), free(tg);
+    fx_free(&fc);
+}
+
+static void test_gpt_neox_parallel_partial_rotary_matches_torch(void)
+{
+    oracle_case("neox_par", "neox_par", 1);
+}
+
+static void test_gpt_neox_sequential_matches_torch(void) { oracle_case("neox_seq", "neox_seq", 1); }
+static void test_gpt_neox_bf16_checkpoint_matches_torch(void)
+{
+    oracle_case("neox_bf16", "neox_bf16", 0);
+}
+static void test_mistral_window_not_shorter_than_sequence_matches_torch(void)
+{
+    oracle_case("mistral_w16", "mistral_w16", 1);
+}
+
+/* Needs the sliding-window kernel (hs_attn_config.window honoured). */
+static void test_mistral_window_shorter_than_sequence_matches_torch(void)
+{
+    oracle_case("mistral_w3", "mistral_w3", 1);
+}
+
+static void test_qwen2_biases_tied_matches_torch(void) { oracle_case("qwen2", "qwen2", 1); }
+static void test_llama3_rope_scaling_matches_torch(void)
+{
+    oracle_case("llama3_scaled", "llama3_scaled", 1);
+}
+static void test_llama_linear_rope_scaling_matches_torch(void)
+{
+    oracle_case("llama_linear", "llama_linear", 0);
+}
+static void test_sharded_checkpoint_matches_torch(void)
+{
+    oracle_case("llama3_sharded", "llama3_sharded", 0);
+}
+
+/* ---- maps of a window model --------------------------------------------- */
+
+typedef struct {
+    int W, outside_nonzero, rows_bad;
+} window_check;
+
+static int check_window_maps(void *ctx, int layer, const hs_real *att, int B, int H, int T)
+{
+    (void)layer;
+    window_check *w = ctx;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const hs_real *row = att + (((size_t)b * H + h) * T + t) * T;
+                double sum = 0;
+                for (int s = 0; s < T; s++) {
+                    if ((s > t || s <= t - w->W) && row[s] != 0)
+                        w->outside_nonzero++;
+                    sum += row[s];
+                }
+                w->rows_bad += fabs(sum - 1) > 1e-5;
+            }
+    return 0;
+}
+
+/* Needs the sliding-window kernel: entries outside the window exactly 0. */
+static void test_window_maps_are_exactly_zero_outside_the_window(void)
+{
+    char dir[512];
+    case_dir(dir, sizeof dir, "mistral_w3");
+    hs_model m;
+    CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&m, dir), HS_OK);
+    CU_ASSERT_EQUAL(m.cfg.window, 3);
+    const int B = 2, T = 8;
+    int32_t tok[16];
+    for (int i = 0; i < B * T; i++)
+        tok[i] = (i * 7 + 3) % m.cfg.vocab_size;
+    hs_acts a;
+    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &m.cfg, B, T, HS_ACTS_MAPS), HS_OK);
+    window_check w = { m.cfg.window, 0, 0 };
+    hs_hooks hooks = { .ctx = &w, .on_maps = check_window_maps };
+    CU_ASSERT_EQUAL(hs_forward(&a, &m, tok, NULL, &hooks), HS_OK);
+    printf("\n    entries outside the window not 0: %d; rows not summing to 1: %d",
+           w.outside_nonzero, w.rows_bad);
+    CU_ASSERT_EQUAL(w.outside_nonzero, 0);
+    CU_ASSERT_EQUAL(w.rows_bad, 0);
+    hs_acts_free(&a);
+    hs_model_free(&m);
+}
+
+/* ---- refusals ------------------------------------------------------------ */
+
+/* A fresh copy of fixture checkpoint `name` in a temporary directory. */
+static char *copy_case(const char *name)
+{
+    char tmpl[] = "/tmp/hs_families_XXXXXX", src[512], cmd[1400];
+    if (!mkdtemp(tmpl))
+        return NULL;
+    case_dir(src, sizeof src, name);
+    snprintf(cmd, sizeof cmd, "cp '%s'/* '%s'/", src, tmpl);
+    if (system(cmd))
+        return NULL;
+    return strdup(tmpl);
+}
+
+static void remove_case(char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    free(dir);
+}
+
+/* Replaces the first `from` in dir/file by `to`; 0 when it was there. */
+static int edit_file(const char *dir, const char *file, const char *from, const char *to)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    char *text = hs_read_text(path, 1 << 20);
+    char *at = text ? strstr(text, from) : NULL;
+    if (!at) {
+        free(text);
+        return -1;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        free(text);
+        return -1;
+    }
+    fprintf(f, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    fclose(f);
+    free(text);
+    return 0;
+}
+
+/* Loading the edited copy fails with a message holding every needle. */
+static void refused(const char *what, const char *name, const char *file, const char *from,
+                    const char *to, const char *const *needles)
+{
+    char *dir = copy_case(name);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    if (file) {
+        CU_ASSERT_EQUAL_FATAL(edit_file(dir, file, from, to), 0);
+    } else {
+        char path[700];
+        snprintf(path, sizeof path, "%s/%s", dir, from); /* from: a file to delete */
+        CU_ASSERT_EQUAL_FATAL(unlink(path), 0);
+    }
+    hs_model m;
+    int rc = hs_checkpoint_load(&m, dir);
+    printf("\n    %s: rc=%d: %s", what, rc, rc ? hs_last_error() : "(loaded)");
+    CU_ASSERT_NOT_EQUAL(rc, HS_OK);
+    for (int i = 0; !rc ? 0 : needles[i] != NULL; i++) {
+        const int found = strstr(hs_last_error(), needles[i]) != NULL;
+        if (!found)
+            printf("\n      message lacks \"%s\"", needles[i]);
+        CU_ASSERT(found);
+    }
+    if (!rc)
+        hs_model_free(&m);
+    remove_case(dir);
+}
+
+#define NEEDLES(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+static void test_unknown_config_key_is_refused_naming_it(void)
+{
+    refused("gpt_neox + an unknown key", "neox_par", "config.json", "\"use_cache\": true",
+            "\"use_cache\": true, \"rotary_interleaved\": true",
+            NEEDLES("config.json", "rotary_interleaved"));
+    refused("qwen2 + an unknown key", "qwen2", "config.json", "\"use_cache\": true",
+            "\"use_cache\": true, \"attn_temperature\": 0.5",
+            NEEDLES("config.json", "attn_temperature"));
+    refused("mistral + attention_bias true", "mistral_w16", "config.json", "\"use_cache\": true",
+            "\"use_cache\": true, \"attention_bias\": true",
+            NEEDLES("config.json", "attention_bias"));
+}
+
+static void test_unknown_rope_scaling_type_is_refused_naming_it(void)
+{
+    refused("llama + yarn", "llama3_scaled", "config.json", "\"rope_type\": \"llama3\"",
+            "\"rope_type\": \"yarn\"", NEEDLES("config.json", "rope_scaling", "yarn"));
+    refused("gpt_neox + dynamic", "neox_seq", "config.json", "\"rope_scaling\": null",
+            "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0}",
+            NEEDLES("config.json", "rope_scaling", "dynamic"));
+    refused("llama3 without low_freq_factor", "llama3_scaled", "config.json",
+            "\"low_freq_factor\": 1.0,", "", NEEDLES("rope_scaling", "low_freq_factor"));
+    refused("llama3 with an extra key", "llama3_scaled", "config.json", "\"rope_type\": \"llama3\"",
+            "\"rope_type\": \"llama3\", \"mscale\": 1.2", NEEDLES("rope_scaling", "mscale"));
+}
+
+static void test_qwen2_sliding_window_layers_are_refused(void)
+{
+    refused("qwen2 + use_sliding_window", "qwen2", "config.json", "\"use_sliding_window\": false",
+            "\"use_sliding_window\": true", NEEDLES("config.json", "use_sliding_window"));
+}
+
+static void test_missing_shard_is_refused_naming_the_file(void)
+{
+    refused("a shard deleted", "llama3_sharded", NULL, "model-00002-of-00003.safetensors", NULL,
+            NEEDLES("model-00002-of-00003.safetensors", "model.safetensors.index.json"));
+    refused("a tensor the index puts in the wrong shard", "llama3_sharded",
+            "model.safetensors.index.json",
+            "\"model.norm.weight\": \"model-00003-of-00003.safetensors\"",
+            "\"model.norm.weight\": \"model-00001-of-00003.safetensors\"",
+            NEEDLES("model.norm.weight", "model-00001-of-00003.safetensors"));
+    refused("a tensor the index leaves out", "llama3_sharded", "model.safetensors.index.json",
+            "\"model.norm.weight\":", "\"model.norm.weightX\":",
+            NEEDLES("model.norm.weight", "weight_map"));
+    refused("a shard outside the directory", "llama3_sharded", "model.safetensors.index.json",
+            "\"model.norm.weight\": \"model-00003", "\"model.norm.weight\": \"../model-00003",
+            NEEDLES("model.safetensors.index.json", "model.norm.weight"));
+}
+
+/* ---- save and load again ------------------------------------------------- */
+
+/* Each family written by save loads again as the same family, with the
+ * Hugging Face names, and computes the same logits. */
+static void test_saved_checkpoints_keep_their_family(void)
+{
+    static const struct {
+        const char *name, *tensor;
+    } cases[] = {
+        { "neox_par", "gpt_neox.layers.1.attention.query_key_value.weight" },
+        { "neox_seq", "embed_out.weight" },
+        { "mistral_w3", "model.layers.0.self_attn.k_proj.weight" },
+        { "qwen2", "model.layers.1.self_attn.v_proj.bias" },
+        { "llama3_sharded", "model.norm.weight" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[512], out[] = "/tmp/hs_families_save_XXXXXX", path[600];
+        case_dir(dir, sizeof dir, cases[i].name);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(out));
+        hs_model a, b;
+        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&a, dir), HS_OK);
+        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_save(&a, out), HS_OK);
+        int rc = hs_checkpoint_load(&b, out);
+        if (rc)
+            printf("\n    %s: reload: %s", cases[i].name, hs_last_error());
+        CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
+        CU_ASSERT_EQUAL(b.cfg.family, a.cfg.family);
+        CU_ASSERT_EQUAL(memcmp(&b.cfg, &a.cfg, sizeof a.cfg), 0);
+        CU_ASSERT_EQUAL(b.n_params, a.n_params);
+        CU_ASSERT(b.n_params == a.n_params &&
+                  !memcmp(a.params, b.params, sizeof(hs_real) * a.n_params));
+        snprintf(path, sizeof path, "%s/model.safetensors", out);
+        hs_safetensors st;
+        CU_ASSERT_EQUAL_FATAL(hs_st_open(&st, path), HS_OK);
+        CU_ASSERT_PTR_NOT_NULL(hs_st_find(&st, cases[i].tensor));
+        hs_st_close(&st);
+        hs_model_free(&a);
+        hs_model_free(&b);
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
+        CU_ASSERT_EQUAL(system(cmd), 0);
+    }
+}
+
+/* A model of each family written as the headscope family (structural
+ * pruning does this) keeps the family's features: parallel residual, exact
+ * GELU, rotary dims, q/k/v biases, window and rope scaling come back equal
+ * and the logits are bit-identical. */
+static void test_headscope_form_keeps_family_features(void)
+{
+    static const char *const names[] = { "neox_par", "neox_seq", "mistral_w3", "qwen2",
+                                         "llama3_scaled" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char dir[512], out[] = "/tmp/hs_families_hs_XXXXXX", cmd[600];
+        case_dir(dir, sizeof dir, names[i]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(out));
+        hs_model a, b;
+        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&a, dir), HS_OK);
+        a.cfg.family = HS_FAMILY_HEADSCOPE;
+        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_save(&a, out), HS_OK);
+        int rc = hs_checkpoint_load(&b, out);
+        if (rc)
+            printf("\n    %s: reload: %s", names[i], hs_last_error());
+        CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
+        CU_ASSERT_EQUAL(memcmp(&b.cfg, &a.cfg, sizeof a.cfg), 0);
+        int32_t tok[8] = { 1, 5, 9, 2, 7, 3, 3, 11 };
+        hs_acts x, y;
+        CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&x, &a.cfg, 1, 8, HS_ACTS_INFER), HS_OK);
+        CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&y, &b.cfg, 1, 8, HS_ACTS_INFER), HS_OK);
+        CU_ASSERT_EQUAL(hs_forward(&x, &a, tok, NULL, NULL), HS_OK);
+        CU_ASSERT_EQUAL(hs_forward(&y, &b, tok, NULL, NULL), HS_OK);
+        CU_ASSERT_EQUAL(memcmp(x.logits, y.logits, sizeof(hs_real) * 8 * a.cfg.vocab_size), 0);
+        hs_acts_free(&x);
+        hs_acts_free(&y);
+        hs_model_free(&a);
+        hs_model_free(&b);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
+        CU_ASSERT_EQUAL(system(cmd), 0);
+    }
+}
+
+int main(void)
+{
+    static const hs_test tests[] = {
+        { "test_gpt_neox_parallel_partial_rotary_matches_torch",
+          test_gpt_neox_parallel_partial_rotary_matches_torch },
+        { "test_gpt_neox_sequential_matches_torch", test_gpt_neox_sequential_matches_torch },
+        { "test_gpt_neox_bf16_checkpoint_matches_torch", test_gpt_neox_bf16_checkpoint_matches_torch },
+        { "test_mistral_window_not_shorter_than_sequence_matches_torch",
+          test_mistral_window_not_shorter_than_sequence_matches_torch },
+        { "test_mistral_window_shorter_than_sequence_matches_torch",
+          test_mistral_window_shorter_than_sequence_matches_torch },
+        { "test_window_maps_are_exactly_zero_outside_the_window",
+          test_window_maps_are_exactly_zero_outside_the_window },
+        { "test_qwen2_biases_tied_matches_torch", test_qwen2_biases_tied_matches_torch },
+        { "test_llama3_rope_scaling_matches_torch", test_llama3_rope_scaling_matches_torch },
+        { "test_llama_linear_rope_scaling_matches_torch",
+          test_llama_linear_rope_scaling_matches_torch },
+        { "test_sharded_checkpoint_matches_torch", test_sharded_checkpoint_matches_torch },
+        { "test_unknown_config_key_is_refused_naming_it",
+          test_unknown_config_key_is_refused_naming_it },
+        { "test_unknown_rope_scaling_type_is_refused_naming_it",
+          test_unknown_rope_scaling_type_is_refused_naming_it },
+        { "test_qwen2_sliding_window_layers_are_refused",
+          test_qwen2_sliding_window_layers_are_refused },
+        { "test_missing_shard_is_refused_naming_the_file",
+          test_missing_shard_is_refused_naming_the_file },
+        { "test_saved_checkpoints_keep_their_family", test_saved_checkpoints_keep_their_family },
+        { "test_headscope_form_keeps_family_features", test_headscope_form_keeps_family_features },
+    };
+    return hs_run_tests("families", tests, HS_NTESTS(tests));
+}

