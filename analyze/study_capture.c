@@ -174,8 +174,13 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
     int n_table = 0;
     if (!rc)
         rc = create_file(&w, &o, &p, &m->cfg);
-    if (!rc && o.tokenizer && !(rc = token_table(&table, &n_table, o.tokenizer, tok)))
+    if (!rc && o.tokenizer && (rc = token_table(&table, &n_table, o.tokenizer, tok))) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", hs_last_error());
+        hs_fail(rc, "%s: %s (the tokenizer does not match the data)", o.data_path, msg);
+    } else if (!rc && o.tokenizer) {
         rc = hs_maps_set_token_text(w, (const char *const *)table, n_table);
+    }
     volatile sig_atomic_t *stop = io ? io->stop : NULL;
     if (!rc && stop && *stop)
         rc = hs_fail(HS_EINTR, "interrupted before the first batch");
