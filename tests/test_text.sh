@@ -73,6 +73,9 @@ text_rules() {
         expect_refused 2 "$c" "--data does not apply with --text" --text t.txt --data t.bin || return 1
     done
     expect_refused 2 experiment "--data does not apply with --text" head-count --text t.txt --data t.bin || return 1
+    expect_refused 2 experiment "--data does not apply with --text" gqa --text t.txt --data t.bin || return 1
+    expect_refused 2 logit-lens "--data does not apply with --text" --text t.txt --data t.bin || return 1
+    expect_refused 2 logit-lens "--prompts does not apply with --text" --text t.txt --prompts p.jsonl || return 1
     for c in eval ablate importance prune patterns train induction; do
         expect_refused 2 "$c" "--tokenizer needs --text" --data t.bin --tokenizer tok.json || return 1
     done
@@ -305,9 +308,7 @@ text_equals_shard() {
     hs eval --model "$TMP/l3" --text e.txt --tokenizer "$LLAMA3" --batch 1 --seq-len 16 --json
     expect_rc 0 "eval --text" || return 1
     expect_eq "$(jget out.txt loss)" "$shard_loss" "eval --text loss vs the shard's" || return 1
-    hs eval --model "$TMP/l3tok" --text e.txt --batch 1 --seq-len 16 --json
-    expect_rc 0 "eval --text, tokenizer from the model directory" || return 1
-    expect_eq "$(jget out.txt loss)" "$shard_loss" "eval --text (model directory's tokenizer)" || return 1
+    # the model directory's tokenizer, and the text file as the run's data
     hs importance --model "$TMP/l3tok" --text e.txt --db r.db --batch 1 --seq-len 16 --json
     expect_rc 0 "importance --text" || return 1
     "$PY" - "$(sha e.txt)" <<'EOF' || bad "the run's data is not the text file" || return 1
@@ -315,6 +316,8 @@ import sqlite3, sys
 path, sha = sqlite3.connect("r.db").execute("SELECT data_path, data_sha256 FROM runs").fetchone()
 sys.exit(0 if path == "e.txt" and sha == sys.argv[1] else 1)
 EOF
+    hs logit-lens --model "$TMP/l3tok" --text e.txt --db r.db --batch 1 --seq-len 16 --max-batches 1
+    expect_rc 0 "logit-lens --text" || return 1
     byte_model || return 1
     expect_refused 1 eval "outside the vocabulary of 256 of the model $TMP/byte" --model "$TMP/byte" \
         --text e.txt --tokenizer "$LLAMA3" || return 1
