@@ -235,9 +235,9 @@ capture_token_text() {
     probe_text >p.txt
     hs capture --model "$TMP/l3" --text p.txt --tokenizer "$LLAMA3" --out p.h5 --batch 1 --seq-len 24
     expect_rc 0 "capture --text --tokenizer" || return 1
-    hs tokenize --tokenizer "$LLAMA3" --in p.txt --json
-    expect_rc 0 "tokenize --in" || return 1
-    "$PY" - "$LLAMA3" p.h5 out.txt <<'EOF' || bad "/token_text differs from the tokenizer's strings" || return 1
+    hs tokens --tokenizer "$LLAMA3" --in p.txt --out p.bin
+    expect_rc 0 "tokens --tokenizer" || return 1
+    "$PY" - "$LLAMA3" p.h5 p.bin <<'EOF' || bad "/token_text differs from the tokenizer's strings" || return 1
 import json, sys, h5py
 tj = json.load(open(sys.argv[1]))
 # GPT-2's byte alphabet: the printable bytes as themselves, the others as 256 + k
@@ -260,7 +260,10 @@ def text(i):
 with h5py.File(sys.argv[2], "r") as f:
     tok, tt = f["tokens"][()], f["token_text"][()]
     assert tok.shape == tt.shape, (tok.shape, tt.shape)
-    ids = json.load(open(sys.argv[3]))["ids"]  # tokenizer(text), the file as one document
+    raw = open(sys.argv[3], "rb").read()  # the shard of tokens --tokenizer: the file as one document
+    width = 2 if int.from_bytes(raw[0:4], "little") == 20240520 else 4
+    ids = [int.from_bytes(raw[1024 + width * i:1024 + width * (i + 1)], "little")
+           for i in range((len(raw) - 1024) // width)]
     assert list(tok[0]) == ids[:tok.shape[1]], (list(tok[0]), ids[:tok.shape[1]])
     checked = 0
     for t, s in zip(tok.ravel(), tt.ravel()):
@@ -284,8 +287,6 @@ EOF
     "$PY" -c 'import h5py,sys; a,b=(h5py.File(p,"r") for p in sys.argv[1:3]); sys.exit(0 if (a["tokens"][()]==b["tokens"][()]).all() and (a["token_text"][()]==b["token_text"][()]).all() else 1)' p.h5 d.h5 ||
         bad "the model directory's tokenizer gave other tokens than --tokenizer" || return 1
     # a shard with a known tokenizer gets /token_text too
-    hs tokens --tokenizer "$LLAMA3" --in p.txt --out p.bin
-    expect_rc 0 "tokens --tokenizer" || return 1
     hs capture --model "$TMP/l3tok" --data p.bin --out s.h5 --batch 1 --seq-len 24
     expect_rc 0 "capture --data with the model directory's tokenizer" || return 1
     "$PY" -c 'import h5py,sys; a,b=(h5py.File(p,"r") for p in sys.argv[1:3]); sys.exit(0 if (a["token_text"][()]==b["token_text"][()]).all() else 1)' p.h5 s.h5 ||
@@ -316,8 +317,6 @@ import sqlite3, sys
 path, sha = sqlite3.connect("r.db").execute("SELECT data_path, data_sha256 FROM runs").fetchone()
 sys.exit(0 if path == "e.txt" and sha == sys.argv[1] else 1)
 EOF
-    hs logit-lens --model "$TMP/l3tok" --text e.txt --db r.db --batch 1 --seq-len 16 --max-batches 1
-    expect_rc 0 "logit-lens --text" || return 1
     byte_model || return 1
     expect_refused 1 eval "outside the vocabulary of 256 of the model $TMP/byte" --model "$TMP/byte" \
         --text e.txt --tokenizer "$LLAMA3" || return 1
