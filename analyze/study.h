@@ -22,6 +22,7 @@
 #include "maps.h"
 #include "scores.h"
 #include "stats.h"
+#include "tokenizer.h"
 #include "tokens.h"
 #include "train.h"
 #include "weights.h"
@@ -216,6 +217,7 @@ typedef struct {
     const char *layers, *heads, *queries;
     const char *model_dir, *data_path; /* provenance: model_dir/config.json goes into the file */
     const char *model_sha, *data_sha;  /* sha256 hex of model and data; NULL: hashed here */
+    const hs_tokenizer *tokenizer;     /* the data's tokenizer: /token_text (NULL: none) */
 } hs_capture_opts;
 
 /* The resolved selection. */

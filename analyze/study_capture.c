@@ -120,6 +120,39 @@ static int create_file(hs_maps_writer **w, const hs_capture_opts *o, const hs_ca
     return rc;
 }
 
+/* The display string of every token id in tok (tokenizer's
+ * hs_tokenizer_token_text), indexed by id; *n ids. NULL entries for ids
+ * the data does not hold. */
+static int token_table(char ***table, int *n, const hs_tokenizer *tk, const hs_tokens *tok)
+{
+    int32_t max = -1;
+    for (size_t i = 0; i < tok->n; i++)
+        max = tok->tok[i] > max ? tok->tok[i] : max;
+    *n = (int)max + 1;
+    *table = hs_calloc((size_t)*n + 1, sizeof **table, "token strings");
+    if (!*table)
+        return HS_ENOMEM;
+    char buf[1024];
+    for (size_t i = 0; i < tok->n; i++) {
+        const int32_t id = tok->tok[i];
+        if ((*table)[id])
+            continue;
+        int rc = hs_tokenizer_token_text(tk, id, buf, sizeof buf);
+        if (rc)
+            return rc;
+        if (!((*table)[id] = strdup(buf)))
+            return hs_fail(HS_ENOMEM, "out of memory for token strings");
+    }
+    return HS_OK;
+}
+
+static void free_table(char **table, int n)
+{
+    for (int i = 0; table && i < n; i++)
+        free(table[i]);
+    free(table);
+}
+
 static double seconds(void)
 {
     struct timespec ts;
@@ -137,13 +170,23 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
     if (!rc)
         rc = hs_capture_batches(&nb, &o, tok);
     hs_maps_writer *w = NULL;
+    char **table = NULL;
+    int n_table = 0;
     if (!rc)
         rc = create_file(&w, &o, &p, &m->cfg);
+    if (!rc && o.tokenizer && (rc = token_table(&table, &n_table, o.tokenizer, tok))) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", hs_last_error());
+        hs_fail(rc, "%s: %s (the tokenizer does not match the data)", o.data_path, msg);
+    } else if (!rc && o.tokenizer) {
+        rc = hs_maps_set_token_text(w, (const char *const *)table, n_table);
+    }
     volatile sig_atomic_t *stop = io ? io->stop : NULL;
     if (!rc && stop && *stop)
         rc = hs_fail(HS_EINTR, "interrupted before the first batch");
     if (rc) {
         hs_maps_abort(w);
+        free_table(table, n_table);
         return rc;
     }
     const int B = o.batch, T = o.seq_len;
@@ -162,6 +205,7 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
     free(targets);
     if (rc) {
         hs_maps_abort(w); /* nothing half-written is left behind */
+        free_table(table, n_table);
         if (rc == HS_EINTR) {
             char msg[1024];
             snprintf(msg, sizeof msg, "%s", hs_last_error());
@@ -170,5 +214,7 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
         return rc;
     }
     r->sequences = nb * (size_t)B;
-    return hs_maps_finish(w);
+    rc = hs_maps_finish(w);
+    free_table(table, n_table);
+    return rc;
 }

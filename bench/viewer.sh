@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
     *) echo "viewer.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-export NODE_PATH=${HEADSCOPE_NPM:-build/npm}/node_modules
+export NODE_PATH=${HEADSCOPE_NPM:-build/npm/node_modules}
 command -v node >/dev/null || { echo "viewer.sh: node not found: run scripts/setup --browser" >&2; exit 1; }
 [ -x "${CHROMIUM:-/usr/bin/chromium}" ] || { echo "viewer.sh: chromium not found: run scripts/setup --browser" >&2; exit 1; }
 [ -d "$NODE_PATH/playwright-core" ] || { echo "viewer.sh: no $NODE_PATH/playwright-core: run scripts/setup --browser" >&2; exit 1; }

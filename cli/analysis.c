@@ -3,15 +3,19 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "checkpoint.h"
+
+const char *analysis_data_path(const analysis *a) { return a->data ? a->data : a->text; }
 
 /* Loads model and data; prints the error and returns the exit status on
  * failure (with everything freed). */
 int analysis_load(analysis *a)
 {
-    if (!a->model || !a->data || !a->db)
-        return usage_error(a->cmd, "--model DIR, --data FILE and --db FILE are required");
+    if (!a->model || !(a->data || a->text) || !a->db)
+        return usage_error(a->cmd, "--model DIR, --data FILE (or --text FILE) and --db FILE are "
+                           "required");
     if (a->threads)
         hs_set_threads(a->threads);
     if (hs_checkpoint_load(&a->m, a->model))
@@ -23,17 +27,37 @@ int analysis_load(analysis *a)
         hs_model_free(&a->m);
         return usage_error(a->cmd, "--seq-len %d exceeds the model's n_ctx=%d", a->T, n_ctx);
     }
-    int rc = hs_tokens_read(&a->tok, a->data);
+    const cli_source src = { a->data, a->text, a->tokenizer };
+    const char *path = analysis_data_path(a);
+    int rc = cli_tokens_load(NULL, &a->tok, &src, a->model, a->m.cfg.vocab_size);
     if (!rc && !hs_batch_count(&a->tok, a->B, a->T))
-        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", a->data, a->B,
+        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", path, a->B,
                      a->T);
     for (size_t i = 0; !rc && i < a->tok.n; i++)
         if (a->tok.tok[i] >= a->m.cfg.vocab_size)
-            rc = hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the vocabulary of %d", a->data,
+            rc = hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the vocabulary of %d", path,
                          a->tok.tok[i], i, a->m.cfg.vocab_size);
     if (rc) {
         hs_tokens_free(&a->tok);
         hs_model_free(&a->m);
+        return run_error(a->cmd);
+    }
+    return 0;
+}
+
+int analysis_load_val(analysis *a, hs_tokens *v, const char *val, const char *val_text)
+{
+    memset(v, 0, sizeof *v);
+    if (!val && !val_text)
+        return 0;
+    const cli_source src = { val, val_text, a->tokenizer };
+    int rc = cli_tokens_load(NULL, v, &src, a->model, a->m.cfg.vocab_size);
+    if (!rc && !hs_batch_count(v, a->B, a->T))
+        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens",
+                     cli_source_path(&src), a->B, a->T);
+    if (rc) {
+        hs_tokens_free(v);
+        analysis_unload(a);
         return run_error(a->cmd);
     }
     return 0;
@@ -52,7 +76,8 @@ int analysis_start(analysis *a, const char *kind, int argc, char **argv)
 {
     char file[1100];
     snprintf(file, sizeof file, "%s/model.safetensors", a->model);
-    if (cli_run_begin(&a->run, a->db, a->resume, kind, a->model, file, a->data, argc, argv)) {
+    if (cli_run_begin(&a->run, a->db, a->resume, kind, a->model, file, analysis_data_path(a),
+                      argc, argv)) {
         analysis_unload(a);
         return run_error(a->cmd);
     }

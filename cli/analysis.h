@@ -11,6 +11,7 @@
 /* Shared setup: model, data, sequence length, the index run. */
 typedef struct {
     const char *cmd, *model, *data, *db;
+    const char *text, *tokenizer; /* --text FILE --tokenizer PATH instead of --data */
     int B, T, threads, json;
     int allow_nonfinite; /* --allow-nonfinite (OPT_ALLOW_NONFINITE) */
     long max_batches;
@@ -20,9 +21,18 @@ typedef struct {
     cli_run run;
 } analysis;
 
-/* Loads model and data; prints the error and returns the exit status on
+/* The file recorded as the data: --data's shard or --text's file. */
+const char *analysis_data_path(const analysis *a);
+
+/* Loads model and data (--data, or --text tokenized: cli_tokens_load); prints the error and returns the exit status on
  * failure (with everything freed). */
 int analysis_load(analysis *a);
+
+/* A validation set beside the data, after analysis_load: --val's shard, or
+ * --val-text's text tokenized as --text is; it must hold one batch. Both
+ * NULL: v is left empty. On failure prints the error, unloads a and returns
+ * the exit status. */
+int analysis_load_val(analysis *a, hs_tokens *v, const char *val, const char *val_text);
 
 /* Frees what analysis_load loaded (before a run was opened). */
 void analysis_unload(analysis *a);

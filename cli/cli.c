@@ -81,21 +81,38 @@ static int opt_seen(const opt *opts, int nopts, const char *name, size_t len)
     return k >= 0 && opts[k].seen;
 }
 
+/* r->option as the messages say it: "--val|--val-text" -> "--val or --val-text". */
+static void rule_option_name(char *out, size_t n, const char *option)
+{
+    size_t k = 0;
+    for (const char *p = option; *p && k + 5 < n; p++)
+        k += (size_t)(*p == '|' ? snprintf(out + k, n - k, " or ") : (out[k] = *p, 1));
+    out[k] = 0;
+}
+
 /* The first option of r->others that breaks rule r: the usage error's exit
- * status, or 0. */
+ * status, or 0. r->option may name alternatives ("--val|--val-text"): the
+ * rule's option is given when any of them is. */
 static int check_rule(const char *cmd, const opt *opts, int nopts, const opt_rule *r)
 {
     /* EXCLUDES binds when r->option is given, NEEDS when it is not */
-    const int given = opt_seen(opts, nopts, r->option, strlen(r->option));
+    int given = 0;
+    for (const char *p = r->option; *p;) {
+        size_t len = strcspn(p, "|");
+        given |= opt_seen(opts, nopts, p, len);
+        p += len + (p[len] == '|');
+    }
     if (given != (r->kind == OPTS_EXCLUDES))
         return 0;
+    char name[128];
+    rule_option_name(name, sizeof name, r->option);
     for (const char *p = r->others; *p;) {
         size_t len = strcspn(p, ",");
         if (opt_seen(opts, nopts, p, len))
             return r->kind == OPTS_EXCLUDES
                        ? usage_error(cmd, "%.*s does not apply with %s (%s)", (int)len, p,
-                                     r->option, r->why)
-                       : usage_error(cmd, "%.*s needs %s (%s)", (int)len, p, r->option, r->why);
+                                     name, r->why)
+                       : usage_error(cmd, "%.*s needs %s (%s)", (int)len, p, name, r->why);
         p += len + (p[len] == ',');
     }
     return 0;
@@ -182,8 +199,10 @@ void opts_help(FILE *f, const command *c, const opt *opts, int nopts)
             else
                 line[n++] = *p;
         }
+        char name[128];
+        rule_option_name(name, sizeof name, r->option);
         snprintf(line + n, sizeof line - n, ": %s %s",
-                 r->kind == OPTS_NEEDS ? "only with" : "not with", r->option);
+                 r->kind == OPTS_NEEDS ? "only with" : "not with", name);
         const int wrap = strlen(line) + strlen(r->why) + 3 > 88;
         fprintf(f, "%s%s%s(%s)\n", k ? "" : "\n", line, wrap ? "\n      " : " ", r->why);
     }
@@ -461,4 +480,157 @@ hs_study_io cli_study_io(phase_bars *bars, int stoppable)
 {
     bars->active = 0;
     return (hs_study_io){ phase_cb, progress_cb, bars, stoppable ? &cli_stop_requested : NULL, 0 };
+}
+
+/* ---- text in (SPEC §9) ------------------------------------------------------- */
+
+const char *cli_source_path(const cli_source *s) { return s->data ? s->data : s->text; }
+
+int cli_tokenizer_open(hs_tokenizer **tk, const char *tokenizer, const char *model_dir,
+                       const char **used)
+{
+    *tk = NULL;
+    const char *path = tokenizer ? tokenizer
+                       : model_dir && hs_tokenizer_present(model_dir) ? model_dir
+                                                                        : NULL;
+    if (used)
+        *used = path;
+    return path ? hs_tokenizer_open(tk, path) : HS_OK;
+}
+
+/* The whole of a regular file (malloc'd, NUL-terminated), *len its bytes;
+ * NULL with the message set. Texts are held in memory, as their ids are. */
+static char *read_text_file(const char *path, size_t *len)
+{
+    enum { MAX_TEXT = 1 << 30 };
+    FILE *f = hs_fopen_regular(path);
+    if (!f)
+        return NULL; /* the message names the file */
+    struct stat sb;
+    char *buf = NULL;
+    if (fstat(fileno(f), &sb) || sb.st_size > MAX_TEXT)
+        hs_fail(HS_EINVAL, "%s: a text file of at most 1 GiB is read", path);
+    else if ((buf = hs_calloc((size_t)sb.st_size + 1, 1, path)) &&
+             fread(buf, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size) {
+        hs_fail(HS_EIO, "%s: read failed", path);
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *len = buf ? (size_t)sb.st_size : 0;
+    return buf;
+}
+
+int cli_tokens_load(hs_tokenizer **keep, hs_tokens *t, const cli_source *s, const char *model_dir,
+                    int vocab)
+{
+    memset(t, 0, sizeof *t);
+    if (keep)
+        *keep = NULL;
+    hs_tokenizer *tk = NULL;
+    const char *used = NULL;
+    if (s->data) {
+        int rc = hs_tokens_read(t, s->data);
+        if (!rc && keep && (rc = cli_tokenizer_open(keep, s->tokenizer, model_dir, NULL)))
+            hs_tokens_free(t);
+        return rc;
+    }
+    int rc = cli_tokenizer_open(&tk, s->tokenizer, model_dir, &used);
+    if (!rc && !tk)
+        return model_dir ? hs_fail(HS_EINVAL, "--text %s needs --tokenizer PATH (%s holds no "
+                                   "tokenizer.json or vocab.json + merges.txt)", s->text, model_dir)
+                         : hs_fail(HS_EINVAL, "--text %s needs --tokenizer PATH", s->text);
+    size_t len = 0, n = 0;
+    int32_t *ids = NULL;
+    char *text = rc ? NULL : read_text_file(s->text, &len);
+    if (!rc && !text)
+        rc = HS_EIO;
+    if (!rc && (rc = hs_tokenizer_encode(tk, text, len, 1, &ids, &n))) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", hs_last_error());
+        hs_fail(rc, "%s: %s", s->text, msg);
+    }
+    for (size_t i = 0; !rc && vocab > 0 && i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            rc = hs_fail(HS_EINVAL, "%s: token %d at %zu (from the tokenizer %s) is outside the "
+                         "vocabulary of %d of the model %s", s->text, ids[i], i, used, vocab,
+                         model_dir ? model_dir : "being trained");
+    if (!rc)
+        rc = hs_tokens_adopt(t, ids, n);
+    if (rc)
+        free(ids);
+    free(text);
+    if (keep && !rc)
+        *keep = tk;
+    else if (tk)
+        hs_tokenizer_free(tk);
+    return rc;
+}
+
+/* The length of the well-formed UTF-8 sequence at p (1..4) and its code
+ * point, or 0 when the bytes there are not one. */
+static int utf8_decode(const unsigned char *p, unsigned *cp)
+{
+    static const unsigned min[5] = { 0, 0, 0x80, 0x800, 0x10000 };
+    const int n = p[0] < 0x80 ? 1 : (p[0] & 0xe0) == 0xc0 ? 2 : (p[0] & 0xf0) == 0xe0 ? 3
+                : (p[0] & 0xf8) == 0xf0 ? 4 : 0;
+    unsigned v = n == 1 ? p[0] : n == 2 ? p[0] & 0x1f : n == 3 ? p[0] & 0x0f : p[0] & 0x07;
+    for (int k = 1; k < n; k++) {
+        if ((p[k] & 0xc0) != 0x80)
+            return 0;
+        v = v << 6 | (p[k] & 0x3f);
+    }
+    if (!n || v < min[n] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *cp = v;
+    return n;
+}
+
+/* Code points gnuplot's default font (DejaVu Sans through cairo) draws. */
+static int plot_drawable(unsigned cp)
+{
+    return (cp >= 0x20 && cp < 0x7f) || (cp >= 0xa0 && cp <= 0x24f) ||
+           (cp >= 0x370 && cp <= 0x4ff) || (cp >= 0x2010 && cp <= 0x2027) ||
+           (cp >= 0x2190 && cp <= 0x21ff);
+}
+
+void cli_token_display(char *out, size_t n, const char *s, int max_chars, int plot_safe)
+{
+    if (!n)
+        return;
+    const unsigned char *p = (const unsigned char *)s;
+    size_t k = 0;
+    if (!*p)
+        p = (const unsigned char *)"''";
+    for (int chars = 0; *p;) {
+        char piece[16];
+        unsigned cp = 0;
+        size_t len = (size_t)utf8_decode(p, &cp);
+        if (max_chars && chars >= max_chars)
+            snprintf(piece, sizeof piece, "…"), len = strlen((const char *)p);
+        else if (!len)
+            snprintf(piece, sizeof piece, "<0x%02X>", *p), len = 1;
+        else if (cp == ' ')
+            snprintf(piece, sizeof piece, "·");
+        else if (cp == '\n')
+            snprintf(piece, sizeof piece, "↵");
+        else if (cp == '\t')
+            snprintf(piece, sizeof piece, "⇥");
+        else if (cp == '\r')
+            snprintf(piece, sizeof piece, "\\r");
+        else if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0))
+            snprintf(piece, sizeof piece, "<0x%02X>", cp);
+        else if (plot_safe && !plot_drawable(cp))
+            snprintf(piece, sizeof piece, "<U+%04X>", cp);
+        else
+            memcpy(piece, p, len), piece[len] = 0;
+        const size_t pl = strlen(piece);
+        if (k + pl + 1 > n)
+            break;
+        memcpy(out + k, piece, pl);
+        k += pl;
+        p += len;
+        chars += piece[0] == '<' && pl > 1 ? (int)pl : 1; /* an escape's width */
+    }
+    out[k] = 0;
 }

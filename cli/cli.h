@@ -19,6 +19,9 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include "tokenizer.h"
+#include "tokens.h"
+
 enum { EXIT_FAILURE_RUN = 1, EXIT_USAGE = 2 };
 
 typedef enum { OPT_FLAG, OPT_INT, OPT_LONG, OPT_DOUBLE, OPT_STR } opt_kind;
@@ -41,6 +44,24 @@ typedef struct {
 #define OPT_MODEL_AS(dst, help) { "--model", OPT_STR, (dst), 0, "DIR", (help), 0 }
 #define OPT_DATA(dst) OPT_DATA_AS(dst, "evaluation token shard")
 #define OPT_DATA_AS(dst, help) { "--data", OPT_STR, (dst), 0, "FILE.bin", (help), 0 }
+/* Text in (SPEC §9): every command that reads --data also reads --text
+ * FILE, tokenized on the fly by --tokenizer PATH or, without it, by the
+ * tokenizer file of the model directory (cli_tokens_load). */
+#define OPT_TEXT(dst) OPT_TEXT_AS(dst, "--text", "text file, tokenized on the fly as one document (instead of --data)")
+#define OPT_TEXT_AS(dst, name, help) { (name), OPT_STR, (dst), 0, "FILE", (help), 0 }
+#define OPT_TOKENIZER(dst)                                                                 \
+    { "--tokenizer", OPT_STR, (dst), 0, "PATH",                                            \
+      "tokenizer.json, or a directory holding it or vocab.json + merges.txt (default: the "  \
+      "model directory's)", 0 }
+/* The rules of --text in a command's rules array; with a validation text
+ * (--val-text, tokenized as --text is) the second form. */
+#define OPT_TEXT_RULE_DATA { "--text", OPTS_EXCLUDES, "--data", "the tokens come from the text" }
+#define OPT_TEXT_RULES                                                                     \
+    OPT_TEXT_RULE_DATA, { "--text", OPTS_NEEDS, "--tokenizer", "it tokenizes --text" }
+#define OPT_VAL_TEXT_RULES                                                                 \
+    OPT_TEXT_RULE_DATA,                                                                    \
+        { "--text|--val-text", OPTS_NEEDS, "--tokenizer", "it tokenizes the text" },       \
+        { "--val-text", OPTS_EXCLUDES, "--val", "one validation set" }
 #define OPT_DB(dst) OPT_DB_AS(dst, "SQLite index for the results")
 #define OPT_DB_AS(dst, help) { "--db", OPT_STR, (dst), 0, "FILE", (help), 0 }
 #define OPT_BATCH(dst) OPT_BATCH_AS(dst, "sequences per batch")
@@ -72,7 +93,7 @@ typedef struct {
 typedef enum { OPTS_EXCLUDES, OPTS_NEEDS } opt_rule_kind;
 
 typedef struct {
-    const char *option;
+    const char *option; /* one option, or alternatives "--val|--val-text" (any given) */
     opt_rule_kind kind;
     const char *others;
     const char *why;
@@ -169,6 +190,46 @@ int cli_run_begin(cli_run *r, const char *db, long long resume, const char *kind
  * of a failed final write (hs_last_error says so): a command whose run could
  * not be marked complete fails. */
 int cli_run_end(cli_run *r, int rc, const char *model_sha);
+
+/* Where a command's tokens come from: a token shard (SPEC §4), or a text
+ * file encoded as one document as HF tokenizer(text) does (special tokens
+ * added) by the tokenizer at `tokenizer`, or when that is NULL by the one
+ * found in the model directory (hs_tokenizer_present). */
+typedef struct {
+    const char *data;      /* --data FILE.bin */
+    const char *text;      /* --text FILE */
+    const char *tokenizer; /* --tokenizer PATH (NULL: the model directory's) */
+} cli_source;
+
+/* The file recorded as the data (runs' data_path, the data_sha256 of runs
+ * and map files is its sha256): the shard or the text file; NULL for none. */
+const char *cli_source_path(const cli_source *s);
+
+/* The tokenizer that applies: `tokenizer` when given, else the model
+ * directory's when it holds one (*tk NULL and HS_OK when neither: no
+ * tokenizer is known). *used: the path opened (model_dir or tokenizer). */
+int cli_tokenizer_open(hs_tokenizer **tk, const char *tokenizer, const char *model_dir,
+                       const char **used);
+
+/* Reads the tokens of s into t: the shard, or the text encoded by the
+ * tokenizer (cli_tokenizer_open; a text without one is HS_EINVAL saying
+ * --tokenizer is needed). For a text, vocab > 0 checks every id against the
+ * model's vocabulary of `vocab` ids, the error naming the text, the
+ * tokenizer and model_dir. keep non-NULL: *keep is the tokenizer that
+ * applies (for a shard too; NULL when none is known), open for the caller
+ * to free. The message is set on failure, t left empty, *keep NULL. */
+int cli_tokens_load(hs_tokenizer **keep, hs_tokens *t, const cli_source *s, const char *model_dir,
+                    int vocab);
+
+/* A token's display string (a map file's /token_text) as a label people
+ * can read, written NUL-terminated into out (n bytes): a space shows as
+ * '·', a newline as '↵', a tab as '⇥', a carriage return as "\r", any
+ * other control byte or byte that is not well-formed UTF-8 as <0xAB>, the
+ * empty string as "''"; cut after max_chars characters with '…' (0: no
+ * limit). plot_safe also shows code points outside what gnuplot's default
+ * font draws (Latin, Greek, Cyrillic, general punctuation, arrows) as
+ * <U+ABCD>: cairo's fallback for a missing glyph ruins a whole PNG. */
+void cli_token_display(char *out, size_t n, const char *s, int max_chars, int plot_safe);
 
 /* Writes s as a JSON string literal (quoted, escaped). */
 void json_string(FILE *f, const char *s);

@@ -70,6 +70,8 @@ static int cmd_ablate(int argc, char **argv)
     opt o[] = {
         OPT_MODEL(&a.model),
         OPT_DATA(&a.data),
+        OPT_TEXT(&a.text),
+        OPT_TOKENIZER(&a.tokenizer),
         OPT_DB(&a.db),
         { "--method", OPT_STR, &method, 0, "LIST", "zero, mean and/or resample, comma-separated", 0 },
         { "--layers", OPT_STR, &so.layers, 0, "L,L,...", "layers to ablate (default: all)", 0 },
@@ -123,6 +125,8 @@ static int cmd_importance(int argc, char **argv)
     opt o[] = {
         OPT_MODEL(&a.model),
         OPT_DATA(&a.data),
+        OPT_TEXT(&a.text),
+        OPT_TOKENIZER(&a.tokenizer),
         OPT_DB(&a.db),
         OPT_BATCH(&a.B),
         OPT_SEQ_LEN(&a.T),
@@ -208,15 +212,18 @@ static void print_prune(const hs_prune_result *r, const analysis *a, long long r
 static int cmd_prune(int argc, char **argv)
 {
     analysis a = { .cmd = "prune", .B = 4 };
-    const char *val = NULL;
+    const char *val = NULL, *val_text = NULL;
     int force = 0;
     hs_prune_study_opts so = { .prune = { .step_percent = 10, .max_percent = 50 } };
     hs_prune_opts *po = &so.prune;
     opt o[] = {
         OPT_MODEL(&a.model),
         OPT_DATA_AS(&a.data, "token shard for the importance"),
+        OPT_TEXT(&a.text),
+        OPT_TOKENIZER(&a.tokenizer),
         OPT_DB_AS(&a.db, "SQLite index for the curve and the mask"),
         { "--val", OPT_STR, &val, 0, "FILE.bin", "validation shard (default: --data)", 0 },
+        OPT_TEXT_AS(&val_text, "--val-text", "validation text, tokenized as --text is"),
         { "--step-percent", OPT_DOUBLE, &po->step_percent, 0, "P", "step k prunes to floor(k*P*N/100) of the N heads", 0 },
         { "--max-percent", OPT_DOUBLE, &po->max_percent, 0, "P", "stop once P% of the heads are pruned (100: every head may go)", 0 },
         { "--min-heads-per-layer", OPT_INT, &po->min_heads_per_layer, 0, "K", "heads every layer keeps", 0 },
@@ -244,26 +251,16 @@ static int cmd_prune(int argc, char **argv)
         fprintf(stderr, "headscope: prune: %s exists (use --force to overwrite)\n", target);
         return EXIT_FAILURE_RUN;
     }
-    hs_tokens vtok = { 0 };
-    if (val && hs_tokens_read(&vtok, val))
-        return run_error("prune");
-    if ((rc = analysis_load(&a))) {
-        hs_tokens_free(&vtok);
+    hs_tokens vtok;
+    if ((rc = analysis_load(&a)) || (rc = analysis_load_val(&a, &vtok, val, val_text)))
         return rc;
-    }
-    if (val && !hs_batch_count(&vtok, a.B, a.T)) {
-        hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", val, a.B, a.T);
-        hs_tokens_free(&vtok);
-        analysis_unload(&a);
-        return run_error("prune");
-    }
     if ((rc = analysis_start(&a, "prune", argc, argv))) {
         hs_tokens_free(&vtok);
         return rc;
     }
     prune_ctx pc = { .json = a.json };
     po->B = a.B, po->T = a.T, po->max_batches = (size_t)a.max_batches;
-    po->val = val ? &vtok : NULL, po->stop = &cli_stop_requested;
+    po->val = vtok.tok ? &vtok : NULL, po->stop = &cli_stop_requested;
     so.ix = a.run.ix, so.run_id = a.run.run_id, so.on_step = prune_step, so.ctx = &pc;
     hs_prune_result r;
     /* steps: 0 (unpruned), then one per step_percent up to max_percent */
@@ -285,10 +282,16 @@ static int cmd_prune(int argc, char **argv)
 }
 
 static const opt_rule ablate_rules[] = {
+    OPT_TEXT_RULES,
     { "--naive", OPTS_EXCLUDES, "--stack", "the naive path runs one full forward per ablation" },
 };
 
+static const opt_rule importance_rules[] = {
+    OPT_TEXT_RULES,
+};
+
 static const opt_rule prune_rules[] = {
+    OPT_VAL_TEXT_RULES,
     { "--out", OPTS_NEEDS, "--structural,--force", "they concern the written model" },
 };
 
@@ -296,7 +299,7 @@ HS_COMMAND(cmd_ablate_record) = {
     .name = "ablate",
     .order = 100,
     .summary = "Loss delta of zero, mean and resample ablation of every head, into the index.",
-    .usage = "headscope ablate --model DIR --data FILE --db FILE [options]",
+    .usage = "headscope ablate --model DIR (--data FILE | --text FILE) --db FILE [options]",
     .details = "For head (l,h): zero sets its output z to 0, mean to its mean over the data,\n"
         "resample to z of the next sequence of the batch. loss_delta_<kind> = ablated -\n"
         "clean loss, with the standard error of the per-sequence differences (SPEC §5).\n"
@@ -313,19 +316,20 @@ HS_COMMAND(cmd_importance_record) = {
     .name = "importance",
     .order = 110,
     .summary = "Gradient head importance (Michel et al.), raw and layer-normalised.",
-    .usage = "headscope importance --model DIR --data FILE --db FILE [options]",
+    .usage = "headscope importance --model DIR (--data FILE | --text FILE) --db FILE [options]",
     .details = "importance_raw = mean over sequences of |dL_n/dxi| (L_n: the summed token loss of\n"
         "sequence n, xi the head gate at 1); importance = each layer's vector over its L2\n"
         "norm. One backward per batch.\n\n"
         "example: headscope importance --model runs/tiny --data val.bin --db runs.db\n",
     .run = cmd_importance,
+    OPT_RULES(importance_rules),
 };
 
 HS_COMMAND(cmd_prune_record) = {
     .name = "prune",
     .order = 120,
     .summary = "Iterative joint head pruning by importance; curve and mask into the index.",
-    .usage = "headscope prune --model DIR --data FILE --db FILE [options]",
+    .usage = "headscope prune --model DIR (--data FILE | --text FILE) --db FILE [options]",
     .details = "Step k prunes the least important heads until floor(k*P*N/100) of the N heads are\n"
         "gated off, recomputing importance on the pruned model each step (--one-shot:\n"
         "once). The validation loss after every step goes to curve 'pruning' (x = fraction\n"

@@ -32,15 +32,63 @@ static void print_capture(const hs_capture_opts *o, const hs_capture_result *r, 
     }
 }
 
+/* Reads the data (and the tokenizer that applies), opens the run, captures
+ * and records the file; frees m. The exit status. */
+static int capture_run(hs_model *m, const cli_source *src, hs_capture_opts co, const char *db,
+                       int json, int argc, char **argv)
+{
+    hs_tokens tok = { 0 };
+    hs_tokenizer *tk = NULL;
+    size_t nb;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/model.safetensors", co.model_dir);
+    cli_run run = { 0 };
+    int rc = cli_tokens_load(&tk, &tok, src, co.model_dir, m->cfg.vocab_size) ||
+         hs_capture_batches(&nb, &co, &tok) ||
+         cli_run_begin(&run, db, 0, "capture", co.model_dir, path, co.data_path, argc, argv);
+    co.tokenizer = tk;
+    /* a recorded run has hashed model and data already: hash them once */
+    co.model_sha = run.ix ? run.model_sha : NULL, co.data_sha = run.ix ? run.data_sha : NULL;
+    /* Handlers before the temporary file exists: a Ctrl-C from here on stops
+     * cleanly and removes it. */
+    cli_install_signal_handlers();
+    hs_capture_result r;
+    phase_bars bars;
+    hs_study_io io = cli_study_io(&bars, 1);
+    if (!rc)
+        rc = hs_capture(&r, m, &tok, co, &io);
+    hs_tokens_free(&tok);
+    hs_model_free(m);
+    if (tk)
+        hs_tokenizer_free(tk);
+    /* the finished file, by its absolute path, as the run's artifact */
+    char *abs_out = rc ? NULL : realpath(co.out, NULL);
+    if (!rc)
+        rc = hs_study_record_artifact(run.ix, run.run_id, abs_out ? abs_out : co.out);
+    free(abs_out);
+    if (rc)
+        run_error("capture");
+    if (cli_run_end(&run, rc, NULL) && !rc)
+        rc = run_error("capture");
+    if (rc)
+        return EXIT_FAILURE_RUN;
+    print_capture(&co, &r, db, run.run_id, json);
+    return 0;
+}
+
 static int cmd_capture(int argc, char **argv)
 {
-    const char *model = NULL, *data = NULL, *dtype = "f32", *db = NULL;
+    const char *model = NULL, *dtype = "f32", *db = NULL;
+    cli_source src = { 0 };
     int threads = 0, json = 0;
     long max_batches = 0;
     hs_capture_opts co = { .batch = 4 };
     opt o[] = {
         OPT_MODEL(&model),
-        OPT_DATA_AS(&data, "token shard (SPEC §4)"),
+        OPT_DATA_AS(&src.data, "token shard (SPEC §4)"),
+        OPT_TEXT(&src.text),
+        { "--tokenizer", OPT_STR, &src.tokenizer, 0, "PATH", "tokenizer of --text, or of --data's "
+          "tokens for /token_text (default: the model directory's, if any)", 0 },
         { "--out", OPT_STR, &co.out, 0, "FILE.h5", "map file to write", 0 },
         { "--layers", OPT_STR, &co.layers, 0, "L,L,...", "layers to capture (default: all)", 0 },
         { "--heads", OPT_STR, &co.heads, 0, "H,H,...", "heads to capture in each layer (default: all)", 0 },
@@ -58,8 +106,10 @@ static int cmd_capture(int argc, char **argv)
     int rc = opts_parse("capture", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
+    const char *data = cli_source_path(&src);
     if (!model || !data || !co.out)
-        return usage_error("capture", "--model DIR, --data FILE and --out FILE.h5 are required");
+        return usage_error("capture", "--model DIR, --data FILE (or --text FILE) and --out FILE.h5 "
+                           "are required");
     co.half = !strcmp(dtype, "f16");
     if (!co.half && strcmp(dtype, "f32"))
         return usage_error("capture", "--dtype must be f32 or f16, not '%s'", dtype);
@@ -76,38 +126,37 @@ static int cmd_capture(int argc, char **argv)
         hs_model_free(&m);
         return usage_error("capture", "%s", hs_last_error());
     }
-    hs_tokens tok = { 0 };
-    size_t nb;
-    char path[1100];
-    snprintf(path, sizeof path, "%s/model.safetensors", model);
-    cli_run run = { 0 };
-    rc = hs_tokens_read(&tok, data) || hs_capture_batches(&nb, &co, &tok) ||
-         cli_run_begin(&run, db, 0, "capture", model, path, data, argc, argv);
-    /* a recorded run has hashed model and data already: hash them once */
-    co.model_sha = run.ix ? run.model_sha : NULL, co.data_sha = run.ix ? run.data_sha : NULL;
-    /* Handlers before the temporary file exists: a Ctrl-C from here on stops
-     * cleanly and removes it. */
-    cli_install_signal_handlers();
-    hs_capture_result r;
-    phase_bars bars;
-    hs_study_io io = cli_study_io(&bars, 1);
-    if (!rc)
-        rc = hs_capture(&r, &m, &tok, co, &io);
-    hs_tokens_free(&tok);
-    hs_model_free(&m);
-    /* the finished file, by its absolute path, as the run's artifact */
-    char *abs_out = rc ? NULL : realpath(co.out, NULL);
-    if (!rc)
-        rc = hs_study_record_artifact(run.ix, run.run_id, abs_out ? abs_out : co.out);
-    free(abs_out);
-    if (rc)
-        run_error("capture");
-    if (cli_run_end(&run, rc, NULL) && !rc)
-        rc = run_error("capture");
-    if (rc)
-        return EXIT_FAILURE_RUN;
-    print_capture(&co, &r, db, run.run_id, json);
-    return 0;
+    return capture_run(&m, &src, co, db, json, argc, argv);
+}
+
+/* The first sequence's tokens as display strings (/token_text): in JSON the
+ * raw strings ("token_text_0", null when the file has none), else one line
+ * of them, each shown readably and separated by '|'. */
+static void print_token_text(hs_maps_reader *r, const hs_maps_info *in, int json)
+{
+    char **text = in->has_token_text && in->n_seq > 0
+                      ? calloc((size_t)in->seq_len, sizeof *text) : NULL;
+    const int ok = text && !hs_maps_read_token_text(r, 0, text);
+    if (json) {
+        printf(",\"token_text_0\":");
+        for (int t = 0; t < in->seq_len && ok; t++)
+            printf("%s", t ? "," : "["), json_string(stdout, text[t]);
+        printf("%s", ok ? "]" : "null");
+    } else if (ok) {
+        printf("token text   sequence 0: ");
+        size_t shown = 0;
+        for (int t = 0; t < in->seq_len && shown < 400; t++) {
+            char d[256];
+            cli_token_display(d, sizeof d, text[t], 24, 0);
+            shown += strlen(d) + 1;
+            printf("%s%s", t ? "|" : "", d);
+        }
+        printf("%s\n", shown >= 400 ? "|…" : "");
+    } else {
+        printf("token text   %s\n", in->has_token_text ? "unreadable" : "none (no tokenizer was known)");
+    }
+    hs_maps_free_token_text(text, text ? in->seq_len : 0);
+    free(text);
 }
 
 static int cmd_maps(int argc, char **argv)
@@ -153,13 +202,16 @@ static int cmd_maps(int argc, char **argv)
             printf("],\"query_start\":%d,\"queries\":%d,\"keys\":%d,\"dtype\":\"%s\"}", l->q0,
                    l->nq, l->S, l->half ? "float16" : "float32");
         }
-        printf("]}\n");
+        printf("]");
+        print_token_text(r, in, 1);
+        printf("}\n");
     } else {
         printf("file         %s (%s)\n", file, in->complete ? "complete" : "INCOMPLETE");
         printf("sequences    %lld of length %d\n", in->n_seq, in->seq_len);
         printf("model        sha256 %s\n", in->model_sha256);
         printf("data         %s (sha256 %s)\n", in->data_path, in->data_sha256);
         printf("written by   headscope %s\n", in->tool_version);
+        print_token_text(r, in, 0);
         for (int i = 0; i < in->n_layers; i++) {
             const hs_maps_layer_info *l = &in->layers[i];
             printf("layer %2d     [%lld, %d, %d, %d] %s, queries %d..%d, heads", l->layer,
@@ -179,16 +231,27 @@ static int cmd_maps(int argc, char **argv)
     return 0;
 }
 
+static const opt_rule capture_rules[] = {
+    OPT_TEXT_RULE_DATA,
+};
+
 HS_COMMAND(cmd_capture_record) = {
     .name = "capture",
     .order = 70,
     .summary = "Run forwards and stream every per-head attention map to HDF5 (SPEC §6).",
-    .usage = "headscope capture --model DIR --data FILE --out FILE.h5 [options]",
+    .usage = "headscope capture --model DIR (--data FILE | --text FILE) --out FILE.h5 [options]",
     .details = "The file is written under a temporary name and renamed when complete; Ctrl-C\n"
-        "stops cleanly and leaves nothing. Memory holds one batch's maps of one layer.\n\n"
+        "stops cleanly and leaves nothing. Memory holds one batch's maps of one layer.\n"
+        "When a tokenizer is known (--tokenizer, or a tokenizer.json in the model\n"
+        "directory) the file also holds /token_text, the display string of every token,\n"
+        "which plot map puts on its axes. --text FILE is tokenized as one document with\n"
+        "the special tokens (HF tokenizer(text)); data_sha256 is then the text file's.\n\n"
         "example: headscope capture --model runs/tiny --data val.bin --out maps.h5 \\\n"
-        "           --batch 4 --seq-len 64 --max-batches 8 --dtype f16\n",
+        "           --batch 4 --seq-len 64 --max-batches 8 --dtype f16\n"
+        "example: headscope capture --model runs/pythia --text probe.txt --out probe.h5 \\\n"
+        "           --batch 1 --seq-len 48\n",
     .run = cmd_capture,
+    OPT_RULES(capture_rules),
 };
 
 HS_COMMAND(cmd_maps_record) = {

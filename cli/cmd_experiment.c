@@ -91,6 +91,26 @@ static int experiment_setup(hs_headcount_opts *ho, const char *preset, const cha
     return 0;
 }
 
+/* The training data and the validation split (vsrc's, or the last 10% of
+ * src's), each holding a batch. HS_OK or a status with the message set. */
+static int experiment_data(hs_tokens *all, hs_tokens *train, hs_tokens *vt, const cli_source *src,
+                           const cli_source *vsrc, const hs_headcount_opts *ho)
+{
+    const int vocab = ho->base.vocab_size;
+    const char *val = cli_source_path(vsrc);
+    if (cli_tokens_load(NULL, all, src, NULL, vocab) ||
+        (val && cli_tokens_load(NULL, vt, vsrc, NULL, vocab)))
+        return HS_EINVAL;
+    if (val)
+        *train = *all;
+    else
+        hs_headcount_split(all, train, vt);
+    if (!hs_batch_count(train, ho->batch, ho->seq_len) || !hs_batch_count(vt, ho->batch, ho->seq_len))
+        return hs_fail(HS_EINVAL, "%s: too few tokens for a batch of %d x %d in both the training "
+                       "and validation parts", cli_source_path(src), ho->batch, ho->seq_len);
+    return HS_OK;
+}
+
 static int cmd_experiment(int argc, char **argv)
 {
     /* `help experiment` (argv[1] "--help") shows head-count's options */
@@ -99,14 +119,18 @@ static int cmd_experiment(int argc, char **argv)
         return experiment_gqa(argc, argv);
     if (argc < 2 || (strcmp(argv[1], "head-count") && !help))
         return usage_error("experiment", "the experiment is 'head-count' or 'gqa'");
-    const char *preset = "attn-only", *data = NULL, *val = NULL, *db = NULL;
+    const char *preset = "attn-only", *db = NULL;
+    cli_source src = { 0 }, vsrc = { 0 };
     const char *heads_s = "1,2,4", *seeds_s = "1,2,3";
     int threads = 0, json = 0;
     hs_headcount_opts ho = { .steps = 200, .batch = 8, .seq_len = 64, .lr = 1e-3 };
     opt o[] = {
         { "--preset", OPT_STR, &preset, 0, "P", "architecture; KEY=VALUE arguments override it", 0 },
-        OPT_DATA_AS(&data, "training shard (its last 10% is the validation split unless --val)"),
-        { "--val", OPT_STR, &val, 0, "FILE.bin", "validation shard", 0 },
+        OPT_DATA_AS(&src.data, "training shard (its last 10% is the validation split unless --val)"),
+        OPT_TEXT_AS(&src.text, "--text", "training text, tokenized on the fly (instead of --data)"),
+        OPT_TOKENIZER(&src.tokenizer),
+        { "--val", OPT_STR, &vsrc.data, 0, "FILE.bin", "validation shard", 0 },
+        OPT_TEXT_AS(&vsrc.text, "--val-text", "validation text, tokenized as --text is"),
         OPT_DB_AS(&db, "SQLite index for curves and results"),
         { "--heads", OPT_STR, &heads_s, 0, "H,H,...", "head counts (each divides d_model)", 0 },
         { "--seeds", OPT_STR, &seeds_s, 0, "S,S,...", "initialisation seeds", 0 },
@@ -123,8 +147,10 @@ static int cmd_experiment(int argc, char **argv)
                         argv + !help, overrides, 64, &nover);
     if (rc)
         return rc < 0 ? 0 : rc;
+    const char *data = cli_source_path(&src), *val = cli_source_path(&vsrc);
+    vsrc.tokenizer = src.tokenizer;
     if (!data || !db)
-        return usage_error("experiment", "--data FILE and --db FILE are required");
+        return usage_error("experiment", "--data FILE (or --text FILE) and --db FILE are required");
     if (!(ho.lr > 0))
         return usage_error("experiment", "--lr must be positive");
     if ((rc = experiment_setup(&ho, preset, overrides, nover, heads_s, seeds_s)))
@@ -132,19 +158,9 @@ static int cmd_experiment(int argc, char **argv)
     if (threads)
         hs_set_threads(threads);
     hs_tokens all = { 0 }, train = { 0 }, vt = { 0 };
-    if (hs_tokens_read(&all, data) || (val && hs_tokens_read(&vt, val))) {
-        hs_tokens_free(&all);
-        return run_error("experiment");
-    }
-    if (val)
-        train = all;
-    else
-        hs_headcount_split(&all, &train, &vt);
     cli_run run = { 0 };
-    if (!hs_batch_count(&train, ho.batch, ho.seq_len) || !hs_batch_count(&vt, ho.batch, ho.seq_len))
-        rc = hs_fail(HS_EINVAL, "%s: too few tokens for a batch of %d x %d in both the training "
-                     "and validation parts", data, ho.batch, ho.seq_len);
-    if (rc || cli_run_begin(&run, db, 0, "experiment", NULL, NULL, data, argc, argv)) {
+    if (experiment_data(&all, &train, &vt, &src, &vsrc, &ho) ||
+        cli_run_begin(&run, db, 0, "experiment", NULL, NULL, data, argc, argv)) {
         hs_tokens_free(&all);
         if (val)
             hs_tokens_free(&vt);
@@ -173,11 +189,16 @@ static int cmd_experiment(int argc, char **argv)
     return rc ? EXIT_FAILURE_RUN : 0;
 }
 
+static const opt_rule experiment_rules[] = {
+    OPT_VAL_TEXT_RULES,
+};
+
 HS_COMMAND(cmd_experiment_record) = {
     .name = "experiment",
     .order = 150,
     .summary = "head-count: one architecture with several head counts; gqa: MHA->GQA uptraining.",
-    .usage = "headscope experiment head-count (--preset P [KEY=VALUE ...]) --data FILE --db FILE [options]\n"
+    .usage = "headscope experiment head-count (--preset P [KEY=VALUE ...])\n"
+             "       (--data FILE | --text FILE) --db FILE [options]\n"
              "       headscope experiment gqa --model DIR --data FILE --db FILE --original-steps N "
              "[options]",
     .details = "Every head count starts from the same initial weights per seed (the projections do\n"
@@ -195,4 +216,5 @@ HS_COMMAND(cmd_experiment_record) = {
         "val_loss_kv_heads_G and val_loss_kv_heads_G_uptrained (mean, stderr over validation\n"
         "sequences). `headscope experiment gqa --help` lists its options.\n",
     .run = cmd_experiment,
+    OPT_RULES(experiment_rules),
 };

@@ -50,11 +50,13 @@ static int parse_kv(const char *s, int *out)
 
 /* Loads the model and data and checks the options: 0, or the exit status. */
 static int gqa_setup(hs_gqa_opts *go, hs_model *m, hs_tokens *all, hs_tokens *vt, hs_tokens *train,
-                     const char *model, const char *data, const char *val)
+                     const char *model, const cli_source *src, const cli_source *vsrc)
 {
+    const char *val = cli_source_path(vsrc);
     if (hs_checkpoint_load(m, model))
         return run_error("experiment");
-    if (hs_tokens_read(all, data) || (val && hs_tokens_read(vt, val))) {
+    if (cli_tokens_load(NULL, all, src, model, m->cfg.vocab_size) ||
+        (val && cli_tokens_load(NULL, vt, vsrc, model, m->cfg.vocab_size))) {
         hs_model_free(m);
         hs_tokens_free(all);
         return run_error("experiment");
@@ -77,14 +79,18 @@ static int gqa_setup(hs_gqa_opts *go, hs_model *m, hs_tokens *all, hs_tokens *vt
 
 int experiment_gqa(int argc, char **argv)
 {
-    const char *model = NULL, *data = NULL, *val = NULL, *db = NULL, *kv_s = NULL;
+    const char *model = NULL, *db = NULL, *kv_s = NULL;
+    cli_source src = { 0 }, vsrc = { 0 };
     int threads = 0, json = 0;
     long val_batches = 0;
     hs_gqa_opts go = { .batch = 8, .seq_len = 64, .lr = 1e-3, .fraction = 0.05 };
     opt o[] = {
         OPT_MODEL_AS(&model, "the trained MHA model"),
-        OPT_DATA_AS(&data, "uptraining shard (its last 10% is the validation split unless --val)"),
-        { "--val", OPT_STR, &val, 0, "FILE.bin", "validation shard", 0 },
+        OPT_DATA_AS(&src.data, "uptraining shard (its last 10% is the validation split unless --val)"),
+        OPT_TEXT_AS(&src.text, "--text", "uptraining text, tokenized on the fly (instead of --data)"),
+        OPT_TOKENIZER(&src.tokenizer),
+        { "--val", OPT_STR, &vsrc.data, 0, "FILE.bin", "validation shard", 0 },
+        OPT_TEXT_AS(&vsrc.text, "--val-text", "validation text, tokenized as --text is"),
         OPT_DB_AS(&db, "SQLite index for the results"),
         { "--kv-heads", OPT_STR, &kv_s, 0, "G,G,...", "key/value head counts (default H/2,H/4,1)", 0 },
         { "--original-steps", OPT_LONG, &go.original_steps, 1, "N", "steps the MHA model trained (required)", 0 },
@@ -99,9 +105,11 @@ int experiment_gqa(int argc, char **argv)
     int rc = opts_parse("experiment", o, (int)(sizeof o / sizeof o[0]), argc - 1, argv + 1, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
+    const char *data = cli_source_path(&src), *val = cli_source_path(&vsrc);
+    vsrc.tokenizer = src.tokenizer;
     if (!model || !data || !db || !go.original_steps)
-        return usage_error("experiment", "gqa needs --model DIR, --data FILE, --db FILE and "
-                                         "--original-steps N");
+        return usage_error("experiment", "gqa needs --model DIR, --data FILE (or --text FILE), "
+                                         "--db FILE and --original-steps N");
     if (kv_s && (go.n_kv = parse_kv(kv_s, go.kv)) < 1)
         return usage_error("experiment", "--kv-heads '%s': positive counts expected", kv_s);
     if (threads)
@@ -109,7 +117,7 @@ int experiment_gqa(int argc, char **argv)
     go.val_batches = (size_t)val_batches;
     hs_model m;
     hs_tokens all = { 0 }, train = { 0 }, vt = { 0 };
-    if ((rc = gqa_setup(&go, &m, &all, &vt, &train, model, data, val)))
+    if ((rc = gqa_setup(&go, &m, &all, &vt, &train, model, &src, &vsrc)))
         return rc;
     char file[1100];
     snprintf(file, sizeof file, "%s/model.safetensors", model);

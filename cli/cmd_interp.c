@@ -14,6 +14,7 @@
  * run. */
 typedef struct {
     const char *cmd, *model, *prompts, *data, *tokenizer, *db;
+    const char *text; /* --text FILE: tokenized like a shard (--data) */
     int batch, seq_len, threads, json, allow_nonfinite;
     long max_batches;
     long seed;
@@ -50,7 +51,7 @@ static int interp_open(interp *c, int argc, char **argv)
                                               : HS_OK;
     if (!rc && c->prompts)
         rc = load_prompts(c);
-    if (!rc && c->data) {
+    if (!rc && (c->data || c->text)) {
         if (!c->seq_len)
             c->seq_len = c->m.cfg.n_ctx < 256 ? c->m.cfg.n_ctx : 256;
         if (c->m.cfg.pos == HS_POS_LEARNED && c->seq_len > c->m.cfg.n_ctx) {
@@ -60,18 +61,19 @@ static int interp_open(interp *c, int argc, char **argv)
                                n_ctx);
         }
         size_t nb;
-        if (!(rc = hs_tokens_read(&c->tok, c->data)))
+        const cli_source src = { c->data, c->text, c->tokenizer };
+        if (!(rc = cli_tokens_load(NULL, &c->tok, &src, c->model, c->m.cfg.vocab_size)))
             rc = hs_batches_to_run(&c->tok, c->batch, c->seq_len, 0, &nb);
         for (size_t i = 0; !rc && i < c->tok.n; i++)
             if (c->tok.tok[i] >= c->m.cfg.vocab_size)
                 rc = hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the vocabulary of %d",
-                             c->data, c->tok.tok[i], i, c->m.cfg.vocab_size);
+                             cli_source_path(&src), c->tok.tok[i], i, c->m.cfg.vocab_size);
     }
     char file[1100];
     snprintf(file, sizeof file, "%s/model.safetensors", c->model);
     if (!rc)
         rc = cli_run_begin(&c->run, c->db, 0, c->cmd, c->model, file,
-                           c->prompts ? c->prompts : c->data, argc, argv);
+                           c->prompts ? c->prompts : c->data ? c->data : c->text, argc, argv);
     if (rc) {
         hs_prompt_set_free(&c->ps);
         hs_tokens_free(&c->tok);
@@ -132,7 +134,7 @@ static int cmd_dla(int argc, char **argv)
         OPT_MODEL(&c.model),
         { "--prompts", OPT_STR, &c.prompts, 0, "FILE.jsonl", "clean/corrupt prompts (SPEC §11); dla reads the clean ones", 0 },
         OPT_DB_AS(&c.db, "SQLite index for the attributions"),
-        { "--tokenizer", OPT_STR, &c.tokenizer, 0, "PATH", "tokenizer of text prompts (default: the model directory's)", 0 },
+        { "--tokenizer", OPT_STR, &c.tokenizer, 0, "PATH", "tokenizer of text prompts or --text (default: the model directory's)", 0 },
         OPT_BATCH_AS(&c.batch, "prompts per forward"),
         OPT_THREADS(&c.threads),
         OPT_JSON(&c.json),
@@ -199,8 +201,9 @@ static int cmd_logit_lens(int argc, char **argv)
         OPT_MODEL(&c.model),
         { "--prompts", OPT_STR, &c.prompts, 0, "FILE.jsonl", "prompts: the answer's loss and the logit difference at the last position", 0 },
         OPT_DATA_AS(&c.data, "token shard: the next-token loss at every position"),
+        OPT_TEXT_AS(&c.text, "--text", "text file, tokenized on the fly (instead of --data)"),
         OPT_DB_AS(&c.db, "SQLite index for the curves"),
-        { "--tokenizer", OPT_STR, &c.tokenizer, 0, "PATH", "tokenizer of text prompts (default: the model directory's)", 0 },
+        { "--tokenizer", OPT_STR, &c.tokenizer, 0, "PATH", "tokenizer of text prompts or --text (default: the model directory's)", 0 },
         OPT_BATCH_AS(&c.batch, "sequences per forward"),
         OPT_SEQ_LEN(&c.seq_len),
         OPT_MAX_BATCHES(&c.max_batches),
@@ -211,13 +214,13 @@ static int cmd_logit_lens(int argc, char **argv)
     int rc = opts_parse("logit-lens", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!c.model || !c.db || !c.prompts == !c.data)
+    if (!c.model || !c.db || !!c.prompts + !!c.data + !!c.text != 1)
         return usage_error("logit-lens", "--model DIR, --db FILE and one of --prompts FILE or "
-                                         "--data FILE are required");
+                                         "--data FILE (or --text FILE) are required");
     if ((rc = interp_open(&c, argc, argv)))
         return rc;
-    hs_lens_opts lo = { c.prompts ? &c.ps : NULL, c.data ? &c.tok : NULL, c.batch, c.seq_len,
-                        (size_t)c.max_batches };
+    hs_lens_opts lo = { c.prompts ? &c.ps : NULL, c.data || c.text ? &c.tok : NULL, c.batch,
+                        c.seq_len, (size_t)c.max_batches };
     hs_lens_result r;
     phase_bars bars;
     hs_study_io io = interp_io(&c, &bars);
@@ -296,8 +299,9 @@ static int cmd_composition(int argc, char **argv)
 
 static const opt_rule lens_rules[] = {
     { "--prompts", OPTS_EXCLUDES, "--data", "one source of sequences" },
-    { "--data", OPTS_NEEDS, "--seq-len,--max-batches", "they cut the shard into sequences" },
-    { "--prompts", OPTS_NEEDS, "--tokenizer", "it encodes text prompts" },
+    { "--text", OPTS_EXCLUDES, "--data,--prompts", "one source of sequences" },
+    { "--data|--text", OPTS_NEEDS, "--seq-len,--max-batches", "they cut the shard into sequences" },
+    { "--prompts|--text", OPTS_NEEDS, "--tokenizer", "it encodes text prompts and --text" },
 };
 
 static const opt_rule composition_rules[] = {

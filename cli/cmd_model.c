@@ -279,12 +279,15 @@ static int cmd_tokens(int argc, char **argv)
 
 static int cmd_eval(int argc, char **argv)
 {
-    const char *model = NULL, *data = NULL;
+    const char *model = NULL;
+    cli_source src = { 0 };
     int B = 4, T = 0, threads = 0, json = 0, allow_nonfinite = 0;
     long max_batches = 0;
     opt o[] = {
         { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory", 0 },
-        { "--data", OPT_STR, &data, 0, "FILE.bin", "token shard (SPEC §4)", 0 },
+        { "--data", OPT_STR, &src.data, 0, "FILE.bin", "token shard (SPEC §4)", 0 },
+        OPT_TEXT(&src.text),
+        OPT_TOKENIZER(&src.tokenizer),
         { "--batch", OPT_INT, &B, 1, "B", "sequences per batch", 0 },
         { "--seq-len", OPT_INT, &T, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
         { "--max-batches", OPT_LONG, &max_batches, 0, "N", "stop after N batches (0: all)", 0 },
@@ -292,11 +295,12 @@ static int cmd_eval(int argc, char **argv)
         { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
         OPT_ALLOW_NONFINITE(&allow_nonfinite),
     };
-    int rc = opts_parse("eval", o, 8, argc, argv, NULL, 0, NULL);
+    int rc = opts_parse("eval", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
+    const char *data = cli_source_path(&src);
     if (!model || !data)
-        return usage_error("eval", "--model DIR and --data FILE are required");
+        return usage_error("eval", "--model DIR and --data FILE (or --text FILE) are required");
     if (threads)
         hs_set_threads(threads);
     hs_model m;
@@ -310,7 +314,7 @@ static int cmd_eval(int argc, char **argv)
         return usage_error("eval", "--seq-len %d exceeds the model's n_ctx=%d", T, n_ctx);
     }
     hs_tokens tok;
-    if (hs_tokens_read(&tok, data)) {
+    if (cli_tokens_load(NULL, &tok, &src, model, m.cfg.vocab_size)) {
         hs_model_free(&m);
         return run_error("eval");
     }
@@ -381,19 +385,21 @@ static int train_model(hs_model *m, const char *preset, const char **overrides, 
     return 0;
 }
 
-/* Reads and checks the training and validation shards, and makes the
- * output directory: everything that could fail after training is checked
- * before it. HS_OK or a status with the message set. */
-static int train_data(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const char *data,
-                      const char *val, int B, int T, const char *out)
+/* Reads and checks the training and validation data (shards, or texts
+ * tokenized by --tokenizer or the --init checkpoint's tokenizer), and makes
+ * the output directory: everything that could fail after training is
+ * checked before it. HS_OK or a status with the message set. */
+static int train_data(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const cli_source *src,
+                      const cli_source *vsrc, const char *init, int B, int T, const char *out)
 {
-    if (hs_tokens_read(tok, data))
+    const char *data = cli_source_path(src), *val = cli_source_path(vsrc);
+    if (cli_tokens_load(NULL, tok, src, init, m->cfg.vocab_size))
         return HS_EIO;
     for (size_t i = 0; i < tok->n; i++)
         if (tok->tok[i] >= m->cfg.vocab_size)
             return hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the model's vocabulary of "
                            "%d", data, tok->tok[i], i, m->cfg.vocab_size);
-    if (val && hs_tokens_read(vtok, val))
+    if (val && cli_tokens_load(NULL, vtok, vsrc, init, m->cfg.vocab_size))
         return HS_EIO;
     const char *too_short = !hs_batch_count(tok, B, T)              ? data
                             : val && !hs_batch_count(vtok, B, T) ? val
@@ -457,7 +463,8 @@ static int train_run(hs_model *m, const hs_tokens *tok, hs_train_study_opts *so,
 
 static int cmd_train(int argc, char **argv)
 {
-    const char *preset = NULL, *init = NULL, *data = NULL, *val = NULL, *db = NULL;
+    const char *preset = NULL, *init = NULL, *db = NULL;
+    cli_source src = { 0 }, vsrc = { 0 };
     int threads = 0, json = 0, force = 0;
     long seed = 1;
     hs_train_study_opts so = { .train = { .B = 4, .steps = 100, .lr = 1e-3, .val_batches = 8 } };
@@ -467,7 +474,9 @@ static int cmd_train(int argc, char **argv)
         { "--out", OPT_STR, &so.out, 0, "DIR", "where the trained checkpoint is written", 0 },
         { "--preset", OPT_STR, &preset, 0, "P", "gpt2, llama, gpt_neox, mistral, qwen2, mla, attn-only or tinylm; KEY=VALUE arguments override its config.json fields", 0 },
         { "--init", OPT_STR, &init, 0, "DIR", "start from this checkpoint instead of a preset", 0 },
-        OPT_DATA_AS(&data, "training token shard"),
+        OPT_DATA_AS(&src.data, "training token shard"),
+        OPT_TEXT_AS(&src.text, "--text", "training text, tokenized on the fly (instead of --data)"),
+        OPT_TOKENIZER(&src.tokenizer),
         { "--steps", OPT_LONG, &to->steps, 1, "N", "optimizer steps", 0 },
         OPT_BATCH_AS(&to->B, "sequences per step"),
         OPT_SEQ_LEN(&to->T),
@@ -476,7 +485,8 @@ static int cmd_train(int argc, char **argv)
         { "--weight-decay", OPT_DOUBLE, &to->weight_decay, 0, "W", "> 0 selects AdamW with this decay", 0 },
         { "--clip", OPT_DOUBLE, &to->clip, 0, "C", "clip the global gradient norm (0: off)", 0 },
         { "--warmup", OPT_LONG, &to->warmup, 0, "N", "linear learning-rate warmup steps (0: off)", 0 },
-        { "--val", OPT_STR, &val, 0, "FILE.bin", "validation shard", 0 },
+        { "--val", OPT_STR, &vsrc.data, 0, "FILE.bin", "validation shard", 0 },
+        OPT_TEXT_AS(&vsrc.text, "--val-text", "validation text, tokenized as --text is"),
         { "--val-every", OPT_LONG, &to->val_every, 0, "N", "validate every N steps (default: steps/10)", 0 },
         { "--val-batches", OPT_LONG, &val_batches, 0, "N", "validation batches (0: all)", 0 },
         OPT_DB_AS(&db, "SQLite index for the run and its loss curves"),
@@ -490,8 +500,9 @@ static int cmd_train(int argc, char **argv)
                         &noverrides);
     if (rc)
         return rc < 0 ? 0 : rc;
+    const char *data = cli_source_path(&src), *val = cli_source_path(&vsrc);
     if (!so.out || !data)
-        return usage_error("train", "--out DIR and --data FILE are required");
+        return usage_error("train", "--out DIR and --data FILE (or --text FILE) are required");
     if (!preset == !init)
         return usage_error("train", "give exactly one of --preset P and --init DIR");
     if (init && noverrides)
@@ -521,7 +532,8 @@ static int cmd_train(int argc, char **argv)
     to->val_every = to->val_every ? to->val_every : (to->steps >= 10 ? to->steps / 10 : 1);
     cli_run run = { 0 };
     /* The model a training run produces is recorded when it finishes. */
-    rc = train_data(&tok, &vtok, &m, data, val, to->B, to->T, so.out) ||
+    vsrc.tokenizer = src.tokenizer;
+    rc = train_data(&tok, &vtok, &m, &src, &vsrc, init, to->B, to->T, so.out) ||
                  cli_run_begin(&run, db, 0, "train", so.out, NULL, data, argc, argv)
              ? run_error("train")
              : train_run(&m, &tok, &so, &run, db, json);
@@ -540,7 +552,13 @@ static const opt_rule tokens_rules[] = {
 static const opt_rule train_rules[] = {
     { "--init", OPTS_EXCLUDES, "--seed",
       "the weights come from the checkpoint; --seed seeds a preset's initialisation" },
-    { "--val", OPTS_NEEDS, "--val-every,--val-batches", "they set the validation on --val" },
+    OPT_VAL_TEXT_RULES,
+    { "--val|--val-text", OPTS_NEEDS, "--val-every,--val-batches",
+      "they set the validation on --val" },
+};
+
+static const opt_rule eval_rules[] = {
+    OPT_TEXT_RULES,
 };
 
 HS_COMMAND(cmd_info_record) = {
@@ -576,7 +594,7 @@ HS_COMMAND(cmd_train_record) = {
     .name = "train",
     .order = 50,
     .summary = "Train a model from a preset or a checkpoint with Adam (AdamW with --weight-decay).",
-    .usage = "headscope train --out DIR (--preset P [KEY=VALUE ...] | --init DIR) --data FILE [options]",
+    .usage = "headscope train --out DIR (--preset P [KEY=VALUE ...] | --init DIR)\n       (--data FILE | --text FILE) [options]",
     .details = "Batches follow llm.c: step i reads B*T+1 tokens from i*B*T, wrapping to the start.\n"
         "The loss is the mean over the batch's B*T targets. Defaults add nothing unasked:\n"
         "constant learning rate, no clipping, no decay. Ctrl-C stops after the current step\n"
@@ -593,8 +611,9 @@ HS_COMMAND(cmd_eval_record) = {
     .name = "eval",
     .order = 60,
     .summary = "Mean next-token loss of a model on a token shard, with its standard error.",
-    .usage = "headscope eval --model DIR --data FILE [options]",
+    .usage = "headscope eval --model DIR (--data FILE | --text FILE) [options]",
     .details = "stderr is the sample standard deviation of per-sequence mean losses over sqrt(n).\n\n"
         "example: headscope eval --model runs/tiny --data val.bin --batch 8 --seq-len 64 --json\n",
     .run = cmd_eval,
+    OPT_RULES(eval_rules),
 };

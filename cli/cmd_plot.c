@@ -48,19 +48,6 @@ static const char *scripts_dir(void)
     return installed;
 }
 
-/* A token as a gnuplot label without spaces or quotes. */
-static void token_label(char *out, size_t n, int tok)
-{
-    if (tok > 32 && tok < 127 && tok != '"' && tok != '\'' && tok != '\\')
-        snprintf(out, n, "%c", tok);
-    else if (tok == ' ')
-        snprintf(out, n, "_");
-    else if (tok == '\n')
-        snprintf(out, n, "\\\\n");
-    else
-        snprintf(out, n, "x%02x", tok & 0xffff);
-}
-
 const char *plot_format(const char *out)
 {
     const char *dot = out ? strrchr(out, '.') : NULL;
@@ -200,6 +187,7 @@ static void cleanup_dir(const char *dir, int nl, int nh)
 {
     char p[1200];
     const char *fixed[] = { "map.txt",    "scores.txt",  "curve.txt", "control.txt",
+                            "xlabels.txt", "ylabels.txt",
                             "draws.txt",  "absent.txt", "cabsent.txt", "js.txt",
                             "nohead.txt", "cnohead.txt" };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
@@ -215,34 +203,82 @@ static void cleanup_dir(const char *dir, int nl, int nh)
 }
 
 
-/* One layer's map of a sequence: a header of the key labels, then one row per
- * query, its label first. */
-static int write_map_txt(const char *p, const hs_maps_layer_info *l, const int32_t *tok,
-                         const float *buf)
+/* At most this many labels on an axis: every step-th position is labelled. */
+enum { MAP_MAX_LABELS = 40, MAP_LABEL_CHARS = 12 };
+
+/* A label as a gnuplot data field that reads back exactly as label: gnuplot
+ * unescapes string fields (\\, \NNN octal) and ends one at a '"', so a
+ * backslash is doubled and a quote written as \042 (a digit right after an
+ * octal escape is escaped too, or it would extend it). label holds no tab
+ * or control byte (cli_token_display). */
+static void gp_data_label(FILE *f, const char *label)
+{
+    int after_octal = 0;
+    for (const unsigned char *c = (const unsigned char *)label; *c; c++) {
+        if (*c == '"' || (after_octal && *c >= '0' && *c <= '7')) {
+            fprintf(f, "\\%03o", *c);
+            after_octal = 1;
+            continue;
+        }
+        if (*c == '\\')
+            fputc('\\', f);
+        fputc(*c, f);
+        after_octal = 0;
+    }
+}
+
+/* The label of position t: its token's display string (text, from the map
+ * file's /token_text), else its id. */
+static void write_label(FILE *f, int t, const int32_t *tok, char *const *text)
+{
+    char d[160];
+    if (text)
+        cli_token_display(d, sizeof d, text[t], MAP_LABEL_CHARS, 1);
+    else
+        snprintf(d, sizeof d, "%d", (int)tok[t]);
+    fprintf(f, "%d\t", t);
+    gp_data_label(f, d);
+    fprintf(f, "\n");
+}
+
+/* Labels of positions first..first+n-1 ("position<TAB>label" lines), at
+ * most MAP_MAX_LABELS of them evenly spaced, always the first. */
+static int write_labels(const char *p, int first, int n, const int32_t *tok, char *const *text)
 {
     FILE *f = fopen(p, "w");
     if (!f)
         return hs_fail(HS_EIO, "%s: cannot write", p);
-    char lab[16];
-    fprintf(f, "%d", l->S);
-    for (int s = 0; s < l->S; s++) {
-        token_label(lab, sizeof lab, tok[s]);
-        fprintf(f, " \"%s\"", lab);
-    }
-    fprintf(f, "\n");
-    for (int q = 0; q < l->nq; q++) {
-        token_label(lab, sizeof lab, tok[l->q0 + q]);
-        fprintf(f, "\"%s\"", lab);
-        for (int s = 0; s < l->S; s++)
-            fprintf(f, " %.5g", buf[(size_t)q * l->S + s]);
-        fprintf(f, "\n");
-    }
+    const int step = (n + MAP_MAX_LABELS - 1) / MAP_MAX_LABELS;
+    for (int i = 0; i < n; i += step)
+        write_label(f, first + i, tok, text);
     return fclose(f) ? hs_fail(HS_EIO, "%s: write failed", p) : HS_OK;
+}
+
+/* One head's map: one tab-separated row per query, the key labels and the
+ * query labels in files of their own (labels are data, never code). */
+static int write_map_txt(const char *dir, const hs_maps_layer_info *l, const int32_t *tok,
+                         char *const *text, const float *buf)
+{
+    char p[1200];
+    snprintf(p, sizeof p, "%s/map.txt", dir);
+    FILE *f = fopen(p, "w");
+    if (!f)
+        return hs_fail(HS_EIO, "%s: cannot write", p);
+    for (int q = 0; q < l->nq; q++)
+        for (int s = 0; s < l->S; s++)
+            fprintf(f, "%.5g%c", buf[(size_t)q * l->S + s], s + 1 < l->S ? '\t' : '\n');
+    if (fclose(f))
+        return hs_fail(HS_EIO, "%s: write failed", p);
+    snprintf(p, sizeof p, "%s/xlabels.txt", dir);
+    int rc = write_labels(p, 0, l->S, tok, text);
+    snprintf(p, sizeof p, "%s/ylabels.txt", dir);
+    return rc ? rc : write_labels(p, l->q0, l->nq, tok, text);
 }
 
 /* One head's map with token labels (plot_map.gp). */
 static int draw_head(hs_maps_reader *r, const char *maps, int layer, int head, long long seq,
-                     const int32_t *tok, float *buf, const char *dir, const char *out)
+                     const int32_t *tok, char *const *text, float *buf, const char *dir,
+                     const char *out)
 {
     const hs_maps_info *in = hs_maps_get_info(r);
     int li = -1, hi = -1, rc = HS_OK;
@@ -254,14 +290,17 @@ static int draw_head(hs_maps_reader *r, const char *maps, int layer, int head, l
             hi = h;
     if (li < 0 || hi < 0)
         return hs_fail(HS_EINVAL, "%s holds no map of layer %d head %d", maps, layer, head);
-    char assign[16384], title[300], qtitle[2400], p[1200];
-    snprintf(p, sizeof p, "%s/map.txt", dir);
+    const hs_maps_layer_info *l = &in->layers[li];
+    char assign[16384], title[300], qtitle[2400];
     rc = hs_maps_read(r, li, seq, hi, buf);
     if (!rc)
-        rc = write_map_txt(p, &in->layers[li], tok, buf);
-    snprintf(title, sizeof title, "layer %d, head %d, sequence %lld", layer, head, seq);
+        rc = write_map_txt(dir, l, tok, text, buf);
+    snprintf(title, sizeof title, "layer %d, head %d, sequence %lld%s", layer, head, seq,
+             text ? "" : " (token ids: the file holds no token text)");
     gp_quote(qtitle, sizeof qtitle, title);
-    snprintf(assign, sizeof assign, "datafile='%s'; plottitle=%s", p, qtitle);
+    snprintf(assign, sizeof assign, "datafile='%s/map.txt'; xlabels='%s/xlabels.txt'; "
+             "ylabels='%s/ylabels.txt'; keys=%d; queries=%d; qstart=%d; plottitle=%s", dir, dir,
+             dir, l->S, l->nq, l->q0, qtitle);
     return rc ? rc : run_gnuplot("plot_map.gp", assign, out);
 }
 
@@ -360,8 +399,9 @@ int plot_map(const char *maps, int layer, int head, long long seq, const char *o
     char dir[600] = "";
     int nl = 0, nh = 0;
     int32_t *tok = malloc(sizeof(int32_t) * in->seq_len);
+    char **text = in->has_token_text ? calloc((size_t)in->seq_len, sizeof *text) : NULL;
     float *buf = malloc(sizeof(float) * (size_t)in->seq_len * in->seq_len);
-    if (!tok || !buf)
+    if (!tok || !buf || (in->has_token_text && !text))
         rc = hs_fail(HS_ENOMEM, "plot: out of memory");
     if (!rc && (seq < 0 || seq >= in->n_seq))
         rc = hs_fail(HS_EINVAL, "%s: no sequence %lld (it holds %lld)", maps, seq, in->n_seq);
@@ -369,13 +409,17 @@ int plot_map(const char *maps, int layer, int head, long long seq, const char *o
         rc = hs_fail(HS_EFORMAT, "%s is not marked complete", maps);
     if (!rc)
         rc = hs_maps_read_tokens(r, seq, tok);
+    if (!rc && text)
+        rc = hs_maps_read_token_text(r, seq, text);
     if (!rc)
         rc = make_dir(dir, sizeof dir);
     if (!rc)
         rc = grid ? draw_grid(r, maps, seq, buf, dir, out, &nl, &nh)
-                  : draw_head(r, maps, layer, head, seq, tok, buf, dir, out);
+                  : draw_head(r, maps, layer, head, seq, tok, text, buf, dir, out);
     if (*dir)
         cleanup_dir(dir, nl, nh);
+    hs_maps_free_token_text(text, text ? in->seq_len : 0);
+    free(text);
     free(tok);
     free(buf);
     hs_maps_close(r);

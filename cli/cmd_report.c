@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "common.h"
+#include "maps.h"
 #include "plot.h"
 #include "view.h"
 
@@ -402,6 +403,50 @@ static void viewer_link(report *r, const char *maps, long long seq)
             seq, (sum.js_bytes + sum.data_bytes) / 1e6);
 }
 
+/* The probe the maps show: sequence seq of the map file as text (its
+ * /token_text joined) and as its tokens one by one, or its token ids when
+ * the capture knew no tokenizer. */
+static void probe_text(FILE *f, const char *maps, long long seq)
+{
+    enum { MAX_SHOWN = 512 };
+    hs_maps_reader *rd;
+    if (hs_maps_open(&rd, maps))
+        return;
+    const hs_maps_info *in = hs_maps_get_info(rd);
+    const int T = in->seq_len, shown = T < MAX_SHOWN ? T : MAX_SHOWN;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)T);
+    char **text = in->has_token_text ? calloc((size_t)T, sizeof *text) : NULL;
+    if (tok && seq < in->n_seq && !hs_maps_read_tokens(rd, seq, tok)) {
+        if (text && !hs_maps_read_token_text(rd, seq, text)) {
+            fprintf(f, "<p>The probe text (sequence %lld, %d tokens):</p>\n<pre style=\"white-space: pre-wrap\">",
+                    seq, T);
+            for (int t = 0; t < shown; t++)
+                esc(f, text[t]);
+            fprintf(f, "%s</pre>\n<p>Its tokens, as the maps' axes label them:</p>\n<p "
+                    "style=\"line-height: 1.8\">", shown < T ? "…" : "");
+            for (int t = 0; t < shown; t++) {
+                char d[256];
+                cli_token_display(d, sizeof d, text[t], 0, 0);
+                fprintf(f, "%s<code>", t ? " " : "");
+                esc(f, d);
+                fprintf(f, "</code>");
+            }
+            fprintf(f, "%s</p>\n", shown < T ? " …" : "");
+        } else {
+            fprintf(f, "<p>The probe (sequence %lld) as token ids; the capture knew no tokenizer "
+                    "(<code>capture --tokenizer</code> adds the token text):</p>\n<p "
+                    "style=\"line-height: 1.8\">", seq);
+            for (int t = 0; t < shown; t++)
+                fprintf(f, "%s%d", t ? " " : "", (int)tok[t]);
+            fprintf(f, "%s</p>\n", shown < T ? " …" : "");
+        }
+    }
+    hs_maps_free_token_text(text, text ? T : 0);
+    free(text);
+    free(tok);
+    hs_maps_close(rd);
+}
+
 static void section_maps(report *r, const char *maps, long long seq, long long ind_run,
                          long long pat_run)
 {
@@ -421,6 +466,7 @@ static void section_maps(report *r, const char *maps, long long seq, long long i
     esc(f, maps);
     fprintf(f, "</code>, sequence %lld.</p>\n", seq);
     viewer_link(r, maps, seq);
+    probe_text(f, maps, seq);
     /* the heads the scores single out, each once, with the score (and its
      * control) that singled them out: a top head of a model at chance is
      * no special head, and its title says so by its numbers */
@@ -454,7 +500,7 @@ static void section_maps(report *r, const char *maps, long long seq, long long i
                  why[i], v, cnum);
         figure(r, plot_map(maps, pick[i][0], pick[i][1], seq, path, 0), file, title,
                "Post-softmax attention of each query (row) over the keys (columns), with the "
-               "byte tokens as labels. A map is one sequence's picture: attention mass is not "
+               "tokens as labels (their ids when the capture knew no tokenizer). A map is one sequence's picture: attention mass is not "
                "causal influence, and one sequence is not a statistic.");
     }
     char path[1200];

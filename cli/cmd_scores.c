@@ -53,7 +53,8 @@ static void print_induction(const hs_induction_result *r, const hs_induction_opt
 
 static int cmd_induction(int argc, char **argv)
 {
-    const char *model = NULL, *db = NULL, *data = NULL;
+    const char *model = NULL, *db = NULL;
+    cli_source src = { 0 };
     int threads = 0, json = 0, allow_nonfinite = 0;
     long seed = 1;
     hs_induction_opts io = hs_induction_defaults();
@@ -65,7 +66,9 @@ static int cmd_induction(int argc, char **argv)
         { "--seed", OPT_LONG, &seed, 0, "S", "seed of the sequences and of the control model", 0 },
         OPT_BATCH_AS(&io.batch, "sequences per forward"),
         { "--causal-k", OPT_INT, &io.causal_k, 1, "K", "heads the causal check ablates", 0 },
-        OPT_DATA_AS(&data, "evaluation shard for the ICL score (optional)"),
+        OPT_DATA_AS(&src.data, "evaluation shard for the ICL score (optional)"),
+        OPT_TEXT_AS(&src.text, "--text", "evaluation text for the ICL score, tokenized (instead of --data)"),
+        OPT_TOKENIZER(&src.tokenizer),
         { "--icl-seq-len", OPT_INT, &io.icl_seq_len, 2, "T", "sequence length of the ICL score (default: min(n_ctx, 1024))", 0 },
         { "--early", OPT_INT, &io.early, 0, "P", "ICL: the early position", 0 },
         { "--late", OPT_INT, &io.late, 1, "P", "ICL: the late position", 0 },
@@ -91,11 +94,13 @@ static int cmd_induction(int argc, char **argv)
         hs_model_free(&m);
         return usage_error("induction", "%s", hs_last_error());
     }
+    const char *data = cli_source_path(&src);
     io.icl_data = data ? &evd : NULL, io.icl_data_name = data;
     char file[1100];
     snprintf(file, sizeof file, "%s/model.safetensors", model);
     cli_run run = { 0 };
-    if ((data && hs_tokens_read(&evd, data)) || hs_induction_check_icl(&io, &m.cfg) ||
+    if ((data && cli_tokens_load(NULL, &evd, &src, model, m.cfg.vocab_size)) ||
+        hs_induction_check_icl(&io, &m.cfg) ||
         cli_run_begin(&run, db, 0, "induction", model, file, data, argc, argv)) {
         hs_tokens_free(&evd);
         hs_model_free(&m);
@@ -168,6 +173,8 @@ static int cmd_patterns(int argc, char **argv)
     opt o[] = {
         OPT_MODEL_AS(&a.model, "checkpoint directory (row-wise during the forward)"),
         OPT_DATA(&a.data),
+        OPT_TEXT(&a.text),
+        OPT_TOKENIZER(&a.tokenizer),
         { "--maps", OPT_STR, &maps, 0, "FILE.h5", "compute from a capture file instead", 0 },
         OPT_DB_AS(&a.db, "SQLite index for the statistics"),
         { "--delim", OPT_STR, &delim_s, 0, "ID,ID,...", "token ids counted by 'delim'", 0 },
@@ -227,11 +234,15 @@ static int cmd_patterns(int argc, char **argv)
 }
 
 static const opt_rule induction_rules[] = {
-    { "--data", OPTS_NEEDS, "--icl-seq-len,--early,--late", "they set the ICL score on --data" },
+    OPT_TEXT_RULES,
+    { "--data|--text", OPTS_NEEDS, "--icl-seq-len,--early,--late",
+      "they set the ICL score on --data" },
 };
 
 static const opt_rule patterns_rules[] = {
+    OPT_TEXT_RULES,
     { "--maps", OPTS_EXCLUDES, "--model,--data", "the map file names its model and data" },
+    { "--maps", OPTS_EXCLUDES, "--text,--tokenizer", "the map file holds its tokens" },
     { "--maps", OPTS_EXCLUDES, "--batch,--seq-len,--max-batches,--threads",
       "no forward runs: the maps are read from the file" },
     { "--maps", OPTS_EXCLUDES, "--control,--seed", "a map file holds no weights to re-initialise" },
@@ -257,7 +268,7 @@ HS_COMMAND(cmd_patterns_record) = {
     .name = "patterns",
     .order = 140,
     .summary = "Clark et al. attention statistics per head, row by row during the forward.",
-    .usage = "headscope patterns (--model DIR --data FILE | --maps FILE.h5) --db FILE [options]",
+    .usage = "headscope patterns (--model DIR (--data FILE | --text FILE) | --maps FILE.h5) --db FILE [options]",
     .details = "entropy (nats), self, prev_token, next_token, first_token, delim (--delim ids) and\n"
         "distance, each the mean over every query of every sequence, with the standard\n"
         "error over sequences. The forward path sees one block of query rows at a time,\n"

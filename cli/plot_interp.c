@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "plot.h"
+#include "checkpoint.h"
 #include "prompts.h"
 #include "tokenizer.h"
 
@@ -41,7 +42,7 @@ static int write_fail(FILE *f, const char *path, int rc)
 /* ---- token labels ------------------------------------------------------------------ */
 
 /* A token's text as one tab-free line: control bytes shown as \n, \t, \r or
- * \xAB; a space as it is. */
+ * \xAB; a space as a middle dot, as plot map shows it. */
 static void label_text(char *out, size_t n, const char *s)
 {
     size_t k = 0;
@@ -51,6 +52,8 @@ static void label_text(char *out, size_t n, const char *s)
             k += (size_t)snprintf(out + k, n - k, "\\%c", c == '\n' ? 'n' : c == '\t' ? 't' : 'r');
         else if (c < 0x20 || c == 0x7f)
             k += (size_t)snprintf(out + k, n - k, "\\x%02x", c);
+        else if (c == ' ')
+            k += (size_t)snprintf(out + k, n - k, "\u00b7"); /* as plot map shows it */
         else
             out[k++] = (char)c;
     }
@@ -121,10 +124,16 @@ static int position_labels(hs_index *ix, int64_t run, int np, char (*lab)[LABEL_
         for (int g = 0; g < ps.n_group; g++)
             if (ps.group[g].T == np && ps.group[g].n && ps.group[g].line[0] < line)
                 ids = ps.group[g].clean, line = ps.group[g].line[0];
+    /* a byte-level model (vocabulary 256, as `headscope tokens` makes) without
+     * a tokenizer: its ids are the bytes */
+    hs_model_config c;
+    const int bytes = !tok && *model && !hs_config_load(&c, model) && c.vocab_size == 256;
     for (int p = 0; ids && p < np; p++) {
         char text[LABEL_CAP];
         if (tok && !hs_tokenizer_token_text(tok, ids[p], text, sizeof text))
             label_text(lab[p], LABEL_CAP, text);
+        else if (bytes && ids[p] > 0 && ids[p] < 128)
+            label_text(lab[p], LABEL_CAP, (char[]){ (char)ids[p], 0 });
         else
             snprintf(lab[p], LABEL_CAP, "#%d", (int)ids[p]);
     }

@@ -103,6 +103,9 @@ typedef struct {
 struct hs_maps_writer {
     char path[1024], tmp[1100];
     hid_t file, tokens, dtype;
+    hid_t text, text_type;              /* /token_text and its string type, or -1 */
+    const char *const *token_text;      /* meta's: display string by id */
+    int n_token_text;
     int T, half, compress;
     long long n_tokens;
     int n_layers;
@@ -265,7 +268,7 @@ int hs_maps_create(hs_maps_writer **out, const char *path, const hs_maps_meta *m
     w->T = meta->seq_len;
     w->half = meta->half;
     w->compress = meta->compress;
-    w->tokens = w->dtype = -1;
+    w->tokens = w->dtype = w->text = w->text_type = -1;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -306,6 +309,23 @@ static int start_io(hs_maps_writer *w)
     if (pthread_create(&w->thread, NULL, io_main, w))
         return hs_fail(HS_ENOMEM, "%s: cannot start the writer thread", w->path);
     w->thread_running = 1;
+    return HS_OK;
+}
+
+int hs_maps_set_token_text(hs_maps_writer *w, const char *const *text, int n)
+{
+    if (w->thread_running || w->text >= 0) /* HDF5 is not thread-safe: before the first append */
+        return hs_fail(HS_EINVAL, "%s: token text must be given once, before the first append",
+                       w->path);
+    hsize_t dims[2] = { 0, (hsize_t)w->T }, chunk[2] = { 8, (hsize_t)w->T };
+    w->text_type = H5Tcopy(H5T_C_S1);
+    int bad = w->text_type < 0 || H5Tset_size(w->text_type, H5T_VARIABLE) < 0 ||
+              H5Tset_cset(w->text_type, H5T_CSET_UTF8) < 0;
+    if (!bad)
+        w->text = create_extendible(w->file, "token_text", w->text_type, 2, dims, chunk, 0);
+    if (bad || w->text < 0)
+        return h5_fail(w->path, "creating /token_text");
+    w->token_text = text, w->n_token_text = n;
     return HS_OK;
 }
 
@@ -440,12 +460,34 @@ int hs_maps_append(hs_maps_writer *w, int layer, const hs_real *att, int B, int 
 
 int hs_maps_append_tokens(hs_maps_writer *w, const int32_t *tokens, int B)
 {
+    for (size_t i = 0; w->token_text && i < (size_t)B * w->T; i++)
+        if (tokens[i] < 0 || tokens[i] >= w->n_token_text || !w->token_text[tokens[i]])
+            return hs_fail(HS_EINVAL, "%s: token %d has no display string", w->path, tokens[i]);
     int b, rc = take_buffer(w, sizeof(int32_t) * (size_t)B * w->T, &b);
     if (rc)
         return rc;
     memcpy(w->bufs[b], tokens, sizeof(int32_t) * (size_t)B * w->T);
     queue_job(w, (write_job){ NULL, B, b });
     return HS_OK;
+}
+
+/* The strings of B rows of tokens to /token_text (rows n_tokens..), when
+ * the writer has it: pointers into the caller's table, written as
+ * variable-length strings. -1 on failure. */
+static int append_text(hs_maps_writer *w, int B, const int32_t *tokens)
+{
+    if (w->text < 0)
+        return 0;
+    const size_t n = (size_t)B * w->T;
+    const char **p = malloc(n * sizeof *p);
+    if (!p)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        p[i] = w->token_text[tokens[i]];
+    hsize_t row[2] = { 0, (hsize_t)w->T };
+    const int bad = append_rows(w->text, w->text_type, 2, row, w->n_tokens, B, p);
+    free(p);
+    return bad;
 }
 
 /* The I/O thread: writes queued jobs in order until closing and drained. */
@@ -472,7 +514,8 @@ static void *io_main(void *arg)
         } else if (!failed) {
             hsize_t row[2] = { 0, (hsize_t)w->T };
             bad = append_rows(w->tokens, H5T_NATIVE_INT32, 2, row, w->n_tokens, job.B,
-                              w->bufs[job.buf]);
+                              w->bufs[job.buf]) ||
+                  append_text(w, job.B, w->bufs[job.buf]);
             w->n_tokens += job.B;
         }
         pthread_mutex_lock(&w->mu);
@@ -531,10 +574,14 @@ static int close_all(hs_maps_writer *w)
     }
     if (w->tokens >= 0 && H5Dclose(w->tokens) < 0)
         bad = -1;
+    if (w->text >= 0 && H5Dclose(w->text) < 0)
+        bad = -1;
+    if (w->text_type >= 0 && H5Tclose(w->text_type) < 0)
+        bad = -1;
     if (w->dtype >= 0 && H5Tclose(w->dtype) < 0)
         bad = -1;
     w->n_layers = 0;
-    w->tokens = w->dtype = -1;
+    w->tokens = w->dtype = w->text = w->text_type = -1;
     return bad;
 }
 
@@ -927,6 +974,7 @@ static long long bad_global_heap(FILE *f)
 struct hs_maps_reader {
     char path[1024];
     hid_t file, tokens;
+    hid_t text; /* /token_text, or -1 */
     hid_t dsets[HS_MAPS_MAX_LAYERS];
     hs_maps_info info;
 };
@@ -973,6 +1021,28 @@ static int open_layer(hs_maps_reader *r, int l, const char *name)
     return HS_OK;
 }
 
+/* /token_text when the file has it: variable-length strings (ASCII or
+ * UTF-8) of the shape of /tokens. */
+static int open_token_text(hs_maps_reader *r)
+{
+    hs_maps_info *in = &r->info;
+    if (H5Lexists(r->file, "token_text", H5P_DEFAULT) <= 0)
+        return HS_OK;
+    hsize_t d[2] = { 0, 0 };
+    r->text = open_dataset(r->file, "token_text", 2, d);
+    hid_t t = r->text < 0 ? -1 : H5Dget_type(r->text);
+    const int ok = t >= 0 && H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) > 0 &&
+                   (H5Tget_cset(t) == H5T_CSET_UTF8 || H5Tget_cset(t) == H5T_CSET_ASCII) &&
+                   (long long)d[0] == in->n_seq && d[1] == (hsize_t)in->seq_len;
+    if (t >= 0)
+        H5Tclose(t);
+    if (!ok)
+        return hs_fail(HS_EFORMAT, "%s: /token_text is not variable-length strings [%lld, %d] "
+                       "beside /tokens", r->path, in->n_seq, in->seq_len);
+    in->has_token_text = 1;
+    return HS_OK;
+}
+
 /* hs_maps_open's probe: opens the file and reads every layer's first map and
  * the first tokens in a child process, under a time limit, so that a file
  * that crashes or hangs libhdf5 is refused instead of taking the caller
@@ -1004,6 +1074,11 @@ static int probe(const char *path)
         int32_t *tok = malloc(sizeof(int32_t) * (size_t)in->seq_len);
         if (tok && in->n_seq > 0)
             rc |= hs_maps_read_tokens(r, 0, tok);
+        char **text = calloc((size_t)in->seq_len, sizeof *text);
+        if (text && in->n_seq > 0 && in->has_token_text)
+            rc |= hs_maps_read_token_text(r, 0, text);
+        hs_maps_free_token_text(text, in->seq_len);
+        free(text);
         for (int li = 0; in->n_seq > 0 && li < in->n_layers; li++) {
             float *m = malloc(sizeof(float) * (size_t)in->layers[li].nq * in->layers[li].S);
             if (m)
@@ -1053,7 +1128,7 @@ int hs_maps_open_here(hs_maps_reader **out, const char *path)
     if (!r)
         return HS_ENOMEM;
     snprintf(r->path, sizeof r->path, "%s", path);
-    r->tokens = -1;
+    r->tokens = r->text = -1;
     r->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (r->file < 0) {
         free(r);
@@ -1091,6 +1166,8 @@ int hs_maps_open_here(hs_maps_reader **out, const char *path)
             H5Tclose(t);
         in->n_seq = (long long)d[0];
     }
+    if (!rc)
+        rc = open_token_text(r);
     for (int l = 0; !rc && l < HS_MAPS_MAX_LAYERS; l++) {
         char name[32];
         snprintf(name, sizeof name, "layer_%02d", l);
@@ -1152,6 +1229,74 @@ int hs_maps_read_tokens(hs_maps_reader *r, long long n, int32_t *out)
     return rc < 0 ? h5_fail(r->path, "reading tokens") : HS_OK;
 }
 
+/* Replaces, in place, bytes that are not part of well-formed UTF-8 with
+ * '?' (control characters are kept: a token may be a newline). */
+static void fix_utf8(char *s)
+{
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 && *p >= 0xc2 ? 1 : (*p & 0xf0) == 0xe0 ? 2
+                : (*p & 0xf8) == 0xf0 && *p <= 0xf4 ? 3 : -1;
+        for (int k = 1; n > 0 && k <= n; k++)
+            if ((p[k] & 0xc0) != 0x80)
+                n = -1;
+        if (n < 0) {
+            *p++ = '?';
+            continue;
+        }
+        p += n + 1;
+    }
+}
+
+int hs_maps_read_token_text(hs_maps_reader *r, long long n, char **out)
+{
+    const int T = r->info.seq_len;
+    for (int t = 0; t < T; t++)
+        out[t] = NULL;
+    if (r->text < 0)
+        return hs_fail(HS_EINVAL, "%s holds no /token_text", r->path);
+    if (n < 0 || n >= r->info.n_seq)
+        return hs_fail(HS_EINVAL, "%s: no sequence %lld", r->path, n);
+    hsize_t start[2] = { (hsize_t)n, 0 }, count[2] = { 1, (hsize_t)T };
+    char **raw = calloc((size_t)T, sizeof *raw);
+    hid_t ft = H5Dget_type(r->text), mt = H5Tcopy(H5T_C_S1);
+    hid_t fs = H5Dget_space(r->text), ms = H5Screate_simple(2, count, NULL);
+    herr_t rc = raw && ft >= 0 && mt >= 0 && H5Tset_size(mt, H5T_VARIABLE) >= 0 &&
+                        H5Tset_cset(mt, H5Tget_cset(ft)) >= 0
+                    ? H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL)
+                    : -1;
+    if (rc >= 0)
+        rc = H5Dread(r->text, mt, ms, fs, H5P_DEFAULT, raw);
+    const int read = rc >= 0;
+    for (int t = 0; rc >= 0 && t < T; t++) {
+        out[t] = strdup(raw[t] ? raw[t] : "");
+        if (!out[t])
+            rc = -1;
+        else
+            fix_utf8(out[t]);
+    }
+    if (read)
+        H5Dvlen_reclaim(mt, ms, H5P_DEFAULT, raw);
+    free(raw);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    H5Tclose(mt);
+    H5Tclose(ft);
+    if (rc < 0) {
+        hs_maps_free_token_text(out, T);
+        return h5_fail(r->path, "reading token_text");
+    }
+    return HS_OK;
+}
+
+void hs_maps_free_token_text(char **text, int T)
+{
+    for (int t = 0; text && t < T; t++) {
+        free(text[t]);
+        text[t] = NULL;
+    }
+}
+
 long long hs_maps_open_ids(void)
 {
     h5_quiet();
@@ -1166,6 +1311,8 @@ void hs_maps_close(hs_maps_reader *r)
         H5Dclose(r->dsets[i]);
     if (r->tokens >= 0)
         H5Dclose(r->tokens);
+    if (r->text >= 0)
+        H5Dclose(r->text);
     if (r->file >= 0)
         H5Fclose(r->file);
     free(r->info.model_config);

@@ -4,6 +4,9 @@
  *                  model_config, data_path, data_sha256, seq_len, tool_version,
  *                  complete (0|1)
  *   /tokens        int32 [N, T]
+ *   /token_text    variable-length UTF-8 strings [N, T], parallel to /tokens:
+ *                  the display string of every token (SPEC §9), written when
+ *                  a tokenizer is known; optional for readers
  *   /layer_LL/attn float32|float16 [N, H, Q, S], chunked [1,1,Q,S], extendible
  *                  on N; attrs layer, heads (the captured head ids),
  *                  query_start; dimension labels seq, head, query, key.
@@ -35,6 +38,11 @@ typedef struct hs_maps_writer hs_maps_writer;
  * id is closed and the temporary file removed. */
 int hs_maps_create(hs_maps_writer **w, const char *path, const hs_maps_meta *meta, int force);
 
+/* Gives the file /token_text: text[id] is the display string of token id
+ * (id < n; entries of ids the data does not hold may be NULL). Not copied:
+ * it must outlive the writer. Call before the first append. */
+int hs_maps_set_token_text(hs_maps_writer *w, const char *const *text, int n);
+
 /* Declares a captured layer: nh heads (ids `heads`), queries [q0, q0+nq) of
  * T, all T keys. Call once per layer before the first append. */
 int hs_maps_add_layer(hs_maps_writer *w, int layer, int nh, const int *heads, int q0, int nq);
@@ -46,7 +54,9 @@ int hs_maps_add_layer(hs_maps_writer *w, int layer, int nh, const int *heads, in
  * append or by hs_maps_finish. */
 int hs_maps_append(hs_maps_writer *w, int layer, const hs_real *att, int B, int H_model);
 
-/* Appends B rows of tokens (B,T) to /tokens. */
+/* Appends B rows of tokens (B,T) to /tokens, and their strings to
+ * /token_text when the writer has it (an id without a string is
+ * HS_EINVAL). */
 int hs_maps_append_tokens(hs_maps_writer *w, const int32_t *tokens, int B);
 
 /* The writer as the recorder's sink (capture/recorder.h). */
@@ -75,6 +85,7 @@ typedef struct hs_maps_reader hs_maps_reader;
 
 typedef struct {
     int version, complete, seq_len;
+    int has_token_text; /* the file holds /token_text */
     long long n_seq;
     char model_sha256[80], data_sha256[80], tool_version[32];
     char data_path[512];
@@ -98,6 +109,11 @@ const hs_maps_info *hs_maps_get_info(const hs_maps_reader *r);
 int hs_maps_read(hs_maps_reader *r, int li, long long n, int hi, float *out);
 /* Tokens of sequence n (T). */
 int hs_maps_read_tokens(hs_maps_reader *r, long long n, int32_t *out);
+/* The display strings of sequence n's tokens (T, from /token_text): each
+ * out[t] malloc'd (free them with hs_maps_free_token_text), bytes that are
+ * not well-formed UTF-8 replaced by '?'. HS_EINVAL when the file has none. */
+int hs_maps_read_token_text(hs_maps_reader *r, long long n, char **out);
+void hs_maps_free_token_text(char **text, int T);
 void hs_maps_close(hs_maps_reader *r);
 
 /* HDF5 ids open in this process (files, datasets, attributes, ...): 0 when

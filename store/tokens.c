@@ -69,6 +69,20 @@ void hs_tokens_free(hs_tokens *t)
     memset(t, 0, sizeof *t);
 }
 
+int hs_tokens_adopt(hs_tokens *t, int32_t *ids, size_t n)
+{
+    memset(t, 0, sizeof *t);
+    int version = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0)
+            return hs_fail(HS_EINVAL, "token %d at %zu is negative", ids[i], i);
+        if (ids[i] > 65535)
+            version = 7;
+    }
+    *t = (hs_tokens){ ids, n, version };
+    return HS_OK;
+}
+
 int hs_tokens_write(const char *path, const int32_t *tok, size_t n)
 {
     return hs_tokens_write_version(path, tok, n, 1);

@@ -20,6 +20,13 @@ typedef struct {
 int hs_tokens_read(hs_tokens *t, const char *path);
 void hs_tokens_free(hs_tokens *t);
 
+/* Tokens held in memory (text tokenized on the fly, SPEC §9), used exactly
+ * like a shard's: t takes ownership of ids (malloc'd, n of them; freed by
+ * hs_tokens_free). version is what a shard of them would be: 1 when every
+ * id fits uint16, else 7. HS_EINVAL for a negative id (ids stays owned by
+ * the caller then). */
+int hs_tokens_adopt(hs_tokens *t, int32_t *ids, size_t n);
+
 /* Writes tokens (all < 65536) as a version-1 shard, via a temporary file. */
 int hs_tokens_write(const char *path, const int32_t *tok, size_t n);
 

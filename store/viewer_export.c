@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
-#include <hdf5.h>
 
 #include "config.h"
 #include "maps.h"
@@ -99,68 +98,6 @@ static int select_all(exporter *e)
 
 /* ---- token strings ------------------------------------------------------------ */
 
-/* Row n of /token_text (variable-length strings [N, T]) into text[T]
- * (malloc'd copies); *found = 0 when the file has no such dataset or it is
- * not shaped so. */
-static int read_token_text(const char *path, long long n, int T, char **text, int *found)
-{
-    *found = 0;
-    int rc = HS_OK;
-    hid_t f = -1, d = -1, sp = -1, ms = -1, ft = -1, mt = -1;
-    H5E_BEGIN_TRY {
-        f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-        if (f >= 0 && H5Lexists(f, "token_text", H5P_DEFAULT) > 0)
-            d = H5Dopen2(f, "token_text", H5P_DEFAULT);
-    } H5E_END_TRY;
-    if (d < 0)
-        goto done;
-    hsize_t dims[2];
-    sp = H5Dget_space(d);
-    ft = H5Dget_type(d);
-    if (sp < 0 || ft < 0 || H5Sget_simple_extent_ndims(sp) != 2 ||
-        H5Sget_simple_extent_dims(sp, dims, NULL) != 2 || dims[1] != (hsize_t)T ||
-        dims[0] <= (hsize_t)n || H5Tget_class(ft) != H5T_STRING || H5Tis_variable_str(ft) <= 0)
-        goto done;
-    char **rows = hs_calloc((size_t)T, sizeof *rows, "token text");
-    if (!rows) {
-        rc = HS_ENOMEM;
-        goto done;
-    }
-    hsize_t start[2] = { (hsize_t)n, 0 }, count[2] = { 1, (hsize_t)T };
-    mt = H5Tcopy(H5T_C_S1);
-    H5Tset_size(mt, H5T_VARIABLE);
-    H5Tset_cset(mt, H5T_CSET_UTF8);
-    ms = H5Screate_simple(2, count, NULL);
-    if (H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
-        H5Dread(d, mt, ms, sp, H5P_DEFAULT, rows) < 0) {
-        free(rows);
-        rc = hs_fail(HS_EFORMAT, "%s: /token_text: cannot read sequence %lld", path, n);
-        goto done;
-    }
-    for (int t = 0; t < T; t++) {
-        const char *s = rows[t] ? rows[t] : "";
-        if (!(text[t] = strdup(s)))
-            rc = hs_fail(HS_ENOMEM, "token text");
-    }
-    H5Dvlen_reclaim(mt, ms, H5P_DEFAULT, rows);
-    free(rows);
-    *found = rc == HS_OK;
-done:
-    if (mt >= 0)
-        H5Tclose(mt);
-    if (ms >= 0)
-        H5Sclose(ms);
-    if (ft >= 0)
-        H5Tclose(ft);
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (d >= 0)
-        H5Dclose(d);
-    if (f >= 0)
-        H5Fclose(f);
-    return rc;
-}
-
 /* Display string of a token without a tokenizer: the byte of a byte-level
  * model (a lone byte >= 0x80 is no UTF-8 character: shown as <0xAB>), else
  * "#id". */
@@ -180,8 +117,9 @@ static cJSON *sequence_json(exporter *e, long long n, int *from_file)
     int32_t *tok = hs_calloc((size_t)T, sizeof *tok, "tokens");
     char **text = hs_calloc((size_t)T, sizeof *text, "token text");
     cJSON *o = cJSON_CreateObject(), *jt = cJSON_CreateArray(), *js = cJSON_CreateArray();
-    int found = 0, ok = tok && text && o && jt && js && !hs_maps_read_tokens(e->r, n, tok) &&
-                        !read_token_text(e->rq->maps, n, T, text, &found);
+    const int found = e->in->has_token_text;
+    int ok = tok && text && o && jt && js && !hs_maps_read_tokens(e->r, n, tok) &&
+             (!found || !hs_maps_read_token_text(e->r, n, text));
     const int byte_level = e->have_cfg && e->cfg.vocab_size == 256;
     for (int t = 0; ok && t < T; t++) {
         char fb[32];
@@ -189,8 +127,8 @@ static cJSON *sequence_json(exporter *e, long long n, int *from_file)
         cJSON_AddItemToArray(jt, cJSON_CreateNumber(tok[t]));
         cJSON_AddItemToArray(js, cJSON_CreateString(found ? text[t] : fb));
     }
-    for (int t = 0; text && t < T; t++)
-        free(text[t]);
+    if (text && found)
+        hs_maps_free_token_text(text, T);
     free(text);
     free(tok);
     *from_file = found;

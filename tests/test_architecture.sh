@@ -49,7 +49,7 @@ one_head_limit() {
 # Each header belongs to the folder it lies in; a file may include headers of
 # its own folder and of the folders below it.
 layering() {
-    local order=(model capture store analyze cli) i j f h owner bad_inc=""
+    local order=(model tokenizer capture store analyze cli) i j f h owner bad_inc=""
     declare -A rank owner_of
     for i in "${!order[@]}"; do rank[${order[$i]}]=$i; done
     for i in "${order[@]}"; do

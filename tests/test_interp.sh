@@ -254,4 +254,26 @@ hostile_names() {
     [ ! -e X ] || bad "gnuplot ran the injected command" || return 1
 }
 
-run_checks dla_oracle lens_oracle composition_oracle refusals causal_figures hostile_names
+# A byte-level model (vocabulary 256, no tokenizer) labels the patching
+# heatmap with its bytes, a space as a middle dot.
+byte_labels() {
+    printf 'When A and B met, B gave it to A\n%.0s' $(seq 40) >t.txt
+    hs tokens --in t.txt --out t.bin
+    expect_rc 0 "tokens" || return 1
+    hs train --preset attn-only n_layer=1 n_head=2 d_model=16 n_ctx=16 --data t.bin --out bm \
+        --steps 1 --batch 1 --seq-len 8
+    expect_rc 0 "train a byte-level model" || return 1
+    # "Hi A" / "Hi B": answer A (65), wrong B (66)
+    echo '{"clean_ids": [72, 105, 32, 65], "corrupt_ids": [72, 105, 32, 66], "answer_id": 65, "wrong_id": 66}' >b.jsonl
+    hs patch --model bm --prompts b.jsonl --db b.db --site resid_pre
+    expect_rc 0 "patch on the byte-level model" || return 1
+    hs plot patch --db b.db --out b.svg
+    expect_rc 0 "plot patch" || return 1
+    local t tok
+    t=$(cat b.svg)
+    for tok in H i '·' A; do
+        expect_grep "$t" ">$tok<" "plot patch: byte label $tok" || return 1
+    done
+}
+
+run_checks dla_oracle lens_oracle composition_oracle refusals causal_figures byte_labels hostile_names

@@ -7,7 +7,7 @@
 #
 # usage: tests/test_viewer.sh HEADSCOPE_BINARY FIXTURE_DIR
 # The browser checks are skipped, with a message saying so, when chromium or
-# playwright-core (build/npm/node_modules, or $HEADSCOPE_NPM) is missing:
+# playwright-core (build/npm/node_modules, or the node_modules folder $HEADSCOPE_NPM) is missing:
 # scripts/setup --browser installs both. HEADSCOPE_VIEWER_SHOTS=DIR keeps the
 # screenshots there.
 set -u
@@ -18,7 +18,7 @@ TESTS=$(cd "$(dirname "$0")" && pwd) # before lib.sh moves to the scratch direct
 ROOT=$(cd "$TESTS/.." && pwd)
 EVAL="$FIX/models/gpt2_tiny/eval.bin"
 "$PY" -c 'import h5py, numpy' 2>/dev/null || { echo "$PY lacks h5py or numpy" >&2; exit 2; }
-export NODE_PATH="${HEADSCOPE_NPM:-$ROOT/build/npm}/node_modules"
+export NODE_PATH="${HEADSCOPE_NPM:-$ROOT/build/npm/node_modules}"
 SHOTS="${HEADSCOPE_VIEWER_SHOTS:-$TMP/shots}"
 mkdir -p "$SHOTS"
 
