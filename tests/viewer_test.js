@@ -145,10 +145,14 @@ async function escape(dir, textsFile, shot) {
   const injected = await page.$$eval("#tokens *:not(span), #panel script, img", (e) => e.length);
   need(injected === 0, injected + " elements made from token strings");
   need((await page.evaluate(() => window.__pwned)) === undefined, "a token string ran as script");
-  const t = texts.findIndex((s) => s.includes("<script>"));
-  await page.hover('#tokens span[data-t="' + t + '"]');
-  const tip = await page.textContent("#tooltip");
-  need(tip.includes(JSON.stringify(texts[t])), "tooltip does not show the token as text: " + tip);
+  // the tooltip of the most markup-like token shows it as text
+  let t = texts.findIndex((s) => s.includes("<script>"));
+  if (t < 0) t = texts.findIndex((s) => /[<>"&]/.test(s));
+  if (t >= 0) {
+    await page.hover('#tokens span[data-t="' + t + '"]');
+    const tip = await page.textContent("#tooltip");
+    need(tip.includes(JSON.stringify(texts[t])), "tooltip does not show the token as text: " + tip);
+  }
   await page.screenshot({ path: shot });
   need(!errors.length, "page errors: " + errors.join("; "));
   await browser.close();
