@@ -76,13 +76,21 @@ int view_write(const hs_viewer_request *rq, hs_viewer_summary *sum)
 {
     char dir[PATH_MAX - 64];
     viewer_dir(dir, sizeof dir);
-    /* the export first: the page is copied only for data that exists */
+    const size_t n = sizeof PAGE_FILES / sizeof PAGE_FILES[0];
+    char src[3][PATH_MAX];
+    /* the page's sources before any output, then the data, then the page:
+     * a failure leaves no page over data that is not there */
+    for (size_t i = 0; i < n; i++) {
+        snprintf(src[i], sizeof src[i], "%s/%s", dir, PAGE_FILES[i]);
+        if (access(src[i], R_OK))
+            return hs_fail(HS_EIO, "%s: viewer file not found (set HEADSCOPE_SCRIPTS): %s", src[i],
+                           strerror(errno));
+    }
     int rc = hs_viewer_export(rq, sum);
-    for (size_t i = 0; !rc && i < sizeof PAGE_FILES / sizeof PAGE_FILES[0]; i++) {
-        char src[PATH_MAX], dst[1300];
-        snprintf(src, sizeof src, "%s/%s", dir, PAGE_FILES[i]);
+    for (size_t i = 0; !rc && i < n; i++) {
+        char dst[1300];
         snprintf(dst, sizeof dst, "%s/%s", rq->dir, PAGE_FILES[i]);
-        rc = copy_file(src, dst);
+        rc = copy_file(src[i], dst);
     }
     return rc;
 }

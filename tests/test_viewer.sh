@@ -182,7 +182,10 @@ options() {
     expect_refused 2 view "--sequences: 'x' is not a list" --maps m.h5 --out w --sequences x || return 1
     expect_refused 2 view "--maps FILE.h5 and --out DIR are required" --out w || return 1
     expect_refused 1 view "nope.h5" --maps nope.h5 --out w2 || return 1
-    [ ! -e w ] && [ ! -e w2 ] || bad "refused views left: $(ls -d w w2 2>/dev/null)" || return 1
+    HEADSCOPE_SCRIPTS="$PWD/none" hs view --maps m.h5 --out w3
+    expect_rc 1 "view without the page's sources" || return 1
+    expect_grep "$ERR" "none/viewer/index.html: viewer file not found" "message names the file" || return 1
+    [ ! -e w ] && [ ! -e w2 ] && [ ! -e w3 ] || bad "refused views left: $(ls -d w w2 w3 2>/dev/null)" || return 1
 }
 
 # report: a capture recorded with --db gets the viewer beside the figures, linked.
