@@ -200,4 +200,8 @@ report_links_viewer() {
     grep -q 'href="viewer/index.html' rep/index.html || bad "report does not link viewer/index.html" || return 1
 }
 
+# each browser start costs a second or two: the fast tier keeps the values
+# and the escaping, the slow tier (scripts/test --slow) adds these
+SLOW_CHECKS="tokenizer_capture gqa_labels"
+
 run_checks options token_fallback rows_match_h5 escaping tokenizer_capture gqa_labels report_links_viewer
