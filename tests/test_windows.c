@@ -13,15 +13,18 @@
 
 #include <CUnit/CUnit.h>
 
+#include "checkpoint.h"
 #include "decode.h"
+#include "fixture.h"
 #include "importance.h"
+#include "trainer.h"
 #include "runner.h"
 #include "transformer.h"
 
 #ifdef HEADSCOPE_DOUBLE
-static const double TOL = 1e-10;
+static const double TOL = 1e-10, ORACLE_TOL = 1e-9;
 #else
-static const double TOL = 1e-5;
+static const double TOL = 1e-5, ORACLE_TOL = 1e-4;
 #endif
 
 /* attn-only, 2 layers of 4 heads: layer 0 mixes global and local heads,
@@ -290,6 +293,67 @@ static void test_structural_pruning_keeps_each_heads_window(void)
     hs_model_free(&m);
 }
 
+/* The oracle's checkpoint (per-head windows [[0,2,3,0],[3,1,0,2]], GQA in
+ * layer 1, a GELU MLP): logits, loss and every tensor's gradient within
+ * ORACLE_TOL of PyTorch float64 with the explicit mask. */
+static void test_gradients_match_torch_with_explicit_window_mask(void)
+{
+    fx_case fc;
+    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, HS_FIXTURE_DIR "/windows/windows.txt", "windows"), 0);
+    hs_model m;
+    int rc = hs_checkpoint_load(&m, HS_FIXTURE_DIR "/windows/model");
+    if (rc)
+        printf("\n    load: %s", hs_last_error());
+    CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
+    CU_ASSERT_EQUAL(m.cfg.n_head_windows, 8);
+    const int B = (int)fx_int(&fc, "B"), T = (int)fx_int(&fc, "T");
+    const fx_tensor *tok = fx_tensor_get(&fc, "tokens");
+    int32_t in[64], tg[64];
+    CU_ASSERT_FATAL(B * T <= 64);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            in[b * T + t] = (int32_t)tok->v[b * (T + 1) + t];
+            tg[b * T + t] = (int32_t)tok->v[b * (T + 1) + t + 1];
+        }
+    hs_trainer tr;
+    CU_ASSERT_EQUAL_FATAL(hs_trainer_init(&tr, &m, B, T, 1e-3, 0, 0), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_forward(&tr.acts, &m, in, NULL, NULL), HS_OK);
+    const fx_tensor *lg = fx_tensor_get(&fc, "logits");
+    CU_ASSERT(fx_max_err(tr.acts.logits, lg->v, lg->n, "logits") <= ORACLE_TOL);
+    /* with targets the logits buffer becomes the loss's probabilities */
+    CU_ASSERT_EQUAL_FATAL(hs_forward(&tr.acts, &m, in, tg, NULL), HS_OK);
+    const double want = fx_tensor_get(&fc, "loss")->v[0];
+    CU_ASSERT(fabs(tr.acts.loss - want) <= ORACLE_TOL);
+    CU_ASSERT_EQUAL_FATAL(hs_backward(&tr.grads, NULL, &tr.acts, &m, in, tg, NULL,
+                                      (hs_real)(1.0 / (B * T))),
+                          HS_OK);
+    hs_model g = m; /* the gradients seen through the model's tensor table */
+    g.params = tr.grad_buf;
+    int compared = 0;
+    double worst = 0;
+    for (int i = 0; i < fc.ntensor; i++) {
+        const fx_tensor *t = &fc.t[i];
+        if (strncmp(t->name, "grad:", 5))
+            continue;
+        double *buf = malloc(sizeof(double) * t->n);
+        size_t n = 0;
+        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_export(&g, t->name + 5, buf, t->n, &n), HS_OK);
+        CU_ASSERT_EQUAL(n, t->n);
+        for (size_t k = 0; k < n; k++) {
+            const double e = fabs(buf[k] - t->v[k]) / fmax(1.0, fabs(t->v[k]));
+            worst = e > worst ? e : worst;
+        }
+        free(buf);
+        compared++;
+    }
+    printf("\n    %d gradients, worst %.3g", compared, worst);
+    CU_ASSERT_EQUAL(compared, m.n_tensors);
+    CU_ASSERT(worst <= ORACLE_TOL);
+    hs_trainer_free(&tr);
+    hs_model_free(&m);
+    fx_free(&fc);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -302,6 +366,8 @@ int main(void)
           test_per_head_window_decoding_equals_recomputation },
         { "test_structural_pruning_keeps_each_heads_window",
           test_structural_pruning_keeps_each_heads_window },
+        { "test_gradients_match_torch_with_explicit_window_mask",
+          test_gradients_match_torch_with_explicit_window_mask },
     };
     return hs_run_tests("windows", tests, HS_NTESTS(tests));
 }
