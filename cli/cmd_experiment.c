@@ -96,10 +96,8 @@ static int cmd_experiment(int argc, char **argv)
 {
     /* `help experiment` (argv[1] "--help") shows head-count's options */
     const int help = argc >= 2 && !strcmp(argv[1], "--help");
-    if (argc >= 2 && !strcmp(argv[1], "gqa"))
-        return experiment_gqa(argc, argv);
-    if (argc >= 2 && !strcmp(argv[1], "windows"))
-        return experiment_windows(argc, argv);
+    if (argc >= 2 && (!strcmp(argv[1], "gqa") || !strcmp(argv[1], "windows")))
+        return argv[1][0] == 'g' ? experiment_gqa(argc, argv) : experiment_windows(argc, argv);
     if (argc < 2 || (strcmp(argv[1], "head-count") && !help))
         return usage_error("experiment", "the experiment is 'head-count', 'gqa' or 'windows'");
     const char *preset = "attn-only", *data = NULL, *val = NULL, *db = NULL;

@@ -35,7 +35,7 @@ static void print_windows(const hs_windows_result *r, const hs_windows_opts *o,
             printf("%s{\"arm\":\"%s\",\"val_loss\":", a ? "," : "", HS_WINDOWS_ARM[a]);
             json_number(stdout, r->mean[a], 6);
             printf(",\"stderr\":"), json_number(stdout, r->se[a], 6);
-            printf(",\"kv_bytes_per_token\":"), json_number(stdout, r->kv_bytes[a], 1);
+            printf(",\"kv_bytes_per_token\":"), json_fixed(stdout, r->kv_bytes[a], 1);
             printf(",\"forward_ms\":"), json_number(stdout, r->ms[a], 4), printf("}");
         }
         printf("]}\n");
