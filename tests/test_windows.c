@@ -14,6 +14,7 @@
 #include <CUnit/CUnit.h>
 
 #include "checkpoint.h"
+#include "convert.h"
 #include "decode.h"
 #include "fixture.h"
 #include "importance.h"
@@ -293,6 +294,24 @@ static void test_structural_pruning_keeps_each_heads_window(void)
     hs_model_free(&m);
 }
 
+/* convert --kv-heads: windows belong to query heads, so a conversion keeps
+ * every head's window (heads of one group may differ: each masks its own). */
+static void test_convert_keeps_per_query_head_windows(void)
+{
+    hs_model m, g;
+    const char *over[] = { "n_ctx=24", MIXED };
+    make_model(&m, "attn-only", over, 2);
+    CU_ASSERT_EQUAL_FATAL(hs_convert_kv_heads(&g, &m, 2), HS_OK);
+    CU_ASSERT_EQUAL(g.cfg.n_kv_head[0], 2);
+    CU_ASSERT_EQUAL(g.cfg.n_head_windows, 8);
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < 4; h++)
+            CU_ASSERT_EQUAL(hs_config_head_window(&g.cfg, l, h), hs_config_head_window(&m.cfg, l, h));
+    check_cached_equals_full(&g, 4, 16, "converted GQA with mixed windows");
+    hs_model_free(&g);
+    hs_model_free(&m);
+}
+
 /* The oracle's checkpoint (per-head windows [[0,2,3,0],[3,1,0,2]], GQA in
  * layer 1, a GELU MLP): logits, loss and every tensor's gradient within
  * ORACLE_TOL of PyTorch float64 with the explicit mask. */
@@ -366,6 +385,7 @@ int main(void)
           test_per_head_window_decoding_equals_recomputation },
         { "test_structural_pruning_keeps_each_heads_window",
           test_structural_pruning_keeps_each_heads_window },
+        { "test_convert_keeps_per_query_head_windows", test_convert_keeps_per_query_head_windows },
         { "test_gradients_match_torch_with_explicit_window_mask",
           test_gradients_match_torch_with_explicit_window_mask },
     };
