@@ -242,6 +242,25 @@ int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
 
 /* ---- structural pruning ---------------------------------------------------- */
 
+/* Each kept head (dead ones too) keeps its source head's window in nc. */
+static int keep_windows(hs_model_config *nc, const hs_model_config *c,
+                        int (*keep)[HS_MAX_HEADS])
+{
+    if (!c->n_head_windows)
+        return HS_OK;
+    int *w = hs_calloc((size_t)c->n_head_windows, sizeof *w, "pruned windows");
+    if (!w)
+        return HS_ENOMEM;
+    int n = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        for (int k = 0; k < nc->n_head[l]; k++)
+            w[n++] = hs_config_head_window(c, l, keep[l][k] >= 0 ? keep[l][k] : -1 - keep[l][k]);
+    nc->n_head_windows = 0;
+    int rc = hs_config_set_windows(nc, w);
+    free(w);
+    return rc;
+}
+
 int hs_prune_structural(hs_model *out, const hs_model *m, const unsigned char *pruned)
 {
     if (m->cfg.mla) /* before anything is allocated: out and pruned are not read */
@@ -288,7 +307,9 @@ int hs_prune_structural(hs_model *out, const hs_model *m, const unsigned char *p
         nc.n_head[l] = nh;
         nc.n_kv_head[l] = groups;
     }
-    int rc = hs_model_init(out, &nc);
+    int rc = keep_windows(&nc, c, keep);
+    if (!rc)
+        rc = hs_model_init(out, &nc);
     if (rc) {
         free(keep);
         free(keep_kv);

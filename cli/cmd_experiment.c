@@ -7,6 +7,7 @@
 #include "study.h"
 
 int experiment_gqa(int argc, char **argv); /* cmd_experiment_gqa.c */
+int experiment_windows(int argc, char **argv); /* cmd_experiment_windows.c */
 
 /* ---- experiment head-count -------------------------------------------------------- */
 
@@ -115,10 +116,10 @@ static int cmd_experiment(int argc, char **argv)
 {
     /* `help experiment` (argv[1] "--help") shows head-count's options */
     const int help = argc >= 2 && !strcmp(argv[1], "--help");
-    if (argc >= 2 && !strcmp(argv[1], "gqa"))
-        return experiment_gqa(argc, argv);
+    if (argc >= 2 && (!strcmp(argv[1], "gqa") || !strcmp(argv[1], "windows")))
+        return argv[1][0] == 'g' ? experiment_gqa(argc, argv) : experiment_windows(argc, argv);
     if (argc < 2 || (strcmp(argv[1], "head-count") && !help))
-        return usage_error("experiment", "the experiment is 'head-count' or 'gqa'");
+        return usage_error("experiment", "the experiment is 'head-count', 'gqa' or 'windows'");
     const char *preset = "attn-only", *db = NULL;
     cli_source src = { 0 }, vsrc = { 0 };
     const char *heads_s = "1,2,4", *seeds_s = "1,2,3";
@@ -196,11 +197,14 @@ static const opt_rule experiment_rules[] = {
 HS_COMMAND(cmd_experiment_record) = {
     .name = "experiment",
     .order = 150,
-    .summary = "head-count: one architecture with several head counts; gqa: MHA->GQA uptraining.",
+    .summary = "head-count: one architecture with several head counts; gqa: MHA->GQA uptraining; "
+               "windows: local/global heads.",
     .usage = "headscope experiment head-count (--preset P [KEY=VALUE ...])\n"
              "       (--data FILE | --text FILE) --db FILE [options]\n"
              "       headscope experiment gqa --model DIR --data FILE --db FILE --original-steps N "
-             "[options]",
+             "[options]\n"
+             "       headscope experiment windows (--preset P [KEY=VALUE ...]) --data FILE --db "
+             "FILE [--window W --seeds S,S,...] [options]",
     .details = "Every head count starts from the same initial weights per seed (the projections do\n"
         "not change shape with H when head_dim = d/H), trains the same steps on the same\n"
         "data, and is scored on a held-out split (the last 10% of --data unless --val).\n"
@@ -214,7 +218,12 @@ HS_COMMAND(cmd_experiment_record) = {
         "after uptraining F x N steps (--fraction, 0.05), as val_loss_mha,\n"
         "val_loss_mha_uptrained (the MHA model trained the same extra steps: the control),\n"
         "val_loss_kv_heads_G and val_loss_kv_heads_G_uptrained (mean, stderr over validation\n"
-        "sequences). `headscope experiment gqa --help` lists its options.\n",
+        "sequences). `headscope experiment gqa --help` lists its options.\n\n"
+        "experiment windows: the same heads trained all global, half local (the first half of\n"
+        "each layer's heads in a sliding window of --window W, 32) and all local, from shared\n"
+        "initial weights per seed: val_loss_windows_global|half|local (mean, stderr over\n"
+        "seeds), kv_bytes_per_token_windows_* (at --seq-len) and forward_ms_windows_*.\n"
+        "`headscope experiment windows --help` lists its options.\n",
     .run = cmd_experiment,
     OPT_RULES(experiment_rules),
 };

@@ -6,17 +6,20 @@
 
 /* The KV cache of DIR's model for B sequences of T positions: keys and
  * values of every layer's kv heads, over the last W positions only where
- * the layers attend in a sliding window of W (mistral). */
+ * every head of a layer attends in one sliding window of W (mistral,
+ * headscope's window); a layer of mixed windows caches every position. */
 static int model_kv_bytes(const char *dir, long B, long T, long E, double *bytes)
 {
     hs_model_config c;
     if (hs_config_load(&c, dir))
         return run_error("kv-bytes");
-    const long cached = c.window > 0 && c.window < T ? c.window : T;
     *bytes = 0;
-    for (int l = 0; l < c.n_layer; l++) /* MLA: the latent and the shared rope key */
+    for (int l = 0; l < c.n_layer; l++) { /* MLA: the latent and the shared rope key */
+        const int W = hs_config_layer_window(&c, l); /* a ring only for a shared window */
+        const long cached = W > 0 && W < T ? W : T;
         *bytes += c.mla ? 1.0 * B * cached * (c.kv_lora_rank + c.qk_rope_head_dim) * E
                         : 2.0 * B * c.n_kv_head[l] * cached * c.head_dim * E;
+    }
     return 0;
 }
 

@@ -39,6 +39,25 @@ static void print_dead_heads(const hs_model *m, int json)
     free(dead);
 }
 
+/* headscope's per-layer or per-head windows as JSON: [0,32] per layer
+ * where each layer's heads agree, else [[0,32],[32,0]] (0 = global). */
+static void print_windows(const hs_model_config *c)
+{
+    putchar('[');
+    for (int l = 0; l < c->n_layer; l++) {
+        const int W = hs_config_layer_window(c, l);
+        printf(l ? "," : "");
+        if (W >= 0) {
+            printf("%d", W);
+            continue;
+        }
+        for (int h = 0; h < c->n_head[l]; h++)
+            printf("%s%d", h ? "," : "[", hs_config_head_window(c, l, h));
+        putchar(']');
+    }
+    putchar(']');
+}
+
 /* The family's particulars: sliding window, rotary dims and scaling, the
  * residual's shape and the q/k/v biases. */
 static void print_particulars(const hs_model_config *c, int json)
@@ -59,6 +78,8 @@ static void print_particulars(const hs_model_config *c, int json)
                c->window, rotary, SCALING[c->rope_scaling.kind],
                c->parallel_residual ? "true" : "false",
                c->qkv_bias || c->attn_bias ? "true" : "false");
+        if (c->n_head_windows)
+            printf(",\"windows\":"), print_windows(c);
         return;
     }
     if (c->mla) {
@@ -67,8 +88,12 @@ static void print_particulars(const hs_model_config *c, int json)
                c->kv_lora_rank, c->q_lora_rank, c->q_lora_rank ? "" : " (q_proj)",
                c->qk_nope_head_dim, rotary, c->rope_theta, c->v_head_dim);
     } else {
-        printf("attention    %s", c->window ? "sliding window " : "global");
-        if (c->window)
+        printf("attention    %s", c->n_head_windows ? "windows per layer "
+                                  : c->window        ? "sliding window "
+                                                     : "global");
+        if (c->n_head_windows)
+            print_windows(c);
+        else if (c->window)
             printf("%d", c->window);
         if (rotary)
             printf(", rotary on %d of %d dims (theta %g, scaling %s)", rotary, c->head_dim,

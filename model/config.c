@@ -25,9 +25,75 @@ static int llama_like(hs_family f)
     return f == HS_FAMILY_LLAMA || f == HS_FAMILY_MISTRAL || f == HS_FAMILY_QWEN2;
 }
 
+/* Where layer l's heads start in the per-head window pool. */
+static int window_offset(const hs_model_config *c, int l)
+{
+    int off = 0;
+    for (int i = 0; i < l; i++)
+        off += c->n_head[i];
+    return off;
+}
+
+/* 1 when the pool holds exactly the heads of c's layers. */
+static int windows_fit(const hs_model_config *c)
+{
+    if (!c->n_head_windows)
+        return 1;
+    if (c->n_layer < 1 || c->n_layer > HS_MAX_LAYERS)
+        return 0;
+    long total = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        total += c->n_head[l] > 0 ? c->n_head[l] : 0;
+    return total == c->n_head_windows && total <= HS_MAX_WINDOW_HEADS;
+}
+
+int hs_config_head_window(const hs_model_config *c, int l, int h)
+{
+    if (!c->n_head_windows || !windows_fit(c))
+        return c->window;
+    return c->head_windows[window_offset(c, l) + h];
+}
+
+int hs_config_layer_window(const hs_model_config *c, int l)
+{
+    const int w = hs_config_head_window(c, l, 0);
+    for (int h = 1; h < c->n_head[l]; h++)
+        if (hs_config_head_window(c, l, h) != w)
+            return -1;
+    return w;
+}
+
+int hs_config_set_windows(hs_model_config *c, const int *w)
+{
+    long total = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        total += c->n_head[l];
+    int same = 1;
+    for (long i = 0; i < total; i++) {
+        if (w[i] < 0)
+            return hs_fail(HS_EINVAL, "config: window=%d (head %ld over all layers) must be 0 "
+                                      "(global) or positive", w[i], i);
+        same &= w[i] == w[0];
+    }
+    if (same) {
+        c->window = total ? w[0] : 0;
+        c->n_head_windows = 0;
+        return HS_OK;
+    }
+    if (total > HS_MAX_WINDOW_HEADS)
+        return hs_fail(HS_EINVAL, "config: window: per-head windows for %ld heads (at most %d)",
+                       total, HS_MAX_WINDOW_HEADS);
+    memcpy(c->head_windows, w, sizeof *w * (size_t)total);
+    c->n_head_windows = (int)total;
+    c->window = 0;
+    return HS_OK;
+}
+
 hs_attn_config hs_config_attn(const hs_model_config *c, int l)
 {
     const int rope = c->pos == HS_POS_ROPE;
+    const int *head_window =
+        c->n_head_windows && windows_fit(c) ? c->head_windows + window_offset(c, l) : NULL;
     return (hs_attn_config){ .d_model = c->d_model,
                              .n_heads = c->n_head[l],
                              .n_kv_heads = c->n_kv_head[l],
@@ -37,7 +103,8 @@ hs_attn_config hs_config_attn(const hs_model_config *c, int l)
                              .rope_theta = rope ? c->rope_theta : 0,
                              .window = c->window,
                              .rotary_dims = rope ? c->rotary_dims : 0,
-                             .rope_scaling = rope ? c->rope_scaling : (hs_rope_scaling){ 0 } };
+                             .rope_scaling = rope ? c->rope_scaling : (hs_rope_scaling){ 0 },
+                             .head_window = head_window };
 }
 
 hs_mla_config hs_config_mla(const hs_model_config *c, int l)
@@ -118,7 +185,7 @@ static int mla_check(const hs_model_config *c)
         why = "attention \"mla\" is a headscope-family architecture";
     else if (c->pos != HS_POS_ROPE)
         why = "positional: MLA needs \"rope\" (RoPE on the qk_rope_head_dim dims)";
-    else if (c->window)
+    else if (c->window || c->n_head_windows)
         why = "window: MLA attends globally (no sliding window)";
     else if (c->rotary_dims)
         why = "rotary_dims: MLA rotates exactly its qk_rope_head_dim dims";
@@ -182,6 +249,13 @@ int hs_config_check(const hs_model_config *c)
         return hs_fail(HS_EINVAL, "config: rotary_dims and rope_scaling need rotary positions");
     if (c->window < 0)
         return hs_fail(HS_EINVAL, "config: window=%d must be 0 (global) or positive", c->window);
+    if (c->n_head_windows < 0 || !windows_fit(c))
+        return hs_fail(HS_EINVAL, "config: window: %d per-head windows for layers of %d heads in "
+                                  "all (a list per head of every layer)",
+                       c->n_head_windows, window_offset(c, c->n_layer));
+    if (c->n_head_windows && c->family != HS_FAMILY_HEADSCOPE)
+        return hs_fail(HS_EINVAL, "config: window: per-layer or per-head windows are a "
+                                  "headscope-family feature (use a headscope preset)");
     if (c->parallel_residual && (c->post_norm || c->mlp == HS_MLP_NONE))
         return hs_fail(HS_EINVAL, "config: a parallel residual needs pre-norm layers with an MLP");
     if (c->gelu_exact && c->mlp != HS_MLP_GELU)
@@ -693,6 +767,75 @@ static int get_mla(reader *r, hs_model_config *c)
     return HS_OK;
 }
 
+/* One window of headscope's `window` at key[l] or key[l][h]: *out, or an
+ * error naming the position. */
+static int window_entry(const reader *r, const cJSON *e, int l, int h, int *out)
+{
+    if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < 0 ||
+        e->valuedouble > 1e9 || e->valuedouble != floor(e->valuedouble)) {
+        if (h < 0)
+            return hs_fail(HS_EFORMAT, "%s: \"window\"[%d] must be a non-negative integer "
+                                       "(0 = global) or a list of layer %d's heads' windows",
+                           r->path, l, l);
+        return hs_fail(HS_EFORMAT, "%s: \"window\"[%d][%d] must be a non-negative integer "
+                                   "(0 = global)", r->path, l, h);
+    }
+    *out = (int)e->valuedouble;
+    return HS_OK;
+}
+
+/* headscope's `window` (after n_head): one integer for every head, a list
+ * of n_layer (each an integer for the layer's heads, or a list of its
+ * n_head windows), 0 = global. Stored through hs_config_set_windows. */
+static int get_windows(reader *r, hs_model_config *c)
+{
+    const cJSON *v = lookup(r, "window");
+    if (!cJSON_IsArray(v))
+        return get_int(r, "window", 0, 0, &c->window);
+    if (cJSON_GetArraySize(v) != c->n_layer)
+        return hs_fail(HS_EFORMAT, "%s: \"window\" has %d entries for %d layers", r->path,
+                       cJSON_GetArraySize(v), c->n_layer);
+    long total = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        total += c->n_head[l];
+    int *w = hs_calloc((size_t)total, sizeof *w, "config windows");
+    if (!w)
+        return HS_ENOMEM;
+    int l = 0, off = 0, rc = HS_OK;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, v)
+    {
+        if (cJSON_IsArray(e)) {
+            if (cJSON_GetArraySize(e) != c->n_head[l]) {
+                rc = hs_fail(HS_EFORMAT, "%s: \"window\"[%d] has %d entries for layer %d's %d "
+                                         "heads", r->path, l, cJSON_GetArraySize(e), l,
+                             c->n_head[l]);
+                break;
+            }
+            int h = 0;
+            const cJSON *x;
+            cJSON_ArrayForEach(x, e)
+            {
+                if ((rc = window_entry(r, x, l, h, &w[off + h])))
+                    break;
+                h++;
+            }
+        } else {
+            int one = 0;
+            rc = window_entry(r, e, l, -1, &one);
+            for (int h = 0; !rc && h < c->n_head[l]; h++)
+                w[off + h] = one;
+        }
+        if (rc)
+            break;
+        off += c->n_head[l++];
+    }
+    if (!rc && hs_config_set_windows(c, w))
+        rc = hs_fail(HS_EFORMAT, "%s: %s", r->path, hs_last_error());
+    free(w);
+    return rc;
+}
+
 static int parse_headscope(hs_model_config *c, reader *r)
 {
     static const char *const pos[] = { "learned", "rope", "none" };
@@ -722,8 +865,7 @@ static int parse_headscope(hs_model_config *c, reader *r)
         (rc = get_bool(r, "qkv_bias", 0, &c->qkv_bias)) ||
         (rc = get_bool(r, "parallel_residual", 0, &c->parallel_residual)) ||
         (rc = get_bool(r, "gelu_exact", 0, &c->gelu_exact)) ||
-        (rc = get_int(r, "rotary_dims", 0, 0, &c->rotary_dims)) ||
-        (rc = get_int(r, "window", 0, 0, &c->window)))
+        (rc = get_int(r, "rotary_dims", 0, 0, &c->rotary_dims)))
         return rc;
     if ((rc = get_mla(r, c)))
         return rc;
@@ -742,7 +884,7 @@ static int parse_headscope(hs_model_config *c, reader *r)
     for (int l = 0; l < c->n_layer; l++)
         if (!c->n_kv_head[l])
             c->n_kv_head[l] = c->n_head[l];
-    if ((rc = check_groups(r, c, "n_head", "n_kv_head")))
+    if ((rc = check_groups(r, c, "n_head", "n_kv_head")) || (rc = get_windows(r, c)))
         return rc;
     if (!c->head_dim && c->mla) {
         c->head_dim = c->v_head_dim; /* z, gates and o_proj see v_head_dim-wide heads */
@@ -1000,6 +1142,32 @@ static void add_per_layer(cJSON *o, const char *key, const hs_model_config *c, c
     }
 }
 
+/* headscope's `window` in its shortest form: nothing when every head is
+ * global, one integer when all share a window, a list per layer when each
+ * layer's heads agree, else a list of lists per head. */
+static void add_windows(cJSON *o, const hs_model_config *c)
+{
+    if (!c->n_head_windows) {
+        if (c->window)
+            cJSON_AddNumberToObject(o, "window", c->window);
+        return;
+    }
+    int per_layer = 1;
+    for (int l = 0; l < c->n_layer; l++)
+        per_layer &= hs_config_layer_window(c, l) >= 0;
+    cJSON *a = cJSON_AddArrayToObject(o, "window");
+    for (int l = 0; a && l < c->n_layer; l++) {
+        if (per_layer) {
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(hs_config_layer_window(c, l)));
+            continue;
+        }
+        cJSON *heads = cJSON_CreateArray();
+        for (int h = 0; h < c->n_head[l]; h++)
+            cJSON_AddItemToArray(heads, cJSON_CreateNumber(hs_config_head_window(c, l, h)));
+        cJSON_AddItemToArray(a, heads);
+    }
+}
+
 /* rope_scaling as Hugging Face writes it (nothing for plain RoPE). */
 static void add_rope_scaling(cJSON *o, const hs_rope_scaling *s)
 {
@@ -1134,8 +1302,7 @@ char *hs_config_to_json(const hs_model_config *c)
             cJSON_AddBoolToObject(o, "gelu_exact", 1);
         if (c->rotary_dims)
             cJSON_AddNumberToObject(o, "rotary_dims", c->rotary_dims);
-        if (c->window)
-            cJSON_AddNumberToObject(o, "window", c->window);
+        add_windows(o, c);
         add_rope_scaling(o, &c->rope_scaling);
         if (c->mla) {
             /* head_dim is v_head_dim and n_kv_head n_head: not keys of their own */
@@ -1271,6 +1438,9 @@ int hs_config_override(hs_model_config *c, const char *kv)
     free(json);
     if (!o)
         return hs_fail(HS_ENOMEM, "override: cannot build JSON");
+    /* optional keys written only when set */
+    if (!strcmp(key, "window") && !cJSON_GetObjectItemCaseSensitive(o, key))
+        cJSON_AddNumberToObject(o, key, 0);
     if (!cJSON_GetObjectItemCaseSensitive(o, key)) {
         cJSON_Delete(o);
         return hs_fail(HS_EINVAL, "override: unknown key \"%s\"", key);

@@ -16,6 +16,11 @@ enum { HS_MAX_LAYERS = 256 };
  * indexed [l * HS_MAX_HEADS + h]. */
 enum { HS_MAX_HEADS = 1024 };
 
+/* The most heads, over all layers, that may carry windows of their own
+ * (headscope's per-head `window` lists): the config is copied by value, so
+ * per-head windows live in one bounded pool, not an L x HS_MAX_HEADS table. */
+enum { HS_MAX_WINDOW_HEADS = 4096 };
+
 typedef enum {
     HS_FAMILY_HEADSCOPE,
     HS_FAMILY_GPT2,
@@ -53,7 +58,14 @@ typedef struct {
     int parallel_residual;         /* gpt_neox: x + attn(ln1(x)) + mlp(ln2(x)) */
     int gelu_exact;                /* gelu MLP: exact erf GELU (gpt_neox) instead of tanh */
     int rotary_dims;               /* rotated dims per head; 0: all head_dim */
-    int window;                    /* sliding window W of every layer (mistral); 0: global */
+    int window;                    /* sliding window W of every head (mistral; headscope's
+                                      integer `window`); 0: global. 0 with per-head windows */
+    /* headscope's per-layer or per-head `window`, when the heads do not all
+     * share one: 0, or sum_l n_head[l], the windows of layer 0's heads, then
+     * layer 1's, ... (0 = global). hs_config_set_windows keeps this canonical:
+     * never set when every head has the same window (then `window` holds it). */
+    int n_head_windows;
+    int head_windows[HS_MAX_WINDOW_HEADS];
     hs_rope_scaling rope_scaling;  /* llama3 / linear (llama family); zero: plain */
     /* attention "mla" (headscope family, every layer): DeepSeek-V2's multi-head
      * latent attention (mla.h); head_dim is then v_head_dim and n_kv_head n_head */
@@ -80,6 +92,20 @@ int hs_config_check(const hs_model_config *c);
 /* The attention configuration of layer l. */
 hs_attn_config hs_config_attn(const hs_model_config *c, int l);
 
+/* The window of head h of layer l (0 = global). */
+int hs_config_head_window(const hs_model_config *c, int l, int h);
+
+/* The window every head of layer l shares (0: all global), or -1 when its
+ * heads differ. A decoding cache keeps a ring of W positions only for a
+ * shared W > 0; a layer of mixed windows keeps every position. */
+int hs_config_layer_window(const hs_model_config *c, int l);
+
+/* Sets every head's window from w (sum_l n_head[l] entries, layer after
+ * layer; 0 = global), stored compactly: one `window` when all agree, else
+ * the per-head pool. HS_EINVAL for a negative window or more heads than
+ * HS_MAX_WINDOW_HEADS with differing windows. Call after n_head is final. */
+int hs_config_set_windows(hs_model_config *c, const int *w);
+
 /* The MLA configuration of layer l of an attention "mla" model. */
 hs_mla_config hs_config_mla(const hs_model_config *c, int l);
 
@@ -99,7 +125,8 @@ int hs_config_preset(hs_model_config *c, const char *name);
 
 /* One "key=value" override of a headscope field name (the config.json keys,
  * e.g. "n_layer=4", "n_head=8", "mlp=gelu"). Sets every layer for n_head and
- * n_kv_head. The result is checked as a config.json would be (HS_EINVAL
+ * n_kv_head. `window` takes an integer or JSON text of a per-layer or
+ * per-head list ("window=[[0,32],[32,0]]"). The result is checked as a config.json would be (HS_EINVAL
  * naming the override).
  *
  * Overrides commute: a derived key follows its source (n_head sets n_kv_head

@@ -19,6 +19,7 @@ static hs_attn_config widest(const hs_model_config *c)
             ac.n_heads = c->n_head[l];
     ac.n_kv_heads = ac.n_heads;
     ac.head_dim = c->head_dim;
+    ac.head_window = NULL; /* layer 0's windows: not as many as the widest layer's heads */
     return ac;
 }
 
@@ -117,8 +118,11 @@ int hs_decoder_init(hs_decoder *dec, const hs_model *m, int max_len)
             continue;
         }
         const hs_attn_config ac = hs_config_attn(c, l);
+        /* a ring only where every head shares one window; a layer of mixed
+         * windows keeps every position and masks each head by its own */
+        const int W = hs_config_layer_window(c, l);
         lc->kind = HS_LAYER_CACHE_KV;
-        lc->window = ac.window > 0 && ac.window < max_len ? ac.window : 0;
+        lc->window = W > 0 && W < max_len ? W : 0;
         rc = hs_kv_cache_init(&lc->kv, 1, ac.n_kv_heads, hs_attn_head_dim(&ac),
                               lc->window ? lc->window : max_len);
     }

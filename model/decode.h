@@ -8,6 +8,9 @@
  * a ring of the last W positions (slot = position mod W), so its memory is
  * O(W) however long the generation; keys are cached after RoPE, at their
  * absolute positions, so the ring's order does not matter to the softmax.
+ * A layer whose heads have different windows (headscope's per-head
+ * `window`, or a mix of global and local heads) keeps every position, and
+ * each head attends only inside its own window (hs_config_layer_window).
  *
  * A multi-head latent attention layer (attention "mla", mla.h) caches only
  * its normalised latent and the shared rope key per position:
@@ -68,8 +71,9 @@ void hs_decoder_free(hs_decoder *dec);
 void hs_decoder_reset(hs_decoder *dec);
 
 /* Bytes of every layer's cache: sum over layers of 2 G cap dh
- * sizeof(hs_real), cap = min(W, max_len) in a window, else max_len; an MLA
- * layer's (kv_lora_rank + qk_rope_head_dim) max_len sizeof(hs_real) -- the
+ * sizeof(hs_real), cap = min(W, max_len) where every head of the layer
+ * shares a window W, else max_len; an MLA layer's (kv_lora_rank +
+ * qk_rope_head_dim) max_len sizeof(hs_real) -- the
  * figure `kv-bytes --model DIR --seq-len max_len --bytes sizeof(hs_real)`
  * prints (for MLA also its `--mla-latent C --mla-rope R` line). */
 size_t hs_decoder_cache_bytes(const hs_decoder *dec);
