@@ -933,9 +933,10 @@ typedef struct {
 #define HF ((1u << HS_FAMILY_COUNT) - 1 - (1u << HS_FAMILY_HEADSCOPE))
 #define GPT2 (1u << HS_FAMILY_GPT2)
 #define NOT_LLAMA (HF - (1u << HS_FAMILY_LLAMA))
+#define SLIDING_ELSEWHERE "sliding-window attention outside the mistral family (model_type \"mistral\")"
 static const key_rule rules[] = {
-    { "sliding_window", HF, ALLOW_NULL, "sliding-window attention" },
-    { "use_sliding_window", HF, ALLOW_FALSE, "sliding-window attention" },
+    { "sliding_window", HF, ALLOW_NULL, SLIDING_ELSEWHERE },
+    { "use_sliding_window", HF, ALLOW_FALSE, SLIDING_ELSEWHERE },
     { "layer_types", HF, ALLOW_FULL, "per-layer attention types" },
     { "rope_scaling", GPT2, ALLOW_NULL, "RoPE scaling" },
     { "rope_parameters", GPT2, ALLOW_NULL, "RoPE parameters" },

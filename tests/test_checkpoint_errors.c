@@ -762,7 +762,7 @@ static void test_unimplemented_keys_are_refused(void)
         { GPT2_TINY, GPT2_AT, "\"sliding_window\": 8,", "sliding_window" },
         { GPT2_TINY, GPT2_AT, "\"rope_scaling\": {\"factor\": 2.0},", "rope_scaling" },
         { GPT2_TINY, GPT2_AT, "\"attn_pdrop\": 1.5,", "attn_pdrop" },
-        { TINYLM_H4, "\"n_ctx\": 8,", "\"window\": [[0, 4, 4, 0]],", "window" },
+        { TINYLM_H4, "\"n_ctx\": 8,", "\"window\": [[0, 4, 4]],", "window" },
         { TINYLM_H4, "\"n_ctx\": 8,", "\"sliding_window\": 4,", "sliding_window" },
         { TINYLM_H4, "\"n_ctx\": 8,", "\"n_heads\": 4,", "n_heads" },
         { TINYLM_H4, "\"n_ctx\": 8,", "\"dropout\": 0.1,", "dropout" },
