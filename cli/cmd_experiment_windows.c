@@ -86,11 +86,14 @@ static int windows_setup(hs_windows_opts *wo, const char *preset, const char **o
 
 /* Reads the data (split unless --val), opens the run, runs, records. */
 static int windows_run(hs_windows_opts *wo, hs_windows_result *r, long long *run_id,
-                       const char *data, const char *val, const char *db, int json, int argc,
-                       char **argv)
+                       const cli_source *src, const cli_source *vsrc, const char *db, int json,
+                       int argc, char **argv)
 {
     hs_tokens all = { 0 }, train = { 0 }, vt = { 0 };
-    if (hs_tokens_read(&all, data) || (val && hs_tokens_read(&vt, val))) {
+    const char *data = cli_source_path(src), *val = cli_source_path(vsrc);
+    const int vocab = wo->base.vocab_size;
+    if (cli_tokens_load(NULL, &all, src, NULL, vocab) ||
+        (val && cli_tokens_load(NULL, &vt, vsrc, NULL, vocab))) {
         hs_tokens_free(&all);
         return run_error("experiment");
     }
@@ -129,14 +132,18 @@ static int windows_run(hs_windows_opts *wo, hs_windows_result *r, long long *run
 
 int experiment_windows(int argc, char **argv)
 {
-    const char *preset = "attn-only", *data = NULL, *val = NULL, *db = NULL, *seeds_s = "1,2,3";
+    const char *preset = "attn-only", *db = NULL, *seeds_s = "1,2,3";
+    cli_source src = { 0 }, vsrc = { 0 };
     int threads = 0, json = 0;
     hs_windows_opts wo = { .window = 32, .steps = 200, .batch = 8, .seq_len = 128, .lr = 1e-3 };
     opt o[] = {
         { "--preset", OPT_STR, &preset, 0, "P", "headscope-family architecture; KEY=VALUE "
                                                 "arguments override it", 0 },
-        OPT_DATA_AS(&data, "training shard (its last 10% is the validation split unless --val)"),
-        { "--val", OPT_STR, &val, 0, "FILE.bin", "validation shard", 0 },
+        OPT_DATA_AS(&src.data, "training shard (its last 10% is the validation split unless --val)"),
+        OPT_TEXT_AS(&src.text, "--text", "training text, tokenized on the fly (instead of --data)"),
+        OPT_TOKENIZER(&src.tokenizer),
+        { "--val", OPT_STR, &vsrc.data, 0, "FILE.bin", "validation shard", 0 },
+        OPT_TEXT_AS(&vsrc.text, "--val-text", "validation text, tokenized as --text is"),
         OPT_DB_AS(&db, "SQLite index for curves and results"),
         { "--window", OPT_INT, &wo.window, 1, "W", "window of the local heads", 0 },
         { "--seeds", OPT_STR, &seeds_s, 0, "S,S,...", "initialisation seeds", 0 },
@@ -153,15 +160,16 @@ int experiment_windows(int argc, char **argv)
                         overrides, 64, &nover);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!data || !db)
-        return usage_error("experiment", "windows needs --data FILE and --db FILE");
+    vsrc.tokenizer = src.tokenizer;
+    if (!cli_source_path(&src) || !db)
+        return usage_error("experiment", "windows needs --data FILE (or --text FILE) and --db FILE");
     if ((rc = windows_setup(&wo, preset, overrides, nover, seeds_s)))
         return rc;
     if (threads)
         hs_set_threads(threads);
     hs_windows_result r = { 0 };
     long long run_id = 0;
-    rc = windows_run(&wo, &r, &run_id, data, val, db, json, argc, argv);
+    rc = windows_run(&wo, &r, &run_id, &src, &vsrc, db, json, argc, argv);
     if (!rc)
         print_windows(&r, &wo, run_id, json);
     hs_windows_result_free(&r);

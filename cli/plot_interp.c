@@ -14,6 +14,7 @@
 
 #include "plot.h"
 #include "checkpoint.h"
+#include "cli.h"
 #include "prompts.h"
 #include "tokenizer.h"
 
@@ -41,23 +42,11 @@ static int write_fail(FILE *f, const char *path, int rc)
 
 /* ---- token labels ------------------------------------------------------------------ */
 
-/* A token's text as one tab-free line: control bytes shown as \n, \t, \r or
- * \xAB; a space as a middle dot, as plot map shows it. */
+/* A token's text as a label: cli_token_display's form (a space as a
+ * middle dot, as plot map shows it), safe for gnuplot's default font. */
 static void label_text(char *out, size_t n, const char *s)
 {
-    size_t k = 0;
-    for (; *s && k + 5 < n; s++) {
-        const unsigned char c = (unsigned char)*s;
-        if (c == '\n' || c == '\t' || c == '\r')
-            k += (size_t)snprintf(out + k, n - k, "\\%c", c == '\n' ? 'n' : c == '\t' ? 't' : 'r');
-        else if (c < 0x20 || c == 0x7f)
-            k += (size_t)snprintf(out + k, n - k, "\\x%02x", c);
-        else if (c == ' ')
-            k += (size_t)snprintf(out + k, n - k, "\u00b7"); /* as plot map shows it */
-        else
-            out[k++] = (char)c;
-    }
-    out[k] = 0;
+    cli_token_display(out, n, s, 12, 1);
 }
 
 /* The value of option `name` in a command line recorded as a JSON array

@@ -74,6 +74,7 @@ text_rules() {
     done
     expect_refused 2 experiment "--data does not apply with --text" head-count --text t.txt --data t.bin || return 1
     expect_refused 2 experiment "--data does not apply with --text" gqa --text t.txt --data t.bin || return 1
+    expect_refused 2 experiment "--data does not apply with --text" windows --text t.txt --data t.bin || return 1
     expect_refused 2 logit-lens "--data does not apply with --text" --text t.txt --data t.bin || return 1
     expect_refused 2 logit-lens "--prompts does not apply with --text" --text t.txt --prompts p.jsonl || return 1
     for c in eval ablate importance prune patterns train induction; do
