@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cache.h"
+#include "dist.h"
 #include "intervene.h"
 #include "linalg.h"
 #include "stats.h"
@@ -278,29 +279,56 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
     if (!rc && !o->naive && !(stacked_tg = hs_calloc((size_t)stack * BT, sizeof(int32_t), "targets")))
         rc = HS_ENOMEM;
 
+    /* Under mpirun (dist.h) the unit of work is one stack of a layer's
+     * ablations, the very stacks one process runs (a stack's continuation is
+     * one batched forward, whose rounding depends on its size); stack g of
+     * the sweep goes to rank g mod N, over all the data, so each (head,
+     * kind) statistic is the same sum in the same order as in one process.
+     * Rank 0 gathers them and alone reports each layer. */
+    const int size = hs_dist_size(), rank = hs_dist_rank();
+    const size_t per = (size_t)maxH * HS_ABLATE_KINDS;
+    job *all = hs_calloc(per, sizeof(job), "ablation list");
+    hs_ablate_stat *jstat = hs_calloc(per, sizeof *jstat, "results");
+    hs_ablate_stat *every = hs_calloc(per * (rank ? 1 : (size_t)size), sizeof *every, "results");
+    if (!rc && (!all || !jstat || !every))
+        rc = HS_ENOMEM;
+    rc = hs_dist_agree(rc);
+    long g = 0; /* stacks of the layers before */
     for (int l = 0; !rc && l < c->n_layer; l++) {
-        r.njobs = 0;
+        int n_all = 0;
         for (int h = 0; h < c->n_head[l]; h++)
             if (!o->head_on || o->head_on[(size_t)l * HS_MAX_HEADS + h])
                 for (int k = 0; k < HS_ABLATE_KINDS; k++)
                     if (o->kinds & (1 << k))
-                        r.jobs[r.njobs++] = (job){ h, k };
-        if (!r.njobs)
+                        all[n_all++] = (job){ h, k };
+        if (!n_all)
             continue;
-        memset(r.acc, 0, sizeof(hs_welford) * (size_t)maxH * HS_ABLATE_KINDS);
-        rc = o->naive ? naive_layer(&r, l, &clean)
-                      : fast_layer(&r, l, &clean, &st, stack, dz, stacked_tg);
-        if (rc)
-            break;
-        memset(stat, 0, sizeof *stat * (size_t)maxH * HS_ABLATE_KINDS);
+        r.njobs = 0;
+        for (int j0 = 0; j0 < n_all; j0 += stack, g++)
+            for (int j = j0; g % size == rank && j < j0 + stack && j < n_all; j++)
+                r.jobs[r.njobs++] = all[j];
+        memset(r.acc, 0, sizeof(hs_welford) * per);
+        if (r.njobs)
+            rc = o->naive ? naive_layer(&r, l, &clean)
+                          : fast_layer(&r, l, &clean, &st, stack, dz, stacked_tg);
         const int H = c->n_head[l];
-        for (int j = 0; j < r.njobs; j++)
-            stat[r.jobs[j].kind * H + r.jobs[j].h] =
+        memset(jstat, 0, sizeof *jstat * per);
+        for (int j = 0; !rc && j < r.njobs; j++)
+            jstat[r.jobs[j].kind * H + r.jobs[j].h] =
                 ablate_stat(&r.acc[r.jobs[j].kind * H + r.jobs[j].h]);
+        if ((rc = hs_dist_gather(rc, jstat, every, sizeof *jstat * per)))
+            break;
+        memset(stat, 0, sizeof *stat * per);
+        for (int q = 0; rank == 0 && q < size; q++) /* each entry is one rank's */
+            for (size_t i = 0; i < per; i++)
+                if (every[(size_t)q * per + i].n)
+                    stat[i] = every[(size_t)q * per + i];
         hs_ablate_layer res = { l, H, stat };
-        if (o->on_layer)
+        if (o->on_layer && rank == 0)
             rc = o->on_layer(o->ctx, &res);
+        rc = hs_dist_agree(rc);
     }
+    free(all), free(jstat), free(every);
 
     hs_acts_free(&clean);
     if (st.layer)

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "common.h"
+#include "dist.h"
 
 static int cmd_help(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
@@ -114,5 +115,15 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     cli_current = c;
-    return c->run(argc - 1, argv + 1);
+    /* under mpirun: one rank of N (dist.h); rank 0 alone prints results */
+    if (hs_dist_init(&argc, &argv)) {
+        fprintf(stderr, "headscope: %s: %s\n", c->name, hs_last_error());
+        return EXIT_FAILURE_RUN;
+    }
+    if (hs_dist_rank() > 0 && !freopen("/dev/null", "w", stdout))
+        return EXIT_FAILURE_RUN;
+    const int status = c->run(argc - 1, argv + 1);
+    if (status && hs_dist_rank() == 0)
+        hs_dist_abort(status); /* its run is recorded: end ranks that may wait for it */
+    return status;
 }
