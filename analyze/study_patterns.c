@@ -36,15 +36,15 @@ int hs_patterns_study(hs_patterns_result *r, const hs_model *m, const hs_tokens 
     void *pc = io ? io->ctx : NULL;
     hs_patterns pt = { 0 }, pctl = { 0 };
     phase(io, "patterns");
-    int rc = hs_patterns_run(&pt, m, data, o.batch, o.seq_len, o.max_batches, o.delim, o.n_delim,
-                             pf, pc);
+    int rc = hs_patterns_run_dist(&pt, m, data, o.batch, o.seq_len, o.max_batches, o.delim,
+                                  o.n_delim, pf, pc);
     hs_model ctrl = { 0 };
     if (!rc && o.control) {
         phase(io, "patterns: control");
         rc = hs_control_model(&ctrl, &m->cfg, o.seed);
         if (!rc)
-            rc = hs_patterns_run(&pctl, &ctrl, data, o.batch, o.seq_len, o.max_batches, o.delim,
-                                 o.n_delim, pf, pc);
+            rc = hs_patterns_run_dist(&pctl, &ctrl, data, o.batch, o.seq_len, o.max_batches,
+                                      o.delim, o.n_delim, pf, pc);
     }
     phase(io, NULL);
     if (ctrl.params)
