@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "checkpoint.h"
+#include "dist.h"
 #include "recorder.h"
 #include "sha256.h"
 #include "study.h"
@@ -86,8 +87,71 @@ typedef struct {
 static int next_batch(void *ctx, size_t i, int32_t *inputs)
 {
     batch_src *b = ctx;
+    /* under mpirun this rank's i-th batch is i * N + rank (dist.h) */
+    i = i * (size_t)hs_dist_size() + (size_t)hs_dist_rank();
     hs_batch_at(b->tok, i * (size_t)b->B * b->T, b->B, b->T, inputs, b->targets);
     return HS_OK;
+}
+
+/* ---- under mpirun: gather and write ------------------------------------------
+ * Batch i is captured by rank i mod N; every rank > 0 sends each batch's
+ * tokens and maps to rank 0, which alone writes the file, in data order:
+ * round k is batches kN .. kN+N-1, its own first, then rank 1's, ... (MPI
+ * keeps the order of one sender's messages). Rank 0 captures a batch in
+ * every round there is, so it drains round k-1 before it writes batch kN. */
+
+typedef struct {
+    const hs_model_config *c;
+    const hs_capture_plan *p;
+    hs_map_sink file; /* rank 0: the writer */
+    int B, T;
+    size_t nb, calls; /* rank 0's batches begun */
+    hs_real *att;     /* one layer's maps of one batch */
+    int32_t *tok;
+} relay;
+
+static int send_maps(void *ctx, int layer, const hs_real *att, int B, int H)
+{
+    (void)layer;
+    const relay *r = ctx;
+    return hs_dist_send0(att, sizeof(hs_real) * (size_t)B * H * r->T * r->T);
+}
+
+static int send_tokens(void *ctx, const int32_t *tokens, int B)
+{
+    const relay *r = ctx;
+    return hs_dist_send0(tokens, sizeof(int32_t) * (size_t)B * r->T);
+}
+
+/* Receives and writes round k's batches of ranks 1 .. N-1. */
+static int drain(relay *r, size_t k)
+{
+    const size_t BTT = (size_t)r->B * r->T * r->T;
+    int rc = HS_OK;
+    for (int q = 1; !rc && q < hs_dist_size() && k * hs_dist_size() + q < r->nb; q++) {
+        rc = hs_dist_recv(q, r->tok, sizeof(int32_t) * (size_t)r->B * r->T);
+        if (!rc)
+            rc = r->file.write_tokens(r->file.ctx, r->tok, r->B);
+        for (int l = 0; !rc && l < r->c->n_layer; l++)
+            if (r->p->layer_on[l] && !(rc = hs_dist_recv(q, r->att, sizeof(hs_real) * BTT *
+                                                         r->c->n_head[l])))
+                rc = r->file.write_maps(r->file.ctx, l, r->att, r->B, r->c->n_head[l]);
+    }
+    return rc;
+}
+
+static int relay_maps(void *ctx, int layer, const hs_real *att, int B, int H)
+{
+    relay *r = ctx;
+    return r->file.write_maps(r->file.ctx, layer, att, B, H);
+}
+
+static int relay_tokens(void *ctx, const int32_t *tokens, int B)
+{
+    relay *r = ctx;
+    /* rank 0's batch of round k > 0: the rest of round k-1 first */
+    const int rc = r->calls++ ? drain(r, r->calls - 2) : HS_OK;
+    return rc ? rc : r->file.write_tokens(r->file.ctx, tokens, B);
 }
 
 /* A writer with every selected layer declared, its provenance from o. */
@@ -137,8 +201,10 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
     if (!rc)
         rc = hs_capture_batches(&nb, &o, tok);
     hs_maps_writer *w = NULL;
-    if (!rc)
+    const int rank = hs_dist_rank(), size = hs_dist_size();
+    if (!rc && rank == 0)
         rc = create_file(&w, &o, &p, &m->cfg);
+    rc = hs_dist_agree(rc);
     volatile sig_atomic_t *stop = io ? io->stop : NULL;
     if (!rc && stop && *stop)
         rc = hs_fail(HS_EINTR, "interrupted before the first batch");
@@ -152,11 +218,29 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
     hs_map_sink sink = hs_maps_sink(w);
     if (io && io->phase)
         io->phase(io->ctx, "capture");
-    hs_record_opts ro = { B, T, nb, p.layer_on, stop, io ? io->progress : NULL,
+    /* this rank's batches: rank, rank + N, ... (all of them in one process) */
+    const size_t mine = nb / (size_t)size + ((size_t)rank < nb % (size_t)size);
+    hs_record_opts ro = { B, T, mine, p.layer_on, stop, io ? io->progress : NULL,
                           io ? io->ctx : NULL };
+    int maxH = 0;
+    for (int l = 0; l < m->cfg.n_layer; l++)
+        maxH = m->cfg.n_head[l] > maxH ? m->cfg.n_head[l] : maxH;
+    relay rl = { &m->cfg, &p, sink, B, T, nb, 0, NULL, NULL };
+    if (size > 1) {
+        sink = rank ? (hs_map_sink){ &rl, send_maps, send_tokens }
+                    : (hs_map_sink){ &rl, relay_maps, relay_tokens };
+        rl.att = hs_calloc((size_t)B * maxH * T * T, sizeof(hs_real), "maps of a batch");
+        rl.tok = hs_calloc((size_t)B * T, sizeof(int32_t), "tokens of a batch");
+    }
     const double t0 = seconds();
-    rc = targets ? hs_record(m, next_batch, &src, &sink, &ro) : HS_ENOMEM;
+    rc = targets && (size == 1 || (rl.att && rl.tok)) ? hs_record(m, next_batch, &src, &sink, &ro)
+                                                      : HS_ENOMEM;
+    if (!rc && size > 1 && rank == 0 && mine > 0)
+        rc = drain(&rl, mine - 1); /* the last round */
     r->seconds = seconds() - t0;
+    free(rl.att), free(rl.tok);
+    if (rc && size > 1 && rank > 0) /* rank 0 waits for this rank's maps: end the job */
+        hs_dist_abort(rc);
     if (io && io->phase)
         io->phase(io->ctx, NULL);
     free(targets);
@@ -170,5 +254,5 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
         return rc;
     }
     r->sequences = nb * (size_t)B;
-    return hs_maps_finish(w);
+    return rank ? HS_OK : hs_maps_finish(w);
 }
