@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common.h"
 
@@ -14,6 +15,12 @@
 
 static int g_rank, g_size = 1;
 static unsigned long long g_bytes;
+static volatile sig_atomic_t *g_stop;
+
+void hs_dist_set_stop(volatile sig_atomic_t *stop)
+{
+    g_stop = stop;
+}
 
 int hs_dist_rank(void)
 {
@@ -66,13 +73,36 @@ void hs_dist_abort(int status)
         MPI_Abort(MPI_COMM_WORLD, status ? status : 1);
 }
 
+/* Waits for rq, polling every 0.2 ms (a waiting rank leaves its core to
+ * the others) and the stop flag: mpirun sends SIGTERM to every rank when
+ * one died, and a rank blocked in a collective would never see it; this one
+ * returns HS_EINTR instead, so rank 0 can finish its run as failed. */
+static int wait_for(MPI_Request *rq, const char *what)
+{
+    int done = 0;
+    for (;;) {
+        if (MPI_Test(rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return hs_fail(HS_EIO, "%s failed", what);
+        if (done)
+            return HS_OK;
+        if (g_stop && *g_stop)
+            return hs_fail(HS_EINTR, "interrupted while waiting for the other ranks (%s)", what);
+        nanosleep(&(struct timespec){ 0, 200000 }, NULL);
+    }
+}
+
 int hs_dist_agree(int rc)
 {
     if (g_size < 2)
         return rc;
     /* the lowest failing rank, and its status */
     int mine[2] = { rc ? g_rank : g_size, rc }, low[2];
-    MPI_Allreduce(mine, low, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD);
+    MPI_Request rq;
+    int w = MPI_Iallreduce(mine, low, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD, &rq) == MPI_SUCCESS
+                ? wait_for(&rq, "MPI_Iallreduce")
+                : hs_fail(HS_EIO, "MPI_Iallreduce failed");
+    if (w)
+        return rc ? rc : w;
     if (low[0] == g_size)
         return HS_OK;
     if (!rc)
@@ -92,9 +122,10 @@ int hs_dist_bcast(int rc, void *buf, size_t bytes)
     if ((rc = hs_dist_agree(rc ? rc : too_big(bytes))) || g_size < 2)
         return rc;
     g_bytes += bytes;
-    return MPI_Bcast(buf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD) == MPI_SUCCESS
-               ? HS_OK
-               : hs_fail(HS_EIO, "MPI_Bcast of %zu bytes failed", bytes);
+    MPI_Request rq;
+    return MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD, &rq) == MPI_SUCCESS
+               ? wait_for(&rq, "MPI_Ibcast")
+               : hs_fail(HS_EIO, "MPI_Ibcast of %zu bytes failed", bytes);
 }
 
 int hs_dist_collect(int rc, void *buf, size_t item_bytes, size_t n)
@@ -112,10 +143,14 @@ int hs_dist_collect(int rc, void *buf, size_t item_bytes, size_t n)
     }
     char *mine = (char *)buf + displs[g_rank];
     g_bytes += (unsigned long long)counts[g_rank];
-    int ok = MPI_Gatherv(g_rank ? mine : MPI_IN_PLACE, counts[g_rank], MPI_BYTE, buf, counts,
-                         displs, MPI_BYTE, 0, MPI_COMM_WORLD);
-    free(counts);
-    return ok == MPI_SUCCESS ? HS_OK : hs_fail(HS_EIO, "MPI_Gatherv of %zu items failed", n);
+    MPI_Request rq;
+    int ok = MPI_Igatherv(g_rank ? mine : MPI_IN_PLACE, counts[g_rank], MPI_BYTE, buf, counts,
+                          displs, MPI_BYTE, 0, MPI_COMM_WORLD, &rq);
+    rc = ok == MPI_SUCCESS ? wait_for(&rq, "MPI_Igatherv")
+                           : hs_fail(HS_EIO, "MPI_Igatherv of %zu items failed", n);
+    if (rc != HS_EINTR) /* a pending request still reads them until the job ends */
+        free(counts);
+    return rc;
 }
 
 int hs_dist_gather(int rc, const void *mine, void *all, size_t bytes)
@@ -127,10 +162,11 @@ int hs_dist_gather(int rc, const void *mine, void *all, size_t bytes)
         return HS_OK;
     }
     g_bytes += bytes;
-    return MPI_Gather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD) ==
-                   MPI_SUCCESS
-               ? HS_OK
-               : hs_fail(HS_EIO, "MPI_Gather of %zu bytes failed", bytes);
+    MPI_Request rq;
+    return MPI_Igather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD,
+                       &rq) == MPI_SUCCESS
+               ? wait_for(&rq, "MPI_Igather")
+               : hs_fail(HS_EIO, "MPI_Igather of %zu bytes failed", bytes);
 }
 
 int hs_dist_send0(const void *buf, size_t bytes)
@@ -139,9 +175,10 @@ int hs_dist_send0(const void *buf, size_t bytes)
     if (rc)
         return rc;
     g_bytes += bytes;
-    return MPI_Send(buf, (int)bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD) == MPI_SUCCESS
-               ? HS_OK
-               : hs_fail(HS_EIO, "MPI_Send of %zu bytes to rank 0 failed", bytes);
+    MPI_Request rq;
+    return MPI_Isend(buf, (int)bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD, &rq) == MPI_SUCCESS
+               ? wait_for(&rq, "MPI_Isend to rank 0")
+               : hs_fail(HS_EIO, "MPI_Isend of %zu bytes to rank 0 failed", bytes);
 }
 
 int hs_dist_recv(int from, void *buf, size_t bytes)
@@ -150,13 +187,18 @@ int hs_dist_recv(int from, void *buf, size_t bytes)
     if (rc)
         return rc;
     g_bytes += bytes;
-    return MPI_Recv(buf, (int)bytes, MPI_BYTE, from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE) ==
-                   MPI_SUCCESS
-               ? HS_OK
-               : hs_fail(HS_EIO, "MPI_Recv of %zu bytes from rank %d failed", bytes, from);
+    MPI_Request rq;
+    return MPI_Irecv(buf, (int)bytes, MPI_BYTE, from, 0, MPI_COMM_WORLD, &rq) == MPI_SUCCESS
+               ? wait_for(&rq, "MPI_Irecv")
+               : hs_fail(HS_EIO, "MPI_Irecv of %zu bytes from rank %d failed", bytes, from);
 }
 
 #else /* one process */
+
+void hs_dist_set_stop(volatile sig_atomic_t *stop)
+{
+    (void)stop;
+}
 
 int hs_dist_init(int *argc, char ***argv)
 {

@@ -13,6 +13,7 @@
 #ifndef HS_DIST_H
 #define HS_DIST_H
 
+#include <signal.h>
 #include <stddef.h>
 
 /* Initialises MPI when the process was started by mpirun (OMPI_COMM_WORLD_SIZE
@@ -20,6 +21,11 @@
  * HS_OK, or HS_EIO when MPI is wanted but fails to start. */
 int hs_dist_init(int *argc, char ***argv);
 int hs_dist_rank(void); /* 0 without MPI */
+
+/* The flag a signal handler sets: a rank waiting for others (every call
+ * below) returns HS_EINTR once it is set, e.g. when mpirun ends the job
+ * because a rank died, so that rank 0 still finishes its run as failed. */
+void hs_dist_set_stop(volatile sig_atomic_t *stop);
 int hs_dist_size(void); /* 1 without MPI */
 
 /* The share [*lo, *hi) of n items (contiguous, in item order) of rank r:

@@ -120,6 +120,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "headscope: %s: %s\n", c->name, hs_last_error());
         return EXIT_FAILURE_RUN;
     }
+    hs_dist_set_stop(&cli_stop_requested);
     if (hs_dist_rank() > 0 && !freopen("/dev/null", "w", stdout))
         return EXIT_FAILURE_RUN;
     const int status = c->run(argc - 1, argv + 1);
