@@ -36,10 +36,12 @@ mpi() {
     mpirun --oversubscribe -np "$n" "$HS" "$@" --threads 1 >out.txt 2>err.txt
     RC=$?
 }
-# rows DB [RUN]: every head_metrics row (of RUN), values as their exact text
+# rows DB [RUN]: every head_metrics row and curve point (of RUN), values as their exact text
 rows() {
     sqlite3 "$1" "select layer, head, metric, quote(value), quote(stderr), n from head_metrics
-                  where run_id = ${2:-run_id} order by run_id, layer, head, metric"
+                  where run_id = ${2:-run_id} order by run_id, layer, head, metric;
+                  select curve, step, quote(x), quote(y) from curves
+                  where run_id = ${2:-run_id} order by run_id, curve, step"
 }
 # same_rows WHAT ARGS...: 1, 2 and 3 ranks record the same rows and one complete run
 same_rows() {
@@ -77,7 +79,9 @@ patterns_same() {
 }
 
 induction_same() {
-    same_rows induction induction --model "$GPT2" --samples 6 --batch 2 --random-draws 3
+    same_rows induction induction --model "$GPT2" --samples 6 --batch 2 --random-draws 5 || return 1
+    expect_eq "$(sqlite3 r3.db "select count(*) from curves where curve='causal_random_k'")" 5 \
+        "the random draws' curve" || return 1
 }
 
 capture_same() {
