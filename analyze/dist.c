@@ -16,6 +16,12 @@
 static int g_rank, g_size = 1;
 static unsigned long long g_bytes;
 static volatile sig_atomic_t *g_stop;
+static double g_wait;
+
+double hs_dist_wait_seconds(void)
+{
+    return g_wait;
+}
 
 void hs_dist_set_stop(volatile sig_atomic_t *stop)
 {
@@ -79,16 +85,23 @@ void hs_dist_abort(int status)
  * returns HS_EINTR instead, so rank 0 can finish its run as failed. */
 static int wait_for(MPI_Request *rq, const char *what)
 {
-    int done = 0;
+    const double t0 = MPI_Wtime();
+    int done = 0, rc = HS_OK;
     for (;;) {
-        if (MPI_Test(rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-            return hs_fail(HS_EIO, "%s failed", what);
+        if (MPI_Test(rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            rc = hs_fail(HS_EIO, "%s failed", what);
+            break;
+        }
         if (done)
-            return HS_OK;
-        if (g_stop && *g_stop)
-            return hs_fail(HS_EINTR, "interrupted while waiting for the other ranks (%s)", what);
+            break;
+        if (g_stop && *g_stop) {
+            rc = hs_fail(HS_EINTR, "interrupted while waiting for the other ranks (%s)", what);
+            break;
+        }
         nanosleep(&(struct timespec){ 0, 200000 }, NULL);
     }
+    g_wait += MPI_Wtime() - t0;
+    return rc;
 }
 
 int hs_dist_agree(int rc)
@@ -142,7 +155,7 @@ int hs_dist_collect(int rc, void *buf, size_t item_bytes, size_t n)
         counts[r] = (int)((hi - lo) * item_bytes), displs[r] = (int)(lo * item_bytes);
     }
     char *mine = (char *)buf + displs[g_rank];
-    g_bytes += (unsigned long long)counts[g_rank];
+    g_bytes += g_rank ? (unsigned long long)counts[g_rank] : (unsigned long long)(item_bytes * n);
     MPI_Request rq;
     int ok = MPI_Igatherv(g_rank ? mine : MPI_IN_PLACE, counts[g_rank], MPI_BYTE, buf, counts,
                           displs, MPI_BYTE, 0, MPI_COMM_WORLD, &rq);
@@ -161,7 +174,7 @@ int hs_dist_gather(int rc, const void *mine, void *all, size_t bytes)
         memmove(all, mine, bytes);
         return HS_OK;
     }
-    g_bytes += bytes;
+    g_bytes += g_rank ? bytes : bytes * (size_t)g_size;
     MPI_Request rq;
     return MPI_Igather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD,
                        &rq) == MPI_SUCCESS

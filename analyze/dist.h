@@ -59,5 +59,8 @@ void hs_dist_abort(int status);
 /* Bytes this rank sent or received through the calls above, for the
  * scaling model (bench/mpi.sh). */
 unsigned long long hs_dist_bytes(void);
+/* Seconds this rank spent waiting in the calls above (for the other ranks
+ * or for the transfer itself). */
+double hs_dist_wait_seconds(void);
 
 #endif

@@ -124,6 +124,9 @@ int main(int argc, char **argv)
     if (hs_dist_rank() > 0 && !freopen("/dev/null", "w", stdout))
         return EXIT_FAILURE_RUN;
     const int status = c->run(argc - 1, argv + 1);
+    if (hs_dist_size() > 1 && getenv("HEADSCOPE_DIST_STATS")) /* bench/mpi.sh */
+        fprintf(stderr, "headscope: rank %d of %d: %.3f s waiting, %llu bytes sent or received\n",
+                hs_dist_rank(), hs_dist_size(), hs_dist_wait_seconds(), hs_dist_bytes());
     if (status && hs_dist_rank() == 0)
         hs_dist_abort(status); /* its run is recorded: end ranks that may wait for it */
     return status;
