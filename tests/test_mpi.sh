@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Scale-out under OpenMPI (SPEC §12): `mpirun -np 2` and `-np 3` record the
-# same head_metrics rows as one process for ablate (3 kinds), importance,
-# patterns and induction, and write the same map file for capture; a rank
+# same rows as one process for ablate (3 kinds), importance, patterns,
+# induction and patch, and write the same map file for capture; a rank
 # killed with SIGKILL mid-ablate leaves the run failed and the index intact,
 # and --resume with one rank finishes it with the rows of an uninterrupted run.
 #
@@ -36,12 +36,14 @@ mpi() {
     mpirun --oversubscribe -np "$n" "$HS" "$@" --threads 1 >out.txt 2>err.txt
     RC=$?
 }
-# rows DB [RUN]: every head_metrics row and curve point (of RUN), values as their exact text
+# rows DB [RUN]: every head_metrics row, curve point and position_metrics row (of RUN), values as their exact text
 rows() {
-    sqlite3 "$1" "select layer, head, metric, quote(value), quote(stderr), n from head_metrics
+    sqlite3 -bail "$1" "select layer, head, metric, quote(value), quote(stderr), n from head_metrics
                   where run_id = ${2:-run_id} order by run_id, layer, head, metric;
                   select curve, step, quote(x), quote(y) from curves
-                  where run_id = ${2:-run_id} order by run_id, curve, step"
+                  where run_id = ${2:-run_id} order by run_id, curve, step;
+                  select layer, position, metric, quote(value), quote(stderr), n from position_metrics
+                  where run_id = ${2:-run_id} order by run_id, layer, position, metric"
 }
 # same_rows WHAT ARGS...: 1, 2 and 3 ranks record the same rows and one complete run
 same_rows() {
@@ -54,6 +56,7 @@ same_rows() {
         expect_eq "$(sqlite3 r$n.db "select count(*)||' '||group_concat(status) from runs")" "1 complete" \
             "$what on $n ranks: one complete run" || return 1
     done
+    rows r1.db >/dev/null 2>sql.txt || bad "$what: reading the rows: $(cat sql.txt)" || return 1
     [ "$(rows r1.db | wc -l)" -gt 0 ] || bad "$what recorded no rows" || return 1
     for n in 2 3; do
         [ "$(rows r1.db)" = "$(rows r$n.db)" ] ||
@@ -82,6 +85,12 @@ induction_same() {
     same_rows induction induction --model "$GPT2" --samples 6 --batch 2 --random-draws 5 || return 1
     expect_eq "$(sqlite3 r3.db "select count(*) from curves where curve='causal_random_k'")" 5 \
         "the random draws' curve" || return 1
+}
+
+patch_same() {
+    same_rows patch patch --model "$FIX/models/llama_gqa" --prompts "$FIX/causal/llama_gqa.jsonl" \
+        --site z,pattern,resid_pre,attn_out,mlp_out --batch 2 --stack 3 || return 1
+    expect_eq "$(sqlite3 r3.db "select count(*) from position_metrics")" 36 "position rows" || return 1
 }
 
 capture_same() {
@@ -159,4 +168,4 @@ kill_rank_resume() {
         bad "resumed rows differ: $(diff <(rows k.db 1) <(rows ref.db 1) | head -4)"
 }
 
-run_checks ablate_same importance_same patterns_same induction_same capture_same kill_rank_resume
+run_checks ablate_same importance_same patterns_same induction_same patch_same capture_same kill_rank_resume
