@@ -208,11 +208,6 @@ int hs_dist_recv(int from, void *buf, size_t bytes)
 
 #else /* one process */
 
-void hs_dist_set_stop(volatile sig_atomic_t *stop)
-{
-    (void)stop;
-}
-
 int hs_dist_init(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
