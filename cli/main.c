@@ -97,6 +97,19 @@ static int cmd_help(int argc, char **argv)
     return c->run(2, help_argv);
 }
 
+/* The commands that shard their work under mpirun (SPEC §12); any other
+ * would run whole on every rank, each writing the same outputs. */
+#define SPLIT_COMMANDS "ablate, importance, patterns, induction, patch and capture"
+static int split_across_ranks(const char *name)
+{
+    static const char *const split[] = { "ablate", "importance", "patterns", "induction",
+                                         "patch", "capture", "help", "version" };
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
+        if (!strcmp(name, split[i]))
+            return 1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     hs_runtime_init(argc, argv); /* passive OpenMP waits, threads from the affinity mask */
@@ -123,6 +136,12 @@ int main(int argc, char **argv)
     hs_dist_set_stop(&cli_stop_requested);
     if (hs_dist_rank() > 0 && !freopen("/dev/null", "w", stdout))
         return EXIT_FAILURE_RUN;
+    if (hs_dist_size() > 1 && !split_across_ranks(c->name)) {
+        if (hs_dist_rank() == 0)
+            fprintf(stderr, "headscope: %s: not split across ranks: run it without mpirun (%s "
+                            "are)\n", c->name, SPLIT_COMMANDS);
+        return EXIT_USAGE;
+    }
     const int status = c->run(argc - 1, argv + 1);
     if (hs_dist_size() > 1 && getenv("HEADSCOPE_DIST_STATS")) /* bench/mpi.sh */
         fprintf(stderr, "headscope: rank %d of %d: %.3f s waiting, %llu bytes sent or received\n",

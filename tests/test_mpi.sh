@@ -118,6 +118,17 @@ capture_same() {
         bad "capture of a selection: 3 ranks' file differs: $(tail -c 300 check.txt)"
 }
 
+# a command that does not shard refuses to run on several ranks (each would
+# write the same outputs), and runs on one
+unsplit_refused() {
+    mpi 2 composition --model "$GPT2" --db u.db
+    [ "$RC" -ne 0 ] || bad "composition on 2 ranks exited 0" || return 1
+    expect_grep "$(cat err.txt)" "composition: not split across ranks" "the refusal" || return 1
+    [ ! -e u.db ] || bad "the refused composition created u.db" || return 1
+    mpi 1 composition --model "$GPT2" --db u.db
+    expect_rc 0 "composition on 1 rank" || return 1
+}
+
 # The attn-only model and shard of the kill: a 300-batch ablate runs ~2 s a layer.
 kill_setup() {
     text long.txt 4000
@@ -175,4 +186,4 @@ kill_rank_resume() {
         bad "resumed rows differ: $(diff <(rows k.db 1) <(rows ref.db 1) | head -4)"
 }
 
-run_checks ablate_same importance_same patterns_same induction_same patch_same capture_same kill_rank_resume
+run_checks ablate_same importance_same patterns_same induction_same patch_same capture_same unsplit_refused kill_rank_resume
