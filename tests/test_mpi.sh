@@ -147,7 +147,10 @@ rank_pid() {
 
 kill_rank_resume() {
     kill_setup || return 1
-    local args=(ablate --model am --data long.bin --batch 4 --seq-len 64 --max-batches 300 --stack 4)
+    # ~3 s on one core in the float build; the double build is ~3x slower a batch
+    local nb=300
+    "$HS" --version | grep -q double && nb=100
+    local args=(ablate --model am --data long.bin --batch 4 --seq-len 64 --max-batches $nb --stack 4)
     mpirun --oversubscribe -np 2 "$HS" "${args[@]}" --threads 1 --db k.db >kout.txt 2>kerr.txt &
     BG_PID=$!
     # the kill lands once layer 0 is recorded: layer 1's stacks are left
