@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dist.h"
 #include "patterns.h"
 #include "study.h"
 
@@ -104,6 +105,8 @@ int hs_patterns_study_maps(hs_patterns_result *r, hs_maps_reader *maps, hs_patte
 
 int hs_patterns_write_js(const char *path, const hs_patterns_result *r)
 {
+    if (hs_dist_rank() > 0) /* under mpirun rank 0 alone writes (dist.h) */
+        return HS_OK;
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");

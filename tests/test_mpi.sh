@@ -82,7 +82,13 @@ importance_same() {
 }
 
 patterns_same() {
-    same_rows patterns patterns --model "$GPT2" --data "$EVAL" --batch 1 --seq-len 8 --control
+    same_rows patterns patterns --model "$GPT2" --data "$EVAL" --batch 1 --seq-len 8 --control || return 1
+    local n
+    for n in 1 3; do
+        mpi $n patterns --model "$GPT2" --data "$EVAL" --batch 1 --seq-len 8 --db j$n.db --js-out js$n.csv
+        expect_rc 0 "patterns --js-out on $n ranks" || return 1
+    done
+    cmp -s js1.csv js3.csv || bad "the JS matrix of 3 ranks differs from one's"
 }
 
 induction_same() {
