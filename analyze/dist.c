@@ -211,6 +211,11 @@ int hs_dist_recv(int from, void *buf, size_t bytes)
 int hs_dist_init(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
+    /* N copies of one process would each open a run and write the outputs */
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (n && atoi(n) > 1)
+        return hs_fail(HS_EINVAL, "started by mpirun on %s ranks, but this build has no MPI "
+                       "(HEADSCOPE_MPI off): run it without mpirun, or rebuild with OpenMPI", n);
     return HS_OK;
 }
 
