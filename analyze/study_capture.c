@@ -107,14 +107,32 @@ typedef struct {
     int B, T;
     size_t nb, calls; /* rank 0's batches begun */
     hs_real *att;     /* one layer's maps of one batch */
+    hs_real *pk;      /* rank 0: their selected heads and queries as received */
     int32_t *tok;
 } relay;
+
+/* The selected heads and query rows of att (B, H, T, T) of a layer, packed
+ * to pk (B, nh, nq, T), or unpacked from pk back to their places in att
+ * (what hs_maps_append reads of it). */
+static size_t pack(const relay *r, hs_real *att, hs_real *pk, int B, int H, int unpack)
+{
+    const hs_capture_plan *p = r->p;
+    const int nh = p->n_heads ? p->n_heads : H, nq = p->q1 - p->q0, T = r->T;
+    const size_t row = (size_t)nq * T;
+    for (int s = 0; s < B; s++)
+        for (int hi = 0; hi < nh; hi++) {
+            hs_real *a = att + (((size_t)s * H + (p->n_heads ? p->heads[hi] : hi)) * T + p->q0) * T;
+            hs_real *q = pk + ((size_t)s * nh + hi) * row;
+            memcpy(unpack ? a : q, unpack ? q : a, sizeof(hs_real) * row);
+        }
+    return sizeof(hs_real) * (size_t)B * nh * row;
+}
 
 static int send_maps(void *ctx, int layer, const hs_real *att, int B, int H)
 {
     (void)layer;
-    const relay *r = ctx;
-    return hs_dist_send0(att, sizeof(hs_real) * (size_t)B * H * r->T * r->T);
+    relay *r = ctx;
+    return hs_dist_send0(r->att, pack(r, (hs_real *)att, r->att, B, H, 0));
 }
 
 static int send_tokens(void *ctx, const int32_t *tokens, int B)
@@ -126,16 +144,19 @@ static int send_tokens(void *ctx, const int32_t *tokens, int B)
 /* Receives and writes round k's batches of ranks 1 .. N-1. */
 static int drain(relay *r, size_t k)
 {
-    const size_t BTT = (size_t)r->B * r->T * r->T;
     int rc = HS_OK;
     for (int q = 1; !rc && q < hs_dist_size() && k * hs_dist_size() + q < r->nb; q++) {
         rc = hs_dist_recv(q, r->tok, sizeof(int32_t) * (size_t)r->B * r->T);
         if (!rc)
             rc = r->file.write_tokens(r->file.ctx, r->tok, r->B);
-        for (int l = 0; !rc && l < r->c->n_layer; l++)
-            if (r->p->layer_on[l] && !(rc = hs_dist_recv(q, r->att, sizeof(hs_real) * BTT *
-                                                         r->c->n_head[l])))
-                rc = r->file.write_maps(r->file.ctx, l, r->att, r->B, r->c->n_head[l]);
+        for (int l = 0; !rc && l < r->c->n_layer; l++) {
+            const int H = r->c->n_head[l];
+            if (!r->p->layer_on[l] || (rc = hs_dist_recv(q, r->pk, pack(r, r->att, r->pk, r->B,
+                                                                          H, 0))))
+                continue;
+            pack(r, r->att, r->pk, r->B, H, 1);
+            rc = r->file.write_maps(r->file.ctx, l, r->att, r->B, H);
+        }
     }
     return rc;
 }
@@ -225,20 +246,21 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
     int maxH = 0;
     for (int l = 0; l < m->cfg.n_layer; l++)
         maxH = m->cfg.n_head[l] > maxH ? m->cfg.n_head[l] : maxH;
-    relay rl = { &m->cfg, &p, sink, B, T, nb, 0, NULL, NULL };
+    relay rl = { &m->cfg, &p, sink, B, T, nb, 0, NULL, NULL, NULL };
     if (size > 1) {
         sink = rank ? (hs_map_sink){ &rl, send_maps, send_tokens }
                     : (hs_map_sink){ &rl, relay_maps, relay_tokens };
         rl.att = hs_calloc((size_t)B * maxH * T * T, sizeof(hs_real), "maps of a batch");
+        rl.pk = hs_calloc((size_t)B * maxH * T * T, sizeof(hs_real), "maps of a batch");
         rl.tok = hs_calloc((size_t)B * T, sizeof(int32_t), "tokens of a batch");
     }
     const double t0 = seconds();
-    rc = targets && (size == 1 || (rl.att && rl.tok)) ? hs_record(m, next_batch, &src, &sink, &ro)
-                                                      : HS_ENOMEM;
+    const int have = targets && (size == 1 || (rl.att && rl.pk && rl.tok));
+    rc = have ? hs_record(m, next_batch, &src, &sink, &ro) : HS_ENOMEM;
     if (!rc && size > 1 && rank == 0 && mine > 0)
         rc = drain(&rl, mine - 1); /* the last round */
     r->seconds = seconds() - t0;
-    free(rl.att), free(rl.tok);
+    free(rl.att), free(rl.pk), free(rl.tok);
     if (rc && size > 1 && rank > 0) /* rank 0 waits for this rank's maps: end the job */
         hs_dist_abort(rc);
     if (io && io->phase)
