@@ -17,6 +17,12 @@ static int g_rank, g_size = 1;
 static unsigned long long g_bytes;
 static volatile sig_atomic_t *g_stop;
 static double g_wait;
+static int g_agreed; /* every rank learnt of a failure at a collective */
+
+int hs_dist_failed_together(void)
+{
+    return g_agreed;
+}
 
 double hs_dist_wait_seconds(void)
 {
@@ -118,6 +124,7 @@ int hs_dist_agree(int rc)
         return rc ? rc : w;
     if (low[0] == g_size)
         return HS_OK;
+    g_agreed = 1;
     if (!rc)
         return hs_fail(low[1], "rank %d of %d failed (its message is on its standard error)",
                        low[0], g_size);

@@ -36,6 +36,10 @@ void hs_dist_range(size_t n, int r, size_t *lo, size_t *hi);
  * passed); on a rank that passed while another failed, hs_fail names it. */
 int hs_dist_agree(int rc);
 
+/* 1 once a collective above returned a failure on every rank: they all
+ * leave, and none waits for another (no need to end the job). */
+int hs_dist_failed_together(void);
+
 /* After hs_dist_agree(rc): buf (bytes) of rank 0 on every rank. */
 int hs_dist_bcast(int rc, void *buf, size_t bytes);
 

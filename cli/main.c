@@ -146,7 +146,9 @@ int main(int argc, char **argv)
     if (hs_dist_size() > 1 && getenv("HEADSCOPE_DIST_STATS")) /* bench/mpi.sh */
         fprintf(stderr, "headscope: rank %d of %d: %.3f s waiting, %llu bytes sent or received\n",
                 hs_dist_rank(), hs_dist_size(), hs_dist_wait_seconds(), hs_dist_bytes());
-    if (status && hs_dist_rank() == 0)
-        hs_dist_abort(status); /* its run is recorded: end ranks that may wait for it */
+    /* its run is recorded: end the ranks that may still wait for rank 0 (a
+     * usage error is every rank's, before any of them waits) */
+    if (status && status != EXIT_USAGE && hs_dist_rank() == 0 && !hs_dist_failed_together())
+        hs_dist_abort(status);
     return status;
 }
