@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cache.h"
+#include "dist.h"
 #include "intervene.h"
 #include "linalg.h"
 #include "stats.h"
@@ -39,6 +40,19 @@ static hs_ablate_stat ablate_stat(const hs_welford *w)
 typedef struct {
     int h, kind;
 } job;
+
+/* A unit of the sweep: n ablations all[j0 ..] of one layer. */
+typedef struct {
+    int layer, j0, n;
+} item;
+
+static int items_of(const item *items, int n, int layer)
+{
+    for (int i = 0; i < n; i++)
+        if (items[i].layer == layer)
+            return 1;
+    return 0;
+}
 
 /* Everything one run needs, shared by the fast and the naive path. */
 typedef struct {
@@ -247,9 +261,8 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
     r.clean = hs_calloc(r.nb * o->B, sizeof(double), "clean losses");
     r.jobs = hs_calloc((size_t)maxH * HS_ABLATE_KINDS, sizeof(job), "ablation list");
     r.acc = hs_calloc((size_t)maxH * HS_ABLATE_KINDS, sizeof(hs_welford), "accumulators");
-    hs_ablate_stat *stat = hs_calloc((size_t)maxH * HS_ABLATE_KINDS, sizeof *stat, "results");
     hs_real *dz = hs_calloc(BT * c->head_dim, sizeof(hs_real), "head change");
-    if (!r.in || !r.tg || !r.clean || !r.jobs || !r.acc || !stat || !dz)
+    if (!r.in || !r.tg || !r.clean || !r.jobs || !r.acc || !dz)
         rc = HS_ENOMEM;
     if (!rc && (o->kinds & (1 << HS_ABLATE_MEAN))) {
         r.zmean = hs_calloc((size_t)c->n_layer, sizeof(hs_real *), "mean z");
@@ -278,29 +291,66 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
     if (!rc && !o->naive && !(stacked_tg = hs_calloc((size_t)stack * BT, sizeof(int32_t), "targets")))
         rc = HS_ENOMEM;
 
+    /* The sweep's items: in one process each layer with its ablations;
+     * under mpirun (dist.h) each stack of a layer's ablations, the very
+     * stacks one process runs (a stack's continuation is one batched
+     * forward, whose rounding depends on its size). Round k runs items kN ..
+     * kN+N-1, item i on rank i mod N, over all the data, so each (head,
+     * kind) statistic is the same sum in the same order as in one process;
+     * rank 0 gathers them and reports each layer, in order, once its last
+     * item is in. */
+    const int size = hs_dist_size(), rank = hs_dist_rank();
+    const size_t per = (size_t)maxH * HS_ABLATE_KINDS;
+    item *items = hs_calloc((size_t)c->n_layer * per + 1, sizeof *items, "ablation items");
+    job *all = hs_calloc((size_t)c->n_layer * per + 1, sizeof(job), "ablation list");
+    hs_ablate_stat *mine = hs_calloc(per, sizeof *mine, "results");
+    hs_ablate_stat *got = hs_calloc(per * (size_t)size, sizeof *got, "results");
+    hs_ablate_stat *lstat = hs_calloc(per * (size_t)c->n_layer, sizeof *lstat, "results");
+    if (!rc && (!items || !all || !mine || !got || !lstat))
+        rc = HS_ENOMEM;
+    int n_items = 0, n_all = 0;
     for (int l = 0; !rc && l < c->n_layer; l++) {
-        r.njobs = 0;
+        const int first = n_all;
         for (int h = 0; h < c->n_head[l]; h++)
             if (!o->head_on || o->head_on[(size_t)l * HS_MAX_HEADS + h])
                 for (int k = 0; k < HS_ABLATE_KINDS; k++)
                     if (o->kinds & (1 << k))
-                        r.jobs[r.njobs++] = (job){ h, k };
-        if (!r.njobs)
-            continue;
-        memset(r.acc, 0, sizeof(hs_welford) * (size_t)maxH * HS_ABLATE_KINDS);
-        rc = o->naive ? naive_layer(&r, l, &clean)
-                      : fast_layer(&r, l, &clean, &st, stack, dz, stacked_tg);
-        if (rc)
-            break;
-        memset(stat, 0, sizeof *stat * (size_t)maxH * HS_ABLATE_KINDS);
-        const int H = c->n_head[l];
-        for (int j = 0; j < r.njobs; j++)
-            stat[r.jobs[j].kind * H + r.jobs[j].h] =
-                ablate_stat(&r.acc[r.jobs[j].kind * H + r.jobs[j].h]);
-        hs_ablate_layer res = { l, H, stat };
-        if (o->on_layer)
-            rc = o->on_layer(o->ctx, &res);
+                        all[n_all++] = (job){ h, k };
+        const int step = size > 1 ? stack : n_all - first;
+        for (int j0 = first; j0 < n_all; j0 += step)
+            items[n_items++] = (item){ l, j0, n_all - j0 < step ? n_all - j0 : step };
     }
+    rc = hs_dist_agree(rc);
+    for (int i0 = 0, next = 0; !rc && i0 < n_items; i0 += size) {
+        const item *it = i0 + rank < n_items ? &items[i0 + rank] : NULL;
+        memset(mine, 0, sizeof *mine * per);
+        if (it) {
+            const int H = c->n_head[it->layer];
+            r.njobs = it->n;
+            memcpy(r.jobs, all + it->j0, sizeof(job) * it->n);
+            memset(r.acc, 0, sizeof(hs_welford) * per);
+            rc = o->naive ? naive_layer(&r, it->layer, &clean)
+                          : fast_layer(&r, it->layer, &clean, &st, stack, dz, stacked_tg);
+            for (int j = 0; !rc && j < r.njobs; j++)
+                mine[r.jobs[j].kind * H + r.jobs[j].h] =
+                    ablate_stat(&r.acc[r.jobs[j].kind * H + r.jobs[j].h]);
+        }
+        if ((rc = hs_dist_gather(rc, mine, got, sizeof *mine * per)))
+            break;
+        for (int q = 0; rank == 0 && q < size && i0 + q < n_items; q++)
+            for (size_t e = 0; e < per; e++) /* each entry is one item's */
+                if (got[(size_t)q * per + e].n)
+                    lstat[(size_t)items[i0 + q].layer * per + e] = got[(size_t)q * per + e];
+        /* the layers whose last item is in */
+        const int done = i0 + size < n_items ? items[i0 + size].layer : c->n_layer;
+        for (; !rc && next < done; next++) {
+            hs_ablate_layer res = { next, c->n_head[next], lstat + (size_t)next * per };
+            if (o->on_layer && rank == 0 && items_of(items, n_items, next))
+                rc = o->on_layer(o->ctx, &res);
+        }
+        rc = hs_dist_agree(rc);
+    }
+    free(items), free(all), free(mine), free(got), free(lstat);
 
     hs_acts_free(&clean);
     if (st.layer)
@@ -308,7 +358,7 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
     for (int l = 0; r.zmean && l < c->n_layer; l++)
         free(r.zmean[l]);
     free(r.zmean);
-    free(stacked_tg), free(dz), free(stat), free(r.acc), free(r.jobs), free(r.clean), free(r.in),
+    free(stacked_tg), free(dz), free(r.acc), free(r.jobs), free(r.clean), free(r.in),
         free(r.tg);
     return rc;
 }

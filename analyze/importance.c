@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "eval.h"
 #include "stats.h"
 #include "transformer.h"
@@ -52,10 +53,9 @@ int hs_importance_to_table(hs_head_table *t, const hs_importance *r)
     return rc;
 }
 
-int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *data, int B,
-                          int T, size_t max_batches, const hs_real *const *gates,
-                          volatile sig_atomic_t *stop, hs_progress_fn progress,
-                          void *progress_ctx)
+static int compute(hs_importance *r, const hs_model *m, const hs_tokens *data, int B, int T,
+                   size_t max_batches, const hs_real *const *gates, volatile sig_atomic_t *stop,
+                   hs_progress_fn progress, void *progress_ctx, int shard)
 {
     const hs_model_config *c = &m->cfg;
     size_t nb;
@@ -82,7 +82,19 @@ int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *
                 xi[l][b * c->n_head[l] + h] = gates && gates[l] ? gates[l][h] : 1;
     }
     hs_hooks hooks = { .gates = (const hs_real *const *)xi, .gates_per_seq = 1 };
-    for (size_t b = 0; !rc && b < nb; b++) {
+    /* shard (dist.h): this rank's batches [lo, hi); every sequence's |g| is
+     * kept (item = batch: B x heads values) and rank 0 adds them in batch
+     * order, the order of one process */
+    size_t lo = 0, hi = nb, heads = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        heads += (size_t)c->n_head[l];
+    double *g = NULL;
+    if (shard) {
+        hs_dist_range(nb, hs_dist_rank(), &lo, &hi);
+        if (!rc && !(g = hs_calloc(nb * B * heads, sizeof(double), "gate gradients")))
+            rc = HS_ENOMEM;
+    }
+    for (size_t b = lo; !rc && b < hi; b++) {
         if (stop && *stop) {
             rc = hs_fail(HS_EINTR, "interrupted after %zu of %zu batches", b, nb);
             break;
@@ -95,13 +107,28 @@ int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *
          * no weight gradients are formed. */
         if (!rc)
             rc = hs_backward(NULL, dxi, &a, m, in, tg, &hooks, 1);
+        double *gb = g ? g + b * B * heads : NULL;
         for (int l = 0; !rc && l < c->n_layer; l++)
             for (int s = 0; s < B; s++)
-                for (int h = 0; h < c->n_head[l]; h++)
-                    hs_welford_add(hs_head_stat(&g_abs, l, h),
-                                   fabs((double)dxi[l][s * c->n_head[l] + h]));
+                for (int h = 0; h < c->n_head[l]; h++) {
+                    const double v = fabs((double)dxi[l][s * c->n_head[l] + h]);
+                    if (gb)
+                        *gb++ = v;
+                    else
+                        hs_welford_add(hs_head_stat(&g_abs, l, h), v);
+                }
         if (!rc && progress)
-            progress(progress_ctx, b + 1, nb);
+            progress(progress_ctx, b + 1 - lo, hi - lo);
+    }
+    if (shard) {
+        rc = hs_dist_collect(rc, g, B * heads * sizeof(double), nb);
+        const double *gb = g;
+        for (size_t b = 0; !rc && b < nb; b++)
+            for (int l = 0; l < c->n_layer; l++)
+                for (int s = 0; s < B; s++)
+                    for (int h = 0; h < c->n_head[l]; h++)
+                        hs_welford_add(hs_head_stat(&g_abs, l, h), *gb++);
+        free(g);
     }
     if (!rc) {
         r->n = (long)(nb * B);
@@ -130,6 +157,21 @@ int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *
     free(in), free(tg);
     hs_acts_free(&a);
     return rc;
+}
+
+int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *data, int B,
+                          int T, size_t max_batches, const hs_real *const *gates,
+                          volatile sig_atomic_t *stop, hs_progress_fn progress,
+                          void *progress_ctx)
+{
+    return compute(r, m, data, B, T, max_batches, gates, stop, progress, progress_ctx, 0);
+}
+
+int hs_importance_compute_dist(hs_importance *r, const hs_model *m, const hs_tokens *data, int B,
+                               int T, size_t max_batches, volatile sig_atomic_t *stop,
+                               hs_progress_fn progress, void *progress_ctx)
+{
+    return compute(r, m, data, B, T, max_batches, NULL, stop, progress, progress_ctx, 1);
 }
 
 /* ---- pruning -------------------------------------------------------------- */

@@ -39,6 +39,13 @@ int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *
                           volatile sig_atomic_t *stop, hs_progress_fn progress,
                           void *progress_ctx);
 
+/* The same under mpirun (dist.h): each rank runs its share of the batches
+ * and rank 0 gets the result, equal to one process's; other ranks' r is
+ * not meaningful. Without mpirun: hs_importance_compute without gates. */
+int hs_importance_compute_dist(hs_importance *r, const hs_model *m, const hs_tokens *data, int B,
+                               int T, size_t max_batches, volatile sig_atomic_t *stop,
+                               hs_progress_fn progress, void *progress_ctx);
+
 typedef struct {
     int B, T;
     size_t max_batches;

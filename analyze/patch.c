@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cache.h"
+#include "dist.h"
 #include "intervene.h"
 #include "linalg.h"
 #include "stack.h"
@@ -369,7 +370,8 @@ static int patch_batch(run *r, const hs_prompt_group *g, int i0, int B, hs_welfo
     for (int l = 0; !rc && l < L; l++) {
         if (r->o->stop && *r->o->stop)
             return hs_fail(HS_EINTR, "patch: interrupted in layer %d", l);
-        rc = patch_layer(r, l);
+        if (l % hs_dist_size() == hs_dist_rank()) /* under mpirun: this rank's layers */
+            rc = patch_layer(r, l);
         if (r->o->progress)
             r->o->progress(r->o->ctx, ++*done, total);
     }
@@ -418,6 +420,40 @@ static int group_batch(const hs_model_config *c, const hs_patch_opts *o, const h
     return B;
 }
 
+/* Under mpirun (dist.h) layer l's patches run on rank l mod N, over every
+ * batch in order, so each accumulator is one rank's and equals one
+ * process's; rank 0 takes each layer's from its rank and sends all back,
+ * so that every rank returns the same result. */
+static int share_layers(run *r, int rc)
+{
+    const int L = r->m->cfg.n_layer, N = hs_dist_size(), rank = hs_dist_rank();
+    const size_t nh = (size_t)HS_MAX_HEADS, np = (size_t)(r->Tpos ? r->Tpos : 1);
+    const size_t per = (2 * nh + 3 * np) * (size_t)L; /* accumulators of this run */
+    hs_welford *mine = hs_calloc(per, sizeof *mine, "accumulators");
+    hs_welford *all = hs_calloc(per * (rank ? 1 : (size_t)N), sizeof *all, "accumulators");
+    if (!rc && (!mine || !all))
+        rc = HS_ENOMEM;
+    if (!rc) {
+        memcpy(mine, r->head_acc, sizeof *mine * 2 * nh * L);
+        memcpy(mine + 2 * nh * L, r->pos_acc, sizeof *mine * 3 * np * L);
+    }
+    rc = hs_dist_gather(rc, mine, all, sizeof *mine * per);
+    for (int s = 0; !rc && rank == 0 && s < 5; s++)
+        for (int l = 0; l < L; l++) {
+            const size_t n = s < 2 ? nh : np;
+            const size_t at = s < 2 ? ((size_t)s * L + l) * nh
+                                    : 2 * nh * L + ((size_t)(s - 2) * L + l) * np;
+            memcpy(mine + at, all + (size_t)(l % N) * per + at, sizeof *mine * n);
+        }
+    rc = hs_dist_bcast(rc, mine, sizeof *mine * per);
+    if (!rc) {
+        memcpy(r->head_acc, mine, sizeof *mine * 2 * nh * L);
+        memcpy(r->pos_acc, mine + 2 * nh * L, sizeof *mine * 3 * np * L);
+    }
+    free(mine), free(all);
+    return rc;
+}
+
 int hs_patch(hs_patch_result *res, const hs_model *m, const hs_prompt_set *ps,
              const hs_patch_opts *o)
 {
@@ -446,6 +482,8 @@ int hs_patch(hs_patch_result *res, const hs_model *m, const hs_prompt_set *ps,
             rc = patch_batch(&r, pg, i0, pg->n - i0 < B ? pg->n - i0 : B, &ldc, &ldk, &done, total);
         free_batch(&r);
     }
+    if (hs_dist_size() > 1)
+        rc = share_layers(&r, rc);
     double span = 0;
     if (!rc)
         rc = hs_patch_baseline(&res->heads, &span, &ldc, &ldk);

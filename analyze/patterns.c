@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "stats.h"
 #include "transformer.h"
 
@@ -141,9 +142,31 @@ static void add_sequence(hs_welford *acc, const double *sums, int n_layer, const
             }
 }
 
-int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
-                    size_t max_batches, const int32_t *delim, int n_delim,
-                    hs_progress_fn progress, void *progress_ctx)
+/* The values add_sequence would add, in its order, into v. */
+static void keep_sequence(double *v, const double *sums, int n_layer, const int *n_head,
+                          int queries)
+{
+    for (int l = 0; l < n_layer; l++)
+        for (int h = 0; h < n_head[l]; h++)
+            for (int k = 0; k < HS_PAT_KINDS; k++)
+                *v++ = sums[((size_t)l * HS_MAX_HEADS + h) * HS_PAT_KINDS + k] / queries;
+}
+
+/* Adds one sequence's kept values v to acc: add_sequence's result. */
+static void fold_sequence(hs_welford *acc, const double *v, int n_layer, const int *n_head)
+{
+    for (int l = 0; l < n_layer; l++)
+        for (int h = 0; h < n_head[l]; h++)
+            for (int k = 0; k < HS_PAT_KINDS; k++)
+                hs_welford_add(&acc[((size_t)l * HS_MAX_HEADS + h) * HS_PAT_KINDS + k], *v++);
+}
+
+/* shard (dist.h): this rank runs its batches and keeps every sequence's
+ * values (heads x kinds, add_sequence's order); rank 0 folds them in
+ * sequence order, as one process does. */
+static int run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
+               size_t max_batches, const int32_t *delim, int n_delim, hs_progress_fn progress,
+               void *progress_ctx, int shard)
 {
     const hs_model_config *c = &m->cfg;
     memset(p, 0, sizeof *p);
@@ -175,7 +198,16 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
     if (!r.batch || !acc || !seq || !in || !tg)
         rc = HS_ENOMEM;
     hs_hooks hooks = { .ctx = &r, .on_rows = on_rows };
-    for (size_t bi = 0; !rc && bi < nb; bi++) {
+    size_t lo = 0, hi = nb, vals = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        vals += (size_t)c->n_head[l] * HS_PAT_KINDS;
+    double *kept = NULL;
+    if (shard) {
+        hs_dist_range(nb, hs_dist_rank(), &lo, &hi);
+        if (!rc && !(kept = hs_calloc(nb * B * vals, sizeof(double), "pattern values")))
+            rc = HS_ENOMEM;
+    }
+    for (size_t bi = lo; !rc && bi < hi; bi++) {
         hs_batch_at(data, bi * (size_t)B * T, B, T, in, tg);
         r.tok = in;
         memset(r.batch, 0, sizeof(double) * (size_t)r.threads * B * per_seq);
@@ -187,10 +219,19 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
                 for (size_t i = 0; i < per_seq; i++)
                     seq[i] += src[i];
             }
-            add_sequence(acc, seq, c->n_layer, c->n_head, T);
+            if (kept)
+                keep_sequence(kept + (bi * B + b) * vals, seq, c->n_layer, c->n_head, T);
+            else
+                add_sequence(acc, seq, c->n_layer, c->n_head, T);
         }
         if (!rc && progress)
-            progress(progress_ctx, bi + 1, nb);
+            progress(progress_ctx, bi + 1 - lo, hi - lo);
+    }
+    if (shard) {
+        rc = hs_dist_collect(rc, kept, B * vals * sizeof(double), nb);
+        for (size_t i = 0; !rc && i < nb * B; i++)
+            fold_sequence(acc, kept + i * vals, c->n_layer, c->n_head);
+        free(kept);
     }
     if (!rc)
         finish(p, acc, (long)(nb * B));
@@ -199,6 +240,20 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
     free(r.batch), free(acc), free(seq), free(in), free(tg);
     hs_acts_free(&a);
     return rc;
+}
+
+int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
+                    size_t max_batches, const int32_t *delim, int n_delim,
+                    hs_progress_fn progress, void *progress_ctx)
+{
+    return run(p, m, data, B, T, max_batches, delim, n_delim, progress, progress_ctx, 0);
+}
+
+int hs_patterns_run_dist(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
+                         size_t max_batches, const int32_t *delim, int n_delim,
+                         hs_progress_fn progress, void *progress_ctx)
+{
+    return run(p, m, data, B, T, max_batches, delim, n_delim, progress, progress_ctx, 1);
 }
 
 int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *delim, int n_delim)

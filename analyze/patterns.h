@@ -46,6 +46,14 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
                     size_t max_batches, const int32_t *delim, int n_delim,
                     hs_progress_fn progress, void *progress_ctx);
 
+/* The same under mpirun (dist.h): each rank runs its share of the batches,
+ * rank 0 gets the result of one process (with the same threads per rank:
+ * a sequence's sums are added per thread); other ranks' p is not
+ * meaningful. */
+int hs_patterns_run_dist(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
+                         size_t max_batches, const int32_t *delim, int n_delim,
+                         hs_progress_fn progress, void *progress_ctx);
+
 /* The same statistics from a capture file's maps (captured queries only). */
 int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *delim, int n_delim);
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "linalg.h"
 #include "stats.h"
 #include "tokens.h"
@@ -343,6 +344,11 @@ int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32
     }
     hs_rng g;
     hs_rng_seed(&g, seed);
+    /* under mpirun (dist.h) each rank evaluates its share of the draws (every
+     * rank draws them all, to keep the generator's sequence); rank 0 collects
+     * the deltas in draw order */
+    size_t lo, hi;
+    hs_dist_range((size_t)draws, hs_dist_rank(), &lo, &hi);
     for (int d = 0; !rc && d < draws; d++) {
         /* k distinct heads among the others (lh[k..n)), a partial
          * Fisher-Yates shuffle of that tail */
@@ -352,6 +358,8 @@ int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32
             lh[2 * a] = lh[2 * j], lh[2 * a + 1] = lh[2 * j + 1];
             lh[2 * j] = tl, lh[2 * j + 1] = th;
         }
+        if ((size_t)d < lo || (size_t)d >= hi)
+            continue;
         ALL_ON();
         for (int i = 0; i < k; i++)
             gates[lh[2 * (k + i)]][lh[2 * (k + i) + 1]] = 0;
@@ -364,6 +372,7 @@ int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32
             progress(progress_ctx, (size_t)d + 3, (size_t)draws + 2);
     }
 #undef ALL_ON
+    rc = hs_dist_collect(rc, rand_delta, sizeof(double), (size_t)draws);
     if (!rc) {
         hs_welford spread = { 0 }; /* over the draws */
         for (int d = 0; d < draws; d++)

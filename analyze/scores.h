@@ -66,6 +66,8 @@ typedef struct {
     int beats;
 } hs_causal_check;
 
+/* Under mpirun (dist.h) each rank runs its share of the random draws and
+ * only rank 0's r and random_delta are the result (one process's). */
 int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32_t *tokens, int N,
                               int T, int B, const hs_scores *s, int k, int draws,
                               unsigned long long seed, double *random_delta,

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "study.h"
 
 /* "0,2" -> flags[i] = 1 for each entry < limit; -1 on a bad list. */
@@ -143,6 +144,8 @@ int hs_ablate_study(hs_ablate_result *r, const hs_model *m, const hs_tokens *dat
             head_on[(size_t)l * HS_MAX_HEADS + h] = (!o->layers || lsel[l]) && (!o->heads || hsel[h]);
     if (o->resume && o->ix)
         rc = skip_recorded(r, o, c, head_on);
+    /* under mpirun: rank 0's index decides what is left to run */
+    rc = hs_dist_bcast(rc, head_on, (size_t)c->n_layer * HS_MAX_HEADS);
     hs_ablate_opts ao = o->ablate;
     layer_ctx lc = { r, o, &ao, io };
     ao.head_on = head_on, ao.on_layer = on_layer, ao.progress = on_progress, ao.ctx = &lc;

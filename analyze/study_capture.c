@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "checkpoint.h"
+#include "dist.h"
 #include "recorder.h"
 #include "sha256.h"
 #include "study.h"
@@ -86,8 +87,92 @@ typedef struct {
 static int next_batch(void *ctx, size_t i, int32_t *inputs)
 {
     batch_src *b = ctx;
+    /* under mpirun this rank's i-th batch is i * N + rank (dist.h) */
+    i = i * (size_t)hs_dist_size() + (size_t)hs_dist_rank();
     hs_batch_at(b->tok, i * (size_t)b->B * b->T, b->B, b->T, inputs, b->targets);
     return HS_OK;
+}
+
+/* ---- under mpirun: gather and write ------------------------------------------
+ * Batch i is captured by rank i mod N; every rank > 0 sends each batch's
+ * tokens and maps to rank 0, which alone writes the file, in data order:
+ * round k is batches kN .. kN+N-1, its own first, then rank 1's, ... (MPI
+ * keeps the order of one sender's messages). Rank 0 captures a batch in
+ * every round there is, so it drains round k-1 before it writes batch kN. */
+
+typedef struct {
+    const hs_model_config *c;
+    const hs_capture_plan *p;
+    hs_map_sink file; /* rank 0: the writer */
+    int B, T;
+    size_t nb, calls; /* rank 0's batches begun */
+    hs_real *att;     /* one layer's maps of one batch */
+    hs_real *pk;      /* rank 0: their selected heads and queries as received */
+    int32_t *tok;
+} relay;
+
+/* The selected heads and query rows of att (B, H, T, T) of a layer, packed
+ * to pk (B, nh, nq, T), or unpacked from pk back to their places in att
+ * (what hs_maps_append reads of it). */
+static size_t pack(const relay *r, hs_real *att, hs_real *pk, int B, int H, int unpack)
+{
+    const hs_capture_plan *p = r->p;
+    const int nh = p->n_heads ? p->n_heads : H, nq = p->q1 - p->q0, T = r->T;
+    const size_t row = (size_t)nq * T;
+    for (int s = 0; s < B; s++)
+        for (int hi = 0; hi < nh; hi++) {
+            hs_real *a = att + (((size_t)s * H + (p->n_heads ? p->heads[hi] : hi)) * T + p->q0) * T;
+            hs_real *q = pk + ((size_t)s * nh + hi) * row;
+            memcpy(unpack ? a : q, unpack ? q : a, sizeof(hs_real) * row);
+        }
+    return sizeof(hs_real) * (size_t)B * nh * row;
+}
+
+static int send_maps(void *ctx, int layer, const hs_real *att, int B, int H)
+{
+    (void)layer;
+    relay *r = ctx;
+    return hs_dist_send0(r->att, pack(r, (hs_real *)att, r->att, B, H, 0));
+}
+
+static int send_tokens(void *ctx, const int32_t *tokens, int B)
+{
+    const relay *r = ctx;
+    return hs_dist_send0(tokens, sizeof(int32_t) * (size_t)B * r->T);
+}
+
+/* Receives and writes round k's batches of ranks 1 .. N-1. */
+static int drain(relay *r, size_t k)
+{
+    int rc = HS_OK;
+    for (int q = 1; !rc && q < hs_dist_size() && k * hs_dist_size() + q < r->nb; q++) {
+        rc = hs_dist_recv(q, r->tok, sizeof(int32_t) * (size_t)r->B * r->T);
+        if (!rc)
+            rc = r->file.write_tokens(r->file.ctx, r->tok, r->B);
+        for (int l = 0; !rc && l < r->c->n_layer; l++) {
+            const int H = r->c->n_head[l];
+            if (!r->p->layer_on[l] || (rc = hs_dist_recv(q, r->pk, pack(r, r->att, r->pk, r->B,
+                                                                          H, 0))))
+                continue;
+            pack(r, r->att, r->pk, r->B, H, 1);
+            rc = r->file.write_maps(r->file.ctx, l, r->att, r->B, H);
+        }
+    }
+    return rc;
+}
+
+static int relay_maps(void *ctx, int layer, const hs_real *att, int B, int H)
+{
+    relay *r = ctx;
+    return r->file.write_maps(r->file.ctx, layer, att, B, H);
+}
+
+static int relay_tokens(void *ctx, const int32_t *tokens, int B)
+{
+    relay *r = ctx;
+    /* rank 0's batch of round k > 0: the rest of round k-1 first */
+    const int rc = r->calls++ ? drain(r, r->calls - 2) : HS_OK;
+    return rc ? rc : r->file.write_tokens(r->file.ctx, tokens, B);
 }
 
 /* A writer with every selected layer declared, its provenance from o. */
@@ -172,15 +257,19 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
     hs_maps_writer *w = NULL;
     char **table = NULL;
     int n_table = 0;
-    if (!rc)
+    const int rank = hs_dist_rank(), size = hs_dist_size();
+    if (!rc && rank == 0)
         rc = create_file(&w, &o, &p, &m->cfg);
-    if (!rc && o.tokenizer && (rc = token_table(&table, &n_table, o.tokenizer, tok))) {
+    /* rank 0 alone writes the file, its token strings too */
+    if (!rc && rank == 0 && o.tokenizer &&
+        (rc = token_table(&table, &n_table, o.tokenizer, tok))) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", hs_last_error());
         hs_fail(rc, "%s: %s (the tokenizer does not match the data)", o.data_path, msg);
-    } else if (!rc && o.tokenizer) {
+    } else if (!rc && rank == 0 && o.tokenizer) {
         rc = hs_maps_set_token_text(w, (const char *const *)table, n_table);
     }
+    rc = hs_dist_agree(rc);
     volatile sig_atomic_t *stop = io ? io->stop : NULL;
     if (!rc && stop && *stop)
         rc = hs_fail(HS_EINTR, "interrupted before the first batch");
@@ -195,11 +284,30 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
     hs_map_sink sink = hs_maps_sink(w);
     if (io && io->phase)
         io->phase(io->ctx, "capture");
-    hs_record_opts ro = { B, T, nb, p.layer_on, stop, io ? io->progress : NULL,
+    /* this rank's batches: rank, rank + N, ... (all of them in one process) */
+    const size_t mine = nb / (size_t)size + ((size_t)rank < nb % (size_t)size);
+    hs_record_opts ro = { B, T, mine, p.layer_on, stop, io ? io->progress : NULL,
                           io ? io->ctx : NULL };
+    int maxH = 0;
+    for (int l = 0; l < m->cfg.n_layer; l++)
+        maxH = m->cfg.n_head[l] > maxH ? m->cfg.n_head[l] : maxH;
+    relay rl = { &m->cfg, &p, sink, B, T, nb, 0, NULL, NULL, NULL };
+    if (size > 1) {
+        sink = rank ? (hs_map_sink){ &rl, send_maps, send_tokens }
+                    : (hs_map_sink){ &rl, relay_maps, relay_tokens };
+        rl.att = hs_calloc((size_t)B * maxH * T * T, sizeof(hs_real), "maps of a batch");
+        rl.pk = hs_calloc((size_t)B * maxH * T * T, sizeof(hs_real), "maps of a batch");
+        rl.tok = hs_calloc((size_t)B * T, sizeof(int32_t), "tokens of a batch");
+    }
     const double t0 = seconds();
-    rc = targets ? hs_record(m, next_batch, &src, &sink, &ro) : HS_ENOMEM;
+    const int have = targets && (size == 1 || (rl.att && rl.pk && rl.tok));
+    rc = have ? hs_record(m, next_batch, &src, &sink, &ro) : HS_ENOMEM;
+    if (!rc && size > 1 && rank == 0 && mine > 0)
+        rc = drain(&rl, mine - 1); /* the last round */
     r->seconds = seconds() - t0;
+    free(rl.att), free(rl.pk), free(rl.tok);
+    if (rc && size > 1 && rank > 0) /* rank 0 waits for this rank's maps: end the job */
+        hs_dist_abort(rc);
     if (io && io->phase)
         io->phase(io->ctx, NULL);
     free(targets);
@@ -214,7 +322,7 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
         return rc;
     }
     r->sequences = nb * (size_t)B;
-    rc = hs_maps_finish(w);
+    rc = rank ? HS_OK : hs_maps_finish(w);
     free_table(table, n_table);
     return rc;
 }

@@ -19,8 +19,8 @@ int hs_importance_study(hs_importance_result *r, const hs_model *m, const hs_tok
         return rc;
     if (io && io->phase)
         io->phase(io->ctx, "importance");
-    rc = hs_importance_compute(&imp, m, data, B, T, max_batches, NULL, io ? io->stop : NULL,
-                               io ? io->progress : NULL, io ? io->ctx : NULL);
+    rc = hs_importance_compute_dist(&imp, m, data, B, T, max_batches, io ? io->stop : NULL,
+                                    io ? io->progress : NULL, io ? io->ctx : NULL);
     if (io && io->phase)
         io->phase(io->ctx, NULL);
     if (!rc)

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dist.h"
 #include "patterns.h"
 #include "study.h"
 
@@ -36,15 +37,15 @@ int hs_patterns_study(hs_patterns_result *r, const hs_model *m, const hs_tokens 
     void *pc = io ? io->ctx : NULL;
     hs_patterns pt = { 0 }, pctl = { 0 };
     phase(io, "patterns");
-    int rc = hs_patterns_run(&pt, m, data, o.batch, o.seq_len, o.max_batches, o.delim, o.n_delim,
-                             pf, pc);
+    int rc = hs_patterns_run_dist(&pt, m, data, o.batch, o.seq_len, o.max_batches, o.delim,
+                                  o.n_delim, pf, pc);
     hs_model ctrl = { 0 };
     if (!rc && o.control) {
         phase(io, "patterns: control");
         rc = hs_control_model(&ctrl, &m->cfg, o.seed);
         if (!rc)
-            rc = hs_patterns_run(&pctl, &ctrl, data, o.batch, o.seq_len, o.max_batches, o.delim,
-                                 o.n_delim, pf, pc);
+            rc = hs_patterns_run_dist(&pctl, &ctrl, data, o.batch, o.seq_len, o.max_batches,
+                                      o.delim, o.n_delim, pf, pc);
     }
     phase(io, NULL);
     if (ctrl.params)
@@ -104,6 +105,8 @@ int hs_patterns_study_maps(hs_patterns_result *r, hs_maps_reader *maps, hs_patte
 
 int hs_patterns_write_js(const char *path, const hs_patterns_result *r)
 {
+    if (hs_dist_rank() > 0) /* under mpirun rank 0 alone writes (dist.h) */
+        return HS_OK;
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");

@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "common.h"
+#include "dist.h"
 #include "index.h"
 #include "sha256.h"
 #include "study.h"
@@ -391,13 +392,25 @@ static char *stored_result_args(const char *json)
     return out;
 }
 
+static int run_begin(cli_run *r, const char *db, long long resume, const char *kind,
+                     const char *model_path, const char *model_file, const char *data, int argc,
+                     char **argv);
+
 int cli_run_begin(cli_run *r, const char *db, long long resume, const char *kind,
                   const char *model_path, const char *model_file, const char *data, int argc,
                   char **argv)
 {
     memset(r, 0, sizeof *r);
-    if (!db)
-        return HS_OK;
+    if (!db || hs_dist_rank() > 0) /* under mpirun rank 0 alone writes the index */
+        return db ? hs_dist_agree(HS_OK) : HS_OK;
+    const int rc = run_begin(r, db, resume, kind, model_path, model_file, data, argc, argv);
+    return hs_dist_size() > 1 ? hs_dist_agree(rc) : rc;
+}
+
+static int run_begin(cli_run *r, const char *db, long long resume, const char *kind,
+                     const char *model_path, const char *model_file, const char *data, int argc,
+                     char **argv)
+{
     struct stat sb;
     if (resume > 0 && stat(db, &sb))
         return hs_fail(HS_EIO, "%s: no index to resume a run from (%s)", db, strerror(errno));

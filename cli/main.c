@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "common.h"
+#include "dist.h"
 
 static int cmd_help(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
@@ -96,6 +97,19 @@ static int cmd_help(int argc, char **argv)
     return c->run(2, help_argv);
 }
 
+/* The commands that shard their work under mpirun (SPEC §12); any other
+ * would run whole on every rank, each writing the same outputs. */
+#define SPLIT_COMMANDS "ablate, importance, patterns, induction, patch and capture"
+static int split_across_ranks(const char *name)
+{
+    static const char *const split[] = { "ablate", "importance", "patterns", "induction",
+                                         "patch", "capture", "help", "version" };
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
+        if (!strcmp(name, split[i]))
+            return 1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     hs_runtime_init(argc, argv); /* passive OpenMP waits, threads from the affinity mask */
@@ -114,5 +128,27 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     cli_current = c;
-    return c->run(argc - 1, argv + 1);
+    /* under mpirun: one rank of N (dist.h); rank 0 alone prints results */
+    if (hs_dist_init(&argc, &argv)) {
+        fprintf(stderr, "headscope: %s: %s\n", c->name, hs_last_error());
+        return EXIT_FAILURE_RUN;
+    }
+    hs_dist_set_stop(&cli_stop_requested);
+    if (hs_dist_rank() > 0 && !freopen("/dev/null", "w", stdout))
+        return EXIT_FAILURE_RUN;
+    if (hs_dist_size() > 1 && !split_across_ranks(c->name)) {
+        if (hs_dist_rank() == 0)
+            fprintf(stderr, "headscope: %s: not split across ranks: run it without mpirun (%s "
+                            "are)\n", c->name, SPLIT_COMMANDS);
+        return EXIT_USAGE;
+    }
+    const int status = c->run(argc - 1, argv + 1);
+    if (hs_dist_size() > 1 && getenv("HEADSCOPE_DIST_STATS")) /* bench/mpi.sh */
+        fprintf(stderr, "headscope: rank %d of %d: %.3f s waiting, %llu bytes sent or received\n",
+                hs_dist_rank(), hs_dist_size(), hs_dist_wait_seconds(), hs_dist_bytes());
+    /* its run is recorded: end the ranks that may still wait for rank 0 (a
+     * usage error is every rank's, before any of them waits) */
+    if (status && status != EXIT_USAGE && hs_dist_rank() == 0 && !hs_dist_failed_together())
+        hs_dist_abort(status);
+    return status;
 }

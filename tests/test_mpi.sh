@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# Scale-out under OpenMPI (SPEC §12): `mpirun -np 2` and `-np 3` record the
+# same rows as one process for ablate (3 kinds), importance, patterns,
+# induction and patch, and write the same map file for capture; a rank
+# killed with SIGKILL mid-ablate leaves the run failed and the index intact,
+# and --resume with one rank finishes it with the rows of an uninterrupted run.
+#
+# usage: tests/test_mpi.sh HEADSCOPE_BINARY FIXTURE_DIR
+# Skipped (exit 0, with a message) when mpirun is absent or the binary is built
+# without MPI. Needs sqlite3 and /usr/bin/python3 with h5py.
+set -u
+
+SUITE=mpi
+TESTS=$(cd "$(dirname "$0")" && pwd)
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
+GPT2="$FIX/models/gpt2_tiny"
+EVAL="$GPT2/eval.bin"
+
+if ! command -v mpirun >/dev/null; then
+    echo "skipped: mpirun is not installed (scripts/setup installs openmpi-bin)"
+    exit 0
+fi
+if ! ldd "$HS" 2>/dev/null | grep -q libmpi; then
+    echo "skipped: $HS is built without MPI (HEADSCOPE_MPI off)"
+    exit 0
+fi
+if under_asan; then # LeakSanitizer reports OpenMPI's own allocations at exit
+    echo "skipped: under AddressSanitizer (OpenMPI's run-time is not instrumented)"
+    exit 0
+fi
+command -v sqlite3 >/dev/null || { echo "sqlite3 is required" >&2; exit 2; }
+# root in a container: OpenMPI refuses root without these, and its
+# shared-memory transport's CMA single copy fails without ptrace rights
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# mpirun N ARGS...: headscope ARGS on N ranks (1 thread each); stdout in out.txt
+mpi() {
+    local n=$1
+    shift
+    mpirun --oversubscribe -np "$n" "$HS" "$@" --threads 1 >out.txt 2>err.txt
+    RC=$?
+}
+# rows DB [RUN]: every head_metrics row, curve point and position_metrics row (of RUN), values as their exact text
+rows() {
+    sqlite3 -bail "$1" "select layer, head, metric, quote(value), quote(stderr), n from head_metrics
+                  where run_id = ${2:-run_id} order by run_id, layer, head, metric;
+                  select curve, step, quote(x), quote(y) from curves
+                  where run_id = ${2:-run_id} order by run_id, curve, step;
+                  select layer, position, metric, quote(value), quote(stderr), n from position_metrics
+                  where run_id = ${2:-run_id} order by run_id, layer, position, metric"
+}
+# same_rows WHAT ARGS...: 1, 2 and 3 ranks record the same rows and one complete run
+same_rows() {
+    local what=$1 n
+    shift
+    for n in 1 2 3; do
+        rm -f r$n.db*
+        mpi $n "$@" --db r$n.db
+        expect_rc 0 "$what on $n ranks" || return 1
+        expect_eq "$(sqlite3 r$n.db "select count(*)||' '||group_concat(status) from runs")" "1 complete" \
+            "$what on $n ranks: one complete run" || return 1
+    done
+    rows r1.db >/dev/null 2>sql.txt || bad "$what: reading the rows: $(cat sql.txt)" || return 1
+    [ "$(rows r1.db | wc -l)" -gt 0 ] || bad "$what recorded no rows" || return 1
+    for n in 2 3; do
+        [ "$(rows r1.db)" = "$(rows r$n.db)" ] ||
+            bad "$what: $n ranks differ from one: $(diff <(rows r1.db) <(rows r$n.db) | head -4)" || return 1
+    done
+}
+
+ablate_same() {
+    same_rows ablate ablate --model "$GPT2" --data "$EVAL" --batch 2 --seq-len 8 --method zero,mean,resample || return 1
+    expect_eq "$(sqlite3 r3.db "select count(*) from head_metrics where metric like 'loss_delta_%'")" 24 \
+        "rows of 2 layers x 4 heads x 3 kinds" || return 1
+    # smaller stacks: more items than ranks, a selection
+    same_rows "ablate --stack 2" ablate --model "$GPT2" --data "$EVAL" --batch 2 --seq-len 8 --stack 2 \
+        --layers 1 --heads 0,2,3
+}
+
+importance_same() {
+    same_rows importance importance --model "$GPT2" --data "$EVAL" --batch 1 --seq-len 8
+}
+
+patterns_same() {
+    same_rows patterns patterns --model "$GPT2" --data "$EVAL" --batch 1 --seq-len 8 --control || return 1
+    local n
+    for n in 1 3; do
+        mpi $n patterns --model "$GPT2" --data "$EVAL" --batch 1 --seq-len 8 --db j$n.db --js-out js$n.csv
+        expect_rc 0 "patterns --js-out on $n ranks" || return 1
+    done
+    cmp -s js1.csv js3.csv || bad "the JS matrix of 3 ranks differs from one's"
+}
+
+induction_same() {
+    same_rows induction induction --model "$GPT2" --samples 6 --batch 2 --random-draws 5 || return 1
+    expect_eq "$(sqlite3 r3.db "select count(*) from curves where curve='causal_random_k'")" 5 \
+        "the random draws' curve" || return 1
+}
+
+patch_same() {
+    same_rows patch patch --model "$FIX/models/llama_gqa" --prompts "$FIX/causal/llama_gqa.jsonl" \
+        --site z,pattern,resid_pre,attn_out,mlp_out --batch 2 --stack 3 || return 1
+    expect_eq "$(sqlite3 r3.db "select count(*) from position_metrics")" 36 "position rows" || return 1
+}
+
+capture_same() {
+    local n args=(capture --model "$GPT2" --data "$EVAL" --batch 1 --seq-len 8)
+    for n in 1 2 3; do
+        mpi $n "${args[@]}" --out m$n.h5 --db c$n.db
+        expect_rc 0 "capture on $n ranks" || return 1
+        expect_eq "$(sqlite3 c$n.db "select status from runs")" complete "capture run on $n ranks" || return 1
+        expect_eq "$(sqlite3 c$n.db "select count(*) from artifacts where complete=1")" 1 "artifact" || return 1
+    done
+    for n in 2 3; do
+        "$PY" "$TESTS/check_maps_same.py" m1.h5 m$n.h5 >check.txt 2>&1 ||
+            bad "capture: $n ranks' file differs: $(tail -c 300 check.txt)" || return 1
+    done
+    # a selection in f16 (4 batches over 3 ranks: a partial last round)
+    for n in 1 3; do
+        mpi $n "${args[@]}" --out s$n.h5 --layers 1 --heads 0,2 --queries 2:6 --dtype f16
+        expect_rc 0 "capture of a selection on $n ranks" || return 1
+    done
+    "$PY" "$TESTS/check_maps_same.py" s1.h5 s3.h5 >check.txt 2>&1 ||
+        bad "capture of a selection: 3 ranks' file differs: $(tail -c 300 check.txt)"
+}
+
+# a command that does not shard refuses to run on several ranks (each would
+# write the same outputs), and runs on one
+unsplit_refused() {
+    mpi 2 composition --model "$GPT2" --db u.db
+    [ "$RC" -ne 0 ] || bad "composition on 2 ranks exited 0" || return 1
+    expect_grep "$(cat err.txt)" "composition: not split across ranks" "the refusal" || return 1
+    [ ! -e u.db ] || bad "the refused composition created u.db" || return 1
+    mpi 1 composition --model "$GPT2" --db u.db
+    expect_rc 0 "composition on 1 rank" || return 1
+}
+
+# The attn-only model and shard of the kill: a 300-batch ablate runs ~2 s a layer.
+kill_setup() {
+    text long.txt 4000
+    "$HS" tokens --in long.txt --out long.bin >/dev/null 2>&1 || bad "tokens could not make long.bin" || return 1
+    "$HS" train --preset attn-only n_layer=2 n_head=4 d_model=32 --steps 5 --batch 4 --seq-len 64 \
+        --data long.bin --out am >/dev/null 2>&1 || bad "train could not make the model" || return 1
+}
+# rank_pid R: the pid of rank R of the running ablate
+rank_pid() {
+    local p
+    for p in $(pgrep -f "$HS ablate --model am"); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "$p"; return 0; }
+    done
+    return 1
+}
+
+kill_rank_resume() {
+    kill_setup || return 1
+    # ~3 s on one core in the float build; the double build is ~3x slower a batch
+    local nb=300
+    "$HS" --version | grep -q double && nb=100
+    local args=(ablate --model am --data long.bin --batch 4 --seq-len 64 --max-batches $nb --stack 4)
+    mpirun --oversubscribe -np 2 "$HS" "${args[@]}" --threads 1 --db k.db >kout.txt 2>kerr.txt &
+    BG_PID=$!
+    # the kill lands once layer 0 is recorded: layer 1's stacks are left
+    local pid="" i
+    for ((i = 0; i < 600; i++)); do
+        pid=$(rank_pid 1) &&
+            [ "$(sqlite3 k.db "select count(*) from head_metrics where layer=0" 2>/dev/null)" = 12 ] && break
+        sleep 0.05
+    done
+    [ -n "$pid" ] || bad "rank 1 never started: $(tail -c 300 kerr.txt)" || return 1
+    kill -KILL "$pid"
+    wait "$BG_PID"
+    local rc=$?
+    BG_PID=""
+    [ $rc -ne 0 ] || bad "mpirun exited 0 after a rank was killed" || return 1
+    expect_grep "$(cat kerr.txt)" "exited on signal 9" "mpirun names the killed rank" || return 1
+    # failed: rank 0 finished it so (mpirun stops it with SIGTERM), or, had it
+    # been killed too, the next open of the index finds its pid gone
+    local rank0
+    rank0=$(sqlite3 k.db "select pid from runs where run_id=1")
+    for ((i = 0; i < 50; i++)); do kill -0 "$rank0" 2>/dev/null || break; sleep 0.1; done
+    if [ "$(sqlite3 k.db "select status from runs where run_id=1")" = running ]; then
+        "$HS" composition --model "$GPT2" --db k.db >open.txt 2>&1 || bad "open: $(cat open.txt)" || return 1
+    fi
+    expect_eq "$(sqlite3 k.db "select status from runs where run_id=1")" failed "the killed run's status" || return 1
+    [ -s open.txt ] || expect_grep "$(cat kout.txt kerr.txt)" "run 1 is marked failed" "rank 0 marks the run failed" || return 1
+    expect_eq "$(sqlite3 k.db 'PRAGMA integrity_check')" ok "index integrity" || return 1
+    expect_eq "$(sqlite3 k.db "select count(*) from head_metrics where layer=1")" 0 "layer 1 rows before the resume" || return 1
+    hs "${args[@]}" --threads 1 --db k.db --resume 1 --json
+    expect_rc 0 "--resume 1 on one rank" || return 1
+    expect_eq "$(jget out.txt layers_skipped)" 1 "layers the resume skipped" || return 1
+    expect_eq "$(sqlite3 k.db "select status from runs where run_id=1")" complete "the resumed run" || return 1
+    hs "${args[@]}" --threads 1 --db ref.db
+    expect_rc 0 "the uninterrupted run" || return 1
+    [ "$(rows k.db 1)" = "$(rows ref.db 1)" ] ||
+        bad "resumed rows differ: $(diff <(rows k.db 1) <(rows ref.db 1) | head -4)"
+}
+
+run_checks ablate_same importance_same patterns_same induction_same patch_same capture_same unsplit_refused kill_rank_resume
