@@ -19,6 +19,6 @@ int hs_adam_init(hs_adam *a, size_t n, double lr, double weight_decay);
 void hs_adam_free(hs_adam *a);
 
 /* One update of params (n) from grads (n), torch.optim.Adam's arithmetic. */
-void hs_adam_step(hs_adam *a, hs_real *params, const hs_real *grads);
+void hs_adam_step(hs_adam *a, hs_real *restrict params, const hs_real *restrict grads);
 
 #endif
