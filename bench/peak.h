@@ -52,11 +52,13 @@ static inline int peak_has_avx512(void)
 }
 
 /* GFLOP/s of `threads` threads each running the loop of `width` lanes (8:
- * AVX2, 16: AVX-512) for `iters` iterations: one timed run. */
-static inline double peak_run(int threads, int width, long iters)
+ * AVX2, 16: AVX-512) for `iters` iterations: one timed run. cpu: per CPU
+ * second of each thread (the process's CPU time over the thread count), the
+ * cores' rate without the time other processes held them; else wall time. */
+static inline double peak_run_clock(int threads, int width, long iters, int cpu)
 {
     volatile float sink = 0;
-    const double t0 = now_s();
+    const double t0 = cpu ? process_cpu_s() : now_s();
 #pragma omp parallel num_threads(threads)
     {
         const float seed = 1.0f + (float)omp_get_thread_num();
@@ -64,14 +66,19 @@ static inline double peak_run(int threads, int width, long iters)
 #pragma omp atomic
         sink += r;
     }
-    const double t = now_s() - t0;
+    const double t = (cpu ? (process_cpu_s() - t0) / threads : now_s() - t0);
     (void)sink;
     return 2.0 * PEAK_ACC * width * (double)iters * threads / t * 1e-9;
 }
 
+static inline double peak_run(int threads, int width, long iters)
+{
+    return peak_run_clock(threads, width, iters, 0);
+}
+
 /* Median GFLOP/s of `reps` runs (after one warm-up run) of about `seconds`
  * each; width 0: the widest the CPU has. */
-static inline double peak_gflops(int threads, int width, double seconds, int reps)
+static inline double peak_gflops_clock(int threads, int width, double seconds, int reps, int cpu)
 {
     if (!width)
         width = peak_has_avx512() ? 16 : 8;
@@ -83,8 +90,13 @@ static inline double peak_gflops(int threads, int width, double seconds, int rep
     double v[64];
     reps = reps < 1 ? 1 : reps > 64 ? 64 : reps;
     for (int i = 0; i < reps; i++)
-        v[i] = peak_run(threads, width, iters);
+        v[i] = peak_run_clock(threads, width, iters, cpu);
     return median(v, reps);
+}
+
+static inline double peak_gflops(int threads, int width, double seconds, int reps)
+{
+    return peak_gflops_clock(threads, width, seconds, reps, 0);
 }
 
 #endif

@@ -22,8 +22,9 @@
 # attention's full T x T square), the median step time, GFLOP/s and % of the
 # FMA peak (bench/peak.h) measured at that thread count in the same run.
 # --before BIN adds the same figures for another bench_train binary (e.g.
-# main's), run alternately with ours, R rounds (default 3), medians over the
-# rounds. --mfu-only skips the PyTorch comparison and the checkpoint load.
+# bench/bench_train.c built against main's library), run alternately with
+# ours, R rounds (default 3), medians over the rounds. At 1 thread the step's
+# process CPU time is shown beside the elapsed time (the machine is shared). --mfu-only skips the PyTorch comparison and the checkpoint load.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=10
@@ -156,32 +157,38 @@ def flops(r):
 peak = {}
 for r in rows:
     if r["impl"] == "fma_peak":
-        peak.setdefault(r["threads"], []).append(r["gflops"])
+        peak.setdefault((r["threads"], "wall"), []).append(r["gflops"])
+        peak.setdefault((r["threads"], "cpu"), []).append(r.get("gflops_per_cpu_s", float("nan")))
 groups = {}
 for r in rows:
     if r["impl"] == "headscope":
         k = (r["threads"], r["L"], r["d"], r["H"], r["G"], r["T"], r["V"])
         groups.setdefault(k, {}).setdefault(r["side"], []).append(r)
 print(f"OpenBLAS kernels: {sys.argv[2]}; batch 4, float32; step = forward + backward + Adam; "
-      "medians over the rounds (each the median of its steps); % of the FMA peak "
-      "(widest ISA, 12 accumulators) measured in the same rounds\n")
-print("| threads | L,d,H,G,T,V | GFLOP/step | FMA peak GFLOP/s | before ms | before GFLOP/s | before % | "
-      "after ms | after GFLOP/s | after % | after/before | load (1 min) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "medians over the rounds (each the median of its steps). % of the FMA peak (widest ISA, "
+      "12 accumulators) measured in the same rounds by the same clock: *cpu* = process CPU time "
+      "(1 thread only: the time the step held a core, robust to other processes on a shared "
+      "machine), *wall* = elapsed time\n")
+print("| threads | clock | L,d,H,G,T,V | GFLOP/step | FMA peak GFLOP/s | before ms | before GFLOP/s | "
+      "before % | after ms | after GFLOP/s | after % | after/before | load (1 min) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for k in sorted(groups):
     g = groups[k]
     f = flops(g["after"][0])
-    p = statistics.median(peak.get(k[0], [float("nan")]))
-    def fig(side):
-        if side not in g:
-            return None, "–", "–", "–"
-        ms = statistics.median(r["train_step_ms"] for r in g[side])
-        gf = f / ms * 1e-6
-        return ms, f"{ms:.1f}", f"{gf:.1f}", f"{100 * gf / p:.0f}%"
-    bms, *b = fig("before")
-    ams, *a = fig("after")
-    ratio = f"{bms / ams:.2f}" if bms else "–"
-    loads = [r["load"] for s in g.values() for r in s]
-    print(f"| {k[0]} | {k[1]},{k[2]},{k[3]},{k[4]},{k[5]},{k[6]} | {f * 1e-9:.1f} | {p:.1f} | "
-          f"{' | '.join(b)} | {' | '.join(a)} | {ratio} | {min(loads):.2f}–{max(loads):.2f} |")
+    for clock in (("cpu", "wall") if k[0] == 1 else ("wall",)):
+        field = "train_step_cpu_ms" if clock == "cpu" else "train_step_ms"
+        p = statistics.median(peak.get((k[0], clock), [float("nan")]))
+        def fig(side):
+            if side not in g or field not in g[side][0]:
+                return None, ["–", "–", "–"]
+            ms = statistics.median(r[field] for r in g[side])
+            gf = f / ms * 1e-6
+            return ms, [f"{ms:.1f}", f"{gf:.1f}", f"{100 * gf / p:.0f}%"]
+        bms, b = fig("before")
+        ams, a = fig("after")
+        ratio = f"{bms / ams:.2f}" if bms and ams else "–"
+        loads = [r["load"] for s in g.values() for r in s]
+        print(f"| {k[0]} | {clock} | {k[1]},{k[2]},{k[3]},{k[4]},{k[5]},{k[6]} | {f * 1e-9:.1f} | "
+              f"{p:.1f} | {' | '.join(b)} | {' | '.join(a)} | {ratio} | "
+              f"{min(loads):.2f}–{max(loads):.2f} |")
 PY
