@@ -358,7 +358,7 @@ typedef struct {
 typedef struct {
     double final_loss; /* of the last step */
     double seconds;    /* of training */
-    int saved;         /* the checkpoint was written: model_sha is its sha256 */
+    int saved;         /* the checkpoint was written; with an index, model_sha is its sha256 */
     char model_sha[80];
     int curve_failed;  /* some curve points could not be recorded (the run went on) */
 } hs_train_result;

@@ -81,7 +81,9 @@ int hs_train_study(hs_train_result *r, hs_model *m, const hs_tokens *data,
     snprintf(target, sizeof target, "%s/model.safetensors", o->out);
     uint64_t bytes = 0;
     int save_rc = hs_checkpoint_save(m, o->out);
-    if (!save_rc)
+    /* The checkpoint's hash is provenance: computed only when an index
+     * records it (the run's model_sha256 and its artifact row). */
+    if (!save_rc && o->ix)
         save_rc = hs_sha256_file(target, r->model_sha, &bytes);
     if (save_rc)
         return save_rc;

@@ -19,6 +19,11 @@ int hs_adam_init(hs_adam *a, size_t n, double lr, double weight_decay);
 void hs_adam_free(hs_adam *a);
 
 /* One update of params (n) from grads (n), torch.optim.Adam's arithmetic. */
-void hs_adam_step(hs_adam *a, hs_real *params, const hs_real *grads);
+void hs_adam_step(hs_adam *a, hs_real *restrict params, const hs_real *restrict grads);
+
+/* The same update, then grads (n) set to 0 in the same pass: the zeroed
+ * accumulators of the next backward without a separate pass over n (at
+ * GPT-2 small's 124M parameters that pass was 4% of a training step). */
+void hs_adam_step_zero(hs_adam *a, hs_real *restrict params, hs_real *restrict grads);
 
 #endif

@@ -21,6 +21,7 @@ int hs_trainer_init(hs_trainer *t, hs_model *m, int B, int T, double lr, double 
         return rc ? rc : HS_ENOMEM;
     }
     hs_weights_bind(&t->grads, &m->cfg, t->grad_buf);
+    t->grads_zero = 1; /* calloc */
     return HS_OK;
 }
 
@@ -36,7 +37,11 @@ int hs_trainer_step(hs_trainer *t, const int32_t *inputs, const int32_t *targets
                     double *loss)
 {
     const size_t n = t->m->n_params;
-    memset(t->grad_buf, 0, sizeof(hs_real) * n);
+    /* Adam zeroes the gradients as it reads them (hs_adam_step_zero); only a
+     * step that stopped before its update leaves them to clear here. */
+    if (!t->grads_zero)
+        memset(t->grad_buf, 0, sizeof(hs_real) * n);
+    t->grads_zero = 0;
     int rc = hs_forward(&t->acts, t->m, inputs, targets, NULL);
     if (rc)
         return rc;
@@ -58,6 +63,7 @@ int hs_trainer_step(hs_trainer *t, const int32_t *inputs, const int32_t *targets
                 t->grad_buf[i] *= (hs_real)coef;
     }
     t->opt.lr = lr;
-    hs_adam_step(&t->opt, t->m->params, t->grad_buf);
+    hs_adam_step_zero(&t->opt, t->m->params, t->grad_buf);
+    t->grads_zero = 1;
     return HS_OK;
 }

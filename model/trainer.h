@@ -17,6 +17,7 @@ typedef struct {
     hs_weights grads;  /* bound to grad_buf */
     hs_adam opt;
     double clip;       /* > 0: clip the global gradient norm to this */
+    int grads_zero;    /* grad_buf is all 0 (after init and after each update) */
 } hs_trainer;
 
 int hs_trainer_init(hs_trainer *t, hs_model *m, int B, int T, double lr, double weight_decay,

@@ -1,82 +1,39 @@
 #include "sha256.h"
 
-#include <errno.h>
+#include <openssl/evp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
 
-static const uint32_t K[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-static uint32_t rotr(uint32_t x, int n) { return x >> n | x << (32 - n); }
-
-static void block(hs_sha256 *s, const unsigned char *p)
-{
-    uint32_t w[64];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 |
-               p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ w[i - 15] >> 3;
-        uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ w[i - 2] >> 10;
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    uint32_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3], e = s->h[4], f = s->h[5],
-             g = s->h[6], h = s->h[7];
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
-        uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        h = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
-    }
-    s->h[0] += a, s->h[1] += b, s->h[2] += c, s->h[3] += d;
-    s->h[4] += e, s->h[5] += f, s->h[6] += g, s->h[7] += h;
-}
-
 void hs_sha256_init(hs_sha256 *s)
 {
-    static const uint32_t h0[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
-    memcpy(s->h, h0, sizeof h0);
     s->bytes = 0;
-    s->used = 0;
+    s->ctx = EVP_MD_CTX_new();
+    s->failed = !s->ctx || EVP_DigestInit_ex(s->ctx, EVP_sha256(), NULL) != 1;
 }
 
 void hs_sha256_update(hs_sha256 *s, const void *data, size_t n)
 {
-    const unsigned char *p = data;
     s->bytes += n;
-    while (n) {
-        size_t take = 64 - s->used < n ? 64 - s->used : n;
-        memcpy(s->buf + s->used, p, take);
-        s->used += take, p += take, n -= take;
-        if (s->used == 64) {
-            block(s, s->buf);
-            s->used = 0;
-        }
-    }
+    if (!s->failed && n && EVP_DigestUpdate(s->ctx, data, n) != 1)
+        s->failed = 1;
 }
 
 void hs_sha256_hex(hs_sha256 *s, char hex[65])
 {
-    uint64_t bits = s->bytes * 8;
-    unsigned char pad = 0x80, zero = 0, len[8];
-    hs_sha256_update(s, &pad, 1);
-    while (s->used != 56)
-        hs_sha256_update(s, &zero, 1);
-    for (int i = 0; i < 8; i++)
-        len[i] = (unsigned char)(bits >> (56 - 8 * i));
-    hs_sha256_update(s, len, 8);
-    for (int i = 0; i < 8; i++)
-        snprintf(hex + 8 * i, 9, "%08x", s->h[i]);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (!s->failed && EVP_DigestFinal_ex(s->ctx, md, &len) != 1)
+        s->failed = 1;
+    EVP_MD_CTX_free(s->ctx);
+    s->ctx = NULL;
+    hex[0] = '\0';
+    if (s->failed || len != 32)
+        return;
+    for (unsigned i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
 }
 
 int hs_sha256_file(const char *path, char hex[65], uint64_t *bytes)
@@ -84,18 +41,26 @@ int hs_sha256_file(const char *path, char hex[65], uint64_t *bytes)
     FILE *f = hs_fopen_regular(path);
     if (!f)
         return HS_EIO; /* the message names the file */
+    enum { CHUNK = 1 << 20 };
+    unsigned char *buf = malloc(CHUNK);
+    if (!buf) {
+        fclose(f);
+        return hs_fail(HS_ENOMEM, "%s: no memory for a read buffer", path);
+    }
     hs_sha256 s;
     hs_sha256_init(&s);
-    unsigned char buf[1 << 16];
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+    while ((n = fread(buf, 1, CHUNK, f)) > 0)
         hs_sha256_update(&s, buf, n);
     int err = ferror(f);
     fclose(f);
+    free(buf);
+    hs_sha256_hex(&s, hex);
     if (err)
         return hs_fail(HS_EIO, "%s: read failed", path);
+    if (!hex[0])
+        return hs_fail(HS_ENOMEM, "%s: the SHA-256 digest failed (libcrypto)", path);
     if (bytes)
         *bytes = s.bytes;
-    hs_sha256_hex(&s, hex);
     return HS_OK;
 }

@@ -185,6 +185,37 @@ static void test_selection_checks_name_the_option(void)
     hs_model_free(&m);
 }
 
+/* Without an index nothing records the checkpoint's hash, so train does not
+ * compute it (hashing a large checkpoint cost more than the steps); the
+ * checkpoint is still written. */
+static void test_train_study_hashes_only_for_an_index(void)
+{
+    hs_model m;
+    build_planted(&m);
+    int32_t tok[2 * 8 + 1];
+    for (int i = 0; i < 17; i++)
+        tok[i] = i % PV;
+    hs_tokens t = { tok, 17, 1 };
+    char dir[] = "/tmp/hs_train_study_XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    hs_train_study_opts o = { .train = { .B = 2, .T = 8, .steps = 1, .lr = 1e-3 }, .out = dir };
+    hs_train_result r;
+    CU_ASSERT_EQUAL(hs_train_study(&r, &m, &t, &o), HS_OK);
+    CU_ASSERT(r.saved);
+    CU_ASSERT_STRING_EQUAL(r.model_sha, "");
+    char path[64];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "rb");
+    CU_ASSERT_PTR_NOT_NULL(f);
+    if (f)
+        fclose(f);
+    remove(path);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    remove(path);
+    remove(dir);
+    hs_model_free(&m);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -195,6 +226,7 @@ int main(void)
         { "test_patterns_study_control_is_the_control_recipe",
           test_patterns_study_control_is_the_control_recipe },
         { "test_selection_checks_name_the_option", test_selection_checks_name_the_option },
+        { "test_train_study_hashes_only_for_an_index", test_train_study_hashes_only_for_an_index },
     };
     return hs_run_tests("study_" HS_REAL_NAME, tests, HS_NTESTS(tests));
 }

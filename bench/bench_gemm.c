@@ -1,0 +1,129 @@
+/* sgemm efficiency at the shapes a training step of bench/train.sh's models
+ * runs (model/linalg.c's calls: forward out = inp . w^T, backward
+ * dinp += dout . w and dw += dout^T . inp, for q, k, v, o, fc, proj and the
+ * logits), GFLOP/s and % of the FMA peak (bench/peak.h) at that thread count.
+ *
+ *   bench_gemm --threads N --config L,d,H,G,T [--batch B] [--vocab V] [--reps R]
+ *       one JSON line per distinct GEMM, then one per config: the step's GEMM
+ *       FLOPs over their summed median time. */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "peak.h"
+
+typedef struct {
+    const char *name;
+    int ta, tb, M, N, K, count; /* count: how often a step runs it */
+} gemm_shape;
+
+static double time_gemm(const gemm_shape *g, float *A, float *B, float *C, int reps)
+{
+    const int lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
+    double v[32];
+    const double flops = 2.0 * g->M * g->N * g->K;
+    /* inner repeats so one sample lasts ~20 ms at ~100 GFLOP/s */
+    int inner = (int)(2e9 / flops);
+    inner = inner < 1 ? 1 : inner > 1000 ? 1000 : inner;
+    for (int r = -1; r < reps; r++) {
+        const double t0 = now_s();
+        for (int i = 0; i < inner; i++)
+            cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
+                        g->tb ? CblasTrans : CblasNoTrans, g->M, g->N, g->K, 1.0f, A, lda, B, ldb,
+                        1.0f, C, g->N);
+        if (r >= 0)
+            v[r] = (now_s() - t0) / inner;
+    }
+    return median(v, reps);
+}
+
+static void bench_config(int threads, double peak, int L, int d, int H, int G, int T, int Bsz,
+                         int V, int reps)
+{
+    const int N = Bsz * T, gd = G * (d / H);
+    /* (name, in C, out OC, per step) of each linear */
+    struct { const char *name; int C, OC, count; } lin[] = {
+        { "q", d, d, L }, { "k", d, gd, L }, { "v", d, gd, L }, { "o", d, d, L },
+        { "fc", d, 4 * d, L }, { "proj", 4 * d, d, L }, { "logits", d, V, 1 },
+    };
+    gemm_shape s[3 * 7];
+    int ns = 0;
+    for (int i = 0; i < 7; i++) {
+        if (i == 2 && gd == lin[1].OC) { /* v has k's shapes: count it there */
+            for (int j = ns - 3; j < ns; j++)
+                s[j].count += L, s[j].name = "k,v";
+            continue;
+        }
+        s[ns++] = (gemm_shape){ lin[i].name, 0, 1, N, lin[i].OC, lin[i].C, lin[i].count };
+        s[ns++] = (gemm_shape){ lin[i].name, 0, 0, N, lin[i].C, lin[i].OC, lin[i].count };
+        s[ns++] = (gemm_shape){ lin[i].name, 1, 0, lin[i].OC, lin[i].C, N, lin[i].count };
+    }
+    const char *kind[] = { "forward", "dinp", "dw" };
+    double total_flops = 0, total_s = 0;
+    for (int i = 0; i < ns; i++) {
+        const gemm_shape *g = &s[i];
+        float *A = malloc(sizeof(float) * g->M * g->K), *B = malloc(sizeof(float) * g->K * g->N),
+              *C = calloc((size_t)g->M * g->N, sizeof(float));
+        for (long j = 0; j < (long)g->M * g->K; j++)
+            A[j] = (float)((j * 7919 % 1000) - 500) * 1e-3f;
+        for (long j = 0; j < (long)g->K * g->N; j++)
+            B[j] = (float)((j * 104729 % 1000) - 500) * 1e-3f;
+        const double t = time_gemm(g, A, B, C, reps), gf = 2.0 * g->M * g->N * g->K / t * 1e-9;
+        total_flops += 2.0 * g->M * g->N * g->K * g->count;
+        total_s += t * g->count;
+        printf("{\"impl\":\"sgemm\",\"threads\":%d,\"L\":%d,\"d\":%d,\"H\":%d,\"G\":%d,\"T\":%d,"
+               "\"B\":%d,\"V\":%d,\"gemm\":\"%s %s\",\"trans\":\"%c%c\",\"M\":%d,\"N\":%d,"
+               "\"K\":%d,\"per_step\":%d,\"ms\":%.4f,\"gflops\":%.2f,\"peak_gflops\":%.2f,"
+               "\"pct_peak\":%.1f}\n",
+               threads, L, d, H, G, T, Bsz, V, g->name, kind[i % 3], g->ta ? 'T' : 'N',
+               g->tb ? 'T' : 'N', g->M, g->N, g->K, g->count, t * 1e3, gf, peak,
+               100 * gf / peak);
+        fflush(stdout);
+        free(A), free(B), free(C);
+    }
+    printf("{\"impl\":\"sgemm_step\",\"threads\":%d,\"L\":%d,\"d\":%d,\"H\":%d,\"G\":%d,\"T\":%d,"
+           "\"B\":%d,\"V\":%d,\"gemm_gflop\":%.3f,\"gemm_ms\":%.3f,\"gflops\":%.2f,"
+           "\"peak_gflops\":%.2f,\"pct_peak\":%.1f}\n",
+           threads, L, d, H, G, T, Bsz, V, total_flops * 1e-9, total_s * 1e3,
+           total_flops / total_s * 1e-9, peak, 100 * total_flops / total_s * 1e-9 / peak);
+}
+
+int main(int argc, char **argv)
+{
+    int threads = 1, B = 4, V = 256, reps = 5, configs[16][5], nconf = 0;
+    double peak = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char *a = argv[i], *v = argv[i + 1];
+        int *c = configs[nconf < 16 ? nconf : 15];
+        if (!strcmp(a, "--threads"))
+            threads = atoi(v);
+        else if (!strcmp(a, "--batch"))
+            B = atoi(v);
+        else if (!strcmp(a, "--vocab"))
+            V = atoi(v);
+        else if (!strcmp(a, "--reps"))
+            reps = atoi(v);
+        else if (!strcmp(a, "--peak"))
+            peak = atof(v);
+        else if (!strcmp(a, "--config") && nconf < 16 &&
+                 sscanf(v, "%d,%d,%d,%d,%d", &c[0], &c[1], &c[2], &c[3], &c[4]) == 5)
+            nconf++;
+        else
+            goto usage;
+    }
+    if (threads < 1 || B < 1 || V < 2 || reps < 1 || reps > 32 || !nconf)
+        goto usage;
+    hs_set_threads(threads);
+    if (peak <= 0)
+        peak = peak_gflops(threads, 0, 0.1, 5);
+    for (int i = 0; i < nconf; i++)
+        bench_config(threads, peak, configs[i][0], configs[i][1], configs[i][2], configs[i][3],
+                     configs[i][4], B, V, reps);
+    return 0;
+usage:
+    fprintf(stderr, "usage: bench_gemm [--threads N] [--batch B] [--vocab V] [--reps R] "
+                    "[--peak GFLOPS] --config L,d,H,G,T ...\n");
+    return 2;
+}

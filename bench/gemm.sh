@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# sgemm efficiency at every GEMM shape a training step of the benchmark
+# models runs (forward, dinp and dw of q, k, v, o, fc, proj and the logits),
+# GFLOP/s and % of the FMA peak measured in the same run (bench/peak.h).
+#
+#   bench/gemm.sh [--threads "1 2"] [--blas-autodetect] [--tiny]
+#
+# Models: bench/train.sh's three (vocabulary 256) and GPT-2 small's shape
+# (12 layers, d 768, T 64, vocabulary 50257), batch 4. Median of 5. Results:
+# bench/out/gemm.jsonl and bench/out/gemm.md (--tiny: tiny models, 1 thread,
+# in bench/out/tiny/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+threads="1 2"
+reps=5 outdir=bench/out
+configs=("--vocab 256 --config 2,128,4,4,128 --config 4,256,8,2,256 --config 6,384,6,6,256"
+         "--vocab 50257 --config 12,768,12,12,64")
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --threads) threads=$2; shift 2 ;;
+    --blas-autodetect) unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; shift ;;
+    --tiny) threads=1 reps=1 outdir=bench/out/tiny
+            configs=("--vocab 256 --config 1,32,2,2,32 --config 2,64,4,2,32"); shift ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "gemm.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+cmake -S . -B build/float >/dev/null
+cmake --build build/float -j "$(nproc)" --target bench_gemm >/dev/null
+mkdir -p "$outdir"
+out=$outdir/gemm.jsonl
+: >"$out"
+export OMP_WAIT_POLICY=passive
+for t in $threads; do
+  export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
+  for c in "${configs[@]}"; do
+    # shellcheck disable=SC2086
+    build/float/bench/bench_gemm --threads "$t" --reps "$reps" $c >>"$out"
+  done
+done
+load=$(cut -d' ' -f1 /proc/loadavg)
+/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" "$load" <<'PY' | tee "$outdir/gemm.md"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(f"OpenBLAS kernels: {sys.argv[2]}; batch 4; median; load average {sys.argv[3]} at the end\n")
+print("| threads | L,d,H,G,T,V | GEMM | op | M,N,K | per step | GFLOP/s | % of peak |")
+print("|---|---|---|---|---|---|---|---|")
+for r in rows:
+    if r["impl"] != "sgemm":
+        continue
+    name, op = r["gemm"].split(" ")
+    print(f"| {r['threads']} | {r['L']},{r['d']},{r['H']},{r['G']},{r['T']},{r['V']} | {name} | "
+          f"{op} ({r['trans']}) | {r['M']},{r['N']},{r['K']} | {r['per_step']} | {r['gflops']:.1f} | "
+          f"{r['pct_peak']:.0f}% |")
+print("\nAll of a step's GEMMs (FLOPs over summed median time):\n")
+print("| threads | L,d,H,G,T,V | GEMM GFLOP | GEMM ms | GFLOP/s | FMA peak | % of peak |")
+print("|---|---|---|---|---|---|---|")
+for r in rows:
+    if r["impl"] == "sgemm_step":
+        print(f"| {r['threads']} | {r['L']},{r['d']},{r['H']},{r['G']},{r['T']},{r['V']} | "
+              f"{r['gemm_gflop']:.1f} | {r['gemm_ms']:.1f} | {r['gflops']:.1f} | "
+              f"{r['peak_gflops']:.1f} | {r['pct_peak']:.0f}% |")
+PY
