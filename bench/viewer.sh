@@ -30,9 +30,15 @@ while [ $# -gt 0 ]; do
   esac
 done
 export NODE_PATH=${HEADSCOPE_NPM:-build/npm/node_modules}
-command -v node >/dev/null || { echo "viewer.sh: node not found: run scripts/setup --browser" >&2; exit 1; }
-[ -x "${CHROMIUM:-/usr/bin/chromium}" ] || { echo "viewer.sh: chromium not found: run scripts/setup --browser" >&2; exit 1; }
-[ -d "$NODE_PATH/playwright-core" ] || { echo "viewer.sh: no $NODE_PATH/playwright-core: run scripts/setup --browser" >&2; exit 1; }
+# missing browser pieces: an error, but --tiny (the slow tier's smoke, which
+# runs without scripts/setup --browser too) skips with the same message
+missing() {
+  echo "viewer.sh: $1: run scripts/setup --browser$([ "$tiny" = 1 ] && echo '; skipped')" >&2
+  exit $((1 - tiny))
+}
+command -v node >/dev/null || missing "node not found"
+[ -x "${CHROMIUM:-/usr/bin/chromium}" ] || missing "chromium not found"
+[ -d "$NODE_PATH/playwright-core" ] || missing "no $NODE_PATH/playwright-core"
 export OMP_WAIT_POLICY=passive
 
 cmake -S . -B build/float >/dev/null
