@@ -227,7 +227,9 @@ int tk_bpe(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids
     for (int32_t i = m ? 0 : -1; i >= 0; i = s->sym[i].next)
         if (tk_ids_add(out, &s->sym[i].id, 1))
             return HS_ENOMEM;
+    /* out->p is still NULL when no id came of any pre-token so far (bytes
+     * outside the vocabulary, no unknown token) */
     if (n <= CACHE_MAX_KEY)
-        return cache_put(s, w, n, h, out->p + first, out->n - first);
+        return cache_put(s, w, n, h, out->n > first ? out->p + first : NULL, out->n - first);
     return HS_OK;
 }
