@@ -77,14 +77,36 @@ static int first_token(const hs_tokenizer *tok, const cJSON *v, const char *key,
     return rc;
 }
 
+/* The column (from 1) of a NUL in a line of len bytes: a NUL byte, or a
+ * \u0000 escape (not itself escaped, \\u0000). cJSON ends a string at
+ * its first NUL, so such a prompt would be cut short in silence; 0: none. */
+static size_t nul_column(const char *text, size_t len)
+{
+    size_t z = strlen(text);
+    if (z < len)
+        return z + 1;
+    for (const char *u = text; (u = strstr(u, "\\u0000")); u++) {
+        size_t at = (size_t)(u - text), k = 0; /* k: backslashes before this one */
+        while (k < at && text[at - 1 - k] == '\\')
+            k++;
+        if (k % 2 == 0)
+            return at + 1;
+    }
+    return 0;
+}
+
 static const char *const TEXT_KEYS[] = { "clean", "corrupt", "answer", "wrong" };
 static const char *const ID_KEYS[] = { "clean_ids", "corrupt_ids", "answer_id", "wrong_id" };
 
-static int parse_line(prompt *p, const char *text, const hs_tokenizer *tok, int vocab,
+static int parse_line(prompt *p, const char *text, size_t len, const hs_tokenizer *tok, int vocab,
                       const char *path, int line)
 {
     memset(p, 0, sizeof *p);
     p->line = line;
+    size_t nul = nul_column(text, len);
+    if (nul)
+        return hs_fail(HS_EFORMAT, "%s:%d: a NUL character at column %zu (a prompt is text without"
+                       " NUL)", path, line, nul);
     cJSON *o = cJSON_Parse(text);
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
@@ -218,7 +240,7 @@ int hs_prompts_load(hs_prompt_set *set, const char *path, const hs_tokenizer *to
             }
             p = q;
         }
-        rc = parse_line(&p[n], buf, tok, vocab_size, path, line);
+        rc = parse_line(&p[n], buf, (size_t)got, tok, vocab_size, path, line);
         n++;
         if (!rc && max_len > 0 && p[n - 1].T > max_len)
             rc = hs_fail(HS_EINVAL, "%s:%d: %d tokens exceed the model's context of %d", path,
