@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* v is a token id: a whole number in [0, 2^31), tested before any cast
+ * (1e300 cast to int32_t is undefined) */
+static int is_id(double v) { return v >= 0 && v < 2147483648.0 && v == (double)(int32_t)v; }
+
 /* One parsed line. */
 typedef struct {
     int32_t *clean, *corrupt;
@@ -26,7 +30,7 @@ static int ids_array(const cJSON *a, const char *key, const char *path, int line
     int i = 0;
     for (const cJSON *e = a->child; e; e = e->next, i++) {
         double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
-        if (v != (double)(int32_t)v || v < 0)
+        if (!is_id(v))
             return hs_fail(HS_EFORMAT, "%s:%d: \"%s\"[%d] is not a token id", path, line, key, i);
         if (v >= vocab)
             return hs_fail(HS_EINVAL, "%s:%d: \"%s\"[%d] = %.0f is outside the vocabulary (%d)",
@@ -41,7 +45,7 @@ static int one_id(const cJSON *v, const char *key, const char *path, int line, i
                   int32_t *id)
 {
     double x = cJSON_IsNumber(v) ? v->valuedouble : -1;
-    if (x != (double)(int32_t)x || x < 0)
+    if (!is_id(x))
         return hs_fail(HS_EFORMAT, "%s:%d: \"%s\" must be a token id", path, line, key);
     if (x >= vocab)
         return hs_fail(HS_EINVAL, "%s:%d: \"%s\" = %.0f is outside the vocabulary (%d)", path, line,
