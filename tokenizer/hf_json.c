@@ -280,6 +280,10 @@ static int max_id(tkj_ctx *c, const cJSON *vocab, const cJSON *added, int *n_ids
         snprintf(c->path, sizeof c->path, "model.vocab");
         return tkj_bad(c, "the largest id is far beyond the number of tokens (ids must be dense)");
     }
+    if (top < 0) { /* no id at all: a tokenizer of 0 ids encodes nothing a model can read */
+        snprintf(c->path, sizeof c->path, "model.vocab");
+        return tkj_bad(c, "an empty vocabulary (no token, no added token)");
+    }
     *n_ids = (int)top + 1;
     return HS_OK;
 }
