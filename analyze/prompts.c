@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* v is a token id: a whole number in [0, 2^31), tested before any cast
+ * (1e300 cast to int32_t is undefined) */
+static int is_id(double v) { return v >= 0 && v < 2147483648.0 && v == (double)(int32_t)v; }
+
 /* One parsed line. */
 typedef struct {
     int32_t *clean, *corrupt;
@@ -26,7 +30,7 @@ static int ids_array(const cJSON *a, const char *key, const char *path, int line
     int i = 0;
     for (const cJSON *e = a->child; e; e = e->next, i++) {
         double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
-        if (v != (double)(int32_t)v || v < 0)
+        if (!is_id(v))
             return hs_fail(HS_EFORMAT, "%s:%d: \"%s\"[%d] is not a token id", path, line, key, i);
         if (v >= vocab)
             return hs_fail(HS_EINVAL, "%s:%d: \"%s\"[%d] = %.0f is outside the vocabulary (%d)",
@@ -41,7 +45,7 @@ static int one_id(const cJSON *v, const char *key, const char *path, int line, i
                   int32_t *id)
 {
     double x = cJSON_IsNumber(v) ? v->valuedouble : -1;
-    if (x != (double)(int32_t)x || x < 0)
+    if (!is_id(x))
         return hs_fail(HS_EFORMAT, "%s:%d: \"%s\" must be a token id", path, line, key);
     if (x >= vocab)
         return hs_fail(HS_EINVAL, "%s:%d: \"%s\" = %.0f is outside the vocabulary (%d)", path, line,
@@ -77,14 +81,36 @@ static int first_token(const hs_tokenizer *tok, const cJSON *v, const char *key,
     return rc;
 }
 
+/* The column (from 1) of a NUL in a line of len bytes: a NUL byte, or a
+ * \u0000 escape (not itself escaped, \\u0000). cJSON ends a string at
+ * its first NUL, so such a prompt would be cut short in silence; 0: none. */
+static size_t nul_column(const char *text, size_t len)
+{
+    size_t z = strlen(text);
+    if (z < len)
+        return z + 1;
+    for (const char *u = text; (u = strstr(u, "\\u0000")); u++) {
+        size_t at = (size_t)(u - text), k = 0; /* k: backslashes before this one */
+        while (k < at && text[at - 1 - k] == '\\')
+            k++;
+        if (k % 2 == 0)
+            return at + 1;
+    }
+    return 0;
+}
+
 static const char *const TEXT_KEYS[] = { "clean", "corrupt", "answer", "wrong" };
 static const char *const ID_KEYS[] = { "clean_ids", "corrupt_ids", "answer_id", "wrong_id" };
 
-static int parse_line(prompt *p, const char *text, const hs_tokenizer *tok, int vocab,
+static int parse_line(prompt *p, const char *text, size_t len, const hs_tokenizer *tok, int vocab,
                       const char *path, int line)
 {
     memset(p, 0, sizeof *p);
     p->line = line;
+    size_t nul = nul_column(text, len);
+    if (nul)
+        return hs_fail(HS_EFORMAT, "%s:%d: a NUL character at column %zu (a prompt is text without"
+                       " NUL)", path, line, nul);
     cJSON *o = cJSON_Parse(text);
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
@@ -218,7 +244,7 @@ int hs_prompts_load(hs_prompt_set *set, const char *path, const hs_tokenizer *to
             }
             p = q;
         }
-        rc = parse_line(&p[n], buf, tok, vocab_size, path, line);
+        rc = parse_line(&p[n], buf, (size_t)got, tok, vocab_size, path, line);
         n++;
         if (!rc && max_len > 0 && p[n - 1].T > max_len)
             rc = hs_fail(HS_EINVAL, "%s:%d: %d tokens exceed the model's context of %d", path,

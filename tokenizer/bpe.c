@@ -177,8 +177,8 @@ int tk_bpe(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids
     if (n <= CACHE_MAX_KEY) {
         h = tk_hash(w, n);
         tk_cached *e = cache_find(s, w, n, h);
-        if (e && e->key_n != UINT32_MAX)
-            return tk_ids_add(out, s->cache_ids.p + e->ids_off, e->ids_n);
+        if (e && e->key_n != UINT32_MAX) /* a cached empty result: no ids, maybe no array */
+            return e->ids_n ? tk_ids_add(out, s->cache_ids.p + e->ids_off, e->ids_n) : HS_OK;
     }
     if (t->ignore_merges) {
         int32_t id = tk_strmap_get(&t->vocab, w, n);
@@ -227,7 +227,9 @@ int tk_bpe(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids
     for (int32_t i = m ? 0 : -1; i >= 0; i = s->sym[i].next)
         if (tk_ids_add(out, &s->sym[i].id, 1))
             return HS_ENOMEM;
+    /* out->p is still NULL when no id came of any pre-token so far (bytes
+     * outside the vocabulary, no unknown token) */
     if (n <= CACHE_MAX_KEY)
-        return cache_put(s, w, n, h, out->p + first, out->n - first);
+        return cache_put(s, w, n, h, out->n > first ? out->p + first : NULL, out->n - first);
     return HS_OK;
 }

@@ -13,7 +13,7 @@
 typedef struct {
     tk_buf *s;   /* n strings */
     char *added; /* added token: ByteLevel leaves it alone (as transformers.js) */
-    size_t n;
+    size_t n, cap;
 } toklist;
 
 static void list_free(toklist *l)
@@ -21,19 +21,25 @@ static void list_free(toklist *l)
     for (size_t i = 0; i < l->n; i++)
         free(l->s[i].p);
     free(l->s), free(l->added);
-    l->s = NULL, l->added = NULL, l->n = 0;
+    l->s = NULL, l->added = NULL, l->n = l->cap = 0;
 }
 
+/* grows by doubling: one realloc a token made decoding n tokens O(n^2) in
+ * copies wherever realloc moves the block */
 static int list_add(toklist *l, const char *s, size_t n, int added)
 {
-    tk_buf *g = realloc(l->s, (l->n + 1) * sizeof *g);
-    if (g)
-        l->s = g;
-    char *a = g ? realloc(l->added, l->n + 1) : NULL;
-    if (a)
-        l->added = a;
-    if (!g || !a)
-        return hs_fail(HS_ENOMEM, "tokenizer: decoding");
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        tk_buf *g = realloc(l->s, cap * sizeof *g);
+        if (g)
+            l->s = g;
+        char *a = g ? realloc(l->added, cap) : NULL;
+        if (a)
+            l->added = a;
+        if (!g || !a)
+            return hs_fail(HS_ENOMEM, "tokenizer: decoding");
+        l->cap = cap;
+    }
     l->s[l->n] = (tk_buf){ 0 };
     l->added[l->n] = (char)added;
     return tk_buf_add(&l->s[l->n++], s, n);

@@ -35,9 +35,15 @@ size_t tkj_push(tkj_ctx *c, const char *fmt, ...)
     return n;
 }
 
-static char *read_file(const char *path, size_t *n)
+/* The file's bytes (NUL-terminated), which must be UTF-8 as HF's JSON
+ * reader requires: every string of the file becomes text that the regexes
+ * match with PCRE2_NO_UTF_CHECK, so invalid UTF-8 (a Prepend, a Replace
+ * content, a Metaspace replacement) would let PCRE2's JIT read past the
+ * text. NULL with *rc set (HS_EIO, HS_EFORMAT naming the byte offset). */
+static char *read_file(const char *path, size_t *n, int *rc)
 {
     size_t size = 0;
+    *rc = HS_EIO;
     int fd = hs_open_regular(path, &size);
     if (fd < 0)
         return NULL;
@@ -57,6 +63,14 @@ static char *read_file(const char *path, size_t *n)
     if (!buf)
         return NULL;
     buf[got] = 0;
+    size_t bad = tk_utf8_check(buf, got);
+    if (bad < got) {
+        *rc = hs_fail(HS_EFORMAT, "%s: invalid UTF-8 at byte offset %zu (a tokenizer file is"
+                      " UTF-8 text)", path, bad);
+        free(buf);
+        return NULL;
+    }
+    *rc = HS_OK;
     *n = got;
     return buf;
 }
@@ -266,6 +280,10 @@ static int max_id(tkj_ctx *c, const cJSON *vocab, const cJSON *added, int *n_ids
         snprintf(c->path, sizeof c->path, "model.vocab");
         return tkj_bad(c, "the largest id is far beyond the number of tokens (ids must be dense)");
     }
+    if (top < 0) { /* no id at all: a tokenizer of 0 ids encodes nothing a model can read */
+        snprintf(c->path, sizeof c->path, "model.vocab");
+        return tkj_bad(c, "an empty vocabulary (no token, no added token)");
+    }
     *n_ids = (int)top + 1;
     return HS_OK;
 }
@@ -383,20 +401,21 @@ static int component(tkj_ctx *c, const cJSON *root, const char *key, hs_tokenize
 int tk_load_json(hs_tokenizer *t, const char *file)
 {
     size_t n;
-    char *text = read_file(file, &n);
+    int rc;
+    char *text = read_file(file, &n, &rc);
     if (!text)
-        return HS_EIO;
+        return rc;
     cJSON *root = cJSON_ParseWithLength(text, n);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
-        int rc = hs_fail(HS_EFORMAT, "%s: not valid JSON (near byte %ld)", file,
+        rc = hs_fail(HS_EFORMAT, "%s: not valid JSON (near byte %ld)", file,
                          at && at >= text && at <= text + n ? (long)(at - text) : -1L);
         free(text);
         return rc;
     }
     free(text);
     tkj_ctx c = { .file = file };
-    int rc = cJSON_IsObject(root) ? HS_OK : hs_fail(HS_EFORMAT, "%s: a JSON object expected", file);
+    rc = cJSON_IsObject(root) ? HS_OK : hs_fail(HS_EFORMAT, "%s: a JSON object expected", file);
     const cJSON *trunc = cJSON_GetObjectItemCaseSensitive(root, "truncation");
     if (!rc && trunc && !cJSON_IsNull(trunc))
         rc = hs_fail(HS_EFORMAT, "%s: truncation: not supported (null expected)", file);
@@ -427,9 +446,10 @@ int tk_load_json(hs_tokenizer *t, const char *file)
 int tk_load_gpt2(hs_tokenizer *t, const char *vocab_file, const char *merges_file)
 {
     size_t n;
-    char *text = read_file(vocab_file, &n);
+    int rc;
+    char *text = read_file(vocab_file, &n, &rc);
     if (!text)
-        return HS_EIO;
+        return rc;
     cJSON *vocab = cJSON_ParseWithLength(text, n);
     free(text);
     if (!cJSON_IsObject(vocab)) {
@@ -441,7 +461,7 @@ int tk_load_gpt2(hs_tokenizer *t, const char *vocab_file, const char *merges_fil
     p.re = tk_regex(TK_GPT2_PATTERN, sizeof TK_GPT2_PATTERN - 1, 0, "GPT-2 pattern");
     t->pre = malloc(sizeof *t->pre);
     t->dec = calloc(1, sizeof *t->dec);
-    int rc = p.re && t->pre && t->dec ? HS_OK : HS_ENOMEM;
+    rc = p.re && t->pre && t->dec ? HS_OK : HS_ENOMEM;
     if (t->pre)
         t->pre[t->n_pre++] = p;
     else
@@ -461,9 +481,7 @@ int tk_load_gpt2(hs_tokenizer *t, const char *vocab_file, const char *merges_fil
     if (!rc)
         rc = read_vocab(&c, t, vocab);
     cJSON_Delete(vocab);
-    char *m = rc ? NULL : read_file(merges_file, &n);
-    if (!rc && !m)
-        rc = HS_EIO;
+    char *m = rc ? NULL : read_file(merges_file, &n, &rc);
     /* lines "left right"; a first line "#version: ..." and empty lines skipped */
     size_t lines = 0;
     for (size_t i = 0; m && i < n; i++)

@@ -25,8 +25,10 @@ pcre2_code *tk_regex(const char *pat, size_t n, int is_literal, const char *fiel
     return re;
 }
 
-/* a child that must be a string (or absent: def) */
-static int get_pattern(tkj_ctx *c, const cJSON *o, pcre2_code **re, tk_str *lit, int want_string)
+/* the "pattern" child: a literal kept as text (want_string) or compiled,
+ * its text then in *pat (malloc'd, for the errors of a match) */
+static int get_pattern(tkj_ctx *c, const cJSON *o, pcre2_code **re, char **pat, tk_str *lit,
+                       int want_string)
 {
     size_t at = tkj_push(c, ".%s", "pattern");
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "pattern");
@@ -36,11 +38,13 @@ static int get_pattern(tkj_ctx *c, const cJSON *o, pcre2_code **re, tk_str *lit,
     if (cJSON_IsString(s) && want_string)
         rc = tkj_dup_str(lit, s->valuestring, strlen(s->valuestring));
     else if (cJSON_IsString(s) || cJSON_IsString(r)) {
-        const char *pat = cJSON_IsString(s) ? s->valuestring : r->valuestring;
+        const char *text = cJSON_IsString(s) ? s->valuestring : r->valuestring;
         char field[300];
         snprintf(field, sizeof field, "%s: %s", c->file, c->path);
-        *re = tk_regex(pat, strlen(pat), cJSON_IsString(s), field);
+        *re = tk_regex(text, strlen(text), cJSON_IsString(s), field);
         rc = *re ? HS_OK : HS_EFORMAT;
+        if (!rc && !(*pat = strdup(text)))
+            rc = hs_fail(HS_ENOMEM, "%s", field);
     } else
         rc = tkj_bad(c, "{\"String\": ...} or {\"Regex\": ...} expected");
     c->path[at] = 0;
@@ -91,14 +95,14 @@ int tkj_read_normalizer(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
             rc = tkj_dup_str(&n.a, s, strlen(s));
     } else if (type && !strcmp(type, "Replace")) {
         n.type = TK_REPLACE;
-        rc = get_pattern(c, o, &n.re, &n.a, 1);
+        rc = get_pattern(c, o, &n.re, &n.pat, &n.a, 1);
         if (!rc && !(rc = tkj_get_string(c, o, "content", NULL, &s)))
             rc = tkj_dup_str(&n.b, s, strlen(s));
     } else
         return tkj_unsupported_type(c, type, "NFC, NFKC, NFD, NFKD, Lowercase, Prepend, Replace, Sequence");
     tk_norm *g = tkj_grow(t->norm, t->n_norm, sizeof *g);
     if (!g) {
-        free(n.a.s), free(n.b.s), pcre2_code_free(n.re);
+        free(n.a.s), free(n.b.s), free(n.pat), pcre2_code_free(n.re);
         return hs_fail(HS_ENOMEM, "tokenizer: normalizers");
     }
     t->norm = g;
@@ -154,7 +158,7 @@ int tkj_read_pre(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
         static const char *const names[] = { "Isolated", "Removed", "MergedWithPrevious",
                                              "MergedWithNext", "Contiguous" };
         p.type = TK_SPLIT;
-        rc = get_pattern(c, o, &p.re, NULL, 0);
+        rc = get_pattern(c, o, &p.re, &p.pat, NULL, 0);
         if (!rc)
             rc = tkj_get_bool(c, o, "invert", 0, &p.invert);
         if (!rc && !(rc = tkj_get_string(c, o, "behavior", NULL, &s))) {
@@ -182,7 +186,7 @@ int tkj_read_pre(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
         return tkj_unsupported_type(c, type, "ByteLevel, Split, Metaspace, Sequence");
     tk_pre *g = tkj_grow(t->pre, t->n_pre, sizeof *g);
     if (!g) {
-        pcre2_code_free(p.re), free(p.repl.s);
+        pcre2_code_free(p.re), free(p.pat), free(p.repl.s);
         return hs_fail(HS_ENOMEM, "tokenizer: pre-tokenizers");
     }
     t->pre = g;
@@ -228,7 +232,9 @@ int tkj_read_dec(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
     } else if (type && !strcmp(type, "Replace")) {
         d.type = TK_D_REPLACE;
         pcre2_code *re = NULL;
-        rc = get_pattern(c, o, &re, &d.a, 1);
+        char *pat = NULL;
+        rc = get_pattern(c, o, &re, &pat, &d.a, 1);
+        free(pat);
         if (re) {
             pcre2_code_free(re);
             rc = tkj_bad(c, "Replace with a Regex pattern is not supported in a decoder");

@@ -14,9 +14,17 @@ tk_scratch *tk_scratch_new(const hs_tokenizer *t)
 {
     (void)t;
     tk_scratch *s = calloc(1, sizeof *s);
-    if (s)
+    if (s) {
         s->md = pcre2_match_data_create(8, NULL);
-    if (!s || !s->md) {
+        s->mc = pcre2_match_context_create(NULL);
+    }
+    if (s && s->mc) {
+        pcre2_set_match_limit(s->mc, TK_MATCH_LIMIT);
+        pcre2_set_depth_limit(s->mc, TK_MATCH_LIMIT);
+    }
+    if (!s || !s->md || !s->mc) {
+        if (s)
+            pcre2_match_data_free(s->md), pcre2_match_context_free(s->mc);
         free(s);
         hs_fail(HS_ENOMEM, "tokenizer: scratch");
         return NULL;
@@ -36,6 +44,7 @@ void tk_scratch_free(tk_scratch *s)
     if (!s)
         return;
     pcre2_match_data_free(s->md);
+    pcre2_match_context_free(s->mc);
     free(s->norm[0].p), free(s->norm[1].p);
     free_blocks(s);
     free(s->blocks);
@@ -44,20 +53,21 @@ void tk_scratch_free(tk_scratch *s)
     free(s);
 }
 
-pcre2_match_data *tk_scratch_md(tk_scratch *s) { return s->md; }
-
-int tk_regex_each(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n,
+int tk_regex_each(const pcre2_code *re, const char *pat, tk_scratch *sc, const char *s, size_t n,
                   int (*fn)(void *, size_t, size_t), void *ctx)
 {
+    pcre2_match_data *md = sc->md;
     size_t start = 0;
     while (start <= n) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK, md, NULL);
+        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK, md, sc->mc);
         if (rc == PCRE2_ERROR_NOMATCH)
             return HS_OK;
         if (rc < 0) {
             PCRE2_UCHAR msg[200];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            return hs_fail(HS_EINVAL, "tokenizer: regex match failed: %s", (char *)msg);
+            return hs_fail(HS_EINVAL, "tokenizer: the pattern \"%.200s\"%s fails at byte %zu of a"
+                           " %zu-byte text: %s", pat ? pat : "GPT-2's", pat ? "" : " (ByteLevel)",
+                           start, n, (char *)msg);
         }
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         size_t ms = ov[0], me = ov[1];
@@ -165,7 +175,7 @@ int tk_normalize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t n
             rc = replace_literal(dst, cur, n, &nm->a, &nm->b);
         else {
             replace_ctx c = { cur, dst, 0, &nm->b };
-            rc = tk_regex_each(nm->re, s->md, cur, n, replace_match, &c);
+            rc = tk_regex_each(nm->re, nm->pat, s, cur, n, replace_match, &c);
             if (!rc)
                 rc = tk_buf_add(dst, cur + c.prev, n - c.prev);
         }
@@ -285,7 +295,7 @@ static int split_piece(tk_scratch *s, const tk_pre *pr, const pcre2_code *re, co
                        tk_pieces *out)
 {
     split_ctx c = { .pr = pr, .in = in, .out = out };
-    int rc = tk_regex_each(re, s->md, in->p, in->n, split_match, &c);
+    int rc = tk_regex_each(re, pr->pat, s, in->p, in->n, split_match, &c);
     if (!rc && c.prev < in->n)
         rc = stretch(&c, c.prev, in->n, 0);
     return rc ? rc : flush(&c);

@@ -45,6 +45,7 @@ typedef struct {
     tk_str a;        /* Prepend's text; Replace's string pattern */
     tk_str b;        /* Replace's content */
     pcre2_code *re;  /* Replace with a Regex pattern */
+    char *pat;       /* its text, for errors */
 } tk_norm;
 
 enum { TK_SPLIT, TK_BYTELEVEL, TK_METASPACE };
@@ -52,6 +53,7 @@ enum { TK_ISOLATED, TK_REMOVED, TK_MERGED_PREV, TK_MERGED_NEXT, TK_CONTIGUOUS };
 typedef struct {
     int type;
     pcre2_code *re;       /* Split's pattern; ByteLevel's GPT-2 regex (NULL: use_regex false) */
+    char *pat;            /* Split's pattern text, for errors (NULL: the GPT-2 pattern) */
     int behavior, invert; /* Split */
     int add_prefix_space; /* ByteLevel */
     tk_str repl;          /* Metaspace's replacement (UTF-8) */
@@ -184,6 +186,7 @@ typedef struct {
 /* per-call state: one encode's scratch, so that a handle is shared freely */
 typedef struct tk_scratch {
     pcre2_match_data *md;
+    pcre2_match_context *mc; /* the limits of one match (TK_MATCH_LIMIT) */
     tk_buf norm[2];
     char **blocks; /* text written by pre-tokenizers, freed per segment */
     size_t nblocks;
@@ -209,10 +212,15 @@ int tk_pretokenize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t
                    tk_pieces **out);
 /* appends the BPE ids of one pre-token */
 int tk_bpe(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids *out);
-/* Regex matches: calls back (start, end) for every match of re in [0, n) */
-int tk_regex_each(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n,
+/* Regex matches: calls back (start, end) for every match of re in [0, n).
+ * A pattern from a file may backtrack catastrophically ("(a+)+$"): each
+ * match attempt is limited to TK_MATCH_LIMIT steps (PCRE2's match and depth
+ * limits), past which the text is refused (HS_EINVAL naming the pattern,
+ * pat; NULL names the GPT-2 pattern) instead of hanging the tool. Real
+ * tokenizers' patterns take a few steps per character of a match. */
+#define TK_MATCH_LIMIT 1000000
+int tk_regex_each(const pcre2_code *re, const char *pat, tk_scratch *sc, const char *s, size_t n,
                   int (*fn)(void *, size_t, size_t), void *ctx);
-pcre2_match_data *tk_scratch_md(tk_scratch *s);
 
 /* ---- decoding (tokenizer/decode.c) ---- */
 /* The bytes of ids through the decoder chain. display: the token text for

@@ -56,10 +56,11 @@ void hs_tokenizer_free(hs_tokenizer *t)
         free(t->added[i].content.s);
     free(t->added);
     for (int i = 0; i < t->n_norm; i++)
-        free(t->norm[i].a.s), free(t->norm[i].b.s), pcre2_code_free(t->norm[i].re);
+        free(t->norm[i].a.s), free(t->norm[i].b.s), free(t->norm[i].pat),
+            pcre2_code_free(t->norm[i].re);
     free(t->norm);
     for (int i = 0; i < t->n_pre; i++)
-        pcre2_code_free(t->pre[i].re), free(t->pre[i].repl.s);
+        pcre2_code_free(t->pre[i].re), free(t->pre[i].pat), free(t->pre[i].repl.s);
     free(t->pre);
     for (int i = 0; i < t->n_dec; i++)
         free(t->dec[i].a.s), free(t->dec[i].b.s);

@@ -1,0 +1,164 @@
+/* Tokenizer load + encode + decode + token_text (tokenizer/). The first
+ * byte chooses the mode and the flags:
+ *   mode (byte % 4)  0: the input is tokenizer.json, a NUL byte, then the
+ *                       text (the file's structure and the text both fuzzed)
+ *                    1: a fixed byte-level BPE tokenizer.json (GPT-2 regex,
+ *                       a Split, added tokens, TemplateProcessing); the rest
+ *                       is the text
+ *                    2: a fixed Metaspace + byte_fallback tokenizer.json with
+ *                       normalizers (NFKC, Replace, Prepend); the rest is text
+ *                    3: GPT-2's files: vocab.json NUL merges.txt NUL text
+ *   flags (byte / 4) bit 0 add_special, bit 1 skip_special.
+ * An opened tokenizer encodes the text; every id must lie in the vocabulary;
+ * the ids are decoded and each one's token_text is read into buffers of
+ * several sizes (the result NUL-terminated within cap). The text's bytes,
+ * read as ids (outside the vocabulary too), are decoded and shown as well:
+ * an unknown id is an error, never a read out of bounds. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_util.h"
+#include "tokenizer.h"
+
+/* a byte-level BPE as GPT-2 / Llama-3 files are, kept small */
+static const char BYTELEVEL_JSON[] =
+    "{\"version\":\"1.0\",\"added_tokens\":["
+    "{\"id\":20,\"content\":\"<|bos|>\",\"special\":true,\"normalized\":false},"
+    "{\"id\":21,\"content\":\"<|eos|>\",\"special\":true,\"lstrip\":true,\"rstrip\":true},"
+    "{\"id\":22,\"content\":\" hello\",\"special\":false,\"single_word\":true,\"normalized\":true}],"
+    "\"normalizer\":null,"
+    "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":["
+    "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\p{N}{1,3}\"},\"behavior\":\"Isolated\","
+    "\"invert\":false},"
+    "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":true}]},"
+    "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":["
+    "{\"SpecialToken\":{\"id\":\"<|bos|>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},"
+    "{\"SpecialToken\":{\"id\":\"<|eos|>\",\"type_id\":0}}],"
+    "\"special_tokens\":{\"<|bos|>\":{\"id\":\"<|bos|>\",\"ids\":[20],\"tokens\":[\"<|bos|>\"]},"
+    "\"<|eos|>\":{\"id\":\"<|eos|>\",\"ids\":[21],\"tokens\":[\"<|eos|>\"]}}},"
+    "\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":true,"
+    "\"use_regex\":true},"
+    "\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,\"fuse_unk\":false,"
+    "\"byte_fallback\":false,\"ignore_merges\":false,\"vocab\":{\"a\":0,\"b\":1,\"c\":2,"
+    "\"\\u0120\":3,\"\\u0120a\":4,\"ab\":5,\"\\u0120ab\":6,\"1\":7,\"2\":8,\"12\":9,\"\\u010a\":10,"
+    "\"\\u00c3\":11,\"\\u00a9\":12,\"\\u00c3\\u00a9\":13,\"\\u0120\\u0120\":14,\"\\u00f0\":15,"
+    "\"\\u0141\":16,\"\\u013a\":17,\"\\u00a4\":18,\"\\u010d\":19},"
+    "\"merges\":[\"\\u0120 a\",\"a b\",\"\\u0120a b\",\"1 2\",\"\\u00c3 \\u00a9\","
+    "\"\\u0120 \\u0120\"]}}";
+
+/* a SentencePiece-style BPE as Llama-2 / Mistral files are */
+static const char METASPACE_JSON[] =
+    "{\"added_tokens\":[{\"id\":0,\"content\":\"<unk>\",\"special\":true},"
+    "{\"id\":1,\"content\":\"<s>\",\"special\":true},{\"id\":2,\"content\":\"</s>\",\"special\":true}],"
+    "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFKC\"},"
+    "{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"},"
+    "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\\u2581\"}]},"
+    "\"pre_tokenizer\":null,"
+    "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":["
+    "{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],"
+    "\"pair\":[],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[1],\"tokens\":[\"<s>\"]}}},"
+    "\"decoder\":{\"type\":\"Sequence\",\"decoders\":["
+    "{\"type\":\"Replace\",\"pattern\":{\"String\":\"\\u2581\"},\"content\":\" \"},"
+    "{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},"
+    "{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]},"
+    "\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":\"<unk>\",\"fuse_unk\":true,"
+    "\"byte_fallback\":true,\"vocab\":{\"<unk>\":0,\"<s>\":1,\"</s>\":2,\"<0x0A>\":3,"
+    "\"<0xC3>\":4,\"<0xA9>\":5,\"<0xF0>\":6,\"<0x9F>\":7,\"\\u2581\":8,\"a\":9,\"b\":10,"
+    "\"\\u2581a\":11,\"ab\":12,\"\\u2581ab\":13,\"fi\":14,\"f\":15,\"i\":16},"
+    "\"merges\":[\"\\u2581 a\",\"a b\",\"\\u2581a b\",\"f i\"]}}";
+
+static hs_tokenizer *fixed[2];
+
+static hs_tokenizer *open_fixed(int k)
+{
+    if (!fixed[k]) {
+        const char *json = k ? METASPACE_JSON : BYTELEVEL_JSON;
+        const char *path = hs_fuzz_write(k ? "metaspace.json" : "bytelevel.json",
+                                         (const uint8_t *)json, strlen(json));
+        if (hs_tokenizer_open(&fixed[k], path) != HS_OK)
+            abort(); /* the fixed files are valid */
+    }
+    return fixed[k];
+}
+
+/* the part of [*p, end) before the next NUL (all of it when none); *p after it */
+static size_t cut(const uint8_t **p, const uint8_t *end)
+{
+    const uint8_t *z = memchr(*p, 0, (size_t)(end - *p));
+    size_t n = (size_t)((z ? z : end) - *p);
+    *p = z ? z + 1 : end;
+    return n;
+}
+
+static void show(const hs_tokenizer *t, int32_t id)
+{
+    static const size_t caps[] = { 1, 3, 64 };
+    char buf[64];
+    for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++) {
+        memset(buf, 'x', sizeof buf);
+        if (hs_tokenizer_token_text(t, id, buf, caps[k]) == HS_OK &&
+            !memchr(buf, 0, caps[k]))
+            abort(); /* not terminated within cap */
+    }
+}
+
+static void exercise(const hs_tokenizer *t, const uint8_t *text, size_t n, int flags)
+{
+    int vocab = hs_tokenizer_vocab_size(t);
+    if (vocab <= 0)
+        abort();
+    int32_t *ids = NULL;
+    size_t nid = 0;
+    if (hs_tokenizer_encode(t, (const char *)text, n, flags & 1, &ids, &nid) == HS_OK) {
+        if (!ids)
+            abort();
+        for (size_t i = 0; i < nid; i++) {
+            if (ids[i] < 0 || ids[i] >= vocab)
+                abort(); /* an id outside the vocabulary */
+            if (i < 64)
+                show(t, ids[i]);
+        }
+        free(hs_tokenizer_decode(t, ids, nid, (flags >> 1) & 1));
+        free(ids);
+    }
+    /* the text's bytes as ids: in and out of the vocabulary */
+    int32_t raw[64];
+    size_t nraw = n / 2 < 64 ? n / 2 : 64;
+    for (size_t i = 0; i < nraw; i++) {
+        int v = (int)text[2 * i] | (int)text[2 * i + 1] << 8;
+        raw[i] = (int32_t)(v % (vocab + 2)) - 1; /* -1 .. vocab */
+        show(t, raw[i]);
+    }
+    free(hs_tokenizer_decode(t, raw, nraw, (flags >> 1) & 1));
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    int mode = data[0] % 4, flags = data[0] / 4;
+    const uint8_t *p = data + 1, *end = data + size;
+    hs_tokenizer *t = NULL;
+    if (mode == 1 || mode == 2) {
+        exercise(open_fixed(mode - 1), p, (size_t)(end - p), flags);
+        return 0;
+    }
+    if (mode == 0) {
+        const uint8_t *json = p;
+        size_t n = cut(&p, end);
+        if (hs_tokenizer_open(&t, hs_fuzz_write("tokenizer.json", json, n)) != HS_OK)
+            return 0;
+    } else {
+        const uint8_t *vocab = p;
+        size_t nv = cut(&p, end);
+        const uint8_t *merges = p;
+        size_t nm = cut(&p, end);
+        hs_fuzz_write("merges.txt", merges, nm);
+        if (hs_tokenizer_open(&t, hs_fuzz_write("vocab.json", vocab, nv)) != HS_OK)
+            return 0;
+    }
+    exercise(t, p, (size_t)(end - p), flags);
+    hs_tokenizer_free(t);
+    return 0;
+}
