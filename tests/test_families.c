@@ -33,95 +33,23 @@ static void case_dir(char *out, size_t n, const char *name)
     snprintf(out, n, "%s/families/%s", HS_FIXTURE_DIR, name);
 }
 
-/* Largest |a-b| / max(1,|b|). */
-static double err_real(const hs_real *a, const double *b, size_t n)
-{
-    double worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]) / fmax(1, fabs(b[i]));
-        worst = e > worst || isnan(e) ? e : worst;
-    }
-    return worst;
-}
-
-/* Every tensor of dir/grad.safetensors against the gradient buffer seen
- * through the model's table, exported in the file's names and layout. */
-static void compare_grads(const char *dir, const hs_model *m, const hs_real *grad_buf)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/grad.safetensors", dir);
-    hs_safetensors st;
-    CU_ASSERT_EQUAL_FATAL(hs_st_open(&st, path), HS_OK);
-    hs_model g = *m;
-    g.params = (hs_real *)grad_buf;
-    double worst = 0;
-    const char *worst_name = "";
-    for (int i = 0; i < st.n; i++) {
-        const hs_st_tensor *t = &st.t[i];
-        const size_t n = (t->end - t->begin) / 4;
-        double *mine = malloc(sizeof(double) * n);
-        size_t got = 0;
-        int rc = hs_checkpoint_export(&g, t->name, mine, n, &got);
-        if (rc)
-            printf("\n    %s", hs_last_error());
-        CU_ASSERT_EQUAL(rc, HS_OK);
-        CU_ASSERT_EQUAL(got, n);
-        for (size_t k = 0; !rc && k < n; k++) {
-            const double want = hs_st_get(&st, t, k);
-            const double e = fabs(mine[k] - want) / fmax(1, fabs(want));
-            if (e > worst || isnan(e))
-                worst = e, worst_name = t->name;
-        }
-        free(mine);
-    }
-    printf("\n    %d gradient tensors, worst %.3g (%s)", st.n, worst, worst_name);
-    CU_ASSERT(st.n > 0);
-    CU_ASSERT(worst <= GRAD_TOL);
-    hs_st_close(&st);
-}
-
 /* Loads checkpoint `dir_name`, compares logits and loss with case
- * `case_name` and, with grads, every parameter gradient. */
+ * `case_name` and, with grads, every parameter gradient with the oracle's
+ * grad.safetensors. */
 static void oracle_case(const char *case_name, const char *dir_name, int grads)
 {
-    fx_case fc;
-    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, families_txt(), case_name), 0);
-    char dir[512];
+    char dir[512], path[600];
     case_dir(dir, sizeof dir, dir_name);
-    hs_model m;
-    int rc = hs_checkpoint_load(&m, dir);
-    if (rc)
-        printf("\n    load: %s\n", hs_last_error());
-    CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
-    const int B = (int)fx_int(&fc, "B"), T = (int)fx_int(&fc, "T");
-    const fx_tensor *tok = fx_tensor_get(&fc, "tokens");
-    int32_t *in = malloc(sizeof(int32_t) * B * T), *tg = malloc(sizeof(int32_t) * B * T);
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            in[b * T + t] = (int32_t)tok->v[b * (T + 1) + t];
-            tg[b * T + t] = (int32_t)tok->v[b * (T + 1) + t + 1];
-        }
-    hs_trainer tr;
-    CU_ASSERT_EQUAL_FATAL(hs_trainer_init(&tr, &m, B, T, 1e-3, 0, 0), HS_OK);
-    CU_ASSERT_EQUAL_FATAL(hs_forward(&tr.acts, &m, in, NULL, NULL), HS_OK);
-    const fx_tensor *lg = fx_tensor_get(&fc, "logits");
-    const double e = err_real(tr.acts.logits, lg->v, lg->n);
-    printf("\n    %s (%s) logits max err %.3g", dir_name, hs_family_name(m.cfg.family), e);
-    CU_ASSERT(e <= TOL);
-    CU_ASSERT_EQUAL_FATAL(hs_forward(&tr.acts, &m, in, tg, NULL), HS_OK);
-    const double want = fx_tensor_get(&fc, "loss")->v[0];
-    printf("; loss %.12g want %.12g", tr.acts.loss, want);
-    CU_ASSERT(fabs(tr.acts.loss - want) <= TOL * fmax(1, fabs(want)));
+    fx_oracle o;
+    fx_oracle_open(&o, families_txt(), case_name, dir);
+    fx_oracle_logits(&o, dir_name, TOL);
+    fx_oracle_loss(&o, TOL, grads);
     if (grads) {
-        CU_ASSERT_EQUAL_FATAL(hs_backward(&tr.grads, NULL, &tr.acts, &m, in, tg, NULL,
-                                          (hs_real)(1.0 / (B * T))),
-                              HS_OK);
-        compare_grads(dir, &m, tr.grad_buf);
+        snprintf(path, sizeof path, "%s/grad.safetensors", dir);
+        const hs_model g = fx_oracle_grads(&o);
+        CU_ASSERT(fx_compare_safetensors(path, &g, GRAD_TOL) > 0);
     }
-    hs_trainer_free(&tr);
-    hs_model_free(&m);
-    free(in), free(tg);
-    fx_free(&fc);
+    fx_oracle_close(&o);
 }
 
 static void test_gpt_neox_parallel_partial_rotary_matches_torch(void)

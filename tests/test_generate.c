@@ -16,6 +16,7 @@
 
 #include "convert.h"
 #include "decode.h"
+#include "fixture.h"
 #include "mla.h"
 #include "runner.h"
 #include "transformer.h"
@@ -26,121 +27,13 @@ static const double TOL = 1e-10;
 static const double TOL = 1e-5;
 #endif
 
-/* A preset with overrides, randomly initialised and scaled up (x3) so the
- * logits are far from uniform and greedy choices are not near-ties. */
-static void make_model(hs_model *m, const char *preset, const char *const *over, int nover,
-                       unsigned long long seed)
-{
-    hs_model_config c;
-    CU_ASSERT_EQUAL_FATAL(hs_config_preset(&c, preset), HS_OK);
-    for (int i = 0; i < nover; i++) {
-        int rc = hs_config_override(&c, over[i]);
-        if (rc)
-            printf("\n    %s: %s", over[i], hs_last_error());
-        CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
-    }
-    CU_ASSERT_EQUAL_FATAL(hs_model_init(m, &c), HS_OK);
-    hs_model_init_random(m, seed);
-    for (size_t i = 0; i < m->n_params; i++)
-        m->params[i] *= 3;
-}
-
-/* The reference's sliding window, applied to the full forward's maps
- * independently of the attention kernel: entries of keys s <= t - W are
- * set to 0 and each row renormalised over its window, which is the softmax
- * restricted to the window (a no-op once the kernel masks the window). */
-static int window_pattern(void *ctx, const hs_site_view *v)
-{
-    const int W = *(const int *)ctx;
-    for (int b = 0; b < v->B; b++)
-        for (int h = 0; h < v->heads; h++)
-            for (int t = 0; t < v->T; t++) {
-                hs_real *row = v->x + b * v->sb + t * v->st + h * v->sh;
-                double sum = 0;
-                for (int s = 0; s < v->width; s++)
-                    if (s <= t - W || s > t)
-                        row[s] = 0;
-                    else
-                        sum += row[s];
-                for (int s = 0; s < v->width; s++)
-                    row[s] = (hs_real)(row[s] / sum);
-            }
-    return HS_OK;
-}
-
-/* Logits of the last position of a full forward over tok[0..T) (with the
- * model's sliding window applied to its maps, when it has one). */
-static void full_logits(hs_real *out, const hs_model *m, const int32_t *tok, int T)
-{
-    hs_acts a;
-    int W = m->cfg.window;
-    hs_hooks hooks = { 0 };
-    hooks.site[HS_SITE_PATTERN] = (hs_site_hook){ window_pattern, &W };
-    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &m->cfg, 1, T, W ? HS_ACTS_MAPS : HS_ACTS_INFER),
-                          HS_OK);
-    CU_ASSERT_EQUAL_FATAL(hs_forward(&a, m, tok, NULL, W ? &hooks : NULL), HS_OK);
-    memcpy(out, a.logits + (size_t)(T - 1) * m->cfg.vocab_size,
-           sizeof(hs_real) * m->cfg.vocab_size);
-    hs_acts_free(&a);
-}
-
-static int32_t argmax(const hs_real *x, int n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
-/* Prefill of `prompt` tokens, then greedy steps up to `total` positions:
- * every step's logits within TOL (relative to max(1, |logit|)) of the full
- * forward's and the same greedy id. */
-static void check_cached_equals_full(const hs_model *m, int prompt, int total, const char *what)
-{
-    const int V = m->cfg.vocab_size;
-    int32_t *tok = calloc((size_t)total, sizeof *tok);
-    hs_real *ref = calloc((size_t)V, sizeof *ref);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(tok);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
-    for (int i = 0; i < prompt; i++)
-        tok[i] = (int32_t)((i * 37 + 11) % V);
-    hs_decoder dec;
-    CU_ASSERT_EQUAL_FATAL(hs_decoder_init(&dec, m, total), HS_OK);
-    CU_ASSERT_EQUAL_FATAL(hs_decoder_feed(&dec, tok, prompt), HS_OK);
-    double worst = 0;
-    int id_mismatch = 0;
-    for (int t = prompt;; t++) {
-        full_logits(ref, m, tok, t);
-        for (int v = 0; v < V; v++) {
-            double e = fabs((double)dec.logits[v] - ref[v]) / fmax(1.0, fabs((double)ref[v]));
-            worst = e > worst ? e : worst;
-        }
-        id_mismatch += argmax(dec.logits, V) != argmax(ref, V);
-        if (t == total)
-            break;
-        tok[t] = argmax(dec.logits, V);
-        CU_ASSERT_EQUAL_FATAL(hs_decoder_feed(&dec, &tok[t], 1), HS_OK);
-    }
-    if (worst > TOL || id_mismatch)
-        printf("\n    %s: largest logit difference %.3g, %d greedy ids differ", what, worst,
-               id_mismatch);
-    CU_ASSERT(worst <= TOL);
-    CU_ASSERT_EQUAL(id_mismatch, 0);
-    /* feeding past the decoder's length is refused */
-    CU_ASSERT_EQUAL(hs_decoder_feed(&dec, tok, 1), HS_EINVAL);
-    hs_decoder_free(&dec);
-    free(tok);
-    free(ref);
-}
-
 static void test_mha_cached_decoding_equals_recomputation(void)
 {
     hs_model m;
     const char *over[] = { "d_model=32", "n_ctx=40" };
-    make_model(&m, "gpt2", over, 2, 1);
+    fx_make_model(&m, "gpt2", over, 2, 1);
     CU_ASSERT_EQUAL(m.cfg.n_kv_head[0], m.cfg.n_head[0]);
-    check_cached_equals_full(&m, 5, 24, "gpt2 MHA");
+    fx_check_decoding(&m, 5, 24, TOL, "gpt2 MHA");
     hs_model_free(&m);
 }
 
@@ -148,8 +41,8 @@ static void test_gqa_cached_decoding_equals_recomputation(void)
 {
     hs_model m;
     const char *over[] = { "d_model=32", "n_head=4", "n_kv_head=2", "n_ctx=40" };
-    make_model(&m, "llama", over, 4, 2);
-    check_cached_equals_full(&m, 7, 24, "llama GQA");
+    fx_make_model(&m, "llama", over, 4, 2);
+    fx_check_decoding(&m, 7, 24, TOL, "llama GQA");
     hs_model_free(&m);
 }
 
@@ -157,8 +50,8 @@ static void test_mqa_cached_decoding_equals_recomputation(void)
 {
     hs_model m;
     const char *over[] = { "d_model=32", "n_head=4", "n_kv_head=1", "n_ctx=40" };
-    make_model(&m, "qwen2", over, 4, 3);
-    check_cached_equals_full(&m, 1, 20, "qwen2 MQA");
+    fx_make_model(&m, "qwen2", over, 4, 3);
+    fx_check_decoding(&m, 1, 20, TOL, "qwen2 MQA");
     hs_model_free(&m);
 }
 
@@ -170,13 +63,13 @@ static void test_window_ring_cache_decoding_equals_recomputation(void)
 {
     hs_model m;
     const char *over[] = { "d_model=32", "n_ctx=40", "window=4" };
-    make_model(&m, "mistral", over, 3, 4);
+    fx_make_model(&m, "mistral", over, 3, 4);
     hs_decoder dec;
     CU_ASSERT_EQUAL_FATAL(hs_decoder_init(&dec, &m, 24), HS_OK);
     CU_ASSERT_EQUAL(dec.layer[0].window, 4);
     CU_ASSERT_EQUAL(dec.layer[0].kv.cap, 4);
     hs_decoder_free(&dec);
-    check_cached_equals_full(&m, 6, 24, "mistral window 4");
+    fx_check_decoding(&m, 6, 24, TOL, "mistral window 4");
     hs_model_free(&m);
 }
 
@@ -184,13 +77,13 @@ static void test_neox_and_post_norm_cached_decoding_equal_recomputation(void)
 {
     hs_model m;
     const char *neox[] = { "d_model=32", "n_ctx=40" };
-    make_model(&m, "gpt_neox", neox, 2, 5);
+    fx_make_model(&m, "gpt_neox", neox, 2, 5);
     CU_ASSERT(m.cfg.parallel_residual && m.cfg.rotary_dims < m.cfg.head_dim);
-    check_cached_equals_full(&m, 3, 16, "gpt_neox");
+    fx_check_decoding(&m, 3, 16, TOL, "gpt_neox");
     hs_model_free(&m);
     const char *tiny[] = { "n_ctx=16" };
-    make_model(&m, "tinylm", tiny, 1, 6);
-    check_cached_equals_full(&m, 2, 16, "tinylm (post-norm)");
+    fx_make_model(&m, "tinylm", tiny, 1, 6);
+    fx_check_decoding(&m, 2, 16, TOL, "tinylm (post-norm)");
     hs_model_free(&m);
 }
 
@@ -203,7 +96,7 @@ static void test_mla_cached_decoding_equals_recomputation(void)
 {
     hs_model m;
     const char *plain[] = { "d_model=32", "n_ctx=40", "v_head_dim=12" };
-    make_model(&m, "mla", plain, 3, 11);
+    fx_make_model(&m, "mla", plain, 3, 11);
     CU_ASSERT_FATAL(m.cfg.mla && m.cfg.q_lora_rank == 0);
     hs_decoder dec;
     CU_ASSERT_EQUAL_FATAL(hs_decoder_init(&dec, &m, 24), HS_OK);
@@ -212,12 +105,12 @@ static void test_mla_cached_decoding_equals_recomputation(void)
         CU_ASSERT_PTR_NULL(dec.layer[l].kv.k); /* no per-head keys or values */
     }
     hs_decoder_free(&dec);
-    check_cached_equals_full(&m, 6, 24, "mla (q_proj)");
+    fx_check_decoding(&m, 6, 24, TOL, "mla (q_proj)");
     hs_model_free(&m);
     const char *qlora[] = { "d_model=32", "n_ctx=40", "q_lora_rank=12", "kv_lora_rank=16" };
-    make_model(&m, "mla", qlora, 4, 12);
+    fx_make_model(&m, "mla", qlora, 4, 12);
     CU_ASSERT_FATAL(m.cfg.q_lora_rank == 12);
-    check_cached_equals_full(&m, 1, 20, "mla (q_lora_rank 12)");
+    fx_check_decoding(&m, 1, 20, TOL, "mla (q_lora_rank 12)");
     hs_model_free(&m);
 }
 
@@ -229,7 +122,7 @@ static void test_mla_cache_bytes_and_reset(void)
 {
     hs_model m;
     const char *over[] = { "d_model=32", "n_ctx=64", "n_layer=3" };
-    make_model(&m, "mla", over, 3, 13);
+    fx_make_model(&m, "mla", over, 3, 13);
     const hs_model_config *c = &m.cfg;
     hs_decoder dec;
     CU_ASSERT_EQUAL_FATAL(hs_decoder_init(&dec, &m, 50), HS_OK);
@@ -258,7 +151,7 @@ static void test_cache_bytes_hold_kv_heads_only(void)
 {
     hs_model m;
     const char *over[] = { "d_model=32", "n_head=4", "n_kv_head=1", "n_ctx=64", "window=8" };
-    make_model(&m, "mistral", over, 5, 7);
+    fx_make_model(&m, "mistral", over, 5, 7);
     hs_decoder dec;
     CU_ASSERT_EQUAL_FATAL(hs_decoder_init(&dec, &m, 50), HS_OK);
     CU_ASSERT_EQUAL(hs_decoder_cache_bytes(&dec),
@@ -277,7 +170,7 @@ static void test_generate_refuses_out_of_vocabulary_and_too_long(void)
 {
     hs_model m;
     const char *over[] = { "d_model=32", "n_ctx=16" };
-    make_model(&m, "gpt2", over, 2, 8);
+    fx_make_model(&m, "gpt2", over, 2, 8);
     int32_t out[32], bad[2] = { 3, 256 }, ok[2] = { 3, 4 };
     hs_generate_stats st;
     hs_sample_opts so = { 0 };
@@ -324,7 +217,7 @@ static void test_convert_pools_group_means(void)
 {
     hs_model m, g;
     const char *over[] = { "d_model=32", "n_head=4", "n_ctx=16" };
-    make_model(&m, "qwen2", over, 3, 9);
+    fx_make_model(&m, "qwen2", over, 3, 9);
     for (int l = 0; l < m.cfg.n_layer; l++) /* biases are zero after init: make them count */
         for (int i = 0; i < m.cfg.n_kv_head[l] * m.cfg.head_dim; i++)
             m.w.layer[l].attn.b_k[i] = (hs_real)(0.1 * i), m.w.layer[l].attn.b_v[i] = (hs_real)(-0.05 * i);
@@ -368,7 +261,7 @@ static void test_convert_to_all_heads_keeps_the_loss(void)
     for (int p = 0; p < 5; p++) {
         hs_model m, g;
         const char *over[] = { "d_model=32", "n_head=4", "n_ctx=16" };
-        make_model(&m, presets[p], over, 3, 10 + p);
+        fx_make_model(&m, presets[p], over, 3, 10 + p);
         CU_ASSERT_EQUAL_FATAL(hs_convert_kv_heads(&g, &m, 4), HS_OK);
         CU_ASSERT_EQUAL(g.cfg.family, p < 2 ? HS_FAMILY_HEADSCOPE : m.cfg.family);
         int32_t tok[32];

@@ -34,17 +34,6 @@ static const double CACHE_TOL = 1e-5;
 
 static const char *expected_txt(void) { return HS_FIXTURE_DIR "/mla/expected.txt"; }
 
-/* Largest |a-b| / max(1,|b|). */
-static double err_real(const hs_real *a, const double *b, size_t n)
-{
-    double worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]) / fmax(1, fabs(b[i]));
-        worst = e > worst || isnan(e) ? e : worst;
-    }
-    return worst;
-}
-
 static double max_diff(const hs_real *a, const hs_real *b, size_t n)
 {
     double worst = 0;
@@ -52,42 +41,6 @@ static double max_diff(const hs_real *a, const hs_real *b, size_t n)
         double e = fabs((double)a[i] - (double)b[i]);
         worst = e > worst || isnan(e) ? e : worst;
     }
-    return worst;
-}
-
-/* Every tensor of dir/grad.safetensors against the gradients. */
-static double compare_grads(const char *dir, const hs_model *m, const hs_real *grad_buf)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/grad.safetensors", dir);
-    hs_safetensors st;
-    CU_ASSERT_EQUAL_FATAL(hs_st_open(&st, path), HS_OK);
-    hs_model g = *m;
-    g.params = (hs_real *)grad_buf;
-    double worst = 0;
-    const char *worst_name = "";
-    for (int i = 0; i < st.n; i++) {
-        const hs_st_tensor *t = &st.t[i];
-        const size_t n = (t->end - t->begin) / 4;
-        double *mine = malloc(sizeof(double) * n);
-        size_t got = 0;
-        int rc = hs_checkpoint_export(&g, t->name, mine, n, &got);
-        if (rc)
-            printf("\n    %s", hs_last_error());
-        CU_ASSERT_EQUAL(rc, HS_OK);
-        CU_ASSERT_EQUAL(got, n);
-        for (size_t k = 0; !rc && k < n; k++) {
-            const double want = hs_st_get(&st, t, k);
-            const double e = fabs(mine[k] - want) / fmax(1, fabs(want));
-            if (e > worst || isnan(e))
-                worst = e, worst_name = t->name;
-        }
-        free(mine);
-    }
-    printf("\n    %d gradient tensors, worst %.3g (%s)", st.n, worst, worst_name);
-    CU_ASSERT(st.n == m->n_tensors);
-    CU_ASSERT(worst <= GRAD_TOL);
-    hs_st_close(&st);
     return worst;
 }
 
@@ -101,47 +54,27 @@ static int load_case(hs_model *m, const char *name)
     return rc;
 }
 
+/* Logits, loss, layer 0's maps and head outputs, and every gradient of
+ * checkpoint `name` against its case. */
 static void oracle_case(const char *name)
 {
-    fx_case fc;
-    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, expected_txt(), name), 0);
-    hs_model m;
-    CU_ASSERT_EQUAL_FATAL(load_case(&m, name), HS_OK);
-    CU_ASSERT_FATAL(m.cfg.mla);
-    const int B = (int)fx_int(&fc, "B"), T = (int)fx_int(&fc, "T");
-    const fx_tensor *tok = fx_tensor_get(&fc, "tokens");
-    int32_t *in = malloc(sizeof(int32_t) * B * T), *tg = malloc(sizeof(int32_t) * B * T);
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            in[b * T + t] = (int32_t)tok->v[b * (T + 1) + t];
-            tg[b * T + t] = (int32_t)tok->v[b * (T + 1) + t + 1];
-        }
-    hs_trainer tr;
-    CU_ASSERT_EQUAL_FATAL(hs_trainer_init(&tr, &m, B, T, 1e-3, 0, 0), HS_OK);
-    CU_ASSERT_EQUAL_FATAL(hs_forward(&tr.acts, &m, in, NULL, NULL), HS_OK);
-    const fx_tensor *lg = fx_tensor_get(&fc, "logits");
-    const double e = err_real(tr.acts.logits, lg->v, lg->n);
-    const fx_tensor *att = fx_tensor_get(&fc, "att0"), *z = fx_tensor_get(&fc, "z0");
-    const double ea = err_real(tr.acts.layer[0].attn.att, att->v, att->n);
-    const double ez = err_real(tr.acts.layer[0].attn.z, z->v, z->n);
-    printf("\n    %s: logits max err %.3g, maps %.3g, z %.3g", name, e, ea, ez);
-    CU_ASSERT(e <= TOL);
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/mla/%s", HS_FIXTURE_DIR, name);
+    fx_oracle o;
+    fx_oracle_open(&o, expected_txt(), name, dir);
+    CU_ASSERT_FATAL(o.m.cfg.mla);
+    fx_oracle_logits(&o, name, TOL);
+    const fx_tensor *att = fx_tensor_get(&o.fc, "att0"), *z = fx_tensor_get(&o.fc, "z0");
+    const double ea = fx_err(o.tr.acts.layer[0].attn.att, att->v, att->n);
+    const double ez = fx_err(o.tr.acts.layer[0].attn.z, z->v, z->n);
+    printf(", maps %.3g, z %.3g", ea, ez);
     CU_ASSERT(ea <= TOL);
     CU_ASSERT(ez <= TOL);
-    CU_ASSERT_EQUAL_FATAL(hs_forward(&tr.acts, &m, in, tg, NULL), HS_OK);
-    const double want = fx_tensor_get(&fc, "loss")->v[0];
-    printf("; loss %.12g want %.12g", tr.acts.loss, want);
-    CU_ASSERT(fabs(tr.acts.loss - want) <= TOL * fmax(1, fabs(want)));
-    CU_ASSERT_EQUAL_FATAL(hs_backward(&tr.grads, NULL, &tr.acts, &m, in, tg, NULL,
-                                      (hs_real)(1.0 / (B * T))),
-                          HS_OK);
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/mla/%s", HS_FIXTURE_DIR, name);
-    compare_grads(dir, &m, tr.grad_buf);
-    hs_trainer_free(&tr);
-    hs_model_free(&m);
-    free(in), free(tg);
-    fx_free(&fc);
+    fx_oracle_loss(&o, TOL, 1);
+    snprintf(path, sizeof path, "%s/grad.safetensors", dir);
+    const hs_model g = fx_oracle_grads(&o);
+    CU_ASSERT_EQUAL(fx_compare_safetensors(path, &g, GRAD_TOL), o.m.n_tensors);
+    fx_oracle_close(&o);
 }
 
 static void test_mla_q_proj_matches_torch(void) { oracle_case("mla_q"); }

@@ -33,111 +33,21 @@ static void model_dir(char *out, size_t n, const char *name)
     snprintf(out, n, "%s/models/%s", HS_FIXTURE_DIR, name);
 }
 
-/* Largest |a-b| / max(1,|b|) between an hs_real and a double array. */
-static double err_real(const hs_real *a, const double *b, size_t n)
-{
-    double worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]) / fmax(1, fabs(b[i]));
-        worst = e > worst || isnan(e) ? e : worst;
-    }
-    return worst;
-}
-
-static double err_double(const double *a, const double *b, size_t n)
-{
-    double worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs(a[i] - b[i]) / fmax(1, fabs(b[i]));
-        worst = e > worst || isnan(e) ? e : worst;
-    }
-    return worst;
-}
-
-/* tokens (B, T+1) of a case into inputs/targets (B,T). */
-static void split_tokens(const fx_tensor *tok, int B, int T, int32_t *in, int32_t *tg)
-{
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            in[b * T + t] = (int32_t)tok->v[b * (T + 1) + t];
-            tg[b * T + t] = (int32_t)tok->v[b * (T + 1) + t + 1];
-        }
-}
-
-/* Compares every "<prefix><file tensor name>" tensor of the case with the
- * model's (or gradients') tensor exported in the file layout. Returns the
- * number compared. */
-static int compare_prefixed(const fx_case *fc, const char *prefix, const hs_model *m, double tol)
-{
-    int compared = 0;
-    double worst = 0;
-    const char *worst_name = "";
-    size_t plen = strlen(prefix);
-    for (int i = 0; i < fc->ntensor; i++) {
-        const fx_tensor *t = &fc->t[i];
-        if (strncmp(t->name, prefix, plen))
-            continue;
-        double *buf = malloc(sizeof(double) * t->n);
-        size_t n = 0;
-        int rc = hs_checkpoint_export(m, t->name + plen, buf, t->n, &n);
-        CU_ASSERT_EQUAL(rc, HS_OK);
-        if (rc)
-            printf("\n    %s\n", hs_last_error());
-        CU_ASSERT_EQUAL(n, t->n);
-        if (!rc && n == t->n) {
-            double e = err_double(buf, t->v, n);
-            if (e >= worst)
-                worst = e, worst_name = t->name;
-        }
-        free(buf);
-        compared++;
-    }
-    printf("\n    %d %s tensors, worst %.3g (%s)", compared, prefix, worst, worst_name);
-    CU_ASSERT(worst <= tol);
-    return compared;
-}
-
 static void logits_case(const char *name, int with_grads)
 {
-    fx_case fc;
-    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, models_txt(), name), 0);
     char dir[512];
     model_dir(dir, sizeof dir, name);
-    hs_model m;
-    int rc = hs_checkpoint_load(&m, dir);
-    if (rc)
-        printf("\n    load: %s\n", hs_last_error());
-    CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
-    const int B = (int)fx_int(&fc, "B"), T = (int)fx_int(&fc, "T");
-    int32_t *in = malloc(sizeof(int32_t) * B * T), *tg = malloc(sizeof(int32_t) * B * T);
-    split_tokens(fx_tensor_get(&fc, "tokens"), B, T, in, tg);
-
-    hs_trainer tr;
-    CU_ASSERT_EQUAL_FATAL(hs_trainer_init(&tr, &m, B, T, 1e-3, 0, 0), HS_OK);
-    CU_ASSERT_EQUAL_FATAL(hs_forward(&tr.acts, &m, in, NULL, NULL), HS_OK);
-    const fx_tensor *lg = fx_tensor_get(&fc, "logits");
-    double e = err_real(tr.acts.logits, lg->v, lg->n);
-    printf("\n    %s logits max err %.3g", name, e);
-    CU_ASSERT(e <= TOL);
-
-    CU_ASSERT_EQUAL_FATAL(hs_forward(&tr.acts, &m, in, tg, NULL), HS_OK);
-    double want = fx_tensor_get(&fc, "loss")->v[0];
-    printf("; loss %.12g want %.12g", tr.acts.loss, want);
-    CU_ASSERT(fabs(tr.acts.loss - want) <= TOL * fmax(1, fabs(want)));
-
+    fx_oracle o;
+    fx_oracle_open(&o, models_txt(), name, dir);
+    fx_oracle_logits(&o, name, TOL);
+    fx_oracle_loss(&o, TOL, with_grads);
     if (with_grads) {
-        CU_ASSERT_EQUAL_FATAL(hs_backward(&tr.grads, NULL, &tr.acts, &m, in, tg, NULL,
-                                          (hs_real)(1.0 / (B * T))),
-                              HS_OK);
-        hs_model g = m; /* the gradient buffer seen through the model's table */
-        g.params = tr.grad_buf;
-        CU_ASSERT_EQUAL(compare_prefixed(&fc, "grad:", &g, TOL), m.n_tensors -
-                        (m.cfg.family == HS_FAMILY_GPT2 ? 4 * m.cfg.n_layer : 0));
+        const hs_model g = fx_oracle_grads(&o);
+        const hs_model_config *c = &o.m.cfg;
+        CU_ASSERT_EQUAL(fx_compare_exported(&o.fc, "grad:", &g, TOL),
+                        o.m.n_tensors - (c->family == HS_FAMILY_GPT2 ? 4 * c->n_layer : 0));
     }
-    hs_trainer_free(&tr);
-    hs_model_free(&m);
-    free(in), free(tg);
-    fx_free(&fc);
+    fx_oracle_close(&o);
 }
 
 static void test_gpt2_logits_loss_and_gradients_match_torch(void) { logits_case("gpt2_tiny", 1); }
@@ -170,10 +80,10 @@ static void trajectory_case(const char *case_name, const char *dir_name, double 
         hs_batch_at(&tok, hs_batch_start_wrapped(&tok, B, T, (size_t)s), B, T, in, tg);
         CU_ASSERT_EQUAL_FATAL(hs_trainer_step(&tr, in, tg, lr, &losses[s]), HS_OK);
     }
-    double e = err_double(losses, fx_tensor_get(&fc, "losses")->v, (size_t)steps);
+    double e = fx_err_double(losses, fx_tensor_get(&fc, "losses")->v, (size_t)steps);
     printf("\n    %s: %d losses max err %.3g", case_name, steps, e);
     CU_ASSERT(e <= TRAIN_TOL);
-    CU_ASSERT(compare_prefixed(&fc, "final:", &m, TRAIN_TOL) > 0);
+    CU_ASSERT(fx_compare_exported(&fc, "final:", &m, TRAIN_TOL) > 0);
     free(in), free(tg), free(losses);
     hs_trainer_free(&tr);
     hs_tokens_free(&tok);
@@ -202,11 +112,8 @@ static void test_tinylm_head_count_fixture_reproduces_torch_losses(void)
     const int steps = (int)fx_int(&fc, "steps"), B = 2, T = 8;
     const fx_tensor *seq = fx_tensor_get(&fc, "seq");
     int32_t in[16], tg[16];
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            in[b * T + t] = (int32_t)seq->v[b * 9 + t];
-            tg[b * T + t] = (int32_t)seq->v[b * 9 + t + 1];
-        }
+    CU_ASSERT_FATAL(seq && seq->n >= (size_t)B * (T + 1));
+    fx_split_tokens(seq, B, T, in, tg);
     const char *dirs[2] = { "tinylm_h1", "tinylm_h4" }, *want[2] = { "losses_h1", "losses_h4" };
     for (int k = 0; k < 2; k++) {
         char dir[512];
@@ -219,7 +126,7 @@ static void test_tinylm_head_count_fixture_reproduces_torch_losses(void)
         double losses[64];
         for (int s = 0; s < steps && s < 64; s++)
             CU_ASSERT_EQUAL_FATAL(hs_trainer_step(&tr, in, tg, 0.02, &losses[s]), HS_OK);
-        double e = err_double(losses, fx_tensor_get(&fc, want[k])->v, (size_t)steps);
+        double e = fx_err_double(losses, fx_tensor_get(&fc, want[k])->v, (size_t)steps);
         printf("\n    %s: first %.6f last %.6f, max err %.3g", dirs[k], losses[0],
                losses[steps - 1], e);
         CU_ASSERT(e <= TRAIN_TOL);

@@ -32,22 +32,6 @@ static const double TOL = 1e-5, ORACLE_TOL = 1e-4;
  * layer 1 has only local heads of two widths. */
 static const char *const MIXED = "window=[[0,3,3,0],[5,2,5,2]]";
 
-static void make_model(hs_model *m, const char *preset, const char *const *over, int nover)
-{
-    hs_model_config c;
-    CU_ASSERT_EQUAL_FATAL(hs_config_preset(&c, preset), HS_OK);
-    for (int i = 0; i < nover; i++) {
-        int rc = hs_config_override(&c, over[i]);
-        if (rc)
-            printf("\n    %s: %s", over[i], hs_last_error());
-        CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
-    }
-    CU_ASSERT_EQUAL_FATAL(hs_model_init(m, &c), HS_OK);
-    hs_model_init_random(m, 7);
-    for (size_t i = 0; i < m->n_params; i++)
-        m->params[i] *= 3; /* logits far from uniform: greedy ids are not near-ties */
-}
-
 static void test_window_forms_parse_and_write_back(void)
 {
     hs_model_config c;
@@ -147,7 +131,7 @@ static void test_maps_are_zero_outside_each_heads_window(void)
 {
     hs_model m;
     const char *over[] = { "n_ctx=24", MIXED };
-    make_model(&m, "attn-only", over, 2);
+    fx_make_model(&m, "attn-only", over, 2, 7);
     const int T = 16, B = 2;
     int32_t tok[32];
     for (int i = 0; i < B * T; i++)
@@ -166,98 +150,16 @@ static void test_maps_are_zero_outside_each_heads_window(void)
     hs_model_free(&m);
 }
 
-/* The reference's windows, applied to the full forward's maps independently
- * of the kernel: entries outside head h's window set to 0 and each row
- * renormalised (the softmax restricted to the window). */
-static int window_pattern(void *ctx, const hs_site_view *v)
-{
-    const hs_model_config *c = ctx;
-    for (int b = 0; b < v->B; b++)
-        for (int h = 0; h < v->heads; h++) {
-            const int W = hs_config_head_window(c, v->layer, h);
-            for (int t = 0; t < v->T; t++) {
-                hs_real *row = v->x + b * v->sb + t * v->st + h * v->sh;
-                double sum = 0;
-                for (int s = 0; s < v->width; s++)
-                    if ((W && s <= t - W) || s > t)
-                        row[s] = 0;
-                    else
-                        sum += row[s];
-                for (int s = 0; s < v->width; s++)
-                    row[s] = (hs_real)(row[s] / sum);
-            }
-        }
-    return HS_OK;
-}
-
-static void full_logits(hs_real *out, const hs_model *m, const int32_t *tok, int T)
-{
-    hs_acts a;
-    hs_hooks hooks = { 0 };
-    hooks.site[HS_SITE_PATTERN] = (hs_site_hook){ window_pattern, (void *)&m->cfg };
-    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &m->cfg, 1, T, HS_ACTS_MAPS), HS_OK);
-    CU_ASSERT_EQUAL_FATAL(hs_forward(&a, m, tok, NULL, &hooks), HS_OK);
-    memcpy(out, a.logits + (size_t)(T - 1) * m->cfg.vocab_size,
-           sizeof(hs_real) * m->cfg.vocab_size);
-    hs_acts_free(&a);
-}
-
-static int32_t argmax(const hs_real *x, int n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
-/* Prefill, then greedy steps: every step's logits equal the full forward's. */
-static void check_cached_equals_full(const hs_model *m, int prompt, int total, const char *what)
-{
-    const int V = m->cfg.vocab_size;
-    int32_t *tok = calloc((size_t)total, sizeof *tok);
-    hs_real *ref = calloc((size_t)V, sizeof *ref);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(tok);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
-    for (int i = 0; i < prompt; i++)
-        tok[i] = (int32_t)((i * 37 + 11) % V);
-    hs_decoder dec;
-    CU_ASSERT_EQUAL_FATAL(hs_decoder_init(&dec, m, total), HS_OK);
-    CU_ASSERT_EQUAL_FATAL(hs_decoder_feed(&dec, tok, prompt), HS_OK);
-    double worst = 0;
-    int id_mismatch = 0;
-    for (int t = prompt;; t++) {
-        full_logits(ref, m, tok, t);
-        for (int v = 0; v < V; v++) {
-            double e = fabs((double)dec.logits[v] - ref[v]) / fmax(1.0, fabs((double)ref[v]));
-            worst = e > worst ? e : worst;
-        }
-        id_mismatch += argmax(dec.logits, V) != argmax(ref, V);
-        if (t == total)
-            break;
-        tok[t] = argmax(dec.logits, V);
-        CU_ASSERT_EQUAL_FATAL(hs_decoder_feed(&dec, &tok[t], 1), HS_OK);
-    }
-    if (worst > TOL || id_mismatch)
-        printf("\n    %s: largest logit difference %.3g, %d greedy ids differ", what, worst,
-               id_mismatch);
-    CU_ASSERT(worst <= TOL);
-    CU_ASSERT_EQUAL(id_mismatch, 0);
-    hs_decoder_free(&dec);
-    free(tok);
-    free(ref);
-}
-
 static void test_per_head_window_decoding_equals_recomputation(void)
 {
     hs_model m;
     const char *over[] = { "n_ctx=24", MIXED };
-    make_model(&m, "attn-only", over, 2);
-    check_cached_equals_full(&m, 3, 20, "attn-only mixed windows");
+    fx_make_model(&m, "attn-only", over, 2, 7);
+    fx_check_decoding(&m, 3, 20, TOL, "attn-only mixed windows");
     hs_model_free(&m);
     /* GQA; layer 1's heads share W = 3 (a ring), layer 0 mixes */
     const char *over2[] = { "n_ctx=24", "n_kv_head=2", "window=[[0,4,2,0],3]" };
-    make_model(&m, "attn-only", over2, 3);
+    fx_make_model(&m, "attn-only", over2, 3, 7);
     hs_decoder dec;
     CU_ASSERT_EQUAL_FATAL(hs_decoder_init(&dec, &m, 20), HS_OK);
     CU_ASSERT_EQUAL(dec.layer[0].window, 0); /* mixed: every position */
@@ -265,7 +167,7 @@ static void test_per_head_window_decoding_equals_recomputation(void)
     /* bytes: layer 0 keeps 20 positions, layer 1 three, 2 kv heads of 16 */
     CU_ASSERT_EQUAL(hs_decoder_cache_bytes(&dec), 2 * 2 * 16 * (20 + 3) * sizeof(hs_real));
     hs_decoder_free(&dec);
-    check_cached_equals_full(&m, 5, 20, "attn-only GQA mixed + ring");
+    fx_check_decoding(&m, 5, 20, TOL, "attn-only GQA mixed + ring");
     hs_model_free(&m);
 }
 
@@ -275,7 +177,7 @@ static void test_structural_pruning_keeps_each_heads_window(void)
 {
     hs_model m, p;
     const char *over[] = { "n_ctx=24", "window=[[0,3,4,5],[5,2,5,1]]" };
-    make_model(&m, "attn-only", over, 2);
+    fx_make_model(&m, "attn-only", over, 2, 7);
     unsigned char *pruned = calloc((size_t)HS_MAX_LAYERS * HS_MAX_HEADS, 1);
     CU_ASSERT_PTR_NOT_NULL_FATAL(pruned);
     pruned[1] = pruned[2] = 1;
@@ -300,14 +202,14 @@ static void test_convert_keeps_per_query_head_windows(void)
 {
     hs_model m, g;
     const char *over[] = { "n_ctx=24", MIXED };
-    make_model(&m, "attn-only", over, 2);
+    fx_make_model(&m, "attn-only", over, 2, 7);
     CU_ASSERT_EQUAL_FATAL(hs_convert_kv_heads(&g, &m, 2), HS_OK);
     CU_ASSERT_EQUAL(g.cfg.n_kv_head[0], 2);
     CU_ASSERT_EQUAL(g.cfg.n_head_windows, 8);
     for (int l = 0; l < 2; l++)
         for (int h = 0; h < 4; h++)
             CU_ASSERT_EQUAL(hs_config_head_window(&g.cfg, l, h), hs_config_head_window(&m.cfg, l, h));
-    check_cached_equals_full(&g, 4, 16, "converted GQA with mixed windows");
+    fx_check_decoding(&g, 4, 16, TOL, "converted GQA with mixed windows");
     hs_model_free(&g);
     hs_model_free(&m);
 }
@@ -317,60 +219,15 @@ static void test_convert_keeps_per_query_head_windows(void)
  * ORACLE_TOL of PyTorch float64 with the explicit mask. */
 static void test_gradients_match_torch_with_explicit_window_mask(void)
 {
-    fx_case fc;
-    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, HS_FIXTURE_DIR "/windows/windows.txt", "windows"), 0);
-    hs_model m;
-    int rc = hs_checkpoint_load(&m, HS_FIXTURE_DIR "/windows/model");
-    if (rc)
-        printf("\n    load: %s", hs_last_error());
-    CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
-    CU_ASSERT_EQUAL(m.cfg.n_head_windows, 8);
-    const int B = (int)fx_int(&fc, "B"), T = (int)fx_int(&fc, "T");
-    const fx_tensor *tok = fx_tensor_get(&fc, "tokens");
-    int32_t in[64], tg[64];
-    CU_ASSERT_FATAL(B * T <= 64);
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            in[b * T + t] = (int32_t)tok->v[b * (T + 1) + t];
-            tg[b * T + t] = (int32_t)tok->v[b * (T + 1) + t + 1];
-        }
-    hs_trainer tr;
-    CU_ASSERT_EQUAL_FATAL(hs_trainer_init(&tr, &m, B, T, 1e-3, 0, 0), HS_OK);
-    CU_ASSERT_EQUAL_FATAL(hs_forward(&tr.acts, &m, in, NULL, NULL), HS_OK);
-    const fx_tensor *lg = fx_tensor_get(&fc, "logits");
-    CU_ASSERT(fx_max_err(tr.acts.logits, lg->v, lg->n, "logits") <= ORACLE_TOL);
-    /* with targets the logits buffer becomes the loss's probabilities */
-    CU_ASSERT_EQUAL_FATAL(hs_forward(&tr.acts, &m, in, tg, NULL), HS_OK);
-    const double want = fx_tensor_get(&fc, "loss")->v[0];
-    CU_ASSERT(fabs(tr.acts.loss - want) <= ORACLE_TOL);
-    CU_ASSERT_EQUAL_FATAL(hs_backward(&tr.grads, NULL, &tr.acts, &m, in, tg, NULL,
-                                      (hs_real)(1.0 / (B * T))),
-                          HS_OK);
-    hs_model g = m; /* the gradients seen through the model's tensor table */
-    g.params = tr.grad_buf;
-    int compared = 0;
-    double worst = 0;
-    for (int i = 0; i < fc.ntensor; i++) {
-        const fx_tensor *t = &fc.t[i];
-        if (strncmp(t->name, "grad:", 5))
-            continue;
-        double *buf = malloc(sizeof(double) * t->n);
-        size_t n = 0;
-        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_export(&g, t->name + 5, buf, t->n, &n), HS_OK);
-        CU_ASSERT_EQUAL(n, t->n);
-        for (size_t k = 0; k < n; k++) {
-            const double e = fabs(buf[k] - t->v[k]) / fmax(1.0, fabs(t->v[k]));
-            worst = e > worst ? e : worst;
-        }
-        free(buf);
-        compared++;
-    }
-    printf("\n    %d gradients, worst %.3g", compared, worst);
-    CU_ASSERT_EQUAL(compared, m.n_tensors);
-    CU_ASSERT(worst <= ORACLE_TOL);
-    hs_trainer_free(&tr);
-    hs_model_free(&m);
-    fx_free(&fc);
+    fx_oracle o;
+    fx_oracle_open(&o, HS_FIXTURE_DIR "/windows/windows.txt", "windows",
+                   HS_FIXTURE_DIR "/windows/model");
+    CU_ASSERT_EQUAL(o.m.cfg.n_head_windows, 8);
+    fx_oracle_logits(&o, "windows", ORACLE_TOL);
+    fx_oracle_loss(&o, ORACLE_TOL, 1);
+    const hs_model g = fx_oracle_grads(&o);
+    CU_ASSERT_EQUAL(fx_compare_exported(&o.fc, "grad:", &g, ORACLE_TOL), o.m.n_tensors);
+    fx_oracle_close(&o);
 }
 
 int main(void)
