@@ -111,6 +111,30 @@ static int finish(hs_index *ix, sqlite3_stmt *st, int step, int rc, const char *
     return rc;
 }
 
+/* Copies one row of a query into the reader's result; a nonzero status
+ * stops the query and is returned. */
+typedef int (*read_row_fn)(hs_index *ix, sqlite3_stmt *st, void *out);
+
+/* Runs a query of the rows of run ?1 (and, where the SQL has a ?2, text ?2),
+ * handing each row to row(): the prepare / bind / step / finish shape of
+ * every many-row reader, as rows_add is of the writers in index.c. `what`
+ * names the rows in messages. The reader frees its result on failure. */
+static int rows_read(hs_index *ix, const char *sql, const char *what, int64_t run_id,
+                     const char *text, read_row_fn row, void *out)
+{
+    sqlite3_stmt *st;
+    int rc = prepare(ix, sql, &st, what);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    if (sqlite3_bind_parameter_count(st) >= 2)
+        bind_opt_text(st, 2, text);
+    int step = SQLITE_DONE;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW)
+        rc = row(ix, st, out);
+    return finish(ix, st, rc ? SQLITE_DONE : step, rc, what);
+}
+
 int hs_index_runs(hs_index *ix, const char *kind, const char *status, hs_run_list *out)
 {
     memset(out, 0, sizeof *out);
@@ -225,6 +249,30 @@ typedef struct {
     hs_metric_value v;
 } grid_row;
 
+/* The rows of a layer x head (or layer x position) grid as read, before the
+ * shape is known; `col` names the second index in messages. */
+typedef struct {
+    grid_row *rows;
+    int n, cap;
+    int64_t run_id;
+    const char *metric, *col;
+} grid_rows;
+
+/* Row (layer, head or position, value, stderr, n). */
+static int read_grid_row(hs_index *ix, sqlite3_stmt *st, void *out)
+{
+    grid_rows *g = out;
+    const sqlite3_int64 l = sqlite3_column_int64(st, 0), h = sqlite3_column_int64(st, 1);
+    if (l < 0 || h < 0 || l >= HS_INDEX_MAX_DIM || h >= HS_INDEX_MAX_DIM)
+        return hs_fail(HS_EFORMAT, "%s: run %lld: %s of layer %lld %s %lld: index out of range",
+                       ix->path, (long long)g->run_id, g->metric, (long long)l, g->col,
+                       (long long)h);
+    int rc = grow((void **)&g->rows, &g->cap, g->n, sizeof *g->rows);
+    if (!rc)
+        g->rows[g->n++] = (grid_row){ (int)l, (int)h, column_metric(st, 2) };
+    return rc;
+}
+
 /* Lays rows out as the grid; the shape is known only once all are read. */
 static int grid_fill(hs_metric_grid *g, const grid_row *rows, int n)
 {
@@ -250,37 +298,25 @@ static int grid_fill(hs_metric_grid *g, const grid_row *rows, int n)
     return HS_OK;
 }
 
+/* Reads a grid query (see read_grid_row) into g. */
+static int grid_read(hs_index *ix, const char *sql, const char *what, int64_t run_id,
+                     const char *metric, const char *col, hs_metric_grid *g)
+{
+    grid_rows rows = { NULL, 0, 0, run_id, metric, col };
+    int rc = rows_read(ix, sql, what, run_id, metric, read_grid_row, &rows);
+    if (!rc)
+        rc = grid_fill(g, rows.rows, rows.n);
+    free(rows.rows);
+    return rc;
+}
+
 int hs_index_metric_grid(hs_index *ix, int64_t run_id, const char *metric, hs_metric_grid *g)
 {
     memset(g, 0, sizeof *g);
-    sqlite3_stmt *st;
-    int rc = prepare(ix,
-                     "SELECT layer, head, value, stderr, n FROM head_metrics WHERE run_id=?1 AND"
-                     " metric=?2 AND layer>=0 AND head>=0 ORDER BY layer, head",
-                     &st, "reading head metrics");
-    if (rc)
-        return rc;
-    sqlite3_bind_int64(st, 1, run_id);
-    bind_opt_text(st, 2, metric);
-    grid_row *rows = NULL;
-    int n = 0, cap = 0, step = SQLITE_DONE;
-    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        grid_row r = { sqlite3_column_int(st, 0), sqlite3_column_int(st, 1), column_metric(st, 2) };
-        if (sqlite3_column_int64(st, 0) >= HS_INDEX_MAX_DIM ||
-            sqlite3_column_int64(st, 1) >= HS_INDEX_MAX_DIM)
-            rc = hs_fail(HS_EFORMAT, "%s: run %lld: %s of layer %lld head %lld: index out of range",
-                         ix->path, (long long)run_id, metric,
-                         (long long)sqlite3_column_int64(st, 0),
-                         (long long)sqlite3_column_int64(st, 1));
-        if (!rc)
-            rc = grow((void **)&rows, &cap, n, sizeof *rows);
-        if (!rc)
-            rows[n++] = r;
-    }
-    rc = finish(ix, st, rc ? SQLITE_DONE : step, rc, "reading head metrics");
-    if (!rc)
-        rc = grid_fill(g, rows, n);
-    free(rows);
+    int rc = grid_read(ix,
+                       "SELECT layer, head, value, stderr, n FROM head_metrics WHERE run_id=?1 AND"
+                       " metric=?2 AND layer>=0 AND head>=0 ORDER BY layer, head",
+                       "reading head metrics", run_id, metric, "head", g);
     if (rc)
         hs_metric_grid_free(g);
     return rc;
@@ -350,35 +386,46 @@ static void series_sort(hs_metric_series *s)
         }
 }
 
+/* A series as read: `prefix` non-NULL keys a row by its metric's numeric
+ * suffix (rows without one are skipped), NULL by its first column. */
+typedef struct {
+    hs_metric_series *s;
+    int kcap, vcap;
+    const char *prefix;
+} series_rows;
+
+/* Row (metric or layer, value, stderr, n). */
+static int read_series_row(hs_index *ix, sqlite3_stmt *st, void *out)
+{
+    (void)ix;
+    series_rows *r = out;
+    long long key = sqlite3_column_int64(st, 0);
+    if (r->prefix) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        if (!name || !numeric_suffix(name, r->prefix, &key))
+            return HS_OK;
+    }
+    hs_metric_series *s = r->s;
+    int rc = grow((void **)&s->key, &r->kcap, s->n, sizeof *s->key);
+    if (!rc)
+        rc = grow((void **)&s->v, &r->vcap, s->n, sizeof *s->v);
+    if (!rc) {
+        s->key[s->n] = key;
+        s->v[s->n++] = column_metric(st, 1);
+    }
+    return rc;
+}
+
 int hs_index_metric_series(hs_index *ix, int64_t run_id, const char *prefix,
                            hs_metric_series *out)
 {
     memset(out, 0, sizeof *out);
-    sqlite3_stmt *st;
+    series_rows rows = { out, 0, 0, prefix };
     /* substr narrows the scan to the prefix; numeric_suffix decides */
-    int rc = prepare(ix,
-                     "SELECT metric, value, stderr, n FROM head_metrics WHERE run_id=?1 AND"
-                     " layer=-1 AND head=-1 AND substr(metric, 1, length(?2))=?2 ORDER BY metric",
-                     &st, "reading head metrics");
-    if (rc)
-        return rc;
-    sqlite3_bind_int64(st, 1, run_id);
-    bind_opt_text(st, 2, prefix);
-    int step = SQLITE_DONE, kcap = 0, vcap = 0;
-    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        long long key;
-        const char *name = (const char *)sqlite3_column_text(st, 0);
-        if (!name || !numeric_suffix(name, prefix, &key))
-            continue;
-        rc = grow((void **)&out->key, &kcap, out->n, sizeof *out->key);
-        if (!rc)
-            rc = grow((void **)&out->v, &vcap, out->n, sizeof *out->v);
-        if (!rc) {
-            out->key[out->n] = key;
-            out->v[out->n++] = column_metric(st, 1);
-        }
-    }
-    rc = finish(ix, st, rc ? SQLITE_DONE : step, rc, "reading head metrics");
+    int rc = rows_read(ix,
+                       "SELECT metric, value, stderr, n FROM head_metrics WHERE run_id=?1 AND"
+                       " layer=-1 AND head=-1 AND substr(metric, 1, length(?2))=?2 ORDER BY metric",
+                       "reading head metrics", run_id, prefix, read_series_row, &rows);
     if (rc)
         hs_metric_series_free(out);
     else
@@ -393,26 +440,42 @@ void hs_metric_series_free(hs_metric_series *s)
     memset(s, 0, sizeof *s);
 }
 
+/* A result array as read: its elements, count and capacity. */
+typedef struct {
+    void **arr;
+    int *n;
+    int cap;
+    size_t elem;
+} list_rows;
+
+/* Room for one more element of a list_rows; returns it (NULL on failure,
+ * with *rc set). */
+static void *list_next(list_rows *r, int *rc)
+{
+    *rc = grow(r->arr, &r->cap, *r->n, r->elem);
+    return *rc ? NULL : (char *)*r->arr + (size_t)(*r->n)++ * r->elem;
+}
+
+/* Row (step, x, y). */
+static int read_curve_row(hs_index *ix, sqlite3_stmt *st, void *out)
+{
+    (void)ix;
+    int rc;
+    hs_curve_point *p = list_next(out, &rc);
+    if (p)
+        *p = (hs_curve_point){ sqlite3_column_int64(st, 0), column_number(st, 1),
+                               column_number(st, 2) };
+    return rc;
+}
+
 int hs_index_curve_get(hs_index *ix, int64_t run_id, const char *curve, hs_curve *out)
 {
     memset(out, 0, sizeof *out);
-    sqlite3_stmt *st;
-    int rc = prepare(ix,
-                     "SELECT step, x, y FROM curves WHERE run_id=?1 AND curve=?2"
-                     " ORDER BY step, rowid",
-                     &st, "reading curves");
-    if (rc)
-        return rc;
-    sqlite3_bind_int64(st, 1, run_id);
-    bind_opt_text(st, 2, curve);
-    int step = SQLITE_DONE, cap = 0;
-    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        rc = grow((void **)&out->p, &cap, out->n, sizeof *out->p);
-        if (!rc)
-            out->p[out->n++] = (hs_curve_point){ sqlite3_column_int64(st, 0),
-                                                 column_number(st, 1), column_number(st, 2) };
-    }
-    rc = finish(ix, st, rc ? SQLITE_DONE : step, rc, "reading curves");
+    list_rows rows = { (void **)&out->p, &out->n, 0, sizeof *out->p };
+    int rc = rows_read(ix,
+                       "SELECT step, x, y FROM curves WHERE run_id=?1 AND curve=?2"
+                       " ORDER BY step, rowid",
+                       "reading curves", run_id, curve, read_curve_row, &rows);
     if (rc)
         hs_curve_free(out);
     return rc;
@@ -424,30 +487,30 @@ void hs_curve_free(hs_curve *c)
     memset(c, 0, sizeof *c);
 }
 
+/* Row (path, sha256, bytes, complete). */
+static int read_artifact_row(hs_index *ix, sqlite3_stmt *st, void *out)
+{
+    (void)ix;
+    int rc;
+    hs_artifact *a = list_next(out, &rc);
+    if (!a)
+        return rc;
+    memset(a, 0, sizeof *a);
+    a->path = column_dup(st, 0, &rc);
+    a->sha256 = column_dup(st, 1, &rc);
+    a->bytes = sqlite3_column_int64(st, 2);
+    a->complete = sqlite3_column_int(st, 3);
+    return rc;
+}
+
 int hs_index_artifacts(hs_index *ix, int64_t run_id, hs_artifact_list *out)
 {
     memset(out, 0, sizeof *out);
-    sqlite3_stmt *st;
-    int rc = prepare(ix,
-                     "SELECT path, sha256, bytes, complete FROM artifacts WHERE run_id=?1"
-                     " ORDER BY rowid",
-                     &st, "reading artifacts");
-    if (rc)
-        return rc;
-    sqlite3_bind_int64(st, 1, run_id);
-    int step = SQLITE_DONE, cap = 0;
-    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        rc = grow((void **)&out->a, &cap, out->n, sizeof *out->a);
-        if (rc)
-            break;
-        hs_artifact *a = &out->a[out->n++];
-        memset(a, 0, sizeof *a);
-        a->path = column_dup(st, 0, &rc);
-        a->sha256 = column_dup(st, 1, &rc);
-        a->bytes = sqlite3_column_int64(st, 2);
-        a->complete = sqlite3_column_int(st, 3);
-    }
-    rc = finish(ix, st, rc ? SQLITE_DONE : step, rc, "reading artifacts");
+    list_rows rows = { (void **)&out->a, &out->n, 0, sizeof *out->a };
+    int rc = rows_read(ix,
+                       "SELECT path, sha256, bytes, complete FROM artifacts WHERE run_id=?1"
+                       " ORDER BY rowid",
+                       "reading artifacts", run_id, NULL, read_artifact_row, &rows);
     if (rc)
         hs_artifact_list_free(out);
     return rc;
@@ -506,32 +569,11 @@ int hs_index_position_grid(hs_index *ix, int64_t run_id, const char *metric, hs_
     int rc;
     if (!has_table(ix, "position_metrics", &rc))
         return rc;
-    sqlite3_stmt *st;
-    rc = prepare(ix,
-                 "SELECT layer, position, value, stderr, n FROM position_metrics WHERE run_id=?1"
-                 " AND metric=?2 ORDER BY layer, position",
-                 &st, "reading position metrics");
-    if (rc)
-        return rc;
-    sqlite3_bind_int64(st, 1, run_id);
-    bind_opt_text(st, 2, metric);
-    grid_row *rows = NULL;
-    int n = 0, cap = 0, step = SQLITE_DONE;
-    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        const sqlite3_int64 l = sqlite3_column_int64(st, 0), p = sqlite3_column_int64(st, 1);
-        if (l < 0 || p < 0 || l >= HS_INDEX_MAX_DIM || p >= HS_INDEX_MAX_DIM)
-            rc = hs_fail(HS_EFORMAT, "%s: run %lld: %s of layer %lld position %lld: index out of"
-                         " range", ix->path, (long long)run_id, metric, (long long)l, (long long)p);
-        if (!rc)
-            rc = grow((void **)&rows, &cap, n, sizeof *rows);
-        if (!rc)
-            rows[n++] = (grid_row){ (int)l, (int)p, column_metric(st, 2) };
-    }
-    rc = finish(ix, st, rc ? SQLITE_DONE : step, rc, "reading position metrics");
     hs_metric_grid mg = { 0 }; /* the same layout: positions in place of heads */
-    if (!rc)
-        rc = grid_fill(&mg, rows, n);
-    free(rows);
+    rc = grid_read(ix,
+                   "SELECT layer, position, value, stderr, n FROM position_metrics WHERE run_id=?1"
+                   " AND metric=?2 ORDER BY layer, position",
+                   "reading position metrics", run_id, metric, "position", &mg);
     g->n_layer = mg.n_layer, g->n_pos = mg.n_head, g->count = mg.count;
     g->cell = mg.cell, g->present = mg.present;
     if (rc)
@@ -546,30 +588,30 @@ void hs_position_grid_free(hs_position_grid *g)
     memset(g, 0, sizeof *g);
 }
 
+/* Row (layer_a, head_a, layer_b, head_b, value). */
+static int read_pair_row(hs_index *ix, sqlite3_stmt *st, void *out)
+{
+    (void)ix;
+    int rc;
+    hs_pair_value *p = list_next(out, &rc);
+    if (p)
+        *p = (hs_pair_value){ sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
+                              sqlite3_column_int(st, 2), sqlite3_column_int(st, 3),
+                              column_number(st, 4) };
+    return rc;
+}
+
 int hs_index_pair_metrics(hs_index *ix, int64_t run_id, const char *metric, hs_pair_list *out)
 {
     memset(out, 0, sizeof *out);
     int rc;
     if (!has_table(ix, "head_pair_metrics", &rc))
         return rc;
-    sqlite3_stmt *st;
-    rc = prepare(ix,
-                 "SELECT layer_a, head_a, layer_b, head_b, value FROM head_pair_metrics WHERE"
-                 " run_id=?1 AND metric=?2 ORDER BY layer_a, head_a, layer_b, head_b",
-                 &st, "reading head-pair metrics");
-    if (rc)
-        return rc;
-    sqlite3_bind_int64(st, 1, run_id);
-    bind_opt_text(st, 2, metric);
-    int step = SQLITE_DONE, cap = 0;
-    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        rc = grow((void **)&out->p, &cap, out->n, sizeof *out->p);
-        if (!rc)
-            out->p[out->n++] = (hs_pair_value){ sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
-                                                sqlite3_column_int(st, 2), sqlite3_column_int(st, 3),
-                                                column_number(st, 4) };
-    }
-    rc = finish(ix, st, rc ? SQLITE_DONE : step, rc, "reading head-pair metrics");
+    list_rows rows = { (void **)&out->p, &out->n, 0, sizeof *out->p };
+    rc = rows_read(ix,
+                   "SELECT layer_a, head_a, layer_b, head_b, value FROM head_pair_metrics WHERE"
+                   " run_id=?1 AND metric=?2 ORDER BY layer_a, head_a, layer_b, head_b",
+                   "reading head-pair metrics", run_id, metric, read_pair_row, &rows);
     if (rc)
         hs_pair_list_free(out);
     return rc;
@@ -585,26 +627,11 @@ int hs_index_layer_series(hs_index *ix, int64_t run_id, const char *metric,
                           hs_metric_series *out)
 {
     memset(out, 0, sizeof *out);
-    sqlite3_stmt *st;
-    int rc = prepare(ix,
-                     "SELECT layer, value, stderr, n FROM head_metrics WHERE run_id=?1 AND"
-                     " metric=?2 AND layer>=0 AND head=-1 ORDER BY layer",
-                     &st, "reading head metrics");
-    if (rc)
-        return rc;
-    sqlite3_bind_int64(st, 1, run_id);
-    bind_opt_text(st, 2, metric);
-    int step = SQLITE_DONE, kcap = 0, vcap = 0;
-    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        rc = grow((void **)&out->key, &kcap, out->n, sizeof *out->key);
-        if (!rc)
-            rc = grow((void **)&out->v, &vcap, out->n, sizeof *out->v);
-        if (!rc) {
-            out->key[out->n] = sqlite3_column_int64(st, 0);
-            out->v[out->n++] = column_metric(st, 1);
-        }
-    }
-    rc = finish(ix, st, rc ? SQLITE_DONE : step, rc, "reading head metrics");
+    series_rows rows = { out, 0, 0, NULL };
+    int rc = rows_read(ix,
+                       "SELECT layer, value, stderr, n FROM head_metrics WHERE run_id=?1 AND"
+                       " metric=?2 AND layer>=0 AND head=-1 ORDER BY layer",
+                       "reading head metrics", run_id, metric, read_series_row, &rows);
     if (rc)
         hs_metric_series_free(out);
     return rc;
