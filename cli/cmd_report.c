@@ -6,6 +6,7 @@
  * is written under a temporary name and renamed when complete. */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,39 +139,74 @@ static int has_curve(report *r, long long run, const char *name)
     return n;
 }
 
-/* Writes a figure (rc: the plot's result) with its caption, or says why it
- * is missing. */
-static void figure(report *r, int rc, const char *file, const char *title, const char *caption)
-{
-    FILE *f = r->html;
-    if (rc) {
-        r->missing++;
-        fprintf(f, "<p class=\"missing\">%s: not drawn (", title);
-        esc(f, hs_last_error());
-        fprintf(f, ")</p>\n");
-        return;
-    }
-    r->figures++;
-    fprintf(f, "<figure><img src=\"%s\" alt=\"", file);
-    esc(f, title);
-    fprintf(f, "\"><figcaption><b>");
-    esc(f, title);
-    fprintf(f, ".</b> %s</figcaption></figure>\n", caption);
-}
-
 static void path_in(char *out, size_t n, const report *r, const char *file)
 {
     snprintf(out, n, "%s/%s", r->dir, file);
 }
 
+/* A figure of the page: its file as the page links it (in the report's
+ * directory), the path the plot writes it to and its title. Every section
+ * names its figures with fig_title or fig_run, draws to path and hands the
+ * plot's result to figure(), so each figure is emitted the same way. */
+typedef struct {
+    char file[128], path[1200], title[200];
+} fig;
+
+__attribute__((format(printf, 3, 0))) static void fig_vtitle(fig *g, const report *r,
+                                                             const char *title, va_list ap)
+{
+    vsnprintf(g->title, sizeof g->title, title, ap);
+    path_in(g->path, sizeof g->path, r, g->file);
+}
+
+/* The title (printf-style) and path of a figure whose g->file is set. */
+__attribute__((format(printf, 3, 4))) static void fig_title(fig *g, const report *r,
+                                                            const char *title, ...)
+{
+    va_list ap;
+    va_start(ap, title);
+    fig_vtitle(g, r, title, ap);
+    va_end(ap);
+}
+
+/* A figure of a run, in file STEM_runRUN.png, with its title (printf-style). */
+__attribute__((format(printf, 5, 6))) static void fig_run(fig *g, const report *r,
+                                                          const char *stem, long long run,
+                                                          const char *title, ...)
+{
+    snprintf(g->file, sizeof g->file, "%s_run%lld.png", stem, run);
+    va_list ap;
+    va_start(ap, title);
+    fig_vtitle(g, r, title, ap);
+    va_end(ap);
+}
+
+/* Writes figure g (rc: the plot's result) with its caption, or says why it
+ * is missing. */
+static void figure(report *r, int rc, const fig *g, const char *caption)
+{
+    FILE *f = r->html;
+    if (rc) {
+        r->missing++;
+        fprintf(f, "<p class=\"missing\">%s: not drawn (", g->title);
+        esc(f, hs_last_error());
+        fprintf(f, ")</p>\n");
+        return;
+    }
+    r->figures++;
+    fprintf(f, "<figure><img src=\"%s\" alt=\"", g->file);
+    esc(f, g->title);
+    fprintf(f, "\"><figcaption><b>");
+    esc(f, g->title);
+    fprintf(f, ".</b> %s</figcaption></figure>\n", caption);
+}
+
 static void grid(report *r, long long run, const char *name, int control, const char *caption)
 {
-    char file[128], path[1200], title[160];
-    snprintf(file, sizeof file, "%s_run%lld.png", name, run);
-    path_in(path, sizeof path, r, file);
-    snprintf(title, sizeof title, "%s%s, run %lld", name,
-             control ? " beside its random-init control" : "", run);
-    figure(r, plot_index(r->ix, r->db_path, name, NULL, run, path, control), file, title, caption);
+    fig g;
+    fig_run(&g, r, name, run, "%s%s, run %lld", name,
+            control ? " beside its random-init control" : "", run);
+    figure(r, plot_index(r->ix, r->db_path, name, NULL, run, g.path, control), &g, caption);
 }
 
 static void section_runs(report *r)
@@ -218,15 +254,13 @@ static void section_training(report *r)
         return;
     for (int i = l.n - 1; i >= 0 && i >= l.n - 3; i--) { /* the latest three */
         long long run = l.runs[i].run_id;
-        char file[64], path[1200], title[96];
-        snprintf(file, sizeof file, "training_run%lld.png", run);
-        path_in(path, sizeof path, r, file);
-        snprintf(title, sizeof title, "Training loss, run %lld", run);
+        fig g;
+        fig_run(&g, r, "training", run, "Training loss, run %lld", run);
         int val = has_curve(r, run, "val_loss") > 0;
         figure(r,
                plot_index(r->ix, r->db_path, NULL, val ? "train_loss,val_loss" : "train_loss", run,
-                          path, 0),
-               file, title,
+                          g.path, 0),
+               &g,
                val ? "Mean next-token cross-entropy (nats) of each training batch against tokens "
                      "seen, and the validation loss on the held-out shard. The two losses are on "
                      "different data, so neither bounds the other: validation loss below training "
@@ -334,10 +368,9 @@ static void section_induction(report *r, long long run, long long ablate_run, lo
         return;
     }
     induction_claim(r, run);
-    char path[1200], file[64];
-    snprintf(file, sizeof file, "causal_run%lld.png", run);
-    path_in(path, sizeof path, r, file);
-    figure(r, plot_causal(r->ix, r->db_path, run, path), file, "Causal check",
+    fig g;
+    fig_run(&g, r, "causal", run, "Causal check");
+    figure(r, plot_causal(r->ix, r->db_path, run, g.path), &g,
            "Increase of the second-half loss on r ++ r when the heads of highest induction score "
            "are gated off (red, &plusmn; 2 standard errors) against the same number of randomly "
            "chosen other heads (blue points, one per draw; mean &plusmn; standard deviation). "
@@ -488,24 +521,23 @@ static void section_maps(report *r, const char *maps, long long seq, long long i
             dup |= pick[j][0] == pick[i][0] && pick[j][1] == pick[i][1];
         if (dup)
             continue;
-        char file[64], path[1200], title[200], ctrl[48], cnum[48] = "";
+        char ctrl[48], cnum[48] = "";
         double v = NAN, cv;
         metric(r, from[i], pick[i][0], pick[i][1], name[i], &v, NULL);
         snprintf(ctrl, sizeof ctrl, "%s_control", name[i]);
         if (metric(r, from[i], pick[i][0], pick[i][1], ctrl, &cv, NULL))
             snprintf(cnum, sizeof cnum, ", random-init control %.3f", cv);
-        snprintf(file, sizeof file, "map_L%dH%d.png", pick[i][0], pick[i][1]);
-        path_in(path, sizeof path, r, file);
-        snprintf(title, sizeof title, "Layer %d head %d (%s: %.3f%s)", pick[i][0], pick[i][1],
-                 why[i], v, cnum);
-        figure(r, plot_map(maps, pick[i][0], pick[i][1], seq, path, 0), file, title,
+        fig g;
+        snprintf(g.file, sizeof g.file, "map_L%dH%d.png", pick[i][0], pick[i][1]);
+        fig_title(&g, r, "Layer %d head %d (%s: %.3f%s)", pick[i][0], pick[i][1], why[i], v, cnum);
+        figure(r, plot_map(maps, pick[i][0], pick[i][1], seq, g.path, 0), &g,
                "Post-softmax attention of each query (row) over the keys (columns), with the "
                "tokens as labels (their ids when the capture knew no tokenizer). A map is one sequence's picture: attention mass is not "
                "causal influence, and one sequence is not a statistic.");
     }
-    char path[1200];
-    path_in(path, sizeof path, r, "maps_grid.png");
-    figure(r, plot_map(maps, 0, 0, seq, path, 1), "maps_grid.png", "Every head",
+    fig g = { .file = "maps_grid.png" };
+    fig_title(&g, r, "Every head");
+    figure(r, plot_map(maps, 0, 0, seq, g.path, 1), &g,
            "All captured heads of the same sequence, layer by layer, on one colour scale (attention "
            "probability 0 .. 1). A grey panel is no head of the model (a layer with fewer "
            "heads) or one the capture left out, as it says.");
@@ -545,10 +577,9 @@ static void section_pruning(report *r, long long run)
         fprintf(f, "<p>No complete prune run in this index.</p>\n");
         return;
     }
-    char file[64], path[1200];
-    snprintf(file, sizeof file, "pruning_run%lld.png", run);
-    path_in(path, sizeof path, r, file);
-    figure(r, plot_index(r->ix, r->db_path, NULL, "pruning", run, path, 0), file, "Pruning curve",
+    fig g;
+    fig_run(&g, r, "pruning", run, "Pruning curve");
+    figure(r, plot_index(r->ix, r->db_path, NULL, "pruning", run, g.path, 0), &g,
            "Validation loss after each step of joint pruning (heads of lowest importance gated "
            "off, importance recomputed on the pruned model) against the fraction of heads pruned.");
     double dense, pruned;
@@ -587,14 +618,13 @@ static void js_artifact(report *r, long long run, char *path, size_t n)
 
 static void js_figure(report *r, long long run)
 {
-    char csv[1200], file[64], path[1200], title[96];
+    char csv[1200];
     js_artifact(r, run, csv, sizeof csv);
     if (!*csv)
         return;
-    snprintf(file, sizeof file, "js_run%lld.png", run);
-    path_in(path, sizeof path, r, file);
-    snprintf(title, sizeof title, "Jensen-Shannon distance between heads, run %lld", run);
-    figure(r, plot_js(csv, path), file, title,
+    fig g;
+    fig_run(&g, r, "js", run, "Jensen-Shannon distance between heads, run %lld", run);
+    figure(r, plot_js(csv, g.path), &g,
            "Head-to-head Jensen-Shannon distance of the attention distributions (written by "
            "<code>patterns --js-out</code>), on the fixed scale 0 (identical) .. &radic;ln 2 "
            "&asymp; 0.83 (disjoint). Blocks of pale cells are heads that attend alike on this "
@@ -670,9 +700,9 @@ static void section_windows(report *r)
     if (hs_index_latest_with_metric(r->ix, "val_loss_windows_global", &run) || !run)
         return;
     FILE *f = r->html;
-    char data[1200], file[64], path[1200], assign[2600], qdata[1300];
-    snprintf(file, sizeof file, "windows_run%lld.png", (long long)run);
-    path_in(path, sizeof path, r, file);
+    char data[1200], assign[2600], qdata[1300];
+    fig g;
+    fig_run(&g, r, "windows", run, "Local/global heads");
     path_in(data, sizeof data, r, ".windows.txt");
     FILE *d = fopen(data, "w");
     fprintf(f, "<h2 id=\"windows\">Local/global heads (run %lld)</h2>\n<table><tr><th>heads</th>"
@@ -703,9 +733,9 @@ static void section_windows(report *r)
     snprintf(assign, sizeof assign, "datafile=%s; plottitle='local/global heads, run %lld'",
              qdata, (long long)run);
     if (!rc)
-        rc = plot_gnuplot("plot_windows.gp", assign, path);
+        rc = plot_gnuplot("plot_windows.gp", assign, g.path);
     remove(data);
-    figure(r, rc, file, "Local/global heads",
+    figure(r, rc, &g,
            "Validation loss of the same heads all global, the first half of each layer's heads "
            "local, and all local (sliding window W), from shared initial weights per seed, with "
            "± 2 standard errors over seeds; below each arm its KV-cache bytes per token at the "
@@ -748,16 +778,15 @@ static void causal_patch(report *r, long long run)
     for (int i = 0; i < 3; i++) {
         if (!has_positions(r, run, pos[i][0]))
             continue;
-        char file[96], path[1200], title[160], caption[600];
-        snprintf(file, sizeof file, "%s_run%lld.png", pos[i][0], run);
-        path_in(path, sizeof path, r, file);
-        snprintf(title, sizeof title, "%s, run %lld", pos[i][0], run);
+        char caption[600];
+        fig g;
+        fig_run(&g, r, pos[i][0], run, "%s, run %lld", pos[i][0], run);
         snprintf(caption, sizeof caption,
                  "Activation patching of %s at one position (columns: the tokens of the first "
                  "clean prompt of that length), on a scale symmetric about 0. A bright cell says "
                  "the information that separates clean from corrupt passes there; it says "
                  "nothing about positions where clean and corrupt agree.", pos[i][1]);
-        figure(r, plot_patch(r->ix, r->db_path, pos[i][0], run, path), file, title, caption);
+        figure(r, plot_patch(r->ix, r->db_path, pos[i][0], run, g.path), &g, caption);
     }
     if (has_metric(r, run, "patch_z"))
         grid(r, run, "patch_z", 0,
@@ -784,10 +813,9 @@ static void causal_dla(report *r, long long run)
                 run, layer[0], head[0], signed_num(a, sizeof a, v, 3), se,
                 signed_num(b, sizeof b, ld, 3), ld_se);
     }
-    char file[64], path[1200];
-    snprintf(file, sizeof file, "dla_run%lld.png", run);
-    path_in(path, sizeof path, r, file);
-    figure(r, plot_dla(r->ix, r->db_path, run, path), file, "Direct logit attribution",
+    fig g;
+    fig_run(&g, r, "dla", run, "Direct logit attribution");
+    figure(r, plot_dla(r->ix, r->db_path, run, g.path), &g,
            "Each head's output, each MLP's and the model-wide parts (embeddings, biases) at the "
            "last position, through the final norm with its scale frozen, dotted with "
            "u[answer] &minus; u[wrong]; sorted, &plusmn; 2 standard errors. The parts sum to the "
@@ -843,18 +871,16 @@ static void causal_composition(report *r, long long run)
         { "q_composition", "queries" }, { "k_composition", "keys" }, { "v_composition", "values" },
     };
     for (int k = 0; k < 3; k++) {
-        char file[64], path[1200], title[96], caption[600];
-        snprintf(file, sizeof file, "%s_run%lld.png", kinds[k][0], run);
-        path_in(path, sizeof path, r, file);
-        snprintf(title, sizeof title, "%s, run %lld", kinds[k][0], run);
+        char caption[600];
+        fig g;
+        fig_run(&g, r, kinds[k][0], run, "%s, run %lld", kinds[k][0], run);
         snprintf(caption, sizeof caption,
                  "How much of what each earlier head writes lands in the subspace a later head "
                  "reads its %s from (Elhage et al. 2021; TransformerLens's definition, norms "
                  "ignored), on the fixed scale 0 .. 1, beside a randomly initialised model of the "
                  "same configuration: only scores well above the control's mean mean anything. "
                  "A property of the weights, not of any input.", kinds[k][1]);
-        figure(r, plot_composition(r->ix, r->db_path, kinds[k][0], run, path), file, title,
-               caption);
+        figure(r, plot_composition(r->ix, r->db_path, kinds[k][0], run, g.path), &g, caption);
     }
 }
 
@@ -880,10 +906,9 @@ static void section_causal(report *r)
     if (dla)
         causal_dla(r, dla);
     if (lens) {
-        char file[64], path_png[1200];
-        snprintf(file, sizeof file, "lens_run%lld.png", lens);
-        path_in(path_png, sizeof path_png, r, file);
-        figure(r, plot_lens(r->ix, r->db_path, lens, path_png), file, "Logit lens",
+        fig g;
+        fig_run(&g, r, "lens", lens, "Logit lens");
+        figure(r, plot_lens(r->ix, r->db_path, lens, g.path), &g,
                "The residual stream entering each layer decoded through the final norm and the "
                "unembedding (&plusmn; 2 standard errors); the last point is the model's own "
                "output. Early layers are read in a basis trained for the last one, so a flat "
