@@ -666,16 +666,40 @@ static void section_patterns(report *r, long long run)
                        "--control</code> does).");
 }
 
-static void section_experiment(report *r, long long run)
+/* The latest complete experiment run with model-wide rows PREFIX<N>, its
+ * series in *s (freed by the caller); 0 when none. Head-count, gqa and
+ * windows experiments are all runs of kind experiment, told apart only by
+ * their rows, so "the latest experiment" would show one study's table with
+ * another's rows. */
+static long long latest_experiment(report *r, const char *prefix, hs_metric_series *s)
+{
+    hs_run_list l;
+    long long run = 0;
+    memset(s, 0, sizeof *s);
+    if (hs_index_runs(r->ix, "experiment", "complete", &l))
+        return 0;
+    for (int i = l.n - 1; i >= 0 && !run; i--) {
+        if (hs_index_metric_series(r->ix, l.runs[i].run_id, prefix, s))
+            break;
+        if (s->n)
+            run = l.runs[i].run_id;
+        else
+            hs_metric_series_free(s);
+    }
+    hs_run_list_free(&l);
+    return run;
+}
+
+static void section_experiment(report *r)
 {
     FILE *f = r->html;
+    hs_metric_series s;
+    const long long run = latest_experiment(r, "val_loss_heads_", &s);
     if (!run)
         return;
     fprintf(f, "<h2 id=\"head-count\">Head-count experiment (run %lld)</h2>\n<table><tr><th>heads"
                "</th><th>validation loss</th><th>standard error over seeds</th><th>seeds</th>"
                "<th>forward ms</th></tr>\n", run);
-    hs_metric_series s = { 0 };
-    hs_index_metric_series(r->ix, run, "val_loss_heads_", &s);
     for (int i = 0; i < s.n; i++) {
         char name[48];
         double ms = NAN;
@@ -688,6 +712,48 @@ static void section_experiment(report *r, long long run)
     fprintf(f, "</table>\n<p class=\"note\">Same architecture, shared initial weights, equal step "
                "budgets. Differences smaller than a few standard errors are noise; the ordering "
                "holds for this data and budget only.</p>\n");
+}
+
+/* One row of the GQA table: a model's validation loss right after
+ * conversion and after uptraining (metric NAME and NAME_uptrained). */
+static void gqa_row(report *r, long long run, const char *label, const char *name)
+{
+    char up[64];
+    double uv = NAN, use = NAN;
+    hs_metric_value m = { NAN, NAN, 0 };
+    int found;
+    hs_index_metric_get(r->ix, run, -1, -1, name, &m, &found);
+    snprintf(up, sizeof up, "%s_uptrained", name);
+    metric(r, run, -1, -1, up, &uv, &use);
+    fprintf(r->html, "<tr><td>%s</td><td>%.4f &plusmn; %.4f</td><td>%.4f &plusmn; %.4f</td>"
+                     "<td>%lld</td></tr>\n", label, m.value, m.stderr_value, uv, use, m.n);
+}
+
+/* The uptraining study (experiment gqa, Ainslie et al. 2023): the MHA
+ * model and each conversion to G key/value heads, right after conversion
+ * and after uptraining. */
+static void section_gqa(report *r)
+{
+    FILE *f = r->html;
+    hs_metric_series s;
+    const long long run = latest_experiment(r, "val_loss_kv_heads_", &s);
+    if (!run)
+        return;
+    fprintf(f, "<h2 id=\"gqa\">Grouped-query uptraining (run %lld)</h2>\n<table><tr><th>key/value "
+               "heads</th><th>validation loss after conversion</th><th>after uptraining</th>"
+               "<th>sequences</th></tr>\n", run);
+    gqa_row(r, run, "all (MHA)", "val_loss_mha");
+    for (int i = s.n - 1; i >= 0; i--) {
+        char label[32], name[64];
+        snprintf(label, sizeof label, "%lld", s.key[i]);
+        snprintf(name, sizeof name, "val_loss_kv_heads_%lld", s.key[i]);
+        gqa_row(r, run, label, name);
+    }
+    hs_metric_series_free(&s);
+    fprintf(f, "</table>\n<p class=\"note\">Each key/value head of a conversion is the mean of "
+               "its group's heads; uptraining continues each model for the same few steps, the MHA "
+               "row's being the control. Standard errors are over validation sequences; "
+               "differences smaller than a few of them are noise.</p>\n");
 }
 
 /* The local/global experiment (experiment windows): its table and a figure
@@ -957,7 +1023,7 @@ static int write_page(report *r, const char *page, const char *maps, long long s
     }
     const long long ind = latest_run(r, "induction"), abl = latest_run(r, "ablate"),
                     imp = latest_run(r, "importance"), pru = latest_run(r, "prune"),
-                    pat = latest_run(r, "patterns"), exp = latest_run(r, "experiment");
+                    pat = latest_run(r, "patterns");
     time_t now = time(NULL);
     char when[64];
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
@@ -978,7 +1044,8 @@ static int write_page(report *r, const char *page, const char *maps, long long s
     section_causal(r);
     section_pruning(r, pru);
     section_patterns(r, pat);
-    section_experiment(r, exp);
+    section_experiment(r);
+    section_gqa(r);
     section_windows(r);
     section_training(r);
     section_runs(r);
@@ -1044,9 +1111,10 @@ HS_COMMAND(cmd_report_record) = {
     .details = "Sections: the induction claim with its causal check and the score grids beside\n"
         "their random-init controls; attention maps of the heads the scores single out\n"
         "(from the latest 'capture --db' run, or --maps); ablation, importance, pruning\n"
-        "(curve and latency), pattern statistics, head-count experiments, training curves,\n"
-        "and every run with its provenance. Each section uses the latest complete run of\n"
-        "its kind; each figure is captioned with what it shows and what it does not.\n"
+        "(curve and latency), pattern statistics, the head-count, GQA uptraining and\n"
+        "local/global experiments, training curves, and every run with its provenance.\n"
+        "Each section uses the latest complete run of its kind (of each experiment);\n"
+        "each figure is captioned with what it shows and what it does not.\n"
         "index.html is written under a temporary name and renamed when complete.\n\n"
         "example: headscope report --db runs.db --out report && xdg-open report/index.html\n",
     .run = cmd_report,

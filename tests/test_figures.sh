@@ -184,4 +184,42 @@ report_wording() {
     png_ok "rep/$js" || return 1
 }
 
-run_checks out_format pdf_unsupported ghost_heads fixed_scales curve_labels report_wording
+# rows_in PAGE ID: the body rows (<tr><td>) of the table of section ID of a report page.
+rows_in() {
+    "$PY" - "$1" "$2" <<'PYEOF'
+import re, sys
+t = open(sys.argv[1], encoding="utf-8").read()
+m = re.search(r'<h2 id="%s">.*?</table>' % re.escape(sys.argv[2]), t, re.S)
+print(len(re.findall(r"<tr><td>", m.group(0))) if m else "none")
+PYEOF
+}
+
+# experiment head-count, gqa and windows are all runs of kind experiment: the
+# head-count table shows the latest head-count run whichever ran last, and the
+# GQA uptraining run has a table of its own.
+report_experiment_tables() {
+    shard train 80 || return 1
+    hs experiment head-count --preset attn-only d_model=16 --data train.bin --db r.db --heads 1,2 \
+        --seeds 1 --steps 2 --batch 2 --seq-len 16
+    expect_rc 0 "experiment head-count" || return 1
+    hs train --preset gpt2 d_model=32 n_ctx=48 --data train.bin --out g --steps 1 --batch 2 --seq-len 16
+    expect_rc 0 "train" || return 1
+    hs experiment gqa --model g --data train.bin --db r.db --original-steps 20 --kv-heads 2,1 \
+        --batch 2 --seq-len 16 --max-batches 2
+    expect_rc 0 "experiment gqa" || return 1
+    hs report --db r.db --out rep
+    expect_rc 0 "report" || return 1
+    expect_eq "$(rows_in rep/index.html head-count)" 2 "head-count rows after a gqa run" || return 1
+    grep -q "Head-count experiment (run 1)" rep/index.html || bad "the head-count section is not run 1's" || return 1
+    expect_eq "$(rows_in rep/index.html gqa)" 3 "GQA rows: MHA, 2 and 1 key/value heads" || return 1
+    hs experiment windows --preset attn-only d_model=32 n_ctx=32 --data train.bin --db r.db \
+        --window 4 --seq-len 16 --batch 2 --steps 1 --seeds 1
+    expect_rc 0 "experiment windows" || return 1
+    hs report --db r.db --out rep
+    expect_rc 0 "report" || return 1
+    expect_eq "$(rows_in rep/index.html head-count)" 2 "head-count rows after a windows run" || return 1
+    expect_eq "$(rows_in rep/index.html windows)" 3 "windows rows" || return 1
+}
+
+run_checks out_format pdf_unsupported ghost_heads fixed_scales curve_labels report_wording \
+    report_experiment_tables
