@@ -666,12 +666,31 @@ static void section_patterns(report *r, long long run)
                        "--control</code> does).");
 }
 
+/* The heading "TITLE (run RUN)" of an experiment's section and its table's
+ * header row (`columns`, <th> cells); table_end closes the table with its
+ * note (NULL: none). */
+static void table_begin(report *r, const char *id, const char *title, long long run,
+                        const char *columns)
+{
+    fprintf(r->html, "<h2 id=\"%s\">%s (run %lld)</h2>\n<table><tr>%s</tr>\n", id, title, run,
+            columns);
+}
+
+static void table_end(report *r, const char *note)
+{
+    fprintf(r->html, "</table>\n");
+    if (note)
+        fprintf(r->html, "<p class=\"note\">%s</p>\n", note);
+}
+
 /* The latest complete experiment run with model-wide rows PREFIX<N>, its
- * series in *s (freed by the caller); 0 when none. Head-count, gqa and
- * windows experiments are all runs of kind experiment, told apart only by
- * their rows, so "the latest experiment" would show one study's table with
+ * series in *s (freed by the caller) and its section begun (table_begin);
+ * 0, and nothing written, when there is none. Head-count, gqa and windows
+ * experiments are all runs of kind experiment, told apart only by their
+ * rows, so "the latest experiment" would show one study's table with
  * another's rows. */
-static long long latest_experiment(report *r, const char *prefix, hs_metric_series *s)
+static long long experiment_begin(report *r, const char *prefix, hs_metric_series *s,
+                                  const char *id, const char *title, const char *columns)
 {
     hs_run_list l;
     long long run = 0;
@@ -687,6 +706,8 @@ static long long latest_experiment(report *r, const char *prefix, hs_metric_seri
             hs_metric_series_free(s);
     }
     hs_run_list_free(&l);
+    if (run)
+        table_begin(r, id, title, run, columns);
     return run;
 }
 
@@ -694,12 +715,12 @@ static void section_experiment(report *r)
 {
     FILE *f = r->html;
     hs_metric_series s;
-    const long long run = latest_experiment(r, "val_loss_heads_", &s);
+    const long long run = experiment_begin(
+        r, "val_loss_heads_", &s, "head-count", "Head-count experiment",
+        "<th>heads</th><th>validation loss</th><th>standard error over seeds</th><th>seeds</th>"
+        "<th>forward ms</th>");
     if (!run)
         return;
-    fprintf(f, "<h2 id=\"head-count\">Head-count experiment (run %lld)</h2>\n<table><tr><th>heads"
-               "</th><th>validation loss</th><th>standard error over seeds</th><th>seeds</th>"
-               "<th>forward ms</th></tr>\n", run);
     for (int i = 0; i < s.n; i++) {
         char name[48];
         double ms = NAN;
@@ -709,9 +730,9 @@ static void section_experiment(report *r)
                 s.key[i], s.v[i].value, s.v[i].stderr_value, s.v[i].n, ms);
     }
     hs_metric_series_free(&s);
-    fprintf(f, "</table>\n<p class=\"note\">Same architecture, shared initial weights, equal step "
-               "budgets. Differences smaller than a few standard errors are noise; the ordering "
-               "holds for this data and budget only.</p>\n");
+    table_end(r, "Same architecture, shared initial weights, equal step budgets. Differences "
+                 "smaller than a few standard errors are noise; the ordering holds for this data "
+                 "and budget only.");
 }
 
 /* One row of the GQA table: a model's validation loss right after
@@ -734,14 +755,13 @@ static void gqa_row(report *r, long long run, const char *label, const char *nam
  * and after uptraining. */
 static void section_gqa(report *r)
 {
-    FILE *f = r->html;
     hs_metric_series s;
-    const long long run = latest_experiment(r, "val_loss_kv_heads_", &s);
+    const long long run = experiment_begin(
+        r, "val_loss_kv_heads_", &s, "gqa", "Grouped-query uptraining",
+        "<th>key/value heads</th><th>validation loss after conversion</th><th>after uptraining"
+        "</th><th>sequences</th>");
     if (!run)
         return;
-    fprintf(f, "<h2 id=\"gqa\">Grouped-query uptraining (run %lld)</h2>\n<table><tr><th>key/value "
-               "heads</th><th>validation loss after conversion</th><th>after uptraining</th>"
-               "<th>sequences</th></tr>\n", run);
     gqa_row(r, run, "all (MHA)", "val_loss_mha");
     for (int i = s.n - 1; i >= 0; i--) {
         char label[32], name[64];
@@ -750,10 +770,10 @@ static void section_gqa(report *r)
         gqa_row(r, run, label, name);
     }
     hs_metric_series_free(&s);
-    fprintf(f, "</table>\n<p class=\"note\">Each key/value head of a conversion is the mean of "
-               "its group's heads; uptraining continues each model for the same few steps, the MHA "
-               "row's being the control. Standard errors are over validation sequences; "
-               "differences smaller than a few of them are noise.</p>\n");
+    table_end(r, "Each key/value head of a conversion is the mean of its group's heads; "
+                 "uptraining continues each model for the same few steps, the MHA row's being the "
+                 "control. Standard errors are over validation sequences; differences smaller "
+                 "than a few of them are noise.");
 }
 
 /* The local/global experiment (experiment windows): its table and a figure
@@ -771,9 +791,9 @@ static void section_windows(report *r)
     fig_run(&g, r, "windows", run, "Local/global heads");
     path_in(data, sizeof data, r, ".windows.txt");
     FILE *d = fopen(data, "w");
-    fprintf(f, "<h2 id=\"windows\">Local/global heads (run %lld)</h2>\n<table><tr><th>heads</th>"
-               "<th>validation loss</th><th>standard error over seeds</th><th>seeds</th><th>kv "
-               "bytes per token</th><th>forward ms</th></tr>\n", (long long)run);
+    table_begin(r, "windows", "Local/global heads", run,
+                "<th>heads</th><th>validation loss</th><th>standard error over seeds</th>"
+                "<th>seeds</th><th>kv bytes per token</th><th>forward ms</th>");
     for (int a = 0; a < 3; a++) {
         char name[64];
         double loss = NAN, se = NAN, kv = NAN, ms = NAN;
@@ -793,7 +813,7 @@ static void section_windows(report *r)
             fprintf(d, "%d %.9g %.9g \"%s\\n%.0f B/token\\n%.2f ms\"\n", a, loss, se, arms[a], kv,
                     ms);
     }
-    fprintf(f, "</table>\n");
+    table_end(r, NULL);
     int rc = !d || fclose(d) ? hs_fail(HS_EIO, "%s: cannot write", data) : HS_OK;
     plot_quote(qdata, sizeof qdata, data);
     snprintf(assign, sizeof assign, "datafile=%s; plottitle='local/global heads, run %lld'",
