@@ -1,10 +1,13 @@
-/* The packed GEMM: op(B) is copied block by block (KC rows x NC columns) into
- * panels NR columns wide, op(A) (MC x KC, scaled by alpha) into panels MR rows
- * tall, so that the microkernel reads both contiguously: one KC x NR panel
- * of B stays in L1 while the MR-row panels of the A block (in L2) stream
- * past it. The microkernel keeps an MR x NR tile of C in registers for the
- * whole KC loop (MR/NR chosen so the tile fills most of the vector
- * registers and two FMAs issue each cycle). */
+/* The blocked GEMM (GotoBLAS/BLIS loops): op(B) is copied, one K block at a
+ * time, into panels NR columns wide (k-major), so the microkernel reads B
+ * contiguously; each panel is copied just before its first use, while it is
+ * in cache. op(A) is read where it lies when its rows are contiguous in k
+ * (no copy: copying A cost ~16% of the time at our shapes), and copied into
+ * MR-row panels when transposed or for the last partial panel. One KC x NR
+ * panel of B stays in L1 while the MR-row panels of an MC-row block of A (in
+ * L2) stream past it. The microkernel keeps an MR x NR tile of C in
+ * registers for the whole K block (24 of 32 zmm registers, 12 of 16 ymm),
+ * so each k step is 2 B loads, MR broadcasts and 2*MR FMAs. */
 #include "gemm.h"
 
 #include <cblas.h>
@@ -19,10 +22,11 @@
 #define HS_GEMM_X86 1
 #endif
 
-/* Blocking: KC x NR of B (32 KB at NR 32) fits L1 (48 KB on the machines we
- * measure), MC x KC of A (144 KB) fits L2 with room to spare. MC is a
- * multiple of both MR (12 and 6). */
-enum { KC = 256, MC = 144, NC = 3072, MR_MAX = 12, NR_MAX = 32 };
+/* Blocking: K in blocks of at most KC (split evenly: no short tail block),
+ * MC x KC of A (216 KB) well inside L2 (2 MB on the machine measured), MC a
+ * multiple of both MR (12 and 6). KC 256, NC 512-1024 and A packed for every
+ * layout measured no faster (docs/perf.md, "Own GEMM"). */
+enum { KC = 384, MC = 144, NC = 3072, MR_MAX = 12, NR_MAX = 32 };
 
 /* op(X) as a view: element (r, c) without copying the transpose. */
 typedef struct {
@@ -30,140 +34,223 @@ typedef struct {
     int ld, trans;
 } hs_view;
 
-typedef void (*hs_kernel_fn)(int kc, const float *a, const float *b, float *c, long ldc,
-                             float beta);
+/* The microkernel: c (mr,nr; ldc) = alpha * sum_k A(i,k) b[k*nr+j] +
+ * beta * c, with A(i,k) = a[i*rs + k*cs]: A is read where it lies (row
+ * panels when rs is lda, column panels when cs is lda, a packed edge panel
+ * when cs is mr), so only B is packed. beta 0 stores without reading c. */
+typedef void (*hs_kernel_fn)(int kc, const float *a, long rs, long cs, const float *b, float *c,
+                             long ldc, float alpha, float beta);
 
 typedef struct {
     int mr, nr;
-    hs_kernel_fn kernel;
+    hs_kernel_fn rows, cols; /* rs = lda, cs = 1; rs = 1, cs = lda */
 } hs_kernel;
 
-/* ---- microkernels: c (mr,nr; ldc) = beta*c + sum_k a[k*mr+i] b[k*nr+j];
- * beta 0 stores without reading c. ---- */
 #ifdef HS_GEMM_X86
-__attribute__((target("avx512f"))) static void kernel_avx512(int kc, const float *a,
-                                                              const float *b, float *c, long ldc,
-                                                              float beta)
+/* One body per ISA, inlined into a row-strided and a column-strided
+ * variant so that the constant stride folds into the addressing. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+body_avx512(int kc, const float *a, long rs, long cs, const float *b, float *c, long ldc,
+            float alpha, float beta)
 {
     __m512 acc[12][2];
 #pragma GCC unroll 12
     for (int i = 0; i < 12; i++) {
         acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
     }
-    for (int k = 0; k < kc; k++, a += 12, b += 32) {
+    /* C's tile (12 rows of 128 bytes): loaded one line per k step, early,
+     * spread out so that the misses overlap the arithmetic instead of
+     * queueing at the store (C is often larger than L2) */
+    int k = 0;
+    for (; k < kc && k < 24; k++, a += cs, b += 32) {
+        _mm_prefetch((const char *)(c + (k >> 1) * ldc + 16 * (k & 1)), _MM_HINT_T0);
         const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
 #pragma GCC unroll 12
         for (int i = 0; i < 12; i++) {
-            const __m512 ai = _mm512_set1_ps(a[i]);
+            const __m512 ai = _mm512_set1_ps(a[i * rs]);
             acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
             acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
         }
     }
-    const __m512 vb = _mm512_set1_ps(beta);
+    for (; k < kc; k++, a += cs, b += 32) {
+        const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) {
+            const __m512 ai = _mm512_set1_ps(a[i * rs]);
+            acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+        }
+    }
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 12
     for (int i = 0; i < 12; i++) {
         float *ci = c + i * ldc;
-        if (beta != 0) {
-            acc[i][0] = _mm512_fmadd_ps(vb, _mm512_loadu_ps(ci), acc[i][0]);
-            acc[i][1] = _mm512_fmadd_ps(vb, _mm512_loadu_ps(ci + 16), acc[i][1]);
+        for (int h = 0; h < 2; h++) {
+            __m512 r = _mm512_mul_ps(va, acc[i][h]);
+            if (beta != 0)
+                r = _mm512_fmadd_ps(vb, _mm512_loadu_ps(ci + 16 * h), r);
+            _mm512_storeu_ps(ci + 16 * h, r);
         }
-        _mm512_storeu_ps(ci, acc[i][0]);
-        _mm512_storeu_ps(ci + 16, acc[i][1]);
     }
 }
 
-__attribute__((target("avx2,fma"))) static void kernel_avx2(int kc, const float *a,
-                                                             const float *b, float *c, long ldc,
-                                                             float beta)
+__attribute__((target("avx512f"))) static void rows_avx512(int kc, const float *a, long rs,
+                                                            long cs, const float *b, float *c,
+                                                            long ldc, float alpha, float beta)
+{
+    (void)cs;
+    body_avx512(kc, a, rs, 1, b, c, ldc, alpha, beta);
+}
+
+__attribute__((target("avx512f"))) static void cols_avx512(int kc, const float *a, long rs,
+                                                            long cs, const float *b, float *c,
+                                                            long ldc, float alpha, float beta)
+{
+    (void)rs;
+    body_avx512(kc, a, 1, cs, b, c, ldc, alpha, beta);
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+body_avx2(int kc, const float *a, long rs, long cs, const float *b, float *c, long ldc,
+          float alpha, float beta)
 {
     __m256 acc[6][2];
 #pragma GCC unroll 6
     for (int i = 0; i < 6; i++)
         acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-    for (int k = 0; k < kc; k++, a += 6, b += 16) {
+    for (int k = 0; k < kc; k++, a += cs, b += 16) {
         const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
 #pragma GCC unroll 6
         for (int i = 0; i < 6; i++) {
-            const __m256 ai = _mm256_broadcast_ss(a + i);
+            const __m256 ai = _mm256_broadcast_ss(a + i * rs);
             acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
             acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
         }
     }
-    const __m256 vb = _mm256_set1_ps(beta);
+    const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
 #pragma GCC unroll 6
     for (int i = 0; i < 6; i++) {
         float *ci = c + i * ldc;
-        if (beta != 0) {
-            acc[i][0] = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci), acc[i][0]);
-            acc[i][1] = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci + 8), acc[i][1]);
+        for (int h = 0; h < 2; h++) {
+            __m256 r = _mm256_mul_ps(va, acc[i][h]);
+            if (beta != 0)
+                r = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci + 8 * h), r);
+            _mm256_storeu_ps(ci + 8 * h, r);
         }
-        _mm256_storeu_ps(ci, acc[i][0]);
-        _mm256_storeu_ps(ci + 8, acc[i][1]);
     }
+}
+
+__attribute__((target("avx2,fma"))) static void rows_avx2(int kc, const float *a, long rs,
+                                                           long cs, const float *b, float *c,
+                                                           long ldc, float alpha, float beta)
+{
+    (void)cs;
+    body_avx2(kc, a, rs, 1, b, c, ldc, alpha, beta);
+}
+
+__attribute__((target("avx2,fma"))) static void cols_avx2(int kc, const float *a, long rs,
+                                                           long cs, const float *b, float *c,
+                                                           long ldc, float alpha, float beta)
+{
+    (void)rs;
+    body_avx2(kc, a, 1, cs, b, c, ldc, alpha, beta);
 }
 #endif
 
 /* ---- packing ---- */
 
-/* dst (panels of mr rows: [panel][k][r]) = alpha * op(A)[i0.., k0..], rows
- * past mc zero, so edge tiles run the same kernel. */
-static void pack_a(float *dst, hs_view A, int i0, int k0, int mc, int kc, int mr, float alpha)
+/* dst ([k][r], kc x mr) = op(A)[i0.., k0..] for rows (<= mr) rows, the
+ * rest zero: the kernel may then read a full panel. */
+static void pack_a_panel(float *dst, hs_view A, int i0, int k0, int rows, int kc, int mr)
 {
-    for (int p = 0; p < mc; p += mr, dst += (size_t)mr * kc) {
-        const int rows = mc - p < mr ? mc - p : mr;
-        for (int r = 0; r < rows; r++) {
-            const int i = i0 + p + r;
-            if (A.trans) /* op(A)[i][k] = A[k][i] */
-                for (int k = 0; k < kc; k++)
-                    dst[k * mr + r] = alpha * A.p[(size_t)(k0 + k) * A.ld + i];
-            else
-                for (int k = 0; k < kc; k++)
-                    dst[k * mr + r] = alpha * A.p[(size_t)i * A.ld + k0 + k];
-        }
-        for (int r = rows; r < mr; r++)
-            for (int k = 0; k < kc; k++)
-                dst[k * mr + r] = 0;
-    }
+    for (int k = 0; k < kc; k++)
+        for (int r = 0; r < mr; r++)
+            dst[k * mr + r] = r >= rows      ? 0
+                              : A.trans ? A.p[(size_t)(k0 + k) * A.ld + i0 + r]
+                                        : A.p[(size_t)(i0 + r) * A.ld + k0 + k];
 }
 
-/* dst (panels of nr columns: [panel][k][c]) = op(B)[k0.., j0..], columns past
- * nc zero. */
-static void pack_b(float *dst, hs_view B, int k0, int j0, int kc, int nc, int nr)
+#ifdef HS_GEMM_X86
+/* dst[k*nr + c] = src[c*ld + k] for an 8 x 8 block: B's rows become the
+ * packed panel's columns (the NT forward's weights) with 8-wide loads and
+ * stores instead of 64 scalar moves. */
+__attribute__((target("avx2"))) static void transpose8(float *dst, int nr, const float *src,
+                                                        long ld)
 {
-    for (int p = 0; p < nc; p += nr, dst += (size_t)nr * kc) {
-        const int cols = nc - p < nr ? nc - p : nr;
-        if (B.trans) { /* op(B)[k][j] = B[j][k]: a row of B is a column here */
-            for (int c = 0; c < cols; c++) {
-                const float *src = B.p + (size_t)(j0 + p + c) * B.ld + k0;
-                for (int k = 0; k < kc; k++)
-                    dst[k * nr + c] = src[k];
-            }
-        } else {
-            for (int k = 0; k < kc; k++)
-                memcpy(dst + k * nr, B.p + (size_t)(k0 + k) * B.ld + j0 + p,
-                       sizeof(float) * cols);
-        }
-        if (cols < nr)
-            for (int k = 0; k < kc; k++)
-                memset(dst + k * nr + cols, 0, sizeof(float) * (nr - cols));
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm256_loadu_ps(src + i * ld);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
     }
+    for (int i = 0; i < 8; i += 4)
+        for (int h = 0; h < 2; h++) {
+            r[i + h] = _mm256_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+            r[i + h + 2] = _mm256_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        }
+    /* r[0..3]: rows 0-3 of columns {0,4},{2,6},{1,5},{3,7}; r[4..7] rows 4-7 */
+    static const int col[4] = { 0, 2, 1, 3 };
+    for (int q = 0; q < 4; q++) {
+        _mm256_storeu_ps(dst + col[q] * nr, _mm256_permute2f128_ps(r[q], r[q + 4], 0x20));
+        _mm256_storeu_ps(dst + (col[q] + 4) * nr, _mm256_permute2f128_ps(r[q], r[q + 4], 0x31));
+    }
+}
+#endif
+
+/* One full panel (nr columns) of op(B) = B^T: 8 x 8 blocks, scalar tail. */
+static void pack_bt_panel(float *dst, const float *src, long ld, int kc, int nr)
+{
+    int k = 0;
+#ifdef HS_GEMM_X86
+    for (; k + 8 <= kc; k += 8)
+        for (int c = 0; c < nr; c += 8)
+            transpose8(dst + k * nr + c, nr, src + c * ld + k, ld);
+#endif
+    for (; k < kc; k++)
+        for (int c = 0; c < nr; c++)
+            dst[k * nr + c] = src[c * ld + k];
+}
+
+/* dst ([k][c], kc x nr) = op(B)[k0.., j0..] for cols (<= nr) columns, the
+ * rest zero. */
+static void pack_b_panel(float *dst, hs_view B, int k0, int j0, int kc, int cols, int nr)
+{
+    if (B.trans && cols == nr) {
+        pack_bt_panel(dst, B.p + (size_t)j0 * B.ld + k0, B.ld, kc, nr);
+    } else if (B.trans) { /* op(B)[k][j] = B[j][k]: a row of B is a column here */
+        for (int c = 0; c < cols; c++) {
+            const float *src = B.p + (size_t)(j0 + c) * B.ld + k0;
+            for (int k = 0; k < kc; k++)
+                dst[k * nr + c] = src[k];
+        }
+    } else {
+        for (int k = 0; k < kc; k++) {
+            const float *src = B.p + (size_t)(k0 + k) * B.ld + j0;
+            for (int c = 0; c < cols; c++)
+                dst[k * nr + c] = src[c];
+        }
+    }
+    if (cols < nr)
+        for (int k = 0; k < kc; k++)
+            memset(dst + k * nr + cols, 0, sizeof(float) * (nr - cols));
 }
 
 /* ---- the blocked loops ---- */
 
-/* One MR x NR tile; an edge tile (rows < mr or cols < nr) goes through a
- * full-size scratch tile so the kernel never writes outside C. */
-static void run_tile(const hs_kernel *kd, int kc, const float *a, const float *b, float *c,
-                     int ldc, int rows, int cols, float beta)
+/* One MR x NR tile of C from the A panel at a (strides rs, cs) and the
+ * packed B panel b; an edge tile (cols < nr) goes through a full-size
+ * scratch tile so the kernel never writes outside C. */
+static void run_tile(hs_kernel_fn fn, const hs_kernel *kd, int kc, const float *a, long rs,
+                     long cs, const float *b, float *c, int ldc, int rows, int cols, float alpha,
+                     float beta)
 {
     if (rows == kd->mr && cols == kd->nr) {
-        kd->kernel(kc, a, b, c, ldc, beta);
+        fn(kc, a, rs, cs, b, c, ldc, alpha, beta);
         return;
     }
     float tile[MR_MAX * NR_MAX];
-    kd->kernel(kc, a, b, tile, kd->nr, 0);
+    fn(kc, a, rs, cs, b, tile, kd->nr, alpha, 0);
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < cols; j++) {
             float *cij = c + (size_t)i * ldc + j;
@@ -188,27 +275,56 @@ static float *workspace(size_t n)
     return p;
 }
 
-/* C (M,N) of one thread, packing into ws (MC*KC + KC*NC floats). */
+/* The MC-row blocks of C columns jc.. (nc) for K block pc.. (kc). Each
+ * panel of B is packed (into bpack) just before the first MC block uses it,
+ * while it is still in cache; later MC blocks reuse it. op(A) = A (rows contiguous in k): full MR-row panels are
+ * read in place, a partial last one from a zero-padded copy. op(A) = A^T:
+ * every panel is copied first (in place, the kernel would stride by lda
+ * per k, and at lda a multiple of 2 KB those lines share two L1 sets). */
+static void gemm_kblock(const hs_kernel *kd, int M, int jc, int nc, int pc, int kc, float alpha,
+                        hs_view A, hs_view B, float *bpack, float beta, float *C, int ldc,
+                        float *apack)
+{
+    const int mr = kd->mr, mfull = A.trans ? 0 : M / mr * mr;
+    for (int ic = 0; ic < M; ic += MC) {
+        const int mc = M - ic < MC ? M - ic : MC;
+        for (int ir = ic; ir < ic + mc; ir += mr)
+            if (ir >= mfull)
+                pack_a_panel(apack + (size_t)(ir - ic) * kc, A, ir,
+                             pc, ic + mc - ir < mr ? ic + mc - ir : mr, kc, mr);
+        for (int jr = 0; jr < nc; jr += kd->nr) {
+            const int cols = nc - jr < kd->nr ? nc - jr : kd->nr;
+            float *b = bpack + (size_t)jr * kc;
+            if (ic == 0)
+                pack_b_panel(b, B, pc, jc + jr, kc, cols, kd->nr);
+            for (int ir = ic; ir < ic + mc; ir += mr) {
+                float *c = C + (size_t)ir * ldc + jc + jr;
+                const int rows = ic + mc - ir < mr ? ic + mc - ir : mr;
+                if (ir < mfull)
+                    run_tile(kd->rows, kd, kc, A.p + (size_t)ir * A.ld + pc, A.ld, 1, b, c, ldc,
+                             mr, cols, alpha, beta);
+                else
+                    run_tile(kd->cols, kd, kc, apack + (size_t)(ir - ic) * kc, 1, mr, b, c, ldc,
+                             rows, cols, alpha, beta);
+            }
+        }
+    }
+}
+
+/* C (M,N) of one thread, packing into ws (KC*NC + MC*KC floats). */
 static void gemm_serial(const hs_kernel *kd, int M, int N, int K, float alpha, hs_view A,
                         hs_view B, float beta, float *C, int ldc, float *ws)
 {
-    float *apack = ws, *bpack = ws + (size_t)MC * KC;
+    float *bpack = ws, *apack = ws + (size_t)KC * NC;
     for (int jc = 0; jc < N; jc += NC) {
         const int nc = N - jc < NC ? N - jc : NC;
-        for (int pc = 0; pc < K; pc += KC) {
-            const int kc = K - pc < KC ? K - pc : KC;
-            const float b_eff = pc == 0 ? beta : 1; /* later K blocks accumulate */
-            pack_b(bpack, B, pc, jc, kc, nc, kd->nr);
-            for (int ic = 0; ic < M; ic += MC) {
-                const int mc = M - ic < MC ? M - ic : MC;
-                pack_a(apack, A, ic, pc, mc, kc, kd->mr, alpha);
-                for (int jr = 0; jr < nc; jr += kd->nr)
-                    for (int ir = 0; ir < mc; ir += kd->mr)
-                        run_tile(kd, kc, apack + (size_t)ir * kc, bpack + (size_t)jr * kc,
-                                 C + (size_t)(ic + ir) * ldc + jc + jr, ldc,
-                                 mc - ir < kd->mr ? mc - ir : kd->mr,
-                                 nc - jr < kd->nr ? nc - jr : kd->nr, b_eff);
-            }
+        /* K blocks of equal size, none a short tail */
+        const int nk = (K + KC - 1) / KC, kstep = ((K + nk - 1) / nk + 7) / 8 * 8;
+        for (int pc = 0; pc < K; pc += kstep) {
+            const int kc = K - pc < kstep ? K - pc : kstep;
+            /* later K blocks accumulate onto the first one's result */
+            gemm_kblock(kd, M, jc, nc, pc, kc, alpha, A, B, bpack, pc == 0 ? beta : 1, C, ldc,
+                        apack);
         }
     }
 }
@@ -233,7 +349,7 @@ static void openblas(int ta, int tb, int M, int N, int K, float alpha, const flo
 static void gemm_block(const hs_kernel *kd, int M, int N, int K, float alpha, hs_view A,
                        hs_view B, float beta, float *C, int ldc)
 {
-    float *ws = workspace((size_t)MC * KC + (size_t)KC * NC);
+    float *ws = workspace((size_t)KC * NC + (size_t)MC * KC);
     if (ws)
         gemm_serial(kd, M, N, K, alpha, A, B, beta, C, ldc, ws);
     else
@@ -334,14 +450,14 @@ void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alph
         scale_c(M, N, beta, C, ldc);
         return;
     }
-    hs_kernel kd = { 0, 0, NULL };
+    hs_kernel kd = { 0, 0, NULL, NULL };
 #ifdef HS_GEMM_X86
     if (path == HS_GEMM_AVX512)
-        kd = (hs_kernel){ 12, 32, kernel_avx512 };
+        kd = (hs_kernel){ 12, 32, rows_avx512, cols_avx512 };
     else if (path == HS_GEMM_AVX2)
-        kd = (hs_kernel){ 6, 16, kernel_avx2 };
+        kd = (hs_kernel){ 6, 16, rows_avx2, cols_avx2 };
 #endif
-    if (!kd.kernel) {
+    if (!kd.rows) {
         openblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
