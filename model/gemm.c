@@ -426,15 +426,31 @@ int hs_gemm_path_runs(hs_gemm_path path)
     }
 }
 
-/* AUTO's choice: see docs/perf.md "Own GEMM" for the measurements behind it. */
-static hs_gemm_path auto_path(int M, int N, int K)
+/* 1 if OpenBLAS runs its AVX-512 kernels (not when OPENBLAS_CORETYPE
+ * forces Haswell's, nor on a CPU without AVX-512). */
+static int blas_avx512;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void read_blas_core(void)
 {
-    (void)M, (void)N, (void)K;
-    if (hs_gemm_path_runs(HS_GEMM_AVX512))
-        return HS_GEMM_AVX512;
-    if (hs_gemm_path_runs(HS_GEMM_AVX2))
-        return HS_GEMM_AVX2;
-    return HS_GEMM_OPENBLAS;
+    const char *core = openblas_get_corename();
+    blas_avx512 = core && (strstr(core, "kylakex") || strstr(core, "ooperlake") ||
+                           strstr(core, "apphire"));
+}
+
+/* AUTO's choice, from the measurements in docs/perf.md "Own GEMM": the
+ * AVX-512 kernel wherever the CPU has it, except against OpenBLAS's own
+ * AVX-512 kernels on the classes where those measured faster (N > 1024,
+ * and N < 256 without a transposed B: the attention's P.V products). On
+ * AVX2-only CPUs our kernel only matched OpenBLAS: OpenBLAS. */
+static hs_gemm_path auto_path(int tb, int N)
+{
+    if (!hs_gemm_path_runs(HS_GEMM_AVX512))
+        return HS_GEMM_OPENBLAS;
+    pthread_once(&blas_once, read_blas_core);
+    if (blas_avx512 && (N > 1024 || (!tb && N < 256)))
+        return HS_GEMM_OPENBLAS;
+    return HS_GEMM_AVX512;
 }
 
 void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
@@ -445,7 +461,7 @@ void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alph
     if (!hs_gemm_path_runs(path))
         path = HS_GEMM_AUTO;
     if (path == HS_GEMM_AUTO)
-        path = auto_path(M, N, K);
+        path = auto_path(tb, N);
     if (K <= 0 || alpha == 0) {
         scale_c(M, N, beta, C, ldc);
         return;
