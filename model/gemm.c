@@ -433,22 +433,27 @@ static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
 static void read_blas_core(void)
 {
-    const char *core = openblas_get_corename();
-    blas_avx512 = core && (strstr(core, "kylakex") || strstr(core, "ooperlake") ||
-                           strstr(core, "apphire"));
+    const char *core = openblas_get_corename(); /* "SkylakeX", "Haswell", ... */
+    char low[32] = "";
+    for (int i = 0; core && core[i] && i < 31; i++)
+        low[i] = (char)(core[i] | 0x20); /* ASCII lower case */
+    blas_avx512 = strstr(low, "skylakex") || strstr(low, "cooperlake") ||
+                  strstr(low, "sapphire");
 }
 
-/* AUTO's choice, from the measurements in docs/perf.md "Own GEMM": the
- * AVX-512 kernel wherever the CPU has it, except against OpenBLAS's own
- * AVX-512 kernels on the classes where those measured faster (N > 1024,
- * and N < 256 without a transposed B: the attention's P.V products). On
- * AVX2-only CPUs our kernel only matched OpenBLAS: OpenBLAS. */
-static hs_gemm_path auto_path(int tb, int N)
+/* AUTO's choice, from the measurements in docs/perf.md "Own GEMM". Against
+ * OpenBLAS's AVX-512 kernels ours won only on the attention's per-head
+ * score products (B transposed, M <= 128, N <= 1024: 1.1-1.3x) and lost
+ * 5-25% on the linears and the logits: OpenBLAS there. Against OpenBLAS on
+ * AVX2 kernels (OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU) ours won every
+ * shape measured (1.0-1.6x). On AVX2-only CPUs our AVX2 kernel only
+ * matched OpenBLAS's: OpenBLAS. */
+static hs_gemm_path auto_path(int tb, int M, int N)
 {
     if (!hs_gemm_path_runs(HS_GEMM_AVX512))
         return HS_GEMM_OPENBLAS;
     pthread_once(&blas_once, read_blas_core);
-    if (blas_avx512 && (N > 1024 || (!tb && N < 256)))
+    if (blas_avx512 && !(tb && M <= 128 && N <= 1024))
         return HS_GEMM_OPENBLAS;
     return HS_GEMM_AVX512;
 }
@@ -461,7 +466,7 @@ void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alph
     if (!hs_gemm_path_runs(path))
         path = HS_GEMM_AUTO;
     if (path == HS_GEMM_AUTO)
-        path = auto_path(tb, N);
+        path = auto_path(tb, M, N);
     if (K <= 0 || alpha == 0) {
         scale_c(M, N, beta, C, ldc);
         return;
