@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
     --blas-autodetect) unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; shift ;;
     --tiny) threads=1 reps=1 outdir=bench/out/tiny
             configs=("--vocab 256 --config 1,32,2,2,32 --config 2,64,4,2,32"); shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "gemm.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
