@@ -224,6 +224,12 @@ static void pack_b_panel(float *dst, hs_view B, int k0, int j0, int kc, int cols
             for (int k = 0; k < kc; k++)
                 dst[k * nr + c] = src[k];
         }
+    } else if (cols == 32) { /* constant sizes: the copies become vector moves */
+        for (int k = 0; k < kc; k++)
+            memcpy(dst + k * 32, B.p + (size_t)(k0 + k) * B.ld + j0, 32 * sizeof(float));
+    } else if (cols == 16) {
+        for (int k = 0; k < kc; k++)
+            memcpy(dst + k * 16, B.p + (size_t)(k0 + k) * B.ld + j0, 16 * sizeof(float));
     } else {
         for (int k = 0; k < kc; k++) {
             const float *src = B.p + (size_t)(k0 + k) * B.ld + j0;
