@@ -224,10 +224,10 @@ static void pack_b_panel(float *dst, hs_view B, int k0, int j0, int kc, int cols
             for (int k = 0; k < kc; k++)
                 dst[k * nr + c] = src[k];
         }
-    } else if (cols == 32) { /* constant sizes: the copies become vector moves */
+    } else if (cols == nr && nr == 32) { /* constant sizes: the copies become vector moves */
         for (int k = 0; k < kc; k++)
             memcpy(dst + k * 32, B.p + (size_t)(k0 + k) * B.ld + j0, 32 * sizeof(float));
-    } else if (cols == 16) {
+    } else if (cols == nr && nr == 16) {
         for (int k = 0; k < kc; k++)
             memcpy(dst + k * 16, B.p + (size_t)(k0 + k) * B.ld + j0, 16 * sizeof(float));
     } else {
