@@ -111,7 +111,8 @@ static void bench_config(int threads, double peak, hs_gemm_path own, int L, int 
            "\"own_pct_peak\":%.1f}\n",
            threads, L, d, H, G, T, Bsz, V, total_flops * 1e-9, total_s[0] * 1e3,
            total_flops / total_s[0] * 1e-9, total_s[1] * 1e3, total_flops / total_s[1] * 1e-9, peak,
-           100 * total_flops / total_s[0] * 1e-9 / peak, 100 * total_flops / total_s[1] * 1e-9 / peak);
+           100 * total_flops / total_s[0] * 1e-9 / peak,
+           100 * total_flops / total_s[1] * 1e-9 / peak);
 }
 
 int main(int argc, char **argv)
@@ -143,8 +144,8 @@ int main(int argc, char **argv)
     if (peak <= 0)
         peak = peak_gflops(threads, 0, 0.1, 5);
     for (int i = 0; i < nconf; i++)
-        bench_config(threads, peak, hs_gemm_env_path(), configs[i][0], configs[i][1], configs[i][2], configs[i][3],
-                     configs[i][4], B, V, reps);
+        bench_config(threads, peak, hs_gemm_env_path(), configs[i][0], configs[i][1],
+                     configs[i][2], configs[i][3], configs[i][4], B, V, reps);
     return 0;
 usage:
     fprintf(stderr, "usage: bench_gemm [--threads N] [--batch B] [--vocab V] [--reps R] "

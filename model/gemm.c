@@ -283,10 +283,11 @@ static float *workspace(size_t n)
 
 /* The MC-row blocks of C columns jc.. (nc) for K block pc.. (kc). Each
  * panel of B is packed (into bpack) just before the first MC block uses it,
- * while it is still in cache; later MC blocks reuse it. op(A) = A (rows contiguous in k): full MR-row panels are
- * read in place, a partial last one from a zero-padded copy. op(A) = A^T:
- * every panel is copied first (in place, the kernel would stride by lda
- * per k, and at lda a multiple of 2 KB those lines share two L1 sets). */
+ * while it is still in cache; later MC blocks reuse it. op(A) = A (rows
+ * contiguous in k): full MR-row panels are read in place, a partial last
+ * one from a zero-padded copy. op(A) = A^T: every panel is copied first
+ * (in place, the kernel would stride by lda per k, and at lda a multiple
+ * of 2 KB those lines share two L1 sets). */
 static void gemm_kblock(const hs_kernel *kd, int M, int jc, int nc, int pc, int kc, float alpha,
                         hs_view A, hs_view B, float *bpack, float beta, float *C, int ldc,
                         float *apack)

@@ -86,8 +86,10 @@ static int count_bad(const gemm_case *g, hs_gemm_path path)
             const double e = fabs((double)C[i * g->ldc + j] - g->ref[i * N + j]);
             bad += !(e <= 1e-6 * g->scale[i * N + j] + 1e-30);
         }
-        for (int j = N; j < g->ldc; j++) /* padding of the row */
-            bad += g->beta == 0 ? !isnan(C[i * g->ldc + j]) : C[i * g->ldc + j] != g->C0[i * g->ldc + j];
+        for (int j = N; j < g->ldc; j++) { /* padding of the row */
+            const float c = C[i * g->ldc + j];
+            bad += g->beta == 0 ? !isnan(c) : c != g->C0[i * g->ldc + j];
+        }
     }
     free(C);
     return bad;
