@@ -1,17 +1,20 @@
 /* sgemm efficiency at the shapes a training step of bench/train.sh's models
  * runs (model/linalg.c's calls: forward out = inp . w^T, backward
  * dinp += dout . w and dw += dout^T . inp, for q, k, v, o, fc, proj and the
- * logits), GFLOP/s and % of the FMA peak (bench/peak.h) at that thread count.
+ * logits), GFLOP/s and % of the FMA peak (bench/peak.h) at that thread count,
+ * OpenBLAS's cblas_sgemm and hs_gemm's path (HEADSCOPE_GEMM, default auto;
+ * model/gemm.h) side by side, run alternately; with the process CPU time per
+ * thread beside the elapsed time (the machine may be shared).
  *
  *   bench_gemm --threads N --config L,d,H,G,T [--batch B] [--vocab V] [--reps R]
  *       one JSON line per distinct GEMM, then one per config: the step's GEMM
  *       FLOPs over their summed median time. */
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
+#include "gemm.h"
 #include "peak.h"
 
 typedef struct {
@@ -19,28 +22,43 @@ typedef struct {
     int ta, tb, M, N, K, count; /* count: how often a step runs it */
 } gemm_shape;
 
-static double time_gemm(const gemm_shape *g, float *A, float *B, float *C, int reps)
+typedef struct {
+    double wall, cpu; /* medians, seconds per call; cpu: per thread */
+} gemm_time;
+
+static void run_gemm(const gemm_shape *g, hs_gemm_path path, const float *A, const float *B,
+                     float *C)
 {
     const int lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
-    double v[32];
+    hs_sgemm(path, g->ta, g->tb, g->M, g->N, g->K, 1.0f, A, lda, B, ldb, 1.0f, C, g->N);
+}
+
+/* OpenBLAS (t[0]) and `own` (t[1]), alternating sample by sample. */
+static void time_gemm(const gemm_shape *g, hs_gemm_path own, const float *A, const float *B,
+                      float *C, int reps, int threads, gemm_time t[2])
+{
+    const hs_gemm_path paths[2] = { HS_GEMM_OPENBLAS, own };
+    double w[2][32], c[2][32];
     const double flops = 2.0 * g->M * g->N * g->K;
     /* inner repeats so one sample lasts ~20 ms at ~100 GFLOP/s */
     int inner = (int)(2e9 / flops);
     inner = inner < 1 ? 1 : inner > 1000 ? 1000 : inner;
-    for (int r = -1; r < reps; r++) {
-        const double t0 = now_s();
-        for (int i = 0; i < inner; i++)
-            cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
-                        g->tb ? CblasTrans : CblasNoTrans, g->M, g->N, g->K, 1.0f, A, lda, B, ldb,
-                        1.0f, C, g->N);
-        if (r >= 0)
-            v[r] = (now_s() - t0) / inner;
-    }
-    return median(v, reps);
+    for (int r = -1; r < reps; r++)
+        for (int p = 0; p < 2; p++) {
+            const double t0 = now_s(), c0 = process_cpu_s();
+            for (int i = 0; i < inner; i++)
+                run_gemm(g, paths[p], A, B, C);
+            if (r >= 0) {
+                w[p][r] = (now_s() - t0) / inner;
+                c[p][r] = (process_cpu_s() - c0) / inner / threads;
+            }
+        }
+    for (int p = 0; p < 2; p++)
+        t[p] = (gemm_time){ median(w[p], reps), median(c[p], reps) };
 }
 
-static void bench_config(int threads, double peak, int L, int d, int H, int G, int T, int Bsz,
-                         int V, int reps)
+static void bench_config(int threads, double peak, hs_gemm_path own, int L, int d, int H, int G,
+                         int T, int Bsz, int V, int reps)
 {
     const int N = Bsz * T, gd = G * (d / H);
     /* (name, in C, out OC, per step) of each linear */
@@ -61,7 +79,7 @@ static void bench_config(int threads, double peak, int L, int d, int H, int G, i
         s[ns++] = (gemm_shape){ lin[i].name, 1, 0, lin[i].OC, lin[i].C, N, lin[i].count };
     }
     const char *kind[] = { "forward", "dinp", "dw" };
-    double total_flops = 0, total_s = 0;
+    double total_flops = 0, total_s[2] = { 0, 0 };
     for (int i = 0; i < ns; i++) {
         const gemm_shape *g = &s[i];
         float *A = malloc(sizeof(float) * g->M * g->K), *B = malloc(sizeof(float) * g->K * g->N),
@@ -70,24 +88,31 @@ static void bench_config(int threads, double peak, int L, int d, int H, int G, i
             A[j] = (float)((j * 7919 % 1000) - 500) * 1e-3f;
         for (long j = 0; j < (long)g->K * g->N; j++)
             B[j] = (float)((j * 104729 % 1000) - 500) * 1e-3f;
-        const double t = time_gemm(g, A, B, C, reps), gf = 2.0 * g->M * g->N * g->K / t * 1e-9;
-        total_flops += 2.0 * g->M * g->N * g->K * g->count;
-        total_s += t * g->count;
+        gemm_time t[2];
+        time_gemm(g, own, A, B, C, reps, threads, t);
+        const double f = 2.0 * g->M * g->N * g->K;
+        total_flops += f * g->count;
+        total_s[0] += t[0].wall * g->count, total_s[1] += t[1].wall * g->count;
         printf("{\"impl\":\"sgemm\",\"threads\":%d,\"L\":%d,\"d\":%d,\"H\":%d,\"G\":%d,\"T\":%d,"
                "\"B\":%d,\"V\":%d,\"gemm\":\"%s %s\",\"trans\":\"%c%c\",\"M\":%d,\"N\":%d,"
-               "\"K\":%d,\"per_step\":%d,\"ms\":%.4f,\"gflops\":%.2f,\"peak_gflops\":%.2f,"
-               "\"pct_peak\":%.1f}\n",
+               "\"K\":%d,\"per_step\":%d,\"ms\":%.4f,\"cpu_ms\":%.4f,\"gflops\":%.2f,"
+               "\"own_ms\":%.4f,\"own_cpu_ms\":%.4f,\"own_gflops\":%.2f,\"peak_gflops\":%.2f,"
+               "\"pct_peak\":%.1f,\"own_pct_peak\":%.1f}\n",
                threads, L, d, H, G, T, Bsz, V, g->name, kind[i % 3], g->ta ? 'T' : 'N',
-               g->tb ? 'T' : 'N', g->M, g->N, g->K, g->count, t * 1e3, gf, peak,
-               100 * gf / peak);
+               g->tb ? 'T' : 'N', g->M, g->N, g->K, g->count, t[0].wall * 1e3, t[0].cpu * 1e3,
+               f / t[0].wall * 1e-9, t[1].wall * 1e3, t[1].cpu * 1e3, f / t[1].wall * 1e-9, peak,
+               100 * f / t[0].wall * 1e-9 / peak, 100 * f / t[1].wall * 1e-9 / peak);
         fflush(stdout);
         free(A), free(B), free(C);
     }
     printf("{\"impl\":\"sgemm_step\",\"threads\":%d,\"L\":%d,\"d\":%d,\"H\":%d,\"G\":%d,\"T\":%d,"
            "\"B\":%d,\"V\":%d,\"gemm_gflop\":%.3f,\"gemm_ms\":%.3f,\"gflops\":%.2f,"
-           "\"peak_gflops\":%.2f,\"pct_peak\":%.1f}\n",
-           threads, L, d, H, G, T, Bsz, V, total_flops * 1e-9, total_s * 1e3,
-           total_flops / total_s * 1e-9, peak, 100 * total_flops / total_s * 1e-9 / peak);
+           "\"own_gemm_ms\":%.3f,\"own_gflops\":%.2f,\"peak_gflops\":%.2f,\"pct_peak\":%.1f,"
+           "\"own_pct_peak\":%.1f}\n",
+           threads, L, d, H, G, T, Bsz, V, total_flops * 1e-9, total_s[0] * 1e3,
+           total_flops / total_s[0] * 1e-9, total_s[1] * 1e3, total_flops / total_s[1] * 1e-9, peak,
+           100 * total_flops / total_s[0] * 1e-9 / peak,
+           100 * total_flops / total_s[1] * 1e-9 / peak);
 }
 
 int main(int argc, char **argv)
@@ -119,8 +144,8 @@ int main(int argc, char **argv)
     if (peak <= 0)
         peak = peak_gflops(threads, 0, 0.1, 5);
     for (int i = 0; i < nconf; i++)
-        bench_config(threads, peak, configs[i][0], configs[i][1], configs[i][2], configs[i][3],
-                     configs[i][4], B, V, reps);
+        bench_config(threads, peak, hs_gemm_env_path(), configs[i][0], configs[i][1],
+                     configs[i][2], configs[i][3], configs[i][4], B, V, reps);
     return 0;
 usage:
     fprintf(stderr, "usage: bench_gemm [--threads N] [--batch B] [--vocab V] [--reps R] "

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # sgemm efficiency at every GEMM shape a training step of the benchmark
 # models runs (forward, dinp and dw of q, k, v, o, fc, proj and the logits),
-# GFLOP/s and % of the FMA peak measured in the same run (bench/peak.h).
+# GFLOP/s and % of the FMA peak measured in the same run (bench/peak.h),
+# OpenBLAS and hs_gemm (the path HEADSCOPE_GEMM names, default auto; see
+# docs/perf.md "Own GEMM") side by side, run alternately, with the CPU time
+# per thread beside the elapsed time.
 #
 #   bench/gemm.sh [--threads "1 2"] [--blas-autodetect] [--tiny]
 #
@@ -21,7 +24,7 @@ while [ $# -gt 0 ]; do
     --blas-autodetect) unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; shift ;;
     --tiny) threads=1 reps=1 outdir=bench/out/tiny
             configs=("--vocab 256 --config 1,32,2,2,32 --config 2,64,4,2,32"); shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "gemm.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -39,25 +42,30 @@ for t in $threads; do
   done
 done
 load=$(cut -d' ' -f1 /proc/loadavg)
-/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" "$load" <<'PY' | tee "$outdir/gemm.md"
+/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" "$load" "${HEADSCOPE_GEMM:-auto}" <<'PY' | tee "$outdir/gemm.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f"OpenBLAS kernels: {sys.argv[2]}; batch 4; median; load average {sys.argv[3]} at the end\n")
-print("| threads | L,d,H,G,T,V | GEMM | op | M,N,K | per step | GFLOP/s | % of peak |")
-print("|---|---|---|---|---|---|---|---|")
+print(f"OpenBLAS kernels: {sys.argv[2]}; hs_gemm: HEADSCOPE_GEMM={sys.argv[4]}; batch 4; median; "
+      f"load average {sys.argv[3]} at the end\n")
+print("| threads | L,d,H,G,T,V | GEMM | op | M,N,K | per step | OpenBLAS GFLOP/s | % of peak | "
+      "hs_gemm GFLOP/s | % of peak | CPU ms/thread OpenBLAS / hs_gemm |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     if r["impl"] != "sgemm":
         continue
     name, op = r["gemm"].split(" ")
     print(f"| {r['threads']} | {r['L']},{r['d']},{r['H']},{r['G']},{r['T']},{r['V']} | {name} | "
           f"{op} ({r['trans']}) | {r['M']},{r['N']},{r['K']} | {r['per_step']} | {r['gflops']:.1f} | "
-          f"{r['pct_peak']:.0f}% |")
+          f"{r['pct_peak']:.0f}% | {r['own_gflops']:.1f} | {r['own_pct_peak']:.0f}% | "
+          f"{r['cpu_ms']:.2f} / {r['own_cpu_ms']:.2f} |")
 print("\nAll of a step's GEMMs (FLOPs over summed median time):\n")
-print("| threads | L,d,H,G,T,V | GEMM GFLOP | GEMM ms | GFLOP/s | FMA peak | % of peak |")
-print("|---|---|---|---|---|---|---|")
+print("| threads | L,d,H,G,T,V | GEMM GFLOP | FMA peak | OpenBLAS ms | GFLOP/s | % of peak | "
+      "hs_gemm ms | GFLOP/s | % of peak |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     if r["impl"] == "sgemm_step":
         print(f"| {r['threads']} | {r['L']},{r['d']},{r['H']},{r['G']},{r['T']},{r['V']} | "
-              f"{r['gemm_gflop']:.1f} | {r['gemm_ms']:.1f} | {r['gflops']:.1f} | "
-              f"{r['peak_gflops']:.1f} | {r['pct_peak']:.0f}% |")
+              f"{r['gemm_gflop']:.1f} | {r['peak_gflops']:.1f} | {r['gemm_ms']:.1f} | "
+              f"{r['gflops']:.1f} | {r['pct_peak']:.0f}% | {r['own_gemm_ms']:.1f} | "
+              f"{r['own_gflops']:.1f} | {r['own_pct_peak']:.0f}% |")
 PY

@@ -6,6 +6,8 @@
 
 #include <cblas.h>
 
+#include "gemm.h"
+
 void hs_gemm(int ta, int tb, int M, int N, int K, hs_real alpha, const hs_real *A, int lda,
              const hs_real *B, int ldb, hs_real beta, hs_real *C, int ldc)
 {
@@ -15,8 +17,9 @@ void hs_gemm(int ta, int tb, int M, int N, int K, hs_real alpha, const hs_real *
     cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M,
                 N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #else
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M,
-                N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    /* our packed GEMM or OpenBLAS, whichever docs/perf.md measured faster
+     * for the shape (HEADSCOPE_GEMM forces one) */
+    hs_sgemm(hs_gemm_env_path(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #endif
 }
 

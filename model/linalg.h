@@ -11,7 +11,8 @@
 #include "common.h"
 
 /* C (M,N) = alpha * op(A) op(B) + beta * C, all row-major; op(A) is (M,K) and
- * op(B) is (K,N); ta/tb select the transposes. */
+ * op(B) is (K,N); ta/tb select the transposes. Float: hs_sgemm (gemm.h) on
+ * the path HEADSCOPE_GEMM names (default auto); double: OpenBLAS. */
 void hs_gemm(int ta, int tb, int M, int N, int K, hs_real alpha, const hs_real *A, int lda,
              const hs_real *B, int ldb, hs_real beta, hs_real *C, int ldc);
 

@@ -1,0 +1,502 @@
+/* The blocked GEMM (GotoBLAS/BLIS loops): op(B) is copied, one K block at a
+ * time, into panels NR columns wide (k-major), so the microkernel reads B
+ * contiguously; each panel is copied just before its first use, while it is
+ * in cache. op(A) is read where it lies when its rows are contiguous in k
+ * (no copy: copying A cost ~16% of the time at our shapes), and copied into
+ * MR-row panels when transposed or for the last partial panel. One KC x NR
+ * panel of B stays in L1 while the MR-row panels of an MC-row block of A (in
+ * L2) stream past it. The microkernel keeps an MR x NR tile of C in
+ * registers for the whole K block (24 of 32 zmm registers, 12 of 16 ymm),
+ * so each k step is 2 B loads, MR broadcasts and 2*MR FMAs. */
+#include "gemm.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HS_GEMM_X86 1
+#endif
+
+/* Blocking: K in blocks of at most KC (split evenly: no short tail block),
+ * MC x KC of A (216 KB) well inside L2 (2 MB on the machine measured), MC a
+ * multiple of both MR (12 and 6). KC 256, NC 512-1024 and A packed for every
+ * layout measured no faster (docs/perf.md, "Own GEMM"). */
+enum { KC = 384, MC = 144, NC = 3072, MR_MAX = 12, NR_MAX = 32 };
+
+/* op(X) as a view: element (r, c) without copying the transpose. */
+typedef struct {
+    const float *p;
+    int ld, trans;
+} hs_view;
+
+/* The microkernel: c (mr,nr; ldc) = alpha * sum_k A(i,k) b[k*nr+j] +
+ * beta * c, with A(i,k) = a[i*rs + k*cs]: A is read where it lies (row
+ * panels when rs is lda, column panels when cs is lda, a packed edge panel
+ * when cs is mr), so only B is packed. beta 0 stores without reading c. */
+typedef void (*hs_kernel_fn)(int kc, const float *a, long rs, long cs, const float *b, float *c,
+                             long ldc, float alpha, float beta);
+
+typedef struct {
+    int mr, nr;
+    hs_kernel_fn rows, cols; /* rs = lda, cs = 1; rs = 1, cs = lda */
+} hs_kernel;
+
+#ifdef HS_GEMM_X86
+/* One body per ISA, inlined into a row-strided and a column-strided
+ * variant so that the constant stride folds into the addressing. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+body_avx512(int kc, const float *a, long rs, long cs, const float *b, float *c, long ldc,
+            float alpha, float beta)
+{
+    __m512 acc[12][2];
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; i++) {
+        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    }
+    /* C's tile (12 rows of 128 bytes): loaded one line per k step, early,
+     * spread out so that the misses overlap the arithmetic instead of
+     * queueing at the store (C is often larger than L2) */
+    int k = 0;
+    for (; k < kc && k < 24; k++, a += cs, b += 32) {
+        _mm_prefetch((const char *)(c + (k >> 1) * ldc + 16 * (k & 1)), _MM_HINT_T0);
+        const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) {
+            const __m512 ai = _mm512_set1_ps(a[i * rs]);
+            acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+        }
+    }
+    for (; k < kc; k++, a += cs, b += 32) {
+        const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) {
+            const __m512 ai = _mm512_set1_ps(a[i * rs]);
+            acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+        }
+    }
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; i++) {
+        float *ci = c + i * ldc;
+        for (int h = 0; h < 2; h++) {
+            __m512 r = _mm512_mul_ps(va, acc[i][h]);
+            if (beta != 0)
+                r = _mm512_fmadd_ps(vb, _mm512_loadu_ps(ci + 16 * h), r);
+            _mm512_storeu_ps(ci + 16 * h, r);
+        }
+    }
+}
+
+__attribute__((target("avx512f"))) static void rows_avx512(int kc, const float *a, long rs,
+                                                            long cs, const float *b, float *c,
+                                                            long ldc, float alpha, float beta)
+{
+    (void)cs;
+    body_avx512(kc, a, rs, 1, b, c, ldc, alpha, beta);
+}
+
+__attribute__((target("avx512f"))) static void cols_avx512(int kc, const float *a, long rs,
+                                                            long cs, const float *b, float *c,
+                                                            long ldc, float alpha, float beta)
+{
+    (void)rs;
+    body_avx512(kc, a, 1, cs, b, c, ldc, alpha, beta);
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+body_avx2(int kc, const float *a, long rs, long cs, const float *b, float *c, long ldc,
+          float alpha, float beta)
+{
+    __m256 acc[6][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; i++)
+        acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int k = 0; k < kc; k++, a += cs, b += 16) {
+        const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++) {
+            const __m256 ai = _mm256_broadcast_ss(a + i * rs);
+            acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+        }
+    }
+    const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; i++) {
+        float *ci = c + i * ldc;
+        for (int h = 0; h < 2; h++) {
+            __m256 r = _mm256_mul_ps(va, acc[i][h]);
+            if (beta != 0)
+                r = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci + 8 * h), r);
+            _mm256_storeu_ps(ci + 8 * h, r);
+        }
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void rows_avx2(int kc, const float *a, long rs,
+                                                           long cs, const float *b, float *c,
+                                                           long ldc, float alpha, float beta)
+{
+    (void)cs;
+    body_avx2(kc, a, rs, 1, b, c, ldc, alpha, beta);
+}
+
+__attribute__((target("avx2,fma"))) static void cols_avx2(int kc, const float *a, long rs,
+                                                           long cs, const float *b, float *c,
+                                                           long ldc, float alpha, float beta)
+{
+    (void)rs;
+    body_avx2(kc, a, 1, cs, b, c, ldc, alpha, beta);
+}
+#endif
+
+/* ---- packing ---- */
+
+/* dst ([k][r], kc x mr) = op(A)[i0.., k0..] for rows (<= mr) rows, the
+ * rest zero: the kernel may then read a full panel. */
+static void pack_a_panel(float *dst, hs_view A, int i0, int k0, int rows, int kc, int mr)
+{
+    for (int k = 0; k < kc; k++)
+        for (int r = 0; r < mr; r++)
+            dst[k * mr + r] = r >= rows      ? 0
+                              : A.trans ? A.p[(size_t)(k0 + k) * A.ld + i0 + r]
+                                        : A.p[(size_t)(i0 + r) * A.ld + k0 + k];
+}
+
+#ifdef HS_GEMM_X86
+/* dst[k*nr + c] = src[c*ld + k] for an 8 x 8 block: B's rows become the
+ * packed panel's columns (the NT forward's weights) with 8-wide loads and
+ * stores instead of 64 scalar moves. */
+__attribute__((target("avx2"))) static void transpose8(float *dst, int nr, const float *src,
+                                                        long ld)
+{
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm256_loadu_ps(src + i * ld);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4)
+        for (int h = 0; h < 2; h++) {
+            r[i + h] = _mm256_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+            r[i + h + 2] = _mm256_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        }
+    /* r[0..3]: rows 0-3 of columns {0,4},{2,6},{1,5},{3,7}; r[4..7] rows 4-7 */
+    static const int col[4] = { 0, 2, 1, 3 };
+    for (int q = 0; q < 4; q++) {
+        _mm256_storeu_ps(dst + col[q] * nr, _mm256_permute2f128_ps(r[q], r[q + 4], 0x20));
+        _mm256_storeu_ps(dst + (col[q] + 4) * nr, _mm256_permute2f128_ps(r[q], r[q + 4], 0x31));
+    }
+}
+#endif
+
+/* One full panel (nr columns) of op(B) = B^T: 8 x 8 blocks, scalar tail. */
+static void pack_bt_panel(float *dst, const float *src, long ld, int kc, int nr)
+{
+    int k = 0;
+#ifdef HS_GEMM_X86
+    for (; k + 8 <= kc; k += 8)
+        for (int c = 0; c < nr; c += 8)
+            transpose8(dst + k * nr + c, nr, src + c * ld + k, ld);
+#endif
+    for (; k < kc; k++)
+        for (int c = 0; c < nr; c++)
+            dst[k * nr + c] = src[c * ld + k];
+}
+
+/* dst ([k][c], kc x nr) = op(B)[k0.., j0..] for cols (<= nr) columns, the
+ * rest zero. */
+static void pack_b_panel(float *dst, hs_view B, int k0, int j0, int kc, int cols, int nr)
+{
+    if (B.trans && cols == nr) {
+        pack_bt_panel(dst, B.p + (size_t)j0 * B.ld + k0, B.ld, kc, nr);
+    } else if (B.trans) { /* op(B)[k][j] = B[j][k]: a row of B is a column here */
+        for (int c = 0; c < cols; c++) {
+            const float *src = B.p + (size_t)(j0 + c) * B.ld + k0;
+            for (int k = 0; k < kc; k++)
+                dst[k * nr + c] = src[k];
+        }
+    } else if (cols == nr && nr == 32) { /* constant sizes: the copies become vector moves */
+        for (int k = 0; k < kc; k++)
+            memcpy(dst + k * 32, B.p + (size_t)(k0 + k) * B.ld + j0, 32 * sizeof(float));
+    } else if (cols == nr && nr == 16) {
+        for (int k = 0; k < kc; k++)
+            memcpy(dst + k * 16, B.p + (size_t)(k0 + k) * B.ld + j0, 16 * sizeof(float));
+    } else {
+        for (int k = 0; k < kc; k++) {
+            const float *src = B.p + (size_t)(k0 + k) * B.ld + j0;
+            for (int c = 0; c < cols; c++)
+                dst[k * nr + c] = src[c];
+        }
+    }
+    if (cols < nr)
+        for (int k = 0; k < kc; k++)
+            memset(dst + k * nr + cols, 0, sizeof(float) * (nr - cols));
+}
+
+/* ---- the blocked loops ---- */
+
+/* One MR x NR tile of C from the A panel at a (strides rs, cs) and the
+ * packed B panel b; an edge tile (cols < nr) goes through a full-size
+ * scratch tile so the kernel never writes outside C. */
+static void run_tile(hs_kernel_fn fn, const hs_kernel *kd, int kc, const float *a, long rs,
+                     long cs, const float *b, float *c, int ldc, int rows, int cols, float alpha,
+                     float beta)
+{
+    if (rows == kd->mr && cols == kd->nr) {
+        fn(kc, a, rs, cs, b, c, ldc, alpha, beta);
+        return;
+    }
+    float tile[MR_MAX * NR_MAX];
+    fn(kc, a, rs, cs, b, tile, kd->nr, alpha, 0);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            float *cij = c + (size_t)i * ldc + j;
+            *cij = tile[i * kd->nr + j] + (beta != 0 ? beta * *cij : 0);
+        }
+}
+
+/* Thread-private packing space, kept between calls (no allocation or page
+ * clearing on the hot path); grows only. */
+static _Thread_local float *ws_buf;
+static _Thread_local size_t ws_cap;
+
+static float *workspace(size_t n)
+{
+    if (n <= ws_cap)
+        return ws_buf;
+    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+    if (!p)
+        return NULL;
+    free(ws_buf);
+    ws_buf = p, ws_cap = n;
+    return p;
+}
+
+/* The MC-row blocks of C columns jc.. (nc) for K block pc.. (kc). Each
+ * panel of B is packed (into bpack) just before the first MC block uses it,
+ * while it is still in cache; later MC blocks reuse it. op(A) = A (rows
+ * contiguous in k): full MR-row panels are read in place, a partial last
+ * one from a zero-padded copy. op(A) = A^T: every panel is copied first
+ * (in place, the kernel would stride by lda per k, and at lda a multiple
+ * of 2 KB those lines share two L1 sets). */
+static void gemm_kblock(const hs_kernel *kd, int M, int jc, int nc, int pc, int kc, float alpha,
+                        hs_view A, hs_view B, float *bpack, float beta, float *C, int ldc,
+                        float *apack)
+{
+    const int mr = kd->mr, mfull = A.trans ? 0 : M / mr * mr;
+    for (int ic = 0; ic < M; ic += MC) {
+        const int mc = M - ic < MC ? M - ic : MC;
+        for (int ir = ic; ir < ic + mc; ir += mr)
+            if (ir >= mfull)
+                pack_a_panel(apack + (size_t)(ir - ic) * kc, A, ir,
+                             pc, ic + mc - ir < mr ? ic + mc - ir : mr, kc, mr);
+        for (int jr = 0; jr < nc; jr += kd->nr) {
+            const int cols = nc - jr < kd->nr ? nc - jr : kd->nr;
+            float *b = bpack + (size_t)jr * kc;
+            if (ic == 0)
+                pack_b_panel(b, B, pc, jc + jr, kc, cols, kd->nr);
+            for (int ir = ic; ir < ic + mc; ir += mr) {
+                float *c = C + (size_t)ir * ldc + jc + jr;
+                const int rows = ic + mc - ir < mr ? ic + mc - ir : mr;
+                if (ir < mfull)
+                    run_tile(kd->rows, kd, kc, A.p + (size_t)ir * A.ld + pc, A.ld, 1, b, c, ldc,
+                             mr, cols, alpha, beta);
+                else
+                    run_tile(kd->cols, kd, kc, apack + (size_t)(ir - ic) * kc, 1, mr, b, c, ldc,
+                             rows, cols, alpha, beta);
+            }
+        }
+    }
+}
+
+/* C (M,N) of one thread, packing into ws (KC*NC + MC*KC floats). */
+static void gemm_serial(const hs_kernel *kd, int M, int N, int K, float alpha, hs_view A,
+                        hs_view B, float beta, float *C, int ldc, float *ws)
+{
+    float *bpack = ws, *apack = ws + (size_t)KC * NC;
+    for (int jc = 0; jc < N; jc += NC) {
+        const int nc = N - jc < NC ? N - jc : NC;
+        /* K blocks of equal size, none a short tail */
+        const int nk = (K + KC - 1) / KC, kstep = ((K + nk - 1) / nk + 7) / 8 * 8;
+        for (int pc = 0; pc < K; pc += kstep) {
+            const int kc = K - pc < kstep ? K - pc : kstep;
+            /* later K blocks accumulate onto the first one's result */
+            gemm_kblock(kd, M, jc, nc, pc, kc, alpha, A, B, bpack, pc == 0 ? beta : 1, C, ldc,
+                        apack);
+        }
+    }
+}
+
+/* C = beta * C, the whole product when K is 0 or alpha is 0. */
+static void scale_c(int M, int N, float beta, float *C, int ldc)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++)
+            C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
+}
+
+static void openblas(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc)
+{
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M,
+                N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* C (M,N) by the kernel, or by OpenBLAS where there is no memory to pack
+ * into (it needs none of ours). */
+static void gemm_block(const hs_kernel *kd, int M, int N, int K, float alpha, hs_view A,
+                       hs_view B, float beta, float *C, int ldc)
+{
+    float *ws = workspace((size_t)KC * NC + (size_t)MC * KC);
+    if (ws)
+        gemm_serial(kd, M, N, K, alpha, A, B, beta, C, ldc, ws);
+    else
+        openblas(A.trans, B.trans, M, N, K, alpha, A.p, A.ld, B.p, B.ld, beta, C, ldc);
+}
+
+/* Sub-problem of thread t of nt: a contiguous range of N (whole NR panels)
+ * when N has enough panels, else of M. Each thread packs its own operands:
+ * no barrier inside the call, at the price of packing the shared operand
+ * once per thread (O(MK) or O(KN) against O(MNK) of arithmetic). */
+static void gemm_part(const hs_kernel *kd, int t, int nt, int M, int N, int K, float alpha,
+                      hs_view A, hs_view B, float beta, float *C, int ldc)
+{
+    const int npan = (N + kd->nr - 1) / kd->nr, mpan = (M + kd->mr - 1) / kd->mr;
+    if (npan >= 4 * nt || npan >= mpan) {
+        const int p0 = npan * t / nt, p1 = npan * (t + 1) / nt;
+        const int j0 = p0 * kd->nr, j1 = p1 * kd->nr < N ? p1 * kd->nr : N;
+        if (j1 > j0) {
+            hs_view Bt = B;
+            Bt.p += B.trans ? (size_t)j0 * B.ld : (size_t)j0;
+            gemm_block(kd, M, j1 - j0, K, alpha, A, Bt, beta, C + j0, ldc);
+        }
+    } else {
+        const int p0 = mpan * t / nt, p1 = mpan * (t + 1) / nt;
+        const int i0 = p0 * kd->mr, i1 = p1 * kd->mr < M ? p1 * kd->mr : M;
+        if (i1 > i0) {
+            hs_view At = A;
+            At.p += A.trans ? (size_t)i0 : (size_t)i0 * A.ld;
+            gemm_block(kd, i1 - i0, N, K, alpha, At, B, beta, C + (size_t)i0 * ldc, ldc);
+        }
+    }
+}
+
+/* ---- dispatch ---- */
+
+static hs_gemm_path env_path = HS_GEMM_AUTO;
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
+static void read_env(void)
+{
+    const char *v = getenv("HEADSCOPE_GEMM");
+    hs_gemm_path p = HS_GEMM_AUTO;
+    if (v && !strcmp(v, "openblas"))
+        p = HS_GEMM_OPENBLAS;
+    else if (v && !strcmp(v, "avx2"))
+        p = HS_GEMM_AVX2;
+    else if (v && !strcmp(v, "avx512"))
+        p = HS_GEMM_AVX512;
+    env_path = hs_gemm_path_runs(p) ? p : HS_GEMM_AUTO;
+}
+
+hs_gemm_path hs_gemm_env_path(void)
+{
+    pthread_once(&env_once, read_env);
+    return env_path;
+}
+
+int hs_gemm_path_runs(hs_gemm_path path)
+{
+    switch (path) {
+    case HS_GEMM_AUTO:
+    case HS_GEMM_OPENBLAS:
+        return 1;
+#ifdef HS_GEMM_X86
+    case HS_GEMM_AVX2:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case HS_GEMM_AVX512:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f");
+#endif
+    default:
+        return 0;
+    }
+}
+
+/* 1 if OpenBLAS runs its AVX-512 kernels (not when OPENBLAS_CORETYPE
+ * forces Haswell's, nor on a CPU without AVX-512). */
+static int blas_avx512;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void read_blas_core(void)
+{
+    const char *core = openblas_get_corename(); /* "SkylakeX", "Haswell", ... */
+    char low[32] = "";
+    for (int i = 0; core && core[i] && i < 31; i++)
+        low[i] = (char)(core[i] | 0x20); /* ASCII lower case */
+    blas_avx512 = strstr(low, "skylakex") || strstr(low, "cooperlake") ||
+                  strstr(low, "sapphire");
+}
+
+/* AUTO's choice, from the measurements in docs/perf.md "Own GEMM". Against
+ * OpenBLAS's AVX-512 kernels ours won only on the attention's per-head
+ * score products (B transposed, M <= 128, N <= 1024: 1.1-1.3x) and lost
+ * 5-25% on the linears and the logits: OpenBLAS there. Against OpenBLAS on
+ * AVX2 kernels (OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU) ours won every
+ * shape measured (1.0-1.6x). On AVX2-only CPUs our AVX2 kernel only
+ * matched OpenBLAS's: OpenBLAS. */
+static hs_gemm_path auto_path(int tb, int M, int N)
+{
+    if (!hs_gemm_path_runs(HS_GEMM_AVX512))
+        return HS_GEMM_OPENBLAS;
+    pthread_once(&blas_once, read_blas_core);
+    if (blas_avx512 && !(tb && M <= 128 && N <= 1024))
+        return HS_GEMM_OPENBLAS;
+    return HS_GEMM_AVX512;
+}
+
+void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
+              const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    if (!hs_gemm_path_runs(path))
+        path = HS_GEMM_AUTO;
+    if (path == HS_GEMM_AUTO)
+        path = auto_path(tb, M, N);
+    if (K <= 0 || alpha == 0) {
+        scale_c(M, N, beta, C, ldc);
+        return;
+    }
+    hs_kernel kd = { 0, 0, NULL, NULL };
+#ifdef HS_GEMM_X86
+    if (path == HS_GEMM_AVX512)
+        kd = (hs_kernel){ 12, 32, rows_avx512, cols_avx512 };
+    else if (path == HS_GEMM_AVX2)
+        kd = (hs_kernel){ 6, 16, rows_avx2, cols_avx2 };
+#endif
+    if (!kd.rows) {
+        openblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    const hs_view Av = { A, lda, ta }, Bv = { B, ldb, tb };
+    /* Threads only where the work outweighs waking them (passive waits). */
+    const int nt = omp_in_parallel() || 2.0 * M * N * K < 4e6 ? 1 : omp_get_max_threads();
+    if (nt == 1) {
+        gemm_block(&kd, M, N, K, alpha, Av, Bv, beta, C, ldc);
+        return;
+    }
+#pragma omp parallel num_threads(nt)
+    gemm_part(&kd, omp_get_thread_num(), omp_get_num_threads(), M, N, K, alpha, Av, Bv, beta, C,
+              ldc);
+}

@@ -1,0 +1,26 @@
+/* Single-precision GEMM of our own beside OpenBLAS's: a packed, cache-blocked
+ * GEMM (GotoBLAS/BLIS structure) with an AVX-512 (12x32) and an AVX2 (6x16)
+ * microkernel chosen at run time. hs_gemm (linalg.h) runs it where
+ * docs/perf.md ("Own GEMM") measured it faster than OpenBLAS. */
+#ifndef HS_GEMM_H
+#define HS_GEMM_H
+
+/* Which GEMM runs. AUTO: the measured winner for the shape and CPU. */
+typedef enum { HS_GEMM_AUTO, HS_GEMM_OPENBLAS, HS_GEMM_AVX2, HS_GEMM_AVX512 } hs_gemm_path;
+
+/* The environment's choice, HEADSCOPE_GEMM=auto|openblas|avx2|avx512, read
+ * once. Unset, an unknown value, or a path this CPU cannot run read as AUTO
+ * (there is no place below cli/ to report a typo). */
+hs_gemm_path hs_gemm_env_path(void);
+
+/* 1 if this CPU (and build) can run the path. */
+int hs_gemm_path_runs(hs_gemm_path path);
+
+/* C (M,N) = alpha * op(A) op(B) + beta * C, row-major, as cblas_sgemm; with
+ * beta 0, C is only written (NaN there does not propagate). A path the CPU
+ * cannot run falls back to AUTO. Inside an OpenMP parallel region it runs
+ * on the calling thread only; outside, on omp_get_max_threads() threads. */
+void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
+              const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+#endif

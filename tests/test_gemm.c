@@ -1,0 +1,184 @@
+/* The packed GEMM (model/gemm.c) on every path this CPU runs, against a
+ * deliberately naive triple loop accumulating in double: all four
+ * transposes, alpha and beta, leading dimensions above the minimum, sizes
+ * at and around the microkernel's tile (MR 12/6, NR 32/16) and the cache
+ * blocks (K past KC 256, N past NC 3072, M past MC 144), beta 0 over NaN,
+ * threaded outside a parallel region and single-threaded inside one.
+ *
+ * Tolerance, per entry: |got - ref| <= 1e-6 * (|alpha| sum_k |a_ik b_kj| +
+ * |beta c_ij|) + 1e-30. A float sum of K products has a rounding error of
+ * about sqrt(K) * 2^-24 of that scale when errors are random (K <= 257 here:
+ * at most ~1e-6), and OpenBLAS's sgemm is held to the same bound, which
+ * shows that the bound is not tighter than what a good sgemm meets. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <CUnit/CUnit.h>
+
+#include "gemm.h"
+#include "runner.h"
+
+typedef struct {
+    int M, N, K;
+} shape;
+
+static const shape SHAPES[] = {
+    { 1, 1, 1 },    { 7, 7, 7 },     { 11, 31, 1 },   { 13, 33, 33 },  { 12, 32, 257 },
+    { 5, 17, 100 }, { 6, 16, 7 },    { 33, 100, 257 }, { 100, 33, 33 }, { 257, 7, 100 },
+    { 7, 257, 257 }, { 1, 257, 33 }, { 257, 1, 33 },  { 257, 33, 257 }, { 3, 3100, 5 },
+    { 100, 257, 257 },
+};
+static const float ALPHAS[] = { 1, 0.5f }, BETAS[] = { 0, 1, 0.25f };
+
+/* Deterministic values in [-1, 1). */
+static void fill(float *x, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)(seed >> 8) / (float)(1u << 23) - 1.0f;
+    }
+}
+
+/* The oracle: written out element by element, nothing shared with gemm.c.
+ * ref = alpha op(A) op(B) + beta C in double; scale = the error scale. */
+static void naive(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, const float *C, int ldc, double *ref,
+                  double *scale)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0, abs = 0;
+            for (int k = 0; k < K; k++) {
+                const double a = ta ? A[k * lda + i] : A[i * lda + k];
+                const double b = tb ? B[j * ldb + k] : B[k * ldb + j];
+                s += a * b, abs += fabs(a * b);
+            }
+            const double c = beta == 0 ? 0 : (double)beta * C[i * ldc + j];
+            ref[i * N + j] = alpha * s + c;
+            scale[i * N + j] = fabs((double)alpha) * abs + fabs(c);
+        }
+}
+
+typedef struct {
+    int ta, tb, lda, ldb, ldc;
+    float alpha, beta;
+    const shape *s;
+    float *A, *B, *C0;
+    double *ref, *scale;
+} gemm_case;
+
+/* Number of entries of path's result outside the tolerance (C0 copied into
+ * a fresh C; NaN garbage where beta is 0; entries past N in each row must
+ * stay untouched). */
+static int count_bad(const gemm_case *g, hs_gemm_path path)
+{
+    const int M = g->s->M, N = g->s->N;
+    float *C = malloc(sizeof(float) * (size_t)M * g->ldc);
+    for (size_t i = 0; i < (size_t)M * g->ldc; i++)
+        C[i] = g->beta == 0 ? NAN : g->C0[i];
+    hs_sgemm(path, g->ta, g->tb, M, N, g->s->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, C,
+             g->ldc);
+    int bad = 0;
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++) {
+            const double e = fabs((double)C[i * g->ldc + j] - g->ref[i * N + j]);
+            bad += !(e <= 1e-6 * g->scale[i * N + j] + 1e-30);
+        }
+        for (int j = N; j < g->ldc; j++) { /* padding of the row */
+            const float c = C[i * g->ldc + j];
+            bad += g->beta == 0 ? !isnan(c) : c != g->C0[i * g->ldc + j];
+        }
+    }
+    free(C);
+    return bad;
+}
+
+/* Runs fn(case) over every shape, transpose pair, alpha and beta. */
+static void for_each_case(void (*fn)(const gemm_case *))
+{
+    for (size_t si = 0; si < sizeof(SHAPES) / sizeof(SHAPES[0]); si++) {
+        const shape *s = &SHAPES[si];
+        for (int t = 0; t < 4; t++) {
+            gemm_case g = { .ta = t & 1, .tb = t >> 1, .s = s };
+            g.lda = (g.ta ? s->M : s->K) + 3, g.ldb = (g.tb ? s->K : s->N) + 5, g.ldc = s->N + 2;
+            const size_t na = (size_t)(g.ta ? s->K : s->M) * g.lda,
+                         nb = (size_t)(g.tb ? s->N : s->K) * g.ldb, nc = (size_t)s->M * g.ldc;
+            g.A = malloc(sizeof(float) * na), g.B = malloc(sizeof(float) * nb);
+            g.C0 = malloc(sizeof(float) * nc);
+            g.ref = malloc(sizeof(double) * (size_t)s->M * s->N);
+            g.scale = malloc(sizeof(double) * (size_t)s->M * s->N);
+            fill(g.A, na, 1 + (unsigned)si), fill(g.B, nb, 100 + (unsigned)t),
+                fill(g.C0, nc, 7);
+            for (int ai = 0; ai < 2; ai++)
+                for (int bi = 0; bi < 3; bi++) {
+                    g.alpha = ALPHAS[ai], g.beta = BETAS[bi];
+                    naive(g.ta, g.tb, s->M, s->N, s->K, g.alpha, g.A, g.lda, g.B, g.ldb, g.beta,
+                          g.C0, g.ldc, g.ref, g.scale);
+                    fn(&g);
+                }
+            free(g.A), free(g.B), free(g.C0), free(g.ref), free(g.scale);
+        }
+    }
+}
+
+static void report(const gemm_case *g, const char *path, int bad)
+{
+    if (bad)
+        printf("\n  %s: %d entries off at M,N,K %d,%d,%d ta %d tb %d alpha %g beta %g", path,
+               bad, g->s->M, g->s->N, g->s->K, g->ta, g->tb, g->alpha, g->beta);
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+static void check_every_path(const gemm_case *g)
+{
+    static const hs_gemm_path paths[] = { HS_GEMM_OPENBLAS, HS_GEMM_AVX2, HS_GEMM_AVX512,
+                                          HS_GEMM_AUTO };
+    static const char *names[] = { "openblas", "avx2", "avx512", "auto" };
+    for (int p = 0; p < 4; p++)
+        if (hs_gemm_path_runs(paths[p]))
+            report(g, names[p], count_bad(g, paths[p]));
+}
+
+/* Outside a parallel region: with 2 threads the larger shapes split over N
+ * or over M. */
+static void test_every_path_matches_naive_loop(void)
+{
+    omp_set_num_threads(2);
+    for_each_case(check_every_path);
+}
+
+/* The same calls from inside a parallel region, as the attention kernels
+ * make them: each thread's call runs on that thread alone. */
+static void check_in_parallel(const gemm_case *g)
+{
+    if ((double)g->s->M * g->s->N * g->s->K > 1e6 || g->alpha != 1)
+        return; /* the small per-head shapes are the ones called there */
+    int bad[2] = { 0, 0 };
+#pragma omp parallel num_threads(2)
+    {
+        const int t = omp_get_thread_num();
+        bad[t] = count_bad(g, t ? HS_GEMM_AVX2 : HS_GEMM_AVX512);
+    }
+    report(g, "avx512 / avx2 in a parallel region", bad[0] + bad[1]);
+}
+
+static void test_calls_inside_parallel_region_match_naive_loop(void)
+{
+    if (!hs_gemm_path_runs(HS_GEMM_AVX2)) {
+        printf("\n  skipped: this CPU has no AVX2");
+        return;
+    }
+    for_each_case(check_in_parallel);
+}
+
+int main(void)
+{
+    static const hs_test tests[] = {
+        { "test_every_path_matches_naive_loop", test_every_path_matches_naive_loop },
+        { "test_calls_inside_parallel_region_match_naive_loop",
+          test_calls_inside_parallel_region_match_naive_loop },
+    };
+    return hs_run_tests("gemm", tests, HS_NTESTS(tests));
+}
