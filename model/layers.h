@@ -26,6 +26,9 @@ void hs_rmsnorm_backward(hs_real *dinp, hs_real *dw, const hs_real *dout, const 
 /* GELU, tanh approximation (gelu_new), elementwise over n. */
 void hs_gelu_forward(hs_real *out, const hs_real *inp, size_t n);
 void hs_gelu_backward(hs_real *dinp, const hs_real *inp, const hs_real *dout, size_t n);
+/* d (n) *= gelu'(inp): the backward overwriting the gradient it reads, for a
+ * caller whose gradient buffer would otherwise start at zero. */
+void hs_gelu_backward_inplace(hs_real *d, const hs_real *inp, size_t n);
 
 /* GELU with the exact normal CDF, x * (1 + erf(x / sqrt 2)) / 2 (GPT-NeoX's
  * "gelu"), elementwise over n. */

@@ -349,16 +349,20 @@ static void mlp_backward(hs_real *dinp, hs_layer_weights *gw, hs_acts *a, const 
 {
     const int d = c->d_model, F = c->d_ff;
     memset(a->dh, 0, sizeof(hs_real) * N * F);
-    memset(a->dh2, 0, sizeof(hs_real) * N * F);
     if (c->mlp == HS_MLP_GELU) {
         hs_linear_backward(a->dh, gw->proj_w, gw->proj_b, dout, la->h_act, lw->proj_w, N, F, d);
-        if (c->gelu_exact)
-            hs_gelu_erf_backward(a->dh2, la->h_pre, a->dh, N * F);
-        else
-            hs_gelu_backward(a->dh2, la->h_pre, a->dh, N * F);
-        hs_linear_backward(dinp, gw->fc_w, gw->fc_b, a->dh2, inp, lw->fc_w, N, d, F);
+        hs_real *dpre = a->dh; /* tanh GELU: the activation's gradient, in place */
+        if (c->gelu_exact) {
+            dpre = a->dh2;
+            memset(dpre, 0, sizeof(hs_real) * N * F);
+            hs_gelu_erf_backward(dpre, la->h_pre, a->dh, N * F);
+        } else {
+            hs_gelu_backward_inplace(dpre, la->h_pre, N * F);
+        }
+        hs_linear_backward(dinp, gw->fc_w, gw->fc_b, dpre, inp, lw->fc_w, N, d, F);
     } else {
         hs_real *dact = a->dh, *dgate = a->dh2, *dup = a->dh3;
+        memset(dgate, 0, sizeof(hs_real) * N * F);
         memset(dup, 0, sizeof(hs_real) * N * F);
         hs_linear_backward(dact, gw->down_w, gw->down_b, dout, la->h_act, lw->down_w, N, F, d);
         hs_swiglu_backward(dgate, dup, dact, la->h_pre, la->h_up, N * F);
