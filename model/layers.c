@@ -5,35 +5,81 @@
 
 #include "linalg.h"
 
+/* Elementwise loops below this many entries run on the calling thread: a
+ * parallel region costs more than they do (decode's single rows). */
+#define HS_PAR_MIN 16384
+
+/* The elementwise loops are bound by arithmetic (an exp and a division per
+ * entry): where the CPU has 512-bit vectors, use them (GCC otherwise prefers
+ * 256 bits under -march=native); no effect elsewhere. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define HS_WIDE __attribute__((target("prefer-vector-width=512")))
+#else
+#define HS_WIDE
+#endif
+
+/* Row loops of the norms run in parallel only where the work pays for the
+ * parallel region (decode's one row does not). */
+#define HS_PAR_ROWS(N, C) ((N) * (size_t)(C) >= HS_PAR_MIN)
+
+/* One LayerNorm row: o = (x - mean) rstd w (+ b). Two passes over x for the
+ * statistics (in L1 by then), then one for the output. */
+static inline void layernorm_row(hs_real *restrict o, hs_real *mean, hs_real *rstd,
+                                 const hs_real *restrict x, const hs_real *restrict w,
+                                 const hs_real *restrict b, int C, double eps)
+{
+    hs_real m = 0, v = 0;
+#pragma omp simd reduction(+ : m)
+    for (int i = 0; i < C; i++)
+        m += x[i];
+    m /= C;
+#pragma omp simd reduction(+ : v)
+    for (int i = 0; i < C; i++)
+        v += (x[i] - m) * (x[i] - m);
+    const hs_real s = (hs_real)(1 / sqrt((double)v / C + eps));
+    if (b) {
+#pragma omp simd
+        for (int i = 0; i < C; i++)
+            o[i] = (x[i] - m) * s * w[i] + b[i];
+    } else {
+#pragma omp simd
+        for (int i = 0; i < C; i++)
+            o[i] = (x[i] - m) * s * w[i];
+    }
+    *mean = m;
+    *rstd = s;
+}
+
 void hs_layernorm_forward(hs_real *out, hs_real *mean, hs_real *rstd, const hs_real *inp,
                           const hs_real *w, const hs_real *b, size_t N, int C, double eps)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
+    for (size_t n = 0; n < N; n++)
+        layernorm_row(out + n * C, mean + n, rstd + n, inp + n * C, w, b, C, eps);
+}
+
+void hs_add_layernorm_forward(hs_real *sum, hs_real *out, hs_real *mean, hs_real *rstd,
+                              const hs_real *x, const hs_real *y, const hs_real *w,
+                              const hs_real *b, size_t N, int C, double eps)
+{
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
     for (size_t n = 0; n < N; n++) {
-        const hs_real *x = inp + n * C;
-        hs_real m = 0, v = 0;
-#pragma omp simd reduction(+ : m)
+        hs_real *r = sum + n * C;
+        const hs_real *xr = x + n * C, *yr = y + n * C;
+#pragma omp simd
         for (int i = 0; i < C; i++)
-            m += x[i];
-        m /= C;
-#pragma omp simd reduction(+ : v)
-        for (int i = 0; i < C; i++)
-            v += (x[i] - m) * (x[i] - m);
-        const hs_real s = (hs_real)(1 / sqrt((double)v / C + eps));
-        hs_real *o = out + n * C;
-        for (int i = 0; i < C; i++)
-            o[i] = (x[i] - m) * s * w[i] + (b ? b[i] : 0);
-        mean[n] = m;
-        rstd[n] = s;
+            r[i] = xr[i] + yr[i];
+        layernorm_row(out + n * C, mean + n, rstd + n, r, w, b, C, eps);
     }
 }
 
-void hs_layernorm_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_real *dout,
-                           const hs_real *inp, const hs_real *w, const hs_real *mean,
-                           const hs_real *rstd, size_t N, int C)
+/* dx = base + the LayerNorm backward of dy, row by row; base may be dx
+ * itself (accumulate) or NULL (overwrite). dw/db are column sums after. */
+static void layernorm_backward(hs_real *dinp, const hs_real *base, hs_real *dw, hs_real *db,
+                               const hs_real *dout, const hs_real *inp, const hs_real *w,
+                               const hs_real *mean, const hs_real *rstd, size_t N, int C)
 {
-    /* Rows are independent for dinp; dw/db are column sums, done after. */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
     for (size_t n = 0; n < N; n++) {
         const hs_real *x = inp + n * C, *dy = dout + n * C;
         const hs_real m = mean[n], s = rstd[n];
@@ -47,13 +93,22 @@ void hs_layernorm_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_rea
         mean_g /= C;
         mean_gx /= C;
         hs_real *dx = dinp + n * C;
-        for (int i = 0; i < C; i++)
-            dx[i] += (dy[i] * w[i] - mean_g - (x[i] - m) * s * mean_gx) * s;
+        /* omp simd: dx may be base (element i reads and writes only i) */
+        if (base) {
+            const hs_real *r = base + n * C;
+#pragma omp simd
+            for (int i = 0; i < C; i++)
+                dx[i] = r[i] + (dy[i] * w[i] - mean_g - (x[i] - m) * s * mean_gx) * s;
+        } else {
+#pragma omp simd
+            for (int i = 0; i < C; i++)
+                dx[i] = (dy[i] * w[i] - mean_g - (x[i] - m) * s * mean_gx) * s;
+        }
     }
     if (!dw && !db)
         return;
     enum { COLS = 64 };
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
     for (int i0 = 0; i0 < C; i0 += COLS) {
         const int i1 = i0 + COLS < C ? i0 + COLS : C;
         hs_real sw[COLS] = { 0 }, sb[COLS] = { 0 };
@@ -74,28 +129,61 @@ void hs_layernorm_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_rea
     }
 }
 
+void hs_layernorm_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_real *dout,
+                           const hs_real *inp, const hs_real *w, const hs_real *mean,
+                           const hs_real *rstd, size_t N, int C)
+{
+    layernorm_backward(dinp, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+
+void hs_layernorm_backward_into(hs_real *dinp, const hs_real *base, hs_real *dw, hs_real *db,
+                                const hs_real *dout, const hs_real *inp, const hs_real *w,
+                                const hs_real *mean, const hs_real *rstd, size_t N, int C)
+{
+    layernorm_backward(dinp, base, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+
+static inline void rmsnorm_row(hs_real *restrict o, hs_real *rstd, const hs_real *restrict x,
+                               const hs_real *restrict w, int C, double eps)
+{
+    hs_real ss = 0;
+#pragma omp simd reduction(+ : ss)
+    for (int i = 0; i < C; i++)
+        ss += x[i] * x[i];
+    const hs_real s = (hs_real)(1 / sqrt((double)ss / C + eps));
+#pragma omp simd
+    for (int i = 0; i < C; i++)
+        o[i] = x[i] * s * w[i];
+    *rstd = s;
+}
+
 void hs_rmsnorm_forward(hs_real *out, hs_real *rstd, const hs_real *inp, const hs_real *w,
                         size_t N, int C, double eps)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
+    for (size_t n = 0; n < N; n++)
+        rmsnorm_row(out + n * C, rstd + n, inp + n * C, w, C, eps);
+}
+
+void hs_add_rmsnorm_forward(hs_real *sum, hs_real *out, hs_real *rstd, const hs_real *x,
+                            const hs_real *y, const hs_real *w, size_t N, int C, double eps)
+{
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
     for (size_t n = 0; n < N; n++) {
-        const hs_real *x = inp + n * C;
-        hs_real ss = 0;
-#pragma omp simd reduction(+ : ss)
+        hs_real *r = sum + n * C;
+        const hs_real *xr = x + n * C, *yr = y + n * C;
+#pragma omp simd
         for (int i = 0; i < C; i++)
-            ss += x[i] * x[i];
-        const hs_real s = (hs_real)(1 / sqrt((double)ss / C + eps));
-        hs_real *o = out + n * C;
-        for (int i = 0; i < C; i++)
-            o[i] = x[i] * s * w[i];
-        rstd[n] = s;
+            r[i] = xr[i] + yr[i];
+        rmsnorm_row(out + n * C, rstd + n, r, w, C, eps);
     }
 }
 
-void hs_rmsnorm_backward(hs_real *dinp, hs_real *dw, const hs_real *dout, const hs_real *inp,
-                         const hs_real *w, const hs_real *rstd, size_t N, int C)
+static void rmsnorm_backward(hs_real *dinp, const hs_real *base, hs_real *dw, const hs_real *dout,
+                             const hs_real *inp, const hs_real *w, const hs_real *rstd, size_t N,
+                             int C)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
     for (size_t n = 0; n < N; n++) {
         const hs_real *x = inp + n * C, *dy = dout + n * C;
         const hs_real s = rstd[n];
@@ -105,13 +193,21 @@ void hs_rmsnorm_backward(hs_real *dinp, hs_real *dw, const hs_real *dout, const 
             mean_gx += dy[i] * w[i] * x[i] * s;
         mean_gx /= C;
         hs_real *dx = dinp + n * C;
-        for (int i = 0; i < C; i++)
-            dx[i] += (dy[i] * w[i] - x[i] * s * mean_gx) * s;
+        if (base) {
+            const hs_real *r = base + n * C;
+#pragma omp simd
+            for (int i = 0; i < C; i++)
+                dx[i] = r[i] + (dy[i] * w[i] - x[i] * s * mean_gx) * s;
+        } else {
+#pragma omp simd
+            for (int i = 0; i < C; i++)
+                dx[i] = (dy[i] * w[i] - x[i] * s * mean_gx) * s;
+        }
     }
     if (!dw)
         return;
     enum { COLS = 64 };
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
     for (int i0 = 0; i0 < C; i0 += COLS) {
         const int i1 = i0 + COLS < C ? i0 + COLS : C;
         hs_real sw[COLS] = { 0 };
@@ -123,21 +219,21 @@ void hs_rmsnorm_backward(hs_real *dinp, hs_real *dw, const hs_real *dout, const 
     }
 }
 
+void hs_rmsnorm_backward(hs_real *dinp, hs_real *dw, const hs_real *dout, const hs_real *inp,
+                         const hs_real *w, const hs_real *rstd, size_t N, int C)
+{
+    rmsnorm_backward(dinp, dinp, dw, dout, inp, w, rstd, N, C);
+}
+
+void hs_rmsnorm_backward_into(hs_real *dinp, const hs_real *base, hs_real *dw,
+                              const hs_real *dout, const hs_real *inp, const hs_real *w,
+                              const hs_real *rstd, size_t N, int C)
+{
+    rmsnorm_backward(dinp, base, dw, dout, inp, w, rstd, N, C);
+}
+
 #define GELU_K 0.7978845608028654 /* sqrt(2/pi) */
 #define GELU_C 0.044715
-
-/* Elementwise loops below this many entries run on the calling thread: a
- * parallel region costs more than they do (decode's single rows). */
-#define HS_PAR_MIN 16384
-
-/* The elementwise loops are bound by arithmetic (an exp and a division per
- * entry): where the CPU has 512-bit vectors, use them (GCC otherwise prefers
- * 256 bits under -march=native); no effect elsewhere. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define HS_WIDE __attribute__((target("prefer-vector-width=512")))
-#else
-#define HS_WIDE
-#endif
 
 /* gelu_new through the logistic function: 0.5 (1 + tanh u) = sigmoid(2u),
  * with e = exp(-2|u|) (never overflows) and sigmoid(2u) = 1/(1+e) for u >= 0,
@@ -189,7 +285,7 @@ HS_WIDE void hs_gelu_backward_inplace(hs_real *d, const hs_real *inp, size_t n)
  * is what torch's GELU (approximate='none') computes. */
 void hs_gelu_erf_forward(hs_real *out, const hs_real *inp, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= HS_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         const double x = inp[i];
         out[i] = (hs_real)(0.5 * x * (1 + erf(x * INV_SQRT2)));
@@ -198,7 +294,7 @@ void hs_gelu_erf_forward(hs_real *out, const hs_real *inp, size_t n)
 
 void hs_gelu_erf_backward(hs_real *dinp, const hs_real *inp, const hs_real *dout, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= HS_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         const double x = inp[i];
         const double grad = 0.5 * (1 + erf(x * INV_SQRT2)) + x * INV_SQRT2PI * exp(-0.5 * x * x);
@@ -215,7 +311,7 @@ static inline hs_real sigmoid(hs_real g)
 
 void hs_swiglu_forward(hs_real *out, const hs_real *gate, const hs_real *up, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= HS_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         out[i] = gate[i] * sigmoid(gate[i]) * up[i];
     }
@@ -224,7 +320,7 @@ void hs_swiglu_forward(hs_real *out, const hs_real *gate, const hs_real *up, siz
 void hs_swiglu_backward(hs_real *dgate, hs_real *dup, const hs_real *dout, const hs_real *gate,
                         const hs_real *up, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= HS_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         hs_real g = gate[i], sig = sigmoid(g);
         dup[i] += g * sig * dout[i];
@@ -297,7 +393,8 @@ void hs_softmax_xent_backward(hs_real *dlogits, const hs_real *probs, const int3
 
 void hs_add(hs_real *out, const hs_real *a, const hs_real *b, size_t n)
 {
-#pragma omp parallel for schedule(static)
+    /* omp simd: out may be a or b (element i reads and writes only i) */
+#pragma omp parallel for simd schedule(static) if (n >= HS_PAR_MIN)
     for (size_t i = 0; i < n; i++)
         out[i] = a[i] + b[i];
 }
