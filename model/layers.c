@@ -355,12 +355,12 @@ void hs_embed_backward(hs_real *dwte, hs_real *dwpe, const hs_real *dx, const in
         }
 }
 
-void hs_softmax_xent_forward(hs_real *probs, hs_real *losses, const int32_t *targets, size_t N,
-                             int V)
+HS_WIDE void hs_softmax_xent_forward(hs_real *probs, hs_real *losses, const int32_t *targets,
+                                     size_t N, int V)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, V))
     for (size_t n = 0; n < N; n++) {
-        hs_real *row = probs + n * V;
+        hs_real *restrict row = probs + n * V;
         const hs_real logit = row[targets[n]];
         hs_real mx = row[0], sum = 0;
 #pragma omp simd reduction(max : mx)
@@ -373,18 +373,21 @@ void hs_softmax_xent_forward(hs_real *probs, hs_real *losses, const int32_t *tar
          * confident rows whose target probability would round to 1. */
         losses[n] = (hs_real)(log((double)sum) + mx - logit);
         const hs_real inv = 1 / sum;
+#pragma omp simd
         for (int v = 0; v < V; v++)
             row[v] *= inv;
     }
 }
 
-void hs_softmax_xent_backward(hs_real *dlogits, const hs_real *probs, const int32_t *targets,
-                              size_t N, int V, hs_real scale)
+HS_WIDE void hs_softmax_xent_backward(hs_real *dlogits, const hs_real *probs,
+                                      const int32_t *targets, size_t N, int V, hs_real scale)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, V))
     for (size_t n = 0; n < N; n++) {
         hs_real *d = dlogits + n * V;
         const hs_real *p = probs + n * V;
+        /* omp simd: d may be p (in place, element v reads and writes v) */
+#pragma omp simd
         for (int v = 0; v < V; v++)
             d[v] = p[v] * scale;
         d[targets[n]] -= scale;
