@@ -5,35 +5,81 @@
 
 #include "linalg.h"
 
+/* Elementwise loops below this many entries run on the calling thread: a
+ * parallel region costs more than they do (decode's single rows). */
+#define HS_PAR_MIN 16384
+
+/* The elementwise loops are bound by arithmetic (an exp and a division per
+ * entry): where the CPU has 512-bit vectors, use them (GCC otherwise prefers
+ * 256 bits under -march=native); no effect elsewhere. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define HS_WIDE __attribute__((target("prefer-vector-width=512")))
+#else
+#define HS_WIDE
+#endif
+
+/* Row loops of the norms run in parallel only where the work pays for the
+ * parallel region (decode's one row does not). */
+#define HS_PAR_ROWS(N, C) ((N) * (size_t)(C) >= HS_PAR_MIN)
+
+/* One LayerNorm row: o = (x - mean) rstd w (+ b). Two passes over x for the
+ * statistics (in L1 by then), then one for the output. */
+static inline void layernorm_row(hs_real *restrict o, hs_real *mean, hs_real *rstd,
+                                 const hs_real *restrict x, const hs_real *restrict w,
+                                 const hs_real *restrict b, int C, double eps)
+{
+    hs_real m = 0, v = 0;
+#pragma omp simd reduction(+ : m)
+    for (int i = 0; i < C; i++)
+        m += x[i];
+    m /= C;
+#pragma omp simd reduction(+ : v)
+    for (int i = 0; i < C; i++)
+        v += (x[i] - m) * (x[i] - m);
+    const hs_real s = (hs_real)(1 / sqrt((double)v / C + eps));
+    if (b) {
+#pragma omp simd
+        for (int i = 0; i < C; i++)
+            o[i] = (x[i] - m) * s * w[i] + b[i];
+    } else {
+#pragma omp simd
+        for (int i = 0; i < C; i++)
+            o[i] = (x[i] - m) * s * w[i];
+    }
+    *mean = m;
+    *rstd = s;
+}
+
 void hs_layernorm_forward(hs_real *out, hs_real *mean, hs_real *rstd, const hs_real *inp,
                           const hs_real *w, const hs_real *b, size_t N, int C, double eps)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
+    for (size_t n = 0; n < N; n++)
+        layernorm_row(out + n * C, mean + n, rstd + n, inp + n * C, w, b, C, eps);
+}
+
+void hs_add_layernorm_forward(hs_real *sum, hs_real *out, hs_real *mean, hs_real *rstd,
+                              const hs_real *x, const hs_real *y, const hs_real *w,
+                              const hs_real *b, size_t N, int C, double eps)
+{
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
     for (size_t n = 0; n < N; n++) {
-        const hs_real *x = inp + n * C;
-        hs_real m = 0, v = 0;
-#pragma omp simd reduction(+ : m)
+        hs_real *r = sum + n * C;
+        const hs_real *xr = x + n * C, *yr = y + n * C;
+#pragma omp simd
         for (int i = 0; i < C; i++)
-            m += x[i];
-        m /= C;
-#pragma omp simd reduction(+ : v)
-        for (int i = 0; i < C; i++)
-            v += (x[i] - m) * (x[i] - m);
-        const hs_real s = (hs_real)(1 / sqrt((double)v / C + eps));
-        hs_real *o = out + n * C;
-        for (int i = 0; i < C; i++)
-            o[i] = (x[i] - m) * s * w[i] + (b ? b[i] : 0);
-        mean[n] = m;
-        rstd[n] = s;
+            r[i] = xr[i] + yr[i];
+        layernorm_row(out + n * C, mean + n, rstd + n, r, w, b, C, eps);
     }
 }
 
-void hs_layernorm_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_real *dout,
-                           const hs_real *inp, const hs_real *w, const hs_real *mean,
-                           const hs_real *rstd, size_t N, int C)
+/* dx = base + the LayerNorm backward of dy, row by row; base may be dx
+ * itself (accumulate) or NULL (overwrite). dw/db are column sums after. */
+static void layernorm_backward(hs_real *dinp, const hs_real *base, hs_real *dw, hs_real *db,
+                               const hs_real *dout, const hs_real *inp, const hs_real *w,
+                               const hs_real *mean, const hs_real *rstd, size_t N, int C)
 {
-    /* Rows are independent for dinp; dw/db are column sums, done after. */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
     for (size_t n = 0; n < N; n++) {
         const hs_real *x = inp + n * C, *dy = dout + n * C;
         const hs_real m = mean[n], s = rstd[n];
@@ -47,13 +93,22 @@ void hs_layernorm_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_rea
         mean_g /= C;
         mean_gx /= C;
         hs_real *dx = dinp + n * C;
-        for (int i = 0; i < C; i++)
-            dx[i] += (dy[i] * w[i] - mean_g - (x[i] - m) * s * mean_gx) * s;
+        /* omp simd: dx may be base (element i reads and writes only i) */
+        if (base) {
+            const hs_real *r = base + n * C;
+#pragma omp simd
+            for (int i = 0; i < C; i++)
+                dx[i] = r[i] + (dy[i] * w[i] - mean_g - (x[i] - m) * s * mean_gx) * s;
+        } else {
+#pragma omp simd
+            for (int i = 0; i < C; i++)
+                dx[i] = (dy[i] * w[i] - mean_g - (x[i] - m) * s * mean_gx) * s;
+        }
     }
     if (!dw && !db)
         return;
     enum { COLS = 64 };
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
     for (int i0 = 0; i0 < C; i0 += COLS) {
         const int i1 = i0 + COLS < C ? i0 + COLS : C;
         hs_real sw[COLS] = { 0 }, sb[COLS] = { 0 };
@@ -74,28 +129,61 @@ void hs_layernorm_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_rea
     }
 }
 
+void hs_layernorm_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_real *dout,
+                           const hs_real *inp, const hs_real *w, const hs_real *mean,
+                           const hs_real *rstd, size_t N, int C)
+{
+    layernorm_backward(dinp, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+
+void hs_layernorm_backward_into(hs_real *dinp, const hs_real *base, hs_real *dw, hs_real *db,
+                                const hs_real *dout, const hs_real *inp, const hs_real *w,
+                                const hs_real *mean, const hs_real *rstd, size_t N, int C)
+{
+    layernorm_backward(dinp, base, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+
+static inline void rmsnorm_row(hs_real *restrict o, hs_real *rstd, const hs_real *restrict x,
+                               const hs_real *restrict w, int C, double eps)
+{
+    hs_real ss = 0;
+#pragma omp simd reduction(+ : ss)
+    for (int i = 0; i < C; i++)
+        ss += x[i] * x[i];
+    const hs_real s = (hs_real)(1 / sqrt((double)ss / C + eps));
+#pragma omp simd
+    for (int i = 0; i < C; i++)
+        o[i] = x[i] * s * w[i];
+    *rstd = s;
+}
+
 void hs_rmsnorm_forward(hs_real *out, hs_real *rstd, const hs_real *inp, const hs_real *w,
                         size_t N, int C, double eps)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
+    for (size_t n = 0; n < N; n++)
+        rmsnorm_row(out + n * C, rstd + n, inp + n * C, w, C, eps);
+}
+
+void hs_add_rmsnorm_forward(hs_real *sum, hs_real *out, hs_real *rstd, const hs_real *x,
+                            const hs_real *y, const hs_real *w, size_t N, int C, double eps)
+{
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
     for (size_t n = 0; n < N; n++) {
-        const hs_real *x = inp + n * C;
-        hs_real ss = 0;
-#pragma omp simd reduction(+ : ss)
+        hs_real *r = sum + n * C;
+        const hs_real *xr = x + n * C, *yr = y + n * C;
+#pragma omp simd
         for (int i = 0; i < C; i++)
-            ss += x[i] * x[i];
-        const hs_real s = (hs_real)(1 / sqrt((double)ss / C + eps));
-        hs_real *o = out + n * C;
-        for (int i = 0; i < C; i++)
-            o[i] = x[i] * s * w[i];
-        rstd[n] = s;
+            r[i] = xr[i] + yr[i];
+        rmsnorm_row(out + n * C, rstd + n, r, w, C, eps);
     }
 }
 
-void hs_rmsnorm_backward(hs_real *dinp, hs_real *dw, const hs_real *dout, const hs_real *inp,
-                         const hs_real *w, const hs_real *rstd, size_t N, int C)
+static void rmsnorm_backward(hs_real *dinp, const hs_real *base, hs_real *dw, const hs_real *dout,
+                             const hs_real *inp, const hs_real *w, const hs_real *rstd, size_t N,
+                             int C)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
     for (size_t n = 0; n < N; n++) {
         const hs_real *x = inp + n * C, *dy = dout + n * C;
         const hs_real s = rstd[n];
@@ -105,13 +193,21 @@ void hs_rmsnorm_backward(hs_real *dinp, hs_real *dw, const hs_real *dout, const 
             mean_gx += dy[i] * w[i] * x[i] * s;
         mean_gx /= C;
         hs_real *dx = dinp + n * C;
-        for (int i = 0; i < C; i++)
-            dx[i] += (dy[i] * w[i] - x[i] * s * mean_gx) * s;
+        if (base) {
+            const hs_real *r = base + n * C;
+#pragma omp simd
+            for (int i = 0; i < C; i++)
+                dx[i] = r[i] + (dy[i] * w[i] - x[i] * s * mean_gx) * s;
+        } else {
+#pragma omp simd
+            for (int i = 0; i < C; i++)
+                dx[i] = (dy[i] * w[i] - x[i] * s * mean_gx) * s;
+        }
     }
     if (!dw)
         return;
     enum { COLS = 64 };
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
     for (int i0 = 0; i0 < C; i0 += COLS) {
         const int i1 = i0 + COLS < C ? i0 + COLS : C;
         hs_real sw[COLS] = { 0 };
@@ -123,28 +219,63 @@ void hs_rmsnorm_backward(hs_real *dinp, hs_real *dw, const hs_real *dout, const 
     }
 }
 
-#define GELU_K 0.7978845608028654 /* sqrt(2/pi) */
-
-void hs_gelu_forward(hs_real *out, const hs_real *inp, size_t n)
+void hs_rmsnorm_backward(hs_real *dinp, hs_real *dw, const hs_real *dout, const hs_real *inp,
+                         const hs_real *w, const hs_real *rstd, size_t N, int C)
 {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        hs_real x = inp[i];
-        out[i] = (hs_real)0.5 * x *
-                 (1 + hs_tanh((hs_real)GELU_K * (x + (hs_real)0.044715 * x * x * x)));
-    }
+    rmsnorm_backward(dinp, dinp, dw, dout, inp, w, rstd, N, C);
 }
 
-void hs_gelu_backward(hs_real *dinp, const hs_real *inp, const hs_real *dout, size_t n)
+void hs_rmsnorm_backward_into(hs_real *dinp, const hs_real *base, hs_real *dw,
+                              const hs_real *dout, const hs_real *inp, const hs_real *w,
+                              const hs_real *rstd, size_t N, int C)
 {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        hs_real x = inp[i], u = (hs_real)GELU_K * (x + (hs_real)0.044715 * x * x * x);
-        hs_real th = hs_tanh(u), sech2 = 1 - th * th;
-        hs_real grad = (hs_real)0.5 * (1 + th) +
-                       (hs_real)0.5 * x * sech2 * (hs_real)GELU_K * (1 + (hs_real)(3 * 0.044715) * x * x);
-        dinp[i] += grad * dout[i];
-    }
+    rmsnorm_backward(dinp, base, dw, dout, inp, w, rstd, N, C);
+}
+
+#define GELU_K 0.7978845608028654 /* sqrt(2/pi) */
+#define GELU_C 0.044715
+
+/* gelu_new through the logistic function: 0.5 (1 + tanh u) = sigmoid(2u),
+ * with e = exp(-2|u|) (never overflows) and sigmoid(2u) = 1/(1+e) for u >= 0,
+ * e/(1+e) below: one exp and one division, a select rather than a branch, and
+ * no cancellation in 1 + tanh u for large negative x. Returns sigmoid(2u). */
+static inline hs_real gelu_sig(hs_real x)
+{
+    const hs_real u = (hs_real)GELU_K * (x + (hs_real)GELU_C * x * x * x);
+    const hs_real au = u < 0 ? -u : u;
+    const hs_real e = hs_exp_nonpos(-2 * au);
+    const hs_real num = u < 0 ? e : 1;
+    return num / (1 + e);
+}
+
+HS_WIDE void hs_gelu_forward(hs_real *restrict out, const hs_real *restrict inp, size_t n)
+{
+#pragma omp parallel for simd schedule(static) if (n >= HS_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        out[i] = inp[i] * gelu_sig(inp[i]);
+}
+
+/* d/dx x s(x) with s = sigmoid(2u): s + x 2 s (1 - s) u'(x), since
+ * 0.5 sech^2 u = 2 s (1 - s). */
+static inline hs_real gelu_grad(hs_real x)
+{
+    const hs_real s = gelu_sig(x);
+    return s + 2 * x * s * (1 - s) * (hs_real)GELU_K * (1 + (hs_real)(3 * GELU_C) * x * x);
+}
+
+HS_WIDE void hs_gelu_backward(hs_real *dinp, const hs_real *inp, const hs_real *dout, size_t n)
+{
+    /* omp simd: dinp may be dout (element i reads and writes only i) */
+#pragma omp parallel for simd schedule(static) if (n >= HS_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += gelu_grad(inp[i]) * dout[i];
+}
+
+HS_WIDE void hs_gelu_backward_inplace(hs_real *d, const hs_real *inp, size_t n)
+{
+#pragma omp parallel for simd schedule(static) if (n >= HS_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        d[i] *= gelu_grad(inp[i]);
 }
 
 #define INV_SQRT2 0.7071067811865476 /* 1/sqrt(2) */
@@ -154,7 +285,7 @@ void hs_gelu_backward(hs_real *dinp, const hs_real *inp, const hs_real *dout, si
  * is what torch's GELU (approximate='none') computes. */
 void hs_gelu_erf_forward(hs_real *out, const hs_real *inp, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= HS_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         const double x = inp[i];
         out[i] = (hs_real)(0.5 * x * (1 + erf(x * INV_SQRT2)));
@@ -163,7 +294,7 @@ void hs_gelu_erf_forward(hs_real *out, const hs_real *inp, size_t n)
 
 void hs_gelu_erf_backward(hs_real *dinp, const hs_real *inp, const hs_real *dout, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= HS_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         const double x = inp[i];
         const double grad = 0.5 * (1 + erf(x * INV_SQRT2)) + x * INV_SQRT2PI * exp(-0.5 * x * x);
@@ -180,7 +311,7 @@ static inline hs_real sigmoid(hs_real g)
 
 void hs_swiglu_forward(hs_real *out, const hs_real *gate, const hs_real *up, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= HS_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         out[i] = gate[i] * sigmoid(gate[i]) * up[i];
     }
@@ -189,7 +320,7 @@ void hs_swiglu_forward(hs_real *out, const hs_real *gate, const hs_real *up, siz
 void hs_swiglu_backward(hs_real *dgate, hs_real *dup, const hs_real *dout, const hs_real *gate,
                         const hs_real *up, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= HS_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         hs_real g = gate[i], sig = sigmoid(g);
         dup[i] += g * sig * dout[i];
@@ -224,12 +355,12 @@ void hs_embed_backward(hs_real *dwte, hs_real *dwpe, const hs_real *dx, const in
         }
 }
 
-void hs_softmax_xent_forward(hs_real *probs, hs_real *losses, const int32_t *targets, size_t N,
-                             int V)
+HS_WIDE void hs_softmax_xent_forward(hs_real *probs, hs_real *losses, const int32_t *targets,
+                                     size_t N, int V)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, V))
     for (size_t n = 0; n < N; n++) {
-        hs_real *row = probs + n * V;
+        hs_real *restrict row = probs + n * V;
         const hs_real logit = row[targets[n]];
         hs_real mx = row[0], sum = 0;
 #pragma omp simd reduction(max : mx)
@@ -242,18 +373,21 @@ void hs_softmax_xent_forward(hs_real *probs, hs_real *losses, const int32_t *tar
          * confident rows whose target probability would round to 1. */
         losses[n] = (hs_real)(log((double)sum) + mx - logit);
         const hs_real inv = 1 / sum;
+#pragma omp simd
         for (int v = 0; v < V; v++)
             row[v] *= inv;
     }
 }
 
-void hs_softmax_xent_backward(hs_real *dlogits, const hs_real *probs, const int32_t *targets,
-                              size_t N, int V, hs_real scale)
+HS_WIDE void hs_softmax_xent_backward(hs_real *dlogits, const hs_real *probs,
+                                      const int32_t *targets, size_t N, int V, hs_real scale)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, V))
     for (size_t n = 0; n < N; n++) {
         hs_real *d = dlogits + n * V;
         const hs_real *p = probs + n * V;
+        /* omp simd: d may be p (in place, element v reads and writes v) */
+#pragma omp simd
         for (int v = 0; v < V; v++)
             d[v] = p[v] * scale;
         d[targets[n]] -= scale;
@@ -262,7 +396,8 @@ void hs_softmax_xent_backward(hs_real *dlogits, const hs_real *probs, const int3
 
 void hs_add(hs_real *out, const hs_real *a, const hs_real *b, size_t n)
 {
-#pragma omp parallel for schedule(static)
+    /* omp simd: out may be a or b (element i reads and writes only i) */
+#pragma omp parallel for simd schedule(static) if (n >= HS_PAR_MIN)
     for (size_t i = 0; i < n; i++)
         out[i] = a[i] + b[i];
 }

@@ -17,15 +17,37 @@ void hs_layernorm_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_rea
                            const hs_real *inp, const hs_real *w, const hs_real *mean,
                            const hs_real *rstd, size_t N, int C);
 
+/* The same backward writing dinp = base + the gradient: base NULL (dinp =
+ * the gradient, nothing to clear first), a residual gradient (the residual
+ * add fused in), or dinp itself (hs_layernorm_backward). dw, db accumulate. */
+void hs_layernorm_backward_into(hs_real *dinp, const hs_real *base, hs_real *dw, hs_real *db,
+                                const hs_real *dout, const hs_real *inp, const hs_real *w,
+                                const hs_real *mean, const hs_real *rstd, size_t N, int C);
+
+/* sum (N,C) = x + y and out = LayerNorm(sum), in one pass over the rows
+ * (the residual add fused into the norm that reads it). */
+void hs_add_layernorm_forward(hs_real *sum, hs_real *out, hs_real *mean, hs_real *rstd,
+                              const hs_real *x, const hs_real *y, const hs_real *w,
+                              const hs_real *b, size_t N, int C, double eps);
+
 /* RMSNorm: out = inp * rsqrt(mean(inp^2) + eps) * w. rstd (N). */
 void hs_rmsnorm_forward(hs_real *out, hs_real *rstd, const hs_real *inp, const hs_real *w,
                         size_t N, int C, double eps);
 void hs_rmsnorm_backward(hs_real *dinp, hs_real *dw, const hs_real *dout, const hs_real *inp,
                          const hs_real *w, const hs_real *rstd, size_t N, int C);
+/* As hs_layernorm_backward_into and hs_add_layernorm_forward. */
+void hs_rmsnorm_backward_into(hs_real *dinp, const hs_real *base, hs_real *dw,
+                              const hs_real *dout, const hs_real *inp, const hs_real *w,
+                              const hs_real *rstd, size_t N, int C);
+void hs_add_rmsnorm_forward(hs_real *sum, hs_real *out, hs_real *rstd, const hs_real *x,
+                            const hs_real *y, const hs_real *w, size_t N, int C, double eps);
 
 /* GELU, tanh approximation (gelu_new), elementwise over n. */
 void hs_gelu_forward(hs_real *out, const hs_real *inp, size_t n);
 void hs_gelu_backward(hs_real *dinp, const hs_real *inp, const hs_real *dout, size_t n);
+/* d (n) *= gelu'(inp): the backward overwriting the gradient it reads, for a
+ * caller whose gradient buffer would otherwise start at zero. */
+void hs_gelu_backward_inplace(hs_real *d, const hs_real *inp, size_t n);
 
 /* GELU with the exact normal CDF, x * (1 + erf(x / sqrt 2)) / 2 (GPT-NeoX's
  * "gelu"), elementwise over n. */

@@ -313,14 +313,29 @@ static void norm_forward(hs_real *out, hs_real *mean, hs_real *rstd, const hs_re
         hs_rmsnorm_forward(out, rstd, inp, w, N, c->d_model, c->norm_eps);
 }
 
-static void norm_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_real *dout,
-                          const hs_real *inp, const hs_real *w, const hs_real *mean,
-                          const hs_real *rstd, const hs_model_config *c, size_t N)
+/* dinp (N,d) = base + the norm backward of dout: base NULL overwrites, base
+ * == dinp accumulates, another buffer adds a residual gradient in the same
+ * pass. */
+static void norm_backward(hs_real *dinp, const hs_real *base, hs_real *dw, hs_real *db,
+                          const hs_real *dout, const hs_real *inp, const hs_real *w,
+                          const hs_real *mean, const hs_real *rstd, const hs_model_config *c,
+                          size_t N)
 {
     if (c->norm == HS_NORM_LAYERNORM)
-        hs_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, c->d_model);
+        hs_layernorm_backward_into(dinp, base, dw, db, dout, inp, w, mean, rstd, N, c->d_model);
     else
-        hs_rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, c->d_model);
+        hs_rmsnorm_backward_into(dinp, base, dw, dout, inp, w, rstd, N, c->d_model);
+}
+
+/* sum = x + y and out (N,d) = norm(sum), one pass. */
+static void add_norm_forward(hs_real *sum, hs_real *out, hs_real *mean, hs_real *rstd,
+                             const hs_real *x, const hs_real *y, const hs_real *w,
+                             const hs_real *b, const hs_model_config *c, size_t N)
+{
+    if (c->norm == HS_NORM_LAYERNORM)
+        hs_add_layernorm_forward(sum, out, mean, rstd, x, y, w, b, N, c->d_model, c->norm_eps);
+    else
+        hs_add_rmsnorm_forward(sum, out, rstd, x, y, w, N, c->d_model, c->norm_eps);
 }
 
 static void mlp_forward(hs_layer_acts *la, const hs_layer_weights *lw, const hs_real *inp,
@@ -349,16 +364,20 @@ static void mlp_backward(hs_real *dinp, hs_layer_weights *gw, hs_acts *a, const 
 {
     const int d = c->d_model, F = c->d_ff;
     memset(a->dh, 0, sizeof(hs_real) * N * F);
-    memset(a->dh2, 0, sizeof(hs_real) * N * F);
     if (c->mlp == HS_MLP_GELU) {
         hs_linear_backward(a->dh, gw->proj_w, gw->proj_b, dout, la->h_act, lw->proj_w, N, F, d);
-        if (c->gelu_exact)
-            hs_gelu_erf_backward(a->dh2, la->h_pre, a->dh, N * F);
-        else
-            hs_gelu_backward(a->dh2, la->h_pre, a->dh, N * F);
-        hs_linear_backward(dinp, gw->fc_w, gw->fc_b, a->dh2, inp, lw->fc_w, N, d, F);
+        hs_real *dpre = a->dh; /* tanh GELU: the activation's gradient, in place */
+        if (c->gelu_exact) {
+            dpre = a->dh2;
+            memset(dpre, 0, sizeof(hs_real) * N * F);
+            hs_gelu_erf_backward(dpre, la->h_pre, a->dh, N * F);
+        } else {
+            hs_gelu_backward_inplace(dpre, la->h_pre, N * F);
+        }
+        hs_linear_backward(dinp, gw->fc_w, gw->fc_b, dpre, inp, lw->fc_w, N, d, F);
     } else {
         hs_real *dact = a->dh, *dgate = a->dh2, *dup = a->dh3;
+        memset(dgate, 0, sizeof(hs_real) * N * F);
         memset(dup, 0, sizeof(hs_real) * N * F);
         hs_linear_backward(dact, gw->down_w, gw->down_b, dout, la->h_act, lw->down_w, N, F, d);
         hs_swiglu_backward(dgate, dup, dact, la->h_pre, la->h_up, N * F);
@@ -409,8 +428,29 @@ static int resid_site(const hs_hooks *hooks, hs_site s, int layer, hs_real *x, c
     return hs_site_call(hooks->site, &v);
 }
 
-/* Layer l up to the residual after attention: r1 = in + attention(in). */
-static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks *hooks)
+/* A norm to fuse into the residual add that produces its input: the add
+ * writes the sum and the norm's output in one pass (add_norm_forward). */
+typedef struct {
+    hs_real *out, *mean, *rstd;
+    const hs_real *w, *b;
+} fused_norm;
+
+/* sum = x + y, then the fused norm of sum if any. */
+static void residual_add(hs_real *sum, const hs_real *x, const hs_real *y, const fused_norm *fn,
+                         const hs_model_config *c, size_t N)
+{
+    if (fn)
+        add_norm_forward(sum, fn->out, fn->mean, fn->rstd, x, y, fn->w, fn->b, c, N);
+    else
+        hs_add(sum, x, y, N * c->d_model);
+}
+
+/* Layer l up to the residual after attention: r1 = in + attention(in).
+ * normed_in: the pre-norm of the input (n1) was computed with the add that
+ * produced it. fuse: layer_rest follows at once (with normed = 1), so the
+ * norm it starts with is computed here, fused into r1's add. */
+static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks *hooks,
+                           int normed_in, int fuse)
 {
     const hs_model_config *c = &m->cfg;
     hs_layer_acts *la = &a->layer[l];
@@ -423,7 +463,8 @@ static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks 
         return rc;
     const hs_real *attn_in = la->in;
     if (!c->post_norm) {
-        norm_forward(la->n1, la->n1_mean, la->n1_rstd, la->in, lw->ln1_w, lw->ln1_b, c, N);
+        if (!normed_in)
+            norm_forward(la->n1, la->n1_mean, la->n1_rstd, la->in, lw->ln1_w, lw->ln1_b, c, N);
         attn_in = la->n1;
     }
     la->attn.hooks = (hs_attn_hooks){ { hooks->on_rows, hooks->ctx }, hooks->site, l };
@@ -441,38 +482,64 @@ static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks 
                            hooks->gates ? hooks->gates[l] : NULL, hooks->gates_per_seq);
     if ((rc = resid_site(hooks, HS_SITE_ATTN_OUT, l, la->attn_out, a, c->d_model)))
         return rc;
-    hs_add(la->r1, la->in, la->attn_out, N * c->d_model);
+    /* the norm layer_rest starts with, where it reads r1 */
+    fused_norm fn = { 0 };
+    const fused_norm *next = NULL;
+    if (fuse && c->post_norm)
+        fn = (fused_norm){ la->n1, la->n1_mean, la->n1_rstd, lw->ln1_w, lw->ln1_b };
+    else if (fuse && c->mlp != HS_MLP_NONE && !c->parallel_residual)
+        fn = (fused_norm){ la->n2, la->n2_mean, la->n2_rstd, lw->ln2_w, lw->ln2_b };
+    if (fn.out)
+        next = &fn;
+    residual_add(la->r1, la->in, la->attn_out, next, c, N);
     return HS_OK;
+}
+
+/* Whether layer_attention(fuse = 1) has computed the norm that
+ * layer_rest starts with (the two must agree). */
+static int rest_norm_fused(const hs_model_config *c)
+{
+    return c->post_norm || (c->mlp != HS_MLP_NONE && !c->parallel_residual);
 }
 
 /* Layer l from the residual after attention (r1) to its output: the
  * post-norm, the MLP and its norm. With a parallel residual (GPT-NeoX) the
  * MLP reads the norm of the layer's input, not of r1:
- * out = in + attn(ln1(in)) + mlp(ln2(in)) = r1 + mlp(ln2(in)). */
-static int layer_rest(hs_acts *a, const hs_model *m, int l, const hs_hooks *hooks)
+ * out = in + attn(ln1(in)) + mlp(ln2(in)) = r1 + mlp(ln2(in)).
+ * normed: layer_attention(fuse = 1) computed the first norm of r1.
+ * next: NULL, or the norm of the layer's output that comes next (the next
+ * layer's ln1 or the final norm, pre-norm models), fused into the last add;
+ * the caller passes it only where that add produces the layer's output. */
+static int layer_rest(hs_acts *a, const hs_model *m, int l, const hs_hooks *hooks, int normed,
+                      const fused_norm *next)
 {
     const hs_model_config *c = &m->cfg;
     hs_layer_acts *la = &a->layer[l];
     const hs_layer_weights *lw = &m->w.layer[l];
     const size_t N = (size_t)a->B * a->T;
-    if (c->post_norm)
+    normed = normed && rest_norm_fused(c);
+    if (c->post_norm && !normed)
         norm_forward(la->n1, la->n1_mean, la->n1_rstd, la->r1, lw->ln1_w, lw->ln1_b, c, N);
     if (c->mlp == HS_MLP_NONE)
         return HS_OK;
     const hs_real *mid = c->post_norm ? la->n1 : la->r1; /* residual after attention */
     const hs_real *mlp_in = mid;
     if (!c->post_norm) {
-        norm_forward(la->n2, la->n2_mean, la->n2_rstd, c->parallel_residual ? la->in : mid,
-                     lw->ln2_w, lw->ln2_b, c, N);
+        if (!normed)
+            norm_forward(la->n2, la->n2_mean, la->n2_rstd, c->parallel_residual ? la->in : mid,
+                         lw->ln2_w, lw->ln2_b, c, N);
         mlp_in = la->n2;
     }
     mlp_forward(la, lw, mlp_in, c, N);
     int rc = resid_site(hooks, HS_SITE_MLP_OUT, l, la->mlp_out, a, c->d_model);
     if (rc)
         return rc;
-    hs_add(la->r2, mid, la->mlp_out, N * c->d_model);
-    if (c->post_norm)
-        norm_forward(la->n2, la->n2_mean, la->n2_rstd, la->r2, lw->ln2_w, lw->ln2_b, c, N);
+    if (c->post_norm) {
+        const fused_norm fn = { la->n2, la->n2_mean, la->n2_rstd, lw->ln2_w, lw->ln2_b };
+        residual_add(la->r2, mid, la->mlp_out, &fn, c, N);
+    } else {
+        residual_add(la->r2, mid, la->mlp_out, next, c, N);
+    }
     return HS_OK;
 }
 
@@ -486,18 +553,36 @@ static int forward_rest(hs_acts *a, const hs_model *m, int from, int mid_layer,
     const size_t N = (size_t)a->B * a->T;
     const int d = c->d_model, V = c->vocab_size;
     int rc;
+    /* A pre-norm model's layer output feeds a norm next (the next layer's
+     * ln1, or the final norm): fused into the add that makes the output,
+     * unless a resid_pre hook may change the residual in between, or the
+     * layer's output is not the last add's sum (no MLP). */
+    const int fuse_out = !c->post_norm && c->mlp != HS_MLP_NONE &&
+                         !hs_site_hooked(hooks->site, HS_SITE_RESID_PRE);
+    int normed_in = 0; /* this layer's ln1 was fused into the last add */
     for (int l = from; l < c->n_layer; l++) {
-        if (!(mid_layer && l == from) && (rc = layer_attention(a, m, l, hooks)))
+        const int first_mid = mid_layer && l == from;
+        if (!first_mid && (rc = layer_attention(a, m, l, hooks, normed_in, 1)))
             return rc;
-        if ((rc = layer_rest(a, m, l, hooks)))
+        fused_norm fn = { 0 };
+        if (fuse_out && l + 1 < c->n_layer) {
+            hs_layer_acts *nx = &a->layer[l + 1];
+            const hs_layer_weights *nw = &w->layer[l + 1];
+            fn = (fused_norm){ nx->n1, nx->n1_mean, nx->n1_rstd, nw->ln1_w, nw->ln1_b };
+        } else if (fuse_out && c->final_norm) {
+            fn = (fused_norm){ a->lnf, a->lnf_mean, a->lnf_rstd, w->lnf_w, w->lnf_b };
+        }
+        if ((rc = layer_rest(a, m, l, hooks, !first_mid, fn.out ? &fn : NULL)))
             return rc;
+        normed_in = fn.out != NULL;
     }
     hs_real *h = a->layer[c->n_layer - 1].out;
     if ((rc = resid_site(hooks, HS_SITE_RESID_PRE, c->n_layer, h, a, d)))
         return rc;
     const hs_real *u = h; /* the unembedding's input */
     if (c->final_norm) {
-        norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, h, w->lnf_w, w->lnf_b, c, N);
+        if (!normed_in)
+            norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, h, w->lnf_w, w->lnf_b, c, N);
         u = a->lnf;
     }
     hs_linear_forward(a->logits, u, w->lm_w, w->lm_b, N, d, V);
@@ -539,9 +624,10 @@ int hs_forward_to(hs_acts *a, const hs_model *m, const int32_t *tokens, int laye
         return rc;
     hs_embed_forward(a->emb, tokens, m->w.wte, m->w.wpe, a->B, a->T, m->cfg.d_model);
     for (int l = 0; l < layer; l++)
-        if ((rc = layer_attention(a, m, l, hooks)) || (rc = layer_rest(a, m, l, hooks)))
+        if ((rc = layer_attention(a, m, l, hooks, 0, 1)) ||
+            (rc = layer_rest(a, m, l, hooks, 1, NULL)))
             return rc;
-    return layer_attention(a, m, layer, hooks);
+    return layer_attention(a, m, layer, hooks, 0, 0);
 }
 
 int hs_forward_from(hs_acts *a, const hs_model *m, int layer, const int32_t *targets)
@@ -580,12 +666,12 @@ int hs_forward_from_last(hs_acts *a, const hs_model *m, int layer, const hs_hook
     int rc = check_hooks(a, hooks);
     for (int l = layer; !rc && l < L - 1; l++) {
         if (l > layer)
-            rc = layer_attention(a, m, l, hooks);
+            rc = layer_attention(a, m, l, hooks, 0, 1);
         if (!rc)
-            rc = layer_rest(a, m, l, hooks);
+            rc = layer_rest(a, m, l, hooks, l > layer, NULL);
     }
     if (!rc && layer < L - 1)
-        rc = layer_attention(a, m, L - 1, hooks);
+        rc = layer_attention(a, m, L - 1, hooks, 0, 0);
     if (rc)
         return rc;
     /* Every position-wise buffer the rest of the last layer may read. */
@@ -650,13 +736,13 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
     hs_softmax_xent_backward(dlogits, a->logits, targets, N, V, loss_scale);
     const hs_real *h = c->final_norm ? a->lnf : a->layer[c->n_layer - 1].out;
     hs_real *dres = a->dres, *dres2 = a->dres2;
-    memset(dres, 0, sizeof(hs_real) * nd);
     if (c->final_norm) {
         memset(a->dnorm, 0, sizeof(hs_real) * nd);
         hs_linear_backward(a->dnorm, g->lm_w, g->lm_b, dlogits, h, w->lm_w, N, d, V);
-        norm_backward(dres, g->lnf_w, g->lnf_b, a->dnorm, a->layer[c->n_layer - 1].out, w->lnf_w,
-                      a->lnf_mean, a->lnf_rstd, c, N);
+        norm_backward(dres, NULL, g->lnf_w, g->lnf_b, a->dnorm, a->layer[c->n_layer - 1].out,
+                      w->lnf_w, a->lnf_mean, a->lnf_rstd, c, N);
     } else {
+        memset(dres, 0, sizeof(hs_real) * nd);
         hs_linear_backward(dres, g->lm_w, g->lm_b, dlogits, h, w->lm_w, N, d, V);
     }
 
@@ -673,37 +759,37 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
             if (c->mlp != HS_MLP_NONE) {
                 memset(a->dnorm, 0, sizeof(hs_real) * nd);
                 mlp_backward(a->dnorm, gw, a, la, lw, dres, la->n2, c, N);
-                memcpy(dres2, dres, sizeof(hs_real) * nd);
-                norm_backward(dres2, gw->ln2_w, gw->ln2_b, a->dnorm, parallel ? la->in : la->r1,
-                              lw->ln2_w, la->n2_mean, la->n2_rstd, c, N);
+                /* dres2 = dres (the residual) + the norm's backward */
+                norm_backward(dres2, dres, gw->ln2_w, gw->ln2_b, a->dnorm,
+                              parallel ? la->in : la->r1, lw->ln2_w, la->n2_mean, la->n2_rstd, c,
+                              N);
                 /* sequential: dres2 is now the gradient of r1; parallel: the
                  * input's share through the MLP (plus the residual), while
                  * r1's gradient stays dres */
                 if (!parallel)
                     swap(&dres, &dres2);
             }
-            if (!parallel || c->mlp == HS_MLP_NONE)
-                memcpy(dres2, dres, sizeof(hs_real) * nd);
             memset(a->dnorm, 0, sizeof(hs_real) * nd);
             rc = attn_backward(a->dnorm, gw, dxi, dres, la, lw, c, l, la->n1, xi,
                                hooks->gates_per_seq);
             if (rc)
                 return rc;
-            norm_backward(dres2, gw->ln1_w, gw->ln1_b, a->dnorm, la->in, lw->ln1_w, la->n1_mean,
-                          la->n1_rstd, c, N);
+            /* the residual's share: dres (sequential), or the input's share
+             * through the MLP already in dres2 (parallel) */
+            const hs_real *base = parallel && c->mlp != HS_MLP_NONE ? dres2 : dres;
+            norm_backward(dres2, base, gw->ln1_w, gw->ln1_b, a->dnorm, la->in, lw->ln1_w,
+                          la->n1_mean, la->n1_rstd, c, N);
             swap(&dres, &dres2); /* the gradient of the layer input */
         } else {
             if (c->mlp != HS_MLP_NONE) {
-                memset(a->dbranch, 0, sizeof(hs_real) * nd);
-                norm_backward(a->dbranch, gw->ln2_w, gw->ln2_b, dres, la->r2, lw->ln2_w,
+                norm_backward(a->dbranch, NULL, gw->ln2_w, gw->ln2_b, dres, la->r2, lw->ln2_w,
                               la->n2_mean, la->n2_rstd, c, N);
                 memcpy(dres2, a->dbranch, sizeof(hs_real) * nd);
                 mlp_backward(dres2, gw, a, la, lw, a->dbranch, la->n1, c, N);
                 swap(&dres, &dres2); /* the gradient of n1 */
             }
-            memset(a->dbranch, 0, sizeof(hs_real) * nd);
-            norm_backward(a->dbranch, gw->ln1_w, gw->ln1_b, dres, la->r1, lw->ln1_w, la->n1_mean,
-                          la->n1_rstd, c, N);
+            norm_backward(a->dbranch, NULL, gw->ln1_w, gw->ln1_b, dres, la->r1, lw->ln1_w,
+                          la->n1_mean, la->n1_rstd, c, N);
             memcpy(dres2, a->dbranch, sizeof(hs_real) * nd);
             rc = attn_backward(dres2, gw, dxi, a->dbranch, la, lw, c, l, la->in, xi,
                                hooks->gates_per_seq);
