@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # The preamble the benchmark scripts share, sourced by bench/NAME.sh:
 #
 #   . "$(dirname "$0")/lib.sh"
@@ -25,6 +26,13 @@
 # set), so bench_init unsets both; the torch side gets OMP_WAIT_POLICY=passive
 # on its command line (with its two thread pools spinning, torch at 2 threads
 # ran up to 5x slower than at 1 on a 2-core machine).
+
+# Run rather than sourced (scripts/test --slow runs every bench/*.sh --tiny):
+# nothing to measure.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  echo "bench/lib.sh: the benchmark scripts' shared functions (sourced by bench/*.sh); nothing to run" >&2
+  exit 0
+fi
 
 # bench_init COMMON-OPTIONS: cd to the repository root; the script's name.
 bench_init() {
