@@ -66,7 +66,38 @@ typedef struct {
     job *jobs;        /* the current layer's ablations */
     int njobs;
     hs_welford *acc;  /* [kind * H + h] of the current layer: per-sequence deltas */
+    hs_real *kept;    /* NULL, or per batch and layer the clean z, r1 (and input) */
+    size_t kept_batch, kept_off[HS_MAX_LAYERS + 1]; /* elements per batch, layer offsets */
 } run;
+
+/* The clean activations the fast path continues from -- per batch and layer
+ * the head outputs z, the residual after attention r1 and, with a parallel
+ * residual, the layer's input -- are kept from the clean pass when all
+ * batches fit this budget; otherwise each layer recomputes its batches'
+ * clean prefix (hs_forward_to). Either way the same values. */
+#define KEEP_BUDGET (256.0 * (1 << 20))
+
+static void keep_plan(run *r)
+{
+    const hs_model_config *c = &r->m->cfg;
+    const size_t BT = (size_t)r->o->B * r->o->T, d = (size_t)c->d_model;
+    r->kept_off[0] = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        r->kept_off[l + 1] = r->kept_off[l] + BT * ((size_t)c->n_head[l] * c->head_dim + d +
+                                                    (c->parallel_residual ? d : 0));
+    r->kept_batch = r->kept_off[c->n_layer];
+}
+
+/* Layer l's kept z, r1 and input (the last with a parallel residual) of
+ * batch b. */
+static void kept_at(const run *r, size_t b, int l, hs_real **z, hs_real **r1, hs_real **in)
+{
+    const hs_model_config *c = &r->m->cfg;
+    const size_t BT = (size_t)r->o->B * r->o->T;
+    *z = r->kept + b * r->kept_batch + r->kept_off[l];
+    *r1 = *z + BT * c->n_head[l] * c->head_dim;
+    *in = *r1 + BT * c->d_model;
+}
 
 static double seq_loss(const hs_real *losses, int T)
 {
@@ -127,6 +158,15 @@ static int clean_pass(run *r)
             r->clean[b * o->B + i] = seq_loss(a.losses + (size_t)i * o->T, o->T);
             hs_welford_add(&clean, r->clean[b * o->B + i]);
         }
+        for (int l = 0; !rc && r->kept && l < c->n_layer; l++) {
+            hs_real *z, *r1, *in;
+            kept_at(r, b, l, &z, &r1, &in);
+            const size_t BT = (size_t)o->B * o->T, d = (size_t)c->d_model;
+            memcpy(z, a.layer[l].attn.z, sizeof(hs_real) * BT * c->n_head[l] * c->head_dim);
+            memcpy(r1, a.layer[l].r1, sizeof(hs_real) * BT * d);
+            if (c->parallel_residual)
+                memcpy(in, a.layer[l].in, sizeof(hs_real) * BT * d);
+        }
     }
     o->clean_loss = clean.mean;
     for (int l = 0; !rc && want_mean && l < c->n_layer; l++)
@@ -165,8 +205,13 @@ static int fast_layer(run *r, int l, hs_acts *clean, hs_acts *st, int stack, hs_
         if (o->stop && *o->stop)
             return hs_fail(HS_EINTR, "interrupted in layer %d", l);
         hs_batch_at(r->data, b * BT, B, T, r->in, r->tg);
-        rc = hs_forward_to(clean, r->m, r->in, l, NULL);
-        const hs_real *z = clean->layer[l].attn.z, *r1 = clean->layer[l].r1;
+        hs_real *z, *r1, *lin;
+        if (r->kept) {
+            kept_at(r, b, l, &z, &r1, &lin);
+        } else {
+            rc = hs_forward_to(clean, r->m, r->in, l, NULL);
+            z = clean->layer[l].attn.z, r1 = clean->layer[l].r1, lin = clean->layer[l].in;
+        }
         for (int j0 = 0; !rc && j0 < r->njobs; j0 += stack) {
             const int n = r->njobs - j0 < stack ? r->njobs - j0 : stack;
             rc = hs_acts_set_batch(st, n * B);
@@ -176,8 +221,7 @@ static int fast_layer(run *r, int l, hs_acts *clean, hs_acts *st, int stack, hs_
                 hs_real *blk = r1s + (size_t)j * BT * d;
                 memcpy(blk, r1, sizeof(hs_real) * BT * d);
                 if (c->parallel_residual) /* the continuation's MLP reads ln2 of the input */
-                    memcpy(st->layer[l].in + (size_t)j * BT * d, clean->layer[l].in,
-                           sizeof(hs_real) * BT * d);
+                    memcpy(st->layer[l].in + (size_t)j * BT * d, lin, sizeof(hs_real) * BT * d);
                 rc = head_change(dz, z, r->zmean ? r->zmean[l] : NULL, l, jb->kind, jb->h, B, T, H,
                                  dh);
                 if (rc)
@@ -273,6 +317,11 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
         if (!r.zmean)
             rc = HS_ENOMEM;
     }
+    if (!rc && !o->naive) {
+        keep_plan(&r);
+        if ((double)r.kept_batch * r.nb * sizeof(hs_real) <= KEEP_BUDGET)
+            r.kept = malloc(sizeof(hs_real) * r.kept_batch * r.nb); /* NULL: recompute */
+    }
     if (!rc)
         rc = clean_pass(&r);
 
@@ -358,6 +407,7 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
     for (int l = 0; r.zmean && l < c->n_layer; l++)
         free(r.zmean[l]);
     free(r.zmean);
+    free(r.kept);
     free(stacked_tg), free(dz), free(r.acc), free(r.jobs), free(r.clean), free(r.in),
         free(r.tg);
     return rc;

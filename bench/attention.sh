@@ -2,7 +2,7 @@
 # Attention benchmark: headscope's kernel against torch.nn.MultiheadAttention
 # (bench/attention_torch.py) in the same run, at the same thread counts.
 #
-#   bench/attention.sh [--reps R] [--threads "1 2"] [--blas-autodetect] [--tiny]
+#   bench/attention.sh [--reps R] [--threads "1 2"] [--blas-autodetect] [--tiny] [--contend]
 #
 # Both sides are pinned to N threads: OMP_NUM_THREADS and OPENBLAS_NUM_THREADS
 # as well as torch.set_num_threads, since torch's BLAS keeps a thread pool of
@@ -14,23 +14,18 @@
 # shapes once at 1 thread (a few seconds; scripts/test --slow, so the benchmark
 # keeps working), results in bench/out/tiny/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
+bench_init "threads blas tiny contend"
 reps=10
 threads="1 2"
-tiny=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) reps=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --blas-autodetect) unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; shift ;;
-    --tiny) tiny=1; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
-    *) echo "attention.sh: unknown option $1" >&2; exit 2 ;;
+    *) bench_opt "$@"; shift "$bench_shift" ;;
   esac
 done
 
-cmake -S . -B build/float >/dev/null
-cmake --build build/float -j "$(nproc)" --target bench_attention >/dev/null
+bench_build bench_attention
 bin=build/float/bench/bench_attention
 outdir=bench/out
 shapes=(--shape 8,128,256,8 --shape 8,128,256,8,2 --shape 4,512,512,8 --shape 4,512,512,8,2
@@ -47,9 +42,11 @@ out=$outdir/attention.jsonl
 # torch keeps two thread pools (its OpenMP one and OpenBLAS's); with OpenMP
 # threads spinning while idle, torch at 2 threads ran up to 5x slower than at
 # 1 on this 2-core machine, so torch runs with OMP_WAIT_POLICY=passive. Ours
-# has one pool and keeps OpenMP's default (spinning is faster for it).
+# runs with headscope's own default (hs_runtime_init: passive waiting; bench/lib.sh
+# leaves OMP_WAIT_POLICY unset for it).
+bench_contend_start
 for t in $threads; do
-  export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
+  bench_threads "$t"
   echo "threads $t: OpenBLAS sgemm, headscope, torch" >&2
   "$bin" --threads "$t" --gemm "$gemm" --reps "$reps" >>"$out"
   "$bin" --threads "$t" --reps "$reps" "${shapes[@]}" >>"$out"
@@ -59,14 +56,15 @@ done
 
 # Incremental decoding memory: compact cache vs K/V repeated to h heads, each
 # in its own process so the peak RSS is its own.
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+bench_threads "1"
 for g in 8 4 2 1; do
   for path in "" --repeat-kv; do
     "$bin" --threads 1 --decode $path --shape 1,$decode_T,512,8,$g >>"$out"
   done
 done
 
-/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" <<'PY' | tee "$outdir/attention.md"
+bench_mark "$out"
+/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" <<'PY' | bench_md "$outdir/attention.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 core = sys.argv[2]

@@ -16,6 +16,7 @@
 
 #include "ablate.h"
 #include "bench_util.h"
+#include "bound.h"
 #include "checkpoint.h"
 #include "eval.h"
 #include "importance.h"
@@ -110,6 +111,7 @@ static void latency(const char *dir, int B, int T, int threads)
 
 int main(int argc, char **argv)
 {
+    hs_runtime_init(argc, argv); /* headscope's default: passive OpenMP waits */
     const char *model = NULL, *data = NULL, *dump = NULL, *write_dir = NULL, *lat = NULL;
     int B = 8, T = 256, N = 64, threads = 1, L = 6, d = 256, H = 8, V = 256;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -170,10 +172,10 @@ int main(int argc, char **argv)
     hs_ablate_opts o = { .B = B, .T = T, .max_batches = nb,
                          .kinds = 1 << HS_ABLATE_ZERO | 1 << HS_ABLATE_MEAN,
                          .on_layer = dump_layer, .ctx = &dc };
-    double t0 = now_s();
+    double t0 = now_s(), c0 = process_cpu_s();
     if (hs_ablate(&m, &tok, &o))
         die("ablate");
-    double ablate_s = now_s() - t0;
+    double ablate_s = now_s() - t0, ablate_cpu_s = process_cpu_s() - c0;
     if (dc.dump) {
         fputs("}\n", dc.dump);
         fclose(dc.dump);
@@ -191,14 +193,32 @@ int main(int argc, char **argv)
     if (hs_evaluate(&er, &m, &tok, B, T, nb, NULL, NULL, NULL))
         die("forward");
     double forward_s = now_s() - t0;
+    /* The sweep's lower bound: the layer passes an exact all-heads zero+mean
+     * sweep must compute -- per layer l and head, two ablations that rerun
+     * layers l..L-1 (sum_l 2 H_l (L - l)), plus the clean pass and the means
+     * pass (L each) -- times one layer pass over the sequences (bound.h:
+     * projections, causal half of the T x T attention, MLP; the unembedding
+     * is not counted), at the sgemm rate of the layer's GEMMs at B*T rows. */
+    const hs_model_config *c = &m.cfg;
     int heads = 0;
-    for (int l = 0; l < m.cfg.n_layer; l++)
-        heads += m.cfg.n_head[l];
+    double passes = 2.0 * c->n_layer;
+    for (int l = 0; l < c->n_layer; l++) {
+        heads += c->n_head[l];
+        passes += 2.0 * c->n_head[l] * (c->n_layer - l);
+    }
+    const double HD = (double)c->n_head[0] * c->head_dim, GD = (double)c->n_kv_head[0] * c->head_dim;
+    const double layer = bench_layer_flops((double)nb * B, T, c->d_model, HD, GD, c->d_ff,
+                                           c->mlp == HS_MLP_SWIGLU);
+    const double rate = bench_layer_sgemm_rate(B * T, c->d_model, c->d_ff);
+    if (rate <= 0)
+        die("memory");
+    const double bound = passes * layer / (rate * 1e9);
     printf("{\"impl\":\"headscope\",\"threads\":%d,\"L\":%d,\"d\":%d,\"H\":%d,\"T\":%d,"
            "\"sequences\":%zu,\"ablate_s\":%.4f,\"importance_s\":%.4f,\"forward_s\":%.4f,"
-           "\"ablations\":%d,\"clean_loss\":%.6f}\n",
-           threads, m.cfg.n_layer, m.cfg.d_model, m.cfg.n_head[0], T, nb * B, ablate_s,
-           importance_s, forward_s, 2 * heads, o.clean_loss);
+           "\"ablations\":%d,\"clean_loss\":%.6f,\"ablate_cpu_s\":%.4f,\"layer_passes\":%.0f,"
+           "\"layer_gflop\":%.4f,\"sgemm_gflops\":%.2f,\"lower_bound_s\":%.4f}\n",
+           threads, c->n_layer, c->d_model, c->n_head[0], T, nb * B, ablate_s, importance_s,
+           forward_s, 2 * heads, o.clean_loss, ablate_cpu_s, passes, layer / 1e9, rate, bound);
     hs_tokens_free(&tok);
     hs_model_free(&m);
     return 0;

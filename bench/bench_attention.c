@@ -276,6 +276,7 @@ static void bench_decode(const shape *sh, int repeat_kv)
 
 int main(int argc, char **argv)
 {
+    hs_runtime_init(argc, argv); /* headscope's default: passive OpenMP waits */
     int threads = 1, reps = 10, warmup = 2, causal = 1, gemm = 0, decode = 0, repeat_kv = 0;
     int window = -1, backward = 1;
     shape shapes[16];

@@ -36,6 +36,7 @@ static int next_batch(void *ctx, size_t i, int32_t *in)
 
 int main(int argc, char **argv)
 {
+    hs_runtime_init(argc, argv); /* headscope's default: passive OpenMP waits */
     int threads = 1, L = 4, d = 256, H = 8, T = 128, B = 4, K = 4, V = 256, compress = 0, half = 0;
     const char *out = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {

@@ -18,19 +18,11 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "bound.h"
 #include "checkpoint.h"
 #include "linalg.h"
 #include "patch.h"
 #include "stats.h"
-
-/* Seconds of CPU time of the process (every thread): on a shared machine
- * the work done, where wall time also counts the waits for a core. */
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void die(const char *what)
 {
@@ -38,31 +30,9 @@ static void die(const char *what)
     exit(1);
 }
 
-/* GFLOP per CPU second of hs_gemm on out (N,F) = x (N,d) w^T, w (F,d):
- * median of 9. */
-static double sgemm_rate(int N, int d, int F)
-{
-    hs_real *x = calloc((size_t)N * d, sizeof(hs_real)), *w = calloc((size_t)F * d, sizeof(hs_real));
-    hs_real *out = calloc((size_t)N * F, sizeof(hs_real));
-    if (!x || !w || !out)
-        die("memory");
-    for (size_t i = 0; i < (size_t)N * d; i++)
-        x[i] = (hs_real)((i * 37 % 101) - 50) * 0.01f;
-    for (size_t i = 0; i < (size_t)F * d; i++)
-        w[i] = (hs_real)((i * 53 % 97) - 48) * 0.01f;
-    double t[9];
-    for (int r = -1; r < 9; r++) {
-        double t0 = cpu_s();
-        hs_gemm(0, 1, N, F, d, 1, x, d, w, d, 0, out, F);
-        if (r >= 0)
-            t[r] = cpu_s() - t0;
-    }
-    free(x), free(w), free(out);
-    return 2.0 * N * d * F / median(t, 9) / 1e9;
-}
-
 int main(int argc, char **argv)
 {
+    hs_runtime_init(argc, argv); /* headscope's default: passive OpenMP waits */
     const char *model = NULL, *prompts = NULL, *dump = NULL;
     int threads = 1, reps = 3;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -98,18 +68,17 @@ int main(int argc, char **argv)
     double t[64], w[64];
     for (int i = 0; i < reps; i++) {
         hs_patch_result_free(&r);
-        double t0 = cpu_s(), w0 = now_s();
+        double t0 = process_cpu_s(), w0 = now_s();
         if (hs_patch(&r, &m, &ps, &o))
             die("patch");
-        t[i] = cpu_s() - t0, w[i] = now_s() - w0;
+        t[i] = process_cpu_s() - t0, w[i] = now_s() - w0;
     }
     const double ours = median(t, reps), ours_wall = median(w, reps);
 
     /* The lower bound's FLOPs: B prompts of T tokens, N = B*T. */
     const double B = ps.n, T = ps.group[0].T, N = B * T, d = c->d_model, F = c->d_ff;
     const double V = c->vocab_size, dh = c->head_dim;
-    const double attn = 2.0 * B * T * (T + 1) * d; /* causal scores and mixing */
-    const double layer = 2.0 * N * d * 4 * d + 4.0 * N * d * F + attn;
+    const double layer = bench_layer_flops(B, T, d, d, d, F, 0);
     const double mlp = 4.0 * N * d * F, unembed_last = 2.0 * B * d * V;
     const int L = c->n_layer;
     double flops = 2 * (L * layer + unembed_last), tight = flops;
@@ -124,7 +93,9 @@ int main(int argc, char **argv)
         tight += c->n_head[l] * (2.0 * N * dh * d + unembed_last +
                                  (l < L - 1 ? mlp + (L - 2 - l) * layer + top : 4.0 * B * d * F));
     }
-    const double rate = sgemm_rate((int)N, c->d_model, c->d_ff);
+    const double rate = bench_sgemm_rate((int)N, c->d_model, c->d_ff);
+    if (rate <= 0)
+        die("memory");
     const double bound = flops / (rate * 1e9), tight_bound = tight / (rate * 1e9);
     printf("{\"impl\":\"headscope\",\"threads\":%d,\"prompts\":%d,\"T\":%d,\"L\":%d,\"H\":%d,"
            "\"d\":%d,\"cpu_s\":%.6f,\"wall_s\":%.6f,\"lower_bound_s\":%.6f,\"sweep_gflop\":%.3f,"

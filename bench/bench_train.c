@@ -100,6 +100,7 @@ static void load_rss(const char *dir)
 
 int main(int argc, char **argv)
 {
+    hs_runtime_init(argc, argv); /* headscope's default: passive OpenMP waits */
     int threads = 1, B = 4, V = 256, steps = 10, warmup = 2, L, d, H, G, T;
     int configs[16][5], nconf = 0;
     const char *write_dir = NULL, *load_dir = NULL;

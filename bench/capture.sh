@@ -5,7 +5,7 @@
 # layers, d 256, 8 heads, learned positions, GELU MLP), same sequences, same
 # thread count; plus the raw write bandwidth of the disk (dd).
 #
-#   bench/capture.sh [--threads "1 2"] [--dir DIR] [--blas-autodetect] [--tiny]
+#   bench/capture.sh [--threads "1 2"] [--dir DIR] [--blas-autodetect] [--tiny] [--contend]
 #
 # Files go to DIR (default /tmp), on the disk being measured. Results:
 # bench/out/capture.jsonl and bench/out/capture.md. --tiny runs a tiny model
@@ -13,22 +13,17 @@
 # (a few seconds; scripts/test --slow, so the benchmark keeps working), results
 # in bench/out/tiny/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
+bench_init "threads blas tiny contend"
 threads="1 2"
 dir=/tmp
-tiny=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --threads) threads=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
-    --blas-autodetect) unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; shift ;;
-    --tiny) tiny=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-    *) echo "capture.sh: unknown option $1" >&2; exit 2 ;;
+    *) bench_opt "$@"; shift "$bench_shift" ;;
   esac
 done
-cmake -S . -B build/float >/dev/null
-cmake --build build/float -j "$(nproc)" --target bench_capture >/dev/null
+bench_build bench_capture
 bin=build/float/bench/bench_capture
 # (T, batch, batches): about the same number of map bytes per row of the table.
 runs=("128 4 16" "512 2 8" "1024 1 8")
@@ -42,10 +37,11 @@ mkdir -p "$outdir"
 out=$outdir/capture.jsonl
 : >"$out"
 f="$dir/headscope-bench-$$.h5"
-trap 'rm -f "$f" "$f".tmp.* "$dir/headscope-dd-$$"' EXIT
+bench_on_exit 'rm -f "$f" "$f".tmp.* "$dir/headscope-dd-$$"'
 
+bench_contend_start
 for t in $threads; do
-  export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
+  bench_threads "$t"
   for r in "${runs[@]}"; do
     set -- $r
     for variant in "f32 0" "f16 0" "f16 4"; do
@@ -64,7 +60,8 @@ done
 dd_out=$(dd if=/dev/zero of="$dir/headscope-dd-$$" bs=1M count="$dd_mib" conv=fdatasync 2>&1 | tail -1)
 rm -f "$dir/headscope-dd-$$"
 
-/usr/bin/python3 - "$out" "$dd_out" "${OPENBLAS_CORETYPE:-autodetect}" "$dd_mib" <<'PY' | tee "$outdir/capture.md"
+bench_mark "$out"
+/usr/bin/python3 - "$out" "$dd_out" "${OPENBLAS_CORETYPE:-autodetect}" "$dd_mib" <<'PY' | bench_md "$outdir/capture.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 key = lambda r: (r["threads"], r["T"], r["dtype"], r["compress"])

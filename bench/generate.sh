@@ -3,7 +3,7 @@
 # its own KV cache (bench/generate_torch.py), and the peak memory of
 # decoding 2,048 tokens with MHA, GQA, MQA and MLA.
 #
-#   bench/generate.sh [--threads "1 2"] [--runs R] [--max-new N] [--tiny]
+#   bench/generate.sh [--threads "1 2"] [--runs R] [--max-new N] [--tiny] [--contend]
 #
 # Models: llama family (RoPE, RMSNorm, SwiGLU), d 256, 4 layers, 8 heads of
 # 32, F 688, byte vocabulary, made by `headscope train --steps 1` (trained
@@ -25,24 +25,20 @@
 # memory part, 1 thread, 3 runs (a few seconds; scripts/test --slow),
 # results in bench/out/tiny/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
+bench_init "threads tiny contend"
 threads="1 2"
 runs=5
 max_new=256
-tiny=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --threads) threads=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --max-new) max_new=$2; shift 2 ;;
-    --tiny) tiny=1; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
-    *) echo "generate.sh: unknown option $1" >&2; exit 2 ;;
+    *) bench_opt "$@"; shift "$bench_shift" ;;
   esac
 done
 
-cmake -S . -B build/float >/dev/null
-cmake --build build/float -j "$(nproc)" --target headscope_cli >/dev/null
+bench_build headscope_cli
 hs=$(pwd)/build/float/headscope
 shape=(d_model=256 n_layer=4 n_head=8 d_ff=688) dh=32
 mem_new=2048 outdir=bench/out
@@ -52,9 +48,7 @@ if [ "$tiny" = 1 ]; then
 fi
 mla_ranks="$((4 * dh)) $dh" # kv_lora_rank: d/2 (DeepSeek-V2's 4 dh), and dh
 mkdir -p "$outdir"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMP_WAIT_POLICY=passive
+bench_tmp
 for i in $(seq 1 40); do echo "The quick brown fox jumps over the lazy dog $i times."; done >"$tmp/text.txt"
 "$hs" tokens --in "$tmp/text.txt" --out "$tmp/train.bin" >/dev/null
 for G in 8 2 1; do
@@ -70,15 +64,16 @@ mla_fast=${mla_ranks%% *}
 prompt=$(seq -s, 10 25)
 out=$tmp/rows.jsonl
 : >"$out"
+bench_contend_start
 for t in $threads; do
-  export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
+  bench_threads "$t"
   for G in 8 2; do
     echo "threads $t, $G kv heads: headscope, torch" >&2
     for r in $(seq 1 "$runs"); do
       "$hs" generate --model "$tmp/g$G" --prompt-ids "$prompt" --max-new "$max_new" --threads "$t" \
         --json | sed "s/^{/{\"impl\":\"headscope\",\"threads\":$t,\"G\":$G,/" >>"$out"
     done
-    /usr/bin/python3 bench/generate_torch.py --model "$tmp/g$G" --prompt-ids "$prompt" \
+    OMP_WAIT_POLICY=passive /usr/bin/python3 bench/generate_torch.py --model "$tmp/g$G" --prompt-ids "$prompt" \
       --max-new "$max_new" --threads "$t" --runs "$runs" 2>/dev/null |
       sed "s/^{/{\"G\":$G,/" >>"$out"
   done
@@ -89,7 +84,7 @@ for t in $threads; do
       sed "s/^{/{\"impl\":\"headscope\",\"threads\":$t,\"G\":\"mla$mla_fast\",/" >>"$out"
   done
 done
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+bench_threads "1"
 for G in 8 2 1; do
   /usr/bin/time -v "$hs" generate --model "$tmp/g$G" --prompt-ids 1 --max-new "$mem_new" --threads 1 \
     --json >"$tmp/mem$G.json" 2>"$tmp/time$G.txt"
@@ -103,8 +98,10 @@ for C in $mla_ranks; do
   sed "s/^{/{\"impl\":\"memory\",\"G\":\"mla$C\",\"C\":$C,\"peak_rss_kib\":$kib,/" \
     "$tmp/mem_mla$C.json" >>"$out"
 done
+bench_contend_stop
+bench_mark "$out"
 
-/usr/bin/python3 - "$out" "$max_new" "$mem_new" "${shape[*]}" "$dh" <<'PY' | tee "$outdir/generate.md"
+/usr/bin/python3 - "$out" "$max_new" "$mem_new" "${shape[*]}" "$dh" <<'PY' | bench_md "$outdir/generate.md"
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 max_new, mem_new, shape, dh = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])

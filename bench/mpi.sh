@@ -9,39 +9,36 @@
 # head_metrics in one transaction) and capture's bytes per batch; from these
 # the model of N-rank scaling in bench/out/mpi.md.
 #
-#   bench/mpi.sh [--reps N] [--tiny]
+#   bench/mpi.sh [--reps N] [--tiny] [--contend]
 # Results: bench/out/mpi.jsonl and bench/out/mpi.md. --tiny: a 2-layer d 64
 # model on 8 sequences, one run each (a few seconds; scripts/test --slow),
 # results in bench/out/tiny/. Skipped (exit 0) without mpirun.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
+bench_init "tiny contend"
 reps=3
-tiny=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) reps=$2; shift 2 ;;
-    --tiny) tiny=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-    *) echo "mpi.sh: unknown option $1" >&2; exit 2 ;;
+    *) bench_opt "$@"; shift "$bench_shift" ;;
   esac
 done
 command -v mpirun >/dev/null || { echo "mpi.sh: skipped: mpirun is not installed"; exit 0; }
-cmake -S . -B build/float >/dev/null
-cmake --build build/float -j "$(nproc)" --target bench_ablate headscope_cli >/dev/null
+bench_build bench_ablate headscope_cli
 ldd build/float/headscope | grep -q libmpi || { echo "mpi.sh: skipped: built without MPI"; exit 0; }
 config=6,256,8,128 seqs=32 batch=4 stack=8 outdir=bench/out
 if [ "$tiny" = 1 ]; then
   config=2,64,4,32 seqs=8 batch=2 stack=4 reps=1 outdir=bench/out/tiny
 fi
 mkdir -p "$outdir"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMP_WAIT_POLICY=passive OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+bench_tmp
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 build/float/bench/bench_ablate --write "$tmp/m" --config "$config"
 /usr/bin/python3 -c 'import sys; sys.stdout.write(("The quick brown fox jumps over the lazy dog, again and again, 0123456789. " * 3000)[:200000])' >"$tmp/t.txt"
 build/float/headscope tokens --in "$tmp/t.txt" --out "$tmp/t.bin" >/dev/null
 T=${config##*,}
+bench_contend_start
 /usr/bin/python3 - "$tmp" "$reps" "$T" "$seqs" "$batch" "$stack" "$outdir" "$config" <<'PY'
 import json, os, re, sqlite3, statistics, subprocess, sys, time
 tmp, reps, T, seqs, B, stack, outdir, config = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
@@ -178,3 +175,5 @@ with open(outdir + "/mpi.md", "w") as f:
     f.write("\n".join(md) + "\n")
 print("\n".join(md))
 PY
+bench_mark "$outdir/mpi.jsonl"
+bench_md_note "$outdir/mpi.md"

@@ -13,26 +13,22 @@
 # at every position, the rest at the last one). Times are medians of --repeats,
 # in CPU seconds of each process (wall seconds beside them).
 #
-#   bench/patch.sh [--threads "1 2"] [--repeats N] [--tiny]
+#   bench/patch.sh [--threads "1 2"] [--repeats N] [--tiny] [--contend]
 # Results: bench/out/patch.jsonl and bench/out/patch.md. --tiny: 2 layers,
 # d 64, 4 heads, T 16, 8 prompts at 1 thread (seconds; the slow tier runs it),
 # results in bench/out/tiny/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
+bench_init "threads tiny contend"
 threads="1"
 repeats=3
-tiny=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --threads) threads=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
-    --tiny) tiny=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    *) echo "patch.sh: unknown option $1" >&2; exit 2 ;;
+    *) bench_opt "$@"; shift "$bench_shift" ;;
   esac
 done
-cmake -S . -B build/float >/dev/null
-cmake --build build/float -j "$(nproc)" --target bench_patch bench_ablate >/dev/null
+bench_build bench_patch bench_ablate
 config=6,256,8,32 # layers, d, heads, T
 prompts=64
 outdir=bench/out
@@ -43,8 +39,7 @@ T=${config##*,}
 mkdir -p "$outdir"
 out=$outdir/patch.jsonl
 : >"$out"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_tmp
 
 build/float/bench/bench_ablate --write "$tmp/m" --config "$config"
 # Our checkpoint's tensors under bench/train_torch.py's names (h.N. -> blocks.N.).
@@ -78,8 +73,9 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"clean_ids": clean, "corrupt_ids": corrupt, "answer_id": a, "wrong_id": w}) + "\n")
 PY
 
+bench_contend_start
 for t in $threads; do
-  export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
+  bench_threads "$t"
   echo "threads $t: headscope patch --site z" >&2
   build/float/bench/bench_patch --model "$tmp/m" --prompts "$tmp/p.jsonl" --threads "$t" \
     --repeats "$repeats" --dump "$tmp/hs.json" >>"$out"
@@ -94,7 +90,8 @@ print(json.dumps({"impl": "compare", "threads": int(sys.argv[3]), "max_abs_patch
 PY
 done
 
-/usr/bin/python3 - "$out" "$config" <<'PY' | tee "$outdir/patch.md"
+bench_mark "$out"
+/usr/bin/python3 - "$out" "$config" <<'PY' | bench_md "$outdir/patch.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 L, d, H, T = sys.argv[2].split(",")

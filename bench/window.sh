@@ -2,7 +2,8 @@
 # Sliding-window attention benchmark: the window kernel against global causal
 # attention at the same heads, and PyTorch's masked attention, in one run.
 #
-#   bench/window.sh [--reps R] [--threads "1 2"] [--shape B,T,d,h[,g]] [--window W] [--tiny]
+#   bench/window.sh [--reps R] [--threads "1 2"] [--shape B,T,d,h[,g]] [--window W]
+#                   [--tiny] [--contend]
 #
 # Defaults: T = 8192, W = 512, B = 1, d = 512, h = 8 (dh = 64), 5 reps (median)
 # at 1 and 2 threads. For each thread count, bench_attention --window (bench/
@@ -16,21 +17,18 @@
 # in bench/out/window.md (also printed). --tiny: T = 256, W = 32, one rep at 1
 # thread, results in bench/out/tiny/ (a few seconds; scripts/test --slow).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
+bench_init "threads tiny contend"
 reps=5
 threads="1 2"
 shape=1,8192,512,8
 window=512
-tiny=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) reps=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
     --shape) shape=$2; shift 2 ;;
     --window) window=$2; shift 2 ;;
-    --tiny) tiny=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
-    *) echo "window.sh: unknown option $1" >&2; exit 2 ;;
+    *) bench_opt "$@"; shift "$bench_shift" ;;
   esac
 done
 outdir=bench/out
@@ -39,14 +37,14 @@ if [ "$tiny" = 1 ]; then
   outdir=bench/out/tiny reps=1 warmup=0 threads=1 shape=1,256,512,8 window=32
 fi
 
-cmake -S . -B build/float >/dev/null
-cmake --build build/float -j "$(nproc)" --target bench_attention >/dev/null
+bench_build bench_attention
 bin=build/float/bench/bench_attention
 mkdir -p "$outdir"
 out=$outdir/window.jsonl
 : >"$out"
+bench_contend_start
 for t in $threads; do
-  export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
+  bench_threads "$t"
   echo "threads $t: headscope causal, headscope window $window, torch masked" >&2
   for w in 0 "$window"; do
     "$bin" --threads "$t" --reps "$reps" --warmup "$warmup" --window "$w" --shape "$shape" >>"$out"
@@ -55,7 +53,8 @@ for t in $threads; do
     --warmup "$warmup" --window "$window" --shape "$shape" >>"$out" 2>/dev/null
 done
 
-/usr/bin/python3 - "$out" <<'PY' | tee "$outdir/window.md"
+bench_mark "$out"
+/usr/bin/python3 - "$out" <<'PY' | bench_md "$outdir/window.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 hs = {(r["threads"], r["window"]): r for r in rows if r["impl"] == "headscope_window"}

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# The preamble the benchmark scripts share, sourced by bench/NAME.sh:
+#
+#   . "$(dirname "$0")/lib.sh"
+#   bench_init "threads blas tiny contend"   # the common options NAME accepts
+#   threads="1 2"                             # NAME's defaults
+#   while [ $# -gt 0 ]; do
+#     case "$1" in
+#       --reps) reps=$2; shift 2 ;;          # NAME's own options
+#       *) bench_opt "$@"; shift "$bench_shift" ;;
+#     esac
+#   done
+#   bench_build bench_x headscope_cli        # cmake configure + build (float)
+#   bench_tmp                                 # $tmp, removed on exit
+#   bench_threads "$t"                        # pin OpenMP and OpenBLAS to $t
+#
+# Common options: --threads "1 2" (threads), --blas-autodetect (blas: unsets
+# OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE for both sides), --tiny (tiny), --contend
+# (contend: one competing CPU-bound process, bench/spin.c, runs from
+# bench_contend_start to the script's end; every row of the script's .jsonl
+# gets "contend": true and its .md tables a line saying so), -h/--help (the
+# script's header comment).
+#
+# OpenMP's wait policy: the headscope side runs with headscope's own default
+# (hs_runtime_init: passive waiting unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is
+# set), so bench_init unsets both; the torch side gets OMP_WAIT_POLICY=passive
+# on its command line (with its two thread pools spinning, torch at 2 threads
+# ran up to 5x slower than at 1 on a 2-core machine).
+
+# Run rather than sourced (scripts/test --slow runs every bench/*.sh --tiny):
+# nothing to measure.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  echo "bench/lib.sh: the benchmark scripts' shared functions (sourced by bench/*.sh); nothing to run" >&2
+  exit 0
+fi
+
+# bench_init COMMON-OPTIONS: cd to the repository root; the script's name.
+bench_init() {
+  bench_opts=" $1 "
+  bench_name=$(basename "$0" .sh)
+  cd "$(dirname "$0")/.."
+  bench_script=bench/$bench_name.sh
+  tiny=0 contend=0
+  bench_cleanups=()
+  bench_spin_pid=""
+  unset OMP_WAIT_POLICY GOMP_SPINCOUNT
+  trap bench_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+
+# bench_opt ARGS...: one common option at the front of ARGS; sets
+# $bench_shift to the words it took. Anything else: an error (exit 2).
+bench_opt() {
+  bench_shift=1
+  case "$1" in
+    --threads) bench_has threads && [ $# -ge 2 ] && { threads=$2; bench_shift=2; return; } ;;
+    --blas-autodetect) bench_has blas && { unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; return; } ;;
+    --tiny) bench_has tiny && { tiny=1; return; } ;;
+    --contend) bench_has contend && { contend=1; return; } ;;
+    -h|--help) bench_help; exit 0 ;;
+  esac
+  echo "$bench_name.sh: unknown option $1" >&2
+  exit 2
+}
+
+bench_has() { [[ "$bench_opts" == *" $1 "* ]]; }
+
+# The header comment (line 2 to the first line that is not a comment).
+bench_help() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$bench_script"; }
+
+# bench_build TARGET...: configures build/float and builds the targets (and,
+# with --contend, the competitor).
+bench_build() {
+  local extra=()
+  [ "$contend" = 1 ] && extra=(bench_spin)
+  cmake -S . -B build/float >/dev/null
+  cmake --build build/float -j "$(nproc)" --target "$@" "${extra[@]}" >/dev/null
+}
+
+# bench_on_exit COMMAND: run COMMAND (a string, eval'd) when the script ends.
+bench_on_exit() { bench_cleanups+=("$1"); }
+
+bench_cleanup() {
+  local rc=$? c
+  bench_contend_stop
+  for c in "${bench_cleanups[@]}"; do
+    eval "$c" || true
+  done
+  return $rc
+}
+
+# bench_tmp: $tmp, a new directory removed when the script ends.
+bench_tmp() {
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/hs_bench_$bench_name.XXXXXX")
+  bench_on_exit 'rm -rf "$tmp"'
+}
+
+# bench_threads N: OpenMP and OpenBLAS pinned to N threads (both sides).
+bench_threads() { export OMP_NUM_THREADS=$1 OPENBLAS_NUM_THREADS=$1; }
+
+# bench_contend_start: with --contend, starts the competing process (once).
+bench_contend_start() {
+  [ "$contend" = 1 ] && [ -z "$bench_spin_pid" ] || return 0
+  build/float/bench/bench_spin &
+  bench_spin_pid=$!
+  echo "$bench_name.sh: competing CPU-bound process $bench_spin_pid running" >&2
+}
+
+bench_contend_stop() {
+  [ -n "$bench_spin_pid" ] || return 0
+  kill "$bench_spin_pid" 2>/dev/null || true
+  wait "$bench_spin_pid" 2>/dev/null || true
+  bench_spin_pid=""
+}
+
+bench_contend_note="**contend**: measured with one competing CPU-bound process (bench/spin.c) running"
+
+# bench_mark FILE...: with --contend, every JSON row of the files gets
+# "contend": true.
+bench_mark() {
+  [ "$contend" = 1 ] || return 0
+  local f
+  for f in "$@"; do
+    [ -f "$f" ] && sed -i 's/^{/{"contend":true,/' "$f"
+  done
+}
+
+# ... | bench_md FILE: the table on stdin to FILE and stdout (tee), after a
+# line saying so when a competing process ran.
+bench_md() {
+  {
+    if [ "$contend" = 1 ]; then
+      echo "$bench_contend_note"
+      echo
+    fi
+    cat
+  } | tee "$1"
+}
+
+# bench_md_note FILE: with --contend, the same line at the top of FILE (for
+# scripts that write their tables themselves).
+bench_md_note() {
+  [ "$contend" = 1 ] && [ -f "$1" ] || return 0
+  printf '%s\n\n' "$bench_contend_note" | cat - "$1" >"$1.tmp" && mv "$1.tmp" "$1"
+}
