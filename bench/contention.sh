@@ -51,19 +51,7 @@ bench_tmp
 "$b/bench_ablate" --write "$tmp/patch" --config "$patch_cfg"
 /usr/bin/python3 -c 'import sys; sys.stdout.write(("The quick brown fox jumps over the lazy dog, again and again, 0123456789. " * 3000)[:200000])' >"$tmp/t.txt"
 "$hs" tokens --in "$tmp/t.txt" --out "$tmp/t.bin" >/dev/null
-/usr/bin/python3 - "$tmp/p.jsonl" "$prompts" "${patch_cfg##*,}" <<'PY'
-import json, random, sys
-rnd = random.Random(7)
-with open(sys.argv[1], "w") as f:
-    for _ in range(int(sys.argv[2])):
-        T = int(sys.argv[3])
-        clean = [rnd.randrange(256) for _ in range(T)]
-        corrupt = list(clean)
-        for p in (1, T // 2):
-            corrupt[p] = (clean[p] + 1 + rnd.randrange(255)) % 256
-        a, w = rnd.sample(range(256), 2)
-        f.write(json.dumps({"clean_ids": clean, "corrupt_ids": corrupt, "answer_id": a, "wrong_id": w}) + "\n")
-PY
+bench_prompt_pairs "$tmp/p.jsonl" "$prompts" "${patch_cfg##*,}"
 "$hs" train --preset llama "${gen_shape[@]}" n_ctx=$((max_new + 17)) --data "$tmp/t.bin" \
   --out "$tmp/gen" --steps 1 --batch 1 --seq-len 16 >/dev/null
 

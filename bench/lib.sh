@@ -144,3 +144,22 @@ bench_md_note() {
   [ "$contend" = 1 ] && [ -f "$1" ] || return 0
   printf '%s\n\n' "$bench_contend_note" | cat - "$1" >"$1.tmp" && mv "$1.tmp" "$1"
 }
+
+# bench_prompt_pairs OUT N T: N prompt pairs of T random byte tokens (seeded),
+# the corrupt prompt differing at positions 1 and T/2, and an answer and a
+# wrong id: the patching benchmarks' input (SPEC §11 prompts file).
+bench_prompt_pairs() {
+  /usr/bin/python3 - "$1" "$2" "$3" <<'PY'
+import json, random, sys
+rnd = random.Random(7)
+with open(sys.argv[1], "w") as f:
+    for _ in range(int(sys.argv[2])):
+        T = int(sys.argv[3])
+        clean = [rnd.randrange(256) for _ in range(T)]
+        corrupt = list(clean)
+        for p in (1, T // 2):
+            corrupt[p] = (clean[p] + 1 + rnd.randrange(255)) % 256
+        a, w = rnd.sample(range(256), 2)
+        f.write(json.dumps({"clean_ids": clean, "corrupt_ids": corrupt, "answer_id": a, "wrong_id": w}) + "\n")
+PY
+}

@@ -58,20 +58,8 @@ for name, t in hdr.items():
     sd[("blocks." + name[2:]) if name.startswith("h.") else name] = torch.from_numpy(arr.copy())
 torch.save(sd, sys.argv[2])
 PY
-# Prompt pairs: random tokens, the corrupt prompt differs at two positions.
-/usr/bin/python3 - "$tmp/p.jsonl" "$prompts" "$T" <<'PY'
-import json, random, sys
-rnd = random.Random(7)
-with open(sys.argv[1], "w") as f:
-    for _ in range(int(sys.argv[2])):
-        T = int(sys.argv[3])
-        clean = [rnd.randrange(256) for _ in range(T)]
-        corrupt = list(clean)
-        for p in (1, T // 2):
-            corrupt[p] = (clean[p] + 1 + rnd.randrange(255)) % 256
-        a, w = rnd.sample(range(256), 2)
-        f.write(json.dumps({"clean_ids": clean, "corrupt_ids": corrupt, "answer_id": a, "wrong_id": w}) + "\n")
-PY
+# Prompt pairs: random tokens, the corrupt prompt differs at two positions (lib.sh).
+bench_prompt_pairs "$tmp/p.jsonl" "$prompts" "$T"
 
 bench_contend_start
 for t in $threads; do
