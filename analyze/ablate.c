@@ -73,7 +73,7 @@ typedef struct {
 /* The clean activations the fast path continues from -- per batch and layer
  * the head outputs z, the residual after attention r1 and, with a parallel
  * residual, the layer's input -- are kept from the clean pass when all
- * batches fit this budget; otherwise each layer recomputes its batches'
+ * batches fit the budget (hs_ablate_opts.keep_bytes, by default this); otherwise each layer recomputes its batches'
  * clean prefix (hs_forward_to). Either way the same values. */
 #define KEEP_BUDGET (256.0 * (1 << 20))
 
@@ -319,7 +319,8 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
     }
     if (!rc && !o->naive) {
         keep_plan(&r);
-        if ((double)r.kept_batch * r.nb * sizeof(hs_real) <= KEEP_BUDGET)
+        const double budget = o->keep_bytes ? (double)o->keep_bytes : KEEP_BUDGET;
+        if ((double)r.kept_batch * r.nb * sizeof(hs_real) <= budget)
             r.kept = malloc(sizeof(hs_real) * r.kept_batch * r.nb); /* NULL: recompute */
     }
     if (!rc)

@@ -40,6 +40,8 @@ typedef struct {
     const unsigned char *head_on; /* (n_layer * HS_MAX_HEADS) 1 = ablate; NULL = all */
     int stack;                   /* ablations per batched continuation (0: choose) */
     int naive;                   /* reference path: one full forward per ablation */
+    size_t keep_bytes;           /* budget for the clean activations the fast path keeps
+                                    (0: 256 MiB); above it each layer recomputes them */
     double clean_loss;           /* out: the clean loss */
     volatile sig_atomic_t *stop;
     /* Called once per layer when its heads are done; non-zero stops. */
