@@ -58,17 +58,24 @@ void hs_layernorm_forward(hs_real *out, hs_real *mean, hs_real *rstd, const hs_r
         layernorm_row(out + n * C, mean + n, rstd + n, inp + n * C, w, b, C, eps);
 }
 
+/* Row n of sum = x + y (rows of C); returns the row. */
+static inline hs_real *add_row(hs_real *sum, const hs_real *x, const hs_real *y, size_t n, int C)
+{
+    hs_real *r = sum + n * C;
+    const hs_real *xr = x + n * C, *yr = y + n * C;
+#pragma omp simd
+    for (int i = 0; i < C; i++)
+        r[i] = xr[i] + yr[i];
+    return r;
+}
+
 void hs_add_layernorm_forward(hs_real *sum, hs_real *out, hs_real *mean, hs_real *rstd,
                               const hs_real *x, const hs_real *y, const hs_real *w,
                               const hs_real *b, size_t N, int C, double eps)
 {
 #pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
     for (size_t n = 0; n < N; n++) {
-        hs_real *r = sum + n * C;
-        const hs_real *xr = x + n * C, *yr = y + n * C;
-#pragma omp simd
-        for (int i = 0; i < C; i++)
-            r[i] = xr[i] + yr[i];
+        hs_real *r = add_row(sum, x, y, n, C);
         layernorm_row(out + n * C, mean + n, rstd + n, r, w, b, C, eps);
     }
 }
@@ -170,11 +177,7 @@ void hs_add_rmsnorm_forward(hs_real *sum, hs_real *out, hs_real *rstd, const hs_
 {
 #pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
     for (size_t n = 0; n < N; n++) {
-        hs_real *r = sum + n * C;
-        const hs_real *xr = x + n * C, *yr = y + n * C;
-#pragma omp simd
-        for (int i = 0; i < C; i++)
-            r[i] = xr[i] + yr[i];
+        hs_real *r = add_row(sum, x, y, n, C);
         rmsnorm_row(out + n * C, rstd + n, r, w, C, eps);
     }
 }

@@ -445,6 +445,20 @@ static void residual_add(hs_real *sum, const hs_real *x, const hs_real *y, const
         hs_add(sum, x, y, N * c->d_model);
 }
 
+/* The norm layer_rest starts with where it reads r1 (post-norm ln1, or a
+ * sequential pre-norm model's ln2); none (out NULL) where its first norm
+ * reads the layer's input or there is none. layer_attention(fuse = 1) fuses
+ * it into r1's add, and layer_rest then skips it. */
+static fused_norm rest_first_norm(hs_layer_acts *la, const hs_layer_weights *lw,
+                                  const hs_model_config *c)
+{
+    if (c->post_norm)
+        return (fused_norm){ la->n1, la->n1_mean, la->n1_rstd, lw->ln1_w, lw->ln1_b };
+    if (c->mlp != HS_MLP_NONE && !c->parallel_residual)
+        return (fused_norm){ la->n2, la->n2_mean, la->n2_rstd, lw->ln2_w, lw->ln2_b };
+    return (fused_norm){ 0 };
+}
+
 /* Layer l up to the residual after attention: r1 = in + attention(in).
  * normed_in: the pre-norm of the input (n1) was computed with the add that
  * produced it. fuse: layer_rest follows at once (with normed = 1), so the
@@ -482,24 +496,9 @@ static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks 
                            hooks->gates ? hooks->gates[l] : NULL, hooks->gates_per_seq);
     if ((rc = resid_site(hooks, HS_SITE_ATTN_OUT, l, la->attn_out, a, c->d_model)))
         return rc;
-    /* the norm layer_rest starts with, where it reads r1 */
-    fused_norm fn = { 0 };
-    const fused_norm *next = NULL;
-    if (fuse && c->post_norm)
-        fn = (fused_norm){ la->n1, la->n1_mean, la->n1_rstd, lw->ln1_w, lw->ln1_b };
-    else if (fuse && c->mlp != HS_MLP_NONE && !c->parallel_residual)
-        fn = (fused_norm){ la->n2, la->n2_mean, la->n2_rstd, lw->ln2_w, lw->ln2_b };
-    if (fn.out)
-        next = &fn;
-    residual_add(la->r1, la->in, la->attn_out, next, c, N);
+    const fused_norm fn = fuse ? rest_first_norm(la, lw, c) : (fused_norm){ 0 };
+    residual_add(la->r1, la->in, la->attn_out, fn.out ? &fn : NULL, c, N);
     return HS_OK;
-}
-
-/* Whether layer_attention(fuse = 1) has computed the norm that
- * layer_rest starts with (the two must agree). */
-static int rest_norm_fused(const hs_model_config *c)
-{
-    return c->post_norm || (c->mlp != HS_MLP_NONE && !c->parallel_residual);
 }
 
 /* Layer l from the residual after attention (r1) to its output: the
@@ -517,7 +516,7 @@ static int layer_rest(hs_acts *a, const hs_model *m, int l, const hs_hooks *hook
     hs_layer_acts *la = &a->layer[l];
     const hs_layer_weights *lw = &m->w.layer[l];
     const size_t N = (size_t)a->B * a->T;
-    normed = normed && rest_norm_fused(c);
+    normed = normed && rest_first_norm(la, lw, c).out;
     if (c->post_norm && !normed)
         norm_forward(la->n1, la->n1_mean, la->n1_rstd, la->r1, lw->ln1_w, lw->ln1_b, c, N);
     if (c->mlp == HS_MLP_NONE)
