@@ -6,16 +6,18 @@
 # docs/perf.md "Own GEMM") side by side, run alternately, with the CPU time
 # per thread beside the elapsed time.
 #
-#   bench/gemm.sh [--threads "1 2"] [--blas-autodetect] [--tiny]
+#   bench/gemm.sh [--threads "1 2"] [--blas-autodetect] [--tiny] [--decode]
 #
 # Models: bench/train.sh's three (vocabulary 256) and GPT-2 small's shape
 # (12 layers, d 768, T 64, vocabulary 50257), batch 4. Median of 5. Results:
 # bench/out/gemm.jsonl and bench/out/gemm.md (--tiny: tiny models, 1 thread,
-# in bench/out/tiny/).
+# in bench/out/tiny/). --decode: the same models at one row (batch 1, T 1),
+# the shapes of decoding one token (the forward and dinp rows; the dw rows
+# are then outer products), results in bench/out/decode/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads="1 2"
-reps=5 outdir=bench/out
+reps=5 outdir=bench/out batch=4
 configs=("--vocab 256 --config 2,128,4,4,128 --config 4,256,8,2,256 --config 6,384,6,6,256"
          "--vocab 50257 --config 12,768,12,12,64")
 while [ $# -gt 0 ]; do
@@ -24,7 +26,10 @@ while [ $# -gt 0 ]; do
     --blas-autodetect) unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; shift ;;
     --tiny) threads=1 reps=1 outdir=bench/out/tiny
             configs=("--vocab 256 --config 1,32,2,2,32 --config 2,64,4,2,32"); shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --decode) outdir=bench/out/decode batch=1
+              configs=("--vocab 256 --config 2,128,4,4,1 --config 4,256,8,2,1 --config 6,384,6,6,1"
+                       "--vocab 50257 --config 12,768,12,12,1"); shift ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "gemm.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -38,14 +43,14 @@ for t in $threads; do
   export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
   for c in "${configs[@]}"; do
     # shellcheck disable=SC2086
-    build/float/bench/bench_gemm --threads "$t" --reps "$reps" $c >>"$out"
+    build/float/bench/bench_gemm --threads "$t" --reps "$reps" --batch "$batch" $c >>"$out"
   done
 done
 load=$(cut -d' ' -f1 /proc/loadavg)
-/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" "$load" "${HEADSCOPE_GEMM:-auto}" <<'PY' | tee "$outdir/gemm.md"
+/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" "$load" "${HEADSCOPE_GEMM:-auto}" "$batch" <<'PY' | tee "$outdir/gemm.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f"OpenBLAS kernels: {sys.argv[2]}; hs_gemm: HEADSCOPE_GEMM={sys.argv[4]}; batch 4; median; "
+print(f"OpenBLAS kernels: {sys.argv[2]}; hs_gemm: HEADSCOPE_GEMM={sys.argv[4]}; batch {sys.argv[5]}; median; "
       f"load average {sys.argv[3]} at the end\n")
 print("| threads | L,d,H,G,T,V | GEMM | op | M,N,K | per step | OpenBLAS GFLOP/s | % of peak | "
       "hs_gemm GFLOP/s | % of peak | CPU ms/thread OpenBLAS / hs_gemm |")

@@ -225,7 +225,7 @@ static void rope_rotate(hs_real *x, int B, int T, int nh, int dh, int pos0,
                         const hs_attn_config *c, int inverse)
 {
     const int half = hs_attn_rotary_dims(c) / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS((size_t)T * B * nh, half))
     for (int t = 0; t < T; t++) {
         for (int i = 0; i < half; i++) {
             double angle = (pos0 + t) * hs_rope_inv_freq(c, i);
@@ -251,7 +251,7 @@ static inline hs_real gate_at(const hs_real *xi, int per_seq, size_t r, int L, i
 static void apply_gates(hs_real *zg, const hs_real *z, const hs_real *xi, int per_seq, size_t rows,
                         int L, int H, int dh)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(rows, H * dh))
     for (size_t r = 0; r < rows; r++)
         for (int h = 0; h < H; h++) {
             const hs_real g = gate_at(xi, per_seq, r, L, H, h);
@@ -405,22 +405,23 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
     const int HD = H * dh, GD = G * dh;
     const size_t BL = (size_t)B * L, BS = (size_t)B * S;
     hs_real *dz = a->dz, *dq = a->dq, *dk = a->dk, *dv = a->dv, *zg = a->zg;
-    memset(dz, 0, sizeof(hs_real) * BL * HD);
     memset(dq, 0, sizeof(hs_real) * BL * HD);
     memset(dk, 0, sizeof(hs_real) * BS * GD);
     memset(dv, 0, sizeof(hs_real) * BS * GD);
 
-    /* Output projection: dz holds the gradient of the gated head outputs. */
+    /* Output projection: dz = dout w_o (written, not added: no memset), the
+     * gradient of the gated head outputs. */
     if (xi)
         apply_gates(zg, a->z, xi, xi_per_seq, BL, L, H, dh);
-    hs_linear_backward(dz, dw ? dw->w_o : NULL, dw ? dw->b_o : NULL, dout, xi ? zg : a->z,
+    hs_gemm(0, 0, (int)BL, HD, d, 1, dout, d, w->w_o, HD, 0, dz, HD);
+    hs_linear_backward(NULL, dw ? dw->w_o : NULL, dw ? dw->b_o : NULL, dout, xi ? zg : a->z,
                        w->w_o, BL, HD, d);
     if (xi) {
         /* dxi: sum of z * dL/d(gated z) over the rows the gate covers; then
          * dz = gate * dL/d(gated z). One task per (gate row, head). */
         const int gate_rows = xi_per_seq ? B : 1;
         const size_t span = xi_per_seq ? (size_t)L : BL;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (HS_PAR_ROWS(BL, HD))
         for (int gb = 0; gb < gate_rows; gb++)
             for (int h = 0; h < H; h++) {
                 hs_real g = 0;

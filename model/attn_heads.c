@@ -111,7 +111,7 @@ static void run_blocks(const heads_job *j, int steps)
     const hs_kv_view *kv = j->kv;
     const size_t st = kv->st;
 
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if ((double)j->B * H * L * S * dh >= HS_PAR_MIN_MACS)
     for (long task = 0; task < ntask; task++) {
         const int b = (int)(task / ((long)H * nqb));
         const int h = (int)(task / nqb % H);
@@ -221,7 +221,7 @@ int hs_attn_heads_backward(hs_real *dq, hs_real *dk, hs_real *dv, const hs_real 
      * query heads reading it, so no two threads write the same gradient. Each
      * block works on its band of keys [smin, smax) only (see run_blocks): the
      * maps are 0 outside it, so nothing outside contributes. */
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if ((double)B * H * L * S * dh >= HS_PAR_MIN_MACS)
     for (int task = 0; task < B * G; task++) {
         const int b = task / G, j = task % G;
         const size_t kv0 = (size_t)b * S * GD + (size_t)j * dh;

@@ -390,6 +390,147 @@ static void gemm_part(const hs_kernel *kd, int t, int nt, int M, int N, int K, f
     }
 }
 
+/* ---- a few rows: decoding ---- */
+
+/* Products of at most SMALL_M rows (one per sequence when decoding) are
+ * bound by reading op(B) once; the blocked path would first copy all of it
+ * into panels for a single row of C. Here op(B) is read where it lies:
+ * with op(B) = B^T (the forward's weights, k contiguous) one dot product per
+ * entry of C, four columns at a time; otherwise rows of B scaled and added
+ * into SMALL_NB accumulators per row of C. op(A) is contiguous in k
+ * (copied first when transposed). */
+enum { SMALL_M = 4, SMALL_NB = 64 };
+
+static inline void small_store(float *c, float v, float alpha, float beta)
+{
+    *c = alpha * v + (beta != 0 ? beta * *c : 0);
+}
+
+/* 16 floats: one zmm, two ymm (GCC's vector extension, any alignment). */
+typedef float hs_v16 __attribute__((vector_size(64), aligned(4)));
+
+static inline float small_hsum(hs_v16 v)
+{
+    float s = 0;
+    for (int l = 0; l < 16; l++)
+        s += v[l];
+    return s;
+}
+
+/* Columns j0..j1 of C = alpha A B^T + beta C, A (M,K; lda), B (N,K; ldb):
+ * four dot products at a time, 16 lanes each. */
+__attribute__((always_inline)) static inline void
+small_dots(int M, int j0, int j1, int K, float alpha, const float *A, int lda, const float *B,
+           int ldb, float beta, float *C, int ldc)
+{
+    const int K16 = K / 16 * 16;
+    for (int j = j0; j < j1; j += 4) {
+        const int nj = j1 - j < 4 ? j1 - j : 4;
+        const float *b[4];
+        for (int q = 0; q < 4; q++) /* past the end: repeat the last column */
+            b[q] = B + (size_t)(j + (q < nj ? q : nj - 1)) * ldb;
+        for (int i = 0; i < M; i++) { /* the four rows of B stay in L1 */
+            const float *a = A + (size_t)i * lda;
+            hs_v16 s[4] = { 0 };
+            for (int k = 0; k < K16; k += 16) {
+                const hs_v16 va = *(const hs_v16 *)(a + k);
+                for (int q = 0; q < 4; q++)
+                    s[q] += va * *(const hs_v16 *)(b[q] + k);
+            }
+            for (int q = 0; q < nj; q++) {
+                float t = small_hsum(s[q]);
+                for (int k = K16; k < K; k++)
+                    t += a[k] * b[q][k];
+                small_store(C + (size_t)i * ldc + j + q, t, alpha, beta);
+            }
+        }
+    }
+}
+
+/* Columns j0..j1 of C = alpha A B + beta C, A (M,K; lda), B (K,N; ldb):
+ * each row of C in blocks of SMALL_NB columns held in registers. */
+__attribute__((always_inline)) static inline void
+small_axpys(int M, int j0, int j1, int K, float alpha, const float *A, int lda, const float *B,
+            int ldb, float beta, float *C, int ldc)
+{
+    for (int i = 0; i < M; i++) {
+        const float *a = A + (size_t)i * lda;
+        float *c = C + (size_t)i * ldc;
+        int jb = j0;
+        for (; jb + SMALL_NB <= j1; jb += SMALL_NB) {
+            hs_v16 acc[SMALL_NB / 16] = { 0 };
+            for (int k = 0; k < K; k++) {
+                const hs_v16 *b = (const hs_v16 *)(B + (size_t)k * ldb + jb);
+                for (int q = 0; q < SMALL_NB / 16; q++)
+                    acc[q] += a[k] * b[q];
+            }
+            for (int q = 0; q < SMALL_NB / 16; q++)
+                for (int j = 0; j < 16; j++)
+                    small_store(c + jb + 16 * q + j, acc[q][j], alpha, beta);
+        }
+        if (jb < j1) { /* the last, partial block */
+            float acc[SMALL_NB] = { 0 };
+            for (int k = 0; k < K; k++) {
+                const float *b = B + (size_t)k * ldb;
+#pragma omp simd
+                for (int j = jb; j < j1; j++)
+                    acc[j - jb] += a[k] * b[j];
+            }
+            for (int j = jb; j < j1; j++)
+                small_store(c + j, acc[j - jb], alpha, beta);
+        }
+    }
+}
+
+typedef void (*hs_small_fn)(int tb, int M, int j0, int j1, int K, float alpha, const float *A,
+                            int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+#ifdef HS_GEMM_X86
+__attribute__((target("avx512f,prefer-vector-width=512"))) static void
+small_avx512(int tb, int M, int j0, int j1, int K, float alpha, const float *A, int lda,
+             const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (tb)
+        small_dots(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        small_axpys(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+__attribute__((target("avx2,fma"))) static void
+small_avx2(int tb, int M, int j0, int j1, int K, float alpha, const float *A, int lda,
+           const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (tb)
+        small_dots(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        small_axpys(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+#endif
+
+/* C (M <= SMALL_M rows) by fn; nt threads take column blocks in turn
+ * (dynamic: a thread whose core is taken leaves its share to the others).
+ * Returns 0 where there is no memory to copy a transposed A into. */
+static int gemm_small(hs_small_fn fn, int nt, int ta, int tb, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                      int ldc)
+{
+    if (ta) { /* op(A) rows contiguous: A^T (K,M) copied to (M,K) */
+        float *a = workspace((size_t)M * K);
+        if (!a)
+            return 0;
+        for (int i = 0; i < M; i++)
+            for (int k = 0; k < K; k++)
+                a[(size_t)i * K + k] = A[(size_t)k * lda + i];
+        A = a, lda = K;
+    }
+    const int nb = (N + SMALL_NB - 1) / SMALL_NB;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
+    for (int q = 0; q < nb; q++)
+        fn(tb, M, q * SMALL_NB, q == nb - 1 ? N : (q + 1) * SMALL_NB, K, alpha, A, lda, B, ldb,
+           beta, C, ldc);
+    return 1;
+}
+
 /* ---- dispatch ---- */
 
 static hs_gemm_path env_path = HS_GEMM_AUTO;
@@ -448,19 +589,35 @@ static void read_blas_core(void)
                   strstr(low, "sapphire");
 }
 
-/* AUTO's choice, from the measurements in docs/perf.md "Own GEMM". Against
- * OpenBLAS's AVX-512 kernels ours won only on the attention's per-head
- * score products (B transposed, M <= 128, N <= 1024: 1.1-1.3x) and lost
- * 5-25% on the linears and the logits: OpenBLAS there. Against OpenBLAS on
- * AVX2 kernels (OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU) ours won every
- * shape measured (1.0-1.6x). On AVX2-only CPUs our AVX2 kernel only
- * matched OpenBLAS's: OpenBLAS. */
-static hs_gemm_path auto_path(int tb, int M, int N)
+/* AUTO's choice, from the measurements in docs/perf.md ("Own GEMM",
+ * "Few-row GEMMs, regions that do not pay, narrow linears"). Against
+ * OpenBLAS's AVX-512 kernels ours won on the attention's per-head score
+ * products (B transposed, M <= 128, N <= 1024: 1.1-1.3x) and, on one thread,
+ * at M > 128, N <= 512 with A not transposed (the forward and dinp of a
+ * small model's d-wide outputs: 1.03-1.27x); it lost 5-25% on the wider
+ * linears and the logits: OpenBLAS there. Against OpenBLAS on AVX2 kernels
+ * (OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU) ours won every shape
+ * measured (1.0-1.6x). On AVX2-only CPUs our AVX2 kernel only matched
+ * OpenBLAS's: OpenBLAS. */
+static hs_gemm_path auto_path(int ta, int tb, int M, int N, int K, int threads)
 {
+    pthread_once(&blas_once, read_blas_core);
+    if (M <= SMALL_M) {
+        /* A few rows (docs/perf.md, "Few-row GEMMs"): ours read op(B) 1.0-3.5x
+         * faster than OpenBLAS on its AVX-512 kernels once op(B) outgrows L2
+         * (N K >= 2^20), and 1.0-6x on its AVX2 kernels at every shape; below
+         * that OpenBLAS's small-matrix kernels were up to 20% faster. */
+        if (blas_avx512 && (double)N * K < 1 << 20)
+            return HS_GEMM_OPENBLAS;
+        return hs_gemm_path_runs(HS_GEMM_AVX512) ? HS_GEMM_AVX512
+               : hs_gemm_path_runs(HS_GEMM_AVX2) ? HS_GEMM_AVX2
+                                                  : HS_GEMM_OPENBLAS;
+    }
     if (!hs_gemm_path_runs(HS_GEMM_AVX512))
         return HS_GEMM_OPENBLAS;
-    pthread_once(&blas_once, read_blas_core);
-    if (blas_avx512 && !(tb && M <= 128 && N <= 1024))
+    const int per_head = tb && M <= 128 && N <= 1024;
+    const int narrow = threads == 1 && !ta && M > 128 && N <= 512;
+    if (blas_avx512 && !per_head && !narrow)
         return HS_GEMM_OPENBLAS;
     return HS_GEMM_AVX512;
 }
@@ -472,26 +629,30 @@ void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alph
         return;
     if (!hs_gemm_path_runs(path))
         path = HS_GEMM_AUTO;
+    /* Threads only where the work outweighs waking them (passive waits). */
+    const int nt = omp_in_parallel() || 2.0 * M * N * K < 4e6 ? 1 : omp_get_max_threads();
     if (path == HS_GEMM_AUTO)
-        path = auto_path(tb, M, N);
+        path = auto_path(ta, tb, M, N, K, nt);
     if (K <= 0 || alpha == 0) {
         scale_c(M, N, beta, C, ldc);
         return;
     }
     hs_kernel kd = { 0, 0, NULL, NULL };
+    hs_small_fn small = NULL;
 #ifdef HS_GEMM_X86
     if (path == HS_GEMM_AVX512)
-        kd = (hs_kernel){ 12, 32, rows_avx512, cols_avx512 };
+        kd = (hs_kernel){ 12, 32, rows_avx512, cols_avx512 }, small = small_avx512;
     else if (path == HS_GEMM_AVX2)
-        kd = (hs_kernel){ 6, 16, rows_avx2, cols_avx2 };
+        kd = (hs_kernel){ 6, 16, rows_avx2, cols_avx2 }, small = small_avx2;
 #endif
     if (!kd.rows) {
         openblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
+    if (M <= SMALL_M &&
+        gemm_small(small, nt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+        return;
     const hs_view Av = { A, lda, ta }, Bv = { B, ldb, tb };
-    /* Threads only where the work outweighs waking them (passive waits). */
-    const int nt = omp_in_parallel() || 2.0 * M * N * K < 4e6 ? 1 : omp_get_max_threads();
     if (nt == 1) {
         gemm_block(&kd, M, N, K, alpha, Av, Bv, beta, C, ldc);
         return;

@@ -5,23 +5,6 @@
 
 #include "linalg.h"
 
-/* Elementwise loops below this many entries run on the calling thread: a
- * parallel region costs more than they do (decode's single rows). */
-#define HS_PAR_MIN 16384
-
-/* The elementwise loops are bound by arithmetic (an exp and a division per
- * entry): where the CPU has 512-bit vectors, use them (GCC otherwise prefers
- * 256 bits under -march=native); no effect elsewhere. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define HS_WIDE __attribute__((target("prefer-vector-width=512")))
-#else
-#define HS_WIDE
-#endif
-
-/* Row loops of the norms run in parallel only where the work pays for the
- * parallel region (decode's one row does not). */
-#define HS_PAR_ROWS(N, C) ((N) * (size_t)(C) >= HS_PAR_MIN)
-
 /* One LayerNorm row: o = (x - mean) rstd w (+ b). Two passes over x for the
  * statistics (in L1 by then), then one for the output. */
 static inline void layernorm_row(hs_real *restrict o, hs_real *mean, hs_real *rstd,
@@ -334,7 +317,7 @@ void hs_swiglu_backward(hs_real *dgate, hs_real *dup, const hs_real *dout, const
 void hs_embed_forward(hs_real *x, const int32_t *tokens, const hs_real *wte, const hs_real *wpe,
                       int B, int T, int C)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS((size_t)B * T, C))
     for (int bt = 0; bt < B * T; bt++) {
         const hs_real *e = wte + (size_t)tokens[bt] * C;
         const hs_real *p = wpe ? wpe + (size_t)(bt % T) * C : NULL;
@@ -348,7 +331,7 @@ void hs_embed_backward(hs_real *dwte, hs_real *dwpe, const hs_real *dx, const in
                        int B, int T, int C)
 {
     /* Parallel over channels: a token may repeat, so rows of dwte would race. */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS((size_t)B * T, C))
     for (int i = 0; i < C; i++)
         for (int bt = 0; bt < B * T; bt++) {
             hs_real g = dx[(size_t)bt * C + i];

@@ -47,7 +47,7 @@ void hs_linear_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_real *
          * walks the rows, so the inner loop is contiguous and no two threads
          * write the same db entry. */
         enum { COLS = 64 };
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, OC))
         for (int o0 = 0; o0 < OC; o0 += COLS) {
             const int o1 = o0 + COLS < OC ? o0 + COLS : OC;
             hs_real acc[COLS] = { 0 };
@@ -62,7 +62,7 @@ void hs_linear_backward(hs_real *dinp, hs_real *dw, hs_real *db, const hs_real *
     }
 }
 
-void hs_softmax_row(hs_real *row, const unsigned char *keep, int n)
+HS_WIDE void hs_softmax_row(hs_real *row, const unsigned char *keep, int n)
 {
     /* omp simd: the reductions vectorise without reassociating anything
      * else in the program. */

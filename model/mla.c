@@ -177,7 +177,7 @@ static void rope_vec_backward(hs_real *dx, int r, const double *cs)
 static void rope_rows(hs_real *x, size_t stride, int per, size_t N, int T, const double *tab,
                       int r, int backward)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, (size_t)per * r))
     for (size_t i = 0; i < N; i++)
         for (int j = 0; j < per; j++) {
             hs_real *v = x + (i * per + j) * stride;
@@ -242,8 +242,9 @@ static void run_blocks(const heads_job *j, int steps)
     const hs_real scale = (hs_real)(1 / sqrt((double)(n + r)));
     const int nqb = (T + QBLOCK - 1) / QBLOCK;
     const long ntask = (long)j->B * H * nqb;
+    const int par = (double)j->B * H * T * T * (n + r + v) >= HS_PAR_MIN_MACS;
 
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (par)
     for (long task = 0; task < ntask; task++) {
         const int b = (int)(task / ((long)H * nqb));
         const int h = (int)(task / nqb % H);
@@ -398,7 +399,8 @@ static int heads_backward(hs_mla_acts *m, const hs_attn_acts *at, const hs_real 
                                  "mla backward block");
     if (!scratch)
         return HS_ENOMEM;
-#pragma omp parallel for schedule(dynamic, 1)
+    const int par = (double)B * H * T * T * (n + r + v) >= HS_PAR_MIN_MACS;
+#pragma omp parallel for schedule(dynamic, 1) if (par)
     for (int b = 0; b < B; b++) {
         hs_real *dP = scratch + (size_t)thread_id() * QBLOCK * T;
         const hs_real *Kpe = m->kpe + (size_t)b * T * r;

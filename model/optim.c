@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "linalg.h"
+
 int hs_adam_init(hs_adam *a, size_t n, double lr, double weight_decay)
 {
     memset(a, 0, sizeof *a);
@@ -52,7 +54,7 @@ static void adam_update(hs_adam *a, hs_real *restrict params, hs_real *restrict 
     const hs_real decay = a->weight_decay > 0 ? (hs_real)(1 - a->lr * a->weight_decay) : 1;
     hs_real *restrict m = a->m, *restrict v = a->v;
     const size_t n = a->n;
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n >= HS_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         const hs_real g = grads[i];
         const hs_real mi = b1 * m[i] + (1 - b1) * g;

@@ -21,6 +21,8 @@
 #include <hdf5.h>
 #include <hdf5_hl.h>
 
+#include "linalg.h" /* HS_PAR_ROWS */
+
 /* ---- float16 ---------------------------------------------------------------- */
 
 uint16_t hs_float_to_half_soft(float f)
@@ -436,7 +438,7 @@ int hs_maps_append(hs_maps_writer *w, int layer, const hs_real *att, int B, int 
     if (rc)
         return rc;
     void *buf = w->bufs[b];
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (HS_PAR_ROWS((size_t)B, per_seq))
     for (int s = 0; s < B; s++)
         for (int hi = 0; hi < lo->nh; hi++) {
             const hs_real *src =

@@ -29,6 +29,9 @@ static const shape SHAPES[] = {
     { 5, 17, 100 }, { 6, 16, 7 },    { 33, 100, 257 }, { 100, 33, 33 }, { 257, 7, 100 },
     { 7, 257, 257 }, { 1, 257, 33 }, { 257, 1, 33 },  { 257, 33, 257 }, { 3, 3100, 5 },
     { 100, 257, 257 },
+    /* at most 4 rows (decoding's path): partial column blocks, K not a
+     * multiple of 16, and two shapes large enough to split over threads */
+    { 2, 70, 37 },  { 4, 130, 19 },  { 1, 1000, 2100 }, { 4, 1100, 1000 },
 };
 static const float ALPHAS[] = { 1, 0.5f }, BETAS[] = { 0, 1, 0.25f };
 
