@@ -20,6 +20,9 @@
  * below both. */
 #define HS_PAR_MIN 16384
 #define HS_PAR_MIN_MACS (16 * (double)HS_PAR_MIN)
+/* N rows of C entries each: enough work for a parallel region? */
+#define HS_PAR_ROWS(N, C) ((N) * (size_t)(C) >= HS_PAR_MIN)
+
 /* Element-wise and softmax loops bound by arithmetic (an exp and a division
  * per entry): where the CPU has 512-bit vectors, use them (GCC otherwise prefers
  * 256 bits under -march=native); no effect elsewhere. */
@@ -28,10 +31,6 @@
 #else
 #define HS_WIDE
 #endif
-
-
-/* N rows of C entries each: enough work for a parallel region? */
-#define HS_PAR_ROWS(N, C) ((N) * (size_t)(C) >= HS_PAR_MIN)
 
 /* C (M,N) = alpha * op(A) op(B) + beta * C, all row-major; op(A) is (M,K) and
  * op(B) is (K,N); ta/tb select the transposes. Float: hs_sgemm (gemm.h) on
