@@ -409,11 +409,11 @@ static inline void small_store(float *c, float v, float alpha, float beta)
 /* 16 floats: one zmm, two ymm (GCC's vector extension, any alignment). */
 typedef float hs_v16 __attribute__((vector_size(64), aligned(4)));
 
-static inline float small_hsum(hs_v16 v)
+static inline float small_hsum(const hs_v16 *v) /* by pointer: no 64-byte ABI argument */
 {
     float s = 0;
     for (int l = 0; l < 16; l++)
-        s += v[l];
+        s += (*v)[l];
     return s;
 }
 
@@ -438,7 +438,7 @@ small_dots(int M, int j0, int j1, int K, float alpha, const float *A, int lda, c
                     s[q] += va * *(const hs_v16 *)(b[q] + k);
             }
             for (int q = 0; q < nj; q++) {
-                float t = small_hsum(s[q]);
+                float t = small_hsum(&s[q]);
                 for (int k = K16; k < K; k++)
                     t += a[k] * b[q][k];
                 small_store(C + (size_t)i * ldc + j + q, t, alpha, beta);
@@ -486,7 +486,7 @@ typedef void (*hs_small_fn)(int tb, int M, int j0, int j1, int K, float alpha, c
                             int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
 #ifdef HS_GEMM_X86
-__attribute__((target("avx512f,prefer-vector-width=512"))) static void
+__attribute__((target("avx512f"))) static void
 small_avx512(int tb, int M, int j0, int j1, int K, float alpha, const float *A, int lda,
              const float *B, int ldb, float beta, float *C, int ldc)
 {
