@@ -524,7 +524,14 @@ static int gemm_small(hs_small_fn fn, int nt, int ta, int tb, int M, int N, int 
         A = a, lda = K;
     }
     const int nb = (N + SMALL_NB - 1) / SMALL_NB;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
+    /* One thread: a call, not a region with if (nt > 1). In the clang build
+     * (LLVM's libomp) that serialised region left OpenBLAS's next threaded
+     * call waiting for ever on a worker that never came (test_gemm). */
+    if (nt == 1) {
+        fn(tb, M, 0, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return 1;
+    }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
     for (int q = 0; q < nb; q++)
         fn(tb, M, q * SMALL_NB, q == nb - 1 ? N : (q + 1) * SMALL_NB, K, alpha, A, lda, B, ldb,
            beta, C, ldc);
