@@ -523,7 +523,6 @@ static int gemm_small(hs_small_fn fn, int nt, int ta, int tb, int M, int N, int 
                 a[(size_t)i * K + k] = A[(size_t)k * lda + i];
         A = a, lda = K;
     }
-    const int nb = (N + SMALL_NB - 1) / SMALL_NB;
     /* One thread: a call, not a region with if (nt > 1). In the clang build
      * (LLVM's libomp) that serialised region left OpenBLAS's next threaded
      * call waiting for ever on a worker that never came (test_gemm). */
@@ -531,6 +530,7 @@ static int gemm_small(hs_small_fn fn, int nt, int ta, int tb, int M, int N, int 
         fn(tb, M, 0, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return 1;
     }
+    const int nb = (N + SMALL_NB - 1) / SMALL_NB;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
     for (int q = 0; q < nb; q++)
         fn(tb, M, q * SMALL_NB, q == nb - 1 ? N : (q + 1) * SMALL_NB, K, alpha, A, lda, B, ldb,
