@@ -9,6 +9,7 @@
  * registers for the whole K block (24 of 32 zmm registers, 12 of 16 ymm),
  * so each k step is 2 B loads, MR broadcasts and 2*MR FMAs. */
 #include "gemm.h"
+#include "gemm_amx.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -553,6 +554,8 @@ static void read_env(void)
         p = HS_GEMM_AVX2;
     else if (v && !strcmp(v, "avx512"))
         p = HS_GEMM_AVX512;
+    else if (v && !strcmp(v, "amx"))
+        p = HS_GEMM_AMX;
     env_path = hs_gemm_path_runs(p) ? p : HS_GEMM_AUTO;
 }
 
@@ -575,6 +578,8 @@ int hs_gemm_path_runs(hs_gemm_path path)
     case HS_GEMM_AVX512:
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx512f");
+    case HS_GEMM_AMX:
+        return hs_amx_runs();
 #endif
     default:
         return 0;
@@ -620,6 +625,14 @@ static hs_gemm_path auto_path(int ta, int tb, int M, int N, int K, int threads)
                : hs_gemm_path_runs(HS_GEMM_AVX2) ? HS_GEMM_AVX2
                                                   : HS_GEMM_OPENBLAS;
     }
+    /* AMX (docs/perf.md, "AMX"): 1.1-1.6x OpenBLAS's AVX-512 kernels once
+     * both operands are reused enough to pay for splitting them into bf16
+     * parts; below 256 rows or 128 columns the packing outweighed it. Not
+     * for the attention's per-head products inside its parallel loops: there
+     * it made the 2-thread forward slower. */
+    const int amx = M >= 256 && N >= 128 && K >= 64 && !omp_in_parallel();
+    if (amx && hs_gemm_path_runs(HS_GEMM_AMX))
+        return HS_GEMM_AMX;
     if (!hs_gemm_path_runs(HS_GEMM_AVX512))
         return HS_GEMM_OPENBLAS;
     const int per_head = tb && M <= 128 && N <= 1024;
@@ -629,8 +642,10 @@ static hs_gemm_path auto_path(int ta, int tb, int M, int N, int K, int threads)
     return HS_GEMM_AVX512;
 }
 
-void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
-              const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+/* hs_sgemm, or with bias (N) non-NULL hs_sgemm_bias. */
+static void sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, const float *bias,
+                  float *C, int ldc)
 {
     if (M <= 0 || N <= 0)
         return;
@@ -640,6 +655,17 @@ void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alph
     const int nt = omp_in_parallel() || 2.0 * M * N * K < 4e6 ? 1 : omp_get_max_threads();
     if (path == HS_GEMM_AUTO)
         path = auto_path(ta, tb, M, N, K, nt);
+    if (path == HS_GEMM_AMX && M > SMALL_M && K > 0 && alpha != 0) {
+        /* the AMX path starts C from the bias itself (no pass over C) */
+        if (hs_sgemm_amx(nt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, ldc) == 0)
+            return;
+        path = HS_GEMM_OPENBLAS; /* no memory to pack into */
+    }
+    if (bias) {
+        for (int i = 0; i < M; i++)
+            memcpy(C + (size_t)i * ldc, bias, sizeof(float) * (size_t)N);
+        beta = 1;
+    }
     if (K <= 0 || alpha == 0) {
         scale_c(M, N, beta, C, ldc);
         return;
@@ -647,7 +673,7 @@ void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alph
     hs_kernel kd = { 0, 0, NULL, NULL };
     hs_small_fn small = NULL;
 #ifdef HS_GEMM_X86
-    if (path == HS_GEMM_AVX512)
+    if (path == HS_GEMM_AVX512 || path == HS_GEMM_AMX) /* AMX: few rows */
         kd = (hs_kernel){ 12, 32, rows_avx512, cols_avx512 }, small = small_avx512;
     else if (path == HS_GEMM_AVX2)
         kd = (hs_kernel){ 6, 16, rows_avx2, cols_avx2 }, small = small_avx2;
@@ -667,4 +693,17 @@ void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alph
 #pragma omp parallel num_threads(nt)
     gemm_part(&kd, omp_get_thread_num(), omp_get_num_threads(), M, N, K, alpha, Av, Bv, beta, C,
               ldc);
+}
+
+void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
+              const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    sgemm(path, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, NULL, C, ldc);
+}
+
+void hs_sgemm_bias(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
+                   const float *A, int lda, const float *B, int ldb, const float *bias, float *C,
+                   int ldc)
+{
+    sgemm(path, ta, tb, M, N, K, alpha, A, lda, B, ldb, 1, bias, C, ldc);
 }

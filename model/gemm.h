@@ -6,9 +6,16 @@
 #define HS_GEMM_H
 
 /* Which GEMM runs. AUTO: the measured winner for the shape and CPU. */
-typedef enum { HS_GEMM_AUTO, HS_GEMM_OPENBLAS, HS_GEMM_AVX2, HS_GEMM_AVX512 } hs_gemm_path;
+typedef enum {
+    HS_GEMM_AUTO,
+    HS_GEMM_OPENBLAS,
+    HS_GEMM_AVX2,
+    HS_GEMM_AVX512,
+    HS_GEMM_AMX /* model/gemm_amx.h */
+} hs_gemm_path;
 
-/* The environment's choice, HEADSCOPE_GEMM=auto|openblas|avx2|avx512, read
+/* The environment's choice, HEADSCOPE_GEMM=auto|openblas|avx2|avx512|amx,
+ * read
  * once. Unset, an unknown value, or a path this CPU cannot run read as AUTO
  * (there is no place below cli/ to report a typo). */
 hs_gemm_path hs_gemm_env_path(void);
@@ -22,5 +29,13 @@ int hs_gemm_path_runs(hs_gemm_path path);
  * on the calling thread only; outside, on omp_get_max_threads() threads. */
 void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
               const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* C (M,N) = alpha * op(A) op(B) + bias, the row bias (N) added to every row
+ * (a linear layer's forward): as hs_sgemm after copying bias into every row
+ * of C with beta 1, without that pass over C where the path can start from
+ * the bias itself (AMX). C is only written. */
+void hs_sgemm_bias(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
+                   const float *A, int lda, const float *B, int ldb, const float *bias, float *C,
+                   int ldc);
 
 #endif

@@ -1,5 +1,5 @@
-/* The packed GEMM (model/gemm.c) on every path this CPU runs, against a
- * deliberately naive triple loop accumulating in double: all four
+/* The packed GEMMs (model/gemm.c, model/gemm_amx.c) on every path this CPU
+ * runs, against a deliberately naive triple loop accumulating in double: all four
  * transposes, alpha and beta, leading dimensions above the minimum, sizes
  * at and around the microkernel's tile (MR 12/6, NR 32/16) and the cache
  * blocks (K past KC 256, N past NC 3072, M past MC 144), beta 0 over NaN,
@@ -29,6 +29,8 @@ static const shape SHAPES[] = {
     { 5, 17, 100 }, { 6, 16, 7 },    { 33, 100, 257 }, { 100, 33, 33 }, { 257, 7, 100 },
     { 7, 257, 257 }, { 1, 257, 33 }, { 257, 1, 33 },  { 257, 33, 257 }, { 3, 3100, 5 },
     { 100, 257, 257 },
+    /* the AMX path's blocks: rows past MC 1024 (split over M on 2 threads) */
+    { 1100, 40, 130 },
     /* at most 4 rows (decoding's path): partial column blocks, K not a
      * multiple of 16, and two shapes large enough to split over threads */
     { 2, 70, 37 },  { 4, 130, 19 },  { 1, 1000, 2100 }, { 4, 1100, 1000 },
@@ -98,11 +100,13 @@ static int count_bad(const gemm_case *g, hs_gemm_path path)
     return bad;
 }
 
-/* Runs fn(case) over every shape, transpose pair, alpha and beta. */
-static void for_each_case(void (*fn)(const gemm_case *))
+/* Runs fn(case) over the shapes, every transpose pair, and every alpha and
+ * beta (or, with one_scalar, only alpha 0.5 with beta 0 and 0.25). */
+static void for_each_case_in(const shape *shapes, size_t n_shapes, int one_scalar,
+                             void (*fn)(const gemm_case *))
 {
-    for (size_t si = 0; si < sizeof(SHAPES) / sizeof(SHAPES[0]); si++) {
-        const shape *s = &SHAPES[si];
+    for (size_t si = 0; si < n_shapes; si++) {
+        const shape *s = &shapes[si];
         for (int t = 0; t < 4; t++) {
             gemm_case g = { .ta = t & 1, .tb = t >> 1, .s = s };
             g.lda = (g.ta ? s->M : s->K) + 3, g.ldb = (g.tb ? s->K : s->N) + 5, g.ldc = s->N + 2;
@@ -114,8 +118,8 @@ static void for_each_case(void (*fn)(const gemm_case *))
             g.scale = malloc(sizeof(double) * (size_t)s->M * s->N);
             fill(g.A, na, 1 + (unsigned)si), fill(g.B, nb, 100 + (unsigned)t),
                 fill(g.C0, nc, 7);
-            for (int ai = 0; ai < 2; ai++)
-                for (int bi = 0; bi < 3; bi++) {
+            for (int ai = one_scalar; ai < 2; ai++)
+                for (int bi = 0; bi < 3; bi += 1 + one_scalar) {
                     g.alpha = ALPHAS[ai], g.beta = BETAS[bi];
                     naive(g.ta, g.tb, s->M, s->N, s->K, g.alpha, g.A, g.lda, g.B, g.ldb, g.beta,
                           g.C0, g.ldc, g.ref, g.scale);
@@ -124,6 +128,11 @@ static void for_each_case(void (*fn)(const gemm_case *))
             free(g.A), free(g.B), free(g.C0), free(g.ref), free(g.scale);
         }
     }
+}
+
+static void for_each_case(void (*fn)(const gemm_case *))
+{
+    for_each_case_in(SHAPES, sizeof(SHAPES) / sizeof(SHAPES[0]), 0, fn);
 }
 
 static void report(const gemm_case *g, const char *path, int bad)
@@ -137,9 +146,9 @@ static void report(const gemm_case *g, const char *path, int bad)
 static void check_every_path(const gemm_case *g)
 {
     static const hs_gemm_path paths[] = { HS_GEMM_OPENBLAS, HS_GEMM_AVX2, HS_GEMM_AVX512,
-                                          HS_GEMM_AUTO };
-    static const char *names[] = { "openblas", "avx2", "avx512", "auto" };
-    for (int p = 0; p < 4; p++)
+                                          HS_GEMM_AMX, HS_GEMM_AUTO };
+    static const char *names[] = { "openblas", "avx2", "avx512", "amx", "auto" };
+    for (int p = 0; p < 5; p++)
         if (hs_gemm_path_runs(paths[p]))
             report(g, names[p], count_bad(g, paths[p]));
 }
@@ -150,6 +159,105 @@ static void test_every_path_matches_naive_loop(void)
 {
     omp_set_num_threads(2);
     for_each_case(check_every_path);
+}
+
+static void check_amx(const gemm_case *g)
+{
+    report(g, "amx", count_bad(g, HS_GEMM_AMX));
+}
+
+/* The AMX path's other loop order: a C of more than 2 MB (here 2.2 MB on
+ * one thread) is computed block by block with k inside, from A packed for
+ * all of K (two k blocks here, the second 2 deep; a 12-row last panel). */
+static void test_amx_large_c_matches_naive_loop(void)
+{
+    if (!hs_gemm_path_runs(HS_GEMM_AMX)) {
+        printf("\n  skipped: this CPU (or kernel) gives no AMX");
+        return;
+    }
+    static const shape large_c[] = { { 300, 1800, 130 } };
+    omp_set_num_threads(1);
+    for_each_case_in(large_c, 1, 1, check_amx);
+    omp_set_num_threads(2);
+}
+
+/* An infinite or NaN entry of A reaches every entry of its row of C, which
+ * float arithmetic makes infinite or NaN (the AMX path makes them NaN:
+ * gemm_amx.h); rows without one stay finite and accurate. */
+static void test_amx_non_finite_entries_stay_non_finite(void)
+{
+    if (!hs_gemm_path_runs(HS_GEMM_AMX)) {
+        printf("\n  skipped: this CPU (or kernel) gives no AMX");
+        return;
+    }
+    enum { M = 40, N = 70, K = 300 };
+    static float A[M * K], B[K * N], C[M * N];
+    fill(A, M * K, 3), fill(B, K * N, 4);
+    A[3 * K + 5] = INFINITY, A[7 * K + 9] = NAN, A[11 * K + 200] = -INFINITY;
+    hs_sgemm(HS_GEMM_AMX, 0, 0, M, N, K, 1, A, K, B, N, 0, C, N);
+    int bad = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            const int poisoned = i == 3 || i == 7 || i == 11;
+            double ref = 0, scale = 0;
+            for (int k = 0; k < K && !poisoned; k++)
+                ref += (double)A[i * K + k] * B[k * N + j],
+                    scale += fabs((double)A[i * K + k] * B[k * N + j]);
+            bad += poisoned ? isfinite(C[i * N + j]) != 0
+                            : !(fabs(C[i * N + j] - ref) <= 1e-6 * scale + 1e-30);
+        }
+    if (bad)
+        printf("\n  amx: %d entries wrong around non-finite inputs", bad);
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* hs_sgemm_bias: C = alpha op(A) op(B) + the bias row in every row, over a
+ * C holding NaN (only written), on every path: edge blocks, a C past 2 MB
+ * (the AMX path's rows-outer order, starting each block from the bias)
+ * and a threaded split. */
+static void test_bias_rows_match_naive_loop(void)
+{
+    static const hs_gemm_path paths[] = { HS_GEMM_OPENBLAS, HS_GEMM_AVX2, HS_GEMM_AVX512,
+                                          HS_GEMM_AMX, HS_GEMM_AUTO };
+    static const char *names[] = { "openblas", "avx2", "avx512", "amx", "auto" };
+    static const shape shapes[] = { { 7, 7, 7 }, { 33, 100, 257 }, { 257, 300, 64 },
+                                    { 300, 1800, 130 } };
+    for (int si = 0; si < 4; si++) {
+        const int M = shapes[si].M, N = shapes[si].N, K = shapes[si].K;
+        const int tb = si != 1, large = si == 3; /* one upright B; the large C: AMX only */
+        if (large && !hs_gemm_path_runs(HS_GEMM_AMX))
+            continue;
+        float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+        float *bias = malloc(sizeof(float) * N), *C = malloc(sizeof(float) * M * N);
+        double *ref = malloc(sizeof(double) * M * N), *scale = malloc(sizeof(double) * M * N);
+        fill(A, (size_t)M * K, 11), fill(B, (size_t)K * N, 12), fill(bias, N, 13);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double r = 0, sc = 0;
+                for (int k = 0; k < K; k++) {
+                    const double ab = (double)A[i * K + k] * (tb ? B[j * K + k] : B[k * N + j]);
+                    r += ab, sc += fabs(ab);
+                }
+                ref[i * N + j] = 0.5 * r + bias[j], scale[i * N + j] = 0.5 * sc + fabs(bias[j]);
+            }
+        omp_set_num_threads(large ? 1 : 2);
+        for (int p = 0; p < 5; p++) {
+            if (!hs_gemm_path_runs(paths[p]) || (large && paths[p] != HS_GEMM_AMX))
+                continue;
+            for (size_t i = 0; i < (size_t)M * N; i++)
+                C[i] = NAN;
+            hs_sgemm_bias(paths[p], 0, tb, M, N, K, 0.5f, A, K, B, tb ? K : N, bias, C, N);
+            int bad = 0;
+            for (size_t i = 0; i < (size_t)M * N; i++)
+                bad += !(fabs(C[i] - ref[i]) <= 1e-6 * scale[i] + 1e-30);
+            if (bad)
+                printf("\n  %s: %d entries off with a bias at M,N,K %d,%d,%d", names[p], bad, M,
+                       N, K);
+            CU_ASSERT_EQUAL(bad, 0);
+        }
+        free(A), free(B), free(bias), free(C), free(ref), free(scale);
+    }
+    omp_set_num_threads(2);
 }
 
 /* The same calls from inside a parallel region, as the attention kernels
@@ -180,6 +288,10 @@ int main(void)
 {
     static const hs_test tests[] = {
         { "test_every_path_matches_naive_loop", test_every_path_matches_naive_loop },
+        { "test_amx_large_c_matches_naive_loop", test_amx_large_c_matches_naive_loop },
+        { "test_amx_non_finite_entries_stay_non_finite",
+          test_amx_non_finite_entries_stay_non_finite },
+        { "test_bias_rows_match_naive_loop", test_bias_rows_match_naive_loop },
         { "test_calls_inside_parallel_region_match_naive_loop",
           test_calls_inside_parallel_region_match_naive_loop },
     };
