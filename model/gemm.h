@@ -1,7 +1,8 @@
 /* Single-precision GEMM of our own beside OpenBLAS's: a packed, cache-blocked
  * GEMM (GotoBLAS/BLIS structure) with an AVX-512 (12x32) and an AVX2 (6x16)
- * microkernel chosen at run time. hs_gemm (linalg.h) runs it where
- * docs/perf.md ("Own GEMM") measured it faster than OpenBLAS. */
+ * microkernel chosen at run time, and on CPUs with AMX a path on the tile
+ * unit (gemm_amx.h). hs_gemm (linalg.h) runs each where docs/perf.md ("Own
+ * GEMM", "AMX") measured it faster than OpenBLAS. */
 #ifndef HS_GEMM_H
 #define HS_GEMM_H
 
@@ -15,9 +16,8 @@ typedef enum {
 } hs_gemm_path;
 
 /* The environment's choice, HEADSCOPE_GEMM=auto|openblas|avx2|avx512|amx,
- * read
- * once. Unset, an unknown value, or a path this CPU cannot run read as AUTO
- * (there is no place below cli/ to report a typo). */
+ * read once. Unset, an unknown value, or a path this CPU cannot run read as
+ * AUTO (there is no place below cli/ to report a typo). */
 hs_gemm_path hs_gemm_env_path(void);
 
 /* 1 if this CPU (and build) can run the path. */
