@@ -656,9 +656,15 @@ static void sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float 
     if (path == HS_GEMM_AUTO)
         path = auto_path(ta, tb, M, N, K, nt);
     if (path == HS_GEMM_AMX && M > SMALL_M && K > 0 && alpha != 0) {
-        /* the AMX path starts C from the bias itself (no pass over C) */
-        if (hs_sgemm_amx(nt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, ldc) == 0)
+        /* the AMX path starts C from zero or from the bias itself (no pass
+         * over C); any other beta scales C first */
+        float *ws = workspace(hs_amx_work_floats(nt));
+        if (ws) {
+            if (!bias && beta != 0 && beta != 1)
+                scale_c(M, N, beta, C, ldc);
+            hs_sgemm_amx(nt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta == 0, bias, C, ldc, ws);
             return;
+        }
         path = HS_GEMM_OPENBLAS; /* no memory to pack into */
     }
     if (bias) {

@@ -24,8 +24,6 @@
  * packing buffers: no barrier inside a call. */
 #include "gemm_amx.h"
 
-#include "common.h"
-
 #include <omp.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -449,50 +447,41 @@ static AMX_TARGET void amx_part(int t, int nt, int ta, int tb, int M, int N, int
     _tile_release();
 }
 
-/* Packing buffers of the calling thread, grown on demand, kept for the
- * thread's lifetime (calls come in the thousands per training step). */
-static _Thread_local float *work_buf;
-static _Thread_local size_t work_len;
-
-int hs_sgemm_amx(int nt, int ta, int tb, int M, int N, int K, float alpha, const float *A,
-                 int lda, const float *B, int ldb, float beta, const float *bias, float *C,
-                 int ldc)
+size_t hs_amx_work_floats(int nt)
 {
-    const size_t need = thread_floats() * (size_t)nt;
-    if (need > work_len) {
-        float *w = aligned_alloc(64, need * sizeof(float));
-        if (!w)
-            return HS_ENOMEM;
-        free(work_buf);
-        work_buf = w, work_len = need;
-    }
-    if (!bias && beta != 0 && beta != 1)
-        for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++)
-                C[(size_t)i * ldc + j] *= beta;
-    float *work = work_buf;
-    const c_start st = { beta == 0, bias };
+    return thread_floats() * (size_t)nt;
+}
+
+void hs_sgemm_amx(int nt, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, int zero, const float *bias, float *C, int ldc,
+                  float *work)
+{
+    const c_start st = { zero, bias };
     if (nt == 1) {
         amx_part(0, 1, ta, tb, M, N, K, alpha, A, lda, B, ldb, st, C, ldc, work);
-        return HS_OK;
+        return;
     }
 #pragma omp parallel num_threads(nt)
     amx_part(omp_get_thread_num(), omp_get_num_threads(), ta, tb, M, N, K, alpha, A, lda, B, ldb,
              st, C, ldc, work + thread_floats() * (size_t)omp_get_thread_num());
-    return HS_OK;
 }
 
 #else /* not x86-64 with GCC or clang: no AMX */
 
 int hs_amx_runs(void) { return 0; }
 
-int hs_sgemm_amx(int nt, int ta, int tb, int M, int N, int K, float alpha, const float *A,
-                 int lda, const float *B, int ldb, float beta, const float *bias, float *C,
-                 int ldc)
+size_t hs_amx_work_floats(int nt)
+{
+    (void)nt;
+    return 0;
+}
+
+void hs_sgemm_amx(int nt, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, int zero, const float *bias, float *C, int ldc,
+                  float *work)
 {
     (void)nt, (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda;
-    (void)B, (void)ldb, (void)beta, (void)bias, (void)C, (void)ldc;
-    return HS_EINVAL;
+    (void)B, (void)ldb, (void)zero, (void)bias, (void)C, (void)ldc, (void)work;
 }
 
 #endif
