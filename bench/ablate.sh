@@ -12,13 +12,14 @@
 #    gated to zero, and the structurally pruned models.
 #
 #   bench/ablate.sh [--threads "1"] [--sequences N] [--blas-autodetect] [--tiny] [--contend]
+#                  [--avx2-only]
 # Results: bench/out/ablate.jsonl and bench/out/ablate.md. --tiny runs a tiny
 # model (2 layers, d 64, 4 heads, T 32) on 8 sequences at 1 thread (a few
 # seconds; scripts/test --slow, so the benchmark keeps working), results in
 # bench/out/tiny/.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-bench_init "threads blas tiny contend"
+bench_init "threads blas tiny contend isa"
 threads="1"
 seqs=64
 while [ $# -gt 0 ]; do
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 bench_build bench_ablate headscope_cli
-bin=build/float/bench/bench_ablate
+bin=$bench_dir/bench/bench_ablate
 config=6,256,8,256 # layers, d, heads, T
 batch=8
 outdir=bench/out
@@ -43,7 +44,7 @@ bench_tmp
 
 "$bin" --write "$tmp/m" --config "$config"
 /usr/bin/python3 -c 'import sys; sys.stdout.write(("The quick brown fox jumps over the lazy dog, again and again, 0123456789. " * 3000)[:200000])' >"$tmp/t.txt"
-build/float/headscope tokens --in "$tmp/t.txt" --out "$tmp/t.bin" >/dev/null
+"$bench_dir"/headscope tokens --in "$tmp/t.txt" --out "$tmp/t.bin" >/dev/null
 # Our checkpoint's tensors under bench/train_torch.py's names (h.N. -> blocks.N.).
 /usr/bin/python3 - "$tmp/m/model.safetensors" "$tmp/m.pt" <<'PY'
 import json, struct, sys

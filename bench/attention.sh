@@ -3,6 +3,7 @@
 # (bench/attention_torch.py) in the same run, at the same thread counts.
 #
 #   bench/attention.sh [--reps R] [--threads "1 2"] [--blas-autodetect] [--tiny] [--contend]
+#                     [--avx2-only]
 #
 # Both sides are pinned to N threads: OMP_NUM_THREADS and OPENBLAS_NUM_THREADS
 # as well as torch.set_num_threads, since torch's BLAS keeps a thread pool of
@@ -15,7 +16,7 @@
 # keeps working), results in bench/out/tiny/.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-bench_init "threads blas tiny contend"
+bench_init "threads blas tiny contend isa"
 reps=10
 threads="1 2"
 while [ $# -gt 0 ]; do
@@ -26,7 +27,7 @@ while [ $# -gt 0 ]; do
 done
 
 bench_build bench_attention
-bin=build/float/bench/bench_attention
+bin=$bench_dir/bench/bench_attention
 outdir=bench/out
 shapes=(--shape 8,128,256,8 --shape 8,128,256,8,2 --shape 4,512,512,8 --shape 4,512,512,8,2
         --shape 1,2048,512,8 --shape 1,2048,512,8,2)

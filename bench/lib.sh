@@ -10,7 +10,7 @@
 #       *) bench_opt "$@"; shift "$bench_shift" ;;
 #     esac
 #   done
-#   bench_build bench_x headscope_cli        # cmake configure + build (float)
+#   bench_build bench_x headscope_cli        # cmake configure + build ($bench_dir)
 #   bench_tmp                                 # $tmp, removed on exit
 #   bench_threads "$t"                        # pin OpenMP and OpenBLAS to $t
 #
@@ -18,8 +18,12 @@
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE for both sides), --tiny (tiny), --contend
 # (contend: one competing CPU-bound process, bench/spin.c, runs from
 # bench_contend_start to the script's end; every row of the script's .jsonl
-# gets "contend": true and its .md tables a line saying so), -h/--help (the
-# script's header comment).
+# gets "contend": true and its .md tables a line saying so), --avx2-only (isa:
+# an AVX2-only CPU emulated on an AVX-512 one, see bench_isa_avx2), -h/--help
+# (the script's header comment).
+#
+# $bench_dir is the build the script runs: build/float, or build/avx2-only
+# with --avx2-only.
 #
 # OpenMP's wait policy: the headscope side runs with headscope's own default
 # (hs_runtime_init: passive waiting unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is
@@ -40,7 +44,8 @@ bench_init() {
   bench_name=$(basename "$0" .sh)
   cd "$(dirname "$0")/.."
   bench_script=bench/$bench_name.sh
-  tiny=0 contend=0
+  tiny=0 contend=0 isa=native blas_auto=0
+  bench_dir=build/float
   bench_cleanups=()
   bench_spin_pid=""
   unset OMP_WAIT_POLICY GOMP_SPINCOUNT
@@ -55,27 +60,58 @@ bench_opt() {
   bench_shift=1
   case "$1" in
     --threads) bench_has threads && [ $# -ge 2 ] && { threads=$2; bench_shift=2; return; } ;;
-    --blas-autodetect) bench_has blas && { unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; return; } ;;
+    --blas-autodetect)
+      if bench_has blas; then
+        [ "$isa" = native ] || bench_die "--blas-autodetect and --avx2-only: the emulation runs OpenBLAS's Haswell kernels"
+        blas_auto=1
+        unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+        return
+      fi ;;
     --tiny) bench_has tiny && { tiny=1; return; } ;;
     --contend) bench_has contend && { contend=1; return; } ;;
+    --avx2-only)
+      if bench_has isa; then
+        [ "$blas_auto" = 0 ] || bench_die "--blas-autodetect and --avx2-only: the emulation runs OpenBLAS's Haswell kernels"
+        bench_isa_avx2
+        return
+      fi ;;
     -h|--help) bench_help; exit 0 ;;
   esac
-  echo "$bench_name.sh: unknown option $1" >&2
-  exit 2
+  bench_die "unknown option $1"
 }
 
 bench_has() { [[ "$bench_opts" == *" $1 "* ]]; }
 
+# bench_die MESSAGE: the script's name and MESSAGE on stderr, exit 2.
+bench_die() {
+  echo "$bench_name.sh: $1" >&2
+  exit 2
+}
+
 # The header comment (line 2 to the first line that is not a comment).
 bench_help() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$bench_script"; }
 
-# bench_build TARGET...: configures build/float and builds the targets (and,
+# bench_isa_avx2: both sides as they run on a CPU with AVX2 and no AVX-512,
+# emulated on an AVX-512 one: headscope built for Haswell (-march=haswell: no
+# AVX-512 in the compiled loops) with every GEMM in OpenBLAS, which is what
+# `auto` picks on such a CPU above four rows (below, when decoding, it would
+# run our AVX2 kernel); OpenBLAS on its Haswell kernels for both sides;
+# torch's own kernels and oneDNN capped at AVX2. Caches, memory and the
+# 256-bit FMA rate are still this CPU's.
+bench_isa_avx2() {
+  isa=avx2-only bench_dir=build/avx2-only
+  export OPENBLAS_CORETYPE=Haswell HEADSCOPE_GEMM=openblas
+  export ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 DNNL_MAX_CPU_ISA=AVX2
+}
+
+# bench_build TARGET...: configures $bench_dir and builds the targets (and,
 # with --contend, the competitor).
 bench_build() {
-  local extra=()
+  local extra=() flags=()
   [ "$contend" = 1 ] && extra=(bench_spin)
-  cmake -S . -B build/float >/dev/null
-  cmake --build build/float -j "$(nproc)" --target "$@" "${extra[@]}" >/dev/null
+  [ "$isa" = avx2-only ] && flags=(-DHEADSCOPE_NATIVE=OFF -DCMAKE_C_FLAGS=-march=haswell)
+  cmake -S . -B "$bench_dir" "${flags[@]}" >/dev/null
+  cmake --build "$bench_dir" -j "$(nproc)" --target "$@" "${extra[@]}" >/dev/null
 }
 
 # bench_on_exit COMMAND: run COMMAND (a string, eval'd) when the script ends.
@@ -102,7 +138,7 @@ bench_threads() { export OMP_NUM_THREADS=$1 OPENBLAS_NUM_THREADS=$1; }
 # bench_contend_start: with --contend, starts the competing process (once).
 bench_contend_start() {
   [ "$contend" = 1 ] && [ -z "$bench_spin_pid" ] || return 0
-  build/float/bench/bench_spin &
+  "$bench_dir"/bench/bench_spin &
   bench_spin_pid=$!
   echo "$bench_name.sh: competing CPU-bound process $bench_spin_pid running" >&2
 }
@@ -114,6 +150,7 @@ bench_contend_stop() {
   bench_spin_pid=""
 }
 
+bench_isa_note="**AVX2 only**: an AVX2-only CPU emulated on this AVX-512 one (--avx2-only: headscope built for Haswell, GEMMs in OpenBLAS's Haswell kernels, torch capped at AVX2)"
 bench_contend_note="**contend**: measured with one competing CPU-bound process (bench/spin.c) running"
 
 # bench_mark FILE...: with --contend, every JSON row of the files gets
@@ -132,6 +169,10 @@ bench_md() {
   {
     if [ "$contend" = 1 ]; then
       echo "$bench_contend_note"
+      echo
+    fi
+    if [ "$isa" = avx2-only ]; then
+      echo "$bench_isa_note"
       echo
     fi
     cat

@@ -13,13 +13,13 @@
 # at every position, the rest at the last one). Times are medians of --repeats,
 # in CPU seconds of each process (wall seconds beside them).
 #
-#   bench/patch.sh [--threads "1 2"] [--repeats N] [--tiny] [--contend]
+#   bench/patch.sh [--threads "1 2"] [--repeats N] [--tiny] [--contend] [--avx2-only]
 # Results: bench/out/patch.jsonl and bench/out/patch.md. --tiny: 2 layers,
 # d 64, 4 heads, T 16, 8 prompts at 1 thread (seconds; the slow tier runs it),
 # results in bench/out/tiny/.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-bench_init "threads tiny contend"
+bench_init "threads tiny contend isa"
 threads="1"
 repeats=3
 while [ $# -gt 0 ]; do
@@ -41,7 +41,7 @@ out=$outdir/patch.jsonl
 : >"$out"
 bench_tmp
 
-build/float/bench/bench_ablate --write "$tmp/m" --config "$config"
+"$bench_dir"/bench/bench_ablate --write "$tmp/m" --config "$config"
 # Our checkpoint's tensors under bench/train_torch.py's names (h.N. -> blocks.N.).
 /usr/bin/python3 - "$tmp/m/model.safetensors" "$tmp/m.pt" <<'PY'
 import json, struct, sys
@@ -65,7 +65,7 @@ bench_contend_start
 for t in $threads; do
   bench_threads "$t"
   echo "threads $t: headscope patch --site z" >&2
-  build/float/bench/bench_patch --model "$tmp/m" --prompts "$tmp/p.jsonl" --threads "$t" \
+  "$bench_dir"/bench/bench_patch --model "$tmp/m" --prompts "$tmp/p.jsonl" --threads "$t" \
     --repeats "$repeats" --dump "$tmp/hs.json" >>"$out"
   echo "threads $t: torch loop, one hooked forward per head" >&2
   OMP_WAIT_POLICY=passive /usr/bin/python3 bench/patch_torch.py --threads "$t" --config "$config" \

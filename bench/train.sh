@@ -3,7 +3,7 @@
 # loading a ~100M-parameter checkpoint.
 #
 #   bench/train.sh [--steps S] [--threads "1 2"] [--blas-autodetect] [--skip-load] [--tiny]
-#                  [--contend]
+#                  [--contend] [--avx2-only]
 #                  [--before BIN] [--rounds R] [--mfu-only]
 #
 # Same model on both sides (bench/train_torch.py's definition: learned
@@ -28,7 +28,7 @@
 # process CPU time is shown beside the elapsed time (the machine is shared). --mfu-only skips the PyTorch comparison and the checkpoint load.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-bench_init "threads blas tiny contend"
+bench_init "threads blas tiny contend isa"
 steps=10
 threads="1 2"
 load=1
@@ -47,7 +47,7 @@ while [ $# -gt 0 ]; do
 done
 
 bench_build bench_train bench_peak
-bin=build/float/bench/bench_train
+bin=$bench_dir/bench/bench_train
 configs=(--config 2,128,4,4,128 --config 4,256,8,2,256 --config 6,384,6,6,256)
 # the load: gpt2 family, d=768, 12 layers, vocabulary 32768: about 111M parameters.
 load_config=(--config 12,768,12,12,1024 --vocab 32768)
@@ -122,8 +122,10 @@ for r in $(seq "$rounds"); do
   for t in $threads; do
     bench_threads "$t"
     echo "mfu round $r, threads $t" >&2
-    # the widest ISA's peak (AVX-512 where the CPU has it: the last line)
-    pk=$(OMP_WAIT_POLICY=passive build/float/bench/bench_peak --threads "$t" --seconds 0.1 --reps 3 | tail -n 1)
+    # the widest ISA's peak (AVX-512 where the CPU has it: the last line;
+    # AVX2's with --avx2-only)
+    pk=$(OMP_WAIT_POLICY=passive "$bench_dir"/bench/bench_peak --threads "$t" --seconds 0.1 --reps 3 |
+         { if [ "$isa" = avx2-only ]; then grep '"isa":"avx2"'; else tail -n 1; fi; })
     echo "${pk/#\{/{\"round\":$r,\"load\":$(cut -d' ' -f1 /proc/loadavg),}" >>"$mfu"
     for c in "${mfu_configs[@]}"; do
       order="after before"
@@ -163,8 +165,9 @@ for r in rows:
     if r["impl"] == "headscope":
         k = (r["threads"], r["L"], r["d"], r["H"], r["G"], r["T"], r["V"])
         groups.setdefault(k, {}).setdefault(r["side"], []).append(r)
+isa = "/".join(sorted({r["isa"] for r in rows if r["impl"] == "fma_peak"}))
 print(f"OpenBLAS kernels: {sys.argv[2]}; batch 4, float32; step = forward + backward + Adam; "
-      "medians over the rounds (each the median of its steps). % of the FMA peak (widest ISA, "
+      f"medians over the rounds (each the median of its steps). % of the FMA peak ({isa}, "
       "12 accumulators) measured in the same rounds by the same clock: *cpu* = process CPU time "
       "(1 thread only: the time the step held a core, robust to other processes on a shared "
       "machine), *wall* = elapsed time\n")
