@@ -61,20 +61,10 @@ bench_opt() {
   case "$1" in
     --threads) bench_has threads && [ $# -ge 2 ] && { threads=$2; bench_shift=2; return; } ;;
     --blas-autodetect)
-      if bench_has blas; then
-        [ "$isa" = native ] || bench_die "--blas-autodetect and --avx2-only: the emulation runs OpenBLAS's Haswell kernels"
-        blas_auto=1
-        unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
-        return
-      fi ;;
+      bench_has blas && { blas_auto=1; bench_isa_check; unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; return; } ;;
     --tiny) bench_has tiny && { tiny=1; return; } ;;
     --contend) bench_has contend && { contend=1; return; } ;;
-    --avx2-only)
-      if bench_has isa; then
-        [ "$blas_auto" = 0 ] || bench_die "--blas-autodetect and --avx2-only: the emulation runs OpenBLAS's Haswell kernels"
-        bench_isa_avx2
-        return
-      fi ;;
+    --avx2-only) bench_has isa && { bench_isa_avx2; bench_isa_check; return; } ;;
     -h|--help) bench_help; exit 0 ;;
   esac
   bench_die "unknown option $1"
@@ -102,6 +92,14 @@ bench_isa_avx2() {
   isa=avx2-only bench_dir=build/avx2-only
   export OPENBLAS_CORETYPE=Haswell HEADSCOPE_GEMM=openblas
   export ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 DNNL_MAX_CPU_ISA=AVX2
+}
+
+# bench_isa_check: --blas-autodetect and --avx2-only, in either order, are
+# an error.
+bench_isa_check() {
+  [ "$blas_auto" = 1 ] && [ "$isa" = avx2-only ] &&
+    bench_die "--blas-autodetect and --avx2-only: the emulation runs OpenBLAS's Haswell kernels"
+  return 0
 }
 
 # bench_build TARGET...: configures $bench_dir and builds the targets (and,
