@@ -107,7 +107,7 @@ bench_isa_check() {
 bench_build() {
   local extra=() flags=()
   [ "$contend" = 1 ] && extra=(bench_spin)
-  [ "$isa" = avx2-only ] && flags=(-DHEADSCOPE_NATIVE=OFF -DCMAKE_C_FLAGS=-march=haswell)
+  [ "$isa" = avx2-only ] && flags=(-C scripts/avx2-only.cmake)
   cmake -S . -B "$bench_dir" "${flags[@]}" >/dev/null
   cmake --build "$bench_dir" -j "$(nproc)" --target "$@" "${extra[@]}" >/dev/null
 }
