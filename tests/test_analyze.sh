@@ -137,15 +137,25 @@ long_setup() {
         bad "train could not make the attn-only model" || return 1
 }
 LONG_ABLATE=(ablate --data "$LONG_BIN" --batch 4 --seq-len 64)
-# The interrupted and resumed runs (start_long, resume_after_kill): as many batches
-# as keep layer 1 busy for about 2 s on an idle machine, so that the kill lands
-# while it runs: the whole shard (~900 batches) in the float build, the first 300
-# in the double one (~3x slower a batch), 120 under AddressSanitizer (~15x).
-LONG_RUN=("${LONG_ABLATE[@]}")
+# The interrupted and resumed runs (start_long, resume_after_kill) ablate a model of
+# 3 layers (KILL_MODEL, same shape otherwise), so that layers 1 and 2 are left once
+# layer 0 is recorded, over as many batches as keep them busy for about 2 s on an
+# idle machine, so that the signal lands while they run: 450 batches in the float
+# build, 150 in the double one (~3x slower a batch), 20 under AddressSanitizer
+# (~30x). With 2 layers the whole shard (~900 batches) left ~1 s to layer 1.
+KILL_MODEL="$TMP/shared/am3"
+kill_setup() {
+    long_setup || return 1
+    [ -s "$KILL_MODEL/model.safetensors" ] && return 0
+    "$HS" train --preset attn-only n_layer=3 n_head=4 d_model=32 --steps 5 --batch 4 --seq-len 64 \
+        --data "$LONG_BIN" --out "$KILL_MODEL" >/dev/null 2>&1 ||
+        bad "train could not make the 3-layer attn-only model" || return 1
+}
+LONG_RUN=("${LONG_ABLATE[@]}" --max-batches 450)
 if under_asan; then
-    LONG_RUN+=(--max-batches 120)
+    LONG_RUN=("${LONG_ABLATE[@]}" --max-batches 20)
 elif "$HS" --version 2>/dev/null | grep -q double; then
-    LONG_RUN+=(--max-batches 300)
+    LONG_RUN=("${LONG_ABLATE[@]}" --max-batches 150)
 fi
 
 # layer0_rows DB: layer 0's 12 rows (4 heads x 3 methods) are in DB.
@@ -156,10 +166,10 @@ layer0_rows() {
     [ "${n:-0}" -ge 12 ]
 }
 
-# start_long DB: a full ablate of the long shard into DB in the background (BG_PID);
+# start_long DB: a full ablate of KILL_MODEL into DB in the background (BG_PID);
 # waits until layer 0's 12 rows are in DB (outer limit 10 minutes).
 start_long() {
-    start_bg "$HS" "${LONG_RUN[@]}" --model "$LONG_MODEL" --db "$1"
+    start_bg "$HS" "${LONG_RUN[@]}" --model "$KILL_MODEL" --db "$1"
     wait_until 600 "layer 0 rows in $1" layer0_rows "$1"
 }
 
@@ -241,13 +251,14 @@ ablate_fast_equals_naive() {
 # ---- 3. --resume after SIGKILL and SIGINT --------------------------------------------
 
 resume_after_kill() {
-    long_setup || return 1
+    kill_setup || return 1
     # the reference: one uninterrupted run
-    hs "${LONG_RUN[@]}" --model "$LONG_MODEL" --db base.db --json
+    hs "${LONG_RUN[@]}" --model "$KILL_MODEL" --db base.db --json
     expect_rc 0 "uninterrupted ablate" || return 1
     local base id
     base=$(jget out.txt run_id) || bad "no run_id: $OUT" || return 1
-    expect_eq "$(q base.db "select count(*) from head_metrics where run_id=$base")" 25 "rows of the uninterrupted run" || return 1
+    expect_eq "$(q base.db "select count(*) from head_metrics where run_id=$base")" 37 \
+        "rows of the uninterrupted run (the clean loss, 3 layers x 4 heads x 3 methods)" || return 1
 
     # SIGKILL once layer 0 is recorded
     start_long k.db || return 1
@@ -256,9 +267,9 @@ resume_after_kill() {
     expect_eq "$(q k.db 'PRAGMA integrity_check')" ok "integrity_check after SIGKILL" || return 1
     id=$(q k.db 'select max(run_id) from runs')
     expect_eq "$(q k.db "select status from runs where run_id=$id")" running "status after SIGKILL" || return 1
-    [ "$(q k.db "select count(*) from head_metrics where run_id=$id and layer=1")" -lt 12 ] ||
-        bad "layer 1 was complete before the kill: the run was not interrupted" || return 1
-    hs "${LONG_RUN[@]}" --model "$LONG_MODEL" --db k.db --resume "$id" --json
+    [ "$(q k.db "select count(*) from head_metrics where run_id=$id and layer=2")" -lt 12 ] ||
+        bad "layer 2 was complete before the kill: the run was not interrupted" || return 1
+    hs "${LONG_RUN[@]}" --model "$KILL_MODEL" --db k.db --resume "$id" --json
     expect_rc 0 "ablate --resume $id after SIGKILL" || return 1
     expect_eq "$(jget out.txt run_id)" "$id" "--json run_id of the resumed run" || return 1
     [ "$(jget out.txt layers_skipped)" -ge 1 ] 2>/dev/null ||
@@ -278,7 +289,7 @@ resume_after_kill() {
     expect_grep "$ERR" "--resume $id" "message gives the run to resume" || return 1
     expect_eq "$(q i.db "select status from runs where run_id=$id")" failed "status after SIGINT" || return 1
     expect_eq "$(q i.db 'PRAGMA integrity_check')" ok "integrity_check after SIGINT" || return 1
-    hs "${LONG_RUN[@]}" --model "$LONG_MODEL" --db i.db --resume "$id" --json
+    hs "${LONG_RUN[@]}" --model "$KILL_MODEL" --db i.db --resume "$id" --json
     expect_rc 0 "ablate --resume $id after SIGINT" || return 1
     [ "$(jget out.txt layers_skipped)" -ge 1 ] 2>/dev/null ||
         bad "--json layers_skipped '$(jget out.txt layers_skipped)' after SIGINT, expected >= 1: $OUT" || return 1
