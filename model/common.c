@@ -91,7 +91,10 @@ int hs_affinity_cpus(void)
  * constructor, which runs before main(): a setenv() in main() changes nothing
  * for this process. So the policy is put in the environment and the program
  * executed again; the new image's libgomp then starts passive. The variable
- * being set is itself the guard: the second image never execs again. */
+ * being set is itself the guard: the second image never execs again.
+ * Setting it earlier, from the executable's .preinit_array (which runs before
+ * every library's constructor), does not work with glibc: libc's own
+ * constructor then resets environ to the array the kernel passed. */
 int hs_runtime_init(int argc, char **argv)
 {
     (void)argc;

@@ -67,7 +67,8 @@ int hs_affinity_cpus(void);
  * threads (libgomp's, and OpenBLAS's: the OpenMP build's threads are OpenMP
  * threads) sleep instead of spinning: with OMP_WAIT_POLICY unset, sets it to
  * passive and re-executes the program (/proc/self/exe, same argv; nothing
- * else changes; about 10 ms), because libgomp reads it before main().
+ * else changes; one more start of the program, ~14 ms), because libgomp
+ * reads it before main().
  * Spinning threads on 2 cores shared with one other busy process made 30
  * training steps 4-24x slower; passive waits cost little (tens of ms) on
  * free cores (README, "Threads").
