@@ -151,12 +151,13 @@ kill_setup() {
         --data "$LONG_BIN" --out "$KILL_MODEL" >/dev/null 2>&1 ||
         bad "train could not make the 3-layer attn-only model" || return 1
 }
-LONG_RUN=("${LONG_ABLATE[@]}" --max-batches 450)
+kill_batches=450
 if under_asan; then
-    LONG_RUN=("${LONG_ABLATE[@]}" --max-batches 20)
+    kill_batches=20
 elif "$HS" --version 2>/dev/null | grep -q double; then
-    LONG_RUN=("${LONG_ABLATE[@]}" --max-batches 150)
+    kill_batches=150
 fi
+LONG_RUN=("${LONG_ABLATE[@]}" --max-batches "$kill_batches")
 
 # layer0_rows DB: layer 0's 12 rows (4 heads x 3 methods) are in DB.
 layer0_rows() {
@@ -166,7 +167,7 @@ layer0_rows() {
     [ "${n:-0}" -ge 12 ]
 }
 
-# start_long DB: a full ablate of KILL_MODEL into DB in the background (BG_PID);
+# start_long DB: the ablate of KILL_MODEL (LONG_RUN) into DB in the background (BG_PID);
 # waits until layer 0's 12 rows are in DB (outer limit 10 minutes).
 start_long() {
     start_bg "$HS" "${LONG_RUN[@]}" --model "$KILL_MODEL" --db "$1"
