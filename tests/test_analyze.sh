@@ -132,9 +132,14 @@ long_setup() {
     text "$TMP/shared/long.txt" 4000
     "$HS" tokens --in "$TMP/shared/long.txt" --out "$LONG_BIN" >/dev/null 2>&1 ||
         bad "tokens could not make long.bin" || return 1
-    "$HS" train --preset attn-only n_layer=2 n_head=4 d_model=32 --steps 5 --batch 4 --seq-len 64 \
-        --data "$LONG_BIN" --out "$LONG_MODEL" >/dev/null 2>&1 ||
-        bad "train could not make the attn-only model" || return 1
+    attn_model "$LONG_MODEL" 2
+}
+# attn_model DIR LAYERS: DIR is an attn-only model of LAYERS layers of 4 heads
+# (d 32), trained 5 steps on the long shard.
+attn_model() {
+    "$HS" train --preset attn-only n_layer="$2" n_head=4 d_model=32 --steps 5 --batch 4 --seq-len 64 \
+        --data "$LONG_BIN" --out "$1" >/dev/null 2>&1 ||
+        bad "train could not make the $2-layer attn-only model" || return 1
 }
 LONG_ABLATE=(ablate --data "$LONG_BIN" --batch 4 --seq-len 64)
 # The interrupted and resumed runs (start_long, resume_after_kill) ablate a model of
@@ -147,9 +152,7 @@ KILL_MODEL="$TMP/shared/am3"
 kill_setup() {
     long_setup || return 1
     [ -s "$KILL_MODEL/model.safetensors" ] && return 0
-    "$HS" train --preset attn-only n_layer=3 n_head=4 d_model=32 --steps 5 --batch 4 --seq-len 64 \
-        --data "$LONG_BIN" --out "$KILL_MODEL" >/dev/null 2>&1 ||
-        bad "train could not make the 3-layer attn-only model" || return 1
+    attn_model "$KILL_MODEL" 3
 }
 kill_batches=450
 if under_asan; then
@@ -157,7 +160,7 @@ if under_asan; then
 elif "$HS" --version 2>/dev/null | grep -q double; then
     kill_batches=150
 fi
-LONG_RUN=("${LONG_ABLATE[@]}" --max-batches "$kill_batches")
+KILL_RUN=("${LONG_ABLATE[@]}" --model "$KILL_MODEL" --max-batches "$kill_batches")
 
 # layer0_rows DB: layer 0's 12 rows (4 heads x 3 methods) are in DB.
 layer0_rows() {
@@ -167,10 +170,10 @@ layer0_rows() {
     [ "${n:-0}" -ge 12 ]
 }
 
-# start_long DB: the ablate of KILL_MODEL (LONG_RUN) into DB in the background (BG_PID);
+# start_long DB: the ablate of KILL_MODEL (KILL_RUN) into DB in the background (BG_PID);
 # waits until layer 0's 12 rows are in DB (outer limit 10 minutes).
 start_long() {
-    start_bg "$HS" "${LONG_RUN[@]}" --model "$KILL_MODEL" --db "$1"
+    start_bg "$HS" "${KILL_RUN[@]}" --db "$1"
     wait_until 600 "layer 0 rows in $1" layer0_rows "$1"
 }
 
@@ -254,7 +257,7 @@ ablate_fast_equals_naive() {
 resume_after_kill() {
     kill_setup || return 1
     # the reference: one uninterrupted run
-    hs "${LONG_RUN[@]}" --model "$KILL_MODEL" --db base.db --json
+    hs "${KILL_RUN[@]}" --db base.db --json
     expect_rc 0 "uninterrupted ablate" || return 1
     local base id
     base=$(jget out.txt run_id) || bad "no run_id: $OUT" || return 1
@@ -270,7 +273,7 @@ resume_after_kill() {
     expect_eq "$(q k.db "select status from runs where run_id=$id")" running "status after SIGKILL" || return 1
     [ "$(q k.db "select count(*) from head_metrics where run_id=$id and layer=2")" -lt 12 ] ||
         bad "layer 2 was complete before the kill: the run was not interrupted" || return 1
-    hs "${LONG_RUN[@]}" --model "$KILL_MODEL" --db k.db --resume "$id" --json
+    hs "${KILL_RUN[@]}" --db k.db --resume "$id" --json
     expect_rc 0 "ablate --resume $id after SIGKILL" || return 1
     expect_eq "$(jget out.txt run_id)" "$id" "--json run_id of the resumed run" || return 1
     [ "$(jget out.txt layers_skipped)" -ge 1 ] 2>/dev/null ||
@@ -290,7 +293,7 @@ resume_after_kill() {
     expect_grep "$ERR" "--resume $id" "message gives the run to resume" || return 1
     expect_eq "$(q i.db "select status from runs where run_id=$id")" failed "status after SIGINT" || return 1
     expect_eq "$(q i.db 'PRAGMA integrity_check')" ok "integrity_check after SIGINT" || return 1
-    hs "${LONG_RUN[@]}" --model "$KILL_MODEL" --db i.db --resume "$id" --json
+    hs "${KILL_RUN[@]}" --db i.db --resume "$id" --json
     expect_rc 0 "ablate --resume $id after SIGINT" || return 1
     [ "$(jget out.txt layers_skipped)" -ge 1 ] 2>/dev/null ||
         bad "--json layers_skipped '$(jget out.txt layers_skipped)' after SIGINT, expected >= 1: $OUT" || return 1
