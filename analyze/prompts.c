@@ -1,5 +1,7 @@
 #include "prompts.h"
 
+#include "json.h"
+
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +113,11 @@ static int parse_line(prompt *p, const char *text, size_t len, const hs_tokenize
     if (nul)
         return hs_fail(HS_EFORMAT, "%s:%d: a NUL character at column %zu (a prompt is text without"
                        " NUL)", path, line, nul);
-    cJSON *o = cJSON_Parse(text);
+    char what[1100];
+    snprintf(what, sizeof what, "%s:%d", path, line);
+    cJSON *o = NULL;
+    if (hs_json_parse(&o, text, len, what))
+        return HS_EFORMAT;
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return hs_fail(HS_EFORMAT, "%s:%d: not a JSON object", path, line);

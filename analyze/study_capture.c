@@ -186,8 +186,8 @@ static int create_file(hs_maps_writer **w, const hs_capture_opts *o, const hs_ca
         rc = hs_sha256_file(o->data_path, data_sha, NULL);
     snprintf(path, sizeof path, "%s/config.json", o->model_dir);
     char *config_text = NULL;
-    if (!rc && !(config_text = hs_read_text(path, 1 << 20)))
-        rc = HS_EIO;
+    if (!rc)
+        rc = hs_read_text(&config_text, path, 1 << 20);
     hs_maps_meta meta = { o->model_sha ? o->model_sha : model_sha, config_text, o->data_path,
                           o->data_sha ? o->data_sha : data_sha, o->seq_len, o->half, o->compress };
     if (!rc)

@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "json.h"
 #include "safetensors.h"
 
 /* A tensor as the file stores it, filled from one to three of our tensors.
@@ -185,34 +186,41 @@ static int file_layout(const hs_model *m, file_tensor **out, int *n_out)
     return HS_OK;
 }
 
-char *hs_read_text(const char *path, size_t limit)
+int hs_read_text(char **out, const char *path, size_t limit)
 {
+    *out = NULL;
     FILE *f = hs_fopen_regular(path);
     if (!f)
-        return NULL;
+        return HS_EIO;
     char *buf = hs_calloc(limit + 1, 1, path);
     size_t n = buf ? fread(buf, 1, limit + 1, f) : 0;
-    int err = ferror(f);
+    int err = ferror(f), rc = buf ? HS_OK : HS_ENOMEM;
     fclose(f);
-    if (buf && (err || n > limit)) {
-        hs_fail(err ? HS_EIO : HS_EFORMAT, "%s: %s", path,
-                err ? "read failed" : "larger than expected for this file");
+    const char *nul = buf ? memchr(buf, 0, n) : NULL;
+    if (buf && (err || n > limit))
+        rc = hs_fail(err ? HS_EIO : HS_EFORMAT, "%s: %s", path,
+                     err ? "read failed" : "larger than expected for this file");
+    else if (nul) /* the text would end there for every reader of the string */
+        rc = hs_fail(HS_EFORMAT, "%s: a NUL byte at byte %zu (a text file holds none)", path,
+                     (size_t)(nul - buf));
+    if (rc) {
         free(buf);
-        return NULL;
+        return rc;
     }
-    if (buf)
-        buf[n] = 0;
-    return buf;
+    buf[n] = 0;
+    *out = buf;
+    return HS_OK;
 }
 
 int hs_config_load(hs_model_config *c, const char *dir)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    char *json = hs_read_text(path, 1 << 20);
-    if (!json)
-        return HS_EIO; /* hs_read_text's message names the file */
-    int rc = hs_config_parse(c, json, path);
+    char *json;
+    int rc = hs_read_text(&json, path, 1 << 20); /* the message names the file */
+    if (rc)
+        return rc;
+    rc = hs_config_parse(c, json, path);
     free(json);
     return rc;
 }
@@ -263,11 +271,14 @@ static int sources_open(sources *src, const char *dir)
             sources_close(src);
         return rc;
     }
-    char *json = hs_read_text(src->index_path, 64u << 20);
-    if (!json)
-        return HS_EIO;
-    src->index = cJSON_Parse(json);
+    char *json;
+    int prc = hs_read_text(&json, src->index_path, 64u << 20);
+    if (prc)
+        return prc;
+    prc = hs_json_parse(&src->index, json, strlen(json), src->index_path);
     free(json);
+    if (prc)
+        return prc;
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(src->index, "weight_map"), *e;
     int n = cJSON_GetArraySize(map), rc = HS_OK;
     if (!cJSON_IsObject(map) || !n)

@@ -32,7 +32,10 @@ int hs_checkpoint_save(const hs_model *m, const char *dir);
 int hs_checkpoint_export(const hs_model *m, const char *file_name, double *out, size_t cap,
                          size_t *n);
 
-/* Reads a whole small text file (config.json); malloc'd, NUL-terminated. */
-char *hs_read_text(const char *path, size_t limit);
+/* Reads a whole small text file (config.json) of at most limit bytes into
+ * *out (malloc'd, NUL-terminated). The status, *out NULL and the message
+ * naming the file when it cannot be read (HS_EIO), is larger or holds a NUL
+ * byte (HS_EFORMAT, naming its offset). */
+int hs_read_text(char **out, const char *path, size_t limit);
 
 #endif

@@ -28,7 +28,16 @@ int hs_fail(int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    memcpy(last_error, msg, sizeof msg);
+    /* Messages quote what files and arguments hold (names, keys, paths): a
+     * control byte among them is written \xNN, so that printing a message
+     * can never move the cursor, retitle or clear the terminal. */
+    size_t k = 0;
+    for (const unsigned char *c = (const unsigned char *)msg; *c && k + 5 < sizeof last_error; c++)
+        if (*c < 0x20 || *c == 0x7f)
+            k += (size_t)snprintf(last_error + k, sizeof last_error - k, "\\x%02x", *c);
+        else
+            last_error[k++] = (char)*c;
+    last_error[k] = 0;
     return code;
 }
 

@@ -11,6 +11,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "json.h"
+
 static const char *const FAMILY_NAMES[HS_FAMILY_COUNT] = { "headscope", "gpt2",    "llama",
                                                             "gpt_neox",  "mistral", "qwen2" };
 
@@ -1078,16 +1080,13 @@ static int check_other_keys(const reader *r, hs_family family)
 int hs_config_parse(hs_model_config *c, const char *json, const char *path)
 {
     memset(c, 0, sizeof *c);
-    cJSON *root = cJSON_Parse(json);
-    if (!root || !cJSON_IsObject(root)) {
-        /* Report the line of the error; the raw text may hold newlines. */
-        const char *at = cJSON_GetErrorPtr();
-        int line = 1;
-        for (const char *p = json; at && p < at && *p; p++)
-            line += *p == '\n';
-        int rc = hs_fail(HS_EFORMAT, "%s: malformed JSON (line %d)", path, line);
+    cJSON *root;
+    int prc = hs_json_parse(&root, json, strlen(json), path);
+    if (prc)
+        return prc;
+    if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        return rc;
+        return hs_fail(HS_EFORMAT, "%s: not a JSON object", path);
     }
     reader r = { .root = root, .path = path };
     const cJSON *type = lookup(&r, "model_type");

@@ -12,6 +12,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "json.h"
+
 float hs_half_to_float(uint16_t h)
 {
     int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
@@ -138,8 +140,14 @@ int hs_st_open(hs_safetensors *st, const char *path)
     }
     st->data = st->map + 8 + hlen;
     st->data_len = st->map_len - 8 - hlen;
-    cJSON *root = cJSON_ParseWithLength((const char *)st->map + 8, (size_t)hlen);
-    if (!root || !cJSON_IsObject(root)) {
+    cJSON *root = NULL;
+    char what[1100];
+    snprintf(what, sizeof what, "%s: header", path);
+    if (hs_json_parse(&root, (const char *)st->map + 8, (size_t)hlen, what)) {
+        hs_st_close(st);
+        return HS_EFORMAT;
+    }
+    if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         hs_st_close(st);
         return hs_fail(HS_EFORMAT, "%s: header is not a JSON object", path);

@@ -556,12 +556,47 @@ static void test_huge_and_nonfinite_numbers_are_refused(void)
     config_case("gpt2 layer_norm_epsilon 1e400", GPT2_TINY, "\"layer_norm_epsilon\": 1e-05,",
                 "\"layer_norm_epsilon\": 1e400,", HS_EFORMAT,
                 NEEDLES("config.json", "\"layer_norm_epsilon\"", "finite"));
-    config_case("headscope rope_theta -1e400", TINYLM_H4, "\"n_ctx\": 8,",
-                "\"n_ctx\": 8, \"rope_theta\": -1e400,", HS_EFORMAT,
+    config_case("headscope rope_theta -1e400", TINYLM_H4, "\"rope_theta\": 10000.0,",
+                "\"rope_theta\": -1e400,", HS_EFORMAT,
                 NEEDLES("config.json", "\"rope_theta\"", "finite"));
     config_case("headscope head_dim 1e9 x 4 heads", TINYLM_H4, "\"head_dim\": 4,",
                 "\"head_dim\": 1000000000,", HS_EFORMAT, NEEDLES("config.json", "head_dim"));
     expect_no_wrapped_number();
+}
+
+/* A key given twice: cJSON's lookups found the first, Python (and so
+ * Hugging Face) keeps the last. A second rope_scaling slipped an
+ * unimplemented yarn past the refusal; a second Mistral sliding_window ran
+ * another attention than HF's. Refused in every object, at any depth, and
+ * text after the value (the first value alone was read) is refused with its
+ * offset; so is a safetensors header repeating a tensor. */
+static void test_repeated_keys_and_trailing_text_are_refused(void)
+{
+    config_case("llama rope_scaling twice", LLAMA_GQA, "\"rope_theta\": 10000.0,",
+                "\"rope_theta\": 10000.0, \"rope_scaling\": null, \"rope_scaling\": "
+                "{\"rope_type\": \"yarn\", \"factor\": 4},", HS_EFORMAT,
+                NEEDLES("config.json", "\"rope_scaling\" is repeated", "top-level object"));
+    config_case("llama nested repeat", LLAMA_GQA, "\"rope_theta\": 10000.0,",
+                "\"rope_theta\": 10000.0, \"rope_scaling\": {\"rope_type\": \"linear\", "
+                "\"factor\": 2, \"factor\": 4},", HS_EFORMAT,
+                NEEDLES("\"factor\" is repeated", "\"rope_scaling\""));
+    config_case("llama text after the object", LLAMA_GQA, "  ]\n}", "  ]\n}{\"model_type\": 1}",
+                HS_EFORMAT, NEEDLES("config.json", "text after the JSON value at byte"));
+    char *dir = copy_dir(LLAMA_GQA), path[1024];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    join(path, sizeof path, dir, "config.json");
+    size_t len = 0;
+    char *text = read_file(path, &len), *nul = text ? realloc(text, len + 8) : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(nul);
+    memcpy(nul + len, "\0garbage", 8);
+    CU_ASSERT_EQUAL(write_file(path, nul, len + 8), 0);
+    free(nul);
+    expect_failure("llama NUL and garbage after the object", dir, HS_EFORMAT,
+                   NEEDLES("config.json", "a NUL byte at byte"));
+    remove_dir(dir);
+    header_case("header repeats a tensor", GPT2_TINY, "\"__metadata__\"",
+                "\"wte.weight\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}, "
+                "\"__metadata__\"", HS_EFORMAT, NEEDLES("model.safetensors", "\"wte.weight\" is repeated"));
 }
 
 /* vocab_size, n_ctx or d_ff of 1e9 over a 40 KB checkpoint: once tried to
@@ -840,6 +875,8 @@ int main(void)
         { "test_sizes_beyond_the_file_are_refused_before_allocating",
           test_sizes_beyond_the_file_are_refused_before_allocating },
         { "test_non_regular_files_are_refused", test_non_regular_files_are_refused },
+        { "test_repeated_keys_and_trailing_text_are_refused",
+          test_repeated_keys_and_trailing_text_are_refused },
         { "test_overrides_commute", test_overrides_commute },
         { "test_derived_keys_follow_their_source", test_derived_keys_follow_their_source },
         { "test_unimplemented_keys_are_refused", test_unimplemented_keys_are_refused },

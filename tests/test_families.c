@@ -165,7 +165,8 @@ static int edit_file(const char *dir, const char *file, const char *from, const 
 {
     char path[700];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    char *text = hs_read_text(path, 1 << 20);
+    char *text;
+    hs_read_text(&text, path, 1 << 20);
     char *at = text ? strstr(text, from) : NULL;
     if (!at) {
         free(text);
