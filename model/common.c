@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <cblas.h>
@@ -119,6 +120,78 @@ int hs_runtime_init(int argc, char **argv)
     if (!getenv("OMP_NUM_THREADS") && !getenv("OPENBLAS_NUM_THREADS"))
         hs_set_threads(hs_affinity_cpus());
     return rc;
+}
+
+int hs_tmp_create(const char *path, char *tmp, size_t n)
+{
+    static mode_t mode = (mode_t)-1;
+    if (mode == (mode_t)-1) { /* the umask can only be read by setting it */
+        const mode_t mask = umask(022);
+        umask(mask);
+        mode = 0666 & ~mask;
+    }
+    if (snprintf(tmp, n, "%s.tmp.%d.XXXXXX", path, (int)getpid()) >= (int)n) {
+        hs_fail(HS_EIO, "%s: path too long", path);
+        return -1;
+    }
+    const int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        hs_fail(HS_EIO, "%s: cannot create a file beside it: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fchmod(fd, mode)) {
+        hs_fail(HS_EIO, "%s: %s", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    return fd;
+}
+
+FILE *hs_tmp_fopen(const char *path, char *tmp, size_t n)
+{
+    const int fd = hs_tmp_create(path, tmp, n);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "wb");
+    if (fd >= 0 && !f) {
+        hs_fail(HS_EIO, "%s: %s", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+    }
+    return f;
+}
+
+int hs_tmp_commit(const char *tmp, const char *path, int replace)
+{
+    int rc = 0;
+    if (replace) {
+        rc = rename(tmp, path);
+    } else {
+        rc = renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
+        if (rc && (errno == EINVAL || errno == ENOSYS) && !(rc = link(tmp, path)))
+            unlink(tmp);
+    }
+    if (!rc)
+        return HS_OK;
+    const int err = errno;
+    unlink(tmp);
+    return err == EEXIST ? hs_fail(HS_EIO, "%s exists (another writer finished first; --force "
+                                           "replaces it)", path)
+                         : hs_fail(HS_EIO, "%s: cannot move the finished file into place: %s",
+                                   path, strerror(err));
+}
+
+int hs_tmp_stale(const char *path, const char *name)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const size_t nb = strlen(base);
+    if (strncmp(name, base, nb) || strncmp(name + nb, ".tmp.", 5))
+        return 0;
+    char *end;
+    const long pid = strtol(name + nb + 5, &end, 10);
+    if (end == name + nb + 5 || *end != '.' || strlen(end) != 7 || pid <= 0)
+        return 0;
+    return kill((pid_t)pid, 0) && errno == ESRCH;
 }
 
 int hs_mkdirs(const char *path)

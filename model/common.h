@@ -52,6 +52,27 @@ int hs_open_regular(const char *path, size_t *size);
 /* hs_open_regular as a stdio stream ("rb"); NULL with the message set. */
 FILE *hs_fopen_regular(const char *path);
 
+/* Output files are written under a temporary name beside the final one and
+ * moved over it when complete, so that no reader ever sees half a file.
+ * The temporary name is not predictable and the file is created with
+ * O_CREAT|O_EXCL (never through a planted symlink or an existing file):
+ * "PATH.tmp.PID.XXXXXX", the PID first so that a later run can tell a dead
+ * writer's leftover (hs_tmp_stale). Mode 0666 less the umask, as fopen's.
+ * hs_tmp_create: the descriptor (O_CLOEXEC), its name in tmp (n bytes), or
+ * -1 with the message naming path. */
+int hs_tmp_create(const char *path, char *tmp, size_t n);
+/* hs_tmp_create as a stdio stream ("wb"); NULL with the message set. */
+FILE *hs_tmp_fopen(const char *path, char *tmp, size_t n);
+/* Moves the finished tmp to path: over whatever path is when replace is
+ * set (rename: a symlink at path is replaced, never followed); else only if
+ * path does not exist, atomically (renameat2 RENAME_NOREPLACE, or link +
+ * unlink where the file system lacks it), HS_EIO "PATH exists" otherwise.
+ * tmp is removed on failure. */
+int hs_tmp_commit(const char *tmp, const char *path, int replace);
+/* 1 when name (a file's name in path's directory) is a temporary of path
+ * (hs_tmp_create) whose writer process is gone. */
+int hs_tmp_stale(const char *path, const char *name);
+
 /* mkdir -p: creates path and its missing parents (HS_EIO naming the path). */
 int hs_mkdirs(const char *path);
 
