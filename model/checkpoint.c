@@ -9,102 +9,23 @@
 
 #include <cjson/cJSON.h>
 
+#include "family.h"
 #include "json.h"
 #include "safetensors.h"
 
-/* A tensor as the file stores it, filled from one to three of our tensors.
- * Part p covers file columns [col0, col0 + rows of ours): with transpose,
- * file[i][col0 + o] = ours[o][i] (GPT-2's Conv1D stores [in, out]);
- * otherwise row o of ours is file row row_of(part, o): col0 + o, or with
- * group > 0, (o / group) * 3 group + col0 + o % group -- GPT-NeoX's fused
- * query_key_value, whose rows hold q, k, v of head 0, then of head 1, ...
- * (group = dh, col0 = 0, dh, 2 dh). 1-D parts index the same way. */
-typedef struct {
-    char name[128];
-    int ndim;
-    int64_t shape[2];
-    int nparts;
-    struct {
-        int tensor; /* index into the model's table */
-        int transpose;
-        int col0;
-        int group;
-    } part[3];
-} file_tensor;
-
-/* The file row of row o of a non-transposed part. */
-static size_t row_of(const file_tensor *f, int p, size_t o)
+/* The file's view of our table for the configuration's family: each of our
+ * tensors under its name in the family's files, fused where the family
+ * fuses (family.h). */
+static int file_layout(const hs_model *m, hs_file_tensor **out, int *n_out)
 {
-    const size_t g = (size_t)f->part[p].group, c0 = (size_t)f->part[p].col0;
-    return g ? o / g * 3 * g + c0 + o % g : c0 + o;
-}
-
-static int find(const hs_model *m, const char *fmt, int l)
-{
-    char name[96];
-    snprintf(name, sizeof name, fmt, l);
-    return hs_model_find(m, name);
-}
-
-/* GPT-NeoX's names (GPTNeoXForCausalLM) for tensor i of ours, named rest
- * within layer `layer` (-1: outside the layers). q, k and v go into the
- * fused query_key_value, interleaved per head; 1 for k and v, which the
- * file holds inside it. */
-static int gpt_neox_name(const hs_model *m, file_tensor *f, const hs_tensor_info *t, int i,
-                         int layer, const char *rest)
-{
-    static const char *const top[][2] = { { "wte.weight", "gpt_neox.embed_in.weight" },
-                                          { "ln_f.weight", "gpt_neox.final_layer_norm.weight" },
-                                          { "ln_f.bias", "gpt_neox.final_layer_norm.bias" },
-                                          { "lm_head.weight", "embed_out.weight" } };
-    static const char *const map[][2] = { { "ln_1.", "input_layernorm." },
-                                          { "ln_2.", "post_attention_layernorm." },
-                                          { "attn.o_proj.", "attention.dense." },
-                                          { "mlp.fc.", "mlp.dense_h_to_4h." },
-                                          { "mlp.proj.", "mlp.dense_4h_to_h." } };
-    if (layer < 0) {
-        for (size_t k = 0; k < sizeof top / sizeof top[0]; k++)
-            if (!strcmp(t->name, top[k][0]))
-                snprintf(f->name, sizeof f->name, "%s", top[k][1]);
-        return 0;
-    }
-    if (strstr(rest, "attn.k_proj") || strstr(rest, "attn.v_proj"))
-        return 1;
-    if (!strncmp(rest, "attn.q_proj.", 12)) {
-        const int is_w = t->ndim == 2, dh = m->cfg.head_dim;
-        snprintf(f->name, sizeof f->name, "gpt_neox.layers.%d.attention.query_key_value.%s",
-                 layer, is_w ? "weight" : "bias");
-        f->shape[0] = 3 * (int64_t)t->shape[0];
-        f->nparts = 3;
-        const char *kv[2] = { is_w ? "h.%d.attn.k_proj.weight" : "h.%d.attn.k_proj.bias",
-                              is_w ? "h.%d.attn.v_proj.weight" : "h.%d.attn.v_proj.bias" };
-        for (int p = 0; p < 3; p++) {
-            f->part[p].tensor = p ? find(m, kv[p - 1], layer) : i;
-            f->part[p].col0 = p * dh;
-            f->part[p].group = dh;
-        }
-        return 0;
-    }
-    for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
-        size_t len = strlen(map[k][0]);
-        if (!strncmp(rest, map[k][0], len))
-            snprintf(f->name, sizeof f->name, "gpt_neox.layers.%d.%s%s", layer, map[k][1],
-                     rest + len);
-    }
-    return 0;
-}
-
-/* The file's view of our table for the configuration's family. */
-static int file_layout(const hs_model *m, file_tensor **out, int *n_out)
-{
-    const hs_model_config *c = &m->cfg;
-    file_tensor *ft = hs_calloc((size_t)m->n_tensors, sizeof *ft, "checkpoint layout");
+    const hs_family_ops *fam = hs_family_ops_of(m->cfg.family);
+    hs_file_tensor *ft = hs_calloc((size_t)m->n_tensors, sizeof *ft, "checkpoint layout");
     if (!ft)
         return HS_ENOMEM;
     int n = 0;
     for (int i = 0; i < m->n_tensors; i++) {
         const hs_tensor_info *t = &m->tensors[i];
-        file_tensor *f = &ft[n];
+        hs_file_tensor *f = &ft[n];
         int layer = -1;
         char rest[80] = "";
         if (sscanf(t->name, "h.%d.%79s", &layer, rest) != 2)
@@ -115,70 +36,8 @@ static int file_layout(const hs_model *m, file_tensor **out, int *n_out)
         f->nparts = 1;
         f->part[0].tensor = i;
         snprintf(f->name, sizeof f->name, "%s", t->name);
-        if (c->family == HS_FAMILY_GPT_NEOX) {
-            if (gpt_neox_name(m, f, t, i, layer, rest))
-                continue; /* inside query_key_value */
-        } else if (c->family == HS_FAMILY_LLAMA || c->family == HS_FAMILY_MISTRAL ||
-                   c->family == HS_FAMILY_QWEN2) {
-            static const char *const map[][2] = {
-                { "ln_1.weight", "input_layernorm.weight" },
-                { "ln_2.weight", "post_attention_layernorm.weight" },
-                { "attn.q_proj.weight", "self_attn.q_proj.weight" },
-                { "attn.k_proj.weight", "self_attn.k_proj.weight" },
-                { "attn.v_proj.weight", "self_attn.v_proj.weight" },
-                { "attn.o_proj.weight", "self_attn.o_proj.weight" },
-                { "attn.q_proj.bias", "self_attn.q_proj.bias" },
-                { "attn.k_proj.bias", "self_attn.k_proj.bias" },
-                { "attn.v_proj.bias", "self_attn.v_proj.bias" },
-                { "attn.o_proj.bias", "self_attn.o_proj.bias" },
-            };
-            if (!strcmp(t->name, "wte.weight"))
-                snprintf(f->name, sizeof f->name, "model.embed_tokens.weight");
-            else if (!strcmp(t->name, "ln_f.weight"))
-                snprintf(f->name, sizeof f->name, "model.norm.weight");
-            else if (layer >= 0) {
-                const char *to = rest; /* mlp.* keeps its name */
-                for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
-                    if (!strcmp(rest, map[k][0]))
-                        to = map[k][1];
-                snprintf(f->name, sizeof f->name, "model.layers.%d.%s", layer, to);
-            }
-        } else if (c->family == HS_FAMILY_GPT2 && layer >= 0) {
-            const int d = c->d_model;
-            if (!strcmp(rest, "attn.q_proj.weight") || !strcmp(rest, "attn.q_proj.bias")) {
-                int is_w = t->ndim == 2;
-                snprintf(f->name, sizeof f->name, "h.%d.attn.c_attn.%s", layer,
-                         is_w ? "weight" : "bias");
-                f->ndim = is_w ? 2 : 1;
-                f->shape[0] = is_w ? d : 3 * d;
-                f->shape[1] = is_w ? 3 * d : 0;
-                f->nparts = 3;
-                const char *kv[2] = { is_w ? "h.%d.attn.k_proj.weight" : "h.%d.attn.k_proj.bias",
-                                      is_w ? "h.%d.attn.v_proj.weight" : "h.%d.attn.v_proj.bias" };
-                for (int p = 0; p < 3; p++) {
-                    f->part[p].tensor = p ? find(m, kv[p - 1], layer) : i;
-                    f->part[p].transpose = is_w;
-                    f->part[p].col0 = p * d;
-                }
-            } else if (strstr(rest, "attn.k_proj") || strstr(rest, "attn.v_proj")) {
-                continue; /* inside c_attn */
-            } else {
-                static const char *const map[][2] = { { "attn.o_proj", "attn.c_proj" },
-                                                      { "mlp.fc", "mlp.c_fc" },
-                                                      { "mlp.proj", "mlp.c_proj" } };
-                for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
-                    size_t len = strlen(map[k][0]);
-                    if (!strncmp(rest, map[k][0], len) && rest[len] == '.') {
-                        snprintf(f->name, sizeof f->name, "h.%d.%s%s", layer, map[k][1], rest + len);
-                        if (t->ndim == 2) {
-                            f->part[0].transpose = 1;
-                            f->shape[0] = t->shape[1];
-                            f->shape[1] = t->shape[0];
-                        }
-                    }
-                }
-            }
-        }
+        if (fam && fam->layout && fam->layout(m, f, i, layer, rest))
+            continue; /* held inside another file tensor */
         n++;
     }
     *out = ft;
@@ -337,15 +196,16 @@ static const hs_st_tensor *sources_find(const sources *src, const char *name,
     return NULL;
 }
 
-/* The file's tensor for spec f: the name as written, or with GPT-2's
- * "transformer." prefix; *file is the file holding it. */
+/* The file's tensor for spec f: the name as written, or with the family's
+ * other prefix (GPT-2's "transformer."); *file is the file holding it. */
 static const hs_st_tensor *lookup(const sources *src, const hs_model_config *c,
                                   const char *name, const hs_safetensors **file)
 {
     const hs_st_tensor *t = sources_find(src, name, file);
-    if (!t && c->family == HS_FAMILY_GPT2) {
+    const hs_family_ops *fam = hs_family_ops_of(c->family);
+    if (!t && fam && fam->alt_prefix) {
         char prefixed[160];
-        snprintf(prefixed, sizeof prefixed, "transformer.%s", name);
+        snprintf(prefixed, sizeof prefixed, "%s%s", fam->alt_prefix, name);
         const hs_safetensors *other;
         if ((t = sources_find(src, prefixed, &other)))
             *file = other;
@@ -357,7 +217,7 @@ static const hs_st_tensor *lookup(const sources *src, const hs_model_config *c,
  * configuration implies; NULL with the message otherwise. *file is the
  * file holding it. */
 static const hs_st_tensor *check_tensor(const hs_model *m, const sources *src,
-                                        const file_tensor *f, const hs_safetensors **file)
+                                        const hs_file_tensor *f, const hs_safetensors **file)
 {
     const hs_st_tensor *t = lookup(src, &m->cfg, f->name, file);
     const hs_safetensors *st = *file;
@@ -398,7 +258,7 @@ static const hs_st_tensor *check_tensor(const hs_model *m, const sources *src,
     return t;
 }
 
-static int load_tensor(hs_model *m, const sources *src, const file_tensor *f)
+static int load_tensor(hs_model *m, const sources *src, const hs_file_tensor *f)
 {
     const hs_safetensors *st;
     const hs_st_tensor *t = check_tensor(m, src, f, &st);
@@ -415,7 +275,7 @@ static int load_tensor(hs_model *m, const sources *src, const file_tensor *f)
         } else if (!f->part[p].transpose) { /* rows of a fused tensor */
             for (size_t o = 0; o < rows; o++)
                 for (size_t i = 0; i < inner; i++)
-                    dst[o * inner + i] = (hs_real)hs_st_get(st, t, row_of(f, p, o) * inner + i);
+                    dst[o * inner + i] = (hs_real)hs_st_get(st, t, hs_file_row(f, p, o) * inner + i);
         } else {
             for (size_t o = 0; o < rows; o++)
                 for (size_t i = 0; i < inner; i++)
@@ -441,7 +301,7 @@ int hs_checkpoint_load(hs_model *m, const char *dir)
      * claims more than the file holds is refused before the parameters are
      * allocated. */
     m->cfg = c;
-    file_tensor *ft = NULL;
+    hs_file_tensor *ft = NULL;
     int n = 0;
     rc = hs_tensor_table(&c, &m->tensors, &m->n_tensors, &m->n_params);
     if (!rc)
@@ -464,7 +324,7 @@ int hs_checkpoint_load(hs_model *m, const char *dir)
 }
 
 /* out (the file tensor's elements) from our tensors, in the file's layout. */
-static void gather(const hs_model *m, const file_tensor *f, double *out)
+static void gather(const hs_model *m, const hs_file_tensor *f, double *out)
 {
     const size_t cols = f->ndim == 2 ? (size_t)f->shape[1] : 1;
     for (int p = 0; p < f->nparts; p++) {
@@ -474,7 +334,7 @@ static void gather(const hs_model *m, const file_tensor *f, double *out)
         if (!f->part[p].transpose)
             for (size_t o = 0; o < rows; o++)
                 for (size_t k = 0; k < inner; k++)
-                    out[row_of(f, p, o) * inner + k] = src[o * inner + k];
+                    out[hs_file_row(f, p, o) * inner + k] = src[o * inner + k];
         else
             for (size_t o = 0; o < rows; o++)
                 for (size_t k = 0; k < inner; k++)
@@ -482,14 +342,14 @@ static void gather(const hs_model *m, const file_tensor *f, double *out)
     }
 }
 
-static size_t file_tensor_count(const file_tensor *f)
+static size_t hs_file_tensor_count(const hs_file_tensor *f)
 {
     return (size_t)f->shape[0] * (f->ndim == 2 ? (size_t)f->shape[1] : 1);
 }
 
 typedef struct {
     const hs_model *m;
-    const file_tensor *ft;
+    const hs_file_tensor *ft;
     double *scratch; /* largest file tensor */
 } save_ctx;
 
@@ -497,14 +357,14 @@ static void fill_tensor(void *ctx, int i, float *out)
 {
     const save_ctx *s = ctx;
     gather(s->m, &s->ft[i], s->scratch);
-    for (size_t k = 0, n = file_tensor_count(&s->ft[i]); k < n; k++)
+    for (size_t k = 0, n = hs_file_tensor_count(&s->ft[i]); k < n; k++)
         out[k] = (float)s->scratch[k];
 }
 
 int hs_checkpoint_export(const hs_model *m, const char *file_name, double *out, size_t cap,
                          size_t *n)
 {
-    file_tensor *ft = NULL;
+    hs_file_tensor *ft = NULL;
     int nft = 0, rc = file_layout(m, &ft, &nft);
     if (rc)
         return rc;
@@ -513,7 +373,7 @@ int hs_checkpoint_export(const hs_model *m, const char *file_name, double *out, 
     for (int i = 0; i < nft; i++) {
         if (strcmp(ft[i].name, file_name))
             continue;
-        *n = file_tensor_count(&ft[i]);
+        *n = hs_file_tensor_count(&ft[i]);
         if (*n > cap)
             rc = hs_fail(HS_EINVAL, "%s: %zu elements exceed %zu", file_name, *n, cap);
         else
@@ -528,7 +388,7 @@ int hs_checkpoint_save(const hs_model *m, const char *dir)
 {
     if (hs_mkdirs(dir))
         return HS_EIO;
-    file_tensor *ft = NULL;
+    hs_file_tensor *ft = NULL;
     int n = 0;
     int rc = file_layout(m, &ft, &n);
     if (rc)
@@ -542,7 +402,7 @@ int hs_checkpoint_save(const hs_model *m, const char *dir)
         specs[i] = (hs_st_spec){ ft[i].name, ft[i].ndim, { ft[i].shape[0], ft[i].shape[1] } };
     size_t largest = 1;
     for (int i = 0; i < n; i++)
-        largest = file_tensor_count(&ft[i]) > largest ? file_tensor_count(&ft[i]) : largest;
+        largest = hs_file_tensor_count(&ft[i]) > largest ? hs_file_tensor_count(&ft[i]) : largest;
     char path[1024], tmp[1100];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     save_ctx ctx = { m, ft, hs_calloc(largest, sizeof(double), "checkpoint write buffer") };

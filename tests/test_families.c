@@ -239,6 +239,33 @@ static void test_unknown_rope_scaling_type_is_refused_naming_it(void)
             "\"rope_type\": \"llama3\", \"mscale\": 1.2", NEEDLES("rope_scaling", "mscale"));
 }
 
+/* null where a key changes the computation: HF gives it a meaning, which
+ * we follow (use_parallel_residual None is false in `if
+ * config.use_parallel_residual`: sequential), or none, and then it is
+ * refused (int(head_size * None) fails for rotary_pct). Both used to read
+ * as the key's default: a parallel residual and rotary_pct 0.25. */
+static void test_null_values_follow_hugging_face(void)
+{
+    char *dir = copy_case("neox_par");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    CU_ASSERT_EQUAL_FATAL(edit_file(dir, "config.json", "\"use_parallel_residual\": true",
+                                    "\"use_parallel_residual\": null"), 0);
+    hs_model m;
+    int rc = hs_checkpoint_load(&m, dir);
+    CU_ASSERT_EQUAL(rc, HS_OK);
+    if (!rc) {
+        CU_ASSERT_EQUAL(m.cfg.parallel_residual, 0);
+        hs_model_free(&m);
+    }
+    remove_case(dir);
+    refused("gpt_neox rotary_pct null", "neox_par", "config.json", "\"rotary_pct\": 0.25",
+            "\"rotary_pct\": null", NEEDLES("config.json", "\"rotary_pct\" is null"));
+    refused("gpt_neox layer_norm_eps null", "neox_par", "config.json", "\"layer_norm_eps\": 1e-05",
+            "\"layer_norm_eps\": null", NEEDLES("\"layer_norm_eps\" is null"));
+    refused("qwen2 num_attention_heads null", "qwen2", "config.json", "\"num_attention_heads\": 4",
+            "\"num_attention_heads\": null", NEEDLES("\"num_attention_heads\" is null"));
+}
+
 static void test_qwen2_sliding_window_layers_are_refused(void)
 {
     refused("qwen2 + use_sliding_window", "qwen2", "config.json", "\"use_sliding_window\": false",
@@ -365,6 +392,7 @@ int main(void)
           test_unknown_config_key_is_refused_naming_it },
         { "test_unknown_rope_scaling_type_is_refused_naming_it",
           test_unknown_rope_scaling_type_is_refused_naming_it },
+        { "test_null_values_follow_hugging_face", test_null_values_follow_hugging_face },
         { "test_qwen2_sliding_window_layers_are_refused",
           test_qwen2_sliding_window_layers_are_refused },
         { "test_missing_shard_is_refused_naming_the_file",

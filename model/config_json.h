@@ -1,0 +1,93 @@
+/* config.json's keys, read and written: the helpers every family's parser
+ * and writer (model/family_*.c) is made of. The readers Each names the file and the key in
+ * its error; each remembers the key as read, since a key some parser reads
+ * is implemented and the check of unknown keys (config.c) leaves it alone.
+ *
+ * JSON null: Hugging Face configs carry null where a Python default of None
+ * means something ("derive it", "no window"), and nowhere else. A null is
+ * therefore refused unless the caller passes HS_CFG_NULL_DEFAULT (null is
+ * the default, as None is in the HF config class); booleans of HF families
+ * take HS_CFG_NULL_FALSE, since HF's modeling code tests them for truth
+ * (`if config.use_parallel_residual:`) and None is false there. */
+#ifndef HS_CONFIG_JSON_H
+#define HS_CONFIG_JSON_H
+
+#include <cjson/cJSON.h>
+
+#include "config.h"
+
+typedef struct hs_cfg_reader {
+    const cJSON *root;
+    const char *path;     /* names the file in messages */
+    const char *seen[96]; /* keys a parser read (implemented) */
+    int nseen;
+} hs_cfg_reader;
+
+enum {
+    HS_CFG_REQUIRED = 1u << 0,     /* absent (or null) is an error */
+    HS_CFG_NULL_DEFAULT = 1u << 1, /* null takes the default */
+    HS_CFG_NULL_FALSE = 1u << 2,   /* booleans: null is false */
+};
+
+/* The value of key (NULL when absent), remembered as read. */
+const cJSON *hs_cfg_lookup(hs_cfg_reader *r, const char *key);
+
+/* 1 when some parser looked key up. */
+int hs_cfg_was_read(const hs_cfg_reader *r, const char *key);
+
+/* A non-negative integer (at most 1e9), dflt when absent. */
+int hs_cfg_int(hs_cfg_reader *r, const char *key, unsigned flags, int dflt, int *out);
+
+/* A finite number, dflt when absent. */
+int hs_cfg_double(hs_cfg_reader *r, const char *key, unsigned flags, double dflt, double *out);
+
+/* true or false, dflt when absent. */
+int hs_cfg_bool(hs_cfg_reader *r, const char *key, unsigned flags, int dflt, int *out);
+
+/* A string among names[0..n): *out its index, dflt when absent. */
+int hs_cfg_choice(hs_cfg_reader *r, const char *key, const char *const *names, int n, int dflt,
+                  int *out);
+
+/* n_head / n_kv_head: one integer for every layer or a list of n_layer, each
+ * in 1..HS_MAX_HEADS; a single 0 only where zero_ok. */
+int hs_cfg_per_layer(hs_cfg_reader *r, const char *key, int n_layer, unsigned flags, int dflt,
+                     int zero_ok, int *out);
+
+/* n_layer read from key lies in 1..HS_MAX_LAYERS (named by key). */
+int hs_cfg_layers_ok(const hs_cfg_reader *r, const char *key, int n_layer);
+
+/* Query heads share key/value heads in equal groups: H_l % G_l == 0, named
+ * with the family's keys. */
+int hs_cfg_check_groups(const hs_cfg_reader *r, const hs_model_config *c, const char *hkey,
+                        const char *gkey);
+
+/* A rope_scaling / rope_parameters object at key: null or absent (plain),
+ * plain RoPE spelled as an object, or "linear" / "llama3"; any other type or
+ * key is refused, naming it. *theta: the object's rope_theta (0: none);
+ * partial: the rotary fraction the family implies. */
+int hs_cfg_rope_object(hs_cfg_reader *r, const char *key, double partial, double *theta,
+                       hs_rope_scaling *s);
+
+/* RoPE of the HF families: the base (theta_key at the top level, or inside
+ * rope_parameters / rope_scaling; where two are given they must agree, dflt
+ * when none is) and the scaling of either object. */
+int hs_cfg_rope(hs_cfg_reader *r, const char *theta_key, double dflt, double partial,
+                hs_model_config *c);
+
+/* The sizes every Hugging Face family after GPT-2 spells the same way:
+ * hidden_size, num_hidden_layers, vocab_size, intermediate_size,
+ * max_position_embeddings, initializer_range. */
+int hs_cfg_hf_sizes(hs_cfg_reader *r, hs_model_config *c);
+
+/* ---- writing ---- */
+
+/* key as one number when every layer has the same v[l], else a list. */
+void hs_cfg_add_per_layer(cJSON *o, const char *key, const hs_model_config *c, const int *v);
+
+/* rope_scaling as Hugging Face writes it (nothing for plain RoPE). */
+void hs_cfg_add_rope_scaling(cJSON *o, const hs_rope_scaling *s);
+
+/* The keys of hs_cfg_hf_sizes, and "architectures": [arch]. */
+void hs_cfg_add_hf_sizes(cJSON *o, const hs_model_config *c, const char *arch);
+
+#endif

@@ -1,0 +1,53 @@
+#include "family.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Each family's record lives in its own file (model/family_NAME.c). */
+extern const hs_family_ops hs_family_headscope, hs_family_gpt2, hs_family_llama,
+    hs_family_gpt_neox, hs_family_mistral, hs_family_qwen2;
+
+static const hs_family_ops *const FAMILIES[HS_FAMILY_COUNT] = {
+    [HS_FAMILY_HEADSCOPE] = &hs_family_headscope, [HS_FAMILY_GPT2] = &hs_family_gpt2,
+    [HS_FAMILY_LLAMA] = &hs_family_llama,         [HS_FAMILY_GPT_NEOX] = &hs_family_gpt_neox,
+    [HS_FAMILY_MISTRAL] = &hs_family_mistral,     [HS_FAMILY_QWEN2] = &hs_family_qwen2,
+};
+
+const hs_family_ops *hs_family_ops_of(hs_family f)
+{
+    return f >= 0 && f < HS_FAMILY_COUNT ? FAMILIES[f] : NULL;
+}
+
+const hs_family_ops *hs_family_by_type(const char *type)
+{
+    for (int f = 0; type && f < HS_FAMILY_COUNT; f++)
+        if (!strcmp(FAMILIES[f]->model_type, type))
+            return FAMILIES[f];
+    return NULL;
+}
+
+const char *hs_family_types(void)
+{
+    static char list[512];
+    if (!*list) /* the HF families in table order, then ours */
+        for (int f = 1, k = 0; f <= HS_FAMILY_COUNT; f++) {
+            const int i = f % HS_FAMILY_COUNT;
+            k += snprintf(list + k, sizeof list - (size_t)k, "%s%s",
+                          f == 1 ? "" : f == HS_FAMILY_COUNT ? " or " : ", ",
+                          FAMILIES[i]->model_type);
+        }
+    return list;
+}
+
+const char *hs_family_name(hs_family f)
+{
+    const hs_family_ops *o = hs_family_ops_of(f);
+    return o ? o->model_type : "headscope";
+}
+
+int hs_family_find(const hs_model *m, const char *fmt, int l)
+{
+    char name[96];
+    snprintf(name, sizeof name, fmt, l);
+    return hs_model_find(m, name);
+}
