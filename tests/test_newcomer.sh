@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of what a newcomer meets first: OpenMP threads that wait
 # passively by default, KEY=VALUE overrides in any order, what scripts/setup
-# installs, and a .gitignore for what the README's commands write.
+# installs, and a .gitignore for what the documented commands write.
 #
 # usage: tests/test_newcomer.sh HEADSCOPE_BINARY FIXTURE_DIR
 # Prints "ok NAME" or "FAIL NAME: reason" per check, then "N passed, M failed";
@@ -129,14 +129,15 @@ setup_lists() {
     done
 }
 
-# Every file the README's study by hand writes in the repository root is
-# ignored by git (skipped outside a git checkout).
+# Every file the study by hand (docs/guide.md, "A study by hand") writes in the
+# repository root is ignored by git, and so are the README's worked study's
+# outputs under demo/ and the example program (skipped outside a git checkout).
 gitignore_covers_readme_outputs() {
     git -C "$SRC" rev-parse --is-inside-work-tree >/dev/null 2>&1 || return 0
     local f
     for f in licenses.txt train.bin val.bin runs/tiny/config.json runs.db runs.db-wal runs.db-shm \
         maps.h5 head.png grid.svg loss.png report/index.html demo/demo.db bench/out/x.json \
-        build/float/headscope; do
+        build/float/headscope head_entropy; do
         git -C "$SRC" check-ignore -q --no-index "$f" || bad "$f is not in .gitignore" || return 1
     done
     for f in README.md model/config.c tests/fixtures/x.bin; do
