@@ -221,15 +221,6 @@ int cli_tokenizer_open(hs_tokenizer **tk, const char *tokenizer, const char *mod
 int cli_tokens_load(hs_tokenizer **keep, hs_tokens *t, const cli_source *s, const char *model_dir,
                     int vocab);
 
-/* A token's display string (a map file's /token_text) as a label people
- * can read, written NUL-terminated into out (n bytes): a space shows as
- * '·', a newline as '↵', a tab as '⇥', a carriage return as "\r", any
- * other control byte or byte that is not well-formed UTF-8 as <0xAB>, the
- * empty string as "''"; cut after max_chars characters with '…' (0: no
- * limit). plot_safe also shows code points outside what gnuplot's default
- * font draws (Latin, Greek, Cyrillic, general punctuation, arrows) as
- * <U+ABCD>: cairo's fallback for a missing glyph ruins a whole PNG. */
-void cli_token_display(char *out, size_t n, const char *s, int max_chars, int plot_safe);
 
 /* Writes s as a JSON string literal (quoted, escaped). */
 void json_string(FILE *f, const char *s);

@@ -8,6 +8,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "index.h"
+#include "labels.h"
 #include "maps.h"
 #include "study.h"
 #include "tokens.h"
@@ -147,7 +148,7 @@ static void print_token_text(hs_maps_reader *r, const hs_maps_info *in, int json
         size_t shown = 0;
         for (int t = 0; t < in->seq_len && shown < 400; t++) {
             char d[256];
-            cli_token_display(d, sizeof d, text[t], 24, 0);
+            hs_token_display(d, sizeof d, text[t], 24, 0);
             shown += strlen(d) + 1;
             printf("%s%s", t ? "|" : "", d);
         }

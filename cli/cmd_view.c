@@ -9,91 +9,7 @@
 
 #include "cli.h"
 #include "index.h"
-#include "view.h"
-
-#ifndef HS_SCRIPTS_DIR
-#define HS_SCRIPTS_DIR "scripts"
-#endif
-
-#ifndef HS_INSTALLED_SCRIPTS_REL
-#define HS_INSTALLED_SCRIPTS_REL "../share/headscope/scripts"
-#endif
-
-static const char *const PAGE_FILES[] = { "index.html", "viewer.js", "viewer.css" };
-
-/* The viewer's sources: $HEADSCOPE_SCRIPTS/viewer, else the source tree's
- * scripts/viewer (a build), else the installed copy beside the executable. */
-static void viewer_dir(char *out, size_t n)
-{
-    const char *env = getenv("HEADSCOPE_SCRIPTS");
-    if (env && *env) {
-        snprintf(out, n, "%s/viewer", env);
-        return;
-    }
-    snprintf(out, n, "%s/viewer", HS_SCRIPTS_DIR);
-    if (!access(HS_SCRIPTS_DIR "/viewer/viewer.js", R_OK))
-        return;
-    char exe[PATH_MAX - 128];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len <= 0)
-        return;
-    exe[len] = 0;
-    char *slash = strrchr(exe, '/');
-    if (slash)
-        *slash = 0;
-    snprintf(out, n, "%s/%s/viewer", exe, HS_INSTALLED_SCRIPTS_REL);
-}
-
-/* Copies src to dst through dst's temporary name. */
-static int copy_file(const char *src, const char *dst)
-{
-    char tmp[1400];
-    snprintf(tmp, sizeof tmp, "%s.tmp", dst);
-    FILE *in = fopen(src, "rb");
-    if (!in)
-        return hs_fail(HS_EIO, "%s: viewer file not found (set HEADSCOPE_SCRIPTS): %s", src,
-                       strerror(errno));
-    FILE *out = fopen(tmp, "wb");
-    int rc = out ? HS_OK : hs_fail(HS_EIO, "%s: cannot write: %s", tmp, strerror(errno));
-    char buf[65536];
-    size_t k;
-    while (!rc && (k = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, k, out) != k)
-            rc = hs_fail(HS_EIO, "%s: write failed: %s", tmp, strerror(errno));
-    if (!rc && ferror(in))
-        rc = hs_fail(HS_EIO, "%s: read failed", src);
-    fclose(in);
-    if (out && fclose(out) && !rc)
-        rc = hs_fail(HS_EIO, "%s: write failed: %s", tmp, strerror(errno));
-    if (!rc && rename(tmp, dst))
-        rc = hs_fail(HS_EIO, "%s: cannot rename: %s", dst, strerror(errno));
-    if (rc && out)
-        remove(tmp);
-    return rc;
-}
-
-int view_write(const hs_viewer_request *rq, hs_viewer_summary *sum)
-{
-    char dir[PATH_MAX - 64];
-    viewer_dir(dir, sizeof dir);
-    const size_t n = sizeof PAGE_FILES / sizeof PAGE_FILES[0];
-    char src[3][PATH_MAX];
-    /* the page's sources before any output, then the data, then the page:
-     * a failure leaves no page over data that is not there */
-    for (size_t i = 0; i < n; i++) {
-        snprintf(src[i], sizeof src[i], "%s/%s", dir, PAGE_FILES[i]);
-        if (access(src[i], R_OK))
-            return hs_fail(HS_EIO, "%s: viewer file not found (set HEADSCOPE_SCRIPTS): %s", src[i],
-                           strerror(errno));
-    }
-    int rc = hs_viewer_export(rq, sum);
-    for (size_t i = 0; !rc && i < n; i++) {
-        char dst[1300];
-        snprintf(dst, sizeof dst, "%s/%s", rq->dir, PAGE_FILES[i]);
-        rc = copy_file(src[i], dst);
-    }
-    return rc;
-}
+#include "viewer.h"
 
 static void print_view(const hs_viewer_request *rq, const hs_viewer_summary *s, int json)
 {
@@ -144,7 +60,7 @@ static int cmd_view(int argc, char **argv)
     if ((db && hs_index_open_read(&rq.ix, db)) || hs_mkdirs(rq.dir))
         return run_error("view");
     hs_viewer_summary sum;
-    rc = view_write(&rq, &sum);
+    rc = hs_viewer_write(&rq, &sum);
     if (rq.ix)
         hs_index_close(rq.ix);
     if (rc && made)

@@ -3,7 +3,7 @@
 # source tree: commands are plumbing (no function in cli/ over 80 lines), the
 # index's SQL lives in store/ only, one Welford implementation and one head
 # limit, and no folder includes a header of a folder above it
-# (model -> capture -> store -> analyze -> cli).
+# (model -> tokenizer -> capture -> store -> analyze -> render -> cli).
 #
 # usage: tests/test_architecture.sh SOURCE_ROOT
 # Prints "ok NAME" or "FAIL NAME: reason" per check, then "N passed, M failed".
@@ -49,7 +49,7 @@ one_head_limit() {
 # Each header belongs to the folder it lies in; a file may include headers of
 # its own folder and of the folders below it.
 layering() {
-    local order=(model tokenizer capture store analyze cli) i j f h owner bad_inc=""
+    local order=(model tokenizer capture store analyze render cli) i j f h owner bad_inc=""
     declare -A rank owner_of
     for i in "${!order[@]}"; do rank[${order[$i]}]=$i; done
     for i in "${order[@]}"; do

@@ -13,25 +13,14 @@
 #include <cjson/cJSON.h>
 
 #include "plot.h"
+
 #include "checkpoint.h"
-#include "cli.h"
+#include "gnuplot.h"
+#include "labels.h"
 #include "prompts.h"
 #include "tokenizer.h"
 
 enum { LABEL_CAP = 48 };
-
-/* Removes the data files of a figure and its directory. */
-static void remove_dir(const char *dir)
-{
-    static const char *const files[] = { "cells.txt", "absent.txt", "labels.txt", "dla.txt",
-                                         "lens.txt",  "comp.txt",   "control.txt" };
-    char p[1200];
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-        unlink(p);
-    }
-    rmdir(dir);
-}
 
 static int write_fail(FILE *f, const char *path, int rc)
 {
@@ -42,11 +31,11 @@ static int write_fail(FILE *f, const char *path, int rc)
 
 /* ---- token labels ------------------------------------------------------------------ */
 
-/* A token's text as a label: cli_token_display's form (a space as a
+/* A token's text as a label: hs_token_display's form (a space as a
  * middle dot, as plot map shows it), safe for gnuplot's default font. */
 static void label_text(char *out, size_t n, const char *s)
 {
-    cli_token_display(out, n, s, 12, 1);
+    hs_token_display(out, n, s, 12, 1);
 }
 
 /* The value of option `name` in a command line recorded as a JSON array
@@ -142,7 +131,7 @@ static int write_patch(const char *dir, const hs_position_grid *g, char (*lab)[L
     snprintf(pc, sizeof pc, "%s/cells.txt", dir);
     snprintf(pa, sizeof pa, "%s/absent.txt", dir);
     snprintf(pl, sizeof pl, "%s/labels.txt", dir);
-    FILE *c = fopen(pc, "w"), *a = fopen(pa, "w"), *l = fopen(pl, "w");
+    FILE *c = hs_plot_file(pc), *a = hs_plot_file(pa), *l = hs_plot_file(pl);
     int rc = c && a && l ? HS_OK : hs_fail(HS_EIO, "%s: cannot write", dir);
     *absent = 0, *hi = 1;
     for (int i = 0; !rc && i < g->n_layer * g->n_pos; i++) {
@@ -161,7 +150,7 @@ static int write_patch(const char *dir, const hs_position_grid *g, char (*lab)[L
     return write_fail(l, pl, rc);
 }
 
-int plot_patch(hs_index *ix, const char *db, const char *metric, long long run_id,
+int hs_plot_patch(hs_index *ix, const char *db, const char *metric, long long run_id,
                const char *out)
 {
     if (!metric)
@@ -183,7 +172,7 @@ int plot_patch(hs_index *ix, const char *db, const char *metric, long long run_i
     double hi = 1;
     if (!rc) {
         tokens = position_labels(ix, run, g.n_pos, lab);
-        rc = plot_tmpdir(dir, sizeof dir);
+        rc = hs_plot_tmpdir(dir, sizeof dir);
     }
     if (!rc)
         rc = write_patch(dir, &g, lab, &absent, &hi);
@@ -191,9 +180,9 @@ int plot_patch(hs_index *ix, const char *db, const char *metric, long long run_i
     snprintf(title, sizeof title, "%s, run %lld: (LD patched − LD corrupt) / (LD clean − LD "
              "corrupt) (%s)", metric, (long long)run, db);
     snprintf(cblab, sizeof cblab, "restored fraction, scale −%.2g .. +%.2g, white at 0", hi, hi);
-    plot_quote(qtitle, sizeof qtitle, title);
-    plot_quote(qlab, sizeof qlab, cblab);
-    plot_quote(qx, sizeof qx, tokens ? "position: token of the first clean prompt of this length"
+    hs_gp_quote(qtitle, sizeof qtitle, title);
+    hs_gp_quote(qlab, sizeof qlab, cblab);
+    hs_gp_quote(qx, sizeof qx, tokens ? "position: token of the first clean prompt of this length"
                                      : "position (the run's prompts could not be read)");
     snprintf(assign, sizeof assign, "datafile='%s/cells.txt'; labelfile='%s/labels.txt'; "
              "plottitle=%s; cblab=%s; xlab=%s; nl=%d; np=%d; hi=%.9g%s%s%s", dir, dir, qtitle,
@@ -201,11 +190,10 @@ int plot_patch(hs_index *ix, const char *db, const char *metric, long long run_i
              g.n_layer, g.n_pos, hi, absent ? "; absentfile='" : "", absent ? dir : "",
              absent ? "/absent.txt'" : "");
     if (!rc)
-        rc = plot_gnuplot("plot_patch.gp", assign, out);
+        rc = hs_gnuplot("plot_patch.gp", assign, out);
     free(lab);
     hs_position_grid_free(&g);
-    if (*dir)
-        remove_dir(dir);
+    hs_plot_tmpdir_remove(dir);
     return rc;
 }
 
@@ -277,7 +265,7 @@ static int dla_bars(hs_index *ix, int64_t run, dla_bar **out, int *n)
 
 enum { DLA_MAX_BARS = 40 };
 
-int plot_dla(hs_index *ix, const char *db, long long run_id, const char *out)
+int hs_plot_dla(hs_index *ix, const char *db, long long run_id, const char *out)
 {
     int64_t run = run_id;
     dla_bar *b = NULL;
@@ -297,10 +285,10 @@ int plot_dla(hs_index *ix, const char *db, long long run_id, const char *out)
     if (!rc) {
         qsort(b, (size_t)n, sizeof *b, by_magnitude_desc); /* keep the largest parts */
         qsort(b, (size_t)shown, sizeof *b, by_value_desc);
-        rc = plot_tmpdir(dir, sizeof dir);
+        rc = hs_plot_tmpdir(dir, sizeof dir);
     }
     snprintf(p, sizeof p, "%s/dla.txt", dir);
-    FILE *f = rc ? NULL : fopen(p, "w");
+    FILE *f = rc ? NULL : hs_plot_file(p);
     if (!rc && !f)
         rc = hs_fail(HS_EIO, "%s: cannot write", p);
     for (int i = 0; f && i < shown; i++)
@@ -310,20 +298,19 @@ int plot_dla(hs_index *ix, const char *db, long long run_id, const char *out)
     snprintf(title, sizeof title, "direct logit attribution, run %lld: %s%d parts over %lld "
              "prompts (%s)", (long long)run, shown < n ? "the largest " : "", shown,
              (long long)ld.n, db);
-    plot_quote(qtitle, sizeof qtitle, title);
+    hs_gp_quote(qtitle, sizeof qtitle, title);
     snprintf(assign, sizeof assign, "datafile='%s'; plottitle=%s; n=%d; ld=%.9g", p, qtitle,
              shown, ld.value);
     if (!rc)
-        rc = plot_gnuplot("plot_dla.gp", assign, out);
+        rc = hs_gnuplot("plot_dla.gp", assign, out);
     free(b);
-    if (*dir)
-        remove_dir(dir);
+    hs_plot_tmpdir_remove(dir);
     return rc;
 }
 
 /* ---- logit lens ---------------------------------------------------------------------- */
 
-int plot_lens(hs_index *ix, const char *db, long long run_id, const char *out)
+int hs_plot_lens(hs_index *ix, const char *db, long long run_id, const char *out)
 {
     int64_t run = run_id;
     hs_metric_series loss = { 0 }, ld = { 0 };
@@ -337,9 +324,9 @@ int plot_lens(hs_index *ix, const char *db, long long run_id, const char *out)
         rc = hs_fail(HS_EINVAL, "%s: no logit lens%s (run `headscope logit-lens` first)", db,
                      run_id ? " in that run" : "");
     if (!rc)
-        rc = plot_tmpdir(dir, sizeof dir);
+        rc = hs_plot_tmpdir(dir, sizeof dir);
     snprintf(p, sizeof p, "%s/lens.txt", dir);
-    FILE *f = rc ? NULL : fopen(p, "w");
+    FILE *f = rc ? NULL : hs_plot_file(p);
     if (!rc && !f)
         rc = hs_fail(HS_EIO, "%s: cannot write", p);
     const int withld = ld.n == loss.n;
@@ -350,16 +337,15 @@ int plot_lens(hs_index *ix, const char *db, long long run_id, const char *out)
     rc = write_fail(f, p, rc);
     snprintf(title, sizeof title, "logit lens, run %lld: %lld %s (%s)", (long long)run,
              loss.n ? loss.v[0].n : 0, withld ? "prompts" : "sequences", db);
-    plot_quote(qtitle, sizeof qtitle, title);
+    hs_gp_quote(qtitle, sizeof qtitle, title);
     snprintf(assign, sizeof assign, "datafile='%s'; plottitle=%s; nl=%d; withld=%d; ylab='%s'",
              p, qtitle, loss.n, withld,
              withld ? "loss of the answer, −log p (nats)" : "next-token loss (nats)");
     if (!rc)
-        rc = plot_gnuplot("plot_lens.gp", assign, out);
+        rc = hs_gnuplot("plot_lens.gp", assign, out);
     hs_metric_series_free(&loss);
     hs_metric_series_free(&ld);
-    if (*dir)
-        remove_dir(dir);
+    hs_plot_tmpdir_remove(dir);
     return rc;
 }
 
@@ -401,7 +387,7 @@ static int head_numbering(const hs_pair_list *a, const hs_pair_list *b, int **fi
 
 static int write_pairs(const char *path, const hs_pair_list *l, const int *first, double *mean)
 {
-    FILE *f = fopen(path, "w");
+    FILE *f = hs_plot_file(path);
     if (!f)
         return hs_fail(HS_EIO, "%s: cannot write", path);
     double s = 0;
@@ -419,7 +405,7 @@ static int write_pairs(const char *path, const hs_pair_list *l, const int *first
 
 static int write_head_labels(const char *path, const int *first, int nl)
 {
-    FILE *f = fopen(path, "w");
+    FILE *f = hs_plot_file(path);
     if (!f)
         return hs_fail(HS_EIO, "%s: cannot write", path);
     for (int l = 0; l < nl; l++)
@@ -428,7 +414,7 @@ static int write_head_labels(const char *path, const int *first, int nl)
     return write_fail(f, path, HS_OK);
 }
 
-int plot_composition(hs_index *ix, const char *db, const char *metric, long long run_id,
+int hs_plot_composition(hs_index *ix, const char *db, const char *metric, long long run_id,
                      const char *out)
 {
     if (!metric)
@@ -451,7 +437,7 @@ int plot_composition(hs_index *ix, const char *db, const char *metric, long long
     if (!rc)
         rc = head_numbering(&m, &c, &first, &nl);
     if (!rc)
-        rc = plot_tmpdir(dir, sizeof dir);
+        rc = hs_plot_tmpdir(dir, sizeof dir);
     const char *names[3] = { "comp.txt", "control.txt", "labels.txt" };
     for (int i = 0; i < 3; i++)
         snprintf(p[i], sizeof p[i], "%s/%s", dir, names[i]);
@@ -464,37 +450,16 @@ int plot_composition(hs_index *ix, const char *db, const char *metric, long long
     snprintf(title, sizeof title, "%s, run %lld: mean %.3f over %d pairs%s (%s)", metric,
              (long long)run, mean, m.n, c.n ? ", beside the random-init control" : "", db);
     snprintf(ct, sizeof ct, "random-init control: mean %.3f", cmean);
-    plot_quote(qtitle, sizeof qtitle, title);
-    plot_quote(qct, sizeof qct, ct);
+    hs_gp_quote(qtitle, sizeof qtitle, title);
+    hs_gp_quote(qct, sizeof qct, ct);
     snprintf(assign, sizeof assign, "datafile='%s'; labelfile='%s'; plottitle=%s; n=%d%s%s%s; "
              "ctitle=%s", p[0], p[2], qtitle, nl ? first[nl] : 0, c.n ? "; controlfile='" : "",
              c.n ? p[1] : "", c.n ? "'" : "", qct);
     if (!rc)
-        rc = plot_gnuplot("plot_composition.gp", assign, out);
+        rc = hs_gnuplot("plot_composition.gp", assign, out);
     free(first);
     hs_pair_list_free(&m);
     hs_pair_list_free(&c);
-    if (*dir)
-        remove_dir(dir);
+    hs_plot_tmpdir_remove(dir);
     return rc;
-}
-
-/* ---- dispatch ---------------------------------------------------------------------------- */
-
-int plot_interp_kind(const char *kind)
-{
-    return !strcmp(kind, "patch") || !strcmp(kind, "dla") || !strcmp(kind, "lens") ||
-           !strcmp(kind, "composition");
-}
-
-int plot_interp(hs_index *ix, const char *db, const char *kind, const char *metric,
-                long long run_id, const char *out)
-{
-    if (!strcmp(kind, "patch"))
-        return plot_patch(ix, db, metric, run_id, out);
-    if (!strcmp(kind, "dla"))
-        return plot_dla(ix, db, run_id, out);
-    if (!strcmp(kind, "lens"))
-        return plot_lens(ix, db, run_id, out);
-    return plot_composition(ix, db, metric, run_id, out);
 }

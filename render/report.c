@@ -1,0 +1,1125 @@
+/* report: one static HTML page (index.html + gnuplot PNGs) of what an index
+ * holds: training curves, the induction claim with its causal check, score
+ * grids beside their random-init controls, attention maps of the heads the
+ * scores single out, ablation, importance, pruning and pattern statistics.
+ * Each figure is captioned with what it shows and what it does not. The page
+ * is written under a temporary name and renamed when complete. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "report.h"
+
+#include "common.h"
+#include "gnuplot.h"
+#include "json.h"
+#include "labels.h"
+#include "maps.h"
+#include "plot.h"
+#include "viewer.h"
+
+typedef struct {
+    hs_index *ix;
+    const char *db_path, *dir;
+    const char *maps; /* the map file to draw (NULL: the latest capture run's) */
+    long long seq;    /* its sequence */
+    /* the latest complete run of each kind the sections read (0: none) */
+    long long induction, ablate, importance, prune, patterns;
+    FILE *html;
+    int figures, missing;
+} report;
+
+static void esc(FILE *f, const char *s)
+{
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+/* v with an explicit sign and a true minus sign (U+2212): "+0.512",
+ * "−0.013". */
+static const char *signed_num(char *buf, size_t n, double v, int prec)
+{
+    if (v < 0)
+        snprintf(buf, n, "\u2212%.*f", prec, -v);
+    else
+        snprintf(buf, n, "+%.*f", prec, v);
+    return buf;
+}
+
+/* A command line recorded as a JSON array of strings, as one would type it:
+ * "headscope " and the words, each quoted for the shell where it needs it.
+ * The text as recorded when it is no such array. */
+static void command_line(FILE *f, const char *args)
+{
+    cJSON *a = NULL;
+    if (!args || hs_json_parse(&a, args, strlen(args), "the run's command line") ||
+        !cJSON_IsArray(a)) {
+        esc(f, args);
+        cJSON_Delete(a);
+        return;
+    }
+    fputs("headscope", f);
+    const cJSON *w;
+    cJSON_ArrayForEach(w, a) {
+        const char *s = cJSON_IsString(w) ? w->valuestring : "?";
+        int plain = *s != 0;
+        for (const char *c = s; *c; c++)
+            plain &= !strchr(" \t'\"\\$`!*?[]{}()<>|&;#~", *c);
+        fputc(' ', f);
+        if (plain) {
+            esc(f, s);
+            continue;
+        }
+        fputc('\'', f);
+        for (const char *c = s; *c; c++) {
+            char one[2] = { *c, 0 };
+            esc(f, *c == '\'' ? "'\\''" : one);
+        }
+        fputc('\'', f);
+    }
+    cJSON_Delete(a);
+}
+
+/* The latest complete run of a kind; 0 when there is none. */
+static long long latest_run(report *r, const char *kind)
+{
+    int64_t id = 0;
+    return hs_index_latest_complete(r->ix, kind, NULL, &id) ? 0 : id;
+}
+
+/* A metric row of a run; returns 1 when found. */
+static int metric(report *r, long long run, int layer, int head, const char *name, double *value,
+                  double *se)
+{
+    hs_metric_value v;
+    int found = 0;
+    if (hs_index_metric_get(r->ix, run, layer, head, name, &v, &found) || !found)
+        return 0;
+    *value = v.value;
+    if (se)
+        *se = v.stderr_value;
+    return 1;
+}
+
+/* Up to k heads of a run by descending value of a metric; returns how many. */
+static int top_heads(report *r, long long run, const char *name, int k, int *layer, int *head)
+{
+    hs_metric_grid g;
+    if (hs_index_metric_grid(r->ix, run, name, &g))
+        return 0;
+    int n = hs_metric_grid_top(&g, k, layer, head);
+    hs_metric_grid_free(&g);
+    return n;
+}
+
+/* The per-head rows a run has of a metric (the cells of its grid). */
+static int has_metric(report *r, long long run, const char *name)
+{
+    hs_metric_grid g;
+    if (hs_index_metric_grid(r->ix, run, name, &g))
+        return 0;
+    int n = g.count;
+    hs_metric_grid_free(&g);
+    return n;
+}
+
+static int has_curve(report *r, long long run, const char *name)
+{
+    hs_curve c;
+    if (hs_index_curve_get(r->ix, run, name, &c))
+        return 0;
+    int n = c.n;
+    hs_curve_free(&c);
+    return n;
+}
+
+static void path_in(char *out, size_t n, const report *r, const char *file)
+{
+    snprintf(out, n, "%s/%s", r->dir, file);
+}
+
+/* A figure of the page: its file as the page links it (in the report's
+ * directory), the path the plot writes it to and its title. Every section
+ * names its figures with fig_title or fig_run, draws to path and hands the
+ * plot's result to figure(), so each figure is emitted the same way. */
+typedef struct {
+    char file[128], path[1200], title[200];
+} fig;
+
+__attribute__((format(printf, 3, 0))) static void fig_vtitle(fig *g, const report *r,
+                                                             const char *title, va_list ap)
+{
+    vsnprintf(g->title, sizeof g->title, title, ap);
+    path_in(g->path, sizeof g->path, r, g->file);
+}
+
+/* The title (printf-style) and path of a figure whose g->file is set. */
+__attribute__((format(printf, 3, 4))) static void fig_title(fig *g, const report *r,
+                                                            const char *title, ...)
+{
+    va_list ap;
+    va_start(ap, title);
+    fig_vtitle(g, r, title, ap);
+    va_end(ap);
+}
+
+/* A figure of a run, in file STEM_runRUN.png, with its title (printf-style). */
+__attribute__((format(printf, 5, 6))) static void fig_run(fig *g, const report *r,
+                                                          const char *stem, long long run,
+                                                          const char *title, ...)
+{
+    snprintf(g->file, sizeof g->file, "%s_run%lld.png", stem, run);
+    va_list ap;
+    va_start(ap, title);
+    fig_vtitle(g, r, title, ap);
+    va_end(ap);
+}
+
+/* Writes figure g (rc: the plot's result) with its caption, or says why it
+ * is missing. */
+static void figure(report *r, int rc, const fig *g, const char *caption)
+{
+    FILE *f = r->html;
+    if (rc) {
+        r->missing++;
+        fprintf(f, "<p class=\"missing\">%s: not drawn (", g->title);
+        esc(f, hs_last_error());
+        fprintf(f, ")</p>\n");
+        return;
+    }
+    r->figures++;
+    fprintf(f, "<figure><img src=\"%s\" alt=\"", g->file);
+    esc(f, g->title);
+    fprintf(f, "\"><figcaption><b>");
+    esc(f, g->title);
+    fprintf(f, ".</b> %s</figcaption></figure>\n", caption);
+}
+
+static void grid(report *r, long long run, const char *name, int control, const char *caption)
+{
+    fig g;
+    fig_run(&g, r, name, run, "%s%s, run %lld", name,
+            control ? " beside its random-init control" : "", run);
+    figure(r, hs_plot_scores(r->ix, r->db_path, name, run, g.path, control), &g, caption);
+}
+
+static void section_runs(report *r)
+{
+    FILE *f = r->html;
+    hs_run_list l;
+    fprintf(f, "<h2 id=\"runs\">Runs and their provenance</h2>\n<table><tr><th>run</th><th>kind"
+               "</th><th>status</th><th>model</th><th>data</th><th>started</th><th>finished</th>"
+               "<th>command line</th></tr>\n");
+    if (hs_index_runs(r->ix, NULL, NULL, &l))
+        return;
+    for (int i = 0; i < l.n; i++) {
+        const hs_run_record *u = &l.runs[i];
+        const char *cell[] = { u->kind,       u->status,      u->model_path, u->data_path,
+                               u->started_at, u->finished_at, u->args };
+        const char *sha[] = { NULL, NULL, u->model_sha256, u->data_sha256, NULL, NULL, NULL };
+        fprintf(f, "<tr><td>%lld</td>", (long long)u->run_id);
+        for (int c = 0; c < 7; c++) {
+            fprintf(f, "<td%s>", c == 6 ? " class=\"args\"" : "");
+            if (c == 6)
+                command_line(f, cell[c]);
+            else
+                esc(f, cell[c]);
+            if (sha[c]) {
+                char prefix[13];
+                snprintf(prefix, sizeof prefix, "%.12s", sha[c]);
+                fprintf(f, "<br><small>sha256 ");
+                esc(f, prefix);
+                fprintf(f, "&hellip;</small>");
+            }
+            fprintf(f, "</td>");
+        }
+        fprintf(f, "</tr>\n");
+    }
+    hs_run_list_free(&l);
+    fprintf(f, "</table>\n");
+}
+
+static void section_training(report *r)
+{
+    FILE *f = r->html;
+    hs_run_list l = { 0 };
+    fprintf(f, "<h2 id=\"training\">Training</h2>\n");
+    if (hs_index_runs(r->ix, "train", "complete", &l))
+        return;
+    for (int i = l.n - 1; i >= 0 && i >= l.n - 3; i--) { /* the latest three */
+        long long run = l.runs[i].run_id;
+        fig g;
+        fig_run(&g, r, "training", run, "Training loss, run %lld", run);
+        int val = has_curve(r, run, "val_loss") > 0;
+        figure(r,
+               hs_plot_curves(r->ix, r->db_path, val ? "train_loss,val_loss" : "train_loss", run,
+                              g.path),
+               &g,
+               val ? "Mean next-token cross-entropy (nats) of each training batch against tokens "
+                     "seen, and the validation loss on the held-out shard. The two losses are on "
+                     "different data, so neither bounds the other: validation loss below training "
+                     "loss means the validation data are easier to predict. In the demo every "
+                     "training sequence carries a planted random segment that no model can "
+                     "predict on its first occurrence, the validation sequences only half of "
+                     "them, so training loss stays higher. A falling curve "
+                     "shows the model fits its data; it does not say which heads do the work."
+                   : "Mean next-token cross-entropy (nats) of each training batch against tokens "
+                     "seen. A falling curve shows the model fits its data; it does not say which "
+                     "heads do the work.");
+    }
+    if (!l.n)
+        fprintf(f, "<p>No complete training run in this index.</p>\n");
+    hs_run_list_free(&l);
+}
+
+/* The heads of an induction run's causal check, as "L0H1, L1H0". */
+static void causal_heads(report *r, long long run, char *heads, size_t n)
+{
+    hs_metric_grid g;
+    if (hs_index_metric_grid(r->ix, run, "causal_top_k", &g))
+        return;
+    for (int c = 0; c < g.n_layer * g.n_head; c++) {
+        size_t len = strlen(heads);
+        if (g.present[c])
+            snprintf(heads + len, n - len, "%sL%dH%d", len ? ", " : "", c / g.n_head, c % g.n_head);
+    }
+    hs_metric_grid_free(&g);
+}
+
+/* The claim: established or not, with the numbers of the causal check. */
+static void induction_claim(report *r, long long run)
+{
+    FILE *f = r->html;
+    double clean = 0, top = 0, top_se = 0, rnd = 0, rnd_sd = 0;
+    metric(r, run, -1, -1, "second_half_loss", &clean, NULL);
+    metric(r, run, -1, -1, "causal_loss_delta_top_k", &top, &top_se);
+    metric(r, run, -1, -1, "causal_loss_delta_random_k", &rnd, &rnd_sd);
+    double established = 0;
+    metric(r, run, -1, -1, "induction_established", &established, NULL);
+    const int beats = established == 1;
+    char heads[512] = "";
+    causal_heads(r, run, heads, sizeof heads);
+    fprintf(f, "<p class=\"claim %s\">", beats ? "yes" : "no");
+    if (beats)
+        fprintf(f, "<b>Induction head%s by score and causal check: %s.</b> ", strchr(heads, ',') ? "s" : "",
+                heads);
+    else
+        fprintf(f, "<b>Not established</b> for the top heads by induction score (%s): the claim "
+                   "needs their ablation to raise the loss beyond the spread of random ablations "
+                   "<i>and</i> their score to reach <code>--min-score</code> (default 0.4) and "
+                   "exceed the random-init control's by two standard errors. ", heads);
+    char a[32], b[32];
+    fprintf(f, "Gating %s off %s the loss on the second half of repeated random sequences "
+               "(%.3f nats clean): a change of %s &plusmn; %.3f nats (standard error over "
+               "sequences); gating as many randomly drawn other heads off changes it by %s "
+               "&plusmn; %.3f (mean &plusmn; standard deviation over the draws).</p>\n",
+            heads, top > 0 ? "raises" : top < 0 ? "lowers" : "does not change", clean,
+            signed_num(a, sizeof a, top, 3), top_se, signed_num(b, sizeof b, rnd, 3), rnd_sd);
+}
+
+/* The top heads by induction score, with what other runs say about them. */
+static void induction_table(report *r, long long run, long long ablate_run, long long imp_run)
+{
+    FILE *f = r->html;
+    int layer[5], head[5], n = top_heads(r, run, "induction", 5, layer, head);
+    fprintf(f, "<table><tr><th>head</th><th>induction</th><th>control</th><th>prev_token</th>"
+               "<th>duplicate_token</th><th>copying</th><th>loss_delta_zero</th><th>importance</th>"
+               "</tr>\n");
+    for (int k = 0; k < n; k++) {
+        int l = layer[k], h = head[k];
+        double v, se;
+        fprintf(f, "<tr><td>L%dH%d</td>", l, h);
+        const char *m[] = { "induction", "induction_control", "prev_token", "duplicate_token",
+                            "copying" };
+        for (int i = 0; i < 5; i++) {
+            if (metric(r, run, l, h, m[i], &v, &se))
+                fprintf(f, i < 4 ? "<td>%.3f &plusmn; %.3f</td>" : "<td>%.3f</td>", v, se);
+            else
+                fprintf(f, "<td>&ndash;</td>");
+        }
+        char num[32];
+        if (ablate_run && metric(r, ablate_run, l, h, "loss_delta_zero", &v, &se))
+            fprintf(f, "<td>%s &plusmn; %.4f</td>", signed_num(num, sizeof num, v, 4), se);
+        else
+            fprintf(f, "<td>&ndash;</td>");
+        if (imp_run && metric(r, imp_run, l, h, "importance", &v, &se))
+            fprintf(f, "<td>%.3f</td>", v);
+        else
+            fprintf(f, "<td>&ndash;</td>");
+        fprintf(f, "</tr>\n");
+    }
+    fprintf(f, "</table>\n<p class=\"note\">loss_delta_zero and importance come from the latest "
+               "ablate and importance runs of this index, which may use other data than the "
+               "induction probe; check the runs table.</p>\n");
+}
+
+static void section_induction(report *r)
+{
+    const long long run = r->induction, ablate_run = r->ablate, imp_run = r->importance;
+    FILE *f = r->html;
+    fprintf(f, "<h2 id=\"induction\">Induction heads: score and causal check</h2>\n");
+    if (!run) {
+        fprintf(f, "<p>No complete <code>headscope induction</code> run in this index.</p>\n");
+        return;
+    }
+    induction_claim(r, run);
+    fig g;
+    fig_run(&g, r, "causal", run, "Causal check");
+    figure(r, hs_plot_causal(r->ix, r->db_path, run, g.path), &g,
+           "Increase of the second-half loss on r ++ r when the heads of highest induction score "
+           "are gated off (red, &plusmn; 2 standard errors) against the same number of randomly "
+           "chosen other heads (blue points, one per draw; mean &plusmn; standard deviation). "
+           "The claim needs red above the blue spread (and the heads' induction score above "
+           "its control). It shows these heads "
+           "matter for copying repeated tokens on this synthetic probe, not what they do on "
+           "natural text.");
+    induction_table(r, run, ablate_run, imp_run);
+    grid(r, run, "induction", 1,
+         "Mean attention from each token of the second copy of r ++ r to the token after its "
+         "first occurrence (chance &asymp; 1/position), beside the same score of a randomly "
+         "initialised model of the same configuration. A high score is a pattern, not proof of "
+         "function: see the causal check.");
+    grid(r, run, "prev_token", 1,
+         "Mean attention to the previous position on the same sequences, beside the control. "
+         "Previous-token heads in an earlier layer are what induction heads usually compose with.");
+    grid(r, run, "duplicate_token", 1,
+         "Mean attention from the second copy to the earlier occurrence of the same token, "
+         "beside the control.");
+    grid(r, run, "copying", 1,
+         "Sum of the real parts over the sum of the magnitudes of the eigenvalues of each head's "
+         "OV circuit W_E W_V W_O W_U (positive: the head copies the tokens it attends to), beside "
+         "the control. Norms are ignored, so it is a property of the weights, not of any input.");
+}
+
+/* The complete map file of the latest complete capture run that has one. */
+static void latest_map_file(report *r, char *found, size_t n)
+{
+    hs_run_list l;
+    if (hs_index_runs(r->ix, "capture", "complete", &l))
+        return;
+    for (int i = l.n - 1; i >= 0 && !*found; i--) {
+        hs_artifact_list a;
+        if (hs_index_artifacts(r->ix, l.runs[i].run_id, &a))
+            break;
+        for (int k = 0; k < a.n && !*found; k++)
+            if (a.a[k].complete == 1)
+                snprintf(found, n, "%s", a.a[k].path);
+        hs_artifact_list_free(&a);
+    }
+    hs_run_list_free(&l);
+}
+
+/* The interactive viewer of the map file (sequence seq, every captured
+ * layer, the index's scores) in DIR/viewer, linked from the page. */
+static void viewer_link(report *r, const char *maps, long long seq)
+{
+    char dir[1300], seqs[32];
+    snprintf(dir, sizeof dir, "%s/viewer", r->dir);
+    snprintf(seqs, sizeof seqs, "%lld", seq);
+    hs_viewer_request rq = { .maps = maps, .dir = dir, .sequences = seqs, .ix = r->ix };
+    hs_viewer_summary sum;
+    if (hs_mkdirs(dir) || hs_viewer_write(&rq, &sum)) {
+        fprintf(r->html, "<p class=\"missing\">Interactive viewer not written: ");
+        esc(r->html, hs_last_error());
+        fprintf(r->html, "</p>\n");
+        r->missing++;
+        return;
+    }
+    fprintf(r->html, "<p><a href=\"viewer/index.html#s=%lld\">Interactive viewer</a>: hover a token "
+                     "to see where each head looks, every head of every captured layer, the maps "
+                     "with zoom and the scores beside them (%.1f MB).</p>\n",
+            seq, (sum.js_bytes + sum.data_bytes) / 1e6);
+}
+
+/* The probe the maps show: sequence seq of the map file as text (its
+ * /token_text joined) and as its tokens one by one, or its token ids when
+ * the capture knew no tokenizer. */
+static void probe_text(FILE *f, const char *maps, long long seq)
+{
+    enum { MAX_SHOWN = 512 };
+    hs_maps_reader *rd;
+    if (hs_maps_open(&rd, maps))
+        return;
+    const hs_maps_info *in = hs_maps_get_info(rd);
+    const int T = in->seq_len, shown = T < MAX_SHOWN ? T : MAX_SHOWN;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)T);
+    char **text = in->has_token_text ? calloc((size_t)T, sizeof *text) : NULL;
+    if (tok && seq < in->n_seq && !hs_maps_read_tokens(rd, seq, tok)) {
+        if (text && !hs_maps_read_token_text(rd, seq, text)) {
+            fprintf(f, "<p>The probe text (sequence %lld, %d tokens):</p>\n<pre style=\"white-space: pre-wrap\">",
+                    seq, T);
+            for (int t = 0; t < shown; t++)
+                esc(f, text[t]);
+            fprintf(f, "%s</pre>\n<p>Its tokens, as the maps' axes label them:</p>\n<p "
+                    "style=\"line-height: 1.8\">", shown < T ? "…" : "");
+            for (int t = 0; t < shown; t++) {
+                char d[256];
+                hs_token_display(d, sizeof d, text[t], 0, 0);
+                fprintf(f, "%s<code>", t ? " " : "");
+                esc(f, d);
+                fprintf(f, "</code>");
+            }
+            fprintf(f, "%s</p>\n", shown < T ? " …" : "");
+        } else {
+            fprintf(f, "<p>The probe (sequence %lld) as token ids; the capture knew no tokenizer "
+                    "(<code>capture --tokenizer</code> adds the token text):</p>\n<p "
+                    "style=\"line-height: 1.8\">", seq);
+            for (int t = 0; t < shown; t++)
+                fprintf(f, "%s%d", t ? " " : "", (int)tok[t]);
+            fprintf(f, "%s</p>\n", shown < T ? " …" : "");
+        }
+    }
+    hs_maps_free_token_text(text, text ? T : 0);
+    free(text);
+    free(tok);
+    hs_maps_close(rd);
+}
+
+static void section_maps(report *r)
+{
+    const char *maps = r->maps;
+    const long long seq = r->seq, ind_run = r->induction, pat_run = r->patterns;
+    FILE *f = r->html;
+    fprintf(f, "<h2 id=\"maps\">Attention maps</h2>\n");
+    char found[1200] = "";
+    if (!maps) {
+        latest_map_file(r, found, sizeof found);
+        maps = *found ? found : NULL;
+    }
+    if (!maps) {
+        fprintf(f, "<p>No map file: run <code>headscope capture --db</code> on this index, or "
+                   "pass <code>--maps FILE.h5</code>.</p>\n");
+        return;
+    }
+    fprintf(f, "<p>From <code>");
+    esc(f, maps);
+    fprintf(f, "</code>, sequence %lld.</p>\n", seq);
+    viewer_link(r, maps, seq);
+    probe_text(f, maps, seq);
+    /* the heads the scores single out, each once, with the score (and its
+     * control) that singled them out: a top head of a model at chance is
+     * no special head, and its title says so by its numbers */
+    int pick[3][2], n = 0, l, h;
+    const char *why[3], *name[3];
+    long long from[3];
+    if (ind_run && top_heads(r, ind_run, "induction", 1, &l, &h))
+        pick[n][0] = l, pick[n][1] = h, from[n] = ind_run, name[n] = "induction",
+        why[n++] = "highest induction score";
+    if (ind_run && top_heads(r, ind_run, "prev_token", 1, &l, &h))
+        pick[n][0] = l, pick[n][1] = h, from[n] = ind_run, name[n] = "prev_token",
+        why[n++] = "highest previous-token score";
+    if (pat_run && top_heads(r, pat_run, "first_token", 1, &l, &h))
+        pick[n][0] = l, pick[n][1] = h, from[n] = pat_run, name[n] = "first_token",
+        why[n++] = "most attention on the first token";
+    for (int i = 0; i < n; i++) {
+        int dup = 0;
+        for (int j = 0; j < i; j++)
+            dup |= pick[j][0] == pick[i][0] && pick[j][1] == pick[i][1];
+        if (dup)
+            continue;
+        char ctrl[48], cnum[48] = "";
+        double v = NAN, cv;
+        metric(r, from[i], pick[i][0], pick[i][1], name[i], &v, NULL);
+        snprintf(ctrl, sizeof ctrl, "%s_control", name[i]);
+        if (metric(r, from[i], pick[i][0], pick[i][1], ctrl, &cv, NULL))
+            snprintf(cnum, sizeof cnum, ", random-init control %.3f", cv);
+        fig g;
+        snprintf(g.file, sizeof g.file, "map_L%dH%d.png", pick[i][0], pick[i][1]);
+        fig_title(&g, r, "Layer %d head %d (%s: %.3f%s)", pick[i][0], pick[i][1], why[i], v, cnum);
+        figure(r, hs_plot_map(maps, pick[i][0], pick[i][1], seq, g.path, 0), &g,
+               "Post-softmax attention of each query (row) over the keys (columns), with the "
+               "tokens as labels (their ids when the capture knew no tokenizer). A map is one sequence's picture: attention mass is not "
+               "causal influence, and one sequence is not a statistic.");
+    }
+    fig g = { .file = "maps_grid.png" };
+    fig_title(&g, r, "Every head");
+    figure(r, hs_plot_map(maps, 0, 0, seq, g.path, 1), &g,
+           "All captured heads of the same sequence, layer by layer, on one colour scale (attention "
+           "probability 0 .. 1). A grey panel is no head of the model (a layer with fewer "
+           "heads) or one the capture left out, as it says.");
+}
+
+static void section_ablation(report *r)
+{
+    const long long run = r->ablate, imp_run = r->importance;
+    FILE *f = r->html;
+    fprintf(f, "<h2 id=\"ablation\">Ablation and importance</h2>\n");
+    if (!run && !imp_run)
+        fprintf(f, "<p>No complete ablate or importance run in this index.</p>\n");
+    const char *kinds[] = { "loss_delta_zero", "loss_delta_mean", "loss_delta_resample" };
+    const char *what[] = { "output z set to 0", "output replaced by its mean over the data",
+                           "output taken from another sequence of the batch" };
+    for (int k = 0; run && k < 3; k++) {
+        if (!has_metric(r, run, kinds[k]))
+            continue;
+        char caption[600];
+        snprintf(caption, sizeof caption,
+                 "Evaluation loss with each head's %s, minus the clean loss (nats; the index holds "
+                 "the standard error of the per-sequence differences). One head at a time: heads "
+                 "that back each other up each look unimportant here.", what[k]);
+        grid(r, run, kinds[k], 0, caption);
+    }
+    if (imp_run)
+        grid(r, imp_run, "importance", 0,
+             "Mean |dL/d gate| per head (Michel et al. 2019), each layer's vector scaled to unit "
+             "length: a first-order estimate of what removing the head costs, comparable within "
+             "a layer, not across layers (a layer of one head always reads 1).");
+}
+
+static void section_pruning(report *r)
+{
+    const long long run = r->prune;
+    FILE *f = r->html;
+    fprintf(f, "<h2 id=\"pruning\">Pruning</h2>\n");
+    if (!run) {
+        fprintf(f, "<p>No complete prune run in this index.</p>\n");
+        return;
+    }
+    fig g;
+    fig_run(&g, r, "pruning", run, "Pruning curve");
+    figure(r, hs_plot_curves(r->ix, r->db_path, "pruning", run, g.path), &g,
+           "Validation loss after each step of joint pruning (heads of lowest importance gated "
+           "off, importance recomputed on the pruned model) against the fraction of heads pruned.");
+    double dense, pruned;
+    if (metric(r, run, -1, -1, "forward_ms_unpruned", &dense, NULL) &&
+        metric(r, run, -1, -1, "forward_ms_pruned", &pruned, NULL))
+        fprintf(f, "<p>Forward of one batch, median of 7: %.2f ms unpruned, %.2f ms for the "
+                   "written model (%.2f&times;). Gated heads in a dense model cost as much as "
+                   "live ones; only structural pruning (<code>--structural</code>) removes work."
+                   "</p>\n", dense, pruned, dense / pruned);
+    grid(r, run, "pruned", 0, "The final mask: 1 for a pruned head.");
+}
+
+/* The Jensen-Shannon matrix a patterns run recorded (its .csv artifact,
+ * written by --js-out): the path as recorded, else, when that is relative
+ * and missing, beside the index. path is "" when the run recorded none. */
+static void js_artifact(report *r, long long run, char *path, size_t n)
+{
+    hs_artifact_list a;
+    *path = 0;
+    if (hs_index_artifacts(r->ix, run, &a))
+        return;
+    for (int k = 0; k < a.n && !*path; k++) {
+        size_t len = a.a[k].path ? strlen(a.a[k].path) : 0;
+        if (len > 4 && !strcmp(a.a[k].path + len - 4, ".csv"))
+            snprintf(path, n, "%s", a.a[k].path);
+    }
+    hs_artifact_list_free(&a);
+    const char *slash = strrchr(r->db_path, '/');
+    if (*path && *path != '/' && access(path, R_OK) && slash) {
+        char beside[1300];
+        snprintf(beside, sizeof beside, "%.*s/%s", (int)(slash - r->db_path), r->db_path, path);
+        if (!access(beside, R_OK) && strlen(beside) < n)
+            memcpy(path, beside, strlen(beside) + 1);
+    }
+}
+
+static void js_figure(report *r, long long run)
+{
+    char csv[1200];
+    js_artifact(r, run, csv, sizeof csv);
+    if (!*csv)
+        return;
+    fig g;
+    fig_run(&g, r, "js", run, "Jensen-Shannon distance between heads, run %lld", run);
+    figure(r, hs_plot_js(csv, g.path), &g,
+           "Head-to-head Jensen-Shannon distance of the attention distributions (written by "
+           "<code>patterns --js-out</code>), on the fixed scale 0 (identical) .. &radic;ln 2 "
+           "&asymp; 0.83 (disjoint). Blocks of pale cells are heads that attend alike on this "
+           "data; alike attention is not alike function.");
+}
+
+static void section_patterns(report *r)
+{
+    const long long run = r->patterns;
+    FILE *f = r->html;
+    fprintf(f, "<h2 id=\"patterns\">Pattern statistics</h2>\n");
+    if (!run) {
+        fprintf(f, "<p>No complete patterns run in this index.</p>\n");
+        return;
+    }
+    const char *m[] = { "entropy", "first_token", "prev_token", "distance" };
+    const char *c[] = {
+        "Mean entropy (nats) of each head's attention distribution: low is focused, ln(position) "
+        "is uniform.",
+        "Mean attention on position 0; heads that park their attention there are often doing "
+        "nothing with it.",
+        "Mean attention on the previous position, on the evaluation data (not the random probe).",
+        "Mean attention-weighted distance |t - s| between query and key.",
+    };
+    int controls = 0;
+    for (int i = 0; i < 4; i++) {
+        char ctrl[48];
+        snprintf(ctrl, sizeof ctrl, "%s_control", m[i]);
+        const int with = has_metric(r, run, ctrl) > 0;
+        controls += with;
+        if (has_metric(r, run, m[i]))
+            grid(r, run, m[i], with, c[i]);
+    }
+    js_figure(r, run);
+    fprintf(f, "<p class=\"note\">Pattern statistics describe where attention goes on the "
+               "evaluation data%s</p>\n",
+            controls ? ", beside the same statistics of a randomly initialised model of the same "
+                       "configuration on the same data."
+                     : "; this run computed no random-init control (<code>patterns "
+                       "--control</code> does).");
+}
+
+/* The heading "TITLE (run RUN)" of an experiment's section and its table's
+ * header row (`columns`, <th> cells); table_end closes the table with its
+ * note (NULL: none). */
+static void table_begin(report *r, const char *id, const char *title, long long run,
+                        const char *columns)
+{
+    fprintf(r->html, "<h2 id=\"%s\">%s (run %lld)</h2>\n<table><tr>%s</tr>\n", id, title, run,
+            columns);
+}
+
+static void table_end(report *r, const char *note)
+{
+    fprintf(r->html, "</table>\n");
+    if (note)
+        fprintf(r->html, "<p class=\"note\">%s</p>\n", note);
+}
+
+/* The latest complete experiment run with model-wide rows PREFIX<N>, its
+ * series in *s (freed by the caller) and its section begun (table_begin);
+ * 0, and nothing written, when there is none. Head-count, gqa and windows
+ * experiments are all runs of kind experiment, told apart only by their
+ * rows, so "the latest experiment" would show one study's table with
+ * another's rows. */
+static long long experiment_begin(report *r, const char *prefix, hs_metric_series *s,
+                                  const char *id, const char *title, const char *columns)
+{
+    hs_run_list l;
+    long long run = 0;
+    memset(s, 0, sizeof *s);
+    if (hs_index_runs(r->ix, "experiment", "complete", &l))
+        return 0;
+    for (int i = l.n - 1; i >= 0 && !run; i--) {
+        if (hs_index_metric_series(r->ix, l.runs[i].run_id, prefix, s))
+            break;
+        if (s->n)
+            run = l.runs[i].run_id;
+        else
+            hs_metric_series_free(s);
+    }
+    hs_run_list_free(&l);
+    if (run)
+        table_begin(r, id, title, run, columns);
+    return run;
+}
+
+static void section_experiment(report *r)
+{
+    FILE *f = r->html;
+    hs_metric_series s;
+    const long long run = experiment_begin(
+        r, "val_loss_heads_", &s, "head-count", "Head-count experiment",
+        "<th>heads</th><th>validation loss</th><th>standard error over seeds</th><th>seeds</th>"
+        "<th>forward ms</th>");
+    if (!run)
+        return;
+    for (int i = 0; i < s.n; i++) {
+        char name[48];
+        double ms = NAN;
+        snprintf(name, sizeof name, "forward_ms_heads_%lld", s.key[i]);
+        metric(r, run, -1, -1, name, &ms, NULL);
+        fprintf(f, "<tr><td>%lld</td><td>%.4f</td><td>%.4f</td><td>%lld</td><td>%.2f</td></tr>\n",
+                s.key[i], s.v[i].value, s.v[i].stderr_value, s.v[i].n, ms);
+    }
+    hs_metric_series_free(&s);
+    table_end(r, "Same architecture, shared initial weights, equal step budgets. Differences "
+                 "smaller than a few standard errors are noise; the ordering holds for this data "
+                 "and budget only.");
+}
+
+/* One row of the GQA table: a model's validation loss right after
+ * conversion and after uptraining (metric NAME and NAME_uptrained). */
+static void gqa_row(report *r, long long run, const char *label, const char *name)
+{
+    char up[64];
+    double uv = NAN, use = NAN;
+    hs_metric_value m = { NAN, NAN, 0 };
+    int found;
+    hs_index_metric_get(r->ix, run, -1, -1, name, &m, &found);
+    snprintf(up, sizeof up, "%s_uptrained", name);
+    metric(r, run, -1, -1, up, &uv, &use);
+    fprintf(r->html, "<tr><td>%s</td><td>%.4f &plusmn; %.4f</td><td>%.4f &plusmn; %.4f</td>"
+                     "<td>%lld</td></tr>\n", label, m.value, m.stderr_value, uv, use, m.n);
+}
+
+/* The uptraining study (experiment gqa, Ainslie et al. 2023): the MHA
+ * model and each conversion to G key/value heads, right after conversion
+ * and after uptraining. */
+static void section_gqa(report *r)
+{
+    hs_metric_series s;
+    const long long run = experiment_begin(
+        r, "val_loss_kv_heads_", &s, "gqa", "Grouped-query uptraining",
+        "<th>key/value heads</th><th>validation loss after conversion</th><th>after uptraining"
+        "</th><th>sequences</th>");
+    if (!run)
+        return;
+    gqa_row(r, run, "all (MHA)", "val_loss_mha");
+    for (int i = s.n - 1; i >= 0; i--) {
+        char label[32], name[64];
+        snprintf(label, sizeof label, "%lld", s.key[i]);
+        snprintf(name, sizeof name, "val_loss_kv_heads_%lld", s.key[i]);
+        gqa_row(r, run, label, name);
+    }
+    hs_metric_series_free(&s);
+    table_end(r, "Each key/value head of a conversion is the mean of its group's heads; "
+                 "uptraining continues each model for the same few steps, the MHA row's being the "
+                 "control. Standard errors are over validation sequences; differences smaller "
+                 "than a few of them are noise.");
+}
+
+/* The local/global experiment (experiment windows): its table and a figure
+ * of the validation loss of each arm with +- 2 standard errors over seeds,
+ * the kv bytes per token and forward latency in the axis labels. */
+static void section_windows(report *r)
+{
+    static const char *const arms[] = { "global", "half", "local" };
+    int64_t run = 0;
+    if (hs_index_latest_with_metric(r->ix, "val_loss_windows_global", &run) || !run)
+        return;
+    FILE *f = r->html;
+    char dir[600] = "", data[1200], assign[2600], qdata[1300];
+    fig g;
+    fig_run(&g, r, "windows", run, "Local/global heads");
+    int rc = hs_plot_tmpdir(dir, sizeof dir);
+    snprintf(data, sizeof data, "%s/windows.txt", dir);
+    FILE *d = rc ? NULL : hs_plot_file(data);
+    table_begin(r, "windows", "Local/global heads", run,
+                "<th>heads</th><th>validation loss</th><th>standard error over seeds</th>"
+                "<th>seeds</th><th>kv bytes per token</th><th>forward ms</th>");
+    for (int a = 0; a < 3; a++) {
+        char name[64];
+        double loss = NAN, se = NAN, kv = NAN, ms = NAN;
+        hs_metric_value v = { 0 };
+        int found = 0;
+        snprintf(name, sizeof name, "val_loss_windows_%s", arms[a]);
+        hs_index_metric_get(r->ix, run, -1, -1, name, &v, &found);
+        if (found)
+            loss = v.value, se = v.stderr_value;
+        snprintf(name, sizeof name, "kv_bytes_per_token_windows_%s", arms[a]);
+        metric(r, run, -1, -1, name, &kv, NULL);
+        snprintf(name, sizeof name, "forward_ms_windows_%s", arms[a]);
+        metric(r, run, -1, -1, name, &ms, NULL);
+        fprintf(f, "<tr><td>%s</td><td>%.4f</td><td>%.4f</td><td>%lld</td><td>%.0f</td>"
+                   "<td>%.2f</td></tr>\n", arms[a], loss, se, found ? v.n : 0, kv, ms);
+        if (d)
+            fprintf(d, "%d %.9g %.9g \"%s\\n%.0f B/token\\n%.2f ms\"\n", a, loss, se, arms[a], kv,
+                    ms);
+    }
+    table_end(r, NULL);
+    if (!rc && (!d || fclose(d)))
+        rc = hs_fail(HS_EIO, "%s: cannot write", data);
+    hs_gp_quote(qdata, sizeof qdata, data);
+    snprintf(assign, sizeof assign, "datafile=%s; plottitle='local/global heads, run %lld'",
+             qdata, (long long)run);
+    if (!rc)
+        rc = hs_gnuplot("plot_windows.gp", assign, g.path);
+    hs_plot_tmpdir_remove(dir);
+    figure(r, rc, &g,
+           "Validation loss of the same heads all global, the first half of each layer's heads "
+           "local, and all local (sliding window W), from shared initial weights per seed, with "
+           "± 2 standard errors over seeds; below each arm its KV-cache bytes per token at the "
+           "training context and its forward latency. Overlapping bars show no difference; the "
+           "ordering holds for this data, budget and W only.");
+}
+
+/* ---- causal interventions (SPEC §11) ------------------------------------------------ */
+
+/* Position metric rows of a run (a patching sweep of the residual stream). */
+static int has_positions(report *r, long long run, const char *name)
+{
+    hs_position_grid g;
+    if (hs_index_position_grid(r->ix, run, name, &g))
+        return 0;
+    int n = g.count;
+    hs_position_grid_free(&g);
+    return n;
+}
+
+static void causal_patch(report *r, long long run)
+{
+    FILE *f = r->html;
+    double clean, corrupt, se_c, se_k;
+    if (metric(r, run, -1, -1, "logit_diff_clean", &clean, &se_c) &&
+        metric(r, run, -1, -1, "logit_diff_corrupt", &corrupt, &se_k)) {
+        char a[32], b[32];
+        fprintf(f, "<p>Run %lld: logit difference %s &plusmn; %.3f on the clean prompts, %s "
+                   "&plusmn; %.3f on the corrupted ones (standard errors over prompts). Each "
+                   "value below is (LD patched &minus; LD corrupt) / (LD clean &minus; LD "
+                   "corrupt): 1 restores the clean answer, 0 changes nothing.</p>\n",
+                run, signed_num(a, sizeof a, clean, 3), se_c, signed_num(b, sizeof b, corrupt, 3),
+                se_k);
+    }
+    static const char *const pos[][2] = {
+        { "patch_resid_pre", "the residual stream entering each layer" },
+        { "patch_attn_out", "each layer's attention output" },
+        { "patch_mlp_out", "each layer's MLP output" },
+    };
+    for (int i = 0; i < 3; i++) {
+        if (!has_positions(r, run, pos[i][0]))
+            continue;
+        char caption[600];
+        fig g;
+        fig_run(&g, r, pos[i][0], run, "%s, run %lld", pos[i][0], run);
+        snprintf(caption, sizeof caption,
+                 "Activation patching of %s at one position (columns: the tokens of the first "
+                 "clean prompt of that length), on a scale symmetric about 0. A bright cell says "
+                 "the information that separates clean from corrupt passes there; it says "
+                 "nothing about positions where clean and corrupt agree.", pos[i][1]);
+        figure(r, hs_plot_patch(r->ix, r->db_path, pos[i][0], run, g.path), &g, caption);
+    }
+    if (has_metric(r, run, "patch_z"))
+        grid(r, run, "patch_z", 0,
+             "Each head's output z patched at every position: the fraction of the logit "
+             "difference it restores on its own. Heads that back each other up each look small.");
+    if (has_metric(r, run, "patch_pattern"))
+        grid(r, run, "patch_pattern", 0,
+             "Each head's attention pattern patched (its values left to the run): how much of the "
+             "effect goes through where the head attends.");
+}
+
+static void causal_dla(report *r, long long run)
+{
+    FILE *f = r->html;
+    int layer[1], head[1];
+    double v, se, ld, ld_se;
+    if (top_heads(r, run, "dla", 1, layer, head) &&
+        metric(r, run, layer[0], head[0], "dla", &v, &se) &&
+        metric(r, run, -1, -1, "logit_diff_clean", &ld, &ld_se)) {
+        char a[32], b[32];
+        fprintf(f, "<p>Run %lld: the head writing most toward the answer is <b>L%dH%d</b>, "
+                   "%s &plusmn; %.3f of a clean logit difference of %s &plusmn; %.3f "
+                   "(standard errors over prompts).</p>\n",
+                run, layer[0], head[0], signed_num(a, sizeof a, v, 3), se,
+                signed_num(b, sizeof b, ld, 3), ld_se);
+    }
+    fig g;
+    fig_run(&g, r, "dla", run, "Direct logit attribution");
+    figure(r, hs_plot_dla(r->ix, r->db_path, run, g.path), &g,
+           "Each head's output, each MLP's and the model-wide parts (embeddings, biases) at the "
+           "last position, through the final norm with its scale frozen, dotted with "
+           "u[answer] &minus; u[wrong]; sorted, &plusmn; 2 standard errors. The parts sum to the "
+           "logit difference. Direct effects only: a head that acts through later heads shows "
+           "here as small.");
+    grid(r, run, "dla", 0, "The heads' direct logit attribution as a layer &times; head grid.");
+}
+
+/* "L0H3 → L1H0 0.373, ..." : the three highest pairs of a composition kind,
+ * and the control's mean when the run has one. */
+static void composition_top(report *r, long long run, const char *kind, const char *name)
+{
+    hs_pair_list l, c;
+    char cm[64];
+    snprintf(cm, sizeof cm, "%s_control", kind);
+    if (hs_index_pair_metrics(r->ix, run, kind, &l))
+        return;
+    if (hs_index_pair_metrics(r->ix, run, cm, &c))
+        c.n = 0, c.p = NULL;
+    int best[3] = { -1, -1, -1 };
+    for (int i = 0; i < l.n; i++)
+        for (int k = 0; k < 3; k++)
+            if (best[k] < 0 || l.p[i].value > l.p[best[k]].value) {
+                for (int j = 2; j > k; j--)
+                    best[j] = best[j - 1];
+                best[k] = i;
+                break;
+            }
+    fprintf(r->html, "<li>%s: ", name);
+    for (int k = 0; k < 3 && best[k] >= 0; k++) {
+        const hs_pair_value *v = &l.p[best[k]];
+        fprintf(r->html, "%sL%dH%d &rarr; L%dH%d %.3f", k ? ", " : "", v->layer_a, v->head_a,
+                v->layer_b, v->head_b, v->value);
+    }
+    double mean = 0;
+    for (int i = 0; i < c.n; i++)
+        mean += c.p[i].value / c.n;
+    if (c.n)
+        fprintf(r->html, " (random-init control: mean %.3f over %d pairs)", mean, c.n);
+    fprintf(r->html, "</li>\n");
+    hs_pair_list_free(&l);
+    hs_pair_list_free(&c);
+}
+
+static void causal_composition(report *r, long long run)
+{
+    fprintf(r->html, "<p>Run %lld, the highest composition scores:</p>\n<ul>\n", run);
+    composition_top(r, run, "q_composition", "Q-composition");
+    composition_top(r, run, "k_composition", "K-composition");
+    composition_top(r, run, "v_composition", "V-composition");
+    fprintf(r->html, "</ul>\n");
+    static const char *const kinds[][2] = {
+        { "q_composition", "queries" }, { "k_composition", "keys" }, { "v_composition", "values" },
+    };
+    for (int k = 0; k < 3; k++) {
+        char caption[600];
+        fig g;
+        fig_run(&g, r, kinds[k][0], run, "%s, run %lld", kinds[k][0], run);
+        snprintf(caption, sizeof caption,
+                 "How much of what each earlier head writes lands in the subspace a later head "
+                 "reads its %s from (Elhage et al. 2021; TransformerLens's definition, norms "
+                 "ignored), on the fixed scale 0 .. 1, beside a randomly initialised model of the "
+                 "same configuration: only scores well above the control's mean mean anything. "
+                 "A property of the weights, not of any input.", kinds[k][1]);
+        figure(r, hs_plot_composition(r->ix, r->db_path, kinds[k][0], run, g.path), &g, caption);
+    }
+}
+
+static void section_causal(report *r)
+{
+    FILE *f = r->html;
+    const long long patch = latest_run(r, "patch"), path = latest_run(r, "path-patch"),
+                    dla = latest_run(r, "dla"), lens = latest_run(r, "logit-lens"),
+                    comp = latest_run(r, "composition");
+    fprintf(f, "<h2 id=\"causal\">Causal interventions: patching, attribution, composition</h2>\n");
+    if (!patch && !path && !dla && !lens && !comp) {
+        fprintf(f, "<p>No complete patch, path-patch, dla, logit-lens or composition run in this "
+                   "index.</p>\n");
+        return;
+    }
+    if (patch)
+        causal_patch(r, patch);
+    if (path)
+        grid(r, path, "path_patch", 0,
+             "Path patching (Wang et al. 2022): the sender head's clean-to-corrupt change "
+             "carried only through the receivers named in the run (or straight to the logits), "
+             "as a fraction of the logit difference.");
+    if (dla)
+        causal_dla(r, dla);
+    if (lens) {
+        fig g;
+        fig_run(&g, r, "lens", lens, "Logit lens");
+        figure(r, hs_plot_lens(r->ix, r->db_path, lens, g.path), &g,
+               "The residual stream entering each layer decoded through the final norm and the "
+               "unembedding (&plusmn; 2 standard errors); the last point is the model's own "
+               "output. Early layers are read in a basis trained for the last one, so a flat "
+               "start says little.");
+    }
+    if (comp)
+        causal_composition(r, comp);
+}
+
+static const char CAUTIONS[] =
+    "<h2 id=\"cautions\">What these numbers do not establish</h2>\n<ul>\n"
+    "<li>Attention mass is not causation: a head can attend strongly and matter little (compare "
+    "a map with its ablation delta).</li>\n"
+    "<li>Every score needs its random-init control: untrained models already show positional "
+    "patterns.</li>\n"
+    "<li>A single-head ablation misses redundancy: heads that back each other up each look "
+    "unimportant.</li>\n"
+    "<li>Grouped-query attention is an architecture change, not a compression of a trained MHA "
+    "model: its heads share keys and values by construction.</li>\n"
+    "<li>Pruning masks do not speed up dense kernels; only removing heads does.</li>\n"
+    "<li>Numbers hold for the data and model of their run; the runs table gives the sha256 of "
+    "both.</li>\n</ul>\n";
+
+static const char STYLE[] =
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+    "h1{margin-bottom:0}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}"
+    "figure{margin:1.5em 0}img{max-width:100%;border:1px solid #eee}"
+    "figcaption{font-size:.9em;color:#444;max-width:800px}"
+    "table{border-collapse:collapse;font-size:.85em;margin:1em 0}"
+    "td,th{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}"
+    "td.args{font-family:monospace;font-size:.85em;max-width:380px;overflow-wrap:anywhere}"
+    ".claim{padding:.8em;border-left:5px solid}.claim.yes{border-color:#2a2;background:#efe}"
+    ".claim.no{border-color:#c60;background:#fff4e6}.note{font-size:.85em;color:#555}"
+    ".missing{color:#a00}nav a{margin-right:1em}";
+
+/* The sections in page order; those with a nav label are linked from the
+ * page's head. Adding a section: its function and its row. */
+static const struct {
+    const char *id, *nav;
+    void (*write)(report *r);
+} SECTIONS[] = {
+    { "induction", "induction", section_induction },
+    { "maps", "maps", section_maps },
+    { "ablation", "ablation", section_ablation },
+    { "causal", "causal", section_causal },
+    { "pruning", "pruning", section_pruning },
+    { "patterns", "patterns", section_patterns },
+    { "head-count", NULL, section_experiment },
+    { "gqa", NULL, section_gqa },
+    { "windows", NULL, section_windows },
+    { "training", "training", section_training },
+    { "runs", "runs", section_runs },
+};
+
+/* The page of an open index: the header, every section and the cautions,
+ * written under a temporary name and moved into place when complete. */
+static int write_page(report *r, const char *page)
+{
+    char tmp[1300];
+    if (!(r->html = hs_tmp_fopen(page, tmp, sizeof tmp)))
+        return HS_EIO;
+    r->induction = latest_run(r, "induction");
+    r->ablate = latest_run(r, "ablate");
+    r->importance = latest_run(r, "importance");
+    r->prune = latest_run(r, "prune");
+    r->patterns = latest_run(r, "patterns");
+    time_t now = time(NULL);
+    char when[64];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
+    FILE *f = r->html;
+    fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>headscope "
+               "report</title><style>%s</style></head><body>\n<h1>headscope report</h1>\n<p>Index "
+               "<code>", STYLE);
+    esc(f, r->db_path);
+    fprintf(f, "</code>, generated %s by headscope %s (%s).</p>\n<nav>", when, HS_VERSION,
+            HS_REAL_NAME);
+    const size_t n = sizeof SECTIONS / sizeof SECTIONS[0];
+    for (size_t i = 0; i < n; i++)
+        if (SECTIONS[i].nav)
+            fprintf(f, "<a href=\"#%s\">%s</a>", SECTIONS[i].id, SECTIONS[i].nav);
+    fprintf(f, "<a href=\"#cautions\">cautions</a></nav>\n");
+    for (size_t i = 0; i < n; i++)
+        SECTIONS[i].write(r);
+    fputs(CAUTIONS, f);
+    fprintf(f, "</body></html>\n");
+    const int failed = ferror(f);
+    if (fclose(f) || failed) {
+        unlink(tmp);
+        return hs_fail(HS_EIO, "%s: write failed: %s", page, strerror(errno));
+    }
+    return hs_tmp_commit(tmp, page, 1);
+}
+
+int hs_report_write(const hs_report_request *rq, hs_report_summary *sum)
+{
+    memset(sum, 0, sizeof *sum);
+    struct stat sb;
+    if (stat(rq->db, &sb))
+        return hs_fail(HS_EIO, "%s: %s", rq->db, strerror(errno));
+    report r = { .db_path = rq->db, .dir = rq->dir, .maps = rq->maps, .seq = rq->seq };
+    int rc = hs_index_open_read(&r.ix, rq->db);
+    if (rc)
+        return rc;
+    snprintf(sum->page, sizeof sum->page, "%s/index.html", rq->dir);
+    rc = hs_mkdirs(rq->dir);
+    if (!rc)
+        rc = write_page(&r, sum->page);
+    hs_index_close(r.ix);
+    sum->figures = r.figures;
+    sum->missing = r.missing;
+    return rc;
+}

@@ -1,0 +1,62 @@
+/* The interactive viewer's files: the page and script of scripts/viewer/
+ * copied into a directory beside the export of a map file. */
+#include "viewer.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gnuplot.h"
+
+static const char *const PAGE_FILES[] = { "index.html", "viewer.js", "viewer.css" };
+
+/* Copies src to dst through a temporary file beside dst. */
+static int copy_file(const char *src, const char *dst)
+{
+    char tmp[1400];
+    FILE *in = fopen(src, "rb");
+    if (!in)
+        return hs_fail(HS_EIO, "%s: viewer file not found (set HEADSCOPE_SCRIPTS): %s", src,
+                       strerror(errno));
+    FILE *out = hs_tmp_fopen(dst, tmp, sizeof tmp);
+    int rc = out ? HS_OK : HS_EIO;
+    char buf[65536];
+    size_t k;
+    while (!rc && (k = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, k, out) != k)
+            rc = hs_fail(HS_EIO, "%s: write failed: %s", tmp, strerror(errno));
+    if (!rc && ferror(in))
+        rc = hs_fail(HS_EIO, "%s: read failed", src);
+    fclose(in);
+    if (out && fclose(out) && !rc)
+        rc = hs_fail(HS_EIO, "%s: write failed: %s", tmp, strerror(errno));
+    if (out && rc)
+        unlink(tmp);
+    return rc ? rc : hs_tmp_commit(tmp, dst, 1);
+}
+
+int hs_viewer_write(const hs_viewer_request *rq, hs_viewer_summary *sum)
+{
+    char dir[PATH_MAX - 64];
+    snprintf(dir, sizeof dir, "%s/viewer", hs_scripts_dir());
+    const size_t n = sizeof PAGE_FILES / sizeof PAGE_FILES[0];
+    char src[3][PATH_MAX];
+    /* the page's sources before any output, then the data, then the page:
+     * a failure leaves no page over data that is not there */
+    for (size_t i = 0; i < n; i++) {
+        snprintf(src[i], sizeof src[i], "%s/%s", dir, PAGE_FILES[i]);
+        if (access(src[i], R_OK))
+            return hs_fail(HS_EIO, "%s: viewer file not found (set HEADSCOPE_SCRIPTS): %s", src[i],
+                           strerror(errno));
+    }
+    int rc = hs_viewer_export(rq, sum);
+    for (size_t i = 0; !rc && i < n; i++) {
+        char dst[1300];
+        snprintf(dst, sizeof dst, "%s/%s", rq->dir, PAGE_FILES[i]);
+        rc = copy_file(src[i], dst);
+    }
+    return rc;
+}
+
