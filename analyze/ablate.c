@@ -1,4 +1,5 @@
 #include "ablate.h"
+#include "inputs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,8 +277,8 @@ int hs_ablate_check(const hs_model_config *c, const hs_ablate_opts *o)
 {
     if (o->B < 1 || o->T < 1 || !(o->kinds & 7))
         return hs_fail(HS_EINVAL, "ablate: batch, sequence length and a method are required");
-    if (c->pos == HS_POS_LEARNED && o->T > c->n_ctx)
-        return hs_fail(HS_EINVAL, "ablate: sequence length %d exceeds n_ctx=%d", o->T, c->n_ctx);
+    if (hs_seq_len_check(c, o->T, "--seq-len"))
+        return HS_EINVAL;
     if (hs_heads_fit(c))
         return HS_EINVAL;
     if ((o->kinds & (1 << HS_ABLATE_RESAMPLE)) && o->B < 2)

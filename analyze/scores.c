@@ -118,7 +118,7 @@ int hs_pattern_scores(hs_scores *s, const hs_model *m, const int32_t *tokens, in
     const hs_model_config *c = &m->cfg;
     if (N < 1 || T < 2 || B < 1)
         return hs_fail(HS_EINVAL, "scores: need samples >= 1 and seq-len >= 2");
-    if (c->pos == HS_POS_LEARNED && 2 * T > c->n_ctx)
+    if (2 * T > c->n_ctx)
         return hs_fail(HS_EINVAL, "scores: repeated sequences of 2 x %d exceed n_ctx=%d", T,
                        c->n_ctx);
     B = B < N ? B : N;

@@ -108,7 +108,7 @@ int hs_forward_ms(double *ms, const hs_model *m, const hs_tokens *tok, int B, in
 /* ---- induction (SPEC §5) ------------------------------------------------------- */
 
 typedef struct {
-    int seq_len;      /* |r| of r ++ r; 0: min(n_ctx/2, 64) (learned positions), else 64 */
+    int seq_len;      /* |r| of r ++ r; 0: min(n_ctx/2, 64) */
     int samples;      /* random sequences (default 64) */
     int batch;        /* sequences per forward (default 8) */
     unsigned long long seed; /* the sequences' seed; the control's is hs_control_model's */

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "checkpoint.h"
+#include "inputs.h"
 #include "dist.h"
 #include "recorder.h"
 #include "sha256.h"
@@ -65,8 +66,8 @@ int hs_capture_check(hs_capture_plan *p, hs_capture_opts *o, const hs_model_conf
                        o->queries[used] || p->q0 < 0 || p->q1 > T || p->q0 >= p->q1))
         return hs_fail(HS_EINVAL, "--queries '%s': A:B with 0 <= A < B <= %d expected",
                        o->queries, T);
-    if (c->pos == HS_POS_LEARNED && T > c->n_ctx)
-        return hs_fail(HS_EINVAL, "--seq-len %d exceeds the model's n_ctx=%d", T, c->n_ctx);
+    if (hs_seq_len_check(c, T, "--seq-len"))
+        return HS_EINVAL;
     return HS_OK;
 }
 

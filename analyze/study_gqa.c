@@ -1,5 +1,6 @@
 /* The MHA -> GQA uptraining study (study_gqa.h). */
 #include "study_gqa.h"
+#include "inputs.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,8 +29,8 @@ int hs_gqa_check(hs_gqa_opts *o)
         o->fraction = 0.05;
     if (o->original_steps < 1)
         return hs_fail(HS_EINVAL, "--original-steps: the MHA model's training steps are needed");
-    if (c->pos == HS_POS_LEARNED && o->seq_len > c->n_ctx)
-        return hs_fail(HS_EINVAL, "--seq-len %d exceeds n_ctx=%d", o->seq_len, c->n_ctx);
+    if (hs_seq_len_check(c, o->seq_len, "--seq-len"))
+        return HS_EINVAL;
     if (!hs_batch_count(o->val, o->batch, o->seq_len) || !hs_batch_count(o->train, o->batch, o->seq_len))
         return hs_fail(HS_EINVAL, "too few tokens for a batch of %d x %d in the training or "
                        "validation data", o->batch, o->seq_len);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "eval.h"
+#include "inputs.h"
 #include "study.h"
 #include "train.h"
 
@@ -17,8 +18,8 @@ int hs_headcount_check(hs_model_config cfg[HS_HEADCOUNT_MAX], const hs_headcount
             snprintf(msg, sizeof msg, "%s", hs_last_error());
             return hs_fail(HS_EINVAL, "--heads %d: %s", o->heads[i], msg);
         }
-        if (cfg[i].pos == HS_POS_LEARNED && o->seq_len > cfg[i].n_ctx)
-            return hs_fail(HS_EINVAL, "--seq-len %d exceeds n_ctx=%d", o->seq_len, cfg[i].n_ctx);
+        if (hs_seq_len_check(&cfg[i], o->seq_len, "--seq-len"))
+            return HS_EINVAL;
     }
     return HS_OK;
 }

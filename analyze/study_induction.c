@@ -23,8 +23,8 @@ int hs_induction_check(hs_induction_opts *o, const hs_model_config *c)
 {
     int T = o->seq_len;
     if (!T)
-        T = o->seq_len = c->pos == HS_POS_LEARNED ? (c->n_ctx / 2 < 64 ? c->n_ctx / 2 : 64) : 64;
-    if (c->pos == HS_POS_LEARNED && 2 * T > c->n_ctx)
+        T = o->seq_len = c->n_ctx / 2 < 64 ? c->n_ctx / 2 : 64;
+    if (2 * T > c->n_ctx)
         return hs_fail(HS_EINVAL, "--seq-len %d: 2 x %d exceeds the model's n_ctx=%d", T, T,
                        c->n_ctx);
     const int heads = total_heads(c), k = o->causal_k;

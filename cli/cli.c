@@ -14,7 +14,6 @@
 #include "common.h"
 #include "dist.h"
 #include "index.h"
-#include "sha256.h"
 #include "study.h"
 
 volatile sig_atomic_t cli_stop_requested = 0;
@@ -79,7 +78,12 @@ static int set_value(const char *cmd, opt *o, const char *v)
 static int opt_seen(const opt *opts, int nopts, const char *name, size_t len)
 {
     const int k = opt_index(opts, nopts, name, len);
-    return k >= 0 && opts[k].seen;
+    return k >= 0 && opts[k].flags & OPT_SEEN;
+}
+
+int opts_given(const opt *opts, int nopts, const char *name)
+{
+    return opt_seen(opts, nopts, name, strlen(name));
 }
 
 /* r->option as the messages say it: "--val|--val-text" -> "--val or --val-text". */
@@ -143,7 +147,7 @@ int opts_parse(const char *cmd, opt *opts, int nopts, int argc, char **argv, con
         if (k < 0)
             return usage_error(cmd, "unknown option '%.*s'", (int)len, a);
         opt *o = &opts[k];
-        o->seen = 1;
+        o->flags |= OPT_SEEN;
         if (o->kind == OPT_FLAG && eq)
             return usage_error(cmd, "option %s takes no value", o->name);
         if (o->kind == OPT_FLAG) {
@@ -307,176 +311,62 @@ void json_fixed(FILE *f, double v, int decimals)
         fputs("null", f);
 }
 
-char *args_json(int argc, char **argv)
+/* The run's options that cannot change its result: --resume's comparison
+ * leaves them out (run.h). At most 16. */
+static int neutral_options(const opt *o, int n, hs_run_neutral *out)
 {
-    size_t n = 3;
-    for (int i = 0; i < argc; i++)
-        n += 2 * strlen(argv[i]) + 4;
-    char *s = malloc(n), *p = s;
-    if (!s)
-        return NULL;
-    *p++ = '[';
-    for (int i = 0; i < argc; i++) {
-        if (i)
-            *p++ = ',';
-        *p++ = '"';
-        for (const char *c = argv[i]; *c; c++) {
-            if (*c == '"' || *c == '\\')
-                *p++ = '\\';
-            *p++ = (unsigned char)*c < 0x20 ? ' ' : *c; /* control characters become spaces */
-        }
-        *p++ = '"';
-    }
-    *p++ = ']';
-    *p = 0;
-    return s;
+    int k = 0;
+    for (int i = 0; i < n && k < 16; i++)
+        if (o[i].flags & OPT_NEUTRAL)
+            out[k++] = (hs_run_neutral){ o[i].name, o[i].kind != OPT_FLAG };
+    return k;
 }
 
-/* The command line without the options that cannot change a result
- * (--resume, --threads, --json, --stack, --naive), as JSON, each --opt=value
- * spelt --opt value: a resumed run must match its original on everything
- * else, however either spelt its options. */
-static char *result_args(int argc, char **argv)
+int cli_open(cli_job *j, const hs_inputs_spec *s)
 {
-    static const char *const dropped[] = { "--resume", "--threads", "--stack", "--json",
-                                           "--naive" };
-    enum { WITH_VALUE = 3 }; /* the first three take a value */
-    size_t bytes = 1;
-    for (int i = 0; i < argc; i++)
-        bytes += strlen(argv[i]) + 1;
-    /* the arguments copied into copy, each --opt=value cut at its '=' */
-    char **kept = calloc(2 * (size_t)argc + 1, sizeof *kept), *copy = malloc(bytes), *p = copy;
-    int n = 0;
-    for (int i = 0; kept && copy && i < argc; i++) {
-        const char *a = argv[i], *eq = strncmp(a, "--", 2) ? NULL : strchr(a, '=');
-        const size_t len = eq ? (size_t)(eq - a) : strlen(a);
-        int drop = -1;
-        for (int k = 0; k < (int)(sizeof dropped / sizeof *dropped); k++)
-            if (strlen(dropped[k]) == len && !strncmp(a, dropped[k], len))
-                drop = k;
-        if (drop >= 0) {
-            i += drop < WITH_VALUE && !eq; /* its value is the next argument */
-            continue;
-        }
-        kept[n++] = strcpy(p, a);
-        if (eq) {
-            p[len] = 0;
-            kept[n++] = p + len + 1;
-        }
-        p += strlen(a) + 1;
-    }
-    char *s = kept && copy ? args_json(n, kept) : NULL;
-    free(kept);
-    free(copy);
-    return s;
+    memset(j, 0, sizeof *j);
+    const int rc = hs_inputs_load(&j->in, s);
+    if (rc && j->in.usage)
+        return usage_error(cli_current->name, "%s", hs_last_error());
+    return rc ? run_error(cli_current->name) : 0;
 }
 
-/* result_args of a command line recorded as a JSON array of strings. */
-static char *stored_result_args(const char *json)
+int cli_run_open(hs_run **run, const char *db, long long resume, const char *model_dir,
+                 const char *data, const opt *o, int nopts, int argc, char **argv)
 {
-    cJSON *a = cJSON_Parse(json);
-    int n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : -1;
-    char **argv = n >= 0 ? calloc((size_t)n + 1, sizeof *argv) : NULL;
-    char *out = NULL;
-    if (argv) {
-        int ok = 1;
-        for (int i = 0; i < n; i++) {
-            cJSON *e = cJSON_GetArrayItem(a, i);
-            ok &= cJSON_IsString(e);
-            argv[i] = ok ? e->valuestring : NULL;
-        }
-        out = ok ? result_args(n, argv) : NULL;
-    }
-    free(argv);
-    cJSON_Delete(a);
-    return out;
+    char file[1100];
+    hs_run_neutral neutral[16];
+    snprintf(file, sizeof file, "%s/model.safetensors", model_dir ? model_dir : "");
+    const hs_run_spec s = { .db = db, .kind = cli_current->name, .resume = resume,
+                            .model_path = model_dir, .model_file = model_dir ? file : NULL,
+                            .data_path = data, .argc = argc, .argv = argv,
+                            .neutral = neutral, .n_neutral = neutral_options(o, nopts, neutral) };
+    return hs_run_open(run, &s);
 }
 
-static int run_begin(cli_run *r, const char *db, long long resume, const char *kind,
-                     const char *model_path, const char *model_file, const char *data, int argc,
-                     char **argv);
-
-int cli_run_begin(cli_run *r, const char *db, long long resume, const char *kind,
-                  const char *model_path, const char *model_file, const char *data, int argc,
-                  char **argv)
+int cli_start(cli_job *j, const char *db, long long resume, const char *model_dir,
+              const opt *o, int nopts, int argc, char **argv)
 {
-    memset(r, 0, sizeof *r);
-    if (!db || hs_dist_rank() > 0) /* under mpirun rank 0 alone writes the index */
-        return db ? hs_dist_agree(HS_OK) : HS_OK;
-    const int rc = run_begin(r, db, resume, kind, model_path, model_file, data, argc, argv);
-    return hs_dist_size() > 1 ? hs_dist_agree(rc) : rc;
+    if (cli_run_open(&j->run, db, resume, model_dir, j->in.data_path, o, nopts, argc, argv)) {
+        hs_inputs_free(&j->in);
+        return run_error(cli_current->name);
+    }
+    cli_install_signal_handlers();
+    return 0;
 }
 
-static int run_begin(cli_run *r, const char *db, long long resume, const char *kind,
-                     const char *model_path, const char *model_file, const char *data, int argc,
-                     char **argv)
+int cli_finish(cli_job *j, int rc)
 {
-    struct stat sb;
-    if (resume > 0 && stat(db, &sb))
-        return hs_fail(HS_EIO, "%s: no index to resume a run from (%s)", db, strerror(errno));
-    int rc = model_file ? hs_sha256_file(model_file, r->model_sha, NULL) : HS_OK;
-    if (!rc && data)
-        rc = hs_sha256_file(data, r->data_sha, NULL);
-    if (!rc)
-        rc = hs_index_open(&r->ix, db);
-    if (!rc && resume > 0) {
-        char k[80], msha[80], dsha[80], status[16], args[4096];
-        char *now = result_args(argc, argv);
-        rc = hs_index_run_get(r->ix, resume, k, msha, dsha, status, args, sizeof args);
-        if (!rc && strcmp(k, kind))
-            rc = hs_fail(HS_EINVAL, "run %lld is a '%s' run, not '%s'", resume, k, kind);
-        else if (!rc && (strcmp(msha, r->model_sha) || strcmp(dsha, r->data_sha)))
-            rc = hs_fail(HS_EINVAL, "run %lld was made with another model or data (sha256 "
-                         "differs)", resume);
-        char *then = NULL;
-        if (!rc && !(then = stored_result_args(args)))
-            rc = hs_fail(HS_EFORMAT, "run %lld: its recorded command line is unreadable", resume);
-        else if (!rc && (!now || strcmp(then, now)))
-            rc = hs_fail(HS_EINVAL, "run %lld was made with other options: %s (resume needs the "
-                         "same ones, apart from --threads and --json)", resume, args);
-        free(now);
-        free(then);
-        if (!rc)
-            rc = hs_index_run_reopen(r->ix, resume);
-        r->run_id = resume;
-    } else if (!rc) {
-        char *args = args_json(argc, argv);
-        hs_run_info info = { kind, model_path, model_file ? r->model_sha : NULL, data,
-                             data ? r->data_sha : NULL, args };
-        int64_t id = 0;
-        rc = hs_index_run_begin(r->ix, &info, &id);
-        r->run_id = id;
-        free(args);
+    const long long id = hs_run_id(j->run);
+    rc = hs_run_close(j->run, rc, NULL);
+    j->run = NULL;
+    hs_inputs_free(&j->in);
+    if (rc == HS_EINTR && id) {
+        fprintf(stderr, "headscope: %s: %s; run %lld is marked failed, finish it with --resume "
+                "%lld\n", cli_current->name, hs_last_error(), id, id);
+        return EXIT_FAILURE_RUN;
     }
-    if (rc) {
-        hs_index_close(r->ix);
-        r->ix = NULL;
-    }
-    return rc;
-}
-
-int cli_run_end(cli_run *r, int rc, const char *model_sha)
-{
-    if (!r->ix)
-        return rc;
-    char prior[1024];
-    snprintf(prior, sizeof prior, "%s", rc ? hs_last_error() : "");
-    int end = hs_index_run_finish(r->ix, r->run_id, rc ? "failed" : "complete", model_sha);
-    if (end) {
-        /* One retry, as `failed`, after the lock or the space may have come back;
-         * what still cannot be written is found `running` by a later open with
-         * its process gone, and marked failed then (hs_index_open). */
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", hs_last_error());
-        usleep(100000);
-        hs_index_run_finish(r->ix, r->run_id, "failed", NULL);
-        hs_fail(end, "%s (run %lld is not marked %s)", msg, r->run_id, rc ? "failed" : "complete");
-    }
-    hs_index_close(r->ix);
-    r->ix = NULL;
-    if (rc && end)
-        hs_fail(rc, "%s", prior);
-    return rc ? rc : end;
+    return rc ? run_error(cli_current->name) : 0;
 }
 
 static void phase_cb(void *ctx, const char *label)
@@ -493,89 +383,4 @@ hs_study_io cli_study_io(phase_bars *bars, int stoppable)
 {
     bars->active = 0;
     return (hs_study_io){ phase_cb, progress_cb, bars, stoppable ? &cli_stop_requested : NULL, 0 };
-}
-
-/* ---- text in (SPEC §9) ------------------------------------------------------- */
-
-const char *cli_source_path(const cli_source *s) { return s->data ? s->data : s->text; }
-
-int cli_tokenizer_open(hs_tokenizer **tk, const char *tokenizer, const char *model_dir,
-                       const char **used)
-{
-    *tk = NULL;
-    const char *path = tokenizer ? tokenizer
-                       : model_dir && hs_tokenizer_present(model_dir) ? model_dir
-                                                                        : NULL;
-    if (used)
-        *used = path;
-    return path ? hs_tokenizer_open(tk, path) : HS_OK;
-}
-
-/* The whole of a regular file (malloc'd, NUL-terminated), *len its bytes;
- * NULL with the message set. Texts are held in memory, as their ids are. */
-static char *read_text_file(const char *path, size_t *len)
-{
-    enum { MAX_TEXT = 1 << 30 };
-    FILE *f = hs_fopen_regular(path);
-    if (!f)
-        return NULL; /* the message names the file */
-    struct stat sb;
-    char *buf = NULL;
-    if (fstat(fileno(f), &sb) || sb.st_size > MAX_TEXT)
-        hs_fail(HS_EINVAL, "%s: a text file of at most 1 GiB is read", path);
-    else if ((buf = hs_calloc((size_t)sb.st_size + 1, 1, path)) &&
-             fread(buf, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size) {
-        hs_fail(HS_EIO, "%s: read failed", path);
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = buf ? (size_t)sb.st_size : 0;
-    return buf;
-}
-
-int cli_tokens_load(hs_tokenizer **keep, hs_tokens *t, const cli_source *s, const char *model_dir,
-                    int vocab)
-{
-    memset(t, 0, sizeof *t);
-    if (keep)
-        *keep = NULL;
-    hs_tokenizer *tk = NULL;
-    const char *used = NULL;
-    if (s->data) {
-        int rc = hs_tokens_read(t, s->data);
-        if (!rc && keep && (rc = cli_tokenizer_open(keep, s->tokenizer, model_dir, NULL)))
-            hs_tokens_free(t);
-        return rc;
-    }
-    int rc = cli_tokenizer_open(&tk, s->tokenizer, model_dir, &used);
-    if (!rc && !tk)
-        return model_dir ? hs_fail(HS_EINVAL, "--text %s needs --tokenizer PATH (%s holds no "
-                                   "tokenizer.json or vocab.json + merges.txt)", s->text, model_dir)
-                         : hs_fail(HS_EINVAL, "--text %s needs --tokenizer PATH", s->text);
-    size_t len = 0, n = 0;
-    int32_t *ids = NULL;
-    char *text = rc ? NULL : read_text_file(s->text, &len);
-    if (!rc && !text)
-        rc = HS_EIO;
-    if (!rc && (rc = hs_tokenizer_encode(tk, text, len, 1, &ids, &n))) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", hs_last_error());
-        hs_fail(rc, "%s: %s", s->text, msg);
-    }
-    for (size_t i = 0; !rc && vocab > 0 && i < n; i++)
-        if (ids[i] < 0 || ids[i] >= vocab)
-            rc = hs_fail(HS_EINVAL, "%s: token %d at %zu (from the tokenizer %s) is outside the "
-                         "vocabulary of %d of the model %s", s->text, ids[i], i, used, vocab,
-                         model_dir ? model_dir : "being trained");
-    if (!rc)
-        rc = hs_tokens_adopt(t, ids, n);
-    if (rc)
-        free(ids);
-    free(text);
-    if (keep && !rc)
-        *keep = tk;
-    else if (tk)
-        hs_tokenizer_free(tk);
-    return rc;
 }

@@ -19,8 +19,8 @@
 #include <signal.h>
 #include <stdio.h>
 
-#include "tokenizer.h"
-#include "tokens.h"
+#include "inputs.h"
+#include "run.h"
 
 enum { EXIT_FAILURE_RUN = 1, EXIT_USAGE = 2 };
 
@@ -33,8 +33,12 @@ typedef struct {
     double min;       /* smallest accepted value for numbers */
     const char *meta; /* "N", "FILE", ... */
     const char *help;
-    int seen;
+    unsigned flags;   /* OPT_NEUTRAL; OPT_SEEN once opts_parse met the option */
 } opt;
+
+/* An option that cannot change a result (left out of --resume's comparison). */
+#define OPT_NEUTRAL 1u
+#define OPT_SEEN 2u
 
 /* The options many commands share, declared once. A command lists them in
  * its own option table (the table's order is its help's order); where an
@@ -69,8 +73,8 @@ typedef struct {
 #define OPT_SEQ_LEN(dst) { "--seq-len", OPT_INT, (dst), 1, "T", "sequence length (default: min(n_ctx, 256))", 0 }
 #define OPT_MAX_BATCHES(dst) OPT_MAX_BATCHES_AS(dst, "evaluate N batches (0: all)")
 #define OPT_MAX_BATCHES_AS(dst, help) { "--max-batches", OPT_LONG, (dst), 0, "N", (help), 0 }
-#define OPT_THREADS(dst) { "--threads", OPT_INT, (dst), 0, "N", "threads (0: OpenMP's default)", 0 }
-#define OPT_JSON(dst) { "--json", OPT_FLAG, (dst), 0, NULL, "print one JSON object", 0 }
+#define OPT_THREADS(dst) { "--threads", OPT_INT, (dst), 0, "N", "threads (0: OpenMP's default)", OPT_NEUTRAL }
+#define OPT_JSON(dst) { "--json", OPT_FLAG, (dst), 0, NULL, "print one JSON object", OPT_NEUTRAL }
 /* Commands that compute losses, scores or statistics fail (exit 1, the run
  * `failed`) on the first non-finite one, naming it, unless this is given:
  * then NaN and infinities are kept (null in JSON and in the index). */
@@ -130,6 +134,9 @@ typedef struct {
 int opts_parse(const char *cmd, opt *opts, int nopts, int argc, char **argv, const char **extra,
                int max_extra, int *nextra);
 
+/* 1 when the option called name was given (after opts_parse). */
+int opts_given(const opt *opts, int nopts, const char *name);
+
 /* The full help of a command: usage, every option with its default, the
  * rules of which options apply together, details. */
 void opts_help(FILE *f, const command *c, const opt *opts, int nopts);
@@ -172,55 +179,37 @@ struct hs_study_io cli_study_io(phase_bars *bars, int stoppable);
 extern volatile sig_atomic_t cli_stop_requested;
 void cli_install_signal_handlers(void);
 
-/* A run recorded in the index (SPEC §7), with the provenance of its model
- * and data; NULL db makes every call a no-op. */
+/* A command's inputs and its run (analyze/inputs.h, analyze/run.h). A
+ * command parses its options, loads its inputs (cli_open), lets its study
+ * check its options, opens its run only after every check has passed
+ * (cli_start: bad input records nothing), runs the study, records its rows
+ * (hs_run_record) and ends with cli_finish. */
 typedef struct {
-    struct hs_index *ix;
-    long long run_id;
-    char model_sha[80], data_sha[80];
-} cli_run;
+    hs_inputs in;
+    hs_run *run;
+} cli_job;
 
-/* Opens db and inserts a run of `kind` (or, resume > 0, reopens that run
- * after checking its kind, model and data match). Prints nothing. */
-int cli_run_begin(cli_run *r, const char *db, long long resume, const char *kind,
-                  const char *model_path, const char *model_file, const char *data, int argc,
-                  char **argv);
-/* Marks the run complete (rc HS_OK) or failed (model_sha: the model it
- * produced) and closes the index. Returns rc, or when rc is HS_OK the status
- * of a failed final write (hs_last_error says so): a command whose run could
- * not be marked complete fails. */
-int cli_run_end(cli_run *r, int rc, const char *model_sha);
+/* Loads s into j->in: 0, or the exit status with the error printed (2 when
+ * the error is an option's value, such as --seq-len beyond the context). */
+int cli_open(cli_job *j, const hs_inputs_spec *s);
 
-/* Where a command's tokens come from: a token shard (SPEC §4), or a text
- * file encoded as one document as HF tokenizer(text) does (special tokens
- * added) by the tokenizer at `tokenizer`, or when that is NULL by the one
- * found in the model directory (hs_tokenizer_present). */
-typedef struct {
-    const char *data;      /* --data FILE.bin */
-    const char *text;      /* --text FILE */
-    const char *tokenizer; /* --tokenizer PATH (NULL: the model directory's) */
-} cli_source;
+/* Opens the run of cli_current's kind in db (NULL: none, *run NULL), hashing
+ * model_dir's model.safetensors (NULL: none) and data (NULL: none); o's
+ * neutral options are left out of a resumed run's comparison. The status;
+ * prints nothing. */
+int cli_run_open(hs_run **run, const char *db, long long resume, const char *model_dir,
+                 const char *data, const opt *o, int nopts, int argc, char **argv);
 
-/* The file recorded as the data (runs' data_path, the data_sha256 of runs
- * and map files is its sha256): the shard or the text file; NULL for none. */
-const char *cli_source_path(const cli_source *s);
+/* Opens the run of cli_current's kind in db (NULL: none) for the inputs,
+ * hashing model_dir's model.safetensors and the data read; o's neutral
+ * options are left out of a resumed run's comparison. 0, or the exit status
+ * with the error printed and the inputs freed. */
+int cli_start(cli_job *j, const char *db, long long resume, const char *model_dir,
+              const opt *o, int nopts, int argc, char **argv);
 
-/* The tokenizer that applies: `tokenizer` when given, else the model
- * directory's when it holds one (*tk NULL and HS_OK when neither: no
- * tokenizer is known). *used: the path opened (model_dir or tokenizer). */
-int cli_tokenizer_open(hs_tokenizer **tk, const char *tokenizer, const char *model_dir,
-                       const char **used);
-
-/* Reads the tokens of s into t: the shard, or the text encoded by the
- * tokenizer (cli_tokenizer_open; a text without one is HS_EINVAL saying
- * --tokenizer is needed). For a text, vocab > 0 checks every id against the
- * model's vocabulary of `vocab` ids, the error naming the text, the
- * tokenizer and model_dir. keep non-NULL: *keep is the tokenizer that
- * applies (for a shard too; NULL when none is known), open for the caller
- * to free. The message is set on failure, t left empty, *keep NULL. */
-int cli_tokens_load(hs_tokenizer **keep, hs_tokens *t, const cli_source *s, const char *model_dir,
-                    int vocab);
-
+/* Closes the run with rc (complete or failed), frees the inputs, prints the
+ * failure (with how to resume an interrupted run): the exit status. */
+int cli_finish(cli_job *j, int rc);
 
 /* Writes s as a JSON string literal (quoted, escaped). */
 void json_string(FILE *f, const char *s);
@@ -232,8 +221,6 @@ void json_number(FILE *f, double v, int digits);
 /* The same with `decimals` digits after the point (%.*f). */
 void json_fixed(FILE *f, double v, int decimals);
 
-/* The command line as a JSON array string (malloc'd), for run provenance. */
-char *args_json(int argc, char **argv);
 
 
 /* Each command's help is printed by re-running its option table with

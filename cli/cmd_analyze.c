@@ -6,14 +6,9 @@
 #include <sys/stat.h>
 
 #include "ablate.h"
-#include "analysis.h"
-#include "checkpoint.h"
 #include "cli.h"
 #include "importance.h"
-#include "index.h"
-#include "sha256.h"
 #include "study.h"
-#include "tokens.h"
 
 /* ---- ablate ------------------------------------------------------------------ */
 
@@ -64,55 +59,65 @@ static void print_ablate(const hs_ablate_result *r, long long run_id, const char
 
 static int cmd_ablate(int argc, char **argv)
 {
-    analysis a = { .cmd = "ablate", .B = 4 };
-    const char *method = "zero,mean,resample";
+    const char *model = NULL, *db = NULL, *method = "zero,mean,resample";
+    hs_inputs_spec in = { .batch = 4, .need_batch = 1 };
+    long resume = 0, max_batches = 0;
+    int threads = 0, json = 0, allow_nonfinite = 0;
     hs_ablate_study_opts so = { 0 };
     opt o[] = {
-        OPT_MODEL(&a.model),
-        OPT_DATA(&a.data),
-        OPT_TEXT(&a.text),
-        OPT_TOKENIZER(&a.tokenizer),
-        OPT_DB(&a.db),
+        OPT_MODEL(&model),
+        OPT_DATA(&in.source.data),
+        OPT_TEXT(&in.source.text),
+        OPT_TOKENIZER(&in.source.tokenizer),
+        OPT_DB(&db),
         { "--method", OPT_STR, &method, 0, "LIST", "zero, mean and/or resample, comma-separated", 0 },
         { "--layers", OPT_STR, &so.layers, 0, "L,L,...", "layers to ablate (default: all)", 0 },
         { "--heads", OPT_STR, &so.heads, 0, "H,H,...", "heads to ablate in those layers (default: all)", 0 },
-        OPT_BATCH(&a.B),
-        OPT_SEQ_LEN(&a.T),
-        OPT_MAX_BATCHES(&a.max_batches),
-        { "--resume", OPT_LONG, &a.resume, 1, "RUN_ID", "finish an interrupted run, skipping recorded layers", 0 },
-        { "--stack", OPT_INT, &so.ablate.stack, 0, "N", "ablations per batched continuation (0: choose)", 0 },
-        { "--naive", OPT_FLAG, &so.ablate.naive, 0, NULL, "one full forward per ablation (the reference path)", 0 },
-        OPT_THREADS(&a.threads),
-        OPT_JSON(&a.json),
-        OPT_ALLOW_NONFINITE(&a.allow_nonfinite),
+        OPT_BATCH(&in.batch),
+        OPT_SEQ_LEN(&in.seq_len),
+        OPT_MAX_BATCHES(&max_batches),
+        { "--resume", OPT_LONG, &resume, 1, "RUN_ID", "finish an interrupted run, skipping recorded layers", 0 },
+        { "--stack", OPT_INT, &so.ablate.stack, 0, "N", "ablations per batched continuation (0: choose)", OPT_NEUTRAL },
+        { "--naive", OPT_FLAG, &so.ablate.naive, 0, NULL, "one full forward per ablation (the reference path)", OPT_NEUTRAL },
+        OPT_THREADS(&threads),
+        OPT_JSON(&json),
+        OPT_ALLOW_NONFINITE(&allow_nonfinite),
     };
-    int rc = opts_parse("ablate", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    const int n = (int)(sizeof o / sizeof o[0]);
+    int rc = opts_parse("ablate", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
+    if (!model || !hs_source_path(&in.source) || !db)
+        return usage_error("ablate", "--model DIR, --data FILE (or --text FILE) and --db FILE "
+                           "are required");
     if ((so.ablate.kinds = parse_kinds(method)) < 0)
         return EXIT_USAGE;
-    if ((rc = analysis_load(&a)))
+    if (threads)
+        hs_set_threads(threads);
+    cli_job j;
+    in.model = model;
+    if ((rc = cli_open(&j, &in)))
         return rc;
-    so.ablate.B = a.B, so.ablate.T = a.T, so.ablate.max_batches = (size_t)a.max_batches;
-    if (hs_ablate_study_check(&so, &a.m.cfg)) {
-        analysis_unload(&a);
+    so.ablate.B = in.batch, so.ablate.T = j.in.seq_len, so.ablate.max_batches = (size_t)max_batches;
+    if (hs_ablate_study_check(&so, &j.in.m.cfg)) {
+        hs_inputs_free(&j.in);
         return usage_error("ablate", "%s", hs_last_error());
     }
-    if ((rc = analysis_start(&a, "ablate", argc, argv)))
+    if ((rc = cli_start(&j, db, resume, model, o, n, argc, argv)))
         return rc;
     so.ablate.stop = &cli_stop_requested;
-    so.ix = a.run.ix, so.run_id = a.run.run_id, so.resume = a.resume > 0;
+    so.ix = hs_run_index(j.run), so.run_id = hs_run_id(j.run), so.resume = resume > 0;
     hs_ablate_result r;
     phase_bars bars;
     hs_study_io io = cli_study_io(&bars, 1);
-    io.allow_nonfinite = a.allow_nonfinite;
+    io.allow_nonfinite = allow_nonfinite;
     double t0 = now_seconds();
-    rc = hs_ablate_study(&r, &a.m, &a.tok, &so, &io);
+    rc = hs_ablate_study(&r, &j.in.m, &j.in.tok, &so, &io);
     double secs = now_seconds() - t0;
-    long long run_id = a.run.run_id;
-    int status = analysis_close(&a, rc);
+    const long long run_id = hs_run_id(j.run);
+    int status = cli_finish(&j, rc);
     if (!status)
-        print_ablate(&r, run_id, a.db, secs, a.json);
+        print_ablate(&r, run_id, db, secs, json);
     hs_ablate_result_free(&r);
     return status;
 }
@@ -121,43 +126,56 @@ static int cmd_ablate(int argc, char **argv)
 
 static int cmd_importance(int argc, char **argv)
 {
-    analysis a = { .cmd = "importance", .B = 4 };
+    const char *model = NULL, *db = NULL;
+    hs_inputs_spec in = { .batch = 4, .need_batch = 1 };
+    long max_batches = 0;
+    int threads = 0, json = 0, allow_nonfinite = 0;
     opt o[] = {
-        OPT_MODEL(&a.model),
-        OPT_DATA(&a.data),
-        OPT_TEXT(&a.text),
-        OPT_TOKENIZER(&a.tokenizer),
-        OPT_DB(&a.db),
-        OPT_BATCH(&a.B),
-        OPT_SEQ_LEN(&a.T),
-        OPT_MAX_BATCHES(&a.max_batches),
-        OPT_THREADS(&a.threads),
-        OPT_JSON(&a.json),
-        OPT_ALLOW_NONFINITE(&a.allow_nonfinite),
+        OPT_MODEL(&model),
+        OPT_DATA(&in.source.data),
+        OPT_TEXT(&in.source.text),
+        OPT_TOKENIZER(&in.source.tokenizer),
+        OPT_DB(&db),
+        OPT_BATCH(&in.batch),
+        OPT_SEQ_LEN(&in.seq_len),
+        OPT_MAX_BATCHES(&max_batches),
+        OPT_THREADS(&threads),
+        OPT_JSON(&json),
+        OPT_ALLOW_NONFINITE(&allow_nonfinite),
     };
-    int rc = opts_parse("importance", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    const int n = (int)(sizeof o / sizeof o[0]);
+    const char *cmd = cli_current->name;
+    int rc = opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if ((rc = analysis_load(&a)) || (rc = analysis_start(&a, "importance", argc, argv)))
+    if (!model || !hs_source_path(&in.source) || !db)
+        return usage_error(cmd, "--model DIR, --data FILE (or --text FILE) and --db FILE are "
+                           "required");
+    if (threads)
+        hs_set_threads(threads);
+    cli_job j;
+    in.model = model;
+    if ((rc = cli_open(&j, &in)) || (rc = cli_start(&j, db, 0, model, o, n, argc, argv)))
         return rc;
     hs_importance_result r;
     phase_bars bars;
     hs_study_io io = cli_study_io(&bars, 1);
-    io.allow_nonfinite = a.allow_nonfinite;
+    io.allow_nonfinite = allow_nonfinite;
     double t0 = now_seconds();
-    rc = hs_importance_study(&r, &a.m, &a.tok, a.B, a.T, (size_t)a.max_batches, &io);
+    rc = hs_importance_study(&r, &j.in.m, &j.in.tok, in.batch, j.in.seq_len,
+                             (size_t)max_batches, &io);
     if (!rc)
-        rc = hs_study_record(a.run.ix, a.run.run_id, &r.table, NULL, 0);
+        rc = hs_run_rows(j.run, &r.table, NULL, 0);
     double secs = now_seconds() - t0;
-    long long run_id = a.run.run_id;
-    int status = analysis_close(&a, rc);
-    if (!status && a.json)
+    const long long run_id = hs_run_id(j.run);
+    int status = cli_finish(&j, rc);
+    if (!status && json)
         printf("{\"run_id\":%lld,\"sequences\":%ld,\"seconds\":%.3f,\"least_important\":"
                "{\"layer\":%d,\"head\":%d}}\n", run_id, r.sequences, secs, r.least_layer,
                r.least_head);
     else if (!status)
         printf("run %lld: importance of every head over %ld sequences in %s (%.2f s); least "
-               "important: layer %d head %d\n", run_id, r.sequences, a.db, secs, r.least_layer,
+               "important: layer %d head %d\n", run_id, r.sequences, db, secs, r.least_layer,
                r.least_head);
     hs_importance_result_free(&r);
     return status;
@@ -183,10 +201,10 @@ static void prune_step(void *ctx, int step, int pruned, double fraction, double 
         fprintf(stderr, "%s\n", line);
 }
 
-static void print_prune(const hs_prune_result *r, const analysis *a, long long run_id,
+static void print_prune(const hs_prune_result *r, int json, const char *db, long long run_id,
                         const char *out, int structural)
 {
-    if (a->json) {
+    if (json) {
         printf("{\"run_id\":%lld,\"pruned\":%d,\"heads\":%d,\"curve\":[", run_id,
                r->n_pruned, r->heads);
         for (int i = 0; i < r->curve.n; i++)
@@ -203,27 +221,63 @@ static void print_prune(const hs_prune_result *r, const analysis *a, long long r
         return;
     }
     printf("run %lld: pruned %d of %d heads; curve 'pruning' and mask 'pruned' in %s%s%s\n",
-           run_id, r->n_pruned, r->heads, a->db, out ? "; model in " : "", out ? out : "");
+           run_id, r->n_pruned, r->heads, db, out ? "; model in " : "", out ? out : "");
     if (out)
         printf("forward of one batch (median of 7): %.2f ms unpruned, %.2f ms %s\n", r->ms[0],
                r->ms[1], structural ? "structurally pruned" : "pruned by zeroed columns (dense)");
 }
 
+/* The validation tokens of prune: --val's shard or --val-text's text (or
+ * none, v left empty); they must hold one batch. 0, or the exit status. */
+static int load_val(hs_tokens *v, const hs_source *src, const char *model, const cli_job *j,
+                    int B)
+{
+    memset(v, 0, sizeof *v);
+    if (!hs_source_path(src))
+        return 0;
+    int rc = hs_source_load(NULL, v, src, model, j->in.m.cfg.vocab_size);
+    if (!rc && !hs_batch_count(v, B, j->in.seq_len))
+        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens",
+                     hs_source_path(src), B, j->in.seq_len);
+    if (rc)
+        hs_tokens_free(v);
+    return rc ? run_error("prune") : 0;
+}
+
+/* The percentages in range and, with --out, no checkpoint there unless
+ * --force: 0 or the exit status. target: the model file --out writes. */
+static int prune_checks(const hs_prune_study_opts *so, int force, char *target, size_t n)
+{
+    const hs_prune_opts *po = &so->prune;
+    if (!(po->step_percent > 0) || po->step_percent > 100 || !(po->max_percent > 0) ||
+        po->max_percent > 100)
+        return usage_error("prune", "--step-percent and --max-percent must be in (0, 100]");
+    struct stat sb;
+    snprintf(target, n, "%s/model.safetensors", so->out ? so->out : "");
+    if (so->out && !force && stat(target, &sb) == 0) {
+        fprintf(stderr, "headscope: prune: %s exists (use --force to overwrite)\n", target);
+        return EXIT_FAILURE_RUN;
+    }
+    return 0;
+}
+
 static int cmd_prune(int argc, char **argv)
 {
-    analysis a = { .cmd = "prune", .B = 4 };
-    const char *val = NULL, *val_text = NULL;
-    int force = 0;
+    const char *model = NULL, *db = NULL;
+    hs_inputs_spec in = { .batch = 4, .need_batch = 1 };
+    hs_source vsrc = { 0 };
+    long max_batches = 0;
+    int threads = 0, json = 0, allow_nonfinite = 0, force = 0;
     hs_prune_study_opts so = { .prune = { .step_percent = 10, .max_percent = 50 } };
     hs_prune_opts *po = &so.prune;
     opt o[] = {
-        OPT_MODEL(&a.model),
-        OPT_DATA_AS(&a.data, "token shard for the importance"),
-        OPT_TEXT(&a.text),
-        OPT_TOKENIZER(&a.tokenizer),
-        OPT_DB_AS(&a.db, "SQLite index for the curve and the mask"),
-        { "--val", OPT_STR, &val, 0, "FILE.bin", "validation shard (default: --data)", 0 },
-        OPT_TEXT_AS(&val_text, "--val-text", "validation text, tokenized as --text is"),
+        OPT_MODEL(&model),
+        OPT_DATA_AS(&in.source.data, "token shard for the importance"),
+        OPT_TEXT(&in.source.text),
+        OPT_TOKENIZER(&in.source.tokenizer),
+        OPT_DB_AS(&db, "SQLite index for the curve and the mask"),
+        { "--val", OPT_STR, &vsrc.data, 0, "FILE.bin", "validation shard (default: --data)", 0 },
+        OPT_TEXT_AS(&vsrc.text, "--val-text", "validation text, tokenized as --text is"),
         { "--step-percent", OPT_DOUBLE, &po->step_percent, 0, "P", "step k prunes to floor(k*P*N/100) of the N heads", 0 },
         { "--max-percent", OPT_DOUBLE, &po->max_percent, 0, "P", "stop once P% of the heads are pruned (100: every head may go)", 0 },
         { "--min-heads-per-layer", OPT_INT, &po->min_heads_per_layer, 0, "K", "heads every layer keeps", 0 },
@@ -231,52 +285,58 @@ static int cmd_prune(int argc, char **argv)
         { "--out", OPT_STR, &so.out, 0, "DIR", "write the pruned model (W_o columns of pruned heads zeroed)", 0 },
         { "--structural", OPT_FLAG, &so.structural, 0, NULL, "with --out: remove the pruned heads (a smaller model)", 0 },
         { "--force", OPT_FLAG, &force, 0, NULL, "overwrite a checkpoint in --out", 0 },
-        OPT_BATCH(&a.B),
-        OPT_SEQ_LEN(&a.T),
-        OPT_MAX_BATCHES_AS(&a.max_batches, "batches per evaluation (0: all)"),
-        OPT_THREADS(&a.threads),
-        OPT_JSON(&a.json),
-        OPT_ALLOW_NONFINITE(&a.allow_nonfinite),
+        OPT_BATCH(&in.batch),
+        OPT_SEQ_LEN(&in.seq_len),
+        OPT_MAX_BATCHES_AS(&max_batches, "batches per evaluation (0: all)"),
+        OPT_THREADS(&threads),
+        OPT_JSON(&json),
+        OPT_ALLOW_NONFINITE(&allow_nonfinite),
     };
-    int rc = opts_parse("prune", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    const int n = (int)(sizeof o / sizeof o[0]);
+    int rc = opts_parse("prune", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!(po->step_percent > 0) || po->step_percent > 100 || !(po->max_percent > 0) ||
-        po->max_percent > 100)
-        return usage_error("prune", "--step-percent and --max-percent must be in (0, 100]");
+    if (!model || !hs_source_path(&in.source) || !db)
+        return usage_error("prune", "--model DIR, --data FILE (or --text FILE) and --db FILE are "
+                           "required");
     char target[1100];
-    struct stat sb;
-    snprintf(target, sizeof target, "%s/model.safetensors", so.out ? so.out : "");
-    if (so.out && !force && stat(target, &sb) == 0) {
-        fprintf(stderr, "headscope: prune: %s exists (use --force to overwrite)\n", target);
-        return EXIT_FAILURE_RUN;
-    }
-    hs_tokens vtok;
-    if ((rc = analysis_load(&a)) || (rc = analysis_load_val(&a, &vtok, val, val_text)))
+    if ((rc = prune_checks(&so, force, target, sizeof target)))
         return rc;
-    if ((rc = analysis_start(&a, "prune", argc, argv))) {
+    if (threads)
+        hs_set_threads(threads);
+    cli_job j;
+    hs_tokens vtok;
+    in.model = model, vsrc.tokenizer = in.source.tokenizer;
+    if ((rc = cli_open(&j, &in)))
+        return rc;
+    if ((rc = load_val(&vtok, &vsrc, model, &j, in.batch))) {
+        hs_inputs_free(&j.in);
+        return rc;
+    }
+    if ((rc = cli_start(&j, db, 0, model, o, n, argc, argv))) {
         hs_tokens_free(&vtok);
         return rc;
     }
-    prune_ctx pc = { .json = a.json };
-    po->B = a.B, po->T = a.T, po->max_batches = (size_t)a.max_batches;
+    prune_ctx pc = { .json = json };
+    po->B = in.batch, po->T = j.in.seq_len, po->max_batches = (size_t)max_batches;
     po->val = vtok.tok ? &vtok : NULL, po->stop = &cli_stop_requested;
-    so.ix = a.run.ix, so.run_id = a.run.run_id, so.on_step = prune_step, so.ctx = &pc;
+    so.ix = hs_run_index(j.run), so.run_id = hs_run_id(j.run), so.on_step = prune_step;
+    so.ctx = &pc;
     hs_prune_result r;
     /* steps: 0 (unpruned), then one per step_percent up to max_percent */
     progress_start(&pc.bar, "prune", (long)ceil(po->max_percent / po->step_percent - 1e-9));
-    so.allow_nonfinite = a.allow_nonfinite;
-    rc = hs_prune_study(&r, &a.m, &a.tok, &so);
+    so.allow_nonfinite = allow_nonfinite;
+    rc = hs_prune_study(&r, &j.in.m, &j.in.tok, &so);
     progress_finish(&pc.bar);
     if (!rc && so.out) /* the written model as the run's artifact */
-        rc = hs_study_record_artifact(a.run.ix, a.run.run_id, target);
+        rc = hs_run_artifact(j.run, target);
     if (!rc)
-        rc = hs_study_record(a.run.ix, a.run.run_id, &r.table, NULL, 0);
+        rc = hs_run_rows(j.run, &r.table, NULL, 0);
     hs_tokens_free(&vtok);
-    long long run_id = a.run.run_id;
-    int status = analysis_close(&a, rc);
+    const long long run_id = hs_run_id(j.run);
+    int status = cli_finish(&j, rc);
     if (!status)
-        print_prune(&r, &a, run_id, so.out, so.structural);
+        print_prune(&r, json, db, run_id, so.out, so.structural);
     hs_prune_result_free(&r);
     return status;
 }

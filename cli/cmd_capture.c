@@ -35,52 +35,44 @@ static void print_capture(const hs_capture_opts *o, const hs_capture_result *r, 
 
 /* Reads the data (and the tokenizer that applies), opens the run, captures
  * and records the file; frees m. The exit status. */
-static int capture_run(hs_model *m, const cli_source *src, hs_capture_opts co, const char *db,
-                       int json, int argc, char **argv)
+static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, const char *db,
+                       int json, const opt *o, int nopts, int argc, char **argv)
 {
-    hs_tokens tok = { 0 };
-    hs_tokenizer *tk = NULL;
+    cli_job j = { 0 };
     size_t nb;
-    char path[1100];
-    snprintf(path, sizeof path, "%s/model.safetensors", co.model_dir);
-    cli_run run = { 0 };
-    int rc = cli_tokens_load(&tk, &tok, src, co.model_dir, m->cfg.vocab_size) ||
-         hs_capture_batches(&nb, &co, &tok) ||
-         cli_run_begin(&run, db, 0, "capture", co.model_dir, path, co.data_path, argc, argv);
-    co.tokenizer = tk;
+    int rc = hs_source_load(&j.in.tk, &j.in.tok, src, co.model_dir, m->cfg.vocab_size) ||
+             hs_capture_batches(&nb, &co, &j.in.tok);
+    j.in.m = *m; /* the job owns the model from here */
+    j.in.data_path = co.data_path;
+    if (rc) {
+        hs_inputs_free(&j.in);
+        return run_error("capture");
+    }
+    if ((rc = cli_start(&j, db, 0, co.model_dir, o, nopts, argc, argv)))
+        return rc;
+    co.tokenizer = j.in.tk;
     /* a recorded run has hashed model and data already: hash them once */
-    co.model_sha = run.ix ? run.model_sha : NULL, co.data_sha = run.ix ? run.data_sha : NULL;
-    /* Handlers before the temporary file exists: a Ctrl-C from here on stops
-     * cleanly and removes it. */
-    cli_install_signal_handlers();
+    co.model_sha = hs_run_model_sha(j.run), co.data_sha = hs_run_data_sha(j.run);
     hs_capture_result r;
     phase_bars bars;
     hs_study_io io = cli_study_io(&bars, 1);
-    if (!rc)
-        rc = hs_capture(&r, m, &tok, co, &io);
-    hs_tokens_free(&tok);
-    hs_model_free(m);
-    if (tk)
-        hs_tokenizer_free(tk);
+    rc = hs_capture(&r, &j.in.m, &j.in.tok, co, &io);
     /* the finished file, by its absolute path, as the run's artifact */
     char *abs_out = rc ? NULL : realpath(co.out, NULL);
     if (!rc)
-        rc = hs_study_record_artifact(run.ix, run.run_id, abs_out ? abs_out : co.out);
+        rc = hs_run_artifact(j.run, abs_out ? abs_out : co.out);
     free(abs_out);
-    if (rc)
-        run_error("capture");
-    if (cli_run_end(&run, rc, NULL) && !rc)
-        rc = run_error("capture");
-    if (rc)
-        return EXIT_FAILURE_RUN;
-    print_capture(&co, &r, db, run.run_id, json);
+    const long long id = hs_run_id(j.run);
+    if ((rc = cli_finish(&j, rc)))
+        return rc;
+    print_capture(&co, &r, db, id, json);
     return 0;
 }
 
 static int cmd_capture(int argc, char **argv)
 {
     const char *model = NULL, *dtype = "f32", *db = NULL;
-    cli_source src = { 0 };
+    hs_source src = { 0 };
     int threads = 0, json = 0;
     long max_batches = 0;
     hs_capture_opts co = { .batch = 4 };
@@ -104,10 +96,11 @@ static int cmd_capture(int argc, char **argv)
         OPT_DB_AS(&db, "record the run and the map file (artifact) in this index"),
         OPT_JSON(&json),
     };
-    int rc = opts_parse("capture", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    const int n = (int)(sizeof o / sizeof o[0]);
+    int rc = opts_parse("capture", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const char *data = cli_source_path(&src);
+    const char *data = hs_source_path(&src);
     if (!model || !data || !co.out)
         return usage_error("capture", "--model DIR, --data FILE (or --text FILE) and --out FILE.h5 "
                            "are required");
@@ -127,7 +120,7 @@ static int cmd_capture(int argc, char **argv)
         hs_model_free(&m);
         return usage_error("capture", "%s", hs_last_error());
     }
-    return capture_run(&m, &src, co, db, json, argc, argv);
+    return capture_run(&m, &src, co, db, json, o, n, argc, argv);
 }
 
 /* The first sequence's tokens as display strings (/token_text): in JSON the

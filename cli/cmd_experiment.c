@@ -94,13 +94,13 @@ static int experiment_setup(hs_headcount_opts *ho, const char *preset, const cha
 
 /* The training data and the validation split (vsrc's, or the last 10% of
  * src's), each holding a batch. HS_OK or a status with the message set. */
-static int experiment_data(hs_tokens *all, hs_tokens *train, hs_tokens *vt, const cli_source *src,
-                           const cli_source *vsrc, const hs_headcount_opts *ho)
+static int experiment_data(hs_tokens *all, hs_tokens *train, hs_tokens *vt, const hs_source *src,
+                           const hs_source *vsrc, const hs_headcount_opts *ho)
 {
     const int vocab = ho->base.vocab_size;
-    const char *val = cli_source_path(vsrc);
-    if (cli_tokens_load(NULL, all, src, NULL, vocab) ||
-        (val && cli_tokens_load(NULL, vt, vsrc, NULL, vocab)))
+    const char *val = hs_source_path(vsrc);
+    if (hs_source_load(NULL, all, src, NULL, vocab) ||
+        (val && hs_source_load(NULL, vt, vsrc, NULL, vocab)))
         return HS_EINVAL;
     if (val)
         *train = *all;
@@ -108,7 +108,7 @@ static int experiment_data(hs_tokens *all, hs_tokens *train, hs_tokens *vt, cons
         hs_headcount_split(all, train, vt);
     if (!hs_batch_count(train, ho->batch, ho->seq_len) || !hs_batch_count(vt, ho->batch, ho->seq_len))
         return hs_fail(HS_EINVAL, "%s: too few tokens for a batch of %d x %d in both the training "
-                       "and validation parts", cli_source_path(src), ho->batch, ho->seq_len);
+                       "and validation parts", hs_source_path(src), ho->batch, ho->seq_len);
     return HS_OK;
 }
 
@@ -121,7 +121,7 @@ static int cmd_experiment(int argc, char **argv)
     if (argc < 2 || (strcmp(argv[1], "head-count") && !help))
         return usage_error("experiment", "the experiment is 'head-count', 'gqa' or 'windows'");
     const char *preset = "attn-only", *db = NULL;
-    cli_source src = { 0 }, vsrc = { 0 };
+    hs_source src = { 0 }, vsrc = { 0 };
     const char *heads_s = "1,2,4", *seeds_s = "1,2,3";
     int threads = 0, json = 0;
     hs_headcount_opts ho = { .steps = 200, .batch = 8, .seq_len = 64, .lr = 1e-3 };
@@ -148,7 +148,7 @@ static int cmd_experiment(int argc, char **argv)
                         argv + !help, overrides, 64, &nover);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const char *data = cli_source_path(&src), *val = cli_source_path(&vsrc);
+    const char *data = hs_source_path(&src), *val = hs_source_path(&vsrc);
     vsrc.tokenizer = src.tokenizer;
     if (!data || !db)
         return usage_error("experiment", "--data FILE (or --text FILE) and --db FILE are required");
@@ -159,9 +159,9 @@ static int cmd_experiment(int argc, char **argv)
     if (threads)
         hs_set_threads(threads);
     hs_tokens all = { 0 }, train = { 0 }, vt = { 0 };
-    cli_run run = { 0 };
+    hs_run *run = NULL;
     if (experiment_data(&all, &train, &vt, &src, &vsrc, &ho) ||
-        cli_run_begin(&run, db, 0, "experiment", NULL, NULL, data, argc, argv)) {
+        cli_run_open(&run, db, 0, NULL, data, o, (int)(sizeof o / sizeof o[0]), argc, argv)) {
         hs_tokens_free(&all);
         if (val)
             hs_tokens_free(&vt);
@@ -169,23 +169,24 @@ static int cmd_experiment(int argc, char **argv)
     }
     cli_install_signal_handlers();
     hc_ctx hc = { .json = json };
-    ho.train = &train, ho.val = &vt, ho.ix = run.ix, ho.run_id = run.run_id;
+    ho.train = &train, ho.val = &vt, ho.ix = hs_run_index(run), ho.run_id = hs_run_id(run);
     ho.stop = &cli_stop_requested, ho.on_step = hc_step, ho.on_run = hc_run, ho.ctx = &hc;
     hs_headcount_result r;
     progress_start(&hc.bar, "experiment", (long)ho.n_seeds * ho.n_heads * ho.steps);
     rc = hs_headcount_experiment(&r, &ho);
     progress_finish(&hc.bar);
     if (!rc)
-        rc = hs_study_record(run.ix, run.run_id, &r.table, NULL, 0);
+        rc = hs_run_rows(run, &r.table, NULL, 0);
     if (rc)
         run_error("experiment");
-    if (cli_run_end(&run, rc, NULL) && !rc)
+    const long long id = hs_run_id(run);
+    if (hs_run_close(run, rc, NULL) && !rc)
         rc = run_error("experiment");
     hs_tokens_free(&all);
     if (val)
         hs_tokens_free(&vt);
     if (!rc)
-        print_experiment(&r, &ho, run.run_id, json);
+        print_experiment(&r, &ho, id, json);
     hs_headcount_result_free(&r);
     return rc ? EXIT_FAILURE_RUN : 0;
 }

@@ -50,13 +50,13 @@ static int parse_kv(const char *s, int *out)
 
 /* Loads the model and data and checks the options: 0, or the exit status. */
 static int gqa_setup(hs_gqa_opts *go, hs_model *m, hs_tokens *all, hs_tokens *vt, hs_tokens *train,
-                     const char *model, const cli_source *src, const cli_source *vsrc)
+                     const char *model, const hs_source *src, const hs_source *vsrc)
 {
-    const char *val = cli_source_path(vsrc);
+    const char *val = hs_source_path(vsrc);
     if (hs_checkpoint_load(m, model))
         return run_error("experiment");
-    if (cli_tokens_load(NULL, all, src, model, m->cfg.vocab_size) ||
-        (val && cli_tokens_load(NULL, vt, vsrc, model, m->cfg.vocab_size))) {
+    if (hs_source_load(NULL, all, src, model, m->cfg.vocab_size) ||
+        (val && hs_source_load(NULL, vt, vsrc, model, m->cfg.vocab_size))) {
         hs_model_free(m);
         hs_tokens_free(all);
         return run_error("experiment");
@@ -80,7 +80,7 @@ static int gqa_setup(hs_gqa_opts *go, hs_model *m, hs_tokens *all, hs_tokens *vt
 int experiment_gqa(int argc, char **argv)
 {
     const char *model = NULL, *db = NULL, *kv_s = NULL;
-    cli_source src = { 0 }, vsrc = { 0 };
+    hs_source src = { 0 }, vsrc = { 0 };
     int threads = 0, json = 0;
     long val_batches = 0;
     hs_gqa_opts go = { .batch = 8, .seq_len = 64, .lr = 1e-3, .fraction = 0.05 };
@@ -105,7 +105,7 @@ int experiment_gqa(int argc, char **argv)
     int rc = opts_parse("experiment", o, (int)(sizeof o / sizeof o[0]), argc - 1, argv + 1, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const char *data = cli_source_path(&src), *val = cli_source_path(&vsrc);
+    const char *data = hs_source_path(&src), *val = hs_source_path(&vsrc);
     vsrc.tokenizer = src.tokenizer;
     if (!model || !data || !db || !go.original_steps)
         return usage_error("experiment", "gqa needs --model DIR, --data FILE (or --text FILE), "
@@ -119,23 +119,22 @@ int experiment_gqa(int argc, char **argv)
     hs_tokens all = { 0 }, train = { 0 }, vt = { 0 };
     if ((rc = gqa_setup(&go, &m, &all, &vt, &train, model, &src, &vsrc)))
         return rc;
-    char file[1100];
-    snprintf(file, sizeof file, "%s/model.safetensors", model);
-    cli_run run = { 0 };
+    hs_run *run = NULL;
     hs_gqa_result r = { 0 };
     phase_bars bars = { 0 };
-    if (!(rc = cli_run_begin(&run, db, 0, "experiment", model, file, data, argc, argv))) {
+    if (!(rc = cli_run_open(&run, db, 0, model, data, o, (int)(sizeof o / sizeof o[0]), argc, argv))) {
         cli_install_signal_handlers();
         go.io = cli_study_io(&bars, 1);
         if (!(rc = hs_gqa_study(&r, &go)))
-            rc = hs_study_record(run.ix, run.run_id, &r.table, NULL, 0);
+            rc = hs_run_rows(run, &r.table, NULL, 0);
     }
     if (rc)
         run_error("experiment");
-    if (run.ix && cli_run_end(&run, rc, NULL) && !rc)
+    const long long id = hs_run_id(run);
+    if (hs_run_close(run, rc, NULL) && !rc)
         rc = run_error("experiment");
     if (!rc)
-        print_gqa(&r, &go, run.run_id, json);
+        print_gqa(&r, &go, id, json);
     hs_gqa_result_free(&r);
     hs_tokens_free(&all);
     if (val)

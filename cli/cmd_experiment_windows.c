@@ -86,14 +86,14 @@ static int windows_setup(hs_windows_opts *wo, const char *preset, const char **o
 
 /* Reads the data (split unless --val), opens the run, runs, records. */
 static int windows_run(hs_windows_opts *wo, hs_windows_result *r, long long *run_id,
-                       const cli_source *src, const cli_source *vsrc, const char *db, int json,
-                       int argc, char **argv)
+                       const hs_source *src, const hs_source *vsrc, const char *db, int json,
+                       const opt *o, int nopts, int argc, char **argv)
 {
     hs_tokens all = { 0 }, train = { 0 }, vt = { 0 };
-    const char *data = cli_source_path(src), *val = cli_source_path(vsrc);
+    const char *data = hs_source_path(src), *val = hs_source_path(vsrc);
     const int vocab = wo->base.vocab_size;
-    if (cli_tokens_load(NULL, &all, src, NULL, vocab) ||
-        (val && cli_tokens_load(NULL, &vt, vsrc, NULL, vocab))) {
+    if (hs_source_load(NULL, &all, src, NULL, vocab) ||
+        (val && hs_source_load(NULL, &vt, vsrc, NULL, vocab))) {
         hs_tokens_free(&all);
         return run_error("experiment");
     }
@@ -101,29 +101,29 @@ static int windows_run(hs_windows_opts *wo, hs_windows_result *r, long long *run
         train = all;
     else
         hs_headcount_split(&all, &train, &vt);
-    cli_run run = { 0 };
+    hs_run *run = NULL;
     int rc = HS_OK;
     if (!hs_batch_count(&train, wo->batch, wo->seq_len) ||
         !hs_batch_count(&vt, wo->batch, wo->seq_len))
         rc = hs_fail(HS_EINVAL, "%s: too few tokens for a batch of %d x %d in both the training "
                      "and validation parts", data, wo->batch, wo->seq_len);
-    if (!rc && !(rc = cli_run_begin(&run, db, 0, "experiment", NULL, NULL, data, argc, argv))) {
+    if (!rc && !(rc = cli_run_open(&run, db, 0, NULL, data, o, nopts, argc, argv))) {
         cli_install_signal_handlers();
         win_ctx wc = { .json = json };
-        wo->train = &train, wo->val = &vt, wo->ix = run.ix, wo->run_id = run.run_id;
+        wo->train = &train, wo->val = &vt, wo->ix = hs_run_index(run), wo->run_id = hs_run_id(run);
         wo->stop = &cli_stop_requested, wo->on_step = win_step, wo->on_run = win_run;
         wo->ctx = &wc;
         progress_start(&wc.bar, "experiment", (long)wo->n_seeds * HS_WINDOWS_ARMS * wo->steps);
         rc = hs_windows_experiment(r, wo);
         progress_finish(&wc.bar);
         if (!rc)
-            rc = hs_study_record(run.ix, run.run_id, &r->table, NULL, 0);
+            rc = hs_run_rows(run, &r->table, NULL, 0);
     }
     if (rc)
         run_error("experiment");
-    if (run.ix && cli_run_end(&run, rc, NULL) && !rc)
+    *run_id = hs_run_id(run);
+    if (hs_run_close(run, rc, NULL) && !rc)
         rc = run_error("experiment");
-    *run_id = run.run_id;
     hs_tokens_free(&all);
     if (val)
         hs_tokens_free(&vt);
@@ -133,7 +133,7 @@ static int windows_run(hs_windows_opts *wo, hs_windows_result *r, long long *run
 int experiment_windows(int argc, char **argv)
 {
     const char *preset = "attn-only", *db = NULL, *seeds_s = "1,2,3";
-    cli_source src = { 0 }, vsrc = { 0 };
+    hs_source src = { 0 }, vsrc = { 0 };
     int threads = 0, json = 0;
     hs_windows_opts wo = { .window = 32, .steps = 200, .batch = 8, .seq_len = 128, .lr = 1e-3 };
     opt o[] = {
@@ -161,7 +161,7 @@ int experiment_windows(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     vsrc.tokenizer = src.tokenizer;
-    if (!cli_source_path(&src) || !db)
+    if (!hs_source_path(&src) || !db)
         return usage_error("experiment", "windows needs --data FILE (or --text FILE) and --db FILE");
     if ((rc = windows_setup(&wo, preset, overrides, nover, seeds_s)))
         return rc;
@@ -169,7 +169,8 @@ int experiment_windows(int argc, char **argv)
         hs_set_threads(threads);
     hs_windows_result r = { 0 };
     long long run_id = 0;
-    rc = windows_run(&wo, &r, &run_id, &src, &vsrc, db, json, argc, argv);
+    rc = windows_run(&wo, &r, &run_id, &src, &vsrc, db, json, o, (int)(sizeof o / sizeof o[0]),
+                     argc, argv);
     if (!rc)
         print_windows(&r, &wo, run_id, json);
     hs_windows_result_free(&r);

@@ -5,97 +5,35 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
 #include "cli.h"
+#include "metrics.h"
 #include "study.h"
-#include "tokenizer.h"
 
 /* What the three commands share: the model, the prompts (or a shard), the
  * run. */
 typedef struct {
-    const char *cmd, *model, *prompts, *data, *tokenizer, *db;
-    const char *text; /* --text FILE: tokenized like a shard (--data) */
-    int batch, seq_len, threads, json, allow_nonfinite;
-    long max_batches;
-    long seed;
-    hs_model m;
-    hs_prompt_set ps;
-    hs_tokens tok;
-    cli_run run;
+    const char *model, *db;
+    hs_inputs_spec in;
+    int threads, json, allow_nonfinite;
+    long max_batches, seed;
+    cli_job j;
 } interp;
 
-/* The prompts file, encoded with --tokenizer or the model directory's own
- * tokenizer when it has one (ids-only files need none). */
-static int load_prompts(interp *c)
-{
-    const char *tpath = c->tokenizer ? c->tokenizer
-                        : hs_tokenizer_present(c->model) ? c->model : NULL;
-    hs_tokenizer *tk = NULL;
-    int rc = tpath ? hs_tokenizer_open(&tk, tpath) : HS_OK;
-    if (!rc)
-        rc = hs_prompts_load(&c->ps, c->prompts, tk, c->m.cfg.vocab_size, c->m.cfg.n_ctx);
-    hs_tokenizer_free(tk);
-    return rc;
-}
-
-/* Loads the model and the prompts or shard; then the run (after every
- * check, so bad input records nothing). Exit status on failure. */
-static int interp_open(interp *c, int argc, char **argv)
+/* Loads the inputs, lets the command's own check refuse the model (a
+ * usage error), then opens the run: bad input records nothing. */
+static int interp_open(interp *c, int (*check)(const hs_model_config *), const opt *o, int n,
+                       int argc, char **argv)
 {
     if (c->threads)
         hs_set_threads(c->threads);
-    if (hs_checkpoint_load(&c->m, c->model))
-        return run_error(c->cmd);
-    int rc = !strcmp(c->cmd, "dla")           ? hs_dla_check(&c->m.cfg)
-             : !strcmp(c->cmd, "composition") ? hs_composition_check(&c->m.cfg)
-                                              : HS_OK;
-    if (!rc && c->prompts)
-        rc = load_prompts(c);
-    if (!rc && (c->data || c->text)) {
-        if (!c->seq_len)
-            c->seq_len = c->m.cfg.n_ctx < 256 ? c->m.cfg.n_ctx : 256;
-        if (c->m.cfg.pos == HS_POS_LEARNED && c->seq_len > c->m.cfg.n_ctx) {
-            const int n_ctx = c->m.cfg.n_ctx;
-            hs_model_free(&c->m);
-            return usage_error(c->cmd, "--seq-len %d exceeds the model's n_ctx=%d", c->seq_len,
-                               n_ctx);
-        }
-        size_t nb;
-        const cli_source src = { c->data, c->text, c->tokenizer };
-        if (!(rc = cli_tokens_load(NULL, &c->tok, &src, c->model, c->m.cfg.vocab_size)))
-            rc = hs_batches_to_run(&c->tok, c->batch, c->seq_len, 0, &nb);
-        for (size_t i = 0; !rc && i < c->tok.n; i++)
-            if (c->tok.tok[i] >= c->m.cfg.vocab_size)
-                rc = hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the vocabulary of %d",
-                             cli_source_path(&src), c->tok.tok[i], i, c->m.cfg.vocab_size);
+    c->in.model = c->model;
+    c->in.need_batch = hs_source_path(&c->in.source) != NULL;
+    int rc = cli_open(&c->j, &c->in);
+    if (!rc && check && check(&c->j.in.m.cfg)) {
+        hs_inputs_free(&c->j.in);
+        return run_error(cli_current->name);
     }
-    char file[1100];
-    snprintf(file, sizeof file, "%s/model.safetensors", c->model);
-    if (!rc)
-        rc = cli_run_begin(&c->run, c->db, 0, c->cmd, c->model, file,
-                           c->prompts ? c->prompts : c->data ? c->data : c->text, argc, argv);
-    if (rc) {
-        hs_prompt_set_free(&c->ps);
-        hs_tokens_free(&c->tok);
-        hs_model_free(&c->m);
-        return run_error(c->cmd);
-    }
-    return 0;
-}
-
-/* Ends the run (failed when rc), frees; the exit status. */
-static int interp_close(interp *c, int rc)
-{
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", hs_last_error());
-    if (cli_run_end(&c->run, rc, NULL) && !rc)
-        rc = HS_EIO, snprintf(msg, sizeof msg, "%s", hs_last_error());
-    hs_prompt_set_free(&c->ps);
-    hs_tokens_free(&c->tok);
-    hs_model_free(&c->m);
-    if (rc)
-        fprintf(stderr, "headscope: %s: %s\n", c->cmd, msg);
-    return rc ? EXIT_FAILURE_RUN : 0;
+    return rc ? rc : cli_start(&c->j, c->db, 0, c->model, o, n, argc, argv);
 }
 
 static hs_study_io interp_io(interp *c, phase_bars *bars)
@@ -107,11 +45,11 @@ static hs_study_io interp_io(interp *c, phase_bars *bars)
 
 /* ---- dla ---------------------------------------------------------------------------- */
 
-static void print_dla(const hs_dla_result *r, const interp *c)
+static void print_dla(const hs_dla_result *r, const interp *c, long long run_id)
 {
-    const hs_metric_row *ld = hs_head_table_find(&r->table, -1, -1, "logit_diff_clean");
+    const hs_metric_row *ld = hs_head_table_find(&r->table, -1, -1, HS_METRIC(LOGIT_DIFF_CLEAN));
     if (c->json) {
-        printf("{\"run_id\":%lld,\"prompts\":%d,\"logit_diff_clean\":", c->run.run_id, r->parts.n);
+        printf("{\"run_id\":%lld,\"prompts\":%d,\"logit_diff_clean\":", run_id, r->parts.n);
         json_number(stdout, ld->value, 8);
         printf(",\"logit_diff_stderr\":"), json_number(stdout, ld->stderr_value, 6);
         printf(",\"top\":{\"layer\":%d,\"head\":%d,\"dla\":", r->top_layer, r->top_head);
@@ -123,57 +61,60 @@ static void print_dla(const hs_dla_result *r, const interp *c)
     printf("run %lld: direct logit attribution of %d prompt%s in %s; clean logit difference "
            "%.4f ± %.4f; largest head toward the answer: layer %d head %d (%+.4f); the parts "
            "sum to the logit difference within %.1e (relative)\n",
-           c->run.run_id, r->parts.n, r->parts.n == 1 ? "" : "s", c->db, ld->value,
+           run_id, r->parts.n, r->parts.n == 1 ? "" : "s", c->db, ld->value,
            ld->stderr_value, r->top_layer, r->top_head, r->top, r->max_gap);
 }
 
 static int cmd_dla(int argc, char **argv)
 {
-    interp c = { .cmd = "dla", .batch = 8 };
+    interp c = { .in = { .batch = 8 } };
     opt o[] = {
         OPT_MODEL(&c.model),
-        { "--prompts", OPT_STR, &c.prompts, 0, "FILE.jsonl", "clean/corrupt prompts (SPEC §11); dla reads the clean ones", 0 },
+        { "--prompts", OPT_STR, &c.in.prompts, 0, "FILE.jsonl", "clean/corrupt prompts (SPEC §11); dla reads the clean ones", 0 },
         OPT_DB_AS(&c.db, "SQLite index for the attributions"),
-        { "--tokenizer", OPT_STR, &c.tokenizer, 0, "PATH", "tokenizer of text prompts or --text (default: the model directory's)", 0 },
-        OPT_BATCH_AS(&c.batch, "prompts per forward"),
+        { "--tokenizer", OPT_STR, &c.in.source.tokenizer, 0, "PATH", "tokenizer of text prompts or --text (default: the model directory's)", 0 },
+        OPT_BATCH_AS(&c.in.batch, "prompts per forward"),
         OPT_THREADS(&c.threads),
         OPT_JSON(&c.json),
         OPT_ALLOW_NONFINITE(&c.allow_nonfinite),
     };
-    int rc = opts_parse("dla", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    const int n = (int)(sizeof o / sizeof o[0]);
+    const char *cmd = cli_current->name;
+    int rc = opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!c.model || !c.prompts || !c.db)
-        return usage_error("dla", "--model DIR, --prompts FILE and --db FILE are required");
-    if ((rc = interp_open(&c, argc, argv)))
+    if (!c.model || !c.in.prompts || !c.db)
+        return usage_error(cmd, "--model DIR, --prompts FILE and --db FILE are required");
+    if ((rc = interp_open(&c, hs_dla_check, o, n, argc, argv)))
         return rc;
     hs_dla_result r;
     phase_bars bars;
     hs_study_io io = interp_io(&c, &bars);
-    rc = hs_dla_study(&r, &c.m, &c.ps, c.batch, &io);
+    rc = hs_dla_study(&r, &c.j.in.m, &c.j.in.ps, c.in.batch, &io);
     if (!rc)
-        rc = hs_study_record(c.run.ix, c.run.run_id, &r.table, NULL, 0);
-    if (!(rc = interp_close(&c, rc)))
-        print_dla(&r, &c);
+        rc = hs_run_rows(c.j.run, &r.table, NULL, 0);
+    const long long id = hs_run_id(c.j.run);
+    if (!(rc = cli_finish(&c.j, rc)))
+        print_dla(&r, &c, id);
     hs_dla_result_free(&r);
     return rc;
 }
 
 /* ---- logit-lens ----------------------------------------------------------------------- */
 
-static void print_lens(const hs_lens_result *r, const interp *c)
+static void print_lens(const hs_lens_result *r, const interp *c, long long run_id)
 {
     const int prompts = r->lens.logit_diff != NULL;
     if (c->json)
-        printf("{\"run_id\":%lld,\"%s\":%ld,\"layers\":[", c->run.run_id,
+        printf("{\"run_id\":%lld,\"%s\":%ld,\"layers\":[", run_id,
                prompts ? "prompts" : "sequences", r->lens.n);
     else
-        printf("run %lld: logit lens over %ld %s in %s\n%-8s %s\n", c->run.run_id, r->lens.n,
+        printf("run %lld: logit lens over %ld %s in %s\n%-8s %s\n", run_id, r->lens.n,
                prompts ? "prompts" : "sequences", c->db, "layer",
                prompts ? "loss (-log p answer)    logit difference" : "loss (nats)");
     for (int e = 0; e <= r->lens.n_layer; e++) {
-        const hs_metric_row *l = hs_head_table_find(&r->table, e, -1, "logit_lens_loss");
-        const hs_metric_row *d = hs_head_table_find(&r->table, e, -1, "logit_lens_logit_diff");
+        const hs_metric_row *l = hs_head_table_find(&r->table, e, -1, HS_METRIC(LOGIT_LENS_LOSS));
+        const hs_metric_row *d = hs_head_table_find(&r->table, e, -1, HS_METRIC(LOGIT_LENS_LOGIT_DIFF));
         if (c->json) {
             printf("%s{\"layer\":%d,\"loss\":", e ? "," : "", e);
             json_number(stdout, l->value, 8);
@@ -196,52 +137,57 @@ static void print_lens(const hs_lens_result *r, const interp *c)
 
 static int cmd_logit_lens(int argc, char **argv)
 {
-    interp c = { .cmd = "logit-lens", .batch = 8 };
+    interp c = { .in = { .batch = 8 } };
+    hs_source *src = &c.in.source;
     opt o[] = {
         OPT_MODEL(&c.model),
-        { "--prompts", OPT_STR, &c.prompts, 0, "FILE.jsonl", "prompts: the answer's loss and the logit difference at the last position", 0 },
-        OPT_DATA_AS(&c.data, "token shard: the next-token loss at every position"),
-        OPT_TEXT_AS(&c.text, "--text", "text file, tokenized on the fly (instead of --data)"),
+        { "--prompts", OPT_STR, &c.in.prompts, 0, "FILE.jsonl", "prompts: the answer's loss and the logit difference at the last position", 0 },
+        OPT_DATA_AS(&src->data, "token shard: the next-token loss at every position"),
+        OPT_TEXT_AS(&src->text, "--text", "text file, tokenized on the fly (instead of --data)"),
         OPT_DB_AS(&c.db, "SQLite index for the curves"),
-        { "--tokenizer", OPT_STR, &c.tokenizer, 0, "PATH", "tokenizer of text prompts or --text (default: the model directory's)", 0 },
-        OPT_BATCH_AS(&c.batch, "sequences per forward"),
-        OPT_SEQ_LEN(&c.seq_len),
+        { "--tokenizer", OPT_STR, &src->tokenizer, 0, "PATH", "tokenizer of text prompts or --text (default: the model directory's)", 0 },
+        OPT_BATCH_AS(&c.in.batch, "sequences per forward"),
+        OPT_SEQ_LEN(&c.in.seq_len),
         OPT_MAX_BATCHES(&c.max_batches),
         OPT_THREADS(&c.threads),
         OPT_JSON(&c.json),
         OPT_ALLOW_NONFINITE(&c.allow_nonfinite),
     };
-    int rc = opts_parse("logit-lens", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    const int n = (int)(sizeof o / sizeof o[0]);
+    int rc = opts_parse("logit-lens", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!c.model || !c.db || !!c.prompts + !!c.data + !!c.text != 1)
+    if (!c.model || !c.db || !!c.in.prompts + !!src->data + !!src->text != 1)
         return usage_error("logit-lens", "--model DIR, --db FILE and one of --prompts FILE or "
                                          "--data FILE (or --text FILE) are required");
-    if ((rc = interp_open(&c, argc, argv)))
+    if ((rc = interp_open(&c, NULL, o, n, argc, argv)))
         return rc;
-    hs_lens_opts lo = { c.prompts ? &c.ps : NULL, c.data || c.text ? &c.tok : NULL, c.batch,
-                        c.seq_len, (size_t)c.max_batches };
+    const hs_inputs *in = &c.j.in;
+    hs_lens_opts lo = { c.in.prompts ? &in->ps : NULL, hs_source_path(src) ? &in->tok : NULL,
+                        c.in.batch, in->seq_len, (size_t)c.max_batches };
     hs_lens_result r;
     phase_bars bars;
     hs_study_io io = interp_io(&c, &bars);
-    rc = hs_logit_lens_study(&r, &c.m, &lo, &io);
+    rc = hs_logit_lens_study(&r, &in->m, &lo, &io);
     if (!rc)
-        rc = hs_study_record(c.run.ix, c.run.run_id, &r.table, NULL, 0);
-    if (!(rc = interp_close(&c, rc)))
-        print_lens(&r, &c);
+        rc = hs_run_rows(c.j.run, &r.table, NULL, 0);
+    const long long id = hs_run_id(c.j.run);
+    if (!(rc = cli_finish(&c.j, rc)))
+        print_lens(&r, &c, id);
     hs_lens_result_free(&r);
     return rc;
 }
 
 /* ---- composition ---------------------------------------------------------------------- */
 
-static void print_composition(const hs_composition_result *r, const interp *c, int control)
+static void print_composition(const hs_composition_result *r, const interp *c, int control,
+                              long long run_id)
 {
     static const char *const kind[3] = { "q", "k", "v" };
     if (c->json)
-        printf("{\"run_id\":%lld,\"pairs\":%d", c->run.run_id, r->n_pairs / (control ? 6 : 3));
+        printf("{\"run_id\":%lld,\"pairs\":%d", run_id, r->n_pairs / (control ? 6 : 3));
     else
-        printf("run %lld: Q/K/V composition of %d head pairs in %s%s\n", c->run.run_id,
+        printf("run %lld: Q/K/V composition of %d head pairs in %s%s\n", run_id,
                r->n_pairs / (control ? 6 : 3), c->db,
                control ? " (and of a random-init control)" : "");
     for (int k = 0; k < 3; k++) {
@@ -267,7 +213,7 @@ static void print_composition(const hs_composition_result *r, const interp *c, i
 
 static int cmd_composition(int argc, char **argv)
 {
-    interp c = { .cmd = "composition", .seed = 1 };
+    interp c = { .seed = 1 };
     int no_control = 0;
     opt o[] = {
         OPT_MODEL(&c.model),
@@ -278,21 +224,24 @@ static int cmd_composition(int argc, char **argv)
         OPT_JSON(&c.json),
         OPT_ALLOW_NONFINITE(&c.allow_nonfinite),
     };
-    int rc = opts_parse("composition", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    const int n = (int)(sizeof o / sizeof o[0]);
+    const char *cmd = cli_current->name;
+    int rc = opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!c.model || !c.db)
-        return usage_error("composition", "--model DIR and --db FILE are required");
-    if ((rc = interp_open(&c, argc, argv)))
+        return usage_error(cmd, "--model DIR and --db FILE are required");
+    if ((rc = interp_open(&c, hs_composition_check, o, n, argc, argv)))
         return rc;
     hs_composition_result r;
     phase_bars bars;
     hs_study_io io = interp_io(&c, &bars);
-    rc = hs_composition_study(&r, &c.m, !no_control, (unsigned long long)c.seed, &io);
+    rc = hs_composition_study(&r, &c.j.in.m, !no_control, (unsigned long long)c.seed, &io);
     if (!rc)
-        rc = hs_composition_record(c.run.ix, c.run.run_id, &r);
-    if (!(rc = interp_close(&c, rc)))
-        print_composition(&r, &c, !no_control);
+        rc = hs_composition_record(hs_run_index(c.j.run), hs_run_id(c.j.run), &r);
+    const long long id = hs_run_id(c.j.run);
+    if (!(rc = cli_finish(&c.j, rc)))
+        print_composition(&r, &c, !no_control, id);
     hs_composition_result_free(&r);
     return rc;
 }

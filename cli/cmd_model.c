@@ -305,53 +305,42 @@ static int cmd_tokens(int argc, char **argv)
 static int cmd_eval(int argc, char **argv)
 {
     const char *model = NULL;
-    cli_source src = { 0 };
-    int B = 4, T = 0, threads = 0, json = 0, allow_nonfinite = 0;
+    hs_inputs_spec in = { .batch = 4, .need_batch = 1 };
+    int threads = 0, json = 0, allow_nonfinite = 0;
     long max_batches = 0;
     opt o[] = {
         { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory", 0 },
-        { "--data", OPT_STR, &src.data, 0, "FILE.bin", "token shard (SPEC §4)", 0 },
-        OPT_TEXT(&src.text),
-        OPT_TOKENIZER(&src.tokenizer),
-        { "--batch", OPT_INT, &B, 1, "B", "sequences per batch", 0 },
-        { "--seq-len", OPT_INT, &T, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
+        { "--data", OPT_STR, &in.source.data, 0, "FILE.bin", "token shard (SPEC §4)", 0 },
+        OPT_TEXT(&in.source.text),
+        OPT_TOKENIZER(&in.source.tokenizer),
+        { "--batch", OPT_INT, &in.batch, 1, "B", "sequences per batch", 0 },
+        { "--seq-len", OPT_INT, &in.seq_len, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
         { "--max-batches", OPT_LONG, &max_batches, 0, "N", "stop after N batches (0: all)", 0 },
-        { "--threads", OPT_INT, &threads, 0, "N", "threads (0: OpenMP's default)", 0 },
-        { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
+        OPT_THREADS(&threads),
+        OPT_JSON(&json),
         OPT_ALLOW_NONFINITE(&allow_nonfinite),
     };
     int rc = opts_parse("eval", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const char *data = cli_source_path(&src);
+    const char *data = hs_source_path(&in.source);
     if (!model || !data)
         return usage_error("eval", "--model DIR and --data FILE (or --text FILE) are required");
     if (threads)
         hs_set_threads(threads);
-    hs_model m;
-    if (hs_checkpoint_load(&m, model))
-        return run_error("eval");
-    if (!T)
-        T = m.cfg.n_ctx < 256 ? m.cfg.n_ctx : 256;
-    if (m.cfg.pos == HS_POS_LEARNED && T > m.cfg.n_ctx) {
-        int n_ctx = m.cfg.n_ctx;
-        hs_model_free(&m);
-        return usage_error("eval", "--seq-len %d exceeds the model's n_ctx=%d", T, n_ctx);
-    }
-    hs_tokens tok;
-    if (cli_tokens_load(NULL, &tok, &src, model, m.cfg.vocab_size)) {
-        hs_model_free(&m);
-        return run_error("eval");
-    }
+    cli_job j;
+    in.model = model;
+    if ((rc = cli_open(&j, &in)))
+        return rc;
+    const int B = in.batch, T = j.in.seq_len;
     progress bar;
-    progress_start(&bar, "eval", (long)hs_batch_count(&tok, B, T));
+    progress_start(&bar, "eval", (long)hs_batch_count(&j.in.tok, B, T));
     if (max_batches && max_batches < bar.total)
         bar.total = max_batches;
     hs_eval_result r;
-    rc = hs_evaluate(&r, &m, &tok, B, T, (size_t)max_batches, NULL, progress_cb, &bar);
+    rc = hs_evaluate(&r, &j.in.m, &j.in.tok, B, T, (size_t)max_batches, NULL, progress_cb, &bar);
     progress_finish(&bar);
-    hs_tokens_free(&tok);
-    hs_model_free(&m);
+    hs_inputs_free(&j.in);
     if (rc) {
         fprintf(stderr, "headscope: eval: %s: %s\n", data, hs_last_error());
         return EXIT_FAILURE_RUN;
@@ -414,17 +403,17 @@ static int train_model(hs_model *m, const char *preset, const char **overrides, 
  * tokenized by --tokenizer or the --init checkpoint's tokenizer), and makes
  * the output directory: everything that could fail after training is
  * checked before it. HS_OK or a status with the message set. */
-static int train_data(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const cli_source *src,
-                      const cli_source *vsrc, const char *init, int B, int T, const char *out)
+static int train_data(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const hs_source *src,
+                      const hs_source *vsrc, const char *init, int B, int T, const char *out)
 {
-    const char *data = cli_source_path(src), *val = cli_source_path(vsrc);
-    if (cli_tokens_load(NULL, tok, src, init, m->cfg.vocab_size))
+    const char *data = hs_source_path(src), *val = hs_source_path(vsrc);
+    if (hs_source_load(NULL, tok, src, init, m->cfg.vocab_size))
         return HS_EIO;
     for (size_t i = 0; i < tok->n; i++)
         if (tok->tok[i] >= m->cfg.vocab_size)
             return hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the model's vocabulary of "
                            "%d", data, tok->tok[i], i, m->cfg.vocab_size);
-    if (val && cli_tokens_load(NULL, vtok, vsrc, init, m->cfg.vocab_size))
+    if (val && hs_source_load(NULL, vtok, vsrc, init, m->cfg.vocab_size))
         return HS_EIO;
     const char *too_short = !hs_batch_count(tok, B, T)              ? data
                             : val && !hs_batch_count(vtok, B, T) ? val
@@ -454,11 +443,12 @@ static void print_train(const hs_train_result *r, const hs_train_opts *to, const
 }
 
 /* Runs the study into the run and reports its end: the exit status. */
-static int train_run(hs_model *m, const hs_tokens *tok, hs_train_study_opts *so, cli_run *run,
+static int train_run(hs_model *m, const hs_tokens *tok, hs_train_study_opts *so, hs_run *run,
                      const char *db, int json)
 {
     train_ctx ctx = { .json = json };
-    so->ix = run->ix, so->run_id = run->run_id;
+    const long long run_id = hs_run_id(run);
+    so->ix = hs_run_index(run), so->run_id = run_id;
     so->on_step = train_step, so->on_val = train_val, so->ctx = &ctx;
     so->train.stop = &cli_stop_requested;
     cli_install_signal_handlers();
@@ -468,7 +458,7 @@ static int train_run(hs_model *m, const hs_tokens *tok, hs_train_study_opts *so,
     progress_finish(&ctx.bar);
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", hs_last_error());
-    if (cli_run_end(run, rc, r.saved ? r.model_sha : NULL) && !rc)
+    if (hs_run_close(run, rc, r.saved ? r.model_sha : NULL) && !rc)
         rc = HS_EIO, snprintf(msg, sizeof msg, "%s", hs_last_error());
     if (rc == HS_EINTR && r.saved) {
         fprintf(stderr, "headscope: train: %s; the last completed step is saved in %s\n", msg,
@@ -482,14 +472,35 @@ static int train_run(hs_model *m, const hs_tokens *tok, hs_train_study_opts *so,
     if (r.curve_failed)
         fprintf(stderr, "headscope: train: warning: some curve points were not recorded in %s\n",
                 db);
-    print_train(&r, &so->train, so->out, db, run->run_id, json);
+    print_train(&r, &so->train, so->out, db, run_id, json);
+    return 0;
+}
+
+/* The options that must hold before anything loads: 0 or the exit status. */
+static int train_checks(const hs_train_study_opts *so, const char *data, const char *preset,
+                        const char *init, int noverrides, int force)
+{
+    if (!so->out || !data)
+        return usage_error("train", "--out DIR and --data FILE (or --text FILE) are required");
+    if (!preset == !init)
+        return usage_error("train", "give exactly one of --preset P and --init DIR");
+    if (init && noverrides)
+        return usage_error("train", "KEY=VALUE overrides apply to --preset only");
+    if (!(so->train.lr > 0))
+        return usage_error("train", "--lr must be positive");
+    char target[1100];
+    snprintf(target, sizeof target, "%s/model.safetensors", so->out);
+    if (exists(target) && !force) {
+        fprintf(stderr, "headscope: train: %s exists (use --force to overwrite)\n", target);
+        return EXIT_FAILURE_RUN;
+    }
     return 0;
 }
 
 static int cmd_train(int argc, char **argv)
 {
     const char *preset = NULL, *init = NULL, *db = NULL;
-    cli_source src = { 0 }, vsrc = { 0 };
+    hs_source src = { 0 }, vsrc = { 0 };
     int threads = 0, json = 0, force = 0;
     long seed = 1;
     hs_train_study_opts so = { .train = { .B = 4, .steps = 100, .lr = 1e-3, .val_batches = 8 } };
@@ -521,25 +532,16 @@ static int cmd_train(int argc, char **argv)
     };
     const char *overrides[64];
     int noverrides = 0;
-    int rc = opts_parse("train", o, (int)(sizeof o / sizeof o[0]), argc, argv, overrides, 64,
-                        &noverrides);
+    const int n = (int)(sizeof o / sizeof o[0]);
+    int rc = opts_parse("train", o, n, argc, argv, overrides, 64, &noverrides);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const char *data = cli_source_path(&src), *val = cli_source_path(&vsrc);
-    if (!so.out || !data)
-        return usage_error("train", "--out DIR and --data FILE (or --text FILE) are required");
-    if (!preset == !init)
-        return usage_error("train", "give exactly one of --preset P and --init DIR");
-    if (init && noverrides)
-        return usage_error("train", "KEY=VALUE overrides apply to --preset only");
-    if (!(to->lr > 0))
-        return usage_error("train", "--lr must be positive");
-    char target[1100];
-    snprintf(target, sizeof target, "%s/model.safetensors", so.out);
-    if (exists(target) && !force) {
-        fprintf(stderr, "headscope: train: %s exists (use --force to overwrite)\n", target);
-        return EXIT_FAILURE_RUN;
-    }
+    const char *data = hs_source_path(&src), *val = hs_source_path(&vsrc);
+    if ((rc = train_checks(&so, data, preset, init, noverrides, force)))
+        return rc;
+    if (init && opts_given(o, n, "--seed")) /* sweep scripts pass it to every run */
+        fprintf(stderr, "headscope: train: note: --seed seeds nothing with --init (the weights "
+                "come from %s)\n", init);
     if (threads)
         hs_set_threads(threads);
     hs_model m;
@@ -547,21 +549,20 @@ static int cmd_train(int argc, char **argv)
         return rc;
     if (!to->T)
         to->T = m.cfg.n_ctx < 256 ? m.cfg.n_ctx : 256;
-    if (m.cfg.pos == HS_POS_LEARNED && to->T > m.cfg.n_ctx) {
-        int n_ctx = m.cfg.n_ctx;
+    if (hs_seq_len_check(&m.cfg, to->T, "--seq-len")) {
         hs_model_free(&m);
-        return usage_error("train", "--seq-len %d exceeds the model's n_ctx=%d", to->T, n_ctx);
+        return usage_error("train", "%s", hs_last_error());
     }
     hs_tokens tok = { 0 }, vtok = { 0 };
     to->val = val ? &vtok : NULL, to->val_batches = (size_t)val_batches;
     to->val_every = to->val_every ? to->val_every : (to->steps >= 10 ? to->steps / 10 : 1);
-    cli_run run = { 0 };
+    hs_run *run = NULL;
     /* The model a training run produces is recorded when it finishes. */
     vsrc.tokenizer = src.tokenizer;
     rc = train_data(&tok, &vtok, &m, &src, &vsrc, init, to->B, to->T, so.out) ||
-                 cli_run_begin(&run, db, 0, "train", so.out, NULL, data, argc, argv)
+                 cli_run_open(&run, db, 0, NULL, data, o, n, argc, argv)
              ? run_error("train")
-             : train_run(&m, &tok, &so, &run, db, json);
+             : train_run(&m, &tok, &so, run, db, json);
     hs_tokens_free(&tok);
     hs_tokens_free(&vtok);
     hs_model_free(&m);
@@ -575,8 +576,6 @@ static const opt_rule tokens_rules[] = {
 };
 
 static const opt_rule train_rules[] = {
-    { "--init", OPTS_EXCLUDES, "--seed",
-      "the weights come from the checkpoint; --seed seeds a preset's initialisation" },
     OPT_VAL_TEXT_RULES,
     { "--val|--val-text", OPTS_NEEDS, "--val-every,--val-batches",
       "they set the validation on --val" },

@@ -4,73 +4,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
 #include "cli.h"
-#include "index.h"
 #include "study.h"
 
 /* What both commands share: the model, the prompts, the run. */
 typedef struct {
-    const char *cmd, *model, *prompts, *db, *tokenizer;
+    const char *model, *db;
+    hs_inputs_spec in;
     int threads, json, allow_nonfinite;
-    hs_model m;
-    hs_prompt_set ps;
-    cli_run run;
+    cli_job j;
 } causal;
 
 /* Loads the model and the prompts (errors name the file and line: exit 1). */
 static int causal_load(causal *a)
 {
-    if (!a->model || !a->prompts || !a->db)
-        return usage_error(a->cmd, "--model DIR, --prompts FILE and --db FILE are required");
+    const char *cmd = cli_current->name;
+    if (!a->model || !a->in.prompts || !a->db)
+        return usage_error(cmd, "--model DIR, --prompts FILE and --db FILE are required");
     if (a->threads)
         hs_set_threads(a->threads);
-    if (hs_checkpoint_load(&a->m, a->model))
-        return run_error(a->cmd);
-    if (hs_causal_prompts_load(&a->ps, a->prompts, a->tokenizer, a->model, &a->m.cfg)) {
-        hs_model_free(&a->m);
-        return run_error(a->cmd);
-    }
-    return 0;
-}
-
-static void causal_unload(causal *a)
-{
-    hs_prompt_set_free(&a->ps);
-    hs_model_free(&a->m);
+    a->in.model = a->model;
+    return cli_open(&a->j, &a->in);
 }
 
 /* A usage error from the library's last message, after freeing. */
 static int causal_usage(causal *a)
 {
-    causal_unload(a);
-    return usage_error(a->cmd, "%s", hs_last_error());
-}
-
-/* Opens the run (after every check has passed). */
-static int causal_start(causal *a, int argc, char **argv)
-{
-    char file[1100];
-    snprintf(file, sizeof file, "%s/model.safetensors", a->model);
-    if (cli_run_begin(&a->run, a->db, 0, a->cmd, a->model, file, a->prompts, argc, argv)) {
-        causal_unload(a);
-        return run_error(a->cmd);
-    }
-    cli_install_signal_handlers();
-    return 0;
-}
-
-/* Ends the run (complete or failed), frees, reports: exit status. */
-static int causal_end(causal *a, int rc)
-{
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", hs_last_error());
-    if (cli_run_end(&a->run, rc, NULL) && !rc)
-        rc = HS_EIO, snprintf(msg, sizeof msg, "%s", hs_last_error());
-    causal_unload(a);
-    if (rc)
-        fprintf(stderr, "headscope: %s: %s\n", a->cmd, msg);
-    return rc ? EXIT_FAILURE_RUN : 0;
+    hs_inputs_free(&a->j.in);
+    return usage_error(cli_current->name, "%s", hs_last_error());
 }
 
 /* Every head row (JSON: "heads"), and the largest of each metric (text). */
@@ -101,16 +62,16 @@ static void print_heads(const hs_head_table *t, int json)
         printf("]");
 }
 
-static void print_patch(const causal *a, const hs_patch_result *r, double secs)
+static void print_patch(const causal *a, const hs_patch_result *r, double secs, long long id)
 {
     if (!a->json) {
         printf("run %lld: %ld prompts, logit difference clean %.4f, corrupt %.4f; patching "
-               "recorded in %s (%.1f s)\n", a->run.run_id, r->n, r->ld_clean, r->ld_corrupt, a->db,
+               "recorded in %s (%.1f s)\n", id, r->n, r->ld_clean, r->ld_corrupt, a->db,
                secs);
         print_heads(&r->heads, 0);
         return;
     }
-    printf("{\"run_id\":%lld,\"prompts\":%ld,\"logit_diff_clean\":", a->run.run_id, r->n);
+    printf("{\"run_id\":%lld,\"prompts\":%ld,\"logit_diff_clean\":", id, r->n);
     json_number(stdout, r->ld_clean, 9);
     printf(",\"logit_diff_corrupt\":"), json_number(stdout, r->ld_corrupt, 9);
     printf(",\"seconds\":"), json_fixed(stdout, secs, 3);
@@ -129,13 +90,13 @@ static void print_patch(const causal *a, const hs_patch_result *r, double secs)
 
 #define CAUSAL_OPTS(a)                                                                        \
     OPT_MODEL(&(a).model),                                                                    \
-    { "--prompts", OPT_STR, &(a).prompts, 0, "FILE", "JSONL clean/corrupt prompt pairs (SPEC §11)", 0 }, \
+    { "--prompts", OPT_STR, &(a).in.prompts, 0, "FILE", "JSONL clean/corrupt prompt pairs (SPEC §11)", 0 }, \
     OPT_DB(&(a).db),                                                                          \
-    { "--tokenizer", OPT_STR, &(a).tokenizer, 0, "PATH", "tokenizer of text prompts (default: the model directory's)", 0 }
+    { "--tokenizer", OPT_STR, &(a).in.source.tokenizer, 0, "PATH", "tokenizer of text prompts (default: the model directory's)", 0 }
 
 static int cmd_patch(int argc, char **argv)
 {
-    causal a = { .cmd = "patch" };
+    causal a = { 0 };
     const char *site = NULL;
     hs_patch_opts po = { 0 };
     opt o[] = {
@@ -143,40 +104,42 @@ static int cmd_patch(int argc, char **argv)
         { "--site", OPT_STR, &site, 0, "LIST", "z, pattern, resid_pre, attn_out, mlp_out (default: z and, prompts of one length, resid_pre,attn_out,mlp_out)", 0 },
         { "--noising", OPT_FLAG, &po.noising, 0, NULL, "patch corrupt into clean (default: clean into corrupt)", 0 },
         OPT_BATCH_AS(&po.batch, "prompts per forward (default 64)"),
-        { "--stack", OPT_INT, &po.stack, 0, "N", "patches per batched continuation (0: choose)", 0 },
-        { "--naive", OPT_FLAG, &po.naive, 0, NULL, "one hooked full forward per patch (the reference path)", 0 },
+        { "--stack", OPT_INT, &po.stack, 0, "N", "patches per batched continuation (0: choose)", OPT_NEUTRAL },
+        { "--naive", OPT_FLAG, &po.naive, 0, NULL, "one hooked full forward per patch (the reference path)", OPT_NEUTRAL },
         OPT_THREADS(&a.threads),
         OPT_JSON(&a.json),
         OPT_ALLOW_NONFINITE(&a.allow_nonfinite),
     };
-    int rc = opts_parse("patch", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    const int n = (int)(sizeof o / sizeof o[0]);
+    int rc = opts_parse("patch", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if ((rc = causal_load(&a)))
         return rc;
-    if (hs_patch_sites(&po.sites, site, &a.m.cfg, &a.ps) || hs_patch_check(&a.m.cfg, &a.ps, &po))
+    const hs_inputs *in = &a.j.in;
+    if (hs_patch_sites(&po.sites, site, &in->m.cfg, &in->ps) ||
+        hs_patch_check(&in->m.cfg, &in->ps, &po))
         return causal_usage(&a);
-    if ((rc = causal_start(&a, argc, argv)))
+    if ((rc = cli_start(&a.j, a.db, 0, a.model, o, n, argc, argv)))
         return rc;
     phase_bars bars;
     hs_study_io io = cli_study_io(&bars, 1);
     io.allow_nonfinite = a.allow_nonfinite;
     hs_patch_result r;
     double t0 = now_seconds();
-    rc = hs_patch_study(&r, &a.m, &a.ps, po, a.run.ix, a.run.run_id, &io);
+    rc = hs_patch_study(&r, &in->m, &in->ps, po, hs_run_index(a.j.run), hs_run_id(a.j.run), &io);
     double secs = now_seconds() - t0;
-    cli_run run = a.run;
-    int status = causal_end(&a, rc);
-    a.run = run;
+    const long long id = hs_run_id(a.j.run);
+    int status = cli_finish(&a.j, rc);
     if (!status)
-        print_patch(&a, &r, secs);
+        print_patch(&a, &r, secs, id);
     hs_patch_result_free(&r);
     return status;
 }
 
 static int cmd_path_patch(int argc, char **argv)
 {
-    causal a = { .cmd = "path-patch" };
+    causal a = { 0 };
     const char *senders = NULL, *receivers = NULL;
     hs_path_opts po = { 0 };
     opt o[] = {
@@ -188,17 +151,19 @@ static int cmd_path_patch(int argc, char **argv)
         OPT_JSON(&a.json),
         OPT_ALLOW_NONFINITE(&a.allow_nonfinite),
     };
-    int rc = opts_parse("path-patch", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    const int n = (int)(sizeof o / sizeof o[0]);
+    int rc = opts_parse("path-patch", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if ((rc = causal_load(&a)))
         return rc;
+    const hs_inputs *in = &a.j.in;
     int *sender = NULL;
     hs_receiver *recv = NULL;
-    if (hs_path_parse(&sender, &po.n_senders, &recv, &po.n_recv, senders, receivers, &a.m.cfg))
+    if (hs_path_parse(&sender, &po.n_senders, &recv, &po.n_recv, senders, receivers, &in->m.cfg))
         return causal_usage(&a);
     po.sender = sender, po.recv = recv;
-    if ((rc = causal_start(&a, argc, argv))) {
+    if ((rc = cli_start(&a.j, a.db, 0, a.model, o, n, argc, argv))) {
         free(sender), free(recv);
         return rc;
     }
@@ -207,16 +172,17 @@ static int cmd_path_patch(int argc, char **argv)
     io.allow_nonfinite = a.allow_nonfinite;
     hs_head_table t;
     double t0 = now_seconds();
-    rc = hs_path_patch_study(&t, &a.m, &a.ps, po, a.run.ix, a.run.run_id, &io);
+    rc = hs_path_patch_study(&t, &in->m, &in->ps, po, hs_run_index(a.j.run), hs_run_id(a.j.run),
+                             &io);
     double secs = now_seconds() - t0;
-    cli_run run = a.run;
-    int status = causal_end(&a, rc);
+    const long long id = hs_run_id(a.j.run);
+    int status = cli_finish(&a.j, rc);
     if (!status && a.json) {
-        printf("{\"run_id\":%lld,\"seconds\":", run.run_id), json_fixed(stdout, secs, 3);
+        printf("{\"run_id\":%lld,\"seconds\":", id), json_fixed(stdout, secs, 3);
         print_heads(&t, 1);
         printf("}\n");
     } else if (!status) {
-        printf("run %lld: path patching of %d sender(s) recorded in %s (%.1f s)\n", run.run_id,
+        printf("run %lld: path patching of %d sender(s) recorded in %s (%.1f s)\n", id,
                po.n_senders, a.db, secs);
         print_heads(&t, 0);
     }

@@ -15,7 +15,7 @@ static int check_kind(const hs_plot_kind *k, const opt *o, int n, const hs_plot_
     for (int i = 0; i < n; i++) {
         char word[40];
         snprintf(word, sizeof word, " %s ", o[i].name);
-        if (o[i].seen && strcmp(o[i].name, "--out") && strcmp(o[i].name, "--json") &&
+        if (o[i].flags & OPT_SEEN && strcmp(o[i].name, "--out") && strcmp(o[i].name, "--json") &&
             !strstr(k->options, word))
             return usage_error("plot", "%s does not apply to plot %s (it takes%s--out and "
                                "--json)", o[i].name, k->name, k->options);

@@ -3,9 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis.h"
-#include "checkpoint.h"
 #include "cli.h"
+#include "maps.h"
 #include "study.h"
 
 /* ---- induction ------------------------------------------------------------------ */
@@ -54,7 +53,7 @@ static void print_induction(const hs_induction_result *r, const hs_induction_opt
 static int cmd_induction(int argc, char **argv)
 {
     const char *model = NULL, *db = NULL;
-    cli_source src = { 0 };
+    hs_inputs_spec in = { 0 };
     int threads = 0, json = 0, allow_nonfinite = 0;
     long seed = 1;
     hs_induction_opts io = hs_induction_defaults();
@@ -66,9 +65,9 @@ static int cmd_induction(int argc, char **argv)
         { "--seed", OPT_LONG, &seed, 0, "S", "seed of the sequences and of the control model", 0 },
         OPT_BATCH_AS(&io.batch, "sequences per forward"),
         { "--causal-k", OPT_INT, &io.causal_k, 1, "K", "heads the causal check ablates", 0 },
-        OPT_DATA_AS(&src.data, "evaluation shard for the ICL score (optional)"),
-        OPT_TEXT_AS(&src.text, "--text", "evaluation text for the ICL score, tokenized (instead of --data)"),
-        OPT_TOKENIZER(&src.tokenizer),
+        OPT_DATA_AS(&in.source.data, "evaluation shard for the ICL score (optional)"),
+        OPT_TEXT_AS(&in.source.text, "--text", "evaluation text for the ICL score, tokenized (instead of --data)"),
+        OPT_TOKENIZER(&in.source.tokenizer),
         { "--icl-seq-len", OPT_INT, &io.icl_seq_len, 2, "T", "sequence length of the ICL score (default: min(n_ctx, 1024))", 0 },
         { "--early", OPT_INT, &io.early, 0, "P", "ICL: the early position", 0 },
         { "--late", OPT_INT, &io.late, 1, "P", "ICL: the late position", 0 },
@@ -78,55 +77,44 @@ static int cmd_induction(int argc, char **argv)
         OPT_JSON(&json),
         OPT_ALLOW_NONFINITE(&allow_nonfinite),
     };
-    int rc = opts_parse("induction", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    const int n = (int)(sizeof o / sizeof o[0]);
+    const char *cmd = cli_current->name;
+    int rc = opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!model || !db)
-        return usage_error("induction", "--model DIR and --db FILE are required");
+        return usage_error(cmd, "--model DIR and --db FILE are required");
     if (threads)
         hs_set_threads(threads);
     io.seed = (unsigned long long)seed;
-    hs_model m;
-    hs_tokens evd = { 0 };
-    if (hs_checkpoint_load(&m, model))
-        return run_error("induction");
-    if (hs_induction_check(&io, &m.cfg)) {
-        hs_model_free(&m);
-        return usage_error("induction", "%s", hs_last_error());
+    cli_job j;
+    in.model = model; /* the ICL shard's sequences are the study's (--icl-seq-len) */
+    if ((rc = cli_open(&j, &in)))
+        return rc;
+    const char *data = hs_source_path(&in.source);
+    io.icl_data = data ? &j.in.tok : NULL, io.icl_data_name = data;
+    if (hs_induction_check(&io, &j.in.m.cfg)) {
+        hs_inputs_free(&j.in);
+        return usage_error(cmd, "%s", hs_last_error());
     }
-    const char *data = cli_source_path(&src);
-    io.icl_data = data ? &evd : NULL, io.icl_data_name = data;
-    char file[1100];
-    snprintf(file, sizeof file, "%s/model.safetensors", model);
-    cli_run run = { 0 };
-    if ((data && cli_tokens_load(NULL, &evd, &src, model, m.cfg.vocab_size)) ||
-        hs_induction_check_icl(&io, &m.cfg) ||
-        cli_run_begin(&run, db, 0, "induction", model, file, data, argc, argv)) {
-        hs_tokens_free(&evd);
-        hs_model_free(&m);
-        return run_error("induction");
+    if (hs_induction_check_icl(&io, &j.in.m.cfg)) {
+        hs_inputs_free(&j.in);
+        return run_error(cmd);
     }
+    if ((rc = cli_start(&j, db, 0, model, o, n, argc, argv)))
+        return rc;
     hs_induction_result r;
     phase_bars bars;
     hs_study_io sio = cli_study_io(&bars, 0);
     sio.allow_nonfinite = allow_nonfinite;
-    rc = hs_induction_study(&r, &m, io, &sio);
+    rc = hs_induction_study(&r, &j.in.m, io, &sio);
     if (!rc)
-        rc = hs_study_record(run.ix, run.run_id, &r.table, &r.draws, 1);
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", hs_last_error());
-    hs_model_free(&m);
-    hs_tokens_free(&evd);
-    if (cli_run_end(&run, rc, NULL) && !rc)
-        rc = HS_EIO, snprintf(msg, sizeof msg, "%s", hs_last_error());
-    if (rc) {
-        hs_induction_result_free(&r);
-        fprintf(stderr, "headscope: induction: %s\n", msg);
-        return EXIT_FAILURE_RUN;
-    }
-    print_induction(&r, &io, run.run_id, db, json);
+        rc = hs_run_rows(j.run, &r.table, &r.draws, 1);
+    const long long run_id = hs_run_id(j.run);
+    if (!(rc = cli_finish(&j, rc)))
+        print_induction(&r, &io, run_id, db, json);
     hs_induction_result_free(&r);
-    return 0;
+    return rc;
 }
 
 /* ---- patterns ------------------------------------------------------------------- */
@@ -146,90 +134,85 @@ static int parse_delim(const char *s, int32_t *delim)
     return n;
 }
 
-/* The study from a capture file, into a run of the index. */
-static int patterns_from_maps(analysis *a, hs_patterns_result *r, const char *maps,
-                              hs_patterns_opts po, int argc, char **argv)
-{
-    if (!a->db)
-        return usage_error("patterns", "--db FILE is required");
-    hs_maps_reader *rd;
-    if (hs_maps_open(&rd, maps))
-        return run_error("patterns");
-    int rc = cli_run_begin(&a->run, a->db, 0, "patterns", a->model, NULL, maps, argc, argv);
-    if (!rc)
-        rc = hs_patterns_study_maps(r, rd, po);
-    hs_maps_close(rd);
-    if (rc && !a->run.ix)
-        return run_error("patterns");
-    return rc;
-}
-
 static int cmd_patterns(int argc, char **argv)
 {
-    analysis a = { .cmd = "patterns", .B = 4 };
-    const char *maps = NULL, *delim_s = NULL, *js_out = NULL;
-    int control = 0;
-    long seed = 1;
+    const char *model = NULL, *db = NULL, *maps = NULL, *delim_s = NULL, *js_out = NULL;
+    hs_inputs_spec in = { .batch = 4, .need_batch = 1 };
+    long max_batches = 0, seed = 1;
+    int threads = 0, json = 0, allow_nonfinite = 0, control = 0;
     opt o[] = {
-        OPT_MODEL_AS(&a.model, "checkpoint directory (row-wise during the forward)"),
-        OPT_DATA(&a.data),
-        OPT_TEXT(&a.text),
-        OPT_TOKENIZER(&a.tokenizer),
+        OPT_MODEL_AS(&model, "checkpoint directory (row-wise during the forward)"),
+        OPT_DATA(&in.source.data),
+        OPT_TEXT(&in.source.text),
+        OPT_TOKENIZER(&in.source.tokenizer),
         { "--maps", OPT_STR, &maps, 0, "FILE.h5", "compute from a capture file instead", 0 },
-        OPT_DB_AS(&a.db, "SQLite index for the statistics"),
+        OPT_DB_AS(&db, "SQLite index for the statistics"),
         { "--delim", OPT_STR, &delim_s, 0, "ID,ID,...", "token ids counted by 'delim'", 0 },
         { "--js-out", OPT_STR, &js_out, 0, "FILE.csv", "also write the head-to-head Jensen-Shannon distance matrix", 0 },
         { "--control", OPT_FLAG, &control, 0, NULL, "with --model: also <stat>_control of a randomly initialised model", 0 },
         { "--seed", OPT_LONG, &seed, 0, "S", "seed of the control model", 0 },
-        OPT_BATCH(&a.B),
-        OPT_SEQ_LEN(&a.T),
-        OPT_MAX_BATCHES(&a.max_batches),
-        OPT_THREADS(&a.threads),
-        OPT_JSON(&a.json),
-        OPT_ALLOW_NONFINITE(&a.allow_nonfinite),
+        OPT_BATCH(&in.batch),
+        OPT_SEQ_LEN(&in.seq_len),
+        OPT_MAX_BATCHES(&max_batches),
+        OPT_THREADS(&threads),
+        OPT_JSON(&json),
+        OPT_ALLOW_NONFINITE(&allow_nonfinite),
     };
-    int rc = opts_parse("patterns", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    const int n = (int)(sizeof o / sizeof o[0]);
+    int rc = opts_parse("patterns", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
+    if (!db || (!maps && (!model || !hs_source_path(&in.source))))
+        return usage_error("patterns", "--model DIR, --data FILE (or --text FILE) and --db FILE "
+                           "are required (or --maps FILE.h5 and --db FILE)");
     int32_t delim[64];
     const int n_delim = parse_delim(delim_s, delim);
     if (n_delim < 0)
         return usage_error("patterns", "--delim '%s': token ids separated by commas", delim_s);
+    if (threads)
+        hs_set_threads(threads);
     hs_patterns_opts po = { .delim = delim, .n_delim = n_delim, .control = control,
                             .seed = (unsigned long long)seed, .js = js_out != NULL };
     hs_patterns_result r = { 0 };
-    if (maps) {
-        if ((rc = patterns_from_maps(&a, &r, maps, po, argc, argv)) && !a.run.ix)
-            return rc;
+    cli_job j = { 0 };
+    hs_maps_reader *rd = NULL;
+    if (maps) { /* the maps name their model and data: the run records the file */
+        if (hs_maps_open(&rd, maps))
+            return run_error("patterns");
+        j.in.data_path = maps;
     } else {
-        if ((rc = analysis_load(&a)) || (rc = analysis_start(&a, "patterns", argc, argv)))
+        in.model = model;
+        if ((rc = cli_open(&j, &in)))
             return rc;
-        po.batch = a.B, po.seq_len = a.T, po.max_batches = (size_t)a.max_batches;
-        phase_bars bars;
-        hs_study_io io = cli_study_io(&bars, 0);
-        io.allow_nonfinite = a.allow_nonfinite;
-        rc = hs_patterns_study(&r, &a.m, &a.tok, po, &io);
     }
+    if ((rc = cli_start(&j, db, 0, maps ? NULL : model, o, n, argc, argv))) {
+        hs_maps_close(rd);
+        return rc;
+    }
+    po.batch = in.batch, po.seq_len = j.in.seq_len, po.max_batches = (size_t)max_batches;
+    phase_bars bars;
+    hs_study_io io = cli_study_io(&bars, 0);
+    io.allow_nonfinite = allow_nonfinite;
+    rc = maps ? hs_patterns_study_maps(&r, rd, po) : hs_patterns_study(&r, &j.in.m, &j.in.tok, po, &io);
+    hs_maps_close(rd);
     if (!rc) /* also for maps: a capture of a model with non-finite weights */
-        rc = hs_study_check_finite(&(hs_study_io){ .allow_nonfinite = a.allow_nonfinite },
-                                   &r.table, NULL, 0);
+        rc = hs_study_check_finite(&io, &r.table, NULL, 0);
     if (!rc && js_out && !(rc = hs_patterns_write_js(js_out, &r)))
-        rc = hs_study_record_artifact(a.run.ix, a.run.run_id, js_out);
+        rc = hs_run_artifact(j.run, js_out);
     if (!rc)
-        rc = hs_study_record(a.run.ix, a.run.run_id, &r.table, NULL, 0);
-    const int rows = r.table.n;
+        rc = hs_run_rows(j.run, &r.table, NULL, 0);
+    const int rows = r.table.n, heads = r.heads;
     const long seqs = r.sequences;
-    const int heads = r.heads;
     hs_patterns_result_free(&r);
-    long long run_id = a.run.run_id;
-    int status = analysis_close(&a, rc);
+    const long long run_id = hs_run_id(j.run);
+    const int status = cli_finish(&j, rc);
     if (status)
         return status;
-    if (a.json)
+    if (json)
         printf("{\"run_id\":%lld,\"sequences\":%ld,\"rows\":%d}\n", run_id, seqs, rows);
     else
         printf("run %lld: pattern statistics of %d head-rows over %ld sequences in %s%s\n", run_id,
-               heads, seqs, a.db, control ? " (and of a random-init control)" : "");
+               heads, seqs, db, control ? " (and of a random-init control)" : "");
     return 0;
 }
 

@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include "run.h"
+
 static const hs_plot_kind KINDS[] = {
     { "map", " --maps --layer --head --seq ", "--maps FILE.h5",
       "--maps F.h5 --layer L --head H [--seq N]   one head's map, token labels" },
@@ -19,7 +21,7 @@ static const hs_plot_kind KINDS[] = {
     { "patch", " --db --metric --run ", NULL,
       "--db F [--metric patch_resid_pre|patch_attn_out|patch_mlp_out] [--run ID]\n"
       "                     activation patching, layer x position, the prompt's tokens" },
-    { "dla", " --db --run ", NULL,
+    { HS_KIND_DLA, " --db --run ", NULL,
       "--db F [--run ID]    direct logit attribution: heads, MLPs, biases, sorted" },
     { "lens", " --db --run ", NULL,
       "--db F [--run ID]    logit lens: loss (and logit difference) per layer" },
@@ -54,7 +56,7 @@ static int draw_index(hs_index *ix, const hs_plot_request *rq)
         return hs_plot_causal(ix, db, rq->run, rq->out);
     if (!strcmp(k, "patch"))
         return hs_plot_patch(ix, db, rq->metric, rq->run, rq->out);
-    if (!strcmp(k, "dla"))
+    if (!strcmp(k, HS_KIND_DLA))
         return hs_plot_dla(ix, db, rq->run, rq->out);
     if (!strcmp(k, "lens"))
         return hs_plot_lens(ix, db, rq->run, rq->out);

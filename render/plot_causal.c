@@ -16,6 +16,7 @@
 
 #include "checkpoint.h"
 #include "gnuplot.h"
+#include "metrics.h"
 #include "labels.h"
 #include "prompts.h"
 #include "tokenizer.h"
@@ -154,7 +155,7 @@ int hs_plot_patch(hs_index *ix, const char *db, const char *metric, long long ru
                const char *out)
 {
     if (!metric)
-        metric = "patch_resid_pre";
+        metric = HS_METRIC(PATCH_RESID_PRE);
     int64_t run = run_id;
     hs_position_grid g = { 0 };
     char dir[600] = "", assign[8192], title[400], qtitle[3300], qlab[1700], cblab[300];
@@ -217,20 +218,18 @@ static int by_magnitude_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-static const char *const DLA_WIDE[][2] = {
-    { "dla_embed", "embed" },           { "dla_pos_embed", "pos_embed" },
-    { "dla_attn_bias", "attn biases" }, { "dla_final_norm_bias", "final norm bias" },
-    { "dla_lm_head_bias", "unembedding bias" },
-};
+/* The model-wide parts of a dla run, labelled by their descriptors. */
+static const hs_metric_id DLA_WIDE[] = { HS_M_DLA_EMBED, HS_M_DLA_POS_EMBED, HS_M_DLA_ATTN_BIAS,
+                                         HS_M_DLA_FINAL_NORM_BIAS, HS_M_DLA_LM_HEAD_BIAS };
 
 /* Every part of a dla run as bars (malloc'd). */
 static int dla_bars(hs_index *ix, int64_t run, dla_bar **out, int *n)
 {
     hs_metric_grid g = { 0 };
     hs_metric_series s = { 0 };
-    int rc = hs_index_metric_grid(ix, run, "dla", &g);
+    int rc = hs_index_metric_grid(ix, run, HS_METRIC(DLA), &g);
     if (!rc)
-        rc = hs_index_layer_series(ix, run, "dla", &s);
+        rc = hs_index_layer_series(ix, run, HS_METRIC(DLA), &s);
     const int cap = g.count + s.n + 5;
     dla_bar *b = rc ? NULL : calloc((size_t)cap, sizeof *b);
     if (!rc && !b)
@@ -247,9 +246,9 @@ static int dla_bars(hs_index *ix, int64_t run, dla_bar **out, int *n)
     }
     for (size_t i = 0; !rc && i < sizeof DLA_WIDE / sizeof DLA_WIDE[0]; i++) {
         int found = 0;
-        rc = hs_index_metric_get(ix, run, -1, -1, DLA_WIDE[i][0], &b[k].v, &found);
+        rc = hs_index_metric_get(ix, run, -1, -1, hs_metric(DLA_WIDE[i])->name, &b[k].v, &found);
         if (!rc && found) {
-            snprintf(b[k].label, sizeof b[k].label, "%s", DLA_WIDE[i][1]);
+            snprintf(b[k].label, sizeof b[k].label, "%s", hs_metric(DLA_WIDE[i])->label);
             b[k++].kind = 2;
         }
     }
@@ -273,14 +272,14 @@ int hs_plot_dla(hs_index *ix, const char *db, long long run_id, const char *out)
     hs_metric_value ld = { NAN, NAN, 0 };
     int found = 0;
     char dir[600] = "", p[1200], assign[8192], title[400], qtitle[3300];
-    int rc = run ? HS_OK : hs_index_latest_with_metric(ix, "dla", &run);
+    int rc = run ? HS_OK : hs_index_latest_with_metric(ix, HS_METRIC(DLA), &run);
     if (!rc)
         rc = dla_bars(ix, run, &b, &n);
     if (!rc && !n)
         rc = hs_fail(HS_EINVAL, "%s: no metric \"dla\"%s (run `headscope dla` first)", db,
                      run_id ? " in that run" : "");
     if (!rc)
-        rc = hs_index_metric_get(ix, run, -1, -1, "logit_diff_clean", &ld, &found);
+        rc = hs_index_metric_get(ix, run, -1, -1, HS_METRIC(LOGIT_DIFF_CLEAN), &ld, &found);
     const int shown = n > DLA_MAX_BARS ? DLA_MAX_BARS : n;
     if (!rc) {
         qsort(b, (size_t)n, sizeof *b, by_magnitude_desc); /* keep the largest parts */
@@ -315,11 +314,11 @@ int hs_plot_lens(hs_index *ix, const char *db, long long run_id, const char *out
     int64_t run = run_id;
     hs_metric_series loss = { 0 }, ld = { 0 };
     char dir[600] = "", p[1200], assign[8192], title[400], qtitle[3300];
-    int rc = run ? HS_OK : hs_index_latest_with_metric(ix, "logit_lens_loss", &run);
+    int rc = run ? HS_OK : hs_index_latest_with_metric(ix, HS_METRIC(LOGIT_LENS_LOSS), &run);
     if (!rc)
-        rc = hs_index_layer_series(ix, run, "logit_lens_loss", &loss);
+        rc = hs_index_layer_series(ix, run, HS_METRIC(LOGIT_LENS_LOSS), &loss);
     if (!rc)
-        rc = hs_index_layer_series(ix, run, "logit_lens_logit_diff", &ld);
+        rc = hs_index_layer_series(ix, run, HS_METRIC(LOGIT_LENS_LOGIT_DIFF), &ld);
     if (!rc && loss.n < 2)
         rc = hs_fail(HS_EINVAL, "%s: no logit lens%s (run `headscope logit-lens` first)", db,
                      run_id ? " in that run" : "");
@@ -418,14 +417,14 @@ int hs_plot_composition(hs_index *ix, const char *db, const char *metric, long l
                      const char *out)
 {
     if (!metric)
-        metric = "q_composition";
+        metric = HS_METRIC(Q_COMPOSITION);
     int64_t run = run_id;
     hs_pair_list m = { 0 }, c = { 0 };
     int *first = NULL, nl = 0;
     double mean = NAN, cmean = NAN;
     char dir[600] = "", p[3][1200], cm[160], assign[8192], title[400], qtitle[3300];
     char ct[160], qct[1000];
-    snprintf(cm, sizeof cm, "%s_control", metric);
+    hs_metric_control(metric, cm, sizeof cm);
     int rc = run ? HS_OK : hs_index_latest_with_pair_metric(ix, metric, &run);
     if (!rc)
         rc = hs_index_pair_metrics(ix, run, metric, &m);

@@ -12,6 +12,7 @@
 
 #include "checkpoint.h"
 #include "gnuplot.h"
+#include "metrics.h"
 
 /* Metric of run_id (0: the latest run holding it) as a grid; HS_EINVAL
  * naming the metric when there is no per-head row of it. */
@@ -106,15 +107,6 @@ static void run_context(hs_index *ix, int64_t run, int nl, int *heads, int *seq_
             heads[i] = c.n_head[i];
 }
 
-/* The smallest number of two significant digits >= x > 0 (1 for x <= 0). */
-static double nice_up(double x)
-{
-    if (!(x > 0) || !isfinite(x))
-        return 1;
-    double unit = pow(10, floor(log10(x)) - 1);
-    return ceil(x / unit - 1e-9) * unit;
-}
-
 /* The largest |value| (or value, when !absolute) of a grid's present cells. */
 static double grid_max(const hs_metric_grid *g, int absolute)
 {
@@ -133,76 +125,19 @@ static int grid_has_negative(const hs_metric_grid *g)
     return 0;
 }
 
-typedef struct {
-    double lo, hi;
-    int diverging;
-    char label[200];
-} plot_scale;
-
-/* The colour scale of a metric, fixed by its meaning and shared by the model
- * and its control (cg may be NULL): probabilities on 0..1, copying on -1..1,
- * entropy on 0..ln T and distance on 0..T-1 (their largest possible values,
- * where the run's sequence length T is known), signed quantities (loss
- * deltas, patching, logit attribution, anything with a negative value) on a
- * range symmetric about 0 (loss deltas at least +-0.1 nats, so noise stays
- * pale), other nonnegative ones on 0..their largest value; the label says
- * which. */
+/* The colour scale of a metric (its descriptor's, metrics.h), shared by the
+ * model and its control (cg may be NULL). */
 static void metric_scale(const char *metric, const hs_metric_grid *g, const hs_metric_grid *cg,
-                         int T, plot_scale *s)
+                         int T, hs_metric_range *s)
 {
-    static const char *const prob[] = { "induction",   "duplicate_token", "prev_token", "self",
-                                        "next_token",  "first_token",     "delim",      "pruned",
-                                        "importance" };
-    char base[128];
-    snprintf(base, sizeof base, "%s", metric);
-    size_t n = strlen(base);
-    if (n > 8 && !strcmp(base + n - 8, "_control"))
-        base[n - 8] = 0;
-    s->lo = 0, s->hi = 1, s->diverging = 0;
-    for (size_t i = 0; i < sizeof prob / sizeof prob[0]; i++)
-        if (!strcmp(base, prob[i])) {
-            snprintf(s->label, sizeof s->label, "%s, fixed scale 0 .. 1",
-                     !strcmp(base, "pruned")       ? "1 = pruned"
-                     : !strcmp(base, "importance") ? "importance (unit length per layer)"
-                                                   : "attention probability");
-            return;
-        }
-    if (!strcmp(base, "copying")) {
-        s->lo = -1, s->diverging = 1;
-        snprintf(s->label, sizeof s->label, "copying score, fixed scale −1 .. 1, white at 0");
-        return;
-    }
-    if (T > 1 && (!strcmp(base, "entropy") || !strcmp(base, "distance"))) {
-        int entropy = !strcmp(base, "entropy");
-        s->hi = entropy ? log(T) : T - 1;
-        snprintf(s->label, sizeof s->label, "%s, fixed scale 0 .. %s = %.3g (T = %d)",
-                 entropy ? "entropy (nats)" : "mean distance (positions)",
-                 entropy ? "ln T" : "T − 1", s->hi, T);
-        return;
-    }
-    int signed_metric = !strncmp(base, "loss_delta", 10) || !strncmp(base, "causal", 6) ||
-                        strstr(base, "patch") || strstr(base, "dla") ||
-                        grid_has_negative(g) || grid_has_negative(cg);
-    if (signed_metric) {
-        s->hi = nice_up(fmax(grid_max(g, 1), grid_max(cg, 1)));
-        if (!strncmp(base, "loss_delta", 10) && s->hi < 0.1)
-            s->hi = 0.1;
-        s->lo = -s->hi, s->diverging = 1;
-        snprintf(s->label, sizeof s->label, "%s%s, scale −%.2g .. +%.2g, white at 0", base,
-                 strncmp(base, "loss_delta", 10) ? "" : " (nats)", s->hi, s->hi);
-        return;
-    }
-    s->hi = nice_up(fmax(grid_max(g, 0), grid_max(cg, 0)));
-    snprintf(s->label, sizeof s->label, "%s, scale 0 .. %.2g (its largest value)",
-             !strcmp(base, "entropy")    ? "entropy (nats)"
-             : !strcmp(base, "distance") ? "mean distance (positions)"
-                                         : base,
-             s->hi);
+    hs_metric_range_of(s, metric, T, fmax(grid_max(g, 1), grid_max(cg, 1)),
+                       fmax(grid_max(g, 0), grid_max(cg, 0)),
+                       grid_has_negative(g) || grid_has_negative(cg));
 }
 
 /* The assignments of plot_scores.gp: files, shape, scale. */
 static void scores_assign(char *out, size_t n, const char *dir,
-                          const char *title, int nl, int nh, const plot_scale *s,
+                          const char *title, int nl, int nh, const hs_metric_range *s,
                           const cell_files *c, const cell_files *cc)
 {
     char qlab[2400];
@@ -230,7 +165,7 @@ int hs_plot_scores(hs_index *ix, const char *db, const char *metric, long long r
     char dir[600] = "", p[4][1200], cp[4][1200], assign[16384], title[300], qtitle[2400];
     char one[128], cmetric[160];
     hs_metric_grid g = { 0 }, cg = { 0 };
-    plot_scale s;
+    hs_metric_range s;
     snprintf(one, sizeof one, "%.*s", (int)strcspn(metric, ","), metric); /* as curve lists */
     int64_t run = run_id;
     int seq_len = 0;
@@ -240,8 +175,11 @@ int hs_plot_scores(hs_index *ix, const char *db, const char *metric, long long r
     if (!rc)
         rc = read_grid(ix, db, one, run, &g);
     if (!rc && with_control) {
-        snprintf(cmetric, sizeof cmetric, "%s_control", one);
-        rc = read_grid(ix, db, cmetric, run, &cg);
+        if (!hs_metric_control(one, cmetric, sizeof cmetric) && !hs_metric_find(one))
+            snprintf(cmetric, sizeof cmetric, "%s_control", one); /* a name we do not know */
+        rc = *cmetric ? read_grid(ix, db, cmetric, run, &cg)
+                      : hs_fail(HS_EINVAL, "%s: metric \"%s\" has no random-init control", db,
+                                one);
     }
     int nl = g.n_layer > cg.n_layer ? g.n_layer : cg.n_layer;
     int nh = g.n_head > cg.n_head ? g.n_head : cg.n_head;
@@ -294,46 +232,35 @@ static int write_curve(FILE *f, hs_index *ix, const char *db, const char *name,
     return rc;
 }
 
-/* The key entry of a curve, in words. */
+/* The key entry of a curve, in words: its descriptor's label (a head-count
+ * run's with its head count and seed), else its name. */
 static void curve_key(char *out, size_t n, const char *name)
 {
+    const hs_metric_desc *d = hs_metric_find(name);
     int heads, seed;
-    if (!strcmp(name, "train_loss"))
-        snprintf(out, n, "training loss (each batch)");
-    else if (!strcmp(name, "val_loss"))
-        snprintf(out, n, "validation loss (held-out data)");
-    else if (!strcmp(name, "pruning"))
-        snprintf(out, n, "validation loss after each pruning step");
-    else if (!strcmp(name, "causal_random_k"))
-        snprintf(out, n, "loss increase, k random heads off");
-    else if (sscanf(name, "train_loss_heads_%d_seed_%d", &heads, &seed) == 2)
+    if (d == hs_metric(HS_M_TRAIN_LOSS_HEADS) && sscanf(name, d->name, &heads, &seed) == 2)
         snprintf(out, n, "training loss, %d head%s, seed %d", heads, heads == 1 ? "" : "s", seed);
     else
-        snprintf(out, n, "%s", name);
+        snprintf(out, n, "%s", d ? d->label : name);
 }
 
-/* Title and axis labels of a list of curves. */
+/* Title and axis labels of a list of curves: the last described curve's. */
 static void curve_axes(const char *list, const char *db, char *title, char *xlab, char *ylab,
                        size_t n)
 {
-    const int pruning = strstr(list, "pruning") != NULL, loss = strstr(list, "loss") != NULL;
-    const int causal = strstr(list, "causal") != NULL;
-    snprintf(title, n, "%s (%s)",
-             pruning  ? "Validation loss against the fraction of heads pruned"
-             : causal ? "Causal check: random draws"
-             : strstr(list, "val_loss") ? "Training and validation loss"
-             : loss   ? "Training loss"
-                      : list,
-             db);
-    snprintf(xlab, n, "%s",
-             pruning  ? "fraction of heads pruned"
-             : causal ? "draw"
-             : loss   ? "tokens trained on"
-                      : "x");
-    snprintf(ylab, n, "%s",
-             pruning || loss ? "loss (nats, next-token cross-entropy)"
-             : causal        ? "increase of the loss (nats)"
-                             : "value");
+    const hs_metric_desc *last = NULL;
+    for (const char *p = list; *p;) {
+        char one[128];
+        const size_t len = strcspn(p, ",");
+        snprintf(one, sizeof one, "%.*s", (int)len, p);
+        const hs_metric_desc *d = hs_metric_find(one);
+        if (d && d->title)
+            last = d;
+        p += len + (p[len] == ',');
+    }
+    snprintf(title, n, "%s (%s)", last ? last->title : list, db);
+    snprintf(xlab, n, "%s", last ? last->x : "x");
+    snprintf(ylab, n, "%s", last ? last->y : "value");
 }
 
 /* Curves (a comma-separated list of names), one line each. */
@@ -378,15 +305,15 @@ static int causal_numbers(hs_index *ix, long long run_id, hs_metric_value *top, 
 {
     hs_metric_value v;
     hs_metric_grid g = { 0 };
-    int found, rc = hs_index_metric_get(ix, run_id, -1, -1, "causal_loss_delta_top_k", &v, &found);
+    int found, rc = hs_index_metric_get(ix, run_id, -1, -1, HS_METRIC(CAUSAL_LOSS_DELTA_TOP_K), &v, &found);
     if (!rc && found)
         *top = v;
     if (!rc)
-        rc = hs_index_metric_get(ix, run_id, -1, -1, "second_half_loss", &v, &found);
+        rc = hs_index_metric_get(ix, run_id, -1, -1, HS_METRIC(SECOND_HALF_LOSS), &v, &found);
     if (!rc && found)
         *clean = v.value;
     if (!rc)
-        rc = hs_index_metric_grid(ix, run_id, "causal_top_k", &g);
+        rc = hs_index_metric_grid(ix, run_id, HS_METRIC(CAUSAL_TOP_K), &g);
     for (int c = 0; !rc && c < g.n_layer * g.n_head; c++) {
         size_t len = strlen(label);
         if (g.present[c])
@@ -406,7 +333,7 @@ int hs_plot_causal(hs_index *ix, const char *db, long long run_id, const char *o
     char qtitle[2400];
     int64_t run = run_id;
     hs_curve draws = { 0 };
-    int rc = run ? HS_OK : hs_index_latest_with_curve(ix, "causal_random_k", &run);
+    int rc = run ? HS_OK : hs_index_latest_with_curve(ix, HS_METRIC(CAUSAL_RANDOM_K), &run);
     if (!rc)
         rc = causal_numbers(ix, run, &top, &clean, label, sizeof label);
     if (!rc && isnan(top.value))
@@ -419,7 +346,7 @@ int hs_plot_causal(hs_index *ix, const char *db, long long run_id, const char *o
     if (!rc && !f)
         rc = hs_fail(HS_EIO, "%s: cannot write", p);
     if (f) {
-        rc = hs_index_curve_get(ix, run, "causal_random_k", &draws);
+        rc = hs_index_curve_get(ix, run, HS_METRIC(CAUSAL_RANDOM_K), &draws);
         for (int i = 0; i < draws.n; i++)
             fprintf(f, "%lld %.9g\n", (long long)draws.p[i].step, draws.p[i].y);
         if (fclose(f) && !rc)

@@ -23,7 +23,10 @@
 #include "json.h"
 #include "labels.h"
 #include "maps.h"
+#include "metrics.h"
 #include "plot.h"
+#include "run.h"
+#include "study_windows.h"
 #include "viewer.h"
 
 typedef struct {
@@ -210,8 +213,13 @@ static void figure(report *r, int rc, const fig *g, const char *caption)
     fprintf(f, ".</b> %s</figcaption></figure>\n", caption);
 }
 
-static void grid(report *r, long long run, const char *name, int control, const char *caption)
+/* The grid figure of metric id of a run (beside its control), captioned by
+ * caption or, NULL, by the metric's descriptor. */
+static void grid(report *r, long long run, hs_metric_id id, int control, const char *caption)
 {
+    const char *name = hs_metric(id)->name;
+    if (!caption)
+        caption = hs_metric(id)->caption;
     fig g;
     fig_run(&g, r, name, run, "%s%s, run %lld", name,
             control ? " beside its random-init control" : "", run);
@@ -259,16 +267,18 @@ static void section_training(report *r)
     FILE *f = r->html;
     hs_run_list l = { 0 };
     fprintf(f, "<h2 id=\"training\">Training</h2>\n");
-    if (hs_index_runs(r->ix, "train", "complete", &l))
+    if (hs_index_runs(r->ix, HS_KIND_TRAIN, "complete", &l))
         return;
     for (int i = l.n - 1; i >= 0 && i >= l.n - 3; i--) { /* the latest three */
         long long run = l.runs[i].run_id;
         fig g;
         fig_run(&g, r, "training", run, "Training loss, run %lld", run);
-        int val = has_curve(r, run, "val_loss") > 0;
+        const int val = has_curve(r, run, HS_METRIC(VAL_LOSS)) > 0;
+        char curves[128];
+        snprintf(curves, sizeof curves, "%s%s%s", HS_METRIC(TRAIN_LOSS), val ? "," : "",
+                 val ? HS_METRIC(VAL_LOSS) : "");
         figure(r,
-               hs_plot_curves(r->ix, r->db_path, val ? "train_loss,val_loss" : "train_loss", run,
-                              g.path),
+               hs_plot_curves(r->ix, r->db_path, curves, run, g.path),
                &g,
                val ? "Mean next-token cross-entropy (nats) of each training batch against tokens "
                      "seen, and the validation loss on the held-out shard. The two losses are on "
@@ -291,7 +301,7 @@ static void section_training(report *r)
 static void causal_heads(report *r, long long run, char *heads, size_t n)
 {
     hs_metric_grid g;
-    if (hs_index_metric_grid(r->ix, run, "causal_top_k", &g))
+    if (hs_index_metric_grid(r->ix, run, HS_METRIC(CAUSAL_TOP_K), &g))
         return;
     for (int c = 0; c < g.n_layer * g.n_head; c++) {
         size_t len = strlen(heads);
@@ -306,11 +316,11 @@ static void induction_claim(report *r, long long run)
 {
     FILE *f = r->html;
     double clean = 0, top = 0, top_se = 0, rnd = 0, rnd_sd = 0;
-    metric(r, run, -1, -1, "second_half_loss", &clean, NULL);
-    metric(r, run, -1, -1, "causal_loss_delta_top_k", &top, &top_se);
-    metric(r, run, -1, -1, "causal_loss_delta_random_k", &rnd, &rnd_sd);
+    metric(r, run, -1, -1, HS_METRIC(SECOND_HALF_LOSS), &clean, NULL);
+    metric(r, run, -1, -1, HS_METRIC(CAUSAL_LOSS_DELTA_TOP_K), &top, &top_se);
+    metric(r, run, -1, -1, HS_METRIC(CAUSAL_LOSS_DELTA_RANDOM_K), &rnd, &rnd_sd);
     double established = 0;
-    metric(r, run, -1, -1, "induction_established", &established, NULL);
+    metric(r, run, -1, -1, HS_METRIC(INDUCTION_ESTABLISHED), &established, NULL);
     const int beats = established == 1;
     char heads[512] = "";
     causal_heads(r, run, heads, sizeof heads);
@@ -336,7 +346,7 @@ static void induction_claim(report *r, long long run)
 static void induction_table(report *r, long long run, long long ablate_run, long long imp_run)
 {
     FILE *f = r->html;
-    int layer[5], head[5], n = top_heads(r, run, "induction", 5, layer, head);
+    int layer[5], head[5], n = top_heads(r, run, HS_METRIC(INDUCTION), 5, layer, head);
     fprintf(f, "<table><tr><th>head</th><th>induction</th><th>control</th><th>prev_token</th>"
                "<th>duplicate_token</th><th>copying</th><th>loss_delta_zero</th><th>importance</th>"
                "</tr>\n");
@@ -344,20 +354,20 @@ static void induction_table(report *r, long long run, long long ablate_run, long
         int l = layer[k], h = head[k];
         double v, se;
         fprintf(f, "<tr><td>L%dH%d</td>", l, h);
-        const char *m[] = { "induction", "induction_control", "prev_token", "duplicate_token",
-                            "copying" };
+        static const hs_metric_id m[] = { HS_M_INDUCTION, HS_M_INDUCTION_CONTROL,
+                                          HS_M_PREV_TOKEN, HS_M_DUPLICATE_TOKEN, HS_M_COPYING };
         for (int i = 0; i < 5; i++) {
-            if (metric(r, run, l, h, m[i], &v, &se))
+            if (metric(r, run, l, h, hs_metric(m[i])->name, &v, &se))
                 fprintf(f, i < 4 ? "<td>%.3f &plusmn; %.3f</td>" : "<td>%.3f</td>", v, se);
             else
                 fprintf(f, "<td>&ndash;</td>");
         }
         char num[32];
-        if (ablate_run && metric(r, ablate_run, l, h, "loss_delta_zero", &v, &se))
+        if (ablate_run && metric(r, ablate_run, l, h, HS_METRIC(LOSS_DELTA_ZERO), &v, &se))
             fprintf(f, "<td>%s &plusmn; %.4f</td>", signed_num(num, sizeof num, v, 4), se);
         else
             fprintf(f, "<td>&ndash;</td>");
-        if (imp_run && metric(r, imp_run, l, h, "importance", &v, &se))
+        if (imp_run && metric(r, imp_run, l, h, HS_METRIC(IMPORTANCE), &v, &se))
             fprintf(f, "<td>%.3f</td>", v);
         else
             fprintf(f, "<td>&ndash;</td>");
@@ -389,28 +399,19 @@ static void section_induction(report *r)
            "matter for copying repeated tokens on this synthetic probe, not what they do on "
            "natural text.");
     induction_table(r, run, ablate_run, imp_run);
-    grid(r, run, "induction", 1,
-         "Mean attention from each token of the second copy of r ++ r to the token after its "
-         "first occurrence (chance &asymp; 1/position), beside the same score of a randomly "
-         "initialised model of the same configuration. A high score is a pattern, not proof of "
-         "function: see the causal check.");
-    grid(r, run, "prev_token", 1,
+    grid(r, run, HS_M_INDUCTION, 1, NULL);
+    grid(r, run, HS_M_PREV_TOKEN, 1,
          "Mean attention to the previous position on the same sequences, beside the control. "
          "Previous-token heads in an earlier layer are what induction heads usually compose with.");
-    grid(r, run, "duplicate_token", 1,
-         "Mean attention from the second copy to the earlier occurrence of the same token, "
-         "beside the control.");
-    grid(r, run, "copying", 1,
-         "Sum of the real parts over the sum of the magnitudes of the eigenvalues of each head's "
-         "OV circuit W_E W_V W_O W_U (positive: the head copies the tokens it attends to), beside "
-         "the control. Norms are ignored, so it is a property of the weights, not of any input.");
+    grid(r, run, HS_M_DUPLICATE_TOKEN, 1, NULL);
+    grid(r, run, HS_M_COPYING, 1, NULL);
 }
 
 /* The complete map file of the latest complete capture run that has one. */
 static void latest_map_file(report *r, char *found, size_t n)
 {
     hs_run_list l;
-    if (hs_index_runs(r->ix, "capture", "complete", &l))
+    if (hs_index_runs(r->ix, HS_KIND_CAPTURE, "complete", &l))
         return;
     for (int i = l.n - 1; i >= 0 && !*found; i--) {
         hs_artifact_list a;
@@ -516,15 +517,17 @@ static void section_maps(report *r)
      * no special head, and its title says so by its numbers */
     int pick[3][2], n = 0, l, h;
     const char *why[3], *name[3];
+    const char *const ind = HS_METRIC(INDUCTION), *prev = HS_METRIC(PREV_TOKEN),
+                      *first = HS_METRIC(FIRST_TOKEN);
     long long from[3];
-    if (ind_run && top_heads(r, ind_run, "induction", 1, &l, &h))
-        pick[n][0] = l, pick[n][1] = h, from[n] = ind_run, name[n] = "induction",
+    if (ind_run && top_heads(r, ind_run, ind, 1, &l, &h))
+        pick[n][0] = l, pick[n][1] = h, from[n] = ind_run, name[n] = ind,
         why[n++] = "highest induction score";
-    if (ind_run && top_heads(r, ind_run, "prev_token", 1, &l, &h))
-        pick[n][0] = l, pick[n][1] = h, from[n] = ind_run, name[n] = "prev_token",
+    if (ind_run && top_heads(r, ind_run, prev, 1, &l, &h))
+        pick[n][0] = l, pick[n][1] = h, from[n] = ind_run, name[n] = prev,
         why[n++] = "highest previous-token score";
-    if (pat_run && top_heads(r, pat_run, "first_token", 1, &l, &h))
-        pick[n][0] = l, pick[n][1] = h, from[n] = pat_run, name[n] = "first_token",
+    if (pat_run && top_heads(r, pat_run, first, 1, &l, &h))
+        pick[n][0] = l, pick[n][1] = h, from[n] = pat_run, name[n] = first,
         why[n++] = "most attention on the first token";
     for (int i = 0; i < n; i++) {
         int dup = 0;
@@ -535,8 +538,8 @@ static void section_maps(report *r)
         char ctrl[48], cnum[48] = "";
         double v = NAN, cv;
         metric(r, from[i], pick[i][0], pick[i][1], name[i], &v, NULL);
-        snprintf(ctrl, sizeof ctrl, "%s_control", name[i]);
-        if (metric(r, from[i], pick[i][0], pick[i][1], ctrl, &cv, NULL))
+        if (hs_metric_control(name[i], ctrl, sizeof ctrl) &&
+            metric(r, from[i], pick[i][0], pick[i][1], ctrl, &cv, NULL))
             snprintf(cnum, sizeof cnum, ", random-init control %.3f", cv);
         fig g;
         snprintf(g.file, sizeof g.file, "map_L%dH%d.png", pick[i][0], pick[i][1]);
@@ -561,48 +564,37 @@ static void section_ablation(report *r)
     fprintf(f, "<h2 id=\"ablation\">Ablation and importance</h2>\n");
     if (!run && !imp_run)
         fprintf(f, "<p>No complete ablate or importance run in this index.</p>\n");
-    const char *kinds[] = { "loss_delta_zero", "loss_delta_mean", "loss_delta_resample" };
-    const char *what[] = { "output z set to 0", "output replaced by its mean over the data",
-                           "output taken from another sequence of the batch" };
-    for (int k = 0; run && k < 3; k++) {
-        if (!has_metric(r, run, kinds[k]))
-            continue;
-        char caption[600];
-        snprintf(caption, sizeof caption,
-                 "Evaluation loss with each head's %s, minus the clean loss (nats; the index holds "
-                 "the standard error of the per-sequence differences). One head at a time: heads "
-                 "that back each other up each look unimportant here.", what[k]);
-        grid(r, run, kinds[k], 0, caption);
-    }
+    static const hs_metric_id kinds[] = { HS_M_LOSS_DELTA_ZERO, HS_M_LOSS_DELTA_MEAN,
+                                          HS_M_LOSS_DELTA_RESAMPLE };
+    for (int k = 0; run && k < 3; k++)
+        if (has_metric(r, run, hs_metric(kinds[k])->name))
+            grid(r, run, kinds[k], 0, NULL);
     if (imp_run)
-        grid(r, imp_run, "importance", 0,
-             "Mean |dL/d gate| per head (Michel et al. 2019), each layer's vector scaled to unit "
-             "length: a first-order estimate of what removing the head costs, comparable within "
-             "a layer, not across layers (a layer of one head always reads 1).");
+        grid(r, imp_run, HS_M_IMPORTANCE, 0, NULL);
 }
 
 static void section_pruning(report *r)
 {
     const long long run = r->prune;
     FILE *f = r->html;
-    fprintf(f, "<h2 id=\"pruning\">Pruning</h2>\n");
+    fprintf(f, "<h2 id=\"prune\">Pruning</h2>\n");
     if (!run) {
         fprintf(f, "<p>No complete prune run in this index.</p>\n");
         return;
     }
     fig g;
-    fig_run(&g, r, "pruning", run, "Pruning curve");
-    figure(r, hs_plot_curves(r->ix, r->db_path, "pruning", run, g.path), &g,
+    fig_run(&g, r, HS_METRIC(PRUNING), run, "Pruning curve");
+    figure(r, hs_plot_curves(r->ix, r->db_path, HS_METRIC(PRUNING), run, g.path), &g,
            "Validation loss after each step of joint pruning (heads of lowest importance gated "
            "off, importance recomputed on the pruned model) against the fraction of heads pruned.");
     double dense, pruned;
-    if (metric(r, run, -1, -1, "forward_ms_unpruned", &dense, NULL) &&
-        metric(r, run, -1, -1, "forward_ms_pruned", &pruned, NULL))
+    if (metric(r, run, -1, -1, HS_METRIC(FORWARD_MS_UNPRUNED), &dense, NULL) &&
+        metric(r, run, -1, -1, HS_METRIC(FORWARD_MS_PRUNED), &pruned, NULL))
         fprintf(f, "<p>Forward of one batch, median of 7: %.2f ms unpruned, %.2f ms for the "
                    "written model (%.2f&times;). Gated heads in a dense model cost as much as "
                    "live ones; only structural pruning (<code>--structural</code>) removes work."
                    "</p>\n", dense, pruned, dense / pruned);
-    grid(r, run, "pruned", 0, "The final mask: 1 for a pruned head.");
+    grid(r, run, HS_M_PRUNED, 0, NULL);
 }
 
 /* The Jensen-Shannon matrix a patterns run recorded (its .csv artifact,
@@ -653,22 +645,16 @@ static void section_patterns(report *r)
         fprintf(f, "<p>No complete patterns run in this index.</p>\n");
         return;
     }
-    const char *m[] = { "entropy", "first_token", "prev_token", "distance" };
-    const char *c[] = {
-        "Mean entropy (nats) of each head's attention distribution: low is focused, ln(position) "
-        "is uniform.",
-        "Mean attention on position 0; heads that park their attention there are often doing "
-        "nothing with it.",
-        "Mean attention on the previous position, on the evaluation data (not the random probe).",
-        "Mean attention-weighted distance |t - s| between query and key.",
-    };
+    /* prev_token here is on the evaluation data, not induction's probe */
+    static const hs_metric_id m[] = { HS_M_ENTROPY, HS_M_FIRST_TOKEN, HS_M_PREV_TOKEN,
+                                      HS_M_DISTANCE };
+    const char *c[] = { NULL, NULL, "Mean attention on the previous position, on the evaluation "
+                        "data (not the random probe).", NULL };
     int controls = 0;
     for (int i = 0; i < 4; i++) {
-        char ctrl[48];
-        snprintf(ctrl, sizeof ctrl, "%s_control", m[i]);
-        const int with = has_metric(r, run, ctrl) > 0;
+        const int with = has_metric(r, run, hs_metric(hs_metric(m[i])->control)->name) > 0;
         controls += with;
-        if (has_metric(r, run, m[i]))
+        if (has_metric(r, run, hs_metric(m[i])->name))
             grid(r, run, m[i], with, c[i]);
     }
     js_figure(r, run);
@@ -709,7 +695,7 @@ static long long experiment_begin(report *r, const char *prefix, hs_metric_serie
     hs_run_list l;
     long long run = 0;
     memset(s, 0, sizeof *s);
-    if (hs_index_runs(r->ix, "experiment", "complete", &l))
+    if (hs_index_runs(r->ix, HS_KIND_EXPERIMENT, "complete", &l))
         return 0;
     for (int i = l.n - 1; i >= 0 && !run; i--) {
         if (hs_index_metric_series(r->ix, l.runs[i].run_id, prefix, s))
@@ -729,8 +715,10 @@ static void section_experiment(report *r)
 {
     FILE *f = r->html;
     hs_metric_series s;
+    char prefix[64];
+    hs_metric_prefix(prefix, sizeof prefix, HS_M_VAL_LOSS_HEADS);
     const long long run = experiment_begin(
-        r, "val_loss_heads_", &s, "head-count", "Head-count experiment",
+        r, prefix, &s, "head-count", "Head-count experiment",
         "<th>heads</th><th>validation loss</th><th>standard error over seeds</th><th>seeds</th>"
         "<th>forward ms</th>");
     if (!run)
@@ -738,7 +726,7 @@ static void section_experiment(report *r)
     for (int i = 0; i < s.n; i++) {
         char name[48];
         double ms = NAN;
-        snprintf(name, sizeof name, "forward_ms_heads_%lld", s.key[i]);
+        hs_metric_name_of(name, sizeof name, HS_M_FORWARD_MS_HEADS, (int)s.key[i]);
         metric(r, run, -1, -1, name, &ms, NULL);
         fprintf(f, "<tr><td>%lld</td><td>%.4f</td><td>%.4f</td><td>%lld</td><td>%.2f</td></tr>\n",
                 s.key[i], s.v[i].value, s.v[i].stderr_value, s.v[i].n, ms);
@@ -750,15 +738,14 @@ static void section_experiment(report *r)
 }
 
 /* One row of the GQA table: a model's validation loss right after
- * conversion and after uptraining (metric NAME and NAME_uptrained). */
-static void gqa_row(report *r, long long run, const char *label, const char *name)
+ * conversion (metric name) and after uptraining (up). */
+static void gqa_row(report *r, long long run, const char *label, const char *name,
+                    const char *up)
 {
-    char up[64];
     double uv = NAN, use = NAN;
     hs_metric_value m = { NAN, NAN, 0 };
     int found;
     hs_index_metric_get(r->ix, run, -1, -1, name, &m, &found);
-    snprintf(up, sizeof up, "%s_uptrained", name);
     metric(r, run, -1, -1, up, &uv, &use);
     fprintf(r->html, "<tr><td>%s</td><td>%.4f &plusmn; %.4f</td><td>%.4f &plusmn; %.4f</td>"
                      "<td>%lld</td></tr>\n", label, m.value, m.stderr_value, uv, use, m.n);
@@ -770,18 +757,21 @@ static void gqa_row(report *r, long long run, const char *label, const char *nam
 static void section_gqa(report *r)
 {
     hs_metric_series s;
+    char prefix[64];
+    hs_metric_prefix(prefix, sizeof prefix, HS_M_VAL_LOSS_KV_HEADS);
     const long long run = experiment_begin(
-        r, "val_loss_kv_heads_", &s, "gqa", "Grouped-query uptraining",
+        r, prefix, &s, "gqa", "Grouped-query uptraining",
         "<th>key/value heads</th><th>validation loss after conversion</th><th>after uptraining"
         "</th><th>sequences</th>");
     if (!run)
         return;
-    gqa_row(r, run, "all (MHA)", "val_loss_mha");
+    gqa_row(r, run, "all (MHA)", HS_METRIC(VAL_LOSS_MHA), HS_METRIC(VAL_LOSS_MHA_UPTRAINED));
     for (int i = s.n - 1; i >= 0; i--) {
-        char label[32], name[64];
+        char label[32], name[64], up[80];
         snprintf(label, sizeof label, "%lld", s.key[i]);
-        snprintf(name, sizeof name, "val_loss_kv_heads_%lld", s.key[i]);
-        gqa_row(r, run, label, name);
+        hs_metric_name_of(name, sizeof name, HS_M_VAL_LOSS_KV_HEADS, (int)s.key[i]);
+        hs_metric_name_of(up, sizeof up, HS_M_VAL_LOSS_KV_HEADS_UPTRAINED, (int)s.key[i]);
+        gqa_row(r, run, label, name, up);
     }
     hs_metric_series_free(&s);
     table_end(r, "Each key/value head of a conversion is the mean of its group's heads; "
@@ -795,9 +785,11 @@ static void section_gqa(report *r)
  * the kv bytes per token and forward latency in the axis labels. */
 static void section_windows(report *r)
 {
-    static const char *const arms[] = { "global", "half", "local" };
+    const char *const *arms = HS_WINDOWS_ARM;
     int64_t run = 0;
-    if (hs_index_latest_with_metric(r->ix, "val_loss_windows_global", &run) || !run)
+    char first[64];
+    hs_metric_name_of(first, sizeof first, HS_M_VAL_LOSS_WINDOWS, arms[0]);
+    if (hs_index_latest_with_metric(r->ix, first, &run) || !run)
         return;
     FILE *f = r->html;
     char dir[600] = "", data[1200], assign[2600], qdata[1300];
@@ -809,18 +801,18 @@ static void section_windows(report *r)
     table_begin(r, "windows", "Local/global heads", run,
                 "<th>heads</th><th>validation loss</th><th>standard error over seeds</th>"
                 "<th>seeds</th><th>kv bytes per token</th><th>forward ms</th>");
-    for (int a = 0; a < 3; a++) {
+    for (int a = 0; a < HS_WINDOWS_ARMS; a++) {
         char name[64];
         double loss = NAN, se = NAN, kv = NAN, ms = NAN;
         hs_metric_value v = { 0 };
         int found = 0;
-        snprintf(name, sizeof name, "val_loss_windows_%s", arms[a]);
+        hs_metric_name_of(name, sizeof name, HS_M_VAL_LOSS_WINDOWS, arms[a]);
         hs_index_metric_get(r->ix, run, -1, -1, name, &v, &found);
         if (found)
             loss = v.value, se = v.stderr_value;
-        snprintf(name, sizeof name, "kv_bytes_per_token_windows_%s", arms[a]);
+        hs_metric_name_of(name, sizeof name, HS_M_KV_BYTES_WINDOWS, arms[a]);
         metric(r, run, -1, -1, name, &kv, NULL);
-        snprintf(name, sizeof name, "forward_ms_windows_%s", arms[a]);
+        hs_metric_name_of(name, sizeof name, HS_M_FORWARD_MS_WINDOWS, arms[a]);
         metric(r, run, -1, -1, name, &ms, NULL);
         fprintf(f, "<tr><td>%s</td><td>%.4f</td><td>%.4f</td><td>%lld</td><td>%.0f</td>"
                    "<td>%.2f</td></tr>\n", arms[a], loss, se, found ? v.n : 0, kv, ms);
@@ -862,8 +854,8 @@ static void causal_patch(report *r, long long run)
 {
     FILE *f = r->html;
     double clean, corrupt, se_c, se_k;
-    if (metric(r, run, -1, -1, "logit_diff_clean", &clean, &se_c) &&
-        metric(r, run, -1, -1, "logit_diff_corrupt", &corrupt, &se_k)) {
+    if (metric(r, run, -1, -1, HS_METRIC(LOGIT_DIFF_CLEAN), &clean, &se_c) &&
+        metric(r, run, -1, -1, HS_METRIC(LOGIT_DIFF_CORRUPT), &corrupt, &se_k)) {
         char a[32], b[32];
         fprintf(f, "<p>Run %lld: logit difference %s &plusmn; %.3f on the clean prompts, %s "
                    "&plusmn; %.3f on the corrupted ones (standard errors over prompts). Each "
@@ -872,32 +864,26 @@ static void causal_patch(report *r, long long run)
                 run, signed_num(a, sizeof a, clean, 3), se_c, signed_num(b, sizeof b, corrupt, 3),
                 se_k);
     }
-    static const char *const pos[][2] = {
-        { "patch_resid_pre", "the residual stream entering each layer" },
-        { "patch_attn_out", "each layer's attention output" },
-        { "patch_mlp_out", "each layer's MLP output" },
-    };
+    static const hs_metric_id pos[] = { HS_M_PATCH_RESID_PRE, HS_M_PATCH_ATTN_OUT,
+                                        HS_M_PATCH_MLP_OUT };
     for (int i = 0; i < 3; i++) {
-        if (!has_positions(r, run, pos[i][0]))
+        const char *name = hs_metric(pos[i])->name;
+        if (!has_positions(r, run, name))
             continue;
         char caption[600];
         fig g;
-        fig_run(&g, r, pos[i][0], run, "%s, run %lld", pos[i][0], run);
+        fig_run(&g, r, name, run, "%s, run %lld", name, run);
         snprintf(caption, sizeof caption,
                  "Activation patching of %s at one position (columns: the tokens of the first "
                  "clean prompt of that length), on a scale symmetric about 0. A bright cell says "
                  "the information that separates clean from corrupt passes there; it says "
-                 "nothing about positions where clean and corrupt agree.", pos[i][1]);
-        figure(r, hs_plot_patch(r->ix, r->db_path, pos[i][0], run, g.path), &g, caption);
+                 "nothing about positions where clean and corrupt agree.", hs_metric(pos[i])->label);
+        figure(r, hs_plot_patch(r->ix, r->db_path, name, run, g.path), &g, caption);
     }
-    if (has_metric(r, run, "patch_z"))
-        grid(r, run, "patch_z", 0,
-             "Each head's output z patched at every position: the fraction of the logit "
-             "difference it restores on its own. Heads that back each other up each look small.");
-    if (has_metric(r, run, "patch_pattern"))
-        grid(r, run, "patch_pattern", 0,
-             "Each head's attention pattern patched (its values left to the run): how much of the "
-             "effect goes through where the head attends.");
+    if (has_metric(r, run, HS_METRIC(PATCH_Z)))
+        grid(r, run, HS_M_PATCH_Z, 0, NULL);
+    if (has_metric(r, run, HS_METRIC(PATCH_PATTERN)))
+        grid(r, run, HS_M_PATCH_PATTERN, 0, NULL);
 }
 
 static void causal_dla(report *r, long long run)
@@ -905,9 +891,9 @@ static void causal_dla(report *r, long long run)
     FILE *f = r->html;
     int layer[1], head[1];
     double v, se, ld, ld_se;
-    if (top_heads(r, run, "dla", 1, layer, head) &&
-        metric(r, run, layer[0], head[0], "dla", &v, &se) &&
-        metric(r, run, -1, -1, "logit_diff_clean", &ld, &ld_se)) {
+    if (top_heads(r, run, HS_METRIC(DLA), 1, layer, head) &&
+        metric(r, run, layer[0], head[0], HS_METRIC(DLA), &v, &se) &&
+        metric(r, run, -1, -1, HS_METRIC(LOGIT_DIFF_CLEAN), &ld, &ld_se)) {
         char a[32], b[32];
         fprintf(f, "<p>Run %lld: the head writing most toward the answer is <b>L%dH%d</b>, "
                    "%s &plusmn; %.3f of a clean logit difference of %s &plusmn; %.3f "
@@ -916,14 +902,14 @@ static void causal_dla(report *r, long long run)
                 signed_num(b, sizeof b, ld, 3), ld_se);
     }
     fig g;
-    fig_run(&g, r, "dla", run, "Direct logit attribution");
+    fig_run(&g, r, HS_METRIC(DLA), run, "Direct logit attribution");
     figure(r, hs_plot_dla(r->ix, r->db_path, run, g.path), &g,
            "Each head's output, each MLP's and the model-wide parts (embeddings, biases) at the "
            "last position, through the final norm with its scale frozen, dotted with "
            "u[answer] &minus; u[wrong]; sorted, &plusmn; 2 standard errors. The parts sum to the "
            "logit difference. Direct effects only: a head that acts through later heads shows "
            "here as small.");
-    grid(r, run, "dla", 0, "The heads' direct logit attribution as a layer &times; head grid.");
+    grid(r, run, HS_M_DLA, 0, NULL);
 }
 
 /* "L0H3 → L1H0 0.373, ..." : the three highest pairs of a composition kind,
@@ -932,7 +918,7 @@ static void composition_top(report *r, long long run, const char *kind, const ch
 {
     hs_pair_list l, c;
     char cm[64];
-    snprintf(cm, sizeof cm, "%s_control", kind);
+    hs_metric_control(kind, cm, sizeof cm);
     if (hs_index_pair_metrics(r->ix, run, kind, &l))
         return;
     if (hs_index_pair_metrics(r->ix, run, cm, &c))
@@ -965,33 +951,33 @@ static void composition_top(report *r, long long run, const char *kind, const ch
 static void causal_composition(report *r, long long run)
 {
     fprintf(r->html, "<p>Run %lld, the highest composition scores:</p>\n<ul>\n", run);
-    composition_top(r, run, "q_composition", "Q-composition");
-    composition_top(r, run, "k_composition", "K-composition");
-    composition_top(r, run, "v_composition", "V-composition");
+    composition_top(r, run, HS_METRIC(Q_COMPOSITION), "Q-composition");
+    composition_top(r, run, HS_METRIC(K_COMPOSITION), "K-composition");
+    composition_top(r, run, HS_METRIC(V_COMPOSITION), "V-composition");
     fprintf(r->html, "</ul>\n");
-    static const char *const kinds[][2] = {
-        { "q_composition", "queries" }, { "k_composition", "keys" }, { "v_composition", "values" },
-    };
+    static const hs_metric_id kinds[] = { HS_M_Q_COMPOSITION, HS_M_K_COMPOSITION,
+                                          HS_M_V_COMPOSITION };
     for (int k = 0; k < 3; k++) {
         char caption[600];
         fig g;
-        fig_run(&g, r, kinds[k][0], run, "%s, run %lld", kinds[k][0], run);
+        const char *name = hs_metric(kinds[k])->name;
+        fig_run(&g, r, name, run, "%s, run %lld", name, run);
         snprintf(caption, sizeof caption,
                  "How much of what each earlier head writes lands in the subspace a later head "
                  "reads its %s from (Elhage et al. 2021; TransformerLens's definition, norms "
                  "ignored), on the fixed scale 0 .. 1, beside a randomly initialised model of the "
                  "same configuration: only scores well above the control's mean mean anything. "
-                 "A property of the weights, not of any input.", kinds[k][1]);
-        figure(r, hs_plot_composition(r->ix, r->db_path, kinds[k][0], run, g.path), &g, caption);
+                 "A property of the weights, not of any input.", hs_metric(kinds[k])->label);
+        figure(r, hs_plot_composition(r->ix, r->db_path, name, run, g.path), &g, caption);
     }
 }
 
 static void section_causal(report *r)
 {
     FILE *f = r->html;
-    const long long patch = latest_run(r, "patch"), path = latest_run(r, "path-patch"),
-                    dla = latest_run(r, "dla"), lens = latest_run(r, "logit-lens"),
-                    comp = latest_run(r, "composition");
+    const long long patch = latest_run(r, HS_KIND_PATCH), path = latest_run(r, HS_KIND_PATH_PATCH),
+                    dla = latest_run(r, HS_KIND_DLA), lens = latest_run(r, HS_KIND_LOGIT_LENS),
+                    comp = latest_run(r, HS_KIND_COMPOSITION);
     fprintf(f, "<h2 id=\"causal\">Causal interventions: patching, attribution, composition</h2>\n");
     if (!patch && !path && !dla && !lens && !comp) {
         fprintf(f, "<p>No complete patch, path-patch, dla, logit-lens or composition run in this "
@@ -1001,10 +987,7 @@ static void section_causal(report *r)
     if (patch)
         causal_patch(r, patch);
     if (path)
-        grid(r, path, "path_patch", 0,
-             "Path patching (Wang et al. 2022): the sender head's clean-to-corrupt change "
-             "carried only through the receivers named in the run (or straight to the logits), "
-             "as a fraction of the logit difference.");
+        grid(r, path, HS_M_PATH_PATCH, 0, NULL);
     if (dla)
         causal_dla(r, dla);
     if (lens) {
@@ -1052,11 +1035,11 @@ static const struct {
     const char *id, *nav;
     void (*write)(report *r);
 } SECTIONS[] = {
-    { "induction", "induction", section_induction },
+    { HS_KIND_INDUCTION, HS_KIND_INDUCTION, section_induction },
     { "maps", "maps", section_maps },
     { "ablation", "ablation", section_ablation },
     { "causal", "causal", section_causal },
-    { "pruning", "pruning", section_pruning },
+    { HS_KIND_PRUNE, HS_KIND_PRUNE, section_pruning },
     { "patterns", "patterns", section_patterns },
     { "head-count", NULL, section_experiment },
     { "gqa", NULL, section_gqa },
@@ -1072,11 +1055,11 @@ static int write_page(report *r, const char *page)
     char tmp[1300];
     if (!(r->html = hs_tmp_fopen(page, tmp, sizeof tmp)))
         return HS_EIO;
-    r->induction = latest_run(r, "induction");
-    r->ablate = latest_run(r, "ablate");
-    r->importance = latest_run(r, "importance");
-    r->prune = latest_run(r, "prune");
-    r->patterns = latest_run(r, "patterns");
+    r->induction = latest_run(r, HS_KIND_INDUCTION);
+    r->ablate = latest_run(r, HS_KIND_ABLATE);
+    r->importance = latest_run(r, HS_KIND_IMPORTANCE);
+    r->prune = latest_run(r, HS_KIND_PRUNE);
+    r->patterns = latest_run(r, HS_KIND_PATTERNS);
     time_t now = time(NULL);
     char when[64];
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));

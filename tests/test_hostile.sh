@@ -195,4 +195,28 @@ nan_weights() {
     expect_nofile o/model.safetensors "train from NaN weights"
 }
 
-run_checks fifo_inputs zero_heads huge_numbers sizes_beyond_file tiny_file_huge_shape nan_weights
+# A sequence length beyond a rotary model's context (max_position_embeddings
+# 16 here) is refused as it is for learned positions: once only `generate`
+# refused it, and `eval --seq-len 32` exited 0. One check, every command:
+# a usage error (exit 2) naming --seq-len and the context, nothing recorded.
+seq_len_beyond_context() {
+    local L=$FIX/models/llama_gqa D=$FIX/models/gpt2_tiny/eval.bin cmd
+    for cmd in eval ablate importance prune patterns logit-lens; do
+        hst "$cmd" --model "$L" --data "$D" --db s.db --batch 1 --seq-len 32
+        [ "$cmd" = eval ] && hst eval --model "$L" --data "$D" --batch 1 --seq-len 32
+        expect_rc 2 "$cmd --seq-len 32 on a 16-position rotary model" || return 1
+        expect_grep "$ERR" "--seq-len 32 exceeds the model's n_ctx=16" "$cmd: message" ||
+            return 1
+    done
+    hst capture --model "$L" --data "$D" --out m.h5 --batch 1 --seq-len 32
+    expect_rc 2 "capture --seq-len 32" || return 1
+    expect_grep "$ERR" "exceeds the model's n_ctx=16" "capture: message" || return 1
+    hst train --init "$L" --data "$D" --out t --steps 1 --batch 1 --seq-len 32
+    expect_rc 2 "train --init --seq-len 32" || return 1
+    expect_grep "$ERR" "--seq-len 32 exceeds the model's n_ctx=16" "train: message" || return 1
+    expect_nofile s.db "refused runs" || return 1
+    expect_nofile m.h5 "refused capture"
+}
+
+run_checks fifo_inputs zero_heads huge_numbers sizes_beyond_file tiny_file_huge_shape nan_weights \
+    seq_len_beyond_context

@@ -1,0 +1,155 @@
+#include "inputs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoint.h"
+
+const char *hs_source_path(const hs_source *s) { return s->data ? s->data : s->text; }
+
+int hs_tokenizer_for(hs_tokenizer **tk, const char *tokenizer, const char *model_dir,
+                     const char **used)
+{
+    *tk = NULL;
+    const char *path = tokenizer ? tokenizer
+                       : model_dir && hs_tokenizer_present(model_dir) ? model_dir
+                                                                        : NULL;
+    if (used)
+        *used = path;
+    return path ? hs_tokenizer_open(tk, path) : HS_OK;
+}
+
+/* The whole of a regular file (malloc'd, NUL-terminated), *len its bytes;
+ * NULL with the message set. Texts are held in memory, as their ids are. */
+static char *read_text_file(const char *path, size_t *len)
+{
+    enum { MAX_TEXT = 1 << 30 };
+    FILE *f = hs_fopen_regular(path);
+    if (!f)
+        return NULL; /* the message names the file */
+    struct stat sb;
+    char *buf = NULL;
+    if (fstat(fileno(f), &sb) || sb.st_size > MAX_TEXT)
+        hs_fail(HS_EINVAL, "%s: a text file of at most 1 GiB is read", path);
+    else if ((buf = hs_calloc((size_t)sb.st_size + 1, 1, path)) &&
+             fread(buf, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size) {
+        hs_fail(HS_EIO, "%s: read failed", path);
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *len = buf ? (size_t)sb.st_size : 0;
+    return buf;
+}
+
+int hs_source_load(hs_tokenizer **keep, hs_tokens *t, const hs_source *s, const char *model_dir,
+                   int vocab)
+{
+    memset(t, 0, sizeof *t);
+    if (keep)
+        *keep = NULL;
+    hs_tokenizer *tk = NULL;
+    const char *used = NULL;
+    if (s->data) {
+        int rc = hs_tokens_read(t, s->data);
+        if (!rc && keep && (rc = hs_tokenizer_for(keep, s->tokenizer, model_dir, NULL)))
+            hs_tokens_free(t);
+        return rc;
+    }
+    int rc = hs_tokenizer_for(&tk, s->tokenizer, model_dir, &used);
+    if (!rc && !tk)
+        return model_dir ? hs_fail(HS_EINVAL, "--text %s needs --tokenizer PATH (%s holds no "
+                                   "tokenizer.json or vocab.json + merges.txt)", s->text, model_dir)
+                         : hs_fail(HS_EINVAL, "--text %s needs --tokenizer PATH", s->text);
+    size_t len = 0, n = 0;
+    int32_t *ids = NULL;
+    char *text = rc ? NULL : read_text_file(s->text, &len);
+    if (!rc && !text)
+        rc = HS_EIO;
+    if (!rc && (rc = hs_tokenizer_encode(tk, text, len, 1, &ids, &n))) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", hs_last_error());
+        hs_fail(rc, "%s: %s", s->text, msg);
+    }
+    for (size_t i = 0; !rc && vocab > 0 && i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            rc = hs_fail(HS_EINVAL, "%s: token %d at %zu (from the tokenizer %s) is outside the "
+                         "vocabulary of %d of the model %s", s->text, ids[i], i, used, vocab,
+                         model_dir ? model_dir : "being trained");
+    if (!rc)
+        rc = hs_tokens_adopt(t, ids, n);
+    if (rc)
+        free(ids);
+    free(text);
+    if (keep && !rc)
+        *keep = tk;
+    else if (tk)
+        hs_tokenizer_free(tk);
+    return rc;
+}
+
+int hs_seq_len_check(const hs_model_config *c, int T, const char *option)
+{
+    if (T > c->n_ctx)
+        return hs_fail(HS_EINVAL, "%s %d exceeds the model's n_ctx=%d", option, T, c->n_ctx);
+    return HS_OK;
+}
+
+void hs_inputs_free(hs_inputs *in)
+{
+    hs_prompt_set_free(&in->ps);
+    hs_tokens_free(&in->tok);
+    if (in->tk)
+        hs_tokenizer_free(in->tk);
+    hs_model_free(&in->m);
+    memset(in, 0, sizeof *in);
+}
+
+/* The prompts file, encoded with the source's tokenizer or the model
+ * directory's (ids-only files need none). */
+static int load_prompts(hs_inputs *in, const hs_inputs_spec *s)
+{
+    hs_tokenizer *tk = NULL;
+    int rc = hs_tokenizer_for(&tk, s->source.tokenizer, s->model, NULL);
+    if (!rc)
+        rc = hs_prompts_load(&in->ps, s->prompts, tk, in->m.cfg.vocab_size, in->m.cfg.n_ctx);
+    if (tk)
+        hs_tokenizer_free(tk);
+    return rc;
+}
+
+int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
+{
+    memset(in, 0, sizeof *in);
+    const hs_source *src = &s->source;
+    const int tokens = src->data || src->text;
+    int rc = s->model ? hs_checkpoint_load(&in->m, s->model) : HS_OK;
+    const hs_model_config *c = &in->m.cfg;
+    in->seq_len = s->seq_len;
+    if (!rc && s->model && s->need_batch && !in->seq_len)
+        in->seq_len = c->n_ctx < 256 ? c->n_ctx : 256;
+    if (!rc && s->model && s->need_batch &&
+        (rc = hs_seq_len_check(c, in->seq_len, "--seq-len"))) {
+        hs_inputs_free(in);
+        in->usage = 1;
+        return rc;
+    }
+    if (!rc && tokens)
+        rc = hs_source_load(s->keep_tokenizer ? &in->tk : NULL, &in->tok, src, s->model,
+                            s->model ? c->vocab_size : 0);
+    if (!rc && tokens && s->need_batch && !hs_batch_count(&in->tok, s->batch, in->seq_len))
+        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens",
+                     hs_source_path(src), s->batch, in->seq_len);
+    for (size_t i = 0; !rc && s->model && i < in->tok.n; i++)
+        if (in->tok.tok[i] >= c->vocab_size)
+            rc = hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the vocabulary of %d",
+                         hs_source_path(src), in->tok.tok[i], i, c->vocab_size);
+    if (!rc && s->prompts)
+        rc = load_prompts(in, s);
+    in->data_path = s->prompts ? s->prompts : hs_source_path(src);
+    if (rc)
+        hs_inputs_free(in);
+    return rc;
+}

@@ -1,0 +1,78 @@
+/* What a command reads before it runs a study: a model, its tokens (a token
+ * shard, or a text tokenized on the fly) and its prompts, each loaded and
+ * checked once, in one place, with errors naming the file and the option. A
+ * command loads its inputs before it opens its run (run.h), so that bad
+ * input records nothing. */
+#ifndef HS_INPUTS_H
+#define HS_INPUTS_H
+
+#include "prompts.h"
+#include "tokenizer.h"
+#include "tokens.h"
+#include "weights.h"
+
+/* Where tokens come from (SPEC §9): a token shard, or a text file encoded as
+ * one document as HF tokenizer(text) does (special tokens added) by the
+ * tokenizer at `tokenizer`, or when that is NULL by the one found in the
+ * model directory (hs_tokenizer_present). */
+typedef struct {
+    const char *data;      /* --data FILE.bin */
+    const char *text;      /* --text FILE */
+    const char *tokenizer; /* --tokenizer PATH (NULL: the model directory's) */
+} hs_source;
+
+/* The file recorded as the data (runs' data_path; the data_sha256 of runs
+ * and map files is its sha256): the shard or the text file; NULL for none. */
+const char *hs_source_path(const hs_source *s);
+
+/* The tokenizer that applies: `tokenizer` when given, else the model
+ * directory's when it holds one (*tk NULL and HS_OK when neither: no
+ * tokenizer is known). *used: the path opened. */
+int hs_tokenizer_for(hs_tokenizer **tk, const char *tokenizer, const char *model_dir,
+                     const char **used);
+
+/* Reads the tokens of s into t: the shard, or the text encoded by the
+ * tokenizer (hs_tokenizer_for; a text without one is HS_EINVAL saying
+ * --tokenizer is needed). vocab > 0 checks every id against the model's
+ * vocabulary of `vocab` ids, the error naming the file, the tokenizer and
+ * model_dir. keep non-NULL: *keep is the tokenizer that applies (for a shard
+ * too; NULL when none is known), open for the caller to free. On failure
+ * the message is set, t left empty, *keep NULL. */
+int hs_source_load(hs_tokenizer **keep, hs_tokens *t, const hs_source *s, const char *model_dir,
+                   int vocab);
+
+/* The one check of a sequence length against a model, for every command
+ * (SPEC §3: n_ctx is the context a model is defined for, learned positions
+ * or not): HS_EINVAL "OPTION T exceeds the model's n_ctx=N" when T > n_ctx. */
+int hs_seq_len_check(const hs_model_config *c, int T, const char *option);
+
+typedef struct {
+    const char *model;    /* checkpoint directory: loaded (NULL: none) */
+    hs_source source;     /* tokens (data or text NULL: none) */
+    const char *prompts;  /* prompts file (SPEC §11; NULL: none) */
+    int batch, seq_len;   /* the tokens' batches; seq_len 0: min(n_ctx, 256) */
+    int need_batch;       /* the tokens are cut in batches of batch x seq_len (+1), seq_len
+                             checked against the context, and must hold one */
+    int keep_tokenizer;   /* keep the tokenizer that applies (in.tk) */
+} hs_inputs_spec;
+
+typedef struct {
+    hs_model m;           /* zero without a model */
+    hs_tokens tok;        /* empty without tokens */
+    hs_prompt_set ps;     /* empty without prompts */
+    hs_tokenizer *tk;     /* with keep_tokenizer: the one that applies, or NULL */
+    int seq_len;          /* resolved */
+    const char *data_path; /* what was read as the data (runs.data_path): prompts, shard or text */
+    int usage;            /* the failure was an option's value (--seq-len) */
+} hs_inputs;
+
+/* Loads and checks s into in: the model, then with need_batch the sequence
+ * length against it (hs_seq_len_check, "--seq-len"), the tokens (ids within
+ * the vocabulary; with need_batch at least one batch) and the prompts (encoded
+ * with the source's tokenizer, or the model directory's; ids within the
+ * vocabulary, lengths within the context). On failure everything is freed
+ * and the status returned with the message naming the file. */
+int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s);
+void hs_inputs_free(hs_inputs *in);
+
+#endif

@@ -1,0 +1,327 @@
+/* The descriptor table of every metric (metrics.h). */
+#include "metrics.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define NONE HS_M_COUNT
+#define HEAD HS_WHERE_HEAD
+#define LAYER HS_WHERE_LAYER
+#define MODEL HS_WHERE_MODEL
+#define POS HS_WHERE_POSITION
+#define PAIR HS_WHERE_PAIR
+#define CURVE HS_WHERE_CURVE
+
+static const char ATTN[] = "attention probability";
+static const char LOSS_NATS[] = "loss (nats, next-token cross-entropy)";
+static const char TOKENS[] = "tokens trained on";
+
+static const hs_metric_desc METRICS[HS_M_COUNT] = {
+    [HS_M_LOSS] = { "loss", MODEL, HS_SCALE_NONNEG, "nats", LOSS_NATS, NULL, NONE },
+    [HS_M_LOSS_DELTA_ZERO] = { "loss_delta_zero", HEAD, HS_SCALE_LOSS_DELTA, "nats",
+        "loss_delta_zero", "Evaluation loss with each head's output z set to 0, minus the clean "
+        "loss (nats; the index holds the standard error of the per-sequence differences). One "
+        "head at a time: heads that back each other up each look unimportant here.", NONE },
+    [HS_M_LOSS_DELTA_MEAN] = { "loss_delta_mean", HEAD, HS_SCALE_LOSS_DELTA, "nats",
+        "loss_delta_mean", "Evaluation loss with each head's output replaced by its mean over "
+        "the data, minus the clean loss (nats; the index holds the standard error of the "
+        "per-sequence differences). One head at a time: heads that back each other up each look "
+        "unimportant here.", NONE },
+    [HS_M_LOSS_DELTA_RESAMPLE] = { "loss_delta_resample", HEAD, HS_SCALE_LOSS_DELTA, "nats",
+        "loss_delta_resample", "Evaluation loss with each head's output taken from another "
+        "sequence of the batch, minus the clean loss (nats; the index holds the standard error "
+        "of the per-sequence differences). One head at a time: heads that back each other up "
+        "each look unimportant here.", NONE },
+    [HS_M_IMPORTANCE] = { "importance", HEAD, HS_SCALE_PROB, "",
+        "importance (unit length per layer)", "Mean |dL/d gate| per head (Michel et al. 2019), "
+        "each layer's vector scaled to unit length: a first-order estimate of what removing the "
+        "head costs, comparable within a layer, not across layers (a layer of one head always "
+        "reads 1).", NONE },
+    [HS_M_IMPORTANCE_RAW] = { "importance_raw", HEAD, HS_SCALE_NONNEG, "",
+        "importance_raw", NULL, NONE },
+    [HS_M_PRUNED] = { "pruned", HEAD, HS_SCALE_PROB, "", "1 = pruned",
+        "The final mask: 1 for a pruned head.", NONE },
+    [HS_M_FORWARD_MS_UNPRUNED] = { "forward_ms_unpruned", MODEL, HS_SCALE_NONNEG, "ms",
+        "forward ms, unpruned", NULL, NONE },
+    [HS_M_FORWARD_MS_PRUNED] = { "forward_ms_pruned", MODEL, HS_SCALE_NONNEG, "ms",
+        "forward ms, pruned", NULL, NONE },
+
+    [HS_M_INDUCTION] = { "induction", HEAD, HS_SCALE_PROB, "", ATTN,
+        "Mean attention from each token of the second copy of r ++ r to the token after its "
+        "first occurrence (chance &asymp; 1/position), beside the same score of a randomly "
+        "initialised model of the same configuration. A high score is a pattern, not proof of "
+        "function: see the causal check.", HS_M_INDUCTION_CONTROL },
+    [HS_M_DUPLICATE_TOKEN] = { "duplicate_token", HEAD, HS_SCALE_PROB, "", ATTN,
+        "Mean attention from the second copy to the earlier occurrence of the same token, "
+        "beside the control.", HS_M_DUPLICATE_TOKEN_CONTROL },
+    [HS_M_PREV_TOKEN] = { "prev_token", HEAD, HS_SCALE_PROB, "", ATTN,
+        "Mean attention to the previous position, beside the control. Previous-token heads in "
+        "an earlier layer are what induction heads usually compose with.",
+        HS_M_PREV_TOKEN_CONTROL },
+    [HS_M_COPYING] = { "copying", HEAD, HS_SCALE_COPYING, "", "copying score",
+        "Sum of the real parts over the sum of the magnitudes of the eigenvalues of each head's "
+        "OV circuit W_E W_V W_O W_U (positive: the head copies the tokens it attends to), beside "
+        "the control. Norms are ignored, so it is a property of the weights, not of any input.",
+        HS_M_COPYING_CONTROL },
+    [HS_M_INDUCTION_CONTROL] = { "induction_control", HEAD, HS_SCALE_PROB, "", ATTN, NULL, NONE },
+    [HS_M_DUPLICATE_TOKEN_CONTROL] = { "duplicate_token_control", HEAD, HS_SCALE_PROB, "", ATTN,
+        NULL, NONE },
+    [HS_M_PREV_TOKEN_CONTROL] = { "prev_token_control", HEAD, HS_SCALE_PROB, "", ATTN, NULL,
+        NONE },
+    [HS_M_COPYING_CONTROL] = { "copying_control", HEAD, HS_SCALE_COPYING, "", "copying score",
+        NULL, NONE },
+    [HS_M_SECOND_HALF_LOSS] = { "second_half_loss", MODEL, HS_SCALE_NONNEG, "nats",
+        "second-half loss on r ++ r", NULL, NONE },
+    [HS_M_CAUSAL_LOSS_DELTA_TOP_K] = { "causal_loss_delta_top_k", MODEL, HS_SCALE_LOSS_DELTA,
+        "nats", "loss increase, top heads off", NULL, NONE },
+    [HS_M_CAUSAL_LOSS_DELTA_RANDOM_K] = { "causal_loss_delta_random_k", MODEL,
+        HS_SCALE_LOSS_DELTA, "nats", "loss increase, random heads off", NULL, NONE },
+    [HS_M_CAUSAL_TOP_K] = { "causal_top_k", HEAD, HS_SCALE_PROB, "", "1 = targeted by the "
+        "causal check", NULL, NONE },
+    [HS_M_INDUCTION_ESTABLISHED] = { "induction_established", MODEL, HS_SCALE_PROB, "",
+        "1 = established", NULL, NONE },
+    [HS_M_ICL] = { "icl", MODEL, HS_SCALE_SIGNED, "nats", "in-context learning score", NULL,
+        HS_M_ICL_CONTROL },
+    [HS_M_ICL_CONTROL] = { "icl_control", MODEL, HS_SCALE_SIGNED, "nats",
+        "in-context learning score", NULL, NONE },
+
+    [HS_M_ENTROPY] = { "entropy", HEAD, HS_SCALE_ENTROPY, "nats", "entropy (nats)",
+        "Mean entropy (nats) of each head's attention distribution: low is focused, "
+        "ln(position) is uniform.", HS_M_ENTROPY_CONTROL },
+    [HS_M_SELF] = { "self", HEAD, HS_SCALE_PROB, "", ATTN, NULL, HS_M_SELF_CONTROL },
+    [HS_M_NEXT_TOKEN] = { "next_token", HEAD, HS_SCALE_PROB, "", ATTN, NULL,
+        HS_M_NEXT_TOKEN_CONTROL },
+    [HS_M_FIRST_TOKEN] = { "first_token", HEAD, HS_SCALE_PROB, "", ATTN,
+        "Mean attention on position 0; heads that park their attention there are often doing "
+        "nothing with it.", HS_M_FIRST_TOKEN_CONTROL },
+    [HS_M_DELIM] = { "delim", HEAD, HS_SCALE_PROB, "", ATTN, NULL, HS_M_DELIM_CONTROL },
+    [HS_M_DISTANCE] = { "distance", HEAD, HS_SCALE_DISTANCE, "positions",
+        "mean distance (positions)", "Mean attention-weighted distance |t - s| between query "
+        "and key.", HS_M_DISTANCE_CONTROL },
+    [HS_M_ENTROPY_CONTROL] = { "entropy_control", HEAD, HS_SCALE_ENTROPY, "nats",
+        "entropy (nats)", NULL, NONE },
+    [HS_M_SELF_CONTROL] = { "self_control", HEAD, HS_SCALE_PROB, "", ATTN, NULL, NONE },
+    [HS_M_NEXT_TOKEN_CONTROL] = { "next_token_control", HEAD, HS_SCALE_PROB, "", ATTN, NULL,
+        NONE },
+    [HS_M_FIRST_TOKEN_CONTROL] = { "first_token_control", HEAD, HS_SCALE_PROB, "", ATTN, NULL,
+        NONE },
+    [HS_M_DELIM_CONTROL] = { "delim_control", HEAD, HS_SCALE_PROB, "", ATTN, NULL, NONE },
+    [HS_M_DISTANCE_CONTROL] = { "distance_control", HEAD, HS_SCALE_DISTANCE, "positions",
+        "mean distance (positions)", NULL, NONE },
+
+    [HS_M_LOGIT_DIFF_CLEAN] = { "logit_diff_clean", MODEL, HS_SCALE_SIGNED, "logits",
+        "logit difference, clean", NULL, NONE },
+    [HS_M_LOGIT_DIFF_CORRUPT] = { "logit_diff_corrupt", MODEL, HS_SCALE_SIGNED, "logits",
+        "logit difference, corrupt", NULL, NONE },
+    [HS_M_PATCH_Z] = { "patch_z", HEAD, HS_SCALE_SIGNED, "", "patch_z",
+        "Each head's output z patched at every position: the fraction of the logit difference "
+        "it restores on its own. Heads that back each other up each look small.", NONE },
+    [HS_M_PATCH_PATTERN] = { "patch_pattern", HEAD, HS_SCALE_SIGNED, "", "patch_pattern",
+        "Each head's attention pattern patched (its values left to the run): how much of the "
+        "effect goes through where the head attends.", NONE },
+    [HS_M_PATCH_RESID_PRE] = { "patch_resid_pre", POS, HS_SCALE_SIGNED, "",
+        "the residual stream entering each layer", NULL, NONE },
+    [HS_M_PATCH_ATTN_OUT] = { "patch_attn_out", POS, HS_SCALE_SIGNED, "",
+        "each layer's attention output", NULL, NONE },
+    [HS_M_PATCH_MLP_OUT] = { "patch_mlp_out", POS, HS_SCALE_SIGNED, "", "each layer's MLP output",
+        NULL, NONE },
+    [HS_M_PATH_PATCH] = { "path_patch", HEAD, HS_SCALE_SIGNED, "", "path_patch",
+        "Path patching (Wang et al. 2022): the sender head's clean-to-corrupt change carried "
+        "only through the receivers named in the run (or straight to the logits), as a fraction "
+        "of the logit difference.", NONE },
+    [HS_M_DLA] = { "dla", HEAD, HS_SCALE_SIGNED, "logits", "dla",
+        "The heads' direct logit attribution as a layer &times; head grid.", NONE },
+    [HS_M_DLA_EMBED] = { "dla_embed", MODEL, HS_SCALE_SIGNED, "logits", "embed", NULL, NONE },
+    [HS_M_DLA_POS_EMBED] = { "dla_pos_embed", MODEL, HS_SCALE_SIGNED, "logits", "pos_embed", NULL,
+        NONE },
+    [HS_M_DLA_ATTN_BIAS] = { "dla_attn_bias", MODEL, HS_SCALE_SIGNED, "logits", "attn biases",
+        NULL, NONE },
+    [HS_M_DLA_FINAL_NORM_BIAS] = { "dla_final_norm_bias", MODEL, HS_SCALE_SIGNED, "logits",
+        "final norm bias", NULL, NONE },
+    [HS_M_DLA_LM_HEAD_BIAS] = { "dla_lm_head_bias", MODEL, HS_SCALE_SIGNED, "logits",
+        "unembedding bias", NULL, NONE },
+    [HS_M_LOGIT_LENS_LOSS] = { "logit_lens_loss", LAYER, HS_SCALE_NONNEG, "nats",
+        "loss of the answer, −log p (nats)", NULL, NONE },
+    [HS_M_LOGIT_LENS_LOGIT_DIFF] = { "logit_lens_logit_diff", LAYER, HS_SCALE_SIGNED, "logits",
+        "logit difference", NULL, NONE },
+    [HS_M_Q_COMPOSITION] = { "q_composition", PAIR, HS_SCALE_PROB, "", "queries", NULL,
+        HS_M_Q_COMPOSITION_CONTROL },
+    [HS_M_K_COMPOSITION] = { "k_composition", PAIR, HS_SCALE_PROB, "", "keys", NULL,
+        HS_M_K_COMPOSITION_CONTROL },
+    [HS_M_V_COMPOSITION] = { "v_composition", PAIR, HS_SCALE_PROB, "", "values", NULL,
+        HS_M_V_COMPOSITION_CONTROL },
+    [HS_M_Q_COMPOSITION_CONTROL] = { "q_composition_control", PAIR, HS_SCALE_PROB, "", "queries",
+        NULL, NONE },
+    [HS_M_K_COMPOSITION_CONTROL] = { "k_composition_control", PAIR, HS_SCALE_PROB, "", "keys",
+        NULL, NONE },
+    [HS_M_V_COMPOSITION_CONTROL] = { "v_composition_control", PAIR, HS_SCALE_PROB, "", "values",
+        NULL, NONE },
+    [HS_M_Q_COMPOSITION_MEAN] = { "q_composition_mean", MODEL, HS_SCALE_PROB, "",
+        "mean Q-composition", NULL, HS_M_Q_COMPOSITION_CONTROL_MEAN },
+    [HS_M_K_COMPOSITION_MEAN] = { "k_composition_mean", MODEL, HS_SCALE_PROB, "",
+        "mean K-composition", NULL, HS_M_K_COMPOSITION_CONTROL_MEAN },
+    [HS_M_V_COMPOSITION_MEAN] = { "v_composition_mean", MODEL, HS_SCALE_PROB, "",
+        "mean V-composition", NULL, HS_M_V_COMPOSITION_CONTROL_MEAN },
+    [HS_M_Q_COMPOSITION_CONTROL_MEAN] = { "q_composition_control_mean", MODEL, HS_SCALE_PROB, "",
+        "mean Q-composition, control", NULL, NONE },
+    [HS_M_K_COMPOSITION_CONTROL_MEAN] = { "k_composition_control_mean", MODEL, HS_SCALE_PROB, "",
+        "mean K-composition, control", NULL, NONE },
+    [HS_M_V_COMPOSITION_CONTROL_MEAN] = { "v_composition_control_mean", MODEL, HS_SCALE_PROB, "",
+        "mean V-composition, control", NULL, NONE },
+
+    [HS_M_VAL_LOSS_HEADS] = { "val_loss_heads_%d", MODEL, HS_SCALE_NONNEG, "nats",
+        "validation loss", NULL, NONE },
+    [HS_M_FORWARD_MS_HEADS] = { "forward_ms_heads_%d", MODEL, HS_SCALE_NONNEG, "ms",
+        "forward ms", NULL, NONE },
+    [HS_M_VAL_LOSS_MHA] = { "val_loss_mha", MODEL, HS_SCALE_NONNEG, "nats", "validation loss",
+        NULL, NONE },
+    [HS_M_VAL_LOSS_MHA_UPTRAINED] = { "val_loss_mha_uptrained", MODEL, HS_SCALE_NONNEG, "nats",
+        "validation loss, uptrained", NULL, NONE },
+    [HS_M_VAL_LOSS_KV_HEADS] = { "val_loss_kv_heads_%d", MODEL, HS_SCALE_NONNEG, "nats",
+        "validation loss", NULL, NONE },
+    [HS_M_VAL_LOSS_KV_HEADS_UPTRAINED] = { "val_loss_kv_heads_%d_uptrained", MODEL,
+        HS_SCALE_NONNEG, "nats", "validation loss, uptrained", NULL, NONE },
+    [HS_M_VAL_LOSS_WINDOWS] = { "val_loss_windows_%s", MODEL, HS_SCALE_NONNEG, "nats",
+        "validation loss", NULL, NONE },
+    [HS_M_KV_BYTES_WINDOWS] = { "kv_bytes_per_token_windows_%s", MODEL, HS_SCALE_NONNEG,
+        "bytes", "kv bytes per token", NULL, NONE },
+    [HS_M_FORWARD_MS_WINDOWS] = { "forward_ms_windows_%s", MODEL, HS_SCALE_NONNEG, "ms",
+        "forward ms", NULL, NONE },
+
+    [HS_M_TRAIN_LOSS] = { "train_loss", CURVE, HS_SCALE_NONNEG, "nats",
+        "training loss (each batch)", NULL, NONE, "Training loss", TOKENS, LOSS_NATS },
+    [HS_M_VAL_LOSS] = { "val_loss", CURVE, HS_SCALE_NONNEG, "nats",
+        "validation loss (held-out data)", NULL, NONE, "Training and validation loss", TOKENS,
+        LOSS_NATS },
+    [HS_M_PRUNING] = { "pruning", CURVE, HS_SCALE_NONNEG, "nats",
+        "validation loss after each pruning step",
+        "Validation loss after each step of joint pruning (heads of lowest importance gated "
+        "off, importance recomputed on the pruned model) against the fraction of heads pruned.",
+        NONE, "Validation loss against the fraction of heads pruned", "fraction of heads pruned",
+        LOSS_NATS },
+    [HS_M_CAUSAL_RANDOM_K] = { "causal_random_k", CURVE, HS_SCALE_LOSS_DELTA, "nats",
+        "loss increase, k random heads off", NULL, NONE, "Causal check: random draws", "draw",
+        "increase of the loss (nats)" },
+    [HS_M_TRAIN_LOSS_HEADS] = { "train_loss_heads_%d_seed_%d", CURVE, HS_SCALE_NONNEG, "nats",
+        "training loss, %d head(s), seed %d", NULL, NONE, "Training loss", TOKENS, LOSS_NATS },
+    [HS_M_TRAIN_LOSS_WINDOWS] = { "train_loss_windows_%s_seed_%d", CURVE, HS_SCALE_NONNEG,
+        "nats", "training loss", NULL, NONE, "Training loss", TOKENS, LOSS_NATS },
+};
+
+const hs_metric_desc *hs_metric(hs_metric_id id)
+{
+    return &METRICS[id >= 0 && id < HS_M_COUNT ? id : 0];
+}
+
+void hs_metric_name_of(char *out, size_t n, hs_metric_id id, ...)
+{
+    va_list ap;
+    va_start(ap, id);
+    vsnprintf(out, n, hs_metric(id)->name, ap);
+    va_end(ap);
+}
+
+void hs_metric_prefix(char *out, size_t n, hs_metric_id id)
+{
+    const char *t = hs_metric(id)->name;
+    snprintf(out, n, "%.*s", (int)strcspn(t, "%"), t);
+}
+
+/* 1 when name is an instance of template t: %d matches digits, %s one or
+ * more letters, digits or underscores up to the rest of t. */
+static int matches(const char *t, const char *name)
+{
+    for (; *t; t++, name++) {
+        if (t[0] == '%' && (t[1] == 'd' || t[1] == 's')) {
+            const char *rest = t + 2;
+            if (t[1] == 'd') {
+                const char *p = name;
+                while (*p >= '0' && *p <= '9')
+                    p++;
+                return p > name && matches(rest, p);
+            }
+            for (const char *p = name + 1; p <= name + strlen(name); p++)
+                if (matches(rest, p))
+                    return 1;
+            return 0;
+        }
+        if (*t != *name)
+            return 0;
+    }
+    return !*name;
+}
+
+const hs_metric_desc *hs_metric_find(const char *name)
+{
+    for (int i = 0; name && i < HS_M_COUNT; i++)
+        if (!strcmp(METRICS[i].name, name))
+            return &METRICS[i];
+    for (int i = 0; name && i < HS_M_COUNT; i++)
+        if (strchr(METRICS[i].name, '%') && matches(METRICS[i].name, name))
+            return &METRICS[i];
+    return NULL;
+}
+
+int hs_metric_control(const char *metric, char *out, size_t n)
+{
+    const hs_metric_desc *d = hs_metric_find(metric);
+    *out = 0;
+    if (!d || d->control == NONE)
+        return 0;
+    snprintf(out, n, "%s", METRICS[d->control].name);
+    return 1;
+}
+
+/* The smallest number of two significant digits >= x > 0 (1 for x <= 0). */
+static double nice_up(double x)
+{
+    if (!(x > 0) || !isfinite(x))
+        return 1;
+    double unit = pow(10, floor(log10(x)) - 1);
+    return ceil(x / unit - 1e-9) * unit;
+}
+
+void hs_metric_range_of(hs_metric_range *r, const char *metric, int seq_len, double max_abs,
+                        double max, int negative)
+{
+    const hs_metric_desc *d = hs_metric_find(metric);
+    const char *label = d ? d->label : metric;
+    hs_metric_scale s = d ? d->scale : negative ? HS_SCALE_SIGNED : HS_SCALE_NONNEG;
+    const int T = seq_len;
+    if ((s == HS_SCALE_ENTROPY || s == HS_SCALE_DISTANCE) && T <= 1)
+        s = HS_SCALE_NONNEG; /* the bound needs the run's T */
+    if (s == HS_SCALE_NONNEG && negative)
+        s = HS_SCALE_SIGNED;
+    r->lo = 0, r->hi = 1, r->diverging = 0;
+    switch (s) {
+    case HS_SCALE_PROB:
+        snprintf(r->label, sizeof r->label, "%s, fixed scale 0 .. 1", label);
+        return;
+    case HS_SCALE_COPYING:
+        r->lo = -1, r->diverging = 1;
+        snprintf(r->label, sizeof r->label, "%s, fixed scale −1 .. 1, white at 0", label);
+        return;
+    case HS_SCALE_ENTROPY:
+    case HS_SCALE_DISTANCE:
+        r->hi = s == HS_SCALE_ENTROPY ? log(T) : T - 1;
+        snprintf(r->label, sizeof r->label, "%s, fixed scale 0 .. %s = %.3g (T = %d)", label,
+                 s == HS_SCALE_ENTROPY ? "ln T" : "T − 1", r->hi, T);
+        return;
+    case HS_SCALE_SIGNED:
+    case HS_SCALE_LOSS_DELTA:
+        r->hi = nice_up(max_abs);
+        if (s == HS_SCALE_LOSS_DELTA && r->hi < 0.1)
+            r->hi = 0.1;
+        r->lo = -r->hi, r->diverging = 1;
+        snprintf(r->label, sizeof r->label, "%s%s, scale −%.2g .. +%.2g, white at 0", label,
+                 s == HS_SCALE_LOSS_DELTA ? " (nats)" : "", r->hi, r->hi);
+        return;
+    case HS_SCALE_NONNEG:
+        r->hi = nice_up(max);
+        snprintf(r->label, sizeof r->label, "%s, scale 0 .. %.2g (its largest value)", label,
+                 r->hi);
+        return;
+    }
+}

@@ -1,0 +1,212 @@
+#include "run.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "dist.h"
+#include "json.h"
+#include "sha256.h"
+
+/* The command line as a JSON array of strings (malloc'd): runs.args. */
+static char *args_json(int argc, char **argv)
+{
+    size_t n = 3;
+    for (int i = 0; i < argc; i++)
+        n += 2 * strlen(argv[i]) + 4;
+    char *s = malloc(n), *p = s;
+    if (!s)
+        return NULL;
+    *p++ = '[';
+    for (int i = 0; i < argc; i++) {
+        if (i)
+            *p++ = ',';
+        *p++ = '"';
+        for (const char *c = argv[i]; *c; c++) {
+            if (*c == '"' || *c == '\\')
+                *p++ = '\\';
+            *p++ = (unsigned char)*c < 0x20 ? ' ' : *c; /* control characters become spaces */
+        }
+        *p++ = '"';
+    }
+    *p++ = ']';
+    *p = 0;
+    return s;
+}
+
+/* The command line without the options that cannot change a result
+ * (--resume and s's neutral ones), as JSON, each --opt=value spelt
+ * --opt value: a resumed run must match its original on everything else,
+ * however either spelt its options. */
+static char *result_args(const hs_run_spec *s, int argc, char **argv)
+{
+    size_t bytes = 1;
+    for (int i = 0; i < argc; i++)
+        bytes += strlen(argv[i]) + 1;
+    /* the arguments copied into copy, each --opt=value cut at its '=' */
+    char **kept = calloc(2 * (size_t)argc + 1, sizeof *kept), *copy = malloc(bytes), *p = copy;
+    int n = 0;
+    for (int i = 0; kept && copy && i < argc; i++) {
+        const char *a = argv[i], *eq = strncmp(a, "--", 2) ? NULL : strchr(a, '=');
+        const size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        int drop = len == 8 && !strncmp(a, "--resume", 8), value = drop;
+        for (int k = 0; !drop && k < s->n_neutral; k++)
+            if (strlen(s->neutral[k].name) == len && !strncmp(a, s->neutral[k].name, len))
+                drop = 1, value = s->neutral[k].takes_value;
+        if (drop) {
+            i += value && !eq; /* its value is the next argument */
+            continue;
+        }
+        kept[n++] = strcpy(p, a);
+        if (eq) {
+            p[len] = 0;
+            kept[n++] = p + len + 1;
+        }
+        p += strlen(a) + 1;
+    }
+    char *json = kept && copy ? args_json(n, kept) : NULL;
+    free(kept);
+    free(copy);
+    return json;
+}
+
+/* result_args of a command line recorded as a JSON array of strings. */
+static char *stored_result_args(const hs_run_spec *s, const char *json)
+{
+    cJSON *a = NULL;
+    if (hs_json_parse(&a, json, strlen(json), "the run's recorded command line"))
+        return NULL;
+    int n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : -1;
+    char **argv = n >= 0 ? calloc((size_t)n + 1, sizeof *argv) : NULL;
+    char *out = NULL;
+    if (argv) {
+        int ok = 1;
+        for (int i = 0; i < n; i++) {
+            cJSON *e = cJSON_GetArrayItem(a, i);
+            ok &= cJSON_IsString(e);
+            argv[i] = ok ? e->valuestring : NULL;
+        }
+        out = ok ? result_args(s, n, argv) : NULL;
+    }
+    free(argv);
+    cJSON_Delete(a);
+    return out;
+}
+
+struct hs_run {
+    hs_index *ix;
+    long long run_id;
+    char model_sha[80], data_sha[80];
+    int hashed_model, hashed_data;
+};
+
+/* Rank 0's part of hs_run_open: hash, open, insert or reopen. */
+static int run_begin(hs_run *r, const hs_run_spec *s)
+{
+    struct stat sb;
+    if (s->resume > 0 && stat(s->db, &sb))
+        return hs_fail(HS_EIO, "%s: no index to resume a run from (%s)", s->db, strerror(errno));
+    int rc = s->model_file ? hs_sha256_file(s->model_file, r->model_sha, NULL) : HS_OK;
+    r->hashed_model = s->model_file && !rc;
+    if (!rc && s->data_path)
+        rc = hs_sha256_file(s->data_path, r->data_sha, NULL);
+    r->hashed_data = s->data_path && !rc;
+    if (!rc)
+        rc = hs_index_open(&r->ix, s->db);
+    if (!rc && s->resume > 0) {
+        char k[80], msha[80], dsha[80], status[16], args[4096];
+        char *now = result_args(s, s->argc, s->argv), *then = NULL;
+        const long long id = s->resume;
+        rc = hs_index_run_get(r->ix, id, k, msha, dsha, status, args, sizeof args);
+        if (!rc && strcmp(k, s->kind))
+            rc = hs_fail(HS_EINVAL, "run %lld is a '%s' run, not '%s'", id, k, s->kind);
+        else if (!rc && (strcmp(msha, r->model_sha) || strcmp(dsha, r->data_sha)))
+            rc = hs_fail(HS_EINVAL, "run %lld was made with another model or data (sha256 "
+                         "differs)", id);
+        if (!rc && !(then = stored_result_args(s, args)))
+            rc = hs_fail(HS_EFORMAT, "run %lld: its recorded command line is unreadable", id);
+        else if (!rc && (!now || strcmp(then, now)))
+            rc = hs_fail(HS_EINVAL, "run %lld was made with other options: %s (resume needs the "
+                         "same ones, apart from --threads and --json)", id, args);
+        free(now);
+        free(then);
+        if (!rc)
+            rc = hs_index_run_reopen(r->ix, id);
+        r->run_id = id;
+    } else if (!rc) {
+        char *args = args_json(s->argc, s->argv);
+        hs_run_info info = { s->kind, s->model_path, s->model_file ? r->model_sha : NULL,
+                             s->data_path, s->data_path ? r->data_sha : NULL, args };
+        int64_t id = 0;
+        rc = args ? hs_index_run_begin(r->ix, &info, &id) : HS_ENOMEM;
+        r->run_id = id;
+        free(args);
+    }
+    return rc;
+}
+
+int hs_run_open(hs_run **out, const hs_run_spec *s)
+{
+    *out = NULL;
+    if (!s->db || hs_dist_rank() > 0) /* under mpirun rank 0 alone writes the index */
+        return s->db ? hs_dist_agree(HS_OK) : HS_OK;
+    hs_run *r = hs_calloc(1, sizeof *r, "run");
+    int rc = r ? run_begin(r, s) : HS_ENOMEM;
+    if (rc && r) {
+        hs_index_close(r->ix);
+        free(r);
+        r = NULL;
+    }
+    *out = r;
+    return hs_dist_size() > 1 ? hs_dist_agree(rc) : rc;
+}
+
+long long hs_run_id(const hs_run *r) { return r ? r->run_id : 0; }
+
+hs_index *hs_run_index(const hs_run *r) { return r ? r->ix : NULL; }
+
+const char *hs_run_model_sha(const hs_run *r)
+{
+    return r && r->hashed_model ? r->model_sha : NULL;
+}
+
+const char *hs_run_data_sha(const hs_run *r) { return r && r->hashed_data ? r->data_sha : NULL; }
+
+int hs_run_rows(hs_run *r, const hs_head_table *t, const hs_study_curve *curves, int n_curves)
+{
+    return r ? hs_study_record(r->ix, r->run_id, t, curves, n_curves) : HS_OK;
+}
+
+int hs_run_artifact(hs_run *r, const char *path)
+{
+    return r ? hs_study_record_artifact(r->ix, r->run_id, path) : HS_OK;
+}
+
+int hs_run_close(hs_run *r, int rc, const char *model_sha)
+{
+    if (!r)
+        return rc;
+    char prior[1024];
+    snprintf(prior, sizeof prior, "%s", rc ? hs_last_error() : "");
+    int end = hs_index_run_finish(r->ix, r->run_id, rc ? "failed" : "complete", model_sha);
+    if (end) {
+        /* One retry, as `failed`, after the lock or the space may have come back;
+         * what still cannot be written is found `running` by a later open with
+         * its process gone, and marked failed then (hs_index_open). */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", hs_last_error());
+        usleep(100000);
+        hs_index_run_finish(r->ix, r->run_id, "failed", NULL);
+        hs_fail(end, "%s (run %lld is not marked %s)", msg, r->run_id, rc ? "failed" : "complete");
+    }
+    hs_index_close(r->ix);
+    free(r);
+    if (rc && end)
+        hs_fail(rc, "%s", prior);
+    return rc ? rc : end;
+}
