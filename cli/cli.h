@@ -112,7 +112,13 @@ typedef struct {
     int (*run)(int argc, char **argv);
     const opt_rule *rules; /* checked by opts_parse, listed by the help */
     int nrules;
+    unsigned flags;        /* CMD_SHARDS */
 } command;
+
+/* The command shards its work across the ranks of mpirun (SPEC §12); any
+ * other runs without mpirun only, since every rank would run it whole and
+ * write the same outputs. */
+#define CMD_SHARDS 1u
 
 /* Defines and registers a command record: HS_COMMAND(rec) = { ... }; */
 #define HS_COMMAND(rec)                                                                    \

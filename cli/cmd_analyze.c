@@ -357,6 +357,7 @@ static const opt_rule prune_rules[] = {
 
 HS_COMMAND(cmd_ablate_record) = {
     .name = "ablate",
+    .flags = CMD_SHARDS,
     .order = 100,
     .summary = "Loss delta of zero, mean and resample ablation of every head, into the index.",
     .usage = "headscope ablate --model DIR (--data FILE | --text FILE) --db FILE [options]",
@@ -374,6 +375,7 @@ HS_COMMAND(cmd_ablate_record) = {
 
 HS_COMMAND(cmd_importance_record) = {
     .name = "importance",
+    .flags = CMD_SHARDS,
     .order = 110,
     .summary = "Gradient head importance (Michel et al.), raw and layer-normalised.",
     .usage = "headscope importance --model DIR (--data FILE | --text FILE) --db FILE [options]",

@@ -231,6 +231,7 @@ static const opt_rule capture_rules[] = {
 
 HS_COMMAND(cmd_capture_record) = {
     .name = "capture",
+    .flags = CMD_SHARDS,
     .order = 70,
     .summary = "Run forwards and stream every per-head attention map to HDF5 (SPEC §6).",
     .usage = "headscope capture --model DIR (--data FILE | --text FILE) --out FILE.h5 [options]",

@@ -193,6 +193,7 @@ static int cmd_path_patch(int argc, char **argv)
 
 HS_COMMAND(cmd_patch_record) = {
     .name = "patch",
+    .flags = CMD_SHARDS,
     .order = 155,
     .summary = "Activation patching of every head and (layer, position) on prompt pairs.",
     .usage = "headscope patch --model DIR --prompts FILE --db FILE [options]",

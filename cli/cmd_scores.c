@@ -234,6 +234,7 @@ static const opt_rule patterns_rules[] = {
 
 HS_COMMAND(cmd_induction_record) = {
     .name = "induction",
+    .flags = CMD_SHARDS,
     .order = 130,
     .summary = "Induction, duplicate-token, previous-token and OV copying scores, with controls.",
     .usage = "headscope induction --model DIR --db FILE [options]",
@@ -249,6 +250,7 @@ HS_COMMAND(cmd_induction_record) = {
 
 HS_COMMAND(cmd_patterns_record) = {
     .name = "patterns",
+    .flags = CMD_SHARDS,
     .order = 140,
     .summary = "Clark et al. attention statistics per head, row by row during the forward.",
     .usage = "headscope patterns (--model DIR (--data FILE | --text FILE) | --maps FILE.h5) --db FILE [options]",

@@ -97,17 +97,21 @@ static int cmd_help(int argc, char **argv)
     return c->run(2, help_argv);
 }
 
-/* The commands that shard their work under mpirun (SPEC §12); any other
- * would run whole on every rank, each writing the same outputs. */
-#define SPLIT_COMMANDS "ablate, importance, patterns, induction, patch and capture"
-static int split_across_ranks(const char *name)
+/* "ablate, importance, ... and capture": the commands that shard. */
+static void sharding_commands(char *out, size_t n)
 {
-    static const char *const split[] = { "ablate", "importance", "patterns", "induction",
-                                         "patch", "capture", "help", "version" };
-    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
-        if (!strcmp(name, split[i]))
-            return 1;
-    return 0;
+    int count = 0;
+    for (int i = 0; i < NCOMMANDS; i++)
+        count += !!(COMMANDS[i]->flags & CMD_SHARDS);
+    *out = 0;
+    size_t len = 0;
+    for (int i = 0, k = 0; i < NCOMMANDS && len < n; i++) {
+        if (!(COMMANDS[i]->flags & CMD_SHARDS))
+            continue;
+        const char *sep = !k ? "" : k + 1 == count ? " and " : ", ";
+        len += (size_t)snprintf(out + len, n - len, "%s%s", sep, COMMANDS[i]->name);
+        k++;
+    }
 }
 
 int main(int argc, char **argv)
@@ -136,10 +140,13 @@ int main(int argc, char **argv)
     hs_dist_set_stop(&cli_stop_requested);
     if (hs_dist_rank() > 0 && !freopen("/dev/null", "w", stdout))
         return EXIT_FAILURE_RUN;
-    if (hs_dist_size() > 1 && !split_across_ranks(c->name)) {
+    if (hs_dist_size() > 1 && !(c->flags & CMD_SHARDS) && c->run != cmd_help &&
+        c->run != cmd_version) {
+        char names[256];
+        sharding_commands(names, sizeof names);
         if (hs_dist_rank() == 0)
             fprintf(stderr, "headscope: %s: not split across ranks: run it without mpirun (%s "
-                            "are)\n", c->name, SPLIT_COMMANDS);
+                            "are)\n", c->name, names);
         return EXIT_USAGE;
     }
     const int status = c->run(argc - 1, argv + 1);

@@ -47,4 +47,21 @@ installed_example() {
     png_ok e.png || return 1
 }
 
-run_checks installed_example
+# the man pages, generated from the command records, are installed: `man
+# headscope-patch` shows patch's help
+installed_man_pages() {
+    cmake --install "$BUILD" --prefix "$TMP/mprefix" >install.log 2>&1 ||
+        bad "cmake --install: $(tail -c 300 install.log)" || return 1
+    local dir
+    dir=$(dirname "$(find "$TMP/mprefix" -name headscope-patch.1 | head -1)")
+    [ -f "$dir/headscope-patch.1" ] || bad "no headscope-patch.1 installed" || return 1
+    MANWIDTH=100 man -M "$(dirname "$dir")" headscope-patch >man.txt 2>err.txt
+    RC=$?
+    expect_rc 0 "man headscope-patch" || return 1
+    hs help patch
+    expect_grep "$(cat man.txt)" "$(printf '%s' "$OUT" | head -n 1)" "man page's usage" || return 1
+    expect_grep "$(cat man.txt)" "--noising" "man page's options" || return 1
+    [ -f "$dir/headscope.1" ] || bad "no headscope.1 installed"
+}
+
+run_checks installed_example installed_man_pages
