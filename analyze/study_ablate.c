@@ -10,19 +10,10 @@
 /* "0,2" -> flags[i] = 1 for each entry < limit; -1 on a bad list. */
 static int parse_flags(const char *s, unsigned char *flags, int limit)
 {
-    int n = 0;
-    while (*s) {
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (end == s || errno || v < 0 || v >= limit)
-            return -1;
-        flags[v] = 1;
-        n++;
-        s = *end == ',' && end[1] ? end + 1 : end;
-        if (*s && *end != ',')
-            return -1;
-    }
+    int list[(int)HS_MAX_HEADS > (int)HS_MAX_LAYERS ? (int)HS_MAX_HEADS : (int)HS_MAX_LAYERS];
+    const int n = hs_parse_ints(s, list, (int)(sizeof list / sizeof list[0]), 0, limit - 1, 0);
+    for (int i = 0; i < n; i++)
+        flags[list[i]] = 1;
     return n;
 }
 

@@ -1,4 +1,5 @@
 /* experiment head-count: one architecture trained with several head counts. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,21 +11,6 @@ int experiment_gqa(int argc, char **argv); /* cmd_experiment_gqa.c */
 int experiment_windows(int argc, char **argv); /* cmd_experiment_windows.c */
 
 /* ---- experiment head-count -------------------------------------------------------- */
-
-/* "1,2,4" -> at most 16 numbers >= min; the count, or -1. */
-static int parse_counts(const char *s, int *out, long min)
-{
-    int n = 0;
-    for (const char *p = s; *p && n < HS_HEADCOUNT_MAX;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < min)
-            return -1;
-        out[n++] = (int)v;
-        p = *end == ',' ? end + 1 : end;
-    }
-    return n;
-}
 
 typedef struct {
     progress bar;
@@ -74,9 +60,9 @@ static void print_experiment(const hs_headcount_result *r, const hs_headcount_op
 static int experiment_setup(hs_headcount_opts *ho, const char *preset, const char **overrides,
                             int nover, const char *heads_s, const char *seeds_s)
 {
-    if ((ho->n_heads = parse_counts(heads_s, ho->heads, 1)) < 0)
+    if ((ho->n_heads = hs_parse_ints(heads_s, ho->heads, HS_HEADCOUNT_MAX, 1, HS_MAX_HEADS, 0)) < 0)
         return usage_error("experiment", "--heads '%s': positive counts expected", heads_s);
-    if ((ho->n_seeds = parse_counts(seeds_s, ho->seeds, 0)) < 0)
+    if ((ho->n_seeds = hs_parse_ints(seeds_s, ho->seeds, HS_HEADCOUNT_MAX, 0, INT_MAX, 0)) < 0)
         return usage_error("experiment", "--seeds '%s': seeds expected", seeds_s);
     if (hs_config_preset(&ho->base, preset))
         return usage_error("experiment", "%s", hs_last_error());

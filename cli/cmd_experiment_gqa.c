@@ -33,21 +33,6 @@ static void print_gqa(const hs_gqa_result *r, const hs_gqa_opts *o, long long ru
            "row's second column is the MHA model trained the same extra steps, the control)\n");
 }
 
-/* "2,1" -> at most HS_GQA_MAX counts >= 1; the count, or -1. */
-static int parse_kv(const char *s, int *out)
-{
-    int n = 0;
-    for (const char *p = s; *p && n < HS_GQA_MAX;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || (*end && *end != ','))
-            return -1;
-        out[n++] = (int)v;
-        p = *end ? end + 1 : end;
-    }
-    return n;
-}
-
 /* Loads the model and data and checks the options: 0, or the exit status. */
 static int gqa_setup(hs_gqa_opts *go, hs_model *m, hs_tokens *all, hs_tokens *vt, hs_tokens *train,
                      const char *model, const hs_source *src, const hs_source *vsrc)
@@ -110,7 +95,7 @@ int experiment_gqa(int argc, char **argv)
     if (!model || !data || !db || !go.original_steps)
         return usage_error("experiment", "gqa needs --model DIR, --data FILE (or --text FILE), "
                                          "--db FILE and --original-steps N");
-    if (kv_s && (go.n_kv = parse_kv(kv_s, go.kv)) < 1)
+    if (kv_s && (go.n_kv = hs_parse_ints(kv_s, go.kv, HS_GQA_MAX, 1, HS_MAX_HEADS, 0)) < 1)
         return usage_error("experiment", "--kv-heads '%s': positive counts expected", kv_s);
     if (threads)
         hs_set_threads(threads);

@@ -1,4 +1,5 @@
 /* experiment windows: the same heads all global, half local, all local. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,26 +54,11 @@ static void print_windows(const hs_windows_result *r, const hs_windows_opts *o,
            (int)sizeof(hs_real), o->seq_len);
 }
 
-/* "1,2,3" -> seeds; the count, or -1. */
-static int parse_seeds(const char *s, int *out)
-{
-    int n = 0;
-    for (const char *p = s; *p && n < HS_HEADCOUNT_MAX;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || (*end && *end != ','))
-            return -1;
-        out[n++] = (int)v;
-        p = *end ? end + 1 : end;
-    }
-    return n;
-}
-
 /* The preset and overrides, seeds and sizes: 0 or the usage error's status. */
 static int windows_setup(hs_windows_opts *wo, const char *preset, const char **over, int nover,
                          const char *seeds_s)
 {
-    if ((wo->n_seeds = parse_seeds(seeds_s, wo->seeds)) < 1)
+    if ((wo->n_seeds = hs_parse_ints(seeds_s, wo->seeds, HS_HEADCOUNT_MAX, 0, INT_MAX, 0)) < 1)
         return usage_error("experiment", "--seeds '%s': seeds expected", seeds_s);
     if (hs_config_preset(&wo->base, preset))
         return usage_error("experiment", "%s", hs_last_error());

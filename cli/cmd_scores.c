@@ -1,4 +1,5 @@
 /* induction and patterns: the scores and statistics of SPEC §5 into the index. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,21 +120,6 @@ static int cmd_induction(int argc, char **argv)
 
 /* ---- patterns ------------------------------------------------------------------- */
 
-/* --delim ID,ID,...: at most 64 token ids; -1 when malformed. */
-static int parse_delim(const char *s, int32_t *delim)
-{
-    int n = 0;
-    for (const char *p = s; p && *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || n == 64 || (*end && *end != ','))
-            return -1;
-        delim[n++] = (int32_t)v;
-        p = *end ? end + 1 : end;
-    }
-    return n;
-}
-
 static int cmd_patterns(int argc, char **argv)
 {
     const char *model = NULL, *db = NULL, *maps = NULL, *delim_s = NULL, *js_out = NULL;
@@ -166,7 +152,7 @@ static int cmd_patterns(int argc, char **argv)
         return usage_error("patterns", "--model DIR, --data FILE (or --text FILE) and --db FILE "
                            "are required (or --maps FILE.h5 and --db FILE)");
     int32_t delim[64];
-    const int n_delim = parse_delim(delim_s, delim);
+    const int n_delim = hs_parse_ints(delim_s, delim, 64, 0, INT32_MAX, 0);
     if (n_delim < 0)
         return usage_error("patterns", "--delim '%s': token ids separated by commas", delim_s);
     if (threads)

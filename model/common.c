@@ -8,6 +8,7 @@
 #include <string.h>
 #include <errno.h>
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -192,6 +193,37 @@ int hs_tmp_stale(const char *path, const char *name)
     if (end == name + nb + 5 || *end != '.' || strlen(end) != 7 || pid <= 0)
         return 0;
     return kill((pid_t)pid, 0) && errno == ESRCH;
+}
+
+int hs_parse_ints(const char *s, int *out, int max, long lo, long hi, int distinct)
+{
+    int n = 0;
+    for (const char *p = s; p && *p;) {
+        if (*p < '0' || *p > '9' || n == max)
+            return -1;
+        char *end;
+        errno = 0;
+        const long v = strtol(p, &end, 10);
+        if (errno || v < lo || v > hi)
+            return -1;
+        for (int i = 0; distinct && i < n; i++)
+            if (out[i] == v)
+                return -1;
+        out[n++] = (int)v;
+        if (*end == ',' && end[1])
+            end++;
+        else if (*end)
+            return -1;
+        p = end;
+    }
+    return n;
+}
+
+double hs_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 int hs_mkdirs(const char *path)

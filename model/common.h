@@ -73,6 +73,16 @@ int hs_tmp_commit(const char *tmp, const char *path, int replace);
  * (hs_tmp_create) whose writer process is gone. */
 int hs_tmp_stale(const char *path, const char *name);
 
+/* A comma-separated list of integers ("0,2,5") into out: at most max
+ * entries, each in [lo, hi], pairwise distinct when `distinct`. The count
+ * (0 for ""), or -1 when s is not such a list (an empty entry, a trailing
+ * comma, a sign or space, too many entries). Every option that takes a list
+ * of layers, heads, counts or ids is read by this. */
+int hs_parse_ints(const char *s, int *out, int max, long lo, long hi, int distinct);
+
+/* Seconds of the monotonic clock, for timings and rates. */
+double hs_now(void);
+
 /* mkdir -p: creates path and its missing parents (HS_EIO naming the path). */
 int hs_mkdirs(const char *path);
 
