@@ -19,6 +19,7 @@
 
 #include "common.h"
 #include "config.h"
+#include "half.h" /* float16 storage: hs_float_to_half, hs_half_to_float */
 #include "recorder.h"
 
 enum { HS_MAPS_MAX_LAYERS = 256 };
@@ -119,10 +120,5 @@ void hs_maps_close(hs_maps_reader *r);
 /* HDF5 ids open in this process (files, datasets, attributes, ...): 0 when
  * every writer and reader is closed, on every error path (tests). */
 long long hs_maps_open_ids(void);
-
-/* IEEE binary16, round to nearest even; _soft is the portable bit-level
- * version (the other uses the compiler's _Float16 where it exists). */
-uint16_t hs_float_to_half(float f);
-uint16_t hs_float_to_half_soft(float f);
 
 #endif
