@@ -16,7 +16,7 @@ static void print_capture(const hs_capture_opts *o, const hs_capture_result *r, 
                           long long run_id, int json)
 {
     struct stat sb;
-    const uint64_t bytes = stat(o->out, &sb) ? 0 : (uint64_t)sb.st_size;
+    const uint64_t bytes = r->bytes ? r->bytes : stat(o->out, &sb) ? 0 : (uint64_t)sb.st_size;
     if (json) {
         printf("{\"out\":");
         json_string(stdout, o->out);
@@ -61,10 +61,13 @@ static int capture_run(hs_model *m, const cli_source *src, hs_capture_opts co, c
     hs_model_free(m);
     if (tk)
         hs_tokenizer_free(tk);
-    /* the finished file, by its absolute path, as the run's artifact */
+    /* the finished file, by its absolute path, as the run's artifact, with
+     * the digest of the file the capture moved there (hashing the name now
+     * could hash another writer's file) */
     char *abs_out = rc ? NULL : realpath(co.out, NULL);
-    if (!rc)
-        rc = hs_study_record_artifact(run.ix, run.run_id, abs_out ? abs_out : co.out);
+    if (!rc && run.ix)
+        rc = hs_index_artifact_add(run.ix, run.run_id, abs_out ? abs_out : co.out, r.sha256,
+                                   (int64_t)r.bytes, 1);
     free(abs_out);
     if (rc)
         run_error("capture");

@@ -24,6 +24,7 @@
 
 #include "linalg.h" /* HS_PAR_ROWS */
 #include "maps_h5.h"
+#include "sha256.h"
 
 /* IEEE half as HDF5 1.10 lacks it: h5py declares the same type. */
 static hid_t half_type(void)
@@ -55,6 +56,7 @@ typedef struct {
 
 struct hs_maps_writer {
     char path[1024], tmp[1100];
+    int force;                          /* move over an existing path at the finish */
     hid_t file, tokens, dtype;
     hid_t text, text_type;              /* /token_text and its string type, or -1 */
     const char *const *token_text;      /* meta's: display string by id */
@@ -130,10 +132,24 @@ static hid_t create_extendible(hid_t loc, const char *name, hid_t type, int rank
     return d;
 }
 
-/* Removes PATH.tmp.PID files next to path whose process is gone (a capture
- * killed with SIGKILL, or a crash): regular files only, the name exactly
- * our pattern for this output, the pid not ours and not alive on this
- * machine (kill(pid, 0) fails with ESRCH). */
+/* 1 when n is a PATH.tmp.PID name (the pid alone: what the writer made
+ * before its temporaries were unpredictable) of a pid that is gone. */
+static int legacy_stale(const char *base, size_t nb, const char *n)
+{
+    if (strncmp(n, base, nb) || strncmp(n + nb, ".tmp.", 5))
+        return 0;
+    const char *digits = n + nb + 5;
+    const size_t nd = strspn(digits, "0123456789");
+    if (nd < 1 || nd > 9 || digits[nd] || digits[0] == '0')
+        return 0;
+    const long pid = strtol(digits, NULL, 10);
+    return pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* Removes the temporaries of path whose writer is gone (a capture killed
+ * with SIGKILL, or a crash): regular files only, named as hs_tmp_create
+ * names them for this output (or as earlier versions did), their pid not
+ * alive on this machine (hs_tmp_stale). */
 static void sweep_stale_temps(const char *path)
 {
     char dir[1024];
@@ -147,28 +163,16 @@ static void sweep_stale_temps(const char *path)
     else
         *slash = 0;
     const size_t nb = strlen(base);
-    DIR *d = opendir(dir);
-    if (!d || !nb)
-        goto done;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        const char *n = e->d_name;
-        if (strncmp(n, base, nb) || strncmp(n + nb, ".tmp.", 5))
-            continue;
-        const char *digits = n + nb + 5;
-        size_t nd = strspn(digits, "0123456789");
-        if (nd < 1 || nd > 9 || digits[nd] || digits[0] == '0')
-            continue;
-        const long pid = strtol(digits, NULL, 10);
-        if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+    DIR *d = nb ? opendir(dir) : NULL;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!hs_tmp_stale(path, e->d_name) && !legacy_stale(base, nb, e->d_name))
             continue;
         char full[2200];
         struct stat sb;
-        snprintf(full, sizeof full, "%s/%s", dir, n);
+        snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
         if (lstat(full, &sb) == 0 && S_ISREG(sb.st_mode))
             unlink(full);
     }
-done:
     if (d)
         closedir(d);
 }
@@ -188,17 +192,28 @@ int hs_maps_create(hs_maps_writer **out, const char *path, const hs_maps_meta *m
     if (!w)
         return HS_ENOMEM;
     snprintf(w->path, sizeof w->path, "%s", path);
-    snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%d", path, (int)getpid());
+    w->force = force;
     w->T = meta->seq_len;
     w->half = meta->half;
     w->compress = meta->compress;
     w->tokens = w->dtype = w->text = w->text_type = -1;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
+    /* HDF5 creates by name: the name is hs_tmp_create's, unpredictable and
+     * made O_EXCL here (a symlink planted at a guessable name is never
+     * followed), and HDF5 truncates that file of ours */
+    const int fd = hs_tmp_create(path, w->tmp, sizeof w->tmp);
+    if (fd < 0) {
+        free_writer(w);
+        return HS_EIO;
+    }
+    close(fd);
+    errno = 0;
     w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (w->file < 0) {
         int rc = hs_fail(HS_EIO, "%s: cannot create (%s)", path,
                          errno ? strerror(errno) : "HDF5 error");
+        unlink(w->tmp);
         free_writer(w);
         return rc;
     }
@@ -584,25 +599,69 @@ static int close_file(hs_maps_writer *w, int rc)
     return rc;
 }
 
-int hs_maps_finish(hs_maps_writer *w)
+/* Sets complete=1 in the file at w->path when that file is the one open at
+ * fd (the file this writer moved there; a --force writer may have moved
+ * another over it since). */
+static int mark_complete(hs_maps_writer *w, int fd)
 {
+    hid_t f = H5Fopen(w->path, H5F_ACC_RDWR, H5P_DEFAULT);
+    int *h5fd = NULL;
+    struct stat ours, there;
+    int bad = f < 0 || H5Fget_vfd_handle(f, H5P_DEFAULT, (void **)&h5fd) < 0 || !h5fd ||
+              fstat(*h5fd, &there) || fstat(fd, &ours);
+    const int same = !bad && ours.st_dev == there.st_dev && ours.st_ino == there.st_ino;
+    /* the attribute exists: rewritten in place, the file does not grow */
+    const int complete = 1;
+    if (same)
+        bad = set_int_attr(f, "complete", &complete, 1);
+    if (f >= 0 && H5Fclose(f) < 0)
+        bad = 1;
+    if (!bad && !same)
+        return hs_fail(HS_EIO, "%s was replaced by another writer before it was marked "
+                       "complete", w->path);
+    return bad ? hs_maps_h5_fail(w->path, "marking the file complete") : HS_OK;
+}
+
+/* The digest of the file open at fd, while w->path still names it. */
+static int hash_committed(const hs_maps_writer *w, int fd, char sha256[65], uint64_t *bytes)
+{
+    int rc = hs_sha256_fd(fd, w->path, sha256, bytes);
+    struct stat ours, there;
+    if (!rc && (fstat(fd, &ours) || stat(w->path, &there) || ours.st_dev != there.st_dev ||
+                ours.st_ino != there.st_ino))
+        rc = hs_fail(HS_EIO, "%s was replaced by another writer while it was hashed", w->path);
+    if (rc)
+        sha256[0] = 0;
+    return rc;
+}
+
+int hs_maps_finish_sha(hs_maps_writer *w, char sha256[65], uint64_t *bytes)
+{
+    if (sha256)
+        sha256[0] = 0;
     int rc = close_file(w, HS_OK);
-    if (!rc && rename(w->tmp, w->path))
-        rc = hs_fail(HS_EIO, "%s: cannot rename into place: %s", w->path, strerror(errno));
+    /* the finished file, held by descriptor from here on: what is marked
+     * and hashed is the file moved into place, whatever the name names */
+    const int fd = rc ? -1 : open(w->tmp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (!rc && fd < 0)
+        rc = hs_fail(HS_EIO, "%s: cannot reopen %s: %s", w->path, w->tmp, strerror(errno));
     if (rc)
         unlink(w->tmp);
-    if (!rc) {
-        /* the attribute exists: rewritten in place, the file does not grow */
-        const int complete = 1;
-        hid_t f = H5Fopen(w->path, H5F_ACC_RDWR, H5P_DEFAULT);
-        int bad = f < 0 || set_int_attr(f, "complete", &complete, 1);
-        if (f >= 0 && H5Fclose(f) < 0)
-            bad = 1;
-        if (bad)
-            rc = hs_maps_h5_fail(w->path, "marking the file complete");
-    }
+    else
+        rc = hs_tmp_commit(w->tmp, w->path, w->force); /* without force: only where nothing is */
+    if (!rc)
+        rc = mark_complete(w, fd);
+    if (!rc && sha256)
+        rc = hash_committed(w, fd, sha256, bytes);
+    if (fd >= 0)
+        close(fd);
     free_writer(w);
     return rc;
+}
+
+int hs_maps_finish(hs_maps_writer *w)
+{
+    return hs_maps_finish_sha(w, NULL, NULL);
 }
 
 void hs_maps_abort(hs_maps_writer *w)

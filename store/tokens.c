@@ -96,10 +96,9 @@ int hs_tokens_write_version(const char *path, const int32_t *tok, size_t n, int 
     if (n > INT32_MAX)
         return hs_fail(HS_EINVAL, "%s: %zu tokens do not fit a shard header", path, n);
     char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = hs_tmp_fopen(path, tmp, sizeof tmp); /* never through a planted symlink */
     if (!f)
-        return hs_fail(HS_EIO, "%s: cannot create: %s", path, strerror(errno));
+        return HS_EIO;
     unsigned char header[HEADER_INTS * 4] = { 0 };
     const int32_t head[3] = { wide ? MAGIC_U32 : MAGIC_U16, version, (int32_t)n };
     for (int k = 0; k < 3; k++)
@@ -120,11 +119,12 @@ int hs_tokens_write_version(const char *path, const int32_t *tok, size_t n, int 
     }
     if (fclose(f))
         ok = 0;
-    if (!ok || rename(tmp, path)) {
+    if (!ok) {
+        const int err = errno;
         unlink(tmp);
-        return hs_fail(HS_EIO, "%s: write failed: %s", path, strerror(errno));
+        return hs_fail(HS_EIO, "%s: write failed: %s", path, strerror(err));
     }
-    return HS_OK;
+    return hs_tmp_commit(tmp, path, 1);
 }
 
 size_t hs_batch_count(const hs_tokens *t, int B, int T)

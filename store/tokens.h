@@ -27,7 +27,8 @@ void hs_tokens_free(hs_tokens *t);
  * the caller then). */
 int hs_tokens_adopt(hs_tokens *t, int32_t *ids, size_t n);
 
-/* Writes tokens (all < 65536) as a version-1 shard, via a temporary file. */
+/* Writes tokens (all < 65536) as a version-1 shard, via a temporary file
+ * (hs_tmp_fopen) moved over path. */
 int hs_tokens_write(const char *path, const int32_t *tok, size_t n);
 
 /* The same with the shard version chosen: 1 (uint16 tokens, magic 20240520)

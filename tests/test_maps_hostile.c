@@ -2,8 +2,15 @@
  *  - every kind of map file the reader refuses is refused with nothing left
  *    open: no HDF5 id of any type, and (this suite runs under LeakSanitizer
  *    in the sanitizer build, with no suppression of libhdf5's memory) no
- *    leak at exit. */
+ *    leak at exit;
+ *  - a symlink planted at the name a writer's temporary file once had (the
+ *    maps writer's OUT.tmp.PID, the token shard writer's, the viewer's
+ *    DIR/.NAME.tmp) is never followed: its target is left as it was;
+ *  - without force, the maps writer creates its output only where nothing
+ *    is, at the moment it moves the file into place, and reports the sha256
+ *    of the file it moved there. */
 #define _GNU_SOURCE /* memmem */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,6 +24,9 @@
 
 #include "maps.h"
 #include "runner.h"
+#include "sha256.h"
+#include "tokens.h"
+#include "viewer_export.h"
 
 enum { N = 2, H = 4, T = 8, L = 2 };
 
@@ -312,6 +322,142 @@ static void test_every_refused_map_file_leaves_nothing_open(void)
     unlink(bad);
 }
 
+/* ---- writers never follow a planted symlink ---------------------------------------- */
+
+/* A victim file and a symlink to it at `link`. */
+static void plant(const char *link, const char *victim)
+{
+    spit(victim, "keep", 4);
+    unlink(link);
+    CU_ASSERT_EQUAL_FATAL(symlink(victim, link), 0);
+}
+
+static int holds_keep(const char *victim)
+{
+    size_t n = 0;
+    char *b = slurp(victim, &n);
+    const int same = b && n == 4 && !memcmp(b, "keep", 4);
+    free(b);
+    return same;
+}
+
+static int is_regular(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static void test_writers_never_follow_a_symlink_at_a_temporary_name(void)
+{
+    char out[128], link[160], victim[128];
+    path_in(victim, sizeof victim, "victim");
+    /* the maps writer's OUT.tmp.PID */
+    path_in(out, sizeof out, "o.h5");
+    snprintf(link, sizeof link, "%s.tmp.%d", out, (int)getpid());
+    plant(link, victim);
+    CU_ASSERT_EQUAL(write_maps(out, 0, 1, NULL), HS_OK);
+    CU_ASSERT(holds_keep(victim));
+    CU_ASSERT(is_regular(out));
+    hs_maps_reader *r = NULL;
+    CU_ASSERT_EQUAL(hs_maps_open(&r, out), HS_OK);
+    hs_maps_close(r);
+    unlink(link), unlink(out);
+    /* the token shard writer's OUT.tmp.PID */
+    path_in(out, sizeof out, "t.bin");
+    snprintf(link, sizeof link, "%s.tmp.%d", out, (int)getpid());
+    plant(link, victim);
+    const int32_t tok[5] = { 1, 2, 3, 4, 5 };
+    CU_ASSERT_EQUAL(hs_tokens_write(out, tok, 5), HS_OK);
+    CU_ASSERT(holds_keep(victim));
+    CU_ASSERT(is_regular(out));
+    hs_tokens t;
+    CU_ASSERT_EQUAL(hs_tokens_read(&t, out), HS_OK);
+    CU_ASSERT(t.n == 5 && t.tok[4] == 5);
+    hs_tokens_free(&t);
+    unlink(link), unlink(out);
+    /* the viewer's DIR/.NAME.tmp, each of its three outputs */
+    char maps[128], vdir[128];
+    path_in(maps, sizeof maps, "v.h5");
+    path_in(vdir, sizeof vdir, "view");
+    CU_ASSERT_EQUAL_FATAL(write_maps(maps, 0, 1, NULL), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(mkdir(vdir, 0755), 0);
+    static const char *const names[3] = { "maps.bin", "maps.js", "data.js" };
+    char links[3][200], victims[3][200];
+    for (int i = 0; i < 3; i++) {
+        snprintf(links[i], sizeof links[i], "%s/.%s.tmp", vdir, names[i]);
+        snprintf(victims[i], sizeof victims[i], "%s/victim_%d", DIR_, i);
+        plant(links[i], victims[i]);
+    }
+    hs_viewer_request rq = { .maps = maps, .dir = vdir };
+    hs_viewer_summary sum;
+    CU_ASSERT_EQUAL(hs_viewer_export(&rq, &sum), HS_OK);
+    for (int i = 0; i < 3; i++) {
+        char final[200];
+        snprintf(final, sizeof final, "%s/%s", vdir, names[i]);
+        CU_ASSERT(holds_keep(victims[i]));
+        CU_ASSERT(is_regular(final));
+        unlink(links[i]), unlink(victims[i]), unlink(final);
+    }
+    CU_ASSERT_EQUAL(rmdir(vdir), 0);
+    unlink(maps), unlink(victim);
+}
+
+/* ---- create-or-fail, and the sha256 of what was created --------------------------- */
+
+/* The names in DIR_ that start with prefix. */
+static int leftovers(const char *prefix)
+{
+    DIR *d = opendir(DIR_);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += !strncmp(e->d_name, prefix, strlen(prefix));
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void test_without_force_the_output_is_created_only_where_nothing_is(void)
+{
+    char out[128];
+    path_in(out, sizeof out, "c.h5");
+    unlink(out);
+    /* another writer finishes first, while this one writes */
+    hs_maps_writer *w = NULL;
+    CU_ASSERT_EQUAL_FATAL(write_maps(out, 0, 0, &w), HS_OK);
+    spit(out, "other", 5);
+    char sha[65] = "x";
+    uint64_t bytes = 7;
+    const int rc = hs_maps_finish_sha(w, sha, &bytes);
+    CU_ASSERT_EQUAL(rc, HS_EIO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "exists"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), out));
+    CU_ASSERT_EQUAL(sha[0], 0);
+    size_t n = 0;
+    char *b = slurp(out, &n);
+    CU_ASSERT(b && n == 5 && !memcmp(b, "other", 5)); /* the other writer's file is kept */
+    free(b);
+    CU_ASSERT_EQUAL(leftovers("c.h5.tmp"), 0);
+    CU_ASSERT_EQUAL(hs_maps_open_ids(), 0);
+    /* with force it replaces that file, and reports the sha256 of what it moved there */
+    CU_ASSERT_EQUAL_FATAL(write_maps(out, 0, 1, &w), HS_OK);
+    CU_ASSERT_EQUAL(hs_maps_finish_sha(w, sha, &bytes), HS_OK);
+    char want[65];
+    uint64_t want_bytes = 0;
+    CU_ASSERT_EQUAL(hs_sha256_file(out, want, &want_bytes), HS_OK);
+    CU_ASSERT_STRING_EQUAL(sha, want);
+    CU_ASSERT_EQUAL(bytes, want_bytes);
+    hs_maps_reader *r = NULL;
+    CU_ASSERT_EQUAL_FATAL(hs_maps_open(&r, out), HS_OK);
+    CU_ASSERT_EQUAL(hs_maps_get_info(r)->complete, 1);
+    hs_maps_close(r);
+    /* and without force, where nothing is, it is created */
+    unlink(out);
+    CU_ASSERT_EQUAL(write_maps(out, 1, 0, NULL), HS_OK);
+    CU_ASSERT(is_regular(out));
+    CU_ASSERT_EQUAL(leftovers("c.h5.tmp"), 0);
+    unlink(out);
+}
+
 int main(void)
 {
     snprintf(DIR_, sizeof DIR_, "/tmp/hs_mapsh_XXXXXX");
@@ -322,6 +468,10 @@ int main(void)
     static const hs_test tests[] = {
         { "test_every_refused_map_file_leaves_nothing_open",
           test_every_refused_map_file_leaves_nothing_open },
+        { "test_writers_never_follow_a_symlink_at_a_temporary_name",
+          test_writers_never_follow_a_symlink_at_a_temporary_name },
+        { "test_without_force_the_output_is_created_only_where_nothing_is",
+          test_without_force_the_output_is_created_only_where_nothing_is },
     };
     const int rc = hs_run_tests("maps_hostile", tests, HS_NTESTS(tests));
     rmdir(DIR_);
