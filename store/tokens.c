@@ -55,8 +55,19 @@ int hs_tokens_read(hs_tokens *t, const char *path)
         return rc;
     }
     fclose(f);
-    for (size_t i = 0; i < (size_t)count; i++)
+    for (size_t i = 0; i < (size_t)count; i++) {
         t->tok[i] = width == 2 ? (int32_t)(raw[2 * i] | raw[2 * i + 1] << 8) : le32(raw + 4 * i);
+        /* a uint32 id past INT32_MAX would read as a negative int32 id, and
+         * ids index embeddings */
+        if (t->tok[i] < 0) {
+            const int rc = hs_fail(HS_EFORMAT, "%s: token %u at %zu exceeds the largest id a "
+                                   "shard may hold (%d)", path, (uint32_t)t->tok[i], i,
+                                   INT32_MAX);
+            free(raw);
+            hs_tokens_free(t);
+            return rc;
+        }
+    }
     free(raw);
     t->n = (size_t)count;
     t->version = version;

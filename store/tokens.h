@@ -15,8 +15,9 @@ typedef struct {
     int version;  /* 1: uint16, 7: uint32 */
 } hs_tokens;
 
-/* Reads and checks a shard: magic, version, and that the file size equals
- * the header's token count. HS_EIO / HS_EFORMAT naming the file. */
+/* Reads and checks a shard: magic, version, that the file size equals the
+ * header's token count, and (uint32 shards) that every id fits int32.
+ * HS_EIO / HS_EFORMAT naming the file. */
 int hs_tokens_read(hs_tokens *t, const char *path);
 void hs_tokens_free(hs_tokens *t);
 

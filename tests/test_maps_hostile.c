@@ -8,7 +8,8 @@
  *    DIR/.NAME.tmp) is never followed: its target is left as it was;
  *  - without force, the maps writer creates its output only where nothing
  *    is, at the moment it moves the file into place, and reports the sha256
- *    of the file it moved there. */
+ *    of the file it moved there;
+ *  - a token shard's ids beyond int32 are refused, not wrapped negative. */
 #define _GNU_SOURCE /* memmem */
 #include <dirent.h>
 #include <errno.h>
@@ -458,6 +459,33 @@ static void test_without_force_the_output_is_created_only_where_nothing_is(void)
     unlink(out);
 }
 
+/* ---- token shards: ids as the file gives them -------------------------------------- */
+
+static void test_token_ids_beyond_int32_are_refused(void)
+{
+    char path[128];
+    path_in(path, sizeof path, "wide.bin");
+    unsigned char buf[1024 + 4 * 3] = { 0 };
+    const uint32_t head[3] = { 20240801, 7, 3 }, tok[3] = { 5, 0xfffffff0u, 7 };
+    for (int k = 0; k < 3; k++)
+        for (int b = 0; b < 4; b++) {
+            buf[4 * k + b] = (unsigned char)(head[k] >> (8 * b));
+            buf[1024 + 4 * k + b] = (unsigned char)(tok[k] >> (8 * b));
+        }
+    spit(path, buf, sizeof buf);
+    hs_tokens t;
+    const int rc = hs_tokens_read(&t, path);
+    if (rc == HS_OK)
+        printf("\n    read token %d", t.tok[1]);
+    CU_ASSERT_EQUAL(rc, HS_EFORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "4294967280"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), path));
+    CU_ASSERT_PTR_NULL(t.tok);
+    if (rc == HS_OK)
+        hs_tokens_free(&t);
+    unlink(path);
+}
+
 int main(void)
 {
     snprintf(DIR_, sizeof DIR_, "/tmp/hs_mapsh_XXXXXX");
@@ -472,6 +500,7 @@ int main(void)
           test_writers_never_follow_a_symlink_at_a_temporary_name },
         { "test_without_force_the_output_is_created_only_where_nothing_is",
           test_without_force_the_output_is_created_only_where_nothing_is },
+        { "test_token_ids_beyond_int32_are_refused", test_token_ids_beyond_int32_are_refused },
     };
     const int rc = hs_run_tests("maps_hostile", tests, HS_NTESTS(tests));
     rmdir(DIR_);
