@@ -132,8 +132,11 @@ static int get_int_attr(hid_t obj, const char *name, int *v, int max, long long 
     return rc;
 }
 
-/* A dataset's storage as we write it: contiguous, or chunked with at most
- * MAX_CHUNK elements a chunk, filters only shuffle and deflate. */
+/* A dataset's storage as we write it: contiguous in this file, or chunked
+ * with at most MAX_CHUNK elements a chunk, filters only shuffle and
+ * deflate. Contiguous data may be kept in external files the dataset
+ * names (any file of the reader's disk, shown as attention weights): not
+ * ours, refused. */
 static int plain_storage(hid_t d)
 {
     hid_t pl = H5Dget_create_plist(d);
@@ -142,7 +145,7 @@ static int plain_storage(hid_t d)
     int ok = 0;
     const H5D_layout_t lay = H5Pget_layout(pl);
     if (lay == H5D_CONTIGUOUS) {
-        ok = 1;
+        ok = H5Pget_external_count(pl) == 0;
     } else if (lay == H5D_CHUNKED) {
         hsize_t c[H5S_MAX_RANK];
         const int rank = H5Pget_chunk(pl, H5S_MAX_RANK, c);
@@ -166,11 +169,35 @@ static int plain_storage(hid_t d)
     return ok;
 }
 
+/* 1 when each component of the path name ("layer_03/attn") exists as a
+ * hard link: an object of this file. A soft link may loop or point
+ * anywhere in it, an external link opens another file the map file names
+ * (a FIFO, say, or one read from the victim's disk): neither is written by
+ * capture, both are refused before HDF5 follows them. */
+static int hard_path(hid_t file, const char *name)
+{
+    char part[64];
+    for (const char *slash = name;; slash++) {
+        slash = strchr(slash, '/');
+        const size_t n = slash ? (size_t)(slash - name) : strlen(name);
+        if (n >= sizeof part)
+            return 0;
+        memcpy(part, name, n);
+        part[n] = 0;
+        H5L_info_t li;
+        if (H5Lexists(file, part, H5P_DEFAULT) <= 0 ||
+            H5Lget_info(file, part, &li, H5P_DEFAULT) < 0 || li.type != H5L_TYPE_HARD)
+            return 0;
+        if (!slash)
+            return 1;
+    }
+}
+
 /* Opens name as a dataset of `rank` dims (each at most INT_MAX) stored as
  * plain_storage allows; -1 otherwise, nothing left open. */
 static hid_t open_dataset(hid_t file, const char *name, int rank, hsize_t *dims)
 {
-    if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
+    if (!hard_path(file, name))
         return -1;
     H5O_info_t oi;
     if (H5Oget_info_by_name2(file, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0 ||

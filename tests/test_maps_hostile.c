@@ -1,8 +1,9 @@
 /* Map files and store outputs under attack (SPEC §6, §4):
  *  - every kind of map file the reader refuses is refused with nothing left
- *    open: no HDF5 id of any type, and (this suite runs under LeakSanitizer
- *    in the sanitizer build, with no suppression of libhdf5's memory) no
- *    leak at exit;
+ *    open: no HDF5 id of any type, no object reached through a soft or
+ *    external link (another file of the file's naming), and (this suite
+ *    runs under LeakSanitizer in the sanitizer build, with no suppression
+ *    of libhdf5's memory) no leak at exit;
  *  - a symlink planted at the name a writer's temporary file once had (the
  *    maps writer's OUT.tmp.PID, the token shard writer's, the viewer's
  *    DIR/.NAME.tmp) is never followed: its target is left as it was;
@@ -235,6 +236,37 @@ static void mutate(const char *src, const char *dst, const char *kind)
             H5Ldelete(f, "layer_01/attn", H5P_DEFAULT);
             H5Gclose(H5Gcreate2(f, "layer_01/attn", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
         }
+        else if (!strcmp(kind, "tokens_external")) {
+            /* the shape it should have, in a file of the attacker's naming */
+            H5Ldelete(f, "tokens", H5P_DEFAULT);
+            H5Lcreate_external("other.h5", "/tokens", f, "tokens", H5P_DEFAULT, H5P_DEFAULT);
+        }
+        else if (!strcmp(kind, "tokens_soft")) {
+            H5Lmove(f, "tokens", f, "tokens_real", H5P_DEFAULT, H5P_DEFAULT);
+            H5Lcreate_soft("/tokens_real", f, "tokens", H5P_DEFAULT, H5P_DEFAULT);
+        }
+        else if (!strcmp(kind, "layer_soft")) {
+            H5Lmove(f, "layer_01", f, "elsewhere", H5P_DEFAULT, H5P_DEFAULT);
+            H5Lcreate_soft("/elsewhere", f, "layer_01", H5P_DEFAULT, H5P_DEFAULT);
+        }
+        else if (!strcmp(kind, "token_text_external")) {
+            H5Ldelete(f, "token_text", H5P_DEFAULT);
+            H5Lcreate_external("other.h5", "/token_text", f, "token_text", H5P_DEFAULT,
+                               H5P_DEFAULT);
+        }
+        else if (!strcmp(kind, "attn_external_storage")) {
+            /* contiguous, its bytes kept in a file of the attacker's naming: a
+             * reader would show that file's bytes as attention weights */
+            H5Ldelete(f, "layer_01/attn", H5P_DEFAULT);
+            hid_t sp = H5Screate_simple(4, a4, NULL), pl = H5Pcreate(H5P_DATASET_CREATE);
+            H5Pset_external(pl, "/etc/passwd", 0, (hsize_t)N * H * T * T * 4);
+            hid_t d = H5Dcreate2(f, "layer_01/attn", H5T_IEEE_F32LE, sp, H5P_DEFAULT, pl,
+                                 H5P_DEFAULT);
+            put_ints(d, "heads", H5T_STD_I32LE, (long long[]){ 0, 1, 2, 3 }, 4);
+            put_int(d, "query_start", 0);
+            put_int(d, "layer", 1);
+            H5Dclose(d), H5Pclose(pl), H5Sclose(sp);
+        }
         else if (!strcmp(kind, "heads_dup")) attn_attrs(f, "layer_00/attn", heads_dup);
         else if (!strcmp(kind, "heads_range")) attn_attrs(f, "layer_00/attn", heads_range);
         else if (!strcmp(kind, "heads_short")) attn_attrs(f, "layer_00/attn", heads_short);
@@ -291,12 +323,16 @@ static void test_every_refused_map_file_leaves_nothing_open(void)
         "token_text_width", "token_text_int", "attn_int", "attn_f64", "attn_rank3",
         "attn_more_seqs", "attn_more_keys", "attn_fletcher", "attn_group", "heads_dup",
         "heads_range", "heads_short", "heads_neg", "query_start_neg", "query_start_past",
-        "query_start_huge", "layer_other", "layer_missing",
+        "query_start_huge", "layer_other", "layer_missing", "tokens_external", "tokens_soft",
+        "layer_soft", "token_text_external", "attn_external_storage",
     };
     char good[128], bad[128];
     path_in(good, sizeof good, "good.h5");
     path_in(bad, sizeof bad, "bad.h5");
     CU_ASSERT_EQUAL_FATAL(write_maps(good, 0, 1, NULL), HS_OK);
+    char other[128]; /* the target of the external links: a good map file */
+    path_in(other, sizeof other, "other.h5");
+    CU_ASSERT_EQUAL_FATAL(write_maps(other, 0, 1, NULL), HS_OK);
     hs_maps_reader *r = NULL;
     CU_ASSERT_EQUAL_FATAL(hs_maps_open(&r, good), HS_OK);
     hs_maps_close(r);
@@ -321,6 +357,7 @@ static void test_every_refused_map_file_leaves_nothing_open(void)
     }
     unlink(good);
     unlink(bad);
+    unlink(other);
 }
 
 /* ---- writers never follow a planted symlink ---------------------------------------- */
