@@ -10,7 +10,8 @@
  *  - without force, the maps writer creates its output only where nothing
  *    is, at the moment it moves the file into place, and reports the sha256
  *    of the file it moved there;
- *  - a token shard's ids beyond int32 are refused, not wrapped negative. */
+ *  - a token shard's ids beyond int32 are refused, not wrapped negative;
+ *  - strings are well-formed UTF-8 when the reader hands them on. */
 #define _GNU_SOURCE /* memmem */
 #include <dirent.h>
 #include <errno.h>
@@ -28,6 +29,7 @@
 #include "runner.h"
 #include "sha256.h"
 #include "tokens.h"
+#include "utf8.h"
 #include "viewer_export.h"
 
 enum { N = 2, H = 4, T = 8, L = 2 };
@@ -523,6 +525,64 @@ static void test_token_ids_beyond_int32_are_refused(void)
     unlink(path);
 }
 
+/* ---- strings: what a map file's text may hold when it is printed ----------------- */
+
+/* One UTF-8 checker (model/utf8.h) for every string the reader hands on:
+ * well-formed per Unicode Table 3-7, so overlong forms, surrogates, code
+ * points past U+10FFFF and cut sequences are not text; attribute strings
+ * lose their control characters too, token strings keep them. */
+static void test_strings_are_well_formed_utf8_when_handed_on(void)
+{
+    static const struct { const char *s; int len; uint32_t cp; } seqs[] = {
+        { "A", 1, 0x41 },           { "\xc3\xa9", 2, 0xe9 },       { "\xe2\x82\xac", 3, 0x20ac },
+        { "\xf0\x9f\x99\x82", 4, 0x1f642 }, { "\xf4\x8f\xbf\xbf", 4, 0x10ffff },
+        { "\xc0\x80", 0, 0 },       { "\xc1\xbf", 0, 0 },          { "\xe0\x80\x80", 0, 0 },
+        { "\xe0\x9f\xbf", 0, 0 },   { "\xed\xa0\x80", 0, 0 },      { "\xf0\x80\x80\x80", 0, 0 },
+        { "\xf4\x90\x80\x80", 0, 0 }, { "\xf5\x80\x80\x80", 0, 0 },  { "\x80", 0, 0 },
+        { "\xe2\x82", 0, 0 },        { "\xc3(", 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof seqs / sizeof seqs[0]; i++) {
+        uint32_t cp = 0;
+        const size_t n = strlen(seqs[i].s);
+        const int len = hs_utf8_decode((const unsigned char *)seqs[i].s, n, &cp);
+        if (len != seqs[i].len || (len && cp != seqs[i].cp))
+            printf("\n    case %zu: length %d, U+%04X", i, len, (unsigned)cp);
+        CU_ASSERT_EQUAL(len, seqs[i].len);
+        CU_ASSERT(!len || cp == seqs[i].cp);
+        CU_ASSERT_EQUAL(hs_utf8_valid(seqs[i].s, n), seqs[i].len == (int)n);
+    }
+    CU_ASSERT_EQUAL(hs_utf8_decode((const unsigned char *)"\xc3\xa9", 1, NULL), 0); /* cut */
+    char a[] = "\x1b[31m\xed\xa0\x80\xc3\xa9\n", b[sizeof a];
+    memcpy(b, a, sizeof a);
+    hs_utf8_sanitize(a, 1);
+    hs_utf8_sanitize(b, 0);
+    CU_ASSERT_STRING_EQUAL(a, "?[31m???\xc3\xa9?");
+    CU_ASSERT_STRING_EQUAL(b, "\x1b[31m???\xc3\xa9\n");
+    /* and through the reader: an attribute with a surrogate and an escape */
+    char good[128], bad[128];
+    path_in(good, sizeof good, "s.h5");
+    path_in(bad, sizeof bad, "s_bad.h5");
+    CU_ASSERT_EQUAL_FATAL(write_maps(good, 0, 1, NULL), HS_OK);
+    size_t n = 0;
+    char *bytes = slurp(good, &n);
+    spit(bad, bytes, n);
+    free(bytes);
+    hid_t f = H5Fopen(bad, H5F_ACC_RDWR, H5P_DEFAULT);
+    CU_ASSERT_FATAL(f >= 0);
+    put_str(f, "tool_version", "x\xed\xa0\x80\x1b]2;y");
+    H5Fclose(f);
+    hs_maps_reader *r = NULL;
+    CU_ASSERT_EQUAL_FATAL(hs_maps_open(&r, bad), HS_OK);
+    CU_ASSERT_STRING_EQUAL(hs_maps_get_info(r)->tool_version, "x????]2;y");
+    char *text[T];
+    CU_ASSERT_EQUAL(hs_maps_read_token_text(r, 0, text), HS_OK);
+    CU_ASSERT_STRING_EQUAL(text[2], "\n"); /* a token's newline is kept */
+    CU_ASSERT_STRING_EQUAL(text[3], "\xc3\xa9");
+    hs_maps_free_token_text(text, T);
+    hs_maps_close(r);
+    unlink(good), unlink(bad);
+}
+
 int main(void)
 {
     snprintf(DIR_, sizeof DIR_, "/tmp/hs_mapsh_XXXXXX");
@@ -538,6 +598,8 @@ int main(void)
         { "test_without_force_the_output_is_created_only_where_nothing_is",
           test_without_force_the_output_is_created_only_where_nothing_is },
         { "test_token_ids_beyond_int32_are_refused", test_token_ids_beyond_int32_are_refused },
+        { "test_strings_are_well_formed_utf8_when_handed_on",
+          test_strings_are_well_formed_utf8_when_handed_on },
     };
     const int rc = hs_run_tests("maps_hostile", tests, HS_NTESTS(tests));
     rmdir(DIR_);
