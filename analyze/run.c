@@ -182,9 +182,12 @@ int hs_run_rows(hs_run *r, const hs_head_table *t, const hs_study_curve *curves,
     return r ? hs_study_record(r->ix, r->run_id, t, curves, n_curves) : HS_OK;
 }
 
-int hs_run_artifact(hs_run *r, const char *path)
+int hs_run_artifact(hs_run *r, const char *path, const char *sha256, long long bytes)
 {
-    return r ? hs_study_record_artifact(r->ix, r->run_id, path) : HS_OK;
+    if (!r)
+        return HS_OK;
+    return sha256 ? hs_index_artifact_add(r->ix, r->run_id, path, sha256, (int64_t)bytes, 1)
+                  : hs_study_record_artifact(r->ix, r->run_id, path);
 }
 
 int hs_run_close(hs_run *r, int rc, const char *model_sha)

@@ -72,8 +72,9 @@ const char *hs_run_data_sha(const hs_run *r);
  * and nothing done without an index. */
 int hs_run_rows(hs_run *r, const hs_head_table *t, const hs_study_curve *curves, int n_curves);
 
-/* Records path as an artifact of the run: its sha256 and size. */
-int hs_run_artifact(hs_run *r, const char *path);
+/* Records path as an artifact of the run with its sha256 (hex) and size;
+ * sha256 NULL: read the file for both. */
+int hs_run_artifact(hs_run *r, const char *path, const char *sha256, long long bytes);
 
 /* Marks the run complete (rc HS_OK) or failed (model_sha: the model it
  * produced, or NULL), closes the index and frees r. Returns rc, or when rc

@@ -238,6 +238,8 @@ int hs_capture_batches(size_t *n_batches, const hs_capture_opts *o, const hs_tok
 typedef struct {
     size_t sequences;
     double seconds; /* of the forwards and writes */
+    char sha256[65]; /* of the file moved into place, as moved (rank 0; "" elsewhere) */
+    uint64_t bytes;
 } hs_capture_result;
 
 /* Captures the selected per-head maps of m over tok into o->out (SPEC §6),

@@ -323,7 +323,9 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
         return rc;
     }
     r->sequences = nb * (size_t)B;
-    rc = rank ? HS_OK : hs_maps_finish(w);
+    /* the digest of the file this run moved into place, never of whatever the
+     * name holds by the time the caller records it */
+    rc = rank ? HS_OK : hs_maps_finish_sha(w, r->sha256, &r->bytes);
     free_table(table, n_table);
     return rc;
 }

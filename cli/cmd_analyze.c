@@ -329,7 +329,7 @@ static int cmd_prune(int argc, char **argv)
     rc = hs_prune_study(&r, &j.in.m, &j.in.tok, &so);
     progress_finish(&pc.bar);
     if (!rc && so.out) /* the written model as the run's artifact */
-        rc = hs_run_artifact(j.run, target);
+        rc = hs_run_artifact(j.run, target, NULL, 0);
     if (!rc)
         rc = hs_run_rows(j.run, &r.table, NULL, 0);
     hs_tokens_free(&vtok);

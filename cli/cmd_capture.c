@@ -17,7 +17,7 @@ static void print_capture(const hs_capture_opts *o, const hs_capture_result *r, 
                           long long run_id, int json)
 {
     struct stat sb;
-    const uint64_t bytes = stat(o->out, &sb) ? 0 : (uint64_t)sb.st_size;
+    const uint64_t bytes = r->bytes ? r->bytes : stat(o->out, &sb) ? 0 : (uint64_t)sb.st_size;
     if (json) {
         printf("{\"out\":");
         json_string(stdout, o->out);
@@ -57,10 +57,12 @@ static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, co
     phase_bars bars;
     hs_study_io io = cli_study_io(&bars, 1);
     rc = hs_capture(&r, &j.in.m, &j.in.tok, co, &io);
-    /* the finished file, by its absolute path, as the run's artifact */
+    /* the finished file, by its absolute path, as the run's artifact, with
+     * the digest of the file the capture moved there (hashing the name now
+     * could hash another writer's file) */
     char *abs_out = rc ? NULL : realpath(co.out, NULL);
     if (!rc)
-        rc = hs_run_artifact(j.run, abs_out ? abs_out : co.out);
+        rc = hs_run_artifact(j.run, abs_out ? abs_out : co.out, r.sha256, (long long)r.bytes);
     free(abs_out);
     const long long id = hs_run_id(j.run);
     if ((rc = cli_finish(&j, rc)))

@@ -184,7 +184,7 @@ static int cmd_patterns(int argc, char **argv)
     if (!rc) /* also for maps: a capture of a model with non-finite weights */
         rc = hs_study_check_finite(&io, &r.table, NULL, 0);
     if (!rc && js_out && !(rc = hs_patterns_write_js(js_out, &r)))
-        rc = hs_run_artifact(j.run, js_out);
+        rc = hs_run_artifact(j.run, js_out, NULL, 0);
     if (!rc)
         rc = hs_run_rows(j.run, &r.table, NULL, 0);
     const int rows = r.table.n, heads = r.heads;

@@ -14,19 +14,6 @@
 
 #include "json.h"
 
-float hs_half_to_float(uint16_t h)
-{
-    int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-    float v;
-    if (exp == 0)
-        v = ldexpf((float)mant, -24); /* zero and subnormals */
-    else if (exp == 31)
-        v = mant ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(mant | 0x400), exp - 25);
-    return sign ? -v : v;
-}
-
 float hs_bf16_to_float(uint16_t h)
 {
     union { uint32_t u; float f; } x = { .u = (uint32_t)h << 16 };

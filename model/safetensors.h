@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "half.h" /* hs_half_to_float: F16 tensors */
 
 typedef enum { HS_DT_F32, HS_DT_F16, HS_DT_BF16, HS_DT_OTHER } hs_dtype;
 
@@ -63,7 +64,7 @@ typedef struct {
 int hs_st_write(const char *path, const hs_st_spec *specs, int n,
                 void (*fill)(void *ctx, int i, float *out), void *ctx);
 
-float hs_half_to_float(uint16_t h);
+/* bfloat16 (the top half of a float) to float: exact. */
 float hs_bf16_to_float(uint16_t h);
 
 #endif

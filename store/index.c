@@ -1,6 +1,9 @@
+/* The write half of the index (index.h): the open (schema check, WAL,
+ * migrations, orphaned runs) and the writers, one transaction a batch. */
 #include "index.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,35 +11,6 @@
 #include <unistd.h>
 
 #include "index_db.h"
-
-enum { SCHEMA_VERSION = 3 };
-
-/* Version 1: SPEC §7's four tables. Version 2: runs.pid and runs.host, the
- * process that writes a running run (hs_index_open fails the runs whose
- * process is gone). Version 3: SPEC §11's position_metrics and
- * head_pair_metrics. */
-static const char *const MIGRATIONS[SCHEMA_VERSION] = {
-    "CREATE TABLE runs(run_id INTEGER PRIMARY KEY, kind TEXT NOT NULL, model_path TEXT,"
-    " model_sha256 TEXT, data_path TEXT, data_sha256 TEXT, args TEXT, started_at TEXT,"
-    " finished_at TEXT, status TEXT NOT NULL CHECK(status IN ('running','complete','failed')));"
-    "CREATE TABLE head_metrics(run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
-    " layer INTEGER NOT NULL, head INTEGER NOT NULL, metric TEXT NOT NULL, value REAL,"
-    " stderr REAL, n INTEGER, PRIMARY KEY(run_id, layer, head, metric));"
-    "CREATE TABLE curves(run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
-    " curve TEXT NOT NULL, step INTEGER, x REAL, y REAL);"
-    "CREATE INDEX curves_run ON curves(run_id, curve, step);"
-    "CREATE TABLE artifacts(run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
-    " path TEXT NOT NULL, sha256 TEXT, bytes INTEGER, complete INTEGER);",
-    "ALTER TABLE runs ADD COLUMN pid INTEGER; ALTER TABLE runs ADD COLUMN host TEXT;",
-    "CREATE TABLE position_metrics(run_id INTEGER NOT NULL REFERENCES runs(run_id)"
-    " ON DELETE CASCADE, layer INTEGER NOT NULL, position INTEGER NOT NULL,"
-    " metric TEXT NOT NULL, value REAL, stderr REAL, n INTEGER,"
-    " PRIMARY KEY(run_id, layer, position, metric));"
-    "CREATE TABLE head_pair_metrics(run_id INTEGER NOT NULL REFERENCES runs(run_id)"
-    " ON DELETE CASCADE, layer_a INTEGER NOT NULL, head_a INTEGER NOT NULL,"
-    " layer_b INTEGER NOT NULL, head_b INTEGER NOT NULL, metric TEXT NOT NULL, value REAL,"
-    " PRIMARY KEY(run_id, layer_a, head_a, layer_b, head_b, metric));",
-};
 
 static void host_name(char *h, size_t n)
 {
@@ -65,7 +39,9 @@ static void fail_orphans(hs_index *ix)
     sqlite3_bind_text(st, 1, host, -1, SQLITE_TRANSIENT);
     while (sqlite3_step(st) == SQLITE_ROW) {
         long long pid = sqlite3_column_int64(st, 1);
-        if (pid <= 0 || pid == (long long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        /* a pid the system cannot have (the file says anything) is no
+         * process of ours: kill() of a truncated one could probe another */
+        if (pid <= 0 || pid > INT_MAX || pid == (long long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue;
         sqlite3_bind_int64(up, 1, sqlite3_column_int64(st, 0));
         sqlite3_step(up);
@@ -73,11 +49,6 @@ static void fail_orphans(hs_index *ix)
     }
     sqlite3_finalize(st);
     sqlite3_finalize(up);
-}
-
-int hs_index_db_error(hs_index *ix, const char *what)
-{
-    return hs_fail(HS_EIO, "%s: %s: %s", ix->path, what, sqlite3_errmsg(ix->db));
 }
 
 static int exec(hs_index *ix, const char *sql, const char *what)
@@ -91,15 +62,13 @@ static int exec(hs_index *ix, const char *sql, const char *what)
     return HS_OK;
 }
 
-static int user_version(hs_index *ix, int *v)
+/* A refused index must be left as it was: with frames in its WAL at the
+ * open, SQLite's checkpoint at close would copy them into the database
+ * file, so the connection closes without one until the schema is known to
+ * be ours (on to clear it). */
+static void hold_wal(hs_index *ix, int on)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(ix->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
-        return hs_index_db_error(ix, "reading the schema version");
-    int rc = sqlite3_step(st) == SQLITE_ROW ? (*v = sqlite3_column_int(st, 0), HS_OK)
-                                            : hs_index_db_error(ix, "reading the schema version");
-    sqlite3_finalize(st);
-    return rc;
+    sqlite3_db_config(ix->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, on, NULL);
 }
 
 int hs_index_open(hs_index **out, const char *path)
@@ -108,21 +77,23 @@ int hs_index_open(hs_index **out, const char *path)
     hs_index *ix = hs_calloc(1, sizeof *ix, "index");
     if (!ix)
         return HS_ENOMEM;
-    snprintf(ix->path, sizeof ix->path, "%s", path);
-    if (sqlite3_open_v2(path, &ix->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-        SQLITE_OK) {
-        int rc = hs_fail(HS_EIO, "%s: cannot open the index: %s", path,
-                         ix->db ? sqlite3_errmsg(ix->db) : "out of memory");
-        hs_index_close(ix);
-        return rc;
+    const int had_wal = hs_index_wal_frames(path);
+    int v = 0, rc = hs_index_db_open(ix, path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    if (!rc && had_wal)
+        hold_wal(ix, 1);
+    if (!rc && sqlite3_db_readonly(ix->db, "main") == 1) {
+        char why[1400];
+        hs_index_readonly_reason(path, why, sizeof why);
+        /* SQLite's words for it, and ours on why */
+        rc = hs_fail(HS_EIO, "%s: cannot write the index: attempt to write a readonly database "
+                     "(%s)", path, *why ? why : "read-only");
     }
-    sqlite3_busy_timeout(ix->db, 30000);
-    int v = 0, rc = exec(ix, "PRAGMA foreign_keys=ON", "enabling foreign keys");
     if (!rc)
-        rc = user_version(ix, &v); /* fails on a file that is not a database */
-    if (!rc && v > SCHEMA_VERSION)
-        rc = hs_fail(HS_EFORMAT, "%s: index schema version %d is newer than this tool's %d", path,
-                     v, SCHEMA_VERSION);
+        rc = exec(ix, "PRAGMA foreign_keys=ON", "enabling foreign keys");
+    /* before anything is written, the switch to WAL included: a refused
+     * file is left byte for byte as it was */
+    if (!rc)
+        rc = hs_index_schema_check(ix, &v);
     /* Switching to WAL takes a lock that SQLite reports busy without calling
      * the busy handler; several processes opening a new index at once retry
      * here for up to the busy timeout. */
@@ -138,27 +109,28 @@ int hs_index_open(hs_index **out, const char *path)
             sqlite3_sleep(10);
     }
     /* Each migration and its version bump commit together; a concurrent
-     * opener waits on the write lock and then sees the new version. */
-    while (!rc && v < SCHEMA_VERSION) {
+     * opener waits on the write lock and then sees (and checks) the new
+     * version. */
+    while (!rc && v < HS_INDEX_SCHEMA_VERSION) {
         rc = exec(ix, "BEGIN IMMEDIATE", "starting the schema migration");
-        int now = v;
         if (!rc)
-            rc = user_version(ix, &now);
-        if (!rc && now == v) {
+            rc = hs_index_schema_check(ix, &v);
+        if (!rc && v < HS_INDEX_SCHEMA_VERSION) {
             char bump[64];
             snprintf(bump, sizeof bump, "PRAGMA user_version=%d", v + 1);
-            rc = exec(ix, MIGRATIONS[v], "creating the schema");
+            rc = exec(ix, hs_index_migrations[v], "creating the schema");
             if (!rc)
                 rc = exec(ix, bump, "setting the schema version");
         }
         rc = rc ? (exec(ix, "ROLLBACK", "rolling back"), rc) : exec(ix, "COMMIT", "committing");
         if (!rc)
-            rc = user_version(ix, &v);
+            rc = hs_index_schema_check(ix, &v);
     }
     if (rc) {
         hs_index_close(ix);
         return rc;
     }
+    hold_wal(ix, 0);
     fail_orphans(ix);
     *out = ix;
     return HS_OK;

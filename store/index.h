@@ -12,10 +12,19 @@
 typedef struct hs_index hs_index; /* struct hs_index: see index.c */
 
 /* Opens or creates the index, migrating the schema to the current version.
- * HS_EIO naming the file when it cannot be opened, is read-only, or is not a
- * SQLite database; HS_EFORMAT when its schema is newer than this tool's.
- * Marks failed the runs left `running` by a process of this host that is gone
- * (killed, or its last write failed on a full disk). */
+ * The file is untrusted input: SQLite runs with its defensive settings (no
+ * triggers, no views, no trusted schema) and, before anything is written,
+ * its schema version must lie in 0..this tool's and its schema be exactly
+ * the one headscope creates for that version (store/index_schema.c: tables
+ * of the user's own and plain indexes are accepted; triggers, views,
+ * virtual tables, UNIQUE, partial or expression indexes on our tables and
+ * tables defined otherwise are not). A refused file is left byte for byte
+ * as it was, its WAL too: HS_EFORMAT naming what was found ("PATH: trigger
+ * 'x' on table head_metrics: not part of a headscope index, refused") or
+ * the version; HS_EIO naming the file when it cannot be opened, is
+ * read-only (saying why), or is not a SQLite database.
+ * Marks failed the runs left `running` by a process of this host that is
+ * gone (killed, or its last write failed on a full disk). */
 int hs_index_open(hs_index **ix, const char *path);
 void hs_index_close(hs_index *ix);
 
@@ -112,10 +121,15 @@ int hs_index_run_reopen(hs_index *ix, int64_t run_id);
 /* Opens an existing index for reading only. Unlike hs_index_open it never
  * creates the file, never migrates the schema and never changes the journal
  * mode, so `report` and `plot` can read an index another process is writing,
- * or one on a read-only disk. HS_EIO "PATH: cannot open the index: ..." when
- * SQLite cannot open it (a missing file); HS_EFORMAT "PATH: not a headscope
- * index: ..." when it is not a SQLite database or lacks a table or column
- * of SPEC §7 that the readers use. */
+ * one of an earlier schema version, or one on a read-only disk or in a
+ * directory this user cannot write (where SQLite cannot create the -shm
+ * file of WAL mode, the file is read in SQLite's immutable mode; refused,
+ * saying so, when its -wal holds changes that need one). The schema is
+ * checked as hs_index_open checks it, before any read. HS_EIO "PATH: cannot
+ * open the index: ..." when SQLite cannot open it (a missing file);
+ * HS_EFORMAT "PATH: not a headscope index: ..." when it is not a SQLite
+ * database or holds no index (schema version 0), or naming what the schema
+ * check found. */
 int hs_index_open_read(hs_index **ix, const char *path);
 
 /* One row of runs; each text is NULL where the index holds NULL. */
@@ -245,7 +259,8 @@ int hs_index_position_grid(hs_index *ix, int64_t run_id, const char *metric, hs_
 void hs_position_grid_free(hs_position_grid *g);
 
 /* The rows of one head-pair metric of a run (composition scores), ordered
- * by (layer_a, head_a, layer_b, head_b). */
+ * by (layer_a, head_a, layer_b, head_b). HS_EFORMAT when a layer or head
+ * is negative or exceeds HS_INDEX_MAX_DIM. */
 typedef struct {
     int layer_a, head_a, layer_b, head_b;
     double value;
@@ -261,7 +276,8 @@ void hs_pair_list_free(hs_pair_list *l);
 
 /* The per-layer rows (layer >= 0, head = -1) of a metric of a run, keyed by
  * layer in ascending order: the logit lens curve (logit_lens_loss of layer
- * 0 .. L), the MLPs' direct logit attribution (dla at head -1). */
+ * 0 .. L), the MLPs' direct logit attribution (dla at head -1). HS_EFORMAT
+ * when a layer exceeds HS_INDEX_MAX_DIM. */
 int hs_index_layer_series(hs_index *ix, int64_t run_id, const char *metric,
                           hs_metric_series *out);
 

@@ -4,18 +4,53 @@
  * call and the caller never sees SQLite. */
 #include "index_db.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-/* Every column a reader uses, of every table: preparing this (never stepping
- * it) proves the file is an index of SPEC §7 before any section reads it. */
-static const char SCHEMA_PROBE[] =
-    "SELECT r.run_id, r.kind, r.status, r.model_path, r.model_sha256, r.data_path,"
-    " r.data_sha256, r.args, r.started_at, r.finished_at, m.layer, m.head, m.metric, m.value,"
-    " m.stderr, m.n, c.curve, c.step, c.x, c.y, a.path, a.sha256, a.bytes, a.complete"
-    " FROM runs r, head_metrics m, curves c, artifacts a LIMIT 0";
+/* "file:PATH?mode=ro&immutable=1": PATH as a URI, every byte outside the
+ * unreserved set and '/' percent-encoded. */
+static int immutable_uri(char *uri, size_t n, const char *path)
+{
+    size_t k = (size_t)snprintf(uri, n, "file:");
+    for (const unsigned char *p = (const unsigned char *)path; *p && k + 4 < n; p++)
+        k += (size_t)(strchr("/._~-", *p) || (*p < 0x80 && isalnum(*p))
+                          ? snprintf(uri + k, n - k, "%c", *p)
+                          : snprintf(uri + k, n - k, "%%%02X", *p));
+    return k + 24 < n ? (snprintf(uri + k, n - k, "?mode=ro&immutable=1"), 0) : -1;
+}
+
+/* The SQLite error of a WAL-mode file on a disk or in a directory this user
+ * cannot write: SQLite could not create the -shm file it reads through. */
+static int wal_unreadable(const hs_index *ix)
+{
+    const int code = ix->code & 0xff;
+    return code == SQLITE_CANTOPEN || code == SQLITE_READONLY;
+}
+
+/* Opens path and checks its schema; read_only: SQLite's immutable mode
+ * (no locks, no -shm), for a file nobody can be writing; hold_wal: no
+ * checkpoint at close (frames in the WAL stay there). */
+static int open_checked(hs_index *ix, const char *path, int read_only, int hold_wal, int *v)
+{
+    char uri[1600];
+    if (read_only && immutable_uri(uri, sizeof uri, path))
+        return hs_fail(HS_EIO, "%s: path too long", path);
+    int rc = read_only ? hs_index_db_open(ix, uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI)
+                       : hs_index_db_open(ix, path, SQLITE_OPEN_READWRITE);
+    snprintf(ix->path, sizeof ix->path, "%s", path);
+    if (!rc && hold_wal)
+        sqlite3_db_config(ix->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+    if (!rc)
+        rc = sqlite3_exec(ix->db, "PRAGMA query_only=1", NULL, NULL, NULL) == SQLITE_OK
+                 ? HS_OK : hs_index_db_error(ix, "opening for reading only");
+    if (!rc)
+        rc = hs_index_schema_check(ix, v);
+    return rc;
+}
 
 int hs_index_open_read(hs_index **out, const char *path)
 {
@@ -23,19 +58,28 @@ int hs_index_open_read(hs_index **out, const char *path)
     hs_index *ix = hs_calloc(1, sizeof *ix, "index");
     if (!ix)
         return HS_ENOMEM;
-    snprintf(ix->path, sizeof ix->path, "%s", path);
-    int rc = HS_OK;
-    if (sqlite3_open_v2(path, &ix->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
-        rc = hs_fail(HS_EIO, "%s: cannot open the index: %s", path,
-                     ix->db ? sqlite3_errmsg(ix->db) : "out of memory");
-    sqlite3_stmt *st = NULL;
-    if (!rc) {
-        sqlite3_busy_timeout(ix->db, 30000);
-        if (sqlite3_prepare_v2(ix->db, SCHEMA_PROBE, -1, &st, NULL) != SQLITE_OK)
-            rc = hs_fail(HS_EFORMAT, "%s: not a headscope index: %s", path,
-                         sqlite3_errmsg(ix->db));
-        sqlite3_finalize(st);
+    /* Read-write where the file allows it (SQLite falls back to read-only
+     * by itself) but query_only: the last connection to close then removes
+     * the -wal and -shm files a WAL-mode read creates, as a writer's does.
+     * A WAL holding frames at the open is never checkpointed by a reader. */
+    const int had_wal = hs_index_wal_frames(path);
+    int v = 0, rc = open_checked(ix, path, 0, had_wal, &v);
+    if (rc && ix->db && wal_unreadable(ix) && access(path, F_OK) == 0) {
+        char why[1400];
+        hs_index_readonly_reason(path, why, sizeof why);
+        sqlite3_close(ix->db);
+        ix->db = NULL;
+        rc = had_wal ? hs_fail(HS_EIO, "%s: cannot be read here (%s): %s-wal holds changes "
+                               "that SQLite reads only through a %s-shm file it cannot create",
+                               path, *why ? why : "read-only", path, path)
+                     : open_checked(ix, path, 1, 0, &v);
     }
+    if (rc == HS_EIO && ix->db && ((ix->code & 0xff) == SQLITE_NOTADB ||
+                                   (ix->code & 0xff) == SQLITE_CORRUPT))
+        rc = hs_fail(HS_EFORMAT, "%s: not a headscope index: %s", path, sqlite3_errstr(ix->code));
+    if (!rc && v == 0)
+        rc = hs_fail(HS_EFORMAT, "%s: not a headscope index: no table 'runs' (an empty database "
+                     "or another program's, schema version 0)", path);
     if (rc) {
         hs_index_close(ix);
         return rc;
@@ -397,9 +441,10 @@ typedef struct {
 /* Row (metric or layer, value, stderr, n). */
 static int read_series_row(hs_index *ix, sqlite3_stmt *st, void *out)
 {
-    (void)ix;
     series_rows *r = out;
     long long key = sqlite3_column_int64(st, 0);
+    if (!r->prefix && (key < 0 || key >= HS_INDEX_MAX_DIM)) /* a layer */
+        return hs_fail(HS_EFORMAT, "%s: layer %lld: index out of range", ix->path, key);
     if (r->prefix) {
         const char *name = (const char *)sqlite3_column_text(st, 0);
         if (!name || !numeric_suffix(name, r->prefix, &key))
@@ -588,16 +633,31 @@ void hs_position_grid_free(hs_position_grid *g)
     memset(g, 0, sizeof *g);
 }
 
-/* Row (layer_a, head_a, layer_b, head_b, value). */
+/* The rows of a pair query as read, and what messages name. */
+typedef struct {
+    list_rows l; /* first: list_next takes it */
+    int64_t run_id;
+    const char *metric;
+} pair_rows;
+
+/* Row (layer_a, head_a, layer_b, head_b, value): each index in
+ * [0, HS_INDEX_MAX_DIM), read as 64 bits so that none wraps into range. */
 static int read_pair_row(hs_index *ix, sqlite3_stmt *st, void *out)
 {
-    (void)ix;
+    pair_rows *r = out;
+    sqlite3_int64 k[4];
+    for (int c = 0; c < 4; c++)
+        if ((k[c] = sqlite3_column_int64(st, c)) < 0 || k[c] >= HS_INDEX_MAX_DIM)
+            return hs_fail(HS_EFORMAT, "%s: run %lld: %s of L%lldH%lld -> L%lldH%lld: index out "
+                           "of range", ix->path, (long long)r->run_id, r->metric,
+                           (long long)sqlite3_column_int64(st, 0),
+                           (long long)sqlite3_column_int64(st, 1),
+                           (long long)sqlite3_column_int64(st, 2),
+                           (long long)sqlite3_column_int64(st, 3));
     int rc;
-    hs_pair_value *p = list_next(out, &rc);
+    hs_pair_value *p = list_next(&r->l, &rc);
     if (p)
-        *p = (hs_pair_value){ sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
-                              sqlite3_column_int(st, 2), sqlite3_column_int(st, 3),
-                              column_number(st, 4) };
+        *p = (hs_pair_value){ (int)k[0], (int)k[1], (int)k[2], (int)k[3], column_number(st, 4) };
     return rc;
 }
 
@@ -607,7 +667,7 @@ int hs_index_pair_metrics(hs_index *ix, int64_t run_id, const char *metric, hs_p
     int rc;
     if (!has_table(ix, "head_pair_metrics", &rc))
         return rc;
-    list_rows rows = { (void **)&out->p, &out->n, 0, sizeof *out->p };
+    pair_rows rows = { { (void **)&out->p, &out->n, 0, sizeof *out->p }, run_id, metric };
     rc = rows_read(ix,
                    "SELECT layer_a, head_a, layer_b, head_b, value FROM head_pair_metrics WHERE"
                    " run_id=?1 AND metric=?2 ORDER BY layer_a, head_a, layer_b, head_b",

@@ -19,6 +19,7 @@
 
 #include "common.h"
 #include "config.h"
+#include "half.h" /* float16 storage: hs_float_to_half, hs_half_to_float */
 #include "recorder.h"
 
 enum { HS_MAPS_MAX_LAYERS = 256 };
@@ -32,10 +33,15 @@ typedef struct {
 
 typedef struct hs_maps_writer hs_maps_writer;
 
-/* Creates `path`.tmp.PID next to path. Refuses an existing path unless force.
- * First removes PATH.tmp.PID files of processes that no longer exist on this
- * machine (a capture killed with SIGKILL). On any failure, later, every HDF5
- * id is closed and the temporary file removed. */
+/* Creates the temporary file PATH.tmp.PID.XXXXXX next to path (hs_tmp_create:
+ * an unpredictable name, O_EXCL, so a symlink planted beside path is never
+ * followed). Refuses an existing path unless force; without force the
+ * finish, too, moves the file into place only where nothing is (an output
+ * that appeared meanwhile is kept and the finish fails). First removes the
+ * temporaries of path whose process no longer exists on this machine (a
+ * capture killed with SIGKILL; hs_tmp_stale, and the PATH.tmp.PID names of
+ * earlier versions). On any failure, later, every HDF5 id is closed and the
+ * temporary file removed. */
 int hs_maps_create(hs_maps_writer **w, const char *path, const hs_maps_meta *meta, int force);
 
 /* Gives the file /token_text: text[id] is the display string of token id
@@ -63,9 +69,16 @@ int hs_maps_append_tokens(hs_maps_writer *w, const int32_t *tokens, int B);
 hs_map_sink hs_maps_sink(hs_maps_writer *w);
 
 /* Marks the file complete and moves it to its final name: closed with
- * complete=0, renamed, then complete=1 set, so no crash point leaves a file
- * that claims completeness without being it. Frees w. */
+ * complete=0, moved (hs_tmp_commit; without force HS_EIO "PATH exists" when
+ * another writer finished first), then complete=1 set, so no crash point
+ * leaves a file that claims completeness without being it. Frees w. */
 int hs_maps_finish(hs_maps_writer *w);
+
+/* hs_maps_finish, giving the sha256 (65 bytes, "" on failure) and size of
+ * the file it moved into place, read through the descriptor it held: the
+ * digest of that file, not of whatever the name names later. HS_EIO when a
+ * --force writer replaced the file before it was marked or hashed. */
+int hs_maps_finish_sha(hs_maps_writer *w, char sha256[65], uint64_t *bytes);
 
 /* Closes and deletes the temporary file. Frees w. */
 void hs_maps_abort(hs_maps_writer *w);
@@ -119,10 +132,5 @@ void hs_maps_close(hs_maps_reader *r);
 /* HDF5 ids open in this process (files, datasets, attributes, ...): 0 when
  * every writer and reader is closed, on every error path (tests). */
 long long hs_maps_open_ids(void);
-
-/* IEEE binary16, round to nearest even; _soft is the portable bit-level
- * version (the other uses the compiler's _Float16 where it exists). */
-uint16_t hs_float_to_half(float f);
-uint16_t hs_float_to_half_soft(float f);
 
 #endif

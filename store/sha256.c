@@ -1,9 +1,12 @@
 #include "sha256.h"
 
-#include <openssl/evp.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
 
 #include "common.h"
 
@@ -36,31 +39,40 @@ void hs_sha256_hex(hs_sha256 *s, char hex[65])
         snprintf(hex + 2 * i, 3, "%02x", md[i]);
 }
 
-int hs_sha256_file(const char *path, char hex[65], uint64_t *bytes)
+int hs_sha256_fd(int fd, const char *name, char hex[65], uint64_t *bytes)
 {
-    FILE *f = hs_fopen_regular(path);
-    if (!f)
-        return HS_EIO; /* the message names the file */
     enum { CHUNK = 1 << 20 };
+    hex[0] = 0;
     unsigned char *buf = malloc(CHUNK);
-    if (!buf) {
-        fclose(f);
-        return hs_fail(HS_ENOMEM, "%s: no memory for a read buffer", path);
-    }
+    if (!buf)
+        return hs_fail(HS_ENOMEM, "%s: no memory for a read buffer", name);
     hs_sha256 s;
     hs_sha256_init(&s);
-    size_t n;
-    while ((n = fread(buf, 1, CHUNK, f)) > 0)
-        hs_sha256_update(&s, buf, n);
-    int err = ferror(f);
-    fclose(f);
+    ssize_t n;
+    off_t at = 0;
+    while ((n = pread(fd, buf, CHUNK, at)) > 0 || (n < 0 && errno == EINTR))
+        if (n > 0) {
+            hs_sha256_update(&s, buf, (size_t)n);
+            at += n;
+        }
+    const int err = n < 0 ? errno : 0;
     free(buf);
     hs_sha256_hex(&s, hex);
     if (err)
-        return hs_fail(HS_EIO, "%s: read failed", path);
+        return hs_fail(HS_EIO, "%s: read failed: %s", name, strerror(err));
     if (!hex[0])
-        return hs_fail(HS_ENOMEM, "%s: the SHA-256 digest failed (libcrypto)", path);
+        return hs_fail(HS_ENOMEM, "%s: the SHA-256 digest failed (libcrypto)", name);
     if (bytes)
         *bytes = s.bytes;
     return HS_OK;
+}
+
+int hs_sha256_file(const char *path, char hex[65], uint64_t *bytes)
+{
+    const int fd = hs_open_regular(path, NULL);
+    if (fd < 0)
+        return HS_EIO; /* the message names the file */
+    const int rc = hs_sha256_fd(fd, path, hex, bytes);
+    close(fd);
+    return rc;
 }

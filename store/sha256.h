@@ -25,4 +25,9 @@ void hs_sha256_hex(hs_sha256 *s, char hex[65]);
 /* hex digest of a file's bytes, and its size; HS_EIO naming the file. */
 int hs_sha256_file(const char *path, char hex[65], uint64_t *bytes);
 
+/* The same of the file open at fd, read from its start whatever its offset
+ * (pread): the digest of that file, whatever its name now names. name is
+ * for messages. */
+int hs_sha256_fd(int fd, const char *name, char hex[65], uint64_t *bytes);
+
 #endif

@@ -55,8 +55,19 @@ int hs_tokens_read(hs_tokens *t, const char *path)
         return rc;
     }
     fclose(f);
-    for (size_t i = 0; i < (size_t)count; i++)
+    for (size_t i = 0; i < (size_t)count; i++) {
         t->tok[i] = width == 2 ? (int32_t)(raw[2 * i] | raw[2 * i + 1] << 8) : le32(raw + 4 * i);
+        /* a uint32 id past INT32_MAX would read as a negative int32 id, and
+         * ids index embeddings */
+        if (t->tok[i] < 0) {
+            const int rc = hs_fail(HS_EFORMAT, "%s: token %u at %zu exceeds the largest id a "
+                                   "shard may hold (%d)", path, (uint32_t)t->tok[i], i,
+                                   INT32_MAX);
+            free(raw);
+            hs_tokens_free(t);
+            return rc;
+        }
+    }
     free(raw);
     t->n = (size_t)count;
     t->version = version;
@@ -96,10 +107,9 @@ int hs_tokens_write_version(const char *path, const int32_t *tok, size_t n, int 
     if (n > INT32_MAX)
         return hs_fail(HS_EINVAL, "%s: %zu tokens do not fit a shard header", path, n);
     char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = hs_tmp_fopen(path, tmp, sizeof tmp); /* never through a planted symlink */
     if (!f)
-        return hs_fail(HS_EIO, "%s: cannot create: %s", path, strerror(errno));
+        return HS_EIO;
     unsigned char header[HEADER_INTS * 4] = { 0 };
     const int32_t head[3] = { wide ? MAGIC_U32 : MAGIC_U16, version, (int32_t)n };
     for (int k = 0; k < 3; k++)
@@ -120,11 +130,12 @@ int hs_tokens_write_version(const char *path, const int32_t *tok, size_t n, int 
     }
     if (fclose(f))
         ok = 0;
-    if (!ok || rename(tmp, path)) {
+    if (!ok) {
+        const int err = errno;
         unlink(tmp);
-        return hs_fail(HS_EIO, "%s: write failed: %s", path, strerror(errno));
+        return hs_fail(HS_EIO, "%s: write failed: %s", path, strerror(err));
     }
-    return HS_OK;
+    return hs_tmp_commit(tmp, path, 1);
 }
 
 size_t hs_batch_count(const hs_tokens *t, int B, int T)

@@ -15,8 +15,9 @@ typedef struct {
     int version;  /* 1: uint16, 7: uint32 */
 } hs_tokens;
 
-/* Reads and checks a shard: magic, version, and that the file size equals
- * the header's token count. HS_EIO / HS_EFORMAT naming the file. */
+/* Reads and checks a shard: magic, version, that the file size equals the
+ * header's token count, and (uint32 shards) that every id fits int32.
+ * HS_EIO / HS_EFORMAT naming the file. */
 int hs_tokens_read(hs_tokens *t, const char *path);
 void hs_tokens_free(hs_tokens *t);
 
@@ -27,7 +28,8 @@ void hs_tokens_free(hs_tokens *t);
  * the caller then). */
 int hs_tokens_adopt(hs_tokens *t, int32_t *ids, size_t n);
 
-/* Writes tokens (all < 65536) as a version-1 shard, via a temporary file. */
+/* Writes tokens (all < 65536) as a version-1 shard, via a temporary file
+ * (hs_tmp_fopen) moved over path. */
 int hs_tokens_write(const char *path, const int32_t *tok, size_t n);
 
 /* The same with the shard version chosen: 1 (uint16 tokens, magic 20240520)

@@ -12,7 +12,8 @@
 #include "maps.h"
 #include "viewer_export.h"
 
-/* The three outputs, each written to NAME.tmp and renamed at the end. */
+/* The three outputs, each written to a temporary of its own (hs_tmp_fopen)
+ * and moved over its name at the end. */
 enum { OUT_BIN, OUT_JS, OUT_DATA, OUT_N };
 static const char *const OUT_NAME[OUT_N] = { "maps.bin", "maps.js", "data.js" };
 
@@ -464,11 +465,12 @@ int hs_viewer_export(const hs_viewer_request *rq, hs_viewer_summary *sum)
     e.in = hs_maps_get_info(e.r);
     e.have_cfg = e.in->model_config && !hs_config_parse(&e.cfg, e.in->model_config, rq->maps);
     rc = select_all(&e);
-    for (int i = 0; !rc && i < OUT_N; i++) {
-        snprintf(e.tmp[i], sizeof e.tmp[i], "%s/.%s.tmp", rq->dir, OUT_NAME[i]);
-        if (!(e.f[i] = fopen(e.tmp[i], "wb")))
-            rc = hs_fail(HS_EIO, "%s: cannot write: %s", e.tmp[i], strerror(errno));
-    }
+    char final[OUT_N][1100];
+    for (int i = 0; i < OUT_N; i++)
+        snprintf(final[i], sizeof final[i], "%s/%s", rq->dir, OUT_NAME[i]);
+    for (int i = 0; !rc && i < OUT_N; i++)
+        if (!(e.f[i] = hs_tmp_fopen(final[i], e.tmp[i], sizeof e.tmp[i])))
+            rc = HS_EIO; /* the message names the file */
     if (!rc)
         rc = export_all(&e, sum);
     long long *bytes[OUT_N] = { &sum->bin_bytes, &sum->js_bytes, &sum->data_bytes };
@@ -479,14 +481,13 @@ int hs_viewer_export(const hs_viewer_request *rq, hs_viewer_summary *sum)
         if (fclose(e.f[i]) && !rc)
             rc = hs_fail(HS_EIO, "%s: write failed: %s", e.tmp[i], strerror(errno));
     }
-    for (int i = 0; i < OUT_N; i++) {
-        char final[1200];
-        snprintf(final, sizeof final, "%s/%s", rq->dir, OUT_NAME[i]);
-        if (!rc && rename(e.tmp[i], final))
-            rc = hs_fail(HS_EIO, "%s: cannot rename: %s", final, strerror(errno));
-        if (rc && e.f[i])
+    /* each over its final name (hs_tmp_commit removes the temporary when it
+     * cannot); after a failure the rest are removed, nothing moved */
+    for (int i = 0; i < OUT_N; i++)
+        if (!rc)
+            rc = hs_tmp_commit(e.tmp[i], final[i], 1);
+        else if (e.f[i])
             remove(e.tmp[i]);
-    }
     free(e.map), free(e.buf), free(e.b64);
     hs_maps_close(e.r);
     return rc;

@@ -2,6 +2,7 @@
  * maps computed in memory (float32 exactly, float16 within its rounding);
  * the forward hooks (observers and interventions) see and change what they
  * claim to; float16 conversion against IEEE 754 binary16 values. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -136,6 +137,30 @@ static void test_f32_capture_reads_back_equal_to_memory_gpt2(void) { capture_rou
 static void test_f32_capture_reads_back_equal_to_memory_llama_gqa(void) { capture_roundtrip("llama_gqa", 0); }
 static void test_f16_capture_reads_back_within_half_rounding(void) { capture_roundtrip("llama_gqa", 1); }
 
+static int exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* 1 when a temporary of path (PATH.tmp.*, hs_tmp_create's names) is left
+ * in its directory. */
+static int tmp_left(const char *path)
+{
+    char dir[512], prefix[600];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    *slash = 0;
+    snprintf(prefix, sizeof prefix, "%s.tmp.", slash + 1);
+    DIR *d = opendir(dir);
+    int left = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        left |= !strncmp(e->d_name, prefix, strlen(prefix));
+    if (d)
+        closedir(d);
+    return left;
+}
+
 static void test_existing_file_is_refused_without_force(void)
 {
     char path[] = "/tmp/hs_capture_XXXXXX";
@@ -161,9 +186,7 @@ static void test_existing_file_is_refused_without_force(void)
     CU_ASSERT_PTR_NOT_NULL(f);
     if (f)
         fclose(f);
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    CU_ASSERT_NOT_EQUAL(access(tmp, F_OK), 0);
+    CU_ASSERT(!tmp_left(path));
     unlink(path);
 }
 
@@ -310,11 +333,6 @@ static void test_float16_conversion_matches_ieee_binary16(void)
     CU_ASSERT_NOT_EQUAL(hs_float_to_half(NAN) & 0x03FF, 0);
 }
 
-static int exists(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0;
-}
 
 /* A synthetic batch of maps (B, H, T, T) for the writer. */
 static void fill_maps(hs_real *att, int n)
@@ -361,9 +379,8 @@ static void test_a_full_disk_fails_cleanly_with_every_id_closed(void)
 {
     char dir[] = "/tmp/hs_fulldisk_XXXXXX";
     CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
-    char path[128], tmp[160];
+    char path[128];
     snprintf(path, sizeof path, "%s/o.h5", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     struct rlimit old;
     CU_ASSERT_EQUAL_FATAL(getrlimit(RLIMIT_FSIZE, &old), 0);
     void (*prev)(int) = signal(SIGXFSZ, SIG_IGN); /* writes return EFBIG */
@@ -378,7 +395,7 @@ static void test_a_full_disk_fails_cleanly_with_every_id_closed(void)
         CU_ASSERT_PTR_NULL(strchr(hs_last_error(), '\n'));
         CU_ASSERT_EQUAL(hs_maps_open_ids(), 0);
         CU_ASSERT(!exists(path));
-        CU_ASSERT(!exists(tmp));
+        CU_ASSERT(!tmp_left(path));
     }
     signal(SIGXFSZ, prev);
     /* and without the limit the same write succeeds and reads back */
@@ -442,33 +459,45 @@ static pid_t dead_pid(void)
     return p;
 }
 
-/* The temporary files of a killed capture (OUT.tmp.PID of a dead pid) are
- * removed by the next capture into OUT; a live pid's, another output's and
- * names that only look alike are kept. */
+/* The temporary files of a killed capture (OUT.tmp.PID.XXXXXX of a dead
+ * pid, or OUT.tmp.PID as earlier versions named them) are removed by the
+ * next capture into OUT; a live pid's, another output's and names that only
+ * look alike are kept. */
 static void test_stale_temporary_files_are_swept(void)
 {
+    enum { SWEPT = 2, NAMES = 10 };
     char dir[] = "/tmp/hs_sweep_XXXXXX";
     CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
-    char path[128], names[6][200];
+    char path[128], names[NAMES][200];
     snprintf(path, sizeof path, "%s/o.h5", dir);
     const pid_t dead = dead_pid();
-    snprintf(names[0], 200, "%s.tmp.%d", path, (int)dead);               /* swept */
-    snprintf(names[1], 200, "%s.tmp.%d", path, (int)getppid());          /* alive */
-    snprintf(names[2], 200, "%s/other.h5.tmp.%d", dir, (int)dead);       /* another output */
-    snprintf(names[3], 200, "%s.tmp.%dx", path, (int)dead);              /* not a pid */
-    snprintf(names[4], 200, "%s.tmp.", path);                            /* no pid */
-    snprintf(names[5], 200, "%s.tmp.0%d", path, (int)dead);              /* not our spelling */
-    for (int i = 0; i < 6; i++) {
+    snprintf(names[0], 200, "%s.tmp.%d.Ab3xYz", path, (int)dead);        /* swept */
+    snprintf(names[1], 200, "%s.tmp.%d", path, (int)dead);               /* swept (old name) */
+    snprintf(names[2], 200, "%s.tmp.%d.Ab3xYz", path, (int)getppid());   /* alive */
+    snprintf(names[3], 200, "%s.tmp.%d", path, (int)getppid());          /* alive */
+    snprintf(names[4], 200, "%s/other.h5.tmp.%d.Ab3xYz", dir, (int)dead); /* another output */
+    snprintf(names[5], 200, "%s.tmp.%dx", path, (int)dead);              /* not a pid */
+    snprintf(names[6], 200, "%s.tmp.", path);                            /* no pid */
+    snprintf(names[7], 200, "%s.tmp.0%d", path, (int)dead);              /* not our spelling */
+    snprintf(names[8], 200, "%s.tmp.%d.Ab3", path, (int)dead);           /* not our spelling */
+    snprintf(names[9], 200, "%s.tmp.%d.Fo1der", path, (int)dead);        /* a folder: kept */
+    for (int i = 0; i < NAMES; i++) {
+        if (i == 9) {
+            CU_ASSERT_EQUAL_FATAL(mkdir(names[9], 0755), 0);
+            continue;
+        }
         FILE *f = fopen(names[i], "w");
         CU_ASSERT_PTR_NOT_NULL_FATAL(f);
         fclose(f);
     }
     CU_ASSERT_EQUAL(write_maps(path, 1), HS_OK);
-    CU_ASSERT(!exists(names[0]));
-    for (int i = 1; i < 6; i++)
-        CU_ASSERT(exists(names[i]));
-    for (int i = 0; i < 6; i++)
-        unlink(names[i]);
+    for (int i = 0; i < NAMES; i++)
+        if (exists(names[i]) != (i >= SWEPT))
+            printf("\n    %s: %s", names[i], i < SWEPT ? "not swept" : "swept");
+    for (int i = 0; i < NAMES; i++)
+        CU_ASSERT_EQUAL(exists(names[i]), i >= SWEPT);
+    for (int i = 0; i < NAMES; i++)
+        i == 9 ? rmdir(names[i]) : unlink(names[i]);
     unlink(path);
     CU_ASSERT_EQUAL(rmdir(dir), 0);
 }

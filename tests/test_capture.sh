@@ -22,7 +22,7 @@ command -v h5dump >/dev/null || { echo "h5dump is required" >&2; exit 2; }
 
 # ---- helpers -------------------------------------------------------------------
 
-# tmps PATH: the temporary files capture leaves next to PATH (PATH.tmp.PID), one a line.
+# tmps PATH: the temporary files capture leaves next to PATH (PATH.tmp.PID.XXXXXX), one a line.
 tmps() { ls -d "$1".tmp.* 2>/dev/null; }
 expect_notmp() {
     local t
@@ -73,6 +73,7 @@ LONG_CAPTURE=(capture --data "$LONG_BIN" --batch 4 --seq-len 512 --layers 0 --he
 # start_long OUT: starts the long capture in the background (BG_PID), waits until
 # its temporary file exists (outer limit 10 minutes).
 has_tmp() { [ -n "$(tmps "$1")" ]; }
+has_glob() { compgen -G "$1" >/dev/null; }
 start_long() {
     start_bg "$HS" "${LONG_CAPTURE[@]}" --model "$LONG_MODEL" --out "$1"
     wait_until 600 "$1.tmp.*" has_tmp "$1"
@@ -595,13 +596,50 @@ sigkill_swept() {
     orphan=$(tmps s.h5)
     [ -n "$orphan" ] || bad "no temporary file after SIGKILL" || return 1
     start_bg "$HS" "${LONG_CAPTURE[@]}" --model "$LONG_MODEL" --out s.h5
-    wait_until 600 "s.h5.tmp.$BG_PID" test -e "s.h5.tmp.$BG_PID" || return 1
+    wait_until 600 "s.h5.tmp.$BG_PID.*" has_glob "s.h5.tmp.$BG_PID.*" || return 1
     [ ! -e "$orphan" ] || bad "the orphan $orphan is still there after the next capture began" || return 1
     live=$(tmps s.h5)
     hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out s.h5 "${SMALL[@]}"
     expect_rc 0 "a second capture into s.h5 while one runs" || return 1
     [ -n "$live" ] && [ -e "$live" ] || bad "the running capture's temporary file ($live) was removed" || return 1
     stop_bg INT || return 1
+}
+
+# Three captures into one --out at once, without --force: the output is created only
+# where nothing is, at the moment it is moved into place, so exactly one succeeds and
+# the others fail naming it ("exists"), leaving no temporary; the index holds one
+# complete artifact, and its sha256 and size are the file's. (Before, all three exited
+# 0 and recorded three artifacts, two with the digest of a file that was not there.)
+concurrent_out() {
+    long_setup || return 1
+    local i pids=() rcs="" ok=0 failed=0
+    for i in 1 2 3; do
+        "$HS" "${LONG_CAPTURE[@]}" --model "$LONG_MODEL" --out c.h5 --max-batches 150 --db c.db \
+            >"c$i.out" 2>"c$i.err" &
+        pids+=($!)
+    done
+    for i in 0 1 2; do
+        wait "${pids[$i]}"
+        RC=$?
+        rcs+="$RC "
+        if [ "$RC" = 0 ]; then
+            ok=$((ok + 1))
+        elif [ "$RC" = 1 ]; then
+            failed=$((failed + 1))
+            expect_grep "$(cat "c$((i + 1)).err")" "c.h5 exists" "the losing capture's message" || return 1
+        fi
+    done
+    expect_eq "$ok $failed" "1 2" "successes and failures of three captures into c.h5 (statuses $rcs)" ||
+        return 1
+    expect_notmp c.h5 "after three captures" || return 1
+    expect_eq "$(sqlite3 c.db "SELECT count(*) FROM artifacts")" 1 "artifacts recorded" || return 1
+    expect_eq "$(sqlite3 c.db "SELECT sha256 || ' ' || bytes || ' ' || complete FROM artifacts")" \
+        "$(sha c.h5) $(fsize c.h5) 1" "the artifact's sha256, size, complete" || return 1
+    expect_eq "$(sqlite3 c.db "SELECT group_concat(status, ',') FROM (SELECT status FROM runs ORDER BY status)")" \
+        "complete,failed,failed" "the runs' statuses" || return 1
+    hs maps c.h5 --json
+    expect_rc 0 "maps on c.h5" || return 1
+    expect_eq "$(jget out.txt complete)" 1 "c.h5 complete" || return 1
 }
 
 # Map files a fuzzer made crash or hang libhdf5 1.10 (tests/fixtures/maps_hostile:
@@ -645,4 +683,4 @@ SLOW_CHECKS="fuzzed_maps_hang"
 
 run_checks oracle_h5py h5dump_layout maps_command selection sigkill_never_complete sigint_clean \
     sigint_early bad_input memory_flat plot_outputs hostile_maps full_disk sigterm_clean sigkill_swept \
-    fuzzed_maps fuzzed_maps_hang
+    concurrent_out fuzzed_maps fuzzed_maps_hang

@@ -168,16 +168,13 @@ orphan_run() {
     expect_rc 0 "induction on r.db" || return 1
     expect_eq "$(sqlite3 r.db "SELECT group_concat(kind||' '||status, ', ') FROM runs")" \
         "train failed, induction complete" "the killed run after the next open" || return 1
-    # an index of schema version 1 gains runs.pid and runs.host, its rows kept
-    sqlite3 old.db "CREATE TABLE runs(run_id INTEGER PRIMARY KEY, kind TEXT NOT NULL,
-        model_path TEXT, model_sha256 TEXT, data_path TEXT, data_sha256 TEXT, args TEXT,
-        started_at TEXT, finished_at TEXT, status TEXT NOT NULL);
-        CREATE TABLE head_metrics(run_id INTEGER NOT NULL, layer INTEGER NOT NULL,
-        head INTEGER NOT NULL, metric TEXT NOT NULL, value REAL, stderr REAL, n INTEGER,
-        PRIMARY KEY(run_id, layer, head, metric));
-        CREATE TABLE curves(run_id INTEGER NOT NULL, curve TEXT NOT NULL, step INTEGER, x REAL, y REAL);
-        CREATE TABLE artifacts(run_id INTEGER NOT NULL, path TEXT NOT NULL, sha256 TEXT,
-        bytes INTEGER, complete INTEGER);
+    # an index of schema version 1 gains runs.pid and runs.host, its rows kept (the
+    # schema exactly as headscope wrote it: the open refuses any other)
+    sqlite3 old.db "CREATE TABLE runs(run_id INTEGER PRIMARY KEY, kind TEXT NOT NULL, model_path TEXT, model_sha256 TEXT, data_path TEXT, data_sha256 TEXT, args TEXT, started_at TEXT, finished_at TEXT, status TEXT NOT NULL CHECK(status IN ('running','complete','failed')));
+        CREATE TABLE head_metrics(run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, layer INTEGER NOT NULL, head INTEGER NOT NULL, metric TEXT NOT NULL, value REAL, stderr REAL, n INTEGER, PRIMARY KEY(run_id, layer, head, metric));
+        CREATE TABLE curves(run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, curve TEXT NOT NULL, step INTEGER, x REAL, y REAL);
+        CREATE INDEX curves_run ON curves(run_id, curve, step);
+        CREATE TABLE artifacts(run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, path TEXT NOT NULL, sha256 TEXT, bytes INTEGER, complete INTEGER);
         INSERT INTO runs(kind, status) VALUES('ablate', 'complete'); PRAGMA user_version=1;" ||
         bad "could not make old.db" || return 1
     hs induction --model "$GPT2" --db old.db --seq-len 6 --samples 2

@@ -112,7 +112,7 @@ static void test_open_read_refuses_missing_and_foreign_files(void)
     CU_ASSERT_FATAL(fd >= 0);
     close(fd);
     CU_ASSERT_EQUAL(hs_index_open_read(&ix, empty), HS_EFORMAT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "no such table"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "no table 'runs'"));
     remove(empty);
 }
 

@@ -1,6 +1,7 @@
-/* Map file open + read (store/maps.c, through libhdf5): the fuzzed bytes as
- * an HDF5 file, opened with hs_maps_open; for an accepted one, the first and
- * last map of every captured layer and the first sequence's tokens are read. */
+/* Map file open + read (store/maps_read.c and maps_probe.c, through
+ * libhdf5): the fuzzed bytes as an HDF5 file, opened with hs_maps_open; for
+ * an accepted one, the first and last map of every captured layer and the
+ * first sequence's tokens are read. */
 #include <stdint.h>
 #include <stdlib.h>
 

@@ -1,0 +1,71 @@
+/* IEEE 754 binary16 ("half", float16) to and from float: the one conversion
+ * of F16 safetensors weights (model/safetensors.c), float16 map files
+ * (store/maps_*.c) and the viewer's f16 rows (store/viewer_export.c).
+ *
+ * Static inline because capture converts every stored attention weight
+ * through hs_float_to_half inside an `omp simd` loop: a call into another
+ * translation unit would keep that loop scalar. */
+#ifndef HS_HALF_H
+#define HS_HALF_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Float to half, round to nearest even, overflow to infinity, subnormals
+ * kept, NaN stays NaN (quiet). The portable bit-level version; the tests
+ * check hs_float_to_half against it across the float range. */
+static inline uint16_t hs_float_to_half_soft(float f)
+{
+    union { float f; uint32_t u; } v = { f };
+    const uint32_t sign = (v.u >> 16) & 0x8000, a = v.u & 0x7fffffff;
+    if (a >= 0x7f800000) /* inf or nan */
+        return (uint16_t)(sign | 0x7c00 | (a > 0x7f800000 ? 0x200 : 0));
+    if (a >= 0x477ff000) /* rounds to >= 65520: overflow */
+        return (uint16_t)(sign | 0x7c00);
+    if (a < 0x38800000) { /* below the smallest normal half: subnormal or zero */
+        const float m = fabsf(f) * 16777216.0f; /* units of 2^-24 */
+        uint32_t q = (uint32_t)m;
+        const float rem = m - (float)q;
+        if (rem > 0.5f || (rem == 0.5f && (q & 1)))
+            q++;
+        return (uint16_t)(sign | q);
+    }
+    const uint32_t mant = a & 0x7fffff, exp = (a >> 23) - 112; /* rebias 127 -> 15 */
+    uint32_t h = exp << 10 | mant >> 13;
+    const uint32_t rest = mant & 0x1fff;
+    if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
+        h++; /* may carry into the exponent, which is correct */
+    return (uint16_t)(sign | h);
+}
+
+/* hs_float_to_half_soft's result, through the compiler's _Float16 where it
+ * has one: the same rounding, and with F16C a vector instruction. */
+static inline uint16_t hs_float_to_half(float f)
+{
+#ifdef __FLT16_MANT_DIG__
+    const _Float16 h = (_Float16)f;
+    uint16_t u;
+    memcpy(&u, &h, sizeof u);
+    return u;
+#else
+    return hs_float_to_half_soft(f);
+#endif
+}
+
+/* Half to float: exact (every half is a float), subnormals, infinities and
+ * NaN included. */
+static inline float hs_half_to_float(uint16_t h)
+{
+    const int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    float v;
+    if (exp == 0)
+        v = ldexpf((float)mant, -24); /* zero and subnormals */
+    else if (exp == 31)
+        v = mant ? NAN : INFINITY;
+    else
+        v = ldexpf((float)(mant | 0x400), exp - 25);
+    return sign ? -v : v;
+}
+
+#endif
