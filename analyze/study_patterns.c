@@ -108,26 +108,24 @@ int hs_patterns_write_js(const char *path, const hs_patterns_result *r)
     if (hs_dist_rank() > 0) /* under mpirun rank 0 alone writes (dist.h) */
         return HS_OK;
     char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int ok = f != NULL;
+    FILE *f = hs_tmp_fopen(path, tmp, sizeof tmp);
+    if (!f)
+        return HS_EIO;
     const int n = r->js_n;
-    if (ok) {
-        fprintf(f, "head");
+    fprintf(f, "head");
+    for (int j = 0; j < n; j++)
+        fprintf(f, ",L%dH%d", r->js_layer[j], r->js_head[j]);
+    fprintf(f, "\n");
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "L%dH%d", r->js_layer[i], r->js_head[i]);
         for (int j = 0; j < n; j++)
-            fprintf(f, ",L%dH%d", r->js_layer[j], r->js_head[j]);
+            fprintf(f, ",%.6g", r->js[(size_t)i * n + j]);
         fprintf(f, "\n");
-        for (int i = 0; i < n; i++) {
-            fprintf(f, "L%dH%d", r->js_layer[i], r->js_head[i]);
-            for (int j = 0; j < n; j++)
-                fprintf(f, ",%.6g", r->js[(size_t)i * n + j]);
-            fprintf(f, "\n");
-        }
-        ok = fclose(f) == 0 && rename(tmp, path) == 0;
     }
-    if (!ok) {
+    const int failed = ferror(f);
+    if (fclose(f) || failed) {
         unlink(tmp);
         return hs_fail(HS_EIO, "%s: cannot write", path);
     }
-    return HS_OK;
+    return hs_tmp_commit(tmp, path, 1);
 }

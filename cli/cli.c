@@ -280,36 +280,6 @@ void cli_install_signal_handlers(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-void json_number(FILE *f, double v, int digits)
-{
-    if (isfinite(v))
-        fprintf(f, "%.*g", digits, v);
-    else
-        fputs("null", f);
-}
-
-void json_fixed(FILE *f, double v, int decimals)
-{
-    if (isfinite(v))
-        fprintf(f, "%.*f", decimals, v);
-    else
-        fputs("null", f);
-}
 
 /* The run's options that cannot change its result: --resume's comparison
  * leaves them out (run.h). At most 16. */

@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 #include "inputs.h"
+#include "jsonout.h"
 #include "run.h"
 
 enum { EXIT_FAILURE_RUN = 1, EXIT_USAGE = 2 };
@@ -217,15 +218,6 @@ int cli_start(cli_job *j, const char *db, long long resume, const char *model_di
  * failure (with how to resume an interrupted run): the exit status. */
 int cli_finish(cli_job *j, int rc);
 
-/* Writes s as a JSON string literal (quoted, escaped). */
-void json_string(FILE *f, const char *s);
-
-/* Writes v as a JSON number with `digits` significant digits (%.*g), or
- * null when it is NaN or infinite (JSON has no such numbers). Every --json
- * printer writes its floating-point values through this. */
-void json_number(FILE *f, double v, int digits);
-/* The same with `decimals` digits after the point (%.*f). */
-void json_fixed(FILE *f, double v, int decimals);
 
 
 

@@ -36,14 +36,14 @@ static void print_ablate(const hs_ablate_result *r, long long run_id, const char
 {
     if (json) {
         printf("{\"run_id\":%lld,\"clean_loss\":", run_id);
-        json_number(stdout, r->clean_loss, 9);
-        printf(",\"seconds\":"), json_fixed(stdout, secs, 3);
+        hs_json_number(stdout, r->clean_loss, 9);
+        printf(",\"seconds\":"), hs_json_fixed(stdout, secs, 3);
         printf(",\"layers_skipped\":%d", r->layers_skipped);
         for (int k = 0; k < HS_ABLATE_KINDS; k++)
             if (r->worst_layer[k] >= 0) {
                 printf(",\"max_loss_delta_%s\":{\"layer\":%d,\"head\":%d,\"value\":",
                        hs_ablate_kind_name(k), r->worst_layer[k], r->worst_head[k]);
-                json_number(stdout, r->worst_delta[k], 9);
+                hs_json_number(stdout, r->worst_delta[k], 9);
                 printf("}");
             }
         printf("}\n");
@@ -208,14 +208,14 @@ static void print_prune(const hs_prune_result *r, int json, const char *db, long
         printf("{\"run_id\":%lld,\"pruned\":%d,\"heads\":%d,\"curve\":[", run_id,
                r->n_pruned, r->heads);
         for (int i = 0; i < r->curve.n; i++)
-            printf("%s{\"fraction\":", i ? "," : ""), json_number(stdout, r->curve.points[i].x, 6),
-                printf(",\"loss\":"), json_number(stdout, r->curve.points[i].y, 9), printf("}");
+            printf("%s{\"fraction\":", i ? "," : ""), hs_json_number(stdout, r->curve.points[i].x, 6),
+                printf(",\"loss\":"), hs_json_number(stdout, r->curve.points[i].y, 9), printf("}");
         printf("]");
         if (out) {
             printf(",\"out\":");
-            json_string(stdout, out);
-            printf(",\"forward_ms_unpruned\":"), json_number(stdout, r->ms[0], 4);
-            printf(",\"forward_ms_pruned\":"), json_number(stdout, r->ms[1], 4);
+            hs_json_string(stdout, out);
+            printf(",\"forward_ms_unpruned\":"), hs_json_number(stdout, r->ms[0], 4);
+            printf(",\"forward_ms_pruned\":"), hs_json_number(stdout, r->ms[1], 4);
         }
         printf("}\n");
         return;

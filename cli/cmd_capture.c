@@ -8,7 +8,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "index.h"
-#include "labels.h"
+#include "describe.h"
 #include "maps.h"
 #include "study.h"
 #include "tokens.h"
@@ -20,7 +20,7 @@ static void print_capture(const hs_capture_opts *o, const hs_capture_result *r, 
     const uint64_t bytes = r->bytes ? r->bytes : stat(o->out, &sb) ? 0 : (uint64_t)sb.st_size;
     if (json) {
         printf("{\"out\":");
-        json_string(stdout, o->out);
+        hs_json_string(stdout, o->out);
         if (db)
             printf(",\"run_id\":%lld", run_id);
         printf(",\"sequences\":%zu,\"seconds\":%.3f,\"bytes\":%llu}\n", r->sequences,
@@ -125,36 +125,6 @@ static int cmd_capture(int argc, char **argv)
     return capture_run(&m, &src, co, db, json, o, n, argc, argv);
 }
 
-/* The first sequence's tokens as display strings (/token_text): in JSON the
- * raw strings ("token_text_0", null when the file has none), else one line
- * of them, each shown readably and separated by '|'. */
-static void print_token_text(hs_maps_reader *r, const hs_maps_info *in, int json)
-{
-    char **text = in->has_token_text && in->n_seq > 0
-                      ? calloc((size_t)in->seq_len, sizeof *text) : NULL;
-    const int ok = text && !hs_maps_read_token_text(r, 0, text);
-    if (json) {
-        printf(",\"token_text_0\":");
-        for (int t = 0; t < in->seq_len && ok; t++)
-            printf("%s", t ? "," : "["), json_string(stdout, text[t]);
-        printf("%s", ok ? "]" : "null");
-    } else if (ok) {
-        printf("token text   sequence 0: ");
-        size_t shown = 0;
-        for (int t = 0; t < in->seq_len && shown < 400; t++) {
-            char d[256];
-            hs_token_display(d, sizeof d, text[t], 24, 0);
-            shown += strlen(d) + 1;
-            printf("%s%s", t ? "|" : "", d);
-        }
-        printf("%s\n", shown >= 400 ? "|…" : "");
-    } else {
-        printf("token text   %s\n", in->has_token_text ? "unreadable" : "none (no tokenizer was known)");
-    }
-    hs_maps_free_token_text(text, text ? in->seq_len : 0);
-    free(text);
-}
-
 static int cmd_maps(int argc, char **argv)
 {
     int json = 0;
@@ -177,47 +147,7 @@ static int cmd_maps(int argc, char **argv)
     if (hs_maps_open(&r, file))
         return run_error("maps");
     const hs_maps_info *in = hs_maps_get_info(r);
-    if (json) {
-        printf("{\"file\":");
-        json_string(stdout, file);
-        printf(",\"complete\":%d,\"version\":%d,\"sequences\":%lld,\"seq_len\":%d,"
-               "\"model_sha256\":", in->complete, in->version, in->n_seq, in->seq_len);
-        json_string(stdout, in->model_sha256);
-        printf(",\"data_sha256\":");
-        json_string(stdout, in->data_sha256);
-        printf(",\"data_path\":");
-        json_string(stdout, in->data_path);
-        printf(",\"tool_version\":");
-        json_string(stdout, in->tool_version);
-        printf(",\"layers\":[");
-        for (int i = 0; i < in->n_layers; i++) {
-            const hs_maps_layer_info *l = &in->layers[i];
-            printf("%s{\"layer\":%d,\"heads\":[", i ? "," : "", l->layer);
-            for (int h = 0; h < l->nh; h++)
-                printf("%s%d", h ? "," : "", l->heads[h]);
-            printf("],\"query_start\":%d,\"queries\":%d,\"keys\":%d,\"dtype\":\"%s\"}", l->q0,
-                   l->nq, l->S, l->half ? "float16" : "float32");
-        }
-        printf("]");
-        print_token_text(r, in, 1);
-        printf("}\n");
-    } else {
-        printf("file         %s (%s)\n", file, in->complete ? "complete" : "INCOMPLETE");
-        printf("sequences    %lld of length %d\n", in->n_seq, in->seq_len);
-        printf("model        sha256 %s\n", in->model_sha256);
-        printf("data         %s (sha256 %s)\n", in->data_path, in->data_sha256);
-        printf("written by   headscope %s\n", in->tool_version);
-        print_token_text(r, in, 0);
-        for (int i = 0; i < in->n_layers; i++) {
-            const hs_maps_layer_info *l = &in->layers[i];
-            printf("layer %2d     [%lld, %d, %d, %d] %s, queries %d..%d, heads", l->layer,
-                   in->n_seq, l->nh, l->nq, l->S, l->half ? "float16" : "float32", l->q0,
-                   l->q0 + l->nq - 1);
-            for (int h = 0; h < l->nh; h++)
-                printf(" %d", l->heads[h]);
-            printf("\n");
-        }
-    }
+    hs_describe_maps(stdout, r, file, json);
     int complete = in->complete;
     hs_maps_close(r);
     if (!complete) {

@@ -40,7 +40,7 @@ static int cmd_convert(int argc, char **argv)
     if (rc)
         run_error("convert");
     else if (json)
-        printf("{\"out\":"), json_string(stdout, out),
+        printf("{\"out\":"), hs_json_string(stdout, out),
             printf(",\"family\":\"%s\",\"kv_heads\":%d,\"params\":%zu}\n",
                    hs_family_name(conv.cfg.family), G, conv.n_params);
     else

@@ -37,9 +37,9 @@ static void print_experiment(const hs_headcount_result *r, const hs_headcount_op
         printf("{\"run_id\":%lld,\"results\":[", run_id);
         for (int i = 0; i < o->n_heads; i++) {
             printf("%s{\"heads\":%d,\"val_loss\":", i ? "," : "", o->heads[i]);
-            json_number(stdout, r->mean[i], 6);
-            printf(",\"std\":"), json_number(stdout, r->sd[i], 6);
-            printf(",\"forward_ms\":"), json_number(stdout, r->ms[i], 4), printf("}");
+            hs_json_number(stdout, r->mean[i], 6);
+            printf(",\"std\":"), hs_json_number(stdout, r->sd[i], 6);
+            printf(",\"forward_ms\":"), hs_json_number(stdout, r->ms[i], 4), printf("}");
         }
         printf("]}\n");
         return;

@@ -14,9 +14,9 @@ static void print_gqa(const hs_gqa_result *r, const hs_gqa_opts *o, long long ru
     if (json) {
         printf("{\"run_id\":%lld,\"uptrain_steps\":%ld,\"results\":[", run_id, r->uptrain_steps);
         for (int i = 0; i < r->table.n; i++) {
-            printf("%s{\"metric\":", i ? "," : ""), json_string(stdout, r->table.rows[i].metric);
-            printf(",\"val_loss\":"), json_number(stdout, r->loss[i], 6);
-            printf(",\"stderr\":"), json_number(stdout, r->se[i], 6), printf("}");
+            printf("%s{\"metric\":", i ? "," : ""), hs_json_string(stdout, r->table.rows[i].metric);
+            printf(",\"val_loss\":"), hs_json_number(stdout, r->loss[i], 6);
+            printf(",\"stderr\":"), hs_json_number(stdout, r->se[i], 6), printf("}");
         }
         printf("]}\n");
         return;

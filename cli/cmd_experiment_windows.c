@@ -34,10 +34,10 @@ static void print_windows(const hs_windows_result *r, const hs_windows_opts *o,
         printf("{\"run_id\":%lld,\"window\":%d,\"results\":[", run_id, r->window);
         for (int a = 0; a < HS_WINDOWS_ARMS; a++) {
             printf("%s{\"arm\":\"%s\",\"val_loss\":", a ? "," : "", HS_WINDOWS_ARM[a]);
-            json_number(stdout, r->mean[a], 6);
-            printf(",\"stderr\":"), json_number(stdout, r->se[a], 6);
-            printf(",\"kv_bytes_per_token\":"), json_fixed(stdout, r->kv_bytes[a], 1);
-            printf(",\"forward_ms\":"), json_number(stdout, r->ms[a], 4), printf("}");
+            hs_json_number(stdout, r->mean[a], 6);
+            printf(",\"stderr\":"), hs_json_number(stdout, r->se[a], 6);
+            printf(",\"kv_bytes_per_token\":"), hs_json_fixed(stdout, r->kv_bytes[a], 1);
+            printf(",\"forward_ms\":"), hs_json_number(stdout, r->ms[a], 4), printf("}");
         }
         printf("]}\n");
         return;

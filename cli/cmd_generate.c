@@ -85,7 +85,7 @@ static void print_generation(const int32_t *out, int n_prompt, int n, const hs_g
         for (int i = n_prompt; i < n; i++)
             printf("%s%d", i > n_prompt ? "," : "", out[i]);
         printf("],\"cache_bytes\":%zu,\"tokens_per_s\":", st->cache_bytes);
-        json_number(stdout, st->tokens_per_s, 6);
+        hs_json_number(stdout, st->tokens_per_s, 6);
         printf("}\n");
         return;
     }

@@ -50,11 +50,11 @@ static void print_dla(const hs_dla_result *r, const interp *c, long long run_id)
     const hs_metric_row *ld = hs_head_table_find(&r->table, -1, -1, HS_METRIC(LOGIT_DIFF_CLEAN));
     if (c->json) {
         printf("{\"run_id\":%lld,\"prompts\":%d,\"logit_diff_clean\":", run_id, r->parts.n);
-        json_number(stdout, ld->value, 8);
-        printf(",\"logit_diff_stderr\":"), json_number(stdout, ld->stderr_value, 6);
+        hs_json_number(stdout, ld->value, 8);
+        printf(",\"logit_diff_stderr\":"), hs_json_number(stdout, ld->stderr_value, 6);
         printf(",\"top\":{\"layer\":%d,\"head\":%d,\"dla\":", r->top_layer, r->top_head);
-        json_number(stdout, r->top, 8);
-        printf("},\"sum_gap_max\":"), json_number(stdout, r->max_gap, 3);
+        hs_json_number(stdout, r->top, 8);
+        printf("},\"sum_gap_max\":"), hs_json_number(stdout, r->max_gap, 3);
         printf(",\"rows\":%d}\n", r->table.n);
         return;
     }
@@ -117,10 +117,10 @@ static void print_lens(const hs_lens_result *r, const interp *c, long long run_i
         const hs_metric_row *d = hs_head_table_find(&r->table, e, -1, HS_METRIC(LOGIT_LENS_LOGIT_DIFF));
         if (c->json) {
             printf("%s{\"layer\":%d,\"loss\":", e ? "," : "", e);
-            json_number(stdout, l->value, 8);
-            printf(",\"loss_stderr\":"), json_number(stdout, l->stderr_value, 6);
+            hs_json_number(stdout, l->value, 8);
+            printf(",\"loss_stderr\":"), hs_json_number(stdout, l->stderr_value, 6);
             if (d)
-                printf(",\"logit_diff\":"), json_number(stdout, d->value, 8);
+                printf(",\"logit_diff\":"), hs_json_number(stdout, d->value, 8);
             printf("}");
             continue;
         }
@@ -195,9 +195,9 @@ static void print_composition(const hs_composition_result *r, const interp *c, i
         if (c->json) {
             printf(",\"%s\":{\"best\":{\"layer_a\":%d,\"head_a\":%d,\"layer_b\":%d,\"head_b\":%d,"
                    "\"value\":", kind[k], b[0], b[1], b[2], b[3]);
-            json_number(stdout, r->best_value[k], 6);
-            printf("},\"mean\":"), json_number(stdout, r->mean[k], 6);
-            printf(",\"control_mean\":"), json_number(stdout, r->control_mean[k], 6);
+            hs_json_number(stdout, r->best_value[k], 6);
+            printf("},\"mean\":"), hs_json_number(stdout, r->mean[k], 6);
+            printf(",\"control_mean\":"), hs_json_number(stdout, r->control_mean[k], 6);
             printf("}");
         } else {
             printf("%s-composition: highest L%dH%d -> L%dH%d %.3f; mean %.3f", kind[k], b[0],

@@ -52,11 +52,11 @@ static int cmd_kv_bytes(int argc, char **argv)
         return rc;
     double per_token_mla = (double)N * (latent + rope) * E, mla = per_token_mla * B * T;
     if (json) {
-        printf("{\"kv_bytes\":"), json_fixed(stdout, bytes, 0);
-        printf(",\"kv_gib\":"), json_fixed(stdout, bytes / (1 << 30), 6);
+        printf("{\"kv_bytes\":"), hs_json_fixed(stdout, bytes, 0);
+        printf(",\"kv_gib\":"), hs_json_fixed(stdout, bytes / (1 << 30), 6);
         if (latent)
-            printf(",\"mla_bytes\":"), json_fixed(stdout, mla, 0),
-                printf(",\"mla_bytes_per_token\":"), json_fixed(stdout, per_token_mla, 0);
+            printf(",\"mla_bytes\":"), hs_json_fixed(stdout, mla, 0),
+                printf(",\"mla_bytes_per_token\":"), hs_json_fixed(stdout, per_token_mla, 0);
         printf("}\n");
     } else {
         printf("kv cache: %.0f bytes (%.4f GiB)\n", bytes, bytes / (1 << 30));

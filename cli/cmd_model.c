@@ -8,102 +8,12 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "describe.h"
 #include "eval.h"
 #include "study.h"
 #include "tokenizer.h"
 #include "tokens.h"
 #include "train.h"
-
-static const char *const POS_NAMES[] = { "learned", "rope", "none" };
-static const char *const NORM_NAMES[] = { "layernorm", "rmsnorm" };
-static const char *const MLP_NAMES[] = { "none", "gelu", "swiglu" };
-
-/* ---- info ----------------------------------------------------------------- */
-
-/* The heads whose W_o columns are all zero (pruned with `prune --out`):
- * JSON `,"dead_heads":[[l,h],...]`, or a line "dead heads ..." of text. */
-static void print_dead_heads(const hs_model *m, int json)
-{
-    unsigned char *dead = hs_calloc((size_t)m->cfg.n_layer * HS_MAX_HEADS, 1, "dead heads");
-    const int n = dead ? hs_dead_heads(m, dead) : 0;
-    printf(json ? ",\"dead_heads\":[" : n ? "dead heads   " : "dead heads   none\n");
-    for (int l = 0, k = 0; l < m->cfg.n_layer && n; l++)
-        for (int h = 0; h < m->cfg.n_head[l]; h++)
-            if (dead[(size_t)l * HS_MAX_HEADS + h])
-                printf(json ? "%s[%d,%d]" : "%sL%dH%d", k++ ? (json ? "," : " ") : "", l, h);
-    if (json)
-        printf("]");
-    else if (n)
-        printf("  (%d of them: W_o columns all zero, their output never reaches the "
-               "residual)\n", n);
-    free(dead);
-}
-
-/* headscope's per-layer or per-head windows as JSON: [0,32] per layer
- * where each layer's heads agree, else [[0,32],[32,0]] (0 = global). */
-static void print_windows(const hs_model_config *c)
-{
-    putchar('[');
-    for (int l = 0; l < c->n_layer; l++) {
-        const int W = hs_config_layer_window(c, l);
-        printf(l ? "," : "");
-        if (W >= 0) {
-            printf("%d", W);
-            continue;
-        }
-        for (int h = 0; h < c->n_head[l]; h++)
-            printf("%s%d", h ? "," : "[", hs_config_head_window(c, l, h));
-        putchar(']');
-    }
-    putchar(']');
-}
-
-/* The family's particulars: sliding window, rotary dims and scaling, the
- * residual's shape and the q/k/v biases. */
-static void print_particulars(const hs_model_config *c, int json)
-{
-    static const char *const SCALING[] = { "none", "linear", "llama3" };
-    const int rotary = c->pos != HS_POS_ROPE ? 0
-                       : c->mla          ? c->qk_rope_head_dim
-                       : c->rotary_dims  ? c->rotary_dims
-                                         : c->head_dim;
-    if (c->mla && json)
-        printf(",\"attention\":\"mla\",\"kv_lora_rank\":%d,\"q_lora_rank\":%d,"
-               "\"qk_nope_head_dim\":%d,\"qk_rope_head_dim\":%d,\"v_head_dim\":%d",
-               c->kv_lora_rank, c->q_lora_rank, c->qk_nope_head_dim, c->qk_rope_head_dim,
-               c->v_head_dim);
-    if (json) {
-        printf(",\"window\":%d,\"rotary_dims\":%d,\"rope_scaling\":\"%s\","
-               "\"parallel_residual\":%s,\"qkv_bias\":%s",
-               c->window, rotary, SCALING[c->rope_scaling.kind],
-               c->parallel_residual ? "true" : "false",
-               c->qkv_bias || c->attn_bias ? "true" : "false");
-        if (c->n_head_windows)
-            printf(",\"windows\":"), print_windows(c);
-        return;
-    }
-    if (c->mla) {
-        printf("attention    multi-head latent (mla): kv_lora_rank %d, q_lora_rank %d%s, "
-               "qk_nope_head_dim %d, qk_rope_head_dim %d (theta %g), v_head_dim %d\n",
-               c->kv_lora_rank, c->q_lora_rank, c->q_lora_rank ? "" : " (q_proj)",
-               c->qk_nope_head_dim, rotary, c->rope_theta, c->v_head_dim);
-    } else {
-        printf("attention    %s", c->n_head_windows ? "windows per layer "
-                                  : c->window        ? "sliding window "
-                                                     : "global");
-        if (c->n_head_windows)
-            print_windows(c);
-        else if (c->window)
-            printf("%d", c->window);
-        if (rotary)
-            printf(", rotary on %d of %d dims (theta %g, scaling %s)", rotary, c->head_dim,
-                   c->rope_theta, SCALING[c->rope_scaling.kind]);
-        printf(", q/k/v bias %s\n", c->qkv_bias || c->attn_bias ? "yes" : "no");
-    }
-    printf("residual     %s%s\n", c->parallel_residual ? "parallel (x + attn(ln1 x) + mlp(ln2 x))"
-                                                         : "sequential",
-           c->gelu_exact ? ", exact GELU" : "");
-}
 
 static int cmd_info(int argc, char **argv)
 {
@@ -111,7 +21,7 @@ static int cmd_info(int argc, char **argv)
     int json = 0;
     opt o[] = {
         { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory (config.json + model.safetensors)", 0 },
-        { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
+        OPT_JSON(&json),
     };
     int rc = opts_parse("info", o, 2, argc, argv, NULL, 0, NULL);
     if (rc)
@@ -121,50 +31,7 @@ static int cmd_info(int argc, char **argv)
     hs_model m;
     if (hs_checkpoint_load(&m, model))
         return run_error("info");
-    const hs_model_config *c = &m.cfg;
-    /* KV cache per token: keys and values of every layer's G heads; MLA:
-     * the latent and the shared rope key of every layer. */
-    long kv_elems = 0;
-    for (int l = 0; l < c->n_layer; l++)
-        kv_elems += c->mla ? (long)c->kv_lora_rank + c->qk_rope_head_dim
-                           : 2L * c->n_kv_head[l] * c->head_dim;
-    if (json) {
-        printf("{\"model\":");
-        json_string(stdout, model);
-        printf(",\"model_type\":\"%s\",\"parameters\":%zu,\"n_layer\":%d,"
-               "\"d_model\":%d,\"head_dim\":%d,\"vocab_size\":%d,\"n_ctx\":%d,\"positional\":\"%s\","
-               "\"norm\":\"%s\",\"norm_position\":\"%s\",\"mlp\":\"%s\",\"d_ff\":%d,\"n_head\":[",
-               hs_family_name(c->family), m.n_params, c->n_layer, c->d_model, c->head_dim,
-               c->vocab_size, c->n_ctx, POS_NAMES[c->pos], NORM_NAMES[c->norm],
-               c->post_norm ? "post" : "pre", MLP_NAMES[c->mlp], c->d_ff);
-        for (int l = 0; l < c->n_layer; l++)
-            printf("%s%d", l ? "," : "", c->n_head[l]);
-        printf("],\"n_kv_head\":[");
-        for (int l = 0; l < c->n_layer; l++)
-            printf("%s%d", l ? "," : "", c->n_kv_head[l]);
-        printf("],\"kv_cache_bytes_per_token_f32\":%ld,\"kv_cache_bytes_per_token_f16\":%ld",
-               kv_elems * 4, kv_elems * 2);
-        print_particulars(c, 1);
-        print_dead_heads(&m, 1);
-        printf("}\n");
-    } else {
-        printf("model        %s (%s)\n", model, hs_family_name(c->family));
-        printf("parameters   %zu\n", m.n_params);
-        printf("layers       %d, d_model %d, head_dim %d, d_ff %d\n", c->n_layer, c->d_model,
-               c->head_dim, c->d_ff);
-        printf("vocab        %d, context %d, positions %s\n", c->vocab_size, c->n_ctx,
-               POS_NAMES[c->pos]);
-        printf("norm         %s (%s), mlp %s\n", NORM_NAMES[c->norm], c->post_norm ? "post" : "pre",
-               MLP_NAMES[c->mlp]);
-        printf("heads        ");
-        for (int l = 0; l < c->n_layer; l++)
-            printf("%s%d/%d", l ? " " : "", c->n_head[l], c->n_kv_head[l]);
-        printf("  (query/kv per layer)\n");
-        print_particulars(c, 0);
-        print_dead_heads(&m, 0);
-        printf("kv cache     %ld bytes per token (float32), %ld (16-bit)\n", kv_elems * 4,
-               kv_elems * 2);
-    }
+    hs_describe_model(stdout, &m, model, json);
     hs_model_free(&m);
     return 0;
 }
@@ -287,7 +154,7 @@ static int cmd_tokens(int argc, char **argv)
         return run_error("tokens");
     if (json) {
         printf("{\"out\":");
-        json_string(stdout, out);
+        hs_json_string(stdout, out);
         printf(",\"tokens\":%zu,\"vocab_size\":%d,\"planted\":%zu}\n", n, vocab, planted);
     } else {
         printf("wrote %zu tokens to %s (%s %d)\n", n, out,
@@ -348,8 +215,8 @@ static int cmd_eval(int argc, char **argv)
     if (!allow_nonfinite && hs_eval_check_finite(&r))
         return run_error("eval");
     if (json) {
-        printf("{\"loss\":"), json_number(stdout, r.loss, 9);
-        printf(",\"stderr\":"), json_number(stdout, r.stderr_loss, 9);
+        printf("{\"loss\":"), hs_json_number(stdout, r.loss, 9);
+        printf(",\"stderr\":"), hs_json_number(stdout, r.stderr_loss, 9);
         printf(",\"tokens\":%zu,\"sequences\":%zu,\"batches\":%zu}\n", r.tokens, r.sequences,
                r.batches);
     } else
@@ -429,10 +296,10 @@ static void print_train(const hs_train_result *r, const hs_train_opts *to, const
     const double tps = to->steps * (double)to->B * to->T / r->seconds;
     if (json) {
         printf("{\"out\":");
-        json_string(stdout, out);
+        hs_json_string(stdout, out);
         printf(",\"steps\":%ld,\"final_loss\":", to->steps);
-        json_number(stdout, r->final_loss, 9);
-        printf(",\"tokens_per_s\":"), json_fixed(stdout, tps, 1);
+        hs_json_number(stdout, r->final_loss, 9);
+        printf(",\"tokens_per_s\":"), hs_json_fixed(stdout, tps, 1);
         if (db)
             printf(",\"run_id\":%lld", run_id);
         printf("}\n");

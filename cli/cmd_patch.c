@@ -43,9 +43,9 @@ static void print_heads(const hs_head_table *t, int json)
         const hs_metric_row *r = &t->rows[i];
         if (json) {
             printf("%s{\"layer\":%d,\"head\":%d,\"metric\":", first ? "" : ",", r->layer, r->head);
-            json_string(stdout, r->metric);
-            printf(",\"value\":"), json_number(stdout, r->value, 9);
-            printf(",\"stderr\":"), json_number(stdout, r->stderr_value, 9);
+            hs_json_string(stdout, r->metric);
+            printf(",\"value\":"), hs_json_number(stdout, r->value, 9);
+            printf(",\"stderr\":"), hs_json_number(stdout, r->stderr_value, 9);
             printf(",\"n\":%lld}", r->n);
             first = 0;
             continue;
@@ -72,17 +72,17 @@ static void print_patch(const causal *a, const hs_patch_result *r, double secs, 
         return;
     }
     printf("{\"run_id\":%lld,\"prompts\":%ld,\"logit_diff_clean\":", id, r->n);
-    json_number(stdout, r->ld_clean, 9);
-    printf(",\"logit_diff_corrupt\":"), json_number(stdout, r->ld_corrupt, 9);
-    printf(",\"seconds\":"), json_fixed(stdout, secs, 3);
+    hs_json_number(stdout, r->ld_clean, 9);
+    printf(",\"logit_diff_corrupt\":"), hs_json_number(stdout, r->ld_corrupt, 9);
+    printf(",\"seconds\":"), hs_json_fixed(stdout, secs, 3);
     print_heads(&r->heads, 1);
     printf(",\"positions\":[");
     for (int i = 0; i < r->n_pos; i++) {
         const hs_position_row *p = &r->pos[i];
         printf("%s{\"layer\":%d,\"position\":%d,\"metric\":\"%s\",\"value\":", i ? "," : "",
                p->layer, p->position, p->metric);
-        json_number(stdout, p->value, 9);
-        printf(",\"stderr\":"), json_number(stdout, p->stderr_value, 9);
+        hs_json_number(stdout, p->value, 9);
+        printf(",\"stderr\":"), hs_json_number(stdout, p->stderr_value, 9);
         printf(",\"n\":%lld}", p->n);
     }
     printf("]}\n");
@@ -178,7 +178,7 @@ static int cmd_path_patch(int argc, char **argv)
     const long long id = hs_run_id(a.j.run);
     int status = cli_finish(&a.j, rc);
     if (!status && a.json) {
-        printf("{\"run_id\":%lld,\"seconds\":", id), json_fixed(stdout, secs, 3);
+        printf("{\"run_id\":%lld,\"seconds\":", id), hs_json_fixed(stdout, secs, 3);
         print_heads(&t, 1);
         printf("}\n");
     } else if (!status) {

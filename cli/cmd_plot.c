@@ -88,9 +88,9 @@ static int cmd_plot(int argc, char **argv)
         return run_error("plot");
     if (json) {
         printf("{\"out\":");
-        json_string(stdout, rq.out);
+        hs_json_string(stdout, rq.out);
         printf(",\"kind\":");
-        json_string(stdout, rq.kind);
+        hs_json_string(stdout, rq.kind);
         printf("}\n");
     } else {
         printf("wrote %s\n", rq.out);

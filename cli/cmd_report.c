@@ -27,7 +27,7 @@ static int cmd_report(int argc, char **argv)
         return run_error("report");
     if (json) {
         printf("{\"out\":");
-        json_string(stdout, sum.page);
+        hs_json_string(stdout, sum.page);
         printf(",\"figures\":%d,\"missing\":%d}\n", sum.figures, sum.missing);
     } else {
         printf("wrote %s (%d figure%s%s", sum.page, sum.figures, sum.figures == 1 ? "" : "s",

@@ -18,12 +18,12 @@ static void print_induction(const hs_induction_result *r, const hs_induction_opt
         printf("{\"run_id\":%lld,\"samples\":%d,\"seq_len\":%d,\"top_induction\":{\"layer\":%d,"
                "\"head\":%d,\"value\":", run_id, o->samples, o->seq_len, r->best_layer,
                r->best_head);
-        json_number(stdout, r->best, 6);
-        printf(",\"control\":"), json_number(stdout, r->best_control, 6);
+        hs_json_number(stdout, r->best, 6);
+        printf(",\"control\":"), hs_json_number(stdout, r->best_control, 6);
         printf("},\"causal\":{\"k\":%d,\"loss_delta_top_k\":", cc->k);
-        json_number(stdout, cc->targeted, 6);
-        printf(",\"loss_delta_random_mean\":"), json_number(stdout, cc->random_mean, 6);
-        printf(",\"loss_delta_random_std\":"), json_number(stdout, cc->random_std, 6);
+        hs_json_number(stdout, cc->targeted, 6);
+        printf(",\"loss_delta_random_mean\":"), hs_json_number(stdout, cc->random_mean, 6);
+        printf(",\"loss_delta_random_std\":"), hs_json_number(stdout, cc->random_std, 6);
         printf(",\"induction_heads_established\":%s}}\n", r->established ? "true" : "false");
         return;
     }

@@ -26,7 +26,7 @@ static int print_tokens(const hs_tokenizer *tok, const int32_t *ids, size_t n, i
         }
         if (!json) {
             printf("%d\t", (int)ids[i]);
-            json_string(stdout, text);
+            hs_json_string(stdout, text);
             printf("\n");
         } else if (!cJSON_AddItemToArray(jid, cJSON_CreateNumber(ids[i])) ||
                    !cJSON_AddItemToArray(jtok, cJSON_CreateString(text))) {

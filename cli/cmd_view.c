@@ -16,7 +16,7 @@ static void print_view(const hs_viewer_request *rq, const hs_viewer_summary *s, 
     const long long page = s->js_bytes + s->data_bytes;
     if (json) {
         printf("{\"out\":");
-        json_string(stdout, rq->dir);
+        hs_json_string(stdout, rq->dir);
         printf(",\"blocks\":%d,\"sequences\":%d,\"layers\":%d,\"metrics\":%d,\"token_text\":%s,"
                "\"maps_bin_bytes\":%lld,\"maps_js_bytes\":%lld,\"data_js_bytes\":%lld}\n",
                s->blocks, s->sequences, s->layers, s->metrics, s->token_text ? "true" : "false",

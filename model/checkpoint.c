@@ -417,15 +417,16 @@ int hs_checkpoint_save(const hs_model *m, const char *dir)
     if (!json)
         return HS_ENOMEM;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
+    FILE *f = hs_tmp_fopen(path, tmp, sizeof tmp);
     int ok = f && fputs(json, f) >= 0 && fputc('\n', f) != EOF;
     if (f && fclose(f))
         ok = 0;
     free(json);
-    if (!ok || rename(tmp, path)) {
+    if (!f)
+        return HS_EIO;
+    if (!ok) {
         unlink(tmp);
         return hs_fail(HS_EIO, "%s: cannot write: %s", path, strerror(errno));
     }
-    return HS_OK;
+    return hs_tmp_commit(tmp, path, 1);
 }

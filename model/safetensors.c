@@ -252,12 +252,11 @@ int hs_st_write(const char *path, const hs_st_spec *specs, int n,
         return hs_fail(HS_ENOMEM, "%s: cannot build the header", path);
     size_t hlen = strlen(json), padded = (hlen + 8 + 7) / 8 * 8 - 8;
     char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = hs_tmp_fopen(path, tmp, sizeof tmp);
     float *buf = hs_calloc(maxcount ? maxcount : 1, sizeof(float), "safetensors write buffer");
     int rc = HS_OK;
     if (!f || !buf) {
-        rc = f ? HS_ENOMEM : hs_fail(HS_EIO, "%s: cannot create: %s", path, strerror(errno));
+        rc = f ? HS_ENOMEM : HS_EIO;
     } else {
         unsigned char len8[8];
         for (int i = 0; i < 8; i++)
@@ -279,12 +278,12 @@ int hs_st_write(const char *path, const hs_st_spec *specs, int n,
         f = NULL;
         if (!ok)
             rc = hs_fail(HS_EIO, "%s: write failed: %s", tmp, strerror(errno));
-        else if (rename(tmp, path))
-            rc = hs_fail(HS_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
+        else
+            rc = hs_tmp_commit(tmp, path, 1), *tmp = 0; /* moved, or removed */
     }
     if (f)
         fclose(f);
-    if (rc)
+    if (rc && *tmp)
         unlink(tmp);
     free(buf);
     free(json);

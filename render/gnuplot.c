@@ -108,11 +108,40 @@ void hs_gp_quote(char *out, size_t n, const char *s)
     out[k] = 0;
 }
 
-/* Runs gnuplot on a script with -e assignments, fmt (png, svg or pdf: the
- * output's suffix) first; checks the output exists. */
+/* Runs `gnuplot -e assignments script` and waits: HS_OK when it exited 0,
+ * else HS_EIO saying how it failed. */
+static int run_gnuplot(const char *script, const char *path, const char *assignments)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return hs_fail(HS_EIO, "cannot start gnuplot: %s", strerror(errno));
+    if (pid == 0) {
+        /* gnuplot's own diagnostics are noise once we report the failure. */
+        if (!freopen("/dev/null", "w", stderr))
+            _exit(126);
+        execlp("gnuplot", "gnuplot", "-e", assignments, path, (char *)NULL);
+        fprintf(stderr, "headscope: plot: cannot run gnuplot: %s\n", strerror(errno));
+        _exit(127);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(status) || WEXITSTATUS(status))
+        return hs_fail(HS_EIO, "gnuplot failed on %s (exit %d%s)", script,
+                       WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                       WIFEXITED(status) && WEXITSTATUS(status) == 127
+                           ? ": gnuplot not found, run scripts/setup"
+                           : "");
+    return HS_OK;
+}
+
+/* gnuplot draws into a file of ours created beside outfile (hs_tmp_create:
+ * an exclusive, unpredictable name), which is moved over outfile once it
+ * holds the figure: a planted link is replaced, never written through, and
+ * a failed plot leaves no half file. */
 int hs_gnuplot(const char *script, const char *assignments, const char *outfile)
 {
-    char path[PATH_MAX + 128];
+    char path[PATH_MAX + 128], tmp[PATH_MAX + 64];
     const char *fmt = hs_plot_format(outfile);
     if (!fmt)
         return hs_fail(HS_EINVAL, "%s: unknown output format (name it .png, .svg or .pdf)",
@@ -124,45 +153,31 @@ int hs_gnuplot(const char *script, const char *assignments, const char *outfile)
         if (*c < 0x20 || *c == 0x7f)
             return hs_fail(HS_EINVAL, "--out: a file name with a control character is refused");
     int rc = check_parent(outfile);
-    size_t qn = 8 * strlen(outfile) + 12, n = strlen(assignments) + qn + 48;
-    char *all = rc ? NULL : malloc(n), *q = rc ? NULL : malloc(qn);
-    if (!rc && (!all || !q))
-        rc = hs_fail(HS_ENOMEM, "plot: out of memory");
-    if (rc) {
-        free(all);
-        free(q);
+    const int fd = rc ? -1 : hs_tmp_create(outfile, tmp, sizeof tmp);
+    if (!rc && fd < 0)
+        rc = HS_EIO;
+    if (rc)
         return rc;
-    }
-    hs_gp_quote(q, qn, outfile);
-    snprintf(all, n, "fmt='%s'; outfile=%s; %s", fmt, q, assignments);
-    free(q);
-    pid_t pid = fork();
-    if (pid < 0) {
-        free(all);
-        return hs_fail(HS_EIO, "cannot start gnuplot: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        /* gnuplot's own diagnostics are noise once we report the failure. */
-        if (!freopen("/dev/null", "w", stderr))
-            _exit(126);
-        execlp("gnuplot", "gnuplot", "-e", all, path, (char *)NULL);
-        fprintf(stderr, "headscope: plot: cannot run gnuplot: %s\n", strerror(errno));
-        _exit(127);
+    close(fd);
+    size_t qn = 8 * strlen(tmp) + 12, n = strlen(assignments) + qn + 48;
+    char *all = malloc(n), *q = malloc(qn);
+    if (!all || !q)
+        rc = hs_fail(HS_ENOMEM, "plot: out of memory");
+    if (!rc) {
+        hs_gp_quote(q, qn, tmp);
+        snprintf(all, n, "fmt='%s'; outfile=%s; %s", fmt, q, assignments);
+        rc = run_gnuplot(script, path, all);
     }
     free(all);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    free(q);
     struct stat sb;
-    if (!WIFEXITED(status) || WEXITSTATUS(status))
-        return hs_fail(HS_EIO, "gnuplot failed on %s (exit %d%s)", script,
-                       WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-                       WIFEXITED(status) && WEXITSTATUS(status) == 127
-                           ? ": gnuplot not found, run scripts/setup"
-                           : "");
-    if (stat(outfile, &sb) || sb.st_size == 0)
-        return hs_fail(HS_EIO, "%s: gnuplot wrote nothing", outfile);
-    return HS_OK;
+    if (!rc && (stat(tmp, &sb) || sb.st_size == 0))
+        rc = hs_fail(HS_EIO, "%s: gnuplot wrote nothing", outfile);
+    if (rc) {
+        unlink(tmp);
+        return rc;
+    }
+    return hs_tmp_commit(tmp, outfile, 1);
 }
 
 int hs_plot_tmpdir(char *dir, size_t n)

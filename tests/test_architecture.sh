@@ -67,7 +67,51 @@ layering() {
     [ -z "$bad_inc" ] || bad "$bad_inc"
 }
 
-for check in cli_functions_short sql_only_in_store one_welford one_head_limit layering; do
+# The command is plumbing over the library: no SQLite, hashing or index
+# call in cli/ (runs open through analyze/run.h, figures and reports read
+# the index through render/).
+no_index_in_cli() {
+    local hits
+    hits=$(grep -nE 'sqlite3_|hs_sha256|sha256\.h|hs_index_|"index\.h"|hs_study_record' cli/*.c cli/*.h |
+        head -5)
+    [ -z "$hits" ] || bad "cli/ calls the index or hashes: $hits"
+}
+
+# A metric's name is spelled once, in analyze/metrics.c: the figures, the
+# report and the commands name it through its descriptor (HS_METRIC(...)).
+# A command record's .name (a command called like a metric) is not a use.
+no_metric_literals() {
+    local names hits="" n
+    names=$(sed -n 's/^ *\[HS_M_[A-Z0-9_]*\] = { "\([a-z0-9_]*\)".*/\1/p' analyze/metrics.c)
+    [ -n "$names" ] || bad "no metric names found in analyze/metrics.c" || return
+    for n in $names; do
+        hits+=$(grep -nF "\"$n\"" cli/*.c render/*.c | grep -v '\.name = "' | head -2)
+    done
+    [ -z "$hits" ] || bad "metric names spelled outside analyze/metrics.c: $hits"
+}
+
+# cli/ holds parsing and printing only.
+cli_is_small() {
+    local total
+    total=$(cat cli/*.c | wc -l)
+    [ "$total" -le 3500 ] || bad "cli/*.c is $total lines (at most 3500)"
+}
+
+# Output files are created exclusively under unpredictable names
+# (hs_tmp_create / hs_tmp_fopen, and hs_plot_file in a private folder):
+# nothing opens a predictable name for writing, which a planted link would
+# redirect. The one H5Fcreate truncates the exclusive temporary it was
+# handed (store/maps_write.c).
+no_predictable_writes() {
+    local hits
+    hits=$(grep -nE 'fopen\([^)]*"[wa]b?"|"%s\.tmp|\.tmp\.%d"|H5Fcreate' \
+        model/*.c tokenizer/*.c capture/*.c store/*.c analyze/*.c render/*.c cli/*.c |
+        grep -v '^store/maps_write\.c:[0-9]*: *w->file = H5Fcreate(w->tmp,' | head -5)
+    [ -z "$hits" ] || bad "a predictable name opened for writing: $hits"
+}
+
+for check in cli_functions_short sql_only_in_store one_welford one_head_limit layering \
+    no_index_in_cli no_metric_literals cli_is_small no_predictable_writes; do
     REASON=""
     if "$check"; then
         echo "ok $check"; PASSED=$((PASSED + 1))

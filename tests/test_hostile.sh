@@ -218,5 +218,73 @@ seq_len_beyond_context() {
     expect_nofile m.h5 "refused capture"
 }
 
+# plant NAME...: each NAME a symlink to ./victim (a file that must never
+# change), and the names the writers once used beside it: NAME.tmp,
+# .NAME.tmp and NAME.tmp.PID for the next 400 process ids (they are
+# predictable: an attacker plants them all).
+plant() {
+    "$PY" - "$PWD/victim" "$(sh -c 'echo $$')" "$@" <<'PY'
+import os, sys
+victim, pid = sys.argv[1], int(sys.argv[2]) + 1
+for n in sys.argv[3:]:
+    d, b = os.path.split(n)
+    os.makedirs(d or ".", exist_ok=True)
+    names = [n + ".tmp", os.path.join(d, "." + b + ".tmp")]
+    names += ["%s.tmp.%d" % (n, p) for p in range(pid, pid + 400)]
+    for m in names:
+        if os.path.lexists(m):
+            os.unlink(m)
+        os.symlink(victim, m)
+PY
+}
+
+# victim_intact WHAT: ./victim holds what it held.
+victim_intact() { expect_eq "$(cat victim)" "precious" "the file behind the links after $1"; }
+
+# Every writer creates its temporaries exclusively under unpredictable names
+# and moves them into place: a link planted at any name it once used (or at
+# the output itself) is never written through. (Before: report's
+# .index.html.tmp, view's .data.js.tmp and OUT.tmp.PID of tokens, capture,
+# train, convert and prune --out all overwrote the link's target.)
+planted_symlinks() {
+    printf precious >victim
+    printf 'some text to tokenize, twice: some text to tokenize' >text.txt
+    plant s/x.bin
+    hst tokens --in text.txt --out s/x.bin
+    expect_rc 0 "tokens beside planted links" || return 1
+    victim_intact tokens || return 1
+    plant s/m.h5
+    hst capture --model "$GPT2" --data "$FIX/models/gpt2_tiny/eval.bin" --out s/m.h5 --batch 1 \
+        --seq-len 8 --max-batches 1 --db s/x.db
+    expect_rc 0 "capture beside planted links" || return 1
+    victim_intact capture || return 1
+    plant s/t/model.safetensors s/t/config.json s/c/model.safetensors s/c/config.json \
+        s/p/model.safetensors s/p/config.json
+    hst train --preset gpt2 n_layer=1 d_model=16 n_head=2 --data "$FIX/models/gpt2_tiny/train.bin" \
+        --out s/t --steps 1 --batch 1 --seq-len 8
+    expect_rc 0 "train beside planted links" || return 1
+    victim_intact train || return 1
+    hst convert --model s/t --kv-heads 1 --out s/c
+    expect_rc 0 "convert beside planted links" || return 1
+    victim_intact convert || return 1
+    hst prune --model "$GPT2" --data "$FIX/models/gpt2_tiny/eval.bin" --db s/x.db --batch 1 \
+        --seq-len 8 --max-batches 1 --out s/p
+    expect_rc 0 "prune --out beside planted links" || return 1
+    victim_intact "prune --out" || return 1
+    plant s/r/index.html s/v/index.html s/v/viewer.js s/v/viewer.css s/v/maps.bin s/v/maps.js \
+        s/v/data.js s/g.png
+    ln -sf "$PWD/victim" s/r/index.html
+    hst report --db s/x.db --out s/r
+    expect_rc 0 "report beside planted links" || return 1
+    victim_intact report || return 1
+    hst view --maps s/m.h5 --out s/v
+    expect_rc 0 "view beside planted links" || return 1
+    victim_intact view || return 1
+    hst plot map --maps s/m.h5 --layer 0 --head 0 --out s/g.png
+    expect_rc 0 "plot beside planted links" || return 1
+    victim_intact plot || return 1
+    [ ! -L s/r/index.html ] || bad "report's page is still the planted link"
+}
+
 run_checks fifo_inputs zero_heads huge_numbers sizes_beyond_file tiny_file_huge_shape nan_weights \
-    seq_len_beyond_context
+    seq_len_beyond_context planted_symlinks

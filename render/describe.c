@@ -1,0 +1,224 @@
+/* Text and JSON descriptions of a checkpoint (`info`) and of a map file
+ * (`maps`). */
+#include "describe.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonout.h"
+#include "labels.h"
+
+static const char *const POS_NAMES[] = { "learned", "rope", "none" };
+static const char *const NORM_NAMES[] = { "layernorm", "rmsnorm" };
+static const char *const MLP_NAMES[] = { "none", "gelu", "swiglu" };
+
+/* ---- info ----------------------------------------------------------------- */
+
+/* The heads whose W_o columns are all zero (pruned with `prune --out`):
+ * JSON `,"dead_heads":[[l,h],...]`, or a line "dead heads ..." of text. */
+static void print_dead_heads(FILE *f, const hs_model *m, int json)
+{
+    unsigned char *dead = hs_calloc((size_t)m->cfg.n_layer * HS_MAX_HEADS, 1, "dead heads");
+    const int n = dead ? hs_dead_heads(m, dead) : 0;
+    fprintf(f, json ? ",\"dead_heads\":[" : n ? "dead heads   " : "dead heads   none\n");
+    for (int l = 0, k = 0; l < m->cfg.n_layer && n; l++)
+        for (int h = 0; h < m->cfg.n_head[l]; h++)
+            if (dead[(size_t)l * HS_MAX_HEADS + h])
+                fprintf(f, json ? "%s[%d,%d]" : "%sL%dH%d", k++ ? (json ? "," : " ") : "", l, h);
+    if (json)
+        fprintf(f, "]");
+    else if (n)
+        fprintf(f, "  (%d of them: W_o columns all zero, their output never reaches the "
+               "residual)\n", n);
+    free(dead);
+}
+
+/* headscope's per-layer or per-head windows as JSON: [0,32] per layer
+ * where each layer's heads agree, else [[0,32],[32,0]] (0 = global). */
+static void print_windows(FILE *f, const hs_model_config *c)
+{
+    fputc('[', f);
+    for (int l = 0; l < c->n_layer; l++) {
+        const int W = hs_config_layer_window(c, l);
+        fprintf(f, l ? "," : "");
+        if (W >= 0) {
+            fprintf(f, "%d", W);
+            continue;
+        }
+        for (int h = 0; h < c->n_head[l]; h++)
+            fprintf(f, "%s%d", h ? "," : "[", hs_config_head_window(c, l, h));
+        fputc(']', f);
+    }
+    fputc(']', f);
+}
+
+/* The family's particulars: sliding window, rotary dims and scaling, the
+ * residual's shape and the q/k/v biases. */
+static void print_particulars(FILE *f, const hs_model_config *c, int json)
+{
+    static const char *const SCALING[] = { "none", "linear", "llama3" };
+    const int rotary = c->pos != HS_POS_ROPE ? 0
+                       : c->mla          ? c->qk_rope_head_dim
+                       : c->rotary_dims  ? c->rotary_dims
+                                         : c->head_dim;
+    if (c->mla && json)
+        fprintf(f, ",\"attention\":\"mla\",\"kv_lora_rank\":%d,\"q_lora_rank\":%d,"
+               "\"qk_nope_head_dim\":%d,\"qk_rope_head_dim\":%d,\"v_head_dim\":%d",
+               c->kv_lora_rank, c->q_lora_rank, c->qk_nope_head_dim, c->qk_rope_head_dim,
+               c->v_head_dim);
+    if (json) {
+        fprintf(f, ",\"window\":%d,\"rotary_dims\":%d,\"rope_scaling\":\"%s\","
+               "\"parallel_residual\":%s,\"qkv_bias\":%s",
+               c->window, rotary, SCALING[c->rope_scaling.kind],
+               c->parallel_residual ? "true" : "false",
+               c->qkv_bias || c->attn_bias ? "true" : "false");
+        if (c->n_head_windows)
+            fprintf(f, ",\"windows\":"), print_windows(f, c);
+        return;
+    }
+    if (c->mla) {
+        fprintf(f, "attention    multi-head latent (mla): kv_lora_rank %d, q_lora_rank %d%s, "
+               "qk_nope_head_dim %d, qk_rope_head_dim %d (theta %g), v_head_dim %d\n",
+               c->kv_lora_rank, c->q_lora_rank, c->q_lora_rank ? "" : " (q_proj)",
+               c->qk_nope_head_dim, rotary, c->rope_theta, c->v_head_dim);
+    } else {
+        fprintf(f, "attention    %s", c->n_head_windows ? "windows per layer "
+                                  : c->window        ? "sliding window "
+                                                     : "global");
+        if (c->n_head_windows)
+            print_windows(f, c);
+        else if (c->window)
+            fprintf(f, "%d", c->window);
+        if (rotary)
+            fprintf(f, ", rotary on %d of %d dims (theta %g, scaling %s)", rotary, c->head_dim,
+                   c->rope_theta, SCALING[c->rope_scaling.kind]);
+        fprintf(f, ", q/k/v bias %s\n", c->qkv_bias || c->attn_bias ? "yes" : "no");
+    }
+    fprintf(f, "residual     %s%s\n", c->parallel_residual ? "parallel (x + attn(ln1 x) + mlp(ln2 x))"
+                                                         : "sequential",
+           c->gelu_exact ? ", exact GELU" : "");
+}
+
+void hs_describe_model(FILE *f, const hs_model *m, const char *path, int json)
+{
+    const hs_model_config *c = &m->cfg;
+    /* KV cache per token: keys and values of every layer's G heads; MLA:
+     * the latent and the shared rope key of every layer. */
+    long kv_elems = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        kv_elems += c->mla ? (long)c->kv_lora_rank + c->qk_rope_head_dim
+                           : 2L * c->n_kv_head[l] * c->head_dim;
+    if (json) {
+        fprintf(f, "{\"model\":");
+        hs_json_string(f, path);
+        fprintf(f, ",\"model_type\":\"%s\",\"parameters\":%zu,\"n_layer\":%d,"
+               "\"d_model\":%d,\"head_dim\":%d,\"vocab_size\":%d,\"n_ctx\":%d,\"positional\":\"%s\","
+               "\"norm\":\"%s\",\"norm_position\":\"%s\",\"mlp\":\"%s\",\"d_ff\":%d,\"n_head\":[",
+               hs_family_name(c->family), m->n_params, c->n_layer, c->d_model, c->head_dim,
+               c->vocab_size, c->n_ctx, POS_NAMES[c->pos], NORM_NAMES[c->norm],
+               c->post_norm ? "post" : "pre", MLP_NAMES[c->mlp], c->d_ff);
+        for (int l = 0; l < c->n_layer; l++)
+            fprintf(f, "%s%d", l ? "," : "", c->n_head[l]);
+        fprintf(f, "],\"n_kv_head\":[");
+        for (int l = 0; l < c->n_layer; l++)
+            fprintf(f, "%s%d", l ? "," : "", c->n_kv_head[l]);
+        fprintf(f, "],\"kv_cache_bytes_per_token_f32\":%ld,\"kv_cache_bytes_per_token_f16\":%ld",
+               kv_elems * 4, kv_elems * 2);
+        print_particulars(f, c, 1);
+        print_dead_heads(f, m, 1);
+        fprintf(f, "}\n");
+    } else {
+        fprintf(f, "model        %s (%s)\n", path, hs_family_name(c->family));
+        fprintf(f, "parameters   %zu\n", m->n_params);
+        fprintf(f, "layers       %d, d_model %d, head_dim %d, d_ff %d\n", c->n_layer, c->d_model,
+               c->head_dim, c->d_ff);
+        fprintf(f, "vocab        %d, context %d, positions %s\n", c->vocab_size, c->n_ctx,
+               POS_NAMES[c->pos]);
+        fprintf(f, "norm         %s (%s), mlp %s\n", NORM_NAMES[c->norm], c->post_norm ? "post" : "pre",
+               MLP_NAMES[c->mlp]);
+        fprintf(f, "heads        ");
+        for (int l = 0; l < c->n_layer; l++)
+            fprintf(f, "%s%d/%d", l ? " " : "", c->n_head[l], c->n_kv_head[l]);
+        fprintf(f, "  (query/kv per layer)\n");
+        print_particulars(f, c, 0);
+        print_dead_heads(f, m, 0);
+        fprintf(f, "kv cache     %ld bytes per token (float32), %ld (16-bit)\n", kv_elems * 4,
+               kv_elems * 2);
+    }
+}
+
+/* The first sequence's tokens as display strings (/token_text): in JSON the
+ * raw strings ("token_text_0", null when the file has none), else one line
+ * of them, each shown readably and separated by '|'. */
+static void print_token_text(FILE *f, hs_maps_reader *r, const hs_maps_info *in, int json)
+{
+    char **text = in->has_token_text && in->n_seq > 0
+                      ? calloc((size_t)in->seq_len, sizeof *text) : NULL;
+    const int ok = text && !hs_maps_read_token_text(r, 0, text);
+    if (json) {
+        fprintf(f, ",\"token_text_0\":");
+        for (int t = 0; t < in->seq_len && ok; t++)
+            fprintf(f, "%s", t ? "," : "["), hs_json_string(f, text[t]);
+        fprintf(f, "%s", ok ? "]" : "null");
+    } else if (ok) {
+        fprintf(f, "token text   sequence 0: ");
+        size_t shown = 0;
+        for (int t = 0; t < in->seq_len && shown < 400; t++) {
+            char d[256];
+            hs_token_display(d, sizeof d, text[t], 24, 0);
+            shown += strlen(d) + 1;
+            fprintf(f, "%s%s", t ? "|" : "", d);
+        }
+        fprintf(f, "%s\n", shown >= 400 ? "|…" : "");
+    } else {
+        fprintf(f, "token text   %s\n", in->has_token_text ? "unreadable" : "none (no tokenizer was known)");
+    }
+    hs_maps_free_token_text(text, text ? in->seq_len : 0);
+    free(text);
+}
+
+void hs_describe_maps(FILE *f, hs_maps_reader *r, const char *path, int json)
+{
+    const hs_maps_info *in = hs_maps_get_info(r);
+    if (json) {
+        fprintf(f, "{\"file\":");
+        hs_json_string(f, path);
+        fprintf(f, ",\"complete\":%d,\"version\":%d,\"sequences\":%lld,\"seq_len\":%d,"
+               "\"model_sha256\":", in->complete, in->version, in->n_seq, in->seq_len);
+        hs_json_string(f, in->model_sha256);
+        fprintf(f, ",\"data_sha256\":");
+        hs_json_string(f, in->data_sha256);
+        fprintf(f, ",\"data_path\":");
+        hs_json_string(f, in->data_path);
+        fprintf(f, ",\"tool_version\":");
+        hs_json_string(f, in->tool_version);
+        fprintf(f, ",\"layers\":[");
+        for (int i = 0; i < in->n_layers; i++) {
+            const hs_maps_layer_info *l = &in->layers[i];
+            fprintf(f, "%s{\"layer\":%d,\"heads\":[", i ? "," : "", l->layer);
+            for (int h = 0; h < l->nh; h++)
+                fprintf(f, "%s%d", h ? "," : "", l->heads[h]);
+            fprintf(f, "],\"query_start\":%d,\"queries\":%d,\"keys\":%d,\"dtype\":\"%s\"}", l->q0,
+                   l->nq, l->S, l->half ? "float16" : "float32");
+        }
+        fprintf(f, "]");
+        print_token_text(f, r, in, 1);
+        fprintf(f, "}\n");
+    } else {
+        fprintf(f, "file         %s (%s)\n", path, in->complete ? "complete" : "INCOMPLETE");
+        fprintf(f, "sequences    %lld of length %d\n", in->n_seq, in->seq_len);
+        fprintf(f, "model        sha256 %s\n", in->model_sha256);
+        fprintf(f, "data         %s (sha256 %s)\n", in->data_path, in->data_sha256);
+        fprintf(f, "written by   headscope %s\n", in->tool_version);
+        print_token_text(f, r, in, 0);
+        for (int i = 0; i < in->n_layers; i++) {
+            const hs_maps_layer_info *l = &in->layers[i];
+            fprintf(f, "layer %2d     [%lld, %d, %d, %d] %s, queries %d..%d, heads", l->layer,
+                   in->n_seq, l->nh, l->nq, l->S, l->half ? "float16" : "float32", l->q0,
+                   l->q0 + l->nq - 1);
+            for (int h = 0; h < l->nh; h++)
+                fprintf(f, " %d", l->heads[h]);
+            fprintf(f, "\n");
+        }
+    }
+}
