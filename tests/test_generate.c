@@ -3,8 +3,9 @@
  * decoder equal those of a fresh full forward over the whole prefix, and
  * greedy choices agree, for MHA, GQA, MQA, a sliding window shorter than
  * the sequence (a ring cache), a parallel-residual partial-rotary model,
- * a post-norm one and multi-head latent attention (the latent cache, with
- * and without q_lora_rank); cache bytes; sampling rules; and the conversion's
+ * a post-norm one, multi-head latent attention (the latent cache, with
+ * and without q_lora_rank) and the families of SPEC §14 (soft-capping,
+ * sliding layers by pattern, q/k norms, sublayer output norms); cache bytes; sampling rules; and the conversion's
  * group means and unchanged model at G = H (model/convert.h). */
 #include <math.h>
 #include <stdint.h>
@@ -84,6 +85,67 @@ static void test_neox_and_post_norm_cached_decoding_equal_recomputation(void)
     const char *tiny[] = { "n_ctx=16" };
     fx_make_model(&m, "tinylm", tiny, 1, 6);
     fx_check_decoding(&m, 2, 16, TOL, "tinylm (post-norm)");
+    hs_model_free(&m);
+}
+
+/* The Gemma family from its presets: GeGLU, (1 + w) norms and the sqrt(d)
+ * embedding (gemma); sublayer output norms, both soft-caps (small enough
+ * to act) and a ring cache on the sliding (even) layers only (gemma2,
+ * window 4); per-head q/k norms,
+ * a global layer every third and the local RoPE base on the sliding ones
+ * (gemma3). */
+static void test_gemma_families_cached_decoding_equals_recomputation(void)
+{
+    hs_model m;
+    const char *g1[] = { "d_model=32", "n_ctx=40" };
+    fx_make_model(&m, "gemma", g1, 2, 21);
+    CU_ASSERT_FATAL(m.cfg.family == HS_FAMILY_GEMMA && m.cfg.mlp == HS_MLP_GEGLU &&
+                    m.cfg.norm_offset && m.cfg.embed_scale);
+    fx_check_decoding(&m, 4, 20, TOL, "gemma");
+    hs_model_free(&m);
+    /* caps small enough to bend these small scores and logits */
+    const char *g2[] = { "d_model=32", "n_ctx=40", "window=4", "attn_softcap=0.05",
+                         "final_softcap=0.5" };
+    fx_make_model(&m, "gemma2", g2, 5, 22);
+    CU_ASSERT_FATAL(m.cfg.out_norm && m.cfg.attn_softcap > 0 && m.cfg.final_softcap > 0);
+    hs_decoder dec;
+    CU_ASSERT_EQUAL_FATAL(hs_decoder_init(&dec, &m, 24), HS_OK);
+    CU_ASSERT_EQUAL(dec.layer[0].window, 4); /* a ring on the sliding layer */
+    CU_ASSERT_EQUAL(dec.layer[0].kv.cap, 4);
+    CU_ASSERT_EQUAL(dec.layer[1].window, 0); /* every position on the global one */
+    CU_ASSERT_EQUAL(dec.layer[1].kv.cap, 24);
+    hs_decoder_free(&dec);
+    fx_check_decoding(&m, 6, 24, TOL, "gemma2 (window 4 on layer 0, soft-caps)");
+    hs_model_free(&m);
+    const char *g3[] = { "d_model=32", "n_ctx=40", "n_layer=3", "window=4", "window_pattern=3" };
+    fx_make_model(&m, "gemma3", g3, 5, 23);
+    CU_ASSERT_FATAL(m.cfg.qk_norm == HS_QK_NORM_HEAD && m.cfg.rope_local_theta > 0);
+    CU_ASSERT_EQUAL(hs_config_layer_window(&m.cfg, 1), 4);
+    CU_ASSERT_EQUAL(hs_config_layer_window(&m.cfg, 2), 0);
+    fx_check_decoding(&m, 5, 24, TOL, "gemma3 (two sliding layers, one global)");
+    hs_model_free(&m);
+}
+
+/* qwen3's per-head q/k norms; olmo2's norms after the sublayers and over
+ * the whole projections; phi3's partial rotary and a window (ring) on
+ * every layer. */
+static void test_qwen3_olmo2_phi3_cached_decoding_equals_recomputation(void)
+{
+    hs_model m;
+    const char *q3[] = { "d_model=32", "n_ctx=40", "head_dim=16" };
+    fx_make_model(&m, "qwen3", q3, 3, 24);
+    CU_ASSERT_FATAL(m.cfg.family == HS_FAMILY_QWEN3 && m.cfg.qk_norm == HS_QK_NORM_HEAD);
+    fx_check_decoding(&m, 3, 20, TOL, "qwen3");
+    hs_model_free(&m);
+    const char *o2[] = { "d_model=32", "n_ctx=40" };
+    fx_make_model(&m, "olmo2", o2, 2, 25);
+    CU_ASSERT_FATAL(m.cfg.no_input_norm && m.cfg.out_norm && m.cfg.qk_norm == HS_QK_NORM_PROJ);
+    fx_check_decoding(&m, 1, 20, TOL, "olmo2");
+    hs_model_free(&m);
+    const char *p3[] = { "d_model=32", "n_ctx=40", "n_kv_head=2", "rotary_dims=4", "window=5" };
+    fx_make_model(&m, "phi3", p3, 5, 26);
+    CU_ASSERT_FATAL(m.cfg.family == HS_FAMILY_PHI3 && m.cfg.rotary_dims == 4);
+    fx_check_decoding(&m, 7, 24, TOL, "phi3 (partial rotary, window 5)");
     hs_model_free(&m);
 }
 
@@ -298,6 +360,10 @@ int main(void)
           test_neox_and_post_norm_cached_decoding_equal_recomputation },
         { "test_mla_cached_decoding_equals_recomputation",
           test_mla_cached_decoding_equals_recomputation },
+        { "test_gemma_families_cached_decoding_equals_recomputation",
+          test_gemma_families_cached_decoding_equals_recomputation },
+        { "test_qwen3_olmo2_phi3_cached_decoding_equals_recomputation",
+          test_qwen3_olmo2_phi3_cached_decoding_equals_recomputation },
         { "test_mla_cache_bytes_and_reset", test_mla_cache_bytes_and_reset },
         { "test_cache_bytes_hold_kv_heads_only", test_cache_bytes_hold_kv_heads_only },
         { "test_generate_refuses_out_of_vocabulary_and_too_long",
