@@ -315,15 +315,44 @@ static void test_convert_pools_group_means(void)
     hs_model_free(&m);
 }
 
+/* OLMo-2's k norm spans the whole projection, a weight per key head's
+ * dims: pooled with the heads (a per-head norm's weight is shared, kept). */
+static void test_convert_pools_a_whole_projection_k_norm(void)
+{
+    hs_model m, g;
+    const char *over[] = { "d_model=32", "n_head=4", "n_ctx=16" };
+    fx_make_model(&m, "olmo2", over, 3, 20);
+    const int dh = m.cfg.head_dim;
+    for (int l = 0; l < m.cfg.n_layer; l++)
+        for (int i = 0; i < 4 * dh; i++)
+            m.w.layer[l].attn.k_norm[i] = (hs_real)(1 + 0.01 * i);
+    CU_ASSERT_EQUAL_FATAL(hs_convert_kv_heads(&g, &m, 2), HS_OK);
+    double worst = 0;
+    for (int l = 0; l < m.cfg.n_layer; l++)
+        for (int j = 0; j < 2; j++)
+            for (int i = 0; i < dh; i++) {
+                const double want = ((double)m.w.layer[l].attn.k_norm[2 * j * dh + i] +
+                                     m.w.layer[l].attn.k_norm[(2 * j + 1) * dh + i]) / 2;
+                worst = fmax(worst, fabs(g.w.layer[l].attn.k_norm[j * dh + i] - want));
+            }
+    CU_ASSERT(worst < 1e-6);
+    CU_ASSERT_EQUAL(g.cfg.family, HS_FAMILY_OLMO2);
+    hs_model_free(&g);
+    hs_model_free(&m);
+}
+
 /* G = H: the same model (bit-identical loss); gpt2 and gpt_neox become the
  * headscope family, the others keep theirs. */
 static void test_convert_to_all_heads_keeps_the_loss(void)
 {
-    static const char *const presets[] = { "gpt2", "gpt_neox", "llama", "mistral", "qwen2" };
-    for (int p = 0; p < 5; p++) {
+    static const char *const presets[] = { "gpt2",   "gpt_neox", "llama",  "mistral", "qwen2",
+                                           "gemma2", "gemma3",   "qwen3",  "olmo2",   "phi3" };
+    for (int p = 0; p < 10; p++) {
         hs_model m, g;
         const char *over[] = { "d_model=32", "n_head=4", "n_ctx=16" };
         fx_make_model(&m, presets[p], over, 3, 10 + p);
+        for (size_t i = 0; i < m.n_params; i++) /* off their initial values: a tensor */
+            m.params[i] += (hs_real)(0.01 * (double)(i % 7)); /* left uncopied shows */
         CU_ASSERT_EQUAL_FATAL(hs_convert_kv_heads(&g, &m, 4), HS_OK);
         CU_ASSERT_EQUAL(g.cfg.family, p < 2 ? HS_FAMILY_HEADSCOPE : m.cfg.family);
         int32_t tok[32];
@@ -370,6 +399,8 @@ int main(void)
           test_generate_refuses_out_of_vocabulary_and_too_long },
         { "test_sampling_rules", test_sampling_rules },
         { "test_convert_pools_group_means", test_convert_pools_group_means },
+        { "test_convert_pools_a_whole_projection_k_norm",
+          test_convert_pools_a_whole_projection_k_norm },
         { "test_convert_to_all_heads_keeps_the_loss", test_convert_to_all_heads_keeps_the_loss },
     };
     return hs_run_tests("generate", tests, HS_NTESTS(tests));
