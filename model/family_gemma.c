@@ -137,7 +137,7 @@ static int gemma3_rope(hs_cfg_reader *r, hs_model_config *c)
                    : hs_cfg_double(r, "rope_local_base_freq", 0, 1e4, &c->rope_local_theta);
     (void)hs_cfg_lookup(r, "rope_parameters");
     double theta = 0, local = 0, top = 0, top_local = 0;
-    hs_rope_scaling s, none;
+    hs_rope_scaling s, local_s;
     const cJSON *e;
     cJSON_ArrayForEach(e, rp)
     {
@@ -150,11 +150,11 @@ static int gemma3_rope(hs_cfg_reader *r, hs_model_config *c)
                                 &theta, &s)) ||
         (rc = hs_cfg_rope_value(r, "rope_parameters.sliding_attention",
                                 cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention"), 1.0,
-                                &local, &none)) ||
+                                &local, &local_s)) ||
         (rc = hs_cfg_double(r, "rope_theta", 0, 0, &top)) ||
         (rc = hs_cfg_double(r, "rope_local_base_freq", 0, 0, &top_local)))
         return rc;
-    if (none.kind != HS_ROPE_DEFAULT)
+    if (local_s.kind != HS_ROPE_DEFAULT)
         return hs_fail(HS_EFORMAT, "%s: \"rope_parameters.sliding_attention\": RoPE scaling on "
                                    "the sliding layers is not implemented", r->path);
     const cJSON *rs = hs_cfg_lookup(r, "rope_scaling");

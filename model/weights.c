@@ -89,10 +89,14 @@ static void walk(const hs_model_config *c, walker *wk, hs_weights *w)
             }
             if (c->attn_bias)
                 add(wk, &lw->attn.b_o, d, 0, "h.%d.attn.o_proj.bias", l);
-            if (c->qk_norm) { /* RMSNorm weights: per head (dh) or per projection */
+            /* RMSNorm weights, per head (dh, shared by the layer's heads) or
+             * over the projection; named as the layer's norms are, outside
+             * attn.*, since a per-head one does not depend on which heads
+             * the layer has */
+            if (c->qk_norm) {
                 const int per_head = c->qk_norm == HS_QK_NORM_HEAD;
-                add(wk, &lw->attn.q_norm, per_head ? dh : HD, 0, "h.%d.attn.q_norm.weight", l);
-                add(wk, &lw->attn.k_norm, per_head ? dh : GD, 0, "h.%d.attn.k_norm.weight", l);
+                add(wk, &lw->attn.q_norm, per_head ? dh : HD, 0, "h.%d.q_norm.weight", l);
+                add(wk, &lw->attn.k_norm, per_head ? dh : GD, 0, "h.%d.k_norm.weight", l);
             }
         }
         if (c->out_norm) {

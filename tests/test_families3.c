@@ -388,6 +388,35 @@ static void test_gemma3_4b_text_config_takes_hf_defaults(void)
     CU_ASSERT_EQUAL(c.n_ctx, 131072);
 }
 
+/* transformers 5 writes gemma3_text's RoPE as rope_parameters per layer
+ * type; the sliding layers' must be unscaled. */
+static void test_gemma3_rope_parameters_per_layer_type(void)
+{
+    hs_model_config c;
+    parse_ok(&c,
+             "{\"model_type\": \"gemma3_text\", \"hidden_size\": 64, \"num_hidden_layers\": 6, "
+             "\"vocab_size\": 32, \"intermediate_size\": 96, \"head_dim\": 16, "
+             "\"layer_types\": [\"sliding_attention\", \"sliding_attention\", "
+             "\"sliding_attention\", \"sliding_attention\", \"sliding_attention\", "
+             "\"full_attention\"], \"rope_parameters\": {\"full_attention\": {\"rope_type\": "
+             "\"linear\", \"factor\": 8.0, \"rope_theta\": 1000000.0}, \"sliding_attention\": "
+             "{\"rope_type\": \"default\", \"rope_theta\": 10000.0}}}",
+             "gemma3_text (transformers 5)");
+    CU_ASSERT_EQUAL(c.rope_theta, 1e6);
+    CU_ASSERT_EQUAL(c.rope_local_theta, 1e4);
+    CU_ASSERT_EQUAL(c.rope_scaling.kind, HS_ROPE_LINEAR);
+    CU_ASSERT_EQUAL(c.window_pattern, 6);
+    CU_ASSERT_EQUAL(hs_config_attn(&c, 5).rope_theta, 1e6);
+    CU_ASSERT_EQUAL(hs_config_attn(&c, 0).rope_theta, 1e4);
+    const char *scaled_local =
+        "{\"model_type\": \"gemma3_text\", \"hidden_size\": 64, \"num_hidden_layers\": 6, "
+        "\"vocab_size\": 32, \"intermediate_size\": 96, \"rope_parameters\": "
+        "{\"full_attention\": {\"rope_type\": \"default\", \"rope_theta\": 1000000.0}, "
+        "\"sliding_attention\": {\"rope_type\": \"linear\", \"factor\": 2.0}}}";
+    CU_ASSERT_EQUAL(hs_config_parse(&c, scaled_local, "config.json"), HS_EFORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "rope_parameters.sliding_attention"));
+}
+
 /* gemma2 keys left out take Gemma2Config's defaults (SPEC §14), never
  * "off"; gemma-2-9b's config.json (with its sliding_window_size) loads. */
 static void test_gemma2_absent_keys_take_hf_defaults(void)
@@ -663,6 +692,8 @@ int main(void)
           test_unimplemented_keys_are_refused_naming_them },
         { "test_gemma3_4b_text_config_takes_hf_defaults",
           test_gemma3_4b_text_config_takes_hf_defaults },
+        { "test_gemma3_rope_parameters_per_layer_type",
+          test_gemma3_rope_parameters_per_layer_type },
         { "test_gemma2_absent_keys_take_hf_defaults", test_gemma2_absent_keys_take_hf_defaults },
         { "test_hub_configs_load_with_their_defaults", test_hub_configs_load_with_their_defaults },
         { "test_cached_decoding_of_each_checkpoint_equals_recomputation",
