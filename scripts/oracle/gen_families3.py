@@ -545,7 +545,7 @@ def phi3_mini_4k():
 
 # name, family, config, weight seed, weight scale, features to switch off, gradients written
 CASES = [
-    ("gemma", "gemma", gemma_2b(), 701, 0.6, ["norm_plus_one", "embed_scale", "gelu_tanh"], True),
+    ("gemma", "gemma", gemma_2b(), 701, 0.35, ["norm_plus_one", "embed_scale", "gelu_tanh"], True),
     ("gemma2", "gemma2", gemma_2_2b(), 702, 0.9,
      ["norm_plus_one", "out_norms", "query_pre_attn_scalar", "attn_softcap", "final_softcap",
       "sliding"], True),
