@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layers.h"
 #include "linalg.h"
 
 int hs_attn_config_check(const hs_attn_config *c)
@@ -48,7 +49,25 @@ int hs_attn_config_check(const hs_attn_config *c)
             return hs_fail(HS_EINVAL,
                            "attention config: window=%d of head %d must be >= 0 (0: global)",
                            c->head_window[h], h);
+    if (!(c->scale >= 0 && isfinite(c->scale)) || !(c->softcap >= 0 && isfinite(c->softcap)))
+        return hs_fail(HS_EINVAL, "attention config: scale=%g and softcap=%g must be finite and "
+                                  ">= 0 (0: 1/sqrt(dh), no cap)", c->scale, c->softcap);
+    if (c->qk_norm < HS_QK_NORM_NONE || c->qk_norm > HS_QK_NORM_PROJ)
+        return hs_fail(HS_EINVAL, "attention config: unknown q/k norm %d", (int)c->qk_norm);
+    if (c->qk_norm && !(c->qk_norm_eps > 0 && isfinite(c->qk_norm_eps)))
+        return hs_fail(HS_EINVAL, "attention config: the q/k norms' eps=%g must be positive",
+                       c->qk_norm_eps);
     return HS_OK;
+}
+
+double hs_attn_scale(const hs_attn_config *c)
+{
+    return c->scale > 0 ? c->scale : 1 / sqrt((double)hs_attn_head_dim(c));
+}
+
+hs_attn_scores hs_attn_config_scores(const hs_attn_config *c)
+{
+    return (hs_attn_scores){ hs_attn_scale(c), c->softcap };
 }
 
 /* The head kernel's windows (H of them, or NULL when every head is global)
@@ -101,8 +120,10 @@ double hs_rope_inv_freq(const hs_attn_config *c, int i)
     return (1 - smooth) * inv / s->factor + smooth * inv;
 }
 
-/* Element counts of the eight tensors in binding order. */
-static void tensor_sizes(const hs_attn_config *c, size_t n[8])
+enum { N_ATTN_TENSORS = 10 };
+
+/* Element counts of the tensors in binding order. */
+static void tensor_sizes(const hs_attn_config *c, size_t n[N_ATTN_TENSORS])
 {
     size_t d = (size_t)c->d_model, dh = (size_t)hs_attn_head_dim(c);
     size_t hd = (size_t)c->n_heads * dh, gd = (size_t)c->n_kv_heads * dh;
@@ -115,23 +136,26 @@ static void tensor_sizes(const hs_attn_config *c, size_t n[8])
     n[5] = qkv * gd;
     n[6] = qkv * gd;
     n[7] = with_bias * d;
+    n[8] = c->qk_norm == HS_QK_NORM_HEAD ? dh : c->qk_norm == HS_QK_NORM_PROJ ? hd : 0;
+    n[9] = c->qk_norm == HS_QK_NORM_HEAD ? dh : c->qk_norm == HS_QK_NORM_PROJ ? gd : 0;
 }
 
 size_t hs_attn_param_count(const hs_attn_config *c)
 {
-    size_t n[8], total = 0;
+    size_t n[N_ATTN_TENSORS], total = 0;
     tensor_sizes(c, n);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < N_ATTN_TENSORS; i++)
         total += n[i];
     return total;
 }
 
 void hs_attn_weights_bind(hs_attn_weights *w, const hs_attn_config *c, hs_real *mem)
 {
-    size_t n[8];
+    size_t n[N_ATTN_TENSORS];
     tensor_sizes(c, n);
-    hs_real **slot[8] = { &w->w_q, &w->w_k, &w->w_v, &w->w_o, &w->b_q, &w->b_k, &w->b_v, &w->b_o };
-    for (int i = 0; i < 8; i++) {
+    hs_real **slot[N_ATTN_TENSORS] = { &w->w_q, &w->w_k, &w->w_v, &w->w_o,   &w->b_q,
+                                       &w->b_k, &w->b_v, &w->b_o, &w->q_norm, &w->k_norm };
+    for (int i = 0; i < N_ATTN_TENSORS; i++) {
         *slot[i] = n[i] ? mem : NULL;
         mem += n[i];
     }
@@ -193,8 +217,14 @@ int hs_attn_acts_alloc(hs_attn_acts *a, const hs_attn_config *c, int B, int L, i
         a->dk = hs_calloc((size_t)B * S_new * gd, sizeof(hs_real), "attention dk");
         a->dv = hs_calloc((size_t)B * S_new * gd, sizeof(hs_real), "attention dv");
     }
+    const int raw = want_att && c->qk_norm;
+    if (raw) { /* what the q/k norms' backward reads */
+        a->q_raw = hs_calloc((size_t)B * L * d, sizeof(hs_real), "attention q before its norm");
+        a->k_raw = hs_calloc((size_t)B * S_new * gd, sizeof(hs_real), "attention k before its norm");
+    }
     if (!a->q || !a->z || !a->k || !a->v || !a->zg ||
-        (want_att && (!a->att || !a->dz || !a->dq || !a->dk || !a->dv))) {
+        (want_att && (!a->att || !a->dz || !a->dq || !a->dk || !a->dv)) ||
+        (raw && (!a->q_raw || !a->k_raw))) {
         hs_attn_acts_free(a);
         return HS_ENOMEM;
     }
@@ -213,6 +243,8 @@ void hs_attn_acts_free(hs_attn_acts *a)
     free(a->dq);
     free(a->dk);
     free(a->dv);
+    free(a->q_raw);
+    free(a->k_raw);
     memset(a, 0, sizeof *a);
 }
 
@@ -238,6 +270,65 @@ static void rope_rotate(hs_real *x, int B, int T, int nh, int dh, int pos0,
                     r[i + half] = x2 * c + x1 * s;
                 }
         }
+    }
+}
+
+/* The q/k norm's rows of x (BT positions of nh heads of dh values): each
+ * head's dh values per head, each position's nh dh over the projection. */
+static void qk_rows(const hs_attn_config *c, size_t BT, int nh, int dh, size_t *rows, int *C)
+{
+    const int per_head = c->qk_norm == HS_QK_NORM_HEAD;
+    *rows = per_head ? BT * (size_t)nh : BT;
+    *C = per_head ? dh : nh * dh;
+}
+
+/* out = the q/k norm of in (out may be in). */
+static void qk_norm_forward(hs_real *out, const hs_real *in, const hs_real *w,
+                            const hs_attn_config *c, size_t BT, int nh, int dh)
+{
+    size_t rows;
+    int C;
+    qk_rows(c, BT, nh, dh, &rows, &C);
+    hs_rmsnorm_rows(out, NULL, in, w, (hs_real)c->qk_norm_offset, rows, C, c->qk_norm_eps);
+}
+
+/* dx = the q/k norm's backward of dy at the forward's input raw (dw, NULL:
+ * skipped, accumulates). The rows' rstd are recomputed from raw by the
+ * forward's own code (dx holds its output meanwhile), so the forward keeps
+ * none. */
+static int qk_norm_backward(hs_real *dx, hs_real *dw, const hs_real *dy, const hs_real *raw,
+                            const hs_real *w, const hs_attn_config *c, size_t BT, int nh, int dh)
+{
+    size_t rows;
+    int C;
+    qk_rows(c, BT, nh, dh, &rows, &C);
+    hs_real *rstd = hs_calloc(rows, sizeof *rstd, "q/k norm backward");
+    if (!rstd)
+        return HS_ENOMEM;
+    const hs_real off = (hs_real)c->qk_norm_offset;
+    hs_rmsnorm_rows(dx, rstd, raw, w, off, rows, C, c->qk_norm_eps);
+    hs_rmsnorm_backward_off(dx, NULL, dw, dy, raw, w, off, rstd, rows, C);
+    free(rstd);
+    return HS_OK;
+}
+
+void hs_attn_project(hs_real *q, hs_real *k, hs_real *v, hs_real *q_raw, hs_real *k_raw,
+                     const hs_attn_weights *w, const hs_attn_config *c, const hs_real *x,
+                     const hs_real *kv_in, int B, int L, int S, int pos0)
+{
+    const int d = c->d_model, H = c->n_heads, G = c->n_kv_heads, dh = hs_attn_head_dim(c);
+    const size_t BL = (size_t)B * L, BS = (size_t)B * S;
+    hs_real *qp = c->qk_norm && q_raw ? q_raw : q, *kp = c->qk_norm && k_raw ? k_raw : k;
+    hs_linear_forward(qp, x, w->w_q, w->b_q, BL, d, H * dh);
+    hs_linear_forward(kp, kv_in, w->w_k, w->b_k, BS, d, G * dh);
+    hs_linear_forward(v, kv_in, w->w_v, w->b_v, BS, d, G * dh);
+    if (c->qk_norm) {
+        qk_norm_forward(q, qp, w->q_norm, c, BL, H, dh);
+        qk_norm_forward(k, kp, w->k_norm, c, BS, G, dh);
+    }
+    if (c->rope_theta > 0) {
+        rope_rotate(q, B, L, H, dh, pos0, c, 0);
+        rope_rotate(k, B, S, G, dh, pos0, c, 0);
     }
 }
 
@@ -293,8 +384,7 @@ static int forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_att
 {
     int rc;
     const int B = a->B, L = a->L, Sn = a->S_new;
-    const int d = c->d_model, H = c->n_heads, G = c->n_kv_heads, dh = hs_attn_head_dim(c);
-    const int HD = H * dh, GD = G * dh;
+    const int H = c->n_heads, G = c->n_kv_heads, dh = hs_attn_head_dim(c), GD = G * dh;
     if (!y && Sn != L)
         return hs_fail(HS_EINVAL, "attention: self-attention needs S_new == L (%d != %d)", Sn, L);
 
@@ -325,14 +415,7 @@ static int forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_att
     if (rc)
         return rc;
 
-    const hs_real *kv_in = y ? y : x;
-    hs_linear_forward(a->q, x, w->w_q, w->b_q, (size_t)B * L, d, HD);
-    hs_linear_forward(a->k, kv_in, w->w_k, w->b_k, (size_t)B * Sn, d, GD);
-    hs_linear_forward(a->v, kv_in, w->w_v, w->b_v, (size_t)B * Sn, d, GD);
-    if (c->rope_theta > 0) {
-        rope_rotate(a->q, B, L, H, dh, prefix, c, 0);
-        rope_rotate(a->k, B, Sn, G, dh, prefix, c, 0);
-    }
+    hs_attn_project(a->q, a->k, a->v, a->q_raw, a->k_raw, w, c, x, y ? y : x, B, L, Sn, prefix);
     const hs_site_hook *site = a->hooks.site;
     const int layer = a->hooks.layer;
     if ((rc = head_site(site, HS_SITE_Q, layer, a->q, B, L, H, dh)) ||
@@ -342,8 +425,9 @@ static int forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_att
     if (cache)
         cache_append(cache, a->k, a->v, Sn);
 
-    rc = hs_attn_heads_forward(a->z, a->att, a->q, &view, mask, win, prefix, B, L, H, G, dh,
-                               &a->hooks);
+    const hs_attn_scores sc = hs_attn_config_scores(c);
+    rc = hs_attn_heads_forward_scored(a->z, a->att, a->q, &view, mask, win, prefix, B, L, H, G, dh,
+                                      &sc, &a->hooks);
     if (!rc)
         rc = head_site(site, HS_SITE_Z, layer, a->z, B, L, H, dh);
     return rc;
@@ -441,8 +525,9 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
     int *owned;
     if ((rc = head_windows(&win, &owned, c)))
         return rc;
-    rc = hs_attn_heads_backward(dq, dk, dv, dz, a->att, a->q, a->k, a->v, mask, win, B, L, S, H,
-                                G, dh);
+    const hs_attn_scores sc = hs_attn_config_scores(c);
+    rc = hs_attn_heads_backward_scored(dq, dk, dv, dz, a->att, a->q, a->k, a->v, mask, win, B, L,
+                                       S, H, G, dh, &sc);
     free(owned);
     if (rc)
         return rc;
@@ -453,14 +538,29 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
 
     const hs_real *kv_in = y ? y : x;
     hs_real *dkv_in = y ? dy : dx;
-    hs_linear_backward(dx, dw ? dw->w_q : NULL, dw ? dw->b_q : NULL, dq, x, w->w_q, BL, d, HD);
-    /* Without RoPE the key bias gradient is identically zero: adding the
-     * same vector to every key shifts each score row by a constant, which the
-     * softmax ignores. Leaving it untouched keeps it exactly zero instead of
-     * rounding noise that Adam would turn into a drift of about lr per step. */
-    hs_real *db_k = dw && c->rope_theta > 0 ? dw->b_k : NULL;
-    hs_linear_backward(dkv_in, dw ? dw->w_k : NULL, db_k, dk, kv_in, w->w_k, BS, d, GD);
     hs_linear_backward(dkv_in, dw ? dw->w_v : NULL, dw ? dw->b_v : NULL, dv, kv_in, w->w_v, BS, d,
                        GD);
+    if (c->qk_norm) {
+        /* through the norms to the projections, into buffers done with: dz
+         * (read by the head kernel only) and dv (its projection is back) */
+        if (!a->q_raw || !a->k_raw)
+            return hs_fail(HS_EINVAL, "attention backward: the forward kept no q/k before "
+                                      "their norms (allocate the activations with want_att)");
+        if ((rc = qk_norm_backward(dz, dw ? dw->q_norm : NULL, dq, a->q_raw, w->q_norm, c, BL, H,
+                                   dh)) ||
+            (rc = qk_norm_backward(dv, dw ? dw->k_norm : NULL, dk, a->k_raw, w->k_norm, c, BS, G,
+                                   dh)))
+            return rc;
+        dq = dz, dk = dv;
+    }
+    hs_linear_backward(dx, dw ? dw->w_q : NULL, dw ? dw->b_q : NULL, dq, x, w->w_q, BL, d, HD);
+    /* With plain scores the key bias gradient is identically zero: adding
+     * the same vector to every key shifts each score row by a constant,
+     * which the softmax ignores. Leaving it untouched keeps it exactly zero
+     * instead of rounding noise that Adam would turn into a drift of about lr
+     * per step. RoPE, a key norm or a soft-cap each break that invariance. */
+    const int key_bias_acts = c->rope_theta > 0 || c->qk_norm || c->softcap > 0;
+    hs_real *db_k = dw && key_bias_acts ? dw->b_k : NULL;
+    hs_linear_backward(dkv_in, dw ? dw->w_k : NULL, db_k, dk, kv_in, w->w_k, BS, d, GD);
     return HS_OK;
 }

@@ -10,9 +10,12 @@
  * The forward is split at the head outputs z so that callers (capture,
  * ablation) can observe or replace them before the output projection, and
  * calls the hook sites q, k, v, pattern and z (hooks.h) on the way:
- *   q,k,v = projections of x (and y for cross-attention), q and k rotated
- *           per head when rope_theta > 0 (Hugging Face rotate-half RoPE)
- *   att   = softmax(q k^T / sqrt(dh) + mask)          (B,H,L,S)
+ *   q,k,v = projections of x (and y for cross-attention); q and k
+ *           RMS-normed (qk_norm: per head, or over the whole projection),
+ *           then rotated per head when rope_theta > 0 (rotate-half RoPE)
+ *   s     = scale q k^T, scale = 1/sqrt(dh) unless set; soft-capped
+ *           softcap tanh(s / softcap) when softcap > 0
+ *   att   = softmax(s + mask)                           (B,H,L,S)
  *   z     = att v                                       (B,L,H,dh)
  *   out   = (xi[h] * z_h concatenated) W_o^T + b_o      (B,L,d)
  */
@@ -35,6 +38,11 @@ typedef struct {
     double original_max_position_embeddings; /* llama3: the pre-training context */
 } hs_rope_scaling;
 
+/* RMSNorm of the queries and keys before RoPE: none, per head (weight dh,
+ * shared by every head: Qwen3, Gemma 3) or over each position's whole
+ * projection (weights HD and GD: OLMo-2). */
+typedef enum { HS_QK_NORM_NONE, HS_QK_NORM_HEAD, HS_QK_NORM_PROJ } hs_qk_norm_kind;
+
 typedef struct {
     int d_model;       /* d */
     int n_heads;       /* H */
@@ -50,6 +58,12 @@ typedef struct {
     hs_rope_scaling rope_scaling; /* zero: plain RoPE */
     const int *head_window; /* NULL: every head uses window; else n_heads windows,
                                one per query head (0 = global), replacing window */
+    double scale;      /* > 0: the scores' scale; 0 means 1/sqrt(dh) */
+    double softcap;    /* > 0: scores soft-capped softcap tanh(s / softcap) before the
+                          mask (Gemma 2's attn_logit_softcapping); 0: none */
+    hs_qk_norm_kind qk_norm;
+    double qk_norm_eps;  /* the q/k norms' epsilon */
+    int qk_norm_offset;  /* 1: the q/k norms scale by (1 + w) (Gemma 3) */
 } hs_attn_config;
 
 /* Sliding windows. Query t sits at position prefix + t (prefix: the cached
@@ -79,8 +93,12 @@ int hs_attn_rotary_dims(const hs_attn_config *c);
  * position p turns by p times this. */
 double hs_rope_inv_freq(const hs_attn_config *c, int i);
 
+/* The scores' scale: scale, or 1/sqrt(dh) when 0. */
+double hs_attn_scale(const hs_attn_config *c);
+
 /* Projection parameters: 2 d HD + 2 d GD (= 2 d^2 + 2 d G dh when HD = d),
- * plus HD + 2 GD + d with biases (HD + 2 GD with qkv_bias alone). */
+ * plus HD + 2 GD + d with biases (HD + 2 GD with qkv_bias alone), plus the
+ * q/k norms' weights (2 dh per head, or HD + GD over the projection). */
 size_t hs_attn_param_count(const hs_attn_config *c);
 
 /* Weights in nn.Linear layout (out, in). Biases are NULL when bias == 0
@@ -94,10 +112,12 @@ typedef struct {
     hs_real *b_k; /* (GD)     */
     hs_real *b_v; /* (GD)     */
     hs_real *b_o; /* (d)      */
+    hs_real *q_norm; /* (dh) per head, (HD) over the projection; NULL without qk_norm */
+    hs_real *k_norm; /* (dh) per head, (GD) over the projection */
 } hs_attn_weights;
 
 /* Points w at consecutive slices of mem (hs_attn_param_count elements) in the
- * order w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o. */
+ * order w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, q_norm, k_norm. */
 void hs_attn_weights_bind(hs_attn_weights *w, const hs_attn_config *c, hs_real *mem);
 
 /* Which keys a query may see, besides the configuration's windows (above). */
@@ -146,8 +166,10 @@ typedef struct {
  * Allocate with hs_attn_acts_alloc; att is allocated only when asked for. */
 typedef struct {
     int B, L, S_new;
-    hs_real *q;   /* (B, L, HD)        after RoPE when rotary */
-    hs_real *k;   /* (B, S_new, GD)    new keys, after projection (and RoPE) */
+    hs_real *q;   /* (B, L, HD)        after the q norm and RoPE */
+    hs_real *k;   /* (B, S_new, GD)    new keys, after projection (norm, RoPE) */
+    hs_real *q_raw; /* (B, L, HD)      qk_norm: q before its norm; the backward needs it */
+    hs_real *k_raw; /* (B, S_new, GD)  qk_norm: k before its norm */
     hs_real *v;   /* (B, S_new, GD)    */
     hs_real *z;   /* (B, L, HD)        head outputs before the gates */
     hs_real *att; /* (B, H, L, S) or NULL: per-head maps; the backward needs them */
@@ -193,6 +215,17 @@ int hs_attn_forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_at
 void hs_attn_forward_output(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
                             const hs_attn_config *c, const hs_real *xi, int xi_per_seq);
 
+/* The projections of attention for B rows of L queries (x) and S keys and
+ * values (kv_in: x for self-attention): q (B,L,HD), k and v (B,S,GD), q and
+ * k normed (qk_norm) and rotated (rope_theta > 0) at positions pos0 + t.
+ * q_raw and k_raw (NULL: not kept; then the norms run in place) get the
+ * projections before the norms, for the backward. Every attention path --
+ * the forward, its cached decoding, the decoder's ring cache -- projects
+ * through this one function. */
+void hs_attn_project(hs_real *q, hs_real *k, hs_real *v, hs_real *q_raw, hs_real *k_raw,
+                     const hs_attn_weights *w, const hs_attn_config *c, const hs_real *x,
+                     const hs_real *kv_in, int B, int L, int S, int pos0);
+
 /* Backward of a cache-free forward whose acts hold att (and its backward
  * scratch, which this call overwrites). Accumulates (+=)
  * into dx (B,L,d), dy (B,S,d) (cross-attention; NULL for self-attention,
@@ -224,6 +257,16 @@ typedef struct {
     int S;
 } hs_kv_view;
 
+/* How a head's scores are formed: s = scale q . k (scale 0: 1/sqrt(dh)),
+ * then, with softcap > 0, softcap tanh(s / softcap), before the mask and the
+ * softmax. */
+typedef struct {
+    double scale, softcap;
+} hs_attn_scores;
+
+/* The scores of configuration c. */
+hs_attn_scores hs_attn_config_scores(const hs_attn_config *c);
+
 /* z (B,L,H*dh) and, when att != NULL, att (B,H,L,S) from q (B,L,H*dh).
  * prefix is the number of cached keys before the first query's own key;
  * window NULL or H windows (hs_attn_mask_check). Every entry of att that the
@@ -237,13 +280,28 @@ int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_k
                           const hs_attn_mask *mask, const int *window, int prefix, int B, int L,
                           int H, int G, int dh, const hs_attn_hooks *hooks);
 
+/* hs_attn_heads_forward with the scores of sc (NULL: the plain ones,
+ * 1/sqrt(dh) without a cap, which is what hs_attn_heads_forward uses). */
+int hs_attn_heads_forward_scored(hs_real *z, hs_real *att, const hs_real *q,
+                                 const hs_kv_view *kv, const hs_attn_mask *mask,
+                                 const int *window, int prefix, int B, int L, int H, int G,
+                                 int dh, const hs_attn_scores *sc, const hs_attn_hooks *hooks);
+
 /* Backward of hs_attn_heads_forward for prefix 0 and the projection layout:
  * accumulates dq (B,L,H*dh), dk and dv (B,S,G*dh) from dz (B,L,H*dh) and att.
- * Reads att only inside each block's causal window (O(L W) with a window).
+ * Reads att only inside each block's causal window (O(L W) with a window);
+ * with a soft-cap it recomputes the block's scores for tanh's derivative.
  * Parallel over (batch, kv-head), so heads sharing K/V never race. */
 int hs_attn_heads_backward(hs_real *dq, hs_real *dk, hs_real *dv, const hs_real *dz,
                            const hs_real *att, const hs_real *q, const hs_real *k,
                            const hs_real *v, const hs_attn_mask *mask, const int *window,
                            int B, int L, int S, int H, int G, int dh);
+
+/* hs_attn_heads_backward of hs_attn_heads_forward_scored's scores sc. */
+int hs_attn_heads_backward_scored(hs_real *dq, hs_real *dk, hs_real *dv, const hs_real *dz,
+                                  const hs_real *att, const hs_real *q, const hs_real *k,
+                                  const hs_real *v, const hs_attn_mask *mask, const int *window,
+                                  int B, int L, int S, int H, int G, int dh,
+                                  const hs_attn_scores *sc);
 
 #endif

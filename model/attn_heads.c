@@ -32,6 +32,15 @@ static int thread_id(void)
 #endif
 }
 
+/* Soft-capping of n scores in place: s <- cap tanh(s / cap) (tanh in
+ * double: the cap multiplies its error). A plain loop: it runs inside the
+ * kernel's parallel tasks. */
+static void softcap_row(hs_real *s, int n, double cap)
+{
+    for (int i = 0; i < n; i++)
+        s[i] = (hs_real)(cap * tanh((double)s[i] / cap));
+}
+
 /* Window of query head h: 0 = global. */
 static int head_window(const int *window, int h) { return window ? window[h] : 0; }
 
@@ -94,7 +103,18 @@ typedef struct {
     const int *window;           /* NULL, or H windows */
     const hs_row_observer *rows; /* NULL: none */
     int prefix, B, L, H, G, dh, layer;
+    hs_real scale;
+    double softcap;              /* > 0: scores softcap tanh(s / softcap) */
 } heads_job;
+
+/* The scores of sc (NULL: 1/sqrt(dh), no cap). */
+static hs_attn_scores scores_of(const hs_attn_scores *sc, int dh)
+{
+    hs_attn_scores s = sc ? *sc : (hs_attn_scores){ 0, 0 };
+    if (!(s.scale > 0))
+        s.scale = 1 / sqrt((double)dh);
+    return s;
+}
 
 enum { SCORES = 1, MIX = 2 };
 
@@ -105,7 +125,7 @@ enum { SCORES = 1, MIX = 2 };
 static void run_blocks(const heads_job *j, int steps)
 {
     const int S = j->kv->S, L = j->L, H = j->H, dh = j->dh, HD = H * dh, group = H / j->G;
-    const hs_real scale = (hs_real)1 / sqrt((hs_real)dh);
+    const hs_real scale = j->scale;
     const int nqb = (L + QBLOCK - 1) / QBLOCK;
     const long ntask = (long)j->B * H * nqb;
     const hs_kv_view *kv = j->kv;
@@ -148,6 +168,8 @@ static void run_blocks(const heads_job *j, int steps)
             hs_real *row = P + (size_t)r * ldp; /* key k0 */
             int lo, hi;
             key_range(j->mask, W, j->prefix, t0 + r, S, &lo, &hi);
+            if ((steps & SCORES) && j->softcap > 0)
+                softcap_row(row + (lo - k0), hi - lo, j->softcap);
             if (steps & SCORES)
                 hs_softmax_row(row + (lo - k0), valid ? valid + lo : NULL, hi - lo);
             /* Keys outside the row's range: exactly 0 in the map and in the
@@ -170,6 +192,15 @@ int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_k
                           const hs_attn_mask *mask, const int *window, int prefix, int B, int L,
                           int H, int G, int dh, const hs_attn_hooks *hooks)
 {
+    return hs_attn_heads_forward_scored(z, att, q, kv, mask, window, prefix, B, L, H, G, dh, NULL,
+                                        hooks);
+}
+
+int hs_attn_heads_forward_scored(hs_real *z, hs_real *att, const hs_real *q,
+                                 const hs_kv_view *kv, const hs_attn_mask *mask,
+                                 const int *window, int prefix, int B, int L, int H, int G,
+                                 int dh, const hs_attn_scores *sc, const hs_attn_hooks *hooks)
+{
     const int S = kv->S;
     int rc = hs_attn_mask_check(mask, window, prefix, B, L, S, H);
     if (rc)
@@ -181,7 +212,9 @@ int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_k
                                   "(activations with maps)",
                        layer);
     const hs_row_observer *rows = hooks && hooks->rows.fn ? &hooks->rows : NULL;
-    heads_job j = { z, att, NULL, q, kv, mask, window, rows, prefix, B, L, H, G, dh, layer };
+    const hs_attn_scores s = scores_of(sc, dh);
+    heads_job j = { z,    att, NULL, q,     kv,           mask, window, rows, prefix, B, L,
+                    H,    G,   dh,   layer, (hs_real)s.scale, s.softcap };
     if (!att) {
         j.scratch = hs_calloc((size_t)hs_get_threads() * QBLOCK * S, sizeof(hs_real),
                               "attention score block");
@@ -207,12 +240,26 @@ int hs_attn_heads_backward(hs_real *dq, hs_real *dk, hs_real *dv, const hs_real 
                            const hs_real *v, const hs_attn_mask *mask, const int *window,
                            int B, int L, int S, int H, int G, int dh)
 {
+    return hs_attn_heads_backward_scored(dq, dk, dv, dz, att, q, k, v, mask, window, B, L, S, H,
+                                         G, dh, NULL);
+}
+
+int hs_attn_heads_backward_scored(hs_real *dq, hs_real *dk, hs_real *dv, const hs_real *dz,
+                                  const hs_real *att, const hs_real *q, const hs_real *k,
+                                  const hs_real *v, const hs_attn_mask *mask, const int *window,
+                                  int B, int L, int S, int H, int G, int dh,
+                                  const hs_attn_scores *sc)
+{
     const int HD = H * dh, GD = G * dh, group = H / G;
-    const hs_real scale = (hs_real)1 / sqrt((hs_real)dh);
+    const hs_attn_scores score = scores_of(sc, dh);
+    const hs_real scale = (hs_real)score.scale;
+    const double cap = score.softcap;
     int rc = hs_attn_mask_check(mask, window, 0, B, L, S, H);
     if (rc)
         return rc;
-    hs_real *scratch = hs_calloc((size_t)hs_get_threads() * QBLOCK * S, sizeof(hs_real),
+    /* per thread: dP, and with a soft-cap the block's scores besides */
+    const size_t block = (size_t)QBLOCK * S, per_thread = cap > 0 ? 2 * block : block;
+    hs_real *scratch = hs_calloc((size_t)hs_get_threads() * per_thread, sizeof(hs_real),
                                  "attention backward block");
     if (!scratch)
         return HS_ENOMEM;
@@ -225,7 +272,7 @@ int hs_attn_heads_backward(hs_real *dq, hs_real *dk, hs_real *dv, const hs_real 
     for (int task = 0; task < B * G; task++) {
         const int b = task / G, j = task % G;
         const size_t kv0 = (size_t)b * S * GD + (size_t)j * dh;
-        hs_real *dP = scratch + (size_t)thread_id() * QBLOCK * S;
+        hs_real *dP = scratch + (size_t)thread_id() * per_thread, *sc_blk = dP + block;
         for (int h = j * group; h < (j + 1) * group; h++) {
             const int W = head_window(window, h);
             for (int t0 = 0; t0 < L; t0 += QBLOCK) {
@@ -237,8 +284,11 @@ int hs_attn_heads_backward(hs_real *dq, hs_real *dk, hs_real *dv, const hs_real 
                 const size_t band = kv0 + (size_t)smin * GD;
                 const hs_real *P = att + (((size_t)b * H + h) * L + t0) * S + smin;
                 const size_t qoff = ((size_t)b * L + t0) * HD + (size_t)h * dh;
-                /* dP = dZ V^T, then dS = P * (dP - rowsum(P * dP)) in place. */
+                /* dP = dZ V^T, then dS = P * (dP - rowsum(P * dP)) in place: the
+                 * gradient of the (capped) scores. */
                 hs_gemm(0, 1, n, w, dh, 1, dz + qoff, HD, v + band, GD, 0, dP, w);
+                if (cap > 0) /* the raw scores again, for d(cap tanh(s / cap)) / ds */
+                    hs_gemm(0, 1, n, w, dh, scale, q + qoff, HD, k + band, GD, 0, sc_blk, w);
                 for (int r = 0; r < n; r++) {
                     const hs_real *pr = P + (size_t)r * S;
                     hs_real *dr = dP + (size_t)r * w;
@@ -248,6 +298,13 @@ int hs_attn_heads_backward(hs_real *dq, hs_real *dk, hs_real *dv, const hs_real 
                         dot += pr[s] * dr[s];
                     for (int s = 0; s < w; s++)
                         dr[s] = pr[s] * (dr[s] - dot);
+                    if (cap > 0) {
+                        const hs_real *raw = sc_blk + (size_t)r * w;
+                        for (int s = 0; s < w; s++) {
+                            const double t = tanh((double)raw[s] / cap);
+                            dr[s] = (hs_real)(dr[s] * (1 - t * t));
+                        }
+                    }
                 }
                 hs_gemm(0, 0, n, dh, w, scale, dP, w, k + band, GD, 1, dq + qoff, HD);
                 hs_gemm(1, 0, w, dh, n, scale, dP, w, q + qoff, HD, 1, dk + band, GD);

@@ -1,13 +1,14 @@
 /* Checkpoints in the Hugging Face layout: DIR/config.json and
  * DIR/model.safetensors -- or, for a sharded checkpoint,
  * DIR/model.safetensors.index.json whose "weight_map" names the shard file
- * of every tensor -- for model_type gpt2, llama, gpt_neox, mistral, qwen2
- * and headscope (SPEC §3, §10). Loading maps every file, validates every
+ * of every tensor -- for every model_type of hs_family (SPEC §3, §10, §14).
+ * Loading maps every file, validates every
  * tensor against the configuration and converts F32/F16/BF16 into the
  * model's one parameter allocation, releasing each tensor's pages once
  * copied. Saving writes one F32 model.safetensors in the family's own names
- * and layout (GPT-2's fused Conv1D c_attn and GPT-NeoX's per-head
- * interleaved query_key_value included). */
+ * and layout (GPT-2's fused Conv1D c_attn, GPT-NeoX's per-head
+ * interleaved query_key_value and Phi-3's fused qkv_proj / gate_up_proj
+ * included). */
 #ifndef HS_CHECKPOINT_H
 #define HS_CHECKPOINT_H
 

@@ -36,10 +36,17 @@ static int windows_fit(const hs_model_config *c)
     return total == c->n_head_windows && total <= HS_MAX_WINDOW_HEADS;
 }
 
+/* Layer l's window without the per-head pool: `window`, unless
+ * window_pattern makes the layer global. */
+static int pattern_window(const hs_model_config *c, int l)
+{
+    return c->window_pattern > 1 && (l + 1) % c->window_pattern == 0 ? 0 : c->window;
+}
+
 int hs_config_head_window(const hs_model_config *c, int l, int h)
 {
     if (!c->n_head_windows || !windows_fit(c))
-        return c->window;
+        return pattern_window(c, l);
     return c->head_windows[window_offset(c, l) + h];
 }
 
@@ -64,6 +71,7 @@ int hs_config_set_windows(hs_model_config *c, const int *w)
                                       "(global) or positive", w[i], i);
         same &= w[i] == w[0];
     }
+    c->window_pattern = 0; /* w gives every head's window */
     if (same) {
         c->window = total ? w[0] : 0;
         c->n_head_windows = 0;
@@ -83,17 +91,25 @@ hs_attn_config hs_config_attn(const hs_model_config *c, int l)
     const int rope = c->pos == HS_POS_ROPE;
     const int *head_window =
         c->n_head_windows && windows_fit(c) ? c->head_windows + window_offset(c, l) : NULL;
+    /* a local layer's own RoPE base, unscaled (Gemma 3's rope_local_base_freq) */
+    const int local = rope && c->rope_local_theta > 0 && hs_config_layer_window(c, l) > 0;
     return (hs_attn_config){ .d_model = c->d_model,
                              .n_heads = c->n_head[l],
                              .n_kv_heads = c->n_kv_head[l],
                              .bias = c->attn_bias,
                              .qkv_bias = c->qkv_bias,
                              .head_dim = c->head_dim,
-                             .rope_theta = rope ? c->rope_theta : 0,
-                             .window = c->window,
+                             .rope_theta = !rope ? 0 : local ? c->rope_local_theta : c->rope_theta,
+                             .window = pattern_window(c, l),
                              .rotary_dims = rope ? c->rotary_dims : 0,
-                             .rope_scaling = rope ? c->rope_scaling : (hs_rope_scaling){ 0 },
-                             .head_window = head_window };
+                             .rope_scaling = rope && !local ? c->rope_scaling
+                                                            : (hs_rope_scaling){ 0 },
+                             .head_window = head_window,
+                             .scale = c->attn_scalar > 0 ? 1 / sqrt(c->attn_scalar) : 0,
+                             .softcap = c->attn_softcap,
+                             .qk_norm = c->qk_norm,
+                             .qk_norm_eps = c->norm_eps,
+                             .qk_norm_offset = c->norm_offset };
 }
 
 hs_mla_config hs_config_mla(const hs_model_config *c, int l)
@@ -140,8 +156,9 @@ int hs_config_param_count(const hs_model_config *c, size_t *n)
                  mul_add(&total, C + r, d) && mul_add(&total, C, 1) && mul_add(&total, HKV, C) &&
                  mul_add(&total, d, H * (size_t)c->v_head_dim);
         } else
-            ok = mul_add(&total, 2 * HD + 2 * GD, d + 1);
-        ok = ok && mul_add(&total, d, 5) &&
+            ok = mul_add(&total, 2 * HD + 2 * GD, d + 1) &&
+                 (!c->qk_norm || mul_add(&total, HD + GD, 1));
+        ok = ok && mul_add(&total, d, c->out_norm ? 9 : 5) &&
              (c->mlp == HS_MLP_NONE || mul_add(&total, F, 3 * d + 3));
     }
     /* the parameters, and the optimizer's two moments besides, in bytes */
@@ -199,6 +216,36 @@ static int mla_check(const hs_model_config *c)
     return HS_OK;
 }
 
+/* The features of SPEC §14's families (config.h), each refused where it
+ * has no meaning, naming the field. */
+static int features_check(const hs_model_config *c)
+{
+    const char *why = NULL;
+    if (c->norm_offset && c->norm != HS_NORM_RMSNORM)
+        why = "norm_offset: the (1 + w) scale is an RMSNorm's (norm \"rmsnorm\")";
+    else if ((c->no_input_norm || c->out_norm) && c->post_norm)
+        why = "input_norm false and output_norm are pre-norm layouts (norm_position \"pre\")";
+    else if (c->no_input_norm && c->parallel_residual)
+        why = "input_norm false: a parallel residual reads the layer input through its norms";
+    else if (c->qk_norm < HS_QK_NORM_NONE || c->qk_norm > HS_QK_NORM_PROJ)
+        why = "qk_norm: unknown kind";
+    else if (c->mla && (c->qk_norm || c->attn_scalar > 0 || c->attn_softcap > 0 || c->norm_offset))
+        why = "qk_norm, attn_scalar, attn_softcap and norm_offset are not implemented with MLA";
+    else if (!(c->attn_scalar >= 0 && isfinite(c->attn_scalar)))
+        why = "attn_scalar must be 0 (head_dim) or positive";
+    else if (!(c->attn_softcap >= 0 && isfinite(c->attn_softcap)) ||
+             !(c->final_softcap >= 0 && isfinite(c->final_softcap)))
+        why = "attn_softcap and final_softcap must be 0 (none) or positive";
+    else if (c->window_pattern < 0 || c->window_pattern == 1)
+        why = "window_pattern must be 0 (every layer) or at least 2";
+    else if (c->window_pattern > 1 && (!c->window || c->n_head_windows))
+        why = "window_pattern needs one integer window";
+    else if (!(c->rope_local_theta >= 0 && isfinite(c->rope_local_theta)) ||
+             (c->rope_local_theta > 0 && c->pos != HS_POS_ROPE))
+        why = "rope_local_theta must be 0 or positive, with rotary positions";
+    return why ? hs_fail(HS_EINVAL, "config: %s", why) : HS_OK;
+}
+
 int hs_config_check(const hs_model_config *c)
 {
     int rc;
@@ -223,7 +270,7 @@ int hs_config_check(const hs_model_config *c)
             return hs_fail(HS_EINVAL, "config: layer %d: n_head=%d x head_dim=%d is too large", l,
                            c->n_head[l], c->head_dim);
     }
-    if ((rc = mla_check(c)))
+    if ((rc = mla_check(c)) || (rc = features_check(c)))
         return rc;
     size_t n_params;
     if (hs_config_param_count(c, &n_params))
@@ -242,13 +289,16 @@ int hs_config_check(const hs_model_config *c)
         return hs_fail(HS_EINVAL, "config: window: %d per-head windows for layers of %d heads in "
                                   "all (a list per head of every layer)",
                        c->n_head_windows, window_offset(c, c->n_layer));
-    if (c->n_head_windows && c->family != HS_FAMILY_HEADSCOPE)
+    const hs_family_ops *f = hs_family_ops_of(c->family);
+    if (!f)
+        return hs_fail(HS_EINVAL, "config: no model family %d", (int)c->family);
+    if (c->n_head_windows && c->family != HS_FAMILY_HEADSCOPE && !f->layer_windows)
         return hs_fail(HS_EINVAL, "config: window: per-layer or per-head windows are a "
                                   "headscope-family feature (use a headscope preset)");
     if (c->parallel_residual && (c->post_norm || c->mlp == HS_MLP_NONE))
         return hs_fail(HS_EINVAL, "config: a parallel residual needs pre-norm layers with an MLP");
-    if (c->gelu_exact && c->mlp != HS_MLP_GELU)
-        return hs_fail(HS_EINVAL, "config: gelu_exact needs the gelu MLP");
+    if (c->gelu_exact && c->mlp != HS_MLP_GELU && c->mlp != HS_MLP_GEGLU)
+        return hs_fail(HS_EINVAL, "config: gelu_exact needs the gelu or geglu MLP");
     for (int l = 0; l < c->n_layer; l++) {
         hs_attn_config a = hs_config_attn(c, l);
         if (hs_attn_config_check(&a))
@@ -259,9 +309,6 @@ int hs_config_check(const hs_model_config *c)
     int uniform = !c->post_norm && c->final_norm && !c->lm_head_bias;
     for (int l = 1; l < c->n_layer; l++)
         uniform &= c->n_head[l] == c->n_head[0] && c->n_kv_head[l] == c->n_kv_head[0];
-    const hs_family_ops *f = hs_family_ops_of(c->family);
-    if (!f)
-        return hs_fail(HS_EINVAL, "config: no model family %d", (int)c->family);
     if (c->family != HS_FAMILY_HEADSCOPE && !(uniform && f->fits(c)))
         return hs_fail(HS_EINVAL, "config: this architecture is not %s's (use a headscope "
                                   "preset for other variants)", f->title);
@@ -279,7 +326,8 @@ int hs_config_check(const hs_model_config *c)
  * other than the one we implement. headscope is our own format: a key it
  * does not read is refused unless it is bookkeeping. */
 
-#define SLIDING_ELSEWHERE "sliding-window attention outside the mistral family (model_type \"mistral\")"
+#define SLIDING_ELSEWHERE "sliding-window attention, which this family does not have (mistral, gemma2, " \
+                          "gemma3_text and phi3 do)"
 /* Every Hugging Face family's; a key the family's parser reads (mistral's
  * sliding_window, the llama family's rope_scaling) never reaches this table. */
 static const hs_key_rule HF_RULES[] = {
@@ -309,8 +357,10 @@ static const char *const bookkeeping[] = {
  * computes: PretrainedConfig's generation defaults, label maps and output
  * switches, other heads' settings (GPT-2's summary_*), precision or
  * parallelism switches with the same result (pretraining_tp,
- * reorder_and_upcast_attn) and context lengths that rotary families do not
- * use. Anything else a family's parser does not read is refused: it may
+ * reorder_and_upcast_attn), context lengths that rotary families do not
+ * use, generation's cache type (cache_implementation) and the remote-code
+ * class map (auto_map: the classes implemented here are transformers'
+ * own). Anything else a family's parser does not read is refused: it may
  * change the computation. */
 static const char *const hf_bookkeeping[] = {
     "sep_token_id", "decoder_start_token_id", "forced_bos_token_id", "forced_eos_token_id",
@@ -327,7 +377,7 @@ static const char *const hf_bookkeeping[] = {
     "begin_suppress_tokens", "finetuning_task", "id2label", "label2id", "num_labels",
     "tokenizer_class", "prefix", "problem_type", "_commit_hash", "_attn_implementation",
     "_attn_implementation_autoset", "initializer_range", "tie_word_embeddings", "_num_labels",
-    "output_past", "gradient_checkpointing",
+    "output_past", "gradient_checkpointing", "cache_implementation", "auto_map",
 };
 
 static int value_allowed(const cJSON *v, hs_allowed ok)
@@ -527,8 +577,8 @@ int hs_config_override(hs_model_config *c, const char *kv)
     if (!o)
         return hs_fail(HS_ENOMEM, "override: cannot build JSON");
     /* optional keys written only when set */
-    if (!strcmp(key, "window") && !cJSON_GetObjectItemCaseSensitive(o, key))
-        cJSON_AddNumberToObject(o, key, 0);
+    if (!cJSON_GetObjectItemCaseSensitive(o, key))
+        hs_headscope_add_default(o, key);
     if (!cJSON_GetObjectItemCaseSensitive(o, key)) {
         cJSON_Delete(o);
         return hs_fail(HS_EINVAL, "override: unknown key \"%s\"", key);

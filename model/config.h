@@ -1,6 +1,7 @@
-/* Transformer configuration: one structure for the model families of SPEC §3
- * and §10 (gpt2, llama, headscope, gpt_neox, mistral, qwen2), read from and
- * written to config.json. */
+/* Transformer configuration: one structure for the model families of SPEC §3,
+ * §10 and §14 (gpt2, llama, headscope, gpt_neox, mistral, qwen2, gemma,
+ * gemma2, gemma3_text, qwen3, olmo2, phi3), read from and written to
+ * config.json. */
 #ifndef HS_CONFIG_H
 #define HS_CONFIG_H
 
@@ -28,11 +29,19 @@ typedef enum {
     HS_FAMILY_GPT_NEOX, /* Pythia */
     HS_FAMILY_MISTRAL,  /* llama + sliding window */
     HS_FAMILY_QWEN2,    /* llama + q/k/v biases */
+    HS_FAMILY_GEMMA,    /* (1 + w) RMSNorm, sqrt(d) embeddings, GeGLU */
+    HS_FAMILY_GEMMA2,   /* gemma + sublayer output norms, soft-capping, sliding layers */
+    HS_FAMILY_GEMMA3,   /* gemma3_text: gemma2 + q/k norms, local RoPE base, no attn capping */
+    HS_FAMILY_QWEN3,    /* llama + per-head q/k norms */
+    HS_FAMILY_OLMO2,    /* sublayer output norms only, q/k norms over the projections */
+    HS_FAMILY_PHI3,     /* fused qkv_proj / gate_up_proj, partial rotary */
     HS_FAMILY_COUNT
 } hs_family;
 typedef enum { HS_POS_LEARNED, HS_POS_ROPE, HS_POS_NONE } hs_pos_kind;
 typedef enum { HS_NORM_LAYERNORM, HS_NORM_RMSNORM } hs_norm_kind;
-typedef enum { HS_MLP_NONE, HS_MLP_GELU, HS_MLP_SWIGLU } hs_mlp_kind;
+/* GEGLU: down(gelu(gate x) * up x), GELU by the tanh formula (gelu_pytorch_tanh)
+ * or, with gelu_exact, the exact erf one; SWIGLU the same with silu. */
+typedef enum { HS_MLP_NONE, HS_MLP_GELU, HS_MLP_SWIGLU, HS_MLP_GEGLU } hs_mlp_kind;
 
 typedef struct {
     hs_family family;
@@ -47,6 +56,11 @@ typedef struct {
     double rope_theta;
     hs_norm_kind norm;
     int post_norm;                 /* 0: x + f(norm(x)); 1: norm(x + f(x)) */
+    int no_input_norm;             /* 1: the sublayers read the residual itself (OLMo-2):
+                                      x + f(x), no ln_1 / ln_2 (pre-norm layers only) */
+    int out_norm;                  /* 1: each sublayer's output is normed before it is
+                                      added: x + norm_out(f(...)) (Gemma 2/3, OLMo-2) */
+    int norm_offset;               /* 1: every norm scales by (1 + w) (Gemma), w as stored */
     double norm_eps;
     double init_std;               /* initializer_range: std of random weights (0.02) */
     int final_norm;                /* ln_f before the unembedding */
@@ -56,10 +70,21 @@ typedef struct {
     int qkv_bias;                  /* q/k/v biases without attn_bias's o bias (qwen2) */
     int tie_embeddings;            /* logits use wte */
     int parallel_residual;         /* gpt_neox: x + attn(ln1(x)) + mlp(ln2(x)) */
-    int gelu_exact;                /* gelu MLP: exact erf GELU (gpt_neox) instead of tanh */
+    int gelu_exact;                /* gelu/geglu MLP: exact erf GELU (gpt_neox) instead of tanh */
+    int embed_scale;               /* 1: embeddings times sqrt(d_model) rounded to hs_real
+                                      (Gemma's normaliser) */
+    hs_qk_norm_kind qk_norm;       /* RMSNorm of q and k before RoPE: per head (Qwen3,
+                                      Gemma 3) or over the whole projection (OLMo-2) */
+    double attn_scalar;            /* > 0: scores scaled by attn_scalar^-1/2 (Gemma's
+                                      query_pre_attn_scalar); 0: head_dim^-1/2 */
+    double attn_softcap;           /* > 0: scores c tanh(s / c) before the mask (Gemma 2) */
+    double final_softcap;          /* > 0: logits c tanh(l / c) (Gemma 2) */
     int rotary_dims;               /* rotated dims per head; 0: all head_dim */
     int window;                    /* sliding window W of every head (mistral; headscope's
                                       integer `window`); 0: global. 0 with per-head windows */
+    int window_pattern;            /* P > 1: only layers l with (l + 1) % P != 0 use
+                                      `window`, the others are global (Gemma 2: P = 2,
+                                      Gemma 3: sliding_window_pattern); 0: every layer */
     /* headscope's per-layer or per-head `window`, when the heads do not all
      * share one: 0, or sum_l n_head[l], the windows of layer 0's heads, then
      * layer 1's, ... (0 = global). hs_config_set_windows keeps this canonical:
@@ -67,6 +92,9 @@ typedef struct {
     int n_head_windows;
     int head_windows[HS_MAX_WINDOW_HEADS];
     hs_rope_scaling rope_scaling;  /* llama3 / linear (llama family); zero: plain */
+    double rope_local_theta;       /* > 0: the RoPE base of layers whose every head has a
+                                      window, there without rope_scaling (Gemma 3's
+                                      rope_local_base_freq); 0: rope_theta everywhere */
     /* attention "mla" (headscope family, every layer): DeepSeek-V2's multi-head
      * latent attention (mla.h); head_dim is then v_head_dim and n_kv_head n_head */
     int mla;
@@ -96,7 +124,8 @@ hs_attn_config hs_config_attn(const hs_model_config *c, int l);
 int hs_config_head_window(const hs_model_config *c, int l, int h);
 
 /* The window every head of layer l shares (0: all global), or -1 when its
- * heads differ. A decoding cache keeps a ring of W positions only for a
+ * heads differ. A layer whose heads all have a window is a local (sliding)
+ * layer: rope_local_theta applies there. A decoding cache keeps a ring of W positions only for a
  * shared W > 0; a layer of mixed windows keeps every position. */
 int hs_config_layer_window(const hs_model_config *c, int l);
 
@@ -109,8 +138,7 @@ int hs_config_set_windows(hs_model_config *c, const int *w);
 /* The MLA configuration of layer l of an attention "mla" model. */
 hs_mla_config hs_config_mla(const hs_model_config *c, int l);
 
-/* Parses config.json text of model_type gpt2, llama, headscope, gpt_neox,
- * mistral or qwen2. `path` only names the file in messages. A key that
+/* Parses config.json text of any model_type of hs_family. `path` only names the file in messages. A key that
  * would change the computation and that is not implemented is refused,
  * naming it; the bookkeeping keys of Hugging Face configs are accepted. */
 int hs_config_parse(hs_model_config *c, const char *json, const char *path);

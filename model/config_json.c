@@ -169,9 +169,15 @@ static int rope_number(const hs_cfg_reader *r, const char *obj, const cJSON *o, 
 int hs_cfg_rope_object(hs_cfg_reader *r, const char *key, double partial, double *theta,
                        hs_rope_scaling *s)
 {
+    return hs_cfg_rope_value(r, key, hs_cfg_lookup(r, key), partial, theta, s);
+}
+
+int hs_cfg_rope_value(hs_cfg_reader *r, const char *key, const cJSON *v, double partial,
+                      double *theta, hs_rope_scaling *s)
+{
     *theta = 0;
     memset(s, 0, sizeof *s);
-    const cJSON *v = hs_cfg_lookup(r, key), *e;
+    const cJSON *e;
     if (!v || cJSON_IsNull(v))
         return HS_OK;
     if (!cJSON_IsObject(v))
@@ -261,17 +267,55 @@ int hs_cfg_rope(hs_cfg_reader *r, const char *theta_key, double dflt, double par
     return rc;
 }
 
-int hs_cfg_hf_sizes(hs_cfg_reader *r, hs_model_config *c)
+/* The sizes, required (d NULL) or from d's defaults where absent. */
+static int hf_sizes(hs_cfg_reader *r, hs_model_config *c, const hs_hf_defaults *d)
 {
     int rc;
-    if ((rc = hs_cfg_int(r, "hidden_size", HS_CFG_REQUIRED, 0, &c->d_model)) ||
-        (rc = hs_cfg_int(r, "num_hidden_layers", HS_CFG_REQUIRED, 0, &c->n_layer)) ||
-        (rc = hs_cfg_int(r, "vocab_size", HS_CFG_REQUIRED, 0, &c->vocab_size)) ||
-        (rc = hs_cfg_int(r, "intermediate_size", HS_CFG_REQUIRED, 0, &c->d_ff)) ||
-        (rc = hs_cfg_int(r, "max_position_embeddings", HS_CFG_NULL_DEFAULT, 2048, &c->n_ctx)) ||
+    const unsigned f = d ? 0 : HS_CFG_REQUIRED;
+    if ((rc = hs_cfg_int(r, "hidden_size", f, d ? d->hidden_size : 0, &c->d_model)) ||
+        (rc = hs_cfg_int(r, "num_hidden_layers", f, d ? d->num_hidden_layers : 0, &c->n_layer)) ||
+        (rc = hs_cfg_int(r, "vocab_size", f, d ? d->vocab_size : 0, &c->vocab_size)) ||
+        (rc = hs_cfg_int(r, "intermediate_size", f, d ? d->intermediate_size : 0, &c->d_ff)) ||
+        (rc = hs_cfg_int(r, "max_position_embeddings", HS_CFG_NULL_DEFAULT,
+                         d ? d->max_position_embeddings : 2048, &c->n_ctx)) ||
         (rc = hs_cfg_double(r, "initializer_range", HS_CFG_NULL_DEFAULT, 0.02, &c->init_std)))
         return rc;
     return hs_cfg_layers_ok(r, "num_hidden_layers", c->n_layer);
+}
+
+int hs_cfg_hf_sizes(hs_cfg_reader *r, hs_model_config *c)
+{
+    return hf_sizes(r, c, NULL);
+}
+
+int hs_cfg_hf_decoder(hs_cfg_reader *r, hs_model_config *c, const hs_hf_defaults *d)
+{
+    int rc, dh = 0;
+    if ((rc = hf_sizes(r, c, d)) ||
+        (rc = hs_cfg_double(r, "rms_norm_eps", 0, d->rms_norm_eps, &c->norm_eps)) ||
+        (rc = hs_cfg_bool(r, "tie_word_embeddings", HS_CFG_NULL_FALSE, d->tie_word_embeddings,
+                          &c->tie_embeddings)) ||
+        (rc = hs_cfg_per_layer(r, "num_attention_heads", c->n_layer, 0, d->num_attention_heads,
+                               0, c->n_head)) ||
+        (rc = hs_cfg_per_layer(r, "num_key_value_heads", c->n_layer, HS_CFG_NULL_DEFAULT,
+                               d->num_key_value_heads && !hs_cfg_lookup(r, "num_key_value_heads")
+                                   ? d->num_key_value_heads
+                                   : c->n_head[0],
+                               0, c->n_kv_head)) ||
+        (rc = hs_cfg_check_groups(r, c, "num_attention_heads", "num_key_value_heads")))
+        return rc;
+    /* head_dim: absent, the class's default; null, derived (HF's None) */
+    const cJSON *hd = cJSON_GetObjectItemCaseSensitive(r->root, "head_dim");
+    if ((rc = hs_cfg_int(r, "head_dim", HS_CFG_NULL_DEFAULT, hd ? 0 : d->head_dim, &dh)))
+        return rc;
+    if (!dh && (c->n_head[0] < 1 || c->d_model % c->n_head[0]))
+        return hs_fail(HS_EFORMAT, "%s: hidden_size=%d is not divisible by num_attention_heads=%d",
+                       r->path, c->d_model, c->n_head[0]);
+    c->head_dim = dh ? dh : c->d_model / c->n_head[0];
+    c->pos = HS_POS_ROPE;
+    c->norm = HS_NORM_RMSNORM;
+    c->final_norm = 1;
+    return HS_OK;
 }
 
 void hs_cfg_add_per_layer(cJSON *o, const char *key, const hs_model_config *c, const int *v)

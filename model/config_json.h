@@ -61,6 +61,11 @@ int hs_cfg_layers_ok(const hs_cfg_reader *r, const char *key, int n_layer);
 int hs_cfg_check_groups(const hs_cfg_reader *r, const hs_model_config *c, const char *hkey,
                         const char *gkey);
 
+/* hs_cfg_rope_object for a value v already in hand (a member of another
+ * object), named `name` in messages. */
+int hs_cfg_rope_value(hs_cfg_reader *r, const char *name, const cJSON *v, double partial,
+                      double *theta, hs_rope_scaling *s);
+
 /* A rope_scaling / rope_parameters object at key: null or absent (plain),
  * plain RoPE spelled as an object, or "linear" / "llama3"; any other type or
  * key is refused, naming it. *theta: the object's rope_theta (0: none);
@@ -78,6 +83,26 @@ int hs_cfg_rope(hs_cfg_reader *r, const char *theta_key, double dflt, double par
  * hidden_size, num_hidden_layers, vocab_size, intermediate_size,
  * max_position_embeddings, initializer_range. */
 int hs_cfg_hf_sizes(hs_cfg_reader *r, hs_model_config *c);
+
+/* A Hugging Face config class's defaults (its __init__'s) for the keys of
+ * hs_cfg_hf_decoder, taken where config.json leaves a key out (SPEC §14). */
+typedef struct {
+    int vocab_size, hidden_size, intermediate_size, num_hidden_layers, max_position_embeddings;
+    int num_attention_heads;
+    int num_key_value_heads; /* 0: num_attention_heads (HF's None) */
+    int head_dim;            /* 0: hidden_size / num_attention_heads (HF's None) */
+    double rms_norm_eps, rope_theta;
+    int tie_word_embeddings;
+} hs_hf_defaults;
+
+/* The keys a Llama-like decoder's config (gemma, qwen3, olmo2, phi3) spells
+ * the same way, each from d where absent: the sizes above,
+ * num_attention_heads, num_key_value_heads (null: num_attention_heads),
+ * head_dim (null: hidden_size / num_attention_heads), rms_norm_eps,
+ * tie_word_embeddings. Sets RoPE positions, RMSNorm and the final norm; the
+ * family reads its RoPE keys (hs_cfg_rope, with the rotary fraction and
+ * defaults it implies), its MLP and the rest. */
+int hs_cfg_hf_decoder(hs_cfg_reader *r, hs_model_config *c, const hs_hf_defaults *d);
 
 /* ---- writing ---- */
 

@@ -60,6 +60,10 @@ int hs_convert_kv_heads(hs_model *out, const hs_model *in, int G)
             pool_heads(b->b_k, a->b_k, G, r, dh, 1);
             pool_heads(b->b_v, a->b_v, G, r, dh, 1);
         }
+        /* a k norm over the whole projection (OLMo-2) has a weight per key
+         * head's dims, pooled as the heads are; a per-head one is shared */
+        if (c->qk_norm == HS_QK_NORM_PROJ)
+            pool_heads(b->k_norm, a->k_norm, G, r, dh, 1);
     }
     return HS_OK;
 }

@@ -17,8 +17,8 @@
  * converted layer by layer to different group sizes. GPT-2's and GPT-NeoX's
  * file formats cannot hold grouped heads: their models become the headscope
  * family (the same computation: learned or partial rotary positions, pre
- * norm, biases, GELU kind, parallel residual, tying all carried over). The
- * llama, mistral, qwen2 and headscope families stay themselves. */
+ * norm, biases, GELU kind, parallel residual, tying all carried over). Every
+ * other family stays itself. */
 int hs_convert_kv_heads(hs_model *out, const hs_model *in, int G);
 
 #endif

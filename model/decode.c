@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "block.h"
 #include "layers.h"
 #include "linalg.h"
 #include "mla.h"
@@ -28,7 +29,7 @@ static void free_scratch(hs_decoder *dec)
     hs_attn_acts_free(&dec->acts);
     hs_real **bufs[] = { &dec->x,    &dec->nrm,   &dec->mean, &dec->rstd,
                          &dec->attn_out, &dec->r1, &dec->n2,  &dec->h_pre,
-                         &dec->h_up, &dec->h_act, &dec->mlp_out };
+                         &dec->h_up, &dec->h_act, &dec->mlp_out, &dec->raw };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         free(*bufs[i]);
         *bufs[i] = NULL;
@@ -53,7 +54,7 @@ static int grow_scratch(hs_decoder *dec, int n)
         size_t n;
     } b[] = { { &dec->x, d },     { &dec->nrm, d },   { &dec->mean, r },     { &dec->rstd, r },
               { &dec->attn_out, d }, { &dec->r1, d }, { &dec->n2, d },       { &dec->h_pre, F },
-              { &dec->h_up, F },  { &dec->h_act, F }, { &dec->mlp_out, d } };
+              { &dec->h_up, F },  { &dec->h_act, F }, { &dec->mlp_out, d },  { &dec->raw, d } };
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
         if (!(*b[i].p = hs_calloc(b[i].n, sizeof(hs_real), "decoder scratch"))) {
             free_scratch(dec);
@@ -172,44 +173,21 @@ size_t hs_decoder_cache_bytes(const hs_decoder *dec)
     return bytes;
 }
 
-/* Hugging Face rotate-half RoPE of rows (n, nh*dh) at positions pos0 + t,
- * as the attention module rotates them (hs_rope_inv_freq gives pair i's
- * frequency; dims from the rotary count on pass unchanged). */
-static void rope(hs_real *x, int n, int nh, int dh, int pos0, const hs_attn_config *c)
-{
-    const int half = hs_attn_rotary_dims(c) / 2;
-    for (int t = 0; t < n; t++)
-        for (int i = 0; i < half; i++) {
-            const double angle = (pos0 + t) * hs_rope_inv_freq(c, i);
-            const hs_real co = (hs_real)cos(angle), si = (hs_real)sin(angle);
-            for (int h = 0; h < nh; h++) {
-                hs_real *r = x + ((size_t)t * nh + h) * dh;
-                const hs_real x1 = r[i], x2 = r[i + half];
-                r[i] = x1 * co - x2 * si;
-                r[i + half] = x2 * co + x1 * si;
-            }
-        }
-}
-
 /* Attention of n new rows `in` over a ring of the last W positions: the
- * projections of all n rows at once, then each query in turn writes its
- * key and value over the slot of position p - W and attends over the ring
- * (every key there is inside its window). Leaves z in dec->acts. */
+ * projections of all n rows at once (hs_attn_project: norms and RoPE as the
+ * full forward has them), then each query in turn writes its key and value
+ * over the slot of position p - W and attends over the ring (every key there
+ * is inside its window). Leaves z in dec->acts. */
 static int ring_attention(hs_decoder *dec, hs_layer_cache *lc, const hs_attn_weights *w,
                           const hs_attn_config *ac, const hs_real *in, int n)
 {
     hs_attn_acts *a = &dec->acts;
     hs_kv_cache *kv = &lc->kv;
-    const int d = ac->d_model, H = ac->n_heads, G = ac->n_kv_heads, dh = hs_attn_head_dim(ac);
+    const int H = ac->n_heads, G = ac->n_kv_heads, dh = hs_attn_head_dim(ac);
     const int HD = H * dh, GD = G * dh, W = lc->window;
-    hs_linear_forward(a->q, in, w->w_q, w->b_q, (size_t)n, d, HD);
-    hs_linear_forward(a->k, in, w->w_k, w->b_k, (size_t)n, d, GD);
-    hs_linear_forward(a->v, in, w->w_v, w->b_v, (size_t)n, d, GD);
-    if (ac->rope_theta > 0) {
-        rope(a->q, n, H, dh, dec->pos, ac);
-        rope(a->k, n, G, dh, dec->pos, ac);
-    }
+    hs_attn_project(a->q, a->k, a->v, NULL, NULL, w, ac, in, in, 1, n, n, dec->pos);
     const hs_attn_mask causal = { 1, NULL };
+    const hs_attn_scores sc = hs_attn_config_scores(ac);
     for (int t = 0; t < n; t++) {
         const int p = dec->pos + t, slot = p % W, S = p + 1 < W ? p + 1 : W;
         for (int j = 0; j < G; j++) {
@@ -220,8 +198,9 @@ static int ring_attention(hs_decoder *dec, hs_layer_cache *lc, const hs_attn_wei
         kv->len = S;
         const hs_kv_view view = { kv->k, kv->v, (size_t)G * kv->cap * dh, (size_t)kv->cap * dh,
                                   (size_t)dh, S };
-        int rc = hs_attn_heads_forward(a->z + (size_t)t * HD, NULL, a->q + (size_t)t * HD, &view,
-                                       &causal, NULL, S - 1, 1, 1, H, G, dh, NULL);
+        int rc = hs_attn_heads_forward_scored(a->z + (size_t)t * HD, NULL, a->q + (size_t)t * HD,
+                                              &view, &causal, NULL, S - 1, 1, 1, H, G, dh, &sc,
+                                              NULL);
         if (rc)
             return rc;
     }
@@ -229,10 +208,10 @@ static int ring_attention(hs_decoder *dec, hs_layer_cache *lc, const hs_attn_wei
 }
 
 /* The attention of layer l for the n rows `in`, through the layer's cache,
- * into dec->attn_out. The one place a layer's cache kind matters: an MLA
+ * into out. The one place a layer's cache kind matters: an MLA
  * layer (HS_LAYER_CACHE_OTHER) takes the absorbed step over its latent
  * cache, the others attend over their kv heads (linear or ring). */
-static int layer_attention(hs_decoder *dec, int l, const hs_real *in, int n)
+static int layer_attention(hs_decoder *dec, int l, const hs_real *in, int n, hs_real *out)
 {
     const hs_model *m = dec->m;
     hs_layer_cache *lc = &dec->layer[l];
@@ -242,8 +221,7 @@ static int layer_attention(hs_decoder *dec, int l, const hs_real *in, int n)
     a->B = 1, a->L = n, a->S_new = n, a->S = n;
     if (lc->kind == HS_LAYER_CACHE_OTHER && m->cfg.mla) {
         const hs_mla_config mc = hs_config_mla(&m->cfg, l);
-        return hs_mla_forward_cached(dec->attn_out, NULL, &m->w.layer[l].mla, &mc, in, n, NULL,
-                                     lc->other);
+        return hs_mla_forward_cached(out, NULL, &m->w.layer[l].mla, &mc, in, n, NULL, lc->other);
     }
     if (lc->kind != HS_LAYER_CACHE_KV)
         return hs_fail(HS_EINVAL, "decoder: layer %d's attention has no decoding step", l);
@@ -255,58 +233,34 @@ static int layer_attention(hs_decoder *dec, int l, const hs_real *in, int n)
         rc = hs_attn_forward_heads(a, w, &ac, in, NULL, &causal, &lc->kv);
     }
     if (!rc)
-        hs_attn_forward_output(dec->attn_out, a, w, &ac, NULL, 0);
+        hs_attn_forward_output(out, a, w, &ac, NULL, 0);
     return rc;
-}
-
-static void norm(hs_real *out, hs_real *mean, hs_real *rstd, const hs_real *inp, const hs_real *w,
-                 const hs_real *b, const hs_model_config *c, size_t N)
-{
-    if (c->norm == HS_NORM_LAYERNORM)
-        hs_layernorm_forward(out, mean, rstd, inp, w, b, N, c->d_model, c->norm_eps);
-    else
-        hs_rmsnorm_forward(out, rstd, inp, w, N, c->d_model, c->norm_eps);
-}
-
-static void mlp(hs_decoder *dec, const hs_layer_weights *lw, const hs_real *inp, size_t N)
-{
-    const hs_model_config *c = &dec->m->cfg;
-    const int d = c->d_model, F = c->d_ff;
-    if (c->mlp == HS_MLP_GELU) {
-        hs_linear_forward(dec->h_pre, inp, lw->fc_w, lw->fc_b, N, d, F);
-        if (c->gelu_exact)
-            hs_gelu_erf_forward(dec->h_act, dec->h_pre, N * F);
-        else
-            hs_gelu_forward(dec->h_act, dec->h_pre, N * F);
-        hs_linear_forward(dec->mlp_out, dec->h_act, lw->proj_w, lw->proj_b, N, F, d);
-    } else {
-        hs_linear_forward(dec->h_pre, inp, lw->gate_w, lw->gate_b, N, d, F);
-        hs_linear_forward(dec->h_up, inp, lw->up_w, lw->up_b, N, d, F);
-        hs_swiglu_forward(dec->h_act, dec->h_pre, dec->h_up, N * F);
-        hs_linear_forward(dec->mlp_out, dec->h_act, lw->down_w, lw->down_b, N, F, d);
-    }
 }
 
 /* One layer on the n rows of dec->x, in place: the same sequence of
  * kernels as the full forward (transformer.c), pre or post norm, parallel
- * residual or not. */
+ * residual or not, with or without input norms and sublayer output norms. */
 static int layer_forward(hs_decoder *dec, int l, int n)
 {
     const hs_model_config *c = &dec->m->cfg;
     const hs_layer_weights *lw = &dec->m->w.layer[l];
     const size_t N = (size_t)n, D = N * c->d_model;
+    const int pre = !c->post_norm && !c->no_input_norm;
     const hs_real *attn_in = dec->x;
-    if (!c->post_norm) {
-        norm(dec->nrm, dec->mean, dec->rstd, dec->x, lw->ln1_w, lw->ln1_b, c, N);
+    if (pre) {
+        hs_block_norm(dec->nrm, dec->mean, dec->rstd, dec->x, lw->ln1_w, lw->ln1_b, c, N);
         attn_in = dec->nrm;
     }
-    int rc = layer_attention(dec, l, attn_in, n);
+    int rc = layer_attention(dec, l, attn_in, n, c->out_norm ? dec->raw : dec->attn_out);
     if (rc)
         return rc;
+    if (c->out_norm)
+        hs_block_norm(dec->attn_out, dec->mean, dec->rstd, dec->raw, lw->ln_attn_w, lw->ln_attn_b,
+                      c, N);
     hs_add(dec->r1, dec->x, dec->attn_out, D);
     hs_real *mid = dec->r1;
     if (c->post_norm) {
-        norm(dec->nrm, dec->mean, dec->rstd, dec->r1, lw->ln1_w, lw->ln1_b, c, N);
+        hs_block_norm(dec->nrm, dec->mean, dec->rstd, dec->r1, lw->ln1_w, lw->ln1_b, c, N);
         mid = dec->nrm;
     }
     if (c->mlp == HS_MLP_NONE) {
@@ -315,14 +269,20 @@ static int layer_forward(hs_decoder *dec, int l, int n)
     }
     const hs_real *mlp_in = mid;
     if (!c->post_norm) {
-        norm(dec->n2, dec->mean, dec->rstd, c->parallel_residual ? dec->x : mid, lw->ln2_w,
-             lw->ln2_b, c, N);
-        mlp_in = dec->n2;
+        mlp_in = c->parallel_residual ? dec->x : mid;
+        if (pre) {
+            hs_block_norm(dec->n2, dec->mean, dec->rstd, mlp_in, lw->ln2_w, lw->ln2_b, c, N);
+            mlp_in = dec->n2;
+        }
     }
-    mlp(dec, lw, mlp_in, N);
+    const hs_mlp_acts ma = { dec->h_pre, dec->h_up, dec->h_act };
+    hs_mlp_forward(c->out_norm ? dec->raw : dec->mlp_out, &ma, lw, mlp_in, c, N);
+    if (c->out_norm)
+        hs_block_norm(dec->mlp_out, dec->mean, dec->rstd, dec->raw, lw->ln_mlp_w, lw->ln_mlp_b, c,
+                      N);
     if (c->post_norm) {
         hs_add(dec->r1, mid, dec->mlp_out, D);
-        norm(dec->x, dec->mean, dec->rstd, dec->r1, lw->ln2_w, lw->ln2_b, c, N);
+        hs_block_norm(dec->x, dec->mean, dec->rstd, dec->r1, lw->ln2_w, lw->ln2_b, c, N);
     } else
         hs_add(dec->x, mid, dec->mlp_out, D);
     return HS_OK;
@@ -345,6 +305,8 @@ int hs_decoder_feed(hs_decoder *dec, const int32_t *ids, int n)
         return rc;
     hs_embed_forward(dec->x, ids, m->w.wte, m->w.wpe ? m->w.wpe + (size_t)dec->pos * d : NULL, 1,
                      n, d);
+    if (c->embed_scale) /* as the full forward: sqrt(d) rounded to hs_real */
+        hs_scale(dec->x, (hs_real)sqrt((double)d), (size_t)n * d);
     for (int l = 0; !rc && l < c->n_layer; l++)
         rc = layer_forward(dec, l, n);
     if (rc)
@@ -352,10 +314,12 @@ int hs_decoder_feed(hs_decoder *dec, const int32_t *ids, int n)
     /* logits of the last row only */
     const hs_real *last = dec->x + (size_t)(n - 1) * d;
     if (c->final_norm) {
-        norm(dec->nrm, dec->mean, dec->rstd, last, m->w.lnf_w, m->w.lnf_b, c, 1);
+        hs_block_norm(dec->nrm, dec->mean, dec->rstd, last, m->w.lnf_w, m->w.lnf_b, c, 1);
         last = dec->nrm;
     }
     hs_linear_forward(dec->logits, last, m->w.lm_w, m->w.lm_b, 1, d, c->vocab_size);
+    if (c->final_softcap > 0)
+        hs_softcap_forward(dec->logits, c->final_softcap, (size_t)c->vocab_size);
     dec->pos += n;
     return HS_OK;
 }

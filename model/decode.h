@@ -56,6 +56,7 @@ typedef struct {
     int rows;
     hs_attn_acts acts;       /* q, k, v, z of the widest layer */
     hs_real *x, *nrm, *mean, *rstd, *attn_out, *r1, *n2, *h_pre, *h_up, *h_act, *mlp_out;
+    hs_real *raw;            /* out_norm: a sublayer's output before its norm */
     hs_real *logits;         /* (V) of the last token fed */
 } hs_decoder;
 

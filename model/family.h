@@ -95,6 +95,9 @@ typedef struct {
     int nrules;
     const hs_preset *presets;
     int npresets;
+    /* 1: the family's config.json can express windows per layer (Gemma's
+     * layer_types), which hs_model_config holds in its per-head pool */
+    int layer_windows;
 } hs_family_ops;
 
 /* The record of family f (NULL outside hs_family). */
@@ -108,5 +111,34 @@ const char *hs_family_types(void);
 
 /* hs_model_find of the name fmt formats with layer l ("h.%d.attn.k_proj.weight"). */
 int hs_family_find(const hs_model *m, const char *fmt, int l);
+
+/* 1 when c uses none of the features that only the families of SPEC §14
+ * (and headscope) express -- (1 + w) norms, the embedding scale, GeGLU,
+ * q/k norms, sublayer output norms or no input norms, a score scalar,
+ * soft-capping, windows by layer pattern, a local RoPE base: what the
+ * families before them require in fits(), so that a model with such a
+ * feature is never written in a layout that would drop it. */
+static inline int hs_family_plain(const hs_model_config *c)
+{
+    return !c->norm_offset && !c->embed_scale && !c->no_input_norm && !c->out_norm &&
+           c->qk_norm == HS_QK_NORM_NONE && !(c->attn_scalar > 0) && !(c->attn_softcap > 0) &&
+           !(c->final_softcap > 0) && !c->window_pattern && !(c->rope_local_theta > 0) &&
+           c->mlp != HS_MLP_GEGLU && !c->n_head_windows;
+}
+
+/* The Llama layout of our tensor i (family_llama.c), which the decoders
+ * after it share: model.embed_tokens, model.layers.{l}.input_layernorm,
+ * self_attn.{q,k,v,o}_proj, self_attn.{q,k}_norm, post_attention_layernorm
+ * (the MLP's input norm, or with out_norm the attention output's norm, the
+ * MLP's input norm then being pre_feedforward_layernorm),
+ * post_feedforward_layernorm, mlp.*, model.norm, lm_head. */
+int hs_family_llama_layout(const hs_model *m, hs_file_tensor *f, int i, int layer,
+                           const char *rest);
+
+/* For `override` (config.c): adds to o, the headscope JSON of a model, the
+ * value meaning "off" of an optional headscope key that o lacks because the
+ * writer leaves such keys out when unused (window 0, qkv_bias false, ...),
+ * so that overriding it works like any other key. Nothing for other keys. */
+void hs_headscope_add_default(cJSON *o, const char *key);
 
 #endif

@@ -68,7 +68,7 @@ static int fits(const hs_model_config *c)
     return c->n_kv_head[0] == c->n_head[0] && c->n_head[0] * c->head_dim == c->d_model &&
            c->pos == HS_POS_LEARNED && c->norm == HS_NORM_LAYERNORM && c->mlp == HS_MLP_GELU &&
            !c->gelu_exact && c->attn_bias && c->mlp_bias && c->norm_bias &&
-           !c->parallel_residual && !c->window && !c->qkv_bias;
+           !c->parallel_residual && !c->window && !c->qkv_bias && hs_family_plain(c);
 }
 
 /* q, k and v as one c_attn Conv1D ([d, 3d], the file's columns q | k | v),

@@ -93,7 +93,7 @@ static int fits(const hs_model_config *c)
 {
     return c->n_kv_head[0] == c->n_head[0] && c->n_head[0] * c->head_dim == c->d_model &&
            c->pos == HS_POS_ROPE && c->norm == HS_NORM_LAYERNORM && c->mlp == HS_MLP_GELU &&
-           c->mlp_bias && c->norm_bias && !c->window && !c->qkv_bias;
+           c->mlp_bias && c->norm_bias && !c->window && !c->qkv_bias && hs_family_plain(c);
 }
 
 /* q, k and v go into the fused query_key_value, interleaved per head; k and

@@ -1,8 +1,13 @@
 /* headscope (SPEC §3): our own family for small studies, any mix of layers,
  * widths, heads, positions (learned, rope, none), norms (layernorm or
- * rmsnorm, pre or post), MLPs (none, gelu, swiglu), biases and a tied
+ * rmsnorm, pre or post), MLPs (none, gelu, swiglu, geglu), biases and a tied
  * unembedding; windows per layer or per head (SPEC §10) and multi-head
- * latent attention (attention "mla"). Tensors keep our own names. Its
+ * latent attention (attention "mla"); and every feature of SPEC §14's
+ * families, under keys of its own: norm_offset ((1 + w) norms),
+ * embed_scale (sqrt(d) embeddings), input_norm false / output_norm true
+ * (OLMo-2's and Gemma 2's sublayer norms), qk_norm ("head" | "proj"),
+ * attn_scalar, attn_softcap, final_softcap, window_pattern (every P-th
+ * layer global) and rope_local_theta. Tensors keep our own names. Its
  * presets: attention-only models, the seed's TinyLM, a small MLA model. */
 #include <math.h>
 #include <stdio.h>
@@ -99,7 +104,46 @@ static int get_windows(hs_cfg_reader *r, hs_model_config *c)
 static const char *const POS[] = { "learned", "rope", "none" };
 static const char *const NORM[] = { "layernorm", "rmsnorm" };
 static const char *const WHERE[] = { "pre", "post" };
-static const char *const MLP[] = { "none", "gelu", "swiglu" };
+static const char *const MLP[] = { "none", "gelu", "swiglu", "geglu" };
+static const char *const QK_NORM[] = { "none", "head", "proj" };
+
+/* The keys of SPEC §14's features (config.h), each absent meaning off. */
+static int get_features(hs_cfg_reader *r, hs_model_config *c)
+{
+    int rc, input_norm = 1, qk = 0;
+    if ((rc = hs_cfg_bool(r, "norm_offset", 0, 0, &c->norm_offset)) ||
+        (rc = hs_cfg_bool(r, "embed_scale", 0, 0, &c->embed_scale)) ||
+        (rc = hs_cfg_bool(r, "input_norm", 0, 1, &input_norm)) ||
+        (rc = hs_cfg_bool(r, "output_norm", 0, 0, &c->out_norm)) ||
+        (rc = hs_cfg_choice(r, "qk_norm", QK_NORM, 3, 0, &qk)) ||
+        (rc = hs_cfg_double(r, "attn_scalar", 0, 0, &c->attn_scalar)) ||
+        (rc = hs_cfg_double(r, "attn_softcap", 0, 0, &c->attn_softcap)) ||
+        (rc = hs_cfg_double(r, "final_softcap", 0, 0, &c->final_softcap)) ||
+        (rc = hs_cfg_double(r, "rope_local_theta", 0, 0, &c->rope_local_theta)))
+        return rc;
+    c->no_input_norm = !input_norm;
+    c->qk_norm = (hs_qk_norm_kind)qk;
+    return HS_OK;
+}
+
+void hs_headscope_add_default(cJSON *o, const char *key)
+{
+    static const char *const zero[] = { "window",      "window_pattern", "rotary_dims",
+                                        "attn_scalar", "attn_softcap",   "final_softcap",
+                                        "rope_local_theta" };
+    static const char *const no[] = { "qkv_bias",  "parallel_residual", "gelu_exact",
+                                      "norm_offset", "embed_scale",     "output_norm" };
+    for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++)
+        if (!strcmp(key, zero[i]))
+            cJSON_AddNumberToObject(o, key, 0);
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+        if (!strcmp(key, no[i]))
+            cJSON_AddBoolToObject(o, key, 0);
+    if (!strcmp(key, "input_norm"))
+        cJSON_AddBoolToObject(o, key, 1);
+    if (!strcmp(key, "qk_norm"))
+        cJSON_AddStringToObject(o, key, "none");
+}
 
 static int parse(hs_model_config *c, hs_cfg_reader *r)
 {
@@ -118,7 +162,7 @@ static int parse(hs_model_config *c, hs_cfg_reader *r)
         (rc = hs_cfg_double(r, "norm_eps", 0, 1e-5, &c->norm_eps)) ||
         (rc = hs_cfg_double(r, "initializer_range", 0, 0.02, &c->init_std)) ||
         (rc = hs_cfg_bool(r, "final_norm", 0, 1, &c->final_norm)) ||
-        (rc = hs_cfg_choice(r, "mlp", MLP, 3, 0, &m)) ||
+        (rc = hs_cfg_choice(r, "mlp", MLP, 4, 0, &m)) ||
         (rc = hs_cfg_bool(r, "attn_bias", 0, 0, &c->attn_bias)) ||
         (rc = hs_cfg_bool(r, "mlp_bias", 0, 0, &c->mlp_bias)) ||
         (rc = hs_cfg_bool(r, "norm_bias", 0, 1, &c->norm_bias)) ||
@@ -128,7 +172,7 @@ static int parse(hs_model_config *c, hs_cfg_reader *r)
         (rc = hs_cfg_bool(r, "parallel_residual", 0, 0, &c->parallel_residual)) ||
         (rc = hs_cfg_bool(r, "gelu_exact", 0, 0, &c->gelu_exact)) ||
         (rc = hs_cfg_int(r, "rotary_dims", 0, 0, &c->rotary_dims)) ||
-        (rc = get_mla(r, c)))
+        (rc = get_mla(r, c)) || (rc = get_features(r, c)))
         return rc;
     double theta_in_object;
     if ((rc = hs_cfg_rope_object(r, "rope_scaling", 1.0, &theta_in_object, &c->rope_scaling)))
@@ -143,7 +187,8 @@ static int parse(hs_model_config *c, hs_cfg_reader *r)
     for (int l = 0; l < c->n_layer; l++)
         if (!c->n_kv_head[l])
             c->n_kv_head[l] = c->n_head[l];
-    if ((rc = hs_cfg_check_groups(r, c, "n_head", "n_kv_head")) || (rc = get_windows(r, c)))
+    if ((rc = hs_cfg_check_groups(r, c, "n_head", "n_kv_head")) || (rc = get_windows(r, c)) ||
+        (rc = hs_cfg_int(r, "window_pattern", 0, 0, &c->window_pattern)))
         return rc;
     if (!c->head_dim && c->mla) {
         c->head_dim = c->v_head_dim; /* z, gates and o_proj see v_head_dim-wide heads */
@@ -221,6 +266,26 @@ static void write(cJSON *o, const hs_model_config *c)
         cJSON_AddNumberToObject(o, "rotary_dims", c->rotary_dims);
     add_windows(o, c);
     hs_cfg_add_rope_scaling(o, &c->rope_scaling);
+    if (c->window_pattern)
+        cJSON_AddNumberToObject(o, "window_pattern", c->window_pattern);
+    if (c->norm_offset)
+        cJSON_AddBoolToObject(o, "norm_offset", 1);
+    if (c->embed_scale)
+        cJSON_AddBoolToObject(o, "embed_scale", 1);
+    if (c->no_input_norm)
+        cJSON_AddBoolToObject(o, "input_norm", 0);
+    if (c->out_norm)
+        cJSON_AddBoolToObject(o, "output_norm", 1);
+    if (c->qk_norm)
+        cJSON_AddStringToObject(o, "qk_norm", QK_NORM[c->qk_norm]);
+    if (c->attn_scalar > 0)
+        cJSON_AddNumberToObject(o, "attn_scalar", c->attn_scalar);
+    if (c->attn_softcap > 0)
+        cJSON_AddNumberToObject(o, "attn_softcap", c->attn_softcap);
+    if (c->final_softcap > 0)
+        cJSON_AddNumberToObject(o, "final_softcap", c->final_softcap);
+    if (c->rope_local_theta > 0)
+        cJSON_AddNumberToObject(o, "rope_local_theta", c->rope_local_theta);
     if (c->mla) {
         /* head_dim is v_head_dim and n_kv_head n_head: not keys of their own */
         cJSON_DeleteItemFromObjectCaseSensitive(o, "head_dim");

@@ -8,13 +8,15 @@
  *
  *   resid_pre (B,T,d)    residual stream entering layer l; layer n_layer:
  *                        after the last layer, before the final norm
- *   attn_out  (B,T,d)    attention output (W_o and its bias applied), before
- *                        it is added to the residual
- *   mlp_out   (B,T,d)    MLP output, before it is added to the residual
- *   q         (B,T,H,dh) queries after RoPE (rotary models): the scores use
+ *   attn_out  (B,T,d)    attention output (W_o and its bias applied, then the
+ *                        output norm of out_norm models), before it is added
+ *                        to the residual: what the attention adds
+ *   mlp_out   (B,T,d)    MLP output (after an output norm), before it is added
+ *                        to the residual
+ *   q         (B,T,H,dh) queries after the q norm and RoPE: the scores use
  *                        exactly what the hook leaves, so a patched q is a
  *                        patched score input
- *   k, v      (B,T,G,dh) the new keys (after RoPE) and values, before they
+ *   k, v      (B,T,G,dh) the new keys (after the k norm and RoPE) and values, before they
  *                        enter the KV cache; G heads, shared by H/G query heads
  *   z         (B,T,H,dh) head outputs before the gates and W_o
  *   pattern   (B,H,T,S)  post-softmax maps; z is then computed from what the

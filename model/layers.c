@@ -133,8 +133,10 @@ void hs_layernorm_backward_into(hs_real *dinp, const hs_real *base, hs_real *dw,
     layernorm_backward(dinp, base, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 
-static inline void rmsnorm_row(hs_real *restrict o, hs_real *rstd, const hs_real *restrict x,
-                               const hs_real *restrict w, int C, double eps)
+/* One RMSNorm row: o = x rstd (w + offset). o may be x (element i reads
+ * only x[i] once the sum is formed); rstd may be NULL. */
+static inline void rmsnorm_row(hs_real *o, hs_real *rstd, const hs_real *x, const hs_real *w,
+                               hs_real offset, int C, double eps)
 {
     hs_real ss = 0;
 #pragma omp simd reduction(+ : ss)
@@ -143,31 +145,45 @@ static inline void rmsnorm_row(hs_real *restrict o, hs_real *rstd, const hs_real
     const hs_real s = (hs_real)(1 / sqrt((double)ss / C + eps));
 #pragma omp simd
     for (int i = 0; i < C; i++)
-        o[i] = x[i] * s * w[i];
-    *rstd = s;
+        o[i] = x[i] * s * (w[i] + offset);
+    if (rstd)
+        *rstd = s;
+}
+
+void hs_rmsnorm_rows(hs_real *out, hs_real *rstd, const hs_real *inp, const hs_real *w,
+                     hs_real offset, size_t N, int C, double eps)
+{
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
+    for (size_t n = 0; n < N; n++)
+        rmsnorm_row(out + n * C, rstd ? rstd + n : NULL, inp + n * C, w, offset, C, eps);
 }
 
 void hs_rmsnorm_forward(hs_real *out, hs_real *rstd, const hs_real *inp, const hs_real *w,
                         size_t N, int C, double eps)
 {
+    hs_rmsnorm_rows(out, rstd, inp, w, 0, N, C, eps);
+}
+
+void hs_add_rmsnorm_forward_off(hs_real *sum, hs_real *out, hs_real *rstd, const hs_real *x,
+                                const hs_real *y, const hs_real *w, hs_real offset, size_t N,
+                                int C, double eps)
+{
 #pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
-    for (size_t n = 0; n < N; n++)
-        rmsnorm_row(out + n * C, rstd + n, inp + n * C, w, C, eps);
+    for (size_t n = 0; n < N; n++) {
+        hs_real *r = add_row(sum, x, y, n, C);
+        rmsnorm_row(out + n * C, rstd + n, r, w, offset, C, eps);
+    }
 }
 
 void hs_add_rmsnorm_forward(hs_real *sum, hs_real *out, hs_real *rstd, const hs_real *x,
                             const hs_real *y, const hs_real *w, size_t N, int C, double eps)
 {
-#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
-    for (size_t n = 0; n < N; n++) {
-        hs_real *r = add_row(sum, x, y, n, C);
-        rmsnorm_row(out + n * C, rstd + n, r, w, C, eps);
-    }
+    hs_add_rmsnorm_forward_off(sum, out, rstd, x, y, w, 0, N, C, eps);
 }
 
-static void rmsnorm_backward(hs_real *dinp, const hs_real *base, hs_real *dw, const hs_real *dout,
-                             const hs_real *inp, const hs_real *w, const hs_real *rstd, size_t N,
-                             int C)
+void hs_rmsnorm_backward_off(hs_real *dinp, const hs_real *base, hs_real *dw,
+                             const hs_real *dout, const hs_real *inp, const hs_real *w,
+                             hs_real offset, const hs_real *rstd, size_t N, int C)
 {
 #pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, C))
     for (size_t n = 0; n < N; n++) {
@@ -176,18 +192,18 @@ static void rmsnorm_backward(hs_real *dinp, const hs_real *base, hs_real *dw, co
         hs_real mean_gx = 0;
 #pragma omp simd reduction(+ : mean_gx)
         for (int i = 0; i < C; i++)
-            mean_gx += dy[i] * w[i] * x[i] * s;
+            mean_gx += dy[i] * (w[i] + offset) * x[i] * s;
         mean_gx /= C;
         hs_real *dx = dinp + n * C;
         if (base) {
             const hs_real *r = base + n * C;
 #pragma omp simd
             for (int i = 0; i < C; i++)
-                dx[i] = r[i] + (dy[i] * w[i] - x[i] * s * mean_gx) * s;
+                dx[i] = r[i] + (dy[i] * (w[i] + offset) - x[i] * s * mean_gx) * s;
         } else {
 #pragma omp simd
             for (int i = 0; i < C; i++)
-                dx[i] = (dy[i] * w[i] - x[i] * s * mean_gx) * s;
+                dx[i] = (dy[i] * (w[i] + offset) - x[i] * s * mean_gx) * s;
         }
     }
     if (!dw)
@@ -208,14 +224,14 @@ static void rmsnorm_backward(hs_real *dinp, const hs_real *base, hs_real *dw, co
 void hs_rmsnorm_backward(hs_real *dinp, hs_real *dw, const hs_real *dout, const hs_real *inp,
                          const hs_real *w, const hs_real *rstd, size_t N, int C)
 {
-    rmsnorm_backward(dinp, dinp, dw, dout, inp, w, rstd, N, C);
+    hs_rmsnorm_backward_off(dinp, dinp, dw, dout, inp, w, 0, rstd, N, C);
 }
 
 void hs_rmsnorm_backward_into(hs_real *dinp, const hs_real *base, hs_real *dw,
                               const hs_real *dout, const hs_real *inp, const hs_real *w,
                               const hs_real *rstd, size_t N, int C)
 {
-    rmsnorm_backward(dinp, base, dw, dout, inp, w, rstd, N, C);
+    hs_rmsnorm_backward_off(dinp, base, dw, dout, inp, w, 0, rstd, N, C);
 }
 
 #define GELU_K 0.7978845608028654 /* sqrt(2/pi) */
@@ -267,24 +283,54 @@ HS_WIDE void hs_gelu_backward_inplace(hs_real *d, const hs_real *inp, size_t n)
 #define INV_SQRT2 0.7071067811865476 /* 1/sqrt(2) */
 #define INV_SQRT2PI 0.3989422804014327 /* 1/sqrt(2 pi) */
 
-/* x Phi(x) with Phi the normal CDF through erf, in double: an exact erf
- * is what torch's GELU (approximate='none') computes. */
+/* x Phi(x) with Phi the normal CDF through erf, and its derivative, in
+ * double: an exact erf is what torch's GELU (approximate='none') computes. */
+static inline double gelu_erf(double x) { return 0.5 * x * (1 + erf(x * INV_SQRT2)); }
+
+static inline double gelu_erf_grad(double x)
+{
+    return 0.5 * (1 + erf(x * INV_SQRT2)) + x * INV_SQRT2PI * exp(-0.5 * x * x);
+}
+
 void hs_gelu_erf_forward(hs_real *out, const hs_real *inp, size_t n)
 {
 #pragma omp parallel for schedule(static) if (n >= HS_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        const double x = inp[i];
-        out[i] = (hs_real)(0.5 * x * (1 + erf(x * INV_SQRT2)));
-    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = (hs_real)gelu_erf(inp[i]);
 }
 
 void hs_gelu_erf_backward(hs_real *dinp, const hs_real *inp, const hs_real *dout, size_t n)
 {
 #pragma omp parallel for schedule(static) if (n >= HS_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += (hs_real)(gelu_erf_grad(inp[i]) * dout[i]);
+}
+
+/* gelu(x) and gelu'(x), by the tanh formula or the exact erf one. */
+static inline hs_real gelu_value(hs_real x, int exact)
+{
+    return exact ? (hs_real)gelu_erf(x) : x * gelu_sig(x);
+}
+
+static inline hs_real gelu_slope(hs_real x, int exact)
+{
+    return exact ? (hs_real)gelu_erf_grad(x) : gelu_grad(x);
+}
+
+void hs_geglu_forward(hs_real *out, const hs_real *gate, const hs_real *up, size_t n, int exact)
+{
+#pragma omp parallel for schedule(static) if (n >= HS_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        out[i] = gelu_value(gate[i], exact) * up[i];
+}
+
+void hs_geglu_backward(hs_real *dgate, hs_real *dup, const hs_real *dout, const hs_real *gate,
+                       const hs_real *up, size_t n, int exact)
+{
+#pragma omp parallel for schedule(static) if (n >= HS_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
-        const double x = inp[i];
-        const double grad = 0.5 * (1 + erf(x * INV_SQRT2)) + x * INV_SQRT2PI * exp(-0.5 * x * x);
-        dinp[i] += (hs_real)(grad * dout[i]);
+        dup[i] += gelu_value(gate[i], exact) * dout[i];
+        dgate[i] += up[i] * dout[i] * gelu_slope(gate[i], exact);
     }
 }
 
@@ -378,6 +424,39 @@ HS_WIDE void hs_softmax_xent_backward(hs_real *dlogits, const hs_real *probs,
             d[v] = p[v] * scale;
         d[targets[n]] -= scale;
     }
+}
+
+void hs_softcap_forward(hs_real *x, double cap, size_t n)
+{
+#pragma omp parallel for schedule(static) if (n >= HS_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        x[i] = (hs_real)(cap * tanh((double)x[i] / cap));
+}
+
+void hs_softcap_xent_backward(hs_real *dlogits, const hs_real *probs, const hs_real *lse,
+                              const int32_t *targets, size_t N, int V, hs_real scale, double cap)
+{
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, V))
+    for (size_t n = 0; n < N; n++) {
+        hs_real *d = dlogits + n * V;
+        const hs_real *p = probs + n * V;
+        for (int v = 0; v < V; v++) {
+            const double pv = p[v];
+            double g = (pv - (v == targets[n])) * scale;
+            if (pv > 0) { /* p = 0: no gradient but the target's, whose loss is infinite */
+                const double t = (log(pv) + lse[n]) / cap;
+                g *= 1 - t * t;
+            }
+            d[v] = (hs_real)g;
+        }
+    }
+}
+
+void hs_scale(hs_real *x, hs_real s, size_t n)
+{
+#pragma omp parallel for simd schedule(static) if (n >= HS_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        x[i] *= s;
 }
 
 void hs_add(hs_real *out, const hs_real *a, const hs_real *b, size_t n)

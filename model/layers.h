@@ -42,6 +42,20 @@ void hs_rmsnorm_backward_into(hs_real *dinp, const hs_real *base, hs_real *dw,
 void hs_add_rmsnorm_forward(hs_real *sum, hs_real *out, hs_real *rstd, const hs_real *x,
                             const hs_real *y, const hs_real *w, size_t N, int C, double eps);
 
+/* The RMSNorms above with the scale (w + offset): offset 1 is Gemma's
+ * (1 + w), formed in hs_real as Hugging Face forms it in float32. out may
+ * be inp (in place) and rstd NULL (not kept) in hs_rmsnorm_rows; the
+ * backward's dw is offset-free (d/dw of (w + offset) is 1). The unsuffixed
+ * functions are these with offset 0. */
+void hs_rmsnorm_rows(hs_real *out, hs_real *rstd, const hs_real *inp, const hs_real *w,
+                     hs_real offset, size_t N, int C, double eps);
+void hs_rmsnorm_backward_off(hs_real *dinp, const hs_real *base, hs_real *dw,
+                             const hs_real *dout, const hs_real *inp, const hs_real *w,
+                             hs_real offset, const hs_real *rstd, size_t N, int C);
+void hs_add_rmsnorm_forward_off(hs_real *sum, hs_real *out, hs_real *rstd, const hs_real *x,
+                                const hs_real *y, const hs_real *w, hs_real offset, size_t N,
+                                int C, double eps);
+
 /* GELU, tanh approximation (gelu_new), elementwise over n. */
 void hs_gelu_forward(hs_real *out, const hs_real *inp, size_t n);
 void hs_gelu_backward(hs_real *dinp, const hs_real *inp, const hs_real *dout, size_t n);
@@ -53,6 +67,13 @@ void hs_gelu_backward_inplace(hs_real *d, const hs_real *inp, size_t n);
  * "gelu"), elementwise over n. */
 void hs_gelu_erf_forward(hs_real *out, const hs_real *inp, size_t n);
 void hs_gelu_erf_backward(hs_real *dinp, const hs_real *inp, const hs_real *dout, size_t n);
+
+/* GeGLU gate: out = gelu(gate) * up, elementwise over n, GELU by the tanh
+ * formula (gelu_new = gelu_pytorch_tanh) or, with exact, by erf. The
+ * backward accumulates into dgate and dup. */
+void hs_geglu_forward(hs_real *out, const hs_real *gate, const hs_real *up, size_t n, int exact);
+void hs_geglu_backward(hs_real *dgate, hs_real *dup, const hs_real *dout, const hs_real *gate,
+                       const hs_real *up, size_t n, int exact);
 
 /* SwiGLU gate: out = silu(gate) * up, elementwise over n. */
 void hs_swiglu_forward(hs_real *out, const hs_real *gate, const hs_real *up, size_t n);
@@ -72,7 +93,22 @@ void hs_softmax_xent_forward(hs_real *probs_inout, hs_real *losses, const int32_
 void hs_softmax_xent_backward(hs_real *dlogits, const hs_real *probs, const int32_t *targets,
                               size_t N, int V, hs_real scale);
 
+/* Soft-capping in place: x <- cap tanh(x / cap), elementwise over n (tanh
+ * in double: the cap multiplies its error). */
+void hs_softcap_forward(hs_real *x, double cap, size_t n);
+
+/* hs_softmax_xent_backward for soft-capped logits: dlogits (N,V) = (probs -
+ * onehot(target)) * scale * (1 - (c / cap)^2), the chain through
+ * cap tanh(l / cap), where each capped logit c = log p + lse[n] is
+ * recovered from its probability and the row's log-sum-exp lse (N), so no
+ * second (N,V) buffer is kept. dlogits may be probs (in place). */
+void hs_softcap_xent_backward(hs_real *dlogits, const hs_real *probs, const hs_real *lse,
+                              const int32_t *targets, size_t N, int V, hs_real scale, double cap);
+
 /* out = a + b, n elements. */
 void hs_add(hs_real *out, const hs_real *a, const hs_real *b, size_t n);
+
+/* x *= s, n elements. */
+void hs_scale(hs_real *x, hs_real s, size_t n);
 
 #endif

@@ -1,10 +1,12 @@
 #include "transformer.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "block.h"
 #include "layers.h"
 #include "linalg.h"
 
@@ -32,7 +34,8 @@ enum {
     ACT_DBRANCH,
     ACT_DH,          /* (B,T,F), training with an MLP */
     ACT_DH2,         /* (B,T,F), training with an MLP */
-    ACT_DH3,         /* (B,T,F), training with SwiGLU */
+    ACT_DH3,         /* (B,T,F), training with a gated MLP */
+    ACT_LSE,         /* (B,T), training with final_softcap */
     ACT_COUNT
 };
 
@@ -48,17 +51,25 @@ enum {
     LACT_DQ,       /* (B,T,HD) */
     LACT_DK,       /* (B,T,GD) */
     LACT_DV,       /* (B,T,GD) */
-    LACT_N1,       /* (B,T,d) */
+    LACT_Q_RAW,    /* (B,T,HD), training with q/k norms */
+    LACT_K_RAW,    /* (B,T,GD), training with q/k norms */
+    LACT_N1,       /* (B,T,d), with an input norm or post_norm */
     LACT_N1_MEAN,  /* (B,T) */
     LACT_N1_RSTD,  /* (B,T) */
+    LACT_ATTN_RAW, /* (B,T,d), out_norm, as the next two */
+    LACT_ATTN_ON_MEAN, /* (B,T) */
+    LACT_ATTN_ON_RSTD, /* (B,T) */
     LACT_ATTN_OUT, /* (B,T,d) */
     LACT_R1,       /* (B,T,d) */
     LACT_N2,       /* (B,T,d), with an MLP, as the rest */
     LACT_N2_MEAN,  /* (B,T) */
     LACT_N2_RSTD,  /* (B,T) */
     LACT_H_PRE,    /* (B,T,F) */
-    LACT_H_UP,     /* (B,T,F), SwiGLU only */
+    LACT_H_UP,     /* (B,T,F), gated MLPs only */
     LACT_H_ACT,    /* (B,T,F) */
+    LACT_MLP_RAW,  /* (B,T,d), out_norm, as the next two */
+    LACT_MLP_ON_MEAN, /* (B,T) */
+    LACT_MLP_ON_RSTD, /* (B,T) */
     LACT_MLP_OUT,  /* (B,T,d) */
     LACT_R2,       /* (B,T,d) */
     LACT_MLA,      /* attention "mla": hs_mla_acts_elems (q, k, v and dq, dk, dv are 0) */
@@ -111,8 +122,10 @@ static void top_sizes(size_t s[ACT_COUNT], const hs_model_config *c, int B, int 
         s[ACT_DRES] = s[ACT_DRES2] = s[ACT_DNORM] = s[ACT_DBRANCH] = Nd;
         if (c->mlp != HS_MLP_NONE)
             s[ACT_DH] = s[ACT_DH2] = NF;
-        if (c->mlp == HS_MLP_SWIGLU)
+        if (c->mlp == HS_MLP_SWIGLU || c->mlp == HS_MLP_GEGLU)
             s[ACT_DH3] = NF;
+        if (c->final_softcap > 0)
+            s[ACT_LSE] = N;
     }
 }
 
@@ -131,15 +144,34 @@ static void layer_sizes(size_t s[LACT_COUNT], const hs_model_config *c, int l, i
         s[LACT_ATT] = mul_sat(mul_sat(N, (size_t)T), (size_t)c->n_head[l]);
         s[LACT_DZ] = s[LACT_DQ] = NHD;
         s[LACT_DK] = s[LACT_DV] = NGD;
+        if (c->qk_norm) {
+            s[LACT_Q_RAW] = NHD;
+            s[LACT_K_RAW] = NGD;
+        }
     }
-    s[LACT_N1] = s[LACT_ATTN_OUT] = s[LACT_R1] = Nd;
-    s[LACT_N1_MEAN] = s[LACT_N1_RSTD] = N;
+    const int has_n = !c->no_input_norm || c->post_norm; /* n1, n2 exist */
+    s[LACT_ATTN_OUT] = s[LACT_R1] = Nd;
+    if (has_n) {
+        s[LACT_N1] = Nd;
+        s[LACT_N1_MEAN] = s[LACT_N1_RSTD] = N;
+    }
+    if (c->out_norm) {
+        s[LACT_ATTN_RAW] = Nd;
+        s[LACT_ATTN_ON_MEAN] = s[LACT_ATTN_ON_RSTD] = N;
+    }
     if (c->mlp != HS_MLP_NONE) {
-        s[LACT_N2] = s[LACT_MLP_OUT] = s[LACT_R2] = Nd;
-        s[LACT_N2_MEAN] = s[LACT_N2_RSTD] = N;
+        s[LACT_MLP_OUT] = s[LACT_R2] = Nd;
+        if (has_n) {
+            s[LACT_N2] = Nd;
+            s[LACT_N2_MEAN] = s[LACT_N2_RSTD] = N;
+        }
         s[LACT_H_PRE] = s[LACT_H_ACT] = NF;
-        if (c->mlp == HS_MLP_SWIGLU)
+        if (c->mlp == HS_MLP_SWIGLU || c->mlp == HS_MLP_GEGLU)
             s[LACT_H_UP] = NF;
+        if (c->out_norm) {
+            s[LACT_MLP_RAW] = Nd;
+            s[LACT_MLP_ON_MEAN] = s[LACT_MLP_ON_RSTD] = N;
+        }
     }
     if (c->mla) {
         const hs_mla_config mc = hs_config_mla(c, l);
@@ -264,6 +296,7 @@ int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
         [ACT_DRES2] = &a->dres2,       [ACT_DNORM] = &a->dnorm,
         [ACT_DBRANCH] = &a->dbranch,   [ACT_DH] = &a->dh,
         [ACT_DH2] = &a->dh2,           [ACT_DH3] = &a->dh3,
+        [ACT_LSE] = &a->lse,
     };
     for (int i = 0; i < ACT_COUNT; i++)
         *top_slot[i] = take(&at, top[i]);
@@ -277,12 +310,17 @@ int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
             [LACT_ZG] = &aa->zg,           [LACT_ATT] = &aa->att,
             [LACT_DZ] = &aa->dz,           [LACT_DQ] = &aa->dq,
             [LACT_DK] = &aa->dk,           [LACT_DV] = &aa->dv,
+            [LACT_Q_RAW] = &aa->q_raw,     [LACT_K_RAW] = &aa->k_raw,
             [LACT_N1] = &la->n1,           [LACT_N1_MEAN] = &la->n1_mean,
-            [LACT_N1_RSTD] = &la->n1_rstd, [LACT_ATTN_OUT] = &la->attn_out,
+            [LACT_N1_RSTD] = &la->n1_rstd, [LACT_ATTN_RAW] = &la->attn_raw,
+            [LACT_ATTN_ON_MEAN] = &la->attn_on_mean, [LACT_ATTN_ON_RSTD] = &la->attn_on_rstd,
+            [LACT_ATTN_OUT] = &la->attn_out,
             [LACT_R1] = &la->r1,           [LACT_N2] = &la->n2,
             [LACT_N2_MEAN] = &la->n2_mean, [LACT_N2_RSTD] = &la->n2_rstd,
             [LACT_H_PRE] = &la->h_pre,     [LACT_H_UP] = &la->h_up,
-            [LACT_H_ACT] = &la->h_act,     [LACT_MLP_OUT] = &la->mlp_out,
+            [LACT_H_ACT] = &la->h_act,     [LACT_MLP_RAW] = &la->mlp_raw,
+            [LACT_MLP_ON_MEAN] = &la->mlp_on_mean, [LACT_MLP_ON_RSTD] = &la->mlp_on_rstd,
+            [LACT_MLP_OUT] = &la->mlp_out,
             [LACT_R2] = &la->r2,           [LACT_MLA] = &mla_mem,
         };
         layer_sizes(lay, c, l, B, T, mode);
@@ -323,87 +361,10 @@ void hs_acts_free(hs_acts *a)
     memset(a, 0, sizeof *a);
 }
 
-/* out (N,d) = norm(inp) with the configured kind; mean unused by RMSNorm. */
-static void norm_forward(hs_real *out, hs_real *mean, hs_real *rstd, const hs_real *inp,
-                         const hs_real *w, const hs_real *b, const hs_model_config *c, size_t N)
+/* The MLP activations of layer la, as block.h's MLP keeps them. */
+static hs_mlp_acts mlp_acts(const hs_layer_acts *la)
 {
-    if (c->norm == HS_NORM_LAYERNORM)
-        hs_layernorm_forward(out, mean, rstd, inp, w, b, N, c->d_model, c->norm_eps);
-    else
-        hs_rmsnorm_forward(out, rstd, inp, w, N, c->d_model, c->norm_eps);
-}
-
-/* dinp (N,d) = base + the norm backward of dout: base NULL overwrites, base
- * == dinp accumulates, another buffer adds a residual gradient in the same
- * pass. */
-static void norm_backward(hs_real *dinp, const hs_real *base, hs_real *dw, hs_real *db,
-                          const hs_real *dout, const hs_real *inp, const hs_real *w,
-                          const hs_real *mean, const hs_real *rstd, const hs_model_config *c,
-                          size_t N)
-{
-    if (c->norm == HS_NORM_LAYERNORM)
-        hs_layernorm_backward_into(dinp, base, dw, db, dout, inp, w, mean, rstd, N, c->d_model);
-    else
-        hs_rmsnorm_backward_into(dinp, base, dw, dout, inp, w, rstd, N, c->d_model);
-}
-
-/* sum = x + y and out (N,d) = norm(sum), one pass. */
-static void add_norm_forward(hs_real *sum, hs_real *out, hs_real *mean, hs_real *rstd,
-                             const hs_real *x, const hs_real *y, const hs_real *w,
-                             const hs_real *b, const hs_model_config *c, size_t N)
-{
-    if (c->norm == HS_NORM_LAYERNORM)
-        hs_add_layernorm_forward(sum, out, mean, rstd, x, y, w, b, N, c->d_model, c->norm_eps);
-    else
-        hs_add_rmsnorm_forward(sum, out, rstd, x, y, w, N, c->d_model, c->norm_eps);
-}
-
-static void mlp_forward(hs_layer_acts *la, const hs_layer_weights *lw, const hs_real *inp,
-                        const hs_model_config *c, size_t N)
-{
-    const int d = c->d_model, F = c->d_ff;
-    if (c->mlp == HS_MLP_GELU) {
-        hs_linear_forward(la->h_pre, inp, lw->fc_w, lw->fc_b, N, d, F);
-        if (c->gelu_exact)
-            hs_gelu_erf_forward(la->h_act, la->h_pre, N * F);
-        else
-            hs_gelu_forward(la->h_act, la->h_pre, N * F);
-        hs_linear_forward(la->mlp_out, la->h_act, lw->proj_w, lw->proj_b, N, F, d);
-    } else {
-        hs_linear_forward(la->h_pre, inp, lw->gate_w, lw->gate_b, N, d, F);
-        hs_linear_forward(la->h_up, inp, lw->up_w, lw->up_b, N, d, F);
-        hs_swiglu_forward(la->h_act, la->h_pre, la->h_up, N * F);
-        hs_linear_forward(la->mlp_out, la->h_act, lw->down_w, lw->down_b, N, F, d);
-    }
-}
-
-/* dinp (N,d) += MLP backward of dout (N,d). */
-static void mlp_backward(hs_real *dinp, hs_layer_weights *gw, hs_acts *a, const hs_layer_acts *la,
-                         const hs_layer_weights *lw, const hs_real *dout, const hs_real *inp,
-                         const hs_model_config *c, size_t N)
-{
-    const int d = c->d_model, F = c->d_ff;
-    memset(a->dh, 0, sizeof(hs_real) * N * F);
-    if (c->mlp == HS_MLP_GELU) {
-        hs_linear_backward(a->dh, gw->proj_w, gw->proj_b, dout, la->h_act, lw->proj_w, N, F, d);
-        hs_real *dpre = a->dh; /* tanh GELU: the activation's gradient, in place */
-        if (c->gelu_exact) {
-            dpre = a->dh2;
-            memset(dpre, 0, sizeof(hs_real) * N * F);
-            hs_gelu_erf_backward(dpre, la->h_pre, a->dh, N * F);
-        } else {
-            hs_gelu_backward_inplace(dpre, la->h_pre, N * F);
-        }
-        hs_linear_backward(dinp, gw->fc_w, gw->fc_b, dpre, inp, lw->fc_w, N, d, F);
-    } else {
-        hs_real *dact = a->dh, *dgate = a->dh2, *dup = a->dh3;
-        memset(dgate, 0, sizeof(hs_real) * N * F);
-        memset(dup, 0, sizeof(hs_real) * N * F);
-        hs_linear_backward(dact, gw->down_w, gw->down_b, dout, la->h_act, lw->down_w, N, F, d);
-        hs_swiglu_backward(dgate, dup, dact, la->h_pre, la->h_up, N * F);
-        hs_linear_backward(dinp, gw->gate_w, gw->gate_b, dgate, inp, lw->gate_w, N, d, F);
-        hs_linear_backward(dinp, gw->up_w, gw->up_b, dup, inp, lw->up_w, N, d, F);
-    }
+    return (hs_mlp_acts){ la->h_pre, la->h_up, la->h_act };
 }
 
 static int check_inputs(const hs_acts *a, const hs_model *m, const int32_t *tokens,
@@ -460,7 +421,7 @@ static void residual_add(hs_real *sum, const hs_real *x, const hs_real *y, const
                          const hs_model_config *c, size_t N)
 {
     if (fn)
-        add_norm_forward(sum, fn->out, fn->mean, fn->rstd, x, y, fn->w, fn->b, c, N);
+        hs_block_add_norm(sum, fn->out, fn->mean, fn->rstd, x, y, fn->w, fn->b, c, N);
     else
         hs_add(sum, x, y, N * c->d_model);
 }
@@ -474,12 +435,13 @@ static fused_norm rest_first_norm(hs_layer_acts *la, const hs_layer_weights *lw,
 {
     if (c->post_norm)
         return (fused_norm){ la->n1, la->n1_mean, la->n1_rstd, lw->ln1_w, lw->ln1_b };
-    if (c->mlp != HS_MLP_NONE && !c->parallel_residual)
+    if (c->mlp != HS_MLP_NONE && !c->parallel_residual && !c->no_input_norm)
         return (fused_norm){ la->n2, la->n2_mean, la->n2_rstd, lw->ln2_w, lw->ln2_b };
     return (fused_norm){ 0 };
 }
 
-/* Layer l up to the residual after attention: r1 = in + attention(in).
+/* Layer l up to the residual after attention: r1 = in + attention(in),
+ * the attention's output through its own norm first with out_norm.
  * normed_in: the pre-norm of the input (n1) was computed with the add that
  * produced it. fuse: layer_rest follows at once (with normed = 1), so the
  * norm it starts with is computed here, fused into r1's add. */
@@ -496,9 +458,9 @@ static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks 
     if (rc)
         return rc;
     const hs_real *attn_in = la->in;
-    if (!c->post_norm) {
+    if (!c->post_norm && !c->no_input_norm) {
         if (!normed_in)
-            norm_forward(la->n1, la->n1_mean, la->n1_rstd, la->in, lw->ln1_w, lw->ln1_b, c, N);
+            hs_block_norm(la->n1, la->n1_mean, la->n1_rstd, la->in, lw->ln1_w, lw->ln1_b, c, N);
         attn_in = la->n1;
     }
     la->attn.hooks = (hs_attn_hooks){ { hooks->on_rows, hooks->ctx }, hooks->site, l };
@@ -512,8 +474,11 @@ static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks 
         rc = hooks->on_maps(hooks->ctx, l, la->attn.att, a->B, ac.n_heads, a->T);
     if (rc)
         return rc;
-    hs_attn_forward_output(la->attn_out, &la->attn, &lw->attn, &ac,
+    hs_attn_forward_output(c->out_norm ? la->attn_raw : la->attn_out, &la->attn, &lw->attn, &ac,
                            hooks->gates ? hooks->gates[l] : NULL, hooks->gates_per_seq);
+    if (c->out_norm)
+        hs_block_norm(la->attn_out, la->attn_on_mean, la->attn_on_rstd, la->attn_raw,
+                      lw->ln_attn_w, lw->ln_attn_b, c, N);
     if ((rc = resid_site(hooks, HS_SITE_ATTN_OUT, l, la->attn_out, a, c->d_model)))
         return rc;
     const fused_norm fn = fuse ? rest_first_norm(la, lw, c) : (fused_norm){ 0 };
@@ -522,9 +487,11 @@ static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks 
 }
 
 /* Layer l from the residual after attention (r1) to its output: the
- * post-norm, the MLP and its norm. With a parallel residual (GPT-NeoX) the
+ * post-norm, the MLP and its norms. With a parallel residual (GPT-NeoX) the
  * MLP reads the norm of the layer's input, not of r1:
- * out = in + attn(ln1(in)) + mlp(ln2(in)) = r1 + mlp(ln2(in)).
+ * out = in + attn(ln1(in)) + mlp(ln2(in)) = r1 + mlp(ln2(in)); without
+ * input norms (OLMo-2) it reads r1 itself; with out_norm its output passes
+ * its own norm before the add.
  * normed: layer_attention(fuse = 1) computed the first norm of r1.
  * next: NULL, or the norm of the layer's output that comes next (the next
  * layer's ln1 or the final norm, pre-norm models), fused into the last add;
@@ -538,18 +505,25 @@ static int layer_rest(hs_acts *a, const hs_model *m, int l, const hs_hooks *hook
     const size_t N = (size_t)a->B * a->T;
     normed = normed && rest_first_norm(la, lw, c).out;
     if (c->post_norm && !normed)
-        norm_forward(la->n1, la->n1_mean, la->n1_rstd, la->r1, lw->ln1_w, lw->ln1_b, c, N);
+        hs_block_norm(la->n1, la->n1_mean, la->n1_rstd, la->r1, lw->ln1_w, lw->ln1_b, c, N);
     if (c->mlp == HS_MLP_NONE)
         return HS_OK;
     const hs_real *mid = c->post_norm ? la->n1 : la->r1; /* residual after attention */
     const hs_real *mlp_in = mid;
     if (!c->post_norm) {
-        if (!normed)
-            norm_forward(la->n2, la->n2_mean, la->n2_rstd, c->parallel_residual ? la->in : mid,
-                         lw->ln2_w, lw->ln2_b, c, N);
-        mlp_in = la->n2;
+        mlp_in = c->parallel_residual ? la->in : mid;
+        if (!c->no_input_norm) {
+            if (!normed)
+                hs_block_norm(la->n2, la->n2_mean, la->n2_rstd, mlp_in, lw->ln2_w, lw->ln2_b, c,
+                              N);
+            mlp_in = la->n2;
+        }
     }
-    mlp_forward(la, lw, mlp_in, c, N);
+    const hs_mlp_acts ma = mlp_acts(la);
+    hs_mlp_forward(c->out_norm ? la->mlp_raw : la->mlp_out, &ma, lw, mlp_in, c, N);
+    if (c->out_norm)
+        hs_block_norm(la->mlp_out, la->mlp_on_mean, la->mlp_on_rstd, la->mlp_raw, lw->ln_mlp_w,
+                      lw->ln_mlp_b, c, N);
     int rc = resid_site(hooks, HS_SITE_MLP_OUT, l, la->mlp_out, a, c->d_model);
     if (rc)
         return rc;
@@ -563,7 +537,8 @@ static int layer_rest(hs_acts *a, const hs_model *m, int l, const hs_hooks *hook
 }
 
 /* Layers from `from` on (starting after the attention of layer `from`
- * when mid_layer), then the final norm, logits and loss. */
+ * when mid_layer), then the final norm, logits (soft-capped with
+ * final_softcap) and loss. */
 static int forward_rest(hs_acts *a, const hs_model *m, int from, int mid_layer,
                         const int32_t *targets, const hs_hooks *hooks)
 {
@@ -587,7 +562,8 @@ static int forward_rest(hs_acts *a, const hs_model *m, int from, int mid_layer,
         if (fuse_out && l + 1 < c->n_layer) {
             hs_layer_acts *nx = &a->layer[l + 1];
             const hs_layer_weights *nw = &w->layer[l + 1];
-            fn = (fused_norm){ nx->n1, nx->n1_mean, nx->n1_rstd, nw->ln1_w, nw->ln1_b };
+            if (!c->no_input_norm)
+                fn = (fused_norm){ nx->n1, nx->n1_mean, nx->n1_rstd, nw->ln1_w, nw->ln1_b };
         } else if (fuse_out && c->final_norm) {
             fn = (fused_norm){ a->lnf, a->lnf_mean, a->lnf_rstd, w->lnf_w, w->lnf_b };
         }
@@ -601,18 +577,37 @@ static int forward_rest(hs_acts *a, const hs_model *m, int from, int mid_layer,
     const hs_real *u = h; /* the unembedding's input */
     if (c->final_norm) {
         if (!normed_in)
-            norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, h, w->lnf_w, w->lnf_b, c, N);
+            hs_block_norm(a->lnf, a->lnf_mean, a->lnf_rstd, h, w->lnf_w, w->lnf_b, c, N);
         u = a->lnf;
     }
     hs_linear_forward(a->logits, u, w->lm_w, w->lm_b, N, d, V);
+    if (c->final_softcap > 0)
+        hs_softcap_forward(a->logits, c->final_softcap, N * V);
     if (targets) {
+        /* lse = loss + the target's capped logit, once the loss is known */
+        for (size_t i = 0; a->lse && i < N; i++)
+            a->lse[i] = a->logits[i * V + targets[i]];
         hs_softmax_xent_forward(a->logits, a->losses, targets, N, V);
         double sum = 0;
-        for (size_t i = 0; i < N; i++)
+        for (size_t i = 0; i < N; i++) {
             sum += a->losses[i];
+            if (a->lse)
+                a->lse[i] += a->losses[i];
+        }
         a->loss = sum / (double)N;
     }
     return HS_OK;
+}
+
+/* a->emb = the embeddings of tokens, times sqrt(d) rounded to hs_real with
+ * embed_scale (Gemma's normaliser, which Hugging Face rounds to the hidden
+ * states' dtype). */
+static void embed(hs_acts *a, const hs_model *m, const int32_t *tokens)
+{
+    const int d = m->cfg.d_model;
+    hs_embed_forward(a->emb, tokens, m->w.wte, m->w.wpe, a->B, a->T, d);
+    if (m->cfg.embed_scale)
+        hs_scale(a->emb, (hs_real)sqrt((double)d), (size_t)a->B * a->T * d);
 }
 
 int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32_t *targets,
@@ -625,7 +620,7 @@ int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32
         rc = check_inputs(a, m, tokens, targets);
     if (rc)
         return rc;
-    hs_embed_forward(a->emb, tokens, m->w.wte, m->w.wpe, a->B, a->T, m->cfg.d_model);
+    embed(a, m, tokens);
     return forward_rest(a, m, 0, 0, targets, hooks);
 }
 
@@ -641,7 +636,7 @@ int hs_forward_to(hs_acts *a, const hs_model *m, const int32_t *tokens, int laye
         rc = check_inputs(a, m, tokens, NULL);
     if (rc)
         return rc;
-    hs_embed_forward(a->emb, tokens, m->w.wte, m->w.wpe, a->B, a->T, m->cfg.d_model);
+    embed(a, m, tokens);
     for (int l = 0; l < layer; l++)
         if ((rc = layer_attention(a, m, l, hooks, 0, 1)) ||
             (rc = layer_rest(a, m, l, hooks, 1, NULL)))
@@ -749,17 +744,24 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
     const hs_weights *w = &m->w;
     const size_t N = (size_t)a->B * a->T, nd = N * (size_t)c->d_model;
     const int d = c->d_model, V = c->vocab_size;
+    hs_real *const mlp_scratch[3] = { a->dh, a->dh2, a->dh3 };
 
-    /* Unembedding: logits hold the probabilities; dlogits overwrite them. */
+    /* Unembedding: logits hold the probabilities; dlogits overwrite them
+     * (through the soft-cap's tanh with final_softcap). */
     hs_real *dlogits = a->logits;
-    hs_softmax_xent_backward(dlogits, a->logits, targets, N, V, loss_scale);
+    if (c->final_softcap > 0)
+        hs_softcap_xent_backward(dlogits, a->logits, a->lse, targets, N, V, loss_scale,
+                                 c->final_softcap);
+    else
+        hs_softmax_xent_backward(dlogits, a->logits, targets, N, V, loss_scale);
     const hs_real *h = c->final_norm ? a->lnf : a->layer[c->n_layer - 1].out;
     hs_real *dres = a->dres, *dres2 = a->dres2;
     if (c->final_norm) {
         memset(a->dnorm, 0, sizeof(hs_real) * nd);
         hs_linear_backward(a->dnorm, g->lm_w, g->lm_b, dlogits, h, w->lm_w, N, d, V);
-        norm_backward(dres, NULL, g->lnf_w, g->lnf_b, a->dnorm, a->layer[c->n_layer - 1].out,
-                      w->lnf_w, a->lnf_mean, a->lnf_rstd, c, N);
+        hs_block_norm_backward(dres, NULL, g->lnf_w, g->lnf_b, a->dnorm,
+                               a->layer[c->n_layer - 1].out, w->lnf_w, a->lnf_mean, a->lnf_rstd,
+                               c, N);
     } else {
         memset(dres, 0, sizeof(hs_real) * nd);
         hs_linear_backward(dres, g->lm_w, g->lm_b, dlogits, h, w->lm_w, N, d, V);
@@ -771,44 +773,73 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
         hs_layer_weights *gw = &g->layer[l];
         const hs_real *xi = gates ? gates[l] : NULL;
         hs_real *dxi = dgates && xi ? dgates[l] : NULL;
+        const hs_mlp_acts ma = mlp_acts(la);
         int rc;
         if (!c->post_norm) {
             /* dres: gradient of the layer output */
-            const int parallel = c->parallel_residual;
+            const int parallel = c->parallel_residual, bare = c->no_input_norm;
             if (c->mlp != HS_MLP_NONE) {
-                memset(a->dnorm, 0, sizeof(hs_real) * nd);
-                mlp_backward(a->dnorm, gw, a, la, lw, dres, la->n2, c, N);
-                /* dres2 = dres (the residual) + the norm's backward */
-                norm_backward(dres2, dres, gw->ln2_w, gw->ln2_b, a->dnorm,
-                              parallel ? la->in : la->r1, lw->ln2_w, la->n2_mean, la->n2_rstd, c,
-                              N);
+                const hs_real *dm = dres; /* of the MLP's output before its out-norm */
+                if (c->out_norm) {
+                    hs_block_norm_backward(a->dbranch, NULL, gw->ln_mlp_w, gw->ln_mlp_b, dres,
+                                           la->mlp_raw, lw->ln_mlp_w, la->mlp_on_mean,
+                                           la->mlp_on_rstd, c, N);
+                    dm = a->dbranch;
+                }
+                if (bare) { /* the MLP read r1 itself: dres2 = dres + its backward */
+                    memcpy(dres2, dres, sizeof(hs_real) * nd);
+                    hs_mlp_backward(dres2, gw, mlp_scratch, &ma, lw, dm, la->r1, c, N);
+                } else {
+                    memset(a->dnorm, 0, sizeof(hs_real) * nd);
+                    hs_mlp_backward(a->dnorm, gw, mlp_scratch, &ma, lw, dm, la->n2, c, N);
+                    /* dres2 = dres (the residual) + the norm's backward */
+                    hs_block_norm_backward(dres2, dres, gw->ln2_w, gw->ln2_b, a->dnorm,
+                                           parallel ? la->in : la->r1, lw->ln2_w, la->n2_mean,
+                                           la->n2_rstd, c, N);
+                }
                 /* sequential: dres2 is now the gradient of r1; parallel: the
                  * input's share through the MLP (plus the residual), while
                  * r1's gradient stays dres */
                 if (!parallel)
                     swap(&dres, &dres2);
             }
-            memset(a->dnorm, 0, sizeof(hs_real) * nd);
-            rc = attn_backward(a->dnorm, gw, dxi, dres, la, lw, c, l, la->n1, xi,
-                               hooks->gates_per_seq);
-            if (rc)
-                return rc;
+            const hs_real *da = dres; /* of the attention's output before its out-norm */
+            if (c->out_norm) {
+                hs_block_norm_backward(a->dbranch, NULL, gw->ln_attn_w, gw->ln_attn_b, dres,
+                                       la->attn_raw, lw->ln_attn_w, la->attn_on_mean,
+                                       la->attn_on_rstd, c, N);
+                da = a->dbranch;
+            }
             /* the residual's share: dres (sequential), or the input's share
              * through the MLP already in dres2 (parallel) */
             const hs_real *base = parallel && c->mlp != HS_MLP_NONE ? dres2 : dres;
-            norm_backward(dres2, base, gw->ln1_w, gw->ln1_b, a->dnorm, la->in, lw->ln1_w,
-                          la->n1_mean, la->n1_rstd, c, N);
+            if (bare) {
+                if (base != dres2)
+                    memcpy(dres2, base, sizeof(hs_real) * nd);
+                rc = attn_backward(dres2, gw, dxi, da, la, lw, c, l, la->in, xi,
+                                   hooks->gates_per_seq);
+                if (rc)
+                    return rc;
+            } else {
+                memset(a->dnorm, 0, sizeof(hs_real) * nd);
+                rc = attn_backward(a->dnorm, gw, dxi, da, la, lw, c, l, la->n1, xi,
+                                   hooks->gates_per_seq);
+                if (rc)
+                    return rc;
+                hs_block_norm_backward(dres2, base, gw->ln1_w, gw->ln1_b, a->dnorm, la->in,
+                                       lw->ln1_w, la->n1_mean, la->n1_rstd, c, N);
+            }
             swap(&dres, &dres2); /* the gradient of the layer input */
         } else {
             if (c->mlp != HS_MLP_NONE) {
-                norm_backward(a->dbranch, NULL, gw->ln2_w, gw->ln2_b, dres, la->r2, lw->ln2_w,
-                              la->n2_mean, la->n2_rstd, c, N);
+                hs_block_norm_backward(a->dbranch, NULL, gw->ln2_w, gw->ln2_b, dres, la->r2,
+                                       lw->ln2_w, la->n2_mean, la->n2_rstd, c, N);
                 memcpy(dres2, a->dbranch, sizeof(hs_real) * nd);
-                mlp_backward(dres2, gw, a, la, lw, a->dbranch, la->n1, c, N);
+                hs_mlp_backward(dres2, gw, mlp_scratch, &ma, lw, a->dbranch, la->n1, c, N);
                 swap(&dres, &dres2); /* the gradient of n1 */
             }
-            norm_backward(a->dbranch, NULL, gw->ln1_w, gw->ln1_b, dres, la->r1, lw->ln1_w,
-                          la->n1_mean, la->n1_rstd, c, N);
+            hs_block_norm_backward(a->dbranch, NULL, gw->ln1_w, gw->ln1_b, dres, la->r1,
+                                   lw->ln1_w, la->n1_mean, la->n1_rstd, c, N);
             memcpy(dres2, a->dbranch, sizeof(hs_real) * nd);
             rc = attn_backward(dres2, gw, dxi, a->dbranch, la, lw, c, l, la->in, xi,
                                hooks->gates_per_seq);
@@ -817,6 +848,8 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
             swap(&dres, &dres2);
         }
     }
+    if (c->embed_scale) /* the embeddings entered the residual times sqrt(d) */
+        hs_scale(dres, (hs_real)sqrt((double)d), nd);
     if (g->wte)
         hs_embed_backward(g->wte, g->wpe, dres, tokens, a->B, a->T, d);
     return HS_OK;

@@ -1,5 +1,7 @@
-/* Forward and backward through a whole model (SPEC §3): embeddings, layers
- * of attention (+ MLP) with pre or post norms, the unembedding and the
+/* Forward and backward through a whole model (SPEC §3, §14): embeddings
+ * (times sqrt(d) with embed_scale), layers of attention (+ MLP) with pre or
+ * post norms -- or none before the sublayers and one after each (out_norm,
+ * no_input_norm) -- the unembedding (soft-capped with final_softcap) and the
  * next-token cross-entropy.
  *
  * Shapes: B batch, T positions, d width, F MLP width, V vocabulary. */
@@ -14,16 +16,21 @@
 
 typedef struct {
     hs_real *in;                 /* (B,T,d) residual stream entering the layer */
-    hs_real *n1, *n1_mean, *n1_rstd; /* (B,T,d), (B,T): pre: attention input; post: norm after it */
+    hs_real *n1, *n1_mean, *n1_rstd; /* (B,T,d), (B,T): pre: attention input; post: norm after it
+                                        (NULL with no_input_norm) */
     hs_attn_acts attn;           /* q, k, v, z, maps (B,H,T,T) when kept */
     hs_mla_acts mla;             /* attention "mla" layers: their own buffers (z, maps: attn's) */
-    hs_real *attn_out;           /* (B,T,d) */
+    hs_real *attn_raw;           /* (B,T,d) out_norm: W_o's output, before its norm */
+    hs_real *attn_on_mean, *attn_on_rstd; /* (B,T) out_norm: that norm's statistics */
+    hs_real *attn_out;           /* (B,T,d) what the attention adds to the residual */
     hs_real *r1;                 /* (B,T,d) residual + attention */
     hs_real *n2, *n2_mean, *n2_rstd; /* MLP norm, as n1 */
-    hs_real *h_pre;              /* (B,T,F) fc output (gelu) or gate (swiglu) */
-    hs_real *h_up;               /* (B,T,F) swiglu up projection */
+    hs_real *h_pre;              /* (B,T,F) fc output (gelu) or gate (swiglu, geglu) */
+    hs_real *h_up;               /* (B,T,F) gated MLPs' up projection */
     hs_real *h_act;              /* (B,T,F) activation */
-    hs_real *mlp_out;            /* (B,T,d) */
+    hs_real *mlp_raw;            /* (B,T,d) out_norm: the MLP's output before its norm */
+    hs_real *mlp_on_mean, *mlp_on_rstd; /* (B,T) out_norm */
+    hs_real *mlp_out;            /* (B,T,d) what the MLP adds to the residual */
     hs_real *r2;                 /* (B,T,d) residual + MLP */
     hs_real *out;                /* the layer's output: one of the buffers above */
 } hs_layer_acts;
@@ -45,8 +52,12 @@ typedef struct {
     hs_real *emb;                   /* (B,T,d) embeddings, input of layer 0 */
     hs_layer_acts *layer;           /* n_layer */
     hs_real *lnf, *lnf_mean, *lnf_rstd; /* (B,T,d), (B,T) */
-    hs_real *logits;                /* (B,T,V); probabilities after a forward with targets */
+    hs_real *logits;                /* (B,T,V) (soft-capped with final_softcap);
+                                       probabilities after a forward with targets */
     hs_real *losses;                /* (B,T) per-position cross-entropy */
+    hs_real *lse;                   /* (B,T) training with final_softcap: each row's
+                                       log-sum-exp, from which the backward recovers
+                                       the capped logits */
     double loss;                    /* mean of losses */
     /* backward scratch (training only) */
     hs_real *dres, *dres2, *dnorm, *dbranch; /* (B,T,d) */

@@ -70,9 +70,11 @@ static void walk(const hs_model_config *c, walker *wk, hs_weights *w)
     for (int l = 0; l < c->n_layer; l++) {
         hs_layer_weights *lw = &w->layer[l];
         const int HD = c->n_head[l] * dh, GD = c->n_kv_head[l] * dh;
-        add(wk, &lw->ln1_w, d, 0, "h.%d.ln_1.weight", l);
-        if (ln_bias)
-            add(wk, &lw->ln1_b, d, 0, "h.%d.ln_1.bias", l);
+        if (!c->no_input_norm) {
+            add(wk, &lw->ln1_w, d, 0, "h.%d.ln_1.weight", l);
+            if (ln_bias)
+                add(wk, &lw->ln1_b, d, 0, "h.%d.ln_1.bias", l);
+        }
         if (c->mla) {
             walk_mla(c, wk, lw, l);
         } else {
@@ -87,12 +89,28 @@ static void walk(const hs_model_config *c, walker *wk, hs_weights *w)
             }
             if (c->attn_bias)
                 add(wk, &lw->attn.b_o, d, 0, "h.%d.attn.o_proj.bias", l);
+            /* RMSNorm weights, per head (dh, shared by the layer's heads) or
+             * over the projection; named as the layer's norms are, outside
+             * attn.*, since a per-head one does not depend on which heads
+             * the layer has */
+            if (c->qk_norm) {
+                const int per_head = c->qk_norm == HS_QK_NORM_HEAD;
+                add(wk, &lw->attn.q_norm, per_head ? dh : HD, 0, "h.%d.q_norm.weight", l);
+                add(wk, &lw->attn.k_norm, per_head ? dh : GD, 0, "h.%d.k_norm.weight", l);
+            }
+        }
+        if (c->out_norm) {
+            add(wk, &lw->ln_attn_w, d, 0, "h.%d.ln_attn_out.weight", l);
+            if (ln_bias)
+                add(wk, &lw->ln_attn_b, d, 0, "h.%d.ln_attn_out.bias", l);
         }
         if (c->mlp == HS_MLP_NONE)
             continue;
-        add(wk, &lw->ln2_w, d, 0, "h.%d.ln_2.weight", l);
-        if (ln_bias)
-            add(wk, &lw->ln2_b, d, 0, "h.%d.ln_2.bias", l);
+        if (!c->no_input_norm) {
+            add(wk, &lw->ln2_w, d, 0, "h.%d.ln_2.weight", l);
+            if (ln_bias)
+                add(wk, &lw->ln2_b, d, 0, "h.%d.ln_2.bias", l);
+        }
         if (c->mlp == HS_MLP_GELU) {
             add(wk, &lw->fc_w, F, d, "h.%d.mlp.fc.weight", l);
             if (c->mlp_bias)
@@ -110,6 +128,11 @@ static void walk(const hs_model_config *c, walker *wk, hs_weights *w)
             add(wk, &lw->down_w, d, F, "h.%d.mlp.down_proj.weight", l);
             if (c->mlp_bias)
                 add(wk, &lw->down_b, d, 0, "h.%d.mlp.down_proj.bias", l);
+        }
+        if (c->out_norm) {
+            add(wk, &lw->ln_mlp_w, d, 0, "h.%d.ln_mlp_out.weight", l);
+            if (ln_bias)
+                add(wk, &lw->ln_mlp_b, d, 0, "h.%d.ln_mlp_out.bias", l);
         }
     }
     if (c->final_norm) {
@@ -214,13 +237,15 @@ void hs_model_init_random(hs_model *m, unsigned long long seed)
     /* GPT-2's scheme: N(0, initializer_range), the projections into the
      * residual stream scaled by 1/sqrt(2 L) */
     const double std = m->cfg.init_std, residual_std = std / sqrt(2.0 * m->cfg.n_layer);
+    const hs_real unit = (hs_real)(1 - m->cfg.norm_offset); /* a norm's scale of 1 */
     for (int i = 0; i < m->n_tensors; i++) {
         const hs_tensor_info *t = &m->tensors[i];
         hs_real *p = m->params + t->offset;
-        int is_norm = strstr(t->name, "ln_") || strstr(t->name, "layernorm");
+        int is_norm = strstr(t->name, "ln_") || strstr(t->name, "layernorm") ||
+                      strstr(t->name, "_norm.");
         for (size_t k = 0; k < t->size; k++) {
             if (t->ndim == 1)
-                p[k] = is_norm && ends_with(t->name, ".weight") ? 1 : 0;
+                p[k] = is_norm && ends_with(t->name, ".weight") ? unit : 0;
             else
                 p[k] = (hs_real)(hs_rng_normal(&r) * (ends_with(t->name, "o_proj.weight") ||
                                                               ends_with(t->name, "mlp.proj.weight") ||

@@ -13,8 +13,11 @@
 typedef struct {
     hs_attn_weights attn;     /* MLA layers: only w_o, the same tensor as mla.w_o */
     hs_mla_weights mla;       /* attention "mla" layers (mla.h) */
-    hs_real *ln1_w, *ln1_b;   /* (d) norm before (pre) or after (post) attention */
-    hs_real *ln2_w, *ln2_b;   /* (d) the MLP's norm */
+    hs_real *ln1_w, *ln1_b;   /* (d) norm before (pre) or after (post) attention;
+                                 NULL with no_input_norm */
+    hs_real *ln2_w, *ln2_b;   /* (d) the MLP's norm (NULL with no_input_norm) */
+    hs_real *ln_attn_w, *ln_attn_b; /* (d) out_norm: the attention output's norm */
+    hs_real *ln_mlp_w, *ln_mlp_b;   /* (d) out_norm: the MLP output's norm */
     hs_real *fc_w, *fc_b;     /* gelu:   (F, d), (F) */
     hs_real *proj_w, *proj_b; /* gelu:   (d, F), (d) */
     hs_real *gate_w, *gate_b; /* swiglu: (F, d), (F) */
@@ -60,7 +63,8 @@ int hs_model_init(hs_model *m, const hs_model_config *c);
 void hs_model_free(hs_model *m);
 
 /* GPT-2-style initialisation from a seed: matrices N(0, 0.02) (residual
- * output projections N(0, 0.02/sqrt(2L))), biases 0, norm weights 1. */
+ * output projections N(0, 0.02/sqrt(2L))), biases 0, norm weights 1 (0
+ * under norm_offset, whose norms scale by 1 + w: Gemma's initialisation). */
 void hs_model_init_random(hs_model *m, unsigned long long seed);
 
 /* Marks dead[l * HS_MAX_HEADS + h] = 1 for every head whose columns of the

@@ -3,8 +3,9 @@
  * decoder equal those of a fresh full forward over the whole prefix, and
  * greedy choices agree, for MHA, GQA, MQA, a sliding window shorter than
  * the sequence (a ring cache), a parallel-residual partial-rotary model,
- * a post-norm one and multi-head latent attention (the latent cache, with
- * and without q_lora_rank); cache bytes; sampling rules; and the conversion's
+ * a post-norm one, multi-head latent attention (the latent cache, with
+ * and without q_lora_rank) and the families of SPEC §14 (soft-capping,
+ * sliding layers by pattern, q/k norms, sublayer output norms); cache bytes; sampling rules; and the conversion's
  * group means and unchanged model at G = H (model/convert.h). */
 #include <math.h>
 #include <stdint.h>
@@ -84,6 +85,67 @@ static void test_neox_and_post_norm_cached_decoding_equal_recomputation(void)
     const char *tiny[] = { "n_ctx=16" };
     fx_make_model(&m, "tinylm", tiny, 1, 6);
     fx_check_decoding(&m, 2, 16, TOL, "tinylm (post-norm)");
+    hs_model_free(&m);
+}
+
+/* The Gemma family from its presets: GeGLU, (1 + w) norms and the sqrt(d)
+ * embedding (gemma); sublayer output norms, both soft-caps (small enough
+ * to act) and a ring cache on the sliding (even) layers only (gemma2,
+ * window 4); per-head q/k norms,
+ * a global layer every third and the local RoPE base on the sliding ones
+ * (gemma3). */
+static void test_gemma_families_cached_decoding_equals_recomputation(void)
+{
+    hs_model m;
+    const char *g1[] = { "d_model=32", "n_ctx=40" };
+    fx_make_model(&m, "gemma", g1, 2, 21);
+    CU_ASSERT_FATAL(m.cfg.family == HS_FAMILY_GEMMA && m.cfg.mlp == HS_MLP_GEGLU &&
+                    m.cfg.norm_offset && m.cfg.embed_scale);
+    fx_check_decoding(&m, 4, 20, TOL, "gemma");
+    hs_model_free(&m);
+    /* caps small enough to bend these small scores and logits */
+    const char *g2[] = { "d_model=32", "n_ctx=40", "window=4", "attn_softcap=0.05",
+                         "final_softcap=0.5" };
+    fx_make_model(&m, "gemma2", g2, 5, 22);
+    CU_ASSERT_FATAL(m.cfg.out_norm && m.cfg.attn_softcap > 0 && m.cfg.final_softcap > 0);
+    hs_decoder dec;
+    CU_ASSERT_EQUAL_FATAL(hs_decoder_init(&dec, &m, 24), HS_OK);
+    CU_ASSERT_EQUAL(dec.layer[0].window, 4); /* a ring on the sliding layer */
+    CU_ASSERT_EQUAL(dec.layer[0].kv.cap, 4);
+    CU_ASSERT_EQUAL(dec.layer[1].window, 0); /* every position on the global one */
+    CU_ASSERT_EQUAL(dec.layer[1].kv.cap, 24);
+    hs_decoder_free(&dec);
+    fx_check_decoding(&m, 6, 24, TOL, "gemma2 (window 4 on layer 0, soft-caps)");
+    hs_model_free(&m);
+    const char *g3[] = { "d_model=32", "n_ctx=40", "n_layer=3", "window=4", "window_pattern=3" };
+    fx_make_model(&m, "gemma3", g3, 5, 23);
+    CU_ASSERT_FATAL(m.cfg.qk_norm == HS_QK_NORM_HEAD && m.cfg.rope_local_theta > 0);
+    CU_ASSERT_EQUAL(hs_config_layer_window(&m.cfg, 1), 4);
+    CU_ASSERT_EQUAL(hs_config_layer_window(&m.cfg, 2), 0);
+    fx_check_decoding(&m, 5, 24, TOL, "gemma3 (two sliding layers, one global)");
+    hs_model_free(&m);
+}
+
+/* qwen3's per-head q/k norms; olmo2's norms after the sublayers and over
+ * the whole projections; phi3's partial rotary and a window (ring) on
+ * every layer. */
+static void test_qwen3_olmo2_phi3_cached_decoding_equals_recomputation(void)
+{
+    hs_model m;
+    const char *q3[] = { "d_model=32", "n_ctx=40", "head_dim=16" };
+    fx_make_model(&m, "qwen3", q3, 3, 24);
+    CU_ASSERT_FATAL(m.cfg.family == HS_FAMILY_QWEN3 && m.cfg.qk_norm == HS_QK_NORM_HEAD);
+    fx_check_decoding(&m, 3, 20, TOL, "qwen3");
+    hs_model_free(&m);
+    const char *o2[] = { "d_model=32", "n_ctx=40" };
+    fx_make_model(&m, "olmo2", o2, 2, 25);
+    CU_ASSERT_FATAL(m.cfg.no_input_norm && m.cfg.out_norm && m.cfg.qk_norm == HS_QK_NORM_PROJ);
+    fx_check_decoding(&m, 1, 20, TOL, "olmo2");
+    hs_model_free(&m);
+    const char *p3[] = { "d_model=32", "n_ctx=40", "n_kv_head=2", "rotary_dims=4", "window=5" };
+    fx_make_model(&m, "phi3", p3, 5, 26);
+    CU_ASSERT_FATAL(m.cfg.family == HS_FAMILY_PHI3 && m.cfg.rotary_dims == 4);
+    fx_check_decoding(&m, 7, 24, TOL, "phi3 (partial rotary, window 5)");
     hs_model_free(&m);
 }
 
@@ -253,15 +315,44 @@ static void test_convert_pools_group_means(void)
     hs_model_free(&m);
 }
 
+/* OLMo-2's k norm spans the whole projection, a weight per key head's
+ * dims: pooled with the heads (a per-head norm's weight is shared, kept). */
+static void test_convert_pools_a_whole_projection_k_norm(void)
+{
+    hs_model m, g;
+    const char *over[] = { "d_model=32", "n_head=4", "n_ctx=16" };
+    fx_make_model(&m, "olmo2", over, 3, 20);
+    const int dh = m.cfg.head_dim;
+    for (int l = 0; l < m.cfg.n_layer; l++)
+        for (int i = 0; i < 4 * dh; i++)
+            m.w.layer[l].attn.k_norm[i] = (hs_real)(1 + 0.01 * i);
+    CU_ASSERT_EQUAL_FATAL(hs_convert_kv_heads(&g, &m, 2), HS_OK);
+    double worst = 0;
+    for (int l = 0; l < m.cfg.n_layer; l++)
+        for (int j = 0; j < 2; j++)
+            for (int i = 0; i < dh; i++) {
+                const double want = ((double)m.w.layer[l].attn.k_norm[2 * j * dh + i] +
+                                     m.w.layer[l].attn.k_norm[(2 * j + 1) * dh + i]) / 2;
+                worst = fmax(worst, fabs(g.w.layer[l].attn.k_norm[j * dh + i] - want));
+            }
+    CU_ASSERT(worst < 1e-6);
+    CU_ASSERT_EQUAL(g.cfg.family, HS_FAMILY_OLMO2);
+    hs_model_free(&g);
+    hs_model_free(&m);
+}
+
 /* G = H: the same model (bit-identical loss); gpt2 and gpt_neox become the
  * headscope family, the others keep theirs. */
 static void test_convert_to_all_heads_keeps_the_loss(void)
 {
-    static const char *const presets[] = { "gpt2", "gpt_neox", "llama", "mistral", "qwen2" };
-    for (int p = 0; p < 5; p++) {
+    static const char *const presets[] = { "gpt2",   "gpt_neox", "llama",  "mistral", "qwen2",
+                                           "gemma2", "gemma3",   "qwen3",  "olmo2",   "phi3" };
+    for (int p = 0; p < 10; p++) {
         hs_model m, g;
         const char *over[] = { "d_model=32", "n_head=4", "n_ctx=16" };
         fx_make_model(&m, presets[p], over, 3, 10 + p);
+        for (size_t i = 0; i < m.n_params; i++) /* off their initial values: a tensor */
+            m.params[i] += (hs_real)(0.01 * (double)(i % 7)); /* left uncopied shows */
         CU_ASSERT_EQUAL_FATAL(hs_convert_kv_heads(&g, &m, 4), HS_OK);
         CU_ASSERT_EQUAL(g.cfg.family, p < 2 ? HS_FAMILY_HEADSCOPE : m.cfg.family);
         int32_t tok[32];
@@ -298,12 +389,18 @@ int main(void)
           test_neox_and_post_norm_cached_decoding_equal_recomputation },
         { "test_mla_cached_decoding_equals_recomputation",
           test_mla_cached_decoding_equals_recomputation },
+        { "test_gemma_families_cached_decoding_equals_recomputation",
+          test_gemma_families_cached_decoding_equals_recomputation },
+        { "test_qwen3_olmo2_phi3_cached_decoding_equals_recomputation",
+          test_qwen3_olmo2_phi3_cached_decoding_equals_recomputation },
         { "test_mla_cache_bytes_and_reset", test_mla_cache_bytes_and_reset },
         { "test_cache_bytes_hold_kv_heads_only", test_cache_bytes_hold_kv_heads_only },
         { "test_generate_refuses_out_of_vocabulary_and_too_long",
           test_generate_refuses_out_of_vocabulary_and_too_long },
         { "test_sampling_rules", test_sampling_rules },
         { "test_convert_pools_group_means", test_convert_pools_group_means },
+        { "test_convert_pools_a_whole_projection_k_norm",
+          test_convert_pools_a_whole_projection_k_norm },
         { "test_convert_to_all_heads_keeps_the_loss", test_convert_to_all_heads_keeps_the_loss },
     };
     return hs_run_tests("generate", tests, HS_NTESTS(tests));
