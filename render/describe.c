@@ -10,7 +10,7 @@
 
 static const char *const POS_NAMES[] = { "learned", "rope", "none" };
 static const char *const NORM_NAMES[] = { "layernorm", "rmsnorm" };
-static const char *const MLP_NAMES[] = { "none", "gelu", "swiglu" };
+static const char *const MLP_NAMES[] = { "none", "gelu", "swiglu", "geglu" };
 
 /* ---- info ----------------------------------------------------------------- */
 
@@ -72,8 +72,16 @@ static void print_particulars(FILE *f, const hs_model_config *c, int json)
                c->window, rotary, SCALING[c->rope_scaling.kind],
                c->parallel_residual ? "true" : "false",
                c->qkv_bias || c->attn_bias ? "true" : "false");
-        if (c->n_head_windows)
+        if (c->n_head_windows || c->window_pattern)
             fprintf(f, ",\"windows\":"), print_windows(f, c);
+        static const char *const QK[] = { "none", "head", "proj" };
+        fprintf(f, ",\"qk_norm\":\"%s\",\"norm_offset\":%s,\"output_norm\":%s,"
+                "\"embed_scale\":%s,\"attn_softcap\":", QK[c->qk_norm],
+                c->norm_offset ? "true" : "false", c->out_norm ? "true" : "false",
+                c->embed_scale ? "true" : "false");
+        hs_json_number(f, c->attn_softcap, 9);
+        fprintf(f, ",\"final_softcap\":");
+        hs_json_number(f, c->final_softcap, 9);
         return;
     }
     if (c->mla) {
@@ -82,10 +90,11 @@ static void print_particulars(FILE *f, const hs_model_config *c, int json)
                c->kv_lora_rank, c->q_lora_rank, c->q_lora_rank ? "" : " (q_proj)",
                c->qk_nope_head_dim, rotary, c->rope_theta, c->v_head_dim);
     } else {
-        fprintf(f, "attention    %s", c->n_head_windows ? "windows per layer "
-                                  : c->window        ? "sliding window "
-                                                     : "global");
-        if (c->n_head_windows)
+        const int layered = c->n_head_windows || c->window_pattern;
+        fprintf(f, "attention    %s", layered      ? "windows per layer "
+                                  : c->window ? "sliding window "
+                                              : "global");
+        if (layered)
             print_windows(f, c);
         else if (c->window)
             fprintf(f, "%d", c->window);
@@ -97,6 +106,22 @@ static void print_particulars(FILE *f, const hs_model_config *c, int json)
     fprintf(f, "residual     %s%s\n", c->parallel_residual ? "parallel (x + attn(ln1 x) + mlp(ln2 x))"
                                                          : "sequential",
            c->gelu_exact ? ", exact GELU" : "");
+    const char *feature[] = { c->qk_norm == HS_QK_NORM_HEAD ? "q/k norm per head"
+                              : c->qk_norm                  ? "q/k norm over the projection"
+                                                            : NULL,
+                              c->norm_offset ? "norms (1 + w)" : NULL,
+                              c->out_norm ? "sublayer outputs normed" : NULL,
+                              c->embed_scale ? "embeddings x sqrt(d)" : NULL,
+                              c->attn_softcap > 0 ? "attention soft-cap" : NULL,
+                              c->final_softcap > 0 ? "final soft-cap" : NULL };
+    for (size_t i = 0, k = 0; i < sizeof feature / sizeof feature[0]; i++)
+        if (feature[i])
+            fprintf(f, "%s%s", k++ ? ", " : "features     ", feature[i]);
+    for (size_t i = 0; i < sizeof feature / sizeof feature[0]; i++)
+        if (feature[i]) {
+            fputc('\n', f);
+            break;
+        }
 }
 
 void hs_describe_model(FILE *f, const hs_model *m, const char *path, int json)
