@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "study.h"
 
 const char *hs_source_path(const hs_source *s) { return s->data ? s->data : s->text; }
 
@@ -90,6 +91,21 @@ int hs_source_load(hs_tokenizer **keep, hs_tokens *t, const hs_source *s, const 
     return rc;
 }
 
+int hs_source_split(hs_tokens *all, hs_tokens *train, hs_tokens *val, const hs_source *src,
+                    const hs_source *vsrc, const char *model_dir, int vocab)
+{
+    memset(train, 0, sizeof *train);
+    memset(val, 0, sizeof *val);
+    int rc = hs_source_load(NULL, all, src, model_dir, vocab);
+    if (!rc && hs_source_path(vsrc) && (rc = hs_source_load(NULL, val, vsrc, model_dir, vocab)))
+        hs_tokens_free(all);
+    if (!rc && hs_source_path(vsrc))
+        *train = *all;
+    else if (!rc)
+        hs_headcount_split(all, train, val);
+    return rc;
+}
+
 int hs_seq_len_check(const hs_model_config *c, int T, const char *option)
 {
     if (T > c->n_ctx)
@@ -108,14 +124,16 @@ void hs_inputs_free(hs_inputs *in)
 }
 
 /* The prompts file, encoded with the source's tokenizer or the model
- * directory's (ids-only files need none). */
+ * directory's (ids-only files need none); kept in in->tk when asked. */
 static int load_prompts(hs_inputs *in, const hs_inputs_spec *s)
 {
-    hs_tokenizer *tk = NULL;
-    int rc = hs_tokenizer_for(&tk, s->source.tokenizer, s->model, NULL);
+    hs_tokenizer *tk = in->tk;
+    int rc = tk ? HS_OK : hs_tokenizer_for(&tk, s->source.tokenizer, s->model, NULL);
     if (!rc)
         rc = hs_prompts_load(&in->ps, s->prompts, tk, in->m.cfg.vocab_size, in->m.cfg.n_ctx);
-    if (tk)
+    if (s->keep_tokenizer)
+        in->tk = tk;
+    else if (tk)
         hs_tokenizer_free(tk);
     return rc;
 }

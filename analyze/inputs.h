@@ -41,6 +41,13 @@ int hs_tokenizer_for(hs_tokenizer **tk, const char *tokenizer, const char *model
 int hs_source_load(hs_tokenizer **keep, hs_tokens *t, const hs_source *s, const char *model_dir,
                    int vocab);
 
+/* The training tokens and the validation tokens of an experiment: src's,
+ * and vsrc's (*train is then *all) or, without vsrc, the last 10% of src's
+ * (hs_headcount_split: views into *all). vocab and model_dir as
+ * hs_source_load's. On failure all three are left empty. */
+int hs_source_split(hs_tokens *all, hs_tokens *train, hs_tokens *val, const hs_source *src,
+                    const hs_source *vsrc, const char *model_dir, int vocab);
+
 /* The one check of a sequence length against a model, for every command
  * (SPEC §3: n_ctx is the context a model is defined for, learned positions
  * or not): HS_EINVAL "OPTION T exceeds the model's n_ctx=N" when T > n_ctx. */
@@ -53,7 +60,7 @@ typedef struct {
     int batch, seq_len;   /* the tokens' batches; seq_len 0: min(n_ctx, 256) */
     int need_batch;       /* the tokens are cut in batches of batch x seq_len (+1), seq_len
                              checked against the context, and must hold one */
-    int keep_tokenizer;   /* keep the tokenizer that applies (in.tk) */
+    int keep_tokenizer;   /* keep the tokenizer that applies to the tokens or prompts (in.tk) */
 } hs_inputs_spec;
 
 typedef struct {

@@ -177,6 +177,40 @@ const char *hs_run_model_sha(const hs_run *r)
 
 const char *hs_run_data_sha(const hs_run *r) { return r && r->hashed_data ? r->data_sha : NULL; }
 
+int hs_run_param(hs_run *r, const char *key, const char *value)
+{
+    return r ? hs_index_param_set(r->ix, r->run_id, key, value) : HS_OK;
+}
+
+int hs_run_position_labels(hs_run *r, const hs_prompt_set *ps, const hs_tokenizer *tk,
+                           int vocab_size)
+{
+    int rc = HS_OK;
+    for (int g = 0; r && !rc && g < ps->n_group; g++) {
+        const hs_prompt_group *grp = &ps->group[g]; /* one length, prompts in file order */
+        cJSON *a = grp->n ? cJSON_CreateArray() : NULL;
+        for (int p = 0; a && p < grp->T; p++) {
+            const int32_t id = grp->clean[p];
+            char text[64];
+            if (!(tk && !hs_tokenizer_token_text(tk, id, text, sizeof text))) {
+                if (!tk && vocab_size == 256 && id > 0 && id < 128)
+                    snprintf(text, sizeof text, "%c", (char)id);
+                else
+                    snprintf(text, sizeof text, "#%d", (int)id);
+            }
+            cJSON_AddItemToArray(a, cJSON_CreateString(text));
+        }
+        if (!grp->n)
+            continue;
+        char key[48], *json = a ? cJSON_PrintUnformatted(a) : NULL;
+        snprintf(key, sizeof key, "positions_%d", grp->T);
+        rc = json ? hs_run_param(r, key, json) : hs_fail(HS_ENOMEM, "run: position labels");
+        free(json);
+        cJSON_Delete(a);
+    }
+    return rc;
+}
+
 int hs_run_rows(hs_run *r, const hs_head_table *t, const hs_study_curve *curves, int n_curves)
 {
     return r ? hs_study_record(r->ix, r->run_id, t, curves, n_curves) : HS_OK;

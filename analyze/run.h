@@ -68,6 +68,19 @@ hs_index *hs_run_index(const hs_run *r);
 const char *hs_run_model_sha(const hs_run *r);
 const char *hs_run_data_sha(const hs_run *r);
 
+/* Records what the run knows about itself that figures need (run_params):
+ * "seq_len", "positions_T" (run.h's position labels). HS_OK and nothing
+ * done without an index. */
+int hs_run_param(hs_run *r, const char *key, const char *value);
+
+/* The labels of positions 0..T-1 of every prompt length T of ps, recorded
+ * as "positions_T" (a JSON array of strings): the tokens of the first clean
+ * prompt of that length in file order, as the tokenizer's text (tk), as the
+ * byte itself for a byte-level model without one (vocab_size 256), else as
+ * "#id". The figure of a patching run labels its axis with them. */
+int hs_run_position_labels(hs_run *r, const hs_prompt_set *ps, const hs_tokenizer *tk,
+                           int vocab_size);
+
 /* Records a study's rows (one transaction) and curves into the run; HS_OK
  * and nothing done without an index. */
 int hs_run_rows(hs_run *r, const hs_head_table *t, const hs_study_curve *curves, int n_curves);

@@ -404,6 +404,10 @@ typedef struct {
     int worst_layer[HS_ABLATE_KINDS], worst_head[HS_ABLATE_KINDS];
 } hs_ablate_result;
 
+/* --method "zero,mean": the bit set of ablation kinds (1 << HS_ABLATE_ZERO
+ * ...), or -1 with HS_EINVAL naming the unknown one (or an empty list). */
+int hs_ablate_kinds(const char *method);
+
 /* Checks the options against the model before anything runs or is recorded:
  * the selection (HS_EINVAL naming --layers or --heads) and hs_ablate_check's
  * checks of o->ablate (B, T and the kinds must be set). */

@@ -17,6 +17,25 @@ static int parse_flags(const char *s, unsigned char *flags, int limit)
     return n;
 }
 
+int hs_ablate_kinds(const char *method)
+{
+    int kinds = 0;
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", method);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        int k = 0;
+        while (k < HS_ABLATE_KINDS && strcmp(tok, hs_ablate_kind_name(k)))
+            k++;
+        if (k == HS_ABLATE_KINDS)
+            return hs_fail(HS_EINVAL, "unknown method '%s' (zero, mean, resample)", tok), -1;
+        kinds |= 1 << k;
+    }
+    if (!kinds)
+        return hs_fail(HS_EINVAL, "--method needs at least one of zero, mean, resample"), -1;
+    return kinds;
+}
+
 /* The selection as flags per layer and per head; HS_EINVAL naming the option. */
 static int selection(const hs_ablate_study_opts *o, const hs_model_config *c,
                      unsigned char *lsel, unsigned char *hsel)

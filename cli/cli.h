@@ -1,18 +1,18 @@
 /* Shared pieces of the headscope command: the option parser that also
- * writes each command's help, the progress bar, and error reporting.
+ * writes each command's help, the progress bar, error reporting, and the
+ * job (a command's inputs and its run).
  *
  * A command is plumbing: it parses its options (the shared ones through the
  * OPT_ macros below; which options apply together is its record's rules,
  * checked while parsing, so that no option is accepted and then ignored),
- * lets the library study check them (analyze/study.h), opens its run in the
- * index only after every check has passed (bad input records nothing:
- * analysis_start or cli_run_begin), calls the one study, records its rows
- * with hs_study_record and prints. Adding an analysis touches analyze/ (its
- * study: a declaration in study.h, study_NAME.c, a test in
- * tests/test_study.c) and one new cli/cmd_NAME.c (the command and its
- * HS_COMMAND record); no list in CMakeLists.txt, main.c or this header
- * changes. The report shows it once cmd_report.c is taught a section.
- */
+ * loads its inputs (cli_open), lets the library study check its options
+ * (analyze/study.h), opens its run in the index only after every check has
+ * passed (cli_start: bad input records nothing), calls the one study,
+ * records its rows (hs_run_rows) and prints. Adding an analysis touches
+ * analyze/ (its study and the descriptors of its metrics, analyze/metrics.c)
+ * and one new cli/cmd_NAME.c (the command and its HS_COMMAND record, with
+ * CMD_SHARDS when it shards under mpirun); no list in CMakeLists.txt,
+ * main.c or this header changes. */
 #ifndef HS_CLI_H
 #define HS_CLI_H
 

@@ -12,25 +12,6 @@
 
 /* ---- ablate ------------------------------------------------------------------ */
 
-/* --method "zero,mean": the bit set of kinds, or -1 (usage error printed). */
-static int parse_kinds(const char *method)
-{
-    int kinds = 0;
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", method);
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        int k = 0;
-        while (k < HS_ABLATE_KINDS && strcmp(tok, hs_ablate_kind_name(k)))
-            k++;
-        if (k == HS_ABLATE_KINDS)
-            return usage_error("ablate", "unknown method '%s' (zero, mean, resample)", tok), -1;
-        kinds |= 1 << k;
-    }
-    if (!kinds)
-        return usage_error("ablate", "--method needs at least one of zero, mean, resample"), -1;
-    return kinds;
-}
-
 static void print_ablate(const hs_ablate_result *r, long long run_id, const char *db,
                          double secs, int json)
 {
@@ -90,8 +71,8 @@ static int cmd_ablate(int argc, char **argv)
     if (!model || !hs_source_path(&in.source) || !db)
         return usage_error("ablate", "--model DIR, --data FILE (or --text FILE) and --db FILE "
                            "are required");
-    if ((so.ablate.kinds = parse_kinds(method)) < 0)
-        return EXIT_USAGE;
+    if ((so.ablate.kinds = hs_ablate_kinds(method)) < 0)
+        return usage_error("ablate", "%s", hs_last_error());
     if (threads)
         hs_set_threads(threads);
     cli_job j;

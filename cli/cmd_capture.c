@@ -7,7 +7,6 @@
 
 #include "checkpoint.h"
 #include "cli.h"
-#include "index.h"
 #include "describe.h"
 #include "maps.h"
 #include "study.h"

@@ -83,15 +83,8 @@ static int experiment_setup(hs_headcount_opts *ho, const char *preset, const cha
 static int experiment_data(hs_tokens *all, hs_tokens *train, hs_tokens *vt, const hs_source *src,
                            const hs_source *vsrc, const hs_headcount_opts *ho)
 {
-    const int vocab = ho->base.vocab_size;
-    const char *val = hs_source_path(vsrc);
-    if (hs_source_load(NULL, all, src, NULL, vocab) ||
-        (val && hs_source_load(NULL, vt, vsrc, NULL, vocab)))
+    if (hs_source_split(all, train, vt, src, vsrc, NULL, ho->base.vocab_size))
         return HS_EINVAL;
-    if (val)
-        *train = *all;
-    else
-        hs_headcount_split(all, train, vt);
     if (!hs_batch_count(train, ho->batch, ho->seq_len) || !hs_batch_count(vt, ho->batch, ho->seq_len))
         return hs_fail(HS_EINVAL, "%s: too few tokens for a batch of %d x %d in both the training "
                        "and validation parts", hs_source_path(src), ho->batch, ho->seq_len);

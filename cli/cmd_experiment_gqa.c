@@ -40,16 +40,10 @@ static int gqa_setup(hs_gqa_opts *go, hs_model *m, hs_tokens *all, hs_tokens *vt
     const char *val = hs_source_path(vsrc);
     if (hs_checkpoint_load(m, model))
         return run_error("experiment");
-    if (hs_source_load(NULL, all, src, model, m->cfg.vocab_size) ||
-        (val && hs_source_load(NULL, vt, vsrc, model, m->cfg.vocab_size))) {
+    if (hs_source_split(all, train, vt, src, vsrc, model, m->cfg.vocab_size)) {
         hs_model_free(m);
-        hs_tokens_free(all);
         return run_error("experiment");
     }
-    if (val)
-        *train = *all;
-    else
-        hs_headcount_split(all, train, vt);
     go->mha = m, go->train = train, go->val = vt;
     if (hs_gqa_check(go)) {
         usage_error("experiment", "%s", hs_last_error());

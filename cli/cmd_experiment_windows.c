@@ -60,12 +60,7 @@ static int windows_setup(hs_windows_opts *wo, const char *preset, const char **o
 {
     if ((wo->n_seeds = hs_parse_ints(seeds_s, wo->seeds, HS_HEADCOUNT_MAX, 0, INT_MAX, 0)) < 1)
         return usage_error("experiment", "--seeds '%s': seeds expected", seeds_s);
-    if (hs_config_preset(&wo->base, preset))
-        return usage_error("experiment", "%s", hs_last_error());
-    for (int i = 0; i < nover; i++)
-        if (hs_config_override(&wo->base, over[i]))
-            return usage_error("experiment", "%s", hs_last_error());
-    if (hs_windows_check(wo))
+    if (hs_config_build(&wo->base, preset, over, nover) || hs_windows_check(wo))
         return usage_error("experiment", "%s", hs_last_error());
     return 0;
 }
@@ -77,16 +72,8 @@ static int windows_run(hs_windows_opts *wo, hs_windows_result *r, long long *run
 {
     hs_tokens all = { 0 }, train = { 0 }, vt = { 0 };
     const char *data = hs_source_path(src), *val = hs_source_path(vsrc);
-    const int vocab = wo->base.vocab_size;
-    if (hs_source_load(NULL, &all, src, NULL, vocab) ||
-        (val && hs_source_load(NULL, &vt, vsrc, NULL, vocab))) {
-        hs_tokens_free(&all);
+    if (hs_source_split(&all, &train, &vt, src, vsrc, NULL, wo->base.vocab_size))
         return run_error("experiment");
-    }
-    if (val)
-        train = all;
-    else
-        hs_headcount_split(&all, &train, &vt);
     hs_run *run = NULL;
     int rc = HS_OK;
     if (!hs_batch_count(&train, wo->batch, wo->seq_len) ||

@@ -1,4 +1,5 @@
 /* generate: decoding with the model-level compact KV cache (SPEC §10). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,7 +7,6 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "decode.h"
-#include "tokenizer.h"
 
 /* "1,2,3" -> ids (malloc'd); the count, or -1 with a usage error printed. */
 static int parse_ids(const char *s, int32_t **ids)
@@ -14,37 +14,16 @@ static int parse_ids(const char *s, int32_t **ids)
     int n = 1;
     for (const char *p = s; *p; p++)
         n += *p == ',';
-    *ids = malloc(sizeof **ids * (size_t)n);
-    if (!*ids)
+    if (!(*ids = malloc(sizeof **ids * (size_t)n)))
         return -1;
-    const char *p = s;
-    for (int i = 0; i < n; i++) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || (*end && *end != ',') || v < 0 || v > INT32_MAX) {
-            free(*ids);
-            *ids = NULL;
-            usage_error("generate", "--prompt-ids '%s': non-negative ids separated by commas "
-                                    "expected", s);
-            return -1;
-        }
-        (*ids)[i] = (int32_t)v;
-        p = end + 1;
+    if ((n = hs_parse_ints(s, *ids, n, 0, INT32_MAX, 0)) < 1) {
+        free(*ids);
+        *ids = NULL;
+        usage_error("generate", "--prompt-ids '%s': non-negative ids separated by commas "
+                                "expected", s);
+        return -1;
     }
     return n;
-}
-
-/* The tokenizer of --tokenizer PATH or of the model directory; NULL (no
- * error) when neither has one. *rc gets a failure status. */
-static hs_tokenizer *open_tokenizer(const char *path, const char *model, int *rc)
-{
-    hs_tokenizer *tok = NULL;
-    *rc = 0;
-    if (!path && hs_tokenizer_present(model))
-        path = model;
-    if (path && hs_tokenizer_open(&tok, path))
-        *rc = run_error("generate");
-    return tok;
 }
 
 /* The prompt's ids: --prompt-ids, or --prompt through the tokenizer, or as
@@ -137,7 +116,9 @@ static int cmd_generate(int argc, char **argv)
     hs_model m;
     if (hs_checkpoint_load(&m, model))
         return run_error("generate");
-    hs_tokenizer *tok = text ? open_tokenizer(tok_path, model, &rc) : NULL;
+    hs_tokenizer *tok = NULL;
+    if (text && hs_tokenizer_for(&tok, tok_path, model, NULL))
+        rc = run_error("generate");
     int32_t *ids = NULL, *out = NULL;
     int n = rc ? -1 : prompt_ids(ids_s, text, tok, m.cfg.vocab_size, &ids);
     if (n == 0)

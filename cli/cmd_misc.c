@@ -3,25 +3,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
-
-/* The KV cache of DIR's model for B sequences of T positions: keys and
- * values of every layer's kv heads, over the last W positions only where
- * every head of a layer attends in one sliding window of W (mistral,
- * headscope's window); a layer of mixed windows caches every position. */
-static int model_kv_bytes(const char *dir, long B, long T, long E, double *bytes)
-{
-    hs_model_config c;
-    if (hs_config_load(&c, dir))
-        return run_error("kv-bytes");
-    *bytes = 0;
-    for (int l = 0; l < c.n_layer; l++) { /* MLA: the latent and the shared rope key */
-        const int W = hs_config_layer_window(&c, l); /* a ring only for a shared window */
-        const long cached = W > 0 && W < T ? W : T;
-        *bytes += c.mla ? 1.0 * B * cached * (c.kv_lora_rank + c.qk_rope_head_dim) * E
-                        : 2.0 * B * c.n_kv_head[l] * cached * c.head_dim * E;
-    }
-    return 0;
-}
+#include "decode.h"
 
 static int cmd_kv_bytes(int argc, char **argv)
 {
@@ -48,8 +30,11 @@ static int cmd_kv_bytes(int argc, char **argv)
         return usage_error("kv-bytes", "--seq-len and either --model or --layers, --kv-heads and "
                                        "--head-dim are required");
     double bytes = 2.0 * B * N * G * T * dh * E;
-    if (model && (rc = model_kv_bytes(model, B, T, E, &bytes)))
-        return rc;
+    hs_model_config c;
+    if (model && hs_config_load(&c, model))
+        return run_error("kv-bytes");
+    if (model)
+        bytes = hs_kv_cache_bytes(&c, B, T, E);
     double per_token_mla = (double)N * (latent + rope) * E, mla = per_token_mla * B * T;
     if (json) {
         printf("{\"kv_bytes\":"), hs_json_fixed(stdout, bytes, 0);

@@ -255,11 +255,8 @@ static int train_model(hs_model *m, const char *preset, const char **overrides, 
     if (!preset)
         return hs_checkpoint_load(m, init) ? run_error("train") : 0;
     hs_model_config c;
-    if (hs_config_preset(&c, preset))
+    if (hs_config_build(&c, preset, overrides, noverrides))
         return usage_error("train", "%s", hs_last_error());
-    for (int i = 0; i < noverrides; i++)
-        if (hs_config_override(&c, overrides[i]))
-            return usage_error("train", "%s", hs_last_error());
     if (hs_model_init(m, &c))
         return run_error("train");
     hs_model_init_random(m, (unsigned long long)seed);

@@ -24,6 +24,7 @@ static int causal_load(causal *a)
     if (a->threads)
         hs_set_threads(a->threads);
     a->in.model = a->model;
+    a->in.keep_tokenizer = 1; /* the run records its positions' tokens */
     return cli_open(&a->j, &a->in);
 }
 

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "index.h"
 #include "viewer.h"
 
 static void print_view(const hs_viewer_request *rq, const hs_viewer_summary *s, int json)
@@ -57,12 +56,10 @@ static int cmd_view(int argc, char **argv)
     }
     /* a directory this command made is removed again when it fails */
     const int made = access(rq.dir, F_OK) != 0;
-    if ((db && hs_index_open_read(&rq.ix, db)) || hs_mkdirs(rq.dir))
+    if (hs_mkdirs(rq.dir))
         return run_error("view");
     hs_viewer_summary sum;
-    rc = hs_viewer_write(&rq, &sum);
-    if (rq.ix)
-        hs_index_close(rq.ix);
+    rc = hs_viewer_write_db(&rq, db, &sum);
     if (rc && made)
         rmdir(rq.dir);
     if (rc)

@@ -620,3 +620,12 @@ int hs_config_override(hs_model_config *c, const char *kv)
     *c = out;
     return HS_OK;
 }
+
+int hs_config_build(hs_model_config *c, const char *preset, const char *const *overrides,
+                    int n)
+{
+    int rc = hs_config_preset(c, preset);
+    for (int i = 0; !rc && i < n; i++)
+        rc = hs_config_override(c, overrides[i]);
+    return rc;
+}

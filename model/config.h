@@ -166,6 +166,12 @@ int hs_config_preset(hs_model_config *c, const char *name);
  * first there). */
 int hs_config_override(hs_model_config *c, const char *key_value);
 
+/* A preset with its "key=value" overrides applied in order: the config of
+ * `train --preset P KEY=VALUE...` and of the experiments. HS_EINVAL naming
+ * the preset or the override. */
+int hs_config_build(hs_model_config *c, const char *preset, const char *const *overrides,
+                    int n);
+
 const char *hs_family_name(hs_family f);
 
 #endif

@@ -422,3 +422,15 @@ int hs_generate(int32_t *out, hs_generate_stats *st, const hs_model *m, const in
     hs_decoder_free(&dec);
     return rc;
 }
+
+double hs_kv_cache_bytes(const hs_model_config *c, long B, long T, long E)
+{
+    double bytes = 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        const int W = hs_config_layer_window(c, l); /* a ring only for a shared window */
+        const long cached = W > 0 && W < T ? W : T;
+        bytes += c->mla ? 1.0 * B * cached * (c->kv_lora_rank + c->qk_rope_head_dim) * E
+                        : 2.0 * B * c->n_kv_head[l] * cached * c->head_dim * E;
+    }
+    return bytes;
+}

@@ -79,6 +79,14 @@ void hs_decoder_reset(hs_decoder *dec);
  * prints (for MLA also its `--mla-latent C --mla-rope R` line). */
 size_t hs_decoder_cache_bytes(const hs_decoder *dec);
 
+/* The KV cache of c for B sequences of T positions at E bytes per element:
+ * keys and values of every layer's key/value heads, over the last W
+ * positions only where every head of a layer attends in one sliding window
+ * of W (a ring; a layer of mixed windows caches every position); MLA: the
+ * latent and the shared rope key. What a decoder of c holds, without
+ * building one. */
+double hs_kv_cache_bytes(const hs_model_config *c, long B, long T, long E);
+
 /* Feeds n tokens at positions pos .. pos+n-1 in one forward (n > 1: the
  * prefill) and leaves the logits of the last one in dec->logits (V). Fails
  * with HS_EINVAL, changing nothing, on a token outside the vocabulary or

@@ -3,23 +3,19 @@
  * attribution as sorted bars, the logit lens curve, composition matrices
  * beside their control. Data goes to files in a temporary directory; the
  * scripts in scripts/ draw them (labels are data, never commands). */
-#include <limits.h>
+#include "plot.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
-#include "plot.h"
-
-#include "checkpoint.h"
 #include "gnuplot.h"
-#include "metrics.h"
+#include "json.h"
 #include "labels.h"
-#include "prompts.h"
-#include "tokenizer.h"
+#include "metrics.h"
 
 enum { LABEL_CAP = 48 };
 
@@ -39,86 +35,35 @@ static void label_text(char *out, size_t n, const char *s)
     hs_token_display(out, n, s, 12, 1);
 }
 
-/* The value of option `name` in a command line recorded as a JSON array
- * (--name VALUE or --name=VALUE), into out; "" when absent. */
-static void args_option(const char *args, const char *name, char *out, size_t n)
-{
-    cJSON *a = args ? cJSON_Parse(args) : NULL;
-    const cJSON *w;
-    int next = 0;
-    const size_t len = strlen(name);
-    *out = 0;
-    cJSON_ArrayForEach(w, a) {
-        const char *v = cJSON_IsString(w) ? w->valuestring : "";
-        if (next)
-            snprintf(out, n, "%s", v);
-        next = !strcmp(v, name);
-        if (!strncmp(v, name, len) && v[len] == '=')
-            snprintf(out, n, "%s", v + len + 1);
-    }
-    cJSON_Delete(a);
-}
-
-/* The run's prompts file, model directory and tokenizer (each "" when not
- * known). */
-static void run_sources(hs_index *ix, int64_t run, char *prompts, char *model, char *tok,
-                        size_t n)
-{
-    hs_run_list l = { 0 };
-    *prompts = *model = *tok = 0;
-    if (hs_index_runs(ix, NULL, NULL, &l))
-        return;
-    for (int i = 0; i < l.n; i++) {
-        const hs_run_record *r = &l.runs[i];
-        if (r->run_id != run)
-            continue;
-        args_option(r->args, "--prompts", prompts, n);
-        if (!*prompts && r->data_path)
-            snprintf(prompts, n, "%s", r->data_path);
-        snprintf(model, n, "%s", r->model_path ? r->model_path : "");
-        args_option(r->args, "--tokenizer", tok, n);
-    }
-    hs_run_list_free(&l);
-    if (!*tok && *model && hs_tokenizer_present(model))
-        snprintf(tok, n, "%s", model);
-}
-
-/* lab[p] for positions 0 .. np-1 of a patching run: the tokens of its first
- * clean prompt (in file order) of np tokens, as text when the run's
- * tokenizer opens, else as ids (#17); the position number when the prompts
- * cannot be read or none has that length. Returns 1 when tokens label it. */
+/* lab[p] for positions 0 .. np-1 of a patching run: the labels the run
+ * recorded for its prompts of np tokens (run.h: the tokens of the first
+ * clean prompt of that length), shown as plot map shows tokens; the position
+ * number where it recorded none. Returns 1 when tokens label it. */
 static int position_labels(hs_index *ix, int64_t run, int np, char (*lab)[LABEL_CAP])
 {
-    char prompts[1024], model[1024], tpath[1024];
     for (int p = 0; p < np; p++)
         snprintf(lab[p], LABEL_CAP, "%d", p);
-    run_sources(ix, run, prompts, model, tpath, sizeof prompts);
-    hs_tokenizer *tok = NULL;
-    if (*tpath && hs_tokenizer_open(&tok, tpath))
-        tok = NULL; /* ids, then */
-    hs_prompt_set ps = { 0 };
-    const int32_t *ids = NULL;
-    int line = INT_MAX;
-    if (*prompts && !hs_prompts_load(&ps, prompts, tok, INT_MAX, 0))
-        for (int g = 0; g < ps.n_group; g++)
-            if (ps.group[g].T == np && ps.group[g].n && ps.group[g].line[0] < line)
-                ids = ps.group[g].clean, line = ps.group[g].line[0];
-    /* a byte-level model (vocabulary 256, as `headscope tokens` makes) without
-     * a tokenizer: its ids are the bytes */
-    hs_model_config c;
-    const int bytes = !tok && *model && !hs_config_load(&c, model) && c.vocab_size == 256;
-    for (int p = 0; ids && p < np; p++) {
-        char text[LABEL_CAP];
-        if (tok && !hs_tokenizer_token_text(tok, ids[p], text, sizeof text))
-            label_text(lab[p], LABEL_CAP, text);
-        else if (bytes && ids[p] > 0 && ids[p] < 128)
-            label_text(lab[p], LABEL_CAP, (char[]){ (char)ids[p], 0 });
-        else
-            snprintf(lab[p], LABEL_CAP, "#%d", (int)ids[p]);
+    char key[48];
+    snprintf(key, sizeof key, "positions_%d", np);
+    size_t cap = (size_t)np * 160 + 64;
+    char *text = malloc(cap);
+    int found = 0;
+    cJSON *a = NULL;
+    if (!text || hs_index_param_get(ix, run, key, text, cap, &found) || !found ||
+        hs_json_parse(&a, text, strlen(text), "the run's position labels") ||
+        cJSON_GetArraySize(a) != np) {
+        free(text);
+        cJSON_Delete(a);
+        return 0;
     }
-    hs_prompt_set_free(&ps);
-    hs_tokenizer_free(tok);
-    return ids != NULL;
+    for (int p = 0; p < np; p++) {
+        const cJSON *e = cJSON_GetArrayItem(a, p);
+        if (cJSON_IsString(e))
+            label_text(lab[p], LABEL_CAP, e->valuestring);
+    }
+    free(text);
+    cJSON_Delete(a);
+    return 1;
 }
 
 /* ---- patching heatmap ----------------------------------------------------------------- */

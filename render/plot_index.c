@@ -10,8 +10,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "checkpoint.h"
+#include "config.h"
 #include "gnuplot.h"
+#include "json.h"
 #include "metrics.h"
 
 /* Metric of run_id (0: the latest run holding it) as a grid; HS_EINVAL
@@ -64,47 +65,28 @@ static int write_cells(cell_files *c, const hs_metric_grid *g, int nl, int nh, c
     return rc;
 }
 
-/* The --seq-len of a command line recorded as a JSON array; 0 if none. */
-static int args_seq_len(const char *args)
-{
-    cJSON *a = args ? cJSON_Parse(args) : NULL;
-    int T = 0, next = 0;
-    const cJSON *w;
-    cJSON_ArrayForEach(w, a) {
-        const char *v = cJSON_IsString(w) ? w->valuestring : "";
-        if (next)
-            T = atoi(v);
-        next = !strcmp(v, "--seq-len");
-        if (!strncmp(v, "--seq-len=", 10))
-            T = atoi(v + 10);
-    }
-    cJSON_Delete(a);
-    return T > 0 ? T : 0;
-}
-
-/* What run `run` says about its model and data: heads[l] = the heads of
- * layer l (l < nl) from its model's config.json, -1 where unknown; *seq_len
- * = its --seq-len, 0 where not given. */
+/* What run `run` recorded about itself: heads[l] = the heads of layer l
+ * (l < nl) of its model, -1 where unknown; *seq_len its sequence length, 0
+ * where it has none. */
 static void run_context(hs_index *ix, int64_t run, int nl, int *heads, int *seq_len)
 {
-    hs_run_list l = { 0 };
-    char path[1200] = "";
+    char text[HS_MAX_LAYERS * 8];
+    int found = 0;
     for (int i = 0; i < nl; i++)
         heads[i] = -1;
     *seq_len = 0;
-    if (hs_index_runs(ix, NULL, NULL, &l))
+    if (!hs_index_param_get(ix, run, "seq_len", text, sizeof text, &found) && found)
+        *seq_len = atoi(text);
+    cJSON *a = NULL;
+    if (hs_index_param_get(ix, run, "n_head", text, sizeof text, &found) || !found ||
+        hs_json_parse(&a, text, strlen(text), "the run's n_head"))
         return;
-    for (int i = 0; i < l.n; i++)
-        if (l.runs[i].run_id == run) {
-            if (l.runs[i].model_path)
-                snprintf(path, sizeof path, "%s", l.runs[i].model_path);
-            *seq_len = args_seq_len(l.runs[i].args);
-        }
-    hs_run_list_free(&l);
-    hs_model_config c;
-    if (*path && !hs_config_load(&c, path))
-        for (int i = 0; i < nl && i < c.n_layer; i++)
-            heads[i] = c.n_head[i];
+    for (int i = 0; i < nl && i < cJSON_GetArraySize(a); i++) {
+        const cJSON *h = cJSON_GetArrayItem(a, i);
+        heads[i] = cJSON_IsNumber(h) && h->valuedouble >= 0 && h->valuedouble <= HS_MAX_HEADS
+                       ? (int)h->valuedouble : -1;
+    }
+    cJSON_Delete(a);
 }
 
 /* The largest |value| (or value, when !absolute) of a grid's present cells. */

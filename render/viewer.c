@@ -37,6 +37,18 @@ static int copy_file(const char *src, const char *dst)
     return rc ? rc : hs_tmp_commit(tmp, dst, 1);
 }
 
+int hs_viewer_write_db(const hs_viewer_request *rq, const char *db, hs_viewer_summary *sum)
+{
+    hs_viewer_request r = *rq;
+    r.ix = NULL;
+    int rc = db ? hs_index_open_read(&r.ix, db) : HS_OK;
+    if (!rc)
+        rc = hs_viewer_write(&r, sum);
+    if (r.ix)
+        hs_index_close(r.ix);
+    return rc;
+}
+
 int hs_viewer_write(const hs_viewer_request *rq, hs_viewer_summary *sum)
 {
     char dir[PATH_MAX - 64];

@@ -13,4 +13,8 @@
  * under a temporary name and moved into place when complete. */
 int hs_viewer_write(const hs_viewer_request *rq, hs_viewer_summary *sum);
 
+/* hs_viewer_write with the scores of the index at db (NULL: none), opened
+ * read-only here; rq->ix is ignored. */
+int hs_viewer_write_db(const hs_viewer_request *rq, const char *db, hs_viewer_summary *sum);
+
 #endif

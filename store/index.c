@@ -325,6 +325,43 @@ int hs_index_pair_metrics_add(hs_index *ix, int64_t run_id, const hs_pair_row *r
                     "writing head-pair metrics", run_id, rows, n, bind_pair_row);
 }
 
+typedef struct {
+    const char *key, *value;
+} param_row;
+
+static void bind_param_row(sqlite3_stmt *st, const void *rows, int i)
+{
+    const param_row *r = (const param_row *)rows + i;
+    bind_text(st, 2, r->key);
+    bind_text(st, 3, r->value);
+}
+
+int hs_index_param_set(hs_index *ix, int64_t run_id, const char *key, const char *value)
+{
+    const param_row row = { key, value };
+    return rows_add(ix, "INSERT OR REPLACE INTO run_params(run_id, key, value) VALUES(?,?,?)",
+                    "writing run parameters", run_id, &row, 1, bind_param_row);
+}
+
+static void bind_edge_row(sqlite3_stmt *st, const void *rows, int i)
+{
+    const hs_edge_row *r = (const hs_edge_row *)rows + i;
+    bind_text(st, 2, r->sender);
+    bind_text(st, 3, r->receiver);
+    bind_text(st, 4, r->metric);
+    sqlite3_bind_double(st, 5, r->value);
+    sqlite3_bind_double(st, 6, r->stderr_value);
+    sqlite3_bind_int64(st, 7, r->n);
+}
+
+int hs_index_edge_metrics_add(hs_index *ix, int64_t run_id, const hs_edge_row *rows, int n)
+{
+    return rows_add(ix,
+                    "INSERT OR REPLACE INTO edge_metrics(run_id, sender, receiver, metric, value,"
+                    " stderr, n) VALUES(?,?,?,?,?,?,?)",
+                    "writing edge metrics", run_id, rows, n, bind_edge_row);
+}
+
 int hs_index_metric_exists(hs_index *ix, int64_t run_id, int layer, int head, const char *metric,
                            int *exists)
 {

@@ -69,6 +69,26 @@ typedef struct {
 /* Records rows (replacing equal keys) in one transaction. */
 int hs_index_metrics_add(hs_index *ix, int64_t run_id, const hs_metric_row *rows, int n);
 
+/* A parameter a run records about itself (run_params: its sequence length,
+ * the labels of its positions), so that a figure never re-derives what the
+ * run knew from its command line. Replaces an equal key. */
+int hs_index_param_set(hs_index *ix, int64_t run_id, const char *key, const char *value);
+
+/* The value of key for run_id into out (n bytes, cut to fit); *found 0 when
+ * the run has no such parameter (an index of an older version has none). */
+int hs_index_param_get(hs_index *ix, int64_t run_id, const char *key, char *out, size_t n,
+                       int *found);
+
+/* A number on an edge of the circuit graph (SPEC §15: edge_metrics). */
+typedef struct {
+    const char *sender, *receiver, *metric;
+    double value, stderr_value;
+    long long n;
+} hs_edge_row;
+
+/* Records rows (replacing equal keys) in one transaction. */
+int hs_index_edge_metrics_add(hs_index *ix, int64_t run_id, const hs_edge_row *rows, int n);
+
 /* A per-(layer, position) number (SPEC §11: activation patching of the
  * residual stream at one position). */
 typedef struct {

@@ -14,11 +14,12 @@ struct hs_index {
     sqlite3 *db;
     char path[512];
     int code; /* SQLite's (extended) result code of the last failure reported */
+    int version; /* the schema version the last check found */
 };
 
 /* The schema version this code writes, and the migration from each version
  * v to v + 1 (index_schema.c). */
-enum { HS_INDEX_SCHEMA_VERSION = 3 };
+enum { HS_INDEX_SCHEMA_VERSION = 4 };
 extern const char *const hs_index_migrations[HS_INDEX_SCHEMA_VERSION];
 
 /* Opens path into ix->db with sqlite3_open_v2 flags, SQLite's defensive

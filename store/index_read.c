@@ -288,6 +288,31 @@ int hs_index_metric_get(hs_index *ix, int64_t run_id, int layer, int head, const
     return finish(ix, st, step, HS_OK, "reading head metrics");
 }
 
+int hs_index_param_get(hs_index *ix, int64_t run_id, const char *key, char *out, size_t n,
+                       int *found)
+{
+    *found = 0;
+    if (n)
+        *out = 0;
+    if (ix->version < 4) /* run_params came with version 4 */
+        return HS_OK;
+    sqlite3_stmt *st;
+    int rc = prepare(ix, "SELECT value FROM run_params WHERE run_id=?1 AND key=?2", &st,
+                     "reading run parameters");
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    bind_opt_text(st, 2, key);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        const unsigned char *v = sqlite3_column_text(st, 0);
+        snprintf(out, n, "%s", v ? (const char *)v : "");
+        *found = 1;
+        step = SQLITE_DONE;
+    }
+    return finish(ix, st, step, HS_OK, "reading run parameters");
+}
+
 typedef struct {
     int layer, head;
     hs_metric_value v;

@@ -31,8 +31,10 @@
 /* Version 1: SPEC §7's four tables. Version 2: runs.pid and runs.host, the
  * process that writes a running run (hs_index_open fails the runs whose
  * process is gone). Version 3: SPEC §11's position_metrics and
- * head_pair_metrics. The text is what the schema check compares with: a
- * migration once released never changes. */
+ * head_pair_metrics. Version 4: run_params, what a run records about itself
+ * for the figures (its sequence length, position labels: never re-derived
+ * from its command line), and SPEC §15's edge_metrics. The text is what the
+ * schema check compares with: a migration once released never changes. */
 const char *const hs_index_migrations[HS_INDEX_SCHEMA_VERSION] = {
     "CREATE TABLE runs(run_id INTEGER PRIMARY KEY, kind TEXT NOT NULL, model_path TEXT,"
     " model_sha256 TEXT, data_path TEXT, data_sha256 TEXT, args TEXT, started_at TEXT,"
@@ -54,6 +56,11 @@ const char *const hs_index_migrations[HS_INDEX_SCHEMA_VERSION] = {
     " ON DELETE CASCADE, layer_a INTEGER NOT NULL, head_a INTEGER NOT NULL,"
     " layer_b INTEGER NOT NULL, head_b INTEGER NOT NULL, metric TEXT NOT NULL, value REAL,"
     " PRIMARY KEY(run_id, layer_a, head_a, layer_b, head_b, metric));",
+    "CREATE TABLE run_params(run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
+    " key TEXT NOT NULL, value TEXT, PRIMARY KEY(run_id, key));"
+    "CREATE TABLE edge_metrics(run_id INTEGER NOT NULL REFERENCES runs(run_id)"
+    " ON DELETE CASCADE, sender TEXT NOT NULL, receiver TEXT NOT NULL, metric TEXT NOT NULL,"
+    " value REAL, stderr REAL, n INTEGER, PRIMARY KEY(run_id, sender, receiver, metric));",
 };
 
 void hs_index_readonly_reason(const char *path, char *why, size_t n)
@@ -287,7 +294,7 @@ static int check_snapshot(hs_index *ix, int *version)
     }
     schema_free(&file);
     if (!rc)
-        *version = v;
+        *version = ix->version = v;
     return rc;
 }
 

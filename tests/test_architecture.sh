@@ -106,7 +106,8 @@ no_predictable_writes() {
     local hits
     hits=$(grep -nE 'fopen\([^)]*"[wa]b?"|"%s\.tmp|\.tmp\.%d"|H5Fcreate' \
         model/*.c tokenizer/*.c capture/*.c store/*.c analyze/*.c render/*.c cli/*.c |
-        grep -v '^store/maps_write\.c:[0-9]*: *w->file = H5Fcreate(w->tmp,' | head -5)
+        grep -v '^store/maps_write\.c:[0-9]*: *w->file = H5Fcreate(w->tmp,' |
+        grep -v '^model/common\.c:[0-9]*:.*XXXXXX' | head -5)
     [ -z "$hits" ] || bad "a predictable name opened for writing: $hits"
 }
 

@@ -478,6 +478,7 @@ static void test_causal_readers_on_an_index_without_the_tables(void)
     sqlite3 *db;
     CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
     CU_ASSERT_EQUAL(sqlite3_exec(db, "DROP TABLE position_metrics; DROP TABLE head_pair_metrics;"
+                                     " DROP TABLE run_params; DROP TABLE edge_metrics;"
                                      " PRAGMA user_version=2;", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     CU_ASSERT_EQUAL_FATAL(hs_index_open_read(&ix, path), HS_OK);
@@ -493,6 +494,12 @@ static void test_causal_readers_on_an_index_without_the_tables(void)
     run = 7;
     CU_ASSERT_EQUAL(hs_index_latest_with_position_metric(ix, "patch_resid_pre", &run), HS_OK);
     CU_ASSERT_EQUAL(run, 0);
+    /* nor run parameters (schema 4): none found, no error */
+    char value[16] = "x";
+    int found = 1;
+    CU_ASSERT_EQUAL(hs_index_param_get(ix, 1, "seq_len", value, sizeof value, &found), HS_OK);
+    CU_ASSERT_EQUAL(found, 0);
+    CU_ASSERT_STRING_EQUAL(value, "");
     hs_index_close(ix);
     remove_index(path);
 }

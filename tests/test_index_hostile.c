@@ -197,7 +197,7 @@ static void test_schema_versions_below_zero_or_past_ours_are_refused(void)
 {
     static const struct { int v; const char *shown; } cases[] = {
         { -1, "-1" }, { -2, "-2" }, { -100, "-100" }, { INT_MIN, "-2147483648" },
-        { 4, "version 4" }, { 99, "99" }, { INT_MAX, "2147483647" },
+        { 5, "version 5" }, { 99, "99" }, { INT_MAX, "2147483647" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char sql[64], what[64];
@@ -328,7 +328,8 @@ static void test_objects_that_change_our_statements_are_refused(void)
         { "DROP TABLE head_pair_metrics;", "no table 'head_pair_metrics'" },
         { "DROP INDEX curves_run;", "no index 'curves_run'" },
         { "PRAGMA user_version=2; DROP TABLE position_metrics; DROP TABLE head_pair_metrics;"
-          " CREATE TABLE position_metrics(x);", "table 'position_metrics'" },
+          " DROP TABLE run_params; DROP TABLE edge_metrics; CREATE TABLE position_metrics(x);",
+          "table 'position_metrics'" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ix_files f;
@@ -425,11 +426,12 @@ static void test_indexes_of_every_earlier_version_migrate(void)
             char what[64];
             snprintf(what, sizeof what, "a version %d index%s", v, e ? " with extras" : "");
             expect_accepted(&f, what);
-            CU_ASSERT_EQUAL(count(f.db, "PRAGMA user_version"), 3);
+            CU_ASSERT_EQUAL(count(f.db, "PRAGMA user_version"), 4);
             CU_ASSERT_EQUAL(count(f.db, "SELECT count(*) FROM runs"), v ? 2 : 1);
             CU_ASSERT_EQUAL(count(f.db, "SELECT count(*) FROM head_metrics"), v ? 1 : 0);
             CU_ASSERT_EQUAL(count(f.db, "SELECT count(*) FROM sqlite_master WHERE name IN"
-                                        " ('position_metrics', 'head_pair_metrics')"), 2);
+                                        " ('position_metrics', 'head_pair_metrics', 'run_params',"
+                                        " 'edge_metrics')"), 4);
             files_remove(&f);
         }
     /* and an index of version 2 is read as it is, unmigrated */

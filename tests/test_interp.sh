@@ -169,6 +169,9 @@ for l in range(2):
                     (run, l, h, "patch_z", 0.8 if (l, h) == (1, 2) else 0.02 * h, 0.01, 7))
 for m, v in (("logit_diff_clean", 2.0), ("logit_diff_corrupt", -1.0)):
     con.execute("INSERT INTO head_metrics VALUES(?,?,?,?,?,?,?)", (run, -1, -1, m, v, 0.1, 7))
+# the labels a patch run records of its 6-token prompts (checked in causal_figures)
+con.execute("INSERT INTO run_params VALUES(?, 'positions_6', ?)",
+            (run, json.dumps(["#27", "#24", "#28", "#38", "#39", "#25"])))
 con.commit()
 PYEOF
 }
@@ -188,7 +191,12 @@ print("Q-composition: L%dH%d &rarr; L%dH%d %.3f" % (b["layer_a"], b["head_a"], b
     hs plot patch --db r.db --out p.svg
     expect_rc 0 "plot patch" || return 1
     t=$(cat p.svg)
-    # the positions are the first 6-token prompt's tokens: 27 24 28 38 39 25 (ids: no tokenizer)
+    # the positions are the first 6-token prompt's tokens: 27 24 28 38 39 25 (ids: no
+    # tokenizer), as a patch run records them
+    hs patch --model "$GPT2" --prompts "$PROMPTS" --db q.db --site z
+    expect_rc 0 "patch" || return 1
+    expect_eq "$(sqlite3 q.db "SELECT value FROM run_params WHERE key='positions_6'")" \
+        '["#27","#24","#28","#38","#39","#25"]' "the labels a patch run records" || return 1
     for tok in '#27' '#24' '#28' '#38' '#39' '#25'; do
         expect_grep "$t" ">$tok<" "plot patch: token label $tok" || return 1
     done
