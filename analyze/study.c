@@ -67,13 +67,6 @@ int hs_study_record(hs_index *ix, int64_t run_id, const hs_head_table *t,
     return rc;
 }
 
-static double seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 int hs_forward_ms(double *ms, const hs_model *m, const hs_tokens *tok, int B, int T)
 {
     *ms = -1;
@@ -88,10 +81,10 @@ int hs_forward_ms(double *ms, const hs_model *m, const hs_tokens *tok, int B, in
     if (!rc)
         hs_batch_at(tok, 0, B, T, in, tg);
     for (int r = -1; !rc && r < 7; r++) {
-        const double t0 = seconds();
+        const double t0 = hs_now();
         rc = hs_forward(&a, m, in, NULL, NULL);
         if (r >= 0)
-            t[r] = (seconds() - t0) * 1e3;
+            t[r] = (hs_now() - t0) * 1e3;
     }
     if (!rc) {
         for (int i = 1; i < 7; i++) /* insertion sort, 7 values */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dist.h"
+#include "metrics.h"
 #include "study.h"
 
 /* "0,2" -> flags[i] = 1 for each entry < limit; -1 on a bad list. */
@@ -112,7 +113,7 @@ static int on_layer(void *ctx, const hs_ablate_layer *l)
     layer_ctx *c = ctx;
     hs_ablate_result *r = c->r;
     hs_head_table t = { 0 };
-    int rc = r->table.n ? HS_OK : hs_head_table_add(&t, -1, -1, "loss", c->ao->clean_loss, 0, 0);
+    int rc = r->table.n ? HS_OK : hs_head_table_add(&t, -1, -1, HS_METRIC(LOSS), c->ao->clean_loss, 0, 0);
     if (!rc)
         rc = hs_ablate_layer_to_table(&t, l);
     for (int k = 0; k < HS_ABLATE_KINDS; k++)

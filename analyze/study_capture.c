@@ -239,13 +239,6 @@ static void free_table(char **table, int n)
     free(table);
 }
 
-static double seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
                hs_capture_opts o, const hs_study_io *io)
 {
@@ -300,12 +293,12 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
         rl.pk = hs_calloc((size_t)B * maxH * T * T, sizeof(hs_real), "maps of a batch");
         rl.tok = hs_calloc((size_t)B * T, sizeof(int32_t), "tokens of a batch");
     }
-    const double t0 = seconds();
+    const double t0 = hs_now();
     const int have = targets && (size == 1 || (rl.att && rl.pk && rl.tok));
     rc = have ? hs_record(m, next_batch, &src, &sink, &ro) : HS_ENOMEM;
     if (!rc && size > 1 && rank == 0 && mine > 0)
         rc = drain(&rl, mine - 1); /* the last round */
-    r->seconds = seconds() - t0;
+    r->seconds = hs_now() - t0;
     free(rl.att), free(rl.pk), free(rl.tok);
     if (rc && size > 1 && rank > 0) /* rank 0 waits for this rank's maps: end the job */
         hs_dist_abort(rc);

@@ -1,5 +1,6 @@
 /* The MHA -> GQA uptraining study (study_gqa.h). */
 #include "study_gqa.h"
+#include "metrics.h"
 #include "inputs.h"
 
 #include <math.h>
@@ -81,7 +82,7 @@ static int mha_uptrained(hs_gqa_result *r, const hs_gqa_opts *o)
     if (rc)
         return rc;
     memcpy(m.params, o->mha->params, sizeof(hs_real) * m.n_params);
-    rc = uptrain_row(r, o, &m, "uptrain mha", "val_loss_mha_uptrained");
+    rc = uptrain_row(r, o, &m, "uptrain mha", HS_METRIC(VAL_LOSS_MHA_UPTRAINED));
     hs_model_free(&m);
     return rc;
 }
@@ -94,7 +95,7 @@ int hs_gqa_study(hs_gqa_result *r, const hs_gqa_opts *o)
     if (rc)
         return rc;
     r->uptrain_steps = (long)ceil(opts.fraction * (double)opts.original_steps);
-    rc = eval_row(r, &opts, opts.mha, "val_loss_mha");
+    rc = eval_row(r, &opts, opts.mha, HS_METRIC(VAL_LOSS_MHA));
     if (!rc)
         rc = mha_uptrained(r, &opts);
     for (int i = 0; !rc && i < opts.n_kv; i++) {

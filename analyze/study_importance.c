@@ -1,6 +1,7 @@
 /* The importance study (study.h). */
 #include <string.h>
 
+#include "metrics.h"
 #include "study.h"
 
 void hs_importance_result_free(hs_importance_result *r)

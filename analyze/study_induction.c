@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metrics.h"
 #include "study.h"
 
 hs_induction_opts hs_induction_defaults(void)
@@ -79,24 +80,24 @@ static int causal_rows(hs_induction_result *r, const hs_model *m, const hs_model
     /* the second-half loss, its increase with the top-k induction heads off
      * (stderr over sequences), and with k random other heads off (stderr:
      * the spread of the draws) */
-    int rc = hs_head_table_add(t, -1, -1, "second_half_loss", cc->clean, 0, o->samples);
+    int rc = hs_head_table_add(t, -1, -1, HS_METRIC(SECOND_HALF_LOSS), cc->clean, 0, o->samples);
     if (!rc)
-        rc = hs_head_table_add(t, -1, -1, "causal_loss_delta_top_k", cc->targeted,
+        rc = hs_head_table_add(t, -1, -1, HS_METRIC(CAUSAL_LOSS_DELTA_TOP_K), cc->targeted,
                                cc->targeted_stderr, o->samples);
     if (!rc)
-        rc = hs_head_table_add(t, -1, -1, "causal_loss_delta_random_k", cc->random_mean,
+        rc = hs_head_table_add(t, -1, -1, HS_METRIC(CAUSAL_LOSS_DELTA_RANDOM_K), cc->random_mean,
                                cc->random_std, o->random_draws);
     for (int i = 0; !rc && i < cc->k; i++)
-        rc = hs_head_table_add(t, cc->layer[i], cc->head[i], "causal_top_k", 1, 0, cc->k);
+        rc = hs_head_table_add(t, cc->layer[i], cc->head[i], HS_METRIC(CAUSAL_TOP_K), 1, 0, cc->k);
     if (!rc)
-        rc = hs_head_table_add(t, -1, -1, "induction_established", r->established, 0, cc->k);
+        rc = hs_head_table_add(t, -1, -1, HS_METRIC(INDUCTION_ESTABLISHED), r->established, 0, cc->k);
     for (int c = 0; !rc && o->icl_data && c < 2; c++) {
         double v, se;
         long cnt;
         rc = hs_icl_score(&v, &se, &cnt, c ? ctrl : m, o->icl_data, 1, o->icl_seq_len, 0,
                           o->early, o->late);
         if (!rc)
-            rc = hs_head_table_add(t, -1, -1, c ? "icl_control" : "icl", v, se, cnt);
+            rc = hs_head_table_add(t, -1, -1, c ? HS_METRIC(ICL_CONTROL) : HS_METRIC(ICL), v, se, cnt);
     }
     return rc;
 }
@@ -155,7 +156,7 @@ int hs_induction_study(hs_induction_result *r, const hs_model *m, hs_induction_o
         rc = causal_rows(r, m, &ctrl, &o);
     }
     if (!rc) { /* each random draw's increase, for `plot causal` */
-        snprintf(r->draws.name, sizeof r->draws.name, "causal_random_k");
+        snprintf(r->draws.name, sizeof r->draws.name, HS_METRIC(CAUSAL_RANDOM_K));
         for (int d = 0; d < o.random_draws; d++)
             r->draws.points[d] = (hs_curve_point){ d, d, draw[d] };
         r->draws.n = o.random_draws;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metrics.h"
 #include "study.h"
 
 static void phase(const hs_study_io *io, const char *label)
@@ -25,7 +26,7 @@ static int dla_row(hs_dla_result *r, int k)
         hs_welford_add(&w, k < 0 ? p->logit_diff[i] : p->value[(size_t)i * p->n_terms + k]);
     if (k < 0) {
         r->logit_diff = w.mean;
-        return hs_head_table_add_welford(&r->table, -1, -1, "logit_diff_clean", &w);
+        return hs_head_table_add_welford(&r->table, -1, -1, HS_METRIC(LOGIT_DIFF_CLEAN), &w);
     }
     const hs_dla_term *t = &p->term[k];
     if (t->head >= 0 && (r->top_layer < 0 || w.mean > r->top))
@@ -85,9 +86,9 @@ int hs_logit_lens_study(hs_lens_result *r, const hs_model *m, const hs_lens_opts
             if (l->logit_diff)
                 hs_welford_add(&wd, l->logit_diff[(size_t)i * E + e]);
         }
-        rc = hs_head_table_add_welford(&r->table, e, -1, "logit_lens_loss", &wl);
+        rc = hs_head_table_add_welford(&r->table, e, -1, HS_METRIC(LOGIT_LENS_LOSS), &wl);
         if (!rc && l->logit_diff)
-            rc = hs_head_table_add_welford(&r->table, e, -1, "logit_lens_logit_diff", &wd);
+            rc = hs_head_table_add_welford(&r->table, e, -1, HS_METRIC(LOGIT_LENS_LOGIT_DIFF), &wd);
         if (e == E - 1)
             r->final_loss = wl.mean, r->final_logit_diff = l->logit_diff ? wd.mean : NAN;
     }
@@ -105,9 +106,10 @@ void hs_lens_result_free(hs_lens_result *r)
 
 /* ---- composition ------------------------------------------------------------------ */
 
-static const char *const COMP_MEAN[2][3] = {
-    { "q_composition_mean", "k_composition_mean", "v_composition_mean" },
-    { "q_composition_control_mean", "k_composition_control_mean", "v_composition_control_mean" },
+static const hs_metric_id COMP_MEAN[2][3] = {
+    { HS_M_Q_COMPOSITION_MEAN, HS_M_K_COMPOSITION_MEAN, HS_M_V_COMPOSITION_MEAN },
+    { HS_M_Q_COMPOSITION_CONTROL_MEAN, HS_M_K_COMPOSITION_CONTROL_MEAN,
+      HS_M_V_COMPOSITION_CONTROL_MEAN },
 };
 
 /* The mean rows of pairs[0..n) (one model) and, for the model, the best
@@ -135,7 +137,8 @@ static int comp_summary(hs_composition_result *r, const hs_pair_row *p, int n, i
     for (int k = 0; !rc && k < 3; k++) {
         (control ? r->control_mean : r->mean)[k] = w[k].n ? w[k].mean : NAN;
         if (w[k].n)
-            rc = hs_head_table_add_welford(&r->table, -1, -1, COMP_MEAN[control][k], &w[k]);
+            rc = hs_head_table_add_welford(&r->table, -1, -1, hs_metric(COMP_MEAN[control][k])->name,
+                                           &w[k]);
     }
     return rc;
 }

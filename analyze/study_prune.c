@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "metrics.h"
 #include "study.h"
 
 void hs_prune_result_free(hs_prune_result *r)
@@ -83,9 +84,9 @@ static int write_out(hs_prune_result *r, const hs_model *m, const hs_tokens *dat
     if (!rc)
         rc = hs_forward_ms(&r->ms[1], &small, data, o->prune.B, o->prune.T);
     if (!rc)
-        rc = hs_head_table_add(&r->table, -1, -1, "forward_ms_unpruned", r->ms[0], 0, 7);
+        rc = hs_head_table_add(&r->table, -1, -1, HS_METRIC(FORWARD_MS_UNPRUNED), r->ms[0], 0, 7);
     if (!rc)
-        rc = hs_head_table_add(&r->table, -1, -1, "forward_ms_pruned", r->ms[1], 0, 7);
+        rc = hs_head_table_add(&r->table, -1, -1, HS_METRIC(FORWARD_MS_PRUNED), r->ms[1], 0, 7);
     if (small.params)
         hs_model_free(&small);
     return rc;
@@ -97,7 +98,7 @@ int hs_prune_study(hs_prune_result *r, const hs_model *m, const hs_tokens *data,
     memset(r, 0, sizeof *r);
     if (o->out && o->structural && m->cfg.mla)
         return hs_prune_structural(NULL, m, NULL); /* refused: it says why */
-    snprintf(r->curve.name, sizeof r->curve.name, "pruning");
+    snprintf(r->curve.name, sizeof r->curve.name, "%s", HS_METRIC(PRUNING));
     const hs_model_config *c = &m->cfg;
     for (int l = 0; l < c->n_layer; l++)
         r->heads += c->n_head[l];
@@ -111,7 +112,7 @@ int hs_prune_study(hs_prune_result *r, const hs_model *m, const hs_tokens *data,
     /* the final mask: pruned = 0/1 for every head */
     for (int l = 0; !rc && l < c->n_layer; l++)
         for (int h = 0; !rc && h < c->n_head[l]; h++)
-            rc = hs_head_table_add(&r->table, l, h, "pruned", pruned[(size_t)l * HS_MAX_HEADS + h],
+            rc = hs_head_table_add(&r->table, l, h, HS_METRIC(PRUNED), pruned[(size_t)l * HS_MAX_HEADS + h],
                                    0, 0);
     if (!rc && o->out)
         rc = write_out(r, m, data, o, pruned);

@@ -5,6 +5,7 @@
 
 #include "checkpoint.h"
 #include "sha256.h"
+#include "metrics.h"
 #include "study.h"
 
 typedef struct {
@@ -23,19 +24,12 @@ static void note_failure(train_ctx *t)
         snprintf(t->write_error, sizeof t->write_error, "%s", hs_last_error());
 }
 
-static double seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void on_step(void *ctx, long step, double loss, double lr)
 {
     train_ctx *t = ctx;
     (void)lr;
     t->r->final_loss = loss;
-    const double el = seconds() - t->start;
+    const double el = hs_now() - t->start;
     if (t->o->on_step)
         t->o->on_step(t->o->ctx, step, loss, el > 0 ? step * t->tokens_per_step / el : 0.0);
     hs_curve_writer_add(&t->train_loss, (hs_curve_point){ step, (double)step * t->tokens_per_step,
@@ -52,7 +46,7 @@ static void on_val(void *ctx, long step, double loss, double se)
         t->o->on_val(t->o->ctx, step, loss, se);
     if (t->o->ix && !t->train_loss.failed) {
         hs_curve_point p = { step, (double)step * t->tokens_per_step, loss };
-        if (hs_index_curve_add(t->o->ix, t->o->run_id, "val_loss", &p, 1))
+        if (hs_index_curve_add(t->o->ix, t->o->run_id, HS_METRIC(VAL_LOSS), &p, 1))
             t->train_loss.failed = 1;
         note_failure(t);
     }
@@ -62,12 +56,13 @@ int hs_train_study(hs_train_result *r, hs_model *m, const hs_tokens *data,
                    const hs_train_study_opts *o)
 {
     memset(r, 0, sizeof *r);
-    train_ctx t = { o, r, { .ix = o->ix, .run_id = o->run_id, .name = "train_loss" },
-                    (long)o->train.B * o->train.T, seconds(), "" };
+    train_ctx t = { o, r, { .ix = o->ix, .run_id = o->run_id }, (long)o->train.B * o->train.T,
+                    hs_now(), "" };
+    snprintf(t.train_loss.name, sizeof t.train_loss.name, "%s", HS_METRIC(TRAIN_LOSS));
     hs_train_opts to = o->train;
     to.on_step = on_step, to.on_val = on_val, to.ctx = &t;
     int rc = hs_train(m, data, &to);
-    r->seconds = seconds() - t.start;
+    r->seconds = hs_now() - t.start;
     hs_curve_writer_flush(&t.train_loss);
     note_failure(&t);
     r->curve_failed = t.train_loss.failed;

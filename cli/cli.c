@@ -214,18 +214,11 @@ void opts_help(FILE *f, const command *c, const opt *opts, int nopts)
         fprintf(f, "\n%s", c->details);
 }
 
-double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 void progress_start(progress *p, const char *label, long total)
 {
     p->label = label;
     p->total = total;
-    p->start = now_seconds();
+    p->start = hs_now();
     p->last_draw = 0;
     p->enabled = isatty(STDERR_FILENO);
 }
@@ -234,7 +227,7 @@ void progress_update(progress *p, long done, const char *extra)
 {
     if (!p->enabled)
         return;
-    double t = now_seconds();
+    double t = hs_now();
     if (done < p->total && t - p->last_draw < 0.1)
         return;
     p->last_draw = t;

@@ -169,7 +169,6 @@ void progress_update(progress *p, long done, const char *extra);
 void progress_finish(progress *p);
 /* An hs_progress_fn over a progress bar (ctx): sets its total, draws done. */
 void progress_cb(void *bar, size_t done, size_t total);
-double now_seconds(void);
 
 /* A progress bar per phase of a library study (hs_study_io in study.h):
  * each phase label finishes the previous bar and starts the next. */

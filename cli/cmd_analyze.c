@@ -92,9 +92,9 @@ static int cmd_ablate(int argc, char **argv)
     phase_bars bars;
     hs_study_io io = cli_study_io(&bars, 1);
     io.allow_nonfinite = allow_nonfinite;
-    double t0 = now_seconds();
+    double t0 = hs_now();
     rc = hs_ablate_study(&r, &j.in.m, &j.in.tok, &so, &io);
-    double secs = now_seconds() - t0;
+    double secs = hs_now() - t0;
     const long long run_id = hs_run_id(j.run);
     int status = cli_finish(&j, rc);
     if (!status)
@@ -142,12 +142,12 @@ static int cmd_importance(int argc, char **argv)
     phase_bars bars;
     hs_study_io io = cli_study_io(&bars, 1);
     io.allow_nonfinite = allow_nonfinite;
-    double t0 = now_seconds();
+    double t0 = hs_now();
     rc = hs_importance_study(&r, &j.in.m, &j.in.tok, in.batch, j.in.seq_len,
                              (size_t)max_batches, &io);
     if (!rc)
         rc = hs_run_rows(j.run, &r.table, NULL, 0);
-    double secs = now_seconds() - t0;
+    double secs = hs_now() - t0;
     const long long run_id = hs_run_id(j.run);
     int status = cli_finish(&j, rc);
     if (!status && json)

@@ -127,9 +127,9 @@ static int cmd_patch(int argc, char **argv)
     hs_study_io io = cli_study_io(&bars, 1);
     io.allow_nonfinite = a.allow_nonfinite;
     hs_patch_result r;
-    double t0 = now_seconds();
+    double t0 = hs_now();
     rc = hs_patch_study(&r, &in->m, &in->ps, po, hs_run_index(a.j.run), hs_run_id(a.j.run), &io);
-    double secs = now_seconds() - t0;
+    double secs = hs_now() - t0;
     const long long id = hs_run_id(a.j.run);
     int status = cli_finish(&a.j, rc);
     if (!status)
@@ -172,10 +172,10 @@ static int cmd_path_patch(int argc, char **argv)
     hs_study_io io = cli_study_io(&bars, 1);
     io.allow_nonfinite = a.allow_nonfinite;
     hs_head_table t;
-    double t0 = now_seconds();
+    double t0 = hs_now();
     rc = hs_path_patch_study(&t, &in->m, &in->ps, po, hs_run_index(a.j.run), hs_run_id(a.j.run),
                              &io);
-    double secs = now_seconds() - t0;
+    double secs = hs_now() - t0;
     const long long id = hs_run_id(a.j.run);
     int status = cli_finish(&a.j, rc);
     if (!status && a.json) {

@@ -379,13 +379,6 @@ int32_t hs_sample_token(const hs_real *logits, int V, const hs_sample_opts *o, h
     return pick;
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int hs_generate(int32_t *out, hs_generate_stats *st, const hs_model *m, const int32_t *prompt,
                 int n_prompt, int max_new, const hs_sample_opts *o)
 {
@@ -409,14 +402,14 @@ int hs_generate(int32_t *out, hs_generate_stats *st, const hs_model *m, const in
     hs_rng rng;
     hs_rng_seed(&rng, o->seed);
     memcpy(out, prompt, sizeof *out * (size_t)n_prompt);
-    const double t0 = now();
+    const double t0 = hs_now();
     rc = max_new ? hs_decoder_feed(&dec, prompt, n_prompt) : HS_OK;
     for (int i = 0; !rc && i < max_new; i++) {
         out[n_prompt + i] = hs_sample_token(dec.logits, m->cfg.vocab_size, o, &rng);
         if (i + 1 < max_new)
             rc = hs_decoder_feed(&dec, &out[n_prompt + i], 1);
     }
-    st->seconds = now() - t0;
+    st->seconds = hs_now() - t0;
     st->tokens_per_s = st->seconds > 0 ? max_new / st->seconds : 0;
     st->cache_bytes = hs_decoder_cache_bytes(&dec);
     hs_decoder_free(&dec);
