@@ -269,7 +269,9 @@ HS_COMMAND(cmd_dla_record) = {
         "layer's MLP (head -1); model-wide dla_embed, dla_pos_embed, dla_attn_bias,\n"
         "dla_final_norm_bias, dla_lm_head_bias (those the model has); logit_diff_clean.\n"
         "Means over prompts with standard errors; the parts sum to logit_diff_clean.\n"
-        "Post-norm models are refused (no additive residual stream).\n\n"
+        "Refused: post-norm models, and gemma2, gemma3_text, olmo2, whose sublayer\n"
+        "outputs are normed before they are added (no additive residual stream).\n"
+        "With a final soft-cap the pre-cap LD is attributed (and is logit_diff_clean).\n\n"
         "example: headscope dla --model runs/tiny --prompts ioi.jsonl --db runs.db\n",
     .run = cmd_dla,
 };
