@@ -209,11 +209,14 @@ static void print_prune(const hs_prune_result *r, int json, const char *db, long
 }
 
 /* The validation tokens of prune: --val's shard or --val-text's text (or
- * none, v left empty); they must hold one batch. 0, or the exit status. */
+ * none, v left empty); they must hold one batch. Before them, the study's
+ * check of the model it is to write. 0, or the exit status. */
 static int load_val(hs_tokens *v, const hs_source *src, const char *model, const cli_job *j,
-                    int B)
+                    int B, const hs_prune_study_opts *so)
 {
     memset(v, 0, sizeof *v);
+    if (hs_prune_study_check(so, &j->in.m.cfg)) /* a written model that cannot be made */
+        return usage_error("prune", "%s", hs_last_error());
     if (!hs_source_path(src))
         return 0;
     int rc = hs_source_load(NULL, v, src, model, j->in.m.cfg.vocab_size);
@@ -290,7 +293,7 @@ static int cmd_prune(int argc, char **argv)
     in.model = model, vsrc.tokenizer = in.source.tokenizer;
     if ((rc = cli_open(&j, &in)))
         return rc;
-    if ((rc = load_val(&vtok, &vsrc, model, &j, in.batch))) {
+    if ((rc = load_val(&vtok, &vsrc, model, &j, in.batch, &so))) {
         hs_inputs_free(&j.in);
         return rc;
     }
