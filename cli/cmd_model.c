@@ -273,10 +273,6 @@ static int train_data(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const 
     const char *data = hs_source_path(src), *val = hs_source_path(vsrc);
     if (hs_source_load(NULL, tok, src, init, m->cfg.vocab_size))
         return HS_EIO;
-    for (size_t i = 0; i < tok->n; i++)
-        if (tok->tok[i] >= m->cfg.vocab_size)
-            return hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the model's vocabulary of "
-                           "%d", data, tok->tok[i], i, m->cfg.vocab_size);
     if (val && hs_source_load(NULL, vtok, vsrc, init, m->cfg.vocab_size))
         return HS_EIO;
     const char *too_short = !hs_batch_count(tok, B, T)              ? data
