@@ -283,24 +283,6 @@ static int train_data(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const 
     return hs_mkdirs(out);
 }
 
-static void print_train(const hs_train_result *r, const hs_train_opts *to, const char *out,
-                        const char *db, long long run_id, int json)
-{
-    const double tps = to->steps * (double)to->B * to->T / r->seconds;
-    if (json) {
-        printf("{\"out\":");
-        hs_json_string(stdout, out);
-        printf(",\"steps\":%ld,\"final_loss\":", to->steps);
-        hs_json_number(stdout, r->final_loss, 9);
-        printf(",\"tokens_per_s\":"), hs_json_fixed(stdout, tps, 1);
-        if (db)
-            printf(",\"run_id\":%lld", run_id);
-        printf("}\n");
-    } else {
-        printf("trained %ld steps (%.0f tokens/s), final loss %.4f; saved %s\n", to->steps, tps,
-               r->final_loss, out);
-    }
-}
 
 /* Runs the study into the run and reports its end: the exit status. */
 static int train_run(hs_model *m, const hs_tokens *tok, hs_train_study_opts *so, hs_run *run,
@@ -332,7 +314,7 @@ static int train_run(hs_model *m, const hs_tokens *tok, hs_train_study_opts *so,
     if (r.curve_failed)
         fprintf(stderr, "headscope: train: warning: some curve points were not recorded in %s\n",
                 db);
-    print_train(&r, &so->train, so->out, db, run_id, json);
+    hs_print_train(stdout, &(hs_summary){ run_id, db, 0, json }, &r, &so->train, so->out);
     return 0;
 }
 
