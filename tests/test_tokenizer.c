@@ -275,6 +275,88 @@ static void test_errors_name_the_file_and_field(void)
     hs_tokenizer_free(t);
 }
 
+/* ---- hostile files ---- */
+
+/* writes n bytes to tmpdir/name as they are and returns the path */
+static const char *write_bytes(const char *name, const void *p, size_t n)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(fwrite(p, 1, n, f), n);
+    fclose(f);
+    return path;
+}
+
+/* 1 when got holds needle (else it is printed) */
+static int says(const char *got, const char *needle)
+{
+    if (strstr(got, needle))
+        return 1;
+    fprintf(stderr, "\n  got \"%.300s\", expected it to hold \"%s\"\n", got, needle);
+    return 0;
+}
+
+#define AB_MODEL "'model':{'type':'BPE','vocab':{'a':0,'b':1,'-':2,'!':3,'x':4},'merges':[]}"
+
+/* tokenizer.json and vocab.json are read whole: a key repeated at any
+ * depth, text after the value (also after a NUL byte) and a NUL inside a
+ * string are refused, where cJSON took the first value, ignored the rest,
+ * or cut the string */
+static void test_tokenizer_files_are_read_whole(void)
+{
+    static const struct {
+        const char *json, *needle;
+    } cases[] = {
+        { "{'model':{'type':'BPE','vocab':{'a':0},'merges':[]},'model':{}}",
+          "key \"model\" is repeated in the top-level object" },
+        { "{'model':{'type':'BPE','vocab':{'a':0,'b':1,'a':2},'merges':[]}}",
+          "key \"a\" is repeated in \"model.vocab\"" },
+        { "{'pre_tokenizer':{'type':'Split','type':'Metaspace','pattern':{'String':'-'},"
+          "'behavior':'Isolated'}," AB_MODEL "}", "key \"type\" is repeated in \"pre_tokenizer\"" },
+        { "{" AB_MODEL "}{'model':{}}", "text after the JSON value" },
+        { "{'model':{'type':'BPE','vocab':{'a\\u0000b':0},'merges':[]}}", "a NUL character" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_refusal(cases[i].json, HS_EFORMAT, cases[i].needle);
+    /* an escaped backslash before u0000 is no NUL */
+    hs_tokenizer *t = open_json("{'model':{'type':'BPE','vocab':{'\\\\u0000':0},'merges':[]}}");
+    hs_tokenizer_free(t);
+    /* the bytes after a NUL are seen: {...}\0{...} and a NUL inside a string */
+    static const char trail[] = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}"
+                                "\0{\"model\":{}}";
+    hs_tokenizer *u = NULL;
+    CU_ASSERT_EQUAL(hs_tokenizer_open(&u, write_bytes("nul.json", trail, sizeof trail - 1)),
+                    HS_EFORMAT);
+    CU_ASSERT(says(hs_last_error(), "text after the JSON value at byte 52"));
+    static const char inner[] = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\0b\":0},\"merges\":[]}}";
+    CU_ASSERT_EQUAL(hs_tokenizer_open(&u, write_bytes("nul.json", inner, sizeof inner - 1)),
+                    HS_EFORMAT);
+    CU_ASSERT(says(hs_last_error(), "a NUL character in a string at byte 34"));
+    /* GPT-2's vocab.json, beside a merges.txt */
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/g2", tmpdir);
+    mkdir(dir, 0700);
+    write_bytes("g2/merges.txt", "#version: 0.2\n", 14);
+    static const char *const vocabs[][2] = {
+        { "{\"a\":0,\"b\":1,\"a\":2}", "key \"a\" is repeated" },
+        { "{\"a\":0}{\"b\":1}", "text after the JSON value" },
+    };
+    for (int i = 0; i < 2; i++) {
+        write_bytes("g2/vocab.json", vocabs[i][0], strlen(vocabs[i][0]));
+        CU_ASSERT_EQUAL(hs_tokenizer_open(&u, dir), HS_EFORMAT);
+        CU_ASSERT(says(hs_last_error(), vocabs[i][1]));
+    }
+    static const char vnul[] = "{\"a\":0}\0garbage";
+    write_bytes("g2/vocab.json", vnul, sizeof vnul - 1);
+    CU_ASSERT_EQUAL(hs_tokenizer_open(&u, dir), HS_EFORMAT);
+    CU_ASSERT(says(hs_last_error(), "text after the JSON value at byte 7"));
+    /* a quoted value goes to the terminal escaped (hs_fail) */
+    expect_refusal("{'pre_tokenizer':{'type':'\\u001b[2J'}," AB_MODEL "}", HS_EFORMAT,
+                   "\"\\x1b[2J\" is not supported");
+}
+
 /* ---- the oracles ---- */
 
 /* tmpdir/gpt2 with GPT-2's files under the names hs_tokenizer_open reads */
@@ -491,6 +573,7 @@ int main(void)
         { "test_normalized_added_tokens_match_after_normalizing",
           test_normalized_added_tokens_match_after_normalizing },
         { "test_errors_name_the_file_and_field", test_errors_name_the_file_and_field },
+        { "test_tokenizer_files_are_read_whole", test_tokenizer_files_are_read_whole },
         { "test_ids_equal_the_js_oracles", test_ids_equal_the_js_oracles },
         { "test_one_handle_encodes_from_several_threads",
           test_one_handle_encodes_from_several_threads },
