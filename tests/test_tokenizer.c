@@ -12,8 +12,10 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
@@ -289,6 +291,54 @@ static const char *write_bytes(const char *name, const void *p, size_t n)
     return path;
 }
 
+/* The outcome of opening path and encoding n bytes of text in a child
+ * process that SIGALRM kills after secs seconds: "ids N: the first ...",
+ * "open error: MESSAGE", "encode error: MESSAGE", or "hung or crashed
+ * (signal S)". A regression to a hang fails the test instead of hanging
+ * the suite. */
+static const char *bounded_encode(const char *path, const char *text, size_t n, unsigned secs)
+{
+    static char out[4096];
+    int fd[2];
+    CU_ASSERT_FATAL(pipe(fd) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (!pid) {
+        close(fd[0]);
+        alarm(secs);
+        char msg[sizeof out];
+        hs_tokenizer *t = NULL;
+        int32_t *ids = NULL;
+        size_t nid = 0;
+        if (hs_tokenizer_open(&t, path))
+            snprintf(msg, sizeof msg, "open error: %s", hs_last_error());
+        else if (hs_tokenizer_encode(t, text, n, 0, &ids, &nid))
+            snprintf(msg, sizeof msg, "encode error: %s", hs_last_error());
+        else {
+            size_t k = (size_t)snprintf(msg, sizeof msg, "ids %zu:", nid);
+            for (size_t i = 0; i < nid && i < 32 && k < sizeof msg - 16; i++)
+                k += (size_t)snprintf(msg + k, sizeof msg - k, " %d", (int)ids[i]);
+        }
+        free(ids);
+        hs_tokenizer_free(t);
+        ssize_t w = write(fd[1], msg, strlen(msg));
+        _exit(w < 0);
+    }
+    close(fd[1]);
+    size_t k = 0;
+    ssize_t r;
+    while (k < sizeof out - 1 && (r = read(fd[0], out + k, sizeof out - 1 - k)) > 0)
+        k += (size_t)r;
+    out[k] = 0;
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (WIFSIGNALED(st))
+        snprintf(out, sizeof out, "hung or crashed (signal %d)", WTERMSIG(st));
+    return out;
+}
+
 /* 1 when got holds needle (else it is printed) */
 static int says(const char *got, const char *needle)
 {
@@ -299,6 +349,32 @@ static int says(const char *got, const char *needle)
 }
 
 #define AB_MODEL "'model':{'type':'BPE','vocab':{'a':0,'b':1,'-':2,'!':3,'x':4},'merges':[]}"
+
+/* Metaspace's replacement and Strip's content are one character, as HF's
+ * char fields: an empty replacement made the split loop advance by zero
+ * bytes, an endless loop on any text */
+static void test_metaspace_and_strip_take_one_character(void)
+{
+    const char *meta = write_json("meta.json", "{'pre_tokenizer':{'type':'Metaspace','replacement':"
+                                  "'','prepend_scheme':'always','split':true}," AB_MODEL "}");
+    CU_ASSERT(says(bounded_encode(meta, "a b", 3, 10),
+                   "open error: ") && says(bounded_encode(meta, "a b", 3, 10),
+                   "pre_tokenizer.replacement: one character expected"));
+    expect_refusal("{'pre_tokenizer':{'type':'Metaspace','replacement':'ab'}," AB_MODEL "}",
+                   HS_EFORMAT, "pre_tokenizer.replacement: one character expected");
+    expect_refusal("{'decoder':{'type':'Metaspace','replacement':''}," AB_MODEL "}", HS_EFORMAT,
+                   "decoder.replacement: one character expected");
+    /* Strip with an empty content stripped nothing up to a million times a token */
+    expect_refusal("{'decoder':{'type':'Strip','content':'','start':1000000,'stop':0}," AB_MODEL
+                   "}", HS_EFORMAT, "decoder.content: one character expected");
+    expect_refusal("{'decoder':{'type':'Replace','pattern':{'String':''},'content':'x'},"
+                   AB_MODEL "}", HS_EFORMAT, "an empty pattern is not supported in a decoder");
+    /* an empty String in a Replace normalizer matches at every offset (as
+     * HF's escaped regex of it), each empty match moving on by a character */
+    const char *rep = write_json("rep.json", "{'normalizer':{'type':'Replace','pattern':{'String':"
+                                 "''},'content':'-'}," AB_MODEL "}");
+    CU_ASSERT(says(bounded_encode(rep, "ab", 2, 10), "ids 5: 2 0 2 1 2"));
+}
 
 /* tokenizer.json and vocab.json are read whole: a key repeated at any
  * depth, text after the value (also after a NUL byte) and a NUL inside a
@@ -573,6 +649,8 @@ int main(void)
         { "test_normalized_added_tokens_match_after_normalizing",
           test_normalized_added_tokens_match_after_normalizing },
         { "test_errors_name_the_file_and_field", test_errors_name_the_file_and_field },
+        { "test_metaspace_and_strip_take_one_character",
+          test_metaspace_and_strip_take_one_character },
         { "test_tokenizer_files_are_read_whole", test_tokenizer_files_are_read_whole },
         { "test_ids_equal_the_js_oracles", test_ids_equal_the_js_oracles },
         { "test_one_handle_encodes_from_several_threads",

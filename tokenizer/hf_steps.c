@@ -25,8 +25,29 @@ pcre2_code *tk_regex(const char *pat, size_t n, int is_literal, const char *fiel
     return re;
 }
 
-/* the "pattern" child: a literal kept as text (want_string) or compiled,
- * its text then in *pat (malloc'd, for the errors of a match) */
+/* one character of UTF-8, as HF's char fields (Metaspace's replacement,
+ * Strip's content): anything else is refused, naming the key */
+static int get_char(tkj_ctx *c, const cJSON *o, const char *key, const char *def, tk_str *out)
+{
+    const char *s;
+    int rc = tkj_get_string(c, o, key, def, &s);
+    if (rc)
+        return rc;
+    uint32_t cp;
+    size_t n = strlen(s);
+    if (!n || (size_t)tk_utf8_next(s, n, &cp) != n) {
+        size_t at = tkj_push(c, ".%s", key);
+        rc = tkj_bad(c, "one character expected (HF reads a char)");
+        c->path[at] = 0;
+        return rc;
+    }
+    return tkj_dup_str(out, s, n);
+}
+
+/* The "pattern" child: a non-empty String kept as text (want_string), else
+ * compiled (an empty String too: it matches at every offset, as HF's
+ * escaped regex of it does), its text then in *pat (malloc'd, for the
+ * errors of a match) */
 static int get_pattern(tkj_ctx *c, const cJSON *o, pcre2_code **re, char **pat, tk_str *lit,
                        int want_string)
 {
@@ -35,7 +56,7 @@ static int get_pattern(tkj_ctx *c, const cJSON *o, pcre2_code **re, char **pat, 
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(p, "String");
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(p, "Regex");
     int rc = HS_OK;
-    if (cJSON_IsString(s) && want_string)
+    if (cJSON_IsString(s) && want_string && s->valuestring[0])
         rc = tkj_dup_str(lit, s->valuestring, strlen(s->valuestring));
     else if (cJSON_IsString(s) || cJSON_IsString(r)) {
         const char *text = cJSON_IsString(s) ? s->valuestring : r->valuestring;
@@ -175,9 +196,7 @@ int tkj_read_pre(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
         }
     } else if (type && !strcmp(type, "Metaspace")) {
         p.type = TK_METASPACE;
-        rc = tkj_get_string(c, o, "replacement", "\xe2\x96\x81", &s);
-        if (!rc)
-            rc = tkj_dup_str(&p.repl, s, strlen(s));
+        rc = get_char(c, o, "replacement", "\xe2\x96\x81", &p.repl);
         if (!rc)
             rc = read_metaspace_scheme(c, o, &p.prepend);
         if (!rc)
@@ -212,18 +231,14 @@ int tkj_read_dec(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
         d.type = TK_D_FUSE;
     else if (type && !strcmp(type, "Metaspace")) {
         d.type = TK_D_METASPACE;
-        rc = tkj_get_string(c, o, "replacement", "\xe2\x96\x81", &s);
-        if (!rc)
-            rc = tkj_dup_str(&d.a, s, strlen(s));
+        rc = get_char(c, o, "replacement", "\xe2\x96\x81", &d.a);
         if (!rc)
             rc = read_metaspace_scheme(c, o, &d.start);
     } else if (type && !strcmp(type, "Strip")) {
         d.type = TK_D_STRIP;
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "start");
         const cJSON *sp = cJSON_GetObjectItemCaseSensitive(o, "stop");
-        rc = tkj_get_string(c, o, "content", NULL, &s);
-        if (!rc)
-            rc = tkj_dup_str(&d.a, s, strlen(s));
+        rc = get_char(c, o, "content", NULL, &d.a);
         if (!rc && (!cJSON_IsNumber(st) || !cJSON_IsNumber(sp) || st->valuedouble < 0 ||
                     sp->valuedouble < 0 || st->valuedouble > 1e6 || sp->valuedouble > 1e6))
             rc = tkj_bad(c, "Strip: start and stop counts expected");
@@ -235,9 +250,10 @@ int tkj_read_dec(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
         char *pat = NULL;
         rc = get_pattern(c, o, &re, &pat, &d.a, 1);
         free(pat);
-        if (re) {
+        if (re) { /* a Regex, or an empty String */
             pcre2_code_free(re);
-            rc = tkj_bad(c, "Replace with a Regex pattern is not supported in a decoder");
+            rc = tkj_bad(c, "Replace with a Regex or an empty pattern is not supported in a "
+                         "decoder");
         }
         if (!rc && !(rc = tkj_get_string(c, o, "content", NULL, &s)))
             rc = tkj_dup_str(&d.b, s, strlen(s));

@@ -107,7 +107,7 @@ static int replace_match(void *p, size_t ms, size_t me)
 static int replace_literal(tk_buf *out, const char *s, size_t n, const tk_str *pat, const tk_str *with)
 {
     size_t i = 0;
-    if (!pat->n)
+    if (!pat->n) /* read as a pattern that matches everywhere (hf_steps.c): never here */
         return tk_buf_add(out, s, n);
     while (i < n) {
         const char *hit = pat->n <= n - i ? memmem(s + i, n - i, pat->s, pat->n) : NULL;
@@ -331,14 +331,17 @@ static int metaspace(tk_scratch *s, const tk_pre *pr, const tk_piece *in, tk_pie
     }
     if (!pr->split)
         return piece_add(out, b, n, in->first);
+    /* the replacement is one character (the file's is checked): each turn
+     * moves on by it or by a byte */
+    const size_t r = pr->repl.n ? pr->repl.n : 1;
     size_t start = 0;
-    for (size_t i = pr->repl.n; i + pr->repl.n <= n;) {
-        if (!memcmp(b + i, pr->repl.s, pr->repl.n)) {
+    for (size_t i = r; i + r <= n;) {
+        if (!memcmp(b + i, pr->repl.s, r)) {
             int rc = piece_add(out, b + start, i - start, in->first && start == 0);
             if (rc)
                 return rc;
             start = i;
-            i += pr->repl.n;
+            i += r;
         } else
             i++;
     }
