@@ -21,6 +21,7 @@
 #include <CUnit/CUnit.h>
 
 #include "runner.h"
+#include "tok_internal.h" /* tk_regex_each, against PCRE2 on the whole text */
 #include "tokenizer.h"
 
 /* where scripts/setup installs the packages, and this file's folder */
@@ -291,6 +292,16 @@ static const char *write_bytes(const char *name, const void *p, size_t n)
     return path;
 }
 
+/* n bytes of c (malloc'd, NUL-terminated) */
+static char *repeat(char c, size_t n)
+{
+    char *s = malloc(n + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    memset(s, c, n);
+    s[n] = 0;
+    return s;
+}
+
 /* The outcome of opening path and encoding n bytes of text in a child
  * process that SIGALRM kills after secs seconds: "ids N: the first ...",
  * "open error: MESSAGE", "encode error: MESSAGE", or "hung or crashed
@@ -374,6 +385,140 @@ static void test_metaspace_and_strip_take_one_character(void)
     const char *rep = write_json("rep.json", "{'normalizer':{'type':'Replace','pattern':{'String':"
                                  "''},'content':'-'}," AB_MODEL "}");
     CU_ASSERT(says(bounded_encode(rep, "ab", 2, 10), "ids 5: 2 0 2 1 2"));
+}
+
+/* The work of an encode is bounded by a budget proportional to the text:
+ * a pattern that is quadratic at one match-limit step an attempt (its
+ * look-ahead reads to the end from every offset), or whose steps scan
+ * again (a*a*b, a backreference), is refused quickly, naming the step,
+ * instead of running for minutes on 300 KB (14 to 25 s before) */
+static void test_split_pattern_work_is_bounded_by_the_text(void)
+{
+    static const char *const pats[] = { "a(?=a*!)|a", "a*a*b|.", "(a*)\\\\1b|.", "(?=a*a*b)|." };
+    static const char *const named[] = { "a(?=a*!)|a", "a*a*b|.", "(a*)\\1b|.", "(?=a*a*b)|." };
+    char *text = repeat('a', 300000);
+    for (int i = 0; i < 4; i++) {
+        char json[512], want[128];
+        snprintf(json, sizeof json, "{'pre_tokenizer':{'type':'Sequence','pretokenizers':[{'type':"
+                 "'Split','pattern':{'Regex':'%s'},'behavior':'Isolated','invert':false}]},"
+                 AB_MODEL "}", pats[i]);
+        const char *path = write_json("quad.json", json);
+        snprintf(want, sizeof want, "pre_tokenizer.pretokenizers[0] (Split \"%s\"): the work "
+                 "budget of this text is spent", named[i]);
+        CU_ASSERT(says(bounded_encode(path, text, 300000, 10), want));
+        /* on a text whose matches are short, the same patterns run */
+        CU_ASSERT(says(bounded_encode(path, "aa!a", 4, 10), "ids "));
+    }
+    free(text);
+    /* a chain of steps is work too: each pre-tokenizer reads every piece */
+    char json[16384] = "{'pre_tokenizer':{'type':'Sequence','pretokenizers':[";
+    for (int i = 0; i < 100; i++)
+        strcat(json, i ? ",{'type':'Split','pattern':{'String':'-'},'behavior':'Isolated'}"
+                       : "{'type':'Split','pattern':{'String':'-'},'behavior':'Isolated'}");
+    strcat(json, "]}," AB_MODEL "}");
+    text = repeat('a', 100000);
+    CU_ASSERT(says(bounded_encode(write_json("steps.json", json), text, 100000, 10),
+                   "(Split \"-\"): the work budget of this text is spent"));
+    free(text);
+}
+
+/* the matches of re in s as an unanchored search from each match's end
+ * finds them on the whole text, an empty match moving on by a character:
+ * "ms-me ms-me ..." (written apart from tokenizer/regex.c) */
+static void whole_text_matches(const char *pat, const char *s, size_t n, char *out, size_t cap)
+{
+    int err;
+    PCRE2_SIZE at;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
+                                   &err, &at, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(re);
+    pcre2_match_data *md = pcre2_match_data_create(8, NULL);
+    size_t k = 0, start = 0;
+    out[0] = 0;
+    while (start <= n && pcre2_match(re, (PCRE2_SPTR)s, n, start, 0, md, NULL) >= 0) {
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        k += (size_t)snprintf(out + k, cap - k, "%zu-%zu ", (size_t)ov[0], (size_t)ov[1]);
+        if (ov[1] > ov[0])
+            start = ov[1];
+        else {
+            start = ov[0] + 1;
+            while (start < n && ((unsigned char)s[start] & 0xc0) == 0x80)
+                start++;
+        }
+        if (k >= cap - 32)
+            break;
+    }
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+}
+
+typedef struct {
+    char *out;
+    size_t k, cap;
+} match_list;
+
+static int note_match(void *p, size_t ms, size_t me)
+{
+    match_list *l = p;
+    if (l->k < l->cap - 32)
+        l->k += (size_t)snprintf(l->out + l->k, l->cap - l->k, "%zu-%zu ", ms, me);
+    return HS_OK;
+}
+
+/* The matcher sees a window of the text and finishes longer attempts
+ * alone: its matches must be those of PCRE2 on the whole text, for the real
+ * tokenizers' patterns and for what depends on the text past a window's
+ * end (look-ahead, \b, $, greedy and lazy runs, empty matches, look-behind),
+ * with windows down to one byte */
+static void test_windowed_regex_matches_equal_whole_text_matches(void)
+{
+    static const char *const pats[] = {
+        TK_GPT2_PATTERN,
+        "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}"
+        "\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+        "a(?!b)", "ab|a", "a\\b", "a$", "x*", "(?<=a)b", "(?<![a-z])\\w{2}", "a+?b?", "\\bb+\\b",
+        "(?=a*!)a|.", "[^!]*!", "\\p{N}{1,3}", "(a|ab)(c|bcd)", "\\s+$|\\S",
+    };
+    static const char alphabet[] = { 'a', 'b', ' ', '!', '\n', '1', 'X' };
+    static const char *const fixed[] = { "ab a!b  aab\n\n1234 Xab", "aaaaaaaaaaaaaaaaaaaaaaaaa!",
+                                         "caf\xc3\xa9 \xe6\x9d\xb1\xe4\xba\xac  \xf0\x9f\x99\x82!" };
+    tk_scratch *sc = tk_scratch_new(NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
+    char want[8192], got[8192], text[200];
+    unsigned seed = 12345;
+    int bad = 0, runs = 0;
+    for (size_t p = 0; p < sizeof pats / sizeof pats[0]; p++) {
+        tk_re re;
+        CU_ASSERT_EQUAL_FATAL(tk_regex(&re, pats[p], strlen(pats[p]), 0, "test"), HS_OK);
+        for (int tcase = 0; tcase < 43; tcase++) {
+            size_t n;
+            if (tcase < 3)
+                n = strlen(strcpy(text, fixed[tcase]));
+            else {
+                n = (size_t)(rand_r(&seed) % 120);
+                for (size_t i = 0; i < n; i++)
+                    text[i] = alphabet[rand_r(&seed) % sizeof alphabet];
+                text[n] = 0;
+            }
+            whole_text_matches(pats[p], text, n, want, sizeof want);
+            static const size_t windows[] = { 1, 2, 3, 5, 8, 64 };
+            for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++) {
+                match_list l = { got, 0, sizeof got };
+                got[0] = 0;
+                sc->window = windows[w];
+                tk_scratch_start(sc, n);
+                CU_ASSERT_EQUAL(tk_regex_each(&re, "test", sc, text, n, note_match, &l), HS_OK);
+                runs++;
+                if (strcmp(got, want) && bad++ < 5)
+                    fprintf(stderr, "\n  /%s/ on \"%s\", window %zu:\n    windowed   %s\n    "
+                            "whole text %s\n", pats[p], text, windows[w], got, want);
+            }
+        }
+        tk_regex_free(&re);
+    }
+    printf("\n  %d windowed runs compared, %d differ\n", runs, bad);
+    CU_ASSERT_EQUAL(bad, 0);
+    tk_scratch_free(sc);
 }
 
 /* tokenizer.json and vocab.json are read whole: a key repeated at any
@@ -651,6 +796,10 @@ int main(void)
         { "test_errors_name_the_file_and_field", test_errors_name_the_file_and_field },
         { "test_metaspace_and_strip_take_one_character",
           test_metaspace_and_strip_take_one_character },
+        { "test_split_pattern_work_is_bounded_by_the_text",
+          test_split_pattern_work_is_bounded_by_the_text },
+        { "test_windowed_regex_matches_equal_whole_text_matches",
+          test_windowed_regex_matches_equal_whole_text_matches },
         { "test_tokenizer_files_are_read_whole", test_tokenizer_files_are_read_whole },
         { "test_ids_equal_the_js_oracles", test_ids_equal_the_js_oracles },
         { "test_one_handle_encodes_from_several_threads",

@@ -491,14 +491,18 @@ int tk_load_gpt2(hs_tokenizer *t, const char *vocab_file, const char *merges_fil
     }
     tkj_ctx c = { .file = vocab_file };
     tk_pre p = { .type = TK_BYTELEVEL };
-    p.re = tk_regex(TK_GPT2_PATTERN, sizeof TK_GPT2_PATTERN - 1, 0, "GPT-2 pattern");
+    char where[4200];
+    snprintf(where, sizeof where, "%s: GPT-2's pre-tokenizer (ByteLevel, GPT-2's pattern)",
+             vocab_file);
+    rc = tk_regex(&p.re, TK_GPT2_PATTERN, sizeof TK_GPT2_PATTERN - 1, 0, "GPT-2 pattern");
+    p.where = rc ? NULL : strdup(where);
     t->pre = malloc(sizeof *t->pre);
     t->dec = calloc(1, sizeof *t->dec);
-    rc = p.re && t->pre && t->dec ? HS_OK : HS_ENOMEM;
+    rc = rc ? rc : p.where && t->pre && t->dec ? HS_OK : hs_fail(HS_ENOMEM, "%s", vocab_file);
     if (t->pre)
         t->pre[t->n_pre++] = p;
     else
-        pcre2_code_free(p.re);
+        tk_regex_free(&p.re), free(p.where);
     if (t->dec)
         t->dec[t->n_dec++].type = TK_D_BYTELEVEL;
     t->byte_level = 1;

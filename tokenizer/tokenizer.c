@@ -56,11 +56,11 @@ void hs_tokenizer_free(hs_tokenizer *t)
         free(t->added[i].content.s);
     free(t->added);
     for (int i = 0; i < t->n_norm; i++)
-        free(t->norm[i].a.s), free(t->norm[i].b.s), free(t->norm[i].pat),
-            pcre2_code_free(t->norm[i].re);
+        free(t->norm[i].a.s), free(t->norm[i].b.s), free(t->norm[i].where),
+            tk_regex_free(&t->norm[i].re);
     free(t->norm);
     for (int i = 0; i < t->n_pre; i++)
-        pcre2_code_free(t->pre[i].re), free(t->pre[i].pat), free(t->pre[i].repl.s);
+        tk_regex_free(&t->pre[i].re), free(t->pre[i].where), free(t->pre[i].repl.s);
     free(t->pre);
     for (int i = 0; i < t->n_dec; i++)
         free(t->dec[i].a.s), free(t->dec[i].b.s);
@@ -68,7 +68,7 @@ void hs_tokenizer_free(hs_tokenizer *t)
     for (int i = 0; i < t->n_post; i++)
         free(t->post[i].pre), free(t->post[i].post);
     free(t->post);
-    free(t->path);
+    free(t->path), free(t->where_model), free(t->where_added);
     free(t);
 }
 
@@ -125,7 +125,12 @@ int hs_tokenizer_open(hs_tokenizer **tok, const char *path)
         return hs_fail(HS_ENOMEM, "tokenizer: %s", path);
     t->unk = -1;
     t->path = strdup(path);
-    int rc = !t->path ? hs_fail(HS_ENOMEM, "tokenizer: %s", path)
+    if (t->path && (t->where_model = malloc(strlen(path) + 40)) &&
+        (t->where_added = malloc(strlen(path) + 40))) {
+        sprintf(t->where_model, "%s: model (BPE)", path);
+        sprintf(t->where_added, "%s: added_tokens", path);
+    }
+    int rc = !t->path || !t->where_added ? hs_fail(HS_ENOMEM, "tokenizer: %s", path)
              : gpt2 ? tk_load_gpt2(t, vocab, merges)
                                     : tk_load_json(t, file);
     if (rc) {
@@ -210,6 +215,8 @@ static int split_added(const hs_tokenizer *t, tk_scratch *s, const char *text, s
 {
     size_t start = 0; /* of the stretch not yet encoded */
     int rc = HS_OK;
+    if (t->n_added && (rc = tk_charge(s, len, t->where_added)))
+        return rc;
     for (size_t i = 0; i < len && !rc;) {
         int k = t->added_first[pass][(unsigned char)text[i]] ? added_at(t, text, len, i, pass) : -1;
         if (k < 0) {
@@ -274,6 +281,7 @@ int hs_tokenizer_encode(const hs_tokenizer *t, const char *text, size_t len, int
     tk_scratch *s = tk_scratch_new(t);
     if (!s)
         return HS_ENOMEM;
+    tk_scratch_start(s, len);
     tk_ids body = { 0 }, out = { 0 };
     int rc = encode_text(t, s, text, len, &body);
     tk_scratch_free(s);

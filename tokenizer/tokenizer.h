@@ -38,7 +38,14 @@ int hs_tokenizer_vocab_size(const hs_tokenizer *tok);
  * O(m log m) for m symbols, results cached for the rest of the call, so
  * encode a document in one call rather than line by line); a file without
  * a pre-tokenizer (Llama-2 style) makes each stretch between added tokens
- * one BPE word, O(n log n) in its length. */
+ * one BPE word, O(n log n) in its length.
+ * A tokenizer file is partly a program (its patterns, its chain of steps),
+ * so the work of one call is bounded by a budget proportional to the text
+ * (tokenizer/tok_internal.h: 32 units a byte, the real tokenizers spend a
+ * few): past it the text is refused, HS_EINVAL naming the file and the
+ * step ("tokenizer.json:
+ * pre_tokenizer.pretokenizers[0] (Split "..."): the work budget of this
+ * text is spent"), instead of running for minutes. */
 int hs_tokenizer_encode(const hs_tokenizer *tok, const char *text, size_t len, int add_special,
                         int32_t **ids, size_t *n);
 
