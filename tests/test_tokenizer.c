@@ -521,6 +521,30 @@ static void test_windowed_regex_matches_equal_whole_text_matches(void)
     tk_scratch_free(sc);
 }
 
+/* The normalized text may be at most 16 times the text (and 1 KiB): 40
+ * chained Replace a -> aa doubled it without bound (minutes, then the
+ * out-of-memory killer); the error names the step that passed the bound */
+static void test_normalizer_chain_cannot_grow_the_text_without_bound(void)
+{
+    char json[8192] = "{'normalizer':{'type':'Sequence','normalizers':[";
+    for (int i = 0; i < 40; i++)
+        strcat(json, i ? ",{'type':'Replace','pattern':{'String':'a'},'content':'aa'}"
+                       : "{'type':'Replace','pattern':{'String':'a'},'content':'aa'}");
+    strcat(json, "]}," AB_MODEL "}");
+    const char *path = write_json("double.json", json);
+    char *text = repeat('a', 1000);
+    CU_ASSERT(says(bounded_encode(path, text, 1000, 10), "encode error: ") &&
+              says(bounded_encode(path, text, 1000, 10), "normalizer.normalizers[4] (Replace "
+                   "\"a\"): the normalized text grows past 16 times the text"));
+    free(text);
+    /* NFKC's largest expansion (U+FDFA: 3 bytes to 33) stays within it */
+    path = write_json("nfkc.json", "{'normalizer':{'type':'NFKC'}," AB_MODEL "}");
+    char fdfa[3 * 1000 + 1] = "";
+    for (int i = 0; i < 1000; i++)
+        strcat(fdfa, "\xef\xb7\xba");
+    CU_ASSERT(says(bounded_encode(path, fdfa, strlen(fdfa), 10), "ids "));
+}
+
 /* tokenizer.json and vocab.json are read whole: a key repeated at any
  * depth, text after the value (also after a NUL byte) and a NUL inside a
  * string are refused, where cJSON took the first value, ignored the rest,
@@ -800,6 +824,8 @@ int main(void)
           test_split_pattern_work_is_bounded_by_the_text },
         { "test_windowed_regex_matches_equal_whole_text_matches",
           test_windowed_regex_matches_equal_whole_text_matches },
+        { "test_normalizer_chain_cannot_grow_the_text_without_bound",
+          test_normalizer_chain_cannot_grow_the_text_without_bound },
         { "test_tokenizer_files_are_read_whole", test_tokenizer_files_are_read_whole },
         { "test_ids_equal_the_js_oracles", test_ids_equal_the_js_oracles },
         { "test_one_handle_encodes_from_several_threads",

@@ -35,6 +35,9 @@ void tk_scratch_start(tk_scratch *s, size_t n)
     s->text_n = n;
     s->spent = s->slow_ns = 0;
     s->budget = (uint64_t)TK_WORK_PER_BYTE * n + TK_WORK_BASE;
+    s->norm_room = n > (SIZE_MAX - TK_NORM_SLACK) / TK_NORM_GROWTH
+                       ? SIZE_MAX
+                       : TK_NORM_GROWTH * n + TK_NORM_SLACK;
 }
 
 static void free_blocks(tk_scratch *s)
@@ -60,16 +63,21 @@ void tk_scratch_free(tk_scratch *s)
 
 /* ---- normalizers ---- */
 
+/* Replace stops adding once its output passes room: a chain that doubles
+ * the text is refused at the step that overflows, not after it filled the
+ * memory (tk_normalize names it). */
 typedef struct {
     const char *s;
     tk_buf *out;
-    size_t prev;
+    size_t prev, room;
     const tk_str *content;
 } replace_ctx;
 
 static int replace_match(void *p, size_t ms, size_t me)
 {
     replace_ctx *c = p;
+    if (c->out->n > c->room)
+        return HS_OK; /* past the room: nothing more is written (tk_normalize refuses) */
     if (tk_buf_add(c->out, c->s + c->prev, ms - c->prev) ||
         tk_buf_add(c->out, c->content->s, c->content->n))
         return HS_ENOMEM;
@@ -78,12 +86,12 @@ static int replace_match(void *p, size_t ms, size_t me)
 }
 
 static int replace_literal(tk_buf *out, const char *s, size_t n, const tk_str *pat,
-                           const tk_str *with)
+                           const tk_str *with, size_t room)
 {
     size_t i = 0;
     if (!pat->n) /* read as a pattern that matches everywhere (hf_steps.c): never here */
         return tk_buf_add(out, s, n);
-    while (i < n) {
+    while (i < n && out->n <= room) {
         const char *hit = pat->n <= n - i ? memmem(s + i, n - i, pat->s, pat->n) : NULL;
         if (!hit)
             break;
@@ -147,14 +155,19 @@ int tk_normalize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t n
         else if (nm->type == TK_PREPEND)
             rc = n ? tk_buf_add(dst, nm->a.s, nm->a.n) || tk_buf_add(dst, cur, n) : tk_buf_add(dst, "", 0);
         else if (!nm->re.any)
-            rc = replace_literal(dst, cur, n, &nm->a, &nm->b);
+            rc = replace_literal(dst, cur, n, &nm->a, &nm->b, s->norm_room);
         else {
-            replace_ctx c = { cur, dst, 0, &nm->b };
+            replace_ctx c = { cur, dst, 0, s->norm_room, &nm->b };
             rc = tk_regex_each(&nm->re, nm->where, s, cur, n, replace_match, &c);
-            if (!rc)
+            if (!rc && dst->n <= s->norm_room)
                 rc = tk_buf_add(dst, cur + c.prev, n - c.prev);
         }
-        /* what a normalizer adds is text too: its share of the budget */
+        if (!rc && dst->n > s->norm_room)
+            rc = hs_fail(HS_EINVAL, "%s: the normalized text grows past %d times the text (%zu "
+                         "bytes from a %zu-byte text): refused", nm->where, TK_NORM_GROWTH,
+                         dst->n, s->text_n);
+        /* what a normalizer adds is text too: its share of the budget (the
+         * growth is bounded just above, so the budget stays proportional) */
         if (!rc && dst->n > peak) {
             s->budget += (uint64_t)TK_WORK_PER_BYTE * (dst->n - peak);
             peak = dst->n;
@@ -166,6 +179,7 @@ int tk_normalize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t n
         cur = dst->p, n = dst->n;
         which ^= 1;
     }
+    s->norm_room -= n < s->norm_room ? n : s->norm_room;
     *out = cur, *out_n = n;
     return HS_OK;
 }

@@ -208,6 +208,7 @@ typedef struct tk_scratch {
     size_t co_pos;           /* the subject position at its last callout */
     int co_slow;             /* it was stopped for its CPU time */
     size_t text_n;           /* the bytes of the text, for the messages */
+    size_t norm_room;        /* normalized bytes the call may still make (TK_NORM_GROWTH) */
     tk_buf norm[2];
     char **blocks; /* text written by pre-tokenizers, freed per segment */
     size_t nblocks;
@@ -240,8 +241,16 @@ typedef struct tk_scratch {
  * the budget is spent. */
 int tk_charge(tk_scratch *s, uint64_t units, const char *who);
 
+/* The normalized text of a call may be at most TK_NORM_GROWTH times the
+ * text plus TK_NORM_SLACK bytes: NFKC's largest expansion is 11 times in
+ * UTF-8 (U+FDFA), Llama-2's space -> U+2581 three times; 16 holds NFKC then
+ * such a Replace on any text, and stops a chain that doubles the text
+ * ("a" -> "aa" forty times) before it fills the memory. */
+#define TK_NORM_GROWTH 16
+#define TK_NORM_SLACK 1024
+
 tk_scratch *tk_scratch_new(const hs_tokenizer *t);
-/* the budget of a call on a text of n bytes */
+/* the budget and the normalized room of a call on a text of n bytes */
 void tk_scratch_start(tk_scratch *s, size_t n);
 void tk_scratch_free(tk_scratch *s);
 

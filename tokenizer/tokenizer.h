@@ -42,10 +42,10 @@ int hs_tokenizer_vocab_size(const hs_tokenizer *tok);
  * A tokenizer file is partly a program (its patterns, its chain of steps),
  * so the work of one call is bounded by a budget proportional to the text
  * (tokenizer/tok_internal.h: 32 units a byte, the real tokenizers spend a
- * few): past it the text is refused, HS_EINVAL naming the file and the
- * step ("tokenizer.json:
+ * few), and the normalized text by 16 times the text: past either the text
+ * is refused, HS_EINVAL naming the file and the step ("tokenizer.json:
  * pre_tokenizer.pretokenizers[0] (Split "..."): the work budget of this
- * text is spent"), instead of running for minutes. */
+ * text is spent"), instead of running for minutes or filling the memory. */
 int hs_tokenizer_encode(const hs_tokenizer *tok, const char *text, size_t len, int add_special,
                         int32_t **ids, size_t *n);
 
