@@ -198,14 +198,15 @@ static void test_byte_fallback_unknown_and_added_tokens(void)
         "'byte_fallback':true,'unk_token':'<unk>'},'decoder':{'type':'Sequence','decoders':["
         "{'type':'ByteFallback'},{'type':'Fuse'}]},"
         "'added_tokens':[{'id':4,'content':'<x>','special':true,'lstrip':true,'rstrip':false},"
-        "{'id':5,'content':'<x>y','special':false}],"
+        "{'id':5,'content':'<x>y','special':false,'normalized':false}],"
         "'post_processor':{'type':'TemplateProcessing','single':[{'SpecialToken':{'id':'<x>',"
         "'type_id':0}},{'Sequence':{'id':'A','type_id':0}}],'special_tokens':{'<x>':{'id':'<x>',"
         "'ids':[4],'tokens':['<x>']}}}}");
     CU_ASSERT_STRING_EQUAL(ids_of(t, "a\xc3\xa9" "a", 0), "1 2 3 1"); /* é as its bytes */
     CU_ASSERT_STRING_EQUAL(ids_of(t, "a\xc3\xa9", 1), "4 1 2 3");
     CU_ASSERT_STRING_EQUAL(ids_of(t, "\xe2\x82\xac", 0), "0");  /* no byte tokens: unknown */
-    CU_ASSERT_STRING_EQUAL(ids_of(t, "a  <x>a<x>y", 0), "1 4 1 5"); /* lstrip; longest */
+    /* lstrip; the longest of one pass (both not normalized) */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "a  <x>a<x>y", 0), "1 4 1 5");
     int32_t ids[] = { 1, 2, 3, 4, 1 };
     char *s = hs_tokenizer_decode(t, ids, 5, 1);
     CU_ASSERT_STRING_EQUAL(s, "a\xc3\xa9" "a");
@@ -521,6 +522,68 @@ static void test_windowed_regex_matches_equal_whole_text_matches(void)
     tk_scratch_free(sc);
 }
 
+/* HF's AddedVocabulary: leftmost-longest Aho-Corasick matches, left to
+ * right without overlap; a single_word token beside a word character is
+ * dropped (the text it covers stays text: no shorter token is tried
+ * there); the tokens not normalized are cut out first, the normalized ones
+ * then from what is left, matched as their content normalized */
+static void test_added_tokens_match_leftmost_longest_as_hf(void)
+{
+    hs_tokenizer *t = open_json(
+        "{'model':{'type':'BPE','vocab':{'a':0,'b':1,'c':2,' ':3},'merges':[]},'added_tokens':["
+        "{'id':10,'content':'ab','normalized':false},{'id':11,'content':'abc','normalized':false},"
+        "{'id':12,'content':'bc','normalized':false},{'id':13,'content':'ca','normalized':false},"
+        "{'id':14,'content':'cab','normalized':true}]}");
+    /* abc at 0 (longest at the leftmost start), then cab is not looked for
+     * until the second pass, and a, b are left: 11 0 ... */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "abcab", 0), "11 10");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "cab", 0), "13 1"); /* pass one first: ca, then b */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "bcab", 0), "12 10"); /* bc at 0, then ab */
+    hs_tokenizer_free(t);
+    t = open_json("{'model':{'type':'BPE','vocab':{'a':0,'b':1,'c':2,' ':3},'merges':[]},"
+                  "'added_tokens':[{'id':10,'content':'ab','single_word':true,'normalized':false},"
+                  "{'id':11,'content':'a','normalized':false}]}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "ab a", 0), "10 3 11");
+    /* "ab" in "cab" is no single word: dropped, and "a" inside it is not tried */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "cab", 0), "2 0 1");
+    hs_tokenizer_free(t);
+    /* a normalized token is looked for as its content normalized: NFKC folds
+     * the ligature of its content as it folds the text's */
+    t = open_json("{'normalizer':{'type':'NFKC'},'model':{'type':'BPE','vocab':{'f':0,'i':1,"
+                  "'x':2},'merges':[]},'added_tokens':[{'id':9,'content':'x\xef\xac\x81',"
+                  "'normalized':true}]}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "xfi", 0), "9");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "x\xef\xac\x81", 0), "9");
+    hs_tokenizer_free(t);
+}
+
+/* 2,000 added tokens with nested prefixes ("bx", "bbx", ... "b...bx") over
+ * a text of b: a token per offset tried made it 7 s for 100 KB; the
+ * automaton reads each byte once */
+static void test_nested_added_tokens_are_found_in_linear_time(void)
+{
+    size_t cap = 5000000, k = 0;
+    char *json = malloc(cap);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(json);
+    k += (size_t)snprintf(json, cap, "{'model':{'type':'BPE','vocab':{'a':0,'b':1,'x':2},"
+                          "'merges':[]},'added_tokens':[");
+    for (int i = 1; i <= 2000; i++) {
+        k += (size_t)snprintf(json + k, cap - k, "%s{'id':%d,'content':'", i > 1 ? "," : "",
+                              2 + i);
+        memset(json + k, 'b', (size_t)i);
+        k += (size_t)i;
+        k += (size_t)snprintf(json + k, cap - k, "x','special':false}");
+    }
+    snprintf(json + k, cap - k, "]}");
+    const char *path = write_json("nested.json", json);
+    free(json);
+    char *text = repeat('b', 200000);
+    CU_ASSERT(says(bounded_encode(path, text, 200000, 10), "ids 200000: 1 1 1"));
+    text[150000] = 'x'; /* 2,000 b's and the x: one token, the rest b's */
+    CU_ASSERT(says(bounded_encode(path, text, 200000, 10), "ids 198000: 1 1 1"));
+    free(text);
+}
+
 /* The normalized text may be at most 16 times the text (and 1 KiB): 40
  * chained Replace a -> aa doubled it without bound (minutes, then the
  * out-of-memory killer); the error names the step that passed the bound */
@@ -824,6 +887,10 @@ int main(void)
           test_split_pattern_work_is_bounded_by_the_text },
         { "test_windowed_regex_matches_equal_whole_text_matches",
           test_windowed_regex_matches_equal_whole_text_matches },
+        { "test_added_tokens_match_leftmost_longest_as_hf",
+          test_added_tokens_match_leftmost_longest_as_hf },
+        { "test_nested_added_tokens_are_found_in_linear_time",
+          test_nested_added_tokens_are_found_in_linear_time },
         { "test_normalizer_chain_cannot_grow_the_text_without_bound",
           test_normalizer_chain_cannot_grow_the_text_without_bound },
         { "test_tokenizer_files_are_read_whole", test_tokenizer_files_are_read_whole },

@@ -57,6 +57,7 @@ void tk_scratch_free(tk_scratch *s)
     free_blocks(s);
     free(s->blocks);
     free(s->pieces[0].p), free(s->pieces[1].p);
+    free(s->found);
     free(s->sym), free(s->heap), free(s->cache), free(s->cache_keys.p), free(s->cache_ids.p);
     free(s);
 }

@@ -80,9 +80,25 @@ typedef struct {
 typedef struct {
     int32_t id;
     tk_str content;
+    tk_str match;   /* what is looked for: the content, normalized when normalized is set */
     int special, lstrip, rstrip, single_word;
-    int normalized; /* matched in the normalized text (when there is a normalizer) */
+    int normalized; /* matched in the normalized text (HF's second pass) */
 } tk_added;
+
+/* The added tokens of one pass in an Aho-Corasick automaton over their
+ * reversed strings (tokenizer/added.c): one right-to-left scan of a text
+ * gives, at every offset, the longest added token starting there, from
+ * which the leftmost-longest matches follow left to right, as HF's
+ * AhoCorasick with MatchKind::LeftmostLongest finds them. */
+typedef struct {
+    uint64_t *key;     /* cap: node << 8 | byte + 1 (0 empty) */
+    int32_t *child;    /* cap: the node it leads to */
+    size_t cap;        /* power of two */
+    int32_t root_next[256]; /* the root's children (-1 none): most bytes stop here */
+    int32_t *fail;     /* nodes: the longest proper suffix that is a node */
+    int32_t *best;     /* nodes: the added token (its index) that is the longest suffix, -1 none */
+    int32_t n_nodes;
+} tk_ac;
 
 /* The post-processor of one sequence: ids before and after it. */
 typedef struct {
@@ -107,7 +123,7 @@ struct hs_tokenizer {
     unsigned char *is_special; /* n_ids: 1 for special added tokens, 2 for other added tokens */
     tk_added *added;
     int n_added;
-    unsigned char added_first[2][256]; /* [pass][byte]: an added token of the pass starts with it */
+    tk_ac ac[2];        /* [pass]: 0 the tokens matched in the text, 1 in the normalized text */
     tk_norm *norm;
     int n_norm;
     tk_pre *pre;
@@ -197,6 +213,12 @@ typedef struct {
     uint32_t key_n, ids_n; /* key_n == UINT32_MAX: empty */
 } tk_cached;
 
+/* an added token found in a text: at offset pos, t->added[k] */
+typedef struct {
+    size_t pos;
+    int32_t k;
+} tk_found;
+
 /* per-call state: one encode's scratch, so that a handle is shared freely */
 typedef struct tk_scratch {
     pcre2_match_data *md;
@@ -213,6 +235,8 @@ typedef struct tk_scratch {
     char **blocks; /* text written by pre-tokenizers, freed per segment */
     size_t nblocks;
     tk_pieces pieces[2];
+    tk_found *found;         /* added tokens found in one stretch (tokenizer/added.c) */
+    size_t found_n, found_cap;
     tk_sym *sym;
     size_t sym_cap;
     tk_cand *heap;
@@ -289,6 +313,15 @@ int tk_bpe(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids
 int tk_regex_callout(pcre2_callout_block *cb, void *data);
 int tk_regex_each(const tk_re *re, const char *who, tk_scratch *sc, const char *s, size_t n,
                   int (*fn)(void *, size_t, size_t), void *ctx);
+
+/* ---- added tokens (tokenizer/added.c) ---- */
+/* The automata of the two passes, built once the added tokens are read
+ * (their match strings set). HS_ENOMEM. */
+int tk_ac_build(hs_tokenizer *t);
+void tk_ac_free(tk_ac *ac);
+/* The leftmost-longest matches of pass's added tokens in s[0, n), in
+ * order, into s->found: O(n) plus the number of offsets where a token starts. */
+int tk_ac_find(const hs_tokenizer *t, int pass, tk_scratch *sc, const char *s, size_t n);
 
 /* ---- decoding (tokenizer/decode.c) ---- */
 /* The bytes of ids through the decoder chain. display: the token text for

@@ -52,9 +52,13 @@ void hs_tokenizer_free(hs_tokenizer *t)
     free(t->tok), free(t->raw), free(t->is_special);
     tk_strmap_free(&t->vocab);
     tk_mergemap_free(&t->merges);
-    for (int i = 0; i < t->n_added; i++)
+    for (int i = 0; i < t->n_added; i++) {
+        if (t->added[i].match.s != t->added[i].content.s)
+            free(t->added[i].match.s);
         free(t->added[i].content.s);
+    }
     free(t->added);
+    tk_ac_free(&t->ac[0]), tk_ac_free(&t->ac[1]);
     for (int i = 0; i < t->n_norm; i++)
         free(t->norm[i].a.s), free(t->norm[i].b.s), free(t->norm[i].where),
             tk_regex_free(&t->norm[i].re);
@@ -72,17 +76,39 @@ void hs_tokenizer_free(hs_tokenizer *t)
     free(t);
 }
 
-/* HF's two passes over added tokens: those not normalized are cut out of
- * the text first; the normalized ones out of each stretch once normalized
- * (the same text when there is no normalizer: then one pass does all) */
-static int pass_of(const hs_tokenizer *t, const tk_added *a) { return a->normalized && t->n_norm; }
+/* What each added token is looked for as: its content, or for a normalized
+ * one (matched in the normalized text, HF's second pass) its content
+ * normalized, as HF builds its normalized trie. Then the two automata. */
+static int added_matches(hs_tokenizer *t)
+{
+    tk_scratch *s = t->n_norm ? tk_scratch_new(t) : NULL;
+    int rc = t->n_norm && !s ? HS_ENOMEM : HS_OK;
+    for (int k = 0; !rc && k < t->n_added; k++) {
+        tk_added *a = &t->added[k];
+        a->match = a->content;
+        if (!a->normalized || !t->n_norm)
+            continue;
+        const char *p;
+        size_t n;
+        tk_scratch_start(s, a->content.n);
+        if ((rc = tk_normalize(t, s, a->content.s, a->content.n, &p, &n)))
+            break;
+        if (!(a->match.s = malloc(n + 1))) {
+            a->match = a->content;
+            rc = hs_fail(HS_ENOMEM, "%s: added tokens", t->path);
+            break;
+        }
+        memcpy(a->match.s, p, n);
+        a->match.s[n] = 0, a->match.n = n;
+    }
+    tk_scratch_free(s);
+    return rc ? rc : tk_ac_build(t);
+}
 
 /* the tables derived from the vocabulary: single bytes' ids (byte-level) or
  * <0xAB> ids (byte fallback), the byte-level alphabet */
 static void derive(hs_tokenizer *t)
 {
-    for (int k = 0; k < t->n_added; k++)
-        t->added_first[pass_of(t, &t->added[k])][(unsigned char)t->added[k].content.s[0]] = 1;
     for (int cp = 0; cp < 512; cp++)
         t->cp_byte[cp] = (int16_t)tk_cp_to_byte((uint32_t)cp);
     for (int b = 0; b < 256; b++) {
@@ -133,6 +159,8 @@ int hs_tokenizer_open(hs_tokenizer **tok, const char *path)
     int rc = !t->path || !t->where_added ? hs_fail(HS_ENOMEM, "tokenizer: %s", path)
              : gpt2 ? tk_load_gpt2(t, vocab, merges)
                                     : tk_load_json(t, file);
+    if (!rc)
+        rc = added_matches(t);
     if (rc) {
         hs_tokenizer_free(t);
         return rc;
@@ -185,46 +213,37 @@ static size_t space_after(const char *s, size_t start, size_t n)
     return k - start;
 }
 
-/* The added token of the pass matching at s[i] (the longest), or -1. */
-static int added_at(const hs_tokenizer *t, const char *s, size_t n, size_t i, int pass)
-{
-    int best = -1;
-    for (int k = 0; k < t->n_added; k++) {
-        const tk_added *a = &t->added[k];
-        if (a->content.s[0] != s[i] || a->content.n > n - i || pass_of(t, a) != pass ||
-            (best >= 0 && a->content.n <= t->added[best].content.n) ||
-            memcmp(s + i, a->content.s, a->content.n))
-            continue;
-        if (a->single_word && ((i > 0 && is_word_byte((unsigned char)s[i - 1])) ||
-                               (i + a->content.n < n &&
-                                is_word_byte((unsigned char)s[i + a->content.n]))))
-            continue;
-        best = k;
-    }
-    return best;
-}
-
 typedef int (*stretch_fn)(const hs_tokenizer *t, tk_scratch *s, const char *p, size_t n,
                           int first, tk_ids *out);
 
-/* Cuts the added tokens of a pass out of text (leftmost, longest first; an
- * lstrip / rstrip token takes the whitespace beside it) and hands each
- * stretch between them to fn. first: text starts at the input's offset 0. */
+/* Cuts the added tokens of a pass out of text and hands each stretch
+ * between them to fn, as HF's find_matches: the leftmost-longest matches
+ * in order (tk_ac_find); a single_word token with a word character beside
+ * it is no match, and the text it covers stays text (HF discards it, it
+ * does not look for a shorter token there); an lstrip / rstrip token takes
+ * the whitespace beside it. first: text starts at the input's offset 0. */
 static int split_added(const hs_tokenizer *t, tk_scratch *s, const char *text, size_t len,
                        int pass, int first, stretch_fn fn, tk_ids *out)
 {
-    size_t start = 0; /* of the stretch not yet encoded */
-    int rc = HS_OK;
-    if (t->n_added && (rc = tk_charge(s, len, t->where_added)))
+    int rc = tk_ac_find(t, pass, s, text, len);
+    if (rc)
         return rc;
-    for (size_t i = 0; i < len && !rc;) {
-        int k = t->added_first[pass][(unsigned char)text[i]] ? added_at(t, text, len, i, pass) : -1;
-        if (k < 0) {
-            i++;
+    /* fn may find added tokens of the other pass: the matches are copied */
+    size_t nf = s->found_n;
+    tk_found *found = nf ? malloc(nf * sizeof *found) : NULL;
+    if (nf && !found)
+        return hs_fail(HS_ENOMEM, "tokenizer: %zu added tokens", nf);
+    if (nf)
+        memcpy(found, s->found, nf * sizeof *found);
+    size_t start = 0; /* of the stretch not yet encoded */
+    for (size_t j = 0; j < nf && !rc; j++) {
+        const tk_added *a = &t->added[found[j].k];
+        size_t i = found[j].pos, end = i + a->match.n, cut = i;
+        if (i < start) /* inside what an rstrip token took */
             continue;
-        }
-        const tk_added *a = &t->added[k];
-        size_t end = i + a->content.n, cut = i;
+        if (a->single_word && ((i > 0 && is_word_byte((unsigned char)text[i - 1])) ||
+                               (end < len && is_word_byte((unsigned char)text[end]))))
+            continue;
         if (a->lstrip)
             cut -= space_before(text, start, i);
         if (a->rstrip)
@@ -232,8 +251,9 @@ static int split_added(const hs_tokenizer *t, tk_scratch *s, const char *text, s
         rc = fn(t, s, text + start, cut - start, first && start == 0, out);
         if (!rc)
             rc = tk_ids_add(out, &a->id, 1);
-        start = i = end;
+        start = end;
     }
+    free(found);
     if (!rc)
         rc = fn(t, s, text + start, len - start, first && start == 0, out);
     return rc;
