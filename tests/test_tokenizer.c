@@ -608,6 +608,37 @@ static void test_normalizer_chain_cannot_grow_the_text_without_bound(void)
     CU_ASSERT(says(bounded_encode(path, fdfa, strlen(fdfa), 10), "ids "));
 }
 
+/* --in of tokenize takes regular files (a device or a FIFO is refused at
+ * once: /dev/zero was read until the out-of-memory killer); a stream is
+ * read when asked for, up to a cap */
+static void test_encode_file_takes_regular_files_and_caps_streams(void)
+{
+    hs_tokenizer *t = open_json("{" AB_MODEL "}");
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CU_ASSERT_EQUAL(hs_tokenizer_encode_file(t, "/dev/zero", 0, 0, &ids, &n), HS_EIO);
+    CU_ASSERT(says(hs_last_error(), "/dev/zero: not a regular file"));
+    CU_ASSERT_EQUAL(hs_tokenizer_encode_file(t, "/dev/zero", 1 << 20, 0, &ids, &n), HS_EINVAL);
+    CU_ASSERT(says(hs_last_error(), "/dev/zero: more than 1 MiB of text from a stream"));
+    CU_ASSERT_PTR_NULL(ids);
+    /* a pipe, as tokens --in /dev/stdin reads it */
+    int fd[2];
+    CU_ASSERT_FATAL(pipe(fd) == 0);
+    CU_ASSERT_EQUAL(write(fd[1], "ab!", 3), 3);
+    close(fd[1]);
+    char dev[64];
+    snprintf(dev, sizeof dev, "/dev/fd/%d", fd[0]);
+    CU_ASSERT_EQUAL(hs_tokenizer_encode_file(t, dev, 1 << 20, 0, &ids, &n), HS_OK);
+    CU_ASSERT_EQUAL(n, 3);
+    free(ids);
+    close(fd[0]);
+    const char *file = write_bytes("t.txt", "ab-", 3);
+    CU_ASSERT_EQUAL(hs_tokenizer_encode_file(t, file, 0, 0, &ids, &n), HS_OK);
+    CU_ASSERT(n == 3 && ids && ids[2] == 2);
+    free(ids);
+    hs_tokenizer_free(t);
+}
+
 /* tokenizer.json and vocab.json are read whole: a key repeated at any
  * depth, text after the value (also after a NUL byte) and a NUL inside a
  * string are refused, where cJSON took the first value, ignored the rest,
@@ -893,6 +924,8 @@ int main(void)
           test_nested_added_tokens_are_found_in_linear_time },
         { "test_normalizer_chain_cannot_grow_the_text_without_bound",
           test_normalizer_chain_cannot_grow_the_text_without_bound },
+        { "test_encode_file_takes_regular_files_and_caps_streams",
+          test_encode_file_takes_regular_files_and_caps_streams },
         { "test_tokenizer_files_are_read_whole", test_tokenizer_files_are_read_whole },
         { "test_ids_equal_the_js_oracles", test_ids_equal_the_js_oracles },
         { "test_one_handle_encodes_from_several_threads",

@@ -49,11 +49,19 @@ int hs_tokenizer_vocab_size(const hs_tokenizer *tok);
 int hs_tokenizer_encode(const hs_tokenizer *tok, const char *text, size_t len, int add_special,
                         int32_t **ids, size_t *n);
 
-/* hs_tokenizer_encode of a whole file (any readable file, a pipe
- * included), read as one document. HS_EIO naming the file; invalid UTF-8
- * is HS_EINVAL naming the file and the byte offset. */
-int hs_tokenizer_encode_file(const hs_tokenizer *tok, const char *path, int add_special,
-                             int32_t **ids, size_t *n);
+/* The longest text hs_tokenizer_encode_file reads (its ids are held in
+ * memory too, up to 4 bytes a byte). */
+#define HS_TOKENIZER_MAX_TEXT ((size_t)1 << 30)
+
+/* hs_tokenizer_encode of a whole file, read as one document. path is a
+ * regular file (a FIFO, a device or a directory is HS_EIO naming it, at
+ * once) unless stream_cap > 0: then any file is read, a pipe included, up
+ * to stream_cap bytes (an endless stream, /dev/zero, is HS_EINVAL past
+ * them). A regular file holds at most HS_TOKENIZER_MAX_TEXT bytes. HS_EIO
+ * naming the file; invalid UTF-8 is HS_EINVAL naming the file and the byte
+ * offset. */
+int hs_tokenizer_encode_file(const hs_tokenizer *tok, const char *path, size_t stream_cap,
+                             int add_special, int32_t **ids, size_t *n);
 
 /* The text of ids through the decoder (malloc'd, NUL-terminated; NULL with
  * the message set). skip_special leaves out special added tokens. */
