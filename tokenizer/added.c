@@ -166,6 +166,9 @@ int tk_ac_find(const hs_tokenizer *t, int pass, tk_scratch *sc, const char *s, s
      * there is one (found in decreasing offsets) */
     int32_t state = 0;
     for (size_t i = n; !rc && i-- > 0;) {
+        /* at the root, a byte that ends no token leaves it there: skipped */
+        while (!state && i > 0 && ac->root_next[(unsigned char)s[i]] < 0)
+            i--;
         unsigned char c = (unsigned char)s[i];
         int32_t g;
         while ((g = child_of(ac, state, c)) < 0 && state)

@@ -58,11 +58,8 @@ void tk_regex_free(tk_re *re)
     re->any = re->at = NULL;
 }
 
-int tk_charge(tk_scratch *s, uint64_t units, const char *who)
+int tk_spent(const tk_scratch *s, const char *who)
 {
-    s->spent += units;
-    if (s->spent <= s->budget)
-        return HS_OK;
     return hs_fail(HS_EINVAL, "%s: the work budget of this text is spent (%u units a byte of its "
                    "%zu bytes): the file's steps do more work than a tokenizer does, refused "
                    "instead of run on", who, TK_WORK_PER_BYTE, s->text_n);

@@ -262,8 +262,13 @@ typedef struct tk_scratch {
 
 /* Charges units of work to the call's budget: HS_OK, or HS_EINVAL naming
  * who (the step: "FILE: pre_tokenizer.pretokenizers[0] (Split ...)") once
- * the budget is spent. */
-int tk_charge(tk_scratch *s, uint64_t units, const char *who);
+ * the budget is spent. Inline: it is called for every match and piece. */
+int tk_spent(const tk_scratch *s, const char *who);
+static inline int tk_charge(tk_scratch *s, uint64_t units, const char *who)
+{
+    s->spent += units;
+    return s->spent <= s->budget ? HS_OK : tk_spent(s, who);
+}
 
 /* The normalized text of a call may be at most TK_NORM_GROWTH times the
  * text plus TK_NORM_SLACK bytes: NFKC's largest expansion is 11 times in
