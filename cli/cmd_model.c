@@ -44,38 +44,52 @@ static int exists(const char *path)
     return stat(path, &sb) == 0;
 }
 
+/* tokens --in reads any stream (tokens --in /dev/stdin from a pipe), up to
+ * this many bytes: its size is not known before, and an endless one
+ * (/dev/zero) would fill the memory (4 bytes of ids a byte of text). */
+#define TOKENS_STREAM_CAP ((size_t)256 << 20)
+
 /* The bytes of file `in` as tokens (malloc'd): 0, or the exit status with
  * the error printed. */
 static int read_bytes(const char *in, int32_t **out, size_t *count)
 {
     /* any file, a pipe included (tokens --in /dev/stdin): it is read once,
-     * as a stream */
+     * as a stream, up to TOKENS_STREAM_CAP bytes */
     FILE *f = fopen(in, "rb");
     if (!f) {
         fprintf(stderr, "headscope: tokens: %s: cannot open: %s\n", in, strerror(errno));
         return EXIT_FAILURE_RUN;
     }
-    size_t cap = 1 << 20, n = 0;
-    int32_t *tok = malloc(sizeof(int32_t) * cap);
-    int ch;
-    while (tok && (ch = fgetc(f)) != EOF) {
-        if (n == cap) {
-            int32_t *grown = realloc(tok, sizeof(int32_t) * (cap *= 2));
-            if (!grown)
-                free(tok);
-            tok = grown;
-            if (!tok)
-                break;
+    size_t cap = 1 << 20, n = 0, got;
+    unsigned char *text = malloc(cap), chunk[1 << 16];
+    int too_long = 0;
+    while (text && !too_long && (got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (n + got > TOKENS_STREAM_CAP) {
+            too_long = 1;
+            break;
         }
-        tok[n++] = ch;
+        if (n + got > cap) {
+            unsigned char *grown = realloc(text, cap *= 2);
+            if (!grown)
+                free(text);
+            text = grown;
+        }
+        if (text)
+            memcpy(text + n, chunk, got), n += got;
     }
     int read_error = ferror(f);
     fclose(f);
-    if (!tok || read_error) {
-        free(tok);
-        fprintf(stderr, "headscope: tokens: %s: %s\n", in, tok ? "read failed" : "out of memory");
+    int32_t *tok = text && !too_long && !read_error ? malloc(sizeof(int32_t) * (n ? n : 1)) : NULL;
+    for (size_t i = 0; tok && i < n; i++)
+        tok[i] = text[i];
+    if (!tok) {
+        fprintf(stderr, "headscope: tokens: %s: %s\n", in,
+                too_long ? "more than 256 MiB of text (write a stream to a file to read more)"
+                : read_error ? "read failed" : "out of memory");
+        free(text);
         return EXIT_FAILURE_RUN;
     }
+    free(text);
     *out = tok, *count = n;
     return 0;
 }
@@ -90,7 +104,7 @@ static int read_tokenized(const char *in, const char *path, int special, int32_t
     if (hs_tokenizer_open(&tok, path))
         return run_error("tokens");
     *vocab = hs_tokenizer_vocab_size(tok);
-    int rc = hs_tokenizer_encode_file(tok, in, special, out, count);
+    int rc = hs_tokenizer_encode_file(tok, in, TOKENS_STREAM_CAP, special, out, count);
     hs_tokenizer_free(tok);
     return rc ? run_error("tokens") : 0;
 }
