@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "checkpoint.h"
 #include "study.h"
@@ -20,29 +19,6 @@ int hs_tokenizer_for(hs_tokenizer **tk, const char *tokenizer, const char *model
     if (used)
         *used = path;
     return path ? hs_tokenizer_open(tk, path) : HS_OK;
-}
-
-/* The whole of a regular file (malloc'd, NUL-terminated), *len its bytes;
- * NULL with the message set. Texts are held in memory, as their ids are. */
-static char *read_text_file(const char *path, size_t *len)
-{
-    enum { MAX_TEXT = 1 << 30 };
-    FILE *f = hs_fopen_regular(path);
-    if (!f)
-        return NULL; /* the message names the file */
-    struct stat sb;
-    char *buf = NULL;
-    if (fstat(fileno(f), &sb) || sb.st_size > MAX_TEXT)
-        hs_fail(HS_EINVAL, "%s: a text file of at most 1 GiB is read", path);
-    else if ((buf = hs_calloc((size_t)sb.st_size + 1, 1, path)) &&
-             fread(buf, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size) {
-        hs_fail(HS_EIO, "%s: read failed", path);
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = buf ? (size_t)sb.st_size : 0;
-    return buf;
 }
 
 int hs_source_load(hs_tokenizer **keep, hs_tokens *t, const hs_source *s, const char *model_dir,
@@ -73,9 +49,9 @@ int hs_source_load(hs_tokenizer **keep, hs_tokens *t, const hs_source *s, const 
                          : hs_fail(HS_EINVAL, "--text %s needs --tokenizer PATH", s->text);
     size_t len = 0, n = 0;
     int32_t *ids = NULL;
-    char *text = rc ? NULL : read_text_file(s->text, &len);
-    if (!rc && !text)
-        rc = HS_EIO;
+    char *text = NULL; /* texts are held in memory, as their ids are */
+    if (!rc)
+        rc = hs_read_file(&text, &len, s->text, (size_t)1 << 30, 0);
     if (!rc && (rc = hs_tokenizer_encode(tk, text, len, 1, &ids, &n))) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", hs_last_error());

@@ -1,6 +1,5 @@
 /* info, tokens, train, eval: the model commands. Parsing and reporting
  * only; the work is in the library. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,51 +47,6 @@ static int exists(const char *path)
  * this many bytes: its size is not known before, and an endless one
  * (/dev/zero) would fill the memory (4 bytes of ids a byte of text). */
 #define TOKENS_STREAM_CAP ((size_t)256 << 20)
-
-/* The bytes of file `in` as tokens (malloc'd): 0, or the exit status with
- * the error printed. */
-static int read_bytes(const char *in, int32_t **out, size_t *count)
-{
-    /* any file, a pipe included (tokens --in /dev/stdin): it is read once,
-     * as a stream, up to TOKENS_STREAM_CAP bytes */
-    FILE *f = fopen(in, "rb");
-    if (!f) {
-        fprintf(stderr, "headscope: tokens: %s: cannot open: %s\n", in, strerror(errno));
-        return EXIT_FAILURE_RUN;
-    }
-    size_t cap = 1 << 20, n = 0, got;
-    unsigned char *text = malloc(cap), chunk[1 << 16];
-    int too_long = 0;
-    while (text && !too_long && (got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (n + got > TOKENS_STREAM_CAP) {
-            too_long = 1;
-            break;
-        }
-        if (n + got > cap) {
-            unsigned char *grown = realloc(text, cap *= 2);
-            if (!grown)
-                free(text);
-            text = grown;
-        }
-        if (text)
-            memcpy(text + n, chunk, got), n += got;
-    }
-    int read_error = ferror(f);
-    fclose(f);
-    int32_t *tok = text && !too_long && !read_error ? malloc(sizeof(int32_t) * (n ? n : 1)) : NULL;
-    for (size_t i = 0; tok && i < n; i++)
-        tok[i] = text[i];
-    if (!tok) {
-        fprintf(stderr, "headscope: tokens: %s: %s\n", in,
-                too_long ? "more than 256 MiB of text (write a stream to a file to read more)"
-                : read_error ? "read failed" : "out of memory");
-        free(text);
-        return EXIT_FAILURE_RUN;
-    }
-    free(text);
-    *out = tok, *count = n;
-    return 0;
-}
 
 /* The text of file `in` encoded by the tokenizer at `path` as one document
  * (malloc'd ids, *vocab its number of ids): 0, or the exit status with the
@@ -150,8 +104,11 @@ static int cmd_tokens(int argc, char **argv)
     }
     int32_t *tok;
     size_t n;
-    if ((rc = tokenizer ? read_tokenized(in, tokenizer, !no_special, &tok, &n, &vocab)
-                        : read_bytes(in, &tok, &n)))
+    if (tokenizer)
+        rc = read_tokenized(in, tokenizer, !no_special, &tok, &n, &vocab);
+    else if (hs_tokens_read_bytes(&tok, &n, in, TOKENS_STREAM_CAP))
+        rc = run_error("tokens");
+    if (rc)
         return rc;
     size_t planted = 0;
     if (share > 0 && n < (size_t)T)

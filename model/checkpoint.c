@@ -47,28 +47,20 @@ static int file_layout(const hs_model *m, hs_file_tensor **out, int *n_out)
 
 int hs_read_text(char **out, const char *path, size_t limit)
 {
-    *out = NULL;
-    FILE *f = hs_fopen_regular(path);
-    if (!f)
-        return HS_EIO;
-    char *buf = hs_calloc(limit + 1, 1, path);
-    size_t n = buf ? fread(buf, 1, limit + 1, f) : 0;
-    int err = ferror(f), rc = buf ? HS_OK : HS_ENOMEM;
-    fclose(f);
-    const char *nul = buf ? memchr(buf, 0, n) : NULL;
-    if (buf && (err || n > limit))
-        rc = hs_fail(err ? HS_EIO : HS_EFORMAT, "%s: %s", path,
-                     err ? "read failed" : "larger than expected for this file");
-    else if (nul) /* the text would end there for every reader of the string */
+    size_t n;
+    int rc = hs_read_file(out, &n, path, limit, 0);
+    if (rc == HS_EINVAL) /* larger than the limit */
+        rc = hs_fail(HS_EFORMAT, "%s: larger than expected for this file (%zu bytes at most)",
+                     path, limit);
+    const char *nul = rc ? NULL : memchr(*out, 0, n);
+    if (nul) /* the text would end there for every reader of the string */
         rc = hs_fail(HS_EFORMAT, "%s: a NUL byte at byte %zu (a text file holds none)", path,
-                     (size_t)(nul - buf));
+                     (size_t)(nul - *out));
     if (rc) {
-        free(buf);
-        return rc;
+        free(*out);
+        *out = NULL;
     }
-    buf[n] = 0;
-    *out = buf;
-    return HS_OK;
+    return rc;
 }
 
 int hs_config_load(hs_model_config *c, const char *dir)

@@ -281,6 +281,63 @@ int hs_open_regular(const char *path, size_t *size)
     return fd;
 }
 
+int hs_read_file(char **out, size_t *len, const char *path, size_t limit, size_t stream_cap)
+{
+    *out = NULL, *len = 0;
+    /* a regular file unless streams are taken: then any file, a pipe too */
+    const int fd = stream_cap ? open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
+                              : hs_open_regular(path, NULL);
+    if (fd < 0)
+        return stream_cap ? hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno)) : HS_EIO;
+    struct stat sb;
+    const int regular = !fstat(fd, &sb) && S_ISREG(sb.st_mode);
+    const size_t cap = regular ? limit : stream_cap;
+    int rc = regular && (uint64_t)sb.st_size > cap
+                 ? hs_fail(HS_EINVAL, "%s: %lld bytes: a file of at most %zu bytes is read here",
+                           path, (long long)sb.st_size, cap)
+                 : HS_OK;
+    /* room for one byte more than a regular file's size, so that its end
+     * is read without growing the buffer */
+    size_t n = 0, room = regular ? (size_t)sb.st_size + 2 : (size_t)1 << 16;
+    char *buf = rc ? NULL : hs_calloc(room, 1, path);
+    rc = rc ? rc : buf ? HS_OK : HS_ENOMEM;
+    /* to the end, or until the cap is passed: an endless stream (/dev/zero,
+     * a pipe that never closes) is refused there, as a regular file that
+     * grew past it since fstat */
+    while (!rc) {
+        if (n + 1 == room) { /* n <= cap here, so cap + 2 > room */
+            const size_t grow = room > cap / 2 ? cap + 2 : room * 2;
+            char *grown = realloc(buf, grow);
+            if (!grown) {
+                rc = hs_fail(HS_ENOMEM, "%s: out of memory reading it", path);
+                break;
+            }
+            buf = grown, room = grow;
+        }
+        const size_t want = room - 1 - n;
+        const ssize_t got = read(fd, buf + n, want > (size_t)1 << 20 ? (size_t)1 << 20 : want);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            rc = hs_fail(HS_EIO, "%s: read failed: %s", path, strerror(errno));
+        else if (!got)
+            break;
+        else if ((n += (size_t)got) > cap)
+            rc = regular ? hs_fail(HS_EINVAL, "%s: more than %zu bytes (it grew while read)", path,
+                                   cap)
+                         : hs_fail(HS_EINVAL, "%s: more than %zu MiB of text from a stream (write "
+                                   "it to a file to read more)", path, cap >> 20);
+    }
+    close(fd);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    buf[n] = 0;
+    *out = buf, *len = n;
+    return HS_OK;
+}
+
 FILE *hs_fopen_regular(const char *path)
 {
     int fd = hs_open_regular(path, NULL);

@@ -52,6 +52,15 @@ int hs_open_regular(const char *path, size_t *size);
 /* hs_open_regular as a stdio stream ("rb"); NULL with the message set. */
 FILE *hs_fopen_regular(const char *path);
 
+/* The whole of the file at path into *out (malloc'd, NUL-terminated; it may
+ * hold NULs of its own), *len its bytes: a regular file (hs_open_regular)
+ * of at most limit bytes, or with stream_cap > 0 any file that opens (a
+ * pipe, /dev/stdin), read to its end up to stream_cap bytes: an endless
+ * stream is refused past them instead of filling the memory. HS_EIO naming
+ * the file when it cannot be read, HS_EINVAL when it is longer; *out NULL
+ * then. The one reader of whole files (texts, config.json, tokenizer.json). */
+int hs_read_file(char **out, size_t *len, const char *path, size_t limit, size_t stream_cap);
+
 /* Output files are written under a temporary name beside the final one and
  * moved over it when complete, so that no reader ever sees half a file.
  * The temporary name is not predictable and the file is created with

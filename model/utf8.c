@@ -33,16 +33,26 @@ int hs_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
     return len;
 }
 
-int hs_utf8_valid(const char *s, size_t n)
+size_t hs_utf8_check(const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
+    size_t i = 0;
+    while (i < n) {
+        if (p[i] < 0x80) { /* the common case, without the call */
+            i++;
+            continue;
+        }
         const int k = hs_utf8_decode(p + i, n - i, NULL);
         if (!k)
-            return 0;
+            return i;
         i += (size_t)k;
     }
-    return 1;
+    return n;
+}
+
+int hs_utf8_valid(const char *s, size_t n)
+{
+    return hs_utf8_check(s, n) == n;
 }
 
 void hs_utf8_sanitize(char *s, int controls)

@@ -14,7 +14,11 @@
  * do not start one (or n is 0). Reads at most min(n, 4) bytes. */
 int hs_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
 
-/* 1 when the n bytes at s are well-formed UTF-8 (NUL is a character). */
+/* The offset of the first byte of the n at s that does not belong to a
+ * well-formed sequence, or n when they are all UTF-8 (NUL is a character). */
+size_t hs_utf8_check(const char *s, size_t n);
+
+/* 1 when the n bytes at s are well-formed UTF-8: hs_utf8_check(s, n) == n. */
 int hs_utf8_valid(const char *s, size_t n);
 
 /* Replaces in place, in the NUL-terminated s, each byte that does not

@@ -94,6 +94,22 @@ int hs_tokens_adopt(hs_tokens *t, int32_t *ids, size_t n)
     return HS_OK;
 }
 
+int hs_tokens_read_bytes(int32_t **ids, size_t *n, const char *path, size_t stream_cap)
+{
+    char *text;
+    size_t len;
+    *ids = NULL, *n = 0;
+    int rc = hs_read_file(&text, &len, path, (size_t)1 << 30, stream_cap);
+    int32_t *tok = rc ? NULL : hs_calloc(len ? len : 1, sizeof(int32_t), path);
+    for (size_t i = 0; tok && i < len; i++)
+        tok[i] = (unsigned char)text[i];
+    free(text);
+    if (!rc && !tok)
+        return HS_ENOMEM;
+    *ids = tok, *n = tok ? len : 0;
+    return rc;
+}
+
 int hs_tokens_write(const char *path, const int32_t *tok, size_t n)
 {
     return hs_tokens_write_version(path, tok, n, 1);

@@ -28,6 +28,14 @@ void hs_tokens_free(hs_tokens *t);
  * the caller then). */
 int hs_tokens_adopt(hs_tokens *t, int32_t *ids, size_t n);
 
+/* The bytes of the file at path as tokens of the byte-level vocabulary
+ * (`tokens --in`, SPEC §4): *ids malloc'd, *n of them (n may be 0). Any
+ * file is read, a pipe included (tokens --in /dev/stdin), up to stream_cap
+ * bytes (an endless one, /dev/zero, is refused past them: its size is not
+ * known before, and it would fill the memory with 4 bytes of ids a byte);
+ * a regular file up to 1 GiB. HS_EIO / HS_EINVAL naming the file. */
+int hs_tokens_read_bytes(int32_t **ids, size_t *n, const char *path, size_t stream_cap);
+
 /* Writes tokens (all < 65536) as a version-1 shard, via a temporary file
  * (hs_tmp_fopen) moved over path. */
 int hs_tokens_write(const char *path, const int32_t *tok, size_t n);

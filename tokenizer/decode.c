@@ -110,7 +110,7 @@ static int dec_bytefallback(const toklist *in, toklist *out, int display)
             continue;
         }
         if (run.n) {
-            if (display || tk_utf8_check(run.p, run.n) == run.n)
+            if (display || hs_utf8_check(run.p, run.n) == run.n)
                 rc = list_add(out, run.p, run.n, 0);
             else
                 for (size_t k = 0; k < run.n && !rc; k++)
@@ -186,7 +186,7 @@ static int show_bytes(tk_buf *out, const char *s, size_t n)
 {
     size_t i = 0;
     while (i < n) {
-        size_t ok = i + tk_utf8_check(s + i, n - i);
+        size_t ok = i + hs_utf8_check(s + i, n - i);
         if (tk_buf_add(out, s + i, ok - i))
             return HS_ENOMEM;
         if (ok == n)

@@ -43,36 +43,16 @@ size_t tkj_push(tkj_ctx *c, const char *fmt, ...)
  * text. NULL with *rc set (HS_EIO, HS_EFORMAT naming the byte offset). */
 static char *read_file(const char *path, size_t *n, int *rc)
 {
-    size_t size = 0;
-    *rc = HS_EIO;
-    int fd = hs_open_regular(path, &size);
-    if (fd < 0)
+    char *buf;
+    if ((*rc = hs_read_file(&buf, n, path, (size_t)1 << 30, 0)))
         return NULL;
-    char *buf = malloc(size + 1);
-    size_t got = 0;
-    while (buf && got < size) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r <= 0) {
-            hs_fail(HS_EIO, "%s: read failed: %s", path, r ? strerror(errno) : "short file");
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    if (!buf)
-        return NULL;
-    buf[got] = 0;
-    size_t bad = tk_utf8_check(buf, got);
-    if (bad < got) {
+    size_t bad = hs_utf8_check(buf, *n);
+    if (bad < *n) {
         *rc = hs_fail(HS_EFORMAT, "%s: invalid UTF-8 at byte offset %zu (a tokenizer file is"
                       " UTF-8 text)", path, bad);
         free(buf);
         return NULL;
     }
-    *rc = HS_OK;
-    *n = got;
     return buf;
 }
 

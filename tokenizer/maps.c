@@ -178,57 +178,6 @@ int tk_cp_to_byte(uint32_t cp)
     return -1;
 }
 
-int tk_utf8_next(const char *s, size_t n, uint32_t *cp)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    if (!n)
-        return 0;
-    if (u[0] < 0x80) {
-        *cp = u[0];
-        return 1;
-    }
-    int len = u[0] >= 0xf0 && u[0] <= 0xf4 ? 4 : u[0] >= 0xe0 ? 3 : u[0] >= 0xc2 && u[0] < 0xe0 ? 2 : 0;
-    if (!len || (size_t)len > n || u[0] > 0xf4)
-        return 0;
-    /* the second byte's range rules out overlongs, surrogates and > U+10FFFF */
-    unsigned lo = 0x80, hi = 0xbf;
-    if (u[0] == 0xe0)
-        lo = 0xa0;
-    else if (u[0] == 0xed)
-        hi = 0x9f;
-    else if (u[0] == 0xf0)
-        lo = 0x90;
-    else if (u[0] == 0xf4)
-        hi = 0x8f;
-    if (u[1] < lo || u[1] > hi)
-        return 0;
-    uint32_t c = u[0] & (0x7f >> len);
-    for (int i = 1; i < len; i++) {
-        if ((u[i] & 0xc0) != 0x80)
-            return 0;
-        c = c << 6 | (u[i] & 0x3f);
-    }
-    *cp = c;
-    return len;
-}
-
-size_t tk_utf8_check(const char *s, size_t n)
-{
-    size_t i = 0;
-    uint32_t cp;
-    while (i < n) {
-        if ((unsigned char)s[i] < 0x80) {
-            i++;
-            continue;
-        }
-        int l = tk_utf8_next(s + i, n - i, &cp);
-        if (!l)
-            return i;
-        i += (size_t)l;
-    }
-    return n;
-}
-
 int tk_utf8_put(tk_buf *b, uint32_t cp)
 {
     char u[4];
@@ -269,7 +218,7 @@ int tk_utf8_lossy(tk_buf *out, const char *s, size_t n)
 {
     size_t i = 0;
     while (i < n) {
-        size_t ok = i + tk_utf8_check(s + i, n - i);
+        size_t ok = i + hs_utf8_check(s + i, n - i);
         if (tk_buf_add(out, s + i, ok - i))
             return HS_ENOMEM;
         if (ok == n)

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "tokenizer.h"
+#include "utf8.h"
 
 typedef struct {
     char *s;
@@ -161,10 +162,12 @@ int tk_ids_add(tk_ids *v, const int32_t *s, size_t n);
 /* GPT-2's byte -> code point, and back (-1 for a code point outside it) */
 uint32_t tk_byte_to_cp(unsigned char b);
 int tk_cp_to_byte(uint32_t cp);
-/* The UTF-8 of the code point at s (n bytes left): *cp, returns its length (0 invalid) */
-int tk_utf8_next(const char *s, size_t n, uint32_t *cp);
-/* Byte offset of the first invalid UTF-8 sequence, or n when all is valid */
-size_t tk_utf8_check(const char *s, size_t n);
+/* The UTF-8 of the code point at s (n bytes left): *cp, returns its length
+ * (0 invalid); model/utf8.h's one checker over the tokenizer's char text */
+static inline int tk_utf8_next(const char *s, size_t n, uint32_t *cp)
+{
+    return hs_utf8_decode((const unsigned char *)s, n, cp);
+}
 int tk_utf8_put(tk_buf *b, uint32_t cp);
 /* Replaces every ill-formed subsequence by U+FFFD, as WHATWG's decoder and
  * Rust's from_utf8_lossy do */

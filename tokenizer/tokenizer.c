@@ -297,7 +297,7 @@ int hs_tokenizer_encode(const hs_tokenizer *t, const char *text, size_t len, int
                         int32_t **ids, size_t *n)
 {
     *ids = NULL, *n = 0;
-    size_t bad = tk_utf8_check(text, len);
+    size_t bad = hs_utf8_check(text, len);
     if (bad < len)
         return hs_fail(HS_EINVAL, "text: invalid UTF-8 at byte offset %zu", bad);
     tk_scratch *s = tk_scratch_new(t);
@@ -364,42 +364,15 @@ int hs_tokenizer_encode_file(const hs_tokenizer *t, const char *path, size_t str
                              int add_special, int32_t **ids, size_t *n)
 {
     *ids = NULL, *n = 0;
-    /* a regular file unless streams are taken: then any file, a pipe too */
-    int fd = stream_cap ? open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY) : hs_open_regular(path, NULL);
-    if (fd < 0)
-        return stream_cap ? hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno)) : HS_EIO;
-    struct stat sb;
-    const int regular = !fstat(fd, &sb) && S_ISREG(sb.st_mode);
-    const size_t cap = regular || stream_cap > HS_TOKENIZER_MAX_TEXT ? HS_TOKENIZER_MAX_TEXT
-                                                                     : stream_cap;
-    tk_buf text = { 0 };
-    int rc = regular && (uint64_t)sb.st_size > cap
-                 ? hs_fail(HS_EINVAL, "%s: %lld bytes: a text of at most %zu MiB is read", path,
-                           (long long)sb.st_size, cap >> 20)
-                 : HS_OK;
-    char chunk[1 << 16];
-    /* read until the end, or until the cap is passed: an endless stream
-     * (/dev/zero, a pipe that never closes) is refused there */
-    while (!rc) {
-        ssize_t got = read(fd, chunk, sizeof chunk);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0)
-            rc = hs_fail(HS_EIO, "%s: read failed: %s", path, strerror(errno));
-        else if (!got)
-            break;
-        else if (text.n + (size_t)got > cap)
-            rc = hs_fail(HS_EINVAL, "%s: more than %zu MiB of text%s", path, cap >> 20,
-                         regular ? "" : " from a stream (write it to a file to read more)");
-        else
-            rc = tk_buf_add(&text, chunk, (size_t)got);
-    }
-    close(fd);
+    char *text;
+    size_t len;
+    int rc = hs_read_file(&text, &len, path, HS_TOKENIZER_MAX_TEXT,
+                          stream_cap > HS_TOKENIZER_MAX_TEXT ? HS_TOKENIZER_MAX_TEXT : stream_cap);
     if (!rc) {
-        size_t bad = tk_utf8_check(text.p, text.n);
-        rc = bad < text.n ? hs_fail(HS_EINVAL, "%s: invalid UTF-8 at byte offset %zu", path, bad)
-                          : hs_tokenizer_encode(t, text.p ? text.p : "", text.n, add_special, ids, n);
+        size_t bad = hs_utf8_check(text, len);
+        rc = bad < len ? hs_fail(HS_EINVAL, "%s: invalid UTF-8 at byte offset %zu", path, bad)
+                       : hs_tokenizer_encode(t, text, len, add_special, ids, n);
     }
-    free(text.p);
+    free(text);
     return rc;
 }
