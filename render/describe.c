@@ -82,6 +82,8 @@ static void print_particulars(FILE *f, const hs_model_config *c, int json)
         hs_json_number(f, c->attn_softcap, 9);
         fprintf(f, ",\"final_softcap\":");
         hs_json_number(f, c->final_softcap, 9);
+        fprintf(f, ",\"query_pre_attn_scalar\":"), hs_json_number(f, c->attn_scalar, 9);
+        fprintf(f, ",\"rope_local_theta\":"), hs_json_number(f, c->rope_local_theta, 9);
         return;
     }
     if (c->mla) {
@@ -101,6 +103,10 @@ static void print_particulars(FILE *f, const hs_model_config *c, int json)
         if (rotary)
             fprintf(f, ", rotary on %d of %d dims (theta %g, scaling %s)", rotary, c->head_dim,
                    c->rope_theta, SCALING[c->rope_scaling.kind]);
+        if (rotary && c->rope_local_theta > 0)
+            fprintf(f, ", sliding layers' theta %g", c->rope_local_theta);
+        if (c->attn_scalar > 0)
+            fprintf(f, ", scores x %g^-1/2", c->attn_scalar);
         fprintf(f, ", q/k/v bias %s\n", c->qkv_bias || c->attn_bias ? "yes" : "no");
     }
     fprintf(f, "residual     %s%s\n", c->parallel_residual ? "parallel (x + attn(ln1 x) + mlp(ln2 x))"
@@ -124,6 +130,11 @@ static void print_particulars(FILE *f, const hs_model_config *c, int json)
         }
 }
 
+/* Where a block's norms sit: before the sublayers (pre), after the residual
+ * sum (post: x = LN(x + f(x))), or only on the sublayers' outputs (OLMo-2:
+ * x + LN(f(x)), no input norm). */
+#define NORM_POSITION(c) ((c)->post_norm ? "post" : (c)->no_input_norm ? "output" : "pre")
+
 void hs_describe_model(FILE *f, const hs_model *m, const char *path, int json)
 {
     const hs_model_config *c = &m->cfg;
@@ -141,7 +152,7 @@ void hs_describe_model(FILE *f, const hs_model *m, const char *path, int json)
                "\"norm\":\"%s\",\"norm_position\":\"%s\",\"mlp\":\"%s\",\"d_ff\":%d,\"n_head\":[",
                hs_family_name(c->family), m->n_params, c->n_layer, c->d_model, c->head_dim,
                c->vocab_size, c->n_ctx, POS_NAMES[c->pos], NORM_NAMES[c->norm],
-               c->post_norm ? "post" : "pre", MLP_NAMES[c->mlp], c->d_ff);
+               NORM_POSITION(c), MLP_NAMES[c->mlp], c->d_ff);
         for (int l = 0; l < c->n_layer; l++)
             fprintf(f, "%s%d", l ? "," : "", c->n_head[l]);
         fprintf(f, "],\"n_kv_head\":[");
@@ -159,8 +170,8 @@ void hs_describe_model(FILE *f, const hs_model *m, const char *path, int json)
                c->head_dim, c->d_ff);
         fprintf(f, "vocab        %d, context %d, positions %s\n", c->vocab_size, c->n_ctx,
                POS_NAMES[c->pos]);
-        fprintf(f, "norm         %s (%s), mlp %s\n", NORM_NAMES[c->norm], c->post_norm ? "post" : "pre",
-               MLP_NAMES[c->mlp]);
+        fprintf(f, "norm         %s (%s), mlp %s\n", NORM_NAMES[c->norm], NORM_POSITION(c),
+                MLP_NAMES[c->mlp]);
         fprintf(f, "heads        ");
         for (int l = 0; l < c->n_layer; l++)
             fprintf(f, "%s%d/%d", l ? " " : "", c->n_head[l], c->n_kv_head[l]);
