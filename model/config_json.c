@@ -359,3 +359,14 @@ void hs_cfg_add_hf_sizes(cJSON *o, const hs_model_config *c, const char *arch)
     cJSON_AddNumberToObject(o, "initializer_range", c->init_std);
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
 }
+
+void hs_cfg_add_hf_decoder(cJSON *o, const hs_model_config *c, const char *arch)
+{
+    hs_cfg_add_hf_sizes(o, c, arch);
+    hs_cfg_add_per_layer(o, "num_attention_heads", c, c->n_head);
+    hs_cfg_add_per_layer(o, "num_key_value_heads", c, c->n_kv_head);
+    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+    cJSON_AddNumberToObject(o, "rms_norm_eps", c->norm_eps);
+    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+    hs_cfg_add_rope_scaling(o, &c->rope_scaling);
+}

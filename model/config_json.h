@@ -115,4 +115,8 @@ void hs_cfg_add_rope_scaling(cJSON *o, const hs_rope_scaling *s);
 /* The keys of hs_cfg_hf_sizes, and "architectures": [arch]. */
 void hs_cfg_add_hf_sizes(cJSON *o, const hs_model_config *c, const char *arch);
 
+/* A Llama-style decoder's: hs_cfg_add_hf_sizes, num_attention_heads,
+ * num_key_value_heads, head_dim, rms_norm_eps, rope_theta, rope_scaling. */
+void hs_cfg_add_hf_decoder(cJSON *o, const hs_model_config *c, const char *arch);
+
 #endif

@@ -55,3 +55,13 @@ int hs_family_find(const hs_model *m, const char *fmt, int l)
     snprintf(name, sizeof name, fmt, l);
     return hs_model_find(m, name);
 }
+
+void hs_preset_rmsnorm_swiglu(hs_model_config *c)
+{
+    c->pos = HS_POS_ROPE;
+    c->norm = HS_NORM_RMSNORM;
+    c->norm_bias = 0;
+    c->mlp = HS_MLP_SWIGLU;
+    c->d_ff = 172;
+    c->tie_embeddings = 0;
+}

@@ -71,6 +71,11 @@ typedef struct {
     void (*apply)(hs_model_config *c, int *H, int *G);
 } hs_preset;
 
+/* What the presets of the Llama-like families share: RoPE, RMSNorm without
+ * bias, a SwiGLU MLP of 172 (the base's d_model 64 by Llama's 8/3, rounded
+ * up to a multiple of 4), untied embeddings. */
+void hs_preset_rmsnorm_swiglu(hs_model_config *c);
+
 typedef struct {
     hs_family id;
     const char *model_type; /* config.json's "model_type" */

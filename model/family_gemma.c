@@ -243,13 +243,7 @@ static void write(cJSON *o, const hs_model_config *c)
     static const char *const arch[] = { [HS_FAMILY_GEMMA] = "GemmaForCausalLM",
                                         [HS_FAMILY_GEMMA2] = "Gemma2ForCausalLM",
                                         [HS_FAMILY_GEMMA3] = "Gemma3ForCausalLM" };
-    hs_cfg_add_hf_sizes(o, c, arch[c->family]);
-    hs_cfg_add_per_layer(o, "num_attention_heads", c, c->n_head);
-    hs_cfg_add_per_layer(o, "num_key_value_heads", c, c->n_kv_head);
-    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
-    cJSON_AddNumberToObject(o, "rms_norm_eps", c->norm_eps);
-    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
-    hs_cfg_add_rope_scaling(o, &c->rope_scaling);
+    hs_cfg_add_hf_decoder(o, c, arch[c->family]);
     cJSON_AddStringToObject(o, "hidden_activation", c->gelu_exact ? "gelu" : "gelu_pytorch_tanh");
     cJSON_AddBoolToObject(o, "attention_bias", c->attn_bias);
     if (c->family == HS_FAMILY_GEMMA)
@@ -321,13 +315,10 @@ static void gemma(hs_model_config *c, int *H, int *G)
 {
     (void)H;
     *G = 1;
-    c->pos = HS_POS_ROPE;
-    c->norm = HS_NORM_RMSNORM;
+    hs_preset_rmsnorm_swiglu(c);
     c->norm_eps = 1e-6;
-    c->norm_bias = 0;
     c->norm_offset = c->embed_scale = 1;
     c->mlp = HS_MLP_GEGLU;
-    c->d_ff = 172;
     c->tie_embeddings = 1;
 }
 

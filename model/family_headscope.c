@@ -310,13 +310,8 @@ static int fits(const hs_model_config *c)
 static void mla(hs_model_config *c, int *H, int *G)
 {
     (void)H, (void)G;
-    c->pos = HS_POS_ROPE;
-    c->norm = HS_NORM_RMSNORM;
+    hs_preset_rmsnorm_swiglu(c);
     c->norm_eps = 1e-6;
-    c->mlp = HS_MLP_SWIGLU;
-    c->d_ff = 172;
-    c->norm_bias = 0;
-    c->tie_embeddings = 0;
     c->mla = 1;
     c->kv_lora_rank = 32;
     c->qk_nope_head_dim = 16;

@@ -88,13 +88,7 @@ static void write(cJSON *o, const hs_model_config *c)
                                         [HS_FAMILY_MISTRAL] = "MistralForCausalLM",
                                         [HS_FAMILY_QWEN2] = "Qwen2ForCausalLM",
                                         [HS_FAMILY_QWEN3] = "Qwen3ForCausalLM" };
-    hs_cfg_add_hf_sizes(o, c, arch[c->family]);
-    hs_cfg_add_per_layer(o, "num_attention_heads", c, c->n_head);
-    hs_cfg_add_per_layer(o, "num_key_value_heads", c, c->n_kv_head);
-    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
-    cJSON_AddNumberToObject(o, "rms_norm_eps", c->norm_eps);
-    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
-    hs_cfg_add_rope_scaling(o, &c->rope_scaling);
+    hs_cfg_add_hf_decoder(o, c, arch[c->family]);
     if (c->family == HS_FAMILY_LLAMA) {
         cJSON_AddBoolToObject(o, "attention_bias", c->attn_bias);
         cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
@@ -214,13 +208,8 @@ static void llama_like(hs_model_config *c, int *H, int *G)
 {
     (void)H;
     *G = 2;
-    c->pos = HS_POS_ROPE;
-    c->norm = HS_NORM_RMSNORM;
+    hs_preset_rmsnorm_swiglu(c);
     c->norm_eps = 1e-6;
-    c->mlp = HS_MLP_SWIGLU;
-    c->d_ff = 172;
-    c->norm_bias = 0;
-    c->tie_embeddings = 0;
 }
 
 static void mistral(hs_model_config *c, int *H, int *G)

@@ -34,13 +34,7 @@ static int parse(hs_model_config *c, hs_cfg_reader *r)
 
 static void write(cJSON *o, const hs_model_config *c)
 {
-    hs_cfg_add_hf_sizes(o, c, "Olmo2ForCausalLM");
-    hs_cfg_add_per_layer(o, "num_attention_heads", c, c->n_head);
-    hs_cfg_add_per_layer(o, "num_key_value_heads", c, c->n_kv_head);
-    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
-    cJSON_AddNumberToObject(o, "rms_norm_eps", c->norm_eps);
-    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
-    hs_cfg_add_rope_scaling(o, &c->rope_scaling);
+    hs_cfg_add_hf_decoder(o, c, "Olmo2ForCausalLM");
     cJSON_AddBoolToObject(o, "attention_bias", c->attn_bias);
     cJSON_AddStringToObject(o, "hidden_act", "silu");
 }
@@ -62,15 +56,10 @@ static int fits(const hs_model_config *c)
 static void olmo2(hs_model_config *c, int *H, int *G)
 {
     (void)H, (void)G;
-    c->pos = HS_POS_ROPE;
-    c->norm = HS_NORM_RMSNORM;
+    hs_preset_rmsnorm_swiglu(c);
     c->norm_eps = 1e-6;
-    c->norm_bias = 0;
     c->no_input_norm = c->out_norm = 1;
     c->qk_norm = HS_QK_NORM_PROJ;
-    c->mlp = HS_MLP_SWIGLU;
-    c->d_ff = 172;
-    c->tie_embeddings = 0;
 }
 
 static const hs_preset presets[] = { { "olmo2", olmo2 } };

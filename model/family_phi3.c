@@ -65,13 +65,7 @@ static double rotary_factor(const hs_model_config *c)
 
 static void write(cJSON *o, const hs_model_config *c)
 {
-    hs_cfg_add_hf_sizes(o, c, "Phi3ForCausalLM");
-    hs_cfg_add_per_layer(o, "num_attention_heads", c, c->n_head);
-    hs_cfg_add_per_layer(o, "num_key_value_heads", c, c->n_kv_head);
-    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
-    cJSON_AddNumberToObject(o, "rms_norm_eps", c->norm_eps);
-    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
-    hs_cfg_add_rope_scaling(o, &c->rope_scaling);
+    hs_cfg_add_hf_decoder(o, c, "Phi3ForCausalLM");
     cJSON_AddNumberToObject(o, "partial_rotary_factor", rotary_factor(c));
     if (c->window)
         cJSON_AddNumberToObject(o, "sliding_window", c->window);
@@ -123,12 +117,7 @@ static int layout(const hs_model *m, hs_file_tensor *f, int i, int layer, const 
 static void phi3(hs_model_config *c, int *H, int *G)
 {
     (void)H, (void)G;
-    c->pos = HS_POS_ROPE;
-    c->norm = HS_NORM_RMSNORM;
-    c->norm_bias = 0;
-    c->mlp = HS_MLP_SWIGLU;
-    c->d_ff = 172;
-    c->tie_embeddings = 0;
+    hs_preset_rmsnorm_swiglu(c);
 }
 
 static const hs_preset presets[] = { { "phi3", phi3 } };
