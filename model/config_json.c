@@ -288,9 +288,22 @@ int hs_cfg_hf_sizes(hs_cfg_reader *r, hs_model_config *c)
     return hf_sizes(r, c, NULL);
 }
 
+int hs_cfg_head_dim(hs_cfg_reader *r, hs_model_config *c, int dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, "head_dim");
+    int dh = 0, rc = hs_cfg_int(r, "head_dim", HS_CFG_NULL_DEFAULT, v ? 0 : dflt, &dh);
+    if (rc)
+        return rc;
+    if (!dh && (c->n_head[0] < 1 || c->d_model % c->n_head[0]))
+        return hs_fail(HS_EFORMAT, "%s: hidden_size=%d is not divisible by num_attention_heads=%d",
+                       r->path, c->d_model, c->n_head[0]);
+    c->head_dim = dh ? dh : c->d_model / c->n_head[0];
+    return HS_OK;
+}
+
 int hs_cfg_hf_decoder(hs_cfg_reader *r, hs_model_config *c, const hs_hf_defaults *d)
 {
-    int rc, dh = 0;
+    int rc;
     if ((rc = hf_sizes(r, c, d)) ||
         (rc = hs_cfg_double(r, "rms_norm_eps", 0, d->rms_norm_eps, &c->norm_eps)) ||
         (rc = hs_cfg_bool(r, "tie_word_embeddings", HS_CFG_NULL_FALSE, d->tie_word_embeddings,
@@ -304,14 +317,8 @@ int hs_cfg_hf_decoder(hs_cfg_reader *r, hs_model_config *c, const hs_hf_defaults
                                0, c->n_kv_head)) ||
         (rc = hs_cfg_check_groups(r, c, "num_attention_heads", "num_key_value_heads")))
         return rc;
-    /* head_dim: absent, the class's default; null, derived (HF's None) */
-    const cJSON *hd = cJSON_GetObjectItemCaseSensitive(r->root, "head_dim");
-    if ((rc = hs_cfg_int(r, "head_dim", HS_CFG_NULL_DEFAULT, hd ? 0 : d->head_dim, &dh)))
+    if ((rc = hs_cfg_head_dim(r, c, d->head_dim)))
         return rc;
-    if (!dh && (c->n_head[0] < 1 || c->d_model % c->n_head[0]))
-        return hs_fail(HS_EFORMAT, "%s: hidden_size=%d is not divisible by num_attention_heads=%d",
-                       r->path, c->d_model, c->n_head[0]);
-    c->head_dim = dh ? dh : c->d_model / c->n_head[0];
     c->pos = HS_POS_ROPE;
     c->norm = HS_NORM_RMSNORM;
     c->final_norm = 1;

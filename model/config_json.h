@@ -104,6 +104,11 @@ typedef struct {
  * defaults it implies), its MLP and the rest. */
 int hs_cfg_hf_decoder(hs_cfg_reader *r, hs_model_config *c, const hs_hf_defaults *d);
 
+/* head_dim after num_attention_heads: absent, dflt (0: derived); null,
+ * derived as HF's None is, hidden_size / num_attention_heads, which must
+ * then divide. */
+int hs_cfg_head_dim(hs_cfg_reader *r, hs_model_config *c, int dflt);
+
 /* ---- writing ---- */
 
 /* key as one number when every layer has the same v[l], else a list. */

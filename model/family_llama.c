@@ -68,13 +68,8 @@ static int parse(hs_model_config *c, hs_cfg_reader *r)
         return rc;
     if ((rc = hs_cfg_rope(r, "rope_theta", 10000.0, 1.0, c)))
         return rc;
-    int dh = 0;
-    if ((rc = hs_cfg_int(r, "head_dim", HS_CFG_NULL_DEFAULT, 0, &dh)))
+    if ((rc = hs_cfg_head_dim(r, c, 0)))
         return rc;
-    if (!dh && (c->n_head[0] < 1 || c->d_model % c->n_head[0]))
-        return hs_fail(HS_EFORMAT, "%s: hidden_size=%d is not divisible by num_attention_heads=%d",
-                       r->path, c->d_model, c->n_head[0]);
-    c->head_dim = dh ? dh : c->d_model / c->n_head[0];
     c->pos = HS_POS_ROPE;
     c->norm = HS_NORM_RMSNORM;
     c->final_norm = 1;
