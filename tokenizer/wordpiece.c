@@ -14,8 +14,8 @@
  *                     a position no piece covers, is one unknown token
  *
  * The vocabulary is a byte trie, so that finding the longest piece at a
- * position walks the word once (HF looks up every shorter substring in
- * turn, O(n^2) lookups of O(n) bytes a position). The character classes
+ * position walks the word once (HF looks up each shorter substring in
+ * turn: up to n look-ups of up to n bytes a position). The character classes
  * are utf8proc's (Unicode 15); HF's `unicode_categories` tables are older, so
  * a character assigned since (category Cn there) that HF removes is kept. */
 #include <stdlib.h>
@@ -89,7 +89,7 @@ void tk_wp_free(tk_wp *wp)
 int tk_wp_build(hs_tokenizer *t, const char *prefix, size_t max_chars)
 {
     /* every byte of every piece may be an edge: the bound sizes the table */
-    size_t edges = strlen(prefix);
+    size_t edges = 0;
     for (int i = 0; i < t->n_ids; i++)
         edges += t->raw[i].s ? t->raw[i].n : 0;
     if (edges > WP_MAX_EDGES)
