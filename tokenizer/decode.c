@@ -139,6 +139,36 @@ static int replace_all(tk_buf *out, const tk_buf *s, const tk_str *pat, const ch
     return tk_buf_add(out, s->p + i, s->n - i);
 }
 
+/* WordPiece: a token after the first loses its prefix ("##ing"), or a
+ * space comes before it; cleanup: HF's replacements, in its order, on each
+ * token (" ." to ".", " do not" to " don't", ...) */
+static int dec_wordpiece(tk_buf *out, const tk_buf *s, const tk_dec *d, int first)
+{
+    static const char *const fix[][2] = { { " .", "." }, { " ?", "?" }, { " !", "!" },
+                                          { " ,", "," }, { " ' ", "'" }, { " n't", "n't" },
+                                          { " 'm", "'m" }, { " do not", " don't" },
+                                          { " 's", "'s" }, { " 've", "'ve" }, { " 're", "'re" } };
+    tk_buf a = { 0 }, b = { 0 };
+    int rc;
+    if (first)
+        rc = tk_buf_add(&a, s->p, s->n);
+    else if (s->n >= d->a.n && !memcmp(s->p, d->a.s, d->a.n))
+        rc = tk_buf_add(&a, s->p + d->a.n, s->n - d->a.n);
+    else
+        rc = tk_buf_add(&a, " ", 1) || tk_buf_add(&a, s->p, s->n);
+    for (size_t k = 0; d->start && !rc && k < sizeof fix / sizeof fix[0]; k++) {
+        tk_str pat = { (char *)fix[k][0], strlen(fix[k][0]) };
+        b.n = 0;
+        rc = replace_all(&b, &a, &pat, fix[k][1], strlen(fix[k][1]));
+        tk_buf x = a;
+        a = b, b = x;
+    }
+    if (!rc)
+        rc = tk_buf_add(out, a.p ? a.p : "", a.n);
+    free(a.p), free(b.p);
+    return rc ? HS_ENOMEM : HS_OK;
+}
+
 static int dec_step(const hs_tokenizer *t, const tk_dec *d, const toklist *in, toklist *out,
                     int display)
 {
@@ -161,6 +191,8 @@ static int dec_step(const hs_tokenizer *t, const tk_dec *d, const toklist *in, t
         const tk_buf *s = &in->s[i];
         if (d->type == TK_D_REPLACE)
             rc = replace_all(&r, s, &d->a, d->b.s, d->b.n);
+        else if (d->type == TK_D_WORDPIECE)
+            rc = dec_wordpiece(&r, s, d, i == 0);
         else if (d->type == TK_D_METASPACE) {
             /* HF: the first token's replacements vanish when a space was prepended */
             int drop = i == 0 && d->start != 0 && !display;

@@ -1,5 +1,5 @@
 /* Reading the two tokenizer formats into a hs_tokenizer: Hugging Face's
- * tokenizer.json (model BPE) and GPT-2's vocab.json + merges.txt. Every
+ * tokenizer.json (model BPE or WordPiece) and GPT-2's vocab.json + merges.txt. Every
  * field is checked; anything the encoder would not honour is refused with
  * the field's path ("pre_tokenizer.pretokenizers[0].behavior"), never
  * silently ignored, because a tokenizer that is almost right gives ids that
@@ -348,6 +348,41 @@ static int read_added(tkj_ctx *c, hs_tokenizer *t, const cJSON *added)
     return HS_OK;
 }
 
+static int read_ids(tkj_ctx *c, hs_tokenizer *t, const cJSON *root, const cJSON *vocab,
+                    const cJSON *merges, const char *unk);
+
+/* WordPiece (BERT): its vocabulary, unknown token (required, as HF's
+ * serde reads it), prefix and longest word; then the trie */
+static int read_wordpiece(tkj_ctx *c, hs_tokenizer *t, const cJSON *root, const cJSON *m)
+{
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(m, "vocab");
+    const cJSON *max = cJSON_GetObjectItemCaseSensitive(m, "max_input_chars_per_word");
+    const char *unk, *prefix;
+    if (t->byte_level)
+        return tkj_bad(c, "WordPiece after a ByteLevel pre-tokenizer is not supported");
+    int rc = tkj_get_string(c, m, "unk_token", NULL, &unk);
+    if (!rc)
+        rc = tkj_get_string(c, m, "continuing_subword_prefix", NULL, &prefix);
+    if (rc)
+        return rc;
+    if (!cJSON_IsNumber(max) || max->valuedouble < 0 || max->valuedouble > 1e15 ||
+        max->valuedouble != (double)(int64_t)max->valuedouble) {
+        tkj_push(c, ".%s", "max_input_chars_per_word");
+        return tkj_bad(c, "a count of characters from 0 to 10^15 expected");
+    }
+    if (!cJSON_IsObject(vocab)) {
+        tkj_push(c, ".%s", "vocab");
+        return tkj_bad(c, "an object expected");
+    }
+    if (!*unk) {
+        tkj_push(c, ".%s", "unk_token");
+        return tkj_bad(c, "an unknown token expected (WordPiece's words without pieces)");
+    }
+    sprintf(t->where_model, "%s: model (WordPiece)", t->path);
+    rc = read_ids(c, t, root, vocab, NULL, unk);
+    return rc ? rc : tk_wp_build(t, prefix, (size_t)max->valuedouble);
+}
+
 static int read_model(tkj_ctx *c, hs_tokenizer *t, const cJSON *root)
 {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
@@ -357,8 +392,10 @@ static int read_model(tkj_ctx *c, hs_tokenizer *t, const cJSON *root)
     const char *type = tkj_type_of(m);
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(m, "vocab");
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(m, "merges");
+    if (type && !strcmp(type, "WordPiece"))
+        return read_wordpiece(c, t, root, m);
     if (type ? strcmp(type, "BPE") : !merges)
-        return tkj_unsupported_type(c, type, "BPE only");
+        return tkj_unsupported_type(c, type, "BPE, WordPiece");
     const cJSON *drop = cJSON_GetObjectItemCaseSensitive(m, "dropout");
     if (drop && !cJSON_IsNull(drop) && !(cJSON_IsNumber(drop) && drop->valuedouble == 0))
         return tkj_bad(c, "dropout is not supported (null expected)");
@@ -382,13 +419,20 @@ static int read_model(tkj_ctx *c, hs_tokenizer *t, const cJSON *root)
         rc = tkj_get_bool(c, m, "ignore_merges", 0, &t->ignore_merges);
     if (!rc)
         rc = tkj_get_string(c, m, "unk_token", "", &unk);
+    return rc ? rc : read_ids(c, t, root, vocab, merges, unk);
+}
+
+/* The ids of either model: the vocabulary, the merges (BPE: merges not
+ * NULL), the unknown token (unk "" none) and the added tokens. */
+static int read_ids(tkj_ctx *c, hs_tokenizer *t, const cJSON *root, const cJSON *vocab,
+                    const cJSON *merges, const char *unk)
+{
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-    if (!rc && added && !cJSON_IsNull(added) && !cJSON_IsArray(added)) {
+    if (added && !cJSON_IsNull(added) && !cJSON_IsArray(added)) {
         strcpy(c->path, "added_tokens");
         return tkj_bad(c, "an array expected");
     }
-    if (!rc)
-        rc = max_id(c, vocab, added, &t->n_ids);
+    int rc = max_id(c, vocab, added, &t->n_ids);
     if (rc)
         return rc;
     t->tok = hs_calloc((size_t)t->n_ids, sizeof *t->tok, "tokenizer vocabulary");
@@ -400,7 +444,7 @@ static int read_model(tkj_ctx *c, hs_tokenizer *t, const cJSON *root)
     if ((rc = read_vocab(c, t, vocab)))
         return rc;
     strcpy(c->path, "model.merges");
-    if ((rc = read_merges(c, t, merges)))
+    if (merges && (rc = read_merges(c, t, merges)))
         return rc;
     t->unk = *unk ? tk_strmap_get(&t->vocab, unk, strlen(unk)) : -1;
     if (*unk && t->unk < 0) {
@@ -434,6 +478,16 @@ int tk_load_json(hs_tokenizer *t, const char *file)
     const cJSON *trunc = cJSON_GetObjectItemCaseSensitive(root, "truncation");
     if (!rc && trunc && !cJSON_IsNull(trunc))
         rc = hs_fail(HS_EFORMAT, "%s: truncation: not supported (null expected)", file);
+    /* padding changes the ids of one text unless it pads to the longest of
+     * a batch (BatchLongest) with no multiple */
+    const cJSON *pad = cJSON_GetObjectItemCaseSensitive(root, "padding");
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(pad, "strategy");
+    const cJSON *mult = cJSON_GetObjectItemCaseSensitive(pad, "pad_to_multiple_of");
+    if (!rc && pad && !cJSON_IsNull(pad) &&
+        !(cJSON_IsString(st) && !strcmp(st->valuestring, "BatchLongest") &&
+          (!mult || cJSON_IsNull(mult))))
+        rc = hs_fail(HS_EFORMAT, "%s: padding: not supported (null, or strategy BatchLongest "
+                     "without pad_to_multiple_of, expected)", file);
     /* the pre-tokenizer first: it decides whether the model works on bytes */
     if (!rc)
         rc = component(&c, root, "normalizer", t, tkj_read_normalizer);

@@ -101,7 +101,17 @@ int tkj_read_normalizer(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
     int rc = HS_OK;
     if (n.type >= 0)
         ;
-    else if (type && !strcmp(type, "Prepend")) {
+    else if (type && !strcmp(type, "BertNormalizer")) {
+        /* HF's flags; strip_accents null (or absent): as lowercase */
+        int f[4] = { 1, 1, -1, 1 };
+        static const char *const keys[] = { "clean_text", "handle_chinese_chars",
+                                            "strip_accents", "lowercase" };
+        n.type = TK_BERT;
+        for (int i = 0; i < 4 && !rc; i++)
+            rc = tkj_get_bool(c, o, keys[i], f[i], &f[i]);
+        n.bert = (f[0] ? TK_BERT_CLEAN : 0) | (f[1] ? TK_BERT_CHINESE : 0) |
+                 ((f[2] < 0 ? f[3] : f[2]) ? TK_BERT_STRIP : 0) | (f[3] ? TK_BERT_LOWER : 0);
+    } else if (type && !strcmp(type, "Prepend")) {
         n.type = TK_PREPEND;
         rc = tkj_get_string(c, o, "prepend", NULL, &s);
         if (!rc)
@@ -112,7 +122,8 @@ int tkj_read_normalizer(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
         if (!rc && !(rc = tkj_get_string(c, o, "content", NULL, &s)))
             rc = tkj_dup_str(&n.b, s, strlen(s));
     } else
-        return tkj_unsupported_type(c, type, "NFC, NFKC, NFD, NFKD, Lowercase, Prepend, Replace, Sequence");
+        return tkj_unsupported_type(c, type, "NFC, NFKC, NFD, NFKD, Lowercase, Prepend, Replace, "
+                                    "BertNormalizer, Sequence");
     if (!rc && !(n.where = step_where(c, type, pat)))
         rc = HS_ENOMEM;
     tk_norm *g = tkj_grow(t->norm, t->n_norm, sizeof *g);
@@ -201,8 +212,13 @@ int tkj_read_pre(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
             rc = read_metaspace_scheme(c, o, &p.prepend);
         if (!rc)
             rc = tkj_get_bool(c, o, "split", 1, &p.split);
+    } else if (type && !strcmp(type, "BertPreTokenizer")) {
+        p.type = TK_BERTPRE;
+        if (!(p.where = step_where(c, "BertPreTokenizer", NULL)))
+            rc = HS_ENOMEM;
     } else
-        return tkj_unsupported_type(c, type, "ByteLevel, Split, Metaspace, Sequence");
+        return tkj_unsupported_type(c, type, "ByteLevel, Split, Metaspace, BertPreTokenizer, "
+                                    "Sequence");
     tk_pre *g = tkj_grow(t->pre, t->n_pre, sizeof *g);
     if (!g) {
         tk_regex_free(&p.re), free(p.where), free(p.repl.s);
@@ -256,9 +272,16 @@ int tkj_read_dec(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
         }
         if (!rc && !(rc = tkj_get_string(c, o, "content", NULL, &s)))
             rc = tkj_dup_str(&d.b, s, strlen(s));
+    } else if (type && !strcmp(type, "WordPiece")) {
+        d.type = TK_D_WORDPIECE;
+        rc = tkj_get_string(c, o, "prefix", "##", &s);
+        if (!rc)
+            rc = tkj_dup_str(&d.a, s, strlen(s));
+        if (!rc)
+            rc = tkj_get_bool(c, o, "cleanup", 1, &d.start);
     } else
         return tkj_unsupported_type(c, type, "ByteLevel, Metaspace, ByteFallback, Fuse, Strip, "
-                                         "Replace, Sequence");
+                                         "Replace, WordPiece, Sequence");
     tk_dec *g = tkj_grow(t->dec, t->n_dec, sizeof *g);
     if (!g) {
         free(d.a.s), free(d.b.s);
@@ -294,6 +317,26 @@ static int special_ids(tkj_ctx *c, const cJSON *specials, const char *name, tk_t
     return HS_OK;
 }
 
+/* BertProcessing's cls or sep: ["[CLS]", 101], one id before or after */
+static int bert_special(tkj_ctx *c, const cJSON *o, const char *key, tk_template *tp, int after)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    const cJSON *id = cJSON_GetArrayItem(v, 1);
+    size_t at = tkj_push(c, ".%s", key);
+    int rc = HS_OK;
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 || !cJSON_IsString(v->child) ||
+        !cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > 1e9)
+        rc = tkj_bad(c, "[\"token\", id] expected");
+    else if (!(*(after ? &tp->post : &tp->pre) = malloc(sizeof(int32_t))))
+        rc = hs_fail(HS_ENOMEM, "tokenizer: post-processor");
+    else {
+        (after ? tp->post : tp->pre)[0] = (int32_t)id->valuedouble;
+        *(after ? &tp->npost : &tp->npre) = 1;
+    }
+    c->path[at] = 0;
+    return rc;
+}
+
 int tkj_read_post(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
 {
     const char *type = tkj_type_of(o);
@@ -301,14 +344,20 @@ int tkj_read_post(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
         return each_child(c, o, "processors", t, tkj_read_post);
     if (type && !strcmp(type, "ByteLevel"))
         return HS_OK; /* offsets only */
-    if (!type || strcmp(type, "TemplateProcessing"))
-        return tkj_unsupported_type(c, type, "TemplateProcessing, ByteLevel, Sequence");
+    int bert = type && !strcmp(type, "BertProcessing");
+    if (!type || (!bert && strcmp(type, "TemplateProcessing")))
+        return tkj_unsupported_type(c, type, "TemplateProcessing, BertProcessing, ByteLevel, "
+                                    "Sequence");
     tk_template *g = tkj_grow(t->post, t->n_post, sizeof *g);
     if (!g)
         return hs_fail(HS_ENOMEM, "tokenizer: post-processors");
     t->post = g;
     tk_template *tp = &t->post[t->n_post++];
     memset(tp, 0, sizeof *tp);
+    if (bert) { /* [CLS] $A [SEP] */
+        int rc = bert_special(c, o, "cls", tp, 0);
+        return rc ? rc : bert_special(c, o, "sep", tp, 1);
+    }
     const cJSON *single = cJSON_GetObjectItemCaseSensitive(o, "single");
     const cJSON *specials = cJSON_GetObjectItemCaseSensitive(o, "special_tokens");
     size_t at = tkj_push(c, ".%s", "single");

@@ -178,6 +178,13 @@ int tk_cp_to_byte(uint32_t cp)
     return -1;
 }
 
+int tk_is_space(uint32_t cp)
+{
+    return (cp >= 9 && cp <= 13) || cp == ' ' || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
+           (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
+           cp == 0x205f || cp == 0x3000;
+}
+
 int tk_utf8_put(tk_buf *b, uint32_t cp)
 {
     char u[4];

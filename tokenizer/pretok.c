@@ -123,7 +123,7 @@ static int unicode_form(tk_buf *out, const char *s, size_t n, int type)
     return rc;
 }
 
-static int lowercase(tk_buf *out, const char *s, size_t n)
+int tk_lowercase(tk_buf *out, const char *s, size_t n)
 {
     size_t i = 0;
     uint32_t cp;
@@ -131,7 +131,14 @@ static int lowercase(tk_buf *out, const char *s, size_t n)
         int l = tk_utf8_next(s + i, n - i, &cp);
         if (!l)
             return hs_fail(HS_EINVAL, "tokenizer: invalid UTF-8 while lowercasing");
-        if (tk_utf8_put(out, (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp)))
+        if (cp < 0x80) { /* ASCII: its own mapping */
+            char ch = (char)(cp >= 'A' && cp <= 'Z' ? cp + 32 : cp);
+            if (tk_buf_add(out, &ch, 1))
+                return HS_ENOMEM;
+        } else if (cp == 0x130) { /* Rust's to_lowercase: i and a combining dot above */
+            if (tk_buf_add(out, "i\xcc\x87", 3))
+                return HS_ENOMEM;
+        } else if (tk_utf8_put(out, (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp)))
             return HS_ENOMEM;
         i += (size_t)l;
     }
@@ -152,7 +159,9 @@ int tk_normalize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t n
         if (nm->type <= TK_NFKD)
             rc = unicode_form(dst, cur, n, nm->type);
         else if (nm->type == TK_LOWERCASE)
-            rc = lowercase(dst, cur, n);
+            rc = tk_lowercase(dst, cur, n);
+        else if (nm->type == TK_BERT)
+            rc = tk_bert_normalize(dst, cur, n, nm->bert);
         else if (nm->type == TK_PREPEND)
             rc = n ? tk_buf_add(dst, nm->a.s, nm->a.n) || tk_buf_add(dst, cur, n) : tk_buf_add(dst, "", 0);
         else if (!nm->re.any)
@@ -200,6 +209,11 @@ static int piece_add(tk_pieces *v, const char *p, size_t n, int first)
     }
     v->p[v->n++] = (tk_piece){ p, n, first };
     return HS_OK;
+}
+
+int tk_piece_add(tk_pieces *v, const char *p, size_t n, int first)
+{
+    return piece_add(v, p, n, first);
 }
 
 /* a copy of n bytes that lives until the segment is done */
@@ -381,6 +395,8 @@ int tk_pretokenize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t
                 rc = split_piece(s, pr, &in, dst);
             else if (pr->type == TK_METASPACE)
                 rc = metaspace(s, pr, &in, dst);
+            else if (pr->type == TK_BERTPRE)
+                rc = tk_bert_pre(&in, dst);
             else
                 rc = bytelevel(s, pr, &in, dst);
         }

@@ -49,16 +49,19 @@ typedef struct {
     pcre2_code *at;
 } tk_re;
 
-enum { TK_NFC, TK_NFKC, TK_NFD, TK_NFKD, TK_LOWERCASE, TK_PREPEND, TK_REPLACE };
+enum { TK_NFC, TK_NFKC, TK_NFD, TK_NFKD, TK_LOWERCASE, TK_PREPEND, TK_REPLACE, TK_BERT };
+/* BertNormalizer's steps (tk_norm.bert), in the order they run */
+enum { TK_BERT_CLEAN = 1, TK_BERT_CHINESE = 2, TK_BERT_STRIP = 4, TK_BERT_LOWER = 8 };
 typedef struct {
     int type;
     tk_str a;        /* Prepend's text; Replace's string pattern */
     tk_str b;        /* Replace's content */
     tk_re re;        /* Replace with a Regex pattern (any NULL: a string) */
+    int bert;        /* BertNormalizer: TK_BERT_* bits */
     char *where;     /* "FILE: normalizer.normalizers[2] (Replace \"...\")", for errors */
 } tk_norm;
 
-enum { TK_SPLIT, TK_BYTELEVEL, TK_METASPACE };
+enum { TK_SPLIT, TK_BYTELEVEL, TK_METASPACE, TK_BERTPRE };
 enum { TK_ISOLATED, TK_REMOVED, TK_MERGED_PREV, TK_MERGED_NEXT, TK_CONTIGUOUS };
 typedef struct {
     int type;
@@ -71,11 +74,13 @@ typedef struct {
     int split;            /* Metaspace: split on the replacement */
 } tk_pre;
 
-enum { TK_D_BYTELEVEL, TK_D_METASPACE, TK_D_BYTEFALLBACK, TK_D_FUSE, TK_D_STRIP, TK_D_REPLACE };
+enum { TK_D_BYTELEVEL, TK_D_METASPACE, TK_D_BYTEFALLBACK, TK_D_FUSE, TK_D_STRIP, TK_D_REPLACE,
+       TK_D_WORDPIECE };
 typedef struct {
     int type;
-    tk_str a, b;       /* Replace: pattern, content; Metaspace: a = replacement */
-    int start, stop;   /* Strip: counts of `a`'s first character; Metaspace: start = strip first space */
+    tk_str a, b;       /* Replace: pattern, content; Metaspace: a = replacement; WordPiece: a = prefix */
+    int start, stop;   /* Strip: counts of `a`'s first character; Metaspace: start = strip first
+                          space; WordPiece: start = cleanup */
 } tk_dec;
 
 typedef struct {
@@ -101,6 +106,9 @@ typedef struct {
     int32_t n_nodes;
 } tk_ac;
 
+/* The WordPiece model (tokenizer/wordpiece.c): its vocabulary as a trie */
+typedef struct tk_wp tk_wp;
+
 /* The post-processor of one sequence: ids before and after it. */
 typedef struct {
     int32_t *pre, *post;
@@ -116,6 +124,7 @@ struct hs_tokenizer {
                            ByteLevel's alphabet undone, the bytes); s NULL: not in the model */
     tk_strmap vocab;    /* model vocabulary over raw */
     tk_mergemap merges;
+    tk_wp *wp;          /* the WordPiece model; NULL: BPE */
     int byte_level;     /* a ByteLevel pre-tokenizer: BPE runs on bytes */
     int16_t cp_byte[512];  /* ByteLevel's code point -> byte (-1 outside the alphabet) */
     int32_t byte_id[256];  /* byte-level: the id of each byte; byte_fallback: <0xAB> ids (-1 none) */
@@ -169,6 +178,8 @@ static inline int tk_utf8_next(const char *s, size_t n, uint32_t *cp)
     return hs_utf8_decode((const unsigned char *)s, n, cp);
 }
 int tk_utf8_put(tk_buf *b, uint32_t cp);
+/* White_Space, as Rust's char::is_whitespace (HF's whitespace everywhere) */
+int tk_is_space(uint32_t cp);
 /* Replaces every ill-formed subsequence by U+FFFD, as WHATWG's decoder and
  * Rust's from_utf8_lossy do */
 int tk_utf8_lossy(tk_buf *out, const char *s, size_t n);
@@ -294,6 +305,25 @@ int tk_pretokenize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t
                    tk_pieces **out);
 /* appends the BPE ids of one pre-token */
 int tk_bpe(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids *out);
+/* a pre-token piece (tokenizer/pretok.c; nothing for an empty one) */
+int tk_piece_add(tk_pieces *v, const char *p, size_t n, int first);
+/* HF's Lowercase: each character's full lowercase mapping (U+0130 is two) */
+int tk_lowercase(tk_buf *out, const char *s, size_t n);
+
+/* ---- WordPiece (tokenizer/wordpiece.c) ---- */
+/* The model's trie over t->raw, the continuing-subword prefix and the
+ * longest word in characters (longer: one unknown token). HS_ENOMEM;
+ * HS_EFORMAT for a vocabulary past 2^31 trie nodes. */
+int tk_wp_build(hs_tokenizer *t, const char *prefix, size_t max_chars);
+void tk_wp_free(tk_wp *wp);
+/* appends the WordPiece ids of one pre-token: longest match first, greedy
+ * (HF's WordPiece::tokenize); a word with a part no piece covers is one
+ * unknown token. O(n L) for a word of n bytes and pieces of at most L. */
+int tk_wordpiece(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids *out);
+/* BertNormalizer's steps (flags: TK_BERT_*) on s into out */
+int tk_bert_normalize(tk_buf *out, const char *s, size_t n, int flags);
+/* BertPreTokenizer: whitespace removed, each punctuation character alone */
+int tk_bert_pre(const tk_piece *in, tk_pieces *out);
 
 /* Regex matches (tokenizer/regex.c): calls back (start, end) for every
  * match of re in [0, n), as an unanchored search from each match's end

@@ -54,6 +54,7 @@ void hs_tokenizer_free(hs_tokenizer *t)
     free(t->tok), free(t->raw), free(t->is_special);
     tk_strmap_free(&t->vocab);
     tk_mergemap_free(&t->merges);
+    tk_wp_free(t->wp);
     for (int i = 0; i < t->n_added; i++) {
         if (t->added[i].match.s != t->added[i].content.s)
             free(t->added[i].match.s);
@@ -174,14 +175,43 @@ int hs_tokenizer_open(hs_tokenizer **tok, const char *path)
 
 int hs_tokenizer_vocab_size(const hs_tokenizer *t) { return t->n_ids; }
 
-/* ---- added tokens ---- */
-
-static int is_space(uint32_t cp)
+int32_t hs_tokenizer_token_id(const hs_tokenizer *t, const char *piece)
 {
-    return (cp >= 9 && cp <= 13) || cp == ' ' || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
-           (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
-           cp == 0x205f || cp == 0x3000;
+    size_t n = strlen(piece);
+    for (int k = 0; k < t->n_added; k++)
+        if (t->added[k].content.n == n && !memcmp(t->added[k].content.s, piece, n))
+            return t->added[k].id;
+    if (!t->byte_level)
+        return tk_strmap_get(&t->vocab, piece, n);
+    /* the vocabulary holds the bytes a byte-level piece stands for (a
+     * character outside the alphabet: the piece as it is, as it was read;
+     * then the bytes found must be spelled so in the file, " the" is no
+     * spelling of GPT-2's "Ġthe") */
+    char *raw = malloc(n + 1);
+    if (!raw)
+        return -1;
+    size_t k = 0;
+    uint32_t cp;
+    for (size_t i = 0; i < n;) {
+        int l = tk_utf8_next(piece + i, n - i, &cp);
+        if (!l || cp >= 512 || t->cp_byte[cp] < 0) {
+            memcpy(raw, piece, n), k = n;
+            break;
+        }
+        raw[k++] = (char)t->cp_byte[cp];
+        i += (size_t)l;
+    }
+    int32_t id = tk_strmap_get(&t->vocab, raw, k);
+    free(raw);
+    return id >= 0 && t->tok[id].n == n && !memcmp(t->tok[id].s, piece, n) ? id : -1;
 }
+
+int hs_tokenizer_is_special(const hs_tokenizer *t, int32_t id)
+{
+    return id >= 0 && id < t->n_ids && t->is_special[id] == 1;
+}
+
+/* ---- added tokens ---- */
 
 static int is_word_byte(unsigned char c)
 {
@@ -198,7 +228,7 @@ static size_t space_before(const char *s, size_t from, size_t end)
         while (j > from && ((unsigned char)s[j] & 0xc0) == 0x80)
             j--;
         uint32_t cp;
-        if (!tk_utf8_next(s + j, k - j, &cp) || !is_space(cp))
+        if (!tk_utf8_next(s + j, k - j, &cp) || !tk_is_space(cp))
             break;
         k = j;
     }
@@ -210,7 +240,7 @@ static size_t space_after(const char *s, size_t start, size_t n)
     size_t k = start;
     uint32_t cp;
     int l;
-    while (k < n && (l = tk_utf8_next(s + k, n - k, &cp)) && is_space(cp))
+    while (k < n && (l = tk_utf8_next(s + k, n - k, &cp)) && tk_is_space(cp))
         k += (size_t)l;
     return k - start;
 }
@@ -261,7 +291,8 @@ static int split_added(const hs_tokenizer *t, tk_scratch *s, const char *text, s
     return rc;
 }
 
-/* a normalized stretch free of added tokens: pre-tokens, each merged by BPE */
+/* a normalized stretch free of added tokens: pre-tokens, each merged by BPE
+ * (or cut by WordPiece) */
 static int encode_pieces(const hs_tokenizer *t, tk_scratch *s, const char *p, size_t n, int first,
                          tk_ids *out)
 {
@@ -270,7 +301,8 @@ static int encode_pieces(const hs_tokenizer *t, tk_scratch *s, const char *p, si
         return HS_OK;
     int rc = tk_pretokenize(t, s, p, n, first, &pieces);
     for (size_t i = 0; !rc && i < pieces->n; i++)
-        rc = tk_bpe(t, s, pieces->p[i].p, pieces->p[i].n, out);
+        rc = t->wp ? tk_wordpiece(t, s, pieces->p[i].p, pieces->p[i].n, out)
+                   : tk_bpe(t, s, pieces->p[i].p, pieces->p[i].n, out);
     return rc;
 }
 

@@ -1,9 +1,11 @@
 /* Text to token ids and back (SPEC §9): Hugging Face tokenizer.json files
- * with a BPE model, and GPT-2's vocab.json + merges.txt.
+ * with a BPE or a WordPiece (BERT) model, and GPT-2's vocab.json +
+ * merges.txt.
  *
  * Encoding equals HF `tokenizer(text)`: added tokens are split out of the
- * text first, the rest is normalized, pre-tokenized, merged by BPE rank and
- * (with add_special) wrapped by the post-processor. Decoding inverts the
+ * text first, the rest is normalized, pre-tokenized, merged by BPE rank (or
+ * cut into the longest WordPiece pieces) and (with add_special) wrapped by
+ * the post-processor. Decoding inverts the
  * decoder chain. A tokenizer is immutable once opened, so one handle may
  * encode from several threads at once. */
 #ifndef HS_TOKENIZER_H
@@ -31,6 +33,18 @@ int hs_tokenizer_present(const char *dir);
 /* The number of ids: 1 + the largest id of the vocabulary or an added token. */
 int hs_tokenizer_vocab_size(const hs_tokenizer *tok);
 
+/* The id of a piece as the tokenizer file spells it: an added token's
+ * content ("[MASK]", "<|endoftext|>") or a vocabulary entry ("##ing",
+ * GPT-2's "Ġthe"); -1 when there is none. A masked-LM loss looks up
+ * "[MASK]", "[CLS]", "[SEP]", "[PAD]" and "[UNK]" so. Cost: a scan of the
+ * added tokens and one hash look-up (call it once, not per token). */
+int32_t hs_tokenizer_token_id(const hs_tokenizer *tok, const char *piece);
+
+/* 1 when id is a special added token (those skip_special leaves out of a
+ * decoding, and a masked-LM loss never masks: [CLS], [SEP], [PAD], ...),
+ * else 0, also for an id outside the vocabulary. */
+int hs_tokenizer_is_special(const hs_tokenizer *tok, int32_t id);
+
 /* Encodes len bytes of UTF-8 text (invalid UTF-8 is HS_EINVAL naming the
  * byte offset). add_special: the post-processor's special tokens (HF
  * add_special_tokens=True). *ids is malloc'd (the caller frees it), *n ids.
@@ -38,7 +52,8 @@ int hs_tokenizer_vocab_size(const hs_tokenizer *tok);
  * O(m log m) for m symbols, results cached for the rest of the call, so
  * encode a document in one call rather than line by line); a file without
  * a pre-tokenizer (Llama-2 style) makes each stretch between added tokens
- * one BPE word, O(n log n) in its length.
+ * one BPE word, O(n log n) in its length. WordPiece walks each word once
+ * per piece it finds, O(n L) for pieces of at most L bytes.
  * A tokenizer file is partly a program (its patterns, its chain of steps),
  * so the work of one call is bounded by a budget proportional to the text
  * (tokenizer/tok_internal.h: 32 units a byte, the real tokenizers spend a

@@ -5,7 +5,10 @@
  *                       text (the file's structure and the text both fuzzed)
  *                    1: a fixed byte-level BPE tokenizer.json (GPT-2 regex,
  *                       a Split, added tokens, TemplateProcessing); the rest
- *                       is the text
+ *                       is the text. With bit 4 of the first byte: a fixed
+ *                       WordPiece one as BERT's (BertNormalizer,
+ *                       BertPreTokenizer, [CLS] $A [SEP], the WordPiece
+ *                       decoder, a 12-character word limit)
  *                    2: a fixed Metaspace + byte_fallback tokenizer.json with
  *                       normalizers (NFKC, Replace, Prepend); the rest is text
  *                    3: GPT-2's files: vocab.json NUL merges.txt NUL text
@@ -79,14 +82,39 @@ static const char METASPACE_JSON[] =
     "\"\\u2581a\":11,\"ab\":12,\"\\u2581ab\":13,\"fi\":14,\"f\":15,\"i\":16},"
     "\"merges\":[\"\\u2581 a\",\"a b\",\"\\u2581a b\",\"f i\"]}}";
 
-static hs_tokenizer *fixed[2];
+/* a WordPiece tokenizer as bert-base-uncased's, kept small */
+static const char WORDPIECE_JSON[] =
+    "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":["
+    "{\"id\":0,\"content\":\"[PAD]\",\"special\":true,\"normalized\":false},"
+    "{\"id\":1,\"content\":\"[UNK]\",\"special\":true,\"normalized\":false},"
+    "{\"id\":2,\"content\":\"[CLS]\",\"special\":true,\"normalized\":false},"
+    "{\"id\":3,\"content\":\"[SEP]\",\"special\":true,\"normalized\":false},"
+    "{\"id\":4,\"content\":\"[MASK]\",\"special\":true,\"normalized\":false}],"
+    "\"normalizer\":{\"type\":\"BertNormalizer\",\"clean_text\":true,"
+    "\"handle_chinese_chars\":true,\"strip_accents\":null,\"lowercase\":true},"
+    "\"pre_tokenizer\":{\"type\":\"BertPreTokenizer\"},"
+    "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":["
+    "{\"SpecialToken\":{\"id\":\"[CLS]\",\"type_id\":0}},"
+    "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},"
+    "{\"SpecialToken\":{\"id\":\"[SEP]\",\"type_id\":0}}],\"pair\":[],"
+    "\"special_tokens\":{\"[CLS]\":{\"id\":\"[CLS]\",\"ids\":[2],\"tokens\":[\"[CLS]\"]},"
+    "\"[SEP]\":{\"id\":\"[SEP]\",\"ids\":[3],\"tokens\":[\"[SEP]\"]}}},"
+    "\"decoder\":{\"type\":\"WordPiece\",\"prefix\":\"##\",\"cleanup\":true},"
+    "\"model\":{\"type\":\"WordPiece\",\"unk_token\":\"[UNK]\","
+    "\"continuing_subword_prefix\":\"##\","
+    "\"max_input_chars_per_word\":12,\"vocab\":{\"[PAD]\":0,\"[UNK]\":1,\"[CLS]\":2,\"[SEP]\":3,"
+    "\"[MASK]\":4,\"a\":5,\"b\":6,\"ab\":7,\"##b\":8,\"##a\":9,\"##ab\":10,\"abab\":11,\"##\":12,"
+    "\"!\":13,\".\":14,\"'\":15,\"s\":16,\"##s\":17,\"\\u4e2d\":18,\"e\":19,\"##e\":20,"
+    "\"\\u00e9\":21,\"1\":22,\"##1\":23,\"##\\u0301\":24,\"i\":25,\"##\\u0307\":26}}}";
+
+static hs_tokenizer *fixed[3];
 
 static hs_tokenizer *open_fixed(int k)
 {
+    static const char *const names[] = { "bytelevel.json", "metaspace.json", "wordpiece.json" };
     if (!fixed[k]) {
-        const char *json = k ? METASPACE_JSON : BYTELEVEL_JSON;
-        const char *path = hs_fuzz_write(k ? "metaspace.json" : "bytelevel.json",
-                                         (const uint8_t *)json, strlen(json));
+        const char *json = k == 2 ? WORDPIECE_JSON : k ? METASPACE_JSON : BYTELEVEL_JSON;
+        const char *path = hs_fuzz_write(names[k], (const uint8_t *)json, strlen(json));
         if (hs_tokenizer_open(&fixed[k], path) != HS_OK)
             abort(); /* the fixed files are valid */
     }
@@ -240,7 +268,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *p = data + 1, *end = data + size;
     hs_tokenizer *t = NULL;
     if (mode == 1 || mode == 2) {
-        exercise(open_fixed(mode - 1), p, (size_t)(end - p), flags);
+        exercise(open_fixed(mode == 1 && (data[0] & 0x10) ? 2 : mode - 1), p, (size_t)(end - p),
+                 flags);
         return 0;
     }
     if (mode == 0) {
