@@ -85,6 +85,11 @@ int hs_run_position_labels(hs_run *r, const hs_prompt_set *ps, const hs_tokenize
  * and nothing done without an index. */
 int hs_run_rows(hs_run *r, const hs_head_table *t, const hs_study_curve *curves, int n_curves);
 
+/* Records every row of a SPEC §15 study (study.h: its head table and curves
+ * as hs_run_rows does, then its position rows and its edge rows, each table
+ * in one transaction); HS_OK and nothing done without an index. */
+int hs_run_study_rows(hs_run *r, const hs_study_rows *rows);
+
 /* Records path as an artifact of the run with its sha256 (hex) and size;
  * sha256 NULL: read the file for both. */
 int hs_run_artifact(hs_run *r, const char *path, const char *sha256, long long bytes);
