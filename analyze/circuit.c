@@ -586,22 +586,31 @@ static int by_rank(const void *a, const void *b)
     return s ? s : strcmp(x->receiver, y->receiver);
 }
 
+int hs_circuit_rank(const hs_circuit_result *r, long *order)
+{
+    const hs_edge_row **p = hs_calloc((size_t)r->n_edges + 1, sizeof *p, "edge ranks");
+    if (!p)
+        return HS_ENOMEM;
+    for (long e = 0; e < r->n_edges; e++)
+        p[e] = &r->edges[e];
+    qsort(p, (size_t)r->n_edges, sizeof *p, by_rank);
+    for (long e = 0; e < r->n_edges; e++)
+        order[e] = p[e] - r->edges;
+    free(p);
+    return HS_OK;
+}
+
 /* circuits[k]: the edges of the top top_n[k] edges by rank. */
 static int make_circuits(unsigned char **circuits, const hs_circuit_result *res,
                          const hs_circuit_opts *o)
 {
-    const hs_edge_row **order = hs_calloc((size_t)res->n_edges, sizeof *order, "edge ranks");
-    if (!order)
-        return HS_ENOMEM;
-    for (long e = 0; e < res->n_edges; e++)
-        order[e] = &res->edges[e];
-    qsort(order, (size_t)res->n_edges, sizeof *order, by_rank);
-    int rc = HS_OK;
+    long *order = hs_calloc((size_t)res->n_edges + 1, sizeof *order, "edge ranks");
+    int rc = order ? hs_circuit_rank(res, order) : HS_ENOMEM;
     for (int k = 0; !rc && k < o->n_top; k++) {
-        if (!(circuits[k] = hs_calloc((size_t)res->n_edges, 1, "circuit")))
+        if (!(circuits[k] = hs_calloc((size_t)res->n_edges + 1, 1, "circuit")))
             rc = HS_ENOMEM;
         for (long i = 0; !rc && i < o->top_n[k] && i < res->n_edges; i++)
-            circuits[k][order[i] - res->edges] = 1;
+            circuits[k][order[i]] = 1;
     }
     free(order);
     return rc;

@@ -80,6 +80,10 @@ void hs_circuit_size(const hs_model_config *c, int *nodes, int *receivers, long 
  * method, m >= 1. */
 int hs_circuit_check(const hs_model_config *c, const hs_circuit_opts *o);
 
+/* order (r->n_edges) = the edges of r by rank: |score| descending, ties by
+ * (sender, receiver) in name order; the top N of it is the circuit of N. */
+int hs_circuit_rank(const hs_circuit_result *r, long *order);
+
 /* Scores every edge over every prompt, then the faithfulness curve. Fails
  * (no rows) on 0/0 as hs_patch does. Costs per batch two forwards and one
  * backward (eap) or m forwards and backwards (eap_ig), with the senders'
