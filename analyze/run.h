@@ -28,6 +28,8 @@
 #define HS_KIND_DLA "dla"
 #define HS_KIND_LOGIT_LENS "logit-lens"
 #define HS_KIND_COMPOSITION "composition"
+#define HS_KIND_ATP "atp"
+#define HS_KIND_CIRCUIT "circuit"
 
 /* An option that cannot change a result (--threads, --json, ...): left out
  * when a resumed run's command line is compared with its original's. */
