@@ -741,6 +741,101 @@ static void test_receiver_gradients_equal_the_split_forward_derivatives(void)
     }
 }
 
+/* ---- recovering planted circuits ------------------------------------------------------ */
+
+enum { NP = 8, TT = 8 };
+
+/* Prompts x0 A B x3 .. x6 A (distinct tokens): the planted induction head
+ * (layer 1, head 0) attends from the last A to the token after the first A
+ * and copies it to the logits (answer B); the corrupt prompt puts C where B
+ * was (wrong = C). The previous-token head (layer 0, head 0) gives the
+ * induction head its keys. */
+static void planted_prompts(hs_prompt_set *ps)
+{
+    hs_prompt_group *g = calloc(1, sizeof *g);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    g->T = TT, g->n = NP;
+    g->clean = calloc(NP * TT, sizeof(int32_t));
+    g->corrupt = calloc(NP * TT, sizeof(int32_t));
+    g->answer = calloc(NP, sizeof(int32_t));
+    g->wrong = calloc(NP, sizeof(int32_t));
+    g->line = calloc(NP, sizeof(int));
+    CU_ASSERT_FATAL(g->clean && g->corrupt && g->answer && g->wrong && g->line);
+    for (int i = 0; i < NP; i++) {
+        int32_t *c = g->clean + i * TT, *k = g->corrupt + i * TT;
+        for (int t = 0; t < TT; t++)
+            c[t] = (int32_t)((3 * i + 5 * t + 1) % PV);
+        c[TT - 1] = c[1];
+        memcpy(k, c, sizeof(int32_t) * TT);
+        k[2] = (int32_t)((c[2] + 7 * TT) % PV);
+        g->answer[i] = c[2], g->wrong[i] = k[2], g->line[i] = i + 1;
+    }
+    *ps = (hs_prompt_set){ g, 1, NP };
+}
+
+/* The heads of a circuit: every head a sender or a receiver of its edges
+ * names, as layer * HS_MAX_HEADS + head flags in on[]. */
+static int circuit_heads(const hs_circuit_result *r, const long *order, long N, unsigned char *on)
+{
+    int n = 0;
+    for (long i = 0; i < N; i++)
+        for (int side = 0; side < 2; side++) {
+            int l, h;
+            const char *s = side ? r->edges[order[i]].receiver : r->edges[order[i]].sender;
+            if (sscanf(s, "a%d.h%d", &l, &h) == 2 && !on[l * HS_MAX_HEADS + h])
+                on[l * HS_MAX_HEADS + h] = 1, n++;
+        }
+    return n;
+}
+
+/* EAP-IG on the planted previous-token + induction model: the smallest
+ * circuit reaching faithfulness 0.8 has at most 5% of the edges, and the
+ * heads it names are those exact patching (patch_z) finds. */
+static void test_eap_ig_recovers_the_planted_circuit(void)
+{
+    hs_model m;
+    build_planted(&m);
+    hs_prompt_set ps;
+    planted_prompts(&ps);
+    int nodes, recv;
+    long edges;
+    hs_circuit_size(&m.cfg, &nodes, &recv, &edges);
+    const long top[] = { 1, 2, 3, 4, 6, 8, 12 };
+    hs_circuit_opts o = { .method = HS_CIRCUIT_EAP_IG, .ig_steps = 5, .top_n = top, .n_top = 7 };
+    hs_circuit_result r;
+    CU_ASSERT_EQUAL_FATAL(hs_circuit(&r, &m, &ps, &o), HS_OK);
+    long *order = calloc((size_t)r.n_edges, sizeof *order);
+    CU_ASSERT_EQUAL_FATAL(hs_circuit_rank(&r, order), HS_OK);
+    long N = -1;
+    for (int k = 0; k < r.n_curve && N < 0; k++)
+        if (r.curve[k].y >= 0.8)
+            N = (long)r.curve[k].x;
+    printf("\n    %ld edges; faithfulness", r.n_edges);
+    for (int k = 0; k < r.n_curve; k++)
+        printf(" N=%.0f %.3f", r.curve[k].x, r.curve[k].y);
+    for (long i = 0; i < 4; i++)
+        printf("\n    %s -> %s %+.4f", r.edges[order[i]].sender, r.edges[order[i]].receiver,
+               r.edges[order[i]].value);
+    CU_ASSERT(N > 0 && N <= edges / 20);
+    hs_patch_opts po = { .sites = 1 << HS_PATCH_Z };
+    hs_patch_result p;
+    CU_ASSERT_EQUAL_FATAL(hs_patch(&p, &m, &ps, &po), HS_OK);
+    unsigned char in_circuit[2 * HS_MAX_HEADS] = { 0 }, named[2 * HS_MAX_HEADS] = { 0 };
+    const int nc = circuit_heads(&r, order, N > 0 ? N : 0, in_circuit);
+    int np = 0;
+    for (int i = 0; i < p.heads.n; i++)
+        if (p.heads.rows[i].layer >= 0 && fabs(p.heads.rows[i].value) > 0.1)
+            named[p.heads.rows[i].layer * HS_MAX_HEADS + p.heads.rows[i].head] = 1, np++;
+    printf("\n    the top-%ld circuit names %d head(s), patch_z %d", N, nc, np);
+    CU_ASSERT(np > 0);
+    CU_ASSERT(!memcmp(in_circuit, named, sizeof named));
+    free(order);
+    hs_patch_result_free(&p);
+    hs_circuit_result_free(&r);
+    hs_prompt_set_free(&ps);
+    hs_model_free(&m);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -756,6 +851,7 @@ int main(void)
           test_site_gradients_equal_finite_differences_on_every_family },
         { "test_receiver_gradients_equal_the_split_forward_derivatives",
           test_receiver_gradients_equal_the_split_forward_derivatives },
+        { "test_eap_ig_recovers_the_planted_circuit", test_eap_ig_recovers_the_planted_circuit },
     };
     int rc = hs_run_tests("atp_" HS_REAL_NAME, tests, HS_NTESTS(tests));
     cJSON_Delete(oracle());
