@@ -13,6 +13,7 @@
 #define POS HS_WHERE_POSITION
 #define PAIR HS_WHERE_PAIR
 #define CURVE HS_WHERE_CURVE
+#define EDGE HS_WHERE_EDGE
 
 static const char ATTN[] = "attention probability";
 static const char LOSS_NATS[] = "loss (nats, next-token cross-entropy)";
@@ -171,6 +172,51 @@ static const hs_metric_desc METRICS[HS_M_COUNT] = {
     [HS_M_V_COMPOSITION_CONTROL_MEAN] = { "v_composition_control_mean", MODEL, HS_SCALE_PROB, "",
         "mean V-composition, control", NULL, NONE },
 
+    [HS_M_ATP_Z] = { "atp_z", HEAD, HS_SCALE_SIGNED, "", "atp_z",
+        "Attribution patching (Nanda 2023): the first-order estimate of patch_z, "
+        "(z clean - z corrupt) times the gradient of the logit difference on the corrupt run, "
+        "summed over positions, as a fraction of LD clean - LD corrupt. One forward and backward "
+        "for every head; it misses what saturating attention and norms do (compare patch_z).",
+        NONE },
+    [HS_M_ATP_PATTERN] = { "atp_pattern", HEAD, HS_SCALE_SIGNED, "", "atp_pattern",
+        "The first-order estimate of patch_pattern: each head's change of attention pattern "
+        "times the gradient of the logit difference with respect to it.", NONE },
+    [HS_M_ATP_Q] = { "atp_q", HEAD, HS_SCALE_SIGNED, "", "atp_q",
+        "The first-order estimate of patching each head's queries (after RoPE).", NONE },
+    [HS_M_ATP_K] = { "atp_k", HEAD, HS_SCALE_SIGNED, "", "atp_k",
+        "The first-order estimate of patching each key/value head's keys (head = the key/value "
+        "head; MLA: the latent as the keys read it).", NONE },
+    [HS_M_ATP_V] = { "atp_v", HEAD, HS_SCALE_SIGNED, "", "atp_v",
+        "The first-order estimate of patching each key/value head's values (head = the "
+        "key/value head; MLA: the latent as the values read it).", NONE },
+    [HS_M_ATP_RESID_PRE] = { "atp_resid_pre", POS, HS_SCALE_SIGNED, "",
+        "the residual stream entering each layer (first-order)", NULL, NONE },
+    [HS_M_ATP_ATTN_OUT] = { "atp_attn_out", POS, HS_SCALE_SIGNED, "",
+        "each layer's attention output (first-order)", NULL, NONE },
+    [HS_M_ATP_MLP_OUT] = { "atp_mlp_out", POS, HS_SCALE_SIGNED, "",
+        "each layer's MLP output (first-order)", NULL, NONE },
+    [HS_M_ATP_STAR_Z] = { "atp_star_z", HEAD, HS_SCALE_NONNEG, "", "atp_star_z",
+        "AtP* (Kramar et al. 2024) with GradDrop: the mean over layers of |the estimate with "
+        "that layer's backward flow stopped|, a magnitude that ranks heads for exact patching "
+        "(cancellations across paths no longer hide a head), not an effect.", NONE },
+    [HS_M_ATP_STAR_PATTERN] = { "atp_star_pattern", HEAD, HS_SCALE_NONNEG, "",
+        "atp_star_pattern", NULL, NONE },
+    [HS_M_ATP_STAR_Q] = { "atp_star_q", HEAD, HS_SCALE_NONNEG, "", "atp_star_q",
+        "AtP* for queries: the pattern change of the patched queries computed exactly (QK fix), "
+        "what follows the pattern linearised, with GradDrop; a magnitude for ranking.", NONE },
+    [HS_M_ATP_STAR_K] = { "atp_star_k", HEAD, HS_SCALE_NONNEG, "", "atp_star_k",
+        "AtP* for keys (head = the key/value head): QK fix and GradDrop; a magnitude for "
+        "ranking.", NONE },
+    [HS_M_ATP_STAR_V] = { "atp_star_v", HEAD, HS_SCALE_NONNEG, "", "atp_star_v", NULL, NONE },
+    [HS_M_EAP] = { "eap", EDGE, HS_SCALE_SIGNED, "logits", "eap",
+        "Edge attribution patching (Syed et al. 2023): each edge's sender output change "
+        "(corrupt - clean) times the gradient of the logit difference with respect to the "
+        "receiver's input on the clean run, mean over prompts (logits).", NONE },
+    [HS_M_EAP_IG] = { "eap_ig", EDGE, HS_SCALE_SIGNED, "logits", "eap_ig",
+        "EAP-IG (Hanna et al. 2024): edge attribution patching with the gradient averaged "
+        "over embeddings interpolated from corrupt to clean, mean over prompts (logits).",
+        NONE },
+
     [HS_M_VAL_LOSS_HEADS] = { "val_loss_heads_%d", MODEL, HS_SCALE_NONNEG, "nats",
         "validation loss", NULL, NONE },
     [HS_M_FORWARD_MS_HEADS] = { "forward_ms_heads_%d", MODEL, HS_SCALE_NONNEG, "ms",
@@ -208,6 +254,15 @@ static const hs_metric_desc METRICS[HS_M_COUNT] = {
         "training loss, %d head(s), seed %d", NULL, NONE, "Training loss", TOKENS, LOSS_NATS },
     [HS_M_TRAIN_LOSS_WINDOWS] = { "train_loss_windows_%s_seed_%d", CURVE, HS_SCALE_NONNEG,
         "nats", "training loss", NULL, NONE, "Training loss", TOKENS, LOSS_NATS },
+    [HS_M_FAITHFULNESS] = { "faithfulness", CURVE, HS_SCALE_SIGNED, "",
+        "faithfulness of the top-N circuit",
+        "The clean prompts run with only the N edges of largest |score| carrying this run's "
+        "values (every other edge its corrupt value): (LD circuit - LD corrupt) / (LD clean - "
+        "LD corrupt) against N. 1: the circuit alone restores the clean behaviour; the empty "
+        "circuit is 0 by construction. Faithful on these prompts, not an explanation of the "
+        "task in general.",
+        NONE, "Faithfulness of the top-N edges", "edges in the circuit (N)",
+        "faithfulness: (LD circuit - LD corrupt) / (LD clean - LD corrupt)" },
 };
 
 const hs_metric_desc *hs_metric(hs_metric_id id)

@@ -84,6 +84,22 @@ typedef enum {
     HS_M_Q_COMPOSITION_CONTROL_MEAN,
     HS_M_K_COMPOSITION_CONTROL_MEAN,
     HS_M_V_COMPOSITION_CONTROL_MEAN,
+    /* attribution patching and circuits (SPEC §15) */
+    HS_M_ATP_Z,
+    HS_M_ATP_PATTERN,
+    HS_M_ATP_Q,
+    HS_M_ATP_K,
+    HS_M_ATP_V,
+    HS_M_ATP_RESID_PRE,
+    HS_M_ATP_ATTN_OUT,
+    HS_M_ATP_MLP_OUT,
+    HS_M_ATP_STAR_Z,
+    HS_M_ATP_STAR_PATTERN,
+    HS_M_ATP_STAR_Q,
+    HS_M_ATP_STAR_K,
+    HS_M_ATP_STAR_V,
+    HS_M_EAP,
+    HS_M_EAP_IG,
     /* experiments: families of names */
     HS_M_VAL_LOSS_HEADS,
     HS_M_FORWARD_MS_HEADS,
@@ -101,6 +117,7 @@ typedef enum {
     HS_M_CAUSAL_RANDOM_K,
     HS_M_TRAIN_LOSS_HEADS,
     HS_M_TRAIN_LOSS_WINDOWS,
+    HS_M_FAITHFULNESS,
     HS_M_COUNT
 } hs_metric_id;
 
@@ -112,6 +129,7 @@ typedef enum {
     HS_WHERE_POSITION, /* position_metrics */
     HS_WHERE_PAIR,     /* head_pair_metrics */
     HS_WHERE_CURVE,    /* curves */
+    HS_WHERE_EDGE,     /* edge_metrics (sender, receiver) */
 } hs_metric_where;
 
 /* The scale a figure draws a metric on, fixed by its meaning (STYLE.md:

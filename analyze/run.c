@@ -1,6 +1,7 @@
 #include "run.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +215,21 @@ int hs_run_position_labels(hs_run *r, const hs_prompt_set *ps, const hs_tokenize
 int hs_run_rows(hs_run *r, const hs_head_table *t, const hs_study_curve *curves, int n_curves)
 {
     return r ? hs_study_record(r->ix, r->run_id, t, curves, n_curves) : HS_OK;
+}
+
+int hs_run_study_rows(hs_run *r, const hs_study_rows *rows)
+{
+    if (!r)
+        return HS_OK;
+    int rc = hs_study_record(r->ix, r->run_id, rows->heads, rows->curve, rows->n_curves);
+    if (!rc && rows->n_pos)
+        rc = hs_index_position_metrics_add(r->ix, r->run_id, rows->pos, rows->n_pos);
+    if (!rc && rows->n_edges > INT_MAX)
+        rc = hs_fail(HS_EINVAL, "run: %ld edges are more than the index takes at once",
+                     rows->n_edges);
+    if (!rc && rows->n_edges)
+        rc = hs_index_edge_metrics_add(r->ix, r->run_id, rows->edges, (int)rows->n_edges);
+    return rc;
 }
 
 int hs_run_artifact(hs_run *r, const char *path, const char *sha256, long long bytes)

@@ -28,6 +28,8 @@
 #define HS_KIND_DLA "dla"
 #define HS_KIND_LOGIT_LENS "logit-lens"
 #define HS_KIND_COMPOSITION "composition"
+#define HS_KIND_ATP "atp"
+#define HS_KIND_CIRCUIT "circuit"
 
 /* An option that cannot change a result (--threads, --json, ...): left out
  * when a resumed run's command line is compared with its original's. */
@@ -84,6 +86,11 @@ int hs_run_position_labels(hs_run *r, const hs_prompt_set *ps, const hs_tokenize
 /* Records a study's rows (one transaction) and curves into the run; HS_OK
  * and nothing done without an index. */
 int hs_run_rows(hs_run *r, const hs_head_table *t, const hs_study_curve *curves, int n_curves);
+
+/* Records every row of a SPEC §15 study (study.h: its head table and curves
+ * as hs_run_rows does, then its position rows and its edge rows, each table
+ * in one transaction); HS_OK and nothing done without an index. */
+int hs_run_study_rows(hs_run *r, const hs_study_rows *rows);
 
 /* Records path as an artifact of the run with its sha256 (hex) and size;
  * sha256 NULL: read the file for both. */

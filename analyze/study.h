@@ -567,4 +567,34 @@ int hs_path_parse(int **sender, int *n_senders, hs_receiver **recv, int *n_recv,
 int hs_path_patch_study(hs_head_table *t, const hs_model *m, const hs_prompt_set *ps,
                         hs_path_opts o, hs_index *ix, int64_t run_id, const hs_study_io *io);
 
+/* ---- atp, circuit (SPEC §15) ----------------------------------------------------- */
+
+#include "atp.h"
+#include "circuit.h"
+
+/* Everything a study of SPEC §15 records: its head table, curves (names
+ * copied, points borrowed), position rows and edge rows, each pointing into
+ * the study's result (hs_run_study_rows writes them). */
+typedef struct {
+    const hs_head_table *heads;
+    hs_study_curve curve[2];
+    int n_curves;
+    const hs_position_row *pos;
+    int n_pos;
+    const hs_edge_row *edges;
+    long n_edges;
+} hs_study_rows;
+
+/* hs_atp with the study's phases, progress and stop, every value checked
+ * finite (hs_study_check_finite; position rows alike); *rows describes r's
+ * rows for hs_run_study_rows. r is initialised here; free it with
+ * hs_atp_result_free. Costs what hs_atp costs. */
+int hs_atp_study(hs_atp_result *r, hs_study_rows *rows, const hs_model *m,
+                 const hs_prompt_set *ps, hs_atp_opts o, const hs_study_io *io);
+
+/* hs_circuit as hs_atp_study runs hs_atp: its rows the logit differences,
+ * every edge's score and the faithfulness curve. */
+int hs_circuit_study(hs_circuit_result *r, hs_study_rows *rows, const hs_model *m,
+                     const hs_prompt_set *ps, hs_circuit_opts o, const hs_study_io *io);
+
 #endif

@@ -102,7 +102,7 @@ HS_COMMAND(cmd_plot_record) = {
     .name = "plot",
     .order = 90,
     .summary = "Render maps and index results with gnuplot (PNG, SVG or PDF by the --out suffix).",
-    .usage = "headscope plot (map|grid|scores|curve|causal|patch|dla|lens|composition) [options] --out FILE",
+    .usage = "headscope plot (map|grid|scores|curve|causal|patch|dla|lens|composition|circuit|atp) [options] --out FILE",
     .details = "  plot map    --maps F.h5 --layer L --head H [--seq N]   one head's map, token labels\n"
         "  plot grid   --maps F.h5 [--seq N]                      layer x head small multiples\n"
         "  plot scores --db F --metric NAME [--run ID]           per-head score grid\n"
@@ -116,6 +116,8 @@ HS_COMMAND(cmd_plot_record) = {
         "  plot lens   --db F [--run ID]        logit lens: loss (and logit difference) per layer\n"
         "  plot composition --db F [--metric q_composition|k_composition|v_composition] [--run ID]\n"
         "                      heads x heads composition scores beside the random-init control\n"
+        "  plot circuit --db F [--metric eap|eap_ig] [--run ID]   a circuit's top edges (Graphviz)\n"
+        "  plot atp    --db F [--metric atp_z|atp_pattern] [--run ID]   AtP against patch --verify\n"
         "Per-head patching and attribution grids: plot scores --metric patch_z|patch_pattern|\n"
         "path_patch|dla.\n"
         "The gnuplot scripts are scripts/plot_*.gp (HEADSCOPE_SCRIPTS overrides where).\n\n"

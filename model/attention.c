@@ -70,9 +70,7 @@ hs_attn_scores hs_attn_config_scores(const hs_attn_config *c)
     return (hs_attn_scores){ hs_attn_scale(c), c->softcap };
 }
 
-/* The head kernel's windows (H of them, or NULL when every head is global)
- * into *win; *owned is what the caller frees (NULL when none was made). */
-static int head_windows(const int **win, int **owned, const hs_attn_config *c)
+int hs_attn_windows(const int **win, int **owned, const hs_attn_config *c)
 {
     *owned = NULL;
     *win = c->head_window;
@@ -441,7 +439,7 @@ int hs_attn_forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_at
     int *owned;
     int rc = hs_attn_config_check(c);
     if (!rc)
-        rc = head_windows(&win, &owned, c);
+        rc = hs_attn_windows(&win, &owned, c);
     if (rc)
         return rc;
     rc = forward_heads(a, w, c, x, y, mask, cache, win);
@@ -469,6 +467,69 @@ int hs_attn_forward(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
     return rc;
 }
 
+/* The observer of site s (if any) on the gradient g (B, T, heads, dh). */
+static int grad_site(const hs_attn_grad_hooks *g, hs_site s, const hs_real *x, int B, int T,
+                     int heads, int dh)
+{
+    if (!g->site || !g->site[s])
+        return HS_OK;
+    const hs_site_view v = hs_site_view_btw(s, g->layer, (hs_real *)x, B, T, heads, dh);
+    return g->site[s](g->ctx, &v);
+}
+
+/* The pattern's gradient dA = dz_h v_g^T of every head (B,H,L,S), 0 where a
+ * key is masked (the forward resets those entries), to its observer. */
+static int grad_pattern(const hs_attn_grad_hooks *g, const hs_real *dz, const hs_real *v,
+                        const hs_attn_mask *mask, const int *win, int B, int L, int S, int H,
+                        int G, int dh)
+{
+    if (!g->site || !g->site[HS_SITE_PATTERN])
+        return HS_OK;
+    const int HD = H * dh, GD = G * dh;
+    hs_real *dA = hs_calloc((size_t)B * H * L * S, sizeof(hs_real), "pattern gradient");
+    if (!dA)
+        return HS_ENOMEM;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            hs_real *P = dA + ((size_t)b * H + h) * L * S;
+            hs_gemm(0, 1, L, S, dh, 1, dz + (size_t)b * L * HD + (size_t)h * dh, HD,
+                    v + (size_t)b * S * GD + (size_t)(h / (H / G)) * dh, GD, 0, P, S);
+            const int W = win ? win[h] : 0;
+            const unsigned char *valid = mask && mask->valid ? mask->valid + (size_t)b * S : NULL;
+            for (int t = 0; t < L; t++)
+                for (int s = 0; s < S; s++) {
+                    const int seen = (!mask || !mask->causal || s <= t) &&
+                                     !(mask && mask->causal && W > 0 && s <= t - W) &&
+                                     (!valid || valid[s]);
+                    if (!seen)
+                        P[(size_t)t * S + s] = 0;
+                }
+        }
+    const hs_site_view view = { HS_SITE_PATTERN, g->layer, dA, B, L, H, S,
+                                (size_t)H * L * S, (size_t)S, (size_t)L * S };
+    int rc = g->site[HS_SITE_PATTERN](g->ctx, &view);
+    free(dA);
+    return rc;
+}
+
+/* dinp += the gradient through each of n heads' rows of a projection w
+ * (n dh, d), each reported first: dx_h = dout[:, h] w_h (rows x dh times dh x
+ * d), path(kind, h, dx_h). scratch: rows x d. */
+static int path_grads(hs_real *dinp, hs_real *scratch, const hs_real *dout, const hs_real *w,
+                      int n, int dh, size_t rows, int d, hs_recv_kind kind,
+                      const hs_attn_grad_hooks *g)
+{
+    for (int h = 0; h < n; h++) {
+        hs_gemm(0, 0, (int)rows, d, dh, 1, dout + (size_t)h * dh, n * dh, w + (size_t)h * dh * d,
+                d, 0, scratch, d);
+        int rc = g->path(g->path_ctx, kind, h, scratch);
+        if (rc)
+            return rc;
+        hs_add(dinp, dinp, scratch, rows * (size_t)d);
+    }
+    return HS_OK;
+}
+
 int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi,
                      const hs_real *dout, const hs_attn_acts *a, const hs_attn_weights *w,
                      const hs_attn_config *c, const hs_real *x, const hs_real *y,
@@ -484,6 +545,11 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
         return hs_fail(HS_EINVAL, "attention backward: a forward over a KV cache has no backward");
     if (y && !dy)
         return hs_fail(HS_EINVAL, "attention backward: cross-attention needs dy");
+    const hs_attn_grad_hooks *gh = &a->grad;
+    if (gh->path && (y || c->qk_norm == HS_QK_NORM_PROJ))
+        return hs_fail(HS_EINVAL, "attention backward: per-head input gradients need "
+                                  "self-attention and q/k norms per head (a norm over the whole "
+                                  "projection mixes the heads)");
     const int B = a->B, L = a->L, S = a->S;
     const int d = c->d_model, H = c->n_heads, G = c->n_kv_heads, dh = hs_attn_head_dim(c);
     const int HD = H * dh, GD = G * dh;
@@ -523,12 +589,19 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
 
     const int *win;
     int *owned;
-    if ((rc = head_windows(&win, &owned, c)))
+    if ((rc = hs_attn_windows(&win, &owned, c)))
         return rc;
+    rc = grad_site(gh, HS_SITE_Z, dz, B, L, H, dh);
+    if (!rc)
+        rc = grad_pattern(gh, dz, a->v, mask, win, B, L, S, H, G, dh);
     const hs_attn_scores sc = hs_attn_config_scores(c);
-    rc = hs_attn_heads_backward_scored(dq, dk, dv, dz, a->att, a->q, a->k, a->v, mask, win, B, L,
-                                       S, H, G, dh, &sc);
+    if (!rc)
+        rc = hs_attn_heads_backward_scored(dq, dk, dv, dz, a->att, a->q, a->k, a->v, mask, win, B,
+                                           L, S, H, G, dh, &sc);
     free(owned);
+    if (!rc && !(rc = grad_site(gh, HS_SITE_Q, dq, B, L, H, dh)) &&
+        !(rc = grad_site(gh, HS_SITE_K, dk, B, S, G, dh)))
+        rc = grad_site(gh, HS_SITE_V, dv, B, S, G, dh);
     if (rc)
         return rc;
     if (c->rope_theta > 0) {
@@ -538,22 +611,27 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
 
     const hs_real *kv_in = y ? y : x;
     hs_real *dkv_in = y ? dy : dx;
-    hs_linear_backward(dkv_in, dw ? dw->w_v : NULL, dw ? dw->b_v : NULL, dv, kv_in, w->w_v, BS, d,
-                       GD);
-    if (c->qk_norm) {
+    hs_real *scratch = NULL;
+    if (gh->path && !(scratch = hs_calloc(BL * (size_t)d, sizeof(hs_real), "path gradient")))
+        return HS_ENOMEM;
+    hs_linear_backward(gh->path ? NULL : dkv_in, dw ? dw->w_v : NULL, dw ? dw->b_v : NULL, dv,
+                       kv_in, w->w_v, BS, d, GD);
+    if (gh->path)
+        rc = path_grads(dkv_in, scratch, dv, w->w_v, G, dh, BS, d, HS_RECV_V, gh);
+    if (!rc && c->qk_norm) {
         /* through the norms to the projections, into buffers done with: dz
          * (read by the head kernel only) and dv (its projection is back) */
         if (!a->q_raw || !a->k_raw)
-            return hs_fail(HS_EINVAL, "attention backward: the forward kept no q/k before "
-                                      "their norms (allocate the activations with want_att)");
-        if ((rc = qk_norm_backward(dz, dw ? dw->q_norm : NULL, dq, a->q_raw, w->q_norm, c, BL, H,
-                                   dh)) ||
-            (rc = qk_norm_backward(dv, dw ? dw->k_norm : NULL, dk, a->k_raw, w->k_norm, c, BS, G,
-                                   dh)))
-            return rc;
+            rc = hs_fail(HS_EINVAL, "attention backward: the forward kept no q/k before "
+                                    "their norms (allocate the activations with want_att)");
+        if (!rc)
+            rc = qk_norm_backward(dz, dw ? dw->q_norm : NULL, dq, a->q_raw, w->q_norm, c, BL, H,
+                                  dh);
+        if (!rc)
+            rc = qk_norm_backward(dv, dw ? dw->k_norm : NULL, dk, a->k_raw, w->k_norm, c, BS, G,
+                                  dh);
         dq = dz, dk = dv;
     }
-    hs_linear_backward(dx, dw ? dw->w_q : NULL, dw ? dw->b_q : NULL, dq, x, w->w_q, BL, d, HD);
     /* With plain scores the key bias gradient is identically zero: adding
      * the same vector to every key shifts each score row by a constant,
      * which the softmax ignores. Leaving it untouched keeps it exactly zero
@@ -561,6 +639,68 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
      * per step. RoPE, a key norm or a soft-cap each break that invariance. */
     const int key_bias_acts = c->rope_theta > 0 || c->qk_norm || c->softcap > 0;
     hs_real *db_k = dw && key_bias_acts ? dw->b_k : NULL;
-    hs_linear_backward(dkv_in, dw ? dw->w_k : NULL, db_k, dk, kv_in, w->w_k, BS, d, GD);
+    if (!rc) {
+        hs_linear_backward(gh->path ? NULL : dx, dw ? dw->w_q : NULL, dw ? dw->b_q : NULL, dq, x,
+                           w->w_q, BL, d, HD);
+        hs_linear_backward(gh->path ? NULL : dkv_in, dw ? dw->w_k : NULL, db_k, dk, kv_in, w->w_k,
+                           BS, d, GD);
+    }
+    if (!rc && gh->path)
+        rc = path_grads(dx, scratch, dq, w->w_q, H, dh, BL, d, HS_RECV_Q, gh);
+    if (!rc && gh->path)
+        rc = path_grads(dkv_in, scratch, dk, w->w_k, G, dh, BS, d, HS_RECV_K, gh);
+    free(scratch);
+    return rc;
+}
+
+int hs_attn_project_head(hs_real *out, const hs_attn_weights *w, const hs_attn_config *c,
+                         hs_recv_kind which, int head, const hs_real *x, int B, int L, int pos0)
+{
+    int rc = hs_attn_config_check(c);
+    if (rc)
+        return rc;
+    const int d = c->d_model, dh = hs_attn_head_dim(c);
+    const int n = which == HS_RECV_Q ? c->n_heads : c->n_kv_heads;
+    if ((which != HS_RECV_Q && which != HS_RECV_K && which != HS_RECV_V) || head < 0 ||
+        head >= n)
+        return hs_fail(HS_EINVAL, "attention: no %s head %d", which == HS_RECV_Q ? "query" :
+                       "key/value", head);
+    if (c->qk_norm == HS_QK_NORM_PROJ && which != HS_RECV_V)
+        return hs_fail(HS_EINVAL, "attention: q/k norms over the whole projection mix the "
+                                  "heads: no head's queries or keys come from its rows alone");
+    const hs_real *wm = which == HS_RECV_Q ? w->w_q : which == HS_RECV_K ? w->w_k : w->w_v;
+    const hs_real *bm = which == HS_RECV_Q ? w->b_q : which == HS_RECV_K ? w->b_k : w->b_v;
+    const size_t BL = (size_t)B * L;
+    hs_linear_forward(out, x, wm + (size_t)head * dh * d, bm ? bm + (size_t)head * dh : NULL, BL,
+                      d, dh);
+    if (which == HS_RECV_V)
+        return HS_OK;
+    if (c->qk_norm)
+        qk_norm_forward(out, out, which == HS_RECV_Q ? w->q_norm : w->k_norm, c, BL, 1, dh);
+    if (c->rope_theta > 0)
+        rope_rotate(out, B, L, 1, dh, pos0, c, 0);
     return HS_OK;
+}
+
+int hs_attn_head_maps(hs_real *att, const hs_real *q, const hs_kv_view *kv,
+                      const hs_attn_config *c, int h, int B, int L)
+{
+    int rc = hs_attn_config_check(c);
+    if (rc)
+        return rc;
+    const int dh = hs_attn_head_dim(c);
+    const int *win;
+    int *owned;
+    if ((rc = hs_attn_windows(&win, &owned, c)))
+        return rc;
+    const int one[1] = { win ? win[h] : 0 };
+    hs_real *z = hs_calloc((size_t)B * L * dh, sizeof(hs_real), "head maps");
+    const hs_attn_mask causal = { 1, NULL };
+    const hs_attn_scores sc = hs_attn_config_scores(c);
+    rc = z ? hs_attn_heads_forward_scored(z, att, q, kv, &causal, one, 0, B, L, 1, 1, dh, &sc,
+                                          NULL)
+           : HS_ENOMEM;
+    free(z);
+    free(owned);
+    return rc;
 }

@@ -162,6 +162,22 @@ typedef struct {
     int layer;
 } hs_attn_hooks;
 
+/* What one layer's attention backward reports (hs_backward_from): the
+ * gradients of its sites q, k, v, z and pattern (site NULL, or HS_N_SITES
+ * observers each NULL or called with layer `layer`) and, with path set, the
+ * gradient with respect to the attention's input x through each path alone
+ * -- the queries of query head h (HS_RECV_Q), the keys or the values of
+ * key/value head g (HS_RECV_K, HS_RECV_V) -- dx (B,L,d), whose sum over the
+ * paths is the input's gradient. Paths need self-attention and q/k norms per
+ * head or none (a norm over the whole projection mixes the heads). */
+typedef struct {
+    const hs_grad_fn *site;
+    void *ctx;
+    int layer;
+    int (*path)(void *ctx, hs_recv_kind kind, int head, const hs_real *dx);
+    void *path_ctx;
+} hs_attn_grad_hooks;
+
 /* Activations of one forward, kept for the backward and for observers.
  * Allocate with hs_attn_acts_alloc; att is allocated only when asked for. */
 typedef struct {
@@ -175,6 +191,7 @@ typedef struct {
     hs_real *att; /* (B, H, L, S) or NULL: per-head maps; the backward needs them */
     int S;        /* keys the maps span: S_new, or cache length + S_new with a cache */
     hs_attn_hooks hooks;  /* optional: observers and hook sites of the forward */
+    hs_attn_grad_hooks grad; /* optional: what the backward reports */
     /* Scratch kept between calls, so repeated steps do not map and unmap
      * large buffers (with several threads every unmap is a TLB shootdown). */
     hs_real *zg;     /* (B, L, HD)     gated head outputs */
@@ -303,5 +320,27 @@ int hs_attn_heads_backward_scored(hs_real *dq, hs_real *dk, hs_real *dv, const h
                                   const hs_real *v, const hs_attn_mask *mask, const int *window,
                                   int B, int L, int S, int H, int G, int dh,
                                   const hs_attn_scores *sc);
+
+/* ---- Heads that read inputs of their own, maps of patched heads ---------- */
+
+/* Head `head`'s queries (which HS_RECV_Q) or key/value head `head`'s keys
+ * (HS_RECV_K) or values (HS_RECV_V) from x (B,L,d) alone, at positions pos0
+ * + t: out (B,L,dh) = the head's rows of the projection (and bias), normed
+ * (q/k norms per head) and rotated as hs_attn_project does. HS_EINVAL for q/k
+ * norms over the whole projection, which no head's rows compute alone. For
+ * forwards in which each head reads an input of its own (the faithfulness run
+ * of SPEC §15). */
+int hs_attn_project_head(hs_real *out, const hs_attn_weights *w, const hs_attn_config *c,
+                         hs_recv_kind which, int head, const hs_real *x, int B, int L, int pos0);
+
+/* The causal maps of query head h over the queries q (B,L,dh, contiguous)
+ * and key/value view kv (prefix 0), with c's scores and head h's window:
+ * att (B,L,S). For maps of patched queries or keys (AtP*'s QK fix). */
+int hs_attn_head_maps(hs_real *att, const hs_real *q, const hs_kv_view *kv,
+                      const hs_attn_config *c, int h, int B, int L);
+
+/* The windows of c's query heads (H of them) into *win, or NULL when every
+ * head is global; *owned is what the caller frees (NULL when none was made). */
+int hs_attn_windows(const int **win, int **owned, const hs_attn_config *c);
 
 #endif

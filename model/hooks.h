@@ -24,7 +24,18 @@
  *                        keep maps; keys past the causal limit are reset to 0
  *                        after the hook.
  *
- * A hook is forward-only: the backward does not see what it changed. */
+ * A hook is forward-only: the backward does not see what it changed.
+ *
+ * The backward from a gradient of the logits (hs_backward_from) reports, at
+ * the same sites, the gradient of its objective with respect to each site's
+ * tensor (gradient observers, in the layout of the forward's view), and the
+ * gradient with respect to the input of each receiver of the circuit graph
+ * (SPEC §15): the residual stream as one query head, one key/value head's
+ * keys or values, an MLP or the final norm reads it, before its input norm.
+ * MLA layers have no per-head key/value tensor: their k and v gradient
+ * sites are the normalised latent (B,T,1,C) as the keys (through W^UK) and
+ * the values (through W^UV) read it, the shared rope key left out; their
+ * key/value receivers are one (head 0). */
 #ifndef HS_HOOKS_H
 #define HS_HOOKS_H
 
@@ -65,6 +76,21 @@ typedef struct {
     hs_site_fn fn; /* NULL: no hook (costs one test of the pointer) */
     void *ctx;
 } hs_site_hook;
+
+/* A gradient observer: grad is the gradient of the backward's objective
+ * with respect to the site's tensor, laid out as the forward's view of it
+ * (pattern: (B,H,T,S), 0 where a key is masked). HS_OK, or a status (message
+ * set) that stops the backward. */
+typedef int (*hs_grad_fn)(void *ctx, const hs_site_view *grad);
+
+/* What reads the residual stream (SPEC §15's receivers): a query head, a
+ * key/value head's keys or values, an MLP, the final norm and unembedding. */
+typedef enum { HS_RECV_Q, HS_RECV_K, HS_RECV_V, HS_RECV_MLP, HS_RECV_LOGITS } hs_recv_kind;
+
+/* The gradient dx (B,T,d) with respect to the input of receiver (layer,
+ * kind, head): head is the query head (q), the key/value head (k, v), 0
+ * otherwise; the logits' receiver has layer n_layer. */
+typedef int (*hs_recv_fn)(void *ctx, int layer, hs_recv_kind kind, int head, const hs_real *dx);
 
 /* Whether table (NULL: no hooks) has a hook at site s. Callers test this
  * before they build a view, so an unhooked site costs two pointer tests. */

@@ -344,6 +344,83 @@ int hs_mla_forward_heads(hs_mla_acts *m, hs_attn_acts *at, const hs_mla_weights 
     return rc;
 }
 
+int hs_mla_forward_split(hs_mla_acts *m, hs_attn_acts *at, const hs_mla_weights *w,
+                         const hs_mla_config *c,
+                         int (*input)(void *ctx, hs_recv_kind kind, int head, hs_real *x),
+                         void *ctx, hs_real *x)
+{
+    int rc = hs_mla_config_check(c);
+    if (rc)
+        return rc;
+    const int B = at->B, T = at->L, H = c->n_heads, n = c->qk_nope, r = c->qk_rope;
+    const int v = c->v_dim, C = c->kv_lora_rank, HQ = H * (n + r), HKV = H * (n + v);
+    const size_t N = (size_t)B * T;
+    double *tab = rope_table(c, 0, T);
+    hs_real *q = hs_calloc(N * (size_t)HQ, sizeof(hs_real), "mla split queries");
+    hs_real *kvb = hs_calloc(N * (size_t)HKV, sizeof(hs_real), "mla split values");
+    rc = tab && q && kvb ? HS_OK : HS_ENOMEM;
+    /* the values' latent: the v parts of kv_b_proj's output */
+    if (!rc && !(rc = input(ctx, HS_RECV_V, 0, x))) {
+        project_latent(m, w, c, x, N);
+        hs_linear_forward(kvb, m->ckv, w->w_kvb, NULL, N, C, HKV);
+    }
+    /* the keys' latent: k_nope parts and the rope key */
+    if (!rc && !(rc = input(ctx, HS_RECV_K, 0, x))) {
+        project_latent(m, w, c, x, N);
+        hs_linear_forward(m->kvb, m->ckv, w->w_kvb, NULL, N, C, HKV);
+        for (size_t i = 0; i < N; i++)
+            for (int h = 0; h < H; h++)
+                memcpy(m->kvb + i * HKV + (size_t)h * (n + v) + n,
+                       kvb + i * HKV + (size_t)h * (n + v) + n, sizeof(hs_real) * v);
+        rope_rows(m->kpe, (size_t)r, 1, N, T, tab, r, 0);
+    }
+    /* each head's queries from its own input */
+    for (int h = 0; !rc && h < H; h++) {
+        if ((rc = input(ctx, HS_RECV_Q, h, x)))
+            break;
+        project_q(m, w, c, x, N);
+        for (size_t i = 0; i < N; i++)
+            memcpy(q + i * HQ + (size_t)h * (n + r), m->q + i * HQ + (size_t)h * (n + r),
+                   sizeof(hs_real) * (n + r));
+    }
+    if (!rc) {
+        memcpy(m->q, q, sizeof(hs_real) * N * HQ);
+        rope_rows(m->q + n, (size_t)(n + r), H, N, T, tab, r, 0);
+        heads_job j = { m, at->z, NULL, NULL, NULL, B, T, at->hooks.layer, c };
+        j.scratch = hs_calloc((size_t)hs_get_threads() * QBLOCK * T, sizeof(hs_real),
+                              "mla score block");
+        if (j.scratch)
+            run_blocks(&j, SCORES | MIX);
+        else
+            rc = HS_ENOMEM;
+        free(j.scratch);
+    }
+    free(tab), free(q), free(kvb);
+    return rc;
+}
+
+int hs_mla_head_maps(hs_real *att, const hs_real *q, const hs_real *kvb, const hs_real *kpe,
+                     const hs_mla_config *c, int B, int T, int h)
+{
+    int rc = hs_mla_config_check(c);
+    if (rc)
+        return rc;
+    const int H = c->n_heads, n = c->qk_nope, r = c->qk_rope, HKV = H * (n + c->v_dim);
+    const hs_real scale = (hs_real)(1 / sqrt((double)(n + r)));
+    for (int b = 0; b < B; b++) {
+        hs_real *P = att + (size_t)b * T * T;
+        const hs_real *Q = q + (size_t)b * T * (n + r);
+        hs_gemm(0, 1, T, T, n, scale, Q, n + r, kvb + (size_t)b * T * HKV + (size_t)h * (n + c->v_dim),
+                HKV, 0, P, T);
+        hs_gemm(0, 1, T, T, r, scale, Q + n, n + r, kpe + (size_t)b * T * r, r, 1, P, T);
+        for (int t = 0; t < T; t++) {
+            hs_softmax_row(P + (size_t)t * T, NULL, t + 1);
+            memset(P + (size_t)t * T + t + 1, 0, sizeof(hs_real) * (size_t)(T - t - 1));
+        }
+    }
+    return HS_OK;
+}
+
 /* ---- backward ----------------------------------------------------------- */
 
 static inline hs_real gate_at(const hs_real *xi, int per_seq, size_t row, int T, int H, int h)
@@ -438,6 +515,101 @@ static int heads_backward(hs_mla_acts *m, const hs_attn_acts *at, const hs_real 
     return HS_OK;
 }
 
+/* The observer of site s (if any) on the gradient g (B, T, heads, width). */
+static int grad_site(const hs_attn_grad_hooks *g, hs_site s, const hs_real *x, int B, int T,
+                     int heads, int width)
+{
+    if (!g->site || !g->site[s])
+        return HS_OK;
+    const hs_site_view v = hs_site_view_btw(s, g->layer, (hs_real *)x, B, T, heads, width);
+    return g->site[s](g->ctx, &v);
+}
+
+/* The pattern's gradient dA_h = dz_h v_h^T (B,H,T,T), 0 after each query,
+ * to its observer. */
+static int grad_pattern(const hs_attn_grad_hooks *g, const hs_real *dz, const hs_mla_acts *m,
+                        const hs_mla_config *c, int B, int T)
+{
+    if (!g->site || !g->site[HS_SITE_PATTERN])
+        return HS_OK;
+    const int H = c->n_heads, n = c->qk_nope, v = c->v_dim, HKV = H * (n + v), HV = H * v;
+    hs_real *dA = hs_calloc((size_t)B * H * T * T, sizeof(hs_real), "pattern gradient");
+    if (!dA)
+        return HS_ENOMEM;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            hs_real *P = dA + ((size_t)b * H + h) * T * T;
+            hs_gemm(0, 1, T, T, v, 1, dz + (size_t)b * T * HV + (size_t)h * v, HV,
+                    m->kvb + (size_t)b * T * HKV + (size_t)h * (n + v) + n, HKV, 0, P, T);
+            for (int t = 0; t < T; t++)
+                memset(P + (size_t)t * T + t + 1, 0, sizeof(hs_real) * (size_t)(T - t - 1));
+        }
+    const hs_site_view view = { HS_SITE_PATTERN, g->layer, dA, B, T, H, T,
+                                (size_t)H * T * T, (size_t)T, (size_t)T * T };
+    int rc = g->site[HS_SITE_PATTERN](g->ctx, &view);
+    free(dA);
+    return rc;
+}
+
+/* dck (N,C) = the latent's gradient through the keys' k_nope rows of
+ * kv_b_proj (part 0) or the values' rows (part 1) alone, from dkvb. */
+static void latent_part(hs_real *dck, const hs_mla_acts *m, const hs_mla_weights *w,
+                        const hs_mla_config *c, size_t N, int part)
+{
+    const int H = c->n_heads, n = c->qk_nope, v = c->v_dim, C = c->kv_lora_rank;
+    const int HKV = H * (n + v), off = part ? n : 0, width = part ? v : n;
+    for (int h = 0; h < H; h++)
+        hs_gemm(0, 0, (int)N, C, width, 1, m->dkvb + (size_t)h * (n + v) + off, HKV,
+                w->w_kvb + ((size_t)h * (n + v) + off) * C, C, h ? 1 : 0, dck, C);
+}
+
+/* Each path's share of dx (hs_attn_grad_hooks), reported and added: the
+ * queries of each head, the keys (the latent through k_nope, and the rope
+ * key) and the values (the latent through v) of the one latent "head" 0.
+ * After the backward kept dq (RoPE undone) and dkvb, dkva's rope part. */
+static int mla_paths(hs_real *dx, hs_mla_acts *m, const hs_attn_grad_hooks *g,
+                     const hs_mla_weights *w, const hs_mla_config *c, size_t N)
+{
+    const int H = c->n_heads, n = c->qk_nope, r = c->qk_rope, C = c->kv_lora_rank, CR = C + r;
+    const int Q = c->q_lora_rank, d = c->d_model, HQ = H * (n + r);
+    hs_real *dxp = hs_calloc(N * (size_t)d, sizeof(hs_real), "mla path gradient");
+    hs_real *dck = hs_calloc(N * (size_t)(C + CR), sizeof(hs_real), "mla path gradient");
+    int rc = dxp && dck ? HS_OK : HS_ENOMEM;
+    hs_real *dkva = dck + N * (size_t)C;
+    for (int h = 0; !rc && h < H; h++) {
+        const hs_real *dqh = m->dq + (size_t)h * (n + r);
+        if (Q) {
+            hs_gemm(0, 0, (int)N, Q, n + r, 1, dqh, HQ, w->w_qb + (size_t)h * (n + r) * Q, Q, 0,
+                    m->dcqn, Q);
+            hs_rmsnorm_backward_off(m->dcq, NULL, NULL, m->dcqn, m->cq, w->qa_norm, 0, m->cq_rstd,
+                                    N, Q);
+            hs_gemm(0, 0, (int)N, d, Q, 1, m->dcq, Q, w->w_qa, d, 0, dxp, d);
+        } else {
+            hs_gemm(0, 0, (int)N, d, n + r, 1, dqh, HQ, w->w_q + (size_t)h * (n + r) * d, d, 0,
+                    dxp, d);
+        }
+        if (!(rc = g->path(g->path_ctx, HS_RECV_Q, h, dxp)))
+            hs_add(dx, dx, dxp, N * (size_t)d);
+    }
+    for (int part = 0; !rc && part < 2; part++) {
+        latent_part(dck, m, w, c, N, part);
+        hs_rmsnorm_backward_off(m->dlat, NULL, NULL, dck, m->lat, w->kva_norm, 0, m->ckv_rstd, N,
+                                C);
+        for (size_t i = 0; i < N; i++) {
+            memcpy(dkva + i * CR, m->dlat + i * C, sizeof(hs_real) * C);
+            if (part) /* the values do not read the rope key */
+                memset(dkva + i * CR + C, 0, sizeof(hs_real) * r);
+            else
+                memcpy(dkva + i * CR + C, m->dkva + i * CR + C, sizeof(hs_real) * r);
+        }
+        hs_gemm(0, 0, (int)N, d, CR, 1, dkva, CR, w->w_kva, d, 0, dxp, d);
+        if (!(rc = g->path(g->path_ctx, part ? HS_RECV_V : HS_RECV_K, 0, dxp)))
+            hs_add(dx, dx, dxp, N * (size_t)d);
+    }
+    free(dxp), free(dck);
+    return rc;
+}
+
 int hs_mla_backward(hs_real *dx, hs_mla_weights *dw, hs_real *dxi, const hs_real *dout,
                     hs_mla_acts *m, hs_attn_acts *at, const hs_mla_weights *w,
                     const hs_mla_config *c, const hs_real *x, const hs_real *xi, int xi_per_seq)
@@ -452,11 +624,30 @@ int hs_mla_backward(hs_real *dx, hs_mla_weights *dw, hs_real *dxi, const hs_real
               C = c->kv_lora_rank, CR = C + r, Q = c->q_lora_rank, d = c->d_model;
     const int HQ = H * (n + r), HKV = H * (n + c->v_dim);
     const size_t N = (size_t)B * T;
+    const hs_attn_grad_hooks *gh = &at->grad;
     output_backward(at->dz, dxi, dw->w_o, at, dout, w, c, xi, xi_per_seq);
+    int rc = grad_site(gh, HS_SITE_Z, at->dz, B, T, H, c->v_dim);
+    if (!rc)
+        rc = grad_pattern(gh, at->dz, m, c, B, T);
+    if (rc)
+        return rc;
     memset(m->dq, 0, sizeof(hs_real) * N * HQ);
     memset(m->dkvb, 0, sizeof(hs_real) * N * HKV);
     memset(m->dkva, 0, sizeof(hs_real) * N * CR);
-    int rc = heads_backward(m, at, at->dz, m->dkva, c);
+    if ((rc = heads_backward(m, at, at->dz, m->dkva, c)))
+        return rc;
+    rc = grad_site(gh, HS_SITE_Q, m->dq, B, T, H, n + r);
+    for (int part = 0; !rc && part < 2; part++) {
+        const hs_site s = part ? HS_SITE_V : HS_SITE_K;
+        if (!gh->site || !gh->site[s])
+            continue;
+        hs_real *dck = hs_calloc(N * (size_t)C, sizeof(hs_real), "mla latent gradient");
+        if (!dck)
+            return HS_ENOMEM;
+        latent_part(dck, m, w, c, N, part);
+        rc = grad_site(gh, s, dck, B, T, 1, C);
+        free(dck);
+    }
     if (rc)
         return rc;
     double *tab = rope_table(c, 0, T);
@@ -465,6 +656,11 @@ int hs_mla_backward(hs_real *dx, hs_mla_weights *dw, hs_real *dxi, const hs_real
     rope_rows(m->dq + n, (size_t)(n + r), H, N, T, tab, r, 1);
     rope_rows(m->dkva + C, (size_t)CR, 1, N, T, tab, r, 1);
     free(tab);
+    /* With paths dx gets each path's share; the weights' gradients (if any)
+     * come from the whole below. */
+    if (gh->path && (rc = mla_paths(dx, m, gh, w, c, N)))
+        return rc;
+    hs_real *dxw = gh->path ? NULL : dx;
     /* the latent: kv_b_proj, then kv_a_layernorm */
     memset(m->dckv, 0, sizeof(hs_real) * N * C);
     memset(m->dlat, 0, sizeof(hs_real) * N * C);
@@ -472,15 +668,15 @@ int hs_mla_backward(hs_real *dx, hs_mla_weights *dw, hs_real *dxi, const hs_real
     hs_rmsnorm_backward(m->dlat, dw->kva_norm, m->dckv, m->lat, w->kva_norm, m->ckv_rstd, N, C);
     for (size_t i = 0; i < N; i++)
         memcpy(m->dkva + i * CR, m->dlat + i * C, sizeof(hs_real) * C);
-    hs_linear_backward(dx, dw->w_kva, NULL, m->dkva, x, w->w_kva, N, d, CR);
+    hs_linear_backward(dxw, dw->w_kva, NULL, m->dkva, x, w->w_kva, N, d, CR);
     if (Q) {
         memset(m->dcqn, 0, sizeof(hs_real) * N * Q);
         memset(m->dcq, 0, sizeof(hs_real) * N * Q);
         hs_linear_backward(m->dcqn, dw->w_qb, NULL, m->dq, m->cqn, w->w_qb, N, Q, HQ);
         hs_rmsnorm_backward(m->dcq, dw->qa_norm, m->dcqn, m->cq, w->qa_norm, m->cq_rstd, N, Q);
-        hs_linear_backward(dx, dw->w_qa, NULL, m->dcq, x, w->w_qa, N, d, Q);
+        hs_linear_backward(dxw, dw->w_qa, NULL, m->dcq, x, w->w_qa, N, d, Q);
     } else {
-        hs_linear_backward(dx, dw->w_q, NULL, m->dq, x, w->w_q, N, d, HQ);
+        hs_linear_backward(dxw, dw->w_q, NULL, m->dq, x, w->w_q, N, d, HQ);
     }
     return HS_OK;
 }

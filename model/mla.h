@@ -107,10 +107,33 @@ void hs_mla_acts_bind(hs_mla_acts *a, const hs_mla_config *c, int B, int T, int 
 int hs_mla_forward_heads(hs_mla_acts *m, hs_attn_acts *at, const hs_mla_weights *w,
                          const hs_mla_config *c, const hs_real *x);
 
+/* hs_mla_forward_heads (without maps, hooks or observers) in which each
+ * head's queries and the latent's keys and values read inputs of their own:
+ * input(ctx, kind, head, x) fills x (B,T,d) with the input of that path
+ * (HS_RECV_Q of each head, HS_RECV_K and HS_RECV_V of "head" 0: the keys'
+ * latent and rope key, the values' latent). z into at->z. Costs each head
+ * a whole query projection. */
+int hs_mla_forward_split(hs_mla_acts *m, hs_attn_acts *at, const hs_mla_weights *w,
+                         const hs_mla_config *c,
+                         int (*input)(void *ctx, hs_recv_kind kind, int head, hs_real *x),
+                         void *ctx, hs_real *x);
+
+/* The causal maps att (B,T,T) of head h from its queries q (B,T,n+r,
+ * contiguous, RoPE applied), the k_nope of kv_b_proj's output kvb (B*T rows
+ * of H (n+v)) and the rope keys kpe (B,T,r): for maps of patched queries or
+ * latents (AtP*'s QK fix). */
+int hs_mla_head_maps(hs_real *att, const hs_real *q, const hs_real *kvb, const hs_real *kpe,
+                     const hs_mla_config *c, int B, int T, int h);
+
 /* Backward of o_proj(gates z) after hs_mla_forward_heads with maps kept:
  * accumulates (+=) dx (B,T,d), the weight gradients dw (NULL members
  * skipped; dw may be NULL) and dxi (the gates' shape; NULL to skip) from
- * dout (B,T,d). Overwrites the backward scratch of m and at. */
+ * dout (B,T,d). Overwrites the backward scratch of m and at. Reports what
+ * at->grad asks for (attention.h): the gradients of sites z, pattern, q
+ * (after RoPE), k and v (the normalised latent (B,T,1,C) as the keys'
+ * k_nope and the values read it) and the paths' shares of dx: each head's
+ * queries, and the latent's one key/value "head" 0 (keys: through k_nope
+ * and the rope key; values: through v). */
 int hs_mla_backward(hs_real *dx, hs_mla_weights *dw, hs_real *dxi, const hs_real *dout,
                     hs_mla_acts *m, hs_attn_acts *at, const hs_mla_weights *w,
                     const hs_mla_config *c, const hs_real *x, const hs_real *xi, int xi_per_seq);

@@ -703,154 +703,85 @@ int hs_forward_from_last(hs_acts *a, const hs_model *m, int layer, const hs_hook
     return rc;
 }
 
-static void swap(hs_real **x, hs_real **y)
+int hs_acts_site_view(hs_site_view *v, const hs_acts *a, const hs_model_config *c, hs_site s,
+                      int layer)
 {
-    hs_real *t = *x;
-    *x = *y;
-    *y = t;
+    const int L = c->n_layer, B = a->B, T = a->T, d = c->d_model;
+    if (layer < 0 || layer > L || (layer == L && s != HS_SITE_RESID_PRE) || s < 0 ||
+        s >= HS_N_SITES)
+        return hs_fail(HS_EINVAL, "activations: no site %d of layer %d", (int)s, layer);
+    if (s == HS_SITE_RESID_PRE) {
+        *v = hs_site_view_btw(s, layer, layer == L ? a->layer[L - 1].out : a->layer[layer].in, B,
+                              T, 1, d);
+        return HS_OK;
+    }
+    const hs_layer_acts *la = &a->layer[layer];
+    const int H = c->n_head[layer], G = c->n_kv_head[layer], dh = c->head_dim;
+    const hs_mla_config mc = c->mla ? hs_config_mla(c, layer) : (hs_mla_config){ 0 };
+    switch (s) {
+    case HS_SITE_ATTN_OUT:
+        *v = hs_site_view_btw(s, layer, la->attn_out, B, T, 1, d);
+        return HS_OK;
+    case HS_SITE_MLP_OUT:
+        if (!la->mlp_out)
+            return hs_fail(HS_EINVAL, "activations: the model has no MLP (site mlp_out)");
+        *v = hs_site_view_btw(s, layer, la->mlp_out, B, T, 1, d);
+        return HS_OK;
+    case HS_SITE_Q:
+        *v = c->mla ? hs_site_view_btw(s, layer, la->mla.q, B, T, H, mc.qk_nope + mc.qk_rope)
+                    : hs_site_view_btw(s, layer, la->attn.q, B, T, H, dh);
+        return HS_OK;
+    case HS_SITE_K:
+    case HS_SITE_V:
+        *v = c->mla ? hs_site_view_btw(s, layer, la->mla.ckv, B, T, 1, mc.kv_lora_rank)
+                    : hs_site_view_btw(s, layer, s == HS_SITE_K ? la->attn.k : la->attn.v, B, T,
+                                       G, dh);
+        return HS_OK;
+    case HS_SITE_Z:
+        *v = hs_site_view_btw(s, layer, la->attn.z, B, T, H, dh);
+        return HS_OK;
+    default: /* pattern */
+        if (!a->training)
+            return hs_fail(HS_EINVAL, "activations: the pattern of every layer is kept by "
+                                      "training activations only");
+        *v = (hs_site_view){ s, layer, la->attn.att, B, T, H, T, (size_t)H * T * T, (size_t)T,
+                             (size_t)T * T };
+        return HS_OK;
+    }
 }
 
-/* dx += the attention backward of layer l (GQA or MLA) from dout. */
-static int attn_backward(hs_real *dx, hs_layer_weights *gw, hs_real *dxi, const hs_real *dout,
-                         hs_layer_acts *la, const hs_layer_weights *lw, const hs_model_config *c,
-                         int l, const hs_real *x, const hs_real *xi, int per_seq)
+int hs_acts_head_maps(hs_real *att, const hs_model *m, int l, int h, const hs_acts *q_run,
+                      const hs_acts *k_run, const hs_acts *pe_run)
 {
+    const hs_model_config *c = &m->cfg;
+    const int B = q_run->B, T = q_run->T;
+    if (l < 0 || l >= c->n_layer || h < 0 || h >= c->n_head[l])
+        return hs_fail(HS_EINVAL, "maps: no head %d of layer %d", h, l);
+    const int H = c->n_head[l];
     if (c->mla) {
         const hs_mla_config mc = hs_config_mla(c, l);
-        return hs_mla_backward(dx, &gw->mla, dxi, dout, &la->mla, &la->attn, &lw->mla, &mc, x, xi,
-                               per_seq);
+        const int w = mc.qk_nope + mc.qk_rope, HQ = H * w;
+        hs_real *q = hs_calloc((size_t)B * T * w, sizeof(hs_real), "maps");
+        if (!q)
+            return HS_ENOMEM;
+        for (size_t i = 0; i < (size_t)B * T; i++)
+            memcpy(q + i * w, q_run->layer[l].mla.q + i * HQ + (size_t)h * w, sizeof(hs_real) * w);
+        int rc = hs_mla_head_maps(att, q, k_run->layer[l].mla.kvb, pe_run->layer[l].mla.kpe, &mc,
+                                  B, T, h);
+        free(q);
+        return rc;
     }
     const hs_attn_config ac = hs_config_attn(c, l);
-    const hs_attn_mask causal = { 1, NULL };
-    return hs_attn_backward(dx, NULL, &gw->attn, dxi, dout, &la->attn, &lw->attn, &ac, x, NULL, xi,
-                            per_seq, &causal);
-}
-
-int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_model *m,
-                const int32_t *tokens, const int32_t *targets, const hs_hooks *hooks,
-                hs_real loss_scale)
-{
-    /* No weight gradients: every kernel skips a NULL gradient pointer. Never
-     * written, so one zeroed instance serves every call. */
-    static hs_weights no_grads;
-    if (!a->training)
-        return hs_fail(HS_EINVAL, "backward: activations were allocated for inference");
-    if (!hooks)
-        hooks = &no_hooks;
-    if (!g)
-        g = &no_grads;
-    const hs_real *const *gates = hooks->gates;
-    const hs_model_config *c = &m->cfg;
-    const hs_weights *w = &m->w;
-    const size_t N = (size_t)a->B * a->T, nd = N * (size_t)c->d_model;
-    const int d = c->d_model, V = c->vocab_size;
-    hs_real *const mlp_scratch[3] = { a->dh, a->dh2, a->dh3 };
-
-    /* Unembedding: logits hold the probabilities; dlogits overwrite them
-     * (through the soft-cap's tanh with final_softcap). */
-    hs_real *dlogits = a->logits;
-    if (c->final_softcap > 0)
-        hs_softcap_xent_backward(dlogits, a->logits, a->lse, targets, N, V, loss_scale,
-                                 c->final_softcap);
-    else
-        hs_softmax_xent_backward(dlogits, a->logits, targets, N, V, loss_scale);
-    const hs_real *h = c->final_norm ? a->lnf : a->layer[c->n_layer - 1].out;
-    hs_real *dres = a->dres, *dres2 = a->dres2;
-    if (c->final_norm) {
-        memset(a->dnorm, 0, sizeof(hs_real) * nd);
-        hs_linear_backward(a->dnorm, g->lm_w, g->lm_b, dlogits, h, w->lm_w, N, d, V);
-        hs_block_norm_backward(dres, NULL, g->lnf_w, g->lnf_b, a->dnorm,
-                               a->layer[c->n_layer - 1].out, w->lnf_w, a->lnf_mean, a->lnf_rstd,
-                               c, N);
-    } else {
-        memset(dres, 0, sizeof(hs_real) * nd);
-        hs_linear_backward(dres, g->lm_w, g->lm_b, dlogits, h, w->lm_w, N, d, V);
-    }
-
-    for (int l = c->n_layer - 1; l >= 0; l--) {
-        hs_layer_acts *la = &a->layer[l];
-        const hs_layer_weights *lw = &w->layer[l];
-        hs_layer_weights *gw = &g->layer[l];
-        const hs_real *xi = gates ? gates[l] : NULL;
-        hs_real *dxi = dgates && xi ? dgates[l] : NULL;
-        const hs_mlp_acts ma = mlp_acts(la);
-        int rc;
-        if (!c->post_norm) {
-            /* dres: gradient of the layer output */
-            const int parallel = c->parallel_residual, bare = c->no_input_norm;
-            if (c->mlp != HS_MLP_NONE) {
-                const hs_real *dm = dres; /* of the MLP's output before its out-norm */
-                if (c->out_norm) {
-                    hs_block_norm_backward(a->dbranch, NULL, gw->ln_mlp_w, gw->ln_mlp_b, dres,
-                                           la->mlp_raw, lw->ln_mlp_w, la->mlp_on_mean,
-                                           la->mlp_on_rstd, c, N);
-                    dm = a->dbranch;
-                }
-                if (bare) { /* the MLP read r1 itself: dres2 = dres + its backward */
-                    memcpy(dres2, dres, sizeof(hs_real) * nd);
-                    hs_mlp_backward(dres2, gw, mlp_scratch, &ma, lw, dm, la->r1, c, N);
-                } else {
-                    memset(a->dnorm, 0, sizeof(hs_real) * nd);
-                    hs_mlp_backward(a->dnorm, gw, mlp_scratch, &ma, lw, dm, la->n2, c, N);
-                    /* dres2 = dres (the residual) + the norm's backward */
-                    hs_block_norm_backward(dres2, dres, gw->ln2_w, gw->ln2_b, a->dnorm,
-                                           parallel ? la->in : la->r1, lw->ln2_w, la->n2_mean,
-                                           la->n2_rstd, c, N);
-                }
-                /* sequential: dres2 is now the gradient of r1; parallel: the
-                 * input's share through the MLP (plus the residual), while
-                 * r1's gradient stays dres */
-                if (!parallel)
-                    swap(&dres, &dres2);
-            }
-            const hs_real *da = dres; /* of the attention's output before its out-norm */
-            if (c->out_norm) {
-                hs_block_norm_backward(a->dbranch, NULL, gw->ln_attn_w, gw->ln_attn_b, dres,
-                                       la->attn_raw, lw->ln_attn_w, la->attn_on_mean,
-                                       la->attn_on_rstd, c, N);
-                da = a->dbranch;
-            }
-            /* the residual's share: dres (sequential), or the input's share
-             * through the MLP already in dres2 (parallel) */
-            const hs_real *base = parallel && c->mlp != HS_MLP_NONE ? dres2 : dres;
-            if (bare) {
-                if (base != dres2)
-                    memcpy(dres2, base, sizeof(hs_real) * nd);
-                rc = attn_backward(dres2, gw, dxi, da, la, lw, c, l, la->in, xi,
-                                   hooks->gates_per_seq);
-                if (rc)
-                    return rc;
-            } else {
-                memset(a->dnorm, 0, sizeof(hs_real) * nd);
-                rc = attn_backward(a->dnorm, gw, dxi, da, la, lw, c, l, la->n1, xi,
-                                   hooks->gates_per_seq);
-                if (rc)
-                    return rc;
-                hs_block_norm_backward(dres2, base, gw->ln1_w, gw->ln1_b, a->dnorm, la->in,
-                                       lw->ln1_w, la->n1_mean, la->n1_rstd, c, N);
-            }
-            swap(&dres, &dres2); /* the gradient of the layer input */
-        } else {
-            if (c->mlp != HS_MLP_NONE) {
-                hs_block_norm_backward(a->dbranch, NULL, gw->ln2_w, gw->ln2_b, dres, la->r2,
-                                       lw->ln2_w, la->n2_mean, la->n2_rstd, c, N);
-                memcpy(dres2, a->dbranch, sizeof(hs_real) * nd);
-                hs_mlp_backward(dres2, gw, mlp_scratch, &ma, lw, a->dbranch, la->n1, c, N);
-                swap(&dres, &dres2); /* the gradient of n1 */
-            }
-            hs_block_norm_backward(a->dbranch, NULL, gw->ln1_w, gw->ln1_b, dres, la->r1,
-                                   lw->ln1_w, la->n1_mean, la->n1_rstd, c, N);
-            memcpy(dres2, a->dbranch, sizeof(hs_real) * nd);
-            rc = attn_backward(dres2, gw, dxi, a->dbranch, la, lw, c, l, la->in, xi,
-                               hooks->gates_per_seq);
-            if (rc)
-                return rc;
-            swap(&dres, &dres2);
-        }
-    }
-    if (c->embed_scale) /* the embeddings entered the residual times sqrt(d) */
-        hs_scale(dres, (hs_real)sqrt((double)d), nd);
-    if (g->wte)
-        hs_embed_backward(g->wte, g->wpe, dres, tokens, a->B, a->T, d);
-    return HS_OK;
+    const int G = c->n_kv_head[l], dh = c->head_dim, g = h / (H / G), GD = G * dh;
+    hs_real *q = hs_calloc((size_t)B * T * dh, sizeof(hs_real), "maps");
+    if (!q)
+        return HS_ENOMEM;
+    for (size_t i = 0; i < (size_t)B * T; i++)
+        memcpy(q + i * dh, q_run->layer[l].attn.q + (i * H + h) * dh, sizeof(hs_real) * dh);
+    const hs_attn_acts *ka = &k_run->layer[l].attn;
+    const hs_kv_view kv = { ka->k + (size_t)g * dh, ka->v + (size_t)g * dh, (size_t)T * GD,
+                            (size_t)dh, (size_t)GD, T };
+    int rc = hs_attn_head_maps(att, q, &kv, &ac, h, B, T);
+    free(q);
+    return rc;
 }

@@ -147,6 +147,79 @@ int hs_forward_from_hooks(hs_acts *a, const hs_model *m, int layer, const int32_
  * positions. */
 int hs_forward_from_last(hs_acts *a, const hs_model *m, int layer, const hs_hooks *hooks);
 
+/* The forward tensor of site s of layer l as the forward left it in a, the
+ * view a site hook saw: resid_pre (layer 0..n_layer; n_layer: the final
+ * residual), attn_out, mlp_out, q, k, v, z, and pattern where a keeps maps
+ * (training activations: every layer's; HS_EINVAL otherwise). MLA layers:
+ * q (B,T,H,n+r) after RoPE, k and v the normalised latent (B,T,1,C), the
+ * tensor their gradient observers see. For analyses that compare two runs'
+ * sites (attribution patching). */
+int hs_acts_site_view(hs_site_view *v, const hs_acts *a, const hs_model_config *c, hs_site s,
+                      int layer);
+
+/* The maps att (B,T,T) of query head h of layer l with the queries of run
+ * q_run and the keys of run k_run (their key/value head h / (H/G); MLA: the
+ * k_nope from k_run's latent, the rope key from pe_run), other members of
+ * the runs' activations of one model and batch: the pattern a patch of a
+ * head's queries or keys makes, for AtP*'s QK fix. */
+int hs_acts_head_maps(hs_real *att, const hs_model *m, int l, int h, const hs_acts *q_run,
+                      const hs_acts *k_run, const hs_acts *pe_run);
+
+/* What hs_backward_from reports and where it stops the gradient (hooks.h);
+ * every member may be NULL. */
+typedef struct {
+    void *ctx;                    /* of every function below */
+    /* gradient observers: site s's gradient at every layer, in the site's
+     * layout (resid_pre also at layer n_layer, the final residual) */
+    hs_grad_fn site[HS_N_SITES];
+    /* the gradient with respect to each receiver's input (SPEC §15): every
+     * query head, key/value head (keys and values apart), MLP of every
+     * layer and the final norm (layer n_layer). One backward reports them
+     * all: a head's share is taken through its own rows of the projection
+     * and its own input norm backward, at the cost of one norm backward per
+     * receiver. Needs q/k norms per head or none. */
+    hs_recv_fn receiver;
+    /* NULL, or n_layer flags: no gradient flows back through the attention
+     * and MLP outputs of a flagged layer into the residual (GradDrop, AtP*):
+     * its sites and receivers see 0; the residual passes it unchanged (post-norm
+     * layers: through their norms). */
+    const unsigned char *stop;
+} hs_grad_hooks;
+
+/* The backward of an objective from its gradient dlogits (B,T,V) with
+ * respect to the logits (after the final soft-cap: the logits a forward
+ * without targets left) after a training forward with the same hooks:
+ * reports what gh asks for (NULL: nothing) and computes no weight gradient.
+ * Rows of dlogits that are all 0 cost nothing in the unembedding (a logit
+ * difference at the last position runs B of B*T rows through it). Costs
+ * about one training backward without weight gradients, plus what the
+ * observers do. Overwrites the backward scratch only, so several backwards
+ * (other objectives, other stopped layers) may follow one forward. */
+int hs_backward_from(hs_acts *a, const hs_model *m, const hs_real *dlogits, const hs_hooks *hooks,
+                     const hs_grad_hooks *gh);
+
+/* A forward in which every receiver of the circuit graph reads a residual
+ * stream of its own (SPEC §15's faithfulness run): for each layer the plan
+ * gives each query head's, key/value head's keys' and values' input, then
+ * hears each head's output z^h W_o^h (no bias) of this run; then the MLP's
+ * input, and hears its output (head -1); at last the final norm's input
+ * (layer n_layer). Each input passes its own input norm. The logits land
+ * in a->logits (soft-capped). Pre-norm layers without output norms or q/k
+ * norms over the whole projection only (HS_EINVAL naming the reason: there
+ * the residual is not a sum of the nodes' outputs, or no head's query is
+ * its own input's). Costs a forward plus, per head, one norm and the head's
+ * projection rows (MLA: each head's whole query projection). */
+typedef struct {
+    void *ctx;
+    int (*input)(void *ctx, int layer, hs_recv_kind kind, int head, hs_real *x /* (B,T,d) */);
+    int (*output)(void *ctx, int layer, int head, const hs_real *y /* (B,T,d) */);
+} hs_split_plan;
+
+/* HS_OK when hs_forward_split can run c, else HS_EINVAL saying why. */
+int hs_split_check(const hs_model_config *c);
+
+int hs_forward_split(hs_acts *a, const hs_model *m, const hs_split_plan *p);
+
 /* Backward of the loss sum(losses) * loss_scale (1/(B*T): the mean) after a
  * training forward with targets and the same hooks. Accumulates into grads
  * (bound to a buffer with hs_weights_bind; NULL skips every weight

@@ -33,3 +33,48 @@ void hs_json_fixed(FILE *f, double v, int decimals)
     else
         fputs("null", f);
 }
+
+/* ,"value":v,"stderr":e,"n":n} */
+static void value_tail(FILE *f, double value, double stderr_value, long long n)
+{
+    fputs(",\"value\":", f), hs_json_number(f, value, 9);
+    fputs(",\"stderr\":", f), hs_json_number(f, stderr_value, 9);
+    fprintf(f, ",\"n\":%lld}", n);
+}
+
+void hs_json_head_rows(FILE *f, const hs_metric_row *rows, int n)
+{
+    fputc('[', f);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%s{\"layer\":%d,\"head\":%d,\"metric\":", i ? "," : "", rows[i].layer,
+                rows[i].head);
+        hs_json_string(f, rows[i].metric);
+        value_tail(f, rows[i].value, rows[i].stderr_value, rows[i].n);
+    }
+    fputc(']', f);
+}
+
+void hs_json_position_rows(FILE *f, const hs_position_row *rows, int n)
+{
+    fputc('[', f);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%s{\"layer\":%d,\"position\":%d,\"metric\":", i ? "," : "", rows[i].layer,
+                rows[i].position);
+        hs_json_string(f, rows[i].metric);
+        value_tail(f, rows[i].value, rows[i].stderr_value, rows[i].n);
+    }
+    fputc(']', f);
+}
+
+void hs_json_edge_rows(FILE *f, const hs_edge_row *rows, long n)
+{
+    fputc('[', f);
+    for (long i = 0; i < n; i++) {
+        fprintf(f, "%s{\"sender\":", i ? "," : "");
+        hs_json_string(f, rows[i].sender);
+        fputs(",\"receiver\":", f), hs_json_string(f, rows[i].receiver);
+        fputs(",\"metric\":", f), hs_json_string(f, rows[i].metric);
+        value_tail(f, rows[i].value, rows[i].stderr_value, rows[i].n);
+    }
+    fputc(']', f);
+}

@@ -28,6 +28,12 @@ static const hs_plot_kind KINDS[] = {
     { "composition", " --db --metric --run ", NULL,
       "--db F [--metric q_composition|k_composition|v_composition] [--run ID]\n"
       "                     heads x heads composition scores beside the random-init control" },
+    { "circuit", " --db --metric --run ", NULL,
+      "--db F [--metric eap|eap_ig] [--run ID]\n"
+      "                     a circuit run's top edges as a graph (Graphviz dot)" },
+    { "atp", " --db --metric --run ", NULL,
+      "--db F [--metric atp_z|atp_pattern] [--run ID]\n"
+      "                     attribution patching against the exact patching it verified" },
 };
 
 const hs_plot_kind *hs_plot_kinds(int *n)
@@ -60,6 +66,10 @@ static int draw_index(hs_index *ix, const hs_plot_request *rq)
         return hs_plot_dla(ix, db, rq->run, rq->out);
     if (!strcmp(k, "lens"))
         return hs_plot_lens(ix, db, rq->run, rq->out);
+    if (!strcmp(k, "circuit"))
+        return hs_plot_circuit(ix, db, rq->metric, rq->run, rq->out);
+    if (!strcmp(k, "atp"))
+        return hs_plot_atp(ix, db, rq->metric, rq->run, rq->out);
     return hs_plot_composition(ix, db, rq->metric, rq->run, rq->out);
 }
 

@@ -48,6 +48,24 @@ int hs_plot_lens(hs_index *ix, const char *db, long long run, const char *out);
 int hs_plot_composition(hs_index *ix, const char *db, const char *metric, long long run,
                         const char *out);
 
+/* A circuit run's top edges by |score| (metric eap or eap_ig; NULL: the
+ * latest run of either) as a graph drawn by Graphviz's dot: as many edges as
+ * the smallest circuit of its faithfulness curve reaching 0.8, else 20, at
+ * most 80; red edges raise the logit difference's change, blue lower it,
+ * width by |score|, labels the receiver's path (q, k, v) and the score. */
+int hs_plot_circuit(hs_index *ix, const char *db, const char *metric, long long run,
+                    const char *out);
+
+/* An attribution run's estimates (NULL: atp_z; or atp_pattern) against the
+ * exact patching it recorded with --verify (patch_z, patch_pattern) for the
+ * same heads, with the diagonal and the Spearman correlation. */
+int hs_plot_atp(hs_index *ix, const char *db, const char *metric, long long run,
+                const char *out);
+
+/* Spearman's rank correlation of x and y (n pairs; ties take their mean
+ * rank); NaN when n < 2 or a side is constant. */
+double hs_spearman(const double *x, const double *y, int n);
+
 /* ---- `plot KIND`: the kinds as a table ---------------------------------------------- */
 
 typedef struct {

@@ -1003,6 +1003,106 @@ static void section_causal(report *r)
         causal_composition(r, comp);
 }
 
+/* ---- attribution patching and circuits (SPEC §15) ------------------------------------ */
+
+static int by_magnitude(const void *a, const void *b)
+{
+    const hs_edge_value *x = a, *y = b;
+    const double ax = fabs(x->v.value), ay = fabs(y->v.value);
+    if (ax != ay)
+        return ax > ay ? -1 : 1;
+    const int s = strcmp(x->sender, y->sender);
+    return s ? s : strcmp(x->receiver, y->receiver);
+}
+
+static void atp_figures(report *r, long long run)
+{
+    FILE *f = r->html;
+    double clean, corrupt, se_c, se_k;
+    if (metric(r, run, -1, -1, HS_METRIC(LOGIT_DIFF_CLEAN), &clean, &se_c) &&
+        metric(r, run, -1, -1, HS_METRIC(LOGIT_DIFF_CORRUPT), &corrupt, &se_k)) {
+        char a[32], b[32];
+        fprintf(f, "<p>Attribution run %lld: logit difference %s &plusmn; %.3f clean, %s &plusmn; "
+                   "%.3f corrupt. Each estimate is the first-order (gradient) approximation of "
+                   "the activation patch of the same name, on the scale of patching: the fraction "
+                   "of LD clean &minus; LD corrupt.</p>\n",
+                run, signed_num(a, sizeof a, clean, 3), se_c, signed_num(b, sizeof b, corrupt, 3),
+                se_k);
+    }
+    static const hs_metric_id grids[] = { HS_M_ATP_Z, HS_M_ATP_STAR_Z, HS_M_ATP_PATTERN };
+    for (size_t i = 0; i < sizeof grids / sizeof grids[0]; i++)
+        if (has_metric(r, run, hs_metric(grids[i])->name))
+            grid(r, run, grids[i], 0, NULL);
+    if (has_metric(r, run, HS_METRIC(PATCH_Z)) >= 2) {
+        fig g;
+        fig_run(&g, r, "atp_verify", run, "AtP against exact patching, run %lld", run);
+        figure(r, hs_plot_atp(r->ix, r->db_path, NULL, run, g.path), &g,
+               "Each head that <code>--verify</code> patched exactly: its patch_z against its "
+               "atp_z, with the diagonal where the estimate is exact and the rank correlation. "
+               "Points off the diagonal are where attention saturates or a norm bends the path "
+               "between the head and the logits.");
+    }
+}
+
+static void circuit_figures(report *r, long long run)
+{
+    FILE *f = r->html;
+    const char *name = HS_METRIC(EAP_IG);
+    hs_edge_list l = { 0 };
+    if (hs_index_edge_metrics(r->ix, run, name, &l) || !l.n) {
+        hs_edge_list_free(&l);
+        name = HS_METRIC(EAP);
+        if (hs_index_edge_metrics(r->ix, run, name, &l))
+            return;
+    }
+    qsort(l.e, (size_t)l.n, sizeof *l.e, by_magnitude);
+    fprintf(f, "<p>Circuit run %lld: %s of %d edges. The largest by |score| (the change of the "
+               "logit difference their sender's corrupt value would cause through that receiver "
+               "alone, first order; negative: the edge carries the clean answer):</p>\n"
+               "<table><tr><th>sender</th><th>receiver</th><th>%s</th><th>&plusmn; se</th></tr>\n",
+            run, name, l.n, name);
+    for (int i = 0; i < l.n && i < 10; i++) {
+        char a[32];
+        fprintf(f, "<tr><td>");
+        esc(f, l.e[i].sender);
+        fprintf(f, "</td><td>");
+        esc(f, l.e[i].receiver);
+        fprintf(f, "</td><td>%s</td><td>%.4f</td></tr>\n",
+                signed_num(a, sizeof a, l.e[i].v.value, 4), l.e[i].v.stderr_value);
+    }
+    fprintf(f, "</table>\n");
+    hs_edge_list_free(&l);
+    fig g;
+    fig_run(&g, r, "circuit", run, "The circuit of run %lld", run);
+    figure(r, hs_plot_circuit(r->ix, r->db_path, name, run, g.path), &g,
+           "The edges of largest |score| as a graph (Graphviz), as many as the smallest circuit "
+           "on the faithfulness curve that reaches 0.8: red raises the logit difference's change, "
+           "blue lowers it, width by |score|; a label's q, k or v names the path into the head "
+           "(k and v end at the key/value head, shared by its group under grouped-query "
+           "attention). Scores are first-order: rank candidates, then check the circuit's "
+           "faithfulness.");
+    if (has_curve(r, run, HS_METRIC(FAITHFULNESS))) {
+        fig c;
+        fig_run(&c, r, "faithfulness", run, "Faithfulness, run %lld", run);
+        figure(r, hs_plot_curves(r->ix, r->db_path, HS_METRIC(FAITHFULNESS), run, c.path), &c,
+               hs_metric(HS_M_FAITHFULNESS)->caption);
+    }
+}
+
+static void section_circuits(report *r)
+{
+    const long long atp = latest_run(r, HS_KIND_ATP), circ = latest_run(r, HS_KIND_CIRCUIT);
+    fprintf(r->html, "<h2 id=\"circuits\">Attribution patching and circuits</h2>\n");
+    if (!atp && !circ) {
+        fprintf(r->html, "<p>No complete atp or circuit run in this index.</p>\n");
+        return;
+    }
+    if (atp)
+        atp_figures(r, atp);
+    if (circ)
+        circuit_figures(r, circ);
+}
+
 static const char CAUTIONS[] =
     "<h2 id=\"cautions\">What these numbers do not establish</h2>\n<ul>\n"
     "<li>Attention mass is not causation: a head can attend strongly and matter little (compare "
@@ -1039,6 +1139,7 @@ static const struct {
     { "maps", "maps", section_maps },
     { "ablation", "ablation", section_ablation },
     { "causal", "causal", section_causal },
+    { "circuits", "circuits", section_circuits },
     { HS_KIND_PRUNE, HS_KIND_PRUNE, section_pruning },
     { "patterns", "patterns", section_patterns },
     { "head-count", NULL, section_experiment },

@@ -301,4 +301,26 @@ void hs_pair_list_free(hs_pair_list *l);
 int hs_index_layer_series(hs_index *ix, int64_t run_id, const char *metric,
                           hs_metric_series *out);
 
+/* ---- Reading SPEC §15's edge_metrics -----------------------------------------------
+ * An index older than schema 4 lacks the table: it reads as holding no row. */
+
+/* The latest run holding a row of `metric` in edge_metrics; 0 when none. */
+int hs_index_latest_with_edge_metric(hs_index *ix, const char *metric, int64_t *run_id);
+
+/* One edge's row; its names (nodes and receivers such as "a1.h0<q>") are at
+ * most HS_EDGE_NAME - 1 bytes, HS_EFORMAT otherwise. */
+enum { HS_EDGE_NAME = 32 };
+typedef struct {
+    char sender[HS_EDGE_NAME], receiver[HS_EDGE_NAME];
+    hs_metric_value v;
+} hs_edge_value;
+
+typedef struct {
+    hs_edge_value *e; /* [n] by (sender, receiver) in name order */
+    int n;
+} hs_edge_list;
+
+int hs_index_edge_metrics(hs_index *ix, int64_t run_id, const char *metric, hs_edge_list *out);
+void hs_edge_list_free(hs_edge_list *l);
+
 #endif

@@ -721,3 +721,63 @@ int hs_index_layer_series(hs_index *ix, int64_t run_id, const char *metric,
         hs_metric_series_free(out);
     return rc;
 }
+
+int hs_index_latest_with_edge_metric(hs_index *ix, const char *metric, int64_t *run_id)
+{
+    int rc;
+    *run_id = 0;
+    if (!has_table(ix, "edge_metrics", &rc))
+        return rc;
+    return run_query(ix, "SELECT max(run_id) FROM edge_metrics WHERE metric=?1", metric, NULL,
+                     run_id);
+}
+
+/* The rows of an edge query as read, and what messages name. */
+typedef struct {
+    list_rows l; /* first: list_next takes it */
+    int64_t run_id;
+    const char *metric;
+} edge_rows;
+
+/* Row (sender, receiver, value, stderr, n): names that fit the fixed fields. */
+static int read_edge_row(hs_index *ix, sqlite3_stmt *st, void *out)
+{
+    edge_rows *r = out;
+    const unsigned char *s = sqlite3_column_text(st, 0), *v = sqlite3_column_text(st, 1);
+    const int ns = sqlite3_column_bytes(st, 0), nv = sqlite3_column_bytes(st, 1);
+    if (!s || !v || ns >= HS_EDGE_NAME || nv >= HS_EDGE_NAME ||
+        strlen((const char *)s) != (size_t)ns || strlen((const char *)v) != (size_t)nv)
+        return hs_fail(HS_EFORMAT, "%s: run %lld: %s: an edge's sender or receiver is not a "
+                       "node name", ix->path, (long long)r->run_id, r->metric);
+    int rc;
+    hs_edge_value *e = list_next(&r->l, &rc);
+    if (e) {
+        memset(e, 0, sizeof *e);
+        memcpy(e->sender, s, (size_t)ns);
+        memcpy(e->receiver, v, (size_t)nv);
+        e->v = column_metric(st, 2);
+    }
+    return rc;
+}
+
+int hs_index_edge_metrics(hs_index *ix, int64_t run_id, const char *metric, hs_edge_list *out)
+{
+    memset(out, 0, sizeof *out);
+    int rc;
+    if (!has_table(ix, "edge_metrics", &rc))
+        return rc;
+    edge_rows rows = { { (void **)&out->e, &out->n, 0, sizeof *out->e }, run_id, metric };
+    rc = rows_read(ix,
+                   "SELECT sender, receiver, value, stderr, n FROM edge_metrics WHERE run_id=?1"
+                   " AND metric=?2 ORDER BY sender, receiver",
+                   "reading edge metrics", run_id, metric, read_edge_row, &rows);
+    if (rc)
+        hs_edge_list_free(out);
+    return rc;
+}
+
+void hs_edge_list_free(hs_edge_list *l)
+{
+    free(l->e);
+    memset(l, 0, sizeof *l);
+}

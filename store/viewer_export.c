@@ -310,14 +310,17 @@ static cJSON *layer_json(exporter *e, int k)
     return o;
 }
 
-/* Per-head scores a head panel shows, as SPEC §5 and §11 name them; each
+/* Per-head scores a head panel shows, as SPEC §5, §11 and §15 name them (the
+ * query-head ones: atp_k and atp_v are per key/value head); each
  * also with the suffix _control (its random-init control) where a run has it. */
 static const char *const METRICS[] = {
     "induction",  "duplicate_token", "prev_token",      "copying",
     "entropy",    "self",            "next_token",      "first_token",
     "delim",      "distance",        "loss_delta_zero", "loss_delta_mean",
     "loss_delta_resample", "importance", "importance_raw", "patch_z",
-    "patch_pattern", "path_patch",   "dla",
+    "patch_pattern", "path_patch",   "dla",             "atp_z",
+    "atp_pattern",   "atp_q",        "atp_star_z",      "atp_star_pattern",
+    "atp_star_q",
 };
 
 /* One metric of one run as {name, kind, run, value[layer][head], stderr}

@@ -136,6 +136,22 @@ static void setup(void)
                                   0.2 * i };
     CU_ASSERT_EQUAL(hs_index_pair_metrics_add(ix, run, pairs, 4), HS_OK);
     CU_ASSERT_EQUAL(hs_index_run_finish(ix, run, "complete", NULL), HS_OK);
+    run = run_of(ix, HS_KIND_ATP);
+    grid_rows(ix, run, HS_METRIC(ATP_Z), -0.1);
+    grid_rows(ix, run, HS_METRIC(PATCH_Z), -0.15);
+    model_row(ix, run, -1, HS_METRIC(LOGIT_DIFF_CLEAN), 2);
+    model_row(ix, run, -1, HS_METRIC(LOGIT_DIFF_CORRUPT), -1);
+    CU_ASSERT_EQUAL(hs_index_run_finish(ix, run, "complete", NULL), HS_OK);
+    run = run_of(ix, HS_KIND_CIRCUIT);
+    const char *ig = HS_METRIC(EAP_IG);
+    const hs_edge_row edges[4] = { { "input", "a0.h0<q>", ig, 0.3, 0.1, 8 },
+                                   { "a0.h1", "a1.h0<v>", ig, -0.2, 0.1, 8 },
+                                   { "a1.h1", "logits", ig, 0.5, 0.1, 8 },
+                                   { "m0", "logits", ig, -0.1, 0.1, 8 } };
+    CU_ASSERT_EQUAL(hs_index_edge_metrics_add(ix, run, edges, 4), HS_OK);
+    hs_curve_point faith[3] = { { 0, 0, 0 }, { 1, 2, 0.9 }, { 2, 4, 1 } };
+    CU_ASSERT_EQUAL(hs_index_curve_add(ix, run, HS_METRIC(FAITHFULNESS), faith, 3), HS_OK);
+    CU_ASSERT_EQUAL(hs_index_run_finish(ix, run, "complete", NULL), HS_OK);
     run = run_of(ix, HS_KIND_TRAIN);
     hs_curve_point loss[3] = { { 0, 64, 3.0 }, { 1, 128, 2.5 }, { 2, 192, 2.2 } };
     CU_ASSERT_EQUAL(hs_index_curve_add(ix, run, HS_METRIC(TRAIN_LOSS), loss, 3), HS_OK);

@@ -1,0 +1,121 @@
+/* atp: attribution patching and AtP* (SPEC §15) of every head and (layer,
+ * position) on prompt pairs into the index. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "study.h"
+
+/* The largest |value| of each head metric of t, one line each. */
+static void print_largest(const hs_head_table *t)
+{
+    for (int i = 0; i < t->n; i++) {
+        const hs_metric_row *r = &t->rows[i];
+        int best = r->layer >= 0;
+        for (int j = 0; best && j < t->n; j++) {
+            const hs_metric_row *x = &t->rows[j];
+            best = j == i || x->layer < 0 || strcmp(x->metric, r->metric) ||
+                   fabs(x->value) < fabs(r->value) || (fabs(x->value) == fabs(r->value) && j > i);
+        }
+        if (best)
+            printf("  largest |%s| %+.4f (stderr %.4f) at layer %d head %d\n", r->metric,
+                   r->value, r->stderr_value, r->layer, r->head);
+    }
+}
+
+static void print_atp(const hs_atp_result *r, int json, const char *db, double secs, long long id)
+{
+    if (!json) {
+        printf("run %lld: %ld prompts, logit difference clean %.4f, corrupt %.4f; attribution "
+               "recorded in %s (%.2f s)\n", id, r->n, r->ld_clean, r->ld_corrupt, db, secs);
+        print_largest(&r->heads);
+        return;
+    }
+    printf("{\"run_id\":%lld,\"prompts\":%ld,\"logit_diff_clean\":", id, r->n);
+    hs_json_number(stdout, r->ld_clean, 9);
+    printf(",\"logit_diff_corrupt\":"), hs_json_number(stdout, r->ld_corrupt, 9);
+    printf(",\"seconds\":"), hs_json_fixed(stdout, secs, 3);
+    printf(",\"heads\":"), hs_json_head_rows(stdout, r->heads.rows, r->heads.n);
+    printf(",\"positions\":"), hs_json_position_rows(stdout, r->pos, r->n_pos);
+    printf("}\n");
+}
+
+static int cmd_atp(int argc, char **argv)
+{
+    const char *model = NULL, *db = NULL, *site = NULL;
+    int threads = 0, json = 0, allow = 0;
+    hs_inputs_spec in = { .keep_tokenizer = 1 }; /* the run records its positions' tokens */
+    hs_atp_opts ao = { 0 };
+    opt o[] = {
+        OPT_MODEL(&model),
+        { "--prompts", OPT_STR, &in.prompts, 0, "FILE", "JSONL clean/corrupt prompt pairs (SPEC §11)", 0 },
+        OPT_DB(&db),
+        { "--site", OPT_STR, &site, 0, "LIST", "z, pattern, q, k, v, resid_pre, attn_out, mlp_out (default: z and, prompts of one length, resid_pre,attn_out,mlp_out)", 0 },
+        { "--noising", OPT_FLAG, &ao.noising, 0, NULL, "the gradient on the clean run, corrupt - clean (default: denoising)", 0 },
+        { "--star", OPT_FLAG, &ao.star, 0, NULL, "also AtP* (QK fix and GradDrop) of the head sites: atp_star_<site>", 0 },
+        { "--verify", OPT_INT, &ao.verify, 0, "K", "exact patch_z (patch_pattern) of the K heads of largest |atp|", 0 },
+        { "--tokenizer", OPT_STR, &in.source.tokenizer, 0, "PATH", "tokenizer of text prompts (default: the model directory's)", 0 },
+        OPT_BATCH_AS(&ao.batch, "prompts per forward (default 32)"),
+        OPT_THREADS(&threads),
+        OPT_JSON(&json),
+        OPT_ALLOW_NONFINITE(&allow),
+    };
+    const int n = (int)(sizeof o / sizeof o[0]);
+    int rc = opts_parse("atp", o, n, argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!model || !in.prompts || !db)
+        return usage_error("atp", "--model DIR, --prompts FILE and --db FILE are required");
+    if (threads)
+        hs_set_threads(threads);
+    cli_job j = { 0 };
+    in.model = model;
+    if ((rc = cli_open(&j, &in)))
+        return rc;
+    if (hs_atp_sites(&ao.sites, site, &j.in.m.cfg, &j.in.ps) ||
+        hs_atp_check(&j.in.m.cfg, &j.in.ps, &ao)) {
+        hs_inputs_free(&j.in);
+        return usage_error("atp", "%s", hs_last_error());
+    }
+    if ((rc = cli_start(&j, db, 0, model, o, n, argc, argv)))
+        return rc;
+    phase_bars bars;
+    hs_study_io io = cli_study_io(&bars, 1);
+    io.allow_nonfinite = allow;
+    hs_atp_result r;
+    hs_study_rows rows;
+    const double t0 = hs_now();
+    rc = hs_atp_study(&r, &rows, &j.in.m, &j.in.ps, ao, &io);
+    if (!rc)
+        rc = hs_run_study_rows(j.run, &rows);
+    const double secs = hs_now() - t0;
+    const long long id = hs_run_id(j.run);
+    if (!(rc = cli_finish(&j, rc)))
+        print_atp(&r, json, db, secs, id);
+    hs_atp_result_free(&r);
+    return rc;
+}
+
+HS_COMMAND(cmd_atp_record) = {
+    .name = "atp",
+    .flags = CMD_SHARDS,
+    .order = 157,
+    .summary = "Attribution patching (AtP, AtP*) of every head and (layer, position) on prompt pairs.",
+    .usage = "headscope atp --model DIR --prompts FILE --db FILE [options]",
+    .details = "The first-order estimate of patch from one forward of each run and one backward:\n"
+        "per prompt I = sum over the site's elements of (a_clean - a_corrupt) . dLD/da on the\n"
+        "corrupt run (--noising: a_corrupt - a_clean, on the clean run), every position of a head,\n"
+        "one position of resid_pre/attn_out/mlp_out, normalised as patch:\n"
+        "  atp_<site> = mean I / (mean LD_clean - mean LD_corrupt)   (noising: / (corrupt - clean))\n"
+        "stderr = sd(I) / sqrt(n) / |mean LD_clean - mean LD_corrupt|. Head sites z, pattern, q, k, v\n"
+        "(after q/k norms and RoPE; k and v per key/value head, MLA: the latent) -> head_metrics;\n"
+        "position sites -> position_metrics. --star adds AtP* (Kramar et al. 2024) of the head\n"
+        "sites: the pattern of patched queries or keys computed exactly (QK fix), and GradDrop:\n"
+        "  atp_star_<site> = mean (1/(L-1)) sum_l |I with layer l's backward stopped| / |span|\n"
+        "(a magnitude that ranks heads for exact patching; L more backwards). --verify K records\n"
+        "patch_z (patch_pattern) of the K heads of largest |atp_z| (|atp_pattern|), computed by\n"
+        "patch. Shards prompts under mpirun.\n\n"
+        "example: headscope atp --model runs/tiny --prompts ioi.jsonl --db runs.db --star --verify 5\n",
+    .run = cmd_atp,
+};
