@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "mlm.h"
 #include "study.h"
 
 const char *hs_source_path(const hs_source *s) { return s->data ? s->data : s->text; }
@@ -164,10 +165,19 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
         if (in->tok.tok[i] >= c->vocab_size)
             rc = hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the vocabulary of %d",
                          hs_source_path(src), in->tok.tok[i], i, c->vocab_size);
+    if (!rc && s->mlm && tokens) {
+        /* an encoder's loss is the masked-LM loss; options for a causal LM are refused */
+        rc = in->tk ? hs_mlm_setup(&in->tok.mlm, c, in->tk, s->mlm)
+                    : hs_mlm_setup_tokens(&in->tok, c, src->tokenizer, s->model, s->mlm);
+        in->usage = rc == HS_EINVAL;
+    }
     if (!rc && s->prompts)
         rc = load_prompts(in, s);
     in->data_path = s->prompts ? s->prompts : hs_source_path(src);
-    if (rc)
+    if (rc) {
+        const int usage = in->usage;
         hs_inputs_free(in);
+        in->usage = usage;
+    }
     return rc;
 }

@@ -27,8 +27,8 @@ int hs_headcount_check(hs_model_config cfg[HS_HEADCOUNT_MAX], const hs_headcount
 void hs_headcount_split(const hs_tokens *all, hs_tokens *train, hs_tokens *val)
 {
     const size_t cut = all->n - all->n / 10;
-    *train = (hs_tokens){ all->tok, cut, all->version };
-    *val = (hs_tokens){ all->tok + cut, all->n - cut, all->version };
+    *train = (hs_tokens){ all->tok, cut, all->version, all->mlm };
+    *val = (hs_tokens){ all->tok + cut, all->n - cut, all->version, all->mlm };
 }
 
 void hs_headcount_result_free(hs_headcount_result *r)
