@@ -172,6 +172,8 @@ typedef struct {
     int control;               /* also <stat>_control of hs_control_model(seed) */
     unsigned long long seed;
     int js;                    /* also the head-to-head Jensen-Shannon distances */
+    const hs_tokenizer *tk;    /* an encoder's: the tokenizer that gives [CLS], [SEP], "."
+                                  and "," (NULL: config.json's ids, mlm.h) */
 } hs_patterns_opts;
 
 typedef struct {
@@ -183,6 +185,7 @@ typedef struct {
     /* with o.js: D (js_n x js_n) and each row's model layer and head */
     double *js;
     int js_n, *js_layer, *js_head;
+    char note[256];     /* "" or which encoder statistics were left out, and why */
 } hs_patterns_result;
 
 /* The pattern statistics of m on data, row by row during the forward

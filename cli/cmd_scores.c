@@ -123,7 +123,7 @@ static int cmd_induction(int argc, char **argv)
 static int cmd_patterns(int argc, char **argv)
 {
     const char *model = NULL, *db = NULL, *maps = NULL, *delim_s = NULL, *js_out = NULL;
-    hs_inputs_spec in = { .batch = 4, .need_batch = 1 };
+    hs_inputs_spec in = { .batch = 4, .need_batch = 1, .keep_tokenizer = 1 };
     long max_batches = 0, seed = 1;
     int threads = 0, json = 0, allow_nonfinite = 0, control = 0;
     opt o[] = {
@@ -176,6 +176,7 @@ static int cmd_patterns(int argc, char **argv)
         return rc;
     }
     po.batch = in.batch, po.seq_len = j.in.seq_len, po.max_batches = (size_t)max_batches;
+    po.tk = j.in.tk; /* an encoder's [CLS], [SEP], "." and "," */
     phase_bars bars;
     hs_study_io io = cli_study_io(&bars, 0);
     io.allow_nonfinite = allow_nonfinite;
@@ -189,6 +190,8 @@ static int cmd_patterns(int argc, char **argv)
         rc = hs_run_rows(j.run, &r.table, NULL, 0);
     const int rows = r.table.n, heads = r.heads;
     const long seqs = r.sequences;
+    if (!rc && *r.note)
+        fprintf(stderr, "headscope: patterns: note: %s\n", r.note);
     hs_patterns_result_free(&r);
     const long long run_id = hs_run_id(j.run);
     const int status = cli_finish(&j, rc);
