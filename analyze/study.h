@@ -147,6 +147,10 @@ typedef struct {
     int established;
     int best_layer, best_head;   /* highest induction score */
     double best, best_control;   /* its score, and the same head's in the control */
+    /* "" or why there is no causal check (an encoder's: SPEC §14 defines its
+     * scores on r ++ r, but the check's second-half loss is a next-token loss;
+     * causal.k is then 0 and no causal row is recorded) */
+    char note[160];
 } hs_induction_result;
 
 /* The induction study: the pattern scores of the model and of its random-init

@@ -3,12 +3,16 @@
 #include <string.h>
 
 #include "eval.h"
+#include "mlm.h"
 #include "inputs.h"
 #include "study.h"
 #include "train.h"
 
 int hs_headcount_check(hs_model_config cfg[HS_HEADCOUNT_MAX], const hs_headcount_opts *o)
 {
+    if (hs_causal_only(&o->base, "experiment head-count", "it trains and compares next-token "
+                       "losses"))
+        return HS_EINVAL;
     for (int i = 0; i < o->n_heads; i++) {
         char kv[32];
         cfg[i] = o->base;

@@ -32,6 +32,8 @@ static void print_induction(const hs_induction_result *r, const hs_induction_opt
            run_id, o->samples, o->seq_len, db, r->best_layer, r->best_head, r->best,
            r->best_control);
     const char *s = cc->k == 1 ? "" : "s";
+    if (*r->note) /* an encoder's scores, without the check */
+        return (void)printf("%s\n", r->note);
     printf("causal check: second-half loss %.4f; %+.4f with the top %d induction head%s off, "
            "%+.4f ± %.4f with %d random other head%s off (%d draws)\n",
            cc->clean, cc->targeted, cc->k, s, cc->random_mean, cc->random_std, cc->k, s,
