@@ -379,7 +379,7 @@ static int cmd_train(int argc, char **argv)
     long val_batches = 8;
     opt o[] = {
         { "--out", OPT_STR, &so.out, 0, "DIR", "where the trained checkpoint is written", 0 },
-        { "--preset", OPT_STR, &preset, 0, "P", "gpt2, llama, gpt_neox, mistral, qwen2, mla, attn-only or tinylm; KEY=VALUE arguments override its config.json fields", 0 },
+        { "--preset", OPT_STR, &preset, 0, "P", "gpt2, llama, gpt_neox, mistral, qwen2, mla, attn-only, tinylm, bert, roberta, ...; KEY=VALUE arguments override its config.json fields", 0 },
         { "--init", OPT_STR, &init, 0, "DIR", "start from this checkpoint instead of a preset", 0 },
         OPT_DATA_AS(&src.data, "training token shard"),
         OPT_TEXT_AS(&src.text, "--text", "training text, tokenized on the fly (instead of --data)"),
@@ -495,7 +495,7 @@ HS_COMMAND(cmd_train_record) = {
     .summary = "Train a model from a preset or a checkpoint with Adam (AdamW with --weight-decay).",
     .usage = "headscope train --out DIR (--preset P [KEY=VALUE ...] | --init DIR)\n       (--data FILE | --text FILE) [options]",
     .details = "Batches follow llm.c: step i reads B*T+1 tokens from i*B*T, wrapping to the start.\n"
-        "The loss is the mean over the batch's B*T targets. Defaults add nothing unasked:\n"
+        "The loss is the mean over the batch's B*T targets (an encoder's, bert or roberta:\nthe masked-LM loss over its chosen positions, drawn anew each step from --seed).\nDefaults add nothing unasked:\n"
         "constant learning rate, no clipping, no decay. Ctrl-C stops after the current step\n"
         "and saves it (exit 1).\n"
         "KEY=VALUE overrides may come in any order: n_kv_head and head_dim (gpt2: d_ff)\n"
@@ -509,9 +509,9 @@ HS_COMMAND(cmd_train_record) = {
 HS_COMMAND(cmd_eval_record) = {
     .name = "eval",
     .order = 60,
-    .summary = "Mean next-token loss of a model on a token shard, with its standard error.",
+    .summary = "Mean loss of a model on a token shard (an encoder's: masked-LM), with its standard error.",
     .usage = "headscope eval --model DIR (--data FILE | --text FILE) [options]",
-    .details = "stderr is the sample standard deviation of per-sequence mean losses over sqrt(n).\n\n"
+    .details = "stderr is the sample standard deviation of per-sequence mean losses over sqrt(n).\nAn encoder's (bert, roberta) loss is the masked-LM loss over the chosen positions (SPEC §14).\n\n"
         "example: headscope eval --model runs/tiny --data val.bin --batch 8 --seq-len 64 --json\n",
     .run = cmd_eval,
     OPT_RULES(eval_rules),
