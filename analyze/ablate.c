@@ -1,6 +1,7 @@
 #include "ablate.h"
 #include "inputs.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "block.h"
 #include "cache.h"
 #include "dist.h"
+#include "eval.h"
 #include "intervene.h"
 #include "layers.h"
 #include "linalg.h"
@@ -35,9 +37,13 @@ int hs_ablate_layer_to_table(hs_head_table *t, const hs_ablate_layer *r)
     return rc;
 }
 
-static hs_ablate_stat ablate_stat(const hs_welford *w)
+/* The statistic of one ablation: the mean of the per-sequence differences
+ * in w; for masked-LM data the pooled difference instead (pool: the summed
+ * differences over `chosen` positions, SPEC §14), with w's stderr. */
+static hs_ablate_stat ablate_stat(const hs_welford *w, double pool, size_t chosen, int mlm)
 {
-    return (hs_ablate_stat){ w->mean, hs_welford_stderr(w), w->n };
+    const double delta = mlm ? (chosen ? pool / (double)chosen : 0) : w->mean;
+    return (hs_ablate_stat){ delta, hs_welford_stderr(w), w->n };
 }
 
 typedef struct {
@@ -65,6 +71,11 @@ typedef struct {
     size_t nb;
     int32_t *in, *tg; /* (B,T) of the current batch */
     double *clean;    /* (nb * B) clean per-sequence mean losses */
+    double *clean_sum; /* (nb * B) their summed losses, and n_chosen their positions */
+    int *n_chosen;    /* (a masked-LM sequence without one has no mean: NaN in clean) */
+    size_t chosen;    /* the positions with a target, over the data */
+    int mlm;          /* masked-LM data: loss deltas pool the chosen positions */
+    double *pool;     /* [kind * H + h]: summed loss differences (mlm) */
     hs_real **zmean;  /* [layer] (H_l * dh): mean head outputs, when asked for */
     job *jobs;        /* the current layer's ablations */
     int njobs;
@@ -129,12 +140,18 @@ void hs_head_change_resid(hs_layer_acts *la, size_t row0, const hs_real *base, c
     hs_add(out, in, y, N * d);
 }
 
-static double seq_loss(const hs_real *losses, int T)
+/* Adds the ablated sequence i of batch b (losses of its T positions) to
+ * ablation j's statistics: the difference of its mean loss from the clean
+ * one (none for a sequence without a target), and of its summed loss. */
+static void add_seq(run *r, int j, size_t b, int i, const hs_real *losses)
 {
-    double s = 0;
-    for (int t = 0; t < T; t++)
-        s += losses[t];
-    return s / T;
+    const size_t q = b * r->o->B + (size_t)i;
+    if (!r->n_chosen[q])
+        return;
+    int k;
+    const double s = hs_seq_loss_sum(losses, r->tg + (size_t)i * r->o->T, r->o->T, &k);
+    hs_welford_add(&r->acc[j], s / k - r->clean[q]);
+    r->pool[j] += s - r->clean_sum[q];
 }
 
 /* The capture/ intervention of each ablation kind (SPEC §5). */
@@ -181,12 +198,19 @@ static int clean_pass(run *r)
     if (want_mean && !(rc = hs_act_cache_init_layers(&means, HS_SITE_Z, c->n_layer, HS_CACHE_MEAN)))
         hs_act_cache_hooks(&means, &hooks);
     hs_welford clean = { 0 };
+    double pooled = 0;
     for (size_t b = 0; !rc && b < r->nb; b++) {
         hs_batch_at(r->data, b * (size_t)o->B * o->T, o->B, o->T, r->in, r->tg);
         rc = hs_forward(&a, r->m, r->in, r->tg, &hooks);
         for (int i = 0; !rc && i < o->B; i++) {
-            r->clean[b * o->B + i] = seq_loss(a.losses + (size_t)i * o->T, o->T);
-            hs_welford_add(&clean, r->clean[b * o->B + i]);
+            const size_t q = b * o->B + i;
+            r->clean_sum[q] = hs_seq_loss_sum(a.losses + (size_t)i * o->T,
+                                              r->tg + (size_t)i * o->T, o->T, &r->n_chosen[q]);
+            r->clean[q] = r->n_chosen[q] ? r->clean_sum[q] / r->n_chosen[q] : NAN;
+            r->chosen += (size_t)r->n_chosen[q];
+            pooled += r->clean_sum[q];
+            if (r->n_chosen[q])
+                hs_welford_add(&clean, r->clean[q]);
         }
         for (int l = 0; !rc && r->kept && l < c->n_layer; l++) {
             hs_real *z, *r1, *in;
@@ -199,7 +223,7 @@ static int clean_pass(run *r)
                 memcpy(in, a.layer[l].in, sizeof(hs_real) * BT * d);
         }
     }
-    o->clean_loss = clean.mean;
+    o->clean_loss = r->mlm ? (r->chosen ? pooled / (double)r->chosen : NAN) : clean.mean;
     for (int l = 0; !rc && want_mean && l < c->n_layer; l++)
         rc = hs_act_cache_mean(&means, HS_SITE_Z, l, r->zmean[l]);
     hs_act_cache_free(&means);
@@ -260,14 +284,13 @@ static int fast_layer(run *r, int l, hs_acts *clean, hs_acts *st, int stack, hs_
                                      BT);
                 memcpy(stacked_tg + (size_t)j * BT, r->tg, sizeof(int32_t) * BT);
             }
+            hs_acts_set_valid(st, r->m, r->in, n); /* an encoder's padding, per copy */
             if (!rc)
                 rc = hs_forward_from(st, r->m, l, stacked_tg);
             for (int j = 0; !rc && j < n; j++) {
                 const job *jb = &r->jobs[j0 + j];
                 for (int i = 0; i < B; i++)
-                    hs_welford_add(&r->acc[jb->kind * H + jb->h],
-                                   seq_loss(st->losses + ((size_t)j * B + i) * T, T) -
-                                       r->clean[b * B + i]);
+                    add_seq(r, jb->kind * H + jb->h, b, i, st->losses + ((size_t)j * B + i) * T);
             }
         }
         if (o->progress)
@@ -294,8 +317,7 @@ static int naive_layer(run *r, int l, hs_acts *a)
             hs_batch_at(r->data, b * (size_t)B * T, B, T, r->in, r->tg);
             rc = hs_forward(a, r->m, r->in, r->tg, &hooks);
             for (int i = 0; !rc && i < B; i++)
-                hs_welford_add(&r->acc[nc.kind * H + nc.h],
-                               seq_loss(a->losses + (size_t)i * T, T) - r->clean[b * B + i]);
+                add_seq(r, nc.kind * H + nc.h, b, i, a->losses + (size_t)i * T);
         }
     }
     return rc;
@@ -322,7 +344,7 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
     int rc = hs_ablate_check(c, o);
     if (rc)
         return rc;
-    run r = { .m = m, .data = data, .o = o };
+    run r = { .m = m, .data = data, .o = o, .mlm = data->mlm.on };
     if (hs_batches_to_run(data, o->B, o->T, o->max_batches, &r.nb))
         return HS_EINVAL;
     int maxH = 0;
@@ -332,10 +354,14 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
     r.in = hs_calloc(BT, sizeof(int32_t), "inputs");
     r.tg = hs_calloc(BT, sizeof(int32_t), "targets");
     r.clean = hs_calloc(r.nb * o->B, sizeof(double), "clean losses");
+    r.clean_sum = hs_calloc(r.nb * o->B, sizeof(double), "clean losses");
+    r.n_chosen = hs_calloc(r.nb * o->B, sizeof(int), "clean losses");
+    r.pool = hs_calloc((size_t)maxH * HS_ABLATE_KINDS, sizeof(double), "accumulators");
     r.jobs = hs_calloc((size_t)maxH * HS_ABLATE_KINDS, sizeof(job), "ablation list");
     r.acc = hs_calloc((size_t)maxH * HS_ABLATE_KINDS, sizeof(hs_welford), "accumulators");
     hs_real *dz = hs_calloc(BT * c->head_dim, sizeof(hs_real), "head change");
-    if (!r.in || !r.tg || !r.clean || !r.jobs || !r.acc || !dz)
+    if (!r.in || !r.tg || !r.clean || !r.clean_sum || !r.n_chosen || !r.pool || !r.jobs ||
+        !r.acc || !dz)
         rc = HS_ENOMEM;
     if (!rc && (o->kinds & (1 << HS_ABLATE_MEAN))) {
         r.zmean = hs_calloc((size_t)c->n_layer, sizeof(hs_real *), "mean z");
@@ -408,11 +434,14 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
             r.njobs = it->n;
             memcpy(r.jobs, all + it->j0, sizeof(job) * it->n);
             memset(r.acc, 0, sizeof(hs_welford) * per);
+            memset(r.pool, 0, sizeof(double) * per);
             rc = o->naive ? naive_layer(&r, it->layer, &clean)
                           : fast_layer(&r, it->layer, &clean, &st, stack, dz, stacked_tg);
             for (int j = 0; !rc && j < r.njobs; j++)
-                mine[r.jobs[j].kind * H + r.jobs[j].h] =
-                    ablate_stat(&r.acc[r.jobs[j].kind * H + r.jobs[j].h]);
+            {
+                const int q = r.jobs[j].kind * H + r.jobs[j].h;
+                mine[q] = ablate_stat(&r.acc[q], r.pool[q], r.chosen, r.mlm);
+            }
         }
         if ((rc = hs_dist_gather(rc, mine, got, sizeof *mine * per)))
             break;
@@ -439,6 +468,6 @@ int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o)
     free(r.zmean);
     free(r.kept);
     free(stacked_tg), free(dz), free(r.acc), free(r.jobs), free(r.clean), free(r.in),
-        free(r.tg);
+        free(r.tg), free(r.clean_sum), free(r.n_chosen), free(r.pool);
     return rc;
 }

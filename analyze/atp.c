@@ -69,8 +69,19 @@ int hs_atp_sites(int *sites, const char *list, const hs_model_config *c, const h
     return *sites ? HS_OK : hs_fail(HS_EINVAL, "--site: no site given");
 }
 
+int hs_atp_family_check(const hs_model_config *c)
+{
+    return c->encoder ? hs_fail(HS_EINVAL, "the attribution's patched patterns are causal (a "
+                                "query over the keys up to it), while an encoder (%s) attends "
+                                "both ways; patch gives its exact effects",
+                                hs_family_name(c->family))
+                      : HS_OK;
+}
+
 int hs_atp_check(const hs_model_config *c, const hs_prompt_set *ps, const hs_atp_opts *o)
 {
+    if (hs_atp_family_check(c))
+        return HS_EINVAL;
     if (!(o->sites & ((1 << HS_ATP_SITES) - 1)))
         return hs_fail(HS_EINVAL, "atp: no site to attribute");
     if ((o->sites & 1 << HS_ATP_MLP_OUT) && c->mlp == HS_MLP_NONE)

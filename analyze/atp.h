@@ -74,7 +74,12 @@ typedef struct {
  * position sites (mlp_out with an MLP). HS_EINVAL naming an unknown site. */
 int hs_atp_sites(int *sites, const char *list, const hs_model_config *c, const hs_prompt_set *ps);
 
-/* The options against the model and prompts, before any work: a site, an
+/* The model's family: HS_EINVAL for an encoder, whose bidirectional
+ * patterns the causal patched maps would misstate. */
+int hs_atp_family_check(const hs_model_config *c);
+
+/* The options against the model and prompts, before any work (the family
+ * too, hs_atp_family_check): a site, an
  * MLP for mlp_out, one prompt length for the position sites, two layers or
  * more for --star (its 1/(L-1)), z or pattern for --verify. */
 int hs_atp_check(const hs_model_config *c, const hs_prompt_set *ps, const hs_atp_opts *o);

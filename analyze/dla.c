@@ -9,6 +9,11 @@
 
 int hs_dla_check(const hs_model_config *c)
 {
+    if (c->encoder)
+        return hs_fail(HS_EINVAL, "dla needs a residual stream that reaches the logits through "
+                       "the final norm alone; an encoder (%s) is post-norm and its MLM head puts "
+                       "a dense layer and a GELU before that norm, so its logit difference does "
+                       "not split into per-head parts", hs_family_name(c->family));
     if (c->post_norm)
         return hs_fail(HS_EINVAL, "a post-norm model has no additive residual stream "
                                   "(each layer's output is normalised), so its logit "

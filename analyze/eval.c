@@ -8,6 +8,17 @@
 #include "stats.h"
 #include "transformer.h"
 
+double hs_seq_loss_sum(const hs_real *losses, const int32_t *targets, int T, int *n)
+{
+    double s = 0;
+    int k = 0;
+    for (int t = 0; t < T; t++)
+        if (targets[t] >= 0)
+            s += losses[t], k++;
+    *n = k;
+    return s;
+}
+
 int hs_evaluate(hs_eval_result *r, const hs_model *m, const hs_tokens *data, int B, int T,
                 size_t max_batches, const hs_hooks *hooks, hs_progress_fn progress, void *ctx)
 {
@@ -27,16 +38,18 @@ int hs_evaluate(hs_eval_result *r, const hs_model *m, const hs_tokens *data, int
     if (!in || !tg)
         rc = HS_ENOMEM;
     double total = 0;
+    size_t count = 0;       /* the positions with a target */
     hs_welford seq = { 0 }; /* per-sequence mean losses */
     for (size_t b = 0; !rc && b < nb; b++) {
         hs_batch_at(data, b * (size_t)B * T, B, T, in, tg);
         rc = hs_forward(&a, m, in, tg, hooks);
         for (int i = 0; !rc && i < B; i++) {
-            double s = 0;
-            for (int t = 0; t < T; t++)
-                s += a.losses[(size_t)i * T + t];
+            int k;
+            const double s = hs_seq_loss_sum(a.losses + (size_t)i * T, tg + (size_t)i * T, T, &k);
             total += s;
-            hs_welford_add(&seq, s / T);
+            count += (size_t)k;
+            if (k) /* a masked-LM sequence with no chosen position has no mean */
+                hs_welford_add(&seq, s / k);
             if (!isfinite(s) && r->nonfinite_seq < 0)
                 r->nonfinite_seq = (long)(b * (size_t)B + (size_t)i), r->nonfinite_loss = s;
         }
@@ -48,9 +61,9 @@ int hs_evaluate(hs_eval_result *r, const hs_model *m, const hs_tokens *data, int
         /* loss: the mean over every predicted token (SPEC §5), from the
          * plain sum so recorded losses keep their last bits; stderr: over
          * the per-sequence means */
-        r->loss = total / ((double)n * T);
+        r->loss = count ? total / (double)count : NAN;
         r->stderr_loss = hs_welford_stderr(&seq);
-        r->tokens = n * T;
+        r->tokens = count;
         r->sequences = n;
         r->batches = nb;
     }

@@ -1,6 +1,7 @@
 /* Evaluation loss over a token shard (SPEC §5): the mean next-token loss
- * over every predicted position, and the standard error of the
- * per-sequence mean losses (sample std / sqrt(n)). */
+ * over every predicted position (an encoder's: the masked-LM loss over the
+ * chosen positions, SPEC §14), and the standard error of the per-sequence
+ * mean losses (sample std / sqrt(n)). */
 #ifndef HS_EVAL_H
 #define HS_EVAL_H
 
@@ -24,7 +25,17 @@ typedef struct {
 /* Progress callback: batches done of total. */
 typedef void (*hs_progress_fn)(void *ctx, size_t done, size_t total);
 
-/* max_batches 0: every whole batch. HS_EINVAL when the data holds no batch. */
+/* The summed loss of one sequence's T positions (losses and targets of a
+ * forward with targets) over the targets that are not HS_TARGET_IGNORE,
+ * *n of them: T for a causal LM, the chosen positions for an encoder's
+ * masked-LM batch. */
+double hs_seq_loss_sum(const hs_real *losses, const int32_t *targets, int T, int *n);
+
+/* max_batches 0: every whole batch. HS_EINVAL when the data holds no batch.
+ * With masked-LM data (data->mlm.on: an encoder's, mlm.h) the loss pools
+ * every chosen position and the stderr runs over the per-sequence means of
+ * the sequences with at least one (SPEC §14); tokens counts the chosen
+ * positions. */
 int hs_evaluate(hs_eval_result *r, const hs_model *m, const hs_tokens *data, int B, int T,
                 size_t max_batches, const hs_hooks *hooks, hs_progress_fn progress, void *ctx);
 

@@ -11,6 +11,9 @@
 
 static size_t at(int l, int h) { return (size_t)l * HS_MAX_HEADS + h; }
 
+/* The mark of a sequence without a loss among the kept |g| (which are >= 0). */
+#define NO_LOSS (-1.0)
+
 int hs_importance_alloc(hs_importance *r, const hs_model_config *c)
 {
     memset(r, 0, sizeof *r);
@@ -109,14 +112,19 @@ static int compute(hs_importance *r, const hs_model *m, const hs_tokens *data, i
             rc = hs_backward(NULL, dxi, &a, m, in, tg, &hooks, 1);
         double *gb = g ? g + b * B * heads : NULL;
         for (int l = 0; !rc && l < c->n_layer; l++)
-            for (int s = 0; s < B; s++)
+            for (int s = 0; s < B; s++) {
+                /* a masked-LM sequence without a chosen position has no loss
+                 * to differentiate: left out (NO_LOSS) */
+                int k;
+                hs_seq_loss_sum(a.losses + (size_t)s * T, tg + (size_t)s * T, T, &k);
                 for (int h = 0; h < c->n_head[l]; h++) {
-                    const double v = fabs((double)dxi[l][s * c->n_head[l] + h]);
+                    const double v = k ? fabs((double)dxi[l][s * c->n_head[l] + h]) : NO_LOSS;
                     if (gb)
                         *gb++ = v;
-                    else
+                    else if (v != NO_LOSS)
                         hs_welford_add(hs_head_stat(&g_abs, l, h), v);
                 }
+            }
         if (!rc && progress)
             progress(progress_ctx, b + 1 - lo, hi - lo);
     }
@@ -126,12 +134,13 @@ static int compute(hs_importance *r, const hs_model *m, const hs_tokens *data, i
         for (size_t b = 0; !rc && b < nb; b++)
             for (int l = 0; l < c->n_layer; l++)
                 for (int s = 0; s < B; s++)
-                    for (int h = 0; h < c->n_head[l]; h++)
-                        hs_welford_add(hs_head_stat(&g_abs, l, h), *gb++);
+                    for (int h = 0; h < c->n_head[l]; h++, gb++)
+                        if (*gb != NO_LOSS)
+                            hs_welford_add(hs_head_stat(&g_abs, l, h), *gb);
         free(g);
     }
     if (!rc) {
-        r->n = (long)(nb * B);
+        r->n = hs_head_stat(&g_abs, 0, 0)->n; /* nb B, less sequences without a target */
         for (int l = 0; l < c->n_layer; l++) {
             double norm2 = 0;
             for (int h = 0; h < c->n_head[l]; h++) {

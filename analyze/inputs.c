@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "mlm.h"
 #include "study.h"
 
 const char *hs_source_path(const hs_source *s) { return s->data ? s->data : s->text; }
@@ -143,11 +144,20 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
     if (!rc && tokens && s->need_batch && !hs_batch_count(&in->tok, s->batch, in->seq_len))
         rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens",
                      hs_source_path(src), s->batch, in->seq_len);
+    if (!rc && s->mlm && tokens) {
+        /* an encoder's loss is the masked-LM loss; options for a causal LM are refused */
+        rc = in->tk ? hs_mlm_setup(&in->tok.mlm, c, in->tk, s->mlm)
+                    : hs_mlm_setup_tokens(&in->tok, c, src->tokenizer, s->model, s->mlm);
+        in->usage = rc == HS_EINVAL;
+    }
     if (!rc && s->prompts)
         rc = load_prompts(in, s);
     in->data_path = s->prompts ? s->prompts : hs_source_path(src);
-    if (rc)
+    if (rc) {
+        const int usage = in->usage;
         hs_inputs_free(in);
+        in->usage = usage;
+    }
     return rc;
 }
 

@@ -62,6 +62,10 @@ typedef struct {
     int need_batch;       /* the tokens are cut in batches of batch x seq_len (+1), seq_len
                              checked against the context, and must hold one */
     int keep_tokenizer;   /* keep the tokenizer that applies to the tokens or prompts (in.tk) */
+    /* the masked-LM options of a command that computes a loss (mlm.h; NULL: none):
+     * for an encoder the tokens get the recipe (in.tok.mlm), for a causal LM
+     * a given option is a usage error */
+    const struct hs_mlm_opts *mlm;
 } hs_inputs_spec;
 
 typedef struct {

@@ -8,6 +8,7 @@
 #include "block.h"
 #include "layers.h"
 #include "linalg.h"
+#include "mlm.h"
 #include "transformer.h"
 
 /* The residual stream entering layer l (l = L: the final residual). */
@@ -77,8 +78,17 @@ static void lens_prompt_rows(hs_lens *l, hs_acts *a, const hs_model *m, const hs
     }
 }
 
+int hs_logit_lens_check(const hs_model_config *c)
+{
+    return hs_causal_only(c, "logit-lens", "it decodes each layer's residual into next-token "
+                          "logits through the final norm, while an encoder's MLM head (a dense "
+                          "layer, a GELU, then its norm) predicts masked tokens");
+}
+
 int hs_lens_prompts(hs_lens *l, const hs_model *m, const hs_prompt_set *ps, int batch)
 {
+    if (hs_logit_lens_check(&m->cfg))
+        return HS_EINVAL;
     if (batch < 1)
         return hs_fail(HS_EINVAL, "logit-lens: --batch %d must be positive", batch);
     int rc = lens_alloc(l, m, ps->n, 1);
@@ -109,6 +119,8 @@ int hs_lens_prompts(hs_lens *l, const hs_model *m, const hs_prompt_set *ps, int 
 int hs_lens_data(hs_lens *l, const hs_model *m, const hs_tokens *data, int B, int T,
                  size_t max_batches)
 {
+    if (hs_logit_lens_check(&m->cfg))
+        return HS_EINVAL;
     size_t nb = 0;
     int rc = hs_batches_to_run(data, B, T, max_batches, &nb);
     if (rc)

@@ -32,6 +32,10 @@ typedef struct {
  * with hs_lens_free. */
 int hs_lens_prompts(hs_lens *l, const hs_model *m, const hs_prompt_set *ps, int batch);
 
+/* HS_OK, or HS_EINVAL saying why for a model without next-token logits to
+ * decode into (an encoder, whose MLM head is no lens). */
+int hs_logit_lens_check(const hs_model_config *c);
+
 /* A token shard in batches of B x T (SPEC §4), at most max_batches (0: all).
  * Costs one forward and L+1 unembeddings of B*T rows per batch (the model's
  * logits buffer is reused, so no more memory than a forward). HS_EINVAL

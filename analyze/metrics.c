@@ -112,6 +112,20 @@ static const hs_metric_desc METRICS[HS_M_COUNT] = {
     [HS_M_DISTANCE_CONTROL] = { "distance_control", HEAD, HS_SCALE_DISTANCE, "positions",
         "mean distance (positions)", NULL, NONE },
 
+    [HS_M_CLS] = { "cls", HEAD, HS_SCALE_PROB, "", ATTN,
+        "Mean attention on [CLS] (an encoder's; per document over its real tokens, then over "
+        "documents, as Clark et al.). Heads that park attention on [CLS] or [SEP] are often "
+        "doing nothing with it (a no-op), not gathering the sequence.", HS_M_CLS_CONTROL },
+    [HS_M_SEP] = { "sep", HEAD, HS_SCALE_PROB, "", ATTN,
+        "Mean attention on the [SEP] tokens (an encoder's), beside the control.",
+        HS_M_SEP_CONTROL },
+    [HS_M_PUNCT] = { "punct", HEAD, HS_SCALE_PROB, "", ATTN,
+        "Mean attention on \".\" and \",\" (an encoder's), beside the control.",
+        HS_M_PUNCT_CONTROL },
+    [HS_M_CLS_CONTROL] = { "cls_control", HEAD, HS_SCALE_PROB, "", ATTN, NULL, NONE },
+    [HS_M_SEP_CONTROL] = { "sep_control", HEAD, HS_SCALE_PROB, "", ATTN, NULL, NONE },
+    [HS_M_PUNCT_CONTROL] = { "punct_control", HEAD, HS_SCALE_PROB, "", ATTN, NULL, NONE },
+
     [HS_M_LOGIT_DIFF_CLEAN] = { "logit_diff_clean", MODEL, HS_SCALE_SIGNED, "logits",
         "logit difference, clean", NULL, NONE },
     [HS_M_LOGIT_DIFF_CORRUPT] = { "logit_diff_corrupt", MODEL, HS_SCALE_SIGNED, "logits",

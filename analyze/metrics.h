@@ -55,6 +55,13 @@ typedef enum {
     HS_M_FIRST_TOKEN_CONTROL,
     HS_M_DELIM_CONTROL,
     HS_M_DISTANCE_CONTROL,
+    /* encoders' pattern statistics (SPEC §14) */
+    HS_M_CLS,
+    HS_M_SEP,
+    HS_M_PUNCT,
+    HS_M_CLS_CONTROL,
+    HS_M_SEP_CONTROL,
+    HS_M_PUNCT_CONTROL,
     /* causal interventions (SPEC §11) */
     HS_M_LOGIT_DIFF_CLEAN,
     HS_M_LOGIT_DIFF_CORRUPT,

@@ -6,21 +6,22 @@
 #include <string.h>
 
 #include "dist.h"
+#include "metrics.h"
 #include "stats.h"
 #include "transformer.h"
 
 const char *hs_pattern_name(int kind)
 {
-    static const char *const names[HS_PAT_KINDS] = { "entropy", "self", "prev_token",
-                                                     "next_token", "first_token", "delim",
-                                                     "distance" };
-    return kind >= 0 && kind < HS_PAT_KINDS ? names[kind] : "?";
+    static const hs_metric_id ids[HS_PAT_ALL_KINDS] = {
+        HS_M_ENTROPY, HS_M_SELF,  HS_M_PREV_TOKEN, HS_M_NEXT_TOKEN, HS_M_FIRST_TOKEN,
+        HS_M_DELIM,   HS_M_DISTANCE, HS_M_CLS,     HS_M_SEP,        HS_M_PUNCT };
+    return kind >= 0 && kind < HS_PAT_ALL_KINDS ? hs_metric(ids[kind])->name : "?";
 }
 
 void hs_patterns_free(hs_patterns *p)
 {
     free(p->head);
-    for (int k = 0; k < HS_PAT_KINDS; k++) {
+    for (int k = 0; k < HS_PAT_ALL_KINDS; k++) {
         free(p->value[k]);
         free(p->stderr_value[k]);
     }
@@ -31,7 +32,9 @@ int hs_patterns_to_table(hs_head_table *t, const hs_patterns *p, const char *suf
 {
     char name[64];
     int rc = HS_OK;
-    for (int k = 0; !rc && k < HS_PAT_KINDS; k++) {
+    for (int k = 0; !rc && k < HS_PAT_ALL_KINDS; k++) {
+        if (!p->recorded[k])
+            continue;
         snprintf(name, sizeof name, "%s%s", hs_pattern_name(k), suffix);
         for (int li = 0; !rc && li < p->n_layer; li++)
             for (int hi = 0; !rc && hi < p->n_head[li]; hi++) {
@@ -43,10 +46,18 @@ int hs_patterns_to_table(hs_head_table *t, const hs_patterns *p, const char *suf
     return rc;
 }
 
-static int patterns_alloc(hs_patterns *p, int n_layer)
+/* enc: an encoder's ids (NULL: a causal LM), which say the kinds recorded. */
+static int patterns_alloc(hs_patterns *p, int n_layer, const hs_special_ids *enc)
 {
     const size_t n = (size_t)n_layer * HS_MAX_HEADS;
     for (int k = 0; k < HS_PAT_KINDS; k++)
+        p->recorded[k] = 1;
+    if (enc) {
+        p->recorded[HS_PAT_CLS] = enc->cls >= 0;
+        p->recorded[HS_PAT_SEP] = enc->sep >= 0;
+        p->recorded[HS_PAT_PUNCT] = enc->punct[0] >= 0 || enc->punct[1] >= 0;
+    }
+    for (int k = 0; k < HS_PAT_ALL_KINDS; k++)
         if (!(p->value[k] = hs_calloc(n, sizeof(double), "patterns")) ||
             !(p->stderr_value[k] = hs_calloc(n, sizeof(double), "patterns"))) {
             hs_patterns_free(p);
@@ -60,10 +71,21 @@ static int patterns_alloc(hs_patterns *p, int n_layer)
     return HS_OK;
 }
 
+/* The mass of row a (keys 0..keys-1) on the keys whose token is id. */
+static double mass_on(const hs_real *a, int keys, const int32_t *tok, int32_t id)
+{
+    double m = 0;
+    for (int s = 0; id >= 0 && s < keys; s++)
+        if (tok[s] == id)
+            m += a[s];
+    return m;
+}
+
 /* Adds the statistics of query t's row a (keys 0..keys-1; later keys are
- * masked) into out. tok: the sequence's tokens, for delim. */
+ * masked) into out. tok: the sequence's tokens, for delim; enc: an
+ * encoder's ids (NULL: none), for cls, sep and punct. */
 static void row_stats(double *out, const hs_real *a, int t, int keys, const int32_t *tok,
-                      const int32_t *delim, int n_delim)
+                      const int32_t *delim, int n_delim, const hs_special_ids *enc)
 {
     double entropy = 0, dist = 0, dl = 0;
     for (int s = 0; s < keys; s++) {
@@ -84,6 +106,27 @@ static void row_stats(double *out, const hs_real *a, int t, int keys, const int3
     out[HS_PAT_FIRST] += keys > 0 ? a[0] : 0;
     out[HS_PAT_DELIM] += dl;
     out[HS_PAT_DISTANCE] += dist;
+    if (!enc)
+        return;
+    out[HS_PAT_CLS] += mass_on(a, keys, tok, enc->cls);
+    out[HS_PAT_SEP] += mass_on(a, keys, tok, enc->sep);
+    out[HS_PAT_PUNCT] += mass_on(a, keys, tok, enc->punct[0]) +
+                         (enc->punct[1] != enc->punct[0] ? mass_on(a, keys, tok, enc->punct[1]) : 0);
+}
+
+/* 1 when token tok of an encoder is padding: no query (enc NULL: never). */
+static int is_pad(const hs_special_ids *enc, int32_t tok)
+{
+    return enc && enc->pad >= 0 && tok == enc->pad;
+}
+
+/* The real queries of a sequence of T tokens (an encoder's: not padding). */
+static int real_queries(const hs_special_ids *enc, const int32_t *tok, int T)
+{
+    int n = 0;
+    for (int t = 0; t < T; t++)
+        n += !is_pad(enc, tok[t]);
+    return n;
 }
 
 /* Per-sequence sums of one batch, kept per thread, then folded into sums
@@ -94,6 +137,7 @@ typedef struct {
     int B, T;
     const int32_t *delim;
     int n_delim;
+    const hs_special_ids *enc; /* an encoder's ids (pad: the model's), NULL for a causal LM */
     int threads;
     double *batch; /* [thread][b][layer][head][kind] */
 } run_ctx;
@@ -101,7 +145,7 @@ typedef struct {
 static size_t slot(const run_ctx *r, int thread, int b, int l, int h)
 {
     return ((((size_t)thread * r->B + b) * r->c->n_layer + l) * HS_MAX_HEADS + h) *
-           HS_PAT_KINDS;
+           HS_PAT_ALL_KINDS;
 }
 
 static void on_rows(void *ctx, int layer, int thread, int b, int h, int t0, int n,
@@ -109,21 +153,25 @@ static void on_rows(void *ctx, int layer, int thread, int b, int h, int t0, int 
 {
     run_ctx *r = ctx;
     double *out = r->batch + slot(r, thread, b, layer, h);
+    const int32_t *tok = r->tok + (size_t)b * r->T;
     for (int i = 0; i < n; i++) {
         const int t = t0 + i;
-        row_stats(out, P + (size_t)i * ldp, t, keys < t + 1 ? keys : t + 1, r->tok + (size_t)b * r->T,
-                  r->delim, r->n_delim);
+        if (is_pad(r->enc, tok[t]))
+            continue;
+        /* causal rows end at t; an encoder's span every key */
+        const int k = r->enc || keys < t + 1 ? keys : t + 1;
+        row_stats(out, P + (size_t)i * ldp, t, k, tok, r->delim, r->n_delim, r->enc);
     }
 }
 
-/* acc[(l * HS_MAX_HEADS + h) * HS_PAT_KINDS + k]: the per-sequence means of
- * statistic k of head (l, h), over sequences. */
+/* acc[(l * HS_MAX_HEADS + h) * HS_PAT_ALL_KINDS + k]: the per-sequence
+ * means of statistic k of head (l, h), over sequences. */
 static void finish(hs_patterns *p, const hs_welford *acc, long n)
 {
-    for (int k = 0; k < HS_PAT_KINDS; k++)
+    for (int k = 0; k < HS_PAT_ALL_KINDS; k++)
         for (int l = 0; l < p->n_layer; l++)
             for (int h = 0; h < p->n_head[l]; h++) {
-                const hs_welford *w = &acc[((size_t)l * HS_MAX_HEADS + h) * HS_PAT_KINDS + k];
+                const hs_welford *w = &acc[((size_t)l * HS_MAX_HEADS + h) * HS_PAT_ALL_KINDS + k];
                 p->value[k][(size_t)l * HS_MAX_HEADS + h] = w->mean;
                 p->stderr_value[k][(size_t)l * HS_MAX_HEADS + h] = hs_welford_stderr(w);
             }
@@ -136,8 +184,8 @@ static void add_sequence(hs_welford *acc, const double *sums, int n_layer, const
 {
     for (int l = 0; l < n_layer; l++)
         for (int h = 0; h < n_head[l]; h++)
-            for (int k = 0; k < HS_PAT_KINDS; k++) {
-                const size_t i = ((size_t)l * HS_MAX_HEADS + h) * HS_PAT_KINDS + k;
+            for (int k = 0; k < HS_PAT_ALL_KINDS; k++) {
+                const size_t i = ((size_t)l * HS_MAX_HEADS + h) * HS_PAT_ALL_KINDS + k;
                 hs_welford_add(&acc[i], sums[i] / queries);
             }
 }
@@ -148,8 +196,8 @@ static void keep_sequence(double *v, const double *sums, int n_layer, const int 
 {
     for (int l = 0; l < n_layer; l++)
         for (int h = 0; h < n_head[l]; h++)
-            for (int k = 0; k < HS_PAT_KINDS; k++)
-                *v++ = sums[((size_t)l * HS_MAX_HEADS + h) * HS_PAT_KINDS + k] / queries;
+            for (int k = 0; k < HS_PAT_ALL_KINDS; k++)
+                *v++ = sums[((size_t)l * HS_MAX_HEADS + h) * HS_PAT_ALL_KINDS + k] / queries;
 }
 
 /* Adds one sequence's kept values v to acc: add_sequence's result. */
@@ -157,23 +205,34 @@ static void fold_sequence(hs_welford *acc, const double *v, int n_layer, const i
 {
     for (int l = 0; l < n_layer; l++)
         for (int h = 0; h < n_head[l]; h++)
-            for (int k = 0; k < HS_PAT_KINDS; k++)
-                hs_welford_add(&acc[((size_t)l * HS_MAX_HEADS + h) * HS_PAT_KINDS + k], *v++);
+            for (int k = 0; k < HS_PAT_ALL_KINDS; k++)
+                hs_welford_add(&acc[((size_t)l * HS_MAX_HEADS + h) * HS_PAT_ALL_KINDS + k], *v++);
 }
 
 /* shard (dist.h): this rank runs its batches and keeps every sequence's
  * values (heads x kinds, add_sequence's order); rank 0 folds them in
  * sequence order, as one process does. */
 static int run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
-               size_t max_batches, const int32_t *delim, int n_delim, hs_progress_fn progress,
-               void *progress_ctx, int shard)
+               size_t max_batches, const int32_t *delim, int n_delim,
+               const hs_special_ids *ids, hs_progress_fn progress, void *progress_ctx,
+               int shard)
 {
     const hs_model_config *c = &m->cfg;
     memset(p, 0, sizeof *p);
     size_t nb;
     if (hs_heads_fit(c) || hs_batches_to_run(data, B, T, max_batches, &nb))
         return HS_EINVAL;
-    int rc = patterns_alloc(p, c->n_layer);
+    /* an encoder's ids, its padding the model's own */
+    hs_special_ids enc;
+    if (c->encoder) {
+        if (ids)
+            enc = *ids;
+        else
+            hs_special_ids_of(&enc, c, NULL);
+        enc.pad = c->pad_id;
+    }
+    const hs_special_ids *e = c->encoder ? &enc : NULL;
+    int rc = patterns_alloc(p, c->n_layer, e);
     if (rc)
         return rc;
     for (int l = 0; l < c->n_layer; l++) {
@@ -188,8 +247,10 @@ static int run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, 
         hs_patterns_free(p);
         return rc;
     }
-    run_ctx r = { c, NULL, B, T, delim, n_delim, hs_get_threads(), NULL };
-    const size_t per_seq = (size_t)c->n_layer * HS_MAX_HEADS * HS_PAT_KINDS;
+    hs_tokens plain = *data; /* the statistics read the text as it is: no masked-LM choice */
+    plain.mlm.on = 0;
+    run_ctx r = { c, NULL, B, T, delim, n_delim, e, hs_get_threads(), NULL };
+    const size_t per_seq = (size_t)c->n_layer * HS_MAX_HEADS * HS_PAT_ALL_KINDS;
     r.batch = hs_calloc((size_t)r.threads * B * per_seq, sizeof(double), "pattern sums");
     hs_welford *acc = hs_calloc(per_seq, sizeof *acc, "patterns");
     double *seq = hs_calloc(per_seq, sizeof(double), "patterns");
@@ -198,17 +259,19 @@ static int run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, 
     if (!r.batch || !acc || !seq || !in || !tg)
         rc = HS_ENOMEM;
     hs_hooks hooks = { .ctx = &r, .on_rows = on_rows };
-    size_t lo = 0, hi = nb, vals = 0;
+    /* per sequence: its real queries, then its values (heads x kinds) */
+    size_t lo = 0, hi = nb, vals = 1;
     for (int l = 0; l < c->n_layer; l++)
-        vals += (size_t)c->n_head[l] * HS_PAT_KINDS;
+        vals += (size_t)c->n_head[l] * HS_PAT_ALL_KINDS;
     double *kept = NULL;
+    long docs = 0;
     if (shard) {
         hs_dist_range(nb, hs_dist_rank(), &lo, &hi);
         if (!rc && !(kept = hs_calloc(nb * B * vals, sizeof(double), "pattern values")))
             rc = HS_ENOMEM;
     }
     for (size_t bi = lo; !rc && bi < hi; bi++) {
-        hs_batch_at(data, bi * (size_t)B * T, B, T, in, tg);
+        hs_batch_at(&plain, bi * (size_t)B * T, B, T, in, tg);
         r.tok = in;
         memset(r.batch, 0, sizeof(double) * (size_t)r.threads * B * per_seq);
         rc = hs_forward(&a, m, in, NULL, &hooks);
@@ -219,10 +282,16 @@ static int run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, 
                 for (size_t i = 0; i < per_seq; i++)
                     seq[i] += src[i];
             }
-            if (kept)
-                keep_sequence(kept + (bi * B + b) * vals, seq, c->n_layer, c->n_head, T);
-            else
-                add_sequence(acc, seq, c->n_layer, c->n_head, T);
+            const int q = real_queries(e, in + (size_t)b * T, T);
+            if (kept) {
+                double *v = kept + (bi * B + b) * vals;
+                v[0] = q;
+                if (q)
+                    keep_sequence(v + 1, seq, c->n_layer, c->n_head, q);
+            } else if (q) {
+                add_sequence(acc, seq, c->n_layer, c->n_head, q);
+                docs++;
+            }
         }
         if (!rc && progress)
             progress(progress_ctx, bi + 1 - lo, hi - lo);
@@ -230,11 +299,14 @@ static int run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, 
     if (shard) {
         rc = hs_dist_collect(rc, kept, B * vals * sizeof(double), nb);
         for (size_t i = 0; !rc && i < nb * B; i++)
-            fold_sequence(acc, kept + i * vals, c->n_layer, c->n_head);
+            if (kept[i * vals] > 0) {
+                fold_sequence(acc, kept + i * vals + 1, c->n_layer, c->n_head);
+                docs++;
+            }
         free(kept);
     }
     if (!rc)
-        finish(p, acc, (long)(nb * B));
+        finish(p, acc, docs);
     else
         hs_patterns_free(p);
     free(r.batch), free(acc), free(seq), free(in), free(tg);
@@ -246,14 +318,27 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
                     size_t max_batches, const int32_t *delim, int n_delim,
                     hs_progress_fn progress, void *progress_ctx)
 {
-    return run(p, m, data, B, T, max_batches, delim, n_delim, progress, progress_ctx, 0);
+    return run(p, m, data, B, T, max_batches, delim, n_delim, NULL, progress, progress_ctx, 0);
 }
 
 int hs_patterns_run_dist(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
                          size_t max_batches, const int32_t *delim, int n_delim,
-                         hs_progress_fn progress, void *progress_ctx)
+                         const hs_special_ids *ids, hs_progress_fn progress,
+                         void *progress_ctx)
 {
-    return run(p, m, data, B, T, max_batches, delim, n_delim, progress, progress_ctx, 1);
+    return run(p, m, data, B, T, max_batches, delim, n_delim, ids, progress, progress_ctx, 1);
+}
+
+/* The ids of the encoder whose maps the file holds (its model_config), or
+ * NULL for a causal LM's (or a configuration that no longer parses). */
+static const hs_special_ids *maps_encoder(const hs_maps_info *in, hs_special_ids *ids)
+{
+    hs_model_config c;
+    if (!in->model_config || hs_config_parse(&c, in->model_config, "map file") || !c.encoder)
+        return NULL;
+    hs_special_ids_of(ids, &c, NULL);
+    ids->pad = c.pad_id;
+    return ids;
 }
 
 int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *delim, int n_delim)
@@ -262,7 +347,9 @@ int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *deli
     memset(p, 0, sizeof *p);
     if (!in->complete)
         return hs_fail(HS_EFORMAT, "map file is not marked complete");
-    int rc = patterns_alloc(p, in->n_layers);
+    hs_special_ids ids;
+    const hs_special_ids *e = maps_encoder(in, &ids);
+    int rc = patterns_alloc(p, in->n_layers, e);
     if (rc)
         return rc;
     const int T = in->seq_len;
@@ -272,7 +359,7 @@ int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *deli
         memcpy(p->head + (size_t)li * HS_MAX_HEADS, in->layers[li].heads,
                sizeof(int) * in->layers[li].nh);
     }
-    const size_t per_seq = (size_t)in->n_layers * HS_MAX_HEADS * HS_PAT_KINDS;
+    const size_t per_seq = (size_t)in->n_layers * HS_MAX_HEADS * HS_PAT_ALL_KINDS;
     hs_welford *acc = hs_calloc(per_seq, sizeof *acc, "patterns");
     double *seq = hs_calloc(per_seq, sizeof(double), "patterns");
     float *map = hs_calloc((size_t)T * T, sizeof(float), "map");
@@ -280,29 +367,37 @@ int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *deli
     int32_t *tok = hs_calloc((size_t)T, sizeof(int32_t), "tokens");
     if (!acc || !seq || !map || !row || !tok)
         rc = HS_ENOMEM;
-    int queries = 0;
+    long docs = 0;
     for (long long n = 0; !rc && n < in->n_seq; n++) {
         memset(seq, 0, sizeof(double) * per_seq);
         rc = hs_maps_read_tokens(r, n, tok);
+        int queries = 0; /* the captured queries that are real tokens */
         for (int li = 0; !rc && li < in->n_layers; li++) {
             const hs_maps_layer_info *l = &in->layers[li];
-            queries = l->nq;
+            queries = 0;
+            for (int q = 0; q < l->nq; q++)
+                queries += !is_pad(e, tok[l->q0 + q]);
             for (int hi = 0; !rc && hi < l->nh; hi++) {
                 rc = hs_maps_read(r, li, n, hi, map);
                 for (int q = 0; !rc && q < l->nq; q++) {
                     const int t = l->q0 + q;
+                    if (is_pad(e, tok[t]))
+                        continue;
                     for (int s = 0; s < l->S; s++)
                         row[s] = map[(size_t)q * l->S + s];
-                    row_stats(seq + ((size_t)li * HS_MAX_HEADS + hi) * HS_PAT_KINDS, row, t,
-                              t + 1 < l->S ? t + 1 : l->S, tok, delim, n_delim);
+                    /* a causal map's keys after t hold exactly 0: the whole row either way */
+                    row_stats(seq + ((size_t)li * HS_MAX_HEADS + hi) * HS_PAT_ALL_KINDS, row, t,
+                              e ? l->S : t + 1 < l->S ? t + 1 : l->S, tok, delim, n_delim, e);
                 }
             }
         }
-        if (!rc)
+        if (!rc && queries) {
             add_sequence(acc, seq, in->n_layers, p->n_head, queries);
+            docs++;
+        }
     }
     if (!rc)
-        finish(p, acc, (long)in->n_seq);
+        finish(p, acc, docs);
     else
         hs_patterns_free(p);
     free(acc), free(seq), free(map), free(row), free(tok);

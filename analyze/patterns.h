@@ -14,12 +14,16 @@
 
 #include "eval.h"
 #include "maps.h"
+#include "mlm.h"
 #include "stats.h"
 #include "tokens.h"
 #include "weights.h"
 
+/* SPEC §5's statistics (HS_PAT_KINDS of them), then the encoders' of §14:
+ * cls (mass on [CLS]), sep (on [SEP] tokens), punct (on "." and ","). */
 enum { HS_PAT_ENTROPY, HS_PAT_SELF, HS_PAT_PREV, HS_PAT_NEXT, HS_PAT_FIRST, HS_PAT_DELIM,
-       HS_PAT_DISTANCE, HS_PAT_KINDS };
+       HS_PAT_DISTANCE, HS_PAT_KINDS,
+       HS_PAT_CLS = HS_PAT_KINDS, HS_PAT_SEP, HS_PAT_PUNCT, HS_PAT_ALL_KINDS };
 
 const char *hs_pattern_name(int kind);
 
@@ -29,8 +33,9 @@ typedef struct {
     int n_head[HS_MAX_LAYERS];
     int *head; /* [li * HS_MAX_HEADS + hi]: model head ids (capture files may hold a subset) */
     /* [kind][li * HS_MAX_HEADS + hi] */
-    double *value[HS_PAT_KINDS], *stderr_value[HS_PAT_KINDS];
-    long n; /* sequences */
+    double *value[HS_PAT_ALL_KINDS], *stderr_value[HS_PAT_ALL_KINDS];
+    unsigned char recorded[HS_PAT_ALL_KINDS]; /* the kinds computed (and tabled) */
+    long n; /* sequences (an encoder's: those with a real token) */
 } hs_patterns;
 
 void hs_patterns_free(hs_patterns *p);
@@ -41,7 +46,14 @@ void hs_patterns_free(hs_patterns *p);
 int hs_patterns_to_table(hs_head_table *t, const hs_patterns *p, const char *suffix);
 
 /* delim: token ids counted by `delim` (n_delim of them, may be 0).
- * progress (may be NULL): batches done of total. */
+ * progress (may be NULL): batches done of total.
+ *
+ * Encoders (SPEC §14): the rows are bidirectional; padding (the model's
+ * pad_id) is no query, and each statistic is per document (sequence) the
+ * mean over its real queries, then the mean over documents, Clark et al.'s
+ * order (a document of padding only is left out); cls, sep and punct are
+ * recorded besides, for the ids that are known (hs_patterns_run: from
+ * config.json, mlm.h; the _dist form takes them from a tokenizer too). */
 int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
                     size_t max_batches, const int32_t *delim, int n_delim,
                     hs_progress_fn progress, void *progress_ctx);
@@ -49,12 +61,15 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
 /* The same under mpirun (dist.h): each rank runs its share of the batches,
  * rank 0 gets the result of one process (with the same threads per rank:
  * a sequence's sums are added per thread); other ranks' p is not
- * meaningful. */
+ * meaningful. ids: an encoder's special ids (NULL: config.json's). */
 int hs_patterns_run_dist(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
                          size_t max_batches, const int32_t *delim, int n_delim,
-                         hs_progress_fn progress, void *progress_ctx);
+                         const hs_special_ids *ids, hs_progress_fn progress,
+                         void *progress_ctx);
 
-/* The same statistics from a capture file's maps (captured queries only). */
+/* The same statistics from a capture file's maps (captured queries only);
+ * an encoder's (the file's model_config says so) with the ids its
+ * config.json gives. */
 int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *delim, int n_delim);
 
 /* Head-to-head Jensen-Shannon distances from a capture file: D (n x n, n =

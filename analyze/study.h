@@ -147,6 +147,10 @@ typedef struct {
     int established;
     int best_layer, best_head;   /* highest induction score */
     double best, best_control;   /* its score, and the same head's in the control */
+    /* "" or why there is no causal check (an encoder's: SPEC §14 defines its
+     * scores on r ++ r, but the check's second-half loss is a next-token loss;
+     * causal.k is then 0 and no causal row is recorded) */
+    char note[160];
 } hs_induction_result;
 
 /* The induction study: the pattern scores of the model and of its random-init
@@ -172,6 +176,8 @@ typedef struct {
     int control;               /* also <stat>_control of hs_control_model(seed) */
     unsigned long long seed;
     int js;                    /* also the head-to-head Jensen-Shannon distances */
+    const hs_tokenizer *tk;    /* an encoder's: the tokenizer that gives [CLS], [SEP], "."
+                                  and "," (NULL: config.json's ids, mlm.h) */
 } hs_patterns_opts;
 
 typedef struct {
@@ -183,6 +189,7 @@ typedef struct {
     /* with o.js: D (js_n x js_n) and each row's model layer and head */
     double *js;
     int js_n, *js_layer, *js_head;
+    char note[256];     /* "" or which encoder statistics were left out, and why */
 } hs_patterns_result;
 
 /* The pattern statistics of m on data, row by row during the forward

@@ -232,6 +232,39 @@ static int token_table(char ***table, int *n, const hs_tokenizer *tk, const hs_t
     return HS_OK;
 }
 
+/* An encoder's token strings without a tokenizer: its special tokens by
+ * name (BERT's [CLS], [SEP], [PAD], [MASK], [UNK]; RoBERTa's <s>, </s>,
+ * <pad>, <mask>, <unk>), as config.json gives their ids, and every other id
+ * of the data as its number, so figures label [CLS] and [SEP]. */
+static int special_table(char ***table, int *n, const hs_model_config *c, const hs_tokens *tok)
+{
+    int32_t max = -1;
+    for (size_t i = 0; i < tok->n; i++)
+        max = tok->tok[i] > max ? tok->tok[i] : max;
+    *n = (int)max + 1;
+    *table = hs_calloc((size_t)*n + 1, sizeof **table, "token strings");
+    if (!*table)
+        return HS_ENOMEM;
+    const int r = c->family == HS_FAMILY_ROBERTA;
+    const int32_t ids[5] = { c->cls_id, c->sep_id, c->pad_id, c->mask_id, c->unk_id };
+    static const char *const names[2][5] = { { "[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]" },
+                                             { "<s>", "</s>", "<pad>", "<mask>", "<unk>" } };
+    char buf[16];
+    for (size_t i = 0; i < tok->n; i++) {
+        const int32_t id = tok->tok[i];
+        if ((*table)[id])
+            continue;
+        snprintf(buf, sizeof buf, "%d", (int)id);
+        const char *s = buf;
+        for (int k = 0; k < 5; k++)
+            if (ids[k] == id)
+                s = names[r][k];
+        if (!((*table)[id] = strdup(s)))
+            return hs_fail(HS_ENOMEM, "out of memory for token strings");
+    }
+    return HS_OK;
+}
+
 static void free_table(char **table, int n)
 {
     for (int i = 0; table && i < n; i++)
@@ -261,6 +294,9 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
         snprintf(msg, sizeof msg, "%s", hs_last_error());
         hs_fail(rc, "%s: %s (the tokenizer does not match the data)", o.data_path, msg);
     } else if (!rc && rank == 0 && o.tokenizer) {
+        rc = hs_maps_set_token_text(w, (const char *const *)table, n_table);
+    } else if (!rc && rank == 0 && m->cfg.encoder &&
+               !(rc = special_table(&table, &n_table, &m->cfg, tok))) {
         rc = hs_maps_set_token_text(w, (const char *const *)table, n_table);
     }
     rc = hs_dist_agree(rc);

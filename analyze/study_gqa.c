@@ -2,6 +2,7 @@
 #include "study_gqa.h"
 #include "metrics.h"
 #include "inputs.h"
+#include "mlm.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +13,8 @@
 int hs_gqa_check(hs_gqa_opts *o)
 {
     const hs_model_config *c = &o->mha->cfg;
+    if (hs_causal_only(c, "experiment gqa", "it uptrains and compares next-token losses"))
+        return HS_EINVAL;
     if (!o->n_kv) {
         const int H = c->n_kv_head[0];
         const int cand[3] = { H / 2, H / 4, 1 };

@@ -3,12 +3,16 @@
 #include <string.h>
 
 #include "eval.h"
+#include "mlm.h"
 #include "inputs.h"
 #include "study.h"
 #include "train.h"
 
 int hs_headcount_check(hs_model_config cfg[HS_HEADCOUNT_MAX], const hs_headcount_opts *o)
 {
+    if (hs_causal_only(&o->base, "experiment head-count", "it trains and compares next-token "
+                       "losses"))
+        return HS_EINVAL;
     for (int i = 0; i < o->n_heads; i++) {
         char kv[32];
         cfg[i] = o->base;
@@ -27,8 +31,8 @@ int hs_headcount_check(hs_model_config cfg[HS_HEADCOUNT_MAX], const hs_headcount
 void hs_headcount_split(const hs_tokens *all, hs_tokens *train, hs_tokens *val)
 {
     const size_t cut = all->n - all->n / 10;
-    *train = (hs_tokens){ all->tok, cut, all->version };
-    *val = (hs_tokens){ all->tok + cut, all->n - cut, all->version };
+    *train = (hs_tokens){ all->tok, cut, all->version, all->mlm };
+    *val = (hs_tokens){ all->tok + cut, all->n - cut, all->version, all->mlm };
 }
 
 void hs_headcount_result_free(hs_headcount_result *r)

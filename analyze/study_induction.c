@@ -44,6 +44,10 @@ int hs_induction_check_icl(const hs_induction_opts *o, const hs_model_config *c)
 {
     if (!o->icl_data)
         return HS_OK;
+    if (c->encoder)
+        return hs_fail(HS_EINVAL, "the ICL score compares next-token losses at two positions, "
+                       "which an encoder (%s) does not predict: give no --data",
+                       hs_family_name(c->family));
     if (!hs_batch_count(o->icl_data, 1, o->icl_seq_len) ||
         (c->pos == HS_POS_LEARNED && o->icl_seq_len > c->n_ctx))
         return hs_fail(HS_EINVAL, "%s: no sequence of %d (+1) tokens for the ICL score, or longer "
@@ -77,6 +81,8 @@ static int causal_rows(hs_induction_result *r, const hs_model *m, const hs_model
 {
     const hs_causal_check *cc = &r->causal;
     hs_head_table *t = &r->table;
+    if (m->cfg.encoder) /* no causal check (r->note), no ICL score (refused) */
+        return HS_OK;
     /* the second-half loss, its increase with the top-k induction heads off
      * (stderr over sequences), and with k random other heads off (stderr:
      * the spread of the draws) */
@@ -142,8 +148,12 @@ int hs_induction_study(hs_induction_result *r, const hs_model *m, hs_induction_o
         rc = hs_copying_scores(cop, m);
     if (!rc)
         rc = hs_copying_scores(cop_ctrl, &ctrl);
-    phase(io, "induction: causal check");
-    if (!rc && !(rc = stopped(io)))
+    if (c->encoder)
+        snprintf(r->note, sizeof r->note, "no causal check: its second-half loss is a next-token "
+                 "loss, which an encoder (%s) does not predict", hs_family_name(c->family));
+    else
+        phase(io, "induction: causal check");
+    if (!rc && !c->encoder && !(rc = stopped(io)))
         rc = hs_induction_causal_check(&r->causal, m, tok, N, T, B, &s, o.causal_k,
                                        o.random_draws, o.seed + 17, draw, pf, pc);
     phase(io, NULL);
@@ -152,14 +162,14 @@ int hs_induction_study(hs_induction_result *r, const hs_model *m, hs_induction_o
     if (!rc)
         rc = hs_scores_to_table(&r->table, &sc, cop_ctrl, "_control");
     if (!rc) {
-        r->established = hs_induction_established(&r->causal, &s, &sc, o.min_score);
+        r->established = !c->encoder && hs_induction_established(&r->causal, &s, &sc, o.min_score);
         rc = causal_rows(r, m, &ctrl, &o);
     }
     if (!rc) { /* each random draw's increase, for `plot causal` */
         snprintf(r->draws.name, sizeof r->draws.name, HS_METRIC(CAUSAL_RANDOM_K));
         for (int d = 0; d < o.random_draws; d++)
             r->draws.points[d] = (hs_curve_point){ d, d, draw[d] };
-        r->draws.n = o.random_draws;
+        r->draws.n = c->encoder ? 0 : o.random_draws;
         const double *ind = s.value[HS_SCORE_INDUCTION];
         for (int l = 0; l < c->n_layer; l++)
             for (int h = 0; h < c->n_head[l]; h++)

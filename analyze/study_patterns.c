@@ -29,6 +29,22 @@ static void phase(const hs_study_io *io, const char *label)
         io->phase(io->ctx, label);
 }
 
+/* What an encoder's statistics left out, for the command to say. */
+static void note_missing(hs_patterns_result *r, const hs_patterns *p, int tokenizer)
+{
+    static const char *const what[3] = { "cls ([CLS])", "sep ([SEP])", "punct (\".\", \",\")" };
+    char missing[128] = "";
+    for (int k = 0; k < 3; k++)
+        if (p->value[0] && !p->recorded[HS_PAT_CLS + k])
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s",
+                     *missing ? ", " : "", what[k]);
+    if (*missing)
+        snprintf(r->note, sizeof r->note, "%s not recorded: %s", missing,
+                 tokenizer ? "the tokenizer has no such token"
+                           : "no tokenizer is known and config.json gives no id (pass "
+                             "--tokenizer)");
+}
+
 int hs_patterns_study(hs_patterns_result *r, const hs_model *m, const hs_tokens *data,
                       hs_patterns_opts o, const hs_study_io *io)
 {
@@ -36,16 +52,20 @@ int hs_patterns_study(hs_patterns_result *r, const hs_model *m, const hs_tokens 
     const hs_progress_fn pf = io ? io->progress : NULL;
     void *pc = io ? io->ctx : NULL;
     hs_patterns pt = { 0 }, pctl = { 0 };
+    hs_special_ids ids;
+    hs_special_ids_of(&ids, &m->cfg, o.tk);
     phase(io, "patterns");
     int rc = hs_patterns_run_dist(&pt, m, data, o.batch, o.seq_len, o.max_batches, o.delim,
-                                  o.n_delim, pf, pc);
+                                  o.n_delim, &ids, pf, pc);
+    if (!rc && m->cfg.encoder)
+        note_missing(r, &pt, o.tk != NULL);
     hs_model ctrl = { 0 };
     if (!rc && o.control) {
         phase(io, "patterns: control");
         rc = hs_control_model(&ctrl, &m->cfg, o.seed);
         if (!rc)
             rc = hs_patterns_run_dist(&pctl, &ctrl, data, o.batch, o.seq_len, o.max_batches,
-                                      o.delim, o.n_delim, pf, pc);
+                                      o.delim, o.n_delim, &ids, pf, pc);
     }
     phase(io, NULL);
     if (ctrl.params)
@@ -76,6 +96,14 @@ int hs_patterns_study(hs_patterns_result *r, const hs_model *m, const hs_tokens 
     return rc;
 }
 
+/* 1 when the map file's model is an encoder. */
+static int maps_of_encoder(hs_maps_reader *maps)
+{
+    hs_model_config c;
+    const char *json = hs_maps_get_info(maps)->model_config;
+    return json && !hs_config_parse(&c, json, "map file") && c.encoder;
+}
+
 int hs_patterns_study_maps(hs_patterns_result *r, hs_maps_reader *maps, hs_patterns_opts o)
 {
     memset(r, 0, sizeof *r);
@@ -84,6 +112,9 @@ int hs_patterns_study_maps(hs_patterns_result *r, hs_maps_reader *maps, hs_patte
                        "re-initialise)");
     hs_patterns pt = { 0 };
     int rc = hs_patterns_from_maps(&pt, maps, o.delim, o.n_delim);
+    if (!rc && (pt.recorded[HS_PAT_CLS] || pt.recorded[HS_PAT_SEP] || pt.recorded[HS_PAT_PUNCT] ||
+                maps_of_encoder(maps)))
+        note_missing(r, &pt, 0);
     int n = 0;
     if (!rc && o.js)
         rc = hs_js_distances(&r->js, &n, maps);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "eval.h"
+#include "mlm.h"
 #include "train.h"
 
 const char *const HS_WINDOWS_ARM[HS_WINDOWS_ARMS] = { "global", "half", "local" };
@@ -50,6 +51,8 @@ int hs_windows_check(const hs_windows_opts *o)
         int rc = hs_windows_config(&c, o, a);
         if (rc)
             return rc;
+        if (hs_causal_only(&c, "experiment windows", "its windows are causal (t - W < s <= t)"))
+            return HS_EINVAL;
         if (o->seq_len > c.n_ctx)
             return hs_fail(HS_EINVAL, "--seq-len %d exceeds n_ctx=%d", o->seq_len, c.n_ctx);
     }

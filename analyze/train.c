@@ -29,7 +29,11 @@ int hs_train(hs_model *m, const hs_tokens *data, const hs_train_opts *o)
         double lr = o->lr;
         if (o->warmup > 0 && step < o->warmup)
             lr = o->lr * (double)(step + 1) / (double)o->warmup;
-        hs_batch_at(data, hs_batch_start_wrapped(data, o->B, o->T, (size_t)step), o->B, o->T, in,
+        /* an encoder's masked-LM batches: a fresh choice each step, as HF's
+         * collator draws one per batch (the validation keeps one) */
+        hs_tokens at = *data;
+        at.mlm.seed ^= (unsigned long long)(step + 1) * 0x9E3779B97F4A7C15ULL;
+        hs_batch_at(&at, hs_batch_start_wrapped(data, o->B, o->T, (size_t)step), o->B, o->T, in,
                     tg);
         double loss;
         rc = hs_trainer_step(&t, in, tg, lr, &loss);

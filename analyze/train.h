@@ -24,7 +24,10 @@ typedef struct {
     volatile sig_atomic_t *stop; /* set asynchronously to stop after the current step */
 } hs_train_opts;
 
-/* Trains m in place. HS_EINTR when stopped early (m holds the last step). */
+/* Trains m in place. HS_EINTR when stopped early (m holds the last step).
+ * With masked-LM data (data->mlm.on: an encoder's, mlm.h) each step's
+ * batch gets its own choice of positions, from the recipe's seed and the
+ * step; the loss is the mean over the chosen positions. */
 int hs_train(hs_model *m, const hs_tokens *data, const hs_train_opts *o);
 
 #endif

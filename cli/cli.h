@@ -21,6 +21,7 @@
 
 #include "inputs.h"
 #include "jsonout.h"
+#include "mlm.h"
 #include "run.h"
 #include "summary.h"
 
@@ -83,6 +84,20 @@ typedef struct {
 #define OPT_ALLOW_NONFINITE(dst)                                                           \
     { "--allow-nonfinite", OPT_FLAG, (dst), 0, NULL,                                       \
       "keep NaN or infinite results (weights or inputs not finite) instead of failing", 0 }
+
+/* The masked-LM options of the commands that compute an encoder's loss
+ * (eval, ablate, importance, prune: SPEC §14), into an hs_mlm_opts (mlm.h)
+ * that starts HS_MLM_OPTS_UNSET and goes to the inputs (hs_inputs_spec.mlm),
+ * where a causal LM refuses them; and their rule. */
+#define OPT_MLM(o)                                                                         \
+    { "--mlm-prob", OPT_DOUBLE, &(o)->prob, 0, "P",                                        \
+      "encoders: the masked-LM share of positions chosen (default 0.15)", 0 },             \
+    { "--mlm-mask", OPT_STR, &(o)->mask, 0, "every:K[:O]",                                 \
+      "encoders: choose the positions t = O mod K instead, each replaced by [MASK]", 0 },  \
+    { "--seed", OPT_LONG, &(o)->seed, 0, "S",                                              \
+      "encoders: the seed of the masked-LM choice (default 0)", 0 }
+#define OPT_MLM_RULE                                                                       \
+    { "--mlm-mask", OPTS_EXCLUDES, "--mlm-prob,--seed", "it fixes the masked positions" }
 
 /* A command's record. Each cli/cmd_*.c defines the records of its commands
  * beside them with HS_COMMAND, which also registers the record: main.c

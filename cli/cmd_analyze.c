@@ -16,7 +16,8 @@
 static int cmd_ablate(int argc, char **argv)
 {
     const char *model = NULL, *db = NULL, *method = "zero,mean,resample";
-    hs_inputs_spec in = { .batch = 4, .need_batch = 1 };
+    hs_mlm_opts mlm = HS_MLM_OPTS_UNSET;
+    hs_inputs_spec in = { .batch = 4, .need_batch = 1, .mlm = &mlm };
     long resume = 0, max_batches = 0;
     int threads = 0, json = 0, allow_nonfinite = 0;
     hs_ablate_study_opts so = { 0 };
@@ -35,6 +36,7 @@ static int cmd_ablate(int argc, char **argv)
         { "--resume", OPT_LONG, &resume, 1, "RUN_ID", "finish an interrupted run, skipping recorded layers", 0 },
         { "--stack", OPT_INT, &so.ablate.stack, 0, "N", "ablations per batched continuation (0: choose)", OPT_NEUTRAL },
         { "--naive", OPT_FLAG, &so.ablate.naive, 0, NULL, "one full forward per ablation (the reference path)", OPT_NEUTRAL },
+        OPT_MLM(&mlm),
         OPT_THREADS(&threads),
         OPT_JSON(&json),
         OPT_ALLOW_NONFINITE(&allow_nonfinite),
@@ -83,7 +85,8 @@ static int cmd_ablate(int argc, char **argv)
 static int cmd_importance(int argc, char **argv)
 {
     const char *model = NULL, *db = NULL;
-    hs_inputs_spec in = { .batch = 4, .need_batch = 1 };
+    hs_mlm_opts mlm = HS_MLM_OPTS_UNSET;
+    hs_inputs_spec in = { .batch = 4, .need_batch = 1, .mlm = &mlm };
     long max_batches = 0;
     int threads = 0, json = 0, allow_nonfinite = 0;
     opt o[] = {
@@ -95,6 +98,7 @@ static int cmd_importance(int argc, char **argv)
         OPT_BATCH(&in.batch),
         OPT_SEQ_LEN(&in.seq_len),
         OPT_MAX_BATCHES(&max_batches),
+        OPT_MLM(&mlm),
         OPT_THREADS(&threads),
         OPT_JSON(&json),
         OPT_ALLOW_NONFINITE(&allow_nonfinite),
@@ -173,6 +177,7 @@ static int load_val(hs_tokens *v, const hs_source *src, const char *model, const
     if (!rc && !hs_batch_count(v, B, j->in.seq_len))
         rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens",
                      hs_source_path(src), B, j->in.seq_len);
+    v->mlm = j->in.tok.mlm; /* an encoder's masked-LM recipe, as on --data */
     if (rc)
         hs_tokens_free(v);
     return rc ? run_error("prune") : 0;
@@ -198,7 +203,8 @@ static int prune_checks(const hs_prune_study_opts *so, int force, char *target, 
 static int cmd_prune(int argc, char **argv)
 {
     const char *model = NULL, *db = NULL;
-    hs_inputs_spec in = { .batch = 4, .need_batch = 1 };
+    hs_mlm_opts mlm = HS_MLM_OPTS_UNSET;
+    hs_inputs_spec in = { .batch = 4, .need_batch = 1, .mlm = &mlm };
     hs_source vsrc = { 0 };
     long max_batches = 0;
     int threads = 0, json = 0, allow_nonfinite = 0, force = 0;
@@ -222,6 +228,7 @@ static int cmd_prune(int argc, char **argv)
         OPT_BATCH(&in.batch),
         OPT_SEQ_LEN(&in.seq_len),
         OPT_MAX_BATCHES_AS(&max_batches, "batches per evaluation (0: all)"),
+        OPT_MLM(&mlm),
         OPT_THREADS(&threads),
         OPT_JSON(&json),
         OPT_ALLOW_NONFINITE(&allow_nonfinite),
@@ -277,15 +284,18 @@ static int cmd_prune(int argc, char **argv)
 
 static const opt_rule ablate_rules[] = {
     OPT_TEXT_RULES,
+    OPT_MLM_RULE,
     { "--naive", OPTS_EXCLUDES, "--stack", "the naive path runs one full forward per ablation" },
 };
 
 static const opt_rule importance_rules[] = {
     OPT_TEXT_RULES,
+    OPT_MLM_RULE,
 };
 
 static const opt_rule prune_rules[] = {
     OPT_VAL_TEXT_RULES,
+    OPT_MLM_RULE,
     { "--out", OPTS_NEEDS, "--structural,--force", "they concern the written model" },
 };
 

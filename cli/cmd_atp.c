@@ -73,6 +73,10 @@ static int cmd_atp(int argc, char **argv)
     in.model = model;
     if ((rc = cli_open(&j, &in)))
         return rc;
+    if (hs_atp_family_check(&j.in.m.cfg)) { /* the model's family: not a usage error */
+        hs_inputs_free(&j.in);
+        return run_error("atp");
+    }
     if (hs_atp_sites(&ao.sites, site, &j.in.m.cfg, &j.in.ps) ||
         hs_atp_check(&j.in.m.cfg, &j.in.ps, &ao)) {
         hs_inputs_free(&j.in);

@@ -109,7 +109,7 @@ static int cmd_logit_lens(int argc, char **argv)
     if (!c.model || !c.db || !!c.in.prompts + !!src->data + !!src->text != 1)
         return usage_error("logit-lens", "--model DIR, --db FILE and one of --prompts FILE or "
                                          "--data FILE (or --text FILE) are required");
-    if ((rc = interp_open(&c, NULL, o, n, argc, argv)))
+    if ((rc = interp_open(&c, hs_logit_lens_check, o, n, argc, argv)))
         return rc;
     const hs_inputs *in = &c.j.in;
     hs_lens_opts lo = { c.in.prompts ? &in->ps : NULL, hs_source_path(src) ? &in->tok : NULL,

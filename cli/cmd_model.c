@@ -143,7 +143,8 @@ static int cmd_tokens(int argc, char **argv)
 static int cmd_eval(int argc, char **argv)
 {
     const char *model = NULL;
-    hs_inputs_spec in = { .batch = 4, .need_batch = 1 };
+    hs_mlm_opts mlm = HS_MLM_OPTS_UNSET;
+    hs_inputs_spec in = { .batch = 4, .need_batch = 1, .mlm = &mlm };
     int threads = 0, json = 0, allow_nonfinite = 0;
     long max_batches = 0;
     opt o[] = {
@@ -154,6 +155,7 @@ static int cmd_eval(int argc, char **argv)
         { "--batch", OPT_INT, &in.batch, 1, "B", "sequences per batch", 0 },
         { "--seq-len", OPT_INT, &in.seq_len, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
         { "--max-batches", OPT_LONG, &max_batches, 0, "N", "stop after N batches (0: all)", 0 },
+        OPT_MLM(&mlm),
         OPT_THREADS(&threads),
         OPT_JSON(&json),
         OPT_ALLOW_NONFINITE(&allow_nonfinite),
@@ -239,7 +241,8 @@ static int train_model(hs_model *m, const char *preset, const char **overrides, 
  * the output directory: everything that could fail after training is
  * checked before it. HS_OK or a status with the message set. */
 static int train_data(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const hs_source *src,
-                      const hs_source *vsrc, const char *init, int B, int T, const char *out)
+                      const hs_source *vsrc, const char *init, int B, int T, const char *out,
+                      long seed)
 {
     const char *data = hs_source_path(src), *val = hs_source_path(vsrc);
     if (hs_source_load(NULL, tok, src, init, m->cfg.vocab_size))
@@ -251,6 +254,10 @@ static int train_data(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const 
                                                                   : NULL;
     if (too_short)
         return hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", too_short, B, T);
+    const hs_mlm_opts mo = { -1, NULL, seed }; /* an encoder's masked-LM loss, seeded by --seed */
+    if (m->cfg.encoder && hs_mlm_setup_tokens(tok, &m->cfg, src->tokenizer, init, &mo))
+        return HS_EINVAL;
+    vtok->mlm = tok->mlm;
     return hs_mkdirs(out);
 }
 
@@ -321,7 +328,7 @@ static int cmd_train(int argc, char **argv)
     long val_batches = 8;
     opt o[] = {
         { "--out", OPT_STR, &so.out, 0, "DIR", "where the trained checkpoint is written", 0 },
-        { "--preset", OPT_STR, &preset, 0, "P", "gpt2, llama, gpt_neox, mistral, qwen2, mla, attn-only or tinylm; KEY=VALUE arguments override its config.json fields", 0 },
+        { "--preset", OPT_STR, &preset, 0, "P", "gpt2, llama, gpt_neox, mistral, qwen2, mla, attn-only, tinylm, bert, roberta, ...; KEY=VALUE arguments override its config.json fields", 0 },
         { "--init", OPT_STR, &init, 0, "DIR", "start from this checkpoint instead of a preset", 0 },
         OPT_DATA_AS(&src.data, "training token shard"),
         OPT_TEXT_AS(&src.text, "--text", "training text, tokenized on the fly (instead of --data)"),
@@ -352,14 +359,17 @@ static int cmd_train(int argc, char **argv)
     const char *data = hs_source_path(&src), *val = hs_source_path(&vsrc);
     if ((rc = train_checks(&so, data, preset, init, noverrides, force)))
         return rc;
-    if (init && opts_given(o, n, "--seed")) /* sweep scripts pass it to every run */
-        fprintf(stderr, "headscope: train: note: --seed seeds nothing with --init (the weights "
-                "come from %s)\n", init);
     if (threads)
         hs_set_threads(threads);
     hs_model m;
     if ((rc = train_model(&m, preset, overrides, noverrides, seed, init)))
         return rc;
+    if (init && opts_given(o, n, "--seed") && !m.cfg.encoder) /* sweep scripts pass it to all */
+        fprintf(stderr, "headscope: train: note: --seed seeds nothing with --init (the weights "
+                "come from %s)\n", init);
+    if (m.cfg.hidden_dropout > 0 || m.cfg.attn_dropout > 0)
+        fprintf(stderr, "headscope: train: note: no dropout is applied (config.json asks for "
+                "%g and %g)\n", m.cfg.hidden_dropout, m.cfg.attn_dropout);
     if (!to->T)
         to->T = m.cfg.n_ctx < 256 ? m.cfg.n_ctx : 256;
     if (hs_seq_len_check(&m.cfg, to->T, "--seq-len")) {
@@ -372,7 +382,7 @@ static int cmd_train(int argc, char **argv)
     hs_run *run = NULL;
     /* The model a training run produces is recorded when it finishes. */
     vsrc.tokenizer = src.tokenizer;
-    rc = train_data(&tok, &vtok, &m, &src, &vsrc, init, to->B, to->T, so.out) ||
+    rc = train_data(&tok, &vtok, &m, &src, &vsrc, init, to->B, to->T, so.out, seed) ||
                  cli_run_open(&run, db, 0, NULL, data, o, n, argc, argv)
              ? run_error("train")
              : train_run(&m, &tok, &so, run, db, json);
@@ -396,6 +406,7 @@ static const opt_rule train_rules[] = {
 
 static const opt_rule eval_rules[] = {
     OPT_TEXT_RULES,
+    OPT_MLM_RULE,
 };
 
 HS_COMMAND(cmd_info_record) = {
@@ -433,7 +444,7 @@ HS_COMMAND(cmd_train_record) = {
     .summary = "Train a model from a preset or a checkpoint with Adam (AdamW with --weight-decay).",
     .usage = "headscope train --out DIR (--preset P [KEY=VALUE ...] | --init DIR)\n       (--data FILE | --text FILE) [options]",
     .details = "Batches follow llm.c: step i reads B*T+1 tokens from i*B*T, wrapping to the start.\n"
-        "The loss is the mean over the batch's B*T targets. Defaults add nothing unasked:\n"
+        "The loss is the mean over the batch's B*T targets (an encoder's, bert or roberta:\nthe masked-LM loss over its chosen positions, drawn anew each step from --seed).\nDefaults add nothing unasked:\n"
         "constant learning rate, no clipping, no decay. Ctrl-C stops after the current step\n"
         "and saves it (exit 1).\n"
         "KEY=VALUE overrides may come in any order: n_kv_head and head_dim (gpt2: d_ff)\n"
@@ -447,9 +458,9 @@ HS_COMMAND(cmd_train_record) = {
 HS_COMMAND(cmd_eval_record) = {
     .name = "eval",
     .order = 60,
-    .summary = "Mean next-token loss of a model on a token shard, with its standard error.",
+    .summary = "Mean loss of a model on a token shard (an encoder's: masked-LM), with its standard error.",
     .usage = "headscope eval --model DIR (--data FILE | --text FILE) [options]",
-    .details = "stderr is the sample standard deviation of per-sequence mean losses over sqrt(n).\n\n"
+    .details = "stderr is the sample standard deviation of per-sequence mean losses over sqrt(n).\nAn encoder's (bert, roberta) loss is the masked-LM loss over the chosen positions (SPEC §14).\n\n"
         "example: headscope eval --model runs/tiny --data val.bin --batch 8 --seq-len 64 --json\n",
     .run = cmd_eval,
     OPT_RULES(eval_rules),

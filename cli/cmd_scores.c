@@ -83,7 +83,7 @@ static int cmd_induction(int argc, char **argv)
 static int cmd_patterns(int argc, char **argv)
 {
     const char *model = NULL, *db = NULL, *maps = NULL, *delim_s = NULL, *js_out = NULL;
-    hs_inputs_spec in = { .batch = 4, .need_batch = 1 };
+    hs_inputs_spec in = { .batch = 4, .need_batch = 1, .keep_tokenizer = 1 };
     long max_batches = 0, seed = 1;
     int threads = 0, json = 0, allow_nonfinite = 0, control = 0;
     opt o[] = {
@@ -118,7 +118,8 @@ static int cmd_patterns(int argc, char **argv)
     if (threads)
         hs_set_threads(threads);
     hs_patterns_opts po = { .delim = delim, .n_delim = n_delim, .control = control,
-                            .seed = (unsigned long long)seed, .js = js_out != NULL };
+                            .seed = (unsigned long long)seed, .js = js_out != NULL,
+                            .max_batches = (size_t)max_batches };
     hs_patterns_result r = { 0 };
     cli_job j = { 0 };
     hs_maps_reader *rd = NULL;
@@ -131,11 +132,9 @@ static int cmd_patterns(int argc, char **argv)
         if ((rc = cli_open(&j, &in)))
             return rc;
     }
-    if ((rc = cli_start(&j, db, 0, maps ? NULL : model, o, n, argc, argv))) {
-        hs_maps_close(rd);
-        return rc;
-    }
-    po.batch = in.batch, po.seq_len = j.in.seq_len, po.max_batches = (size_t)max_batches;
+    if ((rc = cli_start(&j, db, 0, maps ? NULL : model, o, n, argc, argv)))
+        return hs_maps_close(rd), rc;
+    po.batch = in.batch, po.seq_len = j.in.seq_len, po.tk = j.in.tk; /* tk: [CLS], [SEP], ... */
     phase_bars bars;
     hs_study_io io = cli_study_io(&bars, 0);
     io.allow_nonfinite = allow_nonfinite;
@@ -149,6 +148,7 @@ static int cmd_patterns(int argc, char **argv)
         rc = hs_run_rows(j.run, &r.table, NULL, 0);
     const int rows = r.table.n, heads = r.heads;
     const long seqs = r.sequences;
+    if (!rc && *r.note) fprintf(stderr, "headscope: patterns: note: %s\n", r.note);
     hs_patterns_result_free(&r);
     const long long run_id = hs_run_id(j.run);
     const int status = cli_finish(&j, rc);
@@ -206,7 +206,7 @@ HS_COMMAND(cmd_patterns_record) = {
         "so long contexts need no T x T buffer; --maps gives the same numbers from a\n"
         "capture file. --js-out also writes the head-to-head Jensen-Shannon distance\n"
         "matrix (mean over queries of sqrt(JSD)); from the forward it keeps one\n"
-        "sequence's maps of every head, so use --maps for very long contexts.\n\n"
+        "sequence's maps of every head, so use --maps for very long contexts.\nAn encoder's (bert, roberta) also cls, sep and punct, each per document over its real tokens.\n\n"
         "example: headscope patterns --model runs/tiny --data val.bin --db runs.db --delim 10,46\n",
     .run = cmd_patterns,
     OPT_RULES(patterns_rules),

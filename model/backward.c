@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "block.h"
+#include "encoder.h"
 #include "layers.h"
 #include "linalg.h"
 #include "transformer.h"
@@ -83,9 +84,9 @@ static int attn_backward(bw *b, hs_real *dx, hs_layer_weights *gw, hs_real *dxi,
                              per_seq);
     } else {
         const hs_attn_config ac = hs_config_attn(c, l);
-        const hs_attn_mask causal = { 1, NULL };
+        const hs_attn_mask mask = hs_acts_attn_mask(b->a, c);
         rc = hs_attn_backward(dx, NULL, &gw->attn, dxi, dout, &la->attn, &lw->attn, &ac, x, NULL,
-                              xi, per_seq, &causal);
+                              xi, per_seq, &mask);
     }
     la->attn.grad = (hs_attn_grad_hooks){ 0 };
     return rc;
@@ -247,25 +248,31 @@ static int backward_body(hs_weights *g, hs_real *const *dgates, hs_acts *a, cons
     const int d = m->cfg.d_model;
     if (m->cfg.embed_scale) /* the embeddings entered the residual times sqrt(d) */
         hs_scale(dres, (hs_real)sqrt((double)d), nd);
-    if (g->wte)
+    if (g->wte && m->cfg.encoder)
+        hs_encoder_embed_backward(g, a->dbranch, dres, a->emb_raw, a->emb_mean, a->emb_rstd,
+                                  tokens, &m->w, &m->cfg, a->B, a->T);
+    else if (g->wte)
         hs_embed_backward(g->wte, g->wpe, dres, tokens, a->B, a->T, d);
     return HS_OK;
 }
 
 /* a->dres (N,d) = the gradient of the final residual from a->dnorm, the
  * gradient of the unembedding's input: through the final norm when there
- * is one. */
+ * is one, and an encoder's MLM transform (dense, GELU) before it. */
 static void final_norm_backward(hs_weights *g, hs_acts *a, const hs_model *m)
 {
     const hs_model_config *c = &m->cfg;
     const size_t N = (size_t)a->B * a->T;
+    const hs_real *out = a->layer[c->n_layer - 1].out;
     if (!c->final_norm) {
         memcpy(a->dres, a->dnorm, sizeof(hs_real) * N * c->d_model);
         return;
     }
-    hs_block_norm_backward(a->dres, NULL, g->lnf_w, g->lnf_b, a->dnorm,
-                           a->layer[c->n_layer - 1].out, m->w.lnf_w, a->lnf_mean, a->lnf_rstd,
-                           c, N);
+    hs_block_norm_backward(c->mlm_transform ? a->dbranch : a->dres, NULL, g->lnf_w, g->lnf_b,
+                           a->dnorm, c->mlm_transform ? a->mlm_act : out, m->w.lnf_w,
+                           a->lnf_mean, a->lnf_rstd, c, N);
+    if (c->mlm_transform)
+        hs_mlm_transform_backward(a->dres, g, a->dnorm, a->dbranch, a->mlm_pre, out, &m->w, c, N);
 }
 
 static hs_weights no_grads; /* every gradient NULL: never written */

@@ -202,6 +202,12 @@ static const hs_st_tensor *lookup(const sources *src, const hs_model_config *c,
         if ((t = sources_find(src, prefixed, &other)))
             *file = other;
     }
+    for (int k = 0; !t && fam && fam->alt_name && k < fam->n_alt; k++) {
+        char alt[160];
+        const hs_safetensors *other;
+        if (fam->alt_name(name, k, alt, sizeof alt) && (t = sources_find(src, alt, &other)))
+            *file = other;
+    }
     return t;
 }
 

@@ -142,8 +142,10 @@ int hs_config_param_count(const hs_model_config *c, size_t *n)
                  dh = (size_t)c->head_dim;
     size_t total = 0;
     int ok = mul_add(&total, V, d * (c->tie_embeddings ? 1 : 2) + (c->lm_head_bias ? 1 : 0)) &&
-             (c->pos != HS_POS_LEARNED || mul_add(&total, (size_t)c->n_ctx, d)) &&
-             mul_add(&total, d, 2 * (size_t)c->final_norm);
+             (c->pos != HS_POS_LEARNED || mul_add(&total, (size_t)hs_config_pos_rows(c), d)) &&
+             mul_add(&total, d, 2 * (size_t)c->final_norm) &&
+             mul_add(&total, (size_t)c->type_vocab + 2 * (size_t)c->embed_norm, d) &&
+             (!c->mlm_transform || mul_add(&total, d, d + 1));
     for (int l = 0; ok && l < c->n_layer; l++) {
         const size_t HD = (size_t)c->n_head[l] * dh, GD = (size_t)c->n_kv_head[l] * dh;
         if (c->mla) {
@@ -246,6 +248,43 @@ static int features_check(const hs_model_config *c)
     return why ? hs_fail(HS_EINVAL, "config: %s", why) : HS_OK;
 }
 
+/* The encoders' fields (config.h), each refused where it has no meaning. */
+static int encoder_check(const hs_model_config *c)
+{
+    const int ids[] = { c->pad_id, c->cls_id, c->sep_id, c->mask_id, c->unk_id };
+    static const char *const keys[] = { "pad_token_id", "cls_token_id", "sep_token_id",
+                                        "mask_token_id", "unk_token_id" };
+    for (int i = 0; c->encoder && i < 5; i++)
+        if (ids[i] < -1 || ids[i] >= c->vocab_size)
+            return hs_fail(HS_EINVAL, "config: %s=%d is outside the vocabulary of %d", keys[i],
+                           ids[i], c->vocab_size);
+    const char *why = NULL;
+    if (c->type_vocab < 0 || c->pos_offset < 0)
+        why = "type_vocab_size and position_offset must not be negative";
+    else if (!c->encoder && (c->type_vocab || c->embed_norm || c->mlm_transform || c->pos_offset))
+        why = "token types, the embedding norm, the MLM transform and position_offset are "
+              "encoder features (encoder true)";
+    else if (c->encoder && (c->mla || c->window || c->n_head_windows || c->window_pattern))
+        why = "encoder: MLA and sliding windows are causal-LM features";
+    else if (c->embed_norm && c->norm != HS_NORM_LAYERNORM)
+        why = "embed_norm: the embeddings' norm is a LayerNorm (norm \"layernorm\")";
+    else if (c->mlm_transform && (!c->final_norm || c->mlp != HS_MLP_GELU))
+        why = "mlm_transform: the transform is dense + the MLP's GELU + the final norm "
+              "(final_norm true, mlp \"gelu\")";
+    else if (c->pos_offset && (c->pos != HS_POS_LEARNED || c->pad_id != c->pos_offset - 1))
+        why = "position_offset: RoBERTa's positions are learned and start after pad_token_id "
+              "(position_offset = pad_token_id + 1)";
+    else if (!(c->hidden_dropout >= 0 && c->hidden_dropout <= 1) ||
+             !(c->attn_dropout >= 0 && c->attn_dropout <= 1))
+        why = "dropout probabilities must lie in 0 .. 1";
+    return why ? hs_fail(HS_EINVAL, "config: %s", why) : HS_OK;
+}
+
+void hs_config_no_specials(hs_model_config *c)
+{
+    c->pad_id = c->cls_id = c->sep_id = c->mask_id = c->unk_id = -1;
+}
+
 int hs_config_check(const hs_model_config *c)
 {
     int rc;
@@ -270,7 +309,7 @@ int hs_config_check(const hs_model_config *c)
             return hs_fail(HS_EINVAL, "config: layer %d: n_head=%d x head_dim=%d is too large", l,
                            c->n_head[l], c->head_dim);
     }
-    if ((rc = mla_check(c)) || (rc = features_check(c)))
+    if ((rc = mla_check(c)) || (rc = features_check(c)) || (rc = encoder_check(c)))
         return rc;
     size_t n_params;
     if (hs_config_param_count(c, &n_params))
@@ -306,7 +345,8 @@ int hs_config_check(const hs_model_config *c)
     }
     /* The Hugging Face families' checkpoints are written in their layout,
      * which can express only that family's architecture. */
-    int uniform = !c->post_norm && c->final_norm && !c->lm_head_bias;
+    /* (an encoder's layers are post-norm, its decoder has a bias: BERT's) */
+    int uniform = (c->encoder || (!c->post_norm && !c->lm_head_bias)) && c->final_norm;
     for (int l = 1; l < c->n_layer; l++)
         uniform &= c->n_head[l] == c->n_head[0] && c->n_kv_head[l] == c->n_kv_head[0];
     if (c->family != HS_FAMILY_HEADSCOPE && !(uniform && f->fits(c)))
@@ -480,6 +520,7 @@ static int check_other_keys(const hs_cfg_reader *r, const hs_family_ops *f)
 int hs_config_parse(hs_model_config *c, const char *json, const char *path)
 {
     memset(c, 0, sizeof *c);
+    hs_config_no_specials(c);
     cJSON *root;
     int rc = hs_json_parse(&root, json, strlen(json), path);
     if (rc)
@@ -528,6 +569,7 @@ char *hs_config_to_json(const hs_model_config *c)
 int hs_config_preset(hs_model_config *c, const char *name)
 {
     memset(c, 0, sizeof *c);
+    hs_config_no_specials(c);
     c->vocab_size = 256; /* byte-level data from `headscope tokens` */
     c->n_layer = 2;
     c->d_model = 64;

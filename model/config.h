@@ -1,7 +1,7 @@
 /* Transformer configuration: one structure for the model families of SPEC §3,
  * §10 and §14 (gpt2, llama, headscope, gpt_neox, mistral, qwen2, gemma,
- * gemma2, gemma3_text, qwen3, olmo2, phi3), read from and written to
- * config.json. */
+ * gemma2, gemma3_text, qwen3, olmo2, phi3, bert, roberta), read from and
+ * written to config.json. */
 #ifndef HS_CONFIG_H
 #define HS_CONFIG_H
 
@@ -35,6 +35,8 @@ typedef enum {
     HS_FAMILY_QWEN3,    /* llama + per-head q/k norms */
     HS_FAMILY_OLMO2,    /* sublayer output norms only, q/k norms over the projections */
     HS_FAMILY_PHI3,     /* fused qkv_proj / gate_up_proj, partial rotary */
+    HS_FAMILY_BERT,     /* encoder: post-LN, token types, MLM head */
+    HS_FAMILY_ROBERTA,  /* bert + positions from padding_idx + 1 */
     HS_FAMILY_COUNT
 } hs_family;
 typedef enum { HS_POS_LEARNED, HS_POS_ROPE, HS_POS_NONE } hs_pos_kind;
@@ -100,6 +102,25 @@ typedef struct {
     int mla;
     int kv_lora_rank, q_lora_rank; /* C; Q (0: a plain q_proj) */
     int qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+    /* encoders (BERT, RoBERTa: SPEC §14) */
+    int encoder;                   /* 1: bidirectional attention over the keys that are not
+                                      padding (a token equal to pad_id is padding), and the
+                                      masked-LM loss; 0: a causal LM */
+    int type_vocab;                /* token-type embedding rows; row 0 (type 0) is added at
+                                      every position. 0: none */
+    int embed_norm;                /* a LayerNorm of the embedding sum (BERT) */
+    int mlm_transform;             /* a dense layer (d, d) and the MLP's GELU before the final
+                                      norm: BERT's cls.predictions.transform */
+    int pos_offset;                /* > 0: RoBERTa's positions (create_position_ids_from_
+                                      input_ids): the k-th real token (k = 0, 1, ..) reads row
+                                      pos_offset + k of wpe, padding row pad_id; wpe holds
+                                      n_ctx + pos_offset rows. Needs pad_id = pos_offset - 1 */
+    int pad_id, cls_id, sep_id, mask_id, unk_id; /* encoders' special token ids (-1: none
+                                      given): config.json's pad_token_id, cls_token_id (RoBERTa:
+                                      bos_token_id), sep_token_id (eos_token_id), mask_token_id,
+                                      unk_token_id */
+    double hidden_dropout, attn_dropout; /* encoders: as config.json gives them, written back;
+                                      inference ignores them and train applies none */
     unsigned given;                /* HS_GIVEN_* keys set by hs_config_override */
 } hs_model_config;
 
@@ -173,5 +194,15 @@ int hs_config_build(hs_model_config *c, const char *preset, const char *const *o
                     int n);
 
 const char *hs_family_name(hs_family f);
+
+/* Sets the special token ids of c to -1 (none): what a fresh configuration
+ * holds before a family's parser or a preset gives them. */
+void hs_config_no_specials(hs_model_config *c);
+
+/* The rows of the learned position table: n_ctx, plus RoBERTa's offset. */
+static inline int hs_config_pos_rows(const hs_model_config *c)
+{
+    return c->n_ctx + c->pos_offset;
+}
 
 #endif

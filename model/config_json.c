@@ -51,6 +51,15 @@ int hs_cfg_int(hs_cfg_reader *r, const char *key, unsigned flags, int dflt, int 
     return HS_OK;
 }
 
+int hs_cfg_token_id(hs_cfg_reader *r, const char *key, int dflt, int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    int rc = hs_cfg_int(r, key, HS_CFG_NULL_DEFAULT, dflt, out);
+    if (!rc && v && cJSON_IsNull(v))
+        *out = -1;
+    return rc;
+}
+
 int hs_cfg_double(hs_cfg_reader *r, const char *key, unsigned flags, double dflt, double *out)
 {
     int rc;
@@ -376,4 +385,12 @@ void hs_cfg_add_hf_decoder(cJSON *o, const hs_model_config *c, const char *arch)
     cJSON_AddNumberToObject(o, "rms_norm_eps", c->norm_eps);
     cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
     hs_cfg_add_rope_scaling(o, &c->rope_scaling);
+}
+
+void hs_cfg_add_token_id(cJSON *o, const char *key, int id)
+{
+    if (id >= 0)
+        cJSON_AddNumberToObject(o, key, id);
+    else
+        cJSON_AddNullToObject(o, key);
 }

@@ -48,6 +48,10 @@ int hs_cfg_bool(hs_cfg_reader *r, const char *key, unsigned flags, int dflt, int
 int hs_cfg_choice(hs_cfg_reader *r, const char *key, const char *const *names, int n, int dflt,
                   int *out);
 
+/* A token id (encoders' pad_token_id, ...): a non-negative integer, dflt
+ * when absent, -1 (none) when null. */
+int hs_cfg_token_id(hs_cfg_reader *r, const char *key, int dflt, int *out);
+
 /* n_head / n_kv_head: one integer for every layer or a list of n_layer, each
  * in 1..HS_MAX_HEADS; a single 0 only where zero_ok. */
 int hs_cfg_per_layer(hs_cfg_reader *r, const char *key, int n_layer, unsigned flags, int dflt,
@@ -113,6 +117,9 @@ int hs_cfg_head_dim(hs_cfg_reader *r, hs_model_config *c, int dflt);
 
 /* key as one number when every layer has the same v[l], else a list. */
 void hs_cfg_add_per_layer(cJSON *o, const char *key, const hs_model_config *c, const int *v);
+
+/* key: id, or null for -1 (none). */
+void hs_cfg_add_token_id(cJSON *o, const char *key, int id);
 
 /* rope_scaling as Hugging Face writes it (nothing for plain RoPE). */
 void hs_cfg_add_rope_scaling(cJSON *o, const hs_rope_scaling *s);

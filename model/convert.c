@@ -32,7 +32,9 @@ int hs_convert_kv_heads(hs_model *out, const hs_model *in, int G)
     hs_model_config cfg = *c;
     for (int l = 0; l < c->n_layer; l++)
         cfg.n_kv_head[l] = G;
-    if (cfg.family == HS_FAMILY_GPT2 || cfg.family == HS_FAMILY_GPT_NEOX)
+    /* families whose files hold no key/value head count (an encoder's too):
+     * the headscope family, which keeps every field */
+    if (cfg.family == HS_FAMILY_GPT2 || cfg.family == HS_FAMILY_GPT_NEOX || cfg.encoder)
         cfg.family = HS_FAMILY_HEADSCOPE;
     int rc = hs_model_init(out, &cfg);
     if (rc)

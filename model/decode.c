@@ -98,6 +98,10 @@ int hs_decoder_init(hs_decoder *dec, const hs_model *m, int max_len)
 {
     memset(dec, 0, sizeof *dec);
     const hs_model_config *c = &m->cfg;
+    if (c->encoder)
+        return hs_fail(HS_EINVAL, "generation needs a causal language model, and this is an "
+                       "encoder (%s): it attends both ways and predicts masked tokens, not the "
+                       "next one", hs_family_name(c->family));
     if (max_len < 1)
         return hs_fail(HS_EINVAL, "decoder: length %d must be positive", max_len);
     if (max_len > c->n_ctx)

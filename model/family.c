@@ -6,7 +6,8 @@
 /* Each family's record lives in its own file (model/family_NAME.c). */
 extern const hs_family_ops hs_family_headscope, hs_family_gpt2, hs_family_llama,
     hs_family_gpt_neox, hs_family_mistral, hs_family_qwen2, hs_family_gemma, hs_family_gemma2,
-    hs_family_gemma3, hs_family_qwen3, hs_family_olmo2, hs_family_phi3;
+    hs_family_gemma3, hs_family_qwen3, hs_family_olmo2, hs_family_phi3, hs_family_bert,
+    hs_family_roberta;
 
 static const hs_family_ops *const FAMILIES[HS_FAMILY_COUNT] = {
     [HS_FAMILY_HEADSCOPE] = &hs_family_headscope, [HS_FAMILY_GPT2] = &hs_family_gpt2,
@@ -15,6 +16,7 @@ static const hs_family_ops *const FAMILIES[HS_FAMILY_COUNT] = {
     [HS_FAMILY_GEMMA] = &hs_family_gemma,         [HS_FAMILY_GEMMA2] = &hs_family_gemma2,
     [HS_FAMILY_GEMMA3] = &hs_family_gemma3,       [HS_FAMILY_QWEN3] = &hs_family_qwen3,
     [HS_FAMILY_OLMO2] = &hs_family_olmo2,         [HS_FAMILY_PHI3] = &hs_family_phi3,
+    [HS_FAMILY_BERT] = &hs_family_bert,           [HS_FAMILY_ROBERTA] = &hs_family_roberta,
 };
 
 const hs_family_ops *hs_family_ops_of(hs_family f)

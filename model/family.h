@@ -12,6 +12,7 @@
 #ifndef HS_FAMILY_H
 #define HS_FAMILY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
@@ -94,6 +95,11 @@ typedef struct {
      * holds inside another one (then f is not written). NULL: our names. */
     int (*layout)(const hs_model *m, hs_file_tensor *f, int i, int layer, const char *rest);
     const char *alt_prefix; /* also accepted before each name when reading, or NULL */
+    /* Other spellings of a file tensor's name accepted when reading: the
+     * k-th (k < n_alt) into out, returning 0 when name has no k-th one
+     * (BERT's unprefixed names, LayerNorm.gamma / .beta). NULL: none. */
+    int (*alt_name)(const char *name, int k, char *out, size_t n);
+    int n_alt;
     /* Refused keys of this family (beside config.c's rules for every
      * Hugging Face family); a key the parser reads never reaches them. */
     const hs_key_rule *rules;
@@ -120,7 +126,7 @@ int hs_family_find(const hs_model *m, const char *fmt, int l);
 /* 1 when c uses none of the features that only the families of SPEC §14
  * (and headscope) express -- (1 + w) norms, the embedding scale, GeGLU,
  * q/k norms, sublayer output norms or no input norms, a score scalar,
- * soft-capping, windows by layer pattern, a local RoPE base: what the
+ * soft-capping, windows by layer pattern, a local RoPE base, an encoder: what the
  * families before them require in fits(), so that a model with such a
  * feature is never written in a layout that would drop it. */
 static inline int hs_family_plain(const hs_model_config *c)
@@ -128,7 +134,7 @@ static inline int hs_family_plain(const hs_model_config *c)
     return !c->norm_offset && !c->embed_scale && !c->no_input_norm && !c->out_norm &&
            c->qk_norm == HS_QK_NORM_NONE && !(c->attn_scalar > 0) && !(c->attn_softcap > 0) &&
            !(c->final_softcap > 0) && !c->window_pattern && !(c->rope_local_theta > 0) &&
-           c->mlp != HS_MLP_GEGLU && !c->n_head_windows;
+           c->mlp != HS_MLP_GEGLU && !c->n_head_windows && !c->encoder;
 }
 
 /* The Llama layout of our tensor i (family_llama.c), which the decoders

@@ -7,7 +7,9 @@
  * embed_scale (sqrt(d) embeddings), input_norm false / output_norm true
  * (OLMo-2's and Gemma 2's sublayer norms), qk_norm ("head" | "proj"),
  * attn_scalar, attn_softcap, final_softcap, window_pattern (every P-th
- * layer global) and rope_local_theta. Tensors keep our own names. Its
+ * layer global), rope_local_theta, and the encoders' encoder,
+ * type_vocab_size, embed_norm, mlm_transform, position_offset and
+ * *_token_id. Tensors keep our own names. Its
  * presets: attention-only models, the seed's TinyLM, a small MLA model. */
 #include <math.h>
 #include <stdio.h>
@@ -126,13 +128,61 @@ static int get_features(hs_cfg_reader *r, hs_model_config *c)
     return HS_OK;
 }
 
+/* The encoders' keys (SPEC §14; config.h), each absent meaning off; the
+ * token ids null or absent meaning none. */
+static int get_encoder(hs_cfg_reader *r, hs_model_config *c)
+{
+    int rc;
+    if ((rc = hs_cfg_bool(r, "encoder", 0, 0, &c->encoder)) ||
+        (rc = hs_cfg_int(r, "type_vocab_size", 0, 0, &c->type_vocab)) ||
+        (rc = hs_cfg_bool(r, "embed_norm", 0, 0, &c->embed_norm)) ||
+        (rc = hs_cfg_bool(r, "mlm_transform", 0, 0, &c->mlm_transform)) ||
+        (rc = hs_cfg_int(r, "position_offset", 0, 0, &c->pos_offset)))
+        return rc;
+    static const char *const ids[] = { "pad_token_id", "cls_token_id", "sep_token_id",
+                                       "mask_token_id", "unk_token_id" };
+    int *dst[] = { &c->pad_id, &c->cls_id, &c->sep_id, &c->mask_id, &c->unk_id };
+    for (int i = 0; i < 5; i++)
+        if ((rc = hs_cfg_token_id(r, ids[i], -1, dst[i])))
+            return rc;
+    return HS_OK;
+}
+
+static void add_encoder(cJSON *o, const hs_model_config *c)
+{
+    if (!c->encoder)
+        return;
+    cJSON_AddBoolToObject(o, "encoder", 1);
+    if (c->type_vocab)
+        cJSON_AddNumberToObject(o, "type_vocab_size", c->type_vocab);
+    if (c->embed_norm)
+        cJSON_AddBoolToObject(o, "embed_norm", 1);
+    if (c->mlm_transform)
+        cJSON_AddBoolToObject(o, "mlm_transform", 1);
+    if (c->pos_offset)
+        cJSON_AddNumberToObject(o, "position_offset", c->pos_offset);
+    static const char *const ids[] = { "pad_token_id", "cls_token_id", "sep_token_id",
+                                       "mask_token_id", "unk_token_id" };
+    const int v[] = { c->pad_id, c->cls_id, c->sep_id, c->mask_id, c->unk_id };
+    for (int i = 0; i < 5; i++)
+        if (v[i] >= 0)
+            cJSON_AddNumberToObject(o, ids[i], v[i]);
+}
+
 void hs_headscope_add_default(cJSON *o, const char *key)
 {
     static const char *const zero[] = { "window",      "window_pattern", "rotary_dims",
                                         "attn_scalar", "attn_softcap",   "final_softcap",
-                                        "rope_local_theta" };
+                                        "rope_local_theta", "type_vocab_size",
+                                        "position_offset" };
     static const char *const no[] = { "qkv_bias",  "parallel_residual", "gelu_exact",
-                                      "norm_offset", "embed_scale",     "output_norm" };
+                                      "norm_offset", "embed_scale",     "output_norm",
+                                      "encoder", "embed_norm", "mlm_transform" };
+    static const char *const none[] = { "pad_token_id", "cls_token_id", "sep_token_id",
+                                        "mask_token_id", "unk_token_id" };
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+        if (!strcmp(key, none[i]))
+            cJSON_AddNullToObject(o, key);
     for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++)
         if (!strcmp(key, zero[i]))
             cJSON_AddNumberToObject(o, key, 0);
@@ -172,7 +222,7 @@ static int parse(hs_model_config *c, hs_cfg_reader *r)
         (rc = hs_cfg_bool(r, "parallel_residual", 0, 0, &c->parallel_residual)) ||
         (rc = hs_cfg_bool(r, "gelu_exact", 0, 0, &c->gelu_exact)) ||
         (rc = hs_cfg_int(r, "rotary_dims", 0, 0, &c->rotary_dims)) ||
-        (rc = get_mla(r, c)) || (rc = get_features(r, c)))
+        (rc = get_mla(r, c)) || (rc = get_features(r, c)) || (rc = get_encoder(r, c)))
         return rc;
     double theta_in_object;
     if ((rc = hs_cfg_rope_object(r, "rope_scaling", 1.0, &theta_in_object, &c->rope_scaling)))
@@ -286,6 +336,7 @@ static void write(cJSON *o, const hs_model_config *c)
         cJSON_AddNumberToObject(o, "final_softcap", c->final_softcap);
     if (c->rope_local_theta > 0)
         cJSON_AddNumberToObject(o, "rope_local_theta", c->rope_local_theta);
+    add_encoder(o, c);
     if (c->mla) {
         /* head_dim is v_head_dim and n_kv_head n_head: not keys of their own */
         cJSON_DeleteItemFromObjectCaseSensitive(o, "head_dim");

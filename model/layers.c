@@ -393,7 +393,8 @@ HS_WIDE void hs_softmax_xent_forward(hs_real *probs, hs_real *losses, const int3
 #pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, V))
     for (size_t n = 0; n < N; n++) {
         hs_real *restrict row = probs + n * V;
-        const hs_real logit = row[targets[n]];
+        const int ignored = targets[n] < 0; /* HS_TARGET_IGNORE: no loss at this row */
+        const hs_real logit = ignored ? 0 : row[targets[n]];
         hs_real mx = row[0], sum = 0;
 #pragma omp simd reduction(max : mx)
         for (int v = 1; v < V; v++)
@@ -403,7 +404,7 @@ HS_WIDE void hs_softmax_xent_forward(hs_real *probs, hs_real *losses, const int3
             sum += row[v] = hs_exp_nonpos(row[v] - mx);
         /* The loss from the log-sum-exp rather than log(p): exact for
          * confident rows whose target probability would round to 1. */
-        losses[n] = (hs_real)(log((double)sum) + mx - logit);
+        losses[n] = ignored ? 0 : (hs_real)(log((double)sum) + mx - logit);
         const hs_real inv = 1 / sum;
 #pragma omp simd
         for (int v = 0; v < V; v++)
@@ -418,11 +419,13 @@ HS_WIDE void hs_softmax_xent_backward(hs_real *dlogits, const hs_real *probs,
     for (size_t n = 0; n < N; n++) {
         hs_real *d = dlogits + n * V;
         const hs_real *p = probs + n * V;
+        const hs_real s = targets[n] < 0 ? 0 : scale; /* an ignored row: no gradient */
         /* omp simd: d may be p (in place, element v reads and writes v) */
 #pragma omp simd
         for (int v = 0; v < V; v++)
-            d[v] = p[v] * scale;
-        d[targets[n]] -= scale;
+            d[v] = p[v] * s;
+        if (targets[n] >= 0)
+            d[targets[n]] -= scale;
     }
 }
 
@@ -442,7 +445,7 @@ void hs_softcap_xent_backward(hs_real *dlogits, const hs_real *probs, const hs_r
         const hs_real *p = probs + n * V;
         for (int v = 0; v < V; v++) {
             const double pv = p[v];
-            double g = (pv - (v == targets[n])) * scale;
+            double g = targets[n] < 0 ? 0 : (pv - (v == targets[n])) * scale;
             if (pv > 0) { /* p = 0: no gradient but the target's, whose loss is infinite */
                 const double t = (log(pv) + lse[n]) / cap;
                 g *= 1 - t * t;

@@ -86,7 +86,12 @@ void hs_embed_forward(hs_real *x, const int32_t *tokens, const hs_real *wte, con
 void hs_embed_backward(hs_real *dwte, hs_real *dwpe, const hs_real *dx, const int32_t *tokens,
                        int B, int T, int C);
 
-/* In place: logits (N,V) -> probabilities; losses (N) = -log p[target]. */
+/* A target that asks for no loss at its row (a position the masked-LM loss
+ * did not choose; HF's label -100): loss 0 and no gradient. */
+enum { HS_TARGET_IGNORE = -1 };
+
+/* In place: logits (N,V) -> probabilities; losses (N) = -log p[target], 0
+ * where the target is HS_TARGET_IGNORE (as in the backwards below). */
 void hs_softmax_xent_forward(hs_real *probs_inout, hs_real *losses, const int32_t *targets,
                              size_t N, int V);
 /* dlogits (N,V) = (probs - onehot(target)) * scale (overwrites). */

@@ -49,7 +49,7 @@ int hs_trainer_step(hs_trainer *t, const int32_t *inputs, const int32_t *targets
     if (!isfinite(t->acts.loss))
         return hs_fail(HS_EINVAL, "training: loss is %g (diverged)", t->acts.loss);
     rc = hs_backward(&t->grads, NULL, &t->acts, t->m, inputs, targets, NULL,
-                     (hs_real)(1.0 / ((double)t->B * t->T)));
+                     (hs_real)(1.0 / (double)(t->acts.n_targets ? t->acts.n_targets : 1)));
     if (rc)
         return rc;
     if (t->clip > 0) {

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "block.h"
+#include "encoder.h"
 #include "layers.h"
 #include "linalg.h"
 
@@ -36,6 +37,12 @@ enum {
     ACT_DH2,         /* (B,T,F), training with an MLP */
     ACT_DH3,         /* (B,T,F), training with a gated MLP */
     ACT_LSE,         /* (B,T), training with final_softcap */
+    ACT_EMB_RAW,     /* (B,T,d), embed_norm, as the next two */
+    ACT_EMB_MEAN,    /* (B,T) */
+    ACT_EMB_RSTD,    /* (B,T) */
+    ACT_MLM_PRE,     /* (B,T,d), mlm_transform, as the next */
+    ACT_MLM_ACT,     /* (B,T,d) */
+    ACT_VALID,       /* (B,T) bytes, encoders (in hs_real units) */
     ACT_COUNT
 };
 
@@ -127,6 +134,14 @@ static void top_sizes(size_t s[ACT_COUNT], const hs_model_config *c, int B, int 
         if (c->final_softcap > 0)
             s[ACT_LSE] = N;
     }
+    if (c->embed_norm) {
+        s[ACT_EMB_RAW] = Nd;
+        s[ACT_EMB_MEAN] = s[ACT_EMB_RSTD] = N;
+    }
+    if (c->mlm_transform)
+        s[ACT_MLM_PRE] = s[ACT_MLM_ACT] = Nd;
+    if (c->encoder)
+        s[ACT_VALID] = N / sizeof(hs_real) + 1;
 }
 
 /* Element counts of layer l's tensors. */
@@ -296,10 +311,15 @@ int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
         [ACT_DRES2] = &a->dres2,       [ACT_DNORM] = &a->dnorm,
         [ACT_DBRANCH] = &a->dbranch,   [ACT_DH] = &a->dh,
         [ACT_DH2] = &a->dh2,           [ACT_DH3] = &a->dh3,
-        [ACT_LSE] = &a->lse,
+        [ACT_LSE] = &a->lse,           [ACT_EMB_RAW] = &a->emb_raw,
+        [ACT_EMB_MEAN] = &a->emb_mean, [ACT_EMB_RSTD] = &a->emb_rstd,
+        [ACT_MLM_PRE] = &a->mlm_pre,   [ACT_MLM_ACT] = &a->mlm_act,
     };
+    hs_real *valid = NULL;
+    top_slot[ACT_VALID] = &valid;
     for (int i = 0; i < ACT_COUNT; i++)
         *top_slot[i] = take(&at, top[i]);
+    a->valid = (unsigned char *)valid;
     for (int l = 0; l < c->n_layer; l++) {
         hs_layer_acts *la = &a->layer[l];
         hs_attn_acts *aa = &la->attn;
@@ -377,7 +397,8 @@ static int check_inputs(const hs_acts *a, const hs_model *m, const int32_t *toke
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return hs_fail(HS_EINVAL, "forward: token %d at position %zu outside vocabulary %d",
                            tokens[i], i, c->vocab_size);
-        if (targets && (targets[i] < 0 || targets[i] >= c->vocab_size))
+        if (targets && targets[i] != HS_TARGET_IGNORE &&
+            (targets[i] < 0 || targets[i] >= c->vocab_size))
             return hs_fail(HS_EINVAL, "forward: target %d at position %zu outside vocabulary %d",
                            targets[i], i, c->vocab_size);
     }
@@ -385,6 +406,21 @@ static int check_inputs(const hs_acts *a, const hs_model *m, const int32_t *toke
 }
 
 static const hs_hooks no_hooks = { 0 };
+
+hs_attn_mask hs_acts_attn_mask(const hs_acts *a, const hs_model_config *c)
+{
+    return (hs_attn_mask){ !c->encoder, c->encoder && a->padded ? a->valid : NULL };
+}
+
+void hs_acts_set_valid(hs_acts *a, const hs_model *m, const int32_t *tokens, int copies)
+{
+    if (!m->cfg.encoder || copies < 1)
+        return;
+    const size_t n = (size_t)(a->B / copies) * a->T;
+    a->padded = hs_encoder_valid(a->valid, tokens, &m->cfg, n) > 0;
+    for (int k = 1; k < copies; k++)
+        memcpy(a->valid + k * n, a->valid, n);
+}
 
 /* Hooks that need maps need activations that keep them. */
 static int check_hooks(const hs_acts *a, const hs_hooks *hooks)
@@ -453,7 +489,7 @@ static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks 
     const hs_layer_weights *lw = &m->w.layer[l];
     const hs_attn_config ac = hs_config_attn(c, l);
     const size_t N = (size_t)a->B * a->T;
-    const hs_attn_mask causal = { 1, NULL };
+    const hs_attn_mask mask = hs_acts_attn_mask(a, c);
     int rc = resid_site(hooks, HS_SITE_RESID_PRE, l, la->in, a, c->d_model);
     if (rc)
         return rc;
@@ -468,7 +504,7 @@ static int layer_attention(hs_acts *a, const hs_model *m, int l, const hs_hooks 
         const hs_mla_config mc = hs_config_mla(c, l);
         rc = hs_mla_forward_heads(&la->mla, &la->attn, &lw->mla, &mc, attn_in);
     } else {
-        rc = hs_attn_forward_heads(&la->attn, &lw->attn, &ac, attn_in, NULL, &causal, NULL);
+        rc = hs_attn_forward_heads(&la->attn, &lw->attn, &ac, attn_in, NULL, &mask, NULL);
     }
     if (!rc && hooks->on_maps)
         rc = hooks->on_maps(hooks->ctx, l, la->attn.att, a->B, ac.n_heads, a->T);
@@ -575,6 +611,10 @@ static int forward_rest(hs_acts *a, const hs_model *m, int from, int mid_layer,
     if ((rc = resid_site(hooks, HS_SITE_RESID_PRE, c->n_layer, h, a, d)))
         return rc;
     const hs_real *u = h; /* the unembedding's input */
+    if (c->mlm_transform) { /* an encoder's MLM head: dense + GELU, then the final norm */
+        hs_mlm_transform_forward(a->mlm_act, a->mlm_pre, h, w, c, N);
+        h = a->mlm_act;
+    }
     if (c->final_norm) {
         if (!normed_in)
             hs_block_norm(a->lnf, a->lnf_mean, a->lnf_rstd, h, w->lnf_w, w->lnf_b, c, N);
@@ -586,15 +626,18 @@ static int forward_rest(hs_acts *a, const hs_model *m, int from, int mid_layer,
     if (targets) {
         /* lse = loss + the target's capped logit, once the loss is known */
         for (size_t i = 0; a->lse && i < N; i++)
-            a->lse[i] = a->logits[i * V + targets[i]];
+            a->lse[i] = targets[i] < 0 ? 0 : a->logits[i * V + targets[i]];
         hs_softmax_xent_forward(a->logits, a->losses, targets, N, V);
         double sum = 0;
+        size_t n = 0;
         for (size_t i = 0; i < N; i++) {
             sum += a->losses[i];
+            n += targets[i] >= 0;
             if (a->lse)
                 a->lse[i] += a->losses[i];
         }
-        a->loss = sum / (double)N;
+        a->n_targets = n;
+        a->loss = n ? sum / (double)n : 0;
     }
     return HS_OK;
 }
@@ -605,6 +648,12 @@ static int forward_rest(hs_acts *a, const hs_model *m, int from, int mid_layer,
 static void embed(hs_acts *a, const hs_model *m, const int32_t *tokens)
 {
     const int d = m->cfg.d_model;
+    if (m->cfg.encoder) { /* token types, RoBERTa's positions, the norm; the padding mask */
+        hs_encoder_embed_forward(a->emb, a->emb_raw ? a->emb_raw : a->emb, a->emb_mean,
+                                 a->emb_rstd, tokens, &m->w, &m->cfg, a->B, a->T);
+        a->padded = hs_encoder_valid(a->valid, tokens, &m->cfg, (size_t)a->B * a->T) > 0;
+        return;
+    }
     hs_embed_forward(a->emb, tokens, m->w.wte, m->w.wpe, a->B, a->T, d);
     if (m->cfg.embed_scale)
         hs_scale(a->emb, (hs_real)sqrt((double)d), (size_t)a->B * a->T * d);

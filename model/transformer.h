@@ -1,8 +1,12 @@
 /* Forward and backward through a whole model (SPEC §3, §14): embeddings
- * (times sqrt(d) with embed_scale), layers of attention (+ MLP) with pre or
- * post norms -- or none before the sublayers and one after each (out_norm,
- * no_input_norm) -- the unembedding (soft-capped with final_softcap) and the
- * next-token cross-entropy.
+ * (times sqrt(d) with embed_scale; an encoder's with token types, RoBERTa's
+ * positions and their norm: encoder.h), layers of attention (+ MLP) with pre
+ * or post norms -- or none before the sublayers and one after each
+ * (out_norm, no_input_norm) -- causal, or bidirectional over the keys that
+ * are not padding (encoders), the MLM transform (encoders), the unembedding
+ * (soft-capped with final_softcap) and the cross-entropy against the
+ * targets (the next tokens, or an encoder's masked-LM labels, rows of
+ * HS_TARGET_IGNORE left out).
  *
  * Shapes: B batch, T positions, d width, F MLP width, V vocabulary. */
 #ifndef HS_TRANSFORMER_H
@@ -50,6 +54,13 @@ typedef struct {
     int n_layer;
     hs_real *shared_maps;           /* HS_ACTS_MAPS: (B, max H, T, T) */
     hs_real *emb;                   /* (B,T,d) embeddings, input of layer 0 */
+    hs_real *emb_raw, *emb_mean, *emb_rstd; /* (B,T,d), (B,T) embed_norm: the sum before its
+                                       norm, and the norm's statistics */
+    hs_real *mlm_pre, *mlm_act;     /* (B,T,d) mlm_transform: its dense output and GELU */
+    unsigned char *valid;           /* (B,T) encoders: 1 = a real token, 0 = padding (a key
+                                       attention masks); what the last forward with tokens
+                                       (or hs_acts_set_valid) found */
+    int padded;                     /* encoders: valid holds a 0 (else the mask is left out) */
     hs_layer_acts *layer;           /* n_layer */
     hs_real *lnf, *lnf_mean, *lnf_rstd; /* (B,T,d), (B,T) */
     hs_real *logits;                /* (B,T,V) (soft-capped with final_softcap);
@@ -58,7 +69,9 @@ typedef struct {
     hs_real *lse;                   /* (B,T) training with final_softcap: each row's
                                        log-sum-exp, from which the backward recovers
                                        the capped logits */
-    double loss;                    /* mean of losses */
+    double loss;                    /* mean of losses over the targets that are not
+                                       HS_TARGET_IGNORE (0 when every one is) */
+    size_t n_targets;               /* those targets */
     /* backward scratch (training only) */
     hs_real *dres, *dres2, *dnorm, *dbranch; /* (B,T,d) */
     hs_real *dh, *dh2, *dh3;                 /* (B,T,F) */
@@ -76,6 +89,16 @@ size_t hs_acts_bytes(const hs_model_config *c, int B, int T, int mode);
 /* mode: HS_ACTS_INFER, HS_ACTS_TRAIN or HS_ACTS_MAPS. One zeroed allocation
  * (a->block, a->bytes) holds every buffer; hs_acts_free releases it. */
 int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode);
+
+/* An encoder's padding mask for the a->B rows of a continuation
+ * (hs_forward_from*) that never saw tokens: `copies` stacked copies of the
+ * B / copies sequences of tokens ((B / copies), T). Nothing for a causal LM. */
+void hs_acts_set_valid(hs_acts *a, const hs_model *m, const int32_t *tokens, int copies);
+
+/* The attention mask of the model over a's rows: causal, or an encoder's
+ * bidirectional one over the keys that are not padding (no valid array
+ * when none is). */
+hs_attn_mask hs_acts_attn_mask(const hs_acts *a, const hs_model_config *c);
 
 /* Runs the next forwards on the first B of the allocated rows (B <= B_alloc). */
 int hs_acts_set_batch(hs_acts *a, int B);
@@ -110,8 +133,9 @@ typedef struct {
 } hs_hooks;
 
 /* Forward over tokens (B,T); with targets (B,T) also the loss (a->loss,
- * a->losses). hooks may be NULL. Fails on tokens outside the vocabulary or
- * T beyond n_ctx with learned positions. */
+ * a->losses). hooks may be NULL. Fails on tokens outside the vocabulary,
+ * targets outside it other than HS_TARGET_IGNORE (layers.h), or T beyond
+ * n_ctx with learned positions. */
 int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32_t *targets,
                const hs_hooks *hooks);
 

@@ -65,8 +65,15 @@ static void walk(const hs_model_config *c, walker *wk, hs_weights *w)
         w = &none;
     add(wk, &w->wte, V, d, "wte.weight", 0);
     if (c->pos == HS_POS_LEARNED)
-        add(wk, &w->wpe, c->n_ctx, d, "wpe.weight", 0);
+        add(wk, &w->wpe, hs_config_pos_rows(c), d, "wpe.weight", 0);
     const int ln_bias = c->norm == HS_NORM_LAYERNORM && c->norm_bias;
+    if (c->type_vocab)
+        add(wk, &w->tte, c->type_vocab, d, "tte.weight", 0);
+    if (c->embed_norm) {
+        add(wk, &w->lne_w, d, 0, "ln_emb.weight", 0);
+        if (ln_bias)
+            add(wk, &w->lne_b, d, 0, "ln_emb.bias", 0);
+    }
     for (int l = 0; l < c->n_layer; l++) {
         hs_layer_weights *lw = &w->layer[l];
         const int HD = c->n_head[l] * dh, GD = c->n_kv_head[l] * dh;
@@ -134,6 +141,10 @@ static void walk(const hs_model_config *c, walker *wk, hs_weights *w)
             if (ln_bias)
                 add(wk, &lw->ln_mlp_b, d, 0, "h.%d.ln_mlp_out.bias", l);
         }
+    }
+    if (c->mlm_transform) {
+        add(wk, &w->mlm_w, d, d, "mlm.dense.weight", 0);
+        add(wk, &w->mlm_b, d, 0, "mlm.dense.bias", 0);
     }
     if (c->final_norm) {
         add(wk, &w->lnf_w, d, 0, "ln_f.weight", 0);

@@ -27,8 +27,11 @@ typedef struct {
 
 typedef struct {
     hs_real *wte;          /* (V, d) */
-    hs_real *wpe;          /* (n_ctx, d), learned positions only */
-    hs_real *lnf_w, *lnf_b; /* (d) */
+    hs_real *wpe;          /* (n_ctx + pos_offset, d), learned positions only */
+    hs_real *tte;          /* (type_vocab, d) encoders' token-type embeddings */
+    hs_real *lne_w, *lne_b; /* (d) embed_norm: the embeddings' LayerNorm */
+    hs_real *mlm_w, *mlm_b; /* (d, d), (d) mlm_transform: the dense layer before ln_f */
+    hs_real *lnf_w, *lnf_b; /* (d) the final norm (with mlm_transform: the transform's) */
     hs_real *lm_w;         /* (V, d); equals wte when tied */
     hs_real *lm_b;         /* (V) */
     hs_layer_weights layer[HS_MAX_LAYERS];

@@ -84,6 +84,11 @@ static void print_particulars(FILE *f, const hs_model_config *c, int json)
         hs_json_number(f, c->final_softcap, 9);
         fprintf(f, ",\"query_pre_attn_scalar\":"), hs_json_number(f, c->attn_scalar, 9);
         fprintf(f, ",\"rope_local_theta\":"), hs_json_number(f, c->rope_local_theta, 9);
+        if (c->encoder)
+            fprintf(f, ",\"encoder\":true,\"type_vocab_size\":%d,\"position_offset\":%d,"
+                    "\"pad_token_id\":%d,\"cls_token_id\":%d,\"sep_token_id\":%d,"
+                    "\"mask_token_id\":%d", c->type_vocab, c->pos_offset, c->pad_id, c->cls_id,
+                    c->sep_id, c->mask_id);
         return;
     }
     if (c->mla) {
@@ -95,7 +100,10 @@ static void print_particulars(FILE *f, const hs_model_config *c, int json)
         const int layered = c->n_head_windows || c->window_pattern;
         fprintf(f, "attention    %s", layered      ? "windows per layer "
                                   : c->window ? "sliding window "
+                                  : c->encoder ? "bidirectional (an encoder), padding: id "
                                               : "global");
+        if (c->encoder)
+            fprintf(f, "%d", c->pad_id);
         if (layered)
             print_windows(f, c);
         else if (c->window)
@@ -119,7 +127,10 @@ static void print_particulars(FILE *f, const hs_model_config *c, int json)
                               c->out_norm ? "sublayer outputs normed" : NULL,
                               c->embed_scale ? "embeddings x sqrt(d)" : NULL,
                               c->attn_softcap > 0 ? "attention soft-cap" : NULL,
-                              c->final_softcap > 0 ? "final soft-cap" : NULL };
+                              c->final_softcap > 0 ? "final soft-cap" : NULL,
+                              c->encoder ? "token types, embedding norm, MLM head, masked-LM loss"
+                                         : NULL,
+                              c->pos_offset ? "positions from pad_token_id + 1 (RoBERTa)" : NULL };
     for (size_t i = 0, k = 0; i < sizeof feature / sizeof feature[0]; i++)
         if (feature[i])
             fprintf(f, "%s%s", k++ ? ", " : "features     ", feature[i]);

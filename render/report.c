@@ -387,6 +387,19 @@ static void section_induction(report *r)
         fprintf(f, "<p>No complete <code>headscope induction</code> run in this index.</p>\n");
         return;
     }
+    double clean;
+    if (!metric(r, run, -1, -1, HS_METRIC(SECOND_HALF_LOSS), &clean, NULL)) {
+        /* an encoder's run: scores on r ++ r, no next-token loss to check them by */
+        fprintf(f, "<p class=\"claim no\"><b>No causal check</b> in this run: its second-half "
+                   "loss is a next-token loss, which an encoder does not predict, so the scores "
+                   "below are patterns only.</p>\n");
+        induction_table(r, run, ablate_run, imp_run);
+        grid(r, run, HS_M_INDUCTION, 1, NULL);
+        grid(r, run, HS_M_PREV_TOKEN, 1, NULL);
+        grid(r, run, HS_M_DUPLICATE_TOKEN, 1, NULL);
+        grid(r, run, HS_M_COPYING, 1, NULL);
+        return;
+    }
     induction_claim(r, run);
     fig g;
     fig_run(&g, r, "causal", run, "Causal check");
@@ -646,12 +659,13 @@ static void section_patterns(report *r)
         return;
     }
     /* prev_token here is on the evaluation data, not induction's probe */
+    /* and an encoder's cls, sep and punct, where the run recorded them */
     static const hs_metric_id m[] = { HS_M_ENTROPY, HS_M_FIRST_TOKEN, HS_M_PREV_TOKEN,
-                                      HS_M_DISTANCE };
+                                      HS_M_DISTANCE, HS_M_CLS, HS_M_SEP, HS_M_PUNCT };
     const char *c[] = { NULL, NULL, "Mean attention on the previous position, on the evaluation "
-                        "data (not the random probe).", NULL };
+                        "data (not the random probe).", NULL, NULL, NULL, NULL };
     int controls = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 7; i++) {
         const int with = has_metric(r, run, hs_metric(hs_metric(m[i])->control)->name) > 0;
         controls += with;
         if (has_metric(r, run, hs_metric(m[i])->name))
@@ -1083,7 +1097,7 @@ static void circuit_figures(report *r, long long run)
            "faithfulness.");
     if (has_curve(r, run, HS_METRIC(FAITHFULNESS))) {
         fig c;
-        fig_run(&c, r, "faithfulness", run, "Faithfulness, run %lld", run);
+        fig_run(&c, r, HS_METRIC(FAITHFULNESS), run, "Faithfulness, run %lld", run);
         figure(r, hs_plot_curves(r->ix, r->db_path, HS_METRIC(FAITHFULNESS), run, c.path), &c,
                hs_metric(HS_M_FAITHFULNESS)->caption);
     }

@@ -344,6 +344,10 @@ void hs_print_induction(FILE *f, const hs_summary *s, const hs_induction_result 
             "induction: layer %d head %d, %.3f (random-init control %.3f)\n",
             s->run_id, o->samples, o->seq_len, s->db, r->best_layer, r->best_head, r->best,
             r->best_control);
+    if (*r->note) { /* an encoder's scores, without the check */
+        fprintf(f, "%s\n", r->note);
+        return;
+    }
     const char *pl = cc->k == 1 ? "" : "s";
     fprintf(f, "causal check: second-half loss %.4f; %+.4f with the top %d induction head%s off, "
             "%+.4f ± %.4f with %d random other head%s off (%d draws)\n",

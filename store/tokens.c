@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "layers.h"  /* HS_TARGET_IGNORE */
 #include "weights.h" /* hs_rng */
 
 enum { HEADER_INTS = 256, MAGIC_U16 = 20240520, MAGIC_U32 = 20240801 };
@@ -90,7 +91,7 @@ int hs_tokens_adopt(hs_tokens *t, int32_t *ids, size_t n)
         if (ids[i] > 65535)
             version = 7;
     }
-    *t = (hs_tokens){ ids, n, version };
+    *t = (hs_tokens){ .tok = ids, .n = n, .version = version };
     return HS_OK;
 }
 
@@ -178,9 +179,62 @@ size_t hs_batch_start_wrapped(const hs_tokens *t, int B, int T, size_t step)
     return per_pass ? step % per_pass * (size_t)B * T : 0;
 }
 
+/* splitmix64's finaliser: a well-mixed 64-bit value of x. */
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+/* A uniform [0, 1) from the top 53 bits of x. */
+static double unit(uint64_t x)
+{
+    return (double)(x >> 11) / 9007199254740992.0;
+}
+
+static int is_special(const hs_mlm *m, int32_t id)
+{
+    for (int k = 0; k < m->n_special; k++)
+        if (m->special[k] == id)
+            return 1;
+    return 0;
+}
+
+/* The masked-LM batch of hs_batch_at: position i of the data at `at`. */
+static void mlm_position(const hs_mlm *m, size_t at, int t, int32_t tok, int32_t *in,
+                         int32_t *tg)
+{
+    *in = tok;
+    *tg = HS_TARGET_IGNORE;
+    if (is_special(m, tok))
+        return;
+    if (m->every > 0) {
+        if (t % m->every == m->offset)
+            *in = m->mask_id, *tg = tok;
+        return;
+    }
+    const uint64_t h = mix64(mix64(m->seed) ^ (uint64_t)at);
+    if (!(unit(h) < m->prob))
+        return;
+    *tg = tok;
+    const double kind = unit(mix64(h + 1));
+    if (kind < 0.8)
+        *in = m->mask_id;
+    else if (kind < 0.9) /* uniform over the whole vocabulary, as HF's collator draws */
+        *in = (int32_t)(unit(mix64(h + 2)) * m->vocab);
+}
+
 void hs_batch_at(const hs_tokens *t, size_t start, int B, int T, int32_t *inputs, int32_t *targets)
 {
     size_t span = (size_t)B * T;
+    if (t->mlm.on) {
+        for (size_t i = 0; i < span; i++)
+            mlm_position(&t->mlm, start + i, (int)(i % (size_t)T), t->tok[start + i], &inputs[i],
+                         &targets[i]);
+        return;
+    }
     for (size_t i = 0; i < span; i++) {
         inputs[i] = t->tok[start + i];
         targets[i] = t->tok[start + i + 1];

@@ -9,10 +9,32 @@
 
 #include "common.h"
 
+/* The masked-LM recipe of an encoder's batches (SPEC §14), applied by
+ * hs_batch_at: each position of the data is chosen, never a special token
+ * (padding among them), either with probability prob from a hash of (seed,
+ * its place in the data) -- so every pass, command and rank sees the same
+ * choice at the same place -- then replaced 80% by mask_id, 10% by an id
+ * uniform over the vocabulary, 10% left as it is; or, with every K > 0, at
+ * the positions t = offset mod K of each sequence, each replaced by
+ * mask_id. The target of a chosen position is its original token, of any
+ * other HS_TARGET_IGNORE (model/layers.h). */
+enum { HS_MLM_MAX_SPECIAL = 8 };
+typedef struct {
+    int on;            /* 0: next-token batches (SPEC §4) */
+    double prob;
+    int every, offset; /* every > 0: the deterministic choice */
+    unsigned long long seed;
+    int32_t mask_id;
+    int vocab;
+    int n_special;
+    int32_t special[HS_MLM_MAX_SPECIAL]; /* ids never chosen */
+} hs_mlm;
+
 typedef struct {
     int32_t *tok; /* n tokens */
     size_t n;
     int version;  /* 1: uint16, 7: uint32 */
+    hs_mlm mlm;   /* an encoder's masked-LM batches (set by the analyses' setup) */
 } hs_tokens;
 
 /* Reads and checks a shard: magic, version, that the file size equals the
@@ -67,7 +89,9 @@ int hs_batches_to_run(const hs_tokens *t, int B, int T, size_t max_batches, size
 /* Position of the first token of batch `step` when wrapping. */
 size_t hs_batch_start_wrapped(const hs_tokens *t, int B, int T, size_t step);
 
-/* inputs and targets (B,T) from the B*T+1 tokens at start. */
+/* inputs and targets (B,T) from the B*T+1 tokens at start; with t->mlm.on
+ * the B*T tokens at start, masked as t->mlm says, and their MLM targets
+ * (the (B*T+1)-th token is then unread). */
 void hs_batch_at(const hs_tokens *t, size_t start, int B, int T, int32_t *inputs,
                  int32_t *targets);
 

@@ -3,7 +3,8 @@
 # same rows as one process for ablate (3 kinds), importance, patterns,
 # induction and patch, and write the same map file for capture, on GPT-2 and
 # on the SPEC §14 families whose layers norm their sublayers' outputs
-# (gemma2 with its soft-caps and sliding layers, olmo2); a rank
+# (gemma2 with its soft-caps and sliding layers, olmo2) and on an encoder
+# (bert: the masked-LM loss, padded documents, cls/sep/punct); a rank
 # killed with SIGKILL mid-ablate leaves the run failed and the index intact,
 # and --resume with one rank finishes it with the rows of an uninterrupted run.
 #
@@ -172,6 +173,34 @@ families3_same() {
         bad "gemma2 capture: 3 ranks' file differs: $(tail -c 300 check.txt)"
 }
 
+# an encoder (a small bert preset model) over documents padded with [PAD]:
+# the masked-LM ablate and importance, and patterns with cls/sep/punct
+encoders_same() {
+    "$PY" - <<'PYEOF' || bad "could not write the documents" || return 1
+import random, struct
+r = random.Random(5)
+ids = []
+for d in range(12):
+    n = r.randrange(3, 7)
+    ids += [257] + [r.randrange(32, 120) for _ in range(n)] + [258] + [256] * (8 - n - 2)
+ids.append(257)
+with open("docs.bin", "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, len(ids), *([0] * 253)))
+    f.write(struct.pack("<%dH" % len(ids), *ids))
+PYEOF
+    "$HS" train --preset bert d_model=16 n_head=4 n_ctx=8 --data docs.bin --out bert --steps 3 \
+        --batch 2 --seq-len 8 >/dev/null 2>err.txt || bad "train --preset bert: $(cat err.txt)" ||
+        return 1
+    same_rows "bert ablate" ablate --model bert --data docs.bin --batch 2 --seq-len 8 \
+        --method zero,mean,resample --mlm-prob 0.4 || return 1
+    same_rows "bert importance" importance --model bert --data docs.bin --batch 2 --seq-len 8 \
+        --mlm-mask every:2 || return 1
+    same_rows "bert patterns" patterns --model bert --data docs.bin --batch 2 --seq-len 8 --control ||
+        return 1
+    expect_eq "$(sqlite3 r3.db "select count(*) from head_metrics where metric in ('cls', 'sep', 'punct')")" \
+        24 "cls, sep and punct of 2 layers x 4 heads"
+}
+
 # a command that does not shard refuses to run on several ranks (each would
 # write the same outputs), and runs on one
 unsplit_refused() {
@@ -255,4 +284,4 @@ kill_rank_resume() {
         bad "resumed rows differ: $(diff <(rows k.db 1) <(rows ref.db 1) | head -4)"
 }
 
-run_checks ablate_same importance_same patterns_same induction_same patch_same capture_same families3_same unsplit_refused kill_rank_resume
+run_checks ablate_same importance_same patterns_same induction_same patch_same capture_same families3_same encoders_same unsplit_refused kill_rank_resume

@@ -108,7 +108,7 @@ static void test_forward_ms_returns_the_forward_status(void)
     int32_t tok[2 * 8 + 1];
     for (int i = 0; i < 17; i++)
         tok[i] = i % PV;
-    hs_tokens t = { tok, 17, 1 };
+    hs_tokens t = { .tok = tok, .n = 17, .version = 1 };
     double ms = 0;
     CU_ASSERT_EQUAL(hs_forward_ms(&ms, &m, &t, 2, 8), HS_OK);
     CU_ASSERT(ms >= 0);
@@ -127,7 +127,7 @@ static void test_patterns_study_control_is_the_control_recipe(void)
     int32_t tok[4 * 8 + 1];
     for (int i = 0; i < 33; i++)
         tok[i] = (i * 7) % PV;
-    hs_tokens t = { tok, 33, 1 };
+    hs_tokens t = { .tok = tok, .n = 33, .version = 1 };
     hs_patterns_opts o = { .batch = 2, .seq_len = 8, .control = 1, .seed = 3 };
     hs_patterns_result r;
     CU_ASSERT_EQUAL_FATAL(hs_patterns_study(&r, &m, &t, o, NULL), HS_OK);
@@ -195,7 +195,7 @@ static void test_train_study_hashes_only_for_an_index(void)
     int32_t tok[2 * 8 + 1];
     for (int i = 0; i < 17; i++)
         tok[i] = i % PV;
-    hs_tokens t = { tok, 17, 1 };
+    hs_tokens t = { .tok = tok, .n = 17, .version = 1 };
     char dir[] = "/tmp/hs_train_study_XXXXXX";
     CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
     hs_train_study_opts o = { .train = { .B = 2, .T = 8, .steps = 1, .lr = 1e-3 }, .out = dir };
