@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block.h"
 #include "cache.h"
 #include "dist.h"
 #include "intervene.h"
+#include "layers.h"
 #include "linalg.h"
 #include "stats.h"
 #include "transformer.h"
@@ -72,11 +74,18 @@ typedef struct {
 } run;
 
 /* The clean activations the fast path continues from -- per batch and layer
- * the head outputs z, the residual after attention r1 and, with a parallel
- * residual, the layer's input -- are kept from the clean pass when all
+ * the head outputs z, the residual after attention r1 (with out_norm: W_o's
+ * output before the norm instead) and, with a parallel residual or
+ * out_norm, the layer's input -- are kept from the clean pass when all
  * batches fit the budget (hs_ablate_opts.keep_bytes, by default this); otherwise each layer recomputes its batches'
  * clean prefix (hs_forward_to). Either way the same values. */
 #define KEEP_BUDGET (256.0 * (1 << 20))
+
+/* Whether the fast path continues from the layer's input too. */
+static int needs_input(const hs_model_config *c)
+{
+    return c->parallel_residual || c->out_norm;
+}
 
 static void keep_plan(run *r)
 {
@@ -85,12 +94,12 @@ static void keep_plan(run *r)
     r->kept_off[0] = 0;
     for (int l = 0; l < c->n_layer; l++)
         r->kept_off[l + 1] = r->kept_off[l] + BT * ((size_t)c->n_head[l] * c->head_dim + d +
-                                                    (c->parallel_residual ? d : 0));
+                                                    (needs_input(c) ? d : 0));
     r->kept_batch = r->kept_off[c->n_layer];
 }
 
-/* Layer l's kept z, r1 and input (the last with a parallel residual) of
- * batch b. */
+/* Layer l's kept z, r1 (out_norm: W_o's output) and input (with a parallel
+ * residual or out_norm) of batch b. */
 static void kept_at(const run *r, size_t b, int l, hs_real **z, hs_real **r1, hs_real **in)
 {
     const hs_model_config *c = &r->m->cfg;
@@ -98,6 +107,26 @@ static void kept_at(const run *r, size_t b, int l, hs_real **z, hs_real **r1, hs
     *z = r->kept + b * r->kept_batch + r->kept_off[l];
     *r1 = *z + BT * c->n_head[l] * c->head_dim;
     *in = *r1 + BT * c->d_model;
+}
+
+void hs_head_change_resid(hs_layer_acts *la, size_t row0, const hs_real *base, const hs_real *in,
+                          const hs_real *dz, int h, const hs_model *m, int l, size_t N)
+{
+    const hs_model_config *c = &m->cfg;
+    const hs_layer_weights *lw = &m->w.layer[l];
+    const int d = c->d_model, dh = c->head_dim, H = c->n_head[l];
+    const hs_real *w_o = lw->attn.w_o + (size_t)h * dh; /* the head's columns of (d, H*dh) */
+    hs_real *out = la->r1 + row0 * d;
+    /* x += dz W_o^(h)T: the head's change of W_o's output */
+    hs_real *x = c->out_norm ? la->attn_raw + row0 * d : out;
+    memcpy(x, base, sizeof(hs_real) * N * d);
+    hs_gemm(0, 1, (int)N, d, dh, 1, dz, dh, w_o, H * dh, 1, x, d);
+    if (!c->out_norm)
+        return;
+    hs_real *y = la->attn_out + row0 * d;
+    hs_block_norm(y, la->attn_on_mean + row0, la->attn_on_rstd + row0, x, lw->ln_attn_w,
+                  lw->ln_attn_b, c, N);
+    hs_add(out, in, y, N * d);
 }
 
 static double seq_loss(const hs_real *losses, int T)
@@ -164,8 +193,9 @@ static int clean_pass(run *r)
             kept_at(r, b, l, &z, &r1, &in);
             const size_t BT = (size_t)o->B * o->T, d = (size_t)c->d_model;
             memcpy(z, a.layer[l].attn.z, sizeof(hs_real) * BT * c->n_head[l] * c->head_dim);
-            memcpy(r1, a.layer[l].r1, sizeof(hs_real) * BT * d);
-            if (c->parallel_residual)
+            memcpy(r1, c->out_norm ? a.layer[l].attn_raw : a.layer[l].r1,
+                   sizeof(hs_real) * BT * d);
+            if (needs_input(c))
                 memcpy(in, a.layer[l].in, sizeof(hs_real) * BT * d);
         }
     }
@@ -200,36 +230,34 @@ static int fast_layer(run *r, int l, hs_acts *clean, hs_acts *st, int stack, hs_
     const hs_model_config *c = &r->m->cfg;
     const int B = o->B, T = o->T, d = c->d_model, dh = c->head_dim, H = c->n_head[l];
     const size_t BT = (size_t)B * T;
-    const hs_real *w_o = r->m->w.layer[l].attn.w_o; /* (d, H*dh) */
     int rc = HS_OK;
     for (size_t b = 0; !rc && b < r->nb; b++) {
         if (o->stop && *o->stop)
             return hs_fail(HS_EINTR, "interrupted in layer %d", l);
         hs_batch_at(r->data, b * BT, B, T, r->in, r->tg);
-        hs_real *z, *r1, *lin;
+        /* z, the base of hs_head_change_resid (r1, or W_o's output with
+         * out_norm) and the layer's input */
+        hs_real *z, *base, *lin;
         if (r->kept) {
-            kept_at(r, b, l, &z, &r1, &lin);
+            kept_at(r, b, l, &z, &base, &lin);
         } else {
             rc = hs_forward_to(clean, r->m, r->in, l, NULL);
-            z = clean->layer[l].attn.z, r1 = clean->layer[l].r1, lin = clean->layer[l].in;
+            z = clean->layer[l].attn.z, lin = clean->layer[l].in;
+            base = c->out_norm ? clean->layer[l].attn_raw : clean->layer[l].r1;
         }
         for (int j0 = 0; !rc && j0 < r->njobs; j0 += stack) {
             const int n = r->njobs - j0 < stack ? r->njobs - j0 : stack;
             rc = hs_acts_set_batch(st, n * B);
-            hs_real *r1s = st->layer[l].r1;
             for (int j = 0; !rc && j < n; j++) {
                 const job *jb = &r->jobs[j0 + j];
-                hs_real *blk = r1s + (size_t)j * BT * d;
-                memcpy(blk, r1, sizeof(hs_real) * BT * d);
                 if (c->parallel_residual) /* the continuation's MLP reads ln2 of the input */
                     memcpy(st->layer[l].in + (size_t)j * BT * d, lin, sizeof(hs_real) * BT * d);
                 rc = head_change(dz, z, r->zmean ? r->zmean[l] : NULL, l, jb->kind, jb->h, B, T, H,
                                  dh);
                 if (rc)
                     break;
-                /* blk += (z' - z)_h W_o^(h)^T: the head's change of the attention output */
-                hs_gemm(0, 1, (int)BT, d, dh, 1, dz, dh, w_o + (size_t)jb->h * dh, H * dh, 1, blk,
-                        d);
+                hs_head_change_resid(&st->layer[l], (size_t)j * BT, base, lin, dz, jb->h, r->m, l,
+                                     BT);
                 memcpy(stacked_tg + (size_t)j * BT, r->tg, sizeof(int32_t) * BT);
             }
             if (!rc)

@@ -4,9 +4,10 @@
  *
  * The fast path never recomputes what an ablation cannot change: the clean
  * forward runs once per batch up to layer l's attention; maps of layer l are
- * unchanged, so the ablated attention output is the clean one plus the
- * head's change (z' - z) W_o^(h); several (head, kind) ablations are stacked
- * into one batched continuation through the layers above. */
+ * unchanged, so W_o's output is the clean one plus the head's change
+ * (z' - z) W_o^(h) (hs_head_change_resid: where an output norm follows the
+ * attention it is applied again); several (head, kind) ablations are
+ * stacked into one batched continuation through the layers above. */
 #ifndef HS_ABLATE_H
 #define HS_ABLATE_H
 
@@ -15,6 +16,7 @@
 
 #include "stats.h"
 #include "tokens.h"
+#include "transformer.h"
 #include "weights.h"
 
 enum { HS_ABLATE_ZERO = 0, HS_ABLATE_MEAN = 1, HS_ABLATE_RESAMPLE = 2, HS_ABLATE_KINDS = 3 };
@@ -63,5 +65,24 @@ int hs_ablate_check(const hs_model_config *c, const hs_ablate_opts *o);
 
 /* Runs the ablations; results go to on_layer. */
 int hs_ablate(const hs_model *m, const hs_tokens *data, hs_ablate_opts *o);
+
+/* The residual after attention of layer l when the output z of head h
+ * changes by dz (N, dh) from a run in which the layer's input was in (N, d):
+ *   base + dz W_o^(h)T                   base: that run's residual after
+ *                                        attention (the attention output is
+ *                                        added as it is)
+ *   in + norm_out(base + dz W_o^(h)T)    out_norm (gemma2, gemma3_text, olmo2):
+ *                                        base is W_o's output there (bias
+ *                                        included, before the norm), and the
+ *                                        change passes the output norm
+ * (in is read only with out_norm). The result goes to rows [row0, row0 + N)
+ * of la's r1 -- with out_norm also of its attn_raw, attn_out and that
+ * norm's statistics, as a forward leaves them -- from where hs_forward_from
+ * continues. Why one function: ablation and patching both continue from a
+ * head's change, and adding dz W_o^(h) to r1 is exact only without an
+ * output norm. Costs one (N, dh) x (dh, d) product, and with out_norm one
+ * norm of N rows. */
+void hs_head_change_resid(hs_layer_acts *la, size_t row0, const hs_real *base, const hs_real *in,
+                          const hs_real *dz, int h, const hs_model *m, int l, size_t N);
 
 #endif

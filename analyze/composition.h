@@ -12,6 +12,14 @@
  * center_writing_weights=False). Each lies in [0, 1]. A pair with a head
  * whose circuit is zero (a pruned head: 0/0) gets no score.
  *
+ * Every family is scored so, and every norm is left out alike: the input
+ * norms, the q/k norms (qwen3, gemma3_text, olmo2) and the norms after the
+ * sublayers (out_norm: gemma2, gemma3_text, olmo2). An output norm scales
+ * the layer's whole attention output per position (a factor each score
+ * cancels) and then by its weight, which -- like an input norm's -- is not
+ * folded in; the (1 + w) of norm_offset is a norm weight too. So the scores
+ * of those families are weight-space scores, as TransformerLens gives them.
+ *
  * Computed without forming d x d matrices: |U M V^T|_F^2 =
  * sum((G_U M) o (M G_V)) with M = W_O^A W_Q^B (dh x dh) and the dh x dh Gram
  * matrices G_U = (W_V^A)^T W_V^A, G_V = (W_K^B)^T W_K^B, in double. */

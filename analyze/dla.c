@@ -10,9 +10,15 @@
 int hs_dla_check(const hs_model_config *c)
 {
     if (c->post_norm)
-        return hs_fail(HS_EINVAL, "dla: a post-norm model has no additive residual stream "
+        return hs_fail(HS_EINVAL, "a post-norm model has no additive residual stream "
                                   "(each layer's output is normalised), so its logit "
                                   "difference does not split into per-head parts");
+    if (c->out_norm)
+        return hs_fail(HS_EINVAL, "%s normalises each sublayer's output before adding it "
+                                  "to the residual stream (a norm after the attention and after "
+                                  "the MLP), so the residual is not a sum of head outputs and "
+                                  "its logit difference does not split into per-head parts",
+                       hs_family_name(c->family));
     return HS_OK;
 }
 
@@ -46,9 +52,10 @@ static int dla_terms(hs_dla *r, const hs_model_config *c)
 }
 
 /* e (d): a part c of the final residual x (d) adds c . e to the logit
- * difference of answer a over wrong w (the frozen final norm folded into
- * the unembedding difference); *konst: what the norm's and the
- * unembedding's biases add (beta . du and b_U[a] - b_U[w], in that order). */
+ * difference of answer a over wrong w (the frozen final norm, with its
+ * (1 + w) scale under norm_offset, folded into the unembedding
+ * difference); *konst: what the norm's and the unembedding's biases add
+ * (beta . du and b_U[a] - b_U[w], in that order). */
 static void dla_direction(double *e, double konst[2], const hs_model *m, const hs_real *x, int a,
                           int w)
 {
@@ -77,7 +84,7 @@ static void dla_direction(double *e, double konst[2], const hs_model *m, const h
             konst[0] += (double)m->w.lnf_b[i] * e[i];
     double wbar = 0;
     for (int i = 0; i < d; i++) {
-        e[i] *= (double)m->w.lnf_w[i];
+        e[i] *= (double)m->w.lnf_w[i] + c->norm_offset;
         wbar += e[i];
     }
     wbar = ln ? wbar / d : 0; /* centring is linear: sum_i (c_i - mean c) w_i = c . (w - wbar) */
@@ -101,6 +108,9 @@ static void dla_parts(double *v, const hs_model *m, const hs_acts *a, int b,
     const hs_model_config *c = &m->cfg;
     const int d = c->d_model, T = a->T, dh = c->head_dim, L = c->n_layer;
     const size_t row = (size_t)b * T + (size_t)(T - 1);
+    /* the embeddings enter the residual times sqrt(d) rounded to hs_real
+     * with embed_scale (the forward's normaliser) */
+    const double emb = c->embed_scale ? (double)(hs_real)sqrt((double)d) : 1;
     double konst[2];
     dla_direction(e, konst, m, a->layer[L - 1].out + row * d, answer, wrong);
     int k = 0;
@@ -118,9 +128,9 @@ static void dla_parts(double *v, const hs_model *m, const hs_acts *a, int b,
         if (c->mlp != HS_MLP_NONE)
             v[k++] = dot(a->layer[l].mlp_out + row * d, e, d);
     }
-    v[k++] = dot(m->w.wte + (size_t)tok[row] * d, e, d);
+    v[k++] = emb * dot(m->w.wte + (size_t)tok[row] * d, e, d);
     if (c->pos == HS_POS_LEARNED)
-        v[k++] = dot(m->w.wpe + (size_t)(T - 1) * d, e, d);
+        v[k++] = emb * dot(m->w.wpe + (size_t)(T - 1) * d, e, d);
     if (c->attn_bias) {
         double s = 0;
         for (int l = 0; l < L; l++)
@@ -133,11 +143,30 @@ static void dla_parts(double *v, const hs_model *m, const hs_acts *a, int b,
         v[k++] = konst[1];
 }
 
+/* The logit difference DLA splits, of sequence b's last position: the
+ * model's own, or with final_softcap the one before the cap (the
+ * unembedding of the final norm's output; the cap is not linear). */
+static double dla_logit_diff(const hs_model *m, const hs_acts *a, int b, int32_t answer,
+                             int32_t wrong)
+{
+    const hs_model_config *c = &m->cfg;
+    const int d = c->d_model, V = c->vocab_size, T = a->T;
+    const size_t row = (size_t)b * T + (size_t)(T - 1);
+    if (!(c->final_softcap > 0))
+        return (double)a->logits[row * V + answer] - (double)a->logits[row * V + wrong];
+    const hs_real *u = (c->final_norm ? a->lnf : a->layer[c->n_layer - 1].out) + row * d;
+    const hs_real *ua = m->w.lm_w + (size_t)answer * d, *uw = m->w.lm_w + (size_t)wrong * d;
+    double ld = c->lm_head_bias ? (double)m->w.lm_b[answer] - (double)m->w.lm_b[wrong] : 0;
+    for (int i = 0; i < d; i++)
+        ld += (double)u[i] * ((double)ua[i] - (double)uw[i]);
+    return ld;
+}
+
 /* One group of equal-length prompts, batch at a time, from prompt index p0. */
 static int dla_group(hs_dla *r, const hs_model *m, const hs_prompt_group *g, int batch, int p0,
                      double *e, double *f)
 {
-    const int B = g->n < batch ? g->n : batch, V = m->cfg.vocab_size;
+    const int B = g->n < batch ? g->n : batch;
     hs_acts a;
     int rc = hs_acts_alloc(&a, &m->cfg, B, g->T, HS_ACTS_INFER);
     for (int i0 = 0; !rc && i0 < g->n; i0 += B) {
@@ -147,8 +176,7 @@ static int dla_group(hs_dla *r, const hs_model *m, const hs_prompt_group *g, int
             break;
         for (int b = 0; b < nb; b++) {
             const int p = p0 + i0 + b;
-            const hs_real *lg = a.logits + ((size_t)b * g->T + (size_t)(g->T - 1)) * V;
-            r->logit_diff[p] = (double)lg[g->answer[i0 + b]] - (double)lg[g->wrong[i0 + b]];
+            r->logit_diff[p] = dla_logit_diff(m, &a, b, g->answer[i0 + b], g->wrong[i0 + b]);
             r->line[p] = g->line[i0 + b];
             dla_parts(r->value + (size_t)p * r->n_terms, m, &a, b, tok, g->answer[i0 + b],
                       g->wrong[i0 + b], e, f);

@@ -303,12 +303,27 @@ static int keep_windows(hs_model_config *nc, const hs_model_config *c,
     return rc;
 }
 
-int hs_prune_structural(hs_model *out, const hs_model *m, const unsigned char *pruned)
+int hs_prune_structural_check(const hs_model_config *c)
 {
-    if (m->cfg.mla) /* before anything is allocated: out and pruned are not read */
+    if (c->mla)
         return hs_fail(HS_EINVAL, "prune --structural: not implemented for attention \"mla\" "
                                   "(its heads share kv_b_proj's latent); dense pruning zeroes "
                                   "their o_proj columns");
+    if (c->qk_norm == HS_QK_NORM_PROJ)
+        return hs_fail(HS_EINVAL, "prune --structural: %s's q_norm and k_norm normalise the "
+                                  "whole q and k projections (one RMS statistic over every "
+                                  "head), so cutting a head would change the others' queries "
+                                  "and keys; dense pruning (without --structural) zeroes the "
+                                  "pruned heads' o_proj columns",
+                       hs_family_name(c->family));
+    return HS_OK;
+}
+
+int hs_prune_structural(hs_model *out, const hs_model *m, const unsigned char *pruned)
+{
+    /* before anything is allocated: out and pruned are not read */
+    if (hs_prune_structural_check(&m->cfg))
+        return HS_EINVAL;
     const hs_model_config *c = &m->cfg;
     hs_model_config nc = *c;
     nc.family = HS_FAMILY_HEADSCOPE;

@@ -76,12 +76,21 @@ typedef struct {
 int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
              unsigned char *pruned, int *n_pruned);
 
+/* Whether hs_prune_structural can cut c's heads: HS_OK, or HS_EINVAL saying
+ * why not -- attention "mla" (its heads share one latent), or q/k norms over
+ * the whole projection (olmo2: the RMS statistic of each position runs over
+ * every head, so no head can go without changing the rest). A caller that
+ * records runs calls it before any work. */
+int hs_prune_structural_check(const hs_model_config *c);
+
 /* A model without the pruned heads: rows of W_q and columns of W_o go, and
  * K/V heads whose every query head is pruned. GQA needs equal groups: a
  * group left with fewer heads than the largest keeps some pruned heads with
  * W_o zeroed (the gated model's function exactly); a layer left with none
- * keeps one such dead head. The result is of family headscope. HS_EINVAL
- * for an MLA model (not implemented). */
+ * keeps one such dead head. Per-head q/k norms (qwen3, gemma3_text) are
+ * shared by every head and kept whole; sublayer output norms, soft-caps,
+ * windows and the rest of the configuration carry over. The result is of
+ * family headscope. HS_EINVAL where hs_prune_structural_check refuses. */
 int hs_prune_structural(hs_model *out, const hs_model *m, const unsigned char *pruned);
 
 #endif

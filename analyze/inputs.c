@@ -55,6 +55,13 @@ int hs_source_load(hs_tokenizer **keep, hs_tokens *t, const hs_source *s, const 
     const char *used = NULL;
     if (s->data) {
         int rc = hs_tokens_read(t, s->data);
+        for (size_t i = 0; !rc && vocab > 0 && i < t->n; i++)
+            if (t->tok[i] >= vocab)
+                rc = hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the vocabulary of %d%s%s",
+                             s->data, t->tok[i], i, vocab, model_dir ? " of the model " : "",
+                             model_dir ? model_dir : "");
+        if (rc)
+            hs_tokens_free(t);
         if (!rc && keep && (rc = hs_tokenizer_for(keep, s->tokenizer, model_dir, NULL)))
             hs_tokens_free(t);
         return rc;
@@ -160,14 +167,29 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
     if (!rc && tokens && s->need_batch && !hs_batch_count(&in->tok, s->batch, in->seq_len))
         rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens",
                      hs_source_path(src), s->batch, in->seq_len);
-    for (size_t i = 0; !rc && s->model && i < in->tok.n; i++)
-        if (in->tok.tok[i] >= c->vocab_size)
-            rc = hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the vocabulary of %d",
-                         hs_source_path(src), in->tok.tok[i], i, c->vocab_size);
     if (!rc && s->prompts)
         rc = load_prompts(in, s);
     in->data_path = s->prompts ? s->prompts : hs_source_path(src);
     if (rc)
         hs_inputs_free(in);
+    return rc;
+}
+
+int hs_inputs_record(hs_run *run, const hs_inputs *in)
+{
+    int rc = HS_OK;
+    char T[32];
+    snprintf(T, sizeof T, "%d", in->seq_len);
+    if (in->seq_len > 0)
+        rc = hs_run_param(run, "seq_len", T);
+    char heads[HS_MAX_LAYERS * 6 + 4] = "[";
+    for (int l = 0, k = 1; l < in->m.cfg.n_layer; l++)
+        k += snprintf(heads + k, sizeof heads - (size_t)k, "%s%d", l ? "," : "",
+                      in->m.cfg.n_head[l]);
+    strcat(heads, "]");
+    if (!rc && in->m.cfg.n_layer)
+        rc = hs_run_param(run, "n_head", heads);
+    if (!rc && in->ps.n)
+        rc = hs_run_position_labels(run, &in->ps, in->tk, in->m.cfg.vocab_size);
     return rc;
 }

@@ -7,6 +7,7 @@
 #define HS_INPUTS_H
 
 #include "prompts.h"
+#include "run.h"
 #include "tokenizer.h"
 #include "tokens.h"
 #include "weights.h"
@@ -81,5 +82,12 @@ typedef struct {
  * and the status returned with the message naming the file. */
 int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s);
 void hs_inputs_free(hs_inputs *in);
+
+/* Records into the run what its figures need to know of the inputs
+ * (run_params): "seq_len" (what entropy and distance are scaled by),
+ * "n_head" (a JSON array of the heads per layer: a grid's cells) and the
+ * prompts' position labels (hs_run_position_labels). HS_OK and nothing done
+ * without an index. */
+int hs_inputs_record(hs_run *run, const hs_inputs *in);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block.h"
 #include "layers.h"
 #include "linalg.h"
 #include "transformer.h"
@@ -15,22 +16,22 @@ static const hs_real *lens_resid(const hs_acts *a, int l)
     return l < a->n_layer ? a->layer[l].in : a->layer[a->n_layer - 1].out;
 }
 
-/* a->logits (N, V) = unembedding of the final norm of x (N, d), through the
- * buffers and kernels of the model's own last step (forward_rest). */
+/* a->logits (N, V) = unembedding of the final norm of x (N, d), soft-capped
+ * with final_softcap: the model's own last step (forward_rest), its norm
+ * of the configured kind (the (1 + w) scale of norm_offset included) and
+ * its cap, in the buffers the forward uses. */
 static void lens_logits(hs_acts *a, const hs_model *m, const hs_real *x, size_t N)
 {
     const hs_model_config *c = &m->cfg;
     const hs_weights *w = &m->w;
     const hs_real *u = x;
     if (c->final_norm) {
-        if (c->norm == HS_NORM_LAYERNORM)
-            hs_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w->lnf_w, w->lnf_b, N,
-                                 c->d_model, c->norm_eps);
-        else
-            hs_rmsnorm_forward(a->lnf, a->lnf_rstd, x, w->lnf_w, N, c->d_model, c->norm_eps);
+        hs_block_norm(a->lnf, a->lnf_mean, a->lnf_rstd, x, w->lnf_w, w->lnf_b, c, N);
         u = a->lnf;
     }
     hs_linear_forward(a->logits, u, w->lm_w, w->lm_b, N, c->d_model, c->vocab_size);
+    if (c->final_softcap > 0)
+        hs_softcap_forward(a->logits, c->final_softcap, N * c->vocab_size);
 }
 
 static int lens_alloc(hs_lens *l, const hs_model *m, long n, int with_ld)

@@ -2,8 +2,9 @@
  * (l = 0 .. L-1: resid_pre of layer l) and the final residual (l = L: after
  * the last layer, before the final norm) decoded as if it were the final
  * residual: through the final norm (with its own scale, computed from that
- * residual) and the unembedding, with the model's own kernels, so entry L
- * is exactly the model's output.
+ * residual) and the unembedding, with the model's own kernels -- its norm
+ * ((1 + w) under norm_offset) and its final soft-cap (final_softcap) -- so
+ * entry L is exactly the model's output.
  *
  * On a token shard: loss[l] = mean next-token cross-entropy over every
  * predicted position of a sequence, per sequence (SPEC §5's loss).

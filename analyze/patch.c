@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ablate.h"
 #include "cache.h"
 #include "dist.h"
 #include "intervene.h"
@@ -190,15 +191,17 @@ static void prepare_copy(run *r, int l, const job *jb, int j, int resid)
         r->iv[j] = patch_iv(r, jb, l);
         return;
     }
-    hs_real *blk = r->st.layer[l].r1 + (size_t)j * BT * d;
-    memcpy(blk, r->base.layer[l].r1, sizeof(hs_real) * BT * d);
+    const hs_layer_acts *bl = &r->base.layer[l];
     if (hs_patch_site_is_head(jb->site)) {
-        const int H = c->n_head[l], dh = c->head_dim;
+        /* the head's change of W_o's output, through the output norm if any */
         head_change(r, jb->site, l, jb->idx);
-        /* blk += (z' - z)_h W_o^(h)^T: the head's change of the attention output */
-        hs_gemm(0, 1, (int)BT, d, dh, 1, r->dz, dh, r->m->w.layer[l].attn.w_o + (size_t)jb->idx * dh,
-                H * dh, 1, blk, d);
-    } else if (jb->site == HS_PATCH_ATTN_OUT) {
+        hs_head_change_resid(&r->st.layer[l], (size_t)j * BT, c->out_norm ? bl->attn_raw : bl->r1,
+                             bl->in, r->dz, jb->idx, r->m, l, BT);
+        return;
+    }
+    hs_real *blk = r->st.layer[l].r1 + (size_t)j * BT * d;
+    memcpy(blk, bl->r1, sizeof(hs_real) * BT * d);
+    if (jb->site == HS_PATCH_ATTN_OUT) {
         const hs_real *in = r->base.layer[l].in, *ao = r->src.layer[l].attn_out;
         for (int b = 0; b < r->B; b++) {
             const size_t off = ((size_t)b * T + jb->idx) * d;

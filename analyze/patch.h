@@ -18,8 +18,10 @@
  * Fast by construction, as hs_ablate: per batch of prompts both runs go
  * once through the model and keep every layer's activations; a patch of
  * layer l continues from the base run's residual at layer l (z, pattern:
- * r1 + (z' - z) W_o^(h); attn_out: r1 + the position's change; mlp_out: a
- * hook in the continuation) or l-1 (resid_pre: a hook entering layer l), so
+ * r1 + (z' - z) W_o^(h), or with an output norm in + norm(W_o's output +
+ * (z' - z) W_o^(h)): hs_head_change_resid; attn_out: r1 + the position's
+ * change; mlp_out: a hook in the continuation) or l-1 (resid_pre: a hook
+ * entering layer l), so
  * the layers below are never recomputed, and the patches of one layer run
  * stacked (capture/stack.h) through one batched continuation. */
 #ifndef HS_PATCH_H

@@ -280,6 +280,11 @@ typedef struct {
     double ms[2];         /* with out: hs_forward_ms of the model and of the written one */
 } hs_prune_result;
 
+/* HS_EINVAL (saying why) when the written model cannot be made: --structural
+ * of a model whose heads cannot be cut apart (MLA, olmo2's whole-projection
+ * q/k norms). Cheap: a command calls it before it opens its run. */
+int hs_prune_study_check(const hs_prune_study_opts *o, const hs_model_config *c);
+
 /* Iterative pruning by importance (hs_prune), the final mask as rows, and
  * with o->out the pruned model written (hs_checkpoint_save) beside its
  * forward latency and the unpruned model's: gating alone makes nothing

@@ -92,12 +92,17 @@ static int write_out(hs_prune_result *r, const hs_model *m, const hs_tokens *dat
     return rc;
 }
 
+int hs_prune_study_check(const hs_prune_study_opts *o, const hs_model_config *c)
+{
+    return o->out && o->structural ? hs_prune_structural_check(c) : HS_OK;
+}
+
 int hs_prune_study(hs_prune_result *r, const hs_model *m, const hs_tokens *data,
                    const hs_prune_study_opts *o)
 {
     memset(r, 0, sizeof *r);
-    if (o->out && o->structural && m->cfg.mla)
-        return hs_prune_structural(NULL, m, NULL); /* refused: it says why */
+    if (hs_prune_study_check(o, &m->cfg))
+        return HS_EINVAL;
     snprintf(r->curve.name, sizeof r->curve.name, "%s", HS_METRIC(PRUNING));
     const hs_model_config *c = &m->cfg;
     for (int l = 0; l < c->n_layer; l++)

@@ -15,6 +15,17 @@
 # installs. Results: bench/out/tokenizer.jsonl and a markdown table in
 # bench/out/tokenizer.md (also printed). --tiny: 50 KB, one run (a few
 # seconds; scripts/test --slow), results in bench/out/tiny/.
+#
+# Then the bound on hostile input: every tokenizer the tests use (GPT-2's
+# files, the two npm tokenizer.json files and the variants of
+# tests/fixtures/tokenizer_oracle.json, the fixed files of
+# tests/fuzz/fuzz_tokenizer.c) and the hostile files of tests/test_tokenizer.c
+# (an empty Metaspace replacement, quadratic Split patterns, 2,000 nested added
+# tokens, 40 chained Replace a -> aa, a chain of 100 Split steps), each on the
+# same amount of text (the licence text, or the run of a or b its hostile
+# file is about), median of R runs (3 by default): each encodes in under 2 s or
+# refuses the text quickly with its budget error. Results:
+# bench/out/tokenizer_bound.jsonl and bench/out/tokenizer_bound.md (printed).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 bench_init "tiny contend"
@@ -88,3 +99,78 @@ open(sys.argv[2], "w").write(text)
 PY
 bench_md_note "$outdir/tokenizer.md"
 cat "$outdir/tokenizer.md"
+
+# ---- the bound on hostile input ----
+mkdir -p "$work/bound"
+/usr/bin/python3 - "$npm" "$work/bound" tests/fixtures/tokenizer_oracle.json \
+  tests/fuzz/fuzz_tokenizer.c <<'PY' >"$work/bound/list.tsv"
+import json, os, re, sys
+npm, out, oracle, fuzz = sys.argv[1:5]
+def put(name, d):
+    path = os.path.join(out, name + ".json")
+    json.dump(d, open(path, "w"))
+    return path
+rows = [("GPT-2 vocab.json + merges.txt", os.path.join(out, "..", "gpt2"), "t.txt")]
+base = {b: os.path.join(npm, "@lenml/tokenizer-%s/models/tokenizer.json" % b) for b in ("llama3", "llama2")}
+for name, v in json.load(open(oracle))["variants"].items():
+    if not v["override"]:
+        rows.append(("%s tokenizer.json (npm)" % name, base[v["base"]], "t.txt"))
+        continue
+    d = json.load(open(base[v["base"]]))
+    d.update(v["override"])
+    rows.append(("%s (the oracle's variant)" % name, put(name, d), "t.txt"))
+src = open(fuzz).read()
+for var in ("BYTELEVEL_JSON", "METASPACE_JSON"):
+    body = re.search(r"static const char %s\[\] =\n(.*?);\n" % var, src, re.S).group(1)
+    text = "".join(json.loads('"%s"' % x) for x in re.findall(r'"((?:[^"\\]|\\.)*)"', body))
+    rows.append(("fuzz_tokenizer's %s" % var, put(var.lower(), json.loads(text)), "t.txt"))
+V = {"a": 0, "b": 1, "x": 2, "!": 3, "-": 4}
+def hostile(**kw):
+    d = {"model": {"type": "BPE", "vocab": V, "merges": []}}
+    d.update(kw)
+    return d
+def split(p):
+    return {"type": "Split", "pattern": {"Regex": p}, "behavior": "Isolated", "invert": False}
+for name, d, text in [
+    ("hostile: Metaspace replacement \"\"", hostile(pre_tokenizer={"type": "Metaspace", "replacement": ""}), "t.txt"),
+    ("hostile: Split a(?=a*!)|a", hostile(pre_tokenizer=split("a(?=a*!)|a")), "a.txt"),
+    ("hostile: Split a*a*b|.", hostile(pre_tokenizer=split("a*a*b|.")), "a.txt"),
+    ("hostile: Split (a*)\\1b|.", hostile(pre_tokenizer=split("(a*)\\1b|.")), "a.txt"),
+    ("hostile: 100 Split steps", hostile(pre_tokenizer={"type": "Sequence", "pretokenizers": [split("-")] * 100}), "t.txt"),
+    ("hostile: 2,000 nested added tokens b..bx", hostile(added_tokens=[{"id": 5 + k, "content": "b" * (k + 1) + "x", "special": False} for k in range(2000)]), "b.txt"),
+    ("hostile: 2,000 nested single_word b..b", hostile(added_tokens=[{"id": 5 + k, "content": "b" * (k + 1), "special": False, "single_word": True} for k in range(2000)]), "b.txt"),
+    ("hostile: 40 x Replace a -> aa", hostile(normalizer={"type": "Sequence", "normalizers": [{"type": "Replace", "pattern": {"String": "a"}, "content": "aa"}] * 40}), "a.txt"),
+]:
+    rows.append((name, put("h%d" % len(rows), d), text))
+for r in rows:
+    print("\t".join(r))
+PY
+head -c "$bytes" /dev/zero | tr '\0' a >"$work/a.txt"
+head -c "$bytes" /dev/zero | tr '\0' b >"$work/b.txt"
+breps=3
+[ "$tiny" = 1 ] && breps=1
+while IFS=$'\t' read -r name tok text; do
+  $pin "$bin" "$tok" "$work/$text" "$breps" | NAME=$name TEXT=$text /usr/bin/python3 -c '
+import json, os, sys
+r = json.loads(sys.stdin.read()); r["name"] = os.environ["NAME"]; r["text"] = os.environ["TEXT"]
+print(json.dumps(r))'
+done <"$work/bound/list.tsv" >"$work/bound.jsonl"
+bench_mark "$work/bound.jsonl"
+cp "$work/bound.jsonl" "$outdir/tokenizer_bound.jsonl"
+/usr/bin/python3 - "$work/bound.jsonl" "$outdir/tokenizer_bound.md" <<'PY'
+import json, sys
+texts = {"t.txt": "licence text", "a.txt": "a run of a", "b.txt": "a run of b"}
+out = ["| tokenizer file | text | result | median s |", "|---|---|---|---|"]
+for r in map(json.loads, open(sys.argv[1])):
+    if "refused" in r: # "FILE: STEP: WHY (DETAILS)...": the step and why
+        parts = r["message"].split(": ")[1:] + [""]
+        res = "refused at %s: %s: %s" % (r["refused"], parts[0], parts[1].split(" (")[0])
+    else:
+        res = "%d tokens, %.2f MB/s" % (r["tokens"], r["mb_per_s"])
+    over = " (over 2 s)" if r["median_s"] >= 2 else ""
+    out.append("| %s | %.2f MB of %s | %s | %.3f%s |" % (r["name"].replace("|", "\\|"),
+               r["bytes"] / 1e6, texts[r["text"]], res.replace("|", "\\|"), r["median_s"], over))
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
+PY
+bench_md_note "$outdir/tokenizer_bound.md"
+cat "$outdir/tokenizer_bound.md"

@@ -310,19 +310,8 @@ int cli_start(cli_job *j, const char *db, long long resume, const char *model_di
               const opt *o, int nopts, int argc, char **argv)
 {
     int rc = cli_run_open(&j->run, db, resume, model_dir, j->in.data_path, o, nopts, argc, argv);
-    char T[32];
-    snprintf(T, sizeof T, "%d", j->in.seq_len);
-    if (!rc && j->in.seq_len > 0) /* what figures scale entropy and distance by */
-        rc = hs_run_param(j->run, "seq_len", T);
-    char heads[HS_MAX_LAYERS * 6 + 4] = "[";
-    for (int l = 0, k = 1; l < j->in.m.cfg.n_layer; l++) /* what a grid's cells are */
-        k += snprintf(heads + k, sizeof heads - (size_t)k, "%s%d", l ? "," : "",
-                      j->in.m.cfg.n_head[l]);
-    strcat(heads, "]");
-    if (!rc && j->in.m.cfg.n_layer)
-        rc = hs_run_param(j->run, "n_head", heads);
-    if (!rc && j->in.ps.n) /* what a figure labels positions with */
-        rc = hs_run_position_labels(j->run, &j->in.ps, j->in.tk, j->in.m.cfg.vocab_size);
+    if (!rc)
+        rc = hs_inputs_record(j->run, &j->in);
     if (rc) {
         hs_run_close(j->run, rc, NULL);
         j->run = NULL;

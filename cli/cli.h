@@ -22,6 +22,7 @@
 #include "inputs.h"
 #include "jsonout.h"
 #include "run.h"
+#include "summary.h"
 
 enum { EXIT_FAILURE_RUN = 1, EXIT_USAGE = 2 };
 

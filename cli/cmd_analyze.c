@@ -12,31 +12,6 @@
 
 /* ---- ablate ------------------------------------------------------------------ */
 
-static void print_ablate(const hs_ablate_result *r, long long run_id, const char *db,
-                         double secs, int json)
-{
-    if (json) {
-        printf("{\"run_id\":%lld,\"clean_loss\":", run_id);
-        hs_json_number(stdout, r->clean_loss, 9);
-        printf(",\"seconds\":"), hs_json_fixed(stdout, secs, 3);
-        printf(",\"layers_skipped\":%d", r->layers_skipped);
-        for (int k = 0; k < HS_ABLATE_KINDS; k++)
-            if (r->worst_layer[k] >= 0) {
-                printf(",\"max_loss_delta_%s\":{\"layer\":%d,\"head\":%d,\"value\":",
-                       hs_ablate_kind_name(k), r->worst_layer[k], r->worst_head[k]);
-                hs_json_number(stdout, r->worst_delta[k], 9);
-                printf("}");
-            }
-        printf("}\n");
-        return;
-    }
-    printf("run %lld: clean loss %.4f; ablations recorded in %s (%.1f s)\n", run_id,
-           r->clean_loss, db, secs);
-    for (int k = 0; k < HS_ABLATE_KINDS; k++)
-        if (r->worst_layer[k] >= 0)
-            printf("  largest loss_delta_%-8s %+.4f at layer %d head %d\n",
-                   hs_ablate_kind_name(k), r->worst_delta[k], r->worst_layer[k], r->worst_head[k]);
-}
 
 static int cmd_ablate(int argc, char **argv)
 {
@@ -98,7 +73,7 @@ static int cmd_ablate(int argc, char **argv)
     const long long run_id = hs_run_id(j.run);
     int status = cli_finish(&j, rc);
     if (!status)
-        print_ablate(&r, run_id, db, secs, json);
+        hs_print_ablate(stdout, &(hs_summary){ run_id, db, secs, json }, &r);
     hs_ablate_result_free(&r);
     return status;
 }
@@ -182,38 +157,16 @@ static void prune_step(void *ctx, int step, int pruned, double fraction, double 
         fprintf(stderr, "%s\n", line);
 }
 
-static void print_prune(const hs_prune_result *r, int json, const char *db, long long run_id,
-                        const char *out, int structural)
-{
-    if (json) {
-        printf("{\"run_id\":%lld,\"pruned\":%d,\"heads\":%d,\"curve\":[", run_id,
-               r->n_pruned, r->heads);
-        for (int i = 0; i < r->curve.n; i++)
-            printf("%s{\"fraction\":", i ? "," : ""), hs_json_number(stdout, r->curve.points[i].x, 6),
-                printf(",\"loss\":"), hs_json_number(stdout, r->curve.points[i].y, 9), printf("}");
-        printf("]");
-        if (out) {
-            printf(",\"out\":");
-            hs_json_string(stdout, out);
-            printf(",\"forward_ms_unpruned\":"), hs_json_number(stdout, r->ms[0], 4);
-            printf(",\"forward_ms_pruned\":"), hs_json_number(stdout, r->ms[1], 4);
-        }
-        printf("}\n");
-        return;
-    }
-    printf("run %lld: pruned %d of %d heads; curve 'pruning' and mask 'pruned' in %s%s%s\n",
-           run_id, r->n_pruned, r->heads, db, out ? "; model in " : "", out ? out : "");
-    if (out)
-        printf("forward of one batch (median of 7): %.2f ms unpruned, %.2f ms %s\n", r->ms[0],
-               r->ms[1], structural ? "structurally pruned" : "pruned by zeroed columns (dense)");
-}
 
 /* The validation tokens of prune: --val's shard or --val-text's text (or
- * none, v left empty); they must hold one batch. 0, or the exit status. */
+ * none, v left empty); they must hold one batch. Before them, the study's
+ * check of the model it is to write. 0, or the exit status. */
 static int load_val(hs_tokens *v, const hs_source *src, const char *model, const cli_job *j,
-                    int B)
+                    int B, const hs_prune_study_opts *so)
 {
     memset(v, 0, sizeof *v);
+    if (hs_prune_study_check(so, &j->in.m.cfg)) /* a written model that cannot be made */
+        return run_error("prune");
     if (!hs_source_path(src))
         return 0;
     int rc = hs_source_load(NULL, v, src, model, j->in.m.cfg.vocab_size);
@@ -290,7 +243,7 @@ static int cmd_prune(int argc, char **argv)
     in.model = model, vsrc.tokenizer = in.source.tokenizer;
     if ((rc = cli_open(&j, &in)))
         return rc;
-    if ((rc = load_val(&vtok, &vsrc, model, &j, in.batch))) {
+    if ((rc = load_val(&vtok, &vsrc, model, &j, in.batch, &so))) {
         hs_inputs_free(&j.in);
         return rc;
     }
@@ -317,7 +270,7 @@ static int cmd_prune(int argc, char **argv)
     const long long run_id = hs_run_id(j.run);
     int status = cli_finish(&j, rc);
     if (!status)
-        print_prune(&r, json, db, run_id, so.out, so.structural);
+        hs_print_prune(stdout, &(hs_summary){ run_id, db, 0, json }, &r, so.out, so.structural);
     hs_prune_result_free(&r);
     return status;
 }

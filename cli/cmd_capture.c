@@ -12,25 +12,6 @@
 #include "study.h"
 #include "tokens.h"
 
-static void print_capture(const hs_capture_opts *o, const hs_capture_result *r, const char *db,
-                          long long run_id, int json)
-{
-    struct stat sb;
-    const uint64_t bytes = r->bytes ? r->bytes : stat(o->out, &sb) ? 0 : (uint64_t)sb.st_size;
-    if (json) {
-        printf("{\"out\":");
-        hs_json_string(stdout, o->out);
-        if (db)
-            printf(",\"run_id\":%lld", run_id);
-        printf(",\"sequences\":%zu,\"seconds\":%.3f,\"bytes\":%llu}\n", r->sequences,
-               r->seconds, (unsigned long long)bytes);
-    } else {
-        printf("captured %zu sequences into %s (%.1f MB, %.2f s)\n", r->sequences, o->out,
-               bytes / 1e6, r->seconds);
-        if (db)
-            printf("run %lld recorded in %s\n", run_id, db);
-    }
-}
 
 /* Reads the data (and the tokenizer that applies), opens the run, captures
  * and records the file; frees m. The exit status. */
@@ -66,7 +47,7 @@ static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, co
     const long long id = hs_run_id(j.run);
     if ((rc = cli_finish(&j, rc)))
         return rc;
-    print_capture(&co, &r, db, id, json);
+    hs_print_capture(stdout, &(hs_summary){ id, db, 0, json }, &co, &r);
     return 0;
 }
 

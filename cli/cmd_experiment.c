@@ -30,30 +30,6 @@ static void hc_run(void *ctx, int heads, int seed, double val_loss)
                 h->bar.enabled ? "\r\033[K" : "", heads, seed, val_loss);
 }
 
-static void print_experiment(const hs_headcount_result *r, const hs_headcount_opts *o,
-                             long long run_id, int json)
-{
-    if (json) {
-        printf("{\"run_id\":%lld,\"results\":[", run_id);
-        for (int i = 0; i < o->n_heads; i++) {
-            printf("%s{\"heads\":%d,\"val_loss\":", i ? "," : "", o->heads[i]);
-            hs_json_number(stdout, r->mean[i], 6);
-            printf(",\"std\":"), hs_json_number(stdout, r->sd[i], 6);
-            printf(",\"forward_ms\":"), hs_json_number(stdout, r->ms[i], 4), printf("}");
-        }
-        printf("]}\n");
-        return;
-    }
-    printf("run %lld: %d head counts x %d seeds, %ld steps each (shared initial weights per "
-           "seed)\n  heads  val loss (mean ± std over seeds)  forward ms\n", run_id, o->n_heads,
-           o->n_seeds, o->steps);
-    for (int i = 0; i < o->n_heads; i++)
-        printf("  %5d  %.4f ± %.4f                   %.3f\n", o->heads[i], r->mean[i], r->sd[i],
-               r->ms[i]);
-    printf("These are losses of this architecture, data, budget and learning rate; a\n"
-           "difference smaller than the spread across seeds shows nothing, and no ordering\n"
-           "of head counts carries over to other settings.\n");
-}
 
 /* --preset P with its KEY=VALUE overrides, the head counts and seeds: 0 or
  * the usage error's exit status. */
@@ -165,7 +141,7 @@ static int cmd_experiment(int argc, char **argv)
     if (val)
         hs_tokens_free(&vt);
     if (!rc)
-        print_experiment(&r, &ho, id, json);
+        hs_print_headcount(stdout, &(hs_summary){ .run_id = id, .json = json }, &r, &ho);
     hs_headcount_result_free(&r);
     return rc ? EXIT_FAILURE_RUN : 0;
 }

@@ -9,29 +9,6 @@
 
 int experiment_gqa(int argc, char **argv);
 
-static void print_gqa(const hs_gqa_result *r, const hs_gqa_opts *o, long long run_id, int json)
-{
-    if (json) {
-        printf("{\"run_id\":%lld,\"uptrain_steps\":%ld,\"results\":[", run_id, r->uptrain_steps);
-        for (int i = 0; i < r->table.n; i++) {
-            printf("%s{\"metric\":", i ? "," : ""), hs_json_string(stdout, r->table.rows[i].metric);
-            printf(",\"val_loss\":"), hs_json_number(stdout, r->loss[i], 6);
-            printf(",\"stderr\":"), hs_json_number(stdout, r->se[i], 6), printf("}");
-        }
-        printf("]}\n");
-        return;
-    }
-    printf("run %lld: MHA -> GQA by mean-pooled key/value heads, uptrained %ld steps (%.1f%% of "
-           "%ld)\n  key/value heads  val loss after conversion  after uptraining\n",
-           run_id, r->uptrain_steps, 100 * o->fraction, o->original_steps);
-    printf("  %6d (MHA)     %.4f ± %.4f            %.4f ± %.4f\n", o->mha->cfg.n_kv_head[0],
-           r->loss[0], r->se[0], r->loss[1], r->se[1]);
-    for (int i = 0; i < o->n_kv; i++)
-        printf("  %6d           %.4f ± %.4f            %.4f ± %.4f\n", o->kv[i], r->loss[2 + 2 * i],
-               r->se[2 + 2 * i], r->loss[3 + 2 * i], r->se[3 + 2 * i]);
-    printf("(mean ± stderr over validation sequences; one model, one uptraining each; the MHA\n"
-           "row's second column is the MHA model trained the same extra steps, the control)\n");
-}
 
 /* Loads the model and data and checks the options: 0, or the exit status. */
 static int gqa_setup(hs_gqa_opts *go, hs_model *m, hs_tokens *all, hs_tokens *vt, hs_tokens *train,
@@ -113,7 +90,7 @@ int experiment_gqa(int argc, char **argv)
     if (hs_run_close(run, rc, NULL) && !rc)
         rc = run_error("experiment");
     if (!rc)
-        print_gqa(&r, &go, id, json);
+        hs_print_gqa(stdout, &(hs_summary){ .run_id = id, .json = json }, &r, &go);
     hs_gqa_result_free(&r);
     hs_tokens_free(&all);
     if (val)

@@ -27,32 +27,6 @@ static void win_run(void *ctx, const char *arm, int seed, double val_loss)
                 arm, seed, val_loss);
 }
 
-static void print_windows(const hs_windows_result *r, const hs_windows_opts *o,
-                          long long run_id, int json)
-{
-    if (json) {
-        printf("{\"run_id\":%lld,\"window\":%d,\"results\":[", run_id, r->window);
-        for (int a = 0; a < HS_WINDOWS_ARMS; a++) {
-            printf("%s{\"arm\":\"%s\",\"val_loss\":", a ? "," : "", HS_WINDOWS_ARM[a]);
-            hs_json_number(stdout, r->mean[a], 6);
-            printf(",\"stderr\":"), hs_json_number(stdout, r->se[a], 6);
-            printf(",\"kv_bytes_per_token\":"), hs_json_fixed(stdout, r->kv_bytes[a], 1);
-            printf(",\"forward_ms\":"), hs_json_number(stdout, r->ms[a], 4), printf("}");
-        }
-        printf("]}\n");
-        return;
-    }
-    printf("run %lld: heads all global / half local / all local (W = %d), %d seeds x %ld steps "
-           "each, T = %d\n  heads   val loss (mean ± stderr over seeds)  kv bytes/token  "
-           "forward ms\n", run_id, r->window, o->n_seeds, o->steps, o->seq_len);
-    for (int a = 0; a < HS_WINDOWS_ARMS; a++)
-        printf("  %-6s  %.4f ± %.4f                     %10.0f  %10.3f\n", HS_WINDOWS_ARM[a],
-               r->mean[a], r->se[a], r->kv_bytes[a], r->ms[a]);
-    printf("Same heads, shared initial weights per seed, same data and steps. kv bytes: %d-byte\n"
-           "values at T = %d, each key/value head keeping min(T, W) positions when all its query\n"
-           "heads are local. A difference smaller than a few stderrs shows nothing.\n",
-           (int)sizeof(hs_real), o->seq_len);
-}
 
 /* The preset and overrides, seeds and sizes: 0 or the usage error's status. */
 static int windows_setup(hs_windows_opts *wo, const char *preset, const char **over, int nover,
@@ -145,7 +119,7 @@ int experiment_windows(int argc, char **argv)
     rc = windows_run(&wo, &r, &run_id, &src, &vsrc, db, json, o, (int)(sizeof o / sizeof o[0]),
                      argc, argv);
     if (!rc)
-        print_windows(&r, &wo, run_id, json);
+        hs_print_windows(stdout, &(hs_summary){ .run_id = run_id, .json = json }, &r, &wo);
     hs_windows_result_free(&r);
     return rc;
 }

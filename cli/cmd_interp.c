@@ -45,25 +45,6 @@ static hs_study_io interp_io(interp *c, phase_bars *bars)
 
 /* ---- dla ---------------------------------------------------------------------------- */
 
-static void print_dla(const hs_dla_result *r, const interp *c, long long run_id)
-{
-    const hs_metric_row *ld = hs_head_table_find(&r->table, -1, -1, HS_METRIC(LOGIT_DIFF_CLEAN));
-    if (c->json) {
-        printf("{\"run_id\":%lld,\"prompts\":%d,\"logit_diff_clean\":", run_id, r->parts.n);
-        hs_json_number(stdout, ld->value, 8);
-        printf(",\"logit_diff_stderr\":"), hs_json_number(stdout, ld->stderr_value, 6);
-        printf(",\"top\":{\"layer\":%d,\"head\":%d,\"dla\":", r->top_layer, r->top_head);
-        hs_json_number(stdout, r->top, 8);
-        printf("},\"sum_gap_max\":"), hs_json_number(stdout, r->max_gap, 3);
-        printf(",\"rows\":%d}\n", r->table.n);
-        return;
-    }
-    printf("run %lld: direct logit attribution of %d prompt%s in %s; clean logit difference "
-           "%.4f ± %.4f; largest head toward the answer: layer %d head %d (%+.4f); the parts "
-           "sum to the logit difference within %.1e (relative)\n",
-           run_id, r->parts.n, r->parts.n == 1 ? "" : "s", c->db, ld->value,
-           ld->stderr_value, r->top_layer, r->top_head, r->top, r->max_gap);
-}
 
 static int cmd_dla(int argc, char **argv)
 {
@@ -95,45 +76,13 @@ static int cmd_dla(int argc, char **argv)
         rc = hs_run_rows(c.j.run, &r.table, NULL, 0);
     const long long id = hs_run_id(c.j.run);
     if (!(rc = cli_finish(&c.j, rc)))
-        print_dla(&r, &c, id);
+        hs_print_dla(stdout, &(hs_summary){ id, c.db, 0, c.json }, &r);
     hs_dla_result_free(&r);
     return rc;
 }
 
 /* ---- logit-lens ----------------------------------------------------------------------- */
 
-static void print_lens(const hs_lens_result *r, const interp *c, long long run_id)
-{
-    const int prompts = r->lens.logit_diff != NULL;
-    if (c->json)
-        printf("{\"run_id\":%lld,\"%s\":%ld,\"layers\":[", run_id,
-               prompts ? "prompts" : "sequences", r->lens.n);
-    else
-        printf("run %lld: logit lens over %ld %s in %s\n%-8s %s\n", run_id, r->lens.n,
-               prompts ? "prompts" : "sequences", c->db, "layer",
-               prompts ? "loss (-log p answer)    logit difference" : "loss (nats)");
-    for (int e = 0; e <= r->lens.n_layer; e++) {
-        const hs_metric_row *l = hs_head_table_find(&r->table, e, -1, HS_METRIC(LOGIT_LENS_LOSS));
-        const hs_metric_row *d = hs_head_table_find(&r->table, e, -1, HS_METRIC(LOGIT_LENS_LOGIT_DIFF));
-        if (c->json) {
-            printf("%s{\"layer\":%d,\"loss\":", e ? "," : "", e);
-            hs_json_number(stdout, l->value, 8);
-            printf(",\"loss_stderr\":"), hs_json_number(stdout, l->stderr_value, 6);
-            if (d)
-                printf(",\"logit_diff\":"), hs_json_number(stdout, d->value, 8);
-            printf("}");
-            continue;
-        }
-        char name[32];
-        snprintf(name, sizeof name, e < r->lens.n_layer ? "%d" : "%d final", e);
-        printf("%-8s %8.4f ± %-9.4f", name, l->value, l->stderr_value);
-        if (d)
-            printf("  %8.4f ± %.4f", d->value, d->stderr_value);
-        printf("\n");
-    }
-    if (c->json)
-        printf("]}\n");
-}
 
 static int cmd_logit_lens(int argc, char **argv)
 {
@@ -173,43 +122,13 @@ static int cmd_logit_lens(int argc, char **argv)
         rc = hs_run_rows(c.j.run, &r.table, NULL, 0);
     const long long id = hs_run_id(c.j.run);
     if (!(rc = cli_finish(&c.j, rc)))
-        print_lens(&r, &c, id);
+        hs_print_lens(stdout, &(hs_summary){ id, c.db, 0, c.json }, &r);
     hs_lens_result_free(&r);
     return rc;
 }
 
 /* ---- composition ---------------------------------------------------------------------- */
 
-static void print_composition(const hs_composition_result *r, const interp *c, int control,
-                              long long run_id)
-{
-    static const char *const kind[3] = { "q", "k", "v" };
-    if (c->json)
-        printf("{\"run_id\":%lld,\"pairs\":%d", run_id, r->n_pairs / (control ? 6 : 3));
-    else
-        printf("run %lld: Q/K/V composition of %d head pairs in %s%s\n", run_id,
-               r->n_pairs / (control ? 6 : 3), c->db,
-               control ? " (and of a random-init control)" : "");
-    for (int k = 0; k < 3; k++) {
-        const int *b = r->best[k];
-        if (c->json) {
-            printf(",\"%s\":{\"best\":{\"layer_a\":%d,\"head_a\":%d,\"layer_b\":%d,\"head_b\":%d,"
-                   "\"value\":", kind[k], b[0], b[1], b[2], b[3]);
-            hs_json_number(stdout, r->best_value[k], 6);
-            printf("},\"mean\":"), hs_json_number(stdout, r->mean[k], 6);
-            printf(",\"control_mean\":"), hs_json_number(stdout, r->control_mean[k], 6);
-            printf("}");
-        } else {
-            printf("%s-composition: highest L%dH%d -> L%dH%d %.3f; mean %.3f", kind[k], b[0],
-                   b[1], b[2], b[3], r->best_value[k], r->mean[k]);
-            if (control)
-                printf(" (control %.3f)", r->control_mean[k]);
-            printf("\n");
-        }
-    }
-    if (c->json)
-        printf("}\n");
-}
 
 static int cmd_composition(int argc, char **argv)
 {
@@ -241,7 +160,7 @@ static int cmd_composition(int argc, char **argv)
         rc = hs_composition_record(hs_run_index(c.j.run), hs_run_id(c.j.run), &r);
     const long long id = hs_run_id(c.j.run);
     if (!(rc = cli_finish(&c.j, rc)))
-        print_composition(&r, &c, !no_control, id);
+        hs_print_composition(stdout, &(hs_summary){ id, c.db, 0, c.json }, &r, !no_control);
     hs_composition_result_free(&r);
     return rc;
 }
@@ -269,7 +188,9 @@ HS_COMMAND(cmd_dla_record) = {
         "layer's MLP (head -1); model-wide dla_embed, dla_pos_embed, dla_attn_bias,\n"
         "dla_final_norm_bias, dla_lm_head_bias (those the model has); logit_diff_clean.\n"
         "Means over prompts with standard errors; the parts sum to logit_diff_clean.\n"
-        "Post-norm models are refused (no additive residual stream).\n\n"
+        "Refused: post-norm models, and gemma2, gemma3_text, olmo2, whose sublayer\n"
+        "outputs are normed before they are added (no additive residual stream).\n"
+        "With a final soft-cap the pre-cap LD is attributed (and is logit_diff_clean).\n\n"
         "example: headscope dla --model runs/tiny --prompts ioi.jsonl --db runs.db\n",
     .run = cmd_dla,
 };

@@ -44,38 +44,52 @@ static int exists(const char *path)
     return stat(path, &sb) == 0;
 }
 
+/* tokens --in reads any stream (tokens --in /dev/stdin from a pipe), up to
+ * this many bytes: its size is not known before, and an endless one
+ * (/dev/zero) would fill the memory (4 bytes of ids a byte of text). */
+#define TOKENS_STREAM_CAP ((size_t)256 << 20)
+
 /* The bytes of file `in` as tokens (malloc'd): 0, or the exit status with
  * the error printed. */
 static int read_bytes(const char *in, int32_t **out, size_t *count)
 {
     /* any file, a pipe included (tokens --in /dev/stdin): it is read once,
-     * as a stream */
+     * as a stream, up to TOKENS_STREAM_CAP bytes */
     FILE *f = fopen(in, "rb");
     if (!f) {
         fprintf(stderr, "headscope: tokens: %s: cannot open: %s\n", in, strerror(errno));
         return EXIT_FAILURE_RUN;
     }
-    size_t cap = 1 << 20, n = 0;
-    int32_t *tok = malloc(sizeof(int32_t) * cap);
-    int ch;
-    while (tok && (ch = fgetc(f)) != EOF) {
-        if (n == cap) {
-            int32_t *grown = realloc(tok, sizeof(int32_t) * (cap *= 2));
-            if (!grown)
-                free(tok);
-            tok = grown;
-            if (!tok)
-                break;
+    size_t cap = 1 << 20, n = 0, got;
+    unsigned char *text = malloc(cap), chunk[1 << 16];
+    int too_long = 0;
+    while (text && !too_long && (got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (n + got > TOKENS_STREAM_CAP) {
+            too_long = 1;
+            break;
         }
-        tok[n++] = ch;
+        if (n + got > cap) {
+            unsigned char *grown = realloc(text, cap *= 2);
+            if (!grown)
+                free(text);
+            text = grown;
+        }
+        if (text)
+            memcpy(text + n, chunk, got), n += got;
     }
     int read_error = ferror(f);
     fclose(f);
-    if (!tok || read_error) {
-        free(tok);
-        fprintf(stderr, "headscope: tokens: %s: %s\n", in, tok ? "read failed" : "out of memory");
+    int32_t *tok = text && !too_long && !read_error ? malloc(sizeof(int32_t) * (n ? n : 1)) : NULL;
+    for (size_t i = 0; tok && i < n; i++)
+        tok[i] = text[i];
+    if (!tok) {
+        fprintf(stderr, "headscope: tokens: %s: %s\n", in,
+                too_long ? "more than 256 MiB of text (write a stream to a file to read more)"
+                : read_error ? "read failed" : "out of memory");
+        free(text);
         return EXIT_FAILURE_RUN;
     }
+    free(text);
     *out = tok, *count = n;
     return 0;
 }
@@ -90,7 +104,7 @@ static int read_tokenized(const char *in, const char *path, int special, int32_t
     if (hs_tokenizer_open(&tok, path))
         return run_error("tokens");
     *vocab = hs_tokenizer_vocab_size(tok);
-    int rc = hs_tokenizer_encode_file(tok, in, special, out, count);
+    int rc = hs_tokenizer_encode_file(tok, in, TOKENS_STREAM_CAP, special, out, count);
     hs_tokenizer_free(tok);
     return rc ? run_error("tokens") : 0;
 }
@@ -273,10 +287,6 @@ static int train_data(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const 
     const char *data = hs_source_path(src), *val = hs_source_path(vsrc);
     if (hs_source_load(NULL, tok, src, init, m->cfg.vocab_size))
         return HS_EIO;
-    for (size_t i = 0; i < tok->n; i++)
-        if (tok->tok[i] >= m->cfg.vocab_size)
-            return hs_fail(HS_EINVAL, "%s: token %d at %zu is outside the model's vocabulary of "
-                           "%d", data, tok->tok[i], i, m->cfg.vocab_size);
     if (val && hs_source_load(NULL, vtok, vsrc, init, m->cfg.vocab_size))
         return HS_EIO;
     const char *too_short = !hs_batch_count(tok, B, T)              ? data
@@ -287,24 +297,6 @@ static int train_data(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const 
     return hs_mkdirs(out);
 }
 
-static void print_train(const hs_train_result *r, const hs_train_opts *to, const char *out,
-                        const char *db, long long run_id, int json)
-{
-    const double tps = to->steps * (double)to->B * to->T / r->seconds;
-    if (json) {
-        printf("{\"out\":");
-        hs_json_string(stdout, out);
-        printf(",\"steps\":%ld,\"final_loss\":", to->steps);
-        hs_json_number(stdout, r->final_loss, 9);
-        printf(",\"tokens_per_s\":"), hs_json_fixed(stdout, tps, 1);
-        if (db)
-            printf(",\"run_id\":%lld", run_id);
-        printf("}\n");
-    } else {
-        printf("trained %ld steps (%.0f tokens/s), final loss %.4f; saved %s\n", to->steps, tps,
-               r->final_loss, out);
-    }
-}
 
 /* Runs the study into the run and reports its end: the exit status. */
 static int train_run(hs_model *m, const hs_tokens *tok, hs_train_study_opts *so, hs_run *run,
@@ -336,7 +328,7 @@ static int train_run(hs_model *m, const hs_tokens *tok, hs_train_study_opts *so,
     if (r.curve_failed)
         fprintf(stderr, "headscope: train: warning: some curve points were not recorded in %s\n",
                 db);
-    print_train(&r, &so->train, so->out, db, run_id, json);
+    hs_print_train(stdout, &(hs_summary){ run_id, db, 0, json }, &r, &so->train, so->out);
     return 0;
 }
 

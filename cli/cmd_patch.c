@@ -35,59 +35,7 @@ static int causal_usage(causal *a)
     return usage_error(cli_current->name, "%s", hs_last_error());
 }
 
-/* Every head row (JSON: "heads"), and the largest of each metric (text). */
-static void print_heads(const hs_head_table *t, int json)
-{
-    if (json)
-        printf(",\"heads\":[");
-    for (int i = 0, first = 1; i < t->n; i++) {
-        const hs_metric_row *r = &t->rows[i];
-        if (json) {
-            printf("%s{\"layer\":%d,\"head\":%d,\"metric\":", first ? "" : ",", r->layer, r->head);
-            hs_json_string(stdout, r->metric);
-            printf(",\"value\":"), hs_json_number(stdout, r->value, 9);
-            printf(",\"stderr\":"), hs_json_number(stdout, r->stderr_value, 9);
-            printf(",\"n\":%lld}", r->n);
-            first = 0;
-            continue;
-        }
-        int best = 1;
-        for (int j = 0; j < t->n; j++)
-            if (!strcmp(t->rows[j].metric, r->metric) && t->rows[j].value > r->value)
-                best = 0;
-        if (best && r->layer >= 0)
-            printf("  largest %-14s %+.4f (stderr %.4f) at layer %d head %d\n", r->metric, r->value,
-                   r->stderr_value, r->layer, r->head);
-    }
-    if (json)
-        printf("]");
-}
 
-static void print_patch(const causal *a, const hs_patch_result *r, double secs, long long id)
-{
-    if (!a->json) {
-        printf("run %lld: %ld prompts, logit difference clean %.4f, corrupt %.4f; patching "
-               "recorded in %s (%.1f s)\n", id, r->n, r->ld_clean, r->ld_corrupt, a->db,
-               secs);
-        print_heads(&r->heads, 0);
-        return;
-    }
-    printf("{\"run_id\":%lld,\"prompts\":%ld,\"logit_diff_clean\":", id, r->n);
-    hs_json_number(stdout, r->ld_clean, 9);
-    printf(",\"logit_diff_corrupt\":"), hs_json_number(stdout, r->ld_corrupt, 9);
-    printf(",\"seconds\":"), hs_json_fixed(stdout, secs, 3);
-    print_heads(&r->heads, 1);
-    printf(",\"positions\":[");
-    for (int i = 0; i < r->n_pos; i++) {
-        const hs_position_row *p = &r->pos[i];
-        printf("%s{\"layer\":%d,\"position\":%d,\"metric\":\"%s\",\"value\":", i ? "," : "",
-               p->layer, p->position, p->metric);
-        hs_json_number(stdout, p->value, 9);
-        printf(",\"stderr\":"), hs_json_number(stdout, p->stderr_value, 9);
-        printf(",\"n\":%lld}", p->n);
-    }
-    printf("]}\n");
-}
 
 #define CAUSAL_OPTS(a)                                                                        \
     OPT_MODEL(&(a).model),                                                                    \
@@ -133,7 +81,7 @@ static int cmd_patch(int argc, char **argv)
     const long long id = hs_run_id(a.j.run);
     int status = cli_finish(&a.j, rc);
     if (!status)
-        print_patch(&a, &r, secs, id);
+        hs_print_patch(stdout, &(hs_summary){ id, a.db, secs, a.json }, &r);
     hs_patch_result_free(&r);
     return status;
 }
@@ -178,15 +126,8 @@ static int cmd_path_patch(int argc, char **argv)
     double secs = hs_now() - t0;
     const long long id = hs_run_id(a.j.run);
     int status = cli_finish(&a.j, rc);
-    if (!status && a.json) {
-        printf("{\"run_id\":%lld,\"seconds\":", id), hs_json_fixed(stdout, secs, 3);
-        print_heads(&t, 1);
-        printf("}\n");
-    } else if (!status) {
-        printf("run %lld: path patching of %d sender(s) recorded in %s (%.1f s)\n", id,
-               po.n_senders, a.db, secs);
-        print_heads(&t, 0);
-    }
+    if (!status)
+        hs_print_path_patch(stdout, &(hs_summary){ id, a.db, secs, a.json }, &t, po.n_senders);
     hs_head_table_free(&t);
     free(sender), free(recv);
     return status;

@@ -10,46 +10,6 @@
 
 /* ---- induction ------------------------------------------------------------------ */
 
-static void print_induction(const hs_induction_result *r, const hs_induction_opts *o,
-                            long long run_id, const char *db, int json)
-{
-    const hs_causal_check *cc = &r->causal;
-    if (json) {
-        printf("{\"run_id\":%lld,\"samples\":%d,\"seq_len\":%d,\"top_induction\":{\"layer\":%d,"
-               "\"head\":%d,\"value\":", run_id, o->samples, o->seq_len, r->best_layer,
-               r->best_head);
-        hs_json_number(stdout, r->best, 6);
-        printf(",\"control\":"), hs_json_number(stdout, r->best_control, 6);
-        printf("},\"causal\":{\"k\":%d,\"loss_delta_top_k\":", cc->k);
-        hs_json_number(stdout, cc->targeted, 6);
-        printf(",\"loss_delta_random_mean\":"), hs_json_number(stdout, cc->random_mean, 6);
-        printf(",\"loss_delta_random_std\":"), hs_json_number(stdout, cc->random_std, 6);
-        printf(",\"induction_heads_established\":%s}}\n", r->established ? "true" : "false");
-        return;
-    }
-    printf("run %lld: scores of every head on %d sequences r ++ r (|r| = %d) in %s; highest "
-           "induction: layer %d head %d, %.3f (random-init control %.3f)\n",
-           run_id, o->samples, o->seq_len, db, r->best_layer, r->best_head, r->best,
-           r->best_control);
-    const char *s = cc->k == 1 ? "" : "s";
-    printf("causal check: second-half loss %.4f; %+.4f with the top %d induction head%s off, "
-           "%+.4f ± %.4f with %d random other head%s off (%d draws)\n",
-           cc->clean, cc->targeted, cc->k, s, cc->random_mean, cc->random_std, cc->k, s,
-           o->random_draws);
-    if (r->established) {
-        printf("induction heads by score and causal check:");
-        for (int i = 0; i < cc->k; i++)
-            printf(" L%dH%d", cc->layer[i], cc->head[i]);
-        printf("\n");
-    } else if (cc->beats) {
-        printf("not established: the top heads' ablation hurts beyond the random draws' "
-               "spread, but their induction score is below --min-score %.2f or within two "
-               "standard errors of the random-init control's\n", o->min_score);
-    } else {
-        printf("not established: ablating the top heads does not hurt beyond the random "
-               "draws' spread\n");
-    }
-}
 
 static int cmd_induction(int argc, char **argv)
 {
@@ -113,7 +73,7 @@ static int cmd_induction(int argc, char **argv)
         rc = hs_run_rows(j.run, &r.table, &r.draws, 1);
     const long long run_id = hs_run_id(j.run);
     if (!(rc = cli_finish(&j, rc)))
-        print_induction(&r, &io, run_id, db, json);
+        hs_print_induction(stdout, &(hs_summary){ run_id, db, 0, json }, &r, &io);
     hs_induction_result_free(&r);
     return rc;
 }

@@ -52,7 +52,7 @@ static int cmd_tokenize(int argc, char **argv)
     opt o[] = {
         { "--tokenizer", OPT_STR, &path, 0, "PATH", "tokenizer.json, or a directory with it or with vocab.json + merges.txt", 0 },
         { "--text", OPT_STR, &text, 0, "S", "the text to encode", 0 },
-        { "--in", OPT_STR, &in, 0, "FILE", "encode this file's text (UTF-8) as one document", 0 },
+        { "--in", OPT_STR, &in, 0, "FILE", "encode this regular file's text (UTF-8, at most 1 GiB) as one document", 0 },
         { "--no-special", OPT_FLAG, &no_special, 0, NULL, "leave out the post-processor's special tokens (HF add_special_tokens=False)", 0 },
         OPT_JSON(&json),
     };
@@ -68,7 +68,8 @@ static int cmd_tokenize(int argc, char **argv)
         return run_error("tokenize");
     int32_t *ids = NULL;
     size_t n = 0;
-    rc = in ? hs_tokenizer_encode_file(tok, in, !no_special, &ids, &n)
+    /* --in is a regular file (a FIFO or a device is refused at once) */
+    rc = in ? hs_tokenizer_encode_file(tok, in, 0, !no_special, &ids, &n)
             : hs_tokenizer_encode(tok, text, strlen(text), !no_special, &ids, &n);
     if (!rc)
         rc = print_tokens(tok, ids, n, json);

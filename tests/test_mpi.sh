@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Scale-out under OpenMPI (SPEC §12): `mpirun -np 2` and `-np 3` record the
 # same rows as one process for ablate (3 kinds), importance, patterns,
-# induction and patch, and write the same map file for capture; a rank
+# induction and patch, and write the same map file for capture, on GPT-2 and
+# on the SPEC §14 families whose layers norm their sublayers' outputs
+# (gemma2 with its soft-caps and sliding layers, olmo2); a rank
 # killed with SIGKILL mid-ablate leaves the run failed and the index intact,
 # and --resume with one rank finishes it with the rows of an uninterrupted run.
 #
@@ -124,6 +126,52 @@ capture_same() {
         bad "capture of a selection: 3 ranks' file differs: $(tail -c 300 check.txt)"
 }
 
+# families3_data: f3.bin, a shard of ids below the fixtures' vocabulary of 32,
+# and f3.jsonl, prompts of ids
+families3_data() {
+    "$PY" - <<'PYEOF' || bad "could not write the shard and prompts" || return 1
+import json, random, struct
+r = random.Random(7)
+ids = [r.randrange(32) for _ in range(6 * 16 + 1)]
+with open("f3.bin", "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, len(ids), *([0] * 253)))
+    f.write(struct.pack("<%dH" % len(ids), *ids))
+with open("f3.jsonl", "w") as f:
+    for i in range(4):
+        clean = [r.randrange(32) for _ in range(8)]
+        corrupt = list(clean)
+        corrupt[1] = (clean[1] + 7) % 32
+        corrupt[6] = (clean[6] + 11) % 32
+        f.write(json.dumps({"clean_ids": clean, "corrupt_ids": corrupt,
+                            "answer_id": (3 * i + 1) % 32, "wrong_id": (5 * i + 2) % 32}) + "\n")
+PYEOF
+}
+
+families3_same() {
+    families3_data || return 1
+    local fam dir n
+    for fam in gemma2 olmo2; do
+        dir="$FIX/families3/$fam"
+        same_rows "$fam ablate" ablate --model "$dir" --data f3.bin --batch 2 --seq-len 8 \
+            --method zero,mean,resample || return 1
+        same_rows "$fam importance" importance --model "$dir" --data f3.bin --batch 2 --seq-len 8 ||
+            return 1
+        same_rows "$fam patterns" patterns --model "$dir" --data f3.bin --batch 2 --seq-len 8 \
+            --control || return 1
+        same_rows "$fam patch" patch --model "$dir" --prompts f3.jsonl \
+            --site z,pattern,resid_pre,attn_out,mlp_out --batch 2 --stack 3 || return 1
+    done
+    same_rows "gemma2 induction" induction --model "$FIX/families3/gemma2" --samples 6 --batch 2 \
+        --random-draws 3 || return 1
+    for n in 1 3; do
+        mpi $n capture --model "$FIX/families3/gemma2" --data f3.bin --batch 2 --seq-len 8 \
+            --out f$n.h5
+        expect_rc 0 "gemma2 capture on $n ranks" || return 1
+    done
+    "$PY" "$TESTS/check_maps_same.py" f1.h5 f3.h5 >check.txt 2>&1 ||
+        bad "gemma2 capture: 3 ranks' file differs: $(tail -c 300 check.txt)"
+}
+
 # a command that does not shard refuses to run on several ranks (each would
 # write the same outputs), and runs on one
 unsplit_refused() {
@@ -207,4 +255,4 @@ kill_rank_resume() {
         bad "resumed rows differ: $(diff <(rows k.db 1) <(rows ref.db 1) | head -4)"
 }
 
-run_checks ablate_same importance_same patterns_same induction_same patch_same capture_same unsplit_refused kill_rank_resume
+run_checks ablate_same importance_same patterns_same induction_same patch_same capture_same families3_same unsplit_refused kill_rank_resume

@@ -3,7 +3,8 @@
  * index and a map file made here (a capture of the gpt2_tiny fixture and
  * rows of every kind of run), each output complete and moved into place;
  * what each refuses (an unknown format, a kind the index has no rows of)
- * leaves nothing behind. The wording and scales of the figures are
+ * leaves nothing behind; the summaries commands print, as JSON a strict
+ * parser reads back and as text. The wording and scales of the figures are
  * test_figures.sh's; this suite is about the code paths. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,10 @@
 #include "run.h"
 #include "runner.h"
 #include "study.h"
+#include "summary.h"
 #include "viewer.h"
+
+#include <cjson/cJSON.h>
 
 #define GPT2 HS_FIXTURE_DIR "/models/gpt2_tiny"
 
@@ -244,12 +248,88 @@ static void test_report_and_viewer_of_every_section(void)
     teardown();
 }
 
+/* The summary `print` writes of s and what, as one string (malloc'd). */
+#define SUMMARY(out, print, ...)                                                               \
+    do {                                                                                       \
+        size_t len_;                                                                           \
+        FILE *f_ = open_memstream(&(out), &len_);                                              \
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f_);                                                      \
+        print(f_, __VA_ARGS__);                                                                \
+        fclose(f_);                                                                            \
+    } while (0)
+
+/* The JSON summary parsed (strictly: one object, nothing after it). */
+static cJSON *parsed(char *text)
+{
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithOpts(text, &end, 1);
+    if (!j)
+        printf("\n    not JSON: %s", text);
+    CU_ASSERT_PTR_NOT_NULL(j);
+    free(text);
+    return j;
+}
+
+static double number_at(const cJSON *j, const char *a, const char *b)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, a);
+    if (b)
+        x = cJSON_GetObjectItemCaseSensitive(x, b);
+    return cJSON_IsNumber(x) ? x->valuedouble : -1e300;
+}
+
+static void test_summaries_are_json_and_text(void)
+{
+    hs_summary js = { 7, "runs.db", 1.5, 1 }, tx = { 7, "runs.db", 1.5, 0 };
+    char *out;
+    hs_ablate_result ab = { .clean_loss = 2.25, .worst_delta = { 0.5 },
+                            .worst_layer = { 1, -1, -1 }, .worst_head = { 0 } };
+    SUMMARY(out, hs_print_ablate, &js, &ab);
+    cJSON *j = parsed(out);
+    CU_ASSERT_EQUAL(number_at(j, "run_id", NULL), 7);
+    CU_ASSERT_EQUAL(number_at(j, "clean_loss", NULL), 2.25);
+    CU_ASSERT_EQUAL(number_at(j, "max_loss_delta_zero", "layer"), 1);
+    CU_ASSERT_PTR_NULL(cJSON_GetObjectItem(j, "max_loss_delta_mean"));
+    cJSON_Delete(j);
+    SUMMARY(out, hs_print_ablate, &tx, &ab);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "run 7: clean loss 2.2500"));
+    free(out);
+
+    hs_curve_point pts[2] = { { 0, 0, 3.0 }, { 1, 0.5, 3.5 } };
+    hs_prune_result pr = { .curve = { .points = pts, .n = 2 }, .n_pruned = 2, .heads = 4,
+                           .ms = { 2, 1 } };
+    SUMMARY(out, hs_print_prune, &js, &pr, "out/dir \"q\"", 1);
+    j = parsed(out);
+    CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(j, "curve")), 2);
+    CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(j, "out")->valuestring, "out/dir \"q\"");
+    CU_ASSERT_EQUAL(number_at(j, "forward_ms_pruned", NULL), 1);
+    cJSON_Delete(j);
+
+    hs_patch_result pa = { .ld_clean = 3, .ld_corrupt = -1, .n = 5 };
+    CU_ASSERT_EQUAL(hs_head_table_add(&pa.heads, 0, 1, HS_METRIC(PATCH_Z), 0.75, 0.1, 5), HS_OK);
+    hs_position_row pos = { 1, 2, HS_METRIC(PATCH_RESID_PRE), 0.5, 0.05, 5 };
+    pa.pos = &pos, pa.n_pos = 1;
+    SUMMARY(out, hs_print_patch, &js, &pa);
+    j = parsed(out);
+    CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(j, "heads")), 1);
+    CU_ASSERT_EQUAL(number_at(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "positions"), 0),
+                              "position", NULL), 2);
+    cJSON_Delete(j);
+    SUMMARY(out, hs_print_patch, &tx, &pa);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "at layer 0 head 1"));
+    free(out);
+    SUMMARY(out, hs_print_path_patch, &js, &pa.heads, 1);
+    cJSON_Delete(parsed(out));
+    hs_head_table_free(&pa.heads);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
         { "test_every_kind_of_figure_is_drawn", test_every_kind_of_figure_is_drawn },
         { "test_refused_figures_leave_nothing", test_refused_figures_leave_nothing },
         { "test_report_and_viewer_of_every_section", test_report_and_viewer_of_every_section },
+        { "test_summaries_are_json_and_text", test_summaries_are_json_and_text },
     };
     return hs_run_tests("render", tests, HS_NTESTS(tests));
 }

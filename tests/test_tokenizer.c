@@ -12,13 +12,16 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
 
 #include "runner.h"
+#include "tok_internal.h" /* tk_regex_each, against PCRE2 on the whole text */
 #include "tokenizer.h"
 
 /* where scripts/setup installs the packages, and this file's folder */
@@ -195,14 +198,15 @@ static void test_byte_fallback_unknown_and_added_tokens(void)
         "'byte_fallback':true,'unk_token':'<unk>'},'decoder':{'type':'Sequence','decoders':["
         "{'type':'ByteFallback'},{'type':'Fuse'}]},"
         "'added_tokens':[{'id':4,'content':'<x>','special':true,'lstrip':true,'rstrip':false},"
-        "{'id':5,'content':'<x>y','special':false}],"
+        "{'id':5,'content':'<x>y','special':false,'normalized':false}],"
         "'post_processor':{'type':'TemplateProcessing','single':[{'SpecialToken':{'id':'<x>',"
         "'type_id':0}},{'Sequence':{'id':'A','type_id':0}}],'special_tokens':{'<x>':{'id':'<x>',"
         "'ids':[4],'tokens':['<x>']}}}}");
     CU_ASSERT_STRING_EQUAL(ids_of(t, "a\xc3\xa9" "a", 0), "1 2 3 1"); /* é as its bytes */
     CU_ASSERT_STRING_EQUAL(ids_of(t, "a\xc3\xa9", 1), "4 1 2 3");
     CU_ASSERT_STRING_EQUAL(ids_of(t, "\xe2\x82\xac", 0), "0");  /* no byte tokens: unknown */
-    CU_ASSERT_STRING_EQUAL(ids_of(t, "a  <x>a<x>y", 0), "1 4 1 5"); /* lstrip; longest */
+    /* lstrip; the longest of one pass (both not normalized) */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "a  <x>a<x>y", 0), "1 4 1 5");
     int32_t ids[] = { 1, 2, 3, 4, 1 };
     char *s = hs_tokenizer_decode(t, ids, 5, 1);
     CU_ASSERT_STRING_EQUAL(s, "a\xc3\xa9" "a");
@@ -273,6 +277,423 @@ static void test_errors_name_the_file_and_field(void)
     CU_ASSERT_EQUAL(n, 0);
     free(ids);
     hs_tokenizer_free(t);
+}
+
+/* ---- hostile files ---- */
+
+/* writes n bytes to tmpdir/name as they are and returns the path */
+static const char *write_bytes(const char *name, const void *p, size_t n)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(fwrite(p, 1, n, f), n);
+    fclose(f);
+    return path;
+}
+
+/* n bytes of c (malloc'd, NUL-terminated) */
+static char *repeat(char c, size_t n)
+{
+    char *s = malloc(n + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    memset(s, c, n);
+    s[n] = 0;
+    return s;
+}
+
+/* The outcome of opening path and encoding n bytes of text in a child
+ * process that SIGALRM kills after secs seconds: "ids N: the first ...",
+ * "open error: MESSAGE", "encode error: MESSAGE", or "hung or crashed
+ * (signal S)". A regression to a hang fails the test instead of hanging
+ * the suite. */
+static const char *bounded_encode(const char *path, const char *text, size_t n, unsigned secs)
+{
+    static char out[4096];
+    int fd[2];
+    CU_ASSERT_FATAL(pipe(fd) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (!pid) {
+        close(fd[0]);
+        alarm(secs);
+        char msg[sizeof out];
+        hs_tokenizer *t = NULL;
+        int32_t *ids = NULL;
+        size_t nid = 0;
+        if (hs_tokenizer_open(&t, path))
+            snprintf(msg, sizeof msg, "open error: %s", hs_last_error());
+        else if (hs_tokenizer_encode(t, text, n, 0, &ids, &nid))
+            snprintf(msg, sizeof msg, "encode error: %s", hs_last_error());
+        else {
+            size_t k = (size_t)snprintf(msg, sizeof msg, "ids %zu:", nid);
+            for (size_t i = 0; i < nid && i < 32 && k < sizeof msg - 16; i++)
+                k += (size_t)snprintf(msg + k, sizeof msg - k, " %d", (int)ids[i]);
+        }
+        free(ids);
+        hs_tokenizer_free(t);
+        ssize_t w = write(fd[1], msg, strlen(msg));
+        _exit(w < 0);
+    }
+    close(fd[1]);
+    size_t k = 0;
+    ssize_t r;
+    while (k < sizeof out - 1 && (r = read(fd[0], out + k, sizeof out - 1 - k)) > 0)
+        k += (size_t)r;
+    out[k] = 0;
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (WIFSIGNALED(st))
+        snprintf(out, sizeof out, "hung or crashed (signal %d)", WTERMSIG(st));
+    return out;
+}
+
+/* 1 when got holds needle (else it is printed) */
+static int says(const char *got, const char *needle)
+{
+    if (strstr(got, needle))
+        return 1;
+    fprintf(stderr, "\n  got \"%.300s\", expected it to hold \"%s\"\n", got, needle);
+    return 0;
+}
+
+#define AB_MODEL "'model':{'type':'BPE','vocab':{'a':0,'b':1,'-':2,'!':3,'x':4},'merges':[]}"
+
+/* Metaspace's replacement and Strip's content are one character, as HF's
+ * char fields: an empty replacement made the split loop advance by zero
+ * bytes, an endless loop on any text */
+static void test_metaspace_and_strip_take_one_character(void)
+{
+    const char *meta = write_json("meta.json", "{'pre_tokenizer':{'type':'Metaspace','replacement':"
+                                  "'','prepend_scheme':'always','split':true}," AB_MODEL "}");
+    CU_ASSERT(says(bounded_encode(meta, "a b", 3, 10),
+                   "open error: ") && says(bounded_encode(meta, "a b", 3, 10),
+                   "pre_tokenizer.replacement: one character expected"));
+    expect_refusal("{'pre_tokenizer':{'type':'Metaspace','replacement':'ab'}," AB_MODEL "}",
+                   HS_EFORMAT, "pre_tokenizer.replacement: one character expected");
+    expect_refusal("{'decoder':{'type':'Metaspace','replacement':''}," AB_MODEL "}", HS_EFORMAT,
+                   "decoder.replacement: one character expected");
+    /* Strip with an empty content stripped nothing up to a million times a token */
+    expect_refusal("{'decoder':{'type':'Strip','content':'','start':1000000,'stop':0}," AB_MODEL
+                   "}", HS_EFORMAT, "decoder.content: one character expected");
+    expect_refusal("{'decoder':{'type':'Replace','pattern':{'String':''},'content':'x'},"
+                   AB_MODEL "}", HS_EFORMAT, "an empty pattern is not supported in a decoder");
+    /* an empty String in a Replace normalizer matches at every offset (as
+     * HF's escaped regex of it), each empty match moving on by a character */
+    const char *rep = write_json("rep.json", "{'normalizer':{'type':'Replace','pattern':{'String':"
+                                 "''},'content':'-'}," AB_MODEL "}");
+    CU_ASSERT(says(bounded_encode(rep, "ab", 2, 10), "ids 5: 2 0 2 1 2"));
+}
+
+/* The work of an encode is bounded by a budget proportional to the text:
+ * a pattern that is quadratic at one match-limit step an attempt (its
+ * look-ahead reads to the end from every offset), or whose steps scan
+ * again (a*a*b, a backreference), is refused quickly, naming the step,
+ * instead of running for minutes on 300 KB (14 to 25 s before) */
+static void test_split_pattern_work_is_bounded_by_the_text(void)
+{
+    static const char *const pats[] = { "a(?=a*!)|a", "a*a*b|.", "(a*)\\\\1b|.", "(?=a*a*b)|." };
+    static const char *const named[] = { "a(?=a*!)|a", "a*a*b|.", "(a*)\\1b|.", "(?=a*a*b)|." };
+    char *text = repeat('a', 300000);
+    for (int i = 0; i < 4; i++) {
+        char json[512], want[128];
+        snprintf(json, sizeof json, "{'pre_tokenizer':{'type':'Sequence','pretokenizers':[{'type':"
+                 "'Split','pattern':{'Regex':'%s'},'behavior':'Isolated','invert':false}]},"
+                 AB_MODEL "}", pats[i]);
+        const char *path = write_json("quad.json", json);
+        snprintf(want, sizeof want, "pre_tokenizer.pretokenizers[0] (Split \"%s\"): the work "
+                 "budget of this text is spent", named[i]);
+        CU_ASSERT(says(bounded_encode(path, text, 300000, 10), want));
+        /* on a text whose matches are short, the same patterns run */
+        CU_ASSERT(says(bounded_encode(path, "aa!a", 4, 10), "ids "));
+    }
+    free(text);
+    /* a chain of steps is work too: each pre-tokenizer reads every piece */
+    char json[16384] = "{'pre_tokenizer':{'type':'Sequence','pretokenizers':[";
+    for (int i = 0; i < 100; i++)
+        strcat(json, i ? ",{'type':'Split','pattern':{'String':'-'},'behavior':'Isolated'}"
+                       : "{'type':'Split','pattern':{'String':'-'},'behavior':'Isolated'}");
+    strcat(json, "]}," AB_MODEL "}");
+    text = repeat('a', 100000);
+    CU_ASSERT(says(bounded_encode(write_json("steps.json", json), text, 100000, 10),
+                   "(Split \"-\"): the work budget of this text is spent"));
+    free(text);
+}
+
+/* the matches of re in s as an unanchored search from each match's end
+ * finds them on the whole text, an empty match moving on by a character:
+ * "ms-me ms-me ..." (written apart from tokenizer/regex.c) */
+static void whole_text_matches(const char *pat, const char *s, size_t n, char *out, size_t cap)
+{
+    int err;
+    PCRE2_SIZE at;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
+                                   &err, &at, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(re);
+    pcre2_match_data *md = pcre2_match_data_create(8, NULL);
+    size_t k = 0, start = 0;
+    out[0] = 0;
+    while (start <= n && pcre2_match(re, (PCRE2_SPTR)s, n, start, 0, md, NULL) >= 0) {
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        k += (size_t)snprintf(out + k, cap - k, "%zu-%zu ", (size_t)ov[0], (size_t)ov[1]);
+        if (ov[1] > ov[0])
+            start = ov[1];
+        else {
+            start = ov[0] + 1;
+            while (start < n && ((unsigned char)s[start] & 0xc0) == 0x80)
+                start++;
+        }
+        if (k >= cap - 32)
+            break;
+    }
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+}
+
+typedef struct {
+    char *out;
+    size_t k, cap;
+} match_list;
+
+static int note_match(void *p, size_t ms, size_t me)
+{
+    match_list *l = p;
+    if (l->k < l->cap - 32)
+        l->k += (size_t)snprintf(l->out + l->k, l->cap - l->k, "%zu-%zu ", ms, me);
+    return HS_OK;
+}
+
+/* The matcher sees a window of the text and finishes longer attempts
+ * alone: its matches must be those of PCRE2 on the whole text, for the real
+ * tokenizers' patterns and for what depends on the text past a window's
+ * end (look-ahead, \b, $, greedy and lazy runs, empty matches, look-behind),
+ * with windows down to one byte */
+static void test_windowed_regex_matches_equal_whole_text_matches(void)
+{
+    static const char *const pats[] = {
+        TK_GPT2_PATTERN,
+        "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}"
+        "\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+        "a(?!b)", "ab|a", "a\\b", "a$", "x*", "(?<=a)b", "(?<![a-z])\\w{2}", "a+?b?", "\\bb+\\b",
+        "(?=a*!)a|.", "[^!]*!", "\\p{N}{1,3}", "(a|ab)(c|bcd)", "\\s+$|\\S",
+    };
+    static const char alphabet[] = { 'a', 'b', ' ', '!', '\n', '1', 'X' };
+    static const char *const fixed[] = { "ab a!b  aab\n\n1234 Xab", "aaaaaaaaaaaaaaaaaaaaaaaaa!",
+                                         "caf\xc3\xa9 \xe6\x9d\xb1\xe4\xba\xac  \xf0\x9f\x99\x82!" };
+    tk_scratch *sc = tk_scratch_new(NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
+    char want[8192], got[8192], text[200];
+    unsigned seed = 12345;
+    int bad = 0, runs = 0;
+    for (size_t p = 0; p < sizeof pats / sizeof pats[0]; p++) {
+        tk_re re;
+        CU_ASSERT_EQUAL_FATAL(tk_regex(&re, pats[p], strlen(pats[p]), 0, "test"), HS_OK);
+        for (int tcase = 0; tcase < 43; tcase++) {
+            size_t n;
+            if (tcase < 3)
+                n = strlen(strcpy(text, fixed[tcase]));
+            else {
+                n = (size_t)(rand_r(&seed) % 120);
+                for (size_t i = 0; i < n; i++)
+                    text[i] = alphabet[rand_r(&seed) % sizeof alphabet];
+                text[n] = 0;
+            }
+            whole_text_matches(pats[p], text, n, want, sizeof want);
+            static const size_t windows[] = { 1, 2, 3, 5, 8, 64 };
+            for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++) {
+                match_list l = { got, 0, sizeof got };
+                got[0] = 0;
+                sc->window = windows[w];
+                tk_scratch_start(sc, n);
+                CU_ASSERT_EQUAL(tk_regex_each(&re, "test", sc, text, n, note_match, &l), HS_OK);
+                runs++;
+                if (strcmp(got, want) && bad++ < 5)
+                    fprintf(stderr, "\n  /%s/ on \"%s\", window %zu:\n    windowed   %s\n    "
+                            "whole text %s\n", pats[p], text, windows[w], got, want);
+            }
+        }
+        tk_regex_free(&re);
+    }
+    printf("\n  %d windowed runs compared, %d differ\n", runs, bad);
+    CU_ASSERT_EQUAL(bad, 0);
+    tk_scratch_free(sc);
+}
+
+/* HF's AddedVocabulary: leftmost-longest Aho-Corasick matches, left to
+ * right without overlap; a single_word token beside a word character is
+ * dropped (the text it covers stays text: no shorter token is tried
+ * there); the tokens not normalized are cut out first, the normalized ones
+ * then from what is left, matched as their content normalized */
+static void test_added_tokens_match_leftmost_longest_as_hf(void)
+{
+    hs_tokenizer *t = open_json(
+        "{'model':{'type':'BPE','vocab':{'a':0,'b':1,'c':2,' ':3},'merges':[]},'added_tokens':["
+        "{'id':10,'content':'ab','normalized':false},{'id':11,'content':'abc','normalized':false},"
+        "{'id':12,'content':'bc','normalized':false},{'id':13,'content':'ca','normalized':false},"
+        "{'id':14,'content':'cab','normalized':true}]}");
+    /* abc at 0 (longest at the leftmost start), then cab is not looked for
+     * until the second pass, and a, b are left: 11 0 ... */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "abcab", 0), "11 10");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "cab", 0), "13 1"); /* pass one first: ca, then b */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "bcab", 0), "12 10"); /* bc at 0, then ab */
+    hs_tokenizer_free(t);
+    t = open_json("{'model':{'type':'BPE','vocab':{'a':0,'b':1,'c':2,' ':3},'merges':[]},"
+                  "'added_tokens':[{'id':10,'content':'ab','single_word':true,'normalized':false},"
+                  "{'id':11,'content':'a','normalized':false}]}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "ab a", 0), "10 3 11");
+    /* "ab" in "cab" is no single word: dropped, and "a" inside it is not tried */
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "cab", 0), "2 0 1");
+    hs_tokenizer_free(t);
+    /* a normalized token is looked for as its content normalized: NFKC folds
+     * the ligature of its content as it folds the text's */
+    t = open_json("{'normalizer':{'type':'NFKC'},'model':{'type':'BPE','vocab':{'f':0,'i':1,"
+                  "'x':2},'merges':[]},'added_tokens':[{'id':9,'content':'x\xef\xac\x81',"
+                  "'normalized':true}]}");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "xfi", 0), "9");
+    CU_ASSERT_STRING_EQUAL(ids_of(t, "x\xef\xac\x81", 0), "9");
+    hs_tokenizer_free(t);
+}
+
+/* 2,000 added tokens with nested prefixes ("bx", "bbx", ... "b...bx") over
+ * a text of b: a token per offset tried made it 7 s for 100 KB; the
+ * automaton reads each byte once */
+static void test_nested_added_tokens_are_found_in_linear_time(void)
+{
+    size_t cap = 5000000, k = 0;
+    char *json = malloc(cap);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(json);
+    k += (size_t)snprintf(json, cap, "{'model':{'type':'BPE','vocab':{'a':0,'b':1,'x':2},"
+                          "'merges':[]},'added_tokens':[");
+    for (int i = 1; i <= 2000; i++) {
+        k += (size_t)snprintf(json + k, cap - k, "%s{'id':%d,'content':'", i > 1 ? "," : "",
+                              2 + i);
+        memset(json + k, 'b', (size_t)i);
+        k += (size_t)i;
+        k += (size_t)snprintf(json + k, cap - k, "x','special':false}");
+    }
+    snprintf(json + k, cap - k, "]}");
+    const char *path = write_json("nested.json", json);
+    free(json);
+    char *text = repeat('b', 200000);
+    CU_ASSERT(says(bounded_encode(path, text, 200000, 10), "ids 200000: 1 1 1"));
+    text[150000] = 'x'; /* 2,000 b's and the x: one token, the rest b's */
+    CU_ASSERT(says(bounded_encode(path, text, 200000, 10), "ids 198000: 1 1 1"));
+    free(text);
+}
+
+/* The normalized text may be at most 16 times the text (and 1 KiB): 40
+ * chained Replace a -> aa doubled it without bound (minutes, then the
+ * out-of-memory killer); the error names the step that passed the bound */
+static void test_normalizer_chain_cannot_grow_the_text_without_bound(void)
+{
+    char json[8192] = "{'normalizer':{'type':'Sequence','normalizers':[";
+    for (int i = 0; i < 40; i++)
+        strcat(json, i ? ",{'type':'Replace','pattern':{'String':'a'},'content':'aa'}"
+                       : "{'type':'Replace','pattern':{'String':'a'},'content':'aa'}");
+    strcat(json, "]}," AB_MODEL "}");
+    const char *path = write_json("double.json", json);
+    char *text = repeat('a', 1000);
+    CU_ASSERT(says(bounded_encode(path, text, 1000, 10), "encode error: ") &&
+              says(bounded_encode(path, text, 1000, 10), "normalizer.normalizers[4] (Replace "
+                   "\"a\"): the normalized text grows past 16 times the text"));
+    free(text);
+    /* NFKC's largest expansion (U+FDFA: 3 bytes to 33) stays within it */
+    path = write_json("nfkc.json", "{'normalizer':{'type':'NFKC'}," AB_MODEL "}");
+    char fdfa[3 * 1000 + 1] = "";
+    for (int i = 0; i < 1000; i++)
+        strcat(fdfa, "\xef\xb7\xba");
+    CU_ASSERT(says(bounded_encode(path, fdfa, strlen(fdfa), 10), "ids "));
+}
+
+/* --in of tokenize takes regular files (a device or a FIFO is refused at
+ * once: /dev/zero was read until the out-of-memory killer); a stream is
+ * read when asked for, up to a cap */
+static void test_encode_file_takes_regular_files_and_caps_streams(void)
+{
+    hs_tokenizer *t = open_json("{" AB_MODEL "}");
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CU_ASSERT_EQUAL(hs_tokenizer_encode_file(t, "/dev/zero", 0, 0, &ids, &n), HS_EIO);
+    CU_ASSERT(says(hs_last_error(), "/dev/zero: not a regular file"));
+    CU_ASSERT_EQUAL(hs_tokenizer_encode_file(t, "/dev/zero", 1 << 20, 0, &ids, &n), HS_EINVAL);
+    CU_ASSERT(says(hs_last_error(), "/dev/zero: more than 1 MiB of text from a stream"));
+    CU_ASSERT_PTR_NULL(ids);
+    /* a pipe, as tokens --in /dev/stdin reads it */
+    int fd[2];
+    CU_ASSERT_FATAL(pipe(fd) == 0);
+    CU_ASSERT_EQUAL(write(fd[1], "ab!", 3), 3);
+    close(fd[1]);
+    char dev[64];
+    snprintf(dev, sizeof dev, "/dev/fd/%d", fd[0]);
+    CU_ASSERT_EQUAL(hs_tokenizer_encode_file(t, dev, 1 << 20, 0, &ids, &n), HS_OK);
+    CU_ASSERT_EQUAL(n, 3);
+    free(ids);
+    close(fd[0]);
+    const char *file = write_bytes("t.txt", "ab-", 3);
+    CU_ASSERT_EQUAL(hs_tokenizer_encode_file(t, file, 0, 0, &ids, &n), HS_OK);
+    CU_ASSERT(n == 3 && ids && ids[2] == 2);
+    free(ids);
+    hs_tokenizer_free(t);
+}
+
+/* tokenizer.json and vocab.json are read whole: a key repeated at any
+ * depth, text after the value (also after a NUL byte) and a NUL inside a
+ * string are refused, where cJSON took the first value, ignored the rest,
+ * or cut the string */
+static void test_tokenizer_files_are_read_whole(void)
+{
+    static const struct {
+        const char *json, *needle;
+    } cases[] = {
+        { "{'model':{'type':'BPE','vocab':{'a':0},'merges':[]},'model':{}}",
+          "key \"model\" is repeated in the top-level object" },
+        { "{'model':{'type':'BPE','vocab':{'a':0,'b':1,'a':2},'merges':[]}}",
+          "key \"a\" is repeated in \"model.vocab\"" },
+        { "{'pre_tokenizer':{'type':'Split','type':'Metaspace','pattern':{'String':'-'},"
+          "'behavior':'Isolated'}," AB_MODEL "}", "key \"type\" is repeated in \"pre_tokenizer\"" },
+        { "{" AB_MODEL "}{'model':{}}", "text after the JSON value" },
+        { "{'model':{'type':'BPE','vocab':{'a\\u0000b':0},'merges':[]}}", "a NUL character" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_refusal(cases[i].json, HS_EFORMAT, cases[i].needle);
+    /* an escaped backslash before u0000 is no NUL */
+    hs_tokenizer *t = open_json("{'model':{'type':'BPE','vocab':{'\\\\u0000':0},'merges':[]}}");
+    hs_tokenizer_free(t);
+    /* the bytes after a NUL are seen: {...}\0{...} and a NUL inside a string */
+    static const char trail[] = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}"
+                                "\0{\"model\":{}}";
+    hs_tokenizer *u = NULL;
+    CU_ASSERT_EQUAL(hs_tokenizer_open(&u, write_bytes("nul.json", trail, sizeof trail - 1)),
+                    HS_EFORMAT);
+    CU_ASSERT(says(hs_last_error(), "text after the JSON value at byte 52"));
+    static const char inner[] = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\0b\":0},\"merges\":[]}}";
+    CU_ASSERT_EQUAL(hs_tokenizer_open(&u, write_bytes("nul.json", inner, sizeof inner - 1)),
+                    HS_EFORMAT);
+    CU_ASSERT(says(hs_last_error(), "a NUL character in a string at byte 34"));
+    /* GPT-2's vocab.json, beside a merges.txt */
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/g2", tmpdir);
+    mkdir(dir, 0700);
+    write_bytes("g2/merges.txt", "#version: 0.2\n", 14);
+    static const char *const vocabs[][2] = {
+        { "{\"a\":0,\"b\":1,\"a\":2}", "key \"a\" is repeated" },
+        { "{\"a\":0}{\"b\":1}", "text after the JSON value" },
+    };
+    for (int i = 0; i < 2; i++) {
+        write_bytes("g2/vocab.json", vocabs[i][0], strlen(vocabs[i][0]));
+        CU_ASSERT_EQUAL(hs_tokenizer_open(&u, dir), HS_EFORMAT);
+        CU_ASSERT(says(hs_last_error(), vocabs[i][1]));
+    }
+    static const char vnul[] = "{\"a\":0}\0garbage";
+    write_bytes("g2/vocab.json", vnul, sizeof vnul - 1);
+    CU_ASSERT_EQUAL(hs_tokenizer_open(&u, dir), HS_EFORMAT);
+    CU_ASSERT(says(hs_last_error(), "text after the JSON value at byte 7"));
+    /* a quoted value goes to the terminal escaped (hs_fail) */
+    expect_refusal("{'pre_tokenizer':{'type':'\\u001b[2J'}," AB_MODEL "}", HS_EFORMAT,
+                   "\"\\x1b[2J\" is not supported");
 }
 
 /* ---- the oracles ---- */
@@ -491,6 +912,21 @@ int main(void)
         { "test_normalized_added_tokens_match_after_normalizing",
           test_normalized_added_tokens_match_after_normalizing },
         { "test_errors_name_the_file_and_field", test_errors_name_the_file_and_field },
+        { "test_metaspace_and_strip_take_one_character",
+          test_metaspace_and_strip_take_one_character },
+        { "test_split_pattern_work_is_bounded_by_the_text",
+          test_split_pattern_work_is_bounded_by_the_text },
+        { "test_windowed_regex_matches_equal_whole_text_matches",
+          test_windowed_regex_matches_equal_whole_text_matches },
+        { "test_added_tokens_match_leftmost_longest_as_hf",
+          test_added_tokens_match_leftmost_longest_as_hf },
+        { "test_nested_added_tokens_are_found_in_linear_time",
+          test_nested_added_tokens_are_found_in_linear_time },
+        { "test_normalizer_chain_cannot_grow_the_text_without_bound",
+          test_normalizer_chain_cannot_grow_the_text_without_bound },
+        { "test_encode_file_takes_regular_files_and_caps_streams",
+          test_encode_file_takes_regular_files_and_caps_streams },
+        { "test_tokenizer_files_are_read_whole", test_tokenizer_files_are_read_whole },
         { "test_ids_equal_the_js_oracles", test_ids_equal_the_js_oracles },
         { "test_one_handle_encodes_from_several_threads",
           test_one_handle_encodes_from_several_threads },

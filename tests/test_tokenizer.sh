@@ -37,6 +37,18 @@ assert len(b) == 1024 + n * w
 print(m, v, n, ":", " ".join(map(str, ids)))' "$1"
 }
 
+# hs_bounded SECS ARGS...: hs killed after SECS seconds, in 4 GB of address
+# space: a regression to reading without end fails the check instead of
+# filling the machine's memory
+hs_bounded() {
+    local secs=$1
+    shift
+    (ulimit -v 4000000 2>/dev/null; exec timeout -s KILL "$secs" "$HS" "$@") >out.txt 2>err.txt
+    RC=$?
+    OUT=$(cat out.txt)
+    ERR=$(cat err.txt)
+}
+
 tokenize_prints_ids_and_tokens() {
     [ -s "$L3" ] || bad "no $L3: run scripts/setup" || return 1
     hs tokenize --tokenizer "$L3" --text "Hello world" --json
@@ -114,5 +126,31 @@ refusals_name_the_file_and_field() {
     expect_grep "$OUT" "--no-special" "help tokenize" || return 1
 }
 
+# tokenize --in takes regular files, as the README says (/dev/zero was read
+# at 120 MB/s until the out-of-memory killer); tokens --in reads a stream,
+# /dev/stdin from a pipe included, up to 256 MiB
+in_reads_regular_files_and_caps_streams() {
+    gpt2_dir || return 1
+    hs_bounded 20 tokenize --tokenizer gpt2 --in /dev/zero
+    expect_rc 1 "tokenize --in /dev/zero" || return 1
+    expect_grep "$ERR" "/dev/zero: not a regular file (a character device)" \
+        "tokenize --in /dev/zero" || return 1
+    mkfifo fifo
+    hs_bounded 20 tokenize --tokenizer gpt2 --in fifo
+    expect_grep "$ERR" "fifo: not a regular file (a FIFO)" "tokenize --in FIFO" || return 1
+    hs_bounded 60 tokens --tokenizer gpt2 --in /dev/zero --out z.bin
+    expect_rc 1 "tokens --tokenizer --in /dev/zero" || return 1
+    expect_grep "$ERR" "/dev/zero: more than 256 MiB of text from a stream" \
+        "tokens --tokenizer --in /dev/zero" || return 1
+    hs_bounded 60 tokens --in /dev/zero --out z.bin
+    expect_rc 1 "tokens --in /dev/zero" || return 1
+    expect_grep "$ERR" "/dev/zero: more than 256 MiB of text" "tokens --in /dev/zero" || return 1
+    expect_nofile z.bin "tokens of an endless stream" || return 1
+    printf 'Hello world' | "$HS" tokens --tokenizer gpt2 --in /dev/stdin --out p.bin --json \
+        >out.txt 2>err.txt
+    expect_eq "$(jget out.txt tokens)" 2 "tokens --tokenizer --in /dev/stdin" || return 1
+}
+
 run_checks tokenize_prints_ids_and_tokens no_special_leaves_out_the_template \
-    tokens_shards_hold_the_ids refusals_name_the_file_and_field
+    tokens_shards_hold_the_ids refusals_name_the_file_and_field \
+    in_reads_regular_files_and_caps_streams

@@ -185,9 +185,11 @@ int tk_bpe(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids
         if (id >= 0)
             return tk_ids_add(out, &id, 1) || (n <= CACHE_MAX_KEY && cache_put(s, w, n, h, &id, 1));
     }
-    /* at most one symbol per byte (byte fallback: one per byte of a character) */
-    if (sym_reserve(s, n))
-        return HS_ENOMEM;
+    /* at most one symbol per byte (byte fallback: one per byte of a character);
+     * O(m log m) in the heap, charged m */
+    int rc = tk_charge(s, n, t->where_model);
+    if (rc || (rc = sym_reserve(s, n)))
+        return rc;
     size_t m = 0;
     uint32_t cp;
     for (size_t i = 0; i < n;) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "hf_json.h"
+#include "json.h"
 
 void *tkj_grow(void *p, int n, size_t size)
 {
@@ -73,6 +74,50 @@ static char *read_file(const char *path, size_t *n, int *rc)
     *rc = HS_OK;
     *n = got;
     return buf;
+}
+
+/* The offset of the first NUL character inside a string of the JSON text
+ * (a raw byte, or the escape \u0000), or n. cJSON keeps such a string only
+ * up to the NUL: a token "a\u0000b" would be read as "a", a different token
+ * from the one HF reads. */
+static size_t nul_in_string(const char *s, size_t n)
+{
+    int in = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!s[i])
+            return i;
+        if (s[i] == '"')
+            in = !in;
+        else if (in && s[i] == '\\' && i + 1 < n) {
+            if (s[i + 1] == 'u' && i + 6 <= n && !memcmp(s + i + 2, "0000", 4))
+                return i;
+            i++; /* the escaped character: a quote or a backslash does not count */
+        }
+    }
+    return n;
+}
+
+/* The JSON value of a tokenizer file, read whole (model/json.h: text after
+ * it, or a key repeated in any object, is refused, as a string holding a
+ * NUL is): HS_OK and *root, or the status with the message naming path. */
+static int read_json(const char *path, cJSON **root)
+{
+    size_t n;
+    int rc;
+    *root = NULL;
+    char *text = read_file(path, &n, &rc);
+    if (!text)
+        return rc;
+    rc = hs_json_parse(root, text, n, path); /* all n bytes: a NUL does not end the text */
+    size_t nul = rc ? n : nul_in_string(text, n);
+    free(text);
+    if (nul < n) {
+        cJSON_Delete(*root);
+        *root = NULL;
+        rc = hs_fail(HS_EFORMAT, "%s: a NUL character in a string at byte %zu: not supported "
+                     "(it would end the string there)", path, nul);
+    }
+    return rc;
 }
 
 int tkj_dup_str(tk_str *d, const char *s, size_t n)
@@ -400,20 +445,10 @@ static int component(tkj_ctx *c, const cJSON *root, const char *key, hs_tokenize
 
 int tk_load_json(hs_tokenizer *t, const char *file)
 {
-    size_t n;
-    int rc;
-    char *text = read_file(file, &n, &rc);
-    if (!text)
+    cJSON *root;
+    int rc = read_json(file, &root);
+    if (rc)
         return rc;
-    cJSON *root = cJSON_ParseWithLength(text, n);
-    if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        rc = hs_fail(HS_EFORMAT, "%s: not valid JSON (near byte %ld)", file,
-                         at && at >= text && at <= text + n ? (long)(at - text) : -1L);
-        free(text);
-        return rc;
-    }
-    free(text);
     tkj_ctx c = { .file = file };
     rc = cJSON_IsObject(root) ? HS_OK : hs_fail(HS_EFORMAT, "%s: a JSON object expected", file);
     const cJSON *trunc = cJSON_GetObjectItemCaseSensitive(root, "truncation");
@@ -446,26 +481,28 @@ int tk_load_json(hs_tokenizer *t, const char *file)
 int tk_load_gpt2(hs_tokenizer *t, const char *vocab_file, const char *merges_file)
 {
     size_t n;
-    int rc;
-    char *text = read_file(vocab_file, &n, &rc);
-    if (!text)
+    cJSON *vocab;
+    int rc = read_json(vocab_file, &vocab);
+    if (rc)
         return rc;
-    cJSON *vocab = cJSON_ParseWithLength(text, n);
-    free(text);
     if (!cJSON_IsObject(vocab)) {
         cJSON_Delete(vocab);
         return hs_fail(HS_EFORMAT, "%s: a JSON object {token: id} expected", vocab_file);
     }
     tkj_ctx c = { .file = vocab_file };
     tk_pre p = { .type = TK_BYTELEVEL };
-    p.re = tk_regex(TK_GPT2_PATTERN, sizeof TK_GPT2_PATTERN - 1, 0, "GPT-2 pattern");
+    char where[4200];
+    snprintf(where, sizeof where, "%s: GPT-2's pre-tokenizer (ByteLevel, GPT-2's pattern)",
+             vocab_file);
+    rc = tk_regex(&p.re, TK_GPT2_PATTERN, sizeof TK_GPT2_PATTERN - 1, 0, "GPT-2 pattern");
+    p.where = rc ? NULL : strdup(where);
     t->pre = malloc(sizeof *t->pre);
     t->dec = calloc(1, sizeof *t->dec);
-    rc = p.re && t->pre && t->dec ? HS_OK : HS_ENOMEM;
+    rc = rc ? rc : p.where && t->pre && t->dec ? HS_OK : hs_fail(HS_ENOMEM, "%s", vocab_file);
     if (t->pre)
         t->pre[t->n_pre++] = p;
     else
-        pcre2_code_free(p.re);
+        tk_regex_free(&p.re), free(p.where);
     if (t->dec)
         t->dec[t->n_dec++].type = TK_D_BYTELEVEL;
     t->byte_level = 1;

@@ -8,45 +8,58 @@
 
 #include "hf_json.h"
 
-pcre2_code *tk_regex(const char *pat, size_t n, int is_literal, const char *field)
+/* "FILE: PATH (TYPE)" or "FILE: PATH (TYPE "PATTERN")": the step as its
+ * errors name it (malloc'd; NULL with the message set) */
+static char *step_where(const tkj_ctx *c, const char *type, const char *pat)
 {
-    int err;
-    PCRE2_SIZE at;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, n,
-                                   is_literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP,
-                                   &err, &at, NULL);
-    if (!re) {
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(err, msg, sizeof msg);
-        hs_fail(HS_EFORMAT, "%s: regex error at offset %zu: %s", field, (size_t)at, (char *)msg);
-        return NULL;
-    }
-    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* the interpreter when JIT is not there */
-    return re;
+    char buf[512];
+    snprintf(buf, sizeof buf, pat ? "%s: %s (%s \"%.200s\")" : "%s: %s (%s)", c->file, c->path,
+             type, pat ? pat : "");
+    char *w = strdup(buf);
+    if (!w)
+        hs_fail(HS_ENOMEM, "tokenizer: %s", c->file);
+    return w;
 }
 
-/* the "pattern" child: a literal kept as text (want_string) or compiled,
- * its text then in *pat (malloc'd, for the errors of a match) */
-static int get_pattern(tkj_ctx *c, const cJSON *o, pcre2_code **re, char **pat, tk_str *lit,
-                       int want_string)
+/* one character of UTF-8, as HF's char fields (Metaspace's replacement,
+ * Strip's content): anything else is refused, naming the key */
+static int get_char(tkj_ctx *c, const cJSON *o, const char *key, const char *def, tk_str *out)
+{
+    const char *s;
+    int rc = tkj_get_string(c, o, key, def, &s);
+    if (rc)
+        return rc;
+    uint32_t cp;
+    size_t n = strlen(s);
+    if (!n || (size_t)tk_utf8_next(s, n, &cp) != n) {
+        size_t at = tkj_push(c, ".%s", key);
+        rc = tkj_bad(c, "one character expected (HF reads a char)");
+        c->path[at] = 0;
+        return rc;
+    }
+    return tkj_dup_str(out, s, n);
+}
+
+/* The "pattern" child: a non-empty String kept as text in *lit (lit not
+ * NULL), else compiled into *re (an empty String too: it matches at every
+ * offset, as HF's escaped regex of it does); *text is the pattern's text. */
+static int get_pattern(tkj_ctx *c, const cJSON *o, tk_re *re, tk_str *lit, const char **text)
 {
     size_t at = tkj_push(c, ".%s", "pattern");
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "pattern");
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(p, "String");
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(p, "Regex");
     int rc = HS_OK;
-    if (cJSON_IsString(s) && want_string)
+    if (cJSON_IsString(s) && lit && s->valuestring[0])
         rc = tkj_dup_str(lit, s->valuestring, strlen(s->valuestring));
     else if (cJSON_IsString(s) || cJSON_IsString(r)) {
-        const char *text = cJSON_IsString(s) ? s->valuestring : r->valuestring;
+        const char *pat = cJSON_IsString(s) ? s->valuestring : r->valuestring;
         char field[300];
         snprintf(field, sizeof field, "%s: %s", c->file, c->path);
-        *re = tk_regex(text, strlen(text), cJSON_IsString(s), field);
-        rc = *re ? HS_OK : HS_EFORMAT;
-        if (!rc && !(*pat = strdup(text)))
-            rc = hs_fail(HS_ENOMEM, "%s", field);
+        rc = tk_regex(re, pat, strlen(pat), cJSON_IsString(s), field);
     } else
         rc = tkj_bad(c, "{\"String\": ...} or {\"Regex\": ...} expected");
+    *text = cJSON_IsString(s) ? s->valuestring : cJSON_IsString(r) ? r->valuestring : "";
     c->path[at] = 0;
     return rc;
 }
@@ -84,7 +97,7 @@ int tkj_read_normalizer(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
     for (int i = 0; i < 5; i++)
         if (type && !strcmp(type, simple[i]))
             n.type = i;
-    const char *s = "";
+    const char *s = "", *pat = NULL;
     int rc = HS_OK;
     if (n.type >= 0)
         ;
@@ -95,14 +108,16 @@ int tkj_read_normalizer(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
             rc = tkj_dup_str(&n.a, s, strlen(s));
     } else if (type && !strcmp(type, "Replace")) {
         n.type = TK_REPLACE;
-        rc = get_pattern(c, o, &n.re, &n.pat, &n.a, 1);
+        rc = get_pattern(c, o, &n.re, &n.a, &pat);
         if (!rc && !(rc = tkj_get_string(c, o, "content", NULL, &s)))
             rc = tkj_dup_str(&n.b, s, strlen(s));
     } else
         return tkj_unsupported_type(c, type, "NFC, NFKC, NFD, NFKD, Lowercase, Prepend, Replace, Sequence");
+    if (!rc && !(n.where = step_where(c, type, pat)))
+        rc = HS_ENOMEM;
     tk_norm *g = tkj_grow(t->norm, t->n_norm, sizeof *g);
     if (!g) {
-        free(n.a.s), free(n.b.s), free(n.pat), pcre2_code_free(n.re);
+        free(n.a.s), free(n.b.s), free(n.where), tk_regex_free(&n.re);
         return hs_fail(HS_ENOMEM, "tokenizer: normalizers");
     }
     t->norm = g;
@@ -150,15 +165,19 @@ int tkj_read_pre(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
         rc = tkj_get_bool(c, o, "add_prefix_space", 1, &p.add_prefix_space);
         if (!rc)
             rc = tkj_get_bool(c, o, "use_regex", 1, &use_regex);
-        if (!rc && use_regex) {
-            p.re = tk_regex(TK_GPT2_PATTERN, sizeof TK_GPT2_PATTERN - 1, 0, "GPT-2 pattern");
-            rc = p.re ? HS_OK : HS_EFORMAT;
-        }
+        if (!rc && use_regex)
+            rc = tk_regex(&p.re, TK_GPT2_PATTERN, sizeof TK_GPT2_PATTERN - 1, 0, "GPT-2 pattern");
+        if (!rc && !(p.where = step_where(c, use_regex ? "ByteLevel, GPT-2's pattern" : "ByteLevel",
+                                          NULL)))
+            rc = HS_ENOMEM;
     } else if (type && !strcmp(type, "Split")) {
         static const char *const names[] = { "Isolated", "Removed", "MergedWithPrevious",
                                              "MergedWithNext", "Contiguous" };
+        const char *pat = "";
         p.type = TK_SPLIT;
-        rc = get_pattern(c, o, &p.re, &p.pat, NULL, 0);
+        rc = get_pattern(c, o, &p.re, NULL, &pat);
+        if (!rc && !(p.where = step_where(c, "Split", pat)))
+            rc = HS_ENOMEM;
         if (!rc)
             rc = tkj_get_bool(c, o, "invert", 0, &p.invert);
         if (!rc && !(rc = tkj_get_string(c, o, "behavior", NULL, &s))) {
@@ -175,9 +194,9 @@ int tkj_read_pre(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
         }
     } else if (type && !strcmp(type, "Metaspace")) {
         p.type = TK_METASPACE;
-        rc = tkj_get_string(c, o, "replacement", "\xe2\x96\x81", &s);
-        if (!rc)
-            rc = tkj_dup_str(&p.repl, s, strlen(s));
+        rc = get_char(c, o, "replacement", "\xe2\x96\x81", &p.repl);
+        if (!rc && !(p.where = step_where(c, "Metaspace", NULL)))
+            rc = HS_ENOMEM;
         if (!rc)
             rc = read_metaspace_scheme(c, o, &p.prepend);
         if (!rc)
@@ -186,7 +205,7 @@ int tkj_read_pre(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
         return tkj_unsupported_type(c, type, "ByteLevel, Split, Metaspace, Sequence");
     tk_pre *g = tkj_grow(t->pre, t->n_pre, sizeof *g);
     if (!g) {
-        pcre2_code_free(p.re), free(p.pat), free(p.repl.s);
+        tk_regex_free(&p.re), free(p.where), free(p.repl.s);
         return hs_fail(HS_ENOMEM, "tokenizer: pre-tokenizers");
     }
     t->pre = g;
@@ -212,18 +231,14 @@ int tkj_read_dec(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
         d.type = TK_D_FUSE;
     else if (type && !strcmp(type, "Metaspace")) {
         d.type = TK_D_METASPACE;
-        rc = tkj_get_string(c, o, "replacement", "\xe2\x96\x81", &s);
-        if (!rc)
-            rc = tkj_dup_str(&d.a, s, strlen(s));
+        rc = get_char(c, o, "replacement", "\xe2\x96\x81", &d.a);
         if (!rc)
             rc = read_metaspace_scheme(c, o, &d.start);
     } else if (type && !strcmp(type, "Strip")) {
         d.type = TK_D_STRIP;
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "start");
         const cJSON *sp = cJSON_GetObjectItemCaseSensitive(o, "stop");
-        rc = tkj_get_string(c, o, "content", NULL, &s);
-        if (!rc)
-            rc = tkj_dup_str(&d.a, s, strlen(s));
+        rc = get_char(c, o, "content", NULL, &d.a);
         if (!rc && (!cJSON_IsNumber(st) || !cJSON_IsNumber(sp) || st->valuedouble < 0 ||
                     sp->valuedouble < 0 || st->valuedouble > 1e6 || sp->valuedouble > 1e6))
             rc = tkj_bad(c, "Strip: start and stop counts expected");
@@ -231,13 +246,13 @@ int tkj_read_dec(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
             d.start = st->valueint, d.stop = sp->valueint;
     } else if (type && !strcmp(type, "Replace")) {
         d.type = TK_D_REPLACE;
-        pcre2_code *re = NULL;
-        char *pat = NULL;
-        rc = get_pattern(c, o, &re, &pat, &d.a, 1);
-        free(pat);
-        if (re) {
-            pcre2_code_free(re);
-            rc = tkj_bad(c, "Replace with a Regex pattern is not supported in a decoder");
+        tk_re re = { 0 };
+        const char *pat;
+        rc = get_pattern(c, o, &re, &d.a, &pat);
+        if (re.any) { /* a Regex, or an empty String */
+            tk_regex_free(&re);
+            rc = tkj_bad(c, "Replace with a Regex or an empty pattern is not supported in a "
+                         "decoder");
         }
         if (!rc && !(rc = tkj_get_string(c, o, "content", NULL, &s)))
             rc = tkj_dup_str(&d.b, s, strlen(s));

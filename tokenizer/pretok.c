@@ -18,10 +18,6 @@ tk_scratch *tk_scratch_new(const hs_tokenizer *t)
         s->md = pcre2_match_data_create(8, NULL);
         s->mc = pcre2_match_context_create(NULL);
     }
-    if (s && s->mc) {
-        pcre2_set_match_limit(s->mc, TK_MATCH_LIMIT);
-        pcre2_set_depth_limit(s->mc, TK_MATCH_LIMIT);
-    }
     if (!s || !s->md || !s->mc) {
         if (s)
             pcre2_match_data_free(s->md), pcre2_match_context_free(s->mc);
@@ -29,7 +25,19 @@ tk_scratch *tk_scratch_new(const hs_tokenizer *t)
         hs_fail(HS_ENOMEM, "tokenizer: scratch");
         return NULL;
     }
+    pcre2_set_callout(s->mc, tk_regex_callout, s);
+    tk_scratch_start(s, 0);
     return s;
+}
+
+void tk_scratch_start(tk_scratch *s, size_t n)
+{
+    s->text_n = n;
+    s->spent = s->slow_ns = 0;
+    s->budget = (uint64_t)TK_WORK_PER_BYTE * n + TK_WORK_BASE;
+    s->norm_room = n > (SIZE_MAX - TK_NORM_SLACK) / TK_NORM_GROWTH
+                       ? SIZE_MAX
+                       : TK_NORM_GROWTH * n + TK_NORM_SLACK;
 }
 
 static void free_blocks(tk_scratch *s)
@@ -49,54 +57,28 @@ void tk_scratch_free(tk_scratch *s)
     free_blocks(s);
     free(s->blocks);
     free(s->pieces[0].p), free(s->pieces[1].p);
+    free(s->found);
     free(s->sym), free(s->heap), free(s->cache), free(s->cache_keys.p), free(s->cache_ids.p);
     free(s);
 }
 
-int tk_regex_each(const pcre2_code *re, const char *pat, tk_scratch *sc, const char *s, size_t n,
-                  int (*fn)(void *, size_t, size_t), void *ctx)
-{
-    pcre2_match_data *md = sc->md;
-    size_t start = 0;
-    while (start <= n) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK, md, sc->mc);
-        if (rc == PCRE2_ERROR_NOMATCH)
-            return HS_OK;
-        if (rc < 0) {
-            PCRE2_UCHAR msg[200];
-            pcre2_get_error_message(rc, msg, sizeof msg);
-            return hs_fail(HS_EINVAL, "tokenizer: the pattern \"%.200s\"%s fails at byte %zu of a"
-                           " %zu-byte text: %s", pat ? pat : "GPT-2's", pat ? "" : " (ByteLevel)",
-                           start, n, (char *)msg);
-        }
-        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-        size_t ms = ov[0], me = ov[1];
-        int r = fn(ctx, ms, me);
-        if (r)
-            return r;
-        if (me > ms)
-            start = me;
-        else { /* an empty match: on by one character */
-            uint32_t cp;
-            int l = tk_utf8_next(s + ms, n - ms, &cp);
-            start = ms + (size_t)(l ? l : 1);
-        }
-    }
-    return HS_OK;
-}
-
 /* ---- normalizers ---- */
 
+/* Replace stops adding once its output passes room: a chain that doubles
+ * the text is refused at the step that overflows, not after it filled the
+ * memory (tk_normalize names it). */
 typedef struct {
     const char *s;
     tk_buf *out;
-    size_t prev;
+    size_t prev, room;
     const tk_str *content;
 } replace_ctx;
 
 static int replace_match(void *p, size_t ms, size_t me)
 {
     replace_ctx *c = p;
+    if (c->out->n > c->room)
+        return HS_OK; /* past the room: nothing more is written (tk_normalize refuses) */
     if (tk_buf_add(c->out, c->s + c->prev, ms - c->prev) ||
         tk_buf_add(c->out, c->content->s, c->content->n))
         return HS_ENOMEM;
@@ -104,12 +86,13 @@ static int replace_match(void *p, size_t ms, size_t me)
     return HS_OK;
 }
 
-static int replace_literal(tk_buf *out, const char *s, size_t n, const tk_str *pat, const tk_str *with)
+static int replace_literal(tk_buf *out, const char *s, size_t n, const tk_str *pat,
+                           const tk_str *with, size_t room)
 {
     size_t i = 0;
-    if (!pat->n)
+    if (!pat->n) /* read as a pattern that matches everywhere (hf_steps.c): never here */
         return tk_buf_add(out, s, n);
-    while (i < n) {
+    while (i < n && out->n <= room) {
         const char *hit = pat->n <= n - i ? memmem(s + i, n - i, pat->s, pat->n) : NULL;
         if (!hit)
             break;
@@ -159,6 +142,7 @@ int tk_normalize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t n
                  const char **out, size_t *out_n)
 {
     const char *cur = seg;
+    size_t peak = n; /* the longest the text has been */
     int which = 0;
     for (int k = 0; k < t->n_norm; k++) {
         const tk_norm *nm = &t->norm[k];
@@ -171,19 +155,32 @@ int tk_normalize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t n
             rc = lowercase(dst, cur, n);
         else if (nm->type == TK_PREPEND)
             rc = n ? tk_buf_add(dst, nm->a.s, nm->a.n) || tk_buf_add(dst, cur, n) : tk_buf_add(dst, "", 0);
-        else if (!nm->re)
-            rc = replace_literal(dst, cur, n, &nm->a, &nm->b);
+        else if (!nm->re.any)
+            rc = replace_literal(dst, cur, n, &nm->a, &nm->b, s->norm_room);
         else {
-            replace_ctx c = { cur, dst, 0, &nm->b };
-            rc = tk_regex_each(nm->re, nm->pat, s, cur, n, replace_match, &c);
-            if (!rc)
+            replace_ctx c = { cur, dst, 0, s->norm_room, &nm->b };
+            rc = tk_regex_each(&nm->re, nm->where, s, cur, n, replace_match, &c);
+            if (!rc && dst->n <= s->norm_room)
                 rc = tk_buf_add(dst, cur + c.prev, n - c.prev);
         }
+        if (!rc && dst->n > s->norm_room)
+            rc = hs_fail(HS_EINVAL, "%s: the normalized text grows past %d times the text (%zu "
+                         "bytes from a %zu-byte text): refused", nm->where, TK_NORM_GROWTH,
+                         dst->n, s->text_n);
+        /* what a normalizer adds is text too: its share of the budget (the
+         * growth is bounded just above, so the budget stays proportional) */
+        if (!rc && dst->n > peak) {
+            s->budget += (uint64_t)TK_WORK_PER_BYTE * (dst->n - peak);
+            peak = dst->n;
+        }
+        if (!rc) /* each step reads what it is given and writes what it makes */
+            rc = tk_charge(s, (uint64_t)n + dst->n, nm->where);
         if (rc)
-            return rc ? rc : HS_ENOMEM;
+            return rc;
         cur = dst->p, n = dst->n;
         which ^= 1;
     }
+    s->norm_room -= n < s->norm_room ? n : s->norm_room;
     *out = cur, *out_n = n;
     return HS_OK;
 }
@@ -291,11 +288,12 @@ static int split_match(void *p, size_t ms, size_t me)
     return rc;
 }
 
-static int split_piece(tk_scratch *s, const tk_pre *pr, const pcre2_code *re, const tk_piece *in,
-                       tk_pieces *out)
+/* pr's pattern cuts in as its behaviour says (a ByteLevel step: Isolated,
+ * its fields zero) */
+static int split_piece(tk_scratch *s, const tk_pre *pr, const tk_piece *in, tk_pieces *out)
 {
     split_ctx c = { .pr = pr, .in = in, .out = out };
-    int rc = tk_regex_each(re, pr->pat, s, in->p, in->n, split_match, &c);
+    int rc = tk_regex_each(&pr->re, pr->where, s, in->p, in->n, split_match, &c);
     if (!rc && c.prev < in->n)
         rc = stretch(&c, c.prev, in->n, 0);
     return rc ? rc : flush(&c);
@@ -331,14 +329,17 @@ static int metaspace(tk_scratch *s, const tk_pre *pr, const tk_piece *in, tk_pie
     }
     if (!pr->split)
         return piece_add(out, b, n, in->first);
+    /* the replacement is one character (the file's is checked): each turn
+     * moves on by it or by a byte */
+    const size_t r = pr->repl.n ? pr->repl.n : 1;
     size_t start = 0;
-    for (size_t i = pr->repl.n; i + pr->repl.n <= n;) {
-        if (!memcmp(b + i, pr->repl.s, pr->repl.n)) {
+    for (size_t i = r; i + r <= n;) {
+        if (!memcmp(b + i, pr->repl.s, r)) {
             int rc = piece_add(out, b + start, i - start, in->first && start == 0);
             if (rc)
                 return rc;
             start = i;
-            i += pr->repl.n;
+            i += r;
         } else
             i++;
     }
@@ -356,10 +357,9 @@ static int bytelevel(tk_scratch *s, const tk_pre *pr, const tk_piece *in, tk_pie
         memcpy(b + 1, in->p, in->n);
         p.p = b, p.n = in->n + 1;
     }
-    if (!pr->re)
+    if (!pr->re.any)
         return piece_add(out, p.p, p.n, p.first);
-    static const tk_pre isolated = { .type = TK_SPLIT, .behavior = TK_ISOLATED };
-    return split_piece(s, &isolated, pr->re, &p, out);
+    return split_piece(s, pr, &p, out);
 }
 
 int tk_pretokenize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t n, int first,
@@ -375,8 +375,10 @@ int tk_pretokenize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t
         dst->n = 0;
         for (size_t i = 0; !rc && i < cur->n; i++) {
             tk_piece in = cur->p[i]; /* dst may move while growing; cur does not */
+            if ((rc = tk_charge(s, in.n, pr->where))) /* a step reads each piece */
+                break;
             if (pr->type == TK_SPLIT)
-                rc = split_piece(s, pr, pr->re, &in, dst);
+                rc = split_piece(s, pr, &in, dst);
             else if (pr->type == TK_METASPACE)
                 rc = metaspace(s, pr, &in, dst);
             else

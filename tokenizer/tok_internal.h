@@ -39,24 +39,33 @@ typedef struct {
     size_t cap;
 } tk_mergemap;
 
+/* A pattern of the file, compiled twice: unanchored, to find the next match
+ * in a short window of the text, and anchored with a callout before every
+ * item, to finish one match attempt that needs more, counting its work
+ * (tk_regex_each). */
+typedef struct {
+    pcre2_code *any;
+    pcre2_code *at;
+} tk_re;
+
 enum { TK_NFC, TK_NFKC, TK_NFD, TK_NFKD, TK_LOWERCASE, TK_PREPEND, TK_REPLACE };
 typedef struct {
     int type;
     tk_str a;        /* Prepend's text; Replace's string pattern */
     tk_str b;        /* Replace's content */
-    pcre2_code *re;  /* Replace with a Regex pattern */
-    char *pat;       /* its text, for errors */
+    tk_re re;        /* Replace with a Regex pattern (any NULL: a string) */
+    char *where;     /* "FILE: normalizer.normalizers[2] (Replace \"...\")", for errors */
 } tk_norm;
 
 enum { TK_SPLIT, TK_BYTELEVEL, TK_METASPACE };
 enum { TK_ISOLATED, TK_REMOVED, TK_MERGED_PREV, TK_MERGED_NEXT, TK_CONTIGUOUS };
 typedef struct {
     int type;
-    pcre2_code *re;       /* Split's pattern; ByteLevel's GPT-2 regex (NULL: use_regex false) */
-    char *pat;            /* Split's pattern text, for errors (NULL: the GPT-2 pattern) */
+    tk_re re;             /* Split's pattern; ByteLevel's GPT-2 regex (any NULL: use_regex false) */
+    char *where;          /* "FILE: pre_tokenizer.pretokenizers[0] (Split \"...\")", for errors */
     int behavior, invert; /* Split */
     int add_prefix_space; /* ByteLevel */
-    tk_str repl;          /* Metaspace's replacement (UTF-8) */
+    tk_str repl;          /* Metaspace's replacement: one character (UTF-8) */
     int prepend;          /* Metaspace: 0 never, 1 first, 2 always */
     int split;            /* Metaspace: split on the replacement */
 } tk_pre;
@@ -71,9 +80,25 @@ typedef struct {
 typedef struct {
     int32_t id;
     tk_str content;
+    tk_str match;   /* what is looked for: the content, normalized when normalized is set */
     int special, lstrip, rstrip, single_word;
-    int normalized; /* matched in the normalized text (when there is a normalizer) */
+    int normalized; /* matched in the normalized text (HF's second pass) */
 } tk_added;
+
+/* The added tokens of one pass in an Aho-Corasick automaton over their
+ * reversed strings (tokenizer/added.c): one right-to-left scan of a text
+ * gives, at every offset, the longest added token starting there, from
+ * which the leftmost-longest matches follow left to right, as HF's
+ * AhoCorasick with MatchKind::LeftmostLongest finds them. */
+typedef struct {
+    uint64_t *key;     /* cap: node << 8 | byte + 1 (0 empty) */
+    int32_t *child;    /* cap: the node it leads to */
+    size_t cap;        /* power of two */
+    int32_t root_next[256]; /* the root's children (-1 none): most bytes stop here */
+    int32_t *fail;     /* nodes: the longest proper suffix that is a node */
+    int32_t *best;     /* nodes: the added token (its index) that is the longest suffix, -1 none */
+    int32_t n_nodes;
+} tk_ac;
 
 /* The post-processor of one sequence: ids before and after it. */
 typedef struct {
@@ -83,6 +108,7 @@ typedef struct {
 
 struct hs_tokenizer {
     char *path;
+    char *where_model, *where_added; /* "PATH: model (BPE)", "PATH: added_tokens": for errors */
     int n_ids;          /* 1 + largest id */
     tk_str *tok;        /* n_ids: the vocabulary's strings (added tokens' content); s NULL: a hole */
     tk_str *raw;        /* n_ids: the model vocabulary's strings as BPE sees them (byte-level:
@@ -97,7 +123,7 @@ struct hs_tokenizer {
     unsigned char *is_special; /* n_ids: 1 for special added tokens, 2 for other added tokens */
     tk_added *added;
     int n_added;
-    unsigned char added_first[2][256]; /* [pass][byte]: an added token of the pass starts with it */
+    tk_ac ac[2];        /* [pass]: 0 the tokens matched in the text, 1 in the normalized text */
     tk_norm *norm;
     int n_norm;
     tk_pre *pre;
@@ -144,11 +170,15 @@ int tk_utf8_put(tk_buf *b, uint32_t cp);
  * Rust's from_utf8_lossy do */
 int tk_utf8_lossy(tk_buf *out, const char *s, size_t n);
 
-/* ---- the file formats (tokenizer/hf_json.c; tk_regex in tokenizer/hf_steps.c) ---- */
+/* ---- the file formats (tokenizer/hf_json.c, hf_steps.c; tk_regex in tokenizer/regex.c) ---- */
 int tk_load_json(hs_tokenizer *t, const char *file);
 int tk_load_gpt2(hs_tokenizer *t, const char *vocab_file, const char *merges_file);
-/* compiles a pattern (PCRE2, UTF + UCP; literal when is_literal), JIT when possible */
-pcre2_code *tk_regex(const char *pat, size_t n, int is_literal, const char *field);
+/* Compiles a pattern into *re (PCRE2, UTF + UCP; literal when is_literal):
+ * the unanchored code JIT-compiled when possible (complete and hard partial
+ * matching), the counted one interpreted (its attempts are few). HS_EFORMAT
+ * naming field and the offset of a syntax error. tk_regex_free frees both. */
+int tk_regex(tk_re *re, const char *pat, size_t n, int is_literal, const char *field);
+void tk_regex_free(tk_re *re);
 /* GPT-2's split pattern (HF ByteLevel's use_regex) */
 #define TK_GPT2_PATTERN                                                                     \
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
@@ -183,14 +213,30 @@ typedef struct {
     uint32_t key_n, ids_n; /* key_n == UINT32_MAX: empty */
 } tk_cached;
 
+/* an added token found in a text: at offset pos, t->added[k] */
+typedef struct {
+    size_t pos;
+    int32_t k;
+} tk_found;
+
 /* per-call state: one encode's scratch, so that a handle is shared freely */
 typedef struct tk_scratch {
     pcre2_match_data *md;
-    pcre2_match_context *mc; /* the limits of one match (TK_MATCH_LIMIT) */
+    pcre2_match_context *mc; /* the limits of one match attempt (tk_regex_each) */
+    size_t window;           /* tk_regex_each's first window in bytes (TK_WINDOW; tests: less) */
+    uint64_t budget, spent;  /* units of work (TK_WORK_PER_BYTE) */
+    uint64_t slow_ns;        /* CPU time of the counted match attempts (TK_NS_PER_UNIT) */
+    uint64_t co_t0, co_calls; /* the counted attempt under way: its start, its callouts */
+    size_t co_pos;           /* the subject position at its last callout */
+    int co_slow;             /* it was stopped for its CPU time */
+    size_t text_n;           /* the bytes of the text, for the messages */
+    size_t norm_room;        /* normalized bytes the call may still make (TK_NORM_GROWTH) */
     tk_buf norm[2];
     char **blocks; /* text written by pre-tokenizers, freed per segment */
     size_t nblocks;
     tk_pieces pieces[2];
+    tk_found *found;         /* added tokens found in one stretch (tokenizer/added.c) */
+    size_t found_n, found_cap;
     tk_sym *sym;
     size_t sym_cap;
     tk_cand *heap;
@@ -201,7 +247,40 @@ typedef struct tk_scratch {
     tk_ids cache_ids;
 } tk_scratch;
 
+/* The work of one encode is bounded by a budget proportional to its text:
+ * TK_WORK_PER_BYTE units for each byte of the text (and of what the
+ * normalizers add to it), plus TK_WORK_BASE for a short text. A unit is one
+ * byte a step reads or one step of PCRE2's match limit: about 1 to 25 ns,
+ * so that no file can make a megabyte of text cost more than about a
+ * second before it is refused, while the real tokenizers spend 4 to 10
+ * units a byte (bench/tokenizer.sh). A tokenizer file is partly a program
+ * (its patterns, its chain of steps): this is the bound on its running
+ * time that a per-match limit alone is not, since a pattern may cost
+ * little per match and still be quadratic in the text ("a(?=a*!)|a"). */
+#define TK_WORK_PER_BYTE 32
+#define TK_WORK_BASE (1u << 16)
+
+/* Charges units of work to the call's budget: HS_OK, or HS_EINVAL naming
+ * who (the step: "FILE: pre_tokenizer.pretokenizers[0] (Split ...)") once
+ * the budget is spent. Inline: it is called for every match and piece. */
+int tk_spent(const tk_scratch *s, const char *who);
+static inline int tk_charge(tk_scratch *s, uint64_t units, const char *who)
+{
+    s->spent += units;
+    return s->spent <= s->budget ? HS_OK : tk_spent(s, who);
+}
+
+/* The normalized text of a call may be at most TK_NORM_GROWTH times the
+ * text plus TK_NORM_SLACK bytes: NFKC's largest expansion is 11 times in
+ * UTF-8 (U+FDFA), Llama-2's space -> U+2581 three times; 16 holds NFKC then
+ * such a Replace on any text, and stops a chain that doubles the text
+ * ("a" -> "aa" forty times) before it fills the memory. */
+#define TK_NORM_GROWTH 16
+#define TK_NORM_SLACK 1024
+
 tk_scratch *tk_scratch_new(const hs_tokenizer *t);
+/* the budget and the normalized room of a call on a text of n bytes */
+void tk_scratch_start(tk_scratch *s, size_t n);
 void tk_scratch_free(tk_scratch *s);
 
 /* normalizes seg into *out (owned by the scratch, valid until the next call) */
@@ -212,15 +291,42 @@ int tk_pretokenize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t
                    tk_pieces **out);
 /* appends the BPE ids of one pre-token */
 int tk_bpe(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids *out);
-/* Regex matches: calls back (start, end) for every match of re in [0, n).
- * A pattern from a file may backtrack catastrophically ("(a+)+$"): each
- * match attempt is limited to TK_MATCH_LIMIT steps (PCRE2's match and depth
- * limits), past which the text is refused (HS_EINVAL naming the pattern,
- * pat; NULL names the GPT-2 pattern) instead of hanging the tool. Real
- * tokenizers' patterns take a few steps per character of a match. */
-#define TK_MATCH_LIMIT 1000000
-int tk_regex_each(const pcre2_code *re, const char *pat, tk_scratch *sc, const char *s, size_t n,
+
+/* Regex matches (tokenizer/regex.c): calls back (start, end) for every
+ * match of re in [0, n), as an unanchored search from each match's end
+ * would find them (an empty match moves on by one character).
+ *
+ * The search runs in a window of sc->window bytes under PCRE2's hard
+ * partial matching and a match limit of TK_LIMIT0 to TK_LIMIT_FAST steps
+ * an offset (doubled as an offset needs it, each try charged): a
+ * result that is neither partial nor out of steps is the result on the
+ * whole text, and cost little. An attempt that needs more (one that reads
+ * past the window, or backtracks more) is finished alone, anchored, by the
+ * compilation with callouts, which charges every item it runs one unit and
+ * every byte the subject position moves one more: the bytes a pattern reads
+ * ahead or scans again are paid for, and the attempt is stopped mid-way
+ * once the budget is spent (HS_EINVAL naming who) instead of hanging the
+ * tool. What a callout cannot see (a backreference compared in vain) is
+ * bounded by the CPU time of those attempts: TK_NS_PER_UNIT for each unit
+ * of the budget (0.3 s for a megabyte; the real tokenizers' take a few
+ * milliseconds). Real patterns cost 4 to 8 units a byte. */
+#define TK_WINDOW 64
+#define TK_LIMIT0 2
+#define TK_LIMIT_FAST 64
+#define TK_NS_PER_UNIT 10
+/* the callout of the counted compilation (data: the scratch) */
+int tk_regex_callout(pcre2_callout_block *cb, void *data);
+int tk_regex_each(const tk_re *re, const char *who, tk_scratch *sc, const char *s, size_t n,
                   int (*fn)(void *, size_t, size_t), void *ctx);
+
+/* ---- added tokens (tokenizer/added.c) ---- */
+/* The automata of the two passes, built once the added tokens are read
+ * (their match strings set). HS_ENOMEM. */
+int tk_ac_build(hs_tokenizer *t);
+void tk_ac_free(tk_ac *ac);
+/* The leftmost-longest matches of pass's added tokens in s[0, n), in
+ * order, into s->found: O(n) plus the number of offsets where a token starts. */
+int tk_ac_find(const hs_tokenizer *t, int pass, tk_scratch *sc, const char *s, size_t n);
 
 /* ---- decoding (tokenizer/decode.c) ---- */
 /* The bytes of ids through the decoder chain. display: the token text for

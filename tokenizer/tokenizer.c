@@ -4,10 +4,12 @@
  * normalized, pre-tokenized and merged by BPE, and the post-processor's
  * special tokens wrap the result when add_special is set. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tok_internal.h"
 
@@ -52,15 +54,19 @@ void hs_tokenizer_free(hs_tokenizer *t)
     free(t->tok), free(t->raw), free(t->is_special);
     tk_strmap_free(&t->vocab);
     tk_mergemap_free(&t->merges);
-    for (int i = 0; i < t->n_added; i++)
+    for (int i = 0; i < t->n_added; i++) {
+        if (t->added[i].match.s != t->added[i].content.s)
+            free(t->added[i].match.s);
         free(t->added[i].content.s);
+    }
     free(t->added);
+    tk_ac_free(&t->ac[0]), tk_ac_free(&t->ac[1]);
     for (int i = 0; i < t->n_norm; i++)
-        free(t->norm[i].a.s), free(t->norm[i].b.s), free(t->norm[i].pat),
-            pcre2_code_free(t->norm[i].re);
+        free(t->norm[i].a.s), free(t->norm[i].b.s), free(t->norm[i].where),
+            tk_regex_free(&t->norm[i].re);
     free(t->norm);
     for (int i = 0; i < t->n_pre; i++)
-        pcre2_code_free(t->pre[i].re), free(t->pre[i].pat), free(t->pre[i].repl.s);
+        tk_regex_free(&t->pre[i].re), free(t->pre[i].where), free(t->pre[i].repl.s);
     free(t->pre);
     for (int i = 0; i < t->n_dec; i++)
         free(t->dec[i].a.s), free(t->dec[i].b.s);
@@ -68,21 +74,43 @@ void hs_tokenizer_free(hs_tokenizer *t)
     for (int i = 0; i < t->n_post; i++)
         free(t->post[i].pre), free(t->post[i].post);
     free(t->post);
-    free(t->path);
+    free(t->path), free(t->where_model), free(t->where_added);
     free(t);
 }
 
-/* HF's two passes over added tokens: those not normalized are cut out of
- * the text first; the normalized ones out of each stretch once normalized
- * (the same text when there is no normalizer: then one pass does all) */
-static int pass_of(const hs_tokenizer *t, const tk_added *a) { return a->normalized && t->n_norm; }
+/* What each added token is looked for as: its content, or for a normalized
+ * one (matched in the normalized text, HF's second pass) its content
+ * normalized, as HF builds its normalized trie. Then the two automata. */
+static int added_matches(hs_tokenizer *t)
+{
+    tk_scratch *s = t->n_norm ? tk_scratch_new(t) : NULL;
+    int rc = t->n_norm && !s ? HS_ENOMEM : HS_OK;
+    for (int k = 0; !rc && k < t->n_added; k++) {
+        tk_added *a = &t->added[k];
+        a->match = a->content;
+        if (!a->normalized || !t->n_norm)
+            continue;
+        const char *p;
+        size_t n;
+        tk_scratch_start(s, a->content.n);
+        if ((rc = tk_normalize(t, s, a->content.s, a->content.n, &p, &n)))
+            break;
+        if (!(a->match.s = malloc(n + 1))) {
+            a->match = a->content;
+            rc = hs_fail(HS_ENOMEM, "%s: added tokens", t->path);
+            break;
+        }
+        memcpy(a->match.s, p, n);
+        a->match.s[n] = 0, a->match.n = n;
+    }
+    tk_scratch_free(s);
+    return rc ? rc : tk_ac_build(t);
+}
 
 /* the tables derived from the vocabulary: single bytes' ids (byte-level) or
  * <0xAB> ids (byte fallback), the byte-level alphabet */
 static void derive(hs_tokenizer *t)
 {
-    for (int k = 0; k < t->n_added; k++)
-        t->added_first[pass_of(t, &t->added[k])][(unsigned char)t->added[k].content.s[0]] = 1;
     for (int cp = 0; cp < 512; cp++)
         t->cp_byte[cp] = (int16_t)tk_cp_to_byte((uint32_t)cp);
     for (int b = 0; b < 256; b++) {
@@ -125,9 +153,16 @@ int hs_tokenizer_open(hs_tokenizer **tok, const char *path)
         return hs_fail(HS_ENOMEM, "tokenizer: %s", path);
     t->unk = -1;
     t->path = strdup(path);
-    int rc = !t->path ? hs_fail(HS_ENOMEM, "tokenizer: %s", path)
+    if (t->path && (t->where_model = malloc(strlen(path) + 40)) &&
+        (t->where_added = malloc(strlen(path) + 40))) {
+        sprintf(t->where_model, "%s: model (BPE)", path);
+        sprintf(t->where_added, "%s: added_tokens", path);
+    }
+    int rc = !t->path || !t->where_added ? hs_fail(HS_ENOMEM, "tokenizer: %s", path)
              : gpt2 ? tk_load_gpt2(t, vocab, merges)
                                     : tk_load_json(t, file);
+    if (!rc)
+        rc = added_matches(t);
     if (rc) {
         hs_tokenizer_free(t);
         return rc;
@@ -180,44 +215,37 @@ static size_t space_after(const char *s, size_t start, size_t n)
     return k - start;
 }
 
-/* The added token of the pass matching at s[i] (the longest), or -1. */
-static int added_at(const hs_tokenizer *t, const char *s, size_t n, size_t i, int pass)
-{
-    int best = -1;
-    for (int k = 0; k < t->n_added; k++) {
-        const tk_added *a = &t->added[k];
-        if (a->content.s[0] != s[i] || a->content.n > n - i || pass_of(t, a) != pass ||
-            (best >= 0 && a->content.n <= t->added[best].content.n) ||
-            memcmp(s + i, a->content.s, a->content.n))
-            continue;
-        if (a->single_word && ((i > 0 && is_word_byte((unsigned char)s[i - 1])) ||
-                               (i + a->content.n < n &&
-                                is_word_byte((unsigned char)s[i + a->content.n]))))
-            continue;
-        best = k;
-    }
-    return best;
-}
-
 typedef int (*stretch_fn)(const hs_tokenizer *t, tk_scratch *s, const char *p, size_t n,
                           int first, tk_ids *out);
 
-/* Cuts the added tokens of a pass out of text (leftmost, longest first; an
- * lstrip / rstrip token takes the whitespace beside it) and hands each
- * stretch between them to fn. first: text starts at the input's offset 0. */
+/* Cuts the added tokens of a pass out of text and hands each stretch
+ * between them to fn, as HF's find_matches: the leftmost-longest matches
+ * in order (tk_ac_find); a single_word token with a word character beside
+ * it is no match, and the text it covers stays text (HF discards it, it
+ * does not look for a shorter token there); an lstrip / rstrip token takes
+ * the whitespace beside it. first: text starts at the input's offset 0. */
 static int split_added(const hs_tokenizer *t, tk_scratch *s, const char *text, size_t len,
                        int pass, int first, stretch_fn fn, tk_ids *out)
 {
+    int rc = tk_ac_find(t, pass, s, text, len);
+    if (rc)
+        return rc;
+    /* fn may find added tokens of the other pass: the matches are copied */
+    size_t nf = s->found_n;
+    tk_found *found = nf ? malloc(nf * sizeof *found) : NULL;
+    if (nf && !found)
+        return hs_fail(HS_ENOMEM, "tokenizer: %zu added tokens", nf);
+    if (nf)
+        memcpy(found, s->found, nf * sizeof *found);
     size_t start = 0; /* of the stretch not yet encoded */
-    int rc = HS_OK;
-    for (size_t i = 0; i < len && !rc;) {
-        int k = t->added_first[pass][(unsigned char)text[i]] ? added_at(t, text, len, i, pass) : -1;
-        if (k < 0) {
-            i++;
+    for (size_t j = 0; j < nf && !rc; j++) {
+        const tk_added *a = &t->added[found[j].k];
+        size_t i = found[j].pos, end = i + a->match.n, cut = i;
+        if (i < start) /* inside what an rstrip token took */
             continue;
-        }
-        const tk_added *a = &t->added[k];
-        size_t end = i + a->content.n, cut = i;
+        if (a->single_word && ((i > 0 && is_word_byte((unsigned char)text[i - 1])) ||
+                               (end < len && is_word_byte((unsigned char)text[end]))))
+            continue;
         if (a->lstrip)
             cut -= space_before(text, start, i);
         if (a->rstrip)
@@ -225,8 +253,9 @@ static int split_added(const hs_tokenizer *t, tk_scratch *s, const char *text, s
         rc = fn(t, s, text + start, cut - start, first && start == 0, out);
         if (!rc)
             rc = tk_ids_add(out, &a->id, 1);
-        start = i = end;
+        start = end;
     }
+    free(found);
     if (!rc)
         rc = fn(t, s, text + start, len - start, first && start == 0, out);
     return rc;
@@ -274,6 +303,7 @@ int hs_tokenizer_encode(const hs_tokenizer *t, const char *text, size_t len, int
     tk_scratch *s = tk_scratch_new(t);
     if (!s)
         return HS_ENOMEM;
+    tk_scratch_start(s, len);
     tk_ids body = { 0 }, out = { 0 };
     int rc = encode_text(t, s, text, len, &body);
     tk_scratch_free(s);
@@ -330,22 +360,41 @@ int hs_tokenizer_token_text(const hs_tokenizer *t, int32_t id, char *buf, size_t
     return rc;
 }
 
-int hs_tokenizer_encode_file(const hs_tokenizer *t, const char *path, int add_special,
-                             int32_t **ids, size_t *n)
+int hs_tokenizer_encode_file(const hs_tokenizer *t, const char *path, size_t stream_cap,
+                             int add_special, int32_t **ids, size_t *n)
 {
     *ids = NULL, *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    /* a regular file unless streams are taken: then any file, a pipe too */
+    int fd = stream_cap ? open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY) : hs_open_regular(path, NULL);
+    if (fd < 0)
+        return stream_cap ? hs_fail(HS_EIO, "%s: cannot open: %s", path, strerror(errno)) : HS_EIO;
+    struct stat sb;
+    const int regular = !fstat(fd, &sb) && S_ISREG(sb.st_mode);
+    const size_t cap = regular || stream_cap > HS_TOKENIZER_MAX_TEXT ? HS_TOKENIZER_MAX_TEXT
+                                                                     : stream_cap;
     tk_buf text = { 0 };
+    int rc = regular && (uint64_t)sb.st_size > cap
+                 ? hs_fail(HS_EINVAL, "%s: %lld bytes: a text of at most %zu MiB is read", path,
+                           (long long)sb.st_size, cap >> 20)
+                 : HS_OK;
     char chunk[1 << 16];
-    size_t got;
-    int rc = HS_OK;
-    while (!rc && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
-        rc = tk_buf_add(&text, chunk, got);
-    if (!rc && ferror(f))
-        rc = hs_fail(HS_EIO, "%s: read failed", path);
-    fclose(f);
+    /* read until the end, or until the cap is passed: an endless stream
+     * (/dev/zero, a pipe that never closes) is refused there */
+    while (!rc) {
+        ssize_t got = read(fd, chunk, sizeof chunk);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            rc = hs_fail(HS_EIO, "%s: read failed: %s", path, strerror(errno));
+        else if (!got)
+            break;
+        else if (text.n + (size_t)got > cap)
+            rc = hs_fail(HS_EINVAL, "%s: more than %zu MiB of text%s", path, cap >> 20,
+                         regular ? "" : " from a stream (write it to a file to read more)");
+        else
+            rc = tk_buf_add(&text, chunk, (size_t)got);
+    }
+    close(fd);
     if (!rc) {
         size_t bad = tk_utf8_check(text.p, text.n);
         rc = bad < text.n ? hs_fail(HS_EINVAL, "%s: invalid UTF-8 at byte offset %zu", path, bad)

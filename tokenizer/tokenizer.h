@@ -38,15 +38,30 @@ int hs_tokenizer_vocab_size(const hs_tokenizer *tok);
  * O(m log m) for m symbols, results cached for the rest of the call, so
  * encode a document in one call rather than line by line); a file without
  * a pre-tokenizer (Llama-2 style) makes each stretch between added tokens
- * one BPE word, O(n log n) in its length. */
+ * one BPE word, O(n log n) in its length.
+ * A tokenizer file is partly a program (its patterns, its chain of steps),
+ * so the work of one call is bounded by a budget proportional to the text
+ * (tokenizer/tok_internal.h: 32 units a byte, the real tokenizers spend a
+ * few), and the normalized text by 16 times the text: past either the text
+ * is refused, HS_EINVAL naming the file and the step ("tokenizer.json:
+ * pre_tokenizer.pretokenizers[0] (Split "..."): the work budget of this
+ * text is spent"), instead of running for minutes or filling the memory. */
 int hs_tokenizer_encode(const hs_tokenizer *tok, const char *text, size_t len, int add_special,
                         int32_t **ids, size_t *n);
 
-/* hs_tokenizer_encode of a whole file (any readable file, a pipe
- * included), read as one document. HS_EIO naming the file; invalid UTF-8
- * is HS_EINVAL naming the file and the byte offset. */
-int hs_tokenizer_encode_file(const hs_tokenizer *tok, const char *path, int add_special,
-                             int32_t **ids, size_t *n);
+/* The longest text hs_tokenizer_encode_file reads (its ids are held in
+ * memory too, up to 4 bytes a byte). */
+#define HS_TOKENIZER_MAX_TEXT ((size_t)1 << 30)
+
+/* hs_tokenizer_encode of a whole file, read as one document. path is a
+ * regular file (a FIFO, a device or a directory is HS_EIO naming it, at
+ * once) unless stream_cap > 0: then any file is read, a pipe included, up
+ * to stream_cap bytes (an endless stream, /dev/zero, is HS_EINVAL past
+ * them). A regular file holds at most HS_TOKENIZER_MAX_TEXT bytes. HS_EIO
+ * naming the file; invalid UTF-8 is HS_EINVAL naming the file and the byte
+ * offset. */
+int hs_tokenizer_encode_file(const hs_tokenizer *tok, const char *path, size_t stream_cap,
+                             int add_special, int32_t **ids, size_t *n);
 
 /* The text of ids through the decoder (malloc'd, NUL-terminated; NULL with
  * the message set). skip_special leaves out special added tokens. */

@@ -1,5 +1,6 @@
 /* Tokenizer load + encode + decode + token_text (tokenizer/). The first
- * byte chooses the mode and the flags:
+ * byte chooses the mode and the flags; from 64 to 127 it is the regex mode
+ * (below), else:
  *   mode (byte % 4)  0: the input is tokenizer.json, a NUL byte, then the
  *                       text (the file's structure and the text both fuzzed)
  *                    1: a fixed byte-level BPE tokenizer.json (GPT-2 regex,
@@ -13,12 +14,22 @@
  * the ids are decoded and each one's token_text is read into buffers of
  * several sizes (the result NUL-terminated within cap). The text's bytes,
  * read as ids (outside the vocabulary too), are decoded and shown as well:
- * an unknown id is an error, never a read out of bounds. */
+ * an unknown id is an error, never a read out of bounds.
+ *
+ * Regex mode (first byte 64..127): the input is a pattern, a NUL, then a
+ * text. tk_regex_each, which runs a pattern in windows of the text
+ * (1 + bits 2..4 of the first byte bytes, from 1 to 8) and finishes longer
+ * attempts alone, must find exactly the matches of PCRE2 run on the whole
+ * text (bit 5: the pattern as a literal); a run the budget stops is no
+ * finding. Each encode is bounded by its work budget: a slow input is a
+ * finding (libFuzzer's -timeout). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz_util.h"
+#include "tok_internal.h"
 #include "tokenizer.h"
 
 /* a byte-level BPE as GPT-2 / Llama-3 files are, kept small */
@@ -133,10 +144,98 @@ static void exercise(const hs_tokenizer *t, const uint8_t *text, size_t n, int f
     free(hs_tokenizer_decode(t, raw, nraw, (flags >> 1) & 1));
 }
 
+/* the matches of a pattern as "ms-me ..." into out (cap bytes): whole,
+ * PCRE2 on all the text, an empty match moving on by a character; -1
+ * when PCRE2 gives up (its default limits) */
+static int whole_text(const char *pat, size_t pn, int literal, const char *s, size_t n, char *out,
+                      size_t cap)
+{
+    int err;
+    PCRE2_SIZE at;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, pn,
+                                   PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP), &err, &at,
+                                   NULL);
+    if (!re)
+        return -1;
+    pcre2_match_data *md = pcre2_match_data_create(8, NULL);
+    pcre2_match_context *mc = pcre2_match_context_create(NULL);
+    pcre2_set_match_limit(mc, 100000);
+    size_t k = 0, start = 0;
+    int rc = 0;
+    out[0] = 0;
+    while (start <= n && k < cap - 48) {
+        int m = pcre2_match(re, (PCRE2_SPTR)s, n, start, 0, md, mc);
+        if (m == PCRE2_ERROR_NOMATCH)
+            break;
+        if (m < 0) {
+            rc = -1;
+            break;
+        }
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        k += (size_t)snprintf(out + k, cap - k, "%zu-%zu ", (size_t)ov[0], (size_t)ov[1]);
+        if (ov[1] > ov[0])
+            start = ov[1];
+        else
+            for (start = ov[0] + 1; start < n && ((unsigned char)s[start] & 0xc0) == 0x80;)
+                start++;
+    }
+    pcre2_match_context_free(mc);
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    return rc;
+}
+
+typedef struct {
+    char *out;
+    size_t k, cap;
+} match_list;
+
+static int note(void *p, size_t ms, size_t me)
+{
+    match_list *l = p;
+    if (l->k < l->cap - 48)
+        l->k += (size_t)snprintf(l->out + l->k, l->cap - l->k, "%zu-%zu ", ms, me);
+    return HS_OK;
+}
+
+static void regex_mode(const uint8_t *data, size_t size)
+{
+    static char want[1 << 16], got[1 << 16];
+    const uint8_t *p = data + 1, *end = data + size;
+    const char *pat = (const char *)p;
+    size_t pn = cut(&p, end), n = (size_t)(end - p);
+    const char *text = (const char *)p;
+    const int literal = (data[0] >> 5) & 1;
+    if (tk_utf8_check(pat, pn) < pn || tk_utf8_check(text, n) < n)
+        return; /* the tokenizer reads only UTF-8 */
+    tk_re re;
+    if (tk_regex(&re, pat, pn, literal, "fuzz"))
+        return;
+    tk_scratch *sc = tk_scratch_new(NULL);
+    if (!sc)
+        abort();
+    sc->window = 1 + (size_t)((data[0] >> 2) & 7);
+    tk_scratch_start(sc, n);
+    match_list l = { got, 0, sizeof got };
+    got[0] = 0;
+    int rc = tk_regex_each(&re, "fuzz", sc, text, n, note, &l);
+    if (!rc && l.k < sizeof got - 48 && !whole_text(pat, pn, literal, text, n, want, sizeof want) &&
+        strlen(want) < sizeof want - 48 && strcmp(got, want)) {
+        fprintf(stderr, "windowed %s\nwhole    %s\n", got, want);
+        abort(); /* the windows changed a match */
+    }
+    tk_scratch_free(sc);
+    tk_regex_free(&re);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
+    if ((data[0] & 0xc0) == 0x40) {
+        regex_mode(data, size);
+        return 0;
+    }
     int mode = data[0] % 4, flags = data[0] / 4;
     const uint8_t *p = data + 1, *end = data + size;
     hs_tokenizer *t = NULL;

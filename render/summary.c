@@ -1,0 +1,378 @@
+/* render/summary.c: what a command prints of its result, as lines for
+ * people or (json) one JSON object, so that the library's suites (the
+ * sanitizer builds run those) exercise it and a binding prints the same
+ * as the command. */
+#include "summary.h"
+
+#include <string.h>
+#include <sys/stat.h>
+
+#include "jsonout.h"
+#include "metrics.h"
+
+void hs_print_ablate(FILE *f, const hs_summary *s, const hs_ablate_result *r)
+{
+    if (s->json) {
+        fprintf(f, "{\"run_id\":%lld,\"clean_loss\":", s->run_id);
+        hs_json_number(f, r->clean_loss, 9);
+        fprintf(f, ",\"seconds\":"), hs_json_fixed(f, s->seconds, 3);
+        fprintf(f, ",\"layers_skipped\":%d", r->layers_skipped);
+        for (int k = 0; k < HS_ABLATE_KINDS; k++)
+            if (r->worst_layer[k] >= 0) {
+                fprintf(f, ",\"max_loss_delta_%s\":{\"layer\":%d,\"head\":%d,\"value\":",
+                        hs_ablate_kind_name(k), r->worst_layer[k], r->worst_head[k]);
+                hs_json_number(f, r->worst_delta[k], 9);
+                fprintf(f, "}");
+            }
+        fprintf(f, "}\n");
+        return;
+    }
+    fprintf(f, "run %lld: clean loss %.4f; ablations recorded in %s (%.1f s)\n", s->run_id,
+            r->clean_loss, s->db, s->seconds);
+    for (int k = 0; k < HS_ABLATE_KINDS; k++)
+        if (r->worst_layer[k] >= 0)
+            fprintf(f, "  largest loss_delta_%-8s %+.4f at layer %d head %d\n",
+                    hs_ablate_kind_name(k), r->worst_delta[k], r->worst_layer[k],
+                    r->worst_head[k]);
+}
+
+void hs_print_prune(FILE *f, const hs_summary *s, const hs_prune_result *r, const char *out,
+                    int structural)
+{
+    if (s->json) {
+        fprintf(f, "{\"run_id\":%lld,\"pruned\":%d,\"heads\":%d,\"curve\":[", s->run_id,
+                r->n_pruned, r->heads);
+        for (int i = 0; i < r->curve.n; i++) {
+            fprintf(f, "%s{\"fraction\":", i ? "," : "");
+            hs_json_number(f, r->curve.points[i].x, 6);
+            fprintf(f, ",\"loss\":"), hs_json_number(f, r->curve.points[i].y, 9), fprintf(f, "}");
+        }
+        fprintf(f, "]");
+        if (out) {
+            fprintf(f, ",\"out\":");
+            hs_json_string(f, out);
+            fprintf(f, ",\"forward_ms_unpruned\":"), hs_json_number(f, r->ms[0], 4);
+            fprintf(f, ",\"forward_ms_pruned\":"), hs_json_number(f, r->ms[1], 4);
+        }
+        fprintf(f, "}\n");
+        return;
+    }
+    fprintf(f, "run %lld: pruned %d of %d heads; curve 'pruning' and mask 'pruned' in %s%s%s\n",
+            s->run_id, r->n_pruned, r->heads, s->db, out ? "; model in " : "", out ? out : "");
+    if (out)
+        fprintf(f, "forward of one batch (median of 7): %.2f ms unpruned, %.2f ms %s\n",
+                r->ms[0], r->ms[1],
+                structural ? "structurally pruned" : "pruned by zeroed columns (dense)");
+}
+
+void hs_print_capture(FILE *f, const hs_summary *s, const hs_capture_opts *o,
+                      const hs_capture_result *r)
+{
+    struct stat sb;
+    const uint64_t bytes = r->bytes ? r->bytes : stat(o->out, &sb) ? 0 : (uint64_t)sb.st_size;
+    if (s->json) {
+        fprintf(f, "{\"out\":");
+        hs_json_string(f, o->out);
+        if (s->db)
+            fprintf(f, ",\"run_id\":%lld", s->run_id);
+        fprintf(f, ",\"sequences\":%zu,\"seconds\":%.3f,\"bytes\":%llu}\n", r->sequences,
+                r->seconds, (unsigned long long)bytes);
+    } else {
+        fprintf(f, "captured %zu sequences into %s (%.1f MB, %.2f s)\n", r->sequences, o->out,
+                bytes / 1e6, r->seconds);
+        if (s->db)
+            fprintf(f, "run %lld recorded in %s\n", s->run_id, s->db);
+    }
+}
+
+void hs_print_headcount(FILE *f, const hs_summary *s, const hs_headcount_result *r,
+                        const hs_headcount_opts *o)
+{
+    if (s->json) {
+        fprintf(f, "{\"run_id\":%lld,\"results\":[", s->run_id);
+        for (int i = 0; i < o->n_heads; i++) {
+            fprintf(f, "%s{\"heads\":%d,\"val_loss\":", i ? "," : "", o->heads[i]);
+            hs_json_number(f, r->mean[i], 6);
+            fprintf(f, ",\"std\":"), hs_json_number(f, r->sd[i], 6);
+            fprintf(f, ",\"forward_ms\":"), hs_json_number(f, r->ms[i], 4), fprintf(f, "}");
+        }
+        fprintf(f, "]}\n");
+        return;
+    }
+    fprintf(f, "run %lld: %d head counts x %d seeds, %ld steps each (shared initial weights per "
+            "seed)\n  heads  val loss (mean ± std over seeds)  forward ms\n", s->run_id,
+            o->n_heads, o->n_seeds, o->steps);
+    for (int i = 0; i < o->n_heads; i++)
+        fprintf(f, "  %5d  %.4f ± %.4f                   %.3f\n", o->heads[i], r->mean[i],
+                r->sd[i], r->ms[i]);
+    fprintf(f, "These are losses of this architecture, data, budget and learning rate; a\n"
+            "difference smaller than the spread across seeds shows nothing, and no ordering\n"
+            "of head counts carries over to other settings.\n");
+}
+
+void hs_print_gqa(FILE *f, const hs_summary *s, const hs_gqa_result *r, const hs_gqa_opts *o)
+{
+    if (s->json) {
+        fprintf(f, "{\"run_id\":%lld,\"uptrain_steps\":%ld,\"results\":[", s->run_id,
+                r->uptrain_steps);
+        for (int i = 0; i < r->table.n; i++) {
+            fprintf(f, "%s{\"metric\":", i ? "," : ""), hs_json_string(f, r->table.rows[i].metric);
+            fprintf(f, ",\"val_loss\":"), hs_json_number(f, r->loss[i], 6);
+            fprintf(f, ",\"stderr\":"), hs_json_number(f, r->se[i], 6), fprintf(f, "}");
+        }
+        fprintf(f, "]}\n");
+        return;
+    }
+    fprintf(f, "run %lld: MHA -> GQA by mean-pooled key/value heads, uptrained %ld steps "
+            "(%.1f%% of %ld)\n  key/value heads  val loss after conversion  after uptraining\n",
+            s->run_id, r->uptrain_steps, 100 * o->fraction, o->original_steps);
+    fprintf(f, "  %6d (MHA)     %.4f ± %.4f            %.4f ± %.4f\n", o->mha->cfg.n_kv_head[0],
+            r->loss[0], r->se[0], r->loss[1], r->se[1]);
+    for (int i = 0; i < o->n_kv; i++)
+        fprintf(f, "  %6d           %.4f ± %.4f            %.4f ± %.4f\n", o->kv[i],
+                r->loss[2 + 2 * i], r->se[2 + 2 * i], r->loss[3 + 2 * i], r->se[3 + 2 * i]);
+    fprintf(f, "(mean ± stderr over validation sequences; one model, one uptraining each; the "
+            "MHA\nrow's second column is the MHA model trained the same extra steps, the "
+            "control)\n");
+}
+
+void hs_print_windows(FILE *f, const hs_summary *s, const hs_windows_result *r,
+                      const hs_windows_opts *o)
+{
+    if (s->json) {
+        fprintf(f, "{\"run_id\":%lld,\"window\":%d,\"results\":[", s->run_id, r->window);
+        for (int a = 0; a < HS_WINDOWS_ARMS; a++) {
+            fprintf(f, "%s{\"arm\":\"%s\",\"val_loss\":", a ? "," : "", HS_WINDOWS_ARM[a]);
+            hs_json_number(f, r->mean[a], 6);
+            fprintf(f, ",\"stderr\":"), hs_json_number(f, r->se[a], 6);
+            fprintf(f, ",\"kv_bytes_per_token\":"), hs_json_fixed(f, r->kv_bytes[a], 1);
+            fprintf(f, ",\"forward_ms\":"), hs_json_number(f, r->ms[a], 4), fprintf(f, "}");
+        }
+        fprintf(f, "]}\n");
+        return;
+    }
+    fprintf(f, "run %lld: heads all global / half local / all local (W = %d), %d seeds x %ld steps "
+            "each, T = %d\n  heads   val loss (mean ± stderr over seeds)  kv bytes/token  "
+            "forward ms\n", s->run_id, r->window, o->n_seeds, o->steps, o->seq_len);
+    for (int a = 0; a < HS_WINDOWS_ARMS; a++)
+        fprintf(f, "  %-6s  %.4f ± %.4f                     %10.0f  %10.3f\n", HS_WINDOWS_ARM[a],
+                r->mean[a], r->se[a], r->kv_bytes[a], r->ms[a]);
+    fprintf(f, "Same heads, shared initial weights per seed, same data and steps. kv bytes: "
+            "%d-byte\nvalues at T = %d, each key/value head keeping min(T, W) positions when "
+            "all its query\nheads are local. A difference smaller than a few stderrs shows "
+            "nothing.\n",
+            (int)sizeof(hs_real), o->seq_len);
+}
+
+void hs_print_dla(FILE *f, const hs_summary *s, const hs_dla_result *r)
+{
+    const hs_metric_row *ld = hs_head_table_find(&r->table, -1, -1, HS_METRIC(LOGIT_DIFF_CLEAN));
+    if (s->json) {
+        fprintf(f, "{\"run_id\":%lld,\"prompts\":%d,\"logit_diff_clean\":", s->run_id, r->parts.n);
+        hs_json_number(f, ld->value, 8);
+        fprintf(f, ",\"logit_diff_stderr\":"), hs_json_number(f, ld->stderr_value, 6);
+        fprintf(f, ",\"top\":{\"layer\":%d,\"head\":%d,\"dla\":", r->top_layer, r->top_head);
+        hs_json_number(f, r->top, 8);
+        fprintf(f, "},\"sum_gap_max\":"), hs_json_number(f, r->max_gap, 3);
+        fprintf(f, ",\"rows\":%d}\n", r->table.n);
+        return;
+    }
+    fprintf(f, "run %lld: direct logit attribution of %d prompt%s in %s; clean logit difference "
+            "%.4f ± %.4f; largest head toward the answer: layer %d head %d (%+.4f); the parts "
+            "sum to the logit difference within %.1e (relative)\n",
+            s->run_id, r->parts.n, r->parts.n == 1 ? "" : "s", s->db, ld->value,
+            ld->stderr_value, r->top_layer, r->top_head, r->top, r->max_gap);
+}
+
+void hs_print_lens(FILE *f, const hs_summary *s, const hs_lens_result *r)
+{
+    const int prompts = r->lens.logit_diff != NULL;
+    if (s->json)
+        fprintf(f, "{\"run_id\":%lld,\"%s\":%ld,\"layers\":[", s->run_id,
+                prompts ? "prompts" : "sequences", r->lens.n);
+    else
+        fprintf(f, "run %lld: logit lens over %ld %s in %s\n%-8s %s\n", s->run_id, r->lens.n,
+                prompts ? "prompts" : "sequences", s->db, "layer",
+                prompts ? "loss (-log p answer)    logit difference" : "loss (nats)");
+    for (int e = 0; e <= r->lens.n_layer; e++) {
+        const hs_head_table *t = &r->table;
+        const hs_metric_row *l = hs_head_table_find(t, e, -1, HS_METRIC(LOGIT_LENS_LOSS));
+        const hs_metric_row *d = hs_head_table_find(t, e, -1, HS_METRIC(LOGIT_LENS_LOGIT_DIFF));
+        if (s->json) {
+            fprintf(f, "%s{\"layer\":%d,\"loss\":", e ? "," : "", e);
+            hs_json_number(f, l->value, 8);
+            fprintf(f, ",\"loss_stderr\":"), hs_json_number(f, l->stderr_value, 6);
+            if (d)
+                fprintf(f, ",\"logit_diff\":"), hs_json_number(f, d->value, 8);
+            fprintf(f, "}");
+            continue;
+        }
+        char name[32];
+        snprintf(name, sizeof name, e < r->lens.n_layer ? "%d" : "%d final", e);
+        fprintf(f, "%-8s %8.4f ± %-9.4f", name, l->value, l->stderr_value);
+        if (d)
+            fprintf(f, "  %8.4f ± %.4f", d->value, d->stderr_value);
+        fprintf(f, "\n");
+    }
+    if (s->json)
+        fprintf(f, "]}\n");
+}
+
+void hs_print_composition(FILE *f, const hs_summary *s, const hs_composition_result *r,
+                          int control)
+{
+    static const char *const kind[3] = { "q", "k", "v" };
+    if (s->json)
+        fprintf(f, "{\"run_id\":%lld,\"pairs\":%d", s->run_id, r->n_pairs / (control ? 6 : 3));
+    else
+        fprintf(f, "run %lld: Q/K/V composition of %d head pairs in %s%s\n", s->run_id,
+                r->n_pairs / (control ? 6 : 3), s->db,
+                control ? " (and of a random-init control)" : "");
+    for (int k = 0; k < 3; k++) {
+        const int *b = r->best[k];
+        if (s->json) {
+            fprintf(f, ",\"%s\":{\"best\":{\"layer_a\":%d,\"head_a\":%d,\"layer_b\":%d,"
+                    "\"head_b\":%d,\"value\":", kind[k], b[0], b[1], b[2], b[3]);
+            hs_json_number(f, r->best_value[k], 6);
+            fprintf(f, "},\"mean\":"), hs_json_number(f, r->mean[k], 6);
+            fprintf(f, ",\"control_mean\":"), hs_json_number(f, r->control_mean[k], 6);
+            fprintf(f, "}");
+        } else {
+            fprintf(f, "%s-composition: highest L%dH%d -> L%dH%d %.3f; mean %.3f", kind[k], b[0],
+                    b[1], b[2], b[3], r->best_value[k], r->mean[k]);
+            if (control)
+                fprintf(f, " (control %.3f)", r->control_mean[k]);
+            fprintf(f, "\n");
+        }
+    }
+    if (s->json)
+        fprintf(f, "}\n");
+}
+
+void hs_print_train(FILE *f, const hs_summary *s, const hs_train_result *r,
+                    const hs_train_opts *to, const char *out)
+{
+    const double tps = to->steps * (double)to->B * to->T / r->seconds;
+    if (s->json) {
+        fprintf(f, "{\"out\":");
+        hs_json_string(f, out);
+        fprintf(f, ",\"steps\":%ld,\"final_loss\":", to->steps);
+        hs_json_number(f, r->final_loss, 9);
+        fprintf(f, ",\"tokens_per_s\":"), hs_json_fixed(f, tps, 1);
+        if (s->db)
+            fprintf(f, ",\"run_id\":%lld", s->run_id);
+        fprintf(f, "}\n");
+    } else {
+        fprintf(f, "trained %ld steps (%.0f tokens/s), final loss %.4f; saved %s\n", to->steps, tps,
+                r->final_loss, out);
+    }
+}
+
+/* Every head row (JSON: "heads"), and the largest of each metric (text). */
+static void print_heads(FILE *f, const hs_head_table *t, int json)
+{
+    if (json)
+        fprintf(f, ",\"heads\":[");
+    for (int i = 0, first = 1; i < t->n; i++) {
+        const hs_metric_row *r = &t->rows[i];
+        if (json) {
+            fprintf(f, "%s{\"layer\":%d,\"head\":%d,\"metric\":", first ? "" : ",", r->layer,
+                    r->head);
+            hs_json_string(f, r->metric);
+            fprintf(f, ",\"value\":"), hs_json_number(f, r->value, 9);
+            fprintf(f, ",\"stderr\":"), hs_json_number(f, r->stderr_value, 9);
+            fprintf(f, ",\"n\":%lld}", r->n);
+            first = 0;
+            continue;
+        }
+        int best = 1;
+        for (int j = 0; j < t->n; j++)
+            if (!strcmp(t->rows[j].metric, r->metric) && t->rows[j].value > r->value)
+                best = 0;
+        if (best && r->layer >= 0)
+            fprintf(f, "  largest %-14s %+.4f (stderr %.4f) at layer %d head %d\n", r->metric,
+                    r->value, r->stderr_value, r->layer, r->head);
+    }
+    if (json)
+        fprintf(f, "]");
+}
+
+void hs_print_patch(FILE *f, const hs_summary *s, const hs_patch_result *r)
+{
+    if (!s->json) {
+        fprintf(f, "run %lld: %ld prompts, logit difference clean %.4f, corrupt %.4f; patching "
+                "recorded in %s (%.1f s)\n", s->run_id, r->n, r->ld_clean, r->ld_corrupt, s->db,
+                s->seconds);
+        print_heads(f, &r->heads, 0);
+        return;
+    }
+    fprintf(f, "{\"run_id\":%lld,\"prompts\":%ld,\"logit_diff_clean\":", s->run_id, r->n);
+    hs_json_number(f, r->ld_clean, 9);
+    fprintf(f, ",\"logit_diff_corrupt\":"), hs_json_number(f, r->ld_corrupt, 9);
+    fprintf(f, ",\"seconds\":"), hs_json_fixed(f, s->seconds, 3);
+    print_heads(f, &r->heads, 1);
+    fprintf(f, ",\"positions\":[");
+    for (int i = 0; i < r->n_pos; i++) {
+        const hs_position_row *p = &r->pos[i];
+        fprintf(f, "%s{\"layer\":%d,\"position\":%d,\"metric\":\"%s\",\"value\":", i ? "," : "",
+                p->layer, p->position, p->metric);
+        hs_json_number(f, p->value, 9);
+        fprintf(f, ",\"stderr\":"), hs_json_number(f, p->stderr_value, 9);
+        fprintf(f, ",\"n\":%lld}", p->n);
+    }
+    fprintf(f, "]}\n");
+}
+
+void hs_print_induction(FILE *f, const hs_summary *s, const hs_induction_result *r,
+                        const hs_induction_opts *o)
+{
+    const hs_causal_check *cc = &r->causal;
+    if (s->json) {
+        fprintf(f, "{\"run_id\":%lld,\"samples\":%d,\"seq_len\":%d,\"top_induction\":{\"layer\":%d,"
+                "\"head\":%d,\"value\":", s->run_id, o->samples, o->seq_len, r->best_layer,
+                r->best_head);
+        hs_json_number(f, r->best, 6);
+        fprintf(f, ",\"control\":"), hs_json_number(f, r->best_control, 6);
+        fprintf(f, "},\"causal\":{\"k\":%d,\"loss_delta_top_k\":", cc->k);
+        hs_json_number(f, cc->targeted, 6);
+        fprintf(f, ",\"loss_delta_random_mean\":"), hs_json_number(f, cc->random_mean, 6);
+        fprintf(f, ",\"loss_delta_random_std\":"), hs_json_number(f, cc->random_std, 6);
+        fprintf(f, ",\"induction_heads_established\":%s}}\n", r->established ? "true" : "false");
+        return;
+    }
+    fprintf(f, "run %lld: scores of every head on %d sequences r ++ r (|r| = %d) in %s; highest "
+            "induction: layer %d head %d, %.3f (random-init control %.3f)\n",
+            s->run_id, o->samples, o->seq_len, s->db, r->best_layer, r->best_head, r->best,
+            r->best_control);
+    const char *pl = cc->k == 1 ? "" : "s";
+    fprintf(f, "causal check: second-half loss %.4f; %+.4f with the top %d induction head%s off, "
+            "%+.4f ± %.4f with %d random other head%s off (%d draws)\n",
+            cc->clean, cc->targeted, cc->k, pl, cc->random_mean, cc->random_std, cc->k, pl,
+            o->random_draws);
+    if (r->established) {
+        fprintf(f, "induction heads by score and causal check:");
+        for (int i = 0; i < cc->k; i++)
+            fprintf(f, " L%dH%d", cc->layer[i], cc->head[i]);
+        fprintf(f, "\n");
+    } else if (cc->beats) {
+        fprintf(f, "not established: the top heads' ablation hurts beyond the random draws' "
+                "spread, but their induction score is below --min-score %.2f or within two "
+                "standard errors of the random-init control's\n", o->min_score);
+    } else {
+        fprintf(f, "not established: ablating the top heads does not hurt beyond the random "
+                "draws' spread\n");
+    }
+}
+
+void hs_print_path_patch(FILE *f, const hs_summary *s, const hs_head_table *t, int n_senders)
+{
+    if (s->json) {
+        fprintf(f, "{\"run_id\":%lld,\"seconds\":", s->run_id), hs_json_fixed(f, s->seconds, 3);
+        print_heads(f, t, 1);
+        fprintf(f, "}\n");
+        return;
+    }
+    fprintf(f, "run %lld: path patching of %d sender(s) recorded in %s (%.1f s)\n", s->run_id,
+            n_senders, s->db, s->seconds);
+    print_heads(f, t, 0);
+}

@@ -1,0 +1,49 @@
+/* What a command prints when a study is done: a few lines for people, or
+ * with json one JSON object on one line (the fields SPEC §8 and the
+ * commands' --help promise), written to f. Here rather than in cli/ so that
+ * the library's suites, which the sanitizer builds run, print them too, and
+ * a binding's summary is the command's. */
+#ifndef HS_SUMMARY_H
+#define HS_SUMMARY_H
+
+#include <stdio.h>
+
+#include "patch.h"
+#include "study.h"
+#include "study_gqa.h"
+#include "study_windows.h"
+
+/* What every summary names besides the result. */
+typedef struct {
+    long long run_id; /* 0: no index */
+    const char *db;   /* the index (NULL: none) */
+    double seconds;   /* the study's wall time, where a summary reports it */
+    int json;
+} hs_summary;
+
+void hs_print_ablate(FILE *f, const hs_summary *s, const hs_ablate_result *r);
+/* out: the written model (NULL: none), structural or pruned by zeroing */
+void hs_print_prune(FILE *f, const hs_summary *s, const hs_prune_result *r, const char *out,
+                    int structural);
+/* the size of o->out when r does not carry it */
+void hs_print_capture(FILE *f, const hs_summary *s, const hs_capture_opts *o,
+                      const hs_capture_result *r);
+void hs_print_headcount(FILE *f, const hs_summary *s, const hs_headcount_result *r,
+                        const hs_headcount_opts *o);
+void hs_print_gqa(FILE *f, const hs_summary *s, const hs_gqa_result *r, const hs_gqa_opts *o);
+void hs_print_windows(FILE *f, const hs_summary *s, const hs_windows_result *r,
+                      const hs_windows_opts *o);
+void hs_print_dla(FILE *f, const hs_summary *s, const hs_dla_result *r);
+void hs_print_lens(FILE *f, const hs_summary *s, const hs_lens_result *r);
+/* control: r holds a random-init control */
+void hs_print_composition(FILE *f, const hs_summary *s, const hs_composition_result *r,
+                          int control);
+void hs_print_train(FILE *f, const hs_summary *s, const hs_train_result *r,
+                    const hs_train_opts *to, const char *out);
+void hs_print_patch(FILE *f, const hs_summary *s, const hs_patch_result *r);
+/* t: the path-patching rows of n_senders senders */
+void hs_print_path_patch(FILE *f, const hs_summary *s, const hs_head_table *t, int n_senders);
+void hs_print_induction(FILE *f, const hs_summary *s, const hs_induction_result *r,
+                        const hs_induction_opts *o);
+
+#endif
