@@ -76,9 +76,10 @@ static hs_study_io io_of(const hs_api_env *e)
 
 /* ---- runs: what the command records about itself (cli_start) ---- */
 
-/* Opens the run of kind in e's index (none without one): provenance, then
- * the sequence length (seq_len > 0), the heads of every layer and, with
- * prompts, the labels of their positions. */
+/* Opens the run of kind in e's index (none without one) with its
+ * provenance, then records what figures need of its inputs as the command
+ * does (hs_inputs_record: seq_len when > 0, the heads per layer, the
+ * prompts' position labels). */
 static int run_begin(hs_run **run, const hs_api_env *e, const char *kind, const hs_model *m,
                      const char *data_path, int seq_len, const hs_prompt_set *ps,
                      const hs_tokenizer *tk)
@@ -92,17 +93,12 @@ static int run_begin(hs_run **run, const hs_api_env *e, const char *kind, const 
                             .model_file = e->model_dir ? file : NULL, .data_path = data_path,
                             .argc = e->argc, .argv = e->argv };
     int rc = hs_run_open(run, &s);
-    char T[32], heads[HS_MAX_LAYERS * 6 + 4] = "[";
-    snprintf(T, sizeof T, "%d", seq_len);
-    if (!rc && seq_len > 0)
-        rc = hs_run_param(*run, "seq_len", T);
-    for (int l = 0, k = 1; l < m->cfg.n_layer; l++)
-        k += snprintf(heads + k, sizeof heads - (size_t)k, "%s%d", l ? "," : "", m->cfg.n_head[l]);
-    strcat(heads, "]");
+    /* the inputs as the command holds them (read here, never freed here) */
+    hs_inputs in = { .m = *m, .seq_len = seq_len, .tk = (hs_tokenizer *)tk };
+    if (ps)
+        in.ps = *ps;
     if (!rc)
-        rc = hs_run_param(*run, "n_head", heads);
-    if (!rc && ps && ps->n)
-        rc = hs_run_position_labels(*run, ps, tk, m->cfg.vocab_size);
+        rc = hs_inputs_record(*run, &in);
     if (rc) {
         hs_run_close(*run, rc, NULL);
         *run = NULL;
