@@ -79,7 +79,7 @@ static hs_study_io io_of(const hs_api_env *e)
 /* Opens the run of kind in e's index (none without one) with its
  * provenance, then records what figures need of its inputs as the command
  * does (hs_inputs_record: seq_len when > 0, the heads per layer, the
- * prompts' position labels). */
+ * prompts' position labels; nothing with m NULL). */
 static int run_begin(hs_run **run, const hs_api_env *e, const char *kind, const hs_model *m,
                      const char *data_path, int seq_len, const hs_prompt_set *ps,
                      const hs_tokenizer *tk)
@@ -93,11 +93,14 @@ static int run_begin(hs_run **run, const hs_api_env *e, const char *kind, const 
                             .model_file = e->model_dir ? file : NULL, .data_path = data_path,
                             .argc = e->argc, .argv = e->argv };
     int rc = hs_run_open(run, &s);
-    /* the inputs as the command holds them (read here, never freed here) */
-    hs_inputs in = { .m = *m, .seq_len = seq_len, .tk = (hs_tokenizer *)tk };
+    /* the inputs as the command holds them (read here, never freed here);
+     * none for a training run (m NULL), as `train` records none */
+    hs_inputs in = { .seq_len = seq_len, .tk = (hs_tokenizer *)tk };
+    if (m)
+        in.m = *m;
     if (ps)
         in.ps = *ps;
-    if (!rc)
+    if (!rc && m)
         rc = hs_inputs_record(*run, &in);
     if (rc) {
         hs_run_close(*run, rc, NULL);
@@ -554,10 +557,10 @@ int hs_api_train(char **json, hs_model *m, const hs_api_tokens *data, const hs_a
     if (!rc && e->db && !out)
         rc = hs_fail(HS_EINVAL, "train: a recorded run saves its model: give out");
     hs_run *run = NULL;
-    if (!rc) {
+    if (!rc) { /* as `train` records it: the model it writes by its sha256, at the end */
         hs_api_env oe = *e;
-        oe.model_dir = (char *)out; /* the run's model is the one it writes */
-        rc = run_begin(&run, &oe, HS_KIND_TRAIN, m, hs_api_tokens_path(data), T, NULL, NULL);
+        oe.model_dir = NULL;
+        rc = run_begin(&run, &oe, HS_KIND_TRAIN, NULL, hs_api_tokens_path(data), 0, NULL, NULL);
     }
     if (rc)
         return rc;
