@@ -60,9 +60,9 @@ void hs_jf(hs_jbuf *b, const char *fmt, ...)
 void hs_jnum(hs_jbuf *b, double v)
 {
     if (isnan(v))
-        hs_jraw(b, "NaN");
-    else if (isinf(v))
-        hs_jraw(b, v > 0 ? "Infinity" : "-Infinity");
+        hs_jraw(b, "null");
+    else if (isinf(v)) /* standard JSON that every reader takes as infinite */
+        hs_jraw(b, v > 0 ? "1e999" : "-1e999");
     else
         hs_jf(b, "%.17g", v);
 }

@@ -1,7 +1,7 @@
 /* The JSON text the api/ functions return: a growing buffer with numbers in
- * 17 significant digits (every double reads back as itself) and NaN,
- * Infinity and -Infinity spelt as Python's json module reads them. Internal
- * to api/. */
+ * 17 significant digits (every double reads back as itself), NaN as null
+ * and the infinities as 1e999 and -1e999 (standard JSON, which every reader
+ * takes as infinite). Internal to api/. */
 #ifndef HS_API_JSON_H
 #define HS_API_JSON_H
 
@@ -17,7 +17,7 @@ typedef struct {
 void hs_jraw(hs_jbuf *b, const char *text);
 /* A printf-formatted fragment. */
 void hs_jf(hs_jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A number (17 significant digits; NaN, Infinity, -Infinity). */
+/* A number (17 significant digits; NaN null, infinities +-1e999). */
 void hs_jnum(hs_jbuf *b, double v);
 /* A string, escaped; NULL is null. */
 void hs_jstr(hs_jbuf *b, const char *s);

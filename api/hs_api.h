@@ -2,9 +2,8 @@
  * (python/headscope), or any FFI. Opaque handles, plain C types and buffers
  * the caller owns; no struct to mirror on the other side. Results of the
  * studies and of the index come back as JSON text (numbers with 17
- * significant digits, so every double reads back exactly; NaN and the
- * infinities as NaN, Infinity, -Infinity, which Python's json module reads),
- * freed with hs_api_free.
+ * significant digits, so every double reads back exactly; NaN as null, the
+ * infinities as 1e999 and -1e999), freed with hs_api_free.
  *
  * Every function that can fail returns an hs_status (HS_OK = 0) with the
  * message in hs_last_error() (common.h); nothing here exits or prints. The
@@ -250,7 +249,7 @@ int hs_api_index_runs(hs_index *ix, const char *kind, const char *status, char *
  * "n": [...], "present": [...]} (row-major, R x C): per head (kind 0, R
  * layers x C heads), per position (kind 1, layers x positions); per layer
  * (kind 2: R layers, C 1: head -1 rows); a curve (kind 3: "step", "x",
- * "y" lists). Cells without a row are absent (present 0, value NaN). */
+ * "y" lists). Cells without a row are absent (present 0, value null). */
 int hs_api_index_metric(hs_index *ix, long long run_id, const char *metric, int kind,
                         char **json);
 

@@ -15,6 +15,12 @@ from ._lib import Error, check, enc, lib
 from .tokenizer import Tokenizer
 
 
+def _nan_row(r):
+    """A row of the library's JSON: NaN comes as null (the index's NULL too)."""
+    l, h, m, v, se, n = r
+    return (l, h, m, np.nan if v is None else v, np.nan if se is None else se, n)
+
+
 class Result:
     """A study's results: rows (layer, head, metric, value, stderr, n) as
     the index holds them (layer = head = -1: model-wide; head = -1: per
@@ -31,11 +37,11 @@ class Result:
     def __init__(self, kind, d, n_layers, n_heads):
         self.kind = kind
         self.run_id = d.get("run_id") or None
-        self.rows = [tuple(r) for r in d.get("rows", [])]
-        self.positions = [tuple(r) for r in d.get("positions", [])]
+        self.rows = [_nan_row(r) for r in d.get("rows", [])]
+        self.positions = [_nan_row(r) for r in d.get("positions", [])]
         self.curves = {k: np.array(v, dtype=np.float64).reshape(-1, 3)
                        for k, v in d.get("curves", {}).items()}
-        self.scalars = dict(d.get("scalars", {}))
+        self.scalars = {k: np.nan if v is None else v for k, v in d.get("scalars", {}).items()}
         self.texts = dict(d.get("texts", {}))
         self.extra = {k: v for k, v in d.items()
                       if k not in ("run_id", "rows", "positions", "curves", "scalars", "texts")}
@@ -55,7 +61,7 @@ class Result:
         found = False
         for l, h, m, *v in self.rows:
             if m == metric and l >= 0 and h >= 0:
-                g[l, h] = v[col] if v[col] is not None else np.nan
+                g[l, h] = v[col]
                 found = True
         return g if found else None
 
