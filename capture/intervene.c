@@ -7,6 +7,7 @@ static const char *const site_names[HS_N_SITES] = {
     [HS_SITE_MLP_OUT] = "mlp_out",     [HS_SITE_Q] = "q",
     [HS_SITE_K] = "k",                 [HS_SITE_V] = "v",
     [HS_SITE_Z] = "z",                 [HS_SITE_PATTERN] = "pattern",
+    [HS_SITE_ATTN_SCORES] = "attn_scores",
 };
 
 const char *hs_site_name(hs_site s)
@@ -22,7 +23,7 @@ int hs_site_parse(const char *name, hs_site *s)
             return HS_OK;
         }
     return hs_fail(HS_EINVAL, "unknown hook site '%s' (resid_pre, attn_out, mlp_out, q, k, v, "
-                              "z, pattern)",
+                              "z, pattern, attn_scores)",
                    name);
 }
 
@@ -57,7 +58,8 @@ int hs_intervention_check(const hs_intervention *iv, const hs_model_config *c)
     if (iv->site == HS_SITE_MLP_OUT && c->mlp == HS_MLP_NONE)
         return hs_fail(HS_EINVAL, "intervention at mlp_out: the model has no MLP");
     int heads = 1;
-    if (iv->site == HS_SITE_Q || iv->site == HS_SITE_Z || iv->site == HS_SITE_PATTERN)
+    if (iv->site == HS_SITE_Q || iv->site == HS_SITE_Z || iv->site == HS_SITE_PATTERN ||
+        iv->site == HS_SITE_ATTN_SCORES)
         heads = c->n_head[iv->layer];
     else if (iv->site == HS_SITE_K || iv->site == HS_SITE_V)
         heads = c->n_kv_head[iv->layer];

@@ -16,12 +16,13 @@
  *   add       x <- x + source[h, :]    steering: a vector per head
  *
  * applied to the selected elements of every sequence of the batch. "Head"
- * means the site's head: a query head at q, z and pattern, a key/value head
- * at k and v (shared by H/G query heads), the single head 0 at the residual
- * sites. "Position" is a query position at the pattern, whose rows stay
- * distributions over the visible keys under zero, resample and replace;
- * mean and add (per head, blind to positions) would put weight on masked
- * keys and are refused there. */
+ * means the site's head: a query head at q, z, pattern and attn_scores, a
+ * key/value head at k and v (shared by H/G query heads), the single head 0
+ * at the residual sites. "Position" is a query position at the pattern,
+ * whose rows stay distributions over the visible keys under zero, resample
+ * and replace; mean and add (per head, blind to positions) would put weight
+ * on masked keys and are refused there (at attn_scores every kind applies:
+ * the keys a query may not see stay masked whatever the scores hold). */
 #ifndef HS_INTERVENE_H
 #define HS_INTERVENE_H
 
@@ -49,8 +50,8 @@ typedef struct {
     size_t source_n;       /* elements of source, checked when non-zero */
 } hs_intervention;
 
-/* "resid_pre", "attn_out", "mlp_out", "q", "k", "v", "z", "pattern"; NULL
- * when s is not a site. */
+/* "resid_pre", "attn_out", "mlp_out", "q", "k", "v", "z", "pattern",
+ * "attn_scores"; NULL when s is not a site. */
 const char *hs_site_name(hs_site s);
 
 /* The site named name into *s; HS_EINVAL naming it when there is none. */

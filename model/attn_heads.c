@@ -116,12 +116,15 @@ static hs_attn_scores scores_of(const hs_attn_scores *sc, int dh)
     return s;
 }
 
-enum { SCORES = 1, MIX = 2 };
+enum { SCORES = 1, SOFTMAX = 2, MIX = 4 };
 
 /* Every block of query rows of every (batch row, head): with SCORES, its
- * scores and softmax into P (att, or a per-thread block); with MIX, the row
- * observer and z = P V. Both in one pass keep a block's scores in cache and
- * need no maps; a pattern hook needs the two apart. */
+ * scores (soft-capped) into P (att, or a per-thread block); with SOFTMAX,
+ * their softmax; with MIX, the row observer and z = P V. All in one pass keep
+ * a block's scores in cache and need no maps; a pattern hook needs the mix
+ * apart, an attn_scores hook the softmax too. A SCORES pass without SOFTMAX
+ * leaves the scores as the attn_scores hook sees them: -inf at every key
+ * the row may not see (masked, padding, outside its window). */
 static void run_blocks(const heads_job *j, int steps)
 {
     const int S = j->kv->S, L = j->L, H = j->H, dh = j->dh, HD = H * dh, group = H / j->G;
@@ -170,7 +173,13 @@ static void run_blocks(const heads_job *j, int steps)
             key_range(j->mask, W, j->prefix, t0 + r, S, &lo, &hi);
             if ((steps & SCORES) && j->softcap > 0)
                 softcap_row(row + (lo - k0), hi - lo, j->softcap);
-            if (steps & SCORES)
+            if ((steps & SCORES) && !(steps & SOFTMAX)) {
+                for (int s = k0; s < end; s++)
+                    if (s < lo || s >= hi || (valid && !valid[s]))
+                        row[s - k0] = -INFINITY;
+                continue;
+            }
+            if (steps & SOFTMAX)
                 hs_softmax_row(row + (lo - k0), valid ? valid + lo : NULL, hi - lo);
             /* Keys outside the row's range: exactly 0 in the map and in the
              * mix, whatever a pattern hook wrote there. */
@@ -207,10 +216,11 @@ int hs_attn_heads_forward_scored(hs_real *z, hs_real *att, const hs_real *q,
         return rc;
     const int layer = hooks ? hooks->layer : 0;
     const int pattern = hooks && hs_site_hooked(hooks->site, HS_SITE_PATTERN);
-    if (pattern && !att)
-        return hs_fail(HS_EINVAL, "attention: layer %d's pattern hook needs the maps kept "
+    const int scores = hooks && hs_site_hooked(hooks->site, HS_SITE_ATTN_SCORES);
+    if ((pattern || scores) && !att)
+        return hs_fail(HS_EINVAL, "attention: layer %d's %s hook needs the maps kept "
                                   "(activations with maps)",
-                       layer);
+                       layer, pattern ? "pattern" : "attn_scores");
     const hs_row_observer *rows = hooks && hooks->rows.fn ? &hooks->rows : NULL;
     const hs_attn_scores s = scores_of(sc, dh);
     heads_job j = { z,    att, NULL, q,     kv,           mask, window, rows, prefix, B, L,
@@ -221,13 +231,20 @@ int hs_attn_heads_forward_scored(hs_real *z, hs_real *att, const hs_real *q,
         if (!j.scratch)
             return HS_ENOMEM;
     }
-    if (!pattern) {
-        run_blocks(&j, SCORES | MIX);
+    if (!pattern && !scores) {
+        run_blocks(&j, SCORES | SOFTMAX | MIX);
     } else {
-        run_blocks(&j, SCORES);
-        const hs_site_view v = { HS_SITE_PATTERN, layer, att, B, L, H, S,
-                                 (size_t)H * L * S, (size_t)S, (size_t)L * S };
-        rc = hs_site_call(hooks->site, &v);
+        hs_site_view v = { HS_SITE_ATTN_SCORES, layer, att, B, L, H, S,
+                           (size_t)H * L * S, (size_t)S, (size_t)L * S };
+        if (scores) {
+            run_blocks(&j, SCORES);
+            rc = hs_site_call(hooks->site, &v);
+        }
+        if (!rc)
+            run_blocks(&j, scores ? SOFTMAX : SCORES | SOFTMAX);
+        v.site = HS_SITE_PATTERN;
+        if (!rc && pattern)
+            rc = hs_site_call(hooks->site, &v);
         if (!rc)
             run_blocks(&j, MIX);
     }

@@ -23,6 +23,13 @@
  *                        hook leaves (z = pattern v). Needs activations that
  *                        keep maps; keys past the causal limit are reset to 0
  *                        after the hook.
+ *   attn_scores (B,H,T,S) the scores before the softmax: scaled q k^T, after
+ *                        the soft-cap; -inf at every key a query may not see
+ *                        (after it, outside its window, padding). The softmax
+ *                        reads what the hook leaves at the visible keys; the
+ *                        others stay masked. Needs activations that keep maps.
+ *                        Hooking it (or pattern) splits the attention kernel's
+ *                        one pass into scores, softmax and mix.
  *
  * A hook is forward-only: the backward does not see what it changed.
  *
@@ -52,19 +59,20 @@ typedef enum {
     HS_SITE_V,
     HS_SITE_Z,
     HS_SITE_PATTERN,
+    HS_SITE_ATTN_SCORES,
     HS_N_SITES
 } hs_site;
 
 /* One site's tensor as a hook sees it: element (b, t, h, i) lives at
  * x[b*sb + t*st + h*sh + i], i < width. The tensor is contiguous: B*sb
  * elements. Residual sites have one "head" (heads 1, width d); the pattern's
- * positions are its queries and its width the S keys. */
+ * and the scores' positions are their queries and their width the S keys. */
 typedef struct {
     hs_site site;
     int layer;
     hs_real *x;        /* writable: the rest of the forward uses what is left */
     int B, T;          /* sequences, positions */
-    int heads;         /* H (q, z, pattern), G (k, v), 1 (residual sites) */
+    int heads;         /* H (q, z, pattern, attn_scores), G (k, v), 1 (residual sites) */
     int width;         /* dh, d, or S */
     size_t sb, st, sh; /* element strides of a sequence, a position, a head */
 } hs_site_view;

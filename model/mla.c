@@ -229,7 +229,7 @@ typedef struct {
     const hs_mla_config *c;
 } heads_job;
 
-enum { SCORES = 1, MIX = 2 };
+enum { SCORES = 1, SOFTMAX = 2, MIX = 4 }; /* as attn_heads.c's */
 
 /* As attn_heads.c's blocks, for MLA's split keys: scores of a block of
  * query rows of head h are q_nope k_nope_h^T + q_pe k_pe^T (k_pe shared),
@@ -271,7 +271,13 @@ static void run_blocks(const heads_job *j, int steps)
         for (int i = 0; i < nr; i++) {
             hs_real *row = P + (size_t)i * ldp;
             const int lim = t0 + i + 1;
-            if (steps & SCORES)
+            if ((steps & SCORES) && !(steps & SOFTMAX)) {
+                /* the attn_scores hook's view: -inf at the keys after the causal limit */
+                for (int s = lim; s < end; s++)
+                    row[s] = -INFINITY;
+                continue;
+            }
+            if (steps & SOFTMAX)
                 hs_softmax_row(row, NULL, lim);
             /* keys after the causal limit: exactly 0, whatever a pattern hook wrote */
             if (end > lim)
@@ -306,10 +312,11 @@ int hs_mla_forward_heads(hs_mla_acts *m, hs_attn_acts *at, const hs_mla_weights 
     const size_t N = (size_t)B * T;
     const hs_attn_hooks *hk = &at->hooks;
     const int pattern = hs_site_hooked(hk->site, HS_SITE_PATTERN);
-    if (pattern && !at->att)
-        return hs_fail(HS_EINVAL, "mla: layer %d's pattern hook needs the maps kept "
+    const int scores = hs_site_hooked(hk->site, HS_SITE_ATTN_SCORES);
+    if ((pattern || scores) && !at->att)
+        return hs_fail(HS_EINVAL, "mla: layer %d's %s hook needs the maps kept "
                                   "(activations with maps)",
-                       hk->layer);
+                       hk->layer, pattern ? "pattern" : "attn_scores");
     double *tab = rope_table(c, 0, T);
     if (!tab)
         return HS_ENOMEM;
@@ -328,13 +335,20 @@ int hs_mla_forward_heads(hs_mla_acts *m, hs_attn_acts *at, const hs_mla_weights 
         if (!j.scratch)
             return HS_ENOMEM;
     }
-    if (!pattern) {
-        run_blocks(&j, SCORES | MIX);
+    if (!pattern && !scores) {
+        run_blocks(&j, SCORES | SOFTMAX | MIX);
     } else {
-        run_blocks(&j, SCORES);
-        const hs_site_view pv = { HS_SITE_PATTERN, hk->layer, at->att, B, T, H, T,
-                                  (size_t)H * T * T, (size_t)T, (size_t)T * T };
-        rc = hs_site_call(hk->site, &pv);
+        hs_site_view pv = { HS_SITE_ATTN_SCORES, hk->layer, at->att, B, T, H, T,
+                            (size_t)H * T * T, (size_t)T, (size_t)T * T };
+        if (scores) {
+            run_blocks(&j, SCORES);
+            rc = hs_site_call(hk->site, &pv);
+        }
+        if (!rc)
+            run_blocks(&j, scores ? SOFTMAX : SCORES | SOFTMAX);
+        pv.site = HS_SITE_PATTERN;
+        if (!rc && pattern)
+            rc = hs_site_call(hk->site, &pv);
         if (!rc)
             run_blocks(&j, MIX);
     }

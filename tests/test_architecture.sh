@@ -3,7 +3,8 @@
 # source tree: commands are plumbing (no function in cli/ over 80 lines), the
 # index's SQL lives in store/ only, one Welford implementation and one head
 # limit, and no folder includes a header of a folder above it
-# (model -> tokenizer -> capture -> store -> analyze -> render -> cli).
+# (model -> tokenizer -> capture -> store -> analyze -> render -> api -> cli;
+# api/ is the flat interface of the shared library, which the command does not use).
 #
 # usage: tests/test_architecture.sh SOURCE_ROOT
 # Prints "ok NAME" or "FAIL NAME: reason" per check, then "N passed, M failed".
@@ -27,13 +28,13 @@ cli_functions_short() {
 
 sql_only_in_store() {
     local hits
-    hits=$(grep -ln 'sqlite3' model/* capture/* analyze/* cli/* 2>/dev/null | tr '\n' ' ')
+    hits=$(grep -ln 'sqlite3' model/* capture/* analyze/* api/* cli/* 2>/dev/null | tr '\n' ' ')
     [ -z "$hits" ] || bad "SQLite used outside store/: $hits"
 }
 
 one_welford() {
     local hits
-    hits=$(grep -rln 'sumsq\|sum_sq' analyze/ cli/ | tr '\n' ' ')
+    hits=$(grep -rln 'sumsq\|sum_sq' analyze/ api/ cli/ | tr '\n' ' ')
     [ -z "$hits" ] || bad "a sum of squares for a variance in: $hits (use analyze/stats.h)" || return
     hits=$(grep -rlnE '(^|[^A-Za-z0-9_])m2 \+=' model/ capture/ store/ analyze/ cli/ | grep -v '^analyze/stats\.[ch]$' | tr '\n' ' ')
     [ -z "$hits" ] || bad "a second Welford update in: $hits"
@@ -42,14 +43,14 @@ one_welford() {
 one_head_limit() {
     local hits
     hits=$(grep -rn 'HS_SCORE_MAX_HEADS\|HS_IMP_MAX_HEADS\|HS_PAT_MAX_HEADS\|HS_MAX_HEADS_ON\|heads\[1024\]' \
-        model/ capture/ store/ analyze/ cli/ | head -3)
+        model/ capture/ store/ analyze/ api/ cli/ | head -3)
     [ -z "$hits" ] || bad "another head limit than HS_MAX_HEADS: $hits"
 }
 
 # Each header belongs to the folder it lies in; a file may include headers of
 # its own folder and of the folders below it.
 layering() {
-    local order=(model tokenizer capture store analyze render cli) i j f h owner bad_inc=""
+    local order=(model tokenizer capture store analyze render api cli) i j f h owner bad_inc=""
     declare -A rank owner_of
     for i in "${!order[@]}"; do rank[${order[$i]}]=$i; done
     for i in "${order[@]}"; do
@@ -85,7 +86,7 @@ no_metric_literals() {
     names=$(sed -n 's/^ *\[HS_M_[A-Z0-9_]*\] = { "\([a-z0-9_]*\)".*/\1/p' analyze/metrics.c)
     [ -n "$names" ] || bad "no metric names found in analyze/metrics.c" || return
     for n in $names; do
-        hits+=$(grep -nF "\"$n\"" cli/*.c render/*.c | grep -v '\.name = "' | head -2)
+        hits+=$(grep -nF "\"$n\"" cli/*.c render/*.c api/*.c | grep -v '\.name = "' | head -2)
     done
     [ -z "$hits" ] || bad "metric names spelled outside analyze/metrics.c: $hits"
 }
@@ -105,7 +106,7 @@ cli_is_small() {
 no_predictable_writes() {
     local hits
     hits=$(grep -nE 'fopen\([^)]*"[wa]b?"|"%s\.tmp|\.tmp\.%d"|H5Fcreate' \
-        model/*.c tokenizer/*.c capture/*.c store/*.c analyze/*.c render/*.c cli/*.c |
+        model/*.c tokenizer/*.c capture/*.c store/*.c analyze/*.c render/*.c api/*.c cli/*.c |
         grep -v '^store/maps_write\.c:[0-9]*: *w->file = H5Fcreate(w->tmp,' |
         grep -v '^model/common\.c:[0-9]*:.*XXXXXX' | head -5)
     [ -z "$hits" ] || bad "a predictable name opened for writing: $hits"

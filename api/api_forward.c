@@ -1,0 +1,215 @@
+/* api/: hooked forwards (hs_api.h). One table of entries, each a hook or a
+ * record of one (site, layer); the model's hook table points every site
+ * that has entries at one dispatcher. Patterns are recorded from the maps
+ * observer, which leaves the attention kernel in one pass; the final
+ * norm's output is read from the activations after the forward. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_internal.h"
+#include "layers.h"
+#include "linalg.h"
+#include "transformer.h"
+
+typedef struct {
+    int site, layer;
+    hs_api_hook_fn fn; /* a hook, or NULL: a record into dst */
+    void *ctx;
+    hs_real *dst;
+    size_t n;
+} entry;
+
+struct hs_api_forward {
+    const hs_model *m;
+    hs_acts a;
+    int have_acts;
+    entry *e;
+    int n, cap;
+};
+
+int hs_api_forward_new(hs_api_forward **f, const hs_model *m)
+{
+    if (!(*f = hs_calloc(1, sizeof **f, "forward")))
+        return HS_ENOMEM;
+    (*f)->m = m;
+    return HS_OK;
+}
+
+void hs_api_forward_free(hs_api_forward *f)
+{
+    if (!f)
+        return;
+    if (f->have_acts)
+        hs_acts_free(&f->a);
+    free(f->e);
+    free(f);
+}
+
+void hs_api_forward_clear(hs_api_forward *f) { f->n = 0; }
+
+static int add_entry(hs_api_forward *f, entry e)
+{
+    int shape[4];
+    int rc = hs_api_site_shape(f->m, e.site, e.layer, 1, 1, shape);
+    if (rc)
+        return rc;
+    if (f->n == f->cap) {
+        const int cap = f->cap ? 2 * f->cap : 32;
+        entry *p = realloc(f->e, sizeof *p * (size_t)cap);
+        if (!p)
+            return hs_fail(HS_ENOMEM, "out of memory");
+        f->e = p, f->cap = cap;
+    }
+    f->e[f->n++] = e;
+    return HS_OK;
+}
+
+int hs_api_forward_record(hs_api_forward *f, int site, int layer, hs_real *dst, size_t n)
+{
+    if (!dst)
+        return hs_fail(HS_EINVAL, "record of %s: no buffer", hs_api_site_name(site));
+    return add_entry(f, (entry){ site, layer, NULL, NULL, dst, n });
+}
+
+int hs_api_forward_hook(hs_api_forward *f, int site, int layer, hs_api_hook_fn fn, void *ctx)
+{
+    if (!fn)
+        return hs_fail(HS_EINVAL, "hook of %s: no function", hs_api_site_name(site));
+    return add_entry(f, (entry){ site, layer, fn, ctx, NULL, 0 });
+}
+
+/* Copies x (need elements) into a record's buffer, whose size must match. */
+static int record(const entry *e, const hs_real *x, size_t need)
+{
+    if (e->n != need)
+        return hs_fail(HS_EINVAL, "record of %s of layer %d: a buffer of %zu values for a "
+                                  "tensor of %zu",
+                       hs_api_site_name(e->site), e->layer, e->n, need);
+    memcpy(e->dst, x, sizeof(hs_real) * need);
+    return HS_OK;
+}
+
+/* The hooks of (site, layer) in order, then its records. */
+static int run_entries(hs_api_forward *f, int site, int layer, hs_real *x, int B, int T,
+                       int heads, int width, size_t need, int records)
+{
+    int rc = HS_OK;
+    for (int i = 0; !rc && i < f->n; i++)
+        if (f->e[i].fn && f->e[i].site == site && f->e[i].layer == layer)
+            rc = f->e[i].fn(f->e[i].ctx, site, layer, x, B, T, heads, width);
+    for (int i = 0; !rc && records && i < f->n; i++)
+        if (!f->e[i].fn && f->e[i].site == site && f->e[i].layer == layer)
+            rc = record(&f->e[i], x, need);
+    return rc;
+}
+
+static int site_fn(void *ctx, const hs_site_view *v)
+{
+    hs_api_forward *f = ctx;
+    const int maps = v->site == HS_SITE_PATTERN || v->site == HS_SITE_ATTN_SCORES;
+    /* The views of hooks.h: (B,T,heads,width) contiguous, maps (B,H,T,S). */
+    return run_entries(f, v->site, v->layer, v->x, v->B, maps ? v->heads : v->T,
+                       maps ? v->T : v->heads, v->width, (size_t)v->B * v->sb,
+                       v->site != HS_SITE_PATTERN);
+}
+
+static int maps_fn(void *ctx, int layer, const hs_real *att, int B, int H, int T)
+{
+    hs_api_forward *f = ctx;
+    int rc = HS_OK;
+    for (int i = 0; !rc && i < f->n; i++)
+        if (!f->e[i].fn && f->e[i].site == HS_SITE_PATTERN && f->e[i].layer == layer)
+            rc = record(&f->e[i], att, (size_t)B * H * T * T);
+    return rc;
+}
+
+static int has(const hs_api_forward *f, int site, int hooks_only)
+{
+    for (int i = 0; i < f->n; i++)
+        if (f->e[i].site == site && (!hooks_only || f->e[i].fn))
+            return 1;
+    return 0;
+}
+
+/* Activations for B x T of the mode the entries need, kept while they fit. */
+static int ensure_acts(hs_api_forward *f, int B, int T, int mode)
+{
+    hs_acts *a = &f->a;
+    if (f->have_acts && (a->mode != mode || a->T != T || a->B_alloc < B)) {
+        hs_acts_free(a);
+        f->have_acts = 0;
+    }
+    if (!f->have_acts) {
+        int rc = hs_acts_alloc(a, &f->m->cfg, B, T, mode);
+        if (rc)
+            return rc;
+        f->have_acts = 1;
+    }
+    return hs_acts_set_batch(a, B);
+}
+
+static int check_targets(const int32_t *targets, size_t N, int V)
+{
+    for (size_t i = 0; i < N; i++)
+        if (targets[i] < 0 || targets[i] >= V)
+            return hs_fail(HS_EINVAL, "forward: target %d at position %zu outside vocabulary %d",
+                           targets[i], i, V);
+    return HS_OK;
+}
+
+int hs_api_forward_run(hs_api_forward *f, const int32_t *ids, int B, int T,
+                       const int32_t *targets, hs_real *logits, hs_real *losses, double *loss)
+{
+    const hs_model *m = f->m;
+    const hs_model_config *c = &m->cfg;
+    if (B <= 0 || T <= 0)
+        return hs_fail(HS_EINVAL, "forward: B=%d, T=%d must be positive", B, T);
+    const size_t N = (size_t)B * T, V = (size_t)c->vocab_size;
+    const int maps = has(f, HS_SITE_PATTERN, 0) || has(f, HS_SITE_ATTN_SCORES, 0);
+    int rc = ensure_acts(f, B, T, maps ? HS_ACTS_MAPS : HS_ACTS_INFER);
+    if (!rc && targets)
+        rc = check_targets(targets, N, c->vocab_size);
+    if (rc)
+        return rc;
+    hs_acts *a = &f->a;
+    hs_hooks h = { .ctx = f };
+    if (has(f, HS_SITE_PATTERN, 0))
+        h.on_maps = maps_fn;
+    for (int s = 0; s < HS_N_SITES; s++)
+        if (s == HS_SITE_PATTERN ? has(f, s, 1) : has(f, s, 0))
+            h.site[s] = (hs_site_hook){ site_fn, f };
+    const int final_hook = has(f, HS_API_SITE_FINAL, 1);
+    /* the model's own fused cross-entropy when only the losses are wanted;
+     * otherwise the logits go straight into the caller's buffer */
+    const int fused = targets && !logits && !final_hook;
+    hs_real *own = a->logits;
+    if (logits && !final_hook)
+        a->logits = logits;
+    rc = hs_forward(a, m, ids, fused ? targets : NULL, &h);
+    a->logits = own;
+    if (!rc && has(f, HS_API_SITE_FINAL, 0))
+        rc = run_entries(f, HS_API_SITE_FINAL, 0, a->lnf, B, T, 1, c->d_model, N * c->d_model, 1);
+    if (rc)
+        return rc;
+    if (final_hook) { /* the unembedding again, of what the hooks left */
+        hs_real *out = logits ? logits : a->logits;
+        hs_linear_forward(out, a->lnf, m->w.lm_w, m->w.lm_b, N, c->d_model, c->vocab_size);
+        if (c->final_softcap > 0)
+            hs_softcap_forward(out, c->final_softcap, N * V);
+    }
+    if (!targets)
+        return HS_OK;
+    if (!fused) {
+        if (logits)
+            memcpy(a->logits, logits, sizeof(hs_real) * N * V);
+        hs_softmax_xent_forward(a->logits, a->losses, targets, N, c->vocab_size);
+    }
+    double sum = 0;
+    for (size_t i = 0; i < N; i++)
+        sum += a->losses[i];
+    if (losses)
+        memcpy(losses, a->losses, sizeof(hs_real) * N);
+    if (loss)
+        *loss = sum / (double)N;
+    return HS_OK;
+}

@@ -1,0 +1,334 @@
+"""Models and their forwards: logits, losses, the activation cache and hooks,
+under TransformerLens's hook names (hooks.py maps them to headscope's sites).
+"""
+
+import ctypes
+import json
+import os
+import re
+import threading
+import types
+
+import numpy as np
+
+from . import _lib
+from ._lib import Error, check, enc, lib
+from .hooks import HookName, all_hook_names, embed_trampoline, resolve, select_names
+from .tokenizer import Tokenizer
+
+
+class ActivationCache(dict):
+    """What run_with_cache kept: hook name -> numpy array, in
+    TransformerLens's shapes. Also indexable as cache["pattern", 3] (the
+    short name and the layer, as TransformerLens's cache is)."""
+
+    def __getitem__(self, key):
+        if isinstance(key, tuple):
+            from .hooks import get_act_name
+            key = get_act_name(*key)
+        return dict.__getitem__(self, key)
+
+    def __contains__(self, key):
+        if isinstance(key, tuple):
+            from .hooks import get_act_name
+            key = get_act_name(*key)
+        return dict.__contains__(self, key)
+
+
+class Model:
+    """A headscope model in memory: Model.open(dir) for a checkpoint of any
+    family, Model.new(preset, ...) for a random one. Calling it runs the
+    forward: model(ids) -> logits (numpy, the build's precision)."""
+
+    def __init__(self, handle, path=None):
+        self._h = ctypes.c_void_p(handle)
+        self.path = os.path.abspath(path) if path else None
+        self._fwd = ctypes.c_void_p()
+        check(lib.hs_api_forward_new(ctypes.byref(self._fwd), self._h))
+        self._lock = threading.Lock()
+        self._tokenizer = None
+        self.config = json.loads(_lib.take_text(lib.hs_api_model_config(self._h)))
+        self.family = lib.hs_api_model_family(self._h).decode()
+        self.n_layers = self._int("n_layer")
+        self.d_model = self._int("d_model")
+        self.d_head = self._int("head_dim")
+        self.vocab_size = self._int("vocab_size")
+        self.n_ctx = self._int("n_ctx")
+        self.d_mlp = self._int("d_ff") if self._int("mlp") else 0
+        self.n_params = self._int("n_params")
+        self.learned_positions = bool(self._int("learned_positions"))
+        self.rotary = bool(self._int("rotary"))
+        self.final_norm = bool(self._int("final_norm"))
+        self.mla = bool(self._int("mla"))
+        self.embed_scale = bool(self._int("embed_scale"))
+        heads = []
+        for l in range(self.n_layers):
+            H, G = ctypes.c_int(), ctypes.c_int()
+            check(lib.hs_api_model_heads(self._h, l, ctypes.byref(H), ctypes.byref(G)))
+            heads.append((H.value, G.value))
+        self.heads_per_layer = [h for h, _ in heads]
+        self.kv_heads_per_layer = [g for _, g in heads]
+        self.n_heads = max(self.heads_per_layer)
+        self.n_kv_heads = max(self.kv_heads_per_layer)
+        self.dtype = _lib.dtype
+        self.cfg = types.SimpleNamespace(
+            n_layers=self.n_layers, d_model=self.d_model, d_head=self.d_head,
+            n_heads=self.n_heads, n_key_value_heads=self.n_kv_heads, d_vocab=self.vocab_size,
+            n_ctx=self.n_ctx, d_mlp=self.d_mlp, family=self.family, dtype=self.dtype)
+        self._params = None
+        self._names = None
+
+    # ---- making models ----
+
+    @classmethod
+    def open(cls, path):
+        """A checkpoint directory (config.json + model.safetensors, or a
+        sharded index) of any family headscope reads."""
+        h = ctypes.c_void_p()
+        check(lib.hs_api_model_open(ctypes.byref(h), enc(path)))
+        return cls(h.value, path)
+
+    @classmethod
+    def new(cls, preset="gpt2", seed=0, **overrides):
+        """A randomly initialised model of a preset (gpt2, llama, attn-only,
+        tinylm, mla) with config overrides, as `headscope train --preset
+        PRESET KEY=VALUE...` makes it: Model.new("gpt2", n_layer=12,
+        d_model=768, n_head=12, vocab_size=50257). A list value is written
+        as JSON (n_head=[1, 8])."""
+        kv = [("%s=%s" % (k, json.dumps(v) if isinstance(v, (list, tuple)) else v)).encode()
+              for k, v in overrides.items()]
+        arr = (ctypes.c_char_p * max(1, len(kv)))(*kv)
+        h = ctypes.c_void_p()
+        check(lib.hs_api_model_new(ctypes.byref(h), enc(preset), arr, len(kv), seed))
+        return cls(h.value)
+
+    def save(self, path):
+        """Writes path/config.json and path/model.safetensors; the model is
+        from then on the one of that directory (runs record it)."""
+        check(lib.hs_api_model_save(self._h, enc(path)))
+        self.path = os.path.abspath(path)
+
+    def close(self):
+        if self._fwd:
+            lib.hs_api_forward_free(self._fwd)
+            self._fwd = ctypes.c_void_p()
+        if self._h:
+            lib.hs_api_model_free(self._h)
+            self._h = ctypes.c_void_p()
+        self._params = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return "<headscope.Model %s: %d layers, d %d, %d heads (%d kv), d_head %d, vocab %d%s>" % (
+            self.family, self.n_layers, self.d_model, self.n_heads, self.n_kv_heads, self.d_head,
+            self.vocab_size, ", " + self.path if self.path else "")
+
+    def _int(self, key):
+        v = ctypes.c_longlong()
+        check(lib.hs_api_model_int(self._h, key.encode(), ctypes.byref(v)))
+        return v.value
+
+    # ---- weights ----
+
+    @property
+    def params(self):
+        """Every parameter tensor by headscope name, as numpy views of the
+        model's own storage (writing to them edits the model)."""
+        if self._params is None:
+            out = {}
+            for i in range(lib.hs_api_model_tensor_count(self._h)):
+                name, data = ctypes.c_char_p(), _lib.P_real()
+                nd, r, c = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+                check(lib.hs_api_model_tensor(self._h, i, ctypes.byref(name), ctypes.byref(data),
+                                              ctypes.byref(nd), ctypes.byref(r), ctypes.byref(c)))
+                shape = (r.value,) if nd.value == 1 else (r.value, c.value)
+                out[name.value.decode()] = np.ctypeslib.as_array(data, shape=shape)
+            self._params = out
+        return self._params
+
+    # ---- tokens ----
+
+    @property
+    def tokenizer(self):
+        """The tokenizer of the model's directory (None when it has none)."""
+        if self._tokenizer is None and self.path and lib.hs_tokenizer_present(enc(self.path)):
+            self._tokenizer = Tokenizer.open(self.path)
+        return self._tokenizer
+
+    def to_tokens(self, text):
+        """text (or a list of texts of one length in tokens) -> ids (B, T),
+        encoded as Hugging Face tokenizer(text) does."""
+        if self.tokenizer is None:
+            raise Error("the model's directory holds no tokenizer: encode with hs.Tokenizer")
+        texts = [text] if isinstance(text, str) else list(text)
+        rows = [self.tokenizer.encode(t) for t in texts]
+        if len({len(r) for r in rows}) != 1:
+            raise Error("texts of different lengths in tokens: %s" % [len(r) for r in rows])
+        return np.stack(rows)
+
+    def to_str_tokens(self, ids):
+        if self.tokenizer is None:
+            raise Error("the model's directory holds no tokenizer")
+        return [self.tokenizer.token_text(int(i)) for i in np.asarray(ids).reshape(-1)]
+
+    def _ids(self, ids):
+        if isinstance(ids, str) or (isinstance(ids, (list, tuple)) and ids and
+                                    isinstance(ids[0], str)):
+            ids = self.to_tokens(ids)
+        a = _lib.ids_array(ids)
+        if a.ndim == 1:
+            a = a[None, :]
+        if a.ndim != 2 or a.size == 0:
+            raise ValueError("ids: (batch, positions) or (positions,), got shape %s" % (a.shape,))
+        return a
+
+    # ---- hook names ----
+
+    @property
+    def hook_names(self):
+        """Every hook name this model has, in forward order."""
+        if self._names is None:
+            self._names = all_hook_names(self)
+        return list(self._names)
+
+    def shape_of(self, name, batch=1, positions=1):
+        """The array shape of hook `name` for ids of (batch, positions)."""
+        return resolve(self, name).shape(self, batch, positions)
+
+    # ---- forwards ----
+
+    def __call__(self, ids, return_type="logits", targets=None):
+        """The forward: logits (B, T, V) by default; return_type "loss" (the
+        mean next-token loss, as model.loss), "both" or None."""
+        return self.run_with_hooks(ids, fwd_hooks=(), return_type=return_type, targets=targets)
+
+    def loss(self, ids, targets=None, per_token=False):
+        """Mean next-token cross-entropy: position t predicts ids[:, t+1]
+        (T-1 predictions per sequence, as TransformerLens's return_type
+        "loss"), or with targets (B, T) position t predicts targets[:, t]
+        (SPEC §4's batches: what the studies measure). per_token: the
+        losses themselves, (B, T-1) or (B, T)."""
+        return self.run_with_hooks(ids, fwd_hooks=(), return_type="loss", targets=targets,
+                                   per_token=per_token)
+
+    def run_with_cache(self, ids, names=None, names_filter=None, return_type="logits",
+                       targets=None):
+        """(logits, cache): the forward, keeping the activations named by
+        `names` (a hook name, a list of them, or a function of a name; also
+        as names_filter, TransformerLens's keyword; None: every hook of the
+        model). Only what was asked for is copied, once, into arrays owned
+        by the cache, while the forward runs."""
+        ids = self._ids(ids)
+        B, T = ids.shape
+        wanted = select_names(self, names if names is not None else names_filter)
+        cache = ActivationCache()
+        records = []   # (site, layer, array)
+        derived = []   # names computed from the weights and the tokens
+        for name in wanted:
+            pt = resolve(self, name)
+            if pt.derived:
+                derived.append((name, pt))
+                continue
+            a = np.empty(pt.shape(self, B, T), dtype=self.dtype)
+            records.append((pt.site, pt.layer, a))
+            cache[name] = a
+        out = self._run(ids, records, [], return_type, targets, False)
+        for name, pt in derived:
+            cache[name] = pt.compute(self, ids, cache)
+        return out, ActivationCache((n, cache[n]) for n in wanted)
+
+    def run_with_hooks(self, ids, fwd_hooks=(), return_type="logits", targets=None,
+                       per_token=False, reset_hooks_end=True):
+        """The forward with fwd_hooks = [(name, fn), ...] (name: a hook name
+        or a function of a name). fn(array, hook) is called once per
+        forward at that hook with the activation as a writable numpy view in
+        TransformerLens's shape (hook: the name, a str, which also has
+        .name and .layer()); the forward goes on with what fn leaves there
+        or with what it returns (an array of the same shape). An exception
+        in fn stops the forward and is raised here; the model stays usable.
+        return_type: "logits" (default), "loss", "both" (logits, loss) or
+        None."""
+        del reset_hooks_end  # hooks never outlive the call
+        ids = self._ids(ids)
+        hooks = []
+        for entry in fwd_hooks:
+            name, fn = entry
+            for n in select_names(self, name):
+                hooks.append((resolve(self, n), n, fn))
+        return self._run(ids, [], hooks, return_type, targets, per_token)
+
+    # ---- the one forward ----
+
+    def _run(self, ids, records, hooks, return_type, targets, per_token):
+        if return_type not in ("logits", "loss", "both", None):
+            raise ValueError("return_type: 'logits', 'loss', 'both' or None, not %r"
+                             % (return_type,))
+        B, T = ids.shape
+        want_loss = return_type in ("loss", "both")
+        tgt = None
+        if want_loss:
+            if targets is not None:
+                tgt = _lib.ids_array(targets).reshape(B, T)
+            else:  # next-token targets; the last position's is left out of the loss
+                if T < 2:
+                    raise ValueError("a loss needs at least 2 positions (or targets)")
+                tgt = np.zeros((B, T), dtype=np.int32)
+                tgt[:, :-1] = ids[:, 1:]
+        logits = (np.empty((B, T, self.vocab_size), dtype=self.dtype)
+                  if return_type in ("logits", "both") else None)
+        losses = np.empty((B, T), dtype=self.dtype) if want_loss else None
+        mean = ctypes.c_double()
+        errors = []
+        keep = []  # the C callbacks, alive until the forward returns
+        with self._lock:
+            f = self._fwd
+            if not f:
+                raise Error("the model is closed")
+            try:
+                # hook_embed and hook_pos_embed of learned positions first:
+                # they make resid_pre 0, before its own hooks run
+                derived = [(pt, HookName(n, pt), fn) for pt, n, fn in hooks if pt.derived]
+                if derived:
+                    keep.append(embed_trampoline(self, ids, derived, errors))
+                    check(lib.hs_api_forward_hook(f, derived[0][0].site, 0, keep[-1], None))
+                for pt, name, fn in hooks:
+                    if not pt.derived:
+                        keep.append(pt.trampoline(self, ids, HookName(name, pt), fn, errors))
+                        check(lib.hs_api_forward_hook(f, pt.site, pt.layer, keep[-1], None))
+                for site, layer, a in records:
+                    check(lib.hs_api_forward_record(f, site, layer, _lib.real_ptr(a), a.size))
+                rc = lib.hs_api_forward_run(
+                    f, _lib.i32_ptr(ids), B, T, _lib.i32_ptr(tgt) if tgt is not None else None,
+                    _lib.real_ptr(logits) if logits is not None else None,
+                    _lib.real_ptr(losses) if losses is not None else None, ctypes.byref(mean))
+            finally:
+                lib.hs_api_forward_clear(f)
+        if errors:
+            raise errors[0]
+        check(rc)
+        loss = None
+        if want_loss:
+            lt = losses if targets is not None else losses[:, :-1]
+            if per_token:
+                loss = lt.copy() if targets is None else lt
+            else:
+                loss = mean.value if targets is not None else float(
+                    lt.astype(np.float64).sum() / lt.size)
+        if return_type == "logits":
+            return logits
+        if return_type == "loss":
+            return loss
+        if return_type == "both":
+            return logits, loss
+        return None
