@@ -18,7 +18,7 @@
 volatile sig_atomic_t cli_stop_requested = 0;
 const command *cli_current = NULL;
 
-int usage_error(const char *cmd, const char *fmt, ...)
+int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -29,7 +29,7 @@ int usage_error(const char *cmd, const char *fmt, ...)
     return EXIT_USAGE;
 }
 
-int run_error(const char *cmd)
+int cli_run_error(const char *cmd)
 {
     fprintf(stderr, "headscope: %s: %s\n", cmd, hs_last_error());
     return EXIT_FAILURE_RUN;
@@ -63,8 +63,8 @@ static int set_value(const char *cmd, opt *o, const char *v)
     int integral = o->kind == OPT_INT || o->kind == OPT_LONG;
     if (parse_number(v, &x) || x < o->min || (integral && x != floor(x)) ||
         (o->kind == OPT_INT && x > 2147483647.0) || (o->kind == OPT_LONG && x > 9e18))
-        return usage_error(cmd, "option %s: '%s' is not %s >= %g", o->name, v,
-                           integral ? "an integer" : "a number", o->min);
+        return cli_usage_error(cmd, "option %s: '%s' is not %s >= %g", o->name, v,
+                               integral ? "an integer" : "a number", o->min);
     if (o->kind == OPT_INT)
         *(int *)o->dst = (int)x;
     else if (o->kind == OPT_LONG)
@@ -80,7 +80,7 @@ static int opt_seen(const opt *opts, int nopts, const char *name, size_t len)
     return k >= 0 && opts[k].flags & OPT_SEEN;
 }
 
-int opts_given(const opt *opts, int nopts, const char *name)
+int cli_opts_given(const opt *opts, int nopts, const char *name)
 {
     return opt_seen(opts, nopts, name, strlen(name));
 }
@@ -114,23 +114,23 @@ static int check_rule(const char *cmd, const opt *opts, int nopts, const opt_rul
         size_t len = strcspn(p, ",");
         if (opt_seen(opts, nopts, p, len))
             return r->kind == OPTS_EXCLUDES
-                       ? usage_error(cmd, "%.*s does not apply with %s (%s)", (int)len, p,
-                                     name, r->why)
-                       : usage_error(cmd, "%.*s needs %s (%s)", (int)len, p, name, r->why);
+                       ? cli_usage_error(cmd, "%.*s does not apply with %s (%s)", (int)len, p, name,
+                                         r->why)
+                       : cli_usage_error(cmd, "%.*s needs %s (%s)", (int)len, p, name, r->why);
         p += len + (p[len] == ',');
     }
     return 0;
 }
 
-int opts_parse(const char *cmd, opt *opts, int nopts, int argc, char **argv, const char **extra,
-               int max_extra, int *nextra)
+int cli_opts_parse(const char *cmd, opt *opts, int nopts, int argc, char **argv, const char **extra,
+                   int max_extra, int *nextra)
 {
     if (nextra)
         *nextra = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            opts_help(stdout, cli_current, opts, nopts);
+            cli_opts_help(stdout, cli_current, opts, nopts);
             return -1;
         }
         if (strncmp(a, "--", 2)) {
@@ -138,24 +138,24 @@ int opts_parse(const char *cmd, opt *opts, int nopts, int argc, char **argv, con
                 extra[(*nextra)++] = a;
                 continue;
             }
-            return usage_error(cmd, "unexpected argument '%s'", a);
+            return cli_usage_error(cmd, "unexpected argument '%s'", a);
         }
         const char *eq = strchr(a, '='); /* --name=value */
         const size_t len = eq ? (size_t)(eq - a) : strlen(a);
         const int k = opt_index(opts, nopts, a, len);
         if (k < 0)
-            return usage_error(cmd, "unknown option '%.*s'", (int)len, a);
+            return cli_usage_error(cmd, "unknown option '%.*s'", (int)len, a);
         opt *o = &opts[k];
         o->flags |= OPT_SEEN;
         if (o->kind == OPT_FLAG && eq)
-            return usage_error(cmd, "option %s takes no value", o->name);
+            return cli_usage_error(cmd, "option %s takes no value", o->name);
         if (o->kind == OPT_FLAG) {
             *(int *)o->dst = 1;
             continue;
         }
         if ((eq && !eq[1]) || (!eq && i + 1 >= argc))
-            return usage_error(cmd, "option %s needs a value (%s)", o->name,
-                               o->meta ? o->meta : "VALUE");
+            return cli_usage_error(cmd, "option %s needs a value (%s)", o->name,
+                                   o->meta ? o->meta : "VALUE");
         int rc = set_value(cmd, o, eq ? eq + 1 : argv[++i]);
         if (rc)
             return rc;
@@ -169,7 +169,7 @@ int opts_parse(const char *cmd, opt *opts, int nopts, int argc, char **argv, con
     return 0;
 }
 
-void opts_help(FILE *f, const command *c, const opt *opts, int nopts)
+void cli_opts_help(FILE *f, const command *c, const opt *opts, int nopts)
 {
     if (!c)
         return;
@@ -214,7 +214,7 @@ void opts_help(FILE *f, const command *c, const opt *opts, int nopts)
         fprintf(f, "\n%s", c->details);
 }
 
-void progress_start(progress *p, const char *label, long total)
+void cli_progress_start(cli_progress *p, const char *label, long total)
 {
     p->label = label;
     p->total = total;
@@ -223,7 +223,7 @@ void progress_start(progress *p, const char *label, long total)
     p->enabled = isatty(STDERR_FILENO);
 }
 
-void progress_update(progress *p, long done, const char *extra)
+void cli_progress_update(cli_progress *p, long done, const char *extra)
 {
     if (!p->enabled)
         return;
@@ -243,14 +243,14 @@ void progress_update(progress *p, long done, const char *extra)
     fflush(stderr);
 }
 
-void progress_cb(void *bar, size_t done, size_t total)
+void cli_progress_cb(void *bar, size_t done, size_t total)
 {
-    progress *p = bar;
+    cli_progress *p = bar;
     p->total = (long)total;
-    progress_update(p, (long)done, NULL);
+    cli_progress_update(p, (long)done, NULL);
 }
 
-void progress_finish(progress *p)
+void cli_progress_finish(cli_progress *p)
 {
     if (p->enabled)
         fprintf(stderr, "\n");
@@ -289,8 +289,8 @@ int cli_open(cli_job *j, const hs_inputs_spec *s)
     memset(j, 0, sizeof *j);
     const int rc = hs_inputs_load(&j->in, s);
     if (rc && j->in.usage)
-        return usage_error(cli_current->name, "%s", hs_last_error());
-    return rc ? run_error(cli_current->name) : 0;
+        return cli_usage_error(cli_current->name, "%s", hs_last_error());
+    return rc ? cli_run_error(cli_current->name) : 0;
 }
 
 int cli_run_open(hs_run **run, const char *db, long long resume, const char *model_dir,
@@ -316,7 +316,7 @@ int cli_start(cli_job *j, const char *db, long long resume, const char *model_di
         hs_run_close(j->run, rc, NULL);
         j->run = NULL;
         hs_inputs_free(&j->in);
-        return run_error(cli_current->name);
+        return cli_run_error(cli_current->name);
     }
     cli_install_signal_handlers();
     return 0;
@@ -333,21 +333,22 @@ int cli_finish(cli_job *j, int rc)
                 "%lld\n", cli_current->name, hs_last_error(), id, id);
         return EXIT_FAILURE_RUN;
     }
-    return rc ? run_error(cli_current->name) : 0;
+    return rc ? cli_run_error(cli_current->name) : 0;
 }
 
 static void phase_cb(void *ctx, const char *label)
 {
     phase_bars *p = ctx;
     if (p->active)
-        progress_finish(&p->bar);
+        cli_progress_finish(&p->bar);
     p->active = label != NULL;
     if (label)
-        progress_start(&p->bar, label, 0);
+        cli_progress_start(&p->bar, label, 0);
 }
 
 hs_study_io cli_study_io(phase_bars *bars, int stoppable)
 {
     bars->active = 0;
-    return (hs_study_io){ phase_cb, progress_cb, bars, stoppable ? &cli_stop_requested : NULL, 0 };
+    return (hs_study_io){ phase_cb, cli_progress_cb, bars, stoppable ? &cli_stop_requested : NULL,
+                          0 };
 }

@@ -1,5 +1,5 @@
 /* Shared pieces of the headscope command: the option parser that also
- * writes each command's help, the progress bar, error reporting, and the
+ * writes each command's help, the cli_progress bar, error reporting, and the
  * job (a command's inputs and its run).
  *
  * A command is plumbing: it parses its options (the shared ones through the
@@ -36,7 +36,7 @@ typedef struct {
     double min;       /* smallest accepted value for numbers */
     const char *meta; /* "N", "FILE", ... */
     const char *help;
-    unsigned flags;   /* OPT_NEUTRAL; OPT_SEEN once opts_parse met the option */
+    unsigned flags; /* OPT_NEUTRAL; OPT_SEEN once cli_opts_parse met the option */
 } opt;
 
 /* An option that cannot change a result (left out of --resume's comparison). */
@@ -127,7 +127,7 @@ typedef struct {
     const char *usage;   /* first line(s): "headscope train --out DIR ..." */
     const char *details; /* paragraphs after the options, with an example */
     int (*run)(int argc, char **argv);
-    const opt_rule *rules; /* checked by opts_parse, listed by the help */
+    const opt_rule *rules; /* checked by cli_opts_parse, listed by the help */
     int nrules;
     unsigned flags;        /* CMD_SHARDS */
 } command;
@@ -154,21 +154,21 @@ typedef struct {
  * to refuse them). Marks each given option seen, then checks cli_current's
  * rules (when it is the command `cmd`). Returns 0, or prints a usage error
  * naming the command and returns EXIT_USAGE. */
-int opts_parse(const char *cmd, opt *opts, int nopts, int argc, char **argv, const char **extra,
-               int max_extra, int *nextra);
+int cli_opts_parse(const char *cmd, opt *opts, int nopts, int argc, char **argv, const char **extra,
+                   int max_extra, int *nextra);
 
-/* 1 when the option called name was given (after opts_parse). */
-int opts_given(const opt *opts, int nopts, const char *name);
+/* 1 when the option called name was given (after cli_opts_parse). */
+int cli_opts_given(const opt *opts, int nopts, const char *name);
 
 /* The full help of a command: usage, every option with its default, the
  * rules of which options apply together, details. */
-void opts_help(FILE *f, const command *c, const opt *opts, int nopts);
+void cli_opts_help(FILE *f, const command *c, const opt *opts, int nopts);
 
 /* A usage error: "headscope: CMD: MESSAGE (see 'headscope help CMD')", exit 2. */
-int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A run failure with the library's message: "headscope: CMD: MESSAGE", exit 1. */
-int run_error(const char *cmd);
+int cli_run_error(const char *cmd);
 
 /* Progress on stderr when it is a terminal: "label [####    ] 42/100 rate ETA". */
 typedef struct {
@@ -177,19 +177,19 @@ typedef struct {
     double start;
     double last_draw;
     int enabled;
-} progress;
+} cli_progress;
 
-void progress_start(progress *p, const char *label, long total);
+void cli_progress_start(cli_progress *p, const char *label, long total);
 /* extra: text after the counts (e.g. "loss 3.21, 12,000 tok/s"). */
-void progress_update(progress *p, long done, const char *extra);
-void progress_finish(progress *p);
-/* An hs_progress_fn over a progress bar (ctx): sets its total, draws done. */
-void progress_cb(void *bar, size_t done, size_t total);
+void cli_progress_update(cli_progress *p, long done, const char *extra);
+void cli_progress_finish(cli_progress *p);
+/* An hs_progress_fn over a cli_progress bar (ctx): sets its total, draws done. */
+void cli_progress_cb(void *bar, size_t done, size_t total);
 
-/* A progress bar per phase of a library study (hs_study_io in study.h):
+/* A cli_progress bar per phase of a library study (hs_study_io in study.h):
  * each phase label finishes the previous bar and starts the next. */
 typedef struct {
-    progress bar; /* first: progress_cb reads the ctx as a progress bar */
+    cli_progress bar; /* first: cli_progress_cb reads the ctx as a cli_progress bar */
     int active;
 } phase_bars;
 

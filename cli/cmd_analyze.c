@@ -42,14 +42,14 @@ static int cmd_ablate(int argc, char **argv)
         OPT_ALLOW_NONFINITE(&allow_nonfinite),
     };
     const int n = (int)(sizeof o / sizeof o[0]);
-    int rc = opts_parse("ablate", o, n, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("ablate", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!model || !hs_source_path(&in.source) || !db)
-        return usage_error("ablate", "--model DIR, --data FILE (or --text FILE) and --db FILE "
-                           "are required");
+        return cli_usage_error("ablate", "--model DIR, --data FILE (or --text FILE) and --db FILE "
+                                         "are required");
     if ((so.ablate.kinds = hs_ablate_kinds(method)) < 0)
-        return usage_error("ablate", "%s", hs_last_error());
+        return cli_usage_error("ablate", "%s", hs_last_error());
     if (threads)
         hs_set_threads(threads);
     cli_job j;
@@ -59,7 +59,7 @@ static int cmd_ablate(int argc, char **argv)
     so.ablate.B = in.batch, so.ablate.T = j.in.seq_len, so.ablate.max_batches = (size_t)max_batches;
     if (hs_ablate_study_check(&so, &j.in.m.cfg)) {
         hs_inputs_free(&j.in);
-        return usage_error("ablate", "%s", hs_last_error());
+        return cli_usage_error("ablate", "%s", hs_last_error());
     }
     if ((rc = cli_start(&j, db, resume, model, o, n, argc, argv)))
         return rc;
@@ -105,12 +105,12 @@ static int cmd_importance(int argc, char **argv)
     };
     const int n = (int)(sizeof o / sizeof o[0]);
     const char *cmd = cli_current->name;
-    int rc = opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!model || !hs_source_path(&in.source) || !db)
-        return usage_error(cmd, "--model DIR, --data FILE (or --text FILE) and --db FILE are "
-                           "required");
+        return cli_usage_error(cmd, "--model DIR, --data FILE (or --text FILE) and --db FILE are "
+                                    "required");
     if (threads)
         hs_set_threads(threads);
     cli_job j;
@@ -145,7 +145,7 @@ static int cmd_importance(int argc, char **argv)
 
 typedef struct {
     int json;
-    progress bar; /* over the steps */
+    cli_progress bar; /* over the steps */
 } prune_ctx;
 
 static void prune_step(void *ctx, int step, int pruned, double fraction, double loss,
@@ -156,7 +156,7 @@ static void prune_step(void *ctx, int step, int pruned, double fraction, double 
     snprintf(line, sizeof line, "step %d: %d head%s pruned (%.1f%%), validation loss %.4f ± %.4f",
              step, pruned, pruned == 1 ? "" : "s", 100 * fraction, loss, stderr_loss);
     if (p->bar.enabled)
-        progress_update(&p->bar, step, line);
+        cli_progress_update(&p->bar, step, line);
     else if (!p->json)
         fprintf(stderr, "%s\n", line);
 }
@@ -170,7 +170,7 @@ static int load_val(hs_tokens *v, const hs_source *src, const char *model, const
 {
     memset(v, 0, sizeof *v);
     if (hs_prune_study_check(so, &j->in.m.cfg)) /* a written model that cannot be made */
-        return run_error("prune");
+        return cli_run_error("prune");
     if (!hs_source_path(src))
         return 0;
     int rc = hs_source_load(NULL, v, src, model, j->in.m.cfg.vocab_size);
@@ -180,7 +180,7 @@ static int load_val(hs_tokens *v, const hs_source *src, const char *model, const
     v->mlm = j->in.tok.mlm; /* an encoder's masked-LM recipe, as on --data */
     if (rc)
         hs_tokens_free(v);
-    return rc ? run_error("prune") : 0;
+    return rc ? cli_run_error("prune") : 0;
 }
 
 /* The percentages in range and, with --out, no checkpoint there unless
@@ -190,7 +190,7 @@ static int prune_checks(const hs_prune_study_opts *so, int force, char *target, 
     const hs_prune_opts *po = &so->prune;
     if (!(po->step_percent > 0) || po->step_percent > 100 || !(po->max_percent > 0) ||
         po->max_percent > 100)
-        return usage_error("prune", "--step-percent and --max-percent must be in (0, 100]");
+        return cli_usage_error("prune", "--step-percent and --max-percent must be in (0, 100]");
     struct stat sb;
     snprintf(target, n, "%s/model.safetensors", so->out ? so->out : "");
     if (so->out && !force && stat(target, &sb) == 0) {
@@ -234,12 +234,13 @@ static int cmd_prune(int argc, char **argv)
         OPT_ALLOW_NONFINITE(&allow_nonfinite),
     };
     const int n = (int)(sizeof o / sizeof o[0]);
-    int rc = opts_parse("prune", o, n, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("prune", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!model || !hs_source_path(&in.source) || !db)
-        return usage_error("prune", "--model DIR, --data FILE (or --text FILE) and --db FILE are "
-                           "required");
+        return cli_usage_error("prune",
+                               "--model DIR, --data FILE (or --text FILE) and --db FILE are "
+                               "required");
     char target[1100];
     if ((rc = prune_checks(&so, force, target, sizeof target)))
         return rc;
@@ -265,10 +266,10 @@ static int cmd_prune(int argc, char **argv)
     so.ctx = &pc;
     hs_prune_result r;
     /* steps: 0 (unpruned), then one per step_percent up to max_percent */
-    progress_start(&pc.bar, "prune", (long)ceil(po->max_percent / po->step_percent - 1e-9));
+    cli_progress_start(&pc.bar, "prune", (long)ceil(po->max_percent / po->step_percent - 1e-9));
     so.allow_nonfinite = allow_nonfinite;
     rc = hs_prune_study(&r, &j.in.m, &j.in.tok, &so);
-    progress_finish(&pc.bar);
+    cli_progress_finish(&pc.bar);
     if (!rc && so.out) /* the written model as the run's artifact */
         rc = hs_run_artifact(j.run, target, NULL, 0);
     if (!rc)

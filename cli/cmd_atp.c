@@ -62,11 +62,11 @@ static int cmd_atp(int argc, char **argv)
         OPT_ALLOW_NONFINITE(&allow),
     };
     const int n = (int)(sizeof o / sizeof o[0]);
-    int rc = opts_parse("atp", o, n, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("atp", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!model || !in.prompts || !db)
-        return usage_error("atp", "--model DIR, --prompts FILE and --db FILE are required");
+        return cli_usage_error("atp", "--model DIR, --prompts FILE and --db FILE are required");
     if (threads)
         hs_set_threads(threads);
     cli_job j = { 0 };
@@ -75,12 +75,12 @@ static int cmd_atp(int argc, char **argv)
         return rc;
     if (hs_atp_family_check(&j.in.m.cfg)) { /* the model's family: not a usage error */
         hs_inputs_free(&j.in);
-        return run_error("atp");
+        return cli_run_error("atp");
     }
     if (hs_atp_sites(&ao.sites, site, &j.in.m.cfg, &j.in.ps) ||
         hs_atp_check(&j.in.m.cfg, &j.in.ps, &ao)) {
         hs_inputs_free(&j.in);
-        return usage_error("atp", "%s", hs_last_error());
+        return cli_usage_error("atp", "%s", hs_last_error());
     }
     if ((rc = cli_start(&j, db, 0, model, o, n, argc, argv)))
         return rc;

@@ -26,7 +26,7 @@ static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, co
     j.in.data_path = co.data_path;
     if (rc) {
         hs_inputs_free(&j.in);
-        return run_error("capture");
+        return cli_run_error("capture");
     }
     if ((rc = cli_start(&j, db, 0, co.model_dir, o, nopts, argc, argv)))
         return rc;
@@ -79,28 +79,29 @@ static int cmd_capture(int argc, char **argv)
         OPT_JSON(&json),
     };
     const int n = (int)(sizeof o / sizeof o[0]);
-    int rc = opts_parse("capture", o, n, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("capture", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     const char *data = hs_source_path(&src);
     if (!model || !data || !co.out)
-        return usage_error("capture", "--model DIR, --data FILE (or --text FILE) and --out FILE.h5 "
-                           "are required");
+        return cli_usage_error("capture",
+                               "--model DIR, --data FILE (or --text FILE) and --out FILE.h5 "
+                               "are required");
     co.half = !strcmp(dtype, "f16");
     if (!co.half && strcmp(dtype, "f32"))
-        return usage_error("capture", "--dtype must be f32 or f16, not '%s'", dtype);
+        return cli_usage_error("capture", "--dtype must be f32 or f16, not '%s'", dtype);
     if (co.compress > 9)
-        return usage_error("capture", "--compress must be 0..9");
+        return cli_usage_error("capture", "--compress must be 0..9");
     if (threads)
         hs_set_threads(threads);
     co.max_batches = (size_t)max_batches, co.model_dir = model, co.data_path = data;
     hs_model m;
     hs_capture_plan plan;
     if (hs_checkpoint_load(&m, model))
-        return run_error("capture");
+        return cli_run_error("capture");
     if (hs_capture_check(&plan, &co, &m.cfg)) {
         hs_model_free(&m);
-        return usage_error("capture", "%s", hs_last_error());
+        return cli_usage_error("capture", "%s", hs_last_error());
     }
     return capture_run(&m, &src, co, db, json, o, n, argc, argv);
 }
@@ -118,14 +119,14 @@ static int cmd_maps(int argc, char **argv)
             argc--;
             break;
         }
-    int rc = opts_parse("maps", o, 1, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("maps", o, 1, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!file)
-        return usage_error("maps", "a map file is required");
+        return cli_usage_error("maps", "a map file is required");
     hs_maps_reader *r;
     if (hs_maps_open(&r, file))
-        return run_error("maps");
+        return cli_run_error("maps");
     const hs_maps_info *in = hs_maps_get_info(r);
     hs_describe_maps(stdout, r, file, json);
     int complete = in->complete;

@@ -55,13 +55,14 @@ static int cmd_circuit(int argc, char **argv)
         OPT_ALLOW_NONFINITE(&allow),
     };
     const int n = (int)(sizeof o / sizeof o[0]);
-    int rc = opts_parse("circuit", o, n, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("circuit", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!model || !in.prompts || !db || !method)
-        return usage_error("circuit", "--model DIR, --prompts FILE, --db FILE and --method are required");
+        return cli_usage_error("circuit",
+                               "--model DIR, --prompts FILE, --db FILE and --method are required");
     if (hs_circuit_method(&co.method, method))
-        return usage_error("circuit", "%s", hs_last_error());
+        return cli_usage_error("circuit", "%s", hs_last_error());
     if (threads)
         hs_set_threads(threads);
     cli_job j = { 0 };
@@ -71,12 +72,12 @@ static int cmd_circuit(int argc, char **argv)
     long *tops = NULL;
     if (hs_circuit_top_n(&tops, &co.n_top, top, &j.in.m.cfg)) {
         hs_inputs_free(&j.in);
-        return usage_error("circuit", "%s", hs_last_error());
+        return cli_usage_error("circuit", "%s", hs_last_error());
     }
     co.top_n = tops;
     if (hs_circuit_check(&j.in.m.cfg, &co)) { /* the model's family: not a usage error */
         hs_inputs_free(&j.in), free(tops);
-        return run_error("circuit");
+        return cli_run_error("circuit");
     }
     if ((rc = cli_start(&j, db, 0, model, o, n, argc, argv))) {
         free(tops);

@@ -17,11 +17,11 @@ static int cmd_convert(int argc, char **argv)
         { "--force", OPT_FLAG, &force, 0, NULL, "overwrite a checkpoint in --out", 0 },
         OPT_JSON(&json),
     };
-    int rc = opts_parse("convert", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("convert", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!model || !out || !G)
-        return usage_error("convert", "--model DIR, --kv-heads G and --out DIR are required");
+        return cli_usage_error("convert", "--model DIR, --kv-heads G and --out DIR are required");
     char target[1100];
     struct stat sb;
     snprintf(target, sizeof target, "%s/model.safetensors", out);
@@ -31,14 +31,14 @@ static int cmd_convert(int argc, char **argv)
     }
     hs_model in, conv;
     if (hs_checkpoint_load(&in, model))
-        return run_error("convert");
+        return cli_run_error("convert");
     if ((rc = hs_convert_kv_heads(&conv, &in, G))) {
         hs_model_free(&in);
-        return run_error("convert");
+        return cli_run_error("convert");
     }
     rc = hs_checkpoint_save(&conv, out);
     if (rc)
-        run_error("convert");
+        cli_run_error("convert");
     else if (json)
         printf("{\"out\":"), hs_json_string(stdout, out),
             printf(",\"family\":\"%s\",\"kv_heads\":%d,\"params\":%zu}\n",

@@ -7,19 +7,19 @@
 #include "cli.h"
 #include "study.h"
 
-int experiment_gqa(int argc, char **argv); /* cmd_experiment_gqa.c */
-int experiment_windows(int argc, char **argv); /* cmd_experiment_windows.c */
+int cli_experiment_gqa(int argc, char **argv);     /* cmd_experiment_gqa.c */
+int cli_experiment_windows(int argc, char **argv); /* cmd_experiment_windows.c */
 
 /* ---- experiment head-count -------------------------------------------------------- */
 
 typedef struct {
-    progress bar;
+    cli_progress bar;
     int json;
 } hc_ctx;
 
 static void hc_step(void *ctx, long done, const char *curve)
 {
-    progress_update(&((hc_ctx *)ctx)->bar, done, curve);
+    cli_progress_update(&((hc_ctx *)ctx)->bar, done, curve);
 }
 
 static void hc_run(void *ctx, int heads, int seed, double val_loss)
@@ -37,20 +37,22 @@ static int experiment_setup(hs_headcount_opts *ho, const char *preset, const cha
                             int nover, const char *heads_s, const char *seeds_s)
 {
     if ((ho->n_heads = hs_parse_ints(heads_s, ho->heads, HS_HEADCOUNT_MAX, 1, HS_MAX_HEADS, 0)) < 0)
-        return usage_error("experiment", "--heads '%s': positive counts expected", heads_s);
+        return cli_usage_error("experiment", "--heads '%s': positive counts expected", heads_s);
     if ((ho->n_seeds = hs_parse_ints(seeds_s, ho->seeds, HS_HEADCOUNT_MAX, 0, INT_MAX, 0)) < 0)
-        return usage_error("experiment", "--seeds '%s': seeds expected", seeds_s);
+        return cli_usage_error("experiment", "--seeds '%s': seeds expected", seeds_s);
     if (hs_config_preset(&ho->base, preset))
-        return usage_error("experiment", "%s", hs_last_error());
+        return cli_usage_error("experiment", "%s", hs_last_error());
     for (int i = 0; i < nover; i++)
         if (!strncmp(overrides[i], "n_head=", 7))
-            return usage_error("experiment", "%s does not apply with --heads (it sets n_head of "
-                               "each run)", overrides[i]);
+            return cli_usage_error("experiment",
+                                   "%s does not apply with --heads (it sets n_head of "
+                                   "each run)",
+                                   overrides[i]);
         else if (hs_config_override(&ho->base, overrides[i]))
-            return usage_error("experiment", "%s", hs_last_error());
+            return cli_usage_error("experiment", "%s", hs_last_error());
     hs_model_config cfg[HS_HEADCOUNT_MAX];
     if (hs_headcount_check(cfg, ho))
-        return usage_error("experiment", "%s", hs_last_error());
+        return cli_usage_error("experiment", "%s", hs_last_error());
     return 0;
 }
 
@@ -72,9 +74,10 @@ static int cmd_experiment(int argc, char **argv)
     /* `help experiment` (argv[1] "--help") shows head-count's options */
     const int help = argc >= 2 && !strcmp(argv[1], "--help");
     if (argc >= 2 && (!strcmp(argv[1], "gqa") || !strcmp(argv[1], "windows")))
-        return argv[1][0] == 'g' ? experiment_gqa(argc, argv) : experiment_windows(argc, argv);
+        return argv[1][0] == 'g' ? cli_experiment_gqa(argc, argv)
+                                 : cli_experiment_windows(argc, argv);
     if (argc < 2 || (strcmp(argv[1], "head-count") && !help))
-        return usage_error("experiment", "the experiment is 'head-count', 'gqa' or 'windows'");
+        return cli_usage_error("experiment", "the experiment is 'head-count', 'gqa' or 'windows'");
     const char *preset = "attn-only", *db = NULL;
     hs_source src = { 0 }, vsrc = { 0 };
     const char *heads_s = "1,2,4", *seeds_s = "1,2,3";
@@ -99,16 +102,17 @@ static int cmd_experiment(int argc, char **argv)
     };
     const char *overrides[64];
     int nover = 0;
-    int rc = opts_parse("experiment", o, (int)(sizeof o / sizeof o[0]), argc - !help,
-                        argv + !help, overrides, 64, &nover);
+    int rc = cli_opts_parse("experiment", o, (int)(sizeof o / sizeof o[0]), argc - !help,
+                            argv + !help, overrides, 64, &nover);
     if (rc)
         return rc < 0 ? 0 : rc;
     const char *data = hs_source_path(&src), *val = hs_source_path(&vsrc);
     vsrc.tokenizer = src.tokenizer;
     if (!data || !db)
-        return usage_error("experiment", "--data FILE (or --text FILE) and --db FILE are required");
+        return cli_usage_error("experiment",
+                               "--data FILE (or --text FILE) and --db FILE are required");
     if (!(ho.lr > 0))
-        return usage_error("experiment", "--lr must be positive");
+        return cli_usage_error("experiment", "--lr must be positive");
     if ((rc = experiment_setup(&ho, preset, overrides, nover, heads_s, seeds_s)))
         return rc;
     if (threads)
@@ -120,23 +124,23 @@ static int cmd_experiment(int argc, char **argv)
         hs_tokens_free(&all);
         if (val)
             hs_tokens_free(&vt);
-        return run_error("experiment");
+        return cli_run_error("experiment");
     }
     cli_install_signal_handlers();
     hc_ctx hc = { .json = json };
     ho.train = &train, ho.val = &vt, ho.ix = hs_run_index(run), ho.run_id = hs_run_id(run);
     ho.stop = &cli_stop_requested, ho.on_step = hc_step, ho.on_run = hc_run, ho.ctx = &hc;
     hs_headcount_result r;
-    progress_start(&hc.bar, "experiment", (long)ho.n_seeds * ho.n_heads * ho.steps);
+    cli_progress_start(&hc.bar, "experiment", (long)ho.n_seeds * ho.n_heads * ho.steps);
     rc = hs_headcount_experiment(&r, &ho);
-    progress_finish(&hc.bar);
+    cli_progress_finish(&hc.bar);
     if (!rc)
         rc = hs_run_rows(run, &r.table, NULL, 0);
     if (rc)
-        run_error("experiment");
+        cli_run_error("experiment");
     const long long id = hs_run_id(run);
     if (hs_run_close(run, rc, NULL) && !rc)
-        rc = run_error("experiment");
+        rc = cli_run_error("experiment");
     hs_tokens_free(&all);
     if (val)
         hs_tokens_free(&vt);

@@ -7,8 +7,7 @@
 #include "cli.h"
 #include "study_gqa.h"
 
-int experiment_gqa(int argc, char **argv);
-
+int cli_experiment_gqa(int argc, char **argv);
 
 /* Loads the model and data and checks the options: 0, or the exit status. */
 static int gqa_setup(hs_gqa_opts *go, hs_model *m, hs_tokens *all, hs_tokens *vt, hs_tokens *train,
@@ -16,14 +15,14 @@ static int gqa_setup(hs_gqa_opts *go, hs_model *m, hs_tokens *all, hs_tokens *vt
 {
     const char *val = hs_source_path(vsrc);
     if (hs_checkpoint_load(m, model))
-        return run_error("experiment");
+        return cli_run_error("experiment");
     if (hs_source_split(all, train, vt, src, vsrc, model, m->cfg.vocab_size)) {
         hs_model_free(m);
-        return run_error("experiment");
+        return cli_run_error("experiment");
     }
     go->mha = m, go->train = train, go->val = vt;
     if (hs_gqa_check(go)) {
-        usage_error("experiment", "%s", hs_last_error());
+        cli_usage_error("experiment", "%s", hs_last_error());
         hs_model_free(m);
         hs_tokens_free(all);
         if (val)
@@ -33,7 +32,7 @@ static int gqa_setup(hs_gqa_opts *go, hs_model *m, hs_tokens *all, hs_tokens *vt
     return 0;
 }
 
-int experiment_gqa(int argc, char **argv)
+int cli_experiment_gqa(int argc, char **argv)
 {
     const char *model = NULL, *db = NULL, *kv_s = NULL;
     hs_source src = { 0 }, vsrc = { 0 };
@@ -58,16 +57,17 @@ int experiment_gqa(int argc, char **argv)
         OPT_THREADS(&threads),
         OPT_JSON(&json),
     };
-    int rc = opts_parse("experiment", o, (int)(sizeof o / sizeof o[0]), argc - 1, argv + 1, NULL, 0, NULL);
+    int rc = cli_opts_parse("experiment", o, (int)(sizeof o / sizeof o[0]), argc - 1, argv + 1,
+                            NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     const char *data = hs_source_path(&src), *val = hs_source_path(&vsrc);
     vsrc.tokenizer = src.tokenizer;
     if (!model || !data || !db || !go.original_steps)
-        return usage_error("experiment", "gqa needs --model DIR, --data FILE (or --text FILE), "
-                                         "--db FILE and --original-steps N");
+        return cli_usage_error("experiment", "gqa needs --model DIR, --data FILE (or --text FILE), "
+                                             "--db FILE and --original-steps N");
     if (kv_s && (go.n_kv = hs_parse_ints(kv_s, go.kv, HS_GQA_MAX, 1, HS_MAX_HEADS, 0)) < 1)
-        return usage_error("experiment", "--kv-heads '%s': positive counts expected", kv_s);
+        return cli_usage_error("experiment", "--kv-heads '%s': positive counts expected", kv_s);
     if (threads)
         hs_set_threads(threads);
     go.val_batches = (size_t)val_batches;
@@ -85,10 +85,10 @@ int experiment_gqa(int argc, char **argv)
             rc = hs_run_rows(run, &r.table, NULL, 0);
     }
     if (rc)
-        run_error("experiment");
+        cli_run_error("experiment");
     const long long id = hs_run_id(run);
     if (hs_run_close(run, rc, NULL) && !rc)
-        rc = run_error("experiment");
+        rc = cli_run_error("experiment");
     if (!rc)
         hs_print_gqa(stdout, &(hs_summary){ .run_id = id, .json = json }, &r, &go);
     hs_gqa_result_free(&r);

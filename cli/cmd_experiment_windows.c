@@ -7,16 +7,16 @@
 #include "cli.h"
 #include "study_windows.h"
 
-int experiment_windows(int argc, char **argv);
+int cli_experiment_windows(int argc, char **argv);
 
 typedef struct {
-    progress bar;
+    cli_progress bar;
     int json;
 } win_ctx;
 
 static void win_step(void *ctx, long done, const char *curve)
 {
-    progress_update(&((win_ctx *)ctx)->bar, done, curve);
+    cli_progress_update(&((win_ctx *)ctx)->bar, done, curve);
 }
 
 static void win_run(void *ctx, const char *arm, int seed, double val_loss)
@@ -33,9 +33,9 @@ static int windows_setup(hs_windows_opts *wo, const char *preset, const char **o
                          const char *seeds_s)
 {
     if ((wo->n_seeds = hs_parse_ints(seeds_s, wo->seeds, HS_HEADCOUNT_MAX, 0, INT_MAX, 0)) < 1)
-        return usage_error("experiment", "--seeds '%s': seeds expected", seeds_s);
+        return cli_usage_error("experiment", "--seeds '%s': seeds expected", seeds_s);
     if (hs_config_build(&wo->base, preset, over, nover) || hs_windows_check(wo))
-        return usage_error("experiment", "%s", hs_last_error());
+        return cli_usage_error("experiment", "%s", hs_last_error());
     return 0;
 }
 
@@ -47,7 +47,7 @@ static int windows_run(hs_windows_opts *wo, hs_windows_result *r, long long *run
     hs_tokens all = { 0 }, train = { 0 }, vt = { 0 };
     const char *data = hs_source_path(src), *val = hs_source_path(vsrc);
     if (hs_source_split(&all, &train, &vt, src, vsrc, NULL, wo->base.vocab_size))
-        return run_error("experiment");
+        return cli_run_error("experiment");
     hs_run *run = NULL;
     int rc = HS_OK;
     if (!hs_batch_count(&train, wo->batch, wo->seq_len) ||
@@ -60,24 +60,24 @@ static int windows_run(hs_windows_opts *wo, hs_windows_result *r, long long *run
         wo->train = &train, wo->val = &vt, wo->ix = hs_run_index(run), wo->run_id = hs_run_id(run);
         wo->stop = &cli_stop_requested, wo->on_step = win_step, wo->on_run = win_run;
         wo->ctx = &wc;
-        progress_start(&wc.bar, "experiment", (long)wo->n_seeds * HS_WINDOWS_ARMS * wo->steps);
+        cli_progress_start(&wc.bar, "experiment", (long)wo->n_seeds * HS_WINDOWS_ARMS * wo->steps);
         rc = hs_windows_experiment(r, wo);
-        progress_finish(&wc.bar);
+        cli_progress_finish(&wc.bar);
         if (!rc)
             rc = hs_run_rows(run, &r->table, NULL, 0);
     }
     if (rc)
-        run_error("experiment");
+        cli_run_error("experiment");
     *run_id = hs_run_id(run);
     if (hs_run_close(run, rc, NULL) && !rc)
-        rc = run_error("experiment");
+        rc = cli_run_error("experiment");
     hs_tokens_free(&all);
     if (val)
         hs_tokens_free(&vt);
     return rc ? EXIT_FAILURE_RUN : 0;
 }
 
-int experiment_windows(int argc, char **argv)
+int cli_experiment_windows(int argc, char **argv)
 {
     const char *preset = "attn-only", *db = NULL, *seeds_s = "1,2,3";
     hs_source src = { 0 }, vsrc = { 0 };
@@ -103,13 +103,14 @@ int experiment_windows(int argc, char **argv)
     };
     const char *overrides[64];
     int nover = 0;
-    int rc = opts_parse("experiment", o, (int)(sizeof o / sizeof o[0]), argc - 1, argv + 1,
-                        overrides, 64, &nover);
+    int rc = cli_opts_parse("experiment", o, (int)(sizeof o / sizeof o[0]), argc - 1, argv + 1,
+                            overrides, 64, &nover);
     if (rc)
         return rc < 0 ? 0 : rc;
     vsrc.tokenizer = src.tokenizer;
     if (!hs_source_path(&src) || !db)
-        return usage_error("experiment", "windows needs --data FILE (or --text FILE) and --db FILE");
+        return cli_usage_error("experiment",
+                               "windows needs --data FILE (or --text FILE) and --db FILE");
     if ((rc = windows_setup(&wo, preset, overrides, nover, seeds_s)))
         return rc;
     if (threads)

@@ -19,8 +19,10 @@ static int parse_ids(const char *s, int32_t **ids)
     if ((n = hs_parse_ints(s, *ids, n, 0, INT32_MAX, 0)) < 1) {
         free(*ids);
         *ids = NULL;
-        usage_error("generate", "--prompt-ids '%s': non-negative ids separated by commas "
-                                "expected", s);
+        cli_usage_error("generate",
+                        "--prompt-ids '%s': non-negative ids separated by commas "
+                        "expected",
+                        s);
         return -1;
     }
     return n;
@@ -36,14 +38,15 @@ static int prompt_ids(const char *ids_s, const char *text, const hs_tokenizer *t
     size_t n = strlen(text);
     if (tok) {
         if (hs_tokenizer_encode(tok, text, n, 1, ids, &n)) {
-            run_error("generate");
+            cli_run_error("generate");
             return -1;
         }
         return (int)n;
     }
     if (V != 256) {
-        usage_error("generate", "--prompt needs a tokenizer (--tokenizer PATH, or one in the model "
-                                "directory) unless the model is byte-level; or give --prompt-ids");
+        cli_usage_error("generate",
+                        "--prompt needs a tokenizer (--tokenizer PATH, or one in the model "
+                        "directory) unless the model is byte-level; or give --prompt-ids");
         return -1;
     }
     if (!(*ids = malloc(sizeof **ids * (n ? n : 1))))
@@ -104,32 +107,34 @@ static int cmd_generate(int argc, char **argv)
         OPT_THREADS(&threads),
         OPT_JSON(&json),
     };
-    int rc = opts_parse("generate", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    int rc =
+        cli_opts_parse("generate", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!model || (!text == !ids_s))
-        return usage_error("generate", "--model DIR and one of --prompt TEXT or --prompt-ids are "
-                                       "required");
+        return cli_usage_error("generate",
+                               "--model DIR and one of --prompt TEXT or --prompt-ids are "
+                               "required");
     so.top_k = top_k, so.seed = (unsigned long long)seed;
     if (threads)
         hs_set_threads(threads);
     hs_model m;
     if (hs_checkpoint_load(&m, model))
-        return run_error("generate");
+        return cli_run_error("generate");
     hs_tokenizer *tok = NULL;
     if (text && hs_tokenizer_for(&tok, tok_path, model, NULL))
-        rc = run_error("generate");
+        rc = cli_run_error("generate");
     int32_t *ids = NULL, *out = NULL;
     int n = rc ? -1 : prompt_ids(ids_s, text, tok, m.cfg.vocab_size, &ids);
     if (n == 0)
-        rc = usage_error("generate", "the prompt is empty");
+        rc = cli_usage_error("generate", "the prompt is empty");
     else if (n < 0)
         rc = rc ? rc : EXIT_USAGE;
     hs_generate_stats st;
     if (!rc && !(out = malloc(sizeof *out * ((size_t)n + (size_t)max_new))))
-        rc = run_error("generate");
+        rc = cli_run_error("generate");
     if (!rc && hs_generate(out, &st, &m, ids, n, max_new, &so))
-        rc = run_error("generate");
+        rc = cli_run_error("generate");
     if (!rc)
         print_generation(out, n, n + max_new, &st, tok, m.cfg.vocab_size, json);
     free(ids);

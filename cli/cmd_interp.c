@@ -31,7 +31,7 @@ static int interp_open(interp *c, int (*check)(const hs_model_config *), const o
     int rc = cli_open(&c->j, &c->in);
     if (!rc && check && check(&c->j.in.m.cfg)) {
         hs_inputs_free(&c->j.in);
-        return run_error(cli_current->name);
+        return cli_run_error(cli_current->name);
     }
     return rc ? rc : cli_start(&c->j, c->db, 0, c->model, o, n, argc, argv);
 }
@@ -61,11 +61,11 @@ static int cmd_dla(int argc, char **argv)
     };
     const int n = (int)(sizeof o / sizeof o[0]);
     const char *cmd = cli_current->name;
-    int rc = opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!c.model || !c.in.prompts || !c.db)
-        return usage_error(cmd, "--model DIR, --prompts FILE and --db FILE are required");
+        return cli_usage_error(cmd, "--model DIR, --prompts FILE and --db FILE are required");
     if ((rc = interp_open(&c, hs_dla_check, o, n, argc, argv)))
         return rc;
     hs_dla_result r;
@@ -103,12 +103,12 @@ static int cmd_logit_lens(int argc, char **argv)
         OPT_ALLOW_NONFINITE(&c.allow_nonfinite),
     };
     const int n = (int)(sizeof o / sizeof o[0]);
-    int rc = opts_parse("logit-lens", o, n, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("logit-lens", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!c.model || !c.db || !!c.in.prompts + !!src->data + !!src->text != 1)
-        return usage_error("logit-lens", "--model DIR, --db FILE and one of --prompts FILE or "
-                                         "--data FILE (or --text FILE) are required");
+        return cli_usage_error("logit-lens", "--model DIR, --db FILE and one of --prompts FILE or "
+                                             "--data FILE (or --text FILE) are required");
     if ((rc = interp_open(&c, hs_logit_lens_check, o, n, argc, argv)))
         return rc;
     const hs_inputs *in = &c.j.in;
@@ -145,11 +145,11 @@ static int cmd_composition(int argc, char **argv)
     };
     const int n = (int)(sizeof o / sizeof o[0]);
     const char *cmd = cli_current->name;
-    int rc = opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!c.model || !c.db)
-        return usage_error(cmd, "--model DIR and --db FILE are required");
+        return cli_usage_error(cmd, "--model DIR and --db FILE are required");
     if ((rc = interp_open(&c, hs_composition_check, o, n, argc, argv)))
         return rc;
     hs_composition_result r;

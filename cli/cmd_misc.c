@@ -23,16 +23,17 @@ static int cmd_kv_bytes(int argc, char **argv)
         { "--mla-rope", OPT_LONG, &rope, 0, "R", "MLA decoupled rotary key width", 0 },
         { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
     };
-    int rc = opts_parse("kv-bytes", o, 10, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("kv-bytes", o, 10, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!T || (!model && (!N || !G || !dh)))
-        return usage_error("kv-bytes", "--seq-len and either --model or --layers, --kv-heads and "
-                                       "--head-dim are required");
+        return cli_usage_error("kv-bytes",
+                               "--seq-len and either --model or --layers, --kv-heads and "
+                               "--head-dim are required");
     double bytes = 2.0 * B * N * G * T * dh * E;
     hs_model_config c;
     if (model && hs_config_load(&c, model))
-        return run_error("kv-bytes");
+        return cli_run_error("kv-bytes");
     if (model)
         bytes = hs_kv_cache_bytes(&c, B, T, E);
     double per_token_mla = (double)N * (latent + rope) * E, mla = per_token_mla * B * T;

@@ -22,14 +22,14 @@ static int cmd_info(int argc, char **argv)
         { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory (config.json + model.safetensors)", 0 },
         OPT_JSON(&json),
     };
-    int rc = opts_parse("info", o, 2, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("info", o, 2, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!model)
-        return usage_error("info", "--model DIR is required");
+        return cli_usage_error("info", "--model DIR is required");
     hs_model m;
     if (hs_checkpoint_load(&m, model))
-        return run_error("info");
+        return cli_run_error("info");
     hs_describe_model(stdout, &m, model, json);
     hs_model_free(&m);
     return 0;
@@ -56,11 +56,11 @@ static int read_tokenized(const char *in, const char *path, int special, int32_t
 {
     hs_tokenizer *tok;
     if (hs_tokenizer_open(&tok, path))
-        return run_error("tokens");
+        return cli_run_error("tokens");
     *vocab = hs_tokenizer_vocab_size(tok);
     int rc = hs_tokenizer_encode_file(tok, in, TOKENS_STREAM_CAP, special, out, count);
     hs_tokenizer_free(tok);
-    return rc ? run_error("tokens") : 0;
+    return rc ? cli_run_error("tokens") : 0;
 }
 
 static int cmd_tokens(int argc, char **argv)
@@ -82,22 +82,27 @@ static int cmd_tokens(int argc, char **argv)
         { "--force", OPT_FLAG, &force, 0, NULL, "overwrite an existing output", 0 },
         { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
     };
-    int rc = opts_parse("tokens", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("tokens", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!in || !out)
-        return usage_error("tokens", "--in TEXT and --out FILE.bin are required");
+        return cli_usage_error("tokens", "--in TEXT and --out FILE.bin are required");
     int lo = 8, hi = T / 2;
     if (share > 1 || random_share > 1)
-        return usage_error("tokens", "--repeat-share and --random-share are shares in [0, 1]");
+        return cli_usage_error("tokens", "--repeat-share and --random-share are shares in [0, 1]");
     if (share > 0 && !T)
-        return usage_error("tokens", "--repeat-share needs --seq-len T (the length batches read)");
+        return cli_usage_error("tokens",
+                               "--repeat-share needs --seq-len T (the length batches read)");
     if (len_s && (sscanf(len_s, "%d:%d", &lo, &hi) != 2 || lo < 1 || hi < lo || 2 * hi > T))
-        return usage_error("tokens", "--repeat-len '%s': MIN:MAX with 1 <= MIN <= MAX <= T/2 "
-                           "expected", len_s);
+        return cli_usage_error("tokens",
+                               "--repeat-len '%s': MIN:MAX with 1 <= MIN <= MAX <= T/2 "
+                               "expected",
+                               len_s);
     if (share > 0 && lo > hi)
-        return usage_error("tokens", "--seq-len %d leaves no room for segments of %d tokens "
-                           "twice", T, lo);
+        return cli_usage_error("tokens",
+                               "--seq-len %d leaves no room for segments of %d tokens "
+                               "twice",
+                               T, lo);
     if (exists(out) && !force) {
         fprintf(stderr, "headscope: tokens: %s exists (use --force to overwrite)\n", out);
         return EXIT_FAILURE_RUN;
@@ -107,7 +112,7 @@ static int cmd_tokens(int argc, char **argv)
     if (tokenizer)
         rc = read_tokenized(in, tokenizer, !no_special, &tok, &n, &vocab);
     else if (hs_tokens_read_bytes(&tok, &n, in, TOKENS_STREAM_CAP))
-        rc = run_error("tokens");
+        rc = cli_run_error("tokens");
     if (rc)
         return rc;
     size_t planted = 0;
@@ -122,7 +127,7 @@ static int cmd_tokens(int argc, char **argv)
                    : hs_tokens_write_version(out, tok, n, vocab < 65536 ? 1 : 7);
     free(tok);
     if (rc)
-        return run_error("tokens");
+        return cli_run_error("tokens");
     if (json) {
         printf("{\"out\":");
         hs_json_string(stdout, out);
@@ -160,12 +165,12 @@ static int cmd_eval(int argc, char **argv)
         OPT_JSON(&json),
         OPT_ALLOW_NONFINITE(&allow_nonfinite),
     };
-    int rc = opts_parse("eval", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("eval", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     const char *data = hs_source_path(&in.source);
     if (!model || !data)
-        return usage_error("eval", "--model DIR and --data FILE (or --text FILE) are required");
+        return cli_usage_error("eval", "--model DIR and --data FILE (or --text FILE) are required");
     if (threads)
         hs_set_threads(threads);
     cli_job j;
@@ -173,20 +178,21 @@ static int cmd_eval(int argc, char **argv)
     if ((rc = cli_open(&j, &in)))
         return rc;
     const int B = in.batch, T = j.in.seq_len;
-    progress bar;
-    progress_start(&bar, "eval", (long)hs_batch_count(&j.in.tok, B, T));
+    cli_progress bar;
+    cli_progress_start(&bar, "eval", (long)hs_batch_count(&j.in.tok, B, T));
     if (max_batches && max_batches < bar.total)
         bar.total = max_batches;
     hs_eval_result r;
-    rc = hs_evaluate(&r, &j.in.m, &j.in.tok, B, T, (size_t)max_batches, NULL, progress_cb, &bar);
-    progress_finish(&bar);
+    rc =
+        hs_evaluate(&r, &j.in.m, &j.in.tok, B, T, (size_t)max_batches, NULL, cli_progress_cb, &bar);
+    cli_progress_finish(&bar);
     hs_inputs_free(&j.in);
     if (rc) {
         fprintf(stderr, "headscope: eval: %s: %s\n", data, hs_last_error());
         return EXIT_FAILURE_RUN;
     }
     if (!allow_nonfinite && hs_eval_check_finite(&r))
-        return run_error("eval");
+        return cli_run_error("eval");
     if (json) {
         printf("{\"loss\":"), hs_json_number(stdout, r.loss, 9);
         printf(",\"stderr\":"), hs_json_number(stdout, r.stderr_loss, 9);
@@ -201,7 +207,7 @@ static int cmd_eval(int argc, char **argv)
 /* ---- train ---------------------------------------------------------------- */
 
 typedef struct {
-    progress bar;
+    cli_progress bar;
     int json;
 } train_ctx;
 
@@ -210,7 +216,7 @@ static void train_step(void *ctx, long step, double loss, double tokens_per_s)
     train_ctx *t = ctx;
     char extra[96];
     snprintf(extra, sizeof extra, "loss %.4f, %.0f tok/s", loss, tokens_per_s);
-    progress_update(&t->bar, step, extra);
+    cli_progress_update(&t->bar, step, extra);
 }
 
 static void train_val(void *ctx, long step, double loss, double se)
@@ -226,12 +232,12 @@ static int train_model(hs_model *m, const char *preset, const char **overrides, 
                        long seed, const char *init)
 {
     if (!preset)
-        return hs_checkpoint_load(m, init) ? run_error("train") : 0;
+        return hs_checkpoint_load(m, init) ? cli_run_error("train") : 0;
     hs_model_config c;
     if (hs_config_build(&c, preset, overrides, noverrides))
-        return usage_error("train", "%s", hs_last_error());
+        return cli_usage_error("train", "%s", hs_last_error());
     if (hs_model_init(m, &c))
-        return run_error("train");
+        return cli_run_error("train");
     hs_model_init_random(m, (unsigned long long)seed);
     return 0;
 }
@@ -273,9 +279,9 @@ static int train_run(hs_model *m, const hs_tokens *tok, hs_train_study_opts *so,
     so->train.stop = &cli_stop_requested;
     cli_install_signal_handlers();
     hs_train_result r;
-    progress_start(&ctx.bar, "train", so->train.steps);
+    cli_progress_start(&ctx.bar, "train", so->train.steps);
     int rc = hs_train_study(&r, m, tok, so);
-    progress_finish(&ctx.bar);
+    cli_progress_finish(&ctx.bar);
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", hs_last_error());
     if (hs_run_close(run, rc, r.saved ? r.model_sha : NULL) && !rc)
@@ -301,13 +307,13 @@ static int train_checks(const hs_train_study_opts *so, const char *data, const c
                         const char *init, int noverrides, int force)
 {
     if (!so->out || !data)
-        return usage_error("train", "--out DIR and --data FILE (or --text FILE) are required");
+        return cli_usage_error("train", "--out DIR and --data FILE (or --text FILE) are required");
     if (!preset == !init)
-        return usage_error("train", "give exactly one of --preset P and --init DIR");
+        return cli_usage_error("train", "give exactly one of --preset P and --init DIR");
     if (init && noverrides)
-        return usage_error("train", "KEY=VALUE overrides apply to --preset only");
+        return cli_usage_error("train", "KEY=VALUE overrides apply to --preset only");
     if (!(so->train.lr > 0))
-        return usage_error("train", "--lr must be positive");
+        return cli_usage_error("train", "--lr must be positive");
     char target[1100];
     snprintf(target, sizeof target, "%s/model.safetensors", so->out);
     if (exists(target) && !force) {
@@ -353,7 +359,7 @@ static int cmd_train(int argc, char **argv)
     const char *overrides[64];
     int noverrides = 0;
     const int n = (int)(sizeof o / sizeof o[0]);
-    int rc = opts_parse("train", o, n, argc, argv, overrides, 64, &noverrides);
+    int rc = cli_opts_parse("train", o, n, argc, argv, overrides, 64, &noverrides);
     if (rc)
         return rc < 0 ? 0 : rc;
     const char *data = hs_source_path(&src), *val = hs_source_path(&vsrc);
@@ -364,7 +370,7 @@ static int cmd_train(int argc, char **argv)
     hs_model m;
     if ((rc = train_model(&m, preset, overrides, noverrides, seed, init)))
         return rc;
-    if (init && opts_given(o, n, "--seed") && !m.cfg.encoder) /* sweep scripts pass it to all */
+    if (init && cli_opts_given(o, n, "--seed") && !m.cfg.encoder) /* sweep scripts pass it to all */
         fprintf(stderr, "headscope: train: note: --seed seeds nothing with --init (the weights "
                 "come from %s)\n", init);
     if (m.cfg.hidden_dropout > 0 || m.cfg.attn_dropout > 0)
@@ -374,7 +380,7 @@ static int cmd_train(int argc, char **argv)
         to->T = m.cfg.n_ctx < 256 ? m.cfg.n_ctx : 256;
     if (hs_seq_len_check(&m.cfg, to->T, "--seq-len")) {
         hs_model_free(&m);
-        return usage_error("train", "%s", hs_last_error());
+        return cli_usage_error("train", "%s", hs_last_error());
     }
     hs_tokens tok = { 0 }, vtok = { 0 };
     to->val = val ? &vtok : NULL, to->val_batches = (size_t)val_batches;
@@ -384,7 +390,7 @@ static int cmd_train(int argc, char **argv)
     vsrc.tokenizer = src.tokenizer;
     rc = train_data(&tok, &vtok, &m, &src, &vsrc, init, to->B, to->T, so.out, seed) ||
                  cli_run_open(&run, db, 0, NULL, data, o, n, argc, argv)
-             ? run_error("train")
+             ? cli_run_error("train")
              : train_run(&m, &tok, &so, run, db, json);
     hs_tokens_free(&tok);
     hs_tokens_free(&vtok);

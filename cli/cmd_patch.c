@@ -20,7 +20,7 @@ static int causal_load(causal *a)
 {
     const char *cmd = cli_current->name;
     if (!a->model || !a->in.prompts || !a->db)
-        return usage_error(cmd, "--model DIR, --prompts FILE and --db FILE are required");
+        return cli_usage_error(cmd, "--model DIR, --prompts FILE and --db FILE are required");
     if (a->threads)
         hs_set_threads(a->threads);
     a->in.model = a->model;
@@ -32,7 +32,7 @@ static int causal_load(causal *a)
 static int causal_usage(causal *a)
 {
     hs_inputs_free(&a->j.in);
-    return usage_error(cli_current->name, "%s", hs_last_error());
+    return cli_usage_error(cli_current->name, "%s", hs_last_error());
 }
 
 
@@ -60,7 +60,7 @@ static int cmd_patch(int argc, char **argv)
         OPT_ALLOW_NONFINITE(&a.allow_nonfinite),
     };
     const int n = (int)(sizeof o / sizeof o[0]);
-    int rc = opts_parse("patch", o, n, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("patch", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if ((rc = causal_load(&a)))
@@ -101,7 +101,7 @@ static int cmd_path_patch(int argc, char **argv)
         OPT_ALLOW_NONFINITE(&a.allow_nonfinite),
     };
     const int n = (int)(sizeof o / sizeof o[0]);
-    int rc = opts_parse("path-patch", o, n, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("path-patch", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if ((rc = causal_load(&a)))

@@ -17,24 +17,28 @@ static int check_kind(const hs_plot_kind *k, const opt *o, int n, const hs_plot_
         snprintf(word, sizeof word, " %s ", o[i].name);
         if (o[i].flags & OPT_SEEN && strcmp(o[i].name, "--out") && strcmp(o[i].name, "--json") &&
             !strstr(k->options, word))
-            return usage_error("plot", "%s does not apply to plot %s (it takes%s--out and "
-                               "--json)", o[i].name, k->name, k->options);
+            return cli_usage_error("plot",
+                                   "%s does not apply to plot %s (it takes%s--out and "
+                                   "--json)",
+                                   o[i].name, k->name, k->options);
     }
     const int maps = strstr(k->options, " --maps ") != NULL;
     const int needs = !maps && k->required;
     if (maps ? !rq->maps : !rq->db || (needs && !(rq->metric || rq->curve)))
-        return usage_error("plot", "plot %s needs %s%s%s", k->name,
-                           maps ? "--maps FILE.h5" : "--db FILE", needs ? " and " : "",
-                           needs ? k->required : "");
+        return cli_usage_error("plot", "plot %s needs %s%s%s", k->name,
+                               maps ? "--maps FILE.h5" : "--db FILE", needs ? " and " : "",
+                               needs ? k->required : "");
     if (!rq->out)
-        return usage_error("plot", "--out FILE is required");
+        return cli_usage_error("plot", "--out FILE is required");
     const char *fmt = hs_plot_format(rq->out);
     if (!fmt)
-        return usage_error("plot", "--out %s: unknown format; name the file .png, .svg or .pdf",
-                           rq->out);
+        return cli_usage_error("plot", "--out %s: unknown format; name the file .png, .svg or .pdf",
+                               rq->out);
     if (!strcmp(fmt, "pdf") && !hs_plot_pdf_available())
-        return usage_error("plot", "--out %s: this gnuplot has no PDF terminal (pdfcairo); "
-                                   "name the file .png or .svg", rq->out);
+        return cli_usage_error("plot",
+                               "--out %s: this gnuplot has no PDF terminal (pdfcairo); "
+                               "name the file .png or .svg",
+                               rq->out);
     return 0;
 }
 
@@ -71,21 +75,21 @@ static int cmd_plot(int argc, char **argv)
     char kinds[256];
     kind_list(kinds, sizeof kinds);
     if (argc < 2 || argv[1][0] == '-') {
-        int rc = opts_parse("plot", o, n, argc, argv, NULL, 0, NULL);
-        return rc < 0 ? 0 : usage_error("plot", "a kind is required: %s", kinds);
+        int rc = cli_opts_parse("plot", o, n, argc, argv, NULL, 0, NULL);
+        return rc < 0 ? 0 : cli_usage_error("plot", "a kind is required: %s", kinds);
     }
     rq.kind = argv[1];
-    int rc = opts_parse("plot", o, n, argc - 1, argv + 1, NULL, 0, NULL);
+    int rc = cli_opts_parse("plot", o, n, argc - 1, argv + 1, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     const hs_plot_kind *k = hs_plot_kind_find(rq.kind);
     if (!k)
-        return usage_error("plot", "unknown kind '%s' (%s)", rq.kind, kinds);
+        return cli_usage_error("plot", "unknown kind '%s' (%s)", rq.kind, kinds);
     rq.seq = seq, rq.run = run;
     if ((rc = check_kind(k, o, n, &rq)))
         return rc;
     if (hs_plot(&rq))
-        return run_error("plot");
+        return cli_run_error("plot");
     if (json) {
         printf("{\"out\":");
         hs_json_string(stdout, rq.out);

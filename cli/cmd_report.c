@@ -16,15 +16,15 @@ static int cmd_report(int argc, char **argv)
         { "--seq", OPT_LONG, &seq, 0, "N", "sequence of the map file to draw", 0 },
         OPT_JSON(&json),
     };
-    int rc = opts_parse("report", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("report", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!rq.db || !rq.dir)
-        return usage_error("report", "--db FILE and --out DIR are required");
+        return cli_usage_error("report", "--db FILE and --out DIR are required");
     rq.seq = seq;
     hs_report_summary sum;
     if (hs_report_write(&rq, &sum))
-        return run_error("report");
+        return cli_run_error("report");
     if (json) {
         printf("{\"out\":");
         hs_json_string(stdout, sum.page);

@@ -40,11 +40,11 @@ static int cmd_induction(int argc, char **argv)
     };
     const int n = (int)(sizeof o / sizeof o[0]);
     const char *cmd = cli_current->name;
-    int rc = opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!model || !db)
-        return usage_error(cmd, "--model DIR and --db FILE are required");
+        return cli_usage_error(cmd, "--model DIR and --db FILE are required");
     if (threads)
         hs_set_threads(threads);
     io.seed = (unsigned long long)seed;
@@ -56,11 +56,11 @@ static int cmd_induction(int argc, char **argv)
     io.icl_data = data ? &j.in.tok : NULL, io.icl_data_name = data;
     if (hs_induction_check(&io, &j.in.m.cfg)) {
         hs_inputs_free(&j.in);
-        return usage_error(cmd, "%s", hs_last_error());
+        return cli_usage_error(cmd, "%s", hs_last_error());
     }
     if (hs_induction_check_icl(&io, &j.in.m.cfg)) {
         hs_inputs_free(&j.in);
-        return run_error(cmd);
+        return cli_run_error(cmd);
     }
     if ((rc = cli_start(&j, db, 0, model, o, n, argc, argv)))
         return rc;
@@ -105,16 +105,17 @@ static int cmd_patterns(int argc, char **argv)
         OPT_ALLOW_NONFINITE(&allow_nonfinite),
     };
     const int n = (int)(sizeof o / sizeof o[0]);
-    int rc = opts_parse("patterns", o, n, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("patterns", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!db || (!maps && (!model || !hs_source_path(&in.source))))
-        return usage_error("patterns", "--model DIR, --data FILE (or --text FILE) and --db FILE "
-                           "are required (or --maps FILE.h5 and --db FILE)");
+        return cli_usage_error("patterns",
+                               "--model DIR, --data FILE (or --text FILE) and --db FILE "
+                               "are required (or --maps FILE.h5 and --db FILE)");
     int32_t delim[64];
     const int n_delim = hs_parse_ints(delim_s, delim, 64, 0, INT32_MAX, 0);
     if (n_delim < 0)
-        return usage_error("patterns", "--delim '%s': token ids separated by commas", delim_s);
+        return cli_usage_error("patterns", "--delim '%s': token ids separated by commas", delim_s);
     if (threads)
         hs_set_threads(threads);
     hs_patterns_opts po = { .delim = delim, .n_delim = n_delim, .control = control,
@@ -125,7 +126,7 @@ static int cmd_patterns(int argc, char **argv)
     hs_maps_reader *rd = NULL;
     if (maps) { /* the maps name their model and data: the run records the file */
         if (hs_maps_open(&rd, maps))
-            return run_error("patterns");
+            return cli_run_error("patterns");
         j.in.data_path = maps;
     } else {
         in.model = model;

@@ -56,16 +56,17 @@ static int cmd_tokenize(int argc, char **argv)
         { "--no-special", OPT_FLAG, &no_special, 0, NULL, "leave out the post-processor's special tokens (HF add_special_tokens=False)", 0 },
         OPT_JSON(&json),
     };
-    int rc = opts_parse("tokenize", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    int rc =
+        cli_opts_parse("tokenize", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!path)
-        return usage_error("tokenize", "--tokenizer PATH is required");
+        return cli_usage_error("tokenize", "--tokenizer PATH is required");
     if (!text == !in)
-        return usage_error("tokenize", "give one of --text S and --in FILE");
+        return cli_usage_error("tokenize", "give one of --text S and --in FILE");
     hs_tokenizer *tok;
     if (hs_tokenizer_open(&tok, path))
-        return run_error("tokenize");
+        return cli_run_error("tokenize");
     int32_t *ids = NULL;
     size_t n = 0;
     /* --in is a regular file (a FIFO or a device is refused at once) */
@@ -75,7 +76,7 @@ static int cmd_tokenize(int argc, char **argv)
         rc = print_tokens(tok, ids, n, json);
     free(ids);
     hs_tokenizer_free(tok);
-    return rc ? run_error("tokenize") : 0;
+    return rc ? cli_run_error("tokenize") : 0;
 }
 
 HS_COMMAND(cmd_tokenize_record) = {

@@ -42,14 +42,14 @@ static int cmd_view(int argc, char **argv)
         OPT_DB_AS(&db, "index whose scores for this model the head panel shows"),
         OPT_JSON(&json),
     };
-    int rc = opts_parse("view", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("view", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!rq.maps || !rq.dir)
-        return usage_error("view", "--maps FILE.h5 and --out DIR are required");
+        return cli_usage_error("view", "--maps FILE.h5 and --out DIR are required");
     rq.half = !strcmp(dtype, "f16");
     if (!rq.half && strcmp(dtype, "u8"))
-        return usage_error("view", "--dtype must be u8 or f16, not '%s'", dtype);
+        return cli_usage_error("view", "--dtype must be u8 or f16, not '%s'", dtype);
     if (db && access(db, R_OK)) {
         fprintf(stderr, "headscope: view: %s: %s\n", db, strerror(errno));
         return EXIT_FAILURE_RUN;
@@ -57,14 +57,15 @@ static int cmd_view(int argc, char **argv)
     /* a directory this command made is removed again when it fails */
     const int made = access(rq.dir, F_OK) != 0;
     if (hs_mkdirs(rq.dir))
-        return run_error("view");
+        return cli_run_error("view");
     hs_viewer_summary sum;
     rc = hs_viewer_write_db(&rq, db, &sum);
     if (rc && made)
         rmdir(rq.dir);
     if (rc)
         return hs_last_error()[0] && strstr(hs_last_error(), "--") == hs_last_error()
-                   ? usage_error("view", "%s", hs_last_error()) : run_error("view");
+                   ? cli_usage_error("view", "%s", hs_last_error())
+                   : cli_run_error("view");
     print_view(&rq, &sum, json);
     return 0;
 }

@@ -67,7 +67,7 @@ static int cmd_version(int argc, char **argv)
 {
     int json = 0;
     opt o[] = { OPT_JSON(&json) };
-    int rc = opts_parse("version", o, 1, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("version", o, 1, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (json)
