@@ -111,7 +111,7 @@ int hs_affinity_cpus(void);
  * reads it before main().
  * Spinning threads on 2 cores shared with one other busy process made 30
  * training steps 4-24x slower; passive waits cost little (tens of ms) on
- * free cores (README, "Threads").
+ * free cores (docs/guide.md, "Threads").
  * Then, with neither OMP_NUM_THREADS nor OPENBLAS_NUM_THREADS set, sets the
  * thread count to hs_affinity_cpus() (OpenBLAS otherwise counts every core);
  * a later hs_set_threads (--threads) wins. A user's OMP_WAIT_POLICY or
