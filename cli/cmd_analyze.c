@@ -238,9 +238,8 @@ static int cmd_prune(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!model || !hs_source_path(&in.source) || !db)
-        return cli_usage_error("prune",
-                               "--model DIR, --data FILE (or --text FILE) and --db FILE are "
-                               "required");
+        return cli_usage_error("prune", "--model DIR, --data FILE (or --text FILE) and --db "
+                                        "FILE are required");
     char target[1100];
     if ((rc = prune_checks(&so, force, target, sizeof target)))
         return rc;

@@ -109,9 +109,8 @@ static int cmd_patterns(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!db || (!maps && (!model || !hs_source_path(&in.source))))
-        return cli_usage_error("patterns",
-                               "--model DIR, --data FILE (or --text FILE) and --db FILE "
-                               "are required (or --maps FILE.h5 and --db FILE)");
+        return cli_usage_error("patterns", "--model DIR, --data FILE (or --text FILE) and "
+                                           "--db FILE are required (or --maps FILE and --db FILE)");
     int32_t delim[64];
     const int n_delim = hs_parse_ints(delim_s, delim, 64, 0, INT32_MAX, 0);
     if (n_delim < 0)

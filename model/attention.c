@@ -477,13 +477,42 @@ static int grad_site(const hs_attn_grad_hooks *g, hs_site s, const hs_real *x, i
     return g->site[s](g->ctx, &v);
 }
 
-/* The pattern's gradient dA = dz_h v_g^T of every head (B,H,L,S), 0 where a
- * key is masked (the forward resets those entries), to its observer. */
-static int grad_pattern(const hs_attn_grad_hooks *g, const hs_real *dz, const hs_real *v,
-                        const hs_attn_mask *mask, const int *win, int B, int L, int S, int H,
-                        int G, int dh)
+int hs_attn_map_grads_wanted(const hs_attn_grad_hooks *g)
 {
-    if (!g->site || !g->site[HS_SITE_PATTERN])
+    return g->site && (g->site[HS_SITE_PATTERN] || g->site[HS_SITE_ATTN_SCORES]);
+}
+
+int hs_attn_map_grads(const hs_attn_grad_hooks *g, hs_real *dA, const hs_real *A, int B, int L,
+                      int H, int S)
+{
+    hs_site_view view = { HS_SITE_PATTERN, g->layer, dA, B, L, H, S,
+                          (size_t)H * L * S, (size_t)S, (size_t)L * S };
+    int rc = g->site[HS_SITE_PATTERN] ? g->site[HS_SITE_PATTERN](g->ctx, &view) : HS_OK;
+    if (rc || !g->site[HS_SITE_ATTN_SCORES])
+        return rc;
+    const size_t rows = (size_t)B * H * L;
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(rows, S))
+    for (size_t r = 0; r < rows; r++) {
+        const hs_real *a = A + r * S;
+        hs_real *d = dA + r * S;
+        double dot = 0;
+        for (int s = 0; s < S; s++)
+            dot += (double)a[s] * d[s];
+        for (int s = 0; s < S; s++)
+            d[s] = (hs_real)(a[s] * (d[s] - dot));
+    }
+    view.site = HS_SITE_ATTN_SCORES;
+    return g->site[HS_SITE_ATTN_SCORES](g->ctx, &view);
+}
+
+/* The pattern's gradient dA = dz_h v_g^T of every head (B,H,L,S), 0 where a
+ * key is masked (the forward resets those entries), and the scores', to
+ * their observers (A: the pattern). */
+static int grad_pattern(const hs_attn_grad_hooks *g, const hs_real *dz, const hs_real *v,
+                        const hs_real *A, const hs_attn_mask *mask, const int *win, int B, int L,
+                        int S, int H, int G, int dh)
+{
+    if (!hs_attn_map_grads_wanted(g))
         return HS_OK;
     const int HD = H * dh, GD = G * dh;
     hs_real *dA = hs_calloc((size_t)B * H * L * S, sizeof(hs_real), "pattern gradient");
@@ -505,9 +534,7 @@ static int grad_pattern(const hs_attn_grad_hooks *g, const hs_real *dz, const hs
                         P[(size_t)t * S + s] = 0;
                 }
         }
-    const hs_site_view view = { HS_SITE_PATTERN, g->layer, dA, B, L, H, S,
-                                (size_t)H * L * S, (size_t)S, (size_t)L * S };
-    int rc = g->site[HS_SITE_PATTERN](g->ctx, &view);
+    int rc = hs_attn_map_grads(g, dA, A, B, L, H, S);
     free(dA);
     return rc;
 }
@@ -593,7 +620,7 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
         return rc;
     rc = grad_site(gh, HS_SITE_Z, dz, B, L, H, dh);
     if (!rc)
-        rc = grad_pattern(gh, dz, a->v, mask, win, B, L, S, H, G, dh);
+        rc = grad_pattern(gh, dz, a->v, a->att, mask, win, B, L, S, H, G, dh);
     const hs_attn_scores sc = hs_attn_config_scores(c);
     if (!rc)
         rc = hs_attn_heads_backward_scored(dq, dk, dv, dz, a->att, a->q, a->k, a->v, mask, win, B,

@@ -163,7 +163,7 @@ typedef struct {
 } hs_attn_hooks;
 
 /* What one layer's attention backward reports (hs_backward_from): the
- * gradients of its sites q, k, v, z and pattern (site NULL, or HS_N_SITES
+ * gradients of its sites q, k, v, z, pattern and attn_scores (site NULL, or HS_N_SITES
  * observers each NULL or called with layer `layer`) and, with path set, the
  * gradient with respect to the attention's input x through each path alone
  * -- the queries of query head h (HS_RECV_Q), the keys or the values of
@@ -332,6 +332,18 @@ int hs_attn_heads_backward_scored(hs_real *dq, hs_real *dk, hs_real *dv, const h
  * of SPEC §15). */
 int hs_attn_project_head(hs_real *out, const hs_attn_weights *w, const hs_attn_config *c,
                          hs_recv_kind which, int head, const hs_real *x, int B, int L, int pos0);
+
+/* The map sites' gradients to their observers (g->site): dA (B,H,L,S), the
+ * pattern's (0 where a key is masked), to the pattern's; then, overwritten
+ * in place with the softmax's backward dS = A (dA - sum_s A dA) row by row
+ * at the pattern A (B,H,L,S), the scores' (the softmax's input, so 0 where
+ * a key is masked) to attn_scores'. HS_OK when neither is observed. */
+int hs_attn_map_grads(const hs_attn_grad_hooks *g, hs_real *dA, const hs_real *A, int B, int L,
+                      int H, int S);
+
+/* 1 when the backward reports a map site's gradient (pattern or
+ * attn_scores): the caller forms dA only then. */
+int hs_attn_map_grads_wanted(const hs_attn_grad_hooks *g);
 
 /* The causal maps of query head h over the queries q (B,L,dh, contiguous)
  * and key/value view kv (prefix 0), with c's scores and head h's window:

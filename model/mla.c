@@ -404,7 +404,7 @@ int hs_mla_forward_split(hs_mla_acts *m, hs_attn_acts *at, const hs_mla_weights 
         j.scratch = hs_calloc((size_t)hs_get_threads() * QBLOCK * T, sizeof(hs_real),
                               "mla score block");
         if (j.scratch)
-            run_blocks(&j, SCORES | MIX);
+            run_blocks(&j, SCORES | SOFTMAX | MIX);
         else
             rc = HS_ENOMEM;
         free(j.scratch);
@@ -540,11 +540,11 @@ static int grad_site(const hs_attn_grad_hooks *g, hs_site s, const hs_real *x, i
 }
 
 /* The pattern's gradient dA_h = dz_h v_h^T (B,H,T,T), 0 after each query,
- * to its observer. */
+ * and the scores', to their observers (A: the pattern). */
 static int grad_pattern(const hs_attn_grad_hooks *g, const hs_real *dz, const hs_mla_acts *m,
-                        const hs_mla_config *c, int B, int T)
+                        const hs_real *A, const hs_mla_config *c, int B, int T)
 {
-    if (!g->site || !g->site[HS_SITE_PATTERN])
+    if (!hs_attn_map_grads_wanted(g))
         return HS_OK;
     const int H = c->n_heads, n = c->qk_nope, v = c->v_dim, HKV = H * (n + v), HV = H * v;
     hs_real *dA = hs_calloc((size_t)B * H * T * T, sizeof(hs_real), "pattern gradient");
@@ -558,9 +558,7 @@ static int grad_pattern(const hs_attn_grad_hooks *g, const hs_real *dz, const hs
             for (int t = 0; t < T; t++)
                 memset(P + (size_t)t * T + t + 1, 0, sizeof(hs_real) * (size_t)(T - t - 1));
         }
-    const hs_site_view view = { HS_SITE_PATTERN, g->layer, dA, B, T, H, T,
-                                (size_t)H * T * T, (size_t)T, (size_t)T * T };
-    int rc = g->site[HS_SITE_PATTERN](g->ctx, &view);
+    int rc = hs_attn_map_grads(g, dA, A, B, T, H, T);
     free(dA);
     return rc;
 }
@@ -642,7 +640,7 @@ int hs_mla_backward(hs_real *dx, hs_mla_weights *dw, hs_real *dxi, const hs_real
     output_backward(at->dz, dxi, dw->w_o, at, dout, w, c, xi, xi_per_seq);
     int rc = grad_site(gh, HS_SITE_Z, at->dz, B, T, H, c->v_dim);
     if (!rc)
-        rc = grad_pattern(gh, at->dz, m, c, B, T);
+        rc = grad_pattern(gh, at->dz, m, at->att, c, B, T);
     if (rc)
         return rc;
     memset(m->dq, 0, sizeof(hs_real) * N * HQ);

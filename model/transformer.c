@@ -789,6 +789,9 @@ int hs_acts_site_view(hs_site_view *v, const hs_acts *a, const hs_model_config *
     case HS_SITE_Z:
         *v = hs_site_view_btw(s, layer, la->attn.z, B, T, H, dh);
         return HS_OK;
+    case HS_SITE_ATTN_SCORES:
+        return hs_fail(HS_EINVAL, "activations: the attention scores are not kept (a hook on "
+                                  "attn_scores sees them)");
     default: /* pattern */
         if (!a->training)
             return hs_fail(HS_EINVAL, "activations: the pattern of every layer is kept by "

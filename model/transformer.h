@@ -174,7 +174,8 @@ int hs_forward_from_last(hs_acts *a, const hs_model *m, int layer, const hs_hook
 /* The forward tensor of site s of layer l as the forward left it in a, the
  * view a site hook saw: resid_pre (layer 0..n_layer; n_layer: the final
  * residual), attn_out, mlp_out, q, k, v, z, and pattern where a keeps maps
- * (training activations: every layer's; HS_EINVAL otherwise). MLA layers:
+ * (training activations: every layer's; HS_EINVAL otherwise; attn_scores
+ * is never kept, HS_EINVAL). MLA layers:
  * q (B,T,H,n+r) after RoPE, k and v the normalised latent (B,T,1,C), the
  * tensor their gradient observers see. For analyses that compare two runs'
  * sites (attribution patching). */

@@ -444,9 +444,32 @@ typedef struct {
     double dot[HS_N_SITES][HS_MAX_LAYERS + 1];
 } observed;
 
+/* The direction along which the attention scores (never kept in the
+ * activations, so no src - base) are moved: a fixed pseudo-random value in
+ * [-1, 1] per (head, key) i = h S + s, at every query (an add
+ * intervention's source). */
+static hs_real score_dir(size_t i)
+{
+    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+    return (hs_real)((double)(z >> 11) / 9007199254740992.0 * 2 - 1);
+}
+
 static int observe_dot(void *ctx, const hs_site_view *g)
 {
     observed *o = ctx;
+    if (g->site == HS_SITE_ATTN_SCORES) {
+        double acc = 0;
+        for (int b = 0; b < g->B; b++)
+            for (int t = 0; t < g->T; t++)
+                for (int h = 0; h < g->heads; h++) {
+                    const hs_real *x = g->x + b * g->sb + t * g->st + h * g->sh;
+                    for (int k = 0; k < g->width; k++)
+                        acc += (double)score_dir((size_t)h * g->width + k) * x[k];
+                }
+        o->dot[g->site][g->layer] = acc;
+        return HS_OK;
+    }
     hs_site_view vb, vs;
     if (hs_acts_site_view(&vb, o->base, o->c, g->site, g->layer) ||
         hs_acts_site_view(&vs, o->src, o->c, g->site, g->layer))
@@ -497,7 +520,8 @@ static void family_model(hs_model *m, int k, char *name, size_t n)
 
 /* Each site's observed gradient against the derivative of LD along the
  * change src - base of the whole site tensor of one layer, by central
- * differences through a replace intervention. */
+ * differences through a replace intervention; the scores' (the softmax's
+ * input) along score_dir through an add intervention. */
 static void test_site_gradients_equal_finite_differences_on_every_family(void)
 {
     for (int k = 0; k < 10; k++) {
@@ -534,18 +558,21 @@ static void test_site_gradients_equal_finite_differences_on_every_family(void)
         for (int s = 0; s < HS_N_SITES; s++)
             for (int l = 0; l < c->n_layer; l++) {
                 hs_site_view vb, vs;
+                const int scores = s == HS_SITE_ATTN_SCORES;
                 if ((s == HS_SITE_MLP_OUT && c->mlp == HS_MLP_NONE) ||
-                    hs_acts_site_view(&vb, &base, c, (hs_site)s, l) ||
-                    hs_acts_site_view(&vs, &src, c, (hs_site)s, l))
+                    (!scores && (hs_acts_site_view(&vb, &base, c, (hs_site)s, l) ||
+                                 hs_acts_site_view(&vs, &src, c, (hs_site)s, l))))
                     continue;
-                const size_t n = (size_t)B * vb.sb;
+                const size_t n = scores ? (size_t)c->n_head[l] * T : (size_t)B * vb.sb;
                 hs_real *x = calloc(n, sizeof *x);
                 double ld[2];
                 for (int side = 0; side < 2; side++) {
                     const double e = side ? -FD_EPS : FD_EPS;
                     for (size_t i = 0; i < n; i++)
-                        x[i] = (hs_real)(vb.x[i] + e * ((double)vs.x[i] - vb.x[i]));
-                    const hs_intervention iv = { (hs_site)s, l, -1, -1, HS_IV_REPLACE, x, n };
+                        x[i] = scores ? (hs_real)(e * score_dir(i))
+                                      : (hs_real)(vb.x[i] + e * ((double)vs.x[i] - vb.x[i]));
+                    const hs_intervention iv = { (hs_site)s, l, -1, -1,
+                                                 scores ? HS_IV_ADD : HS_IV_REPLACE, x, n };
                     ld[side] = ld_sum(&m, &fd, g, g->corrupt, &iv);
                 }
                 free(x);
@@ -559,7 +586,7 @@ static void test_site_gradients_equal_finite_differences_on_every_family(void)
                 checked++;
             }
         printf("\n    %s: %d sites, worst %.2g of the largest (%s)", name, checked, worst, where);
-        CU_ASSERT(checked >= 7 * c->n_layer - (c->mlp == HS_MLP_NONE ? c->n_layer : 0));
+        CU_ASSERT(checked >= 8 * c->n_layer - (c->mlp == HS_MLP_NONE ? c->n_layer : 0));
         CU_ASSERT(worst <= FD_TOL);
         free(dl);
         hs_acts_free(&base);
