@@ -186,7 +186,8 @@ run_check() {
 }
 
 # Two tiers. A suite names its long studies (model trainings that are studies,
-# not oracle checks) in SLOW_CHECKS before calling run_checks. By default only
+# not oracle checks) and its robustness checks of many seconds (kills,
+# races, injected faults) in SLOW_CHECKS before calling run_checks. By default only
 # the other checks run (the fast tier, scripts/test); with HEADSCOPE_SLOW=1
 # only the SLOW_CHECKS run (the slow tier, scripts/test --slow).
 SLOW_CHECKS=""

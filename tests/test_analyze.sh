@@ -966,9 +966,10 @@ experiment_head_count() {
 }
 
 # The slow tier (scripts/test --slow, HEADSCOPE_SLOW=1): the trained-induction
-# study (4000 training steps: ~40 s in the float build). experiment_head_count
+# study (4000 training steps: ~40 s in the float build), a run killed and
+# resumed and four concurrent writers (~30 s together). experiment_head_count
 # trains twelve 5-step models in ~2 s (4 s under ASan) and stays in the fast tier.
-SLOW_CHECKS="trained_induction"
+SLOW_CHECKS="trained_induction resume_after_kill concurrent_writers"
 run_checks ablate_records ablate_fast_equals_naive resume_after_kill concurrent_writers importance_records \
     prune_curve prune_defaults structural_out bad_input plot_scores progress_on_terminal report_page induction_records trained_induction patterns_model_equals_maps \
     experiment_head_count

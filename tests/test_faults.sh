@@ -249,4 +249,7 @@ write_faults() {
     [ "$corrupt" -eq 0 ] && [ "$running" -eq 0 ] && [ "$claims" -eq 0 ] ||
         bad "$corrupt corrupt, $running running, $claims complete" || return 1
 }
+# The slow tier (HEADSCOPE_SLOW=1, test_faults_slow): the write failure
+# injected at every one of a run's writes (~40 s).
+SLOW_CHECKS="write_faults"
 run_checks gnuplot_out gnuplot_index disk_full orphan_run write_faults

@@ -284,4 +284,8 @@ kill_rank_resume() {
         bad "resumed rows differ: $(diff <(rows k.db 1) <(rows ref.db 1) | head -4)"
 }
 
+# The slow tier (HEADSCOPE_SLOW=1, test_mpi_slow): every decoder family of
+# SPEC §14 and the encoders under 1-3 ranks, and the killed rank's resume
+# (together ~50 s); the fast tier keeps every study under 1-3 ranks.
+SLOW_CHECKS="families3_same encoders_same kill_rank_resume"
 run_checks ablate_same importance_same patterns_same induction_same patch_same capture_same families3_same encoders_same unsplit_refused kill_rank_resume
