@@ -45,23 +45,7 @@ bench_tmp
 "$bin" --write "$tmp/m" --config "$config"
 /usr/bin/python3 -c 'import sys; sys.stdout.write(("The quick brown fox jumps over the lazy dog, again and again, 0123456789. " * 3000)[:200000])' >"$tmp/t.txt"
 "$bench_dir"/headscope tokens --in "$tmp/t.txt" --out "$tmp/t.bin" >/dev/null
-# Our checkpoint's tensors under bench/train_torch.py's names (h.N. -> blocks.N.).
-/usr/bin/python3 - "$tmp/m/model.safetensors" "$tmp/m.pt" <<'PY'
-import json, struct, sys
-import numpy as np, torch
-raw = open(sys.argv[1], "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-hdr = json.loads(raw[8:8 + n]); data = raw[8 + n:]
-sd = {}
-for name, t in hdr.items():
-    if name == "__metadata__":
-        continue
-    a, b = t["data_offsets"]
-    arr = np.frombuffer(data[a:b], dtype=np.float32).reshape(t["shape"])
-    key = "blocks." + name[2:] if name.startswith("h.") else name
-    sd[key] = torch.from_numpy(arr.copy())
-torch.save(sd, sys.argv[2])
-PY
+bench_torch_weights "$tmp/m/model.safetensors" "$tmp/m.pt"
 
 bench_contend_start
 for t in $threads; do

@@ -184,6 +184,26 @@ bench_md_note() {
   printf '%s\n\n' "$bench_contend_note" | cat - "$1" >"$1.tmp" && mv "$1.tmp" "$1"
 }
 
+# bench_torch_weights MODEL.safetensors OUT.pt: our F32 checkpoint's tensors
+# as a torch state dict under bench/train_torch.py's names (h.N. -> blocks.N.).
+bench_torch_weights() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+import numpy as np, torch
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n]); data = raw[8 + n:]
+sd = {}
+for name, t in hdr.items():
+    if name == "__metadata__":
+        continue
+    a, b = t["data_offsets"]
+    arr = np.frombuffer(data[a:b], dtype=np.float32).reshape(t["shape"])
+    sd[("blocks." + name[2:]) if name.startswith("h.") else name] = torch.from_numpy(arr.copy())
+torch.save(sd, sys.argv[2])
+PY
+}
+
 # bench_prompt_pairs OUT N T: N prompt pairs of T random byte tokens (seeded),
 # the corrupt prompt differing at positions 1 and T/2, and an answer and a
 # wrong id: the patching benchmarks' input (SPEC §11 prompts file).

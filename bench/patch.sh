@@ -42,22 +42,7 @@ out=$outdir/patch.jsonl
 bench_tmp
 
 "$bench_dir"/bench/bench_ablate --write "$tmp/m" --config "$config"
-# Our checkpoint's tensors under bench/train_torch.py's names (h.N. -> blocks.N.).
-/usr/bin/python3 - "$tmp/m/model.safetensors" "$tmp/m.pt" <<'PY'
-import json, struct, sys
-import numpy as np, torch
-raw = open(sys.argv[1], "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-hdr = json.loads(raw[8:8 + n]); data = raw[8 + n:]
-sd = {}
-for name, t in hdr.items():
-    if name == "__metadata__":
-        continue
-    a, b = t["data_offsets"]
-    arr = np.frombuffer(data[a:b], dtype=np.float32).reshape(t["shape"])
-    sd[("blocks." + name[2:]) if name.startswith("h.") else name] = torch.from_numpy(arr.copy())
-torch.save(sd, sys.argv[2])
-PY
+bench_torch_weights "$tmp/m/model.safetensors" "$tmp/m.pt"
 # Prompt pairs: random tokens, the corrupt prompt differs at two positions (lib.sh).
 bench_prompt_pairs "$tmp/p.jsonl" "$prompts" "$T"
 
