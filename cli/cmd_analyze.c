@@ -129,14 +129,8 @@ static int cmd_importance(int argc, char **argv)
     double secs = hs_now() - t0;
     const long long run_id = hs_run_id(j.run);
     int status = cli_finish(&j, rc);
-    if (!status && json)
-        printf("{\"run_id\":%lld,\"sequences\":%ld,\"seconds\":%.3f,\"least_important\":"
-               "{\"layer\":%d,\"head\":%d}}\n", run_id, r.sequences, secs, r.least_layer,
-               r.least_head);
-    else if (!status)
-        printf("run %lld: importance of every head over %ld sequences in %s (%.2f s); least "
-               "important: layer %d head %d\n", run_id, r.sequences, db, secs, r.least_layer,
-               r.least_head);
+    if (!status)
+        hs_print_importance(stdout, &(hs_summary){ run_id, db, secs, json }, &r);
     hs_importance_result_free(&r);
     return status;
 }

@@ -1,45 +1,9 @@
 /* atp: attribution patching and AtP* (SPEC §15) of every head and (layer,
  * position) on prompt pairs into the index. */
-#include <math.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "cli.h"
 #include "study.h"
-
-/* The largest |value| of each head metric of t, one line each. */
-static void print_largest(const hs_head_table *t)
-{
-    for (int i = 0; i < t->n; i++) {
-        const hs_metric_row *r = &t->rows[i];
-        int best = r->layer >= 0;
-        for (int j = 0; best && j < t->n; j++) {
-            const hs_metric_row *x = &t->rows[j];
-            best = j == i || x->layer < 0 || strcmp(x->metric, r->metric) ||
-                   fabs(x->value) < fabs(r->value) || (fabs(x->value) == fabs(r->value) && j > i);
-        }
-        if (best)
-            printf("  largest |%s| %+.4f (stderr %.4f) at layer %d head %d\n", r->metric,
-                   r->value, r->stderr_value, r->layer, r->head);
-    }
-}
-
-static void print_atp(const hs_atp_result *r, int json, const char *db, double secs, long long id)
-{
-    if (!json) {
-        printf("run %lld: %ld prompts, logit difference clean %.4f, corrupt %.4f; attribution "
-               "recorded in %s (%.2f s)\n", id, r->n, r->ld_clean, r->ld_corrupt, db, secs);
-        print_largest(&r->heads);
-        return;
-    }
-    printf("{\"run_id\":%lld,\"prompts\":%ld,\"logit_diff_clean\":", id, r->n);
-    hs_json_number(stdout, r->ld_clean, 9);
-    printf(",\"logit_diff_corrupt\":"), hs_json_number(stdout, r->ld_corrupt, 9);
-    printf(",\"seconds\":"), hs_json_fixed(stdout, secs, 3);
-    printf(",\"heads\":"), hs_json_head_rows(stdout, r->heads.rows, r->heads.n);
-    printf(",\"positions\":"), hs_json_position_rows(stdout, r->pos, r->n_pos);
-    printf("}\n");
-}
 
 static int cmd_atp(int argc, char **argv)
 {
@@ -96,7 +60,7 @@ static int cmd_atp(int argc, char **argv)
     const double secs = hs_now() - t0;
     const long long id = hs_run_id(j.run);
     if (!(rc = cli_finish(&j, rc)))
-        print_atp(&r, json, db, secs, id);
+        hs_print_atp(stdout, &(hs_summary){ id, db, secs, json }, &r);
     hs_atp_result_free(&r);
     return rc;
 }

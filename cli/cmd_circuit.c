@@ -6,35 +6,6 @@
 #include "cli.h"
 #include "study.h"
 
-static void print_circuit(const hs_circuit_result *r, const long *order, int json,
-                          const char *db, double secs, long long id)
-{
-    if (json) {
-        printf("{\"run_id\":%lld,\"prompts\":%ld,\"logit_diff_clean\":", id, r->n);
-        hs_json_number(stdout, r->ld_clean, 9);
-        printf(",\"logit_diff_corrupt\":"), hs_json_number(stdout, r->ld_corrupt, 9);
-        printf(",\"seconds\":"), hs_json_fixed(stdout, secs, 3);
-        printf(",\"faithfulness\":[");
-        for (int k = 0; k < r->n_curve; k++)
-            printf("%s[%.0f,", k ? "," : "", r->curve[k].x), hs_json_number(stdout, r->curve[k].y, 9),
-                printf("]");
-        printf("],\"edges\":"), hs_json_edge_rows(stdout, r->edges, r->n_edges);
-        printf("}\n");
-        return;
-    }
-    printf("run %lld: %ld prompts, %ld edges scored in %s (%.2f s); logit difference clean "
-           "%.4f, corrupt %.4f\n", id, r->n, r->n_edges, db, secs, r->ld_clean, r->ld_corrupt);
-    for (long i = 0; i < r->n_edges && i < 5; i++) {
-        const hs_edge_row *e = &r->edges[order[i]];
-        printf("  %-7s %+.4f (stderr %.4f) %s -> %s\n", e->metric, e->value, e->stderr_value,
-               e->sender, e->receiver);
-    }
-    for (int k = 0; k < r->n_curve; k++)
-        printf("%s%.0f: %.3f", k ? ", " : "  faithfulness of the top N edges: ", r->curve[k].x,
-               r->curve[k].y);
-    printf("%s", r->n_curve ? "\n" : "");
-}
-
 static int cmd_circuit(int argc, char **argv)
 {
     const char *model = NULL, *db = NULL, *method = NULL, *top = NULL;
@@ -98,7 +69,7 @@ static int cmd_circuit(int argc, char **argv)
     if (!rc && (!order || hs_circuit_rank(&r, order)))
         rc = HS_ENOMEM;
     if (!(rc = cli_finish(&j, rc)))
-        print_circuit(&r, order, json, db, secs, id);
+        hs_print_circuit(stdout, &(hs_summary){ id, db, secs, json }, &r, order);
     hs_circuit_result_free(&r);
     free(order), free(tops);
     return rc;

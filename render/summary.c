@@ -4,6 +4,7 @@
  * as the command. */
 #include "summary.h"
 
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -379,4 +380,83 @@ void hs_print_path_patch(FILE *f, const hs_summary *s, const hs_head_table *t, i
     fprintf(f, "run %lld: path patching of %d sender(s) recorded in %s (%.1f s)\n", s->run_id,
             n_senders, s->db, s->seconds);
     print_heads(f, t, 0);
+}
+
+void hs_print_importance(FILE *f, const hs_summary *s, const hs_importance_result *r)
+{
+    if (s->json)
+        fprintf(f, "{\"run_id\":%lld,\"sequences\":%ld,\"seconds\":%.3f,\"least_important\":"
+                "{\"layer\":%d,\"head\":%d}}\n", s->run_id, r->sequences, s->seconds,
+                r->least_layer, r->least_head);
+    else
+        fprintf(f, "run %lld: importance of every head over %ld sequences in %s (%.2f s); least "
+                "important: layer %d head %d\n", s->run_id, r->sequences, s->db, s->seconds,
+                r->least_layer, r->least_head);
+}
+
+/* The largest |value| of each head metric of t, one line each. */
+static void print_largest(FILE *f, const hs_head_table *t)
+{
+    for (int i = 0; i < t->n; i++) {
+        const hs_metric_row *r = &t->rows[i];
+        int best = r->layer >= 0;
+        for (int j = 0; best && j < t->n; j++) {
+            const hs_metric_row *x = &t->rows[j];
+            best = j == i || x->layer < 0 || strcmp(x->metric, r->metric) ||
+                   fabs(x->value) < fabs(r->value) || (fabs(x->value) == fabs(r->value) && j > i);
+        }
+        if (best)
+            fprintf(f, "  largest |%s| %+.4f (stderr %.4f) at layer %d head %d\n", r->metric,
+                    r->value, r->stderr_value, r->layer, r->head);
+    }
+}
+
+void hs_print_atp(FILE *f, const hs_summary *s, const hs_atp_result *r)
+{
+    if (!s->json) {
+        fprintf(f, "run %lld: %ld prompts, logit difference clean %.4f, corrupt %.4f; "
+                "attribution recorded in %s (%.2f s)\n", s->run_id, r->n, r->ld_clean,
+                r->ld_corrupt, s->db, s->seconds);
+        print_largest(f, &r->heads);
+        return;
+    }
+    fprintf(f, "{\"run_id\":%lld,\"prompts\":%ld,\"logit_diff_clean\":", s->run_id, r->n);
+    hs_json_number(f, r->ld_clean, 9);
+    fprintf(f, ",\"logit_diff_corrupt\":"), hs_json_number(f, r->ld_corrupt, 9);
+    fprintf(f, ",\"seconds\":"), hs_json_fixed(f, s->seconds, 3);
+    fprintf(f, ",\"heads\":"), hs_json_head_rows(f, r->heads.rows, r->heads.n);
+    fprintf(f, ",\"positions\":"), hs_json_position_rows(f, r->pos, r->n_pos);
+    fprintf(f, "}\n");
+}
+
+void hs_print_circuit(FILE *f, const hs_summary *s, const hs_circuit_result *r,
+                      const long *order)
+{
+    if (s->json) {
+        fprintf(f, "{\"run_id\":%lld,\"prompts\":%ld,\"logit_diff_clean\":", s->run_id, r->n);
+        hs_json_number(f, r->ld_clean, 9);
+        fprintf(f, ",\"logit_diff_corrupt\":"), hs_json_number(f, r->ld_corrupt, 9);
+        fprintf(f, ",\"seconds\":"), hs_json_fixed(f, s->seconds, 3);
+        fprintf(f, ",\"faithfulness\":[");
+        for (int k = 0; k < r->n_curve; k++) {
+            fprintf(f, "%s[%.0f,", k ? "," : "", r->curve[k].x);
+            hs_json_number(f, r->curve[k].y, 9);
+            fprintf(f, "]");
+        }
+        fprintf(f, "],\"edges\":"), hs_json_edge_rows(f, r->edges, r->n_edges);
+        fprintf(f, "}\n");
+        return;
+    }
+    fprintf(f, "run %lld: %ld prompts, %ld edges scored in %s (%.2f s); logit difference clean "
+            "%.4f, corrupt %.4f\n", s->run_id, r->n, r->n_edges, s->db, s->seconds, r->ld_clean,
+            r->ld_corrupt);
+    for (long i = 0; i < r->n_edges && i < 5; i++) {
+        const hs_edge_row *e = &r->edges[order[i]];
+        fprintf(f, "  %-7s %+.4f (stderr %.4f) %s -> %s\n", e->metric, e->value,
+                e->stderr_value, e->sender, e->receiver);
+    }
+    for (int k = 0; k < r->n_curve; k++)
+        fprintf(f, "%s%.0f: %.3f", k ? ", " : "  faithfulness of the top N edges: ",
+                r->curve[k].x, r->curve[k].y);
+    fprintf(f, "%s", r->n_curve ? "\n" : "");
 }

@@ -41,6 +41,12 @@ void hs_print_composition(FILE *f, const hs_summary *s, const hs_composition_res
 void hs_print_train(FILE *f, const hs_summary *s, const hs_train_result *r,
                     const hs_train_opts *to, const char *out);
 void hs_print_patch(FILE *f, const hs_summary *s, const hs_patch_result *r);
+void hs_print_importance(FILE *f, const hs_summary *s, const hs_importance_result *r);
+/* the largest |value| of each head metric, and the positions' rows in JSON */
+void hs_print_atp(FILE *f, const hs_summary *s, const hs_atp_result *r);
+/* order: the edges by rank (hs_circuit_rank); the top five and the curve */
+void hs_print_circuit(FILE *f, const hs_summary *s, const hs_circuit_result *r,
+                      const long *order);
 /* t: the path-patching rows of n_senders senders */
 void hs_print_path_patch(FILE *f, const hs_summary *s, const hs_head_table *t, int n_senders);
 void hs_print_induction(FILE *f, const hs_summary *s, const hs_induction_result *r,
