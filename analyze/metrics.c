@@ -87,6 +87,13 @@ static const hs_metric_desc METRICS[HS_M_COUNT] = {
         HS_M_ICL_CONTROL },
     [HS_M_ICL_CONTROL] = { "icl_control", MODEL, HS_SCALE_SIGNED, "nats",
         "in-context learning score", NULL, NONE },
+    [HS_M_HEAD_OUTPUT_NORM] = { "head_output_norm", HEAD, HS_SCALE_NONNEG, "",
+        "output norm ||z_h W_O^h||", "Mean L2 norm of what each head adds to the residual "
+        "stream, z_h W_O^h at each position (Kobayashi et al. 2020), beside a random-init "
+        "model's: how much a head writes, not what, and not whether the model needs it (a "
+        "large output can be cancelled downstream or ignored).", HS_M_HEAD_OUTPUT_NORM_CONTROL },
+    [HS_M_HEAD_OUTPUT_NORM_CONTROL] = { "head_output_norm_control", HEAD, HS_SCALE_NONNEG, "",
+        "output norm ||z_h W_O^h||", NULL, NONE },
 
     [HS_M_ENTROPY] = { "entropy", HEAD, HS_SCALE_ENTROPY, "nats", "entropy (nats)",
         "Mean entropy (nats) of each head's attention distribution: low is focused, "

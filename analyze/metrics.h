@@ -42,6 +42,9 @@ typedef enum {
     HS_M_INDUCTION_ESTABLISHED,
     HS_M_ICL,
     HS_M_ICL_CONTROL,
+    /* head-norms: the size of what each head writes */
+    HS_M_HEAD_OUTPUT_NORM,
+    HS_M_HEAD_OUTPUT_NORM_CONTROL,
     /* pattern statistics (prev_token above) */
     HS_M_ENTROPY,
     HS_M_SELF,

@@ -451,6 +451,39 @@ int hs_importance_study(hs_importance_result *r, const hs_model *m, const hs_tok
                         int T, size_t max_batches, const hs_study_io *io);
 void hs_importance_result_free(hs_importance_result *r);
 
+/* ---- head output norms (Kobayashi et al. 2020) -------------------------------------- */
+
+typedef struct {
+    int batch, seq_len;      /* sequences per forward and their length */
+    size_t max_batches;      /* 0: every whole batch */
+    unsigned long long seed; /* the control's (hs_control_model) */
+} hs_head_norms_opts;
+
+typedef struct {
+    /* head_output_norm and head_output_norm_control per head: the mean over
+     * sequences of each sequence's mean over its positions (an encoder's:
+     * over its real tokens) of ||z_h W_O^h||_2, the head's output as it
+     * enters the residual stream before any output norm, with the standard
+     * error over sequences */
+    hs_head_table table;
+    long sequences;
+    int top_layer, top_head; /* the largest head_output_norm */
+} hs_head_norms_result;
+
+/* HS_OK when the options fit m and data (a whole batch of batch x seq_len);
+ * HS_EINVAL naming the option otherwise. */
+int hs_head_norms_check(const hs_model_config *c, const hs_tokens *data,
+                        const hs_head_norms_opts *o);
+
+/* The output norm of every head of m and of its random-init control on the
+ * batches of data. Costs one inference forward per batch per model and, per
+ * layer, one (B*T, d_head) x (d_head, d) product per head. Stopped by
+ * io->stop (HS_EINTR). r is initialised here; free it with
+ * hs_head_norms_result_free, whatever the status. */
+int hs_head_norms_study(hs_head_norms_result *r, const hs_model *m, const hs_tokens *data,
+                        const hs_head_norms_opts *o, const hs_study_io *io);
+void hs_head_norms_result_free(hs_head_norms_result *r);
+
 
 /* ---- dla, logit-lens, composition (SPEC §11) ---------------------------------------- */
 

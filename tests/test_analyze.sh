@@ -965,11 +965,31 @@ experiment_head_count() {
     refuse 2 experiment "head-count" e3.db bogus --db e3.db || return 1
 }
 
+# head-norms: its rows and the run (the values are test_study's, against a
+# plain loop), the largest head in --json, and a plot of the metric drawn
+# from its descriptor alone.
+head_norms_records() {
+    hs head-norms --model "$GPT2" --data "$EVAL" --db n.db "${SMALL[@]}" --json
+    expect_rc 0 "head-norms" || return 1
+    local id
+    id=$(jget out.txt run_id) || bad "head-norms --json has no run_id: $OUT" || return 1
+    expect_eq "$(jget out.txt sequences)" 4 "--json sequences" || return 1
+    expect_eq "$(q n.db "select kind||' '||status from runs where run_id=$id")" "head-norms complete" "run kind and status" || return 1
+    expect_eq "$(q n.db "select metric||':'||count(*)||':'||min(n) from head_metrics where run_id=$id group by metric order by metric" | tr '\n' ' ')" \
+        "head_output_norm:8:4 head_output_norm_control:8:4 " "rows per metric (count:min n)" || return 1
+    expect_eq "$(jget out.txt largest | tr -d '{}"' | sed 's/layer://; s/,head:/,/')" \
+        "$(q n.db "select layer||','||head from head_metrics where run_id=$id and metric='head_output_norm' order by value desc limit 1")" \
+        "--json largest" || return 1
+    hs plot scores --db n.db --run "$id" --metric head_output_norm --out n.svg
+    expect_rc 0 "plot scores --metric head_output_norm" || return 1
+    grep -q 'ctrl\|control\|head_output_norm\|output norm' n.svg || bad "the figure names neither the metric nor its control" || return 1
+}
+
 # The slow tier (scripts/test --slow, HEADSCOPE_SLOW=1): the trained-induction
 # study (4000 training steps: ~40 s in the float build), a run killed and
 # resumed and four concurrent writers (~30 s together). experiment_head_count
 # trains twelve 5-step models in ~2 s (4 s under ASan) and stays in the fast tier.
 SLOW_CHECKS="trained_induction resume_after_kill concurrent_writers"
-run_checks ablate_records ablate_fast_equals_naive resume_after_kill concurrent_writers importance_records \
+run_checks ablate_records ablate_fast_equals_naive resume_after_kill concurrent_writers importance_records head_norms_records \
     prune_curve prune_defaults structural_out bad_input plot_scores progress_on_terminal report_page induction_records trained_induction patterns_model_equals_maps \
     experiment_head_count

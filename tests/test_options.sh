@@ -222,6 +222,8 @@ json_everywhere() {
     one_object ablate || return 1
     hs importance "${a[@]}" --json
     one_object importance || return 1
+    hs head-norms "${a[@]}" --json
+    one_object head-norms || return 1
     hs prune "${a[@]}" --step-percent 50 --json
     one_object prune || return 1
     hs induction --model "$GPT2" --db j.db --seq-len 6 --samples 8 --json

@@ -1,6 +1,7 @@
 /* The library's study entry points (analyze/study.h): the induction study's
  * control recipe and rows on a model with planted heads, its option checks,
- * and the forward latency's status. */
+ * the forward latency's status, and the head-norms study against a plain
+ * loop. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include <CUnit/CUnit.h>
 
+#include "checkpoint.h"
 #include "patterns.h"
 #include "planted.h"
 #include "runner.h"
@@ -216,6 +218,106 @@ static void test_train_study_hashes_only_for_an_index(void)
     hs_model_free(&m);
 }
 
+/* head_output_norm of one head, by a plain loop apart from the study's
+ * code: per sequence the mean over its positions (encoders: the real
+ * tokens) of || sum_k z[b,t,h,k] W_o[:, h w + k] ||, then the mean and the
+ * standard error over the sequences. */
+static void naive_norm(double *mean, double *se, const hs_model *m, const int32_t *in, int B,
+                       int T, int l, int h)
+{
+    const hs_model_config *c = &m->cfg;
+    hs_acts a;
+    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, c, B, T, HS_ACTS_INFER), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_forward(&a, m, in, NULL, NULL), HS_OK);
+    hs_site_view z;
+    CU_ASSERT_EQUAL_FATAL(hs_acts_site_view(&z, &a, c, HS_SITE_Z, l), HS_OK);
+    const int d = c->d_model, w = z.width, HW = z.heads * w;
+    double per[64], sum = 0;
+    for (int b = 0; b < B; b++) {
+        double acc = 0;
+        int n = 0;
+        for (int t = 0; t < T; t++) {
+            if (c->encoder && in[b * T + t] == c->pad_id)
+                continue;
+            double sq = 0;
+            for (int i = 0; i < d; i++) {
+                double y = 0;
+                for (int k = 0; k < w; k++)
+                    y += (double)z.x[b * z.sb + t * z.st + h * z.sh + k] *
+                         m->w.layer[l].attn.w_o[(size_t)i * HW + h * w + k];
+                sq += y * y;
+            }
+            acc += sqrt(sq), n++;
+        }
+        per[b] = acc / n, sum += per[b];
+    }
+    *mean = sum / B;
+    double v = 0;
+    for (int b = 0; b < B; b++)
+        v += (per[b] - *mean) * (per[b] - *mean);
+    *se = sqrt(v / (B - 1) / B);
+    hs_acts_free(&a);
+}
+
+/* The head-norms study against naive_norm on a GQA model, an MLA model (z
+ * of width v_head_dim through o_proj) and a BERT with padded sequences, its
+ * control against the same loop on hs_control_model(seed), and its option
+ * checks. */
+static void test_head_norms_equal_a_plain_loop(void)
+{
+    static const char *const dirs[] = { "models/llama_gqa", "mla/mla_qlora", "encoders/bert" };
+    for (int k = 0; k < 3; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", HS_FIXTURE_DIR, dirs[k]);
+        hs_model m;
+        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&m, path), HS_OK);
+        const hs_model_config *c = &m.cfg;
+        enum { B = 3, T = 6 };
+        int32_t tok[2 * B * T + 1];
+        for (int i = 0; i < 2 * B * T + 1; i++)
+            tok[i] = (int32_t)((i * 11 + 3) % (c->vocab_size - 8)) + 4;
+        if (c->encoder) /* padding at the ends of the first and third sequences */
+            tok[T - 1] = tok[T - 2] = tok[3 * T - 1] = c->pad_id;
+        hs_tokens t = { .tok = tok, .n = 2 * B * T + 1, .version = 1 };
+        const hs_head_norms_opts o = { B, T, 1, 5 };
+        hs_head_norms_result r;
+        CU_ASSERT_EQUAL_FATAL(hs_head_norms_study(&r, &m, &t, &o, NULL), HS_OK);
+        CU_ASSERT_EQUAL(r.sequences, B);
+        hs_model ctrl;
+        CU_ASSERT_EQUAL_FATAL(hs_control_model(&ctrl, c, o.seed), HS_OK);
+        double worst = 0;
+        int rows = 0;
+        for (int l = 0; l < c->n_layer; l++)
+            for (int h = 0; h < c->n_head[l]; h++)
+                for (int ctl = 0; ctl < 2; ctl++) {
+                    double mean, se;
+                    naive_norm(&mean, &se, ctl ? &ctrl : &m, tok, B, T, l, h);
+                    const hs_metric_row *row = hs_head_table_find(
+                        &r.table, l, h, ctl ? "head_output_norm_control" : "head_output_norm");
+                    CU_ASSERT_PTR_NOT_NULL_FATAL(row);
+                    CU_ASSERT_EQUAL(row->n, B);
+                    worst = fmax(worst, fabs(row->value - mean) / mean);
+                    worst = fmax(worst, fabs(row->stderr_value - se) / (se + 1e-30));
+                    rows++;
+                }
+        printf("\n    %s: %d rows, worst relative difference %.2g", dirs[k], rows, worst);
+        CU_ASSERT_EQUAL(r.table.n, rows);
+        CU_ASSERT(worst < (sizeof(hs_real) == 8 ? 1e-10 : 1e-4));
+        hs_head_norms_result_free(&r);
+        hs_model_free(&ctrl);
+        if (k == 0) { /* the checks name the option */
+            const hs_head_norms_opts bad[] = { { 0, T, 0, 1 }, { B, c->n_ctx + 1, 0, 1 },
+                                               { 8, T, 0, 1 } };
+            const char *const names[] = { "--batch", "--seq-len", "fewer than one batch" };
+            for (int i = 0; i < 3; i++) {
+                CU_ASSERT_EQUAL(hs_head_norms_check(c, &t, &bad[i]), HS_EINVAL);
+                CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), names[i]));
+            }
+        }
+        hs_model_free(&m);
+    }
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -227,6 +329,7 @@ int main(void)
           test_patterns_study_control_is_the_control_recipe },
         { "test_selection_checks_name_the_option", test_selection_checks_name_the_option },
         { "test_train_study_hashes_only_for_an_index", test_train_study_hashes_only_for_an_index },
+        { "test_head_norms_equal_a_plain_loop", test_head_norms_equal_a_plain_loop },
     };
     return hs_run_tests("study_" HS_REAL_NAME, tests, HS_NTESTS(tests));
 }
