@@ -29,9 +29,11 @@
 
 #include "tok_internal.h"
 
-/* Memcheck cannot follow PCRE2's JIT code (it reads whole words past a
- * subject's end on purpose and reports them as uninitialised): under
- * valgrind the patterns run interpreted, with the same results. */
+/* Under valgrind: memcheck cannot follow PCRE2's JIT code (it reads whole
+ * words past a subject's end on purpose and reports them as uninitialised),
+ * so the patterns run interpreted, with the same results; and the CPU-time
+ * bound of the counted attempts allows for valgrind's slowdown
+ * (TK_VALGRIND_SLOWDOWN), so that the same texts pass. */
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>
@@ -41,6 +43,13 @@
 #ifndef TK_UNDER_VALGRIND
 #define TK_UNDER_VALGRIND() 0
 #endif
+#define TK_VALGRIND_SLOWDOWN 200
+
+/* CPU nanoseconds the counted attempts may take per unit of the budget. */
+static uint64_t ns_per_unit(void)
+{
+    return TK_UNDER_VALGRIND() ? (uint64_t)TK_NS_PER_UNIT * TK_VALGRIND_SLOWDOWN : TK_NS_PER_UNIT;
+}
 
 int tk_regex(tk_re *re, const char *pat, size_t n, int is_literal, const char *field)
 {
@@ -95,7 +104,7 @@ int tk_regex_callout(pcre2_callout_block *cb, void *data)
     if (sc->spent > sc->budget)
         return PCRE2_ERROR_CALLOUT;
     if (!(++sc->co_calls & 255) && sc->slow_ns + (cpu_ns() - sc->co_t0) >
-                                       sc->budget * TK_NS_PER_UNIT) {
+                                       sc->budget * ns_per_unit()) {
         sc->co_slow = 1;
         return PCRE2_ERROR_CALLOUT;
     }
@@ -149,7 +158,7 @@ static int finish_at(const tk_re *re, const char *who, tk_scratch *sc, const cha
         return hs_fail(HS_EINVAL, "%s: the work budget of this text is spent (its long match "
                        "attempts took %.0f ms, over %d ns for each of the %u units a byte of its "
                        "%zu bytes): refused instead of run on", who, sc->slow_ns / 1e6,
-                       TK_NS_PER_UNIT, TK_WORK_PER_BYTE, sc->text_n);
+                       (int)ns_per_unit(), TK_WORK_PER_BYTE, sc->text_n);
     if (*rc == PCRE2_ERROR_CALLOUT || *rc == PCRE2_ERROR_MATCHLIMIT)
         return tk_charge(sc, left + 1, who); /* spent: the message */
     if (*rc < 0 && *rc != PCRE2_ERROR_NOMATCH)
