@@ -140,7 +140,10 @@ static void test_qwen3_olmo2_phi3_cached_decoding_equals_recomputation(void)
     const char *o2[] = { "d_model=32", "n_ctx=40" };
     fx_make_model(&m, "olmo2", o2, 2, 25);
     CU_ASSERT_FATAL(m.cfg.no_input_norm && m.cfg.out_norm && m.cfg.qk_norm == HS_QK_NORM_PROJ);
-    fx_check_decoding(&m, 1, 20, TOL, "olmo2");
+    /* float: its norms over whole projections and after each sublayer rescale
+     * the rounding of the decoder's one-row products (1.0e-5 in the AVX2
+     * build); the double build holds it to TOL */
+    fx_check_decoding(&m, 1, 20, sizeof(hs_real) == 8 ? TOL : 3e-5, "olmo2");
     hs_model_free(&m);
     const char *p3[] = { "d_model=32", "n_ctx=40", "n_kv_head=2", "rotary_dims=4", "window=5" };
     fx_make_model(&m, "phi3", p3, 5, 26);
