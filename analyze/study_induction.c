@@ -166,7 +166,7 @@ int hs_induction_study(hs_induction_result *r, const hs_model *m, hs_induction_o
         rc = causal_rows(r, m, &ctrl, &o);
     }
     if (!rc) { /* each random draw's increase, for `plot causal` */
-        snprintf(r->draws.name, sizeof r->draws.name, HS_METRIC(CAUSAL_RANDOM_K));
+        snprintf(r->draws.name, sizeof r->draws.name, "%s", HS_METRIC(CAUSAL_RANDOM_K));
         for (int d = 0; d < o.random_draws; d++)
             r->draws.points[d] = (hs_curve_point){ d, d, draw[d] };
         r->draws.n = c->encoder ? 0 : o.random_draws;

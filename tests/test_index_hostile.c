@@ -366,8 +366,8 @@ static void test_objects_that_change_our_statements_are_refused(void)
 static void test_extra_tables_and_plain_indexes_are_accepted(void)
 {
     static const char *const cases[] = {
-        "CREATE TABLE notes(run_id INTEGER REFERENCES runs(run_id), body TEXT);"
-        " CREATE INDEX notes_run ON notes(run_id);",
+        ("CREATE TABLE notes(run_id INTEGER REFERENCES runs(run_id), body TEXT);"
+         " CREATE INDEX notes_run ON notes(run_id);"),
         "CREATE INDEX hm_metric ON head_metrics(metric, value);",
         "CREATE INDEX runs_kind ON runs(kind, status);",
         "ANALYZE;",
@@ -406,8 +406,8 @@ static const char V2[] = "ALTER TABLE runs ADD COLUMN pid INTEGER; ALTER TABLE r
 static void test_indexes_of_every_earlier_version_migrate(void)
 {
     static const char *const extras[] = { "", "CREATE TABLE mine(x);",
-                                          "CREATE TABLE mine(x); CREATE INDEX hm_m ON"
-                                          " head_metrics(metric);" };
+                                          ("CREATE TABLE mine(x); CREATE INDEX hm_m ON"
+                                           " head_metrics(metric);") };
     for (int v = 0; v <= 2; v++)
         for (int e = 0; e < (v ? 3 : 2); e++) {
             ix_files f;

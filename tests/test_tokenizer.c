@@ -481,8 +481,8 @@ static void test_windowed_regex_matches_equal_whole_text_matches(void)
 {
     static const char *const pats[] = {
         TK_GPT2_PATTERN,
-        "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}"
-        "\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+        ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}"
+         "\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"),
         "a(?!b)", "ab|a", "a\\b", "a$", "x*", "(?<=a)b", "(?<![a-z])\\w{2}", "a+?b?", "\\bb+\\b",
         "(?=a*!)a|.", "[^!]*!", "\\p{N}{1,3}", "(a|ab)(c|bcd)", "\\s+$|\\S",
     };

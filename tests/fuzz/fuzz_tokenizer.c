@@ -234,7 +234,7 @@ static void regex_mode(const uint8_t *data, size_t size)
     size_t pn = cut(&p, end), n = (size_t)(end - p);
     const char *text = (const char *)p;
     const int literal = (data[0] >> 5) & 1;
-    if (tk_utf8_check(pat, pn) < pn || tk_utf8_check(text, n) < n)
+    if (!hs_utf8_valid(pat, pn) || !hs_utf8_valid(text, n))
         return; /* the tokenizer reads only UTF-8 */
     tk_re re;
     if (tk_regex(&re, pat, pn, literal, "fuzz"))
