@@ -9,13 +9,12 @@
 #           names=patterns) through libheadscope.so (fresh arrays each call,
 #           as the cache owns them), and model(ids)
 #   torch   bench/python_torch.py: the same GPT-2 forward in PyTorch keeping
-#           every pattern as TransformerLens's run_with_cache keeps them, with
-#           OMP_WAIT_POLICY=passive; its patterns and logits are checked
-#           against headscope's
-# Both Python sides run with MALLOC_MMAP_THRESHOLD_=17179869184
-# MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=1073741824 (glibc keeps
-# its freed blocks instead of returning them to the kernel: no page faults
-# from the maps and logits each call returns, fresh arrays every time).
+#           every pattern as TransformerLens's run_with_cache keeps them, run
+#           with MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184
+#           MALLOC_TOP_PAD_=1073741824 (glibc keeps its freed blocks instead of
+#           returning them to the kernel: no page faults from reallocated
+#           maps and logits on every call) and OMP_WAIT_POLICY=passive; its
+#           patterns and logits are checked against headscope's
 # Medians of --reps runs after one warm-up each; the load average (uptime)
 # before and after every side goes into each row.
 #
@@ -54,11 +53,6 @@ load() { uptime | sed 's/.*load average: //'; }
 # row JSON SIDE: the JSON line with the load before and after its run
 row() { /usr/bin/python3 -c 'import json,sys; r=json.loads(sys.argv[1]); r["load_before"]=sys.argv[2]; r["load_after"]=sys.argv[3]; print(json.dumps(r))' "$@"; }
 
-# Both Python processes: glibc keeps its freed blocks instead of returning
-# them to the kernel, so the arrays a call returns (maps, logits) reuse
-# memory instead of page-faulting fresh pages on every call.
-malloc_keep=(MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184
-             MALLOC_TOP_PAD_=1073741824)
 bench_contend_start
 for t in $threads; do
   bench_threads "$t"
@@ -66,11 +60,12 @@ for t in $threads; do
   l0=$(load); j=$("$bin" --config "$config" --reps "$reps" --threads "$t"); row "$j" "$l0" "$(load)" >>"$out"
   echo "threads $t: hs.run_with_cache" >&2
   rm -rf "$tmp/model"
-  l0=$(load); j=$(env "${malloc_keep[@]}" /usr/bin/python3 bench/python_hs.py --config "$config" --reps "$reps" --threads "$t" --save "$tmp/model")
+  l0=$(load); j=$(/usr/bin/python3 bench/python_hs.py --config "$config" --reps "$reps" --threads "$t" --save "$tmp/model")
   row "$j" "$l0" "$(load)" >>"$out"
   echo "threads $t: torch" >&2
   l0=$(load)
-  j=$(env "${malloc_keep[@]}" OMP_WAIT_POLICY=passive /usr/bin/python3 bench/python_torch.py --model "$tmp/model" --reps "$reps" --threads "$t")
+  j=$(MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=1073741824 \
+    OMP_WAIT_POLICY=passive /usr/bin/python3 bench/python_torch.py --model "$tmp/model" --reps "$reps" --threads "$t")
   row "$j" "$l0" "$(load)" >>"$out"
 done
 
@@ -82,7 +77,7 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 L, d, H, V, T = sys.argv[2].split(",")
 print(f"run_with_cache of every hook_pattern: GPT-2-shaped, random weights (L {L}, d {d}, H {H}, "
       f"V {V}), 1 x {T} tokens; medians of {sys.argv[3]} runs; OpenBLAS kernels {sys.argv[4]}; "
-      f"{sys.argv[5]} CPUs. Both Python sides with MALLOC_MMAP_THRESHOLD_=17179869184 "
+      f"{sys.argv[5]} CPUs. torch with MALLOC_MMAP_THRESHOLD_=17179869184 "
       f"MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=1073741824.\n")
 print("| threads | C forward + maps ms | hs.run_with_cache ms | / C | torch ms | torch / hs | "
       "C plain forward ms | hs model(ids) ms | max pattern diff | load (1/5/15 min) |")
