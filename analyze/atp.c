@@ -366,23 +366,6 @@ static int alloc_batch(atp_run *r, int B, int T)
     return rc;
 }
 
-/* Under mpirun every rank filled the rows of its batches (batch i: rank i
- * mod N); rank 0 takes each row from its owner and sends the table back. */
-static int share_rows(atp_run *r, const int *owner, size_t n, int rc)
-{
-    const int N = hs_dist_size(), rank = hs_dist_rank();
-    const size_t per = n * r->items;
-    double *all = rank ? NULL : hs_calloc(per * (size_t)N, sizeof *all, "atp rows");
-    if (!rc && !rank && !all)
-        rc = HS_ENOMEM;
-    rc = hs_dist_gather(rc, r->tab, all, sizeof *all * per);
-    for (size_t p = 0; !rc && !rank && p < n; p++)
-        memcpy(r->tab + p * r->items, all + (size_t)owner[p] * per + p * r->items,
-               sizeof *all * r->items);
-    free(all);
-    return hs_dist_bcast(rc, r->tab, sizeof *r->tab * per);
-}
-
 /* The mean and stderr over prompts of item `it` of the table (prompt order). */
 static hs_welford column(const atp_run *r, size_t n, size_t it, double scale)
 {
@@ -511,7 +494,7 @@ int hs_atp(hs_atp_result *res, const hs_model *m, const hs_prompt_set *ps, const
         free_batch(&r);
     }
     if (hs_dist_size() > 1)
-        rc = share_rows(&r, owner, n, rc);
+        rc = hs_dist_share_rows(rc, r.tab, n, r.items, owner);
     if (!rc)
         rc = result_rows(res, &r, n);
     if (!rc && o->verify)

@@ -525,23 +525,6 @@ static int each_batch(circ *r, const hs_prompt_set *ps, int *owner, int phase,
     return rc;
 }
 
-/* Under mpirun rank 0 takes each prompt's row from the rank that ran it and
- * sends the table back (atp.c's share_rows). */
-static int share_rows(circ *r, const int *owner, size_t n, int rc)
-{
-    const int N = hs_dist_size(), rank = hs_dist_rank();
-    const size_t per = n * r->items;
-    double *all = rank ? NULL : hs_calloc(per * (size_t)N, sizeof *all, "circuit rows");
-    if (!rc && !rank && !all)
-        rc = HS_ENOMEM;
-    rc = hs_dist_gather(rc, r->tab, all, sizeof *all * per);
-    for (size_t p = 0; !rc && !rank && p < n; p++)
-        memcpy(r->tab + p * r->items, all + (size_t)owner[p] * per + p * r->items,
-               sizeof *all * r->items);
-    free(all);
-    return hs_dist_bcast(rc, r->tab, sizeof *r->tab * per);
-}
-
 static hs_welford column(const circ *r, size_t n, size_t it)
 {
     hs_welford w = { 0 };
@@ -642,7 +625,7 @@ int hs_circuit(hs_circuit_result *res, const hs_model *m, const hs_prompt_set *p
     if (!rc)
         rc = each_batch(&r, ps, owner, 0, NULL, &done, total);
     if (hs_dist_size() > 1)
-        rc = share_rows(&r, owner, n, rc);
+        rc = hs_dist_share_rows(rc, r.tab, n, r.items, owner);
     hs_welford ldc = column(&r, n, 0), ldk = column(&r, n, 1);
     double span = 0;
     if (!rc)
@@ -655,7 +638,7 @@ int hs_circuit(hs_circuit_result *res, const hs_model *m, const hs_prompt_set *p
     if (!rc && o->n_top)
         rc = each_batch(&r, ps, owner, 1, circuits, &done, total);
     if (o->n_top && hs_dist_size() > 1)
-        rc = share_rows(&r, owner, n, rc);
+        rc = hs_dist_share_rows(rc, r.tab, n, r.items, owner);
     if (!rc && o->n_top && !(res->curve = hs_calloc((size_t)o->n_top, sizeof *res->curve,
                                                     "faithfulness")))
         rc = HS_ENOMEM;

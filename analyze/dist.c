@@ -268,3 +268,17 @@ int hs_dist_recv(int from, void *buf, size_t bytes)
 }
 
 #endif
+
+int hs_dist_share_rows(int rc, double *tab, size_t n, size_t items, const int *owner)
+{
+    const int N = hs_dist_size(), rank = hs_dist_rank();
+    const size_t per = n * items;
+    double *all = rank ? NULL : hs_calloc(per * (size_t)N, sizeof *all, "shared rows");
+    if (!rc && !rank && !all)
+        rc = HS_ENOMEM;
+    rc = hs_dist_gather(rc, tab, all, sizeof *all * per);
+    for (size_t p = 0; !rc && !rank && p < n; p++)
+        memcpy(tab + p * items, all + (size_t)owner[p] * per + p * items, sizeof *all * items);
+    free(all);
+    return hs_dist_bcast(rc, tab, sizeof *tab * per);
+}

@@ -51,6 +51,12 @@ int hs_dist_collect(int rc, void *buf, size_t item_bytes, size_t n);
 /* Gathers each rank's bytes (equal sizes) into all (size * bytes) on rank 0. */
 int hs_dist_gather(int rc, const void *mine, void *all, size_t bytes);
 
+/* A table of n rows of `items` doubles (row p: prompt p) that every rank
+ * filled for the rows it ran (owner[p], the rank of row p's batch) becomes
+ * the whole table on every rank: rank 0 takes each row from its owner and
+ * sends the table back. */
+int hs_dist_share_rows(int rc, double *tab, size_t n, size_t items, const int *owner);
+
 /* Point to point, for a stream of blocks to rank 0 (the capture's maps):
  * rank `from` sends, rank 0 receives. */
 int hs_dist_send0(const void *buf, size_t bytes);

@@ -69,6 +69,12 @@ typedef struct {
     OPT_TEXT_RULE_DATA,                                                                    \
         { "--text|--val-text", OPTS_NEEDS, "--tokenizer", "it tokenizes the text" },       \
         { "--val-text", OPTS_EXCLUDES, "--val", "one validation set" }
+/* the prompt pairs of the causal commands (patch, path-patch, atp, circuit) */
+#define OPT_PROMPTS(dst)                                                                           \
+    { "--prompts", OPT_STR, (dst), 0, "FILE", "JSONL clean/corrupt prompt pairs (SPEC §11)", 0 }
+#define OPT_PROMPT_TOKENIZER(dst)                                                                  \
+    { "--tokenizer", OPT_STR, (dst), 0, "PATH",                                                    \
+      "tokenizer of text prompts (default: the model directory's)", 0 }
 #define OPT_DB(dst) OPT_DB_AS(dst, "SQLite index for the results")
 #define OPT_DB_AS(dst, help) { "--db", OPT_STR, (dst), 0, "FILE", (help), 0 }
 #define OPT_BATCH(dst) OPT_BATCH_AS(dst, "sequences per batch")

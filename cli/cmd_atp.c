@@ -13,13 +13,13 @@ static int cmd_atp(int argc, char **argv)
     hs_atp_opts ao = { 0 };
     opt o[] = {
         OPT_MODEL(&model),
-        { "--prompts", OPT_STR, &in.prompts, 0, "FILE", "JSONL clean/corrupt prompt pairs (SPEC §11)", 0 },
+        OPT_PROMPTS(&in.prompts),
         OPT_DB(&db),
         { "--site", OPT_STR, &site, 0, "LIST", "z, pattern, q, k, v, resid_pre, attn_out, mlp_out (default: z and, prompts of one length, resid_pre,attn_out,mlp_out)", 0 },
         { "--noising", OPT_FLAG, &ao.noising, 0, NULL, "the gradient on the clean run, corrupt - clean (default: denoising)", 0 },
         { "--star", OPT_FLAG, &ao.star, 0, NULL, "also AtP* (QK fix and GradDrop) of the head sites: atp_star_<site>", 0 },
         { "--verify", OPT_INT, &ao.verify, 0, "K", "exact patch_z (patch_pattern) of the K heads of largest |atp|", 0 },
-        { "--tokenizer", OPT_STR, &in.source.tokenizer, 0, "PATH", "tokenizer of text prompts (default: the model directory's)", 0 },
+        OPT_PROMPT_TOKENIZER(&in.source.tokenizer),
         OPT_BATCH_AS(&ao.batch, "prompts per forward (default 32)"),
         OPT_THREADS(&threads),
         OPT_JSON(&json),

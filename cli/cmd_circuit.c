@@ -14,12 +14,12 @@ static int cmd_circuit(int argc, char **argv)
     hs_circuit_opts co = { .ig_steps = 5 };
     opt o[] = {
         OPT_MODEL(&model),
-        { "--prompts", OPT_STR, &in.prompts, 0, "FILE", "JSONL clean/corrupt prompt pairs (SPEC §11)", 0 },
+        OPT_PROMPTS(&in.prompts),
         OPT_DB(&db),
         { "--method", OPT_STR, &method, 0, "eap|eap-ig", "edge attribution patching, or with integrated gradients", 0 },
         { "--ig-steps", OPT_INT, &co.ig_steps, 1, "m", "eap-ig's interpolation steps (default 5)", 0 },
         { "--top-n", OPT_STR, &top, 0, "N,...", "the circuits whose faithfulness is measured (default 0,1,2,5,10,.. and all edges)", 0 },
-        { "--tokenizer", OPT_STR, &in.source.tokenizer, 0, "PATH", "tokenizer of text prompts (default: the model directory's)", 0 },
+        OPT_PROMPT_TOKENIZER(&in.source.tokenizer),
         OPT_BATCH_AS(&co.batch, "prompts per forward (default: by memory, at most 16)"),
         OPT_THREADS(&threads),
         OPT_JSON(&json),

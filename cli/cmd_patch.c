@@ -39,9 +39,9 @@ static int causal_usage(causal *a)
 
 #define CAUSAL_OPTS(a)                                                                        \
     OPT_MODEL(&(a).model),                                                                    \
-    { "--prompts", OPT_STR, &(a).in.prompts, 0, "FILE", "JSONL clean/corrupt prompt pairs (SPEC §11)", 0 }, \
+    OPT_PROMPTS(&(a).in.prompts),                                                             \
     OPT_DB(&(a).db),                                                                          \
-    { "--tokenizer", OPT_STR, &(a).in.source.tokenizer, 0, "PATH", "tokenizer of text prompts (default: the model directory's)", 0 }
+    OPT_PROMPT_TOKENIZER(&(a).in.source.tokenizer)
 
 static int cmd_patch(int argc, char **argv)
 {

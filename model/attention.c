@@ -467,9 +467,8 @@ int hs_attn_forward(hs_real *out, hs_attn_acts *a, const hs_attn_weights *w,
     return rc;
 }
 
-/* The observer of site s (if any) on the gradient g (B, T, heads, dh). */
-static int grad_site(const hs_attn_grad_hooks *g, hs_site s, const hs_real *x, int B, int T,
-                     int heads, int dh)
+int hs_attn_grad_site(const hs_attn_grad_hooks *g, hs_site s, const hs_real *x, int B, int T,
+                      int heads, int dh)
 {
     if (!g->site || !g->site[s])
         return HS_OK;
@@ -618,7 +617,7 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
     int *owned;
     if ((rc = hs_attn_windows(&win, &owned, c)))
         return rc;
-    rc = grad_site(gh, HS_SITE_Z, dz, B, L, H, dh);
+    rc = hs_attn_grad_site(gh, HS_SITE_Z, dz, B, L, H, dh);
     if (!rc)
         rc = grad_pattern(gh, dz, a->v, a->att, mask, win, B, L, S, H, G, dh);
     const hs_attn_scores sc = hs_attn_config_scores(c);
@@ -626,9 +625,9 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
         rc = hs_attn_heads_backward_scored(dq, dk, dv, dz, a->att, a->q, a->k, a->v, mask, win, B,
                                            L, S, H, G, dh, &sc);
     free(owned);
-    if (!rc && !(rc = grad_site(gh, HS_SITE_Q, dq, B, L, H, dh)) &&
-        !(rc = grad_site(gh, HS_SITE_K, dk, B, S, G, dh)))
-        rc = grad_site(gh, HS_SITE_V, dv, B, S, G, dh);
+    if (!rc && !(rc = hs_attn_grad_site(gh, HS_SITE_Q, dq, B, L, H, dh)) &&
+        !(rc = hs_attn_grad_site(gh, HS_SITE_K, dk, B, S, G, dh)))
+        rc = hs_attn_grad_site(gh, HS_SITE_V, dv, B, S, G, dh);
     if (rc)
         return rc;
     if (c->rope_theta > 0) {

@@ -333,6 +333,11 @@ int hs_attn_heads_backward_scored(hs_real *dq, hs_real *dk, hs_real *dv, const h
 int hs_attn_project_head(hs_real *out, const hs_attn_weights *w, const hs_attn_config *c,
                          hs_recv_kind which, int head, const hs_real *x, int B, int L, int pos0);
 
+/* The observer of site s in g (if any) on the gradient x (B, T, heads, w),
+ * contiguous. */
+int hs_attn_grad_site(const hs_attn_grad_hooks *g, hs_site s, const hs_real *x, int B, int T,
+                      int heads, int w);
+
 /* The map sites' gradients to their observers (g->site): dA (B,H,L,S), the
  * pattern's (0 where a key is masked), to the pattern's; then, overwritten
  * in place with the softmax's backward dS = A (dA - sum_s A dA) row by row

@@ -529,16 +529,6 @@ static int heads_backward(hs_mla_acts *m, const hs_attn_acts *at, const hs_real 
     return HS_OK;
 }
 
-/* The observer of site s (if any) on the gradient g (B, T, heads, width). */
-static int grad_site(const hs_attn_grad_hooks *g, hs_site s, const hs_real *x, int B, int T,
-                     int heads, int width)
-{
-    if (!g->site || !g->site[s])
-        return HS_OK;
-    const hs_site_view v = hs_site_view_btw(s, g->layer, (hs_real *)x, B, T, heads, width);
-    return g->site[s](g->ctx, &v);
-}
-
 /* The pattern's gradient dA_h = dz_h v_h^T (B,H,T,T), 0 after each query,
  * and the scores', to their observers (A: the pattern). */
 static int grad_pattern(const hs_attn_grad_hooks *g, const hs_real *dz, const hs_mla_acts *m,
@@ -638,7 +628,7 @@ int hs_mla_backward(hs_real *dx, hs_mla_weights *dw, hs_real *dxi, const hs_real
     const size_t N = (size_t)B * T;
     const hs_attn_grad_hooks *gh = &at->grad;
     output_backward(at->dz, dxi, dw->w_o, at, dout, w, c, xi, xi_per_seq);
-    int rc = grad_site(gh, HS_SITE_Z, at->dz, B, T, H, c->v_dim);
+    int rc = hs_attn_grad_site(gh, HS_SITE_Z, at->dz, B, T, H, c->v_dim);
     if (!rc)
         rc = grad_pattern(gh, at->dz, m, at->att, c, B, T);
     if (rc)
@@ -648,7 +638,7 @@ int hs_mla_backward(hs_real *dx, hs_mla_weights *dw, hs_real *dxi, const hs_real
     memset(m->dkva, 0, sizeof(hs_real) * N * CR);
     if ((rc = heads_backward(m, at, at->dz, m->dkva, c)))
         return rc;
-    rc = grad_site(gh, HS_SITE_Q, m->dq, B, T, H, n + r);
+    rc = hs_attn_grad_site(gh, HS_SITE_Q, m->dq, B, T, H, n + r);
     for (int part = 0; !rc && part < 2; part++) {
         const hs_site s = part ? HS_SITE_V : HS_SITE_K;
         if (!gh->site || !gh->site[s])
@@ -657,7 +647,7 @@ int hs_mla_backward(hs_real *dx, hs_mla_weights *dw, hs_real *dxi, const hs_real
         if (!dck)
             return HS_ENOMEM;
         latent_part(dck, m, w, c, N, part);
-        rc = grad_site(gh, s, dck, B, T, 1, C);
+        rc = hs_attn_grad_site(gh, s, dck, B, T, 1, C);
         free(dck);
     }
     if (rc)
