@@ -514,7 +514,11 @@ static void test_windowed_regex_matches_equal_whole_text_matches(void)
                 got[0] = 0;
                 sc->window = windows[w];
                 tk_scratch_start(sc, n);
-                CU_ASSERT_EQUAL(tk_regex_each(&re, "test", sc, text, n, note_match, &l), HS_OK);
+                int rc = tk_regex_each(&re, "test", sc, text, n, note_match, &l);
+                CU_ASSERT_EQUAL(rc, HS_OK);
+                if (rc != HS_OK)
+                    fprintf(stderr, "\n  /%s/, window %zu: %s\n", pats[p], windows[w],
+                            hs_last_error());
                 runs++;
                 if (strcmp(got, want) && bad++ < 5)
                     fprintf(stderr, "\n  /%s/ on \"%s\", window %zu:\n    windowed   %s\n    "

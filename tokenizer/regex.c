@@ -33,7 +33,8 @@
  * words past a subject's end on purpose and reports them as uninitialised),
  * so the patterns run interpreted, with the same results; and the CPU-time
  * bound of the counted attempts allows for valgrind's slowdown
- * (TK_VALGRIND_SLOWDOWN), so that the same texts pass. */
+ * (TK_VALGRIND_SLOWDOWN), and for a sanitizer's (TK_SANITIZER_SLOWDOWN: the
+ * callout itself is instrumented), so that the same texts pass. */
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>
@@ -44,11 +45,35 @@
 #define TK_UNDER_VALGRIND() 0
 #endif
 #define TK_VALGRIND_SLOWDOWN 200
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(undefined_behavior_sanitizer)
+#define TK_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(TK_SANITIZED)
+#define TK_SANITIZED 1
+#endif
+#ifdef TK_SANITIZED
+#define TK_SANITIZER_SLOWDOWN 20
+#else
+#define TK_SANITIZER_SLOWDOWN 1
+#endif
+/* The least CPU time the counted attempts of one text may take: below a few
+ * milliseconds, a cold cache or a page fault would refuse a short text. */
+#define TK_SLOW_FLOOR_NS 20000000u
 
 /* CPU nanoseconds the counted attempts may take per unit of the budget. */
 static uint64_t ns_per_unit(void)
 {
-    return TK_UNDER_VALGRIND() ? (uint64_t)TK_NS_PER_UNIT * TK_VALGRIND_SLOWDOWN : TK_NS_PER_UNIT;
+    return (uint64_t)TK_NS_PER_UNIT * TK_SANITIZER_SLOWDOWN *
+           (TK_UNDER_VALGRIND() ? TK_VALGRIND_SLOWDOWN : 1);
+}
+
+/* the CPU time the counted attempts of the text may take in all */
+static uint64_t slow_bound_ns(const tk_scratch *sc)
+{
+    const uint64_t b = sc->budget * ns_per_unit();
+    return b > TK_SLOW_FLOOR_NS ? b : TK_SLOW_FLOOR_NS;
 }
 
 int tk_regex(tk_re *re, const char *pat, size_t n, int is_literal, const char *field)
@@ -104,7 +129,7 @@ int tk_regex_callout(pcre2_callout_block *cb, void *data)
     if (sc->spent > sc->budget)
         return PCRE2_ERROR_CALLOUT;
     if (!(++sc->co_calls & 255) && sc->slow_ns + (cpu_ns() - sc->co_t0) >
-                                       sc->budget * ns_per_unit()) {
+                                       slow_bound_ns(sc)) {
         sc->co_slow = 1;
         return PCRE2_ERROR_CALLOUT;
     }
@@ -156,9 +181,9 @@ static int finish_at(const tk_re *re, const char *who, tk_scratch *sc, const cha
     sc->slow_ns += cpu_ns() - sc->co_t0;
     if (*rc == PCRE2_ERROR_CALLOUT && sc->co_slow)
         return hs_fail(HS_EINVAL, "%s: the work budget of this text is spent (its long match "
-                       "attempts took %.0f ms, over %d ns for each of the %u units a byte of its "
-                       "%zu bytes): refused instead of run on", who, sc->slow_ns / 1e6,
-                       (int)ns_per_unit(), TK_WORK_PER_BYTE, sc->text_n);
+                       "attempts took %.0f ms of CPU time, over the %.0f ms its %zu bytes "
+                       "allow): refused instead of run on", who, sc->slow_ns / 1e6,
+                       slow_bound_ns(sc) / 1e6, sc->text_n);
     if (*rc == PCRE2_ERROR_CALLOUT || *rc == PCRE2_ERROR_MATCHLIMIT)
         return tk_charge(sc, left + 1, who); /* spent: the message */
     if (*rc < 0 && *rc != PCRE2_ERROR_NOMATCH)

@@ -341,8 +341,8 @@ int tk_bert_pre(const tk_piece *in, tk_pieces *out);
  * once the budget is spent (HS_EINVAL naming who) instead of hanging the
  * tool. What a callout cannot see (a backreference compared in vain) is
  * bounded by the CPU time of those attempts: TK_NS_PER_UNIT for each unit
- * of the budget (0.3 s for a megabyte; the real tokenizers' take a few
- * milliseconds). Real patterns cost 4 to 8 units a byte. */
+ * of the budget, 20 ms at least (0.3 s for a megabyte; the real tokenizers'
+ * take a few milliseconds). Real patterns cost 4 to 8 units a byte. */
 #define TK_WINDOW 64
 #define TK_LIMIT0 2
 #define TK_LIMIT_FAST 64
