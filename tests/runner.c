@@ -1,19 +1,45 @@
 #include "runner.h"
 
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
 
 #include <CUnit/Basic.h>
 #include <CUnit/CUnit.h>
 
+/* the suite being run: each test runs through timed(), which finds the
+ * current test by name and prints its time when it took a while (the slow
+ * tests of a suite, for whoever keeps the tiers short) */
+static const hs_test *run_tests;
+static size_t run_n;
+
+static void timed(void)
+{
+    const CU_pTest cur = CU_get_current_test();
+    for (size_t i = 0; cur && i < run_n; i++) {
+        if (strcmp(run_tests[i].name, cur->pName))
+            continue;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        run_tests[i].fn();
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+        if (s >= 0.5)
+            printf(" (%.1f s) ", s);
+        return;
+    }
+}
+
 int hs_run_tests(const char *suite, const hs_test *tests, size_t n)
 {
+    run_tests = tests, run_n = n;
     if (CU_initialize_registry() != CUE_SUCCESS) {
         fprintf(stderr, "CUnit: cannot initialise the registry\n");
         return 2;
     }
     CU_pSuite s = CU_add_suite(suite, NULL, NULL);
     for (size_t i = 0; s && i < n; i++)
-        if (!CU_add_test(s, tests[i].name, tests[i].fn))
+        if (!CU_add_test(s, tests[i].name, timed))
             s = NULL;
     if (!s) {
         fprintf(stderr, "CUnit: cannot register suite %s\n", suite);

@@ -103,12 +103,29 @@ static void state_of(const ix_files *f, ix_state *s)
 
 typedef int (*open_fn)(hs_index **, const char *);
 
+#if defined(__SANITIZE_ADDRESS__)
+#define IX_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define IX_UNDER_ASAN 1
+#endif
+#endif
+
 /* Runs open(path) in a child process, so that a crash (the out-of-bounds
  * read of an unchecked schema version) fails this test instead of the
  * whole suite. Returns the status, or -1 with msg "killed by signal N";
- * msg gets hs_last_error(). */
+ * msg gets hs_last_error(). Under ASan it runs here: ASan reports such a
+ * read itself, at its line, and a fork of a sanitized process costs
+ * ~100 ms (the 113 opens took 15 s). */
 static int open_in_child(open_fn open, const char *path, char *msg, size_t n)
 {
+#ifdef IX_UNDER_ASAN
+    hs_index *ix = NULL;
+    const int rc = open(&ix, path);
+    hs_index_close(ix);
+    snprintf(msg, n, "%s", rc ? hs_last_error() : "");
+    return rc;
+#else
     int fds[2];
     CU_ASSERT_EQUAL_FATAL(pipe(fds), 0);
     fflush(NULL);
@@ -144,6 +161,7 @@ static int open_in_child(open_fn open, const char *path, char *msg, size_t n)
     else
         snprintf(msg, n, "%s", sp + 1);
     return rc;
+#endif
 }
 
 /* Both opens refuse f->db with HS_EFORMAT, the message naming the file and
