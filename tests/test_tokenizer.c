@@ -368,6 +368,32 @@ static int says(const char *got, const char *needle)
 
 #define AB_MODEL "'model':{'type':'BPE','vocab':{'a':0,'b':1,'-':2,'!':3,'x':4},'merges':[]}"
 
+/* GPT-2's bytes_to_unicode as its Python builds it: the printable bytes
+ * as themselves, then each other byte in order takes 256 + n; the
+ * tokenizer's closed forms must give the same map both ways, and no byte
+ * for any other code point */
+static void test_byte_alphabet_equals_bytes_to_unicode(void)
+{
+    uint32_t cp_of[256];
+    int byte_of[1024];
+    for (int i = 0; i < 1024; i++)
+        byte_of[i] = -1;
+    unsigned n = 0;
+    for (unsigned b = 0; b < 256; b++) {
+        const int shown = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae);
+        cp_of[b] = shown ? b : 256 + n++;
+        byte_of[cp_of[b]] = (int)b;
+    }
+    CU_ASSERT_EQUAL(n, 68);
+    int bad = 0;
+    for (unsigned b = 0; b < 256; b++)
+        bad += tk_byte_to_cp((unsigned char)b) != cp_of[b];
+    for (uint32_t cp = 0; cp < 1024; cp++)
+        bad += tk_cp_to_byte(cp) != byte_of[cp];
+    bad += tk_cp_to_byte(0x10ffff) != -1;
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
 /* Metaspace's replacement and Strip's content are one character, as HF's
  * char fields: an empty replacement made the split loop advance by zero
  * bytes, an endless loop on any text */
@@ -1288,6 +1314,7 @@ int main(int argc, char **argv)
         { "test_errors_name_the_file_and_field", test_errors_name_the_file_and_field },
         { "test_metaspace_and_strip_take_one_character",
           test_metaspace_and_strip_take_one_character },
+        { "test_byte_alphabet_equals_bytes_to_unicode", test_byte_alphabet_equals_bytes_to_unicode },
         { "test_split_pattern_work_is_bounded_by_the_text",
           test_split_pattern_work_is_bounded_by_the_text },
         { "test_windowed_regex_matches_equal_whole_text_matches",

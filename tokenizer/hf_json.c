@@ -165,56 +165,64 @@ int tkj_unsupported_type(tkj_ctx *c, const char *type, const char *supported)
 /* the children of a Sequence, each read by fn */
 /* ---- the model ---- */
 
-/* the byte-level alphabet undone: raw bytes of a vocabulary string, or the
- * string itself when a character is outside the alphabet (as HF's decoder) */
-static int undo_bytelevel(const char *s, size_t n, tk_str *out)
+/* the raw bytes of a byte-level string into out (n bytes at most): their
+ * count, or -1 when a character is outside the alphabet (the string then
+ * stands for itself, as in undo_bytelevel) */
+static long undo_bytelevel_into(const char *s, size_t n, char *out)
 {
-    tk_buf b = { 0 };
-    size_t i = 0;
+    size_t i = 0, k = 0;
     uint32_t cp;
     while (i < n) {
         int l = tk_utf8_next(s + i, n - i, &cp);
         int byte = l ? tk_cp_to_byte(cp) : -1;
-        if (byte < 0) {
-            free(b.p);
-            return tkj_dup_str(out, s, n);
-        }
-        unsigned char ch = (unsigned char)byte;
-        if (tk_buf_add(&b, &ch, 1))
-            return HS_ENOMEM;
+        if (byte < 0)
+            return -1;
+        out[k++] = (char)byte;
         i += (size_t)l;
     }
-    if (!b.p && tk_buf_add(&b, "", 0))
-        return HS_ENOMEM;
-    out->s = b.p, out->n = b.n;
+    return (long)k;
+}
+
+/* the byte-level alphabet undone: raw bytes of a vocabulary string, or the
+ * string itself when a character is outside the alphabet (as HF's decoder) */
+static int undo_bytelevel(const char *s, size_t n, tk_str *out)
+{
+    char *p = malloc(n + 1);
+    if (!p)
+        return hs_fail(HS_ENOMEM, "tokenizer: string of %zu bytes", n);
+    const long k = undo_bytelevel_into(s, n, p);
+    if (k < 0) {
+        free(p);
+        return tkj_dup_str(out, s, n);
+    }
+    p[k] = 0;
+    out->s = p, out->n = (size_t)k;
     return HS_OK;
 }
 
-/* model-form string -> id (the raw form for byte-level) */
-static int32_t model_id(const hs_tokenizer *t, const char *s, size_t n)
+/* model-form string -> id (the raw form for byte-level; raw: n bytes) */
+static int32_t model_id(const hs_tokenizer *t, const char *s, size_t n, char *raw)
 {
-    if (!t->byte_level)
-        return tk_strmap_get(&t->vocab, s, n);
-    tk_str r;
-    if (undo_bytelevel(s, n, &r))
-        return -2;
-    int32_t id = tk_strmap_get(&t->vocab, r.s, r.n);
-    free(r.s);
-    return id;
+    long r = t->byte_level ? undo_bytelevel_into(s, n, raw) : -1;
+    return r >= 0 ? tk_strmap_get(&t->vocab, raw, (size_t)r) : tk_strmap_get(&t->vocab, s, n);
 }
 
+/* the strings of a merge live on the stack (those of real vocabularies are
+ * short): the two joined, then the raw form of each lookup */
 static int add_merge(tkj_ctx *c, hs_tokenizer *t, const char *a, size_t an, const char *b, size_t bn,
                      int rank)
 {
-    int32_t ia = model_id(t, a, an), ib = model_id(t, b, bn);
-    char *ab = malloc(an + bn + 1);
-    if (!ab || ia == -2 || ib == -2) {
-        free(ab);
+    char stack[1024];
+    const size_t need = 2 * (an + bn);
+    char *ab = need <= sizeof stack ? stack : malloc(need);
+    if (!ab)
         return hs_fail(HS_ENOMEM, "tokenizer: merges");
-    }
+    char *raw = ab + an + bn;
     memcpy(ab, a, an), memcpy(ab + an, b, bn);
-    int32_t iab = model_id(t, ab, an + bn);
-    free(ab);
+    const int32_t ia = model_id(t, a, an, raw), ib = model_id(t, b, bn, raw),
+                  iab = model_id(t, ab, an + bn, raw);
+    if (ab != stack)
+        free(ab);
     if (ia < 0 || ib < 0 || iab < 0) {
         char msg[300];
         snprintf(msg, sizeof msg, "\"%.*s %.*s\": %s is not in the vocabulary", (int)(an < 60 ? an : 60),

@@ -154,28 +154,23 @@ int tk_ids_add(tk_ids *v, const int32_t *s, size_t n)
 }
 
 /* GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves,
- * the other 68 take the code points from 256 on, in byte order. */
+ * the other 68 take the code points from 256 on, in byte order: the three
+ * runs 0-32 (256-288), 127-160 (289-322) and 173 (323). */
 static int printable(unsigned b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174; }
 
 uint32_t tk_byte_to_cp(unsigned char b)
 {
     if (printable(b))
         return b;
-    uint32_t n = 0;
-    for (unsigned c = 0; c < b; c++)
-        n += !printable(c);
-    return 256 + n;
+    return b <= 32 ? 256u + b : b <= 160 ? 256u + 33 + (b - 127u) : 256u + 67;
 }
 
 int tk_cp_to_byte(uint32_t cp)
 {
     if (cp < 256)
         return printable(cp) ? (int)cp : -1;
-    uint32_t n = 0;
-    for (unsigned c = 0; c < 256; c++)
-        if (!printable(c) && 256 + n++ == cp)
-            return (int)c;
-    return -1;
+    const uint32_t k = cp - 256;
+    return k <= 32 ? (int)k : k <= 66 ? (int)(127 + k - 33) : k == 67 ? 173 : -1;
 }
 
 int tk_is_space(uint32_t cp)
