@@ -56,15 +56,14 @@ layering() {
     for i in "${order[@]}"; do
         for f in "$i"/*.h; do [ -e "$f" ] && owner_of[$(basename "$f")]=$i; done
     done
-    for i in "${order[@]}"; do
-        for f in "$i"/*.[ch]; do
-            while read -r h; do
-                owner=${owner_of[$h]:-}
-                [ -n "$owner" ] || continue
-                [ "${rank[$owner]}" -le "${rank[$i]}" ] || bad_inc+="$f includes $owner/$h; "
-            done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f")
-        done
-    done
+    # every quoted include of the tree in one pass: "folder/file header"
+    while read -r f h; do
+        i=${f%%/*}
+        owner=${owner_of[$h]:-}
+        [ -n "$owner" ] || continue
+        [ "${rank[$owner]}" -le "${rank[$i]}" ] || bad_inc+="$f includes $owner/$h; "
+    done < <(for i in "${order[@]}"; do printf '%s\n' "$i"/*.[ch]; done |
+        xargs awk 'match($0, /^#include "[^"]*"/) { print FILENAME, substr($0, 11, RLENGTH - 11) }')
     [ -z "$bad_inc" ] || bad "$bad_inc"
 }
 
@@ -85,9 +84,8 @@ no_metric_literals() {
     local names hits="" n
     names=$(sed -n 's/^ *\[HS_M_[A-Z0-9_]*\] = { "\([a-z0-9_]*\)".*/\1/p' analyze/metrics.c)
     [ -n "$names" ] || bad "no metric names found in analyze/metrics.c" || return
-    for n in $names; do
-        hits+=$(grep -nF "\"$n\"" cli/*.c render/*.c api/*.c | grep -v '\.name = "' | head -2)
-    done
+    hits=$(printf '"%s"\n' $names | grep -nF -f - cli/*.c render/*.c api/*.c | grep -v '\.name = "' |
+        head -5)
     [ -z "$hits" ] || bad "metric names spelled outside analyze/metrics.c: $hits"
 }
 
