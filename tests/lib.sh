@@ -20,7 +20,14 @@ PY=/usr/bin/python3
 
 # under_asan: the binary is built with AddressSanitizer (a few checks run
 # smaller there: it runs the model ~15x slower).
-under_asan() { ldd "$HS" 2>/dev/null | grep -q libasan; }
+# (gcc links libasan dynamically, clang its runtime into the binary; asked once)
+under_asan() {
+    if [ -z "${HS_UNDER_ASAN:-}" ]; then
+        HS_UNDER_ASAN=0
+        { ldd "$HS" 2>/dev/null | grep -q libasan || grep -qa __asan_init "$HS"; } && HS_UNDER_ASAN=1
+    fi
+    [ "$HS_UNDER_ASAN" = 1 ]
+}
 
 # Idle OpenMP threads sleep instead of spinning: on a loaded 2-core machine
 # (ctest -j) spinning barriers make tiny runs 100x slower. Results are unchanged.
