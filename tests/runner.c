@@ -28,6 +28,7 @@ static void timed(void)
             printf(" (%.1f s) ", s);
         return;
     }
+    CU_FAIL("the runner found no test of this name to run");
 }
 
 int hs_run_tests(const char *suite, const hs_test *tests, size_t n)
