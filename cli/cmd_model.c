@@ -17,22 +17,38 @@
 static int cmd_info(int argc, char **argv)
 {
     const char *model = NULL;
-    int json = 0;
+    int json = 0, B = 1, T = 0;
     opt o[] = {
         { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory (config.json + model.safetensors)", 0 },
+        OPT_BATCH_AS(&B, "with --seq-len, or alone: the memory plan of batches of B sequences"),
+        { "--seq-len", OPT_INT, &T, 1, "T", "with --batch, or alone: the memory plan of sequences of T "
+          "tokens (default: min(n_ctx, 256))", 0 },
         OPT_JSON(&json),
     };
-    int rc = cli_opts_parse("info", o, 2, argc, argv, NULL, 0, NULL);
+    const int n_o = (int)(sizeof o / sizeof o[0]);
+    int rc = cli_opts_parse("info", o, n_o, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!model)
         return cli_usage_error("info", "--model DIR is required");
+    const int plan = cli_opts_given(o, n_o, "--batch") || cli_opts_given(o, n_o, "--seq-len");
     hs_model m;
-    if (hs_checkpoint_load(&m, model))
+    unsigned char *dead = hs_calloc((size_t)HS_MAX_LAYERS * HS_MAX_HEADS, 1, "dead heads");
+    hs_model_facts x = { .dead = dead };
+    if (!dead || hs_checkpoint_probe(&m, model, dead, &x.n_dead, &x.stored)) {
+        free(dead);
         return cli_run_error("info");
-    hs_describe_model(stdout, &m, model, json);
+    }
+    if (plan) {
+        x.B = B;
+        x.T = T ? T : m.cfg.n_ctx < 256 ? m.cfg.n_ctx : 256;
+        rc = hs_seq_len_check(&m.cfg, x.T, "--seq-len");
+    }
+    if (!rc)
+        hs_describe_model(stdout, &m, &x, model, json);
     hs_model_free(&m);
-    return 0;
+    free(dead);
+    return rc ? cli_run_error("info") : 0;
 }
 
 /* ---- tokens ------------------------------------------------------------- */
@@ -419,8 +435,13 @@ HS_COMMAND(cmd_info_record) = {
     .name = "info",
     .order = 30,
     .summary = "Describe a checkpoint: configuration, parameters, heads per layer, KV-cache bytes.",
-    .usage = "headscope info --model DIR [--json]",
-    .details = "example: headscope info --model runs/tiny\n",
+    .usage = "headscope info --model DIR [--batch B] [--seq-len T] [--json]",
+    .details = "Reads config.json and the safetensors headers, and of the weights only W_o's\n"
+               "first elements (a head whose columns are all zero is dead), so it is quick on\n"
+               "any size. With --batch or --seq-len it adds the memory plan: the least a\n"
+               "forward, a forward with maps, a backward and training allocate for B x T.\n"
+               "example: headscope info --model runs/tiny\n"
+               "example: headscope info --model runs/tiny --batch 8 --seq-len 128 --json\n",
     .run = cmd_info,
 };
 

@@ -256,64 +256,148 @@ static const hs_st_tensor *check_tensor(const hs_model *m, const sources *src,
     return t;
 }
 
+/* The element of the file tensor f holding element (o, i) of its part p
+ * (a tensor of rows of `inner` elements). */
+static size_t file_index(const hs_file_tensor *f, int p, size_t inner, size_t o, size_t i)
+{
+    if (f->part[p].transpose)
+        return i * (f->ndim == 2 ? (size_t)f->shape[1] : 1) + (size_t)f->part[p].col0 + o;
+    return (f->nparts == 1 ? o : hs_file_row(f, p, o)) * inner + i;
+}
+
 static int load_tensor(hs_model *m, const sources *src, const hs_file_tensor *f)
 {
     const hs_safetensors *st;
     const hs_st_tensor *t = check_tensor(m, src, f, &st);
     if (!t)
         return HS_EFORMAT;
-    const size_t cols = f->ndim == 2 ? (size_t)f->shape[1] : 1;
     for (int p = 0; p < f->nparts; p++) {
         const hs_tensor_info *ti = &m->tensors[f->part[p].tensor];
         hs_real *dst = m->params + ti->offset;
         const size_t rows = (size_t)ti->shape[0], inner = ti->ndim == 2 ? (size_t)ti->shape[1] : 1;
-        if (!f->part[p].transpose && f->nparts == 1) {
+        if (!f->part[p].transpose && f->nparts == 1) /* the file's order */
             for (size_t k = 0; k < ti->size; k++)
                 dst[k] = (hs_real)hs_st_get(st, t, k);
-        } else if (!f->part[p].transpose) { /* rows of a fused tensor */
+        else
             for (size_t o = 0; o < rows; o++)
                 for (size_t i = 0; i < inner; i++)
-                    dst[o * inner + i] = (hs_real)hs_st_get(st, t, hs_file_row(f, p, o) * inner + i);
-        } else {
-            for (size_t o = 0; o < rows; o++)
-                for (size_t i = 0; i < inner; i++)
-                    dst[o * inner + i] = (hs_real)hs_st_get(st, t, i * cols + f->part[p].col0 + o);
-        }
+                    dst[o * inner + i] = (hs_real)hs_st_get(st, t, file_index(f, p, inner, o, i));
     }
     hs_st_release(st, t);
     return HS_OK;
 }
 
-int hs_checkpoint_load(hs_model *m, const char *dir)
+/* m's configuration, table and layout (*ft, *n) with every tensor checked
+ * against the files' headers (which hs_st_open has checked against their
+ * sizes): a config.json that claims more than the files hold is refused
+ * before anything is allocated for the parameters. */
+static int open_checked(hs_model *m, const char *dir, sources *src, hs_file_tensor **ft, int *n)
 {
     memset(m, 0, sizeof *m);
+    *ft = NULL;
     hs_model_config c;
     int rc = hs_config_load(&c, dir);
     if (rc || (rc = hs_config_check(&c)))
         return rc;
-    sources src;
-    if ((rc = sources_open(&src, dir)))
+    if ((rc = sources_open(src, dir)))
         return rc;
-    /* The table first and every tensor checked against the file (whose
-     * header hs_st_open has checked against its size): a config.json that
-     * claims more than the file holds is refused before the parameters are
-     * allocated. */
     m->cfg = c;
-    hs_file_tensor *ft = NULL;
-    int n = 0;
     rc = hs_tensor_table(&c, &m->tensors, &m->n_tensors, &m->n_params);
     if (!rc)
-        rc = file_layout(m, &ft, &n);
+        rc = file_layout(m, ft, n);
     const hs_safetensors *file;
-    for (int i = 0; !rc && i < n; i++)
-        if (!check_tensor(m, &src, &ft[i], &file))
+    for (int i = 0; !rc && i < *n; i++)
+        if (!check_tensor(m, src, &(*ft)[i], &file))
             rc = HS_EFORMAT;
-    if (!rc && !(m->params = hs_calloc(m->n_params, sizeof(hs_real), "model parameters")))
+    if (rc) {
+        free(*ft);
+        *ft = NULL;
+        sources_close(src);
+        hs_model_free(m);
+    }
+    return rc;
+}
+
+int hs_checkpoint_load(hs_model *m, const char *dir)
+{
+    sources src;
+    hs_file_tensor *ft;
+    int n, rc = open_checked(m, dir, &src, &ft, &n);
+    if (rc)
+        return rc;
+    if (!(m->params = hs_calloc(m->n_params, sizeof(hs_real), "model parameters")))
         rc = HS_ENOMEM;
     if (!rc)
-        hs_weights_bind(&m->w, &c, m->params);
+        hs_weights_bind(&m->w, &m->cfg, m->params);
     for (int i = 0; !rc && i < n; i++)
         rc = load_tensor(m, &src, &ft[i]);
+    free(ft);
+    sources_close(&src);
+    if (rc)
+        hs_model_free(m);
+    return rc;
+}
+
+/* Each layer's W_o where the file holds it: its file tensor, the part, and
+ * that tensor in the file (the probe's dead-head reads). */
+typedef struct {
+    const hs_model *m;
+    int layer; /* the layer read last: its pages are released once the next is read */
+    struct {
+        const hs_file_tensor *f;
+        int part;
+        const hs_safetensors *st;
+        const hs_st_tensor *t;
+    } wo[HS_MAX_LAYERS];
+} wo_in_file;
+
+static hs_real wo_of_file(void *ctx, int l, size_t k)
+{
+    wo_in_file *w = ctx;
+    if (l != w->layer) {
+        if (w->layer >= 0)
+            hs_st_release(w->wo[w->layer].st, w->wo[w->layer].t);
+        w->layer = l;
+    }
+    const hs_file_tensor *f = w->wo[l].f;
+    const hs_tensor_info *ti = &w->m->tensors[f->part[w->wo[l].part].tensor];
+    const size_t inner = ti->ndim == 2 ? (size_t)ti->shape[1] : 1;
+    return (hs_real)hs_st_get(w->wo[l].st, w->wo[l].t,
+                              file_index(f, w->wo[l].part, inner, k / inner, k % inner));
+}
+
+int hs_checkpoint_probe(hs_model *m, const char *dir, unsigned char *dead, int *n_dead,
+                        size_t *stored)
+{
+    sources src;
+    hs_file_tensor *ft;
+    int n, rc = open_checked(m, dir, &src, &ft, &n);
+    if (rc)
+        return rc;
+    *stored = 0;
+    for (int i = 0; i < n; i++) {
+        const hs_safetensors *st;
+        const hs_st_tensor *t = check_tensor(m, &src, &ft[i], &st);
+        *stored += t ? (size_t)(t->end - t->begin) : 0;
+    }
+    wo_in_file w = { .m = m, .layer = -1 };
+    for (int l = 0; !rc && l < m->cfg.n_layer; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "h.%d.attn.o_proj.weight", l);
+        const int ti = hs_model_find(m, name);
+        for (int i = 0; i < n && !w.wo[l].f; i++)
+            for (int p = 0; p < ft[i].nparts; p++)
+                if (ft[i].part[p].tensor == ti) {
+                    w.wo[l].f = &ft[i], w.wo[l].part = p;
+                    w.wo[l].t = check_tensor(m, &src, &ft[i], &w.wo[l].st);
+                }
+        if (!w.wo[l].t)
+            rc = hs_fail(HS_EFORMAT, "%s: no tensor holds %s", dir, name);
+    }
+    if (!rc)
+        *n_dead = hs_dead_heads_by(&m->cfg, wo_of_file, &w, dead);
+    for (int l = 0; !rc && l < m->cfg.n_layer; l++)
+        hs_st_release(w.wo[l].st, w.wo[l].t);
     free(ft);
     sources_close(&src);
     if (rc)

@@ -21,6 +21,15 @@ int hs_config_load(hs_model_config *c, const char *dir);
  * model.safetensors in DIR is read in preference to a shard index. */
 int hs_checkpoint_load(hs_model *m, const char *dir);
 
+/* What `info` reads (SPEC §13: headers only): m's configuration, table and
+ * n_params, every tensor checked against the files' headers as
+ * hs_checkpoint_load checks them, and no parameters (m->params NULL; free
+ * with hs_model_free). dead (n_layer * HS_MAX_HEADS bytes) and *n_dead as
+ * hs_dead_heads gives them, from W_o's elements read in place: one read a
+ * live head; *stored the bytes of the tensors in the files. */
+int hs_checkpoint_probe(hs_model *m, const char *dir, unsigned char *dead, int *n_dead,
+                        size_t *stored);
+
 /* Writes m into DIR (created if missing): config.json and model.safetensors,
  * each written under a temporary name and renamed. */
 int hs_checkpoint_save(const hs_model *m, const char *dir);

@@ -267,22 +267,30 @@ void hs_model_init_random(hs_model *m, unsigned long long seed)
     }
 }
 
-int hs_dead_heads(const hs_model *m, unsigned char *dead)
+int hs_dead_heads_by(const hs_model_config *c, hs_wo_get get, void *ctx, unsigned char *dead)
 {
-    const hs_model_config *c = &m->cfg;
     const int d = c->d_model, dh = c->head_dim;
     int count = 0;
     for (int l = 0; l < c->n_layer; l++) {
         const int H = c->n_head[l];
-        const hs_real *w_o = m->w.layer[l].attn.w_o; /* (d, H*dh) */
         for (int h = 0; h < H; h++) {
             int zero = 1;
             for (int r = 0; r < d && zero; r++)
                 for (int i = 0; i < dh && zero; i++)
-                    zero = w_o[(size_t)r * H * dh + (size_t)h * dh + i] == 0;
+                    zero = get(ctx, l, (size_t)r * H * dh + (size_t)h * dh + i) == 0;
             dead[(size_t)l * HS_MAX_HEADS + h] = (unsigned char)zero;
             count += zero;
         }
     }
     return count;
+}
+
+static hs_real wo_of_params(void *ctx, int l, size_t k)
+{
+    return ((const hs_model *)ctx)->w.layer[l].attn.w_o[k]; /* (d, H*dh) */
+}
+
+int hs_dead_heads(const hs_model *m, unsigned char *dead)
+{
+    return hs_dead_heads_by(&m->cfg, wo_of_params, (void *)m, dead);
 }

@@ -77,6 +77,13 @@ void hs_model_init_random(hs_model *m, unsigned long long seed);
  * equal. dead holds n_layer * HS_MAX_HEADS bytes. Returns how many. */
 int hs_dead_heads(const hs_model *m, unsigned char *dead);
 
+/* Element k of layer l's W_o, (d, H*dh) row-major, from wherever it lies. */
+typedef hs_real (*hs_wo_get)(void *ctx, int l, size_t k);
+
+/* hs_dead_heads over W_o elements read through get: a live head costs one
+ * read, a dead one d * dh (how `info` reads them from the file). */
+int hs_dead_heads_by(const hs_model_config *c, hs_wo_get get, void *ctx, unsigned char *dead);
+
 /* Index of a tensor by headscope name, or -1. */
 int hs_model_find(const hs_model *m, const char *name);
 

@@ -7,6 +7,7 @@
 
 #include "jsonout.h"
 #include "labels.h"
+#include "transformer.h"
 
 static const char *const POS_NAMES[] = { "learned", "rope", "none" };
 static const char *const NORM_NAMES[] = { "layernorm", "rmsnorm" };
@@ -16,13 +17,12 @@ static const char *const MLP_NAMES[] = { "none", "gelu", "swiglu", "geglu" };
 
 /* The heads whose W_o columns are all zero (pruned with `prune --out`):
  * JSON `,"dead_heads":[[l,h],...]`, or a line "dead heads ..." of text. */
-static void print_dead_heads(FILE *f, const hs_model *m, int json)
+static void print_dead_heads(FILE *f, const hs_model_config *c, const unsigned char *dead, int n,
+                             int json)
 {
-    unsigned char *dead = hs_calloc((size_t)m->cfg.n_layer * HS_MAX_HEADS, 1, "dead heads");
-    const int n = dead ? hs_dead_heads(m, dead) : 0;
     fprintf(f, json ? ",\"dead_heads\":[" : n ? "dead heads   " : "dead heads   none\n");
-    for (int l = 0, k = 0; l < m->cfg.n_layer && n; l++)
-        for (int h = 0; h < m->cfg.n_head[l]; h++)
+    for (int l = 0, k = 0; l < c->n_layer && n; l++)
+        for (int h = 0; h < c->n_head[l]; h++)
             if (dead[(size_t)l * HS_MAX_HEADS + h])
                 fprintf(f, json ? "%s[%d,%d]" : "%sL%dH%d", k++ ? (json ? "," : " ") : "", l, h);
     if (json)
@@ -30,7 +30,6 @@ static void print_dead_heads(FILE *f, const hs_model *m, int json)
     else if (n)
         fprintf(f, "  (%d of them: W_o columns all zero, their output never reaches the "
                "residual)\n", n);
-    free(dead);
 }
 
 /* headscope's per-layer or per-head windows as JSON: [0,32] per layer
@@ -146,7 +145,45 @@ static void print_particulars(FILE *f, const hs_model_config *c, int json)
  * x + LN(f(x)), no input norm). */
 #define NORM_POSITION(c) ((c)->post_norm ? "post" : (c)->no_input_norm ? "output" : "pre")
 
-void hs_describe_model(FILE *f, const hs_model *m, const char *path, int json)
+/* The memory plan of `info --batch B --seq-len T`: the parameters as
+ * loaded (hs_real each; the files' stored bytes beside them) and the
+ * activations each kind of command allocates (hs_acts_bytes), so the least
+ * it needs: a forward (eval, ablate, patch, dla, logit-lens, generate),
+ * one with maps (capture, scores, patterns), a backward (importance, atp,
+ * circuit: atp and circuit also hold a forward's activations), training
+ * (gradients and AdamW's two moments beside the parameters). */
+static void print_memory_plan(FILE *f, const hs_model *m, const hs_model_facts *x, int json)
+{
+    const hs_model_config *c = &m->cfg;
+    const size_t P = m->n_params * sizeof(hs_real);
+    const size_t fwd = hs_acts_bytes(c, x->B, x->T, HS_ACTS_INFER),
+                 maps = hs_acts_bytes(c, x->B, x->T, HS_ACTS_MAPS),
+                 train = hs_acts_bytes(c, x->B, x->T, HS_ACTS_TRAIN);
+    static const char *const kind[] = { "forward", "maps", "backward", "train" };
+    static const char *const who[] = {
+        "eval, ablate, patch, path-patch, dla, logit-lens, generate",
+        "capture, scores, patterns",
+        "importance; atp and circuit hold a forward's activations more",
+        "train: gradients and AdamW's two moments beside the parameters",
+    };
+    const size_t need[] = { P + fwd, P + maps, P + train, 4 * P + train };
+    if (json) {
+        fprintf(f, ",\"memory_plan\":{\"batch\":%d,\"seq_len\":%d,\"stored_bytes\":%zu,"
+                "\"parameter_bytes\":%zu", x->B, x->T, x->stored, P);
+        for (int k = 0; k < 4; k++)
+            fprintf(f, ",\"%s\":%zu", kind[k], need[k]);
+        fprintf(f, "}");
+        return;
+    }
+    fprintf(f, "memory plan  batch %d, seq-len %d: the least each kind of command allocates, in "
+            "bytes\n  parameters %zu as loaded (%zu-byte values; the files store %zu)\n", x->B,
+            x->T, P, sizeof(hs_real), x->stored);
+    for (int k = 0; k < 4; k++)
+        fprintf(f, "  %-10s %zu  (%s)\n", kind[k], need[k], who[k]);
+}
+
+void hs_describe_model(FILE *f, const hs_model *m, const hs_model_facts *x, const char *path,
+                       int json)
 {
     const hs_model_config *c = &m->cfg;
     /* KV cache per token: keys and values of every layer's G heads; MLA:
@@ -172,7 +209,9 @@ void hs_describe_model(FILE *f, const hs_model *m, const char *path, int json)
         fprintf(f, "],\"kv_cache_bytes_per_token_f32\":%ld,\"kv_cache_bytes_per_token_f16\":%ld",
                kv_elems * 4, kv_elems * 2);
         print_particulars(f, c, 1);
-        print_dead_heads(f, m, 1);
+        print_dead_heads(f, c, x->dead, x->n_dead, 1);
+        if (x->B)
+            print_memory_plan(f, m, x, 1);
         fprintf(f, "}\n");
     } else {
         fprintf(f, "model        %s (%s)\n", path, hs_family_name(c->family));
@@ -188,9 +227,11 @@ void hs_describe_model(FILE *f, const hs_model *m, const char *path, int json)
             fprintf(f, "%s%d/%d", l ? " " : "", c->n_head[l], c->n_kv_head[l]);
         fprintf(f, "  (query/kv per layer)\n");
         print_particulars(f, c, 0);
-        print_dead_heads(f, m, 0);
+        print_dead_heads(f, c, x->dead, x->n_dead, 0);
         fprintf(f, "kv cache     %ld bytes per token (float32), %ld (16-bit)\n", kv_elems * 4,
                kv_elems * 2);
+        if (x->B)
+            print_memory_plan(f, m, x, 0);
     }
 }
 

@@ -333,6 +333,81 @@ static void test_saved_checkpoints_keep_their_family(void)
     }
 }
 
+/* probe(dir) against load(dir) + hs_dead_heads: the same configuration,
+ * parameter count and dead heads, and no parameters; *n_dead gets them.
+ * f32_bytes: the files are save's, whose stored bytes are 4 a parameter. */
+static void expect_probe_equals_load(const char *dir, int f32_bytes, int *n_dead)
+{
+    hs_model a, p;
+    unsigned char *want = calloc((size_t)HS_MAX_LAYERS * HS_MAX_HEADS, 1);
+    unsigned char *got = calloc((size_t)HS_MAX_LAYERS * HS_MAX_HEADS, 1);
+    CU_ASSERT_FATAL(want && got);
+    CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&a, dir), HS_OK);
+    const int n_want = hs_dead_heads(&a, want);
+    int n_got = -1;
+    size_t stored = 0;
+    const int rc = hs_checkpoint_probe(&p, dir, got, &n_got, &stored);
+    if (rc)
+        printf("\n    %s: %s", dir, hs_last_error());
+    CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
+    CU_ASSERT_PTR_NULL(p.params);
+    CU_ASSERT_EQUAL(memcmp(&p.cfg, &a.cfg, sizeof a.cfg), 0);
+    CU_ASSERT_EQUAL(p.n_params, a.n_params);
+    CU_ASSERT_EQUAL(p.n_tensors, a.n_tensors);
+    CU_ASSERT_EQUAL(n_got, n_want);
+    /* what save writes: F32, 4 bytes a parameter */
+    if (f32_bytes)
+        CU_ASSERT_EQUAL(stored, 4 * a.n_params);
+    CU_ASSERT_EQUAL(memcmp(got, want, (size_t)a.cfg.n_layer * HS_MAX_HEADS), 0);
+    *n_dead = n_got;
+    hs_model_free(&a);
+    hs_model_free(&p);
+    free(want);
+    free(got);
+}
+
+/* `info` reads headers only (SPEC §13): hs_checkpoint_probe gives what
+ * hs_checkpoint_load and hs_dead_heads give, in every family's layout
+ * (GPT-2's transposed Conv1D c_proj, GPT-NeoX's interleaved
+ * query_key_value, Phi-3's fused qkv_proj, BF16 and F16 files, shards,
+ * MLA, the encoders), as shipped and once saved with heads made dead: the
+ * first head of layer 0, and the last head of the last layer kept live by
+ * one nonzero element, the last of its columns (the last a probe reads). */
+static void test_probe_reads_what_load_reads_for_every_layout(void)
+{
+    static const char *const dirs[] = {
+        "models/gpt2_tiny", "models/llama_gqa_bf16", "models/llama_gqa_f16", "families/neox_par",
+        "families/llama3_sharded", "families/qwen2", "families3/phi3", "families3/gemma2",
+        "families3/olmo2", "mla/mla_q", "encoders/bert", "encoders/roberta",
+    };
+    for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
+        char dir[512], out[] = "/tmp/hs_families_probe_XXXXXX";
+        snprintf(dir, sizeof dir, "%s/%s", HS_FIXTURE_DIR, dirs[k]);
+        int n_dead = -1;
+        expect_probe_equals_load(dir, 0, &n_dead);
+        CU_ASSERT_EQUAL(n_dead, 0);
+        hs_model m;
+        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&m, dir), HS_OK);
+        const hs_model_config *c = &m.cfg;
+        const int d = c->d_model, dh = c->head_dim, L = c->n_layer - 1;
+        const int H0 = c->n_head[0], HL = c->n_head[L];
+        for (int r = 0; r < d; r++)
+            for (int i = 0; i < dh; i++) {
+                m.w.layer[0].attn.w_o[(size_t)r * H0 * dh + i] = 0;
+                m.w.layer[L].attn.w_o[(size_t)r * HL * dh + (size_t)(HL - 1) * dh + i] = 0;
+            }
+        m.w.layer[L].attn.w_o[(size_t)(d - 1) * HL * dh + (size_t)HL * dh - 1] = (hs_real)0.5;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(out));
+        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_save(&m, out), HS_OK);
+        expect_probe_equals_load(out, 1, &n_dead);
+        CU_ASSERT_EQUAL(n_dead, 1); /* (every fixture has two heads or layers) */
+        hs_model_free(&m);
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
+        CU_ASSERT_EQUAL(system(cmd), 0);
+    }
+}
+
 /* A model of each family written as the headscope family (structural
  * pruning does this) keeps the family's features: parallel residual, exact
  * GELU, rotary dims, q/k/v biases, window and rope scaling come back equal
@@ -398,6 +473,8 @@ int main(void)
         { "test_missing_shard_is_refused_naming_the_file",
           test_missing_shard_is_refused_naming_the_file },
         { "test_saved_checkpoints_keep_their_family", test_saved_checkpoints_keep_their_family },
+        { "test_probe_reads_what_load_reads_for_every_layout",
+          test_probe_reads_what_load_reads_for_every_layout },
         { "test_headscope_form_keeps_family_features", test_headscope_form_keeps_family_features },
     };
     return hs_run_tests("families", tests, HS_NTESTS(tests));

@@ -65,4 +65,56 @@ kv_bytes_model() {
     expect_rc 2 "--model with --layers" || return 1
 }
 
-run_checks gpt_neox_studies qwen2_studies mistral_studies info_particulars kv_bytes_model
+# info reads headers only (SPEC §13): a 2.1 GB BF16 Llama checkpoint (a
+# sparse file of zeros: no disk) is described in well under the 4.2 GB its
+# float parameters would take, every head dead (W_o all zero, read whole),
+# and its memory plan counts those parameters (4 bytes each; the file 2).
+info_reads_headers() {
+    "$PY" - <<'PY' || bad "could not write the sparse checkpoint" || return 1
+import json, os, struct
+d, f, L, H, G, V = 1024, 2816, 2, 16, 4, 500000
+cfg = {"model_type": "llama", "hidden_size": d, "intermediate_size": f, "num_hidden_layers": L,
+       "num_attention_heads": H, "num_key_value_heads": G, "vocab_size": V,
+       "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
+os.makedirs("big", exist_ok=True)
+json.dump(cfg, open("big/config.json", "w"))
+shapes = [("model.embed_tokens.weight", [V, d]), ("model.norm.weight", [d]),
+          ("lm_head.weight", [V, d])]
+kv = d // H * G
+for l in range(L):
+    p = "model.layers.%d." % l
+    shapes += [(p + "input_layernorm.weight", [d]), (p + "post_attention_layernorm.weight", [d]),
+               (p + "self_attn.q_proj.weight", [d, d]), (p + "self_attn.k_proj.weight", [kv, d]),
+               (p + "self_attn.v_proj.weight", [kv, d]), (p + "self_attn.o_proj.weight", [d, d]),
+               (p + "mlp.gate_proj.weight", [f, d]), (p + "mlp.up_proj.weight", [f, d]),
+               (p + "mlp.down_proj.weight", [d, f])]
+head, at = {}, 0
+for name, shape in shapes:
+    n = 2 * shape[0] * (shape[1] if len(shape) > 1 else 1)
+    head[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [at, at + n]}
+    at += n
+h = json.dumps(head).encode()
+with open("big/model.safetensors", "wb") as out:
+    out.write(struct.pack("<Q", len(h)) + h)
+    out.truncate(8 + len(h) + at)
+# the parameters, their bytes as floats and as stored, counted from the shapes
+print(at // 2, 2 * at, at, file=open("want.txt", "w"))
+PY
+    local rss plan want
+    read -r -a want <want.txt
+    /usr/bin/time -f '%M' -o rss.txt "$HS" info --model big --batch 1 --seq-len 64 --json \
+        >out.txt 2>err.txt
+    expect_eq "$?" 0 "info on the sparse checkpoint ($(head -c 300 err.txt))" || return 1
+    rss=$(tail -n1 rss.txt)
+    [ "$rss" -lt 300000 ] || bad "info took $rss KB resident (its float parameters: 4.2 GB)" ||
+        return 1
+    expect_eq "$(jget out.txt parameters)" "${want[0]}" "parameters" || return 1
+    expect_eq "$(jget out.txt dead_heads | tr -cd '[' | wc -c)" 33 "every head dead" || return 1
+    plan=$(jget out.txt memory_plan | "$PY" -c 'import json, sys
+p = json.load(sys.stdin)
+print(p["parameter_bytes"], p["stored_bytes"], p["forward"] > p["parameter_bytes"])')
+    expect_eq "$plan" "${want[1]} ${want[2]} True" "memory plan" || return 1
+}
+
+run_checks gpt_neox_studies qwen2_studies mistral_studies info_particulars kv_bytes_model \
+    info_reads_headers

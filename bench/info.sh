@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# `info` at real sizes (SPEC §13: it reads headers only): BF16 checkpoints of
+# the Llama-3.2-1B and Llama-3-8B shapes in the Hugging Face layout (2.5 and
+# 16 GB), written as sparse files whose every o_proj holds random values (so
+# every head is live, as in a trained model) and whose other tensors are
+# holes; and the 1B shape with W_o all zero (every head dead: the probe reads
+# W_o whole, its worst case). Median wall time and peak resident memory of
+# `headscope info --model DIR --batch 1 --seq-len 512 --json`.
+#
+#   bench/info.sh [--reps 5] [--tiny]
+#
+# Results: bench/out/info.jsonl and bench/out/info.md (--tiny: a tiny shape,
+# 3 runs, in bench/out/tiny/).
+. "$(dirname "$0")/lib.sh"
+bench_init "tiny"
+reps=5
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --reps) reps=$2; shift 2 ;;
+    *) bench_opt "$@"; shift "$bench_shift" ;;
+  esac
+done
+bench_build headscope_cli
+bench_tmp
+outdir=bench/out
+shapes=("llama-3.2-1b 2048 8192 16 32 8 128256 1 live" "llama-3-8b 4096 14336 32 32 8 128256 0 live"
+        "llama-3.2-1b 2048 8192 16 32 8 128256 1 dead")
+if [ "$tiny" = 1 ]; then
+  outdir=bench/out/tiny reps=3
+  shapes=("tiny 64 128 2 4 2 1000 1 live" "tiny 64 128 2 4 2 1000 1 dead")
+fi
+mkdir -p "$outdir"
+out=$outdir/info.jsonl
+: >"$out"
+for s in "${shapes[@]}"; do
+  read -r name d f L H G V tied heads <<<"$s"
+  dir=$tmp/$name-$heads
+  /usr/bin/python3 - "$dir" "$d" "$f" "$L" "$H" "$G" "$V" "$tied" "$heads" <<'PY'
+import json, os, random, struct, sys
+dir, (d, f, L, H, G, V, tied), heads = sys.argv[1], map(int, sys.argv[2:9]), sys.argv[9]
+os.makedirs(dir, exist_ok=True)
+json.dump({"model_type": "llama", "hidden_size": d, "intermediate_size": f,
+           "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": G,
+           "vocab_size": V, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
+           "rope_theta": 500000.0, "tie_word_embeddings": bool(tied)},
+          open(dir + "/config.json", "w"))
+kv = d // H * G
+shapes = [("model.embed_tokens.weight", [V, d]), ("model.norm.weight", [d])]
+if not tied:
+    shapes.append(("lm_head.weight", [V, d]))
+for l in range(L):
+    p = "model.layers.%d." % l
+    shapes += [(p + "input_layernorm.weight", [d]), (p + "post_attention_layernorm.weight", [d]),
+               (p + "self_attn.q_proj.weight", [d, d]), (p + "self_attn.k_proj.weight", [kv, d]),
+               (p + "self_attn.v_proj.weight", [kv, d]), (p + "self_attn.o_proj.weight", [d, d]),
+               (p + "mlp.gate_proj.weight", [f, d]), (p + "mlp.up_proj.weight", [f, d]),
+               (p + "mlp.down_proj.weight", [d, f])]
+head, at = {}, 0
+for name, shape in shapes:
+    n = 2 * shape[0] * (shape[1] if len(shape) > 1 else 1)
+    head[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [at, at + n]}
+    at += n
+h = json.dumps(head).encode()
+rnd = random.Random(0)
+with open(dir + "/model.safetensors", "wb") as out:
+    out.write(struct.pack("<Q", len(h)) + h)
+    out.truncate(8 + len(h) + at)
+    if heads == "live":  # one random row of bf16 values (|x| about 0.01) repeated
+        row = struct.pack("<%dH" % d, *(0x3c00 + rnd.randrange(256) for _ in range(d)))
+        for name, shape in shapes:
+            if name.endswith("o_proj.weight"):
+                out.seek(8 + len(h) + head[name]["data_offsets"][0])
+                out.write(row * d)
+PY
+  for ((r = 0; r < reps; r++)); do
+    /usr/bin/time -f '%e %M' -o "$tmp/t.txt" build/float/headscope info --model "$dir" --batch 1 \
+      --seq-len 512 --json >"$tmp/info.json"
+    printf '{"shape":"%s","heads":"%s","file_bytes":%s,"wall_s":%s,"rss_kb":%s,"info":%s}\n' \
+      "$name" "$heads" "$(stat -c %s "$dir/model.safetensors")" "$(cut -d' ' -f1 "$tmp/t.txt")" \
+      "$(cut -d' ' -f2 "$tmp/t.txt")" "$(cat "$tmp/info.json")" >>"$out"
+  done
+  rm -rf "$dir"
+done
+load=$(cut -d' ' -f1 /proc/loadavg)
+/usr/bin/python3 - "$out" "$load" <<'PY' | tee "$outdir/info.md"
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(f"`headscope info --batch 1 --seq-len 512 --json` on sparse BF16 checkpoints, median of "
+      f"the runs; load average {sys.argv[2]} at the end\n")
+print("| shape | heads | file | parameters | wall | peak RSS | plan: forward |")
+print("|---|---|---|---|---|---|---|")
+seen = []
+for r in rows:
+    key = (r["shape"], r["heads"])
+    if key in seen:
+        continue
+    seen.append(key)
+    g = [x for x in rows if (x["shape"], x["heads"]) == key]
+    i = g[0]["info"]
+    print(f"| {key[0]} | {key[1]} | {g[0]['file_bytes'] / 1e9:.2f} GB | {i['parameters']:,} | "
+          f"{statistics.median(x['wall_s'] for x in g):.2f} s | "
+          f"{statistics.median(x['rss_kb'] for x in g) / 1024:.0f} MB | "
+          f"{i['memory_plan']['forward'] / 1e9:.2f} GB |")
+PY
