@@ -9,8 +9,10 @@
 #include "cli.h"
 #include "describe.h"
 #include "eval.h"
+#include "memory.h"
 #include "study.h"
 #include "tokenizer.h"
+#include "trainer.h"
 #include "tokens.h"
 #include "train.h"
 
@@ -280,6 +282,10 @@ static int train_data(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const 
     if (m->cfg.encoder && hs_mlm_setup_tokens(tok, &m->cfg, src->tokenizer, init, &mo))
         return HS_EINVAL;
     vtok->mlm = tok->mlm;
+    /* what training will hold beside the parameters, before the folder is made */
+    if (hs_mem_check(hs_trainer_bytes(&m->cfg, m->n_params, B, T),
+                     "training (activations, gradients, AdamW's moments)"))
+        return HS_ENOMEM;
     return hs_mkdirs(out);
 }
 

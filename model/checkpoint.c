@@ -1,4 +1,5 @@
 #include "checkpoint.h"
+#include "memory.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -325,7 +326,7 @@ int hs_checkpoint_load(hs_model *m, const char *dir)
     int n, rc = open_checked(m, dir, &src, &ft, &n);
     if (rc)
         return rc;
-    if (!(m->params = hs_calloc(m->n_params, sizeof(hs_real), "model parameters")))
+    if (!(m->params = hs_calloc_held(m->n_params, sizeof(hs_real), "model parameters")))
         rc = HS_ENOMEM;
     if (!rc)
         hs_weights_bind(&m->w, &m->cfg, m->params);

@@ -1,4 +1,5 @@
 #include "optim.h"
+#include "memory.h"
 
 #ifdef HEADSCOPE_DOUBLE
 #define HS_SQRT sqrt
@@ -21,8 +22,8 @@ int hs_adam_init(hs_adam *a, size_t n, double lr, double weight_decay)
     a->eps = 1e-8;
     a->weight_decay = weight_decay;
     a->n = n;
-    a->m = hs_calloc(n, sizeof(hs_real), "adam first moment");
-    a->v = hs_calloc(n, sizeof(hs_real), "adam second moment");
+    a->m = hs_calloc_held(n, sizeof(hs_real), "adam first moment");
+    a->v = a->m ? hs_calloc_held(n, sizeof(hs_real), "adam second moment") : NULL;
     if (!a->m || !a->v) {
         hs_adam_free(a);
         return HS_ENOMEM;
@@ -32,8 +33,8 @@ int hs_adam_init(hs_adam *a, size_t n, double lr, double weight_decay)
 
 void hs_adam_free(hs_adam *a)
 {
-    free(a->m);
-    free(a->v);
+    hs_free_held(a->m, a->n, sizeof(hs_real));
+    hs_free_held(a->v, a->n, sizeof(hs_real));
     memset(a, 0, sizeof *a);
 }
 

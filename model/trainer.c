@@ -1,8 +1,14 @@
 #include "trainer.h"
+#include "memory.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+size_t hs_trainer_bytes(const hs_model_config *c, size_t n_params, int B, int T)
+{
+    return hs_acts_bytes(c, B, T, HS_ACTS_TRAIN) + 3 * n_params * sizeof(hs_real);
+}
 
 int hs_trainer_init(hs_trainer *t, hs_model *m, int B, int T, double lr, double weight_decay,
                     double clip)
@@ -15,7 +21,7 @@ int hs_trainer_init(hs_trainer *t, hs_model *m, int B, int T, double lr, double 
     int rc = hs_acts_alloc(&t->acts, &m->cfg, B, T, 1);
     if (rc)
         return rc;
-    t->grad_buf = hs_calloc(m->n_params, sizeof(hs_real), "gradients");
+    t->grad_buf = hs_calloc_held(m->n_params, sizeof(hs_real), "gradients");
     if (!t->grad_buf || (rc = hs_adam_init(&t->opt, m->n_params, lr, weight_decay))) {
         hs_trainer_free(t);
         return rc ? rc : HS_ENOMEM;
@@ -28,7 +34,7 @@ int hs_trainer_init(hs_trainer *t, hs_model *m, int B, int T, double lr, double 
 void hs_trainer_free(hs_trainer *t)
 {
     hs_acts_free(&t->acts);
-    free(t->grad_buf);
+    hs_free_held(t->grad_buf, t->m ? t->m->n_params : 0, sizeof(hs_real));
     hs_adam_free(&t->opt);
     memset(t, 0, sizeof *t);
 }

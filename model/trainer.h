@@ -20,6 +20,10 @@ typedef struct {
     int grads_zero;    /* grad_buf is all 0 (after init and after each update) */
 } hs_trainer;
 
+/* Bytes hs_trainer_init allocates beside the model's parameters: the
+ * training activations of B x T, the gradients and AdamW's two moments. */
+size_t hs_trainer_bytes(const hs_model_config *c, size_t n_params, int B, int T);
+
 int hs_trainer_init(hs_trainer *t, hs_model *m, int B, int T, double lr, double weight_decay,
                     double clip);
 void hs_trainer_free(hs_trainer *t);

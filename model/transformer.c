@@ -1,4 +1,5 @@
 #include "transformer.h"
+#include "memory.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -285,9 +286,13 @@ int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
     /* calloc rather than aligned_alloc + memset: a large block comes zeroed
      * from mmap and its pages are touched only when used, as with one calloc
      * per tensor; the spare ACTS_ALIGN - 1 bytes let its start be aligned. */
+    if ((rc = hs_mem_reserve(bytes, "activations")))
+        return rc;
     void *raw = hs_calloc(bytes + ACTS_ALIGN - 1, 1, "activations");
-    if (!raw)
+    if (!raw) {
+        hs_mem_release(bytes);
         return HS_ENOMEM;
+    }
     huge_pages(raw, bytes + ACTS_ALIGN - 1);
     unsigned char *at =
         (unsigned char *)(((uintptr_t)raw + ACTS_ALIGN - 1) & ~(uintptr_t)(ACTS_ALIGN - 1));
@@ -377,7 +382,9 @@ int hs_acts_set_batch(hs_acts *a, int B)
 
 void hs_acts_free(hs_acts *a)
 {
-    free(a->block); /* every tensor and the layer records */
+    if (a->block)
+        hs_mem_release(a->bytes); /* what hs_acts_alloc reserved */
+    free(a->block);               /* every tensor and the layer records */
     memset(a, 0, sizeof *a);
 }
 

@@ -1,4 +1,5 @@
 #include "weights.h"
+#include "memory.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -190,7 +191,7 @@ int hs_model_init(hs_model *m, const hs_model_config *c)
     rc = hs_tensor_table(c, &m->tensors, &m->n_tensors, &m->n_params);
     if (rc)
         return rc;
-    m->params = hs_calloc(m->n_params, sizeof(hs_real), "model parameters");
+    m->params = hs_calloc_held(m->n_params, sizeof(hs_real), "model parameters");
     if (!m->params) {
         hs_model_free(m);
         return HS_ENOMEM;
@@ -202,7 +203,7 @@ int hs_model_init(hs_model *m, const hs_model_config *c)
 void hs_model_free(hs_model *m)
 {
     free(m->tensors);
-    free(m->params);
+    hs_free_held(m->params, m->n_params, sizeof(hs_real));
     memset(m, 0, sizeof *m);
 }
 

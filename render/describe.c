@@ -7,6 +7,7 @@
 
 #include "jsonout.h"
 #include "labels.h"
+#include "trainer.h"
 #include "transformer.h"
 
 static const char *const POS_NAMES[] = { "learned", "rope", "none" };
@@ -166,7 +167,8 @@ static void print_memory_plan(FILE *f, const hs_model *m, const hs_model_facts *
         "importance; atp and circuit hold a forward's activations more",
         "train: gradients and AdamW's two moments beside the parameters",
     };
-    const size_t need[] = { P + fwd, P + maps, P + train, 4 * P + train };
+    const size_t need[] = { P + fwd, P + maps, P + train,
+                            P + hs_trainer_bytes(c, m->n_params, x->B, x->T) };
     if (json) {
         fprintf(f, ",\"memory_plan\":{\"batch\":%d,\"seq_len\":%d,\"stored_bytes\":%zu,"
                 "\"parameter_bytes\":%zu", x->B, x->T, x->stored, P);

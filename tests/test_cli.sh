@@ -368,5 +368,46 @@ kv_bytes() {
     expect_grep "$ERR" "headscope: kv-bytes: " "kv-bytes without --kv-heads" || return 1
 }
 
+# A command that cannot fit says so before it starts (SPEC §13): the
+# memory plan of `info --batch B --seq-len T` is what eval and train hold at
+# once, to the byte, so a machine of exactly that size (HEADSCOPE_MEMORY_LIMIT
+# standing for its memory and swap) runs them and one byte less refuses them,
+# naming what did not fit, with nothing on stdout and no output left.
+memory_plan_is_enforced() {
+    local fwd train lim EVAL="$GPT2/eval.bin"
+    hs info --model "$GPT2" --batch 2 --seq-len 8 --json
+    expect_rc 0 "info --batch 2 --seq-len 8" || return 1
+    fwd=$(jget out.txt memory_plan | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["forward"])')
+    train=$(jget out.txt memory_plan | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["train"])')
+    HEADSCOPE_MEMORY_LIMIT=$fwd hs eval --model "$GPT2" --data "$EVAL" --batch 2 --seq-len 8
+    expect_rc 0 "eval within a limit of its plan, $fwd bytes" || return 1
+    HEADSCOPE_MEMORY_LIMIT=$((fwd - 1)) hs eval --model "$GPT2" --data "$EVAL" --batch 2 --seq-len 8
+    expect_rc 1 "eval under a limit one byte below its plan" || return 1
+    expect_grep "$ERR" "activations: " "eval: what did not fit" || return 1
+    expect_grep "$ERR" "(HEADSCOPE_MEMORY_LIMIT)" "eval: the machine's figure named" || return 1
+    expect_eq "$OUT" "" "eval refused: stdout" || return 1
+    HEADSCOPE_MEMORY_LIMIT=$train hs train --init "$GPT2" --data "$EVAL" --batch 2 --seq-len 8 \
+        --steps 1 --out t1
+    expect_rc 0 "train within a limit of its plan, $train bytes" || return 1
+    HEADSCOPE_MEMORY_LIMIT=$((train - 1)) hs train --init "$GPT2" --data "$EVAL" --batch 2 \
+        --seq-len 8 --steps 1 --out t2
+    expect_rc 1 "train one byte below its plan" || return 1
+    expect_nofile t2 "train refused" || return 1
+    # below the parameters: info (headers only) still runs, capture refuses
+    for lim in 10K 0.01M; do
+        HEADSCOPE_MEMORY_LIMIT=$lim hs info --model "$GPT2"
+        expect_rc 0 "info under a limit of $lim" || return 1
+        HEADSCOPE_MEMORY_LIMIT=$lim hs capture --model "$GPT2" --data "$EVAL" --batch 2 \
+            --seq-len 8 --out c.h5
+        expect_rc 1 "capture under a limit of $lim" || return 1
+        expect_grep "$ERR" "model parameters: " "capture $lim: what did not fit" ||
+            return 1
+        expect_nofile c.h5 "capture refused" || return 1
+    done
+    HEADSCOPE_MEMORY_LIMIT=lots hs eval --model "$GPT2" --data "$EVAL" --batch 2 --seq-len 8
+    expect_rc 1 "a limit that is not a size" || return 1
+    expect_grep "$ERR" "HEADSCOPE_MEMORY_LIMIT: 'lots' is not a size" "the bad limit named" || return 1
+}
+
 run_checks tokens_shard tokens_repeats eval_reference info_gpt2 train_index train_init train_deterministic \
-    bad_input train_sigint help_text kv_bytes
+    bad_input train_sigint help_text kv_bytes memory_plan_is_enforced

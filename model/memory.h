@@ -1,0 +1,35 @@
+/* The big allocations a command holds at once -- a model's parameters, the
+ * activations of a batch, training's gradients and optimizer moments --
+ * counted against what the machine has before each is made, so that a
+ * command that cannot fit says so before it starts (SPEC §13) instead of
+ * being killed by the kernel half-way, its pages touched. What the machine
+ * has: MemTotal + SwapTotal of /proc/meminfo, or HEADSCOPE_MEMORY_LIMIT
+ * (bytes, or with a K, M or G suffix: powers of 1000) when set; no limit
+ * without either. */
+#ifndef HS_MEMORY_H
+#define HS_MEMORY_H
+
+#include <stddef.h>
+
+/* Counts `bytes` more as held; HS_ENOMEM naming `what`, the bytes, what is
+ * held and what the machine has when the total would pass it (nothing is
+ * counted then). */
+int hs_mem_reserve(size_t bytes, const char *what);
+
+/* Counts `bytes` fewer (what a successful hs_mem_reserve counted). */
+void hs_mem_release(size_t bytes);
+
+/* HS_OK when `bytes` more would fit beside what is held now (counting
+ * nothing), else hs_mem_reserve's refusal: for a command to say so before
+ * it writes anything. */
+int hs_mem_check(size_t bytes, const char *what);
+
+/* Bytes counted as held now. */
+size_t hs_mem_held(void);
+
+/* hs_calloc of n * size bytes counted as held (hs_mem_reserve first);
+ * hs_free_held frees such a block of n * size bytes (p may be NULL). */
+void *hs_calloc_held(size_t n, size_t size, const char *what);
+void hs_free_held(void *p, size_t n, size_t size);
+
+#endif
