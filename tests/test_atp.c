@@ -863,6 +863,91 @@ static void test_eap_ig_recovers_the_planted_circuit(void)
     hs_model_free(&m);
 }
 
+/* heads sorted by |v| largest first (ties by index): order[0..n) */
+static void rank_by_size(const double *v, int n, int *order)
+{
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && fabs(v[order[j]]) > fabs(v[order[j - 1]]); j--) {
+            const int t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+}
+
+/* Spearman's rank correlation of x and y, written here apart from
+ * render/'s: Pearson's of the ranks, ties given their mean rank */
+static double spearman(const double *x, const double *y, int n)
+{
+    double rx[64], ry[64];
+    for (int pass = 0; pass < 2; pass++) {
+        const double *v = pass ? y : x;
+        double *r = pass ? ry : rx;
+        for (int i = 0; i < n; i++) {
+            int below = 0, equal = 0;
+            for (int j = 0; j < n; j++)
+                below += v[j] < v[i], equal += v[j] == v[i];
+            r[i] = below + (equal + 1) / 2.0;
+        }
+    }
+    double mx = 0, my = 0, sxy = 0, sxx = 0, syy = 0;
+    for (int i = 0; i < n; i++)
+        mx += rx[i] / n, my += ry[i] / n;
+    for (int i = 0; i < n; i++)
+        sxy += (rx[i] - mx) * (ry[i] - my), sxx += (rx[i] - mx) * (rx[i] - mx),
+            syy += (ry[i] - my) * (ry[i] - my);
+    return sxy / sqrt(sxx * syy);
+}
+
+/* AtP against exact patching on the planted model (docs/analyses.md's
+ * table beside the indirect-object model's): atp_z and atp_star_z of the
+ * 16 heads beside patch_z. Patching names the induction head alone (the
+ * previous-token head's z gives the keys the same token on both prompts of
+ * a pair, so patching it changes nothing); AtP and AtP* rank it first. The
+ * rank correlation over the heads is printed for the table. */
+static void test_atp_ranks_the_planted_heads_as_patching(void)
+{
+    hs_model m;
+    build_planted(&m);
+    hs_prompt_set ps;
+    planted_prompts(&ps);
+    hs_atp_opts ao = { .sites = 1 << HS_ATP_Z, .star = 1 };
+    hs_patch_opts po = { .sites = 1 << HS_PATCH_Z };
+    hs_atp_result a;
+    hs_patch_result p;
+    CU_ASSERT_EQUAL_FATAL(hs_atp(&a, &m, &ps, &ao), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_patch(&p, &m, &ps, &po), HS_OK);
+    enum { NH = 2 * PH };
+    double px[NH], ax[NH], sx[NH];
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < PH; h++) {
+            const hs_metric_row *rp = hs_head_table_find(&p.heads, l, h, "patch_z"),
+                                *ra = hs_head_table_find(&a.heads, l, h, "atp_z"),
+                                *rs = hs_head_table_find(&a.heads, l, h, "atp_star_z");
+            CU_ASSERT_FATAL(rp && ra && rs);
+            px[l * PH + h] = rp->value, ax[l * PH + h] = ra->value, sx[l * PH + h] = rs->value;
+        }
+    int op[NH], oa[NH], os[NH], named = 0;
+    rank_by_size(px, NH, op), rank_by_size(ax, NH, oa), rank_by_size(sx, NH, os);
+    for (int i = 0; i < NH; i++)
+        named += fabs(px[i]) > 0.1;
+    printf("\n    patch_z names %d head(s), first L%dH%d %+.3f; AtP first L%dH%d %+.3f, AtP* "
+           "first L%dH%d %.3f; Spearman(atp_z, patch_z) %.3f over %d heads", named, op[0] / PH,
+           op[0] % PH, px[op[0]], oa[0] / PH, oa[0] % PH, ax[oa[0]], os[0] / PH, os[0] % PH,
+           sx[os[0]], spearman(ax, px, NH), NH);
+    printf("\n    the previous-token head L0H0: patch_z %+.3g, atp_z %+.3g, atp_star_z %.3g", px[0],
+           ax[0], sx[0]);
+    const int induction = 1 * PH + 0;
+    CU_ASSERT_EQUAL(named, 1);
+    CU_ASSERT_EQUAL(op[0], induction);
+    CU_ASSERT_EQUAL(oa[0], induction);
+    CU_ASSERT_EQUAL(os[0], induction);
+    hs_patch_result_free(&p);
+    hs_atp_result_free(&a);
+    hs_prompt_set_free(&ps);
+    hs_model_free(&m);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -879,6 +964,8 @@ int main(void)
         { "test_receiver_gradients_equal_the_split_forward_derivatives",
           test_receiver_gradients_equal_the_split_forward_derivatives },
         { "test_eap_ig_recovers_the_planted_circuit", test_eap_ig_recovers_the_planted_circuit },
+        { "test_atp_ranks_the_planted_heads_as_patching",
+          test_atp_ranks_the_planted_heads_as_patching },
     };
     int rc = hs_run_tests("atp_" HS_REAL_NAME, tests, HS_NTESTS(tests));
     cJSON_Delete(oracle());
