@@ -34,23 +34,7 @@ static int cmd_info(int argc, char **argv)
     if (!model)
         return cli_usage_error("info", "--model DIR is required");
     const int plan = cli_opts_given(o, n_o, "--batch") || cli_opts_given(o, n_o, "--seq-len");
-    hs_model m;
-    unsigned char *dead = hs_calloc((size_t)HS_MAX_LAYERS * HS_MAX_HEADS, 1, "dead heads");
-    hs_model_facts x = { .dead = dead };
-    if (!dead || hs_checkpoint_probe(&m, model, dead, &x.n_dead, &x.stored)) {
-        free(dead);
-        return cli_run_error("info");
-    }
-    if (plan) {
-        x.B = B;
-        x.T = T ? T : m.cfg.n_ctx < 256 ? m.cfg.n_ctx : 256;
-        rc = hs_seq_len_check(&m.cfg, x.T, "--seq-len");
-    }
-    if (!rc)
-        hs_describe_model(stdout, &m, &x, model, json);
-    hs_model_free(&m);
-    free(dead);
-    return rc ? cli_run_error("info") : 0;
+    return hs_describe_checkpoint(stdout, model, plan ? B : 0, T, json) ? cli_run_error("info") : 0;
 }
 
 /* ---- tokens ------------------------------------------------------------- */

@@ -266,26 +266,50 @@ static size_t file_index(const hs_file_tensor *f, int p, size_t inner, size_t o,
     return (f->nparts == 1 ? o : hs_file_row(f, p, o)) * inner + i;
 }
 
+/* Part p of f (our tensor ti, rows x inner) into dst: the file's order in
+ * one read, a fused tensor's rows one read each, a transposed one (GPT-2's
+ * Conv1D) in blocks of file rows whose columns are ours rows. */
+static int load_part(const hs_safetensors *st, const hs_st_tensor *t, const hs_file_tensor *f,
+                     int p, const hs_tensor_info *ti, hs_real *dst)
+{
+    const size_t rows = (size_t)ti->shape[0], inner = ti->ndim == 2 ? (size_t)ti->shape[1] : 1;
+    int rc = HS_OK;
+    if (!f->part[p].transpose && f->nparts == 1) /* the file's order */
+        return hs_st_read(st, t, 0, ti->size, dst);
+    if (!f->part[p].transpose) {
+        for (size_t o = 0; !rc && o < rows; o++)
+            rc = hs_st_read(st, t, file_index(f, p, inner, o, 0), inner, dst + o * inner);
+        return rc;
+    }
+    enum { BLK = 16 }; /* file rows (our columns i) a block: 64-byte runs of dst */
+    hs_real *tmp = hs_calloc(BLK * rows, sizeof(hs_real), "checkpoint transpose");
+    if (!tmp)
+        return HS_ENOMEM;
+    for (size_t i0 = 0; !rc && i0 < inner; i0 += BLK) {
+        const size_t ni = inner - i0 < BLK ? inner - i0 : BLK;
+        for (size_t i = 0; !rc && i < ni; i++)
+            rc = hs_st_read(st, t, file_index(f, p, inner, 0, i0 + i), rows, tmp + i * rows);
+        for (size_t o = 0; !rc && o < rows; o++)
+            for (size_t i = 0; i < ni; i++)
+                dst[o * inner + i0 + i] = tmp[i * rows + o];
+    }
+    free(tmp);
+    return rc;
+}
+
 static int load_tensor(hs_model *m, const sources *src, const hs_file_tensor *f)
 {
     const hs_safetensors *st;
     const hs_st_tensor *t = check_tensor(m, src, f, &st);
     if (!t)
         return HS_EFORMAT;
-    for (int p = 0; p < f->nparts; p++) {
+    int rc = HS_OK;
+    for (int p = 0; !rc && p < f->nparts; p++) {
         const hs_tensor_info *ti = &m->tensors[f->part[p].tensor];
-        hs_real *dst = m->params + ti->offset;
-        const size_t rows = (size_t)ti->shape[0], inner = ti->ndim == 2 ? (size_t)ti->shape[1] : 1;
-        if (!f->part[p].transpose && f->nparts == 1) /* the file's order */
-            for (size_t k = 0; k < ti->size; k++)
-                dst[k] = (hs_real)hs_st_get(st, t, k);
-        else
-            for (size_t o = 0; o < rows; o++)
-                for (size_t i = 0; i < inner; i++)
-                    dst[o * inner + i] = (hs_real)hs_st_get(st, t, file_index(f, p, inner, o, i));
+        rc = load_part(st, t, f, p, ti, m->params + ti->offset);
     }
     hs_st_release(st, t);
-    return HS_OK;
+    return rc;
 }
 
 /* m's configuration, table and layout (*ft, *n) with every tensor checked

@@ -32,4 +32,9 @@ size_t hs_mem_held(void);
 void *hs_calloc_held(size_t n, size_t size, const char *what);
 void hs_free_held(void *p, size_t n, size_t size);
 
+/* A large block in 2 MiB pages where the kernel offers them on request
+ * (transparent huge pages, "madvise" or "always"): its first touch faults
+ * once per 2 MiB instead of once per 4 KiB. A hint only. */
+void hs_huge_pages(void *p, size_t bytes);
+
 #endif

@@ -214,6 +214,57 @@ double hs_st_get(const hs_safetensors *st, const hs_st_tensor *t, size_t i)
     return t->dtype == HS_DT_F16 ? hs_half_to_float(h) : hs_bf16_to_float(h);
 }
 
+/* n elements of dtype dt at src (little-endian bytes) widened into dst */
+static void widen(hs_dtype dt, const unsigned char *src, size_t n, hs_real *dst)
+{
+    if (dt == HS_DT_F32) {
+        for (size_t k = 0; k < n; k++) {
+            float f;
+            memcpy(&f, src + 4 * k, 4);
+            dst[k] = (hs_real)f;
+        }
+    } else if (dt == HS_DT_BF16) {
+        for (size_t k = 0; k < n; k++) {
+            const uint32_t u = (uint32_t)(src[2 * k] | src[2 * k + 1] << 8) << 16;
+            float f;
+            memcpy(&f, &u, 4);
+            dst[k] = (hs_real)f;
+        }
+    } else {
+        for (size_t k = 0; k < n; k++)
+            dst[k] = (hs_real)hs_half_to_float((uint16_t)(src[2 * k] | src[2 * k + 1] << 8));
+    }
+}
+
+int hs_st_read(const hs_safetensors *st, const hs_st_tensor *t, size_t first, size_t n,
+               hs_real *dst)
+{
+    enum { BLOCK = 1 << 20 };
+    const size_t es = t->dtype == HS_DT_F32 ? 4 : 2;
+    unsigned char *buf = malloc(n * es < BLOCK ? n * es + 1 : BLOCK);
+    if (!buf)
+        return hs_fail(HS_ENOMEM, "%s: tensor %s: a read buffer", st->path, t->name);
+    int rc = HS_OK;
+    off_t at = (off_t)((size_t)(st->data - st->map) + t->begin + first * es);
+    for (size_t done = 0; !rc && done < n;) {
+        const size_t k = n - done < BLOCK / es ? n - done : BLOCK / es;
+        size_t got = 0;
+        while (!rc && got < k * es) {
+            const ssize_t r = pread(st->fd, buf + got, k * es - got, at + (off_t)got);
+            if (r > 0)
+                got += (size_t)r;
+            else if (r == 0 || errno != EINTR)
+                rc = hs_fail(HS_EIO, "%s: tensor %s: cannot read it: %s", st->path, t->name,
+                             r < 0 ? strerror(errno) : "the file ended early");
+        }
+        if (!rc)
+            widen(t->dtype, buf, k, dst + done);
+        done += k, at += (off_t)(k * es);
+    }
+    free(buf);
+    return rc;
+}
+
 void hs_st_release(const hs_safetensors *st, const hs_st_tensor *t)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);

@@ -47,6 +47,14 @@ const hs_st_tensor *hs_st_find(const hs_safetensors *st, const char *name);
 /* Element i of tensor t as a double (F32, F16 or BF16). */
 double hs_st_get(const hs_safetensors *st, const hs_st_tensor *t, size_t i);
 
+/* Elements first .. first + n - 1 of tensor t converted into dst (exactly:
+ * BF16 and F16 widen without rounding), read from the file with pread in
+ * blocks rather than through the mapping: no page fault per 4 KB of the
+ * file, and nothing of it resident afterwards. HS_EIO naming the file and
+ * the tensor when the read fails. */
+int hs_st_read(const hs_safetensors *st, const hs_st_tensor *t, size_t first, size_t n,
+               hs_real *dst);
+
 /* Tells the kernel the pages wholly inside t's bytes are no longer needed,
  * so loading never holds the file and the parameters in memory at once. */
 void hs_st_release(const hs_safetensors *st, const hs_st_tensor *t);

@@ -258,24 +258,6 @@ static hs_real *take(unsigned char **at, size_t n)
     return p;
 }
 
-/* A large block in 2 MiB pages where the kernel offers them on request
- * (transparent huge pages in "madvise" or "always" mode): its first touch faults
- * once per 2 MiB instead of once per 4 KiB. The stacked continuations of the
- * sweeps allocate hundreds of MiB per call; in a virtual machine each 4 KiB
- * fault cost microseconds. Only a hint: nothing changes where it fails. */
-static void huge_pages(void *p, size_t bytes)
-{
-#ifdef MADV_HUGEPAGE
-    enum { HUGE = 2 << 20 };
-    const uintptr_t lo = ((uintptr_t)p + HUGE - 1) & ~(uintptr_t)(HUGE - 1);
-    const uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(HUGE - 1);
-    if (hi > lo)
-        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-    (void)p, (void)bytes;
-#endif
-}
-
 int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
 {
     memset(a, 0, sizeof *a);
@@ -293,7 +275,7 @@ int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
         hs_mem_release(bytes);
         return HS_ENOMEM;
     }
-    huge_pages(raw, bytes + ACTS_ALIGN - 1);
+    hs_huge_pages(raw, bytes + ACTS_ALIGN - 1);
     unsigned char *at =
         (unsigned char *)(((uintptr_t)raw + ACTS_ALIGN - 1) & ~(uintptr_t)(ACTS_ALIGN - 1));
     a->block = raw;

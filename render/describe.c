@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
+#include "inputs.h"
 #include "jsonout.h"
 #include "labels.h"
 #include "trainer.h"
@@ -146,6 +148,16 @@ static void print_particulars(FILE *f, const hs_model_config *c, int json)
  * x + LN(f(x)), no input norm). */
 #define NORM_POSITION(c) ((c)->post_norm ? "post" : (c)->no_input_norm ? "output" : "pre")
 
+/* What `info` knows of a checkpoint beside m: its dead heads, the bytes its
+ * files store, and the batch and sequence length of a memory plan (B 0:
+ * none asked for). */
+typedef struct {
+    const unsigned char *dead; /* hs_dead_heads' layout */
+    int n_dead;
+    size_t stored;
+    int B, T;
+} hs_model_facts;
+
 /* The memory plan of `info --batch B --seq-len T`: the parameters as
  * loaded (hs_real each; the files' stored bytes beside them) and the
  * activations each kind of command allocates (hs_acts_bytes), so the least
@@ -184,8 +196,8 @@ static void print_memory_plan(FILE *f, const hs_model *m, const hs_model_facts *
         fprintf(f, "  %-10s %zu  (%s)\n", kind[k], need[k], who[k]);
 }
 
-void hs_describe_model(FILE *f, const hs_model *m, const hs_model_facts *x, const char *path,
-                       int json)
+static void describe_model(FILE *f, const hs_model *m, const hs_model_facts *x, const char *path,
+                           int json)
 {
     const hs_model_config *c = &m->cfg;
     /* KV cache per token: keys and values of every layer's G heads; MLA:
@@ -235,6 +247,25 @@ void hs_describe_model(FILE *f, const hs_model *m, const hs_model_facts *x, cons
         if (x->B)
             print_memory_plan(f, m, x, 0);
     }
+}
+
+int hs_describe_checkpoint(FILE *f, const char *dir, int B, int T, int json)
+{
+    hs_model m;
+    unsigned char *dead = hs_calloc((size_t)HS_MAX_LAYERS * HS_MAX_HEADS, 1, "dead heads");
+    hs_model_facts x = { .dead = dead };
+    int rc = dead ? hs_checkpoint_probe(&m, dir, dead, &x.n_dead, &x.stored) : HS_ENOMEM;
+    if (!rc && B > 0) {
+        x.B = B;
+        x.T = T ? T : m.cfg.n_ctx < 256 ? m.cfg.n_ctx : 256;
+        rc = hs_seq_len_check(&m.cfg, x.T, "--seq-len");
+    }
+    if (!rc)
+        describe_model(f, &m, &x, dir, json);
+    if (dead)
+        hs_model_free(&m);
+    free(dead);
+    return rc;
 }
 
 /* The first sequence's tokens as display strings (/token_text): in JSON the

@@ -9,21 +9,13 @@
 #include "maps.h"
 #include "weights.h"
 
-/* What `info` knows of a checkpoint beside m (hs_checkpoint_probe): its
- * dead heads, the bytes its files store, and the batch and sequence length
- * of a memory plan (B 0: none asked for). */
-typedef struct {
-    const unsigned char *dead; /* hs_dead_heads' layout */
-    int n_dead;
-    size_t stored;
-    int B, T;
-} hs_model_facts;
-
-/* m, read from path (its parameters not needed), described on f; with
- * facts->B, the memory plan: the least each kind of command allocates for
- * the parameters as loaded and the activations of B x T (hs_acts_bytes). */
-void hs_describe_model(FILE *f, const hs_model *m, const hs_model_facts *facts, const char *path,
-                       int json);
+/* `info`: the checkpoint in dir read as hs_checkpoint_probe reads it
+ * (headers, and W_o up to each head's first nonzero element) and described
+ * on f -- configuration, parameters, heads, KV-cache bytes, dead heads --
+ * with, for B > 0, the memory plan of B x T: the least each kind of command
+ * holds for the parameters as loaded and the activations (T 0: min(n_ctx,
+ * 256); a T past the context is HS_EINVAL). The status, the message set. */
+int hs_describe_checkpoint(FILE *f, const char *dir, int B, int T, int json);
 
 /* The map file at path (open as r) described on f. */
 void hs_describe_maps(FILE *f, hs_maps_reader *r, const char *path, int json);

@@ -333,6 +333,45 @@ static void test_saved_checkpoints_keep_their_family(void)
     }
 }
 
+/* Loading reads the file in blocks (hs_st_read): GPT-2's Conv1D weights
+ * transposed in blocks of 16 file rows, here with widths that leave a
+ * partial block (d 24, d_ff 44), GPT-NeoX's fused query_key_value row by
+ * row, Llama's tensors whole; saved and loaded again, every parameter comes
+ * back bit for bit. (BF16 and F16 files: the oracle cases above.) */
+static void test_blocked_reads_load_every_layout_exactly(void)
+{
+    static const char *const presets[] = { "gpt2", "gpt_neox", "llama" };
+    for (size_t k = 0; k < sizeof presets / sizeof presets[0]; k++) {
+        hs_model_config c;
+        CU_ASSERT_EQUAL_FATAL(hs_config_preset(&c, presets[k]), HS_OK);
+        if (!strcmp(presets[k], "gpt2")) {
+            c.d_model = 24, c.d_ff = 44, c.head_dim = 6;
+            for (int l = 0; l < c.n_layer; l++)
+                c.n_head[l] = 4, c.n_kv_head[l] = 4;
+        }
+        hs_model a, b;
+        const int irc = hs_model_init(&a, &c);
+        if (irc)
+            printf("\n    %s: %s", presets[k], hs_last_error());
+        CU_ASSERT_EQUAL_FATAL(irc, HS_OK);
+        hs_model_init_random(&a, 11 + k);
+        char out[] = "/tmp/hs_families_blocked_XXXXXX";
+        CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(out));
+        CU_ASSERT_EQUAL_FATAL(hs_checkpoint_save(&a, out), HS_OK);
+        const int rc = hs_checkpoint_load(&b, out);
+        if (rc)
+            printf("\n    %s: %s", presets[k], hs_last_error());
+        CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
+        CU_ASSERT(b.n_params == a.n_params &&
+                  !memcmp(a.params, b.params, sizeof(hs_real) * a.n_params));
+        hs_model_free(&a);
+        hs_model_free(&b);
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
+        CU_ASSERT_EQUAL(system(cmd), 0);
+    }
+}
+
 /* probe(dir) against load(dir) + hs_dead_heads: the same configuration,
  * parameter count and dead heads, and no parameters; *n_dead gets them.
  * f32_bytes: the files are save's, whose stored bytes are 4 a parameter. */
@@ -473,6 +512,8 @@ int main(void)
         { "test_missing_shard_is_refused_naming_the_file",
           test_missing_shard_is_refused_naming_the_file },
         { "test_saved_checkpoints_keep_their_family", test_saved_checkpoints_keep_their_family },
+        { "test_blocked_reads_load_every_layout_exactly",
+          test_blocked_reads_load_every_layout_exactly },
         { "test_probe_reads_what_load_reads_for_every_layout",
           test_probe_reads_what_load_reads_for_every_layout },
         { "test_headscope_form_keeps_family_features", test_headscope_form_keeps_family_features },
