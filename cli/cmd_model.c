@@ -22,9 +22,8 @@ static int cmd_info(int argc, char **argv)
     int json = 0, B = 1, T = 0;
     opt o[] = {
         { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory (config.json + model.safetensors)", 0 },
-        OPT_BATCH_AS(&B, "with --seq-len, or alone: the memory plan of batches of B sequences"),
-        { "--seq-len", OPT_INT, &T, 1, "T", "with --batch, or alone: the memory plan of sequences of T "
-          "tokens (default: min(n_ctx, 256))", 0 },
+        OPT_BATCH_AS(&B, "the memory plan's batch (with or without --seq-len)"),
+        { "--seq-len", OPT_INT, &T, 1, "T", "the memory plan's sequence length (default: min(n_ctx, 256))", 0 },
         OPT_JSON(&json),
     };
     const int n_o = (int)(sizeof o / sizeof o[0]);
@@ -428,8 +427,9 @@ HS_COMMAND(cmd_info_record) = {
     .usage = "headscope info --model DIR [--batch B] [--seq-len T] [--json]",
     .details = "Reads config.json and the safetensors headers, and of the weights only W_o's\n"
                "first elements (a head whose columns are all zero is dead), so it is quick on\n"
-               "any size. With --batch or --seq-len it adds the memory plan: the least a\n"
-               "forward, a forward with maps, a backward and training allocate for B x T.\n"
+               "any size. With --batch or --seq-len: the memory plan, what a forward, one\n"
+               "with maps, a backward and training allocate for B x T (beyond the machine's\n"
+               "memory and swap, a command refuses before it starts).\n"
                "example: headscope info --model runs/tiny\n"
                "example: headscope info --model runs/tiny --batch 8 --seq-len 128 --json\n",
     .run = cmd_info,

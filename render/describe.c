@@ -160,8 +160,9 @@ typedef struct {
 
 /* The memory plan of `info --batch B --seq-len T`: the parameters as
  * loaded (hs_real each; the files' stored bytes beside them) and the
- * activations each kind of command allocates (hs_acts_bytes), so the least
- * it needs: a forward (eval, ablate, patch, dla, logit-lens, generate),
+ * activations each kind of command allocates (hs_acts_bytes): what it holds
+ * at once, as hs_mem_reserve counts it (its resident peak can be lower,
+ * where buffers stay untouched, plus the program's own): a forward (eval, ablate, patch, dla, logit-lens, generate),
  * one with maps (capture, scores, patterns), a backward (importance, atp,
  * circuit: atp and circuit also hold a forward's activations), training
  * (gradients and AdamW's two moments beside the parameters). */
@@ -189,7 +190,7 @@ static void print_memory_plan(FILE *f, const hs_model *m, const hs_model_facts *
         fprintf(f, "}");
         return;
     }
-    fprintf(f, "memory plan  batch %d, seq-len %d: the least each kind of command allocates, in "
+    fprintf(f, "memory plan  batch %d, seq-len %d: what each kind of command allocates, in "
             "bytes\n  parameters %zu as loaded (%zu-byte values; the files store %zu)\n", x->B,
             x->T, P, sizeof(hs_real), x->stored);
     for (int k = 0; k < 4; k++)

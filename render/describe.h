@@ -12,7 +12,7 @@
 /* `info`: the checkpoint in dir read as hs_checkpoint_probe reads it
  * (headers, and W_o up to each head's first nonzero element) and described
  * on f -- configuration, parameters, heads, KV-cache bytes, dead heads --
- * with, for B > 0, the memory plan of B x T: the least each kind of command
+ * with, for B > 0, the memory plan of B x T: what each kind of command
  * holds for the parameters as loaded and the activations (T 0: min(n_ctx,
  * 256); a T past the context is HS_EINVAL). The status, the message set. */
 int hs_describe_checkpoint(FILE *f, const char *dir, int B, int T, int json);

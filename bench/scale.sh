@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Models at their real size (SPEC §13): random BF16 checkpoints of the
+# Llama-3.2-1B and Llama-3-8B shapes in the Hugging Face layout (one
+# model.safetensors each, 2.5 and 16 GB, written to a temporary folder),
+# and on each: `info` with the memory plan of 1 x T, `eval` of one sequence
+# of T tokens and of two (the second's time is one forward, the rest of the
+# first's the load), beside a torch
+# implementation of the same forward (bench/scale_torch.py: float32 and
+# bfloat16) in the same run, losses compared. Where the plan does not fit
+# the machine, eval's refusal is recorded instead (it says so before it
+# loads anything).
+#
+#   bench/scale.sh [--threads "2"] [--seq-len 512] [--shapes "1b 8b"] [--tiny]
+#
+# Results: bench/out/scale.jsonl and bench/out/scale.md (--tiny: a tiny
+# Llama shape, T 32, in bench/out/tiny/).
+. "$(dirname "$0")/lib.sh"
+bench_init "threads tiny"
+threads="2" T=512 shapes="1b 8b"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seq-len) T=$2; shift 2 ;;
+    --shapes) shapes=$2; shift 2 ;;
+    *) bench_opt "$@"; shift "$bench_shift" ;;
+  esac
+done
+outdir=bench/out
+[ "$tiny" = 1 ] && { shapes=tiny T=32 threads=1 outdir=bench/out/tiny; }
+bench_build headscope_cli
+bench_tmp
+mkdir -p "$outdir"
+out=$outdir/scale.jsonl
+: >"$out"
+hs=$bench_dir/headscope
+load() { cut -d' ' -f1 /proc/loadavg; }
+for i in $(seq 1 400); do echo "The quick brown fox $i jumps over the lazy dog, and the dog sleeps."; done >"$tmp/t.txt"
+"$hs" tokens --in "$tmp/t.txt" --out "$tmp/t.bin" >/dev/null
+for shape in $shapes; do
+  case $shape in # d, d_ff, layers, heads, kv heads, vocabulary, tied
+    1b) dims="2048 8192 16 32 8 128256 1" ;;
+    8b) dims="4096 14336 32 32 8 128256 0" ;;
+    tiny) dims="64 172 2 4 2 1000 1" ;;
+    *) bench_die "unknown shape $shape (1b, 8b)" ;;
+  esac
+  dir=$tmp/$shape
+  echo "$shape: writing the checkpoint" >&2
+  /usr/bin/python3 - "$dir" $dims <<'PY'
+import json, os, struct, sys
+dir, (d, f, L, H, G, V, tied) = sys.argv[1], map(int, sys.argv[2:9])
+os.makedirs(dir, exist_ok=True)
+json.dump({"model_type": "llama", "hidden_size": d, "intermediate_size": f,
+           "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": G,
+           "vocab_size": V, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
+           "rope_theta": 500000.0, "tie_word_embeddings": bool(tied)},
+          open(dir + "/config.json", "w"))
+kv = d // H * G
+shapes = [("model.embed_tokens.weight", [V, d]), ("model.norm.weight", [d])]
+if not tied:
+    shapes.append(("lm_head.weight", [V, d]))
+for l in range(L):
+    p = "model.layers.%d." % l
+    shapes += [(p + "input_layernorm.weight", [d]), (p + "post_attention_layernorm.weight", [d]),
+               (p + "self_attn.q_proj.weight", [d, d]), (p + "self_attn.k_proj.weight", [kv, d]),
+               (p + "self_attn.v_proj.weight", [kv, d]), (p + "self_attn.o_proj.weight", [d, d]),
+               (p + "mlp.gate_proj.weight", [f, d]), (p + "mlp.up_proj.weight", [f, d]),
+               (p + "mlp.down_proj.weight", [d, f])]
+head, at = {}, 0
+for name, shape in shapes:
+    n = 2 * shape[0] * (shape[1] if len(shape) > 1 else 1)
+    head[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [at, at + n]}
+    at += n
+h = json.dumps(head).encode()
+# a random block of bf16 values of magnitude 1/128 to 1/64 and random sign,
+# repeated; the norms' weights 1
+r = os.urandom(1 << 21)
+block = bytes(b for i in range(0, len(r), 2) for b in (r[i], (r[i + 1] & 0x80) | 0x3c))
+with open(dir + "/model.safetensors", "wb") as out:
+    out.write(struct.pack("<Q", len(h)) + h)
+    for name, shape in shapes:
+        n = head[name]["data_offsets"][1] - head[name]["data_offsets"][0]
+        if name.endswith("norm.weight"):
+            out.write(b"\x80\x3f" * (n // 2))
+            continue
+        while n > 0:
+            k = min(n, len(block))
+            out.write(block[:k])
+            n -= k
+PY
+  bytes=$(stat -c %s "$dir/model.safetensors")
+  "$hs" info --model "$dir" --batch 1 --seq-len "$T" --json >"$tmp/info.json"
+  for t in $threads; do
+    bench_threads "$t"
+    row() { printf '{"shape":"%s","threads":%s,"T":%s,"file_bytes":%s,"load_avg":"%s",%s}\n' \
+      "$shape" "$t" "$T" "$bytes" "$(load)" "$1" >>"$out"; }
+    # warm: the file's pages in the cache (it was just written) and the machine's
+    "$hs" eval --model "$dir" --data "$tmp/t.bin" --batch 1 --seq-len 8 --max-batches 1 \
+      >/dev/null 2>&1 || true
+    for n in 1 2 1 2 1 2; do # batches: the second's time is one forward, the rest the load
+      echo "$shape, $t threads: headscope eval of $n x (1 x $T)" >&2
+      if /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" eval --model "$dir" --data "$tmp/t.bin" \
+        --batch 1 --seq-len "$T" --max-batches "$n" --json >"$tmp/eval.json" 2>"$tmp/eval.err"; then
+        row "\"impl\":\"headscope\",\"batches\":$n,\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt"),\"eval\":$(cat "$tmp/eval.json"),\"plan\":$(cat "$tmp/info.json")"
+      else
+        row "\"impl\":\"headscope\",\"batches\":$n,\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/eval.err"),\"plan\":$(cat "$tmp/info.json")"
+        break
+      fi
+    done
+    for dt in float32 bfloat16; do
+      # the torch side holds the weights in dt and converts each through float32 while
+      # loading: run it where twice the float32 weights fit (not the 8B shape in 24 GB)
+      need=$((bytes * 4)) have=$(awk '/MemTotal/ {printf "%.0f", $2 * 1024}' /proc/meminfo)
+      if [ "$need" -gt "$have" ]; then
+        row "\"impl\":\"torch_$dt\",\"refused\":\"not run: its loading would need about $need bytes, more than the $have of this machine\""
+        continue
+      fi
+      echo "$shape, $t threads: torch $dt" >&2
+      j=$(MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=1073741824 \
+        OMP_WAIT_POLICY=passive /usr/bin/python3 bench/scale_torch.py --model "$dir" --tokens "$tmp/t.bin" \
+        --seq-len "$T" --threads "$t" --dtype "$dt" --reps "$([ "$tiny" = 1 ] && echo 1 || echo 3)")
+      if [ -n "$j" ]; then row "${j:1:${#j}-2}"; else row "\"impl\":\"torch_$dt\",\"refused\":\"failed\""; fi
+    done
+  done
+  rm -rf "$dir"
+done
+/usr/bin/python3 - "$out" <<'PY' | tee "$outdir/scale.md"
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print("Random BF16 Llama checkpoints (HF layout), one sequence; headscope eval's wall time "
+      "(medians of 3: a forward is an eval of two sequences less one, the load the rest) and peak "
+      "RSS; torch (float32 / bfloat16, glibc keeping freed "
+      "blocks) loading with numpy and its forward's median of 3\n")
+print("| shape | threads | T | file | side | load s | forward s | loss | peak RSS | plan: forward |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for r in rows:
+    plan = r.get("plan", {}).get("memory_plan", {}).get("forward")
+    plan = f"{plan / 1e9:.2f} GB" if plan else ""
+    head = f"| {r['shape']} | {r['threads']} | {r['T']} | {r['file_bytes'] / 1e9:.2f} GB | {r['impl']}"
+    if "refused" in r:
+        print(f"{head} | refused: {r['refused'][:160]} | | | | {plan} |")
+    elif r["impl"] == "headscope":
+        g = [x for x in rows if x["impl"] == "headscope" and x["shape"] == r["shape"] and
+             x["threads"] == r["threads"] and "wall_s" in x]
+        if r is not g[-1]:
+            continue
+        w1 = statistics.median(x["wall_s"] for x in g if x["batches"] == 1)
+        fwd = statistics.median(x["wall_s"] for x in g if x["batches"] == 2) - w1
+        one = g[0]
+        print(f"{head} | {w1 - fwd:.2f} | {fwd:.2f} | {one['eval']['loss']:.6f} | "
+              f"{one['peak_rss_kb'] / 1e6:.2f} GB | {plan} |")
+    else:
+        print(f"{head} | {r['load_s']:.2f} | {r['forward_s']:.2f} | {r['loss']:.6f} | "
+              f"{r['peak_rss_kb'] / 1e6:.2f} GB | |")
+PY
