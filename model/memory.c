@@ -1,5 +1,6 @@
 #include "memory.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,13 +58,16 @@ static size_t machine_bytes(const char **from)
     return (size_t)total * 1024;
 }
 
+static const char *machine_from;
+static size_t machine_have;
+static void machine_once(void) { machine_have = machine_bytes(&machine_from); }
+
 int hs_mem_reserve(size_t bytes, const char *what)
 {
-    static const char *from;
-    static size_t have;
-    static int known;
-    if (!known) /* (the first reservations are made before any thread starts) */
-        have = machine_bytes(&from), known = 1;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, machine_once);
+    const size_t have = machine_have;
+    const char *from = machine_from;
     if (have == SIZE_MAX)
         return hs_fail(HS_EINVAL, "HEADSCOPE_MEMORY_LIMIT: '%s' is not a size (bytes, or a number "
                        "with K, M or G)", from);
@@ -71,12 +75,14 @@ int hs_mem_reserve(size_t bytes, const char *what)
     if (have && (bytes > have || before > have - bytes)) {
         char more[32], total[32], machine[32];
         return hs_fail(HS_ENOMEM, "%s: %s more would make %s held at once (parameters, "
-                       "activations, gradients), more than this machine's %s (%s): a smaller "
-                       "--batch or --seq-len needs less ('headscope info --batch B --seq-len T' "
-                       "prints the plan)", what, size_text(more, (double)bytes),
+                       "activations, gradients), more than this machine's %s (%s)%s", what,
+                       size_text(more, (double)bytes),
                        size_text(total, (double)before + (double)bytes),
                        size_text(machine, (double)have),
-                       getenv("HEADSCOPE_MEMORY_LIMIT") ? "HEADSCOPE_MEMORY_LIMIT" : from);
+                       getenv("HEADSCOPE_MEMORY_LIMIT") ? "HEADSCOPE_MEMORY_LIMIT" : from,
+                       before ? ": a smaller --batch or --seq-len needs less ('headscope info "
+                                "--batch B --seq-len T' prints the plan)"
+                              : ", whatever the batch");
     }
     held += bytes;
     return HS_OK;
