@@ -35,43 +35,8 @@ out=$outdir/info.jsonl
 for s in "${shapes[@]}"; do
   read -r name d f L H G V tied heads <<<"$s"
   dir=$tmp/$name-$heads
-  /usr/bin/python3 - "$dir" "$d" "$f" "$L" "$H" "$G" "$V" "$tied" "$heads" <<'PY'
-import json, os, random, struct, sys
-dir, (d, f, L, H, G, V, tied), heads = sys.argv[1], map(int, sys.argv[2:9]), sys.argv[9]
-os.makedirs(dir, exist_ok=True)
-json.dump({"model_type": "llama", "hidden_size": d, "intermediate_size": f,
-           "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": G,
-           "vocab_size": V, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
-           "rope_theta": 500000.0, "tie_word_embeddings": bool(tied)},
-          open(dir + "/config.json", "w"))
-kv = d // H * G
-shapes = [("model.embed_tokens.weight", [V, d]), ("model.norm.weight", [d])]
-if not tied:
-    shapes.append(("lm_head.weight", [V, d]))
-for l in range(L):
-    p = "model.layers.%d." % l
-    shapes += [(p + "input_layernorm.weight", [d]), (p + "post_attention_layernorm.weight", [d]),
-               (p + "self_attn.q_proj.weight", [d, d]), (p + "self_attn.k_proj.weight", [kv, d]),
-               (p + "self_attn.v_proj.weight", [kv, d]), (p + "self_attn.o_proj.weight", [d, d]),
-               (p + "mlp.gate_proj.weight", [f, d]), (p + "mlp.up_proj.weight", [f, d]),
-               (p + "mlp.down_proj.weight", [d, f])]
-head, at = {}, 0
-for name, shape in shapes:
-    n = 2 * shape[0] * (shape[1] if len(shape) > 1 else 1)
-    head[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [at, at + n]}
-    at += n
-h = json.dumps(head).encode()
-rnd = random.Random(0)
-with open(dir + "/model.safetensors", "wb") as out:
-    out.write(struct.pack("<Q", len(h)) + h)
-    out.truncate(8 + len(h) + at)
-    if heads == "live":  # one random row of bf16 values (|x| about 0.01) repeated
-        row = struct.pack("<%dH" % d, *(0x3c00 + rnd.randrange(256) for _ in range(d)))
-        for name, shape in shapes:
-            if name.endswith("o_proj.weight"):
-                out.seek(8 + len(h) + head[name]["data_offsets"][0])
-                out.write(row * d)
-PY
+  /usr/bin/python3 scripts/llama_bf16.py "$dir" "$d" "$f" "$L" "$H" "$G" "$V" "$tied" \
+    "$([ "$heads" = live ] && echo o_proj || echo holes)"
   for ((r = 0; r < reps; r++)); do
     /usr/bin/time -f '%e %M' -o "$tmp/t.txt" build/float/headscope info --model "$dir" --batch 1 \
       --seq-len 512 --json >"$tmp/info.json"

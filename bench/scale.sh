@@ -44,48 +44,8 @@ for shape in $shapes; do
   esac
   dir=$tmp/$shape
   echo "$shape: writing the checkpoint" >&2
-  /usr/bin/python3 - "$dir" $dims <<'PY'
-import json, os, struct, sys
-dir, (d, f, L, H, G, V, tied) = sys.argv[1], map(int, sys.argv[2:9])
-os.makedirs(dir, exist_ok=True)
-json.dump({"model_type": "llama", "hidden_size": d, "intermediate_size": f,
-           "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": G,
-           "vocab_size": V, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
-           "rope_theta": 500000.0, "tie_word_embeddings": bool(tied)},
-          open(dir + "/config.json", "w"))
-kv = d // H * G
-shapes = [("model.embed_tokens.weight", [V, d]), ("model.norm.weight", [d])]
-if not tied:
-    shapes.append(("lm_head.weight", [V, d]))
-for l in range(L):
-    p = "model.layers.%d." % l
-    shapes += [(p + "input_layernorm.weight", [d]), (p + "post_attention_layernorm.weight", [d]),
-               (p + "self_attn.q_proj.weight", [d, d]), (p + "self_attn.k_proj.weight", [kv, d]),
-               (p + "self_attn.v_proj.weight", [kv, d]), (p + "self_attn.o_proj.weight", [d, d]),
-               (p + "mlp.gate_proj.weight", [f, d]), (p + "mlp.up_proj.weight", [f, d]),
-               (p + "mlp.down_proj.weight", [d, f])]
-head, at = {}, 0
-for name, shape in shapes:
-    n = 2 * shape[0] * (shape[1] if len(shape) > 1 else 1)
-    head[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [at, at + n]}
-    at += n
-h = json.dumps(head).encode()
-# a random block of bf16 values of magnitude 1/128 to 1/64 and random sign,
-# repeated; the norms' weights 1
-r = os.urandom(1 << 21)
-block = bytes(b for i in range(0, len(r), 2) for b in (r[i], (r[i + 1] & 0x80) | 0x3c))
-with open(dir + "/model.safetensors", "wb") as out:
-    out.write(struct.pack("<Q", len(h)) + h)
-    for name, shape in shapes:
-        n = head[name]["data_offsets"][1] - head[name]["data_offsets"][0]
-        if name.endswith("norm.weight"):
-            out.write(b"\x80\x3f" * (n // 2))
-            continue
-        while n > 0:
-            k = min(n, len(block))
-            out.write(block[:k])
-            n -= k
-PY
+  # shellcheck disable=SC2086
+  /usr/bin/python3 scripts/llama_bf16.py "$dir" $dims random
   bytes=$(stat -c %s "$dir/model.safetensors")
   "$hs" info --model "$dir" --batch 1 --seq-len "$T" --json >"$tmp/info.json"
   for t in $threads; do

@@ -5,6 +5,7 @@
 # shows the family's particulars and kv-bytes --model reads its shape.
 # Usage: tests/test_families.sh HEADSCOPE_BINARY FIXTURE_DIR [ONLY=checks]
 SUITE=families
+SCRIPTS=$(cd "$(dirname "$0")/../scripts" && pwd) # before lib.sh moves to the scratch directory
 . "$(dirname "$0")/lib.sh"
 
 data() {
@@ -70,36 +71,8 @@ kv_bytes_model() {
 # float parameters would take, every head dead (W_o all zero, read whole),
 # and its memory plan counts those parameters (4 bytes each; the file 2).
 info_reads_headers() {
-    "$PY" - <<'PY' || bad "could not write the sparse checkpoint" || return 1
-import json, os, struct
-d, f, L, H, G, V = 1024, 2816, 2, 16, 4, 500000
-cfg = {"model_type": "llama", "hidden_size": d, "intermediate_size": f, "num_hidden_layers": L,
-       "num_attention_heads": H, "num_key_value_heads": G, "vocab_size": V,
-       "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
-os.makedirs("big", exist_ok=True)
-json.dump(cfg, open("big/config.json", "w"))
-shapes = [("model.embed_tokens.weight", [V, d]), ("model.norm.weight", [d]),
-          ("lm_head.weight", [V, d])]
-kv = d // H * G
-for l in range(L):
-    p = "model.layers.%d." % l
-    shapes += [(p + "input_layernorm.weight", [d]), (p + "post_attention_layernorm.weight", [d]),
-               (p + "self_attn.q_proj.weight", [d, d]), (p + "self_attn.k_proj.weight", [kv, d]),
-               (p + "self_attn.v_proj.weight", [kv, d]), (p + "self_attn.o_proj.weight", [d, d]),
-               (p + "mlp.gate_proj.weight", [f, d]), (p + "mlp.up_proj.weight", [f, d]),
-               (p + "mlp.down_proj.weight", [d, f])]
-head, at = {}, 0
-for name, shape in shapes:
-    n = 2 * shape[0] * (shape[1] if len(shape) > 1 else 1)
-    head[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [at, at + n]}
-    at += n
-h = json.dumps(head).encode()
-with open("big/model.safetensors", "wb") as out:
-    out.write(struct.pack("<Q", len(h)) + h)
-    out.truncate(8 + len(h) + at)
-# the parameters, their bytes as floats and as stored, counted from the shapes
-print(at // 2, 2 * at, at, file=open("want.txt", "w"))
-PY
+    "$PY" "$SCRIPTS/llama_bf16.py" big 1024 2816 2 16 4 500000 0 holes --counts want.txt ||
+        bad "could not write the sparse checkpoint" || return 1
     local rss plan want
     read -r -a want <want.txt
     /usr/bin/time -f '%M' -o rss.txt "$HS" info --model big --batch 1 --seq-len 64 --json \
