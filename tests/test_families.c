@@ -337,7 +337,8 @@ static void test_saved_checkpoints_keep_their_family(void)
  * transposed in blocks of 16 file rows, here with widths that leave a
  * partial block (d 24, d_ff 44), GPT-NeoX's fused query_key_value row by
  * row, Llama's tensors whole; saved and loaded again, every parameter comes
- * back bit for bit. (BF16 and F16 files: the oracle cases above.) */
+ * back bit for bit (as the F32 file rounds it, in the double build). (BF16
+ * and F16 files: the oracle cases above.) */
 static void test_blocked_reads_load_every_layout_exactly(void)
 {
     static const char *const presets[] = { "gpt2", "gpt_neox", "llama" };
@@ -362,8 +363,12 @@ static void test_blocked_reads_load_every_layout_exactly(void)
         if (rc)
             printf("\n    %s: %s", presets[k], hs_last_error());
         CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
-        CU_ASSERT(b.n_params == a.n_params &&
-                  !memcmp(a.params, b.params, sizeof(hs_real) * a.n_params));
+        /* save writes F32: in the double build the file holds each value rounded once */
+        size_t bad = 0;
+        CU_ASSERT_EQUAL_FATAL(b.n_params, a.n_params);
+        for (size_t i = 0; i < a.n_params; i++)
+            bad += b.params[i] != (hs_real)(float)a.params[i];
+        CU_ASSERT_EQUAL(bad, 0);
         hs_model_free(&a);
         hs_model_free(&b);
         char cmd[600];
