@@ -423,7 +423,7 @@ static const opt_rule eval_rules[] = {
 HS_COMMAND(cmd_info_record) = {
     .name = "info",
     .order = 30,
-    .summary = "Describe a checkpoint: configuration, parameters, heads per layer, KV-cache bytes.",
+    .summary = "Describe a checkpoint from its headers: configuration, heads, KV-cache bytes, memory plan.",
     .usage = "headscope info --model DIR [--batch B] [--seq-len T] [--json]",
     .details = "Reads config.json and the safetensors headers, and of the weights only W_o's\n"
                "first elements (a head whose columns are all zero is dead), so it is quick on\n"
