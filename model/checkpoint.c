@@ -268,7 +268,7 @@ static size_t file_index(const hs_file_tensor *f, int p, size_t inner, size_t o,
 
 /* Part p of f (our tensor ti, rows x inner) into dst: the file's order in
  * one read, a fused tensor's rows one read each, a transposed one (GPT-2's
- * Conv1D) in blocks of file rows whose columns are ours rows. */
+ * Conv1D) in blocks of file rows, whose elements are our rows' columns. */
 static int load_part(const hs_safetensors *st, const hs_st_tensor *t, const hs_file_tensor *f,
                      int p, const hs_tensor_info *ti, hs_real *dst)
 {
