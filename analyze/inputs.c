@@ -97,6 +97,11 @@ int hs_seq_len_check(const hs_model_config *c, int T, const char *option)
     return HS_OK;
 }
 
+int hs_seq_len_or_default(const hs_model_config *c, int T)
+{
+    return T ? T : c->n_ctx < 256 ? c->n_ctx : 256;
+}
+
 void hs_inputs_free(hs_inputs *in)
 {
     hs_prompt_set_free(&in->ps);
@@ -130,8 +135,8 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
     int rc = s->model ? hs_checkpoint_load(&in->m, s->model) : HS_OK;
     const hs_model_config *c = &in->m.cfg;
     in->seq_len = s->seq_len;
-    if (!rc && s->model && s->need_batch && !in->seq_len)
-        in->seq_len = c->n_ctx < 256 ? c->n_ctx : 256;
+    if (!rc && s->model && s->need_batch)
+        in->seq_len = hs_seq_len_or_default(c, in->seq_len);
     if (!rc && s->model && s->need_batch &&
         (rc = hs_seq_len_check(c, in->seq_len, "--seq-len"))) {
         hs_inputs_free(in);

@@ -54,6 +54,9 @@ int hs_source_split(hs_tokens *all, hs_tokens *train, hs_tokens *val, const hs_s
  * or not): HS_EINVAL "OPTION T exceeds the model's n_ctx=N" when T > n_ctx. */
 int hs_seq_len_check(const hs_model_config *c, int T, const char *option);
 
+/* T, or for T 0 the default sequence length of every command: min(n_ctx, 256). */
+int hs_seq_len_or_default(const hs_model_config *c, int T);
+
 typedef struct {
     const char *model;    /* checkpoint directory: loaded (NULL: none) */
     hs_source source;     /* tokens (data or text NULL: none) */

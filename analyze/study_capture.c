@@ -39,8 +39,7 @@ static int parse_list(const char *s, int *out, int max, int limit)
 int hs_capture_check(hs_capture_plan *p, hs_capture_opts *o, const hs_model_config *c)
 {
     memset(p, 0, sizeof *p);
-    if (!o->seq_len)
-        o->seq_len = c->n_ctx < 256 ? c->n_ctx : 256;
+    o->seq_len = hs_seq_len_or_default(c, o->seq_len);
     const int T = o->seq_len;
     p->q0 = 0, p->q1 = T;
     if (o->layers) {

@@ -209,14 +209,13 @@ static int check_batches(const hs_model *m, const hs_api_tokens *data, int B, in
     return rc;
 }
 
-static int seq_len_of(const hs_model *m, int T) { return T ? T : m->cfg.n_ctx < 256 ? m->cfg.n_ctx : 256; }
 
 int hs_api_ablate(char **json, const hs_model *m, const hs_api_tokens *data, const hs_api_env *e,
                   int B, int T, long long max_batches, const char *method, const char *layers,
                   const char *heads, int naive)
 {
     *json = NULL;
-    T = seq_len_of(m, T);
+    T = hs_seq_len_or_default(&m->cfg, T);
     hs_ablate_study_opts so = { .layers = layers, .heads = heads };
     so.ablate.B = B, so.ablate.T = T, so.ablate.max_batches = (size_t)max_batches;
     so.ablate.naive = naive, so.ablate.stop = e->stop;
@@ -248,7 +247,7 @@ int hs_api_importance(char **json, const hs_model *m, const hs_api_tokens *data,
                       const hs_api_env *e, int B, int T, long long max_batches)
 {
     *json = NULL;
-    T = seq_len_of(m, T);
+    T = hs_seq_len_or_default(&m->cfg, T);
     int rc = check_batches(m, data, B, T);
     hs_run *run = NULL;
     if (!rc)
@@ -547,7 +546,7 @@ int hs_api_train(char **json, hs_model *m, const hs_api_tokens *data, const hs_a
                  const hs_api_tokens *val, long val_every, const char *out)
 {
     *json = NULL;
-    T = seq_len_of(m, T);
+    T = hs_seq_len_or_default(&m->cfg, T);
     int rc = hs_seq_len_check(&m->cfg, T, "seq_len");
     if (!rc && (B < 1 || steps < 1 || !(lr > 0)))
         rc = hs_fail(HS_EINVAL, "train: batch %d, steps %ld and lr %g must be positive", B, steps,

@@ -381,8 +381,7 @@ static int cmd_train(int argc, char **argv)
     if (m.cfg.hidden_dropout > 0 || m.cfg.attn_dropout > 0)
         fprintf(stderr, "headscope: train: note: no dropout is applied (config.json asks for "
                 "%g and %g)\n", m.cfg.hidden_dropout, m.cfg.attn_dropout);
-    if (!to->T)
-        to->T = m.cfg.n_ctx < 256 ? m.cfg.n_ctx : 256;
+    to->T = hs_seq_len_or_default(&m.cfg, to->T);
     if (hs_seq_len_check(&m.cfg, to->T, "--seq-len")) {
         hs_model_free(&m);
         return cli_usage_error("train", "%s", hs_last_error());

@@ -315,8 +315,10 @@ static int load_tensor(hs_model *m, const sources *src, const hs_file_tensor *f)
 /* m's configuration, table and layout (*ft, *n) with every tensor checked
  * against the files' headers (which hs_st_open has checked against their
  * sizes): a config.json that claims more than the files hold is refused
- * before anything is allocated for the parameters. */
-static int open_checked(hs_model *m, const char *dir, sources *src, hs_file_tensor **ft, int *n)
+ * before anything is allocated for the parameters. *stored (when not NULL):
+ * the bytes of those tensors in the files. */
+static int open_checked(hs_model *m, const char *dir, sources *src, hs_file_tensor **ft, int *n,
+                        size_t *stored)
 {
     memset(m, 0, sizeof *m);
     *ft = NULL;
@@ -331,9 +333,16 @@ static int open_checked(hs_model *m, const char *dir, sources *src, hs_file_tens
     if (!rc)
         rc = file_layout(m, ft, n);
     const hs_safetensors *file;
-    for (int i = 0; !rc && i < *n; i++)
-        if (!check_tensor(m, src, &(*ft)[i], &file))
+    size_t bytes = 0;
+    for (int i = 0; !rc && i < *n; i++) {
+        const hs_st_tensor *t = check_tensor(m, src, &(*ft)[i], &file);
+        if (!t)
             rc = HS_EFORMAT;
+        else
+            bytes += t->end - t->begin;
+    }
+    if (stored)
+        *stored = bytes;
     if (rc) {
         free(*ft);
         *ft = NULL;
@@ -347,7 +356,7 @@ int hs_checkpoint_load(hs_model *m, const char *dir)
 {
     sources src;
     hs_file_tensor *ft;
-    int n, rc = open_checked(m, dir, &src, &ft, &n);
+    int n, rc = open_checked(m, dir, &src, &ft, &n, NULL);
     if (rc)
         return rc;
     if (!(m->params = hs_calloc_held(m->n_params, sizeof(hs_real), "model parameters")))
@@ -396,15 +405,9 @@ int hs_checkpoint_probe(hs_model *m, const char *dir, unsigned char *dead, int *
 {
     sources src;
     hs_file_tensor *ft;
-    int n, rc = open_checked(m, dir, &src, &ft, &n);
+    int n, rc = open_checked(m, dir, &src, &ft, &n, stored);
     if (rc)
         return rc;
-    *stored = 0;
-    for (int i = 0; i < n; i++) {
-        const hs_safetensors *st;
-        const hs_st_tensor *t = check_tensor(m, &src, &ft[i], &st);
-        *stored += t ? (size_t)(t->end - t->begin) : 0;
-    }
     wo_in_file w = { .m = m, .layer = -1 };
     for (int l = 0; !rc && l < m->cfg.n_layer; l++) {
         char name[64];

@@ -202,17 +202,6 @@ const hs_st_tensor *hs_st_find(const hs_safetensors *st, const char *name)
     return NULL;
 }
 
-double hs_st_get(const hs_safetensors *st, const hs_st_tensor *t, size_t i)
-{
-    const unsigned char *p = st->data + t->begin;
-    if (t->dtype == HS_DT_F32) {
-        float f;
-        memcpy(&f, p + 4 * i, 4);
-        return f;
-    }
-    uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
-    return t->dtype == HS_DT_F16 ? hs_half_to_float(h) : hs_bf16_to_float(h);
-}
 
 /* n elements of dtype dt at src (little-endian bytes) widened into dst */
 static void widen(hs_dtype dt, const unsigned char *src, size_t n, hs_real *dst)
@@ -224,16 +213,19 @@ static void widen(hs_dtype dt, const unsigned char *src, size_t n, hs_real *dst)
             dst[k] = (hs_real)f;
         }
     } else if (dt == HS_DT_BF16) {
-        for (size_t k = 0; k < n; k++) {
-            const uint32_t u = (uint32_t)(src[2 * k] | src[2 * k + 1] << 8) << 16;
-            float f;
-            memcpy(&f, &u, 4);
-            dst[k] = (hs_real)f;
-        }
+        for (size_t k = 0; k < n; k++)
+            dst[k] = (hs_real)hs_bf16_to_float((uint16_t)(src[2 * k] | src[2 * k + 1] << 8));
     } else {
         for (size_t k = 0; k < n; k++)
             dst[k] = (hs_real)hs_half_to_float((uint16_t)(src[2 * k] | src[2 * k + 1] << 8));
     }
+}
+
+double hs_st_get(const hs_safetensors *st, const hs_st_tensor *t, size_t i)
+{
+    hs_real v;
+    widen(t->dtype, st->data + t->begin + (t->dtype == HS_DT_F32 ? 4 : 2) * i, 1, &v);
+    return v;
 }
 
 int hs_st_read(const hs_safetensors *st, const hs_st_tensor *t, size_t first, size_t n,

@@ -258,7 +258,7 @@ int hs_describe_checkpoint(FILE *f, const char *dir, int B, int T, int json)
     int rc = dead ? hs_checkpoint_probe(&m, dir, dead, &x.n_dead, &x.stored) : HS_ENOMEM;
     if (!rc && B > 0) {
         x.B = B;
-        x.T = T ? T : m.cfg.n_ctx < 256 ? m.cfg.n_ctx : 256;
+        x.T = hs_seq_len_or_default(&m.cfg, T);
         rc = hs_seq_len_check(&m.cfg, x.T, "--seq-len");
     }
     if (!rc)
