@@ -43,4 +43,11 @@ readme_lists_every_command() {
     done < <("$HS" help | sed -n '/^commands:$/,/^$/p' | sed -n 's/^  \([a-z-]*\) *\(.*\)$/\1\t\2/p')
 }
 
-run_checks pages_are_generated each_page_is_the_help readme_lists_every_command
+# The README is the front door: at most 400 lines (the reference is in docs/).
+readme_is_short() {
+    local n
+    n=$(wc -l <"$SRC/README.md")
+    [ "$n" -le 400 ] || bad "README.md is $n lines (at most 400)"
+}
+
+run_checks pages_are_generated each_page_is_the_help readme_lists_every_command readme_is_short
