@@ -35,13 +35,36 @@ export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/headscope-$SUITE.XXXXXX") || exit 2
 BG_PID=""
+PY_SERVER=""
 cleanup() {
     [ -n "$BG_PID" ] && { kill -KILL "$BG_PID" && wait "$BG_PID"; } 2>/dev/null
+    [ -n "$PY_SERVER" ] && { kill "$PY_SERVER" && wait "$PY_SERVER"; } 2>/dev/null
     rm -rf "$TMP"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 cd "$TMP" || exit 2
+
+# py ARGS...: `python3 ARGS` (-c SRC ARGS | - ARGS <<script | FILE ARGS) run by
+# one python3 kept for the suite (tests/pyserve.py), which has numpy and h5py
+# loaded: a start costs 0.2-0.4 s, and the suites make hundreds of calls. Same
+# stdout, stderr and exit status; stdin is /dev/null (a script that reads data
+# from stdin runs as "$PY"), and one call at a time (not from background jobs).
+# The server starts here, importing while the first checks run.
+mkfifo "$TMP/.py-req" "$TMP/.py-ans" || exit 2
+"$PY" "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/pyserve.py" <"$TMP/.py-req" >"$TMP/.py-ans" &
+PY_SERVER=$!
+exec {PY_REQ}>"$TMP/.py-req" {PY_ANS}<"$TMP/.py-ans"
+py() {
+    local o="$TMP/.py-out" e="$TMP/.py-err" rc text
+    # (the shell's read and printf: a cat would be two more process starts a call)
+    [ "$1" = - ] && { IFS= read -r -d '' text; printf '%s' "$text" >"$o.src"; }
+    printf '%s\0' $(($# + 3)) "$PWD" "$o" "$e" "$@" >&"$PY_REQ"
+    read -r rc <&"$PY_ANS" || { echo "tests/pyserve.py is not running" >&2; return 2; }
+    [ -s "$o" ] && { IFS= read -r -d '' text <"$o"; printf '%s' "$text"; }
+    [ -s "$e" ] && { IFS= read -r -d '' text <"$e"; printf '%s' "$text" >&2; }
+    return "$rc"
+}
 
 PASSED=0
 FAILED=0
@@ -66,15 +89,18 @@ expect_file() { [ -s "$1" ] || bad "$1 is missing or empty"; }
 expect_nofile() { [ ! -e "$1" ] || bad "$2: $1 exists"; }
 # expect_grep TEXT PATTERN WHAT: PATTERN a fixed string in TEXT (matched by the shell)
 expect_grep() { [[ "$1" == *"$2"* ]] || bad "$3: '$2' not in: ${1:0:300}"; }
-# jget FILE KEY: one field of a JSON object (lists as JSON); fails on invalid JSON.
+# jget FILE KEY [KEY...]: one field of a JSON object (KEY KEY2: v[KEY][KEY2]; lists
+# and objects as JSON); fails on invalid JSON.
 jget() {
-    "$PY" -c 'import json,sys
-v = json.load(open(sys.argv[1]))[sys.argv[2]]
-print(json.dumps(v, separators=(",", ":")) if isinstance(v, (list, dict)) else v)' "$1" "$2" 2>/dev/null
+    py -c 'import json,sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2:]:
+    v = v[k]
+print(json.dumps(v, separators=(",", ":")) if isinstance(v, (list, dict)) else v)' "$@" 2>/dev/null
 }
 # close A B TOL: |A-B| <= TOL and both finite.
 close() {
-    "$PY" -c 'import math,sys
+    py -c 'import math,sys
 a, b, t = map(float, sys.argv[1:4])
 sys.exit(0 if math.isfinite(a) and abs(a - b) <= t else 1)' "$1" "$2" "$3"
 }

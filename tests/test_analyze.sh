@@ -20,7 +20,7 @@ LLAMA="$FIX/models/llama_gqa"
 EVAL="$GPT2/eval.bin"
 ORACLE="$FIX/ablate_oracle.txt"
 command -v sqlite3 >/dev/null || { echo "sqlite3 is required" >&2; exit 2; }
-"$PY" -c 'import sqlite3' 2>/dev/null || { echo "$PY lacks the sqlite3 module" >&2; exit 2; }
+py -c 'import sqlite3' 2>/dev/null || { echo "$PY lacks the sqlite3 module" >&2; exit 2; }
 [ -s "$ORACLE" ] || { echo "no oracle $ORACLE (scripts/oracle/gen_ablate.py)" >&2; exit 2; }
 
 # bad_input makes a file immutable (chattr +i); never leave it so, or the
@@ -38,7 +38,7 @@ SMALL=(--batch 2 --seq-len 8) # eval.bin: 33 tokens, 2 batches of 2 x 8 (+1), n 
 # metrics) equals the oracle's value and stderr to 1e-5, with n = 4; the clean
 # 'loss' row equals clean_loss.
 oracle_check() {
-    "$PY" - "$ORACLE" "$3" "$1" "$2" >check.txt 2>&1 <<'EOF' || bad "$1 run $2 against the oracle ($3): $(tail -c 600 check.txt)"
+    py - "$ORACLE" "$3" "$1" "$2" >check.txt 2>&1 <<'EOF' || bad "$1 run $2 against the oracle ($3): $(tail -c 600 check.txt)"
 import sqlite3, sys
 oracle, case, db, run = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 cases, cur, lines = {}, None, iter(open(oracle).read().splitlines())
@@ -94,7 +94,7 @@ EOF
 # 1e-12) or loss (to 1e-6 relative to the clean loss: a loss_delta is the difference of
 # two losses, so its own relative error says nothing in float32).
 same_rows() {
-    "$PY" - "$@" >check.txt 2>&1 <<'EOF' || bad "$1 run $2 vs $3 run $4: $(tail -c 600 check.txt)"
+    py - "$@" >check.txt 2>&1 <<'EOF' || bad "$1 run $2 vs $3 run $4: $(tail -c 600 check.txt)"
 import sqlite3, sys
 db1, r1, db2, r2, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
 def rows(db, run):
@@ -375,7 +375,7 @@ concurrent_writers() {
     # to WAL (it holds the rollback journal's write lock on the empty file). A second
     # opener must wait for it (busy timeout), not fail with "database is locked".
     rm -f h.db h.db-wal h.db-shm
-    "$PY" - "$HS" "$GPT2" "$EVAL" >check.txt 2>&1 <<'EOF' || bad "$(tail -c 500 check.txt)" || return 1
+    py - "$HS" "$GPT2" "$EVAL" >check.txt 2>&1 <<'EOF' || bad "$(tail -c 500 check.txt)" || return 1
 import sqlite3, subprocess, sys, time
 hs, model, data = sys.argv[1:4]
 c = sqlite3.connect("h.db", isolation_level=None)
@@ -456,7 +456,7 @@ prune_curve() {
     expect_eq "$(jget out.txt pruned)/$(jget out.txt heads)" 6/8 "--json pruned/heads" || return 1
     prune_shape p.db "$a" || return 1
     # --json curve = the recorded curve
-    "$PY" - out.txt p.db "$a" <<'EOF' >check.txt 2>&1 || bad "--json curve differs from the index: $(tail -c 400 check.txt)" || return 1
+    py - out.txt p.db "$a" <<'EOF' >check.txt 2>&1 || bad "--json curve differs from the index: $(tail -c 400 check.txt)" || return 1
 import json, sqlite3, sys
 j = json.load(open(sys.argv[1]))["curve"]
 c = sqlite3.connect(sys.argv[2]).execute("select x, y from curves where run_id=? and curve='pruning' order by step",
@@ -493,7 +493,7 @@ EOF
     expect_rc 0 "importance llama_gqa" || return 1
     local imp
     imp=$(jget out.txt run_id)
-    "$PY" - p.db "$imp" "$c" <<'EOF' >check.txt 2>&1 || bad "--one-shot mask is not the 6 least important heads (1 kept per layer): $(tail -c 400 check.txt)" || return 1
+    py - p.db "$imp" "$c" <<'EOF' >check.txt 2>&1 || bad "--one-shot mask is not the 6 least important heads (1 kept per layer): $(tail -c 400 check.txt)" || return 1
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 imp = db.execute("select layer, head, value from head_metrics where run_id=? and metric='importance'",
@@ -566,7 +566,7 @@ structural_out() {
         "n_head of the structural checkpoint (4 - pruned, per layer)" || return 1
     hs eval --model small --data "$EVAL" "${SMALL[@]}" --json
     expect_rc 0 "eval of the structural checkpoint" || return 1
-    close "$(jget out.txt loss)" "$last" "$("$PY" -c "print(1e-5 * abs($last))")" ||
+    close "$(jget out.txt loss)" "$last" "$(py -c "print(1e-5 * abs($last))")" ||
         bad "structural eval loss $(jget out.txt loss), last pruning curve value $last" || return 1
     expect_eq "$(q s.db "select sha256||' '||complete from artifacts where run_id=$id")" "$(sha small/model.safetensors) 1" \
         "artifact of the structural checkpoint" || return 1
@@ -584,7 +584,7 @@ structural_out() {
     expect_eq "$(jget out.txt n_head)" "[4,4]" "n_head of the dense checkpoint" || return 1
     hs eval --model dense --data "$EVAL" "${SMALL[@]}" --json
     expect_rc 0 "eval of the dense checkpoint" || return 1
-    close "$(jget out.txt loss)" "$last" "$("$PY" -c "print(1e-5 * abs($last))")" ||
+    close "$(jget out.txt loss)" "$last" "$(py -c "print(1e-5 * abs($last))")" ||
         bad "dense eval loss $(jget out.txt loss), last pruning curve value $last" || return 1
 
     # an existing --out is refused without --force, and nothing is recorded
@@ -897,12 +897,12 @@ trained_induction() {
         where a.run_id=$run and a.metric='induction' order by a.value desc limit 1" | tr '|' ' ')"
     echo "  top induction head L${layer}H${head}: $score (control $control); $(tail -c 200 out.txt)"
     expect_eq "$layer" 1 "layer of the top induction head" || return 1
-    "$PY" -c "import sys; sys.exit(0 if $score >= 0.5 and $control < 0.1 else 1)" ||
+    py -c "import sys; sys.exit(0 if $score >= 0.5 and $control < 0.1 else 1)" ||
         bad "induction $score (control $control): want >= 0.5 and a control near chance" || return 1
-    expect_eq "$(jget out.txt causal | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["induction_heads_established"])')" True \
+    expect_eq "$(jget out.txt causal induction_heads_established)" True \
         "the causal check establishes it" || return 1
     # the targeted ablation costs far more than a random head's on average
-    "$PY" -c "import json,sys; c=json.load(open('out.txt'))['causal']; sys.exit(0 if c['loss_delta_top_k'] > 2 * c['loss_delta_random_mean'] else 1)" ||
+    py -c "import json,sys; c=json.load(open('out.txt'))['causal']; sys.exit(0 if c['loss_delta_top_k'] > 2 * c['loss_delta_random_mean'] else 1)" ||
         bad "targeted vs random: $(jget out.txt causal)" || return 1
 }
 
@@ -916,7 +916,7 @@ patterns_model_equals_maps() {
     hs patterns --maps m.h5 --db p.db --delim 3,7 --json --js-out js_maps.csv
     expect_rc 0 "patterns --maps" || return 1
     # the Jensen-Shannon matrix from the forward equals the one from the capture
-    "$PY" - js_model.csv js_maps.csv <<'EOF' || bad "JS matrices differ: $(cat js.txt)" || return 1
+    py - js_model.csv js_maps.csv <<'EOF' || bad "JS matrices differ: $(cat js.txt)" || return 1
 import csv, sys
 a, b = (list(csv.reader(open(p))) for p in sys.argv[1:3])
 assert a[0] == b[0] and len(a) == len(b) == len(a[0]), (a[0], b[0])

@@ -19,7 +19,7 @@ ROOT=$(cd "$FIX/../.." && pwd)
 # (KIND: denoising, noising, eap, eap_ig), values and stderrs within 1e-4 of
 # the metric's scale, and (circuits) the faithfulness curve.
 compare() {
-    "$PY" - "$1" "$A/oracle.json" "$2" "$3" <<'PY' || bad "$(cat cmp.txt)"
+    py - "$1" "$A/oracle.json" "$2" "$3" <<'PY' || bad "$(cat cmp.txt)"
 import json, sys
 got = json.load(open(sys.argv[1]))
 case = json.load(open(sys.argv[2]))["cases"][sys.argv[3]]
@@ -62,9 +62,9 @@ TOP=0,1,2,4,8,16,1000000
 
 oracle_case() {
     local case=$1 model prompts steps
-    model=$FIX/$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["cases"][sys.argv[2]]["model"])' "$A/oracle.json" "$case")
-    prompts=$FIX/$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["cases"][sys.argv[2]]["prompts"])' "$A/oracle.json" "$case")
-    steps=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["cases"][sys.argv[2]]["ig_steps"])' "$A/oracle.json" "$case")
+    model=$FIX/$(py -c 'import json,sys; print(json.load(open(sys.argv[1]))["cases"][sys.argv[2]]["model"])' "$A/oracle.json" "$case")
+    prompts=$FIX/$(py -c 'import json,sys; print(json.load(open(sys.argv[1]))["cases"][sys.argv[2]]["prompts"])' "$A/oracle.json" "$case")
+    steps=$(py -c 'import json,sys; print(json.load(open(sys.argv[1]))["cases"][sys.argv[2]]["ig_steps"])' "$A/oracle.json" "$case")
     local mode extra
     for mode in denoising noising; do
         extra=()
@@ -124,7 +124,7 @@ index_rows() {
 
 refusals() {
     local g=$FIX/models/gpt2_tiny p=$FIX/causal/gpt2.jsonl fam
-    "$PY" -c 'import json
+    py -c 'import json
 for i in range(3):  # ids below 5, the smallest vocabulary of the fixtures (tinylm_h1)
     print(json.dumps({"clean_ids": [0, 1 + i % 2, 2, 3], "corrupt_ids": [0, 4, 2 + i % 2, 3], "answer_id": 1, "wrong_id": 4}))' >small.jsonl
     for fam in gemma2 olmo2 gemma3; do
@@ -143,7 +143,7 @@ for i in range(3):  # ids below 5, the smallest vocabulary of the fixtures (tiny
     expect_refused 2 atp "--site mlp_out" --model "$FIX/models/tinylm_h1" --prompts small.jsonl --db b.db --site mlp_out || return 1
     expect_refused 2 atp "--model DIR" --prompts "$p" --db b.db || return 1
     expect_nofile b.db "refused options" || return 1
-    "$PY" -c 'import json
+    py -c 'import json
 print(json.dumps({"clean_ids": [1, 2, 3], "corrupt_ids": [1, 2, 3], "answer_id": 3, "wrong_id": 4}))' >same.jsonl
     expect_refused 1 atp "would be 0/0" --model "$g" --prompts same.jsonl --db z.db || return 1
     expect_refused 1 circuit "would be 0/0" --model "$g" --prompts same.jsonl --db z.db --method eap || return 1
@@ -234,7 +234,7 @@ ioi_circuit() {
     hs circuit --model ioi --prompts ioi.jsonl --db i.db --method eap-ig --top-n 1,2,3,4,5,6,8,10,12 --json
     expect_rc 0 "circuit" || return 1
     cp out.txt c.json
-    "$PY" - c.json i.db <<'PY' >res.txt || bad "$(cat res.txt)" || return 1
+    py - c.json i.db <<'PY' >res.txt || bad "$(cat res.txt)" || return 1
 import json, re, sqlite3, sys
 c = json.load(open(sys.argv[1]))
 db = sqlite3.connect(sys.argv[2])

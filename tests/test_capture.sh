@@ -16,7 +16,7 @@ TESTS=$(cd "$(dirname "$0")" && pwd) # before lib.sh moves to the scratch direct
 CHECK="$TESTS/check_maps_h5py.py"
 ORACLE="$FIX/maps_oracle.txt"
 EVAL="$FIX/models/gpt2_tiny/eval.bin"
-"$PY" -c 'import h5py, numpy' 2>/dev/null || { echo "$PY lacks h5py or numpy" >&2; exit 2; }
+py -c 'import h5py, numpy' 2>/dev/null || { echo "$PY lacks h5py or numpy" >&2; exit 2; }
 command -v h5dump >/dev/null || { echo "h5dump is required" >&2; exit 2; }
 [ -s "$ORACLE" ] || { echo "no oracle $ORACLE (scripts/oracle/gen_maps.py)" >&2; exit 2; }
 
@@ -34,7 +34,7 @@ expect_notmp() {
 shard_of() {
     local f=$1
     shift
-    "$PY" - "$f" "$@" <<'EOF'
+    py - "$f" "$@" <<'EOF'
 import struct, sys
 toks = [int(t) for t in sys.argv[2:]]
 hdr = struct.pack("<3i", 20240520, 1, len(toks)) + b"\0" * (1024 - 12)
@@ -43,7 +43,7 @@ EOF
 }
 # first_tokens N: the first N tokens of eval.bin, space separated.
 first_tokens() {
-    "$PY" -c 'import struct, sys
+    py -c 'import struct, sys
 b = open(sys.argv[1], "rb").read()
 print(" ".join(map(str, struct.unpack("<%dH" % int(sys.argv[2]), b[1024:1024 + 2 * int(sys.argv[2])]))))' \
         "$EVAL" "$1"
@@ -97,12 +97,12 @@ oracle_h5py() {
                 --dtype "$d" --compress 4
             expect_rc 0 "capture $m --dtype $d --compress 4 on exact.bin" || return 1
         done
-        "$PY" "$CHECK" "$m.f32.h5" "$m.f16.h5" "$ORACLE" "$m" >check.txt 2>&1 ||
+        py "$CHECK" "$m.f32.h5" "$m.f16.h5" "$ORACLE" "$m" >check.txt 2>&1 ||
             bad "check_maps_h5py $m: $(grep -v '^ok' check.txt | head -c 600)" || return 1
-        "$PY" "$CHECK" "$m.f32.z.h5" "$m.f16.z.h5" "$ORACLE" "$m" >check.txt 2>&1 ||
+        py "$CHECK" "$m.f32.z.h5" "$m.f16.z.h5" "$ORACLE" "$m" >check.txt 2>&1 ||
             bad "check_maps_h5py $m (--compress 4, exact shard): $(grep -v '^ok' check.txt | head -c 600)" ||
             return 1
-        "$PY" - "$m.f32.z.h5" "$m.f16.z.h5" <<'EOF' || bad "$m: --compress 4 files are not shuffle + deflate 4" || return 1
+        py - "$m.f32.z.h5" "$m.f16.z.h5" <<'EOF' || bad "$m: --compress 4 files are not shuffle + deflate 4" || return 1
 import sys, h5py
 for p in sys.argv[1:]:
     with h5py.File(p, "r") as f:
@@ -162,7 +162,7 @@ maps_command() {
     expect_eq "$(jget out.txt seq_len)" 8 "maps seq_len" || return 1
     expect_eq "$(jget out.txt model_sha256)" "$(sha "$FIX/models/llama_gqa/model.safetensors")" "maps model_sha256" || return 1
     expect_eq "$(jget out.txt data_sha256)" "$(sha "$EVAL")" "maps data_sha256" || return 1
-    expect_eq "$(jget out.txt layers | "$PY" -c 'import json,sys; l=json.load(sys.stdin); print(len(l), sorted({x["dtype"] for x in l}), [x["heads"] for x in l][0], l[1]["layer"], l[1]["queries"], l[1]["keys"])')" \
+    expect_eq "$(py -c 'import json,sys; l=json.load(open("out.txt"))["layers"]; print(len(l), sorted({x["dtype"] for x in l}), [x["heads"] for x in l][0], l[1]["layer"], l[1]["queries"], l[1]["keys"])')" \
         "2 ['float16'] [0, 1, 2, 3] 1 8 8" "maps layers" || return 1
     hs maps m.h5
     expect_rc 0 "maps (text)" || return 1
@@ -178,13 +178,13 @@ maps_command() {
     expect_rc 1 "maps on a missing file" || return 1
     expect_grep "$ERR" "missing.h5" "message names the file" || return 1
     # An HDF5 file that is not a map file.
-    "$PY" -c 'import h5py; h5py.File("other.h5", "w").create_dataset("x", data=[1, 2, 3])'
+    py -c 'import h5py; h5py.File("other.h5", "w").create_dataset("x", data=[1, 2, 3])'
     hs maps other.h5
     expect_rc 1 "maps on an HDF5 file without the map layout" || return 1
     expect_grep "$ERR" "other.h5" "message names the file" || return 1
     # A map file not marked complete.
     cp m.h5 incomplete.h5
-    "$PY" -c 'import h5py, numpy; f = h5py.File("incomplete.h5", "r+"); f.attrs.modify("complete", numpy.int32(0))'
+    py -c 'import h5py, numpy; f = h5py.File("incomplete.h5", "r+"); f.attrs.modify("complete", numpy.int32(0))'
     hs maps incomplete.h5
     expect_rc 1 "maps on a file with complete=0" || return 1
     expect_grep "$ERR" "incomplete.h5" "message names the file" || return 1
@@ -201,7 +201,7 @@ selection() {
     hs capture --model "$M" --data "$EVAL" --out sel.h5 --batch 2 --seq-len 8 --max-batches 2 \
         --layers 1 --heads 0,2 --queries 2:6
     expect_rc 0 "capture --layers 1 --heads 0,2 --queries 2:6" || return 1
-    "$PY" - full.h5 sel.h5 >check.txt 2>&1 <<'EOF' || bad "$(tail -c 500 check.txt)" || return 1
+    py - full.h5 sel.h5 >check.txt 2>&1 <<'EOF' || bad "$(tail -c 500 check.txt)" || return 1
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "r") as full, h5py.File(sys.argv[2], "r") as sel:
     groups = sorted(sel.keys())
@@ -238,7 +238,7 @@ sigkill_never_complete() {
         expect_eq "$RC" 137 "exit status after SIGKILL at +${delay}s" || return 1
         expect_nofile k.h5 "after SIGKILL at +${delay}s" || return 1
         for t in $(tmps k.h5); do
-            "$PY" - "$t" >check.txt 2>&1 <<'EOF' || bad "SIGKILL at +${delay}s: $(tail -c 300 check.txt)" || return 1
+            py - "$t" >check.txt 2>&1 <<'EOF' || bad "SIGKILL at +${delay}s: $(tail -c 300 check.txt)" || return 1
 import sys, h5py
 try:
     f = h5py.File(sys.argv[1], "r")
@@ -279,7 +279,7 @@ sigint_clean() {
 # or finish (0), and leave no OUT.tmp.*.
 sigint_early() {
     long_setup || return 1
-    "$PY" - "$HS" "$LONG_MODEL" "$LONG_BIN" >check.txt 2>&1 <<'EOF' || bad "$(tail -c 600 check.txt)" || return 1
+    py - "$HS" "$LONG_MODEL" "$LONG_BIN" >check.txt 2>&1 <<'EOF' || bad "$(tail -c 600 check.txt)" || return 1
 import glob, os, signal, subprocess, sys
 hs, model, data = sys.argv[1:4]
 bad = []
@@ -457,7 +457,7 @@ plot_outputs() {
 # mutate SRC KIND...: for each KIND, h_KIND.h5 is SRC with one attribute or dataset
 # made hostile (h5py; one interpreter for all, as starting one costs ~0.3 s).
 mutate() {
-    "$PY" - "$@" <<'EOF'
+    py - "$@" <<'EOF'
 import shutil, sys, h5py, numpy as np
 def make(dst, kind):
     with h5py.File(dst, "r+") as f:
@@ -649,7 +649,7 @@ concurrent_out() {
 fuzzed_maps() {
     hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out good.h5 "${SMALL[@]}"
     expect_rc 0 "capture good.h5" || return 1
-    "$PY" - <<'EOF' || bad "could not make heap_size.h5" || return 1
+    py - <<'EOF' || bad "could not make heap_size.h5" || return 1
 import struct
 b = bytearray(open("good.h5", "rb").read())
 at = b.index(b"GCOL\x01\x00\x00\x00")

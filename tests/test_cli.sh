@@ -28,7 +28,7 @@ tokens_repeats() {
     text corpus.txt 100
     hs tokens --in corpus.txt --out r.bin --repeat-share 1 --seq-len 32 --repeat-len 4:8 --json
     expect_rc 0 "tokens --repeat-share 1" || return 1
-    "$PY" - corpus.txt r.bin "$(jget out.txt planted)" <<'EOF' >check.txt 2>&1 || bad "planted segments: $(tail -c 300 check.txt)" || return 1
+    py - corpus.txt r.bin "$(jget out.txt planted)" <<'EOF' >check.txt 2>&1 || bad "planted segments: $(tail -c 300 check.txt)" || return 1
 import sys
 import numpy as np
 text = np.frombuffer(open(sys.argv[1], "rb").read(), np.uint8).astype(np.int64)
@@ -77,7 +77,7 @@ tokens_shard() {
     expect_eq "$(jget out.txt vocab_size)" 256 "--json vocab_size" || return 1
     expect_eq "$(fsize corpus.bin)" $((1024 + 2 * bytes)) "shard size (1024 + 2*bytes)" || return 1
     # Header: magic 20240520, version 1, count; then the bytes as uint16.
-    "$PY" - corpus.bin corpus.txt <<'EOF' || bad "shard header or tokens differ from the input bytes" || return 1
+    py - corpus.bin corpus.txt <<'EOF' || bad "shard header or tokens differ from the input bytes" || return 1
 import struct, sys
 b = open(sys.argv[1], "rb").read()
 t = open(sys.argv[2], "rb").read()
@@ -122,7 +122,7 @@ info_gpt2() {
     expect_eq "$(jget out.txt n_layer)" 2 "n_layer" || return 1
     expect_eq "$(jget out.txt n_head)" "[4,4]" "n_head" || return 1
     local want
-    want=$("$PY" -c 'import json, math, struct, sys
+    want=$(py -c 'import json, math, struct, sys
 f = open(sys.argv[1], "rb")
 n = struct.unpack("<Q", f.read(8))[0]
 h = json.loads(f.read(n))
@@ -168,7 +168,7 @@ train_index() {
     expect_eq "$(q runs.db 'PRAGMA user_version')" 4 "user_version" || return 1
     final=$(jget out.txt final_loss)
     first=$(q runs.db "select y from curves where run_id=$id and curve='train_loss' and step=1")
-    "$PY" -c 'import math,sys; a,b=map(float,sys.argv[1:]); sys.exit(0 if math.isfinite(a) and a < b - 0.1 else 1)' \
+    py -c 'import math,sys; a,b=map(float,sys.argv[1:]); sys.exit(0 if math.isfinite(a) and a < b - 0.1 else 1)' \
         "$final" "$first" || bad "final loss $final is not below the first train_loss $first" || return 1
     close "$(q runs.db "select y from curves where curve='train_loss' and step=30")" "$final" 1e-5 ||
         bad "last curve point differs from final_loss $final" || return 1
@@ -377,8 +377,8 @@ memory_plan_is_enforced() {
     local fwd train lim EVAL="$GPT2/eval.bin"
     hs info --model "$GPT2" --batch 2 --seq-len 8 --json
     expect_rc 0 "info --batch 2 --seq-len 8" || return 1
-    fwd=$(jget out.txt memory_plan | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["forward"])')
-    train=$(jget out.txt memory_plan | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["train"])')
+    fwd=$(jget out.txt memory_plan forward)
+    train=$(jget out.txt memory_plan train)
     HEADSCOPE_MEMORY_LIMIT=$fwd hs eval --model "$GPT2" --data "$EVAL" --batch 2 --seq-len 8
     expect_rc 0 "eval within a limit of its plan, $fwd bytes" || return 1
     HEADSCOPE_MEMORY_LIMIT=$((fwd - 1)) hs eval --model "$GPT2" --data "$EVAL" --batch 2 --seq-len 8

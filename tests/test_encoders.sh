@@ -15,7 +15,7 @@ BERT_FIX="$FIX/encoders/bert"
 # with [PAD] 256 (the bert preset's byte-level ids), text bytes between.
 data() {
     [ -s docs.bin ] && return 0
-    "$PY" - <<'PYEOF' || bad "could not write docs.bin" || return 1
+    py - <<'PYEOF' || bad "could not write docs.bin" || return 1
 import random, struct
 r = random.Random(3)
 words = b"the cat sat on a mat, and a dog ran. then it slept."
@@ -54,7 +54,7 @@ train_preset_bert_learns() {
     expect_eq "$(jget roberta/config.json max_position_embeddings)" 290 \
         "RoBERTa's table: n_ctx + pad_token_id + 1" || return 1
     # a checkpoint whose config asks for dropout trains without it, and says so
-    "$PY" - <<'PYEOF' || return 1
+    py - <<'PYEOF' || return 1
 import json
 c = json.load(open("bert/config.json")); c["hidden_dropout_prob"] = 0.1
 json.dump(c, open("bert/config.json", "w"))
@@ -67,7 +67,7 @@ PYEOF
 # --mlm-mask every:3 on the oracle's tokens: torch's loss and stderr
 eval_every3_equals_torch() {
     mkdir -p fix && cp "$BERT_FIX"/* fix/ || return 1
-    "$PY" - "$FIX/encoders.txt" <<'PYEOF' || bad "could not read the oracle" || return 1
+    py - "$FIX/encoders.txt" <<'PYEOF' || bad "could not read the oracle" || return 1
 import json, struct, sys
 lines = open(sys.argv[1]).read().split("\n")
 i = lines.index("case bert")
@@ -85,7 +85,7 @@ open("want.txt", "w").write(want["every3_loss"] + " " + want["every3_stderr"] + 
 PYEOF
     # the fixture's config.json names no mask token and it has no tokenizer
     expect_refused 1 eval "mask_token_id" --model fix --data fix.bin --batch 2 --seq-len 8 || return 1
-    "$PY" -c 'import json; c = json.load(open("fix/config.json")); c["mask_token_id"] = 4; \
+    py -c 'import json; c = json.load(open("fix/config.json")); c["mask_token_id"] = 4; \
 c["cls_token_id"] = 2; c["sep_token_id"] = 3; c["unk_token_id"] = 1; \
 json.dump(c, open("fix/config.json", "w"))'
     hs eval --model fix --data fix.bin --batch 2 --seq-len 8 --mlm-mask every:3 --json
@@ -135,7 +135,7 @@ maps_of_an_encoder() {
     hs capture --model bert --data docs.bin --batch 2 --seq-len 16 --max-batches 2 --out m.h5 --db c.db
     expect_rc 0 "capture" || return 1
     # full maps: a query attends to later keys too
-    "$PY" - <<'PYEOF' || bad "the maps are not bidirectional: $(cat py.txt)" || return 1
+    py - <<'PYEOF' || bad "the maps are not bidirectional: $(cat py.txt)" || return 1
 import h5py, sys
 f = h5py.File("m.h5", "r")
 a = f["layer_00/attn"][0, 0]

@@ -29,7 +29,7 @@ svg_ok() {
 }
 # scale_of FILE: the colour-box label's range "LO HI" (a minus sign may be U+2212).
 scale_of() {
-    "$PY" - "$1" <<'PYEOF'
+    py - "$1" <<'PYEOF'
 import re, sys
 t = open(sys.argv[1], encoding="utf-8").read().replace("\u2212", "-")
 m = re.search(r"scale (-?[0-9.e+-]+) \.\. \+?([0-9.e+-]+)", t)
@@ -186,7 +186,7 @@ report_wording() {
 
 # rows_in PAGE ID: the body rows (<tr><td>) of the table of section ID of a report page.
 rows_in() {
-    "$PY" - "$1" "$2" <<'PYEOF'
+    py - "$1" "$2" <<'PYEOF'
 import re, sys
 t = open(sys.argv[1], encoding="utf-8").read()
 m = re.search(r'<h2 id="%s">.*?</table>' % re.escape(sys.argv[2]), t, re.S)

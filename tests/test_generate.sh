@@ -36,10 +36,10 @@ generate_json_and_cache_bytes() {
     expect_rc 0 "generate --json" || return 1
     local ids new cb
     ids=$(jget out.txt ids) new=$(jget out.txt new_ids) cb=$(jget out.txt cache_bytes)
-    expect_eq "$("$PY" -c 'import json,sys; print(len(json.loads(sys.argv[1])))' "$ids")" 12 "ids" || return 1
-    expect_eq "$("$PY" -c 'import json,sys; print(len(json.loads(sys.argv[1])))' "$new")" 9 "new_ids" || return 1
+    expect_eq "$(py -c 'import json,sys; print(len(json.loads(sys.argv[1])))' "$ids")" 12 "ids" || return 1
+    expect_eq "$(py -c 'import json,sys; print(len(json.loads(sys.argv[1])))' "$new")" 9 "new_ids" || return 1
     expect_eq "${ids:0:7}" "[1,2,3," "ids start with the prompt" || return 1
-    "$PY" -c 'import json,sys; sys.exit(0 if json.load(open("out.txt"))["tokens_per_s"] > 0 else 1)' ||
+    py -c 'import json,sys; sys.exit(0 if json.load(open("out.txt"))["tokens_per_s"] > 0 else 1)' ||
         bad "tokens_per_s not positive" || return 1
     cache_matches_kv_bytes gpt2 12 "$cb" || return 1
     # a window of 8 over 30 positions: a ring of 8
@@ -109,7 +109,7 @@ convert_tensor_means() {
         for G in 2 1; do
             hs convert --model "$src" --kv-heads "$G" --out "$src.g$G" --json
             expect_rc 0 "convert $src --kv-heads $G" || return 1
-            "$PY" - "$src" "$src.g$G" "$G" >check.txt 2>&1 <<'PYEOF' || bad "$src G=$G: $(tail -3 check.txt)" || return 1
+            py - "$src" "$src.g$G" "$G" >check.txt 2>&1 <<'PYEOF' || bad "$src G=$G: $(tail -3 check.txt)" || return 1
 import json, struct, sys
 import numpy as np
 src, dst, G = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -203,7 +203,7 @@ experiment_gqa_table() {
     expect_rc 0 "experiment gqa" || return 1
     expect_eq "$(jget out.txt uptrain_steps)" 1 "5% of 20 steps" || return 1
     local names
-    names=$("$PY" -c 'import sqlite3,sys
+    names=$(py -c 'import sqlite3,sys
 c = sqlite3.connect("runs.db")
 print(",".join(r[0] for r in c.execute("select metric from head_metrics where layer = -1 order by metric")))')
     expect_eq "$names" "val_loss_kv_heads_1,val_loss_kv_heads_1_uptrained,val_loss_kv_heads_2,val_loss_kv_heads_2_uptrained,val_loss_mha,val_loss_mha_uptrained" \

@@ -26,7 +26,7 @@ model() { mkdir -p "$1" && cp "${2:-$GPT2}/config.json" "${2:-$GPT2}/model.safet
 # edit_config DIR PY_EXPR: config.json of DIR rewritten by a Python
 # expression over the parsed object c (e.g. 'c.update(n_embd=10**9)').
 edit_config() {
-    "$PY" -c 'import json, sys
+    py -c 'import json, sys
 p = sys.argv[1] + "/config.json"
 c = json.load(open(p))
 exec(sys.argv[2])
@@ -63,7 +63,7 @@ no_wrapped() {
 # json_ok FILE: FILE is one valid JSON object (python's json rejects NaN only
 # when asked: parse_constant refuses NaN and Infinity).
 json_ok() {
-    "$PY" -c 'import json, sys
+    py -c 'import json, sys
 def bad(x): raise ValueError("not JSON: " + x)
 json.load(open(sys.argv[1]), parse_constant=bad)' "$1" 2>/dev/null ||
         bad "not valid JSON: $(head -c 300 "$1")"
@@ -76,7 +76,7 @@ status() { sqlite3 "$1" "SELECT group_concat(status, ',') FROM (SELECT status FR
 # rewritten in place; header unchanged).
 nan_model() {
     model "$1"
-    "$PY" -c 'import struct, sys
+    py -c 'import struct, sys
 p = sys.argv[1] + "/model.safetensors"
 d = bytearray(open(p, "rb").read())
 h = struct.unpack("<Q", d[:8])[0]
@@ -126,7 +126,7 @@ huge_numbers() {
     refused info '"n_head"[1] must be an integer in 1..1024' --model h || return 1
     no_wrapped || return 1
     model e
-    "$PY" -c 'import sys; p = sys.argv[1]; t = open(p).read()
+    py -c 'import sys; p = sys.argv[1]; t = open(p).read()
 open(p, "w").write(t.replace("\"layer_norm_epsilon\": 1e-05", "\"layer_norm_epsilon\": 1e999"))' \
         e/config.json
     refused info '"layer_norm_epsilon" must be a finite number' --model e
@@ -153,7 +153,7 @@ sizes_beyond_file() {
 # A tiny safetensors whose header claims a tensor of 1e9 x 16 floats.
 tiny_file_huge_shape() {
     model t
-    "$PY" -c 'import json, struct, sys
+    py -c 'import json, struct, sys
 p = sys.argv[1] + "/model.safetensors"
 h = json.dumps({"wte.weight": {"dtype": "F32", "shape": [10**9, 16],
                                "data_offsets": [0, 64 * 10**9]}}).encode()
@@ -223,7 +223,7 @@ seq_len_beyond_context() {
 # .NAME.tmp and NAME.tmp.PID for the next 400 process ids (they are
 # predictable: an attacker plants them all).
 plant() {
-    "$PY" - "$PWD/victim" "$(sh -c 'echo $$')" "$@" <<'PY'
+    py - "$PWD/victim" "$(sh -c 'echo $$')" "$@" <<'PY'
 import os, sys
 victim, pid = sys.argv[1], int(sys.argv[2]) + 1
 for n in sys.argv[3:]:

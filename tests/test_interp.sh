@@ -33,7 +33,7 @@ shard_of() { case $1 in neox_*) echo "$FIX/interp/neox_eval.bin" ;; *) echo "$GP
 # stderr; |a - b| <= 1e-4 max(1, |b|)), no row missing and none extra.
 oracle_match() {
     local res
-    res=$("$PY" - "$1" "$ORACLE" "$2" "$3" "$4" <<'PYEOF'
+    res=$(py - "$1" "$ORACLE" "$2" "$3" "$4" <<'PYEOF'
 import json, sqlite3, sys
 db, oracle, case, run, what = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 o = json.load(open(oracle))["cases"][case][what]
@@ -66,7 +66,7 @@ PYEOF
 }
 
 # sql DB QUERY: one value.
-sql() { "$PY" -c 'import sqlite3,sys; r=sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone(); print(r[0] if r else "")' "$1" "$2"; }
+sql() { py -c 'import sqlite3,sys; r=sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone(); print(r[0] if r else "")' "$1" "$2"; }
 
 # ---- the oracle ------------------------------------------------------------------
 
@@ -117,7 +117,7 @@ composition_oracle() {
         run=$(jget out.txt run_id)
         oracle_match r.db "$m" "$run" composition || return 1
         # as many control scores as scores: 48 on 2 layers of 4 heads, 12 on 2 of 2
-        n=$("$PY" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["cases"][sys.argv[2]]["composition"]))' "$ORACLE" "$m")
+        n=$(py -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["cases"][sys.argv[2]]["composition"]))' "$ORACLE" "$m")
         [ "$(sql r.db "SELECT count(*) FROM head_pair_metrics WHERE run_id=$run AND metric LIKE '%_control'
                        AND value BETWEEN 0 AND 1")" = "$n" ] || bad "$m: not $n control scores in [0, 1]" || return 1
     done
@@ -151,7 +151,7 @@ refusals() {
 # (model-wide logit differences, per-head patch_z, per-position
 # patch_resid_pre over the 6 positions of the prompts file's first line).
 insert_patch() {
-    "$PY" - "$1" "$GPT2" "$PROMPTS" <<'PYEOF'
+    py - "$1" "$GPT2" "$PROMPTS" <<'PYEOF'
 import json, sqlite3, sys
 db, model, prompts = sys.argv[1:4]
 con = sqlite3.connect(db)
@@ -184,7 +184,7 @@ causal_figures() {
     hs composition --model "$GPT2" --db r.db --json
     expect_rc 0 "composition" || return 1
     local top
-    top=$("$PY" -c 'import json,sys; b=json.load(open(sys.argv[1]))["q"]["best"]
+    top=$(py -c 'import json,sys; b=json.load(open(sys.argv[1]))["q"]["best"]
 print("Q-composition: L%dH%d &rarr; L%dH%d %.3f" % (b["layer_a"], b["head_a"], b["layer_b"], b["head_b"], b["value"]))' out.txt)
     insert_patch r.db || bad "could not insert the patch rows" || return 1
     local t

@@ -21,7 +21,7 @@ mla_studies() {
     hs train --preset mla d_model=32 n_ctx=64 q_lora_rank=24 --data train.bin --out mla \
         --steps 2 --batch 2 --seq-len 16 --json
     expect_rc 0 "train --preset mla" || return 1
-    expect_eq "$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['attention'])" \
+    expect_eq "$(py -c "import json,sys; print(json.load(open(sys.argv[1]))['attention'])" \
         mla/config.json)" mla "attention written" || return 1
     hs eval --model mla --data train.bin "${small[@]}" --json
     expect_rc 0 "eval" || return 1

@@ -43,6 +43,17 @@ mpi() {
     mpirun --oversubscribe -np "$n" "$HS" "$@" --threads 1 >out.txt 2>err.txt
     RC=$?
 }
+# ranks N ARGS...: as mpi, with N = 1 a plain process: the result the ranks
+# must equal is one process's (an mpirun start costs ~0.5 s)
+ranks() {
+    if [ "$1" = 1 ]; then
+        shift
+        "$HS" "$@" --threads 1 >out.txt 2>err.txt
+        RC=$?
+    else
+        mpi "$@"
+    fi
+}
 # rows DB [RUN]: every head_metrics row, curve point and position_metrics row (of RUN), values as their exact text
 rows() {
     sqlite3 -bail "$1" "select layer, head, metric, quote(value), quote(stderr), n from head_metrics
@@ -58,7 +69,7 @@ same_rows() {
     shift
     for n in 1 2 3; do
         rm -f r$n.db*
-        mpi $n "$@" --db r$n.db
+        ranks $n "$@" --db r$n.db
         expect_rc 0 "$what on $n ranks" || return 1
         expect_eq "$(sqlite3 r$n.db "select count(*)||' '||group_concat(status) from runs")" "1 complete" \
             "$what on $n ranks: one complete run" || return 1
@@ -88,7 +99,7 @@ patterns_same() {
     same_rows patterns patterns --model "$GPT2" --data "$EVAL" --batch 1 --seq-len 8 --control || return 1
     local n
     for n in 1 3; do
-        mpi $n patterns --model "$GPT2" --data "$EVAL" --batch 1 --seq-len 8 --db j$n.db --js-out js$n.csv
+        ranks $n patterns --model "$GPT2" --data "$EVAL" --batch 1 --seq-len 8 --db j$n.db --js-out js$n.csv
         expect_rc 0 "patterns --js-out on $n ranks" || return 1
     done
     cmp -s js1.csv js3.csv || bad "the JS matrix of 3 ranks differs from one's"
@@ -109,28 +120,28 @@ patch_same() {
 capture_same() {
     local n args=(capture --model "$GPT2" --data "$EVAL" --batch 1 --seq-len 8)
     for n in 1 2 3; do
-        mpi $n "${args[@]}" --out m$n.h5 --db c$n.db
+        ranks $n "${args[@]}" --out m$n.h5 --db c$n.db
         expect_rc 0 "capture on $n ranks" || return 1
         expect_eq "$(sqlite3 c$n.db "select status from runs")" complete "capture run on $n ranks" || return 1
         expect_eq "$(sqlite3 c$n.db "select count(*) from artifacts where complete=1")" 1 "artifact" || return 1
     done
     for n in 2 3; do
-        "$PY" "$TESTS/check_maps_same.py" m1.h5 m$n.h5 >check.txt 2>&1 ||
+        py "$TESTS/check_maps_same.py" m1.h5 m$n.h5 >check.txt 2>&1 ||
             bad "capture: $n ranks' file differs: $(tail -c 300 check.txt)" || return 1
     done
     # a selection in f16 (4 batches over 3 ranks: a partial last round)
     for n in 1 3; do
-        mpi $n "${args[@]}" --out s$n.h5 --layers 1 --heads 0,2 --queries 2:6 --dtype f16
+        ranks $n "${args[@]}" --out s$n.h5 --layers 1 --heads 0,2 --queries 2:6 --dtype f16
         expect_rc 0 "capture of a selection on $n ranks" || return 1
     done
-    "$PY" "$TESTS/check_maps_same.py" s1.h5 s3.h5 >check.txt 2>&1 ||
+    py "$TESTS/check_maps_same.py" s1.h5 s3.h5 >check.txt 2>&1 ||
         bad "capture of a selection: 3 ranks' file differs: $(tail -c 300 check.txt)"
 }
 
 # families3_data: f3.bin, a shard of ids below the fixtures' vocabulary of 32,
 # and f3.jsonl, prompts of ids
 families3_data() {
-    "$PY" - <<'PYEOF' || bad "could not write the shard and prompts" || return 1
+    py - <<'PYEOF' || bad "could not write the shard and prompts" || return 1
 import json, random, struct
 r = random.Random(7)
 ids = [r.randrange(32) for _ in range(6 * 16 + 1)]
@@ -165,18 +176,18 @@ families3_same() {
     same_rows "gemma2 induction" induction --model "$FIX/families3/gemma2" --samples 6 --batch 2 \
         --random-draws 3 || return 1
     for n in 1 3; do
-        mpi $n capture --model "$FIX/families3/gemma2" --data f3.bin --batch 2 --seq-len 8 \
+        ranks $n capture --model "$FIX/families3/gemma2" --data f3.bin --batch 2 --seq-len 8 \
             --out f$n.h5
         expect_rc 0 "gemma2 capture on $n ranks" || return 1
     done
-    "$PY" "$TESTS/check_maps_same.py" f1.h5 f3.h5 >check.txt 2>&1 ||
+    py "$TESTS/check_maps_same.py" f1.h5 f3.h5 >check.txt 2>&1 ||
         bad "gemma2 capture: 3 ranks' file differs: $(tail -c 300 check.txt)"
 }
 
 # an encoder (a small bert preset model) over documents padded with [PAD]:
 # the masked-LM ablate and importance, and patterns with cls/sep/punct
 encoders_same() {
-    "$PY" - <<'PYEOF' || bad "could not write the documents" || return 1
+    py - <<'PYEOF' || bad "could not write the documents" || return 1
 import random, struct
 r = random.Random(5)
 ids = []

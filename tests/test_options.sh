@@ -25,7 +25,7 @@ runs() { sqlite3 "$1" 'select count(*) from runs' 2>/dev/null || echo 0; }
 # object (nothing before or after it).
 one_object() {
     expect_rc 0 "$1" || return 1
-    "$PY" -c 'import json,sys
+    py -c 'import json,sys
 v = json.loads(open(sys.argv[1]).read())
 sys.exit(0 if isinstance(v, dict) else 1)' out.txt 2>/dev/null ||
         bad "$1 --json: stdout is not one JSON object: $(head -c 300 out.txt)"

@@ -19,7 +19,7 @@ ALL=z,pattern,resid_pre,attn_out,mlp_out
 # (per metric: [layer, idx, value, stderr]) against the command's JSON rows,
 # values and stderrs within 1e-4, and the logit difference rows.
 compare() {
-    "$PY" - "$1" "$C/oracle.json" "$2" "$3" <<'PY' || bad "$(cat cmp.txt)"
+    py - "$1" "$C/oracle.json" "$2" "$3" <<'PY' || bad "$(cat cmp.txt)"
 import json, sys
 got = json.load(open(sys.argv[1]))
 case = json.load(open(sys.argv[2]))[sys.argv[3]]
@@ -57,8 +57,8 @@ PY
 # patch_case CASE MODE: the command's JSON for a case against the oracle.
 patch_case() {
     local case=$1 mode=$2 sites model
-    sites=$("$PY" -c 'import json,sys; print(",".join(json.load(open(sys.argv[1]))[sys.argv[2]]["sites"]))' "$C/oracle.json" "$case")
-    model=$(jget "$C/oracle.json" "$case" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["model"])')
+    sites=$(py -c 'import json,sys; print(",".join(json.load(open(sys.argv[1]))[sys.argv[2]]["sites"]))' "$C/oracle.json" "$case")
+    model=$(jget "$C/oracle.json" "$case" model)
     local extra=()
     [ "$mode" = noising ] && extra=(--noising)
     hs patch --model "$M/$model" --prompts "$C/$case.jsonl" --db p.db --site "$sites" "${extra[@]}" --batch 4 --json
@@ -69,12 +69,12 @@ patch_case() {
 
 path_case() {
     local case=$1 model recv
-    model=$(jget "$C/oracle.json" "$case" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["model"])')
+    model=$(jget "$C/oracle.json" "$case" model)
     hs path-patch --model "$M/$model" --prompts "$C/$case.jsonl" --db p.db --senders all --json
     expect_rc 0 "path-patch $case to the logits" || return 1
     cp out.txt logits.json
     compare logits.json "$case" path_patch_logits || return 1
-    recv=$(jget "$C/oracle.json" "$case" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["receivers"] or "")')
+    recv=$(py -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]]["receivers"] or "")' "$C/oracle.json" "$case")
     [ -n "$recv" ] || return 0
     hs path-patch --model "$M/$model" --prompts "$C/$case.jsonl" --db p.db --senders all --receivers "$recv" --json
     expect_rc 0 "path-patch $case to $recv" || return 1
@@ -110,7 +110,7 @@ oracle_lengths() {
     # the default sites are the head site z alone there
     hs patch --model "$M/gpt2_tiny" --prompts "$C/gpt2_lengths.jsonl" --db d.db --json
     expect_rc 0 "patch with the default sites" || return 1
-    expect_eq "$("$PY" -c 'import json; r=json.load(open("out.txt")); print(len(r["positions"]), sorted({h["metric"] for h in r["heads"]}))')" \
+    expect_eq "$(py -c 'import json; r=json.load(open("out.txt")); print(len(r["positions"]), sorted({h["metric"] for h in r["heads"]}))')" \
         "0 ['logit_diff_clean', 'logit_diff_corrupt', 'patch_z']" "default sites over two lengths"
 }
 
@@ -123,7 +123,7 @@ fast_equals_naive() {
         cp out.txt fast.json
         hs patch --model "$M/llama_gqa" --prompts "$C/llama_gqa.jsonl" --db f.db --site $ALL --naive $s --json
         expect_rc 0 "patch naive" || return 1
-        "$PY" - fast.json out.txt <<'PY' || bad "fast and naive differ: $(cat cmp.txt)" || return 1
+        py - fast.json out.txt <<'PY' || bad "fast and naive differ: $(cat cmp.txt)" || return 1
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 def rows(r):
@@ -144,7 +144,7 @@ index_rows() {
     expect_rc 0 "patch" || return 1
     local run
     run=$(jget out.txt run_id)
-    "$PY" - i.db "$run" <<'PY' || bad "$(cat cmp.txt)"
+    py - i.db "$run" <<'PY' || bad "$(cat cmp.txt)"
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1]); run = int(sys.argv[2])
 one = lambda q: db.execute(q, (run,)).fetchone()
@@ -165,7 +165,7 @@ PY
 # clean = corrupt: every value would be 0/0; a clear failure, the run failed,
 # no rows.
 zero_over_zero() {
-    "$PY" -c 'import json
+    py -c 'import json
 for i in range(3):
     s = [1 + i, 5, 9, 2]
     print(json.dumps({"clean_ids": s, "corrupt_ids": s, "answer_id": 3, "wrong_id": 4}))' >same.jsonl

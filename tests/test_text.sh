@@ -117,7 +117,7 @@ text_errors() {
 # quotes, a backslash, a literal \042, a tab, a newline, a space, a shell
 # variable, backquotes, CJK and an emoji (h5py, independent of our writer).
 add_token_text() {
-    "$PY" - "$1" <<'EOF'
+    py - "$1" <<'EOF'
 import sys, h5py
 with h5py.File(sys.argv[1], "r+") as f:
     tok = f["tokens"][()]
@@ -189,7 +189,7 @@ maps_and_report_text() {
     expect_grep "$OUT" 'token text   sequence 0: <|begin_of_text|>|h|e|·|q' "maps shows the token text" || return 1
     expect_grep "$OUT" '|.|↵|I|t|' "maps shows a newline token as ↵" || return 1
     hs maps m.h5 --json
-    "$PY" - <<'EOF' || bad "maps --json token_text_0 differs from the file's /token_text" || return 1
+    py - <<'EOF' || bad "maps --json token_text_0 differs from the file's /token_text" || return 1
 import json, h5py, sys
 got = json.load(open("out.txt"))["token_text_0"]
 with h5py.File("m.h5", "r") as f:
@@ -211,7 +211,7 @@ hostile_token_text() {
     local k
     for k in shape ints; do
         cp m.h5 "h_$k.h5"
-        "$PY" - "h_$k.h5" "$k" <<'EOF' || bad "h5py could not write h_$k.h5" || return 1
+        py - "h_$k.h5" "$k" <<'EOF' || bad "h5py could not write h_$k.h5" || return 1
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "r+") as f:
     if sys.argv[2] == "shape":
@@ -238,7 +238,7 @@ capture_token_text() {
     expect_rc 0 "capture --text --tokenizer" || return 1
     hs tokens --tokenizer "$LLAMA3" --in p.txt --out p.bin
     expect_rc 0 "tokens --tokenizer" || return 1
-    "$PY" - "$LLAMA3" p.h5 p.bin <<'EOF' || bad "/token_text differs from the tokenizer's strings" || return 1
+    py - "$LLAMA3" p.h5 p.bin <<'EOF' || bad "/token_text differs from the tokenizer's strings" || return 1
 import json, sys, h5py
 tj = json.load(open(sys.argv[1]))
 # GPT-2's byte alphabet: the printable bytes as themselves, the others as 256 + k
@@ -275,7 +275,7 @@ with h5py.File(sys.argv[2], "r") as f:
     assert checked >= 20, checked
     assert f.attrs["data_path"].endswith("p.txt")
 EOF
-    [ "$(sha p.txt)" = "$("$PY" -c 'import h5py,sys; print(h5py.File(sys.argv[1],"r").attrs["data_sha256"])' p.h5)" ] ||
+    [ "$(sha p.txt)" = "$(py -c 'import h5py,sys; print(h5py.File(sys.argv[1],"r").attrs["data_sha256"])' p.h5)" ] ||
         bad "data_sha256 is not the text file's sha256" || return 1
     hs maps p.h5
     expect_grep "$OUT" 'token text   sequence 0: The|·quick|·"|brown|"|·fox|\|j|umps|⇥|over' "maps shows the tokens" || return 1
@@ -285,12 +285,12 @@ EOF
     # found in the model directory: --text alone
     hs capture --model "$TMP/l3tok" --text p.txt --out d.h5 --batch 1 --seq-len 24
     expect_rc 0 "capture --text with the model directory's tokenizer" || return 1
-    "$PY" -c 'import h5py,sys; a,b=(h5py.File(p,"r") for p in sys.argv[1:3]); sys.exit(0 if (a["tokens"][()]==b["tokens"][()]).all() and (a["token_text"][()]==b["token_text"][()]).all() else 1)' p.h5 d.h5 ||
+    py -c 'import h5py,sys; a,b=(h5py.File(p,"r") for p in sys.argv[1:3]); sys.exit(0 if (a["tokens"][()]==b["tokens"][()]).all() and (a["token_text"][()]==b["token_text"][()]).all() else 1)' p.h5 d.h5 ||
         bad "the model directory's tokenizer gave other tokens than --tokenizer" || return 1
     # a shard with a known tokenizer gets /token_text too
     hs capture --model "$TMP/l3tok" --data p.bin --out s.h5 --batch 1 --seq-len 24
     expect_rc 0 "capture --data with the model directory's tokenizer" || return 1
-    "$PY" -c 'import h5py,sys; a,b=(h5py.File(p,"r") for p in sys.argv[1:3]); sys.exit(0 if (a["token_text"][()]==b["token_text"][()]).all() else 1)' p.h5 s.h5 ||
+    py -c 'import h5py,sys; a,b=(h5py.File(p,"r") for p in sys.argv[1:3]); sys.exit(0 if (a["token_text"][()]==b["token_text"][()]).all() else 1)' p.h5 s.h5 ||
         bad "capture --data gave other token text than --text" || return 1
 }
 
@@ -313,7 +313,7 @@ text_equals_shard() {
     # the model directory's tokenizer, and the text file as the run's data
     hs importance --model "$TMP/l3tok" --text e.txt --db r.db --batch 1 --seq-len 16 --json
     expect_rc 0 "importance --text" || return 1
-    "$PY" - "$(sha e.txt)" <<'EOF' || bad "the run's data is not the text file" || return 1
+    py - "$(sha e.txt)" <<'EOF' || bad "the run's data is not the text file" || return 1
 import sqlite3, sys
 path, sha = sqlite3.connect("r.db").execute("SELECT data_path, data_sha256 FROM runs").fetchone()
 sys.exit(0 if path == "e.txt" and sha == sys.argv[1] else 1)

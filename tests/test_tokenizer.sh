@@ -28,7 +28,7 @@ gpt2_dir() {
 
 # shard FILE: "magic version count: id id ..." of a token shard
 shard_ids() {
-    "$PY" -c 'import struct,sys
+    py -c 'import struct,sys
 b = open(sys.argv[1], "rb").read()
 m, v, n = struct.unpack("<3i", b[:12])
 w = 2 if v == 1 else 4

@@ -17,7 +17,7 @@ TESTS=$(cd "$(dirname "$0")" && pwd) # before lib.sh moves to the scratch direct
 . "$TESTS/lib.sh"
 ROOT=$(cd "$TESTS/.." && pwd)
 EVAL="$FIX/models/gpt2_tiny/eval.bin"
-"$PY" -c 'import h5py, numpy' 2>/dev/null || { echo "$PY lacks h5py or numpy" >&2; exit 2; }
+py -c 'import h5py, numpy' 2>/dev/null || { echo "$PY lacks h5py or numpy" >&2; exit 2; }
 export NODE_PATH="${HEADSCOPE_NPM:-$ROOT/build/npm/node_modules}"
 SHOTS="${HEADSCOPE_VIEWER_SHOTS:-$TMP/shots}"
 mkdir -p "$SHOTS"
@@ -48,7 +48,7 @@ browser() {
 # every head of every layer, from the map file (h5py; float16 is a custom
 # type, read as its bits).
 expect_rows() {
-    "$PY" - "$@" <<'EOF'
+    py - "$@" <<'EOF'
 import h5py, json, numpy as np, sys
 f = h5py.File(sys.argv[1], "r")
 q = int(sys.argv[2])
@@ -106,7 +106,7 @@ rows_match_h5() {
 escaping() {
     skip_browser escaping && return 0
     tiny_capture || return 1
-    "$PY" - m.h5 texts.json <<'EOF' || bad "h5py could not write /token_text" || return 1
+    py - m.h5 texts.json <<'EOF' || bad "h5py could not write /token_text" || return 1
 import h5py, json, sys
 texts = ['<script>window.__pwned=1</script>', '"', "'", 'a\nb', '\n', '</span><img src=x onerror="window.__pwned=2">',
          '&amp;', '\t', ' x', '\u00e9t\u00e9', '\U0001F600', '`${1}`', '\\', '<!--', ']]>', 'end']
@@ -138,7 +138,7 @@ tokenizer_capture() {
     hs view --maps t.h5 --out v --json
     expect_rc 0 "view" || return 1
     expect_eq "$(jget out.txt token_text)" True "view read /token_text" || return 1
-    "$PY" -c 'import h5py, json, sys
+    py -c 'import h5py, json, sys
 json.dump([s.decode() if isinstance(s, bytes) else s for s in h5py.File(sys.argv[1], "r")["token_text"][0]],
           open(sys.argv[2], "w"))' t.h5 texts.json || bad "h5py could not read /token_text" || return 1
     grep -q '"<' texts.json || grep -q '<' texts.json || bad "no markup among the tokens: $(cat texts.json)" || return 1

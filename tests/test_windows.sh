@@ -38,7 +38,7 @@ capture_maps_zero_outside_windows() {
     win_model || return 1
     hs capture --model wm --data train.bin --out maps.h5 --batch 2 --seq-len 16 --max-batches 2
     expect_rc 0 "capture" || return 1
-    "$PY" - maps.h5 >check.txt 2>&1 <<'PYEOF' || bad "h5py check: $(head -c 600 check.txt)" || return 1
+    py - maps.h5 >check.txt 2>&1 <<'PYEOF' || bad "h5py check: $(head -c 600 check.txt)" || return 1
 import sys
 import h5py
 import numpy as np
@@ -85,13 +85,13 @@ experiment_windows_table() {
         --window 4 --seq-len 16 --batch 2 --steps 2 --seeds 1,2 --json
     expect_rc 0 "experiment windows" || return 1
     local names
-    names=$("$PY" -c 'import sqlite3
+    names=$(py -c 'import sqlite3
 c = sqlite3.connect("runs.db")
 print(",".join(r[0] for r in c.execute("select metric from head_metrics where layer = -1 and metric like \"val_loss_windows_%\" order by metric")))')
     expect_eq "$names" "val_loss_windows_global,val_loss_windows_half,val_loss_windows_local" "index rows" || return 1
     # 2 layers x 4 kv heads x 8 dims x K and V, E bytes (4 float, 8 double): global keeps
     # 16 positions per kv head, half keeps 4 of 16 for 2 of them, local 4 for all
-    expect_eq "$("$PY" -c 'import json; r = json.load(open("out.txt"))["results"]
+    expect_eq "$(py -c 'import json; r = json.load(open("out.txt"))["results"]
 g = r[0]["kv_bytes_per_token"]
 print(g in (512, 1024), r[1]["kv_bytes_per_token"] / g, r[2]["kv_bytes_per_token"] / g)')" \
         "True 0.625 0.25" "kv bytes per token" || return 1
