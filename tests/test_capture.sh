@@ -681,8 +681,8 @@ fuzzed_maps_hang() {
 
 # The slow tier (HEADSCOPE_SLOW=1, test_capture_slow): the hang probe, and the
 # robustness checks that take seconds (three racing captures, SIGKILL at
-# every stage of a capture).
-SLOW_CHECKS="fuzzed_maps_hang concurrent_out sigkill_never_complete"
+# every stage of a capture, SIGINT as ten captures start).
+SLOW_CHECKS="fuzzed_maps_hang concurrent_out sigkill_never_complete sigint_early"
 
 run_checks oracle_h5py h5dump_layout maps_command selection sigkill_never_complete sigint_clean \
     sigint_early bad_input memory_flat plot_outputs hostile_maps full_disk sigterm_clean sigkill_swept \

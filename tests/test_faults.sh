@@ -250,6 +250,7 @@ write_faults() {
         bad "$corrupt corrupt, $running running, $claims complete" || return 1
 }
 # The slow tier (HEADSCOPE_SLOW=1, test_faults_slow): the write failure
-# injected at every one of a run's writes (~40 s).
-SLOW_CHECKS="write_faults"
+# injected at every one of a run's writes (~40 s), and the full disk of every
+# writer (~4 s).
+SLOW_CHECKS="write_faults disk_full"
 run_checks gnuplot_out gnuplot_index disk_full orphan_run write_faults

@@ -172,6 +172,9 @@ tokenize_takes_a_wordpiece_tokenizer() {
         "uint16 shard of WordPiece ids" || return 1
 }
 
+# The slow tier (HEADSCOPE_SLOW=1, test_tokenizer_slow): the streams read up
+# to their cap (256 MiB from /dev/zero and a pipe, ~3 s).
+SLOW_CHECKS="in_reads_regular_files_and_caps_streams"
 run_checks tokenize_prints_ids_and_tokens tokenize_takes_a_wordpiece_tokenizer no_special_leaves_out_the_template \
     tokens_shards_hold_the_ids refusals_name_the_file_and_field \
     in_reads_regular_files_and_caps_streams
