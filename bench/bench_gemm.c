@@ -7,14 +7,19 @@
  * thread beside the elapsed time (the machine may be shared).
  *
  *   bench_gemm --threads N --config L,d,H,G,T [--batch B] [--vocab V] [--reps R]
+ *              [--weights f32|bf16|f16]
  *       one JSON line per distinct GEMM, then one per config: the step's GEMM
- *       FLOPs over their summed median time. */
+ *       FLOPs over their summed median time. --weights: hs_gemm reads the
+ *       weights (B of the forward and dinp rows) held in that type
+ *       (hs_sgemm_typed, widened as packed); OpenBLAS always their float copy. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
 #include "gemm.h"
+#include "half.h"
 #include "peak.h"
 
 typedef struct {
@@ -26,16 +31,22 @@ typedef struct {
     double wall, cpu; /* medians, seconds per call; cpu: per thread */
 } gemm_time;
 
+/* B16: B held as bt, read by the own path (NULL: B, floats) */
 static void run_gemm(const gemm_shape *g, hs_gemm_path path, const float *A, const float *B,
-                     float *C)
+                     const void *B16, hs_wtype bt, float *C)
 {
     const int lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
-    hs_sgemm(path, g->ta, g->tb, g->M, g->N, g->K, 1.0f, A, lda, B, ldb, 1.0f, C, g->N);
+    if (B16 && path != HS_GEMM_OPENBLAS)
+        hs_sgemm_typed(path, g->ta, g->tb, g->M, g->N, g->K, 1.0f, A, lda, B16, bt, ldb, 1.0f,
+                       NULL, C, g->N);
+    else
+        hs_sgemm(path, g->ta, g->tb, g->M, g->N, g->K, 1.0f, A, lda, B, ldb, 1.0f, C, g->N);
 }
 
 /* OpenBLAS (t[0]) and `own` (t[1]), alternating sample by sample. */
 static void time_gemm(const gemm_shape *g, hs_gemm_path own, const float *A, const float *B,
-                      float *C, int reps, int threads, gemm_time t[2])
+                      const void *B16, hs_wtype bt, float *C, int reps, int threads,
+                      gemm_time t[2])
 {
     const hs_gemm_path paths[2] = { HS_GEMM_OPENBLAS, own };
     double w[2][32], c[2][32];
@@ -47,7 +58,7 @@ static void time_gemm(const gemm_shape *g, hs_gemm_path own, const float *A, con
         for (int p = 0; p < 2; p++) {
             const double t0 = now_s(), c0 = process_cpu_s();
             for (int i = 0; i < inner; i++)
-                run_gemm(g, paths[p], A, B, C);
+                run_gemm(g, paths[p], A, B, B16, bt, C);
             if (r >= 0) {
                 w[p][r] = (now_s() - t0) / inner;
                 c[p][r] = (process_cpu_s() - c0) / inner / threads;
@@ -57,8 +68,8 @@ static void time_gemm(const gemm_shape *g, hs_gemm_path own, const float *A, con
         t[p] = (gemm_time){ median(w[p], reps), median(c[p], reps) };
 }
 
-static void bench_config(int threads, double peak, hs_gemm_path own, int L, int d, int H, int G,
-                         int T, int Bsz, int V, int reps)
+static void bench_config(int threads, double peak, hs_gemm_path own, hs_wtype wt, int L, int d,
+                         int H, int G, int T, int Bsz, int V, int reps)
 {
     const int N = Bsz * T, gd = G * (d / H);
     /* (name, in C, out OC, per step) of each linear */
@@ -88,18 +99,31 @@ static void bench_config(int threads, double peak, hs_gemm_path own, int L, int 
             A[j] = (float)((j * 7919 % 1000) - 500) * 1e-3f;
         for (long j = 0; j < (long)g->K * g->N; j++)
             B[j] = (float)((j * 104729 % 1000) - 500) * 1e-3f;
+        /* the weights (forward and dinp rows) as held: their top 16 bits (bf16) or halves */
+        uint16_t *B16 = NULL;
+        if (wt != HS_WT_F32 && i % 3 != 2) {
+            B16 = malloc(sizeof(uint16_t) * (size_t)g->K * g->N);
+            for (long j = 0; j < (long)g->K * g->N; j++) {
+                uint32_t u;
+                memcpy(&u, &B[j], sizeof u);
+                B16[j] = wt == HS_WT_BF16 ? (uint16_t)(u >> 16) : hs_float_to_half(B[j]);
+            }
+        }
         gemm_time t[2];
-        time_gemm(g, own, A, B, C, reps, threads, t);
+        time_gemm(g, own, A, B, B16, wt, C, reps, threads, t);
+        free(B16);
         const double f = 2.0 * g->M * g->N * g->K;
         total_flops += f * g->count;
         total_s[0] += t[0].wall * g->count, total_s[1] += t[1].wall * g->count;
         printf("{\"impl\":\"sgemm\",\"threads\":%d,\"L\":%d,\"d\":%d,\"H\":%d,\"G\":%d,\"T\":%d,"
-               "\"B\":%d,\"V\":%d,\"gemm\":\"%s %s\",\"trans\":\"%c%c\",\"M\":%d,\"N\":%d,"
+               "\"B\":%d,\"V\":%d,\"gemm\":\"%s %s\",\"trans\":\"%c%c\",\"weights\":\"%s\","
+               "\"M\":%d,\"N\":%d,"
                "\"K\":%d,\"per_step\":%d,\"ms\":%.4f,\"cpu_ms\":%.4f,\"gflops\":%.2f,"
                "\"own_ms\":%.4f,\"own_cpu_ms\":%.4f,\"own_gflops\":%.2f,\"peak_gflops\":%.2f,"
                "\"pct_peak\":%.1f,\"own_pct_peak\":%.1f}\n",
                threads, L, d, H, G, T, Bsz, V, g->name, kind[i % 3], g->ta ? 'T' : 'N',
-               g->tb ? 'T' : 'N', g->M, g->N, g->K, g->count, t[0].wall * 1e3, t[0].cpu * 1e3,
+               g->tb ? 'T' : 'N', wt == HS_WT_BF16 ? "bf16" : wt == HS_WT_F16 ? "f16" : "f32",
+               g->M, g->N, g->K, g->count, t[0].wall * 1e3, t[0].cpu * 1e3,
                f / t[0].wall * 1e-9, t[1].wall * 1e3, t[1].cpu * 1e3, f / t[1].wall * 1e-9, peak,
                100 * f / t[0].wall * 1e-9 / peak, 100 * f / t[1].wall * 1e-9 / peak);
         fflush(stdout);
@@ -118,6 +142,7 @@ static void bench_config(int threads, double peak, hs_gemm_path own, int L, int 
 int main(int argc, char **argv)
 {
     int threads = 1, B = 4, V = 256, reps = 5, configs[16][5], nconf = 0;
+    hs_wtype wt = HS_WT_F32;
     double peak = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
@@ -132,6 +157,9 @@ int main(int argc, char **argv)
             reps = atoi(v);
         else if (!strcmp(a, "--peak"))
             peak = atof(v);
+        else if (!strcmp(a, "--weights") && (!strcmp(v, "f32") || !strcmp(v, "bf16") ||
+                                             !strcmp(v, "f16")))
+            wt = !strcmp(v, "bf16") ? HS_WT_BF16 : !strcmp(v, "f16") ? HS_WT_F16 : HS_WT_F32;
         else if (!strcmp(a, "--config") && nconf < 16 &&
                  sscanf(v, "%d,%d,%d,%d,%d", &c[0], &c[1], &c[2], &c[3], &c[4]) == 5)
             nconf++;
@@ -144,11 +172,11 @@ int main(int argc, char **argv)
     if (peak <= 0)
         peak = peak_gflops(threads, 0, 0.1, 5);
     for (int i = 0; i < nconf; i++)
-        bench_config(threads, peak, hs_gemm_env_path(), configs[i][0], configs[i][1],
+        bench_config(threads, peak, hs_gemm_env_path(), wt, configs[i][0], configs[i][1],
                      configs[i][2], configs[i][3], configs[i][4], B, V, reps);
     return 0;
 usage:
     fprintf(stderr, "usage: bench_gemm [--threads N] [--batch B] [--vocab V] [--reps R] "
-                    "[--peak GFLOPS] --config L,d,H,G,T ...\n");
+                    "[--peak GFLOPS] [--weights f32|bf16|f16] --config L,d,H,G,T ...\n");
     return 2;
 }

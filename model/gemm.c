@@ -10,6 +10,7 @@
  * so each k step is 2 B loads, MR broadcasts and 2*MR FMAs. */
 #include "gemm.h"
 #include "gemm_amx.h"
+#include "half.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -34,6 +35,53 @@ typedef struct {
     const float *p;
     int ld, trans;
 } hs_view;
+
+/* op(B) as a view, B held as t (float, or 16-bit weights widened where they
+ * are read). */
+typedef struct {
+    const void *p;
+    int ld, trans;
+    hs_wtype t;
+} hs_bview;
+
+static inline size_t wt_size(hs_wtype t) { return t == HS_WT_F32 ? sizeof(float) : 2; }
+
+/* B's element at offset i (elements) from b, widened: exact */
+static inline float wt_get(const void *b, hs_wtype t, size_t i)
+{
+    if (t == HS_WT_F32)
+        return ((const float *)b)[i];
+    const uint16_t h = ((const uint16_t *)b)[i];
+    if (t == HS_WT_F16)
+        return hs_half_to_float(h);
+    union { uint32_t u; float f; } x = { .u = (uint32_t)h << 16 };
+    return x.f;
+}
+
+/* dst[0..n) = the n elements of b from offset i, widened */
+static void wt_row(float *dst, const void *b, hs_wtype t, size_t i, int n)
+{
+    if (t == HS_WT_F32) {
+        memcpy(dst, (const float *)b + i, sizeof(float) * (size_t)n);
+    } else if (t == HS_WT_BF16) {
+        const uint16_t *h = (const uint16_t *)b + i;
+        for (int k = 0; k < n; k++) { /* a vector loop: the top halves of floats */
+            const uint32_t u = (uint32_t)h[k] << 16;
+            memcpy(dst + k, &u, sizeof u);
+        }
+    } else {
+        const uint16_t *h = (const uint16_t *)b + i;
+        for (int k = 0; k < n; k++)
+            dst[k] = hs_half_to_float(h[k]);
+    }
+}
+
+/* the view moved by off elements of B */
+static inline hs_bview bview_at(hs_bview B, size_t off)
+{
+    B.p = (const char *)B.p + off * wt_size(B.t);
+    return B;
+}
 
 /* The microkernel: c (mr,nr; ldc) = alpha * sum_k A(i,k) b[k*nr+j] +
  * beta * c, with A(i,k) = a[i*rs + k*cs]: A is read where it lies (row
@@ -172,15 +220,13 @@ static void pack_a_panel(float *dst, hs_view A, int i0, int k0, int rows, int kc
 }
 
 #ifdef HS_GEMM_X86
-/* dst[k*nr + c] = src[c*ld + k] for an 8 x 8 block: B's rows become the
- * packed panel's columns (the NT forward's weights) with 8-wide loads and
+/* dst[k*nr + c] = r[c][k] for an 8 x 8 block, the rows of B in r: B's rows
+ * become the packed panel's columns (the NT forward's weights) with 8-wide
  * stores instead of 64 scalar moves. */
-__attribute__((target("avx2"))) static void transpose8(float *dst, int nr, const float *src,
-                                                        long ld)
+__attribute__((target("avx2"), always_inline)) static inline void
+store_transposed8(float *dst, int nr, __m256 r[8])
 {
-    __m256 r[8], t[8];
-    for (int i = 0; i < 8; i++)
-        r[i] = _mm256_loadu_ps(src + i * ld);
+    __m256 t[8];
     for (int i = 0; i < 8; i += 2) {
         t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
         t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
@@ -196,6 +242,28 @@ __attribute__((target("avx2"))) static void transpose8(float *dst, int nr, const
         _mm256_storeu_ps(dst + col[q] * nr, _mm256_permute2f128_ps(r[q], r[q + 4], 0x20));
         _mm256_storeu_ps(dst + (col[q] + 4) * nr, _mm256_permute2f128_ps(r[q], r[q + 4], 0x31));
     }
+}
+
+/* dst[k*nr + c] = src[c*ld + k] for an 8 x 8 block of floats */
+__attribute__((target("avx2"))) static void transpose8(float *dst, int nr, const float *src,
+                                                        long ld)
+{
+    __m256 r[8];
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm256_loadu_ps(src + i * ld);
+    store_transposed8(dst, nr, r);
+}
+
+/* the same of bfloat16, each widened by shifting it into a float's top half */
+__attribute__((target("avx2"))) static void transpose8_bf16(float *dst, int nr,
+                                                             const uint16_t *src, long ld)
+{
+    __m256 r[8];
+    for (int i = 0; i < 8; i++) {
+        const __m128i h = _mm_loadu_si128((const __m128i *)(src + i * ld));
+        r[i] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    store_transposed8(dst, nr, r);
 }
 #endif
 
@@ -213,30 +281,45 @@ static void pack_bt_panel(float *dst, const float *src, long ld, int kc, int nr)
             dst[k * nr + c] = src[c * ld + k];
 }
 
-/* dst ([k][c], kc x nr) = op(B)[k0.., j0..] for cols (<= nr) columns, the
- * rest zero. */
-static void pack_b_panel(float *dst, hs_view B, int k0, int j0, int kc, int cols, int nr)
+/* The same of bfloat16 or float16, widened */
+static void pack_bt_panel_16(float *dst, const uint16_t *src, hs_wtype t, long ld, int kc, int nr)
 {
-    if (B.trans && cols == nr) {
-        pack_bt_panel(dst, B.p + (size_t)j0 * B.ld + k0, B.ld, kc, nr);
+    int k = 0;
+#ifdef HS_GEMM_X86
+    if (t == HS_WT_BF16)
+        for (; k + 8 <= kc; k += 8)
+            for (int c = 0; c < nr; c += 8)
+                transpose8_bf16(dst + k * nr + c, nr, src + c * ld + k, ld);
+#endif
+    for (; k < kc; k++)
+        for (int c = 0; c < nr; c++)
+            dst[k * nr + c] = wt_get(src, t, (size_t)c * ld + k);
+}
+
+/* dst ([k][c], kc x nr) = op(B)[k0.., j0..] for cols (<= nr) columns, the
+ * rest zero; B's 16-bit weights widened. */
+static void pack_b_panel(float *dst, hs_bview B, int k0, int j0, int kc, int cols, int nr)
+{
+    const float *Bf = B.t == HS_WT_F32 ? B.p : NULL;
+    if (B.trans && cols == nr && Bf) {
+        pack_bt_panel(dst, Bf + (size_t)j0 * B.ld + k0, B.ld, kc, nr);
+    } else if (B.trans && cols == nr) {
+        pack_bt_panel_16(dst, (const uint16_t *)B.p + (size_t)j0 * B.ld + k0, B.t, B.ld, kc, nr);
     } else if (B.trans) { /* op(B)[k][j] = B[j][k]: a row of B is a column here */
         for (int c = 0; c < cols; c++) {
-            const float *src = B.p + (size_t)(j0 + c) * B.ld + k0;
+            const size_t at = (size_t)(j0 + c) * B.ld + k0;
             for (int k = 0; k < kc; k++)
-                dst[k * nr + c] = src[k];
+                dst[k * nr + c] = wt_get(B.p, B.t, at + (size_t)k);
         }
-    } else if (cols == nr && nr == 32) { /* constant sizes: the copies become vector moves */
+    } else if (cols == nr && nr == 32 && Bf) { /* constant sizes: the copies become vector moves */
         for (int k = 0; k < kc; k++)
-            memcpy(dst + k * 32, B.p + (size_t)(k0 + k) * B.ld + j0, 32 * sizeof(float));
-    } else if (cols == nr && nr == 16) {
+            memcpy(dst + k * 32, Bf + (size_t)(k0 + k) * B.ld + j0, 32 * sizeof(float));
+    } else if (cols == nr && nr == 16 && Bf) {
         for (int k = 0; k < kc; k++)
-            memcpy(dst + k * 16, B.p + (size_t)(k0 + k) * B.ld + j0, 16 * sizeof(float));
+            memcpy(dst + k * 16, Bf + (size_t)(k0 + k) * B.ld + j0, 16 * sizeof(float));
     } else {
-        for (int k = 0; k < kc; k++) {
-            const float *src = B.p + (size_t)(k0 + k) * B.ld + j0;
-            for (int c = 0; c < cols; c++)
-                dst[k * nr + c] = src[c];
-        }
+        for (int k = 0; k < kc; k++)
+            wt_row(dst + k * nr, B.p, B.t, (size_t)(k0 + k) * B.ld + j0, cols);
     }
     if (cols < nr)
         for (int k = 0; k < kc; k++)
@@ -265,21 +348,46 @@ static void run_tile(hs_kernel_fn fn, const hs_kernel *kd, int kc, const float *
         }
 }
 
-/* Thread-private packing space, kept between calls (no allocation or page
- * clearing on the hot path); grows only. */
-static _Thread_local float *ws_buf;
-static _Thread_local size_t ws_cap;
+/* Thread-private space, kept between calls (no allocation or page clearing
+ * on the hot path); grows only. */
+typedef struct {
+    float *p;
+    size_t cap;
+} hs_space;
 
-static float *workspace(size_t n)
+static float *grow(hs_space *s, size_t n)
 {
-    if (n <= ws_cap)
-        return ws_buf;
+    if (n <= s->cap)
+        return s->p;
     float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
     if (!p)
         return NULL;
-    free(ws_buf);
-    ws_buf = p, ws_cap = n;
+    free(s->p);
+    s->p = p, s->cap = n;
     return p;
+}
+
+/* the packed panels (and a few rows' transposed A) */
+static _Thread_local hs_space ws_pack;
+static float *workspace(size_t n) { return grow(&ws_pack, n); }
+
+/* a few rows' block of widened 16-bit B */
+static _Thread_local hs_space ws_widened;
+
+/* C = alpha op(A) op(B) + beta C element by element: only where no memory
+ * could be had for packing or widening */
+static void gemm_naive(int M, int N, int K, float alpha, hs_view A, hs_bview B, float beta,
+                       float *C, int ldc)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float sum = 0;
+            for (int k = 0; k < K; k++)
+                sum += (A.trans ? A.p[(size_t)k * A.ld + i] : A.p[(size_t)i * A.ld + k]) *
+                       wt_get(B.p, B.t, B.trans ? (size_t)j * B.ld + k : (size_t)k * B.ld + j);
+            float *c = C + (size_t)i * ldc + j;
+            *c = alpha * sum + (beta != 0 ? beta * *c : 0);
+        }
 }
 
 /* The MC-row blocks of C columns jc.. (nc) for K block pc.. (kc). Each
@@ -290,7 +398,7 @@ static float *workspace(size_t n)
  * (in place, the kernel would stride by lda per k, and at lda a multiple
  * of 2 KB those lines share two L1 sets). */
 static void gemm_kblock(const hs_kernel *kd, int M, int jc, int nc, int pc, int kc, float alpha,
-                        hs_view A, hs_view B, float *bpack, float beta, float *C, int ldc,
+                        hs_view A, hs_bview B, float *bpack, float beta, float *C, int ldc,
                         float *apack)
 {
     const int mr = kd->mr, mfull = A.trans ? 0 : M / mr * mr;
@@ -321,7 +429,7 @@ static void gemm_kblock(const hs_kernel *kd, int M, int jc, int nc, int pc, int 
 
 /* C (M,N) of one thread, packing into ws (KC*NC + MC*KC floats). */
 static void gemm_serial(const hs_kernel *kd, int M, int N, int K, float alpha, hs_view A,
-                        hs_view B, float beta, float *C, int ldc, float *ws)
+                        hs_bview B, float beta, float *C, int ldc, float *ws)
 {
     float *bpack = ws, *apack = ws + (size_t)KC * NC;
     for (int jc = 0; jc < N; jc += NC) {
@@ -352,16 +460,18 @@ static void openblas(int ta, int tb, int M, int N, int K, float alpha, const flo
                 N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* C (M,N) by the kernel, or by OpenBLAS where there is no memory to pack
- * into (it needs none of ours). */
+/* C (M,N) by the kernel, or where there is no memory to pack into by
+ * OpenBLAS (it needs none of ours; B float) or element by element. */
 static void gemm_block(const hs_kernel *kd, int M, int N, int K, float alpha, hs_view A,
-                       hs_view B, float beta, float *C, int ldc)
+                       hs_bview B, float beta, float *C, int ldc)
 {
     float *ws = workspace((size_t)KC * NC + (size_t)MC * KC);
     if (ws)
         gemm_serial(kd, M, N, K, alpha, A, B, beta, C, ldc, ws);
-    else
+    else if (B.t == HS_WT_F32)
         openblas(A.trans, B.trans, M, N, K, alpha, A.p, A.ld, B.p, B.ld, beta, C, ldc);
+    else
+        gemm_naive(M, N, K, alpha, A, B, beta, C, ldc);
 }
 
 /* Sub-problem of thread t of nt: a contiguous range of N (whole NR panels)
@@ -369,17 +479,15 @@ static void gemm_block(const hs_kernel *kd, int M, int N, int K, float alpha, hs
  * no barrier inside the call, at the price of packing the shared operand
  * once per thread (O(MK) or O(KN) against O(MNK) of arithmetic). */
 static void gemm_part(const hs_kernel *kd, int t, int nt, int M, int N, int K, float alpha,
-                      hs_view A, hs_view B, float beta, float *C, int ldc)
+                      hs_view A, hs_bview B, float beta, float *C, int ldc)
 {
     const int npan = (N + kd->nr - 1) / kd->nr, mpan = (M + kd->mr - 1) / kd->mr;
     if (npan >= 4 * nt || npan >= mpan) {
         const int p0 = npan * t / nt, p1 = npan * (t + 1) / nt;
         const int j0 = p0 * kd->nr, j1 = p1 * kd->nr < N ? p1 * kd->nr : N;
-        if (j1 > j0) {
-            hs_view Bt = B;
-            Bt.p += B.trans ? (size_t)j0 * B.ld : (size_t)j0;
-            gemm_block(kd, M, j1 - j0, K, alpha, A, Bt, beta, C + j0, ldc);
-        }
+        if (j1 > j0)
+            gemm_block(kd, M, j1 - j0, K, alpha, A,
+                       bview_at(B, B.trans ? (size_t)j0 * B.ld : (size_t)j0), beta, C + j0, ldc);
     } else {
         const int p0 = mpan * t / nt, p1 = mpan * (t + 1) / nt;
         const int i0 = p0 * kd->mr, i1 = p1 * kd->mr < M ? p1 * kd->mr : M;
@@ -508,13 +616,37 @@ small_avx2(int tb, int M, int j0, int j1, int K, float alpha, const float *A, in
 }
 #endif
 
+/* Columns j0..j1 of C by fn from 16-bit B: that block of B widened into
+ * the thread's space first (rows j0..j1 of B^T, columns of B), then the
+ * same products in the same order as on a float copy of B. */
+static void small_block_16(hs_small_fn fn, int M, int j0, int j1, int K, float alpha,
+                           const float *A, int lda, hs_bview B, float beta, float *C, int ldc)
+{
+    const int nb = j1 - j0;
+    float *b = grow(&ws_widened, (size_t)nb * K);
+    if (!b) {
+        const hs_view Av = { A, lda, 0 };
+        gemm_naive(M, nb, K, alpha, Av, bview_at(B, B.trans ? (size_t)j0 * B.ld : (size_t)j0),
+                   beta, C + j0, ldc);
+        return;
+    }
+    if (B.trans)
+        for (int j = 0; j < nb; j++)
+            wt_row(b + (size_t)j * K, B.p, B.t, (size_t)(j0 + j) * B.ld, K);
+    else
+        for (int k = 0; k < K; k++)
+            wt_row(b + (size_t)k * nb, B.p, B.t, (size_t)k * B.ld + j0, nb);
+    fn(B.trans, M, 0, nb, K, alpha, A, lda, b, B.trans ? K : nb, beta, C + j0, ldc);
+}
+
 /* C (M <= SMALL_M rows) by fn; nt threads take column blocks in turn
  * (dynamic: a thread whose core is taken leaves its share to the others).
  * Returns 0 where there is no memory to copy a transposed A into. */
-static int gemm_small(hs_small_fn fn, int nt, int ta, int tb, int M, int N, int K, float alpha,
-                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                      int ldc)
+static int gemm_small(hs_small_fn fn, int nt, int ta, int M, int N, int K, float alpha,
+                      const float *A, int lda, hs_bview Bv, float beta, float *C, int ldc)
 {
+    const int tb = Bv.trans, ldb = Bv.ld;
+    const float *B = Bv.p;
     if (ta) { /* op(A) rows contiguous: A^T (K,M) copied to (M,K) */
         float *a = workspace((size_t)M * K);
         if (!a)
@@ -527,11 +659,24 @@ static int gemm_small(hs_small_fn fn, int nt, int ta, int tb, int M, int N, int 
     /* One thread: a call, not a region with if (nt > 1). In the clang build
      * (LLVM's libomp) that serialised region left OpenBLAS's next threaded
      * call waiting for ever on a worker that never came (test_gemm). */
+    const int nb = (N + SMALL_NB - 1) / SMALL_NB;
+    if (Bv.t != HS_WT_F32) { /* in the column blocks the threads take below */
+        if (nt == 1) {
+            for (int q = 0; q < nb; q++)
+                small_block_16(fn, M, q * SMALL_NB, q == nb - 1 ? N : (q + 1) * SMALL_NB, K,
+                               alpha, A, lda, Bv, beta, C, ldc);
+            return 1;
+        }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+        for (int q = 0; q < nb; q++)
+            small_block_16(fn, M, q * SMALL_NB, q == nb - 1 ? N : (q + 1) * SMALL_NB, K, alpha,
+                           A, lda, Bv, beta, C, ldc);
+        return 1;
+    }
     if (nt == 1) {
         fn(tb, M, 0, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return 1;
     }
-    const int nb = (N + SMALL_NB - 1) / SMALL_NB;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
     for (int q = 0; q < nb; q++)
         fn(tb, M, q * SMALL_NB, q == nb - 1 ? N : (q + 1) * SMALL_NB, K, alpha, A, lda, B, ldb,
@@ -642,19 +787,46 @@ static hs_gemm_path auto_path(int ta, int tb, int M, int N, int K, int threads)
     return HS_GEMM_AVX512;
 }
 
-/* hs_sgemm, or with bias (N) non-NULL hs_sgemm_bias. */
-static void sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
-                  const float *A, int lda, const float *B, int ldb, float beta, const float *bias,
-                  float *C, int ldc)
+/* B's rows (of cols elements) widened into a float copy with ld = cols, for
+ * the paths that take floats (OpenBLAS, AMX); NULL without memory. */
+static float *widened_copy(hs_bview B, int rows, int cols)
+{
+    float *f = malloc(sizeof(float) * (size_t)rows * (size_t)cols);
+    for (int r = 0; f && r < rows; r++)
+        wt_row(f + (size_t)r * cols, B.p, B.t, (size_t)r * B.ld, cols);
+    return f;
+}
+
+/* hs_sgemm_typed, op(B) = Bv: with bias (N) non-NULL a linear layer's
+ * forward (hs_sgemm_bias). */
+static void sgemm(hs_gemm_path path, int ta, int M, int N, int K, float alpha, const float *A,
+                  int lda, hs_bview Bv, float beta, const float *bias, float *C, int ldc)
 {
     if (M <= 0 || N <= 0)
         return;
+    const int tb = Bv.trans;
     if (!hs_gemm_path_runs(path))
         path = HS_GEMM_AUTO;
     /* Threads only where the work outweighs waking them (passive waits). */
     const int nt = omp_in_parallel() || 2.0 * M * N * K < 4e6 ? 1 : omp_get_max_threads();
     if (path == HS_GEMM_AUTO)
         path = auto_path(ta, tb, M, N, K, nt);
+    if (Bv.t != HS_WT_F32 && K > 0 && alpha != 0 &&
+        (path == HS_GEMM_OPENBLAS || (path == HS_GEMM_AMX && M > SMALL_M) ||
+         !hs_gemm_path_runs(HS_GEMM_AVX2))) {
+        /* a path that reads floats only: the same call on B's float copy */
+        const int rows = tb ? N : K, cols = tb ? K : N;
+        float *f = widened_copy(Bv, rows, cols);
+        if (f) {
+            sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ f, cols, tb, HS_WT_F32 }, beta,
+                  bias, C, ldc);
+            free(f);
+            return;
+        }
+        path = HS_GEMM_AVX2; /* no memory for it: element by element below */
+    }
+    const float *B = Bv.t == HS_WT_F32 ? Bv.p : NULL;
+    const int ldb = Bv.ld;
     if (path == HS_GEMM_AMX && M > SMALL_M && K > 0 && alpha != 0) {
         /* the AMX path starts C from zero or from the bias itself (no pass
          * over C); any other beta scales C first */
@@ -685,13 +857,15 @@ static void sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float 
         kd = (hs_kernel){ 6, 16, rows_avx2, cols_avx2 }, small = small_avx2;
 #endif
     if (!kd.rows) {
-        openblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (B)
+            openblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        else
+            gemm_naive(M, N, K, alpha, (hs_view){ A, lda, ta }, Bv, beta, C, ldc);
         return;
     }
-    if (M <= SMALL_M &&
-        gemm_small(small, nt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+    if (M <= SMALL_M && gemm_small(small, nt, ta, M, N, K, alpha, A, lda, Bv, beta, C, ldc))
         return;
-    const hs_view Av = { A, lda, ta }, Bv = { B, ldb, tb };
+    const hs_view Av = { A, lda, ta };
     if (nt == 1) {
         gemm_block(&kd, M, N, K, alpha, Av, Bv, beta, C, ldc);
         return;
@@ -704,12 +878,22 @@ static void sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float 
 void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
               const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-    sgemm(path, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, NULL, C, ldc);
+    sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ B, ldb, tb, HS_WT_F32 }, beta, NULL, C,
+          ldc);
 }
 
 void hs_sgemm_bias(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
                    const float *A, int lda, const float *B, int ldb, const float *bias, float *C,
                    int ldc)
 {
-    sgemm(path, ta, tb, M, N, K, alpha, A, lda, B, ldb, 1, bias, C, ldc);
+    sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ B, ldb, tb, HS_WT_F32 }, 1, bias, C,
+          ldc);
+}
+
+void hs_sgemm_typed(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
+                    const float *A, int lda, const void *B, hs_wtype bt, int ldb, float beta,
+                    const float *bias, float *C, int ldc)
+{
+    sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ B, ldb, tb, bt }, bias ? 1 : beta, bias,
+          C, ldc);
 }

@@ -38,4 +38,17 @@ void hs_sgemm_bias(hs_gemm_path path, int ta, int tb, int M, int N, int K, float
                    const float *A, int lda, const float *B, int ldb, const float *bias, float *C,
                    int ldc);
 
+/* The type an operand B is held in: a model's weights as stored. */
+typedef enum { HS_WT_F32, HS_WT_BF16, HS_WT_F16 } hs_wtype;
+
+/* hs_sgemm (bias NULL) or hs_sgemm_bias (bias non-NULL, beta unused) with B
+ * held as bt: BF16 and F16 are widened to float exactly where B is read.
+ * The result equals the same call's on a float copy of B bit for bit (the
+ * same path, the same products summed in the same order). Our kernels
+ * widen B as they pack it (a few rows: one column block of B at a time);
+ * OpenBLAS and AMX are handed a float copy of B for the call. */
+void hs_sgemm_typed(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
+                    const float *A, int lda, const void *B, hs_wtype bt, int ldb, float beta,
+                    const float *bias, float *C, int ldc);
+
 #endif

@@ -59,12 +59,14 @@ static inline float hs_half_to_float(uint16_t h)
 {
     const int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
     float v;
-    if (exp == 0)
-        v = ldexpf((float)mant, -24); /* zero and subnormals */
-    else if (exp == 31)
+    if (exp == 0) {
+        v = (float)mant * 0x1p-24f; /* zero and subnormals: exact */
+    } else if (exp == 31) {
         v = mant ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(mant | 0x400), exp - 25);
+    } else { /* normal: the exponent rebased (15 -> 127), the mantissa moved up */
+        const uint32_t u = (uint32_t)(exp + 112) << 23 | (uint32_t)mant << 13;
+        memcpy(&v, &u, sizeof v);
+    }
     return sign ? -v : v;
 }
 

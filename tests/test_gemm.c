@@ -13,12 +13,16 @@
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <CUnit/CUnit.h>
 
 #include "gemm.h"
+#include "half.h"
 #include "runner.h"
+#include "safetensors.h"
 
 typedef struct {
     int M, N, K;
@@ -101,8 +105,9 @@ static int count_bad(const gemm_case *g, hs_gemm_path path)
 }
 
 /* Runs fn(case) over the shapes, every transpose pair, and every alpha and
- * beta (or, with one_scalar, only alpha 0.5 with beta 0 and 0.25). */
-static void for_each_case_in(const shape *shapes, size_t n_shapes, int one_scalar,
+ * beta (or, with one_scalar, only alpha 0.5 with beta 0 and 0.25); the
+ * naive loop's reference only where fn compares with it (with_ref). */
+static void for_each_case_in(const shape *shapes, size_t n_shapes, int one_scalar, int with_ref,
                              void (*fn)(const gemm_case *))
 {
     for (size_t si = 0; si < n_shapes; si++) {
@@ -121,8 +126,9 @@ static void for_each_case_in(const shape *shapes, size_t n_shapes, int one_scala
             for (int ai = one_scalar; ai < 2; ai++)
                 for (int bi = 0; bi < 3; bi += 1 + one_scalar) {
                     g.alpha = ALPHAS[ai], g.beta = BETAS[bi];
-                    naive(g.ta, g.tb, s->M, s->N, s->K, g.alpha, g.A, g.lda, g.B, g.ldb, g.beta,
-                          g.C0, g.ldc, g.ref, g.scale);
+                    if (with_ref)
+                        naive(g.ta, g.tb, s->M, s->N, s->K, g.alpha, g.A, g.lda, g.B, g.ldb,
+                              g.beta, g.C0, g.ldc, g.ref, g.scale);
                     fn(&g);
                 }
             free(g.A), free(g.B), free(g.C0), free(g.ref), free(g.scale);
@@ -132,7 +138,7 @@ static void for_each_case_in(const shape *shapes, size_t n_shapes, int one_scala
 
 static void for_each_case(void (*fn)(const gemm_case *))
 {
-    for_each_case_in(SHAPES, sizeof(SHAPES) / sizeof(SHAPES[0]), 0, fn);
+    for_each_case_in(SHAPES, sizeof(SHAPES) / sizeof(SHAPES[0]), 0, 1, fn);
 }
 
 static void report(const gemm_case *g, const char *path, int bad)
@@ -177,7 +183,7 @@ static void test_amx_large_c_matches_naive_loop(void)
     }
     static const shape large_c[] = { { 300, 1800, 130 } };
     omp_set_num_threads(1);
-    for_each_case_in(large_c, 1, 1, check_amx);
+    for_each_case_in(large_c, 1, 1, 1, check_amx);
     omp_set_num_threads(2);
 }
 
@@ -284,6 +290,80 @@ static void test_calls_inside_parallel_region_match_naive_loop(void)
     for_each_case(check_in_parallel);
 }
 
+/* B held as BF16 or F16 (a model's weights as stored): on every path, at 1
+ * and 2 threads, with and without a bias, the result equals the same call's
+ * on B's float copy bit for bit. The 16-bit values are made from the case's
+ * floats and widened here by the checkpoint reader's conversions
+ * (hs_bf16_to_float, hs_half_to_float), not by gemm.c's. */
+static int typed_differs(const gemm_case *g, hs_gemm_path path, const uint16_t *b16, hs_wtype bt,
+                         const float *bf, const float *bias)
+{
+    const int M = g->s->M, N = g->s->N, K = g->s->K;
+    const size_t nc = (size_t)M * g->ldc;
+    float *c1 = malloc(sizeof(float) * nc), *c2 = malloc(sizeof(float) * nc);
+    for (size_t i = 0; i < nc; i++)
+        c1[i] = c2[i] = g->beta == 0 && !bias ? NAN : g->C0[i];
+    if (bias)
+        hs_sgemm_bias(path, g->ta, g->tb, M, N, K, g->alpha, g->A, g->lda, bf, g->ldb, bias, c1,
+                      g->ldc);
+    else
+        hs_sgemm(path, g->ta, g->tb, M, N, K, g->alpha, g->A, g->lda, bf, g->ldb, g->beta, c1,
+                 g->ldc);
+    hs_sgemm_typed(path, g->ta, g->tb, M, N, K, g->alpha, g->A, g->lda, b16, bt, g->ldb, g->beta,
+                   bias, c2, g->ldc);
+    int differ = 0;
+    for (int i = 0; i < M; i++)
+        differ += memcmp(&c1[(size_t)i * g->ldc], &c2[(size_t)i * g->ldc],
+                         sizeof(float) * (size_t)N) != 0;
+    free(c1), free(c2);
+    return differ;
+}
+
+static void check_typed(const gemm_case *g)
+{
+    static const hs_gemm_path paths[] = { HS_GEMM_OPENBLAS, HS_GEMM_AVX2, HS_GEMM_AVX512,
+                                          HS_GEMM_AMX, HS_GEMM_AUTO };
+    static const char *names[] = { "openblas", "avx2", "avx512", "amx", "auto" };
+    const int N = g->s->N;
+    /* beta 0 and 2 threads on a product too small to split (gemm.c: below
+     * 4e6 flops) read B as beta 0.25 and one thread do */
+    if (g->beta == 0 || (omp_get_max_threads() > 1 && 2.0 * g->s->M * N * g->s->K < 4e6))
+        return;
+    const size_t nb = (size_t)(g->tb ? N : g->s->K) * g->ldb;
+    uint16_t *b16 = malloc(sizeof(uint16_t) * nb);
+    float *bf = malloc(sizeof(float) * nb), *bias = malloc(sizeof(float) * (size_t)N);
+    for (int j = 0; j < N; j++)
+        bias[j] = 0.125f * (float)(j % 7) - 0.25f;
+    for (hs_wtype bt = HS_WT_BF16; bt <= HS_WT_F16; bt++) {
+        for (size_t i = 0; i < nb; i++) {
+            uint32_t u;
+            memcpy(&u, &g->B[i], sizeof u);
+            b16[i] = bt == HS_WT_BF16 ? (uint16_t)(u >> 16) : hs_float_to_half(g->B[i]);
+            bf[i] = bt == HS_WT_BF16 ? hs_bf16_to_float(b16[i]) : hs_half_to_float(b16[i]);
+        }
+        for (int p = 0; p < 5; p++)
+            for (int with_bias = 0; with_bias < 2 && hs_gemm_path_runs(paths[p]); with_bias++) {
+                const int differ =
+                    typed_differs(g, paths[p], b16, bt, bf, with_bias ? bias : NULL);
+                if (differ)
+                    printf("\n  %s %s%s: %d rows differ from the float copy's at M,N,K "
+                           "%d,%d,%d ta %d tb %d alpha %g beta %g",
+                           names[p], bt == HS_WT_BF16 ? "bf16" : "f16", with_bias ? " + bias" : "",
+                           differ, g->s->M, N, g->s->K, g->ta, g->tb, g->alpha, g->beta);
+                CU_ASSERT_EQUAL(differ, 0);
+            }
+    }
+    free(b16), free(bf), free(bias);
+}
+
+static void test_16_bit_weights_equal_their_float_copy(void)
+{
+    for (int nt = 1; nt <= 2; nt++) {
+        omp_set_num_threads(nt);
+        for_each_case_in(SHAPES, sizeof(SHAPES) / sizeof(SHAPES[0]), 1, 0, check_typed);
+    }
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -294,6 +374,8 @@ int main(void)
         { "test_bias_rows_match_naive_loop", test_bias_rows_match_naive_loop },
         { "test_calls_inside_parallel_region_match_naive_loop",
           test_calls_inside_parallel_region_match_naive_loop },
+        { "test_16_bit_weights_equal_their_float_copy",
+          test_16_bit_weights_equal_their_float_copy },
     };
     return hs_run_tests("gemm", tests, HS_NTESTS(tests));
 }
