@@ -7,17 +7,20 @@
 # per thread beside the elapsed time.
 #
 #   bench/gemm.sh [--threads "1 2"] [--blas-autodetect] [--tiny] [--decode]
+#                 [--weights f32|bf16|f16]
 #
 # Models: bench/train.sh's three (vocabulary 256) and GPT-2 small's shape
 # (12 layers, d 768, T 64, vocabulary 50257), batch 4. Median of 5. Results:
 # bench/out/gemm.jsonl and bench/out/gemm.md (--tiny: tiny models, 1 thread,
 # in bench/out/tiny/). --decode: the same models at one row (batch 1, T 1),
 # the shapes of decoding one token (the forward and dinp rows; the dw rows
-# are then outer products), results in bench/out/decode/.
+# are then outer products), results in bench/out/decode/. --weights: hs_gemm
+# reads the weights (B of the forward and dinp rows) held in that type, as a
+# checkpoint stores them (widened as they are packed); OpenBLAS their float copy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads="1 2"
-reps=5 outdir=bench/out batch=4
+reps=5 outdir=bench/out batch=4 weights=f32
 configs=("--vocab 256 --config 2,128,4,4,128 --config 4,256,8,2,256 --config 6,384,6,6,256"
          "--vocab 50257 --config 12,768,12,12,64")
 while [ $# -gt 0 ]; do
@@ -29,7 +32,8 @@ while [ $# -gt 0 ]; do
     --decode) outdir=bench/out/decode batch=1
               configs=("--vocab 256 --config 2,128,4,4,1 --config 4,256,8,2,1 --config 6,384,6,6,1"
                        "--vocab 50257 --config 12,768,12,12,1"); shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --weights) weights=$2; shift 2 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "gemm.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -43,14 +47,16 @@ for t in $threads; do
   export OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t
   for c in "${configs[@]}"; do
     # shellcheck disable=SC2086
-    build/float/bench/bench_gemm --threads "$t" --reps "$reps" --batch "$batch" $c >>"$out"
+    build/float/bench/bench_gemm --threads "$t" --reps "$reps" --batch "$batch" --weights "$weights" \
+      $c >>"$out"
   done
 done
 load=$(cut -d' ' -f1 /proc/loadavg)
-/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" "$load" "${HEADSCOPE_GEMM:-auto}" "$batch" <<'PY' | tee "$outdir/gemm.md"
+/usr/bin/python3 - "$out" "${OPENBLAS_CORETYPE:-autodetect}" "$load" "${HEADSCOPE_GEMM:-auto}" "$batch" "$weights" <<'PY' | tee "$outdir/gemm.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f"OpenBLAS kernels: {sys.argv[2]}; hs_gemm: HEADSCOPE_GEMM={sys.argv[4]}; batch {sys.argv[5]}; median; "
+print(f"OpenBLAS kernels: {sys.argv[2]}; hs_gemm: HEADSCOPE_GEMM={sys.argv[4]}, weights {sys.argv[6]}; "
+      f"batch {sys.argv[5]}; median; "
       f"load average {sys.argv[3]} at the end\n")
 print("| threads | L,d,H,G,T,V | GEMM | op | M,N,K | per step | OpenBLAS GFLOP/s | % of peak | "
       "hs_gemm GFLOP/s | % of peak | CPU ms/thread OpenBLAS / hs_gemm |")

@@ -13,6 +13,7 @@
 #include "half.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -526,42 +527,63 @@ static inline float small_hsum(const hs_v16 *v) /* by pointer: no 64-byte ABI ar
     return s;
 }
 
-/* Columns j0..j1 of C = alpha A B^T + beta C, A (M,K; lda), B (N,K; ldb):
- * four dot products at a time, 16 lanes each. */
+/* 16 bfloat16 (any alignment), and their widening: each shifted into the
+ * top half of a float */
+typedef uint16_t hs_h16 __attribute__((vector_size(32), aligned(2)));
+typedef uint32_t hs_w16 __attribute__((vector_size(64)));
+
+/* 16 entries of a row of B from k: floats, or (bf16) bfloat16 widened */
+__attribute__((always_inline)) static inline hs_v16 row16(const void *b, int k, int bf16)
+{
+    if (!bf16)
+        return *(const hs_v16 *)((const float *)b + k);
+    const hs_w16 u = __builtin_convertvector(*(const hs_h16 *)((const uint16_t *)b + k), hs_w16);
+    return (hs_v16)(u << 16);
+}
+
+/* Columns j0..j1 of C = alpha A B^T + beta C, A (M,K; lda), B (N,K; ldb) of
+ * floats or (bf16) bfloat16: four dot products at a time, 16 lanes each, the
+ * same products in the same order either way. */
 __attribute__((always_inline)) static inline void
-small_dots(int M, int j0, int j1, int K, float alpha, const float *A, int lda, const float *B,
-           int ldb, float beta, float *C, int ldc)
+small_dots(int M, int j0, int j1, int K, float alpha, const float *A, int lda, const void *B,
+           int ldb, float beta, float *C, int ldc, int bf16)
 {
     const int K16 = K / 16 * 16;
+    const size_t es = bf16 ? 2 : sizeof(float);
     for (int j = j0; j < j1; j += 4) {
         const int nj = j1 - j < 4 ? j1 - j : 4;
-        const float *b[4];
+        const void *b[4];
         for (int q = 0; q < 4; q++) /* past the end: repeat the last column */
-            b[q] = B + (size_t)(j + (q < nj ? q : nj - 1)) * ldb;
+            b[q] = (const char *)B + (size_t)(j + (q < nj ? q : nj - 1)) * ldb * es;
         for (int i = 0; i < M; i++) { /* the four rows of B stay in L1 */
             const float *a = A + (size_t)i * lda;
             hs_v16 s[4] = { 0 };
             for (int k = 0; k < K16; k += 16) {
                 const hs_v16 va = *(const hs_v16 *)(a + k);
                 for (int q = 0; q < 4; q++)
-                    s[q] += va * *(const hs_v16 *)(b[q] + k);
+                    s[q] += va * row16(b[q], k, bf16);
             }
             for (int q = 0; q < nj; q++) {
                 float t = small_hsum(&s[q]);
-                for (int k = K16; k < K; k++)
-                    t += a[k] * b[q][k];
+                for (int k = K16; k < K; k++) {
+                    const float bk = bf16 ? wt_get(b[q], HS_WT_BF16, (size_t)k)
+                                          : ((const float *)b[q])[k];
+                    t = fmaf(a[k], bk, t); /* one rounding, whatever the compiler contracts */
+                }
                 small_store(C + (size_t)i * ldc + j + q, t, alpha, beta);
             }
         }
     }
 }
 
-/* Columns j0..j1 of C = alpha A B + beta C, A (M,K; lda), B (K,N; ldb):
- * each row of C in blocks of SMALL_NB columns held in registers. */
+/* Columns j0..j1 of C = alpha A B + beta C, A (M,K; lda), B (K,N; ldb) of
+ * floats or (bf16) bfloat16: each row of C in blocks of SMALL_NB columns held
+ * in registers, the same products in the same order either way. */
 __attribute__((always_inline)) static inline void
-small_axpys(int M, int j0, int j1, int K, float alpha, const float *A, int lda, const float *B,
-            int ldb, float beta, float *C, int ldc)
+small_axpys(int M, int j0, int j1, int K, float alpha, const float *A, int lda, const void *B,
+            int ldb, float beta, float *C, int ldc, int bf16)
 {
+    const size_t es = bf16 ? 2 : sizeof(float);
     for (int i = 0; i < M; i++) {
         const float *a = A + (size_t)i * lda;
         float *c = C + (size_t)i * ldc;
@@ -569,9 +591,9 @@ small_axpys(int M, int j0, int j1, int K, float alpha, const float *A, int lda, 
         for (; jb + SMALL_NB <= j1; jb += SMALL_NB) {
             hs_v16 acc[SMALL_NB / 16] = { 0 };
             for (int k = 0; k < K; k++) {
-                const hs_v16 *b = (const hs_v16 *)(B + (size_t)k * ldb + jb);
+                const void *b = (const char *)B + ((size_t)k * ldb + jb) * es;
                 for (int q = 0; q < SMALL_NB / 16; q++)
-                    acc[q] += a[k] * b[q];
+                    acc[q] += a[k] * row16(b, 16 * q, bf16);
             }
             for (int q = 0; q < SMALL_NB / 16; q++)
                 for (int j = 0; j < 16; j++)
@@ -580,10 +602,11 @@ small_axpys(int M, int j0, int j1, int K, float alpha, const float *A, int lda, 
         if (jb < j1) { /* the last, partial block */
             float acc[SMALL_NB] = { 0 };
             for (int k = 0; k < K; k++) {
-                const float *b = B + (size_t)k * ldb;
+                const void *b = (const char *)B + (size_t)k * ldb * es;
 #pragma omp simd
-                for (int j = jb; j < j1; j++)
-                    acc[j - jb] += a[k] * b[j];
+                for (int j = jb; j < j1; j++) /* one rounding, whatever the compiler contracts */
+                    acc[j - jb] = fmaf(a[k], wt_get(b, bf16 ? HS_WT_BF16 : HS_WT_F32, (size_t)j),
+                                       acc[j - jb]);
             }
             for (int j = jb; j < j1; j++)
                 small_store(c + j, acc[j - jb], alpha, beta);
@@ -593,6 +616,10 @@ small_axpys(int M, int j0, int j1, int K, float alpha, const float *A, int lda, 
 
 typedef void (*hs_small_fn)(int tb, int M, int j0, int j1, int K, float alpha, const float *A,
                             int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* the same of B held as bfloat16 */
+typedef void (*hs_small_bf16_fn)(int tb, int M, int j0, int j1, int K, float alpha,
+                                 const float *A, int lda, const uint16_t *B, int ldb, float beta,
+                                 float *C, int ldc);
 
 #ifdef HS_GEMM_X86
 __attribute__((target("avx512f"))) static void
@@ -600,9 +627,19 @@ small_avx512(int tb, int M, int j0, int j1, int K, float alpha, const float *A, 
              const float *B, int ldb, float beta, float *C, int ldc)
 {
     if (tb)
-        small_dots(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        small_dots(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 0);
     else
-        small_axpys(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        small_axpys(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 0);
+}
+
+__attribute__((target("avx512f"))) static void
+small_bf16_avx512(int tb, int M, int j0, int j1, int K, float alpha, const float *A,
+                  int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    if (tb)
+        small_dots(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 1);
+    else
+        small_axpys(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 1);
 }
 
 __attribute__((target("avx2,fma"))) static void
@@ -610,9 +647,19 @@ small_avx2(int tb, int M, int j0, int j1, int K, float alpha, const float *A, in
            const float *B, int ldb, float beta, float *C, int ldc)
 {
     if (tb)
-        small_dots(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        small_dots(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 0);
     else
-        small_axpys(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        small_axpys(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 0);
+}
+
+__attribute__((target("avx2,fma"))) static void
+small_bf16_avx2(int tb, int M, int j0, int j1, int K, float alpha, const float *A,
+                int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    if (tb)
+        small_dots(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 1);
+    else
+        small_axpys(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 1);
 }
 #endif
 
@@ -642,8 +689,9 @@ static void small_block_16(hs_small_fn fn, int M, int j0, int j1, int K, float a
 /* C (M <= SMALL_M rows) by fn; nt threads take column blocks in turn
  * (dynamic: a thread whose core is taken leaves its share to the others).
  * Returns 0 where there is no memory to copy a transposed A into. */
-static int gemm_small(hs_small_fn fn, int nt, int ta, int M, int N, int K, float alpha,
-                      const float *A, int lda, hs_bview Bv, float beta, float *C, int ldc)
+static int gemm_small(hs_small_fn fn, hs_small_bf16_fn fn_bf16, int nt, int ta, int M, int N,
+                      int K, float alpha, const float *A, int lda, hs_bview Bv, float beta,
+                      float *C, int ldc)
 {
     const int tb = Bv.trans, ldb = Bv.ld;
     const float *B = Bv.p;
@@ -660,7 +708,19 @@ static int gemm_small(hs_small_fn fn, int nt, int ta, int M, int N, int K, float
      * (LLVM's libomp) that serialised region left OpenBLAS's next threaded
      * call waiting for ever on a worker that never came (test_gemm). */
     const int nb = (N + SMALL_NB - 1) / SMALL_NB;
-    if (Bv.t != HS_WT_F32) { /* in the column blocks the threads take below */
+    if (Bv.t == HS_WT_BF16) { /* read where it lies, as floats are below */
+        const uint16_t *B16 = Bv.p;
+        if (nt == 1) {
+            fn_bf16(tb, M, 0, N, K, alpha, A, lda, B16, ldb, beta, C, ldc);
+            return 1;
+        }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+        for (int q = 0; q < nb; q++)
+            fn_bf16(tb, M, q * SMALL_NB, q == nb - 1 ? N : (q + 1) * SMALL_NB, K, alpha, A, lda,
+                    B16, ldb, beta, C, ldc);
+        return 1;
+    }
+    if (Bv.t != HS_WT_F32) { /* F16: in the column blocks the threads take below */
         if (nt == 1) {
             for (int q = 0; q < nb; q++)
                 small_block_16(fn, M, q * SMALL_NB, q == nb - 1 ? N : (q + 1) * SMALL_NB, K,
@@ -850,11 +910,14 @@ static void sgemm(hs_gemm_path path, int ta, int M, int N, int K, float alpha, c
     }
     hs_kernel kd = { 0, 0, NULL, NULL };
     hs_small_fn small = NULL;
+    hs_small_bf16_fn small_bf16 = NULL;
 #ifdef HS_GEMM_X86
     if (path == HS_GEMM_AVX512 || path == HS_GEMM_AMX) /* AMX: few rows */
-        kd = (hs_kernel){ 12, 32, rows_avx512, cols_avx512 }, small = small_avx512;
+        kd = (hs_kernel){ 12, 32, rows_avx512, cols_avx512 }, small = small_avx512,
+        small_bf16 = small_bf16_avx512;
     else if (path == HS_GEMM_AVX2)
-        kd = (hs_kernel){ 6, 16, rows_avx2, cols_avx2 }, small = small_avx2;
+        kd = (hs_kernel){ 6, 16, rows_avx2, cols_avx2 }, small = small_avx2,
+        small_bf16 = small_bf16_avx2;
 #endif
     if (!kd.rows) {
         if (B)
@@ -863,7 +926,8 @@ static void sgemm(hs_gemm_path path, int ta, int M, int N, int K, float alpha, c
             gemm_naive(M, N, K, alpha, (hs_view){ A, lda, ta }, Bv, beta, C, ldc);
         return;
     }
-    if (M <= SMALL_M && gemm_small(small, nt, ta, M, N, K, alpha, A, lda, Bv, beta, C, ldc))
+    if (M <= SMALL_M &&
+        gemm_small(small, small_bf16, nt, ta, M, N, K, alpha, A, lda, Bv, beta, C, ldc))
         return;
     const hs_view Av = { A, lda, ta };
     if (nt == 1) {
