@@ -532,13 +532,16 @@ static inline float small_hsum(const hs_v16 *v) /* by pointer: no 64-byte ABI ar
 typedef uint16_t hs_h16 __attribute__((vector_size(32), aligned(2)));
 typedef uint32_t hs_w16 __attribute__((vector_size(64)));
 
-/* 16 entries of a row of B from k: floats, or (bf16) bfloat16 widened */
-__attribute__((always_inline)) static inline hs_v16 row16(const void *b, int k, int bf16)
+/* *v = 16 entries of a row of B from k: floats, or (bf16) bfloat16 widened
+ * (by pointer: no 64-byte ABI return) */
+__attribute__((always_inline)) static inline void row16(hs_v16 *v, const void *b, int k, int bf16)
 {
-    if (!bf16)
-        return *(const hs_v16 *)((const float *)b + k);
+    if (!bf16) {
+        *v = *(const hs_v16 *)((const float *)b + k);
+        return;
+    }
     const hs_w16 u = __builtin_convertvector(*(const hs_h16 *)((const uint16_t *)b + k), hs_w16);
-    return (hs_v16)(u << 16);
+    *v = (hs_v16)(u << 16);
 }
 
 /* Columns j0..j1 of C = alpha A B^T + beta C, A (M,K; lda), B (N,K; ldb) of
@@ -560,8 +563,11 @@ small_dots(int M, int j0, int j1, int K, float alpha, const float *A, int lda, c
             hs_v16 s[4] = { 0 };
             for (int k = 0; k < K16; k += 16) {
                 const hs_v16 va = *(const hs_v16 *)(a + k);
-                for (int q = 0; q < 4; q++)
-                    s[q] += va * row16(b[q], k, bf16);
+                for (int q = 0; q < 4; q++) {
+                    hs_v16 vb;
+                    row16(&vb, b[q], k, bf16);
+                    s[q] += va * vb;
+                }
             }
             for (int q = 0; q < nj; q++) {
                 float t = small_hsum(&s[q]);
@@ -592,8 +598,11 @@ small_axpys(int M, int j0, int j1, int K, float alpha, const float *A, int lda, 
             hs_v16 acc[SMALL_NB / 16] = { 0 };
             for (int k = 0; k < K; k++) {
                 const void *b = (const char *)B + ((size_t)k * ldb + jb) * es;
-                for (int q = 0; q < SMALL_NB / 16; q++)
-                    acc[q] += a[k] * row16(b, 16 * q, bf16);
+                for (int q = 0; q < SMALL_NB / 16; q++) {
+                    hs_v16 vb;
+                    row16(&vb, b, 16 * q, bf16);
+                    acc[q] += a[k] * vb;
+                }
             }
             for (int q = 0; q < SMALL_NB / 16; q++)
                 for (int j = 0; j < 16; j++)
