@@ -623,61 +623,52 @@ small_axpys(int M, int j0, int j1, int K, float alpha, const float *A, int lda, 
     }
 }
 
-typedef void (*hs_small_fn)(int tb, int M, int j0, int j1, int K, float alpha, const float *A,
-                            int lda, const float *B, int ldb, float beta, float *C, int ldc);
-/* the same of B held as bfloat16 */
-typedef void (*hs_small_bf16_fn)(int tb, int M, int j0, int j1, int K, float alpha,
-                                 const float *A, int lda, const uint16_t *B, int ldb, float beta,
-                                 float *C, int ldc);
+typedef void (*hs_small_fn)(int tb, int bf16, int M, int j0, int j1, int K, float alpha,
+                            const float *A, int lda, const void *B, int ldb, float beta, float *C,
+                            int ldc);
+
+/* small_dots (tb) or small_axpys on B of floats or (bf16) bfloat16: each of
+ * the four inlined with its constants, once per ISA below */
+__attribute__((always_inline)) static inline void
+small_any(int tb, int bf16, int M, int j0, int j1, int K, float alpha, const float *A, int lda,
+          const void *B, int ldb, float beta, float *C, int ldc)
+{
+    if (tb && bf16)
+        small_dots(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 1);
+    else if (tb)
+        small_dots(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 0);
+    else if (bf16)
+        small_axpys(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 1);
+    else
+        small_axpys(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 0);
+}
 
 #ifdef HS_GEMM_X86
 __attribute__((target("avx512f"))) static void
-small_avx512(int tb, int M, int j0, int j1, int K, float alpha, const float *A, int lda,
-             const float *B, int ldb, float beta, float *C, int ldc)
+small_avx512(int tb, int bf16, int M, int j0, int j1, int K, float alpha, const float *A,
+             int lda, const void *B, int ldb, float beta, float *C, int ldc)
 {
-    if (tb)
-        small_dots(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 0);
-    else
-        small_axpys(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 0);
-}
-
-__attribute__((target("avx512f"))) static void
-small_bf16_avx512(int tb, int M, int j0, int j1, int K, float alpha, const float *A,
-                  int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
-{
-    if (tb)
-        small_dots(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 1);
-    else
-        small_axpys(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 1);
+    small_any(tb, bf16, M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 __attribute__((target("avx2,fma"))) static void
-small_avx2(int tb, int M, int j0, int j1, int K, float alpha, const float *A, int lda,
-           const float *B, int ldb, float beta, float *C, int ldc)
+small_avx2(int tb, int bf16, int M, int j0, int j1, int K, float alpha, const float *A, int lda,
+           const void *B, int ldb, float beta, float *C, int ldc)
 {
-    if (tb)
-        small_dots(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 0);
-    else
-        small_axpys(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 0);
-}
-
-__attribute__((target("avx2,fma"))) static void
-small_bf16_avx2(int tb, int M, int j0, int j1, int K, float alpha, const float *A,
-                int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
-{
-    if (tb)
-        small_dots(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 1);
-    else
-        small_axpys(M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc, 1);
+    small_any(tb, bf16, M, j0, j1, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 #endif
 
-/* Columns j0..j1 of C by fn from 16-bit B: that block of B widened into
- * the thread's space first (rows j0..j1 of B^T, columns of B), then the
- * same products in the same order as on a float copy of B. */
-static void small_block_16(hs_small_fn fn, int M, int j0, int j1, int K, float alpha,
-                           const float *A, int lda, hs_bview B, float beta, float *C, int ldc)
+/* Columns j0..j1 of C by fn: floats and bfloat16 read where they lie; F16
+ * widened into the thread's space first (rows j0..j1 of B^T, columns of B),
+ * then the same products in the same order as on a float copy of B. */
+static void small_block(hs_small_fn fn, int M, int j0, int j1, int K, float alpha,
+                        const float *A, int lda, hs_bview B, float beta, float *C, int ldc)
 {
+    if (B.t != HS_WT_F16) {
+        fn(B.trans, B.t == HS_WT_BF16, M, j0, j1, K, alpha, A, lda, B.p, B.ld, beta, C, ldc);
+        return;
+    }
     const int nb = j1 - j0;
     float *b = grow(&ws_widened, (size_t)nb * K);
     if (!b) {
@@ -692,18 +683,15 @@ static void small_block_16(hs_small_fn fn, int M, int j0, int j1, int K, float a
     else
         for (int k = 0; k < K; k++)
             wt_row(b + (size_t)k * nb, B.p, B.t, (size_t)k * B.ld + j0, nb);
-    fn(B.trans, M, 0, nb, K, alpha, A, lda, b, B.trans ? K : nb, beta, C + j0, ldc);
+    fn(B.trans, 0, M, 0, nb, K, alpha, A, lda, b, B.trans ? K : nb, beta, C + j0, ldc);
 }
 
-/* C (M <= SMALL_M rows) by fn; nt threads take column blocks in turn
- * (dynamic: a thread whose core is taken leaves its share to the others).
- * Returns 0 where there is no memory to copy a transposed A into. */
-static int gemm_small(hs_small_fn fn, hs_small_bf16_fn fn_bf16, int nt, int ta, int M, int N,
-                      int K, float alpha, const float *A, int lda, hs_bview Bv, float beta,
-                      float *C, int ldc)
+/* C (M <= SMALL_M rows) by fn in blocks of SMALL_NB columns; nt threads take
+ * them in turn (dynamic: a thread whose core is taken leaves its share to the
+ * others). Returns 0 where there is no memory to copy a transposed A into. */
+static int gemm_small(hs_small_fn fn, int nt, int ta, int M, int N, int K, float alpha,
+                      const float *A, int lda, hs_bview B, float beta, float *C, int ldc)
 {
-    const int tb = Bv.trans, ldb = Bv.ld;
-    const float *B = Bv.p;
     if (ta) { /* op(A) rows contiguous: A^T (K,M) copied to (M,K) */
         float *a = workspace((size_t)M * K);
         if (!a)
@@ -713,43 +701,20 @@ static int gemm_small(hs_small_fn fn, hs_small_bf16_fn fn_bf16, int nt, int ta, 
                 a[(size_t)i * K + k] = A[(size_t)k * lda + i];
         A = a, lda = K;
     }
-    /* One thread: a call, not a region with if (nt > 1). In the clang build
+    const int nb = (N + SMALL_NB - 1) / SMALL_NB;
+    /* One thread: a loop, not a region with if (nt > 1). In the clang build
      * (LLVM's libomp) that serialised region left OpenBLAS's next threaded
      * call waiting for ever on a worker that never came (test_gemm). */
-    const int nb = (N + SMALL_NB - 1) / SMALL_NB;
-    if (Bv.t == HS_WT_BF16) { /* read where it lies, as floats are below */
-        const uint16_t *B16 = Bv.p;
-        if (nt == 1) {
-            fn_bf16(tb, M, 0, N, K, alpha, A, lda, B16, ldb, beta, C, ldc);
-            return 1;
-        }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-        for (int q = 0; q < nb; q++)
-            fn_bf16(tb, M, q * SMALL_NB, q == nb - 1 ? N : (q + 1) * SMALL_NB, K, alpha, A, lda,
-                    B16, ldb, beta, C, ldc);
-        return 1;
-    }
-    if (Bv.t != HS_WT_F32) { /* F16: in the column blocks the threads take below */
-        if (nt == 1) {
-            for (int q = 0; q < nb; q++)
-                small_block_16(fn, M, q * SMALL_NB, q == nb - 1 ? N : (q + 1) * SMALL_NB, K,
-                               alpha, A, lda, Bv, beta, C, ldc);
-            return 1;
-        }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-        for (int q = 0; q < nb; q++)
-            small_block_16(fn, M, q * SMALL_NB, q == nb - 1 ? N : (q + 1) * SMALL_NB, K, alpha,
-                           A, lda, Bv, beta, C, ldc);
-        return 1;
-    }
     if (nt == 1) {
-        fn(tb, M, 0, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        for (int q = 0; q < nb; q++)
+            small_block(fn, M, q * SMALL_NB, q == nb - 1 ? N : (q + 1) * SMALL_NB, K, alpha, A,
+                        lda, B, beta, C, ldc);
         return 1;
     }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
     for (int q = 0; q < nb; q++)
-        fn(tb, M, q * SMALL_NB, q == nb - 1 ? N : (q + 1) * SMALL_NB, K, alpha, A, lda, B, ldb,
-           beta, C, ldc);
+        small_block(fn, M, q * SMALL_NB, q == nb - 1 ? N : (q + 1) * SMALL_NB, K, alpha, A, lda,
+                    B, beta, C, ldc);
     return 1;
 }
 
@@ -919,14 +884,11 @@ static void sgemm(hs_gemm_path path, int ta, int M, int N, int K, float alpha, c
     }
     hs_kernel kd = { 0, 0, NULL, NULL };
     hs_small_fn small = NULL;
-    hs_small_bf16_fn small_bf16 = NULL;
 #ifdef HS_GEMM_X86
     if (path == HS_GEMM_AVX512 || path == HS_GEMM_AMX) /* AMX: few rows */
-        kd = (hs_kernel){ 12, 32, rows_avx512, cols_avx512 }, small = small_avx512,
-        small_bf16 = small_bf16_avx512;
+        kd = (hs_kernel){ 12, 32, rows_avx512, cols_avx512 }, small = small_avx512;
     else if (path == HS_GEMM_AVX2)
-        kd = (hs_kernel){ 6, 16, rows_avx2, cols_avx2 }, small = small_avx2,
-        small_bf16 = small_bf16_avx2;
+        kd = (hs_kernel){ 6, 16, rows_avx2, cols_avx2 }, small = small_avx2;
 #endif
     if (!kd.rows) {
         if (B)
@@ -935,8 +897,7 @@ static void sgemm(hs_gemm_path path, int ta, int M, int N, int K, float alpha, c
             gemm_naive(M, N, K, alpha, (hs_view){ A, lda, ta }, Bv, beta, C, ldc);
         return;
     }
-    if (M <= SMALL_M &&
-        gemm_small(small, small_bf16, nt, ta, M, N, K, alpha, A, lda, Bv, beta, C, ldc))
+    if (M <= SMALL_M && gemm_small(small, nt, ta, M, N, K, alpha, A, lda, Bv, beta, C, ldc))
         return;
     const hs_view Av = { A, lda, ta };
     if (nt == 1) {
