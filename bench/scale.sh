@@ -8,24 +8,27 @@
 # implementation of the same forward (bench/scale_torch.py: float32 and
 # bfloat16) in the same run, losses compared. Where the plan does not fit
 # the machine, eval's refusal is recorded instead (it says so before it
-# loads anything).
+# loads anything). --steps patch: `patch --site z` of every head on 8
+# random prompt pairs of 24 tokens (SPEC §11), its wall time and peak RSS.
 #
-#   bench/scale.sh [--threads "2"] [--seq-len 512] [--shapes "1b 8b"] [--tiny]
+#   bench/scale.sh [--threads "2"] [--seq-len 512] [--shapes "1b 8b"] [--steps "eval patch"]
+#                  [--tiny]
 #
 # Results: bench/out/scale.jsonl and bench/out/scale.md (--tiny: a tiny
 # Llama shape, T 32, in bench/out/tiny/).
 . "$(dirname "$0")/lib.sh"
 bench_init "threads tiny"
-threads="2" T=512 shapes="1b 8b"
+threads="2" T=512 shapes="1b 8b" steps=eval
 while [ $# -gt 0 ]; do
   case "$1" in
     --seq-len) T=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
     --shapes) shapes=$2; shift 2 ;;
     *) bench_opt "$@"; shift "$bench_shift" ;;
   esac
 done
 outdir=bench/out
-[ "$tiny" = 1 ] && { shapes=tiny T=32 threads=1 outdir=bench/out/tiny; }
+[ "$tiny" = 1 ] && { shapes=tiny T=32 threads=1 outdir=bench/out/tiny steps="eval patch"; }
 bench_build headscope_cli
 bench_tmp
 mkdir -p "$outdir"
@@ -55,6 +58,29 @@ for shape in $shapes; do
     # warm: the file's pages in the cache (it was just written) and the machine's
     "$hs" eval --model "$dir" --data "$tmp/t.bin" --batch 1 --seq-len 8 --max-batches 1 \
       >/dev/null 2>&1 || true
+    if [[ " $steps " == *" patch "* ]]; then
+      vocab=$(echo "$dims" | cut -d' ' -f6)
+      /usr/bin/python3 - "$vocab" >"$tmp/pairs.jsonl" <<'PY'
+import json, random, sys
+r, v = random.Random(11), int(sys.argv[1])
+for _ in range(8):
+    clean = [r.randrange(v) for _ in range(24)]
+    corrupt = list(clean)
+    corrupt[3] = r.randrange(v)
+    print(json.dumps({"clean_ids": clean, "corrupt_ids": corrupt, "answer_id": r.randrange(v),
+                      "wrong_id": r.randrange(v)}))
+PY
+      echo "$shape, $t threads: headscope patch --site z of every head" >&2
+      rm -f "$tmp/p.db"*
+      if /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" patch --model "$dir" --prompts "$tmp/pairs.jsonl" \
+        --db "$tmp/p.db" --site z --batch 8 --json >"$tmp/patch.json" 2>"$tmp/patch.err"; then
+        heads=$(/usr/bin/python3 -c 'import json,sys; print(sum(1 for h in json.load(open(sys.argv[1]))["heads"] if h["metric"] == "patch_z"))' "$tmp/patch.json")
+        row "\"impl\":\"headscope_patch\",\"prompts\":8,\"prompt_tokens\":24,\"heads\":$heads,\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt")"
+      else
+        row "\"impl\":\"headscope_patch\",\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/patch.err")"
+      fi
+    fi
+    [[ " $steps " == *" eval "* ]] || continue
     for n in 1 2 1 2 1 2; do # batches: the second's time is one forward, the rest the load
       echo "$shape, $t threads: headscope eval of $n x (1 x $T)" >&2
       if /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" eval --model "$dir" --data "$tmp/t.bin" \
@@ -97,6 +123,9 @@ for r in rows:
     head = f"| {r['shape']} | {r['threads']} | {r['T']} | {r['file_bytes'] / 1e9:.2f} GB | {r['impl']}"
     if "refused" in r:
         print(f"{head} | refused: {r['refused'][:160]} | | | | {plan} |")
+    elif r["impl"] == "headscope_patch":
+        print(f"{head}: --site z of {r['heads']} heads, {r['prompts']} pairs of {r['prompt_tokens']} "
+              f"tokens | | {r['wall_s']:.1f} (all) | | {r['peak_rss_kb'] / 1e6:.2f} GB | |")
     elif r["impl"] == "headscope":
         g = [x for x in rows if x["impl"] == "headscope" and x["shape"] == r["shape"] and
              x["threads"] == r["threads"] and "wall_s" in x]
