@@ -183,7 +183,10 @@ int hs_composition_scores(hs_pair_row **rows, int *n, const hs_model *m, int con
     const int L = c->n_layer, dh = c->head_dim, d = c->d_model;
     *rows = NULL, *n = 0;
     comp_work w;
-    int rc = comp_alloc(&w, c);
+    /* the blocks are read element by element: as floats */
+    int rc = hs_model_widen(m);
+    if (!rc)
+        rc = comp_alloc(&w, c);
     if (rc)
         return rc;
     for (int l = 0; l < L; l++) { /* every head's grams and norms, once */

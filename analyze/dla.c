@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stored.h"
 #include "transformer.h"
 
 int hs_dla_check(const hs_model_config *c)
@@ -56,6 +57,15 @@ static int dla_terms(hs_dla *r, const hs_model_config *c)
     return HS_OK;
 }
 
+/* A parameter's element, widened where the weights are stored (a few rows
+ * of the unembedding and the embedding a prompt: read in place). */
+static double param(const hs_real *p)
+{
+    hs_real x;
+    hs_stored_read(&x, p, 1);
+    return (double)x;
+}
+
 /* e (d): a part c of the final residual x (d) adds c . e to the logit
  * difference of answer a over wrong w (the frozen final norm, with its
  * (1 + w) scale under norm_offset, folded into the unembedding
@@ -69,7 +79,7 @@ static void dla_direction(double *e, double konst[2], const hs_model *m, const h
     const hs_real *ua = m->w.lm_w + (size_t)a * d, *uw = m->w.lm_w + (size_t)w * d;
     konst[0] = konst[1] = 0;
     for (int i = 0; i < d; i++)
-        e[i] = (double)ua[i] - (double)uw[i];
+        e[i] = param(ua + i) - param(uw + i);
     if (c->lm_head_bias)
         konst[1] = (double)m->w.lm_b[a] - (double)m->w.lm_b[w];
     if (!c->final_norm)
@@ -105,6 +115,15 @@ static double dot(const hs_real *x, const double *e, int n)
     return s;
 }
 
+/* dot over a row of the parameters, which may be stored */
+static double param_dot(const hs_real *x, const double *e, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += param(x + i) * e[i];
+    return s;
+}
+
 /* The parts of sequence b (last position T-1) of a forward into v
  * (n_terms); scratch f (max H*dh). */
 static void dla_parts(double *v, const hs_model *m, const hs_acts *a, int b,
@@ -133,7 +152,7 @@ static void dla_parts(double *v, const hs_model *m, const hs_acts *a, int b,
         if (c->mlp != HS_MLP_NONE)
             v[k++] = dot(a->layer[l].mlp_out + row * d, e, d);
     }
-    v[k++] = emb * dot(m->w.wte + (size_t)tok[row] * d, e, d);
+    v[k++] = emb * param_dot(m->w.wte + (size_t)tok[row] * d, e, d);
     if (c->pos == HS_POS_LEARNED)
         v[k++] = emb * dot(m->w.wpe + (size_t)(T - 1) * d, e, d);
     if (c->attn_bias) {
@@ -163,7 +182,7 @@ static double dla_logit_diff(const hs_model *m, const hs_acts *a, int b, int32_t
     const hs_real *ua = m->w.lm_w + (size_t)answer * d, *uw = m->w.lm_w + (size_t)wrong * d;
     double ld = c->lm_head_bias ? (double)m->w.lm_b[answer] - (double)m->w.lm_b[wrong] : 0;
     for (int i = 0; i < d; i++)
-        ld += (double)u[i] * ((double)ua[i] - (double)uw[i]);
+        ld += (double)u[i] * (param(ua + i) - param(uw + i));
     return ld;
 }
 
@@ -212,6 +231,8 @@ int hs_dla_compute(hs_dla *r, const hs_model *m, const hs_prompt_set *ps, int ba
     double *e = hs_calloc((size_t)m->cfg.d_model, sizeof(double), "dla direction");
     double *f = hs_calloc((size_t)maxHD, sizeof(double), "dla direction");
     rc = r->value && r->logit_diff && r->line && e && f ? HS_OK : HS_ENOMEM;
+    for (int l = 0; !rc && l < m->cfg.n_layer; l++) /* read whole a prompt: as floats */
+        rc = hs_stored_widen(m->w.layer[l].attn.w_o);
     for (int gi = 0, p0 = 0; !rc && gi < ps->n_group; p0 += ps->group[gi++].n)
         rc = dla_group(r, m, &ps->group[gi], batch, p0, e, f);
     free(e);

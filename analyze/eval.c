@@ -30,7 +30,7 @@ int hs_evaluate(hs_eval_result *r, const hs_model *m, const hs_tokens *data, int
     if (hs_batches_to_run(data, B, T, max_batches, &nb))
         return HS_EINVAL;
     hs_acts a;
-    int rc = hs_acts_alloc(&a, &m->cfg, B, T, 0);
+    int rc = hs_acts_alloc(&a, &m->cfg, B, T, HS_ACTS_LOSS); /* the losses alone */
     if (rc)
         return rc;
     int32_t *in = hs_calloc((size_t)B * T, sizeof(int32_t), "eval inputs");

@@ -375,6 +375,8 @@ int hs_prune_structural(hs_model *out, const hs_model *m, const unsigned char *p
     }
     int rc = keep_windows(&nc, c, keep);
     if (!rc)
+        rc = hs_model_widen(m); /* the heads kept are copied as floats */
+    if (!rc)
         rc = hs_model_init(out, &nc);
     if (rc) {
         free(keep);

@@ -132,7 +132,7 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
     memset(in, 0, sizeof *in);
     const hs_source *src = &s->source;
     const int tokens = src->data || src->text;
-    int rc = s->model ? hs_checkpoint_load(&in->m, s->model) : HS_OK;
+    int rc = s->model ? hs_checkpoint_load_stored(&in->m, s->model, HS_WEIGHTS_MAPPED) : HS_OK;
     const hs_model_config *c = &in->m.cfg;
     in->seq_len = s->seq_len;
     if (!rc && s->model && s->need_batch)

@@ -166,6 +166,8 @@ int hs_copying_scores(double *copying, const hs_model *m)
     const int lwork = 8 * dh + 64;
     double *work = hs_calloc((size_t)lwork, sizeof(double), "copying");
     int rc = A && WA && P && wr && wi && work ? HS_OK : HS_ENOMEM;
+    if (!rc) /* products of whole weight matrices, element by element: as floats */
+        rc = hs_model_widen(m);
     for (int i = 0; !rc && i < d; i++)
         for (int j = 0; j < d; j++) {
             double s = 0;

@@ -107,13 +107,14 @@ int hs_prune_study(hs_prune_result *r, const hs_model *m, const hs_tokens *data,
     const hs_model_config *c = &m->cfg;
     for (int l = 0; l < c->n_layer; l++)
         r->heads += c->n_head[l];
-    unsigned char *pruned = hs_calloc((size_t)c->n_layer * HS_MAX_HEADS, 1, "mask");
+    int rc = hs_model_widen(m); /* pruning masks and writes the parameters as floats */
+    unsigned char *pruned = rc ? NULL : hs_calloc((size_t)c->n_layer * HS_MAX_HEADS, 1, "mask");
     if (!pruned)
-        return HS_ENOMEM;
+        return rc ? rc : HS_ENOMEM;
     step_ctx sc = { o, r, 0 };
     hs_prune_opts po = o->prune;
     po.on_step = on_step, po.ctx = &sc;
-    int rc = hs_prune(m, data, &po, pruned, &r->n_pruned);
+    rc = hs_prune(m, data, &po, pruned, &r->n_pruned);
     /* the final mask: pruned = 0/1 for every head */
     for (int l = 0; !rc && l < c->n_layer; l++)
         for (int h = 0; !rc && h < c->n_head[l]; h++)

@@ -97,7 +97,7 @@ static int cmd_capture(int argc, char **argv)
     co.max_batches = (size_t)max_batches, co.model_dir = model, co.data_path = data;
     hs_model m;
     hs_capture_plan plan;
-    if (hs_checkpoint_load(&m, model))
+    if (hs_checkpoint_load_stored(&m, model, HS_WEIGHTS_MAPPED))
         return cli_run_error("capture");
     if (hs_capture_check(&plan, &co, &m.cfg)) {
         hs_model_free(&m);

@@ -119,7 +119,7 @@ static int cmd_generate(int argc, char **argv)
     if (threads)
         hs_set_threads(threads);
     hs_model m;
-    if (hs_checkpoint_load(&m, model))
+    if (hs_checkpoint_load_stored(&m, model, HS_WEIGHTS_COPIED))
         return cli_run_error("generate");
     hs_tokenizer *tok = NULL;
     if (text && hs_tokenizer_for(&tok, tok_path, model, NULL))

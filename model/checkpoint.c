@@ -13,6 +13,7 @@
 #include "family.h"
 #include "json.h"
 #include "safetensors.h"
+#include "stored.h"
 
 /* The file's view of our table for the configuration's family: each of our
  * tensors under its name in the family's files, fused where the family
@@ -312,13 +313,58 @@ static int load_tensor(hs_model *m, const sources *src, const hs_file_tensor *f)
     return rc;
 }
 
+/* ---- weights as stored (stored.h) ---------------------------------------- */
+
+static hs_wtype wtype_of(hs_dtype d)
+{
+    return d == HS_DT_BF16 ? HS_WT_BF16 : d == HS_DT_F16 ? HS_WT_F16 : HS_WT_F32;
+}
+
+/* The tensors kept in their stored dtype: the matrices the model reads
+ * through its GEMMs and its embedding rows. Position and token-type tables
+ * (read row by row by the embedding, small) and MLA's projections (operands
+ * of products that take no stored operand) are held as floats. */
+static int keeps_stored(const hs_model *m, const hs_tensor_info *t)
+{
+    if (t->ndim != 2 || !strcmp(t->name, "wpe.weight") || !strcmp(t->name, "tte.weight"))
+        return 0;
+    return !(m->cfg.mla && strstr(t->name, ".attn."));
+}
+
+/* Whether hs_checkpoint_load_stored keeps weights as stored: not in the
+ * double build (its oracles compute on doubles), nor with
+ * HEADSCOPE_WEIGHTS=float (a check's switch: the float copy). */
+static int loads_stored(void)
+{
+#ifdef HEADSCOPE_DOUBLE
+    return 0;
+#else
+    const char *force = getenv("HEADSCOPE_WEIGHTS");
+    return !(force && !strcmp(force, "float"));
+#endif
+}
+
+/* The bytes hs_checkpoint_load_stored holds for file tensor f (t in the
+ * file): its stored parts' in the file's dtype, the rest as hs_real. */
+static size_t loaded_bytes(const hs_model *m, const hs_file_tensor *f, const hs_st_tensor *t)
+{
+    size_t b = 0;
+    for (int p = 0; p < f->nparts; p++) {
+        const hs_tensor_info *ti = &m->tensors[f->part[p].tensor];
+        const int stored = loads_stored() && keeps_stored(m, ti);
+        b += ti->size * (!stored ? sizeof(hs_real) : t->dtype == HS_DT_F32 ? 4 : 2);
+    }
+    return b;
+}
+
 /* m's configuration, table and layout (*ft, *n) with every tensor checked
  * against the files' headers (which hs_st_open has checked against their
  * sizes): a config.json that claims more than the files hold is refused
- * before anything is allocated for the parameters. *stored (when not NULL):
- * the bytes of those tensors in the files. */
+ * before anything is allocated for the parameters. *bytes (when not NULL):
+ * what those tensors take in the files and as hs_checkpoint_load_stored
+ * holds them. */
 static int open_checked(hs_model *m, const char *dir, sources *src, hs_file_tensor **ft, int *n,
-                        size_t *stored)
+                        hs_checkpoint_bytes *bytes)
 {
     memset(m, 0, sizeof *m);
     *ft = NULL;
@@ -333,16 +379,16 @@ static int open_checked(hs_model *m, const char *dir, sources *src, hs_file_tens
     if (!rc)
         rc = file_layout(m, ft, n);
     const hs_safetensors *file;
-    size_t bytes = 0;
+    hs_checkpoint_bytes b = { 0, 0 };
     for (int i = 0; !rc && i < *n; i++) {
         const hs_st_tensor *t = check_tensor(m, src, &(*ft)[i], &file);
         if (!t)
             rc = HS_EFORMAT;
         else
-            bytes += t->end - t->begin;
+            b.stored += t->end - t->begin, b.loaded += loaded_bytes(m, &(*ft)[i], t);
     }
-    if (stored)
-        *stored = bytes;
+    if (bytes)
+        *bytes = b;
     if (rc) {
         free(*ft);
         *ft = NULL;
@@ -367,6 +413,100 @@ int hs_checkpoint_load(hs_model *m, const char *dir)
         rc = load_tensor(m, &src, &ft[i]);
     free(ft);
     sources_close(&src);
+    if (rc)
+        hs_model_free(m);
+    return rc;
+}
+
+/* Part p of f (our tensor ti) as stored: the file's bytes in place when
+ * mapped and its layout is ours, else in a block of the model's own: the
+ * bytes read as they are, or re-laid out once in the file's dtype (fused
+ * rows gathered, Conv1D transposed). */
+static int store_part(hs_stored *set, const hs_safetensors *st, const hs_st_tensor *t,
+                      const hs_file_tensor *f, int p, const hs_tensor_info *ti, int mapped)
+{
+    const hs_wtype type = wtype_of(t->dtype);
+    const size_t es = type == HS_WT_F32 ? 4 : 2;
+    const unsigned char *src = st->data + t->begin;
+    const int ours = f->nparts == 1 && !f->part[p].transpose;
+    if (ours && mapped && (uintptr_t)src % es == 0)
+        return hs_stored_add(set, (hs_stored_tensor){ ti->offset, ti->size, src, type }, 0);
+    unsigned char *dst = hs_stored_alloc(ti->size * es, "model parameters");
+    if (!dst)
+        return HS_ENOMEM;
+    const size_t rows = (size_t)ti->shape[0], inner = (size_t)ti->shape[1];
+    int rc = HS_OK;
+    if (ours) {
+        rc = hs_st_read_bytes(st, t, 0, ti->size * es, dst);
+    } else if (!f->part[p].transpose) {
+        for (size_t o = 0; o < rows; o++)
+            memcpy(dst + o * inner * es, src + file_index(f, p, inner, o, 0) * es, inner * es);
+    } else { /* file row i holds our column i: read along it */
+        for (size_t i = 0; i < inner; i++) {
+            const size_t from = file_index(f, p, inner, 0, i);
+            if (es == 2)
+                for (size_t o = 0; o < rows; o++)
+                    memcpy(dst + (o * inner + i) * 2, src + (from + o) * 2, 2);
+            else
+                for (size_t o = 0; o < rows; o++)
+                    memcpy(dst + (o * inner + i) * 4, src + (from + o) * 4, 4);
+        }
+    }
+    if (!rc)
+        rc = hs_stored_add(set, (hs_stored_tensor){ ti->offset, ti->size, dst, type }, 1);
+    if (rc)
+        hs_free_held(dst, ti->size * es, 1);
+    return rc;
+}
+
+static void sources_release(void *ctx)
+{
+    sources_close(ctx);
+    free(ctx);
+}
+
+int hs_checkpoint_load_stored(hs_model *m, const char *dir, hs_weights_place place)
+{
+    if (!loads_stored())
+        return hs_checkpoint_load(m, dir);
+    const char *how = getenv("HEADSCOPE_WEIGHTS");
+    const int mapped = how && !strcmp(how, "mapped")   ? 1
+                       : how && !strcmp(how, "copied") ? 0
+                                                       : place == HS_WEIGHTS_MAPPED;
+    sources *src = hs_calloc(1, sizeof *src, "checkpoint files");
+    if (!src)
+        return HS_ENOMEM;
+    hs_file_tensor *ft;
+    int n, rc = open_checked(m, dir, src, &ft, &n, NULL);
+    if (rc) {
+        free(src);
+        return rc;
+    }
+    rc = hs_stored_create(&m->stored, m->n_params, &m->params, sources_release, src);
+    if (rc) {
+        sources_release(src);
+        free(ft);
+        hs_model_free(m);
+        return rc;
+    }
+    hs_weights_bind(&m->w, &m->cfg, m->params);
+    for (int i = 0; !rc && i < n; i++) {
+        const hs_safetensors *st;
+        const hs_st_tensor *t = check_tensor(m, src, &ft[i], &st);
+        for (int p = 0; !rc && p < ft[i].nparts; p++) {
+            const hs_tensor_info *ti = &m->tensors[ft[i].part[p].tensor];
+            if (keeps_stored(m, ti)) {
+                rc = store_part(m->stored, st, t, &ft[i], p, ti, mapped);
+                if (!mapped)
+                    hs_st_release(st, t); /* the pages a re-laying read */
+            }
+            else if (!(rc = hs_stored_floats(m->stored, ti->offset, ti->size)))
+                rc = load_part(st, t, &ft[i], p, ti, m->params + ti->offset);
+        }
+    }
+    free(ft);
+    if (!rc)
+        rc = hs_stored_publish(m->stored);
     if (rc)
         hs_model_free(m);
     return rc;
@@ -401,11 +541,11 @@ static hs_real wo_of_file(void *ctx, int l, size_t k)
 }
 
 int hs_checkpoint_probe(hs_model *m, const char *dir, unsigned char *dead, int *n_dead,
-                        size_t *stored)
+                        hs_checkpoint_bytes *bytes)
 {
     sources src;
     hs_file_tensor *ft;
-    int n, rc = open_checked(m, dir, &src, &ft, &n, stored);
+    int n, rc = open_checked(m, dir, &src, &ft, &n, bytes);
     if (rc)
         return rc;
     wo_in_file w = { .m = m, .layer = -1 };

@@ -21,14 +21,39 @@ int hs_config_load(hs_model_config *c, const char *dir);
  * model.safetensors in DIR is read in preference to a shard index. */
 int hs_checkpoint_load(hs_model *m, const char *dir);
 
+/* Where hs_checkpoint_load_stored keeps the matrices whose layout is the
+ * files'. MAPPED: in place in the mapped files -- nothing read at load,
+ * the page cache's pages shared; the right place for a forward over many
+ * tokens, whose GEMMs pack each weight once per call. COPIED: read into
+ * 2 MiB pages of the model's own -- a load that reads (and the kernel
+ * zeroes) every byte first, then decoding's one pass over the weights per
+ * token runs without the 4 KiB pages' TLB misses (docs/perf.md, "Weights
+ * as stored": 1.6 against 0.58 tokens/s on the 8B shape). */
+typedef enum { HS_WEIGHTS_MAPPED, HS_WEIGHTS_COPIED } hs_weights_place;
+
+/* hs_checkpoint_load with the weights as stored (SPEC §13, stored.h): the
+ * matrices in the files' dtype, placed as `place` says (the files stay
+ * mapped until hs_model_free); the rest (norms, biases, position tables) as
+ * floats. For every command but training (which keeps a float master
+ * copy: hs_checkpoint_load). The double build, and HEADSCOPE_WEIGHTS=float
+ * (a check's switch), load floats; HEADSCOPE_WEIGHTS=mapped or copied
+ * overrides `place`. */
+int hs_checkpoint_load_stored(hs_model *m, const char *dir, hs_weights_place place);
+
+/* The parameters' bytes: in the files, and as hs_checkpoint_load_stored
+ * holds them (what its memory plan counts). */
+typedef struct {
+    size_t stored, loaded;
+} hs_checkpoint_bytes;
+
 /* What `info` reads (SPEC §13: headers only): m's configuration, table and
  * n_params, every tensor checked against the files' headers as
  * hs_checkpoint_load checks them, and no parameters (m->params NULL; free
  * with hs_model_free). dead (n_layer * HS_MAX_HEADS bytes) and *n_dead as
  * hs_dead_heads gives them, from W_o's elements read in place: one read a
- * live head; *stored the bytes of the tensors in the files. */
+ * live head; *bytes the parameters' bytes. */
 int hs_checkpoint_probe(hs_model *m, const char *dir, unsigned char *dead, int *n_dead,
-                        size_t *stored);
+                        hs_checkpoint_bytes *bytes);
 
 /* Writes m into DIR (created if missing): config.json and model.safetensors,
  * each written under a temporary name and renamed. */

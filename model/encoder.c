@@ -5,6 +5,7 @@
 
 #include "layers.h"
 #include "linalg.h"
+#include "stored.h"
 
 size_t hs_encoder_valid(unsigned char *valid, const int32_t *tokens, const hs_model_config *c,
                         size_t N)
@@ -49,10 +50,10 @@ void hs_encoder_embed_forward(hs_real *emb, hs_real *raw, hs_real *mean, hs_real
         const int32_t *tk = tokens + (size_t)b * T;
         for (int t = 0, real = 0; t < T; real += !is_pad(c, tk[t]), t++) {
             hs_real *x = raw + ((size_t)b * T + t) * d;
-            const hs_real *e = w->wte + (size_t)tk[t] * d;
             const hs_real *pe = w->wpe ? w->wpe + (size_t)position(c, tk[t], t, real) * d : NULL;
+            hs_stored_read(x, w->wte + (size_t)tk[t] * d, (size_t)d); /* the row, widened */
             for (int k = 0; k < d; k++) {
-                hs_real v = e[k];
+                hs_real v = x[k];
                 if (type0)
                     v += type0[k];
                 if (pe)

@@ -558,10 +558,17 @@ small_dots(int M, int j0, int j1, int K, float alpha, const float *A, int lda, c
         const void *b[4];
         for (int q = 0; q < 4; q++) /* past the end: repeat the last column */
             b[q] = (const char *)B + (size_t)(j + (q < nj ? q : nj - 1)) * ldb * es;
+        /* the next four rows, fetched while these are read: B streams from
+         * memory once, and where it lies in 4 KiB pages (a mapped file) the
+         * hardware's prefetchers stop at each page's end */
+        const uintptr_t next = (uintptr_t)B + (size_t)(j + 4 < j1 ? j + 4 : j) * ldb * es;
         for (int i = 0; i < M; i++) { /* the four rows of B stay in L1 */
             const float *a = A + (size_t)i * lda;
             hs_v16 s[4] = { 0 };
             for (int k = 0; k < K16; k += 16) {
+                if (i == 0 && (k * es) % 64 == 0)
+                    for (int q = 0; q < 4; q++)
+                        __builtin_prefetch((const void *)(next + ((size_t)q * ldb + k) * es));
                 const hs_v16 va = *(const hs_v16 *)(a + k);
                 for (int q = 0; q < 4; q++) {
                     hs_v16 vb;
@@ -843,8 +850,15 @@ static void sgemm(hs_gemm_path path, int ta, int M, int N, int K, float alpha, c
         path = HS_GEMM_AUTO;
     /* Threads only where the work outweighs waking them (passive waits). */
     const int nt = omp_in_parallel() || 2.0 * M * N * K < 4e6 ? 1 : omp_get_max_threads();
-    if (path == HS_GEMM_AUTO)
+    if (path == HS_GEMM_AUTO) {
         path = auto_path(ta, tb, M, N, K, nt);
+        /* a float copy of a 16-bit B for OpenBLAS would hold the weight a
+         * second time for the call (2 GB for an 8B model's unembedding):
+         * past 64 MiB, ours reads it as it is */
+        if (Bv.t != HS_WT_F32 && path == HS_GEMM_OPENBLAS &&
+            (double)N * K * sizeof(float) > 64.0 * (1 << 20) && hs_gemm_path_runs(HS_GEMM_AVX512))
+            path = HS_GEMM_AVX512;
+    }
     if (Bv.t != HS_WT_F32 && K > 0 && alpha != 0 &&
         (path == HS_GEMM_OPENBLAS || (path == HS_GEMM_AMX && M > SMALL_M) ||
          !hs_gemm_path_runs(HS_GEMM_AVX2))) {

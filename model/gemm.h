@@ -46,7 +46,9 @@ typedef enum { HS_WT_F32, HS_WT_BF16, HS_WT_F16 } hs_wtype;
  * The result equals the same call's on a float copy of B bit for bit (the
  * same path, the same products summed in the same order). Our kernels
  * widen B as they pack it (a few rows: one column block of B at a time);
- * OpenBLAS and AMX are handed a float copy of B for the call. */
+ * OpenBLAS and AMX are handed a float copy of B for the call -- except
+ * that AUTO runs ours instead of OpenBLAS where that copy would pass 64 MiB
+ * (the result is then our kernel's on the float copy). */
 void hs_sgemm_typed(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
                     const float *A, int lda, const void *B, hs_wtype bt, int ldb, float beta,
                     const float *bias, float *C, int ldc);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "linalg.h"
+#include "stored.h"
 
 /* One LayerNorm row: o = (x - mean) rstd w (+ b). Two passes over x for the
  * statistics (in L1 by then), then one for the output. */
@@ -365,11 +366,12 @@ void hs_embed_forward(hs_real *x, const int32_t *tokens, const hs_real *wte, con
 {
 #pragma omp parallel for schedule(static) if (HS_PAR_ROWS((size_t)B * T, C))
     for (int bt = 0; bt < B * T; bt++) {
-        const hs_real *e = wte + (size_t)tokens[bt] * C;
         const hs_real *p = wpe ? wpe + (size_t)(bt % T) * C : NULL;
         hs_real *o = x + (size_t)bt * C;
-        for (int i = 0; i < C; i++)
-            o[i] = e[i] + (p ? p[i] : 0);
+        hs_stored_read(o, wte + (size_t)tokens[bt] * C, (size_t)C); /* the row, widened */
+        if (p)
+            for (int i = 0; i < C; i++)
+                o[i] += p[i];
     }
 }
 

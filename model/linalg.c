@@ -7,6 +7,7 @@
 #include <cblas.h>
 
 #include "gemm.h"
+#include "stored.h"
 
 void hs_gemm(int ta, int tb, int M, int N, int K, hs_real alpha, const hs_real *A, int lda,
              const hs_real *B, int ldb, hs_real beta, hs_real *C, int ldc)
@@ -18,8 +19,15 @@ void hs_gemm(int ta, int tb, int M, int N, int K, hs_real alpha, const hs_real *
                 N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #else
     /* our packed GEMM or OpenBLAS, whichever docs/perf.md measured faster
-     * for the shape (HEADSCOPE_GEMM forces one) */
-    hs_sgemm(hs_gemm_env_path(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+     * for the shape (HEADSCOPE_GEMM forces one); a weight held as stored
+     * (stored.h) is widened where the GEMM reads it */
+    const void *Bs;
+    hs_wtype bt;
+    if (hs_stored_find(B, &Bs, &bt))
+        hs_sgemm_typed(hs_gemm_env_path(), ta, tb, M, N, K, alpha, A, lda, Bs, bt, ldb, beta,
+                       NULL, C, ldc);
+    else
+        hs_sgemm(hs_gemm_env_path(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #endif
 }
 
@@ -28,7 +36,13 @@ void hs_linear_forward(hs_real *out, const hs_real *inp, const hs_real *w, const
 {
 #ifndef HEADSCOPE_DOUBLE
     if (b) { /* the bias rows in the GEMM's first pass over out */
-        hs_sgemm_bias(hs_gemm_env_path(), 0, 1, (int)N, OC, C, 1, inp, C, w, C, b, out, OC);
+        const void *ws;
+        hs_wtype wt;
+        if (hs_stored_find(w, &ws, &wt))
+            hs_sgemm_typed(hs_gemm_env_path(), 0, 1, (int)N, OC, C, 1, inp, C, ws, wt, C, 1, b,
+                           out, OC);
+        else
+            hs_sgemm_bias(hs_gemm_env_path(), 0, 1, (int)N, OC, C, 1, inp, C, w, C, b, out, OC);
         return;
     }
 #endif

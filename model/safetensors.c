@@ -228,6 +228,23 @@ double hs_st_get(const hs_safetensors *st, const hs_st_tensor *t, size_t i)
     return v;
 }
 
+int hs_st_read_bytes(const hs_safetensors *st, const hs_st_tensor *t, size_t first, size_t n,
+                     void *dst)
+{
+    unsigned char *out = dst;
+    const off_t at = (off_t)((size_t)(st->data - st->map) + t->begin + first);
+    size_t got = 0;
+    while (got < n) {
+        const ssize_t r = pread(st->fd, out + got, n - got, at + (off_t)got);
+        if (r > 0)
+            got += (size_t)r;
+        else if (r == 0 || errno != EINTR)
+            return hs_fail(HS_EIO, "%s: tensor %s: cannot read it: %s", st->path, t->name,
+                           r < 0 ? strerror(errno) : "the file ended early");
+    }
+    return HS_OK;
+}
+
 int hs_st_read(const hs_safetensors *st, const hs_st_tensor *t, size_t first, size_t n,
                hs_real *dst)
 {
@@ -237,21 +254,12 @@ int hs_st_read(const hs_safetensors *st, const hs_st_tensor *t, size_t first, si
     if (!buf)
         return hs_fail(HS_ENOMEM, "%s: tensor %s: a read buffer", st->path, t->name);
     int rc = HS_OK;
-    off_t at = (off_t)((size_t)(st->data - st->map) + t->begin + first * es);
     for (size_t done = 0; !rc && done < n;) {
         const size_t k = n - done < BLOCK / es ? n - done : BLOCK / es;
-        size_t got = 0;
-        while (!rc && got < k * es) {
-            const ssize_t r = pread(st->fd, buf + got, k * es - got, at + (off_t)got);
-            if (r > 0)
-                got += (size_t)r;
-            else if (r == 0 || errno != EINTR)
-                rc = hs_fail(HS_EIO, "%s: tensor %s: cannot read it: %s", st->path, t->name,
-                             r < 0 ? strerror(errno) : "the file ended early");
-        }
+        rc = hs_st_read_bytes(st, t, (first + done) * es, k * es, buf);
         if (!rc)
             widen(t->dtype, buf, k, dst + done);
-        done += k, at += (off_t)(k * es);
+        done += k;
     }
     free(buf);
     return rc;

@@ -55,6 +55,11 @@ double hs_st_get(const hs_safetensors *st, const hs_st_tensor *t, size_t i);
 int hs_st_read(const hs_safetensors *st, const hs_st_tensor *t, size_t first, size_t n,
                hs_real *dst);
 
+/* Bytes first .. first + n - 1 of tensor t's data into dst as they are,
+ * with pread (as hs_st_read, without the conversion). */
+int hs_st_read_bytes(const hs_safetensors *st, const hs_st_tensor *t, size_t first, size_t n,
+                     void *dst);
+
 /* Tells the kernel the pages wholly inside t's bytes are no longer needed,
  * so loading never holds the file and the parameters in memory at once. */
 void hs_st_release(const hs_safetensors *st, const hs_st_tensor *t);

@@ -125,7 +125,8 @@ static void top_sizes(size_t s[ACT_COUNT], const hs_model_config *c, int B, int 
     if (mode == HS_ACTS_MAPS)
         s[ACT_SHARED_MAPS] = mul_sat(mul_sat(N, (size_t)T), (size_t)max_heads(c));
     s[ACT_LNF_MEAN] = s[ACT_LNF_RSTD] = s[ACT_LOSSES] = N;
-    s[ACT_LOGITS] = mul_sat(N, (size_t)c->vocab_size);
+    const size_t logit_rows = mode == HS_ACTS_LOSS && N > HS_LOSS_ROWS ? HS_LOSS_ROWS : N;
+    s[ACT_LOGITS] = mul_sat(logit_rows, (size_t)c->vocab_size);
     if (training) {
         s[ACT_DRES] = s[ACT_DRES2] = s[ACT_DNORM] = s[ACT_DBRANCH] = Nd;
         if (c->mlp != HS_MLP_NONE)
@@ -200,7 +201,8 @@ static int acts_check(const hs_model_config *c, int B, int T, int mode)
 {
     if (B < 1 || T < 1)
         return hs_fail(HS_EINVAL, "activations: B=%d, T=%d must be positive", B, T);
-    if (mode != HS_ACTS_INFER && mode != HS_ACTS_TRAIN && mode != HS_ACTS_MAPS)
+    if (mode != HS_ACTS_INFER && mode != HS_ACTS_TRAIN && mode != HS_ACTS_MAPS &&
+        mode != HS_ACTS_LOSS)
         return hs_fail(HS_EINVAL, "activations: unknown mode %d", mode);
     if (c->n_layer < 1 || c->n_layer > HS_MAX_LAYERS)
         return hs_fail(HS_EINVAL, "activations: n_layer=%d outside 1..%d", c->n_layer,
@@ -219,6 +221,28 @@ static int acts_check(const hs_model_config *c, int B, int T, int mode)
     return HS_OK;
 }
 
+/* The layers whose buffers the block holds: every one, or with
+ * HS_ACTS_LOSS the first two, whose buffers the others use in turn (not
+ * for MLA layers, whose buffers are bound by mla.c). */
+static int layers_held(const hs_model_config *c, int mode)
+{
+    return mode == HS_ACTS_LOSS && c->n_layer > 2 && !c->mla ? 2 : c->n_layer;
+}
+
+/* The element counts of held layer l's tensors: its own, or with
+ * HS_ACTS_LOSS the largest of the layers that use its buffers. */
+static void held_sizes(size_t s[LACT_COUNT], const hs_model_config *c, int l, int B, int T,
+                       int mode)
+{
+    layer_sizes(s, c, l, B, T, mode);
+    for (int k = l + 2; layers_held(c, mode) == 2 && k < c->n_layer; k += 2) {
+        size_t o[LACT_COUNT];
+        layer_sizes(o, c, k, B, T, mode);
+        for (int i = 0; i < LACT_COUNT; i++)
+            s[i] = o[i] > s[i] ? o[i] : s[i];
+    }
+}
+
 /* The block's size: the n_layer hs_layer_acts records, then every tensor of
  * the table, each a whole number of ACTS_ALIGN units from the aligned start. */
 static int acts_plan(const hs_model_config *c, int B, int T, int mode, size_t *bytes)
@@ -231,8 +255,8 @@ static int acts_plan(const hs_model_config *c, int B, int T, int mode, size_t *b
     top_sizes(top, c, B, T, mode);
     for (int i = 0; i < ACT_COUNT; i++)
         total = add_sat(total, aligned_bytes(top[i], sizeof(hs_real)));
-    for (int l = 0; l < c->n_layer; l++) {
-        layer_sizes(lay, c, l, B, T, mode);
+    for (int l = 0; l < layers_held(c, mode); l++) {
+        held_sizes(lay, c, l, B, T, mode);
         for (int i = 0; i < LACT_COUNT; i++)
             total = add_sat(total, aligned_bytes(lay[i], sizeof(hs_real)));
     }
@@ -330,9 +354,13 @@ int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
             [LACT_MLP_OUT] = &la->mlp_out,
             [LACT_R2] = &la->r2,           [LACT_MLA] = &mla_mem,
         };
-        layer_sizes(lay, c, l, B, T, mode);
-        for (int i = 0; i < LACT_COUNT; i++)
-            *slot[i] = take(&at, lay[i]);
+        if (l < layers_held(c, mode)) {
+            held_sizes(lay, c, l, B, T, mode);
+            for (int i = 0; i < LACT_COUNT; i++)
+                *slot[i] = take(&at, lay[i]);
+        } else { /* HS_ACTS_LOSS: the buffers of layer l % 2 */
+            *la = a->layer[l % 2];
+        }
         if (c->mla) {
             const hs_mla_config mc = hs_config_mla(c, l);
             hs_mla_acts_bind(&la->mla, &mc, B, T, mode == HS_ACTS_TRAIN, mla_mem);
@@ -609,14 +637,23 @@ static int forward_rest(hs_acts *a, const hs_model *m, int from, int mid_layer,
             hs_block_norm(a->lnf, a->lnf_mean, a->lnf_rstd, h, w->lnf_w, w->lnf_b, c, N);
         u = a->lnf;
     }
-    hs_linear_forward(a->logits, u, w->lm_w, w->lm_b, N, d, V);
-    if (c->final_softcap > 0)
-        hs_softcap_forward(a->logits, c->final_softcap, N * V);
-    if (targets) {
+    /* the logits and losses of rows r0 .. r0 + n - 1 (HS_ACTS_LOSS: a chunk
+     * of HS_LOSS_ROWS at a time into the one chunk of logits) */
+    const size_t chunk = a->mode == HS_ACTS_LOSS ? HS_LOSS_ROWS : N;
+    for (size_t r0 = 0; r0 < N; r0 += chunk) {
+        const size_t n = N - r0 < chunk ? N - r0 : chunk;
+        hs_real *logits = a->logits; /* the chunk's rows */
+        hs_linear_forward(logits, u + r0 * d, w->lm_w, w->lm_b, n, d, V);
+        if (c->final_softcap > 0)
+            hs_softcap_forward(logits, c->final_softcap, n * V);
+        if (!targets)
+            continue;
         /* lse = loss + the target's capped logit, once the loss is known */
-        for (size_t i = 0; a->lse && i < N; i++)
-            a->lse[i] = targets[i] < 0 ? 0 : a->logits[i * V + targets[i]];
-        hs_softmax_xent_forward(a->logits, a->losses, targets, N, V);
+        for (size_t i = 0; a->lse && i < n; i++)
+            a->lse[r0 + i] = targets[r0 + i] < 0 ? 0 : logits[i * V + targets[r0 + i]];
+        hs_softmax_xent_forward(logits, a->losses + r0, targets + r0, n, V);
+    }
+    if (targets) {
         double sum = 0;
         size_t n = 0;
         for (size_t i = 0; i < N; i++) {

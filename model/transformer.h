@@ -45,7 +45,16 @@ enum {
     HS_ACTS_TRAIN = 1, /* maps of every layer and the backward scratch */
     HS_ACTS_MAPS = 2,  /* forward only; one map buffer that each layer reuses,
                           for observers that stream maps out (capture, scores) */
+    HS_ACTS_LOSS = 3,  /* a forward for its losses (eval): the layers use two sets of
+                          buffers in turn (layer l's are those of layer l % 2, so a
+                          layer's activations last until layer l + 2 runs) and the
+                          logits are HS_LOSS_ROWS rows at a time; memory grows with
+                          neither n_layer nor V x B x T */
 };
+
+/* Rows of logits an HS_ACTS_LOSS forward computes at a time: enough rows
+ * for the unembedding's GEMM to run at its blocked rate. */
+enum { HS_LOSS_ROWS = 256 };
 
 typedef struct {
     int B, T, training;
@@ -64,7 +73,8 @@ typedef struct {
     hs_layer_acts *layer;           /* n_layer */
     hs_real *lnf, *lnf_mean, *lnf_rstd; /* (B,T,d), (B,T) */
     hs_real *logits;                /* (B,T,V) (soft-capped with final_softcap);
-                                       probabilities after a forward with targets */
+                                       probabilities after a forward with targets;
+                                       HS_ACTS_LOSS: the last (up to) HS_LOSS_ROWS rows' */
     hs_real *losses;                /* (B,T) per-position cross-entropy */
     hs_real *lse;                   /* (B,T) training with final_softcap: each row's
                                        log-sum-exp, from which the backward recovers
@@ -86,7 +96,7 @@ typedef struct {
  * the same size table as the allocation, for memory budgets. */
 size_t hs_acts_bytes(const hs_model_config *c, int B, int T, int mode);
 
-/* mode: HS_ACTS_INFER, HS_ACTS_TRAIN or HS_ACTS_MAPS. One zeroed allocation
+/* mode: HS_ACTS_INFER, HS_ACTS_TRAIN, HS_ACTS_MAPS or HS_ACTS_LOSS. One zeroed allocation
  * (a->block, a->bytes) holds every buffer; hs_acts_free releases it. */
 int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode);
 

@@ -1,5 +1,6 @@
 #include "weights.h"
 #include "memory.h"
+#include "stored.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -200,10 +201,21 @@ int hs_model_init(hs_model *m, const hs_model_config *c)
     return HS_OK;
 }
 
+int hs_model_widen(const hs_model *m)
+{
+    int rc = HS_OK;
+    for (int i = 0; !rc && m->stored && i < m->n_tensors; i++)
+        rc = hs_stored_widen(m->params + m->tensors[i].offset);
+    return rc;
+}
+
 void hs_model_free(hs_model *m)
 {
     free(m->tensors);
-    hs_free_held(m->params, m->n_params, sizeof(hs_real));
+    if (m->stored)
+        hs_stored_free(m->stored); /* params is its reserved range */
+    else
+        hs_free_held(m->params, m->n_params, sizeof(hs_real));
     memset(m, 0, sizeof *m);
 }
 

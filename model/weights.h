@@ -59,7 +59,14 @@ typedef struct {
     size_t n_params;
     hs_real *params;
     hs_weights w;
+    struct hs_stored *stored; /* weights as stored (stored.h); NULL: params holds them all */
 } hs_model;
+
+/* Widens every tensor of m held as stored (stored.h) into m->params, so
+ * code that reads or copies the parameters element by element (pruning,
+ * saving, the weight-only scores) finds them there. A float model: nothing
+ * to do. Costs the float table's bytes for those tensors. */
+int hs_model_widen(const hs_model *m);
 
 /* Zeroed parameters for a checked configuration. */
 int hs_model_init(hs_model *m, const hs_model_config *c);

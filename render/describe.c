@@ -154,46 +154,56 @@ static void print_particulars(FILE *f, const hs_model_config *c, int json)
 typedef struct {
     const unsigned char *dead; /* hs_dead_heads' layout */
     int n_dead;
-    size_t stored;
+    hs_checkpoint_bytes bytes;
     int B, T;
 } hs_model_facts;
 
 /* The memory plan of `info --batch B --seq-len T`: the parameters as
- * loaded (hs_real each; the files' stored bytes beside them) and the
+ * loaded (hs_checkpoint_load_stored: the matrices as stored; the files'
+ * bytes beside them) and the
  * activations each kind of command allocates (hs_acts_bytes): what it holds
  * at once, as hs_mem_reserve counts it (its resident peak can be lower,
- * where buffers stay untouched, plus the program's own): a forward (eval, ablate, patch, dla, logit-lens, generate),
+ * where buffers stay untouched, plus the program's own): eval's forward
+ * for the losses alone (HS_ACTS_LOSS), a forward (ablate, patch, dla,
+ * logit-lens, generate),
  * one with maps (capture, scores, patterns), a backward (importance, atp,
  * circuit: atp and circuit also hold a forward's activations), training
  * (gradients and AdamW's two moments beside the parameters). */
+_Static_assert(HS_LOSS_ROWS == 256, "the plan's eval line names HS_LOSS_ROWS");
+
 static void print_memory_plan(FILE *f, const hs_model *m, const hs_model_facts *x, int json)
 {
     const hs_model_config *c = &m->cfg;
-    const size_t P = m->n_params * sizeof(hs_real);
-    const size_t fwd = hs_acts_bytes(c, x->B, x->T, HS_ACTS_INFER),
+    const size_t P = x->bytes.loaded;
+    const size_t loss = hs_acts_bytes(c, x->B, x->T, HS_ACTS_LOSS),
+                 fwd = hs_acts_bytes(c, x->B, x->T, HS_ACTS_INFER),
                  maps = hs_acts_bytes(c, x->B, x->T, HS_ACTS_MAPS),
                  train = hs_acts_bytes(c, x->B, x->T, HS_ACTS_TRAIN);
-    static const char *const kind[] = { "forward", "maps", "backward", "train" };
+    static const char *const kind[] = { "eval", "forward", "maps", "backward", "train" };
     static const char *const who[] = {
-        "eval, ablate, patch, path-patch, dla, logit-lens, generate",
+        "eval: two layers' activations in turn, the logits 256 rows at a time",
+        "ablate, patch, path-patch, dla, logit-lens, generate",
         "capture, scores, patterns",
         "importance; atp and circuit hold a forward's activations more",
         "train: gradients and AdamW's two moments beside the parameters",
     };
-    const size_t need[] = { P + fwd, P + maps, P + train,
-                            P + hs_trainer_bytes(c, m->n_params, x->B, x->T) };
+    const size_t need[] = { P + loss, P + fwd, P + maps, P + train,
+                            /* training keeps a float master copy */
+                            m->n_params * sizeof(hs_real) +
+                                hs_trainer_bytes(c, m->n_params, x->B, x->T) };
     if (json) {
         fprintf(f, ",\"memory_plan\":{\"batch\":%d,\"seq_len\":%d,\"stored_bytes\":%zu,"
-                "\"parameter_bytes\":%zu", x->B, x->T, x->stored, P);
-        for (int k = 0; k < 4; k++)
+                "\"parameter_bytes\":%zu", x->B, x->T, x->bytes.stored, P);
+        for (int k = 0; k < 5; k++)
             fprintf(f, ",\"%s\":%zu", kind[k], need[k]);
         fprintf(f, "}");
         return;
     }
     fprintf(f, "memory plan  batch %d, seq-len %d: what each kind of command allocates, in "
-            "bytes\n  parameters %zu as loaded (%zu-byte values; the files store %zu)\n", x->B,
-            x->T, P, sizeof(hs_real), x->stored);
-    for (int k = 0; k < 4; k++)
+            "bytes\n  parameters %zu as loaded (matrices as the files store them, the rest "
+            "in %zu-byte values; the files store %zu)\n", x->B, x->T, P, sizeof(hs_real),
+            x->bytes.stored);
+    for (int k = 0; k < 5; k++)
         fprintf(f, "  %-10s %zu  (%s)\n", kind[k], need[k], who[k]);
 }
 
@@ -255,7 +265,7 @@ int hs_describe_checkpoint(FILE *f, const char *dir, int B, int T, int json)
     hs_model m;
     unsigned char *dead = hs_calloc((size_t)HS_MAX_LAYERS * HS_MAX_HEADS, 1, "dead heads");
     hs_model_facts x = { .dead = dead };
-    int rc = dead ? hs_checkpoint_probe(&m, dir, dead, &x.n_dead, &x.stored) : HS_ENOMEM;
+    int rc = dead ? hs_checkpoint_probe(&m, dir, dead, &x.n_dead, &x.bytes) : HS_ENOMEM;
     if (!rc && B > 0) {
         x.B = B;
         x.T = hs_seq_len_or_default(&m.cfg, T);

@@ -9,8 +9,9 @@ FILL: `holes` (every tensor a hole of a sparse file: zeros, no disk),
 `o_proj` (holes but each o_proj, random: every head live), or `random`
 (every tensor random but the norms, whose weights are 1). The random values
 are one block of bf16 numbers of magnitude 1/128 to 1/64 and random sign,
-repeated. --counts FILE: one line "parameters float32_bytes stored_bytes",
-counted from the shapes.
+repeated. --counts FILE: one line "parameters float32_bytes stored_bytes
+loaded_bytes", counted from the shapes (loaded: what headscope holds with
+the weights as stored, the matrices in bf16 and the norms in float32).
 """
 import json
 import os
@@ -52,6 +53,7 @@ def main():
         head[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [at, at + n]}
         at += n
     h = json.dumps(head).encode()
+    h += b" " * (-len(h) % 8)  # as the safetensors writer pads it: the data 8-byte aligned
     r = os.urandom(1 << 21)
     block = bytes(b for i in range(0, len(r), 2) for b in (r[i], (r[i + 1] & 0x80) | 0x3c))
     with open(dir + "/model.safetensors", "wb") as out:
@@ -71,7 +73,10 @@ def main():
                 out.write(block[:k])
                 n -= k
     if counts:
-        print(at // 2, 2 * at, at, file=open(counts, "w"))
+        loaded = sum(n * (2 if len(shape) == 2 else 4)
+                     for shape in (s for _, s in shapes)
+                     for n in [shape[0] * (shape[1] if len(shape) > 1 else 1)])
+        print(at // 2, 2 * at, at, loaded, file=open(counts, "w"))
 
 
 if __name__ == "__main__":

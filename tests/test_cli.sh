@@ -377,7 +377,7 @@ memory_plan_is_enforced() {
     local fwd train lim EVAL="$GPT2/eval.bin"
     hs info --model "$GPT2" --batch 2 --seq-len 8 --json
     expect_rc 0 "info --batch 2 --seq-len 8" || return 1
-    fwd=$(jget out.txt memory_plan forward)
+    fwd=$(jget out.txt memory_plan eval)
     train=$(jget out.txt memory_plan train)
     HEADSCOPE_MEMORY_LIMIT=$fwd hs eval --model "$GPT2" --data "$EVAL" --batch 2 --seq-len 8
     expect_rc 0 "eval within a limit of its plan, $fwd bytes" || return 1

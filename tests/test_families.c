@@ -14,7 +14,9 @@
 #include <CUnit/CUnit.h>
 
 #include "checkpoint.h"
+#include "memory.h"
 #include "fixture.h"
+#include "layers.h"
 #include "runner.h"
 #include "safetensors.h"
 #include "trainer.h"
@@ -389,8 +391,8 @@ static void expect_probe_equals_load(const char *dir, int f32_bytes, int *n_dead
     CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&a, dir), HS_OK);
     const int n_want = hs_dead_heads(&a, want);
     int n_got = -1;
-    size_t stored = 0;
-    const int rc = hs_checkpoint_probe(&p, dir, got, &n_got, &stored);
+    hs_checkpoint_bytes bytes = { 0, 0 };
+    const int rc = hs_checkpoint_probe(&p, dir, got, &n_got, &bytes);
     if (rc)
         printf("\n    %s: %s", dir, hs_last_error());
     CU_ASSERT_EQUAL_FATAL(rc, HS_OK);
@@ -401,8 +403,16 @@ static void expect_probe_equals_load(const char *dir, int f32_bytes, int *n_dead
     CU_ASSERT_EQUAL(n_got, n_want);
     /* what save writes: F32, 4 bytes a parameter */
     if (f32_bytes)
-        CU_ASSERT_EQUAL(stored, 4 * a.n_params);
+        CU_ASSERT_EQUAL(bytes.stored, 4 * a.n_params);
     CU_ASSERT_EQUAL(memcmp(got, want, (size_t)a.cfg.n_layer * HS_MAX_HEADS), 0);
+    /* what the plan counts for the parameters is what loading them as
+     * stored holds */
+    hs_model s;
+    const size_t held = hs_mem_held();
+    CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load_stored(&s, dir, HS_WEIGHTS_MAPPED), HS_OK);
+    CU_ASSERT_EQUAL(hs_mem_held() - held, bytes.loaded);
+    hs_model_free(&s);
+    CU_ASSERT_EQUAL(hs_mem_held(), held);
     *n_dead = n_got;
     hs_model_free(&a);
     hs_model_free(&p);
@@ -456,6 +466,56 @@ static void test_probe_reads_what_load_reads_for_every_layout(void)
  * pruning does this) keeps the family's features: parallel residual, exact
  * GELU, rotary dims, q/k/v biases, window and rope scaling come back equal
  * and the logits are bit-identical. */
+/* eval's forward (HS_ACTS_LOSS: two layers' buffers in turn, the logits
+ * HS_LOSS_ROWS rows at a time) gives the losses of the full forward bit
+ * for bit, for every family's preset at 5 layers (so layers 2-4 reuse the
+ * buffers of 0 and 1) and 320 rows (two chunks of logits, the second
+ * partial); in the headscope family with a narrower layer 3 (pruned
+ * heads), whose buffers are layer 1's. */
+static void test_loss_forward_equals_the_full_forward(void)
+{
+    static const char *const presets[] = { "gpt2", "gpt_neox", "llama", "qwen2", "gemma2",
+                                           "olmo2", "phi3", "bert", "attn-only", "tinylm" };
+    for (size_t k = 0; k < sizeof presets / sizeof presets[0]; k++) {
+        hs_model_config c;
+        CU_ASSERT_EQUAL_FATAL(hs_config_preset(&c, presets[k]), HS_OK);
+        for (int l = c.n_layer; l < 5; l++)
+            c.n_head[l] = c.n_head[0], c.n_kv_head[l] = c.n_kv_head[0];
+        c.n_layer = 5;
+        if (c.family == HS_FAMILY_HEADSCOPE) /* a narrower layer (heads pruned) */
+            c.n_head[3] = c.n_kv_head[3] = 1;
+        hs_model m;
+        const int irc = hs_model_init(&m, &c);
+        if (irc)
+            printf("\n    %s: %s", presets[k], hs_last_error());
+        CU_ASSERT_EQUAL_FATAL(irc, HS_OK);
+        hs_model_init_random(&m, 31 + k);
+        const int B = 40, T = 8, N = B * T;
+        int32_t *tok = malloc(sizeof *tok * N), *tg = malloc(sizeof *tg * N);
+        CU_ASSERT_FATAL(tok && tg);
+        for (int i = 0; i < N; i++)
+            tok[i] = (i * 7 + 3) % c.vocab_size, tg[i] = i % 5 ? (i * 11 + 1) % c.vocab_size
+                                                              : HS_TARGET_IGNORE;
+        hs_acts full, loss;
+        CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&full, &c, B, T, HS_ACTS_INFER), HS_OK);
+        CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&loss, &c, B, T, HS_ACTS_LOSS), HS_OK);
+        CU_ASSERT(loss.bytes < full.bytes);
+        CU_ASSERT_EQUAL_FATAL(hs_forward(&full, &m, tok, tg, NULL), HS_OK);
+        CU_ASSERT_EQUAL_FATAL(hs_forward(&loss, &m, tok, tg, NULL), HS_OK);
+        const int same = !memcmp(full.losses, loss.losses, sizeof(hs_real) * N) &&
+                         full.loss == loss.loss && full.n_targets == loss.n_targets;
+        if (!same)
+            printf("\n    %s: losses differ (%.9g against %.9g)", presets[k], loss.loss,
+                   full.loss);
+        CU_ASSERT(same);
+        hs_acts_free(&full);
+        hs_acts_free(&loss);
+        free(tok);
+        free(tg);
+        hs_model_free(&m);
+    }
+}
+
 static void test_headscope_form_keeps_family_features(void)
 {
     static const char *const names[] = { "neox_par", "neox_seq", "mistral_w3", "qwen2",
@@ -495,6 +555,7 @@ int main(void)
         { "test_gpt_neox_parallel_partial_rotary_matches_torch",
           test_gpt_neox_parallel_partial_rotary_matches_torch },
         { "test_gpt_neox_sequential_matches_torch", test_gpt_neox_sequential_matches_torch },
+        { "test_loss_forward_equals_the_full_forward", test_loss_forward_equals_the_full_forward },
         { "test_gpt_neox_bf16_checkpoint_matches_torch", test_gpt_neox_bf16_checkpoint_matches_torch },
         { "test_mistral_window_not_shorter_than_sequence_matches_torch",
           test_mistral_window_not_shorter_than_sequence_matches_torch },

@@ -1,0 +1,273 @@
+#include "stored.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "memory.h"
+#include "safetensors.h" /* hs_bf16_to_float, hs_half_to_float */
+
+typedef struct {
+    hs_stored_tensor t;
+    size_t owned; /* bytes of data allocated for it (0: it points into a file) */
+} entry;
+
+struct hs_stored {
+    hs_real *base; /* the reserved range: n_params elements */
+    size_t n_params;
+    entry *e;      /* sorted by t.off once published */
+    int n, cap;
+    size_t held;   /* bytes counted by hs_mem_reserve */
+    void (*release)(void *);
+    void *ctx;
+    int published;
+};
+
+/* The published sets (see stored.h for why a table): few, a model each. */
+enum { MAX_LIVE = 16 };
+static hs_stored *live[MAX_LIVE];
+static _Atomic int n_live;
+
+static size_t page_size(void)
+{
+    static size_t ps;
+    if (!ps)
+        ps = (size_t)sysconf(_SC_PAGESIZE);
+    return ps;
+}
+
+int hs_stored_create(hs_stored **out, size_t n_params, hs_real **params, void (*release)(void *),
+                     void *ctx)
+{
+    *out = NULL;
+    hs_stored *s = hs_calloc(1, sizeof *s, "weights as stored");
+    if (!s)
+        return HS_ENOMEM;
+    const size_t bytes = (n_params ? n_params : 1) * sizeof(hs_real);
+    void *p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        free(s);
+        return hs_fail(HS_ENOMEM, "weights as stored: cannot reserve %zu bytes of addresses",
+                       bytes);
+    }
+    s->base = p;
+    s->n_params = n_params;
+    s->release = release;
+    s->ctx = ctx;
+    *out = s;
+    *params = s->base;
+    return HS_OK;
+}
+
+/* Read and write access to elements off .. off + size - 1 of the range
+ * (whole pages: a neighbour's first or last elements may share one). */
+static int open_pages(hs_stored *s, size_t off, size_t size, const char *what)
+{
+    if (!size)
+        return HS_OK;
+    const size_t ps = page_size();
+    const uintptr_t lo = (uintptr_t)(s->base + off) & ~(uintptr_t)(ps - 1);
+    const uintptr_t hi = ((uintptr_t)(s->base + off + size) + ps - 1) & ~(uintptr_t)(ps - 1);
+    int rc = hs_mem_reserve(size * sizeof(hs_real), what);
+    if (rc)
+        return rc;
+    if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE)) {
+        hs_mem_release(size * sizeof(hs_real));
+        return hs_fail(HS_ENOMEM, "%s: cannot map %zu bytes", what, (size_t)(hi - lo));
+    }
+    s->held += size * sizeof(hs_real);
+    return HS_OK;
+}
+
+int hs_stored_floats(hs_stored *s, size_t off, size_t size)
+{
+    return open_pages(s, off, size, "model parameters");
+}
+
+void *hs_stored_alloc(size_t bytes, const char *what)
+{
+    return hs_calloc_held(bytes, 1, what);
+}
+
+static size_t type_bytes(hs_wtype t)
+{
+    return t == HS_WT_F32 ? 4 : 2;
+}
+
+int hs_stored_add(hs_stored *s, hs_stored_tensor t, int owned)
+{
+    if (s->n == s->cap) {
+        const int cap = s->cap ? 2 * s->cap : 64;
+        entry *e = realloc(s->e, sizeof *e * (size_t)cap);
+        if (!e)
+            return hs_fail(HS_ENOMEM, "weights as stored: no memory for the table");
+        s->e = e;
+        s->cap = cap;
+    }
+    const size_t bytes = t.size * type_bytes(t.type);
+    if (!owned) { /* the file's pages, resident once read: counted as held */
+        int rc = hs_mem_reserve(bytes, "model parameters");
+        if (rc)
+            return rc;
+        s->held += bytes;
+    }
+    s->e[s->n++] = (entry){ t, owned ? bytes : 0 };
+    return HS_OK;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+    const size_t x = ((const entry *)a)->t.off, y = ((const entry *)b)->t.off;
+    return (x > y) - (x < y);
+}
+
+int hs_stored_publish(hs_stored *s)
+{
+    qsort(s->e, (size_t)s->n, sizeof *s->e, by_offset);
+    const int n = atomic_load(&n_live);
+    if (n == MAX_LIVE)
+        return hs_fail(HS_ENOMEM, "weights as stored: more than %d models open at once",
+                       MAX_LIVE);
+    live[n] = s;
+    atomic_store(&n_live, n + 1);
+    s->published = 1;
+    return HS_OK;
+}
+
+static void drop_entry_data(entry *e)
+{
+    if (e->owned)
+        hs_free_held((void *)e->t.data, e->owned, 1);
+}
+
+void hs_stored_free(hs_stored *s)
+{
+    if (!s)
+        return;
+    if (s->published) {
+        const int n = atomic_load(&n_live);
+        for (int i = 0; i < n; i++)
+            if (live[i] == s) {
+                live[i] = live[n - 1];
+                atomic_store(&n_live, n - 1);
+                break;
+            }
+    }
+    for (int i = 0; i < s->n; i++)
+        drop_entry_data(&s->e[i]);
+    free(s->e);
+    hs_mem_release(s->held);
+    munmap(s->base, (s->n_params ? s->n_params : 1) * sizeof(hs_real));
+    if (s->release)
+        s->release(s->ctx);
+    free(s);
+}
+
+size_t hs_stored_bytes(const hs_stored *s)
+{
+    size_t b = s->held;
+    for (int i = 0; i < s->n; i++)
+        b += s->e[i].owned;
+    return b;
+}
+
+/* The set and entry holding float address p, or NULL. */
+static entry *lookup(const void *p, hs_stored **set)
+{
+    const int n = atomic_load_explicit(&n_live, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        hs_stored *s = live[i];
+        const char *lo = (const char *)s->base, *c = p;
+        if (c < lo || c >= lo + s->n_params * sizeof(hs_real))
+            continue;
+        const size_t k = (size_t)(c - lo) / sizeof(hs_real);
+        int a = 0, b = s->n; /* the last entry with off <= k */
+        while (b - a > 1) {
+            const int mid = (a + b) / 2;
+            if (s->e[mid].t.off <= k)
+                a = mid;
+            else
+                b = mid;
+        }
+        entry *e = s->n ? &s->e[a] : NULL;
+        if (set)
+            *set = s;
+        return e && k >= e->t.off && k < e->t.off + e->t.size ? e : NULL;
+    }
+    return NULL;
+}
+
+/* p's element in e's data */
+static const void *element(const hs_stored *s, const entry *e, const void *p)
+{
+    const size_t k = (size_t)((const hs_real *)p - s->base) - e->t.off;
+    return (const char *)e->t.data + k * type_bytes(e->t.type);
+}
+
+int hs_stored_find(const void *p, const void **data, hs_wtype *type)
+{
+    if (!atomic_load_explicit(&n_live, memory_order_relaxed))
+        return 0;
+    hs_stored *s;
+    const entry *e = lookup(p, &s);
+    if (!e)
+        return 0;
+    *data = element(s, e, p);
+    *type = e->t.type;
+    return 1;
+}
+
+/* n elements of type t at src, widened into dst (exactly) */
+static void widen(hs_real *dst, const void *src, hs_wtype t, size_t n)
+{
+    if (t == HS_WT_F32) {
+        const float *f = src;
+        for (size_t i = 0; i < n; i++)
+            dst[i] = f[i];
+    } else if (t == HS_WT_BF16) {
+        const uint16_t *h = src;
+        for (size_t i = 0; i < n; i++)
+            dst[i] = hs_bf16_to_float(h[i]);
+    } else {
+        const uint16_t *h = src;
+        for (size_t i = 0; i < n; i++)
+            dst[i] = hs_half_to_float(h[i]);
+    }
+}
+
+void hs_stored_read(hs_real *dst, const hs_real *p, size_t n)
+{
+    const void *data;
+    hs_wtype type;
+    if (hs_stored_find(p, &data, &type))
+        widen(dst, data, type, n);
+    else
+        memcpy(dst, p, sizeof(hs_real) * n);
+}
+
+int hs_stored_widen(const hs_real *p)
+{
+    if (!atomic_load(&n_live))
+        return HS_OK;
+    hs_stored *s;
+    entry *e = lookup(p, &s);
+    if (!e)
+        return HS_OK;
+    int rc = open_pages(s, e->t.off, e->t.size, "model parameters");
+    if (rc)
+        return rc;
+    widen(s->base + e->t.off, e->t.data, e->t.type, e->t.size);
+    drop_entry_data(e);
+    if (!e->owned) { /* the file's pages are no longer counted */
+        const size_t bytes = e->t.size * type_bytes(e->t.type);
+        hs_mem_release(bytes);
+        s->held -= bytes;
+    }
+    const int i = (int)(e - s->e);
+    memmove(e, e + 1, sizeof *e * (size_t)(s->n - i - 1));
+    s->n--;
+    return HS_OK;
+}

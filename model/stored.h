@@ -1,0 +1,76 @@
+/* A model's weights as stored (SPEC §13): the large matrices stay in the
+ * checkpoint's dtype (F32, BF16, F16), read in place from the mapped files
+ * or, where the family's layout differs from ours (GPT-2's Conv1D, fused
+ * qkv rows), re-laid out once in that dtype. The model's parameter pointers
+ * keep their meaning: m->params is a reserved address range of the float
+ * table's size, where the tensors held as floats (norms, biases, position
+ * tables) have pages and the stored ones have none (reading one there
+ * faults). hs_gemm and the linear and embedding kernels find a stored
+ * tensor by its float address and read it through hs_sgemm_typed, widened
+ * exactly, so results equal those of the float copy bit for bit; code that
+ * reads weights element by element widens what it reads first
+ * (hs_stored_widen) or copies through hs_stored_read.
+ *
+ * The stored models are kept in a process-wide table, written only when a
+ * model is loaded or freed: kernels deep below the model (a GEMM inside an
+ * OpenMP loop) receive pointers, not models, and the table is what lets a
+ * pointer say how its tensor is held. Loading or freeing a model while
+ * another thread computes on a stored one is not supported. */
+#ifndef HS_STORED_H
+#define HS_STORED_H
+
+#include <stddef.h>
+
+#include "common.h"
+#include "gemm.h"
+
+/* One stored tensor: elements off .. off + size - 1 of the float table, in
+ * the table's layout, held at data as type. */
+typedef struct {
+    size_t off, size;
+    const void *data;
+    hs_wtype type;
+} hs_stored_tensor;
+
+typedef struct hs_stored hs_stored;
+
+/* An empty set for a table of n_params elements: reserves the range (no
+ * memory) and returns it in *params. release(ctx) is called once when the
+ * set is freed (the files' mappings the tensors point into). */
+int hs_stored_create(hs_stored **s, size_t n_params, hs_real **params, void (*release)(void *),
+                     void *ctx);
+
+/* Gives the float tensor at elements off .. off + size - 1 its pages
+ * (zeroed), to be filled by the caller. */
+int hs_stored_floats(hs_stored *s, size_t off, size_t size);
+
+/* Adds a stored tensor; tensors must not overlap. owned: data was
+ * allocated for it (hs_stored_alloc) and is freed with the set. */
+int hs_stored_add(hs_stored *s, hs_stored_tensor t, int owned);
+
+/* A block of bytes for a re-laid-out tensor, counted as held. */
+void *hs_stored_alloc(size_t bytes, const char *what);
+
+/* Makes the set visible to hs_stored_find (sorts it); after the last add. */
+int hs_stored_publish(hs_stored *s);
+
+void hs_stored_free(hs_stored *s);
+
+/* Bytes the set holds: its stored tensors' and its float pages'. */
+size_t hs_stored_bytes(const hs_stored *s);
+
+/* 1 when p (a float address into a published set's table) lies in a stored
+ * tensor: *data is p's element there and *type its type. 0 otherwise (a
+ * float tensor, or no stored model at all: one load). */
+int hs_stored_find(const void *p, const void **data, hs_wtype *type);
+
+/* dst[0 .. n-1] = the parameters from float address p on, widened where
+ * they are stored (n elements inside one tensor). */
+void hs_stored_read(hs_real *dst, const hs_real *p, size_t n);
+
+/* Gives the stored tensor holding p its float pages, widened, and takes it
+ * out of the set: from then on the float table holds it, for code that
+ * reads it element by element. A float tensor: nothing to do. */
+int hs_stored_widen(const hs_real *p);
+
+#endif
