@@ -8,17 +8,19 @@
 # implementation of the same forward (bench/scale_torch.py: float32 and
 # bfloat16) in the same run, losses compared. Where the plan does not fit
 # the machine, eval's refusal is recorded instead (it says so before it
-# loads anything). --steps patch: `patch --site z` of every head on 8
-# random prompt pairs of 24 tokens (SPEC §11), its wall time and peak RSS.
+# loads anything). --steps generate: 32 tokens after a prompt of 8, its
+# tokens/s and peak RSS. --steps patch: `patch --site z` of every head on
+# 8 random prompt pairs of 24 tokens (SPEC §11), its wall time and peak RSS.
 #
-#   bench/scale.sh [--threads "2"] [--seq-len 512] [--shapes "1b 8b"] [--steps "eval patch"]
+#   bench/scale.sh [--threads "2"] [--seq-len 512] [--shapes "1b 8b"]
+#                  [--steps "eval generate patch"]
 #                  [--tiny]
 #
 # Results: bench/out/scale.jsonl and bench/out/scale.md (--tiny: a tiny
 # Llama shape, T 32, in bench/out/tiny/).
 . "$(dirname "$0")/lib.sh"
 bench_init "threads tiny"
-threads="2" T=512 shapes="1b 8b" steps=eval
+threads="2" T=512 shapes="1b 8b" steps="eval generate"
 while [ $# -gt 0 ]; do
   case "$1" in
     --seq-len) T=$2; shift 2 ;;
@@ -28,7 +30,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 outdir=bench/out
-[ "$tiny" = 1 ] && { shapes=tiny T=32 threads=1 outdir=bench/out/tiny steps="eval patch"; }
+[ "$tiny" = 1 ] && { shapes=tiny T=32 threads=1 outdir=bench/out/tiny steps="eval generate patch"; }
 bench_build headscope_cli
 bench_tmp
 mkdir -p "$outdir"
@@ -36,6 +38,7 @@ out=$outdir/scale.jsonl
 : >"$out"
 hs=$bench_dir/headscope
 load() { cut -d' ' -f1 /proc/loadavg; }
+jq_num() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[2]))[sys.argv[1]])' "$1" "$2"; }
 for i in $(seq 1 400); do echo "The quick brown fox $i jumps over the lazy dog, and the dog sleeps."; done >"$tmp/t.txt"
 "$hs" tokens --in "$tmp/t.txt" --out "$tmp/t.bin" >/dev/null
 for shape in $shapes; do
@@ -80,6 +83,15 @@ PY
         row "\"impl\":\"headscope_patch\",\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/patch.err")"
       fi
     fi
+    if [[ " $steps " == *" generate "* ]]; then
+      echo "$shape, $t threads: headscope generate of 32 tokens after 8" >&2
+      if /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" generate --model "$dir" \
+        --prompt-ids 1,2,3,4,5,6,7,8 --max-new 32 --json >"$tmp/gen.json" 2>"$tmp/gen.err"; then
+        row "\"impl\":\"headscope_generate\",\"new_tokens\":32,\"tokens_per_s\":$(jq_num tokens_per_s "$tmp/gen.json"),\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt")"
+      else
+        row "\"impl\":\"headscope_generate\",\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/gen.err")"
+      fi
+    fi
     [[ " $steps " == *" eval "* ]] || continue
     for n in 1 2 1 2 1 2; do # batches: the second's time is one forward, the rest the load
       echo "$shape, $t threads: headscope eval of $n x (1 x $T)" >&2
@@ -115,10 +127,10 @@ print("Random BF16 Llama checkpoints (HF layout), one sequence; headscope eval's
       "(medians of 3: a forward is an eval of two sequences less one, the load the rest) and peak "
       "RSS; torch (float32 / bfloat16, glibc keeping freed "
       "blocks) loading with numpy and its forward's median of 3\n")
-print("| shape | threads | T | file | side | load s | forward s | loss | peak RSS | plan: forward |")
+print("| shape | threads | T | file | side | load s | forward s | loss | peak RSS | plan: eval |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
-    plan = r.get("plan", {}).get("memory_plan", {}).get("forward")
+    plan = r.get("plan", {}).get("memory_plan", {}).get("eval")
     plan = f"{plan / 1e9:.2f} GB" if plan else ""
     head = f"| {r['shape']} | {r['threads']} | {r['T']} | {r['file_bytes'] / 1e9:.2f} GB | {r['impl']}"
     if "refused" in r:
@@ -126,6 +138,9 @@ for r in rows:
     elif r["impl"] == "headscope_patch":
         print(f"{head}: --site z of {r['heads']} heads, {r['prompts']} pairs of {r['prompt_tokens']} "
               f"tokens | | {r['wall_s']:.1f} (all) | | {r['peak_rss_kb'] / 1e6:.2f} GB | |")
+    elif r["impl"] == "headscope_generate":
+        print(f"{head}: 32 tokens after 8 | | {r['tokens_per_s']:.2f} tokens/s | | "
+              f"{r['peak_rss_kb'] / 1e6:.2f} GB | |")
     elif r["impl"] == "headscope":
         g = [x for x in rows if x["impl"] == "headscope" and x["shape"] == r["shape"] and
              x["threads"] == r["threads"] and "wall_s" in x]
