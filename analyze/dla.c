@@ -231,7 +231,7 @@ int hs_dla_compute(hs_dla *r, const hs_model *m, const hs_prompt_set *ps, int ba
     double *e = hs_calloc((size_t)m->cfg.d_model, sizeof(double), "dla direction");
     double *f = hs_calloc((size_t)maxHD, sizeof(double), "dla direction");
     rc = r->value && r->logit_diff && r->line && e && f ? HS_OK : HS_ENOMEM;
-    for (int l = 0; !rc && l < m->cfg.n_layer; l++) /* read whole a prompt: as floats */
+    for (int l = 0; !rc && l < m->cfg.n_layer; l++) /* read whole for each prompt: as floats */
         rc = hs_stored_widen(m->w.layer[l].attn.w_o);
     for (int gi = 0, p0 = 0; !rc && gi < ps->n_group; p0 += ps->group[gi++].n)
         rc = dla_group(r, m, &ps->group[gi], batch, p0, e, f);

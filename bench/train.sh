@@ -124,7 +124,7 @@ for r in $(seq "$rounds"); do
     echo "mfu round $r, threads $t" >&2
     # the widest ISA's peak (AVX-512 where the CPU has it: the last line;
     # AVX2's with --avx2-only)
-    pk=$(OMP_WAIT_POLICY=passive "$bench_dir"/bench/bench_peak --threads "$t" --seconds 0.1 --reps 3 |
+    pk=$(OMP_WAIT_POLICY=passive "$bench_dir"/bench/bench_peak --threads "$t" --seconds 0.1 --reps 3 --read-mb 0 |
          { if [ "$isa" = avx2-only ]; then grep '"isa":"avx2"'; else tail -n 1; fi; })
     echo "${pk/#\{/{\"round\":$r,\"load\":$(cut -d' ' -f1 /proc/loadavg),}" >>"$mfu"
     for c in "${mfu_configs[@]}"; do

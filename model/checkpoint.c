@@ -499,9 +499,9 @@ int hs_checkpoint_load_stored(hs_model *m, const char *dir, hs_weights_place pla
                 rc = store_part(m->stored, st, t, &ft[i], p, ti, mapped);
                 if (!mapped)
                     hs_st_release(st, t); /* the pages a re-laying read */
-            }
-            else if (!(rc = hs_stored_floats(m->stored, ti->offset, ti->size)))
+            } else if (!(rc = hs_stored_floats(m->stored, ti->offset, ti->size))) {
                 rc = load_part(st, t, &ft[i], p, ti, m->params + ti->offset);
+            }
         }
     }
     free(ft);

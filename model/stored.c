@@ -166,22 +166,14 @@ void hs_stored_free(hs_stored *s)
     free(s);
 }
 
-size_t hs_stored_bytes(const hs_stored *s)
-{
-    size_t b = s->held;
-    for (int i = 0; i < s->n; i++)
-        b += s->e[i].owned;
-    return b;
-}
-
 /* The set and entry holding float address p, or NULL. */
 static entry *lookup(const void *p, hs_stored **set)
 {
     const int n = atomic_load_explicit(&n_live, memory_order_acquire);
     for (int i = 0; i < n; i++) {
         hs_stored *s = live[i];
-        const char *lo = (const char *)s->base, *c = p;
-        if (c < lo || c >= lo + s->n_params * sizeof(hs_real))
+        const uintptr_t lo = (uintptr_t)s->base, c = (uintptr_t)p;
+        if (c < lo || c - lo >= s->n_params * sizeof(hs_real))
             continue;
         const size_t k = (size_t)(c - lo) / sizeof(hs_real);
         int a = 0, b = s->n; /* the last entry with off <= k */

@@ -56,9 +56,6 @@ int hs_stored_publish(hs_stored *s);
 
 void hs_stored_free(hs_stored *s);
 
-/* Bytes the set holds: its stored tensors' and its float pages'. */
-size_t hs_stored_bytes(const hs_stored *s);
-
 /* 1 when p (a float address into a published set's table) lies in a stored
  * tensor: *data is p's element there and *type its type. 0 otherwise (a
  * float tensor, or no stored model at all: one load). */

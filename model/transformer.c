@@ -442,7 +442,7 @@ void hs_acts_set_valid(hs_acts *a, const hs_model *m, const int32_t *tokens, int
 /* Hooks that need maps need activations that keep them. */
 static int check_hooks(const hs_acts *a, const hs_hooks *hooks)
 {
-    if (a->mode != HS_ACTS_INFER)
+    if (a->mode != HS_ACTS_INFER && a->mode != HS_ACTS_LOSS)
         return HS_OK;
     if (hooks->on_maps)
         return hs_fail(HS_EINVAL, "forward: maps were asked for but the activations keep none");

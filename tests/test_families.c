@@ -467,11 +467,14 @@ static void test_probe_reads_what_load_reads_for_every_layout(void)
  * GELU, rotary dims, q/k/v biases, window and rope scaling come back equal
  * and the logits are bit-identical. */
 /* eval's forward (HS_ACTS_LOSS: two layers' buffers in turn, the logits
- * HS_LOSS_ROWS rows at a time) gives the losses of the full forward bit
- * for bit, for every family's preset at 5 layers (so layers 2-4 reuse the
- * buffers of 0 and 1) and 320 rows (two chunks of logits, the second
- * partial); in the headscope family with a narrower layer 3 (pruned
- * heads), whose buffers are layer 1's. */
+ * HS_LOSS_ROWS rows at a time) gives the losses of the full forward, for
+ * every family's preset at 5 layers (so layers 2-4 reuse the buffers of 0
+ * and 1) and 320 rows (two chunks of logits, the second partial); in the
+ * headscope family with a narrower layer 3 (pruned heads), whose buffers
+ * are layer 1's. Equal to 1e-6 relative, not bit for bit: the unembedding's
+ * GEMM runs on 256 and 64 rows instead of 320, and a GEMM's sums may depend
+ * on M (OpenBLAS's do, in the portable build; a buffer reused wrongly moves
+ * the loss in its third digit). */
 static void test_loss_forward_equals_the_full_forward(void)
 {
     static const char *const presets[] = { "gpt2", "gpt_neox", "llama", "qwen2", "gemma2",
@@ -502,12 +505,17 @@ static void test_loss_forward_equals_the_full_forward(void)
         CU_ASSERT(loss.bytes < full.bytes);
         CU_ASSERT_EQUAL_FATAL(hs_forward(&full, &m, tok, tg, NULL), HS_OK);
         CU_ASSERT_EQUAL_FATAL(hs_forward(&loss, &m, tok, tg, NULL), HS_OK);
-        const int same = !memcmp(full.losses, loss.losses, sizeof(hs_real) * N) &&
-                         full.loss == loss.loss && full.n_targets == loss.n_targets;
-        if (!same)
-            printf("\n    %s: losses differ (%.9g against %.9g)", presets[k], loss.loss,
-                   full.loss);
-        CU_ASSERT(same);
+        double worst = 0;
+        for (int i = 0; i < N; i++) {
+            const double d = fabs((double)loss.losses[i] - (double)full.losses[i]) /
+                             (fabs((double)full.losses[i]) + 1e-30);
+            worst = d > worst ? d : worst;
+        }
+        if (!(worst <= 1e-6))
+            printf("\n    %s: losses differ by %.3g relative (%.9g against %.9g)", presets[k],
+                   worst, loss.loss, full.loss);
+        CU_ASSERT(worst <= 1e-6);
+        CU_ASSERT_EQUAL(loss.n_targets, full.n_targets);
         hs_acts_free(&full);
         hs_acts_free(&loss);
         free(tok);
