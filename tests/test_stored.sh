@@ -75,8 +75,9 @@ same() {
 }
 
 # commands MODEL PROMPTS [few]: the commands of SPEC §13 on MODEL (few:
-# eval, generate and patch only, for a layout another model's run covers
-# with every command)
+# eval, generate and patch only: every command runs on GPT-2's BF16 copy,
+# mapped, and on Llama's BF16, copied; the layouts' own code is the load's,
+# which eval, generate and patch all go through)
 commands() {
     local m=$1 p=$2 few=${3:-} ids
     ids=$(py -c 'import json,sys; print(",".join(map(str, json.loads(open(sys.argv[1]).readline())["clean_ids"])))' "$p")
@@ -147,7 +148,7 @@ fused_rows() {
     small_prompts
     commands "$FIX/families/neox_bf16" small.jsonl few || return 1
     to_bf16 "$FIX/families3/phi3" phi3 || bad "could not write the bf16 copy" || return 1
-    commands phi3 small.jsonl
+    commands phi3 small.jsonl few
 }
 
 # The bf16 copy holds its matrices at half the float copy's bytes, and the
