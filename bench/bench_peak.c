@@ -82,13 +82,18 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    const int widths[] = { 8, 16 };
-    for (const char *p = threads; *p;) {
+    long nt[16]; /* the thread counts */
+    int n_nt = 0;
+    for (const char *p = threads; *p && n_nt < 16;) {
         char *end;
-        const long t = strtol(p, &end, 10);
+        nt[n_nt] = strtol(p, &end, 10);
         if (end == p)
             break;
-        p = end;
+        p = end, n_nt++;
+    }
+    const int widths[] = { 8, 16 };
+    for (int i = 0; i < n_nt; i++) {
+        const long t = nt[i];
         for (int w = 0; w < 2; w++) {
             if (widths[w] == 16 && !peak_has_avx512())
                 continue;
@@ -107,14 +112,9 @@ int main(int argc, char **argv)
     (void)madvise(x, n * sizeof(float), MADV_HUGEPAGE);
     for (size_t i = 0; i < n; i++)
         x[i] = (float)(i & 1023);
-    for (const char *p = threads; *p;) {
-        char *end;
-        const long t = strtol(p, &end, 10);
-        if (end == p)
-            break;
-        p = end;
-        printf("{\"impl\":\"read_bandwidth\",\"threads\":%ld,\"bytes\":%zu,\"gbps\":%.2f}\n", t,
-               n * sizeof(float), read_gbps(x, n, (int)t, reps));
+    for (int i = 0; i < n_nt; i++) {
+        printf("{\"impl\":\"read_bandwidth\",\"threads\":%ld,\"bytes\":%zu,\"gbps\":%.2f}\n",
+               nt[i], n * sizeof(float), read_gbps(x, n, (int)nt[i], reps));
         fflush(stdout);
     }
     free(x);

@@ -431,7 +431,7 @@ static int store_part(hs_stored *set, const hs_safetensors *st, const hs_st_tens
     const int ours = f->nparts == 1 && !f->part[p].transpose;
     if (ours && mapped && (uintptr_t)src % es == 0)
         return hs_stored_add(set, (hs_stored_tensor){ ti->offset, ti->size, src, type }, 0);
-    unsigned char *dst = hs_stored_alloc(ti->size * es, "model parameters");
+    unsigned char *dst = hs_calloc_held(ti->size * es, 1, "model parameters");
     if (!dst)
         return HS_ENOMEM;
     const size_t rows = (size_t)ti->shape[0], inner = (size_t)ti->shape[1];

@@ -204,8 +204,9 @@ const hs_st_tensor *hs_st_find(const hs_safetensors *st, const char *name)
 
 
 /* n elements of dtype dt at src (little-endian bytes) widened into dst */
-static void widen(hs_dtype dt, const unsigned char *src, size_t n, hs_real *dst)
+void hs_st_widen(hs_dtype dt, const void *from, size_t n, hs_real *dst)
 {
+    const unsigned char *src = from;
     if (dt == HS_DT_F32) {
         for (size_t k = 0; k < n; k++) {
             float f;
@@ -224,7 +225,7 @@ static void widen(hs_dtype dt, const unsigned char *src, size_t n, hs_real *dst)
 double hs_st_get(const hs_safetensors *st, const hs_st_tensor *t, size_t i)
 {
     hs_real v;
-    widen(t->dtype, st->data + t->begin + (t->dtype == HS_DT_F32 ? 4 : 2) * i, 1, &v);
+    hs_st_widen(t->dtype, st->data + t->begin + (t->dtype == HS_DT_F32 ? 4 : 2) * i, 1, &v);
     return v;
 }
 
@@ -258,7 +259,7 @@ int hs_st_read(const hs_safetensors *st, const hs_st_tensor *t, size_t first, si
         const size_t k = n - done < BLOCK / es ? n - done : BLOCK / es;
         rc = hs_st_read_bytes(st, t, (first + done) * es, k * es, buf);
         if (!rc)
-            widen(t->dtype, buf, k, dst + done);
+            hs_st_widen(t->dtype, buf, k, dst + done);
         done += k;
     }
     free(buf);

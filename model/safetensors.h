@@ -60,6 +60,10 @@ int hs_st_read(const hs_safetensors *st, const hs_st_tensor *t, size_t first, si
 int hs_st_read_bytes(const hs_safetensors *st, const hs_st_tensor *t, size_t first, size_t n,
                      void *dst);
 
+/* n elements of dtype dt at src (little-endian, any alignment) widened
+ * into dst exactly. */
+void hs_st_widen(hs_dtype dt, const void *src, size_t n, hs_real *dst);
+
 /* Tells the kernel the pages wholly inside t's bytes are no longer needed,
  * so loading never holds the file and the parameters in memory at once. */
 void hs_st_release(const hs_safetensors *st, const hs_st_tensor *t);

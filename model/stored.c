@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "memory.h"
-#include "safetensors.h" /* hs_bf16_to_float, hs_half_to_float */
+#include "safetensors.h" /* hs_st_widen */
 
 typedef struct {
     hs_stored_tensor t;
@@ -85,11 +85,6 @@ static int open_pages(hs_stored *s, size_t off, size_t size, const char *what)
 int hs_stored_floats(hs_stored *s, size_t off, size_t size)
 {
     return open_pages(s, off, size, "model parameters");
-}
-
-void *hs_stored_alloc(size_t bytes, const char *what)
-{
-    return hs_calloc_held(bytes, 1, what);
 }
 
 static size_t type_bytes(hs_wtype t)
@@ -212,22 +207,11 @@ int hs_stored_find(const void *p, const void **data, hs_wtype *type)
     return 1;
 }
 
-/* n elements of type t at src, widened into dst (exactly) */
+/* n elements of type t at src widened into dst (exactly) */
 static void widen(hs_real *dst, const void *src, hs_wtype t, size_t n)
 {
-    if (t == HS_WT_F32) {
-        const float *f = src;
-        for (size_t i = 0; i < n; i++)
-            dst[i] = f[i];
-    } else if (t == HS_WT_BF16) {
-        const uint16_t *h = src;
-        for (size_t i = 0; i < n; i++)
-            dst[i] = hs_bf16_to_float(h[i]);
-    } else {
-        const uint16_t *h = src;
-        for (size_t i = 0; i < n; i++)
-            dst[i] = hs_half_to_float(h[i]);
-    }
+    const hs_dtype dt = t == HS_WT_F32 ? HS_DT_F32 : t == HS_WT_BF16 ? HS_DT_BF16 : HS_DT_F16;
+    hs_st_widen(dt, src, n, dst);
 }
 
 void hs_stored_read(hs_real *dst, const hs_real *p, size_t n)

@@ -45,11 +45,9 @@ int hs_stored_create(hs_stored **s, size_t n_params, hs_real **params, void (*re
 int hs_stored_floats(hs_stored *s, size_t off, size_t size);
 
 /* Adds a stored tensor; tensors must not overlap. owned: data was
- * allocated for it (hs_stored_alloc) and is freed with the set. */
+ * allocated for it (hs_calloc_held(bytes, 1, ...): counted as held) and is
+ * freed with the set. */
 int hs_stored_add(hs_stored *s, hs_stored_tensor t, int owned);
-
-/* A block of bytes for a re-laid-out tensor, counted as held. */
-void *hs_stored_alloc(size_t bytes, const char *what);
 
 /* Makes the set visible to hs_stored_find (sorts it); after the last add. */
 int hs_stored_publish(hs_stored *s);
