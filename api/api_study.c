@@ -301,6 +301,42 @@ int hs_api_patch(char **json, const hs_model *m, hs_api_prompts *p, const hs_api
     return rc;
 }
 
+int hs_api_atp(char **json, const hs_model *m, hs_api_prompts *p, const hs_api_env *e,
+               const char *sites, int noising, int star, int verify, int batch)
+{
+    *json = NULL;
+    const hs_prompt_set *ps;
+    const hs_tokenizer *tk;
+    hs_atp_opts ao = { .noising = noising, .star = star, .verify = verify, .batch = batch };
+    int rc = hs_api_prompts_of(&ps, &tk, p, m);
+    if (!rc)
+        rc = hs_atp_family_check(&m->cfg);
+    if (!rc)
+        rc = hs_atp_sites(&ao.sites, sites, &m->cfg, ps);
+    if (!rc)
+        rc = hs_atp_check(&m->cfg, ps, &ao);
+    hs_run *run = NULL;
+    if (!rc)
+        rc = run_begin(&run, e, HS_KIND_ATP, m, hs_api_prompts_path(p), 0, ps, tk);
+    if (rc)
+        return rc;
+    const hs_study_io io = io_of(e);
+    hs_atp_result r;
+    hs_study_rows rows;
+    rc = hs_atp_study(&r, &rows, m, ps, ao, &io);
+    if (!rc)
+        rc = hs_run_study_rows(run, &rows);
+    hs_jbuf b = { 0 };
+    const scalar sc[] = { { HS_METRIC(LOGIT_DIFF_CLEAN), r.ld_clean },
+                          { HS_METRIC(LOGIT_DIFF_CORRUPT), r.ld_corrupt },
+                          { "prompts", (double)r.n } };
+    if (!rc)
+        begin_json(&b, hs_run_id(run), &r.heads, r.pos, r.n_pos, NULL, 0, sc, 3);
+    rc = finish(json, &b, run, rc, NULL);
+    hs_atp_result_free(&r);
+    return rc;
+}
+
 int hs_api_dla(char **json, const hs_model *m, hs_api_prompts *p, const hs_api_env *e, int batch)
 {
     *json = NULL;

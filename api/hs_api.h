@@ -199,6 +199,12 @@ int hs_api_importance(char **json, const hs_model *m, const hs_api_tokens *data,
 int hs_api_patch(char **json, const hs_model *m, hs_api_prompts *ps, const hs_api_env *e,
                  const char *sites, int noising, int batch, int naive);
 
+/* atp: sites "z,pattern,q,k,v,resid_pre,attn_out,mlp_out" (NULL: atp's
+ * default), star (AtP*), verify K (exact patch of the top K heads); scalars
+ * logit_diff_clean, logit_diff_corrupt, prompts. */
+int hs_api_atp(char **json, const hs_model *m, hs_api_prompts *ps, const hs_api_env *e,
+               const char *sites, int noising, int star, int verify, int batch);
+
 /* dla: scalars logit_diff, max_gap, max_gap_line; per-prompt parts as the
  * curve-less member "parts": {"terms": [[layer, head, metric], ...],
  * "values": [[...], ...] (prompts x terms), "logit_diff": [...]}. */

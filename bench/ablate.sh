@@ -54,7 +54,7 @@ for t in $threads; do
   "$bin" --model "$tmp/m" --data "$tmp/t.bin" --batch "$batch" --seq-len "$T" --sequences "$seqs" \
     --threads "$t" --dump "$tmp/hs.json" >>"$out"
   echo "threads $t: torch naive ablation loop" >&2
-  OMP_WAIT_POLICY=passive /usr/bin/python3 bench/ablate_torch.py --threads "$t" \
+  bench_torch bench/ablate_torch.py --threads "$t" \
     --config "$config" --batch "$batch" --sequences "$seqs" --weights "$tmp/m.pt" \
     --data "$tmp/t.bin" --dump "$tmp/torch.json" >>"$out"
   /usr/bin/python3 - "$tmp/hs.json" "$tmp/torch.json" "$t" >>"$out" <<'PY'

@@ -55,7 +55,7 @@ for t in $threads; do
   done
   for what in atp eap-ig; do
     echo "threads $t: torch $what" >&2
-    OMP_WAIT_POLICY=passive /usr/bin/python3 bench/atp_torch.py --what "$what" --threads "$t" \
+    bench_torch bench/atp_torch.py --what "$what" --threads "$t" \
       --config "$config" --weights "$tmp/m.pt" --prompts "$tmp/p.jsonl" --repeats "$repeats" \
       --dump "$tmp/torch_$what.json" >>"$out"
   done
@@ -89,7 +89,7 @@ PY
 done
 
 # The table: per thread count, each time and the ratios the issue asks for.
-/usr/bin/python3 - "$out" "$config" >"$outdir/atp.md" <<'PY'
+/usr/bin/python3 - "$out" "$config" <<'PY' | bench_md "$outdir/atp.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 L, d, H, T = sys.argv[2].split(",")
@@ -110,4 +110,3 @@ for t in sorted({r["threads"] for r in rows}):
           "within %.2g of torch's largest |score|" % (t, c["max_abs_atp_z_diff_torch"], c["edges"],
           c["edges_torch"], c["same_edges"], c["max_rel_eap_ig_diff_torch"]))
 PY
-cat "$outdir/atp.md"

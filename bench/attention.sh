@@ -51,7 +51,7 @@ for t in $threads; do
   echo "threads $t: OpenBLAS sgemm, headscope, torch" >&2
   "$bin" --threads "$t" --gemm "$gemm" --reps "$reps" >>"$out"
   "$bin" --threads "$t" --reps "$reps" "${shapes[@]}" >>"$out"
-  OMP_WAIT_POLICY=passive /usr/bin/python3 bench/attention_torch.py --threads "$t" --reps "$reps" "${shapes[@]}" \
+  bench_torch bench/attention_torch.py --threads "$t" --reps "$reps" "${shapes[@]}" \
     >>"$out" 2>/dev/null
 done
 

@@ -50,7 +50,7 @@ for t in $threads; do
       "$bin" --threads "$t" --config "$model,$1" --batch "$2" --batches "$3" --out "$f" \
         --dtype "$4" --compress "$5" >>"$out"
       rm -f "$f"
-      OMP_WAIT_POLICY=passive /usr/bin/python3 bench/capture_torch.py --threads "$t" \
+      bench_torch bench/capture_torch.py --threads "$t" \
         --config "$model,$1" --batch "$2" --batches "$3" --out "$f" --dtype "$4" \
         --compress "$5" >>"$out"
       rm -f "$f"

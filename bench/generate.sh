@@ -73,7 +73,7 @@ for t in $threads; do
       "$hs" generate --model "$tmp/g$G" --prompt-ids "$prompt" --max-new "$max_new" --threads "$t" \
         --json | sed "s/^{/{\"impl\":\"headscope\",\"threads\":$t,\"G\":$G,/" >>"$out"
     done
-    OMP_WAIT_POLICY=passive /usr/bin/python3 bench/generate_torch.py --model "$tmp/g$G" --prompt-ids "$prompt" \
+    bench_torch bench/generate_torch.py --model "$tmp/g$G" --prompt-ids "$prompt" \
       --max-new "$max_new" --threads "$t" --runs "$runs" 2>/dev/null |
       sed "s/^{/{\"G\":$G,/" >>"$out"
   done

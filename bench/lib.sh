@@ -27,9 +27,14 @@
 #
 # OpenMP's wait policy: the headscope side runs with headscope's own default
 # (hs_runtime_init: passive waiting unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is
-# set), so bench_init unsets both; the torch side gets OMP_WAIT_POLICY=passive
-# on its command line (with its two thread pools spinning, torch at 2 threads
-# ran up to 5x slower than at 1 on a 2-core machine).
+# set), so bench_init unsets both; the torch side runs through bench_torch,
+# at its best: OMP_WAIT_POLICY=passive (with its two thread pools spinning,
+# torch at 2 threads ran up to 5x slower than at 1 on a 2-core machine) and
+# glibc told to keep the memory torch frees (MALLOC_MMAP_THRESHOLD_,
+# MALLOC_TRIM_THRESHOLD_, MALLOC_TOP_PAD_: otherwise each large tensor is a
+# fresh mmap whose every page faults, and page faults are expensive on these
+# VMs; torch's attention forward at 1 x 2048 x 512 took 1,070 ms without them,
+# 182 ms with them). Every table says so ($bench_torch_note).
 
 # Run rather than sourced (scripts/test --slow runs every bench/*.sh --tiny):
 # nothing to measure.
@@ -148,6 +153,14 @@ bench_contend_stop() {
   bench_spin_pid=""
 }
 
+# bench_torch ARGS...: /usr/bin/python3 ARGS with the torch side's settings
+# (above).
+bench_torch() {
+  OMP_WAIT_POLICY=passive MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184 \
+    MALLOC_TOP_PAD_=1073741824 /usr/bin/python3 "$@"
+}
+bench_torch_note="torch ran with OMP_WAIT_POLICY=passive MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=1073741824 (bench/lib.sh, bench_torch)"
+
 bench_isa_note="**AVX2 only**: an AVX2-only CPU emulated on this AVX-512 one (--avx2-only: headscope built for Haswell, GEMMs in OpenBLAS's Haswell kernels, torch capped at AVX2)"
 bench_contend_note="**contend**: measured with one competing CPU-bound process (bench/spin.c) running"
 
@@ -162,7 +175,8 @@ bench_mark() {
 }
 
 # ... | bench_md FILE: the table on stdin to FILE and stdout (tee), after a
-# line saying so when a competing process ran.
+# line saying so when a competing process ran or the CPU was emulated, and
+# before the torch side's settings when the script has one.
 bench_md() {
   {
     if [ "$contend" = 1 ]; then
@@ -174,6 +188,10 @@ bench_md() {
       echo
     fi
     cat
+    if grep -q 'bench_torch ' "$bench_script"; then
+      echo
+      echo "$bench_torch_note"
+    fi
   } | tee "$1"
 }
 

@@ -53,7 +53,7 @@ for t in $threads; do
   "$bench_dir"/bench/bench_patch --model "$tmp/m" --prompts "$tmp/p.jsonl" --threads "$t" \
     --repeats "$repeats" --dump "$tmp/hs.json" >>"$out"
   echo "threads $t: torch loop, one hooked forward per head" >&2
-  OMP_WAIT_POLICY=passive /usr/bin/python3 bench/patch_torch.py --threads "$t" --config "$config" \
+  bench_torch bench/patch_torch.py --threads "$t" --config "$config" \
     --weights "$tmp/m.pt" --prompts "$tmp/p.jsonl" --repeats "$repeats" --dump "$tmp/torch.json" >>"$out"
   /usr/bin/python3 - "$tmp/hs.json" "$tmp/torch.json" "$t" >>"$out" <<'PY'
 import json, sys

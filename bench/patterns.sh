@@ -69,7 +69,7 @@ for T in $lens; do
   for r in $(seq "$repeats"); do
     echo "T $T: torch ($r/$repeats)" >&2
     rm -f "$work/torch.txt"
-    OMP_WAIT_POLICY=passive /usr/bin/python3 bench/patterns_torch.py --model "$work/model" \
+    bench_torch bench/patterns_torch.py --model "$work/model" \
       --data "$work/data.bin" --seq-len "$T" --batches "$n" --threads "$threads" \
       --mem-limit-gib "$memlim" --stats-out "$work/torch.txt" >"$work/torch.json"
     [ -s "$work/torch.txt" ] || break # out of memory: once is enough

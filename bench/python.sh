@@ -64,8 +64,7 @@ for t in $threads; do
   row "$j" "$l0" "$(load)" >>"$out"
   echo "threads $t: torch" >&2
   l0=$(load)
-  j=$(MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=1073741824 \
-    OMP_WAIT_POLICY=passive /usr/bin/python3 bench/python_torch.py --model "$tmp/model" --reps "$reps" --threads "$t")
+  j=$(bench_torch bench/python_torch.py --model "$tmp/model" --reps "$reps" --threads "$t")
   row "$j" "$l0" "$(load)" >>"$out"
 done
 
@@ -77,8 +76,7 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 L, d, H, V, T = sys.argv[2].split(",")
 print(f"run_with_cache of every hook_pattern: GPT-2-shaped, random weights (L {L}, d {d}, H {H}, "
       f"V {V}), 1 x {T} tokens; medians of {sys.argv[3]} runs; OpenBLAS kernels {sys.argv[4]}; "
-      f"{sys.argv[5]} CPUs. torch with MALLOC_MMAP_THRESHOLD_=17179869184 "
-      f"MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=1073741824.\n")
+      f"{sys.argv[5]} CPUs.\n")
 print("| threads | C forward + maps ms | hs.run_with_cache ms | / C | torch ms | torch / hs | "
       "C plain forward ms | hs model(ids) ms | max pattern diff | load (1/5/15 min) |")
 print("|---|---|---|---|---|---|---|---|---|---|")

@@ -112,15 +112,14 @@ PY
         continue
       fi
       echo "$shape, $t threads: torch $dt" >&2
-      j=$(MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=1073741824 \
-        OMP_WAIT_POLICY=passive /usr/bin/python3 bench/scale_torch.py --model "$dir" --tokens "$tmp/t.bin" \
+      j=$(bench_torch bench/scale_torch.py --model "$dir" --tokens "$tmp/t.bin" \
         --seq-len "$T" --threads "$t" --dtype "$dt" --reps "$([ "$tiny" = 1 ] && echo 1 || echo 3)")
       if [ -n "$j" ]; then row "${j:1:${#j}-2}"; else row "\"impl\":\"torch_$dt\",\"refused\":\"failed\""; fi
     done
   done
   rm -rf "$dir"
 done
-/usr/bin/python3 - "$out" <<'PY' | tee "$outdir/scale.md"
+/usr/bin/python3 - "$out" <<'PY' | bench_md "$outdir/scale.md"
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print("Random BF16 Llama checkpoints (HF layout), one sequence; headscope eval's wall time "

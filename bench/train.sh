@@ -76,7 +76,7 @@ for t in $threads; do
   bench_threads "$t"
   echo "threads $t: headscope, torch" >&2
   "$bin" --threads "$t" --steps "$steps" "${configs[@]}" >>"$out"
-  OMP_WAIT_POLICY=passive /usr/bin/python3 bench/train_torch.py --threads "$t" --steps "$steps" "${configs[@]}" \
+  bench_torch bench/train_torch.py --threads "$t" --steps "$steps" "${configs[@]}" \
     >>"$out" 2>/dev/null
 done
 fi

@@ -49,7 +49,7 @@ for t in $threads; do
   for w in 0 "$window"; do
     "$bin" --threads "$t" --reps "$reps" --warmup "$warmup" --window "$w" --shape "$shape" >>"$out"
   done
-  OMP_WAIT_POLICY=passive /usr/bin/python3 bench/window_torch.py --threads "$t" --reps "$reps" \
+  bench_torch bench/window_torch.py --threads "$t" --reps "$reps" \
     --warmup "$warmup" --window "$window" --shape "$shape" >>"$out" 2>/dev/null
 done
 

@@ -119,6 +119,8 @@ _SIGS = {
     "hs_api_importance": (c_int, [P(c_void_p), c_void_p, c_void_p, c_void_p, c_int, c_int, c_ll]),
     "hs_api_patch": (c_int, [P(c_void_p), c_void_p, c_void_p, c_void_p, c_char_p, c_int, c_int,
                              c_int]),
+    "hs_api_atp": (c_int, [P(c_void_p), c_void_p, c_void_p, c_void_p, c_char_p, c_int, c_int,
+                           c_int, c_int]),
     "hs_api_dla": (c_int, [P(c_void_p), c_void_p, c_void_p, c_void_p, c_int]),
     "hs_api_induction": (c_int, [P(c_void_p), c_void_p, c_void_p, c_int, c_int, c_int,
                                  ctypes.c_ulonglong, c_int, c_int, c_double]),

@@ -340,6 +340,23 @@ def patch(model, prompts, sites=None, noising=False, batch=0, naive=False, token
         allow_nonfinite)
 
 
+def atp(model, prompts, sites=None, noising=False, star=False, verify=0, batch=0,
+        tokenizer=None, db=None, allow_nonfinite=False):
+    """Attribution patching (`headscope atp`): atp_z, atp_pattern, atp_q,
+    atp_k, atp_v per head (k, v per key/value head), with star=True also
+    atp_star_<site> (AtP*), with verify=K the exact patch_z of the K heads
+    of largest |atp_z|; atp_resid_pre, atp_attn_out, atp_mlp_out per
+    (layer, position). prompts: as for patch."""
+    ps = _Prompts(model, prompts, tokenizer)
+    sites = _list(sites)
+    argv = _argv("atp", model, [("prompts", ps.arg), ("site", sites), ("noising", noising),
+                                ("star", star), ("verify", verify or None),
+                                ("batch", batch or None), ("tokenizer", _tok_arg(tokenizer))])
+    return _run("atp", model, lib.hs_api_atp, lambda env: (
+        model._h, ps.h, env, enc(sites), int(noising), int(star), verify, batch), db, argv,
+        allow_nonfinite)
+
+
 def dla(model, prompts, batch=8, tokenizer=None, db=None, allow_nonfinite=False):
     """Direct logit attribution (`headscope dla`): dla per head and per MLP,
     the model-wide parts; r.extra["parts"] holds every prompt's."""

@@ -211,6 +211,21 @@ class Cache(unittest.TestCase):
             keep = a["blocks.0.hook_attn_out"].copy()
             m.run_with_cache(tokens(m.vocab_size, seed=2), names="blocks.0.hook_attn_out")
             self.assertTrue(np.array_equal(a["blocks.0.hook_attn_out"], keep))
+            # the arrays of one cache are views into one block (2 MiB pages):
+            # aligned, disjoint, each writable without touching another
+            _, c = m.run_with_cache(tokens(m.vocab_size, T=7))
+            arrays = list(c.values())
+            self.assertGreater(len(arrays), 10)
+            before = [x.copy() for x in arrays]
+            for i, x in enumerate(arrays):
+                self.assertEqual(x.ctypes.data % 64, 0, list(c)[i])
+                self.assertTrue(x.flags.c_contiguous and x.flags.writeable)
+                for y in arrays[i + 1:]:
+                    self.assertFalse(np.shares_memory(x, y))
+            arrays[3][...] = 7
+            for i, (x, b) in enumerate(zip(arrays, before)):
+                if i != 3:
+                    self.assertTrue(np.array_equal(x, b), list(c)[i])
 
     def test_rotary_models_name_their_rotated_q_and_k(self):
         with hs.Model.open(os.path.join(MODELS, "llama_gqa")) as m:

@@ -79,6 +79,38 @@ class Patch(TempDir, unittest.TestCase):
                           "within %.1e of the torch oracle" % (
                               case, " --noising" if noising else "", len(ph), len(pp), worst))
 
+    def test_hs_atp_equals_headscope_atp(self):
+        # the command's values are test_atp's (the float64 torch autograd oracle)
+        for case, d in self.CASES:
+            prompts = os.path.join(CAUSAL, case + ".jsonl")
+            for noising, star, sites in ((False, True, "z,pattern,q,k,v,resid_pre,mlp_out"),
+                                         (True, False, None)):
+                with self.subTest(case=case, noising=noising), hs.Model.open(d) as m:
+                    cdb, pdb = self.path(case + "_atp_cli.db"), self.path(case + "_atp_py.db")
+                    args = ["atp", "--model", d, "--prompts", prompts, "--db", cdb, "--json",
+                            "--verify", "2"]
+                    args += (["--site", sites] if sites else []) + (["--star"] if star else [])
+                    out = json.loads(cli(*(args + (["--noising"] if noising else []))))
+                    r = hs.atp(m, prompts, sites=sites, noising=noising, star=star, verify=2,
+                               db=pdb)
+                    ch, cp, _, cparams = index_rows(cdb)
+                    ph, pp, _, pparams = index_rows(pdb)
+                    self.assertEqual(ch, ph, "head rows, as recorded")
+                    self.assertEqual(cp, pp, "position rows, as recorded")
+                    self.assertEqual(cparams, pparams, "run_params")
+                    self.assertEqual((sorted(ch), sorted(cp)), result_rows(r))
+                    metrics = {row[2] for row in ph}
+                    self.assertIn("atp_z", metrics)
+                    self.assertIn("patch_z", metrics)  # the verified heads
+                    self.assertEqual("atp_star_z" in metrics, star)
+                    self.assertEqual(bool(pp), sites is None or "resid_pre" in sites)
+                    self.assertAlmostEqual(r.logit_diff_corrupt, out["logit_diff_corrupt"],
+                                           places=8)
+                    self.assertEqual(r.prompts, out["prompts"])
+        with hs.Model.open(self.CASES[0][1]) as m:
+            with self.assertRaisesRegex(hs.Error, "site"):
+                hs.atp(m, os.path.join(CAUSAL, "gpt2.jsonl"), sites="nothing")
+
     def test_prompts_as_python_pairs(self):
         d = os.path.join(MODELS, "gpt2_tiny")
         path = os.path.join(CAUSAL, "gpt2_lengths.jsonl")
