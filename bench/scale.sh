@@ -11,21 +11,24 @@
 # loads anything). --steps generate: 32 tokens after a prompt of 8, its
 # tokens/s and peak RSS. --steps patch: `patch --site z` of every head on
 # 8 random prompt pairs of 24 tokens (SPEC §11), its wall time and peak RSS.
+# --compute "f32 bf16": eval and generate once per mode of --compute (rows
+# headscope, headscope_bf16, ...; bf16 only where the CPU has AVX512-BF16).
 #
 #   bench/scale.sh [--threads "2"] [--seq-len 512] [--shapes "1b 8b"]
-#                  [--steps "eval generate patch"]
+#                  [--steps "eval generate patch"] [--compute "f32"]
 #                  [--tiny]
 #
 # Results: bench/out/scale.jsonl and bench/out/scale.md (--tiny: a tiny
 # Llama shape, T 32, in bench/out/tiny/).
 . "$(dirname "$0")/lib.sh"
 bench_init "threads tiny"
-threads="2" T=512 shapes="1b 8b" steps="eval generate"
+threads="2" T=512 shapes="1b 8b" steps="eval generate" computes="f32"
 while [ $# -gt 0 ]; do
   case "$1" in
     --seq-len) T=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --shapes) shapes=$2; shift 2 ;;
+    --compute) computes=$2; shift 2 ;;
     *) bench_opt "$@"; shift "$bench_shift" ;;
   esac
 done
@@ -83,26 +86,30 @@ PY
         row "\"impl\":\"headscope_patch\",\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/patch.err")"
       fi
     fi
+    for cm in $computes; do
+    sfx=$([ "$cm" = f32 ] || echo "_$cm")
     if [[ " $steps " == *" generate "* ]]; then
-      echo "$shape, $t threads: headscope generate of 32 tokens after 8" >&2
-      if /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" generate --model "$dir" \
+      echo "$shape, $t threads: headscope generate of 32 tokens after 8 (--compute $cm)" >&2
+      if /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" generate --model "$dir" --compute "$cm" \
         --prompt-ids 1,2,3,4,5,6,7,8 --max-new 32 --json >"$tmp/gen.json" 2>"$tmp/gen.err"; then
-        row "\"impl\":\"headscope_generate\",\"new_tokens\":32,\"tokens_per_s\":$(jq_num tokens_per_s "$tmp/gen.json"),\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt")"
+        row "\"impl\":\"headscope_generate$sfx\",\"new_tokens\":32,\"tokens_per_s\":$(jq_num tokens_per_s "$tmp/gen.json"),\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt")"
       else
-        row "\"impl\":\"headscope_generate\",\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/gen.err")"
+        row "\"impl\":\"headscope_generate$sfx\",\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/gen.err")"
       fi
     fi
     [[ " $steps " == *" eval "* ]] || continue
     for n in 1 2 1 2 1 2; do # batches: the second's time is one forward, the rest the load
-      echo "$shape, $t threads: headscope eval of $n x (1 x $T)" >&2
+      echo "$shape, $t threads: headscope eval of $n x (1 x $T) (--compute $cm)" >&2
       if /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" eval --model "$dir" --data "$tmp/t.bin" \
-        --batch 1 --seq-len "$T" --max-batches "$n" --json >"$tmp/eval.json" 2>"$tmp/eval.err"; then
-        row "\"impl\":\"headscope\",\"batches\":$n,\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt"),\"eval\":$(cat "$tmp/eval.json"),\"plan\":$(cat "$tmp/info.json")"
+        --compute "$cm" --batch 1 --seq-len "$T" --max-batches "$n" --json >"$tmp/eval.json" 2>"$tmp/eval.err"; then
+        row "\"impl\":\"headscope$sfx\",\"batches\":$n,\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt"),\"eval\":$(cat "$tmp/eval.json"),\"plan\":$(cat "$tmp/info.json")"
       else
-        row "\"impl\":\"headscope\",\"batches\":$n,\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/eval.err"),\"plan\":$(cat "$tmp/info.json")"
+        row "\"impl\":\"headscope$sfx\",\"batches\":$n,\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/eval.err"),\"plan\":$(cat "$tmp/info.json")"
         break
       fi
     done
+    done
+    [[ " $steps " == *" eval "* ]] || continue
     for dt in float32 bfloat16; do
       # the torch side holds the weights in dt and converts each through float32 while
       # loading: run it where twice the float32 weights fit (not the 8B shape in 24 GB)
@@ -137,11 +144,11 @@ for r in rows:
     elif r["impl"] == "headscope_patch":
         print(f"{head}: --site z of {r['heads']} heads, {r['prompts']} pairs of {r['prompt_tokens']} "
               f"tokens | | {r['wall_s']:.1f} (all) | | {r['peak_rss_kb'] / 1e6:.2f} GB | |")
-    elif r["impl"] == "headscope_generate":
+    elif r["impl"].startswith("headscope_generate"):
         print(f"{head}: 32 tokens after 8 | | {r['tokens_per_s']:.2f} tokens/s | | "
               f"{r['peak_rss_kb'] / 1e6:.2f} GB | |")
-    elif r["impl"] == "headscope":
-        g = [x for x in rows if x["impl"] == "headscope" and x["shape"] == r["shape"] and
+    elif r["impl"].startswith("headscope"):
+        g = [x for x in rows if x["impl"] == r["impl"] and x["shape"] == r["shape"] and
              x["threads"] == r["threads"] and "wall_s" in x]
         if r is not g[-1]:
             continue

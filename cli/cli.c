@@ -1,4 +1,5 @@
 #include "cli.h"
+#include "gemm.h"
 
 #include <errno.h>
 #include <math.h>
@@ -17,6 +18,7 @@
 
 volatile sig_atomic_t cli_stop_requested = 0;
 const command *cli_current = NULL;
+const char *cli_compute = NULL;
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -33,6 +35,12 @@ int cli_run_error(const char *cmd)
 {
     fprintf(stderr, "headscope: %s: %s\n", cmd, hs_last_error());
     return EXIT_FAILURE_RUN;
+}
+
+int cli_inputs_refused(hs_inputs *in, const char *cmd, int usage)
+{
+    hs_inputs_free(in);
+    return usage ? cli_usage_error(cmd, "%s", hs_last_error()) : cli_run_error(cmd);
 }
 
 static int parse_number(const char *s, double *v)
@@ -160,6 +168,8 @@ int cli_opts_parse(const char *cmd, opt *opts, int nopts, int argc, char **argv,
         if (rc)
             return rc;
     }
+    if (cli_compute && hs_gemm_set_compute_name(cli_compute))
+        return cli_usage_error(cmd, "option --compute: %s", hs_last_error());
     const command *c = cli_current && !strcmp(cli_current->name, cmd) ? cli_current : NULL;
     for (int k = 0; c && k < c->nrules; k++) {
         int rc = check_rule(cmd, opts, nopts, &c->rules[k]);

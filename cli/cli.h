@@ -82,7 +82,13 @@ typedef struct {
 #define OPT_SEQ_LEN(dst) { "--seq-len", OPT_INT, (dst), 1, "T", "sequence length (default: min(n_ctx, 256))", 0 }
 #define OPT_MAX_BATCHES(dst) OPT_MAX_BATCHES_AS(dst, "evaluate N batches (0: all)")
 #define OPT_MAX_BATCHES_AS(dst, help) { "--max-batches", OPT_LONG, (dst), 0, "N", (help), 0 }
-#define OPT_THREADS(dst) { "--threads", OPT_INT, (dst), 0, "N", "threads (0: OpenMP's default)", OPT_NEUTRAL }
+/* --threads, and --compute (cli_compute, applied by cli_opts_parse) */
+#define OPT_THREADS(dst)                                                                   \
+    { "--threads", OPT_INT, (dst), 0, "N", "threads (0: OpenMP's default)", OPT_NEUTRAL },  \
+    { "--compute", OPT_STR, &cli_compute, 0, "f32|bf16",                                   \
+      "products of bfloat16 weights: exact in float (f32, default) or in bfloat16 (bf16: "  \
+      "activations rounded to bfloat16, AVX512-BF16; docs/guide.md#compute)", 0 }
+extern const char *cli_compute;
 #define OPT_JSON(dst) { "--json", OPT_FLAG, (dst), 0, NULL, "print one JSON object", OPT_NEUTRAL }
 /* Commands that compute losses, scores or statistics fail (exit 1, the run
  * `failed`) on the first non-finite one, naming it, unless this is given:
@@ -175,6 +181,10 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 
 /* A run failure with the library's message: "headscope: CMD: MESSAGE", exit 1. */
 int cli_run_error(const char *cmd);
+
+/* hs_inputs_free(in), then the last error as a usage error (usage) or a run
+ * error: a command's check of its inputs failing after they were opened. */
+int cli_inputs_refused(hs_inputs *in, const char *cmd, int usage);
 
 /* Progress on stderr when it is a terminal: "label [####    ] 42/100 rate ETA". */
 typedef struct {

@@ -57,10 +57,8 @@ static int cmd_ablate(int argc, char **argv)
     if ((rc = cli_open(&j, &in)))
         return rc;
     so.ablate.B = in.batch, so.ablate.T = j.in.seq_len, so.ablate.max_batches = (size_t)max_batches;
-    if (hs_ablate_study_check(&so, &j.in.m.cfg)) {
-        hs_inputs_free(&j.in);
-        return cli_usage_error("ablate", "%s", hs_last_error());
-    }
+    if (hs_ablate_study_check(&so, &j.in.m.cfg))
+        return cli_inputs_refused(&j.in, "ablate", 1);
     if ((rc = cli_start(&j, db, resume, model, o, n, argc, argv)))
         return rc;
     so.ablate.stop = &cli_stop_requested;

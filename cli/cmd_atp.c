@@ -37,15 +37,11 @@ static int cmd_atp(int argc, char **argv)
     in.model = model;
     if ((rc = cli_open(&j, &in)))
         return rc;
-    if (hs_atp_family_check(&j.in.m.cfg)) { /* the model's family: not a usage error */
-        hs_inputs_free(&j.in);
-        return cli_run_error("atp");
-    }
+    if (hs_atp_family_check(&j.in.m.cfg)) /* the model's family: not a usage error */
+        return cli_inputs_refused(&j.in, "atp", 0);
     if (hs_atp_sites(&ao.sites, site, &j.in.m.cfg, &j.in.ps) ||
-        hs_atp_check(&j.in.m.cfg, &j.in.ps, &ao)) {
-        hs_inputs_free(&j.in);
-        return cli_usage_error("atp", "%s", hs_last_error());
-    }
+        hs_atp_check(&j.in.m.cfg, &j.in.ps, &ao))
+        return cli_inputs_refused(&j.in, "atp", 1);
     if ((rc = cli_start(&j, db, 0, model, o, n, argc, argv)))
         return rc;
     phase_bars bars;

@@ -24,10 +24,8 @@ static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, co
              hs_capture_batches(&nb, &co, &j.in.tok);
     j.in.m = *m; /* the job owns the model from here */
     j.in.data_path = co.data_path;
-    if (rc) {
-        hs_inputs_free(&j.in);
-        return cli_run_error("capture");
-    }
+    if (rc)
+        return cli_inputs_refused(&j.in, "capture", 0);
     if ((rc = cli_start(&j, db, 0, co.model_dir, o, nopts, argc, argv)))
         return rc;
     co.tokenizer = j.in.tk;

@@ -41,10 +41,8 @@ static int cmd_circuit(int argc, char **argv)
     if ((rc = cli_open(&j, &in)))
         return rc;
     long *tops = NULL;
-    if (hs_circuit_top_n(&tops, &co.n_top, top, &j.in.m.cfg)) {
-        hs_inputs_free(&j.in);
-        return cli_usage_error("circuit", "%s", hs_last_error());
-    }
+    if (hs_circuit_top_n(&tops, &co.n_top, top, &j.in.m.cfg))
+        return cli_inputs_refused(&j.in, "circuit", 1);
     co.top_n = tops;
     if (hs_circuit_check(&j.in.m.cfg, &co)) { /* the model's family: not a usage error */
         hs_inputs_free(&j.in), free(tops);

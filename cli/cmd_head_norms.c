@@ -40,10 +40,8 @@ static int cmd_head_norms(int argc, char **argv)
         return rc;
     const hs_head_norms_opts ho = { in.batch, j.in.seq_len, (size_t)max_batches,
                                     (unsigned long long)seed };
-    if (hs_head_norms_check(&j.in.m.cfg, &j.in.tok, &ho)) {
-        hs_inputs_free(&j.in);
-        return cli_usage_error(cmd, "%s", hs_last_error());
-    }
+    if (hs_head_norms_check(&j.in.m.cfg, &j.in.tok, &ho))
+        return cli_inputs_refused(&j.in, cmd, 1);
     if ((rc = cli_start(&j, db, 0, model, o, n, argc, argv)))
         return rc;
     hs_head_norms_result r;

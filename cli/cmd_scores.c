@@ -54,14 +54,10 @@ static int cmd_induction(int argc, char **argv)
         return rc;
     const char *data = hs_source_path(&in.source);
     io.icl_data = data ? &j.in.tok : NULL, io.icl_data_name = data;
-    if (hs_induction_check(&io, &j.in.m.cfg)) {
-        hs_inputs_free(&j.in);
-        return cli_usage_error(cmd, "%s", hs_last_error());
-    }
-    if (hs_induction_check_icl(&io, &j.in.m.cfg)) {
-        hs_inputs_free(&j.in);
-        return cli_run_error(cmd);
-    }
+    if (hs_induction_check(&io, &j.in.m.cfg))
+        return cli_inputs_refused(&j.in, cmd, 1);
+    if (hs_induction_check_icl(&io, &j.in.m.cfg))
+        return cli_inputs_refused(&j.in, cmd, 0);
     if ((rc = cli_start(&j, db, 0, model, o, n, argc, argv)))
         return rc;
     hs_induction_result r;

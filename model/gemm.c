@@ -9,6 +9,7 @@
  * registers for the whole K block (24 of 32 zmm registers, 12 of 16 ymm),
  * so each k step is 2 B loads, MR broadcasts and 2*MR FMAs. */
 #include "gemm.h"
+#include "common.h"
 #include "gemm_amx.h"
 #include "half.h"
 
@@ -725,6 +726,258 @@ static int gemm_small(hs_small_fn fn, int nt, int ta, int M, int N, int K, float
     return 1;
 }
 
+/* ---- bfloat16 products (HS_COMPUTE_BF16) ---- */
+
+/* The blocked loops of the float path with pairs of bfloat16 in place of
+ * floats: A's MC x KC block rounded into rows of pairs (k, k+1) in 32 bits,
+ * the low half k; each panel of B^T as [k/2][32] pairs, read from B's rows
+ * where each pair lies in 32 bits already (the float path's 8 x 8 transpose
+ * moves them unchanged); the 12 x 32 microkernel adds two products a lane
+ * per instruction, vdpbf16ps. K and B's ld even, B 4-byte aligned. */
+enum { BF_MR = 12, BF_NR = 32 };
+
+static int compute_mode = -1; /* -1: HEADSCOPE_COMPUTE not read yet */
+static pthread_once_t compute_once = PTHREAD_ONCE_INIT;
+
+int hs_gemm_bf16_runs(void)
+{
+#ifdef HS_GEMM_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+#else
+    return 0;
+#endif
+}
+
+static void read_compute(void)
+{
+    const char *v = getenv("HEADSCOPE_COMPUTE");
+    if (__atomic_load_n(&compute_mode, __ATOMIC_ACQUIRE) < 0)
+        __atomic_store_n(&compute_mode,
+                         v && !strcmp(v, "bf16") && hs_gemm_bf16_runs() ? HS_COMPUTE_BF16
+                                                                        : HS_COMPUTE_F32,
+                         __ATOMIC_RELEASE);
+}
+
+hs_compute hs_gemm_compute(void)
+{
+    pthread_once(&compute_once, read_compute);
+    return (hs_compute)__atomic_load_n(&compute_mode, __ATOMIC_ACQUIRE);
+}
+
+int hs_gemm_set_compute(hs_compute c)
+{
+    if (c == HS_COMPUTE_BF16 && !hs_gemm_bf16_runs())
+        return -1;
+    pthread_once(&compute_once, read_compute);
+    __atomic_store_n(&compute_mode, (int)c, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int hs_gemm_set_compute_name(const char *name)
+{
+    const int bf16 = !strcmp(name, "bf16");
+    if (!bf16 && strcmp(name, "f32"))
+        return hs_fail(HS_EINVAL, "'%s' is not f32 or bf16", name);
+    if (hs_gemm_set_compute(bf16 ? HS_COMPUTE_BF16 : HS_COMPUTE_F32))
+        return hs_fail(HS_EINVAL, "bf16: this CPU has no AVX512-BF16 (vdpbf16ps)");
+    return HS_OK;
+}
+
+/* x rounded to bfloat16, to nearest with ties to even (a NaN stays a NaN):
+ * what vcvtne2ps2bf16 gives */
+static inline uint16_t bf16_round(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+#ifdef HS_GEMM_X86
+/* rows (<= BF_MR, the rest zero) of A from row i0, columns k0..k0+kc (kc
+ * even), as rows of kc/2 pairs at dst */
+__attribute__((target("avx512f,avx512bf16"))) static void
+pack_a_bf16(uint32_t *dst, const float *A, int lda, int i0, int rows, int k0, int kc)
+{
+    const int kp = kc / 2;
+    for (int r = 0; r < BF_MR; r++) {
+        uint32_t *d = dst + (size_t)r * kp;
+        if (r >= rows) {
+            memset(d, 0, sizeof *d * (size_t)kp);
+            continue;
+        }
+        const float *a = A + (size_t)(i0 + r) * lda + k0;
+        int k = 0;
+        for (; k + 32 <= kc; k += 32) {
+            const __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(a + k + 16),
+                                                   _mm512_loadu_ps(a + k));
+            _mm512_storeu_si512((void *)(d + k / 2), (__m512i)h);
+        }
+        for (; k < kc; k += 2)
+            d[k / 2] = (uint32_t)bf16_round(a[k]) | (uint32_t)bf16_round(a[k + 1]) << 16;
+    }
+}
+
+/* dst[p][c] = the pair (k0 + 2p, k0 + 2p + 1) of row j0 + c of B (ld
+ * elements), p < kc/2, c < cols, the rest of the BF_NR columns zero */
+static void pack_b_bf16(uint32_t *dst, const uint16_t *B, int ld, int k0, int j0, int kc,
+                        int cols)
+{
+    const int kp = kc / 2;
+    const uint32_t *src = (const uint32_t *)(const void *)(B + (size_t)j0 * ld + k0);
+    const long ld2 = ld / 2;
+    int p = 0;
+    if (cols == BF_NR)
+        for (; p + 8 <= kp; p += 8)
+            for (int c = 0; c < BF_NR; c += 8) /* moves 32 bits unchanged */
+                transpose8((float *)(void *)(dst + (size_t)p * BF_NR + c), BF_NR,
+                           (const float *)(const void *)(src + c * ld2 + p), ld2);
+    for (; p < kp; p++)
+        for (int c = 0; c < BF_NR; c++)
+            dst[(size_t)p * BF_NR + c] = c < cols ? src[c * ld2 + p] : 0;
+    if (cols < BF_NR)
+        for (p = 0; p < kp; p++)
+            for (int c = cols; c < BF_NR; c++)
+                dst[(size_t)p * BF_NR + c] = 0;
+}
+
+/* c (12 x 32; ldc) = alpha * sum_p a[i*kp + p] . b[p][j] + beta * c, pairs
+ * of bfloat16 in each 32 bits; beta 0 stores without reading c */
+__attribute__((target("avx512f,avx512bf16"))) static void
+kernel_bf16(int kp, const uint32_t *a, const uint32_t *b, float *c, long ldc, float alpha,
+            float beta)
+{
+    __m512 acc[BF_MR][2];
+#pragma GCC unroll 12
+    for (int i = 0; i < BF_MR; i++)
+        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int p = 0; p < kp; p++, a++, b += BF_NR) {
+        const __m512bh b0 = (__m512bh)_mm512_load_si512((const void *)b);
+        const __m512bh b1 = (__m512bh)_mm512_load_si512((const void *)(b + 16));
+#pragma GCC unroll 12
+        for (int i = 0; i < BF_MR; i++) {
+            const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[(size_t)i * kp]);
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
+        }
+    }
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+    for (int i = 0; i < BF_MR; i++)
+        for (int h = 0; h < 2; h++) {
+            float *ci = c + i * ldc + 16 * h;
+            __m512 r = _mm512_mul_ps(va, acc[i][h]);
+            if (beta != 0)
+                r = _mm512_fmadd_ps(vb, _mm512_loadu_ps(ci), r);
+            _mm512_storeu_ps(ci, r);
+        }
+}
+
+/* C (M,N) of one thread = alpha A B^T + beta C, B (N,K) bfloat16, packing
+ * into ws (KC/2 x NC + BF_MR x KC/2 pairs per row panel of an MC block) */
+static void gemm_bf16_serial(int M, int N, int K, float alpha, const float *A, int lda,
+                             const uint16_t *B, int ldb, float beta, float *C, int ldc,
+                             uint32_t *ws)
+{
+    uint32_t *bpack = ws, *apack = ws + (size_t)KC / 2 * NC;
+    float tile[BF_MR * BF_NR];
+    for (int jc = 0; jc < N; jc += NC) {
+        const int nc = N - jc < NC ? N - jc : NC;
+        const int nk = (K + KC - 1) / KC, kstep = ((K + nk - 1) / nk + 7) / 8 * 8;
+        for (int pc = 0; pc < K; pc += kstep) {
+            const int kc = K - pc < kstep ? K - pc : kstep, kp = kc / 2;
+            const float bk = pc == 0 ? beta : 1; /* later K blocks add onto the first's */
+            for (int ic = 0; ic < M; ic += MC) {
+                const int mc = M - ic < MC ? M - ic : MC;
+                for (int ir = 0; ir < mc; ir += BF_MR)
+                    pack_a_bf16(apack + (size_t)ir * kp, A, lda, ic + ir,
+                                mc - ir < BF_MR ? mc - ir : BF_MR, pc, kc);
+                for (int jr = 0; jr < nc; jr += BF_NR) {
+                    const int cols = nc - jr < BF_NR ? nc - jr : BF_NR;
+                    uint32_t *b = bpack + (size_t)jr * kp;
+                    if (ic == 0)
+                        pack_b_bf16(b, B, ldb, pc, jc + jr, kc, cols);
+                    for (int ir = 0; ir < mc; ir += BF_MR) {
+                        const int rows = mc - ir < BF_MR ? mc - ir : BF_MR;
+                        float *c = C + (size_t)(ic + ir) * ldc + jc + jr;
+                        if (rows == BF_MR && cols == BF_NR) {
+                            kernel_bf16(kp, apack + (size_t)ir * kp, b, c, ldc, alpha, bk);
+                            continue;
+                        }
+                        kernel_bf16(kp, apack + (size_t)ir * kp, b, tile, BF_NR, alpha, 0);
+                        for (int i = 0; i < rows; i++)
+                            for (int j = 0; j < cols; j++) {
+                                float *cij = c + (size_t)i * ldc + j;
+                                *cij = tile[i * BF_NR + j] + (bk != 0 ? bk * *cij : 0);
+                            }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* C (M,N) of one thread; element by element in floats where there is no
+ * memory to pack into */
+static void gemm_bf16_block(int M, int N, int K, float alpha, const float *A, int lda,
+                            hs_bview B, float beta, float *C, int ldc)
+{
+    uint32_t *ws = (uint32_t *)(void *)workspace((size_t)KC * NC / 2 + (size_t)MC * KC / 2);
+    if (ws)
+        gemm_bf16_serial(M, N, K, alpha, A, lda, B.p, B.ld, beta, C, ldc, ws);
+    else
+        gemm_naive(M, N, K, alpha, (hs_view){ A, lda, 0 }, B, beta, C, ldc);
+}
+
+/* Thread t of nt: a range of whole 32-column panels of N when there are
+ * enough of them, else of 12-row panels of M (as gemm_part) */
+static void gemm_bf16_part(int t, int nt, int M, int N, int K, float alpha, const float *A,
+                           int lda, hs_bview B, float beta, float *C, int ldc)
+{
+    const int npan = (N + BF_NR - 1) / BF_NR, mpan = (M + BF_MR - 1) / BF_MR;
+    if (npan >= 4 * nt || npan >= mpan) {
+        const int j0 = npan * t / nt * BF_NR, j1 = npan * (t + 1) / nt * BF_NR;
+        if ((j1 < N ? j1 : N) > j0)
+            gemm_bf16_block(M, (j1 < N ? j1 : N) - j0, K, alpha, A, lda,
+                            bview_at(B, (size_t)j0 * B.ld), beta, C + j0, ldc);
+    } else {
+        const int i0 = mpan * t / nt * BF_MR, i1 = mpan * (t + 1) / nt * BF_MR;
+        if ((i1 < M ? i1 : M) > i0)
+            gemm_bf16_block((i1 < M ? i1 : M) - i0, N, K, alpha, A + (size_t)i0 * lda, lda, B,
+                            beta, C + (size_t)i0 * ldc, ldc);
+    }
+}
+#endif
+
+/* 1 if bfloat16 products (hs_compute) take C = alpha op(A) op(B) + beta C */
+static int bf16_takes(int ta, int M, int K, hs_bview B)
+{
+#ifdef HS_GEMM_X86
+    return !ta && B.trans && B.t == HS_WT_BF16 && M > SMALL_M && K > 0 && K % 2 == 0 &&
+           B.ld % 2 == 0 && ((uintptr_t)B.p & 3) == 0 && hs_gemm_compute() == HS_COMPUTE_BF16;
+#else
+    (void)ta, (void)M, (void)K, (void)B;
+    return 0;
+#endif
+}
+
+#ifdef HS_GEMM_X86
+/* C = alpha A B^T + beta C in bfloat16 products, a call bf16_takes */
+static void gemm_bf16(int nt, int M, int N, int K, float alpha, const float *A, int lda,
+                      hs_bview B, float beta, float *C, int ldc)
+{
+    if (nt == 1) { /* a loop, not a one-thread region: see gemm_small */
+        gemm_bf16_part(0, 1, M, N, K, alpha, A, lda, B, beta, C, ldc);
+        return;
+    }
+#pragma omp parallel num_threads(nt)
+    gemm_bf16_part(omp_get_thread_num(), omp_get_num_threads(), M, N, K, alpha, A, lda, B, beta,
+                   C, ldc);
+}
+#endif
+
 /* ---- dispatch ---- */
 
 static hs_gemm_path env_path = HS_GEMM_AUTO;
@@ -859,6 +1112,15 @@ static void sgemm(hs_gemm_path path, int ta, int M, int N, int K, float alpha, c
             (double)N * K * sizeof(float) > 64.0 * (1 << 20) && hs_gemm_path_runs(HS_GEMM_AVX512))
             path = HS_GEMM_AVX512;
     }
+#ifdef HS_GEMM_X86
+    if (alpha != 0 && bf16_takes(ta, M, K, Bv)) {
+        if (bias)
+            for (int i = 0; i < M; i++)
+                memcpy(C + (size_t)i * ldc, bias, sizeof(float) * (size_t)N);
+        gemm_bf16(nt, M, N, K, alpha, A, lda, Bv, bias ? 1 : beta, C, ldc);
+        return;
+    }
+#endif
     if (Bv.t != HS_WT_F32 && K > 0 && alpha != 0 &&
         (path == HS_GEMM_OPENBLAS || (path == HS_GEMM_AMX && M > SMALL_M) ||
          !hs_gemm_path_runs(HS_GEMM_AVX2))) {

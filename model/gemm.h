@@ -53,4 +53,27 @@ void hs_sgemm_typed(hs_gemm_path path, int ta, int tb, int M, int N, int K, floa
                     const float *A, int lda, const void *B, hs_wtype bt, int ldb, float beta,
                     const float *bias, float *C, int ldc);
 
+/* How the products of 16-bit weights are computed. F32: widened exactly
+ * (above). BF16: on CPUs with AVX512-BF16, products of bfloat16 pairs summed
+ * into floats (vdpbf16ps) wherever B is bfloat16, op(B) = B^T (a linear
+ * layer's weights), op(A) = A and M > 4: each element of A rounded to
+ * bfloat16 (to nearest, ties to even) as it is packed, so each entry of C
+ * moves from the F32 result by at most 2^-8 sum_k |A_ik B_kj| (the rounding
+ * of A; bfloat16 products are exact in float) plus float's own summation
+ * error; NaN and infinities propagate, bfloat16 subnormals count as zero.
+ * Every other product runs as under F32. */
+typedef enum { HS_COMPUTE_F32, HS_COMPUTE_BF16 } hs_compute;
+
+/* The process's mode: HEADSCOPE_COMPUTE=f32|bf16 until hs_gemm_set_compute
+ * is called. Setting BF16 on a CPU without AVX512-BF16 fails (returns -1,
+ * the mode unchanged). */
+int hs_gemm_set_compute(hs_compute c);
+/* The same by name, "f32" or "bf16": HS_OK, or HS_EINVAL with the reason
+ * (hs_last_error: an unknown name, or no AVX512-BF16). */
+int hs_gemm_set_compute_name(const char *name);
+hs_compute hs_gemm_compute(void);
+
+/* 1 if this CPU (and build) computes BF16 products as above. */
+int hs_gemm_bf16_runs(void);
+
 #endif

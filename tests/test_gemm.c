@@ -374,6 +374,118 @@ static void test_16_bit_weights_equal_their_float_copy(void)
     }
 }
 
+/* x rounded to 8 significant bits, to nearest with ties to even, in
+ * double arithmetic (rint in the default rounding mode); bfloat16's
+ * subnormals are flushed to zero as the instruction does */
+static double bf16_oracle(float x)
+{
+    if (!isfinite(x))
+        return x;
+    int e;
+    const double m = frexp((double)x, &e); /* x = m 2^e, 0.5 <= |m| < 1 */
+    if (e < -125)                         /* below bfloat16's normal range */
+        return 0;
+    return ldexp(rint(ldexp(m, 8)), e - 8);
+}
+
+typedef struct {
+    int M, N, K, ta, tb, bias;
+} bf16_case;
+
+/* C = A B^T in bfloat16 products: within float's summation error of the
+ * same sum over A rounded to bfloat16 (the oracle's own rounding) and
+ * within the stated 2^-8 sum |a b| of the float32 product; calls the
+ * products do not take equal the F32 mode's bit for bit. */
+static void test_bf16_products_are_within_their_stated_error(void)
+{
+    if (hs_gemm_set_compute(HS_COMPUTE_BF16)) {
+        CU_ASSERT_FALSE(hs_gemm_bf16_runs());
+        printf("\n  (no AVX512-BF16 on this CPU: HS_COMPUTE_BF16 refused, as documented)");
+        return;
+    }
+    CU_ASSERT_EQUAL(hs_gemm_compute(), HS_COMPUTE_BF16);
+    static const bf16_case cases[] = {
+        { 5, 1, 2, 0, 1, 0 },     { 12, 32, 384, 0, 1, 0 }, { 13, 33, 770, 0, 1, 1 },
+        { 100, 257, 64, 0, 1, 0 }, { 300, 100, 30, 0, 1, 1 }, { 7, 3100, 8, 0, 1, 0 },
+        { 144, 64, 1000, 0, 1, 0 },
+        /* not taken: odd K, A transposed, B not transposed, at most 4 rows */
+        { 13, 7, 33, 0, 1, 0 },   { 30, 40, 64, 1, 1, 0 },  { 30, 40, 64, 0, 0, 0 },
+        { 4, 300, 64, 0, 1, 0 },
+    };
+    for (int nt = 1; nt <= 2; nt++) {
+        omp_set_num_threads(nt);
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            const bf16_case *t = &cases[ci];
+            const int M = t->M, N = t->N, K = t->K, ldc = N + 3;
+            const int lda = (t->ta ? M : K) + 2, ldb = (t->tb ? K : N) + 4; /* even */
+            const size_t na = (size_t)(t->ta ? K : M) * lda, nb = (size_t)(t->tb ? N : K) * ldb;
+            float *A = malloc(sizeof(float) * na), *Bf = malloc(sizeof(float) * nb);
+            uint16_t *B = malloc(sizeof(uint16_t) * nb);
+            float *bias = malloc(sizeof(float) * N), *C = malloc(sizeof(float) * M * ldc);
+            float *C32 = malloc(sizeof(float) * M * ldc);
+            fill(A, na, 3 + (unsigned)ci), fill(Bf, nb, 40 + (unsigned)ci);
+            fill(bias, N, 9);
+            for (size_t i = 0; i < nb; i++) { /* B held as bfloat16; Bf its exact value */
+                uint32_t u;
+                memcpy(&u, &Bf[i], sizeof u);
+                B[i] = (uint16_t)(u >> 16), u = (uint32_t)B[i] << 16;
+                memcpy(&Bf[i], &u, sizeof u);
+            }
+            if (ci == 2)
+                A[5] = NAN; /* row 0 of C becomes NaN */
+            const float alpha = ci % 2 ? 0.5f : 1, beta = t->bias ? 1 : ci % 3 == 1 ? 0.25f : 0;
+            for (int i = 0; i < M * ldc; i++)
+                C[i] = C32[i] = beta == 0 ? NAN : 0.0625f * (float)(i % 11);
+            hs_sgemm_typed(HS_GEMM_AUTO, t->ta, t->tb, M, N, K, alpha, A, lda, B, HS_WT_BF16,
+                           ldb, beta, t->bias ? bias : NULL, C, ldc);
+            hs_gemm_set_compute(HS_COMPUTE_F32);
+            hs_sgemm_typed(HS_GEMM_AUTO, t->ta, t->tb, M, N, K, alpha, A, lda, B, HS_WT_BF16,
+                           ldb, beta, t->bias ? bias : NULL, C32, ldc);
+            hs_gemm_set_compute(HS_COMPUTE_BF16);
+            const int taken = ci < 7;
+            int bad = 0, nan_rows = 0;
+            double worst = 0; /* the largest error over the stated bound's 2^-8 sum |a b| */
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    const float got = C[i * ldc + j];
+                    if (!taken) {
+                        bad += memcmp(&got, &C32[i * ldc + j], sizeof got) != 0;
+                        continue;
+                    }
+                    double s16 = 0, a16 = 0, s32 = 0, a32 = 0;
+                    for (int k = 0; k < K; k++) {
+                        const float a = A[i * lda + k];
+                        const double b = Bf[j * ldb + k], ar = bf16_oracle(a);
+                        s16 += ar * b, a16 += fabs(ar * b), s32 += a * b, a32 += fabs(a * b);
+                    }
+                    const double c0 = t->bias ? bias[j] : beta == 0 ? 0 : beta * (0.0625 * ((i * ldc + j) % 11));
+                    const double r16 = alpha * s16 + c0, r32 = alpha * s32 + c0;
+                    if (ci == 2 && i == 0) {
+                        nan_rows += isnan(got);
+                        continue;
+                    }
+                    const double scale = fabs(alpha) * a32 + fabs(c0);
+                    bad += !(fabs(got - r16) <= 1e-6 * (fabs(alpha) * a16 + fabs(c0)) + 1e-30);
+                    bad += !(fabs(got - r32) <= 0x1p-8 * fabs(alpha) * a32 + 1e-6 * scale);
+                    if (a32 > 0)
+                        worst = fmax(worst, fabs(got - r32) / (0x1p-8 * fabs(alpha) * a32));
+                }
+            if (bad)
+                printf("\n  bf16 products: %d entries off at M,N,K %d,%d,%d ta %d tb %d, %d "
+                       "threads", bad, M, N, K, t->ta, t->tb, nt);
+            CU_ASSERT_EQUAL(bad, 0);
+            if (ci == 2)
+                CU_ASSERT_EQUAL(nan_rows, N);
+            if (taken && ci == 6 && nt == 1)
+                printf("\n  (M,N,K %d,%d,%d: largest error %.3f of the stated bound)", M, N, K,
+                       worst);
+            free(A), free(Bf), free(B), free(bias), free(C), free(C32);
+        }
+    }
+    omp_set_num_threads(1);
+    hs_gemm_set_compute(HS_COMPUTE_F32);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -386,6 +498,8 @@ int main(void)
           test_calls_inside_parallel_region_match_naive_loop },
         { "test_16_bit_weights_equal_their_float_copy",
           test_16_bit_weights_equal_their_float_copy },
+        { "test_bf16_products_are_within_their_stated_error",
+          test_bf16_products_are_within_their_stated_error },
     };
     return hs_run_tests("gemm", tests, HS_NTESTS(tests));
 }

@@ -171,4 +171,39 @@ print(struct.unpack("<Q", open(sys.argv[1], "rb").read(8))[0])' g16/model.safete
         "stored bytes: the file's data" || return 1
 }
 
-run_checks gpt2_f32_and_bf16 llama_bf16_and_f16 fused_rows stored_bytes
+# --compute bf16 (gemm.h): eval's loss moves from f32's by less than the
+# bound's scale (activations rounded to bfloat16 in the bf16 products);
+# --compute f32 is the default's, bit for bit; on a CPU without
+# AVX512-BF16 bf16 is refused, and an unknown mode always.
+compute_bf16() {
+    local m=$FIX/models/llama_gqa_bf16 f b
+    small_prompts
+    py -c 'import json, struct, sys
+ids = []
+for line in open("small.jsonl"):
+    r = json.loads(line); ids += r["clean_ids"] + r["corrupt_ids"]
+ids *= 4
+open("d.bin", "wb").write(struct.pack("<256i", 20240520, 1, len(ids), *[0] * 253) +
+                          struct.pack("<%dH" % len(ids), *ids))'
+    hs eval --model "$m" --data d.bin --batch 2 --seq-len 6 --json
+    expect_rc 0 "eval" || return 1
+    f=$(jget out.txt loss)
+    hs eval --model "$m" --data d.bin --batch 2 --seq-len 6 --json --compute f32
+    expect_rc 0 "eval --compute f32" || return 1
+    expect_eq "$(jget out.txt loss)" "$f" "--compute f32 is the default" || return 1
+    hs eval --model "$m" --data d.bin --batch 2 --seq-len 6 --json --compute fp8
+    expect_rc 2 "--compute fp8" || return 1
+    expect_grep "$ERR" "option --compute: 'fp8' is not f32 or bf16" "--compute fp8" || return 1
+    hs eval --model "$m" --data d.bin --batch 2 --seq-len 6 --json --compute bf16
+    if ! grep -qw avx512_bf16 /proc/cpuinfo; then
+        expect_rc 2 "--compute bf16 without AVX512-BF16" || return 1
+        expect_grep "$ERR" "no AVX512-BF16" "--compute bf16"
+        return
+    fi
+    expect_rc 0 "eval --compute bf16" || return 1
+    b=$(jget out.txt loss)
+    py -c 'import sys; f, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(not (f != b and abs(f - b) <= 1e-3 * abs(f)))' "$f" "$b" ||
+        bad "--compute bf16: loss $b against f32's $f (expected within 1e-3, and not equal: the bf16 products ran)"
+}
+
+run_checks gpt2_f32_and_bf16 llama_bf16_and_f16 fused_rows stored_bytes compute_bf16
