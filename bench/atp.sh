@@ -3,8 +3,9 @@
 # (12 layers, d 768, 12 heads, GELU MLP 4d, learned positions, vocabulary 256)
 # over clean/corrupt prompt pairs, all in one batch, at one thread:
 #   * all-heads `atp --site z` (bench/bench_atp.c: hs_atp) against exact
-#     all-heads `patch --site z` (hs_patch, the fast path) in the same run: the
-#     ratio of their times, and the Spearman correlation of atp_z with patch_z
+#     all-heads `patch --site z` (hs_patch, the fast path) and `patch --naive`
+#     (one forward per head, once) in the same run: the ratios of their
+#     times, and the Spearman correlation of atp_z with patch_z
 #     over the heads (random weights: a cost check, not a study);
 #   * the same atp_z in PyTorch (bench/atp_torch.py: one clean forward, one
 #     corrupt forward and backward with z in the graph), values compared;
@@ -48,10 +49,12 @@ bench_prompt_pairs "$tmp/p.jsonl" "$prompts" "$T"
 
 for t in $threads; do
   bench_threads "$t"
-  for what in atp patch eap-ig; do
+  for what in atp patch patch-naive eap-ig; do
     echo "threads $t: headscope $what" >&2
+    # one forward per head: once (about 150 forwards)
     "$bench_dir"/bench/bench_atp --what "$what" --model "$tmp/m" --prompts "$tmp/p.jsonl" \
-      --threads "$t" --repeats "$repeats" --dump "$tmp/hs_$what.json" >>"$out"
+      --threads "$t" --repeats "$([ "$what" = patch-naive ] && echo 1 || echo "$repeats")" \
+      --dump "$tmp/hs_$what.json" >>"$out"
   done
   for what in atp eap-ig; do
     echo "threads $t: torch $what" >&2
@@ -95,17 +98,20 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 L, d, H, T = sys.argv[2].split(",")
 print("Attribution patching, L %s d %s H %s T %s, %d prompts (CPU s, medians; wall in brackets)\n"
       % (L, d, H, T, rows[0]["prompts"]))
-print("| threads | atp (hs) | patch (hs) | patch / atp | atp (torch) | torch / hs | "
-      "eap-ig m=5 (hs) | eap-ig (torch) | torch / hs | circuit peak RSS | Spearman atp~patch |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("| threads | atp (hs) | patch (hs) | patch / atp | patch --naive | naive / atp | atp (torch) "
+      "| torch / hs | eap-ig m=5 (hs) | eap-ig (torch) | torch / hs | circuit peak RSS | "
+      "Spearman atp~patch |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for t in sorted({r["threads"] for r in rows}):
     g = {(r["impl"], r.get("what")): r for r in rows if r["threads"] == t}
     a, p, e = g[("headscope", "atp")], g[("headscope", "patch")], g[("headscope", "eap-ig")]
+    pn = g[("headscope", "patch-naive")]
     ta, te, c = g[("torch", "atp")], g[("torch", "eap-ig")], g[("compare", None)]
     f = lambda r: "%.3f (%.3f)" % (r["cpu_s"], r["wall_s"])
-    print("| %d | %s | %s | %.1f× | %s | %.2f× | %s | %s | %.2f× | %.0f MB | %.3f |" % (
-        t, f(a), f(p), p["cpu_s"] / a["cpu_s"], f(ta), ta["cpu_s"] / a["cpu_s"], f(e), f(te),
-        te["cpu_s"] / e["cpu_s"], e["peak_rss_mb"], c["spearman_atp_patch"]))
+    print("| %d | %s | %s | %.1f× | %s | %.1f× | %s | %.2f× | %s | %s | %.2f× | %.0f MB | %.3f |" % (
+        t, f(a), f(p), p["cpu_s"] / a["cpu_s"], f(pn), pn["cpu_s"] / a["cpu_s"], f(ta),
+        ta["cpu_s"] / a["cpu_s"], f(e), f(te), te["cpu_s"] / e["cpu_s"], e["peak_rss_mb"],
+        c["spearman_atp_patch"]))
     print("\nthreads %d: atp_z within %.2g of torch's; %d edges (torch %d, same set: %s), eap_ig "
           "within %.2g of torch's largest |score|" % (t, c["max_abs_atp_z_diff_torch"], c["edges"],
           c["edges_torch"], c["same_edges"], c["max_rel_eap_ig_diff_torch"]))

@@ -1,13 +1,15 @@
 /* Attribution patching's cost, for bench/atp.sh:
  *
- *   bench_atp --what atp|patch|eap-ig --model DIR --prompts FILE [--threads N]
+ *   bench_atp --what atp|patch|patch-naive|eap-ig --model DIR --prompts FILE [--threads N]
  *             [--repeats R] [--ig-steps M] [--dump FILE]
  *
  * One JSON line: the median CPU and wall seconds of one of
  *   atp     hs_atp of the z site (every head's atp_z: one clean forward, one
  *           corrupt forward and backward), as `headscope atp --site z` runs it;
  *   patch   hs_patch of the z site (exact denoising patching of every head,
- *           the fast path), as `headscope patch --site z`;
+ *           the fast path: the corrupt run's layers below a head shared), as
+ *           `headscope patch --site z`; patch-naive the same one whole forward
+ *           per head (`patch --naive`);
  *   eap-ig  hs_circuit with EAP-IG's m steps and no faithfulness curve (the
  *           edge scores), as `headscope circuit --method eap-ig --top-n ""`
  *           would;
@@ -62,8 +64,9 @@ static void run(results *r, const char *what, const hs_model *m, const hs_prompt
         const hs_atp_opts o = { .sites = 1 << HS_ATP_Z, .batch = ps->n };
         if (hs_atp(&r->atp, m, ps, &o))
             die("atp");
-    } else if (!strcmp(what, "patch")) {
-        const hs_patch_opts o = { .sites = 1 << HS_PATCH_Z, .batch = ps->n };
+    } else if (!strncmp(what, "patch", 5)) { /* "patch-naive": one forward per head */
+        const hs_patch_opts o = { .sites = 1 << HS_PATCH_Z, .batch = ps->n,
+                                  .naive = !strcmp(what, "patch-naive") };
         if (hs_patch(&r->patch, m, ps, &o))
             die("patch");
     } else {
@@ -78,7 +81,7 @@ static void free_results(results *r, const char *what)
 {
     if (!strcmp(what, "atp"))
         hs_atp_result_free(&r->atp);
-    else if (!strcmp(what, "patch"))
+    else if (!strncmp(what, "patch", 5))
         hs_patch_result_free(&r->patch);
     else
         hs_circuit_result_free(&r->circuit);
@@ -110,8 +113,10 @@ int main(int argc, char **argv)
         }
     }
     if (!model || !prompts || !what || reps < 1 || reps > 64 || ig_steps < 1 ||
-        (strcmp(what, "atp") && strcmp(what, "patch") && strcmp(what, "eap-ig")))
-        die("--what atp|patch|eap-ig, --model and --prompts are required, --repeats 1..64");
+        (strcmp(what, "atp") && strcmp(what, "patch") && strcmp(what, "patch-naive") &&
+         strcmp(what, "eap-ig")))
+        die("--what atp|patch|patch-naive|eap-ig, --model and --prompts are required, "
+            "--repeats 1..64");
     hs_set_threads(threads);
     hs_model m;
     hs_prompt_set ps;
@@ -145,7 +150,7 @@ int main(int argc, char **argv)
             die(dump);
         if (!strcmp(what, "atp")) {
             dump_grid(f, &r.atp.heads, c, "atp_z");
-        } else if (!strcmp(what, "patch")) {
+        } else if (!strncmp(what, "patch", 5)) {
             dump_grid(f, &r.patch.heads, c, "patch_z");
         } else {
             fprintf(f, "{\"eap_ig\":{");
