@@ -6,7 +6,8 @@
 #    head and kind with a hook on z), same weights, same data, same threads;
 #    the deltas of both are compared; beside them the sweep's lower bound (the
 #    layer passes an exact sweep must compute x one layer pass's FLOPs at the
-#    sgemm rate measured in the same run, bench/bound.h) and sweep / bound;
+#    FMA peak measured in the same run, bench/bound.h; the sgemm rate beside
+#    it) and sweep / bound;
 #  * importance of every head against one plain forward over the same data;
 #  * forward latency of the dense model, the model with 25/50/75% of its heads
 #    gated to zero, and the structurally pruned models.
@@ -78,11 +79,11 @@ L, d, H, T = sys.argv[3].split(",")
 print(f"OpenBLAS kernels: {sys.argv[2]}; {L} layers x {H} heads, d {d}, T {T}, GELU MLP\n")
 print("The lower bound: the layer passes an exact sweep must compute (sum over layers l of 2 H (L - l),")
 print("plus the clean and the means pass) x one layer pass's FLOPs (projections, causal half of the")
-print("T x T attention, MLP) at the sgemm rate measured in the same run (CPU seconds; sweep / bound")
+print("T x T attention, MLP) at the FMA peak measured in the same run (CPU seconds; sweep / bound")
 print("compares the sweep's CPU seconds).\n")
 print("| threads | sequences | hs sweep s | torch naive s | x | lower bound s | sweep / bound | "
-      "sgemm GFLOP/s | max abs delta difference | importance / forward |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+      "FMA peak GFLOP/s | sgemm GFLOP/s | max abs delta difference | importance / forward |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     if r["impl"] != "headscope":
         continue
@@ -90,7 +91,8 @@ for r in rows:
     c = next(x for x in rows if x["impl"] == "compare" and x["threads"] == r["threads"])
     print(f"| {r['threads']} | {r['sequences']} | {r['ablate_s']:.1f} | {t['seconds']:.1f} | "
           f"{t['seconds']/r['ablate_s']:.2f} | {r['lower_bound_s']:.2f} | "
-          f"{r['ablate_cpu_s']/r['lower_bound_s']:.2f} | {r['sgemm_gflops']:.1f} | "
+          f"{r['ablate_cpu_s']/r['lower_bound_s']:.2f} | {r['peak_gflops']:.1f} | "
+          f"{r['sgemm_gflops']:.1f} | "
           f"{c['max_abs_delta_diff']:.2g} | "
           f"{r['importance_s']/r['forward_s']:.2f} |")
 print(f"\nForward latency, batch {sys.argv[4]} x {T} (ms, median of 9):\n")

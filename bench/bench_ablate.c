@@ -198,7 +198,8 @@ int main(int argc, char **argv)
      * layers l..L-1 (sum_l 2 H_l (L - l)), plus the clean pass and the means
      * pass (L each) -- times one layer pass over the sequences (bound.h:
      * projections, causal half of the T x T attention, MLP; the unembedding
-     * is not counted), at the sgemm rate of the layer's GEMMs at B*T rows. */
+     * is not counted), at the FMA peak (the sgemm rate of the layer's GEMMs
+     * at B*T rows printed beside it). */
     const hs_model_config *c = &m.cfg;
     int heads = 0;
     double passes = 2.0 * c->n_layer;
@@ -212,13 +213,14 @@ int main(int argc, char **argv)
     const double rate = bench_layer_sgemm_rate(B * T, c->d_model, c->d_ff);
     if (rate <= 0)
         die("memory");
-    const double bound = passes * layer / (rate * 1e9);
+    const double peak = bench_peak_rate(threads), bound = passes * layer / (peak * 1e9);
     printf("{\"impl\":\"headscope\",\"threads\":%d,\"L\":%d,\"d\":%d,\"H\":%d,\"T\":%d,"
            "\"sequences\":%zu,\"ablate_s\":%.4f,\"importance_s\":%.4f,\"forward_s\":%.4f,"
            "\"ablations\":%d,\"clean_loss\":%.6f,\"ablate_cpu_s\":%.4f,\"layer_passes\":%.0f,"
-           "\"layer_gflop\":%.4f,\"sgemm_gflops\":%.2f,\"lower_bound_s\":%.4f}\n",
+           "\"layer_gflop\":%.4f,\"sgemm_gflops\":%.2f,\"peak_gflops\":%.2f,"
+           "\"lower_bound_s\":%.4f}\n",
            threads, c->n_layer, c->d_model, c->n_head[0], T, nb * B, ablate_s, importance_s,
-           forward_s, 2 * heads, o.clean_loss, ablate_cpu_s, passes, layer / 1e9, rate, bound);
+           forward_s, 2 * heads, o.clean_loss, ablate_cpu_s, passes, layer / 1e9, rate, peak, bound);
     hs_tokens_free(&tok);
     hs_model_free(&m);
     return 0;

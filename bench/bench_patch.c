@@ -8,9 +8,9 @@
  * and what it is made of: the FLOPs an exact patch of every head must spend
  * -- the clean and corrupt forwards, then per head (l,h) its change of the
  * attention output (z' - z) W_o^(h), the MLP of layer l and every layer above
- * on all positions, and the unembedding of the last position -- at the sgemm
- * rate measured here on the MLP's shape (tokens x d times d x 4d), same
- * threads. tight_bound_s: the same knowing that only the last position's
+ * on all positions, and the unembedding of the last position -- at the FMA
+ * peak of the same threads (bound.h; the sgemm rate measured here on the
+ * MLP's shape, tokens x d times d x 4d, printed beside it). tight_bound_s: the same knowing that only the last position's
  * logits are read (the last layer: keys and values at every position, the
  * rest at the last one). --dump writes {"patch_z": [[..H..]..L..]}. */
 #include <stdio.h>
@@ -96,14 +96,15 @@ int main(int argc, char **argv)
     const double rate = bench_sgemm_rate((int)N, c->d_model, c->d_ff);
     if (rate <= 0)
         die("memory");
-    const double bound = flops / (rate * 1e9), tight_bound = tight / (rate * 1e9);
+    const double peak = bench_peak_rate(threads);
+    const double bound = flops / (peak * 1e9), tight_bound = tight / (peak * 1e9);
     printf("{\"impl\":\"headscope\",\"threads\":%d,\"prompts\":%d,\"T\":%d,\"L\":%d,\"H\":%d,"
            "\"d\":%d,\"cpu_s\":%.6f,\"wall_s\":%.6f,\"lower_bound_s\":%.6f,\"sweep_gflop\":%.3f,"
            "\"tight_bound_s\":%.6f,\"tight_gflop\":%.3f,"
-           "\"sgemm_gflops\":%.2f,\"ld_clean\":%.6f,\"ld_corrupt\":%.6f}\n",
+           "\"sgemm_gflops\":%.2f,\"peak_gflops\":%.2f,\"ld_clean\":%.6f,\"ld_corrupt\":%.6f}\n",
            threads, ps.n, (int)T, c->n_layer, c->n_head[0], c->d_model, ours, ours_wall, bound, flops / 1e9,
            tight_bound, tight / 1e9,
-           rate, r.ld_clean, r.ld_corrupt);
+           rate, peak, r.ld_clean, r.ld_corrupt);
     if (dump) {
         FILE *f = fopen(dump, "w");
         if (!f)

@@ -1,6 +1,8 @@
 /* The sweeps' lower bounds, shared by bench_ablate.c and bench_patch.c: the
- * FLOPs of one layer pass of the benchmarks' model, and the sgemm rate
- * measured (hs_gemm, this process, its threads) at the layer's shapes. */
+ * FLOPs of one layer pass of the benchmarks' model, priced at the core's FMA
+ * peak (peak.h: no GEMM runs faster, so no sweep can beat its bound); and,
+ * printed beside it, the sgemm rate measured (hs_gemm, this process, its
+ * threads) at the layer's shapes. */
 #ifndef HS_BENCH_BOUND_H
 #define HS_BENCH_BOUND_H
 
@@ -9,6 +11,14 @@
 
 #include "bench_util.h"
 #include "linalg.h"
+#include "peak.h"
+
+/* GFLOP per CPU second of one of `threads` threads at the FMA peak: the
+ * rate a bound in CPU seconds prices every FLOP at. */
+static inline double bench_peak_rate(int threads)
+{
+    return peak_gflops_clock(threads, 0, 0.2, 5, 1) / threads;
+}
 
 /* FLOPs of one layer over B sequences of T tokens, N = B*T: the q,k,v,o
  * projections (q, o: d x HD; k, v: d x GD), the causal half of the T x T

@@ -8,7 +8,7 @@
 # are compared. Also printed: the sweep's lower bound, the FLOPs an exact
 # patch must spend (the two plain forwards, then per head its W_o change, the
 # MLP of its layer and every layer above, the last position's unembedding) at
-# the sgemm rate measured in the same run; the tight bound also knows that only
+# the FMA peak measured in the same run (the sgemm rate beside it); the tight bound also knows that only
 # the last position's logits are read (the last layer needs its keys and values
 # at every position, the rest at the last one). Times are medians of --repeats,
 # in CPU seconds of each process (wall seconds beside them).
@@ -70,9 +70,10 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 L, d, H, T = sys.argv[2].split(",")
 print(f"all-heads patch --site z: {L} layers x {H} heads, d {d}, T {T}, GELU MLP; medians\n")
 print("Seconds are CPU seconds of the process (on a shared machine the work done; wall time also")
-print("counts the waits for a core), wall seconds in brackets; the bound is in CPU seconds.\n")
-print("| threads | prompts | headscope s | torch loop s | torch / headscope | lower bound s | headscope / bound | tight bound s | headscope / tight | sgemm GFLOP/s | max abs patch_z difference |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("counts the waits for a core), wall seconds in brackets; the bounds are in CPU seconds, every")
+print("FLOP at the FMA peak.\n")
+print("| threads | prompts | headscope s | torch loop s | torch / headscope | lower bound s | headscope / bound | tight bound s | headscope / tight | FMA peak GFLOP/s | sgemm GFLOP/s | max abs patch_z difference |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     if r["impl"] != "headscope":
         continue
@@ -82,5 +83,5 @@ for r in rows:
           f"{t['cpu_s']:.3f} ({t['wall_s']:.2f}) | {t['cpu_s'] / r['cpu_s']:.2f} | "
           f"{r['lower_bound_s']:.3f} | {r['cpu_s'] / r['lower_bound_s']:.2f} | "
           f"{r['tight_bound_s']:.3f} | {r['cpu_s'] / r['tight_bound_s']:.2f} | "
-          f"{r['sgemm_gflops']:.1f} | {c['max_abs_patch_z_diff']:.2g} |")
+          f"{r['peak_gflops']:.1f} | {r['sgemm_gflops']:.1f} | {c['max_abs_patch_z_diff']:.2g} |")
 PY
