@@ -13,11 +13,18 @@
 #include "linalg.h"
 #include "peak.h"
 
-/* GFLOP per CPU second of one of `threads` threads at the FMA peak: the
- * rate a bound in CPU seconds prices every FLOP at. */
+/* GFLOP per CPU second of one of `threads` threads at the FMA peak of the
+ * build's vector width: the rate a bound in CPU seconds prices every FLOP
+ * at. A build without AVX-512 in its loops (the --avx2-only emulation's,
+ * scripts/avx2-only.cmake) is priced at the AVX2 peak, as on an AVX2 CPU. */
 static inline double bench_peak_rate(int threads)
 {
-    return peak_gflops_clock(threads, 0, 0.2, 5, 1) / threads;
+#ifdef __AVX512F__
+    const int width = 0; /* the widest the CPU has */
+#else
+    const int width = 8;
+#endif
+    return peak_gflops_clock(threads, width, 0.2, 5, 1) / threads;
 }
 
 /* FLOPs of one layer over B sequences of T tokens, N = B*T: the q,k,v,o

@@ -476,19 +476,23 @@ static void gemm_block(const hs_kernel *kd, int M, int N, int K, float alpha, hs
         gemm_naive(M, N, K, alpha, A, B, beta, C, ldc);
 }
 
-/* Sub-problem of thread t of nt: a contiguous range of N (whole NR panels)
- * when N has enough panels, else of M. Each thread packs its own operands:
- * no barrier inside the call, at the price of packing the shared operand
- * once per thread (O(MK) or O(KN) against O(MNK) of arithmetic). */
-static void gemm_part(const hs_kernel *kd, int t, int nt, int M, int N, int K, float alpha,
-                      hs_view A, hs_bview B, float beta, float *C, int ldc)
+typedef void (*hs_block_fn)(const hs_kernel *kd, int M, int N, int K, float alpha, hs_view A,
+                            hs_bview B, float beta, float *C, int ldc);
+
+/* Sub-problem of thread t of nt, by block (gemm_block, or the bfloat16
+ * products' own): a contiguous range of N (whole NR panels) when N has
+ * enough panels, else of M. Each thread packs its own operands: no barrier
+ * inside the call, at the price of packing the shared operand once per
+ * thread (O(MK) or O(KN) against O(MNK) of arithmetic). */
+static void gemm_part(hs_block_fn block, const hs_kernel *kd, int t, int nt, int M, int N, int K,
+                      float alpha, hs_view A, hs_bview B, float beta, float *C, int ldc)
 {
     const int npan = (N + kd->nr - 1) / kd->nr, mpan = (M + kd->mr - 1) / kd->mr;
     if (npan >= 4 * nt || npan >= mpan) {
         const int p0 = npan * t / nt, p1 = npan * (t + 1) / nt;
         const int j0 = p0 * kd->nr, j1 = p1 * kd->nr < N ? p1 * kd->nr : N;
         if (j1 > j0)
-            gemm_block(kd, M, j1 - j0, K, alpha, A,
+            block(kd, M, j1 - j0, K, alpha, A,
                        bview_at(B, B.trans ? (size_t)j0 * B.ld : (size_t)j0), beta, C + j0, ldc);
     } else {
         const int p0 = mpan * t / nt, p1 = mpan * (t + 1) / nt;
@@ -496,7 +500,7 @@ static void gemm_part(const hs_kernel *kd, int t, int nt, int M, int N, int K, f
         if (i1 > i0) {
             hs_view At = A;
             At.p += A.trans ? (size_t)i0 : (size_t)i0 * A.ld;
-            gemm_block(kd, i1 - i0, N, K, alpha, At, B, beta, C + (size_t)i0 * ldc, ldc);
+            block(kd, i1 - i0, N, K, alpha, At, B, beta, C + (size_t)i0 * ldc, ldc);
         }
     }
 }
@@ -834,13 +838,9 @@ static void pack_b_bf16(uint32_t *dst, const uint16_t *B, int ld, int k0, int j0
             for (int c = 0; c < BF_NR; c += 8) /* moves 32 bits unchanged */
                 transpose8((float *)(void *)(dst + (size_t)p * BF_NR + c), BF_NR,
                            (const float *)(const void *)(src + c * ld2 + p), ld2);
-    for (; p < kp; p++)
+    for (; p < kp; p++) /* the tail, and every pair of a partial panel */
         for (int c = 0; c < BF_NR; c++)
             dst[(size_t)p * BF_NR + c] = c < cols ? src[c * ld2 + p] : 0;
-    if (cols < BF_NR)
-        for (p = 0; p < kp; p++)
-            for (int c = cols; c < BF_NR; c++)
-                dst[(size_t)p * BF_NR + c] = 0;
 }
 
 /* c (12 x 32; ldc) = alpha * sum_p a[i*kp + p] . b[p][j] + beta * c, pairs
@@ -919,62 +919,40 @@ static void gemm_bf16_serial(int M, int N, int K, float alpha, const float *A, i
     }
 }
 
-/* C (M,N) of one thread; element by element in floats where there is no
- * memory to pack into */
-static void gemm_bf16_block(int M, int N, int K, float alpha, const float *A, int lda,
+/* C (M,N) of one thread (gemm_part's block; kd the 12 x 32 tiles it splits
+ * by, op(A) = A); element by element in floats where there is no memory to
+ * pack into */
+static void gemm_bf16_block(const hs_kernel *kd, int M, int N, int K, float alpha, hs_view A,
                             hs_bview B, float beta, float *C, int ldc)
 {
+    (void)kd;
     uint32_t *ws = (uint32_t *)(void *)workspace((size_t)KC * NC / 2 + (size_t)MC * KC / 2);
     if (ws)
-        gemm_bf16_serial(M, N, K, alpha, A, lda, B.p, B.ld, beta, C, ldc, ws);
+        gemm_bf16_serial(M, N, K, alpha, A.p, A.ld, B.p, B.ld, beta, C, ldc, ws);
     else
-        gemm_naive(M, N, K, alpha, (hs_view){ A, lda, 0 }, B, beta, C, ldc);
+        gemm_naive(M, N, K, alpha, A, B, beta, C, ldc);
 }
-
-/* Thread t of nt: a range of whole 32-column panels of N when there are
- * enough of them, else of 12-row panels of M (as gemm_part) */
-static void gemm_bf16_part(int t, int nt, int M, int N, int K, float alpha, const float *A,
-                           int lda, hs_bview B, float beta, float *C, int ldc)
-{
-    const int npan = (N + BF_NR - 1) / BF_NR, mpan = (M + BF_MR - 1) / BF_MR;
-    if (npan >= 4 * nt || npan >= mpan) {
-        const int j0 = npan * t / nt * BF_NR, j1 = npan * (t + 1) / nt * BF_NR;
-        if ((j1 < N ? j1 : N) > j0)
-            gemm_bf16_block(M, (j1 < N ? j1 : N) - j0, K, alpha, A, lda,
-                            bview_at(B, (size_t)j0 * B.ld), beta, C + j0, ldc);
-    } else {
-        const int i0 = mpan * t / nt * BF_MR, i1 = mpan * (t + 1) / nt * BF_MR;
-        if ((i1 < M ? i1 : M) > i0)
-            gemm_bf16_block((i1 < M ? i1 : M) - i0, N, K, alpha, A + (size_t)i0 * lda, lda, B,
-                            beta, C + (size_t)i0 * ldc, ldc);
-    }
-}
-#endif
 
 /* 1 if bfloat16 products (hs_compute) take C = alpha op(A) op(B) + beta C */
 static int bf16_takes(int ta, int M, int K, hs_bview B)
 {
-#ifdef HS_GEMM_X86
     return !ta && B.trans && B.t == HS_WT_BF16 && M > SMALL_M && K > 0 && K % 2 == 0 &&
            B.ld % 2 == 0 && ((uintptr_t)B.p & 3) == 0 && hs_gemm_compute() == HS_COMPUTE_BF16;
-#else
-    (void)ta, (void)M, (void)K, (void)B;
-    return 0;
-#endif
 }
 
-#ifdef HS_GEMM_X86
 /* C = alpha A B^T + beta C in bfloat16 products, a call bf16_takes */
 static void gemm_bf16(int nt, int M, int N, int K, float alpha, const float *A, int lda,
                       hs_bview B, float beta, float *C, int ldc)
 {
+    static const hs_kernel kd = { BF_MR, BF_NR, NULL, NULL };
+    const hs_view Av = { A, lda, 0 };
     if (nt == 1) { /* a loop, not a one-thread region: see gemm_small */
-        gemm_bf16_part(0, 1, M, N, K, alpha, A, lda, B, beta, C, ldc);
+        gemm_bf16_block(&kd, M, N, K, alpha, Av, B, beta, C, ldc);
         return;
     }
 #pragma omp parallel num_threads(nt)
-    gemm_bf16_part(omp_get_thread_num(), omp_get_num_threads(), M, N, K, alpha, A, lda, B, beta,
-                   C, ldc);
+    gemm_part(gemm_bf16_block, &kd, omp_get_thread_num(), omp_get_num_threads(), M, N, K, alpha,
+              Av, B, beta, C, ldc);
 }
 #endif
 
@@ -1181,8 +1159,8 @@ static void sgemm(hs_gemm_path path, int ta, int M, int N, int K, float alpha, c
         return;
     }
 #pragma omp parallel num_threads(nt)
-    gemm_part(&kd, omp_get_thread_num(), omp_get_num_threads(), M, N, K, alpha, Av, Bv, beta, C,
-              ldc);
+    gemm_part(gemm_block, &kd, omp_get_thread_num(), omp_get_num_threads(), M, N, K, alpha, Av,
+              Bv, beta, C, ldc);
 }
 
 void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
