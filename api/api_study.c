@@ -270,6 +270,22 @@ int hs_api_importance(char **json, const hs_model *m, const hs_api_tokens *data,
 
 /* ---- prompt studies ---- */
 
+/* The end of a causal study (patch, atp): the run closed with rc and, on
+ * success, the JSON of its head and position rows with the scalars
+ * logit_diff_clean, logit_diff_corrupt and prompts. */
+static int causal_finish(char **json, hs_run *run, int rc, const hs_head_table *heads,
+                         const hs_position_row *pos, int n_pos, double ld_clean,
+                         double ld_corrupt, long n)
+{
+    hs_jbuf b = { 0 };
+    const scalar sc[] = { { HS_METRIC(LOGIT_DIFF_CLEAN), ld_clean },
+                          { HS_METRIC(LOGIT_DIFF_CORRUPT), ld_corrupt },
+                          { "prompts", (double)n } };
+    if (!rc)
+        begin_json(&b, hs_run_id(run), heads, pos, n_pos, NULL, 0, sc, 3);
+    return finish(json, &b, run, rc, NULL);
+}
+
 int hs_api_patch(char **json, const hs_model *m, hs_api_prompts *p, const hs_api_env *e,
                  const char *sites, int noising, int batch, int naive)
 {
@@ -290,13 +306,7 @@ int hs_api_patch(char **json, const hs_model *m, hs_api_prompts *p, const hs_api
     const hs_study_io io = io_of(e);
     hs_patch_result r;
     rc = hs_patch_study(&r, m, ps, po, hs_run_index(run), hs_run_id(run), &io);
-    hs_jbuf b = { 0 };
-    const scalar sc[] = { { HS_METRIC(LOGIT_DIFF_CLEAN), r.ld_clean },
-                          { HS_METRIC(LOGIT_DIFF_CORRUPT), r.ld_corrupt },
-                          { "prompts", (double)r.n } };
-    if (!rc)
-        begin_json(&b, hs_run_id(run), &r.heads, r.pos, r.n_pos, NULL, 0, sc, 3);
-    rc = finish(json, &b, run, rc, NULL);
+    rc = causal_finish(json, run, rc, &r.heads, r.pos, r.n_pos, r.ld_clean, r.ld_corrupt, r.n);
     hs_patch_result_free(&r);
     return rc;
 }
@@ -326,13 +336,7 @@ int hs_api_atp(char **json, const hs_model *m, hs_api_prompts *p, const hs_api_e
     rc = hs_atp_study(&r, &rows, m, ps, ao, &io);
     if (!rc)
         rc = hs_run_study_rows(run, &rows);
-    hs_jbuf b = { 0 };
-    const scalar sc[] = { { HS_METRIC(LOGIT_DIFF_CLEAN), r.ld_clean },
-                          { HS_METRIC(LOGIT_DIFF_CORRUPT), r.ld_corrupt },
-                          { "prompts", (double)r.n } };
-    if (!rc)
-        begin_json(&b, hs_run_id(run), &r.heads, r.pos, r.n_pos, NULL, 0, sc, 3);
-    rc = finish(json, &b, run, rc, NULL);
+    rc = causal_finish(json, run, rc, &r.heads, r.pos, r.n_pos, r.ld_clean, r.ld_corrupt, r.n);
     hs_atp_result_free(&r);
     return rc;
 }

@@ -46,6 +46,17 @@ class Patch(TempDir, unittest.TestCase):
              ("llama_gqa", os.path.join(MODELS, "llama_gqa")),
              ("neox_par", os.path.join(FIX, "families", "neox_par"))]
 
+    def assert_recorded_alike(self, cdb, pdb, r):
+        """The command's index (cdb) and the Python call's (pdb) hold the same
+        rows and run_params, and r holds them too; the Python rows."""
+        ch, cp, _, cparams = index_rows(cdb)
+        ph, pp, _, pparams = index_rows(pdb)
+        self.assertEqual(ch, ph, "head rows, as recorded")
+        self.assertEqual(cp, pp, "position rows, as recorded")
+        self.assertEqual(cparams, pparams, "run_params")
+        self.assertEqual((sorted(ch), sorted(cp)), result_rows(r))
+        return ph, pp
+
     def test_hs_patch_equals_headscope_patch(self):
         oracle = json.load(open(os.path.join(CAUSAL, "oracle.json")))
         for case, d in self.CASES:
@@ -58,12 +69,7 @@ class Patch(TempDir, unittest.TestCase):
                             "--site", sites]
                     out = json.loads(cli(*(args + (["--noising"] if noising else []))))
                     r = hs.patch(m, prompts, sites=sites, noising=noising, db=pdb)
-                    ch, cp, _, cparams = index_rows(cdb)
-                    ph, pp, _, pparams = index_rows(pdb)
-                    self.assertEqual(ch, ph, "head rows, as recorded")
-                    self.assertEqual(cp, pp, "position rows, as recorded")
-                    self.assertEqual(cparams, pparams, "run_params")
-                    self.assertEqual((sorted(ch), sorted(cp)), result_rows(r))
+                    ph, pp = self.assert_recorded_alike(cdb, pdb, r)
                     self.assertEqual(r.logit_diff_clean, r.value("logit_diff_clean"))
                     self.assertAlmostEqual(r.logit_diff_clean, out["logit_diff_clean"], places=8)
                     # and both are the PyTorch oracle's
@@ -93,12 +99,7 @@ class Patch(TempDir, unittest.TestCase):
                     out = json.loads(cli(*(args + (["--noising"] if noising else []))))
                     r = hs.atp(m, prompts, sites=sites, noising=noising, star=star, verify=2,
                                db=pdb)
-                    ch, cp, _, cparams = index_rows(cdb)
-                    ph, pp, _, pparams = index_rows(pdb)
-                    self.assertEqual(ch, ph, "head rows, as recorded")
-                    self.assertEqual(cp, pp, "position rows, as recorded")
-                    self.assertEqual(cparams, pparams, "run_params")
-                    self.assertEqual((sorted(ch), sorted(cp)), result_rows(r))
+                    ph, pp = self.assert_recorded_alike(cdb, pdb, r)
                     metrics = {row[2] for row in ph}
                     self.assertIn("atp_z", metrics)
                     self.assertIn("patch_z", metrics)  # the verified heads
