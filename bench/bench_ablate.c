@@ -220,7 +220,8 @@ int main(int argc, char **argv)
            "\"layer_gflop\":%.4f,\"sgemm_gflops\":%.2f,\"peak_gflops\":%.2f,"
            "\"lower_bound_s\":%.4f}\n",
            threads, c->n_layer, c->d_model, c->n_head[0], T, nb * B, ablate_s, importance_s,
-           forward_s, 2 * heads, o.clean_loss, ablate_cpu_s, passes, layer / 1e9, rate, peak, bound);
+           forward_s, 2 * heads, o.clean_loss, ablate_cpu_s, passes, layer / 1e9, rate, peak,
+           bound);
     hs_tokens_free(&tok);
     hs_model_free(&m);
     return 0;

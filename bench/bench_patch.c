@@ -10,9 +10,10 @@
  * attention output (z' - z) W_o^(h), the MLP of layer l and every layer above
  * on all positions, and the unembedding of the last position -- at the FMA
  * peak of the same threads (bound.h; the sgemm rate measured here on the
- * MLP's shape, tokens x d times d x 4d, printed beside it). tight_bound_s: the same knowing that only the last position's
- * logits are read (the last layer: keys and values at every position, the
- * rest at the last one). --dump writes {"patch_z": [[..H..]..L..]}. */
+ * MLP's shape, tokens x d times d x 4d, printed beside it). tight_bound_s:
+ * the same knowing that only the last position's logits are read (the last
+ * layer: keys and values at every position, the rest at the last one).
+ * --dump writes {"patch_z": [[..H..]..L..]}. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -458,7 +458,8 @@ static void test_bf16_products_are_within_their_stated_error(void)
                         const double b = Bf[j * ldb + k], ar = bf16_oracle(a);
                         s16 += ar * b, a16 += fabs(ar * b), s32 += a * b, a32 += fabs(a * b);
                     }
-                    const double c0 = t->bias ? bias[j] : beta == 0 ? 0 : beta * (0.0625 * ((i * ldc + j) % 11));
+                    const double c_in = 0.0625 * ((i * ldc + j) % 11); /* C as filled */
+                    const double c0 = t->bias ? bias[j] : beta == 0 ? 0 : beta * c_in;
                     const double r16 = alpha * s16 + c0, r32 = alpha * s32 + c0;
                     if (ci == 2 && i == 0) {
                         nan_rows += isnan(got);

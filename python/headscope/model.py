@@ -228,7 +228,8 @@ class Model:
         `names` (a hook name, a list of them, or a function of a name; also
         as names_filter, TransformerLens's keyword; None: every hook of the
         model). Only what was asked for is copied, once, into arrays owned
-        by the cache, while the forward runs."""
+        by the cache, while the forward runs: views into one block (holding
+        one keeps the block; .copy() it to keep it alone)."""
         ids = self._ids(ids)
         B, T = ids.shape
         wanted = select_names(self, names if names is not None else names_filter)
