@@ -51,7 +51,7 @@ for t in $threads; do
   bench_threads "$t"
   for what in atp patch patch-naive eap-ig; do
     echo "threads $t: headscope $what" >&2
-    # one forward per head: once (about 150 forwards)
+    # patch-naive (one forward per head, about 150 forwards) runs once
     "$bench_dir"/bench/bench_atp --what "$what" --model "$tmp/m" --prompts "$tmp/p.jsonl" \
       --threads "$t" --repeats "$([ "$what" = patch-naive ] && echo 1 || echo "$repeats")" \
       --dump "$tmp/hs_$what.json" >>"$out"
