@@ -87,27 +87,27 @@ PY
       fi
     fi
     for cm in $computes; do
-    sfx=$([ "$cm" = f32 ] || echo "_$cm")
-    if [[ " $steps " == *" generate "* ]]; then
-      echo "$shape, $t threads: headscope generate of 32 tokens after 8 (--compute $cm)" >&2
-      if /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" generate --model "$dir" --compute "$cm" \
-        --prompt-ids 1,2,3,4,5,6,7,8 --max-new 32 --json >"$tmp/gen.json" 2>"$tmp/gen.err"; then
-        row "\"impl\":\"headscope_generate$sfx\",\"new_tokens\":32,\"tokens_per_s\":$(jq_num tokens_per_s "$tmp/gen.json"),\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt")"
-      else
-        row "\"impl\":\"headscope_generate$sfx\",\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/gen.err")"
+      sfx=$([ "$cm" = f32 ] || echo "_$cm")
+      if [[ " $steps " == *" generate "* ]]; then
+        echo "$shape, $t threads: headscope generate of 32 tokens after 8 (--compute $cm)" >&2
+        if /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" generate --model "$dir" --compute "$cm" \
+          --prompt-ids 1,2,3,4,5,6,7,8 --max-new 32 --json >"$tmp/gen.json" 2>"$tmp/gen.err"; then
+          row "\"impl\":\"headscope_generate$sfx\",\"new_tokens\":32,\"tokens_per_s\":$(jq_num tokens_per_s "$tmp/gen.json"),\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt")"
+        else
+          row "\"impl\":\"headscope_generate$sfx\",\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/gen.err")"
+        fi
       fi
-    fi
-    [[ " $steps " == *" eval "* ]] || continue
-    for n in 1 2 1 2 1 2; do # batches: the second's time is one forward, the rest the load
-      echo "$shape, $t threads: headscope eval of $n x (1 x $T) (--compute $cm)" >&2
-      if /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" eval --model "$dir" --data "$tmp/t.bin" \
-        --compute "$cm" --batch 1 --seq-len "$T" --max-batches "$n" --json >"$tmp/eval.json" 2>"$tmp/eval.err"; then
-        row "\"impl\":\"headscope$sfx\",\"batches\":$n,\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt"),\"eval\":$(cat "$tmp/eval.json"),\"plan\":$(cat "$tmp/info.json")"
-      else
-        row "\"impl\":\"headscope$sfx\",\"batches\":$n,\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/eval.err"),\"plan\":$(cat "$tmp/info.json")"
-        break
-      fi
-    done
+      [[ " $steps " == *" eval "* ]] || continue
+      for n in 1 2 1 2 1 2; do # batches: the second's time is one forward, the rest the load
+        echo "$shape, $t threads: headscope eval of $n x (1 x $T) (--compute $cm)" >&2
+        if /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" eval --model "$dir" --data "$tmp/t.bin" \
+          --compute "$cm" --batch 1 --seq-len "$T" --max-batches "$n" --json >"$tmp/eval.json" 2>"$tmp/eval.err"; then
+          row "\"impl\":\"headscope$sfx\",\"batches\":$n,\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt"),\"eval\":$(cat "$tmp/eval.json"),\"plan\":$(cat "$tmp/info.json")"
+        else
+          row "\"impl\":\"headscope$sfx\",\"batches\":$n,\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/eval.err"),\"plan\":$(cat "$tmp/info.json")"
+          break
+        fi
+      done
     done
     [[ " $steps " == *" eval "* ]] || continue
     for dt in float32 bfloat16; do

@@ -788,20 +788,16 @@ int hs_gemm_set_compute_name(const char *name)
     return HS_OK;
 }
 
-/* x rounded to bfloat16, to nearest with ties to even (a NaN stays a NaN):
- * what vcvtne2ps2bf16 gives */
-static inline uint16_t bf16_round(float x)
+#ifdef HS_GEMM_X86
+/* the first n (clamped to 0..16) lanes */
+static inline __mmask16 lanes(int n)
 {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+    return n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
 }
 
-#ifdef HS_GEMM_X86
 /* rows (<= BF_MR, the rest zero) of A from row i0, columns k0..k0+kc (kc
- * even), as rows of kc/2 pairs at dst */
+ * even), as rows of kc/2 pairs at dst: every entry rounded by the
+ * instruction (to nearest even), 32 at a time, the tail through masks */
 __attribute__((target("avx512f,avx512bf16"))) static void
 pack_a_bf16(uint32_t *dst, const float *A, int lda, int i0, int rows, int k0, int kc)
 {
@@ -813,14 +809,12 @@ pack_a_bf16(uint32_t *dst, const float *A, int lda, int i0, int rows, int k0, in
             continue;
         }
         const float *a = A + (size_t)(i0 + r) * lda + k0;
-        int k = 0;
-        for (; k + 32 <= kc; k += 32) {
-            const __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(a + k + 16),
-                                                   _mm512_loadu_ps(a + k));
-            _mm512_storeu_si512((void *)(d + k / 2), (__m512i)h);
+        for (int k = 0; k < kc; k += 32) {
+            const int n = kc - k; /* > 32 past the last block: full masks */
+            const __m512bh h = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(lanes(n - 16), a + k + 16),
+                                                   _mm512_maskz_loadu_ps(lanes(n), a + k));
+            _mm512_mask_storeu_epi32(d + k / 2, lanes(n / 2), (__m512i)h);
         }
-        for (; k < kc; k += 2)
-            d[k / 2] = (uint32_t)bf16_round(a[k]) | (uint32_t)bf16_round(a[k + 1]) << 16;
     }
 }
 

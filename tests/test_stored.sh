@@ -74,6 +74,18 @@ same() {
         bad "$label: head_metrics differ from the float copy's" || return 1
 }
 
+# prompt_tokens PROMPTS: d.bin, a token shard of PROMPTS' clean and corrupt
+# ids four times over
+prompt_tokens() {
+    py -c 'import json, struct, sys
+ids = []
+for line in open(sys.argv[1]):
+    r = json.loads(line); ids += r["clean_ids"] + r["corrupt_ids"]
+ids *= 4
+open("d.bin", "wb").write(struct.pack("<256i", 20240520, 1, len(ids), *[0] * 253) +
+                          struct.pack("<%dH" % len(ids), *ids))' "$1"
+}
+
 # commands MODEL PROMPTS [few]: the commands of SPEC §13 on MODEL (few:
 # eval, generate and patch only: every command runs on GPT-2's BF16 copy,
 # mapped, and on Llama's BF16, copied; the layouts' own code is the load's,
@@ -81,13 +93,7 @@ same() {
 commands() {
     local m=$1 p=$2 few=${3:-} ids
     ids=$(py -c 'import json,sys; print(",".join(map(str, json.loads(open(sys.argv[1]).readline())["clean_ids"])))' "$p")
-    py -c 'import json, struct, sys
-ids = []
-for line in open(sys.argv[1]):
-    r = json.loads(line); ids += r["clean_ids"] + r["corrupt_ids"]
-ids *= 4
-open("d.bin", "wb").write(struct.pack("<256i", 20240520, 1, len(ids), *[0] * 253) +
-                          struct.pack("<%dH" % len(ids), *ids))' "$p"
+    prompt_tokens "$p"
     same "$m eval" "" eval --model "$m" --data d.bin --batch 2 --seq-len 6 --json || return 1
     same "$m generate" "" generate --model "$m" --prompt-ids "$ids" --max-new 4 --json ||
         return 1
@@ -178,13 +184,7 @@ print(struct.unpack("<Q", open(sys.argv[1], "rb").read(8))[0])' g16/model.safete
 compute_bf16() {
     local m=$FIX/models/llama_gqa_bf16 f b
     small_prompts
-    py -c 'import json, struct, sys
-ids = []
-for line in open("small.jsonl"):
-    r = json.loads(line); ids += r["clean_ids"] + r["corrupt_ids"]
-ids *= 4
-open("d.bin", "wb").write(struct.pack("<256i", 20240520, 1, len(ids), *[0] * 253) +
-                          struct.pack("<%dH" % len(ids), *ids))'
+    prompt_tokens small.jsonl
     hs eval --model "$m" --data d.bin --batch 2 --seq-len 6 --json
     expect_rc 0 "eval" || return 1
     f=$(jget out.txt loss)
