@@ -22,14 +22,15 @@ int hs_tokenizer_for(hs_tokenizer **tk, const char *tokenizer, const char *model
     return path ? hs_tokenizer_open(tk, path) : HS_OK;
 }
 
-int hs_source_load(hs_tokenizer **keep, hs_tokens *t, const hs_source *s, const char *model_dir,
+int hs_tokenizer_resolve(hs_tokenizer **tk, const char *tokenizer, const char *model_dir)
+{
+    return *tk ? HS_OK : hs_tokenizer_for(tk, tokenizer, model_dir, NULL);
+}
+
+int hs_source_load(hs_tokens *t, const hs_source *s, hs_tokenizer **tk, const char *model_dir,
                    int vocab)
 {
     memset(t, 0, sizeof *t);
-    if (keep)
-        *keep = NULL;
-    hs_tokenizer *tk = NULL;
-    const char *used = NULL;
     if (s->data) {
         int rc = hs_tokens_read(t, s->data);
         for (size_t i = 0; !rc && vocab > 0 && i < t->n; i++)
@@ -39,12 +40,10 @@ int hs_source_load(hs_tokenizer **keep, hs_tokens *t, const hs_source *s, const 
                              model_dir ? model_dir : "");
         if (rc)
             hs_tokens_free(t);
-        if (!rc && keep && (rc = hs_tokenizer_for(keep, s->tokenizer, model_dir, NULL)))
-            hs_tokens_free(t);
         return rc;
     }
-    int rc = hs_tokenizer_for(&tk, s->tokenizer, model_dir, &used);
-    if (!rc && !tk)
+    int rc = hs_tokenizer_resolve(tk, s->tokenizer, model_dir);
+    if (!rc && !*tk)
         return model_dir ? hs_fail(HS_EINVAL, "--text %s needs --tokenizer PATH (%s holds no "
                                    "tokenizer.json or vocab.json + merges.txt)", s->text, model_dir)
                          : hs_fail(HS_EINVAL, "--text %s needs --tokenizer PATH", s->text);
@@ -53,7 +52,7 @@ int hs_source_load(hs_tokenizer **keep, hs_tokens *t, const hs_source *s, const 
     char *text = NULL; /* texts are held in memory, as their ids are */
     if (!rc)
         rc = hs_read_file(&text, &len, s->text, (size_t)1 << 30, 0);
-    if (!rc && (rc = hs_tokenizer_encode(tk, text, len, 1, &ids, &n))) {
+    if (!rc && (rc = hs_tokenizer_encode(*tk, text, len, 1, &ids, &n))) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", hs_last_error());
         hs_fail(rc, "%s: %s", s->text, msg);
@@ -61,17 +60,13 @@ int hs_source_load(hs_tokenizer **keep, hs_tokens *t, const hs_source *s, const 
     for (size_t i = 0; !rc && vocab > 0 && i < n; i++)
         if (ids[i] < 0 || ids[i] >= vocab)
             rc = hs_fail(HS_EINVAL, "%s: token %d at %zu (from the tokenizer %s) is outside the "
-                         "vocabulary of %d of the model %s", s->text, ids[i], i, used, vocab,
-                         model_dir ? model_dir : "being trained");
+                         "vocabulary of %d of the model %s", s->text, ids[i], i,
+                         hs_tokenizer_path(*tk), vocab, model_dir ? model_dir : "being trained");
     if (!rc)
         rc = hs_tokens_adopt(t, ids, n);
     if (rc)
         free(ids);
     free(text);
-    if (keep && !rc)
-        *keep = tk;
-    else if (tk)
-        hs_tokenizer_free(tk);
     return rc;
 }
 
@@ -80,9 +75,12 @@ int hs_source_split(hs_tokens *all, hs_tokens *train, hs_tokens *val, const hs_s
 {
     memset(train, 0, sizeof *train);
     memset(val, 0, sizeof *val);
-    int rc = hs_source_load(NULL, all, src, model_dir, vocab);
-    if (!rc && hs_source_path(vsrc) && (rc = hs_source_load(NULL, val, vsrc, model_dir, vocab)))
+    hs_tokenizer *tk = NULL; /* one for both texts */
+    int rc = hs_source_load(all, src, &tk, model_dir, vocab);
+    if (!rc && hs_source_path(vsrc) && (rc = hs_source_load(val, vsrc, &tk, model_dir, vocab)))
         hs_tokens_free(all);
+    if (tk)
+        hs_tokenizer_free(tk);
     if (!rc && hs_source_path(vsrc))
         *train = *all;
     else if (!rc)
@@ -112,18 +110,13 @@ void hs_inputs_free(hs_inputs *in)
     memset(in, 0, sizeof *in);
 }
 
-/* The prompts file, encoded with the source's tokenizer or the model
- * directory's (ids-only files need none); kept in in->tk when asked. */
+/* The prompts file, encoded with the tokenizer that applies (ids-only files
+ * need none). */
 static int load_prompts(hs_inputs *in, const hs_inputs_spec *s)
 {
-    hs_tokenizer *tk = in->tk;
-    int rc = tk ? HS_OK : hs_tokenizer_for(&tk, s->source.tokenizer, s->model, NULL);
+    int rc = hs_tokenizer_resolve(&in->tk, s->source.tokenizer, s->model);
     if (!rc)
-        rc = hs_prompts_load(&in->ps, s->prompts, tk, in->m.cfg.vocab_size, in->m.cfg.n_ctx);
-    if (s->keep_tokenizer)
-        in->tk = tk;
-    else if (tk)
-        hs_tokenizer_free(tk);
+        rc = hs_prompts_load(&in->ps, s->prompts, in->tk, in->m.cfg.vocab_size, in->m.cfg.n_ctx);
     return rc;
 }
 
@@ -144,16 +137,18 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
         return rc;
     }
     if (!rc && tokens)
-        rc = hs_source_load(s->keep_tokenizer ? &in->tk : NULL, &in->tok, src, s->model,
-                            s->model ? c->vocab_size : 0);
+        rc = hs_source_load(&in->tok, src, &in->tk, s->model, s->model ? c->vocab_size : 0);
+    if (!rc && s->keep_tokenizer)
+        rc = hs_tokenizer_resolve(&in->tk, src->tokenizer, s->model);
     if (!rc && tokens && s->need_batch && !hs_batch_count(&in->tok, s->batch, in->seq_len))
         rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens",
                      hs_source_path(src), s->batch, in->seq_len);
     if (!rc && s->mlm && tokens) {
         /* an encoder's loss is the masked-LM loss; options for a causal LM are refused */
-        rc = in->tk ? hs_mlm_setup(&in->tok.mlm, c, in->tk, s->mlm)
-                    : hs_mlm_setup_tokens(&in->tok, c, src->tokenizer, s->model, s->mlm);
-        in->usage = rc == HS_EINVAL;
+        if (c->encoder) /* the mask token's id */
+            rc = hs_tokenizer_resolve(&in->tk, src->tokenizer, s->model);
+        if (!rc)
+            in->usage = (rc = hs_mlm_setup(&in->tok.mlm, c, in->tk, s->mlm)) == HS_EINVAL;
     }
     if (!rc && s->prompts)
         rc = load_prompts(in, s);

@@ -32,14 +32,20 @@ const char *hs_source_path(const hs_source *s);
 int hs_tokenizer_for(hs_tokenizer **tk, const char *tokenizer, const char *model_dir,
                      const char **used);
 
+/* A command's tokenizer is resolved and read once, then handed to every
+ * reader that needs it (tokens, prompts, the masked-LM recipe): *tk open
+ * already is kept; else hs_tokenizer_for opens the one that applies (or
+ * leaves *tk NULL when none is known). The caller frees *tk. */
+int hs_tokenizer_resolve(hs_tokenizer **tk, const char *tokenizer, const char *model_dir);
+
 /* Reads the tokens of s into t: the shard, or the text encoded by the
- * tokenizer (hs_tokenizer_for; a text without one is HS_EINVAL saying
- * --tokenizer is needed). vocab > 0 checks every id against the model's
- * vocabulary of `vocab` ids, the error naming the file, the tokenizer and
- * model_dir. keep non-NULL: *keep is the tokenizer that applies (for a shard
- * too; NULL when none is known), open for the caller to free. On failure
- * the message is set, t left empty, *keep NULL. */
-int hs_source_load(hs_tokenizer **keep, hs_tokens *t, const hs_source *s, const char *model_dir,
+ * tokenizer (*tk, resolved by hs_tokenizer_resolve when NULL: it stays open
+ * in *tk for the caller to use further and free; a text without one is
+ * HS_EINVAL saying --tokenizer is needed). vocab > 0 checks every id against
+ * the model's vocabulary of `vocab` ids, the error naming the file, the
+ * tokenizer and model_dir. A shard opens no tokenizer. On failure the
+ * message is set and t left empty. */
+int hs_source_load(hs_tokens *t, const hs_source *s, hs_tokenizer **tk, const char *model_dir,
                    int vocab);
 
 /* The training tokens and the validation tokens of an experiment: src's,
@@ -64,7 +70,7 @@ typedef struct {
     int batch, seq_len;   /* the tokens' batches; seq_len 0: min(n_ctx, 256) */
     int need_batch;       /* the tokens are cut in batches of batch x seq_len (+1), seq_len
                              checked against the context, and must hold one */
-    int keep_tokenizer;   /* keep the tokenizer that applies to the tokens or prompts (in.tk) */
+    int keep_tokenizer;   /* open the tokenizer that applies (in.tk) even where no input needs it */
     /* the masked-LM options of a command that computes a loss (mlm.h; NULL: none):
      * for an encoder the tokens get the recipe (in.tok.mlm), for a causal LM
      * a given option is a usage error */
@@ -75,7 +81,8 @@ typedef struct {
     hs_model m;           /* zero without a model */
     hs_tokens tok;        /* empty without tokens */
     hs_prompt_set ps;     /* empty without prompts */
-    hs_tokenizer *tk;     /* with keep_tokenizer: the one that applies, or NULL */
+    hs_tokenizer *tk;     /* the one that applies, read once: opened where an input needed it
+                             or with keep_tokenizer; NULL when none was (or none is known) */
     int seq_len;          /* resolved */
     const char *data_path; /* what was read as the data (runs.data_path): prompts, shard or text */
     int usage;            /* the failure was an option's value (--seq-len) */
@@ -85,7 +92,8 @@ typedef struct {
  * length against it (hs_seq_len_check, "--seq-len"), the tokens (ids within
  * the vocabulary; with need_batch at least one batch) and the prompts (encoded
  * with the source's tokenizer, or the model directory's; ids within the
- * vocabulary, lengths within the context). On failure everything is freed
+ * vocabulary, lengths within the context). The tokenizer is read at most
+ * once, into in->tk, for all of them. On failure everything is freed
  * and the status returned with the message naming the file. */
 int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s);
 void hs_inputs_free(hs_inputs *in);

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "inputs.h"
 
 /* The id `text` encodes to alone (added tokens are matched before anything
  * else, so a special token's text gives its id), or -1 when it encodes to
@@ -111,18 +110,6 @@ int hs_mlm_setup(hs_mlm *out, const hs_model_config *c, const hs_tokenizer *tk,
         if (special[k] >= 0)
             out->special[out->n_special++] = special[k];
     return HS_OK;
-}
-
-int hs_mlm_setup_tokens(hs_tokens *t, const hs_model_config *c, const char *tokenizer,
-                        const char *model_dir, const hs_mlm_opts *o)
-{
-    hs_tokenizer *tk = NULL;
-    int rc = c->encoder ? hs_tokenizer_for(&tk, tokenizer, model_dir, NULL) : HS_OK;
-    if (!rc)
-        rc = hs_mlm_setup(&t->mlm, c, tk, o);
-    if (tk)
-        hs_tokenizer_free(tk);
-    return rc;
 }
 
 int hs_causal_only(const hs_model_config *c, const char *command, const char *why)

@@ -51,11 +51,6 @@ int hs_mlm_given(const hs_mlm_opts *o);
 int hs_mlm_setup(hs_mlm *out, const hs_model_config *c, const hs_tokenizer *tk,
                  const hs_mlm_opts *o);
 
-/* hs_mlm_setup for tokens t, with the tokenizer at `tokenizer` or, without
- * it, the one in model_dir (hs_tokenizer_for), opened and closed here. */
-int hs_mlm_setup_tokens(hs_tokens *t, const hs_model_config *c, const char *tokenizer,
-                        const char *model_dir, const hs_mlm_opts *o);
-
 /* HS_EINVAL naming `command` and why, for a command that has no meaning on
  * an encoder (why: "it decodes next tokens"); HS_OK for a causal LM. */
 int hs_causal_only(const hs_model_config *c, const char *command, const char *why);

@@ -1,4 +1,5 @@
 #include "scores.h"
+#include "rng.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "eval.h"
+#include "config_file.h"
 #include "mlm.h"
 #include "inputs.h"
 #include "study.h"

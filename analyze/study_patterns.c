@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "dist.h"
+#include "config_file.h"
 #include "patterns.h"
 #include "study.h"
 

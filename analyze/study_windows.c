@@ -1,5 +1,6 @@
 /* The local/global experiment (study_windows.h). */
 #include "study_windows.h"
+#include "config_file.h"
 
 #include <stdio.h>
 #include <stdlib.h>

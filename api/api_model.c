@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api_internal.h"
+#include "config_file.h"
 #include "checkpoint.h"
 #include "intervene.h"
 #include "inputs.h"

@@ -1,9 +1,9 @@
 /* sgemm efficiency at the shapes a training step of bench/train.sh's models
- * runs (model/linalg.c's calls: forward out = inp . w^T, backward
+ * runs (model/kernels/linalg.c's calls: forward out = inp . w^T, backward
  * dinp += dout . w and dw += dout^T . inp, for q, k, v, o, fc, proj and the
  * logits), GFLOP/s and % of the FMA peak (bench/peak.h) at that thread count,
  * OpenBLAS's cblas_sgemm and hs_gemm's path (HEADSCOPE_GEMM, default auto;
- * model/gemm.h) side by side, run alternately; with the process CPU time per
+ * model/kernels/gemm.h) side by side, run alternately; with the process CPU time per
  * thread beside the elapsed time (the machine may be shared).
  *
  *   bench_gemm --threads N --config L,d,H,G,T [--batch B] [--vocab V] [--reps R]
@@ -19,7 +19,7 @@
 
 #include "common.h"
 #include "gemm.h"
-#include "half.h"
+#include "dtype.h"
 #include "peak.h"
 
 typedef struct {
@@ -33,7 +33,7 @@ typedef struct {
 
 /* B16: B held as bt, read by the own path (NULL: B, floats) */
 static void run_gemm(const gemm_shape *g, hs_gemm_path path, const float *A, const float *B,
-                     const void *B16, hs_wtype bt, float *C)
+                     const void *B16, hs_dtype bt, float *C)
 {
     const int lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
     if (B16 && path != HS_GEMM_OPENBLAS)
@@ -45,7 +45,7 @@ static void run_gemm(const gemm_shape *g, hs_gemm_path path, const float *A, con
 
 /* OpenBLAS (t[0]) and `own` (t[1]), alternating sample by sample. */
 static void time_gemm(const gemm_shape *g, hs_gemm_path own, const float *A, const float *B,
-                      const void *B16, hs_wtype bt, float *C, int reps, int threads,
+                      const void *B16, hs_dtype bt, float *C, int reps, int threads,
                       gemm_time t[2])
 {
     const hs_gemm_path paths[2] = { HS_GEMM_OPENBLAS, own };
@@ -68,7 +68,7 @@ static void time_gemm(const gemm_shape *g, hs_gemm_path own, const float *A, con
         t[p] = (gemm_time){ median(w[p], reps), median(c[p], reps) };
 }
 
-static void bench_config(int threads, double peak, hs_gemm_path own, hs_wtype wt, int L, int d,
+static void bench_config(int threads, double peak, hs_gemm_path own, hs_dtype wt, int L, int d,
                          int H, int G, int T, int Bsz, int V, int reps)
 {
     const int N = Bsz * T, gd = G * (d / H);
@@ -101,12 +101,12 @@ static void bench_config(int threads, double peak, hs_gemm_path own, hs_wtype wt
             B[j] = (float)((j * 104729 % 1000) - 500) * 1e-3f;
         /* the weights (forward and dinp rows) as held: their top 16 bits (bf16) or halves */
         uint16_t *B16 = NULL;
-        if (wt != HS_WT_F32 && i % 3 != 2) {
+        if (wt != HS_DT_F32 && i % 3 != 2) {
             B16 = malloc(sizeof(uint16_t) * (size_t)g->K * g->N);
             for (long j = 0; j < (long)g->K * g->N; j++) {
                 uint32_t u;
                 memcpy(&u, &B[j], sizeof u);
-                B16[j] = wt == HS_WT_BF16 ? (uint16_t)(u >> 16) : hs_float_to_half(B[j]);
+                B16[j] = wt == HS_DT_BF16 ? (uint16_t)(u >> 16) : hs_float_to_half(B[j]);
             }
         }
         gemm_time t[2];
@@ -122,7 +122,7 @@ static void bench_config(int threads, double peak, hs_gemm_path own, hs_wtype wt
                "\"own_ms\":%.4f,\"own_cpu_ms\":%.4f,\"own_gflops\":%.2f,\"peak_gflops\":%.2f,"
                "\"pct_peak\":%.1f,\"own_pct_peak\":%.1f}\n",
                threads, L, d, H, G, T, Bsz, V, g->name, kind[i % 3], g->ta ? 'T' : 'N',
-               g->tb ? 'T' : 'N', wt == HS_WT_BF16 ? "bf16" : wt == HS_WT_F16 ? "f16" : "f32",
+               g->tb ? 'T' : 'N', wt == HS_DT_BF16 ? "bf16" : wt == HS_DT_F16 ? "f16" : "f32",
                g->M, g->N, g->K, g->count, t[0].wall * 1e3, t[0].cpu * 1e3,
                f / t[0].wall * 1e-9, t[1].wall * 1e3, t[1].cpu * 1e3, f / t[1].wall * 1e-9, peak,
                100 * f / t[0].wall * 1e-9 / peak, 100 * f / t[1].wall * 1e-9 / peak);
@@ -142,7 +142,7 @@ static void bench_config(int threads, double peak, hs_gemm_path own, hs_wtype wt
 int main(int argc, char **argv)
 {
     int threads = 1, B = 4, V = 256, reps = 5, configs[16][5], nconf = 0;
-    hs_wtype wt = HS_WT_F32;
+    hs_dtype wt = HS_DT_F32;
     double peak = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
@@ -159,7 +159,7 @@ int main(int argc, char **argv)
             peak = atof(v);
         else if (!strcmp(a, "--weights") && (!strcmp(v, "f32") || !strcmp(v, "bf16") ||
                                              !strcmp(v, "f16")))
-            wt = !strcmp(v, "bf16") ? HS_WT_BF16 : !strcmp(v, "f16") ? HS_WT_F16 : HS_WT_F32;
+            wt = !strcmp(v, "bf16") ? HS_DT_BF16 : !strcmp(v, "f16") ? HS_DT_F16 : HS_DT_F32;
         else if (!strcmp(a, "--config") && nconf < 16 &&
                  sscanf(v, "%d,%d,%d,%d,%d", &c[0], &c[1], &c[2], &c[3], &c[4]) == 5)
             nconf++;

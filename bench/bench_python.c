@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "transformer.h"
+#include "config_file.h"
 #include "bench_util.h"
 
 static void die(const char *what)

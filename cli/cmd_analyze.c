@@ -157,7 +157,7 @@ static void prune_step(void *ctx, int step, int pruned, double fraction, double 
 /* The validation tokens of prune: --val's shard or --val-text's text (or
  * none, v left empty); they must hold one batch. Before them, the study's
  * check of the model it is to write. 0, or the exit status. */
-static int load_val(hs_tokens *v, const hs_source *src, const char *model, const cli_job *j,
+static int load_val(hs_tokens *v, const hs_source *src, const char *model, cli_job *j,
                     int B, const hs_prune_study_opts *so)
 {
     memset(v, 0, sizeof *v);
@@ -165,7 +165,7 @@ static int load_val(hs_tokens *v, const hs_source *src, const char *model, const
         return cli_run_error("prune");
     if (!hs_source_path(src))
         return 0;
-    int rc = hs_source_load(NULL, v, src, model, j->in.m.cfg.vocab_size);
+    int rc = hs_source_load(v, src, &j->in.tk, model, j->in.m.cfg.vocab_size);
     if (!rc && !hs_batch_count(v, B, j->in.seq_len))
         rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens",
                      hs_source_path(src), B, j->in.seq_len);

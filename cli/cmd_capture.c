@@ -20,7 +20,8 @@ static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, co
 {
     cli_job j = { 0 };
     size_t nb;
-    int rc = hs_source_load(&j.in.tk, &j.in.tok, src, co.model_dir, m->cfg.vocab_size) ||
+    int rc = hs_tokenizer_resolve(&j.in.tk, src->tokenizer, co.model_dir) || /* token_text */
+             hs_source_load(&j.in.tok, src, &j.in.tk, co.model_dir, m->cfg.vocab_size) ||
              hs_capture_batches(&nb, &co, &j.in.tok);
     j.in.m = *m; /* the job owns the model from here */
     j.in.data_path = co.data_path;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "config_file.h"
 #include "study.h"
 
 int cli_experiment_gqa(int argc, char **argv);     /* cmd_experiment_gqa.c */

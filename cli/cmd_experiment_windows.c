@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "config_file.h"
 #include "study_windows.h"
 
 int cli_experiment_windows(int argc, char **argv);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "config_file.h"
 #include "cli.h"
 #include "describe.h"
 #include "eval.h"
@@ -252,17 +253,20 @@ static int train_data(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const 
                       long seed)
 {
     const char *data = hs_source_path(src), *val = hs_source_path(vsrc);
-    if (hs_source_load(NULL, tok, src, init, m->cfg.vocab_size))
-        return HS_EIO;
-    if (val && hs_source_load(NULL, vtok, vsrc, init, m->cfg.vocab_size))
-        return HS_EIO;
-    const char *too_short = !hs_batch_count(tok, B, T)              ? data
-                            : val && !hs_batch_count(vtok, B, T) ? val
-                                                                  : NULL;
+    hs_tokenizer *tk = NULL; /* read once, for both texts and the mask token */
+    int rc = hs_source_load(tok, src, &tk, init, m->cfg.vocab_size) ||
+             (val && hs_source_load(vtok, vsrc, &tk, init, m->cfg.vocab_size));
+    const char *too_short = rc || hs_batch_count(tok, B, T) ? NULL : data;
+    if (!rc && !too_short && val && !hs_batch_count(vtok, B, T))
+        too_short = val;
     if (too_short)
-        return hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", too_short, B, T);
+        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", too_short, B, T);
     const hs_mlm_opts mo = { -1, NULL, seed }; /* an encoder's masked-LM loss, seeded by --seed */
-    if (m->cfg.encoder && hs_mlm_setup_tokens(tok, &m->cfg, src->tokenizer, init, &mo))
+    if (!rc && m->cfg.encoder)
+        rc = hs_tokenizer_resolve(&tk, src->tokenizer, init) ||
+             hs_mlm_setup(&tok->mlm, &m->cfg, tk, &mo);
+    hs_tokenizer_free(tk);
+    if (rc)
         return HS_EINVAL;
     vtok->mlm = tok->mlm;
     /* what training will hold beside the parameters, before the folder is made */

@@ -135,8 +135,11 @@ enum { HS_GIVEN_N_KV_HEAD = 1u << 0, HS_GIVEN_HEAD_DIM = 1u << 1, HS_GIVEN_D_FF 
 int hs_config_param_count(const hs_model_config *c, size_t *n);
 
 /* HS_OK or HS_EINVAL naming the field: every size positive, every width
- * derived from them (4 d_model, H dh, the parameter count) representable. */
-int hs_config_check(const hs_model_config *c);
+ * derived from them (4 d_model, H dh, the parameter count) representable,
+ * and the features' rules (MLA, windows, encoders) kept: a network
+ * hs_model_init can build. What a family's file can express on top of that
+ * is hs_config_check's (config_file.h). */
+int hs_config_check_network(const hs_model_config *c);
 
 /* The attention configuration of layer l. */
 hs_attn_config hs_config_attn(const hs_model_config *c, int l);
@@ -159,40 +162,8 @@ int hs_config_set_windows(hs_model_config *c, const int *w);
 /* The MLA configuration of layer l of an attention "mla" model. */
 hs_mla_config hs_config_mla(const hs_model_config *c, int l);
 
-/* Parses config.json text of any model_type of hs_family. `path` only names the file in messages. A key that
- * would change the computation and that is not implemented is refused,
- * naming it; the bookkeeping keys of Hugging Face configs are accepted. */
-int hs_config_parse(hs_model_config *c, const char *json, const char *path);
-
-/* config.json text for c (malloc'd; NULL with HS_ENOMEM). Every family but
- * headscope is written in its Hugging Face form. */
-char *hs_config_to_json(const hs_model_config *c);
-
-/* Presets: "gpt2", "llama", "attn-only", "tinylm" (SPEC §3), "mla" (§10), small sizes that
- * overrides then change. HS_EINVAL for an unknown name. */
-int hs_config_preset(hs_model_config *c, const char *name);
-
-/* One "key=value" override of a headscope field name (the config.json keys,
- * e.g. "n_layer=4", "n_head=8", "mlp=gelu"). Sets every layer for n_head and
- * n_kv_head. `window` takes an integer or JSON text of a per-layer or
- * per-head list ("window=[[0,32],[32,0]]"). The result is checked as a config.json would be (HS_EINVAL
- * naming the override).
- *
- * Overrides commute: a derived key follows its source (n_head sets n_kv_head
- * to n_head and head_dim to d_model / n_head; d_model sets head_dim and, for
- * gpt2, d_ff = 4 d_model) only while no override has given it (c->given), so
- * "n_kv_head=1 n_head=8" and "n_head=8 n_kv_head=1" both give 8 query heads
- * sharing one key/value head. Each step must be a valid configuration:
- * n_kv_head=8 before n_head=8 on a 4-head preset is refused (give n_head
- * first there). */
-int hs_config_override(hs_model_config *c, const char *key_value);
-
-/* A preset with its "key=value" overrides applied in order: the config of
- * `train --preset P KEY=VALUE...` and of the experiments. HS_EINVAL naming
- * the preset or the override. */
-int hs_config_build(hs_model_config *c, const char *preset, const char *const *overrides,
-                    int n);
-
+/* The family's model_type ("gpt2", "gemma3_text", ...; "headscope" for an
+ * unknown value). */
 const char *hs_family_name(hs_family f);
 
 /* Sets the special token ids of c to -1 (none): what a fresh configuration

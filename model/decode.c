@@ -1,5 +1,6 @@
 /* Incremental decoding over the compact per-layer KV cache (decode.h). */
 #include "decode.h"
+#include "rng.h"
 
 #include <math.h>
 #include <stdlib.h>

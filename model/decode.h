@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "attention.h"
+#include "rng.h"
 #include "weights.h"
 
 typedef enum {

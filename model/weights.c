@@ -1,4 +1,5 @@
 #include "weights.h"
+#include "rng.h"
 #include "memory.h"
 #include "stored.h"
 
@@ -185,7 +186,7 @@ void hs_weights_bind(hs_weights *w, const hs_model_config *c, hs_real *base)
 int hs_model_init(hs_model *m, const hs_model_config *c)
 {
     memset(m, 0, sizeof *m);
-    int rc = hs_config_check(c);
+    int rc = hs_config_check_network(c);
     if (rc)
         return rc;
     m->cfg = *c;
@@ -225,27 +226,6 @@ int hs_model_find(const hs_model *m, const char *name)
         if (!strcmp(m->tensors[i].name, name))
             return i;
     return -1;
-}
-
-void hs_rng_seed(hs_rng *r, unsigned long long seed)
-{
-    r->s = seed * 0x9E3779B97F4A7C15ULL + 0x2545F4914F6CDD1DULL;
-    if (!r->s)
-        r->s = 1;
-}
-
-double hs_rng_uniform(hs_rng *r)
-{
-    r->s ^= r->s >> 12;
-    r->s ^= r->s << 25;
-    r->s ^= r->s >> 27;
-    return (double)((r->s * 0x2545F4914F6CDD1DULL) >> 11) / 9007199254740992.0;
-}
-
-double hs_rng_normal(hs_rng *r)
-{
-    double u1 = hs_rng_uniform(r), u2 = hs_rng_uniform(r);
-    return sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2);
 }
 
 static int ends_with(const char *s, const char *suffix)

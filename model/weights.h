@@ -94,12 +94,4 @@ int hs_dead_heads_by(const hs_model_config *c, hs_wo_get get, void *ctx, unsigne
 /* Index of a tensor by headscope name, or -1. */
 int hs_model_find(const hs_model *m, const char *name);
 
-/* Deterministic normal deviates (xorshift + Box-Muller) for initialisation. */
-typedef struct {
-    unsigned long long s;
-} hs_rng;
-void hs_rng_seed(hs_rng *r, unsigned long long seed);
-double hs_rng_uniform(hs_rng *r); /* [0, 1) */
-double hs_rng_normal(hs_rng *r);
-
 #endif

@@ -1,6 +1,7 @@
 /* Figures of map files: one head's map with token labels, every captured
  * head of a sequence as small multiples. */
 #include "plot.h"
+#include "config_file.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -19,7 +19,7 @@
 
 #include "common.h"
 #include "config.h"
-#include "half.h" /* float16 storage: hs_float_to_half, hs_half_to_float */
+#include "dtype.h" /* float16 storage: hs_float_to_half, hs_half_to_float */
 #include "recorder.h"
 
 enum { HS_MAPS_MAX_LAYERS = 256 };

@@ -1,4 +1,5 @@
 #include "tokens.h"
+#include "rng.h"
 
 #include <errno.h>
 #include <stdio.h>

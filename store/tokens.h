@@ -17,7 +17,7 @@
  * uniform over the vocabulary, 10% left as it is; or, with every K > 0, at
  * the positions t = offset mod K of each sequence, each replaced by
  * mask_id. The target of a chosen position is its original token, of any
- * other HS_TARGET_IGNORE (model/layers.h). */
+ * other HS_TARGET_IGNORE (model/kernels/layers.h). */
 enum { HS_MLM_MAX_SPECIAL = 8 };
 typedef struct {
     int on;            /* 0: next-token batches (SPEC §4) */

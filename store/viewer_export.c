@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "config.h"
+#include "config_file.h"
 #include "maps.h"
 #include "viewer_export.h"
 

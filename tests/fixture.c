@@ -1,4 +1,5 @@
 #include "fixture.h"
+#include "config_file.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 #include "planted.h"
+#include "config_file.h"
 
 #include <CUnit/CUnit.h>
 

@@ -12,6 +12,7 @@
 #include <CUnit/CUnit.h>
 
 #include "ablate.h"
+#include "config_file.h"
 #include "checkpoint.h"
 #include "eval.h"
 #include "fixture.h"

@@ -2,9 +2,8 @@
 # The architecture the code promises (SPEC §1, STYLE.md), checked on the
 # source tree: commands are plumbing (no function in cli/ over 80 lines), the
 # index's SQL lives in store/ only, one Welford implementation and one head
-# limit, and no folder includes a header of a folder above it
-# (model -> tokenizer -> capture -> store -> analyze -> render -> api -> cli;
-# api/ is the flat interface of the shared library, which the command does not use).
+# limit, and no room includes a header of a room above it (ROOMS below),
+# which a planted include shows the check catching.
 #
 # usage: tests/test_architecture.sh SOURCE_ROOT
 # Prints "ok NAME" or "FAIL NAME: reason" per check, then "N passed, M failed".
@@ -28,7 +27,7 @@ cli_functions_short() {
 
 sql_only_in_store() {
     local hits
-    hits=$(grep -ln 'sqlite3' model/* capture/* analyze/* api/* cli/* 2>/dev/null | tr '\n' ' ')
+    hits=$(grep -rln 'sqlite3' base/ model/ tokenizer/ capture/ analyze/ api/ cli/ 2>/dev/null | tr '\n' ' ')
     [ -z "$hits" ] || bad "SQLite used outside store/: $hits"
 }
 
@@ -36,35 +35,79 @@ one_welford() {
     local hits
     hits=$(grep -rln 'sumsq\|sum_sq' analyze/ api/ cli/ | tr '\n' ' ')
     [ -z "$hits" ] || bad "a sum of squares for a variance in: $hits (use analyze/stats.h)" || return
-    hits=$(grep -rlnE '(^|[^A-Za-z0-9_])m2 \+=' model/ capture/ store/ analyze/ cli/ | grep -v '^analyze/stats\.[ch]$' | tr '\n' ' ')
+    hits=$(grep -rlnE '(^|[^A-Za-z0-9_])m2 \+=' base/ model/ capture/ store/ analyze/ cli/ | grep -v '^analyze/stats\.[ch]$' | tr '\n' ' ')
     [ -z "$hits" ] || bad "a second Welford update in: $hits"
 }
 
 one_head_limit() {
     local hits
     hits=$(grep -rn 'HS_SCORE_MAX_HEADS\|HS_IMP_MAX_HEADS\|HS_PAT_MAX_HEADS\|HS_MAX_HEADS_ON\|heads\[1024\]' \
-        model/ capture/ store/ analyze/ api/ cli/ | head -3)
+        base/ model/ capture/ store/ analyze/ api/ cli/ | head -3)
     [ -z "$hits" ] || bad "another head limit than HS_MAX_HEADS: $hits"
 }
 
-# Each header belongs to the folder it lies in; a file may include headers of
-# its own folder and of the folders below it.
+# The rooms from below: base/ (errors, files, memory, JSON, UTF-8, dtypes,
+# the RNG) under everything; model/ as four rooms (kernels/: free functions
+# over arrays; the network itself; families/: config.json and each family's
+# layout; checkpoint/: the files); then the folders of SPEC §1. api/ is the
+# flat interface of the shared library, which the command does not use.
+ROOMS=(base model/kernels model model/families model/checkpoint tokenizer capture store analyze
+       render api cli)
+
+# Each header belongs to the room it lies in; a file may include headers of
+# its own room and of the rooms below it.
 layering() {
-    local order=(model tokenizer capture store analyze render api cli) i j f h owner bad_inc=""
+    local i f h owner room bad_inc=""
     declare -A rank owner_of
-    for i in "${!order[@]}"; do rank[${order[$i]}]=$i; done
-    for i in "${order[@]}"; do
-        for f in "$i"/*.h; do [ -e "$f" ] && owner_of[$(basename "$f")]=$i; done
+    for i in "${!ROOMS[@]}"; do rank[${ROOMS[$i]}]=$i; done
+    for i in "${ROOMS[@]}"; do
+        for f in "$i"/*.h; do
+            [ -e "$f" ] || continue
+            h=$(basename "$f")
+            [ -z "${owner_of[$h]:-}" ] || bad "header $h in both ${owner_of[$h]}/ and $i/" || return
+            owner_of[$h]=$i
+        done
     done
-    # every quoted include of the tree in one pass: "folder/file header"
+    # every quoted include of the tree in one pass: "room/file header"
     while read -r f h; do
-        i=${f%%/*}
+        room=${f%/*}
         owner=${owner_of[$h]:-}
         [ -n "$owner" ] || continue
-        [ "${rank[$owner]}" -le "${rank[$i]}" ] || bad_inc+="$f includes $owner/$h; "
-    done < <(for i in "${order[@]}"; do printf '%s\n' "$i"/*.[ch]; done |
+        [ "${rank[$owner]}" -le "${rank[$room]}" ] || bad_inc+="$f includes $owner/$h; "
+    done < <(for i in "${ROOMS[@]}"; do printf '%s\n' "$i"/*.[ch]; done |
         xargs awk 'match($0, /^#include "[^"]*"/) { print FILENAME, substr($0, 11, RLENGTH - 11) }')
     [ -z "$bad_inc" ] || bad "$bad_inc"
+}
+
+# The layering check itself fails on an upward include: planted in a copy of
+# the rooms (base/ reaching the network, a kernel reaching a family, the
+# network reaching the checkpoint reader), each copy must be refused.
+layering_catches_upward_include() {
+    local tmp plant got
+    tmp=$(mktemp -d) || return
+    for plant in 'base/common.c transformer.h' 'model/kernels/gemm.c family.h' \
+                 'model/transformer.c checkpoint.h' 'model/families/family.c tokenizer.h'; do
+        rm -rf "${tmp:?}"/*
+        (cd "$ROOT" && tar cf - "${ROOMS[@]}") | (cd "$tmp" && tar xf -)
+        set -- $plant
+        printf '#include "%s"\n' "$2" >>"$tmp/$1"
+        got=$(cd "$tmp" && REASON="" && layering && echo passed)
+        [ "$got" != passed ] || { rm -rf "$tmp"; bad "a planted include of $2 in $1 passed"; return; }
+    done
+    rm -rf "$tmp"
+}
+
+# No include circle among base/'s and model/'s modules (a module: NAME.c
+# with NAME.h), inside a room or across: each can be read, built and tested
+# on the ones below it.
+no_model_circles() {
+    local loop
+    loop=$(for f in base/*.[ch] model/*.[ch] model/*/*.[ch]; do
+               m=$(basename "${f%.*}")
+               sed -n 's/^#include "\([^"]*\)\.h".*/\1/p' "$f" |
+                   awk -v m="$m" '$0 != m { print m, $0 }'
+           done | tsort 2>&1 >/dev/null | sed -n 's/^tsort: \([a-z0-9_]*\)$/\1/p' | tr '\n' ' ')
+    [ -z "$loop" ] || bad "an include circle through: $loop"
 }
 
 # The command is plumbing over the library: no SQLite, hashing or index
@@ -104,14 +147,15 @@ cli_is_small() {
 no_predictable_writes() {
     local hits
     hits=$(grep -nE 'fopen\([^)]*"[wa]b?"|"%s\.tmp|\.tmp\.%d"|H5Fcreate' \
-        model/*.c tokenizer/*.c capture/*.c store/*.c analyze/*.c render/*.c api/*.c cli/*.c |
+        base/*.c model/*.c model/*/*.c tokenizer/*.c capture/*.c store/*.c analyze/*.c render/*.c \
+        api/*.c cli/*.c |
         grep -v '^store/maps_write\.c:[0-9]*: *w->file = H5Fcreate(w->tmp,' |
-        grep -v '^model/common\.c:[0-9]*:.*XXXXXX' | head -5)
+        grep -v '^base/common\.c:[0-9]*:.*XXXXXX' | head -5)
     [ -z "$hits" ] || bad "a predictable name opened for writing: $hits"
 }
 
 for check in cli_functions_short sql_only_in_store one_welford one_head_limit layering \
-    no_index_in_cli no_metric_literals cli_is_small no_predictable_writes; do
+    layering_catches_upward_include no_model_circles no_index_in_cli no_metric_literals cli_is_small no_predictable_writes; do
     REASON=""
     if "$check"; then
         echo "ok $check"; PASSED=$((PASSED + 1))

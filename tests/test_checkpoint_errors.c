@@ -17,6 +17,7 @@
 #include <CUnit/CUnit.h>
 
 #include "checkpoint.h"
+#include "config_file.h"
 #include "runner.h"
 
 #define GPT2_TINY HS_FIXTURE_DIR "/models/gpt2_tiny"

@@ -19,6 +19,7 @@
 #include <CUnit/CUnit.h>
 
 #include "checkpoint.h"
+#include "config_file.h"
 #include "encoder.h"
 #include "eval.h"
 #include "fixture.h"

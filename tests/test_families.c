@@ -14,6 +14,7 @@
 #include <CUnit/CUnit.h>
 
 #include "checkpoint.h"
+#include "config_file.h"
 #include "memory.h"
 #include "fixture.h"
 #include "layers.h"

@@ -20,6 +20,7 @@
 #include <CUnit/CUnit.h>
 
 #include "checkpoint.h"
+#include "config_file.h"
 #include "decode.h"
 #include "fixture.h"
 #include "runner.h"

@@ -1,4 +1,4 @@
-/* The packed GEMMs (model/gemm.c, model/gemm_amx.c) on every path this CPU
+/* The packed GEMMs (model/kernels/gemm.c, model/kernels/gemm_amx.c) on every path this CPU
  * runs, against a deliberately naive triple loop accumulating in double: all four
  * transposes, alpha and beta, leading dimensions above the minimum, sizes
  * at and around the microkernel's tile (MR 12/6, NR 32/16) and the cache
@@ -20,7 +20,7 @@
 #include <CUnit/CUnit.h>
 
 #include "gemm.h"
-#include "half.h"
+#include "dtype.h"
 #include "runner.h"
 #include "safetensors.h"
 
@@ -295,7 +295,7 @@ static void test_calls_inside_parallel_region_match_naive_loop(void)
  * on B's float copy bit for bit. The 16-bit values are made from the case's
  * floats and widened here by the checkpoint reader's conversions
  * (hs_bf16_to_float, hs_half_to_float), not by gemm.c's. */
-static int typed_differs(const gemm_case *g, hs_gemm_path path, const uint16_t *b16, hs_wtype bt,
+static int typed_differs(const gemm_case *g, hs_gemm_path path, const uint16_t *b16, hs_dtype bt,
                          const float *bf, const float *bias)
 {
     const int M = g->s->M, N = g->s->N, K = g->s->K;
@@ -334,26 +334,26 @@ static void check_typed(const gemm_case *g)
     float *bf = malloc(sizeof(float) * nb), *bias = malloc(sizeof(float) * (size_t)N);
     for (int j = 0; j < N; j++)
         bias[j] = 0.125f * (float)(j % 7) - 0.25f;
-    for (hs_wtype bt = HS_WT_BF16; bt <= HS_WT_F16; bt++) {
+    for (hs_dtype bt = HS_DT_BF16; bt <= HS_DT_F16; bt++) {
         for (size_t i = 0; i < nb; i++) {
             uint32_t u;
             memcpy(&u, &g->B[i], sizeof u);
-            b16[i] = bt == HS_WT_BF16 ? (uint16_t)(u >> 16) : hs_float_to_half(g->B[i]);
-            bf[i] = bt == HS_WT_BF16 ? hs_bf16_to_float(b16[i]) : hs_half_to_float(b16[i]);
+            b16[i] = bt == HS_DT_BF16 ? (uint16_t)(u >> 16) : hs_float_to_half(g->B[i]);
+            bf[i] = bt == HS_DT_BF16 ? hs_bf16_to_float(b16[i]) : hs_half_to_float(b16[i]);
         }
         /* bf16 on every path; f16 and the bias (added before B is read, by
          * every path but AMX alike) on AUTO's */
         for (int p = 0; p < 5; p++)
             for (int with_bias = 0; with_bias < 2; with_bias++) {
                 if (!hs_gemm_path_runs(paths[p]) ||
-                    ((bt == HS_WT_F16 || with_bias) && paths[p] != HS_GEMM_AUTO))
+                    ((bt == HS_DT_F16 || with_bias) && paths[p] != HS_GEMM_AUTO))
                     continue;
                 const int differ =
                     typed_differs(g, paths[p], b16, bt, bf, with_bias ? bias : NULL);
                 if (differ)
                     printf("\n  %s %s%s: %d rows differ from the float copy's at M,N,K "
                            "%d,%d,%d ta %d tb %d alpha %g beta %g",
-                           names[p], bt == HS_WT_BF16 ? "bf16" : "f16", with_bias ? " + bias" : "",
+                           names[p], bt == HS_DT_BF16 ? "bf16" : "f16", with_bias ? " + bias" : "",
                            differ, g->s->M, N, g->s->K, g->ta, g->tb, g->alpha, g->beta);
                 CU_ASSERT_EQUAL(differ, 0);
             }
@@ -436,10 +436,10 @@ static void test_bf16_products_are_within_their_stated_error(void)
             const float alpha = ci % 2 ? 0.5f : 1, beta = t->bias ? 1 : ci % 3 == 1 ? 0.25f : 0;
             for (int i = 0; i < M * ldc; i++)
                 C[i] = C32[i] = beta == 0 ? NAN : 0.0625f * (float)(i % 11);
-            hs_sgemm_typed(HS_GEMM_AUTO, t->ta, t->tb, M, N, K, alpha, A, lda, B, HS_WT_BF16,
+            hs_sgemm_typed(HS_GEMM_AUTO, t->ta, t->tb, M, N, K, alpha, A, lda, B, HS_DT_BF16,
                            ldb, beta, t->bias ? bias : NULL, C, ldc);
             hs_gemm_set_compute(HS_COMPUTE_F32);
-            hs_sgemm_typed(HS_GEMM_AUTO, t->ta, t->tb, M, N, K, alpha, A, lda, B, HS_WT_BF16,
+            hs_sgemm_typed(HS_GEMM_AUTO, t->ta, t->tb, M, N, K, alpha, A, lda, B, HS_DT_BF16,
                            ldb, beta, t->bias ? bias : NULL, C32, ldc);
             hs_gemm_set_compute(HS_COMPUTE_BF16);
             const int taken = ci < 7;

@@ -16,6 +16,7 @@
 #include <CUnit/CUnit.h>
 
 #include "convert.h"
+#include "rng.h"
 #include "decode.h"
 #include "fixture.h"
 #include "mla.h"

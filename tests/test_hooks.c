@@ -11,6 +11,7 @@
 #include <CUnit/CUnit.h>
 
 #include "cache.h"
+#include "config_file.h"
 #include "checkpoint.h"
 #include "intervene.h"
 #include "runner.h"

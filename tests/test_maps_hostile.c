@@ -527,7 +527,7 @@ static void test_token_ids_beyond_int32_are_refused(void)
 
 /* ---- strings: what a map file's text may hold when it is printed ----------------- */
 
-/* One UTF-8 checker (model/utf8.h) for every string the reader hands on:
+/* One UTF-8 checker (base/utf8.h) for every string the reader hands on:
  * well-formed per Unicode Table 3-7, so overlong forms, surrogates, code
  * points past U+10FFFF and cut sequences are not text; attribute strings
  * lose their control characters too, token strings keep them. */

@@ -14,6 +14,8 @@
 #include <CUnit/CUnit.h>
 
 #include "checkpoint.h"
+#include "config_file.h"
+#include "rng.h"
 #include "config.h"
 #include "fixture.h"
 #include "layers.h"

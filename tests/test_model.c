@@ -13,6 +13,7 @@
 #include <CUnit/CUnit.h>
 
 #include "checkpoint.h"
+#include "config_file.h"
 #include "eval.h"
 #include "fixture.h"
 #include "runner.h"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Weights as stored (SPEC §13, model/stored.h): every command that runs on
+# Weights as stored (SPEC §13, model/kernels/stored.h): every command that runs on
 # the stored weights gives the same numbers, bit for bit, as the same
 # command on their float copy (HEADSCOPE_WEIGHTS=float), for each way a
 # checkpoint can hold them: F32 in place, BF16 and F16 in place, GPT-2's

@@ -1,4 +1,4 @@
-/* Output files' temporaries (model/common.h: hs_tmp_create, hs_tmp_fopen,
+/* Output files' temporaries (base/common.h: hs_tmp_create, hs_tmp_fopen,
  * hs_tmp_commit, hs_tmp_stale): an unpredictable name beside the output,
  * created O_EXCL with fopen's mode; moved over the output (a symlink there
  * is replaced, never followed) or, without replace, only where nothing is;

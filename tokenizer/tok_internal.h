@@ -172,7 +172,7 @@ int tk_ids_add(tk_ids *v, const int32_t *s, size_t n);
 uint32_t tk_byte_to_cp(unsigned char b);
 int tk_cp_to_byte(uint32_t cp);
 /* The UTF-8 of the code point at s (n bytes left): *cp, returns its length
- * (0 invalid); model/utf8.h's one checker over the tokenizer's char text */
+ * (0 invalid); base/utf8.h's one checker over the tokenizer's char text */
 static inline int tk_utf8_next(const char *s, size_t n, uint32_t *cp)
 {
     return hs_utf8_decode((const unsigned char *)s, n, cp);

@@ -175,6 +175,8 @@ int hs_tokenizer_open(hs_tokenizer **tok, const char *path)
 
 int hs_tokenizer_vocab_size(const hs_tokenizer *t) { return t->n_ids; }
 
+const char *hs_tokenizer_path(const hs_tokenizer *t) { return t->path; }
+
 int32_t hs_tokenizer_token_id(const hs_tokenizer *t, const char *piece)
 {
     size_t n = strlen(piece);

@@ -30,6 +30,9 @@ void hs_tokenizer_free(hs_tokenizer *tok);
  * whose tokenizer is found without --tokenizer). */
 int hs_tokenizer_present(const char *dir);
 
+/* The file it was read from (tokenizer.json or vocab.json), for messages. */
+const char *hs_tokenizer_path(const hs_tokenizer *tok);
+
 /* The number of ids: 1 + the largest id of the vocabulary or an added token. */
 int hs_tokenizer_vocab_size(const hs_tokenizer *tok);
 

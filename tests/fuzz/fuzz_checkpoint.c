@@ -1,4 +1,4 @@
-/* safetensors header + checkpoint load (model/safetensors.c, checkpoint.c),
+/* safetensors header + checkpoint load (model/checkpoint/safetensors.c, checkpoint.c),
  * in a folder of two files of tests/fixtures/models/tinylm_h1, one of them
  * replaced by the fuzzed bytes:
  *   - bytes starting with '{' are config.json, next to the fixed, valid

@@ -1,10 +1,11 @@
-/* config.json parsing (model/config.c): hs_config_parse on the fuzzed text;
+/* config.json parsing (model/families/config_file.c): hs_config_parse on the fuzzed text;
  * a configuration it accepts is written back and must parse again. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "config_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *json = malloc(size + 1);

@@ -1,5 +1,6 @@
 #include "family.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,8 +20,20 @@ static const hs_family_ops *const FAMILIES[HS_FAMILY_COUNT] = {
     [HS_FAMILY_BERT] = &hs_family_bert,           [HS_FAMILY_ROBERTA] = &hs_family_roberta,
 };
 
+/* Each record sits at its own id and names its model_type as config.h's
+ * hs_family_name does (the one spelling other rooms read). */
+static int families_sane(void)
+{
+    for (int f = 0; f < HS_FAMILY_COUNT; f++)
+        if (!FAMILIES[f] || FAMILIES[f]->id != (hs_family)f ||
+            strcmp(FAMILIES[f]->model_type, hs_family_name((hs_family)f)))
+            return 0;
+    return 1;
+}
+
 const hs_family_ops *hs_family_ops_of(hs_family f)
 {
+    assert(families_sane());
     return f >= 0 && f < HS_FAMILY_COUNT ? FAMILIES[f] : NULL;
 }
 
@@ -43,12 +56,6 @@ const char *hs_family_types(void)
                           FAMILIES[i]->model_type);
         }
     return list;
-}
-
-const char *hs_family_name(hs_family f)
-{
-    const hs_family_ops *o = hs_family_ops_of(f);
-    return o ? o->model_type : "headscope";
 }
 
 int hs_family_find(const hs_model *m, const char *fmt, int l)

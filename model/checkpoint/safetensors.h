@@ -9,9 +9,7 @@
 #include <stdint.h>
 
 #include "common.h"
-#include "half.h" /* hs_half_to_float: F16 tensors */
-
-typedef enum { HS_DT_F32, HS_DT_F16, HS_DT_BF16, HS_DT_OTHER } hs_dtype;
+#include "dtype.h"
 
 enum { HS_ST_MAX_DIMS = 8 };
 
@@ -60,10 +58,6 @@ int hs_st_read(const hs_safetensors *st, const hs_st_tensor *t, size_t first, si
 int hs_st_read_bytes(const hs_safetensors *st, const hs_st_tensor *t, size_t first, size_t n,
                      void *dst);
 
-/* n elements of dtype dt at src (little-endian, any alignment) widened
- * into dst exactly. */
-void hs_st_widen(hs_dtype dt, const void *src, size_t n, hs_real *dst);
-
 /* Tells the kernel the pages wholly inside t's bytes are no longer needed,
  * so loading never holds the file and the parameters in memory at once. */
 void hs_st_release(const hs_safetensors *st, const hs_st_tensor *t);
@@ -80,8 +74,5 @@ typedef struct {
  * temporary name and renamed, so a crash never leaves a partial file. */
 int hs_st_write(const char *path, const hs_st_spec *specs, int n,
                 void (*fill)(void *ctx, int i, float *out), void *ctx);
-
-/* bfloat16 (the top half of a float) to float: exact. */
-float hs_bf16_to_float(uint16_t h);
 
 #endif

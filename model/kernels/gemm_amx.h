@@ -5,7 +5,7 @@
  * (a0 b0, a0 b1, a1 b0, a0 b2, a1 b1, a2 b0), accumulated in float by the
  * tile unit's bf16 dot products. The three dropped products are below
  * 2^-24 of |a b|: the result carries float's accuracy (docs/perf.md, "AMX").
- * Internal to model/gemm.c. */
+ * Internal to model/kernels/gemm.c. */
 #ifndef HS_GEMM_AMX_H
 #define HS_GEMM_AMX_H
 

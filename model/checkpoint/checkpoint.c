@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "config_file.h"
 #include "family.h"
 #include "json.h"
 #include "safetensors.h"
@@ -315,11 +316,6 @@ static int load_tensor(hs_model *m, const sources *src, const hs_file_tensor *f)
 
 /* ---- weights as stored (stored.h) ---------------------------------------- */
 
-static hs_wtype wtype_of(hs_dtype d)
-{
-    return d == HS_DT_BF16 ? HS_WT_BF16 : d == HS_DT_F16 ? HS_WT_F16 : HS_WT_F32;
-}
-
 /* The tensors kept in their stored dtype: the matrices the model reads
  * through its GEMMs and its embedding rows. Position and token-type tables
  * (read row by row by the embedding, small) and MLA's projections (operands
@@ -425,8 +421,8 @@ int hs_checkpoint_load(hs_model *m, const char *dir)
 static int store_part(hs_stored *set, const hs_safetensors *st, const hs_st_tensor *t,
                       const hs_file_tensor *f, int p, const hs_tensor_info *ti, int mapped)
 {
-    const hs_wtype type = wtype_of(t->dtype);
-    const size_t es = type == HS_WT_F32 ? 4 : 2;
+    const hs_dtype type = t->dtype;
+    const size_t es = hs_dtype_bytes(type);
     const unsigned char *src = st->data + t->begin;
     const int ours = f->nparts == 1 && !f->part[p].transpose;
     if (ours && mapped && (uintptr_t)src % es == 0)
@@ -636,6 +632,9 @@ int hs_checkpoint_export(const hs_model *m, const char *file_name, double *out, 
 
 int hs_checkpoint_save(const hs_model *m, const char *dir)
 {
+    /* a network the family's layout cannot express is never written in it */
+    if (hs_config_check(&m->cfg))
+        return HS_EINVAL;
     if (hs_mkdirs(dir))
         return HS_EIO;
     hs_file_tensor *ft = NULL;

@@ -14,12 +14,6 @@
 
 #include "json.h"
 
-float hs_bf16_to_float(uint16_t h)
-{
-    union { uint32_t u; float f; } x = { .u = (uint32_t)h << 16 };
-    return x.f;
-}
-
 static size_t dtype_size(const char *name, hs_dtype *dt)
 {
     static const struct { const char *name; size_t size; hs_dtype dt; } known[] = {
@@ -202,30 +196,10 @@ const hs_st_tensor *hs_st_find(const hs_safetensors *st, const char *name)
     return NULL;
 }
 
-
-/* n elements of dtype dt at src (little-endian bytes) widened into dst */
-void hs_st_widen(hs_dtype dt, const void *from, size_t n, hs_real *dst)
-{
-    const unsigned char *src = from;
-    if (dt == HS_DT_F32) {
-        for (size_t k = 0; k < n; k++) {
-            float f;
-            memcpy(&f, src + 4 * k, 4);
-            dst[k] = (hs_real)f;
-        }
-    } else if (dt == HS_DT_BF16) {
-        for (size_t k = 0; k < n; k++)
-            dst[k] = (hs_real)hs_bf16_to_float((uint16_t)(src[2 * k] | src[2 * k + 1] << 8));
-    } else {
-        for (size_t k = 0; k < n; k++)
-            dst[k] = (hs_real)hs_half_to_float((uint16_t)(src[2 * k] | src[2 * k + 1] << 8));
-    }
-}
-
 double hs_st_get(const hs_safetensors *st, const hs_st_tensor *t, size_t i)
 {
     hs_real v;
-    hs_st_widen(t->dtype, st->data + t->begin + (t->dtype == HS_DT_F32 ? 4 : 2) * i, 1, &v);
+    hs_dtype_widen(&v, st->data + t->begin + (t->dtype == HS_DT_F32 ? 4 : 2) * i, t->dtype, 1);
     return v;
 }
 
@@ -259,7 +233,7 @@ int hs_st_read(const hs_safetensors *st, const hs_st_tensor *t, size_t first, si
         const size_t k = n - done < BLOCK / es ? n - done : BLOCK / es;
         rc = hs_st_read_bytes(st, t, (first + done) * es, k * es, buf);
         if (!rc)
-            hs_st_widen(t->dtype, buf, k, dst + done);
+            hs_dtype_widen(dst + done, buf, t->dtype, k);
         done += k;
     }
     free(buf);

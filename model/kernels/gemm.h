@@ -6,13 +6,15 @@
 #ifndef HS_GEMM_H
 #define HS_GEMM_H
 
+#include "dtype.h"
+
 /* Which GEMM runs. AUTO: the measured winner for the shape and CPU. */
 typedef enum {
     HS_GEMM_AUTO,
     HS_GEMM_OPENBLAS,
     HS_GEMM_AVX2,
     HS_GEMM_AVX512,
-    HS_GEMM_AMX /* model/gemm_amx.h */
+    HS_GEMM_AMX /* model/kernels/gemm_amx.h */
 } hs_gemm_path;
 
 /* The environment's choice, HEADSCOPE_GEMM=auto|openblas|avx2|avx512|amx,
@@ -38,8 +40,8 @@ void hs_sgemm_bias(hs_gemm_path path, int ta, int tb, int M, int N, int K, float
                    const float *A, int lda, const float *B, int ldb, const float *bias, float *C,
                    int ldc);
 
-/* The type an operand B is held in: a model's weights as stored. */
-typedef enum { HS_WT_F32, HS_WT_BF16, HS_WT_F16 } hs_wtype;
+/* B is held in an hs_dtype (dtype.h: F32, BF16 or F16): a model's weights as
+ * stored. */
 
 /* hs_sgemm (bias NULL) or hs_sgemm_bias (bias non-NULL, beta unused) with B
  * held as bt: BF16 and F16 are widened to float exactly where B is read.
@@ -50,7 +52,7 @@ typedef enum { HS_WT_F32, HS_WT_BF16, HS_WT_F16 } hs_wtype;
  * that AUTO runs ours instead of OpenBLAS where that copy would pass 64 MiB
  * (the result is then our kernel's on the float copy). */
 void hs_sgemm_typed(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
-                    const float *A, int lda, const void *B, hs_wtype bt, int ldb, float beta,
+                    const float *A, int lda, const void *B, hs_dtype bt, int ldb, float beta,
                     const float *bias, float *C, int ldc);
 
 /* How the products of 16-bit weights are computed. F32: widened exactly

@@ -11,7 +11,7 @@
 #include "gemm.h"
 #include "common.h"
 #include "gemm_amx.h"
-#include "half.h"
+#include "dtype.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -43,29 +43,29 @@ typedef struct {
 typedef struct {
     const void *p;
     int ld, trans;
-    hs_wtype t;
+    hs_dtype t;
 } hs_bview;
 
-static inline size_t wt_size(hs_wtype t) { return t == HS_WT_F32 ? sizeof(float) : 2; }
+static inline size_t wt_size(hs_dtype t) { return t == HS_DT_F32 ? sizeof(float) : 2; }
 
 /* B's element at offset i (elements) from b, widened: exact */
-static inline float wt_get(const void *b, hs_wtype t, size_t i)
+static inline float wt_get(const void *b, hs_dtype t, size_t i)
 {
-    if (t == HS_WT_F32)
+    if (t == HS_DT_F32)
         return ((const float *)b)[i];
     const uint16_t h = ((const uint16_t *)b)[i];
-    if (t == HS_WT_F16)
+    if (t == HS_DT_F16)
         return hs_half_to_float(h);
     union { uint32_t u; float f; } x = { .u = (uint32_t)h << 16 };
     return x.f;
 }
 
 /* dst[0..n) = the n elements of b from offset i, widened */
-static void wt_row(float *dst, const void *b, hs_wtype t, size_t i, int n)
+static void wt_row(float *dst, const void *b, hs_dtype t, size_t i, int n)
 {
-    if (t == HS_WT_F32) {
+    if (t == HS_DT_F32) {
         memcpy(dst, (const float *)b + i, sizeof(float) * (size_t)n);
-    } else if (t == HS_WT_BF16) {
+    } else if (t == HS_DT_BF16) {
         const uint16_t *h = (const uint16_t *)b + i;
         for (int k = 0; k < n; k++) { /* a vector loop: the top halves of floats */
             const uint32_t u = (uint32_t)h[k] << 16;
@@ -284,11 +284,11 @@ static void pack_bt_panel(float *dst, const float *src, long ld, int kc, int nr)
 }
 
 /* The same of bfloat16 or float16, widened */
-static void pack_bt_panel_16(float *dst, const uint16_t *src, hs_wtype t, long ld, int kc, int nr)
+static void pack_bt_panel_16(float *dst, const uint16_t *src, hs_dtype t, long ld, int kc, int nr)
 {
     int k = 0;
 #ifdef HS_GEMM_X86
-    if (t == HS_WT_BF16)
+    if (t == HS_DT_BF16)
         for (; k + 8 <= kc; k += 8)
             for (int c = 0; c < nr; c += 8)
                 transpose8_bf16(dst + k * nr + c, nr, src + c * ld + k, ld);
@@ -302,7 +302,7 @@ static void pack_bt_panel_16(float *dst, const uint16_t *src, hs_wtype t, long l
  * rest zero; B's 16-bit weights widened. */
 static void pack_b_panel(float *dst, hs_bview B, int k0, int j0, int kc, int cols, int nr)
 {
-    const float *Bf = B.t == HS_WT_F32 ? B.p : NULL;
+    const float *Bf = B.t == HS_DT_F32 ? B.p : NULL;
     if (B.trans && cols == nr && Bf) {
         pack_bt_panel(dst, Bf + (size_t)j0 * B.ld + k0, B.ld, kc, nr);
     } else if (B.trans && cols == nr) {
@@ -470,7 +470,7 @@ static void gemm_block(const hs_kernel *kd, int M, int N, int K, float alpha, hs
     float *ws = workspace((size_t)KC * NC + (size_t)MC * KC);
     if (ws)
         gemm_serial(kd, M, N, K, alpha, A, B, beta, C, ldc, ws);
-    else if (B.t == HS_WT_F32)
+    else if (B.t == HS_DT_F32)
         openblas(A.trans, B.trans, M, N, K, alpha, A.p, A.ld, B.p, B.ld, beta, C, ldc);
     else
         gemm_naive(M, N, K, alpha, A, B, beta, C, ldc);
@@ -584,7 +584,7 @@ small_dots(int M, int j0, int j1, int K, float alpha, const float *A, int lda, c
             for (int q = 0; q < nj; q++) {
                 float t = small_hsum(&s[q]);
                 for (int k = K16; k < K; k++) {
-                    const float bk = bf16 ? wt_get(b[q], HS_WT_BF16, (size_t)k)
+                    const float bk = bf16 ? wt_get(b[q], HS_DT_BF16, (size_t)k)
                                           : ((const float *)b[q])[k];
                     t = fmaf(a[k], bk, t); /* one rounding, whatever the compiler contracts */
                 }
@@ -626,7 +626,7 @@ small_axpys(int M, int j0, int j1, int K, float alpha, const float *A, int lda, 
                 const void *b = (const char *)B + (size_t)k * ldb * es;
 #pragma omp simd
                 for (int j = jb; j < j1; j++) /* one rounding, whatever the compiler contracts */
-                    acc[j - jb] = fmaf(a[k], wt_get(b, bf16 ? HS_WT_BF16 : HS_WT_F32, (size_t)j),
+                    acc[j - jb] = fmaf(a[k], wt_get(b, bf16 ? HS_DT_BF16 : HS_DT_F32, (size_t)j),
                                        acc[j - jb]);
             }
             for (int j = jb; j < j1; j++)
@@ -677,8 +677,8 @@ small_avx2(int tb, int bf16, int M, int j0, int j1, int K, float alpha, const fl
 static void small_block(hs_small_fn fn, int M, int j0, int j1, int K, float alpha,
                         const float *A, int lda, hs_bview B, float beta, float *C, int ldc)
 {
-    if (B.t != HS_WT_F16) {
-        fn(B.trans, B.t == HS_WT_BF16, M, j0, j1, K, alpha, A, lda, B.p, B.ld, beta, C, ldc);
+    if (B.t != HS_DT_F16) {
+        fn(B.trans, B.t == HS_DT_BF16, M, j0, j1, K, alpha, A, lda, B.p, B.ld, beta, C, ldc);
         return;
     }
     const int nb = j1 - j0;
@@ -930,7 +930,7 @@ static void gemm_bf16_block(const hs_kernel *kd, int M, int N, int K, float alph
 /* 1 if bfloat16 products (hs_compute) take C = alpha op(A) op(B) + beta C */
 static int bf16_takes(int ta, int M, int K, hs_bview B)
 {
-    return !ta && B.trans && B.t == HS_WT_BF16 && M > SMALL_M && K > 0 && K % 2 == 0 &&
+    return !ta && B.trans && B.t == HS_DT_BF16 && M > SMALL_M && K > 0 && K % 2 == 0 &&
            B.ld % 2 == 0 && ((uintptr_t)B.p & 3) == 0 && hs_gemm_compute() == HS_COMPUTE_BF16;
 }
 
@@ -1080,7 +1080,7 @@ static void sgemm(hs_gemm_path path, int ta, int M, int N, int K, float alpha, c
         /* a float copy of a 16-bit B for OpenBLAS would hold the weight a
          * second time for the call (2 GB for an 8B model's unembedding):
          * past 64 MiB, ours reads it as it is */
-        if (Bv.t != HS_WT_F32 && path == HS_GEMM_OPENBLAS &&
+        if (Bv.t != HS_DT_F32 && path == HS_GEMM_OPENBLAS &&
             (double)N * K * sizeof(float) > 64.0 * (1 << 20) && hs_gemm_path_runs(HS_GEMM_AVX512))
             path = HS_GEMM_AVX512;
     }
@@ -1093,21 +1093,21 @@ static void sgemm(hs_gemm_path path, int ta, int M, int N, int K, float alpha, c
         return;
     }
 #endif
-    if (Bv.t != HS_WT_F32 && K > 0 && alpha != 0 &&
+    if (Bv.t != HS_DT_F32 && K > 0 && alpha != 0 &&
         (path == HS_GEMM_OPENBLAS || (path == HS_GEMM_AMX && M > SMALL_M) ||
          !hs_gemm_path_runs(HS_GEMM_AVX2))) {
         /* a path that reads floats only: the same call on B's float copy */
         const int rows = tb ? N : K, cols = tb ? K : N;
         float *f = widened_copy(Bv, rows, cols);
         if (f) {
-            sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ f, cols, tb, HS_WT_F32 }, beta,
+            sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ f, cols, tb, HS_DT_F32 }, beta,
                   bias, C, ldc);
             free(f);
             return;
         }
         path = HS_GEMM_AVX2; /* no memory for it: element by element below */
     }
-    const float *B = Bv.t == HS_WT_F32 ? Bv.p : NULL;
+    const float *B = Bv.t == HS_DT_F32 ? Bv.p : NULL;
     const int ldb = Bv.ld;
     if (path == HS_GEMM_AMX && M > SMALL_M && K > 0 && alpha != 0) {
         /* the AMX path starts C from zero or from the bias itself (no pass
@@ -1160,7 +1160,7 @@ static void sgemm(hs_gemm_path path, int ta, int M, int N, int K, float alpha, c
 void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
               const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-    sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ B, ldb, tb, HS_WT_F32 }, beta, NULL, C,
+    sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ B, ldb, tb, HS_DT_F32 }, beta, NULL, C,
           ldc);
 }
 
@@ -1168,12 +1168,12 @@ void hs_sgemm_bias(hs_gemm_path path, int ta, int tb, int M, int N, int K, float
                    const float *A, int lda, const float *B, int ldb, const float *bias, float *C,
                    int ldc)
 {
-    sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ B, ldb, tb, HS_WT_F32 }, 1, bias, C,
+    sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ B, ldb, tb, HS_DT_F32 }, 1, bias, C,
           ldc);
 }
 
 void hs_sgemm_typed(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
-                    const float *A, int lda, const void *B, hs_wtype bt, int ldb, float beta,
+                    const float *A, int lda, const void *B, hs_dtype bt, int ldb, float beta,
                     const float *bias, float *C, int ldc)
 {
     sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ B, ldb, tb, bt }, bias ? 1 : beta, bias,

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "memory.h"
-#include "safetensors.h" /* hs_st_widen */
+#include "dtype.h"
 
 typedef struct {
     hs_stored_tensor t;
@@ -87,11 +87,6 @@ int hs_stored_floats(hs_stored *s, size_t off, size_t size)
     return open_pages(s, off, size, "model parameters");
 }
 
-static size_t type_bytes(hs_wtype t)
-{
-    return t == HS_WT_F32 ? 4 : 2;
-}
-
 int hs_stored_add(hs_stored *s, hs_stored_tensor t, int owned)
 {
     if (s->n == s->cap) {
@@ -102,7 +97,7 @@ int hs_stored_add(hs_stored *s, hs_stored_tensor t, int owned)
         s->e = e;
         s->cap = cap;
     }
-    const size_t bytes = t.size * type_bytes(t.type);
+    const size_t bytes = t.size * hs_dtype_bytes(t.type);
     if (!owned) { /* the file's pages, resident once read: counted as held */
         int rc = hs_mem_reserve(bytes, "model parameters");
         if (rc)
@@ -191,10 +186,10 @@ static entry *lookup(const void *p, hs_stored **set)
 static const void *element(const hs_stored *s, const entry *e, const void *p)
 {
     const size_t k = (size_t)((const hs_real *)p - s->base) - e->t.off;
-    return (const char *)e->t.data + k * type_bytes(e->t.type);
+    return (const char *)e->t.data + k * hs_dtype_bytes(e->t.type);
 }
 
-int hs_stored_find(const void *p, const void **data, hs_wtype *type)
+int hs_stored_find(const void *p, const void **data, hs_dtype *type)
 {
     if (!atomic_load_explicit(&n_live, memory_order_relaxed))
         return 0;
@@ -207,19 +202,12 @@ int hs_stored_find(const void *p, const void **data, hs_wtype *type)
     return 1;
 }
 
-/* n elements of type t at src widened into dst (exactly) */
-static void widen(hs_real *dst, const void *src, hs_wtype t, size_t n)
-{
-    const hs_dtype dt = t == HS_WT_F32 ? HS_DT_F32 : t == HS_WT_BF16 ? HS_DT_BF16 : HS_DT_F16;
-    hs_st_widen(dt, src, n, dst);
-}
-
 void hs_stored_read(hs_real *dst, const hs_real *p, size_t n)
 {
     const void *data;
-    hs_wtype type;
+    hs_dtype type;
     if (hs_stored_find(p, &data, &type))
-        widen(dst, data, type, n);
+        hs_dtype_widen(dst, data, type, n);
     else
         memcpy(dst, p, sizeof(hs_real) * n);
 }
@@ -235,10 +223,10 @@ int hs_stored_widen(const hs_real *p)
     int rc = open_pages(s, e->t.off, e->t.size, "model parameters");
     if (rc)
         return rc;
-    widen(s->base + e->t.off, e->t.data, e->t.type, e->t.size);
+    hs_dtype_widen(s->base + e->t.off, e->t.data, e->t.type, e->t.size);
     drop_entry_data(e);
     if (!e->owned) { /* the file's pages are no longer counted */
-        const size_t bytes = e->t.size * type_bytes(e->t.type);
+        const size_t bytes = e->t.size * hs_dtype_bytes(e->t.type);
         hs_mem_release(bytes);
         s->held -= bytes;
     }

@@ -10,19 +10,6 @@
 
 #include "common.h"
 
-/* Loops below this much work run on the calling thread (an if clause on
- * their parallel region): waking a passively waiting thread costs more than
- * they do, and when that thread's core is taken by another process the
- * region waits a whole time slice for it. HS_PAR_MIN counts entries of an
- * element-wise or row loop (an exp or a few flops each); HS_PAR_MIN_MACS
- * multiply-adds of a loop of small dot products (the attention's per-head
- * work), about the same time. Decoding one token of a small model stays
- * below both. */
-#define HS_PAR_MIN 16384
-#define HS_PAR_MIN_MACS (16 * (double)HS_PAR_MIN)
-/* N rows of C entries each: enough work for a parallel region? */
-#define HS_PAR_ROWS(N, C) ((N) * (size_t)(C) >= HS_PAR_MIN)
-
 /* Element-wise and softmax loops bound by arithmetic (an exp and a division
  * per entry): where the CPU has 512-bit vectors, use them (GCC otherwise prefers
  * 256 bits under -march=native); no effect elsewhere. */

@@ -29,7 +29,7 @@
 typedef struct {
     size_t off, size;
     const void *data;
-    hs_wtype type;
+    hs_dtype type;
 } hs_stored_tensor;
 
 typedef struct hs_stored hs_stored;
@@ -57,7 +57,7 @@ void hs_stored_free(hs_stored *s);
 /* 1 when p (a float address into a published set's table) lies in a stored
  * tensor: *data is p's element there and *type its type. 0 otherwise (a
  * float tensor, or no stored model at all: one load). */
-int hs_stored_find(const void *p, const void **data, hs_wtype *type);
+int hs_stored_find(const void *p, const void **data, hs_dtype *type);
 
 /* dst[0 .. n-1] = the parameters from float address p on, widened where
  * they are stored (n elements inside one tensor). */

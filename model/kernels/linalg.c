@@ -22,7 +22,7 @@ void hs_gemm(int ta, int tb, int M, int N, int K, hs_real alpha, const hs_real *
      * for the shape (HEADSCOPE_GEMM forces one); a weight held as stored
      * (stored.h) is widened where the GEMM reads it */
     const void *Bs;
-    hs_wtype bt;
+    hs_dtype bt;
     if (hs_stored_find(B, &Bs, &bt))
         hs_sgemm_typed(hs_gemm_env_path(), ta, tb, M, N, K, alpha, A, lda, Bs, bt, ldb, beta,
                        NULL, C, ldc);
@@ -37,7 +37,7 @@ void hs_linear_forward(hs_real *out, const hs_real *inp, const hs_real *w, const
 #ifndef HEADSCOPE_DOUBLE
     if (b) { /* the bias rows in the GEMM's first pass over out */
         const void *ws;
-        hs_wtype wt;
+        hs_dtype wt;
         if (hs_stored_find(w, &ws, &wt))
             hs_sgemm_typed(hs_gemm_env_path(), 0, 1, (int)N, OC, C, 1, inp, C, ws, wt, C, 1, b,
                            out, OC);

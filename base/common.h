@@ -95,6 +95,19 @@ double hs_now(void);
 /* mkdir -p: creates path and its missing parents (HS_EIO naming the path). */
 int hs_mkdirs(const char *path);
 
+/* Loops below this much work run on the calling thread (an if clause on
+ * their parallel region): waking a passively waiting thread costs more than
+ * they do, and when that thread's core is taken by another process the
+ * region waits a whole time slice for it. HS_PAR_MIN counts entries of an
+ * element-wise or row loop (an exp or a few flops each); HS_PAR_MIN_MACS
+ * multiply-adds of a loop of small dot products (the attention's per-head
+ * work), about the same time. Decoding one token of a small model stays
+ * below both. */
+#define HS_PAR_MIN 16384
+#define HS_PAR_MIN_MACS (16 * (double)HS_PAR_MIN)
+/* N rows of C entries each: enough work for a parallel region? */
+#define HS_PAR_ROWS(N, C) ((N) * (size_t)(C) >= HS_PAR_MIN)
+
 /* Threads for OpenMP loops and for OpenBLAS calls made outside them. */
 void hs_set_threads(int n);
 int hs_get_threads(void);

@@ -1,16 +1,43 @@
-/* IEEE 754 binary16 ("half", float16) to and from float: the one conversion
- * of F16 safetensors weights (model/safetensors.c), float16 map files
- * (store/maps_*.c) and the viewer's f16 rows (store/viewer_export.c).
+/* The element types weights are stored in (one enum for every file reader
+ * and kernel) and the one conversion of each to float: IEEE 754 binary16
+ * ("half", float16) to and from float for F16 weights, float16 map files
+ * (store/maps_*.c) and the viewer's f16 rows (store/viewer_export.c);
+ * bfloat16 to float for BF16 weights.
  *
  * Static inline because capture converts every stored attention weight
  * through hs_float_to_half inside an `omp simd` loop: a call into another
  * translation unit would keep that loop scalar. */
-#ifndef HS_HALF_H
-#define HS_HALF_H
+#ifndef HS_DTYPE_H
+#define HS_DTYPE_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "common.h"
+
+/* A tensor's element type as stored: the three a model computes from, and
+ * OTHER for what a checkpoint may hold beside them (integers, F64, masks). */
+typedef enum { HS_DT_F32, HS_DT_F16, HS_DT_BF16, HS_DT_OTHER } hs_dtype;
+
+/* Bytes of one element of F32, F16 or BF16. */
+static inline size_t hs_dtype_bytes(hs_dtype t)
+{
+    return t == HS_DT_F32 ? 4 : 2;
+}
+
+/* bfloat16 (the top half of a float) to float: exact. */
+static inline float hs_bf16_to_float(uint16_t h)
+{
+    union { uint32_t u; float f; } x = { .u = (uint32_t)h << 16 };
+    return x.f;
+}
+
+/* n elements of type dt (F32, F16 or BF16, little-endian bytes) at src
+ * widened exactly into dst: the one conversion of stored weights to
+ * hs_real. */
+void hs_dtype_widen(hs_real *dst, const void *src, hs_dtype dt, size_t n);
 
 /* Float to half, round to nearest even, overflow to infinity, subnormals
  * kept, NaN stays NaN (quiet). The portable bit-level version; the tests
