@@ -2,6 +2,7 @@
  * KV cache, and the projections around the per-head kernel (attn_heads.c). */
 #include "attention.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,12 @@ int hs_kv_cache_init(hs_kv_cache *cache, int B, int G, int dh, int cap)
     return HS_OK;
 }
 
+int hs_kv_cache_sane(const hs_kv_cache *c)
+{
+    return c->B > 0 && c->G > 0 && c->dh > 0 && c->cap > 0 && c->len >= 0 && c->len <= c->cap &&
+           c->k && c->v && c->k != c->v;
+}
+
 void hs_kv_cache_free(hs_kv_cache *cache)
 {
     free(cache->k);
@@ -246,6 +253,9 @@ void hs_attn_acts_free(hs_attn_acts *a)
     memset(a, 0, sizeof *a);
 }
 
+/* hs_rope_inv_freq for hs_rope_rows: ctx is the hs_attn_config. */
+static double inv_freq_of(const void *ctx, int i) { return hs_rope_inv_freq(ctx, i); }
+
 /* Rotates, in place, every head of rows (B, T, nh*dh) by the Hugging Face
  * rotate-half RoPE at positions pos0 + t: with R rotary dims (all dh, or
  * GPT-NeoX's first R) the pair (i, i + R/2) turns by angle (pos0 + t) *
@@ -254,21 +264,8 @@ void hs_attn_acts_free(hs_attn_acts *a)
 static void rope_rotate(hs_real *x, int B, int T, int nh, int dh, int pos0,
                         const hs_attn_config *c, int inverse)
 {
-    const int half = hs_attn_rotary_dims(c) / 2;
-#pragma omp parallel for schedule(static) if (HS_PAR_ROWS((size_t)T * B * nh, half))
-    for (int t = 0; t < T; t++) {
-        for (int i = 0; i < half; i++) {
-            double angle = (pos0 + t) * hs_rope_inv_freq(c, i);
-            hs_real c = (hs_real)cos(angle), s = (hs_real)(inverse ? -sin(angle) : sin(angle));
-            for (int b = 0; b < B; b++)
-                for (int h = 0; h < nh; h++) {
-                    hs_real *r = x + (((size_t)b * T + t) * nh + h) * dh;
-                    hs_real x1 = r[i], x2 = r[i + half];
-                    r[i] = x1 * c - x2 * s;
-                    r[i + half] = x2 * c + x1 * s;
-                }
-        }
-    }
+    hs_rope_rows(x, B, T, nh, (size_t)nh * dh, (size_t)dh, hs_attn_rotary_dims(c), pos0,
+                 inv_freq_of, c, HS_ROPE_HALF, inverse);
 }
 
 /* The q/k norm's rows of x (BT positions of nh heads of dh values): each
@@ -353,6 +350,7 @@ static void apply_gates(hs_real *zg, const hs_real *z, const hs_real *xi, int pe
  * cache's (B,G,cap,dh) layout. */
 static void cache_append(hs_kv_cache *cache, const hs_real *k, const hs_real *v, int S_new)
 {
+    assert(hs_kv_cache_sane(cache) && cache->len + S_new <= cache->cap);
     const int G = cache->G, dh = cache->dh;
     for (int b = 0; b < cache->B; b++)
         for (int s = 0; s < S_new; s++)
@@ -389,6 +387,7 @@ static int forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_att
     hs_kv_view view = { a->k, a->v, (size_t)Sn * GD, (size_t)dh, (size_t)GD, Sn };
     int prefix = 0;
     if (cache) {
+        assert(hs_kv_cache_sane(cache));
         if (y)
             return hs_fail(HS_EINVAL, "attention: the KV cache is for self-attention only");
         if (!mask || !mask->causal)

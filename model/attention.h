@@ -139,6 +139,11 @@ typedef struct {
 int hs_kv_cache_init(hs_kv_cache *cache, int B, int G, int dh, int cap);
 void hs_kv_cache_free(hs_kv_cache *cache);
 
+/* 1 when cache is as hs_kv_cache_init made it and appends kept it: sizes
+ * positive, 0 <= len <= cap, both buffers held. The attention asserts it
+ * at entry in debug builds (the positions it writes at trust len). */
+int hs_kv_cache_sane(const hs_kv_cache *cache);
+
 /* Sees rows of post-softmax maps as the kernel makes them, one block of
  * query rows of one head at a time: P (n rows, ldp apart) are the maps of
  * queries t0..t0+n-1 of head h in batch row b over keys 0..keys-1 (later keys
@@ -283,6 +288,38 @@ typedef struct {
 
 /* The scores of configuration c. */
 hs_attn_scores hs_attn_config_scores(const hs_attn_config *c);
+
+/* One product of a block's scores: query row t of head h in batch row b at
+ * q + (b L + t) ldq + h qh, key row s of kv-head j at k + b kb + j kh + s ks
+ * (kh 0: one key row shared by every head), d wide. */
+typedef struct {
+    const hs_real *q, *k;
+    size_t ldq, qh, kb, kh, ks;
+    int d;
+} hs_attn_term;
+
+/* How the staged kernel forms a block's scores and mixes its values, as
+ * data: scores = scale * the sum of the terms' q . k (standard attention:
+ * one term over dh; MLA: q_nope . k_nope of the head plus q_pe . k_pe shared
+ * by every head), soft-capped when softcap > 0; the mix z = P v with value
+ * row s of kv-head j at v + j vh + b vb + s vs, dv wide; z is (B, L, H dv). */
+typedef struct {
+    hs_attn_term term[2];
+    int nterms;
+    const hs_real *v;
+    size_t vb, vh, vs;
+    int dv;
+    hs_real scale;
+    double softcap;
+} hs_attn_form;
+
+/* The staged block driver under both kinds of attention: z and, when att !=
+ * NULL, the maps (B,H,L,S) from the form f, with masks, windows, prefix and
+ * hooks (pattern, attn_scores, row observers) as hs_attn_heads_forward's.
+ * `what` names the kernel in its errors. */
+int hs_attn_form_forward(hs_real *z, hs_real *att, const hs_attn_form *f,
+                         const hs_attn_mask *mask, const int *window, int prefix, int B, int L,
+                         int S, int H, int G, const hs_attn_hooks *hooks, const char *what);
 
 /* z (B,L,H*dh) and, when att != NULL, att (B,H,L,S) from q (B,L,H*dh).
  * prefix is the number of cached keys before the first query's own key;

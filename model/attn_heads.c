@@ -1,5 +1,7 @@
 /* The per-head attention kernel: scores, masks, softmax and the value mix,
- * one block of QBLOCK query rows of one head at a time.
+ * one block of QBLOCK query rows of one head at a time -- the one staged
+ * driver of standard attention and MLA, which differ only in how a block's
+ * scores are formed (hs_attn_form).
  *
  * Blocking keeps the scores of a block (QBLOCK x S) in cache and bounds the
  * scratch memory to one block per thread, so maps are never materialised
@@ -97,14 +99,11 @@ int hs_attn_mask_check(const hs_attn_mask *mask, const int *window, int prefix, 
 /* What every block of one forward shares. */
 typedef struct {
     hs_real *z, *att, *scratch;
-    const hs_real *q;
-    const hs_kv_view *kv;
+    const hs_attn_form *f;
     const hs_attn_mask *mask;
     const int *window;           /* NULL, or H windows */
     const hs_row_observer *rows; /* NULL: none */
-    int prefix, B, L, H, G, dh, layer;
-    hs_real scale;
-    double softcap;              /* > 0: scores softcap tanh(s / softcap) */
+    int prefix, B, L, S, H, G, layer;
 } heads_job;
 
 /* The scores of sc (NULL: 1/sqrt(dh), no cap). */
@@ -119,22 +118,24 @@ static hs_attn_scores scores_of(const hs_attn_scores *sc, int dh)
 enum { SCORES = 1, SOFTMAX = 2, MIX = 4 };
 
 /* Every block of query rows of every (batch row, head): with SCORES, its
- * scores (soft-capped) into P (att, or a per-thread block); with SOFTMAX,
- * their softmax; with MIX, the row observer and z = P V. All in one pass keep
- * a block's scores in cache and need no maps; a pattern hook needs the mix
- * apart, an attn_scores hook the softmax too. A SCORES pass without SOFTMAX
- * leaves the scores as the attn_scores hook sees them: -inf at every key
- * the row may not see (masked, padding, outside its window). */
+ * scores (the form's terms summed, soft-capped) into P (att, or a per-thread
+ * block); with SOFTMAX, their softmax; with MIX, the row observer and z = P V.
+ * All in one pass keep a block's scores in cache and need no maps; a pattern
+ * hook needs the mix apart, an attn_scores hook the softmax too. A SCORES
+ * pass without SOFTMAX leaves the scores as the attn_scores hook sees them:
+ * -inf at every key the row may not see (masked, padding, outside its
+ * window). */
 static void run_blocks(const heads_job *j, int steps)
 {
-    const int S = j->kv->S, L = j->L, H = j->H, dh = j->dh, HD = H * dh, group = H / j->G;
-    const hs_real scale = j->scale;
+    const hs_attn_form *f = j->f;
+    const int S = j->S, L = j->L, H = j->H, dv = f->dv, HV = H * dv, group = H / j->G;
     const int nqb = (L + QBLOCK - 1) / QBLOCK;
     const long ntask = (long)j->B * H * nqb;
-    const hs_kv_view *kv = j->kv;
-    const size_t st = kv->st;
+    int macs = dv; /* per score: the terms' products and the mix */
+    for (int i = 0; i < f->nterms; i++)
+        macs += f->term[i].d;
 
-#pragma omp parallel for schedule(dynamic, 1) if ((double)j->B * H * L * S * dh >= HS_PAR_MIN_MACS)
+#pragma omp parallel for schedule(dynamic, 1) if ((double)j->B * H * L * S * macs >= HS_PAR_MIN_MACS)
     for (long task = 0; task < ntask; task++) {
         const int b = (int)(task / ((long)H * nqb));
         const int h = (int)(task / nqb % H);
@@ -145,9 +146,6 @@ static void run_blocks(const heads_job *j, int steps)
         key_range(j->mask, W, j->prefix, t0, S, &smin, &unused);
         key_range(j->mask, W, j->prefix, t0 + n - 1, S, &unused, &smax);
         const int width = smax - smin; /* the block's band of keys [smin, smax) */
-        const hs_real *Q = j->q + ((size_t)b * L + t0) * HD + (size_t)h * dh;
-        const hs_real *K = kv->k + b * kv->sb + kvh * kv->sh + smin * st;
-        const hs_real *V = kv->v + b * kv->sb + kvh * kv->sh + smin * st;
         const unsigned char *valid =
             j->mask && j->mask->valid ? j->mask->valid + (size_t)b * S : NULL;
 
@@ -165,14 +163,19 @@ static void run_blocks(const heads_job *j, int steps)
             ldp = smax - k0, end = smax;
         }
         hs_real *band = P + (smin - k0);
-        if (steps & SCORES)
-            hs_gemm(0, 1, n, width, dh, scale, Q, HD, K, (int)st, 0, band, ldp);
+        for (int i = 0; (steps & SCORES) && i < f->nterms; i++) {
+            const hs_attn_term *e = &f->term[i];
+            const hs_real *Q = e->q + ((size_t)b * L + t0) * e->ldq + (size_t)h * e->qh;
+            const hs_real *K = e->k + b * e->kb + kvh * e->kh + smin * e->ks;
+            hs_gemm(0, 1, n, width, e->d, f->scale, Q, (int)e->ldq, K, (int)e->ks, i ? 1 : 0,
+                    band, ldp);
+        }
         for (int r = 0; r < n; r++) {
             hs_real *row = P + (size_t)r * ldp; /* key k0 */
             int lo, hi;
             key_range(j->mask, W, j->prefix, t0 + r, S, &lo, &hi);
-            if ((steps & SCORES) && j->softcap > 0)
-                softcap_row(row + (lo - k0), hi - lo, j->softcap);
+            if ((steps & SCORES) && f->softcap > 0)
+                softcap_row(row + (lo - k0), hi - lo, f->softcap);
             if ((steps & SCORES) && !(steps & SOFTMAX)) {
                 for (int s = k0; s < end; s++)
                     if (s < lo || s >= hi || (valid && !valid[s]))
@@ -192,25 +195,16 @@ static void run_blocks(const heads_job *j, int steps)
             continue;
         if (j->rows)
             j->rows->fn(j->rows->ctx, j->layer, thread_id(), b, h, t0, n, P, ldp, smax);
-        hs_real *Z = j->z + ((size_t)b * L + t0) * HD + (size_t)h * dh;
-        hs_gemm(0, 0, n, dh, width, 1, band, ldp, V, (int)st, 0, Z, HD);
+        const hs_real *V = f->v + b * f->vb + kvh * f->vh + smin * f->vs;
+        hs_real *Z = j->z + ((size_t)b * L + t0) * HV + (size_t)h * dv;
+        hs_gemm(0, 0, n, dv, width, 1, band, ldp, V, (int)f->vs, 0, Z, HV);
     }
 }
 
-int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_kv_view *kv,
-                          const hs_attn_mask *mask, const int *window, int prefix, int B, int L,
-                          int H, int G, int dh, const hs_attn_hooks *hooks)
+int hs_attn_form_forward(hs_real *z, hs_real *att, const hs_attn_form *f,
+                         const hs_attn_mask *mask, const int *window, int prefix, int B, int L,
+                         int S, int H, int G, const hs_attn_hooks *hooks, const char *what)
 {
-    return hs_attn_heads_forward_scored(z, att, q, kv, mask, window, prefix, B, L, H, G, dh, NULL,
-                                        hooks);
-}
-
-int hs_attn_heads_forward_scored(hs_real *z, hs_real *att, const hs_real *q,
-                                 const hs_kv_view *kv, const hs_attn_mask *mask,
-                                 const int *window, int prefix, int B, int L, int H, int G,
-                                 int dh, const hs_attn_scores *sc, const hs_attn_hooks *hooks)
-{
-    const int S = kv->S;
     int rc = hs_attn_mask_check(mask, window, prefix, B, L, S, H);
     if (rc)
         return rc;
@@ -218,13 +212,11 @@ int hs_attn_heads_forward_scored(hs_real *z, hs_real *att, const hs_real *q,
     const int pattern = hooks && hs_site_hooked(hooks->site, HS_SITE_PATTERN);
     const int scores = hooks && hs_site_hooked(hooks->site, HS_SITE_ATTN_SCORES);
     if ((pattern || scores) && !att)
-        return hs_fail(HS_EINVAL, "attention: layer %d's %s hook needs the maps kept "
+        return hs_fail(HS_EINVAL, "%s: layer %d's %s hook needs the maps kept "
                                   "(activations with maps)",
-                       layer, pattern ? "pattern" : "attn_scores");
+                       what, layer, pattern ? "pattern" : "attn_scores");
     const hs_row_observer *rows = hooks && hooks->rows.fn ? &hooks->rows : NULL;
-    const hs_attn_scores s = scores_of(sc, dh);
-    heads_job j = { z,    att, NULL, q,     kv,           mask, window, rows, prefix, B, L,
-                    H,    G,   dh,   layer, (hs_real)s.scale, s.softcap };
+    heads_job j = { z, att, NULL, f, mask, window, rows, prefix, B, L, S, H, G, layer };
     if (!att) {
         j.scratch = hs_calloc((size_t)hs_get_threads() * QBLOCK * S, sizeof(hs_real),
                               "attention score block");
@@ -250,6 +242,31 @@ int hs_attn_heads_forward_scored(hs_real *z, hs_real *att, const hs_real *q,
     }
     free(j.scratch);
     return rc;
+}
+
+int hs_attn_heads_forward(hs_real *z, hs_real *att, const hs_real *q, const hs_kv_view *kv,
+                          const hs_attn_mask *mask, const int *window, int prefix, int B, int L,
+                          int H, int G, int dh, const hs_attn_hooks *hooks)
+{
+    return hs_attn_heads_forward_scored(z, att, q, kv, mask, window, prefix, B, L, H, G, dh, NULL,
+                                        hooks);
+}
+
+int hs_attn_heads_forward_scored(hs_real *z, hs_real *att, const hs_real *q,
+                                 const hs_kv_view *kv, const hs_attn_mask *mask,
+                                 const int *window, int prefix, int B, int L, int H, int G,
+                                 int dh, const hs_attn_scores *sc, const hs_attn_hooks *hooks)
+{
+    const hs_attn_scores s = scores_of(sc, dh);
+    /* one term, q . k over the head's dh, keys and values of the kv view */
+    const hs_attn_form f = {
+        .term = { { q, kv->k, (size_t)H * dh, (size_t)dh, kv->sb, kv->sh, kv->st, dh } },
+        .nterms = 1,
+        .v = kv->v, .vb = kv->sb, .vh = kv->sh, .vs = kv->st, .dv = dh,
+        .scale = (hs_real)s.scale, .softcap = s.softcap,
+    };
+    return hs_attn_form_forward(z, att, &f, mask, window, prefix, B, L, kv->S, H, G, hooks,
+                                "attention");
 }
 
 int hs_attn_heads_backward(hs_real *dq, hs_real *dk, hs_real *dv, const hs_real *dz,

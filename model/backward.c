@@ -4,6 +4,7 @@
  * gradients and the stopped layers of hs_grad_hooks. One layer loop serves
  * both, so every family's backward -- pre and post norms, output norms, a
  * parallel residual, MLA, soft-caps -- is written once. */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +282,7 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
                 const int32_t *tokens, const int32_t *targets, const hs_hooks *hooks,
                 hs_real loss_scale)
 {
+    assert(hs_acts_sane(a, &m->cfg));
     static const hs_hooks no_hooks;
     if (!a->training)
         return hs_fail(HS_EINVAL, "backward: activations were allocated for inference");
@@ -310,6 +312,7 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
 int hs_backward_from(hs_acts *a, const hs_model *m, const hs_real *dlogits, const hs_hooks *hooks,
                      const hs_grad_hooks *gh)
 {
+    assert(hs_acts_sane(a, &m->cfg));
     static const hs_hooks no_hooks;
     if (!a->training)
         return hs_fail(HS_EINVAL, "backward: activations were allocated for inference");

@@ -123,70 +123,21 @@ void hs_mla_acts_bind(hs_mla_acts *a, const hs_mla_config *c, int B, int T, int 
 
 /* ---- RoPE on the decoupled dims ----------------------------------------- */
 
-/* cos and sin of positions p0 .. p0+n-1: row t holds cos of pair i at
- * [t r + i] and its sin at [t r + r/2 + i], angle (p0 + t) theta^(-2i/r). */
-static double *rope_table(const hs_mla_config *c, int p0, int n)
+/* theta^(-2k/r) for hs_rope_rows: ctx is the hs_mla_config. */
+static double mla_inv_freq(const void *ctx, int k)
 {
-    const int r = c->qk_rope, half = r / 2;
-    double *tab = hs_calloc((size_t)n * r, sizeof(double), "mla rope table");
-    if (!tab)
-        return NULL;
-    for (int i = 0; i < half; i++) {
-        const double inv = pow(c->rope_theta, -2.0 * i / r);
-        for (int t = 0; t < n; t++) {
-            const double a = (double)(p0 + t) * inv;
-            tab[(size_t)t * r + i] = cos(a);
-            tab[(size_t)t * r + half + i] = sin(a);
-        }
-    }
-    return tab;
+    const hs_mla_config *c = ctx;
+    return pow(c->rope_theta, -2.0 * k / c->qk_rope);
 }
 
-/* x (r) in place: de-interleave (pairs 2i, 2i+1 become dims i, i + r/2, as
- * view(r/2, 2).transpose(-1, -2).reshape(r)), then rotate-half. */
-static void rope_vec(hs_real *x, int r, const double *cs)
+/* RoPE of the qk_rope dims starting each of nh vectors (hd apart) of the B T
+ * rows of x at positions pos0 + t, interleaved as DeepSeek's are (layers.h);
+ * inverse: the backward. */
+static void mla_rope(hs_real *x, int B, int T, int nh, size_t hd, const hs_mla_config *c,
+                     int pos0, int inverse)
 {
-    const int half = r / 2;
-    hs_real y[HS_MLA_MAX_ROPE];
-    for (int i = 0; i < half; i++)
-        y[i] = x[2 * i], y[half + i] = x[2 * i + 1];
-    for (int i = 0; i < half; i++) {
-        const double c = cs[i], s = cs[half + i];
-        x[i] = (hs_real)(y[i] * c - y[half + i] * s);
-        x[half + i] = (hs_real)(y[half + i] * c + y[i] * s);
-    }
-}
-
-/* The transpose of rope_vec: dx (r) in place from the gradient of its
- * output to that of its (interleaved) input. */
-static void rope_vec_backward(hs_real *dx, int r, const double *cs)
-{
-    const int half = r / 2;
-    hs_real dy[HS_MLA_MAX_ROPE];
-    for (int i = 0; i < half; i++) {
-        const double c = cs[i], s = cs[half + i];
-        dy[i] = (hs_real)(dx[i] * c + dx[half + i] * s);
-        dy[half + i] = (hs_real)(dx[half + i] * c - dx[i] * s);
-    }
-    for (int i = 0; i < half; i++)
-        dx[2 * i] = dy[i], dx[2 * i + 1] = dy[half + i];
-}
-
-/* Every vector x + (i per + j) stride (token i < N, j < per) of r dims:
- * token i is at table row i % T. */
-static void rope_rows(hs_real *x, size_t stride, int per, size_t N, int T, const double *tab,
-                      int r, int backward)
-{
-#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, (size_t)per * r))
-    for (size_t i = 0; i < N; i++)
-        for (int j = 0; j < per; j++) {
-            hs_real *v = x + (i * per + j) * stride;
-            const double *cs = tab + (i % (size_t)T) * r;
-            if (backward)
-                rope_vec_backward(v, r, cs);
-            else
-                rope_vec(v, r, cs);
-        }
+    hs_rope_rows(x, B, T, nh, nh * hd, hd, c->qk_rope, pos0, mla_inv_freq, c,
+                 HS_ROPE_INTERLEAVED, inverse);
 }
 
 /* ---- projections -------------------------------------------------------- */
@@ -221,76 +172,25 @@ static void project_latent(hs_mla_acts *m, const hs_mla_weights *w, const hs_mla
 
 /* ---- the per-head kernel ------------------------------------------------ */
 
-typedef struct {
-    const hs_mla_acts *m;
-    hs_real *z, *att, *scratch;
-    const hs_row_observer *rows;
-    int B, T, layer;
-    const hs_mla_config *c;
-} heads_job;
-
-enum { SCORES = 1, SOFTMAX = 2, MIX = 4 }; /* as attn_heads.c's */
-
-/* As attn_heads.c's blocks, for MLA's split keys: scores of a block of
- * query rows of head h are q_nope k_nope_h^T + q_pe k_pe^T (k_pe shared),
- * the mix reads v_h, the tail of each head's kv_b_proj output. */
-static void run_blocks(const heads_job *j, int steps)
+/* MLA's scores for attn_heads.c's staged driver: q_nope . k_nope of the head
+ * (the head part of kv_b_proj's output) plus q_pe . k_pe (one rope key
+ * shared by every head), scaled by 1/sqrt(qk_nope + qk_rope); the mix reads
+ * v of the head, the tail of its kv_b_proj part. No head groups, no cap. */
+static hs_attn_form mla_form(const hs_mla_acts *m, const hs_mla_config *c, int T)
 {
-    const hs_mla_config *c = j->c;
-    const int T = j->T, H = c->n_heads, n = c->qk_nope, r = c->qk_rope, v = c->v_dim;
-    const int HQ = H * (n + r), HKV = H * (n + v), HV = H * v;
-    const hs_real scale = (hs_real)(1 / sqrt((double)(n + r)));
-    const int nqb = (T + QBLOCK - 1) / QBLOCK;
-    const long ntask = (long)j->B * H * nqb;
-    const int par = (double)j->B * H * T * T * (n + r + v) >= HS_PAR_MIN_MACS;
-
-#pragma omp parallel for schedule(dynamic, 1) if (par)
-    for (long task = 0; task < ntask; task++) {
-        const int b = (int)(task / ((long)H * nqb));
-        const int h = (int)(task / nqb % H);
-        const int t0 = (int)(task % nqb) * QBLOCK;
-        const int nr = min_int(QBLOCK, T - t0);
-        const int smax = t0 + nr; /* causal: keys up to the block's last query */
-        const hs_real *Qh = j->m->q + ((size_t)b * T + t0) * HQ + (size_t)h * (n + r);
-        const hs_real *Kh = j->m->kvb + (size_t)b * T * HKV + (size_t)h * (n + v);
-        const hs_real *Kpe = j->m->kpe + (size_t)b * T * r;
-        hs_real *P;
-        int ldp;
-        if (j->att) {
-            P = j->att + (((size_t)b * H + h) * T + t0) * T;
-            ldp = T;
-        } else {
-            P = j->scratch + (size_t)thread_id() * QBLOCK * T;
-            ldp = smax;
-        }
-        const int end = j->att ? T : smax;
-        if (steps & SCORES) {
-            hs_gemm(0, 1, nr, smax, n, scale, Qh, HQ, Kh, HKV, 0, P, ldp);
-            hs_gemm(0, 1, nr, smax, r, scale, Qh + n, HQ, Kpe, r, 1, P, ldp);
-        }
-        for (int i = 0; i < nr; i++) {
-            hs_real *row = P + (size_t)i * ldp;
-            const int lim = t0 + i + 1;
-            if ((steps & SCORES) && !(steps & SOFTMAX)) {
-                /* the attn_scores hook's view: -inf at the keys after the causal limit */
-                for (int s = lim; s < end; s++)
-                    row[s] = -INFINITY;
-                continue;
-            }
-            if (steps & SOFTMAX)
-                hs_softmax_row(row, NULL, lim);
-            /* keys after the causal limit: exactly 0, whatever a pattern hook wrote */
-            if (end > lim)
-                memset(row + lim, 0, sizeof(hs_real) * (size_t)(end - lim));
-        }
-        if (!(steps & MIX))
-            continue;
-        if (j->rows)
-            j->rows->fn(j->rows->ctx, j->layer, thread_id(), b, h, t0, nr, P, ldp, smax);
-        hs_real *Z = j->z + ((size_t)b * T + t0) * HV + (size_t)h * v;
-        hs_gemm(0, 0, nr, v, smax, 1, P, ldp, Kh + n, HKV, 0, Z, HV);
-    }
+    const int H = c->n_heads, n = c->qk_nope, r = c->qk_rope, v = c->v_dim;
+    const size_t HQ = (size_t)H * (n + r), HKV = (size_t)H * (n + v);
+    return (hs_attn_form){
+        .term = { { m->q, m->kvb, HQ, (size_t)(n + r), T * HKV, (size_t)(n + v), HKV, n },
+                  { m->q + n, m->kpe, HQ, (size_t)(n + r), (size_t)T * r, 0, (size_t)r, r } },
+        .nterms = 2,
+        .v = m->kvb + n, .vb = T * HKV, .vh = (size_t)(n + v), .vs = HKV, .dv = v,
+        .scale = (hs_real)(1 / sqrt((double)(n + r))),
+    };
 }
+
+/* MLA attends causally to every earlier position. */
+static const hs_attn_mask causal = { 1, NULL };
 
 /* The hook of site s on x (B,T,heads,width), when hooked. */
 static int call_site(const hs_attn_hooks *hk, hs_site s, hs_real *x, int B, int T, int heads,
@@ -317,42 +217,15 @@ int hs_mla_forward_heads(hs_mla_acts *m, hs_attn_acts *at, const hs_mla_weights 
         return hs_fail(HS_EINVAL, "mla: layer %d's %s hook needs the maps kept "
                                   "(activations with maps)",
                        hk->layer, pattern ? "pattern" : "attn_scores");
-    double *tab = rope_table(c, 0, T);
-    if (!tab)
-        return HS_ENOMEM;
     project_q(m, w, c, x, N);
     project_latent(m, w, c, x, N);
     hs_linear_forward(m->kvb, m->ckv, w->w_kvb, NULL, N, c->kv_lora_rank, H * (n + c->v_dim));
-    rope_rows(m->q + n, (size_t)(n + r), H, N, T, tab, r, 0);
-    rope_rows(m->kpe, (size_t)r, 1, N, T, tab, r, 0);
-    free(tab);
+    mla_rope(m->q + n, B, T, H, (size_t)(n + r), c, 0, 0);
+    mla_rope(m->kpe, B, T, 1, (size_t)r, c, 0, 0);
     if ((rc = call_site(hk, HS_SITE_Q, m->q, B, T, H, n + r)))
         return rc;
-    heads_job j = { m, at->z, at->att, NULL, hk->rows.fn ? &hk->rows : NULL, B, T, hk->layer, c };
-    if (!at->att) {
-        j.scratch = hs_calloc((size_t)hs_get_threads() * QBLOCK * T, sizeof(hs_real),
-                              "mla score block");
-        if (!j.scratch)
-            return HS_ENOMEM;
-    }
-    if (!pattern && !scores) {
-        run_blocks(&j, SCORES | SOFTMAX | MIX);
-    } else {
-        hs_site_view pv = { HS_SITE_ATTN_SCORES, hk->layer, at->att, B, T, H, T,
-                            (size_t)H * T * T, (size_t)T, (size_t)T * T };
-        if (scores) {
-            run_blocks(&j, SCORES);
-            rc = hs_site_call(hk->site, &pv);
-        }
-        if (!rc)
-            run_blocks(&j, scores ? SOFTMAX : SCORES | SOFTMAX);
-        pv.site = HS_SITE_PATTERN;
-        if (!rc && pattern)
-            rc = hs_site_call(hk->site, &pv);
-        if (!rc)
-            run_blocks(&j, MIX);
-    }
-    free(j.scratch);
+    const hs_attn_form f = mla_form(m, c, T);
+    rc = hs_attn_form_forward(at->z, at->att, &f, &causal, NULL, 0, B, T, T, H, H, hk, "mla");
     if (!rc)
         rc = call_site(hk, HS_SITE_Z, at->z, B, T, H, c->v_dim);
     return rc;
@@ -369,10 +242,9 @@ int hs_mla_forward_split(hs_mla_acts *m, hs_attn_acts *at, const hs_mla_weights 
     const int B = at->B, T = at->L, H = c->n_heads, n = c->qk_nope, r = c->qk_rope;
     const int v = c->v_dim, C = c->kv_lora_rank, HQ = H * (n + r), HKV = H * (n + v);
     const size_t N = (size_t)B * T;
-    double *tab = rope_table(c, 0, T);
     hs_real *q = hs_calloc(N * (size_t)HQ, sizeof(hs_real), "mla split queries");
     hs_real *kvb = hs_calloc(N * (size_t)HKV, sizeof(hs_real), "mla split values");
-    rc = tab && q && kvb ? HS_OK : HS_ENOMEM;
+    rc = q && kvb ? HS_OK : HS_ENOMEM;
     /* the values' latent: the v parts of kv_b_proj's output */
     if (!rc && !(rc = input(ctx, HS_RECV_V, 0, x))) {
         project_latent(m, w, c, x, N);
@@ -386,7 +258,7 @@ int hs_mla_forward_split(hs_mla_acts *m, hs_attn_acts *at, const hs_mla_weights 
             for (int h = 0; h < H; h++)
                 memcpy(m->kvb + i * HKV + (size_t)h * (n + v) + n,
                        kvb + i * HKV + (size_t)h * (n + v) + n, sizeof(hs_real) * v);
-        rope_rows(m->kpe, (size_t)r, 1, N, T, tab, r, 0);
+        mla_rope(m->kpe, B, T, 1, (size_t)r, c, 0, 0);
     }
     /* each head's queries from its own input */
     for (int h = 0; !rc && h < H; h++) {
@@ -399,17 +271,11 @@ int hs_mla_forward_split(hs_mla_acts *m, hs_attn_acts *at, const hs_mla_weights 
     }
     if (!rc) {
         memcpy(m->q, q, sizeof(hs_real) * N * HQ);
-        rope_rows(m->q + n, (size_t)(n + r), H, N, T, tab, r, 0);
-        heads_job j = { m, at->z, NULL, NULL, NULL, B, T, at->hooks.layer, c };
-        j.scratch = hs_calloc((size_t)hs_get_threads() * QBLOCK * T, sizeof(hs_real),
-                              "mla score block");
-        if (j.scratch)
-            run_blocks(&j, SCORES | SOFTMAX | MIX);
-        else
-            rc = HS_ENOMEM;
-        free(j.scratch);
+        mla_rope(m->q + n, B, T, H, (size_t)(n + r), c, 0, 0);
+        const hs_attn_form f = mla_form(m, c, T);
+        rc = hs_attn_form_forward(at->z, NULL, &f, &causal, NULL, 0, B, T, T, H, H, NULL, "mla");
     }
-    free(tab), free(q), free(kvb);
+    free(q), free(kvb);
     return rc;
 }
 
@@ -652,12 +518,8 @@ int hs_mla_backward(hs_real *dx, hs_mla_weights *dw, hs_real *dxi, const hs_real
     }
     if (rc)
         return rc;
-    double *tab = rope_table(c, 0, T);
-    if (!tab)
-        return HS_ENOMEM;
-    rope_rows(m->dq + n, (size_t)(n + r), H, N, T, tab, r, 1);
-    rope_rows(m->dkva + C, (size_t)CR, 1, N, T, tab, r, 1);
-    free(tab);
+    mla_rope(m->dq + n, B, T, H, (size_t)(n + r), c, 0, 1);
+    mla_rope(m->dkva + C, B, T, 1, (size_t)CR, c, 0, 1);
     /* With paths dx gets each path's share; the weights' gradients (if any)
      * come from the whole below. */
     if (gh->path && (rc = mla_paths(dx, m, gh, w, c, N)))
@@ -807,16 +669,10 @@ int hs_mla_forward_cached(hs_real *out, hs_real *z, const hs_mla_weights *w,
     step_scratch s;
     if ((rc = step_alloc(&s, c, B, L, S)))
         return rc;
-    double *tab = rope_table(c, p0, L);
-    if (!tab) {
-        free(s.mem);
-        return HS_ENOMEM;
-    }
     project_q(&s.m, w, c, x, N);
     project_latent(&s.m, w, c, x, N);
-    rope_rows(s.m.q + n, (size_t)(n + r), H, N, L, tab, r, 0);
-    rope_rows(s.m.kpe, (size_t)r, 1, N, L, tab, r, 0);
-    free(tab);
+    mla_rope(s.m.q + n, B, L, H, (size_t)(n + r), c, p0, 0);
+    mla_rope(s.m.kpe, B, L, 1, (size_t)r, c, p0, 0);
     for (int b = 0; b < B; b++)
         for (int i = 0; i < L; i++) {
             const size_t row = (size_t)b * L + i, at = (size_t)b * cache->cap + p0 + i;

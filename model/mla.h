@@ -38,9 +38,10 @@
 
 #include "attention.h"
 #include "common.h"
+#include "layers.h"
 
 /* The widest decoupled rotary key supported (a stack buffer per vector). */
-enum { HS_MLA_MAX_ROPE = 1024 };
+enum { HS_MLA_MAX_ROPE = HS_ROPE_MAX_INTERLEAVED };
 
 typedef struct {
     int d_model;      /* d */

@@ -1,6 +1,7 @@
 #include "transformer.h"
 #include "memory.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -380,6 +381,32 @@ int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
     return HS_OK;
 }
 
+/* p is NULL or an address inside the block [lo, hi). */
+static int inside(const void *p, const unsigned char *lo, const unsigned char *hi)
+{
+    return !p || ((const unsigned char *)p >= lo && (const unsigned char *)p < hi);
+}
+
+int hs_acts_sane(const hs_acts *a, const hs_model_config *c)
+{
+    if (!a->block || a->n_layer != c->n_layer || a->B < 1 || a->B > a->B_alloc ||
+        a->bytes != hs_acts_bytes(c, a->B_alloc, a->T, a->mode))
+        return 0;
+    const unsigned char *lo = a->block, *hi = lo + a->bytes + ACTS_ALIGN - 1;
+    /* (the logits may be the caller's: the flat interface points them at its
+     * own array for one forward) */
+    int ok = inside(a->layer, lo, hi) && inside(a->emb, lo, hi) && inside(a->lnf, lo, hi) &&
+             inside(a->valid, lo, hi) && inside(a->dres, lo, hi);
+    for (int l = 0; ok && l < a->n_layer; l++) {
+        const hs_layer_acts *la = &a->layer[l];
+        const hs_attn_acts *at = &la->attn;
+        ok = at->B == a->B && at->L == a->T && inside(at->q, lo, hi) && inside(at->k, lo, hi) &&
+             inside(at->v, lo, hi) && inside(at->z, lo, hi) && inside(at->att, lo, hi) &&
+             la->out && inside(la->out, lo, hi) && la->in == (l ? a->layer[l - 1].out : a->emb);
+    }
+    return ok;
+}
+
 int hs_acts_set_batch(hs_acts *a, int B)
 {
     if (B < 1 || B > a->B_alloc)
@@ -688,6 +715,7 @@ static void embed(hs_acts *a, const hs_model *m, const int32_t *tokens)
 int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32_t *targets,
                const hs_hooks *hooks)
 {
+    assert(hs_acts_sane(a, &m->cfg));
     if (!hooks)
         hooks = &no_hooks;
     int rc = check_hooks(a, hooks);
@@ -702,6 +730,7 @@ int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32
 int hs_forward_to(hs_acts *a, const hs_model *m, const int32_t *tokens, int layer,
                   const hs_hooks *hooks)
 {
+    assert(hs_acts_sane(a, &m->cfg));
     if (!hooks)
         hooks = &no_hooks;
     if (layer < 0 || layer >= m->cfg.n_layer)
@@ -727,6 +756,7 @@ int hs_forward_from(hs_acts *a, const hs_model *m, int layer, const int32_t *tar
 int hs_forward_from_hooks(hs_acts *a, const hs_model *m, int layer, const int32_t *targets,
                           const hs_hooks *hooks)
 {
+    assert(hs_acts_sane(a, &m->cfg));
     if (!hooks)
         hooks = &no_hooks;
     if (layer < 0 || layer >= m->cfg.n_layer)
@@ -747,6 +777,7 @@ static void keep_last_rows(hs_real *x, int B, int T, int w)
 
 int hs_forward_from_last(hs_acts *a, const hs_model *m, int layer, const hs_hooks *hooks)
 {
+    assert(hs_acts_sane(a, &m->cfg));
     if (!hooks)
         hooks = &no_hooks;
     const int L = m->cfg.n_layer, d = m->cfg.d_model;

@@ -114,6 +114,13 @@ hs_attn_mask hs_acts_attn_mask(const hs_acts *a, const hs_model_config *c);
 int hs_acts_set_batch(hs_acts *a, int B);
 void hs_acts_free(hs_acts *a);
 
+/* 1 when a is the block hs_acts_alloc laid out for configuration c: its
+ * size the size table's, 1 <= B <= the batch allocated, every buffer the
+ * forward writes inside the block (the logits excepted), each layer's input
+ * the previous layer's output. The forwards and the backward assert it at entry in debug builds
+ * (they index every buffer by B, T and the layer's widths alone). */
+int hs_acts_sane(const hs_acts *a, const hs_model_config *c);
+
 /* Hook points on the forward pass (SPEC §5): the table the model calls.
  * Observers (gates, maps, map rows) and the writable sites of hooks.h:
  * resid_pre, attn_out, mlp_out, q, k, v, z and pattern, each a function

@@ -471,3 +471,51 @@ void hs_add(hs_real *out, const hs_real *a, const hs_real *b, size_t n)
     for (size_t i = 0; i < n; i++)
         out[i] = a[i] + b[i];
 }
+
+/* Every vector's first R dims between the pair orders: (2k, 2k + 1) to
+ * (k, k + R/2) (to_half), or back. */
+static void rope_permute(hs_real *x, int B, int T, int nh, size_t ld, size_t hd, int R,
+                         int to_half)
+{
+    const size_t N = (size_t)B * T;
+    const int half = R / 2;
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS(N, (size_t)nh * R))
+    for (size_t i = 0; i < N; i++)
+        for (int j = 0; j < nh; j++) {
+            hs_real *v = x + i * ld + (size_t)j * hd, y[HS_ROPE_MAX_INTERLEAVED];
+            memcpy(y, v, sizeof(hs_real) * (size_t)R);
+            for (int k = 0; k < half; k++) {
+                if (to_half)
+                    v[k] = y[2 * k], v[half + k] = y[2 * k + 1];
+                else
+                    v[2 * k] = y[k], v[2 * k + 1] = y[half + k];
+            }
+        }
+}
+
+void hs_rope_rows(hs_real *x, int B, int T, int nh, size_t ld, size_t hd, int R, int pos0,
+                  double (*inv_freq)(const void *ctx, int k), const void *ctx,
+                  hs_rope_layout layout, int inverse)
+{
+    const int half = R / 2;
+    if (layout == HS_ROPE_INTERLEAVED && !inverse)
+        rope_permute(x, B, T, nh, ld, hd, R, 1);
+    /* by position: each angle's cosine and sine once for every row and head */
+#pragma omp parallel for schedule(static) if (HS_PAR_ROWS((size_t)T * B * nh, half))
+    for (int t = 0; t < T; t++) {
+        for (int k = 0; k < half; k++) {
+            const double angle = (pos0 + t) * inv_freq(ctx, k);
+            const hs_real c = (hs_real)cos(angle);
+            const hs_real s = (hs_real)(inverse ? -sin(angle) : sin(angle));
+            for (int b = 0; b < B; b++)
+                for (int j = 0; j < nh; j++) {
+                    hs_real *r = x + ((size_t)b * T + t) * ld + (size_t)j * hd;
+                    const hs_real x1 = r[k], x2 = r[k + half];
+                    r[k] = x1 * c - x2 * s;
+                    r[k + half] = x2 * c + x1 * s;
+                }
+        }
+    }
+    if (layout == HS_ROPE_INTERLEAVED && inverse)
+        rope_permute(x, B, T, nh, ld, hd, R, 0);
+}

@@ -116,4 +116,27 @@ void hs_add(hs_real *out, const hs_real *a, const hs_real *b, size_t n);
 /* x *= s, n elements. */
 void hs_scale(hs_real *x, hs_real s, size_t n);
 
+/* Where a vector's rotary pairs lie. HALF: pair k is dims (k, k + R/2)
+ * (Hugging Face's rotate_half, every family's). INTERLEAVED: pair k is
+ * dims (2k, 2k + 1), moved to (k, k + R/2) before the rotation (MLA's
+ * view(R/2, 2).transpose(-1, -2)), so the output is in HALF order. */
+typedef enum { HS_ROPE_HALF, HS_ROPE_INTERLEAVED } hs_rope_layout;
+
+/* The longest rotary part an INTERLEAVED vector may have. */
+enum { HS_ROPE_MAX_INTERLEAVED = 1024 };
+
+/* Rotary position embedding in place: the one kernel of standard attention
+ * and MLA. x holds B T rows (row b T + t at x + (b T + t) ld), each of nh
+ * vectors (vector j at + j hd); the first R dims (R even) of each vector
+ * turn, pair k by the angle (pos0 + t) inv_freq(ctx, k), in hs_real as
+ * Hugging Face does in float: x1 c - x2 s, x2 c + x1 s with c, s the
+ * angle's cosine and sine rounded to hs_real; the other dims pass
+ * unchanged. inverse: turned back by the same angles (the rotation's
+ * transpose, i.e. its backward), INTERLEAVED dims then moved back.
+ * inv_freq is called T R/2 times; R <= HS_ROPE_MAX_INTERLEAVED for
+ * INTERLEAVED. */
+void hs_rope_rows(hs_real *x, int B, int T, int nh, size_t ld, size_t hd, int R, int pos0,
+                  double (*inv_freq)(const void *ctx, int k), const void *ctx,
+                  hs_rope_layout layout, int inverse);
+
 #endif

@@ -1,5 +1,6 @@
 #include "stored.h"
 
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -114,9 +115,26 @@ static int by_offset(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Entry e lies inside the set's range, holds a known type and its data. */
+static int entry_sane(const hs_stored *s, const entry *e)
+{
+    return e->t.data && e->t.off <= s->n_params && e->t.size <= s->n_params - e->t.off &&
+           (e->t.type == HS_DT_F32 || e->t.type == HS_DT_F16 || e->t.type == HS_DT_BF16);
+}
+
+int hs_stored_sane(const hs_stored *s)
+{
+    for (int i = 0; i < s->n; i++)
+        if (!entry_sane(s, &s->e[i]) ||
+            (i && s->e[i - 1].t.off + s->e[i - 1].t.size > s->e[i].t.off))
+            return 0;
+    return s->base && s->n >= 0 && s->n <= s->cap;
+}
+
 int hs_stored_publish(hs_stored *s)
 {
     qsort(s->e, (size_t)s->n, sizeof *s->e, by_offset);
+    assert(hs_stored_sane(s));
     const int n = atomic_load(&n_live);
     if (n == MAX_LIVE)
         return hs_fail(HS_ENOMEM, "weights as stored: more than %d models open at once",
@@ -175,6 +193,7 @@ static entry *lookup(const void *p, hs_stored **set)
                 b = mid;
         }
         entry *e = s->n ? &s->e[a] : NULL;
+        assert(s->published && (!e || entry_sane(s, e))); /* in full: hs_stored_sane */
         if (set)
             *set = s;
         return e && k >= e->t.off && k < e->t.off + e->t.size ? e : NULL;

@@ -49,6 +49,11 @@ int hs_stored_floats(hs_stored *s, size_t off, size_t size);
  * freed with the set. */
 int hs_stored_add(hs_stored *s, hs_stored_tensor t, int owned);
 
+/* 1 when what the lookups from inside the GEMMs trust holds: entries sorted
+ * by offset, none overlapping the next, each inside the range with a known
+ * type and its data. hs_stored_publish asserts it in debug builds. */
+int hs_stored_sane(const hs_stored *s);
+
 /* Makes the set visible to hs_stored_find (sorts it); after the last add. */
 int hs_stored_publish(hs_stored *s);
 
