@@ -7,6 +7,7 @@
 #include "checkpoint.h"
 #include "mlm.h"
 #include "study.h"
+#include "study_headcount.h"
 
 const char *hs_source_path(const hs_source *s) { return s->data ? s->data : s->text; }
 
@@ -152,7 +153,7 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
     }
     if (!rc && s->prompts)
         rc = load_prompts(in, s);
-    in->data_path = s->prompts ? s->prompts : hs_source_path(src);
+    in->data_path = s->prompts ? s->prompts : tokens ? hs_source_path(src) : s->maps;
     if (rc) {
         const int usage = in->usage;
         hs_inputs_free(in);

@@ -67,6 +67,7 @@ typedef struct {
     const char *model;    /* checkpoint directory: loaded (NULL: none) */
     hs_source source;     /* tokens (data or text NULL: none) */
     const char *prompts;  /* prompts file (SPEC §11; NULL: none) */
+    const char *maps;     /* a capture file the study reads itself: the run's data (NULL: none) */
     int batch, seq_len;   /* the tokens' batches; seq_len 0: min(n_ctx, 256) */
     int need_batch;       /* the tokens are cut in batches of batch x seq_len (+1), seq_len
                              checked against the context, and must hold one */

@@ -13,6 +13,8 @@
 #include "dist.h"
 #include "json.h"
 #include "sha256.h"
+#include "study_interp.h"
+#include "study_prune.h"
 
 /* The command line as a JSON array of strings (malloc'd): runs.args. */
 static char *args_json(int argc, char **argv)
@@ -219,17 +221,7 @@ int hs_run_rows(hs_run *r, const hs_head_table *t, const hs_study_curve *curves,
 
 int hs_run_study_rows(hs_run *r, const hs_study_rows *rows)
 {
-    if (!r)
-        return HS_OK;
-    int rc = hs_study_record(r->ix, r->run_id, rows->heads, rows->curve, rows->n_curves);
-    if (!rc && rows->n_pos)
-        rc = hs_index_position_metrics_add(r->ix, r->run_id, rows->pos, rows->n_pos);
-    if (!rc && rows->n_edges > INT_MAX)
-        rc = hs_fail(HS_EINVAL, "run: %ld edges are more than the index takes at once",
-                     rows->n_edges);
-    if (!rc && rows->n_edges)
-        rc = hs_index_edge_metrics_add(r->ix, r->run_id, rows->edges, (int)rows->n_edges);
-    return rc;
+    return r ? hs_study_rows_record(r->ix, r->run_id, rows) : HS_OK;
 }
 
 int hs_run_artifact(hs_run *r, const char *path, const char *sha256, long long bytes)

@@ -1,6 +1,7 @@
 /* The pieces every study shares (study.h). */
 #include "study.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include "sha256.h"
 #include "transformer.h"
+#include "study_prune.h"
 
 int hs_control_model(hs_model *ctrl, const hs_model_config *c, unsigned long long seed)
 {
@@ -56,15 +58,35 @@ int hs_study_check_finite(const hs_study_io *io, const hs_head_table *t,
     return HS_OK;
 }
 
-int hs_study_record(hs_index *ix, int64_t run_id, const hs_head_table *t,
-                    const hs_study_curve *curves, int n_curves)
+int hs_study_rows_record(hs_index *ix, int64_t run_id, const hs_study_rows *rows)
 {
     if (!ix)
         return HS_OK;
-    int rc = t && t->n ? hs_index_metrics_add(ix, run_id, t->rows, t->n) : HS_OK;
-    for (int i = 0; !rc && i < n_curves; i++)
-        rc = hs_index_curve_add(ix, run_id, curves[i].name, curves[i].points, curves[i].n);
+    const hs_head_table *t = rows->heads;
+    int rc = rows->n_pairs ? hs_index_pair_metrics_add(ix, run_id, rows->pairs, rows->n_pairs)
+                           : HS_OK;
+    if (!rc && t && t->n)
+        rc = hs_index_metrics_add(ix, run_id, t->rows, t->n);
+    for (int i = 0; !rc && i < rows->n_curves; i++)
+        rc = hs_index_curve_add(ix, run_id, rows->curve[i].name, rows->curve[i].points,
+                                rows->curve[i].n);
+    if (!rc && rows->n_pos)
+        rc = hs_index_position_metrics_add(ix, run_id, rows->pos, rows->n_pos);
+    if (!rc && rows->n_edges > INT_MAX)
+        rc = hs_fail(HS_EINVAL, "run: %ld edges are more than the index takes at once",
+                     rows->n_edges);
+    if (!rc && rows->n_edges)
+        rc = hs_index_edge_metrics_add(ix, run_id, rows->edges, (int)rows->n_edges);
     return rc;
+}
+
+int hs_study_record(hs_index *ix, int64_t run_id, const hs_head_table *t,
+                    const hs_study_curve *curves, int n_curves)
+{
+    hs_study_rows rows = { .heads = t, .n_curves = n_curves };
+    for (int i = 0; i < n_curves; i++)
+        rows.curve[i] = curves[i];
+    return hs_study_rows_record(ix, run_id, &rows);
 }
 
 int hs_forward_ms(double *ms, const hs_model *m, const hs_tokens *tok, int B, int T)

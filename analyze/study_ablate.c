@@ -7,6 +7,7 @@
 #include "dist.h"
 #include "metrics.h"
 #include "study.h"
+#include "study_ablate.h"
 
 /* "0,2" -> flags[i] = 1 for each entry < limit; -1 on a bad list. */
 static int parse_flags(const char *s, unsigned char *flags, int limit)
@@ -53,11 +54,23 @@ static int selection(const hs_ablate_study_opts *o, const hs_model_config *c,
     return HS_OK;
 }
 
-int hs_ablate_study_check(const hs_ablate_study_opts *o, const hs_model_config *c)
+/* What hs_ablate takes of o and env (its callbacks are the study's). */
+static hs_ablate_opts ablate_opts(const hs_ablate_study_opts *o, const hs_study_env *env)
 {
+    return (hs_ablate_opts){ .B = env->batch, .T = env->seq_len, .max_batches = env->max_batches,
+                             .kinds = o->kinds, .stack = o->stack, .naive = o->naive,
+                             .stop = env->io.stop };
+}
+
+int hs_ablate_study_check(hs_ablate_study_opts *o, const hs_study_env *env)
+{
+    const hs_model_config *c = &env->m->cfg;
+    if ((o->kinds = hs_ablate_kinds(o->method ? o->method : "zero")) < 0)
+        return HS_EINVAL;
     unsigned char lsel[HS_MAX_LAYERS] = { 0 }, hsel[HS_MAX_HEADS] = { 0 };
     const int rc = selection(o, c, lsel, hsel);
-    return rc ? rc : hs_ablate_check(c, &o->ablate);
+    const hs_ablate_opts ao = ablate_opts(o, env);
+    return rc ? rc : hs_ablate_check(c, &ao);
 }
 
 void hs_ablate_result_free(hs_ablate_result *r)
@@ -68,19 +81,20 @@ void hs_ablate_result_free(hs_ablate_result *r)
 /* --resume: a layer is recorded in one transaction, so it is either
  * complete in the index or absent; complete layers are skipped. */
 static int skip_recorded(hs_ablate_result *r, const hs_ablate_study_opts *o,
-                         const hs_model_config *c, unsigned char *head_on)
+                         const hs_study_env *env, unsigned char *head_on)
 {
+    const hs_model_config *c = &env->m->cfg;
     int rc = HS_OK;
     for (int l = 0; !rc && l < c->n_layer; l++) {
         int all = 1, any = 0;
         for (int h = 0; h < c->n_head[l] && all; h++)
             for (int k = 0; k < HS_ABLATE_KINDS && all; k++) {
-                if (!head_on[(size_t)l * HS_MAX_HEADS + h] || !(o->ablate.kinds & (1 << k)))
+                if (!head_on[(size_t)l * HS_MAX_HEADS + h] || !(o->kinds & (1 << k)))
                     continue;
                 char name[32];
                 int exists = 0;
                 snprintf(name, sizeof name, "loss_delta_%s", hs_ablate_kind_name(k));
-                rc = hs_index_metric_exists(o->ix, o->run_id, l, h, name, &exists);
+                rc = hs_index_metric_exists(env->ix, env->run_id, l, h, name, &exists);
                 all = all && exists;
                 any = 1;
             }
@@ -94,15 +108,14 @@ static int skip_recorded(hs_ablate_result *r, const hs_ablate_study_opts *o,
 
 typedef struct {
     hs_ablate_result *r;
-    const hs_ablate_study_opts *o;
+    const hs_study_env *env;
     const hs_ablate_opts *ao;
-    const hs_study_io *io;
 } layer_ctx;
 
 static void on_progress(void *ctx, size_t done, size_t total)
 {
-    const hs_study_io *io = ((layer_ctx *)ctx)->io;
-    if (io && io->progress)
+    const hs_study_io *io = &((layer_ctx *)ctx)->env->io;
+    if (io->progress)
         io->progress(io->ctx, done, total);
 }
 
@@ -126,9 +139,9 @@ static int on_layer(void *ctx, const hs_ablate_layer *l)
             }
         }
     if (!rc) /* refused before it is recorded: a run never holds NULL metrics */
-        rc = hs_study_check_finite(c->io, &t, NULL, 0);
+        rc = hs_study_check_finite(&c->env->io, &t, NULL, 0);
     if (!rc)
-        rc = hs_study_record(c->o->ix, c->o->run_id, &t, NULL, 0);
+        rc = hs_study_record(c->env->ix, c->env->run_id, &t, NULL, 0);
     for (int i = 0; !rc && i < t.n; i++)
         rc = hs_head_table_add(&r->table, t.rows[i].layer, t.rows[i].head, t.rows[i].metric,
                                t.rows[i].value, t.rows[i].stderr_value, t.rows[i].n);
@@ -136,13 +149,15 @@ static int on_layer(void *ctx, const hs_ablate_layer *l)
     return rc;
 }
 
-int hs_ablate_study(hs_ablate_result *r, const hs_model *m, const hs_tokens *data,
-                    const hs_ablate_study_opts *o, const hs_study_io *io)
+int hs_ablate_study(hs_ablate_result *r, const hs_ablate_study_opts *o,
+                    const hs_study_env *env)
 {
     memset(r, 0, sizeof *r);
     for (int k = 0; k < HS_ABLATE_KINDS; k++)
         r->worst_layer[k] = -1;
+    const hs_model *m = env->m;
     const hs_model_config *c = &m->cfg;
+    const hs_study_io *io = &env->io;
     unsigned char lsel[HS_MAX_LAYERS] = { 0 }, hsel[HS_MAX_HEADS] = { 0 };
     int rc = selection(o, c, lsel, hsel);
     if (rc)
@@ -153,20 +168,22 @@ int hs_ablate_study(hs_ablate_result *r, const hs_model *m, const hs_tokens *dat
     for (int l = 0; l < c->n_layer; l++)
         for (int h = 0; h < c->n_head[l]; h++)
             head_on[(size_t)l * HS_MAX_HEADS + h] = (!o->layers || lsel[l]) && (!o->heads || hsel[h]);
-    if (o->resume && o->ix)
-        rc = skip_recorded(r, o, c, head_on);
+    if (env->resume && env->ix)
+        rc = skip_recorded(r, o, env, head_on);
     /* under mpirun: rank 0's index decides what is left to run */
     rc = hs_dist_bcast(rc, head_on, (size_t)c->n_layer * HS_MAX_HEADS);
-    hs_ablate_opts ao = o->ablate;
-    layer_ctx lc = { r, o, &ao, io };
+    hs_ablate_opts ao = ablate_opts(o, env);
+    layer_ctx lc = { r, env, &ao };
     ao.head_on = head_on, ao.on_layer = on_layer, ao.progress = on_progress, ao.ctx = &lc;
-    if (io && io->phase)
+    if (io->phase)
         io->phase(io->ctx, "ablate");
     if (!rc)
-        rc = hs_ablate(m, data, &ao);
-    if (io && io->phase)
+        rc = hs_ablate(m, env->data, &ao);
+    if (io->phase)
         io->phase(io->ctx, NULL);
     r->clean_loss = ao.clean_loss;
     free(head_on);
     return rc;
 }
+
+HS_STUDY_KIND(ablate, hs_ablate_study_check);

@@ -6,6 +6,8 @@
 
 #include "metrics.h"
 #include "study.h"
+#include "study_atp.h"
+#include "study_interp.h"
 
 static void on_progress(void *ctx, size_t done, size_t total)
 {

@@ -11,6 +11,7 @@
 #include "recorder.h"
 #include "sha256.h"
 #include "study.h"
+#include "study_capture.h"
 
 /* "0,2,5" -> distinct entries in [0, limit), nothing else in the text.
  * Returns the count or -1. */

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "convert.h"
+#include "study_patch.h"
+#include "study_train.h"
 
 int hs_gqa_check(hs_gqa_opts *o)
 {

@@ -8,6 +8,7 @@
 #define HS_STUDY_GQA_H
 
 #include "study.h"
+#include "study_prune.h"
 
 enum { HS_GQA_MAX = 8 };
 

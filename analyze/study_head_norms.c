@@ -9,18 +9,20 @@
 #include "stats.h"
 #include "study.h"
 #include "transformer.h"
+#include "study_head_norms.h"
 
-int hs_head_norms_check(const hs_model_config *c, const hs_tokens *data,
-                        const hs_head_norms_opts *o)
+int hs_head_norms_check(hs_head_norms_opts *o, const hs_study_env *env)
 {
-    if (o->batch < 1)
-        return hs_fail(HS_EINVAL, "--batch %d: at least 1 sequence", o->batch);
-    if (o->seq_len < 1 || o->seq_len > c->n_ctx)
-        return hs_fail(HS_EINVAL, "--seq-len %d: 1 to the model's context %d", o->seq_len,
-                       c->n_ctx);
-    if (!hs_batch_count(data, o->batch, o->seq_len))
+    (void)o;
+    const hs_model_config *c = &env->m->cfg;
+    const int B = env->batch, T = env->seq_len;
+    if (B < 1)
+        return hs_fail(HS_EINVAL, "--batch %d: at least 1 sequence", B);
+    if (T < 1 || T > c->n_ctx)
+        return hs_fail(HS_EINVAL, "--seq-len %d: 1 to the model's context %d", T, c->n_ctx);
+    if (!env->data || !hs_batch_count(env->data, B, T))
         return hs_fail(HS_EINVAL, "the data holds fewer than one batch of %d x %d (+1) tokens",
-                       o->batch, o->seq_len);
+                       B, T);
     return hs_heads_fit(c);
 }
 
@@ -68,12 +70,13 @@ static int batch_norms(hs_head_stats *st, hs_acts *a, const hs_model *m, const i
     return rc;
 }
 
-/* The statistics of model m over the batches of data. */
-static int model_norms(hs_head_stats *st, const hs_model *m, const hs_tokens *data,
-                       const hs_head_norms_opts *o, size_t nb, const hs_study_io *io)
+/* The statistics of model m over nb batches of env's data. */
+static int model_norms(hs_head_stats *st, const hs_model *m, const hs_study_env *env, size_t nb)
 {
     const hs_model_config *c = &m->cfg;
-    const int B = o->batch, T = o->seq_len;
+    const hs_study_io *io = &env->io;
+    const hs_tokens *data = env->data;
+    const int B = env->batch, T = env->seq_len;
     hs_acts a;
     int rc = hs_head_stats_init(st, c);
     if (rc)
@@ -87,13 +90,13 @@ static int model_norms(hs_head_stats *st, const hs_model *m, const hs_tokens *da
     if (!in || !y)
         rc = HS_ENOMEM;
     for (size_t i = 0; !rc && i < nb; i++) {
-        if (io && io->stop && *io->stop) {
+        if (io->stop && *io->stop) {
             rc = hs_fail(HS_EINTR, "head-norms: interrupted");
             break;
         }
         hs_batch_at(data, i * (size_t)B * T, B, T, in, in + (size_t)B * T);
         rc = batch_norms(st, &a, m, in, y);
-        if (io && io->progress)
+        if (io->progress)
             io->progress(io->ctx, i + 1, nb);
     }
     free(in), free(y);
@@ -103,33 +106,35 @@ static int model_norms(hs_head_stats *st, const hs_model *m, const hs_tokens *da
     return rc;
 }
 
-int hs_head_norms_study(hs_head_norms_result *r, const hs_model *m, const hs_tokens *data,
-                        const hs_head_norms_opts *o, const hs_study_io *io)
+int hs_head_norms_study(hs_head_norms_result *r, const hs_head_norms_opts *o,
+                        const hs_study_env *env)
 {
     memset(r, 0, sizeof *r);
+    const hs_model *m = env->m;
     const hs_model_config *c = &m->cfg;
+    const hs_study_io *io = &env->io;
     size_t nb;
-    int rc = hs_head_norms_check(c, data, o);
+    int rc = hs_head_norms_check((hs_head_norms_opts *)o, env);
     if (!rc)
-        rc = hs_batches_to_run(data, o->batch, o->seq_len, o->max_batches, &nb);
+        rc = hs_batches_to_run(env->data, env->batch, env->seq_len, env->max_batches, &nb);
     if (rc)
         return rc;
     hs_head_stats st, sc;
-    if (io && io->phase)
+    if (io->phase)
         io->phase(io->ctx, "head-norms");
-    rc = model_norms(&st, m, data, o, nb, io);
+    rc = model_norms(&st, m, env, nb);
     if (!rc) {
-        if (io && io->phase)
+        if (io->phase)
             io->phase(io->ctx, "head-norms: control");
         hs_model ctrl;
-        if (!(rc = hs_control_model(&ctrl, c, o->seed))) {
-            rc = model_norms(&sc, &ctrl, data, o, nb, io);
+        if (!(rc = hs_control_model(&ctrl, c, (unsigned long long)o->seed))) {
+            rc = model_norms(&sc, &ctrl, env, nb);
             hs_model_free(&ctrl);
         }
         if (rc)
             hs_head_stats_free(&st);
     }
-    if (io && io->phase)
+    if (io->phase)
         io->phase(io->ctx, NULL);
     if (rc)
         return rc;
@@ -146,5 +151,8 @@ int hs_head_norms_study(hs_head_norms_result *r, const hs_model *m, const hs_tok
     hs_head_stats_free(&sc);
     if (!rc)
         rc = hs_study_check_finite(io, &r->table, NULL, 0);
+    r->rows = (hs_study_rows){ .heads = &r->table };
     return rc;
 }
+
+HS_STUDY_KIND(head_norms, hs_head_norms_check);

@@ -8,6 +8,8 @@
 #include "inputs.h"
 #include "study.h"
 #include "train.h"
+#include "study_headcount.h"
+#include "study_patch.h"
 
 int hs_headcount_check(hs_model_config cfg[HS_HEADCOUNT_MAX], const hs_headcount_opts *o)
 {

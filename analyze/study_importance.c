@@ -3,26 +3,36 @@
 
 #include "metrics.h"
 #include "study.h"
+#include "study_importance.h"
 
 void hs_importance_result_free(hs_importance_result *r)
 {
     hs_head_table_free(&r->table);
 }
 
-int hs_importance_study(hs_importance_result *r, const hs_model *m, const hs_tokens *data, int B,
-                        int T, size_t max_batches, const hs_study_io *io)
+int hs_importance_check(hs_importance_opts *o, const hs_study_env *env)
 {
+    (void)o, (void)env;
+    return HS_OK;
+}
+
+int hs_importance_study(hs_importance_result *r, const hs_importance_opts *o,
+                        const hs_study_env *env)
+{
+    (void)o;
     memset(r, 0, sizeof *r);
+    const hs_model *m = env->m;
+    const hs_study_io *io = &env->io;
     const hs_model_config *c = &m->cfg;
     hs_importance imp;
     int rc = hs_importance_alloc(&imp, c);
     if (rc)
         return rc;
-    if (io && io->phase)
+    if (io->phase)
         io->phase(io->ctx, "importance");
-    rc = hs_importance_compute_dist(&imp, m, data, B, T, max_batches, io ? io->stop : NULL,
-                                    io ? io->progress : NULL, io ? io->ctx : NULL);
-    if (io && io->phase)
+    rc = hs_importance_compute_dist(&imp, m, env->data, env->batch, env->seq_len,
+                                    env->max_batches, io->stop, io->progress, io->ctx);
+    if (io->phase)
         io->phase(io->ctx, NULL);
     if (!rc)
         rc = hs_importance_to_table(&r->table, &imp);
@@ -34,6 +44,9 @@ int hs_importance_study(hs_importance_result *r, const hs_model *m, const hs_tok
                 imp.norm[(size_t)r->least_layer * HS_MAX_HEADS + r->least_head])
                 r->least_layer = l, r->least_head = h;
     r->sequences = imp.n;
+    r->rows = (hs_study_rows){ .heads = &r->table };
     hs_importance_free(&imp);
     return rc;
 }
+
+HS_STUDY_KIND(importance, hs_importance_check);

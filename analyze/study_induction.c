@@ -5,6 +5,7 @@
 
 #include "metrics.h"
 #include "study.h"
+#include "study_induction.h"
 
 hs_induction_opts hs_induction_defaults(void)
 {
@@ -20,8 +21,29 @@ static int total_heads(const hs_model_config *c)
     return n;
 }
 
-int hs_induction_check(hs_induction_opts *o, const hs_model_config *c)
+/* The ICL score's data against the model: HS_EUNSUPPORTED (the data, not
+ * an option's value) when there is no sequence of icl_seq_len (+1) tokens
+ * or the model is an encoder. */
+static int check_icl(const hs_induction_opts *o, const hs_study_env *env)
 {
+    const hs_model_config *c = &env->m->cfg;
+    if (!env->data)
+        return HS_OK;
+    if (c->encoder)
+        return hs_fail(HS_EUNSUPPORTED, "the ICL score compares next-token losses at two "
+                       "positions, which an encoder (%s) does not predict: give no --data",
+                       hs_family_name(c->family));
+    if (!hs_batch_count(env->data, 1, o->icl_seq_len) ||
+        (c->pos == HS_POS_LEARNED && o->icl_seq_len > c->n_ctx))
+        return hs_fail(HS_EUNSUPPORTED, "%s: no sequence of %d (+1) tokens for the ICL score, or "
+                       "longer than n_ctx=%d", env->data_name ? env->data_name : "ICL data",
+                       o->icl_seq_len, c->n_ctx);
+    return HS_OK;
+}
+
+int hs_induction_check(hs_induction_opts *o, const hs_study_env *env)
+{
+    const hs_model_config *c = &env->m->cfg;
     int T = o->seq_len;
     if (!T)
         T = o->seq_len = c->n_ctx / 2 < 64 ? c->n_ctx / 2 : 64;
@@ -37,24 +59,9 @@ int hs_induction_check(hs_induction_opts *o, const hs_model_config *c)
                        o->samples, o->batch, o->random_draws);
     if (!o->icl_seq_len)
         o->icl_seq_len = c->n_ctx < 1024 ? c->n_ctx : 1024;
-    return HS_OK;
+    return check_icl(o, env);
 }
 
-int hs_induction_check_icl(const hs_induction_opts *o, const hs_model_config *c)
-{
-    if (!o->icl_data)
-        return HS_OK;
-    if (c->encoder)
-        return hs_fail(HS_EINVAL, "the ICL score compares next-token losses at two positions, "
-                       "which an encoder (%s) does not predict: give no --data",
-                       hs_family_name(c->family));
-    if (!hs_batch_count(o->icl_data, 1, o->icl_seq_len) ||
-        (c->pos == HS_POS_LEARNED && o->icl_seq_len > c->n_ctx))
-        return hs_fail(HS_EINVAL, "%s: no sequence of %d (+1) tokens for the ICL score, or longer "
-                       "than n_ctx=%d", o->icl_data_name ? o->icl_data_name : "ICL data",
-                       o->icl_seq_len, c->n_ctx);
-    return HS_OK;
-}
 
 void hs_induction_result_free(hs_induction_result *r)
 {
@@ -65,19 +72,19 @@ void hs_induction_result_free(hs_induction_result *r)
 
 static void phase(const hs_study_io *io, const char *label)
 {
-    if (io && io->phase)
+    if (io->phase)
         io->phase(io->ctx, label);
 }
 
 static int stopped(const hs_study_io *io)
 {
-    return io && io->stop && *io->stop ? hs_fail(HS_EINTR, "interrupted") : HS_OK;
+    return io->stop && *io->stop ? hs_fail(HS_EINTR, "interrupted") : HS_OK;
 }
 
 /* The model-wide rows of the causal check and the verdict, and the ICL
  * scores of model and control. */
 static int causal_rows(hs_induction_result *r, const hs_model *m, const hs_model *ctrl,
-                       const hs_induction_opts *o)
+                       const hs_induction_opts *o, const hs_tokens *data)
 {
     const hs_causal_check *cc = &r->causal;
     hs_head_table *t = &r->table;
@@ -97,10 +104,10 @@ static int causal_rows(hs_induction_result *r, const hs_model *m, const hs_model
         rc = hs_head_table_add(t, cc->layer[i], cc->head[i], HS_METRIC(CAUSAL_TOP_K), 1, 0, cc->k);
     if (!rc)
         rc = hs_head_table_add(t, -1, -1, HS_METRIC(INDUCTION_ESTABLISHED), r->established, 0, cc->k);
-    for (int c = 0; !rc && o->icl_data && c < 2; c++) {
+    for (int c = 0; !rc && data && c < 2; c++) {
         double v, se;
         long cnt;
-        rc = hs_icl_score(&v, &se, &cnt, c ? ctrl : m, o->icl_data, 1, o->icl_seq_len, 0,
+        rc = hs_icl_score(&v, &se, &cnt, c ? ctrl : m, data, 1, o->icl_seq_len, 0,
                           o->early, o->late);
         if (!rc)
             rc = hs_head_table_add(t, -1, -1, c ? HS_METRIC(ICL_CONTROL) : HS_METRIC(ICL), v, se, cnt);
@@ -108,19 +115,20 @@ static int causal_rows(hs_induction_result *r, const hs_model *m, const hs_model
     return rc;
 }
 
-int hs_induction_study(hs_induction_result *r, const hs_model *m, hs_induction_opts o,
-                       const hs_study_io *io)
+int hs_induction_study(hs_induction_result *r, const hs_induction_opts *opts,
+                       const hs_study_env *env)
 {
     memset(r, 0, sizeof *r);
+    const hs_model *m = env->m;
     const hs_model_config *c = &m->cfg;
-    int rc = hs_induction_check(&o, c);
-    if (!rc)
-        rc = hs_induction_check_icl(&o, c);
+    const hs_study_io *io = &env->io;
+    hs_induction_opts o = *opts; /* its defaults resolved here too */
+    int rc = hs_induction_check(&o, env);
     if (rc)
         return rc;
     const int T = o.seq_len, N = o.samples, B = o.batch;
-    const hs_progress_fn pf = io ? io->progress : NULL;
-    void *pc = io ? io->ctx : NULL;
+    const hs_progress_fn pf = io->progress;
+    void *pc = io->ctx;
     hs_model ctrl = { 0 };
     hs_scores s = { 0 }, sc = { 0 };
     const size_t nh = (size_t)c->n_layer * HS_MAX_HEADS;
@@ -163,7 +171,7 @@ int hs_induction_study(hs_induction_result *r, const hs_model *m, hs_induction_o
         rc = hs_scores_to_table(&r->table, &sc, cop_ctrl, "_control");
     if (!rc) {
         r->established = !c->encoder && hs_induction_established(&r->causal, &s, &sc, o.min_score);
-        rc = causal_rows(r, m, &ctrl, &o);
+        rc = causal_rows(r, m, &ctrl, &o, env->data);
     }
     if (!rc) { /* each random draw's increase, for `plot causal` */
         snprintf(r->draws.name, sizeof r->draws.name, "%s", HS_METRIC(CAUSAL_RANDOM_K));
@@ -180,6 +188,7 @@ int hs_induction_study(hs_induction_result *r, const hs_model *m, hs_induction_o
         r->best = ind[b];
         r->best_control = sc.value[HS_SCORE_INDUCTION][b];
         rc = hs_study_check_finite(io, &r->table, &r->draws, 1);
+        r->rows = (hs_study_rows){ .heads = &r->table, .curve = { r->draws }, .n_curves = 1 };
     }
     free(tok), free(cop), free(cop_ctrl), free(draw);
     if (s.value[0])
@@ -190,3 +199,5 @@ int hs_induction_study(hs_induction_result *r, const hs_model *m, hs_induction_o
         hs_model_free(&ctrl);
     return rc;
 }
+
+HS_STUDY_KIND(induction, hs_induction_check);

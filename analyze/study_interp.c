@@ -8,10 +8,12 @@
 
 #include "metrics.h"
 #include "study.h"
+#include "study_interp.h"
+#include "study_patch.h"
 
 static void phase(const hs_study_io *io, const char *label)
 {
-    if (io && io->phase)
+    if (io->phase)
         io->phase(io->ctx, label);
 }
 
@@ -34,13 +36,20 @@ static int dla_row(hs_dla_result *r, int k)
     return hs_head_table_add_welford(&r->table, t->layer, t->head, t->metric, &w);
 }
 
-int hs_dla_study(hs_dla_result *r, const hs_model *m, const hs_prompt_set *ps, int batch,
-                 const hs_study_io *io)
+int hs_dla_study_check(hs_dla_opts *o, const hs_study_env *env)
 {
+    (void)o;
+    return hs_dla_check(&env->m->cfg) ? HS_EUNSUPPORTED : HS_OK;
+}
+
+int hs_dla_study(hs_dla_result *r, const hs_dla_opts *o, const hs_study_env *env)
+{
+    (void)o;
     memset(r, 0, sizeof *r);
     r->top_layer = r->top_head = -1;
+    const hs_study_io *io = &env->io;
     phase(io, "dla");
-    int rc = hs_dla_compute(&r->parts, m, ps, batch);
+    int rc = hs_dla_compute(&r->parts, env->m, env->ps, env->batch);
     phase(io, NULL);
     for (int k = -1; !rc && k < r->parts.n_terms; k++)
         rc = dla_row(r, k);
@@ -55,8 +64,11 @@ int hs_dla_study(hs_dla_result *r, const hs_model *m, const hs_prompt_set *ps, i
     }
     if (!rc)
         rc = hs_study_check_finite(io, &r->table, NULL, 0);
+    r->rows = (hs_study_rows){ .heads = &r->table };
     return rc;
 }
+
+HS_STUDY_KIND(dla, hs_dla_study_check);
 
 void hs_dla_result_free(hs_dla_result *r)
 {
@@ -67,15 +79,26 @@ void hs_dla_result_free(hs_dla_result *r)
 
 /* ---- logit lens ------------------------------------------------------------------- */
 
-int hs_logit_lens_study(hs_lens_result *r, const hs_model *m, const hs_lens_opts *o,
-                        const hs_study_io *io)
+int hs_logit_lens_study_check(hs_logit_lens_opts *o, const hs_study_env *env)
+{
+    (void)o;
+    if (!env->ps == !env->data)
+        return hs_fail(HS_EINVAL, "logit-lens: give prompts or a token shard (one of them)");
+    return hs_logit_lens_check(&env->m->cfg) ? HS_EUNSUPPORTED : HS_OK;
+}
+
+int hs_logit_lens_study(hs_logit_lens_result *r, const hs_logit_lens_opts *o,
+                        const hs_study_env *env)
 {
     memset(r, 0, sizeof *r);
-    if (!o->prompts == !o->data)
-        return hs_fail(HS_EINVAL, "logit-lens: give prompts or a token shard (one of them)");
+    int rc = hs_logit_lens_study_check((hs_logit_lens_opts *)o, env);
+    if (rc)
+        return rc;
+    const hs_study_io *io = &env->io;
     phase(io, "logit-lens");
-    int rc = o->prompts ? hs_lens_prompts(&r->lens, m, o->prompts, o->batch)
-                        : hs_lens_data(&r->lens, m, o->data, o->batch, o->seq_len, o->max_batches);
+    rc = env->ps ? hs_lens_prompts(&r->lens, env->m, env->ps, env->batch)
+                 : hs_lens_data(&r->lens, env->m, env->data, env->batch, env->seq_len,
+                                env->max_batches);
     phase(io, NULL);
     const hs_lens *l = &r->lens;
     const int E = l->n_layer + 1;
@@ -94,10 +117,13 @@ int hs_logit_lens_study(hs_lens_result *r, const hs_model *m, const hs_lens_opts
     }
     if (!rc)
         rc = hs_study_check_finite(io, &r->table, NULL, 0);
+    r->rows = (hs_study_rows){ .heads = &r->table };
     return rc;
 }
 
-void hs_lens_result_free(hs_lens_result *r)
+HS_STUDY_KIND(logit_lens, hs_logit_lens_study_check);
+
+void hs_logit_lens_result_free(hs_logit_lens_result *r)
 {
     hs_head_table_free(&r->table);
     hs_lens_free(&r->lens);
@@ -120,7 +146,7 @@ static int comp_summary(hs_composition_result *r, const hs_pair_row *p, int n, i
     hs_welford w[3] = { { 0 } };
     for (int i = 0; i < n; i++) {
         const int kind = p[i].metric[0] == 'q' ? 0 : p[i].metric[0] == 'k' ? 1 : 2;
-        if (!isfinite(p[i].value) && !(io && io->allow_nonfinite)) {
+        if (!isfinite(p[i].value) && !io->allow_nonfinite) {
             char what[160];
             snprintf(what, sizeof what, "%s of layer %d head %d into layer %d head %d",
                      p[i].metric, p[i].layer_a, p[i].head_a, p[i].layer_b, p[i].head_b);
@@ -143,23 +169,27 @@ static int comp_summary(hs_composition_result *r, const hs_pair_row *p, int n, i
     return rc;
 }
 
-int hs_composition_check(const hs_model_config *c)
+int hs_composition_check(hs_composition_opts *o, const hs_study_env *env)
 {
-    if (c->n_layer < 2)
-        return hs_fail(HS_EINVAL, "composition: the model has one layer, so no head reads "
-                                  "another's output");
+    (void)o;
+    if (env->m->cfg.n_layer < 2)
+        return hs_fail(HS_EUNSUPPORTED, "composition: the model has one layer, so no head reads "
+                                        "another's output");
     return HS_OK;
 }
 
-int hs_composition_study(hs_composition_result *r, const hs_model *m, int control,
-                         unsigned long long seed, const hs_study_io *io)
+int hs_composition_study(hs_composition_result *r, const hs_composition_opts *o,
+                         const hs_study_env *env)
 {
     memset(r, 0, sizeof *r);
     for (int k = 0; k < 3; k++)
         r->best[k][0] = -1, r->control_mean[k] = NAN;
-    int rc = hs_composition_check(&m->cfg);
+    int rc = hs_composition_check((hs_composition_opts *)o, env);
     if (rc)
         return rc;
+    const hs_model *m = env->m;
+    const hs_study_io *io = &env->io;
+    const int control = !o->no_control;
     phase(io, "composition");
     rc = hs_composition_scores(&r->pairs, &r->n_pairs, m, 0);
     if (!rc)
@@ -169,7 +199,7 @@ int hs_composition_study(hs_composition_result *r, const hs_model *m, int contro
         hs_model ctrl;
         hs_pair_row *cp = NULL;
         int cn = 0;
-        if (!(rc = hs_control_model(&ctrl, &m->cfg, seed))) {
+        if (!(rc = hs_control_model(&ctrl, &m->cfg, (unsigned long long)o->seed))) {
             rc = hs_composition_scores(&cp, &cn, &ctrl, 1);
             hs_model_free(&ctrl);
         }
@@ -185,16 +215,11 @@ int hs_composition_study(hs_composition_result *r, const hs_model *m, int contro
         free(cp);
     }
     phase(io, NULL);
+    r->rows = (hs_study_rows){ .pairs = r->pairs, .n_pairs = r->n_pairs, .heads = &r->table };
     return rc;
 }
 
-int hs_composition_record(hs_index *ix, int64_t run_id, const hs_composition_result *r)
-{
-    if (!ix)
-        return HS_OK;
-    int rc = r->n_pairs ? hs_index_pair_metrics_add(ix, run_id, r->pairs, r->n_pairs) : HS_OK;
-    return rc ? rc : hs_study_record(ix, run_id, &r->table, NULL, 0);
-}
+HS_STUDY_KIND(composition, hs_composition_check);
 
 void hs_composition_result_free(hs_composition_result *r)
 {

@@ -8,6 +8,8 @@
 
 #include "study.h"
 #include "tokenizer.h"
+#include "study_interp.h"
+#include "study_patch.h"
 
 int hs_causal_prompts_load(hs_prompt_set *ps, const char *path, const char *tokenizer,
                            const char *model_dir, const hs_model_config *c)

@@ -8,6 +8,7 @@
 #include "config_file.h"
 #include "patterns.h"
 #include "study.h"
+#include "study_patterns.h"
 
 void hs_patterns_result_free(hs_patterns_result *r)
 {
@@ -26,7 +27,7 @@ static int js_labels(hs_patterns_result *r, int n)
 
 static void phase(const hs_study_io *io, const char *label)
 {
-    if (io && io->phase)
+    if (io->phase)
         io->phase(io->ctx, label);
 }
 
@@ -46,27 +47,30 @@ static void note_missing(hs_patterns_result *r, const hs_patterns *p, int tokeni
                              "--tokenizer)");
 }
 
-int hs_patterns_study(hs_patterns_result *r, const hs_model *m, const hs_tokens *data,
-                      hs_patterns_opts o, const hs_study_io *io)
+/* The statistics of env's model (and its control) on its data. */
+static int model_study(hs_patterns_result *r, const hs_patterns_opts *o, const hs_study_env *env)
 {
-    memset(r, 0, sizeof *r);
-    const hs_progress_fn pf = io ? io->progress : NULL;
-    void *pc = io ? io->ctx : NULL;
+    const hs_model *m = env->m;
+    const hs_tokens *data = env->data;
+    const hs_study_io *io = &env->io;
+    const int B = env->batch, T = env->seq_len;
+    const hs_progress_fn pf = io->progress;
+    void *pc = io->ctx;
     hs_patterns pt = { 0 }, pctl = { 0 };
     hs_special_ids ids;
-    hs_special_ids_of(&ids, &m->cfg, o.tk);
+    hs_special_ids_of(&ids, &m->cfg, env->tk);
     phase(io, "patterns");
-    int rc = hs_patterns_run_dist(&pt, m, data, o.batch, o.seq_len, o.max_batches, o.delim,
-                                  o.n_delim, &ids, pf, pc);
+    int rc = hs_patterns_run_dist(&pt, m, data, B, T, env->max_batches, o->delim_ids,
+                                  o->n_delim, &ids, pf, pc);
     if (!rc && m->cfg.encoder)
-        note_missing(r, &pt, o.tk != NULL);
+        note_missing(r, &pt, env->tk != NULL);
     hs_model ctrl = { 0 };
-    if (!rc && o.control) {
+    if (!rc && o->control) {
         phase(io, "patterns: control");
-        rc = hs_control_model(&ctrl, &m->cfg, o.seed);
+        rc = hs_control_model(&ctrl, &m->cfg, (unsigned long long)o->seed);
         if (!rc)
-            rc = hs_patterns_run_dist(&pctl, &ctrl, data, o.batch, o.seq_len, o.max_batches,
-                                      o.delim, o.n_delim, &ids, pf, pc);
+            rc = hs_patterns_run_dist(&pctl, &ctrl, data, B, T, env->max_batches,
+                                      o->delim_ids, o->n_delim, &ids, pf, pc);
     }
     phase(io, NULL);
     if (ctrl.params)
@@ -74,19 +78,16 @@ int hs_patterns_study(hs_patterns_result *r, const hs_model *m, const hs_tokens 
     /* the sequences the statistics read (whole batches of B), one at a time */
     size_t nb = 0;
     int n = 0;
-    if (!rc && o.js && !hs_batches_to_run(data, o.batch, o.seq_len, o.max_batches, &nb))
-        rc = hs_js_distances_model(&r->js, &n, m, data, o.seq_len, nb * (size_t)o.batch,
-                                   (size_t)4 << 30);
-    if (!rc && o.js && !(rc = js_labels(r, n)))
+    if (!rc && o->js_out && !hs_batches_to_run(data, B, T, env->max_batches, &nb))
+        rc = hs_js_distances_model(&r->js, &n, m, data, T, nb * (size_t)B, (size_t)4 << 30);
+    if (!rc && o->js_out && !(rc = js_labels(r, n)))
         for (int l = 0, k = 0; l < m->cfg.n_layer; l++)
             for (int h = 0; h < m->cfg.n_head[l]; h++, k++)
                 r->js_layer[k] = l, r->js_head[k] = h;
     if (!rc)
         rc = hs_patterns_to_table(&r->table, &pt, "");
-    if (!rc && o.control)
+    if (!rc && o->control)
         rc = hs_patterns_to_table(&r->table, &pctl, "_control");
-    if (!rc)
-        rc = hs_study_check_finite(io, &r->table, NULL, 0);
     for (int li = 0; li < pt.n_layer; li++)
         r->heads += pt.n_head[li];
     r->sequences = pt.n;
@@ -105,21 +106,22 @@ static int maps_of_encoder(hs_maps_reader *maps)
     return json && !hs_config_parse(&c, json, "map file") && c.encoder;
 }
 
-int hs_patterns_study_maps(hs_patterns_result *r, hs_maps_reader *maps, hs_patterns_opts o)
+/* The statistics of the capture file o->maps. */
+static int maps_study(hs_patterns_result *r, const hs_patterns_opts *o)
 {
-    memset(r, 0, sizeof *r);
-    if (o.control)
-        return hs_fail(HS_EINVAL, "--control needs --model (a capture file holds no weights to "
-                       "re-initialise)");
+    hs_maps_reader *maps;
+    int rc = hs_maps_open(&maps, o->maps);
+    if (rc)
+        return rc;
     hs_patterns pt = { 0 };
-    int rc = hs_patterns_from_maps(&pt, maps, o.delim, o.n_delim);
+    rc = hs_patterns_from_maps(&pt, maps, o->delim_ids, o->n_delim);
     if (!rc && (pt.recorded[HS_PAT_CLS] || pt.recorded[HS_PAT_SEP] || pt.recorded[HS_PAT_PUNCT] ||
                 maps_of_encoder(maps)))
         note_missing(r, &pt, 0);
     int n = 0;
-    if (!rc && o.js)
+    if (!rc && o->js_out)
         rc = hs_js_distances(&r->js, &n, maps);
-    if (!rc && o.js && !(rc = js_labels(r, n))) {
+    if (!rc && o->js_out && !(rc = js_labels(r, n))) {
         const hs_maps_info *in = hs_maps_get_info(maps);
         for (int li = 0, k = 0; li < in->n_layers; li++)
             for (int hi = 0; hi < in->layers[li].nh; hi++, k++)
@@ -132,8 +134,38 @@ int hs_patterns_study_maps(hs_patterns_result *r, hs_maps_reader *maps, hs_patte
     r->sequences = pt.n;
     if (pt.value[0])
         hs_patterns_free(&pt);
+    hs_maps_close(maps);
     return rc;
 }
+
+int hs_patterns_check(hs_patterns_opts *o, const hs_study_env *env)
+{
+    (void)env;
+    o->n_delim = hs_parse_ints(o->delim, o->delim_ids, 64, 0, INT32_MAX, 0);
+    if (o->n_delim < 0)
+        return hs_fail(HS_EINVAL, "--delim '%s': token ids separated by commas", o->delim);
+    if (o->maps && o->control)
+        return hs_fail(HS_EINVAL, "--control needs --model (a capture file holds no weights to "
+                       "re-initialise)");
+    hs_maps_reader *maps = NULL;
+    const int rc = o->maps ? hs_maps_open(&maps, o->maps) : HS_OK;
+    hs_maps_close(maps);
+    return rc == HS_EINVAL ? HS_EIO : rc; /* the file, not an option's value */
+}
+
+int hs_patterns_study(hs_patterns_result *r, const hs_patterns_opts *o, const hs_study_env *env)
+{
+    memset(r, 0, sizeof *r);
+    int rc = o->maps ? maps_study(r, o) : model_study(r, o, env);
+    if (!rc) /* also for maps: a capture of a model with non-finite weights */
+        rc = hs_study_check_finite(&env->io, &r->table, NULL, 0);
+    if (!rc && o->js_out && !(rc = hs_patterns_write_js(o->js_out, r)))
+        rc = hs_study_record_artifact(env->ix, env->run_id, o->js_out);
+    r->rows = (hs_study_rows){ .heads = &r->table };
+    return rc;
+}
+
+HS_STUDY_KIND(patterns, hs_patterns_check);
 
 int hs_patterns_write_js(const char *path, const hs_patterns_result *r)
 {

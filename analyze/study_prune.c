@@ -7,6 +7,7 @@
 #include "checkpoint.h"
 #include "metrics.h"
 #include "study.h"
+#include "study_prune.h"
 
 void hs_prune_result_free(hs_prune_result *r)
 {

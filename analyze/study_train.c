@@ -7,6 +7,7 @@
 #include "sha256.h"
 #include "metrics.h"
 #include "study.h"
+#include "study_train.h"
 
 typedef struct {
     const hs_train_study_opts *o;

@@ -9,6 +9,7 @@
 #include "eval.h"
 #include "mlm.h"
 #include "train.h"
+#include "study_patch.h"
 
 const char *const HS_WINDOWS_ARM[HS_WINDOWS_ARMS] = { "global", "half", "local" };
 

@@ -7,6 +7,8 @@
 #define HS_STUDY_WINDOWS_H
 
 #include "study.h"
+#include "study_headcount.h"
+#include "study_prune.h"
 
 enum { HS_WINDOWS_ARMS = 3 }; /* global, half, local */
 

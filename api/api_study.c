@@ -13,6 +13,14 @@
 #include "run.h"
 #include "sha256.h"
 #include "study.h"
+#include "study_ablate.h"
+#include "study_importance.h"
+#include "study_patch.h"
+#include "study_atp.h"
+#include "study_interp.h"
+#include "study_induction.h"
+#include "study_capture.h"
+#include "study_train.h"
 
 struct hs_api_env {
     char *db, *model_dir;
@@ -80,6 +88,16 @@ static hs_study_io io_of(const hs_api_env *e)
  * provenance, then records what figures need of its inputs as the command
  * does (hs_inputs_record: seq_len when > 0, the heads per layer, the
  * prompts' position labels; nothing with m NULL). */
+/* The environment of a study the flat interface runs. */
+static hs_study_env env_for(const hs_api_env *e, const hs_model *m, const hs_tokens *data,
+                            const hs_prompt_set *ps, hs_run *run, int B, int T,
+                            size_t max_batches)
+{
+    return (hs_study_env){ .m = m, .data = data, .ps = ps, .batch = B, .seq_len = T,
+                           .max_batches = max_batches, .ix = hs_run_index(run),
+                           .run_id = hs_run_id(run), .io = io_of(e) };
+}
+
 static int run_begin(hs_run **run, const hs_api_env *e, const char *kind, const hs_model *m,
                      const char *data_path, int seq_len, const hs_prompt_set *ps,
                      const hs_tokenizer *tk)
@@ -216,24 +234,21 @@ int hs_api_ablate(char **json, const hs_model *m, const hs_api_tokens *data, con
 {
     *json = NULL;
     T = hs_seq_len_or_default(&m->cfg, T);
-    hs_ablate_study_opts so = { .layers = layers, .heads = heads };
-    so.ablate.B = B, so.ablate.T = T, so.ablate.max_batches = (size_t)max_batches;
-    so.ablate.naive = naive, so.ablate.stop = e->stop;
-    so.ablate.kinds = hs_ablate_kinds(method ? method : "zero");
-    if (so.ablate.kinds < 0)
-        return HS_EINVAL;
+    hs_ablate_study_opts so = { .method = method, .layers = layers, .heads = heads,
+                                .naive = naive };
+    hs_study_env env = env_for(e, m, hs_api_tokens_of(data), NULL, NULL, B, T,
+                               (size_t)max_batches);
     int rc = check_batches(m, data, B, T);
     if (!rc)
-        rc = hs_ablate_study_check(&so, &m->cfg);
+        rc = hs_ablate_study_check(&so, &env);
     hs_run *run = NULL;
     if (!rc)
         rc = run_begin(&run, e, HS_KIND_ABLATE, m, hs_api_tokens_path(data), T, NULL, NULL);
     if (rc)
         return rc;
-    so.ix = hs_run_index(run), so.run_id = hs_run_id(run);
-    const hs_study_io io = io_of(e);
+    env = env_for(e, m, hs_api_tokens_of(data), NULL, run, B, T, (size_t)max_batches);
     hs_ablate_result r;
-    rc = hs_ablate_study(&r, m, hs_api_tokens_of(data), &so, &io);
+    rc = hs_ablate_study(&r, &so, &env);
     hs_jbuf b = { 0 };
     const scalar sc[] = { { "clean_loss", r.clean_loss } };
     if (!rc)
@@ -254,11 +269,12 @@ int hs_api_importance(char **json, const hs_model *m, const hs_api_tokens *data,
         rc = run_begin(&run, e, HS_KIND_IMPORTANCE, m, hs_api_tokens_path(data), T, NULL, NULL);
     if (rc)
         return rc;
-    const hs_study_io io = io_of(e);
+    const hs_study_env env = env_for(e, m, hs_api_tokens_of(data), NULL, run, B, T,
+                                     (size_t)max_batches);
     hs_importance_result r;
-    rc = hs_importance_study(&r, m, hs_api_tokens_of(data), B, T, (size_t)max_batches, &io);
+    rc = hs_importance_study(&r, &(hs_importance_opts){ 0 }, &env);
     if (!rc)
-        rc = hs_run_rows(run, &r.table, NULL, 0);
+        rc = hs_run_study_rows(run, &r.rows);
     hs_jbuf b = { 0 };
     const scalar sc[] = { { "sequences", (double)r.sequences } };
     if (!rc)
@@ -354,11 +370,11 @@ int hs_api_dla(char **json, const hs_model *m, hs_api_prompts *p, const hs_api_e
         rc = run_begin(&run, e, HS_KIND_DLA, m, hs_api_prompts_path(p), 0, ps, tk);
     if (rc)
         return rc;
-    const hs_study_io io = io_of(e);
+    const hs_study_env env = env_for(e, m, NULL, ps, run, batch ? batch : 8, 0, 0);
     hs_dla_result r;
-    rc = hs_dla_study(&r, m, ps, batch ? batch : 8, &io);
+    rc = hs_dla_study(&r, &(hs_dla_opts){ 0 }, &env);
     if (!rc)
-        rc = hs_run_rows(run, &r.table, NULL, 0);
+        rc = hs_run_study_rows(run, &r.rows);
     hs_jbuf b = { 0 };
     const scalar sc[] = { { "logit_diff", r.logit_diff },
                           { "max_gap", r.max_gap },
@@ -419,17 +435,18 @@ int hs_api_induction(char **json, const hs_model *m, const hs_api_env *e, int se
     if (min_score > 0)
         o.min_score = min_score;
     o.seed = seed;
-    int rc = hs_induction_check(&o, &m->cfg);
+    hs_study_env env = env_for(e, m, NULL, NULL, NULL, 0, 0, 0);
+    int rc = hs_induction_check(&o, &env);
     hs_run *run = NULL;
     if (!rc)
         rc = run_begin(&run, e, HS_KIND_INDUCTION, m, NULL, 0, NULL, NULL);
     if (rc)
         return rc;
-    const hs_study_io io = io_of(e);
+    env = env_for(e, m, NULL, NULL, run, 0, 0, 0);
     hs_induction_result r;
-    rc = hs_induction_study(&r, m, o, &io);
+    rc = hs_induction_study(&r, &o, &env);
     if (!rc)
-        rc = hs_run_rows(run, &r.table, &r.draws, 1);
+        rc = hs_run_study_rows(run, &r.rows);
     hs_jbuf b = { 0 };
     const hs_causal_check *cc = &r.causal;
     const scalar sc[] = { { "established", r.established },

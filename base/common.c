@@ -54,6 +54,7 @@ const char *hs_status_name(int code)
     case HS_EFORMAT: return "malformed file";
     case HS_ENOMEM: return "out of memory";
     case HS_EINTR: return "interrupted";
+    case HS_EUNSUPPORTED: return "unsupported";
     default: return "unknown status";
     }
 }

@@ -28,6 +28,8 @@ enum hs_status {
     HS_EFORMAT, /* a file's contents are malformed */
     HS_ENOMEM,  /* allocation failed or a size overflowed */
     HS_EINTR,   /* interrupted by a signal */
+    HS_EUNSUPPORTED, /* valid inputs that this study or command cannot take (a model
+                        family, a model without the part it needs) */
 };
 
 /* Records a printf-style message for this thread and returns `code`, so a

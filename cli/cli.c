@@ -362,3 +362,76 @@ hs_study_io cli_study_io(phase_bars *bars, int stoppable)
     return (hs_study_io){ phase_cb, cli_progress_cb, bars, stoppable ? &cli_stop_requested : NULL,
                           0 };
 }
+
+/* ---- the study driver --------------------------------------------------- */
+
+int cli_study_parse(cli_study *s, opt *o, int n, int argc, char **argv)
+{
+    const char *cmd = cli_current->name;
+    int rc = cli_opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc;
+    const int data = (s->flags & CLI_NEEDS_DATA) != 0, prompts = (s->flags & CLI_NEEDS_PROMPTS) != 0;
+    if (!(s->flags & CLI_OWN_NEEDS) &&
+        (!s->in.model || !s->db || (data && !hs_source_path(&s->in.source)) ||
+         (prompts && !s->in.prompts)))
+        return cli_usage_error(cmd, "--model DIR, %sand --db FILE are required",
+                               data ? "--data FILE (or --text FILE) " : prompts ? "--prompts FILE " : "");
+    if (s->threads)
+        hs_set_threads(s->threads);
+    return 0;
+}
+
+/* The environment of the study over j's inputs and run. */
+static hs_study_env study_env(const cli_study *s, const cli_job *j)
+{
+    const hs_inputs *in = &j->in;
+    return (hs_study_env){ .m = in->m.cfg.n_layer ? &in->m : NULL,
+                           .data = in->tok.n ? &in->tok : NULL,
+                           .data_name = hs_source_path(&s->in.source),
+                           .ps = in->ps.n ? &in->ps : NULL, .tk = in->tk,
+                           .batch = s->in.batch, .seq_len = in->seq_len,
+                           .max_batches = (size_t)s->max_batches, .ix = hs_run_index(j->run),
+                           .run_id = hs_run_id(j->run), .resume = s->resume > 0 };
+}
+
+int cli_study_go(cli_study *s, const opt *o, int n, int argc, char **argv)
+{
+    const char *cmd = cli_current->name;
+    cli_job j;
+    int rc = cli_open(&j, &s->in);
+    if (rc)
+        return rc;
+    hs_study_env env = study_env(s, &j);
+    if ((rc = s->kind->check(s->opts, &env)))
+        return cli_inputs_refused(&j.in, cmd, rc == HS_EINVAL);
+    if ((rc = cli_start(&j, s->db, s->resume, s->in.model, o, n, argc, argv)))
+        return rc;
+    phase_bars bars;
+    env = study_env(s, &j);
+    env.io = cli_study_io(&bars, (s->flags & CLI_STOPPABLE) != 0);
+    env.io.allow_nonfinite = s->allow_nonfinite;
+    void *r = hs_calloc(1, s->kind->result_size, "study result");
+    if (!r) {
+        hs_inputs_free(&j.in);
+        return cli_run_error(cmd);
+    }
+    const double t0 = hs_now();
+    rc = s->kind->study(r, s->opts, &env);
+    if (!rc) /* every result begins with its rows */
+        rc = hs_run_study_rows(j.run, (const hs_study_rows *)r);
+    const hs_summary sum = { hs_run_id(j.run), s->db, s->flags & CLI_TIMED ? hs_now() - t0 : 0,
+                             s->json };
+    const int status = cli_finish(&j, rc);
+    if (!status)
+        s->print(stdout, &sum, r, s->opts);
+    s->kind->free(r);
+    free(r);
+    return status;
+}
+
+int cli_study_run(cli_study *s, opt *o, int n, int argc, char **argv)
+{
+    const int rc = cli_study_parse(s, o, n, argc, argv);
+    return rc ? (rc < 0 ? 0 : rc) : cli_study_go(s, o, n, argc, argv);
+}

@@ -23,6 +23,7 @@
 #include "jsonout.h"
 #include "mlm.h"
 #include "run.h"
+#include "study.h"
 #include "summary.h"
 
 enum { EXIT_FAILURE_RUN = 1, EXIT_USAGE = 2 };
@@ -251,6 +252,55 @@ int cli_finish(cli_job *j, int rc);
 
 
 
+
+/* The one driver of the study commands: a command is its option table,
+ * which parses into a cli_study (the study's options, its inputs, the
+ * shared flags), and a short body that calls cli_study_run. The driver
+ * parses (the record's rules; a missing input the flags name is a usage
+ * error), loads the inputs (read once), runs the study's check (HS_EINVAL:
+ * an option's value, exit 2; any other failure exit 1) before the run is
+ * opened, runs the study, records its rows (hs_run_study_rows), closes
+ * the run and prints the summary. */
+enum {
+    CLI_NEEDS_DATA = 1,    /* --data or --text is required */
+    CLI_NEEDS_PROMPTS = 2, /* --prompts is required */
+    CLI_STOPPABLE = 4,     /* SIGINT stops the study (HS_EINTR), the run left failed */
+    CLI_TIMED = 8,         /* the summary reports the study's wall time */
+    CLI_OWN_NEEDS = 16,    /* the command checks which inputs are there itself */
+};
+
+typedef struct cli_study {
+    const hs_study_kind *kind;
+    void *opts;            /* the study's options, which the option table fills */
+    hs_inputs_spec in;     /* what the command reads; in.model is --model */
+    const char *db;
+    long resume, max_batches;
+    int threads, json, allow_nonfinite;
+    unsigned flags;
+    /* the summary of a complete run (the result is kind's) */
+    void (*print)(FILE *f, const hs_summary *s, const void *result, const void *opts);
+} cli_study;
+
+/* The count of an option table. */
+#define CLI_N(o) ((int)(sizeof(o) / sizeof((o)[0])))
+
+/* The summary printer of study NAME for cli_study.print, over hs_print_NAME
+ * (render/summary.h), whose shape is (f, s, result, opts). */
+#define CLI_PRINT(NAME)                                                                    \
+    static void print_##NAME(FILE *f, const hs_summary *s, const void *r, const void *o)   \
+    {                                                                                      \
+        hs_print_##NAME(f, s, r, o);                                                       \
+    }
+
+/* Parses o and checks that every input the flags name is there: 0 to go
+ * on, else the exit status (-1 once --help was printed: exit 0). */
+int cli_study_parse(cli_study *s, opt *o, int n, int argc, char **argv);
+
+/* Everything after the parse (see above): the exit status. */
+int cli_study_go(cli_study *s, const opt *o, int n, int argc, char **argv);
+
+/* cli_study_parse, then cli_study_go. */
+int cli_study_run(cli_study *s, opt *o, int n, int argc, char **argv);
 
 /* Each command's help is printed by re-running its option table with
  * --help; the commands call this when they see it. */

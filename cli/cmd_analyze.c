@@ -9,128 +9,69 @@
 #include "cli.h"
 #include "importance.h"
 #include "study.h"
+#include "study_ablate.h"
+#include "study_importance.h"
+#include "study_prune.h"
 
 /* ---- ablate ------------------------------------------------------------------ */
 
 
+CLI_PRINT(ablate)
+
 static int cmd_ablate(int argc, char **argv)
 {
-    const char *model = NULL, *db = NULL, *method = "zero,mean,resample";
     hs_mlm_opts mlm = HS_MLM_OPTS_UNSET;
-    hs_inputs_spec in = { .batch = 4, .need_batch = 1, .mlm = &mlm };
-    long resume = 0, max_batches = 0;
-    int threads = 0, json = 0, allow_nonfinite = 0;
-    hs_ablate_study_opts so = { 0 };
+    hs_ablate_study_opts so = { .method = "zero,mean,resample" };
+    cli_study s = { &hs_ablate_kind, &so, { .batch = 4, .need_batch = 1, .mlm = &mlm },
+                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_ablate };
     opt o[] = {
-        OPT_MODEL(&model),
-        OPT_DATA(&in.source.data),
-        OPT_TEXT(&in.source.text),
-        OPT_TOKENIZER(&in.source.tokenizer),
-        OPT_DB(&db),
-        { "--method", OPT_STR, &method, 0, "LIST", "zero, mean and/or resample, comma-separated", 0 },
+        OPT_MODEL(&s.in.model),
+        OPT_DATA(&s.in.source.data),
+        OPT_TEXT(&s.in.source.text),
+        OPT_TOKENIZER(&s.in.source.tokenizer),
+        OPT_DB(&s.db),
+        { "--method", OPT_STR, &so.method, 0, "LIST", "zero, mean and/or resample, comma-separated", 0 },
         { "--layers", OPT_STR, &so.layers, 0, "L,L,...", "layers to ablate (default: all)", 0 },
         { "--heads", OPT_STR, &so.heads, 0, "H,H,...", "heads to ablate in those layers (default: all)", 0 },
-        OPT_BATCH(&in.batch),
-        OPT_SEQ_LEN(&in.seq_len),
-        OPT_MAX_BATCHES(&max_batches),
-        { "--resume", OPT_LONG, &resume, 1, "RUN_ID", "finish an interrupted run, skipping recorded layers", 0 },
-        { "--stack", OPT_INT, &so.ablate.stack, 0, "N", "ablations per batched continuation (0: choose)", OPT_NEUTRAL },
-        { "--naive", OPT_FLAG, &so.ablate.naive, 0, NULL, "one full forward per ablation (the reference path)", OPT_NEUTRAL },
+        OPT_BATCH(&s.in.batch),
+        OPT_SEQ_LEN(&s.in.seq_len),
+        OPT_MAX_BATCHES(&s.max_batches),
+        { "--resume", OPT_LONG, &s.resume, 1, "RUN_ID", "finish an interrupted run, skipping recorded layers", 0 },
+        { "--stack", OPT_INT, &so.stack, 0, "N", "ablations per batched continuation (0: choose)", OPT_NEUTRAL },
+        { "--naive", OPT_FLAG, &so.naive, 0, NULL, "one full forward per ablation (the reference path)", OPT_NEUTRAL },
         OPT_MLM(&mlm),
-        OPT_THREADS(&threads),
-        OPT_JSON(&json),
-        OPT_ALLOW_NONFINITE(&allow_nonfinite),
+        OPT_THREADS(&s.threads),
+        OPT_JSON(&s.json),
+        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
     };
-    const int n = (int)(sizeof o / sizeof o[0]);
-    int rc = cli_opts_parse("ablate", o, n, argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    if (!model || !hs_source_path(&in.source) || !db)
-        return cli_usage_error("ablate", "--model DIR, --data FILE (or --text FILE) and --db FILE "
-                                         "are required");
-    if ((so.ablate.kinds = hs_ablate_kinds(method)) < 0)
-        return cli_usage_error("ablate", "%s", hs_last_error());
-    if (threads)
-        hs_set_threads(threads);
-    cli_job j;
-    in.model = model;
-    if ((rc = cli_open(&j, &in)))
-        return rc;
-    so.ablate.B = in.batch, so.ablate.T = j.in.seq_len, so.ablate.max_batches = (size_t)max_batches;
-    if (hs_ablate_study_check(&so, &j.in.m.cfg))
-        return cli_inputs_refused(&j.in, "ablate", 1);
-    if ((rc = cli_start(&j, db, resume, model, o, n, argc, argv)))
-        return rc;
-    so.ablate.stop = &cli_stop_requested;
-    so.ix = hs_run_index(j.run), so.run_id = hs_run_id(j.run), so.resume = resume > 0;
-    hs_ablate_result r;
-    phase_bars bars;
-    hs_study_io io = cli_study_io(&bars, 1);
-    io.allow_nonfinite = allow_nonfinite;
-    double t0 = hs_now();
-    rc = hs_ablate_study(&r, &j.in.m, &j.in.tok, &so, &io);
-    double secs = hs_now() - t0;
-    const long long run_id = hs_run_id(j.run);
-    int status = cli_finish(&j, rc);
-    if (!status)
-        hs_print_ablate(stdout, &(hs_summary){ run_id, db, secs, json }, &r);
-    hs_ablate_result_free(&r);
-    return status;
+    return cli_study_run(&s, o, CLI_N(o), argc, argv);
 }
 
 /* ---- importance ---------------------------------------------------------------- */
 
+CLI_PRINT(importance)
+
 static int cmd_importance(int argc, char **argv)
 {
-    const char *model = NULL, *db = NULL;
     hs_mlm_opts mlm = HS_MLM_OPTS_UNSET;
-    hs_inputs_spec in = { .batch = 4, .need_batch = 1, .mlm = &mlm };
-    long max_batches = 0;
-    int threads = 0, json = 0, allow_nonfinite = 0;
+    hs_importance_opts io = { 0 };
+    cli_study s = { &hs_importance_kind, &io, { .batch = 4, .need_batch = 1, .mlm = &mlm },
+                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_importance };
     opt o[] = {
-        OPT_MODEL(&model),
-        OPT_DATA(&in.source.data),
-        OPT_TEXT(&in.source.text),
-        OPT_TOKENIZER(&in.source.tokenizer),
-        OPT_DB(&db),
-        OPT_BATCH(&in.batch),
-        OPT_SEQ_LEN(&in.seq_len),
-        OPT_MAX_BATCHES(&max_batches),
+        OPT_MODEL(&s.in.model),
+        OPT_DATA(&s.in.source.data),
+        OPT_TEXT(&s.in.source.text),
+        OPT_TOKENIZER(&s.in.source.tokenizer),
+        OPT_DB(&s.db),
+        OPT_BATCH(&s.in.batch),
+        OPT_SEQ_LEN(&s.in.seq_len),
+        OPT_MAX_BATCHES(&s.max_batches),
         OPT_MLM(&mlm),
-        OPT_THREADS(&threads),
-        OPT_JSON(&json),
-        OPT_ALLOW_NONFINITE(&allow_nonfinite),
+        OPT_THREADS(&s.threads),
+        OPT_JSON(&s.json),
+        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
     };
-    const int n = (int)(sizeof o / sizeof o[0]);
-    const char *cmd = cli_current->name;
-    int rc = cli_opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    if (!model || !hs_source_path(&in.source) || !db)
-        return cli_usage_error(cmd, "--model DIR, --data FILE (or --text FILE) and --db FILE are "
-                                    "required");
-    if (threads)
-        hs_set_threads(threads);
-    cli_job j;
-    in.model = model;
-    if ((rc = cli_open(&j, &in)) || (rc = cli_start(&j, db, 0, model, o, n, argc, argv)))
-        return rc;
-    hs_importance_result r;
-    phase_bars bars;
-    hs_study_io io = cli_study_io(&bars, 1);
-    io.allow_nonfinite = allow_nonfinite;
-    double t0 = hs_now();
-    rc = hs_importance_study(&r, &j.in.m, &j.in.tok, in.batch, j.in.seq_len,
-                             (size_t)max_batches, &io);
-    if (!rc)
-        rc = hs_run_rows(j.run, &r.table, NULL, 0);
-    double secs = hs_now() - t0;
-    const long long run_id = hs_run_id(j.run);
-    int status = cli_finish(&j, rc);
-    if (!status)
-        hs_print_importance(stdout, &(hs_summary){ run_id, db, secs, json }, &r);
-    hs_importance_result_free(&r);
-    return status;
+    return cli_study_run(&s, o, CLI_N(o), argc, argv);
 }
 
 /* ---- prune ------------------------------------------------------------------------ */

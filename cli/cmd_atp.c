@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "study.h"
+#include "study_atp.h"
 
 static int cmd_atp(int argc, char **argv)
 {

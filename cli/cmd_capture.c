@@ -11,6 +11,7 @@
 #include "maps.h"
 #include "study.h"
 #include "tokens.h"
+#include "study_capture.h"
 
 
 /* Reads the data (and the tokenizer that applies), opens the run, captures

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "study.h"
+#include "study_atp.h"
 
 static int cmd_circuit(int argc, char **argv)
 {

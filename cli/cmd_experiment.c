@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "config_file.h"
 #include "study.h"
+#include "study_headcount.h"
 
 int cli_experiment_gqa(int argc, char **argv);     /* cmd_experiment_gqa.c */
 int cli_experiment_windows(int argc, char **argv); /* cmd_experiment_windows.c */

@@ -3,68 +3,30 @@
 
 #include "cli.h"
 #include "study.h"
+#include "study_head_norms.h"
+
+CLI_PRINT(head_norms)
 
 static int cmd_head_norms(int argc, char **argv)
 {
-    const char *model = NULL, *db = NULL;
-    hs_inputs_spec in = { .batch = 4, .need_batch = 1 };
-    long max_batches = 0, seed = 1;
-    int threads = 0, json = 0, allow_nonfinite = 0;
+    hs_head_norms_opts ho = { .seed = 1 };
+    cli_study s = { &hs_head_norms_kind, &ho, { .batch = 4, .need_batch = 1 },
+                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_head_norms };
     opt o[] = {
-        OPT_MODEL(&model),
-        OPT_DATA(&in.source.data),
-        OPT_TEXT(&in.source.text),
-        OPT_TOKENIZER(&in.source.tokenizer),
-        OPT_DB(&db),
-        OPT_BATCH(&in.batch),
-        OPT_SEQ_LEN(&in.seq_len),
-        OPT_MAX_BATCHES(&max_batches),
-        { "--seed", OPT_LONG, &seed, 0, "S", "seed of the random-init control", 0 },
-        OPT_THREADS(&threads),
-        OPT_JSON(&json),
-        OPT_ALLOW_NONFINITE(&allow_nonfinite),
+        OPT_MODEL(&s.in.model),
+        OPT_DATA(&s.in.source.data),
+        OPT_TEXT(&s.in.source.text),
+        OPT_TOKENIZER(&s.in.source.tokenizer),
+        OPT_DB(&s.db),
+        OPT_BATCH(&s.in.batch),
+        OPT_SEQ_LEN(&s.in.seq_len),
+        OPT_MAX_BATCHES(&s.max_batches),
+        { "--seed", OPT_LONG, &ho.seed, 0, "S", "seed of the random-init control", 0 },
+        OPT_THREADS(&s.threads),
+        OPT_JSON(&s.json),
+        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
     };
-    const int n = (int)(sizeof o / sizeof o[0]);
-    const char *cmd = cli_current->name;
-    int rc = cli_opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    if (!model || !hs_source_path(&in.source) || !db)
-        return cli_usage_error(cmd, "--model DIR, --data FILE (or --text FILE) and --db FILE are "
-                                    "required");
-    if (threads)
-        hs_set_threads(threads);
-    cli_job j;
-    in.model = model;
-    if ((rc = cli_open(&j, &in)))
-        return rc;
-    const hs_head_norms_opts ho = { in.batch, j.in.seq_len, (size_t)max_batches,
-                                    (unsigned long long)seed };
-    if (hs_head_norms_check(&j.in.m.cfg, &j.in.tok, &ho))
-        return cli_inputs_refused(&j.in, cmd, 1);
-    if ((rc = cli_start(&j, db, 0, model, o, n, argc, argv)))
-        return rc;
-    hs_head_norms_result r;
-    phase_bars bars;
-    hs_study_io io = cli_study_io(&bars, 1);
-    io.allow_nonfinite = allow_nonfinite;
-    const double t0 = hs_now();
-    rc = hs_head_norms_study(&r, &j.in.m, &j.in.tok, &ho, &io);
-    if (!rc)
-        rc = hs_run_rows(j.run, &r.table, NULL, 0);
-    const double secs = hs_now() - t0;
-    const long long run_id = hs_run_id(j.run);
-    const int status = cli_finish(&j, rc);
-    if (!status && json)
-        printf("{\"run_id\":%lld,\"sequences\":%ld,\"seconds\":%.3f,\"largest\":"
-               "{\"layer\":%d,\"head\":%d}}\n", run_id, r.sequences, secs, r.top_layer,
-               r.top_head);
-    else if (!status)
-        printf("run %lld: output norms of every head and of a random-init control over %ld "
-               "sequences in %s (%.2f s); largest: layer %d head %d\n", run_id, r.sequences, db,
-               secs, r.top_layer, r.top_head);
-    hs_head_norms_result_free(&r);
-    return status;
+    return cli_study_run(&s, o, CLI_N(o), argc, argv);
 }
 
 static const opt_rule head_norms_rules[] = {

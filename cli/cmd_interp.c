@@ -8,161 +8,79 @@
 #include "cli.h"
 #include "metrics.h"
 #include "study.h"
+#include "study_interp.h"
 
-/* What the three commands share: the model, the prompts (or a shard), the
- * run. */
-typedef struct {
-    const char *model, *db;
-    hs_inputs_spec in;
-    int threads, json, allow_nonfinite;
-    long max_batches, seed;
-    cli_job j;
-} interp;
-
-/* Loads the inputs, lets the command's own check refuse the model (a
- * usage error), then opens the run: bad input records nothing. */
-static int interp_open(interp *c, int (*check)(const hs_model_config *), const opt *o, int n,
-                       int argc, char **argv)
-{
-    if (c->threads)
-        hs_set_threads(c->threads);
-    c->in.model = c->model;
-    c->in.need_batch = hs_source_path(&c->in.source) != NULL;
-    int rc = cli_open(&c->j, &c->in);
-    if (!rc && check && check(&c->j.in.m.cfg)) {
-        hs_inputs_free(&c->j.in);
-        return cli_run_error(cli_current->name);
-    }
-    return rc ? rc : cli_start(&c->j, c->db, 0, c->model, o, n, argc, argv);
-}
-
-static hs_study_io interp_io(interp *c, phase_bars *bars)
-{
-    hs_study_io io = cli_study_io(bars, 0);
-    io.allow_nonfinite = c->allow_nonfinite;
-    return io;
-}
+CLI_PRINT(dla)
+CLI_PRINT(logit_lens)
+CLI_PRINT(composition)
 
 /* ---- dla ---------------------------------------------------------------------------- */
 
-
 static int cmd_dla(int argc, char **argv)
 {
-    interp c = { .in = { .batch = 8 } };
+    hs_dla_opts dopt = { 0 };
+    cli_study s = { &hs_dla_kind, &dopt, { .batch = 8 }, .flags = CLI_NEEDS_PROMPTS,
+                    .print = print_dla };
     opt o[] = {
-        OPT_MODEL(&c.model),
-        { "--prompts", OPT_STR, &c.in.prompts, 0, "FILE.jsonl", "clean/corrupt prompts (SPEC §11); dla reads the clean ones", 0 },
-        OPT_DB_AS(&c.db, "SQLite index for the attributions"),
-        { "--tokenizer", OPT_STR, &c.in.source.tokenizer, 0, "PATH", "tokenizer of text prompts or --text (default: the model directory's)", 0 },
-        OPT_BATCH_AS(&c.in.batch, "prompts per forward"),
-        OPT_THREADS(&c.threads),
-        OPT_JSON(&c.json),
-        OPT_ALLOW_NONFINITE(&c.allow_nonfinite),
+        OPT_MODEL(&s.in.model),
+        { "--prompts", OPT_STR, &s.in.prompts, 0, "FILE.jsonl", "clean/corrupt prompts (SPEC §11); dla reads the clean ones", 0 },
+        OPT_DB_AS(&s.db, "SQLite index for the attributions"),
+        { "--tokenizer", OPT_STR, &s.in.source.tokenizer, 0, "PATH", "tokenizer of text prompts or --text (default: the model directory's)", 0 },
+        OPT_BATCH_AS(&s.in.batch, "prompts per forward"),
+        OPT_THREADS(&s.threads),
+        OPT_JSON(&s.json),
+        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
     };
-    const int n = (int)(sizeof o / sizeof o[0]);
-    const char *cmd = cli_current->name;
-    int rc = cli_opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    if (!c.model || !c.in.prompts || !c.db)
-        return cli_usage_error(cmd, "--model DIR, --prompts FILE and --db FILE are required");
-    if ((rc = interp_open(&c, hs_dla_check, o, n, argc, argv)))
-        return rc;
-    hs_dla_result r;
-    phase_bars bars;
-    hs_study_io io = interp_io(&c, &bars);
-    rc = hs_dla_study(&r, &c.j.in.m, &c.j.in.ps, c.in.batch, &io);
-    if (!rc)
-        rc = hs_run_rows(c.j.run, &r.table, NULL, 0);
-    const long long id = hs_run_id(c.j.run);
-    if (!(rc = cli_finish(&c.j, rc)))
-        hs_print_dla(stdout, &(hs_summary){ id, c.db, 0, c.json }, &r);
-    hs_dla_result_free(&r);
-    return rc;
+    return cli_study_run(&s, o, CLI_N(o), argc, argv);
 }
 
 /* ---- logit-lens ----------------------------------------------------------------------- */
 
-
 static int cmd_logit_lens(int argc, char **argv)
 {
-    interp c = { .in = { .batch = 8 } };
-    hs_source *src = &c.in.source;
+    hs_logit_lens_opts lo = { 0 };
+    cli_study s = { &hs_logit_lens_kind, &lo, { .batch = 8 }, .print = print_logit_lens };
+    hs_source *src = &s.in.source;
     opt o[] = {
-        OPT_MODEL(&c.model),
-        { "--prompts", OPT_STR, &c.in.prompts, 0, "FILE.jsonl", "prompts: the answer's loss and the logit difference at the last position", 0 },
+        OPT_MODEL(&s.in.model),
+        { "--prompts", OPT_STR, &s.in.prompts, 0, "FILE.jsonl", "prompts: the answer's loss and the logit difference at the last position", 0 },
         OPT_DATA_AS(&src->data, "token shard: the next-token loss at every position"),
         OPT_TEXT_AS(&src->text, "--text", "text file, tokenized on the fly (instead of --data)"),
-        OPT_DB_AS(&c.db, "SQLite index for the curves"),
+        OPT_DB_AS(&s.db, "SQLite index for the curves"),
         { "--tokenizer", OPT_STR, &src->tokenizer, 0, "PATH", "tokenizer of text prompts or --text (default: the model directory's)", 0 },
-        OPT_BATCH_AS(&c.in.batch, "sequences per forward"),
-        OPT_SEQ_LEN(&c.in.seq_len),
-        OPT_MAX_BATCHES(&c.max_batches),
-        OPT_THREADS(&c.threads),
-        OPT_JSON(&c.json),
-        OPT_ALLOW_NONFINITE(&c.allow_nonfinite),
+        OPT_BATCH_AS(&s.in.batch, "sequences per forward"),
+        OPT_SEQ_LEN(&s.in.seq_len),
+        OPT_MAX_BATCHES(&s.max_batches),
+        OPT_THREADS(&s.threads),
+        OPT_JSON(&s.json),
+        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
     };
-    const int n = (int)(sizeof o / sizeof o[0]);
-    int rc = cli_opts_parse("logit-lens", o, n, argc, argv, NULL, 0, NULL);
+    int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!c.model || !c.db || !!c.in.prompts + !!src->data + !!src->text != 1)
+    if (!!s.in.prompts + !!src->data + !!src->text != 1)
         return cli_usage_error("logit-lens", "--model DIR, --db FILE and one of --prompts FILE or "
                                              "--data FILE (or --text FILE) are required");
-    if ((rc = interp_open(&c, hs_logit_lens_check, o, n, argc, argv)))
-        return rc;
-    const hs_inputs *in = &c.j.in;
-    hs_lens_opts lo = { c.in.prompts ? &in->ps : NULL, hs_source_path(src) ? &in->tok : NULL,
-                        c.in.batch, in->seq_len, (size_t)c.max_batches };
-    hs_lens_result r;
-    phase_bars bars;
-    hs_study_io io = interp_io(&c, &bars);
-    rc = hs_logit_lens_study(&r, &in->m, &lo, &io);
-    if (!rc)
-        rc = hs_run_rows(c.j.run, &r.table, NULL, 0);
-    const long long id = hs_run_id(c.j.run);
-    if (!(rc = cli_finish(&c.j, rc)))
-        hs_print_lens(stdout, &(hs_summary){ id, c.db, 0, c.json }, &r);
-    hs_lens_result_free(&r);
-    return rc;
+    s.in.need_batch = hs_source_path(src) != NULL;
+    return cli_study_go(&s, o, CLI_N(o), argc, argv);
 }
 
 /* ---- composition ---------------------------------------------------------------------- */
 
-
 static int cmd_composition(int argc, char **argv)
 {
-    interp c = { .seed = 1 };
-    int no_control = 0;
+    hs_composition_opts co = { .seed = 1 };
+    cli_study s = { &hs_composition_kind, &co, { 0 }, .print = print_composition };
     opt o[] = {
-        OPT_MODEL(&c.model),
-        OPT_DB_AS(&c.db, "SQLite index for the scores"),
-        { "--seed", OPT_LONG, &c.seed, 0, "S", "seed of the random-init control", 0 },
-        { "--no-control", OPT_FLAG, &no_control, 0, NULL, "skip the random-init control", 0 },
-        OPT_THREADS(&c.threads),
-        OPT_JSON(&c.json),
-        OPT_ALLOW_NONFINITE(&c.allow_nonfinite),
+        OPT_MODEL(&s.in.model),
+        OPT_DB_AS(&s.db, "SQLite index for the scores"),
+        { "--seed", OPT_LONG, &co.seed, 0, "S", "seed of the random-init control", 0 },
+        { "--no-control", OPT_FLAG, &co.no_control, 0, NULL, "skip the random-init control", 0 },
+        OPT_THREADS(&s.threads),
+        OPT_JSON(&s.json),
+        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
     };
-    const int n = (int)(sizeof o / sizeof o[0]);
-    const char *cmd = cli_current->name;
-    int rc = cli_opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    if (!c.model || !c.db)
-        return cli_usage_error(cmd, "--model DIR and --db FILE are required");
-    if ((rc = interp_open(&c, hs_composition_check, o, n, argc, argv)))
-        return rc;
-    hs_composition_result r;
-    phase_bars bars;
-    hs_study_io io = interp_io(&c, &bars);
-    rc = hs_composition_study(&r, &c.j.in.m, !no_control, (unsigned long long)c.seed, &io);
-    if (!rc)
-        rc = hs_composition_record(hs_run_index(c.j.run), hs_run_id(c.j.run), &r);
-    const long long id = hs_run_id(c.j.run);
-    if (!(rc = cli_finish(&c.j, rc)))
-        hs_print_composition(stdout, &(hs_summary){ id, c.db, 0, c.json }, &r, !no_control);
-    hs_composition_result_free(&r);
-    return rc;
+    return cli_study_run(&s, o, CLI_N(o), argc, argv);
 }
 
 static const opt_rule lens_rules[] = {

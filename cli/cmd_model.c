@@ -16,6 +16,7 @@
 #include "trainer.h"
 #include "tokens.h"
 #include "train.h"
+#include "study_train.h"
 
 static int cmd_info(int argc, char **argv)
 {

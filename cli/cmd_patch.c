@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "study.h"
+#include "study_patch.h"
 
 /* What both commands share: the model, the prompts, the run. */
 typedef struct {

@@ -10,9 +10,20 @@
 
 #include "jsonout.h"
 #include "metrics.h"
+#include "study_ablate.h"
+#include "study_prune.h"
+#include "study_capture.h"
+#include "study_headcount.h"
+#include "study_interp.h"
+#include "study_train.h"
+#include "study_induction.h"
+#include "study_importance.h"
+#include "study_atp.h"
 
-void hs_print_ablate(FILE *f, const hs_summary *s, const hs_ablate_result *r)
+void hs_print_ablate(FILE *f, const hs_summary *s, const hs_ablate_result *r,
+                     const hs_ablate_study_opts *o)
 {
+    (void)o;
     if (s->json) {
         fprintf(f, "{\"run_id\":%lld,\"clean_loss\":", s->run_id);
         hs_json_number(f, r->clean_loss, 9);
@@ -165,8 +176,9 @@ void hs_print_windows(FILE *f, const hs_summary *s, const hs_windows_result *r,
             (int)sizeof(hs_real), o->seq_len);
 }
 
-void hs_print_dla(FILE *f, const hs_summary *s, const hs_dla_result *r)
+void hs_print_dla(FILE *f, const hs_summary *s, const hs_dla_result *r, const hs_dla_opts *o)
 {
+    (void)o;
     const hs_metric_row *ld = hs_head_table_find(&r->table, -1, -1, HS_METRIC(LOGIT_DIFF_CLEAN));
     if (s->json) {
         fprintf(f, "{\"run_id\":%lld,\"prompts\":%d,\"logit_diff_clean\":", s->run_id, r->parts.n);
@@ -185,8 +197,10 @@ void hs_print_dla(FILE *f, const hs_summary *s, const hs_dla_result *r)
             ld->stderr_value, r->top_layer, r->top_head, r->top, r->max_gap);
 }
 
-void hs_print_lens(FILE *f, const hs_summary *s, const hs_lens_result *r)
+void hs_print_logit_lens(FILE *f, const hs_summary *s, const hs_logit_lens_result *r,
+                         const hs_logit_lens_opts *o)
 {
+    (void)o;
     const int prompts = r->lens.logit_diff != NULL;
     if (s->json)
         fprintf(f, "{\"run_id\":%lld,\"%s\":%ld,\"layers\":[", s->run_id,
@@ -220,8 +234,9 @@ void hs_print_lens(FILE *f, const hs_summary *s, const hs_lens_result *r)
 }
 
 void hs_print_composition(FILE *f, const hs_summary *s, const hs_composition_result *r,
-                          int control)
+                          const hs_composition_opts *o)
 {
+    const int control = !o->no_control;
     static const char *const kind[3] = { "q", "k", "v" };
     if (s->json)
         fprintf(f, "{\"run_id\":%lld,\"pairs\":%d", s->run_id, r->n_pairs / (control ? 6 : 3));
@@ -382,8 +397,38 @@ void hs_print_path_patch(FILE *f, const hs_summary *s, const hs_head_table *t, i
     print_heads(f, t, 0);
 }
 
-void hs_print_importance(FILE *f, const hs_summary *s, const hs_importance_result *r)
+void hs_print_head_norms(FILE *f, const hs_summary *s, const hs_head_norms_result *r,
+                         const hs_head_norms_opts *o)
 {
+    (void)o;
+    if (s->json)
+        fprintf(f, "{\"run_id\":%lld,\"sequences\":%ld,\"seconds\":%.3f,\"largest\":"
+                "{\"layer\":%d,\"head\":%d}}\n", s->run_id, r->sequences, s->seconds,
+                r->top_layer, r->top_head);
+    else
+        fprintf(f, "run %lld: output norms of every head and of a random-init control over %ld "
+                "sequences in %s (%.2f s); largest: layer %d head %d\n", s->run_id, r->sequences,
+                s->db, s->seconds, r->top_layer, r->top_head);
+}
+
+void hs_print_patterns(FILE *f, const hs_summary *s, const hs_patterns_result *r,
+                       const hs_patterns_opts *o)
+{
+    if (*r->note)
+        fprintf(stderr, "headscope: patterns: note: %s\n", r->note);
+    if (s->json)
+        fprintf(f, "{\"run_id\":%lld,\"sequences\":%ld,\"rows\":%d}\n", s->run_id, r->sequences,
+                r->table.n);
+    else
+        fprintf(f, "run %lld: pattern statistics of %d head-rows over %ld sequences in %s%s\n",
+                s->run_id, r->heads, r->sequences, s->db,
+                o->control ? " (and of a random-init control)" : "");
+}
+
+void hs_print_importance(FILE *f, const hs_summary *s, const hs_importance_result *r,
+                         const hs_importance_opts *o)
+{
+    (void)o;
     if (s->json)
         fprintf(f, "{\"run_id\":%lld,\"sequences\":%ld,\"seconds\":%.3f,\"least_important\":"
                 "{\"layer\":%d,\"head\":%d}}\n", s->run_id, r->sequences, s->seconds,

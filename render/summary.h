@@ -11,7 +11,18 @@
 #include "patch.h"
 #include "study.h"
 #include "study_gqa.h"
+#include "study_head_norms.h"
+#include "study_patterns.h"
 #include "study_windows.h"
+#include "study_ablate.h"
+#include "study_prune.h"
+#include "study_capture.h"
+#include "study_headcount.h"
+#include "study_interp.h"
+#include "study_train.h"
+#include "study_importance.h"
+#include "study_atp.h"
+#include "study_induction.h"
 
 /* What every summary names besides the result. */
 typedef struct {
@@ -21,7 +32,8 @@ typedef struct {
     int json;
 } hs_summary;
 
-void hs_print_ablate(FILE *f, const hs_summary *s, const hs_ablate_result *r);
+void hs_print_ablate(FILE *f, const hs_summary *s, const hs_ablate_result *r,
+                     const hs_ablate_study_opts *o);
 /* out: the written model (NULL: none), structural or pruned by zeroing */
 void hs_print_prune(FILE *f, const hs_summary *s, const hs_prune_result *r, const char *out,
                     int structural);
@@ -33,15 +45,21 @@ void hs_print_headcount(FILE *f, const hs_summary *s, const hs_headcount_result 
 void hs_print_gqa(FILE *f, const hs_summary *s, const hs_gqa_result *r, const hs_gqa_opts *o);
 void hs_print_windows(FILE *f, const hs_summary *s, const hs_windows_result *r,
                       const hs_windows_opts *o);
-void hs_print_dla(FILE *f, const hs_summary *s, const hs_dla_result *r);
-void hs_print_lens(FILE *f, const hs_summary *s, const hs_lens_result *r);
+void hs_print_dla(FILE *f, const hs_summary *s, const hs_dla_result *r, const hs_dla_opts *o);
+void hs_print_logit_lens(FILE *f, const hs_summary *s, const hs_logit_lens_result *r,
+                         const hs_logit_lens_opts *o);
 /* control: r holds a random-init control */
 void hs_print_composition(FILE *f, const hs_summary *s, const hs_composition_result *r,
-                          int control);
+                          const hs_composition_opts *o);
 void hs_print_train(FILE *f, const hs_summary *s, const hs_train_result *r,
                     const hs_train_opts *to, const char *out);
 void hs_print_patch(FILE *f, const hs_summary *s, const hs_patch_result *r);
-void hs_print_importance(FILE *f, const hs_summary *s, const hs_importance_result *r);
+void hs_print_head_norms(FILE *f, const hs_summary *s, const hs_head_norms_result *r,
+                         const hs_head_norms_opts *o);
+void hs_print_patterns(FILE *f, const hs_summary *s, const hs_patterns_result *r,
+                       const hs_patterns_opts *o);
+void hs_print_importance(FILE *f, const hs_summary *s, const hs_importance_result *r,
+                         const hs_importance_opts *o);
 /* the largest |value| of each head metric, and the positions' rows in JSON */
 void hs_print_atp(FILE *f, const hs_summary *s, const hs_atp_result *r);
 /* order: the edges by rank (hs_circuit_rank); the top five and the curve */

@@ -15,6 +15,7 @@
 #include "planted.h"
 #include "runner.h"
 #include "study.h"
+#include "study_interp.h"
 
 /* The fifth and sixth are gpt2_tiny altered in memory: its final LayerNorm
  * without its bias, and no final norm at all (the scale is then 1); the last
@@ -55,7 +56,7 @@ static void test_dla_parts_sum_to_each_prompts_logit_difference(void)
         if (i == 5)
             m.cfg.final_norm = 0;
         hs_dla_result r;
-        CU_ASSERT_EQUAL_FATAL(hs_dla_study(&r, &m, &ps, 3, NULL), HS_OK);
+        CU_ASSERT_EQUAL_FATAL(hs_dla_study(&r, &(hs_dla_opts){ 0 }, &(hs_study_env){ .m = &m, .ps = &ps, .batch = 3 }), HS_OK);
         const hs_dla *p = &r.parts;
         CU_ASSERT_EQUAL(p->n, 7);
         double worst = 0, mean_sum = 0;
@@ -93,7 +94,7 @@ static void test_dla_rows_follow_the_architecture(void)
     CU_ASSERT_EQUAL_FATAL(load(&m, "hs_mixed"), HS_OK); /* rope, rmsnorm, biases, 4 + 2 heads */
     CU_ASSERT_EQUAL_FATAL(load_prompts(&ps, m.cfg.vocab_size), HS_OK);
     hs_dla_result r;
-    CU_ASSERT_EQUAL_FATAL(hs_dla_study(&r, &m, &ps, 8, NULL), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_dla_study(&r, &(hs_dla_opts){ 0 }, &(hs_study_env){ .m = &m, .ps = &ps, .batch = 8 }), HS_OK);
     CU_ASSERT_PTR_NOT_NULL(hs_head_table_find(&r.table, 0, 3, "dla"));
     CU_ASSERT_PTR_NULL(hs_head_table_find(&r.table, 1, 2, "dla"));
     CU_ASSERT_PTR_NOT_NULL(hs_head_table_find(&r.table, 1, -1, "dla"));
@@ -173,7 +174,7 @@ static void test_dla_singles_out_the_planted_copying_head(void)
     hs_prompt_group g;
     planted_prompts(&ps, &g, 12);
     hs_dla_result r;
-    CU_ASSERT_EQUAL_FATAL(hs_dla_study(&r, &m, &ps, 4, NULL), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_dla_study(&r, &(hs_dla_opts){ 0 }, &(hs_study_env){ .m = &m, .ps = &ps, .batch = 4 }), HS_OK);
     printf("\n    top L%dH%d %.3f of logit difference %.3f", r.top_layer, r.top_head, r.top,
            r.logit_diff);
     CU_ASSERT_EQUAL(r.top_layer, 1);
@@ -198,9 +199,9 @@ static void test_lens_final_entry_is_the_models_output(void)
     CU_ASSERT_EQUAL_FATAL(load(&m, "gpt2_tiny"), HS_OK);
     hs_tokens tok;
     CU_ASSERT_EQUAL_FATAL(hs_tokens_read(&tok, HS_FIXTURE_DIR "/models/gpt2_tiny/eval.bin"), HS_OK);
-    hs_lens_opts o = { .data = &tok, .batch = 2, .seq_len = 8, .max_batches = 2 };
-    hs_lens_result r;
-    CU_ASSERT_EQUAL_FATAL(hs_logit_lens_study(&r, &m, &o, NULL), HS_OK);
+    const hs_study_env env = { .m = &m, .data = &tok, .batch = 2, .seq_len = 8, .max_batches = 2 };
+    hs_logit_lens_result r;
+    CU_ASSERT_EQUAL_FATAL(hs_logit_lens_study(&r, &(hs_logit_lens_opts){ 0 }, &env), HS_OK);
     hs_eval_result ev;
     CU_ASSERT_EQUAL_FATAL(hs_evaluate(&ev, &m, &tok, 2, 8, 2, NULL, NULL, NULL), HS_OK);
     CU_ASSERT_DOUBLE_EQUAL(r.final_loss, ev.loss, 1e-9);
@@ -209,18 +210,18 @@ static void test_lens_final_entry_is_the_models_output(void)
     CU_ASSERT_DOUBLE_EQUAL(fin->stderr_value, ev.stderr_loss, 1e-9);
     CU_ASSERT_EQUAL(fin->n, 4);
     CU_ASSERT_PTR_NULL(hs_head_table_find(&r.table, 2, -1, "logit_lens_logit_diff"));
-    hs_lens_result_free(&r);
+    hs_logit_lens_result_free(&r);
 
     hs_prompt_set ps;
     CU_ASSERT_EQUAL_FATAL(load_prompts(&ps, m.cfg.vocab_size), HS_OK);
-    hs_lens_opts op = { .prompts = &ps, .batch = 2 };
-    CU_ASSERT_EQUAL_FATAL(hs_logit_lens_study(&r, &m, &op, NULL), HS_OK);
+    const hs_study_env envp = { .m = &m, .ps = &ps, .batch = 2 };
+    CU_ASSERT_EQUAL_FATAL(hs_logit_lens_study(&r, &(hs_logit_lens_opts){ 0 }, &envp), HS_OK);
     hs_dla_result d;
-    CU_ASSERT_EQUAL_FATAL(hs_dla_study(&d, &m, &ps, 5, NULL), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_dla_study(&d, &(hs_dla_opts){ 0 }, &(hs_study_env){ .m = &m, .ps = &ps, .batch = 5 }), HS_OK);
     CU_ASSERT_DOUBLE_EQUAL(r.final_logit_diff, d.logit_diff, 1e-6);
     CU_ASSERT_PTR_NOT_NULL(hs_head_table_find(&r.table, 0, -1, "logit_lens_logit_diff"));
     hs_dla_result_free(&d);
-    hs_lens_result_free(&r);
+    hs_logit_lens_result_free(&r);
     hs_prompt_set_free(&ps);
     hs_tokens_free(&tok);
     hs_model_free(&m);
@@ -329,7 +330,7 @@ static void test_composition_finds_the_planted_k_composition(void)
     hs_model m;
     build_planted(&m);
     hs_composition_result r;
-    CU_ASSERT_EQUAL_FATAL(hs_composition_study(&r, &m, 1, 3, NULL), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_composition_study(&r, &(hs_composition_opts){ .seed = 3 }, &(hs_study_env){ .m = &m }), HS_OK);
     int model_rows = 0, control_rows = 0;
     for (int i = 0; i < r.n_pairs; i++) {
         const int ctrl = strstr(r.pairs[i].metric, "_control") != NULL;

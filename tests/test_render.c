@@ -24,6 +24,9 @@
 #include "study.h"
 #include "summary.h"
 #include "viewer.h"
+#include "study_capture.h"
+#include "study_ablate.h"
+#include "study_prune.h"
 
 #include <cjson/cJSON.h>
 
@@ -300,14 +303,14 @@ static void test_summaries_are_json_and_text(void)
     char *out;
     hs_ablate_result ab = { .clean_loss = 2.25, .worst_delta = { 0.5 },
                             .worst_layer = { 1, -1, -1 }, .worst_head = { 0 } };
-    SUMMARY(out, hs_print_ablate, &js, &ab);
+    SUMMARY(out, hs_print_ablate, &js, &ab, NULL);
     cJSON *j = parsed(out);
     CU_ASSERT_EQUAL(number_at(j, "run_id", NULL), 7);
     CU_ASSERT_EQUAL(number_at(j, "clean_loss", NULL), 2.25);
     CU_ASSERT_EQUAL(number_at(j, "max_loss_delta_zero", "layer"), 1);
     CU_ASSERT_PTR_NULL(cJSON_GetObjectItem(j, "max_loss_delta_mean"));
     cJSON_Delete(j);
-    SUMMARY(out, hs_print_ablate, &tx, &ab);
+    SUMMARY(out, hs_print_ablate, &tx, &ab, NULL);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "run 7: clean loss 2.2500"));
     free(out);
 

@@ -16,6 +16,13 @@
 #include "scores.h"
 #include "study.h"
 #include "tokens.h"
+#include "study_induction.h"
+#include "study_patterns.h"
+#include "study_capture.h"
+#include "study_ablate.h"
+#include "study_headcount.h"
+#include "study_train.h"
+#include "study_head_norms.h"
 
 
 static double row(const hs_head_table *t, int l, int h, const char *metric)
@@ -35,7 +42,7 @@ static void test_induction_study_rows_control_and_verdict_on_planted_heads(void)
     hs_induction_opts o = hs_induction_defaults();
     o.seq_len = 8, o.samples = 16, o.batch = 4, o.seed = 5;
     hs_induction_result r;
-    CU_ASSERT_EQUAL_FATAL(hs_induction_study(&r, &m, o, NULL), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_induction_study(&r, &o, &(hs_study_env){ .m = &m }), HS_OK);
     const int heads = 2 * PH;
     CU_ASSERT_EQUAL(r.table.n, 2 * 4 * heads + 4 + r.causal.k);
     printf("\n    best L%dH%d %.3f (control %.3f), established %d", r.best_layer, r.best_head,
@@ -85,17 +92,17 @@ static void test_induction_check_names_the_option(void)
     hs_model m;
     build_planted(&m);
     hs_induction_opts o = hs_induction_defaults();
-    CU_ASSERT_EQUAL(hs_induction_check(&o, &m.cfg), HS_OK);
+    CU_ASSERT_EQUAL(hs_induction_check(&o, &(hs_study_env){ .m = &m }), HS_OK);
     CU_ASSERT_EQUAL(o.seq_len, PP / 2); /* the default fits n_ctx */
     o.seq_len = PP / 2 + 1;
-    CU_ASSERT_EQUAL(hs_induction_check(&o, &m.cfg), HS_EINVAL);
+    CU_ASSERT_EQUAL(hs_induction_check(&o, &(hs_study_env){ .m = &m }), HS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--seq-len"));
     o = hs_induction_defaults();
     o.causal_k = PH + 1; /* 2k exceeds the 16 heads */
-    CU_ASSERT_EQUAL(hs_induction_check(&o, &m.cfg), HS_EINVAL);
+    CU_ASSERT_EQUAL(hs_induction_check(&o, &(hs_study_env){ .m = &m }), HS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--causal-k"));
     hs_induction_result r;
-    CU_ASSERT_EQUAL(hs_induction_study(&r, &m, o, NULL), HS_EINVAL);
+    CU_ASSERT_EQUAL(hs_induction_study(&r, &o, &(hs_study_env){ .m = &m }), HS_EINVAL);
     CU_ASSERT_EQUAL(r.table.n, 0);
     hs_induction_result_free(&r);
     hs_model_free(&m);
@@ -130,9 +137,10 @@ static void test_patterns_study_control_is_the_control_recipe(void)
     for (int i = 0; i < 33; i++)
         tok[i] = (i * 7) % PV;
     hs_tokens t = { .tok = tok, .n = 33, .version = 1 };
-    hs_patterns_opts o = { .batch = 2, .seq_len = 8, .control = 1, .seed = 3 };
+    const hs_patterns_opts o = { .control = 1, .seed = 3 };
+    const hs_study_env env = { .m = &m, .data = &t, .batch = 2, .seq_len = 8 };
     hs_patterns_result r;
-    CU_ASSERT_EQUAL_FATAL(hs_patterns_study(&r, &m, &t, o, NULL), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_patterns_study(&r, &o, &env), HS_OK);
     CU_ASSERT_EQUAL(r.heads, 2 * PH);
     CU_ASSERT_EQUAL(r.table.n, 2 * HS_PAT_KINDS * 2 * PH);
     hs_model ctrl;
@@ -173,13 +181,18 @@ static void test_selection_checks_name_the_option(void)
     CU_ASSERT_EQUAL(co.seq_len, PP);
     CU_ASSERT(!p.layer_on[0] && p.layer_on[1] && p.n_heads == 2 && p.q0 == 2 && p.q1 == 5);
     hs_ablate_study_opts ao = { .layers = "0", .heads = "8" };
-    CU_ASSERT_EQUAL(hs_ablate_study_check(&ao, &m.cfg), HS_EINVAL);
+    hs_study_env env = { .m = &m, .batch = 1, .seq_len = 4 };
+    CU_ASSERT_EQUAL(hs_ablate_study_check(&ao, &env), HS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--heads '8'"));
-    ao.heads = "0", ao.ablate = (hs_ablate_opts){ .B = 1, .T = 4, .kinds = 1 << HS_ABLATE_RESAMPLE };
-    CU_ASSERT_EQUAL(hs_ablate_study_check(&ao, &m.cfg), HS_EINVAL);
+    ao.heads = "0", ao.method = "resample";
+    CU_ASSERT_EQUAL(hs_ablate_study_check(&ao, &env), HS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "--batch"));
-    ao.ablate.B = 2;
-    CU_ASSERT_EQUAL(hs_ablate_study_check(&ao, &m.cfg), HS_OK);
+    env.batch = 2;
+    CU_ASSERT_EQUAL(hs_ablate_study_check(&ao, &env), HS_OK);
+    CU_ASSERT_EQUAL(ao.kinds, 1 << HS_ABLATE_RESAMPLE);
+    ao.method = "zero,bogus";
+    CU_ASSERT_EQUAL(hs_ablate_study_check(&ao, &env), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "unknown method 'bogus'"));
     hs_headcount_opts ho = { .base = m.cfg, .heads = { 3 }, .n_heads = 1, .seq_len = 8 };
     hs_model_config cfg[HS_HEADCOUNT_MAX];
     CU_ASSERT_EQUAL(hs_headcount_check(cfg, &ho), HS_EINVAL);
@@ -279,9 +292,10 @@ static void test_head_norms_equal_a_plain_loop(void)
         if (c->encoder) /* padding at the ends of the first and third sequences */
             tok[T - 1] = tok[T - 2] = tok[3 * T - 1] = c->pad_id;
         hs_tokens t = { .tok = tok, .n = 2 * B * T + 1, .version = 1 };
-        const hs_head_norms_opts o = { B, T, 1, 5 };
+        const hs_head_norms_opts o = { 5 };
+        const hs_study_env env = { .m = &m, .data = &t, .batch = B, .seq_len = T, .max_batches = 1 };
         hs_head_norms_result r;
-        CU_ASSERT_EQUAL_FATAL(hs_head_norms_study(&r, &m, &t, &o, NULL), HS_OK);
+        CU_ASSERT_EQUAL_FATAL(hs_head_norms_study(&r, &o, &env), HS_OK);
         CU_ASSERT_EQUAL(r.sequences, B);
         hs_model ctrl;
         CU_ASSERT_EQUAL_FATAL(hs_control_model(&ctrl, c, o.seed), HS_OK);
@@ -306,11 +320,13 @@ static void test_head_norms_equal_a_plain_loop(void)
         hs_head_norms_result_free(&r);
         hs_model_free(&ctrl);
         if (k == 0) { /* the checks name the option */
-            const hs_head_norms_opts bad[] = { { 0, T, 0, 1 }, { B, c->n_ctx + 1, 0, 1 },
-                                               { 8, T, 0, 1 } };
+            const int bad[][2] = { { 0, T }, { B, c->n_ctx + 1 }, { 8, T } }; /* batch, seq_len */
             const char *const names[] = { "--batch", "--seq-len", "fewer than one batch" };
             for (int i = 0; i < 3; i++) {
-                CU_ASSERT_EQUAL(hs_head_norms_check(c, &t, &bad[i]), HS_EINVAL);
+                hs_study_env e = env;
+                e.batch = bad[i][0], e.seq_len = bad[i][1];
+                hs_head_norms_opts ob = { 1 };
+                CU_ASSERT_EQUAL(hs_head_norms_check(&ob, &e), HS_EINVAL);
                 CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), names[i]));
             }
         }

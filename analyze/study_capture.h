@@ -1,0 +1,54 @@
+/* Capture (SPEC §6): per-head maps streamed to an HDF5 file while the forward runs. */
+#ifndef HS_STUDY_CAPTURE_H
+#define HS_STUDY_CAPTURE_H
+
+#include "maps.h"
+#include "study.h"
+
+typedef struct {
+    const char *out;        /* the map file: written under a temporary name, renamed when complete */
+    int force;              /* overwrite an existing out */
+    int half, compress;     /* f16 storage; shuffle + deflate level 1-9 (0: off) */
+    int batch, seq_len;     /* seq_len 0: min(n_ctx, 256) */
+    size_t max_batches;     /* 0: every whole batch */
+    /* the selection as the options spell it, NULL: all. layers "L,L,..."
+     * and heads "H,H,..." (the same heads of every captured layer) are
+     * distinct indices; queries "A:B" the rows [A, B) */
+    const char *layers, *heads, *queries;
+    const char *model_dir, *data_path; /* provenance: model_dir/config.json goes into the file */
+    const char *model_sha, *data_sha;  /* sha256 hex of model and data; NULL: hashed here */
+    const hs_tokenizer *tokenizer;     /* the data's tokenizer: /token_text (NULL: none) */
+} hs_capture_opts;
+
+/* The resolved selection. */
+typedef struct {
+    unsigned char layer_on[HS_MAX_LAYERS];
+    int heads[HS_MAX_HEADS], n_heads; /* n_heads 0: every head */
+    int q0, q1;
+} hs_capture_plan;
+
+/* Resolves o->seq_len and the selection against the model: HS_EINVAL with
+ * a message naming the option (--layers, --heads, --queries, --seq-len). */
+int hs_capture_check(hs_capture_plan *p, hs_capture_opts *o, const hs_model_config *c);
+
+/* The batches a capture of tok runs (HS_EINVAL naming data_path when there
+ * is not one whole batch). */
+int hs_capture_batches(size_t *n_batches, const hs_capture_opts *o, const hs_tokens *tok);
+
+typedef struct {
+    size_t sequences;
+    double seconds; /* of the forwards and writes */
+    char sha256[65]; /* of the file moved into place, as moved (rank 0; "" elsewhere) */
+    uint64_t bytes;
+} hs_capture_result;
+
+/* Captures the selected per-head maps of m over tok into o->out (SPEC §6),
+ * one batch's maps of one layer in memory at a time. Why one call: the file
+ * is all or nothing: on any failure or a stop (HS_EINTR, whose message says
+ * that out was not written) the temporary file is removed, and only a
+ * complete file is renamed to out. Costs one inference forward per batch
+ * plus the writes; hashing model and data when their sha256 is not given. */
+int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
+               hs_capture_opts o, const hs_study_io *io);
+
+#endif

@@ -1,0 +1,42 @@
+/* Training a model, its curves recorded as it goes, its checkpoint written. */
+#ifndef HS_STUDY_TRAIN_H
+#define HS_STUDY_TRAIN_H
+
+#include "study.h"
+#include "train.h"
+
+typedef struct {
+    /* B, T, steps, lr, weight_decay, clip, warmup, val, val_every,
+     * val_batches and stop as hs_train takes them (its on_step, on_val and
+     * ctx are the study's own) */
+    hs_train_opts train;
+    const char *out; /* the checkpoint directory written (it exists) */
+    /* curves train_loss (x = tokens seen) and val_loss of this run (ix NULL:
+     * not recorded), and the written model as its artifact */
+    hs_index *ix;
+    int64_t run_id;
+    /* for a caller's report: each step (loss, tokens per second) and each validation */
+    void (*on_step)(void *ctx, long step, double loss, double tokens_per_s);
+    void (*on_val)(void *ctx, long step, double loss, double stderr_loss);
+    void *ctx;
+} hs_train_study_opts;
+
+typedef struct {
+    double final_loss; /* of the last step */
+    double seconds;    /* of training */
+    int saved;         /* the checkpoint was written; with an index, model_sha is its sha256 */
+    char model_sha[80];
+    int curve_failed;  /* some curve points could not be recorded (the run went on) */
+} hs_train_result;
+
+/* Trains m in place (hs_train), records its curves as it goes, and writes
+ * the checkpoint to o->out. Why one call: a stopped run (HS_EINTR: the
+ * message says so) still saves what it learned (r->saved), a failed one
+ * does not; a curve or artifact the index could not take does not stop
+ * training or the save, but fails the study (HS_EIO, r->curve_failed when a
+ * curve: the run is incomplete). Costs steps forward-backward passes of B x T plus the
+ * validations. */
+int hs_train_study(hs_train_result *r, hs_model *m, const hs_tokens *data,
+                   const hs_train_study_opts *o);
+
+#endif
