@@ -162,16 +162,23 @@ typedef struct {
 /* Defines hs_NAME_kind from the three functions of the shape above (CHECK:
  * hs_NAME_check, or another name where a lower layer took that one). */
 #define HS_STUDY_KIND(NAME, CHECK)                                                         \
-    static int NAME##_check_any(void *o, const hs_study_env *e)                            \
-    {                                                                                      \
-        return CHECK(o, e);                                                                \
-    }                                                                                      \
+    HS_STUDY_KIND_OF(NAME, hs_##NAME##_result, CHECK, hs_##NAME##_study,                   \
+                     hs_##NAME##_result_free)
+
+/* The same where the result is hs_NAME_study_result, the rows beside the
+ * result of a lower layer's computation (hs_patch_result, ...). */
+#define HS_STUDY_KIND_WRAPPED(NAME, CHECK)                                                 \
+    HS_STUDY_KIND_OF(NAME, hs_##NAME##_study_result, CHECK, hs_##NAME##_study,             \
+                     hs_##NAME##_study_result_free)
+
+#define HS_STUDY_KIND_OF(NAME, RESULT, CHECK, STUDY, FREE)                                 \
+    static int NAME##_check_any(void *o, const hs_study_env *e) { return CHECK(o, e); }    \
     static int NAME##_study_any(void *r, const void *o, const hs_study_env *e)             \
     {                                                                                      \
-        return hs_##NAME##_study(r, o, e);                                                 \
+        return STUDY(r, o, e);                                                             \
     }                                                                                      \
-    static void NAME##_free_any(void *r) { hs_##NAME##_result_free(r); }                   \
-    const hs_study_kind hs_##NAME##_kind = { sizeof(hs_##NAME##_result), NAME##_check_any, \
+    static void NAME##_free_any(void *r) { FREE(r); }                                      \
+    const hs_study_kind hs_##NAME##_kind = { sizeof(RESULT), NAME##_check_any,             \
                                              NAME##_study_any, NAME##_free_any }
 
 #endif

@@ -11,21 +11,6 @@
 #include "study_interp.h"
 #include "study_patch.h"
 
-int hs_causal_prompts_load(hs_prompt_set *ps, const char *path, const char *tokenizer,
-                           const char *model_dir, const hs_model_config *c)
-{
-    hs_tokenizer *tok = NULL;
-    const char *from = tokenizer ? tokenizer
-                                 : (model_dir && hs_tokenizer_present(model_dir) ? model_dir : NULL);
-    int rc = from ? hs_tokenizer_open(&tok, from) : HS_OK;
-    if (!rc)
-        rc = hs_prompts_load(ps, path, tok, c->vocab_size,
-                             c->pos == HS_POS_LEARNED ? c->n_ctx : 0);
-    if (tok)
-        hs_tokenizer_free(tok);
-    return rc;
-}
-
 int hs_patch_sites(int *sites, const char *list, const hs_model_config *c,
                    const hs_prompt_set *ps)
 {
@@ -55,7 +40,7 @@ int hs_patch_sites(int *sites, const char *list, const hs_model_config *c,
 static int check_positions(const hs_study_io *io, const hs_patch_result *r)
 {
     char what[96];
-    for (int i = 0; !(io && io->allow_nonfinite) && i < r->n_pos; i++)
+    for (int i = 0; !io->allow_nonfinite && i < r->n_pos; i++)
         if (!isfinite(r->pos[i].value) || !isfinite(r->pos[i].stderr_value)) {
             const hs_position_row *p = &r->pos[i];
             snprintf(what, sizeof what, "%s of layer %d position %d", p->metric, p->layer,
@@ -68,29 +53,59 @@ static int check_positions(const hs_study_io *io, const hs_patch_result *r)
 static void on_progress(void *ctx, size_t done, size_t total)
 {
     const hs_study_io *io = ctx;
-    if (io && io->progress)
+    if (io->progress)
         io->progress(io->ctx, done, total);
 }
 
-int hs_patch_study(hs_patch_result *r, const hs_model *m, const hs_prompt_set *ps,
-                   hs_patch_opts o, hs_index *ix, int64_t run_id, const hs_study_io *io)
+/* hs_patch_opts of o and env: the batch, and the study's stop and progress. */
+static hs_patch_opts patch_opts(const hs_patch_study_opts *o, const hs_study_env *env)
 {
-    o.stop = io ? io->stop : NULL, o.progress = on_progress, o.ctx = (void *)io;
-    if (io && io->phase)
-        io->phase(io->ctx, o.noising ? "patch (noising)" : "patch");
-    int rc = hs_patch(r, m, ps, &o);
-    if (io && io->phase)
+    hs_patch_opts po = o->patch;
+    po.batch = env->batch, po.stop = env->io.stop, po.progress = on_progress;
+    po.ctx = (void *)&env->io;
+    return po;
+}
+
+int hs_patch_study_check(hs_patch_study_opts *o, const hs_study_env *env)
+{
+    const hs_model_config *c = &env->m->cfg;
+    int rc = hs_patch_sites(&o->patch.sites, o->site, c, env->ps);
+    if (!rc) {
+        const hs_patch_opts po = patch_opts(o, env);
+        rc = hs_patch_check(c, env->ps, &po);
+    }
+    return rc;
+}
+
+int hs_patch_study(hs_patch_study_result *res, const hs_patch_study_opts *o,
+                   const hs_study_env *env)
+{
+    memset(res, 0, sizeof *res);
+    hs_patch_result *r = &res->patch;
+    const hs_study_io *io = &env->io;
+    hs_patch_study_opts so = *o; /* its sites resolved here too */
+    int rc = hs_patch_study_check(&so, env);
+    const hs_patch_opts po = patch_opts(&so, env);
+    if (!rc && io->phase)
+        io->phase(io->ctx, po.noising ? "patch (noising)" : "patch");
+    if (!rc)
+        rc = hs_patch(r, env->m, env->ps, &po);
+    if (io->phase)
         io->phase(io->ctx, NULL);
     if (!rc)
         rc = hs_study_check_finite(io, &r->heads, NULL, 0);
     if (!rc)
         rc = check_positions(io, r);
-    if (!rc)
-        rc = hs_study_record(ix, run_id, &r->heads, NULL, 0);
-    if (!rc && ix && r->n_pos)
-        rc = hs_index_position_metrics_add(ix, run_id, r->pos, r->n_pos);
+    res->rows = (hs_study_rows){ .heads = &r->heads, .pos = r->pos, .n_pos = r->n_pos };
     return rc;
 }
+
+void hs_patch_study_result_free(hs_patch_study_result *r)
+{
+    hs_patch_result_free(&r->patch);
+}
+
+HS_STUDY_KIND_WRAPPED(patch, hs_patch_study_check);
 
 /* "L.H" at s into *l, *h; the end in *end. */
 static int parse_head(const char *s, char **end, int *l, int *h)
@@ -168,18 +183,44 @@ int hs_path_parse(int **sender, int *n_senders, hs_receiver **recv, int *n_recv,
     return rc;
 }
 
-int hs_path_patch_study(hs_head_table *t, const hs_model *m, const hs_prompt_set *ps,
-                        hs_path_opts o, hs_index *ix, int64_t run_id, const hs_study_io *io)
+int hs_path_patch_check(hs_path_patch_opts *o, const hs_study_env *env)
 {
-    o.stop = io ? io->stop : NULL, o.progress = on_progress, o.ctx = (void *)io;
-    if (io && io->phase)
-        io->phase(io->ctx, "path-patch");
-    int rc = hs_path_patch(t, m, ps, &o);
-    if (io && io->phase)
-        io->phase(io->ctx, NULL);
-    if (!rc)
-        rc = hs_study_check_finite(io, t, NULL, 0);
-    if (!rc)
-        rc = hs_study_record(ix, run_id, t, NULL, 0);
+    int *sender = NULL, n_senders, n_recv;
+    hs_receiver *recv = NULL;
+    const int rc = hs_path_parse(&sender, &n_senders, &recv, &n_recv, o->senders, o->receivers,
+                                 &env->m->cfg);
+    free(sender), free(recv);
     return rc;
 }
+
+int hs_path_patch_study(hs_path_patch_result *r, const hs_path_patch_opts *o,
+                        const hs_study_env *env)
+{
+    memset(r, 0, sizeof *r);
+    const hs_study_io *io = &env->io;
+    int *sender = NULL;
+    hs_receiver *recv = NULL;
+    hs_path_opts po = { .batch = env->batch, .stop = io->stop, .progress = on_progress,
+                        .ctx = (void *)io };
+    int rc = hs_path_parse(&sender, &po.n_senders, &recv, &po.n_recv, o->senders, o->receivers,
+                           &env->m->cfg);
+    po.sender = sender, po.recv = recv, r->n_senders = po.n_senders;
+    if (!rc && io->phase)
+        io->phase(io->ctx, "path-patch");
+    if (!rc)
+        rc = hs_path_patch(&r->heads, env->m, env->ps, &po);
+    if (io->phase)
+        io->phase(io->ctx, NULL);
+    if (!rc)
+        rc = hs_study_check_finite(io, &r->heads, NULL, 0);
+    free(sender), free(recv);
+    r->rows = (hs_study_rows){ .heads = &r->heads };
+    return rc;
+}
+
+void hs_path_patch_result_free(hs_path_patch_result *r)
+{
+    hs_head_table_free(&r->heads);
+}
+
+HS_STUDY_KIND(path_patch, hs_path_patch_check);

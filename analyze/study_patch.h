@@ -5,15 +5,6 @@
 #include "patch.h"
 #include "study.h"
 
-/* The prompts file path (SPEC §11) for model m of directory model_dir:
- * text lines are encoded with the tokenizer at `tokenizer` (NULL: the
- * model directory's own, when hs_tokenizer_present finds one; else none,
- * and only *_ids lines are accepted); ids are checked against the
- * vocabulary and, with learned positions, lengths against n_ctx. Errors
- * name the file and line. */
-int hs_causal_prompts_load(hs_prompt_set *ps, const char *path, const char *tokenizer,
-                           const char *model_dir, const hs_model_config *c);
-
 /* --site LIST ("z,pattern,resid_pre,attn_out,mlp_out") into the bit set
  * of hs_patch_opts; NULL: the default, z plus, when every prompt has one
  * length, resid_pre, attn_out and mlp_out (the last with an MLP).
@@ -21,23 +12,62 @@ int hs_causal_prompts_load(hs_prompt_set *ps, const char *path, const char *toke
 int hs_patch_sites(int *sites, const char *list, const hs_model_config *c,
                    const hs_prompt_set *ps);
 
-/* Runs hs_patch and records its rows into run_id of ix (NULL: nothing
- * recorded): head rows in head_metrics, position rows in position_metrics,
- * each table in one transaction, only after every value was found finite
- * (hs_study_check_finite). r is initialised here; free it with
- * hs_patch_result_free. Costs what hs_patch costs. */
-int hs_patch_study(hs_patch_result *r, const hs_model *m, const hs_prompt_set *ps,
-                   hs_patch_opts o, hs_index *ix, int64_t run_id, const hs_study_io *io);
-
 /* --senders "L.H,..." or "all" (every head) into *sender (malloc'd, layer *
  * HS_MAX_HEADS + head), and --receivers "L.H:q|k|v,..." (NULL: none, the
  * path to the logits) into *recv (malloc'd); HS_EINVAL naming the entry. */
 int hs_path_parse(int **sender, int *n_senders, hs_receiver **recv, int *n_recv,
                   const char *senders, const char *receivers, const hs_model_config *c);
 
-/* Runs hs_path_patch and records its rows as hs_patch_study does. t is
- * initialised here; free it with hs_head_table_free. */
-int hs_path_patch_study(hs_head_table *t, const hs_model *m, const hs_prompt_set *ps,
-                        hs_path_opts o, hs_index *ix, int64_t run_id, const hs_study_io *io);
+/* ---- patch: env's prompt pairs, env->batch prompts per forward (0: 64) ---------------- */
+
+typedef struct {
+    const char *site;  /* --site LIST (NULL: z and, prompts of one length, the position sites) */
+    hs_patch_opts patch; /* noising, stack, naive as hs_patch takes them; sites resolved by
+                            the check; batch, stop and progress are env's */
+} hs_patch_study_opts;
+
+typedef struct {
+    hs_study_rows rows; /* the head rows and the position rows */
+    hs_patch_result patch;
+} hs_patch_study_result;
+
+/* --site into o->patch.sites and hs_patch_check's checks against env's model
+ * and prompts: HS_EINVAL naming the option. */
+int hs_patch_study_check(hs_patch_study_opts *o, const hs_study_env *env);
+
+/* hs_patch of env's prompts with the study's phases, progress and stop, every
+ * value checked finite. Costs what hs_patch costs. r is initialised here;
+ * free it with hs_patch_study_result_free. */
+int hs_patch_study(hs_patch_study_result *r, const hs_patch_study_opts *o,
+                   const hs_study_env *env);
+void hs_patch_study_result_free(hs_patch_study_result *r);
+
+extern const hs_study_kind hs_patch_kind;
+
+/* ---- path-patch ------------------------------------------------------------------- */
+
+typedef struct {
+    const char *senders;   /* --senders "L.H,..." or "all" */
+    const char *receivers; /* --receivers "L.H:q|k|v,..." (NULL: the logits) */
+} hs_path_patch_opts;
+
+typedef struct {
+    hs_study_rows rows;
+    hs_head_table heads; /* path_patch at each sender head */
+    int n_senders;
+} hs_path_patch_result;
+
+/* The senders and receivers against env's model (HS_EINVAL naming the
+ * option). */
+int hs_path_patch_check(hs_path_patch_opts *o, const hs_study_env *env);
+
+/* hs_path_patch of every sender of o on env's prompts, env->batch per
+ * forward (0: 64). r is initialised here; free it with
+ * hs_path_patch_result_free. */
+int hs_path_patch_study(hs_path_patch_result *r, const hs_path_patch_opts *o,
+                        const hs_study_env *env);
+void hs_path_patch_result_free(hs_path_patch_result *r);
+
+extern const hs_study_kind hs_path_patch_kind;
 
 #endif

@@ -308,22 +308,25 @@ int hs_api_patch(char **json, const hs_model *m, hs_api_prompts *p, const hs_api
     *json = NULL;
     const hs_prompt_set *ps;
     const hs_tokenizer *tk;
-    hs_patch_opts po = { .noising = noising, .batch = batch, .naive = naive };
+    hs_patch_study_opts po = { .site = sites, .patch = { .noising = noising, .naive = naive } };
     int rc = hs_api_prompts_of(&ps, &tk, p, m);
+    hs_study_env env = env_for(e, m, NULL, ps, NULL, batch, 0, 0);
     if (!rc)
-        rc = hs_patch_sites(&po.sites, sites, &m->cfg, ps);
-    if (!rc)
-        rc = hs_patch_check(&m->cfg, ps, &po);
+        rc = hs_patch_study_check(&po, &env);
     hs_run *run = NULL;
     if (!rc)
         rc = run_begin(&run, e, HS_KIND_PATCH, m, hs_api_prompts_path(p), 0, ps, tk);
     if (rc)
         return rc;
-    const hs_study_io io = io_of(e);
-    hs_patch_result r;
-    rc = hs_patch_study(&r, m, ps, po, hs_run_index(run), hs_run_id(run), &io);
-    rc = causal_finish(json, run, rc, &r.heads, r.pos, r.n_pos, r.ld_clean, r.ld_corrupt, r.n);
-    hs_patch_result_free(&r);
+    env = env_for(e, m, NULL, ps, run, batch, 0, 0);
+    hs_patch_study_result res;
+    const hs_patch_result *r = &res.patch;
+    rc = hs_patch_study(&res, &po, &env);
+    if (!rc)
+        rc = hs_run_study_rows(run, &res.rows);
+    rc = causal_finish(json, run, rc, &r->heads, r->pos, r->n_pos, r->ld_clean, r->ld_corrupt,
+                       r->n);
+    hs_patch_study_result_free(&res);
     return rc;
 }
 
@@ -333,27 +336,26 @@ int hs_api_atp(char **json, const hs_model *m, hs_api_prompts *p, const hs_api_e
     *json = NULL;
     const hs_prompt_set *ps;
     const hs_tokenizer *tk;
-    hs_atp_opts ao = { .noising = noising, .star = star, .verify = verify, .batch = batch };
+    hs_atp_study_opts ao = { .site = sites,
+                             .atp = { .noising = noising, .star = star, .verify = verify } };
     int rc = hs_api_prompts_of(&ps, &tk, p, m);
+    hs_study_env env = env_for(e, m, NULL, ps, NULL, batch, 0, 0);
     if (!rc)
-        rc = hs_atp_family_check(&m->cfg);
-    if (!rc)
-        rc = hs_atp_sites(&ao.sites, sites, &m->cfg, ps);
-    if (!rc)
-        rc = hs_atp_check(&m->cfg, ps, &ao);
+        rc = hs_atp_study_check(&ao, &env);
     hs_run *run = NULL;
     if (!rc)
         rc = run_begin(&run, e, HS_KIND_ATP, m, hs_api_prompts_path(p), 0, ps, tk);
     if (rc)
         return rc;
-    const hs_study_io io = io_of(e);
-    hs_atp_result r;
-    hs_study_rows rows;
-    rc = hs_atp_study(&r, &rows, m, ps, ao, &io);
+    env = env_for(e, m, NULL, ps, run, batch, 0, 0);
+    hs_atp_study_result res;
+    const hs_atp_result *r = &res.atp;
+    rc = hs_atp_study(&res, &ao, &env);
     if (!rc)
-        rc = hs_run_study_rows(run, &rows);
-    rc = causal_finish(json, run, rc, &r.heads, r.pos, r.n_pos, r.ld_clean, r.ld_corrupt, r.n);
-    hs_atp_result_free(&r);
+        rc = hs_run_study_rows(run, &res.rows);
+    rc = causal_finish(json, run, rc, &r->heads, r->pos, r->n_pos, r->ld_clean, r->ld_corrupt,
+                       r->n);
+    hs_atp_study_result_free(&res);
     return rc;
 }
 

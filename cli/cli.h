@@ -292,6 +292,15 @@ typedef struct cli_study {
         hs_print_##NAME(f, s, r, o);                                                       \
     }
 
+/* The same for a study whose result wraps a lower layer's (study.h's
+ * HS_STUDY_KIND_WRAPPED): hs_print_NAME of the result's MEMBER. */
+#define CLI_PRINT_WRAPPED(NAME, MEMBER)                                                    \
+    static void print_##NAME(FILE *f, const hs_summary *s, const void *r, const void *o)   \
+    {                                                                                      \
+        (void)o;                                                                           \
+        hs_print_##NAME(f, s, &((const hs_##NAME##_study_result *)r)->MEMBER);             \
+    }
+
 /* Parses o and checks that every input the flags name is there: 0 to go
  * on, else the exit status (-1 once --help was printed: exit 0). */
 int cli_study_parse(cli_study *s, opt *o, int n, int argc, char **argv);

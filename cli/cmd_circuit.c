@@ -7,71 +7,42 @@
 #include "study.h"
 #include "study_atp.h"
 
+static void print_circuit(FILE *f, const hs_summary *s, const void *res, const void *o)
+{
+    (void)o;
+    const hs_circuit_study_result *r = res;
+    hs_print_circuit(f, s, &r->circuit, r->order);
+}
+
 static int cmd_circuit(int argc, char **argv)
 {
-    const char *model = NULL, *db = NULL, *method = NULL, *top = NULL;
-    int threads = 0, json = 0, allow = 0;
-    hs_inputs_spec in = { .keep_tokenizer = 1 };
-    hs_circuit_opts co = { .ig_steps = 5 };
+    hs_circuit_study_opts co = { .circuit = { .ig_steps = 5 } };
+    /* the run records its positions' tokens */
+    cli_study s = { &hs_circuit_kind, &co, { .keep_tokenizer = 1 },
+                    .flags = CLI_OWN_NEEDS | CLI_STOPPABLE | CLI_TIMED, .print = print_circuit };
     opt o[] = {
-        OPT_MODEL(&model),
-        OPT_PROMPTS(&in.prompts),
-        OPT_DB(&db),
-        { "--method", OPT_STR, &method, 0, "eap|eap-ig", "edge attribution patching, or with integrated gradients", 0 },
-        { "--ig-steps", OPT_INT, &co.ig_steps, 1, "m", "eap-ig's interpolation steps (default 5)", 0 },
-        { "--top-n", OPT_STR, &top, 0, "N,...", "the circuits whose faithfulness is measured (default 0,1,2,5,10,.. and all edges)", 0 },
-        OPT_PROMPT_TOKENIZER(&in.source.tokenizer),
-        OPT_BATCH_AS(&co.batch, "prompts per forward (default: by memory, at most 16)"),
-        OPT_THREADS(&threads),
-        OPT_JSON(&json),
-        OPT_ALLOW_NONFINITE(&allow),
+        OPT_MODEL(&s.in.model),
+        OPT_PROMPTS(&s.in.prompts),
+        OPT_DB(&s.db),
+        { "--method", OPT_STR, &co.method, 0, "eap|eap-ig", "edge attribution patching, or with integrated gradients", 0 },
+        { "--ig-steps", OPT_INT, &co.circuit.ig_steps, 1, "m", "eap-ig's interpolation steps (default 5)", 0 },
+        { "--top-n", OPT_STR, &co.top, 0, "N,...", "the circuits whose faithfulness is measured (default 0,1,2,5,10,.. and all edges)", 0 },
+        OPT_PROMPT_TOKENIZER(&s.in.source.tokenizer),
+        OPT_BATCH_AS(&s.in.batch, "prompts per forward (default: by memory, at most 16)"),
+        OPT_THREADS(&s.threads),
+        OPT_JSON(&s.json),
+        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
     };
-    const int n = (int)(sizeof o / sizeof o[0]);
-    int rc = cli_opts_parse("circuit", o, n, argc, argv, NULL, 0, NULL);
+    int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!model || !in.prompts || !db || !method)
+    if (!s.in.model || !s.in.prompts || !s.db || !co.method)
         return cli_usage_error("circuit",
                                "--model DIR, --prompts FILE, --db FILE and --method are required");
-    if (hs_circuit_method(&co.method, method))
+    int method;
+    if (hs_circuit_method(&method, co.method))
         return cli_usage_error("circuit", "%s", hs_last_error());
-    if (threads)
-        hs_set_threads(threads);
-    cli_job j = { 0 };
-    in.model = model;
-    if ((rc = cli_open(&j, &in)))
-        return rc;
-    long *tops = NULL;
-    if (hs_circuit_top_n(&tops, &co.n_top, top, &j.in.m.cfg))
-        return cli_inputs_refused(&j.in, "circuit", 1);
-    co.top_n = tops;
-    if (hs_circuit_check(&j.in.m.cfg, &co)) { /* the model's family: not a usage error */
-        hs_inputs_free(&j.in), free(tops);
-        return cli_run_error("circuit");
-    }
-    if ((rc = cli_start(&j, db, 0, model, o, n, argc, argv))) {
-        free(tops);
-        return rc;
-    }
-    phase_bars bars;
-    hs_study_io io = cli_study_io(&bars, 1);
-    io.allow_nonfinite = allow;
-    hs_circuit_result r;
-    hs_study_rows rows;
-    const double t0 = hs_now();
-    rc = hs_circuit_study(&r, &rows, &j.in.m, &j.in.ps, co, &io);
-    if (!rc)
-        rc = hs_run_study_rows(j.run, &rows);
-    const double secs = hs_now() - t0;
-    const long long id = hs_run_id(j.run);
-    long *order = rc ? NULL : calloc((size_t)r.n_edges + 1, sizeof *order);
-    if (!rc && (!order || hs_circuit_rank(&r, order)))
-        rc = HS_ENOMEM;
-    if (!(rc = cli_finish(&j, rc)))
-        hs_print_circuit(stdout, &(hs_summary){ id, db, secs, json }, &r, order);
-    hs_circuit_result_free(&r);
-    free(order), free(tops);
-    return rc;
+    return cli_study_go(&s, o, CLI_N(o), argc, argv);
 }
 
 HS_COMMAND(cmd_circuit_record) = {

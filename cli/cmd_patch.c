@@ -8,130 +8,58 @@
 #include "study.h"
 #include "study_patch.h"
 
-/* What both commands share: the model, the prompts, the run. */
-typedef struct {
-    const char *model, *db;
-    hs_inputs_spec in;
-    int threads, json, allow_nonfinite;
-    cli_job j;
-} causal;
+CLI_PRINT_WRAPPED(patch, patch)
 
-/* Loads the model and the prompts (errors name the file and line: exit 1). */
-static int causal_load(causal *a)
+static void print_path_patch(FILE *f, const hs_summary *s, const void *res, const void *o)
 {
-    const char *cmd = cli_current->name;
-    if (!a->model || !a->in.prompts || !a->db)
-        return cli_usage_error(cmd, "--model DIR, --prompts FILE and --db FILE are required");
-    if (a->threads)
-        hs_set_threads(a->threads);
-    a->in.model = a->model;
-    a->in.keep_tokenizer = 1; /* the run records its positions' tokens */
-    return cli_open(&a->j, &a->in);
+    (void)o;
+    const hs_path_patch_result *r = res;
+    hs_print_path_patch(f, s, &r->heads, r->n_senders);
 }
 
-/* A usage error from the library's last message, after freeing. */
-static int causal_usage(causal *a)
-{
-    hs_inputs_free(&a->j.in);
-    return cli_usage_error(cli_current->name, "%s", hs_last_error());
-}
-
-
-
-#define CAUSAL_OPTS(a)                                                                        \
-    OPT_MODEL(&(a).model),                                                                    \
-    OPT_PROMPTS(&(a).in.prompts),                                                             \
-    OPT_DB(&(a).db),                                                                          \
-    OPT_PROMPT_TOKENIZER(&(a).in.source.tokenizer)
+/* What both commands take: the model, the prompts, the run; the run records
+ * its positions' tokens. */
+#define CAUSAL_STUDY(KIND, OPTS, PRINT)                                                       \
+    { &(KIND), &(OPTS), { .keep_tokenizer = 1 },                                              \
+      .flags = CLI_NEEDS_PROMPTS | CLI_STOPPABLE | CLI_TIMED, .print = (PRINT) }
+#define CAUSAL_OPTS(s)                                                                        \
+    OPT_MODEL(&(s).in.model),                                                                 \
+    OPT_PROMPTS(&(s).in.prompts),                                                             \
+    OPT_DB(&(s).db),                                                                          \
+    OPT_PROMPT_TOKENIZER(&(s).in.source.tokenizer)
+#define CAUSAL_TAIL(s)                                                                        \
+    OPT_THREADS(&(s).threads),                                                                \
+    OPT_JSON(&(s).json),                                                                      \
+    OPT_ALLOW_NONFINITE(&(s).allow_nonfinite)
 
 static int cmd_patch(int argc, char **argv)
 {
-    causal a = { 0 };
-    const char *site = NULL;
-    hs_patch_opts po = { 0 };
+    hs_patch_study_opts po = { 0 };
+    cli_study s = CAUSAL_STUDY(hs_patch_kind, po, print_patch);
     opt o[] = {
-        CAUSAL_OPTS(a),
-        { "--site", OPT_STR, &site, 0, "LIST", "z, pattern, resid_pre, attn_out, mlp_out (default: z and, prompts of one length, resid_pre,attn_out,mlp_out)", 0 },
-        { "--noising", OPT_FLAG, &po.noising, 0, NULL, "patch corrupt into clean (default: clean into corrupt)", 0 },
-        OPT_BATCH_AS(&po.batch, "prompts per forward (default 64)"),
-        { "--stack", OPT_INT, &po.stack, 0, "N", "patches per batched continuation (0: choose)", OPT_NEUTRAL },
-        { "--naive", OPT_FLAG, &po.naive, 0, NULL, "one hooked full forward per patch (the reference path)", OPT_NEUTRAL },
-        OPT_THREADS(&a.threads),
-        OPT_JSON(&a.json),
-        OPT_ALLOW_NONFINITE(&a.allow_nonfinite),
+        CAUSAL_OPTS(s),
+        { "--site", OPT_STR, &po.site, 0, "LIST", "z, pattern, resid_pre, attn_out, mlp_out (default: z and, prompts of one length, resid_pre,attn_out,mlp_out)", 0 },
+        { "--noising", OPT_FLAG, &po.patch.noising, 0, NULL, "patch corrupt into clean (default: clean into corrupt)", 0 },
+        OPT_BATCH_AS(&s.in.batch, "prompts per forward (default 64)"),
+        { "--stack", OPT_INT, &po.patch.stack, 0, "N", "patches per batched continuation (0: choose)", OPT_NEUTRAL },
+        { "--naive", OPT_FLAG, &po.patch.naive, 0, NULL, "one hooked full forward per patch (the reference path)", OPT_NEUTRAL },
+        CAUSAL_TAIL(s),
     };
-    const int n = (int)(sizeof o / sizeof o[0]);
-    int rc = cli_opts_parse("patch", o, n, argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    if ((rc = causal_load(&a)))
-        return rc;
-    const hs_inputs *in = &a.j.in;
-    if (hs_patch_sites(&po.sites, site, &in->m.cfg, &in->ps) ||
-        hs_patch_check(&in->m.cfg, &in->ps, &po))
-        return causal_usage(&a);
-    if ((rc = cli_start(&a.j, a.db, 0, a.model, o, n, argc, argv)))
-        return rc;
-    phase_bars bars;
-    hs_study_io io = cli_study_io(&bars, 1);
-    io.allow_nonfinite = a.allow_nonfinite;
-    hs_patch_result r;
-    double t0 = hs_now();
-    rc = hs_patch_study(&r, &in->m, &in->ps, po, hs_run_index(a.j.run), hs_run_id(a.j.run), &io);
-    double secs = hs_now() - t0;
-    const long long id = hs_run_id(a.j.run);
-    int status = cli_finish(&a.j, rc);
-    if (!status)
-        hs_print_patch(stdout, &(hs_summary){ id, a.db, secs, a.json }, &r);
-    hs_patch_result_free(&r);
-    return status;
+    return cli_study_run(&s, o, CLI_N(o), argc, argv);
 }
 
 static int cmd_path_patch(int argc, char **argv)
 {
-    causal a = { 0 };
-    const char *senders = NULL, *receivers = NULL;
-    hs_path_opts po = { 0 };
+    hs_path_patch_opts po = { 0 };
+    cli_study s = CAUSAL_STUDY(hs_path_patch_kind, po, print_path_patch);
     opt o[] = {
-        CAUSAL_OPTS(a),
-        { "--senders", OPT_STR, &senders, 0, "L.H,..|all", "sender heads, each patched on its own", 0 },
-        { "--receivers", OPT_STR, &receivers, 0, "L.H:q|k|v,..", "receivers' inputs, patched together (default: the logits)", 0 },
-        OPT_BATCH_AS(&po.batch, "prompts per forward (default 64)"),
-        OPT_THREADS(&a.threads),
-        OPT_JSON(&a.json),
-        OPT_ALLOW_NONFINITE(&a.allow_nonfinite),
+        CAUSAL_OPTS(s),
+        { "--senders", OPT_STR, &po.senders, 0, "L.H,..|all", "sender heads, each patched on its own", 0 },
+        { "--receivers", OPT_STR, &po.receivers, 0, "L.H:q|k|v,..", "receivers' inputs, patched together (default: the logits)", 0 },
+        OPT_BATCH_AS(&s.in.batch, "prompts per forward (default 64)"),
+        CAUSAL_TAIL(s),
     };
-    const int n = (int)(sizeof o / sizeof o[0]);
-    int rc = cli_opts_parse("path-patch", o, n, argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    if ((rc = causal_load(&a)))
-        return rc;
-    const hs_inputs *in = &a.j.in;
-    int *sender = NULL;
-    hs_receiver *recv = NULL;
-    if (hs_path_parse(&sender, &po.n_senders, &recv, &po.n_recv, senders, receivers, &in->m.cfg))
-        return causal_usage(&a);
-    po.sender = sender, po.recv = recv;
-    if ((rc = cli_start(&a.j, a.db, 0, a.model, o, n, argc, argv))) {
-        free(sender), free(recv);
-        return rc;
-    }
-    phase_bars bars;
-    hs_study_io io = cli_study_io(&bars, 1);
-    io.allow_nonfinite = a.allow_nonfinite;
-    hs_head_table t;
-    double t0 = hs_now();
-    rc = hs_path_patch_study(&t, &in->m, &in->ps, po, hs_run_index(a.j.run), hs_run_id(a.j.run),
-                             &io);
-    double secs = hs_now() - t0;
-    const long long id = hs_run_id(a.j.run);
-    int status = cli_finish(&a.j, rc);
-    if (!status)
-        hs_print_path_patch(stdout, &(hs_summary){ id, a.db, secs, a.json }, &t, po.n_senders);
-    hs_head_table_free(&t);
-    free(sender), free(recv);
-    return status;
+    return cli_study_run(&s, o, CLI_N(o), argc, argv);
 }
 
 HS_COMMAND(cmd_patch_record) = {
