@@ -105,10 +105,25 @@ void hs_inputs_free(hs_inputs *in)
 {
     hs_prompt_set_free(&in->ps);
     hs_tokens_free(&in->tok);
+    hs_tokens_free(&in->val);
     if (in->tk)
         hs_tokenizer_free(in->tk);
     hs_model_free(&in->m);
     memset(in, 0, sizeof *in);
+}
+
+/* The validation tokens, with the tokenizer that applies: one whole batch at
+ * least, an encoder's masked-LM recipe as the tokens'. */
+static int load_val(hs_inputs *in, const hs_inputs_spec *s)
+{
+    hs_source src = s->val;
+    src.tokenizer = s->source.tokenizer;
+    int rc = hs_source_load(&in->val, &src, &in->tk, s->model, s->model ? in->m.cfg.vocab_size : 0);
+    if (!rc && s->need_batch && !hs_batch_count(&in->val, s->batch, in->seq_len))
+        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens",
+                     hs_source_path(&src), s->batch, in->seq_len);
+    in->val.mlm = in->tok.mlm;
+    return rc;
 }
 
 /* The prompts file, encoded with the tokenizer that applies (ids-only files
@@ -151,6 +166,8 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
         if (!rc)
             in->usage = (rc = hs_mlm_setup(&in->tok.mlm, c, in->tk, s->mlm)) == HS_EINVAL;
     }
+    if (!rc && hs_source_path(&s->val))
+        rc = load_val(in, s);
     if (!rc && s->prompts)
         rc = load_prompts(in, s);
     in->data_path = s->prompts ? s->prompts : tokens ? hs_source_path(src) : s->maps;

@@ -66,6 +66,7 @@ int hs_seq_len_or_default(const hs_model_config *c, int T);
 typedef struct {
     const char *model;    /* checkpoint directory: loaded (NULL: none) */
     hs_source source;     /* tokens (data or text NULL: none) */
+    hs_source val;        /* validation tokens, read as source's (data or text NULL: none) */
     const char *prompts;  /* prompts file (SPEC §11; NULL: none) */
     const char *maps;     /* a capture file the study reads itself: the run's data (NULL: none) */
     int batch, seq_len;   /* the tokens' batches; seq_len 0: min(n_ctx, 256) */
@@ -81,6 +82,7 @@ typedef struct {
 typedef struct {
     hs_model m;           /* zero without a model */
     hs_tokens tok;        /* empty without tokens */
+    hs_tokens val;        /* empty without validation tokens; the same batches and recipe */
     hs_prompt_set ps;     /* empty without prompts */
     hs_tokenizer *tk;     /* the one that applies, read once: opened where an input needed it
                              or with keep_tokenizer; NULL when none was (or none is known) */

@@ -139,6 +139,7 @@ typedef struct hs_study_env {
     const hs_model *m;       /* the model (NULL where a study makes its own) */
     const hs_tokens *data;   /* token data (NULL: none) */
     const char *data_name;   /* its file, for messages (NULL: none) */
+    const hs_tokens *val;    /* validation tokens (NULL: none) */
     const hs_prompt_set *ps; /* prompt pairs (NULL: none) */
     const hs_tokenizer *tk;  /* the tokenizer that applies (NULL: none known) */
     int batch, seq_len;      /* the data's forwards: sequences (prompts) per batch, length */

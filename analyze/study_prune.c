@@ -18,6 +18,7 @@ void hs_prune_result_free(hs_prune_result *r)
 
 typedef struct {
     const hs_prune_study_opts *o;
+    const hs_study_env *env;
     hs_prune_result *r;
     int cap;
 } step_ctx;
@@ -27,7 +28,7 @@ static int on_step(void *ctx, int step, int pruned, double fraction, double loss
 {
     step_ctx *s = ctx;
     hs_study_curve *c = &s->r->curve;
-    if (!s->o->allow_nonfinite && (!isfinite(loss) || !isfinite(stderr_loss))) {
+    if (!s->env->io.allow_nonfinite && (!isfinite(loss) || !isfinite(stderr_loss))) {
         char what[96];
         snprintf(what, sizeof what, "the validation loss after pruning step %d%s", step,
                  isfinite(loss) ? " (its standard error)" : "");
@@ -45,7 +46,8 @@ static int on_step(void *ctx, int step, int pruned, double fraction, double loss
     }
     c->points[c->n++] = pt;
     /* Each step is committed as it completes: an interrupted run keeps its curve. */
-    return s->o->ix ? hs_index_curve_add(s->o->ix, s->o->run_id, c->name, &pt, 1) : HS_OK;
+    const hs_study_env *e = s->env;
+    return e->ix ? hs_index_curve_add(e->ix, e->run_id, c->name, &pt, 1) : HS_OK;
 }
 
 /* The model to write: without the pruned heads, or the dense model with the
@@ -71,19 +73,25 @@ static int pruned_model(hs_model *small, const hs_model *m, const unsigned char 
     return HS_OK;
 }
 
-/* Writes the pruned model to out and times both forwards. */
-static int write_out(hs_prune_result *r, const hs_model *m, const hs_tokens *data,
-                     const hs_prune_study_opts *o, const unsigned char *pruned)
+/* Writes the pruned model to out (the run's artifact) and times both
+ * forwards. */
+static int write_out(hs_prune_result *r, const hs_prune_study_opts *o, const hs_study_env *env,
+                     const unsigned char *pruned)
 {
+    const hs_model *m = env->m;
     hs_model small = { 0 };
     int rc = pruned_model(&small, m, pruned, o->structural);
     if (!rc)
         rc = hs_checkpoint_save(&small, o->out);
+    char target[1100];
+    snprintf(target, sizeof target, "%s/model.safetensors", o->out);
+    if (!rc)
+        rc = hs_study_record_artifact(env->ix, env->run_id, target);
     /* what the written model costs to run, beside the unpruned one */
     if (!rc)
-        rc = hs_forward_ms(&r->ms[0], m, data, o->prune.B, o->prune.T);
+        rc = hs_forward_ms(&r->ms[0], m, env->data, env->batch, env->seq_len);
     if (!rc)
-        rc = hs_forward_ms(&r->ms[1], &small, data, o->prune.B, o->prune.T);
+        rc = hs_forward_ms(&r->ms[1], &small, env->data, env->batch, env->seq_len);
     if (!rc)
         rc = hs_head_table_add(&r->table, -1, -1, HS_METRIC(FORWARD_MS_UNPRUNED), r->ms[0], 0, 7);
     if (!rc)
@@ -93,36 +101,50 @@ static int write_out(hs_prune_result *r, const hs_model *m, const hs_tokens *dat
     return rc;
 }
 
-int hs_prune_study_check(const hs_prune_study_opts *o, const hs_model_config *c)
+int hs_prune_study_check(hs_prune_study_opts *o, const hs_study_env *env)
 {
-    return o->out && o->structural ? hs_prune_structural_check(c) : HS_OK;
+    const hs_prune_opts *po = &o->prune;
+    if (!(po->step_percent > 0) || po->step_percent > 100 || !(po->max_percent > 0) ||
+        po->max_percent > 100)
+        return hs_fail(HS_EINVAL, "--step-percent and --max-percent must be in (0, 100]");
+    char target[1100];
+    snprintf(target, sizeof target, "%s/model.safetensors", o->out ? o->out : "");
+    int rc = o->out ? hs_output_free(target, o->force) : HS_OK;
+    if (!rc && o->out && o->structural && hs_prune_structural_check(&env->m->cfg))
+        rc = HS_EUNSUPPORTED; /* a written model that cannot be made */
+    return rc;
 }
 
-int hs_prune_study(hs_prune_result *r, const hs_model *m, const hs_tokens *data,
-                   const hs_prune_study_opts *o)
+int hs_prune_study(hs_prune_result *r, const hs_prune_study_opts *o, const hs_study_env *env)
 {
     memset(r, 0, sizeof *r);
-    if (hs_prune_study_check(o, &m->cfg))
-        return HS_EINVAL;
+    const hs_model *m = env->m;
+    int rc = hs_prune_study_check((hs_prune_study_opts *)o, env);
+    if (rc)
+        return rc;
     snprintf(r->curve.name, sizeof r->curve.name, "%s", HS_METRIC(PRUNING));
     const hs_model_config *c = &m->cfg;
     for (int l = 0; l < c->n_layer; l++)
         r->heads += c->n_head[l];
-    int rc = hs_model_widen(m); /* pruning masks and writes the parameters as floats */
+    rc = hs_model_widen(m); /* pruning masks and writes the parameters as floats */
     unsigned char *pruned = rc ? NULL : hs_calloc((size_t)c->n_layer * HS_MAX_HEADS, 1, "mask");
     if (!pruned)
         return rc ? rc : HS_ENOMEM;
-    step_ctx sc = { o, r, 0 };
+    step_ctx sc = { o, env, r, 0 };
     hs_prune_opts po = o->prune;
-    po.on_step = on_step, po.ctx = &sc;
-    rc = hs_prune(m, data, &po, pruned, &r->n_pruned);
+    po.B = env->batch, po.T = env->seq_len, po.max_batches = env->max_batches;
+    po.val = env->val, po.stop = env->io.stop, po.on_step = on_step, po.ctx = &sc;
+    rc = hs_prune(m, env->data, &po, pruned, &r->n_pruned);
     /* the final mask: pruned = 0/1 for every head */
     for (int l = 0; !rc && l < c->n_layer; l++)
         for (int h = 0; !rc && h < c->n_head[l]; h++)
             rc = hs_head_table_add(&r->table, l, h, HS_METRIC(PRUNED), pruned[(size_t)l * HS_MAX_HEADS + h],
                                    0, 0);
     if (!rc && o->out)
-        rc = write_out(r, m, data, o, pruned);
+        rc = write_out(r, o, env, pruned);
     free(pruned);
+    r->rows = (hs_study_rows){ .heads = &r->table };
     return rc;
 }
+
+HS_STUDY_KIND(prune, hs_prune_study_check);

@@ -351,3 +351,11 @@ FILE *hs_fopen_regular(const char *path)
     }
     return f;
 }
+
+int hs_output_free(const char *path, int force)
+{
+    struct stat sb;
+    if (!force && stat(path, &sb) == 0)
+        return hs_fail(HS_EIO, "%s exists (use --force to overwrite)", path);
+    return HS_OK;
+}

@@ -94,6 +94,10 @@ int hs_parse_ints(const char *s, int *out, int max, long lo, long hi, int distin
 /* Seconds of the monotonic clock, for timings and rates. */
 double hs_now(void);
 
+/* HS_OK when path may be written: it does not exist, or force; else HS_EIO
+ * "PATH exists (use --force to overwrite)". */
+int hs_output_free(const char *path, int force);
+
 /* mkdir -p: creates path and its missing parents (HS_EIO naming the path). */
 int hs_mkdirs(const char *path);
 

@@ -389,6 +389,7 @@ static hs_study_env study_env(const cli_study *s, const cli_job *j)
     return (hs_study_env){ .m = in->m.cfg.n_layer ? &in->m : NULL,
                            .data = in->tok.n ? &in->tok : NULL,
                            .data_name = hs_source_path(&s->in.source),
+                           .val = in->val.n ? &in->val : NULL,
                            .ps = in->ps.n ? &in->ps : NULL, .tk = in->tk,
                            .batch = s->in.batch, .seq_len = in->seq_len,
                            .max_batches = (size_t)s->max_batches, .ix = hs_run_index(j->run),

@@ -79,12 +79,16 @@ static int cmd_importance(int argc, char **argv)
 typedef struct {
     int json;
     cli_progress bar; /* over the steps */
+    const hs_prune_study_opts *so;
 } prune_ctx;
 
 static void prune_step(void *ctx, int step, int pruned, double fraction, double loss,
                        double stderr_loss)
 {
     prune_ctx *p = ctx;
+    const hs_prune_opts *po = &p->so->prune;
+    if (step == 0) /* steps: 0 (unpruned), then one per step_percent up to max_percent */
+        cli_progress_start(&p->bar, "prune", (long)ceil(po->max_percent / po->step_percent - 1e-9));
     char line[128];
     snprintf(line, sizeof line, "step %d: %d head%s pruned (%.1f%%), validation loss %.4f ± %.4f",
              step, pruned, pruned == 1 ? "" : "s", 100 * fraction, loss, stderr_loss);
@@ -94,125 +98,45 @@ static void prune_step(void *ctx, int step, int pruned, double fraction, double 
         fprintf(stderr, "%s\n", line);
 }
 
-
-/* The validation tokens of prune: --val's shard or --val-text's text (or
- * none, v left empty); they must hold one batch. Before them, the study's
- * check of the model it is to write. 0, or the exit status. */
-static int load_val(hs_tokens *v, const hs_source *src, const char *model, cli_job *j,
-                    int B, const hs_prune_study_opts *so)
-{
-    memset(v, 0, sizeof *v);
-    if (hs_prune_study_check(so, &j->in.m.cfg)) /* a written model that cannot be made */
-        return cli_run_error("prune");
-    if (!hs_source_path(src))
-        return 0;
-    int rc = hs_source_load(v, src, &j->in.tk, model, j->in.m.cfg.vocab_size);
-    if (!rc && !hs_batch_count(v, B, j->in.seq_len))
-        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens",
-                     hs_source_path(src), B, j->in.seq_len);
-    v->mlm = j->in.tok.mlm; /* an encoder's masked-LM recipe, as on --data */
-    if (rc)
-        hs_tokens_free(v);
-    return rc ? cli_run_error("prune") : 0;
-}
-
-/* The percentages in range and, with --out, no checkpoint there unless
- * --force: 0 or the exit status. target: the model file --out writes. */
-static int prune_checks(const hs_prune_study_opts *so, int force, char *target, size_t n)
-{
-    const hs_prune_opts *po = &so->prune;
-    if (!(po->step_percent > 0) || po->step_percent > 100 || !(po->max_percent > 0) ||
-        po->max_percent > 100)
-        return cli_usage_error("prune", "--step-percent and --max-percent must be in (0, 100]");
-    struct stat sb;
-    snprintf(target, n, "%s/model.safetensors", so->out ? so->out : "");
-    if (so->out && !force && stat(target, &sb) == 0) {
-        fprintf(stderr, "headscope: prune: %s exists (use --force to overwrite)\n", target);
-        return EXIT_FAILURE_RUN;
-    }
-    return 0;
-}
+CLI_PRINT(prune)
 
 static int cmd_prune(int argc, char **argv)
 {
-    const char *model = NULL, *db = NULL;
     hs_mlm_opts mlm = HS_MLM_OPTS_UNSET;
-    hs_inputs_spec in = { .batch = 4, .need_batch = 1, .mlm = &mlm };
-    hs_source vsrc = { 0 };
-    long max_batches = 0;
-    int threads = 0, json = 0, allow_nonfinite = 0, force = 0;
     hs_prune_study_opts so = { .prune = { .step_percent = 10, .max_percent = 50 } };
     hs_prune_opts *po = &so.prune;
+    cli_study s = { &hs_prune_kind, &so, { .batch = 4, .need_batch = 1, .mlm = &mlm },
+                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE, .print = print_prune };
+    prune_ctx pc = { .so = &so };
+    so.on_step = prune_step, so.ctx = &pc;
     opt o[] = {
-        OPT_MODEL(&model),
-        OPT_DATA_AS(&in.source.data, "token shard for the importance"),
-        OPT_TEXT(&in.source.text),
-        OPT_TOKENIZER(&in.source.tokenizer),
-        OPT_DB_AS(&db, "SQLite index for the curve and the mask"),
-        { "--val", OPT_STR, &vsrc.data, 0, "FILE.bin", "validation shard (default: --data)", 0 },
-        OPT_TEXT_AS(&vsrc.text, "--val-text", "validation text, tokenized as --text is"),
+        OPT_MODEL(&s.in.model),
+        OPT_DATA_AS(&s.in.source.data, "token shard for the importance"),
+        OPT_TEXT(&s.in.source.text),
+        OPT_TOKENIZER(&s.in.source.tokenizer),
+        OPT_DB_AS(&s.db, "SQLite index for the curve and the mask"),
+        { "--val", OPT_STR, &s.in.val.data, 0, "FILE.bin", "validation shard (default: --data)", 0 },
+        OPT_TEXT_AS(&s.in.val.text, "--val-text", "validation text, tokenized as --text is"),
         { "--step-percent", OPT_DOUBLE, &po->step_percent, 0, "P", "step k prunes to floor(k*P*N/100) of the N heads", 0 },
         { "--max-percent", OPT_DOUBLE, &po->max_percent, 0, "P", "stop once P% of the heads are pruned (100: every head may go)", 0 },
         { "--min-heads-per-layer", OPT_INT, &po->min_heads_per_layer, 0, "K", "heads every layer keeps", 0 },
         { "--one-shot", OPT_FLAG, &po->one_shot, 0, NULL, "rank by the unpruned model's importance only", 0 },
         { "--out", OPT_STR, &so.out, 0, "DIR", "write the pruned model (W_o columns of pruned heads zeroed)", 0 },
         { "--structural", OPT_FLAG, &so.structural, 0, NULL, "with --out: remove the pruned heads (a smaller model)", 0 },
-        { "--force", OPT_FLAG, &force, 0, NULL, "overwrite a checkpoint in --out", 0 },
-        OPT_BATCH(&in.batch),
-        OPT_SEQ_LEN(&in.seq_len),
-        OPT_MAX_BATCHES_AS(&max_batches, "batches per evaluation (0: all)"),
+        { "--force", OPT_FLAG, &so.force, 0, NULL, "overwrite a checkpoint in --out", 0 },
+        OPT_BATCH(&s.in.batch),
+        OPT_SEQ_LEN(&s.in.seq_len),
+        OPT_MAX_BATCHES_AS(&s.max_batches, "batches per evaluation (0: all)"),
         OPT_MLM(&mlm),
-        OPT_THREADS(&threads),
-        OPT_JSON(&json),
-        OPT_ALLOW_NONFINITE(&allow_nonfinite),
+        OPT_THREADS(&s.threads),
+        OPT_JSON(&s.json),
+        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
     };
-    const int n = (int)(sizeof o / sizeof o[0]);
-    int rc = cli_opts_parse("prune", o, n, argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    if (!model || !hs_source_path(&in.source) || !db)
-        return cli_usage_error("prune", "--model DIR, --data FILE (or --text FILE) and --db "
-                                        "FILE are required");
-    char target[1100];
-    if ((rc = prune_checks(&so, force, target, sizeof target)))
-        return rc;
-    if (threads)
-        hs_set_threads(threads);
-    cli_job j;
-    hs_tokens vtok;
-    in.model = model, vsrc.tokenizer = in.source.tokenizer;
-    if ((rc = cli_open(&j, &in)))
-        return rc;
-    if ((rc = load_val(&vtok, &vsrc, model, &j, in.batch, &so))) {
-        hs_inputs_free(&j.in);
-        return rc;
-    }
-    if ((rc = cli_start(&j, db, 0, model, o, n, argc, argv))) {
-        hs_tokens_free(&vtok);
-        return rc;
-    }
-    prune_ctx pc = { .json = json };
-    po->B = in.batch, po->T = j.in.seq_len, po->max_batches = (size_t)max_batches;
-    po->val = vtok.tok ? &vtok : NULL, po->stop = &cli_stop_requested;
-    so.ix = hs_run_index(j.run), so.run_id = hs_run_id(j.run), so.on_step = prune_step;
-    so.ctx = &pc;
-    hs_prune_result r;
-    /* steps: 0 (unpruned), then one per step_percent up to max_percent */
-    cli_progress_start(&pc.bar, "prune", (long)ceil(po->max_percent / po->step_percent - 1e-9));
-    so.allow_nonfinite = allow_nonfinite;
-    rc = hs_prune_study(&r, &j.in.m, &j.in.tok, &so);
+    int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
+    pc.json = s.json;
+    rc = rc ? (rc < 0 ? 0 : rc) : cli_study_go(&s, o, CLI_N(o), argc, argv);
     cli_progress_finish(&pc.bar);
-    if (!rc && so.out) /* the written model as the run's artifact */
-        rc = hs_run_artifact(j.run, target, NULL, 0);
-    if (!rc)
-        rc = hs_run_rows(j.run, &r.table, NULL, 0);
-    hs_tokens_free(&vtok);
-    const long long run_id = hs_run_id(j.run);
-    int status = cli_finish(&j, rc);
-    if (!status)
-        hs_print_prune(stdout, &(hs_summary){ run_id, db, 0, json }, &r, so.out, so.structural);
-    hs_prune_result_free(&r);
-    return status;
+    return rc;
 }
 
 static const opt_rule ablate_rules[] = {

@@ -40,107 +40,49 @@ static int cmd_info(int argc, char **argv)
 
 /* ---- tokens ------------------------------------------------------------- */
 
-static int exists(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0;
-}
-
 /* tokens --in reads any stream (tokens --in /dev/stdin from a pipe), up to
  * this many bytes: its size is not known before, and an endless one
  * (/dev/zero) would fill the memory (4 bytes of ids a byte of text). */
 #define TOKENS_STREAM_CAP ((size_t)256 << 20)
 
-/* The text of file `in` encoded by the tokenizer at `path` as one document
- * (malloc'd ids, *vocab its number of ids): 0, or the exit status with the
- * error printed. */
-static int read_tokenized(const char *in, const char *path, int special, int32_t **out,
-                          size_t *count, int *vocab)
-{
-    hs_tokenizer *tok;
-    if (hs_tokenizer_open(&tok, path))
-        return cli_run_error("tokens");
-    *vocab = hs_tokenizer_vocab_size(tok);
-    int rc = hs_tokenizer_encode_file(tok, in, TOKENS_STREAM_CAP, special, out, count);
-    hs_tokenizer_free(tok);
-    return rc ? cli_run_error("tokens") : 0;
-}
-
 static int cmd_tokens(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *len_s = NULL, *tokenizer = NULL;
-    int force = 0, json = 0, T = 0, no_special = 0, vocab = 256;
-    double share = 0, random_share = 0;
+    int json = 0, no_special = 0;
     long seed = 1;
+    hs_tokens_recipe r = { .stream_cap = TOKENS_STREAM_CAP };
     opt o[] = {
-        { "--in", OPT_STR, &in, 0, "TEXT", "input file, read as bytes", 0 },
-        { "--out", OPT_STR, &out, 0, "FILE.bin", "token shard to write (uint16, version 1)", 0 },
-        { "--tokenizer", OPT_STR, &tokenizer, 0, "PATH", "encode the text with this tokenizer (tokenizer.json or a directory; uint32 version-7 shard from 65536 ids)", 0 },
+        { "--in", OPT_STR, &r.in, 0, "TEXT", "input file, read as bytes", 0 },
+        { "--out", OPT_STR, &r.out, 0, "FILE.bin", "token shard to write (uint16, version 1)", 0 },
+        { "--tokenizer", OPT_STR, &r.tokenizer, 0, "PATH", "encode the text with this tokenizer (tokenizer.json or a directory; uint32 version-7 shard from 65536 ids)", 0 },
         { "--no-special", OPT_FLAG, &no_special, 0, NULL, "with --tokenizer: no post-processor special tokens", 0 },
-        { "--repeat-share", OPT_DOUBLE, &share, 0, "P", "plant a repeated segment in this share of the sequences", 0 },
-        { "--seq-len", OPT_INT, &T, 2, "T", "with --repeat-share: the sequence length batches will read", 0 },
-        { "--repeat-len", OPT_STR, &len_s, 0, "MIN:MAX", "length of a planted segment (default 8:T/2)", 0 },
-        { "--random-share", OPT_DOUBLE, &random_share, 0, "Q", "share of the planted segments made of uniform random bytes", 0 },
+        { "--repeat-share", OPT_DOUBLE, &r.share, 0, "P", "plant a repeated segment in this share of the sequences", 0 },
+        { "--seq-len", OPT_INT, &r.seq_len, 2, "T", "with --repeat-share: the sequence length batches will read", 0 },
+        { "--repeat-len", OPT_STR, &r.repeat_len, 0, "MIN:MAX", "length of a planted segment (default 8:T/2)", 0 },
+        { "--random-share", OPT_DOUBLE, &r.random_share, 0, "Q", "share of the planted segments made of uniform random bytes", 0 },
         { "--seed", OPT_LONG, &seed, 0, "S", "seed of the planted segments", 0 },
-        { "--force", OPT_FLAG, &force, 0, NULL, "overwrite an existing output", 0 },
+        { "--force", OPT_FLAG, &r.force, 0, NULL, "overwrite an existing output", 0 },
         { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
     };
-    int rc = cli_opts_parse("tokens", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("tokens", o, CLI_N(o), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!in || !out)
-        return cli_usage_error("tokens", "--in TEXT and --out FILE.bin are required");
-    int lo = 8, hi = T / 2;
-    if (share > 1 || random_share > 1)
-        return cli_usage_error("tokens", "--repeat-share and --random-share are shares in [0, 1]");
-    if (share > 0 && !T)
-        return cli_usage_error("tokens",
-                               "--repeat-share needs --seq-len T (the length batches read)");
-    if (len_s && (sscanf(len_s, "%d:%d", &lo, &hi) != 2 || lo < 1 || hi < lo || 2 * hi > T))
-        return cli_usage_error("tokens",
-                               "--repeat-len '%s': MIN:MAX with 1 <= MIN <= MAX <= T/2 "
-                               "expected",
-                               len_s);
-    if (share > 0 && lo > hi)
-        return cli_usage_error("tokens",
-                               "--seq-len %d leaves no room for segments of %d tokens "
-                               "twice",
-                               T, lo);
-    if (exists(out) && !force) {
-        fprintf(stderr, "headscope: tokens: %s exists (use --force to overwrite)\n", out);
-        return EXIT_FAILURE_RUN;
-    }
-    int32_t *tok;
-    size_t n;
-    if (tokenizer)
-        rc = read_tokenized(in, tokenizer, !no_special, &tok, &n, &vocab);
-    else if (hs_tokens_read_bytes(&tok, &n, in, TOKENS_STREAM_CAP))
-        rc = cli_run_error("tokens");
-    if (rc)
-        return rc;
-    size_t planted = 0;
-    if (share > 0 && n < (size_t)T)
-        rc = hs_fail(HS_EINVAL, "%s: %zu bytes hold no sequence of %d", in, n, T);
-    else if (share > 0)
-        planted = hs_tokens_plant_repeats(tok, n, T, share, lo, hi, random_share, vocab,
-                                          (unsigned long long)seed);
-    if (!rc)
-        rc = n < 2 ? hs_fail(HS_EINVAL, "%s: %zu %s is too short for any batch", in, n,
-                             tokenizer ? "tokens" : "bytes")
-                   : hs_tokens_write_version(out, tok, n, vocab < 65536 ? 1 : 7);
-    free(tok);
-    if (rc)
+    r.special = !no_special, r.seed = (unsigned long long)seed;
+    hs_tokens_made m;
+    int lo, hi;
+    if (hs_tokens_recipe_check(&r, &lo, &hi))
+        return cli_usage_error("tokens", "%s", hs_last_error());
+    if (hs_tokens_make(&m, &r))
         return cli_run_error("tokens");
     if (json) {
         printf("{\"out\":");
-        hs_json_string(stdout, out);
-        printf(",\"tokens\":%zu,\"vocab_size\":%d,\"planted\":%zu}\n", n, vocab, planted);
+        hs_json_string(stdout, r.out);
+        printf(",\"tokens\":%zu,\"vocab_size\":%d,\"planted\":%zu}\n", m.n, m.vocab, m.planted);
     } else {
-        printf("wrote %zu tokens to %s (%s %d)\n", n, out,
-               tokenizer ? "vocabulary of" : "byte-level vocabulary of", vocab);
-        if (share > 0)
-            printf("planted a repeated segment in %zu of %zu sequences of %d\n", planted,
-                   n / (size_t)T, T);
+        printf("wrote %zu tokens to %s (%s %d)\n", m.n, r.out,
+               r.tokenizer ? "vocabulary of" : "byte-level vocabulary of", m.vocab);
+        if (r.share > 0)
+            printf("planted a repeated segment in %zu of %zu sequences of %d\n", m.planted,
+                   m.n / (size_t)r.seq_len, r.seq_len);
     }
     return 0;
 }
@@ -326,11 +268,7 @@ static int train_checks(const hs_train_study_opts *so, const char *data, const c
         return cli_usage_error("train", "--lr must be positive");
     char target[1100];
     snprintf(target, sizeof target, "%s/model.safetensors", so->out);
-    if (exists(target) && !force) {
-        fprintf(stderr, "headscope: train: %s exists (use --force to overwrite)\n", target);
-        return EXIT_FAILURE_RUN;
-    }
-    return 0;
+    return hs_output_free(target, force) ? cli_run_error("train") : 0;
 }
 
 static int cmd_train(int argc, char **argv)

@@ -48,9 +48,11 @@ void hs_print_ablate(FILE *f, const hs_summary *s, const hs_ablate_result *r,
                     r->worst_head[k]);
 }
 
-void hs_print_prune(FILE *f, const hs_summary *s, const hs_prune_result *r, const char *out,
-                    int structural)
+void hs_print_prune(FILE *f, const hs_summary *s, const hs_prune_result *r,
+                    const hs_prune_study_opts *o)
 {
+    const char *out = o->out;
+    const int structural = o->structural;
     if (s->json) {
         fprintf(f, "{\"run_id\":%lld,\"pruned\":%d,\"heads\":%d,\"curve\":[", s->run_id,
                 r->n_pruned, r->heads);

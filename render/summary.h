@@ -35,8 +35,8 @@ typedef struct {
 void hs_print_ablate(FILE *f, const hs_summary *s, const hs_ablate_result *r,
                      const hs_ablate_study_opts *o);
 /* out: the written model (NULL: none), structural or pruned by zeroing */
-void hs_print_prune(FILE *f, const hs_summary *s, const hs_prune_result *r, const char *out,
-                    int structural);
+void hs_print_prune(FILE *f, const hs_summary *s, const hs_prune_result *r,
+                    const hs_prune_study_opts *o);
 /* the size of o->out when r does not carry it */
 void hs_print_capture(FILE *f, const hs_summary *s, const hs_capture_opts *o,
                       const hs_capture_result *r);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "layers.h"  /* HS_TARGET_IGNORE */
+#include "tokenizer.h"
 #include "weights.h" /* hs_rng */
 
 enum { HEADER_INTS = 256, MAGIC_U16 = 20240520, MAGIC_U32 = 20240801 };
@@ -267,4 +268,56 @@ size_t hs_tokens_plant_repeats(int32_t *tok, size_t n, int T, double share, int 
         changed++;
     }
     return changed;
+}
+
+int hs_tokens_recipe_check(const hs_tokens_recipe *r, int *lo, int *hi)
+{
+    const int T = r->seq_len;
+    *lo = 8, *hi = T / 2;
+    if (!r->in || !r->out)
+        return hs_fail(HS_EINVAL, "--in TEXT and --out FILE.bin are required");
+    if (r->share > 1 || r->random_share > 1)
+        return hs_fail(HS_EINVAL, "--repeat-share and --random-share are shares in [0, 1]");
+    if (r->share > 0 && !T)
+        return hs_fail(HS_EINVAL, "--repeat-share needs --seq-len T (the length batches read)");
+    if (r->repeat_len &&
+        (sscanf(r->repeat_len, "%d:%d", lo, hi) != 2 || *lo < 1 || *hi < *lo || 2 * *hi > T))
+        return hs_fail(HS_EINVAL, "--repeat-len '%s': MIN:MAX with 1 <= MIN <= MAX <= T/2 "
+                       "expected", r->repeat_len);
+    if (r->share > 0 && *lo > *hi)
+        return hs_fail(HS_EINVAL, "--seq-len %d leaves no room for segments of %d tokens twice",
+                       T, *lo);
+    return HS_OK;
+}
+
+int hs_tokens_make(hs_tokens_made *m, const hs_tokens_recipe *r)
+{
+    memset(m, 0, sizeof *m);
+    int lo, hi, rc = hs_tokens_recipe_check(r, &lo, &hi);
+    if (rc)
+        return rc;
+    if ((rc = hs_output_free(r->out, r->force)))
+        return rc;
+    int32_t *tok = NULL;
+    hs_tokenizer *tk = NULL;
+    m->vocab = 256;
+    if (r->tokenizer && !(rc = hs_tokenizer_open(&tk, r->tokenizer))) {
+        m->vocab = hs_tokenizer_vocab_size(tk);
+        rc = hs_tokenizer_encode_file(tk, r->in, r->stream_cap, r->special, &tok, &m->n);
+        hs_tokenizer_free(tk);
+    } else if (!r->tokenizer) {
+        rc = hs_tokens_read_bytes(&tok, &m->n, r->in, r->stream_cap);
+    }
+    const int T = r->seq_len;
+    if (!rc && r->share > 0 && m->n < (size_t)T)
+        rc = hs_fail(HS_EINVAL, "%s: %zu bytes hold no sequence of %d", r->in, m->n, T);
+    else if (!rc && r->share > 0)
+        m->planted = hs_tokens_plant_repeats(tok, m->n, T, r->share, lo, hi, r->random_share,
+                                             m->vocab, r->seed);
+    if (!rc)
+        rc = m->n < 2 ? hs_fail(HS_EINVAL, "%s: %zu %s is too short for any batch", r->in, m->n,
+                                r->tokenizer ? "tokens" : "bytes")
+                      : hs_tokens_write_version(r->out, tok, m->n, m->vocab < 65536 ? 1 : 7);
+    free(tok);
+    return rc;
 }

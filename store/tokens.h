@@ -76,6 +76,35 @@ int hs_tokens_write_version(const char *path, const int32_t *tok, size_t n, int 
 size_t hs_tokens_plant_repeats(int32_t *tok, size_t n, int T, double share, int lo, int hi,
                                double random_share, int vocab, unsigned long long seed);
 
+/* What `headscope tokens` makes: a shard of the bytes of `in`, or of its
+ * text encoded by the tokenizer at `tokenizer` as one document, with
+ * repeated segments planted (hs_tokens_plant_repeats) when share > 0. */
+typedef struct {
+    const char *in, *out;  /* the text (any stream, up to stream_cap) and the shard */
+    const char *tokenizer; /* NULL: byte-level ids */
+    int special;           /* with a tokenizer: its post-processor's special tokens */
+    double share, random_share; /* planted segments (share 0: none) */
+    int seq_len;           /* the sequences they are planted in (needed with share) */
+    const char *repeat_len; /* "MIN:MAX" (NULL: 8 : seq_len/2) */
+    unsigned long long seed;
+    int force;             /* overwrite an existing out */
+    size_t stream_cap;
+} hs_tokens_recipe;
+
+typedef struct {
+    size_t n, planted;
+    int vocab;             /* the ids' vocabulary: 256, or the tokenizer's */
+} hs_tokens_made;
+
+/* The recipe's options: HS_EINVAL naming the one at fault; *lo, *hi the
+ * planted segments' lengths. */
+int hs_tokens_recipe_check(const hs_tokens_recipe *r, int *lo, int *hi);
+
+/* hs_tokens_recipe_check, then refuses an existing out without force
+ * (HS_EIO), reads, encodes, plants and writes the shard (version 1 below
+ * 65536 ids, else 7) whole under a temporary name. */
+int hs_tokens_make(hs_tokens_made *m, const hs_tokens_recipe *r);
+
 /* Batches of B sequences of T (SPEC §4): batch i reads B*T+1 tokens from
  * i*B*T. Without wrap, returns the number of whole batches; with wrap
  * (training) the position returns to 0 whenever a batch would run past the

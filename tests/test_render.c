@@ -317,7 +317,7 @@ static void test_summaries_are_json_and_text(void)
     hs_curve_point pts[2] = { { 0, 0, 3.0 }, { 1, 0.5, 3.5 } };
     hs_prune_result pr = { .curve = { .points = pts, .n = 2 }, .n_pruned = 2, .heads = 4,
                            .ms = { 2, 1 } };
-    SUMMARY(out, hs_print_prune, &js, &pr, "out/dir \"q\"", 1);
+    SUMMARY(out, hs_print_prune, &js, &pr, &(hs_prune_study_opts){ .out = "out/dir \"q\"", .structural = 1 });
     j = parsed(out);
     CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(j, "curve")), 2);
     CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(j, "out")->valuestring, "out/dir \"q\"");
