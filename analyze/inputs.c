@@ -71,22 +71,35 @@ int hs_source_load(hs_tokens *t, const hs_source *s, hs_tokenizer **tk, const ch
     return rc;
 }
 
-int hs_source_split(hs_tokens *all, hs_tokens *train, hs_tokens *val, const hs_source *src,
-                    const hs_source *vsrc, const char *model_dir, int vocab)
+int hs_split_load(hs_split *s, const hs_source *src, const hs_source *vsrc,
+                  const char *model_dir, int vocab, int B, int T)
 {
-    memset(train, 0, sizeof *train);
-    memset(val, 0, sizeof *val);
+    memset(s, 0, sizeof *s);
     hs_tokenizer *tk = NULL; /* one for both texts */
-    int rc = hs_source_load(all, src, &tk, model_dir, vocab);
-    if (!rc && hs_source_path(vsrc) && (rc = hs_source_load(val, vsrc, &tk, model_dir, vocab)))
-        hs_tokens_free(all);
+    hs_source v = *vsrc;
+    v.tokenizer = src->tokenizer;
+    int rc = hs_source_load(&s->all, src, &tk, model_dir, vocab);
+    if (!rc && hs_source_path(&v))
+        rc = hs_source_load(&s->own, &v, &tk, model_dir, vocab);
     if (tk)
         hs_tokenizer_free(tk);
-    if (!rc && hs_source_path(vsrc))
-        *train = *all;
+    if (!rc && hs_source_path(&v))
+        s->train = s->all, s->val = s->own;
     else if (!rc)
-        hs_headcount_split(all, train, val);
+        hs_headcount_split(&s->all, &s->train, &s->val);
+    if (!rc && B > 0 && (!hs_batch_count(&s->train, B, T) || !hs_batch_count(&s->val, B, T)))
+        rc = hs_fail(HS_EINVAL, "%s: too few tokens for a batch of %d x %d in both the training "
+                     "and validation parts", hs_source_path(src), B, T);
+    if (rc)
+        hs_split_free(s);
     return rc;
+}
+
+void hs_split_free(hs_split *s)
+{
+    hs_tokens_free(&s->all);
+    hs_tokens_free(&s->own);
+    memset(s, 0, sizeof *s);
 }
 
 int hs_seq_len_check(const hs_model_config *c, int T, const char *option)

@@ -48,12 +48,20 @@ int hs_tokenizer_resolve(hs_tokenizer **tk, const char *tokenizer, const char *m
 int hs_source_load(hs_tokens *t, const hs_source *s, hs_tokenizer **tk, const char *model_dir,
                    int vocab);
 
-/* The training tokens and the validation tokens of an experiment: src's,
- * and vsrc's (*train is then *all) or, without vsrc, the last 10% of src's
- * (hs_headcount_split: views into *all). vocab and model_dir as
- * hs_source_load's. On failure all three are left empty. */
-int hs_source_split(hs_tokens *all, hs_tokens *train, hs_tokens *val, const hs_source *src,
-                    const hs_source *vsrc, const char *model_dir, int vocab);
+/* The training tokens of an experiment and its validation part, owning
+ * their memory: src's tokens, and vsrc's (read with the same tokenizer) or,
+ * without vsrc, the last 10% of src's (hs_headcount_split: views). */
+typedef struct {
+    hs_tokens train, val; /* what an experiment reads */
+    hs_tokens all, own;   /* the memory behind them: src's tokens, vsrc's */
+} hs_split;
+
+/* Loads the split (model_dir and vocab as hs_source_load's) and, with B > 0,
+ * checks that both parts hold a batch of B x T (HS_EINVAL naming src). On failure the
+ * message is set and everything freed. */
+int hs_split_load(hs_split *s, const hs_source *src, const hs_source *vsrc,
+                  const char *model_dir, int vocab, int B, int T);
+void hs_split_free(hs_split *s);
 
 /* The one check of a sequence length against a model, for every command
  * (SPEC §3: n_ctx is the context a model is defined for, learned positions

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* The id `text` encodes to alone (added tokens are matched before anything
  * else, so a special token's text gives its id), or -1 when it encodes to
  * anything but one id. A local lookup until the tokenizer offers one. */

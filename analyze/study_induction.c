@@ -62,7 +62,6 @@ int hs_induction_check(hs_induction_opts *o, const hs_study_env *env)
     return check_icl(o, env);
 }
 
-
 void hs_induction_result_free(hs_induction_result *r)
 {
     hs_head_table_free(&r->table);

@@ -282,7 +282,6 @@ void cli_install_signal_handlers(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-
 /* The run's options that cannot change its result: --resume's comparison
  * leaves them out (run.h). At most 16. */
 static int neutral_options(const opt *o, int n, hs_run_neutral *out)
@@ -330,6 +329,16 @@ int cli_start(cli_job *j, const char *db, long long resume, const char *model_di
     }
     cli_install_signal_handlers();
     return 0;
+}
+
+int cli_run_end(hs_run *run, int rc, long long *id)
+{
+    if (rc)
+        cli_run_error(cli_current->name);
+    *id = hs_run_id(run);
+    if (hs_run_close(run, rc, NULL) && !rc)
+        rc = cli_run_error(cli_current->name);
+    return rc ? EXIT_FAILURE_RUN : 0;
 }
 
 int cli_finish(cli_job *j, int rc)

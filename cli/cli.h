@@ -246,6 +246,10 @@ int cli_run_open(hs_run **run, const char *db, long long resume, const char *mod
 int cli_start(cli_job *j, const char *db, long long resume, const char *model_dir,
               const opt *o, int nopts, int argc, char **argv);
 
+/* Closes a run the command opened itself (cli_run_open) with rc, its id into
+ * *id first; the failure printed (rc's, or the close's): the exit status. */
+int cli_run_end(hs_run *run, int rc, long long *id);
+
 /* Closes the run with rc (complete or failed), frees the inputs, prints the
  * failure (with how to resume an interrupted run): the exit status. */
 int cli_finish(cli_job *j, int rc);
@@ -280,6 +284,14 @@ typedef struct cli_study {
     /* the summary of a complete run (the result is kind's) */
     void (*print)(FILE *f, const hs_summary *s, const void *result, const void *opts);
 } cli_study;
+
+/* The options every study command ends with, and those of one reading a
+ * model and tokens into the index, for a cli_study s. */
+#define CLI_STUDY_TAIL_OPTS(s)                                                             \
+    OPT_THREADS(&(s).threads), OPT_JSON(&(s).json), OPT_ALLOW_NONFINITE(&(s).allow_nonfinite)
+#define CLI_STUDY_DATA_OPTS(s)                                                             \
+    OPT_MODEL(&(s).in.model), OPT_DATA(&(s).in.source.data), OPT_TEXT(&(s).in.source.text), \
+        OPT_TOKENIZER(&(s).in.source.tokenizer), OPT_DB(&(s).db)
 
 /* The count of an option table. */
 #define CLI_N(o) ((int)(sizeof(o) / sizeof((o)[0])))

@@ -15,7 +15,6 @@
 
 /* ---- ablate ------------------------------------------------------------------ */
 
-
 CLI_PRINT(ablate)
 
 static int cmd_ablate(int argc, char **argv)
@@ -25,11 +24,7 @@ static int cmd_ablate(int argc, char **argv)
     cli_study s = { &hs_ablate_kind, &so, { .batch = 4, .need_batch = 1, .mlm = &mlm },
                     .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_ablate };
     opt o[] = {
-        OPT_MODEL(&s.in.model),
-        OPT_DATA(&s.in.source.data),
-        OPT_TEXT(&s.in.source.text),
-        OPT_TOKENIZER(&s.in.source.tokenizer),
-        OPT_DB(&s.db),
+        CLI_STUDY_DATA_OPTS(s),
         { "--method", OPT_STR, &so.method, 0, "LIST", "zero, mean and/or resample, comma-separated", 0 },
         { "--layers", OPT_STR, &so.layers, 0, "L,L,...", "layers to ablate (default: all)", 0 },
         { "--heads", OPT_STR, &so.heads, 0, "H,H,...", "heads to ablate in those layers (default: all)", 0 },
@@ -40,9 +35,7 @@ static int cmd_ablate(int argc, char **argv)
         { "--stack", OPT_INT, &so.stack, 0, "N", "ablations per batched continuation (0: choose)", OPT_NEUTRAL },
         { "--naive", OPT_FLAG, &so.naive, 0, NULL, "one full forward per ablation (the reference path)", OPT_NEUTRAL },
         OPT_MLM(&mlm),
-        OPT_THREADS(&s.threads),
-        OPT_JSON(&s.json),
-        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
+        CLI_STUDY_TAIL_OPTS(s),
     };
     return cli_study_run(&s, o, CLI_N(o), argc, argv);
 }
@@ -58,18 +51,12 @@ static int cmd_importance(int argc, char **argv)
     cli_study s = { &hs_importance_kind, &io, { .batch = 4, .need_batch = 1, .mlm = &mlm },
                     .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_importance };
     opt o[] = {
-        OPT_MODEL(&s.in.model),
-        OPT_DATA(&s.in.source.data),
-        OPT_TEXT(&s.in.source.text),
-        OPT_TOKENIZER(&s.in.source.tokenizer),
-        OPT_DB(&s.db),
+        CLI_STUDY_DATA_OPTS(s),
         OPT_BATCH(&s.in.batch),
         OPT_SEQ_LEN(&s.in.seq_len),
         OPT_MAX_BATCHES(&s.max_batches),
         OPT_MLM(&mlm),
-        OPT_THREADS(&s.threads),
-        OPT_JSON(&s.json),
-        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
+        CLI_STUDY_TAIL_OPTS(s),
     };
     return cli_study_run(&s, o, CLI_N(o), argc, argv);
 }
@@ -128,9 +115,7 @@ static int cmd_prune(int argc, char **argv)
         OPT_SEQ_LEN(&s.in.seq_len),
         OPT_MAX_BATCHES_AS(&s.max_batches, "batches per evaluation (0: all)"),
         OPT_MLM(&mlm),
-        OPT_THREADS(&s.threads),
-        OPT_JSON(&s.json),
-        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
+        CLI_STUDY_TAIL_OPTS(s),
     };
     int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
     pc.json = s.json;

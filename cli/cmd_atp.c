@@ -24,9 +24,7 @@ static int cmd_atp(int argc, char **argv)
         { "--verify", OPT_INT, &ao.atp.verify, 0, "K", "exact patch_z (patch_pattern) of the K heads of largest |atp|", 0 },
         OPT_PROMPT_TOKENIZER(&s.in.source.tokenizer),
         OPT_BATCH_AS(&s.in.batch, "prompts per forward (default 32)"),
-        OPT_THREADS(&s.threads),
-        OPT_JSON(&s.json),
-        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
+        CLI_STUDY_TAIL_OPTS(s),
     };
     return cli_study_run(&s, o, CLI_N(o), argc, argv);
 }

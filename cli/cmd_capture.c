@@ -13,7 +13,6 @@
 #include "tokens.h"
 #include "study_capture.h"
 
-
 /* Reads the data (and the tokenizer that applies), opens the run, captures
  * and records the file; frees m. The exit status. */
 static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, const char *db,

@@ -29,9 +29,7 @@ static int cmd_circuit(int argc, char **argv)
         { "--top-n", OPT_STR, &co.top, 0, "N,...", "the circuits whose faithfulness is measured (default 0,1,2,5,10,.. and all edges)", 0 },
         OPT_PROMPT_TOKENIZER(&s.in.source.tokenizer),
         OPT_BATCH_AS(&s.in.batch, "prompts per forward (default: by memory, at most 16)"),
-        OPT_THREADS(&s.threads),
-        OPT_JSON(&s.json),
-        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
+        CLI_STUDY_TAIL_OPTS(s),
     };
     int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
     if (rc)

@@ -32,7 +32,6 @@ static void hc_run(void *ctx, int heads, int seed, double val_loss)
                 h->bar.enabled ? "\r\033[K" : "", heads, seed, val_loss);
 }
 
-
 /* --preset P with its KEY=VALUE overrides, the head counts and seeds: 0 or
  * the usage error's exit status. */
 static int experiment_setup(hs_headcount_opts *ho, const char *preset, const char **overrides,
@@ -58,17 +57,36 @@ static int experiment_setup(hs_headcount_opts *ho, const char *preset, const cha
     return 0;
 }
 
-/* The training data and the validation split (vsrc's, or the last 10% of
- * src's), each holding a batch. HS_OK or a status with the message set. */
-static int experiment_data(hs_tokens *all, hs_tokens *train, hs_tokens *vt, const hs_source *src,
-                           const hs_source *vsrc, const hs_headcount_opts *ho)
+/* Reads the data (split unless --val), opens the run, trains every head
+ * count, records and prints: the exit status. */
+static int experiment_run(hs_headcount_opts *ho, const hs_source *src, const hs_source *vsrc,
+                          const char *db, int json, const opt *o, int n, int argc, char **argv)
 {
-    if (hs_source_split(all, train, vt, src, vsrc, NULL, ho->base.vocab_size))
-        return HS_EINVAL;
-    if (!hs_batch_count(train, ho->batch, ho->seq_len) || !hs_batch_count(vt, ho->batch, ho->seq_len))
-        return hs_fail(HS_EINVAL, "%s: too few tokens for a batch of %d x %d in both the training "
-                       "and validation parts", hs_source_path(src), ho->batch, ho->seq_len);
-    return HS_OK;
+    hs_split sp;
+    hs_run *run = NULL;
+    const char *data = hs_source_path(src);
+    if (hs_split_load(&sp, src, vsrc, NULL, ho->base.vocab_size, ho->batch, ho->seq_len) ||
+        cli_run_open(&run, db, 0, NULL, data, o, n, argc, argv)) {
+        hs_split_free(&sp);
+        return cli_run_error("experiment");
+    }
+    cli_install_signal_handlers();
+    hc_ctx hc = { .json = json };
+    ho->train = &sp.train, ho->val = &sp.val, ho->ix = hs_run_index(run), ho->run_id = hs_run_id(run);
+    ho->stop = &cli_stop_requested, ho->on_step = hc_step, ho->on_run = hc_run, ho->ctx = &hc;
+    hs_headcount_result r;
+    cli_progress_start(&hc.bar, "experiment", (long)ho->n_seeds * ho->n_heads * ho->steps);
+    int rc = hs_headcount_experiment(&r, ho);
+    cli_progress_finish(&hc.bar);
+    if (!rc)
+        rc = hs_run_rows(run, &r.table, NULL, 0);
+    long long id;
+    rc = cli_run_end(run, rc, &id);
+    hs_split_free(&sp);
+    if (!rc)
+        hs_print_headcount(stdout, &(hs_summary){ .run_id = id, .json = json }, &r, ho);
+    hs_headcount_result_free(&r);
+    return rc;
 }
 
 static int cmd_experiment(int argc, char **argv)
@@ -108,9 +126,7 @@ static int cmd_experiment(int argc, char **argv)
                             argv + !help, overrides, 64, &nover);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const char *data = hs_source_path(&src), *val = hs_source_path(&vsrc);
-    vsrc.tokenizer = src.tokenizer;
-    if (!data || !db)
+    if (!hs_source_path(&src) || !db)
         return cli_usage_error("experiment",
                                "--data FILE (or --text FILE) and --db FILE are required");
     if (!(ho.lr > 0))
@@ -119,37 +135,7 @@ static int cmd_experiment(int argc, char **argv)
         return rc;
     if (threads)
         hs_set_threads(threads);
-    hs_tokens all = { 0 }, train = { 0 }, vt = { 0 };
-    hs_run *run = NULL;
-    if (experiment_data(&all, &train, &vt, &src, &vsrc, &ho) ||
-        cli_run_open(&run, db, 0, NULL, data, o, (int)(sizeof o / sizeof o[0]), argc, argv)) {
-        hs_tokens_free(&all);
-        if (val)
-            hs_tokens_free(&vt);
-        return cli_run_error("experiment");
-    }
-    cli_install_signal_handlers();
-    hc_ctx hc = { .json = json };
-    ho.train = &train, ho.val = &vt, ho.ix = hs_run_index(run), ho.run_id = hs_run_id(run);
-    ho.stop = &cli_stop_requested, ho.on_step = hc_step, ho.on_run = hc_run, ho.ctx = &hc;
-    hs_headcount_result r;
-    cli_progress_start(&hc.bar, "experiment", (long)ho.n_seeds * ho.n_heads * ho.steps);
-    rc = hs_headcount_experiment(&r, &ho);
-    cli_progress_finish(&hc.bar);
-    if (!rc)
-        rc = hs_run_rows(run, &r.table, NULL, 0);
-    if (rc)
-        cli_run_error("experiment");
-    const long long id = hs_run_id(run);
-    if (hs_run_close(run, rc, NULL) && !rc)
-        rc = cli_run_error("experiment");
-    hs_tokens_free(&all);
-    if (val)
-        hs_tokens_free(&vt);
-    if (!rc)
-        hs_print_headcount(stdout, &(hs_summary){ .run_id = id, .json = json }, &r, &ho);
-    hs_headcount_result_free(&r);
-    return rc ? EXIT_FAILURE_RUN : 0;
+    return experiment_run(&ho, &src, &vsrc, db, json, o, CLI_N(o), argc, argv);
 }
 
 static const opt_rule experiment_rules[] = {

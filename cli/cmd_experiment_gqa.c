@@ -10,23 +10,20 @@
 int cli_experiment_gqa(int argc, char **argv);
 
 /* Loads the model and data and checks the options: 0, or the exit status. */
-static int gqa_setup(hs_gqa_opts *go, hs_model *m, hs_tokens *all, hs_tokens *vt, hs_tokens *train,
-                     const char *model, const hs_source *src, const hs_source *vsrc)
+static int gqa_setup(hs_gqa_opts *go, hs_model *m, hs_split *sp, const char *model,
+                     const hs_source *src, const hs_source *vsrc)
 {
-    const char *val = hs_source_path(vsrc);
     if (hs_checkpoint_load(m, model))
         return cli_run_error("experiment");
-    if (hs_source_split(all, train, vt, src, vsrc, model, m->cfg.vocab_size)) {
+    if (hs_split_load(sp, src, vsrc, model, m->cfg.vocab_size, 0, 0)) {
         hs_model_free(m);
         return cli_run_error("experiment");
     }
-    go->mha = m, go->train = train, go->val = vt;
+    go->mha = m, go->train = &sp->train, go->val = &sp->val;
     if (hs_gqa_check(go)) {
         cli_usage_error("experiment", "%s", hs_last_error());
         hs_model_free(m);
-        hs_tokens_free(all);
-        if (val)
-            hs_tokens_free(vt);
+        hs_split_free(sp);
         return EXIT_USAGE;
     }
     return 0;
@@ -61,8 +58,7 @@ int cli_experiment_gqa(int argc, char **argv)
                             NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const char *data = hs_source_path(&src), *val = hs_source_path(&vsrc);
-    vsrc.tokenizer = src.tokenizer;
+    const char *data = hs_source_path(&src);
     if (!model || !data || !db || !go.original_steps)
         return cli_usage_error("experiment", "gqa needs --model DIR, --data FILE (or --text FILE), "
                                              "--db FILE and --original-steps N");
@@ -72,8 +68,8 @@ int cli_experiment_gqa(int argc, char **argv)
         hs_set_threads(threads);
     go.val_batches = (size_t)val_batches;
     hs_model m;
-    hs_tokens all = { 0 }, train = { 0 }, vt = { 0 };
-    if ((rc = gqa_setup(&go, &m, &all, &vt, &train, model, &src, &vsrc)))
+    hs_split sp;
+    if ((rc = gqa_setup(&go, &m, &sp, model, &src, &vsrc)))
         return rc;
     hs_run *run = NULL;
     hs_gqa_result r = { 0 };
@@ -84,17 +80,11 @@ int cli_experiment_gqa(int argc, char **argv)
         if (!(rc = hs_gqa_study(&r, &go)))
             rc = hs_run_rows(run, &r.table, NULL, 0);
     }
-    if (rc)
-        cli_run_error("experiment");
-    const long long id = hs_run_id(run);
-    if (hs_run_close(run, rc, NULL) && !rc)
-        rc = cli_run_error("experiment");
-    if (!rc)
+    long long id;
+    if (!(rc = cli_run_end(run, rc, &id)))
         hs_print_gqa(stdout, &(hs_summary){ .run_id = id, .json = json }, &r, &go);
     hs_gqa_result_free(&r);
-    hs_tokens_free(&all);
-    if (val)
-        hs_tokens_free(&vt);
+    hs_split_free(&sp);
     hs_model_free(&m);
-    return rc ? EXIT_FAILURE_RUN : 0;
+    return rc;
 }

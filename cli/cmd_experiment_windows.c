@@ -28,7 +28,6 @@ static void win_run(void *ctx, const char *arm, int seed, double val_loss)
                 arm, seed, val_loss);
 }
 
-
 /* The preset and overrides, seeds and sizes: 0 or the usage error's status. */
 static int windows_setup(hs_windows_opts *wo, const char *preset, const char **over, int nover,
                          const char *seeds_s)
@@ -45,20 +44,16 @@ static int windows_run(hs_windows_opts *wo, hs_windows_result *r, long long *run
                        const hs_source *src, const hs_source *vsrc, const char *db, int json,
                        const opt *o, int nopts, int argc, char **argv)
 {
-    hs_tokens all = { 0 }, train = { 0 }, vt = { 0 };
-    const char *data = hs_source_path(src), *val = hs_source_path(vsrc);
-    if (hs_source_split(&all, &train, &vt, src, vsrc, NULL, wo->base.vocab_size))
+    hs_split sp;
+    const char *data = hs_source_path(src);
+    int rc = hs_split_load(&sp, src, vsrc, NULL, wo->base.vocab_size, wo->batch, wo->seq_len);
+    if (rc)
         return cli_run_error("experiment");
     hs_run *run = NULL;
-    int rc = HS_OK;
-    if (!hs_batch_count(&train, wo->batch, wo->seq_len) ||
-        !hs_batch_count(&vt, wo->batch, wo->seq_len))
-        rc = hs_fail(HS_EINVAL, "%s: too few tokens for a batch of %d x %d in both the training "
-                     "and validation parts", data, wo->batch, wo->seq_len);
-    if (!rc && !(rc = cli_run_open(&run, db, 0, NULL, data, o, nopts, argc, argv))) {
+    if (!(rc = cli_run_open(&run, db, 0, NULL, data, o, nopts, argc, argv))) {
         cli_install_signal_handlers();
         win_ctx wc = { .json = json };
-        wo->train = &train, wo->val = &vt, wo->ix = hs_run_index(run), wo->run_id = hs_run_id(run);
+        wo->train = &sp.train, wo->val = &sp.val, wo->ix = hs_run_index(run), wo->run_id = hs_run_id(run);
         wo->stop = &cli_stop_requested, wo->on_step = win_step, wo->on_run = win_run;
         wo->ctx = &wc;
         cli_progress_start(&wc.bar, "experiment", (long)wo->n_seeds * HS_WINDOWS_ARMS * wo->steps);
@@ -67,15 +62,9 @@ static int windows_run(hs_windows_opts *wo, hs_windows_result *r, long long *run
         if (!rc)
             rc = hs_run_rows(run, &r->table, NULL, 0);
     }
-    if (rc)
-        cli_run_error("experiment");
-    *run_id = hs_run_id(run);
-    if (hs_run_close(run, rc, NULL) && !rc)
-        rc = cli_run_error("experiment");
-    hs_tokens_free(&all);
-    if (val)
-        hs_tokens_free(&vt);
-    return rc ? EXIT_FAILURE_RUN : 0;
+    rc = cli_run_end(run, rc, run_id);
+    hs_split_free(&sp);
+    return rc;
 }
 
 int cli_experiment_windows(int argc, char **argv)
@@ -108,7 +97,7 @@ int cli_experiment_windows(int argc, char **argv)
                             overrides, 64, &nover);
     if (rc)
         return rc < 0 ? 0 : rc;
-    vsrc.tokenizer = src.tokenizer;
+
     if (!hs_source_path(&src) || !db)
         return cli_usage_error("experiment",
                                "windows needs --data FILE (or --text FILE) and --db FILE");

@@ -13,18 +13,12 @@ static int cmd_head_norms(int argc, char **argv)
     cli_study s = { &hs_head_norms_kind, &ho, { .batch = 4, .need_batch = 1 },
                     .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_head_norms };
     opt o[] = {
-        OPT_MODEL(&s.in.model),
-        OPT_DATA(&s.in.source.data),
-        OPT_TEXT(&s.in.source.text),
-        OPT_TOKENIZER(&s.in.source.tokenizer),
-        OPT_DB(&s.db),
+        CLI_STUDY_DATA_OPTS(s),
         OPT_BATCH(&s.in.batch),
         OPT_SEQ_LEN(&s.in.seq_len),
         OPT_MAX_BATCHES(&s.max_batches),
         { "--seed", OPT_LONG, &ho.seed, 0, "S", "seed of the random-init control", 0 },
-        OPT_THREADS(&s.threads),
-        OPT_JSON(&s.json),
-        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
+        CLI_STUDY_TAIL_OPTS(s),
     };
     return cli_study_run(&s, o, CLI_N(o), argc, argv);
 }

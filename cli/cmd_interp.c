@@ -27,9 +27,7 @@ static int cmd_dla(int argc, char **argv)
         OPT_DB_AS(&s.db, "SQLite index for the attributions"),
         { "--tokenizer", OPT_STR, &s.in.source.tokenizer, 0, "PATH", "tokenizer of text prompts or --text (default: the model directory's)", 0 },
         OPT_BATCH_AS(&s.in.batch, "prompts per forward"),
-        OPT_THREADS(&s.threads),
-        OPT_JSON(&s.json),
-        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
+        CLI_STUDY_TAIL_OPTS(s),
     };
     return cli_study_run(&s, o, CLI_N(o), argc, argv);
 }
@@ -51,9 +49,7 @@ static int cmd_logit_lens(int argc, char **argv)
         OPT_BATCH_AS(&s.in.batch, "sequences per forward"),
         OPT_SEQ_LEN(&s.in.seq_len),
         OPT_MAX_BATCHES(&s.max_batches),
-        OPT_THREADS(&s.threads),
-        OPT_JSON(&s.json),
-        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
+        CLI_STUDY_TAIL_OPTS(s),
     };
     int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
     if (rc)
@@ -76,9 +72,7 @@ static int cmd_composition(int argc, char **argv)
         OPT_DB_AS(&s.db, "SQLite index for the scores"),
         { "--seed", OPT_LONG, &co.seed, 0, "S", "seed of the random-init control", 0 },
         { "--no-control", OPT_FLAG, &co.no_control, 0, NULL, "skip the random-init control", 0 },
-        OPT_THREADS(&s.threads),
-        OPT_JSON(&s.json),
-        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
+        CLI_STUDY_TAIL_OPTS(s),
     };
     return cli_study_run(&s, o, CLI_N(o), argc, argv);
 }

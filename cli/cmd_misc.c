@@ -1,4 +1,5 @@
 /* kv-bytes: cache-size arithmetic (SPEC §8). */
+#include <limits.h>
 #include <stdio.h>
 
 #include "checkpoint.h"
@@ -30,12 +31,15 @@ static int cmd_kv_bytes(int argc, char **argv)
         return cli_usage_error("kv-bytes",
                                "--seq-len and either --model or --layers, --kv-heads and "
                                "--head-dim are required");
-    double bytes = 2.0 * B * N * G * T * dh * E;
-    hs_model_config c;
+    if (!model && (N > HS_MAX_LAYERS || G > INT_MAX || dh > INT_MAX))
+        return cli_usage_error("kv-bytes", "--layers at most %d, --kv-heads and --head-dim at "
+                               "most %d", HS_MAX_LAYERS, INT_MAX);
+    hs_model_config c = { .n_layer = (int)N, .head_dim = (int)dh }; /* or the model's */
+    for (int l = 0; l < c.n_layer; l++)
+        c.n_kv_head[l] = (int)G;
     if (model && hs_config_load(&c, model))
         return cli_run_error("kv-bytes");
-    if (model)
-        bytes = hs_kv_cache_bytes(&c, B, T, E);
+    const double bytes = hs_kv_cache_bytes(&c, B, T, E);
     double per_token_mla = (double)N * (latent + rope) * E, mla = per_token_mla * B * T;
     if (json) {
         printf("{\"kv_bytes\":"), hs_json_fixed(stdout, bytes, 0);

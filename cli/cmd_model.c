@@ -89,7 +89,6 @@ static int cmd_tokens(int argc, char **argv)
 
 /* ---- eval ----------------------------------------------------------------- */
 
-
 static int cmd_eval(int argc, char **argv)
 {
     const char *model = NULL;
@@ -138,14 +137,7 @@ static int cmd_eval(int argc, char **argv)
     }
     if (!allow_nonfinite && hs_eval_check_finite(&r))
         return cli_run_error("eval");
-    if (json) {
-        printf("{\"loss\":"), hs_json_number(stdout, r.loss, 9);
-        printf(",\"stderr\":"), hs_json_number(stdout, r.stderr_loss, 9);
-        printf(",\"tokens\":%zu,\"sequences\":%zu,\"batches\":%zu}\n", r.tokens, r.sequences,
-               r.batches);
-    } else
-        printf("loss %.6f ± %.6f (stderr over %zu sequences), %zu tokens\n", r.loss, r.stderr_loss,
-               r.sequences, r.tokens);
+    hs_print_eval(stdout, &(hs_summary){ .json = json }, &r);
     return 0;
 }
 
@@ -172,19 +164,29 @@ static void train_val(void *ctx, long step, double loss, double se)
 }
 
 /* The model to train: a preset with its overrides, randomly initialised
- * from seed, or a checkpoint. 0 or the exit status (the error printed). */
-static int train_model(hs_model *m, const char *preset, const char **overrides, int noverrides,
-                       long seed, const char *init)
+ * from seed, or a checkpoint (with a note of what it leaves out); *T
+ * resolved against it. 0 or the exit status (the error printed). */
+static int train_model(hs_model *m, int *T, const char *preset, const char **overrides,
+                       int noverrides, long seed, int seed_given, const char *init)
 {
-    if (!preset)
-        return hs_checkpoint_load(m, init) ? cli_run_error("train") : 0;
     hs_model_config c;
-    if (hs_config_build(&c, preset, overrides, noverrides))
+    if (preset && hs_config_build(&c, preset, overrides, noverrides))
         return cli_usage_error("train", "%s", hs_last_error());
-    if (hs_model_init(m, &c))
+    if (preset ? hs_model_init(m, &c) : hs_checkpoint_load(m, init))
         return cli_run_error("train");
-    hs_model_init_random(m, (unsigned long long)seed);
-    return 0;
+    if (preset)
+        hs_model_init_random(m, (unsigned long long)seed);
+    if (init && seed_given && !m->cfg.encoder) /* sweep scripts pass it to all */
+        fprintf(stderr, "headscope: train: note: --seed seeds nothing with --init (the weights "
+                "come from %s)\n", init);
+    if (m->cfg.hidden_dropout > 0 || m->cfg.attn_dropout > 0)
+        fprintf(stderr, "headscope: train: note: no dropout is applied (config.json asks for "
+                "%g and %g)\n", m->cfg.hidden_dropout, m->cfg.attn_dropout);
+    *T = hs_seq_len_or_default(&m->cfg, *T);
+    if (!hs_seq_len_check(&m->cfg, *T, "--seq-len"))
+        return 0;
+    hs_model_free(m);
+    return cli_usage_error("train", "%s", hs_last_error());
 }
 
 /* Reads and checks the training and validation data (shards, or texts
@@ -218,7 +220,6 @@ static int train_data(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const 
         return HS_ENOMEM;
     return hs_mkdirs(out);
 }
-
 
 /* Runs the study into the run and reports its end: the exit status. */
 static int train_run(hs_model *m, const hs_tokens *tok, hs_train_study_opts *so, hs_run *run,
@@ -316,19 +317,9 @@ static int cmd_train(int argc, char **argv)
     if (threads)
         hs_set_threads(threads);
     hs_model m;
-    if ((rc = train_model(&m, preset, overrides, noverrides, seed, init)))
+    if ((rc = train_model(&m, &to->T, preset, overrides, noverrides, seed,
+                          cli_opts_given(o, n, "--seed"), init)))
         return rc;
-    if (init && cli_opts_given(o, n, "--seed") && !m.cfg.encoder) /* sweep scripts pass it to all */
-        fprintf(stderr, "headscope: train: note: --seed seeds nothing with --init (the weights "
-                "come from %s)\n", init);
-    if (m.cfg.hidden_dropout > 0 || m.cfg.attn_dropout > 0)
-        fprintf(stderr, "headscope: train: note: no dropout is applied (config.json asks for "
-                "%g and %g)\n", m.cfg.hidden_dropout, m.cfg.attn_dropout);
-    to->T = hs_seq_len_or_default(&m.cfg, to->T);
-    if (hs_seq_len_check(&m.cfg, to->T, "--seq-len")) {
-        hs_model_free(&m);
-        return cli_usage_error("train", "%s", hs_last_error());
-    }
     hs_tokens tok = { 0 }, vtok = { 0 };
     to->val = val ? &vtok : NULL, to->val_batches = (size_t)val_batches;
     to->val_every = to->val_every ? to->val_every : (to->steps >= 10 ? to->steps / 10 : 1);

@@ -27,10 +27,6 @@ static void print_path_patch(FILE *f, const hs_summary *s, const void *res, cons
     OPT_PROMPTS(&(s).in.prompts),                                                             \
     OPT_DB(&(s).db),                                                                          \
     OPT_PROMPT_TOKENIZER(&(s).in.source.tokenizer)
-#define CAUSAL_TAIL(s)                                                                        \
-    OPT_THREADS(&(s).threads),                                                                \
-    OPT_JSON(&(s).json),                                                                      \
-    OPT_ALLOW_NONFINITE(&(s).allow_nonfinite)
 
 static int cmd_patch(int argc, char **argv)
 {
@@ -43,7 +39,7 @@ static int cmd_patch(int argc, char **argv)
         OPT_BATCH_AS(&s.in.batch, "prompts per forward (default 64)"),
         { "--stack", OPT_INT, &po.patch.stack, 0, "N", "patches per batched continuation (0: choose)", OPT_NEUTRAL },
         { "--naive", OPT_FLAG, &po.patch.naive, 0, NULL, "one hooked full forward per patch (the reference path)", OPT_NEUTRAL },
-        CAUSAL_TAIL(s),
+        CLI_STUDY_TAIL_OPTS(s),
     };
     return cli_study_run(&s, o, CLI_N(o), argc, argv);
 }
@@ -57,7 +53,7 @@ static int cmd_path_patch(int argc, char **argv)
         { "--senders", OPT_STR, &po.senders, 0, "L.H,..|all", "sender heads, each patched on its own", 0 },
         { "--receivers", OPT_STR, &po.receivers, 0, "L.H:q|k|v,..", "receivers' inputs, patched together (default: the logits)", 0 },
         OPT_BATCH_AS(&s.in.batch, "prompts per forward (default 64)"),
-        CAUSAL_TAIL(s),
+        CLI_STUDY_TAIL_OPTS(s),
     };
     return cli_study_run(&s, o, CLI_N(o), argc, argv);
 }

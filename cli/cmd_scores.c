@@ -12,7 +12,6 @@
 
 /* ---- induction ------------------------------------------------------------------ */
 
-
 CLI_PRINT(induction)
 
 static int cmd_induction(int argc, char **argv)
@@ -37,9 +36,7 @@ static int cmd_induction(int argc, char **argv)
         { "--late", OPT_INT, &io.late, 1, "P", "ICL: the late position", 0 },
         { "--random-draws", OPT_INT, &io.random_draws, 2, "D", "random sets of K heads to compare with", 0 },
         { "--min-score", OPT_DOUBLE, &io.min_score, 0, "S", "induction score a head needs for the claim", 0 },
-        OPT_THREADS(&s.threads),
-        OPT_JSON(&s.json),
-        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
+        CLI_STUDY_TAIL_OPTS(s),
     };
     int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
     io.seed = (unsigned long long)seed;
@@ -69,9 +66,7 @@ static int cmd_patterns(int argc, char **argv)
         OPT_BATCH(&s.in.batch),
         OPT_SEQ_LEN(&s.in.seq_len),
         OPT_MAX_BATCHES(&s.max_batches),
-        OPT_THREADS(&s.threads),
-        OPT_JSON(&s.json),
-        OPT_ALLOW_NONFINITE(&s.allow_nonfinite),
+        CLI_STUDY_TAIL_OPTS(s),
     };
     int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
     if (rc)

@@ -427,6 +427,18 @@ void hs_print_patterns(FILE *f, const hs_summary *s, const hs_patterns_result *r
                 o->control ? " (and of a random-init control)" : "");
 }
 
+void hs_print_eval(FILE *f, const hs_summary *s, const hs_eval_result *r)
+{
+    if (s->json) {
+        fprintf(f, "{\"loss\":"), hs_json_number(f, r->loss, 9);
+        fprintf(f, ",\"stderr\":"), hs_json_number(f, r->stderr_loss, 9);
+        fprintf(f, ",\"tokens\":%zu,\"sequences\":%zu,\"batches\":%zu}\n", r->tokens,
+                r->sequences, r->batches);
+    } else
+        fprintf(f, "loss %.6f ± %.6f (stderr over %zu sequences), %zu tokens\n", r->loss,
+                r->stderr_loss, r->sequences, r->tokens);
+}
+
 void hs_print_importance(FILE *f, const hs_summary *s, const hs_importance_result *r,
                          const hs_importance_opts *o)
 {

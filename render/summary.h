@@ -58,6 +58,8 @@ void hs_print_head_norms(FILE *f, const hs_summary *s, const hs_head_norms_resul
                          const hs_head_norms_opts *o);
 void hs_print_patterns(FILE *f, const hs_summary *s, const hs_patterns_result *r,
                        const hs_patterns_opts *o);
+/* eval's: the loss with its standard error, no run */
+void hs_print_eval(FILE *f, const hs_summary *s, const hs_eval_result *r);
 void hs_print_importance(FILE *f, const hs_summary *s, const hs_importance_result *r,
                          const hs_importance_opts *o);
 /* the largest |value| of each head metric, and the positions' rows in JSON */
