@@ -353,6 +353,10 @@ static int score_batch(circ *r, const hs_prompt_group *pg, int i0, int B)
         hs_real *e = r->out_run; /* the interpolated embeddings */
         const hs_real *ek = r->corrupt.emb;
         for (int k = 0; !rc && k < passes; k++) {
+            if (r->o->stop && *r->o->stop) { /* a pass is a forward and a backward */
+                rc = hs_fail(HS_EINTR, "circuit: interrupted");
+                break;
+            }
             const hs_real a = (hs_real)k / (hs_real)passes;
             for (size_t i = 0; i < size; i++)
                 e[i] = ek[i] + a * (r->emb_clean[i] - ek[i]);

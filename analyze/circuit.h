@@ -64,6 +64,9 @@ typedef struct {
     long n;                /* prompts */
 } hs_circuit_result;
 
+/* The most interpolation steps eap-ig takes (Hanna et al. use 5 to 100). */
+enum { HS_CIRCUIT_MAX_IG_STEPS = 1000 };
+
 /* "eap" or "eap-ig" into *method; HS_EINVAL naming anything else. */
 int hs_circuit_method(int *method, const char *name);
 

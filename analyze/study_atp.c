@@ -94,6 +94,9 @@ int hs_circuit_study_check(hs_circuit_study_opts *o, const hs_study_env *env)
     const hs_model_config *c = &env->m->cfg;
     if (!o->method)
         return hs_fail(HS_EINVAL, "--method eap or eap-ig is required");
+    if (o->circuit.ig_steps > HS_CIRCUIT_MAX_IG_STEPS)
+        return hs_fail(HS_EINVAL, "--ig-steps %d: at most %d (each step is a forward and a "
+                       "backward of every prompt)", o->circuit.ig_steps, HS_CIRCUIT_MAX_IG_STEPS);
     long *top = NULL;
     int rc = hs_circuit_method(&o->circuit.method, o->method);
     if (!rc)

@@ -293,6 +293,14 @@ typedef struct cli_study {
     OPT_MODEL(&(s).in.model), OPT_DATA(&(s).in.source.data), OPT_TEXT(&(s).in.source.text), \
         OPT_TOKENIZER(&(s).in.source.tokenizer), OPT_DB(&(s).db)
 
+/* An experiment's training tokens and their validation part (hs_split). */
+#define CLI_TRAIN_DATA_OPTS(src, vsrc)                                                      \
+    OPT_DATA_AS(&(src).data, "training shard (its last 10% is the validation split unless --val)"), \
+        OPT_TEXT_AS(&(src).text, "--text", "training text, tokenized on the fly (instead of --data)"), \
+        OPT_TOKENIZER(&(src).tokenizer),                                                   \
+        { "--val", OPT_STR, &(vsrc).data, 0, "FILE.bin", "validation shard", 0 },          \
+        OPT_TEXT_AS(&(vsrc).text, "--val-text", "validation text, tokenized as --text is")
+
 /* The count of an option table. */
 #define CLI_N(o) ((int)(sizeof(o) / sizeof((o)[0])))
 

@@ -105,11 +105,7 @@ static int cmd_experiment(int argc, char **argv)
     hs_headcount_opts ho = { .steps = 200, .batch = 8, .seq_len = 64, .lr = 1e-3 };
     opt o[] = {
         { "--preset", OPT_STR, &preset, 0, "P", "architecture; KEY=VALUE arguments override it", 0 },
-        OPT_DATA_AS(&src.data, "training shard (its last 10% is the validation split unless --val)"),
-        OPT_TEXT_AS(&src.text, "--text", "training text, tokenized on the fly (instead of --data)"),
-        OPT_TOKENIZER(&src.tokenizer),
-        { "--val", OPT_STR, &vsrc.data, 0, "FILE.bin", "validation shard", 0 },
-        OPT_TEXT_AS(&vsrc.text, "--val-text", "validation text, tokenized as --text is"),
+        CLI_TRAIN_DATA_OPTS(src, vsrc),
         OPT_DB_AS(&db, "SQLite index for curves and results"),
         { "--heads", OPT_STR, &heads_s, 0, "H,H,...", "head counts (each divides d_model)", 0 },
         { "--seeds", OPT_STR, &seeds_s, 0, "S,S,...", "initialisation seeds", 0 },

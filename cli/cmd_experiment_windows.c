@@ -76,11 +76,7 @@ int cli_experiment_windows(int argc, char **argv)
     opt o[] = {
         { "--preset", OPT_STR, &preset, 0, "P", "headscope-family architecture; KEY=VALUE "
                                                 "arguments override it", 0 },
-        OPT_DATA_AS(&src.data, "training shard (its last 10% is the validation split unless --val)"),
-        OPT_TEXT_AS(&src.text, "--text", "training text, tokenized on the fly (instead of --data)"),
-        OPT_TOKENIZER(&src.tokenizer),
-        { "--val", OPT_STR, &vsrc.data, 0, "FILE.bin", "validation shard", 0 },
-        OPT_TEXT_AS(&vsrc.text, "--val-text", "validation text, tokenized as --text is"),
+        CLI_TRAIN_DATA_OPTS(src, vsrc),
         OPT_DB_AS(&db, "SQLite index for curves and results"),
         { "--window", OPT_INT, &wo.window, 1, "W", "window of the local heads", 0 },
         { "--seeds", OPT_STR, &seeds_s, 0, "S,S,...", "initialisation seeds", 0 },

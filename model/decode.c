@@ -410,6 +410,17 @@ int hs_generate(int32_t *out, hs_generate_stats *st, const hs_model *m, const in
     const double t0 = hs_now();
     rc = max_new ? hs_decoder_feed(&dec, prompt, n_prompt) : HS_OK;
     for (int i = 0; !rc && i < max_new; i++) {
+        /* NaN or infinite logits (weights or activations not finite) pick
+         * no token: refused, as every command refuses such a result */
+        for (int v = 0; v < m->cfg.vocab_size; v++)
+            if (!isfinite(dec.logits[v])) {
+                rc = hs_fail(HS_EINVAL, "logits not finite at step %d (id %d is %g): the "
+                             "model's weights or inputs are not finite", i + 1, v,
+                             (double)dec.logits[v]);
+                break;
+            }
+        if (rc)
+            break;
         out[n_prompt + i] = hs_sample_token(dec.logits, m->cfg.vocab_size, o, &rng);
         if (i + 1 < max_new)
             rc = hs_decoder_feed(&dec, &out[n_prompt + i], 1);

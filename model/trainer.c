@@ -7,7 +7,12 @@
 
 size_t hs_trainer_bytes(const hs_model_config *c, size_t n_params, int B, int T)
 {
-    return hs_acts_bytes(c, B, T, HS_ACTS_TRAIN) + 3 * n_params * sizeof(hs_real);
+    const size_t acts = hs_acts_bytes(c, B, T, HS_ACTS_TRAIN);
+    size_t state, sum;
+    if (!acts || __builtin_mul_overflow(n_params, 3 * sizeof(hs_real), &state) ||
+        __builtin_add_overflow(acts, state, &sum))
+        return 0;
+    return sum;
 }
 
 int hs_trainer_init(hs_trainer *t, hs_model *m, int B, int T, double lr, double weight_decay,

@@ -21,7 +21,8 @@ typedef struct {
 } hs_trainer;
 
 /* Bytes hs_trainer_init allocates beside the model's parameters: the
- * training activations of B x T, the gradients and AdamW's two moments. */
+ * training activations of B x T, the gradients and AdamW's two moments;
+ * 0 when that overflows size_t (as hs_acts_bytes). */
 size_t hs_trainer_bytes(const hs_model_config *c, size_t n_params, int B, int T);
 
 int hs_trainer_init(hs_trainer *t, hs_model *m, int B, int T, double lr, double weight_decay,

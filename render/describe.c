@@ -187,15 +187,19 @@ static void print_memory_plan(FILE *f, const hs_model *m, const hs_model_facts *
         "importance; atp and circuit hold a forward's activations more",
         "train: gradients and AdamW's two moments beside the parameters",
     };
-    const size_t need[] = { P + loss, P + fwd, P + maps, P + train,
-                            /* training keeps a float master copy */
-                            m->n_params * sizeof(hs_real) +
-                                hs_trainer_bytes(c, m->n_params, x->B, x->T) };
+    /* training keeps a float master copy */
+    const size_t master = m->n_params * sizeof(hs_real);
+    const size_t acts[] = { loss, fwd, maps, train, hs_trainer_bytes(c, m->n_params, x->B, x->T) };
+    size_t need[5];
+    int over[5]; /* the activations' size (0) or their sum with the parameters overflows */
+    for (int k = 0; k < 5; k++)
+        over[k] = !acts[k] || __builtin_add_overflow(k < 4 ? P : master, acts[k], &need[k]);
     if (json) {
         fprintf(f, ",\"memory_plan\":{\"batch\":%d,\"seq_len\":%d,\"stored_bytes\":%zu,"
                 "\"parameter_bytes\":%zu", x->B, x->T, x->bytes.stored, P);
         for (int k = 0; k < 5; k++)
-            fprintf(f, ",\"%s\":%zu", kind[k], need[k]);
+            over[k] ? fprintf(f, ",\"%s\":\"overflows\"", kind[k])
+                    : fprintf(f, ",\"%s\":%zu", kind[k], need[k]);
         fprintf(f, "}");
         return;
     }
@@ -204,7 +208,8 @@ static void print_memory_plan(FILE *f, const hs_model *m, const hs_model_facts *
             "in %zu-byte values; the files store %zu)\n", x->B, x->T, P, sizeof(hs_real),
             x->bytes.stored);
     for (int k = 0; k < 5; k++)
-        fprintf(f, "  %-10s %zu  (%s)\n", kind[k], need[k], who[k]);
+        over[k] ? fprintf(f, "  %-10s overflows  (%s)\n", kind[k], who[k])
+                : fprintf(f, "  %-10s %zu  (%s)\n", kind[k], need[k], who[k]);
 }
 
 static void describe_model(FILE *f, const hs_model *m, const hs_model_facts *x, const char *path,

@@ -137,6 +137,8 @@ for i in range(3):  # ids below 5, the smallest vocabulary of the fixtures (tiny
     expect_refused 2 circuit "--method" --model "$g" --prompts "$p" --db b.db || return 1
     expect_refused 2 circuit "'eap-x' is not eap or eap-ig" --model "$g" --prompts "$p" --db b.db --method eap-x || return 1
     expect_refused 2 circuit "--top-n '1,x'" --model "$g" --prompts "$p" --db b.db --method eap --top-n 1,x || return 1
+    # once accepted, and then no SIGINT stopped its step loop
+    expect_refused 2 circuit "--ig-steps 100000000: at most 1000" --model "$g" --prompts "$p" --db b.db --method eap-ig --ig-steps 100000000 || return 1
     expect_refused 2 atp "unknown site 'zz'" --model "$g" --prompts "$p" --db b.db --site z,zz || return 1
     expect_refused 2 atp "--verify K" --model "$g" --prompts "$p" --db b.db --site q --verify 2 || return 1
     expect_refused 2 atp "one layer" --model "$FIX/models/tinylm_h1" --prompts small.jsonl --db b.db --star || return 1

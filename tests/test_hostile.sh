@@ -188,6 +188,9 @@ nan_weights() {
         return 1
     expect_eq "$(status x.db)" "failed,complete,failed,failed,failed,failed" "run statuses" ||
         return 1
+    # generate printed tokens picked from NaN logits and exited 0
+    refused generate "logits not finite at step 1" --model n --prompt-ids 1,2 --max-new 3 ||
+        return 1
     # training from NaN weights diverges: always an error, no checkpoint
     refused train "loss is nan" --init n --data "$D" --batch 2 --seq-len 8 --steps 2 --out o \
         --db t.db --json || return 1
@@ -286,5 +289,21 @@ planted_symlinks() {
     [ ! -L s/r/index.html ] || bad "report's page is still the planted link"
 }
 
+# info's memory plan where B x T overflows the activations' size: once it
+# printed the parameters' size alone on every line, as if nothing more were
+# needed; the commands themselves refuse such a batch.
+info_plan_overflows() {
+    cp -r "$FIX/models/llama_gqa" big || return 1
+    sed -i 's/"max_position_embeddings": 16/"max_position_embeddings": 16777216/' big/config.json
+    hst info --model big --batch 2147483647 --seq-len 16777216
+    expect_rc 0 "info with an overflowing plan" || return 1
+    expect_eq "$(grep -c ' overflows  (' out.txt)" 5 "plan lines that overflow" || return 1
+    hst info --model big --batch 2147483647 --seq-len 16777216 --json
+    json_ok out.txt || return 1
+    expect_eq "$(jget out.txt memory_plan train)" overflows "--json plan" || return 1
+    hst info --model big --batch 2 --seq-len 16 --json
+    expect_eq "$(jget out.txt memory_plan eval | grep -c '^[0-9][0-9]*$')" 1 "a plan that fits" || return 1
+}
+
 run_checks fifo_inputs zero_heads huge_numbers sizes_beyond_file tiny_file_huge_shape nan_weights \
-    seq_len_beyond_context planted_symlinks
+    seq_len_beyond_context planted_symlinks info_plan_overflows
