@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api_internal.h"
+#include "inputs.h"
 #include "layers.h"
 #include "linalg.h"
 #include "transformer.h"
@@ -164,6 +165,8 @@ int hs_api_forward_run(hs_api_forward *f, const int32_t *ids, int B, int T,
     const hs_model_config *c = &m->cfg;
     if (B <= 0 || T <= 0)
         return hs_fail(HS_EINVAL, "forward: B=%d, T=%d must be positive", B, T);
+    if (hs_seq_len_check(c, T, "forward: positions")) /* the commands' one check */
+        return HS_EINVAL;
     const size_t N = (size_t)B * T, V = (size_t)c->vocab_size;
     const int maps = has(f, HS_SITE_PATTERN, 0) || has(f, HS_SITE_ATTN_SCORES, 0);
     int rc = ensure_acts(f, B, T, maps ? HS_ACTS_MAPS : HS_ACTS_INFER);

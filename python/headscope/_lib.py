@@ -193,11 +193,32 @@ def i32_ptr(a):
     return a.ctypes.data_as(P_i32)
 
 
-def ids_array(ids):
-    """ids as a C-contiguous int32 array (a copy only when needed)."""
+I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def id_int(v, what="token id"):
+    """One id as a Python int that fits the C int it is passed as: a value
+    beyond int32 is refused, naming it, before any cast wraps it (3 + 2**32
+    once ran as 3)."""
+    v = int(v)
+    if not I32_MIN <= v <= I32_MAX:
+        raise Error("%s %d is outside the ids headscope takes (int32)" % (what, v))
+    return v
+
+
+def ids_array(ids, what="token id"):
+    """ids as a C-contiguous int32 array (a copy only when needed); values
+    beyond int32 are refused, naming the first, before the cast."""
     a = np.asarray(ids)
+    if a.dtype.kind == "O" and all(isinstance(x, int) for x in a.reshape(-1)):
+        for x in a.reshape(-1):
+            id_int(x, what)
     if a.dtype.kind not in "iu":
         raise TypeError("token ids must be integers, not %s" % a.dtype)
+    if a.size and a.dtype.itemsize * 8 > 31 + (a.dtype.kind == "i"):
+        bad = a[(a < I32_MIN) | (a > I32_MAX)] if a.dtype.kind == "i" else a[a > I32_MAX]
+        if bad.size:
+            id_int(int(bad.reshape(-1)[0]), what)
     return np.ascontiguousarray(a, dtype=np.int32)
 
 

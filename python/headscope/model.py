@@ -35,6 +35,17 @@ class ActivationCache(dict):
         return dict.__contains__(self, key)
 
 
+class _Storage:
+    """A parameter tensor's memory for numpy (the array's base): holds the
+    model, so the weights outlive neither their views nor close()."""
+
+    def __init__(self, model, data, shape):
+        self.model = model
+        self.__array_interface__ = {
+            "shape": shape, "typestr": np.dtype(model.dtype).str,
+            "data": (ctypes.cast(data, ctypes.c_void_p).value, False), "version": 3}
+
+
 class Model:
     """A headscope model in memory: Model.open(dir) for a checkpoint of any
     family, Model.new(preset, ...) for a random one. Calling it runs the
@@ -46,6 +57,8 @@ class Model:
         self._fwd = ctypes.c_void_p()
         check(lib.hs_api_forward_new(ctypes.byref(self._fwd), self._h))
         self._lock = threading.Lock()
+        self._running = None   # the thread running a forward, while one runs
+        self._views = False    # params handed out: the storage outlives close()
         self._tokenizer = None
         self.config = json.loads(_lib.take_text(lib.hs_api_model_config(self._h)))
         self.family = lib.hs_api_model_family(self._h).decode()
@@ -105,21 +118,38 @@ class Model:
     def save(self, path):
         """Writes path/config.json and path/model.safetensors; the model is
         from then on the one of that directory (runs record it)."""
-        check(lib.hs_api_model_save(self._h, enc(path)))
+        check(lib.hs_api_model_save(self._handle(), enc(path)))
         self.path = os.path.abspath(path)
 
+    def _handle(self):
+        """The C model, or hs.Error once the model is closed."""
+        if not self._fwd:
+            raise Error("the model is closed")
+        return self._h
+
     def close(self):
-        if self._fwd:
-            lib.hs_api_forward_free(self._fwd)
-            self._fwd = ctypes.c_void_p()
+        """Frees the model. From another thread it waits for a running
+        forward; from a hook of its own forward it is refused. Arrays of
+        `params` still alive keep the weights' storage until they go."""
+        if self._running == threading.get_ident():
+            raise Error("close() from a hook: the model is running its forward")
+        with self._lock:
+            if self._fwd:
+                lib.hs_api_forward_free(self._fwd)
+                self._fwd = ctypes.c_void_p()
+            self._params = None
+            if self._h and not self._views:
+                self._free()
+
+    def _free(self):
         if self._h:
             lib.hs_api_model_free(self._h)
             self._h = ctypes.c_void_p()
-        self._params = None
 
     def __del__(self):
         try:
             self.close()
+            self._free()  # the last params view is gone too: it held the model
         except Exception:
             pass
 
@@ -136,7 +166,7 @@ class Model:
 
     def _int(self, key):
         v = ctypes.c_longlong()
-        check(lib.hs_api_model_int(self._h, key.encode(), ctypes.byref(v)))
+        check(lib.hs_api_model_int(self._handle(), key.encode(), ctypes.byref(v)))
         return v.value
 
     # ---- weights ----
@@ -144,16 +174,18 @@ class Model:
     @property
     def params(self):
         """Every parameter tensor by headscope name, as numpy views of the
-        model's own storage (writing to them edits the model)."""
+        model's own storage (writing to them edits the model); each view
+        keeps the model's storage alive, after close() too."""
         if self._params is None:
-            out = {}
-            for i in range(lib.hs_api_model_tensor_count(self._h)):
+            h, out = self._handle(), {}
+            for i in range(lib.hs_api_model_tensor_count(h)):
                 name, data = ctypes.c_char_p(), _lib.P_real()
                 nd, r, c = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-                check(lib.hs_api_model_tensor(self._h, i, ctypes.byref(name), ctypes.byref(data),
+                check(lib.hs_api_model_tensor(h, i, ctypes.byref(name), ctypes.byref(data),
                                               ctypes.byref(nd), ctypes.byref(r), ctypes.byref(c)))
                 shape = (r.value,) if nd.value == 1 else (r.value, c.value)
-                out[name.value.decode()] = np.ctypeslib.as_array(data, shape=shape)
+                out[name.value.decode()] = np.asarray(_Storage(self, data, shape))
+            self._views = True
             self._params = out
         return self._params
 
@@ -204,6 +236,7 @@ class Model:
 
     def shape_of(self, name, batch=1, positions=1):
         """The array shape of hook `name` for ids of (batch, positions)."""
+        self._handle()
         return resolve(self, name).shape(self, batch, positions)
 
     # ---- forwards ----
@@ -313,10 +346,13 @@ class Model:
         mean = ctypes.c_double()
         errors = []
         keep = []  # the C callbacks, alive until the forward returns
+        if self._running == threading.get_ident():
+            raise Error("a hook cannot run the model it hooks (its forward is running)")
         with self._lock:
             f = self._fwd
             if not f:
                 raise Error("the model is closed")
+            self._running = threading.get_ident()
             try:
                 # hook_embed and hook_pos_embed of learned positions first:
                 # they make resid_pre 0, before its own hooks run
@@ -336,6 +372,7 @@ class Model:
                     _lib.real_ptr(losses) if losses is not None else None, ctypes.byref(mean))
             finally:
                 lib.hs_api_forward_clear(f)
+                self._running = None
         if errors:
             raise errors[0]
         check(rc)

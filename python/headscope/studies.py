@@ -191,7 +191,7 @@ class _Prompts:
             self.path = os.path.abspath(os.fsdecode(prompts))
             tok = tokenizer.path if isinstance(tokenizer, Tokenizer) else tokenizer
             check(lib.hs_api_prompts_load(ctypes.byref(self.h), enc(self.path), enc(tok),
-                                          enc(model.path), model._h))
+                                          enc(model.path), model._handle()))
             return
         self.path = None
         check(lib.hs_api_prompts_new(ctypes.byref(self.h)))
@@ -199,7 +199,8 @@ class _Prompts:
         for i, p in enumerate(prompts):
             if "clean_ids" in p:
                 clean, corrupt = _lib.ids_array(p["clean_ids"]), _lib.ids_array(p["corrupt_ids"])
-                ans, wrong = int(p["answer_id"]), int(p["wrong_id"])
+                ans = _lib.id_int(p["answer_id"], "prompt %d: answer_id" % (i + 1))
+                wrong = _lib.id_int(p["wrong_id"], "prompt %d: wrong_id" % (i + 1))
             else:
                 if tk is None:
                     tk = (tokenizer if isinstance(tokenizer, Tokenizer) else
@@ -278,20 +279,22 @@ def _run(kind, model, fn, args, db=None, argv=(), allow_nonfinite=False):
                 done.set()
 
         t = threading.Thread(target=work, name="headscope " + kind, daemon=True)
-        try:
-            t.start()
-            while not done.wait(0.25):
-                pass
-        except KeyboardInterrupt:
-            stop.value = 1
-            while not done.is_set():  # the study stops at its next unit of work
-                try:
-                    done.wait()
-                except KeyboardInterrupt:
+        with model._lock:  # close() from another thread waits for the study
+            model._handle()
+            try:
+                t.start()
+                while not done.wait(0.25):
                     pass
-            if out.value:
-                lib.hs_api_free(out)
-            raise
+            except KeyboardInterrupt:
+                stop.value = 1
+                while not done.is_set():  # the study stops at its next unit of work
+                    try:
+                        done.wait()
+                    except KeyboardInterrupt:
+                        pass
+                if out.value:
+                    lib.hs_api_free(out)
+                raise
         if res.get("rc"):
             raise Error(res["msg"], res["rc"])
         d = _lib.take_json(out.value)
@@ -310,7 +313,7 @@ def ablate(model, data, batch=4, seq_len=None, max_batches=0, method="zero", lay
                                    ("max_batches", max_batches or None), ("method", method),
                                    ("layers", layers), ("heads", heads), ("naive", naive)])
     return _run("ablate", model, lib.hs_api_ablate, lambda env: (
-        model._h, toks.h, env, batch, seq_len or 0, max_batches, enc(method), enc(layers),
+        model._handle(), toks.h, env, batch, seq_len or 0, max_batches, enc(method), enc(layers),
         enc(heads), int(naive)), db, argv, allow_nonfinite)
 
 
@@ -322,7 +325,7 @@ def importance(model, data, batch=4, seq_len=None, max_batches=0, db=None,
     argv = _argv("importance", model, [("data", toks.arg), ("batch", batch), ("seq_len", seq_len),
                                        ("max_batches", max_batches or None)])
     return _run("importance", model, lib.hs_api_importance, lambda env: (
-        model._h, toks.h, env, batch, seq_len or 0, max_batches), db, argv, allow_nonfinite)
+        model._handle(), toks.h, env, batch, seq_len or 0, max_batches), db, argv, allow_nonfinite)
 
 
 def patch(model, prompts, sites=None, noising=False, batch=0, naive=False, tokenizer=None,
@@ -336,7 +339,7 @@ def patch(model, prompts, sites=None, noising=False, batch=0, naive=False, token
                                   ("batch", batch or None), ("naive", naive),
                                   ("tokenizer", _tok_arg(tokenizer))])
     return _run("patch", model, lib.hs_api_patch, lambda env: (
-        model._h, ps.h, env, enc(sites), int(noising), batch, int(naive)), db, argv,
+        model._handle(), ps.h, env, enc(sites), int(noising), batch, int(naive)), db, argv,
         allow_nonfinite)
 
 
@@ -353,7 +356,7 @@ def atp(model, prompts, sites=None, noising=False, star=False, verify=0, batch=0
                                 ("star", star), ("verify", verify or None),
                                 ("batch", batch or None), ("tokenizer", _tok_arg(tokenizer))])
     return _run("atp", model, lib.hs_api_atp, lambda env: (
-        model._h, ps.h, env, enc(sites), int(noising), int(star), verify, batch), db, argv,
+        model._handle(), ps.h, env, enc(sites), int(noising), int(star), verify, batch), db, argv,
         allow_nonfinite)
 
 
@@ -363,7 +366,7 @@ def dla(model, prompts, batch=8, tokenizer=None, db=None, allow_nonfinite=False)
     ps = _Prompts(model, prompts, tokenizer)
     argv = _argv("dla", model, [("prompts", ps.arg), ("batch", batch),
                                 ("tokenizer", _tok_arg(tokenizer))])
-    return _run("dla", model, lib.hs_api_dla, lambda env: (model._h, ps.h, env, batch), db, argv,
+    return _run("dla", model, lib.hs_api_dla, lambda env: (model._handle(), ps.h, env, batch), db, argv,
                 allow_nonfinite)
 
 
@@ -378,7 +381,7 @@ def induction_scores(model, seq_len=0, samples=64, batch=8, seed=1, causal_k=1,
                                       ("random_draws", random_draws),
                                       ("min_score", min_score)])
     return _run("induction", model, lib.hs_api_induction, lambda env: (
-        model._h, env, seq_len, samples, batch, seed, causal_k, random_draws, min_score), db,
+        model._handle(), env, seq_len, samples, batch, seed, causal_k, random_draws, min_score), db,
         argv, allow_nonfinite)
 
 
@@ -396,7 +399,7 @@ def capture(model, data, out, batch=4, seq_len=None, max_batches=0, layers=None,
                                     ("compress", compress or None), ("force", force),
                                     ("tokenizer", _tok_arg(tokenizer))])
     return _run("capture", model, lib.hs_api_capture, lambda env: (
-        model._h, toks.h, env, enc(out), int(force), int(half), compress, batch, seq_len or 0,
+        model._handle(), toks.h, env, enc(out), int(force), int(half), compress, batch, seq_len or 0,
         max_batches, enc(layers), enc(heads), enc(queries), enc(_tok_arg(tokenizer))), db, argv)
 
 
@@ -414,7 +417,7 @@ def train(model, data, steps=100, batch=4, seq_len=None, lr=1e-3, weight_decay=0
                                   ("val", vt.arg if vt else None),
                                   ("val_every", val_every or None)])
     r = _run("train", model, lib.hs_api_train, lambda env: (
-        model._h, toks.h, env, batch, seq_len or 0, steps, lr, weight_decay, clip, warmup,
+        model._handle(), toks.h, env, batch, seq_len or 0, steps, lr, weight_decay, clip, warmup,
         vt.h if vt else None, val_every, enc(out)), db, argv)
     if out:
         model.path = os.path.abspath(out)

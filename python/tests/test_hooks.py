@@ -4,7 +4,10 @@ zeroing a head's hook_z is `headscope ablate --method zero` of that head;
 the sites the Python side adds (hook_embed with learned positions,
 hook_attn_scores, ln_final.hook_normalized) act as TransformerLens's."""
 
+import gc
 import os
+import threading
+import time
 import unittest
 
 import numpy as np
@@ -236,6 +239,82 @@ class Sites(unittest.TestCase):
             want = -np.take_along_axis(lp[:, :-1], tok[:, 1:, None], -1)[..., 0]
             self.assertLessEqual(err(m.loss(tok, per_token=True), want), 1e-5)
             self.assertAlmostEqual(m.loss(tok), want.mean(), places=5)
+
+
+class Lifetime(TempDir, unittest.TestCase):
+    """The hostile-input round's Python rows: a model's storage, its close()
+    and its forward against views, hooks and threads; ids beyond int32."""
+
+    def test_params_views_keep_the_model_alive(self):
+        # 1 MiB of parameters: memory the allocator gives back to the system
+        m = hs.Model.new("gpt2", seed=3, n_layer=1, d_model=64, n_head=2, vocab_size=4096)
+        w = m.params["wte.weight"]
+        want = w.astype(np.float64).sum()
+        del m
+        gc.collect()
+        self.assertEqual(w.astype(np.float64).sum(), want)  # once a SIGSEGV
+        m = hs.Model.new("gpt2", seed=3, n_layer=1, d_model=64, n_head=2, vocab_size=4096)
+        w = m.params["wte.weight"]
+        m.close()
+        self.assertEqual(w.astype(np.float64).sum(), want, "a view outlives close() too")
+
+    def test_a_closed_model_says_so(self):
+        m = hs.Model.open(os.path.join(MODELS, "gpt2_tiny"))
+        tok = tokens(m.vocab_size, T=8)
+        m.close()
+        calls = {"params": lambda: m.params, "shape_of": lambda: m.shape_of("hook_embed"),
+                 "save": lambda: m.save(self.path("s")), "forward": lambda: m(tok),
+                 "ablate": lambda: hs.ablate(m, np.tile(tok.reshape(-1), 4), batch=1, seq_len=4)}
+        for what, call in calls.items():
+            with self.subTest(call=what), self.assertRaisesRegex(hs.Error, "the model is closed"):
+                call()
+        m.close()  # twice: nothing happens
+
+    def test_close_from_a_hook_is_refused_and_from_a_thread_waits(self):
+        with hs.Model.open(os.path.join(MODELS, "llama_gqa")) as m:
+            tok = tokens(m.vocab_size)
+            plain = m(tok)
+            with self.assertRaisesRegex(hs.Error, "close\\(\\) from a hook"):
+                m.run_with_hooks(tok, fwd_hooks=[("blocks.0.hook_resid_pre",
+                                                  lambda x, h: m.close())])
+            self.assertTrue(np.array_equal(m(tok), plain), "usable after the refusal")
+            with self.assertRaisesRegex(hs.Error, "cannot run the model it hooks"):
+                m.run_with_hooks(tok, fwd_hooks=[("blocks.0.hook_resid_pre",
+                                                  lambda x, h: m(tok))])  # once blocked
+            started, out = threading.Event(), {}
+
+            def slow(x, hook):
+                started.set()
+                time.sleep(0.3)
+
+            t = threading.Thread(target=lambda: out.setdefault(
+                "logits", m.run_with_hooks(tok, fwd_hooks=[("blocks.0.hook_resid_pre", slow)])))
+            t.start()
+            started.wait()
+            m.close()  # waits for the forward (once a use after free)
+            t.join()
+            self.assertTrue(np.array_equal(out["logits"], plain))
+            with self.assertRaisesRegex(hs.Error, "the model is closed"):
+                m(tok)
+
+    def test_ids_beyond_int32_are_refused_naming_them(self):
+        with hs.Model.open(os.path.join(MODELS, "gpt2_tiny")) as m:
+            for bad in (3 + 2 ** 32, 2 ** 63, -2 ** 40):
+                with self.subTest(id=bad), self.assertRaisesRegex(hs.Error, str(bad)):
+                    m(np.array([[1, 2, bad]], dtype=np.uint64 if bad > 0 else np.int64))
+            with self.assertRaisesRegex(hs.Error, str(2 ** 64)):
+                m([[1, 2, 2 ** 64]])
+            with self.assertRaisesRegex(hs.Error, str(3 + 2 ** 32)):
+                m.loss(tokens(m.vocab_size, T=4), targets=np.full((2, 4), 3 + 2 ** 32))
+            with self.assertRaisesRegex(hs.Error, "answer_id %d" % (3 + 2 ** 32)):
+                hs.dla(m, [{"clean_ids": [1, 2], "corrupt_ids": [1, 3], "answer_id": 3 + 2 ** 32,
+                            "wrong_id": 4}])
+
+    def test_the_forward_of_a_rotary_model_stops_at_its_context(self):
+        with hs.Model.open(os.path.join(MODELS, "llama_gqa")) as m:  # n_ctx 16
+            m(tokens(m.vocab_size, T=m.n_ctx))
+            with self.assertRaisesRegex(hs.Error, "exceeds the model's n_ctx=16"):
+                m(tokens(m.vocab_size, T=m.n_ctx + 1))  # once ran
 
 
 if __name__ == "__main__":
