@@ -359,3 +359,29 @@ int hs_output_free(const char *path, int force)
         return hs_fail(HS_EIO, "%s exists (use --force to overwrite)", path);
     return HS_OK;
 }
+
+int hs_tmp_dir_create(const char *path, const char *name, char *dir, size_t dn, char *file,
+                      size_t fn)
+{
+    if (snprintf(dir, dn, "%s.tmp.%d.XXXXXX", path, (int)getpid()) >= (int)dn ||
+        snprintf(file, fn, "%s/%s", dir, name) >= (int)fn)
+        return hs_fail(HS_EIO, "%s: path too long", path);
+    if (!mkdtemp(dir))
+        return hs_fail(HS_EIO, "%s: cannot create a folder beside it: %s", path, strerror(errno));
+    snprintf(file, fn, "%s/%s", dir, name);
+    return HS_OK;
+}
+
+int hs_tmp_dir_commit(int rc, const char *dir, const char *file, const char *path,
+                      const char *who)
+{
+    struct stat sb;
+    if (!rc && (lstat(file, &sb) || !S_ISREG(sb.st_mode) || sb.st_size == 0))
+        rc = hs_fail(HS_EIO, "%s: %s wrote nothing", path, who);
+    if (!rc)
+        rc = hs_tmp_commit(file, path, 1);
+    else
+        unlink(file);
+    rmdir(dir);
+    return rc;
+}

@@ -94,6 +94,21 @@ int hs_parse_ints(const char *s, int *out, int max, long lo, long hi, int distin
 /* Seconds of the monotonic clock, for timings and rates. */
 double hs_now(void);
 
+/* A private folder beside path for an external program to write path's
+ * contents into: PATH.tmp.PID.XXXXXX, mode 0700, so that no other user can
+ * plant, replace or rename an entry in it while the program runs (a
+ * temporary file it reopened by name could be swapped for a link). *dir is
+ * the folder, *file DIR/NAME. HS_EIO naming path. */
+int hs_tmp_dir_create(const char *path, const char *name, char *dir, size_t dn, char *file,
+                      size_t fn);
+
+/* With rc HS_OK: file (of hs_tmp_dir_create) must be a regular, non-empty
+ * file (else HS_EIO "PATH: WHO wrote nothing"), moved over path; then, and
+ * on any rc, what is left of the folder is removed. Returns rc or the
+ * commit's status. */
+int hs_tmp_dir_commit(int rc, const char *dir, const char *file, const char *path,
+                      const char *who);
+
 /* HS_OK when path may be written: it does not exist, or force; else HS_EIO
  * "PATH exists (use --force to overwrite)". */
 int hs_output_free(const char *path, int force);

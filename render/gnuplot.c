@@ -135,13 +135,14 @@ static int run_gnuplot(const char *script, const char *path, const char *assignm
     return HS_OK;
 }
 
-/* gnuplot draws into a file of ours created beside outfile (hs_tmp_create:
- * an exclusive, unpredictable name), which is moved over outfile once it
- * holds the figure: a planted link is replaced, never written through, and
- * a failed plot leaves no half file. */
+/* gnuplot draws into a private folder of ours beside outfile
+ * (hs_tmp_dir_create: mode 0700, an unpredictable name), and the figure is
+ * moved over outfile once it is there: no other user can swap the file
+ * gnuplot opens by name for a link, a planted link at outfile is replaced,
+ * never written through, and a failed plot leaves no half file. */
 int hs_gnuplot(const char *script, const char *assignments, const char *outfile)
 {
-    char path[PATH_MAX + 128], tmp[PATH_MAX + 64];
+    char path[PATH_MAX + 128], tmp[PATH_MAX + 80];
     const char *fmt = hs_plot_format(outfile);
     if (!fmt)
         return hs_fail(HS_EINVAL, "%s: unknown output format (name it .png, .svg or .pdf)",
@@ -152,13 +153,12 @@ int hs_gnuplot(const char *script, const char *assignments, const char *outfile)
     for (const unsigned char *c = (const unsigned char *)outfile; *c; c++)
         if (*c < 0x20 || *c == 0x7f)
             return hs_fail(HS_EINVAL, "--out: a file name with a control character is refused");
+    char dir[PATH_MAX + 64];
     int rc = check_parent(outfile);
-    const int fd = rc ? -1 : hs_tmp_create(outfile, tmp, sizeof tmp);
-    if (!rc && fd < 0)
-        rc = HS_EIO;
+    if (!rc)
+        rc = hs_tmp_dir_create(outfile, "figure", dir, sizeof dir, tmp, sizeof tmp);
     if (rc)
         return rc;
-    close(fd);
     size_t qn = 8 * strlen(tmp) + 12, n = strlen(assignments) + qn + 48;
     char *all = malloc(n), *q = malloc(qn);
     if (!all || !q)
@@ -170,14 +170,7 @@ int hs_gnuplot(const char *script, const char *assignments, const char *outfile)
     }
     free(all);
     free(q);
-    struct stat sb;
-    if (!rc && (stat(tmp, &sb) || sb.st_size == 0))
-        rc = hs_fail(HS_EIO, "%s: gnuplot wrote nothing", outfile);
-    if (rc) {
-        unlink(tmp);
-        return rc;
-    }
-    return hs_tmp_commit(tmp, outfile, 1);
+    return hs_tmp_dir_commit(rc, dir, tmp, outfile, "gnuplot");
 }
 
 int hs_plot_tmpdir(char *dir, size_t n)

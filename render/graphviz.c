@@ -60,18 +60,10 @@ int hs_dot(const char *dotfile, const char *outfile)
     for (const unsigned char *c = (const unsigned char *)outfile; *c; c++)
         if (*c < 0x20 || *c == 0x7f)
             return hs_fail(HS_EINVAL, "--out: a file name with a control character is refused");
-    char tmp[PATH_MAX + 64];
-    const int fd = hs_tmp_create(outfile, tmp, sizeof tmp);
-    if (fd < 0)
-        return HS_EIO;
-    close(fd);
-    int rc = run_dot(fmt, tmp, dotfile);
-    struct stat sb;
-    if (!rc && (stat(tmp, &sb) || sb.st_size == 0))
-        rc = hs_fail(HS_EIO, "%s: dot wrote nothing", outfile);
-    if (rc) {
-        unlink(tmp);
-        return rc;
-    }
-    return hs_tmp_commit(tmp, outfile, 1);
+    /* dot writes into a private folder of ours (see hs_gnuplot) */
+    char dir[PATH_MAX + 64], tmp[PATH_MAX + 80];
+    int rc = hs_tmp_dir_create(outfile, "figure", dir, sizeof dir, tmp, sizeof tmp);
+    if (!rc)
+        rc = run_dot(fmt, tmp, dotfile);
+    return hs_tmp_dir_commit(rc, dir, tmp, outfile, "dot");
 }

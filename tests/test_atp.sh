@@ -160,9 +160,19 @@ figures() {
     expect_nofile x.png "a refused figure" || return 1
     hs circuit --model "$g" --prompts "$p" --db f.db --method eap-ig
     expect_rc 0 "circuit" || return 1
-    hs plot circuit --db f.db --out circuit.png
+    # dot writes into a folder only we can write (test_figures.sh's
+    # private_output_folder for gnuplot): a dot in front of the real one
+    # records its mode
+    local real
+    real=$(command -v dot)
+    mkdir -p spy
+    printf '#!/bin/bash\nargs=("$@")\nfor i in "${!args[@]}"; do [ "${args[$i]}" = -o ] && out=${args[$((i + 1))]}; done\nstat -c %%a "$(dirname "$out")" >>"%s/modes.txt"\n' "$PWD" >spy/dot
+    printf 'exec "%s" "$@"\n' "$real" >>spy/dot
+    chmod +x spy/dot
+    PATH="$PWD/spy:$PATH" hs plot circuit --db f.db --out circuit.png
     expect_rc 0 "plot circuit" || return 1
     png_ok circuit.png || return 1
+    expect_eq "$(sort -u modes.txt)" 700 "the folder dot draws into" || return 1
     hs plot circuit --db f.db --metric eap_ig --run 2 --out circuit.svg
     expect_rc 0 "plot circuit svg" || return 1
     grep -q "faithfulness" circuit.svg || bad "the graph's title names its faithfulness" || return 1

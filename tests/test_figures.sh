@@ -85,6 +85,30 @@ pdf_unsupported() {
     expect_rc 0 "plot map --out m.svg with that gnuplot" || return 1
 }
 
+# gnuplot opens the file it draws into by name: that name must lie in a
+# folder only we can write (mode 700), or another user could rename a link
+# over it while gnuplot runs and have the figure overwrite the link's
+# target. A gnuplot in front of the real one records the folder's mode.
+private_output_folder() {
+    hs capture --model "$GPT2" --data "$EVAL" --out m.h5 "${SMALL[@]}" --max-batches 1
+    expect_rc 0 "capture" || return 1
+    local real
+    real=$(command -v gnuplot)
+    mkdir -p spy
+    cat >spy/gnuplot <<SPY
+#!/bin/bash
+out=\$(printf '%s\n' "\$2" | sed -n "s/.*outfile='\\([^']*\\)'.*/\\1/p")
+stat -c %a "\$(dirname "\$out")" >>"$PWD/modes.txt"
+exec "$real" "\$@"
+SPY
+    chmod +x spy/gnuplot
+    PATH="$PWD/spy:$PATH" hs plot map --maps m.h5 --out m.svg
+    expect_rc 0 "plot map through the spy" || return 1
+    svg_ok m.svg || return 1
+    expect_eq "$(sort -u modes.txt)" 700 "the folder gnuplot draws into" || return 1
+    [ -z "$(ls -d m.svg.tmp.* 2>/dev/null)" ] || bad "a private folder was left behind"
+}
+
 # ---- heads a layer lacks --------------------------------------------------------
 
 ghost_heads() {
@@ -221,5 +245,5 @@ report_experiment_tables() {
     expect_eq "$(rows_in rep/index.html windows)" 3 "windows rows" || return 1
 }
 
-run_checks out_format pdf_unsupported ghost_heads fixed_scales curve_labels report_wording \
+run_checks out_format pdf_unsupported private_output_folder ghost_heads fixed_scales curve_labels report_wording \
     report_experiment_tables
