@@ -153,13 +153,83 @@ static int run_begin(hs_run *r, const hs_run_spec *s)
     return rc;
 }
 
+/* What a rank read: its model file's, its data's and its options' sha256
+ * (each "" when the run has none; the model file as the run hashes it,
+ * config.json beside it when it is absent, as a sharded checkpoint's is). */
+enum { FP_MODEL, FP_CONFIG, FP_DATA, FP_ARGS, FP_COUNT };
+typedef struct {
+    char sha[FP_COUNT][65];
+} fingerprint;
+
+static int fingerprint_of(fingerprint *f, const hs_run_spec *s)
+{
+    memset(f, 0, sizeof *f);
+    int rc = HS_OK;
+    if (s->model_file && !access(s->model_file, F_OK))
+        rc = hs_sha256_file(s->model_file, f->sha[FP_MODEL], NULL);
+    if (!rc && s->model_path) {
+        char config[1100];
+        snprintf(config, sizeof config, "%s/config.json", s->model_path);
+        rc = access(config, F_OK) ? HS_OK : hs_sha256_file(config, f->sha[FP_CONFIG], NULL);
+    }
+    if (!rc && s->data_path)
+        rc = hs_sha256_file(s->data_path, f->sha[FP_DATA], NULL);
+    char *args = rc ? NULL : result_args(s, s->argc, s->argv);
+    if (!rc && !args)
+        rc = hs_fail(HS_ENOMEM, "run: the command line");
+    if (!rc) {
+        hs_sha256 h;
+        hs_sha256_init(&h);
+        hs_sha256_update(&h, args, strlen(args));
+        hs_sha256_hex(&h, f->sha[FP_ARGS]);
+    }
+    free(args);
+    return rc;
+}
+
+/* Under mpirun every rank must run on what rank 0 runs on: a rank with
+ * another model, data or command line would compute other shapes than the
+ * ones rank 0 gathers into (SPEC §12: N ranks give one process's result).
+ * Each rank hashes its own files; rank 0 compares and names the first rank
+ * that differs and in what. Costs a read of the model and data files on
+ * every rank. */
+static int ranks_agree(const hs_run_spec *s)
+{
+    const int n = hs_dist_size();
+    if (n < 2)
+        return HS_OK;
+    fingerprint mine, *all = hs_dist_rank() ? NULL : hs_calloc((size_t)n, sizeof *all, "ranks");
+    int rc = fingerprint_of(&mine, s);
+    if (!rc && !hs_dist_rank() && !all)
+        rc = HS_ENOMEM;
+    if ((rc = hs_dist_gather(rc, &mine, all, sizeof mine)) || hs_dist_rank()) {
+        free(all);
+        return hs_dist_agree(rc);
+    }
+    static const char *const what[FP_COUNT] = { "model file", "config.json",
+                                                 "data (or prompts)", "command line" };
+    for (int r = 1; !rc && r < n; r++)
+        for (int k = 0; !rc && k < FP_COUNT; k++) {
+            const char *a = all[0].sha[k], *b = all[r].sha[k];
+            if (strcmp(a, b))
+                rc = hs_fail(HS_EINVAL, "rank %d of %d runs on another %s than rank 0 (sha256 "
+                             "%.12s... against %.12s...): every rank needs the same inputs",
+                             r, n, what[k], *b ? b : "(none)", *a ? a : "(none)");
+        }
+    free(all);
+    return hs_dist_agree(rc);
+}
+
 int hs_run_open(hs_run **out, const hs_run_spec *s)
 {
     *out = NULL;
+    int rc = ranks_agree(s);
+    if (rc)
+        return rc;
     if (!s->db || hs_dist_rank() > 0) /* under mpirun rank 0 alone writes the index */
         return s->db ? hs_dist_agree(HS_OK) : HS_OK;
     hs_run *r = hs_calloc(1, sizeof *r, "run");
-    int rc = r ? run_begin(r, s) : HS_ENOMEM;
+    rc = r ? run_begin(r, s) : HS_ENOMEM;
     if (rc && r) {
         hs_index_close(r->ix);
         free(r);

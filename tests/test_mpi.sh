@@ -223,6 +223,42 @@ unsplit_refused() {
     expect_rc 0 "composition on 1 rank" || return 1
 }
 
+# Ranks that read other inputs under the same command line (each rank runs
+# in its own folder): once rank 1's larger model wrote past rank 0's buffer
+# in circuit, and a patch run completed with rank 1's numbers mixed in. Now
+# one error names the rank and what differs, and no run is recorded.
+ranks_with_other_inputs() {
+    local r
+    for r in 0 1; do
+        mkdir -p rank$r && cp -r "$GPT2" rank$r/m && cp "$FIX/causal/gpt2.jsonl" rank$r/p.jsonl ||
+            return 1
+    done
+    py - <<'PYEOF' || return 1
+import struct
+p = "rank1/m/model.safetensors"
+d = bytearray(open(p, "rb").read())
+h = struct.unpack("<Q", d[:8])[0]
+d[8 + h] ^= 1  # one bit of the first weight
+open(p, "wb").write(d)
+PYEOF
+    local cmd
+    for cmd in patch circuit; do
+        mpirun --oversubscribe -np 2 sh -c 'cd rank$OMPI_COMM_WORLD_RANK && exec "$0" "$@"' "$HS" \
+            $cmd --model m --prompts p.jsonl --db ../o.db --threads 1 \
+            $([ $cmd = circuit ] && echo --method eap) >out.txt 2>err.txt
+        RC=$?
+        [ "$RC" -ne 0 ] || bad "$cmd on ranks with other models exited 0" || return 1
+        expect_grep "$(cat err.txt)" "rank 1 of 2 runs on another model file than rank 0" \
+            "$cmd: the message" || return 1
+        [ ! -e o.db ] || bad "$cmd: a run was recorded" || return 1
+    done
+    cp "$GPT2/model.safetensors" rank1/m/ && echo >>rank1/p.jsonl || return 1
+    mpirun --oversubscribe -np 2 sh -c 'cd rank$OMPI_COMM_WORLD_RANK && exec "$0" "$@"' "$HS" \
+        patch --model m --prompts p.jsonl --db ../o.db --threads 1 >out.txt 2>err.txt
+    [ $? -ne 0 ] || bad "patch on ranks with other prompts exited 0" || return 1
+    expect_grep "$(cat err.txt)" "another data (or prompts)" "the prompts' message" || return 1
+}
+
 # The attn-only model and shard of the kill: 3 layers, room for 2800 batches of 4 x 64
 kill_setup() {
     text long.txt 12000
@@ -299,4 +335,4 @@ kill_rank_resume() {
 # SPEC §14 and the encoders under 1-3 ranks, and the killed rank's resume
 # (together ~50 s); the fast tier keeps every study under 1-3 ranks.
 SLOW_CHECKS="families3_same encoders_same kill_rank_resume"
-run_checks ablate_same importance_same patterns_same induction_same patch_same capture_same families3_same encoders_same unsplit_refused kill_rank_resume
+run_checks ablate_same importance_same patterns_same induction_same patch_same capture_same families3_same encoders_same unsplit_refused ranks_with_other_inputs kill_rank_resume
