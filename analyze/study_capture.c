@@ -341,6 +341,8 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
     if (io && io->phase)
         io->phase(io->ctx, NULL);
     free(targets);
+    if (!rc) /* maps of a checkpoint that changed meanwhile are of neither version */
+        rc = hs_model_unchanged(m);
     if (rc) {
         hs_maps_abort(w); /* nothing half-written is left behind */
         free_table(table, n_table);

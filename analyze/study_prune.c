@@ -80,7 +80,9 @@ static int write_out(hs_prune_result *r, const hs_prune_study_opts *o, const hs_
 {
     const hs_model *m = env->m;
     hs_model small = { 0 };
-    int rc = pruned_model(&small, m, pruned, o->structural);
+    int rc = hs_model_unchanged(m); /* a model of neither version is not written */
+    if (!rc)
+        rc = pruned_model(&small, m, pruned, o->structural);
     if (!rc)
         rc = hs_checkpoint_save(&small, o->out);
     char target[1100];

@@ -14,6 +14,7 @@
 
 #include "common.h"
 #include "dist.h"
+#include "safetensors.h"
 #include "study.h"
 
 volatile sig_atomic_t cli_stop_requested = 0;
@@ -272,6 +273,27 @@ static void on_signal(int sig)
     cli_stop_requested = 1;
 }
 
+/* A checkpoint truncated under its mapping: the reading thread gets a page
+ * of zeros (hs_st_fault) and the command runs on to cli_finish, which finds
+ * the file changed and fails the run naming it. Any other SIGBUS keeps its
+ * default action: returning re-runs the access with SIG_DFL in place. */
+static void on_bus(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    if (!hs_st_fault(si->si_addr))
+        signal(sig, SIG_DFL);
+}
+
+void cli_install_fault_handler(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_bus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+}
+
 void cli_install_signal_handlers(void)
 {
     struct sigaction sa;
@@ -343,6 +365,8 @@ int cli_run_end(hs_run *run, int rc, long long *id)
 
 int cli_finish(cli_job *j, int rc)
 {
+    if (!rc) /* a checkpoint changed under the run: its numbers mix two versions */
+        rc = hs_model_unchanged(&j->in.m);
     const long long id = hs_run_id(j->run);
     rc = hs_run_close(j->run, rc, NULL);
     j->run = NULL;

@@ -214,6 +214,10 @@ typedef struct {
  * cli_stop_requested when stoppable. */
 struct hs_study_io cli_study_io(phase_bars *bars, int stoppable);
 
+/* SIGBUS from a checkpoint truncated under its mapping becomes a failed run
+ * naming the file (hs_st_fault, hs_model_unchanged); main installs it. */
+void cli_install_fault_handler(void);
+
 /* SIGINT/SIGTERM set this; long commands poll it and stop cleanly. */
 extern volatile sig_atomic_t cli_stop_requested;
 void cli_install_signal_handlers(void);

@@ -133,7 +133,7 @@ static int cmd_generate(int argc, char **argv)
     hs_generate_stats st;
     if (!rc && !(out = malloc(sizeof *out * ((size_t)n + (size_t)max_new))))
         rc = cli_run_error("generate");
-    if (!rc && hs_generate(out, &st, &m, ids, n, max_new, &so))
+    if (!rc && (hs_generate(out, &st, &m, ids, n, max_new, &so) || hs_model_unchanged(&m)))
         rc = cli_run_error("generate");
     if (!rc)
         print_generation(out, n, n + max_new, &st, tok, m.cfg.vocab_size, json);

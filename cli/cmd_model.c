@@ -127,8 +127,8 @@ static int cmd_eval(int argc, char **argv)
     if (max_batches && max_batches < bar.total)
         bar.total = max_batches;
     hs_eval_result r;
-    rc =
-        hs_evaluate(&r, &j.in.m, &j.in.tok, B, T, (size_t)max_batches, NULL, cli_progress_cb, &bar);
+    rc = hs_evaluate(&r, &j.in.m, &j.in.tok, B, T, (size_t)max_batches, NULL, cli_progress_cb,
+                     &bar) || hs_model_unchanged(&j.in.m);
     cli_progress_finish(&bar);
     hs_inputs_free(&j.in);
     if (rc) {

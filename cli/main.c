@@ -132,6 +132,7 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     cli_current = c;
+    cli_install_fault_handler();
     /* under mpirun: one rank of N (dist.h); rank 0 alone prints results */
     if (hs_dist_init(&argc, &argv)) {
         fprintf(stderr, "headscope: %s: %s\n", c->name, hs_last_error());

@@ -220,6 +220,8 @@ void hs_model_free(hs_model *m)
     memset(m, 0, sizeof *m);
 }
 
+int hs_model_unchanged(const hs_model *m) { return hs_stored_unchanged(m->stored); }
+
 int hs_model_find(const hs_model *m, const char *name)
 {
     for (int i = 0; i < m->n_tensors; i++)

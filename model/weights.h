@@ -91,6 +91,12 @@ typedef hs_real (*hs_wo_get)(void *ctx, int l, size_t k);
  * read, a dead one d * dh (how `info` reads them from the file). */
 int hs_dead_heads_by(const hs_model_config *c, hs_wo_get get, void *ctx, unsigned char *dead);
 
+/* HS_OK when the files m's weights are mapped from (hs_checkpoint_load_stored)
+ * are as they were opened; else HS_EIO naming the file that changed (truncated
+ * or rewritten in place) while m read it: whatever m computed since mixes two
+ * versions, so a run must not be recorded complete. */
+int hs_model_unchanged(const hs_model *m);
+
 /* Index of a tensor by headscope name, or -1. */
 int hs_model_find(const hs_model *m, const char *name);
 

@@ -257,6 +257,46 @@ EOF
     done
 }
 
+# ---- 5b. a checkpoint that changes under the run ----------------------------------------
+
+# The weights are mapped while the capture runs. Rewritten in place (same
+# size), the run once finished `complete` with a mix of both versions;
+# truncated, it died of SIGBUS ("Bus error", exit 135) with the run left
+# `running`. Now either is one line naming the file, exit 1, the run failed,
+# no map file.
+checkpoint_changes_under_the_run() {
+    long_setup || return 1
+    local how
+    for how in rewrite truncate; do
+        rm -rf cm && cp -r "$LONG_MODEL" cm || return 1
+        start_bg "$HS" "${LONG_CAPTURE[@]}" --model cm --out "$how.h5" --db "$how.db" \
+            --max-batches 200
+        wait_until 600 "$how.h5.tmp.*" has_tmp "$how.h5" || return 1
+        py - "$how" <<'PYEOF' || return 1
+import os, sys
+p = "cm/model.safetensors"
+if sys.argv[1] == "rewrite":  # the same bytes, written again in place
+    d = open(p, "rb").read()
+    with open(p, "r+b") as f:
+        f.write(d)
+else:
+    os.truncate(p, os.path.getsize(p) // 2)
+PYEOF
+        wait_until 600 "the end of the capture" bg_ended || return 1
+        wait "$BG_PID"
+        RC=$?
+        BG_PID=""
+        ERR=$(cat err.txt)
+        expect_rc 1 "capture with its checkpoint changed ($how)" || return 1
+        expect_grep "$ERR" "headscope: capture: cm/model.safetensors changed while it was read" \
+            "the message ($how)" || return 1
+        [ "$(wc -l <err.txt)" -eq 1 ] || bad "more than one line on stderr: $ERR" || return 1
+        expect_eq "$(sqlite3 "$how.db" 'select status from runs')" failed "the run ($how)" ||
+            return 1
+        expect_nofile "$how.h5" "a map file from a changed checkpoint ($how)" || return 1
+    done
+}
+
 # ---- 6. SIGINT stops cleanly --------------------------------------------------------
 
 sigint_clean() {
@@ -684,6 +724,7 @@ fuzzed_maps_hang() {
 # every stage of a capture, SIGINT as ten captures start).
 SLOW_CHECKS="fuzzed_maps_hang concurrent_out sigkill_never_complete sigint_early"
 
-run_checks oracle_h5py h5dump_layout maps_command selection sigkill_never_complete sigint_clean \
+run_checks oracle_h5py h5dump_layout maps_command selection sigkill_never_complete \
+    checkpoint_changes_under_the_run sigint_clean \
     sigint_early bad_input memory_flat plot_outputs hostile_maps full_disk sigterm_clean sigkill_swept \
     concurrent_out fuzzed_maps fuzzed_maps_hang

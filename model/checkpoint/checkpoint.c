@@ -461,6 +461,16 @@ static void sources_release(void *ctx)
     free(ctx);
 }
 
+/* Every mapped file as it was opened (hs_st_unchanged). */
+static int sources_unchanged(void *ctx)
+{
+    const sources *src = ctx;
+    int rc = HS_OK;
+    for (int i = 0; !rc && i < src->n; i++)
+        rc = hs_st_unchanged(&src->st[i]);
+    return rc;
+}
+
 int hs_checkpoint_load_stored(hs_model *m, const char *dir, hs_weights_place place)
 {
     if (!loads_stored())
@@ -479,6 +489,8 @@ int hs_checkpoint_load_stored(hs_model *m, const char *dir, hs_weights_place pla
         return rc;
     }
     rc = hs_stored_create(&m->stored, m->n_params, &m->params, sources_release, src);
+    if (!rc)
+        hs_stored_set_check(m->stored, sources_unchanged);
     if (rc) {
         sources_release(src);
         free(ft);

@@ -1,6 +1,7 @@
 #include "safetensors.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +14,34 @@
 #include <cjson/cJSON.h>
 
 #include "json.h"
+
+/* The mapped files, for hs_st_fault: a signal handler reads this table, so
+ * slots are published with their range set and cleared before the unmap. */
+enum { MAX_MAPS = 256 };
+static struct {
+    _Atomic(uintptr_t) lo, hi;
+} maps[MAX_MAPS];
+
+static size_t page_bytes; /* read by the handler: set before a slot is */
+
+static void maps_add(const unsigned char *p, size_t n)
+{
+    if (!page_bytes)
+        page_bytes = (size_t)sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < MAX_MAPS; i++)
+        if (!atomic_load(&maps[i].hi)) {
+            atomic_store(&maps[i].lo, (uintptr_t)p);
+            atomic_store(&maps[i].hi, (uintptr_t)p + n);
+            return;
+        }
+}
+
+static void maps_remove(const unsigned char *p)
+{
+    for (int i = 0; i < MAX_MAPS; i++)
+        if (atomic_load(&maps[i].lo) == (uintptr_t)p)
+            atomic_store(&maps[i].hi, 0), atomic_store(&maps[i].lo, 0);
+}
 
 static size_t dtype_size(const char *name, hs_dtype *dt)
 {
@@ -105,8 +134,9 @@ int hs_st_open(hs_safetensors *st, const char *path)
         return rc;
     }
     st->map = mmap(NULL, st->map_len, PROT_READ, MAP_PRIVATE, st->fd, 0);
-    if (st->map == MAP_FAILED) {
-        st->map = NULL;
+    if (st->map == MAP_FAILED || fstat(st->fd, &st->opened)) {
+        if (st->map == MAP_FAILED)
+            st->map = NULL;
         hs_st_close(st);
         return hs_fail(HS_EIO, "%s: cannot map: %s", path, strerror(errno));
     }
@@ -119,6 +149,7 @@ int hs_st_open(hs_safetensors *st, const char *path)
         hs_st_close(st);
         return rc;
     }
+    maps_add(st->map, st->map_len);
     st->data = st->map + 8 + hlen;
     st->data_len = st->map_len - 8 - hlen;
     cJSON *root = NULL;
@@ -175,13 +206,43 @@ int hs_st_open(hs_safetensors *st, const char *path)
     return rc;
 }
 
+int hs_st_fault(void *addr)
+{
+    const uintptr_t a = (uintptr_t)addr;
+    for (int i = 0; i < MAX_MAPS; i++)
+        if (a >= atomic_load(&maps[i].lo) && a < atomic_load(&maps[i].hi)) {
+            const uintptr_t page = a & ~(uintptr_t)(page_bytes - 1);
+            return mmap((void *)page, page_bytes, PROT_READ,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED;
+        }
+    return 0;
+}
+
+int hs_st_unchanged(const hs_safetensors *st)
+{
+    struct stat now;
+    if (st->fd < 0 || fstat(st->fd, &now))
+        return hs_fail(HS_EIO, "%s: cannot check the file: %s", st->path, strerror(errno));
+    const struct stat *was = &st->opened;
+    if (now.st_size != was->st_size)
+        return hs_fail(HS_EIO, "%s changed while it was read (%lld bytes, then %lld): the "
+                       "weights are from neither version", st->path, (long long)was->st_size,
+                       (long long)now.st_size);
+    if (now.st_mtim.tv_sec != was->st_mtim.tv_sec || now.st_mtim.tv_nsec != was->st_mtim.tv_nsec)
+        return hs_fail(HS_EIO, "%s changed while it was read (rewritten in place): the weights "
+                       "are from neither version", st->path);
+    return HS_OK;
+}
+
 void hs_st_close(hs_safetensors *st)
 {
     for (int i = 0; st->t && i < st->n; i++)
         free(st->t[i].name);
     free(st->t);
-    if (st->map)
+    if (st->map) {
+        maps_remove(st->map);
         munmap(st->map, st->map_len);
+    }
     if (st->fd >= 0)
         close(st->fd);
     memset(st, 0, sizeof *st);

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "common.h"
 #include "dtype.h"
@@ -25,6 +26,7 @@ typedef struct {
 typedef struct {
     char path[512];
     int fd;
+    struct stat opened; /* the file as mapped: size and modification time */
     unsigned char *map;
     size_t map_len;
     const unsigned char *data; /* start of the data section */
@@ -57,6 +59,18 @@ int hs_st_read(const hs_safetensors *st, const hs_st_tensor *t, size_t first, si
  * with pread (as hs_st_read, without the conversion). */
 int hs_st_read_bytes(const hs_safetensors *st, const hs_st_tensor *t, size_t first, size_t n,
                      void *dst);
+
+/* HS_OK when the file is as it was mapped (its size and modification time,
+ * by the descriptor kept open); else HS_EIO "PATH changed while it was read
+ * (...)": a checkpoint truncated or rewritten in place under a running
+ * command gives weights from neither version, so the run must fail. */
+int hs_st_unchanged(const hs_safetensors *st);
+
+/* For a SIGBUS handler (cli/): 1 when addr lies in a file of hs_st_open's
+ * whose pages went away (the file was truncated under the mapping), after
+ * putting a page of zeros there so the reader can run on to the check of
+ * hs_st_unchanged; 0 for any other address. Async-signal-safe. */
+int hs_st_fault(void *addr);
 
 /* Tells the kernel the pages wholly inside t's bytes are no longer needed,
  * so loading never holds the file and the parameters in memory at once. */

@@ -23,6 +23,7 @@ struct hs_stored {
     int n, cap;
     size_t held;   /* bytes counted by hs_mem_reserve */
     void (*release)(void *);
+    int (*check)(void *);
     void *ctx;
     int published;
 };
@@ -81,6 +82,13 @@ static int open_pages(hs_stored *s, size_t off, size_t size, const char *what)
     }
     s->held += size * sizeof(hs_real);
     return HS_OK;
+}
+
+void hs_stored_set_check(hs_stored *s, int (*check)(void *ctx)) { s->check = check; }
+
+int hs_stored_unchanged(const hs_stored *s)
+{
+    return s && s->check ? s->check(s->ctx) : HS_OK;
 }
 
 int hs_stored_floats(hs_stored *s, size_t off, size_t size)

@@ -49,6 +49,13 @@ int hs_stored_floats(hs_stored *s, size_t off, size_t size);
  * freed with the set. */
 int hs_stored_add(hs_stored *s, hs_stored_tensor t, int owned);
 
+/* check(ctx) (ctx: hs_stored_create's) tells whether the files the set maps
+ * are as they were opened; hs_stored_unchanged asks it. */
+void hs_stored_set_check(hs_stored *s, int (*check)(void *ctx));
+
+/* HS_OK, or check's failure (the file named): see hs_model_unchanged. */
+int hs_stored_unchanged(const hs_stored *s);
+
 /* 1 when what the lookups from inside the GEMMs trust holds: entries sorted
  * by offset, none overlapping the next, each inside the range with a known
  * type and its data. hs_stored_publish asserts it in debug builds. */
