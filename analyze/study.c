@@ -150,3 +150,16 @@ int hs_curve_writer_flush(hs_curve_writer *w)
     w->n = 0;
     return rc;
 }
+
+void hs_study_phase(const hs_study_io *io, const char *label)
+{
+    if (io && io->phase)
+        io->phase(io->ctx, label);
+}
+
+void hs_study_progress(void *ctx, size_t done, size_t total)
+{
+    const hs_study_io *io = ctx;
+    if (io->progress)
+        io->progress(io->ctx, done, total);
+}

@@ -53,6 +53,12 @@ typedef struct hs_study_io {
     int allow_nonfinite;
 } hs_study_io;
 
+/* io's phase (NULL: the last one ended), when io (may be NULL) has one. */
+void hs_study_phase(const hs_study_io *io, const char *label);
+
+/* An hs_progress_fn over an hs_study_io (ctx): its progress, if any. */
+void hs_study_progress(void *io, size_t done, size_t total);
+
 /* A named curve of a study (owned points). */
 typedef struct {
     char name[64];

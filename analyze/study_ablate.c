@@ -175,12 +175,10 @@ int hs_ablate_study(hs_ablate_result *r, const hs_ablate_study_opts *o,
     hs_ablate_opts ao = ablate_opts(o, env);
     layer_ctx lc = { r, env, &ao };
     ao.head_on = head_on, ao.on_layer = on_layer, ao.progress = on_progress, ao.ctx = &lc;
-    if (io->phase)
-        io->phase(io->ctx, "ablate");
+    hs_study_phase(io, "ablate");
     if (!rc)
         rc = hs_ablate(m, env->data, &ao);
-    if (io->phase)
-        io->phase(io->ctx, NULL);
+    hs_study_phase(io, NULL);
     r->clean_loss = ao.clean_loss;
     free(head_on);
     return rc;

@@ -10,19 +10,6 @@
 #include "study_atp.h"
 #include "study_interp.h"
 
-static void on_progress(void *ctx, size_t done, size_t total)
-{
-    const hs_study_io *io = ctx;
-    if (io->progress)
-        io->progress(io->ctx, done, total);
-}
-
-static void phase(const hs_study_io *io, const char *label)
-{
-    if (io->phase)
-        io->phase(io->ctx, label);
-}
-
 static int finite_positions(const hs_study_io *io, const hs_position_row *p, int n)
 {
     char what[96];
@@ -40,7 +27,7 @@ static int finite_positions(const hs_study_io *io, const hs_position_row *p, int
 static hs_atp_opts atp_opts(const hs_atp_study_opts *o, const hs_study_env *env)
 {
     hs_atp_opts ao = o->atp;
-    ao.batch = env->batch, ao.stop = env->io.stop, ao.progress = on_progress;
+    ao.batch = env->batch, ao.stop = env->io.stop, ao.progress = hs_study_progress;
     ao.ctx = (void *)&env->io;
     return ao;
 }
@@ -71,9 +58,9 @@ int hs_atp_study(hs_atp_study_result *res, const hs_atp_study_opts *o, const hs_
     char label[64];
     snprintf(label, sizeof label, "atp (%s%s)", ao.noising ? "noising" : "denoising",
              ao.star ? ", AtP*" : "");
-    phase(io, label);
+    hs_study_phase(io, label);
     rc = hs_atp(r, env->m, env->ps, &ao);
-    phase(io, NULL);
+    hs_study_phase(io, NULL);
     if (!rc)
         rc = hs_study_check_finite(io, &r->heads, NULL, 0);
     if (!rc)
@@ -121,10 +108,10 @@ int hs_circuit_study(hs_circuit_study_result *res, const hs_circuit_study_opts *
     if (rc)
         return rc;
     co.top_n = res->top_n, co.batch = env->batch;
-    co.stop = io->stop, co.progress = on_progress, co.ctx = (void *)io;
-    phase(io, co.method == HS_CIRCUIT_EAP ? "circuit (eap)" : "circuit (eap-ig)");
+    co.stop = io->stop, co.progress = hs_study_progress, co.ctx = (void *)io;
+    hs_study_phase(io, co.method == HS_CIRCUIT_EAP ? "circuit (eap)" : "circuit (eap-ig)");
     rc = hs_circuit(r, env->m, env->ps, &co);
-    phase(io, NULL);
+    hs_study_phase(io, NULL);
     hs_study_curve curve = { .points = r->curve, .n = r->n_curve };
     snprintf(curve.name, sizeof curve.name, "%s", HS_METRIC(FAITHFULNESS));
     if (!rc)

@@ -312,8 +312,7 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
     int32_t *targets = hs_calloc((size_t)B * T, sizeof(int32_t), "targets");
     batch_src src = { tok, B, T, targets };
     hs_map_sink sink = hs_maps_sink(w);
-    if (io && io->phase)
-        io->phase(io->ctx, "capture");
+    hs_study_phase(io, "capture");
     /* this rank's batches: rank, rank + N, ... (all of them in one process) */
     const size_t mine = nb / (size_t)size + ((size_t)rank < nb % (size_t)size);
     hs_record_opts ro = { B, T, mine, p.layer_on, stop, io ? io->progress : NULL,
@@ -338,8 +337,7 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
     free(rl.att), free(rl.pk), free(rl.tok);
     if (rc && size > 1 && rank > 0) /* rank 0 waits for this rank's maps: end the job */
         hs_dist_abort(rc);
-    if (io && io->phase)
-        io->phase(io->ctx, NULL);
+    hs_study_phase(io, NULL);
     free(targets);
     if (!rc) /* maps of a checkpoint that changed meanwhile are of neither version */
         rc = hs_model_unchanged(m);

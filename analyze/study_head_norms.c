@@ -120,12 +120,10 @@ int hs_head_norms_study(hs_head_norms_result *r, const hs_head_norms_opts *o,
     if (rc)
         return rc;
     hs_head_stats st, sc;
-    if (io->phase)
-        io->phase(io->ctx, "head-norms");
+    hs_study_phase(io, "head-norms");
     rc = model_norms(&st, m, env, nb);
     if (!rc) {
-        if (io->phase)
-            io->phase(io->ctx, "head-norms: control");
+        hs_study_phase(io, "head-norms: control");
         hs_model ctrl;
         if (!(rc = hs_control_model(&ctrl, c, (unsigned long long)o->seed))) {
             rc = model_norms(&sc, &ctrl, env, nb);
@@ -134,8 +132,7 @@ int hs_head_norms_study(hs_head_norms_result *r, const hs_head_norms_opts *o,
         if (rc)
             hs_head_stats_free(&st);
     }
-    if (io->phase)
-        io->phase(io->ctx, NULL);
+    hs_study_phase(io, NULL);
     if (rc)
         return rc;
     rc = hs_head_table_add_heads(&r->table, &st, HS_METRIC(HEAD_OUTPUT_NORM));

@@ -28,12 +28,10 @@ int hs_importance_study(hs_importance_result *r, const hs_importance_opts *o,
     int rc = hs_importance_alloc(&imp, c);
     if (rc)
         return rc;
-    if (io->phase)
-        io->phase(io->ctx, "importance");
+    hs_study_phase(io, "importance");
     rc = hs_importance_compute_dist(&imp, m, env->data, env->batch, env->seq_len,
                                     env->max_batches, io->stop, io->progress, io->ctx);
-    if (io->phase)
-        io->phase(io->ctx, NULL);
+    hs_study_phase(io, NULL);
     if (!rc)
         rc = hs_importance_to_table(&r->table, &imp);
     if (!rc)

@@ -69,12 +69,6 @@ void hs_induction_result_free(hs_induction_result *r)
     memset(r, 0, sizeof *r);
 }
 
-static void phase(const hs_study_io *io, const char *label)
-{
-    if (io->phase)
-        io->phase(io->ctx, label);
-}
-
 static int stopped(const hs_study_io *io)
 {
     return io->stop && *io->stop ? hs_fail(HS_EINTR, "interrupted") : HS_OK;
@@ -145,10 +139,10 @@ int hs_induction_study(hs_induction_result *r, const hs_induction_opts *opts,
     }
     if (!rc)
         rc = hs_scores_alloc(&sc, c);
-    phase(io, "induction: scores");
+    hs_study_phase(io, "induction: scores");
     if (!rc)
         rc = hs_pattern_scores(&s, m, tok, N, T, B, pf, pc);
-    phase(io, "induction: control");
+    hs_study_phase(io, "induction: control");
     if (!rc && !(rc = stopped(io)))
         rc = hs_pattern_scores(&sc, &ctrl, tok, N, T, B, pf, pc);
     if (!rc)
@@ -159,11 +153,11 @@ int hs_induction_study(hs_induction_result *r, const hs_induction_opts *opts,
         snprintf(r->note, sizeof r->note, "no causal check: its second-half loss is a next-token "
                  "loss, which an encoder (%s) does not predict", hs_family_name(c->family));
     else
-        phase(io, "induction: causal check");
+        hs_study_phase(io, "induction: causal check");
     if (!rc && !c->encoder && !(rc = stopped(io)))
         rc = hs_induction_causal_check(&r->causal, m, tok, N, T, B, &s, o.causal_k,
                                        o.random_draws, o.seed + 17, draw, pf, pc);
-    phase(io, NULL);
+    hs_study_phase(io, NULL);
     if (!rc)
         rc = hs_scores_to_table(&r->table, &s, cop, "");
     if (!rc)

@@ -11,12 +11,6 @@
 #include "study_interp.h"
 #include "study_patch.h"
 
-static void phase(const hs_study_io *io, const char *label)
-{
-    if (io->phase)
-        io->phase(io->ctx, label);
-}
-
 /* ---- dla ------------------------------------------------------------------------ */
 
 /* Row k of the parts over prompts (or the LD when k < 0) into the table. */
@@ -48,9 +42,9 @@ int hs_dla_study(hs_dla_result *r, const hs_dla_opts *o, const hs_study_env *env
     memset(r, 0, sizeof *r);
     r->top_layer = r->top_head = -1;
     const hs_study_io *io = &env->io;
-    phase(io, "dla");
+    hs_study_phase(io, "dla");
     int rc = hs_dla_compute(&r->parts, env->m, env->ps, env->batch);
-    phase(io, NULL);
+    hs_study_phase(io, NULL);
     for (int k = -1; !rc && k < r->parts.n_terms; k++)
         rc = dla_row(r, k);
     const hs_dla *p = &r->parts;
@@ -95,11 +89,11 @@ int hs_logit_lens_study(hs_logit_lens_result *r, const hs_logit_lens_opts *o,
     if (rc)
         return rc;
     const hs_study_io *io = &env->io;
-    phase(io, "logit-lens");
+    hs_study_phase(io, "logit-lens");
     rc = env->ps ? hs_lens_prompts(&r->lens, env->m, env->ps, env->batch)
                  : hs_lens_data(&r->lens, env->m, env->data, env->batch, env->seq_len,
                                 env->max_batches);
-    phase(io, NULL);
+    hs_study_phase(io, NULL);
     const hs_lens *l = &r->lens;
     const int E = l->n_layer + 1;
     for (int e = 0; !rc && e < E; e++) {
@@ -190,12 +184,12 @@ int hs_composition_study(hs_composition_result *r, const hs_composition_opts *o,
     const hs_model *m = env->m;
     const hs_study_io *io = &env->io;
     const int control = !o->no_control;
-    phase(io, "composition");
+    hs_study_phase(io, "composition");
     rc = hs_composition_scores(&r->pairs, &r->n_pairs, m, 0);
     if (!rc)
         rc = comp_summary(r, r->pairs, r->n_pairs, 0, io);
     if (!rc && control) {
-        phase(io, "composition: control");
+        hs_study_phase(io, "composition: control");
         hs_model ctrl;
         hs_pair_row *cp = NULL;
         int cn = 0;
@@ -214,7 +208,7 @@ int hs_composition_study(hs_composition_result *r, const hs_composition_opts *o,
         }
         free(cp);
     }
-    phase(io, NULL);
+    hs_study_phase(io, NULL);
     r->rows = (hs_study_rows){ .pairs = r->pairs, .n_pairs = r->n_pairs, .heads = &r->table };
     return rc;
 }

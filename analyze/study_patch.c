@@ -50,18 +50,11 @@ static int check_positions(const hs_study_io *io, const hs_patch_result *r)
     return HS_OK;
 }
 
-static void on_progress(void *ctx, size_t done, size_t total)
-{
-    const hs_study_io *io = ctx;
-    if (io->progress)
-        io->progress(io->ctx, done, total);
-}
-
 /* hs_patch_opts of o and env: the batch, and the study's stop and progress. */
 static hs_patch_opts patch_opts(const hs_patch_study_opts *o, const hs_study_env *env)
 {
     hs_patch_opts po = o->patch;
-    po.batch = env->batch, po.stop = env->io.stop, po.progress = on_progress;
+    po.batch = env->batch, po.stop = env->io.stop, po.progress = hs_study_progress;
     po.ctx = (void *)&env->io;
     return po;
 }
@@ -86,12 +79,11 @@ int hs_patch_study(hs_patch_study_result *res, const hs_patch_study_opts *o,
     hs_patch_study_opts so = *o; /* its sites resolved here too */
     int rc = hs_patch_study_check(&so, env);
     const hs_patch_opts po = patch_opts(&so, env);
-    if (!rc && io->phase)
-        io->phase(io->ctx, po.noising ? "patch (noising)" : "patch");
+    if (!rc)
+        hs_study_phase(io, po.noising ? "patch (noising)" : "patch");
     if (!rc)
         rc = hs_patch(r, env->m, env->ps, &po);
-    if (io->phase)
-        io->phase(io->ctx, NULL);
+    hs_study_phase(io, NULL);
     if (!rc)
         rc = hs_study_check_finite(io, &r->heads, NULL, 0);
     if (!rc)
@@ -200,17 +192,16 @@ int hs_path_patch_study(hs_path_patch_result *r, const hs_path_patch_opts *o,
     const hs_study_io *io = &env->io;
     int *sender = NULL;
     hs_receiver *recv = NULL;
-    hs_path_opts po = { .batch = env->batch, .stop = io->stop, .progress = on_progress,
+    hs_path_opts po = { .batch = env->batch, .stop = io->stop, .progress = hs_study_progress,
                         .ctx = (void *)io };
     int rc = hs_path_parse(&sender, &po.n_senders, &recv, &po.n_recv, o->senders, o->receivers,
                            &env->m->cfg);
     po.sender = sender, po.recv = recv, r->n_senders = po.n_senders;
-    if (!rc && io->phase)
-        io->phase(io->ctx, "path-patch");
+    if (!rc)
+        hs_study_phase(io, "path-patch");
     if (!rc)
         rc = hs_path_patch(&r->heads, env->m, env->ps, &po);
-    if (io->phase)
-        io->phase(io->ctx, NULL);
+    hs_study_phase(io, NULL);
     if (!rc)
         rc = hs_study_check_finite(io, &r->heads, NULL, 0);
     free(sender), free(recv);

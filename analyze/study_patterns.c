@@ -25,12 +25,6 @@ static int js_labels(hs_patterns_result *r, int n)
     return r->js_layer && r->js_head ? HS_OK : HS_ENOMEM;
 }
 
-static void phase(const hs_study_io *io, const char *label)
-{
-    if (io->phase)
-        io->phase(io->ctx, label);
-}
-
 /* What an encoder's statistics left out, for the command to say. */
 static void note_missing(hs_patterns_result *r, const hs_patterns *p, int tokenizer)
 {
@@ -59,20 +53,20 @@ static int model_study(hs_patterns_result *r, const hs_patterns_opts *o, const h
     hs_patterns pt = { 0 }, pctl = { 0 };
     hs_special_ids ids;
     hs_special_ids_of(&ids, &m->cfg, env->tk);
-    phase(io, "patterns");
+    hs_study_phase(io, "patterns");
     int rc = hs_patterns_run_dist(&pt, m, data, B, T, env->max_batches, o->delim_ids,
                                   o->n_delim, &ids, pf, pc);
     if (!rc && m->cfg.encoder)
         note_missing(r, &pt, env->tk != NULL);
     hs_model ctrl = { 0 };
     if (!rc && o->control) {
-        phase(io, "patterns: control");
+        hs_study_phase(io, "patterns: control");
         rc = hs_control_model(&ctrl, &m->cfg, (unsigned long long)o->seed);
         if (!rc)
             rc = hs_patterns_run_dist(&pctl, &ctrl, data, B, T, env->max_batches,
                                       o->delim_ids, o->n_delim, &ids, pf, pc);
     }
-    phase(io, NULL);
+    hs_study_phase(io, NULL);
     if (ctrl.params)
         hs_model_free(&ctrl);
     /* the sequences the statistics read (whole batches of B), one at a time */

@@ -77,7 +77,7 @@ static int cmd_capture(int argc, char **argv)
         OPT_DB_AS(&db, "record the run and the map file (artifact) in this index"),
         OPT_JSON(&json),
     };
-    const int n = (int)(sizeof o / sizeof o[0]);
+    const int n = CLI_N(o);
     int rc = cli_opts_parse("capture", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;

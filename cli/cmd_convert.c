@@ -17,7 +17,7 @@ static int cmd_convert(int argc, char **argv)
         { "--force", OPT_FLAG, &force, 0, NULL, "overwrite a checkpoint in --out", 0 },
         OPT_JSON(&json),
     };
-    int rc = cli_opts_parse("convert", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("convert", o, CLI_N(o), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!model || !out || !G)

@@ -118,7 +118,7 @@ static int cmd_experiment(int argc, char **argv)
     };
     const char *overrides[64];
     int nover = 0;
-    int rc = cli_opts_parse("experiment", o, (int)(sizeof o / sizeof o[0]), argc - !help,
+    int rc = cli_opts_parse("experiment", o, CLI_N(o), argc - !help,
                             argv + !help, overrides, 64, &nover);
     if (rc)
         return rc < 0 ? 0 : rc;

@@ -54,8 +54,7 @@ int cli_experiment_gqa(int argc, char **argv)
         OPT_THREADS(&threads),
         OPT_JSON(&json),
     };
-    int rc = cli_opts_parse("experiment", o, (int)(sizeof o / sizeof o[0]), argc - 1, argv + 1,
-                            NULL, 0, NULL);
+    int rc = cli_opts_parse("experiment", o, CLI_N(o), argc - 1, argv + 1, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     const char *data = hs_source_path(&src);
@@ -74,7 +73,7 @@ int cli_experiment_gqa(int argc, char **argv)
     hs_run *run = NULL;
     hs_gqa_result r = { 0 };
     phase_bars bars = { 0 };
-    if (!(rc = cli_run_open(&run, db, 0, model, data, o, (int)(sizeof o / sizeof o[0]), argc, argv))) {
+    if (!(rc = cli_run_open(&run, db, 0, model, data, o, CLI_N(o), argc, argv))) {
         cli_install_signal_handlers();
         go.io = cli_study_io(&bars, 1);
         if (!(rc = hs_gqa_study(&r, &go)))

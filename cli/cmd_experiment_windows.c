@@ -89,8 +89,7 @@ int cli_experiment_windows(int argc, char **argv)
     };
     const char *overrides[64];
     int nover = 0;
-    int rc = cli_opts_parse("experiment", o, (int)(sizeof o / sizeof o[0]), argc - 1, argv + 1,
-                            overrides, 64, &nover);
+    int rc = cli_opts_parse("experiment", o, CLI_N(o), argc - 1, argv + 1, overrides, 64, &nover);
     if (rc)
         return rc < 0 ? 0 : rc;
 
@@ -103,8 +102,7 @@ int cli_experiment_windows(int argc, char **argv)
         hs_set_threads(threads);
     hs_windows_result r = { 0 };
     long long run_id = 0;
-    rc = windows_run(&wo, &r, &run_id, &src, &vsrc, db, json, o, (int)(sizeof o / sizeof o[0]),
-                     argc, argv);
+    rc = windows_run(&wo, &r, &run_id, &src, &vsrc, db, json, o, CLI_N(o), argc, argv);
     if (!rc)
         hs_print_windows(stdout, &(hs_summary){ .run_id = run_id, .json = json }, &r, &wo);
     hs_windows_result_free(&r);

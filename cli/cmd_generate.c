@@ -107,8 +107,7 @@ static int cmd_generate(int argc, char **argv)
         OPT_THREADS(&threads),
         OPT_JSON(&json),
     };
-    int rc =
-        cli_opts_parse("generate", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("generate", o, CLI_N(o), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!model || (!text == !ids_s))

@@ -28,7 +28,7 @@ static int cmd_info(int argc, char **argv)
         { "--seq-len", OPT_INT, &T, 1, "T", "the memory plan's sequence length (default: min(n_ctx, 256))", 0 },
         OPT_JSON(&json),
     };
-    const int n_o = (int)(sizeof o / sizeof o[0]);
+    const int n_o = CLI_N(o);
     int rc = cli_opts_parse("info", o, n_o, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -109,7 +109,7 @@ static int cmd_eval(int argc, char **argv)
         OPT_JSON(&json),
         OPT_ALLOW_NONFINITE(&allow_nonfinite),
     };
-    int rc = cli_opts_parse("eval", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("eval", o, CLI_N(o), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     const char *data = hs_source_path(&in.source);
@@ -307,7 +307,7 @@ static int cmd_train(int argc, char **argv)
     };
     const char *overrides[64];
     int noverrides = 0;
-    const int n = (int)(sizeof o / sizeof o[0]);
+    const int n = CLI_N(o);
     int rc = cli_opts_parse("train", o, n, argc, argv, overrides, 64, &noverrides);
     if (rc)
         return rc < 0 ? 0 : rc;

@@ -71,7 +71,7 @@ static int cmd_plot(int argc, char **argv)
         { "--out", OPT_STR, &rq.out, 0, "FILE", "output: FILE.png, FILE.svg or FILE.pdf", 0 },
         OPT_JSON(&json),
     };
-    const int n = (int)(sizeof o / sizeof o[0]);
+    const int n = CLI_N(o);
     char kinds[256];
     kind_list(kinds, sizeof kinds);
     if (argc < 2 || argv[1][0] == '-') {

@@ -16,7 +16,7 @@ static int cmd_report(int argc, char **argv)
         { "--seq", OPT_LONG, &seq, 0, "N", "sequence of the map file to draw", 0 },
         OPT_JSON(&json),
     };
-    int rc = cli_opts_parse("report", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("report", o, CLI_N(o), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!rq.db || !rq.dir)

@@ -56,8 +56,7 @@ static int cmd_tokenize(int argc, char **argv)
         { "--no-special", OPT_FLAG, &no_special, 0, NULL, "leave out the post-processor's special tokens (HF add_special_tokens=False)", 0 },
         OPT_JSON(&json),
     };
-    int rc =
-        cli_opts_parse("tokenize", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("tokenize", o, CLI_N(o), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!path)

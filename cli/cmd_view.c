@@ -42,7 +42,7 @@ static int cmd_view(int argc, char **argv)
         OPT_DB_AS(&db, "index whose scores for this model the head panel shows"),
         OPT_JSON(&json),
     };
-    int rc = cli_opts_parse("view", o, (int)(sizeof o / sizeof o[0]), argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("view", o, CLI_N(o), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!rq.maps || !rq.dir)
