@@ -404,12 +404,15 @@ int cli_study_parse(cli_study *s, opt *o, int n, int argc, char **argv)
     int rc = cli_opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc;
-    const int data = (s->flags & CLI_NEEDS_DATA) != 0, prompts = (s->flags & CLI_NEEDS_PROMPTS) != 0;
+    const int data = (s->flags & CLI_NEEDS_DATA) != 0;
+    const int prompts = (s->flags & CLI_NEEDS_PROMPTS) != 0;
     if (!(s->flags & CLI_OWN_NEEDS) &&
         (!s->in.model || !s->db || (data && !hs_source_path(&s->in.source)) ||
          (prompts && !s->in.prompts)))
         return cli_usage_error(cmd, "--model DIR, %sand --db FILE are required",
-                               data ? "--data FILE (or --text FILE) " : prompts ? "--prompts FILE " : "");
+                               data      ? "--data FILE (or --text FILE) "
+                               : prompts ? "--prompts FILE "
+                                         : "");
     if (s->threads)
         hs_set_threads(s->threads);
     return 0;
@@ -446,10 +449,8 @@ int cli_study_go(cli_study *s, const opt *o, int n, int argc, char **argv)
     env.io = cli_study_io(&bars, (s->flags & CLI_STOPPABLE) != 0);
     env.io.allow_nonfinite = s->allow_nonfinite;
     void *r = hs_calloc(1, s->kind->result_size, "study result");
-    if (!r) {
-        hs_inputs_free(&j.in);
-        return cli_run_error(cmd);
-    }
+    if (!r)
+        return cli_finish(&j, HS_ENOMEM); /* the run failed, the inputs freed */
     const double t0 = hs_now();
     rc = s->kind->study(r, s->opts, &env);
     if (!rc) /* every result begins with its rows */
