@@ -86,13 +86,13 @@ layering() {
 layering_catches_upward_include() {
     local tmp plant got
     tmp=$(mktemp -d) || return
+    (cd "$ROOT" && tar cf - "${ROOMS[@]}") | (cd "$tmp" && tar xf -)
     for plant in 'base/common.c transformer.h' 'model/kernels/gemm.c family.h' \
                  'model/transformer.c checkpoint.h' 'model/families/family.c tokenizer.h'; do
-        rm -rf "${tmp:?}"/*
-        (cd "$ROOT" && tar cf - "${ROOMS[@]}") | (cd "$tmp" && tar xf -)
         set -- $plant
         printf '#include "%s"\n' "$2" >>"$tmp/$1"
         got=$(cd "$tmp" && REASON="" && layering && echo passed)
+        cp "$ROOT/$1" "$tmp/$1" # the plant removed: the next one alone
         [ "$got" != passed ] || { rm -rf "$tmp"; bad "a planted include of $2 in $1 passed"; return; }
     done
     rm -rf "$tmp"
