@@ -101,6 +101,14 @@ static char *stored_result_args(const hs_run_spec *s, const char *json)
     return out;
 }
 
+/* What a rank read: its model file's, config.json's, data's and options'
+ * sha256 (each "" when the run has none; the model file as the run hashes
+ * it, config.json beside it, which a sharded checkpoint has alone). */
+enum { FP_MODEL, FP_CONFIG, FP_DATA, FP_ARGS, FP_COUNT };
+typedef struct {
+    char sha[FP_COUNT][65];
+} fingerprint;
+
 struct hs_run {
     hs_index *ix;
     long long run_id;
@@ -108,16 +116,28 @@ struct hs_run {
     int hashed_model, hashed_data;
 };
 
-/* Rank 0's part of hs_run_open: hash, open, insert or reopen. */
-static int run_begin(hs_run *r, const hs_run_spec *s)
+/* sha256 of path into hex: known's (the ranks' agreement hashed it) or read. */
+static int hash_once(const char *path, const char *known, char hex[80])
+{
+    if (known && *known) {
+        snprintf(hex, 80, "%s", known);
+        return HS_OK;
+    }
+    return hs_sha256_file(path, hex, NULL);
+}
+
+/* Rank 0's part of hs_run_open: hash (what f, the ranks' agreement, has not
+ * hashed already), open, insert or reopen. */
+static int run_begin(hs_run *r, const hs_run_spec *s, const fingerprint *f)
 {
     struct stat sb;
     if (s->resume > 0 && stat(s->db, &sb))
         return hs_fail(HS_EIO, "%s: no index to resume a run from (%s)", s->db, strerror(errno));
-    int rc = s->model_file ? hs_sha256_file(s->model_file, r->model_sha, NULL) : HS_OK;
+    int rc = s->model_file ? hash_once(s->model_file, f ? f->sha[FP_MODEL] : NULL, r->model_sha)
+                           : HS_OK;
     r->hashed_model = s->model_file && !rc;
     if (!rc && s->data_path)
-        rc = hs_sha256_file(s->data_path, r->data_sha, NULL);
+        rc = hash_once(s->data_path, f ? f->sha[FP_DATA] : NULL, r->data_sha);
     r->hashed_data = s->data_path && !rc;
     if (!rc)
         rc = hs_index_open(&r->ix, s->db);
@@ -153,13 +173,6 @@ static int run_begin(hs_run *r, const hs_run_spec *s)
     return rc;
 }
 
-/* What a rank read: its model file's, its data's and its options' sha256
- * (each "" when the run has none; the model file as the run hashes it,
- * config.json beside it when it is absent, as a sharded checkpoint's is). */
-enum { FP_MODEL, FP_CONFIG, FP_DATA, FP_ARGS, FP_COUNT };
-typedef struct {
-    char sha[FP_COUNT][65];
-} fingerprint;
 
 static int fingerprint_of(fingerprint *f, const hs_run_spec *s)
 {
@@ -192,17 +205,15 @@ static int fingerprint_of(fingerprint *f, const hs_run_spec *s)
  * ones rank 0 gathers into (SPEC §12: N ranks give one process's result).
  * Each rank hashes its own files; rank 0 compares and names the first rank
  * that differs and in what. Costs a read of the model and data files on
- * every rank. */
-static int ranks_agree(const hs_run_spec *s)
+ * every rank (rank 0's digests serve its run too). */
+static int ranks_agree(const hs_run_spec *s, fingerprint *mine)
 {
     const int n = hs_dist_size();
-    if (n < 2)
-        return HS_OK;
-    fingerprint mine, *all = hs_dist_rank() ? NULL : hs_calloc((size_t)n, sizeof *all, "ranks");
-    int rc = fingerprint_of(&mine, s);
+    fingerprint *all = hs_dist_rank() ? NULL : hs_calloc((size_t)n, sizeof *all, "ranks");
+    int rc = fingerprint_of(mine, s);
     if (!rc && !hs_dist_rank() && !all)
         rc = HS_ENOMEM;
-    if ((rc = hs_dist_gather(rc, &mine, all, sizeof mine)) || hs_dist_rank()) {
+    if ((rc = hs_dist_gather(rc, mine, all, sizeof *mine)) || hs_dist_rank()) {
         free(all);
         return hs_dist_agree(rc);
     }
@@ -223,13 +234,15 @@ static int ranks_agree(const hs_run_spec *s)
 int hs_run_open(hs_run **out, const hs_run_spec *s)
 {
     *out = NULL;
-    int rc = ranks_agree(s);
+    fingerprint mine; /* under mpirun: what this rank read, hashed once */
+    const int ranks = hs_dist_size() > 1;
+    int rc = ranks ? ranks_agree(s, &mine) : HS_OK;
     if (rc)
         return rc;
     if (!s->db || hs_dist_rank() > 0) /* under mpirun rank 0 alone writes the index */
         return s->db ? hs_dist_agree(HS_OK) : HS_OK;
     hs_run *r = hs_calloc(1, sizeof *r, "run");
-    rc = r ? run_begin(r, s) : HS_ENOMEM;
+    rc = r ? run_begin(r, s, ranks ? &mine : NULL) : HS_ENOMEM;
     if (rc && r) {
         hs_index_close(r->ix);
         free(r);
