@@ -11,7 +11,11 @@
  * tokenizer), the data's batching, where rows committed as the study goes
  * are written, and the io (progress, stop flag). The check resolves the
  * options' model-dependent defaults and refuses what cannot run, naming the
- * option, before any run is opened (bad input records nothing). The result
+ * option, before any run is opened (bad input records nothing); a study
+ * takes options its check has passed (what the check resolves, such as
+ * ablate's kinds or patterns' delimiter ids, it reads as resolved), and the
+ * studies whose checks resolve model-dependent defaults re-run them on a
+ * copy so that they also stand alone. The result
  * begins with its rows (hs_study_rows, pointing into the result), which
  * one writer records (hs_study_rows_record; hs_run_study_rows for a run);
  * a study prints nothing. HS_STUDY_KIND(NAME, CHECK) gives a driver (cli/'s)
