@@ -181,7 +181,7 @@ static int create_file(hs_maps_writer **w, const hs_capture_opts *o, const hs_ca
                        const hs_model_config *c)
 {
     char model_sha[80] = "", data_sha[80] = "", path[1100];
-    snprintf(path, sizeof path, "%s/model.safetensors", o->model_dir);
+    hs_checkpoint_file(o->model_dir, path, sizeof path);
     int rc = o->model_sha ? HS_OK : hs_sha256_file(path, model_sha, NULL);
     if (!rc && !o->data_sha)
         rc = hs_sha256_file(o->data_path, data_sha, NULL);

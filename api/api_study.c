@@ -8,6 +8,7 @@
 
 #include "api_internal.h"
 #include "api_json.h"
+#include "checkpoint.h"
 #include "inputs.h"
 #include "metrics.h"
 #include "run.h"
@@ -106,7 +107,7 @@ static int run_begin(hs_run **run, const hs_api_env *e, const char *kind, const 
     if (!e->db)
         return HS_OK;
     char file[1100];
-    snprintf(file, sizeof file, "%s/model.safetensors", e->model_dir ? e->model_dir : "");
+    hs_checkpoint_file(e->model_dir ? e->model_dir : "", file, sizeof file);
     const hs_run_spec s = { .db = e->db, .kind = kind, .model_path = e->model_dir,
                             .model_file = e->model_dir ? file : NULL, .data_path = data_path,
                             .argc = e->argc, .argv = e->argv };

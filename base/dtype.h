@@ -17,14 +17,15 @@
 
 #include "common.h"
 
-/* A tensor's element type as stored: the three a model computes from, and
- * OTHER for what a checkpoint may hold beside them (integers, F64, masks). */
-typedef enum { HS_DT_F32, HS_DT_F16, HS_DT_BF16, HS_DT_OTHER } hs_dtype;
+/* A tensor's element type as stored: the three a model computes from; F64,
+ * which a checkpoint may hold and a model reads rounded once to F32 (SPEC
+ * §20); OTHER for what a checkpoint may hold beside them (integers, masks). */
+typedef enum { HS_DT_F32, HS_DT_F16, HS_DT_BF16, HS_DT_F64, HS_DT_OTHER } hs_dtype;
 
-/* Bytes of one element of F32, F16 or BF16. */
+/* Bytes of one element of F32, F16, BF16 or F64. */
 static inline size_t hs_dtype_bytes(hs_dtype t)
 {
-    return t == HS_DT_F32 ? 4 : 2;
+    return t == HS_DT_F32 ? 4 : t == HS_DT_F64 ? 8 : 2;
 }
 
 /* bfloat16 (the top half of a float) to float: exact. */
@@ -36,7 +37,8 @@ static inline float hs_bf16_to_float(uint16_t h)
 
 /* n elements of type dt (F32, F16 or BF16, little-endian bytes) at src
  * widened exactly into dst: the one conversion of stored weights to
- * hs_real. */
+ * hs_real. F64 elements are rounded once to the nearest float (ties to
+ * even), in the double build too: the same weights in every build. */
 void hs_dtype_widen(hs_real *dst, const void *src, hs_dtype dt, size_t n);
 
 /* Float to half, round to nearest even, overflow to infinity, subnormals

@@ -329,7 +329,7 @@ int cli_run_open(hs_run **run, const char *db, long long resume, const char *mod
 {
     char file[1100];
     hs_run_neutral neutral[16];
-    snprintf(file, sizeof file, "%s/model.safetensors", model_dir ? model_dir : "");
+    hs_checkpoint_file(model_dir ? model_dir : "", file, sizeof file);
     const hs_run_spec s = { .db = db, .kind = cli_current->name, .resume = resume,
                             .model_path = model_dir, .model_file = model_dir ? file : NULL,
                             .data_path = data, .argc = argc, .argv = argv,

@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include "checkpoint.h"
 #include "inputs.h"
 #include "jsonout.h"
 #include "mlm.h"

@@ -1,18 +1,19 @@
-/* convert: MHA -> GQA/MQA by mean-pooling key/value heads (SPEC §10). */
+/* convert: MHA -> GQA/MQA by mean-pooling key/value heads (SPEC §10); a
+ * checkpoint into safetensors (SPEC §20). */
 #include <stdio.h>
-#include <sys/stat.h>
+#include <string.h>
 
 #include "checkpoint.h"
 #include "cli.h"
-#include "convert.h"
 
 static int cmd_convert(int argc, char **argv)
 {
-    const char *model = NULL, *out = NULL;
+    const char *model = NULL, *out = NULL, *to = NULL;
     int G = 0, force = 0, json = 0;
     opt o[] = {
         OPT_MODEL_AS(&model, "checkpoint to convert"),
         { "--kv-heads", OPT_INT, &G, 1, "G", "key/value heads per layer (divides every layer's)", 0 },
+        { "--to", OPT_STR, &to, 0, "safetensors", "the same tensors in another format", 0 },
         { "--out", OPT_STR, &out, 0, "DIR", "directory of the converted checkpoint", 0 },
         { "--force", OPT_FLAG, &force, 0, NULL, "overwrite a checkpoint in --out", 0 },
         OPT_JSON(&json),
@@ -20,52 +21,54 @@ static int cmd_convert(int argc, char **argv)
     int rc = cli_opts_parse("convert", o, CLI_N(o), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!model || !out || !G)
-        return cli_usage_error("convert", "--model DIR, --kv-heads G and --out DIR are required");
-    char target[1100];
-    struct stat sb;
+    if (!model || !out || !G == !to || (to && strcmp(to, "safetensors")))
+        return cli_usage_error("convert", "--model DIR, --out DIR and one of --kv-heads G or "
+                                          "--to safetensors are required");
+    char target[1100], index[1100];
     snprintf(target, sizeof target, "%s/model.safetensors", out);
-    if (!force && stat(target, &sb) == 0) {
-        fprintf(stderr, "headscope: convert: %s exists (use --force to overwrite)\n", target);
-        return EXIT_FAILURE_RUN;
-    }
-    hs_model in, conv;
-    if (hs_checkpoint_load(&in, model))
+    snprintf(index, sizeof index, "%s/model.safetensors.index.json", out);
+    if (hs_output_free(target, force) || hs_output_free(index, force))
         return cli_run_error("convert");
-    if ((rc = hs_convert_kv_heads(&conv, &in, G))) {
-        hs_model_free(&in);
+    int n = 0, shards = 0; /* --to safetensors: past 5 GB in shards, as save_pretrained */
+    hs_kv_conversion c = { 0 };
+    if (to ? hs_checkpoint_convert(model, out, (size_t)5000000000u, &n, &shards)
+           : hs_checkpoint_convert_kv_heads(model, out, G, &c))
         return cli_run_error("convert");
-    }
-    rc = hs_checkpoint_save(&conv, out);
-    if (rc)
-        cli_run_error("convert");
+    if (json)
+        printf("{\"out\":"), hs_json_string(stdout, out);
+    if (to && json)
+        printf(",\"format\":\"safetensors\",\"tensors\":%d,\"shards\":%d}\n", n, shards);
+    else if (to)
+        printf("%s: %d tensors as safetensors (%d file%s)\n", out, n, shards, shards > 1 ? "s" : "");
     else if (json)
-        printf("{\"out\":"), hs_json_string(stdout, out),
-            printf(",\"family\":\"%s\",\"kv_heads\":%d,\"params\":%zu}\n",
-                   hs_family_name(conv.cfg.family), G, conv.n_params);
+        printf(",\"family\":\"%s\",\"kv_heads\":%d,\"params\":%zu}\n",
+               hs_family_name(c.family), G, c.params_now);
     else
         printf("%s: %s family, %d key/value heads per layer (mean of %d), %zu parameters "
                "(was %zu)\n",
-               out, hs_family_name(conv.cfg.family), G, in.cfg.n_kv_head[0] / G, conv.n_params,
-               in.n_params);
-    hs_model_free(&conv);
-    hs_model_free(&in);
-    return rc ? EXIT_FAILURE_RUN : 0;
+               out, hs_family_name(c.family), G, c.mean_of, c.params_now, c.params_was);
+    return 0;
 }
 
 HS_COMMAND(cmd_convert_record) = {
     .name = "convert",
     .order = 168,
-    .summary = "MHA -> GQA/MQA: mean-pool each group's key/value heads (Ainslie et al. 2023).",
-    .usage = "headscope convert --model DIR --kv-heads G --out DIR [--force]",
+    .summary = "MHA -> GQA/MQA (mean-pooled key/value heads); a checkpoint into safetensors.",
+    .usage = "headscope convert --model DIR (--kv-heads G | --to safetensors) --out DIR [--force]",
     .details =
-        "Key/value head j of every layer becomes the mean of the old heads j*r .. (j+1)*r-1\n"
+        "--to safetensors writes every tensor of the checkpoint (pytorch_model.bin, read\n"
+        "without running its pickle, or safetensors) with the same name, dtype and bytes\n"
+        "into model.safetensors (past 5 GB: shards and model.safetensors.index.json, as\n"
+        "transformers' save_pretrained), beside copies of config.json and the tokenizer\n"
+        "files (config.json written last). Convert once; every command then maps it.\n\n"
+        "--kv-heads: key/value head j of every layer becomes the mean of the old heads j*r .. (j+1)*r-1\n"
         "(r = old heads / G) in the k and v projection weights and biases; query head h reads\n"
         "head h / (H/G). G must divide every layer's key/value heads (a pruned model with\n"
         "uneven layers is refused). llama, mistral, qwen2 and headscope models keep their\n"
         "family; gpt2 and gpt_neox files cannot hold grouped heads, so their models are\n"
         "written in the headscope family (the same computation). With G equal to the\n"
         "model's heads the model is unchanged. Uptrain with train --init DIR.\n\n"
-        "example: headscope convert --model gpt2-small --kv-heads 2 --out gqa2\n",
+        "examples: headscope convert --model gpt2-small --kv-heads 2 --out gqa2\n"
+        "          headscope convert --model bert-mnli --to safetensors --out bert-mnli-st\n",
     .run = cmd_convert,
 };

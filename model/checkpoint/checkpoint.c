@@ -2,6 +2,7 @@
 #include "memory.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +12,10 @@
 #include <cjson/cJSON.h>
 
 #include "config_file.h"
+#include "convert.h"
 #include "family.h"
 #include "json.h"
+#include "pytorch.h"
 #include "safetensors.h"
 #include "stored.h"
 
@@ -81,8 +84,10 @@ int hs_config_load(hs_model_config *c, const char *dir)
 
 /* The checkpoint's tensor files: model.safetensors alone, or the shards a
  * sharded checkpoint's model.safetensors.index.json names in its
- * "weight_map" (tensor name -> shard file), every one memory-mapped and
- * validated by hs_st_open. */
+ * "weight_map" (tensor name -> shard file); where the directory has
+ * neither, pytorch_model.bin or the shards of pytorch_model.bin.index.json
+ * (SPEC §20: a .bin is never opened beside safetensors). Every file is
+ * memory-mapped and validated by hs_st_open or hs_pt_open. */
 typedef struct {
     hs_safetensors *st; /* n files */
     int n;
@@ -105,21 +110,31 @@ static int shard_name_ok(const char *name)
     return *name && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..");
 }
 
-/* Opens DIR/model.safetensors, or else every shard of
- * DIR/model.safetensors.index.json (each distinct file once). A missing
- * shard, or an index that is not {"weight_map": {name: file}}, is an error
- * naming the file. */
-static int sources_open(sources *src, const char *dir)
+/* The files of one format: DIR/NAME, or else the shards of DIR/NAME.index.json. */
+typedef struct {
+    const char *name;
+    int (*open)(hs_safetensors *st, const char *path);
+} format;
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return !stat(path, &sb);
+}
+
+/* Opens DIR/NAME, or else every shard of DIR/NAME.index.json (each distinct
+ * file once). A missing shard, or an index that is not {"weight_map":
+ * {name: file}}, is an error naming the file. */
+static int sources_open_as(sources *src, const char *dir, const format *fmt)
 {
     memset(src, 0, sizeof *src);
     char path[1100];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    snprintf(src->index_path, sizeof src->index_path, "%s/model.safetensors.index.json", dir);
-    struct stat sb;
-    if (!stat(path, &sb) || stat(src->index_path, &sb)) {
+    snprintf(path, sizeof path, "%s/%s", dir, fmt->name);
+    snprintf(src->index_path, sizeof src->index_path, "%s/%s.index.json", dir, fmt->name);
+    if (exists(path) || !exists(src->index_path)) {
         if (!(src->st = hs_calloc(1, sizeof *src->st, "checkpoint files")))
             return HS_ENOMEM;
-        int rc = hs_st_open(&src->st[0], path);
+        int rc = fmt->open(&src->st[0], path);
         src->n = !rc;
         if (rc)
             sources_close(src);
@@ -160,7 +175,7 @@ static int sources_open(sources *src, const char *dir)
         if (seen)
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->valuestring);
-        if ((rc = hs_st_open(&src->st[src->n], path))) {
+        if ((rc = fmt->open(&src->st[src->n], path))) {
             char why[512];
             snprintf(why, sizeof why, "%s", hs_last_error());
             rc = hs_fail(rc, "%s (a shard named by %s)", why, src->index_path);
@@ -170,6 +185,37 @@ static int sources_open(sources *src, const char *dir)
     if (rc)
         sources_close(src);
     return rc;
+}
+
+static const format safetensors = { "model.safetensors", hs_st_open },
+                    pytorch = { "pytorch_model.bin", hs_pt_open };
+
+/* Safetensors where DIR has them (or has no PyTorch files either: the
+ * message then names model.safetensors), else pytorch_model.bin. */
+static const format *format_of(const char *dir)
+{
+    char st[1100], st_index[1100], pt[1100], pt_index[1100];
+    snprintf(st, sizeof st, "%s/model.safetensors", dir);
+    snprintf(st_index, sizeof st_index, "%s/model.safetensors.index.json", dir);
+    snprintf(pt, sizeof pt, "%s/pytorch_model.bin", dir);
+    snprintf(pt_index, sizeof pt_index, "%s/pytorch_model.bin.index.json", dir);
+    const int use_pt = !exists(st) && !exists(st_index) && (exists(pt) || exists(pt_index));
+    return use_pt ? &pytorch : &safetensors;
+}
+
+static int sources_open(sources *src, const char *dir)
+{
+    return sources_open_as(src, dir, format_of(dir));
+}
+
+void hs_checkpoint_file(const char *dir, char *out, size_t n)
+{
+    const format *fmt = format_of(dir);
+    snprintf(out, n, "%s/%s", dir, fmt->name);
+    if (!exists(out))
+        snprintf(out, n, "%s/%s.index.json", dir, fmt->name);
+    if (!exists(out))
+        snprintf(out, n, "%s/%s", dir, fmt->name);
 }
 
 /* The file holding `name` (NULL when the checkpoint has none). */
@@ -237,7 +283,7 @@ static const hs_st_tensor *check_tensor(const hs_model *m, const sources *src,
         return NULL;
     }
     if (t->dtype == HS_DT_OTHER) {
-        hs_fail(HS_EFORMAT, "%s: tensor %s: dtype %s not supported (F32, F16, BF16)", st->path,
+        hs_fail(HS_EFORMAT, "%s: tensor %s: dtype %s not supported (F32, F16, BF16, F64)", st->path,
                 f->name, t->dtype_name);
         return NULL;
     }
@@ -317,12 +363,15 @@ static int load_tensor(hs_model *m, const sources *src, const hs_file_tensor *f)
 /* ---- weights as stored (stored.h) ---------------------------------------- */
 
 /* The tensors kept in their stored dtype: the matrices the model reads
- * through its GEMMs and its embedding rows. Position and token-type tables
- * (read row by row by the embedding, small) and MLA's projections (operands
- * of products that take no stored operand) are held as floats. */
-static int keeps_stored(const hs_model *m, const hs_tensor_info *t)
+ * through its GEMMs and its embedding rows, stored in F32, F16 or BF16 (in
+ * file tensor ft). Position and token-type tables (read row by row by the
+ * embedding, small), MLA's projections (operands of products that take no
+ * stored operand) and F64 tensors (rounded once to float) are held as
+ * floats. */
+static int keeps_stored(const hs_model *m, const hs_tensor_info *t, const hs_st_tensor *ft)
 {
-    if (t->ndim != 2 || !strcmp(t->name, "wpe.weight") || !strcmp(t->name, "tte.weight"))
+    if (t->ndim != 2 || !strcmp(t->name, "wpe.weight") || !strcmp(t->name, "tte.weight") ||
+        ft->dtype == HS_DT_F64)
         return 0;
     return !(m->cfg.mla && strstr(t->name, ".attn."));
 }
@@ -347,8 +396,8 @@ static size_t loaded_bytes(const hs_model *m, const hs_file_tensor *f, const hs_
     size_t b = 0;
     for (int p = 0; p < f->nparts; p++) {
         const hs_tensor_info *ti = &m->tensors[f->part[p].tensor];
-        const int stored = loads_stored() && keeps_stored(m, ti);
-        b += ti->size * (!stored ? sizeof(hs_real) : t->dtype == HS_DT_F32 ? 4 : 2);
+        const int stored = loads_stored() && keeps_stored(m, ti, t);
+        b += ti->size * (!stored ? sizeof(hs_real) : hs_dtype_bytes(t->dtype));
     }
     return b;
 }
@@ -503,7 +552,7 @@ int hs_checkpoint_load_stored(hs_model *m, const char *dir, hs_weights_place pla
         const hs_st_tensor *t = check_tensor(m, src, &ft[i], &st);
         for (int p = 0; !rc && p < ft[i].nparts; p++) {
             const hs_tensor_info *ti = &m->tensors[ft[i].part[p].tensor];
-            if (keeps_stored(m, ti)) {
+            if (keeps_stored(m, ti, t)) {
                 rc = store_part(m->stored, st, t, &ft[i], p, ti, mapped);
                 if (!mapped)
                     hs_st_release(st, t); /* the pages a re-laying read */
@@ -690,4 +739,190 @@ int hs_checkpoint_save(const hs_model *m, const char *dir)
         return hs_fail(HS_EIO, "%s: cannot write: %s", path, strerror(errno));
     }
     return hs_tmp_commit(tmp, path, 1);
+}
+
+/* ---- convert --to safetensors --------------------------------------------- */
+
+/* Every tensor of the checkpoint's files, in their order, for the writer. */
+typedef struct {
+    const sources *src;
+    const hs_safetensors **file; /* of each tensor */
+    const hs_st_tensor **t;
+    hs_st_out *out;
+    int n;
+} all_tensors;
+
+static int emit_copy(void *ctx, int i, FILE *f)
+{
+    const all_tensors *a = ctx;
+    enum { BLOCK = 1 << 22 };
+    const hs_st_tensor *t = a->t[i];
+    const size_t bytes = t->end - t->begin;
+    unsigned char *buf = malloc(bytes < BLOCK ? bytes + 1 : BLOCK);
+    int rc = buf ? HS_OK : hs_fail(HS_ENOMEM, "%s: a copy buffer", t->name);
+    for (size_t done = 0; !rc && done < bytes;) {
+        const size_t k = bytes - done < BLOCK ? bytes - done : BLOCK;
+        rc = hs_st_read_bytes(a->file[i], t, done, k, buf);
+        if (!rc && fwrite(buf, 1, k, f) != k)
+            rc = hs_fail(HS_EIO, "cannot write tensor %s: %s", t->name, strerror(errno));
+        done += k;
+    }
+    free(buf);
+    hs_st_release(a->file[i], t);
+    return rc;
+}
+
+/* DIR/name copied to OUT/name when DIR has it (a file of at most 1 GiB). */
+static int copy_beside(const char *dir, const char *out, const char *name)
+{
+    char from[1100], to[1100], tmp[1200];
+    snprintf(from, sizeof from, "%s/%s", dir, name);
+    snprintf(to, sizeof to, "%s/%s", out, name);
+    if (!exists(from))
+        return HS_OK;
+    char *bytes;
+    size_t n;
+    int rc = hs_read_file(&bytes, &n, from, (size_t)1 << 30, 0);
+    if (rc)
+        return rc;
+    FILE *f = hs_tmp_fopen(to, tmp, sizeof tmp);
+    int ok = f && fwrite(bytes, 1, n, f) == n;
+    if (f && fclose(f))
+        ok = 0;
+    free(bytes);
+    if (!f)
+        return HS_EIO;
+    if (!ok) {
+        unlink(tmp);
+        return hs_fail(HS_EIO, "%s: cannot write: %s", to, strerror(errno));
+    }
+    return hs_tmp_commit(tmp, to, 1);
+}
+
+/* The tensors into OUT: model.safetensors, or past max_shard bytes the
+ * shards model-0000K-of-0000N.safetensors (each tensor whole, a shard begun
+ * where the next tensor would pass the limit) and their index. */
+static int write_shards(const all_tensors *a, const char *out, size_t max_shard, int *n_shards)
+{
+    size_t total = 0;
+    for (int i = 0; i < a->n; i++)
+        total += a->out[i].bytes;
+    int *shard = hs_calloc((size_t)a->n + 1, sizeof *shard, "shards"), n = 1, rc = HS_OK;
+    if (!shard)
+        return HS_ENOMEM;
+    size_t used = 0; /* the bytes of the shard begun */
+    for (int i = 0; i < a->n; i++) {
+        if (used && used + a->out[i].bytes > max_shard)
+            n++, used = 0;
+        shard[i] = n - 1;
+        used += a->out[i].bytes;
+    }
+    cJSON *index = n > 1 ? cJSON_CreateObject() : NULL, *map = NULL;
+    if (index) {
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(index, "metadata"), "total_size",
+                                (double)total);
+        map = cJSON_AddObjectToObject(index, "weight_map");
+    }
+    char path[1200], name[64];
+    for (int s = 0; !rc && s < n; s++) {
+        int first = -1, count = 0;
+        for (int i = 0; i < a->n; i++)
+            if (shard[i] == s)
+                first = first < 0 ? i : first, count++;
+        if (n > 1)
+            snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, n);
+        else
+            snprintf(name, sizeof name, "model.safetensors");
+        snprintf(path, sizeof path, "%s/%s", out, name);
+        all_tensors part = *a; /* a shard's tensors are consecutive */
+        part.file += first, part.t += first, part.out += first, part.n = count;
+        rc = hs_st_write_with(path, part.out, count, emit_copy, &part);
+        for (int i = first; map && i < first + count; i++)
+            cJSON_AddStringToObject(map, a->out[i].name, name);
+    }
+    free(shard);
+    if (!rc && index) {
+        char *json = cJSON_Print(index), tmp[1200];
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", out);
+        FILE *f = json ? hs_tmp_fopen(path, tmp, sizeof tmp) : NULL;
+        int ok = f && fputs(json, f) >= 0 && fputc('\n', f) != EOF;
+        if (f && fclose(f))
+            ok = 0;
+        rc = !json ? HS_ENOMEM : !f ? HS_EIO : HS_OK;
+        if (!rc && !ok)
+            unlink(tmp), rc = hs_fail(HS_EIO, "%s: cannot write: %s", path, strerror(errno));
+        if (!rc)
+            rc = hs_tmp_commit(tmp, path, 1);
+        free(json);
+    }
+    cJSON_Delete(index);
+    *n_shards = n;
+    return rc;
+}
+
+int hs_checkpoint_convert(const char *dir, const char *out, size_t max_shard, int *n_tensors,
+                          int *n_shards)
+{
+    char a_real[PATH_MAX], b_real[PATH_MAX];
+    if (realpath(dir, a_real) && realpath(out, b_real) && !strcmp(a_real, b_real))
+        return hs_fail(HS_EINVAL, "%s: the output folder is the checkpoint's own", out);
+    hs_model m;
+    sources src;
+    hs_file_tensor *ft;
+    int n_ft, rc = open_checked(&m, dir, &src, &ft, &n_ft, NULL); /* checked as a load is */
+    if (rc)
+        return rc;
+    free(ft);
+    hs_model_free(&m);
+    int n = 0;
+    for (int i = 0; i < src.n; i++)
+        n += src.st[i].n;
+    all_tensors a = { &src, hs_calloc((size_t)n + 1, sizeof *a.file, "convert"),
+                      hs_calloc((size_t)n + 1, sizeof *a.t, "convert"),
+                      hs_calloc((size_t)n + 1, sizeof *a.out, "convert"), n };
+    rc = a.file && a.t && a.out ? hs_mkdirs(out) : HS_ENOMEM;
+    for (int i = 0, k = 0; !rc && i < src.n; i++)
+        for (int j = 0; j < src.st[i].n; j++, k++) {
+            const hs_st_tensor *t = &src.st[i].t[j];
+            a.file[k] = &src.st[i], a.t[k] = t;
+            a.out[k] = (hs_st_out){ t->name, t->dtype_name, t->ndim, t->shape, t->end - t->begin };
+        }
+    char config[1100];
+    snprintf(config, sizeof config, "%s/config.json", out);
+    if (!rc && unlink(config) && errno != ENOENT) /* a folder without it is no checkpoint yet */
+        rc = hs_fail(HS_EIO, "%s: cannot replace: %s", config, strerror(errno));
+    if (!rc)
+        rc = write_shards(&a, out, max_shard, n_shards);
+    static const char *beside[] = { "tokenizer.json", "tokenizer_config.json",
+                                    "special_tokens_map.json", "added_tokens.json",
+                                    "vocab.json", "merges.txt", "vocab.txt", "tokenizer.model",
+                                    "spiece.model", "sentencepiece.bpe.model", "source.spm",
+                                    "target.spm", "generation_config.json", "config.json" };
+    for (size_t i = 0; !rc && i < sizeof beside / sizeof *beside; i++)
+        rc = copy_beside(dir, out, beside[i]); /* config.json last: the folder is complete */
+    if (!rc)
+        rc = sources_unchanged(&src);
+    *n_tensors = n;
+    free(a.file);
+    free(a.t);
+    free(a.out);
+    sources_close(&src);
+    return rc;
+}
+
+int hs_checkpoint_convert_kv_heads(const char *dir, const char *out, int G,
+                                   hs_kv_conversion *done)
+{
+    hs_model in, conv;
+    int rc = hs_checkpoint_load(&in, dir);
+    if (rc)
+        return rc;
+    if (!(rc = hs_convert_kv_heads(&conv, &in, G))) {
+        rc = hs_checkpoint_save(&conv, out);
+        *done = (hs_kv_conversion){ conv.cfg.family, in.cfg.n_kv_head[0] / G, in.n_params,
+                                    conv.n_params };
+        hs_model_free(&conv);
+    }
+    hs_model_free(&in);
+    return rc;
 }

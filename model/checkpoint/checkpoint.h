@@ -17,6 +17,12 @@
 /* Reads DIR/config.json into c. */
 int hs_config_load(hs_model_config *c, const char *dir);
 
+/* The file that stands for DIR's weights, which a run hashes (runs'
+ * model_sha256): the one hs_checkpoint_load reads, or its shards' index --
+ * DIR/model.safetensors, model.safetensors.index.json, pytorch_model.bin or
+ * pytorch_model.bin.index.json (model.safetensors when DIR has none). */
+void hs_checkpoint_file(const char *dir, char *out, size_t n);
+
 /* Loads DIR into m (initialised here; free with hs_model_free). A
  * model.safetensors in DIR is read in preference to a shard index. */
 int hs_checkpoint_load(hs_model *m, const char *dir);
@@ -58,6 +64,29 @@ int hs_checkpoint_probe(hs_model *m, const char *dir, unsigned char *dead, int *
 /* Writes m into DIR (created if missing): config.json and model.safetensors,
  * each written under a temporary name and renamed. */
 int hs_checkpoint_save(const hs_model *m, const char *dir);
+
+/* `convert --to safetensors` (SPEC §20): every tensor of DIR's files
+ * (safetensors, or else pytorch_model.bin, read as hs_checkpoint_load reads
+ * them and checked as it checks them) written with the same name, dtype and
+ * bytes into OUT/model.safetensors -- past max_shard bytes into
+ * model-0000K-of-0000N.safetensors and model.safetensors.index.json, as
+ * transformers' save_pretrained shards -- then DIR's tokenizer files, and
+ * config.json last (each file under a temporary name, renamed). OUT is
+ * created; OUT = DIR is refused. *n_tensors, *n_shards: what was written. */
+int hs_checkpoint_convert(const char *dir, const char *out, size_t max_shard, int *n_tensors,
+                          int *n_shards);
+
+/* `convert --kv-heads G`: DIR's model with its key/value heads mean-pooled
+ * into G per layer (hs_convert_kv_heads, convert.h) saved into OUT
+ * (hs_checkpoint_save); *done says what was written. */
+typedef struct {
+    hs_family family; /* of the written model */
+    int mean_of;      /* old heads per new head (layer 0) */
+    size_t params_was, params_now;
+} hs_kv_conversion;
+
+int hs_checkpoint_convert_kv_heads(const char *dir, const char *out, int G,
+                                   hs_kv_conversion *done);
 
 /* The tensor named file_name as model.safetensors stores it (Hugging Face
  * name and layout of m's family, e.g. GPT-2's fused c_attn), into out

@@ -47,7 +47,7 @@ static size_t dtype_size(const char *name, hs_dtype *dt)
 {
     static const struct { const char *name; size_t size; hs_dtype dt; } known[] = {
         { "F32", 4, HS_DT_F32 },  { "F16", 2, HS_DT_F16 },   { "BF16", 2, HS_DT_BF16 },
-        { "F64", 8, HS_DT_OTHER }, { "I64", 8, HS_DT_OTHER }, { "I32", 4, HS_DT_OTHER },
+        { "F64", 8, HS_DT_F64 }, { "I64", 8, HS_DT_OTHER }, { "I32", 4, HS_DT_OTHER },
         { "I16", 2, HS_DT_OTHER }, { "I8", 1, HS_DT_OTHER },  { "U8", 1, HS_DT_OTHER },
         { "BOOL", 1, HS_DT_OTHER },
     };
@@ -119,7 +119,7 @@ static int parse_entry(hs_st_tensor *t, const cJSON *e, const hs_safetensors *st
     return HS_OK;
 }
 
-int hs_st_open(hs_safetensors *st, const char *path)
+int hs_st_map(hs_safetensors *st, const char *path, size_t least, const char *short_why)
 {
     memset(st, 0, sizeof *st);
     st->fd = -1;
@@ -127,9 +127,9 @@ int hs_st_open(hs_safetensors *st, const char *path)
     st->fd = hs_open_regular(path, &st->map_len);
     if (st->fd < 0)
         return HS_EIO; /* the message names the file */
-    if (st->map_len < 8) {
-        int rc = hs_fail(HS_EFORMAT, "%s: truncated (%zu bytes, no header length)", path,
-                         st->map_len);
+    if (st->map_len < least || !st->map_len) {
+        int rc = hs_fail(HS_EFORMAT, "%s: truncated (%zu bytes, %s)", path, st->map_len,
+                         short_why);
         hs_st_close(st);
         return rc;
     }
@@ -140,6 +140,15 @@ int hs_st_open(hs_safetensors *st, const char *path)
         hs_st_close(st);
         return hs_fail(HS_EIO, "%s: cannot map: %s", path, strerror(errno));
     }
+    maps_add(st->map, st->map_len);
+    return HS_OK;
+}
+
+int hs_st_open(hs_safetensors *st, const char *path)
+{
+    int rc = hs_st_map(st, path, 8, "no header length");
+    if (rc)
+        return rc;
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
         hlen = hlen << 8 | st->map[i];
@@ -149,7 +158,6 @@ int hs_st_open(hs_safetensors *st, const char *path)
         hs_st_close(st);
         return rc;
     }
-    maps_add(st->map, st->map_len);
     st->data = st->map + 8 + hlen;
     st->data_len = st->map_len - 8 - hlen;
     cJSON *root = NULL;
@@ -164,7 +172,7 @@ int hs_st_open(hs_safetensors *st, const char *path)
         hs_st_close(st);
         return hs_fail(HS_EFORMAT, "%s: header is not a JSON object", path);
     }
-    int n = cJSON_GetArraySize(root), rc = HS_OK;
+    int n = cJSON_GetArraySize(root);
     st->t = hs_calloc((size_t)n, sizeof *st->t, "safetensors header");
     if (!st->t)
         rc = HS_ENOMEM;
@@ -260,7 +268,7 @@ const hs_st_tensor *hs_st_find(const hs_safetensors *st, const char *name)
 double hs_st_get(const hs_safetensors *st, const hs_st_tensor *t, size_t i)
 {
     hs_real v;
-    hs_dtype_widen(&v, st->data + t->begin + (t->dtype == HS_DT_F32 ? 4 : 2) * i, t->dtype, 1);
+    hs_dtype_widen(&v, st->data + t->begin + hs_dtype_bytes(t->dtype) * i, t->dtype, 1);
     return v;
 }
 
@@ -285,7 +293,7 @@ int hs_st_read(const hs_safetensors *st, const hs_st_tensor *t, size_t first, si
                hs_real *dst)
 {
     enum { BLOCK = 1 << 20 };
-    const size_t es = t->dtype == HS_DT_F32 ? 4 : 2;
+    const size_t es = hs_dtype_bytes(t->dtype);
     unsigned char *buf = malloc(n * es < BLOCK ? n * es + 1 : BLOCK);
     if (!buf)
         return hs_fail(HS_ENOMEM, "%s: tensor %s: a read buffer", st->path, t->name);
@@ -311,39 +319,34 @@ void hs_st_release(const hs_safetensors *st, const hs_st_tensor *t)
         madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
-int hs_st_write(const char *path, const hs_st_spec *specs, int n,
-                void (*fill)(void *ctx, int i, float *out), void *ctx)
+int hs_st_write_with(const char *path, const hs_st_out *t, int n,
+                     int (*emit)(void *ctx, int i, FILE *f), void *ctx)
 {
     cJSON *root = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
     cJSON_AddStringToObject(meta, "format", "pt");
-    size_t offset = 0, maxcount = 0;
+    size_t offset = 0;
     for (int i = 0; i < n; i++) {
-        size_t count = 1;
-        cJSON *e = cJSON_AddObjectToObject(root, specs[i].name);
-        cJSON_AddStringToObject(e, "dtype", "F32");
+        cJSON *e = cJSON_AddObjectToObject(root, t[i].name);
+        cJSON_AddStringToObject(e, "dtype", t[i].dtype);
         cJSON *shape = cJSON_AddArrayToObject(e, "shape");
-        for (int k = 0; k < specs[i].ndim; k++) {
-            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)specs[i].shape[k]));
-            count *= (size_t)specs[i].shape[k];
-        }
+        for (int k = 0; k < t[i].ndim; k++)
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t[i].shape[k]));
         cJSON *off = cJSON_AddArrayToObject(e, "data_offsets");
         cJSON_AddItemToArray(off, cJSON_CreateNumber((double)offset));
-        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)(offset + 4 * count)));
-        offset += 4 * count;
-        maxcount = count > maxcount ? count : maxcount;
+        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)(offset + t[i].bytes)));
+        offset += t[i].bytes;
     }
     char *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     if (!json)
         return hs_fail(HS_ENOMEM, "%s: cannot build the header", path);
     size_t hlen = strlen(json), padded = (hlen + 8 + 7) / 8 * 8 - 8;
-    char tmp[600];
+    char tmp[1200];
     FILE *f = hs_tmp_fopen(path, tmp, sizeof tmp);
-    float *buf = hs_calloc(maxcount ? maxcount : 1, sizeof(float), "safetensors write buffer");
     int rc = HS_OK;
-    if (!f || !buf) {
-        rc = f ? HS_ENOMEM : HS_EIO;
+    if (!f) {
+        rc = HS_EIO;
     } else {
         unsigned char len8[8];
         for (int i = 0; i < 8; i++)
@@ -351,28 +354,61 @@ int hs_st_write(const char *path, const hs_st_spec *specs, int n,
         int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(json, 1, hlen, f) == hlen;
         for (size_t i = hlen; ok && i < padded; i++)
             ok = fputc(' ', f) != EOF;
-        for (int i = 0; ok && i < n; i++) {
-            size_t count = 1;
-            for (int k = 0; k < specs[i].ndim; k++)
-                count *= (size_t)specs[i].shape[k];
-            fill(ctx, i, buf); /* little-endian host assumed, as on x86-64/aarch64 */
-            ok = fwrite(buf, sizeof(float), count, f) == count;
-        }
+        for (int i = 0; ok && !rc && i < n; i++)
+            rc = emit(ctx, i, f);
         if (fflush(f) || fsync(fileno(f)))
             ok = 0;
         if (fclose(f))
             ok = 0;
         f = NULL;
-        if (!ok)
+        if (!rc && !ok)
             rc = hs_fail(HS_EIO, "%s: write failed: %s", tmp, strerror(errno));
-        else
+        if (!rc)
             rc = hs_tmp_commit(tmp, path, 1), *tmp = 0; /* moved, or removed */
     }
-    if (f)
+    if (rc && f)
         fclose(f);
     if (rc && *tmp)
         unlink(tmp);
-    free(buf);
     free(json);
+    return rc;
+}
+
+/* hs_st_write's tensors: fill's floats, one tensor at a time. */
+typedef struct {
+    const hs_st_out *t;
+    void (*fill)(void *ctx, int i, float *out);
+    void *ctx;
+    float *buf;
+} f32_writer;
+
+static int emit_f32(void *ctx, int i, FILE *f)
+{
+    const f32_writer *w = ctx;
+    const size_t count = w->t[i].bytes / 4;
+    w->fill(w->ctx, i, w->buf); /* little-endian host assumed, as on x86-64/aarch64 */
+    if (fwrite(w->buf, sizeof(float), count, f) != count)
+        return hs_fail(HS_EIO, "cannot write tensor %s: %s", w->t[i].name, strerror(errno));
+    return HS_OK;
+}
+
+int hs_st_write(const char *path, const hs_st_spec *specs, int n,
+                void (*fill)(void *ctx, int i, float *out), void *ctx)
+{
+    hs_st_out *t = hs_calloc((size_t)n + 1, sizeof *t, "safetensors header");
+    if (!t)
+        return HS_ENOMEM;
+    size_t most = 1;
+    for (int i = 0; i < n; i++) {
+        size_t count = 1;
+        for (int k = 0; k < specs[i].ndim; k++)
+            count *= (size_t)specs[i].shape[k];
+        t[i] = (hs_st_out){ specs[i].name, "F32", specs[i].ndim, specs[i].shape, 4 * count };
+        most = count > most ? count : most;
+    }
+    f32_writer w = { t, fill, ctx, hs_calloc(most, sizeof(float), "safetensors write buffer") };
+    int rc = w.buf ? hs_st_write_with(path, t, n, emit_f32, &w) : HS_ENOMEM;
+    free(w.buf);
+    free(t);
     return rc;
 }

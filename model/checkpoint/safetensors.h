@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include "common.h"
@@ -42,9 +43,17 @@ typedef struct {
 int hs_st_open(hs_safetensors *st, const char *path);
 void hs_st_close(hs_safetensors *st);
 
+/* The first step of hs_st_open, for the readers of other containers
+ * (pytorch.h): path opened (a regular file), mapped whole and registered
+ * for hs_st_fault, st->path set and nothing parsed. A file of fewer than
+ * `least` bytes (or none) is HS_EFORMAT "PATH: truncated (N bytes,
+ * short_why)". */
+int hs_st_map(hs_safetensors *st, const char *path, size_t least, const char *short_why);
+
 const hs_st_tensor *hs_st_find(const hs_safetensors *st, const char *name);
 
-/* Element i of tensor t as a double (F32, F16 or BF16). */
+/* Element i of tensor t as a double (F32, F16, BF16, or F64 rounded to
+ * float). */
 double hs_st_get(const hs_safetensors *st, const hs_st_tensor *t, size_t i);
 
 /* Elements first .. first + n - 1 of tensor t converted into dst (exactly:
@@ -88,5 +97,20 @@ typedef struct {
  * temporary name and renamed, so a crash never leaves a partial file. */
 int hs_st_write(const char *path, const hs_st_spec *specs, int n,
                 void (*fill)(void *ctx, int i, float *out), void *ctx);
+
+/* The general writer: tensors t[0..n) (names, dtype names as the format
+ * spells them, shapes, and their bytes) described in the header, then
+ * emit(ctx, i, f) writes tensor i's bytes to f in order (HS_OK, or the
+ * status with the message set). Written under a temporary name and renamed;
+ * nothing is left at path when a write or an emit fails. */
+typedef struct {
+    const char *name, *dtype;
+    int ndim;
+    const int64_t *shape;
+    size_t bytes;
+} hs_st_out;
+
+int hs_st_write_with(const char *path, const hs_st_out *t, int n,
+                     int (*emit)(void *ctx, int i, FILE *f), void *ctx);
 
 #endif
