@@ -24,10 +24,10 @@ static int cmd_convert(int argc, char **argv)
     if (!model || !out || !G == !to || (to && strcmp(to, "safetensors")))
         return cli_usage_error("convert", "--model DIR, --out DIR and one of --kv-heads G or "
                                           "--to safetensors are required");
-    char target[1100], index[1100];
+    char target[1100], config[1100]; /* a checkpoint's files are never replaced unasked */
     snprintf(target, sizeof target, "%s/model.safetensors", out);
-    snprintf(index, sizeof index, "%s/model.safetensors.index.json", out);
-    if (hs_output_free(target, force) || hs_output_free(index, force))
+    snprintf(config, sizeof config, "%s/config.json", out);
+    if (hs_output_free(target, force) || hs_output_free(config, force))
         return cli_run_error("convert");
     int n = 0, shards = 0; /* --to safetensors: past 5 GB in shards, as save_pretrained */
     hs_kv_conversion c = { 0 };
@@ -39,14 +39,14 @@ static int cmd_convert(int argc, char **argv)
     if (to && json)
         printf(",\"format\":\"safetensors\",\"tensors\":%d,\"shards\":%d}\n", n, shards);
     else if (to)
-        printf("%s: %d tensors as safetensors (%d file%s)\n", out, n, shards, shards > 1 ? "s" : "");
+        printf("%s: %d tensors as safetensors (%d file%s)\n", out, n, shards,
+               shards > 1 ? "s" : "");
     else if (json)
         printf(",\"family\":\"%s\",\"kv_heads\":%d,\"params\":%zu}\n",
                hs_family_name(c.family), G, c.params_now);
     else
         printf("%s: %s family, %d key/value heads per layer (mean of %d), %zu parameters "
-               "(was %zu)\n",
-               out, hs_family_name(c.family), G, c.mean_of, c.params_now, c.params_was);
+               "(was %zu)\n", out, hs_family_name(c.family), G, c.mean_of, c.params_now, c.params_was);
     return 0;
 }
 
@@ -61,13 +61,13 @@ HS_COMMAND(cmd_convert_record) = {
         "into model.safetensors (past 5 GB: shards and model.safetensors.index.json, as\n"
         "transformers' save_pretrained), beside copies of config.json and the tokenizer\n"
         "files (config.json written last). Convert once; every command then maps it.\n\n"
-        "--kv-heads: key/value head j of every layer becomes the mean of the old heads j*r .. (j+1)*r-1\n"
-        "(r = old heads / G) in the k and v projection weights and biases; query head h reads\n"
-        "head h / (H/G). G must divide every layer's key/value heads (a pruned model with\n"
-        "uneven layers is refused). llama, mistral, qwen2 and headscope models keep their\n"
-        "family; gpt2 and gpt_neox files cannot hold grouped heads, so their models are\n"
-        "written in the headscope family (the same computation). With G equal to the\n"
-        "model's heads the model is unchanged. Uptrain with train --init DIR.\n\n"
+        "--kv-heads: key/value head j of every layer becomes the mean of the old heads\n"
+        "j*r .. (j+1)*r-1 (r = old heads / G) in the k and v projection weights and biases;\n"
+        "query head h reads head h / (H/G). G must divide every layer's key/value heads (a\n"
+        "pruned model with uneven layers is refused). llama, mistral, qwen2 and headscope\n"
+        "models keep their family; gpt2 and gpt_neox files cannot hold grouped heads, so\n"
+        "their models are written in the headscope family (the same computation). With G\n"
+        "equal to the model's heads the model is unchanged. Uptrain with train --init DIR.\n\n"
         "examples: headscope convert --model gpt2-small --kv-heads 2 --out gqa2\n"
         "          headscope convert --model bert-mnli --to safetensors --out bert-mnli-st\n",
     .run = cmd_convert,

@@ -23,7 +23,7 @@ static int cmd_info(int argc, char **argv)
     const char *model = NULL;
     int json = 0, B = 1, T = 0;
     opt o[] = {
-        { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory (config.json + model.safetensors)", 0 },
+        OPT_MODEL_AS(&model, "checkpoint directory (config.json + safetensors or pytorch_model.bin)"),
         OPT_BATCH_AS(&B, "the memory plan's batch (with or without --seq-len)"),
         { "--seq-len", OPT_INT, &T, 1, "T", "the memory plan's sequence length (default: min(n_ctx, 256))", 0 },
         OPT_JSON(&json),

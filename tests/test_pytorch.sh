@@ -174,7 +174,7 @@ shard_names_stay_in_the_folder() {
 
 convert_writes_the_same_tensors() {
     tokens && benign || return 1
-    local src
+    local src pairs=()
     for src in llama_gqa_sharded gpt2_tiny_legacy llama_gqa_f16 llama_mqa_tied_tied; do
         hs convert --model "$TMP/benign/$src.bin" --to safetensors --out "$src.out" --json
         expect_rc 0 "convert $src" || return 1
@@ -182,34 +182,51 @@ convert_writes_the_same_tensors() {
             bad "$src: the converted checkpoint's loss differs" || return 1
         cmp -s "$src.out/config.json" "$TMP/benign/$src.bin/config.json" ||
             bad "$src: config.json not copied" || return 1
-        # every tensor of torch.load's state dict: name, dtype, shape and bytes
-        "$PY" - "$src.out/model.safetensors" "$TMP/benign/$src.bin" <<'PY' || bad "$src: $(<err.txt)" || return 1
+        pairs+=("$src.out/model.safetensors" "$TMP/benign/$src.bin")
+    done
+    # every tensor of torch.load's state dict: name, dtype, shape and bytes
+    "$PY" - "${pairs[@]}" 2>err.txt <<'PY' || bad "$(tail -3 err.txt)" || return 1
 import glob, json, os, struct, sys
 import torch
-raw = open(sys.argv[1], "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-head = json.loads(raw[8:8 + n])
-sd = {}
-for f in sorted(glob.glob(os.path.join(sys.argv[2], "pytorch_model*.bin"))):
-    sd.update(torch.load(f))
 names = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
          "I64": torch.int64, "BOOL": torch.bool, "U8": torch.uint8}
-assert set(head) - {"__metadata__"} == set(sd), "names differ"
-for k, t in sd.items():
-    h = head[k]
-    assert names[h["dtype"]] == t.dtype, (k, h["dtype"], t.dtype)
-    assert h["shape"] == list(t.shape), (k, h["shape"], list(t.shape))
-    a, b = h["data_offsets"]
-    x = t.contiguous().view(torch.uint8) if t.dim() else t.reshape(1).view(torch.uint8)
-    assert raw[8 + n + a:8 + n + b] == bytes(x.numpy()), k
+for st, bin_dir in zip(sys.argv[1::2], sys.argv[2::2]):
+    raw = open(st, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    sd = {}
+    for f in sorted(glob.glob(os.path.join(bin_dir, "pytorch_model*.bin"))):
+        sd.update(torch.load(f))
+    assert set(head) - {"__metadata__"} == set(sd), (st, "names differ")
+    for k, t in sd.items():
+        h = head[k]
+        assert names[h["dtype"]] == t.dtype, (st, k, h["dtype"], t.dtype)
+        assert h["shape"] == list(t.shape), (st, k, h["shape"], list(t.shape))
+        a, b = h["data_offsets"]
+        x = t.contiguous().reshape(-1).view(torch.uint8)
+        assert raw[8 + n + a:8 + n + b] == bytes(x.numpy()), (st, k)
 PY
-    done
     hs convert --model "$TMP/benign/llama_gqa_f16.bin" --to safetensors --out llama_gqa_f16.out
     expect_rc 1 "convert over an existing checkpoint" && expect_grep "$ERR" "--force" "refusal"
+}
+
+# A run on a sharded checkpoint records the index's sha256 as its model's
+# (the file that stands for the weights; before, such a run failed looking
+# for model.safetensors).
+sharded_checkpoints_record_a_run() {
+    tokens && benign || return 1
+    local d
+    for d in "$FIX/families/llama3_sharded" "$TMP/benign/llama_gqa_sharded.bin"; do
+        rm -f r.db
+        hs ablate --model "$d" --data "$TMP/d.bin" --batch 2 --seq-len 6 --db r.db
+        expect_rc 0 "ablate --db on $d" || return 1
+        expect_eq "$(sqlite3 r.db 'select model_sha256 from runs')" \
+            "$(sha "$(ls "$d"/*.index.json)")" "$d: the run's model_sha256" || return 1
+    done
 }
 
 SLOW_CHECKS=""
 run_checks torch_files_load_as_their_safetensors f64_rounds_once_to_f32 \
     safetensors_beside_a_bin_wins hostile_bins_are_refused_and_run_nothing \
     python_would_run_the_payloads zip_bomb_stays_small shard_names_stay_in_the_folder \
-    convert_writes_the_same_tensors
+    convert_writes_the_same_tensors sharded_checkpoints_record_a_run

@@ -881,11 +881,20 @@ int hs_checkpoint_convert(const char *dir, const char *out, size_t max_shard, in
                       hs_calloc((size_t)n + 1, sizeof *a.t, "convert"),
                       hs_calloc((size_t)n + 1, sizeof *a.out, "convert"), n };
     rc = a.file && a.t && a.out ? hs_mkdirs(out) : HS_ENOMEM;
-    for (int i = 0, k = 0; !rc && i < src.n; i++)
-        for (int j = 0; j < src.st[i].n; j++, k++) {
+    a.n = 0; /* of a sharded checkpoint's, the tensors its index places in each file */
+    for (int i = 0; !rc && i < src.n; i++)
+        for (int j = 0; !rc && j < src.st[i].n; j++) {
             const hs_st_tensor *t = &src.st[i].t[j];
-            a.file[k] = &src.st[i], a.t[k] = t;
-            a.out[k] = (hs_st_out){ t->name, t->dtype_name, t->ndim, t->shape, t->end - t->begin };
+            const hs_safetensors *placed;
+            if (src.index && (sources_find(&src, t->name, &placed) != t || placed != &src.st[i]))
+                continue;
+            if (!strcmp(t->name, "__metadata__"))
+                rc = hs_fail(HS_EFORMAT, "%s: a tensor named __metadata__ cannot be written as "
+                                         "safetensors",
+                             src.st[i].path);
+            a.file[a.n] = &src.st[i], a.t[a.n] = t;
+            a.out[a.n++] = (hs_st_out){ t->name, t->dtype_name, t->ndim, t->shape,
+                                        t->end - t->begin };
         }
     char config[1100];
     snprintf(config, sizeof config, "%s/config.json", out);
@@ -902,7 +911,7 @@ int hs_checkpoint_convert(const char *dir, const char *out, size_t max_shard, in
         rc = copy_beside(dir, out, beside[i]); /* config.json last: the folder is complete */
     if (!rc)
         rc = sources_unchanged(&src);
-    *n_tensors = n;
+    *n_tensors = a.n;
     free(a.file);
     free(a.t);
     free(a.out);

@@ -283,9 +283,12 @@ static int storages_of(const state *s, storage **out, size_t *n)
         if (k && !key_cmp(all[k - 1].key, all[i].key)) {
             if (all[k - 1].type.dtype != all[i].type.dtype ||
                 strcmp(all[k - 1].type.name, all[i].type.name) || all[k - 1].numel != all[i].numel) {
+                const int rc = hs_fail(HS_EFORMAT, "%s: storage %.*s is named with two classes or "
+                                                   "sizes",
+                                       s->path, (int)all[i].key->len,
+                                       (const char *)all[i].key->bytes);
                 free(all);
-                return hs_fail(HS_EFORMAT, "%s: storage %.*s is named with two classes or sizes",
-                               s->path, (int)all[i].key->len, (const char *)all[i].key->bytes);
+                return rc;
             }
             continue;
         }
