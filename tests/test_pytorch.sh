@@ -128,7 +128,7 @@ hostile_bins_are_refused_and_run_nothing() {
             return 1
         n=$((n + 1))
     done <"$TMP/hostile/cases.tsv"
-    [ "$n" -ge 60 ] || bad "only $n hostile cases ran" || return 1
+    [ "$n" -ge 62 ] || bad "only $n hostile cases ran" || return 1
     expect_nofile "$TMP/MARKER" "a payload ran" || return 1
     # info and convert read the same way
     hs info --model "$TMP/hostile/reduce_os_system"
