@@ -210,6 +210,39 @@ PY
     expect_rc 1 "convert over an existing checkpoint" && expect_grep "$ERR" "--force" "refusal"
 }
 
+# What torch writes past 4 GiB: every central directory entry's sizes and
+# offset in its ZIP64 extra field (0xffffffff in the entry), the end record's
+# counts in the ZIP64 end record (0xffff in the classic one). The same
+# archive so rewritten loads as before.
+zip64_archives_load() {
+    tokens && benign || return 1
+    local d=$TMP/zip64
+    mkdir -p "$d" && cp "$TMP/benign/tinylm_h1_zip.bin/config.json" "$d/" || return 1
+    py - "$TMP/benign/tinylm_h1_zip.bin/pytorch_model.bin" "$d/pytorch_model.bin" <<'PY' || return 1
+import struct, sys, zipfile
+src = open(sys.argv[1], "rb").read()
+infos = zipfile.ZipFile(sys.argv[1]).infolist()
+body_end = min(src.find(b"PK\x01\x02"), len(src))
+out = bytearray(src[:body_end])  # the local headers and data, unchanged
+cd_at = len(out)
+for i in infos:
+    name = i.filename.encode()
+    extra = struct.pack("<HHQQQ", 1, 24, i.file_size, i.compress_size, i.header_offset)
+    out += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014b50, 45, 45, 0, 0, 0, 0, i.CRC,
+                       0xffffffff, 0xffffffff, len(name), len(extra), 0, 0, 0, 0, 0xffffffff)
+    out += name + extra
+cd_size = len(out) - cd_at
+z64 = len(out)
+out += struct.pack("<IQHHIIQQQQ", 0x06064b50, 44, 45, 45, 0, 0, len(infos), len(infos),
+                   cd_size, cd_at)
+out += struct.pack("<IIQI", 0x07064b50, 0, z64, 1)
+out += struct.pack("<IHHHHIIH", 0x06054b50, 0, 0, 0xffff, 0xffff, 0xffffffff, 0xffffffff, 0)
+open(sys.argv[2], "wb").write(out)
+assert [x.filename for x in zipfile.ZipFile(sys.argv[2]).infolist()] == [x.filename for x in infos]
+PY
+    expect_eq "$(loss "$d")" "$(loss "$TMP/benign/tinylm_h1_zip.st")" "the ZIP64 archive's loss"
+}
+
 # A run on a sharded checkpoint records the index's sha256 as its model's
 # (the file that stands for the weights; before, such a run failed looking
 # for model.safetensors).
@@ -229,4 +262,4 @@ SLOW_CHECKS=""
 run_checks torch_files_load_as_their_safetensors f64_rounds_once_to_f32 \
     safetensors_beside_a_bin_wins hostile_bins_are_refused_and_run_nothing \
     python_would_run_the_payloads zip_bomb_stays_small shard_names_stay_in_the_folder \
-    convert_writes_the_same_tensors sharded_checkpoints_record_a_run
+    convert_writes_the_same_tensors sharded_checkpoints_record_a_run zip64_archives_load
