@@ -181,6 +181,8 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
     }
     if (!rc && hs_source_path(&s->val))
         rc = load_val(in, s);
+    if (!rc && s->prompts && s->model) /* every prompts study reads logit differences */
+        rc = hs_config_logits(c, "a prompts study (its logit differences)");
     if (!rc && s->prompts)
         rc = load_prompts(in, s);
     in->data_path = s->prompts ? s->prompts : tokens ? hs_source_path(src) : s->maps;

@@ -85,6 +85,8 @@ int hs_mlm_setup(hs_mlm *out, const hs_model_config *c, const hs_tokenizer *tk,
                                          "to encoders (bert, roberta) only: this %s model's "
                                          "loss is the next-token loss", hs_family_name(c->family))
                                : HS_OK;
+    if (c->headless)
+        return hs_config_logits(c, "the masked-LM loss");
     out->prob = o && o->prob >= 0 ? o->prob : 0.15;
     out->seed = o && o->seed >= 0 ? (unsigned long long)o->seed : 0;
     if (!(out->prob > 0 && out->prob < 1))

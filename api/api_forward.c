@@ -167,6 +167,9 @@ int hs_api_forward_run(hs_api_forward *f, const int32_t *ids, int B, int T,
         return hs_fail(HS_EINVAL, "forward: B=%d, T=%d must be positive", B, T);
     if (hs_seq_len_check(c, T, "forward: positions")) /* the commands' one check */
         return HS_EINVAL;
+    if ((logits || targets || has(f, HS_API_SITE_FINAL, 0) || has(f, HS_API_SITE_FINAL, 1)) &&
+        hs_config_logits(c, "forward's logits or loss (return_type None runs the hooks alone)"))
+        return HS_EUNSUPPORTED;
     const size_t N = (size_t)B * T, V = (size_t)c->vocab_size;
     const int maps = has(f, HS_SITE_PATTERN, 0) || has(f, HS_SITE_ATTN_SCORES, 0);
     int rc = ensure_acts(f, B, T, maps ? HS_ACTS_MAPS : HS_ACTS_INFER);

@@ -259,6 +259,8 @@ static int encoder_check(const hs_model_config *c)
     else if (!c->encoder && (c->type_vocab || c->embed_norm || c->mlm_transform || c->pos_offset))
         why = "token types, the embedding norm, the MLM transform and position_offset are "
               "encoder features (encoder true)";
+    else if (c->headless && (!c->encoder || c->mlm_transform || c->final_norm || c->lm_head_bias))
+        why = "headless: an encoder without the masked-LM head's transform, norm and bias";
     else if (c->encoder && (c->mla || c->window || c->n_head_windows || c->window_pattern))
         why = "encoder: MLA and sliding windows are causal-LM features";
     else if (c->embed_norm && c->norm != HS_NORM_LAYERNORM)
@@ -349,4 +351,18 @@ const char *hs_family_name(hs_family f)
         [HS_FAMILY_BERT] = "bert",           [HS_FAMILY_ROBERTA] = "roberta",
     };
     return f >= 0 && f < HS_FAMILY_COUNT ? names[f] : "headscope";
+}
+
+void hs_config_make_headless(hs_model_config *c)
+{
+    c->headless = 1;
+    c->mlm_transform = c->final_norm = c->lm_head_bias = 0;
+}
+
+int hs_config_logits(const hs_model_config *c, const char *what)
+{
+    return c->headless ? hs_fail(HS_EUNSUPPORTED, "a headless encoder (the encoder alone, no "
+                                                  "masked-LM head): %s needs the model's logits",
+                                 what)
+                       : HS_OK;
 }

@@ -111,6 +111,9 @@ typedef struct {
     int embed_norm;                /* a LayerNorm of the embedding sum (BERT) */
     int mlm_transform;             /* a dense layer (d, d) and the MLP's GELU before the final
                                       norm: BERT's cls.predictions.transform */
+    int headless;                  /* encoders: the encoder alone, no masked-LM head
+                                      (BertModel, RobertaModel, sentence-embedding models):
+                                      no logits, so no loss (hs_config_logits) */
     int pos_offset;                /* > 0: RoBERTa's positions (create_position_ids_from_
                                       input_ids): the k-th real token (k = 0, 1, ..) reads row
                                       pos_offset + k of wpe, padding row pad_id; wpe holds
@@ -143,6 +146,14 @@ int hs_config_check_network(const hs_model_config *c);
 
 /* The attention configuration of layer l. */
 hs_attn_config hs_config_attn(const hs_model_config *c, int l);
+
+/* An encoder without its masked-LM head (SPEC §16): headless set, and
+ * the head's transform, norm and bias gone. */
+void hs_config_make_headless(hs_model_config *c);
+
+/* HS_OK when the model computes logits; else HS_EUNSUPPORTED "a headless
+ * encoder (no masked-LM head): WHAT needs the model's logits". */
+int hs_config_logits(const hs_model_config *c, const char *what);
 
 /* The window of head h of layer l (0 = global). */
 int hs_config_head_window(const hs_model_config *c, int l, int h);

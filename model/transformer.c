@@ -654,6 +654,8 @@ static int forward_rest(hs_acts *a, const hs_model *m, int from, int mid_layer,
     hs_real *h = a->layer[c->n_layer - 1].out;
     if ((rc = resid_site(hooks, HS_SITE_RESID_PRE, c->n_layer, h, a, d)))
         return rc;
+    if (c->headless) /* the encoder alone: its output is the last layer's */
+        return targets ? hs_config_logits(c, "a loss") : HS_OK;
     const hs_real *u = h; /* the unembedding's input */
     if (c->mlm_transform) { /* an encoder's MLM head: dense + GELU, then the final norm */
         hs_mlm_transform_forward(a->mlm_act, a->mlm_pre, h, w, c, N);

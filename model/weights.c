@@ -154,9 +154,9 @@ static void walk(const hs_model_config *c, walker *wk, hs_weights *w)
         if (ln_bias)
             add(wk, &w->lnf_b, d, 0, "ln_f.bias", 0);
     }
-    if (!c->tie_embeddings)
+    if (!c->tie_embeddings && !c->headless)
         add(wk, &w->lm_w, V, d, "lm_head.weight", 0);
-    else if (wk->base)
+    else if (wk->base) /* headless: no logits are computed; nothing reads it (hs_config_logits) */
         w->lm_w = w->wte;
     if (c->lm_head_bias)
         add(wk, &w->lm_b, V, 0, "lm_head.bias", 0);

@@ -89,8 +89,8 @@ static void print_particulars(FILE *f, const hs_model_config *c, int json)
         if (c->encoder)
             fprintf(f, ",\"encoder\":true,\"type_vocab_size\":%d,\"position_offset\":%d,"
                     "\"pad_token_id\":%d,\"cls_token_id\":%d,\"sep_token_id\":%d,"
-                    "\"mask_token_id\":%d", c->type_vocab, c->pos_offset, c->pad_id, c->cls_id,
-                    c->sep_id, c->mask_id);
+                    "\"mask_token_id\":%d,\"headless\":%s", c->type_vocab, c->pos_offset,
+                    c->pad_id, c->cls_id, c->sep_id, c->mask_id, c->headless ? "true" : "false");
         return;
     }
     if (c->mla) {
@@ -130,8 +130,12 @@ static void print_particulars(FILE *f, const hs_model_config *c, int json)
                               c->embed_scale ? "embeddings x sqrt(d)" : NULL,
                               c->attn_softcap > 0 ? "attention soft-cap" : NULL,
                               c->final_softcap > 0 ? "final soft-cap" : NULL,
-                              c->encoder ? "token types, embedding norm, MLM head, masked-LM loss"
-                                         : NULL,
+                              c->encoder && !c->headless
+                                  ? "token types, embedding norm, MLM head, masked-LM loss"
+                                  : NULL,
+                              c->headless ? "token types, embedding norm, the encoder alone (no "
+                                            "masked-LM head: no logits)"
+                                          : NULL,
                               c->pos_offset ? "positions from pad_token_id + 1 (RoBERTa)" : NULL };
     for (size_t i = 0, k = 0; i < sizeof feature / sizeof feature[0]; i++)
         if (feature[i])

@@ -190,5 +190,75 @@ causal_only_commands_refuse() {
     expect_refused 1 info "relative_key" --model rel
 }
 
+# headless SRC DST: SRC without its masked-LM head's tensors (a
+# sentence-embedding model as BertModel / RobertaModel save it)
+headless() {
+    mkdir -p "$2" && cp "$1/config.json" "$2/" || return 1
+    py - "$1/model.safetensors" "$2/model.safetensors" <<'PYEOF'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+out, blobs, at = {}, [], 0
+for k, t in head.items():
+    if k == "__metadata__" or k.startswith("cls.") or k.startswith("lm_head."):
+        continue
+    a, b = t["data_offsets"]
+    out[k] = dict(t, data_offsets=[at, at + b - a])
+    blobs.append(data[a:b])
+    at += b - a
+h = json.dumps(out).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+PYEOF
+}
+
+# SPEC §16: an encoder whose masked-LM head is absent (or whose config names
+# BertModel) is the encoder alone: capture's maps are the full model's,
+# patterns runs; what needs logits refuses saying so, recording no run; a
+# task head not implemented yet is refused naming it.
+headless_encoders_run_without_logits() {
+    model || return 1
+    headless bert sent || return 1
+    mkdir -p arch && cp bert/* arch/ &&
+        sed -i 's/"BertForMaskedLM"/"BertModel"/' arch/config.json || return 1
+    local d
+    for d in bert sent arch; do
+        hs capture --model $d --data docs.bin --batch 2 --seq-len 16 --max-batches 2 --out $d.h5
+        expect_rc 0 "capture $d" || return 1
+    done
+    py - <<'PYEOF' || bad "the headless models' maps differ from the full model's" || return 1
+import h5py, numpy as np, sys
+full = h5py.File("bert.h5", "r")
+for other in ("sent.h5", "arch.h5"):
+    f = h5py.File(other, "r")
+    for k in ("layer_00/attn", "layer_01/attn", "tokens"):
+        if not np.array_equal(full[k][()], f[k][()]):
+            sys.exit(1)
+PYEOF
+    hs info --model sent --json
+    expect_grep "$OUT" '"headless":true' "info on a headless encoder" || return 1
+    hs patterns --model sent --data docs.bin --db p.db --batch 2 --seq-len 16 --max-batches 2
+    expect_rc 0 "patterns on a headless encoder" || return 1
+    printf '{"clean_ids": [257, 10, 20, 258], "corrupt_ids": [257, 11, 20, 258], "answer_id": 40, "wrong_id": 41}\n' >p.jsonl
+    expect_refused 1 eval "headless encoder" --model sent --data docs.bin --batch 2 --seq-len 16 ||
+        return 1
+    expect_refused 1 ablate "headless encoder" --model arch --data docs.bin --db r.db || return 1
+    expect_refused 1 patch "headless encoder" --model sent --prompts p.jsonl --db r.db || return 1
+    expect_refused 1 train "headless encoder" --init sent --data docs.bin --out t --steps 1 \
+        --batch 2 --seq-len 16 || return 1
+    expect_nofile r.db "a refused study's index" || return 1
+    headless "$FIX/encoders/roberta" rsent || return 1
+    py -c 'import struct
+ids = [3 + i * 7 % 36 for i in range(200)]
+open("small.bin", "wb").write(struct.pack("<256i", 20240520, 1, len(ids), *[0] * 253) +
+                              struct.pack("<%dH" % len(ids), *ids))'
+    hs capture --model rsent --data small.bin --batch 2 --seq-len 8 --max-batches 1 --out r.h5
+    expect_rc 0 "capture on a headless roberta" || return 1
+    mkdir -p task && cp bert/* task/ &&
+        sed -i 's/"BertForMaskedLM"/"BertForSequenceClassification"/' task/config.json || return 1
+    expect_refused 1 info "BertForSequenceClassification" --model task
+}
+
 run_checks train_preset_bert_learns eval_every3_equals_torch analyses_on_padded_documents \
-    maps_of_an_encoder causal_only_commands_refuse
+    maps_of_an_encoder causal_only_commands_refuse headless_encoders_run_without_logits

@@ -402,6 +402,29 @@ static size_t loaded_bytes(const hs_model *m, const hs_file_tensor *f, const hs_
     return b;
 }
 
+/* 1 when an encoder's files hold no tensor of its masked-LM head (the
+ * dense transform, its norm, the decoder's bias): a sentence-embedding
+ * model saved from BertModel, which is the encoder alone (SPEC §16). */
+static int mlm_head_absent(const hs_model_config *c, const sources *src)
+{
+    hs_model m = { .cfg = *c };
+    hs_file_tensor *ft = NULL;
+    int n = 0, found = 0;
+    if (!hs_tensor_table(c, &m.tensors, &m.n_tensors, &m.n_params) && !file_layout(&m, &ft, &n))
+        for (int i = 0; i < n && !found; i++) {
+            const char *ours = m.tensors[ft[i].part[0].tensor].name;
+            const hs_safetensors *file;
+            if (!strncmp(ours, "mlm.", 4) || !strncmp(ours, "ln_f.", 5) ||
+                !strncmp(ours, "lm_head.", 8))
+                found = lookup(src, c, ft[i].name, &file) != NULL;
+        }
+    else
+        found = 1; /* the load reports what is wrong */
+    free(ft);
+    free(m.tensors);
+    return !found;
+}
+
 /* m's configuration, table and layout (*ft, *n) with every tensor checked
  * against the files' headers (which hs_st_open has checked against their
  * sizes): a config.json that claims more than the files hold is refused
@@ -419,6 +442,8 @@ static int open_checked(hs_model *m, const char *dir, sources *src, hs_file_tens
         return rc;
     if ((rc = sources_open(src, dir)))
         return rc;
+    if (c.encoder && !c.headless && mlm_head_absent(&c, src))
+        hs_config_make_headless(&c);
     m->cfg = c;
     rc = hs_tensor_table(&c, &m->tensors, &m->n_tensors, &m->n_params);
     if (!rc)

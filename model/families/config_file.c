@@ -31,8 +31,10 @@ int hs_config_check(const hs_model_config *c)
                                   "headscope-family feature (use a headscope preset)");
     /* The Hugging Face families' checkpoints are written in their layout,
      * which can express only that family's architecture. */
-    /* (an encoder's layers are post-norm, its decoder has a bias: BERT's) */
-    int uniform = (c->encoder || (!c->post_norm && !c->lm_head_bias)) && c->final_norm;
+    /* (an encoder's layers are post-norm, its decoder has a bias: BERT's;
+     * a headless encoder has neither the decoder nor the head's norm) */
+    int uniform = (c->encoder || (!c->post_norm && !c->lm_head_bias)) &&
+                  (c->final_norm || c->headless);
     for (int l = 1; l < c->n_layer; l++)
         uniform &= c->n_head[l] == c->n_head[0] && c->n_kv_head[l] == c->n_kv_head[0];
     if (c->family != HS_FAMILY_HEADSCOPE && !(uniform && f->fits(c)))
@@ -203,6 +205,36 @@ static int check_other_keys(const hs_cfg_reader *r, const hs_family_ops *f)
     return HS_OK;
 }
 
+/* config.json's architectures[0] (SPEC §16): the head. The language-model
+ * heads are the families' own; BertModel and RobertaModel are the encoder
+ * alone (headless); a task head (sequence classification, ...) is refused
+ * naming it: not implemented yet. */
+static int read_head(hs_model_config *c, hs_cfg_reader *r)
+{
+    const cJSON *a = hs_cfg_lookup(r, "architectures");
+    const cJSON *first = cJSON_IsArray(a) ? cJSON_GetArrayItem(a, 0) : NULL;
+    if (!a || cJSON_IsNull(a) || (cJSON_IsArray(a) && !first))
+        return HS_OK;
+    if (!cJSON_IsString(first))
+        return hs_fail(HS_EFORMAT, "%s: \"architectures\" must be a list of class names",
+                       r->path);
+    const char *name = first->valuestring;
+    if (c->encoder && (!strcmp(name, "BertModel") || !strcmp(name, "RobertaModel"))) {
+        hs_config_make_headless(c);
+        return HS_OK;
+    }
+    static const char *const tasks[] = { "ForSequenceClassification", "ForTokenClassification",
+                                         "ForQuestionAnswering", "ForMultipleChoice",
+                                         "ForNextSentencePrediction" };
+    for (size_t i = 0; i < sizeof tasks / sizeof *tasks; i++)
+        if (strstr(name, tasks[i]))
+            return hs_fail(HS_EFORMAT, "%s: \"architectures\": %.64s: this task head is not "
+                                       "implemented (the language-model heads and the encoders "
+                                       "alone are)",
+                           r->path, name);
+    return HS_OK;
+}
+
 int hs_config_parse(hs_model_config *c, const char *json, const char *path)
 {
     memset(c, 0, sizeof *c);
@@ -225,6 +257,8 @@ int hs_config_parse(hs_model_config *c, const char *json, const char *path)
                      hs_family_types());
     else
         c->family = f->id, rc = f->parse(c, &r);
+    if (!rc)
+        rc = read_head(c, &r);
     if (!rc)
         rc = check_other_keys(&r, f);
     cJSON_Delete(root);

@@ -98,8 +98,9 @@ static void write(cJSON *o, const hs_model_config *c)
 {
     const int roberta = c->family == HS_FAMILY_ROBERTA;
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
-    cJSON_AddItemToArray(arch,
-                         cJSON_CreateString(roberta ? "RobertaForMaskedLM" : "BertForMaskedLM"));
+    const char *name = roberta ? (c->headless ? "RobertaModel" : "RobertaForMaskedLM")
+                               : (c->headless ? "BertModel" : "BertForMaskedLM");
+    cJSON_AddItemToArray(arch, cJSON_CreateString(name));
     cJSON_AddNumberToObject(o, "attention_probs_dropout_prob", c->attn_dropout);
     cJSON_AddStringToObject(o, "hidden_act", "gelu");
     cJSON_AddNumberToObject(o, "hidden_dropout_prob", c->hidden_dropout);
@@ -133,8 +134,9 @@ static int fits_common(const hs_model_config *c)
     return c->encoder && hs_family_plain(&p) && c->n_kv_head[0] == c->n_head[0] &&
            c->n_head[0] * c->head_dim == c->d_model && c->pos == HS_POS_LEARNED &&
            c->norm == HS_NORM_LAYERNORM && c->post_norm && c->mlp == HS_MLP_GELU &&
-           c->gelu_exact && c->attn_bias && c->mlp_bias && c->norm_bias && c->lm_head_bias &&
-           c->final_norm && c->embed_norm && c->mlm_transform && c->type_vocab >= 1 &&
+           c->gelu_exact && c->attn_bias && c->mlp_bias && c->norm_bias &&
+           (c->headless || (c->lm_head_bias && c->final_norm && c->mlm_transform)) &&
+           c->embed_norm && c->type_vocab >= 1 &&
            !c->parallel_residual && !c->qkv_bias;
 }
 

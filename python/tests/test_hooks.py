@@ -2,7 +2,8 @@
 hook that raises propagates its exception and leaves the model usable;
 zeroing a head's hook_z is `headscope ablate --method zero` of that head;
 the sites the Python side adds (hook_embed with learned positions,
-hook_attn_scores, ln_final.hook_normalized) act as TransformerLens's."""
+hook_attn_scores, ln_final.hook_normalized) act as TransformerLens's; an
+encoder without its masked-LM head runs hooks and refuses logits."""
 
 import gc
 import os
@@ -315,6 +316,31 @@ class Lifetime(TempDir, unittest.TestCase):
             m(tokens(m.vocab_size, T=m.n_ctx))
             with self.assertRaisesRegex(hs.Error, "exceeds the model's n_ctx=16"):
                 m(tokens(m.vocab_size, T=m.n_ctx + 1))  # once ran
+
+
+class Headless(TempDir, unittest.TestCase):
+    def test_an_encoder_without_its_head_runs_hooks_and_refuses_logits(self):
+        """SPEC §16: a BERT whose config names BertModel is the encoder alone:
+        run_with_cache (return_type None) gives the full model's activations,
+        a forward that asks for logits is refused saying why."""
+        src = os.path.join(FIX, "encoders", "bert")
+        d = os.path.join(self.tmp, "sent")
+        os.makedirs(d)
+        with open(os.path.join(src, "config.json")) as f:
+            text = f.read().replace('"BertForMaskedLM"', '"BertModel"')
+        with open(os.path.join(d, "config.json"), "w") as f:
+            f.write(text)
+        os.symlink(os.path.join(src, "model.safetensors"), os.path.join(d, "model.safetensors"))
+        ids = np.array([[2, 5, 6, 7, 3]], dtype=np.int32)
+        names = ["blocks.1.attn.hook_pattern", "blocks.1.hook_resid_post"]
+        with hs.Model.open(src) as full, hs.Model.open(d) as m:
+            _, want = full.run_with_cache(ids, names=names)
+            out, got = m.run_with_cache(ids, names=names, return_type=None)
+            self.assertIsNone(out)
+            for n in names:
+                self.assertTrue(np.array_equal(got[n], want[n]), n)
+            with self.assertRaisesRegex(hs.Error, "headless encoder"):
+                m(ids)
 
 
 if __name__ == "__main__":
