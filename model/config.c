@@ -259,8 +259,12 @@ static int encoder_check(const hs_model_config *c)
     else if (!c->encoder && (c->type_vocab || c->embed_norm || c->mlm_transform || c->pos_offset))
         why = "token types, the embedding norm, the MLM transform and position_offset are "
               "encoder features (encoder true)";
-    else if (c->headless && (!c->encoder || c->mlm_transform || c->final_norm || c->lm_head_bias))
+    else if (c->headless && c->encoder && (c->mlm_transform || c->final_norm || c->lm_head_bias))
         why = "headless: an encoder without the masked-LM head's transform, norm and bias";
+    else if (c->headless && !c->encoder && (!c->n_labels || c->lm_head_bias))
+        why = "headless: a decoder without its language-model head has a task head";
+    else if (c->n_labels && (!c->headless || c->n_labels > HS_MAX_LABELS))
+        why = "n_labels: a task head replaces the language-model head (at most 64 labels)";
     else if (c->encoder && (c->mla || c->window || c->n_head_windows || c->window_pattern))
         why = "encoder: MLA and sliding windows are causal-LM features";
     else if (c->embed_norm && c->norm != HS_NORM_LAYERNORM)
@@ -361,8 +365,10 @@ void hs_config_make_headless(hs_model_config *c)
 
 int hs_config_logits(const hs_model_config *c, const char *what)
 {
-    return c->headless ? hs_fail(HS_EUNSUPPORTED, "a headless encoder (the encoder alone, no "
-                                                  "masked-LM head): %s needs the model's logits",
-                                 what)
-                       : HS_OK;
+    if (!c->headless)
+        return HS_OK;
+    return hs_fail(HS_EUNSUPPORTED, "%s: %s needs the model's logits",
+                   c->n_labels ? "a classifier (a task head, no language-model head)"
+                               : "a headless encoder (the encoder alone, no masked-LM head)",
+                   what);
 }

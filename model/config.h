@@ -13,6 +13,14 @@
 
 enum { HS_MAX_LAYERS = 256 };
 
+/* Classification heads: at most this many labels, names of at most
+ * HS_LABEL_CHARS - 1 bytes (SPEC §16). */
+enum { HS_MAX_LABELS = 64, HS_LABEL_CHARS = 48 };
+
+/* problem_type: absent (inferred from a task's labels as HF does),
+ * single_label_classification, multi_label_classification, regression. */
+enum { HS_PROBLEM_UNSET, HS_PROBLEM_SINGLE, HS_PROBLEM_MULTI, HS_PROBLEM_REGRESSION };
+
 /* The most heads one layer may have: per-head buffers of every analysis are
  * indexed [l * HS_MAX_HEADS + h]. */
 enum { HS_MAX_HEADS = 1024 };
@@ -111,9 +119,16 @@ typedef struct {
     int embed_norm;                /* a LayerNorm of the embedding sum (BERT) */
     int mlm_transform;             /* a dense layer (d, d) and the MLP's GELU before the final
                                       norm: BERT's cls.predictions.transform */
-    int headless;                  /* encoders: the encoder alone, no masked-LM head
-                                      (BertModel, RobertaModel, sentence-embedding models):
-                                      no logits, so no loss (hs_config_logits) */
+    int headless;                  /* no language-model head, so no logits (hs_config_logits):
+                                      an encoder alone (BertModel, RobertaModel,
+                                      sentence-embedding models), or a task head's model */
+    /* a sequence-classification head (SPEC §16; n_labels 0: none): encoders
+     * pool the first token through dense + tanh (BERT's pooler, RoBERTa's
+     * classifier.dense) into the classifier; decoders score the final norm's
+     * output at the last token that is not padding (pad_id) */
+    int n_labels;                  /* num_labels: the classifier's outputs */
+    int problem;                   /* HS_PROBLEM_*: problem_type */
+    char label_names[HS_MAX_LABELS][HS_LABEL_CHARS]; /* id2label's names ("" where none) */
     int pos_offset;                /* > 0: RoBERTa's positions (create_position_ids_from_
                                       input_ids): the k-th real token (k = 0, 1, ..) reads row
                                       pos_offset + k of wpe, padding row pad_id; wpe holds

@@ -654,7 +654,7 @@ static int forward_rest(hs_acts *a, const hs_model *m, int from, int mid_layer,
     hs_real *h = a->layer[c->n_layer - 1].out;
     if ((rc = resid_site(hooks, HS_SITE_RESID_PRE, c->n_layer, h, a, d)))
         return rc;
-    if (c->headless) /* the encoder alone: its output is the last layer's */
+    if (c->headless && c->encoder) /* the encoder alone: its output is the last layer's */
         return targets ? hs_config_logits(c, "a loss") : HS_OK;
     const hs_real *u = h; /* the unembedding's input */
     if (c->mlm_transform) { /* an encoder's MLM head: dense + GELU, then the final norm */
@@ -666,6 +666,8 @@ static int forward_rest(hs_acts *a, const hs_model *m, int from, int mid_layer,
             hs_block_norm(a->lnf, a->lnf_mean, a->lnf_rstd, h, w->lnf_w, w->lnf_b, c, N);
         u = a->lnf;
     }
+    if (c->headless) /* a decoder's task head reads the final norm's output (hs_classify) */
+        return targets ? hs_config_logits(c, "a loss") : HS_OK;
     /* the logits and losses of rows r0 .. r0 + n - 1 (HS_ACTS_LOSS: a chunk
      * of HS_LOSS_ROWS at a time into the one chunk of logits) */
     const size_t chunk = a->mode == HS_ACTS_LOSS ? HS_LOSS_ROWS : N;
@@ -895,4 +897,48 @@ int hs_acts_head_maps(hs_real *att, const hs_model *m, int l, int h, const hs_ac
     int rc = hs_attn_head_maps(att, q, &kv, &ac, h, B, T);
     free(q);
     return rc;
+}
+
+int hs_classify_pool(const hs_model_config *c, const int32_t *tokens, int T)
+{
+    if (c->encoder)
+        return 0;
+    if (c->pad_id < 0)
+        return T - 1;
+    int last = 0; /* HF: the rightmost position whose id is not pad_token_id (0 if none) */
+    for (int t = 0; t < T; t++)
+        if (tokens[t] != c->pad_id)
+            last = t;
+    return last;
+}
+
+int hs_classify(hs_real *out, const hs_acts *a, const hs_model *m, const int *pool)
+{
+    const hs_model_config *c = &m->cfg;
+    const hs_weights *w = &m->w;
+    const int d = c->d_model, K = c->n_labels, B = a->B;
+    if (!K)
+        return hs_fail(HS_EINVAL, "the model has no classification head");
+    const hs_real *h = c->final_norm ? a->lnf : a->layer[c->n_layer - 1].out;
+    hs_real *x = hs_calloc((size_t)B * d * 2, sizeof *x, "classifier rows"), *y = x + (size_t)B * d;
+    if (!x)
+        return HS_ENOMEM;
+    for (int b = 0; b < B; b++) {
+        if (pool[b] < 0 || pool[b] >= a->T) {
+            free(x);
+            return hs_fail(HS_EINVAL, "classifier: pooled position %d outside 0..%d", pool[b],
+                           a->T - 1);
+        }
+        memcpy(x + (size_t)b * d, h + ((size_t)b * a->T + pool[b]) * d, sizeof *x * d);
+    }
+    const hs_real *in = x;
+    if (c->encoder) { /* dense + tanh (BERT's pooler, RoBERTa's classifier.dense) */
+        hs_linear_forward(y, x, w->cls_pool_w, w->cls_pool_b, (size_t)B, d, d);
+        for (size_t i = 0; i < (size_t)B * d; i++)
+            y[i] = (hs_real)tanh((double)y[i]);
+        in = y;
+    }
+    hs_linear_forward(out, in, w->cls_w, w->cls_b, (size_t)B, d, K);
+    free(x);
+    return HS_OK;
 }

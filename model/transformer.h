@@ -156,6 +156,18 @@ typedef struct {
 int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32_t *targets,
                const hs_hooks *hooks);
 
+/* A sequence classifier's outputs (SPEC §16) after a forward without
+ * targets: out (B, n_labels) from row pool[b] of each sequence -- an
+ * encoder's through dense + tanh into the classifier, a decoder's final-norm
+ * output into `score`. HS_EINVAL for a model without a classification head
+ * or a position outside the sequence. */
+int hs_classify(hs_real *out, const hs_acts *a, const hs_model *m, const int *pool);
+
+/* The row HF's classifier pools in one sequence of T tokens: an encoder's
+ * first; a decoder's last that is not pad_id (0 when every one is), or T-1
+ * without a pad_id. */
+int hs_classify_pool(const hs_model_config *c, const int32_t *tokens, int T);
+
 /* The clean forward of tokens up to layer `layer`'s residual after
  * attention (acts' r1 of that layer), for analyses that continue from there. */
 int hs_forward_to(hs_acts *a, const hs_model *m, const int32_t *tokens, int layer,

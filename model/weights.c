@@ -160,6 +160,14 @@ static void walk(const hs_model_config *c, walker *wk, hs_weights *w)
         w->lm_w = w->wte;
     if (c->lm_head_bias)
         add(wk, &w->lm_b, V, 0, "lm_head.bias", 0);
+    if (c->n_labels && c->encoder) { /* BERT's pooler, RoBERTa's classifier.dense */
+        add(wk, &w->cls_pool_w, d, d, "cls.pool.weight", 0);
+        add(wk, &w->cls_pool_b, d, 0, "cls.pool.bias", 0);
+    }
+    if (c->n_labels)
+        add(wk, &w->cls_w, c->n_labels, d, "cls.out.weight", 0);
+    if (c->n_labels && c->encoder)
+        add(wk, &w->cls_b, c->n_labels, 0, "cls.out.bias", 0);
 }
 
 int hs_tensor_table(const hs_model_config *c, hs_tensor_info **table, int *n, size_t *total)

@@ -34,6 +34,8 @@ typedef struct {
     hs_real *lnf_w, *lnf_b; /* (d) the final norm (with mlm_transform: the transform's) */
     hs_real *lm_w;         /* (V, d); equals wte when tied */
     hs_real *lm_b;         /* (V) */
+    hs_real *cls_pool_w, *cls_pool_b; /* (d, d), (d) an encoder classifier's dense + tanh */
+    hs_real *cls_w, *cls_b; /* (K, d), (K) the classifier (decoders' score: no bias) */
     hs_layer_weights layer[HS_MAX_LAYERS];
 } hs_weights;
 

@@ -44,6 +44,8 @@ static int file_layout(const hs_model *m, hs_file_tensor **out, int *n_out)
         snprintf(f->name, sizeof f->name, "%s", t->name);
         if (fam && fam->layout && fam->layout(m, f, i, layer, rest))
             continue; /* held inside another file tensor */
+        if (!m->cfg.encoder && !strcmp(t->name, "cls.out.weight")) /* …ForSequenceClassification */
+            snprintf(f->name, sizeof f->name, "score.weight");
         n++;
     }
     *out = ft;

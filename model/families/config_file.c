@@ -205,10 +205,73 @@ static int check_other_keys(const hs_cfg_reader *r, const hs_family_ops *f)
     return HS_OK;
 }
 
+/* The families whose …ForSequenceClassification SPEC §16 reads. */
+static int classifies(hs_family f)
+{
+    static const hs_family ok[] = { HS_FAMILY_BERT,    HS_FAMILY_ROBERTA, HS_FAMILY_GPT2,
+                                    HS_FAMILY_LLAMA,   HS_FAMILY_MISTRAL, HS_FAMILY_QWEN2,
+                                    HS_FAMILY_QWEN3,   HS_FAMILY_GEMMA,   HS_FAMILY_GEMMA2 };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+        if (ok[i] == f)
+            return 1;
+    return 0;
+}
+
+/* A sequence classifier's keys (HF PretrainedConfig): id2label ({"0":
+ * name, ...}, its keys 0 .. K-1), num_labels (= len(id2label); default 2),
+ * problem_type, and a decoder's pad_token_id (the pooled token is the last
+ * that is not padding). */
+static int read_classifier(hs_model_config *c, hs_cfg_reader *r)
+{
+    const cJSON *names = hs_cfg_lookup(r, "id2label"), *e;
+    int n = cJSON_IsObject(names) ? cJSON_GetArraySize(names) : 0, given = 0, rc;
+    if (names && !cJSON_IsNull(names) && !cJSON_IsObject(names))
+        return hs_fail(HS_EFORMAT, "%s: \"id2label\" must map label ids to names", r->path);
+    if ((rc = hs_cfg_int(r, "num_labels", HS_CFG_NULL_DEFAULT, n ? n : 2, &given)))
+        return rc;
+    if (n && given != n)
+        return hs_fail(HS_EFORMAT, "%s: \"num_labels\" %d, but \"id2label\" names %d labels",
+                       r->path, given, n);
+    if (given < 1 || given > HS_MAX_LABELS)
+        return hs_fail(HS_EFORMAT, "%s: \"num_labels\" %d: 1 to %d labels", r->path, given,
+                       HS_MAX_LABELS);
+    c->n_labels = given;
+    cJSON_ArrayForEach(e, names)
+    {
+        char *end;
+        const long id = strtol(e->string, &end, 10);
+        if (*end || end == e->string || id < 0 || id >= n || !cJSON_IsString(e) ||
+            strlen(e->valuestring) >= HS_LABEL_CHARS || c->label_names[id][0])
+            return hs_fail(HS_EFORMAT, "%s: \"id2label\"[\"%.32s\"]: the keys must be 0 .. %d, "
+                                       "each once, the names strings of at most %d bytes",
+                           r->path, e->string, n - 1, HS_LABEL_CHARS - 1);
+        snprintf(c->label_names[id], HS_LABEL_CHARS, "%s", e->valuestring);
+    }
+    static const char *const problems[] = { "single_label_classification",
+                                            "multi_label_classification", "regression" };
+    const cJSON *p = hs_cfg_lookup(r, "problem_type");
+    for (int i = 0; cJSON_IsString(p) && i < 3; i++)
+        if (!strcmp(p->valuestring, problems[i]))
+            c->problem = HS_PROBLEM_SINGLE + i;
+    if (p && !cJSON_IsNull(p) && !c->problem)
+        return hs_fail(HS_EFORMAT, "%s: \"problem_type\" must be single_label_classification, "
+                                   "multi_label_classification or regression", r->path);
+    if (c->problem == HS_PROBLEM_REGRESSION && c->n_labels != 1)
+        return hs_fail(HS_EFORMAT, "%s: \"problem_type\" regression has one label, not %d",
+                       r->path, c->n_labels);
+    if (!c->encoder && (rc = hs_cfg_token_id(r, "pad_token_id", -1, &c->pad_id)))
+        return rc;
+    c->headless = 1;
+    c->lm_head_bias = 0;
+    if (c->encoder)
+        c->mlm_transform = c->final_norm = 0;
+    return HS_OK;
+}
+
 /* config.json's architectures[0] (SPEC §16): the head. The language-model
  * heads are the families' own; BertModel and RobertaModel are the encoder
- * alone (headless); a task head (sequence classification, ...) is refused
- * naming it: not implemented yet. */
+ * alone (headless); …ForSequenceClassification a classifier; any other task
+ * head is refused naming it. */
 static int read_head(hs_model_config *c, hs_cfg_reader *r)
 {
     const cJSON *a = hs_cfg_lookup(r, "architectures");
@@ -223,14 +286,16 @@ static int read_head(hs_model_config *c, hs_cfg_reader *r)
         hs_config_make_headless(c);
         return HS_OK;
     }
+    if (strstr(name, "ForSequenceClassification") && classifies(c->family))
+        return read_classifier(c, r);
     static const char *const tasks[] = { "ForSequenceClassification", "ForTokenClassification",
                                          "ForQuestionAnswering", "ForMultipleChoice",
                                          "ForNextSentencePrediction" };
     for (size_t i = 0; i < sizeof tasks / sizeof *tasks; i++)
         if (strstr(name, tasks[i]))
             return hs_fail(HS_EFORMAT, "%s: \"architectures\": %.64s: this task head is not "
-                                       "implemented (the language-model heads and the encoders "
-                                       "alone are)",
+                                       "implemented (the language-model heads, the encoders "
+                                       "alone and SPEC §16's sequence classifiers are)",
                            r->path, name);
     return HS_OK;
 }
@@ -267,6 +332,41 @@ int hs_config_parse(hs_model_config *c, const char *json, const char *path)
     return rc;
 }
 
+/* A classifier's keys as HF writes them, its architectures the family's
+ * …ForSequenceClassification. */
+static void write_classifier(cJSON *o, const hs_model_config *c)
+{
+    static const struct {
+        hs_family f;
+        const char *prefix;
+    } names[] = { { HS_FAMILY_BERT, "Bert" },       { HS_FAMILY_ROBERTA, "Roberta" },
+                  { HS_FAMILY_GPT2, "GPT2" },       { HS_FAMILY_LLAMA, "Llama" },
+                  { HS_FAMILY_MISTRAL, "Mistral" }, { HS_FAMILY_QWEN2, "Qwen2" },
+                  { HS_FAMILY_QWEN3, "Qwen3" },     { HS_FAMILY_GEMMA, "Gemma" },
+                  { HS_FAMILY_GEMMA2, "Gemma2" } };
+    char arch[64] = "";
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (names[i].f == c->family)
+            snprintf(arch, sizeof arch, "%sForSequenceClassification", names[i].prefix);
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "architectures");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "architectures"), cJSON_CreateString(arch));
+    cJSON *id2label = cJSON_AddObjectToObject(o, "id2label");
+    for (int k = 0; k < c->n_labels; k++) {
+        char key[16], dflt[32];
+        snprintf(key, sizeof key, "%d", k);
+        snprintf(dflt, sizeof dflt, "LABEL_%d", k);
+        cJSON_AddStringToObject(id2label, key, c->label_names[k][0] ? c->label_names[k] : dflt);
+    }
+    static const char *const problems[] = { NULL, "single_label_classification",
+                                            "multi_label_classification", "regression" };
+    if (c->problem)
+        cJSON_AddStringToObject(o, "problem_type", problems[c->problem]);
+    if (!c->encoder && c->pad_id >= 0) {
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "pad_token_id");
+        cJSON_AddNumberToObject(o, "pad_token_id", c->pad_id);
+    }
+}
+
 char *hs_config_to_json(const hs_model_config *c)
 {
     const hs_family_ops *f = hs_family_ops_of(c->family);
@@ -277,6 +377,8 @@ char *hs_config_to_json(const hs_model_config *c)
     }
     cJSON_AddStringToObject(o, "model_type", f->model_type);
     f->write(o, c);
+    if (c->n_labels)
+        write_classifier(o, c);
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     if (!text)

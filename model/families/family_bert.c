@@ -191,6 +191,14 @@ static int layout(const hs_model *m, hs_file_tensor *f, int i, int layer, const 
     for (size_t k = 0; k < sizeof out / sizeof out[0]; k++)
         if (!strcmp(name, out[k][0]))
             snprintf(f->name, sizeof f->name, "%s%s", head, out[k][roberta ? 2 : 1]);
+    static const char *const classifier[][3] = { /* BertForSequenceClassification's, RoBERTa's */
+        { "cls.pool.weight", "bert.pooler.dense.weight", "classifier.dense.weight" },
+        { "cls.pool.bias", "bert.pooler.dense.bias", "classifier.dense.bias" },
+        { "cls.out.weight", "classifier.weight", "classifier.out_proj.weight" },
+        { "cls.out.bias", "classifier.bias", "classifier.out_proj.bias" } };
+    for (size_t k = 0; k < sizeof classifier / sizeof classifier[0]; k++)
+        if (!strcmp(name, classifier[k][0]))
+            snprintf(f->name, sizeof f->name, "%s", classifier[k][roberta ? 2 : 1]);
     return 0;
 }
 
