@@ -305,13 +305,14 @@ info_plan_overflows() {
     expect_eq "$(jget out.txt memory_plan eval | grep -c '^[0-9][0-9]*$')" 1 "a plan that fits" || return 1
 }
 
-# A checkpoint of a task head (GPT2ForSequenceClassification: the encoder's
-# hidden states into `score`, no language-model head) was read as GPT-2's
-# language model, its score.weight ignored; until SPEC §16's heads land it
-# is refused naming the class, for decoders and encoders alike.
+# A checkpoint of a task head other than SPEC §16's sequence classifiers
+# (GPT2ForTokenClassification: the body's hidden states into a per-token
+# classifier, no language-model head) was read as GPT-2's language model,
+# its classifier ignored; it is refused naming the class, for decoders and
+# encoders alike.
 task_heads_are_refused() {
     local a d
-    for a in GPT2ForSequenceClassification:models/gpt2_tiny LlamaForTokenClassification:models/llama_gqa \
+    for a in GPT2ForTokenClassification:models/gpt2_tiny LlamaForQuestionAnswering:models/llama_gqa \
         BertForQuestionAnswering:encoders/bert; do
         d=${a#*:}
         rm -rf m && cp -r "$FIX/$d" m || return 1
