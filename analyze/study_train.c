@@ -4,6 +4,10 @@
 #include <time.h>
 
 #include "checkpoint.h"
+#include "inputs.h"
+#include "memory.h"
+#include "mlm.h"
+#include "trainer.h"
 #include "sha256.h"
 #include "metrics.h"
 #include "study.h"
@@ -94,4 +98,32 @@ int hs_train_study(hs_train_result *r, hs_model *m, const hs_tokens *data,
     if (o->ix && hs_index_artifact_add(o->ix, o->run_id, target, r->model_sha, (int64_t)bytes, 1))
         return hs_fail(HS_EIO, "%s (the model is saved in %s)", hs_last_error(), o->out);
     return HS_OK;
+}
+
+int hs_train_data_load(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const hs_source *src,
+                       const hs_source *vsrc, const char *init, int B, int T, const char *out,
+                       long seed)
+{
+    const char *data = hs_source_path(src), *val = hs_source_path(vsrc);
+    hs_tokenizer *tk = NULL; /* read once, for both texts and the mask token */
+    int rc = hs_source_load(tok, src, &tk, init, m->cfg.vocab_size) ||
+             (val && hs_source_load(vtok, vsrc, &tk, init, m->cfg.vocab_size));
+    const char *too_short = rc || hs_batch_count(tok, B, T) ? NULL : data;
+    if (!rc && !too_short && val && !hs_batch_count(vtok, B, T))
+        too_short = val;
+    if (too_short)
+        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", too_short, B, T);
+    const hs_mlm_opts mo = { -1, NULL, seed }; /* an encoder's masked-LM loss, seeded by --seed */
+    if (!rc && m->cfg.encoder)
+        rc = hs_tokenizer_resolve(&tk, src->tokenizer, init) ||
+             hs_mlm_setup(&tok->mlm, &m->cfg, tk, &mo);
+    hs_tokenizer_free(tk);
+    if (rc)
+        return HS_EINVAL;
+    vtok->mlm = tok->mlm;
+    /* what training will hold beside the parameters, before the folder is made */
+    if (hs_mem_check(hs_trainer_bytes(&m->cfg, m->n_params, B, T),
+                     "training (activations, gradients, AdamW's moments)"))
+        return HS_ENOMEM;
+    return hs_mkdirs(out);
 }

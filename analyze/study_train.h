@@ -2,6 +2,7 @@
 #ifndef HS_STUDY_TRAIN_H
 #define HS_STUDY_TRAIN_H
 
+#include "inputs.h"
 #include "study.h"
 #include "train.h"
 
@@ -38,5 +39,15 @@ typedef struct {
  * validations. */
 int hs_train_study(hs_train_result *r, hs_model *m, const hs_tokens *data,
                    const hs_train_study_opts *o);
+
+/* `train`'s data, read and checked before anything trains: the training and
+ * validation shards, or texts tokenized by their --tokenizer or the --init
+ * checkpoint's (init NULL: none), at least one batch of B x T (+1) each;
+ * an encoder's masked-LM recipe seeded by seed; the memory training will
+ * hold; then the output folder made. HS_OK, or the status with the message
+ * set (HS_EINVAL for the data, HS_ENOMEM, HS_EIO). */
+int hs_train_data_load(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const hs_source *src,
+                       const hs_source *vsrc, const char *init, int B, int T, const char *out,
+                       long seed);
 
 #endif

@@ -113,6 +113,29 @@ extern const char *cli_compute;
 #define OPT_MLM_RULE                                                                       \
     { "--mlm-mask", OPTS_EXCLUDES, "--mlm-prob,--seed", "it fixes the masked positions" }
 
+/* The labelled-task options (SPEC §16) into a cli_task; and their rule
+ * (--task reads no token data). */
+typedef struct {
+    const char *path, *metric, *label_map;
+    int truncate;
+} cli_task;
+#define OPT_TASK(t)                                                                        \
+    { "--task", OPT_STR, &(t)->path, 0, "FILE.jsonl",                                      \
+      "a classifier's labelled examples (SPEC §16) instead of --data", 0 },                \
+    { "--metric", OPT_STR, &(t)->metric, 0, "NAME",                                        \
+      "--task's headline: accuracy, f1, mcc, pearson or spearman (default: accuracy; "     \
+      "regression: pearson)", 0 },                                                         \
+    { "--truncate", OPT_FLAG, &(t)->truncate, 0, NULL,                                     \
+      "--task: a text longer than --seq-len loses its last tokens, not its special ones", 0 }, \
+    { "--label-map", OPT_STR, &(t)->label_map, 0, "I0,I1,...",                             \
+      "--task: the model's output j scores the task's label Ij", 0 }
+#define OPT_TASK_RULES                                                                     \
+    OPT_TEXT_RULE_DATA,                                                                    \
+        { "--text|--task", OPTS_NEEDS, "--tokenizer", "it tokenizes the text" },          \
+        { "--task", OPTS_EXCLUDES, "--data,--text,--mlm-prob,--mlm-mask,--seed",           \
+          "a task's examples are its own" },                                               \
+        { "--task", OPTS_NEEDS, "--metric,--truncate,--label-map", "they concern a task" }
+
 /* A command's record. Each cli/cmd_*.c defines the records of its commands
  * beside them with HS_COMMAND, which also registers the record: main.c
  * finds every registered record (a linker section, so adding a command

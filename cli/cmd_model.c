@@ -89,6 +89,27 @@ static int cmd_tokens(int argc, char **argv)
 
 /* ---- eval ----------------------------------------------------------------- */
 
+/* eval --task: the classifier's numbers on a task file (SPEC §16). */
+static int eval_task(const cli_task *task, hs_inputs_spec *in, int json)
+{
+    hs_task_opts o = { task->path, in->seq_len, task->truncate, { 0 }, 0 };
+    if (task->label_map && hs_task_label_map_parse(&o, task->label_map))
+        return cli_usage_error("eval", "%s", hs_last_error());
+    in->keep_tokenizer = 1, in->mlm = NULL, in->need_batch = 0;
+    cli_job j;
+    int rc = cli_open(&j, in);
+    if (rc)
+        return rc;
+    hs_task_eval_result r;
+    rc = hs_task_eval(&r, &j.in.m, j.in.tk, &o, in->batch, task->metric) ||
+         hs_model_unchanged(&j.in.m);
+    hs_inputs_free(&j.in);
+    if (rc)
+        return cli_run_error("eval");
+    hs_print_task_eval(stdout, &(hs_summary){ .json = json }, &r);
+    return 0;
+}
+
 static int cmd_eval(int argc, char **argv)
 {
     const char *model = NULL;
@@ -96,6 +117,7 @@ static int cmd_eval(int argc, char **argv)
     hs_inputs_spec in = { .batch = 4, .need_batch = 1, .mlm = &mlm };
     int threads = 0, json = 0, allow_nonfinite = 0;
     long max_batches = 0;
+    cli_task task = { 0 };
     opt o[] = {
         { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory", 0 },
         { "--data", OPT_STR, &in.source.data, 0, "FILE.bin", "token shard (SPEC §4)", 0 },
@@ -105,6 +127,7 @@ static int cmd_eval(int argc, char **argv)
         { "--seq-len", OPT_INT, &in.seq_len, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
         { "--max-batches", OPT_LONG, &max_batches, 0, "N", "stop after N batches (0: all)", 0 },
         OPT_MLM(&mlm),
+        OPT_TASK(&task),
         OPT_THREADS(&threads),
         OPT_JSON(&json),
         OPT_ALLOW_NONFINITE(&allow_nonfinite),
@@ -113,12 +136,14 @@ static int cmd_eval(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     const char *data = hs_source_path(&in.source);
-    if (!model || !data)
-        return cli_usage_error("eval", "--model DIR and --data FILE (or --text FILE) are required");
+    if (!model || (!data && !task.path))
+        return cli_usage_error("eval", "--model DIR and --data, --text or --task are required");
     if (threads)
         hs_set_threads(threads);
-    cli_job j;
     in.model = model;
+    if (task.path)
+        return eval_task(&task, &in, json);
+    cli_job j;
     if ((rc = cli_open(&j, &in)))
         return rc;
     const int B = in.batch, T = j.in.seq_len;
@@ -187,38 +212,6 @@ static int train_model(hs_model *m, int *T, const char *preset, const char **ove
         return 0;
     hs_model_free(m);
     return cli_usage_error("train", "%s", hs_last_error());
-}
-
-/* Reads and checks the training and validation data (shards, or texts
- * tokenized by --tokenizer or the --init checkpoint's tokenizer), and makes
- * the output directory: everything that could fail after training is
- * checked before it. HS_OK or a status with the message set. */
-static int train_data(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const hs_source *src,
-                      const hs_source *vsrc, const char *init, int B, int T, const char *out,
-                      long seed)
-{
-    const char *data = hs_source_path(src), *val = hs_source_path(vsrc);
-    hs_tokenizer *tk = NULL; /* read once, for both texts and the mask token */
-    int rc = hs_source_load(tok, src, &tk, init, m->cfg.vocab_size) ||
-             (val && hs_source_load(vtok, vsrc, &tk, init, m->cfg.vocab_size));
-    const char *too_short = rc || hs_batch_count(tok, B, T) ? NULL : data;
-    if (!rc && !too_short && val && !hs_batch_count(vtok, B, T))
-        too_short = val;
-    if (too_short)
-        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", too_short, B, T);
-    const hs_mlm_opts mo = { -1, NULL, seed }; /* an encoder's masked-LM loss, seeded by --seed */
-    if (!rc && m->cfg.encoder)
-        rc = hs_tokenizer_resolve(&tk, src->tokenizer, init) ||
-             hs_mlm_setup(&tok->mlm, &m->cfg, tk, &mo);
-    hs_tokenizer_free(tk);
-    if (rc)
-        return HS_EINVAL;
-    vtok->mlm = tok->mlm;
-    /* what training will hold beside the parameters, before the folder is made */
-    if (hs_mem_check(hs_trainer_bytes(&m->cfg, m->n_params, B, T),
-                     "training (activations, gradients, AdamW's moments)"))
-        return HS_ENOMEM;
-    return hs_mkdirs(out);
 }
 
 /* Runs the study into the run and reports its end: the exit status. */
@@ -326,7 +319,7 @@ static int cmd_train(int argc, char **argv)
     hs_run *run = NULL;
     /* The model a training run produces is recorded when it finishes. */
     vsrc.tokenizer = src.tokenizer;
-    rc = train_data(&tok, &vtok, &m, &src, &vsrc, init, to->B, to->T, so.out, seed) ||
+    rc = hs_train_data_load(&tok, &vtok, &m, &src, &vsrc, init, to->B, to->T, so.out, seed) ||
                  cli_run_open(&run, db, 0, NULL, data, o, n, argc, argv)
              ? cli_run_error("train")
              : train_run(&m, &tok, &so, run, db, json);
@@ -349,7 +342,7 @@ static const opt_rule train_rules[] = {
 };
 
 static const opt_rule eval_rules[] = {
-    OPT_TEXT_RULES,
+    OPT_TASK_RULES,
     OPT_MLM_RULE,
 };
 
@@ -408,10 +401,16 @@ HS_COMMAND(cmd_train_record) = {
 HS_COMMAND(cmd_eval_record) = {
     .name = "eval",
     .order = 60,
-    .summary = "Mean loss of a model on a token shard (an encoder's: masked-LM), with its standard error.",
-    .usage = "headscope eval --model DIR (--data FILE | --text FILE) [options]",
-    .details = "stderr is the sample standard deviation of per-sequence mean losses over sqrt(n).\nAn encoder's (bert, roberta) loss is the masked-LM loss over the chosen positions (SPEC §14).\n\n"
-        "example: headscope eval --model runs/tiny --data val.bin --batch 8 --seq-len 64 --json\n",
+    .summary = "Mean loss of a model on a token shard (an encoder's: masked-LM), or a classifier's task numbers.",
+    .usage = "headscope eval --model DIR (--data FILE | --text FILE | --task FILE.jsonl) [options]",
+    .details = "stderr is the sample standard deviation of per-sequence mean losses over sqrt(n).\nAn encoder's (bert, roberta) loss is the masked-LM loss over the chosen positions (SPEC §14).\n"
+        "With --task (a …ForSequenceClassification checkpoint, SPEC §16): task_loss with its\n"
+        "standard error over examples, and accuracy, f1, mcc (single-label), accuracy, f1\n"
+        "(multi-label) or pearson, spearman (regression), each with its jackknife standard\n"
+        "error. Lines: {\"text\": S, \"label\": L} or {\"ids\": [...], \"label\": L}, L a class,\n"
+        "an id2label name, a number or a list of 0/1; examples are right-padded.\n\n"
+        "example: headscope eval --model runs/tiny --data val.bin --batch 8 --seq-len 64 --json\n"
+        "example: headscope eval --model bert-mnli --task mnli-dev.jsonl --label-map 2,1,0 --json\n",
     .run = cmd_eval,
     OPT_RULES(eval_rules),
 };

@@ -439,6 +439,29 @@ void hs_print_eval(FILE *f, const hs_summary *s, const hs_eval_result *r)
                 r->stderr_loss, r->sequences, r->tokens);
 }
 
+void hs_print_task_eval(FILE *f, const hs_summary *s, const hs_task_eval_result *r)
+{
+    if (s->json) {
+        fprintf(f, "{\"task_loss\":"), hs_json_number(f, r->loss, 9);
+        fprintf(f, ",\"task_loss_stderr\":"), hs_json_number(f, r->loss_se, 9);
+        for (int k = 0; k < r->n_metrics; k++) {
+            const char *name = hs_task_metric_name(r->metric[k]);
+            fprintf(f, ",\"%s\":", name), hs_json_number(f, r->value[k], 9);
+            fprintf(f, ",\"%s_stderr\":", name), hs_json_number(f, r->se[k], 9);
+        }
+        fprintf(f, ",\"metric\":\"%s\",\"n\":%d}\n", hs_task_metric_name(r->metric[r->headline]),
+                r->n);
+        return;
+    }
+    fprintf(f, "%s %.4f ± %.4f over %d examples (task loss %.4f ± %.4f",
+            hs_task_metric_name(r->metric[r->headline]), r->value[r->headline],
+            r->se[r->headline], r->n, r->loss, r->loss_se);
+    for (int k = 0; k < r->n_metrics; k++)
+        if (k != r->headline)
+            fprintf(f, ", %s %.4f ± %.4f", hs_task_metric_name(r->metric[k]), r->value[k], r->se[k]);
+    fprintf(f, ")\n");
+}
+
 void hs_print_importance(FILE *f, const hs_summary *s, const hs_importance_result *r,
                          const hs_importance_opts *o)
 {

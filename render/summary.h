@@ -23,6 +23,7 @@
 #include "study_importance.h"
 #include "study_atp.h"
 #include "study_induction.h"
+#include "task.h"
 
 /* What every summary names besides the result. */
 typedef struct {
@@ -60,6 +61,7 @@ void hs_print_patterns(FILE *f, const hs_summary *s, const hs_patterns_result *r
                        const hs_patterns_opts *o);
 /* eval's: the loss with its standard error, no run */
 void hs_print_eval(FILE *f, const hs_summary *s, const hs_eval_result *r);
+void hs_print_task_eval(FILE *f, const hs_summary *s, const hs_task_eval_result *r);
 void hs_print_importance(FILE *f, const hs_summary *s, const hs_importance_result *r,
                          const hs_importance_opts *o);
 /* the largest |value| of each head metric, and the positions' rows in JSON */

@@ -256,8 +256,8 @@ open("small.bin", "wb").write(struct.pack("<256i", 20240520, 1, len(ids), *[0] *
     hs capture --model rsent --data small.bin --batch 2 --seq-len 8 --max-batches 1 --out r.h5
     expect_rc 0 "capture on a headless roberta" || return 1
     mkdir -p task && cp bert/* task/ &&
-        sed -i 's/"BertForMaskedLM"/"BertForSequenceClassification"/' task/config.json || return 1
-    expect_refused 1 info "BertForSequenceClassification" --model task
+        sed -i 's/"BertForMaskedLM"/"BertForTokenClassification"/' task/config.json || return 1
+    expect_refused 1 info "BertForTokenClassification: this task head is not implemented" --model task
 }
 
 run_checks train_preset_bert_learns eval_every3_equals_torch analyses_on_padded_documents \

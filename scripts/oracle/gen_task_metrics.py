@@ -145,20 +145,25 @@ def logits(n, k, lab, skill):
     return [[rnd.gauss(0, 1) + (skill if j == y else 0) for j in range(k)] for y in lab]
 
 
-for n, k, skill, name in ((23, 2, 1.0, "binary"), (31, 3, 0.8, "three"), (12, 4, 0.3, "sparse4"),
-                          (5, 2, 9.0, "perfect")):
-    lab = [rnd.randrange(k) for _ in range(n)]
-    if name == "sparse4":
-        lab = [rnd.choice((0, 1, 3)) for _ in range(n)]  # class 2 never true
-    case(name, 0, n, k, ["accuracy", "f1", "mcc"], logits(n, k, lab, skill),
-         logits(n, k, lab, skill / 2), lab)
-n, k = 17, 4
-tgt = [[rnd.randrange(2) for _ in range(k)] for _ in range(n)]
-case("multilabel", 1, n, k, ["accuracy", "f1"],
-     [[rnd.gauss(0, 1) + (1.5 if t else -1.5) for t in y] for y in tgt],
-     [[rnd.gauss(0, 1) for t in y] for y in tgt], tgt)
-n = 19
-y = [float(rnd.randrange(6)) / 2 for _ in range(n)]  # ties in the targets
-x = [[round(v + rnd.gauss(0, 0.7), 1)] for v in y]  # and in the outputs
-x2 = [[round(rnd.gauss(0, 1), 1)] for v in y]
-case("regression", 2, n, 1, ["pearson", "spearman"], x, x2, y)
+def main():
+    for n, k, skill, name in ((23, 2, 1.0, "binary"), (31, 3, 0.8, "three"), (12, 4, 0.3, "sparse4"),
+                              (5, 2, 9.0, "perfect")):
+        lab = [rnd.randrange(k) for _ in range(n)]
+        if name == "sparse4":
+            lab = [rnd.choice((0, 1, 3)) for _ in range(n)]  # class 2 never true
+        case(name, 0, n, k, ["accuracy", "f1", "mcc"], logits(n, k, lab, skill),
+             logits(n, k, lab, skill / 2), lab)
+    n, k = 17, 4
+    tgt = [[rnd.randrange(2) for _ in range(k)] for _ in range(n)]
+    case("multilabel", 1, n, k, ["accuracy", "f1"],
+         [[rnd.gauss(0, 1) + (1.5 if t else -1.5) for t in y] for y in tgt],
+         [[rnd.gauss(0, 1) for t in y] for y in tgt], tgt)
+    n = 19
+    y = [float(rnd.randrange(6)) / 2 for _ in range(n)]  # ties in the targets
+    x = [[round(v + rnd.gauss(0, 0.7), 1)] for v in y]  # and in the outputs
+    x2 = [[round(rnd.gauss(0, 1), 1)] for v in y]
+    case("regression", 2, n, 1, ["pearson", "spearman"], x, x2, y)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+/* A labelled task (SPEC §16): the examples of a task file, each right-padded
+ * to the sequence length, and a classifier's outputs on them.
+ *
+ * The file (`--task FILE.jsonl`) has one JSON object a line: {"text": S,
+ * "label": L} (tokenized with the tokenizer's special tokens), or {"ids":
+ * [...], "token_type_ids": [...]?, "label": L}. L is an integer class, a
+ * string equal to one of id2label's names, a number (regression) or a list
+ * of 0/1 (multi-label); every line of one kind, and the kind the model's
+ * problem_type says (absent: HF's inference -- one label: regression,
+ * integers: single-label, lists: multi-label). A sequence longer than the
+ * length is refused naming its line, unless `truncate` (a text's tokens
+ * dropped from its end, its special tokens kept; an ids line is refused even
+ * then). Not yet read: "text_pair" (the tokenizer's pair template) and
+ * token type ids other than 0, each refused naming the line. Every error
+ * names the file and the line. */
+#ifndef HS_TASK_H
+#define HS_TASK_H
+
+#include <stdint.h>
+
+#include "task_metrics.h"
+#include "tokenizer.h"
+#include "transformer.h"
+
+typedef struct {
+    const char *path;
+    int seq_len; /* 0: min(n_ctx, 256), as every command's --seq-len */
+    int truncate;
+    /* --label-map i0,i1,...: the model's output j scores the task's label
+     * i_j (a checkpoint trained with its labels permuted); n_map 0: none */
+    int label_map[HS_MAX_LABELS];
+    int n_map;
+} hs_task_opts;
+
+typedef struct {
+    int n, T;          /* examples, positions each (right-padded) */
+    int32_t *ids;      /* n x T */
+    int *len;          /* n: each example's tokens before its padding */
+    hs_task_kind kind;
+    int k;             /* the model's outputs (labels) */
+    int *label;        /* single-label: n classes */
+    double *target;    /* multi-label: n x k of 0/1; regression: n values */
+    int label_map[HS_MAX_LABELS]; /* identity when none was given */
+} hs_task;
+
+/* Reads o->path for the classifier c (tk: the tokenizer of text lines, NULL
+ * when there is none). */
+int hs_task_load(hs_task *t, const hs_task_opts *o, const hs_model_config *c,
+                 const hs_tokenizer *tk);
+void hs_task_free(hs_task *t);
+
+/* Parses --label-map's "i0,i1,..." into o (a permutation of 0..k-1 is
+ * checked by hs_task_load, which knows k). HS_EINVAL naming the option. */
+int hs_task_label_map_parse(hs_task_opts *o, const char *s);
+
+/* The classifier's outputs on every example, in the task's label order,
+ * into out (n x k), batch examples a forward; hooks may be NULL. */
+int hs_task_run(double *out, const hs_model *m, const hs_task *t, int batch,
+                const hs_hooks *hooks);
+
+/* The outputs as the metrics read them. */
+hs_task_outputs hs_task_outputs_of(const hs_task *t, const double *out);
+
+/* `eval --task`'s numbers: the mean per-example loss and its standard error
+ * (SPEC §5 over examples), every metric of the task's kind with its
+ * jackknife standard error, and the headline's index in metric[]. */
+typedef struct {
+    int n;
+    hs_task_kind kind;
+    double loss, loss_se;
+    int n_metrics, headline;
+    hs_task_metric metric[HS_TASK_N_METRICS];
+    double value[HS_TASK_N_METRICS], se[HS_TASK_N_METRICS];
+} hs_task_eval_result;
+
+/* The classifier's numbers on the task o (read with tk as hs_task_load
+ * does; batch examples a forward); headline: a metric name (NULL: accuracy,
+ * or pearson for regression), refused (HS_EINVAL naming --metric) where the
+ * task's kind has no such metric. */
+int hs_task_eval(hs_task_eval_result *r, const hs_model *m, const hs_tokenizer *tk,
+                 const hs_task_opts *o, int batch, const char *headline);
+
+#endif
