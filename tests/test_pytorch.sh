@@ -138,7 +138,9 @@ hostile_bins_are_refused_and_run_nothing() {
         expect_nofile conv "convert of a hostile file" && expect_nofile "$TMP/MARKER" "a payload ran"
 }
 
-# The control: the same files are live. Python's unpickler runs the payload.
+# The control: the files are live. Python's unpickler runs the payload of
+# the one whose whole pickle is os.system(...) (the others' later tensors
+# would make it import torch first: seconds).
 python_would_run_the_payloads() {
     hostile || return 1
     rm -f "$TMP/MARKER"
@@ -146,7 +148,7 @@ python_would_run_the_payloads() {
 try:
     pickle.loads(zipfile.ZipFile(sys.argv[1]).read("archive/data.pkl"))
 except Exception:
-    pass' "$TMP/hostile/reduce_os_system/pytorch_model.bin"
+    pass' "$TMP/hostile/top_level_system/pytorch_model.bin"
     [ -e "$TMP/MARKER" ] || bad "python's pickle.loads did not run os.system: the test is blind" ||
         return 1
     rm -f "$TMP/MARKER"
@@ -259,6 +261,11 @@ sharded_checkpoints_record_a_run() {
 }
 
 SLOW_CHECKS=""
+# Under ASan the hostile files and the guards run; the equivalences with
+# torch's own files (the same code paths, which test_pytorch's seeds take
+# under ASan in the unit suite) run in the float and double builds.
+under_asan && SKIP="${SKIP:-} torch_files_load_as_their_safetensors f64_rounds_once_to_f32" &&
+    SKIP="$SKIP convert_writes_the_same_tensors zip64_archives_load sharded_checkpoints_record_a_run"
 run_checks torch_files_load_as_their_safetensors f64_rounds_once_to_f32 \
     safetensors_beside_a_bin_wins hostile_bins_are_refused_and_run_nothing \
     python_would_run_the_payloads zip_bomb_stays_small shard_names_stay_in_the_folder \
