@@ -249,7 +249,7 @@ static int encoder_check(const hs_model_config *c)
     const int ids[] = { c->pad_id, c->cls_id, c->sep_id, c->mask_id, c->unk_id };
     static const char *const keys[] = { "pad_token_id", "cls_token_id", "sep_token_id",
                                         "mask_token_id", "unk_token_id" };
-    for (int i = 0; c->encoder && i < 5; i++)
+    for (int i = 0; (c->encoder || (c->n_labels && !i)) && i < 5; i++) /* a decoder's: its pad */
         if (ids[i] < -1 || ids[i] >= c->vocab_size)
             return hs_fail(HS_EINVAL, "config: %s=%d is outside the vocabulary of %d", keys[i],
                            ids[i], c->vocab_size);
