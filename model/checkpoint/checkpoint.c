@@ -718,6 +718,38 @@ int hs_checkpoint_export(const hs_model *m, const char *file_name, double *out, 
     return rc;
 }
 
+/* n bytes into path, under a temporary name renamed over it (nothing left
+ * at path on a failure). */
+static int write_whole(const char *path, const void *bytes, size_t n)
+{
+    char tmp[1200];
+    FILE *f = hs_tmp_fopen(path, tmp, sizeof tmp);
+    int ok = f && fwrite(bytes, 1, n, f) == n;
+    if (f && fclose(f))
+        ok = 0;
+    if (!f)
+        return HS_EIO;
+    if (!ok) {
+        unlink(tmp);
+        return hs_fail(HS_EIO, "%s: cannot write: %s", path, strerror(errno));
+    }
+    return hs_tmp_commit(tmp, path, 1);
+}
+
+/* A JSON text and a newline into path (write_whole). */
+static int write_config(const char *path, const char *json)
+{
+    const size_t n = strlen(json);
+    char *text = hs_calloc(n + 2, 1, "config text");
+    if (!text)
+        return HS_ENOMEM;
+    memcpy(text, json, n);
+    text[n] = '\n';
+    const int rc = write_whole(path, text, n + 1);
+    free(text);
+    return rc;
+}
+
 int hs_checkpoint_save(const hs_model *m, const char *dir)
 {
     /* a network the family's layout cannot express is never written in it */
@@ -740,7 +772,7 @@ int hs_checkpoint_save(const hs_model *m, const char *dir)
     size_t largest = 1;
     for (int i = 0; i < n; i++)
         largest = hs_file_tensor_count(&ft[i]) > largest ? hs_file_tensor_count(&ft[i]) : largest;
-    char path[1024], tmp[1100];
+    char path[1024];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     save_ctx ctx = { m, ft, hs_calloc(largest, sizeof(double), "checkpoint write buffer") };
     rc = ctx.scratch ? hs_st_write(path, specs, n, fill_tensor, &ctx) : HS_ENOMEM;
@@ -754,18 +786,9 @@ int hs_checkpoint_save(const hs_model *m, const char *dir)
     if (!json)
         return HS_ENOMEM;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = hs_tmp_fopen(path, tmp, sizeof tmp);
-    int ok = f && fputs(json, f) >= 0 && fputc('\n', f) != EOF;
-    if (f && fclose(f))
-        ok = 0;
+    rc = write_config(path, json);
     free(json);
-    if (!f)
-        return HS_EIO;
-    if (!ok) {
-        unlink(tmp);
-        return hs_fail(HS_EIO, "%s: cannot write: %s", path, strerror(errno));
-    }
-    return hs_tmp_commit(tmp, path, 1);
+    return rc;
 }
 
 /* ---- convert --to safetensors --------------------------------------------- */
@@ -802,7 +825,7 @@ static int emit_copy(void *ctx, int i, FILE *f)
 /* DIR/name copied to OUT/name when DIR has it (a file of at most 1 GiB). */
 static int copy_beside(const char *dir, const char *out, const char *name)
 {
-    char from[1100], to[1100], tmp[1200];
+    char from[1100], to[1100];
     snprintf(from, sizeof from, "%s/%s", dir, name);
     snprintf(to, sizeof to, "%s/%s", out, name);
     if (!exists(from))
@@ -812,18 +835,9 @@ static int copy_beside(const char *dir, const char *out, const char *name)
     int rc = hs_read_file(&bytes, &n, from, (size_t)1 << 30, 0);
     if (rc)
         return rc;
-    FILE *f = hs_tmp_fopen(to, tmp, sizeof tmp);
-    int ok = f && fwrite(bytes, 1, n, f) == n;
-    if (f && fclose(f))
-        ok = 0;
+    rc = write_whole(to, bytes, n);
     free(bytes);
-    if (!f)
-        return HS_EIO;
-    if (!ok) {
-        unlink(tmp);
-        return hs_fail(HS_EIO, "%s: cannot write: %s", to, strerror(errno));
-    }
-    return hs_tmp_commit(tmp, to, 1);
+    return rc;
 }
 
 /* The tensors into OUT: model.safetensors, or past max_shard bytes the
@@ -869,17 +883,9 @@ static int write_shards(const all_tensors *a, const char *out, size_t max_shard,
     }
     free(shard);
     if (!rc && index) {
-        char *json = cJSON_Print(index), tmp[1200];
+        char *json = cJSON_Print(index);
         snprintf(path, sizeof path, "%s/model.safetensors.index.json", out);
-        FILE *f = json ? hs_tmp_fopen(path, tmp, sizeof tmp) : NULL;
-        int ok = f && fputs(json, f) >= 0 && fputc('\n', f) != EOF;
-        if (f && fclose(f))
-            ok = 0;
-        rc = !json ? HS_ENOMEM : !f ? HS_EIO : HS_OK;
-        if (!rc && !ok)
-            unlink(tmp), rc = hs_fail(HS_EIO, "%s: cannot write: %s", path, strerror(errno));
-        if (!rc)
-            rc = hs_tmp_commit(tmp, path, 1);
+        rc = json ? write_config(path, json) : HS_ENOMEM;
         free(json);
     }
     cJSON_Delete(index);

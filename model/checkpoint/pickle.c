@@ -111,17 +111,24 @@ static int refuse(const machine *vm, const char *fmt, const char *detail)
                    detail ? detail : "");
 }
 
+/* Room for one more pointer in *arr (*n used of *cap, doubling from
+ * first): 0, or -1 when it cannot grow. */
+static int room(hs_pk ***arr, size_t n, size_t *cap, size_t first)
+{
+    if (n < *cap)
+        return 0;
+    const size_t c = *cap ? 2 * *cap : first;
+    hs_pk **grown = realloc(*arr, c * sizeof *grown);
+    if (!grown)
+        return -1;
+    *arr = grown, *cap = c;
+    return 0;
+}
+
 static hs_pk *make(machine *vm, hs_pk_kind kind)
 {
     hs_pickle *pk = vm->pk;
-    if (pk->n == pk->cap) {
-        size_t cap = pk->cap ? 2 * pk->cap : 256;
-        hs_pk **all = realloc(pk->all, cap * sizeof *all);
-        if (!all)
-            return NULL;
-        pk->all = all, pk->cap = cap;
-    }
-    hs_pk *v = calloc(1, sizeof *v);
+    hs_pk *v = room(&pk->all, pk->n, &pk->cap, 256) ? NULL : calloc(1, sizeof *v);
     if (!v)
         return NULL;
     v->kind = kind;
@@ -132,15 +139,8 @@ static hs_pk *make(machine *vm, hs_pk_kind kind)
 
 static int push(machine *vm, hs_pk *v)
 {
-    if (!v)
+    if (!v || room(&vm->stack, vm->sp, &vm->stack_cap, 64))
         return hs_fail(HS_ENOMEM, "%s: out of memory reading the pickle", vm->what);
-    if (vm->sp == vm->stack_cap) {
-        size_t cap = vm->stack_cap ? 2 * vm->stack_cap : 64;
-        hs_pk **s = realloc(vm->stack, cap * sizeof *s);
-        if (!s)
-            return hs_fail(HS_ENOMEM, "%s: out of memory reading the pickle", vm->what);
-        vm->stack = s, vm->stack_cap = cap;
-    }
     vm->stack[vm->sp++] = v;
     return HS_OK;
 }
@@ -159,13 +159,8 @@ static hs_pk *pop(machine *vm, int *rc)
 /* Appends child to container c, keeping c's depth. */
 static int add(machine *vm, hs_pk *c, hs_pk *child)
 {
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 4;
-        hs_pk **item = realloc(c->item, cap * sizeof *item);
-        if (!item)
-            return hs_fail(HS_ENOMEM, "%s: out of memory reading the pickle", vm->what);
-        c->item = item, c->cap = cap;
-    }
+    if (room(&c->item, c->n, &c->cap, 4))
+        return hs_fail(HS_ENOMEM, "%s: out of memory reading the pickle", vm->what);
     c->item[c->n++] = child;
     if (child->depth + 1 > c->depth)
         c->depth = child->depth + 1;
