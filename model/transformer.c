@@ -127,7 +127,8 @@ static void top_sizes(size_t s[ACT_COUNT], const hs_model_config *c, int B, int 
         s[ACT_SHARED_MAPS] = mul_sat(mul_sat(N, (size_t)T), (size_t)max_heads(c));
     s[ACT_LNF_MEAN] = s[ACT_LNF_RSTD] = s[ACT_LOSSES] = N;
     const size_t logit_rows = mode == HS_ACTS_LOSS && N > HS_LOSS_ROWS ? HS_LOSS_ROWS : N;
-    s[ACT_LOGITS] = mul_sat(logit_rows, (size_t)c->vocab_size);
+    /* a model without a language-model head computes no logits (hs_config_logits) */
+    s[ACT_LOGITS] = c->headless ? 0 : mul_sat(logit_rows, (size_t)c->vocab_size);
     if (training) {
         s[ACT_DRES] = s[ACT_DRES2] = s[ACT_DNORM] = s[ACT_DBRANCH] = Nd;
         if (c->mlp != HS_MLP_NONE)
