@@ -260,7 +260,10 @@ sharded_checkpoints_record_a_run() {
     done
 }
 
-SLOW_CHECKS=""
+# The slow tier: convert's tensor-by-tensor check against torch.load and the
+# control that the payloads are live (each a torch or Python start of seconds;
+# the unit suite checks convert's shards bit for bit in the fast tier).
+SLOW_CHECKS="convert_writes_the_same_tensors python_would_run_the_payloads"
 # Under ASan the hostile files and the guards run; the equivalences with
 # torch's own files (the same code paths, which test_pytorch's seeds take
 # under ASan in the unit suite) run in the float and double builds.
