@@ -19,8 +19,8 @@ typedef struct {
     int line;
 } prompt;
 
-static int ids_array(const cJSON *a, const char *key, const char *path, int line, int vocab,
-                     int32_t **ids, int *n)
+int hs_json_ids(const cJSON *a, const char *key, const char *path, int line, int vocab,
+                int32_t **ids, int *n)
 {
     int len = cJSON_GetArraySize(a);
     if (!cJSON_IsArray(a) || len == 0)
@@ -149,9 +149,9 @@ static int parse_line(prompt *p, const char *text, size_t len, const hs_tokenize
     for (int k = 0; k < 4; k++)
         v[k] = cJSON_GetObjectItemCaseSensitive(o, keys[k]);
     if (!rc && has_ids) {
-        rc = ids_array(v[0], keys[0], path, line, vocab, &p->clean, &nc);
+        rc = hs_json_ids(v[0], keys[0], path, line, vocab, &p->clean, &nc);
         if (!rc)
-            rc = ids_array(v[1], keys[1], path, line, vocab, &p->corrupt, &nx);
+            rc = hs_json_ids(v[1], keys[1], path, line, vocab, &p->corrupt, &nx);
         if (!rc)
             rc = one_id(v[2], keys[2], path, line, vocab, &p->answer);
         if (!rc)

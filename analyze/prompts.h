@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #include "tokenizer.h"
 
 typedef struct {
@@ -37,6 +39,12 @@ typedef struct {
  * without a tokenizer, clean and corrupt of different lengths, an empty
  * sequence or answer; HS_EINVAL for an id outside the vocabulary or a
  * sequence longer than max_len; HS_EFORMAT for a file with no prompt. */
+/* The JSON array a (of the file's line `line`, under key) as token ids
+ * below vocab into *ids (malloc'd, *n of them): a non-empty array of
+ * integers, else an error naming path:line and the key (or element). */
+int hs_json_ids(const cJSON *a, const char *key, const char *path, int line, int vocab,
+                int32_t **ids, int *n);
+
 int hs_prompts_load(hs_prompt_set *set, const char *path, const hs_tokenizer *tok, int vocab_size,
                     int max_len);
 void hs_prompt_set_free(hs_prompt_set *set);

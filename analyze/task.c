@@ -1,6 +1,7 @@
 #include "task.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "inputs.h"
 #include "json.h"
 #include "memory.h"
+#include "prompts.h"
 #include "stats.h"
 
 /* The longest task file read whole. */
@@ -150,29 +152,9 @@ static int text_ids(int32_t **ids, size_t *n, const cJSON *text, const hs_tokeni
     return rc;
 }
 
-/* An "ids" line's ids (each inside the vocabulary). */
-static int list_ids(int32_t **ids, size_t *n, const cJSON *list, int vocab, where w)
-{
-    *n = (size_t)cJSON_GetArraySize(list);
-    if (!(*ids = hs_calloc(*n + 1, sizeof **ids, "task ids")))
-        return HS_ENOMEM;
-    size_t i = 0;
-    for (const cJSON *e = list->child; e; e = e->next, i++) {
-        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
-            e->valuedouble >= vocab) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "\"ids\"[%zu] is not a token id of the vocabulary of %d", i,
-                     vocab);
-            return bad(w, msg);
-        }
-        (*ids)[i] = (int32_t)e->valuedouble;
-    }
-    return HS_OK;
-}
-
 /* One line (object o) into example i: its ids (malloc'd) and label. */
 static int read_line(hs_task *t, int i, const cJSON *o, const hs_task_opts *opt,
-                     const hs_model_config *c, const hs_tokenizer *tk, int32_t **ids, size_t *n,
+                     const hs_model_config *c, const hs_tokenizer *tk, int32_t **ids, int *n,
                      where w)
 {
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(o, "text");
@@ -190,14 +172,16 @@ static int read_line(hs_task *t, int i, const cJSON *o, const hs_task_opts *opt,
     if (!i && kind_of(t, c, label, w))
         return HS_EINVAL;
     int rc = read_label(t, i, label, c, w);
-    if (!rc)
-        rc = list ? list_ids(ids, n, list, c->vocab_size, w)
-                  : text_ids(ids, n, text, tk, opt->seq_len, opt->truncate, w);
+    size_t len = 0;
+    if (!rc && list)
+        rc = hs_json_ids(list, "ids", w.path, (int)w.line, c->vocab_size, ids, n);
+    else if (!rc && !(rc = text_ids(ids, &len, text, tk, opt->seq_len, opt->truncate, w)))
+        *n = len > INT32_MAX ? INT32_MAX : (int)len;
     if (!rc && !*n)
         rc = bad(w, "an empty sequence");
-    if (!rc && *n > (size_t)opt->seq_len) {
+    if (!rc && *n > opt->seq_len) {
         char msg[160];
-        snprintf(msg, sizeof msg, "%zu tokens, longer than --seq-len %d%s", *n, opt->seq_len,
+        snprintf(msg, sizeof msg, "%d tokens, longer than --seq-len %d%s", *n, opt->seq_len,
                  list ? " (an ids line is never truncated)" : " (--truncate shortens texts)");
         rc = bad(w, msg);
     }
@@ -246,11 +230,10 @@ int hs_task_load(hs_task *t, const hs_task_opts *o, const hs_model_config *c,
     for (size_t i = 0; i < len; i++)
         lines += text[i] == '\n';
     int32_t **ids = hs_calloc(lines, sizeof *ids, "task");
-    size_t *n = hs_calloc(lines, sizeof *n, "task");
     t->len = hs_calloc(lines, sizeof *t->len, "task");
     t->label = hs_calloc(lines, sizeof *t->label, "task");
     t->target = hs_calloc(lines * (size_t)t->k, sizeof *t->target, "task");
-    rc = ids && n && t->len && t->label && t->target ? HS_OK : HS_ENOMEM;
+    rc = ids && t->len && t->label && t->target ? HS_OK : HS_ENOMEM;
     where w = { o->path, 0 };
     for (char *p = text, *end = text + len; !rc && p < end; p++) {
         char *nl = memchr(p, '\n', (size_t)(end - p)), *stop = nl ? nl : end;
@@ -266,10 +249,9 @@ int hs_task_load(hs_task *t, const hs_task_opts *o, const hs_model_config *c,
             if (!rc && !cJSON_IsObject(obj))
                 rc = bad(w, "not a JSON object");
             if (!rc)
-                rc = read_line(t, t->n, obj, o, c, tk, &ids[t->n], &n[t->n], w);
+                rc = read_line(t, t->n, obj, o, c, tk, &ids[t->n], &t->len[t->n], w);
             cJSON_Delete(obj);
             if (!rc) {
-                t->len[t->n] = (int)n[t->n];
                 t->T = t->len[t->n] > t->T ? t->len[t->n] : t->T;
                 t->n++;
             }
@@ -292,7 +274,6 @@ int hs_task_load(hs_task *t, const hs_task_opts *o, const hs_model_config *c,
     for (size_t i = 0; ids && i < lines; i++)
         free(ids[i]);
     free(ids);
-    free(n);
     free(text);
     if (rc)
         hs_task_free(t);

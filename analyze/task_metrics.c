@@ -210,7 +210,7 @@ static int leave_one_out(const hs_task_outputs *o, hs_task_metric m, double *the
         double *rx = hs_calloc(2 * (size_t)o->n + 1, sizeof *rx, "task metrics"), *ry = rx + o->n;
         if (!rx || average_ranks(o->out, o->n, rx) || average_ranks(o->target, o->n, ry))
             rc = HS_ENOMEM;
-        for (int i = 0; !rc && i < o->n && theta; i++)
+        for (int i = 0; !rc && i < o->n; i++)
             theta[i] = spearman_without(o, rx, ry, i);
         if (!rc)
             *all = spearman_without(o, rx, ry, -1);
@@ -221,7 +221,7 @@ static int leave_one_out(const hs_task_outputs *o, hs_task_metric m, double *the
     if ((rc = tally_init(&t, o, -1)))
         return rc;
     *all = tally_value(&t, o->kind, m);
-    for (int i = 0; theta && i < o->n; i++) {
+    for (int i = 0; i < o->n; i++) {
         tally_put(&t, o, i, -1);
         theta[i] = tally_value(&t, o->kind, m);
         tally_put(&t, o, i, +1);
@@ -233,14 +233,19 @@ static int leave_one_out(const hs_task_outputs *o, hs_task_metric m, double *the
 double hs_task_metric_value(const hs_task_outputs *o, hs_task_metric m, int skip)
 {
     double v = NAN;
-    if (skip < 0) {
-        leave_one_out(o, m, NULL, &v);
+    if (!hs_task_metric_applies(o->kind, m))
+        return v;
+    if (m == HS_TASK_SPEARMAN) {
+        double *rx = hs_calloc(2 * (size_t)o->n + 1, sizeof *rx, "task metrics"), *ry = rx + o->n;
+        if (rx && !average_ranks(o->out, o->n, rx) && !average_ranks(o->target, o->n, ry))
+            v = spearman_without(o, rx, ry, skip);
+        free(rx);
         return v;
     }
-    double *theta = hs_calloc((size_t)o->n, sizeof *theta, "task metrics");
-    if (theta && !leave_one_out(o, m, theta, &v))
-        v = theta[skip];
-    free(theta);
+    tally t;
+    if (!tally_init(&t, o, skip))
+        v = tally_value(&t, o->kind, m);
+    free(t.conf);
     return v;
 }
 

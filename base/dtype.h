@@ -28,6 +28,16 @@ static inline size_t hs_dtype_bytes(hs_dtype t)
     return t == HS_DT_F32 ? 4 : t == HS_DT_F64 ? 8 : 2;
 }
 
+/* n (at most 8) little-endian bytes at p as an unsigned integer: the byte
+ * order of every container headscope reads (safetensors, zip, pickle, HDF5). */
+static inline uint64_t hs_le_bytes(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
 /* bfloat16 (the top half of a float) to float: exact. */
 static inline float hs_bf16_to_float(uint16_t h)
 {

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "dtype.h"
 #include "maps_h5.h"
 
 /* Global heap collections ("GCOL", where HDF5 keeps variable-length
@@ -24,20 +25,12 @@
  * offset of a bad collection, or -1 when all are sound. */
 enum { GCOL_SCAN = 64 << 20, GCOL_MIN = 4096 };
 
-static uint64_t le64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 static int gcol_sound(FILE *f, uint64_t at, uint64_t file_size)
 {
     unsigned char h[16];
     if (fseeko(f, (off_t)at, SEEK_SET) || fread(h, 1, 16, f) != 16)
         return 0;
-    const uint64_t size = le64(h + 8);
+    const uint64_t size = hs_le_bytes(h + 8, 8);
     if (size < GCOL_MIN || size > file_size || at > file_size - size)
         return 0;
     uint64_t off = 16;
@@ -46,7 +39,7 @@ static int gcol_sound(FILE *f, uint64_t at, uint64_t file_size)
         if (fread(o, 1, 16, f) != 16)
             return 0;
         const unsigned idx = (unsigned)(o[0] | o[1] << 8);
-        const uint64_t osz = le64(o + 8);
+        const uint64_t osz = hs_le_bytes(o + 8, 8);
         if (osz > size - off - 16)
             return idx == 0 && osz <= size - off; /* free space counts its header */
         if (idx == 0)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "dtype.h"
 #include "memory.h"
 
 static const struct {
@@ -182,14 +183,6 @@ static const unsigned char *take(machine *vm, size_t n, int *rc)
     const unsigned char *p = vm->buf + vm->at;
     vm->at += n;
     return p;
-}
-
-static uint64_t le(const unsigned char *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
 }
 
 /* The items above the top mark, which is removed: *first their index. */
@@ -398,7 +391,7 @@ static int op_long(machine *vm, size_t n)
     if (!v)
         return push(vm, NULL);
     if (n <= 8) { /* sign-extended from its n bytes */
-        uint64_t u = n ? le(p, (int)n) : 0;
+        uint64_t u = n ? hs_le_bytes(p, (int)n) : 0;
         if (n && n < 8 && (p[n - 1] & 0x80))
             u |= ~(uint64_t)0 << (8 * n);
         v->i = (int64_t)u;
@@ -425,7 +418,7 @@ static int op_sized_str(machine *vm, int n)
 {
     int rc = HS_OK;
     const unsigned char *p = take(vm, (size_t)n, &rc);
-    return rc ? rc : op_str(vm, (size_t)le(p, n) > vm->len ? vm->len + 1 : (size_t)le(p, n));
+    return rc ? rc : op_str(vm, (size_t)hs_le_bytes(p, n) > vm->len ? vm->len + 1 : (size_t)hs_le_bytes(p, n));
 }
 
 static int op_int(machine *vm, int64_t i, hs_pk_kind kind)
@@ -489,15 +482,15 @@ static int step(machine *vm, hs_pk **out, int *stop)
     case 'u':
         return extend(vm, 1, 0, HS_PK_DICT);
     case 'J':
-        return (p = take(vm, 4, &rc)) ? op_int(vm, (int32_t)(uint32_t)le(p, 4), HS_PK_INT) : rc;
+        return (p = take(vm, 4, &rc)) ? op_int(vm, (int32_t)(uint32_t)hs_le_bytes(p, 4), HS_PK_INT) : rc;
     case 'K':
         return (p = take(vm, 1, &rc)) ? op_int(vm, p[0], HS_PK_INT) : rc;
     case 'M':
-        return (p = take(vm, 2, &rc)) ? op_int(vm, (int64_t)le(p, 2), HS_PK_INT) : rc;
+        return (p = take(vm, 2, &rc)) ? op_int(vm, (int64_t)hs_le_bytes(p, 2), HS_PK_INT) : rc;
     case 0x8a:
         return (p = take(vm, 1, &rc)) ? op_long(vm, p[0]) : rc;
     case 0x8b: /* a length past the end (a negative one included) is refused */
-        return (p = take(vm, 4, &rc)) ? op_long(vm, (size_t)le(p, 4)) : rc;
+        return (p = take(vm, 4, &rc)) ? op_long(vm, (size_t)hs_le_bytes(p, 4)) : rc;
     case 'G': {
         if (!(p = take(vm, 8, &rc)))
             return rc;
@@ -538,13 +531,13 @@ static int step(machine *vm, hs_pk **out, int *stop)
     case 'q':
         return (p = take(vm, 1, &rc)) ? memo_put(vm, p[0]) : rc;
     case 'r':
-        return (p = take(vm, 4, &rc)) ? memo_put(vm, le(p, 4)) : rc;
+        return (p = take(vm, 4, &rc)) ? memo_put(vm, hs_le_bytes(p, 4)) : rc;
     case 0x94:
         return memo_put(vm, vm->memo_set);
     case 'h':
         return (p = take(vm, 1, &rc)) ? memo_get(vm, p[0]) : rc;
     case 'j':
-        return (p = take(vm, 4, &rc)) ? memo_get(vm, le(p, 4)) : rc;
+        return (p = take(vm, 4, &rc)) ? memo_get(vm, hs_le_bytes(p, 4)) : rc;
     case 0x97: case 0x98:
         return refuse(vm, "out-of-band buffers are not read", NULL);
     default:

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtype.h"
 #include "memory.h"
 #include "pickle.h"
 
@@ -327,14 +328,6 @@ typedef struct {
     uint64_t csize, usize, begin;
 } member;
 
-static uint64_t rd(const unsigned char *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 static int cmp_member(const void *a, const void *b)
 {
     const member *x = a, *y = b;
@@ -366,25 +359,25 @@ static int zip_directory(const hs_safetensors *st, uint64_t *at, uint64_t *size,
     const size_t len = st->map_len;
     size_t eocd = SIZE_MAX;
     for (size_t i = len < 22 ? 0 : len - 22 + 1; i-- > 0 && len - i <= 22 + 65535;)
-        if (rd(m + i, 4) == 0x06054b50) {
+        if (hs_le_bytes(m + i, 4) == 0x06054b50) {
             eocd = i;
             break;
         }
     if (eocd == SIZE_MAX)
         return hs_fail(HS_EFORMAT, "%s: a zip archive without its end of central directory",
                        st->path);
-    *count = rd(m + eocd + 10, 2), *size = rd(m + eocd + 12, 4), *at = rd(m + eocd + 16, 4);
-    if (rd(m + eocd + 4, 2) || rd(m + eocd + 6, 2))
+    *count = hs_le_bytes(m + eocd + 10, 2), *size = hs_le_bytes(m + eocd + 12, 4), *at = hs_le_bytes(m + eocd + 16, 4);
+    if (hs_le_bytes(m + eocd + 4, 2) || hs_le_bytes(m + eocd + 6, 2))
         return hs_fail(HS_EFORMAT, "%s: a zip archive of several disks", st->path);
     if (*count == 0xffff || *size == 0xffffffff || *at == 0xffffffff) {
-        if (eocd < 20 || rd(m + eocd - 20, 4) != 0x07064b50)
+        if (eocd < 20 || hs_le_bytes(m + eocd - 20, 4) != 0x07064b50)
             return hs_fail(HS_EFORMAT, "%s: ZIP64 sizes without the ZIP64 locator", st->path);
-        const uint64_t rec = rd(m + eocd - 20 + 8, 8);
-        if (len < 56 || rec > len - 56 || rd(m + rec, 4) != 0x06064b50)
+        const uint64_t rec = hs_le_bytes(m + eocd - 20 + 8, 8);
+        if (len < 56 || rec > len - 56 || hs_le_bytes(m + rec, 4) != 0x06064b50)
             return hs_fail(HS_EFORMAT, "%s: the ZIP64 end of central directory lies outside the "
                                        "file",
                            st->path);
-        *count = rd(m + rec + 32, 8), *size = rd(m + rec + 40, 8), *at = rd(m + rec + 48, 8);
+        *count = hs_le_bytes(m + rec + 32, 8), *size = hs_le_bytes(m + rec + 40, 8), *at = hs_le_bytes(m + rec + 48, 8);
     }
     if (*at > len || *size > len - *at || *count > *size / 46)
         return hs_fail(HS_EFORMAT, "%s: the zip central directory (%llu entries, %llu bytes at "
@@ -399,10 +392,10 @@ static int zip_directory(const hs_safetensors *st, uint64_t *at, uint64_t *size,
 static int zip_entry(const hs_safetensors *st, uint64_t *pos, uint64_t end, member *mb)
 {
     const unsigned char *m = st->map, *c = m + *pos;
-    if (end - *pos < 46 || rd(c, 4) != 0x02014b50)
+    if (end - *pos < 46 || hs_le_bytes(c, 4) != 0x02014b50)
         return hs_fail(HS_EFORMAT, "%s: a zip central directory entry is malformed at byte %llu",
                        st->path, (unsigned long long)*pos);
-    const size_t nlen = rd(c + 28, 2), xlen = rd(c + 30, 2), clen = rd(c + 32, 2);
+    const size_t nlen = hs_le_bytes(c + 28, 2), xlen = hs_le_bytes(c + 30, 2), clen = hs_le_bytes(c + 32, 2);
     if (end - *pos - 46 < nlen + xlen + clen)
         return hs_fail(HS_EFORMAT, "%s: a zip central directory entry runs past the directory",
                        st->path);
@@ -411,16 +404,16 @@ static int zip_entry(const hs_safetensors *st, uint64_t *pos, uint64_t end, memb
         return hs_fail(HS_EFORMAT, "%s: zip member \"%.*s\": not a relative path inside the "
                                    "archive",
                        st->path, (int)(nlen > 200 ? 200 : nlen), (const char *)mb->name);
-    if (rd(c + 8, 2) & 1)
+    if (hs_le_bytes(c + 8, 2) & 1)
         return hs_fail(HS_EFORMAT, "%s: zip member %.*s is encrypted", st->path, (int)nlen,
                        (const char *)mb->name);
-    mb->method = (unsigned)rd(c + 10, 2);
-    mb->csize = rd(c + 20, 4), mb->usize = rd(c + 24, 4);
-    uint64_t local = rd(c + 42, 4);
+    mb->method = (unsigned)hs_le_bytes(c + 10, 2);
+    mb->csize = hs_le_bytes(c + 20, 4), mb->usize = hs_le_bytes(c + 24, 4);
+    uint64_t local = hs_le_bytes(c + 42, 4);
     /* ZIP64's extra field: the sizes and offset that did not fit, in order */
     const unsigned char *x = c + 46 + nlen, *xend = x + xlen;
     while (xend - x >= 4) {
-        const unsigned id = (unsigned)rd(x, 2), sz = (unsigned)rd(x + 2, 2);
+        const unsigned id = (unsigned)hs_le_bytes(x, 2), sz = (unsigned)hs_le_bytes(x + 2, 2);
         if ((size_t)(xend - x - 4) < sz)
             break;
         if (id == 1) {
@@ -431,17 +424,17 @@ static int zip_entry(const hs_safetensors *st, uint64_t *pos, uint64_t end, memb
                     if (fend - f < 8)
                         return hs_fail(HS_EFORMAT, "%s: zip member %.*s: a short ZIP64 field",
                                        st->path, (int)nlen, (const char *)mb->name);
-                    *wide[k] = rd(f, 8), f += 8;
+                    *wide[k] = hs_le_bytes(f, 8), f += 8;
                 }
         }
         x += 4 + sz;
     }
     *pos += 46 + nlen + xlen + clen;
     const size_t len = st->map_len;
-    if (local > len || len - local < 30 || rd(m + local, 4) != 0x04034b50)
+    if (local > len || len - local < 30 || hs_le_bytes(m + local, 4) != 0x04034b50)
         return hs_fail(HS_EFORMAT, "%s: zip member %.*s: its local header is missing", st->path,
                        (int)nlen, (const char *)mb->name);
-    const uint64_t lnlen = rd(m + local + 26, 2), lxlen = rd(m + local + 28, 2);
+    const uint64_t lnlen = hs_le_bytes(m + local + 26, 2), lxlen = hs_le_bytes(m + local + 28, 2);
     mb->begin = local + 30 + lnlen + lxlen;
     if (lnlen != nlen || mb->begin > len || memcmp(m + local + 30, mb->name, nlen) ||
         mb->csize > len - mb->begin)
@@ -648,7 +641,7 @@ static int legacy_records(hs_safetensors *st, hs_pickle *pk, size_t pos, storage
         if (st->map_len - pos < 8)
             return hs_fail(HS_EFORMAT, "%s: the file ends before storage %.*s", st->path,
                            (int)key->len, (const char *)key->bytes);
-        const uint64_t count = rd(st->map + pos, 8);
+        const uint64_t count = hs_le_bytes(st->map + pos, 8);
         if (count != (uint64_t)s->numel)
             return hs_fail(HS_EFORMAT, "%s: storage %.*s: its record holds %llu elements, its "
                                        "persistent id says %lld",
@@ -701,7 +694,7 @@ int hs_pt_open(hs_safetensors *st, const char *path)
     if (rc)
         return rc;
     hs_pickle pk = { 0 };
-    if (rd(st->map, 4) == 0x04034b50)
+    if (hs_le_bytes(st->map, 4) == 0x04034b50)
         rc = open_zip(st, &pk);
     else
         rc = open_legacy(st, &pk);

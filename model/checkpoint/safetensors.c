@@ -149,9 +149,7 @@ int hs_st_open(hs_safetensors *st, const char *path)
     int rc = hs_st_map(st, path, 8, "no header length");
     if (rc)
         return rc;
-    uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--)
-        hlen = hlen << 8 | st->map[i];
+    const uint64_t hlen = hs_le_bytes(st->map, 8);
     if (hlen > st->map_len - 8 || hlen > (100u << 20)) {
         int rc = hs_fail(HS_EFORMAT, "%s: header length %llu exceeds the file (%zu bytes)", path,
                          (unsigned long long)hlen, st->map_len);
