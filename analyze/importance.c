@@ -56,6 +56,27 @@ int hs_importance_to_table(hs_head_table *t, const hs_importance *r)
     return rc;
 }
 
+void hs_importance_of(hs_importance *r, const hs_head_stats *g_abs)
+{
+    r->n = hs_head_stat(g_abs, 0, 0)->n;
+    for (int l = 0; l < r->n_layer; l++) {
+        double norm2 = 0;
+        for (int h = 0; h < r->n_head[l]; h++) {
+            const size_t i = at(l, h);
+            const hs_welford *w = hs_head_stat(g_abs, l, h);
+            r->raw[i] = w->mean;
+            r->raw_stderr[i] = hs_welford_stderr(w);
+            norm2 += r->raw[i] * r->raw[i];
+        }
+        const double norm = sqrt(norm2);
+        for (int h = 0; h < r->n_head[l]; h++) {
+            const size_t i = at(l, h);
+            r->norm[i] = norm > 0 ? r->raw[i] / norm : 0;
+            r->norm_stderr[i] = norm > 0 ? r->raw_stderr[i] / norm : 0;
+        }
+    }
+}
+
 static int compute(hs_importance *r, const hs_model *m, const hs_tokens *data, int B, int T,
                    size_t max_batches, const hs_real *const *gates, volatile sig_atomic_t *stop,
                    hs_progress_fn progress, void *progress_ctx, int shard)
@@ -139,25 +160,8 @@ static int compute(hs_importance *r, const hs_model *m, const hs_tokens *data, i
                             hs_welford_add(hs_head_stat(&g_abs, l, h), *gb);
         free(g);
     }
-    if (!rc) {
-        r->n = hs_head_stat(&g_abs, 0, 0)->n; /* nb B, less sequences without a target */
-        for (int l = 0; l < c->n_layer; l++) {
-            double norm2 = 0;
-            for (int h = 0; h < c->n_head[l]; h++) {
-                const size_t i = at(l, h);
-                const hs_welford *w = hs_head_stat(&g_abs, l, h);
-                r->raw[i] = w->mean;
-                r->raw_stderr[i] = hs_welford_stderr(w);
-                norm2 += r->raw[i] * r->raw[i];
-            }
-            const double norm = sqrt(norm2);
-            for (int h = 0; h < c->n_head[l]; h++) {
-                const size_t i = at(l, h);
-                r->norm[i] = norm > 0 ? r->raw[i] / norm : 0;
-                r->norm_stderr[i] = norm > 0 ? r->raw_stderr[i] / norm : 0;
-            }
-        }
-    }
+    if (!rc)
+        hs_importance_of(r, &g_abs);
     for (int l = 0; l < c->n_layer; l++) {
         free(xi[l]);
         free(dxi[l]);
@@ -263,8 +267,11 @@ int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
                 break;
             if (goal > *n_pruned) { /* else p N / 100 < 1: this step's count is the last one's */
                 if (!have_imp || !o->one_shot) {
-                    rc = hs_importance_compute(&imp, m, data, o->B, o->T, o->max_batches,
-                                               (const hs_real *const *)gates, o->stop, NULL, NULL);
+                    const hs_real *const *g = (const hs_real *const *)gates;
+                    rc = o->importance ? o->importance(o->obj_ctx, &imp, g)
+                                       : hs_importance_compute(&imp, m, data, o->B, o->T,
+                                                               o->max_batches, g, o->stop, NULL,
+                                                               NULL);
                     have_imp = 1;
                     if (rc)
                         break;
@@ -274,7 +281,9 @@ int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
             }
         }
         hs_eval_result er;
-        rc = hs_evaluate(&er, m, val, o->B, o->T, o->max_batches, &hooks, NULL, NULL);
+        rc = o->evaluate ? o->evaluate(o->obj_ctx, &hooks, &er.loss, &er.stderr_loss)
+                         : hs_evaluate(&er, m, val, o->B, o->T, o->max_batches, &hooks, NULL,
+                                       NULL);
         if (!rc && o->on_step)
             rc = o->on_step(o->ctx, step, *n_pruned, (double)*n_pruned / total, er.loss,
                             er.stderr_loss);

@@ -32,6 +32,10 @@ void hs_importance_free(hs_importance *r);
  * sequence count. */
 int hs_importance_to_table(hs_head_table *t, const hs_importance *r);
 
+/* r (allocated for the model) from |g| per head over the sequences
+ * (examples) in g_abs: raw, normalised and their standard errors. */
+void hs_importance_of(hs_importance *r, const hs_head_stats *g_abs);
+
 /* gates: NULL (all 1) or per layer (H_l) gates of a pruned model (0/1).
  * progress (may be NULL): batches done of total. */
 int hs_importance_compute(hs_importance *r, const hs_model *m, const hs_tokens *data, int B,
@@ -62,6 +66,12 @@ typedef struct {
     /* Optional (NULL: not called), after on_step: the mask after the step,
      * (n_layer * HS_MAX_HEADS) 1 = pruned, valid during the call. */
     int (*on_mask)(void *ctx, int step, const unsigned char *pruned);
+    /* Optional: the objective when it is not the token data's (a task):
+     * importance with the gates (per layer), and the validation loss
+     * with gates in the hooks, each with obj_ctx. */
+    int (*importance)(void *obj_ctx, hs_importance *imp, const hs_real *const *gates);
+    int (*evaluate)(void *obj_ctx, const hs_hooks *hooks, double *loss, double *stderr_loss);
+    void *obj_ctx;
 } hs_prune_opts;
 
 /* Iterative joint pruning (SPEC §5). Step k (k = 1, 2, ...) prunes, among

@@ -117,6 +117,7 @@ int hs_seq_len_or_default(const hs_model_config *c, int T)
 void hs_inputs_free(hs_inputs *in)
 {
     hs_prompt_set_free(&in->ps);
+    hs_task_free(&in->task);
     hs_tokens_free(&in->tok);
     hs_tokens_free(&in->val);
     if (in->tk)
@@ -185,7 +186,13 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
         rc = hs_config_logits(c, "a prompts study (its logit differences)");
     if (!rc && s->prompts)
         rc = load_prompts(in, s);
-    in->data_path = s->prompts ? s->prompts : tokens ? hs_source_path(src) : s->maps;
+    if (!rc && s->task && !(rc = hs_tokenizer_resolve(&in->tk, src->tokenizer, s->model)) &&
+        !(rc = hs_task_load(&in->task, s->task, c, in->tk)))
+        in->seq_len = in->task.T;
+    in->data_path = s->prompts ? s->prompts
+                    : tokens   ? hs_source_path(src)
+                    : s->task  ? s->task->path
+                               : s->maps;
     if (rc) {
         const int usage = in->usage;
         hs_inputs_free(in);

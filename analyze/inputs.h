@@ -8,6 +8,7 @@
 
 #include "prompts.h"
 #include "run.h"
+#include "task.h"
 #include "tokenizer.h"
 #include "tokens.h"
 #include "weights.h"
@@ -85,6 +86,9 @@ typedef struct {
      * for an encoder the tokens get the recipe (in.tok.mlm), for a causal LM
      * a given option is a usage error */
     const struct hs_mlm_opts *mlm;
+    /* a labelled task (SPEC §16; NULL: none), read with the tokenizer that
+     * applies, instead of tokens; its seq_len is --seq-len */
+    const hs_task_opts *task;
 } hs_inputs_spec;
 
 typedef struct {
@@ -92,6 +96,7 @@ typedef struct {
     hs_tokens tok;        /* empty without tokens */
     hs_tokens val;        /* empty without validation tokens; the same batches and recipe */
     hs_prompt_set ps;     /* empty without prompts */
+    hs_task task;         /* empty (n 0) without a task; seq_len is then its padded length */
     hs_tokenizer *tk;     /* the one that applies, read once: opened where an input needed it
                              or with keep_tokenizer; NULL when none was (or none is known) */
     int seq_len;          /* resolved */

@@ -238,6 +238,31 @@ static const hs_metric_desc METRICS[HS_M_COUNT] = {
         "over embeddings interpolated from corrupt to clean, mean over prompts (logits).",
         NONE },
 
+    [HS_M_TASK_LOSS] = { "task_loss", MODEL, HS_SCALE_NONNEG, "nats",
+        "task loss (mean per example)", NULL, NONE },
+    [HS_M_ACCURACY] = { "accuracy", MODEL, HS_SCALE_PROB, "", "accuracy", NULL, NONE },
+    [HS_M_F1] = { "f1", MODEL, HS_SCALE_PROB, "", "F1", NULL, NONE },
+    [HS_M_MCC] = { "mcc", MODEL, HS_SCALE_SIGNED, "", "Matthews correlation", NULL, NONE },
+    [HS_M_PEARSON] = { "pearson", MODEL, HS_SCALE_SIGNED, "", "Pearson correlation", NULL, NONE },
+    [HS_M_SPEARMAN] = { "spearman", MODEL, HS_SCALE_SIGNED, "", "Spearman correlation", NULL,
+        NONE },
+    [HS_M_ACCURACY_DELTA] = { "accuracy_delta_%s", HEAD, HS_SCALE_SIGNED, "",
+        "accuracy change", "Task accuracy with each head ablated minus the clean accuracy (the "
+        "index holds the paired jackknife standard error). One head at a time.", NONE },
+    [HS_M_F1_DELTA] = { "f1_delta_%s", HEAD, HS_SCALE_SIGNED, "", "F1 change", NULL, NONE },
+    [HS_M_MCC_DELTA] = { "mcc_delta_%s", HEAD, HS_SCALE_SIGNED, "", "MCC change", NULL, NONE },
+    [HS_M_PEARSON_DELTA] = { "pearson_delta_%s", HEAD, HS_SCALE_SIGNED, "", "Pearson change",
+        NULL, NONE },
+    [HS_M_SPEARMAN_DELTA] = { "spearman_delta_%s", HEAD, HS_SCALE_SIGNED, "",
+        "Spearman change", NULL, NONE },
+    [HS_M_L0_GATE] = { "l0_gate", HEAD, HS_SCALE_PROB, "", "L0 gate (0 = closed)",
+        "Each head's deterministic hard-concrete gate after training the gates on the task "
+        "loss plus lambda times the expected number of open heads (Voita et al. 2019): heads "
+        "the task can do without close. One lambda per run.", NONE },
+    [HS_M_L0_LOG_ALPHA] = { "l0_log_alpha", HEAD, HS_SCALE_SIGNED, "", "log alpha", NULL,
+        NONE },
+    [HS_M_L0_HEADS_OPEN] = { "l0_heads_open", MODEL, HS_SCALE_NONNEG, "", "heads open", NULL,
+        NONE },
     [HS_M_VAL_LOSS_HEADS] = { "val_loss_heads_%d", MODEL, HS_SCALE_NONNEG, "nats",
         "validation loss", NULL, NONE },
     [HS_M_FORWARD_MS_HEADS] = { "forward_ms_heads_%d", MODEL, HS_SCALE_NONNEG, "ms",
@@ -284,6 +309,17 @@ static const hs_metric_desc METRICS[HS_M_COUNT] = {
         "task in general.",
         NONE, "Faithfulness of the top-N edges", "edges in the circuit (N)",
         "faithfulness: (LD circuit - LD corrupt) / (LD clean - LD corrupt)" },
+    [HS_M_PRUNING_METRIC] = { "pruning_%s", CURVE, HS_SCALE_SIGNED, "",
+        "the task's headline metric after each pruning step",
+        "The task's headline metric after each step of joint pruning by importance against "
+        "the fraction of heads pruned (Michel et al. 2019's figure).",
+        NONE, "Task metric against the fraction of heads pruned", "fraction of heads pruned",
+        "headline metric" },
+    [HS_M_L0] = { "l0", CURVE, HS_SCALE_SIGNED, "", "the task's headline metric with L0 gates",
+        "The task's headline metric with each run's deterministic L0 gates against the heads "
+        "they leave open, one point per lambda (one run each).",
+        NONE, "Task metric against the heads L0 gates leave open", "heads open",
+        "headline metric" },
 };
 
 const hs_metric_desc *hs_metric(hs_metric_id id)

@@ -110,6 +110,22 @@ typedef enum {
     HS_M_ATP_STAR_V,
     HS_M_EAP,
     HS_M_EAP_IG,
+    /* labelled tasks (SPEC §16): model-wide numbers, ablation deltas of
+     * the headline metric (one template per metric), L0 gates */
+    HS_M_TASK_LOSS,
+    HS_M_ACCURACY,
+    HS_M_F1,
+    HS_M_MCC,
+    HS_M_PEARSON,
+    HS_M_SPEARMAN,
+    HS_M_ACCURACY_DELTA,
+    HS_M_F1_DELTA,
+    HS_M_MCC_DELTA,
+    HS_M_PEARSON_DELTA,
+    HS_M_SPEARMAN_DELTA,
+    HS_M_L0_GATE,
+    HS_M_L0_LOG_ALPHA,
+    HS_M_L0_HEADS_OPEN,
     /* experiments: families of names */
     HS_M_VAL_LOSS_HEADS,
     HS_M_FORWARD_MS_HEADS,
@@ -128,6 +144,8 @@ typedef enum {
     HS_M_TRAIN_LOSS_HEADS,
     HS_M_TRAIN_LOSS_WINDOWS,
     HS_M_FAITHFULNESS,
+    HS_M_PRUNING_METRIC,
+    HS_M_L0,
     HS_M_COUNT
 } hs_metric_id;
 

@@ -8,6 +8,7 @@
 #include "metrics.h"
 #include "study.h"
 #include "study_ablate.h"
+#include "task_heads.h"
 
 /* "0,2" -> flags[i] = 1 for each entry < limit; -1 on a bad list. */
 static int parse_flags(const char *s, unsigned char *flags, int limit)
@@ -70,6 +71,9 @@ int hs_ablate_study_check(hs_ablate_study_opts *o, const hs_study_env *env)
     unsigned char lsel[HS_MAX_LAYERS] = { 0 }, hsel[HS_MAX_HEADS] = { 0 };
     const int rc = selection(o, c, lsel, hsel);
     const hs_ablate_opts ao = ablate_opts(o, env);
+    if (!rc && env->task && env->resume)
+        return hs_fail(HS_EINVAL, "--resume: ablate --task records its rows at its end, so an "
+                                  "interrupted run has nothing to finish");
     return rc ? rc : hs_ablate_check(c, &ao);
 }
 
@@ -149,6 +153,33 @@ static int on_layer(void *ctx, const hs_ablate_layer *l)
     return rc;
 }
 
+/* ablate --task (SPEC §16): every row at the end, with the largest loss
+ * delta of each kind. */
+static int task_study(hs_ablate_result *r, const hs_ablate_study_opts *o, const hs_study_env *env,
+                      const unsigned char *head_on)
+{
+    const hs_task_ablate_opts to = { env->batch, o->kinds, head_on, env->io.stop,
+                                     hs_study_progress, (void *)&env->io };
+    hs_study_phase(&env->io, "ablate");
+    int rc = hs_task_ablate(&r->table, env->m, env->task, &to);
+    hs_study_phase(&env->io, NULL);
+    for (int i = 0; !rc && i < r->table.n; i++) {
+        const hs_metric_row *w = &r->table.rows[i];
+        if (w->layer < 0 && !strcmp(w->metric, HS_METRIC(TASK_LOSS)))
+            r->clean_loss = w->value;
+        for (int k = 0; k < HS_ABLATE_KINDS; k++)
+            if (!strncmp(w->metric, "loss_delta_", 11) &&
+                !strcmp(w->metric + 11, hs_ablate_kind_name(k)) &&
+                (r->worst_layer[k] < 0 || w->value > r->worst_delta[k]))
+                r->worst_delta[k] = w->value, r->worst_layer[k] = w->layer,
+                r->worst_head[k] = w->head;
+    }
+    if (!rc)
+        rc = hs_study_check_finite(&env->io, &r->table, NULL, 0);
+    r->rows = (hs_study_rows){ .heads = &r->table };
+    return rc;
+}
+
 int hs_ablate_study(hs_ablate_result *r, const hs_ablate_study_opts *o,
                     const hs_study_env *env)
 {
@@ -168,6 +199,11 @@ int hs_ablate_study(hs_ablate_result *r, const hs_ablate_study_opts *o,
     for (int l = 0; l < c->n_layer; l++)
         for (int h = 0; h < c->n_head[l]; h++)
             head_on[(size_t)l * HS_MAX_HEADS + h] = (!o->layers || lsel[l]) && (!o->heads || hsel[h]);
+    if (env->task) {
+        rc = task_study(r, o, env, head_on);
+        free(head_on);
+        return rc;
+    }
     if (env->resume && env->ix)
         rc = skip_recorded(r, o, env, head_on);
     /* under mpirun: rank 0's index decides what is left to run */

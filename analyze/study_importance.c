@@ -4,6 +4,7 @@
 #include "metrics.h"
 #include "study.h"
 #include "study_importance.h"
+#include "task_heads.h"
 
 void hs_importance_result_free(hs_importance_result *r)
 {
@@ -29,8 +30,12 @@ int hs_importance_study(hs_importance_result *r, const hs_importance_opts *o,
     if (rc)
         return rc;
     hs_study_phase(io, "importance");
-    rc = hs_importance_compute_dist(&imp, m, env->data, env->batch, env->seq_len,
-                                    env->max_batches, io->stop, io->progress, io->ctx);
+    if (env->task && !(rc = hs_task_clean_rows(&r->table, NULL, m, env->task, env->batch)))
+        rc = hs_task_importance(&imp, m, env->task, env->batch, NULL, io->stop, io->progress,
+                                io->ctx);
+    else if (!env->task)
+        rc = hs_importance_compute_dist(&imp, m, env->data, env->batch, env->seq_len,
+                                        env->max_batches, io->stop, io->progress, io->ctx);
     hs_study_phase(io, NULL);
     if (!rc)
         rc = hs_importance_to_table(&r->table, &imp);

@@ -13,6 +13,8 @@ void hs_prune_result_free(hs_prune_result *r)
 {
     hs_head_table_free(&r->table);
     free(r->curve.points);
+    free(r->metric_curve.points);
+    hs_l0_result_free(&r->l0);
     memset(r, 0, sizeof *r);
 }
 
@@ -20,8 +22,23 @@ typedef struct {
     const hs_prune_study_opts *o;
     const hs_study_env *env;
     hs_prune_result *r;
-    int cap;
+    int cap, metric_cap;
+    const hs_task_objective *task; /* --task: the numbers of the step's evaluation */
 } step_ctx;
+
+/* Appends pt to curve c (its room *cap) and, with an index, records it. */
+static int curve_add(hs_study_curve *c, int *cap, hs_curve_point pt, const hs_study_env *e)
+{
+    if (c->n == *cap) {
+        const int more = *cap ? 2 * *cap : 16;
+        hs_curve_point *p = realloc(c->points, (size_t)more * sizeof *p);
+        if (!p)
+            return hs_fail(HS_ENOMEM, "out of memory for the curve %s", c->name);
+        c->points = p, *cap = more;
+    }
+    c->points[c->n++] = pt;
+    return e->ix ? hs_index_curve_add(e->ix, e->run_id, c->name, &pt, 1) : HS_OK;
+}
 
 static int on_step(void *ctx, int step, int pruned, double fraction, double loss,
                    double stderr_loss)
@@ -36,18 +53,14 @@ static int on_step(void *ctx, int step, int pruned, double fraction, double loss
     }
     if (s->o->on_step)
         s->o->on_step(s->o->ctx, step, pruned, fraction, loss, stderr_loss);
-    const hs_curve_point pt = { step, fraction, loss };
-    if (c->n == s->cap) {
-        const int cap = s->cap ? 2 * s->cap : 16;
-        hs_curve_point *p = realloc(c->points, (size_t)cap * sizeof *p);
-        if (!p)
-            return hs_fail(HS_ENOMEM, "out of memory for the pruning curve");
-        c->points = p, s->cap = cap;
-    }
-    c->points[c->n++] = pt;
     /* Each step is committed as it completes: an interrupted run keeps its curve. */
-    const hs_study_env *e = s->env;
-    return e->ix ? hs_index_curve_add(e->ix, e->run_id, c->name, &pt, 1) : HS_OK;
+    int rc = curve_add(c, &s->cap, (hs_curve_point){ step, fraction, loss }, s->env);
+    if (!rc && s->task) {
+        const hs_task_eval_result *e = &s->task->last;
+        rc = curve_add(&s->r->metric_curve, &s->metric_cap,
+                       (hs_curve_point){ step, fraction, e->value[e->headline] }, s->env);
+    }
+    return rc;
 }
 
 /* The model to write: without the pruned heads, or the dense model with the
@@ -89,14 +102,16 @@ static int write_out(hs_prune_result *r, const hs_prune_study_opts *o, const hs_
     snprintf(target, sizeof target, "%s/model.safetensors", o->out);
     if (!rc)
         rc = hs_study_record_artifact(env->ix, env->run_id, target);
-    /* what the written model costs to run, beside the unpruned one */
-    if (!rc)
+    /* what the written model costs to run, beside the unpruned one (on token
+     * data: a task's examples are timed by bench/task.sh) */
+    const int timed = env->data != NULL;
+    if (!rc && timed)
         rc = hs_forward_ms(&r->ms[0], m, env->data, env->batch, env->seq_len);
-    if (!rc)
+    if (!rc && timed)
         rc = hs_forward_ms(&r->ms[1], &small, env->data, env->batch, env->seq_len);
-    if (!rc)
+    if (!rc && timed)
         rc = hs_head_table_add(&r->table, -1, -1, HS_METRIC(FORWARD_MS_UNPRUNED), r->ms[0], 0, 7);
-    if (!rc)
+    if (!rc && timed)
         rc = hs_head_table_add(&r->table, -1, -1, HS_METRIC(FORWARD_MS_PRUNED), r->ms[1], 0, 7);
     if (small.params)
         hs_model_free(&small);
@@ -111,9 +126,67 @@ int hs_prune_study_check(hs_prune_study_opts *o, const hs_study_env *env)
         return hs_fail(HS_EINVAL, "--step-percent and --max-percent must be in (0, 100]");
     char target[1100];
     snprintf(target, sizeof target, "%s/model.safetensors", o->out ? o->out : "");
+    const int l0 = o->method && !strcmp(o->method, "l0");
+    if (o->method && !l0 && strcmp(o->method, "importance"))
+        return hs_fail(HS_EINVAL, "--method %s: importance or l0", o->method);
+    if (l0 && !env->task)
+        return hs_fail(HS_EUNSUPPORTED, "prune --method l0 without --task (gates on the "
+                                        "language-model loss) is not implemented yet");
+    if (l0 && o->out)
+        return hs_fail(HS_EINVAL, "--out: writes the model --method importance prunes; "
+                                  "--method l0's gates are in the index");
+    if (l0 && o->l0.train_model)
+        return hs_fail(HS_EUNSUPPORTED, "prune --method l0 --train-model: training the weights "
+                                        "with the gates is not implemented yet (without it the "
+                                        "gates alone are learned)");
+    if (l0 && !(o->l0.lambda >= 0))
+        return hs_fail(HS_EINVAL, "--lambda: a value >= 0 (one run each)");
     int rc = o->out ? hs_output_free(target, o->force) : HS_OK;
     if (!rc && o->out && o->structural && hs_prune_structural_check(&env->m->cfg))
         rc = HS_EUNSUPPORTED; /* a written model that cannot be made */
+    return rc;
+}
+
+/* prune --method l0 (SPEC §16): one lambda's gates per head, the heads left
+ * open and the task's numbers with the gates, and the l0 curve's point. */
+static int l0_study(hs_prune_result *r, const hs_prune_study_opts *o, const hs_study_env *env)
+{
+    hs_l0_opts lo = o->l0;
+    lo.batch = env->batch, lo.stop = env->io.stop;
+    lo.progress = hs_study_progress, lo.ctx = (void *)&env->io;
+    hs_study_phase(&env->io, "l0 gates");
+    int rc = hs_task_l0(&r->l0, env->m, env->task, &lo);
+    hs_study_phase(&env->io, NULL);
+    const hs_model_config *c = &env->m->cfg;
+    for (int l = 0; !rc && l < c->n_layer; l++)
+        for (int h = 0; !rc && h < c->n_head[l]; h++) {
+            const size_t i = (size_t)l * HS_MAX_HEADS + h;
+            rc = hs_head_table_add(&r->table, l, h, HS_METRIC(L0_GATE), r->l0.gate[i], 0, 0);
+            if (!rc)
+                rc = hs_head_table_add(&r->table, l, h, HS_METRIC(L0_LOG_ALPHA),
+                                       r->l0.log_alpha[i], 0, 0);
+        }
+    if (!rc)
+        rc = hs_head_table_add(&r->table, -1, -1, HS_METRIC(L0_HEADS_OPEN), r->l0.open, 0, r->heads);
+    if (!rc)
+        rc = hs_task_numbers_to_table(&r->table, &r->l0.eval);
+    const hs_task_eval_result *e = &r->l0.eval;
+    snprintf(r->metric_curve.name, sizeof r->metric_curve.name, "%s", HS_METRIC(L0));
+    r->metric_curve.points = rc ? NULL : malloc(sizeof *r->metric_curve.points);
+    if (!rc && !r->metric_curve.points)
+        rc = HS_ENOMEM;
+    if (!rc) {
+        r->metric_curve.points[0] = (hs_curve_point){ 0, r->l0.open, e->value[e->headline] };
+        r->metric_curve.n = 1;
+    }
+    char lambda[32];
+    snprintf(lambda, sizeof lambda, "%.17g", o->l0.lambda);
+    if (!rc && env->ix)
+        rc = hs_index_param_set(env->ix, env->run_id, "lambda", lambda);
+    if (!rc)
+        rc = hs_study_check_finite(&env->io, &r->table, &r->metric_curve, 1);
+    r->n_pruned = r->heads - r->l0.open;
+    r->rows = (hs_study_rows){ .heads = &r->table, .curve = { r->metric_curve }, .n_curves = 1 };
     return rc;
 }
 
@@ -124,6 +197,11 @@ int hs_prune_study(hs_prune_result *r, const hs_prune_study_opts *o, const hs_st
     int rc = hs_prune_study_check((hs_prune_study_opts *)o, env);
     if (rc)
         return rc;
+    for (int l = 0; l < m->cfg.n_layer; l++)
+        r->heads += m->cfg.n_head[l];
+    if (o->method && !strcmp(o->method, "l0"))
+        return l0_study(r, o, env);
+    r->heads = 0;
     snprintf(r->curve.name, sizeof r->curve.name, "%s", HS_METRIC(PRUNING));
     const hs_model_config *c = &m->cfg;
     for (int l = 0; l < c->n_layer; l++)
@@ -132,11 +210,20 @@ int hs_prune_study(hs_prune_result *r, const hs_prune_study_opts *o, const hs_st
     unsigned char *pruned = rc ? NULL : hs_calloc((size_t)c->n_layer * HS_MAX_HEADS, 1, "mask");
     if (!pruned)
         return rc ? rc : HS_ENOMEM;
-    step_ctx sc = { o, env, r, 0 };
+    hs_task_objective obj = { m, env->task, env->batch, env->io.stop, { 0 } };
+    step_ctx sc = { o, env, r, 0, 0, env->task ? &obj : NULL };
     hs_prune_opts po = o->prune;
     po.B = env->batch, po.T = env->seq_len, po.max_batches = env->max_batches;
     po.val = env->val, po.stop = env->io.stop, po.on_step = on_step, po.ctx = &sc;
-    rc = hs_prune(m, env->data, &po, pruned, &r->n_pruned);
+    if (env->task) { /* the task's loss and metric; the unpruned model's numbers as rows */
+        po.importance = hs_task_objective_importance, po.evaluate = hs_task_objective_evaluate;
+        po.obj_ctx = &obj;
+        hs_metric_name_of(r->metric_curve.name, sizeof r->metric_curve.name,
+                          HS_M_PRUNING_METRIC, hs_task_metric_name(env->task->headline));
+        rc = hs_task_clean_rows(&r->table, NULL, m, env->task, env->batch);
+    }
+    if (!rc)
+        rc = hs_prune(m, env->data, &po, pruned, &r->n_pruned);
     /* the final mask: pruned = 0/1 for every head */
     for (int l = 0; !rc && l < c->n_layer; l++)
         for (int h = 0; !rc && h < c->n_head[l]; h++)

@@ -4,6 +4,7 @@
 
 #include "importance.h"
 #include "study.h"
+#include "task_heads.h"
 
 /* Pruning on env's data (importance) evaluated on env->val (or the data),
  * env->batch x env->seq_len, env->max_batches per evaluation. */
@@ -14,6 +15,10 @@ typedef struct {
     const char *out; /* NULL, or a directory for the pruned model */
     int structural;  /* out without the pruned heads; else W_o columns zeroed (dense) */
     int force;       /* overwrite a checkpoint in out */
+    /* --method: "importance" (the default, NULL) or "l0" (a task's L0 gates,
+     * SPEC §16: one run per lambda, l0.lambda the run's) */
+    const char *method;
+    hs_l0_opts l0;   /* batch, stop and progress are the study's */
     /* after every step (step 0: unpruned), for a caller's report */
     void (*on_step)(void *ctx, int step, int pruned, double fraction, double loss,
                     double stderr_loss);
@@ -24,7 +29,10 @@ typedef struct {
     hs_study_rows rows;   /* the mask and latencies (each step's curve point is committed to
                              env->ix as it completes: an interrupted run keeps its curve) */
     hs_head_table table;  /* pruned (0/1 per head); with out: forward_ms_unpruned, forward_ms_pruned */
-    hs_study_curve curve; /* pruning: x = fraction pruned, y = validation loss */
+    hs_study_curve curve; /* pruning: x = fraction pruned, y = validation loss (a task's) */
+    hs_study_curve metric_curve; /* --task: pruning_<metric>, y = the headline metric; l0:
+                                    l0, x = heads open, y = the headline metric */
+    hs_l0_result l0;      /* --method l0 */
     int n_pruned, heads;
     double ms[2];         /* with out: hs_forward_ms of the model and of the written one */
 } hs_prune_result;

@@ -11,6 +11,7 @@
 #include "inputs.h"
 #include "json.h"
 #include "memory.h"
+#include "metrics.h"
 #include "prompts.h"
 #include "stats.h"
 
@@ -205,6 +206,20 @@ static int label_map(hs_task *t, const hs_task_opts *o)
                         t->k - 1, t->k);
 }
 
+/* t's headline metric: `name`, or the kind's (accuracy; pearson for
+ * regression); HS_EINVAL naming --metric where the kind has no such metric. */
+static int headline(hs_task *t, const char *name)
+{
+    const int want = name ? hs_task_metric_of(name) : (int)hs_task_headline(t->kind);
+    if (want < 0 || !hs_task_metric_applies(t->kind, want))
+        return hs_fail(HS_EINVAL, "--metric %s: not a metric of this task (%s)", name,
+                       t->kind == HS_TASK_REGRESSION    ? "pearson, spearman"
+                       : t->kind == HS_TASK_MULTI_LABEL ? "accuracy, f1"
+                                                        : "accuracy, f1, mcc");
+    t->headline = (hs_task_metric)want;
+    return HS_OK;
+}
+
 int hs_task_load(hs_task *t, const hs_task_opts *o, const hs_model_config *c,
                  const hs_tokenizer *tk)
 {
@@ -260,6 +275,8 @@ int hs_task_load(hs_task *t, const hs_task_opts *o, const hs_model_config *c,
     }
     if (!rc && !t->n)
         rc = hs_fail(HS_EINVAL, "%s: no examples", o->path);
+    if (!rc)
+        rc = headline(t, o->metric);
     const int pad = c->pad_id >= 0 ? c->pad_id : 0; /* a decoder without one pools by length */
     for (int i = 0; !rc && i < t->n && c->encoder && c->pad_id < 0; i++)
         if (t->len[i] < t->T)
@@ -289,38 +306,57 @@ void hs_task_free(hs_task *t)
     memset(t, 0, sizeof *t);
 }
 
-int hs_task_run(double *out, const hs_model *m, const hs_task *t, int batch,
-                const hs_hooks *hooks)
+int hs_task_forward(hs_acts *a, double *out, int *pool, int32_t *ids, const hs_model *m,
+                    const hs_task *t, const int *ex, int nb, const hs_hooks *hooks)
 {
     const hs_model_config *c = &m->cfg;
     const int K = t->k, T = t->T;
+    hs_real *logits = hs_calloc((size_t)nb * K, sizeof *logits, "task outputs");
+    int rc = logits ? hs_acts_set_batch(a, nb) : HS_ENOMEM;
+    for (int b = 0; !rc && b < nb; b++)
+        memcpy(ids + (size_t)b * T, t->ids + (size_t)ex[b] * T, sizeof *ids * T);
+    if (!rc)
+        rc = hs_forward(a, m, ids, NULL, hooks);
+    for (int b = 0; !rc && b < nb; b++)
+        pool[b] = !c->encoder && c->pad_id < 0 ? t->len[ex[b]] - 1
+                                               : hs_classify_pool(c, ids + (size_t)b * T, T);
+    if (!rc)
+        rc = hs_classify(logits, a, m, pool);
+    for (int b = 0; !rc && b < nb; b++) /* output j scores the task's label label_map[j] */
+        for (int j = 0; j < K; j++)
+            out[(size_t)b * K + t->label_map[j]] = (double)logits[(size_t)b * K + j];
+    free(logits);
+    return rc;
+}
+
+int hs_task_run(double *out, const hs_model *m, const hs_task *t, int batch,
+                const hs_hooks *hooks)
+{
     hs_acts a;
-    int rc = hs_acts_alloc(&a, c, batch, T, HS_ACTS_INFER);
+    int rc = hs_acts_alloc(&a, &m->cfg, batch, t->T, HS_ACTS_INFER);
     if (rc)
         return rc;
-    hs_real *logits = hs_calloc((size_t)batch * K, sizeof *logits, "task outputs");
-    int *pool = hs_calloc((size_t)batch, sizeof *pool, "task outputs");
-    if (!logits || !pool)
+    int *ex = hs_calloc((size_t)batch * 2, sizeof *ex, "task batch"), *pool = ex + batch;
+    int32_t *ids = hs_calloc((size_t)batch * t->T, sizeof *ids, "task batch");
+    if (!ex || !ids)
         rc = HS_ENOMEM;
     for (int i0 = 0; !rc && i0 < t->n; i0 += batch) {
         const int nb = t->n - i0 < batch ? t->n - i0 : batch;
-        const int32_t *ids = t->ids + (size_t)i0 * T;
-        if ((rc = hs_acts_set_batch(&a, nb)) || (rc = hs_forward(&a, m, ids, NULL, hooks)))
-            break;
         for (int b = 0; b < nb; b++)
-            pool[b] = !c->encoder && c->pad_id < 0
-                          ? t->len[i0 + b] - 1
-                          : hs_classify_pool(c, ids + (size_t)b * T, T);
-        if ((rc = hs_classify(logits, &a, m, pool)))
-            break;
-        for (int b = 0; b < nb; b++) /* output j scores the task's label label_map[j] */
-            for (int j = 0; j < K; j++)
-                out[(size_t)(i0 + b) * K + t->label_map[j]] = (double)logits[(size_t)b * K + j];
+            ex[b] = i0 + b;
+        rc = hs_task_forward(&a, out + (size_t)i0 * t->k, pool, ids, m, t, ex, nb, hooks);
     }
-    free(logits);
-    free(pool);
+    free(ex);
+    free(ids);
     hs_acts_free(&a);
     return rc;
+}
+
+hs_task_outputs hs_task_example(const hs_task *t, int i, const double *row)
+{
+    const double *target = t->kind == HS_TASK_MULTI_LABEL ? t->target + (size_t)i * t->k
+                                                          : t->target + i;
+    return (hs_task_outputs){ t->kind, 1, t->k, row, t->label + i, target };
 }
 
 hs_task_outputs hs_task_outputs_of(const hs_task *t, const double *out)
@@ -329,17 +365,12 @@ hs_task_outputs hs_task_outputs_of(const hs_task *t, const double *out)
 }
 
 /* hs_task_eval's numbers on the loaded task t. */
-static int task_numbers(hs_task_eval_result *r, const hs_model *m, const hs_task *t, int batch,
-                        const char *headline)
+int hs_task_numbers(hs_task_eval_result *r, const hs_task *t, const double *out)
 {
+    memset(r, 0, sizeof *r);
     r->n = t->n, r->kind = t->kind;
-    const int want = headline ? hs_task_metric_of(headline) : (int)hs_task_headline(t->kind);
-    if (want < 0 || !hs_task_metric_applies(t->kind, want))
-        return hs_fail(HS_EINVAL, "--metric %s: not a metric of this task (%s)",
-                       headline ? headline : "", t->kind == HS_TASK_REGRESSION ? "pearson, spearman"
-                       : t->kind == HS_TASK_MULTI_LABEL ? "accuracy, f1" : "accuracy, f1, mcc");
-    double *out = hs_calloc((size_t)t->n * t->k, sizeof *out, "task outputs");
-    int rc = out ? hs_task_run(out, m, t, batch, NULL) : HS_ENOMEM;
+    const int want = (int)t->headline;
+    int rc = HS_OK;
     const hs_task_outputs o = hs_task_outputs_of(t, out);
     hs_welford w = { 0 };
     for (int i = 0; !rc && i < t->n; i++)
@@ -354,19 +385,31 @@ static int task_numbers(hs_task_eval_result *r, const hs_model *m, const hs_task
         rc = hs_task_metric_se(&o, mi, &r->value[r->n_metrics], &r->se[r->n_metrics]);
         r->n_metrics++;
     }
-    free(out);
+    return rc;
+}
+
+int hs_task_numbers_to_table(hs_head_table *tb, const hs_task_eval_result *r)
+{
+    int rc = hs_head_table_add(tb, -1, -1, HS_METRIC(TASK_LOSS), r->loss, r->loss_se, r->n);
+    for (int i = 0; !rc && i < r->n_metrics; i++)
+        rc = hs_head_table_add(tb, -1, -1, hs_task_metric_name(r->metric[i]), r->value[i],
+                               r->se[i], r->n);
     return rc;
 }
 
 int hs_task_eval(hs_task_eval_result *r, const hs_model *m, const hs_tokenizer *tk,
-                 const hs_task_opts *o, int batch, const char *headline)
+                 const hs_task_opts *o, int batch)
 {
     memset(r, 0, sizeof *r);
     hs_task t;
     int rc = hs_task_load(&t, o, &m->cfg, tk);
     if (rc)
         return rc;
-    rc = task_numbers(r, m, &t, batch, headline);
+    double *out = hs_calloc((size_t)t.n * t.k, sizeof *out, "task outputs");
+    rc = out ? hs_task_run(out, m, &t, batch, NULL) : HS_ENOMEM;
+    if (!rc)
+        rc = hs_task_numbers(r, &t, out);
+    free(out);
     hs_task_free(&t);
     return rc;
 }

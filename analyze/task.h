@@ -18,6 +18,7 @@
 
 #include <stdint.h>
 
+#include "stats.h"
 #include "task_metrics.h"
 #include "tokenizer.h"
 #include "transformer.h"
@@ -30,9 +31,10 @@ typedef struct {
      * i_j (a checkpoint trained with its labels permuted); n_map 0: none */
     int label_map[HS_MAX_LABELS];
     int n_map;
+    const char *metric; /* --metric: the headline (NULL: accuracy, or pearson for regression) */
 } hs_task_opts;
 
-typedef struct {
+typedef struct hs_task {
     int n, T;          /* examples, positions each (right-padded) */
     int32_t *ids;      /* n x T */
     int *len;          /* n: each example's tokens before its padding */
@@ -41,6 +43,7 @@ typedef struct {
     int *label;        /* single-label: n classes */
     double *target;    /* multi-label: n x k of 0/1; regression: n values */
     int label_map[HS_MAX_LABELS]; /* identity when none was given */
+    hs_task_metric headline;      /* --metric's, checked against the kind */
 } hs_task;
 
 /* Reads o->path for the classifier c (tk: the tokenizer of text lines, NULL
@@ -58,6 +61,19 @@ int hs_task_label_map_parse(hs_task_opts *o, const char *s);
 int hs_task_run(double *out, const hs_model *m, const hs_task *t, int batch,
                 const hs_hooks *hooks);
 
+/* The classifier's outputs on the nb examples ex[0..nb) (a batch of
+ * them, right-padded to t->T, into ids: nb x T) in a (allocated for at
+ * least nb rows of t->T: HS_ACTS_INFER, or HS_ACTS_TRAIN for a backward
+ * after it) into out (nb x k, in the task's label order), the forward with
+ * hooks (may be NULL); pool (nb) gets each sequence's pooled row
+ * (hs_classify_backward's). */
+int hs_task_forward(hs_acts *a, double *out, int *pool, int32_t *ids, const hs_model *m,
+                    const hs_task *t, const int *ex, int nb, const hs_hooks *hooks);
+
+/* Example i alone, its outputs row (k values), as the metrics read it
+ * (hs_task_loss(&o, 0), hs_task_loss_grad). */
+hs_task_outputs hs_task_example(const hs_task *t, int i, const double *row);
+
 /* The outputs as the metrics read them. */
 hs_task_outputs hs_task_outputs_of(const hs_task *t, const double *out);
 
@@ -73,11 +89,16 @@ typedef struct {
     double value[HS_TASK_N_METRICS], se[HS_TASK_N_METRICS];
 } hs_task_eval_result;
 
+/* The numbers of the outputs out (n x k, hs_task_run's) on t. */
+int hs_task_numbers(hs_task_eval_result *r, const hs_task *t, const double *out);
+
+/* r as model-wide rows (layer = head = -1) of tb: task_loss and every
+ * metric with its standard error, n the examples. */
+int hs_task_numbers_to_table(hs_head_table *tb, const hs_task_eval_result *r);
+
 /* The classifier's numbers on the task o (read with tk as hs_task_load
- * does; batch examples a forward); headline: a metric name (NULL: accuracy,
- * or pearson for regression), refused (HS_EINVAL naming --metric) where the
- * task's kind has no such metric. */
+ * does; batch examples a forward). */
 int hs_task_eval(hs_task_eval_result *r, const hs_model *m, const hs_tokenizer *tk,
-                 const hs_task_opts *o, int batch, const char *headline);
+                 const hs_task_opts *o, int batch);
 
 #endif

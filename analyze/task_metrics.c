@@ -68,6 +68,28 @@ double hs_task_loss(const hs_task_outputs *o, int i)
     return mx + log(s) - x[o->label[i]];
 }
 
+void hs_task_loss_grad(const hs_task_outputs *o, int i, double *g)
+{
+    const double *x = o->out + (size_t)i * o->k;
+    if (o->kind == HS_TASK_REGRESSION) {
+        g[0] = 2 * (x[0] - o->target[i]);
+        return;
+    }
+    if (o->kind == HS_TASK_MULTI_LABEL) { /* (sigmoid(x) - y) / k */
+        for (int j = 0; j < o->k; j++)
+            g[j] = (1 / (1 + exp(-x[j])) - o->target[(size_t)i * o->k + j]) / o->k;
+        return;
+    }
+    double mx = x[0], s = 0; /* softmax(x) - onehot(label) */
+    for (int j = 1; j < o->k; j++)
+        mx = fmax(mx, x[j]);
+    for (int j = 0; j < o->k; j++)
+        s += (g[j] = exp(x[j] - mx));
+    for (int j = 0; j < o->k; j++)
+        g[j] /= s;
+    g[o->label[i]] -= 1;
+}
+
 /* What the classification and correlation metrics are functions of, with
  * one example taken out or put back in O(k) (the jackknife's loop). */
 typedef struct {

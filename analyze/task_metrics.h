@@ -58,6 +58,10 @@ hs_task_metric hs_task_headline(hs_task_kind kind);
  * labels, or the squared error). */
 double hs_task_loss(const hs_task_outputs *o, int i);
 
+/* g (k values) = the gradient of example i's loss with respect to its
+ * outputs out[i]. */
+void hs_task_loss_grad(const hs_task_outputs *o, int i, double *g);
+
 /* The metric over every example but `skip` (-1: over all). */
 double hs_task_metric_value(const hs_task_outputs *o, hs_task_metric m, int skip);
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <math.h>
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
@@ -211,6 +212,27 @@ int hs_parse_ints(const char *s, int *out, int max, long lo, long hi, int distin
             if (out[i] == v)
                 return -1;
         out[n++] = (int)v;
+        if (*end == ',' && end[1])
+            end++;
+        else if (*end)
+            return -1;
+        p = end;
+    }
+    return n;
+}
+
+int hs_parse_doubles(const char *s, double *out, int max)
+{
+    int n = 0;
+    for (const char *p = s; p && *p;) {
+        if (((*p < '0' || *p > '9') && *p != '.') || n == max)
+            return -1;
+        char *end;
+        errno = 0;
+        const double v = strtod(p, &end);
+        if (errno || end == p || !isfinite(v))
+            return -1;
+        out[n++] = v;
         if (*end == ',' && end[1])
             end++;
         else if (*end)

@@ -91,6 +91,10 @@ int hs_tmp_stale(const char *path, const char *name);
  * of layers, heads, counts or ids is read by this. */
 int hs_parse_ints(const char *s, int *out, int max, long lo, long hi, int distinct);
 
+/* The same for finite numbers that are not negative ("0.01,0.1,1"): the
+ * count, or -1 when s is not such a list. */
+int hs_parse_doubles(const char *s, double *out, int max);
+
 /* Seconds of the monotonic clock, for timings and rates. */
 double hs_now(void);
 

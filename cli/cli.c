@@ -398,13 +398,24 @@ hs_study_io cli_study_io(phase_bars *bars, int stoppable)
 
 /* ---- the study driver --------------------------------------------------- */
 
+int cli_task_opts(hs_task_opts *o, const cli_task *t, hs_inputs_spec *in)
+{
+    *o = (hs_task_opts){ t->path, in->seq_len, t->truncate, { 0 }, 0, t->metric };
+    if (t->label_map && hs_task_label_map_parse(o, t->label_map))
+        return cli_usage_error(cli_current->name, "%s", hs_last_error());
+    in->task = o, in->mlm = NULL, in->need_batch = 0;
+    return 0;
+}
+
 int cli_study_parse(cli_study *s, opt *o, int n, int argc, char **argv)
 {
     const char *cmd = cli_current->name;
     int rc = cli_opts_parse(cmd, o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc;
-    const int data = (s->flags & CLI_NEEDS_DATA) != 0;
+    if (s->task.path && (rc = cli_task_opts(&s->task_opts, &s->task, &s->in)))
+        return rc;
+    const int data = (s->flags & CLI_NEEDS_DATA) && !s->task.path;
     const int prompts = (s->flags & CLI_NEEDS_PROMPTS) != 0;
     if (!(s->flags & CLI_OWN_NEEDS) &&
         (!s->in.model || !s->db || (data && !hs_source_path(&s->in.source)) ||
@@ -427,6 +438,7 @@ static hs_study_env study_env(const cli_study *s, const cli_job *j)
                            .data_name = hs_source_path(&s->in.source),
                            .val = in->val.n ? &in->val : NULL,
                            .ps = in->ps.n ? &in->ps : NULL, .tk = in->tk,
+                           .task = in->task.n ? &in->task : NULL,
                            .batch = s->in.batch, .seq_len = in->seq_len,
                            .max_batches = (size_t)s->max_batches, .ix = hs_run_index(j->run),
                            .run_id = hs_run_id(j->run), .resume = s->resume > 0 };

@@ -136,6 +136,10 @@ typedef struct {
           "a task's examples are its own" },                                               \
         { "--task", OPTS_NEEDS, "--metric,--truncate,--label-map", "they concern a task" }
 
+/* Makes t the inputs' task (o: its storage): no token batches and no
+ * masked-LM recipe then. 0, or the exit status of a bad --label-map. */
+int cli_task_opts(hs_task_opts *o, const cli_task *t, hs_inputs_spec *in);
+
 /* A command's record. Each cli/cmd_*.c defines the records of its commands
  * beside them with HS_COMMAND, which also registers the record: main.c
  * finds every registered record (a linker section, so adding a command
@@ -309,6 +313,8 @@ typedef struct cli_study {
     long resume, max_batches;
     int threads, json, allow_nonfinite;
     unsigned flags;
+    cli_task task;         /* CLI_STUDY_TASK_OPTS: --task instead of the data */
+    hs_task_opts task_opts; /* what the parse made of it */
     /* the summary of a complete run (the result is kind's) */
     void (*print)(FILE *f, const hs_summary *s, const void *result, const void *opts);
 } cli_study;
@@ -320,6 +326,9 @@ typedef struct cli_study {
 #define CLI_STUDY_DATA_OPTS(s)                                                             \
     OPT_MODEL(&(s).in.model), OPT_DATA(&(s).in.source.data), OPT_TEXT(&(s).in.source.text), \
         OPT_TOKENIZER(&(s).in.source.tokenizer), OPT_DB(&(s).db)
+
+/* --task and its options, for a study that measures heads on a task too. */
+#define CLI_STUDY_TASK_OPTS(s) OPT_TASK(&(s).task)
 
 /* An experiment's training tokens and their validation part (hs_split). */
 #define CLI_TRAIN_DATA_OPTS(src, vsrc)                                                      \

@@ -28,6 +28,7 @@ static int cmd_ablate(int argc, char **argv)
         { "--method", OPT_STR, &so.method, 0, "LIST", "zero, mean and/or resample, comma-separated", 0 },
         { "--layers", OPT_STR, &so.layers, 0, "L,L,...", "layers to ablate (default: all)", 0 },
         { "--heads", OPT_STR, &so.heads, 0, "H,H,...", "heads to ablate in those layers (default: all)", 0 },
+        CLI_STUDY_TASK_OPTS(s),
         OPT_BATCH(&s.in.batch),
         OPT_SEQ_LEN(&s.in.seq_len),
         OPT_MAX_BATCHES(&s.max_batches),
@@ -52,6 +53,7 @@ static int cmd_importance(int argc, char **argv)
                     .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_importance };
     opt o[] = {
         CLI_STUDY_DATA_OPTS(s),
+        CLI_STUDY_TASK_OPTS(s),
         OPT_BATCH(&s.in.batch),
         OPT_SEQ_LEN(&s.in.seq_len),
         OPT_MAX_BATCHES(&s.max_batches),
@@ -77,7 +79,7 @@ static void prune_step(void *ctx, int step, int pruned, double fraction, double 
     if (step == 0) /* steps: 0 (unpruned), then one per step_percent up to max_percent */
         cli_progress_start(&p->bar, "prune", (long)ceil(po->max_percent / po->step_percent - 1e-9));
     char line[128];
-    snprintf(line, sizeof line, "step %d: %d head%s pruned (%.1f%%), validation loss %.4f ± %.4f",
+    snprintf(line, sizeof line, "step %d: %d head%s pruned (%.1f%%), loss %.4f ± %.4f",
              step, pruned, pruned == 1 ? "" : "s", 100 * fraction, loss, stderr_loss);
     if (p->bar.enabled)
         cli_progress_update(&p->bar, step, line);
@@ -91,6 +93,7 @@ static int cmd_prune(int argc, char **argv)
 {
     hs_mlm_opts mlm = HS_MLM_OPTS_UNSET;
     hs_prune_study_opts so = { .prune = { .step_percent = 10, .max_percent = 50 } };
+    const char *lambdas = NULL;
     hs_prune_opts *po = &so.prune;
     cli_study s = { &hs_prune_kind, &so, { .batch = 4, .need_batch = 1, .mlm = &mlm },
                     .flags = CLI_NEEDS_DATA | CLI_STOPPABLE, .print = print_prune };
@@ -111,6 +114,12 @@ static int cmd_prune(int argc, char **argv)
         { "--out", OPT_STR, &so.out, 0, "DIR", "write the pruned model (W_o columns of pruned heads zeroed)", 0 },
         { "--structural", OPT_FLAG, &so.structural, 0, NULL, "with --out: remove the pruned heads (a smaller model)", 0 },
         { "--force", OPT_FLAG, &so.force, 0, NULL, "overwrite a checkpoint in --out", 0 },
+        CLI_STUDY_TASK_OPTS(s),
+        { "--method", OPT_STR, &so.method, 0, "NAME", "importance (default) or l0: --task's hard-concrete head gates", 0 },
+        { "--lambda", OPT_STR, &lambdas, 0, "L,L,...", "l0: the penalty's weights, one run each", 0 },
+        { "--steps", OPT_INT, &so.l0.steps, 0, "S", "l0: Adam steps (default 500)", 0 },
+        { "--lr", OPT_DOUBLE, &so.l0.lr, 0, "LR", "l0: Adam's learning rate on log alpha (default 0.1)", 0 },
+        { "--train-model", OPT_FLAG, &so.l0.train_model, 0, NULL, "l0: train the weights too", 0 },
         OPT_BATCH(&s.in.batch),
         OPT_SEQ_LEN(&s.in.seq_len),
         OPT_MAX_BATCHES_AS(&s.max_batches, "batches per evaluation (0: all)"),
@@ -118,25 +127,38 @@ static int cmd_prune(int argc, char **argv)
         CLI_STUDY_TAIL_OPTS(s),
     };
     int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
-    pc.json = s.json;
-    rc = rc ? (rc < 0 ? 0 : rc) : cli_study_go(&s, o, CLI_N(o), argc, argv);
+    pc.json = s.json, so.l0.seed = mlm.seed < 0 ? 0 : (unsigned long long)mlm.seed;
+    double lambda[64];
+    const int nl = lambdas ? hs_parse_doubles(lambdas, lambda, 64) : 1;
+    if (!rc && nl < 1)
+        return cli_usage_error("prune", "--lambda '%s': up to 64 numbers, comma-separated", lambdas);
+    for (int i = 0; !rc && i < nl; i++) { /* one run per lambda */
+        so.l0.lambda = lambdas ? lambda[i] : -1;
+        rc = cli_study_go(&s, o, CLI_N(o), argc, argv);
+    }
     cli_progress_finish(&pc.bar);
-    return rc;
+    return rc < 0 ? 0 : rc;
 }
 
 static const opt_rule ablate_rules[] = {
-    OPT_TEXT_RULES,
+    OPT_TASK_RULES,
     OPT_MLM_RULE,
     { "--naive", OPTS_EXCLUDES, "--stack", "the naive path runs one full forward per ablation" },
 };
 
 static const opt_rule importance_rules[] = {
-    OPT_TEXT_RULES,
+    OPT_TASK_RULES,
     OPT_MLM_RULE,
 };
 
 static const opt_rule prune_rules[] = {
-    OPT_VAL_TEXT_RULES,
+    OPT_TEXT_RULE_DATA,
+    { "--text|--val-text|--task", OPTS_NEEDS, "--tokenizer", "it tokenizes the text" },
+    { "--val-text", OPTS_EXCLUDES, "--val", "one validation set" },
+    { "--task", OPTS_EXCLUDES, "--data,--text,--val,--val-text,--mlm-prob,--mlm-mask",
+      "a task's examples are its own" },
+    { "--task", OPTS_NEEDS, "--metric,--truncate,--label-map", "they concern a task" },
+    { "--method", OPTS_NEEDS, "--lambda,--steps,--lr,--train-model", "they concern --method l0" },
     OPT_MLM_RULE,
     { "--out", OPTS_NEEDS, "--structural,--force", "they concern the written model" },
 };

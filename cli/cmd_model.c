@@ -92,17 +92,16 @@ static int cmd_tokens(int argc, char **argv)
 /* eval --task: the classifier's numbers on a task file (SPEC §16). */
 static int eval_task(const cli_task *task, hs_inputs_spec *in, int json)
 {
-    hs_task_opts o = { task->path, in->seq_len, task->truncate, { 0 }, 0 };
-    if (task->label_map && hs_task_label_map_parse(&o, task->label_map))
-        return cli_usage_error("eval", "%s", hs_last_error());
-    in->keep_tokenizer = 1, in->mlm = NULL, in->need_batch = 0;
+    hs_task_opts o;
     cli_job j;
-    int rc = cli_open(&j, in);
-    if (rc)
+    int rc = cli_task_opts(&o, task, in);
+    if (rc || (rc = cli_open(&j, in)))
         return rc;
     hs_task_eval_result r;
-    rc = hs_task_eval(&r, &j.in.m, j.in.tk, &o, in->batch, task->metric) ||
-         hs_model_unchanged(&j.in.m);
+    double *out = hs_calloc((size_t)j.in.task.n * j.in.task.k, sizeof *out, "task outputs");
+    rc = !out || hs_task_run(out, &j.in.m, &j.in.task, in->batch, NULL) ||
+         hs_task_numbers(&r, &j.in.task, out) || hs_model_unchanged(&j.in.m);
+    free(out);
     hs_inputs_free(&j.in);
     if (rc)
         return cli_run_error("eval");

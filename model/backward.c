@@ -309,6 +309,23 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
     return backward_body(g, dgates, a, m, tokens, hooks, NULL, a->dres, a->dres2);
 }
 
+int hs_backward_hidden(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_model *m,
+                       const int32_t *tokens, const hs_real *dhidden, const hs_hooks *hooks)
+{
+    assert(hs_acts_sane(a, &m->cfg));
+    static const hs_hooks no_hooks;
+    if (!a->training)
+        return hs_fail(HS_EINVAL, "backward: activations were allocated for inference");
+    if (m->cfg.mlm_transform)
+        return hs_fail(HS_EINVAL, "backward: a classifier's model has no masked-LM transform");
+    memcpy(a->dnorm, dhidden, sizeof(hs_real) * a->B * a->T * m->cfg.d_model);
+    if (!g)
+        g = &no_grads;
+    final_norm_backward(g, a, m);
+    return backward_body(g, dgates, a, m, tokens, hooks ? hooks : &no_hooks, NULL, a->dres,
+                         a->dres2);
+}
+
 int hs_backward_from(hs_acts *a, const hs_model *m, const hs_real *dlogits, const hs_hooks *hooks,
                      const hs_grad_hooks *gh)
 {

@@ -943,3 +943,38 @@ int hs_classify(hs_real *out, const hs_acts *a, const hs_model *m, const int *po
     free(x);
     return HS_OK;
 }
+
+int hs_classify_backward(hs_real *dhidden, hs_weights *g, const hs_real *dout, const hs_acts *a,
+                         const hs_model *m, const int *pool)
+{
+    const hs_model_config *c = &m->cfg;
+    const hs_weights *w = &m->w;
+    const int d = c->d_model, K = c->n_labels, B = a->B;
+    if (!K)
+        return hs_fail(HS_EINVAL, "the model has no classification head");
+    const hs_real *h = c->final_norm ? a->lnf : a->layer[c->n_layer - 1].out;
+    hs_real *x = hs_calloc((size_t)B * d * 4, sizeof *x, "classifier rows");
+    if (!x)
+        return HS_ENOMEM;
+    hs_real *y = x + (size_t)B * d, *dy = y + (size_t)B * d, *dx = dy + (size_t)B * d;
+    for (int b = 0; b < B; b++)
+        memcpy(x + (size_t)b * d, h + ((size_t)b * a->T + pool[b]) * d, sizeof *x * d);
+    if (c->encoder) { /* y = tanh(W_p x + b_p): dy through the tanh, then W_p */
+        hs_linear_forward(y, x, w->cls_pool_w, w->cls_pool_b, (size_t)B, d, d);
+        for (size_t i = 0; i < (size_t)B * d; i++)
+            y[i] = (hs_real)tanh((double)y[i]);
+        hs_linear_backward(dy, g ? g->cls_w : NULL, g ? g->cls_b : NULL, dout, y, w->cls_w,
+                           (size_t)B, d, K);
+        for (size_t i = 0; i < (size_t)B * d; i++)
+            dy[i] *= 1 - y[i] * y[i];
+        hs_linear_backward(dx, g ? g->cls_pool_w : NULL, g ? g->cls_pool_b : NULL, dy, x,
+                           w->cls_pool_w, (size_t)B, d, d);
+    } else {
+        hs_linear_backward(dx, g ? g->cls_w : NULL, NULL, dout, x, w->cls_w, (size_t)B, d, K);
+    }
+    memset(dhidden, 0, sizeof *dhidden * (size_t)B * a->T * d);
+    for (int b = 0; b < B; b++)
+        memcpy(dhidden + ((size_t)b * a->T + pool[b]) * d, dx + (size_t)b * d, sizeof *dx * d);
+    free(x);
+    return HS_OK;
+}

@@ -163,6 +163,13 @@ int hs_forward(hs_acts *a, const hs_model *m, const int32_t *tokens, const int32
  * or a position outside the sequence. */
 int hs_classify(hs_real *out, const hs_acts *a, const hs_model *m, const int *pool);
 
+/* The backward of hs_classify after a training forward: dhidden (B,T,d) =
+ * the gradient of sum(dout . out) with respect to the hidden state the
+ * head read (0 but at the pooled rows); with g (may be NULL) the head's
+ * weight gradients accumulated into g's cls_* tensors. */
+int hs_classify_backward(hs_real *dhidden, hs_weights *g, const hs_real *dout, const hs_acts *a,
+                         const hs_model *m, const int *pool);
+
 /* The row HF's classifier pools in one sequence of T tokens: an encoder's
  * first; a decoder's last that is not pad_id (0 when every one is), or T-1
  * without a pad_id. */
@@ -273,6 +280,14 @@ typedef struct {
 int hs_split_check(const hs_model_config *c);
 
 int hs_forward_split(hs_acts *a, const hs_model *m, const hs_split_plan *p);
+
+/* The backward of an objective from its gradient dhidden (B,T,d) with
+ * respect to the hidden state a classifier reads (the final norm's output,
+ * or the last layer's: hs_classify_backward) after a training forward with
+ * the same hooks: weight gradients into grads (NULL: none) and gate
+ * gradients into dgates (NULL: none), as hs_backward. */
+int hs_backward_hidden(hs_weights *grads, hs_real *const *dgates, hs_acts *a, const hs_model *m,
+                       const int32_t *tokens, const hs_real *dhidden, const hs_hooks *hooks);
 
 /* Backward of the loss sum(losses) * loss_scale (1/(B*T): the mean) after a
  * training forward with targets and the same hooks. Accumulates into grads

@@ -24,6 +24,7 @@
 #include "labels.h"
 #include "maps.h"
 #include "metrics.h"
+#include "task_metrics.h"
 #include "plot.h"
 #include "run.h"
 #include "study_windows.h"
@@ -600,6 +601,16 @@ static void section_pruning(report *r)
     figure(r, hs_plot_curves(r->ix, r->db_path, HS_METRIC(PRUNING), run, g.path), &g,
            "Validation loss after each step of joint pruning (heads of lowest importance gated "
            "off, importance recomputed on the pruned model) against the fraction of heads pruned.");
+    for (int m = 0; m < HS_TASK_N_METRICS; m++) { /* --task: Michel et al.'s figure */
+        char name[64];
+        hs_metric_name_of(name, sizeof name, HS_M_PRUNING_METRIC, hs_task_metric_name(m));
+        if (!has_curve(r, run, name))
+            continue;
+        fig_run(&g, r, name, run, "%s against the fraction of heads pruned",
+                hs_task_metric_name(m));
+        figure(r, hs_plot_curves(r->ix, r->db_path, name, run, g.path), &g,
+               hs_metric(HS_M_PRUNING_METRIC)->caption);
+    }
     double dense, pruned;
     if (metric(r, run, -1, -1, HS_METRIC(FORWARD_MS_UNPRUNED), &dense, NULL) &&
         metric(r, run, -1, -1, HS_METRIC(FORWARD_MS_PRUNED), &pruned, NULL))

@@ -53,13 +53,34 @@ void hs_print_prune(FILE *f, const hs_summary *s, const hs_prune_result *r,
 {
     const char *out = o->out;
     const int structural = o->structural;
+    const hs_study_curve *mc = &r->metric_curve; /* a task's metric */
+    const char *metric = strchr(mc->name, '_') ? strchr(mc->name, '_') + 1 : NULL;
+    if (r->l0.gate) { /* --method l0: one lambda */
+        const hs_task_eval_result *e = &r->l0.eval;
+        if (s->json) {
+            fprintf(f, "{\"run_id\":%lld,\"method\":\"l0\",\"lambda\":", s->run_id);
+            hs_json_number(f, o->l0.lambda, 9);
+            fprintf(f, ",\"heads_open\":%d,\"heads\":%d,\"task_loss\":", r->l0.open, r->heads);
+            hs_json_number(f, e->loss, 9);
+            fprintf(f, ",\"%s\":", hs_task_metric_name(e->metric[e->headline]));
+            hs_json_number(f, e->value[e->headline], 9), fprintf(f, "}\n");
+        } else {
+            fprintf(f, "run %lld: lambda %g: %d of %d heads open, %s %.4f with the gates; "
+                       "gates in %s\n", s->run_id, o->l0.lambda, r->l0.open, r->heads,
+                    hs_task_metric_name(e->metric[e->headline]), e->value[e->headline], s->db);
+        }
+        return;
+    }
     if (s->json) {
         fprintf(f, "{\"run_id\":%lld,\"pruned\":%d,\"heads\":%d,\"curve\":[", s->run_id,
                 r->n_pruned, r->heads);
         for (int i = 0; i < r->curve.n; i++) {
             fprintf(f, "%s{\"fraction\":", i ? "," : "");
             hs_json_number(f, r->curve.points[i].x, 6);
-            fprintf(f, ",\"loss\":"), hs_json_number(f, r->curve.points[i].y, 9), fprintf(f, "}");
+            fprintf(f, ",\"loss\":"), hs_json_number(f, r->curve.points[i].y, 9);
+            if (metric && i < mc->n)
+                fprintf(f, ",\"%s\":", metric), hs_json_number(f, mc->points[i].y, 9);
+            fprintf(f, "}");
         }
         fprintf(f, "]");
         if (out) {
@@ -71,8 +92,9 @@ void hs_print_prune(FILE *f, const hs_summary *s, const hs_prune_result *r,
         fprintf(f, "}\n");
         return;
     }
-    fprintf(f, "run %lld: pruned %d of %d heads; curve 'pruning' and mask 'pruned' in %s%s%s\n",
-            s->run_id, r->n_pruned, r->heads, s->db, out ? "; model in " : "", out ? out : "");
+    fprintf(f, "run %lld: pruned %d of %d heads; curve 'pruning'%s%s and mask 'pruned' in %s%s%s\n",
+            s->run_id, r->n_pruned, r->heads, metric ? ", " : "", metric ? mc->name : "", s->db,
+            out ? "; model in " : "", out ? out : "");
     if (out)
         fprintf(f, "forward of one batch (median of 7): %.2f ms unpruned, %.2f ms %s\n",
                 r->ms[0], r->ms[1],

@@ -13,7 +13,9 @@ classifier.dense / out_proj; GPT2ForSequenceClassification's and
 LlamaForSequenceClassification's score, no bias) and no language-model head.
 The expected outputs come from the PyTorch forwards below, written here
 from transformers' modeling_bert / modeling_roberta / modeling_gpt2 /
-modeling_llama (float64, one thread), not from headscope's code:
+modeling_llama (float64, one thread), not from headscope's code; zfn(layer,
+z) (optional) sees and may replace each layer's head outputs z (B, H, T, dh)
+before they merge (the ablations and gates of tests/task_heads_oracle.py):
 
 * BERT: word + position + token-type-0 embeddings, LayerNorm; post-LN
   layers with exact GELU; keys that are pad_token_id masked;
@@ -82,7 +84,7 @@ def ln(x, w, b, eps):
     return F.layer_norm(x, (x.shape[-1],), w, b, eps)
 
 
-def encoder_hidden(W, c, idx, roberta):
+def encoder_hidden(W, c, idx, roberta, zfn=None):
     p = "roberta." if roberta else "bert."
     D, H = c["hidden_size"], c["num_attention_heads"]
     dh, eps, pad = D // H, c["layer_norm_eps"], c["pad_token_id"]
@@ -106,7 +108,8 @@ def encoder_hidden(W, c, idx, roberta):
         heads = lambda y: y.view(Bn, Tn, H, dh).permute(0, 2, 1, 3)
         qq, kk, vv = (heads(lin(x, q + "attention.self." + s)) for s in ("query", "key", "value"))
         probs = torch.softmax(qq @ kk.transpose(-1, -2) / math.sqrt(dh) + ext, dim=-1)
-        ctx = (probs @ vv).permute(0, 2, 1, 3).reshape(Bn, Tn, D)
+        ctx = probs @ vv
+        ctx = (zfn(i, ctx) if zfn else ctx).permute(0, 2, 1, 3).reshape(Bn, Tn, D)
         x = ln(lin(ctx, q + "attention.output.dense") + x, W[q + "attention.output.LayerNorm.weight"],
                W[q + "attention.output.LayerNorm.bias"], eps)
         inter = F.gelu(lin(x, q + "intermediate.dense"))
@@ -115,7 +118,7 @@ def encoder_hidden(W, c, idx, roberta):
     return x
 
 
-def gpt2_hidden(W, c, idx):
+def gpt2_hidden(W, c, idx, zfn=None):
     D, H, eps = c["n_embd"], c["n_head"], c["layer_norm_epsilon"]
     Bn, Tn = idx.shape
     dh = D // H
@@ -128,7 +131,8 @@ def gpt2_hidden(W, c, idx):
         qkv = h @ W[q + "attn.c_attn.weight"] + W[q + "attn.c_attn.bias"]  # Conv1D: x W + b
         heads = [t.view(Bn, Tn, H, dh).permute(0, 2, 1, 3) for t in qkv.split(D, dim=-1)]
         probs = torch.softmax(heads[0] @ heads[1].transpose(-1, -2) / math.sqrt(dh) + causal, -1)
-        ctx = (probs @ heads[2]).permute(0, 2, 1, 3).reshape(Bn, Tn, D)
+        ctx = probs @ heads[2]
+        ctx = (zfn(i, ctx) if zfn else ctx).permute(0, 2, 1, 3).reshape(Bn, Tn, D)
         x = x + ctx @ W[q + "attn.c_proj.weight"] + W[q + "attn.c_proj.bias"]
         h = ln(x, W[q + "ln_2.weight"], W[q + "ln_2.bias"], eps)
         x = x + gelu_new(h @ W[q + "mlp.c_fc.weight"] + W[q + "mlp.c_fc.bias"]) @ \
@@ -136,7 +140,7 @@ def gpt2_hidden(W, c, idx):
     return ln(x, W["ln_f.weight"], W["ln_f.bias"], eps)
 
 
-def llama_hidden(W, c, idx):
+def llama_hidden(W, c, idx, zfn=None):
     D, H, G = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
     eps, theta = c["rms_norm_eps"], c["rope_theta"]
     Bn, Tn = idx.shape
@@ -156,7 +160,8 @@ def llama_hidden(W, c, idx):
         qq, kk = qq * cos + rot(qq) * sin, kk * cos + rot(kk) * sin
         kk, vv = kk.repeat_interleave(H // G, 1), vv.repeat_interleave(H // G, 1)
         probs = torch.softmax(qq @ kk.transpose(-1, -2) / math.sqrt(dh) + causal, -1)
-        ctx = (probs @ vv).transpose(1, 2).reshape(Bn, Tn, D)
+        ctx = probs @ vv
+        ctx = (zfn(i, ctx) if zfn else ctx).transpose(1, 2).reshape(Bn, Tn, D)
         x = x + ctx @ W[q + "self_attn.o_proj.weight"].T
         h = rms(x, W[q + "post_attention_layernorm.weight"])
         mlp = lambda n: h @ W[q + "mlp." + n + ".weight"].T
