@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "checkpoint.h"
+#include "config_json.h"
 #include "mlm.h"
 #include "study.h"
 #include "study_headcount.h"
@@ -217,5 +220,13 @@ int hs_inputs_record(hs_run *run, const hs_inputs *in)
         rc = hs_run_param(run, "n_head", heads);
     if (!rc && in->ps.n)
         rc = hs_run_position_labels(run, &in->ps, in->tk, in->m.cfg.vocab_size);
+    if (!rc && in->m.cfg.n_pruned) { /* heads without rows (hs_study_rows_record) */
+        cJSON *o = cJSON_CreateObject();
+        hs_cfg_add_pruned_heads(o, &in->m.cfg);
+        char *text = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(o, "pruned_heads"));
+        rc = text ? hs_run_param(run, "pruned_heads", text) : HS_ENOMEM;
+        free(text);
+        cJSON_Delete(o);
+    }
     return rc;
 }

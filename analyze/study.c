@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "sha256.h"
 #include "transformer.h"
 #include "study_prune.h"
@@ -58,15 +60,90 @@ int hs_study_check_finite(const hs_study_io *io, const hs_head_table *t,
     return HS_OK;
 }
 
+/* The heads of the run's model that pruned_heads removed (the run's
+ * parameter "pruned_heads", hs_inputs_record): l * HS_MAX_HEADS + h each,
+ * into keys (HS_MAX_PRUNED); the count. */
+static int pruned_of(hs_index *ix, int64_t run_id, int *keys)
+{
+    enum { CAP = 1 << 16 };
+    char *text = malloc(CAP);
+    int found = 0, n = 0;
+    if (!text || hs_index_param_get(ix, run_id, "pruned_heads", text, CAP, &found) || !found) {
+        free(text);
+        return 0;
+    }
+    cJSON *o = cJSON_Parse(text), *layer, *h;
+    cJSON_ArrayForEach(layer, o)
+    {
+        cJSON_ArrayForEach(h, layer)
+        {
+            if (n < HS_MAX_PRUNED && cJSON_IsNumber(h))
+                keys[n++] = atoi(layer->string) * HS_MAX_HEADS + h->valueint;
+        }
+    }
+    cJSON_Delete(o);
+    free(text);
+    return n;
+}
+
+static int is_pruned(const int *keys, int n, int layer, int head)
+{
+    for (int i = 0; i < n && head >= 0; i++)
+        if (keys[i] == layer * HS_MAX_HEADS + head)
+            return 1;
+    return 0;
+}
+
+/* rows less those of pruned heads (SPEC §16: a pruned head has no rows),
+ * into the copies *heads and *pairs (NULL where nothing is dropped). */
+static int drop_pruned(hs_index *ix, int64_t run_id, const hs_study_rows *rows,
+                       hs_metric_row **heads, int *n_heads, hs_pair_row **pairs, int *n_pairs)
+{
+    const hs_head_table *t = rows->heads;
+    *heads = NULL, *pairs = NULL;
+    *n_heads = t ? t->n : 0, *n_pairs = rows->n_pairs;
+    int *keys = hs_calloc(HS_MAX_PRUNED, sizeof *keys, "pruned heads");
+    const int np = keys ? pruned_of(ix, run_id, keys) : 0;
+    if (!keys || !np) {
+        free(keys);
+        return keys ? HS_OK : HS_ENOMEM;
+    }
+    *heads = hs_calloc((size_t)*n_heads + 1, sizeof **heads, "rows");
+    *pairs = hs_calloc((size_t)*n_pairs + 1, sizeof **pairs, "rows");
+    if (!*heads || !*pairs) {
+        free(keys);
+        return HS_ENOMEM;
+    }
+    int k = 0;
+    for (int i = 0; i < *n_heads; i++)
+        if (!is_pruned(keys, np, t->rows[i].layer, t->rows[i].head))
+            (*heads)[k++] = t->rows[i];
+    *n_heads = k, k = 0;
+    for (int i = 0; i < *n_pairs; i++) {
+        const hs_pair_row *r = &rows->pairs[i];
+        if (!is_pruned(keys, np, r->layer_a, r->head_a) &&
+            !is_pruned(keys, np, r->layer_b, r->head_b))
+            (*pairs)[k++] = *r;
+    }
+    *n_pairs = k;
+    free(keys);
+    return HS_OK;
+}
+
 int hs_study_rows_record(hs_index *ix, int64_t run_id, const hs_study_rows *rows)
 {
     if (!ix)
         return HS_OK;
-    const hs_head_table *t = rows->heads;
-    int rc = rows->n_pairs ? hs_index_pair_metrics_add(ix, run_id, rows->pairs, rows->n_pairs)
-                           : HS_OK;
-    if (!rc && t && t->n)
-        rc = hs_index_metrics_add(ix, run_id, t->rows, t->n);
+    hs_metric_row *heads;
+    hs_pair_row *pairs;
+    int n_heads, n_pairs;
+    int rc = drop_pruned(ix, run_id, rows, &heads, &n_heads, &pairs, &n_pairs);
+    if (!rc && n_pairs)
+        rc = hs_index_pair_metrics_add(ix, run_id, pairs ? pairs : rows->pairs, n_pairs);
+    if (!rc && n_heads)
+        rc = hs_index_metrics_add(ix, run_id, heads ? heads : rows->heads->rows, n_heads);
+    free(heads);
+    free(pairs);
     for (int i = 0; !rc && i < rows->n_curves; i++)
         rc = hs_index_curve_add(ix, run_id, rows->curve[i].name, rows->curve[i].points,
                                 rows->curve[i].n);

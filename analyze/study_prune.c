@@ -68,9 +68,14 @@ static int on_step(void *ctx, int step, int pruned, double fraction, double loss
 static int pruned_model(hs_model *small, const hs_model *m, const unsigned char *pruned,
                         int structural)
 {
-    if (structural)
+    if (structural && !hs_config_hf_pruning(&m->cfg))
         return hs_prune_structural(small, m, pruned);
-    const hs_model_config *c = &m->cfg;
+    hs_model_config c2 = m->cfg; /* the HF form: pruned_heads, written smaller (pruned.h) */
+    for (int l = 0; structural && l < c2.n_layer; l++)
+        for (int h = 0; h < c2.n_head[l]; h++)
+            if (pruned[(size_t)l * HS_MAX_HEADS + h] && hs_config_prune_head(&c2, l, h))
+                return HS_EINVAL;
+    const hs_model_config *c = &c2;
     const int rc = hs_model_init(small, c);
     if (rc)
         return rc;
@@ -96,6 +101,7 @@ static int write_out(hs_prune_result *r, const hs_prune_study_opts *o, const hs_
     int rc = hs_model_unchanged(m); /* a model of neither version is not written */
     if (!rc)
         rc = pruned_model(&small, m, pruned, o->structural);
+    r->hf_form = o->structural && hs_config_hf_pruning(&m->cfg);
     if (!rc)
         rc = hs_checkpoint_save(&small, o->out);
     char target[1100];

@@ -35,6 +35,8 @@ typedef struct {
     hs_l0_result l0;      /* --method l0 */
     int n_pruned, heads;
     double ms[2];         /* with out: hs_forward_ms of the model and of the written one */
+    int hf_form;          /* with out --structural: written as config.json's pruned_heads
+                             (bert, roberta, gpt2); 0: headscope's own form */
 } hs_prune_result;
 
 /* The percentages in (0, 100] (HS_EINVAL naming them); with out, no

@@ -357,6 +357,28 @@ const char *hs_family_name(hs_family f)
     return f >= 0 && f < HS_FAMILY_COUNT ? names[f] : "headscope";
 }
 
+int hs_config_hf_pruning(const hs_model_config *c)
+{
+    return c->family == HS_FAMILY_BERT || c->family == HS_FAMILY_ROBERTA ||
+           c->family == HS_FAMILY_GPT2;
+}
+
+int hs_config_prune_head(hs_model_config *c, int l, int h)
+{
+    const int key = l * HS_MAX_HEADS + h;
+    int at = 0;
+    while (at < c->n_pruned && c->pruned[at] < key)
+        at++;
+    if (at < c->n_pruned && c->pruned[at] == key)
+        return HS_OK;
+    if (c->n_pruned == HS_MAX_PRUNED)
+        return hs_fail(HS_EINVAL, "more than %d pruned heads", HS_MAX_PRUNED);
+    memmove(c->pruned + at + 1, c->pruned + at, sizeof *c->pruned * (size_t)(c->n_pruned - at));
+    c->pruned[at] = key;
+    c->n_pruned++;
+    return HS_OK;
+}
+
 void hs_config_make_headless(hs_model_config *c)
 {
     c->headless = 1;

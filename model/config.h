@@ -30,6 +30,9 @@ enum { HS_MAX_HEADS = 1024 };
  * per-head windows live in one bounded pool, not an L x HS_MAX_HEADS table. */
 enum { HS_MAX_WINDOW_HEADS = 4096 };
 
+/* The most heads config.json's pruned_heads may name (SPEC §16). */
+enum { HS_MAX_PRUNED = 4096 };
+
 typedef enum {
     HS_FAMILY_HEADSCOPE,
     HS_FAMILY_GPT2,
@@ -140,6 +143,13 @@ typedef struct {
     double hidden_dropout, attn_dropout; /* encoders: as config.json gives them, written back;
                                       inference ignores them and train applies none */
     unsigned given;                /* HS_GIVEN_* keys set by hs_config_override */
+    /* config.json's pruned_heads (bert, roberta, gpt2: SPEC §16): heads the
+     * checkpoint's tensors do not hold, each l * HS_MAX_HEADS + h (original
+     * numbering), ascending. The model keeps every head: a pruned one is
+     * dead (its q, k, v rows and o columns 0), and the loader and writer
+     * move between that and the file's smaller tensors (pruned.h). */
+    int n_pruned;
+    int pruned[HS_MAX_PRUNED];
 } hs_model_config;
 
 /* Keys that presets derive from others (n_kv_head from n_head, head_dim from
@@ -161,6 +171,14 @@ int hs_config_check_network(const hs_model_config *c);
 
 /* The attention configuration of layer l. */
 hs_attn_config hs_config_attn(const hs_model_config *c, int l);
+
+/* 1 when c's family writes pruned heads as config.json's pruned_heads and
+ * smaller tensors (bert, roberta, gpt2: SPEC §16). */
+int hs_config_hf_pruning(const hs_model_config *c);
+
+/* Adds head h of layer l to c->pruned (kept ascending; once). HS_EINVAL
+ * when the list is full. */
+int hs_config_prune_head(hs_model_config *c, int l, int h);
 
 /* An encoder without its masked-LM head (SPEC §16): headless set, and
  * the head's transform, norm and bias gone. */

@@ -86,6 +86,10 @@ void hs_print_prune(FILE *f, const hs_summary *s, const hs_prune_result *r,
         if (out) {
             fprintf(f, ",\"out\":");
             hs_json_string(f, out);
+            fprintf(f, ",\"form\":\"%s\"", !structural ? "dense" : r->hf_form ? "pruned_heads"
+                                                                              : "headscope");
+        }
+        if (out && r->ms[0] > 0) { /* timed on token data */
             fprintf(f, ",\"forward_ms_unpruned\":"), hs_json_number(f, r->ms[0], 4);
             fprintf(f, ",\"forward_ms_pruned\":"), hs_json_number(f, r->ms[1], 4);
         }
@@ -95,7 +99,12 @@ void hs_print_prune(FILE *f, const hs_summary *s, const hs_prune_result *r,
     fprintf(f, "run %lld: pruned %d of %d heads; curve 'pruning'%s%s and mask 'pruned' in %s%s%s\n",
             s->run_id, r->n_pruned, r->heads, metric ? ", " : "", metric ? mc->name : "", s->db,
             out ? "; model in " : "", out ? out : "");
-    if (out)
+    if (out && structural)
+        fprintf(f, "%s\n", r->hf_form ? "written as transformers' pruned_heads (config.json and "
+                                        "smaller q/k/v/o tensors)"
+                                      : "written in headscope's own form: transformers cannot "
+                                        "open it (pruned_heads is bert, roberta and gpt2's)");
+    if (out && r->ms[0] > 0)
         fprintf(f, "forward of one batch (median of 7): %.2f ms unpruned, %.2f ms %s\n",
                 r->ms[0], r->ms[1],
                 structural ? "structurally pruned" : "pruned by zeroed columns (dense)");

@@ -15,6 +15,7 @@
 #include "convert.h"
 #include "family.h"
 #include "json.h"
+#include "pruned.h"
 #include "pytorch.h"
 #include "safetensors.h"
 #include "stored.h"
@@ -95,12 +96,18 @@ typedef struct {
     int n;
     cJSON *index;       /* the parsed index (NULL: one file) */
     char index_path[1024];
+    /* pruned_heads: the files' tensors of layers with pruned heads in their
+     * full shape (expand_pruned), found before the files' own */
+    hs_safetensors expanded;
+    int has_expanded;
 } sources;
 
 static void sources_close(sources *src)
 {
     for (int i = 0; i < src->n; i++)
         hs_st_close(&src->st[i]);
+    if (src->has_expanded)
+        hs_st_close(&src->expanded);
     free(src->st);
     cJSON_Delete(src->index);
     memset(src, 0, sizeof *src);
@@ -224,6 +231,11 @@ void hs_checkpoint_file(const char *dir, char *out, size_t n)
 static const hs_st_tensor *sources_find(const sources *src, const char *name,
                                         const hs_safetensors **file)
 {
+    const hs_st_tensor *full = src->has_expanded ? hs_st_find(&src->expanded, name) : NULL;
+    if (full) {
+        *file = &src->expanded;
+        return full;
+    }
     *file = &src->st[0];
     if (!src->index)
         return hs_st_find(&src->st[0], name);
@@ -427,6 +439,98 @@ static int mlm_head_absent(const hs_model_config *c, const sources *src)
     return !found;
 }
 
+/* ---- pruned_heads (pruned.h) ---------------------------------------------- */
+
+/* A file tensor of a layer with pruned heads and its full shape. */
+typedef struct {
+    const hs_safetensors *st;
+    const hs_st_tensor *t;
+    hs_pruned_span span;
+    int64_t full[2];
+} pruned_tensor;
+
+typedef struct {
+    const hs_model_config *c;
+    const pruned_tensor *p;
+} expand_ctx;
+
+static int emit_expanded(void *ctx, int i, FILE *f)
+{
+    const expand_ctx *e = ctx;
+    const pruned_tensor *p = &e->p[i];
+    const size_t inner = p->t->ndim == 2 ? (size_t)p->t->shape[1] : 1;
+    const size_t n = (size_t)p->t->shape[0] * inner;
+    const size_t all = (size_t)p->full[0] * (p->t->ndim == 2 ? (size_t)p->full[1] : 1);
+    hs_real *in = hs_calloc(n + 1, sizeof *in, "pruned tensor");
+    float *small = hs_calloc(n + 1, sizeof *small, "pruned tensor");
+    float *out = hs_calloc(all + 1, sizeof *out, "pruned tensor");
+    int rc = in && small && out ? hs_st_read(p->st, p->t, 0, n, in) : HS_ENOMEM;
+    for (size_t k = 0; !rc && k < n; k++)
+        small[k] = (float)in[k];
+    if (!rc)
+        rc = hs_pruned_expand(e->c, &p->span, p->full, p->t->ndim, small, out);
+    if (!rc && fwrite(out, sizeof *out, all, f) != all)
+        rc = hs_fail(HS_EIO, "cannot write the expanded tensor %s: %s", p->t->name,
+                     strerror(errno));
+    free(in), free(small), free(out);
+    return rc;
+}
+
+/* Every tensor of the files that holds heads of a layer with pruned heads,
+ * checked against pruned_heads and written in its full shape (zeros at the
+ * pruned heads) to a private file (under $TMPDIR, unlinked once open) that
+ * sources_find reads first: the loads then see every head. */
+static int expand_pruned(sources *src, const hs_model_config *c)
+{
+    int n = 0, rc = HS_OK;
+    for (int i = 0; i < src->n; i++)
+        n += src->st[i].n;
+    pruned_tensor *p = hs_calloc((size_t)n + 1, sizeof *p, "pruned tensors");
+    hs_st_out *out = hs_calloc((size_t)n + 1, sizeof *out, "pruned tensors");
+    if (!p || !out)
+        rc = HS_ENOMEM;
+    int k = 0;
+    for (int i = 0; !rc && i < src->n; i++)
+        for (int j = 0; !rc && j < src->st[i].n; j++) {
+            const hs_st_tensor *t = &src->st[i].t[j];
+            pruned_tensor *q = &p[k];
+            if (!hs_pruned_span_of(c, t->name, t->ndim, &q->span))
+                continue;
+            q->st = &src->st[i], q->t = t;
+            q->full[0] = t->shape[0], q->full[1] = t->ndim == 2 ? t->shape[1] : 0;
+            q->full[q->span.axis] = (int64_t)q->span.blocks * c->n_head[q->span.layer] * c->head_dim;
+            int64_t want[2] = { q->full[0], q->full[1] };
+            hs_pruned_shape(c, &q->span, want);
+            if (t->shape[q->span.axis] != want[q->span.axis])
+                rc = hs_fail(HS_EFORMAT, "%s: tensor %s has %lld along dimension %d, but "
+                                         "config.json's pruned_heads leaves layer %d %lld (%s)",
+                             src->st[i].path, t->name, (long long)t->shape[q->span.axis],
+                             q->span.axis, q->span.layer, (long long)want[q->span.axis],
+                             "the kept heads times head_dim per q | k | v block");
+            out[k] = (hs_st_out){ t->name, "F32", t->ndim, q->full,
+                                  4 * (size_t)q->full[0] * (t->ndim == 2 ? (size_t)q->full[1] : 1) };
+            k++;
+        }
+    char path[1100];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/headscope-pruned-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int fd = rc ? -1 : mkstemp(path);
+    if (!rc && fd < 0)
+        rc = hs_fail(HS_EIO, "%s: cannot create the expanded pruned tensors: %s", path,
+                     strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    expand_ctx e = { c, p };
+    if (!rc)
+        rc = hs_st_write_with(path, out, k, emit_expanded, &e);
+    if (!rc && !(rc = hs_st_open(&src->expanded, path)))
+        src->has_expanded = 1;
+    if (fd >= 0)
+        unlink(path); /* open (or failed): nothing stays behind */
+    free(p), free(out);
+    return rc;
+}
+
 /* m's configuration, table and layout (*ft, *n) with every tensor checked
  * against the files' headers (which hs_st_open has checked against their
  * sizes): a config.json that claims more than the files hold is refused
@@ -444,6 +548,10 @@ static int open_checked(hs_model *m, const char *dir, sources *src, hs_file_tens
         return rc;
     if ((rc = sources_open(src, dir)))
         return rc;
+    if (c.n_pruned && (rc = expand_pruned(src, &c))) {
+        sources_close(src);
+        return rc;
+    }
     if (c.encoder && !c.headless && mlm_head_absent(&c, src))
         hs_config_make_headless(&c);
     m->cfg = c;
@@ -684,15 +792,27 @@ static size_t hs_file_tensor_count(const hs_file_tensor *f)
 typedef struct {
     const hs_model *m;
     const hs_file_tensor *ft;
-    double *scratch; /* largest file tensor */
+    double *scratch, *small; /* largest file tensor, twice */
 } save_ctx;
 
+/* Tensor i in the file's form: pruned_heads' layers without their pruned
+ * heads (pruned.h). */
 static void fill_tensor(void *ctx, int i, float *out)
 {
     const save_ctx *s = ctx;
-    gather(s->m, &s->ft[i], s->scratch);
-    for (size_t k = 0, n = hs_file_tensor_count(&s->ft[i]); k < n; k++)
-        out[k] = (float)s->scratch[k];
+    const hs_file_tensor *f = &s->ft[i];
+    gather(s->m, f, s->scratch);
+    hs_pruned_span span;
+    size_t n = hs_file_tensor_count(f);
+    const double *from = s->scratch;
+    if (hs_pruned_span_of(&s->m->cfg, f->name, f->ndim, &span) &&
+        !hs_pruned_reduce(&s->m->cfg, &span, f->shape, f->ndim, s->scratch, s->small)) {
+        int64_t shape[2] = { f->shape[0], f->shape[1] };
+        hs_pruned_shape(&s->m->cfg, &span, shape);
+        n = (size_t)shape[0] * (f->ndim == 2 ? (size_t)shape[1] : 1), from = s->small;
+    }
+    for (size_t k = 0; k < n; k++)
+        out[k] = (float)from[k];
 }
 
 int hs_checkpoint_export(const hs_model *m, const char *file_name, double *out, size_t cap,
@@ -767,16 +887,22 @@ int hs_checkpoint_save(const hs_model *m, const char *dir)
         free(ft);
         return HS_ENOMEM;
     }
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         specs[i] = (hs_st_spec){ ft[i].name, ft[i].ndim, { ft[i].shape[0], ft[i].shape[1] } };
+        hs_pruned_span span; /* pruned_heads: the kept heads only */
+        if (hs_pruned_span_of(&m->cfg, ft[i].name, ft[i].ndim, &span))
+            hs_pruned_shape(&m->cfg, &span, specs[i].shape);
+    }
     size_t largest = 1;
     for (int i = 0; i < n; i++)
         largest = hs_file_tensor_count(&ft[i]) > largest ? hs_file_tensor_count(&ft[i]) : largest;
     char path[1024];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    save_ctx ctx = { m, ft, hs_calloc(largest, sizeof(double), "checkpoint write buffer") };
-    rc = ctx.scratch ? hs_st_write(path, specs, n, fill_tensor, &ctx) : HS_ENOMEM;
+    save_ctx ctx = { m, ft, hs_calloc(largest, sizeof(double), "checkpoint write buffer"),
+                     hs_calloc(largest, sizeof(double), "checkpoint write buffer") };
+    rc = ctx.scratch && ctx.small ? hs_st_write(path, specs, n, fill_tensor, &ctx) : HS_ENOMEM;
     free(ctx.scratch);
+    free(ctx.small);
     free(specs);
     free(ft);
     if (rc)

@@ -1,6 +1,7 @@
 #include "config_json.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -148,6 +149,45 @@ int hs_cfg_layers_ok(const hs_cfg_reader *r, const char *key, int n_layer)
     if (n_layer < 1 || n_layer > HS_MAX_LAYERS)
         return hs_fail(HS_EFORMAT, "%s: %s=%d outside 1..%d", r->path, key, n_layer,
                        HS_MAX_LAYERS);
+    return HS_OK;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+int hs_cfg_pruned_heads(hs_cfg_reader *r, hs_model_config *c)
+{
+    const cJSON *o = hs_cfg_lookup(r, "pruned_heads"), *layer, *h;
+    c->n_pruned = 0;
+    if (!o || cJSON_IsNull(o))
+        return HS_OK;
+    if (!cJSON_IsObject(o))
+        return hs_fail(HS_EFORMAT, "%s: pruned_heads must be an object {\"layer\": [heads]}",
+                       r->path);
+    cJSON_ArrayForEach(layer, o)
+    {
+        char *end;
+        const long l = strtol(layer->string, &end, 10);
+        if (end == layer->string || *end || l < 0 || l >= c->n_layer || !cJSON_IsArray(layer))
+            return hs_fail(HS_EFORMAT, "%s: pruned_heads: \"%.40s\" is not a layer 0..%d with a "
+                                       "list of heads", r->path, layer->string, c->n_layer - 1);
+        cJSON_ArrayForEach(h, layer)
+        {
+            if (!cJSON_IsNumber(h) || h->valuedouble != (int)h->valuedouble || h->valuedouble < 0 ||
+                h->valuedouble >= c->n_head[l] || c->n_pruned == HS_MAX_PRUNED)
+                return hs_fail(HS_EFORMAT, "%s: pruned_heads: layer %ld lists a head outside "
+                                           "0..%d (or more than %d heads in all)",
+                               r->path, l, c->n_head[l] - 1, HS_MAX_PRUNED);
+            c->pruned[c->n_pruned++] = (int)l * HS_MAX_HEADS + (int)h->valuedouble;
+        }
+    }
+    qsort(c->pruned, (size_t)c->n_pruned, sizeof *c->pruned, by_value);
+    for (int i = 1; i < c->n_pruned; i++)
+        if (c->pruned[i] == c->pruned[i - 1])
+            return hs_fail(HS_EFORMAT, "%s: pruned_heads: layer %d lists head %d twice", r->path,
+                           c->pruned[i] / HS_MAX_HEADS, c->pruned[i] % HS_MAX_HEADS);
     return HS_OK;
 }
 
@@ -332,6 +372,22 @@ int hs_cfg_hf_decoder(hs_cfg_reader *r, hs_model_config *c, const hs_hf_defaults
     c->norm = HS_NORM_RMSNORM;
     c->final_norm = 1;
     return HS_OK;
+}
+
+void hs_cfg_add_pruned_heads(cJSON *o, const hs_model_config *c)
+{
+    if (!c->n_pruned)
+        return;
+    cJSON *p = cJSON_AddObjectToObject(o, "pruned_heads"), *list = NULL;
+    for (int i = 0, last = -1; i < c->n_pruned; i++) {
+        const int l = c->pruned[i] / HS_MAX_HEADS;
+        if (l != last) {
+            char key[16];
+            snprintf(key, sizeof key, "%d", l);
+            list = cJSON_AddArrayToObject(p, key), last = l;
+        }
+        cJSON_AddItemToArray(list, cJSON_CreateNumber(c->pruned[i] % HS_MAX_HEADS));
+    }
 }
 
 void hs_cfg_add_per_layer(cJSON *o, const char *key, const hs_model_config *c, const int *v)

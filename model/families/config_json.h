@@ -60,6 +60,11 @@ int hs_cfg_per_layer(hs_cfg_reader *r, const char *key, int n_layer, unsigned fl
 /* n_layer read from key lies in 1..HS_MAX_LAYERS (named by key). */
 int hs_cfg_layers_ok(const hs_cfg_reader *r, const char *key, int n_layer);
 
+/* pruned_heads ({"layer": [head, ...]}, HF's form) into c->pruned, after
+ * n_layer and n_head are read: null, {} or absent is none; a layer or
+ * head out of range, or a head twice, is HS_EFORMAT naming the key. */
+int hs_cfg_pruned_heads(hs_cfg_reader *r, hs_model_config *c);
+
 /* Query heads share key/value heads in equal groups: H_l % G_l == 0, named
  * with the family's keys. */
 int hs_cfg_check_groups(const hs_cfg_reader *r, const hs_model_config *c, const char *hkey,
@@ -117,6 +122,9 @@ int hs_cfg_head_dim(hs_cfg_reader *r, hs_model_config *c, int dflt);
 
 /* key as one number when every layer has the same v[l], else a list. */
 void hs_cfg_add_per_layer(cJSON *o, const char *key, const hs_model_config *c, const int *v);
+
+/* c->pruned as config.json's pruned_heads ({"layer": [heads]}), when any. */
+void hs_cfg_add_pruned_heads(cJSON *o, const hs_model_config *c);
 
 /* key: id, or null for -1 (none). */
 void hs_cfg_add_token_id(cJSON *o, const char *key, int id);

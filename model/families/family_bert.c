@@ -34,6 +34,7 @@ static int parse(hs_model_config *c, hs_cfg_reader *r)
         (rc = hs_cfg_int(r, "num_hidden_layers", 0, LAYERS, &c->n_layer)) ||
         (rc = hs_cfg_layers_ok(r, "num_hidden_layers", c->n_layer)) ||
         (rc = hs_cfg_per_layer(r, "num_attention_heads", c->n_layer, 0, HEADS, 0, c->n_head)) ||
+        (rc = hs_cfg_pruned_heads(r, c)) ||
         (rc = hs_cfg_int(r, "intermediate_size", 0, FF, &c->d_ff)) ||
         (rc = hs_cfg_int(r, "max_position_embeddings", 0, POSITIONS, &positions)) ||
         (rc = hs_cfg_int(r, "type_vocab_size", 0, 2, &c->type_vocab)) ||
@@ -102,6 +103,7 @@ static void write(cJSON *o, const hs_model_config *c)
                                : (c->headless ? "BertModel" : "BertForMaskedLM");
     cJSON_AddItemToArray(arch, cJSON_CreateString(name));
     cJSON_AddNumberToObject(o, "attention_probs_dropout_prob", c->attn_dropout);
+    hs_cfg_add_pruned_heads(o, c);
     cJSON_AddStringToObject(o, "hidden_act", "gelu");
     cJSON_AddNumberToObject(o, "hidden_dropout_prob", c->hidden_dropout);
     cJSON_AddNumberToObject(o, "hidden_size", c->d_model);

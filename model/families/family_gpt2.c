@@ -19,7 +19,8 @@ static int parse(hs_model_config *c, hs_cfg_reader *r)
         (rc = hs_cfg_double(r, "initializer_range", HS_CFG_NULL_DEFAULT, 0.02, &c->init_std)) ||
         (rc = hs_cfg_bool(r, "tie_word_embeddings", HS_CFG_NULL_FALSE, 1, &c->tie_embeddings)) ||
         (rc = hs_cfg_layers_ok(r, "n_layer", c->n_layer)) ||
-        (rc = hs_cfg_per_layer(r, "n_head", c->n_layer, HS_CFG_REQUIRED, 0, 0, c->n_head)))
+        (rc = hs_cfg_per_layer(r, "n_head", c->n_layer, HS_CFG_REQUIRED, 0, 0, c->n_head)) ||
+        (rc = hs_cfg_pruned_heads(r, c)))
         return rc;
     const cJSON *act = hs_cfg_lookup(r, "activation_function");
     if (act && !(cJSON_IsString(act) && (!strcmp(act->valuestring, "gelu_new") ||
@@ -61,6 +62,7 @@ static void write(cJSON *o, const hs_model_config *c)
     cJSON_AddNumberToObject(o, "layer_norm_epsilon", c->norm_eps);
     cJSON_AddNumberToObject(o, "initializer_range", c->init_std);
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
+    hs_cfg_add_pruned_heads(o, c);
 }
 
 static int fits(const hs_model_config *c)

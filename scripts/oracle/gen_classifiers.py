@@ -13,7 +13,9 @@ classifier.dense / out_proj; GPT2ForSequenceClassification's and
 LlamaForSequenceClassification's score, no bias) and no language-model head.
 The expected outputs come from the PyTorch forwards below, written here
 from transformers' modeling_bert / modeling_roberta / modeling_gpt2 /
-modeling_llama (float64, one thread), not from headscope's code; zfn(layer,
+modeling_llama (float64, one thread), not from headscope's code; a layer's
+heads are as many as its projections hold (HF's rule for pruned_heads: the
+kept heads' rows, ascending); zfn(layer,
 z) (optional) sees and may replace each layer's head outputs z (B, H, T, dh)
 before they merge (the ablations and gates of tests/task_heads_oracle.py):
 
@@ -105,11 +107,12 @@ def encoder_hidden(W, c, idx, roberta, zfn=None):
 
     for i in range(c["num_hidden_layers"]):
         q = f"{p}encoder.layer.{i}."
-        heads = lambda y: y.view(Bn, Tn, H, dh).permute(0, 2, 1, 3)
+        Hl = W[q + "attention.self.query.weight"].shape[0] // dh  # fewer with pruned_heads
+        heads = lambda y: y.view(Bn, Tn, Hl, dh).permute(0, 2, 1, 3)
         qq, kk, vv = (heads(lin(x, q + "attention.self." + s)) for s in ("query", "key", "value"))
         probs = torch.softmax(qq @ kk.transpose(-1, -2) / math.sqrt(dh) + ext, dim=-1)
         ctx = probs @ vv
-        ctx = (zfn(i, ctx) if zfn else ctx).permute(0, 2, 1, 3).reshape(Bn, Tn, D)
+        ctx = (zfn(i, ctx) if zfn else ctx).permute(0, 2, 1, 3).reshape(Bn, Tn, Hl * dh)
         x = ln(lin(ctx, q + "attention.output.dense") + x, W[q + "attention.output.LayerNorm.weight"],
                W[q + "attention.output.LayerNorm.bias"], eps)
         inter = F.gelu(lin(x, q + "intermediate.dense"))
@@ -129,10 +132,11 @@ def gpt2_hidden(W, c, idx, zfn=None):
         q = f"h.{i}."
         h = ln(x, W[q + "ln_1.weight"], W[q + "ln_1.bias"], eps)
         qkv = h @ W[q + "attn.c_attn.weight"] + W[q + "attn.c_attn.bias"]  # Conv1D: x W + b
-        heads = [t.view(Bn, Tn, H, dh).permute(0, 2, 1, 3) for t in qkv.split(D, dim=-1)]
+        Hl = qkv.shape[-1] // 3 // dh  # fewer with pruned_heads
+        heads = [t.view(Bn, Tn, Hl, dh).permute(0, 2, 1, 3) for t in qkv.split(Hl * dh, dim=-1)]
         probs = torch.softmax(heads[0] @ heads[1].transpose(-1, -2) / math.sqrt(dh) + causal, -1)
         ctx = probs @ heads[2]
-        ctx = (zfn(i, ctx) if zfn else ctx).permute(0, 2, 1, 3).reshape(Bn, Tn, D)
+        ctx = (zfn(i, ctx) if zfn else ctx).permute(0, 2, 1, 3).reshape(Bn, Tn, Hl * dh)
         x = x + ctx @ W[q + "attn.c_proj.weight"] + W[q + "attn.c_proj.bias"]
         h = ln(x, W[q + "ln_2.weight"], W[q + "ln_2.bias"], eps)
         x = x + gelu_new(h @ W[q + "mlp.c_fc.weight"] + W[q + "mlp.c_fc.bias"]) @ \
