@@ -12,6 +12,7 @@
 #include "metrics.h"
 #include "study.h"
 #include "study_train.h"
+#include "task_heads.h"
 
 typedef struct {
     const hs_train_study_opts *o;
@@ -66,7 +67,7 @@ int hs_train_study(hs_train_result *r, hs_model *m, const hs_tokens *data,
     snprintf(t.train_loss.name, sizeof t.train_loss.name, "%s", HS_METRIC(TRAIN_LOSS));
     hs_train_opts to = o->train;
     to.on_step = on_step, to.on_val = on_val, to.ctx = &t;
-    int rc = hs_train(m, data, &to);
+    int rc = o->task ? hs_task_train(m, o->task, &to) : hs_train(m, data, &to);
     r->seconds = hs_now() - t.start;
     hs_curve_writer_flush(&t.train_loss);
     note_failure(&t);

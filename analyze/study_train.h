@@ -11,6 +11,8 @@ typedef struct {
      * val_batches and stop as hs_train takes them (its on_step, on_val and
      * ctx are the study's own) */
     hs_train_opts train;
+    const struct hs_task *task; /* train --task: fine-tune the classifier on it (hs_task_train);
+                                   NULL: the token data */
     const char *out; /* the checkpoint directory written (it exists) */
     /* curves train_loss (x = tokens seen) and val_loss of this run (ix NULL:
      * not recorded), and the written model as its artifact */

@@ -333,7 +333,7 @@ int hs_task_run(double *out, const hs_model *m, const hs_task *t, int batch,
                 const hs_hooks *hooks)
 {
     hs_acts a;
-    int rc = hs_acts_alloc(&a, &m->cfg, batch, t->T, HS_ACTS_INFER);
+    int rc = hs_acts_alloc(&a, &m->cfg, batch, t->T, HS_ACTS_LOSS);
     if (rc)
         return rc;
     int *ex = hs_calloc((size_t)batch * 2, sizeof *ex, "task batch"), *pool = ex + batch;

@@ -63,10 +63,10 @@ int hs_task_run(double *out, const hs_model *m, const hs_task *t, int batch,
 
 /* The classifier's outputs on the nb examples ex[0..nb) (a batch of
  * them, right-padded to t->T, into ids: nb x T) in a (allocated for at
- * least nb rows of t->T: HS_ACTS_INFER, or HS_ACTS_TRAIN for a backward
- * after it) into out (nb x k, in the task's label order), the forward with
- * hooks (may be NULL); pool (nb) gets each sequence's pooled row
- * (hs_classify_backward's). */
+ * least nb rows of t->T: HS_ACTS_LOSS or HS_ACTS_INFER, or HS_ACTS_TRAIN
+ * for a backward after it) into out (nb x k, in the task's label order),
+ * the forward with hooks (may be NULL); pool (nb) gets each sequence's
+ * pooled row (hs_classify_backward's). */
 int hs_task_forward(hs_acts *a, double *out, int *pool, int32_t *ids, const hs_model *m,
                     const hs_task *t, const int *ex, int nb, const hs_hooks *hooks);
 

@@ -1,10 +1,13 @@
 #include "task_heads.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ablate.h"
+#include "config_file.h"
+#include "memory.h"
 #include "optim.h"
 #include "rng.h"
 #include "transformer.h"
@@ -37,7 +40,8 @@ static void pass_free(pass *p)
     memset(p, 0, sizeof *p);
 }
 
-/* mode: HS_ACTS_INFER, or HS_ACTS_TRAIN for backwards. */
+/* mode: HS_ACTS_LOSS (a forward: two layers' buffers in turn), or HS_ACTS_TRAIN
+ * for backwards. */
 static int pass_init(pass *p, const hs_model *m, const hs_task *t, int batch, int mode)
 {
     memset(p, 0, sizeof *p);
@@ -80,10 +84,11 @@ static int pass_run(pass *p, double *out, const hs_hooks *hooks)
 }
 
 /* The forward and backward of sum_b scale * L(example ex[b]) over the
- * batch p->ex[0..nb): gate gradients into dgates; p->out holds the outputs
- * and loss (may be NULL) the batch's summed loss. */
+ * batch p->ex[0..nb): gate gradients into dgates, weight gradients into
+ * grads (each may be NULL); p->out holds the outputs and loss (may be
+ * NULL) the batch's summed loss. */
 static int pass_backward(pass *p, int nb, const hs_hooks *hooks, hs_real *const *dgates,
-                         double scale, double *loss)
+                         hs_weights *grads, double scale, double *loss)
 {
     const hs_task *t = p->t;
     const int K = t->k;
@@ -100,9 +105,9 @@ static int pass_backward(pass *p, int nb, const hs_hooks *hooks, hs_real *const 
     if (loss)
         *loss = sum;
     if (!rc)
-        rc = hs_classify_backward(p->dhid, NULL, p->dlog, &p->a, p->m, p->pool);
+        rc = hs_classify_backward(p->dhid, grads, p->dlog, &p->a, p->m, p->pool);
     if (!rc)
-        rc = hs_backward_hidden(NULL, dgates, &p->a, p->m, p->ids, p->dhid, hooks);
+        rc = hs_backward_hidden(grads, dgates, &p->a, p->m, p->ids, p->dhid, hooks);
     return rc;
 }
 
@@ -270,7 +275,7 @@ int hs_task_ablate(hs_head_table *tb, const hs_model *m, const hs_task *t,
         return hs_fail(HS_EUNSUPPORTED, "ablate --task: attention \"mla\" is not measured on "
                                         "tasks yet");
     pass p;
-    int rc = pass_init(&p, m, t, o->batch, HS_ACTS_INFER);
+    int rc = pass_init(&p, m, t, o->batch, HS_ACTS_LOSS);
     if (rc)
         return rc;
     const size_t nk = (size_t)t->n * t->k;
@@ -348,7 +353,7 @@ int hs_task_importance(hs_importance *r, const hs_model *m, const hs_task *t, in
         for (int l = 0; l < c->n_layer; l++)
             memset(dxi[l], 0, sizeof(hs_real) * p.batch * c->n_head[l]);
         /* scale 1: each example's gate gradient is that of its own loss */
-        rc = pass_backward(&p, nb, &hooks, dxi, 1, NULL);
+        rc = pass_backward(&p, nb, &hooks, dxi, NULL, 1, NULL);
         for (int l = 0; !rc && l < c->n_layer; l++)
             for (int b = 0; b < nb; b++)
                 for (int h = 0; h < c->n_head[l]; h++)
@@ -462,7 +467,7 @@ int hs_task_l0(hs_l0_result *r, const hs_model *m, const hs_task *t, const hs_l0
         l0_draw(xi, s, pre, la, &rng, c);
         for (int l = 0; l < c->n_layer; l++)
             memset(dxi[l], 0, sizeof(hs_real) * c->n_head[l]);
-        if ((rc = pass_backward(&p, p.batch, &hooks, dxi, 1.0 / p.batch, NULL)))
+        if ((rc = pass_backward(&p, p.batch, &hooks, dxi, NULL, 1.0 / p.batch, NULL)))
             break;
         for (int l = 0, k = 0; l < c->n_layer; l++)
             for (int h = 0; h < c->n_head[l]; h++, k++) {
@@ -489,4 +494,95 @@ int hs_task_l0(hs_l0_result *r, const hs_model *m, const hs_task *t, const hs_l0
     if (rc)
         hs_l0_result_free(r);
     return rc;
+}
+
+/* ---- fine-tuning ------------------------------------------------------------ */
+
+int hs_task_train(hs_model *m, const hs_task *t, const hs_train_opts *o)
+{
+    if (o->steps < 1 || !(o->lr > 0))
+        return hs_fail(HS_EINVAL, "train --task: --steps and --lr must be positive");
+    pass p;
+    int rc = pass_init(&p, m, t, o->B, HS_ACTS_TRAIN);
+    if (rc)
+        return rc;
+    const size_t n = m->n_params;
+    hs_real *buf = hs_calloc_held(n, sizeof *buf, "gradients");
+    hs_adam adam = { 0 };
+    hs_weights g;
+    rc = buf ? hs_adam_init(&adam, n, o->lr, o->weight_decay) : HS_ENOMEM;
+    if (!rc)
+        hs_weights_bind(&g, &m->cfg, buf);
+    for (long step = 0, next = 0; !rc && step < o->steps; step++) {
+        if (o->stop && *o->stop) {
+            rc = hs_fail(HS_EINTR, "interrupted after %ld of %ld steps", step, o->steps);
+            break;
+        }
+        for (int b = 0; b < p.batch; b++)
+            p.ex[b] = (int)((next + b) % t->n);
+        next = (next + p.batch) % t->n;
+        double loss;
+        if ((rc = pass_backward(&p, p.batch, NULL, NULL, &g, 1.0 / p.batch, &loss)))
+            break;
+        loss /= p.batch;
+        if (!isfinite(loss)) {
+            rc = hs_fail(HS_EINVAL, "train --task: the task loss is %g at step %ld (diverged)",
+                         loss, step);
+            break;
+        }
+        if (o->clip > 0) { /* torch.nn.utils.clip_grad_norm_ */
+            double ss = 0;
+            for (size_t i = 0; i < n; i++)
+                ss += (double)buf[i] * buf[i];
+            const double coef = o->clip / (sqrt(ss) + 1e-6);
+            for (size_t i = 0; coef < 1 && i < n; i++)
+                buf[i] *= (hs_real)coef;
+        }
+        adam.lr = o->warmup > 0 && step < o->warmup ? o->lr * (double)(step + 1) / o->warmup : o->lr;
+        hs_adam_step_zero(&adam, m->params, buf);
+        if (o->on_step)
+            o->on_step(o->ctx, step, loss, adam.lr);
+    }
+    hs_adam_free(&adam);
+    hs_free_held(buf, n, sizeof *buf);
+    pass_free(&p);
+    return rc;
+}
+
+int hs_task_add_head(hs_model *out, const hs_model *m, int k, unsigned long long seed)
+{
+    hs_model_config c = m->cfg;
+    if (k < 1 || k > HS_MAX_LABELS)
+        return hs_fail(HS_EINVAL, "--num-labels %d: 1 to %d labels", k, HS_MAX_LABELS);
+    if (!hs_config_classifies(&c))
+        return hs_fail(HS_EUNSUPPORTED, "--num-labels: %s has no sequence-classification head "
+                                        "(SPEC §16: bert, roberta, gpt2, llama, mistral, qwen2, "
+                                        "qwen3, gemma, gemma2)",
+                       hs_family_name(c.family));
+    c.n_labels = k, c.problem = 0, c.headless = 1, c.lm_head_bias = 0;
+    if (c.encoder)
+        c.mlm_transform = c.final_norm = 0;
+    for (int j = 0; j < k; j++) /* transformers' default id2label */
+        snprintf(c.label_names[j], HS_LABEL_CHARS, "LABEL_%d", j);
+    int rc = hs_model_widen(m);
+    if (!rc)
+        rc = hs_model_init(out, &c);
+    if (rc)
+        return rc;
+    hs_rng rng;
+    hs_rng_seed(&rng, seed);
+    for (int i = 0; i < out->n_tensors; i++) { /* the body by name; a new head N(0, init_std) */
+        const hs_tensor_info *ti = &out->tensors[i];
+        const int src = hs_model_find(m, ti->name);
+        hs_real *dst = out->params + ti->offset;
+        const int replaced = !strncmp(ti->name, "cls.out.", 8) && m->cfg.n_labels != k;
+        if (src >= 0 && !replaced) {
+            memcpy(dst, m->params + m->tensors[src].offset, sizeof(hs_real) * ti->size);
+            continue;
+        }
+        const int bias = ti->ndim == 1;
+        for (size_t e = 0; e < ti->size; e++)
+            dst[e] = bias ? 0 : (hs_real)(hs_rng_normal(&rng) * c.init_std);
+    }
+    return HS_OK;
 }

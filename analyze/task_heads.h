@@ -13,6 +13,7 @@
 #include "importance.h"
 #include "stats.h"
 #include "task.h"
+#include "train.h"
 
 /* The unablated model's numbers on t (hs_task_numbers) as model-wide rows
  * of tb, batch examples a forward; r (may be NULL) gets them. */
@@ -90,5 +91,18 @@ typedef struct {
  * numbers with them. r is initialised here; free it with hs_l0_result_free. */
 int hs_task_l0(hs_l0_result *r, const hs_model *m, const hs_task *t, const hs_l0_opts *o);
 void hs_l0_result_free(hs_l0_result *r);
+
+/* Fine-tunes m (float parameters) on t: each step the next B examples (in
+ * file order, wrapping), their mean task loss, Adam (AdamW with
+ * weight_decay) on every parameter, the classifier's included; warmup and
+ * clip as hs_train's, on_step each step (o->val is not read). */
+int hs_task_train(hs_model *m, const hs_task *t, const hs_train_opts *o);
+
+/* m with a new sequence-classification head of k labels (SPEC §16: train
+ * --num-labels): the language-model head gone, the classifier (and an
+ * encoder's pooler, where m has none) drawn N(0, init_std) from seed,
+ * biases 0, id2label LABEL_0 .. LABEL_k-1; a head of m with k outputs is
+ * kept. out is initialised here. HS_EUNSUPPORTED for a family without one. */
+int hs_task_add_head(hs_model *out, const hs_model *m, int k, unsigned long long seed);
 
 #endif

@@ -252,7 +252,8 @@ static int train_checks(const hs_train_study_opts *so, const char *data, const c
                         const char *init, int noverrides, int force)
 {
     if (!so->out || !data)
-        return cli_usage_error("train", "--out DIR and --data FILE (or --text FILE) are required");
+        return cli_usage_error("train", "--out DIR and --data FILE (or --text FILE, or --task "
+                                        "FILE.jsonl) are required");
     if (!preset == !init)
         return cli_usage_error("train", "give exactly one of --preset P and --init DIR");
     if (init && noverrides)
@@ -264,12 +265,42 @@ static int train_checks(const hs_train_study_opts *so, const char *data, const c
     return hs_output_free(target, force) ? cli_run_error("train") : 0;
 }
 
+/* train --task (SPEC §16): m (with a new head of num_labels outputs when
+ * given) fine-tuned on the task, into a run of db. The exit status. */
+static int train_task(hs_model *m, const cli_task *task, int num_labels, long seed,
+                      hs_train_study_opts *so, const char *tokenizer, const char *init,
+                      const char *db, const opt *o, int n, int argc, char **argv, int json)
+{
+    hs_model with_head = { 0 };
+    if (num_labels && hs_task_add_head(&with_head, m, num_labels, (unsigned long long)seed))
+        return cli_run_error("train");
+    if (num_labels)
+        hs_model_free(m), *m = with_head;
+    hs_inputs_spec in = { .seq_len = so->train.T };
+    hs_task_opts to;
+    hs_tokenizer *tk = NULL;
+    hs_task t = { 0 };
+    hs_run *run = NULL;
+    int rc = cli_task_opts(&to, task, &in);
+    if (!rc)
+        rc = hs_tokenizer_resolve(&tk, tokenizer, init) || hs_task_load(&t, &to, &m->cfg, tk) ||
+                     cli_run_open(&run, db, 0, NULL, task->path, o, n, argc, argv)
+                 ? cli_run_error("train")
+                 : (so->task = &t, train_run(m, NULL, so, run, db, json));
+    hs_task_free(&t);
+    if (tk)
+        hs_tokenizer_free(tk);
+    return rc;
+}
+
 static int cmd_train(int argc, char **argv)
 {
     const char *preset = NULL, *init = NULL, *db = NULL;
     hs_source src = { 0 }, vsrc = { 0 };
     int threads = 0, json = 0, force = 0;
     long seed = 1;
+    cli_task task = { 0 };
+    int num_labels = 0;
     hs_train_study_opts so = { .train = { .B = 4, .steps = 100, .lr = 1e-3, .val_batches = 8 } };
     hs_train_opts *to = &so.train;
     long val_batches = 8;
@@ -293,6 +324,8 @@ static int cmd_train(int argc, char **argv)
         { "--val-every", OPT_LONG, &to->val_every, 0, "N", "validate every N steps (default: steps/10)", 0 },
         { "--val-batches", OPT_LONG, &val_batches, 0, "N", "validation batches (0: all)", 0 },
         OPT_DB_AS(&db, "SQLite index for the run and its loss curves"),
+        OPT_TASK(&task),
+        { "--num-labels", OPT_INT, &num_labels, 0, "K", "--task: a new classification head of K labels", 0 },
         OPT_THREADS(&threads),
         { "--force", OPT_FLAG, &force, 0, NULL, "overwrite an existing checkpoint in --out", 0 },
         OPT_JSON(&json),
@@ -303,7 +336,7 @@ static int cmd_train(int argc, char **argv)
     int rc = cli_opts_parse("train", o, n, argc, argv, overrides, 64, &noverrides);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const char *data = hs_source_path(&src), *val = hs_source_path(&vsrc);
+    const char *data = task.path ? task.path : hs_source_path(&src), *val = hs_source_path(&vsrc);
     if ((rc = train_checks(&so, data, preset, init, noverrides, force)))
         return rc;
     if (threads)
@@ -312,6 +345,12 @@ static int cmd_train(int argc, char **argv)
     if ((rc = train_model(&m, &to->T, preset, overrides, noverrides, seed,
                           cli_opts_given(o, n, "--seed"), init)))
         return rc;
+    if (task.path) {
+        rc = train_task(&m, &task, num_labels, seed, &so, src.tokenizer, init, db, o, n, argc, argv,
+                        json);
+        hs_model_free(&m);
+        return rc;
+    }
     hs_tokens tok = { 0 }, vtok = { 0 };
     to->val = val ? &vtok : NULL, to->val_batches = (size_t)val_batches;
     to->val_every = to->val_every ? to->val_every : (to->steps >= 10 ? to->steps / 10 : 1);
@@ -335,7 +374,12 @@ static const opt_rule tokens_rules[] = {
 };
 
 static const opt_rule train_rules[] = {
-    OPT_VAL_TEXT_RULES,
+    OPT_TEXT_RULE_DATA,
+    { "--text|--val-text|--task", OPTS_NEEDS, "--tokenizer", "it tokenizes the text" },
+    { "--val-text", OPTS_EXCLUDES, "--val", "one validation set" },
+    { "--task", OPTS_EXCLUDES, "--data,--text,--val,--val-text,--val-every,--val-batches",
+      "a task's examples are its own" },
+    { "--task", OPTS_NEEDS, "--num-labels,--metric,--truncate,--label-map", "they concern a task" },
     { "--val|--val-text", OPTS_NEEDS, "--val-every,--val-batches",
       "they set the validation on --val" },
 };

@@ -41,9 +41,9 @@ pruned_checkpoints_load() {
     for m in "bert:40:3:0:1,3;1:2" "roberta:40:2:1:0,1,2" "gpt2:48:3:0:0;1:1,2,3"; do
         IFS=: read -r m V K spec <<<"$m"
         task "$m" "$V" "$K" 9
-        "$PY" "$REF" make "$C/$m" "p_$m" "$spec" || bad "$m: the reference could not prune" ||
+        py "$REF" make "$C/$m" "p_$m" "$spec" || bad "$m: the reference could not prune" ||
             return 1
-        want=$("$PY" "$REF" eval "p_$m" "$m.jsonl") || bad "$m: the reference eval" || return 1
+        want=$(py "$REF" eval "p_$m" "$m.jsonl") || bad "$m: the reference eval" || return 1
         hs eval --model "p_$m" --task "$m.jsonl" --batch 4 --json
         expect_rc 0 "eval --task of pruned $m" || return 1
         same "$OUT" "$want" || bad "pruned $m: $OUT, reference $want" || return 1
@@ -52,7 +52,7 @@ pruned_checkpoints_load() {
 
 rows_keep_original_numbers() {
     task bert 40 3 9
-    "$PY" "$REF" make "$C/bert" pb "0:1,3;1:2" || return 1
+    py "$REF" make "$C/bert" pb "0:1,3;1:2" || return 1
     hs ablate --model pb --task bert.jsonl --db r.db --method zero --json
     expect_rc 0 "ablate a pruned model" || return 1
     hs importance --model pb --task bert.jsonl --db r.db --json
@@ -74,7 +74,7 @@ structural_writes_transformers_form() {
     expect_rc 0 "prune --structural --out" || return 1
     expect_grep "$OUT" '"form":"pruned_heads"' "the summary names the form" || return 1
     local mask last got want
-    "$PY" "$REF" same hf "$C/bert" >same.txt 2>&1 || bad "$(cat same.txt)" || return 1
+    py "$REF" same hf "$C/bert" >same.txt 2>&1 || bad "$(cat same.txt)" || return 1
     mask=$(py -c 'import sqlite3
 print(",".join("%d:%d" % r for r in sqlite3.connect("r.db").execute("select layer, head from "
       "head_metrics where metric = \"pruned\" and value = 1 order by layer, head")))')
@@ -82,7 +82,7 @@ print(",".join("%d:%d" % r for r in sqlite3.connect("r.db").execute("select laye
 p = json.load(open("hf/config.json"))["pruned_heads"]
 print(",".join("%s:%d" % (l, h) for l in sorted(p, key=int) for h in p[l]))')" "$mask" \
         "pruned_heads is the run's mask" || return 1
-    want=$("$PY" "$REF" eval hf bert.jsonl) || return 1
+    want=$(py "$REF" eval hf bert.jsonl) || return 1
     last=$(py -c 'import json, sys
 c = json.loads(sys.argv[1])["curve"][-1]
 print(json.dumps({"task_loss": c["loss"], "accuracy": c["accuracy"]}))' "$OUT")
@@ -94,7 +94,7 @@ print(json.dumps({"task_loss": c["loss"], "accuracy": c["accuracy"]}))' "$OUT")
     hs prune --model hf --task bert.jsonl --db r.db --step-percent 75 --max-percent 75 \
         --out hf2 --structural --json
     expect_rc 0 "prune a pruned model" || return 1
-    "$PY" "$REF" same hf2 "$C/bert" >same.txt 2>&1 || bad "hf2: $(cat same.txt)" || return 1
+    py "$REF" same hf2 "$C/bert" >same.txt 2>&1 || bad "hf2: $(cat same.txt)" || return 1
     # llama keeps headscope's form and says so
     task l 48 4 6
     hs prune --model "$C/llama" --task l.jsonl --db r.db --step-percent 50 --max-percent 50 \
@@ -104,7 +104,7 @@ print(json.dumps({"task_loss": c["loss"], "accuracy": c["accuracy"]}))' "$OUT")
 }
 
 bad_pruned_heads_are_refused() {
-    "$PY" "$REF" make "$C/bert" pb "0:1,3" || return 1
+    py "$REF" make "$C/bert" pb "0:1,3" || return 1
     cp -r pb bad1 && py -c 'import json
 c = json.load(open("bad1/config.json")); c["pruned_heads"] = {"0": [1]}
 json.dump(c, open("bad1/config.json", "w"))'

@@ -5,8 +5,10 @@
 # of tests/task_heads_oracle.py, row by row; zero and mean ablation do not
 # depend on the batching; a planted classifier (tests/planted_task.py: one
 # head alone carries the label) is singled out by ablation, importance,
-# pruning and L0 gates; the L0 rows keep SPEC's gate formula; the options
-# that cannot apply are refused before a run is recorded.
+# pruning and L0 gates; the L0 rows keep SPEC's gate formula; `train
+# --task` takes PyTorch's Adam steps (tests/task_train_oracle.py) and
+# --num-labels writes a classifier transformers loads; the options that
+# cannot apply are refused before a run is recorded.
 SUITE=task_heads
 . "$(dirname "$0")/lib.sh"
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -48,7 +50,7 @@ task_heads_equal_torch() {
         expect_rc 0 "ablate --task $m" || return 1
         hs importance --model "$C/$m" --task "$m.jsonl" --db "$m.db" --batch 3 --json
         expect_rc 0 "importance --task $m" || return 1
-        "$PY" "$HERE/task_heads_oracle.py" "$C/$m" "$m.jsonl" 3 "$m.db" 1 2 >oracle.txt 2>&1 ||
+        py "$HERE/task_heads_oracle.py" "$C/$m" "$m.jsonl" 3 "$m.db" 1 2 >oracle.txt 2>&1 ||
             bad "$m: $(tail -c 1500 oracle.txt)" || return 1
     done
 }
@@ -72,7 +74,7 @@ for r in rows[1:]:
 
 planted_head_is_singled_out() {
     local plant top
-    plant=$("$PY" "$HERE/planted_task.py" pl 48) || bad "planted_task.py failed" || return 1
+    plant=$(py "$HERE/planted_task.py" pl 48) || bad "planted_task.py failed" || return 1
     hs ablate --model pl --task pl/task.jsonl --db p.db --batch 8 --method zero,mean --json
     expect_rc 0 "ablate the planted task" || return 1
     hs importance --model pl --task pl/task.jsonl --db p.db --batch 8 --json
@@ -129,6 +131,42 @@ assert abs(loss[0][1] - clean["task_loss"]) < 1e-6 and acc[0][1] == clean["accur
 assert all(y == 1 for _, y in acc), acc' p.db || bad "the pruning curves" || return 1
 }
 
+# train --task: three Adam steps equal PyTorch's (float64, HF's forwards);
+# --num-labels gives an MLM checkpoint a new head transformers can load
+train_task_matches_torch() {
+    local m V K pad want
+    for m in bert:40:3: gpt2:48:3:47; do
+        IFS=: read -r m V K pad <<<"$m"
+        task "$m" "$V" "$K" 11 $pad
+        hs train --init "$C/$m" --task "$m.jsonl" --out "t_$m" --steps 3 --batch 4 --lr 1e-3 --json
+        expect_rc 0 "train --task $m" || return 1
+        hs eval --model "t_$m" --task "$m.jsonl" --json
+        expect_rc 0 "eval the trained $m" || return 1
+        want=$(py "$HERE/task_train_oracle.py" "$C/$m" "$m.jsonl" 4 3 1e-3) ||
+            bad "the torch oracle failed" || return 1
+        py -c 'import json, sys
+got, want = json.loads(sys.argv[1])["task_loss"], float(sys.argv[2])
+sys.exit(0 if abs(got - want) < 2e-5 * want else "%r / torch %r" % (got, want))' "$OUT" "$want" ||
+            bad "$m trained: task_loss differs from torch's" || return 1
+    done
+    hs train --init "$FIX/encoders/bert" --task bert.jsonl --num-labels 3 --out nl --steps 2 \
+        --batch 4 --json
+    expect_rc 0 "train --num-labels" || return 1
+    py -c 'import json, struct
+c = json.load(open("nl/config.json"))
+assert c["architectures"] == ["BertForSequenceClassification"], c["architectures"]
+assert c["id2label"] == {"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"}, c["id2label"]
+raw = open("nl/model.safetensors", "rb").read()
+h = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+names = [k for k in h if k != "__metadata__"]
+assert all(k.startswith("bert.") or k.startswith("classifier.") for k in names), names
+assert h["classifier.weight"]["shape"] == [3, 16] and "bert.pooler.dense.weight" in h
+assert not any(k.startswith("cls.") for k in names), names' || bad "the written classifier" ||
+        return 1
+    hs eval --model nl --task bert.jsonl --json
+    expect_rc 0 "the new classifier loads"
+}
+
 task_studies_refuse() {
     task t 40 3 6
     local m="--model $C/bert --task t.jsonl --db r.db"
@@ -146,11 +184,15 @@ task_studies_refuse() {
         --data t.jsonl --metric f1 || return 1
     expect_refused 1 ablate "no classification head" --model "$FIX/models/gpt2_tiny" \
         --task t.jsonl --db r.db || return 1
+    expect_refused 1 train "--num-labels: headscope has no sequence-classification head" \
+        --init "$FIX/models/hs_mixed" --task t.jsonl --num-labels 2 --out o || return 1
+    expect_refused 2 train "--num-labels needs --task" --init "$C/bert" --data t.jsonl \
+        --num-labels 2 --out o || return 1
     [ ! -e r.db ] || [ "$(py -c 'import sqlite3; print(sqlite3.connect("r.db").execute(
         "select count(*) from runs").fetchone()[0])')" = 0 ] || bad "a refused study recorded a run"
 }
 
 # Under ASan the refusals and the planted task run (the oracle's torch in the float build).
-under_asan && SKIP="${SKIP:-} task_heads_equal_torch batching_changes_nothing"
+under_asan && SKIP="${SKIP:-} task_heads_equal_torch batching_changes_nothing train_task_matches_torch"
 run_checks task_heads_equal_torch batching_changes_nothing planted_head_is_singled_out \
-    task_studies_refuse
+    train_task_matches_torch task_studies_refuse

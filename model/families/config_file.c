@@ -205,7 +205,6 @@ static int check_other_keys(const hs_cfg_reader *r, const hs_family_ops *f)
     return HS_OK;
 }
 
-/* The families whose …ForSequenceClassification SPEC §16 reads. */
 static int classifies(hs_family f)
 {
     static const hs_family ok[] = { HS_FAMILY_BERT,    HS_FAMILY_ROBERTA, HS_FAMILY_GPT2,
@@ -215,6 +214,11 @@ static int classifies(hs_family f)
         if (ok[i] == f)
             return 1;
     return 0;
+}
+
+int hs_config_classifies(const hs_model_config *c)
+{
+    return classifies(c->family);
 }
 
 /* A sequence classifier's keys (HF PretrainedConfig): id2label ({"0":
@@ -286,7 +290,7 @@ static int read_head(hs_model_config *c, hs_cfg_reader *r)
         hs_config_make_headless(c);
         return HS_OK;
     }
-    if (strstr(name, "ForSequenceClassification") && classifies(c->family))
+    if (strstr(name, "ForSequenceClassification") && hs_config_classifies(c))
         return read_classifier(c, r);
     static const char *const tasks[] = { "ForSequenceClassification", "ForTokenClassification",
                                          "ForQuestionAnswering", "ForMultipleChoice",

@@ -46,4 +46,8 @@ int hs_config_override(hs_model_config *c, const char *key_value);
 int hs_config_build(hs_model_config *c, const char *preset, const char *const *overrides,
                     int n);
 
+/* 1 when c's family has a …ForSequenceClassification SPEC §16 reads (bert,
+ * roberta, gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2). */
+int hs_config_classifies(const hs_model_config *c);
+
 #endif
