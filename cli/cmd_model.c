@@ -265,6 +265,28 @@ static int train_checks(const hs_train_study_opts *so, const char *data, const c
     return hs_output_free(target, force) ? cli_run_error("train") : 0;
 }
 
+/* train on token data (src, and vsrc when `val`) into a run of db: the exit
+ * status. The model a training run produces is recorded when it finishes. */
+static int train_tokens(hs_model *m, hs_train_study_opts *so, const hs_source *src,
+                        hs_source *vsrc, int val, const char *init, long seed, const char *db,
+                        const opt *o, int n, int argc, char **argv, int json)
+{
+    hs_train_opts *to = &so->train;
+    hs_tokens tok = { 0 }, vtok = { 0 };
+    to->val = val ? &vtok : NULL;
+    to->val_every = to->val_every ? to->val_every : (to->steps >= 10 ? to->steps / 10 : 1);
+    hs_run *run = NULL;
+    vsrc->tokenizer = src->tokenizer;
+    const int rc = hs_train_data_load(&tok, &vtok, m, src, vsrc, init, to->B, to->T, so->out,
+                                      seed) ||
+                           cli_run_open(&run, db, 0, NULL, hs_source_path(src), o, n, argc, argv)
+                       ? cli_run_error("train")
+                       : train_run(m, &tok, so, run, db, json);
+    hs_tokens_free(&tok);
+    hs_tokens_free(&vtok);
+    return rc;
+}
+
 /* train --task (SPEC §16): m (with a new head of num_labels outputs when
  * given) fine-tuned on the task, into a run of db. The exit status. */
 static int train_task(hs_model *m, const cli_task *task, int num_labels, long seed,
@@ -298,12 +320,11 @@ static int cmd_train(int argc, char **argv)
     const char *preset = NULL, *init = NULL, *db = NULL;
     hs_source src = { 0 }, vsrc = { 0 };
     int threads = 0, json = 0, force = 0;
-    long seed = 1;
+    long seed = 1, val_batches = 8;
     cli_task task = { 0 };
     int num_labels = 0;
     hs_train_study_opts so = { .train = { .B = 4, .steps = 100, .lr = 1e-3, .val_batches = 8 } };
     hs_train_opts *to = &so.train;
-    long val_batches = 8;
     opt o[] = {
         { "--out", OPT_STR, &so.out, 0, "DIR", "where the trained checkpoint is written", 0 },
         { "--preset", OPT_STR, &preset, 0, "P", "gpt2, llama, gpt_neox, mistral, qwen2, mla, attn-only, tinylm, bert, roberta, ...; KEY=VALUE arguments override its config.json fields", 0 },
@@ -345,24 +366,11 @@ static int cmd_train(int argc, char **argv)
     if ((rc = train_model(&m, &to->T, preset, overrides, noverrides, seed,
                           cli_opts_given(o, n, "--seed"), init)))
         return rc;
-    if (task.path) {
-        rc = train_task(&m, &task, num_labels, seed, &so, src.tokenizer, init, db, o, n, argc, argv,
-                        json);
-        hs_model_free(&m);
-        return rc;
-    }
-    hs_tokens tok = { 0 }, vtok = { 0 };
-    to->val = val ? &vtok : NULL, to->val_batches = (size_t)val_batches;
-    to->val_every = to->val_every ? to->val_every : (to->steps >= 10 ? to->steps / 10 : 1);
-    hs_run *run = NULL;
-    /* The model a training run produces is recorded when it finishes. */
-    vsrc.tokenizer = src.tokenizer;
-    rc = hs_train_data_load(&tok, &vtok, &m, &src, &vsrc, init, to->B, to->T, so.out, seed) ||
-                 cli_run_open(&run, db, 0, NULL, data, o, n, argc, argv)
-             ? cli_run_error("train")
-             : train_run(&m, &tok, &so, run, db, json);
-    hs_tokens_free(&tok);
-    hs_tokens_free(&vtok);
+    to->val_batches = (size_t)val_batches;
+    rc = task.path ? train_task(&m, &task, num_labels, seed, &so, src.tokenizer, init, db, o, n,
+                                argc, argv, json)
+                   : train_tokens(&m, &so, &src, &vsrc, val != NULL, init, seed, db, o, n, argc,
+                                  argv, json);
     hs_model_free(&m);
     return rc;
 }
