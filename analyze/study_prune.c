@@ -173,7 +173,8 @@ static int l0_study(hs_prune_result *r, const hs_prune_study_opts *o, const hs_s
                                        r->l0.log_alpha[i], 0, 0);
         }
     if (!rc)
-        rc = hs_head_table_add(&r->table, -1, -1, HS_METRIC(L0_HEADS_OPEN), r->l0.open, 0, r->heads);
+        rc = hs_head_table_add(&r->table, -1, -1, HS_METRIC(L0_HEADS_OPEN), r->l0.open, 0,
+                               r->heads);
     if (!rc)
         rc = hs_task_numbers_to_table(&r->table, &r->l0.eval);
     const hs_task_eval_result *e = &r->l0.eval;

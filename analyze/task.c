@@ -153,30 +153,80 @@ static int text_ids(int32_t **ids, size_t *n, const cJSON *text, const hs_tokeni
     return rc;
 }
 
-/* One line (object o) into example i: its ids (malloc'd) and label. */
+/* An ids line's "token_type_ids" (n values, each a type the model has)
+ * into *types (malloc'd; NULL when absent). */
+static int read_types(unsigned char **types, const cJSON *list, int n, const hs_model_config *c,
+                      where w)
+{
+    if (!list)
+        return HS_OK;
+    if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) != n)
+        return bad(w, "\"token_type_ids\" must be a list as long as \"ids\"");
+    if (!(*types = malloc((size_t)n + 1)))
+        return hs_fail(HS_ENOMEM, "out of memory for token types");
+    int k = 0;
+    for (const cJSON *e = list->child; e; e = e->next, k++) {
+        const int most = c->encoder && c->type_vocab ? c->type_vocab - 1 : 0;
+        if (!cJSON_IsNumber(e) || e->valuedouble != (int)e->valuedouble || e->valuedouble < 0 ||
+            e->valuedouble > most) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "\"token_type_ids\"[%d]: the model's token types are 0 .. %d",
+                     k, most);
+            return bad(w, msg);
+        }
+        (*types)[k] = (unsigned char)e->valuedouble;
+    }
+    return HS_OK;
+}
+
+/* A text pair's ids and token types through the tokenizer's pair template
+ * (truncated to T with truncate). */
+static int pair_ids(int32_t **ids, unsigned char **types, size_t *n, const cJSON *text,
+                    const cJSON *pair, const hs_tokenizer *tk, const hs_model_config *c, int T,
+                    int truncate, where w)
+{
+    if (!tk)
+        return bad(w, "a \"text_pair\" line needs a tokenizer (--tokenizer, or the model "
+                      "directory's tokenizer.json)");
+    if (!cJSON_IsString(pair))
+        return bad(w, "\"text_pair\" must be a string");
+    if (hs_tokenizer_encode_pair(tk, text->valuestring, strlen(text->valuestring),
+                                 pair->valuestring, strlen(pair->valuestring),
+                                 truncate ? (size_t)T : 0, ids, types, n))
+        return bad(w, hs_last_error());
+    const int most = c->encoder && c->type_vocab ? c->type_vocab - 1 : 0;
+    for (size_t k = 0; k < *n; k++)
+        if ((*types)[k] > most)
+            return bad(w, "the pair template's token type is one the model does not have");
+    return HS_OK;
+}
+
+/* One line (object o) into example i: its ids and token types (malloc'd;
+ * types NULL where every one is 0) and label. */
 static int read_line(hs_task *t, int i, const cJSON *o, const hs_task_opts *opt,
-                     const hs_model_config *c, const hs_tokenizer *tk, int32_t **ids, int *n,
-                     where w)
+                     const hs_model_config *c, const hs_tokenizer *tk, int32_t **ids,
+                     unsigned char **types, int *n, where w)
 {
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(o, "text");
+    const cJSON *pair = cJSON_GetObjectItemCaseSensitive(o, "text_pair");
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, "ids");
-    const cJSON *types = cJSON_GetObjectItemCaseSensitive(o, "token_type_ids");
+    const cJSON *tlist = cJSON_GetObjectItemCaseSensitive(o, "token_type_ids");
     const cJSON *label = cJSON_GetObjectItemCaseSensitive(o, "label");
-    if (cJSON_GetObjectItemCaseSensitive(o, "text_pair"))
-        return bad(w, "\"text_pair\": text pairs (the tokenizer's pair template and token types) "
-                      "are not read yet");
-    for (const cJSON *e = types ? types->child : NULL; e; e = e->next)
-        if (!cJSON_IsNumber(e) || e->valuedouble != 0)
-            return bad(w, "\"token_type_ids\" other than 0 (a second segment) are not read yet");
     if (!cJSON_IsString(text) == !cJSON_IsArray(list))
         return bad(w, "a line has \"text\" (a string) or \"ids\" (a list), one of them");
+    if ((pair && list) || (tlist && text))
+        return bad(w, "\"text_pair\" goes with \"text\", \"token_type_ids\" with \"ids\"");
     if (!i && kind_of(t, c, label, w))
         return HS_EINVAL;
     int rc = read_label(t, i, label, c, w);
     size_t len = 0;
-    if (!rc && list)
-        rc = hs_json_ids(list, "ids", w.path, (int)w.line, c->vocab_size, ids, n);
-    else if (!rc && !(rc = text_ids(ids, &len, text, tk, opt->seq_len, opt->truncate, w)))
+    if (!rc && list && !(rc = hs_json_ids(list, "ids", w.path, (int)w.line, c->vocab_size, ids, n)))
+        rc = read_types(types, tlist, *n, c, w);
+    else if (!rc && pair && !(rc = pair_ids(ids, types, &len, text, pair, tk, c, opt->seq_len,
+                                           opt->truncate, w)))
+        *n = len > INT32_MAX ? INT32_MAX : (int)len;
+    else if (!rc && !pair && !list &&
+             !(rc = text_ids(ids, &len, text, tk, opt->seq_len, opt->truncate, w)))
         *n = len > INT32_MAX ? INT32_MAX : (int)len;
     if (!rc && !*n)
         rc = bad(w, "an empty sequence");
@@ -245,10 +295,11 @@ int hs_task_load(hs_task *t, const hs_task_opts *o, const hs_model_config *c,
     for (size_t i = 0; i < len; i++)
         lines += text[i] == '\n';
     int32_t **ids = hs_calloc(lines, sizeof *ids, "task");
+    unsigned char **types = hs_calloc(lines, sizeof *types, "task");
     t->len = hs_calloc(lines, sizeof *t->len, "task");
     t->label = hs_calloc(lines, sizeof *t->label, "task");
     t->target = hs_calloc(lines * (size_t)t->k, sizeof *t->target, "task");
-    rc = ids && t->len && t->label && t->target ? HS_OK : HS_ENOMEM;
+    rc = ids && types && t->len && t->label && t->target ? HS_OK : HS_ENOMEM;
     where w = { o->path, 0 };
     for (char *p = text, *end = text + len; !rc && p < end; p++) {
         char *nl = memchr(p, '\n', (size_t)(end - p)), *stop = nl ? nl : end;
@@ -264,7 +315,8 @@ int hs_task_load(hs_task *t, const hs_task_opts *o, const hs_model_config *c,
             if (!rc && !cJSON_IsObject(obj))
                 rc = bad(w, "not a JSON object");
             if (!rc)
-                rc = read_line(t, t->n, obj, o, c, tk, &ids[t->n], &t->len[t->n], w);
+                rc = read_line(t, t->n, obj, o, c, tk, &ids[t->n], &types[t->n], &t->len[t->n],
+                               w);
             cJSON_Delete(obj);
             if (!rc) {
                 t->T = t->len[t->n] > t->T ? t->len[t->n] : t->T;
@@ -288,9 +340,19 @@ int hs_task_load(hs_task *t, const hs_task_opts *o, const hs_model_config *c,
     for (int i = 0; !rc && i < t->n; i++)
         for (int j = 0; j < t->T; j++)
             t->ids[(size_t)i * t->T + j] = j < t->len[i] ? ids[i][j] : pad;
+    int typed = 0; /* token types other than 0 anywhere: kept (padding type 0) */
+    for (int i = 0; !rc && i < t->n; i++)
+        for (int j = 0; types[i] && j < t->len[i]; j++)
+            typed |= types[i][j] != 0;
+    if (!rc && typed && !(t->types = hs_calloc((size_t)t->n * t->T, 1, "task token types")))
+        rc = HS_ENOMEM;
+    for (int i = 0; !rc && typed && i < t->n; i++)
+        if (types[i])
+            memcpy(t->types + (size_t)i * t->T, types[i], (size_t)t->len[i]);
     for (size_t i = 0; ids && i < lines; i++)
-        free(ids[i]);
+        free(ids[i]), free(types[i]);
     free(ids);
+    free(types);
     free(text);
     if (rc)
         hs_task_free(t);
@@ -300,21 +362,27 @@ int hs_task_load(hs_task *t, const hs_task_opts *o, const hs_model_config *c,
 void hs_task_free(hs_task *t)
 {
     free(t->ids);
+    free(t->types);
     free(t->len);
     free(t->label);
     free(t->target);
     memset(t, 0, sizeof *t);
 }
 
-int hs_task_forward(hs_acts *a, double *out, int *pool, int32_t *ids, const hs_model *m,
-                    const hs_task *t, const int *ex, int nb, const hs_hooks *hooks)
+int hs_task_forward(hs_acts *a, double *out, int *pool, int32_t *ids, unsigned char *types,
+                    const hs_model *m, const hs_task *t, const int *ex, int nb,
+                    const hs_hooks *hooks)
 {
     const hs_model_config *c = &m->cfg;
     const int K = t->k, T = t->T;
     hs_real *logits = hs_calloc((size_t)nb * K, sizeof *logits, "task outputs");
     int rc = logits ? hs_acts_set_batch(a, nb) : HS_ENOMEM;
-    for (int b = 0; !rc && b < nb; b++)
+    for (int b = 0; !rc && b < nb; b++) {
         memcpy(ids + (size_t)b * T, t->ids + (size_t)ex[b] * T, sizeof *ids * T);
+        if (t->types)
+            memcpy(types + (size_t)b * T, t->types + (size_t)ex[b] * T, (size_t)T);
+    }
+    a->types = t->types ? types : NULL;
     if (!rc)
         rc = hs_forward(a, m, ids, NULL, hooks);
     for (int b = 0; !rc && b < nb; b++)
@@ -338,16 +406,19 @@ int hs_task_run(double *out, const hs_model *m, const hs_task *t, int batch,
         return rc;
     int *ex = hs_calloc((size_t)batch * 2, sizeof *ex, "task batch"), *pool = ex + batch;
     int32_t *ids = hs_calloc((size_t)batch * t->T, sizeof *ids, "task batch");
-    if (!ex || !ids)
+    unsigned char *types = hs_calloc((size_t)batch * t->T, 1, "task batch");
+    if (!ex || !ids || !types)
         rc = HS_ENOMEM;
     for (int i0 = 0; !rc && i0 < t->n; i0 += batch) {
         const int nb = t->n - i0 < batch ? t->n - i0 : batch;
         for (int b = 0; b < nb; b++)
             ex[b] = i0 + b;
-        rc = hs_task_forward(&a, out + (size_t)i0 * t->k, pool, ids, m, t, ex, nb, hooks);
+        rc = hs_task_forward(&a, out + (size_t)i0 * t->k, pool, ids, types, m, t, ex, nb,
+                             hooks);
     }
     free(ex);
     free(ids);
+    free(types);
     hs_acts_free(&a);
     return rc;
 }

@@ -2,17 +2,18 @@
  * to the sequence length, and a classifier's outputs on them.
  *
  * The file (`--task FILE.jsonl`) has one JSON object a line: {"text": S,
- * "label": L} (tokenized with the tokenizer's special tokens), or {"ids":
- * [...], "token_type_ids": [...]?, "label": L}. L is an integer class, a
- * string equal to one of id2label's names, a number (regression) or a list
- * of 0/1 (multi-label); every line of one kind, and the kind the model's
- * problem_type says (absent: HF's inference -- one label: regression,
- * integers: single-label, lists: multi-label). A sequence longer than the
- * length is refused naming its line, unless `truncate` (a text's tokens
- * dropped from its end, its special tokens kept; an ids line is refused even
- * then). Not yet read: "text_pair" (the tokenizer's pair template) and
- * token type ids other than 0, each refused naming the line. Every error
- * names the file and the line. */
+ * "label": L} (tokenized with the tokenizer's special tokens), {"text": S,
+ * "text_pair": S2, "label": L} (through the tokenizer's pair template, its
+ * type_ids the token types), or {"ids": [...], "token_type_ids": [...]?,
+ * "label": L}. L is an integer class, a string equal to one of id2label's
+ * names, a number (regression) or a list of 0/1 (multi-label); every line
+ * of one kind, and the kind the model's problem_type says (absent: HF's
+ * inference -- one label: regression, integers: single-label, lists:
+ * multi-label). A sequence longer than the length is refused naming its
+ * line, unless `truncate` (a text's tokens dropped from its end, a pair's
+ * from the end of the longer segment, the second on ties; special tokens
+ * kept; an ids line is refused even then). Every error names the file and
+ * the line. */
 #ifndef HS_TASK_H
 #define HS_TASK_H
 
@@ -37,6 +38,7 @@ typedef struct {
 typedef struct hs_task {
     int n, T;          /* examples, positions each (right-padded) */
     int32_t *ids;      /* n x T */
+    unsigned char *types; /* n x T token type ids (pairs), or NULL: type 0 everywhere */
     int *len;          /* n: each example's tokens before its padding */
     hs_task_kind kind;
     int k;             /* the model's outputs (labels) */
@@ -62,13 +64,15 @@ int hs_task_run(double *out, const hs_model *m, const hs_task *t, int batch,
                 const hs_hooks *hooks);
 
 /* The classifier's outputs on the nb examples ex[0..nb) (a batch of
- * them, right-padded to t->T, into ids: nb x T) in a (allocated for at
+ * them, right-padded to t->T, into ids and types: nb x T each; the acts
+ * read types through the backward too) in a (allocated for at
  * least nb rows of t->T: HS_ACTS_LOSS or HS_ACTS_INFER, or HS_ACTS_TRAIN
  * for a backward after it) into out (nb x k, in the task's label order),
  * the forward with hooks (may be NULL); pool (nb) gets each sequence's
  * pooled row (hs_classify_backward's). */
-int hs_task_forward(hs_acts *a, double *out, int *pool, int32_t *ids, const hs_model *m,
-                    const hs_task *t, const int *ex, int nb, const hs_hooks *hooks);
+int hs_task_forward(hs_acts *a, double *out, int *pool, int32_t *ids, unsigned char *types,
+                    const hs_model *m, const hs_task *t, const int *ex, int nb,
+                    const hs_hooks *hooks);
 
 /* Example i alone, its outputs row (k values), as the metrics read it
  * (hs_task_loss(&o, 0), hs_task_loss_grad). */

@@ -25,6 +25,7 @@ typedef struct {
     hs_acts a;
     int *ex, *pool;
     int32_t *ids;
+    unsigned char *types;
     double *out;    /* (batch x k) a backward's outputs */
     double *g;      /* (k) one example's loss gradient */
     hs_real *dlog;  /* (batch x k) the model's outputs' gradient */
@@ -35,8 +36,8 @@ static void pass_free(pass *p)
 {
     if (p->a.block)
         hs_acts_free(&p->a);
-    free(p->ex), free(p->pool), free(p->ids), free(p->out), free(p->g), free(p->dlog),
-        free(p->dhid);
+    free(p->ex), free(p->pool), free(p->ids), free(p->types), free(p->out), free(p->g);
+    free(p->dlog), free(p->dhid);
     memset(p, 0, sizeof *p);
 }
 
@@ -55,12 +56,13 @@ static int pass_init(pass *p, const hs_model *m, const hs_task *t, int batch, in
     p->ex = hs_calloc((size_t)batch, sizeof *p->ex, "task batch");
     p->pool = hs_calloc((size_t)batch, sizeof *p->pool, "task batch");
     p->ids = hs_calloc((size_t)batch * T, sizeof *p->ids, "task batch");
+    p->types = hs_calloc((size_t)batch * T, 1, "task batch");
     p->out = hs_calloc((size_t)batch * K, sizeof *p->out, "task outputs");
     p->g = hs_calloc(K, sizeof *p->g, "task gradient");
     p->dlog = hs_calloc((size_t)batch * K, sizeof *p->dlog, "task gradient");
     if (mode == HS_ACTS_TRAIN)
         p->dhid = hs_calloc((size_t)batch * T * d, sizeof *p->dhid, "task gradient");
-    if (!p->ex || !p->pool || !p->ids || !p->out || !p->g || !p->dlog ||
+    if (!p->ex || !p->pool || !p->ids || !p->types || !p->out || !p->g || !p->dlog ||
         (mode == HS_ACTS_TRAIN && !p->dhid)) {
         pass_free(p);
         return HS_ENOMEM;
@@ -77,8 +79,8 @@ static int pass_run(pass *p, double *out, const hs_hooks *hooks)
         p->nb = t->n - i0 < p->batch ? t->n - i0 : p->batch;
         for (int b = 0; b < p->nb; b++)
             p->ex[b] = i0 + b;
-        rc = hs_task_forward(&p->a, out + (size_t)i0 * t->k, p->pool, p->ids, p->m, t, p->ex,
-                             p->nb, hooks);
+        rc = hs_task_forward(&p->a, out + (size_t)i0 * t->k, p->pool, p->ids, p->types, p->m, t,
+                             p->ex, p->nb, hooks);
     }
     return rc;
 }
@@ -93,7 +95,8 @@ static int pass_backward(pass *p, int nb, const hs_hooks *hooks, hs_real *const 
     const hs_task *t = p->t;
     const int K = t->k;
     p->nb = nb;
-    int rc = hs_task_forward(&p->a, p->out, p->pool, p->ids, p->m, t, p->ex, nb, hooks);
+    int rc = hs_task_forward(&p->a, p->out, p->pool, p->ids, p->types, p->m, t, p->ex, nb,
+                             hooks);
     double sum = 0;
     for (int b = 0; !rc && b < nb; b++) {
         const hs_task_outputs o = hs_task_example(t, p->ex[b], p->out + (size_t)b * K);
@@ -538,7 +541,9 @@ int hs_task_train(hs_model *m, const hs_task *t, const hs_train_opts *o)
             for (size_t i = 0; coef < 1 && i < n; i++)
                 buf[i] *= (hs_real)coef;
         }
-        adam.lr = o->warmup > 0 && step < o->warmup ? o->lr * (double)(step + 1) / o->warmup : o->lr;
+        adam.lr = o->lr;
+        if (o->warmup > 0 && step < o->warmup)
+            adam.lr = o->lr * (double)(step + 1) / (double)o->warmup;
         hs_adam_step_zero(&adam, m->params, buf);
         if (o->on_step)
             o->on_step(o->ctx, step, loss, adam.lr);

@@ -436,13 +436,16 @@ HS_COMMAND(cmd_train_record) = {
     .name = "train",
     .order = 50,
     .summary = "Train a model from a preset or a checkpoint with Adam (AdamW with --weight-decay).",
-    .usage = "headscope train --out DIR (--preset P [KEY=VALUE ...] | --init DIR)\n       (--data FILE | --text FILE) [options]",
+    .usage = "headscope train --out DIR (--preset P [KEY=VALUE ...] | --init DIR)\n       (--data FILE | --text FILE | --task FILE.jsonl [--num-labels K]) [options]",
     .details = "Batches follow llm.c: step i reads B*T+1 tokens from i*B*T, wrapping to the start.\n"
         "The loss is the mean over the batch's B*T targets (an encoder's, bert or roberta:\nthe masked-LM loss over its chosen positions, drawn anew each step from --seed).\nDefaults add nothing unasked:\n"
         "constant learning rate, no clipping, no decay. Ctrl-C stops after the current step\n"
         "and saves it (exit 1).\n"
         "KEY=VALUE overrides may come in any order: n_kv_head and head_dim (gpt2: d_ff)\n"
-        "follow n_head and d_model unless given, so 'n_kv_head=1 n_head=8' is MQA.\n\n"
+        "follow n_head and d_model unless given, so 'n_kv_head=1 n_head=8' is MQA.\n"
+        "--task (SPEC §16) fine-tunes a classifier on labelled examples (each step the next\n"
+        "--batch of the file, wrapping; the mean task loss); --num-labels K first gives the\n"
+        "model a new …ForSequenceClassification head of K labels.\n\n"
         "example: headscope train --preset attn-only n_layer=2 n_head=4 --data corpus.bin \\\n"
         "           --out runs/tiny --steps 500 --batch 8 --seq-len 64 --val val.bin --db runs.db\n",
     .run = cmd_train,
@@ -458,8 +461,10 @@ HS_COMMAND(cmd_eval_record) = {
         "With --task (a …ForSequenceClassification checkpoint, SPEC §16): task_loss with its\n"
         "standard error over examples, and accuracy, f1, mcc (single-label), accuracy, f1\n"
         "(multi-label) or pearson, spearman (regression), each with its jackknife standard\n"
-        "error. Lines: {\"text\": S, \"label\": L} or {\"ids\": [...], \"label\": L}, L a class,\n"
-        "an id2label name, a number or a list of 0/1; examples are right-padded.\n\n"
+        "error. Lines: {\"text\": S, \"label\": L}, {\"text\": S, \"text_pair\": S2, \"label\": L}\n"
+        "(the tokenizer's pair template and token types) or {\"ids\": [...], \"token_type_ids\":\n"
+        "[...], \"label\": L}, L a class, an id2label name, a number or a list of 0/1;\n"
+        "examples are right-padded.\n\n"
         "example: headscope eval --model runs/tiny --data val.bin --batch 8 --seq-len 64 --json\n"
         "example: headscope eval --model bert-mnli --task mnli-dev.jsonl --label-map 2,1,0 --json\n",
     .run = cmd_eval,

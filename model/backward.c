@@ -251,7 +251,7 @@ static int backward_body(hs_weights *g, hs_real *const *dgates, hs_acts *a, cons
         hs_scale(dres, (hs_real)sqrt((double)d), nd);
     if (g->wte && m->cfg.encoder)
         hs_encoder_embed_backward(g, a->dbranch, dres, a->emb_raw, a->emb_mean, a->emb_rstd,
-                                  tokens, &m->w, &m->cfg, a->B, a->T);
+                                  tokens, a->types, &m->w, &m->cfg, a->B, a->T);
     else if (g->wte)
         hs_embed_backward(g->wte, g->wpe, dres, tokens, a->B, a->T, d);
     return HS_OK;

@@ -40,11 +40,11 @@ void hs_encoder_positions(int *pos, const int32_t *tokens, const hs_model_config
 }
 
 void hs_encoder_embed_forward(hs_real *emb, hs_real *raw, hs_real *mean, hs_real *rstd,
-                              const int32_t *tokens, const hs_weights *w,
-                              const hs_model_config *c, int B, int T)
+                              const int32_t *tokens, const unsigned char *types,
+                              const hs_weights *w, const hs_model_config *c, int B, int T)
 {
     const int d = c->d_model;
-    const hs_real *type0 = c->type_vocab ? w->tte : NULL; /* token type 0 everywhere */
+    const hs_real *tte = c->type_vocab ? w->tte : NULL;
 #pragma omp parallel for schedule(static) if ((size_t)B * T * d >= 65536)
     for (int b = 0; b < B; b++) {
         const int32_t *tk = tokens + (size_t)b * T;
@@ -52,10 +52,12 @@ void hs_encoder_embed_forward(hs_real *emb, hs_real *raw, hs_real *mean, hs_real
             hs_real *x = raw + ((size_t)b * T + t) * d;
             const hs_real *pe = w->wpe ? w->wpe + (size_t)position(c, tk[t], t, real) * d : NULL;
             hs_stored_read(x, w->wte + (size_t)tk[t] * d, (size_t)d); /* the row, widened */
+            const hs_real *type =
+                tte ? tte + (size_t)(types ? types[(size_t)b * T + t] : 0) * d : NULL;
             for (int k = 0; k < d; k++) {
                 hs_real v = x[k];
-                if (type0)
-                    v += type0[k];
+                if (type)
+                    v += type[k];
                 if (pe)
                     v += pe[k];
                 x[k] = v;
@@ -71,8 +73,8 @@ void hs_encoder_embed_forward(hs_real *emb, hs_real *raw, hs_real *mean, hs_real
 
 void hs_encoder_embed_backward(hs_weights *g, hs_real *scratch, const hs_real *demb,
                                const hs_real *raw, const hs_real *mean, const hs_real *rstd,
-                               const int32_t *tokens, const hs_weights *w,
-                               const hs_model_config *c, int B, int T)
+                               const int32_t *tokens, const unsigned char *types,
+                               const hs_weights *w, const hs_model_config *c, int B, int T)
 {
     const int d = c->d_model;
     const size_t N = (size_t)B * T;
@@ -89,7 +91,7 @@ void hs_encoder_embed_backward(hs_weights *g, hs_real *scratch, const hs_real *d
     if (g->tte && c->type_vocab)
         for (size_t r = 0; r < N; r++)
             for (int k = 0; k < d; k++)
-                g->tte[k] += dx[r * d + k];
+                g->tte[(size_t)(types ? types[r] : 0) * d + k] += dx[r * d + k];
     if (!g->wpe || !w->wpe)
         return;
     for (int b = 0; b < B; b++) {

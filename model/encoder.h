@@ -26,21 +26,22 @@ size_t hs_encoder_valid(unsigned char *valid, const int32_t *tokens, const hs_mo
  * sequence of T tokens. */
 void hs_encoder_positions(int *pos, const int32_t *tokens, const hs_model_config *c, int T);
 
-/* raw (B,T,d) = wte[token] + tte[0] (type_vocab > 0) + wpe[position]
- * (learned positions), in Hugging Face's order of addition; with embed_norm
- * emb = LayerNorm(raw) (mean, rstd (B,T) kept), else emb = raw (raw may be
- * emb then). */
+/* raw (B,T,d) = wte[token] + tte[type] (type_vocab > 0; types (B,T) each
+ * below type_vocab, or NULL: type 0 everywhere) + wpe[position] (learned
+ * positions), in Hugging Face's order of addition; with embed_norm emb =
+ * LayerNorm(raw) (mean, rstd (B,T) kept), else emb = raw (raw may be emb
+ * then). */
 void hs_encoder_embed_forward(hs_real *emb, hs_real *raw, hs_real *mean, hs_real *rstd,
-                              const int32_t *tokens, const hs_weights *w,
-                              const hs_model_config *c, int B, int T);
+                              const int32_t *tokens, const unsigned char *types,
+                              const hs_weights *w, const hs_model_config *c, int B, int T);
 
 /* The backward of hs_encoder_embed_forward from demb (B,T,d): accumulates
  * into g's wte, tte and wpe rows and the norm's weights (NULL members
  * skipped). scratch (B,T,d) is overwritten (the gradient of raw). */
 void hs_encoder_embed_backward(hs_weights *g, hs_real *scratch, const hs_real *demb,
                                const hs_real *raw, const hs_real *mean, const hs_real *rstd,
-                               const int32_t *tokens, const hs_weights *w,
-                               const hs_model_config *c, int B, int T);
+                               const int32_t *tokens, const unsigned char *types,
+                               const hs_weights *w, const hs_model_config *c, int B, int T);
 
 /* The MLM transform before the final norm: pre (N,d) = h mlm_w^T + mlm_b,
  * act = GELU(pre) (the MLP's: exact erf with gelu_exact). */

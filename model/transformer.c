@@ -708,7 +708,7 @@ static void embed(hs_acts *a, const hs_model *m, const int32_t *tokens)
     const int d = m->cfg.d_model;
     if (m->cfg.encoder) { /* token types, RoBERTa's positions, the norm; the padding mask */
         hs_encoder_embed_forward(a->emb, a->emb_raw ? a->emb_raw : a->emb, a->emb_mean,
-                                 a->emb_rstd, tokens, &m->w, &m->cfg, a->B, a->T);
+                                 a->emb_rstd, tokens, a->types, &m->w, &m->cfg, a->B, a->T);
         a->padded = hs_encoder_valid(a->valid, tokens, &m->cfg, (size_t)a->B * a->T) > 0;
         return;
     }

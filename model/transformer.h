@@ -70,6 +70,9 @@ typedef struct {
                                        attention masks); what the last forward with tokens
                                        (or hs_acts_set_valid) found */
     int padded;                     /* encoders: valid holds a 0 (else the mask is left out) */
+    const unsigned char *types;     /* (B,T) encoders: the caller's token type ids for the next
+                                       forwards and backwards (each below type_vocab), or NULL:
+                                       type 0 everywhere */
     hs_layer_acts *layer;           /* n_layer */
     hs_real *lnf, *lnf_mean, *lnf_rstd; /* (B,T,d), (B,T) */
     hs_real *logits;                /* (B,T,V) (soft-capped with final_softcap);

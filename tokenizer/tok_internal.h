@@ -109,10 +109,23 @@ typedef struct {
 /* The WordPiece model (tokenizer/wordpiece.c): its vocabulary as a trie */
 typedef struct tk_wp tk_wp;
 
-/* The post-processor of one sequence: ids before and after it. */
+/* One item of a pair template: special ids, or sequence A or B; its token
+ * type. */
+typedef struct {
+    int seq; /* 0: the special ids below, 1: sequence A, 2: sequence B */
+    int type_id;
+    int32_t *ids;
+    int nids;
+} tk_pair_item;
+
+/* The post-processor of one sequence: ids before and after it; and of a
+ * pair (TemplateProcessing's "pair", BertProcessing's [CLS] A [SEP] B
+ * [SEP]): its items in order (npair 0: none). */
 typedef struct {
     int32_t *pre, *post;
     int npre, npost;
+    tk_pair_item *pair;
+    int npair;
 } tk_template;
 
 struct hs_tokenizer {

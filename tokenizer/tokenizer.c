@@ -72,8 +72,12 @@ void hs_tokenizer_free(hs_tokenizer *t)
     for (int i = 0; i < t->n_dec; i++)
         free(t->dec[i].a.s), free(t->dec[i].b.s);
     free(t->dec);
-    for (int i = 0; i < t->n_post; i++)
+    for (int i = 0; i < t->n_post; i++) {
         free(t->post[i].pre), free(t->post[i].post);
+        for (int k = 0; k < t->post[i].npair; k++)
+            free(t->post[i].pair[k].ids);
+        free(t->post[i].pair);
+    }
     free(t->post);
     free(t->path), free(t->where_model), free(t->where_added);
     free(t);
@@ -361,6 +365,50 @@ int hs_tokenizer_encode(const hs_tokenizer *t, const char *text, size_t len, int
         return hs_fail(HS_ENOMEM, "tokenizer: ids");
     *ids = body.p, *n = body.n;
     return HS_OK;
+}
+
+int hs_tokenizer_encode_pair(const hs_tokenizer *t, const char *a, size_t alen, const char *b,
+                             size_t blen, size_t max_len, int32_t **ids, unsigned char **types,
+                             size_t *n)
+{
+    *ids = NULL, *types = NULL, *n = 0;
+    const tk_template *tp = t->n_post == 1 ? &t->post[0] : NULL;
+    if (!tp || !tp->npair)
+        return hs_fail(HS_EINVAL, "%s: the post-processor has no pair template (a text pair "
+                                  "needs TemplateProcessing's \"pair\" or BertProcessing)",
+                       t->path);
+    size_t specials = 0;
+    for (int k = 0; k < tp->npair; k++)
+        specials += (size_t)tp->pair[k].nids;
+    int32_t *seq[3] = { NULL, NULL, NULL };
+    size_t len[3] = { 0, 0, 0 };
+    int rc = hs_tokenizer_encode(t, a, alen, 0, &seq[1], &len[1]);
+    if (!rc)
+        rc = hs_tokenizer_encode(t, b, blen, 0, &seq[2], &len[2]);
+    if (!rc && max_len && specials >= max_len)
+        rc = hs_fail(HS_EINVAL, "%s: the pair template's %zu special tokens leave no room in %zu",
+                     t->path, specials, max_len);
+    /* transformers' truncate_sequences, longest_first: one token at a time
+     * from the end of the longer sequence, the second on ties */
+    while (!rc && max_len && len[1] + len[2] + specials > max_len)
+        len[len[1] > len[2] ? 1 : 2]--;
+    const size_t total = len[1] + len[2] + specials;
+    if (!rc && (!(*ids = malloc(sizeof **ids * (total + 1))) || !(*types = malloc(total + 1))))
+        rc = hs_fail(HS_ENOMEM, "tokenizer: ids");
+    for (int k = 0; !rc && k < tp->npair; k++) {
+        const tk_pair_item *it = &tp->pair[k];
+        const int32_t *from = it->seq ? seq[it->seq] : it->ids;
+        const size_t m = it->seq ? len[it->seq] : (size_t)it->nids;
+        memcpy(*ids + *n, from, sizeof *from * m);
+        memset(*types + *n, it->type_id, m);
+        *n += m;
+    }
+    free(seq[1]), free(seq[2]);
+    if (rc) {
+        free(*ids), free(*types);
+        *ids = NULL, *types = NULL, *n = 0;
+    }
+    return rc;
 }
 
 char *hs_tokenizer_decode(const hs_tokenizer *t, const int32_t *ids, size_t n, int skip_special)

@@ -67,6 +67,19 @@ int hs_tokenizer_is_special(const hs_tokenizer *tok, int32_t id);
 int hs_tokenizer_encode(const hs_tokenizer *tok, const char *text, size_t len, int add_special,
                         int32_t **ids, size_t *n);
 
+/* A text pair through the post-processor's pair template (TemplateProcessing's
+ * "pair", BertProcessing's [CLS] A [SEP] B [SEP]): *ids (malloc'd) the
+ * template's ids with a's and b's tokens, *types (malloc'd) each id's
+ * type_id, *n their count. max_len > 0 truncates as transformers'
+ * truncate_sequences (longest_first): one token at a time from the end of
+ * the longer sequence, the second on ties, until the whole fits (special
+ * tokens kept). HS_EINVAL naming the tokenizer file when it has no pair
+ * template (or one post-processor besides it) or the specials alone do not
+ * fit; hs_tokenizer_encode's errors. */
+int hs_tokenizer_encode_pair(const hs_tokenizer *tok, const char *a, size_t alen, const char *b,
+                             size_t blen, size_t max_len, int32_t **ids, unsigned char **types,
+                             size_t *n);
+
 /* The longest text hs_tokenizer_encode_file reads (its ids are held in
  * memory too, up to 4 bytes a byte). */
 #define HS_TOKENIZER_MAX_TEXT ((size_t)1 << 30)

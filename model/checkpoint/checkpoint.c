@@ -498,7 +498,8 @@ static int expand_pruned(sources *src, const hs_model_config *c)
                 continue;
             q->st = &src->st[i], q->t = t;
             q->full[0] = t->shape[0], q->full[1] = t->ndim == 2 ? t->shape[1] : 0;
-            q->full[q->span.axis] = (int64_t)q->span.blocks * c->n_head[q->span.layer] * c->head_dim;
+            q->full[q->span.axis] =
+                (int64_t)q->span.blocks * c->n_head[q->span.layer] * c->head_dim;
             int64_t want[2] = { q->full[0], q->full[1] };
             hs_pruned_shape(c, &q->span, want);
             if (t->shape[q->span.axis] != want[q->span.axis])
@@ -507,8 +508,8 @@ static int expand_pruned(sources *src, const hs_model_config *c)
                              src->st[i].path, t->name, (long long)t->shape[q->span.axis],
                              q->span.axis, q->span.layer, (long long)want[q->span.axis],
                              "the kept heads times head_dim per q | k | v block");
-            out[k] = (hs_st_out){ t->name, "F32", t->ndim, q->full,
-                                  4 * (size_t)q->full[0] * (t->ndim == 2 ? (size_t)q->full[1] : 1) };
+            const size_t count = (size_t)q->full[0] * (t->ndim == 2 ? (size_t)q->full[1] : 1);
+            out[k] = (hs_st_out){ t->name, "F32", t->ndim, q->full, 4 * count };
             k++;
         }
     char path[1100];

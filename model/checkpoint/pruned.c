@@ -102,7 +102,9 @@ static int move(const hs_model_config *c, const hs_pruned_span *s, const int64_t
     for (size_t r = 0; r < rows; r++)
         for (size_t k = 0; k < cols; k++) {
             const long j = s->axis == 0 ? map[r] : map[k];
-            const size_t f = j < 0 ? 0 : s->axis == 0 ? (size_t)j * cols + k : r * fcols + (size_t)j;
+            const size_t f = j < 0         ? 0
+                             : s->axis == 0 ? (size_t)j * cols + k
+                                            : r * fcols + (size_t)j;
             if (fin)
                 fout[r * cols + k] = j < 0 ? 0 : fin[f];
             else if (j >= 0)

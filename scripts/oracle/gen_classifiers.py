@@ -86,7 +86,7 @@ def ln(x, w, b, eps):
     return F.layer_norm(x, (x.shape[-1],), w, b, eps)
 
 
-def encoder_hidden(W, c, idx, roberta, zfn=None):
+def encoder_hidden(W, c, idx, roberta, zfn=None, types=None):
     p = "roberta." if roberta else "bert."
     D, H = c["hidden_size"], c["num_attention_heads"]
     dh, eps, pad = D // H, c["layer_norm_eps"], c["pad_token_id"]
@@ -97,7 +97,8 @@ def encoder_hidden(W, c, idx, roberta, zfn=None):
     else:
         pos = torch.arange(Tn).expand(Bn, Tn)
     x = (W[p + "embeddings.word_embeddings.weight"][idx] +
-         W[p + "embeddings.token_type_embeddings.weight"][torch.zeros_like(idx)] +
+         W[p + "embeddings.token_type_embeddings.weight"][torch.zeros_like(idx) if types is None
+                                                          else types] +
          W[p + "embeddings.position_embeddings.weight"][pos])
     x = ln(x, W[p + "embeddings.LayerNorm.weight"], W[p + "embeddings.LayerNorm.bias"], eps)
     ext = (1.0 - idx.ne(pad).double()[:, None, None, :]) * torch.finfo(torch.float64).min
