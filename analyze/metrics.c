@@ -309,13 +309,12 @@ static const hs_metric_desc METRICS[HS_M_COUNT] = {
         "task in general.",
         NONE, "Faithfulness of the top-N edges", "edges in the circuit (N)",
         "faithfulness: (LD circuit - LD corrupt) / (LD clean - LD corrupt)" },
-    [HS_M_PRUNING_METRIC] = { "pruning_%s", CURVE, HS_SCALE_SIGNED, "",
-        "the task's headline metric after each pruning step",
+    [HS_M_PRUNING_METRIC] = { "pruning_%s", CURVE, HS_SCALE_SIGNED, "", "task metric",
         "The task's headline metric after each step of joint pruning by importance against "
         "the fraction of heads pruned (Michel et al. 2019's figure).",
         NONE, "Task metric against the fraction of heads pruned", "fraction of heads pruned",
         "headline metric" },
-    [HS_M_L0] = { "l0", CURVE, HS_SCALE_SIGNED, "", "the task's headline metric with L0 gates",
+    [HS_M_L0] = { "l0", CURVE, HS_SCALE_SIGNED, "", "task metric with the gates",
         "The task's headline metric with each run's deterministic L0 gates against the heads "
         "they leave open, one point per lambda (one run each).",
         NONE, "Task metric against the heads L0 gates leave open", "heads open",

@@ -1,4 +1,5 @@
 /* The importance study (study.h). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "metrics.h"
@@ -17,6 +18,22 @@ int hs_importance_check(hs_importance_opts *o, const hs_study_env *env)
     return HS_OK;
 }
 
+/* importance --task: every head's importance and, from the same forwards
+ * (gates at 1), the model's task numbers as model-wide rows. */
+static int task_importance(hs_importance_result *r, hs_importance *imp, const hs_study_env *env)
+{
+    const hs_task *t = env->task;
+    double *out = hs_calloc((size_t)t->n * t->k, sizeof *out, "task outputs");
+    int rc = out ? hs_task_importance(imp, out, env->m, t, env->batch, NULL, env->io.stop,
+                                      env->io.progress, env->io.ctx)
+                 : HS_ENOMEM;
+    hs_task_eval_result er;
+    if (!rc && !(rc = hs_task_numbers(&er, t, out)))
+        rc = hs_task_numbers_to_table(&r->table, &er);
+    free(out);
+    return rc;
+}
+
 int hs_importance_study(hs_importance_result *r, const hs_importance_opts *o,
                         const hs_study_env *env)
 {
@@ -30,10 +47,9 @@ int hs_importance_study(hs_importance_result *r, const hs_importance_opts *o,
     if (rc)
         return rc;
     hs_study_phase(io, "importance");
-    if (env->task && !(rc = hs_task_clean_rows(&r->table, NULL, m, env->task, env->batch)))
-        rc = hs_task_importance(&imp, m, env->task, env->batch, NULL, io->stop, io->progress,
-                                io->ctx);
-    else if (!env->task)
+    if (env->task) /* the task's numbers from the same forwards */
+        rc = task_importance(r, &imp, env);
+    else
         rc = hs_importance_compute_dist(&imp, m, env->data, env->batch, env->seq_len,
                                         env->max_batches, io->stop, io->progress, io->ctx);
     hs_study_phase(io, NULL);

@@ -151,7 +151,7 @@ int hs_task_clean_rows(hs_head_table *tb, hs_task_eval_result *r, const hs_model
 int hs_task_objective_importance(void *obj, hs_importance *imp, const hs_real *const *gates)
 {
     const hs_task_objective *o = obj;
-    return hs_task_importance(imp, o->m, o->t, o->batch, gates, o->stop, NULL, NULL);
+    return hs_task_importance(imp, NULL, o->m, o->t, o->batch, gates, o->stop, NULL, NULL);
 }
 
 int hs_task_objective_evaluate(void *obj, const hs_hooks *hooks, double *loss, double *stderr_loss)
@@ -327,8 +327,8 @@ int hs_task_ablate(hs_head_table *tb, const hs_model *m, const hs_task *t,
 
 /* ---- importance ------------------------------------------------------------ */
 
-int hs_task_importance(hs_importance *r, const hs_model *m, const hs_task *t, int batch,
-                       const hs_real *const *gates, volatile sig_atomic_t *stop,
+int hs_task_importance(hs_importance *r, double *out, const hs_model *m, const hs_task *t,
+                       int batch, const hs_real *const *gates, volatile sig_atomic_t *stop,
                        hs_progress_fn progress, void *progress_ctx)
 {
     const hs_model_config *c = &m->cfg;
@@ -357,6 +357,8 @@ int hs_task_importance(hs_importance *r, const hs_model *m, const hs_task *t, in
             memset(dxi[l], 0, sizeof(hs_real) * p.batch * c->n_head[l]);
         /* scale 1: each example's gate gradient is that of its own loss */
         rc = pass_backward(&p, nb, &hooks, dxi, NULL, 1, NULL);
+        if (!rc && out)
+            memcpy(out + (size_t)i0 * t->k, p.out, sizeof *out * (size_t)nb * t->k);
         for (int l = 0; !rc && l < c->n_layer; l++)
             for (int b = 0; b < nb; b++)
                 for (int h = 0; h < c->n_head[l]; h++)

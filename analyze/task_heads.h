@@ -58,9 +58,10 @@ int hs_task_ablate(hs_head_table *tb, const hs_model *m, const hs_task *t,
 
 /* Gradient importance (importance.h) with L_n the loss of example n: one
  * forward and backward per batch, gates per example (NULL: all 1; else per
- * layer, as hs_importance_compute's). */
-int hs_task_importance(hs_importance *r, const hs_model *m, const hs_task *t, int batch,
-                       const hs_real *const *gates, volatile sig_atomic_t *stop,
+ * layer, as hs_importance_compute's); out (n x k, may be NULL) gets the
+ * outputs of those forwards (with gates 1: the model's own). */
+int hs_task_importance(hs_importance *r, double *out, const hs_model *m, const hs_task *t,
+                       int batch, const hs_real *const *gates, volatile sig_atomic_t *stop,
                        hs_progress_fn progress, void *progress_ctx);
 
 /* The L0 gates of one λ (SPEC §16). */

@@ -587,13 +587,57 @@ static void section_ablation(report *r)
         grid(r, imp_run, HS_M_IMPORTANCE, 0, NULL);
 }
 
+/* The latest complete prune run with a pruning curve (--method l0's runs
+ * have gates instead: l0_table); 0 when none. */
+static long long latest_pruning(report *r)
+{
+    hs_run_list l = { 0 };
+    long long run = 0;
+    if (hs_index_runs(r->ix, HS_KIND_PRUNE, "complete", &l))
+        return 0;
+    for (int i = l.n - 1; i >= 0 && !run; i--)
+        if (has_curve(r, l.runs[i].run_id, HS_METRIC(PRUNING)))
+            run = l.runs[i].run_id;
+    hs_run_list_free(&l);
+    return run;
+}
+
+/* prune --method l0's runs (SPEC §16), one lambda each: the heads their
+ * gates leave open and the task's headline metric with the gates. */
+static void l0_table(report *r)
+{
+    hs_run_list l = { 0 };
+    FILE *f = r->html;
+    if (hs_index_runs(r->ix, HS_KIND_PRUNE, "complete", &l))
+        return;
+    int rows = 0;
+    for (int i = 0; i < l.n; i++) {
+        hs_curve c;
+        if (hs_index_curve_get(r->ix, l.runs[i].run_id, HS_METRIC(L0), &c))
+            continue;
+        if (c.n && !rows++)
+            fprintf(f, "<h3>L0 head gates</h3>\n<table>\n<tr><th>run</th><th>heads open</th>"
+                       "<th>headline metric with the gates</th></tr>\n");
+        if (c.n)
+            fprintf(f, "<tr><td>%lld</td><td>%.0f</td><td>%.4f</td></tr>\n",
+                    (long long)l.runs[i].run_id, c.p[0].x, c.p[0].y);
+        hs_curve_free(&c);
+    }
+    if (rows)
+        fprintf(f, "</table>\n<p class=\"note\">%s Each run's lambda is its parameter "
+                   "<code>lambda</code>; its gates are the metric <code>l0_gate</code>.</p>\n",
+                hs_metric(HS_M_L0)->caption);
+    hs_run_list_free(&l);
+}
+
 static void section_pruning(report *r)
 {
     const long long run = r->prune;
     FILE *f = r->html;
     fprintf(f, "<h2 id=\"prune\">Pruning</h2>\n");
+    l0_table(r);
     if (!run) {
-        fprintf(f, "<p>No complete prune run in this index.</p>\n");
+        fprintf(f, "<p>No complete prune run with a pruning curve in this index.</p>\n");
         return;
     }
     fig g;
@@ -1184,7 +1228,7 @@ static int write_page(report *r, const char *page)
     r->induction = latest_run(r, HS_KIND_INDUCTION);
     r->ablate = latest_run(r, HS_KIND_ABLATE);
     r->importance = latest_run(r, HS_KIND_IMPORTANCE);
-    r->prune = latest_run(r, HS_KIND_PRUNE);
+    r->prune = latest_pruning(r);
     r->patterns = latest_run(r, HS_KIND_PATTERNS);
     time_t now = time(NULL);
     char when[64];
