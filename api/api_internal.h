@@ -19,4 +19,8 @@ int hs_api_prompts_of(const hs_prompt_set **ps, const hs_tokenizer **tk, hs_api_
                       const hs_model *m);
 const char *hs_api_prompts_path(const hs_api_prompts *p);
 
+/* The task of a handle and the file it was read from. */
+const struct hs_task *hs_api_task_of(const hs_api_task *t);
+const char *hs_api_task_path(const hs_api_task *t);
+
 #endif

@@ -93,6 +93,7 @@ int hs_api_model_int(const hs_model *m, const char *key, long long *v)
         { "learned_positions", c->pos == HS_POS_LEARNED },
         { "rotary", c->pos == HS_POS_ROPE },
         { "mlp", c->mlp },
+        { "n_labels", c->n_labels },
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!strcmp(key, keys[i].name)) {

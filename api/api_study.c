@@ -16,6 +16,7 @@
 #include "study.h"
 #include "study_ablate.h"
 #include "study_importance.h"
+#include "study_prune.h"
 #include "study_patch.h"
 #include "study_atp.h"
 #include "study_interp.h"
@@ -29,7 +30,10 @@ struct hs_api_env {
     int argc;
     volatile sig_atomic_t *stop;
     int allow_nonfinite;
+    const hs_api_task *task; /* ablate, importance, prune on a task (SPEC §16) */
 };
+
+void hs_api_env_task(hs_api_env *e, const hs_api_task *t) { e->task = t; }
 
 int hs_api_env_new(hs_api_env **e) { return (*e = hs_calloc(1, sizeof **e, "env")) ? HS_OK : HS_ENOMEM; }
 
@@ -95,6 +99,7 @@ static hs_study_env env_for(const hs_api_env *e, const hs_model *m, const hs_tok
                             size_t max_batches)
 {
     return (hs_study_env){ .m = m, .data = data, .ps = ps, .batch = B, .seq_len = T,
+                           .task = e->task ? hs_api_task_of(e->task) : NULL,
                            .max_batches = max_batches, .ix = hs_run_index(run),
                            .run_id = hs_run_id(run), .io = io_of(e) };
 }
@@ -215,6 +220,12 @@ static int finish(char **json, hs_jbuf *b, hs_run *run, int rc, const char *mode
 
 /* ---- token studies ---- */
 
+/* What a run records as its data: the task's file, or the shard. */
+static const char *data_path(const hs_api_env *e, const hs_api_tokens *data)
+{
+    return e->task ? hs_api_task_path(e->task) : hs_api_tokens_path(data);
+}
+
 /* The checks of a token study's batches (analyze/inputs.c's for --seq-len
  * and --batch): T within the context, at least one whole batch. */
 static int check_batches(const hs_model *m, const hs_api_tokens *data, int B, int T)
@@ -222,6 +233,8 @@ static int check_batches(const hs_model *m, const hs_api_tokens *data, int B, in
     int rc = hs_seq_len_check(&m->cfg, T, "seq_len");
     if (!rc && B < 1)
         rc = hs_fail(HS_EINVAL, "batch %d must be at least 1", B);
+    if (!rc && !data)
+        rc = hs_fail(HS_EINVAL, "no data: token data or a task");
     if (!rc && !hs_batch_count(hs_api_tokens_of(data), B, T))
         rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens",
                      hs_api_tokens_path(data) ? hs_api_tokens_path(data) : "tokens", B, T);
@@ -234,20 +247,21 @@ int hs_api_ablate(char **json, const hs_model *m, const hs_api_tokens *data, con
                   const char *heads, int naive)
 {
     *json = NULL;
-    T = hs_seq_len_or_default(&m->cfg, T);
+    T = e->task ? hs_api_task_of(e->task)->T : hs_seq_len_or_default(&m->cfg, T);
     hs_ablate_study_opts so = { .method = method, .layers = layers, .heads = heads,
                                 .naive = naive };
-    hs_study_env env = env_for(e, m, hs_api_tokens_of(data), NULL, NULL, B, T,
-                               (size_t)max_batches);
-    int rc = check_batches(m, data, B, T);
+    const hs_tokens *tok = data ? hs_api_tokens_of(data) : NULL;
+    hs_study_env env = env_for(e, m, tok, NULL, NULL, B, T, (size_t)max_batches);
+    int rc = e->task ? (B < 1 ? hs_fail(HS_EINVAL, "batch %d must be at least 1", B) : HS_OK)
+                     : check_batches(m, data, B, T);
     if (!rc)
         rc = hs_ablate_study_check(&so, &env);
     hs_run *run = NULL;
     if (!rc)
-        rc = run_begin(&run, e, HS_KIND_ABLATE, m, hs_api_tokens_path(data), T, NULL, NULL);
+        rc = run_begin(&run, e, HS_KIND_ABLATE, m, data_path(e, data), T, NULL, NULL);
     if (rc)
         return rc;
-    env = env_for(e, m, hs_api_tokens_of(data), NULL, run, B, T, (size_t)max_batches);
+    env = env_for(e, m, tok, NULL, run, B, T, (size_t)max_batches);
     hs_ablate_result r;
     rc = hs_ablate_study(&r, &so, &env);
     hs_jbuf b = { 0 };
@@ -263,15 +277,16 @@ int hs_api_importance(char **json, const hs_model *m, const hs_api_tokens *data,
                       const hs_api_env *e, int B, int T, long long max_batches)
 {
     *json = NULL;
-    T = hs_seq_len_or_default(&m->cfg, T);
-    int rc = check_batches(m, data, B, T);
+    T = e->task ? hs_api_task_of(e->task)->T : hs_seq_len_or_default(&m->cfg, T);
+    int rc = e->task ? (B < 1 ? hs_fail(HS_EINVAL, "batch %d must be at least 1", B) : HS_OK)
+                     : check_batches(m, data, B, T);
     hs_run *run = NULL;
     if (!rc)
-        rc = run_begin(&run, e, HS_KIND_IMPORTANCE, m, hs_api_tokens_path(data), T, NULL, NULL);
+        rc = run_begin(&run, e, HS_KIND_IMPORTANCE, m, data_path(e, data), T, NULL, NULL);
     if (rc)
         return rc;
-    const hs_study_env env = env_for(e, m, hs_api_tokens_of(data), NULL, run, B, T,
-                                     (size_t)max_batches);
+    const hs_study_env env = env_for(e, m, data ? hs_api_tokens_of(data) : NULL, NULL, run, B,
+                                     T, (size_t)max_batches);
     hs_importance_result r;
     rc = hs_importance_study(&r, &(hs_importance_opts){ 0 }, &env);
     if (!rc)
@@ -282,6 +297,51 @@ int hs_api_importance(char **json, const hs_model *m, const hs_api_tokens *data,
         begin_json(&b, hs_run_id(run), &r.table, NULL, 0, NULL, 0, sc, 1);
     rc = finish(json, &b, run, rc, NULL);
     hs_importance_result_free(&r);
+    return rc;
+}
+
+int hs_api_prune(char **json, const hs_model *m, const hs_api_tokens *data, const hs_api_env *e,
+                 int B, int T, long long max_batches, double step_percent, double max_percent,
+                 int min_heads_per_layer, int one_shot, const char *method, double lambda,
+                 int steps, double lr, long long seed)
+{
+    *json = NULL;
+    T = e->task ? hs_api_task_of(e->task)->T : hs_seq_len_or_default(&m->cfg, T);
+    hs_prune_study_opts so = {
+        .prune = { .step_percent = step_percent > 0 ? step_percent : 10,
+                   .max_percent = max_percent > 0 ? max_percent : 50,
+                   .min_heads_per_layer = min_heads_per_layer, .one_shot = one_shot },
+        .method = method,
+        .l0 = { .lambda = lambda, .steps = steps, .lr = lr, .seed = (unsigned long long)seed },
+    };
+    const hs_tokens *tok = data ? hs_api_tokens_of(data) : NULL;
+    hs_study_env env = env_for(e, m, tok, NULL, NULL, B, T, (size_t)max_batches);
+    int rc = e->task ? (B < 1 ? hs_fail(HS_EINVAL, "batch %d must be at least 1", B) : HS_OK)
+                     : check_batches(m, data, B, T);
+    if (!rc)
+        rc = hs_prune_study_check(&so, &env);
+    hs_run *run = NULL;
+    if (!rc)
+        rc = run_begin(&run, e, HS_KIND_PRUNE, m, data_path(e, data), T, NULL, NULL);
+    if (rc)
+        return rc;
+    env = env_for(e, m, tok, NULL, run, B, T, (size_t)max_batches);
+    hs_prune_result r;
+    rc = hs_prune_study(&r, &so, &env);
+    if (!rc)
+        rc = hs_run_study_rows(run, &r.rows);
+    hs_study_curve curves[2];
+    int nc = 0;
+    if (r.curve.n)
+        curves[nc++] = r.curve;
+    if (r.metric_curve.n)
+        curves[nc++] = r.metric_curve;
+    hs_jbuf b = { 0 };
+    const scalar sc[] = { { "pruned", r.n_pruned }, { "heads", r.heads } };
+    if (!rc)
+        begin_json(&b, hs_run_id(run), &r.table, NULL, 0, curves, nc, sc, 2);
+    rc = finish(json, &b, run, rc, NULL);
+    hs_prune_result_free(&r);
     return rc;
 }
 

@@ -67,7 +67,8 @@ char *hs_api_model_config(const hs_model *m);
  * parallel_residual, embed_scale, mla, qk_nope_head_dim, qk_rope_head_dim,
  * n_params, learned_positions (1 with a learned position table),
  * rotary (1 when q and k are rotated), mlp (0 none, 1 gelu, 2 swiglu, 3
- * geglu). HS_EINVAL naming an unknown key. */
+ * geglu), n_labels (a sequence classifier's outputs; 0: none). HS_EINVAL
+ * naming an unknown key. */
 int hs_api_model_int(const hs_model *m, const char *key, long long *v);
 
 /* "gpt2", "llama", ... (hs_family_name). */
@@ -168,6 +169,32 @@ int hs_api_forward_run(hs_api_forward *f, const int32_t *ids, int B, int T,
  * (set from another thread: the study returns HS_EINTR) and whether
  * non-finite results are kept. */
 typedef struct hs_api_env hs_api_env;
+
+/* ---- labelled tasks (SPEC §16) ---- */
+
+/* A task file read for m as `--task` reads it: the tokenizer at `tokenizer`
+ * (NULL: model_dir's, if any), seq_len 0: min(n_ctx, 256), truncate,
+ * label_map "i0,i1,..." and metric (the headline) or NULL. */
+typedef struct hs_api_task hs_api_task;
+int hs_api_task_load(hs_api_task **t, const hs_model *m, const char *model_dir, const char *path,
+                     const char *tokenizer, int seq_len, int truncate, const char *label_map,
+                     const char *metric);
+void hs_api_task_free(hs_api_task *t);
+int hs_api_task_count(const hs_api_task *t);
+
+/* `eval --task --json`'s object: task_loss, task_loss_stderr, each metric
+ * and <metric>_stderr, metric (the headline), n. */
+int hs_api_eval_task(char **json, const hs_model *m, const hs_api_task *t, int batch);
+
+/* A sequence classifier's outputs out (B, n_labels) on ids (B, T), the
+ * positions where mask (B, T; NULL: none) is 0 taken as padding (the
+ * model's pad_token_id: an encoder's masked keys, a decoder's pooled token
+ * the last that is not padding). */
+int hs_api_classify(const hs_model *m, const int32_t *ids, const unsigned char *mask, int B, int T,
+                    hs_real *out);
+
+/* The studies below run on t instead of their token data (data NULL). */
+void hs_api_env_task(hs_api_env *e, const hs_api_task *t);
 int hs_api_env_new(hs_api_env **e);
 void hs_api_env_free(hs_api_env *e);
 int hs_api_env_record(hs_api_env *e, const char *db, const char *model_dir, int argc,
@@ -193,6 +220,16 @@ int hs_api_ablate(char **json, const hs_model *m, const hs_api_tokens *data, con
 /* importance: scalars sequences. */
 int hs_api_importance(char **json, const hs_model *m, const hs_api_tokens *data,
                       const hs_api_env *e, int B, int T, long long max_batches);
+
+/* prune: method "importance" (NULL) with step_percent, max_percent,
+ * min_heads_per_layer, one_shot (curves pruning and, on a task,
+ * pruning_<metric>; rows pruned), or "l0" on a task with one lambda, steps,
+ * lr and seed (rows l0_gate, l0_log_alpha, l0_heads_open and the task's
+ * numbers; curve l0); scalars pruned, heads. */
+int hs_api_prune(char **json, const hs_model *m, const hs_api_tokens *data, const hs_api_env *e,
+                 int B, int T, long long max_batches, double step_percent, double max_percent,
+                 int min_heads_per_layer, int one_shot, const char *method, double lambda,
+                 int steps, double lr, long long seed);
 
 /* patch: sites "z,pattern,resid_pre,attn_out,mlp_out" (NULL: patch's
  * default); scalars logit_diff_clean, logit_diff_corrupt, prompts. */

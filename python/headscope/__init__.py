@@ -18,8 +18,8 @@ from ._lib import lib as _clib
 from .hooks import HookName, get_act_name
 from .index import Grid, Index
 from .model import ActivationCache, Model
-from .studies import (Result, ablate, atp, capture, dla, importance, induction_scores, patch,
-                      read_tokens, train, write_tokens)
+from .studies import (Result, Task, ablate, atp, capture, dla, eval_task, importance,
+                      induction_scores, patch, prune, read_tokens, train, write_tokens)
 from .tokenizer import Tokenizer
 
 
@@ -33,6 +33,7 @@ def get_threads():
 
 
 __all__ = ["Error", "Model", "Tokenizer", "ActivationCache", "HookName", "Index", "Grid",
-           "Result", "ablate", "importance", "patch", "atp", "dla", "induction_scores", "capture",
+           "Result", "Task", "ablate", "importance", "prune", "eval_task", "patch", "atp", "dla",
+           "induction_scores", "capture",
            "train", "read_tokens", "write_tokens", "get_act_name", "set_threads", "get_threads",
            "dtype", "library_path"]

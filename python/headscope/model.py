@@ -241,10 +241,39 @@ class Model:
 
     # ---- forwards ----
 
-    def __call__(self, ids, return_type="logits", targets=None):
+    def __call__(self, ids, return_type="logits", targets=None, attention_mask=None):
         """The forward: logits (B, T, V) by default; return_type "loss" (the
-        mean next-token loss, as model.loss), "both" or None."""
+        mean next-token loss, as model.loss), "both" or None. A sequence
+        classifier (SPEC §16: n_labels > 0) returns its outputs (B, n_labels)
+        instead, attention_mask (B, T) of 0/1 marking padding (taken as
+        pad_token_id, as transformers pads)."""
+        if self.n_labels:
+            return self._classify(ids, attention_mask)
+        if attention_mask is not None:
+            raise ValueError("attention_mask: for a sequence classifier (this model has a "
+                             "language-model head)")
         return self.run_with_hooks(ids, fwd_hooks=(), return_type=return_type, targets=targets)
+
+    @property
+    def n_labels(self):
+        """The classification head's outputs (0: none)."""
+        return self._int("n_labels")
+
+    def _classify(self, ids, attention_mask):
+        ids = self._ids(ids)
+        B, T = ids.shape
+        mask = None
+        if attention_mask is not None:
+            mask = np.ascontiguousarray(np.asarray(attention_mask), dtype=np.uint8)
+            if mask.shape != (B, T):
+                raise ValueError("attention_mask: shape %s, the ids' %s" % (mask.shape, (B, T)))
+        out = np.empty((B, self.n_labels), dtype=self.dtype)
+        with self._lock:
+            check(lib.hs_api_classify(
+                self._handle(), _lib.i32_ptr(ids),
+                mask.ctypes.data_as(ctypes.POINTER(ctypes.c_ubyte)) if mask is not None else None,
+                B, T, _lib.real_ptr(out)))
+        return out
 
     def loss(self, ids, targets=None, per_token=False):
         """Mean next-token cross-entropy: position t predicts ids[:, t+1]

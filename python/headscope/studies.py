@@ -303,29 +303,116 @@ def _run(kind, model, fn, args, db=None, argv=(), allow_nonfinite=False):
     return Result(kind, d, model.n_layers, model.n_heads)
 
 
-def ablate(model, data, batch=4, seq_len=None, max_batches=0, method="zero", layers=None,
-           heads=None, naive=False, db=None, allow_nonfinite=False):
+class Task:
+    """A labelled task file (SPEC §16, `--task FILE.jsonl`) read for a
+    classifier: {"text"[, "text_pair"], "label"} lines through the
+    tokenizer (tokenizer=, else the model directory's) or {"ids",
+    "token_type_ids"?, "label"} lines. seq_len (default min(n_ctx, 256)),
+    truncate, label_map "i0,i1,..." and metric (the headline) as the
+    command's options."""
+
+    def __init__(self, model, path, tokenizer=None, seq_len=None, truncate=False, label_map=None,
+                 metric=None):
+        self.path = os.path.abspath(os.fsdecode(path))
+        self.h = ctypes.c_void_p()
+        self.args = [("task", self.path), ("seq_len", seq_len), ("truncate", truncate),
+                     ("label_map", _list(label_map)), ("metric", metric),
+                     ("tokenizer", tokenizer)]
+        check(lib.hs_api_task_load(ctypes.byref(self.h), model._handle(), enc(model.path),
+                                   enc(self.path), enc(tokenizer), seq_len or 0, int(truncate),
+                                   enc(_list(label_map)), enc(metric)))
+
+    def __len__(self):
+        return lib.hs_api_task_count(self.h)
+
+    def __del__(self):
+        if getattr(self, "h", None) and self.h.value:
+            lib.hs_api_task_free(self.h)
+            self.h = ctypes.c_void_p()
+
+
+def _task(model, task, **kw):
+    return task if isinstance(task, Task) or task is None else Task(model, task, **kw)
+
+
+def eval_task(model, task, batch=8, **task_options):
+    """`headscope eval --task`'s numbers as a dict: task_loss and
+    task_loss_stderr, each metric of the task's kind with <metric>_stderr
+    (jackknife), metric (the headline) and n. task: a Task or a path (read
+    with task_options: tokenizer, seq_len, truncate, label_map, metric)."""
+    t = _task(model, task, **task_options)
+    out = ctypes.c_void_p()
+    with model._lock:
+        check(lib.hs_api_eval_task(ctypes.byref(out), model._handle(), t.h, batch))
+    return _lib.take_json(out.value)
+
+
+def _with_task(task, fn):
+    """fn's arguments with the env told to run on the task (SPEC §16)."""
+    def args(env):
+        if task is not None:
+            lib.hs_api_env_task(env, task.h)
+        return fn(env)
+    return args
+
+
+def ablate(model, data=None, batch=4, seq_len=None, max_batches=0, method="zero", layers=None,
+           heads=None, naive=False, db=None, allow_nonfinite=False, task=None):
     """Head ablation (`headscope ablate`): loss_delta_<method> per head.
-    data: a token shard's path or ids; layers, heads: lists or "0,2"."""
-    toks = _Tokens(data)
+    data: a token shard's path or ids; layers, heads: lists or "0,2".
+    task: a Task or a task file instead of data (loss and headline-metric
+    deltas on its examples, SPEC §16)."""
+    t = _task(model, task)
+    toks = _Tokens(data) if t is None else None
     layers, heads, method = _list(layers), _list(heads), _list(method) or "zero"
-    argv = _argv("ablate", model, [("data", toks.arg), ("batch", batch), ("seq_len", seq_len),
-                                   ("max_batches", max_batches or None), ("method", method),
-                                   ("layers", layers), ("heads", heads), ("naive", naive)])
-    return _run("ablate", model, lib.hs_api_ablate, lambda env: (
-        model._handle(), toks.h, env, batch, seq_len or 0, max_batches, enc(method), enc(layers),
-        enc(heads), int(naive)), db, argv, allow_nonfinite)
+    argv = _argv("ablate", model, (t.args if t else [("data", toks.arg)]) + [
+        ("batch", batch), ("seq_len", None if t else seq_len),
+        ("max_batches", max_batches or None), ("method", method), ("layers", layers),
+        ("heads", heads), ("naive", naive)])
+    return _run("ablate", model, lib.hs_api_ablate, _with_task(t, lambda env: (
+        model._handle(), toks.h if toks else None, env, batch, seq_len or 0, max_batches,
+        enc(method), enc(layers), enc(heads), int(naive))), db, argv, allow_nonfinite)
 
 
-def importance(model, data, batch=4, seq_len=None, max_batches=0, db=None,
-               allow_nonfinite=False):
+def importance(model, data=None, batch=4, seq_len=None, max_batches=0, db=None,
+               allow_nonfinite=False, task=None):
     """Gradient head importance (`headscope importance`): importance and
-    importance_raw per head."""
-    toks = _Tokens(data)
-    argv = _argv("importance", model, [("data", toks.arg), ("batch", batch), ("seq_len", seq_len),
-                                       ("max_batches", max_batches or None)])
-    return _run("importance", model, lib.hs_api_importance, lambda env: (
-        model._handle(), toks.h, env, batch, seq_len or 0, max_batches), db, argv, allow_nonfinite)
+    importance_raw per head; task instead of data: each example's task loss."""
+    t = _task(model, task)
+    toks = _Tokens(data) if t is None else None
+    argv = _argv("importance", model, (t.args if t else [("data", toks.arg)]) + [
+        ("batch", batch), ("seq_len", None if t else seq_len),
+        ("max_batches", max_batches or None)])
+    return _run("importance", model, lib.hs_api_importance, _with_task(t, lambda env: (
+        model._handle(), toks.h if toks else None, env, batch, seq_len or 0, max_batches)), db,
+        argv, allow_nonfinite)
+
+
+def prune(model, data=None, task=None, batch=4, seq_len=None, max_batches=0, step_percent=10,
+          max_percent=50, min_heads_per_layer=0, one_shot=False, method="importance",
+          lambdas=(0.01,), steps=500, lr=0.1, seed=0, db=None, allow_nonfinite=False):
+    """Head pruning (`headscope prune`). method "importance": Michel et
+    al.'s iterative pruning, curves "pruning" (loss) and on a task
+    "pruning_<metric>", rows "pruned"; returns a Result. method "l0" (a
+    task): Voita et al.'s gates, one run per lambda (rows l0_gate,
+    l0_log_alpha, l0_heads_open and the task's numbers with the gates,
+    curve l0); returns a list of Results, one per lambda."""
+    t = _task(model, task)
+    toks = _Tokens(data) if t is None else None
+    l0 = method == "l0"
+    results = []
+    for lam in (lambdas if l0 else (0.0,)):
+        argv = _argv("prune", model, (t.args if t else [("data", toks.arg)]) + [
+            ("batch", batch), ("seq_len", None if t else seq_len),
+            ("max_batches", max_batches or None), ("method", method if l0 else None)] + (
+            [("lambda", lam), ("steps", steps), ("lr", lr), ("seed", seed)] if l0 else
+            [("step_percent", step_percent), ("max_percent", max_percent),
+             ("min_heads_per_layer", min_heads_per_layer or None), ("one_shot", one_shot)]))
+        results.append(_run("prune", model, lib.hs_api_prune, _with_task(t, lambda env, lam=lam: (
+            model._handle(), toks.h if toks else None, env, batch, seq_len or 0, max_batches,
+            step_percent, max_percent, min_heads_per_layer, int(one_shot), enc(method),
+            lam, steps, lr, seed)), db, argv, allow_nonfinite))
+    return results if l0 else results[0]
 
 
 def patch(model, prompts, sites=None, noising=False, batch=0, naive=False, tokenizer=None,

@@ -269,5 +269,65 @@ class Errors(TempDir, unittest.TestCase):
         self.assertEqual(m(data[:8]).shape, (1, 8, 64), "usable after the stop")
 
 
+class Tasks(TempDir, unittest.TestCase):
+    """SPEC §16 from Python: a classifier's outputs with an attention mask,
+    eval_task, ablate/importance/prune on a task, each equal to the
+    command's on the same files."""
+
+    def setUp(self):
+        super().setUp()
+        self.model = os.path.join(FIX, "classifiers", "bert")
+        self.task = os.path.join(self.tmp, "t.jsonl")
+        rng = np.random.default_rng(3)
+        with open(self.task, "w") as f:
+            for i in range(9):
+                ids = [int(x) for x in rng.integers(3, 39, int(rng.integers(3, 9)))]
+                f.write(json.dumps({"ids": ids, "label": int(rng.integers(3))}) + "\n")
+
+    def test_outputs_and_eval_task_equal_the_command(self):
+        with hs.Model.open(self.model) as m:
+            self.assertEqual(m.n_labels, 3)
+            got = hs.eval_task(m, self.task, batch=4)
+            want = json.loads(cli("eval", "--model", self.model, "--task", self.task, "--json"))
+            for k, v in want.items():
+                if isinstance(v, float):
+                    self.assertLess(abs(got[k] - v), 1e-5 * max(1, abs(v)), k)
+            self.assertEqual(got["n"], 9)
+            # right padding with the mask: each row's outputs as the row alone
+            ids = np.array([[5, 6, 7, 8], [9, 10, 0, 0]], dtype=np.int32)
+            both = m(ids, attention_mask=[[1, 1, 1, 1], [1, 1, 0, 0]])
+            alone = m(np.array([[9, 10]], dtype=np.int32))
+            self.assertEqual(both.shape, (2, 3))
+            self.assertLess(np.abs(both[1] - alone[0]).max(), 1e-5)
+            with self.assertRaisesRegex(ValueError, "attention_mask"):
+                m(ids, attention_mask=[[1, 1]])
+
+    def test_studies_on_a_task_record_the_commands_rows(self):
+        db, cdb = os.path.join(self.tmp, "p.db"), os.path.join(self.tmp, "c.db")
+        with hs.Model.open(self.model) as m:
+            a = hs.ablate(m, task=self.task, method="zero,mean", batch=4, db=db)
+            i = hs.importance(m, task=self.task, batch=4, db=db)
+            p = hs.prune(m, task=self.task, batch=4, step_percent=25, db=db)
+            l0 = hs.prune(m, task=self.task, batch=4, method="l0", lambdas=[0.0, 5.0], steps=120,
+                          db=db)
+        cli("ablate", "--model", self.model, "--task", self.task, "--method", "zero,mean",
+            "--batch", 4, "--db", cdb)
+        cli("importance", "--model", self.model, "--task", self.task, "--batch", 4, "--db", cdb)
+        for r, run in ((a, 1), (i, 2)):
+            want = {(l, h, m_): v for l, h, m_, v in sqlite3.connect(cdb).execute(
+                "select layer, head, metric, value from head_metrics where run_id = ?", (run,))}
+            got = {(l, h, m_): v for l, h, m_, v, _, _ in r.rows}
+            self.assertEqual(set(got), set(want))
+            for k in want:
+                self.assertLess(abs(got[k] - want[k]), 1e-6 * max(1, abs(want[k])), k)
+        self.assertIn("accuracy_delta_zero", a.metrics)
+        self.assertIn("pruning_accuracy", p.curves)
+        self.assertEqual(len(l0), 2)
+        self.assertEqual(l0[1].value("l0_heads_open"), 0)
+        self.assertEqual(l0[0]["l0_gate"].shape, (2, 4))
+        kinds = [k for (k,) in sqlite3.connect(db).execute("select kind from runs order by run_id")]
+        self.assertEqual(kinds, ["ablate", "importance", "prune", "prune", "prune"])
+
+
 if __name__ == "__main__":
     unittest.main()
