@@ -352,6 +352,12 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
         return rc;
     }
     r->sequences = nb * (size_t)B;
+    if (rank == 0 && o.attention_mask &&
+        (rc = hs_maps_write_attention_mask(w, o.attention_mask, (long long)r->sequences))) {
+        hs_maps_abort(w);
+        free_table(table, n_table);
+        return rc;
+    }
     /* the digest of the file this run moved into place, never of whatever the
      * name holds by the time the caller records it */
     rc = rank ? HS_OK : hs_maps_finish_sha(w, r->sha256, &r->bytes);

@@ -18,6 +18,10 @@ typedef struct {
     const char *model_dir, *data_path; /* provenance: model_dir/config.json goes into the file */
     const char *model_sha, *data_sha;  /* sha256 hex of model and data; NULL: hashed here */
     const hs_tokenizer *tokenizer;     /* the data's tokenizer: /token_text (NULL: none) */
+    /* a task's padding (SPEC §16): 1 real / 0 padding per position of the
+     * data's sequences (T each), written as /attention_mask of those
+     * captured; NULL: none */
+    const unsigned char *attention_mask;
 } hs_capture_opts;
 
 /* The resolved selection. */

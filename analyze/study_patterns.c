@@ -9,6 +9,7 @@
 #include "patterns.h"
 #include "study.h"
 #include "study_patterns.h"
+#include "task.h"
 
 void hs_patterns_result_free(hs_patterns_result *r)
 {
@@ -45,9 +46,15 @@ static void note_missing(hs_patterns_result *r, const hs_patterns *p, int tokeni
 static int model_study(hs_patterns_result *r, const hs_patterns_opts *o, const hs_study_env *env)
 {
     const hs_model *m = env->m;
-    const hs_tokens *data = env->data;
+    hs_tokens task = { 0 }; /* --task: its examples, right-padded, as the data */
+    if (env->task && !m->cfg.encoder)
+        return hs_fail(HS_EUNSUPPORTED, "patterns --task: a decoder's padded queries would be "
+                                        "counted; not implemented yet (an encoder's are not)");
+    if (env->task && hs_task_tokens(&task, NULL, env->task))
+        return HS_ENOMEM;
+    const hs_tokens *data = env->task ? &task : env->data;
     const hs_study_io *io = &env->io;
-    const int B = env->batch, T = env->seq_len;
+    const int B = env->batch, T = env->task ? env->task->T : env->seq_len;
     const hs_progress_fn pf = io->progress;
     void *pc = io->ctx;
     hs_patterns pt = { 0 }, pctl = { 0 };
@@ -89,6 +96,7 @@ static int model_study(hs_patterns_result *r, const hs_patterns_opts *o, const h
         hs_patterns_free(&pt);
     if (pctl.value[0])
         hs_patterns_free(&pctl);
+    hs_tokens_free(&task);
     return rc;
 }
 

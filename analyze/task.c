@@ -423,6 +423,26 @@ int hs_task_run(double *out, const hs_model *m, const hs_task *t, int batch,
     return rc;
 }
 
+int hs_task_tokens(hs_tokens *out, unsigned char **mask, const hs_task *t)
+{
+    memset(out, 0, sizeof *out);
+    const size_t n = (size_t)t->n * t->T;
+    int32_t *ids = malloc(sizeof *ids * (n + 1));
+    if (mask && ids && !(*mask = malloc(n + 1))) {
+        free(ids);
+        ids = NULL;
+    }
+    if (!ids)
+        return hs_fail(HS_ENOMEM, "out of memory for the task's tokens");
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = t->ids[i];
+        if (mask)
+            (*mask)[i] = (int)(i % t->T) < t->len[i / t->T];
+    }
+    ids[n] = t->ids[n - 1]; /* the +1 of SPEC §4's batches */
+    return hs_tokens_adopt(out, ids, n + 1);
+}
+
 hs_task_outputs hs_task_example(const hs_task *t, int i, const double *row)
 {
     const double *target = t->kind == HS_TASK_MULTI_LABEL ? t->target + (size_t)i * t->k

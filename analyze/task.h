@@ -22,6 +22,7 @@
 #include "stats.h"
 #include "task_metrics.h"
 #include "tokenizer.h"
+#include "tokens.h"
 #include "transformer.h"
 
 typedef struct {
@@ -73,6 +74,12 @@ int hs_task_run(double *out, const hs_model *m, const hs_task *t, int batch,
 int hs_task_forward(hs_acts *a, double *out, int *pool, int32_t *ids, unsigned char *types,
                     const hs_model *m, const hs_task *t, const int *ex, int nb,
                     const hs_hooks *hooks);
+
+/* The task's examples as token data (SPEC §4's batches of B x T: example
+ * after example, each right-padded to t->T, and one more id) into out
+ * (owned: hs_tokens_free), and with mask (may be NULL) each position's 1
+ * (a token) or 0 (padding), malloc'd. */
+int hs_task_tokens(hs_tokens *out, unsigned char **mask, const hs_task *t);
 
 /* Example i alone, its outputs row (k values), as the metrics read it
  * (hs_task_loss(&o, 0), hs_task_loss_grad). */

@@ -16,12 +16,16 @@
 /* Reads the data (and the tokenizer that applies), opens the run, captures
  * and records the file; frees m. The exit status. */
 static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, const char *db,
-                       int json, const opt *o, int nopts, int argc, char **argv)
+                       int json, const opt *o, int nopts, int argc, char **argv,
+                       hs_tokens *task)
 {
     cli_job j = { 0 };
     size_t nb;
+    if (task) /* a task's examples (capture_task): the job owns them from here */
+        j.in.tok = *task, memset(task, 0, sizeof *task);
     int rc = hs_tokenizer_resolve(&j.in.tk, src->tokenizer, co.model_dir) || /* token_text */
-             hs_source_load(&j.in.tok, src, &j.in.tk, co.model_dir, m->cfg.vocab_size) ||
+             (!j.in.tok.n &&
+              hs_source_load(&j.in.tok, src, &j.in.tk, co.model_dir, m->cfg.vocab_size)) ||
              hs_capture_batches(&nb, &co, &j.in.tok);
     j.in.m = *m; /* the job owns the model from here */
     j.in.data_path = co.data_path;
@@ -50,6 +54,33 @@ static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, co
     return 0;
 }
 
+/* capture --task (SPEC §16): the task's examples (right-padded to its
+ * length, which becomes the sequence length) as a token view, in whole
+ * batches of --batch, and their padding as /attention_mask. */
+static int capture_task(hs_task *t, hs_tokens *view, unsigned char **mask, const cli_task *task,
+                        const hs_model *m, const hs_source *src, hs_capture_opts *co)
+{
+    hs_task_opts to = { task->path, co->seq_len, task->truncate, { 0 }, 0, task->metric };
+    hs_tokenizer *tk = NULL;
+    int rc = task->label_map ? hs_task_label_map_parse(&to, task->label_map) : HS_OK;
+    if (!rc)
+        rc = hs_tokenizer_resolve(&tk, src->tokenizer, co->model_dir);
+    if (!rc)
+        rc = hs_task_load(t, &to, &m->cfg, tk);
+    if (tk)
+        hs_tokenizer_free(tk);
+    if (!rc)
+        rc = hs_task_tokens(view, mask, t);
+    if (!rc) {
+        co->seq_len = t->T, co->attention_mask = *mask;
+        if (t->n % co->batch)
+            fprintf(stderr, "headscope: capture: note: %d of the task's %d examples (whole "
+                            "batches of --batch %d)\n", t->n / co->batch * co->batch, t->n,
+                    co->batch);
+    }
+    return rc;
+}
+
 static int cmd_capture(int argc, char **argv)
 {
     const char *model = NULL, *dtype = "f32", *db = NULL;
@@ -57,6 +88,7 @@ static int cmd_capture(int argc, char **argv)
     int threads = 0, json = 0;
     long max_batches = 0;
     hs_capture_opts co = { .batch = 4 };
+    cli_task task = { 0 };
     opt o[] = {
         OPT_MODEL(&model),
         OPT_DATA_AS(&src.data, "token shard (SPEC §4)"),
@@ -75,13 +107,14 @@ static int cmd_capture(int argc, char **argv)
         OPT_THREADS(&threads),
         { "--force", OPT_FLAG, &co.force, 0, NULL, "overwrite an existing output", 0 },
         OPT_DB_AS(&db, "record the run and the map file (artifact) in this index"),
+        OPT_TASK(&task),
         OPT_JSON(&json),
     };
     const int n = CLI_N(o);
     int rc = cli_opts_parse("capture", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const char *data = hs_source_path(&src);
+    const char *data = task.path ? task.path : hs_source_path(&src);
     if (!model || !data || !co.out)
         return cli_usage_error("capture",
                                "--model DIR, --data FILE (or --text FILE) and --out FILE.h5 "
@@ -98,11 +131,21 @@ static int cmd_capture(int argc, char **argv)
     hs_capture_plan plan;
     if (hs_checkpoint_load_stored(&m, model, HS_WEIGHTS_MAPPED))
         return cli_run_error("capture");
+    hs_task t = { 0 };
+    hs_tokens view = { 0 };
+    unsigned char *mask = NULL;
+    if (task.path && capture_task(&t, &view, &mask, &task, &m, &src, &co)) {
+        hs_model_free(&m);
+        return cli_run_error("capture");
+    }
     if (hs_capture_check(&plan, &co, &m.cfg)) {
         hs_model_free(&m);
-        return cli_usage_error("capture", "%s", hs_last_error());
+        rc = cli_usage_error("capture", "%s", hs_last_error());
+    } else {
+        rc = capture_run(&m, &src, co, db, json, o, n, argc, argv, task.path ? &view : NULL);
     }
-    return capture_run(&m, &src, co, db, json, o, n, argc, argv);
+    hs_task_free(&t), hs_tokens_free(&view), free(mask);
+    return rc;
 }
 
 static int cmd_maps(int argc, char **argv)
@@ -138,6 +181,8 @@ static int cmd_maps(int argc, char **argv)
 }
 
 static const opt_rule capture_rules[] = {
+    { "--task", OPTS_EXCLUDES, "--data,--text", "a task's examples are its own" },
+    { "--task", OPTS_NEEDS, "--metric,--truncate,--label-map", "they concern a task" },
     OPT_TEXT_RULE_DATA,
 };
 

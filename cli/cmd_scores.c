@@ -66,14 +66,16 @@ static int cmd_patterns(int argc, char **argv)
         OPT_BATCH(&s.in.batch),
         OPT_SEQ_LEN(&s.in.seq_len),
         OPT_MAX_BATCHES(&s.max_batches),
+        CLI_STUDY_TASK_OPTS(s),
         CLI_STUDY_TAIL_OPTS(s),
     };
     int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!s.db || (!po.maps && (!s.in.model || !hs_source_path(&s.in.source))))
-        return cli_usage_error("patterns", "--model DIR, --data FILE (or --text FILE) and "
-                                           "--db FILE are required (or --maps FILE and --db FILE)");
+    if (!s.db || (!po.maps && (!s.in.model || (!hs_source_path(&s.in.source) && !s.task.path))))
+        return cli_usage_error("patterns", "--model DIR, --data FILE (or --text FILE, or --task "
+                                           "FILE.jsonl) and --db FILE are required (or --maps "
+                                           "FILE and --db FILE)");
     s.in.maps = po.maps; /* the maps name their model and data: the run records the file */
     return cli_study_go(&s, o, CLI_N(o), argc, argv);
 }
@@ -85,7 +87,7 @@ static const opt_rule induction_rules[] = {
 };
 
 static const opt_rule patterns_rules[] = {
-    OPT_TEXT_RULES,
+    OPT_TASK_RULES,
     { "--maps", OPTS_EXCLUDES, "--model,--data", "the map file names its model and data" },
     { "--maps", OPTS_EXCLUDES, "--text,--tokenizer", "the map file holds its tokens" },
     { "--maps", OPTS_EXCLUDES, "--batch,--seq-len,--max-batches,--threads",

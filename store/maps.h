@@ -65,6 +65,12 @@ int hs_maps_append(hs_maps_writer *w, int layer, const hs_real *att, int B, int 
  * HS_EINVAL). */
 int hs_maps_append_tokens(hs_maps_writer *w, const int32_t *tokens, int B);
 
+/* A task's padding (SPEC §16): /attention_mask, int8 [n, T], 1 for a real
+ * token, 0 for padding, of the n sequences appended (all of them: call
+ * after the last append; the writer's I/O is finished first). HS_EINVAL
+ * when n is not the sequences written. */
+int hs_maps_write_attention_mask(hs_maps_writer *w, const unsigned char *mask, long long n);
+
 /* The writer as the recorder's sink (capture/recorder.h). */
 hs_map_sink hs_maps_sink(hs_maps_writer *w);
 

@@ -486,6 +486,31 @@ static int stop_io(hs_maps_writer *w)
     return w->io_rc ? hs_fail(w->io_rc, "%s", w->io_msg) : HS_OK;
 }
 
+int hs_maps_write_attention_mask(hs_maps_writer *w, const unsigned char *mask, long long n)
+{
+    int rc = stop_io(w); /* every sequence written; HDF5 on this thread alone from here */
+    if (rc)
+        return rc;
+    if (n != w->n_tokens)
+        return hs_fail(HS_EINVAL, "%s: an attention mask of %lld sequences for %lld written",
+                       w->path, n, w->n_tokens);
+    hsize_t dims[2] = { (hsize_t)n, (hsize_t)w->T };
+    hid_t space = H5Screate_simple(2, dims, NULL);
+    hid_t d = space < 0 ? -1
+                        : H5Dcreate2(w->file, "attention_mask", H5T_STD_I8LE, space, H5P_DEFAULT,
+                                     H5P_DEFAULT, H5P_DEFAULT);
+    int bad = d < 0 || (n > 0 && H5Dwrite(d, H5T_NATIVE_SCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                                          mask) < 0);
+    static const char *const labels[2] = { "seq", "key" };
+    for (int i = 0; !bad && i < 2; i++)
+        bad = H5DSset_label(d, (unsigned)i, labels[i]) < 0;
+    if (d >= 0 && H5Dclose(d) < 0)
+        bad = 1;
+    if (space >= 0)
+        H5Sclose(space);
+    return bad ? hs_maps_h5_fail(w->path, "writing /attention_mask") : HS_OK;
+}
+
 static int sink_maps(void *ctx, int layer, const hs_real *att, int B, int H_model)
 {
     return hs_maps_append(ctx, layer, att, B, H_model);

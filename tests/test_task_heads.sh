@@ -167,6 +167,33 @@ assert not any(k.startswith("cls.") for k in names), names' || bad "the written 
     expect_rc 0 "the new classifier loads"
 }
 
+# capture --task: the task's examples, right-padded, with /attention_mask
+# (1 real, 0 padding) and no attention to padded keys; patterns --task on
+# an encoder (a decoder's padded queries: refused, not yet measured)
+capture_and_patterns_on_a_task() {
+    task b 40 3 12
+    hs capture --model "$C/bert" --task b.jsonl --out m.h5 --batch 4 --json
+    expect_rc 0 "capture --task" || return 1
+    py -c 'import h5py, json, numpy as np
+rows = [json.loads(l)["ids"] for l in open("b.jsonl")]
+f = h5py.File("m.h5")
+am, tok = f["attention_mask"][:], f["tokens"][:]
+assert am.dtype == np.int8 and am.shape == (12, 8), (am.dtype, am.shape)
+for i, r in enumerate(rows):
+    assert list(am[i]) == [1] * len(r) + [0] * (8 - len(r)), (i, am[i])
+    assert list(tok[i][:len(r)]) == r
+    for l in ("layer_00", "layer_01"):
+        a = f[l]["attn"][i][:, :len(r)]
+        assert (a[:, :, len(r):] == 0).all() and abs(a.sum(-1) - 1).max() < 1e-5' ||
+        bad "the map file of a task" || return 1
+    hs patterns --model "$C/bert" --task b.jsonl --db p.db --batch 4 --json
+    expect_rc 0 "patterns --task" && expect_grep "$OUT" '"sequences":12' "every example" ||
+        return 1
+    task g 48 3 4 47
+    expect_refused 1 patterns "a decoder's padded queries" --model "$C/gpt2" --task g.jsonl \
+        --db p.db
+}
+
 task_studies_refuse() {
     task t 40 3 6
     local m="--model $C/bert --task t.jsonl --db r.db"
@@ -195,4 +222,4 @@ task_studies_refuse() {
 # Under ASan the refusals and the planted task run (the oracle's torch in the float build).
 under_asan && SKIP="${SKIP:-} task_heads_equal_torch batching_changes_nothing train_task_matches_torch"
 run_checks task_heads_equal_torch batching_changes_nothing planted_head_is_singled_out \
-    train_task_matches_torch task_studies_refuse
+    train_task_matches_torch capture_and_patterns_on_a_task task_studies_refuse
