@@ -364,3 +364,31 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
     free_table(table, n_table);
     return rc;
 }
+
+int hs_capture_task_load(hs_capture_task *ct, hs_capture_opts *co, const hs_task_opts *o,
+                         const hs_model *m, const char *tokenizer)
+{
+    memset(ct, 0, sizeof *ct);
+    hs_tokenizer *tk = NULL;
+    int rc = hs_tokenizer_resolve(&tk, tokenizer, co->model_dir);
+    if (!rc)
+        rc = hs_task_load(&ct->task, o, &m->cfg, tk);
+    if (tk)
+        hs_tokenizer_free(tk);
+    if (!rc)
+        rc = hs_task_tokens(&ct->tokens, &ct->mask, &ct->task);
+    if (rc) {
+        hs_capture_task_free(ct);
+        return rc;
+    }
+    co->seq_len = ct->task.T, co->attention_mask = ct->mask;
+    return HS_OK;
+}
+
+void hs_capture_task_free(hs_capture_task *ct)
+{
+    hs_task_free(&ct->task);
+    hs_tokens_free(&ct->tokens);
+    free(ct->mask);
+    memset(ct, 0, sizeof *ct);
+}

@@ -4,6 +4,7 @@
 
 #include "maps.h"
 #include "study.h"
+#include "task.h"
 
 typedef struct {
     const char *out;        /* the map file: written under a temporary name, renamed when complete */
@@ -54,5 +55,20 @@ typedef struct {
  * plus the writes; hashing model and data when their sha256 is not given. */
 int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
                hs_capture_opts o, const hs_study_io *io);
+
+/* capture --task (SPEC §16): the task of o (read with the tokenizer at
+ * `tokenizer`, else co's model directory's) as token data -- its examples
+ * right-padded to its length, which becomes co->seq_len -- with their
+ * padding as co->attention_mask (captured in whole batches of co->batch).
+ * Free with hs_capture_task_free. */
+typedef struct {
+    hs_task task;
+    hs_tokens tokens;
+    unsigned char *mask;
+} hs_capture_task;
+
+int hs_capture_task_load(hs_capture_task *ct, hs_capture_opts *co, const hs_task_opts *o,
+                         const hs_model *m, const char *tokenizer);
+void hs_capture_task_free(hs_capture_task *ct);
 
 #endif

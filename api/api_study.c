@@ -337,7 +337,7 @@ int hs_api_prune(char **json, const hs_model *m, const hs_api_tokens *data, cons
     if (r.metric_curve.n)
         curves[nc++] = r.metric_curve;
     hs_jbuf b = { 0 };
-    const scalar sc[] = { { "pruned", r.n_pruned }, { "heads", r.heads } };
+    const scalar sc[] = { { "n_pruned", r.n_pruned }, { "heads", r.heads } };
     if (!rc)
         begin_json(&b, hs_run_id(run), &r.table, NULL, 0, curves, nc, sc, 2);
     rc = finish(json, &b, run, rc, NULL);

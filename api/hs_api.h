@@ -225,7 +225,7 @@ int hs_api_importance(char **json, const hs_model *m, const hs_api_tokens *data,
  * min_heads_per_layer, one_shot (curves pruning and, on a task,
  * pruning_<metric>; rows pruned), or "l0" on a task with one lambda, steps,
  * lr and seed (rows l0_gate, l0_log_alpha, l0_heads_open and the task's
- * numbers; curve l0); scalars pruned, heads. */
+ * numbers; curve l0); scalars n_pruned, heads. */
 int hs_api_prune(char **json, const hs_model *m, const hs_api_tokens *data, const hs_api_env *e,
                  int B, int T, long long max_batches, double step_percent, double max_percent,
                  int min_heads_per_layer, int one_shot, const char *method, double lambda,

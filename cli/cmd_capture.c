@@ -54,30 +54,35 @@ static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, co
     return 0;
 }
 
-/* capture --task (SPEC §16): the task's examples (right-padded to its
- * length, which becomes the sequence length) as a token view, in whole
- * batches of --batch, and their padding as /attention_mask. */
-static int capture_task(hs_task *t, hs_tokens *view, unsigned char **mask, const cli_task *task,
-                        const hs_model *m, const hs_source *src, hs_capture_opts *co)
+/* Loads the model (and with --task the task as the data), checks the
+ * selection against it and captures: the exit status. */
+static int capture_model(hs_capture_opts *co, const hs_source *src, const cli_task *task,
+                         const char *db, int json, const opt *o, int n, int argc, char **argv)
 {
-    hs_task_opts to = { task->path, co->seq_len, task->truncate, { 0 }, 0, task->metric };
-    hs_tokenizer *tk = NULL;
-    int rc = task->label_map ? hs_task_label_map_parse(&to, task->label_map) : HS_OK;
-    if (!rc)
-        rc = hs_tokenizer_resolve(&tk, src->tokenizer, co->model_dir);
-    if (!rc)
-        rc = hs_task_load(t, &to, &m->cfg, tk);
-    if (tk)
-        hs_tokenizer_free(tk);
-    if (!rc)
-        rc = hs_task_tokens(view, mask, t);
-    if (!rc) {
-        co->seq_len = t->T, co->attention_mask = *mask;
-        if (t->n % co->batch)
-            fprintf(stderr, "headscope: capture: note: %d of the task's %d examples (whole "
-                            "batches of --batch %d)\n", t->n / co->batch * co->batch, t->n,
-                    co->batch);
+    hs_model m;
+    hs_capture_plan plan;
+    hs_task_opts to;
+    hs_capture_task ct = { 0 }; /* --task: its examples as the data */
+    hs_inputs_spec in = { .seq_len = co->seq_len };
+    int rc = 0;
+    if (hs_checkpoint_load_stored(&m, co->model_dir, HS_WEIGHTS_MAPPED))
+        return cli_run_error("capture");
+    if (task->path && !(rc = cli_task_opts(&to, task, &in)) &&
+        hs_capture_task_load(&ct, co, &to, &m, src->tokenizer))
+        rc = cli_run_error("capture");
+    if (!rc && task->path && ct.task.n % co->batch)
+        fprintf(stderr, "headscope: capture: note: %d of the task's %d examples (whole batches "
+                        "of --batch %d)\n", ct.task.n / co->batch * co->batch, ct.task.n,
+                co->batch);
+    if (!rc && hs_capture_check(&plan, co, &m.cfg))
+        rc = cli_usage_error("capture", "%s", hs_last_error());
+    if (rc) {
+        hs_model_free(&m);
+        hs_capture_task_free(&ct);
+        return rc;
     }
+    rc = capture_run(&m, src, *co, db, json, o, n, argc, argv, task->path ? &ct.tokens : NULL);
+    hs_capture_task_free(&ct);
     return rc;
 }
 
@@ -127,25 +132,7 @@ static int cmd_capture(int argc, char **argv)
     if (threads)
         hs_set_threads(threads);
     co.max_batches = (size_t)max_batches, co.model_dir = model, co.data_path = data;
-    hs_model m;
-    hs_capture_plan plan;
-    if (hs_checkpoint_load_stored(&m, model, HS_WEIGHTS_MAPPED))
-        return cli_run_error("capture");
-    hs_task t = { 0 };
-    hs_tokens view = { 0 };
-    unsigned char *mask = NULL;
-    if (task.path && capture_task(&t, &view, &mask, &task, &m, &src, &co)) {
-        hs_model_free(&m);
-        return cli_run_error("capture");
-    }
-    if (hs_capture_check(&plan, &co, &m.cfg)) {
-        hs_model_free(&m);
-        rc = cli_usage_error("capture", "%s", hs_last_error());
-    } else {
-        rc = capture_run(&m, &src, co, db, json, o, n, argc, argv, task.path ? &view : NULL);
-    }
-    hs_task_free(&t), hs_tokens_free(&view), free(mask);
-    return rc;
+    return capture_model(&co, &src, &task, db, json, o, n, argc, argv);
 }
 
 static int cmd_maps(int argc, char **argv)
