@@ -135,9 +135,6 @@ int hs_prune_study_check(hs_prune_study_opts *o, const hs_study_env *env)
     const int l0 = o->method && !strcmp(o->method, "l0");
     if (o->method && !l0 && strcmp(o->method, "importance"))
         return hs_fail(HS_EINVAL, "--method %s: importance or l0", o->method);
-    if (l0 && !env->task)
-        return hs_fail(HS_EUNSUPPORTED, "prune --method l0 without --task (gates on the "
-                                        "language-model loss) is not implemented yet");
     if (l0 && o->out)
         return hs_fail(HS_EINVAL, "--out: writes the model --method importance prunes; "
                                   "--method l0's gates are in the index");
@@ -161,7 +158,8 @@ static int l0_study(hs_prune_result *r, const hs_prune_study_opts *o, const hs_s
     lo.batch = env->batch, lo.stop = env->io.stop;
     lo.progress = hs_study_progress, lo.ctx = (void *)&env->io;
     hs_study_phase(&env->io, "l0 gates");
-    int rc = hs_task_l0(&r->l0, env->m, env->task, &lo);
+    int rc = env->task ? hs_task_l0(&r->l0, env->m, env->task, &lo)
+                       : hs_lm_l0(&r->l0, env->m, env->data, env->seq_len, env->max_batches, &lo);
     hs_study_phase(&env->io, NULL);
     const hs_model_config *c = &env->m->cfg;
     for (int l = 0; !rc && l < c->n_layer; l++)
@@ -175,15 +173,18 @@ static int l0_study(hs_prune_result *r, const hs_prune_study_opts *o, const hs_s
     if (!rc)
         rc = hs_head_table_add(&r->table, -1, -1, HS_METRIC(L0_HEADS_OPEN), r->l0.open, 0,
                                r->heads);
-    if (!rc)
-        rc = hs_task_numbers_to_table(&r->table, &r->l0.eval);
     const hs_task_eval_result *e = &r->l0.eval;
+    if (!rc && r->l0.lm) /* the language-model loss with the gates */
+        rc = hs_head_table_add(&r->table, -1, -1, HS_METRIC(LOSS), e->loss, e->loss_se, e->n);
+    else if (!rc)
+        rc = hs_task_numbers_to_table(&r->table, &r->l0.eval);
     snprintf(r->metric_curve.name, sizeof r->metric_curve.name, "%s", HS_METRIC(L0));
     r->metric_curve.points = rc ? NULL : malloc(sizeof *r->metric_curve.points);
     if (!rc && !r->metric_curve.points)
         rc = HS_ENOMEM;
     if (!rc) {
-        r->metric_curve.points[0] = (hs_curve_point){ 0, r->l0.open, e->value[e->headline] };
+        r->metric_curve.points[0] =
+            (hs_curve_point){ 0, r->l0.open, r->l0.lm ? e->loss : e->value[e->headline] };
         r->metric_curve.n = 1;
     }
     char lambda[32];

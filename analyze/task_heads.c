@@ -7,6 +7,7 @@
 
 #include "ablate.h"
 #include "config_file.h"
+#include "eval.h"
 #include "memory.h"
 #include "optim.h"
 #include "rng.h"
@@ -421,9 +422,18 @@ static void l0_final(hs_l0_result *r, hs_real **xi, const hs_real *log_alpha,
         }
 }
 
-int hs_task_l0(hs_l0_result *r, const hs_model *m, const hs_task *t, const hs_l0_opts *o)
+/* What L0 gates are trained on: each step's batch (the gates in hooks; the
+ * gate gradients of its mean loss into dgates), and the numbers with the
+ * final gates. */
+typedef struct {
+    int (*step)(void *ctx, const hs_hooks *hooks, hs_real *const *dgates);
+    int (*finish)(void *ctx, const hs_hooks *hooks, hs_l0_result *r);
+    void *ctx;
+} l0_objective;
+
+static int l0_run(hs_l0_result *r, const hs_model *m, const hs_l0_opts *o,
+                  const l0_objective *obj)
 {
-    memset(r, 0, sizeof *r);
     const hs_model_config *c = &m->cfg;
     if (o->train_model)
         return hs_fail(HS_EUNSUPPORTED, "prune --method l0 --train-model: training the weights "
@@ -432,22 +442,17 @@ int hs_task_l0(hs_l0_result *r, const hs_model *m, const hs_task *t, const hs_l0
     if (!(o->lambda >= 0) || o->steps < 0 || o->lr < 0)
         return hs_fail(HS_EINVAL, "--lambda, --steps and --lr must not be negative");
     const int steps = o->steps ? o->steps : 500;
-    int nh = 0;
+    int nh = 0, rc = HS_OK;
     for (int l = 0; l < c->n_layer; l++)
         nh += c->n_head[l];
-    pass p;
-    int rc = pass_init(&p, m, t, o->batch, HS_ACTS_TRAIN);
-    if (rc)
-        return rc;
     r->log_alpha = hs_calloc((size_t)c->n_layer * HS_MAX_HEADS, sizeof(double), "l0 gates");
     r->gate = hs_calloc((size_t)c->n_layer * HS_MAX_HEADS, sizeof(double), "l0 gates");
     hs_real *la = hs_calloc((size_t)nh, sizeof *la, "log alpha");
     hs_real *gla = hs_calloc((size_t)nh, sizeof *gla, "log alpha");
     double *s = hs_calloc((size_t)nh * 2, sizeof *s, "l0 gates"), *pre = s + nh;
-    double *out = hs_calloc((size_t)t->n * t->k, sizeof *out, "task outputs");
     hs_real *xi[HS_MAX_LAYERS] = { 0 }, *dxi[HS_MAX_LAYERS] = { 0 };
     hs_adam adam = { 0 };
-    if (!r->log_alpha || !r->gate || !la || !gla || !s || !out)
+    if (!r->log_alpha || !r->gate || !la || !gla || !s)
         rc = HS_ENOMEM;
     if (!rc)
         rc = gates_alloc(xi, c, 1, NULL);
@@ -461,18 +466,15 @@ int hs_task_l0(hs_l0_result *r, const hs_model *m, const hs_task *t, const hs_l0
     hs_rng_seed(&rng, o->seed);
     const hs_hooks hooks = { .gates = (const hs_real *const *)xi };
     const double shift = L0_BETA * log(-L0_LO / L0_HI); /* the penalty's sigma(log_alpha - shift) */
-    for (int step = 0, next = 0; !rc && step < steps; step++) {
+    for (int step = 0; !rc && step < steps; step++) {
         if (o->stop && *o->stop) {
             rc = hs_fail(HS_EINTR, "interrupted after %d of %d steps", step, steps);
             break;
         }
-        for (int b = 0; b < p.batch; b++)
-            p.ex[b] = (next + b) % t->n;
-        next = (next + p.batch) % t->n;
         l0_draw(xi, s, pre, la, &rng, c);
         for (int l = 0; l < c->n_layer; l++)
             memset(dxi[l], 0, sizeof(hs_real) * c->n_head[l]);
-        if ((rc = pass_backward(&p, p.batch, &hooks, dxi, NULL, 1.0 / p.batch, NULL)))
+        if ((rc = obj->step(obj->ctx, &hooks, dxi)))
             break;
         for (int l = 0, k = 0; l < c->n_layer; l++)
             for (int h = 0; h < c->n_head[l]; h++, k++) {
@@ -487,17 +489,103 @@ int hs_task_l0(hs_l0_result *r, const hs_model *m, const hs_task *t, const hs_l0
     }
     if (!rc) {
         l0_final(r, xi, la, c);
-        rc = pass_run(&p, out, &hooks);
+        rc = obj->finish(obj->ctx, &hooks, r);
     }
-    if (!rc)
-        rc = hs_task_numbers(&r->eval, t, out);
     hs_adam_free(&adam);
     gates_free(xi, c->n_layer);
     gates_free(dxi, c->n_layer);
-    free(la), free(gla), free(s), free(out);
-    pass_free(&p);
+    free(la), free(gla), free(s);
     if (rc)
         hs_l0_result_free(r);
+    return rc;
+}
+
+/* The task's objective: the next batch of examples (file order, wrapping). */
+typedef struct {
+    pass p;
+    int next;
+} task_l0;
+
+static int task_l0_step(void *ctx, const hs_hooks *hooks, hs_real *const *dgates)
+{
+    task_l0 *q = ctx;
+    for (int b = 0; b < q->p.batch; b++)
+        q->p.ex[b] = (q->next + b) % q->p.t->n;
+    q->next = (q->next + q->p.batch) % q->p.t->n;
+    return pass_backward(&q->p, q->p.batch, hooks, dgates, NULL, 1.0 / q->p.batch, NULL);
+}
+
+static int task_l0_finish(void *ctx, const hs_hooks *hooks, hs_l0_result *r)
+{
+    task_l0 *q = ctx;
+    double *out = hs_calloc((size_t)q->p.t->n * q->p.t->k, sizeof *out, "task outputs");
+    int rc = out ? pass_run(&q->p, out, hooks) : HS_ENOMEM;
+    if (!rc)
+        rc = hs_task_numbers(&r->eval, q->p.t, out);
+    free(out);
+    return rc;
+}
+
+int hs_task_l0(hs_l0_result *r, const hs_model *m, const hs_task *t, const hs_l0_opts *o)
+{
+    memset(r, 0, sizeof *r);
+    task_l0 q = { .next = 0 };
+    int rc = pass_init(&q.p, m, t, o->batch, HS_ACTS_TRAIN);
+    if (rc)
+        return rc;
+    const l0_objective obj = { task_l0_step, task_l0_finish, &q };
+    rc = l0_run(r, m, o, &obj);
+    pass_free(&q.p);
+    return rc;
+}
+
+/* The language-model objective: the next batch of the data (SPEC §4's, in
+ * order, wrapping), the mean token loss; the loss over the data after. */
+typedef struct {
+    const hs_model *m;
+    const hs_tokens *data;
+    int B, T;
+    size_t nb, next, max_batches;
+    hs_acts a;
+    int32_t *in, *tg;
+} lm_l0;
+
+static int lm_l0_step(void *ctx, const hs_hooks *hooks, hs_real *const *dgates)
+{
+    lm_l0 *q = ctx;
+    hs_batch_at(q->data, q->next * (size_t)q->B * q->T, q->B, q->T, q->in, q->tg);
+    q->next = (q->next + 1) % q->nb;
+    int rc = hs_forward(&q->a, q->m, q->in, q->tg, hooks);
+    const double scale = 1.0 / (double)(q->a.n_targets ? q->a.n_targets : 1);
+    return rc ? rc : hs_backward(NULL, dgates, &q->a, q->m, q->in, q->tg, hooks, (hs_real)scale);
+}
+
+static int lm_l0_finish(void *ctx, const hs_hooks *hooks, hs_l0_result *r)
+{
+    lm_l0 *q = ctx;
+    hs_eval_result er;
+    const int rc = hs_evaluate(&er, q->m, q->data, q->B, q->T, q->max_batches, hooks, NULL, NULL);
+    r->eval.loss = er.loss, r->eval.loss_se = er.stderr_loss, r->eval.n = (int)er.sequences;
+    r->lm = 1;
+    return rc;
+}
+
+int hs_lm_l0(hs_l0_result *r, const hs_model *m, const hs_tokens *data, int T, size_t max_batches,
+             const hs_l0_opts *o)
+{
+    memset(r, 0, sizeof *r);
+    lm_l0 q = { m, data, o->batch, T, 0, 0, max_batches, { 0 }, NULL, NULL };
+    if (hs_batches_to_run(data, q.B, T, 0, &q.nb))
+        return HS_EINVAL;
+    int rc = hs_acts_alloc(&q.a, &m->cfg, q.B, T, HS_ACTS_TRAIN);
+    if (rc)
+        return rc;
+    q.in = hs_calloc((size_t)q.B * T, sizeof *q.in, "inputs");
+    q.tg = hs_calloc((size_t)q.B * T, sizeof *q.tg, "targets");
+    const l0_objective obj = { lm_l0_step, lm_l0_finish, &q };
+    rc = q.in && q.tg ? l0_run(r, m, o, &obj) : HS_ENOMEM;
+    free(q.in), free(q.tg);
+    hs_acts_free(&q.a);
     return rc;
 }
 

@@ -80,7 +80,8 @@ typedef struct {
 typedef struct {
     double *log_alpha, *gate;  /* [l * HS_MAX_HEADS + h]: log alpha, the deterministic gate */
     int open;                  /* heads with gate > 0 */
-    hs_task_eval_result eval;  /* the task's numbers with the gates */
+    hs_task_eval_result eval;  /* the task's numbers with the gates (lm: loss, loss_se, n) */
+    int lm;                    /* gates on the language-model loss (hs_lm_l0) */
 } hs_l0_result;
 
 /* The gate of each head g = clip(s (r - l) + l, 0, 1), s = sigma((ln u -
@@ -92,6 +93,13 @@ typedef struct {
  * numbers with them. r is initialised here; free it with hs_l0_result_free. */
 int hs_task_l0(hs_l0_result *r, const hs_model *m, const hs_task *t, const hs_l0_opts *o);
 void hs_l0_result_free(hs_l0_result *r);
+
+/* The same gates on the language-model loss (SPEC §16: `--method l0`
+ * without --task): each step the next batch of data (B = o->batch, T; in
+ * order, wrapping), its mean token loss (an encoder's: masked-LM) plus the
+ * penalty; then the loss over max_batches (0: all) with the gates. */
+int hs_lm_l0(hs_l0_result *r, const hs_model *m, const hs_tokens *data, int T, size_t max_batches,
+             const hs_l0_opts *o);
 
 /* Fine-tunes m (float parameters) on t: each step the next B examples (in
  * file order, wrapping), their mean task loss, Adam (AdamW with

@@ -57,17 +57,19 @@ void hs_print_prune(FILE *f, const hs_summary *s, const hs_prune_result *r,
     const char *metric = strchr(mc->name, '_') ? strchr(mc->name, '_') + 1 : NULL;
     if (r->l0.gate) { /* --method l0: one lambda */
         const hs_task_eval_result *e = &r->l0.eval;
+        const char *name = r->l0.lm ? "loss" : hs_task_metric_name(e->metric[e->headline]);
+        const double value = r->l0.lm ? e->loss : e->value[e->headline];
         if (s->json) {
             fprintf(f, "{\"run_id\":%lld,\"method\":\"l0\",\"lambda\":", s->run_id);
             hs_json_number(f, o->l0.lambda, 9);
-            fprintf(f, ",\"heads_open\":%d,\"heads\":%d,\"task_loss\":", r->l0.open, r->heads);
-            hs_json_number(f, e->loss, 9);
-            fprintf(f, ",\"%s\":", hs_task_metric_name(e->metric[e->headline]));
-            hs_json_number(f, e->value[e->headline], 9), fprintf(f, "}\n");
+            fprintf(f, ",\"heads_open\":%d,\"heads\":%d", r->l0.open, r->heads);
+            if (!r->l0.lm)
+                fprintf(f, ",\"task_loss\":"), hs_json_number(f, e->loss, 9);
+            fprintf(f, ",\"%s\":", name), hs_json_number(f, value, 9), fprintf(f, "}\n");
         } else {
             fprintf(f, "run %lld: lambda %g: %d of %d heads open, %s %.4f with the gates; "
-                       "gates in %s\n", s->run_id, o->l0.lambda, r->l0.open, r->heads,
-                    hs_task_metric_name(e->metric[e->headline]), e->value[e->headline], s->db);
+                       "gates in %s\n", s->run_id, o->l0.lambda, r->l0.open, r->heads, name,
+                    value, s->db);
         }
         return;
     }

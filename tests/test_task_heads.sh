@@ -194,6 +194,24 @@ for i, r in enumerate(rows):
         --db p.db
 }
 
+# L0 gates on the language-model loss (--method l0 without --task): no
+# penalty keeps every head, a large one closes them all; the loss with the
+# gates is the model-wide row and the l0 curve's point
+l0_on_the_language_model() {
+    local g="$FIX/models/gpt2_tiny"
+    hs prune --model "$g" --data "$g/eval.bin" --db lm.db --batch 2 --seq-len 8 --method l0 \
+        --lambda 0,1 --steps 100 --json
+    expect_rc 0 "prune --method l0 on the LM loss" || return 1
+    py -c 'import sqlite3
+db = sqlite3.connect("lm.db")
+opened = [v for (v,) in db.execute("select value from head_metrics where metric = \"l0_heads_open\" order by run_id")]
+assert opened == [8, 0], opened
+for run in (1, 2):
+    loss = db.execute("select value from head_metrics where run_id = ? and metric = \"loss\"", (run,)).fetchone()[0]
+    y = db.execute("select y from curves where run_id = ? and curve = \"l0\"", (run,)).fetchone()[0]
+    assert loss == y and 0 < loss < 10, (loss, y)' || bad "the LM gates' rows"
+}
+
 task_studies_refuse() {
     task t 40 3 6
     local m="--model $C/bert --task t.jsonl --db r.db"
@@ -202,9 +220,6 @@ task_studies_refuse() {
     expect_refused 2 ablate "does not apply with --task" $m --data t.jsonl || return 1
     expect_refused 2 prune "--lambda" $m --method l0 --lambda 0.1,x || return 1
     expect_refused 2 prune "--method l1: importance or l0" $m --method l1 || return 1
-    expect_refused 1 prune "without --task" --model "$FIX/models/gpt2_tiny" --db r.db \
-        --data "$FIX/models/gpt2_tiny/eval.bin" --batch 1 --seq-len 8 --method l0 --lambda 1 ||
-        return 1
     expect_refused 1 prune "--train-model" $m --method l0 --lambda 1 --train-model || return 1
     expect_refused 2 prune "--out" $m --method l0 --lambda 1 --out o || return 1
     expect_refused 2 importance "--metric needs --task" --model "$C/bert" --db r.db \
@@ -222,4 +237,5 @@ task_studies_refuse() {
 # Under ASan the refusals and the planted task run (the oracle's torch in the float build).
 under_asan && SKIP="${SKIP:-} task_heads_equal_torch batching_changes_nothing train_task_matches_torch"
 run_checks task_heads_equal_torch batching_changes_nothing planted_head_is_singled_out \
-    train_task_matches_torch capture_and_patterns_on_a_task task_studies_refuse
+    train_task_matches_torch capture_and_patterns_on_a_task l0_on_the_language_model \
+    task_studies_refuse
