@@ -57,7 +57,7 @@ void hs_print_prune(FILE *f, const hs_summary *s, const hs_prune_result *r,
     const char *metric = strchr(mc->name, '_') ? strchr(mc->name, '_') + 1 : NULL;
     if (r->l0.gate) { /* --method l0: one lambda */
         const hs_task_eval_result *e = &r->l0.eval;
-        const char *name = r->l0.lm ? "loss" : hs_task_metric_name(e->metric[e->headline]);
+        const char *name = r->l0.lm ? HS_METRIC(LOSS) : hs_task_metric_name(e->metric[e->headline]);
         const double value = r->l0.lm ? e->loss : e->value[e->headline];
         if (s->json) {
             fprintf(f, "{\"run_id\":%lld,\"method\":\"l0\",\"lambda\":", s->run_id);
