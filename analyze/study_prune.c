@@ -138,10 +138,6 @@ int hs_prune_study_check(hs_prune_study_opts *o, const hs_study_env *env)
     if (l0 && o->out)
         return hs_fail(HS_EINVAL, "--out: writes the model --method importance prunes; "
                                   "--method l0's gates are in the index");
-    if (l0 && o->l0.train_model)
-        return hs_fail(HS_EUNSUPPORTED, "prune --method l0 --train-model: training the weights "
-                                        "with the gates is not implemented yet (without it the "
-                                        "gates alone are learned)");
     if (l0 && !(o->l0.lambda >= 0))
         return hs_fail(HS_EINVAL, "--lambda: a value >= 0 (one run each)");
     int rc = o->out ? hs_output_free(target, o->force) : HS_OK;

@@ -426,19 +426,52 @@ static void l0_final(hs_l0_result *r, hs_real **xi, const hs_real *log_alpha,
  * gate gradients of its mean loss into dgates), and the numbers with the
  * final gates. */
 typedef struct {
-    int (*step)(void *ctx, const hs_hooks *hooks, hs_real *const *dgates);
-    int (*finish)(void *ctx, const hs_hooks *hooks, hs_l0_result *r);
+    /* on model m (the caller's, or with --train-model its trained copy);
+     * grads: the weight gradients too (NULL: none) */
+    int (*step)(void *ctx, const hs_model *m, const hs_hooks *hooks, hs_real *const *dgates,
+                hs_weights *grads);
+    int (*finish)(void *ctx, const hs_model *m, const hs_hooks *hooks, hs_l0_result *r);
     void *ctx;
 } l0_objective;
+
+/* --train-model: a float copy of m trained with the gates, its gradients
+ * and Adam (the gates' learning rate). */
+typedef struct {
+    hs_model m;
+    hs_real *buf;
+    hs_weights g;
+    hs_adam adam;
+} l0_weights;
+
+static int l0_weights_init(l0_weights *w, const hs_model *m, double lr)
+{
+    memset(w, 0, sizeof *w);
+    int rc = hs_model_widen(m);
+    if (!rc)
+        rc = hs_model_init(&w->m, &m->cfg);
+    if (rc)
+        return rc;
+    memcpy(w->m.params, m->params, sizeof(hs_real) * m->n_params);
+    if (!(w->buf = hs_calloc_held(m->n_params, sizeof *w->buf, "gradients")))
+        return HS_ENOMEM;
+    hs_weights_bind(&w->g, &w->m.cfg, w->buf);
+    return hs_adam_init(&w->adam, m->n_params, lr, 0);
+}
+
+static void l0_weights_free(l0_weights *w)
+{
+    if (w->buf)
+        hs_free_held(w->buf, w->m.n_params, sizeof *w->buf);
+    hs_adam_free(&w->adam);
+    if (w->m.params)
+        hs_model_free(&w->m);
+    memset(w, 0, sizeof *w);
+}
 
 static int l0_run(hs_l0_result *r, const hs_model *m, const hs_l0_opts *o,
                   const l0_objective *obj)
 {
     const hs_model_config *c = &m->cfg;
-    if (o->train_model)
-        return hs_fail(HS_EUNSUPPORTED, "prune --method l0 --train-model: training the weights "
-                                        "with the gates is not implemented yet (the gates "
-                                        "alone are learned without it)");
     if (!(o->lambda >= 0) || o->steps < 0 || o->lr < 0)
         return hs_fail(HS_EINVAL, "--lambda, --steps and --lr must not be negative");
     const int steps = o->steps ? o->steps : 500;
@@ -452,6 +485,8 @@ static int l0_run(hs_l0_result *r, const hs_model *m, const hs_l0_opts *o,
     double *s = hs_calloc((size_t)nh * 2, sizeof *s, "l0 gates"), *pre = s + nh;
     hs_real *xi[HS_MAX_LAYERS] = { 0 }, *dxi[HS_MAX_LAYERS] = { 0 };
     hs_adam adam = { 0 };
+    l0_weights w = { 0 };
+    const double lr = o->lr > 0 ? o->lr : 0.1;
     if (!r->log_alpha || !r->gate || !la || !gla || !s)
         rc = HS_ENOMEM;
     if (!rc)
@@ -459,7 +494,10 @@ static int l0_run(hs_l0_result *r, const hs_model *m, const hs_l0_opts *o,
     if (!rc)
         rc = gates_alloc(dxi, c, 1, NULL);
     if (!rc)
-        rc = hs_adam_init(&adam, (size_t)nh, o->lr > 0 ? o->lr : 0.1, 0);
+        rc = hs_adam_init(&adam, (size_t)nh, lr, 0);
+    if (!rc && o->train_model)
+        rc = l0_weights_init(&w, m, lr);
+    const hs_model *mm = o->train_model ? &w.m : m;
     for (int k = 0; k < nh && la; k++)
         la[k] = 3;
     hs_rng rng;
@@ -474,8 +512,10 @@ static int l0_run(hs_l0_result *r, const hs_model *m, const hs_l0_opts *o,
         l0_draw(xi, s, pre, la, &rng, c);
         for (int l = 0; l < c->n_layer; l++)
             memset(dxi[l], 0, sizeof(hs_real) * c->n_head[l]);
-        if ((rc = obj->step(obj->ctx, &hooks, dxi)))
+        if ((rc = obj->step(obj->ctx, mm, &hooks, dxi, o->train_model ? &w.g : NULL)))
             break;
+        if (o->train_model) /* the weights' step, their gradients zeroed as read */
+            hs_adam_step_zero(&w.adam, w.m.params, w.buf);
         for (int l = 0, k = 0; l < c->n_layer; l++)
             for (int h = 0; h < c->n_head[l]; h++, k++) {
                 const double dpre = pre[k] > 0 && pre[k] < 1 ? L0_HI - L0_LO : 0;
@@ -489,8 +529,9 @@ static int l0_run(hs_l0_result *r, const hs_model *m, const hs_l0_opts *o,
     }
     if (!rc) {
         l0_final(r, xi, la, c);
-        rc = obj->finish(obj->ctx, &hooks, r);
+        rc = obj->finish(obj->ctx, mm, &hooks, r);
     }
+    l0_weights_free(&w);
     hs_adam_free(&adam);
     gates_free(xi, c->n_layer);
     gates_free(dxi, c->n_layer);
@@ -506,18 +547,21 @@ typedef struct {
     int next;
 } task_l0;
 
-static int task_l0_step(void *ctx, const hs_hooks *hooks, hs_real *const *dgates)
+static int task_l0_step(void *ctx, const hs_model *m, const hs_hooks *hooks,
+                        hs_real *const *dgates, hs_weights *grads)
 {
     task_l0 *q = ctx;
+    q->p.m = m;
     for (int b = 0; b < q->p.batch; b++)
         q->p.ex[b] = (q->next + b) % q->p.t->n;
     q->next = (q->next + q->p.batch) % q->p.t->n;
-    return pass_backward(&q->p, q->p.batch, hooks, dgates, NULL, 1.0 / q->p.batch, NULL);
+    return pass_backward(&q->p, q->p.batch, hooks, dgates, grads, 1.0 / q->p.batch, NULL);
 }
 
-static int task_l0_finish(void *ctx, const hs_hooks *hooks, hs_l0_result *r)
+static int task_l0_finish(void *ctx, const hs_model *m, const hs_hooks *hooks, hs_l0_result *r)
 {
     task_l0 *q = ctx;
+    q->p.m = m;
     double *out = hs_calloc((size_t)q->p.t->n * q->p.t->k, sizeof *out, "task outputs");
     int rc = out ? pass_run(&q->p, out, hooks) : HS_ENOMEM;
     if (!rc)
@@ -550,21 +594,22 @@ typedef struct {
     int32_t *in, *tg;
 } lm_l0;
 
-static int lm_l0_step(void *ctx, const hs_hooks *hooks, hs_real *const *dgates)
+static int lm_l0_step(void *ctx, const hs_model *m, const hs_hooks *hooks,
+                      hs_real *const *dgates, hs_weights *grads)
 {
     lm_l0 *q = ctx;
     hs_batch_at(q->data, q->next * (size_t)q->B * q->T, q->B, q->T, q->in, q->tg);
     q->next = (q->next + 1) % q->nb;
-    int rc = hs_forward(&q->a, q->m, q->in, q->tg, hooks);
+    int rc = hs_forward(&q->a, m, q->in, q->tg, hooks);
     const double scale = 1.0 / (double)(q->a.n_targets ? q->a.n_targets : 1);
-    return rc ? rc : hs_backward(NULL, dgates, &q->a, q->m, q->in, q->tg, hooks, (hs_real)scale);
+    return rc ? rc : hs_backward(grads, dgates, &q->a, m, q->in, q->tg, hooks, (hs_real)scale);
 }
 
-static int lm_l0_finish(void *ctx, const hs_hooks *hooks, hs_l0_result *r)
+static int lm_l0_finish(void *ctx, const hs_model *m, const hs_hooks *hooks, hs_l0_result *r)
 {
     lm_l0 *q = ctx;
     hs_eval_result er;
-    const int rc = hs_evaluate(&er, q->m, q->data, q->B, q->T, q->max_batches, hooks, NULL, NULL);
+    const int rc = hs_evaluate(&er, m, q->data, q->B, q->T, q->max_batches, hooks, NULL, NULL);
     r->eval.loss = er.loss, r->eval.loss_se = er.stderr_loss, r->eval.n = (int)er.sequences;
     r->lm = 1;
     return rc;

@@ -71,7 +71,8 @@ typedef struct {
     double lr;               /* 0: 0.1 */
     unsigned long long seed; /* of u, drawn per head per step */
     int batch;
-    int train_model;         /* also Adam on the weights (a copy; the model is not changed) */
+    int train_model;         /* also Adam on the weights, at lr (a float copy trained with the
+                                gates; the numbers are the copy's; the model is not changed) */
     volatile sig_atomic_t *stop;
     hs_progress_fn progress; /* steps done of steps */
     void *ctx;
@@ -88,7 +89,8 @@ typedef struct {
  * ln(1-u) + log_alpha) / beta), beta 1/3, l -0.1, r 1.1, log_alpha from 3;
  * each step the next `batch` examples (in file order, wrapping), loss =
  * their mean task loss + lambda * sum_heads sigma(log_alpha - beta
- * ln(-l/r)), Adam on log_alpha (lr, torch's betas and eps). Then the
+ * ln(-l/r)), Adam on log_alpha (lr, torch's betas and eps; with
+ * train_model on a copy's weights too). Then the
  * deterministic gates clip(sigma(log_alpha)(r - l) + l, 0, 1) and the task's
  * numbers with them. r is initialised here; free it with hs_l0_result_free. */
 int hs_task_l0(hs_l0_result *r, const hs_model *m, const hs_task *t, const hs_l0_opts *o);
