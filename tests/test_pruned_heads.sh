@@ -108,7 +108,7 @@ bad_pruned_heads_are_refused() {
     cp -r pb bad1 && py -c 'import json
 c = json.load(open("bad1/config.json")); c["pruned_heads"] = {"0": [1]}
 json.dump(c, open("bad1/config.json", "w"))'
-    expect_refused 1 info "attention.self.query.weight has 8 along dimension 0, but config.json's pruned_heads leaves layer 0 12" \
+    expect_refused 1 info "attention.self.query.weight has 8 along dimension 0, but config.json's pruned_heads implies 12 for layer 0" \
         --model bad1 || return 1
     cp -r pb bad2 && py -c 'import json
 c = json.load(open("bad2/config.json")); c["pruned_heads"] = {"0": [1, 9]}

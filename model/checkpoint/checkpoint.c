@@ -504,10 +504,10 @@ static int expand_pruned(sources *src, const hs_model_config *c)
             hs_pruned_shape(c, &q->span, want);
             if (t->shape[q->span.axis] != want[q->span.axis])
                 rc = hs_fail(HS_EFORMAT, "%s: tensor %s has %lld along dimension %d, but "
-                                         "config.json's pruned_heads leaves layer %d %lld (%s)",
+                                         "config.json's pruned_heads implies %lld for layer %d "
+                                         "(its kept heads times head_dim, per q | k | v block)",
                              src->st[i].path, t->name, (long long)t->shape[q->span.axis],
-                             q->span.axis, q->span.layer, (long long)want[q->span.axis],
-                             "the kept heads times head_dim per q | k | v block");
+                             q->span.axis, (long long)want[q->span.axis], q->span.layer);
             const size_t count = (size_t)q->full[0] * (t->ndim == 2 ? (size_t)q->full[1] : 1);
             out[k] = (hs_st_out){ t->name, "F32", t->ndim, q->full, 4 * count };
             k++;
