@@ -36,7 +36,7 @@ PY
 # oracle MODEL TASK [MAP] ...: for each triple (MAP "-" for none), a line
 # of the JSON eval --task must print, from PyTorch (one torch process)
 oracle() {
-    "$PY" - "$HERE/../scripts/oracle" "$@" <<'PY'
+    py - "$HERE/../scripts/oracle" "$@" <<'PY'
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import torch
