@@ -89,7 +89,7 @@ planted_head_is_singled_out() {
     # L0 at three lambdas: no penalty keeps it, a moderate one keeps it alone,
     # a large one closes every head
     hs prune --model pl --task pl/task.jsonl --db p.db --method l0 --lambda 0,0.05,5 \
-        --steps 300 --batch 8 --json
+        --steps 120 --batch 8 --json
     expect_rc 0 "prune --method l0" || return 1
     expect_eq "$(grep -c '"method":"l0"' out.txt)" 3 "one run per lambda" || return 1
     expect_eq "$(rows p.db 4 l0_gate | awk '$3 > 0 {print $1, $2}')" "$plant" \
