@@ -177,6 +177,14 @@ static int parse_line(prompt *p, const char *text, size_t len, const hs_tokenize
     if (!rc && nc != nx)
         rc = hs_fail(HS_EFORMAT, "%s:%d: clean has %d tokens and corrupt %d: they must be equal",
                      path, line, nc, nx);
+    if (!rc && p->answer == p->wrong) { /* SPEC §21: a logit difference of 0 on every run */
+        char text[48] = "", piece[64] = "";
+        if (tok && !hs_tokenizer_token_text(tok, p->answer, text, sizeof text))
+            snprintf(piece, sizeof piece, ", \"%s\"", text);
+        rc = hs_fail(HS_EFORMAT, "%s:%d: the answer and wrong tokens are the same token (id %d%s):"
+                     " their logit difference is 0 whatever the model does", path, line,
+                     (int)p->answer, piece);
+    }
     p->T = nc;
     cJSON_Delete(o);
     return rc;

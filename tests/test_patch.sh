@@ -187,6 +187,10 @@ bad_prompts() {
     expect_nofile b.db "refused prompts" || return 1
     printf '%s\n' '{"clean": "a b", "corrupt": "a c", "answer": " d", "wrong": " e"}' >text.jsonl
     expect_refused 1 patch "text.jsonl:1" --model "$M/gpt2_tiny" --prompts text.jsonl --db b.db || return 1
+    printf '%s\n' '{"clean_ids": [1, 2, 3], "corrupt_ids": [1, 4, 3], "answer_id": 3, "wrong_id": 4}' \
+        '{"clean_ids": [1, 2, 3], "corrupt_ids": [1, 4, 3], "answer_id": 5, "wrong_id": 5}' >same.jsonl
+    expect_refused 1 patch "same.jsonl:2: the answer and wrong tokens are the same token (id 5)" \
+        --model "$M/gpt2_tiny" --prompts same.jsonl --db b.db || return 1
     expect_refused 2 patch "unknown site 'q'" --model "$M/gpt2_tiny" --prompts "$C/gpt2.jsonl" --db b.db --site z,q || return 1
     expect_refused 2 patch "--prompts FILE" --model "$M/gpt2_tiny" --db b.db || return 1
     expect_refused 2 path-patch "--senders" --model "$M/gpt2_tiny" --prompts "$C/gpt2.jsonl" --db b.db --senders 0.9 || return 1
