@@ -136,6 +136,13 @@ typedef struct {
           "a task's examples are its own" },                                               \
         { "--task", OPTS_NEEDS, "--metric,--truncate,--label-map", "they concern a task" }
 
+/* A prompt's ids for cmd (malloc'd into *ids): --prompt-ids "1,2,3", or
+ * --prompt's text through the tokenizer, or as bytes for a byte-level model
+ * (vocabulary 256, `headscope tokens` data). The count, or -1 with the
+ * error printed. */
+int cli_prompt_ids(const char *cmd, const char *ids_s, const char *text, const hs_tokenizer *tok,
+                   int V, int32_t **ids);
+
 /* Makes t the inputs' task (o: its storage): no token batches and no
  * masked-LM recipe then. 0, or the exit status of a bad --label-map. */
 int cli_task_opts(hs_task_opts *o, const cli_task *t, hs_inputs_spec *in);

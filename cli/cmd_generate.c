@@ -8,54 +8,6 @@
 #include "cli.h"
 #include "decode.h"
 
-/* "1,2,3" -> ids (malloc'd); the count, or -1 with a usage error printed. */
-static int parse_ids(const char *s, int32_t **ids)
-{
-    int n = 1;
-    for (const char *p = s; *p; p++)
-        n += *p == ',';
-    if (!(*ids = malloc(sizeof **ids * (size_t)n)))
-        return -1;
-    if ((n = hs_parse_ints(s, *ids, n, 0, INT32_MAX, 0)) < 1) {
-        free(*ids);
-        *ids = NULL;
-        cli_usage_error("generate",
-                        "--prompt-ids '%s': non-negative ids separated by commas "
-                        "expected",
-                        s);
-        return -1;
-    }
-    return n;
-}
-
-/* The prompt's ids: --prompt-ids, or --prompt through the tokenizer, or as
- * bytes for a byte-level model (vocabulary 256, `headscope tokens` data). */
-static int prompt_ids(const char *ids_s, const char *text, const hs_tokenizer *tok, int V,
-                      int32_t **ids)
-{
-    if (ids_s)
-        return parse_ids(ids_s, ids);
-    size_t n = strlen(text);
-    if (tok) {
-        if (hs_tokenizer_encode(tok, text, n, 1, ids, &n)) {
-            cli_run_error("generate");
-            return -1;
-        }
-        return (int)n;
-    }
-    if (V != 256) {
-        cli_usage_error("generate",
-                        "--prompt needs a tokenizer (--tokenizer PATH, or one in the model "
-                        "directory) unless the model is byte-level; or give --prompt-ids");
-        return -1;
-    }
-    if (!(*ids = malloc(sizeof **ids * (n ? n : 1))))
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        (*ids)[i] = (unsigned char)text[i];
-    return (int)n;
-}
-
 static void print_generation(const int32_t *out, int n_prompt, int n, const hs_generate_stats *st,
                              const hs_tokenizer *tok, int V, int json)
 {
@@ -124,7 +76,7 @@ static int cmd_generate(int argc, char **argv)
     if (text && hs_tokenizer_for(&tok, tok_path, model, NULL))
         rc = cli_run_error("generate");
     int32_t *ids = NULL, *out = NULL;
-    int n = rc ? -1 : prompt_ids(ids_s, text, tok, m.cfg.vocab_size, &ids);
+    int n = rc ? -1 : cli_prompt_ids("generate", ids_s, text, tok, m.cfg.vocab_size, &ids);
     if (n == 0)
         rc = cli_usage_error("generate", "the prompt is empty");
     else if (n < 0)

@@ -575,3 +575,62 @@ void hs_print_circuit(FILE *f, const hs_summary *s, const hs_circuit_result *r,
                 r->curve[k].x, r->curve[k].y);
     fprintf(f, "%s", r->n_curve ? "\n" : "");
 }
+
+/* One id's token string as JSON (null without one) or as text. */
+static void token_of(FILE *f, const hs_tokenizer *tk, int32_t id, int json)
+{
+    char buf[256];
+    const int have = tk && !hs_tokenizer_token_text(tk, id, buf, sizeof buf);
+    if (json && have)
+        hs_json_string(f, buf);
+    else
+        fprintf(f, json ? "null" : "%s", have ? buf : "");
+}
+
+void hs_print_predict_top(FILE *f, const hs_prediction *top, int k, const hs_tokenizer *tk,
+                          int json)
+{
+    fprintf(f, json ? "{\"top\":[" : "rank  id  logit  prob  token\n");
+    for (int i = 0; i < k; i++) {
+        if (json) {
+            fprintf(f, "%s{\"id\":%d,\"token\":", i ? "," : "", top[i].id);
+            token_of(f, tk, top[i].id, 1);
+            fprintf(f, ",\"logit\":"), hs_json_number(f, top[i].logit, 9);
+            fprintf(f, ",\"prob\":"), hs_json_number(f, top[i].prob, 9), fprintf(f, "}");
+        } else {
+            fprintf(f, "%d  %d  %.4f  %.4f  ", i + 1, top[i].id, top[i].logit, top[i].prob);
+            token_of(f, tk, top[i].id, 0);
+            fprintf(f, "\n");
+        }
+    }
+    fprintf(f, json ? "]}\n" : "");
+}
+
+static void print_pair(FILE *f, const char *name, const hs_prediction_pair *p, int json)
+{
+    if (!json) {
+        fprintf(f, "  %-7s answer rank %d (p %.4f), wrong rank %d (p %.4f), LD %+.4f\n", name,
+                p->answer_rank, p->answer.prob, p->wrong_rank, p->wrong.prob, p->ld);
+        return;
+    }
+    fprintf(f, "\"%s\":{\"answer_rank\":%d,\"wrong_rank\":%d,\"answer_logit\":", name,
+            p->answer_rank, p->wrong_rank);
+    hs_json_number(f, p->answer.logit, 9), fprintf(f, ",\"wrong_logit\":");
+    hs_json_number(f, p->wrong.logit, 9), fprintf(f, ",\"answer_prob\":");
+    hs_json_number(f, p->answer.prob, 9), fprintf(f, ",\"wrong_prob\":");
+    hs_json_number(f, p->wrong.prob, 9), fprintf(f, ",\"ld\":");
+    hs_json_number(f, p->ld, 9), fprintf(f, "}");
+}
+
+void hs_print_predict_lines(FILE *f, const hs_prediction_line *r, int n, int json)
+{
+    fprintf(f, json ? "{\"lines\":[" : "");
+    for (int i = 0; i < n; i++) {
+        fprintf(f, json ? "%s{\"line\":%d," : "%sline %d\n", i && json ? "," : "", r[i].line);
+        print_pair(f, "clean", &r[i].clean, json);
+        fprintf(f, json ? "," : "");
+        print_pair(f, "corrupt", &r[i].corrupt, json);
+        fprintf(f, json ? "}" : "");
+    }
+    fprintf(f, json ? "]}\n" : "");
+}

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "patch.h"
+#include "predict.h"
 #include "study.h"
 #include "study_gqa.h"
 #include "study_head_norms.h"
@@ -73,5 +74,11 @@ void hs_print_circuit(FILE *f, const hs_summary *s, const hs_circuit_result *r,
 void hs_print_path_patch(FILE *f, const hs_summary *s, const hs_head_table *t, int n_senders);
 void hs_print_induction(FILE *f, const hs_summary *s, const hs_induction_result *r,
                         const hs_induction_opts *o);
+
+/* predict (SPEC §21): the top k next tokens (tk: their strings, NULL:
+ * none), and each prompts line's answer and wrong standing. */
+void hs_print_predict_top(FILE *f, const hs_prediction *top, int k, const hs_tokenizer *tk,
+                          int json);
+void hs_print_predict_lines(FILE *f, const hs_prediction_line *r, int n, int json);
 
 #endif

@@ -180,6 +180,44 @@ for i in range(3):
 }
 
 # Clean and corrupt of one prompt must have equal lengths: the line is named.
+# predict (SPEC §21): the top tokens at the last position equal a PyTorch
+# forward of the same GPT-2 (scripts/oracle/gen_classifiers.py, float64,
+# tied unembedding); each prompts line's clean LDs average to patch's
+# logit_diff_clean
+predict_equals_the_forward() {
+    hs predict --model "$M/gpt2_tiny" --prompt-ids 5,6,7,8,9 --top 4 --json
+    expect_rc 0 "predict --prompt-ids" || return 1
+    py - "$(cd "$(dirname "$0")/.." && pwd)/scripts/oracle" "$M/gpt2_tiny" "$OUT" <<'PY' ||
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+import gen_classifiers as G
+c = json.load(open(sys.argv[2] + "/config.json"))
+W = G.read_st(sys.argv[2] + "/model.safetensors")
+x = G.gpt2_hidden(W, c, torch.tensor([[5, 6, 7, 8, 9]]))[0, -1] @ W["wte.weight"].T
+p = torch.softmax(x, -1)
+got = json.loads(sys.argv[3])["top"]
+want = sorted(range(len(x)), key=lambda v: (-x[v].item(), v))[:4]
+assert [t["id"] for t in got] == want, (got, want)
+for t in got:
+    assert abs(t["logit"] - x[t["id"]].item()) < 1e-5 and abs(t["prob"] - p[t["id"]].item()) < 1e-6, t
+PY
+        bad "predict's top tokens differ from torch's" || return 1
+    hs predict --model "$M/gpt2_tiny" --prompts "$C/gpt2.jsonl" --json
+    expect_rc 0 "predict --prompts" || return 1
+    cp out.txt pred.json
+    hs patch --model "$M/gpt2_tiny" --prompts "$C/gpt2.jsonl" --db pr.db --site z --json
+    expect_rc 0 "patch" || return 1
+    py -c 'import json, sqlite3, sys
+lines = json.load(open("pred.json"))["lines"]
+ld = sum(l["clean"]["ld"] for l in lines) / len(lines)
+want = sqlite3.connect("pr.db").execute("select value from head_metrics where metric = \"logit_diff_clean\"").fetchone()[0]
+assert abs(ld - want) < 1e-5 * max(1, abs(want)), (ld, want)
+assert [l["line"] for l in lines] == list(range(1, len(lines) + 1))' ||
+        bad "predict's clean LDs and patch's logit_diff_clean" || return 1
+    expect_refused 2 predict "one of --prompt, --prompt-ids, --prompts" --model "$M/gpt2_tiny"
+}
+
 bad_prompts() {
     printf '%s\n' '{"clean_ids": [1, 2, 3], "corrupt_ids": [1, 4, 3], "answer_id": 3, "wrong_id": 4}' \
         '{"clean_ids": [1, 2, 3], "corrupt_ids": [1, 4], "answer_id": 3, "wrong_id": 4}' >len.jsonl
@@ -198,4 +236,5 @@ bad_prompts() {
     expect_nofile b.db "refused options"
 }
 
-run_checks oracle_gpt2 oracle_llama_gqa oracle_neox_par oracle_neox_seq oracle_lengths fast_equals_naive index_rows zero_over_zero bad_prompts
+run_checks oracle_gpt2 oracle_llama_gqa oracle_neox_par oracle_neox_seq oracle_lengths fast_equals_naive index_rows zero_over_zero \
+    predict_equals_the_forward bad_prompts
