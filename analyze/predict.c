@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "config.h"
-#include "prompts.h"
 #include "transformer.h"
 
 /* The logits at the last of ids (n) into out (V), and their log-sum-exp. */

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "prompts.h"
 #include "weights.h"
 
 typedef struct {
@@ -38,8 +39,6 @@ typedef struct {
     hs_prediction_pair clean, corrupt;
 } hs_prediction_line;
 
-struct hs_prompt_set;
-int hs_predict_prompts(hs_prediction_line **out, const hs_model *m,
-                       const struct hs_prompt_set *ps);
+int hs_predict_prompts(hs_prediction_line **out, const hs_model *m, const hs_prompt_set *ps);
 
 #endif

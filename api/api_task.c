@@ -7,6 +7,7 @@
 #include "api_internal.h"
 #include "api_json.h"
 #include "inputs.h"
+#include "predict.h"
 #include "task.h"
 
 struct hs_api_task {
@@ -126,5 +127,16 @@ int hs_api_classify(const hs_model *m, const int32_t *ids, const unsigned char *
         hs_acts_free(&a);
     free(in);
     free(pool);
+    return rc;
+}
+
+int hs_api_predict_top(const hs_model *m, const int32_t *ids, int n, int k, int32_t *top_ids,
+                       double *logits, double *probs)
+{
+    hs_prediction *top = hs_calloc((size_t)(k > 0 ? k : 1), sizeof *top, "predictions");
+    int rc = top ? hs_predict_top(top, k, m, ids, n) : HS_ENOMEM;
+    for (int i = 0; !rc && i < k; i++)
+        top_ids[i] = top[i].id, logits[i] = top[i].logit, probs[i] = top[i].prob;
+    free(top);
     return rc;
 }

@@ -193,6 +193,11 @@ int hs_api_eval_task(char **json, const hs_model *m, const hs_api_task *t, int b
 int hs_api_classify(const hs_model *m, const int32_t *ids, const unsigned char *mask, int B, int T,
                     hs_real *out);
 
+/* predict (SPEC §21): the k most likely next ids after ids (n), most
+ * likely first (ties: the lower id), their logits and probabilities. */
+int hs_api_predict_top(const hs_model *m, const int32_t *ids, int n, int k, int32_t *top_ids,
+                       double *logits, double *probs);
+
 /* The studies below run on t instead of their token data (data NULL). */
 void hs_api_env_task(hs_api_env *e, const hs_api_task *t);
 int hs_api_env_new(hs_api_env **e);

@@ -127,6 +127,8 @@ _SIGS = {
     "hs_api_eval_task": (c_int, [P(c_void_p), c_void_p, c_void_p, c_int]),
     "hs_api_classify": (c_int, [c_void_p, P_i32, P(ctypes.c_ubyte), c_int, c_int, P_real]),
     "hs_api_env_task": (None, [c_void_p, c_void_p]),
+    "hs_api_predict_top": (c_int, [c_void_p, P_i32, c_int, c_int, P_i32, P(c_double),
+                                   P(c_double)]),
     "hs_api_patch": (c_int, [P(c_void_p), c_void_p, c_void_p, c_void_p, c_char_p, c_int, c_int,
                              c_int]),
     "hs_api_atp": (c_int, [P(c_void_p), c_void_p, c_void_p, c_void_p, c_char_p, c_int, c_int,

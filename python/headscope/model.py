@@ -254,6 +254,47 @@ class Model:
                              "language-model head)")
         return self.run_with_hooks(ids, fwd_hooks=(), return_type=return_type, targets=targets)
 
+    def test_prompt(self, prompt, answer=None, top=10, print_details=True):
+        """What the model predicts after prompt (text, or ids) at its last
+        position, as TransformerLens's test_prompt shows it (SPEC §21,
+        `headscope predict`): the top ids, their tokens, logits and
+        probabilities (ties: the lower id first), and with answer (a text's
+        first token, or an id) its rank, logit and probability. Returns a
+        dict; print_details prints it too."""
+        if isinstance(prompt, str):
+            ids = np.asarray(self.to_tokens(prompt), dtype=np.int32).reshape(-1)
+        else:
+            ids = np.ascontiguousarray(np.asarray(prompt, dtype=np.int32).reshape(-1))
+        V = self.vocab_size
+        ids_out = np.empty(V, dtype=np.int32)
+        logits, probs = np.empty(V), np.empty(V)
+        with self._lock:
+            check(lib.hs_api_predict_top(self._handle(), _lib.i32_ptr(ids), ids.size, V,
+                                         _lib.i32_ptr(ids_out),
+                                         logits.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
+                                         probs.ctypes.data_as(ctypes.POINTER(ctypes.c_double))))
+        tok = self.tokenizer
+        name = (lambda i: tok.str_tokens([int(i)])[0]) if tok else (lambda i: None)
+        out = {"top": [{"id": int(i), "token": name(i), "logit": float(l), "prob": float(p)}
+                       for i, l, p in zip(ids_out[:top], logits[:top], probs[:top])]}
+        if answer is not None:
+            if not isinstance(answer, (int, np.integer)) and tok is None:
+                raise Error("answer as text needs the model's tokenizer: give its id")
+            a = answer if isinstance(answer, (int, np.integer)) else int(
+                np.asarray(tok.encode(answer, add_special=False)).reshape(-1)[0])
+            rank = int(np.nonzero(ids_out == a)[0][0])
+            out["answer"] = {"id": int(a), "token": name(a), "rank": rank + 1,
+                             "logit": float(logits[rank]), "prob": float(probs[rank])}
+        if print_details:
+            for r, t in enumerate(out["top"], 1):
+                print("Top %d: id %d %r logit %.4f prob %.4f" % (r, t["id"], t["token"],
+                                                                  t["logit"], t["prob"]))
+            if "answer" in out:
+                a = out["answer"]
+                print("Answer %r: rank %d, logit %.4f, prob %.4f" % (a["token"], a["rank"],
+                                                                      a["logit"], a["prob"]))
+        return out
+
     @property
     def n_labels(self):
         """The classification head's outputs (0: none)."""

@@ -329,5 +329,22 @@ class Tasks(TempDir, unittest.TestCase):
         self.assertEqual(kinds, ["ablate", "importance", "prune", "prune", "prune"])
 
 
+class Predict(TempDir, unittest.TestCase):
+    def test_test_prompt_equals_the_command(self):
+        """SPEC §21: m.test_prompt gives `headscope predict`'s top tokens,
+        logits and probabilities, and the answer's rank among them."""
+        g = os.path.join(MODELS, "gpt2_tiny")
+        want = json.loads(cli("predict", "--model", g, "--prompt-ids", "5,6,7,8,9", "--top", 5,
+                              "--json"))["top"]
+        with hs.Model.open(g) as m:
+            got = m.test_prompt([5, 6, 7, 8, 9], answer=want[2]["id"], top=5,
+                                print_details=False)
+        self.assertEqual([t["id"] for t in got["top"]], [t["id"] for t in want])
+        for a, b in zip(got["top"], want):
+            self.assertLess(abs(a["logit"] - b["logit"]), 1e-6)
+            self.assertLess(abs(a["prob"] - b["prob"]), 1e-7)
+        self.assertEqual(got["answer"]["rank"], 3)
+
+
 if __name__ == "__main__":
     unittest.main()
