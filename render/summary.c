@@ -374,10 +374,21 @@ void hs_print_patch(FILE *f, const hs_summary *s, const hs_patch_result *r)
     fprintf(f, "]}\n");
 }
 
+/* The model-wide row `metric` of t (NULL: none). */
+static const hs_metric_row *model_row(const hs_head_table *t, const char *metric)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->rows[i].layer < 0 && !strcmp(t->rows[i].metric, metric))
+            return &t->rows[i];
+    return NULL;
+}
+
 void hs_print_induction(FILE *f, const hs_summary *s, const hs_induction_result *r,
                         const hs_induction_opts *o)
 {
     const hs_causal_check *cc = &r->causal;
+    const hs_metric_row *icl = model_row(&r->table, HS_METRIC(ICL));
+    const hs_metric_row *icl_c = model_row(&r->table, HS_METRIC(ICL_CONTROL));
     if (s->json) {
         fprintf(f, "{\"run_id\":%lld,\"samples\":%d,\"seq_len\":%d,\"top_induction\":{\"layer\":%d,"
                 "\"head\":%d,\"value\":", s->run_id, o->samples, o->seq_len, r->best_layer,
@@ -388,13 +399,24 @@ void hs_print_induction(FILE *f, const hs_summary *s, const hs_induction_result 
         hs_json_number(f, cc->targeted, 6);
         fprintf(f, ",\"loss_delta_random_mean\":"), hs_json_number(f, cc->random_mean, 6);
         fprintf(f, ",\"loss_delta_random_std\":"), hs_json_number(f, cc->random_std, 6);
-        fprintf(f, ",\"induction_heads_established\":%s}}\n", r->established ? "true" : "false");
+        fprintf(f, ",\"induction_heads_established\":%s}", r->established ? "true" : "false");
+        if (icl) { /* SPEC §5's ICL score of the data (--data), beside the control's */
+            fprintf(f, ",\"icl\":{\"value\":"), hs_json_number(f, icl->value, 6);
+            fprintf(f, ",\"stderr\":"), hs_json_number(f, icl->stderr_value, 6);
+            fprintf(f, ",\"control\":"), hs_json_number(f, icl_c ? icl_c->value : NAN, 6);
+            fprintf(f, "}");
+        }
+        fprintf(f, "}\n");
         return;
     }
     fprintf(f, "run %lld: scores of every head on %d sequences r ++ r (|r| = %d) in %s; highest "
             "induction: layer %d head %d, %.3f (random-init control %.3f)\n",
             s->run_id, o->samples, o->seq_len, s->db, r->best_layer, r->best_head, r->best,
             r->best_control);
+    if (icl)
+        fprintf(f, "ICL score of the data (late minus early token loss): %+.4f ± %.4f nats "
+                   "(random-init control %+.4f)\n", icl->value, icl->stderr_value,
+                icl_c ? icl_c->value : NAN);
     if (*r->note) { /* an encoder's scores, without the check */
         fprintf(f, "%s\n", r->note);
         return;

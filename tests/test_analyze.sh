@@ -831,6 +831,10 @@ induction_records() {
     expect_rc 0 "induction" || return 1
     local run
     run=$(jget out.txt run_id)
+    # the ICL score is in --json, equal to its row (SPEC §21)
+    close "$(jget out.txt icl value)" \
+        "$(q i.db "select value from head_metrics where run_id=$run and metric='icl'")" 1e-5 ||
+        bad "icl in --json" || return 1
     local m
     for m in induction duplicate_token prev_token copying; do
         expect_eq "$(q i.db "select count(*) from head_metrics where run_id=$run and metric='$m'")" 8 "$m rows" || return 1
