@@ -65,6 +65,23 @@ static const char *signed_num(char *buf, size_t n, double v, int prec)
     return buf;
 }
 
+/* "v &plusmn; se" with se to two significant digits and v to the same
+ * decimal place (never "0.014 &plusmn; 0.000"); at least `prec` decimals,
+ * v signed with `sign`. */
+static const char *pm(char *buf, size_t n, double v, double se, int prec, int sign)
+{
+    int d = prec;
+    if (se > 0 && isfinite(se))
+        d = (int)fmax(prec, fmin(9, 1 - floor(log10(se))));
+    char num[48];
+    if (sign)
+        signed_num(num, sizeof num, v, d);
+    else
+        snprintf(num, sizeof num, "%.*f", d, v);
+    snprintf(buf, n, "%s &plusmn; %.*f", num, d, se);
+    return buf;
+}
+
 /* A command line recorded as a JSON array of strings, as one would type it:
  * "headscope " and the words, each quoted for the shell where it needs it.
  * The text as recorded when it is no such array. */
@@ -357,15 +374,17 @@ static void induction_table(report *r, long long run, long long ablate_run, long
         fprintf(f, "<tr><td>L%dH%d</td>", l, h);
         static const hs_metric_id m[] = { HS_M_INDUCTION, HS_M_INDUCTION_CONTROL,
                                           HS_M_PREV_TOKEN, HS_M_DUPLICATE_TOKEN, HS_M_COPYING };
+        char num[96];
         for (int i = 0; i < 5; i++) {
-            if (metric(r, run, l, h, hs_metric(m[i])->name, &v, &se))
-                fprintf(f, i < 4 ? "<td>%.3f &plusmn; %.3f</td>" : "<td>%.3f</td>", v, se);
+            if (metric(r, run, l, h, hs_metric(m[i])->name, &v, &se) && i < 4)
+                fprintf(f, "<td>%s</td>", pm(num, sizeof num, v, se, 3, 0));
+            else if (i == 4 && metric(r, run, l, h, hs_metric(m[i])->name, &v, &se))
+                fprintf(f, "<td>%.3f</td>", v);
             else
                 fprintf(f, "<td>&ndash;</td>");
         }
-        char num[32];
         if (ablate_run && metric(r, ablate_run, l, h, HS_METRIC(LOSS_DELTA_ZERO), &v, &se))
-            fprintf(f, "<td>%s &plusmn; %.4f</td>", signed_num(num, sizeof num, v, 4), se);
+            fprintf(f, "<td>%s</td>", pm(num, sizeof num, v, se, 4, 1));
         else
             fprintf(f, "<td>&ndash;</td>");
         if (imp_run && metric(r, imp_run, l, h, HS_METRIC(IMPORTANCE), &v, &se))

@@ -196,6 +196,8 @@ report_wording() {
     local page=rep/index.html
     expect_file "$page" || return 1
     if grep -q -- '+-' "$page"; then bad "'+-' on the page, not ±"; return 1; fi
+    # a standard error is never printed as 0.000 when it is not 0 (two significant digits)
+    if grep -qE '&plusmn; 0\.0+</td>' "$page"; then bad "a standard error printed as 0"; return 1; fi
     if grep -qE 'raises[^.<]* by (-|−|&minus;)' "$page"; then bad "a negative rise of the loss"; return 1; fi
     if grep -qE '\b1 heads\b' "$page"; then bad "'1 heads' on the page"; return 1; fi
     if grep -q "head's its" "$page"; then bad "\"head's its\" on the page"; return 1; fi
