@@ -137,8 +137,7 @@ static int load_val(hs_inputs *in, const hs_inputs_spec *s)
     src.tokenizer = s->source.tokenizer;
     int rc = hs_source_load(&in->val, &src, &in->tk, s->model, s->model ? in->m.cfg.vocab_size : 0);
     if (!rc && s->need_batch && !hs_batch_count(&in->val, s->batch, in->seq_len))
-        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens",
-                     hs_source_path(&src), s->batch, in->seq_len);
+        rc = hs_fail_few_tokens(hs_source_path(&src), &in->val, s->batch, in->seq_len);
     in->val.mlm = in->tok.mlm;
     return rc;
 }
@@ -151,6 +150,17 @@ static int load_prompts(hs_inputs *in, const hs_inputs_spec *s)
     if (!rc)
         rc = hs_prompts_load(&in->ps, s->prompts, in->tk, in->m.cfg.vocab_size, in->m.cfg.n_ctx);
     return rc;
+}
+
+int hs_fail_few_tokens(const char *what, const hs_tokens *t, int B, int T)
+{
+    const size_t fit = t->n > 1 && B > 0 ? (t->n - 1) / (size_t)B : 0;
+    if (!fit)
+        return hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens: it holds %zu",
+                       what, B, T, t->n);
+    return hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens: it holds %zu (at "
+                              "--batch %d, a --seq-len of at most %zu fits)",
+                   what, B, T, t->n, B, fit);
 }
 
 int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
@@ -174,8 +184,7 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
     if (!rc && s->keep_tokenizer)
         rc = hs_tokenizer_resolve(&in->tk, src->tokenizer, s->model);
     if (!rc && tokens && s->need_batch && !hs_batch_count(&in->tok, s->batch, in->seq_len))
-        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens",
-                     hs_source_path(src), s->batch, in->seq_len);
+        rc = hs_fail_few_tokens(hs_source_path(src), &in->tok, s->batch, in->seq_len);
     if (!rc && s->mlm && tokens) {
         /* an encoder's loss is the masked-LM loss; options for a causal LM are refused */
         if (c->encoder) /* the mask token's id */

@@ -64,6 +64,11 @@ int hs_split_load(hs_split *s, const hs_source *src, const hs_source *vsrc,
                   const char *model_dir, int vocab, int B, int T);
 void hs_split_free(hs_split *s);
 
+/* HS_EINVAL "WHAT: fewer than one batch of B x T (+1) tokens: it holds N
+ * (at --batch B, a --seq-len of at most M fits)": every command's message
+ * about too few tokens says how many there are (SPEC §21). */
+int hs_fail_few_tokens(const char *what, const hs_tokens *t, int B, int T);
+
 /* The one check of a sequence length against a model, for every command
  * (SPEC §3: n_ctx is the context a model is defined for, learned positions
  * or not): HS_EINVAL "OPTION T exceeds the model's n_ctx=N" when T > n_ctx. */

@@ -74,8 +74,7 @@ int hs_capture_check(hs_capture_plan *p, hs_capture_opts *o, const hs_model_conf
 int hs_capture_batches(size_t *n_batches, const hs_capture_opts *o, const hs_tokens *tok)
 {
     if (hs_batches_to_run(tok, o->batch, o->seq_len, o->max_batches, n_batches))
-        return hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens",
-                       o->data_path, o->batch, o->seq_len);
+        return hs_fail_few_tokens(o->data_path, tok, o->batch, o->seq_len);
     return HS_OK;
 }
 

@@ -7,6 +7,7 @@
 #include "linalg.h"
 #include "metrics.h"
 #include "stats.h"
+#include "inputs.h"
 #include "study.h"
 #include "transformer.h"
 #include "study_head_norms.h"
@@ -20,9 +21,10 @@ int hs_head_norms_check(hs_head_norms_opts *o, const hs_study_env *env)
         return hs_fail(HS_EINVAL, "--batch %d: at least 1 sequence", B);
     if (T < 1 || T > c->n_ctx)
         return hs_fail(HS_EINVAL, "--seq-len %d: 1 to the model's context %d", T, c->n_ctx);
-    if (!env->data || !hs_batch_count(env->data, B, T))
-        return hs_fail(HS_EINVAL, "the data holds fewer than one batch of %d x %d (+1) tokens",
-                       B, T);
+    if (!env->data)
+        return hs_fail(HS_EINVAL, "head-norms needs token data (--data or --text)");
+    if (!hs_batch_count(env->data, B, T))
+        return hs_fail_few_tokens(env->data_name ? env->data_name : "the data", env->data, B, T);
     return hs_heads_fit(c);
 }
 

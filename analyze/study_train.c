@@ -113,7 +113,7 @@ int hs_train_data_load(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const
     if (!rc && !too_short && val && !hs_batch_count(vtok, B, T))
         too_short = val;
     if (too_short)
-        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens", too_short, B, T);
+        rc = hs_fail_few_tokens(too_short, too_short == data ? tok : vtok, B, T);
     const hs_mlm_opts mo = { -1, NULL, seed }; /* an encoder's masked-LM loss, seeded by --seed */
     if (!rc && m->cfg.encoder)
         rc = hs_tokenizer_resolve(&tk, src->tokenizer, init) ||

@@ -236,8 +236,8 @@ static int check_batches(const hs_model *m, const hs_api_tokens *data, int B, in
     if (!rc && !data)
         rc = hs_fail(HS_EINVAL, "no data: token data or a task");
     if (!rc && !hs_batch_count(hs_api_tokens_of(data), B, T))
-        rc = hs_fail(HS_EINVAL, "%s: fewer than one batch of %d x %d (+1) tokens",
-                     hs_api_tokens_path(data) ? hs_api_tokens_path(data) : "tokens", B, T);
+        rc = hs_fail_few_tokens(hs_api_tokens_path(data) ? hs_api_tokens_path(data) : "tokens",
+                                hs_api_tokens_of(data), B, T);
     return rc;
 }
 

@@ -258,6 +258,9 @@ bad_input() {
     printf 'short' >short.txt
     "$HS" tokens --in short.txt --out short.bin >/dev/null 2>&1 || bad "tokens short.bin" || return 1
     refuse 1 train "short.bin: fewer than one batch" "${TINY[@]}" --data short.bin --out out --seq-len 16 || return 1
+    # the message says how many tokens there are, and what fits (SPEC §21)
+    refuse 1 train "short.bin: fewer than one batch of 1 x 16 (+1) tokens: it holds 5 (at --batch 1, a --seq-len of at most 4 fits)" \
+        "${TINY[@]}" --data short.bin --out out --seq-len 16 --batch 1 || return 1
     refuse 1 train "short.bin: fewer than one batch" "${TINY[@]}" --data train.bin --val short.bin --out out --seq-len 16 || return 1
     refuse 1 eval "short.bin: " --model "$GPT2" --data short.bin --seq-len 8 || return 1
     refuse 2 train "--seq-len 512 exceeds the model's n_ctx=256" "${TINY[@]}" --data train.bin --out out --seq-len 512 || return 1
