@@ -415,13 +415,21 @@ def prune(model, data=None, task=None, batch=4, seq_len=None, max_batches=0, ste
     return results if l0 else results[0]
 
 
+def _sites(sites, site):
+    """sites=, or site= as the command spells it (--site); not both."""
+    if sites is not None and site is not None:
+        raise ValueError("sites= or site=, not both")
+    return _list(sites if sites is not None else site)
+
+
 def patch(model, prompts, sites=None, noising=False, batch=0, naive=False, tokenizer=None,
-          db=None, allow_nonfinite=False):
+          db=None, allow_nonfinite=False, site=None):
     """Activation patching (`headscope patch`): patch_z, patch_pattern per
     head and patch_resid_pre, patch_attn_out, patch_mlp_out per (layer,
-    position); prompts: a prompts file or a list of pairs (see _Prompts)."""
+    position); prompts: a prompts file or a list of pairs (see _Prompts);
+    sites (or site, as --site): "z", ["z", "pattern"], ..."""
     ps = _Prompts(model, prompts, tokenizer)
-    sites = _list(sites)
+    sites = _sites(sites, site)
     argv = _argv("patch", model, [("prompts", ps.arg), ("site", sites), ("noising", noising),
                                   ("batch", batch or None), ("naive", naive),
                                   ("tokenizer", _tok_arg(tokenizer))])
@@ -431,14 +439,14 @@ def patch(model, prompts, sites=None, noising=False, batch=0, naive=False, token
 
 
 def atp(model, prompts, sites=None, noising=False, star=False, verify=0, batch=0,
-        tokenizer=None, db=None, allow_nonfinite=False):
+        tokenizer=None, db=None, allow_nonfinite=False, site=None):
     """Attribution patching (`headscope atp`): atp_z, atp_pattern, atp_q,
     atp_k, atp_v per head (k, v per key/value head), with star=True also
     atp_star_<site> (AtP*), with verify=K the exact patch_z of the K heads
     of largest |atp_z|; atp_resid_pre, atp_attn_out, atp_mlp_out per
-    (layer, position). prompts: as for patch."""
+    (layer, position). prompts: as for patch; sites or site as patch's."""
     ps = _Prompts(model, prompts, tokenizer)
-    sites = _list(sites)
+    sites = _sites(sites, site)
     argv = _argv("atp", model, [("prompts", ps.arg), ("site", sites), ("noising", noising),
                                 ("star", star), ("verify", verify or None),
                                 ("batch", batch or None), ("tokenizer", _tok_arg(tokenizer))])

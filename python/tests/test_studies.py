@@ -346,5 +346,20 @@ class Predict(TempDir, unittest.TestCase):
         self.assertEqual(got["answer"]["rank"], 3)
 
 
+class SiteSpelling(TempDir, unittest.TestCase):
+    def test_site_as_the_command_spells_it(self):
+        """hs.patch(..., site="z") as `--site z` (issue 46): the rows of sites=["z"]."""
+        g = os.path.join(MODELS, "gpt2_tiny")
+        prompts = os.path.join(FIX, "causal", "gpt2.jsonl")
+        with hs.Model.open(g) as m:
+            a = hs.patch(m, prompts, site="z")
+            b = hs.patch(m, prompts, sites=["z"])
+            with self.assertRaisesRegex(ValueError, "not both"):
+                hs.patch(m, prompts, sites="z", site="z")
+        self.assertEqual(a.rows, b.rows)
+        self.assertIn("patch_z", a.metrics)
+        self.assertNotIn("patch_pattern", a.metrics)
+
+
 if __name__ == "__main__":
     unittest.main()
