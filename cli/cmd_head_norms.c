@@ -10,6 +10,7 @@ CLI_PRINT(head_norms)
 static int cmd_head_norms(int argc, char **argv)
 {
     hs_head_norms_opts ho = { .seed = 1 };
+    int control = 0; /* head-norms always has its control */
     cli_study s = { &hs_head_norms_kind, &ho, { .batch = 4, .need_batch = 1 },
                     .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_head_norms };
     opt o[] = {
@@ -18,6 +19,7 @@ static int cmd_head_norms(int argc, char **argv)
         OPT_SEQ_LEN(&s.in.seq_len),
         OPT_MAX_BATCHES(&s.max_batches),
         { "--seed", OPT_LONG, &ho.seed, 0, "S", "seed of the random-init control", 0 },
+        { "--control", OPT_FLAG, &control, 0, NULL, "the random-init control (always computed: accepted as patterns takes it)", 0 },
         CLI_STUDY_TAIL_OPTS(s),
     };
     return cli_study_run(&s, o, CLI_N(o), argc, argv);

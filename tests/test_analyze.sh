@@ -975,6 +975,13 @@ experiment_head_count() {
 head_norms_records() {
     hs head-norms --model "$GPT2" --data "$EVAL" --db n.db "${SMALL[@]}" --json
     expect_rc 0 "head-norms" || return 1
+    # --control as patterns takes it (head-norms always has its control): the same rows
+    hs head-norms --model "$GPT2" --data "$EVAL" --db nc.db "${SMALL[@]}" --control --json
+    expect_rc 0 "head-norms --control" || return 1
+    expect_eq "$(q nc.db "select count(*) from head_metrics where metric like '%_control'")" \
+        "$(q n.db "select count(*) from head_metrics where metric like '%_control'")" \
+        "head-norms --control's rows" || return 1
+    hs head-norms --model "$GPT2" --data "$EVAL" --db n.db "${SMALL[@]}" --json
     local id
     id=$(jget out.txt run_id) || bad "head-norms --json has no run_id: $OUT" || return 1
     expect_eq "$(jget out.txt sequences)" 4 "--json sequences" || return 1
