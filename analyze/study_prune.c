@@ -55,6 +55,8 @@ static int on_step(void *ctx, int step, int pruned, double fraction, double loss
         s->o->on_step(s->o->ctx, step, pruned, fraction, loss, stderr_loss);
     /* Each step is committed as it completes: an interrupted run keeps its curve. */
     int rc = curve_add(c, &s->cap, (hs_curve_point){ step, fraction, loss }, s->env);
+    if (!rc && s->task && step == 0) /* the unpruned model's numbers: step 0's evaluation */
+        rc = hs_task_numbers_to_table(&s->r->table, &s->task->last);
     if (!rc && s->task) {
         const hs_task_eval_result *e = &s->task->last;
         rc = curve_add(&s->r->metric_curve, &s->metric_cap,
@@ -224,7 +226,6 @@ int hs_prune_study(hs_prune_result *r, const hs_prune_study_opts *o, const hs_st
         po.obj_ctx = &obj;
         hs_metric_name_of(r->metric_curve.name, sizeof r->metric_curve.name,
                           HS_M_PRUNING_METRIC, hs_task_metric_name(env->task->headline));
-        rc = hs_task_clean_rows(&r->table, NULL, m, env->task, env->batch);
     }
     if (!rc)
         rc = hs_prune(m, env->data, &po, pruned, &r->n_pruned);

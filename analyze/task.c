@@ -488,19 +488,14 @@ int hs_task_numbers_to_table(hs_head_table *tb, const hs_task_eval_result *r)
     return rc;
 }
 
-int hs_task_eval(hs_task_eval_result *r, const hs_model *m, const hs_tokenizer *tk,
-                 const hs_task_opts *o, int batch)
+int hs_task_eval(hs_task_eval_result *r, const hs_model *m, const hs_task *t, int batch,
+                 const hs_hooks *hooks)
 {
     memset(r, 0, sizeof *r);
-    hs_task t;
-    int rc = hs_task_load(&t, o, &m->cfg, tk);
-    if (rc)
-        return rc;
-    double *out = hs_calloc((size_t)t.n * t.k, sizeof *out, "task outputs");
-    rc = out ? hs_task_run(out, m, &t, batch, NULL) : HS_ENOMEM;
+    double *out = hs_calloc((size_t)t->n * t->k, sizeof *out, "task outputs");
+    int rc = out ? hs_task_run(out, m, t, batch, hooks) : HS_ENOMEM;
     if (!rc)
-        rc = hs_task_numbers(r, &t, out);
+        rc = hs_task_numbers(r, t, out);
     free(out);
-    hs_task_free(&t);
     return rc;
 }

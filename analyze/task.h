@@ -107,9 +107,9 @@ int hs_task_numbers(hs_task_eval_result *r, const hs_task *t, const double *out)
  * metric with its standard error, n the examples. */
 int hs_task_numbers_to_table(hs_head_table *tb, const hs_task_eval_result *r);
 
-/* The classifier's numbers on the task o (read with tk as hs_task_load
- * does; batch examples a forward). */
-int hs_task_eval(hs_task_eval_result *r, const hs_model *m, const hs_tokenizer *tk,
-                 const hs_task_opts *o, int batch);
+/* The classifier's numbers on t (hs_task_run with hooks, may be NULL, then
+ * hs_task_numbers), batch examples a forward. */
+int hs_task_eval(hs_task_eval_result *r, const hs_model *m, const hs_task *t, int batch,
+                 const hs_hooks *hooks);
 
 #endif

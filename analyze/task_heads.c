@@ -134,21 +134,6 @@ static void gates_free(hs_real **x, int n_layer)
         free(x[l]);
 }
 
-int hs_task_clean_rows(hs_head_table *tb, hs_task_eval_result *r, const hs_model *m,
-                       const hs_task *t, int batch)
-{
-    hs_task_eval_result own;
-    r = r ? r : &own;
-    double *out = hs_calloc((size_t)t->n * t->k, sizeof *out, "task outputs");
-    int rc = out ? hs_task_run(out, m, t, batch, NULL) : HS_ENOMEM;
-    if (!rc)
-        rc = hs_task_numbers(r, t, out);
-    if (!rc)
-        rc = hs_task_numbers_to_table(tb, r);
-    free(out);
-    return rc;
-}
-
 int hs_task_objective_importance(void *obj, hs_importance *imp, const hs_real *const *gates)
 {
     const hs_task_objective *o = obj;
@@ -158,12 +143,8 @@ int hs_task_objective_importance(void *obj, hs_importance *imp, const hs_real *c
 int hs_task_objective_evaluate(void *obj, const hs_hooks *hooks, double *loss, double *stderr_loss)
 {
     hs_task_objective *o = obj;
-    double *out = hs_calloc((size_t)o->t->n * o->t->k, sizeof *out, "task outputs");
-    int rc = out ? hs_task_run(out, o->m, o->t, o->batch, hooks) : HS_ENOMEM;
-    if (!rc)
-        rc = hs_task_numbers(&o->last, o->t, out);
+    const int rc = hs_task_eval(&o->last, o->m, o->t, o->batch, hooks);
     *loss = o->last.loss, *stderr_loss = o->last.loss_se;
-    free(out);
     return rc;
 }
 
@@ -252,18 +233,20 @@ static int ablation_rows(hs_head_table *tb, const hs_task *t, int l, int h, int 
     return rc ? rc : hs_head_table_add(tb, l, h, name, delta, se, t->n);
 }
 
-/* The mean z of every head over the task's non-padding positions into
- * zmean[l] (H_l x dh). */
-static int z_means(double **zmean, pass *p, double *out)
+/* The clean outputs into out and, with `means`, the mean z of every head
+ * over the task's non-padding positions into zmean[l] (H_l x dh), from
+ * the same pass. */
+static int clean_pass(double **zmean, pass *p, double *out, int means)
 {
     const hs_model_config *c = &p->m->cfg;
     z_sum s = { p, { 0 }, 0 };
     for (int l = 0; l < c->n_layer; l++)
         s.sum[l] = zmean[l];
     hs_hooks hooks = { 0 };
-    hooks.site[HS_SITE_Z] = (hs_site_hook){ z_sum_hook, &s };
+    if (means) /* an observer: z is left as it is */
+        hooks.site[HS_SITE_Z] = (hs_site_hook){ z_sum_hook, &s };
     const int rc = pass_run(p, out, &hooks);
-    for (int l = 0; !rc && l < c->n_layer; l++)
+    for (int l = 0; !rc && means && l < c->n_layer; l++)
         for (size_t i = 0; i < (size_t)c->n_head[l] * c->head_dim; i++)
             zmean[l][i] /= (double)s.count;
     return rc;
@@ -287,15 +270,15 @@ int hs_task_ablate(hs_head_table *tb, const hs_model *m, const hs_task *t,
     double *abl = hs_calloc(nk, sizeof *abl, "task outputs");
     double *zmean[HS_MAX_LAYERS] = { 0 };
     hs_real *donor = hs_calloc((size_t)p.batch * t->T * c->head_dim, sizeof *donor, "donor z");
-    rc = clean && abl && donor ? pass_run(&p, clean, NULL) : HS_ENOMEM;
-    hs_task_eval_result er;
-    if (!rc && !(rc = hs_task_numbers(&er, t, clean)))
-        rc = hs_task_numbers_to_table(tb, &er);
+    rc = clean && abl && donor ? HS_OK : HS_ENOMEM;
     for (int l = 0; !rc && (o->kinds & (1 << HS_ABLATE_MEAN)) && l < c->n_layer; l++)
         if (!(zmean[l] = hs_calloc((size_t)c->n_head[l] * c->head_dim, sizeof(double), "mean z")))
             rc = HS_ENOMEM;
-    if (!rc && (o->kinds & (1 << HS_ABLATE_MEAN)))
-        rc = z_means(zmean, &p, abl);
+    if (!rc) /* the clean outputs, and for mean ablation every head's mean z */
+        rc = clean_pass(zmean, &p, clean, (o->kinds & (1 << HS_ABLATE_MEAN)) != 0);
+    hs_task_eval_result er;
+    if (!rc && !(rc = hs_task_numbers(&er, t, clean)))
+        rc = hs_task_numbers_to_table(tb, &er);
     size_t total = 0, done = 0;
     for (int l = 0; l < c->n_layer; l++)
         for (int h = 0; h < c->n_head[l]; h++)
@@ -560,14 +543,8 @@ static int task_l0_step(void *ctx, const hs_model *m, const hs_hooks *hooks,
 
 static int task_l0_finish(void *ctx, const hs_model *m, const hs_hooks *hooks, hs_l0_result *r)
 {
-    task_l0 *q = ctx;
-    q->p.m = m;
-    double *out = hs_calloc((size_t)q->p.t->n * q->p.t->k, sizeof *out, "task outputs");
-    int rc = out ? pass_run(&q->p, out, hooks) : HS_ENOMEM;
-    if (!rc)
-        rc = hs_task_numbers(&r->eval, q->p.t, out);
-    free(out);
-    return rc;
+    const task_l0 *q = ctx;
+    return hs_task_eval(&r->eval, m, q->p.t, q->p.batch, hooks);
 }
 
 int hs_task_l0(hs_l0_result *r, const hs_model *m, const hs_task *t, const hs_l0_opts *o)

@@ -15,11 +15,6 @@
 #include "task.h"
 #include "train.h"
 
-/* The unablated model's numbers on t (hs_task_numbers) as model-wide rows
- * of tb, batch examples a forward; r (may be NULL) gets them. */
-int hs_task_clean_rows(hs_head_table *tb, hs_task_eval_result *r, const hs_model *m,
-                       const hs_task *t, int batch);
-
 /* Iterative pruning's objective on a task (hs_prune_opts' importance and
  * evaluate, with a pointer to this as obj_ctx): importance with each
  * example's loss, and the task loss with the gates; `last` holds the

@@ -241,6 +241,15 @@ static int check_batches(const hs_model *m, const hs_api_tokens *data, int B, in
     return rc;
 }
 
+/* A token study's input: the task (e's: a batch of at least 1), or the
+ * data's batches (check_batches). */
+static int check_input(const hs_api_env *e, const hs_model *m, const hs_api_tokens *data, int B,
+                       int T)
+{
+    if (e->task && B < 1)
+        return hs_fail(HS_EINVAL, "batch %d must be at least 1", B);
+    return e->task ? HS_OK : check_batches(m, data, B, T);
+}
 
 int hs_api_ablate(char **json, const hs_model *m, const hs_api_tokens *data, const hs_api_env *e,
                   int B, int T, long long max_batches, const char *method, const char *layers,
@@ -252,8 +261,7 @@ int hs_api_ablate(char **json, const hs_model *m, const hs_api_tokens *data, con
                                 .naive = naive };
     const hs_tokens *tok = data ? hs_api_tokens_of(data) : NULL;
     hs_study_env env = env_for(e, m, tok, NULL, NULL, B, T, (size_t)max_batches);
-    int rc = e->task ? (B < 1 ? hs_fail(HS_EINVAL, "batch %d must be at least 1", B) : HS_OK)
-                     : check_batches(m, data, B, T);
+    int rc = check_input(e, m, data, B, T);
     if (!rc)
         rc = hs_ablate_study_check(&so, &env);
     hs_run *run = NULL;
@@ -278,8 +286,7 @@ int hs_api_importance(char **json, const hs_model *m, const hs_api_tokens *data,
 {
     *json = NULL;
     T = e->task ? hs_api_task_of(e->task)->T : hs_seq_len_or_default(&m->cfg, T);
-    int rc = e->task ? (B < 1 ? hs_fail(HS_EINVAL, "batch %d must be at least 1", B) : HS_OK)
-                     : check_batches(m, data, B, T);
+    int rc = check_input(e, m, data, B, T);
     hs_run *run = NULL;
     if (!rc)
         rc = run_begin(&run, e, HS_KIND_IMPORTANCE, m, data_path(e, data), T, NULL, NULL);
@@ -316,8 +323,7 @@ int hs_api_prune(char **json, const hs_model *m, const hs_api_tokens *data, cons
     };
     const hs_tokens *tok = data ? hs_api_tokens_of(data) : NULL;
     hs_study_env env = env_for(e, m, tok, NULL, NULL, B, T, (size_t)max_batches);
-    int rc = e->task ? (B < 1 ? hs_fail(HS_EINVAL, "batch %d must be at least 1", B) : HS_OK)
-                     : check_batches(m, data, B, T);
+    int rc = check_input(e, m, data, B, T);
     if (!rc)
         rc = hs_prune_study_check(&so, &env);
     hs_run *run = NULL;

@@ -63,12 +63,8 @@ int hs_api_eval_task(char **json, const hs_model *m, const hs_api_task *t, int b
     *json = NULL;
     if (batch < 1)
         return hs_fail(HS_EINVAL, "batch %d must be at least 1", batch);
-    double *out = hs_calloc((size_t)t->t.n * t->t.k, sizeof *out, "task outputs");
     hs_task_eval_result r;
-    int rc = out ? hs_task_run(out, m, &t->t, batch, NULL) : HS_ENOMEM;
-    if (!rc)
-        rc = hs_task_numbers(&r, &t->t, out);
-    free(out);
+    const int rc = hs_task_eval(&r, m, &t->t, batch, NULL);
     if (rc)
         return rc;
     hs_jbuf b = { 0 };

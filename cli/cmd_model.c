@@ -98,10 +98,7 @@ static int eval_task(const cli_task *task, hs_inputs_spec *in, int json)
     if (rc || (rc = cli_open(&j, in)))
         return rc;
     hs_task_eval_result r;
-    double *out = hs_calloc((size_t)j.in.task.n * j.in.task.k, sizeof *out, "task outputs");
-    rc = !out || hs_task_run(out, &j.in.m, &j.in.task, in->batch, NULL) ||
-         hs_task_numbers(&r, &j.in.task, out) || hs_model_unchanged(&j.in.m);
-    free(out);
+    rc = hs_task_eval(&r, &j.in.m, &j.in.task, in->batch, NULL) || hs_model_unchanged(&j.in.m);
     hs_inputs_free(&j.in);
     if (rc)
         return cli_run_error("eval");

@@ -913,35 +913,42 @@ int hs_classify_pool(const hs_model_config *c, const int32_t *tokens, int T)
     return last;
 }
 
+/* The classifier's input rows: x (B, d) the pooled rows of the hidden
+ * state it reads, and for an encoder y (B, d) = tanh(W_p x + b_p) (BERT's
+ * pooler, RoBERTa's classifier.dense). HS_EINVAL for a model without a
+ * classification head or a position outside the sequence. */
+static int classifier_rows(hs_real *x, hs_real *y, const hs_acts *a, const hs_model *m,
+                           const int *pool)
+{
+    const hs_model_config *c = &m->cfg;
+    const int d = c->d_model, B = a->B;
+    if (!c->n_labels)
+        return hs_fail(HS_EINVAL, "the model has no classification head");
+    const hs_real *h = c->final_norm ? a->lnf : a->layer[c->n_layer - 1].out;
+    for (int b = 0; b < B; b++) {
+        if (pool[b] < 0 || pool[b] >= a->T)
+            return hs_fail(HS_EINVAL, "classifier: pooled position %d outside 0..%d", pool[b],
+                           a->T - 1);
+        memcpy(x + (size_t)b * d, h + ((size_t)b * a->T + pool[b]) * d, sizeof *x * d);
+    }
+    if (!c->encoder)
+        return HS_OK;
+    hs_linear_forward(y, x, m->w.cls_pool_w, m->w.cls_pool_b, (size_t)B, d, d);
+    for (size_t i = 0; i < (size_t)B * d; i++)
+        y[i] = (hs_real)tanh((double)y[i]);
+    return HS_OK;
+}
+
 int hs_classify(hs_real *out, const hs_acts *a, const hs_model *m, const int *pool)
 {
     const hs_model_config *c = &m->cfg;
-    const hs_weights *w = &m->w;
-    const int d = c->d_model, K = c->n_labels, B = a->B;
-    if (!K)
-        return hs_fail(HS_EINVAL, "the model has no classification head");
-    const hs_real *h = c->final_norm ? a->lnf : a->layer[c->n_layer - 1].out;
-    hs_real *x = hs_calloc((size_t)B * d * 2, sizeof *x, "classifier rows"), *y = x + (size_t)B * d;
-    if (!x)
-        return HS_ENOMEM;
-    for (int b = 0; b < B; b++) {
-        if (pool[b] < 0 || pool[b] >= a->T) {
-            free(x);
-            return hs_fail(HS_EINVAL, "classifier: pooled position %d outside 0..%d", pool[b],
-                           a->T - 1);
-        }
-        memcpy(x + (size_t)b * d, h + ((size_t)b * a->T + pool[b]) * d, sizeof *x * d);
-    }
-    const hs_real *in = x;
-    if (c->encoder) { /* dense + tanh (BERT's pooler, RoBERTa's classifier.dense) */
-        hs_linear_forward(y, x, w->cls_pool_w, w->cls_pool_b, (size_t)B, d, d);
-        for (size_t i = 0; i < (size_t)B * d; i++)
-            y[i] = (hs_real)tanh((double)y[i]);
-        in = y;
-    }
-    hs_linear_forward(out, in, w->cls_w, w->cls_b, (size_t)B, d, K);
+    const size_t B = (size_t)a->B, d = (size_t)c->d_model;
+    hs_real *x = hs_calloc(B * d * 2, sizeof *x, "classifier rows"), *y = x + B * d;
+    int rc = x ? classifier_rows(x, y, a, m, pool) : HS_ENOMEM;
+    if (!rc)
+        hs_linear_forward(out, c->encoder ? y : x, m->w.cls_w, m->w.cls_b, B, (int)d, c->n_labels);
     free(x);
-    return HS_OK;
+    return rc;
 }
 
 int hs_classify_backward(hs_real *dhidden, hs_weights *g, const hs_real *dout, const hs_acts *a,
@@ -950,19 +957,16 @@ int hs_classify_backward(hs_real *dhidden, hs_weights *g, const hs_real *dout, c
     const hs_model_config *c = &m->cfg;
     const hs_weights *w = &m->w;
     const int d = c->d_model, K = c->n_labels, B = a->B;
-    if (!K)
-        return hs_fail(HS_EINVAL, "the model has no classification head");
-    const hs_real *h = c->final_norm ? a->lnf : a->layer[c->n_layer - 1].out;
     hs_real *x = hs_calloc((size_t)B * d * 4, sizeof *x, "classifier rows");
     if (!x)
         return HS_ENOMEM;
     hs_real *y = x + (size_t)B * d, *dy = y + (size_t)B * d, *dx = dy + (size_t)B * d;
-    for (int b = 0; b < B; b++)
-        memcpy(x + (size_t)b * d, h + ((size_t)b * a->T + pool[b]) * d, sizeof *x * d);
+    const int rc = classifier_rows(x, y, a, m, pool);
+    if (rc) {
+        free(x);
+        return rc;
+    }
     if (c->encoder) { /* y = tanh(W_p x + b_p): dy through the tanh, then W_p */
-        hs_linear_forward(y, x, w->cls_pool_w, w->cls_pool_b, (size_t)B, d, d);
-        for (size_t i = 0; i < (size_t)B * d; i++)
-            y[i] = (hs_real)tanh((double)y[i]);
         hs_linear_backward(dy, g ? g->cls_w : NULL, g ? g->cls_b : NULL, dout, y, w->cls_w,
                            (size_t)B, d, K);
         for (size_t i = 0; i < (size_t)B * d; i++)

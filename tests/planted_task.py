@@ -23,27 +23,18 @@ and any other head changes the final norm's scale alone.
 """
 import json
 import os
-import struct
 import sys
 
 import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
+                                "oracle"))
+import gen_classifiers as G  # noqa: E402  (its safetensors writer)
 
 D, H, L, V, NPOS = 16, 4, 2, 20, 16
 A, B_TOK = 3, 4
 PLANT = (1, 2)
-
-
-def write_st(path, tensors):
-    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
-    for k, t in tensors.items():
-        b = np.ascontiguousarray(t, dtype="<f4").tobytes()
-        header[k] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((-(8 + len(h))) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 def main():
@@ -91,7 +82,8 @@ def main():
     score[1, 0], score[1, 1] = 1.0, -1.0
     score[0] = -score[1]
     W["score.weight"] = score
-    write_st(os.path.join(out, "model.safetensors"), W)
+    G.write_st(os.path.join(out, "model.safetensors"),
+               {k: torch.from_numpy(np.asarray(v, dtype=np.float64)) for k, v in W.items()})
     config = {
         "architectures": ["GPT2ForSequenceClassification"], "model_type": "gpt2",
         "vocab_size": V, "n_positions": NPOS, "n_embd": D, "n_layer": L, "n_head": H,
