@@ -241,6 +241,13 @@ static int check_batches(const hs_model *m, const hs_api_tokens *data, int B, in
     return rc;
 }
 
+/* The sequence length a study runs at: the task's padded length, or T (the model's default when
+ * T is 0). */
+static int study_seq_len(const hs_api_env *e, const hs_model *m, int T)
+{
+    return e->task ? hs_api_task_of(e->task)->T : hs_seq_len_or_default(&m->cfg, T);
+}
+
 /* A token study's input: the task (e's: a batch of at least 1), or the
  * data's batches (check_batches). */
 static int check_input(const hs_api_env *e, const hs_model *m, const hs_api_tokens *data, int B,
@@ -256,7 +263,7 @@ int hs_api_ablate(char **json, const hs_model *m, const hs_api_tokens *data, con
                   const char *heads, int naive)
 {
     *json = NULL;
-    T = e->task ? hs_api_task_of(e->task)->T : hs_seq_len_or_default(&m->cfg, T);
+    T = study_seq_len(e, m, T);
     hs_ablate_study_opts so = { .method = method, .layers = layers, .heads = heads,
                                 .naive = naive };
     const hs_tokens *tok = data ? hs_api_tokens_of(data) : NULL;
@@ -285,7 +292,7 @@ int hs_api_importance(char **json, const hs_model *m, const hs_api_tokens *data,
                       const hs_api_env *e, int B, int T, long long max_batches)
 {
     *json = NULL;
-    T = e->task ? hs_api_task_of(e->task)->T : hs_seq_len_or_default(&m->cfg, T);
+    T = study_seq_len(e, m, T);
     int rc = check_input(e, m, data, B, T);
     hs_run *run = NULL;
     if (!rc)
@@ -313,7 +320,7 @@ int hs_api_prune(char **json, const hs_model *m, const hs_api_tokens *data, cons
                  int steps, double lr, long long seed)
 {
     *json = NULL;
-    T = e->task ? hs_api_task_of(e->task)->T : hs_seq_len_or_default(&m->cfg, T);
+    T = study_seq_len(e, m, T);
     hs_prune_study_opts so = {
         .prune = { .step_percent = step_percent > 0 ? step_percent : 10,
                    .max_percent = max_percent > 0 ? max_percent : 50,
