@@ -71,7 +71,9 @@ static const char METASPACE_JSON[] =
     "\"pre_tokenizer\":null,"
     "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":["
     "{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],"
-    "\"pair\":[],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[1],\"tokens\":[\"<s>\"]}}},"
+    "\"pair\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\","
+    "\"type_id\":0}},{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":1}},"
+    "{\"Sequence\":{\"id\":\"B\",\"type_id\":1}}],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[1],\"tokens\":[\"<s>\"]}}},"
     "\"decoder\":{\"type\":\"Sequence\",\"decoders\":["
     "{\"type\":\"Replace\",\"pattern\":{\"String\":\"\\u2581\"},\"content\":\" \"},"
     "{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},"
@@ -96,7 +98,10 @@ static const char WORDPIECE_JSON[] =
     "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":["
     "{\"SpecialToken\":{\"id\":\"[CLS]\",\"type_id\":0}},"
     "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},"
-    "{\"SpecialToken\":{\"id\":\"[SEP]\",\"type_id\":0}}],\"pair\":[],"
+    "{\"SpecialToken\":{\"id\":\"[SEP]\",\"type_id\":0}}],\"pair\":["
+    "{\"SpecialToken\":{\"id\":\"[CLS]\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},"
+    "{\"SpecialToken\":{\"id\":\"[SEP]\",\"type_id\":0}},{\"Sequence\":{\"id\":\"B\",\"type_id\":1}},"
+    "{\"SpecialToken\":{\"id\":\"[SEP]\",\"type_id\":1}}],"
     "\"special_tokens\":{\"[CLS]\":{\"id\":\"[CLS]\",\"ids\":[2],\"tokens\":[\"[CLS]\"]},"
     "\"[SEP]\":{\"id\":\"[SEP]\",\"ids\":[3],\"tokens\":[\"[SEP]\"]}}},"
     "\"decoder\":{\"type\":\"WordPiece\",\"prefix\":\"##\",\"cleanup\":true},"
@@ -160,6 +165,22 @@ static void exercise(const hs_tokenizer *t, const uint8_t *text, size_t n, int f
         }
         free(hs_tokenizer_decode(t, ids, nid, (flags >> 1) & 1));
         free(ids);
+    }
+    /* the text as a pair cut at its first NUL, truncated to a length of
+     * the flags' choosing (0: none); a tokenizer without a pair template
+     * refuses */
+    const uint8_t *b = text, *end = text + n;
+    size_t na = cut(&b, end);
+    unsigned char *types = NULL;
+    if (hs_tokenizer_encode_pair(t, (const char *)text, na, (const char *)b, (size_t)(end - b),
+                                 (size_t)(flags >> 2), &ids, &types, &nid) == HS_OK) {
+        for (size_t i = 0; i < nid; i++)
+            if (ids[i] < 0 || ids[i] >= vocab)
+                abort(); /* an id outside the vocabulary */
+        if (flags >> 2 && nid > (size_t)(flags >> 2))
+            abort(); /* longer than the truncation asked */
+        free(ids);
+        free(types);
     }
     /* the text's bytes as ids: in and out of the vocabulary */
     int32_t raw[64];
