@@ -366,27 +366,30 @@ static int alloc_batch(atp_run *r, int B, int T)
     return rc;
 }
 
-/* The mean and stderr over prompts of item `it` of the table (prompt order). */
-static hs_welford column(const atp_run *r, size_t n, size_t it, double scale)
+/* Item `it` of the table over prompts (prompt order), each beside the
+ * prompt's gap LD_clean - LD_corrupt (items 0 and 1). */
+static hs_welford2 column(const atp_run *r, size_t n, size_t it, double scale)
 {
-    hs_welford w = { 0 };
-    for (size_t p = 0; p < n; p++)
-        hs_welford_add(&w, r->tab[p * r->items + it] * scale);
+    hs_welford2 w = { 0 };
+    for (const double *row = r->tab; row < r->tab + n * r->items; row += r->items)
+        hs_welford2_add(&w, row[it] * scale, row[0] - row[1]);
     return w;
 }
 
 static int result_rows(hs_atp_result *res, const atp_run *r, size_t n)
 {
     const hs_model_config *c = &r->m->cfg;
-    hs_welford ldc = column(r, n, 0, 1), ldk = column(r, n, 1, 1);
+    hs_ld_baseline ld = { 0 };
+    for (const double *row = r->tab; row < r->tab + n * r->items; row += r->items)
+        hs_ld_baseline_add(&ld, row[0], row[1]);
     double span = 0;
-    int rc = hs_patch_baseline(&res->heads, &span, &ldc, &ldk);
+    int rc = hs_patch_baseline(&res->heads, &span, &ld);
     const double towards = r->o->noising ? -span : span;
-    res->ld_clean = ldc.mean, res->ld_corrupt = ldk.mean, res->n = ldc.n;
+    res->ld_clean = ld.clean.mean, res->ld_corrupt = ld.corrupt.mean, res->n = ld.clean.n;
     for (int s = 0; !rc && s < HS_ATP_SITES; s++)
         for (int l = 0; !rc && l < c->n_layer && r->off[s][l] != NO_ITEM; l++)
             for (int k = 0; !rc && k < site_width(c, s, l, r->T); k++) {
-                const hs_welford w = column(r, n, (size_t)r->off[s][l] + k, 1);
+                const hs_welford2 w = column(r, n, (size_t)r->off[s][l] + k, 1);
                 double v, e;
                 hs_patch_ratio(&v, &e, &w, towards, span);
                 if (is_head(s))
@@ -399,7 +402,7 @@ static int result_rows(hs_atp_result *res, const atp_run *r, size_t n)
     for (int s = 0; !rc && s < HS_ATP_RESID_PRE; s++)
         for (int l = 0; !rc && l < c->n_layer && r->star_off[s][l] != NO_ITEM; l++)
             for (int k = 0; !rc && k < site_width(c, s, l, 0); k++) {
-                const hs_welford w =
+                const hs_welford2 w =
                     column(r, n, (size_t)r->star_off[s][l] + k, 1.0 / (c->n_layer - 1));
                 double v, e;
                 hs_patch_ratio(&v, &e, &w, fabs(span), span);

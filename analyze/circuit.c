@@ -630,11 +630,13 @@ int hs_circuit(hs_circuit_result *res, const hs_model *m, const hs_prompt_set *p
         rc = each_batch(&r, ps, owner, 0, NULL, &done, total);
     if (hs_dist_size() > 1)
         rc = hs_dist_share_rows(rc, r.tab, n, r.items, owner);
-    hs_welford ldc = column(&r, n, 0), ldk = column(&r, n, 1);
+    hs_ld_baseline ld = { 0 };
+    for (size_t p = 0; !rc && p < n; p++)
+        hs_ld_baseline_add(&ld, r.tab[p * r.items], r.tab[p * r.items + 1]);
     double span = 0;
     if (!rc)
-        rc = hs_patch_baseline(&res->heads, &span, &ldc, &ldk);
-    res->ld_clean = ldc.mean, res->ld_corrupt = ldk.mean, res->n = ldc.n;
+        rc = hs_patch_baseline(&res->heads, &span, &ld);
+    res->ld_clean = ld.clean.mean, res->ld_corrupt = ld.corrupt.mean, res->n = ld.clean.n;
     if (!rc)
         rc = edge_rows(res, &r, n);
     if (!rc && o->n_top)
@@ -649,7 +651,8 @@ int hs_circuit(hs_circuit_result *res, const hs_model *m, const hs_prompt_set *p
     for (int k = 0; !rc && k < o->n_top; k++) {
         const hs_welford w = column(&r, n, 2 + (size_t)r.g.n_edge + k);
         const long N = o->top_n[k] < res->n_edges ? o->top_n[k] : res->n_edges;
-        res->curve[res->n_curve++] = (hs_curve_point){ k, (double)N, (w.mean - ldk.mean) / span };
+        res->curve[res->n_curve++] = (hs_curve_point){ k, (double)N,
+                                                       (w.mean - ld.corrupt.mean) / span };
     }
     for (int k = 0; circuits && k < o->n_top; k++)
         free(circuits[k]);

@@ -163,6 +163,26 @@ int hs_fail_few_tokens(const char *what, const hs_tokens *t, int B, int T)
                    what, B, T, t->n, B, fit);
 }
 
+/* --text --lines: the lines as padded sequences (hs_task_load_lines), their
+ * padding as the tokens' valid mask, read in batches that take every line. */
+static int load_lines(hs_inputs *in, const hs_inputs_spec *s)
+{
+    hs_task lines = { 0 };
+    int rc = hs_tokenizer_resolve(&in->tk, s->source.tokenizer, s->model);
+    if (!rc)
+        rc = hs_task_load_lines(&lines, s->source.text,
+                                s->seq_len == HS_SEQ_LEN_AUTO ? 0 : s->seq_len, 0, &in->m.cfg,
+                                in->tk);
+    unsigned char *valid = NULL;
+    if (!rc && !(rc = hs_task_tokens(&in->tok, &valid, &lines)))
+        in->tok.valid = valid;
+    in->seq_len = lines.T;
+    while (!rc && in->batch > 1 && lines.n % in->batch)
+        in->batch--;
+    hs_task_free(&lines);
+    return rc;
+}
+
 int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
 {
     memset(in, 0, sizeof *in);
@@ -171,20 +191,45 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
     int rc = s->model ? hs_checkpoint_load_stored(&in->m, s->model, HS_WEIGHTS_MAPPED) : HS_OK;
     const hs_model_config *c = &in->m.cfg;
     in->seq_len = s->seq_len;
-    if (!rc && s->model && s->need_batch)
+    in->whole = s->seq_len == HS_SEQ_LEN_AUTO && !s->lines;
+    in->batch = in->whole ? 1 : s->batch;
+    if (!rc && s->lines && !(src->text && s->need_batch)) {
+        hs_inputs_free(in);
+        in->usage = 1;
+        return hs_fail(HS_EINVAL, "--lines cuts --text into sequences: it needs --text");
+    }
+    if (!rc && in->whole && !(tokens && s->need_batch)) {
+        hs_inputs_free(in);
+        in->usage = 1;
+        return hs_fail(HS_EINVAL, "--seq-len auto takes the whole text or shard as one "
+                                  "sequence: it needs --text or --data");
+    }
+    if (!rc && s->model && s->need_batch && !in->whole && !s->lines)
         in->seq_len = hs_seq_len_or_default(c, in->seq_len);
-    if (!rc && s->model && s->need_batch &&
+    if (!rc && s->model && s->need_batch && !in->whole && !s->lines &&
         (rc = hs_seq_len_check(c, in->seq_len, "--seq-len"))) {
         hs_inputs_free(in);
         in->usage = 1;
         return rc;
     }
-    if (!rc && tokens)
+    if (!rc && s->lines)
+        rc = load_lines(in, s);
+    else if (!rc && tokens)
         rc = hs_source_load(&in->tok, src, &in->tk, s->model, s->model ? c->vocab_size : 0);
     if (!rc && s->keep_tokenizer)
         rc = hs_tokenizer_resolve(&in->tk, src->tokenizer, s->model);
-    if (!rc && tokens && s->need_batch && !hs_batch_count(&in->tok, s->batch, in->seq_len))
-        rc = hs_fail_few_tokens(hs_source_path(src), &in->tok, s->batch, in->seq_len);
+    if (!rc && in->whole) { /* every token an input, the last a target only */
+        in->seq_len = in->tok.n > 1 && in->tok.n - 1 <= (size_t)INT32_MAX ? (int)(in->tok.n - 1) : 0;
+        if (!in->seq_len)
+            rc = hs_fail(HS_EINVAL, "--seq-len auto: %s holds %zu tokens (a sequence needs 2 "
+                         "at least: inputs and a target)", hs_source_path(src), in->tok.n);
+        else if (s->model && in->seq_len > c->n_ctx)
+            rc = hs_fail(HS_EINVAL, "--seq-len auto: %s holds %zu tokens, a sequence of %d "
+                         "positions, more than the model's n_ctx=%d (give --seq-len)",
+                         hs_source_path(src), in->tok.n, in->seq_len, c->n_ctx);
+    }
+    if (!rc && tokens && s->need_batch && !hs_batch_count(&in->tok, in->batch, in->seq_len))
+        rc = hs_fail_few_tokens(hs_source_path(src), &in->tok, in->batch, in->seq_len);
     if (!rc && s->mlm && tokens) {
         /* an encoder's loss is the masked-LM loss; options for a causal LM are refused */
         if (c->encoder) /* the mask token's id */

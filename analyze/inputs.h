@@ -74,6 +74,9 @@ int hs_fail_few_tokens(const char *what, const hs_tokens *t, int B, int T);
  * or not): HS_EINVAL "OPTION T exceeds the model's n_ctx=N" when T > n_ctx. */
 int hs_seq_len_check(const hs_model_config *c, int T, const char *option);
 
+/* --seq-len auto (SPEC §21): the whole text (or shard) one sequence. */
+#define HS_SEQ_LEN_AUTO (-1)
+
 /* T, or for T 0 the default sequence length of every command: min(n_ctx, 256). */
 int hs_seq_len_or_default(const hs_model_config *c, int T);
 
@@ -86,6 +89,8 @@ typedef struct {
     int batch, seq_len;   /* the tokens' batches; seq_len 0: min(n_ctx, 256) */
     int need_batch;       /* the tokens are cut in batches of batch x seq_len (+1), seq_len
                              checked against the context, and must hold one */
+    int lines;            /* --text FILE --lines (SPEC §21): each line one sequence, padded
+                             to the longest (or seq_len), targets on padding ignored */
     int keep_tokenizer;   /* open the tokenizer that applies (in.tk) even where no input needs it */
     /* the masked-LM options of a command that computes a loss (mlm.h; NULL: none):
      * for an encoder the tokens get the recipe (in.tok.mlm), for a causal LM
@@ -105,6 +110,9 @@ typedef struct {
     hs_tokenizer *tk;     /* the one that applies, read once: opened where an input needed it
                              or with keep_tokenizer; NULL when none was (or none is known) */
     int seq_len;          /* resolved */
+    int whole;            /* --seq-len auto: seq_len is the tokens' count - 1, in one batch of 1 */
+    int batch;            /* the batch the tokens are read in: the spec's, 1 (whole), or with
+                             lines the largest divisor of their count at most the spec's */
     const char *data_path; /* what was read as the data (runs.data_path): prompts, shard or text */
     int usage;            /* the failure was an option's value (--seq-len) */
 } hs_inputs;

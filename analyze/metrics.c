@@ -75,6 +75,9 @@ static const hs_metric_desc METRICS[HS_M_COUNT] = {
         NULL, NONE },
     [HS_M_SECOND_HALF_LOSS] = { "second_half_loss", MODEL, HS_SCALE_NONNEG, "nats",
         "second-half loss on r ++ r", NULL, NONE },
+    [HS_M_FIRST_HALF_LOSS] = { "first_half_loss", MODEL, HS_SCALE_NONNEG, "nats",
+        "first-half loss on r ++ r", "Random tokens predicting random tokens: about ln V at "
+        "chance; well above it, the probe's tokens are ones the model finds improbable.", NONE },
     [HS_M_CAUSAL_LOSS_DELTA_TOP_K] = { "causal_loss_delta_top_k", MODEL, HS_SCALE_LOSS_DELTA,
         "nats", "loss increase, top heads off", NULL, NONE },
     [HS_M_CAUSAL_LOSS_DELTA_RANDOM_K] = { "causal_loss_delta_random_k", MODEL,
@@ -137,19 +140,26 @@ static const hs_metric_desc METRICS[HS_M_COUNT] = {
         "logit difference, clean", NULL, NONE },
     [HS_M_LOGIT_DIFF_CORRUPT] = { "logit_diff_corrupt", MODEL, HS_SCALE_SIGNED, "logits",
         "logit difference, corrupt", NULL, NONE },
-    [HS_M_PATCH_Z] = { "patch_z", HEAD, HS_SCALE_SIGNED, "", "patch_z",
+    [HS_M_LOGIT_DIFF_GAP] = { "logit_diff_gap", MODEL, HS_SCALE_SIGNED, "logits",
+        "logit difference gap, clean - corrupt", "The denominator of every normalised causal "
+        "number (SPEC §21), with the stderr of the per-prompt gaps.", NONE },
+    [HS_M_PREMISE_OK] = { "premise_ok", MODEL, HS_SCALE_PROB, "",
+        "premise holds (1) or not (0)", "1 when the gap is at least two of its standard errors "
+        "from 0; 0 (with --allow-weak-premise): the normalised numbers are not established.",
+        NONE },
+    [HS_M_PATCH_Z] = { "patch_z", HEAD, HS_SCALE_FRACTION, "", "patch_z",
         "Each head's output z patched at every position: the fraction of the logit difference "
         "it restores on its own. Heads that back each other up each look small.", NONE },
-    [HS_M_PATCH_PATTERN] = { "patch_pattern", HEAD, HS_SCALE_SIGNED, "", "patch_pattern",
+    [HS_M_PATCH_PATTERN] = { "patch_pattern", HEAD, HS_SCALE_FRACTION, "", "patch_pattern",
         "Each head's attention pattern patched (its values left to the run): how much of the "
         "effect goes through where the head attends.", NONE },
-    [HS_M_PATCH_RESID_PRE] = { "patch_resid_pre", POS, HS_SCALE_SIGNED, "",
+    [HS_M_PATCH_RESID_PRE] = { "patch_resid_pre", POS, HS_SCALE_FRACTION, "",
         "the residual stream entering each layer", NULL, NONE },
-    [HS_M_PATCH_ATTN_OUT] = { "patch_attn_out", POS, HS_SCALE_SIGNED, "",
+    [HS_M_PATCH_ATTN_OUT] = { "patch_attn_out", POS, HS_SCALE_FRACTION, "",
         "each layer's attention output", NULL, NONE },
-    [HS_M_PATCH_MLP_OUT] = { "patch_mlp_out", POS, HS_SCALE_SIGNED, "", "each layer's MLP output",
+    [HS_M_PATCH_MLP_OUT] = { "patch_mlp_out", POS, HS_SCALE_FRACTION, "", "each layer's MLP output",
         NULL, NONE },
-    [HS_M_PATH_PATCH] = { "path_patch", HEAD, HS_SCALE_SIGNED, "", "path_patch",
+    [HS_M_PATH_PATCH] = { "path_patch", HEAD, HS_SCALE_FRACTION, "", "path_patch",
         "Path patching (Wang et al. 2022): the sender head's clean-to-corrupt change carried "
         "only through the receivers named in the run (or straight to the logits), as a fraction "
         "of the logit difference.", NONE },
@@ -193,42 +203,42 @@ static const hs_metric_desc METRICS[HS_M_COUNT] = {
     [HS_M_V_COMPOSITION_CONTROL_MEAN] = { "v_composition_control_mean", MODEL, HS_SCALE_PROB, "",
         "mean V-composition, control", NULL, NONE },
 
-    [HS_M_ATP_Z] = { "atp_z", HEAD, HS_SCALE_SIGNED, "", "atp_z",
+    [HS_M_ATP_Z] = { "atp_z", HEAD, HS_SCALE_FRACTION, "", "atp_z",
         "Attribution patching (Nanda 2023): the first-order estimate of patch_z, "
         "(z clean - z corrupt) times the gradient of the logit difference on the corrupt run, "
         "summed over positions, as a fraction of LD clean - LD corrupt. One forward and backward "
         "for every head; it misses what saturating attention and norms do (compare patch_z).",
         NONE },
-    [HS_M_ATP_PATTERN] = { "atp_pattern", HEAD, HS_SCALE_SIGNED, "", "atp_pattern",
+    [HS_M_ATP_PATTERN] = { "atp_pattern", HEAD, HS_SCALE_FRACTION, "", "atp_pattern",
         "The first-order estimate of patch_pattern: each head's change of attention pattern "
         "times the gradient of the logit difference with respect to it.", NONE },
-    [HS_M_ATP_Q] = { "atp_q", HEAD, HS_SCALE_SIGNED, "", "atp_q",
+    [HS_M_ATP_Q] = { "atp_q", HEAD, HS_SCALE_FRACTION, "", "atp_q",
         "The first-order estimate of patching each head's queries (after RoPE).", NONE },
-    [HS_M_ATP_K] = { "atp_k", HEAD, HS_SCALE_SIGNED, "", "atp_k",
+    [HS_M_ATP_K] = { "atp_k", HEAD, HS_SCALE_FRACTION, "", "atp_k",
         "The first-order estimate of patching each key/value head's keys (head = the key/value "
         "head; MLA: the latent as the keys read it).", NONE },
-    [HS_M_ATP_V] = { "atp_v", HEAD, HS_SCALE_SIGNED, "", "atp_v",
+    [HS_M_ATP_V] = { "atp_v", HEAD, HS_SCALE_FRACTION, "", "atp_v",
         "The first-order estimate of patching each key/value head's values (head = the "
         "key/value head; MLA: the latent as the values read it).", NONE },
-    [HS_M_ATP_RESID_PRE] = { "atp_resid_pre", POS, HS_SCALE_SIGNED, "",
+    [HS_M_ATP_RESID_PRE] = { "atp_resid_pre", POS, HS_SCALE_FRACTION, "",
         "the residual stream entering each layer (first-order)", NULL, NONE },
-    [HS_M_ATP_ATTN_OUT] = { "atp_attn_out", POS, HS_SCALE_SIGNED, "",
+    [HS_M_ATP_ATTN_OUT] = { "atp_attn_out", POS, HS_SCALE_FRACTION, "",
         "each layer's attention output (first-order)", NULL, NONE },
-    [HS_M_ATP_MLP_OUT] = { "atp_mlp_out", POS, HS_SCALE_SIGNED, "",
+    [HS_M_ATP_MLP_OUT] = { "atp_mlp_out", POS, HS_SCALE_FRACTION, "",
         "each layer's MLP output (first-order)", NULL, NONE },
-    [HS_M_ATP_STAR_Z] = { "atp_star_z", HEAD, HS_SCALE_NONNEG, "", "atp_star_z",
+    [HS_M_ATP_STAR_Z] = { "atp_star_z", HEAD, HS_SCALE_FRACTION, "", "atp_star_z",
         "AtP* (Kramar et al. 2024) with GradDrop: the mean over layers of |the estimate with "
         "that layer's backward flow stopped|, a magnitude that ranks heads for exact patching "
         "(cancellations across paths no longer hide a head), not an effect.", NONE },
-    [HS_M_ATP_STAR_PATTERN] = { "atp_star_pattern", HEAD, HS_SCALE_NONNEG, "",
+    [HS_M_ATP_STAR_PATTERN] = { "atp_star_pattern", HEAD, HS_SCALE_FRACTION, "",
         "atp_star_pattern", NULL, NONE },
-    [HS_M_ATP_STAR_Q] = { "atp_star_q", HEAD, HS_SCALE_NONNEG, "", "atp_star_q",
+    [HS_M_ATP_STAR_Q] = { "atp_star_q", HEAD, HS_SCALE_FRACTION, "", "atp_star_q",
         "AtP* for queries: the pattern change of the patched queries computed exactly (QK fix), "
         "what follows the pattern linearised, with GradDrop; a magnitude for ranking.", NONE },
-    [HS_M_ATP_STAR_K] = { "atp_star_k", HEAD, HS_SCALE_NONNEG, "", "atp_star_k",
+    [HS_M_ATP_STAR_K] = { "atp_star_k", HEAD, HS_SCALE_FRACTION, "", "atp_star_k",
         "AtP* for keys (head = the key/value head): QK fix and GradDrop; a magnitude for "
         "ranking.", NONE },
-    [HS_M_ATP_STAR_V] = { "atp_star_v", HEAD, HS_SCALE_NONNEG, "", "atp_star_v", NULL, NONE },
+    [HS_M_ATP_STAR_V] = { "atp_star_v", HEAD, HS_SCALE_FRACTION, "", "atp_star_v", NULL, NONE },
     [HS_M_EAP] = { "eap", EDGE, HS_SCALE_SIGNED, "logits", "eap",
         "Edge attribution patching (Syed et al. 2023): each edge's sender output change "
         "(corrupt - clean) times the gradient of the logit difference with respect to the "
@@ -428,6 +438,11 @@ void hs_metric_range_of(hs_metric_range *r, const char *metric, int seq_len, dou
         r->lo = -r->hi, r->diverging = 1;
         snprintf(r->label, sizeof r->label, "%s%s, scale −%.2g .. +%.2g, white at 0", label,
                  s == HS_SCALE_LOSS_DELTA ? " (nats)" : "", r->hi, r->hi);
+        return;
+    case HS_SCALE_FRACTION:
+        r->lo = -1, r->diverging = 1;
+        snprintf(r->label, sizeof r->label, "%s, fixed scale −1 .. 1 (fractions of the gap), "
+                 "white at 0%s", label, max_abs > 1 ? "; larger |values| at the ends" : "");
         return;
     case HS_SCALE_NONNEG:
         r->hi = nice_up(max);

@@ -36,6 +36,7 @@ typedef enum {
     HS_M_PREV_TOKEN_CONTROL,
     HS_M_COPYING_CONTROL,
     HS_M_SECOND_HALF_LOSS,
+    HS_M_FIRST_HALF_LOSS,
     HS_M_CAUSAL_LOSS_DELTA_TOP_K,
     HS_M_CAUSAL_LOSS_DELTA_RANDOM_K,
     HS_M_CAUSAL_TOP_K,
@@ -68,6 +69,8 @@ typedef enum {
     /* causal interventions (SPEC §11) */
     HS_M_LOGIT_DIFF_CLEAN,
     HS_M_LOGIT_DIFF_CORRUPT,
+    HS_M_LOGIT_DIFF_GAP,
+    HS_M_PREMISE_OK,
     HS_M_PATCH_Z,
     HS_M_PATCH_PATTERN,
     HS_M_PATCH_RESID_PRE,
@@ -165,7 +168,9 @@ typedef enum {
  * diverging about a white 0 (loss deltas at least +-0.1 nats, so noise stays
  * pale); copying on -1 .. 1; entropy on 0 .. ln T and distance on
  * 0 .. T - 1, their largest possible values; other nonnegative numbers on
- * 0 .. their largest value. */
+ * 0 .. their largest value; the normalised causal numbers (patch_*,
+ * path_patch, atp_*: fractions of one gap) all on -1 .. 1, so that a grid
+ * of 0.008s stays pale beside one of 1s. */
 typedef enum {
     HS_SCALE_PROB,
     HS_SCALE_SIGNED,
@@ -174,6 +179,7 @@ typedef enum {
     HS_SCALE_ENTROPY,
     HS_SCALE_DISTANCE,
     HS_SCALE_NONNEG,
+    HS_SCALE_FRACTION, /* a fraction of the causal gap: fixed -1 .. 1, beyond at the ends */
 } hs_metric_scale;
 
 typedef struct {

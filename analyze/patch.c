@@ -11,6 +11,7 @@
 #include "dist.h"
 #include "intervene.h"
 #include "linalg.h"
+#include "metrics.h"
 #include "stack.h"
 #include "transformer.h"
 
@@ -46,23 +47,35 @@ double hs_logit_diff(const hs_real *logits, int row, int T, int V, int answer, i
     return (double)last[answer] - (double)last[wrong];
 }
 
-int hs_patch_baseline(hs_head_table *t, double *span, const hs_welford *clean,
-                      const hs_welford *corrupt)
+int hs_patch_baseline(hs_head_table *t, double *span, const hs_ld_baseline *b)
 {
-    *span = clean->mean - corrupt->mean;
+    *span = b->clean.mean - b->corrupt.mean;
     if (!(*span != 0) || !isfinite(*span))
         return hs_fail(HS_EINVAL, "the mean logit difference of the clean prompts (%.9g) equals "
                        "that of the corrupt ones (%.9g): every patching value would be 0/0 (are "
-                       "clean and corrupt the same prompts?)", clean->mean, corrupt->mean);
-    int rc = hs_head_table_add_welford(t, -1, -1, "logit_diff_clean", clean);
-    return rc ? rc : hs_head_table_add_welford(t, -1, -1, "logit_diff_corrupt", corrupt);
+                       "clean and corrupt the same prompts?)", b->clean.mean, b->corrupt.mean);
+    const double se = hs_welford_stderr(&b->gap);
+    int rc = hs_head_table_add_welford(t, -1, -1, HS_METRIC(LOGIT_DIFF_CLEAN), &b->clean);
+    if (!rc)
+        rc = hs_head_table_add_welford(t, -1, -1, HS_METRIC(LOGIT_DIFF_CORRUPT), &b->corrupt);
+    if (!rc)
+        rc = hs_head_table_add(t, -1, -1, HS_METRIC(LOGIT_DIFF_GAP), *span, se, b->gap.n);
+    if (!rc)
+        rc = hs_head_table_add(t, -1, -1, HS_METRIC(PREMISE_OK), fabs(*span) >= 2 * se, 0,
+                               b->gap.n);
+    return rc;
 }
 
-void hs_patch_ratio(double *value, double *stderr_value, const hs_welford *diff, double towards,
+void hs_patch_ratio(double *value, double *stderr_value, const hs_welford2 *w, double towards,
                     double span)
 {
-    *value = diff->mean / towards;
-    *stderr_value = hs_welford_stderr(diff) / fabs(span);
+    *value = w->mx / towards;
+    /* D_i = s dG_i: sum (dP_i - v D_i)^2 around its mean (0) from the
+     * moments, never below 0 where it cancels to rounding */
+    const double s = towards * span < 0 ? -1 : 1, v = *value;
+    double ss = w->m2x - 2 * v * s * w->cxy + v * v * w->m2y;
+    ss = ss > 0 ? ss : 0;
+    *stderr_value = w->n > 1 ? sqrt(ss / (double)(w->n - 1) / (double)w->n) / fabs(span) : 0;
 }
 
 int hs_patch_check(const hs_model_config *c, const hs_prompt_set *ps, const hs_patch_opts *o)
@@ -106,12 +119,12 @@ typedef struct {
     hs_intervention *iv;                   /* [stack] each copy's hooked patch */
     job *jobs;                             /* the current layer's patches */
     hs_real *dz;                           /* (B*T, dh) */
-    double *ld_base;                       /* (B) */
-    hs_welford *head_acc;                  /* [2][L*HS_MAX_HEADS] LD_patched - LD_base */
-    hs_welford *pos_acc;                   /* [3][L*Tpos] */
+    double *ld_base, *gap;                 /* (B), (B): LD_base, LD_clean - LD_corrupt */
+    hs_welford2 *head_acc;                 /* [2][L*HS_MAX_HEADS] (LD_patched - LD_base, gap) */
+    hs_welford2 *pos_acc;                  /* [3][L*Tpos] */
 } run;
 
-static hs_welford *acc(run *r, int site, int l, int idx)
+static hs_welford2 *acc(run *r, int site, int l, int idx)
 {
     const int L = r->m->cfg.n_layer;
     if (hs_patch_site_is_head(site))
@@ -243,9 +256,10 @@ static int fast_jobs(run *r, int l, int nj, int resid)
         const int T = last ? 1 : r->T;
         for (int j = 0; !rc && j < n; j++)
             for (int i = 0; i < r->B; i++)
-                hs_welford_add(acc(r, r->jobs[j0 + j].site, l, r->jobs[j0 + j].idx),
-                               hs_logit_diff(r->st.logits, j * r->B + i, T, m->cfg.vocab_size,
-                                             r->ans[i], r->wrong[i]) - r->ld_base[i]);
+                hs_welford2_add(acc(r, r->jobs[j0 + j].site, l, r->jobs[j0 + j].idx),
+                                hs_logit_diff(r->st.logits, j * r->B + i, T, m->cfg.vocab_size,
+                                              r->ans[i], r->wrong[i]) - r->ld_base[i],
+                                r->gap[i]);
     }
     return rc;
 }
@@ -263,9 +277,10 @@ static int naive_jobs(run *r, int l, int nj)
         if (!rc)
             rc = hs_forward(&r->st, m, r->base_tok, NULL, &hooks);
         for (int i = 0; !rc && i < r->B; i++)
-            hs_welford_add(acc(r, r->jobs[j].site, l, r->jobs[j].idx),
-                           hs_logit_diff(r->st.logits, i, r->T, m->cfg.vocab_size, r->ans[i],
-                                         r->wrong[i]) - r->ld_base[i]);
+            hs_welford2_add(acc(r, r->jobs[j].site, l, r->jobs[j].idx),
+                            hs_logit_diff(r->st.logits, i, r->T, m->cfg.vocab_size, r->ans[i],
+                                          r->wrong[i]) - r->ld_base[i],
+                            r->gap[i]);
     }
     return rc;
 }
@@ -310,8 +325,9 @@ static void free_batch(run *r)
     hs_acts_free(&r->base);
     hs_acts_free(&r->st);
     hs_act_cache_free(&r->maps);
-    free(r->iv), free(r->jobs), free(r->dz), free(r->ld_base), free(r->stk_tok);
-    r->iv = NULL, r->jobs = NULL, r->dz = NULL, r->ld_base = NULL, r->stk_tok = NULL;
+    free(r->iv), free(r->jobs), free(r->dz), free(r->ld_base), free(r->gap), free(r->stk_tok);
+    r->iv = NULL, r->jobs = NULL, r->dz = NULL, r->ld_base = NULL, r->gap = NULL;
+    r->stk_tok = NULL;
 }
 
 /* Buffers for batches of up to B prompts of T tokens. */
@@ -336,15 +352,16 @@ static int alloc_batch(run *r, int B, int T)
     r->jobs = hs_calloc((size_t)most, sizeof *r->jobs, "patch list");
     r->dz = hs_calloc((size_t)B * T * c->head_dim, sizeof(hs_real), "head change");
     r->ld_base = hs_calloc((size_t)B, sizeof(double), "logit differences");
+    r->gap = hs_calloc((size_t)B, sizeof(double), "logit differences");
     r->stk_tok = hs_calloc((size_t)r->stack * B * T, sizeof(int32_t), "tokens");
-    if (!rc && (!r->iv || !r->jobs || !r->dz || !r->ld_base || !r->stk_tok))
+    if (!rc && (!r->iv || !r->jobs || !r->dz || !r->ld_base || !r->gap || !r->stk_tok))
         rc = HS_ENOMEM;
     return rc;
 }
 
 /* Prompts [i0, i0+B) of group g: both runs, then every layer's patches. */
-static int patch_batch(run *r, const hs_prompt_group *g, int i0, int B, hs_welford *ldc,
-                       hs_welford *ldk, size_t *done, size_t total)
+static int patch_batch(run *r, const hs_prompt_group *g, int i0, int B, hs_ld_baseline *ld,
+                       size_t *done, size_t total)
 {
     const hs_model *m = r->m;
     const int T = g->T, L = m->cfg.n_layer, V = m->cfg.vocab_size;
@@ -367,8 +384,10 @@ static int patch_batch(run *r, const hs_prompt_group *g, int i0, int B, hs_welfo
     for (int i = 0; !rc && i < B; i++) {
         const double s = hs_logit_diff(r->src.logits, i, T, V, r->ans[i], r->wrong[i]);
         r->ld_base[i] = hs_logit_diff(r->base.logits, i, T, V, r->ans[i], r->wrong[i]);
-        hs_welford_add(ldc, r->o->noising ? r->ld_base[i] : s);
-        hs_welford_add(ldk, r->o->noising ? s : r->ld_base[i]);
+        const double clean = r->o->noising ? r->ld_base[i] : s;
+        const double corrupt = r->o->noising ? s : r->ld_base[i];
+        r->gap[i] = clean - corrupt;
+        hs_ld_baseline_add(ld, clean, corrupt);
     }
     for (int l = 0; !rc && l < L; l++) {
         if (r->o->stop && *r->o->stop)
@@ -393,7 +412,7 @@ static int result_rows(hs_patch_result *res, run *r, double span)
         for (int l = 0; !rc && l < c->n_layer; l++) {
             const int n = hs_patch_site_is_head(s) ? c->n_head[l] : r->Tpos;
             for (int i = 0; !rc && i < n; i++) {
-                const hs_welford *w = acc(r, s, l, i);
+                const hs_welford2 *w = acc(r, s, l, i);
                 double v, e;
                 hs_patch_ratio(&v, &e, w, towards, span);
                 if (hs_patch_site_is_head(s))
@@ -432,8 +451,8 @@ static int share_layers(run *r, int rc)
     const int L = r->m->cfg.n_layer, N = hs_dist_size(), rank = hs_dist_rank();
     const size_t nh = (size_t)HS_MAX_HEADS, np = (size_t)(r->Tpos ? r->Tpos : 1);
     const size_t per = (2 * nh + 3 * np) * (size_t)L; /* accumulators of this run */
-    hs_welford *mine = hs_calloc(per, sizeof *mine, "accumulators");
-    hs_welford *all = hs_calloc(per * (rank ? 1 : (size_t)N), sizeof *all, "accumulators");
+    hs_welford2 *mine = hs_calloc(per, sizeof *mine, "accumulators");
+    hs_welford2 *all = hs_calloc(per * (rank ? 1 : (size_t)N), sizeof *all, "accumulators");
     if (!rc && (!mine || !all))
         rc = HS_ENOMEM;
     if (!rc) {
@@ -467,8 +486,9 @@ int hs_patch(hs_patch_result *res, const hs_model *m, const hs_prompt_set *ps,
         return rc;
     const int L = c->n_layer;
     run r = { .m = m, .o = o, .Tpos = (o->sites & POS_SITES) ? ps->group[0].T : 0 };
-    r.head_acc = hs_calloc((size_t)2 * L * HS_MAX_HEADS, sizeof(hs_welford), "accumulators");
-    r.pos_acc = hs_calloc((size_t)3 * L * (r.Tpos ? r.Tpos : 1), sizeof(hs_welford), "accumulators");
+    r.head_acc = hs_calloc((size_t)2 * L * HS_MAX_HEADS, sizeof *r.head_acc, "accumulators");
+    r.pos_acc = hs_calloc((size_t)3 * L * (r.Tpos ? r.Tpos : 1), sizeof *r.pos_acc,
+                          "accumulators");
     res->pos = hs_calloc((size_t)3 * L * (r.Tpos ? r.Tpos : 1), sizeof *res->pos, "position rows");
     if (!r.head_acc || !r.pos_acc || !res->pos)
         rc = HS_ENOMEM;
@@ -476,23 +496,24 @@ int hs_patch(hs_patch_result *res, const hs_model *m, const hs_prompt_set *ps,
     for (int g = 0; g < ps->n_group; g++)
         total += (size_t)L * ((ps->group[g].n + group_batch(c, o, &ps->group[g]) - 1) /
                               group_batch(c, o, &ps->group[g]));
-    hs_welford ldc = { 0 }, ldk = { 0 };
+    hs_ld_baseline ld = { 0 };
     for (int g = 0; !rc && g < ps->n_group; g++) {
         const hs_prompt_group *pg = &ps->group[g];
         const int B = group_batch(c, o, pg);
         rc = alloc_batch(&r, B, pg->T);
         for (int i0 = 0; !rc && i0 < pg->n; i0 += B)
-            rc = patch_batch(&r, pg, i0, pg->n - i0 < B ? pg->n - i0 : B, &ldc, &ldk, &done, total);
+            rc = patch_batch(&r, pg, i0, pg->n - i0 < B ? pg->n - i0 : B, &ld, &done, total);
         free_batch(&r);
     }
     if (hs_dist_size() > 1)
         rc = share_layers(&r, rc);
     double span = 0;
     if (!rc)
-        rc = hs_patch_baseline(&res->heads, &span, &ldc, &ldk);
+        rc = hs_patch_baseline(&res->heads, &span, &ld);
     if (!rc)
         rc = result_rows(res, &r, span);
-    res->ld_clean = ldc.mean, res->ld_corrupt = ldk.mean, res->n = ldc.n, res->T = r.Tpos;
+    res->ld_clean = ld.clean.mean, res->ld_corrupt = ld.corrupt.mean, res->n = ld.clean.n;
+    res->T = r.Tpos;
     free(r.head_acc), free(r.pos_acc);
     if (rc)
         hs_patch_result_free(res);

@@ -7,9 +7,10 @@
  * source clean; noising: base clean, source corrupt. Either way
  *
  *   value  = (mean LD_patched - mean LD_base) / (mean LD_source - mean LD_base)
- *   stderr = sd(LD_patched,i - LD_base,i) / sqrt(n) / |mean LD_clean - mean LD_corrupt|
+ *   stderr = sd(dP_i - value * D_i) / sqrt(n) / |mean LD_clean - mean LD_corrupt|
  *
- * (sd with divisor n-1 over prompts): the fraction of the base-to-source
+ * with dP_i = LD_patched,i - LD_base,i and D_i = LD_source,i - LD_base,i
+ * (SPEC §21's delta method, sd with divisor n-1 over prompts): the fraction of the base-to-source
  * change of LD that one activation carries; 0 = no effect, 1 = all of it.
  * Denoising is SPEC's formula; noising is the same with clean and corrupt
  * swapped (TransformerLens/ARENA's noising metric (P - C)/(C - C*) is its
@@ -65,8 +66,8 @@ typedef struct {
 } hs_patch_opts;
 
 typedef struct {
-    /* logit_diff_clean, logit_diff_corrupt (layer = head = -1, stderr over
-     * prompts), then patch_z / patch_pattern per head */
+    /* hs_patch_baseline's model-wide rows (layer = head = -1), then
+     * patch_z / patch_pattern per head */
     hs_head_table heads;
     /* patch_resid_pre, patch_attn_out, patch_mlp_out per (layer, position);
      * metric names are static strings */
@@ -98,17 +99,32 @@ void hs_patch_result_free(hs_patch_result *r);
  * vocabulary): logit[answer] - logit[wrong] at the last position. */
 double hs_logit_diff(const hs_real *logits, int row, int T, int V, int answer, int wrong);
 
-/* The model-wide rows logit_diff_clean and logit_diff_corrupt (mean,
- * stderr over prompts) into t and span = mean LD_clean - mean LD_corrupt;
- * HS_EINVAL (no rows) when span is 0 or not finite: every value would be
- * 0/0. */
-int hs_patch_baseline(hs_head_table *t, double *span, const hs_welford *clean,
-                      const hs_welford *corrupt);
+/* The logit differences of a prompt set's clean and corrupt runs over
+ * prompts, and their per-prompt gap LD_clean,i - LD_corrupt,i. */
+typedef struct {
+    hs_welford clean, corrupt, gap;
+} hs_ld_baseline;
 
-/* A ratio of SPEC §11 from the per-prompt differences LD_patched - LD_base:
- * value = mean / towards (towards = mean LD_source - mean LD_base), stderr
- * = stderr of the differences / |span|. */
-void hs_patch_ratio(double *value, double *stderr_value, const hs_welford *diff, double towards,
+static inline void hs_ld_baseline_add(hs_ld_baseline *b, double clean, double corrupt)
+{
+    hs_welford_add(&b->clean, clean);
+    hs_welford_add(&b->corrupt, corrupt);
+    hs_welford_add(&b->gap, clean - corrupt);
+}
+
+/* The model-wide rows into t: logit_diff_clean and logit_diff_corrupt
+ * (mean, stderr over prompts), SPEC §21's logit_diff_gap (G = mean LD_clean
+ * - mean LD_corrupt, stderr of the per-prompt gaps) and premise_ok (1 when
+ * |G| >= 2 stderr, else 0: the study decides, hs_study_premise); span = G.
+ * HS_EINVAL (no rows) when G is 0 or not finite: every value would be 0/0. */
+int hs_patch_baseline(hs_head_table *t, double *span, const hs_ld_baseline *b);
+
+/* A normalised number of SPEC §11/§21 from the pairs (dP_i, dG_i) of each
+ * prompt's effect and gap: value = mean dP / towards (towards = mean
+ * LD_source - mean LD_base: +-span, or |span| for a magnitude), stderr =
+ * the delta method's sd(dP_i - value * D_i) / sqrt(n) / |span| with D_i the
+ * prompt's own towards (dG_i with towards' sign). */
+void hs_patch_ratio(double *value, double *stderr_value, const hs_welford2 *w, double towards,
                     double span);
 
 /* ---- path patching (Wang et al. 2022) --------------------------------------- */
@@ -142,12 +158,12 @@ int hs_path_check(const hs_model_config *c, const hs_path_opts *o);
  * clean prompt with those receivers' q/k/v patched in, everything else
  * free. Without receivers LD is read from run (1) (the path to the
  * logits: the final residual of run (1)). Rows: logit_diff_clean,
- * logit_diff_corrupt and per sender
+ * logit_diff_corrupt, logit_diff_gap, premise_ok and per sender
  *
- *   path_patch = (mean LD_pp - mean LD_clean) / (mean LD_corrupt - mean LD_clean),
- *   stderr     = sd(LD_pp,i - LD_clean,i) / sqrt(n) / |mean LD_clean - mean LD_corrupt|
+ *   path_patch = (mean LD_pp - mean LD_clean) / (mean LD_corrupt - mean LD_clean)
  *
- * (patch's noising formula: the fraction of the clean-to-corrupt change of
+ * with patch's stderr (dP_i = LD_pp,i - LD_clean,i, D_i = LD_corrupt,i -
+ * LD_clean,i): patch's noising formula, the fraction of the clean-to-corrupt change of
  * LD sent along the path). 0/0 fails as in hs_patch. Costs two forwards per
  * batch plus one (logits) or two (up to the last receiver's layer, then a
  * full one) per sender. t is initialised here. */

@@ -5,6 +5,7 @@
 
 #include "cache.h"
 #include "intervene.h"
+#include "metrics.h"
 #include "patch.h"
 #include "transformer.h"
 
@@ -41,7 +42,7 @@ typedef struct {
     hs_intervention *freeze;  /* [n_layer + 1]: every z clean, then the sender's corrupt */
     hs_intervention *patched; /* [n_recv] */
     int top;                  /* the last receiver's layer */
-    hs_welford *acc;          /* [n_senders] LD_pp - LD_clean */
+    hs_welford2 *acc;         /* [n_senders] (LD_pp - LD_clean, LD_clean - LD_corrupt) */
 } path_run;
 
 /* The query head's slot at the receiver's site (k, v: its key/value head). */
@@ -91,7 +92,7 @@ static int one_sender(path_run *p, int s, const int32_t *tok, const int32_t *ans
 }
 
 static int path_group(path_run *p, const hs_prompt_group *g, int Bmax, double *ld, double *ldc,
-                      hs_welford *wc, hs_welford *wk, size_t *done, size_t total)
+                      double *ldk, hs_ld_baseline *base, size_t *done, size_t total)
 {
     const hs_model *m = p->m;
     const int T = g->T, V = m->cfg.vocab_size, B0 = g->n < Bmax ? g->n : Bmax;
@@ -115,15 +116,15 @@ static int path_group(path_run *p, const hs_prompt_group *g, int Bmax, double *l
             rc = hs_forward(&p->corrupt, m, g->corrupt + (size_t)i0 * T, NULL, NULL);
         for (int i = 0; !rc && i < B; i++) {
             ldc[i] = hs_logit_diff(p->clean.logits, i, T, V, ans[i], wrong[i]);
-            hs_welford_add(wc, ldc[i]);
-            hs_welford_add(wk, hs_logit_diff(p->corrupt.logits, i, T, V, ans[i], wrong[i]));
+            ldk[i] = hs_logit_diff(p->corrupt.logits, i, T, V, ans[i], wrong[i]);
+            hs_ld_baseline_add(base, ldc[i], ldk[i]);
         }
         for (int s = 0; !rc && s < p->o->n_senders; s++) {
             if (p->o->stop && *p->o->stop)
                 return hs_fail(HS_EINTR, "path-patch: interrupted");
             rc = one_sender(p, s, clean, ans, wrong, ld);
             for (int i = 0; !rc && i < B; i++)
-                hs_welford_add(&p->acc[s], ld[i] - ldc[i]);
+                hs_welford2_add(&p->acc[s], ld[i] - ldc[i], ldc[i] - ldk[i]);
             if (p->o->progress)
                 p->o->progress(p->o->ctx, ++*done, total);
         }
@@ -160,26 +161,27 @@ int hs_path_patch(hs_head_table *t, const hs_model *m, const hs_prompt_set *ps,
     p.acc = hs_calloc((size_t)o->n_senders, sizeof *p.acc, "accumulators");
     double *ld = hs_calloc((size_t)Bmax, sizeof(double), "logit differences");
     double *ldc = hs_calloc((size_t)Bmax, sizeof(double), "logit differences");
-    if (!p.freeze || !p.patched || !p.acc || !ld || !ldc)
+    double *ldk = hs_calloc((size_t)Bmax, sizeof(double), "logit differences");
+    if (!p.freeze || !p.patched || !p.acc || !ld || !ldc || !ldk)
         rc = HS_ENOMEM;
     size_t total = 0, done = 0;
     for (int g = 0; g < ps->n_group; g++)
         total += (size_t)o->n_senders * ((ps->group[g].n + Bmax - 1) / Bmax);
-    hs_welford wc = { 0 }, wk = { 0 };
+    hs_ld_baseline base = { 0 };
     for (int g = 0; !rc && g < ps->n_group; g++)
-        rc = path_group(&p, &ps->group[g], Bmax, ld, ldc, &wc, &wk, &done, total);
+        rc = path_group(&p, &ps->group[g], Bmax, ld, ldc, ldk, &base, &done, total);
     double span = 0;
     if (!rc)
-        rc = hs_patch_baseline(t, &span, &wc, &wk);
+        rc = hs_patch_baseline(t, &span, &base);
     for (int s = 0; !rc && s < o->n_senders; s++) {
         double v, e;
         hs_patch_ratio(&v, &e, &p.acc[s], -span, span);
         rc = hs_head_table_add(t, o->sender[s] / HS_MAX_HEADS, o->sender[s] % HS_MAX_HEADS,
-                               "path_patch", v, e, p.acc[s].n);
+                               HS_METRIC(PATH_PATCH), v, e, p.acc[s].n);
     }
     if (rc)
         hs_head_table_free(t);
     hs_act_cache_free(&p.recorded);
-    free(p.freeze), free(p.patched), free(p.acc), free(ld), free(ldc);
+    free(p.freeze), free(p.patched), free(p.acc), free(ld), free(ldc), free(ldk);
     return rc;
 }

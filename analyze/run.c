@@ -58,9 +58,10 @@ static char *result_args(const hs_run_spec *s, int argc, char **argv)
         const char *a = argv[i], *eq = strncmp(a, "--", 2) ? NULL : strchr(a, '=');
         const size_t len = eq ? (size_t)(eq - a) : strlen(a);
         int drop = len == 8 && !strncmp(a, "--resume", 8), value = drop;
-        for (int k = 0; !drop && k < s->n_neutral; k++)
-            if (strlen(s->neutral[k].name) == len && !strncmp(a, s->neutral[k].name, len))
-                drop = 1, value = s->neutral[k].takes_value;
+        for (int k = 0; !drop && k < s->n_options; k++)
+            if (s->options[k].neutral && strlen(s->options[k].name) == len &&
+                !strncmp(a, s->options[k].name, len))
+                drop = 1, value = s->options[k].takes_value;
         if (drop) {
             i += value && !eq; /* its value is the next argument */
             continue;
@@ -231,6 +232,51 @@ static int ranks_agree(const hs_run_spec *s, fingerprint *mine)
     return hs_dist_agree(rc);
 }
 
+/* path joined to the working directory when it is relative (malloc'd; NULL
+ * for NULL or out of memory). Symbolic links are kept as written. */
+static char *absolute(const char *path)
+{
+    char cwd[PATH_MAX];
+    if (!path || path[0] == '/' || !getcwd(cwd, sizeof cwd))
+        return path ? strdup(path) : NULL;
+    while (path[0] == '.' && path[1] == '/')
+        path += 2;
+    const size_t n = strlen(cwd) + strlen(path) + 2;
+    char *out = malloc(n);
+    if (out)
+        snprintf(out, n, "%s/%s", cwd, !strcmp(path, ".") ? "" : path);
+    return out;
+}
+
+/* s's command line with every path option's value absolute (--opt value
+ * and --opt=value), into argv (argc strings, each malloc'd). */
+static int absolute_args(const hs_run_spec *s, char **argv)
+{
+    int path_next = 0;
+    for (int i = 0; i < s->argc; i++) {
+        const char *a = s->argv[i], *eq = strncmp(a, "--", 2) ? NULL : strchr(a, '=');
+        const size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        int path = 0;
+        for (int k = 0; k < s->n_options && !strncmp(a, "--", 2); k++)
+            path |= s->options[k].path && strlen(s->options[k].name) == len &&
+                    !strncmp(a, s->options[k].name, len);
+        char *abs = path_next || (path && eq) ? absolute(path_next ? a : eq + 1) : NULL;
+        if (abs && eq) {
+            const size_t n = len + strlen(abs) + 2;
+            char *joined = malloc(n);
+            if (joined)
+                snprintf(joined, n, "%.*s=%s", (int)len, a, abs);
+            free(abs);
+            abs = joined;
+        }
+        argv[i] = abs ? abs : strdup(a);
+        if (!argv[i])
+            return HS_ENOMEM;
+        path_next = path && !eq;
+    }
+    return HS_OK;
+}
+
 int hs_run_open(hs_run **out, const hs_run_spec *s)
 {
     *out = NULL;
@@ -241,8 +287,18 @@ int hs_run_open(hs_run **out, const hs_run_spec *s)
         return rc;
     if (!s->db || hs_dist_rank() > 0) /* under mpirun rank 0 alone writes the index */
         return s->db ? hs_dist_agree(HS_OK) : HS_OK;
-    hs_run *r = hs_calloc(1, sizeof *r, "run");
-    rc = r ? run_begin(r, s, ranks ? &mine : NULL) : HS_ENOMEM;
+    /* recorded with absolute paths: model, data and the path options' values */
+    hs_run_spec abs = *s;
+    char **argv = hs_calloc((size_t)s->argc + 1, sizeof *argv, "command line");
+    char *model = absolute(s->model_path), *data = absolute(s->data_path);
+    rc = argv && (model || !s->model_path) && (data || !s->data_path) ? absolute_args(s, argv)
+                                                                       : HS_ENOMEM;
+    abs.argv = argv, abs.model_path = model, abs.data_path = data;
+    hs_run *r = rc ? NULL : hs_calloc(1, sizeof *r, "run");
+    rc = r ? run_begin(r, &abs, ranks ? &mine : NULL) : rc ? rc : HS_ENOMEM;
+    for (int i = 0; argv && i < s->argc; i++)
+        free(argv[i]);
+    free(argv), free(model), free(data);
     if (rc && r) {
         hs_index_close(r->ix);
         free(r);

@@ -31,12 +31,15 @@
 #define HS_KIND_ATP "atp"
 #define HS_KIND_CIRCUIT "circuit"
 
-/* An option that cannot change a result (--threads, --json, ...): left out
- * when a resumed run's command line is compared with its original's. */
+/* An option the run treats apart: neutral, one that cannot change a result
+ * (--threads, --json, ...), left out when a resumed run's command line is
+ * compared with its original's; path, one whose value is a file or
+ * directory, recorded absolute (runs.args), so that the index finds its
+ * inputs from any working directory. */
 typedef struct {
     const char *name;
-    int takes_value;
-} hs_run_neutral;
+    int takes_value, neutral, path;
+} hs_run_option;
 
 typedef struct {
     const char *db;          /* the index; NULL: nothing is recorded */
@@ -47,8 +50,8 @@ typedef struct {
     const char *data_path;   /* runs.data_path, hashed for data_sha256 (NULL: none) */
     int argc;                /* the command line from the command's name on (runs.args) */
     char **argv;
-    const hs_run_neutral *neutral; /* n_neutral options ignored when resuming */
-    int n_neutral;
+    const hs_run_option *options; /* n_options neutral or path options */
+    int n_options;
 } hs_run_spec;
 
 typedef struct hs_run hs_run;

@@ -73,13 +73,15 @@ int hs_scores_to_table(hs_head_table *t, const hs_scores *s, const double *copyi
     return rc;
 }
 
-void hs_repeated_sequences(int32_t *tokens, int N, int T, int V, unsigned long long seed)
+void hs_repeated_sequences(int32_t *tokens, int N, int T, const int32_t *pool, int V,
+                           unsigned long long seed)
 {
     hs_rng r;
     hs_rng_seed(&r, seed);
     for (int n = 0; n < N; n++)
         for (int t = 0; t < T; t++) {
-            int32_t tok = (int32_t)(hs_rng_uniform(&r) * V);
+            const int i = (int)(hs_rng_uniform(&r) * V);
+            int32_t tok = pool ? pool[i] : (int32_t)i;
             tokens[(size_t)n * 2 * T + t] = tokens[(size_t)n * 2 * T + T + t] = tok;
         }
 }
@@ -242,7 +244,7 @@ int hs_copying_scores(double *copying, const hs_model *m)
 /* Mean second-half loss per sequence with the given gates. */
 static int second_half_loss(double *per_seq, const hs_model *m, hs_acts *a, const int32_t *tokens,
                             int N, int T, int B, const hs_real *const *gates, int32_t *in,
-                            int32_t *tg)
+                            int32_t *tg, hs_welford *first)
 {
     const int L2 = 2 * T - 1; /* inputs 0..2T-2 predict tokens 1..2T-1 */
     hs_hooks hooks = { .gates = gates };
@@ -259,10 +261,14 @@ static int second_half_loss(double *per_seq, const hs_model *m, hs_acts *a, cons
         if (rc)
             return rc;
         for (int b = 0; b < rows; b++) {
-            double sum = 0;
+            double sum = 0, early = 0;
             for (int t = T; t < L2; t++)
                 sum += a->losses[(size_t)b * L2 + t];
             per_seq[n0 + b] = sum / (L2 - T);
+            for (int t = 0; first && t < T - 1; t++) /* random tokens predicting random ones */
+                early += a->losses[(size_t)b * L2 + t];
+            if (first)
+                hs_welford_add(first, early / (T - 1));
         }
     }
     return HS_OK;
@@ -324,14 +330,16 @@ int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32
             gates[l][h] = 1;
     if (!rc) {
         ALL_ON();
-        rc = second_half_loss(clean, m, &a, tokens, N, T, B, (const hs_real *const *)gates, in, tg);
+        rc = second_half_loss(clean, m, &a, tokens, N, T, B, (const hs_real *const *)gates, in, tg,
+                              &r->first_half);
     }
     if (!rc && progress)
         progress(progress_ctx, 1, (size_t)draws + 2);
     if (!rc) {
         for (int i = 0; i < k; i++)
             gates[r->layer[i]][r->head[i]] = 0;
-        rc = second_half_loss(off, m, &a, tokens, N, T, B, (const hs_real *const *)gates, in, tg);
+        rc = second_half_loss(off, m, &a, tokens, N, T, B, (const hs_real *const *)gates, in, tg,
+                              NULL);
     }
     if (!rc && progress)
         progress(progress_ctx, 2, (size_t)draws + 2);
@@ -366,7 +374,8 @@ int hs_induction_causal_check(hs_causal_check *r, const hs_model *m, const int32
         ALL_ON();
         for (int i = 0; i < k; i++)
             gates[lh[2 * (k + i)]][lh[2 * (k + i) + 1]] = 0;
-        rc = second_half_loss(off, m, &a, tokens, N, T, B, (const hs_real *const *)gates, in, tg);
+        rc = second_half_loss(off, m, &a, tokens, N, T, B, (const hs_real *const *)gates, in, tg,
+                              NULL);
         hs_welford delta = { 0 };
         for (int i = 0; !rc && i < N; i++)
             hs_welford_add(&delta, off[i] - clean[i]);

@@ -34,8 +34,10 @@ void hs_scores_free(hs_scores *s);
 int hs_scores_to_table(hs_head_table *t, const hs_scores *s, const double *copying,
                        const char *suffix);
 
-/* tokens (N, 2T), rows r ++ r with r uniform in [0, V), from a seed. */
-void hs_repeated_sequences(int32_t *tokens, int N, int T, int V, unsigned long long seed);
+/* tokens (N, 2T), rows r ++ r with r uniform over the V ids of pool (NULL:
+ * the ids 0 .. V-1), from a seed. */
+void hs_repeated_sequences(int32_t *tokens, int N, int T, const int32_t *pool, int V,
+                           unsigned long long seed);
 
 /* Scores of m on tokens (N, 2T), forwards of B rows at a time. */
 /* progress (may be NULL): batches done of total. */
@@ -64,6 +66,10 @@ typedef struct {
     double targeted_stderr;  /* over sequences */
     double random_mean, random_std; /* increase over the random draws */
     int beats;
+    /* the first half's loss, nothing ablated (random tokens predicting random
+     * ones: about ln V for a model at chance, more for one that finds them
+     * improbable), over sequences */
+    hs_welford first_half;
 } hs_causal_check;
 
 /* Under mpirun (dist.h) each rank runs its share of the random draws and

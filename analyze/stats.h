@@ -28,6 +28,25 @@ static inline void hs_welford_add(hs_welford *w, double x)
     w->m2 += d * (x - w->mean);
 }
 
+/* Pairs (x, y) as above: both means and squared deviations and their
+ * co-moment cxy = sum (x - mean x)(y - mean y), for the spread of x - k y
+ * with k known only at the end (the delta method's stderr of a ratio). */
+typedef struct {
+    long n;
+    double mx, my, m2x, m2y, cxy;
+} hs_welford2;
+
+static inline void hs_welford2_add(hs_welford2 *w, double x, double y)
+{
+    w->n++;
+    const double dx = x - w->mx, dy = y - w->my;
+    w->mx += dx / (double)w->n;
+    w->my += dy / (double)w->n;
+    w->m2x += dx * (x - w->mx);
+    w->m2y += dy * (y - w->my);
+    w->cxy += dx * (y - w->my);
+}
+
 /* Folds b into a (Chan et al.): the result equals adding b's values to a. */
 void hs_welford_merge(hs_welford *a, const hs_welford *b);
 

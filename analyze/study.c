@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "metrics.h"
 #include "sha256.h"
 #include "transformer.h"
 #include "study_prune.h"
@@ -28,6 +29,34 @@ int hs_fail_nonfinite(double v, const char *what)
                    "%s is %s: the model's weights or inputs are not finite (--allow-nonfinite "
                    "keeps such results)",
                    what, isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf");
+}
+
+void hs_premise_words(char *why, size_t n, double gap, double se, long long prompts)
+{
+    snprintf(why, n, "the logit-difference gap mean LD_clean - mean LD_corrupt = %+.4g has a "
+             "standard error of %.2g over %lld prompts: it is within two standard errors of 0",
+             gap, se, prompts);
+}
+
+int hs_premise_failed(const hs_head_table *t, char *why, size_t n)
+{
+    const hs_metric_row *ok = hs_head_table_find(t, -1, -1, HS_METRIC(PREMISE_OK));
+    const hs_metric_row *gap = hs_head_table_find(t, -1, -1, HS_METRIC(LOGIT_DIFF_GAP));
+    if (!ok || !gap || ok->value != 0)
+        return 0;
+    hs_premise_words(why, n, gap->value, gap->stderr_value, gap->n);
+    return 1;
+}
+
+int hs_study_premise(const hs_study_io *io, const hs_head_table *t)
+{
+    char why[256];
+    if (!hs_premise_failed(t, why, sizeof why) || (io && io->allow_weak_premise))
+        return HS_OK;
+    return hs_fail(HS_EINVAL, "%s, so each normalised number would divide by noise: the model "
+                   "does not tell these clean prompts from the corrupt ones (headscope predict "
+                   "--prompts shows each line's logit difference); --allow-weak-premise records "
+                   "them marked not established", why);
 }
 
 int hs_study_check_finite(const hs_study_io *io, const hs_head_table *t,

@@ -55,6 +55,10 @@ typedef struct hs_study_io {
      * (hs_study_check_finite); 1: such values are kept (the index stores
      * them as NULL, --json prints null) */
     int allow_nonfinite;
+    /* the causal commands (SPEC §21): 0 (the default): a prompt set whose
+     * logit-difference gap is within two standard errors of 0 fails the
+     * study (hs_study_premise); 1: its numbers are recorded with premise_ok 0 */
+    int allow_weak_premise;
 } hs_study_io;
 
 /* io's phase (NULL: the last one ended), when io (may be NULL) has one. */
@@ -100,6 +104,18 @@ int hs_control_model(hs_model *ctrl, const hs_model_config *c, unsigned long lon
  * finite (--allow-nonfinite keeps such results)". */
 int hs_study_check_finite(const hs_study_io *io, const hs_head_table *t,
                           const hs_study_curve *curves, int n_curves);
+
+/* SPEC §21's premise of the normalised numbers of t (its model-wide rows
+ * logit_diff_gap and premise_ok): 1 with the reason in why (n bytes) when
+ * it fails, 0 when it holds or t has no such rows. */
+int hs_premise_failed(const hs_head_table *t, char *why, size_t n);
+/* The reason for a gap and its stderr over `prompts` prompts. */
+void hs_premise_words(char *why, size_t n, double gap, double se, long long prompts);
+
+/* HS_OK when the premise of t's numbers holds (hs_premise_failed) or io
+ * allows a weak one; otherwise HS_EINVAL with the gap, its stderr and what
+ * to do. */
+int hs_study_premise(const hs_study_io *io, const hs_head_table *t);
 
 /* The message of a non-finite value v (HS_EINVAL): "<what> is NaN|+inf|-inf:
  * the model's weights or inputs are not finite (--allow-nonfinite keeps such

@@ -65,6 +65,8 @@ int hs_atp_study(hs_atp_study_result *res, const hs_atp_study_opts *o, const hs_
         rc = hs_study_check_finite(io, &r->heads, NULL, 0);
     if (!rc)
         rc = finite_positions(io, r->pos, r->n_pos);
+    if (!rc)
+        rc = hs_study_premise(io, &r->heads);
     res->rows = (hs_study_rows){ .heads = &r->heads, .pos = r->pos, .n_pos = r->n_pos };
     return rc;
 }
@@ -124,6 +126,8 @@ int hs_circuit_study(hs_circuit_study_result *res, const hs_circuit_study_opts *
             rc = hs_fail_nonfinite(isfinite(r->edges[e].value) ? r->edges[e].stderr_value
                                                                : r->edges[e].value, what);
         }
+    if (!rc)
+        rc = hs_study_premise(io, &r->heads);
     res->order = rc ? NULL : hs_calloc((size_t)r->n_edges + 1, sizeof *res->order, "edge ranks");
     if (!rc && (!res->order || hs_circuit_rank(r, res->order)))
         rc = HS_ENOMEM;

@@ -175,6 +175,42 @@ static int relay_tokens(void *ctx, const int32_t *tokens, int B)
     return rc ? rc : r->file.write_tokens(r->file.ctx, tokens, B);
 }
 
+/* ---- padding: what a sequence's padded rows and columns are written as, 0 ----
+ * Each rank's k-th batch is batch k N + rank of the data (next_batch). */
+
+typedef struct {
+    hs_map_sink inner;
+    const unsigned char *mask; /* (sequences, T): 1 a token, 0 padding */
+    int B, T;
+    size_t calls;              /* this rank's batches begun */
+    hs_real *att;              /* one layer's maps of one batch */
+} pad_sink;
+
+static int pad_tokens(void *ctx, const int32_t *tokens, int B)
+{
+    pad_sink *p = ctx;
+    p->calls++;
+    return p->inner.write_tokens(p->inner.ctx, tokens, B);
+}
+
+static int pad_maps(void *ctx, int layer, const hs_real *att, int B, int H)
+{
+    pad_sink *p = ctx;
+    const int T = p->T;
+    const size_t batch = (p->calls - 1) * (size_t)hs_dist_size() + (size_t)hs_dist_rank();
+    memcpy(p->att, att, sizeof(hs_real) * (size_t)B * H * T * T);
+    for (int s = 0; s < B; s++) {
+        const unsigned char *real = p->mask + (batch * (size_t)p->B + (size_t)s) * T;
+        for (int h = 0; h < H; h++) {
+            hs_real *a = p->att + ((size_t)s * H + h) * T * T;
+            for (int q = 0; q < T; q++)
+                for (int k = 0; k < T; k++)
+                    a[(size_t)q * T + k] = real[q] && real[k] ? a[(size_t)q * T + k] : 0;
+        }
+    }
+    return p->inner.write_maps(p->inner.ctx, layer, p->att, B, H);
+}
+
 /* A writer with every selected layer declared, its provenance from o. */
 static int create_file(hs_maps_writer **w, const hs_capture_opts *o, const hs_capture_plan *p,
                        const hs_model_config *c)
@@ -327,13 +363,19 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
         rl.pk = hs_calloc((size_t)B * maxH * T * T, sizeof(hs_real), "maps of a batch");
         rl.tok = hs_calloc((size_t)B * T, sizeof(int32_t), "tokens of a batch");
     }
+    pad_sink pad = { sink, o.attention_mask, B, T, 0, NULL };
+    if (o.attention_mask) {
+        sink = (hs_map_sink){ &pad, pad_maps, pad_tokens };
+        pad.att = hs_calloc((size_t)B * maxH * T * T, sizeof(hs_real), "maps of a batch");
+    }
     const double t0 = hs_now();
-    const int have = targets && (size == 1 || (rl.att && rl.pk && rl.tok));
+    const int have = targets && (size == 1 || (rl.att && rl.pk && rl.tok)) &&
+                     (!o.attention_mask || pad.att);
     rc = have ? hs_record(m, next_batch, &src, &sink, &ro) : HS_ENOMEM;
     if (!rc && size > 1 && rank == 0 && mine > 0)
         rc = drain(&rl, mine - 1); /* the last round */
     r->seconds = hs_now() - t0;
-    free(rl.att), free(rl.pk), free(rl.tok);
+    free(rl.att), free(rl.pk), free(rl.tok), free(pad.att);
     if (rc && size > 1 && rank > 0) /* rank 0 waits for this rank's maps: end the job */
         hs_dist_abort(rc);
     hs_study_phase(io, NULL);
@@ -364,14 +406,42 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
     return rc;
 }
 
-int hs_capture_task_load(hs_capture_task *ct, hs_capture_opts *co, const hs_task_opts *o,
-                         const hs_model *m, const char *tokenizer)
+/* A shard's tokens, all of them, as one example (--seq-len auto). */
+static int shard_example(hs_task *t, const hs_source *src, const hs_capture_opts *co,
+                         const hs_model_config *c)
+{
+    memset(t, 0, sizeof *t);
+    hs_tokens tok = { 0 };
+    int rc = hs_source_load(&tok, src, NULL, co->model_dir, c->vocab_size);
+    if (!rc && (tok.n < 1 || tok.n > (size_t)c->n_ctx))
+        rc = hs_fail(HS_EINVAL, "--seq-len auto: %s holds %zu tokens, %s", src->data, tok.n,
+                     tok.n ? "more than the model's n_ctx (give --seq-len)" : "no sequence");
+    t->n = 1, t->T = (int)tok.n;
+    t->len = rc ? NULL : hs_calloc(1, sizeof *t->len, "tokens");
+    t->ids = rc ? NULL : hs_calloc(tok.n, sizeof *t->ids, "tokens");
+    if (!rc && (!t->len || !t->ids))
+        rc = HS_ENOMEM;
+    if (!rc) {
+        t->len[0] = t->T;
+        memcpy(t->ids, tok.tok, tok.n * sizeof *t->ids);
+    }
+    hs_tokens_free(&tok);
+    if (rc)
+        hs_task_free(t);
+    return rc;
+}
+
+/* hs_capture_task_load and hs_capture_lines_load (o NULL: src's lines). */
+static int examples_load(hs_capture_task *ct, hs_capture_opts *co, const hs_task_opts *o,
+                         const hs_source *src, int whole, const hs_model *m)
 {
     memset(ct, 0, sizeof *ct);
     hs_tokenizer *tk = NULL;
-    int rc = hs_tokenizer_resolve(&tk, tokenizer, co->model_dir);
-    if (!rc)
-        rc = hs_task_load(&ct->task, o, &m->cfg, tk);
+    int rc = !o && !src->text ? shard_example(&ct->task, src, co, &m->cfg)
+                              : hs_tokenizer_resolve(&tk, src->tokenizer, co->model_dir);
+    if (!rc && (o || src->text))
+        rc = o ? hs_task_load(&ct->task, o, &m->cfg, tk)
+               : hs_task_load_lines(&ct->task, src->text, co->seq_len, whole, &m->cfg, tk);
     if (tk)
         hs_tokenizer_free(tk);
     if (!rc)
@@ -381,7 +451,22 @@ int hs_capture_task_load(hs_capture_task *ct, hs_capture_opts *co, const hs_task
         return rc;
     }
     co->seq_len = ct->task.T, co->attention_mask = ct->mask;
+    while (co->batch > 1 && ct->task.n % co->batch) /* every example captured */
+        co->batch--;
     return HS_OK;
+}
+
+int hs_capture_task_load(hs_capture_task *ct, hs_capture_opts *co, const hs_task_opts *o,
+                         const hs_model *m, const char *tokenizer)
+{
+    const hs_source src = { .tokenizer = tokenizer };
+    return examples_load(ct, co, o, &src, 0, m);
+}
+
+int hs_capture_lines_load(hs_capture_task *ct, hs_capture_opts *co, const hs_source *src,
+                          int whole, const hs_model *m)
+{
+    return examples_load(ct, co, NULL, src, whole, m);
 }
 
 void hs_capture_task_free(hs_capture_task *ct)

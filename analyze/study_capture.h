@@ -2,6 +2,7 @@
 #ifndef HS_STUDY_CAPTURE_H
 #define HS_STUDY_CAPTURE_H
 
+#include "inputs.h"
 #include "maps.h"
 #include "study.h"
 #include "task.h"
@@ -19,9 +20,10 @@ typedef struct {
     const char *model_dir, *data_path; /* provenance: model_dir/config.json goes into the file */
     const char *model_sha, *data_sha;  /* sha256 hex of model and data; NULL: hashed here */
     const hs_tokenizer *tokenizer;     /* the data's tokenizer: /token_text (NULL: none) */
-    /* a task's padding (SPEC §16): 1 real / 0 padding per position of the
-     * data's sequences (T each), written as /attention_mask of those
-     * captured; NULL: none */
+    /* a task's or text lines' padding (SPEC §16, §21): 1 real / 0 padding
+     * per position of the data's sequences (T each), written as
+     * /attention_mask of those captured, and the maps' rows and columns of
+     * padding written as exactly 0; NULL: none */
     const unsigned char *attention_mask;
 } hs_capture_opts;
 
@@ -59,8 +61,9 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
 /* capture --task (SPEC §16): the task of o (read with the tokenizer at
  * `tokenizer`, else co's model directory's) as token data -- its examples
  * right-padded to its length, which becomes co->seq_len -- with their
- * padding as co->attention_mask (captured in whole batches of co->batch).
- * Free with hs_capture_task_free. */
+ * padding as co->attention_mask, every one captured: co->batch becomes the
+ * largest divisor of their count that is at most co->batch. Free with
+ * hs_capture_task_free. */
 typedef struct {
     hs_task task;
     hs_tokens tokens;
@@ -69,6 +72,14 @@ typedef struct {
 
 int hs_capture_task_load(hs_capture_task *ct, hs_capture_opts *co, const hs_task_opts *o,
                          const hs_model *m, const char *tokenizer);
+
+/* capture --text FILE --lines, or (whole) --seq-len auto (SPEC §21): each
+ * line of src's text, or the whole text or shard, one sequence
+ * (hs_task_load_lines: co->seq_len 0, else that length; a shard: all its
+ * tokens) as capture --task's examples, batched as those. The maps' padded
+ * rows and columns are written as 0. */
+int hs_capture_lines_load(hs_capture_task *ct, hs_capture_opts *co, const hs_source *src,
+                          int whole, const hs_model *m);
 void hs_capture_task_free(hs_capture_task *ct);
 
 #endif

@@ -34,8 +34,9 @@ int hs_headcount_check(hs_model_config cfg[HS_HEADCOUNT_MAX], const hs_headcount
 void hs_headcount_split(const hs_tokens *all, hs_tokens *train, hs_tokens *val)
 {
     const size_t cut = all->n - all->n / 10;
-    *train = (hs_tokens){ all->tok, cut, all->version, all->mlm };
-    *val = (hs_tokens){ all->tok + cut, all->n - cut, all->version, all->mlm };
+    *train = (hs_tokens){ .tok = all->tok, .n = cut, .version = all->version, .mlm = all->mlm };
+    *val = (hs_tokens){ .tok = all->tok + cut, .n = all->n - cut, .version = all->version,
+                        .mlm = all->mlm };
 }
 
 void hs_headcount_result_free(hs_headcount_result *r)

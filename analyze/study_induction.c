@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "inputs.h"
 #include "metrics.h"
 #include "study.h"
 #include "study_induction.h"
@@ -41,6 +42,74 @@ static int check_icl(const hs_induction_opts *o, const hs_study_env *env)
     return HS_OK;
 }
 
+/* --vocab "A:B" ([A, B)) or "A-B" ([A, B]) into [*lo, *hi) within V ids. */
+static int vocab_range(const char *s, int V, int *lo, int *hi)
+{
+    char sep = 0;
+    int used = 0;
+    if (sscanf(s, "%d%c%d%n", lo, &sep, hi, &used) != 3 || s[used] || (sep != ':' && sep != '-'))
+        return hs_fail(HS_EINVAL, "--vocab '%s': A:B (ids A .. B-1) or A-B (ids A .. B) expected",
+                       s);
+    *hi += sep == '-';
+    if (*lo < 0 || *hi > V || *lo >= *hi - 1)
+        return hs_fail(HS_EINVAL, "--vocab '%s': two ids at least, within the model's %d", s, V);
+    return HS_OK;
+}
+
+/* 1 when path starts with a token shard's magic (SPEC §4). */
+static int is_shard(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    int32_t magic = 0;
+    const int got = f && fread(&magic, sizeof magic, 1, f) == 1;
+    if (f)
+        fclose(f);
+    return got && magic == 20240520;
+}
+
+/* The ids r's tokens are drawn from into *pool (malloc'd; NULL: 0 .. V-1)
+ * and their count *n. */
+static int draw_pool(int32_t **pool, int *n, const hs_induction_opts *o, const hs_study_env *env)
+{
+    const int V = env->m->cfg.vocab_size;
+    int lo = 0, hi = V, rc = o->vocab ? vocab_range(o->vocab, V, &lo, &hi) : HS_OK;
+    *pool = NULL, *n = hi - lo;
+    if (rc || (!o->vocab && !o->from_data))
+        return rc;
+    unsigned char *seen = hs_calloc((size_t)V, 1, "ids");
+    if (!seen)
+        return HS_ENOMEM;
+    for (int i = lo; i < hi && !o->from_data; i++)
+        seen[i] = 1;
+    if (o->from_data) {
+        const hs_source src = { .data = is_shard(o->from_data) ? o->from_data : NULL,
+                                .text = is_shard(o->from_data) ? NULL : o->from_data };
+        hs_tokenizer *tk = (hs_tokenizer *)env->tk;
+        hs_tokens t = { 0 };
+        if (src.text && !tk)
+            rc = hs_fail(HS_EINVAL, "--from-data %s: a text needs a tokenizer (--tokenizer, or "
+                                    "the model directory's tokenizer.json)", o->from_data);
+        if (!rc)
+            rc = hs_source_load(&t, &src, &tk, NULL, V);
+        for (size_t i = 0; !rc && i < t.n; i++)
+            seen[t.tok[i]] = 1;
+        hs_tokens_free(&t);
+    }
+    *n = 0;
+    for (int i = 0; !rc && i < V; i++)
+        *n += seen[i];
+    if (!rc && *n < 2)
+        rc = hs_fail(HS_EINVAL, "--from-data %s: %d distinct ids; r needs two at least",
+                     o->from_data, *n);
+    if (!rc && !(*pool = hs_calloc((size_t)*n, sizeof **pool, "ids")))
+        rc = HS_ENOMEM;
+    for (int i = 0, k = 0; !rc && i < V; i++)
+        if (seen[i])
+            (*pool)[k++] = i;
+    free(seen);
+    return rc;
+}
+
 int hs_induction_check(hs_induction_opts *o, const hs_study_env *env)
 {
     const hs_model_config *c = &env->m->cfg;
@@ -54,6 +123,9 @@ int hs_induction_check(hs_induction_opts *o, const hs_study_env *env)
     if (2 * k > heads || k > 64)
         return hs_fail(HS_EINVAL, "--causal-k %d: at most %d for a model of %d heads (the random "
                        "draws need as many other heads)", k, heads / 2 < 64 ? heads / 2 : 64, heads);
+    int lo, hi;
+    if (o->vocab && vocab_range(o->vocab, c->vocab_size, &lo, &hi))
+        return HS_EINVAL;
     if (o->samples < 2 || o->batch < 1 || o->random_draws < 2)
         return hs_fail(HS_EINVAL, "induction: samples %d, batch %d, random draws %d out of range",
                        o->samples, o->batch, o->random_draws);
@@ -87,6 +159,8 @@ static int causal_rows(hs_induction_result *r, const hs_model *m, const hs_model
      * (stderr over sequences), and with k random other heads off (stderr:
      * the spread of the draws) */
     int rc = hs_head_table_add(t, -1, -1, HS_METRIC(SECOND_HALF_LOSS), cc->clean, 0, o->samples);
+    if (!rc)
+        rc = hs_head_table_add_welford(t, -1, -1, HS_METRIC(FIRST_HALF_LOSS), &cc->first_half);
     if (!rc)
         rc = hs_head_table_add(t, -1, -1, HS_METRIC(CAUSAL_LOSS_DELTA_TOP_K), cc->targeted,
                                cc->targeted_stderr, o->samples);
@@ -133,10 +207,15 @@ int hs_induction_study(hs_induction_result *r, const hs_induction_opts *opts,
     rc = tok && cop && cop_ctrl && draw && r->draws.points ? HS_OK : HS_ENOMEM;
     if (!rc)
         rc = hs_control_model(&ctrl, c, o.seed);
+    int32_t *pool = NULL;
+    r->vocab = c->vocab_size;
+    if (!rc)
+        rc = draw_pool(&pool, &r->pool, &o, env);
     if (!rc) {
-        hs_repeated_sequences(tok, N, T, c->vocab_size, o.seed);
+        hs_repeated_sequences(tok, N, T, pool, r->pool, o.seed);
         rc = hs_scores_alloc(&s, c);
     }
+    free(pool);
     if (!rc)
         rc = hs_scores_alloc(&sc, c);
     hs_study_phase(io, "induction: scores");

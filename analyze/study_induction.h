@@ -17,6 +17,11 @@ typedef struct {
      * length (0: min(n_ctx, 1024)) and the early and late positions
      * (default 50, 500) */
     int icl_seq_len, early, late;
+    /* where r's tokens are drawn from (uniformly): the ids of --vocab "A:B"
+     * ([A, B)) or "A-B" ([A, B]), or of --from-data FILE (the distinct ids
+     * of a token shard, or of a text read with env's tokenizer); both NULL:
+     * every id of the vocabulary */
+    const char *vocab, *from_data;
 } hs_induction_opts;
 
 /* The defaults above; seq_len and icl_seq_len stay 0 until resolved. */
@@ -45,6 +50,7 @@ typedef struct {
      * scores on r ++ r, but the check's second-half loss is a next-token loss;
      * causal.k is then 0 and no causal row is recorded) */
     char note[160];
+    int pool, vocab;             /* the ids r's tokens were drawn from, of the model's */
 } hs_induction_result;
 
 /* The induction study: the pattern scores of the model and of its random-init

@@ -88,6 +88,8 @@ int hs_patch_study(hs_patch_study_result *res, const hs_patch_study_opts *o,
         rc = hs_study_check_finite(io, &r->heads, NULL, 0);
     if (!rc)
         rc = check_positions(io, r);
+    if (!rc)
+        rc = hs_study_premise(io, &r->heads);
     res->rows = (hs_study_rows){ .heads = &r->heads, .pos = r->pos, .n_pos = r->n_pos };
     return rc;
 }
@@ -204,6 +206,8 @@ int hs_path_patch_study(hs_path_patch_result *r, const hs_path_patch_opts *o,
     hs_study_phase(io, NULL);
     if (!rc)
         rc = hs_study_check_finite(io, &r->heads, NULL, 0);
+    if (!rc)
+        rc = hs_study_premise(io, &r->heads);
     free(sender), free(recv);
     r->rows = (hs_study_rows){ .heads = &r->heads };
     return rc;

@@ -1,5 +1,6 @@
 #include "task.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -270,6 +271,34 @@ static int headline(hs_task *t, const char *name)
     return HS_OK;
 }
 
+/* The examples read (ids[i], types[i] or NULL, t->len[i] of each) into
+ * t->ids right-padded to t->T with the pad id (a decoder without one: 0,
+ * read by length), and t->types where any type is not 0. */
+static int pad_examples(hs_task *t, int32_t **ids, unsigned char **types,
+                        const hs_model_config *c, const char *path)
+{
+    const int pad = c->pad_id >= 0 ? c->pad_id : 0;
+    for (int i = 0; i < t->n && c->encoder && c->pad_id < 0; i++)
+        if (t->len[i] < t->T)
+            return hs_fail(HS_EINVAL, "%s: sequences of different lengths need padding, and "
+                                      "config.json gives no pad_token_id", path);
+    if (!(t->ids = hs_calloc((size_t)t->n * t->T, sizeof *t->ids, "task ids")))
+        return HS_ENOMEM;
+    for (int i = 0; i < t->n; i++)
+        for (int j = 0; j < t->T; j++)
+            t->ids[(size_t)i * t->T + j] = j < t->len[i] ? ids[i][j] : pad;
+    int typed = 0; /* token types other than 0 anywhere: kept (padding type 0) */
+    for (int i = 0; i < t->n; i++)
+        for (int j = 0; types[i] && j < t->len[i]; j++)
+            typed |= types[i][j] != 0;
+    if (typed && !(t->types = hs_calloc((size_t)t->n * t->T, 1, "task token types")))
+        return HS_ENOMEM;
+    for (int i = 0; typed && i < t->n; i++)
+        if (types[i])
+            memcpy(t->types + (size_t)i * t->T, types[i], (size_t)t->len[i]);
+    return HS_OK;
+}
+
 int hs_task_load(hs_task *t, const hs_task_opts *o, const hs_model_config *c,
                  const hs_tokenizer *tk)
 {
@@ -329,28 +358,70 @@ int hs_task_load(hs_task *t, const hs_task_opts *o, const hs_model_config *c,
         rc = hs_fail(HS_EINVAL, "%s: no examples", o->path);
     if (!rc)
         rc = headline(t, o->metric);
-    const int pad = c->pad_id >= 0 ? c->pad_id : 0; /* a decoder without one pools by length */
-    for (int i = 0; !rc && i < t->n && c->encoder && c->pad_id < 0; i++)
-        if (t->len[i] < t->T)
-            rc = hs_fail(HS_EINVAL, "%s: examples of different lengths need padding, and "
-                                    "config.json gives no pad_token_id",
-                         o->path);
-    if (!rc && !(t->ids = hs_calloc((size_t)t->n * t->T, sizeof *t->ids, "task ids")))
-        rc = HS_ENOMEM;
-    for (int i = 0; !rc && i < t->n; i++)
-        for (int j = 0; j < t->T; j++)
-            t->ids[(size_t)i * t->T + j] = j < t->len[i] ? ids[i][j] : pad;
-    int typed = 0; /* token types other than 0 anywhere: kept (padding type 0) */
-    for (int i = 0; !rc && i < t->n; i++)
-        for (int j = 0; types[i] && j < t->len[i]; j++)
-            typed |= types[i][j] != 0;
-    if (!rc && typed && !(t->types = hs_calloc((size_t)t->n * t->T, 1, "task token types")))
-        rc = HS_ENOMEM;
-    for (int i = 0; !rc && typed && i < t->n; i++)
-        if (types[i])
-            memcpy(t->types + (size_t)i * t->T, types[i], (size_t)t->len[i]);
+    if (!rc)
+        rc = pad_examples(t, ids, types, c, o->path);
     for (size_t i = 0; ids && i < lines; i++)
         free(ids[i]), free(types[i]);
+    free(ids);
+    free(types);
+    free(text);
+    if (rc)
+        hs_task_free(t);
+    return rc;
+}
+
+int hs_task_load_lines(hs_task *t, const char *path, int seq_len, int whole,
+                       const hs_model_config *c, const hs_tokenizer *tk)
+{
+    memset(t, 0, sizeof *t);
+    if (!tk)
+        return hs_fail(HS_EINVAL, "%s: --lines needs a tokenizer (--tokenizer, or the model "
+                                  "directory's tokenizer.json)", path);
+    int rc = hs_seq_len_check(c, seq_len, "--seq-len");
+    char *text = NULL;
+    size_t len = 0, lines = 1;
+    if (!rc && (rc = hs_read_file(&text, &len, path, TASK_FILE_LIMIT, 0)))
+        return rc == HS_EINVAL ? hs_fail(HS_EINVAL, "%s: larger than 1 GiB", path) : rc;
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < len && !whole; i++)
+        lines += text[i] == '\n';
+    int32_t **ids = hs_calloc(lines, sizeof *ids, "text lines");
+    unsigned char **types = hs_calloc(lines, sizeof *types, "text lines");
+    t->len = hs_calloc(lines, sizeof *t->len, "text lines");
+    rc = ids && types && t->len ? HS_OK : HS_ENOMEM;
+    /* a line as long as the context at most, or --seq-len when given */
+    const int most = seq_len > 0 ? seq_len : c->n_ctx;
+    where w = { path, 0 };
+    for (char *p = text, *end = text + len; !rc && p < end; p++) {
+        char *nl = whole ? NULL : memchr(p, '\n', (size_t)(end - p)), *stop = nl ? nl : end;
+        const char *q = p;
+        w.line++;
+        while (q < stop && isspace((unsigned char)*q))
+            q++;
+        size_t n = 0, bytes = (size_t)(stop - p);
+        bytes -= !whole && bytes && p[bytes - 1] == '\r'; /* a CRLF file's line ends with its LF */
+        if (q < stop && hs_tokenizer_encode(tk, p, bytes, 1, &ids[t->n], &n))
+            rc = bad(w, hs_last_error());
+        else if (q < stop && n > (size_t)most) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "%zu tokens, longer than %s %d", n,
+                     seq_len > 0 ? "--seq-len" : "the model's n_ctx", most);
+            rc = bad(w, msg);
+        } else if (q < stop && n) { /* a blank line is no sequence */
+            t->len[t->n] = (int)n;
+            t->T = t->len[t->n] > t->T ? t->len[t->n] : t->T;
+            t->n++;
+        }
+        p = stop;
+    }
+    if (!rc && !t->n)
+        rc = hs_fail(HS_EINVAL, "%s: no %s", path, whole ? "tokens" : "lines with tokens");
+    t->T = seq_len > 0 ? seq_len : t->T;
+    if (!rc)
+        rc = pad_examples(t, ids, types, c, path);
+    for (size_t i = 0; ids && i < lines; i++)
+        free(ids[i]);
     free(ids);
     free(types);
     free(text);
@@ -440,6 +511,8 @@ int hs_task_tokens(hs_tokens *out, unsigned char **mask, const hs_task *t)
             (*mask)[i] = (int)(i % t->T) < t->len[i / t->T];
     }
     ids[n] = t->ids[n - 1]; /* the +1 of SPEC §4's batches */
+    if (mask)
+        (*mask)[n] = 0;
     return hs_tokens_adopt(out, ids, n + 1);
 }
 

@@ -55,6 +55,15 @@ int hs_task_load(hs_task *t, const hs_task_opts *o, const hs_model_config *c,
                  const hs_tokenizer *tk);
 void hs_task_free(hs_task *t);
 
+/* `--text FILE --lines` (SPEC §21): each line of the text with tokens one
+ * sequence of its own (the tokenizer's special tokens added), unlabelled
+ * (k 0), right-padded to T: seq_len, or with 0 the longest line's; whole:
+ * the whole text one sequence (`--seq-len auto`). A line longer than
+ * seq_len (0: the model's n_ctx) is refused naming the file and line and
+ * its count of tokens; a text without a tokenizer (tk NULL) refused. */
+int hs_task_load_lines(hs_task *t, const char *path, int seq_len, int whole,
+                       const hs_model_config *c, const hs_tokenizer *tk);
+
 /* Parses --label-map's "i0,i1,..." into o (a permutation of 0..k-1 is
  * checked by hs_task_load, which knows k). HS_EINVAL naming the option. */
 int hs_task_label_map_parse(hs_task_opts *o, const char *s);

@@ -29,7 +29,7 @@ struct hs_api_env {
     char **argv;
     int argc;
     volatile sig_atomic_t *stop;
-    int allow_nonfinite;
+    int allow_nonfinite, allow_weak_premise;
     const hs_api_task *task; /* ablate, importance, prune on a task (SPEC §16) */
 };
 
@@ -81,10 +81,12 @@ int hs_api_env_record(hs_api_env *e, const char *db, const char *model_dir, int 
 
 void hs_api_env_stop(hs_api_env *e, volatile sig_atomic_t *stop) { e->stop = stop; }
 void hs_api_env_allow_nonfinite(hs_api_env *e, int allow) { e->allow_nonfinite = allow; }
+void hs_api_env_allow_weak_premise(hs_api_env *e, int allow) { e->allow_weak_premise = allow; }
 
 static hs_study_io io_of(const hs_api_env *e)
 {
-    return (hs_study_io){ .stop = e->stop, .allow_nonfinite = e->allow_nonfinite };
+    return (hs_study_io){ .stop = e->stop, .allow_nonfinite = e->allow_nonfinite,
+                          .allow_weak_premise = e->allow_weak_premise };
 }
 
 /* ---- runs: what the command records about itself (cli_start) ---- */

@@ -206,6 +206,9 @@ int hs_api_env_record(hs_api_env *e, const char *db, const char *model_dir, int 
                       const char *const *argv);
 void hs_api_env_stop(hs_api_env *e, volatile sig_atomic_t *stop);
 void hs_api_env_allow_nonfinite(hs_api_env *e, int allow);
+/* patch and atp (SPEC §21): record the numbers of a prompt set whose gap is
+ * within two standard errors of 0 (premise_ok 0) instead of failing. */
+void hs_api_env_allow_weak_premise(hs_api_env *e, int allow);
 
 /* Each study writes its results into *json (malloc'd):
  *   {"run_id": N (0 without an index),

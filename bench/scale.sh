@@ -79,7 +79,7 @@ PY
       echo "$shape, $t threads: headscope patch --site z of every head" >&2
       rm -f "$tmp/p.db"*
       if /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" patch --model "$dir" --prompts "$tmp/pairs.jsonl" \
-        --db "$tmp/p.db" --site z --batch 8 --json >"$tmp/patch.json" 2>"$tmp/patch.err"; then
+        --db "$tmp/p.db" --site z --batch 8 --allow-weak-premise --json >"$tmp/patch.json" 2>"$tmp/patch.err"; then
         heads=$(/usr/bin/python3 -c 'import json,sys; print(sum(1 for h in json.load(open(sys.argv[1]))["heads"] if h["metric"] == "patch_z"))' "$tmp/patch.json")
         row "\"impl\":\"headscope_patch\",\"prompts\":8,\"prompt_tokens\":24,\"heads\":$heads,\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt")"
       else

@@ -68,6 +68,10 @@ static int set_value(const char *cmd, opt *o, const char *v)
         *(const char **)o->dst = v;
         return 0;
     }
+    if (o->meta && !strcmp(o->meta, "T|auto") && !strcmp(v, "auto")) { /* SPEC §21 */
+        *(int *)o->dst = HS_SEQ_LEN_AUTO;
+        return 0;
+    }
     double x;
     int integral = o->kind == OPT_INT || o->kind == OPT_LONG;
     if (parse_number(v, &x) || x < o->min || (integral && x != floor(x)) ||
@@ -304,14 +308,19 @@ void cli_install_signal_handlers(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-/* The run's options that cannot change its result: --resume's comparison
- * leaves them out (run.h). At most 16. */
-static int neutral_options(const opt *o, int n, hs_run_neutral *out)
+/* The run's options that cannot change its result (--resume's comparison
+ * leaves them out) or name a file or directory (recorded absolute): run.h.
+ * At most 32. */
+static int run_options(const opt *o, int n, hs_run_option *out)
 {
     int k = 0;
-    for (int i = 0; i < n && k < 16; i++)
-        if (o[i].flags & OPT_NEUTRAL)
-            out[k++] = (hs_run_neutral){ o[i].name, o[i].kind != OPT_FLAG };
+    for (int i = 0; i < n && k < 32; i++) {
+        const char *m = o[i].kind == OPT_STR && o[i].meta ? o[i].meta : "";
+        const int path = strstr(m, "FILE") || strstr(m, "DIR") || strstr(m, "PATH");
+        if (o[i].flags & OPT_NEUTRAL || path)
+            out[k++] = (hs_run_option){ o[i].name, o[i].kind != OPT_FLAG,
+                                        (o[i].flags & OPT_NEUTRAL) != 0, path };
+    }
     return k;
 }
 
@@ -328,12 +337,12 @@ int cli_run_open(hs_run **run, const char *db, long long resume, const char *mod
                  const char *data, const opt *o, int nopts, int argc, char **argv)
 {
     char file[1100];
-    hs_run_neutral neutral[16];
+    hs_run_option ro[32];
     hs_checkpoint_file(model_dir ? model_dir : "", file, sizeof file);
     const hs_run_spec s = { .db = db, .kind = cli_current->name, .resume = resume,
                             .model_path = model_dir, .model_file = model_dir ? file : NULL,
                             .data_path = data, .argc = argc, .argv = argv,
-                            .neutral = neutral, .n_neutral = neutral_options(o, nopts, neutral) };
+                            .options = ro, .n_options = run_options(o, nopts, ro) };
     return hs_run_open(run, &s);
 }
 
@@ -393,7 +402,7 @@ hs_study_io cli_study_io(phase_bars *bars, int stoppable)
 {
     bars->active = 0;
     return (hs_study_io){ phase_cb, cli_progress_cb, bars, stoppable ? &cli_stop_requested : NULL,
-                          0 };
+                          0, 0 };
 }
 
 /* ---- the study driver --------------------------------------------------- */
@@ -483,7 +492,7 @@ static hs_study_env study_env(const cli_study *s, const cli_job *j)
                            .val = in->val.n ? &in->val : NULL,
                            .ps = in->ps.n ? &in->ps : NULL, .tk = in->tk,
                            .task = in->task.n ? &in->task : NULL,
-                           .batch = s->in.batch, .seq_len = in->seq_len,
+                           .batch = in->batch, .seq_len = in->seq_len,
                            .max_batches = (size_t)s->max_batches, .ix = hs_run_index(j->run),
                            .run_id = hs_run_id(j->run), .resume = s->resume > 0 };
 }
@@ -503,7 +512,7 @@ int cli_study_go(cli_study *s, const opt *o, int n, int argc, char **argv)
     phase_bars bars;
     env = study_env(s, &j);
     env.io = cli_study_io(&bars, (s->flags & CLI_STOPPABLE) != 0);
-    env.io.allow_nonfinite = s->allow_nonfinite;
+    env.io.allow_nonfinite = s->allow_nonfinite, env.io.allow_weak_premise = s->allow_weak;
     void *r = hs_calloc(1, s->kind->result_size, "study result");
     if (!r)
         return cli_finish(&j, HS_ENOMEM); /* the run failed, the inputs freed */

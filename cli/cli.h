@@ -71,9 +71,22 @@ typedef struct {
     OPT_TEXT_RULE_DATA,                                                                    \
         { "--text|--val-text", OPTS_NEEDS, "--tokenizer", "it tokenizes the text" },       \
         { "--val-text", OPTS_EXCLUDES, "--val", "one validation set" }
-/* the prompt pairs of the causal commands (patch, path-patch, atp, circuit) */
-#define OPT_PROMPTS(dst)                                                                           \
-    { "--prompts", OPT_STR, (dst), 0, "FILE", "JSONL clean/corrupt prompt pairs (SPEC §11)", 0 }
+/* --text FILE --lines (SPEC §21): each line one sequence of its own length */
+#define OPT_LINES(dst)                                                                     \
+    { "--lines", OPT_FLAG, (dst), 0, NULL,                                                 \
+      "each line of --text one sequence of its own length (padded, /attention_mask)", 0 }
+#define OPT_LINES_RULE { "--text", OPTS_NEEDS, "--lines", "its lines are the sequences" }
+/* --threads N: N threads (0: OpenMP's default, left as it is) */
+static inline void cli_threads(int n)
+{
+    if (n)
+        hs_set_threads(n);
+}
+/* the prompt pairs of the causal commands (patch, path-patch, atp, circuit)
+ * of cli_study s, and the premise they rest on (SPEC §21) */
+#define OPT_PROMPTS(s)                                                                             \
+    { "--prompts", OPT_STR, &(s).in.prompts, 0, "FILE", "JSONL clean/corrupt prompt pairs (SPEC §11)", 0 }, \
+    { "--allow-weak-premise", OPT_FLAG, &(s).allow_weak, 0, NULL, "record the numbers when the logit-difference gap is within 2 stderr of 0, marked not established", 0 }
 #define OPT_PROMPT_TOKENIZER(dst)                                                                  \
     { "--tokenizer", OPT_STR, (dst), 0, "PATH",                                                    \
       "tokenizer of text prompts (default: the model directory's)", 0 }
@@ -81,7 +94,7 @@ typedef struct {
 #define OPT_DB_AS(dst, help) { "--db", OPT_STR, (dst), 0, "FILE", (help), 0 }
 #define OPT_BATCH(dst) OPT_BATCH_AS(dst, "sequences per batch")
 #define OPT_BATCH_AS(dst, help) { "--batch", OPT_INT, (dst), 1, "B", (help), 0 }
-#define OPT_SEQ_LEN(dst) { "--seq-len", OPT_INT, (dst), 1, "T", "sequence length (default: min(n_ctx, 256))", 0 }
+#define OPT_SEQ_LEN(dst) { "--seq-len", OPT_INT, (dst), 1, "T|auto", "sequence length (default: min(n_ctx, 256); auto: the whole text, one sequence)", 0 }
 #define OPT_MAX_BATCHES(dst) OPT_MAX_BATCHES_AS(dst, "evaluate N batches (0: all)")
 #define OPT_MAX_BATCHES_AS(dst, help) { "--max-batches", OPT_LONG, (dst), 0, "N", (help), 0 }
 /* --threads, and --compute (cli_compute, applied by cli_opts_parse) */
@@ -318,7 +331,7 @@ typedef struct cli_study {
     hs_inputs_spec in;     /* what the command reads; in.model is --model */
     const char *db;
     long resume, max_batches;
-    int threads, json, allow_nonfinite;
+    int threads, json, allow_nonfinite, allow_weak; /* allow_weak: --allow-weak-premise */
     unsigned flags;
     cli_task task;         /* CLI_STUDY_TASK_OPTS: --task instead of the data */
     hs_task_opts task_opts; /* what the parse made of it */

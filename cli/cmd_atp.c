@@ -16,7 +16,7 @@ static int cmd_atp(int argc, char **argv)
                     .flags = CLI_NEEDS_PROMPTS | CLI_STOPPABLE | CLI_TIMED, .print = print_atp };
     opt o[] = {
         OPT_MODEL(&s.in.model),
-        OPT_PROMPTS(&s.in.prompts),
+        OPT_PROMPTS(s),
         OPT_DB(&s.db),
         { "--site", OPT_STR, &ao.site, 0, "LIST", "z, pattern, q, k, v, resid_pre, attn_out, mlp_out (default: z and, prompts of one length, resid_pre,attn_out,mlp_out)", 0 },
         { "--noising", OPT_FLAG, &ao.atp.noising, 0, NULL, "the gradient on the clean run, corrupt - clean (default: denoising)", 0 },
@@ -40,7 +40,7 @@ HS_COMMAND(cmd_atp_record) = {
         "corrupt run (--noising: a_corrupt - a_clean, on the clean run), every position of a head,\n"
         "one position of resid_pre/attn_out/mlp_out, normalised as patch:\n"
         "  atp_<site> = mean I / (mean LD_clean - mean LD_corrupt)   (noising: / (corrupt - clean))\n"
-        "stderr = sd(I) / sqrt(n) / |mean LD_clean - mean LD_corrupt|. Head sites z, pattern, q, k, v\n"
+        "stderr and premise as patch's (SPEC §21: delta method). Head sites z, pattern, q, k, v\n"
         "(after q/k norms and RoPE; k and v per key/value head, MLA: the latent) -> head_metrics;\n"
         "position sites -> position_metrics. --star adds AtP* (Kramar et al. 2024) of the head\n"
         "sites: the pattern of patched queries or keys computed exactly (QK fix), and GradDrop:\n"

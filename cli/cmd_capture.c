@@ -54,26 +54,28 @@ static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, co
     return 0;
 }
 
-/* Loads the model (and with --task the task as the data), checks the
+/* Loads the model (and with --task the task, with --lines the text's lines,
+ * with --seq-len auto the whole text or shard as the data), checks the
  * selection against it and captures: the exit status. */
 static int capture_model(hs_capture_opts *co, const hs_source *src, const cli_task *task,
-                         const char *db, int json, const opt *o, int n, int argc, char **argv)
+                         int lines, const char *db, int json, const opt *o, int n, int argc,
+                         char **argv)
 {
     hs_model m;
     hs_capture_plan plan;
     hs_task_opts to;
-    hs_capture_task ct = { 0 }; /* --task: its examples as the data */
+    hs_capture_task ct = { 0 }; /* --task, --lines, --seq-len auto: the examples as the data */
     hs_inputs_spec in = { .seq_len = co->seq_len };
+    const int whole = co->seq_len == HS_SEQ_LEN_AUTO, examples = task->path || lines || whole;
     int rc = 0;
     if (hs_checkpoint_load_stored(&m, co->model_dir, HS_WEIGHTS_MAPPED))
         return cli_run_error("capture");
+    co->seq_len = whole ? 0 : co->seq_len; /* lines: each its own length */
     if (task->path && !(rc = cli_task_opts(&to, task, &in)) &&
         hs_capture_task_load(&ct, co, &to, &m, src->tokenizer))
         rc = cli_run_error("capture");
-    if (!rc && task->path && ct.task.n % co->batch)
-        fprintf(stderr, "headscope: capture: note: %d of the task's %d examples (whole batches "
-                        "of --batch %d)\n", ct.task.n / co->batch * co->batch, ct.task.n,
-                co->batch);
+    else if (!task->path && examples && hs_capture_lines_load(&ct, co, src, !lines, &m))
+        rc = cli_run_error("capture");
     if (!rc && hs_capture_check(&plan, co, &m.cfg))
         rc = cli_usage_error("capture", "%s", hs_last_error());
     if (rc) {
@@ -81,7 +83,7 @@ static int capture_model(hs_capture_opts *co, const hs_source *src, const cli_ta
         hs_capture_task_free(&ct);
         return rc;
     }
-    rc = capture_run(&m, src, *co, db, json, o, n, argc, argv, task->path ? &ct.tokens : NULL);
+    rc = capture_run(&m, src, *co, db, json, o, n, argc, argv, examples ? &ct.tokens : NULL);
     hs_capture_task_free(&ct);
     return rc;
 }
@@ -90,7 +92,7 @@ static int cmd_capture(int argc, char **argv)
 {
     const char *model = NULL, *dtype = "f32", *db = NULL;
     hs_source src = { 0 };
-    int threads = 0, json = 0;
+    int threads = 0, json = 0, lines = 0;
     long max_batches = 0;
     hs_capture_opts co = { .batch = 4 };
     cli_task task = { 0 };
@@ -98,6 +100,7 @@ static int cmd_capture(int argc, char **argv)
         OPT_MODEL(&model),
         OPT_DATA_AS(&src.data, "token shard (SPEC §4)"),
         OPT_TEXT(&src.text),
+        OPT_LINES(&lines),
         { "--tokenizer", OPT_STR, &src.tokenizer, 0, "PATH", "tokenizer of --text, or of --data's "
           "tokens for /token_text (default: the model directory's, if any)", 0 },
         { "--out", OPT_STR, &co.out, 0, "FILE.h5", "map file to write", 0 },
@@ -129,10 +132,9 @@ static int cmd_capture(int argc, char **argv)
         return cli_usage_error("capture", "--dtype must be f32 or f16, not '%s'", dtype);
     if (co.compress > 9)
         return cli_usage_error("capture", "--compress must be 0..9");
-    if (threads)
-        hs_set_threads(threads);
+    cli_threads(threads);
     co.max_batches = (size_t)max_batches, co.model_dir = model, co.data_path = data;
-    return capture_model(&co, &src, &task, db, json, o, n, argc, argv);
+    return capture_model(&co, &src, &task, lines, db, json, o, n, argc, argv);
 }
 
 static int cmd_maps(int argc, char **argv)
@@ -171,6 +173,7 @@ static const opt_rule capture_rules[] = {
     { "--task", OPTS_EXCLUDES, "--data,--text", "a task's examples are its own" },
     { "--task", OPTS_NEEDS, "--metric,--truncate,--label-map", "they concern a task" },
     OPT_TEXT_RULE_DATA,
+    OPT_LINES_RULE,
 };
 
 HS_COMMAND(cmd_capture_record) = {

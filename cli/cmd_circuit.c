@@ -22,7 +22,7 @@ static int cmd_circuit(int argc, char **argv)
                     .flags = CLI_OWN_NEEDS | CLI_STOPPABLE | CLI_TIMED, .print = print_circuit };
     opt o[] = {
         OPT_MODEL(&s.in.model),
-        OPT_PROMPTS(&s.in.prompts),
+        OPT_PROMPTS(s),
         OPT_DB(&s.db),
         { "--method", OPT_STR, &co.method, 0, "eap|eap-ig", "edge attribution patching, or with integrated gradients", 0 },
         { "--ig-steps", OPT_INT, &co.circuit.ig_steps, 1, "m", "eap-ig's interpolation steps (default 5)", 0 },
@@ -60,7 +60,8 @@ HS_COMMAND(cmd_circuit_record) = {
         "carrying its corrupt value: faithfulness = (mean LD_circuit - mean LD_corrupt) /\n"
         "(mean LD_clean - mean LD_corrupt), curve faithfulness (x = N). Refuses models whose\n"
         "residual stream is not a sum of the nodes' outputs (post-norm, output norms: gemma2,\n"
-        "gemma3_text, olmo2). Shards prompts under mpirun. plot circuit draws the graph.\n\n"
+        "gemma3_text, olmo2). A gap within 2 stderr of 0 fails as patch's (SPEC §21). Shards\n"
+        "prompts under mpirun. plot circuit draws the graph.\n\n"
         "example: headscope circuit --model runs/tiny --prompts ioi.jsonl --db runs.db --method eap-ig\n",
     .run = cmd_circuit,
 };

@@ -129,8 +129,7 @@ static int cmd_experiment(int argc, char **argv)
         return cli_usage_error("experiment", "--lr must be positive");
     if ((rc = experiment_setup(&ho, preset, overrides, nover, heads_s, seeds_s)))
         return rc;
-    if (threads)
-        hs_set_threads(threads);
+    cli_threads(threads);
     return experiment_run(&ho, &src, &vsrc, db, json, o, CLI_N(o), argc, argv);
 }
 

@@ -63,8 +63,7 @@ int cli_experiment_gqa(int argc, char **argv)
                                              "--db FILE and --original-steps N");
     if (kv_s && (go.n_kv = hs_parse_ints(kv_s, go.kv, HS_GQA_MAX, 1, HS_MAX_HEADS, 0)) < 1)
         return cli_usage_error("experiment", "--kv-heads '%s': positive counts expected", kv_s);
-    if (threads)
-        hs_set_threads(threads);
+    cli_threads(threads);
     go.val_batches = (size_t)val_batches;
     hs_model m;
     hs_split sp;

@@ -98,8 +98,7 @@ int cli_experiment_windows(int argc, char **argv)
                                "windows needs --data FILE (or --text FILE) and --db FILE");
     if ((rc = windows_setup(&wo, preset, overrides, nover, seeds_s)))
         return rc;
-    if (threads)
-        hs_set_threads(threads);
+    cli_threads(threads);
     hs_windows_result r = { 0 };
     long long run_id = 0;
     rc = windows_run(&wo, &r, &run_id, &src, &vsrc, db, json, o, CLI_N(o), argc, argv);

@@ -36,7 +36,8 @@ static void print_generation(const int32_t *out, int n_prompt, int n, const hs_g
         printf("\n");
     }
     free(text);
-    fprintf(stderr, "%d new tokens, %.1f tokens/s, KV cache %zu bytes\n", n - n_prompt,
+    fflush(stdout); /* the text first, whole, even when both streams go to one file */
+    fprintf(stderr, "generate: %d new tokens, %.1f tokens/s, KV cache %zu bytes\n", n - n_prompt,
             st->tokens_per_s, st->cache_bytes);
 }
 
@@ -67,8 +68,7 @@ static int cmd_generate(int argc, char **argv)
                                "--model DIR and one of --prompt TEXT or --prompt-ids are "
                                "required");
     so.top_k = top_k, so.seed = (unsigned long long)seed;
-    if (threads)
-        hs_set_threads(threads);
+    cli_threads(threads);
     hs_model m;
     if (hs_checkpoint_load_stored(&m, model, HS_WEIGHTS_COPIED))
         return cli_run_error("generate");

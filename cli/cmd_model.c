@@ -118,9 +118,10 @@ static int cmd_eval(int argc, char **argv)
         { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory", 0 },
         { "--data", OPT_STR, &in.source.data, 0, "FILE.bin", "token shard (SPEC §4)", 0 },
         OPT_TEXT(&in.source.text),
+        OPT_LINES(&in.lines),
         OPT_TOKENIZER(&in.source.tokenizer),
         { "--batch", OPT_INT, &in.batch, 1, "B", "sequences per batch", 0 },
-        { "--seq-len", OPT_INT, &in.seq_len, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
+        OPT_SEQ_LEN(&in.seq_len),
         { "--max-batches", OPT_LONG, &max_batches, 0, "N", "stop after N batches (0: all)", 0 },
         OPT_MLM(&mlm),
         OPT_TASK(&task),
@@ -134,15 +135,14 @@ static int cmd_eval(int argc, char **argv)
     const char *data = hs_source_path(&in.source);
     if (!model || (!data && !task.path))
         return cli_usage_error("eval", "--model DIR and --data, --text or --task are required");
-    if (threads)
-        hs_set_threads(threads);
+    cli_threads(threads);
     in.model = model;
     if (task.path)
         return eval_task(&task, &in, json);
     cli_job j;
     if ((rc = cli_open(&j, &in)))
         return rc;
-    const int B = in.batch, T = j.in.seq_len;
+    const int B = j.in.batch, T = j.in.seq_len;
     cli_progress bar;
     cli_progress_start(&bar, "eval", (long)hs_batch_count(&j.in.tok, B, T));
     if (max_batches && max_batches < bar.total)
@@ -331,7 +331,7 @@ static int cmd_train(int argc, char **argv)
         OPT_TOKENIZER(&src.tokenizer),
         { "--steps", OPT_LONG, &to->steps, 1, "N", "optimizer steps", 0 },
         OPT_BATCH_AS(&to->B, "sequences per step"),
-        OPT_SEQ_LEN(&to->T),
+        { "--seq-len", OPT_INT, &to->T, 1, "T", "sequence length (default: min(n_ctx, 256))", 0 },
         { "--lr", OPT_DOUBLE, &to->lr, 0, "LR", "learning rate (constant unless --warmup)", 0 },
         { "--seed", OPT_LONG, &seed, 0, "S", "seed of the preset's random initialisation", 0 },
         { "--weight-decay", OPT_DOUBLE, &to->weight_decay, 0, "W", "> 0 selects AdamW with this decay", 0 },
@@ -357,8 +357,7 @@ static int cmd_train(int argc, char **argv)
     const char *data = task.path ? task.path : hs_source_path(&src), *val = hs_source_path(&vsrc);
     if ((rc = train_checks(&so, data, preset, init, noverrides, force)))
         return rc;
-    if (threads)
-        hs_set_threads(threads);
+    cli_threads(threads);
     hs_model m;
     if ((rc = train_model(&m, &to->T, preset, overrides, noverrides, seed,
                           cli_opts_given(o, n, "--seed"), init)))
@@ -392,6 +391,7 @@ static const opt_rule train_rules[] = {
 static const opt_rule eval_rules[] = {
     OPT_TASK_RULES,
     OPT_MLM_RULE,
+    OPT_LINES_RULE,
 };
 
 HS_COMMAND(cmd_info_record) = {

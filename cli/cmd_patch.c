@@ -10,12 +10,7 @@
 
 CLI_PRINT_WRAPPED(patch, patch)
 
-static void print_path_patch(FILE *f, const hs_summary *s, const void *res, const void *o)
-{
-    (void)o;
-    const hs_path_patch_result *r = res;
-    hs_print_path_patch(f, s, &r->heads, r->n_senders);
-}
+CLI_PRINT(path_patch)
 
 /* What both commands take: the model, the prompts, the run; the run records
  * its positions' tokens. */
@@ -24,7 +19,7 @@ static void print_path_patch(FILE *f, const hs_summary *s, const void *res, cons
       .flags = CLI_NEEDS_PROMPTS | CLI_STOPPABLE | CLI_TIMED, .print = (PRINT) }
 #define CAUSAL_OPTS(s)                                                                        \
     OPT_MODEL(&(s).in.model),                                                                 \
-    OPT_PROMPTS(&(s).in.prompts),                                                             \
+    OPT_PROMPTS(s),                                                             \
     OPT_DB(&(s).db),                                                                          \
     OPT_PROMPT_TOKENIZER(&(s).in.source.tokenizer)
 
@@ -71,11 +66,11 @@ HS_COMMAND(cmd_patch_record) = {
         "--noising: the clean run with one activation from the corrupt run:\n"
         "  patch_<site> = (mean LD_patched - mean LD_clean) / (mean LD_corrupt - mean LD_clean)\n"
         "(the negative of ARENA's noising metric). Either way 0 = no effect, 1 = the whole\n"
-        "change; stderr = sd of the per-prompt LD_patched - LD_base / sqrt(n) / |mean LD_clean -\n"
-        "mean LD_corrupt|. Rows: head_metrics patch_z, patch_pattern (n = prompts),\n"
-        "logit_diff_clean and logit_diff_corrupt (layer = head = -1); position_metrics\n"
-        "patch_resid_pre, patch_attn_out, patch_mlp_out at positions 0..T-1, which need\n"
-        "prompts of one length. Equal mean clean and corrupt LD (0/0) fails the run.\n\n"
+        "change; stderr by the delta method (SPEC §21): sd(dP_i - value D_i) / sqrt(n) / |gap|.\n"
+        "Rows: head_metrics patch_z, patch_pattern (n = prompts), logit_diff_clean,\n"
+        "logit_diff_corrupt, logit_diff_gap, premise_ok (layer = head = -1); position_metrics\n"
+        "patch_resid_pre, patch_attn_out, patch_mlp_out at positions 0..T-1 (one length only).\n"
+        "A gap within 2 stderr of 0 fails the run (--allow-weak-premise: marked not established).\n\n"
         "example: headscope patch --model runs/tiny --prompts ioi.jsonl --db runs.db --site z\n",
     .run = cmd_patch,
 };
@@ -92,7 +87,7 @@ HS_COMMAND(cmd_path_patch_record) = {
         "head); (2) the clean prompt with those patched in. Without --receivers LD comes from\n"
         "run (1) (the path to the logits).\n"
         "  path_patch = (mean LD_pp - mean LD_clean) / (mean LD_corrupt - mean LD_clean)\n"
-        "with stderr as patch's. Rows in head_metrics at each sender head.\n\n"
+        "with stderr and premise as patch's. Rows in head_metrics at each sender head.\n\n"
         "example: headscope path-patch --model runs/tiny --prompts ioi.jsonl --db runs.db \\\n"
         "           --senders all --receivers 3.0:q,3.1:q\n",
     .run = cmd_path_patch,

@@ -27,8 +27,7 @@ static int cmd_predict(int argc, char **argv)
     if (!model || !!text + !!ids_s + !!in.prompts != 1)
         return cli_usage_error("predict", "--model DIR and one of --prompt, --prompt-ids, "
                                           "--prompts are required");
-    if (threads)
-        hs_set_threads(threads);
+    cli_threads(threads);
     cli_job j;
     if ((rc = cli_open(&j, &in)))
         return rc;

@@ -14,6 +14,8 @@ static int cmd_report(int argc, char **argv)
         { "--out", OPT_STR, &rq.dir, 0, "DIR", "directory for index.html and its figures (created)", 0 },
         { "--maps", OPT_STR, &rq.maps, 0, "FILE.h5", "map file (default: the latest capture run's)", 0 },
         { "--seq", OPT_LONG, &seq, 0, "N", "sequence of the map file to draw", 0 },
+        { "--runs", OPT_STR, &rq.runs, 0, "ID,...", "the runs the sections show (default: the latest of each kind)", 0 },
+        { "--heads", OPT_STR, &rq.heads, 0, "L.H,...", "the heads whose maps are drawn (default: those causal runs and scores single out)", 0 },
         OPT_JSON(&json),
     };
     int rc = cli_opts_parse("report", o, CLI_N(o), argc, argv, NULL, 0, NULL);

@@ -19,12 +19,14 @@ static int cmd_induction(int argc, char **argv)
     hs_induction_opts io = hs_induction_defaults();
     long seed = 1;
     /* the ICL shard's sequences are the study's (--icl-seq-len) */
-    cli_study s = { &hs_induction_kind, &io, { 0 }, .print = print_induction };
+    cli_study s = { &hs_induction_kind, &io, { .keep_tokenizer = 1 }, .print = print_induction };
     opt o[] = {
         OPT_MODEL(&s.in.model),
         OPT_DB_AS(&s.db, "SQLite index for the scores"),
         { "--seq-len", OPT_INT, &io.seq_len, 2, "T", "length of the random half r of r ++ r (default: min(n_ctx/2, 64))", 0 },
         { "--samples", OPT_INT, &io.samples, 2, "N", "random sequences", 0 },
+        { "--vocab", OPT_STR, &io.vocab, 0, "A:B|A-B", "draw r's tokens from the ids [A, B) or [A, B] (default: every id)", 0 },
+        { "--from-data", OPT_STR, &io.from_data, 0, "FILE", "draw r's tokens from the ids a shard or text holds", 0 },
         { "--seed", OPT_LONG, &seed, 0, "S", "seed of the sequences and of the control model", 0 },
         OPT_BATCH_AS(&io.batch, "sequences per forward"),
         { "--causal-k", OPT_INT, &io.causal_k, 1, "K", "heads the causal check ablates", 0 },
@@ -81,7 +83,9 @@ static int cmd_patterns(int argc, char **argv)
 }
 
 static const opt_rule induction_rules[] = {
-    OPT_TEXT_RULES,
+    OPT_TEXT_RULE_DATA,
+    { "--text|--from-data", OPTS_NEEDS, "--tokenizer", "it tokenizes a text" },
+    { "--vocab", OPTS_EXCLUDES, "--from-data", "r's tokens come from one of them" },
     { "--data|--text", OPTS_NEEDS, "--icl-seq-len,--early,--late",
       "they set the ICL score on --data" },
 };

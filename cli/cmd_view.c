@@ -1,7 +1,5 @@
 /* view: an interactive attention viewer (index.html + viewer.js + the
  * export of a map file) that works from file://, without a server. */
-#include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +38,8 @@ static int cmd_view(int argc, char **argv)
         { "--layers", OPT_STR, &rq.layers, 0, "L,L,...", "layers to export (default: all captured)", 0 },
         { "--dtype", OPT_STR, &dtype, 0, "u8|f16", "u8: 8 bits per value with a scale per row; f16: half", 0 },
         OPT_DB_AS(&db, "index whose scores for this model the head panel shows"),
+        { "--runs", OPT_STR, &rq.runs, 0, "ID,...", "with --db: the runs whose scores the panel shows (default: the latest of each)", 0 },
+        { "--heads", OPT_STR, &rq.heads, 0, "L.H,...", "heads of interest: listed in the panel, the first shown first", 0 },
         OPT_JSON(&json),
     };
     int rc = cli_opts_parse("view", o, CLI_N(o), argc, argv, NULL, 0, NULL);
@@ -50,10 +50,6 @@ static int cmd_view(int argc, char **argv)
     rq.half = !strcmp(dtype, "f16");
     if (!rq.half && strcmp(dtype, "u8"))
         return cli_usage_error("view", "--dtype must be u8 or f16, not '%s'", dtype);
-    if (db && access(db, R_OK)) {
-        fprintf(stderr, "headscope: view: %s: %s\n", db, strerror(errno));
-        return EXIT_FAILURE_RUN;
-    }
     /* a directory this command made is removed again when it fails */
     const int made = access(rq.dir, F_OK) != 0;
     if (hs_mkdirs(rq.dir))
@@ -70,6 +66,8 @@ static int cmd_view(int argc, char **argv)
     return 0;
 }
 
+static const opt_rule view_rules[] = { { "--db", OPTS_NEEDS, "--runs", "the runs are its" } };
+
 HS_COMMAND(cmd_view_record) = {
     .name = "view",
     .order = 162,
@@ -78,11 +76,13 @@ HS_COMMAND(cmd_view_record) = {
     .details = "DIR/index.html opens from file:// in a browser, without a server or network:\n"
         "the token view (hover a token: the attention it gives or receives, per head), the\n"
         "T x T matrix on a canvas with zoom and pan, a layer x head grid of thumbnails, and\n"
-        "a head panel with the index's scores (--db) for this model. Arrow keys move between\n"
-        "heads and layers; the URL fragment keeps the selection (#l=1&h=3&s=0&q=12).\n"
+        "a head panel with the index's scores (--db; --runs: of those runs) for this model,\n"
+        "the tokens on the matrix's axes. Arrow keys move between heads and layers; the URL\n"
+        "fragment keeps the selection (#l=1&h=3&s=0&q=12), else --heads' first is shown.\n"
         "Data: maps.bin (one block per sequence, layer and head; u8 rows with a scale per\n"
         "row, or f16), maps.js (the same, base64, for file://) and data.js (the index:\n"
         "shapes, offsets, tokens and their strings, model, GQA groups, scores).\n\n"
         "example: headscope view --maps maps.h5 --out viewer --db runs.db && xdg-open viewer/index.html\n",
     .run = cmd_view,
+    OPT_RULES(view_rules),
 };

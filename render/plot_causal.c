@@ -122,10 +122,12 @@ int hs_plot_patch(hs_index *ix, const char *db, const char *metric, long long ru
     }
     if (!rc)
         rc = write_patch(dir, &g, lab, &absent, &hi);
-    hi = ceil(hi * 10 - 1e-9) / 10;
+    hs_metric_range scale; /* the normalised numbers' shared scale, -1 .. 1 */
+    hs_metric_range_of(&scale, metric, 0, hi, hi, 1);
+    hi = scale.hi;
     snprintf(title, sizeof title, "%s, run %lld: (LD patched − LD corrupt) / (LD clean − LD "
              "corrupt) (%s)", metric, (long long)run, db);
-    snprintf(cblab, sizeof cblab, "restored fraction, scale −%.2g .. +%.2g, white at 0", hi, hi);
+    snprintf(cblab, sizeof cblab, "%s", scale.label);
     hs_gp_quote(qtitle, sizeof qtitle, title);
     hs_gp_quote(qlab, sizeof qlab, cblab);
     hs_gp_quote(qx, sizeof qx, tokens ? "position: token of the first clean prompt of this length"

@@ -37,6 +37,11 @@ typedef struct {
     long long seq;    /* its sequence */
     /* the latest complete run of each kind the sections read (0: none) */
     long long induction, ablate, importance, prune, patterns;
+    /* --runs: the runs the sections may show (n_runs 0: any); every run a
+     * section showed, for the provenance table's "shown" column */
+    long long runs[64], shown[64];
+    int n_runs, n_shown;
+    int heads[16][2], n_heads; /* --heads */
     FILE *html;
     int figures, missing;
 } report;
@@ -116,11 +121,37 @@ static void command_line(FILE *f, const char *args)
     cJSON_Delete(a);
 }
 
-/* The latest complete run of a kind; 0 when there is none. */
+/* Whether run is one --runs names (any run without --runs). */
+static int chosen(const report *r, long long run)
+{
+    for (int i = 0; i < r->n_runs; i++)
+        if (r->runs[i] == run)
+            return 1;
+    return !r->n_runs;
+}
+
+/* run is shown (once in r->shown); run back. */
+static long long shown(report *r, long long run)
+{
+    int seen = !run;
+    for (int i = 0; i < r->n_shown && !seen; i++)
+        seen = r->shown[i] == run;
+    if (!seen && r->n_shown < 64)
+        r->shown[r->n_shown++] = run;
+    return run;
+}
+
+/* The latest complete run of a kind among the chosen; 0 when there is none. */
 static long long latest_run(report *r, const char *kind)
 {
-    int64_t id = 0;
-    return hs_index_latest_complete(r->ix, kind, NULL, &id) ? 0 : id;
+    hs_run_list l = { 0 };
+    long long run = 0;
+    if (hs_index_runs(r->ix, kind, "complete", &l))
+        return 0;
+    for (int i = l.n - 1; i >= 0 && !run; i--)
+        run = chosen(r, l.runs[i].run_id) ? l.runs[i].run_id : 0;
+    hs_run_list_free(&l);
+    return shown(r, run);
 }
 
 /* A metric row of a run; returns 1 when found. */
@@ -248,9 +279,12 @@ static void section_runs(report *r)
 {
     FILE *f = r->html;
     hs_run_list l;
-    fprintf(f, "<h2 id=\"runs\">Runs and their provenance</h2>\n<table><tr><th>run</th><th>kind"
-               "</th><th>status</th><th>model</th><th>data</th><th>started</th><th>finished</th>"
-               "<th>command line</th></tr>\n");
+    fprintf(f, "<h2 id=\"runs\">Runs and their provenance</h2>\n<p>Each section shows the "
+               "latest complete run of its kind%s; <b>left out</b> below marks the complete runs "
+               "no section shows (<code>headscope report --runs ID,...</code> chooses).</p>\n"
+               "<table><tr><th>run</th><th>kind</th><th>status</th><th>model</th><th>data</th>"
+               "<th>started</th><th>finished</th><th>command line</th></tr>\n",
+            r->n_runs ? " among those <code>--runs</code> names" : "");
     if (hs_index_runs(r->ix, NULL, NULL, &l))
         return;
     for (int i = 0; i < l.n; i++) {
@@ -258,7 +292,12 @@ static void section_runs(report *r)
         const char *cell[] = { u->kind,       u->status,      u->model_path, u->data_path,
                                u->started_at, u->finished_at, u->args };
         const char *sha[] = { NULL, NULL, u->model_sha256, u->data_sha256, NULL, NULL, NULL };
-        fprintf(f, "<tr><td>%lld</td>", (long long)u->run_id);
+        int is_shown = 0;
+        for (int k = 0; k < r->n_shown; k++)
+            is_shown |= r->shown[k] == u->run_id;
+        fprintf(f, "<tr><td>%lld%s</td>", (long long)u->run_id,
+                !is_shown && u->status && !strcmp(u->status, "complete") ? "<br><b>left out</b>"
+                                                                         : "");
         for (int c = 0; c < 7; c++) {
             fprintf(f, "<td%s>", c == 6 ? " class=\"args\"" : "");
             if (c == 6)
@@ -287,8 +326,11 @@ static void section_training(report *r)
     fprintf(f, "<h2 id=\"training\">Training</h2>\n");
     if (hs_index_runs(r->ix, HS_KIND_TRAIN, "complete", &l))
         return;
-    for (int i = l.n - 1; i >= 0 && i >= l.n - 3; i--) { /* the latest three */
-        long long run = l.runs[i].run_id;
+    for (int i = l.n - 1, drawn = 0; i >= 0 && drawn < 3; i--) { /* the latest three */
+        const long long run = l.runs[i].run_id;
+        if (!chosen(r, run))
+            continue;
+        drawn++, shown(r, run);
         fig g;
         fig_run(&g, r, "training", run, "Training loss, run %lld", run);
         const int val = has_curve(r, run, HS_METRIC(VAL_LOSS)) > 0;
@@ -448,11 +490,13 @@ static void latest_map_file(report *r, char *found, size_t n)
         return;
     for (int i = l.n - 1; i >= 0 && !*found; i--) {
         hs_artifact_list a;
+        if (!chosen(r, l.runs[i].run_id))
+            continue;
         if (hs_index_artifacts(r->ix, l.runs[i].run_id, &a))
             break;
         for (int k = 0; k < a.n && !*found; k++)
             if (a.a[k].complete == 1)
-                snprintf(found, n, "%s", a.a[k].path);
+                snprintf(found, n, "%s", a.a[k].path), shown(r, l.runs[i].run_id);
         hs_artifact_list_free(&a);
     }
     hs_run_list_free(&l);
@@ -527,7 +571,8 @@ static void probe_text(FILE *f, const char *maps, long long seq)
 static void section_maps(report *r)
 {
     const char *maps = r->maps;
-    const long long seq = r->seq, ind_run = r->induction, pat_run = r->patterns;
+    const long long seq = r->seq;
+    long long ind_run = r->induction, pat_run = r->patterns;
     FILE *f = r->html;
     fprintf(f, "<h2 id=\"maps\">Attention maps</h2>\n");
     char found[1200] = "";
@@ -545,14 +590,33 @@ static void section_maps(report *r)
     fprintf(f, "</code>, sequence %lld.</p>\n", seq);
     viewer_link(r, maps, seq);
     probe_text(f, maps, seq);
-    /* the heads the scores single out, each once, with the score (and its
-     * control) that singled them out: a top head of a model at chance is
-     * no special head, and its title says so by its numbers */
-    int pick[3][2], n = 0, l, h;
-    const char *why[3], *name[3];
+    /* the heads --heads names; else those the causal runs single out, then
+     * those the scores do, each once, with the number (and its control)
+     * that singled them out: a top head of a model at chance is no special
+     * head, and its title says so by its numbers */
+    int pick[24][2], n = 0, l, h;
+    const char *why[24], *name[24];
     const char *const ind = HS_METRIC(INDUCTION), *prev = HS_METRIC(PREV_TOKEN),
                       *first = HS_METRIC(FIRST_TOKEN);
-    long long from[3];
+    long long from[24];
+    for (int i = 0; i < r->n_heads; i++)
+        pick[n][0] = r->heads[i][0], pick[n][1] = r->heads[i][1], from[n] = 0, name[n] = NULL,
+        why[n++] = "--heads";
+    static const struct {
+        const char *kind;
+        hs_metric_id metric;
+        const char *why;
+    } causal[] = { { HS_KIND_PATCH, HS_M_PATCH_Z, "largest patch_z" },
+                   { HS_KIND_ATP, HS_M_ATP_Z, "largest atp_z" },
+                   { HS_KIND_DLA, HS_M_DLA, "largest direct logit attribution" } };
+    for (size_t i = 0; !r->n_heads && i < sizeof causal / sizeof causal[0]; i++) {
+        const long long run = latest_run(r, causal[i].kind);
+        if (run && top_heads(r, run, hs_metric(causal[i].metric)->name, 1, &l, &h))
+            pick[n][0] = l, pick[n][1] = h, from[n] = run,
+            name[n] = hs_metric(causal[i].metric)->name, why[n++] = causal[i].why;
+    }
+    if (r->n_heads) /* no score's heads beside the chosen */
+        ind_run = pat_run = 0;
     if (ind_run && top_heads(r, ind_run, ind, 1, &l, &h))
         pick[n][0] = l, pick[n][1] = h, from[n] = ind_run, name[n] = ind,
         why[n++] = "highest induction score";
@@ -570,13 +634,18 @@ static void section_maps(report *r)
             continue;
         char ctrl[48], cnum[48] = "";
         double v = NAN, cv;
-        metric(r, from[i], pick[i][0], pick[i][1], name[i], &v, NULL);
-        if (hs_metric_control(name[i], ctrl, sizeof ctrl) &&
+        if (name[i])
+            metric(r, from[i], pick[i][0], pick[i][1], name[i], &v, NULL);
+        if (name[i] && hs_metric_control(name[i], ctrl, sizeof ctrl) &&
             metric(r, from[i], pick[i][0], pick[i][1], ctrl, &cv, NULL))
             snprintf(cnum, sizeof cnum, ", random-init control %.3f", cv);
         fig g;
         snprintf(g.file, sizeof g.file, "map_L%dH%d.png", pick[i][0], pick[i][1]);
-        fig_title(&g, r, "Layer %d head %d (%s: %.3f%s)", pick[i][0], pick[i][1], why[i], v, cnum);
+        if (name[i])
+            fig_title(&g, r, "Layer %d head %d (%s: %.3f%s)", pick[i][0], pick[i][1], why[i], v,
+                      cnum);
+        else
+            fig_title(&g, r, "Layer %d head %d (chosen with --heads)", pick[i][0], pick[i][1]);
         figure(r, hs_plot_map(maps, pick[i][0], pick[i][1], seq, g.path, 0), &g,
                "Post-softmax attention of each query (row) over the keys (columns), with the "
                "tokens as labels (their ids when the capture knew no tokenizer). A map is one sequence's picture: attention mass is not "
@@ -615,10 +684,10 @@ static long long latest_pruning(report *r)
     if (hs_index_runs(r->ix, HS_KIND_PRUNE, "complete", &l))
         return 0;
     for (int i = l.n - 1; i >= 0 && !run; i--)
-        if (has_curve(r, l.runs[i].run_id, HS_METRIC(PRUNING)))
+        if (chosen(r, l.runs[i].run_id) && has_curve(r, l.runs[i].run_id, HS_METRIC(PRUNING)))
             run = l.runs[i].run_id;
     hs_run_list_free(&l);
-    return run;
+    return shown(r, run);
 }
 
 /* prune --method l0's runs (SPEC §16), one lambda each: the heads their
@@ -632,8 +701,11 @@ static void l0_table(report *r)
     int rows = 0;
     for (int i = 0; i < l.n; i++) {
         hs_curve c;
-        if (hs_index_curve_get(r->ix, l.runs[i].run_id, HS_METRIC(L0), &c))
+        if (!chosen(r, l.runs[i].run_id) ||
+            hs_index_curve_get(r->ix, l.runs[i].run_id, HS_METRIC(L0), &c))
             continue;
+        if (c.n)
+            shown(r, l.runs[i].run_id);
         if (c.n && !rows++)
             fprintf(f, "<h3>L0 head gates</h3>\n<table>\n<tr><th>run</th><th>heads open</th>"
                        "<th>headline metric with the gates</th></tr>\n");
@@ -786,6 +858,8 @@ static long long experiment_begin(report *r, const char *prefix, hs_metric_serie
     if (hs_index_runs(r->ix, HS_KIND_EXPERIMENT, "complete", &l))
         return 0;
     for (int i = l.n - 1; i >= 0 && !run; i--) {
+        if (!chosen(r, l.runs[i].run_id))
+            continue;
         if (hs_index_metric_series(r->ix, l.runs[i].run_id, prefix, s))
             break;
         if (s->n)
@@ -795,7 +869,7 @@ static long long experiment_begin(report *r, const char *prefix, hs_metric_serie
     }
     hs_run_list_free(&l);
     if (run)
-        table_begin(r, id, title, run, columns);
+        table_begin(r, id, title, shown(r, run), columns);
     return run;
 }
 
@@ -877,8 +951,9 @@ static void section_windows(report *r)
     int64_t run = 0;
     char first[64];
     hs_metric_name_of(first, sizeof first, HS_M_VAL_LOSS_WINDOWS, arms[0]);
-    if (hs_index_latest_with_metric(r->ix, first, &run) || !run)
+    if (hs_index_latest_with_metric(r->ix, first, &run) || !run || !chosen(r, run))
         return;
+    shown(r, run);
     FILE *f = r->html;
     char dir[600] = "", data[1200], assign[2600], qdata[1300];
     fig g;
@@ -938,6 +1013,29 @@ static int has_positions(report *r, long long run, const char *name)
     return n;
 }
 
+/* SPEC §21: whether run's normalised numbers rest on a gap clean -
+ * corrupt that is at least two of its standard errors from 0. */
+static void premise_note(report *r, long long run)
+{
+    double ok, gap, se, unused;
+    if (!metric(r, run, -1, -1, HS_METRIC(PREMISE_OK), &ok, &unused) ||
+        !metric(r, run, -1, -1, HS_METRIC(LOGIT_DIFF_GAP), &gap, &se))
+        return;
+    char g[32];
+    if (ok == 0)
+        fprintf(r->html, "<p class=\"claim no\"><b>Not established (run %lld).</b> The gap "
+                "between the clean and corrupt logit differences, %s &plusmn; %.3f, is within "
+                "two standard errors of 0: the model does not tell these prompts apart, and "
+                "every normalised number of this run divides by noise (it was recorded with "
+                "<code>--allow-weak-premise</code>).</p>\n",
+                run, signed_num(g, sizeof g, gap, 3), se);
+    else
+        fprintf(r->html, "<p>Run %lld's gap clean &minus; corrupt, %s &plusmn; %.3f, is at least "
+                "two standard errors from 0, the premise of its normalised numbers; their "
+                "standard errors include the gap's own uncertainty (the delta method).</p>\n",
+                run, signed_num(g, sizeof g, gap, 3), se);
+}
+
 static void causal_patch(report *r, long long run)
 {
     FILE *f = r->html;
@@ -952,6 +1050,7 @@ static void causal_patch(report *r, long long run)
                 run, signed_num(a, sizeof a, clean, 3), se_c, signed_num(b, sizeof b, corrupt, 3),
                 se_k);
     }
+    premise_note(r, run);
     static const hs_metric_id pos[] = { HS_M_PATCH_RESID_PRE, HS_M_PATCH_ATTN_OUT,
                                         HS_M_PATCH_MLP_OUT };
     for (int i = 0; i < 3; i++) {
@@ -1074,8 +1173,10 @@ static void section_causal(report *r)
     }
     if (patch)
         causal_patch(r, patch);
-    if (path)
+    if (path) {
+        premise_note(r, path);
         grid(r, path, HS_M_PATH_PATCH, 0, NULL);
+    }
     if (dla)
         causal_dla(r, dla);
     if (lens) {
@@ -1117,6 +1218,7 @@ static void atp_figures(report *r, long long run)
                 run, signed_num(a, sizeof a, clean, 3), se_c, signed_num(b, sizeof b, corrupt, 3),
                 se_k);
     }
+    premise_note(r, run);
     static const hs_metric_id grids[] = { HS_M_ATP_Z, HS_M_ATP_STAR_Z, HS_M_ATP_PATTERN };
     for (size_t i = 0; i < sizeof grids / sizeof grids[0]; i++)
         if (has_metric(r, run, hs_metric(grids[i])->name))
@@ -1144,6 +1246,7 @@ static void circuit_figures(report *r, long long run)
             return;
     }
     qsort(l.e, (size_t)l.n, sizeof *l.e, by_magnitude);
+    premise_note(r, run);
     fprintf(f, "<p>Circuit run %lld: %s of %d edges. The largest by |score| (the change of the "
                "logit difference their sender's corrupt value would cause through that receiver "
                "alone, first order; negative: the edge carries the clean answer):</p>\n"
@@ -1276,6 +1379,38 @@ static int write_page(report *r, const char *page)
     return hs_tmp_commit(tmp, page, 1);
 }
 
+/* --runs "ID,..." (each a run of the index) and --heads "L.H,..." into r. */
+static int selection(report *r, const hs_report_request *rq)
+{
+    hs_run_list l = { 0 };
+    int rc = rq->runs ? hs_index_runs(r->ix, NULL, NULL, &l) : HS_OK;
+    for (const char *p = rq->runs; !rc && p && *p;) {
+        char *end;
+        const long long id = strtoll(p, &end, 10);
+        int known = 0;
+        for (int i = 0; i < l.n; i++)
+            known |= l.runs[i].run_id == id;
+        if (end == p || (*end && *end != ',') || r->n_runs == 64)
+            rc = hs_fail(HS_EINVAL, "--runs '%s': run ids ID,ID,... expected (64 at most)",
+                         rq->runs);
+        else if (!known)
+            rc = hs_fail(HS_EINVAL, "--runs: %s holds no run %lld", rq->db, id);
+        else
+            r->runs[r->n_runs++] = id, p = *end ? end + 1 : end;
+    }
+    hs_run_list_free(&l);
+    for (const char *p = rq->heads; !rc && p && *p;) {
+        int layer, head, used = 0;
+        if (sscanf(p, "%d.%d%n", &layer, &head, &used) != 2 || layer < 0 || head < 0 ||
+            (p[used] && p[used] != ',') || r->n_heads == 16)
+            rc = hs_fail(HS_EINVAL, "--heads '%s': L.H,L.H,... expected (16 at most)", rq->heads);
+        else
+            r->heads[r->n_heads][0] = layer, r->heads[r->n_heads++][1] = head,
+            p += used + (p[used] == ',');
+    }
+    return rc;
+}
+
 int hs_report_write(const hs_report_request *rq, hs_report_summary *sum)
 {
     memset(sum, 0, sizeof *sum);
@@ -1287,7 +1422,9 @@ int hs_report_write(const hs_report_request *rq, hs_report_summary *sum)
     if (rc)
         return rc;
     snprintf(sum->page, sizeof sum->page, "%s/index.html", rq->dir);
-    rc = hs_mkdirs(rq->dir);
+    rc = selection(&r, rq);
+    if (!rc)
+        rc = hs_mkdirs(rq->dir);
     if (!rc)
         rc = write_page(&r, sum->page);
     hs_index_close(r.ix);

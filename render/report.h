@@ -13,6 +13,11 @@ typedef struct {
     const char *dir;  /* created when missing: index.html, the figures, viewer/ */
     const char *maps; /* the map file to draw (NULL: the latest capture run's) */
     long long seq;    /* its sequence */
+    /* --runs "ID,ID,...": the runs a section may show (NULL: every complete
+     * run; each section shows the latest of its kinds); --heads "L.H,...":
+     * the heads the maps section draws (NULL: those the causal runs single
+     * out first, then those the scores do) */
+    const char *runs, *heads;
 } hs_report_request;
 
 typedef struct {

@@ -215,8 +215,12 @@ void hs_print_dla(FILE *f, const hs_summary *s, const hs_dla_result *r, const hs
 {
     (void)o;
     const hs_metric_row *ld = hs_head_table_find(&r->table, -1, -1, HS_METRIC(LOGIT_DIFF_CLEAN));
+    int right = 0; /* prompts whose answer the model prefers to the wrong token */
+    for (int i = 0; i < r->parts.n; i++)
+        right += r->parts.logit_diff[i] > 0;
     if (s->json) {
-        fprintf(f, "{\"run_id\":%lld,\"prompts\":%d,\"logit_diff_clean\":", s->run_id, r->parts.n);
+        fprintf(f, "{\"run_id\":%lld,\"prompts\":%d,\"prompts_right\":%d,\"logit_diff_clean\":",
+                s->run_id, r->parts.n, right);
         hs_json_number(f, ld->value, 8);
         fprintf(f, ",\"logit_diff_stderr\":"), hs_json_number(f, ld->stderr_value, 6);
         fprintf(f, ",\"top\":{\"layer\":%d,\"head\":%d,\"dla\":", r->top_layer, r->top_head);
@@ -230,6 +234,10 @@ void hs_print_dla(FILE *f, const hs_summary *s, const hs_dla_result *r, const hs
             "sum to the logit difference within %.1e (relative)\n",
             s->run_id, r->parts.n, r->parts.n == 1 ? "" : "s", s->db, ld->value,
             ld->stderr_value, r->top_layer, r->top_head, r->top, r->max_gap);
+    fprintf(f, "the model prefers the answer to the wrong token on %d of %d clean prompt%s%s\n",
+            right, r->parts.n, r->parts.n == 1 ? "" : "s",
+            2 * right < r->parts.n ? ": it mostly does not do this task, so the parts explain "
+                                     "a wrong answer" : "");
 }
 
 void hs_print_logit_lens(FILE *f, const hs_summary *s, const hs_logit_lens_result *r,
@@ -348,19 +356,48 @@ static void print_heads(FILE *f, const hs_head_table *t, int json)
         fprintf(f, "]");
 }
 
+/* SPEC §21's premise of the normalised numbers in t: in JSON ,"premise":
+ * "ok" or "not established: <why>"; as text one line (none when t has no
+ * premise rows). */
+static void print_premise(FILE *f, const hs_head_table *t, int json)
+{
+    char why[256], words[320];
+    const int failed = hs_premise_failed(t, why, sizeof why);
+    const hs_metric_row *gap = hs_head_table_find(t, -1, -1, HS_METRIC(LOGIT_DIFF_GAP));
+    snprintf(words, sizeof words, "not established: %s", why);
+    if (json) {
+        fprintf(f, ",\"premise\":");
+        hs_json_string(f, failed ? words : "ok");
+    } else if (failed) {
+        fprintf(f, "  NOT ESTABLISHED: %s; the normalised numbers below rest on noise\n", why);
+    } else if (gap) {
+        fprintf(f, "  premise holds: gap clean - corrupt %+.4f (stderr %.4f over %lld prompts), "
+                "at least two standard errors from 0\n", gap->value, gap->stderr_value, gap->n);
+    }
+}
+
+/* The JSON fields a causal command's summary opens with. */
+static void causal_json_head(FILE *f, const hs_summary *s, long n, double ld_clean,
+                             double ld_corrupt, const hs_head_table *t)
+{
+    fprintf(f, "{\"run_id\":%lld,\"prompts\":%ld,\"logit_diff_clean\":", s->run_id, n);
+    hs_json_number(f, ld_clean, 9);
+    fprintf(f, ",\"logit_diff_corrupt\":"), hs_json_number(f, ld_corrupt, 9);
+    fprintf(f, ",\"seconds\":"), hs_json_fixed(f, s->seconds, 3);
+    print_premise(f, t, 1);
+}
+
 void hs_print_patch(FILE *f, const hs_summary *s, const hs_patch_result *r)
 {
     if (!s->json) {
         fprintf(f, "run %lld: %ld prompts, logit difference clean %.4f, corrupt %.4f; patching "
                 "recorded in %s (%.1f s)\n", s->run_id, r->n, r->ld_clean, r->ld_corrupt, s->db,
                 s->seconds);
+        print_premise(f, &r->heads, 0);
         print_heads(f, &r->heads, 0);
         return;
     }
-    fprintf(f, "{\"run_id\":%lld,\"prompts\":%ld,\"logit_diff_clean\":", s->run_id, r->n);
-    hs_json_number(f, r->ld_clean, 9);
-    fprintf(f, ",\"logit_diff_corrupt\":"), hs_json_number(f, r->ld_corrupt, 9);
-    fprintf(f, ",\"seconds\":"), hs_json_fixed(f, s->seconds, 3);
+    causal_json_head(f, s, r->n, r->ld_clean, r->ld_corrupt, &r->heads);
     print_heads(f, &r->heads, 1);
     fprintf(f, ",\"positions\":[");
     for (int i = 0; i < r->n_pos; i++) {
@@ -389,6 +426,10 @@ void hs_print_induction(FILE *f, const hs_summary *s, const hs_induction_result 
     const hs_causal_check *cc = &r->causal;
     const hs_metric_row *icl = model_row(&r->table, HS_METRIC(ICL));
     const hs_metric_row *icl_c = model_row(&r->table, HS_METRIC(ICL_CONTROL));
+    const hs_metric_row *first = model_row(&r->table, HS_METRIC(FIRST_HALF_LOSS));
+    /* the probe against chance: random tokens predicting random ones */
+    const double ln_v = log((double)r->vocab);
+    const int above = first && first->value > ln_v + 2 * first->stderr_value;
     if (s->json) {
         fprintf(f, "{\"run_id\":%lld,\"samples\":%d,\"seq_len\":%d,\"top_induction\":{\"layer\":%d,"
                 "\"head\":%d,\"value\":", s->run_id, o->samples, o->seq_len, r->best_layer,
@@ -400,6 +441,13 @@ void hs_print_induction(FILE *f, const hs_summary *s, const hs_induction_result 
         fprintf(f, ",\"loss_delta_random_mean\":"), hs_json_number(f, cc->random_mean, 6);
         fprintf(f, ",\"loss_delta_random_std\":"), hs_json_number(f, cc->random_std, 6);
         fprintf(f, ",\"induction_heads_established\":%s}", r->established ? "true" : "false");
+        fprintf(f, ",\"pool\":%d", r->pool);
+        if (first) {
+            fprintf(f, ",\"first_half_loss\":{\"value\":"), hs_json_number(f, first->value, 6);
+            fprintf(f, ",\"stderr\":"), hs_json_number(f, first->stderr_value, 6);
+            fprintf(f, ",\"ln_v\":"), hs_json_number(f, ln_v, 6);
+            fprintf(f, ",\"above_chance\":%s}", above ? "true" : "false");
+        }
         if (icl) { /* SPEC §5's ICL score of the data (--data), beside the control's */
             fprintf(f, ",\"icl\":{\"value\":"), hs_json_number(f, icl->value, 6);
             fprintf(f, ",\"stderr\":"), hs_json_number(f, icl->stderr_value, 6);
@@ -413,6 +461,12 @@ void hs_print_induction(FILE *f, const hs_summary *s, const hs_induction_result 
             "induction: layer %d head %d, %.3f (random-init control %.3f)\n",
             s->run_id, o->samples, o->seq_len, s->db, r->best_layer, r->best_head, r->best,
             r->best_control);
+    if (first)
+        fprintf(f, "probe: r drawn from %d ids; first-half loss %.3f ± %.3f nats against chance "
+                "ln V = %.3f%s\n", r->pool, first->value, first->stderr_value, ln_v,
+                above ? ": above chance, so the model finds these tokens improbable (rare, "
+                        "byte-fallback or special ids) and its scores are measured off its usual "
+                        "inputs (--from-data FILE or --vocab A:B draws typical ones)" : "");
     if (icl)
         fprintf(f, "ICL score of the data (late minus early token loss): %+.4f ± %.4f nats "
                    "(random-init control %+.4f)\n", icl->value, icl->stderr_value,
@@ -441,16 +495,22 @@ void hs_print_induction(FILE *f, const hs_summary *s, const hs_induction_result 
     }
 }
 
-void hs_print_path_patch(FILE *f, const hs_summary *s, const hs_head_table *t, int n_senders)
+void hs_print_path_patch(FILE *f, const hs_summary *s, const hs_path_patch_result *r,
+                         const hs_path_patch_opts *o)
 {
+    (void)o;
+    const hs_head_table *t = &r->heads;
+    const int n_senders = r->n_senders;
     if (s->json) {
         fprintf(f, "{\"run_id\":%lld,\"seconds\":", s->run_id), hs_json_fixed(f, s->seconds, 3);
+        print_premise(f, t, 1);
         print_heads(f, t, 1);
         fprintf(f, "}\n");
         return;
     }
     fprintf(f, "run %lld: path patching of %d sender(s) recorded in %s (%.1f s)\n", s->run_id,
             n_senders, s->db, s->seconds);
+    print_premise(f, t, 0);
     print_heads(f, t, 0);
 }
 
@@ -554,13 +614,11 @@ void hs_print_atp(FILE *f, const hs_summary *s, const hs_atp_result *r)
         fprintf(f, "run %lld: %ld prompts, logit difference clean %.4f, corrupt %.4f; "
                 "attribution recorded in %s (%.2f s)\n", s->run_id, r->n, r->ld_clean,
                 r->ld_corrupt, s->db, s->seconds);
+        print_premise(f, &r->heads, 0);
         print_largest(f, &r->heads);
         return;
     }
-    fprintf(f, "{\"run_id\":%lld,\"prompts\":%ld,\"logit_diff_clean\":", s->run_id, r->n);
-    hs_json_number(f, r->ld_clean, 9);
-    fprintf(f, ",\"logit_diff_corrupt\":"), hs_json_number(f, r->ld_corrupt, 9);
-    fprintf(f, ",\"seconds\":"), hs_json_fixed(f, s->seconds, 3);
+    causal_json_head(f, s, r->n, r->ld_clean, r->ld_corrupt, &r->heads);
     fprintf(f, ",\"heads\":"), hs_json_head_rows(f, r->heads.rows, r->heads.n);
     fprintf(f, ",\"positions\":"), hs_json_position_rows(f, r->pos, r->n_pos);
     fprintf(f, "}\n");
@@ -570,10 +628,7 @@ void hs_print_circuit(FILE *f, const hs_summary *s, const hs_circuit_result *r,
                       const long *order)
 {
     if (s->json) {
-        fprintf(f, "{\"run_id\":%lld,\"prompts\":%ld,\"logit_diff_clean\":", s->run_id, r->n);
-        hs_json_number(f, r->ld_clean, 9);
-        fprintf(f, ",\"logit_diff_corrupt\":"), hs_json_number(f, r->ld_corrupt, 9);
-        fprintf(f, ",\"seconds\":"), hs_json_fixed(f, s->seconds, 3);
+        causal_json_head(f, s, r->n, r->ld_clean, r->ld_corrupt, &r->heads);
         fprintf(f, ",\"faithfulness\":[");
         for (int k = 0; k < r->n_curve; k++) {
             fprintf(f, "%s[%.0f,", k ? "," : "", r->curve[k].x);
@@ -587,6 +642,7 @@ void hs_print_circuit(FILE *f, const hs_summary *s, const hs_circuit_result *r,
     fprintf(f, "run %lld: %ld prompts, %ld edges scored in %s (%.2f s); logit difference clean "
             "%.4f, corrupt %.4f\n", s->run_id, r->n, r->n_edges, s->db, s->seconds, r->ld_clean,
             r->ld_corrupt);
+    print_premise(f, &r->heads, 0);
     for (long i = 0; i < r->n_edges && i < 5; i++) {
         const hs_edge_row *e = &r->edges[order[i]];
         fprintf(f, "  %-7s %+.4f (stderr %.4f) %s -> %s\n", e->metric, e->value,

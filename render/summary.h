@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "patch.h"
+#include "study_patch.h"
 #include "predict.h"
 #include "study.h"
 #include "study_gqa.h"
@@ -70,8 +71,8 @@ void hs_print_atp(FILE *f, const hs_summary *s, const hs_atp_result *r);
 /* order: the edges by rank (hs_circuit_rank); the top five and the curve */
 void hs_print_circuit(FILE *f, const hs_summary *s, const hs_circuit_result *r,
                       const long *order);
-/* t: the path-patching rows of n_senders senders */
-void hs_print_path_patch(FILE *f, const hs_summary *s, const hs_head_table *t, int n_senders);
+void hs_print_path_patch(FILE *f, const hs_summary *s, const hs_path_patch_result *r,
+                         const hs_path_patch_opts *o);
 void hs_print_induction(FILE *f, const hs_summary *s, const hs_induction_result *r,
                         const hs_induction_opts *o);
 

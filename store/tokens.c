@@ -80,6 +80,7 @@ int hs_tokens_read(hs_tokens *t, const char *path)
 void hs_tokens_free(hs_tokens *t)
 {
     free(t->tok);
+    free(t->valid);
     memset(t, 0, sizeof *t);
 }
 
@@ -232,14 +233,19 @@ void hs_batch_at(const hs_tokens *t, size_t start, int B, int T, int32_t *inputs
 {
     size_t span = (size_t)B * T;
     if (t->mlm.on) {
-        for (size_t i = 0; i < span; i++)
+        for (size_t i = 0; i < span; i++) {
             mlm_position(&t->mlm, start + i, (int)(i % (size_t)T), t->tok[start + i], &inputs[i],
                          &targets[i]);
+            if (t->valid && !t->valid[start + i])
+                targets[i] = HS_TARGET_IGNORE;
+        }
         return;
     }
     for (size_t i = 0; i < span; i++) {
         inputs[i] = t->tok[start + i];
         targets[i] = t->tok[start + i + 1];
+        if (t->valid && ((i + 1) % (size_t)T == 0 || !t->valid[start + i + 1]))
+            targets[i] = HS_TARGET_IGNORE;
     }
 }
 

@@ -35,6 +35,10 @@ typedef struct {
     size_t n;
     int version;  /* 1: uint16, 7: uint32 */
     hs_mlm mlm;   /* an encoder's masked-LM batches (set by the analyses' setup) */
+    /* NULL, or (owned, n) 1 a token / 0 padding, the tokens being sequences
+     * of the batches' T each (--text --lines): a target on padding or past
+     * its sequence's end is HS_TARGET_IGNORE */
+    unsigned char *valid;
 } hs_tokens;
 
 /* Reads and checks a shard: magic, version, that the file size equals the

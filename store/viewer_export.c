@@ -28,6 +28,9 @@ typedef struct {
     int nseq;
     int li[HS_MAPS_MAX_LAYERS]; /* captured layer indices to export */
     int nli;
+    long long runs[64];         /* --runs (nruns 0: any) */
+    int nruns;
+    int focus[16][2], nfocus;   /* --heads: (layer, head) each exported */
     FILE *f[OUT_N];
     char tmp[OUT_N][1200];
     long long offset;           /* bytes of maps.bin written */
@@ -65,12 +68,37 @@ static int parse_list(const char *s, long long max, const char *opt, long long *
     return HS_OK;
 }
 
+/* --heads "L.H,...": each a head of an exported layer. */
+static int select_heads(exporter *e)
+{
+    for (const char *p = e->rq->heads; p && *p;) {
+        int layer, head, used = 0, found = 0;
+        if (sscanf(p, "%d.%d%n", &layer, &head, &used) != 2 || (p[used] && p[used] != ',') ||
+            e->nfocus == 16)
+            return hs_fail(HS_EINVAL, "--heads: '%s' is not a list of heads like 1.6,0.3 (16 at "
+                           "most)", e->rq->heads);
+        for (int k = 0; k < e->nli; k++) {
+            const hs_maps_layer_info *L = &e->in->layers[e->li[k]];
+            for (int i = 0; L->layer == layer && i < L->nh; i++)
+                found |= L->heads[i] == head;
+        }
+        if (!found)
+            return hs_fail(HS_EINVAL, "--heads: layer %d head %d is not among the exported maps "
+                           "of %s", layer, head, e->rq->maps);
+        e->focus[e->nfocus][0] = layer, e->focus[e->nfocus++][1] = head;
+        p += used + (p[used] == ',');
+    }
+    return HS_OK;
+}
+
 static int select_all(exporter *e)
 {
     const hs_viewer_request *rq = e->rq;
     const hs_maps_info *in = e->in;
     if (in->n_seq < 1)
         return hs_fail(HS_EINVAL, "%s: the map file holds no sequence", rq->maps);
+    if (rq->runs && parse_list(rq->runs, (long long)1 << 62, "--runs", e->runs, 64, &e->nruns))
+        return HS_EINVAL;
     e->nseq = 1, e->seq[0] = 0;
     if (rq->sequences &&
         parse_list(rq->sequences, in->n_seq, "--sequences", e->seq, HS_VIEWER_MAX_SEQS, &e->nseq))
@@ -79,7 +107,7 @@ static int select_all(exporter *e)
         e->nli = in->n_layers;
         for (int i = 0; i < in->n_layers; i++)
             e->li[i] = i;
-        return HS_OK;
+        return select_heads(e);
     }
     long long want[HS_MAPS_MAX_LAYERS];
     int n;
@@ -95,7 +123,7 @@ static int select_all(exporter *e)
             return hs_fail(HS_EINVAL, "--layers: layer %lld is not in %s", want[k], rq->maps);
         e->li[e->nli++] = found;
     }
-    return HS_OK;
+    return select_heads(e);
 }
 
 /* ---- token strings ------------------------------------------------------------ */
@@ -366,7 +394,11 @@ static cJSON *metrics_json(exporter *e, int *count)
         snprintf(name, sizeof name, "%s%s", METRICS[m / 2], m % 2 ? "_control" : "");
         for (int i = l.n - 1; i >= 0; i--) {
             const hs_run_record *run = &l.runs[i];
-            if (!run->model_sha256 || strcmp(run->model_sha256, e->in->model_sha256) || !run->kind)
+            int chosen = !e->nruns;
+            for (int k = 0; k < e->nruns; k++)
+                chosen |= e->runs[k] == run->run_id;
+            if (!chosen || !run->model_sha256 || strcmp(run->model_sha256, e->in->model_sha256) ||
+                !run->kind)
                 continue;
             int seen = 0;
             cJSON *it;
@@ -414,6 +446,10 @@ static int write_data(exporter *e, cJSON *blocks, hs_viewer_summary *sum)
     cJSON_AddItemToObject(root, "layers", lays);
     cJSON_AddItemToObject(root, "blocks", blocks);
     cJSON_AddItemToObject(root, "metrics", metrics_json(e, &sum->metrics));
+    cJSON *focus = cJSON_CreateArray();
+    for (int i = 0; i < e->nfocus; i++)
+        cJSON_AddItemToArray(focus, cJSON_CreateIntArray(e->focus[i], 2));
+    cJSON_AddItemToObject(root, "focus", focus);
     char *txt = ok ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
     if (!txt)

@@ -33,6 +33,10 @@ typedef struct {
     const char *layers;    /* model layer ids "0,2" (NULL: every captured layer) */
     int half;              /* 1: float16 rows; 0: uint8 with a scale per row */
     hs_index *ix;          /* scores for the head panel (NULL: none) */
+    const char *runs;      /* "3,7": the runs whose scores the panel shows (NULL: the latest
+                              of each kind and metric) */
+    const char *heads;     /* "1.6,0.3": heads of interest, listed in the panel, the first
+                              shown when the link names none (NULL: none) */
 } hs_viewer_request;
 
 typedef struct {

@@ -205,6 +205,56 @@ shard() {
     "$HS" tokens --in "$1.txt" --out "$1.bin" >/dev/null 2>&1 || bad "tokens could not make $1.bin"
 }
 
+# lines_equal_singles MODEL [OPTION...]: capture --text --lines of four
+# sentences of different lengths (a blank line and a CRLF among them) is one
+# map file whose sequence i, over its own tokens, equals the capture of
+# sentence i alone (--seq-len auto: the whole text one sequence), with
+# /attention_mask 1 over those tokens and every padded entry exactly 0.
+lines_equal_singles() {
+    local model=$1 i
+    shift
+    printf 'Short one.\n\nA rather longer sentence, with a comma and more words in it.\r\nMid length line here.\nThe end is near.\n' >lines.txt
+    hs capture --model "$model" --text lines.txt --lines --out lines.h5 --batch 2 "$@"
+    expect_rc 0 "capture --text --lines" || return 1
+    i=0
+    while IFS= read -r line; do
+        line=${line%$'\r'}
+        [ -n "$line" ] || continue
+        printf '%s' "$line" >"one_$i.txt"
+        hs capture --model "$model" --text "one_$i.txt" --seq-len auto --out "one_$i.h5" --batch 1 "$@"
+        expect_rc 0 "capture --seq-len auto of line $i" || return 1
+        i=$((i + 1))
+    done <lines.txt
+    py - "$i" <<'PY' || bad "--lines maps against single captures: $(cat lines.err)" || return 1
+import sys, h5py, numpy as np
+n = int(sys.argv[1])
+def check(f):
+    am, tok = f["attention_mask"][()], f["tokens"][()]
+    assert am.dtype == np.int8 and am.shape[0] == n, (am.dtype, am.shape)
+    layers = [k for k in f if k.startswith("layer_")]
+    worst = 0.0
+    for i in range(n):
+        with h5py.File("one_%d.h5" % i) as g:
+            one = g["tokens"][0]
+            L = len(one)
+            assert list(am[i]) == [1] * L + [0] * (am.shape[1] - L), (i, am[i], L)
+            assert (tok[i][:L] == one).all(), (i, tok[i], one)
+            for l in layers:
+                a, b = f[l]["attn"][i], g[l]["attn"][0]
+                worst = max(worst, float(np.abs(a[:, :L, :L] - b).max()))
+                pad = np.ones(a.shape, bool)
+                pad[:, :L, :L] = False
+                assert (a[pad] == 0).all(), (i, l, "a padded entry is not 0")
+    assert worst < 1e-5, worst
+try:
+    with h5py.File("lines.h5") as f:
+        check(f)
+except AssertionError as e:
+    open("lines.err", "w").write(repr(e.args))
+    sys.exit(1)
+PY
+}
+
 run_check() {
     local name=$1 t0
     REASON=""

@@ -659,7 +659,7 @@ static void test_random_init_model_scores_near_chance(void)
     hs_model_init_random(&m, 9);
     enum { N = 16, T = 8 };
     int32_t seq[N * 2 * T];
-    hs_repeated_sequences(seq, N, T, PV, 3);
+    hs_repeated_sequences(seq, N, T, NULL, PV, 3);
     hs_scores sc;
     CU_ASSERT_EQUAL_FATAL(hs_scores_alloc(&sc, &m.cfg), HS_OK);
     CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&sc, &m, seq, N, T, 8, NULL, NULL), HS_OK);

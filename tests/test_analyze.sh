@@ -841,7 +841,29 @@ induction_records() {
         expect_eq "$(q i.db "select count(*) from head_metrics where run_id=$run and metric='${m}_control'")" 8 "${m}_control rows" || return 1
     done
     expect_eq "$(q i.db "select n from head_metrics where run_id=$run and metric='induction' limit 1")" 8 "induction n" || return 1
-    for m in second_half_loss causal_loss_delta_top_k causal_loss_delta_random_k icl icl_control; do
+    # the probe against chance: the first half's loss beside ln V in --json
+    close "$(jget out.txt first_half_loss value)" \
+        "$(q i.db "select value from head_metrics where run_id=$run and metric='first_half_loss'")" 1e-5 ||
+        bad "first_half_loss in --json" || return 1
+    close "$(jget out.txt first_half_loss ln_v)" \
+        "$(py -c 'import json, math, sys; print(math.log(json.load(open(sys.argv[1] + "/config.json"))["vocab_size"]))' "$GPT2")" 1e-5 ||
+        bad "ln V" || return 1
+    # r's tokens from a range, or from the ids of a shard (the pool's size)
+    hs induction --model "$GPT2" --db v.db --seq-len 6 --samples 8 --vocab 3:10 --json
+    expect_rc 0 "induction --vocab" && expect_eq "$(jget out.txt pool)" 7 "--vocab 3:10" || return 1
+    hs induction --model "$GPT2" --db v.db --seq-len 6 --samples 8 --vocab 3-10 --json
+    expect_rc 0 "induction --vocab" && expect_eq "$(jget out.txt pool)" 8 "--vocab 3-10" || return 1
+    hs induction --model "$GPT2" --db v.db --seq-len 6 --samples 8 --from-data "$EVAL" --json
+    expect_rc 0 "induction --from-data" || return 1
+    expect_eq "$(jget out.txt pool)" "$(py -c 'import struct, sys
+raw = open(sys.argv[1], "rb").read()
+version, n = struct.unpack("<2i", raw[4:12])
+w = "H" if version == 1 else "I"
+print(len(set(struct.unpack("<%d%s" % (n, w), raw[1024:1024 + struct.calcsize(w) * n]))))' "$EVAL")" "--from-data: the shard's distinct ids" || return 1
+    expect_refused 2 induction "--vocab '9:9'" --model "$GPT2" --db v.db --vocab 9:9 || return 1
+    expect_refused 2 induction "--from-data does not apply with --vocab" --model "$GPT2" --db v.db \
+        --vocab 1:4 --from-data "$EVAL" || return 1
+    for m in second_half_loss first_half_loss causal_loss_delta_top_k causal_loss_delta_random_k icl icl_control; do
         expect_eq "$(q i.db "select count(*) from head_metrics where run_id=$run and metric='$m' and layer=-1 and head=-1")" 1 "$m row" || return 1
     done
     expect_eq "$(q i.db "select n from head_metrics where run_id=$run and metric='causal_loss_delta_random_k'")" 20 "random draws" || return 1

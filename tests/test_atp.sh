@@ -47,6 +47,15 @@ for metric, lst in want.items():
         worst = max(worst, d)
         if d > 1e-4:
             bad.append("%s %s %s: got %r want %r" % (metric, a, b, g, (v, e)))
+# SPEC §21: the premise as the oracle's gap and stderr say (mla_q's is weak:
+# run with --allow-weak-premise)
+v, e = case["logit_diff_gap"]
+if (got["premise"] == "ok") != (abs(v) >= 2 * e):
+    bad.append("premise: gap %r stderr %r, %r" % (v, e, got["premise"]))
+if kind not in ("eap", "eap_ig"):
+    g = rows.get(("logit_diff_gap", -1, -1))
+    if g is None or abs(g[0] - v) > 1e-4 or abs(g[1] - e) > 1e-4:
+        bad.append("logit_diff_gap: got %r want %r" % (g, (v, e)))
 if kind in ("eap", "eap_ig"):
     f = [[p[0], p[1]] for p in got["faithfulness"]]
     for (x, y), (wx, wy) in zip(f, case["faithfulness_" + kind]):
@@ -65,22 +74,23 @@ oracle_case() {
     model=$FIX/$(py -c 'import json,sys; print(json.load(open(sys.argv[1]))["cases"][sys.argv[2]]["model"])' "$A/oracle.json" "$case")
     prompts=$FIX/$(py -c 'import json,sys; print(json.load(open(sys.argv[1]))["cases"][sys.argv[2]]["prompts"])' "$A/oracle.json" "$case")
     steps=$(py -c 'import json,sys; print(json.load(open(sys.argv[1]))["cases"][sys.argv[2]]["ig_steps"])' "$A/oracle.json" "$case")
-    local mode extra
+    local mode extra weak
+    weak=$(py -c 'import json,sys; v, e = json.load(open(sys.argv[1]))["cases"][sys.argv[2]]["logit_diff_gap"]; print("--allow-weak-premise" if abs(v) < 2 * e else "")' "$A/oracle.json" "$case")
     for mode in denoising noising; do
-        extra=()
-        [ "$mode" = noising ] && extra=(--noising)
+        extra=($weak)
+        [ "$mode" = noising ] && extra+=(--noising)
         hs atp --model "$model" --prompts "$prompts" --db o.db --site z,pattern,q,k,v,resid_pre,attn_out,mlp_out \
             --star --batch 4 "${extra[@]}" --json
         expect_rc 0 "atp $case $mode" || return 1
         cp out.txt atp.json
         compare atp.json "$case" "$mode" || return 1
     done
-    hs circuit --model "$model" --prompts "$prompts" --db o.db --method eap --top-n $TOP --json
+    hs circuit --model "$model" --prompts "$prompts" --db o.db --method eap --top-n $TOP $weak --json
     expect_rc 0 "circuit $case eap" || return 1
     cp out.txt eap.json
     compare eap.json "$case" eap || return 1
     hs circuit --model "$model" --prompts "$prompts" --db o.db --method eap-ig --ig-steps "$steps" \
-        --top-n $TOP --json
+        --top-n $TOP $weak --json
     expect_rc 0 "circuit $case eap-ig" || return 1
     cp out.txt ig.json
     compare ig.json "$case" eap_ig
@@ -129,7 +139,8 @@ for i in range(3):  # ids below 5, the smallest vocabulary of the fixtures (tiny
     print(json.dumps({"clean_ids": [0, 1 + i % 2, 2, 3], "corrupt_ids": [0, 4, 2 + i % 2, 3], "answer_id": 1, "wrong_id": 4}))' >small.jsonl
     for fam in gemma2 olmo2 gemma3; do
         expect_refused 1 circuit "atp covers this family" --model "$FIX/families3/$fam" --prompts small.jsonl --db f.db --method eap || return 1
-        hs atp --model "$FIX/families3/$fam" --prompts small.jsonl --db f.db --site z,q,k,v --star
+        hs atp --model "$FIX/families3/$fam" --prompts small.jsonl --db f.db --site z,q,k,v --star \
+            --allow-weak-premise
         expect_rc 0 "atp on $fam" || return 1
     done
     expect_refused 1 circuit "post-norm" --model "$FIX/models/hs_post_gelu" --prompts small.jsonl --db f.db --method eap-ig || return 1

@@ -685,7 +685,7 @@ static void test_induction_scores_equal_the_maps_and_controls_run(void)
         load_case(&m, CASES[i]);
         const hs_model_config *c = &m.cfg;
         int32_t tok[N * 2 * TH];
-        hs_repeated_sequences(tok, N, TH, c->vocab_size, 5 + i);
+        hs_repeated_sequences(tok, N, TH, NULL, c->vocab_size, 5 + i);
         hs_scores s;
         CU_ASSERT_EQUAL_FATAL(hs_scores_alloc(&s, c), HS_OK);
         CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&s, &m, tok, N, TH, 3, NULL, NULL), HS_OK);

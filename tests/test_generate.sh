@@ -42,6 +42,13 @@ generate_json_and_cache_bytes() {
     py -c 'import json,sys; sys.exit(0 if json.load(open("out.txt"))["tokens_per_s"] > 0 else 1)' ||
         bad "tokens_per_s not positive" || return 1
     cache_matches_kv_bytes gpt2 12 "$cb" || return 1
+    # as text, both streams into one file: the text's line whole, then the
+    # stats line of its own
+    "$HS" generate --model gpt2 --prompt-ids 1,2,3 --max-new 9 >both.txt 2>&1 ||
+        bad "generate as text" || return 1
+    expect_eq "$(wc -l <both.txt) $(sed -n 1p both.txt | grep -c '^generate:')" "2 0" \
+        "the text, then the stats line: $(cat both.txt)" || return 1
+    expect_grep "$(sed -n 2p both.txt)" "generate: 9 new tokens, " "the stats line" || return 1
     # a window of 8 over 30 positions: a ring of 8
     model mistral mistral window=8 || return 1
     hs generate --model mistral --prompt-ids 5,6,7,8,9,10,11,12,13,14 --max-new 20 --json

@@ -30,6 +30,12 @@ installed_example() {
     local got
     got=$(sed -n 's/.*mean attention entropy \([0-9.]*\) nats.*/\1/p' ex.txt)
     [ -n "$got" ] || bad "no entropy in: $(cat ex.txt)" || return 1
+    expect_grep "$(cat ex.txt)" "has no tokenizer: the text's bytes are its tokens" "the example says so" ||
+        return 1
+    # a byte the vocabulary does not hold (48 ids) is refused, not wrapped around
+    ! ./head_entropy "$MODEL" 1 1 "xyz" >bad.txt 2>&1 || bad "a byte beyond the vocabulary ran" || return 1
+    expect_grep "$(cat bad.txt)" "byte 120 of the text is no id of the model's vocabulary of 48" \
+        "the refusal" || return 1
     # the same tokens (+1 for the target) through `patterns`
     printf '%s!' "$text" >text.txt
     hs tokens --in text.txt --out t.bin

@@ -109,6 +109,65 @@ static void test_patch_refuses_zero_over_zero(void)
     hs_model_free(&m);
 }
 
+/* SPEC §21's stderr from the running moments equals the two-pass
+ * residuals sd(dP_i - v D_i) / sqrt(n) / |G| written out here, for either
+ * sign of towards; with every gap equal it is §11's sd(dP) / sqrt(n) / |G|;
+ * and the premise row says whether |G| >= 2 stderr of the gaps. */
+static void test_delta_method_stderr_and_the_premise(void)
+{
+    enum { N = 9 };
+    double dp[N], dg[N], g = 0;
+    for (int i = 0; i < N; i++) {
+        dg[i] = 0.2 + 0.05 * ((i * 7) % 5);
+        dp[i] = 0.8 * dg[i] + 0.01 * ((i * 3) % 4) - 0.3 * (i == 4);
+        g += dg[i] / N;
+    }
+    for (int sign = -1; sign <= 1; sign += 2) {
+        hs_welford2 w = { 0 };
+        for (int i = 0; i < N; i++)
+            hs_welford2_add(&w, dp[i], dg[i]);
+        double v, e;
+        hs_patch_ratio(&v, &e, &w, sign * g, g);
+        double mp = 0, mr = 0, ss = 0;
+        for (int i = 0; i < N; i++)
+            mp += dp[i] / N;
+        const double want_v = mp / (sign * g);
+        for (int i = 0; i < N; i++)
+            mr += (dp[i] - want_v * sign * dg[i]) / N;
+        for (int i = 0; i < N; i++) {
+            const double r = dp[i] - want_v * sign * dg[i] - mr;
+            ss += r * r;
+        }
+        CU_ASSERT_DOUBLE_EQUAL(v, want_v, 1e-12);
+        CU_ASSERT_DOUBLE_EQUAL(e, sqrt(ss / (N - 1) / N) / fabs(g), 1e-12);
+    }
+    hs_welford2 same = { 0 };
+    hs_welford plain = { 0 };
+    for (int i = 0; i < N; i++)
+        hs_welford2_add(&same, dp[i], 0.5), hs_welford_add(&plain, dp[i]);
+    double v, e;
+    hs_patch_ratio(&v, &e, &same, 0.5, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(e, hs_welford_stderr(&plain) / 0.5, 1e-12);
+    /* the premise: gaps of +-0.3 about 0.01 (mean -0.02, stderr 0.1) fail,
+     * dg (mean 0.29, stderr 0.02) holds */
+    for (int k = 0; k < 2; k++) {
+        hs_ld_baseline b = { 0 };
+        for (int i = 0; i < N; i++)
+            hs_ld_baseline_add(&b, 1.0 + (k ? dg[i] : 0.01 + 0.3 * (i % 2 ? 1 : -1)), 1.0);
+        hs_head_table t = { 0 };
+        double span;
+        CU_ASSERT_EQUAL_FATAL(hs_patch_baseline(&t, &span, &b), HS_OK);
+        const hs_metric_row *ok = hs_head_table_find(&t, -1, -1, "premise_ok");
+        const hs_metric_row *gap = hs_head_table_find(&t, -1, -1, "logit_diff_gap");
+        CU_ASSERT_FATAL(ok && gap);
+        CU_ASSERT_DOUBLE_EQUAL(gap->value, span, 1e-15);
+        CU_ASSERT_DOUBLE_EQUAL(gap->stderr_value, hs_welford_stderr(&b.gap), 1e-15);
+        CU_ASSERT_EQUAL(ok->value, fabs(gap->value) >= 2 * gap->stderr_value);
+        CU_ASSERT_EQUAL(ok->value, k);
+        hs_head_table_free(&t);
+    }
+}
+
 /* A stacked forward of n copies, copy j with intervention j, equals n
  * forwards each with its own intervention (capture/stack.h). */
 static void test_stacked_interventions_equal_separate_forwards(void)
@@ -199,6 +258,7 @@ int main(void)
         { "test_patch_z_singles_out_the_planted_copying_head",
           test_patch_z_singles_out_the_planted_copying_head },
         { "test_patch_refuses_zero_over_zero", test_patch_refuses_zero_over_zero },
+        { "test_delta_method_stderr_and_the_premise", test_delta_method_stderr_and_the_premise },
         { "test_stacked_interventions_equal_separate_forwards",
           test_stacked_interventions_equal_separate_forwards },
         { "test_forward_from_last_equals_the_last_position",

@@ -41,10 +41,18 @@ for metric, lst in want.items():
         worst = max(worst, d)
         if d > 1e-4:
             bad.append("%s %d %d: got %r want %r" % (metric, l, i, g[:2], (v, e)))
-for name in ("logit_diff_clean", "logit_diff_corrupt"):
+for name in ("logit_diff_clean", "logit_diff_corrupt", "logit_diff_gap"):
     g, (v, e) = rows.get((name, -1, -1)), case[name]
     if g is None or abs(g[0] - v) > 1e-4 or abs(g[1] - e) > 1e-4:
         bad.append("%s: got %r want %r" % (name, g, (v, e)))
+# SPEC §21: the premise as the oracle's gap and stderr say (gpt2_lengths'
+# is weak: run with --allow-weak-premise)
+v, e = case["logit_diff_gap"]
+ok = abs(v) >= 2 * e
+if rows.get(("premise_ok", -1, -1), (None,))[0] != ok or \
+        (got["premise"] == "ok") != ok or not got["premise"].startswith(("ok", "not established")):
+    bad.append("premise: gap %r stderr %r, premise_ok %r, %r" % (
+        v, e, rows.get(("premise_ok", -1, -1)), got.get("premise")))
 extra = sum(1 for k in rows if k[0].startswith(("patch_", "path_patch")))
 if extra != count:
     bad.append("%d patch rows, the oracle has %d" % (extra, count))
@@ -54,13 +62,13 @@ PY
     echo "    $2 $3: $(cat cmp.txt)"
 }
 
-# patch_case CASE MODE: the command's JSON for a case against the oracle.
+# patch_case CASE MODE [OPTION...]: the command's JSON for a case against the oracle.
 patch_case() {
     local case=$1 mode=$2 sites model
     sites=$(py -c 'import json,sys; print(",".join(json.load(open(sys.argv[1]))[sys.argv[2]]["sites"]))' "$C/oracle.json" "$case")
     model=$(jget "$C/oracle.json" "$case" model)
-    local extra=()
-    [ "$mode" = noising ] && extra=(--noising)
+    local extra=("${@:3}")
+    [ "$mode" = noising ] && extra+=(--noising)
     hs patch --model "$M/$model" --prompts "$C/$case.jsonl" --db p.db --site "$sites" "${extra[@]}" --batch 4 --json
     expect_rc 0 "patch $case $mode" || return 1
     cp out.txt "$case.$mode.json"
@@ -103,15 +111,93 @@ oracle_neox_seq() {
 # Head sites over prompts of two lengths (batched by length); position sites
 # are keyed by position and refused there, naming two lines.
 oracle_lengths() {
-    patch_case gpt2_lengths denoising && patch_case gpt2_lengths noising || return 1
+    # a weak premise (gap within 2 stderr of 0): refused, then recorded as such
+    local gap
+    gap=$(py -c 'import json,sys; v, e = json.load(open(sys.argv[1]))["gpt2_lengths"]["logit_diff_gap"]; assert abs(v) < 2 * e; print("= %+.4g has a standard error of %.2g over 6 prompts" % (v, e))' "$C/oracle.json")
+    expect_refused 1 patch "gap mean LD_clean - mean LD_corrupt $gap" \
+        --model "$M/gpt2_tiny" --prompts "$C/gpt2_lengths.jsonl" --db w.db --site z || return 1
+    local w
+    w=$(py -c 'import sqlite3; print(sqlite3.connect("w.db").execute("select status, (select count(*) from head_metrics) from runs").fetchall())')
+    expect_eq "$w" "[('failed', 0)]" "a refused weak premise's run" || return 1
+    patch_case gpt2_lengths denoising --allow-weak-premise &&
+        patch_case gpt2_lengths noising --allow-weak-premise || return 1
+    hs patch --model "$M/gpt2_tiny" --prompts "$C/gpt2_lengths.jsonl" --db w.db --site z \
+        --allow-weak-premise
+    expect_rc 0 "patch --allow-weak-premise" || return 1
+    expect_grep "$OUT" "NOT ESTABLISHED: the logit-difference gap" "the summary" || return 1
+    expect_eq "$(sqlite3 w.db "select status, (select value from head_metrics h where h.run_id = runs.run_id and metric = 'premise_ok') from runs order by run_id")" \
+        "$(printf 'failed|\ncomplete|0.0')" "the index's runs" || return 1
+    hs report --db w.db --out rep
+    expect_rc 0 "report" || return 1
+    expect_grep "$(cat rep/index.html)" "Not established (run 2).</b> The gap" "the report" || return 1
     expect_refused 2 patch "line 1 has 4 tokens, line 2 has 7" --model "$M/gpt2_tiny" \
         --prompts "$C/gpt2_lengths.jsonl" --db r.db --site z,resid_pre || return 1
     expect_nofile r.db "a refused patch"
     # the default sites are the head site z alone there
-    hs patch --model "$M/gpt2_tiny" --prompts "$C/gpt2_lengths.jsonl" --db d.db --json
+    hs patch --model "$M/gpt2_tiny" --prompts "$C/gpt2_lengths.jsonl" --db d.db --json --allow-weak-premise
     expect_rc 0 "patch with the default sites" || return 1
     expect_eq "$(py -c 'import json; r=json.load(open("out.txt")); print(len(r["positions"]), sorted({h["metric"] for h in r["heads"]}))')" \
-        "0 ['logit_diff_clean', 'logit_diff_corrupt', 'patch_z']" "default sites over two lengths"
+        "0 ['logit_diff_clean', 'logit_diff_corrupt', 'logit_diff_gap', 'patch_z', 'premise_ok']" \
+        "default sites over two lengths"
+}
+
+# SPEC §21 on every causal command: the two-length prompts' gap is within two
+# standard errors of 0 (the oracle's numbers): each command refuses with the
+# gap and its stderr, its run failed and empty; with --allow-weak-premise each
+# records premise_ok 0 and its --json says "not established".
+weak_premise_every_command() {
+    local gap cmd
+    gap=$(py -c 'import json,sys; v, e = json.load(open(sys.argv[1]))["gpt2_lengths"]["logit_diff_gap"]; print("= %+.4g has a standard error of %.2g over 6 prompts" % (v, e))' "$C/oracle.json")
+    local -A args=([patch]="--site z" [path-patch]="--senders all" [atp]="--site z" [circuit]="--method eap")
+    for cmd in patch path-patch atp circuit; do
+        # shellcheck disable=SC2086
+        expect_refused 1 "$cmd" "gap mean LD_clean - mean LD_corrupt $gap" --model "$M/gpt2_tiny" \
+            --prompts "$C/gpt2_lengths.jsonl" --db "$cmd.db" ${args[$cmd]} || return 1
+        expect_eq "$(sqlite3 "$cmd.db" "select status, (select count(*) from head_metrics) from runs")" \
+            "failed|0" "$cmd: the refused run" || return 1
+        # shellcheck disable=SC2086
+        hs "$cmd" --model "$M/gpt2_tiny" --prompts "$C/gpt2_lengths.jsonl" --db "$cmd.db" \
+            ${args[$cmd]} --allow-weak-premise --json
+        expect_rc 0 "$cmd --allow-weak-premise" || return 1
+        expect_grep "$(py -c 'import json; print(json.load(open("out.txt"))["premise"])')" \
+            "not established: the logit-difference gap" "$cmd --json" || return 1
+        expect_eq "$(sqlite3 "$cmd.db" "select status, value from runs join head_metrics using (run_id) where metric = 'premise_ok'")" \
+            "complete|0.0" "$cmd: the index" || return 1
+    done
+}
+
+# report --runs and --heads: by default the latest run of each kind, the
+# others marked "left out"; --runs chooses; the maps drawn are the heads the
+# causal runs single out (largest patch_z, largest DLA) unless --heads names
+# them; a run or head list that is not one is refused.
+report_runs_and_heads() {
+    local g="$M/gpt2_tiny" p="$C/gpt2.jsonl" top
+    hs patch --model "$g" --prompts "$p" --db rr.db --site z && expect_rc 0 "patch 1" || return 1
+    hs patch --model "$g" --prompts "$p" --db rr.db --site z --noising &&
+        expect_rc 0 "patch 2" || return 1
+    hs dla --model "$g" --prompts "$p" --db rr.db && expect_rc 0 "dla" || return 1
+    hs capture --model "$g" --data "$g/eval.bin" --out m.h5 --batch 1 --seq-len 8 --db rr.db &&
+        expect_rc 0 "capture" || return 1
+    top=$(sqlite3 rr.db "select 'map_L' || layer || 'H' || head || '.png' from head_metrics where run_id = 2 and metric = 'patch_z' order by value desc, layer, head limit 1")
+    hs report --db rr.db --out r1 && expect_rc 0 "report" || return 1
+    local page
+    page=$(cat r1/index.html)
+    expect_grep "$page" "<tr><td>1<br><b>left out</b></td>" "run 1 left out" || return 1
+    expect_grep "$page" "src=\"$top\"" "the map of run 2's largest patch_z" || return 1
+    expect_grep "$page" "largest patch_z" "the map's reason" || return 1
+    hs report --db rr.db --out r2 --runs 1,3,4 && expect_rc 0 "report --runs" || return 1
+    page=$(cat r2/index.html)
+    expect_grep "$page" "<tr><td>2<br><b>left out</b></td>" "--runs: run 2 left out" || return 1
+    expect_grep "$page" "Run 1: logit difference" "--runs: patch run 1 shown" || return 1
+    hs report --db rr.db --out r3 --heads 0.1,1.0 && expect_rc 0 "report --heads" || return 1
+    page=$(cat r3/index.html)
+    expect_grep "$page" 'src="map_L0H1.png"' "--heads 0.1" || return 1
+    expect_grep "$page" 'src="map_L1H0.png"' "--heads 1.0" || return 1
+    expect_grep "$page" "chosen with --heads" "--heads: the maps' reason" || return 1
+    expect_refused 1 report "rr.db holds no run 99" --db rr.db --out r4 --runs 1,99 || return 1
+    expect_refused 1 report "--heads 'x': L.H,L.H,... expected" --db rr.db --out r4 --heads x ||
+        return 1
+    expect_nofile r4/index.html "a refused report"
 }
 
 # The stacked continuations equal one hooked full forward per patch.
@@ -215,6 +301,23 @@ want = sqlite3.connect("pr.db").execute("select value from head_metrics where me
 assert abs(ld - want) < 1e-5 * max(1, abs(want)), (ld, want)
 assert [l["line"] for l in lines] == list(range(1, len(lines) + 1))' ||
         bad "predict's clean LDs and patch's logit_diff_clean" || return 1
+    # dla counts the prompts the model gets right (LD clean > 0), as predict
+    # shows them, here on the pairs swapped (the corrupt prompt as the clean)
+    py -c 'import json, sys
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    d["clean_ids"], d["corrupt_ids"] = d["corrupt_ids"], d["clean_ids"]
+    print(json.dumps(d))' "$C/gpt2.jsonl" >swapped.jsonl
+    hs predict --model "$M/gpt2_tiny" --prompts swapped.jsonl --json
+    local right
+    right=$(py -c 'import json; print(sum(l["clean"]["ld"] > 0 for l in json.load(open("out.txt"))["lines"]))')
+    hs dla --model "$M/gpt2_tiny" --prompts swapped.jsonl --db dl.db --json
+    expect_rc 0 "dla" || return 1
+    expect_eq "$(py -c 'import json; print(json.load(open("out.txt"))["prompts_right"])')" "$right" \
+        "dla's prompts_right" || return 1
+    hs dla --model "$M/gpt2_tiny" --prompts swapped.jsonl --db dl.db
+    expect_grep "$OUT" "prefers the answer to the wrong token on $right of 6 clean prompts" "dla's summary" ||
+        return 1
     expect_refused 2 predict "one of --prompt, --prompt-ids, --prompts" --model "$M/gpt2_tiny"
 }
 
@@ -237,4 +340,4 @@ bad_prompts() {
 }
 
 run_checks oracle_gpt2 oracle_llama_gqa oracle_neox_par oracle_neox_seq oracle_lengths fast_equals_naive index_rows zero_over_zero \
-    predict_equals_the_forward bad_prompts
+    predict_equals_the_forward bad_prompts weak_premise_every_command report_runs_and_heads

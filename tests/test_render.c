@@ -337,7 +337,8 @@ static void test_summaries_are_json_and_text(void)
     SUMMARY(out, hs_print_patch, &tx, &pa);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "at layer 0 head 1"));
     free(out);
-    SUMMARY(out, hs_print_path_patch, &js, &pa.heads, 1);
+    hs_path_patch_result pp = { .heads = pa.heads, .n_senders = 1 };
+    SUMMARY(out, hs_print_path_patch, &js, &pp, NULL);
     cJSON_Delete(parsed(out));
     hs_head_table_free(&pa.heads);
 }

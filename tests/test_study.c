@@ -44,7 +44,8 @@ static void test_induction_study_rows_control_and_verdict_on_planted_heads(void)
     hs_induction_result r;
     CU_ASSERT_EQUAL_FATAL(hs_induction_study(&r, &o, &(hs_study_env){ .m = &m }), HS_OK);
     const int heads = 2 * PH;
-    CU_ASSERT_EQUAL(r.table.n, 2 * 4 * heads + 4 + r.causal.k);
+    CU_ASSERT_EQUAL(r.table.n, 2 * 4 * heads + 5 + r.causal.k);
+    CU_ASSERT_EQUAL(r.pool, PV);
     printf("\n    best L%dH%d %.3f (control %.3f), established %d", r.best_layer, r.best_head,
            r.best, r.best_control, r.established);
     CU_ASSERT_EQUAL(r.best_layer, 1);
@@ -66,7 +67,7 @@ static void test_induction_study_rows_control_and_verdict_on_planted_heads(void)
     CU_ASSERT_EQUAL(memcmp(ctrl.params, ref.params, sizeof(hs_real) * ref.n_params), 0);
     hs_model_free(&ref);
     int32_t seq[16 * 2 * 8];
-    hs_repeated_sequences(seq, 16, 8, PV, o.seed);
+    hs_repeated_sequences(seq, 16, 8, NULL, PV, o.seed);
     hs_scores sc;
     CU_ASSERT_EQUAL_FATAL(hs_scores_alloc(&sc, &ctrl.cfg), HS_OK);
     CU_ASSERT_EQUAL_FATAL(hs_pattern_scores(&sc, &ctrl, seq, 16, 8, 4, NULL, NULL), HS_OK);
@@ -82,6 +83,35 @@ static void test_induction_study_rows_control_and_verdict_on_planted_heads(void)
     CU_ASSERT_EQUAL(worst, 0);
     CU_ASSERT_EQUAL(r.best_control, sc.value[HS_SCORE_INDUCTION][HS_MAX_HEADS]);
     hs_scores_free(&sc);
+
+    /* first_half_loss: each sequence's r alone, its T-1 next-token losses
+     * averaged, then over sequences (a causal model: the second half
+     * changes nothing before it) */
+    hs_acts a;
+    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &m.cfg, 1, 7, HS_ACTS_INFER), HS_OK);
+    double mean = 0;
+    for (int n = 0; n < 16; n++) {
+        int32_t in[7], tg[7];
+        for (int t = 0; t < 7; t++)
+            in[t] = seq[n * 16 + t], tg[t] = seq[n * 16 + t + 1];
+        CU_ASSERT_EQUAL_FATAL(hs_forward(&a, &m, in, tg, NULL), HS_OK);
+        mean += a.loss / 16;
+    }
+    hs_acts_free(&a);
+    CU_ASSERT_DOUBLE_EQUAL(row(&r.table, -1, -1, "first_half_loss"), mean, 1e-5 * (1 + mean));
+
+    /* r drawn from a pool: its ids only; the pool 0 .. V-1 draws as NULL */
+    int32_t pool[PV], from[16 * 2 * 8];
+    for (int i = 0; i < PV; i++)
+        pool[i] = i;
+    hs_repeated_sequences(from, 16, 8, pool, PV, o.seed);
+    CU_ASSERT_EQUAL(memcmp(from, seq, sizeof seq), 0);
+    const int32_t few[3] = { 2, 5, 7 };
+    hs_repeated_sequences(from, 16, 8, few, 3, o.seed);
+    int outside = 0;
+    for (int i = 0; i < 16 * 16; i++)
+        outside += from[i] != 2 && from[i] != 5 && from[i] != 7;
+    CU_ASSERT_EQUAL(outside, 0);
     hs_model_free(&ctrl);
     hs_induction_result_free(&r);
     hs_model_free(&m);

@@ -214,7 +214,10 @@ PY
         --task pairs.jsonl --seq-len 12 || return 1
     printf '{"ids": [101, 2023, 102], "token_type_ids": [0, 2, 0], "label": 0}\n' >types.jsonl
     expect_refused 1 eval "types.jsonl:1: \"token_type_ids\"[1]: the model's token types are 0 .. 1" \
-        --model pc --task types.jsonl
+        --model pc --task types.jsonl || return 1
+    # capture --text --lines (SPEC §21) on this encoder: padding masked as keys,
+    # each sentence's maps those of its capture alone
+    lines_equal_singles pc
 }
 
 bad_tasks_are_refused() {

@@ -294,6 +294,36 @@ EOF
         bad "capture --data gave other token text than --text" || return 1
 }
 
+# capture --text --lines (SPEC §21) on a decoder with the Llama-3 tokenizer:
+# one map file whose sequences equal single-sentence captures.
+capture_lines() {
+    with_llama3 || return 0
+    text_model || return 1
+    lines_equal_singles "$TMP/l3tok" || return 1
+    # eval --text --lines: the mean over every line's own targets (padding
+    # and the next line never a target) of the per-line evals alone
+    local i=0 want
+    : >singles.txt
+    while [ -e "one_$i.txt" ]; do
+        hs eval --model "$TMP/l3tok" --text "one_$i.txt" --seq-len auto --json
+        expect_rc 0 "eval --seq-len auto of line $i" || return 1
+        echo "$OUT" >>singles.txt
+        i=$((i + 1))
+    done
+    want=$(py -c 'import json, math
+r = [json.loads(l) for l in open("singles.txt")]
+k = sum(x["tokens"] for x in r)
+m = [x["loss"] for x in r]
+mu = sum(m) / len(m)
+se = math.sqrt(sum((v - mu) ** 2 for v in m) / (len(m) - 1) / len(m))
+print("%.6f %.6f %d %d" % (sum(x["loss"] * x["tokens"] for x in r) / k, se, k, len(r)))')
+    hs eval --model "$TMP/l3tok" --text lines.txt --lines --batch 3 --json
+    expect_rc 0 "eval --text --lines" || return 1
+    expect_eq "$(py -c 'import json, sys; r = json.loads(sys.argv[1]); print("%.6f %.6f %d %d" % (r["loss"], r["stderr"], r["tokens"], r["sequences"]))' "$OUT")" \
+        "$want" "eval --lines against each line alone" || return 1
+    expect_refused 2 eval "--lines needs --text" --model "$TMP/l3tok" --data "$TMP/t.bin" --lines
+}
+
 # eval on --text equals eval on the shard `tokens --tokenizer` makes of the
 # same file; analyses record the text file as their data; a model whose
 # vocabulary the ids exceed is refused naming the tokenizer and the model.
@@ -314,9 +344,13 @@ text_equals_shard() {
     hs importance --model "$TMP/l3tok" --text e.txt --db r.db --batch 1 --seq-len 16 --json
     expect_rc 0 "importance --text" || return 1
     py - "$(sha e.txt)" <<'EOF' || bad "the run's data is not the text file" || return 1
-import sqlite3, sys
-path, sha = sqlite3.connect("r.db").execute("SELECT data_path, data_sha256 FROM runs").fetchone()
-sys.exit(0 if path == "e.txt" and sha == sys.argv[1] else 1)
+import json, os, sqlite3, sys
+path, sha, args = sqlite3.connect("r.db").execute("SELECT data_path, data_sha256, args FROM runs").fetchone()
+# recorded absolute: the index finds its inputs from anywhere (runs.args too)
+args = json.loads(args)
+sys.exit(0 if path == os.path.abspath("e.txt") and sha == sys.argv[1] and
+         args[args.index("--text") + 1] == path and args[args.index("--db") + 1] == os.path.abspath("r.db")
+         else 1)
 EOF
     byte_model || return 1
     expect_refused 1 eval "outside the vocabulary of 256 of the model $TMP/byte" --model "$TMP/byte" \
@@ -325,4 +359,4 @@ EOF
 }
 
 run_checks text_rules text_errors plot_token_labels maps_and_report_text hostile_token_text \
-    capture_token_text text_equals_shard
+    capture_token_text text_equals_shard capture_lines

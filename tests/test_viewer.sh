@@ -79,6 +79,36 @@ tiny_capture() {
 
 # ---- checks ------------------------------------------------------------------------
 
+# view --runs: the panel's scores of those runs alone (default: the latest);
+# view --heads: the first shown, each linked; a head not exported refused.
+runs_and_heads() {
+    tiny_capture || return 1
+    local r1 r2
+    hs patterns --model "$FIX/models/gpt2_tiny" --data "$EVAL" --db s.db --batch 2 --seq-len 8 \
+        --max-batches 1 && expect_rc 0 "patterns 1" || return 1
+    hs patterns --model "$FIX/models/gpt2_tiny" --data "$EVAL" --db s.db --batch 2 --seq-len 16 \
+        --max-batches 1 && expect_rc 0 "patterns 2" || return 1
+    r1=$(sqlite3 s.db "select min(run_id) from runs") r2=$(sqlite3 s.db "select max(run_id) from runs")
+    local runs
+    for sel in "" "$r1"; do
+        hs view --maps m.h5 --out "vr$sel" --db s.db ${sel:+--runs "$sel"}
+        expect_rc 0 "view --runs '$sel'" || return 1
+        runs=$(py -c 'import json, sys
+t = open(sys.argv[1]).read()
+t = t[t.index("{"):].strip().rstrip(";")
+print(sorted({m["run"] for m in json.loads(t)["metrics"]}))' "vr$sel/data.js")
+        expect_eq "$runs" "[${sel:-$r2}]" "the panel's runs with --runs '$sel'" || return 1
+    done
+    hs view --maps m.h5 --out vh --heads 1.1,0.0
+    expect_rc 0 "view --heads" || return 1
+    expect_grep "$(cat vh/data.js)" '"focus":[[1,1],[0,0]]' "data.js's heads of interest" || return 1
+    expect_refused 2 view "--heads: layer 7 head 0 is not among the exported maps" --maps m.h5 \
+        --out vx --heads 7.0 || return 1
+    expect_refused 2 view "--runs needs --db" --maps m.h5 --out vx --runs 1 || return 1
+    skip_browser runs_and_heads && return 0
+    browser focus vh 1.1,0.0
+}
+
 # hover token 9 of L0H1: colours and tooltips equal the file's row; keys; fragment.
 rows_match_h5() {
     skip_browser rows_match_h5 && return 0
@@ -204,4 +234,5 @@ report_links_viewer() {
 # and the escaping, the slow tier (scripts/test --slow) adds these
 SLOW_CHECKS="tokenizer_capture gqa_labels"
 
-run_checks options token_fallback rows_match_h5 escaping tokenizer_capture gqa_labels report_links_viewer
+run_checks options token_fallback rows_match_h5 escaping tokenizer_capture gqa_labels report_links_viewer \
+    runs_and_heads

@@ -6,6 +6,7 @@
 //   node viewer_test.js escape DIR TEXTS.json SHOT.png    token strings shown as text
 //   node viewer_test.js gqa    DIR                         kv-head labels
 //   node viewer_test.js perf   DIR [HOVERS]                interactive and hover times
+//   node viewer_test.js focus  DIR L.H,L.H                 view --heads: shown and linked
 //
 // EXPECT.json (written from the HDF5 file with h5py): {"dtype": "u8"|"f16",
 // "q": i, "layers": [L...], "heads": [[H...]...], "rows": {"L,H": [p...]},
@@ -92,6 +93,8 @@ async function check(dir, expectFile, shot) {
   need(tip.includes(ex.dtype === "u8" ? "u8" : "f16"), "token tooltip does not say how the value is stored: " + tip);
   // the matrix tooltip at cell (q, k)
   const box = await page.$eval("#matrix", (c) => { const r = c.getBoundingClientRect(); return [r.left, r.top]; });
+  const origin = await page.evaluate(() => window.hsViewer.matrixOrigin);
+  box[0] += origin[0], box[1] += origin[1];
   const z = 480 / ex.S;
   await page.mouse.move(box[0] + (k + 0.5) * z, box[1] + (q + 0.5) * z);
   const mtip = await page.textContent("#tooltip");
@@ -138,6 +141,21 @@ async function escape(dir, textsFile, shot) {
   for (let t = 0; t < texts.length; t++) {
     const want = texts[t].replace(/\n/g, "\u21b5\n").replace(/\t/g, "\u21e5").replace(/\r/g, "\u240d");
     need(got[t] === want, "token " + t + " shows " + JSON.stringify(got[t]) + ", expected " + JSON.stringify(want));
+  }
+  // the matrix's axes: the tokens (shortened to 14 characters), queries on
+  // the left and keys above, every k-th where a cell is smaller than a line
+  const axis = await page.evaluate(() => window.hsViewer.axisLabels());
+  const short = (t) => {
+    const v = t.replace(/\n/g, "\u21b5\n").replace(/\t/g, "\u21e5").replace(/\r/g, "\u240d").replace(/\n/g, "");
+    return v.length > 14 ? v.slice(0, 13) + "\u2026" : v;
+  };
+  const step = Math.max(1, Math.ceil(12 / (480 / texts.length)));
+  for (const which of ["rows", "cols"]) {
+    need(axis[which].length === Math.ceil(texts.length / step),
+         which + ": " + axis[which].length + " labels, expected every " + step + "th of " + texts.length);
+    for (const [i, label] of axis[which])
+      need(label === short(texts[i]), which + " label " + i + " is " + JSON.stringify(label) +
+           ", the token " + JSON.stringify(texts[i]));
   }
   const scripts = await page.$$eval("script", (s) => s.map((x) => x.getAttribute("src")));
   need(JSON.stringify(scripts) === JSON.stringify(["data.js", "viewer.js", "maps.js"]),
@@ -206,8 +224,28 @@ async function perf(dir, hovers) {
     head_switch_ms: +sw.toFixed(1) }));
 }
 
+// view --heads L.H,...: a page opened without a fragment shows the first,
+// and the panel links each
+async function focus(dir, heads) {
+  const want = heads.split(",").map((x) => x.split(".").map(Number));
+  const { browser, page, errors } = await open(dir, "");
+  need((await hashOf(page)).includes("l=" + want[0][0] + "&h=" + want[0][1] + "&"),
+       "the first head of --heads is not shown: " + (await hashOf(page)));
+  const links = await page.$$eval("#focus a", (a) => a.map((x) => x.textContent));
+  need(JSON.stringify(links) === JSON.stringify(want.map(([l, h]) => "L" + l + "H" + h)),
+       "the panel's heads of interest: " + JSON.stringify(links));
+  if (want.length > 1) {
+    await page.click("#focus a:nth-of-type(2)");
+    need((await hashOf(page)).includes("l=" + want[1][0] + "&h=" + want[1][1] + "&"),
+         "the second link did not show its head: " + (await hashOf(page)));
+  }
+  need(!errors.length, "page errors: " + errors.join("; "));
+  await browser.close();
+  console.log(JSON.stringify({ ok: true, heads: links }));
+}
+
 const [mode, dir, a, b] = process.argv.slice(2);
 const run = { check: () => check(dir, a, b), escape: () => escape(dir, a, b), gqa: () => gqa(dir),
-              perf: () => perf(dir, parseInt(a || "20", 10)) }[mode];
-if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf DIR ...\n"); process.exit(2); }
+              perf: () => perf(dir, parseInt(a || "20", 10)), focus: () => focus(dir, a) }[mode];
+if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus DIR ...\n"); process.exit(2); }
 run().catch((e) => fail(String(e && e.stack || e)));

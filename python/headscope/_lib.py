@@ -114,6 +114,7 @@ _SIGS = {
     "hs_api_env_record": (c_int, [c_void_p, c_char_p, c_char_p, c_int, P(c_char_p)]),
     "hs_api_env_stop": (None, [c_void_p, P(c_int)]),
     "hs_api_env_allow_nonfinite": (None, [c_void_p, c_int]),
+    "hs_api_env_allow_weak_premise": (None, [c_void_p, c_int]),
     "hs_api_ablate": (c_int, [P(c_void_p), c_void_p, c_void_p, c_void_p, c_int, c_int, c_ll,
                               c_char_p, c_char_p, c_char_p, c_int]),
     "hs_api_importance": (c_int, [P(c_void_p), c_void_p, c_void_p, c_void_p, c_int, c_int, c_ll]),

@@ -246,7 +246,8 @@ def _argv(kind, model, pairs):
     return argv
 
 
-def _run(kind, model, fn, args, db=None, argv=(), allow_nonfinite=False):
+def _run(kind, model, fn, args, db=None, argv=(), allow_nonfinite=False,
+         allow_weak_premise=False):
     """Runs fn(&json, *args, env) in a worker thread, so that Ctrl-C (a
     notebook's interrupt) stops the study between units of work (HS_EINTR,
     raised as KeyboardInterrupt; a recorded run is then marked failed)."""
@@ -264,6 +265,7 @@ def _run(kind, model, fn, args, db=None, argv=(), allow_nonfinite=False):
             check(lib.hs_api_env_record(env, None, enc(model.path), 0, None))
         lib.hs_api_env_stop(env, ctypes.byref(stop))
         lib.hs_api_env_allow_nonfinite(env, int(bool(allow_nonfinite)))
+        lib.hs_api_env_allow_weak_premise(env, int(bool(allow_weak_premise)))
         out = ctypes.c_void_p()
         res = {}
 
@@ -423,36 +425,42 @@ def _sites(sites, site):
 
 
 def patch(model, prompts, sites=None, noising=False, batch=0, naive=False, tokenizer=None,
-          db=None, allow_nonfinite=False, site=None):
+          db=None, allow_nonfinite=False, site=None, allow_weak_premise=False):
     """Activation patching (`headscope patch`): patch_z, patch_pattern per
     head and patch_resid_pre, patch_attn_out, patch_mlp_out per (layer,
     position); prompts: a prompts file or a list of pairs (see _Prompts);
-    sites (or site, as --site): "z", ["z", "pattern"], ..."""
+    sites (or site, as --site): "z", ["z", "pattern"], ... A prompt set
+    whose logit-difference gap is within two standard errors of 0 raises
+    HeadscopeError unless allow_weak_premise (SPEC §21); the model-wide
+    rows logit_diff_gap and premise_ok (0: not established) say which."""
     ps = _Prompts(model, prompts, tokenizer)
     sites = _sites(sites, site)
     argv = _argv("patch", model, [("prompts", ps.arg), ("site", sites), ("noising", noising),
                                   ("batch", batch or None), ("naive", naive),
-                                  ("tokenizer", _tok_arg(tokenizer))])
+                                  ("tokenizer", _tok_arg(tokenizer)),
+                                  ("allow_weak_premise", allow_weak_premise)])
     return _run("patch", model, lib.hs_api_patch, lambda env: (
         model._handle(), ps.h, env, enc(sites), int(noising), batch, int(naive)), db, argv,
-        allow_nonfinite)
+        allow_nonfinite, allow_weak_premise)
 
 
 def atp(model, prompts, sites=None, noising=False, star=False, verify=0, batch=0,
-        tokenizer=None, db=None, allow_nonfinite=False, site=None):
+        tokenizer=None, db=None, allow_nonfinite=False, site=None, allow_weak_premise=False):
     """Attribution patching (`headscope atp`): atp_z, atp_pattern, atp_q,
     atp_k, atp_v per head (k, v per key/value head), with star=True also
     atp_star_<site> (AtP*), with verify=K the exact patch_z of the K heads
     of largest |atp_z|; atp_resid_pre, atp_attn_out, atp_mlp_out per
-    (layer, position). prompts: as for patch; sites or site as patch's."""
+    (layer, position). prompts: as for patch; sites or site and
+    allow_weak_premise as patch's."""
     ps = _Prompts(model, prompts, tokenizer)
     sites = _sites(sites, site)
     argv = _argv("atp", model, [("prompts", ps.arg), ("site", sites), ("noising", noising),
                                 ("star", star), ("verify", verify or None),
-                                ("batch", batch or None), ("tokenizer", _tok_arg(tokenizer))])
+                                ("batch", batch or None), ("tokenizer", _tok_arg(tokenizer)),
+                                ("allow_weak_premise", allow_weak_premise)])
     return _run("atp", model, lib.hs_api_atp, lambda env: (
         model._handle(), ps.h, env, enc(sites), int(noising), int(star), verify, batch), db, argv,
-        allow_nonfinite)
+        allow_nonfinite, allow_weak_premise)
 
 
 def dla(model, prompts, batch=8, tokenizer=None, db=None, allow_nonfinite=False):

@@ -117,9 +117,13 @@ class Patch(TempDir, unittest.TestCase):
         path = os.path.join(CAUSAL, "gpt2_lengths.jsonl")
         pairs = [json.loads(l) for l in open(path) if l.strip()]
         with hs.Model.open(d) as m:
-            a = hs.patch(m, path, sites="z,pattern")
-            b = hs.patch(m, pairs, sites=["z", "pattern"])
+            # these prompts' gap is within two standard errors of 0 (SPEC §21)
+            with self.assertRaisesRegex(hs.Error, "within two standard errors of 0"):
+                hs.patch(m, path, sites="z")
+            a = hs.patch(m, path, sites="z,pattern", allow_weak_premise=True)
+            b = hs.patch(m, pairs, sites=["z", "pattern"], allow_weak_premise=True)
             self.assertEqual(result_rows(a), result_rows(b))
+            self.assertIn((-1, -1, "premise_ok", 0.0), [r[:4] for r in result_rows(a)[0]])
             with self.assertRaisesRegex(hs.Error, "resid_pre"):  # prompts of two lengths
                 hs.patch(m, pairs, sites="resid_pre")
             with self.assertRaisesRegex(hs.Error, "vocabulary"):

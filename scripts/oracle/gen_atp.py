@@ -20,7 +20,8 @@ fixes them:
   position of a position site) of (a_source - a_base) * dLD/da on the base
   run; denoising: base corrupt, source clean; noising: base clean, source
   corrupt. atp = mean_n I(n) / (mean LD_source - mean LD_base), stderr =
-  sd(I) / sqrt(n) / |mean LD_clean - mean LD_corrupt| (patch's ratio).
+  sd(I - atp * D) / sqrt(n) / |mean LD_clean - mean LD_corrupt| with D each
+  prompt's own LD_source - LD_base (patch's ratio: SPEC §21's delta method).
   Sites: q, k (after RoPE, before the scale), v, pattern (post-softmax), z;
   k and v per key/value head; MLA: k and v are the normalised latent as the
   keys (k_nope) and the values read it. resid_pre, attn_out, mlp_out per
@@ -31,8 +32,8 @@ fixes them:
   latent, the rope key left as it was); GradDrop -- for every layer l the
   gradient recomputed with layer l's attention and MLP outputs detached from
   the residual (their values kept), giving I_l(n); atp_star = mean_n (1/(L-1))
-  sum_l |I_l(n)| / |mean LD_clean - mean LD_corrupt|, stderr sd / sqrt(n) /
-  |span|.
+  sum_l |I_l(n)| / |mean LD_clean - mean LD_corrupt|, its stderr the delta
+  method's as above with D each prompt's gap signed as |span| is.
 * EAP / EAP-IG (Syed et al. 2023; Hanna et al. 2024): nodes input (the
   embedding sum), a{l}.h{h} (z_h W_O^h, no bias), m{l} (MLP output with its
   biases), logits; receivers a{l}.h{h}<q>, <k>, <v> (k, v per key/value head;
@@ -567,7 +568,16 @@ def mean_se(x):
     return float(x.mean()), float(x.std(unbiased=True) / math.sqrt(n)) if n > 1 else 0.0
 
 
-def atp_rows(model, groups, noising, star, span):
+def delta_se(x, towards, span, gap):
+    """SPEC §21: the stderr of mean x / towards by the delta method, D the
+    per-prompt gap LD_clean - LD_corrupt with towards' sign against span."""
+    v = x.mean() / towards
+    resid = x - v * gap * (1 if towards * span > 0 else -1)
+    n = x.shape[0]
+    return float(resid.std(unbiased=True) / math.sqrt(n) / abs(span)) if n > 1 else 0.0
+
+
+def atp_rows(model, groups, noising, star, span, gap):
     towards = -span if noising else span
     per, per_star = {}, {}
     for clean, corrupt, ans, wrong in groups:
@@ -584,13 +594,15 @@ def atp_rows(model, groups, noising, star, span):
             continue
         x = torch.cat(vs, 0)
         for i in range(x.shape[1]):
-            m, e = mean_se(x[:, i])
-            rows.setdefault("atp_" + s, []).append([l, i, m / towards, e / abs(span)])
+            m = float(x[:, i].mean())
+            rows.setdefault("atp_" + s, []).append(
+                [l, i, m / towards, delta_se(x[:, i], towards, span, gap)])
     for (s, l), vs in sorted(per_star.items()):
         x = torch.cat(vs, 0)
         for i in range(x.shape[1]):
-            m, e = mean_se(x[:, i])
-            rows.setdefault("atp_star_" + s, []).append([l, i, m / abs(span), e / abs(span)])
+            m = float(x[:, i].mean())
+            rows.setdefault("atp_star_" + s, []).append(
+                [l, i, m / abs(span), delta_se(x[:, i], abs(span), span, gap)])
     return rows
 
 
@@ -788,9 +800,10 @@ def main():
             lk = torch.cat([ld(forward(model, model.embed(k)), a, w) for _, k, a, w in groups])
         span = float(lc.mean() - lk.mean())
         case = {"model": mdir, "prompts": pfile, "ig_steps": IG_STEPS,
-                "logit_diff_clean": list(mean_se(lc)), "logit_diff_corrupt": list(mean_se(lk))}
+                "logit_diff_clean": list(mean_se(lc)), "logit_diff_corrupt": list(mean_se(lk)),
+                "logit_diff_gap": list(mean_se(lc - lk))}
         for mode in ("denoising", "noising"):
-            case[mode] = atp_rows(model, groups, mode == "noising", True, span)
+            case[mode] = atp_rows(model, groups, mode == "noising", True, span, lc - lk)
         eap = eap_rows(model, groups, 0)
         ig = eap_rows(model, groups, IG_STEPS)
         case["eap"], case["eap_ig"] = eap, ig

@@ -30,15 +30,19 @@ Definitions (SPEC §11), LD = logit[answer] - logit[wrong] at the last position
   source run's: a head's z or pattern at every position, or resid_pre /
   attn_out / mlp_out of one layer at one position.
     value  = (mean LD_patched - mean LD_base) / (mean LD_source - mean LD_base)
-    stderr = std(LD_patched - LD_base, ddof=1) / sqrt(n) / |mean LD_clean - mean LD_corrupt|
+    stderr = std(dP - value * D, ddof=1) / sqrt(n) / |mean LD_clean - mean LD_corrupt|
+  with per prompt dP = LD_patched - LD_base and D = LD_source - LD_base
+  (SPEC §21's delta method, which replaced §11's std(dP) / sqrt(n) / |gap|).
 * path_patch, per sender head (l,h), on the clean prompt: run 1 with every
   head's z replaced by the clean run's and the sender's by the corrupt run's
   (MLPs and norms recomputed), recording the receivers' q/k/v (k, v: the
   receiver's key/value head h // (H/G)); run 2 with those patched in (nothing
   else changed). Without receivers LD is run 1's.
     value  = (mean LD_pp - mean LD_clean) / (mean LD_corrupt - mean LD_clean)
-    stderr = std(LD_pp - LD_clean, ddof=1) / sqrt(n) / |mean LD_clean - mean LD_corrupt|
-* logit_diff_clean / logit_diff_corrupt: mean and stderr over prompts.
+    stderr = as patch's, dP = LD_pp - LD_clean, D = LD_corrupt - LD_clean
+* logit_diff_clean / logit_diff_corrupt: mean and stderr over prompts;
+  logit_diff_gap (SPEC §21): mean LD_clean - mean LD_corrupt with the stderr
+  of the per-prompt LD_clean - LD_corrupt.
 
 Prompts: ids drawn from torch.Generator().manual_seed(seed of the case); the
 corrupt prompt changes two positions of the clean one; answer = the clean
@@ -323,10 +327,14 @@ def make_prompts(model, seed, lengths, n):
     return groups
 
 
-def ratio(diffs, towards, span):
-    d = torch.cat(diffs)
+def ratio(diffs, towards, span, gaps):
+    """SPEC §21: value mean dP / towards; stderr by the delta method, the
+    residuals dP - value * D with D each prompt's own towards."""
+    d, g = torch.cat(diffs), torch.cat(gaps)
     n = d.shape[0]
-    return float(d.mean() / towards), float(d.std(unbiased=True) / math.sqrt(n) / abs(span))
+    v = d.mean() / towards
+    resid = d - v * g * (1 if towards * span > 0 else -1)
+    return float(v), float(resid.std(unbiased=True) / math.sqrt(n) / abs(span))
 
 
 def patch_rows(model, groups, sites, noising, lc_all, lk_all):
@@ -354,7 +362,8 @@ def patch_rows(model, groups, sites, noising, lc_all, lk_all):
                         fn = replace_at(src[(site, l)], pos=i)
                     pl = ld(model.forward(base_tok, {(site, l): fn}), ans, wrong)
                     per.setdefault((l, i), []).append(pl - base_ld)
-        rows["patch_" + site] = [[l, i] + list(ratio(v, towards, span))
+        gaps = [c - k for c, k in zip(lc_all, lk_all)]
+        rows["patch_" + site] = [[l, i] + list(ratio(v, towards, span, gaps))
                                  for (l, i), v in sorted(per.items())]
     return rows
 
@@ -393,7 +402,8 @@ def path_rows(model, groups, receivers, lc_all, lk_all):
                         h2[(s, l)] = (lambda x, a=prev, b=rep: b(a(x))) if prev else rep
                     out = model.forward(clean, h2)
                 per.setdefault((ls, hs), []).append(ld(out, ans, wrong) - base)
-    return [[l, h] + list(ratio(v, -span, span)) for (l, h), v in sorted(per.items())]
+    gaps = [c - k for c, k in zip(lc_all, lk_all)]
+    return [[l, h] + list(ratio(v, -span, span, gaps)) for (l, h), v in sorted(per.items())]
 
 
 def stat(xs):
@@ -437,6 +447,7 @@ def main():
         lk_all = [ld(model.forward(k, {}), a, w) for _, k, a, w in groups]
         case = {"model": mdir, "prompts": name + ".jsonl", "sites": sites, "receivers": receivers,
                 "logit_diff_clean": stat(lc_all), "logit_diff_corrupt": stat(lk_all),
+                "logit_diff_gap": stat([c - k for c, k in zip(lc_all, lk_all)]),
                 "denoising": patch_rows(model, groups, sites, False, lc_all, lk_all),
                 "noising": patch_rows(model, groups, sites, True, lc_all, lk_all),
                 "path_patch_logits": path_rows(model, groups, None, lc_all, lk_all)}

@@ -76,7 +76,9 @@
   function readHash() {
     const p = new URLSearchParams(location.hash.slice(1));
     const num = (k) => (p.has(k) && /^-?\d+$/.test(p.get(k)) ? parseInt(p.get(k), 10) : null);
-    const s = num("s"), l = num("l"), h = num("h"), q = num("q");
+    let s = num("s"), l = num("l"), h = num("h"), q = num("q");
+    const focus = D.focus || [];
+    if (l === null && h === null && focus.length) [l, h] = focus[0]; // view --heads: the first
     if (s !== null) { const i = D.sequences.findIndex((x) => x.seq === s); if (i >= 0) st.s = i; }
     if (l !== null) { const i = layerIdx(l); if (i >= 0) st.l = i; }
     if (h !== null) { const i = D.layers[st.l].heads.indexOf(h); if (i >= 0) st.h = i; }
@@ -200,10 +202,17 @@
   }
   function hideTip() { $("tooltip").style.display = "none"; }
 
-  /* ---- matrix view: the map as an image, drawn with zoom and pan ---- */
-  const view = { zoom: 1, x: 0, y: 0 }; // image pixel (0,0) at canvas (x, y); zoom px per cell
+  /* ---- matrix view: the map as an image, drawn with zoom and pan, the
+   * tokens on both axes (queries left, keys above), every k-th where the
+   * cells are smaller than a line of text ---- */
+  const view = { zoom: 1, x: 0, y: 0 }; // image pixel (0,0) at (ML + x, MT + y); zoom px per cell
   let image = null, imageKey = "";
-  const MSIZE = 480;
+  const MSIZE = 480, ML = 110, MT = 90, LINE = 12; // the map's side, the label margins
+  let axis = { rows: [], cols: [] }; // the labels drawn last: [index, text]
+  function shortTok(t) {
+    const s = showToken(D.sequences[st.s].text[t]).replace(/\n/g, "");
+    return s.length > 14 ? s.slice(0, 13) + "\u2026" : s;
+  }
   function mapImage() {
     const blk = block(st.s, st.l, st.h), key = st.s + "," + st.l + "," + st.h + "," + st.scale;
     if (!blk) return null;
@@ -228,33 +237,66 @@
     const L = D.layers[st.l];
     view.zoom = MSIZE / Math.max(L.S, L.nq); view.x = 0; view.y = 0;
   }
+  function drawAxes(ctx, L) {
+    const step = Math.max(1, Math.ceil(LINE / view.zoom)), T = D.sequences[st.s].text.length;
+    axis = { rows: [], cols: [] };
+    ctx.fillStyle = "#222";
+    ctx.font = "11px sans-serif";
+    ctx.textAlign = "right";
+    ctx.textBaseline = "middle";
+    for (let r = 0; r < L.nq; r += step) {
+      const y = MT + view.y + (r + 0.5) * view.zoom, q = L.q0 + r;
+      if (y < MT || y > MT + MSIZE || q >= T) continue;
+      ctx.fillText(shortTok(q), ML - 4, y);
+      axis.rows.push([q, shortTok(q)]);
+    }
+    for (let s = 0; s < L.S; s += step) {
+      const x = ML + view.x + (s + 0.5) * view.zoom;
+      if (x < ML || x > ML + MSIZE || s >= T) continue;
+      ctx.save();
+      ctx.translate(x, MT - 4);
+      ctx.rotate(-Math.PI / 3);
+      ctx.textAlign = "left";
+      ctx.fillText(shortTok(s), 0, 0);
+      ctx.restore();
+      axis.cols.push([s, shortTok(s)]);
+    }
+  }
   function drawMatrix() {
     const cv = $("matrix"), ctx = cv.getContext("2d"), img = mapImage(), L = D.layers[st.l];
-    ctx.fillStyle = "#eee";
+    ctx.fillStyle = "#fff";
     ctx.fillRect(0, 0, cv.width, cv.height);
+    ctx.fillStyle = "#eee";
+    ctx.fillRect(ML, MT, MSIZE, MSIZE);
     if (!img) return;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(ML, MT, MSIZE, MSIZE);
+    ctx.clip();
     ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(img, view.x, view.y, img.width * view.zoom, img.height * view.zoom);
+    ctx.drawImage(img, ML + view.x, MT + view.y, img.width * view.zoom, img.height * view.zoom);
     if (st.q >= 0) {
       ctx.strokeStyle = "rgba(214,39,40,0.9)";
       ctx.lineWidth = 1;
       if (st.dir === "q") {
-        const y = view.y + (st.q - L.q0) * view.zoom;
-        ctx.strokeRect(view.x - 0.5, y - 0.5, L.S * view.zoom + 1, Math.max(1, view.zoom) + 1);
+        const y = MT + view.y + (st.q - L.q0) * view.zoom;
+        ctx.strokeRect(ML + view.x - 0.5, y - 0.5, L.S * view.zoom + 1, Math.max(1, view.zoom) + 1);
       } else {
-        const x = view.x + st.q * view.zoom;
-        ctx.strokeRect(x - 0.5, view.y - 0.5, Math.max(1, view.zoom) + 1, L.nq * view.zoom + 1);
+        const x = ML + view.x + st.q * view.zoom;
+        ctx.strokeRect(x - 0.5, MT + view.y - 0.5, Math.max(1, view.zoom) + 1, L.nq * view.zoom + 1);
       }
     }
+    ctx.restore();
+    drawAxes(ctx, L);
   }
   function matrixEvents() {
     const cv = $("matrix");
-    cv.width = cv.height = MSIZE;
+    cv.width = ML + MSIZE; cv.height = MT + MSIZE;
     let drag = null;
     cv.addEventListener("wheel", (ev) => {
       ev.preventDefault();
       const f = ev.deltaY < 0 ? 1.25 : 0.8, r = cv.getBoundingClientRect();
-      const mx = ev.clientX - r.left, my = ev.clientY - r.top;
+      const mx = ev.clientX - r.left - ML, my = ev.clientY - r.top - MT;
       view.x = mx - (mx - view.x) * f; view.y = my - (my - view.y) * f; view.zoom *= f;
       drawMatrix();
     }, { passive: false });
@@ -269,8 +311,8 @@
         return;
       }
       const r = cv.getBoundingClientRect(), blk = block(st.s, st.l, st.h), L = D.layers[st.l];
-      const s = Math.floor((ev.clientX - r.left - view.x) / view.zoom);
-      const row = Math.floor((ev.clientY - r.top - view.y) / view.zoom);
+      const s = Math.floor((ev.clientX - r.left - ML - view.x) / view.zoom);
+      const row = Math.floor((ev.clientY - r.top - MT - view.y) / view.zoom);
       if (!blk || s < 0 || s >= L.S || row < 0 || row >= L.nq) { hideTip(); return; }
       const q = L.q0 + row, p = blk.get(row, s);
       let txt = "L" + L.layer + " H" + L.heads[st.h] + "  query " + q + " " + tokLabel(q) +
@@ -358,6 +400,18 @@
     const p = document.createElement("p");
     p.textContent = kvText(L, st.h).trim();
     panel.appendChild(p);
+    if ((D.focus || []).length) { // view --heads: links to each
+      const f = document.createElement("p");
+      f.id = "focus";
+      f.appendChild(document.createTextNode("heads of interest: "));
+      for (const [l, h] of D.focus) {
+        const a = document.createElement("a");
+        a.textContent = "L" + l + "H" + h;
+        a.addEventListener("click", () => { const li = layerIdx(l); select(li, D.layers[li].heads.indexOf(h)); });
+        f.appendChild(a); f.appendChild(document.createTextNode(" "));
+      }
+      panel.appendChild(f);
+    }
     if (!D.metrics.length) {
       const n = document.createElement("p");
       n.className = "hint";
@@ -471,6 +525,8 @@
     state: st,
     row(si, li, hi, r) { const b = block(si, li, hi); return b ? Array.from(b.row(r)) : null; },
     shown() { return lastValues ? Array.from(lastValues) : null; },
+    matrixOrigin: [ML, MT],  // the map's cell (0, 0) on the canvas, before zoom and pan
+    axisLabels() { return axis; },
     select,
   };
 
