@@ -35,6 +35,9 @@ int hs_source_load(hs_tokens *t, const hs_source *s, hs_tokenizer **tk, const ch
                    int vocab)
 {
     memset(t, 0, sizeof *t);
+    if (s->lines) /* the studies that cut lines read them through hs_inputs_load */
+        return hs_fail(HS_EINVAL, "--lines: this command reads its text as one document (lines "
+                                  "are not implemented for it yet)");
     if (s->data) {
         int rc = hs_tokens_read(t, s->data);
         for (size_t i = 0; !rc && vocab > 0 && i < t->n; i++)
@@ -129,15 +132,39 @@ void hs_inputs_free(hs_inputs *in)
     memset(in, 0, sizeof *in);
 }
 
+/* --text --lines: the lines of text as padded sequences of T positions
+ * (hs_task_load_lines; T 0: the longest line's) into out, their padding as
+ * its valid mask. The data's (val 0) set in's length, and the batch that
+ * takes every line; the validation text's are padded to the data's. */
+static int load_lines(hs_inputs *in, const hs_inputs_spec *s, const char *text, hs_tokens *out,
+                      int T, int val)
+{
+    hs_task lines = { 0 };
+    int rc = hs_tokenizer_resolve(&in->tk, s->source.tokenizer, s->model);
+    if (!rc)
+        rc = hs_task_load_lines(&lines, text, T, 0, &in->m.cfg, in->tk);
+    unsigned char *valid = NULL;
+    if (!rc && !(rc = hs_task_tokens(out, &valid, &lines)))
+        out->valid = valid;
+    in->seq_len = val ? in->seq_len : lines.T;
+    while (!rc && !val && in->batch > 1 && lines.n % in->batch)
+        in->batch--;
+    hs_task_free(&lines);
+    return rc;
+}
+
 /* The validation tokens, with the tokenizer that applies: one whole batch at
  * least, an encoder's masked-LM recipe as the tokens'. */
 static int load_val(hs_inputs *in, const hs_inputs_spec *s)
 {
     hs_source src = s->val;
-    src.tokenizer = s->source.tokenizer;
-    int rc = hs_source_load(&in->val, &src, &in->tk, s->model, s->model ? in->m.cfg.vocab_size : 0);
-    if (!rc && s->need_batch && !hs_batch_count(&in->val, s->batch, in->seq_len))
-        rc = hs_fail_few_tokens(hs_source_path(&src), &in->val, s->batch, in->seq_len);
+    src.tokenizer = s->source.tokenizer, src.lines = s->source.lines; /* read as the data is */
+    int rc = src.lines && src.text
+                 ? load_lines(in, s, src.text, &in->val, in->seq_len, 1)
+                 : hs_source_load(&in->val, &src, &in->tk, s->model,
+                                  s->model ? in->m.cfg.vocab_size : 0);
+    if (!rc && s->need_batch && !hs_batch_count(&in->val, in->batch, in->seq_len))
+        rc = hs_fail_few_tokens(hs_source_path(&src), &in->val, in->batch, in->seq_len);
     in->val.mlm = in->tok.mlm;
     return rc;
 }
@@ -163,26 +190,6 @@ int hs_fail_few_tokens(const char *what, const hs_tokens *t, int B, int T)
                    what, B, T, t->n, B, fit);
 }
 
-/* --text --lines: the lines as padded sequences (hs_task_load_lines), their
- * padding as the tokens' valid mask, read in batches that take every line. */
-static int load_lines(hs_inputs *in, const hs_inputs_spec *s)
-{
-    hs_task lines = { 0 };
-    int rc = hs_tokenizer_resolve(&in->tk, s->source.tokenizer, s->model);
-    if (!rc)
-        rc = hs_task_load_lines(&lines, s->source.text,
-                                s->seq_len == HS_SEQ_LEN_AUTO ? 0 : s->seq_len, 0, &in->m.cfg,
-                                in->tk);
-    unsigned char *valid = NULL;
-    if (!rc && !(rc = hs_task_tokens(&in->tok, &valid, &lines)))
-        in->tok.valid = valid;
-    in->seq_len = lines.T;
-    while (!rc && in->batch > 1 && lines.n % in->batch)
-        in->batch--;
-    hs_task_free(&lines);
-    return rc;
-}
-
 int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
 {
     memset(in, 0, sizeof *in);
@@ -191,12 +198,15 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
     int rc = s->model ? hs_checkpoint_load_stored(&in->m, s->model, HS_WEIGHTS_MAPPED) : HS_OK;
     const hs_model_config *c = &in->m.cfg;
     in->seq_len = s->seq_len;
-    in->whole = s->seq_len == HS_SEQ_LEN_AUTO && !s->lines;
+    const int lines = src->lines; /* each line padded to the longest (or seq_len) */
+    in->whole = s->seq_len == HS_SEQ_LEN_AUTO && !lines;
     in->batch = in->whole ? 1 : s->batch;
-    if (!rc && s->lines && !(src->text && s->need_batch)) {
+    if (!rc && lines && !(src->text && s->need_batch)) {
         hs_inputs_free(in);
         in->usage = 1;
-        return hs_fail(HS_EINVAL, "--lines cuts --text into sequences: it needs --text");
+        return hs_fail(HS_EINVAL, src->text ? "--lines: this command reads its text as one "
+                                              "document (not implemented for lines yet)"
+                                            : "--lines cuts --text into sequences: it needs --text");
     }
     if (!rc && in->whole && !(tokens && s->need_batch)) {
         hs_inputs_free(in);
@@ -204,16 +214,17 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
         return hs_fail(HS_EINVAL, "--seq-len auto takes the whole text or shard as one "
                                   "sequence: it needs --text or --data");
     }
-    if (!rc && s->model && s->need_batch && !in->whole && !s->lines)
+    if (!rc && s->model && s->need_batch && !in->whole && !lines)
         in->seq_len = hs_seq_len_or_default(c, in->seq_len);
-    if (!rc && s->model && s->need_batch && !in->whole && !s->lines &&
+    if (!rc && s->model && s->need_batch && !in->whole && !lines &&
         (rc = hs_seq_len_check(c, in->seq_len, "--seq-len"))) {
         hs_inputs_free(in);
         in->usage = 1;
         return rc;
     }
-    if (!rc && s->lines)
-        rc = load_lines(in, s);
+    if (!rc && lines)
+        rc = load_lines(in, s, src->text, &in->tok,
+                        s->seq_len == HS_SEQ_LEN_AUTO ? 0 : s->seq_len, 0);
     else if (!rc && tokens)
         rc = hs_source_load(&in->tok, src, &in->tk, s->model, s->model ? c->vocab_size : 0);
     if (!rc && s->keep_tokenizer)

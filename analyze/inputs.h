@@ -21,6 +21,7 @@ typedef struct {
     const char *data;      /* --data FILE.bin */
     const char *text;      /* --text FILE */
     const char *tokenizer; /* --tokenizer PATH (NULL: the model directory's) */
+    int lines;             /* --lines (SPEC §21): each line of the text one sequence */
 } hs_source;
 
 /* The file recorded as the data (runs' data_path; the data_sha256 of runs
@@ -39,7 +40,9 @@ int hs_tokenizer_for(hs_tokenizer **tk, const char *tokenizer, const char *model
  * leaves *tk NULL when none is known). The caller frees *tk. */
 int hs_tokenizer_resolve(hs_tokenizer **tk, const char *tokenizer, const char *model_dir);
 
-/* Reads the tokens of s into t: the shard, or the text encoded by the
+/* Reads the tokens of s into t: the shard, or the text as one document
+ * (s->lines is refused: hs_inputs_load cuts a text into its lines, for the
+ * commands that take them) encoded by the
  * tokenizer (*tk, resolved by hs_tokenizer_resolve when NULL: it stays open
  * in *tk for the caller to use further and free; a text without one is
  * HS_EINVAL saying --tokenizer is needed). vocab > 0 checks every id against
@@ -89,8 +92,6 @@ typedef struct {
     int batch, seq_len;   /* the tokens' batches; seq_len 0: min(n_ctx, 256) */
     int need_batch;       /* the tokens are cut in batches of batch x seq_len (+1), seq_len
                              checked against the context, and must hold one */
-    int lines;            /* --text FILE --lines (SPEC §21): each line one sequence, padded
-                             to the longest (or seq_len), targets on padding ignored */
     int keep_tokenizer;   /* open the tokenizer that applies (in.tk) even where no input needs it */
     /* the masked-LM options of a command that computes a loss (mlm.h; NULL: none):
      * for an encoder the tokens get the recipe (in.tok.mlm), for a causal LM

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "block.h"
+#include "eval.h"
 #include "layers.h"
 #include "linalg.h"
 #include "mlm.h"
@@ -139,11 +140,12 @@ int hs_lens_data(hs_lens *l, const hs_model *m, const hs_tokens *data, int B, in
         for (int e = 0; e <= l->n_layer; e++) {
             lens_logits(&a, m, lens_resid(&a, e), N);
             hs_softmax_xent_forward(a.logits, a.losses, tg, N, m->cfg.vocab_size);
-            for (int b = 0; b < B; b++) {
-                double s = 0;
-                for (int t = 0; t < T; t++)
-                    s += a.losses[(size_t)b * T + t];
-                l->loss[(k * B + (size_t)b) * (size_t)(l->n_layer + 1) + (size_t)e] = s / T;
+            for (int b = 0; b < B; b++) { /* over the targets (--lines: not the padding) */
+                int n;
+                const double s = hs_seq_loss_sum(a.losses + (size_t)b * T, tg + (size_t)b * T, T,
+                                                  &n);
+                l->loss[(k * B + (size_t)b) * (size_t)(l->n_layer + 1) + (size_t)e] =
+                    n ? s / n : HS_LENS_NO_TARGET;
             }
         }
     }

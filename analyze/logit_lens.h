@@ -20,10 +20,13 @@
 #include "tokens.h"
 #include "weights.h"
 
+/* A sequence's loss when it has no target (--lines: a line of one token). */
+#define HS_LENS_NO_TARGET (-1.0)
+
 typedef struct {
     int n_layer;        /* L; entries 0 .. L */
     long n;             /* sequences (shard) or prompts */
-    double *loss;       /* (n, L+1) */
+    double *loss;       /* (n, L+1): mean over each sequence's targets, or HS_LENS_NO_TARGET */
     double *logit_diff; /* (n, L+1), prompts only (NULL on a shard) */
 } hs_lens;
 

@@ -121,12 +121,14 @@ static int is_pad(const hs_special_ids *enc, int32_t tok)
     return enc && enc->pad >= 0 && tok == enc->pad;
 }
 
-/* The real queries of a sequence of T tokens (an encoder's: not padding). */
-static int real_queries(const hs_special_ids *enc, const int32_t *tok, int T)
+/* The real queries of a sequence of T tokens: valid's (NULL: none given),
+ * else an encoder's that are not padding. */
+static int real_queries(const hs_special_ids *enc, const unsigned char *valid, const int32_t *tok,
+                        int T)
 {
     int n = 0;
     for (int t = 0; t < T; t++)
-        n += !is_pad(enc, tok[t]);
+        n += valid ? valid[t] != 0 : !is_pad(enc, tok[t]);
     return n;
 }
 
@@ -135,6 +137,7 @@ static int real_queries(const hs_special_ids *enc, const int32_t *tok, int T)
 typedef struct {
     const hs_model_config *c;
     const int32_t *tok; /* (B,T) of the batch */
+    const unsigned char *valid; /* (B,T) of the batch: 1 a token, 0 padding (NULL: none) */
     int B, T;
     const int32_t *delim;
     int n_delim;
@@ -155,9 +158,10 @@ static void on_rows(void *ctx, int layer, int thread, int b, int h, int t0, int 
     run_ctx *r = ctx;
     double *out = r->batch + slot(r, thread, b, layer, h);
     const int32_t *tok = r->tok + (size_t)b * r->T;
+    const unsigned char *valid = r->valid ? r->valid + (size_t)b * r->T : NULL;
     for (int i = 0; i < n; i++) {
         const int t = t0 + i;
-        if (is_pad(r->enc, tok[t]))
+        if (valid ? !valid[t] : is_pad(r->enc, tok[t])) /* a padded query */
             continue;
         /* causal rows end at t; an encoder's span every key */
         const int k = r->enc || keys < t + 1 ? keys : t + 1;
@@ -250,7 +254,7 @@ static int run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, 
     }
     hs_tokens plain = *data; /* the statistics read the text as it is: no masked-LM choice */
     plain.mlm.on = 0;
-    run_ctx r = { c, NULL, B, T, delim, n_delim, e, hs_get_threads(), NULL };
+    run_ctx r = { c, NULL, NULL, B, T, delim, n_delim, e, hs_get_threads(), NULL };
     const size_t per_seq = (size_t)c->n_layer * HS_MAX_HEADS * HS_PAT_ALL_KINDS;
     r.batch = hs_calloc((size_t)r.threads * B * per_seq, sizeof(double), "pattern sums");
     hs_welford *acc = hs_calloc(per_seq, sizeof *acc, "patterns");
@@ -273,7 +277,7 @@ static int run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, 
     }
     for (size_t bi = lo; !rc && bi < hi; bi++) {
         hs_batch_at(&plain, bi * (size_t)B * T, B, T, in, tg);
-        r.tok = in;
+        r.tok = in, r.valid = data->valid ? data->valid + bi * (size_t)B * T : NULL;
         memset(r.batch, 0, sizeof(double) * (size_t)r.threads * B * per_seq);
         rc = hs_forward(&a, m, in, NULL, &hooks);
         for (int b = 0; !rc && b < B; b++) {
@@ -283,7 +287,8 @@ static int run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, 
                 for (size_t i = 0; i < per_seq; i++)
                     seq[i] += src[i];
             }
-            const int q = real_queries(e, in + (size_t)b * T, T);
+            const int q = real_queries(e, r.valid ? r.valid + (size_t)b * T : NULL,
+                                       in + (size_t)b * T, T);
             if (kept) {
                 double *v = kept + (bi * B + b) * vals;
                 v[0] = q;

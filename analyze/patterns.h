@@ -53,7 +53,9 @@ int hs_patterns_to_table(hs_head_table *t, const hs_patterns *p, const char *suf
  * mean over its real queries, then the mean over documents, Clark et al.'s
  * order (a document of padding only is left out); cls, sep and punct are
  * recorded besides, for the ids that are known (hs_patterns_run: from
- * config.json, mlm.h; the _dist form takes them from a tokenizer too). */
+ * config.json, mlm.h; the _dist form takes them from a tokenizer too).
+ * data->valid (--task, --text --lines: sequences padded to T) names the
+ * padding instead, for any model: a padded query is no query. */
 int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
                     size_t max_batches, const int32_t *delim, int n_delim,
                     hs_progress_fn progress, void *progress_ctx);

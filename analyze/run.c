@@ -233,11 +233,12 @@ static int ranks_agree(const hs_run_spec *s, fingerprint *mine)
 }
 
 /* path joined to the working directory when it is relative (malloc'd; NULL
- * for NULL or out of memory). Symbolic links are kept as written. */
+ * for NULL or out of memory); "-" (a standard stream) as it is. Symbolic
+ * links are kept as written. */
 static char *absolute(const char *path)
 {
     char cwd[PATH_MAX];
-    if (!path || path[0] == '/' || !getcwd(cwd, sizeof cwd))
+    if (!path || path[0] == '/' || !strcmp(path, "-") || !getcwd(cwd, sizeof cwd))
         return path ? strdup(path) : NULL;
     while (path[0] == '.' && path[1] == '/')
         path += 2;

@@ -71,6 +71,10 @@ int hs_ablate_study_check(hs_ablate_study_opts *o, const hs_study_env *env)
     unsigned char lsel[HS_MAX_LAYERS] = { 0 }, hsel[HS_MAX_HEADS] = { 0 };
     const int rc = selection(o, c, lsel, hsel);
     const hs_ablate_opts ao = ablate_opts(o, env);
+    if (!rc && env->data && env->data->valid && (o->kinds & ~(1 << HS_ABLATE_ZERO)))
+        return hs_fail(HS_EINVAL, "--lines: mean and resample ablation would average over the "
+                                  "padding and take donors' padded positions; not implemented "
+                                  "yet (--method zero)");
     if (!rc && env->task && env->resume)
         return hs_fail(HS_EINVAL, "--resume: ablate --task records its rows at its end, so an "
                                   "interrupted run has nothing to finish");

@@ -34,15 +34,16 @@ void hs_head_norms_result_free(hs_head_norms_result *r)
 }
 
 /* One batch's forward on m, then per layer and head the norm of z_h W_O^h
- * at every position, each sequence's mean over its positions (an encoder's
- * real tokens) into that head's accumulator. y: (B*T, d) scratch. */
+ * at every position, each sequence's mean over its positions (the real
+ * tokens: lines' (B,T), NULL: an encoder's that are not padding) into that
+ * head's accumulator. y: (B*T, d) scratch. */
 static int batch_norms(hs_head_stats *st, hs_acts *a, const hs_model *m, const int32_t *in,
-                       hs_real *y)
+                       const unsigned char *lines, hs_real *y)
 {
     const hs_model_config *c = &m->cfg;
     int rc = hs_forward(a, m, in, NULL, NULL);
     const int B = a->B, T = a->T, d = c->d_model;
-    const unsigned char *valid = c->encoder && a->padded ? a->valid : NULL;
+    const unsigned char *valid = lines ? lines : c->encoder && a->padded ? a->valid : NULL;
     for (int l = 0; !rc && l < c->n_layer; l++) {
         hs_site_view z;
         if ((rc = hs_acts_site_view(&z, a, c, HS_SITE_Z, l)))
@@ -97,7 +98,7 @@ static int model_norms(hs_head_stats *st, const hs_model *m, const hs_study_env 
             break;
         }
         hs_batch_at(data, i * (size_t)B * T, B, T, in, in + (size_t)B * T);
-        rc = batch_norms(st, &a, m, in, y);
+        rc = batch_norms(st, &a, m, in, data->valid ? data->valid + i * (size_t)B * T : NULL, y);
         if (io->progress)
             io->progress(io->ctx, i + 1, nb);
     }

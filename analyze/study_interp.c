@@ -99,7 +99,8 @@ int hs_logit_lens_study(hs_logit_lens_result *r, const hs_logit_lens_opts *o,
     for (int e = 0; !rc && e < E; e++) {
         hs_welford wl = { 0 }, wd = { 0 };
         for (long i = 0; i < l->n; i++) {
-            hs_welford_add(&wl, l->loss[(size_t)i * E + e]);
+            if (l->loss[(size_t)i * E + e] != HS_LENS_NO_TARGET) /* a line of one token */
+                hs_welford_add(&wl, l->loss[(size_t)i * E + e]);
             if (l->logit_diff)
                 hs_welford_add(&wd, l->logit_diff[(size_t)i * E + e]);
         }

@@ -47,11 +47,10 @@ static int model_study(hs_patterns_result *r, const hs_patterns_opts *o, const h
 {
     const hs_model *m = env->m;
     hs_tokens task = { 0 }; /* --task: its examples, right-padded, as the data */
-    if (env->task && !m->cfg.encoder)
-        return hs_fail(HS_EUNSUPPORTED, "patterns --task: a decoder's padded queries would be "
-                                        "counted; not implemented yet (an encoder's are not)");
-    if (env->task && hs_task_tokens(&task, NULL, env->task))
+    unsigned char *valid = NULL; /* their padded queries are no queries */
+    if (env->task && hs_task_tokens(&task, &valid, env->task))
         return HS_ENOMEM;
+    task.valid = valid;
     const hs_tokens *data = env->task ? &task : env->data;
     const hs_study_io *io = &env->io;
     const int B = env->batch, T = env->task ? env->task->T : env->seq_len;

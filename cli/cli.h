@@ -64,7 +64,9 @@ typedef struct {
       "model directory's)", 0 }
 /* The rules of --text in a command's rules array; with a validation text
  * (--val-text, tokenized as --text is) the second form. */
-#define OPT_TEXT_RULE_DATA { "--text", OPTS_EXCLUDES, "--data", "the tokens come from the text" }
+#define OPT_TEXT_RULE_DATA                                                                 \
+    { "--text", OPTS_EXCLUDES, "--data", "the tokens come from the text" },                \
+        { "--text", OPTS_NEEDS, "--lines", "its lines are the sequences" }
 #define OPT_TEXT_RULES                                                                     \
     OPT_TEXT_RULE_DATA, { "--text", OPTS_NEEDS, "--tokenizer", "it tokenizes --text" }
 #define OPT_VAL_TEXT_RULES                                                                 \
@@ -75,7 +77,6 @@ typedef struct {
 #define OPT_LINES(dst)                                                                     \
     { "--lines", OPT_FLAG, (dst), 0, NULL,                                                 \
       "each line of --text one sequence of its own length (padded, /attention_mask)", 0 }
-#define OPT_LINES_RULE { "--text", OPTS_NEEDS, "--lines", "its lines are the sequences" }
 /* --threads N: N threads (0: OpenMP's default, left as it is) */
 static inline void cli_threads(int n)
 {
@@ -345,7 +346,7 @@ typedef struct cli_study {
     OPT_THREADS(&(s).threads), OPT_JSON(&(s).json), OPT_ALLOW_NONFINITE(&(s).allow_nonfinite)
 #define CLI_STUDY_DATA_OPTS(s)                                                             \
     OPT_MODEL(&(s).in.model), OPT_DATA(&(s).in.source.data), OPT_TEXT(&(s).in.source.text), \
-        OPT_TOKENIZER(&(s).in.source.tokenizer), OPT_DB(&(s).db)
+        OPT_LINES(&(s).in.source.lines), OPT_TOKENIZER(&(s).in.source.tokenizer), OPT_DB(&(s).db)
 
 /* --task and its options, for a study that measures heads on a task too. */
 #define CLI_STUDY_TASK_OPTS(s) OPT_TASK(&(s).task)
@@ -354,7 +355,7 @@ typedef struct cli_study {
 #define CLI_TRAIN_DATA_OPTS(src, vsrc)                                                      \
     OPT_DATA_AS(&(src).data, "training shard (its last 10% is the validation split unless --val)"), \
         OPT_TEXT_AS(&(src).text, "--text", "training text, tokenized on the fly (instead of --data)"), \
-        OPT_TOKENIZER(&(src).tokenizer),                                                   \
+        OPT_LINES(&(src).lines), OPT_TOKENIZER(&(src).tokenizer),                          \
         { "--val", OPT_STR, &(vsrc).data, 0, "FILE.bin", "validation shard", 0 },          \
         OPT_TEXT_AS(&(vsrc).text, "--val-text", "validation text, tokenized as --text is")
 

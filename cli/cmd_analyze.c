@@ -103,6 +103,7 @@ static int cmd_prune(int argc, char **argv)
         OPT_MODEL(&s.in.model),
         OPT_DATA_AS(&s.in.source.data, "token shard for the importance"),
         OPT_TEXT(&s.in.source.text),
+        OPT_LINES(&s.in.source.lines),
         OPT_TOKENIZER(&s.in.source.tokenizer),
         OPT_DB_AS(&s.db, "SQLite index for the curve and the mask"),
         { "--val", OPT_STR, &s.in.val.data, 0, "FILE.bin", "validation shard (default: --data)", 0 },

@@ -58,9 +58,9 @@ static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, co
  * with --seq-len auto the whole text or shard as the data), checks the
  * selection against it and captures: the exit status. */
 static int capture_model(hs_capture_opts *co, const hs_source *src, const cli_task *task,
-                         int lines, const char *db, int json, const opt *o, int n, int argc,
-                         char **argv)
+                         const char *db, int json, const opt *o, int n, int argc, char **argv)
 {
+    const int lines = src->lines;
     hs_model m;
     hs_capture_plan plan;
     hs_task_opts to;
@@ -92,7 +92,7 @@ static int cmd_capture(int argc, char **argv)
 {
     const char *model = NULL, *dtype = "f32", *db = NULL;
     hs_source src = { 0 };
-    int threads = 0, json = 0, lines = 0;
+    int threads = 0, json = 0;
     long max_batches = 0;
     hs_capture_opts co = { .batch = 4 };
     cli_task task = { 0 };
@@ -100,7 +100,7 @@ static int cmd_capture(int argc, char **argv)
         OPT_MODEL(&model),
         OPT_DATA_AS(&src.data, "token shard (SPEC §4)"),
         OPT_TEXT(&src.text),
-        OPT_LINES(&lines),
+        OPT_LINES(&src.lines),
         { "--tokenizer", OPT_STR, &src.tokenizer, 0, "PATH", "tokenizer of --text, or of --data's "
           "tokens for /token_text (default: the model directory's, if any)", 0 },
         { "--out", OPT_STR, &co.out, 0, "FILE.h5", "map file to write", 0 },
@@ -134,7 +134,7 @@ static int cmd_capture(int argc, char **argv)
         return cli_usage_error("capture", "--compress must be 0..9");
     cli_threads(threads);
     co.max_batches = (size_t)max_batches, co.model_dir = model, co.data_path = data;
-    return capture_model(&co, &src, &task, lines, db, json, o, n, argc, argv);
+    return capture_model(&co, &src, &task, db, json, o, n, argc, argv);
 }
 
 static int cmd_maps(int argc, char **argv)
@@ -173,7 +173,6 @@ static const opt_rule capture_rules[] = {
     { "--task", OPTS_EXCLUDES, "--data,--text", "a task's examples are its own" },
     { "--task", OPTS_NEEDS, "--metric,--truncate,--label-map", "they concern a task" },
     OPT_TEXT_RULE_DATA,
-    OPT_LINES_RULE,
 };
 
 HS_COMMAND(cmd_capture_record) = {

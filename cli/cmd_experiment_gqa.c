@@ -40,6 +40,7 @@ int cli_experiment_gqa(int argc, char **argv)
         OPT_MODEL_AS(&model, "the trained MHA model"),
         OPT_DATA_AS(&src.data, "uptraining shard (its last 10% is the validation split unless --val)"),
         OPT_TEXT_AS(&src.text, "--text", "uptraining text, tokenized on the fly (instead of --data)"),
+        OPT_LINES(&src.lines),
         OPT_TOKENIZER(&src.tokenizer),
         { "--val", OPT_STR, &vsrc.data, 0, "FILE.bin", "validation shard", 0 },
         OPT_TEXT_AS(&vsrc.text, "--val-text", "validation text, tokenized as --text is"),

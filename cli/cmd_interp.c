@@ -44,6 +44,7 @@ static int cmd_logit_lens(int argc, char **argv)
         { "--prompts", OPT_STR, &s.in.prompts, 0, "FILE.jsonl", "prompts: the answer's loss and the logit difference at the last position", 0 },
         OPT_DATA_AS(&src->data, "token shard: the next-token loss at every position"),
         OPT_TEXT_AS(&src->text, "--text", "text file, tokenized on the fly (instead of --data)"),
+        OPT_LINES(&src->lines),
         OPT_DB_AS(&s.db, "SQLite index for the curves"),
         { "--tokenizer", OPT_STR, &src->tokenizer, 0, "PATH", "tokenizer of text prompts or --text (default: the model directory's)", 0 },
         OPT_BATCH_AS(&s.in.batch, "sequences per forward"),
@@ -80,6 +81,7 @@ static int cmd_composition(int argc, char **argv)
 static const opt_rule lens_rules[] = {
     { "--prompts", OPTS_EXCLUDES, "--data", "one source of sequences" },
     { "--text", OPTS_EXCLUDES, "--data,--prompts", "one source of sequences" },
+    { "--text", OPTS_NEEDS, "--lines", "its lines are the sequences" },
     { "--data|--text", OPTS_NEEDS, "--seq-len,--max-batches", "they cut the shard into sequences" },
     { "--prompts|--text", OPTS_NEEDS, "--tokenizer", "it encodes text prompts and --text" },
 };

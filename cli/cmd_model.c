@@ -118,7 +118,7 @@ static int cmd_eval(int argc, char **argv)
         { "--model", OPT_STR, &model, 0, "DIR", "checkpoint directory", 0 },
         { "--data", OPT_STR, &in.source.data, 0, "FILE.bin", "token shard (SPEC §4)", 0 },
         OPT_TEXT(&in.source.text),
-        OPT_LINES(&in.lines),
+        OPT_LINES(&in.source.lines),
         OPT_TOKENIZER(&in.source.tokenizer),
         { "--batch", OPT_INT, &in.batch, 1, "B", "sequences per batch", 0 },
         OPT_SEQ_LEN(&in.seq_len),
@@ -328,6 +328,7 @@ static int cmd_train(int argc, char **argv)
         { "--init", OPT_STR, &init, 0, "DIR", "start from this checkpoint instead of a preset", 0 },
         OPT_DATA_AS(&src.data, "training token shard"),
         OPT_TEXT_AS(&src.text, "--text", "training text, tokenized on the fly (instead of --data)"),
+        OPT_LINES(&src.lines),
         OPT_TOKENIZER(&src.tokenizer),
         { "--steps", OPT_LONG, &to->steps, 1, "N", "optimizer steps", 0 },
         OPT_BATCH_AS(&to->B, "sequences per step"),
@@ -391,7 +392,6 @@ static const opt_rule train_rules[] = {
 static const opt_rule eval_rules[] = {
     OPT_TASK_RULES,
     OPT_MLM_RULE,
-    OPT_LINES_RULE,
 };
 
 HS_COMMAND(cmd_info_record) = {

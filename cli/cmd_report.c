@@ -27,16 +27,7 @@ static int cmd_report(int argc, char **argv)
     hs_report_summary sum;
     if (hs_report_write(&rq, &sum))
         return cli_run_error("report");
-    if (json) {
-        printf("{\"out\":");
-        hs_json_string(stdout, sum.page);
-        printf(",\"figures\":%d,\"missing\":%d}\n", sum.figures, sum.missing);
-    } else {
-        printf("wrote %s (%d figure%s%s", sum.page, sum.figures, sum.figures == 1 ? "" : "s",
-               sum.missing ? ", " : ")\n");
-        if (sum.missing)
-            printf("%d not drawn: see the page)\n", sum.missing);
-    }
+    hs_report_print(stdout, &sum, json);
     return 0;
 }
 

@@ -21,6 +21,7 @@
 #include "common.h"
 #include "gnuplot.h"
 #include "json.h"
+#include "jsonout.h"
 #include "labels.h"
 #include "maps.h"
 #include "metrics.h"
@@ -1409,6 +1410,20 @@ static int selection(report *r, const hs_report_request *rq)
             p += used + (p[used] == ',');
     }
     return rc;
+}
+
+void hs_report_print(FILE *f, const hs_report_summary *sum, int json)
+{
+    if (json) {
+        fprintf(f, "{\"out\":");
+        hs_json_string(f, sum->page);
+        fprintf(f, ",\"figures\":%d,\"missing\":%d}\n", sum->figures, sum->missing);
+        return;
+    }
+    fprintf(f, "wrote %s (%d figure%s%s", sum->page, sum->figures, sum->figures == 1 ? "" : "s",
+            sum->missing ? ", " : ")\n");
+    if (sum->missing)
+        fprintf(f, "%d not drawn: see the page)\n", sum->missing);
 }
 
 int hs_report_write(const hs_report_request *rq, hs_report_summary *sum)

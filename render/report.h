@@ -8,6 +8,8 @@
 #ifndef HS_RENDER_REPORT_H
 #define HS_RENDER_REPORT_H
 
+#include <stdio.h>
+
 typedef struct {
     const char *db;   /* the index, opened read-only */
     const char *dir;  /* created when missing: index.html, the figures, viewer/ */
@@ -32,5 +34,9 @@ typedef struct {
  * written under a temporary name and moved into place when complete, so a
  * failure (HS_EIO, the index unreadable) leaves no half page. */
 int hs_report_write(const hs_report_request *rq, hs_report_summary *sum);
+
+/* What `report` prints of sum: one line, or with json one JSON object
+ * {"out", "figures", "missing"}. */
+void hs_report_print(FILE *f, const hs_report_summary *sum, int json);
 
 #endif

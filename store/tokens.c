@@ -234,10 +234,12 @@ void hs_batch_at(const hs_tokens *t, size_t start, int B, int T, int32_t *inputs
     size_t span = (size_t)B * T;
     if (t->mlm.on) {
         for (size_t i = 0; i < span; i++) {
+            if (t->valid && !t->valid[start + i]) { /* padding stays padding, no target */
+                inputs[i] = t->tok[start + i], targets[i] = HS_TARGET_IGNORE;
+                continue;
+            }
             mlm_position(&t->mlm, start + i, (int)(i % (size_t)T), t->tok[start + i], &inputs[i],
                          &targets[i]);
-            if (t->valid && !t->valid[start + i])
-                targets[i] = HS_TARGET_IGNORE;
         }
         return;
     }

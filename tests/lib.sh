@@ -210,21 +210,30 @@ shard() {
 # map file whose sequence i, over its own tokens, equals the capture of
 # sentence i alone (--seq-len auto: the whole text one sequence), with
 # /attention_mask 1 over those tokens and every padded entry exactly 0.
-lines_equal_singles() {
-    local model=$1 i
-    shift
+# lines_files: lines.txt, four sentences of different lengths (a blank line
+# and a CRLF among them), and one_I.txt, sentence I alone (no newline).
+lines_files() {
+    local i=0
     printf 'Short one.\n\nA rather longer sentence, with a comma and more words in it.\r\nMid length line here.\nThe end is near.\n' >lines.txt
-    hs capture --model "$model" --text lines.txt --lines --out lines.h5 --batch 2 "$@"
-    expect_rc 0 "capture --text --lines" || return 1
-    i=0
     while IFS= read -r line; do
         line=${line%$'\r'}
         [ -n "$line" ] || continue
         printf '%s' "$line" >"one_$i.txt"
-        hs capture --model "$model" --text "one_$i.txt" --seq-len auto --out "one_$i.h5" --batch 1 "$@"
-        expect_rc 0 "capture --seq-len auto of line $i" || return 1
         i=$((i + 1))
     done <lines.txt
+}
+
+lines_equal_singles() {
+    local model=$1 i
+    shift
+    lines_files
+    hs capture --model "$model" --text lines.txt --lines --out lines.h5 --batch 2 "$@"
+    expect_rc 0 "capture --text --lines" || return 1
+    for i in 0 1 2 3; do
+        hs capture --model "$model" --text "one_$i.txt" --seq-len auto --out "one_$i.h5" --batch 1 "$@"
+        expect_rc 0 "capture --seq-len auto of line $i" || return 1
+    done
+    i=4
     py - "$i" <<'PY' || bad "--lines maps against single captures: $(cat lines.err)" || return 1
 import sys, h5py, numpy as np
 n = int(sys.argv[1])

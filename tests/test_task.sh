@@ -217,7 +217,29 @@ PY
         --model pc --task types.jsonl || return 1
     # capture --text --lines (SPEC §21) on this encoder: padding masked as keys,
     # each sentence's maps those of its capture alone
-    lines_equal_singles pc
+    lines_equal_singles pc || return 1
+    # eval --lines of the masked-LM loss (every third position [MASK]ed, the
+    # [CLS] position 0 among them): the loss pooled over each line's own,
+    # padding never chosen
+    local i want
+    hs train --preset bert n_layer=1 n_head=2 d_model=16 vocab_size=30522 n_ctx=64 --text lines.txt \
+        --tokenizer pc/tokenizer.json --out mlm --steps 1 --batch 1 --seq-len 8
+    expect_rc 0 "a masked-LM model of the BERT vocabulary" || return 1
+    cp pc/tokenizer.json mlm/ || return 1
+    : >singles.txt
+    for i in 0 1 2 3; do
+        hs eval --model mlm --text "one_$i.txt" --lines --mlm-mask every:3 --json
+        expect_rc 0 "eval of line $i alone" || return 1
+        echo "$OUT" >>singles.txt
+    done
+    want=$(py -c 'import json
+r = [json.loads(l) for l in open("singles.txt")]
+k = sum(x["tokens"] for x in r)
+print("%.6f %d" % (sum(x["loss"] * x["tokens"] for x in r) / k, k))')
+    hs eval --model mlm --text lines.txt --lines --mlm-mask every:3 --batch 4 --json
+    expect_rc 0 "eval --lines on an encoder" || return 1
+    expect_eq "$(py -c 'import json, sys; r = json.loads(sys.argv[1]); print("%.6f %d" % (r["loss"], r["tokens"]))' "$OUT")" \
+        "$want" "an encoder's eval --lines against each line alone"
 }
 
 bad_tasks_are_refused() {

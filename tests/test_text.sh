@@ -321,7 +321,76 @@ print("%.6f %.6f %d %d" % (sum(x["loss"] * x["tokens"] for x in r) / k, se, k, l
     expect_rc 0 "eval --text --lines" || return 1
     expect_eq "$(py -c 'import json, sys; r = json.loads(sys.argv[1]); print("%.6f %.6f %d %d" % (r["loss"], r["stderr"], r["tokens"], r["sequences"]))' "$OUT")" \
         "$want" "eval --lines against each line alone" || return 1
-    expect_refused 2 eval "--lines needs --text" --model "$TMP/l3tok" --data "$TMP/t.bin" --lines
+    expect_refused 2 eval "--lines needs --text" --model "$TMP/l3tok" --data "$TMP/t.bin" --lines ||
+        return 1
+}
+
+
+# same_as_lines N [METRIC...]: every head row of pl.db's runs (of METRIC, or
+# every metric) is the mean over lines of the line alone's (pl_I.db), its
+# stderr the lines' spread; model-wide rows (layer -1) too, per-layer rows
+# (head -1) of the logit lens too
+same_as_lines() {
+    py - "$@" <<'PY' || bad "$(cat pl.err)"
+import math, sqlite3, sys
+n, metrics = int(sys.argv[1]), sys.argv[2:]
+q = "select layer, head, metric, value, stderr from head_metrics"
+def rows(db):
+    return {r[:3]: r[3:] for r in sqlite3.connect(db).execute(q) if not metrics or r[2] in metrics}
+got, one = rows("pl.db"), [rows("pl_%d.db" % i) for i in range(n)]
+bad = []
+for k, (v, se) in got.items():
+    xs = [o[k][0] for o in one]
+    mu = sum(xs) / n
+    sd = math.sqrt(sum((x - mu) ** 2 for x in xs) / (n - 1) / n)
+    if abs(v - mu) > 1e-5 * (1 + abs(mu)) or abs(se - sd) > 1e-5 * (1 + sd):
+        bad.append("%s: %r, the lines alone give %r" % (k, (v, se), (mu, sd)))
+open("pl.err", "w").write("; ".join(bad[:3]) + " (%d rows of %s)" % (len(got), metrics or "every metric"))
+sys.exit(1 if bad or len(got) < 2 else 0)
+PY
+}
+
+# --text --lines in the studies (SPEC §21): each run on the four lines equals
+# the mean over the runs on each line alone (a one-line file: no padding);
+# the commands that read their text as one document refuse it.
+lines_in_studies() {
+    with_llama3 || return 0
+    text_model || return 1
+    lines_files
+    local m="$TMP/l3tok" cmd i
+    for cmd in "patterns" "ablate --method zero" "importance" "head-norms" "logit-lens"; do
+        rm -f pl*.db
+        for i in 0 1 2 3; do
+            # shellcheck disable=SC2086
+            hs $cmd --model "$m" --text "one_$i.txt" --lines --db "pl_$i.db" --batch 1
+            expect_rc 0 "$cmd of line $i alone" || return 1
+        done
+        # shellcheck disable=SC2086
+        hs $cmd --model "$m" --text lines.txt --lines --db pl.db --batch 4
+        expect_rc 0 "$cmd --text --lines" || return 1
+        case $cmd in
+            importance) same_as_lines 4 importance_raw ;;
+            head-norms) same_as_lines 4 head_output_norm ;;
+            logit-lens) same_as_lines 4 logit_lens_loss ;;
+            ablate*) same_as_lines 4 loss_delta_zero ;;
+            *) same_as_lines 4 ;;
+        esac || { REASON="$cmd: $REASON"; return 1; }
+    done
+    # prune: its unpruned loss is eval --lines'
+    hs eval --model "$m" --text lines.txt --lines --json
+    local want
+    want=$(jget out.txt loss)
+    hs prune --model "$m" --text lines.txt --lines --db pr.db --step-percent 50 --max-percent 50
+    expect_rc 0 "prune --lines" || return 1
+    close "$(sqlite3 pr.db "select y from curves where curve = 'pruning' and x = 0")" "$want" 1e-5 ||
+        bad "prune's unpruned loss is not eval --lines'" || return 1
+    expect_refused 2 ablate "--lines: mean and resample ablation" --model "$m" --text lines.txt \
+        --lines --db x.db || return 1
+    expect_refused 2 induction "--lines: this command reads its text as one document" --model "$m" \
+        --text lines.txt --lines --db x.db || return 1
+    expect_refused 1 train "--lines: this command reads its text as one document" --init "$m" \
+        --text lines.txt --lines --out t2 --steps 1 || return 1
+    expect_refused 2 eval "--lines needs --text" --model "$m" --data "$TMP/t.bin" --lines
 }
 
 # eval on --text equals eval on the shard `tokens --tokenizer` makes of the
@@ -359,4 +428,4 @@ EOF
 }
 
 run_checks text_rules text_errors plot_token_labels maps_and_report_text hostile_token_text \
-    capture_token_text text_equals_shard capture_lines
+    capture_token_text text_equals_shard capture_lines lines_in_studies
