@@ -190,6 +190,39 @@ int hs_fail_few_tokens(const char *what, const hs_tokens *t, int B, int T)
                    what, B, T, t->n, B, fit);
 }
 
+/* --lines and --seq-len auto against what s reads: HS_EINVAL, a usage
+ * error, where they cannot apply. */
+static int check_shape(const hs_inputs *in, const hs_inputs_spec *s)
+{
+    const hs_source *src = &s->source;
+    if (src->lines && !(src->text && s->need_batch))
+        return hs_fail(HS_EINVAL, src->text ? "--lines: this command reads its text as one "
+                                              "document (not implemented for lines yet)"
+                                            : "--lines cuts --text into sequences: it needs --text");
+    if (in->whole && !(hs_source_path(src) && s->need_batch))
+        return hs_fail(HS_EINVAL, "--seq-len auto takes the whole text or shard as one "
+                                  "sequence: it needs --text or --data");
+    return HS_OK;
+}
+
+/* --seq-len auto: the loaded tokens one sequence, every token an input and
+ * the last a target only (in->seq_len = their count - 1), within the
+ * model's context. */
+static int whole_sequence(hs_inputs *in, const hs_inputs_spec *s)
+{
+    const hs_tokens *t = &in->tok;
+    const char *what = hs_source_path(&s->source);
+    in->seq_len = t->n > 1 && t->n - 1 <= (size_t)INT32_MAX ? (int)(t->n - 1) : 0;
+    if (!in->seq_len)
+        return hs_fail(HS_EINVAL, "--seq-len auto: %s holds %zu tokens (a sequence needs 2 at "
+                       "least: inputs and a target)", what, t->n);
+    if (s->model && in->seq_len > in->m.cfg.n_ctx)
+        return hs_fail(HS_EINVAL, "--seq-len auto: %s holds %zu tokens, a sequence of %d "
+                       "positions, more than the model's n_ctx=%d (give --seq-len)", what, t->n,
+                       in->seq_len, in->m.cfg.n_ctx);
+    return HS_OK;
+}
+
 int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
 {
     memset(in, 0, sizeof *in);
@@ -201,18 +234,10 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
     const int lines = src->lines; /* each line padded to the longest (or seq_len) */
     in->whole = s->seq_len == HS_SEQ_LEN_AUTO && !lines;
     in->batch = in->whole ? 1 : s->batch;
-    if (!rc && lines && !(src->text && s->need_batch)) {
+    if (!rc && (rc = check_shape(in, s))) {
         hs_inputs_free(in);
         in->usage = 1;
-        return hs_fail(HS_EINVAL, src->text ? "--lines: this command reads its text as one "
-                                              "document (not implemented for lines yet)"
-                                            : "--lines cuts --text into sequences: it needs --text");
-    }
-    if (!rc && in->whole && !(tokens && s->need_batch)) {
-        hs_inputs_free(in);
-        in->usage = 1;
-        return hs_fail(HS_EINVAL, "--seq-len auto takes the whole text or shard as one "
-                                  "sequence: it needs --text or --data");
+        return rc;
     }
     if (!rc && s->model && s->need_batch && !in->whole && !lines)
         in->seq_len = hs_seq_len_or_default(c, in->seq_len);
@@ -229,16 +254,8 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
         rc = hs_source_load(&in->tok, src, &in->tk, s->model, s->model ? c->vocab_size : 0);
     if (!rc && s->keep_tokenizer)
         rc = hs_tokenizer_resolve(&in->tk, src->tokenizer, s->model);
-    if (!rc && in->whole) { /* every token an input, the last a target only */
-        in->seq_len = in->tok.n > 1 && in->tok.n - 1 <= (size_t)INT32_MAX ? (int)(in->tok.n - 1) : 0;
-        if (!in->seq_len)
-            rc = hs_fail(HS_EINVAL, "--seq-len auto: %s holds %zu tokens (a sequence needs 2 "
-                         "at least: inputs and a target)", hs_source_path(src), in->tok.n);
-        else if (s->model && in->seq_len > c->n_ctx)
-            rc = hs_fail(HS_EINVAL, "--seq-len auto: %s holds %zu tokens, a sequence of %d "
-                         "positions, more than the model's n_ctx=%d (give --seq-len)",
-                         hs_source_path(src), in->tok.n, in->seq_len, c->n_ctx);
-    }
+    if (!rc && in->whole)
+        rc = whole_sequence(in, s);
     if (!rc && tokens && s->need_batch && !hs_batch_count(&in->tok, in->batch, in->seq_len))
         rc = hs_fail_few_tokens(hs_source_path(src), &in->tok, in->batch, in->seq_len);
     if (!rc && s->mlm && tokens) {
