@@ -107,6 +107,17 @@ static const hs_metric_desc METRICS[HS_M_COUNT] = {
     [HS_M_FIRST_TOKEN] = { "first_token", HEAD, HS_SCALE_PROB, "", ATTN,
         "Mean attention on position 0; heads that park their attention there are often doing "
         "nothing with it.", HS_M_FIRST_TOKEN_CONTROL },
+    [HS_M_SINK] = { "sink", HEAD, HS_SCALE_PROB, "", "attention sink alpha_0",
+        "Each head's alpha_0 (SPEC §18, Gu et al. 2024): the mean attention on position 0 over "
+        "a sequence's real queries, then over sequences (first_token's number).",
+        HS_M_SINK_CONTROL },
+    [HS_M_SINK_RATE] = { "sink_rate", MODEL, HS_SCALE_PROB, "", "sink rate",
+        "The share of heads whose alpha_0 exceeds --sink-epsilon (default 0.3).",
+        HS_M_SINK_RATE_CONTROL },
+    [HS_M_SINK_CONTROL] = { "sink_control", HEAD, HS_SCALE_PROB, "", "attention sink alpha_0",
+        NULL, NONE },
+    [HS_M_SINK_RATE_CONTROL] = { "sink_rate_control", MODEL, HS_SCALE_PROB, "", "sink rate",
+        NULL, NONE },
     [HS_M_DELIM] = { "delim", HEAD, HS_SCALE_PROB, "", ATTN, NULL, HS_M_DELIM_CONTROL },
     [HS_M_DISTANCE] = { "distance", HEAD, HS_SCALE_DISTANCE, "positions",
         "mean distance (positions)", "Mean attention-weighted distance |t - s| between query "

@@ -9,6 +9,7 @@
 #include "patterns.h"
 #include "study.h"
 #include "study_patterns.h"
+#include "metrics.h"
 #include "task.h"
 
 void hs_patterns_result_free(hs_patterns_result *r)
@@ -40,6 +41,27 @@ static void note_missing(hs_patterns_result *r, const hs_patterns *p, int tokeni
                  tokenizer ? "the tokenizer has no such token"
                            : "no tokenizer is known and config.json gives no id (pass "
                              "--tokenizer)");
+}
+
+/* SPEC §18's sink rows of p (suffix "" or "_control"): per head sink =
+ * alpha_0, the mean over each sequence's real queries of the attention on
+ * position 0, then over sequences (first_token's number), and model-wide
+ * sink_rate = the share of heads whose alpha_0 exceeds eps (n: heads). */
+static int sink_rows(hs_head_table *t, const hs_patterns *p, const char *suffix, double eps)
+{
+    char name[64];
+    int rc = HS_OK, over = 0, heads = 0;
+    snprintf(name, sizeof name, "%s%s", HS_METRIC(SINK), suffix);
+    for (int li = 0; !rc && li < p->n_layer; li++)
+        for (int hi = 0; !rc && hi < p->n_head[li]; hi++, heads++) {
+            const size_t i = (size_t)li * HS_MAX_HEADS + hi;
+            const double a0 = p->value[HS_PAT_FIRST][i];
+            over += a0 > (eps > 0 ? eps : 0.3);
+            rc = hs_head_table_add(t, p->layer[li], p->head[i], name, a0,
+                                   p->stderr_value[HS_PAT_FIRST][i], p->n);
+        }
+    snprintf(name, sizeof name, "%s%s", HS_METRIC(SINK_RATE), suffix);
+    return rc ? rc : hs_head_table_add(t, -1, -1, name, heads ? (double)over / heads : 0, 0, heads);
 }
 
 /* The statistics of env's model (and its control) on its data. */
@@ -86,8 +108,12 @@ static int model_study(hs_patterns_result *r, const hs_patterns_opts *o, const h
                 r->js_layer[k] = l, r->js_head[k] = h;
     if (!rc)
         rc = hs_patterns_to_table(&r->table, &pt, "");
+    if (!rc)
+        rc = sink_rows(&r->table, &pt, "", o->sink_epsilon);
     if (!rc && o->control)
         rc = hs_patterns_to_table(&r->table, &pctl, "_control");
+    if (!rc && o->control)
+        rc = sink_rows(&r->table, &pctl, "_control", o->sink_epsilon);
     for (int li = 0; li < pt.n_layer; li++)
         r->heads += pt.n_head[li];
     r->sequences = pt.n;
@@ -130,6 +156,8 @@ static int maps_study(hs_patterns_result *r, const hs_patterns_opts *o)
     }
     if (!rc)
         rc = hs_patterns_to_table(&r->table, &pt, "");
+    if (!rc)
+        rc = sink_rows(&r->table, &pt, "", o->sink_epsilon);
     for (int li = 0; li < pt.n_layer; li++)
         r->heads += pt.n_head[li];
     r->sequences = pt.n;
@@ -142,6 +170,9 @@ static int maps_study(hs_patterns_result *r, const hs_patterns_opts *o)
 int hs_patterns_check(hs_patterns_opts *o, const hs_study_env *env)
 {
     (void)env;
+    if (o->sink_epsilon && !(o->sink_epsilon > 0 && o->sink_epsilon < 1))
+        return hs_fail(HS_EINVAL, "--sink-epsilon %g: a share of attention in (0, 1)",
+                       o->sink_epsilon);
     o->n_delim = hs_parse_ints(o->delim, o->delim_ids, 64, 0, INT32_MAX, 0);
     if (o->n_delim < 0)
         return hs_fail(HS_EINVAL, "--delim '%s': token ids separated by commas", o->delim);

@@ -18,12 +18,14 @@ typedef struct {
     long seed;
     const char *js_out;        /* also the head-to-head Jensen-Shannon distances, as a CSV
                                   written here and recorded as the run's artifact */
+    double sink_epsilon;       /* SPEC §18: sink_rate's threshold on alpha_0 (0: 0.3) */
 } hs_patterns_opts;
 
 typedef struct {
     hs_study_rows rows;
     /* head_metrics rows: every statistic of hs_pattern_name per head (model
-     * layer and head ids), then with suffix _control when asked */
+     * layer and head ids), sink (alpha_0) per head and model-wide sink_rate
+     * (SPEC §18), then with suffix _control when asked */
     hs_head_table table;
     long sequences;
     int heads;          /* heads with rows (a capture file may hold a subset) */

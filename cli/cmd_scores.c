@@ -66,6 +66,7 @@ static int cmd_patterns(int argc, char **argv)
         { "--delim", OPT_STR, &po.delim, 0, "ID,ID,...", "token ids counted by 'delim'", 0 },
         { "--js-out", OPT_STR, &po.js_out, 0, "FILE.csv", "also write the head-to-head Jensen-Shannon distance matrix", 0 },
         { "--control", OPT_FLAG, &po.control, 0, NULL, "with --model: also <stat>_control of a randomly initialised model", 0 },
+        { "--sink-epsilon", OPT_DOUBLE, &po.sink_epsilon, 0, "E", "sink_rate: the share of heads whose alpha_0 exceeds E (default 0.3)", 0 },
         { "--seed", OPT_LONG, &po.seed, 0, "S", "seed of the control model", 0 },
         OPT_BATCH(&s.in.batch),
         OPT_SEQ_LEN(&s.in.seq_len),

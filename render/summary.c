@@ -533,13 +533,25 @@ void hs_print_patterns(FILE *f, const hs_summary *s, const hs_patterns_result *r
 {
     if (*r->note)
         fprintf(stderr, "headscope: patterns: note: %s\n", r->note);
-    if (s->json)
-        fprintf(f, "{\"run_id\":%lld,\"sequences\":%ld,\"rows\":%d}\n", s->run_id, r->sequences,
+    const hs_metric_row *rate = model_row(&r->table, HS_METRIC(SINK_RATE));
+    const hs_metric_row *rate_c = model_row(&r->table, HS_METRIC(SINK_RATE_CONTROL));
+    const double eps = o->sink_epsilon > 0 ? o->sink_epsilon : 0.3;
+    if (s->json) {
+        fprintf(f, "{\"run_id\":%lld,\"sequences\":%ld,\"rows\":%d", s->run_id, r->sequences,
                 r->table.n);
-    else
-        fprintf(f, "run %lld: pattern statistics of %d head-rows over %ld sequences in %s%s\n",
-                s->run_id, r->heads, r->sequences, s->db,
-                o->control ? " (and of a random-init control)" : "");
+        fprintf(f, ",\"sink_rate\":"), hs_json_number(f, rate ? rate->value : NAN, 6);
+        fprintf(f, ",\"sink_epsilon\":"), hs_json_number(f, eps, 6);
+        fprintf(f, "}\n");
+        return;
+    }
+    fprintf(f, "run %lld: pattern statistics of %d head-rows over %ld sequences in %s%s\n",
+            s->run_id, r->heads, r->sequences, s->db,
+            o->control ? " (and of a random-init control)" : "");
+    if (rate)
+        fprintf(f, "sink rate %.3f: the share of heads whose attention on position 0 exceeds %g%s",
+                rate->value, eps, rate_c ? "" : "\n");
+    if (rate && rate_c)
+        fprintf(f, " (random-init control %.3f)\n", rate_c->value);
 }
 
 void hs_print_eval(FILE *f, const hs_summary *s, const hs_eval_result *r)

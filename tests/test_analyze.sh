@@ -951,15 +951,44 @@ open("js.txt", "w").write(f"max |diff| {worst}")
 sys.exit(0 if worst < 1e-5 else 1)
 EOF
     r2=$(jget out.txt run_id)
-    expect_eq "$(q p.db "select count(*) from head_metrics where run_id=$r1")" 56 "pattern rows (8 heads x 7)" || return 1
+    expect_eq "$(q p.db "select count(*) from head_metrics where run_id=$r1")" 65 \
+        "pattern rows (8 heads x 7, sink per head, sink_rate)" || return 1
+    # SPEC §18's sinks from the maps in float64: alpha_0 per head (each
+    # sequence's mean over its queries of the attention on position 0, then
+    # over sequences), sink_rate the share of heads above --sink-epsilon
+    py - m.h5 p.db "$r1" <<'EOF' || bad "sinks: $(cat sink.txt)" || return 1
+import sqlite3, sys, h5py, numpy as np
+f, db, run = h5py.File(sys.argv[1]), sqlite3.connect(sys.argv[2]), int(sys.argv[3])
+got = {(l, h): (v, e) for l, h, v, e in db.execute(
+    "select layer, head, value, stderr from head_metrics where run_id=? and metric='sink'", (run,))}
+worst, alphas = 0.0, []
+for name in sorted(k for k in f if k.startswith("layer_")):
+    att = f[name]["attn"][()].astype(np.float64)          # [N, H, T, T]
+    per_seq = att[:, :, :, 0].mean(axis=2)                # [N, H]
+    for h, a0 in enumerate(per_seq.mean(axis=0)):
+        se = per_seq[:, h].std(ddof=1) / np.sqrt(per_seq.shape[0])
+        v, e = got[(int(f[name]["attn"].attrs["layer"]), h)]
+        worst = max(worst, abs(v - a0), abs(e - se))
+        alphas.append(a0)
+rate = db.execute("select value, n from head_metrics where run_id=? and metric='sink_rate'", (run,)).fetchone()
+want = sum(a > 0.3 for a in alphas) / len(alphas)
+open("sink.txt", "w").write("max |diff| %g, sink_rate %r against %g of %d" % (worst, rate, want, len(alphas)))
+sys.exit(0 if worst < 1e-5 and rate == (want, len(alphas)) else 1)
+EOF
+    # the threshold moves the rate: above every head's alpha_0, none
+    hs patterns --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --db e.db --sink-epsilon 0.99 --json
+    expect_rc 0 "patterns --sink-epsilon" && expect_eq "$(jget out.txt sink_rate)" 0 "sink_rate at 0.99" || return 1
+    expect_refused 2 patterns "--sink-epsilon 1.5" --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" \
+        --db e.db --sink-epsilon 1.5 || return 1
     # --control adds the same statistics of a random-init model, and only them
     hs patterns --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --db c.db --control --json
     expect_rc 0 "patterns --control" || return 1
-    expect_eq "$(q c.db "select count(*) from head_metrics where metric like '%_control'")" 56 "control rows" || return 1
+    expect_eq "$(q c.db "select count(*) from head_metrics where metric like '%_control'")" 65 "control rows" || return 1
     # (next_token is 0 under the causal mask and delim 0 without --delim, in both)
     expect_eq "$(q c.db "select count(*) from head_metrics a join head_metrics b on b.layer=a.layer and b.head=a.head
                          and b.metric=a.metric || '_control' where a.value != b.value
-                         and a.metric not in ('next_token', 'delim')")" 40 "controls differ from the model" || return 1
+                         and a.metric not in ('next_token', 'delim', 'sink_rate')")" 48 \
+        "controls differ from the model (6 statistics and sink, 8 heads each)" || return 1
     hs patterns --maps m.h5 --db c.db --control
     expect_rc 2 "--control with --maps" || return 1
     local worst

@@ -125,7 +125,7 @@ analyses_on_padded_documents() {
     local run
     run=$(jget out.txt run_id)
     expect_eq "$(sqlite3 a.db "select count(distinct metric) from head_metrics where run_id = $run")" \
-        20 "10 statistics and their controls" || return 1
+        24 "10 statistics, sink and sink_rate, and their controls" || return 1
     # every document starts with [CLS]: first_token and cls are the same mass
     diff=$(sqlite3 a.db "select max(abs(a.value - b.value)) from head_metrics a join head_metrics b
         using (run_id, layer, head) where run_id = $run and a.metric = 'cls' and b.metric = 'first_token'")

@@ -172,7 +172,8 @@ static void test_patterns_study_control_is_the_control_recipe(void)
     hs_patterns_result r;
     CU_ASSERT_EQUAL_FATAL(hs_patterns_study(&r, &o, &env), HS_OK);
     CU_ASSERT_EQUAL(r.heads, 2 * PH);
-    CU_ASSERT_EQUAL(r.table.n, 2 * HS_PAT_KINDS * 2 * PH);
+    /* each statistic and sink per head, and sink_rate; then their controls */
+    CU_ASSERT_EQUAL(r.table.n, 2 * ((HS_PAT_KINDS + 1) * 2 * PH + 1));
     hs_model ctrl;
     hs_patterns ref = { 0 };
     CU_ASSERT_EQUAL_FATAL(hs_control_model(&ctrl, &m.cfg, o.seed), HS_OK);

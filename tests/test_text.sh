@@ -335,8 +335,9 @@ same_as_lines() {
 import math, sqlite3, sys
 n, metrics = int(sys.argv[1]), sys.argv[2:]
 q = "select layer, head, metric, value, stderr from head_metrics"
-def rows(db):
-    return {r[:3]: r[3:] for r in sqlite3.connect(db).execute(q) if not metrics or r[2] in metrics}
+def rows(db):  # without METRIC: every per-head row (not the model-wide sink_rate)
+    return {r[:3]: r[3:] for r in sqlite3.connect(db).execute(q)
+            if (r[2] in metrics if metrics else r[0] >= 0)}
 got, one = rows("pl.db"), [rows("pl_%d.db" % i) for i in range(n)]
 bad = []
 for k, (v, se) in got.items():
