@@ -412,6 +412,9 @@ int hs_task_load_lines(hs_task *t, const char *path, int seq_len, int whole,
             t->len[t->n] = (int)n;
             t->T = t->len[t->n] > t->T ? t->len[t->n] : t->T;
             t->n++;
+        } else if (q < stop) { /* one that encodes to no token neither */
+            free(ids[t->n]);
+            ids[t->n] = NULL;
         }
         p = stop;
     }

@@ -210,6 +210,35 @@ shard() {
 # map file whose sequence i, over its own tokens, equals the capture of
 # sentence i alone (--seq-len auto: the whole text one sequence), with
 # /attention_mask 1 over those tokens and every padded entry exactly 0.
+# byte_bpe_model DIR: a small llama-shaped model (vocabulary 256) trained one
+# step, with a byte-level BPE tokenizer.json of no merges beside it (GPT-2's
+# byte alphabet, id = the byte): a tokenizer file on a model that costs
+# milliseconds a forward.
+byte_bpe_model() {
+    [ -s "$1/tokenizer.json" ] && return 0
+    py - "$1.json" <<'PY' || bad "could not write the byte tokenizer" || return 1
+import json, sys
+bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xa1, 0xad)) + list(range(0xae, 0x100))
+cs, n = bs[:], 0
+for b in range(256):
+    if b not in bs:
+        bs.append(b); cs.append(256 + n); n += 1
+vocab = {chr(c): b for b, c in zip(bs, cs)}
+json.dump({"version": "1.0", "added_tokens": [], "normalizer": None,
+           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                             "use_regex": True},
+           "post_processor": None, "decoder": {"type": "ByteLevel", "add_prefix_space": False,
+                                               "trim_offsets": True, "use_regex": True},
+           "model": {"type": "BPE", "dropout": None, "unk_token": None, "fuse_unk": False,
+                     "byte_fallback": False, "vocab": vocab, "merges": []}}, open(sys.argv[1], "w"))
+PY
+    printf 'The quick brown fox jumps over the lazy dog.\n' >"$1.txt"
+    hs train --preset llama n_layer=2 n_head=2 d_model=16 n_ctx=128 vocab_size=256 --text "$1.txt" \
+        --tokenizer "$1.json" --out "$1" --steps 1 --batch 1 --seq-len 8
+    expect_rc 0 "train the byte-level BPE model" || return 1
+    cp "$1.json" "$1/tokenizer.json"
+}
+
 # lines_files: lines.txt, four sentences of different lengths (a blank line
 # and a CRLF among them), and one_I.txt, sentence I alone (no newline).
 lines_files() {

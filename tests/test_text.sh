@@ -294,18 +294,17 @@ EOF
         bad "capture --data gave other token text than --text" || return 1
 }
 
-# capture --text --lines (SPEC §21) on a decoder with the Llama-3 tokenizer:
-# one map file whose sequences equal single-sentence captures.
+# capture --text --lines (SPEC §21) on a decoder with a byte-level BPE
+# tokenizer.json: one map file whose sequences equal single-sentence captures.
 capture_lines() {
-    with_llama3 || return 0
-    text_model || return 1
-    lines_equal_singles "$TMP/l3tok" || return 1
+    byte_bpe_model "$TMP/bb" || return 1
+    lines_equal_singles "$TMP/bb" || return 1
     # eval --text --lines: the mean over every line's own targets (padding
     # and the next line never a target) of the per-line evals alone
     local i=0 want
     : >singles.txt
     while [ -e "one_$i.txt" ]; do
-        hs eval --model "$TMP/l3tok" --text "one_$i.txt" --seq-len auto --json
+        hs eval --model "$TMP/bb" --text "one_$i.txt" --seq-len auto --json
         expect_rc 0 "eval --seq-len auto of line $i" || return 1
         echo "$OUT" >>singles.txt
         i=$((i + 1))
@@ -317,11 +316,11 @@ m = [x["loss"] for x in r]
 mu = sum(m) / len(m)
 se = math.sqrt(sum((v - mu) ** 2 for v in m) / (len(m) - 1) / len(m))
 print("%.6f %.6f %d %d" % (sum(x["loss"] * x["tokens"] for x in r) / k, se, k, len(r)))')
-    hs eval --model "$TMP/l3tok" --text lines.txt --lines --batch 3 --json
+    hs eval --model "$TMP/bb" --text lines.txt --lines --batch 3 --json
     expect_rc 0 "eval --text --lines" || return 1
     expect_eq "$(py -c 'import json, sys; r = json.loads(sys.argv[1]); print("%.6f %.6f %d %d" % (r["loss"], r["stderr"], r["tokens"], r["sequences"]))' "$OUT")" \
         "$want" "eval --lines against each line alone" || return 1
-    expect_refused 2 eval "--lines needs --text" --model "$TMP/l3tok" --data "$TMP/t.bin" --lines ||
+    expect_refused 2 eval "--lines needs --text" --model "$TMP/bb" --data "$TMP/t.bin" --lines ||
         return 1
 }
 
@@ -355,10 +354,9 @@ PY
 # the mean over the runs on each line alone (a one-line file: no padding);
 # the commands that read their text as one document refuse it.
 lines_in_studies() {
-    with_llama3 || return 0
-    text_model || return 1
+    byte_bpe_model "$TMP/bb" || return 1
     lines_files
-    local m="$TMP/l3tok" cmd i
+    local m="$TMP/bb" cmd i
     for cmd in "patterns" "ablate --method zero" "importance" "head-norms" "logit-lens"; do
         rm -f pl*.db
         for i in 0 1 2 3; do
