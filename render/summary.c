@@ -361,7 +361,7 @@ static void print_heads(FILE *f, const hs_head_table *t, int json)
  * premise rows). */
 static void print_premise(FILE *f, const hs_head_table *t, int json)
 {
-    char why[256], words[320];
+    char why[256] = "", words[320];
     const int failed = hs_premise_failed(t, why, sizeof why);
     const hs_metric_row *gap = hs_head_table_find(t, -1, -1, HS_METRIC(LOGIT_DIFF_GAP));
     snprintf(words, sizeof words, "not established: %s", why);
