@@ -299,6 +299,20 @@ static int pad_examples(hs_task *t, int32_t **ids, unsigned char **types,
     return HS_OK;
 }
 
+/* The end of a load: the per-line ids and types read (n slots of each,
+ * NULL entries allowed) and the file's text freed, t freed on failure; rc. */
+static int loaded(hs_task *t, int rc, int32_t **ids, unsigned char **types, size_t n, char *text)
+{
+    for (size_t i = 0; ids && i < n; i++)
+        free(ids[i]), free(types ? types[i] : NULL);
+    free(ids);
+    free(types);
+    free(text);
+    if (rc)
+        hs_task_free(t);
+    return rc;
+}
+
 int hs_task_load(hs_task *t, const hs_task_opts *o, const hs_model_config *c,
                  const hs_tokenizer *tk)
 {
@@ -360,14 +374,7 @@ int hs_task_load(hs_task *t, const hs_task_opts *o, const hs_model_config *c,
         rc = headline(t, o->metric);
     if (!rc)
         rc = pad_examples(t, ids, types, c, o->path);
-    for (size_t i = 0; ids && i < lines; i++)
-        free(ids[i]), free(types[i]);
-    free(ids);
-    free(types);
-    free(text);
-    if (rc)
-        hs_task_free(t);
-    return rc;
+    return loaded(t, rc, ids, types, lines, text);
 }
 
 int hs_task_load_lines(hs_task *t, const char *path, int seq_len, int whole,
@@ -423,14 +430,7 @@ int hs_task_load_lines(hs_task *t, const char *path, int seq_len, int whole,
     t->T = seq_len > 0 ? seq_len : t->T;
     if (!rc)
         rc = pad_examples(t, ids, types, c, path);
-    for (size_t i = 0; ids && i < lines; i++)
-        free(ids[i]);
-    free(ids);
-    free(types);
-    free(text);
-    if (rc)
-        hs_task_free(t);
-    return rc;
+    return loaded(t, rc, ids, types, lines, text);
 }
 
 void hs_task_free(hs_task *t)
