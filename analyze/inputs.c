@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+#include <stdint.h>
 
 #include "checkpoint.h"
 #include "config_json.h"
@@ -311,4 +312,38 @@ int hs_inputs_record(hs_run *run, const hs_inputs *in)
         cJSON_Delete(o);
     }
     return rc;
+}
+
+int hs_prompt_ids(const char *ids_s, const char *text, const hs_tokenizer *tok, int V,
+                  int32_t **ids, int *usage)
+{
+    *ids = NULL, *usage = 0;
+    if (ids_s) {
+        int n = 1;
+        for (const char *p = ids_s; *p; p++)
+            n += *p == ',';
+        if (!(*ids = hs_calloc((size_t)n, sizeof **ids, "prompt ids")))
+            return -1;
+        if ((n = hs_parse_ints(ids_s, *ids, n, 0, INT32_MAX, 0)) < 1) {
+            free(*ids), *ids = NULL, *usage = 1;
+            hs_fail(HS_EINVAL, "--prompt-ids '%s': non-negative ids separated by commas "
+                    "expected", ids_s);
+            return -1;
+        }
+        return n;
+    }
+    size_t n = strlen(text);
+    if (tok)
+        return hs_tokenizer_encode(tok, text, n, 1, ids, &n) ? -1 : (int)n;
+    if (V != 256) {
+        *usage = 1;
+        hs_fail(HS_EINVAL, "--prompt needs a tokenizer (--tokenizer PATH, or one in the model "
+                "directory) unless the model is byte-level; or give --prompt-ids");
+        return -1;
+    }
+    if (!(*ids = hs_calloc(n ? n : 1, sizeof **ids, "prompt ids")))
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        (*ids)[i] = (unsigned char)text[i];
+    return (int)n;
 }

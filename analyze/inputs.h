@@ -128,6 +128,13 @@ typedef struct {
 int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s);
 void hs_inputs_free(hs_inputs *in);
 
+/* A prompt's ids (*ids malloc'd): ids_s "1,2,3" (--prompt-ids), else text
+ * encoded by tok as a document (special tokens added), or without tok as
+ * bytes for a byte-level model (vocabulary V = 256). The count, or -1 with
+ * the message set and *usage 1 when an option's value is at fault. */
+int hs_prompt_ids(const char *ids_s, const char *text, const hs_tokenizer *tok, int V,
+                  int32_t **ids, int *usage);
+
 /* Records into the run what its figures need to know of the inputs
  * (run_params): "seq_len" (what entropy and distance are scaled by),
  * "n_head" (a JSON array of the heads per layer: a grid's cells) and the

@@ -284,6 +284,21 @@ static const hs_metric_desc METRICS[HS_M_COUNT] = {
         NONE },
     [HS_M_L0_HEADS_OPEN] = { "l0_heads_open", MODEL, HS_SCALE_NONNEG, "", "heads open", NULL,
         NONE },
+    [HS_M_RETRIEVAL] = { "retrieval", HEAD, HS_SCALE_PROB, "", "retrieval score",
+        "Wu et al.'s retrieval score (SPEC §18): the share of a needle's tokens each head copies "
+        "(its largest attention on the needle token it emits) over the successful runs of the "
+        "length x depth grid, divided by every run. High scores say where the copy happens, not "
+        "that the head is needed: --mask-top checks that.", NONE },
+    [HS_M_NEEDLE_ACCURACY] = { "needle_accuracy", MODEL, HS_SCALE_PROB, "", "needle accuracy",
+        "The share of runs whose greedy answer recalls more than half the answer's words "
+        "(ROUGE-1 recall > 0.5).", NONE },
+    [HS_M_NEEDLE_ACCURACY_MASKED_TOP] = { "needle_accuracy_masked_top", MODEL, HS_SCALE_PROB,
+        "", "needle accuracy", "Needle accuracy with the K highest-scoring heads' z set to 0.",
+        NONE },
+    [HS_M_NEEDLE_ACCURACY_MASKED_RANDOM] = { "needle_accuracy_masked_random", MODEL,
+        HS_SCALE_PROB, "", "needle accuracy",
+        "Needle accuracy with K random other heads' z set to 0: the control of the top heads' "
+        "mask.", NONE },
     [HS_M_VAL_LOSS_HEADS] = { "val_loss_heads_%d", MODEL, HS_SCALE_NONNEG, "nats",
         "validation loss", NULL, NONE },
     [HS_M_FORWARD_MS_HEADS] = { "forward_ms_heads_%d", MODEL, HS_SCALE_NONNEG, "ms",

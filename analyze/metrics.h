@@ -133,6 +133,11 @@ typedef enum {
     HS_M_L0_GATE,
     HS_M_L0_LOG_ALPHA,
     HS_M_L0_HEADS_OPEN,
+    /* heads at long context (SPEC §18) */
+    HS_M_RETRIEVAL,
+    HS_M_NEEDLE_ACCURACY,
+    HS_M_NEEDLE_ACCURACY_MASKED_TOP,
+    HS_M_NEEDLE_ACCURACY_MASKED_RANDOM,
     /* experiments: families of names */
     HS_M_VAL_LOSS_HEADS,
     HS_M_FORWARD_MS_HEADS,

@@ -407,48 +407,14 @@ hs_study_io cli_study_io(phase_bars *bars, int stoppable)
 
 /* ---- the study driver --------------------------------------------------- */
 
-/* "1,2,3" -> ids (malloc'd); the count, or -1 with a usage error printed. */
-static int parse_ids(const char *cmd, const char *s, int32_t **ids)
-{
-    int n = 1;
-    for (const char *p = s; *p; p++)
-        n += *p == ',';
-    if (!(*ids = malloc(sizeof **ids * (size_t)n)))
-        return -1;
-    if ((n = hs_parse_ints(s, *ids, n, 0, INT32_MAX, 0)) < 1) {
-        free(*ids);
-        *ids = NULL;
-        cli_usage_error(cmd, "--prompt-ids '%s': non-negative ids separated by commas expected",
-                        s);
-        return -1;
-    }
-    return n;
-}
-
 int cli_prompt_ids(const char *cmd, const char *ids_s, const char *text, const hs_tokenizer *tok,
                    int V, int32_t **ids)
 {
-    if (ids_s)
-        return parse_ids(cmd, ids_s, ids);
-    size_t n = strlen(text);
-    if (tok) {
-        if (hs_tokenizer_encode(tok, text, n, 1, ids, &n)) {
-            cli_run_error(cmd);
-            return -1;
-        }
-        return (int)n;
-    }
-    if (V != 256) {
-        cli_usage_error(cmd,
-                        "--prompt needs a tokenizer (--tokenizer PATH, or one in the model "
-                        "directory) unless the model is byte-level; or give --prompt-ids");
-        return -1;
-    }
-    if (!(*ids = malloc(sizeof **ids * (n ? n : 1))))
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        (*ids)[i] = (unsigned char)text[i];
-    return (int)n;
+    int usage = 0;
+    const int n = hs_prompt_ids(ids_s, text, tok, V, ids, &usage);
+    if (n < 0)
+        usage ? cli_usage_error(cmd, "%s", hs_last_error()) : cli_run_error(cmd);
+    return n;
 }
 
 int cli_task_opts(hs_task_opts *o, const cli_task *t, hs_inputs_spec *in)

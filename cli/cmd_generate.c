@@ -8,39 +8,6 @@
 #include "cli.h"
 #include "decode.h"
 
-static void print_generation(const int32_t *out, int n_prompt, int n, const hs_generate_stats *st,
-                             const hs_tokenizer *tok, int V, int json)
-{
-    if (json) {
-        printf("{\"ids\":[");
-        for (int i = 0; i < n; i++)
-            printf("%s%d", i ? "," : "", out[i]);
-        printf("],\"new_ids\":[");
-        for (int i = n_prompt; i < n; i++)
-            printf("%s%d", i > n_prompt ? "," : "", out[i]);
-        printf("],\"cache_bytes\":%zu,\"tokens_per_s\":", st->cache_bytes);
-        hs_json_number(stdout, st->tokens_per_s, 6);
-        printf("}\n");
-        return;
-    }
-    char *text = tok ? hs_tokenizer_decode(tok, out, (size_t)n, 0) : NULL;
-    if (text)
-        printf("%s\n", text);
-    else if (V == 256 && !tok) {
-        for (int i = 0; i < n; i++)
-            putchar(out[i]);
-        putchar('\n');
-    } else {
-        for (int i = 0; i < n; i++)
-            printf("%s%d", i ? " " : "", out[i]);
-        printf("\n");
-    }
-    free(text);
-    fflush(stdout); /* the text first, whole, even when both streams go to one file */
-    fprintf(stderr, "generate: %d new tokens, %.1f tokens/s, KV cache %zu bytes\n", n - n_prompt,
-            st->tokens_per_s, st->cache_bytes);
-}
-
 static int cmd_generate(int argc, char **argv)
 {
     const char *model = NULL, *text = NULL, *ids_s = NULL, *tok_path = NULL;
@@ -87,7 +54,7 @@ static int cmd_generate(int argc, char **argv)
     if (!rc && (hs_generate(out, &st, &m, ids, n, max_new, &so) || hs_model_unchanged(&m)))
         rc = cli_run_error("generate");
     if (!rc)
-        print_generation(out, n, n + max_new, &st, tok, m.cfg.vocab_size, json);
+        hs_print_generation(stdout, out, n, n + max_new, &st, tok, m.cfg.vocab_size, json);
     free(ids);
     free(out);
     hs_tokenizer_free(tok);

@@ -178,6 +178,38 @@ size_t hs_decoder_cache_bytes(const hs_decoder *dec)
     return bytes;
 }
 
+/* The copy rule's row (hs_decoder_watch.argmax): row `last` of a call's
+ * query rows is the feed's last; its keys are positions, or with a ring of
+ * `ring` slots the slots of the query at position `query`. */
+typedef struct {
+    int *out;
+    int last, ring, query;
+} argmax_watch;
+
+static int slot_position(const argmax_watch *w, int s)
+{
+    return w->ring ? w->query - (w->query - s) % w->ring : s;
+}
+
+/* hs_row_observer: the position of the largest weight of the last row,
+ * the lowest position on ties (a ring's slots are not in position order). */
+static void watch_rows(void *ctx, int layer, int thread, int b, int h, int t0, int n,
+                       const hs_real *P, int ldp, int keys)
+{
+    (void)layer, (void)thread, (void)b;
+    const argmax_watch *w = ctx;
+    if (w->last < t0 || w->last >= t0 + n)
+        return;
+    const hs_real *row = P + (size_t)(w->last - t0) * ldp;
+    int best = 0, best_pos = slot_position(w, 0);
+    for (int s = 1; s < keys; s++) {
+        const int p = slot_position(w, s);
+        if (row[s] > row[best] || (row[s] == row[best] && p < best_pos))
+            best = s, best_pos = p;
+    }
+    w->out[h] = best_pos;
+}
+
 /* Attention of n new rows `in` over a ring of the last W positions: the
  * projections of all n rows at once (hs_attn_project: norms and RoPE as the
  * full forward has them), then each query in turn writes its key and value
@@ -203,9 +235,10 @@ static int ring_attention(hs_decoder *dec, hs_layer_cache *lc, const hs_attn_wei
         kv->len = S;
         const hs_kv_view view = { kv->k, kv->v, (size_t)G * kv->cap * dh, (size_t)kv->cap * dh,
                                   (size_t)dh, S };
+        /* the watch's observer sees the last query alone */
         int rc = hs_attn_heads_forward_scored(a->z + (size_t)t * HD, NULL, a->q + (size_t)t * HD,
                                               &view, &causal, NULL, S - 1, 1, 1, H, G, dh, &sc,
-                                              NULL);
+                                              t == n - 1 ? &a->hooks : NULL);
         if (rc)
             return rc;
     }
@@ -224,10 +257,19 @@ static int layer_attention(hs_decoder *dec, int l, const hs_real *in, int n, hs_
     const hs_attn_config ac = hs_config_attn(&m->cfg, l);
     hs_attn_acts *a = &dec->acts;
     a->B = 1, a->L = n, a->S_new = n, a->S = n;
+    const hs_real *gates = dec->watch.gates ? dec->watch.gates[l] : NULL;
+    int *argmax = dec->watch.argmax ? dec->watch.argmax[l] : NULL;
     if (lc->kind == HS_LAYER_CACHE_OTHER && m->cfg.mla) {
+        if (argmax)
+            return hs_fail(HS_EINVAL, "decoder: layer %d's latent attention (MLA) has no "
+                           "attention row to watch", l);
         const hs_mla_config mc = hs_config_mla(&m->cfg, l);
-        return hs_mla_forward_cached(out, NULL, &m->w.layer[l].mla, &mc, in, n, NULL, lc->other);
+        return hs_mla_forward_cached(out, NULL, &m->w.layer[l].mla, &mc, in, n, gates, lc->other);
     }
+    argmax_watch aw = { argmax, lc->window ? 0 : n - 1, lc->window, dec->pos + n - 1 };
+    a->hooks = (hs_attn_hooks){ .layer = l };
+    if (argmax)
+        a->hooks.rows = (hs_row_observer){ watch_rows, &aw };
     if (lc->kind != HS_LAYER_CACHE_KV)
         return hs_fail(HS_EINVAL, "decoder: layer %d's attention has no decoding step", l);
     int rc;
@@ -237,8 +279,9 @@ static int layer_attention(hs_decoder *dec, int l, const hs_real *in, int n, hs_
         const hs_attn_mask causal = { 1, NULL };
         rc = hs_attn_forward_heads(a, w, &ac, in, NULL, &causal, &lc->kv);
     }
+    a->hooks = (hs_attn_hooks){ 0 };
     if (!rc)
-        hs_attn_forward_output(out, a, w, &ac, NULL, 0);
+        hs_attn_forward_output(out, a, w, &ac, gates, 0);
     return rc;
 }
 

@@ -48,9 +48,22 @@ typedef struct {
     void (*other_reset)(void *other); /* forgets every cached position */
 } hs_layer_cache;
 
+/* What a feed does besides the forward (hs_decoder.watch; all NULL:
+ * nothing). gates (n_layer pointers, each NULL or the layer's H gates)
+ * multiplies each head's output z before W_o: a gate of 0 ablates the head
+ * (SPEC §18's masked heads). argmax (n_layer pointers, each NULL or H ints)
+ * receives after every feed, for each query head, the position of the key
+ * that the feed's last row attends to most, the lowest position on ties
+ * (SPEC §18's copy rule); an MLA layer has no such row (HS_EINVAL). */
+typedef struct {
+    const hs_real *const *gates;
+    int *const *argmax;
+} hs_decoder_watch;
+
 typedef struct {
     const hs_model *m;
     int max_len;             /* positions this decoder may hold */
+    hs_decoder_watch watch;  /* zero after init: set by the caller */
     int pos;                 /* positions fed so far */
     hs_layer_cache *layer;   /* n_layer */
     /* scratch for up to `rows` tokens per feed (grown by a longer feed) */

@@ -5,6 +5,7 @@
 #include "summary.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -723,4 +724,84 @@ void hs_print_predict_lines(FILE *f, const hs_prediction_line *r, int n, int jso
         fprintf(f, json ? "}" : "");
     }
     fprintf(f, json ? "]}\n" : "");
+}
+
+void hs_print_generation(FILE *f, const int32_t *out, int n_prompt, int n,
+                         const hs_generate_stats *st, const hs_tokenizer *tok, int V, int json)
+{
+    if (json) {
+        fprintf(f, "{\"ids\":[");
+        for (int i = 0; i < n; i++)
+            fprintf(f, "%s%d", i ? "," : "", out[i]);
+        fprintf(f, "],\"new_ids\":[");
+        for (int i = n_prompt; i < n; i++)
+            fprintf(f, "%s%d", i > n_prompt ? "," : "", out[i]);
+        fprintf(f, "],\"cache_bytes\":%zu,\"tokens_per_s\":", st->cache_bytes);
+        hs_json_number(f, st->tokens_per_s, 6);
+        fprintf(f, "}\n");
+        return;
+    }
+    char *text = tok ? hs_tokenizer_decode(tok, out, (size_t)n, 0) : NULL;
+    if (text)
+        fprintf(f, "%s\n", text);
+    else if (V == 256 && !tok) {
+        for (int i = 0; i < n; i++)
+            fputc(out[i], f);
+        fputc('\n', f);
+    } else {
+        for (int i = 0; i < n; i++)
+            fprintf(f, "%s%d", i ? " " : "", out[i]);
+        fprintf(f, "\n");
+    }
+    free(text);
+    fflush(f); /* the text first, whole, even when both streams go to one file */
+    fprintf(stderr, "generate: %d new tokens, %.1f tokens/s, KV cache %zu bytes\n", n - n_prompt,
+            st->tokens_per_s, st->cache_bytes);
+}
+
+static void print_head_refs(FILE *f, const char *key, const hs_head_ref *h, int k)
+{
+    fprintf(f, ",\"%s\":[", key);
+    for (int i = 0; i < k; i++)
+        fprintf(f, "%s{\"layer\":%d,\"head\":%d}", i ? "," : "", h[i].layer, h[i].head);
+    fprintf(f, "]");
+}
+
+void hs_print_retrieval(FILE *f, const hs_summary *s, const hs_retrieval_result *r,
+                        const hs_retrieval_opts *o)
+{
+    (void)o;
+    const double acc = r->runs ? (double)r->succeeded / r->runs : 0;
+    if (s->json) {
+        fprintf(f, "{\"run_id\":%lld,\"runs\":%d,\"succeeded\":%d,\"%s\":", s->run_id, r->runs,
+                r->succeeded, HS_METRIC(NEEDLE_ACCURACY));
+        hs_json_number(f, acc, 6);
+        fprintf(f, ",\"top_retrieval\":{\"layer\":%d,\"head\":%d,\"value\":", r->best.layer,
+                r->best.head);
+        hs_json_number(f, r->best_score, 6);
+        fprintf(f, "},\"mask_top\":%d", r->k);
+        if (r->k) {
+            fprintf(f, ",\"%s\":", HS_METRIC(NEEDLE_ACCURACY_MASKED_TOP));
+            hs_json_number(f, (double)r->top_succeeded / r->runs, 6);
+            fprintf(f, ",\"%s\":", HS_METRIC(NEEDLE_ACCURACY_MASKED_RANDOM));
+            hs_json_number(f, (double)r->random_succeeded / r->runs, 6);
+            print_head_refs(f, "masked_top", r->top, r->k);
+            print_head_refs(f, "masked_random", r->random, r->k);
+        }
+        fprintf(f, "}\n");
+        return;
+    }
+    fprintf(f, "run %lld: retrieval scores of %d heads over %d runs in %s (%.1f s)\n", s->run_id,
+            r->heads, r->runs, s->db, s->seconds);
+    fprintf(f, "  needle accuracy %.3f (%d of %d runs recall over half the answer's words)\n",
+            acc, r->succeeded, r->runs);
+    if (!r->succeeded)
+        fprintf(f, "  no run succeeded: every retrieval score is 0 and ranks nothing\n");
+    else
+        fprintf(f, "  largest retrieval score %.4f at layer %d head %d\n", r->best_score,
+                r->best.layer, r->best.head);
+    if (r->k)
+        fprintf(f, "  causal check: the top %d heads masked: needle accuracy %.3f; %d random "
+                "other heads masked (control): %.3f\n", r->k, (double)r->top_succeeded / r->runs,
+                r->k, (double)r->random_succeeded / r->runs);
 }

@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 
+#include "decode.h"
 #include "patch.h"
 #include "study_patch.h"
 #include "predict.h"
@@ -15,6 +16,7 @@
 #include "study_gqa.h"
 #include "study_head_norms.h"
 #include "study_patterns.h"
+#include "study_retrieval.h"
 #include "study_windows.h"
 #include "study_ablate.h"
 #include "study_prune.h"
@@ -81,5 +83,15 @@ void hs_print_induction(FILE *f, const hs_summary *s, const hs_induction_result 
 void hs_print_predict_top(FILE *f, const hs_prediction *top, int k, const hs_tokenizer *tk,
                           int json);
 void hs_print_predict_lines(FILE *f, const hs_prediction_line *r, int n, int json);
+
+/* generate's: the text (tok's decoding, a byte-level model's bytes, else
+ * the ids) and a line of rates on stderr, or with json the ids, the new ids,
+ * cache_bytes and tokens_per_s. */
+void hs_print_generation(FILE *f, const int32_t *out, int n_prompt, int n,
+                         const hs_generate_stats *st, const hs_tokenizer *tok, int V, int json);
+
+/* retrieval's: the needle accuracy, the best head, the causal check. */
+void hs_print_retrieval(FILE *f, const hs_summary *s, const hs_retrieval_result *r,
+                        const hs_retrieval_opts *o);
 
 #endif

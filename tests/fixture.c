@@ -332,18 +332,35 @@ static int window_pattern(void *ctx, const hs_site_view *v)
 }
 
 /* Logits of the last position of a full forward over tok[0..T) (with the
- * model's windows applied to its maps, when it has any). */
-static void full_logits(hs_real *out, const hs_model *m, const int32_t *tok, int T)
+ * model's windows applied to its maps, when it has any), and with where
+ * (NULL: not asked) the position each head's last row attends most, the
+ * first on ties, from the maps (layer after layer, heads in order), and
+ * in margin by how much its weight exceeds the runner-up's. */
+static void full_logits(hs_real *out, int *where, double *margin, const hs_model *m,
+                        const int32_t *tok, int T)
 {
     const int windowed = m->cfg.window || m->cfg.n_head_windows;
     hs_acts a;
     hs_hooks hooks = { 0 };
     hooks.site[HS_SITE_PATTERN] = (hs_site_hook){ window_pattern, (void *)&m->cfg };
-    CU_ASSERT_EQUAL_FATAL(
-        hs_acts_alloc(&a, &m->cfg, 1, T, windowed ? HS_ACTS_MAPS : HS_ACTS_INFER), HS_OK);
+    const int mode = where ? HS_ACTS_TRAIN : windowed ? HS_ACTS_MAPS : HS_ACTS_INFER;
+    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &m->cfg, 1, T, mode), HS_OK); /* TRAIN: every map */
     CU_ASSERT_EQUAL_FATAL(hs_forward(&a, m, tok, NULL, windowed ? &hooks : NULL), HS_OK);
     memcpy(out, a.logits + (size_t)(T - 1) * m->cfg.vocab_size,
            sizeof(hs_real) * m->cfg.vocab_size);
+    for (int l = 0, k = 0; where && l < m->cfg.n_layer; l++)
+        for (int h = 0; h < m->cfg.n_head[l]; h++, k++) {
+            const hs_real *row = a.layer[l].attn.att + ((size_t)h * T + (T - 1)) * T;
+            where[k] = 0;
+            for (int s = 1; s < T; s++)
+                if (row[s] > row[where[k]])
+                    where[k] = s;
+            double second = 0; /* the runner-up's weight */
+            for (int s = 0; s < T; s++)
+                if (s != where[k] && row[s] > second)
+                    second = row[s];
+            margin[k] = row[where[k]] - second;
+        }
     hs_acts_free(&a);
 }
 
@@ -356,7 +373,7 @@ static int32_t argmax(const hs_real *x, int n)
     return best;
 }
 
-void fx_check_decoding(const hs_model *m, int prompt, int total, double tol, const char *what)
+int fx_check_decoding(const hs_model *m, int prompt, int total, double tol, const char *what)
 {
     const int V = m->cfg.vocab_size;
     int32_t *tok = calloc((size_t)total, sizeof *tok);
@@ -367,11 +384,31 @@ void fx_check_decoding(const hs_model *m, int prompt, int total, double tol, con
         tok[i] = (int32_t)((i * 37 + 11) % V);
     hs_decoder dec;
     CU_ASSERT_EQUAL_FATAL(hs_decoder_init(&dec, m, total), HS_OK);
+    /* the copy rule's watch (not for latent attention, which has no row) */
+    int heads = 0, *where = NULL, *ref_where = NULL, **watched = NULL, compared = 0;
+    double *margin = NULL;
+    for (int l = 0; l < m->cfg.n_layer; l++)
+        heads += m->cfg.n_head[l];
+    if (!m->cfg.mla) {
+        where = calloc((size_t)heads, sizeof *where);
+        ref_where = calloc((size_t)heads, sizeof *ref_where);
+        margin = calloc((size_t)heads, sizeof *margin);
+        watched = calloc((size_t)m->cfg.n_layer, sizeof *watched);
+        CU_ASSERT_FATAL(where && ref_where && margin && watched);
+        for (int l = 0, k = 0; l < m->cfg.n_layer; k += m->cfg.n_head[l], l++)
+            watched[l] = where + k;
+        dec.watch.argmax = watched;
+    }
     CU_ASSERT_EQUAL_FATAL(hs_decoder_feed(&dec, tok, prompt), HS_OK);
     double worst = 0;
-    int id_mismatch = 0;
+    int id_mismatch = 0, where_mismatch = 0;
     for (int t = prompt;; t++) {
-        full_logits(ref, m, tok, t);
+        full_logits(ref, ref_where, margin, m, tok, t);
+        /* rows whose largest weight stands clear of rounding (random
+         * weights make rows near uniform) */
+        for (int k = 0; where && k < heads; k++)
+            if (margin[k] > 1e-4)
+                compared++, where_mismatch += where[k] != ref_where[k];
         for (int v = 0; v < V; v++) {
             const double e = fabs((double)dec.logits[v] - ref[v]) / fmax(1.0, fabs((double)ref[v]));
             worst = e > worst ? e : worst;
@@ -382,14 +419,17 @@ void fx_check_decoding(const hs_model *m, int prompt, int total, double tol, con
         tok[t] = argmax(dec.logits, V);
         CU_ASSERT_EQUAL_FATAL(hs_decoder_feed(&dec, &tok[t], 1), HS_OK);
     }
-    if (worst > tol || id_mismatch)
-        printf("\n    %s: largest logit difference %.3g, %d greedy ids differ", what, worst,
-               id_mismatch);
+    if (worst > tol || id_mismatch || where_mismatch)
+        printf("\n    %s: largest logit difference %.3g, %d greedy ids differ, %d watched "
+               "argmax positions differ", what, worst, id_mismatch, where_mismatch);
     CU_ASSERT(worst <= tol);
     CU_ASSERT_EQUAL(id_mismatch, 0);
+    CU_ASSERT_EQUAL(where_mismatch, 0);
+    free(where), free(ref_where), free(margin), free(watched);
     /* feeding past the decoder's length is refused */
     CU_ASSERT_EQUAL(hs_decoder_feed(&dec, tok, 1), HS_EINVAL);
     hs_decoder_free(&dec);
     free(tok);
     free(ref);
+    return compared;
 }

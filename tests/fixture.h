@@ -97,10 +97,13 @@ void fx_make_model(hs_model *m, const char *preset, const char *const *over, int
 /* Cached decoding (model/decode.h) against full recomputation: a prefill of
  * `prompt` tokens, then greedy steps up to `total` positions; every step's
  * logits within tol (relative to max(1, |logit|)) of a fresh full forward
- * over the whole prefix, the same greedy ids, and a feed past the decoder's
- * length refused. A model with windows (layer or per head) gets them in the
+ * over the whole prefix, the same greedy ids, the same position of each
+ * head's largest weight in the last row (the decoder's watch, SPEC §18's
+ * copy rule; not for latent attention) as the full forward's maps where
+ * the largest weight exceeds the runner-up by 1e-4, and a feed past the
+ * decoder's length refused. Returns the number of such rows compared. A model with windows (layer or per head) gets them in the
  * reference applied to its maps by a pattern hook, independently of the
  * attention kernel. */
-void fx_check_decoding(const hs_model *m, int prompt, int total, double tol, const char *what);
+int fx_check_decoding(const hs_model *m, int prompt, int total, double tol, const char *what);
 
 #endif

@@ -6,7 +6,8 @@
  * a post-norm one, multi-head latent attention (the latent cache, with
  * and without q_lora_rank) and the families of SPEC §14 (soft-capping,
  * sliding layers by pattern, q/k norms, sublayer output norms); cache bytes; sampling rules; and the conversion's
- * group means and unchanged model at G = H (model/convert.h). */
+ * group means and unchanged model at G = H (model/convert.h); the
+ * decoder's watched argmax (SPEC §18's copy rule) against the maps. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -73,6 +74,53 @@ static void test_window_ring_cache_decoding_equals_recomputation(void)
     hs_decoder_free(&dec);
     fx_check_decoding(&m, 6, 24, TOL, "mistral window 4");
     hs_model_free(&m);
+}
+
+/* Queries and keys scaled by k: rows peaked instead of near uniform. */
+static void sharpen(hs_model *m, hs_real k)
+{
+    const hs_model_config *c = &m->cfg;
+    for (int l = 0; l < c->n_layer; l++) {
+        const hs_attn_config ac = hs_config_attn(c, l);
+        const size_t dh = (size_t)hs_attn_head_dim(&ac), d = (size_t)c->d_model;
+        hs_attn_weights *w = &m->w.layer[l].attn;
+        for (size_t i = 0; i < (size_t)ac.n_heads * dh * d; i++)
+            w->w_q[i] *= k;
+        for (size_t i = 0; i < (size_t)ac.n_kv_heads * dh * d; i++)
+            w->w_k[i] *= k;
+    }
+}
+
+/* SPEC §18's copy rule reads, after each feed, the position of each head's
+ * largest weight in the last row (hs_decoder_watch): equal to the full
+ * forward's maps on MHA, GQA, a ring cache (window 4 over 24 positions:
+ * slots are not positions) and layers of mixed windows, with attention
+ * peaked enough that nearly every row is compared. */
+static void test_watched_argmax_equals_the_maps(void)
+{
+    static const struct {
+        const char *family, *over[4];
+        int n;
+    } cases[] = {
+        { "gpt2", { "d_model=32", "n_ctx=40" }, 2 },
+        { "llama", { "d_model=32", "n_head=4", "n_kv_head=2", "n_ctx=40" }, 4 },
+        { "mistral", { "d_model=32", "n_ctx=40", "window=4" }, 3 },
+        { "gemma3", { "d_model=32", "n_ctx=40", "n_layer=3", "window=4" }, 4 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hs_model m;
+        fx_make_model(&m, cases[i].family, cases[i].over, cases[i].n, (int)i + 11);
+        sharpen(&m, 40);
+        int heads = 0;
+        for (int l = 0; l < m.cfg.n_layer; l++)
+            heads += m.cfg.n_head[l];
+        const int rows = heads * (24 - 6 + 1), compared = fx_check_decoding(&m, 6, 24, 1e-3,
+                                                                             cases[i].family);
+        if (compared < rows * 9 / 10)
+            printf("\n    %s: %d of %d rows compared", cases[i].family, compared, rows);
+        CU_ASSERT(compared >= rows * 9 / 10);
+        hs_model_free(&m);
+    }
 }
 
 static void test_neox_and_post_norm_cached_decoding_equal_recomputation(void)
@@ -397,6 +445,7 @@ int main(void)
           test_gemma_families_cached_decoding_equals_recomputation },
         { "test_qwen3_olmo2_phi3_cached_decoding_equals_recomputation",
           test_qwen3_olmo2_phi3_cached_decoding_equals_recomputation },
+        { "test_watched_argmax_equals_the_maps", test_watched_argmax_equals_the_maps },
         { "test_mla_cache_bytes_and_reset", test_mla_cache_bytes_and_reset },
         { "test_cache_bytes_hold_kv_heads_only", test_cache_bytes_hold_kv_heads_only },
         { "test_generate_refuses_out_of_vocabulary_and_too_long",
