@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "checkpoint.h"
+#include "kv_plan.h"
 #include "config_json.h"
 #include "mlm.h"
 #include "study.h"
@@ -231,6 +232,8 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
     const int tokens = src->data || src->text;
     int rc = s->model ? hs_checkpoint_load_stored(&in->m, s->model, HS_WEIGHTS_MAPPED) : HS_OK;
     const hs_model_config *c = &in->m.cfg;
+    if (!rc && s->model && s->kv_plan) /* SPEC §18: streaming heads, before any length check */
+        rc = hs_kv_plan_load(&in->m.cfg, s->kv_plan);
     in->seq_len = s->seq_len;
     const int lines = src->lines; /* each line padded to the longest (or seq_len) */
     in->whole = s->seq_len == HS_SEQ_LEN_AUTO && !lines;
@@ -294,13 +297,17 @@ int hs_inputs_record(hs_run *run, const hs_inputs *in)
     snprintf(T, sizeof T, "%d", in->seq_len);
     if (in->seq_len > 0)
         rc = hs_run_param(run, "seq_len", T);
-    char heads[HS_MAX_LAYERS * 6 + 4] = "[";
-    for (int l = 0, k = 1; l < in->m.cfg.n_layer; l++)
+    char heads[HS_MAX_LAYERS * 6 + 4] = "[", kv[HS_MAX_LAYERS * 6 + 4] = "[";
+    for (int l = 0, k = 1, j = 1; l < in->m.cfg.n_layer; l++) {
         k += snprintf(heads + k, sizeof heads - (size_t)k, "%s%d", l ? "," : "",
                       in->m.cfg.n_head[l]);
-    strcat(heads, "]");
+        j += snprintf(kv + j, sizeof kv - (size_t)j, "%s%d", l ? "," : "", in->m.cfg.n_kv_head[l]);
+    }
+    strcat(heads, "]"), strcat(kv, "]");
     if (!rc && in->m.cfg.n_layer)
         rc = hs_run_param(run, "n_head", heads);
+    if (!rc && in->m.cfg.n_layer) /* kv-plan's kv heads (SPEC §18) */
+        rc = hs_run_param(run, "n_kv_head", kv);
     if (!rc && in->ps.n)
         rc = hs_run_position_labels(run, &in->ps, in->tk, in->m.cfg.vocab_size);
     if (!rc && in->m.cfg.n_pruned) { /* heads without rows (hs_study_rows_record) */

@@ -100,6 +100,7 @@ typedef struct {
     /* a labelled task (SPEC §16; NULL: none), read with the tokenizer that
      * applies, instead of tokens; its seq_len is --seq-len */
     const hs_task_opts *task;
+    const char *kv_plan;  /* a KV plan (SPEC §18) the model runs under (NULL: none) */
 } hs_inputs_spec;
 
 typedef struct {
@@ -137,7 +138,8 @@ int hs_prompt_ids(const char *ids_s, const char *text, const hs_tokenizer *tok, 
 
 /* Records into the run what its figures need to know of the inputs
  * (run_params): "seq_len" (what entropy and distance are scaled by),
- * "n_head" (a JSON array of the heads per layer: a grid's cells) and the
+ * "n_head" and "n_kv_head" (JSON arrays of the query and the key/value heads
+ * per layer: a grid's cells, a KV plan's heads) and the
  * prompts' position labels (hs_run_position_labels). HS_OK and nothing done
  * without an index. */
 int hs_inputs_record(hs_run *run, const hs_inputs *in);

@@ -18,6 +18,7 @@ typedef struct {
      * distinct indices; queries "A:B" the rows [A, B) */
     const char *layers, *heads, *queries;
     const char *model_dir, *data_path; /* provenance: model_dir/config.json goes into the file */
+    const char *kv_plan; /* the command runs the model under this KV plan (SPEC §18; NULL: none) */
     const char *model_sha, *data_sha;  /* sha256 hex of model and data; NULL: hashed here */
     const hs_tokenizer *tokenizer;     /* the data's tokenizer: /token_text (NULL: none) */
     /* a task's or text lines' padding (SPEC §16, §21): 1 real / 0 padding

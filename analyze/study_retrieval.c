@@ -391,6 +391,12 @@ static int by_score(const void *x, const void *y)
                                 : (a->k > b->k) - (a->k < b->k);
 }
 
+static int by_index(const void *x, const void *y)
+{
+    const ranked *a = x, *b = y;
+    return (a->k > b->k) - (a->k < b->k);
+}
+
 static hs_head_ref head_ref(const hs_model_config *c, int k)
 {
     int l = 0;
@@ -528,3 +534,98 @@ void hs_retrieval_result_free(hs_retrieval_result *r)
 }
 
 HS_STUDY_KIND(retrieval, hs_retrieval_check);
+
+/* ---- kv-plan --------------------------------------------------------------- */
+
+/* The run's heads per layer (a JSON array in run_params `key`) into n[]:
+ * the layer count, or -1. */
+static int run_heads(hs_index *ix, int64_t run, const char *key, int *n)
+{
+    char text[HS_MAX_LAYERS * 8];
+    int found = 0, layers = -1;
+    cJSON *a = NULL;
+    if (hs_index_param_get(ix, run, key, text, sizeof text, &found) || !found ||
+        hs_json_parse(&a, text, strlen(text), key) || !cJSON_IsArray(a))
+        layers = -1;
+    else
+        layers = cJSON_GetArraySize(a);
+    for (int l = 0; layers > 0 && l < layers; l++) {
+        const cJSON *e = cJSON_GetArrayItem(a, l);
+        if (l >= HS_MAX_LAYERS || !cJSON_IsNumber(e) || e->valuedouble < 1 ||
+            e->valuedouble > HS_MAX_HEADS)
+            layers = -1;
+        else
+            n[l] = (int)e->valuedouble;
+    }
+    cJSON_Delete(a);
+    return layers;
+}
+
+static int plan_from_index(hs_kv_plan *p, hs_index *ix, int64_t run, double keep, int sink,
+                           int window)
+{
+    memset(p, 0, sizeof *p);
+    if (!(keep >= 0 && keep <= 1))
+        return hs_fail(HS_EINVAL, "--keep-fraction %g: the share of kv heads kept, 0 .. 1", keep);
+    if (sink < 0 || window < 1)
+        return hs_fail(HS_EINVAL, "--sink %d --window %d: sinks >= 0 and a window >= 1", sink,
+                       window);
+    int nh[HS_MAX_LAYERS], ng[HS_MAX_LAYERS];
+    const int L = run_heads(ix, run, "n_head", nh);
+    if (L < 1 || run_heads(ix, run, "n_kv_head", ng) != L)
+        return hs_fail(HS_EINVAL, "--run %lld: the run records no heads per layer (n_head, "
+                       "n_kv_head): not a retrieval run of this version", (long long)run);
+    hs_metric_grid g;
+    int rc = hs_index_metric_grid(ix, run, HS_METRIC(RETRIEVAL), &g);
+    if (rc)
+        return rc;
+    int total = 0;
+    for (int l = 0; l < L; l++)
+        total += ng[l];
+    ranked *rk = hs_calloc((size_t)total, sizeof *rk, "kv plan ranks");
+    p->full = hs_calloc((size_t)total + 1, sizeof *p->full, "kv plan");
+    if (!rk || !p->full)
+        rc = HS_ENOMEM;
+    if (!rc && !g.count)
+        rc = hs_fail(HS_EINVAL, "--run %lld has no retrieval scores (a `headscope retrieval` "
+                     "run)", (long long)run);
+    for (int l = 0, k = 0; !rc && l < L; l++)
+        for (int j = 0; j < ng[l]; j++, k++) {
+            rk[k] = (ranked){ -INFINITY, k };
+            for (int h = j * (nh[l] / ng[l]); h < (j + 1) * (nh[l] / ng[l]); h++)
+                if (l < g.n_layer && h < g.n_head && g.present[l * g.n_head + h] &&
+                    g.cell[l * g.n_head + h].value > rk[k].score)
+                    rk[k].score = g.cell[l * g.n_head + h].value;
+        }
+    if (!rc) {
+        qsort(rk, (size_t)total, sizeof *rk, by_score);
+        const double want = keep * total;
+        p->n_full = (int)ceil(want - 1e-9 * (want > 1 ? want : 1));
+        qsort(rk, (size_t)p->n_full, sizeof *rk, by_index); /* listed by layer, kv head */
+        for (int i = 0; i < p->n_full; i++) {
+            int l = 0, k = rk[i].k;
+            while (k >= ng[l])
+                k -= ng[l++];
+            p->full[i][0] = l, p->full[i][1] = k;
+        }
+        p->sink = sink, p->window = window;
+    }
+    free(rk);
+    hs_metric_grid_free(&g);
+    if (rc)
+        hs_kv_plan_free(p);
+    return rc;
+}
+
+int hs_kv_plan_from_run(hs_kv_plan *p, const char *db, long long run, double keep, int sink,
+                        int window)
+{
+    memset(p, 0, sizeof *p);
+    hs_index *ix;
+    int rc = hs_index_open_read(&ix, db);
+    if (rc)
+        return rc;
+    rc = plan_from_index(p, ix, run, keep, sink, window);
+    hs_index_close(ix);
+    return rc;
+}

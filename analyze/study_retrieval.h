@@ -6,6 +6,7 @@
 #ifndef HS_STUDY_RETRIEVAL_H
 #define HS_STUDY_RETRIEVAL_H
 
+#include "kv_plan.h"
 #include "study.h"
 
 enum { HS_RETRIEVAL_MAX_GRID = 64 }; /* lengths, and depths, at most */
@@ -61,6 +62,17 @@ int hs_retrieval_study(hs_retrieval_result *r, const hs_retrieval_opts *o,
 void hs_retrieval_result_free(hs_retrieval_result *r);
 
 extern const hs_study_kind hs_retrieval_kind;
+
+/* SPEC §18's kv-plan from retrieval run `run` of the index at db (opened
+ * read-only; HS_EIO naming it): the ceil(keep * sum_l
+ * G_l) kv heads with the highest retrieval score kept full (a kv head scores
+ * the largest of its query heads'; ties to the lower (layer, kv head)), the
+ * others streaming with `sink` and `window`. p is initialised here (free it
+ * with hs_kv_plan_free). HS_EINVAL naming the option for keep outside [0, 1],
+ * a negative sink or a window below 1, and naming --run for a run without
+ * retrieval rows or its heads per layer (run_params n_head, n_kv_head). */
+int hs_kv_plan_from_run(hs_kv_plan *p, const char *db, long long run, double keep, int sink,
+                        int window);
 
 /* ROUGE-1 recall of text against reference, both split at whitespace as
  * Python's str.split() does (its str.isspace characters), case-sensitive: the reference's words found in text (each

@@ -68,7 +68,7 @@ static void bench_shape(const shape *sh, int threads, int reps, int warmup, int 
     hs_attn_weights_bind(&dw, &c, grads);
     hs_real *x = random_vec(nx, 1, 2), *gout = random_vec(nx, 1, 3);
     hs_real *out = malloc(sizeof(hs_real) * nx), *dx = malloc(sizeof(hs_real) * nx);
-    hs_attn_mask mask = { causal, NULL };
+    hs_attn_mask mask = { causal, NULL, 0 };
     hs_attn_acts a;
     if (hs_attn_acts_alloc(&a, &c, B, T, T, T, 1))
         die("activations");
@@ -120,7 +120,7 @@ static void window_step(window_bench *wb, int what)
 {
     const hs_attn_config *c = &wb->c;
     const int B = wb->B, T = wb->T, H = c->n_heads, G = c->n_kv_heads, dh = c->d_model / H;
-    const hs_attn_mask causal = { 1, NULL };
+    const hs_attn_mask causal = { 1, NULL, 0 };
     if (what == W_KERNEL) {
         hs_kv_view kv = { wb->k, wb->v, (size_t)T * G * dh, (size_t)dh, (size_t)G * dh, T };
         if (hs_attn_heads_forward(wb->z, NULL, wb->q, &kv, &causal, c->window ? wb->win : NULL, 0,
@@ -241,7 +241,7 @@ static void bench_decode(const shape *sh, int repeat_kv)
         rk = malloc(sizeof(hs_real) * (size_t)H * T * dh);
         rv = malloc(sizeof(hs_real) * (size_t)H * T * dh);
     }
-    hs_attn_mask mask = { 1, NULL };
+    hs_attn_mask mask = { 1, NULL, 0 };
     reset_peak_rss();
     long rss0 = vm_kib("VmRSS:");
     double t0 = now_s();

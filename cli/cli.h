@@ -105,6 +105,10 @@ static inline void cli_threads(int n)
       "products of bfloat16 weights: exact in float (f32, default) or in bfloat16 (bf16: "  \
       "activations rounded to bfloat16, AVX512-BF16; docs/guide.md#compute)", 0 }
 extern const char *cli_compute;
+/* --kv-plan FILE (SPEC §18): eval, generate, capture and retrieval */
+#define OPT_KV_PLAN(dst)                                                                   \
+    { "--kv-plan", OPT_STR, (dst), 0, "FILE.json",                                         \
+      "run under a KV plan: the kv heads it does not list see its sinks and window only", 0 }
 #define OPT_JSON(dst) { "--json", OPT_FLAG, (dst), 0, NULL, "print one JSON object", OPT_NEUTRAL }
 /* Commands that compute losses, scores or statistics fail (exit 1, the run
  * `failed`) on the first non-finite one, naming it, unless this is given:

@@ -8,6 +8,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "describe.h"
+#include "kv_plan.h"
 #include "maps.h"
 #include "study.h"
 #include "tokens.h"
@@ -68,7 +69,8 @@ static int capture_model(hs_capture_opts *co, const hs_source *src, const cli_ta
     hs_inputs_spec in = { .seq_len = co->seq_len };
     const int whole = co->seq_len == HS_SEQ_LEN_AUTO, examples = task->path || lines || whole;
     int rc = 0;
-    if (hs_checkpoint_load_stored(&m, co->model_dir, HS_WEIGHTS_MAPPED))
+    if (hs_checkpoint_load_stored(&m, co->model_dir, HS_WEIGHTS_MAPPED) ||
+        (co->kv_plan && hs_kv_plan_load(&m.cfg, co->kv_plan) && (hs_model_free(&m), 1)))
         return cli_run_error("capture");
     co->seq_len = whole ? 0 : co->seq_len; /* lines: each its own length */
     if (task->path && !(rc = cli_task_opts(&to, task, &in)) &&
@@ -115,6 +117,7 @@ static int cmd_capture(int argc, char **argv)
         OPT_THREADS(&threads),
         { "--force", OPT_FLAG, &co.force, 0, NULL, "overwrite an existing output", 0 },
         OPT_DB_AS(&db, "record the run and the map file (artifact) in this index"),
+        OPT_KV_PLAN(&co.kv_plan),
         OPT_TASK(&task),
         OPT_JSON(&json),
     };

@@ -7,10 +7,11 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "decode.h"
+#include "kv_plan.h"
 
 static int cmd_generate(int argc, char **argv)
 {
-    const char *model = NULL, *text = NULL, *ids_s = NULL, *tok_path = NULL;
+    const char *model = NULL, *text = NULL, *ids_s = NULL, *tok_path = NULL, *plan = NULL;
     int max_new = 32, top_k = 0, threads = 0, json = 0;
     long seed = 0;
     hs_sample_opts so = { 0 };
@@ -24,6 +25,7 @@ static int cmd_generate(int argc, char **argv)
         { "--temperature", OPT_DOUBLE, &so.temperature, 0, "T", "0: greedy; > 0: sampling", 0 },
         { "--top-k", OPT_INT, &top_k, 0, "K", "sample among the K likeliest (0: all)", 0 },
         { "--seed", OPT_LONG, &seed, 0, "S", "seed of the sampling generator", 0 },
+        OPT_KV_PLAN(&plan),
         OPT_THREADS(&threads),
         OPT_JSON(&json),
     };
@@ -37,7 +39,8 @@ static int cmd_generate(int argc, char **argv)
     so.top_k = top_k, so.seed = (unsigned long long)seed;
     cli_threads(threads);
     hs_model m;
-    if (hs_checkpoint_load_stored(&m, model, HS_WEIGHTS_COPIED))
+    if (hs_checkpoint_load_stored(&m, model, HS_WEIGHTS_COPIED) ||
+        (plan && hs_kv_plan_load(&m.cfg, plan) && (hs_model_free(&m), 1)))
         return cli_run_error("generate");
     hs_tokenizer *tok = NULL;
     if (text && hs_tokenizer_for(&tok, tok_path, model, NULL))

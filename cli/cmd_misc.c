@@ -5,12 +5,13 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "decode.h"
+#include "kv_plan.h"
 
 static int cmd_kv_bytes(int argc, char **argv)
 {
     long B = 1, N = 0, G = 0, T = 0, dh = 0, E = 2, latent = 0, rope = 0;
     int json = 0;
-    const char *model = NULL;
+    const char *model = NULL, *plan = NULL;
     opt o[] = {
         OPT_MODEL_AS(&model, "checkpoint directory whose config.json gives the layers, kv heads, "
                              "head width and sliding window"),
@@ -22,9 +23,10 @@ static int cmd_kv_bytes(int argc, char **argv)
         { "--bytes", OPT_LONG, &E, 1, "E", "bytes per element", 0 },
         { "--mla-latent", OPT_LONG, &latent, 0, "C", "MLA latent width (0: no MLA line)", 0 },
         { "--mla-rope", OPT_LONG, &rope, 0, "R", "MLA decoupled rotary key width", 0 },
+        OPT_KV_PLAN(&plan),
         { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
     };
-    int rc = cli_opts_parse("kv-bytes", o, 10, argc, argv, NULL, 0, NULL);
+    int rc = cli_opts_parse("kv-bytes", o, CLI_N(o), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!T || (!model && (!N || !G || !dh)))
@@ -39,25 +41,17 @@ static int cmd_kv_bytes(int argc, char **argv)
         c.n_kv_head[l] = (int)G;
     if (model && hs_config_load(&c, model))
         return cli_run_error("kv-bytes");
-    const double bytes = hs_kv_cache_bytes(&c, B, T, E);
-    double per_token_mla = (double)N * (latent + rope) * E, mla = per_token_mla * B * T;
-    if (json) {
-        printf("{\"kv_bytes\":"), hs_json_fixed(stdout, bytes, 0);
-        printf(",\"kv_gib\":"), hs_json_fixed(stdout, bytes / (1 << 30), 6);
-        if (latent)
-            printf(",\"mla_bytes\":"), hs_json_fixed(stdout, mla, 0),
-                printf(",\"mla_bytes_per_token\":"), hs_json_fixed(stdout, per_token_mla, 0);
-        printf("}\n");
-    } else {
-        printf("kv cache: %.0f bytes (%.4f GiB)\n", bytes, bytes / (1 << 30));
-        if (latent)
-            printf("mla cache: %.0f bytes (%.0f per token)\n", mla, per_token_mla);
-    }
+    if (plan && hs_kv_plan_load(&c, plan))
+        return cli_run_error("kv-bytes");
+    const double per_token_mla = (double)N * (latent + rope) * E;
+    hs_print_kv_bytes(stdout, hs_kv_cache_bytes(&c, B, T, E), latent != 0, per_token_mla,
+                      per_token_mla * B * T, json);
     return 0;
 }
 
 static const opt_rule kv_bytes_rules[] = {
     { "--mla-latent", OPTS_NEEDS, "--mla-rope", "the rotary key width of the MLA line" },
+    { "--model", OPTS_NEEDS, "--kv-plan", "a plan names the model's kv heads" },
     { "--model", OPTS_EXCLUDES, "--layers,--kv-heads,--head-dim", "the model's config.json gives them" },
 };
 

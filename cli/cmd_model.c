@@ -125,6 +125,7 @@ static int cmd_eval(int argc, char **argv)
         { "--max-batches", OPT_LONG, &max_batches, 0, "N", "stop after N batches (0: all)", 0 },
         OPT_MLM(&mlm),
         OPT_TASK(&task),
+        OPT_KV_PLAN(&in.kv_plan),
         OPT_THREADS(&threads),
         OPT_JSON(&json),
         OPT_ALLOW_NONFINITE(&allow_nonfinite),

@@ -19,6 +19,7 @@ static int cmd_retrieval(int argc, char **argv)
         OPT_DB_AS(&s.db, "SQLite index for the scores"),
         { "--mask-top", OPT_INT, &ro.mask_top, 0, "K", "the causal check: the grid again with the top K heads, then K random others, masked", 0 },
         { "--seed", OPT_LONG, &ro.seed, 0, "S", "seed of the K random heads", 0 },
+        OPT_KV_PLAN(&s.in.kv_plan),
         CLI_STUDY_TAIL_OPTS(s),
     };
     int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
@@ -55,4 +56,53 @@ HS_COMMAND(cmd_retrieval_record) = {
         "         --lengths 256,512 --depths 0,50,100 --db runs.db --mask-top 2\n",
     .run = cmd_retrieval,
     OPT_RULES(retrieval_rules),
+};
+
+static int cmd_kv_plan(int argc, char **argv)
+{
+    const char *db = NULL, *out = NULL;
+    long run = 0;
+    double keep = -1;
+    int sink = 4, window = 64;
+    opt o[] = {
+        OPT_DB_AS(&db, "the index holding the retrieval run"),
+        { "--run", OPT_LONG, &run, 1, "ID", "the retrieval run whose scores rank the kv heads", 0 },
+        { "--keep-fraction", OPT_DOUBLE, &keep, 0, "P", "share of the kv heads kept full (0 .. 1)", 0 },
+        { "--sink", OPT_INT, &sink, 0, "S", "first positions every streaming head keeps", 0 },
+        { "--window", OPT_INT, &window, 1, "W", "recent positions a streaming head sees, its own included", 0 },
+        { "--out", OPT_STR, &out, 0, "PLAN.json", "the plan file to write", 0 },
+    };
+    int rc = cli_opts_parse("kv-plan", o, CLI_N(o), argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!db || !run || keep < 0 || !out)
+        return cli_usage_error("kv-plan", "--db FILE, --run ID, --keep-fraction P and --out "
+                               "PLAN.json are required");
+    hs_kv_plan p;
+    if ((rc = hs_kv_plan_from_run(&p, db, run, keep, sink, window)))
+        return rc == HS_EINVAL ? cli_usage_error("kv-plan", "%s", hs_last_error())
+                               : cli_run_error("kv-plan");
+    rc = hs_kv_plan_write(out, &p) ? cli_run_error("kv-plan") : 0;
+    if (!rc)
+        printf("%s: %d kv heads kept full, the others streaming (sink %d, window %d)\n", out,
+               p.n_full, p.sink, p.window);
+    hs_kv_plan_free(&p);
+    return rc;
+}
+
+HS_COMMAND(cmd_kv_plan_record) = {
+    .name = "kv-plan",
+    .order = 148,
+    .summary = "A KV plan from a retrieval run: the top kv heads full, the others streaming.",
+    .usage = "headscope kv-plan --db FILE --run ID --keep-fraction P --out PLAN.json [options]",
+    .details =
+        "Ranks the kv heads by retrieval score (a kv head scores the largest of its query\n"
+        "heads'; ties to the lower layer, kv head) and keeps the ceil(P x kv heads) first\n"
+        "full; every other becomes a streaming head that sees the first --sink positions and\n"
+        "the last --window. The plan ({\"sink\": S, \"window\": W, \"full\": [[layer, kv_head],\n"
+        "...]}) runs eval, generate, capture and retrieval with --kv-plan, a streaming head's\n"
+        "decoding cache holding S + W positions.\n\n"
+        "example: headscope kv-plan --db runs.db --run 3 --keep-fraction 0.25 --sink 4\n"
+        "         --window 64 --out plan.json\n",
+    .run = cmd_kv_plan,
 };

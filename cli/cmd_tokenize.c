@@ -7,44 +7,6 @@
 #include "cli.h"
 #include "tokenizer.h"
 
-/* {"ids": [...], "tokens": [...]} through cJSON, or one line per token:
- * the id, a tab, the token's display string as a JSON string */
-static int print_tokens(const hs_tokenizer *tok, const int32_t *ids, size_t n, int json)
-{
-    cJSON *root = json ? cJSON_CreateObject() : NULL;
-    cJSON *jid = json ? cJSON_AddArrayToObject(root, "ids") : NULL;
-    cJSON *jtok = json ? cJSON_AddArrayToObject(root, "tokens") : NULL;
-    if (json && (!root || !jid || !jtok)) {
-        cJSON_Delete(root);
-        return hs_fail(HS_ENOMEM, "tokenize: JSON output");
-    }
-    char text[512];
-    for (size_t i = 0; i < n; i++) {
-        if (hs_tokenizer_token_text(tok, ids[i], text, sizeof text)) {
-            cJSON_Delete(root);
-            return HS_EINVAL;
-        }
-        if (!json) {
-            printf("%d\t", (int)ids[i]);
-            hs_json_string(stdout, text);
-            printf("\n");
-        } else if (!cJSON_AddItemToArray(jid, cJSON_CreateNumber(ids[i])) ||
-                   !cJSON_AddItemToArray(jtok, cJSON_CreateString(text))) {
-            cJSON_Delete(root);
-            return hs_fail(HS_ENOMEM, "tokenize: JSON output");
-        }
-    }
-    if (json) {
-        char *s = cJSON_PrintUnformatted(root);
-        cJSON_Delete(root);
-        if (!s)
-            return hs_fail(HS_ENOMEM, "tokenize: JSON output");
-        printf("%s\n", s);
-        free(s);
-    }
-    return HS_OK;
-}
-
 static int cmd_tokenize(int argc, char **argv)
 {
     const char *path = NULL, *text = NULL, *in = NULL;
@@ -72,7 +34,7 @@ static int cmd_tokenize(int argc, char **argv)
     rc = in ? hs_tokenizer_encode_file(tok, in, 0, !no_special, &ids, &n)
             : hs_tokenizer_encode(tok, text, strlen(text), !no_special, &ids, &n);
     if (!rc)
-        rc = print_tokens(tok, ids, n, json);
+        rc = hs_print_tokens(stdout, tok, ids, n, json);
     free(ids);
     hs_tokenizer_free(tok);
     return rc ? cli_run_error("tokenize") : 0;

@@ -45,6 +45,8 @@ int hs_attn_config_check(const hs_attn_config *c)
     if (c->window < 0)
         return hs_fail(HS_EINVAL, "attention config: window=%d must be >= 0 (0: global)",
                        c->window);
+    if (c->sink < 0)
+        return hs_fail(HS_EINVAL, "attention config: sink=%d must be >= 0", c->sink);
     for (int h = 0; c->head_window && h < c->n_heads; h++)
         if (c->head_window[h] < 0)
             return hs_fail(HS_EINVAL,
@@ -423,8 +425,10 @@ static int forward_heads(hs_attn_acts *a, const hs_attn_weights *w, const hs_att
         cache_append(cache, a->k, a->v, Sn);
 
     const hs_attn_scores sc = hs_attn_config_scores(c);
-    rc = hs_attn_heads_forward_scored(a->z, a->att, a->q, &view, mask, win, prefix, B, L, H, G, dh,
-                                      &sc, &a->hooks);
+    hs_attn_mask sunk = mask ? *mask : (hs_attn_mask){ 0 }; /* the config's sinks */
+    sunk.sink = c->sink;
+    rc = hs_attn_heads_forward_scored(a->z, a->att, a->q, &view, c->sink ? &sunk : mask, win,
+                                      prefix, B, L, H, G, dh, &sc, &a->hooks);
     if (!rc)
         rc = head_site(site, HS_SITE_Z, layer, a->z, B, L, H, dh);
     return rc;
@@ -568,6 +572,9 @@ int hs_attn_backward(hs_real *dx, hs_real *dy, hs_attn_weights *dw, hs_real *dxi
                                   "(allocate the activations with want_att)");
     if (a->S != a->S_new)
         return hs_fail(HS_EINVAL, "attention backward: a forward over a KV cache has no backward");
+    if (c->sink)
+        return hs_fail(HS_EINVAL, "attention backward: a KV plan's streaming heads (attention "
+                                  "sinks) have no backward");
     if (y && !dy)
         return hs_fail(HS_EINVAL, "attention backward: cross-attention needs dy");
     const hs_attn_grad_hooks *gh = &a->grad;
@@ -720,7 +727,7 @@ int hs_attn_head_maps(hs_real *att, const hs_real *q, const hs_kv_view *kv,
         return rc;
     const int one[1] = { win ? win[h] : 0 };
     hs_real *z = hs_calloc((size_t)B * L * dh, sizeof(hs_real), "head maps");
-    const hs_attn_mask causal = { 1, NULL };
+    const hs_attn_mask causal = { 1, NULL, c->sink };
     const hs_attn_scores sc = hs_attn_config_scores(c);
     rc = z ? hs_attn_heads_forward_scored(z, att, q, kv, &causal, one, 0, B, L, 1, 1, dh, &sc,
                                           NULL)

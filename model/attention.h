@@ -58,6 +58,8 @@ typedef struct {
     hs_rope_scaling rope_scaling; /* zero: plain RoPE */
     const int *head_window; /* NULL: every head uses window; else n_heads windows,
                                one per query head (0 = global), replacing window */
+    int sink;          /* > 0: a head with a window also sees keys s < sink (attention
+                          sinks: a KV plan's streaming heads, SPEC §18); forward only */
     double scale;      /* > 0: the scores' scale; 0 means 1/sqrt(dh) */
     double softcap;    /* > 0: scores soft-capped softcap tanh(s / softcap) before the
                           mask (Gemma 2's attn_logit_softcapping); 0: none */
@@ -125,6 +127,9 @@ typedef struct {
     int causal;                 /* query t sees key s iff s <= prefix + t */
     const unsigned char *valid; /* (B, S) 1 = real key, 0 = padding; NULL = all real.
                                    Spans the cached keys followed by the new ones. */
+    int sink;                   /* > 0: a head with a window W also sees keys s < sink:
+                                   query t sees s < sink or t - W < s <= t (SPEC §18's
+                                   streaming heads); the forward kernel only */
 } hs_attn_mask;
 
 /* Compact KV cache for incremental decoding: only the G key/value heads. */

@@ -49,12 +49,40 @@ static int head_window(const int *window, int h) { return window ? window[h] : 0
 /* Keys query t may see before padding, [*lo, *hi): with the causal rule up
  * to its own position prefix + t, and with a window W from prefix + t - W + 1.
  * Both ends only grow with t, so a block's band is [lo of its first row, hi
- * of its last). */
+ * of its last). Attention sinks (mask->sink) add the keys [0, sink) to a
+ * windowed row: sinks_of() below. */
 static void key_range(const hs_attn_mask *mask, int W, int prefix, int t, int S, int *lo, int *hi)
 {
     const int causal = mask && mask->causal, pos = prefix + t;
     *hi = causal ? min_int(S, pos + 1) : S;
     *lo = causal && W > 0 ? max_int(0, pos - W + 1) : 0;
+}
+
+/* The sink keys [0, sinks) a row of window W sees besides its window: the
+ * mask's sinks for a windowed head, else none. */
+static int sinks_of(const hs_attn_mask *mask, int W)
+{
+    return mask && mask->causal && W > 0 ? mask->sink : 0;
+}
+
+/* The softmax of a row over the keys [0, sinks) and [lo, hi) (valid: NULL,
+ * or 1 per real key from key 0), the keys between set to 0: a streaming
+ * head's row, whose two ranges the plain softmax cannot take in one call.
+ * row holds keys 0 .. hi-1. */
+static void softmax_sinks(hs_real *row, const unsigned char *valid, int sinks, int lo, int hi)
+{
+    hs_real mx = -INFINITY, sum = 0;
+    for (int s = 0; s < hi; s++)
+        if ((s < sinks || s >= lo) && (!valid || valid[s]) && row[s] > mx)
+            mx = row[s];
+    for (int s = 0; s < hi; s++) {
+        const int seen = (s < sinks || s >= lo) && (!valid || valid[s]);
+        row[s] = seen ? hs_exp_nonpos(row[s] - mx) : 0;
+        sum += row[s];
+    }
+    const hs_real inv = 1 / sum;
+    for (int s = 0; s < hi; s++)
+        row[s] *= inv;
 }
 
 int hs_attn_mask_check(const hs_attn_mask *mask, const int *window, int prefix, int B, int L,
@@ -77,16 +105,19 @@ int hs_attn_mask_check(const hs_attn_mask *mask, const int *window, int prefix, 
         if (w > 0 && (!W || w < W))
             W = w;
     }
+    const int sinks = sinks_of(mask, W);
     for (int b = 0; b < B; b++) {
         const unsigned char *vb = mask && mask->valid ? mask->valid + (size_t)b * S : NULL;
-        int last = -1, s = 0; /* last: the latest real key below s */
+        int last = -1, s = 0, first = 0; /* last: the latest real key below s */
+        while (vb && first < S && !vb[first])
+            first++; /* the first real key, which the sinks may hold */
         for (int t = 0; t < L; t++) {
             int lo, hi;
             key_range(mask, W, prefix, t, S, &lo, &hi);
             for (; s < hi; s++)
                 if (!vb || vb[s])
                     last = s;
-            if (last < lo)
+            if (last < lo && !(first < sinks && first < hi))
                 return hs_fail(HS_EINVAL,
                                "attention: query %d of batch row %d has every key masked "
                                "(keys %d..%d, all padding; causal prefix %d, window %d)",
@@ -141,10 +172,12 @@ static void run_blocks(const heads_job *j, int steps)
         const int h = (int)(task / nqb % H);
         const int t0 = (int)(task % nqb) * QBLOCK;
         const int n = min_int(QBLOCK, L - t0);
-        const int kvh = h / group, W = head_window(j->window, h);
+        const int kvh = h / group, W = head_window(j->window, h), sinks = sinks_of(j->mask, W);
         int smin, smax, unused;
         key_range(j->mask, W, j->prefix, t0, S, &smin, &unused);
         key_range(j->mask, W, j->prefix, t0 + n - 1, S, &unused, &smax);
+        if (sinks) /* the band takes the sink keys too (and those between, masked below) */
+            smin = 0;
         const int width = smax - smin; /* the block's band of keys [smin, smax) */
         const unsigned char *valid =
             j->mask && j->mask->valid ? j->mask->valid + (size_t)b * S : NULL;
@@ -174,20 +207,32 @@ static void run_blocks(const heads_job *j, int steps)
             hs_real *row = P + (size_t)r * ldp; /* key k0 */
             int lo, hi;
             key_range(j->mask, W, j->prefix, t0 + r, S, &lo, &hi);
+            /* with sinks the row sees [0, sinks) and [lo, hi): one range from 0
+             * when they meet, else the keys [sinks, lo) between are hidden
+             * (k0 is 0 then) */
+            int gap = 0;
+            if (sinks && lo <= sinks)
+                lo = 0;
+            else if (sinks)
+                gap = sinks;
+            const int first = gap ? 0 : lo; /* the first key the row sees */
             if ((steps & SCORES) && f->softcap > 0)
-                softcap_row(row + (lo - k0), hi - lo, f->softcap);
+                softcap_row(row + (first - k0), hi - first, f->softcap);
             if ((steps & SCORES) && !(steps & SOFTMAX)) {
                 for (int s = k0; s < end; s++)
-                    if (s < lo || s >= hi || (valid && !valid[s]))
+                    if ((s < lo && !(s < gap)) || s >= hi || (valid && !valid[s]))
                         row[s - k0] = -INFINITY;
                 continue;
             }
-            if (steps & SOFTMAX)
+            if ((steps & SOFTMAX) && gap)
+                softmax_sinks(row, valid, gap, lo, hi);
+            else if (steps & SOFTMAX)
                 hs_softmax_row(row + (lo - k0), valid ? valid + lo : NULL, hi - lo);
             /* Keys outside the row's range: exactly 0 in the map and in the
              * mix, whatever a pattern hook wrote there. */
-            if (lo > k0)
-                memset(row, 0, sizeof(hs_real) * (size_t)(lo - k0));
+            const int hidden = gap ? gap : k0; /* the keys [hidden, lo) are hidden */
+            if (lo > hidden)
+                memset(row + (hidden - k0), 0, sizeof(hs_real) * (size_t)(lo - hidden));
             if (end > hi)
                 memset(row + (hi - k0), 0, sizeof(hs_real) * (size_t)(end - hi));
         }
@@ -288,6 +333,9 @@ int hs_attn_heads_backward_scored(hs_real *dq, hs_real *dk, hs_real *dv, const h
     const hs_attn_scores score = scores_of(sc, dh);
     const hs_real scale = (hs_real)score.scale;
     const double cap = score.softcap;
+    if (mask && mask->sink)
+        return hs_fail(HS_EINVAL, "attention backward: attention sinks (a KV plan's streaming "
+                                  "heads) have no backward");
     int rc = hs_attn_mask_check(mask, window, 0, B, L, S, H);
     if (rc)
         return rc;

@@ -102,6 +102,7 @@ hs_attn_config hs_config_attn(const hs_model_config *c, int l)
                              .rope_scaling = rope && !local ? c->rope_scaling
                                                             : (hs_rope_scaling){ 0 },
                              .head_window = head_window,
+                             .sink = c->sink,
                              .scale = c->attn_scalar > 0 ? 1 / sqrt(c->attn_scalar) : 0,
                              .softcap = c->attn_softcap,
                              .qk_norm = c->qk_norm,

@@ -104,6 +104,9 @@ typedef struct {
      * never set when every head has the same window (then `window` holds it). */
     int n_head_windows;
     int head_windows[HS_MAX_WINDOW_HEADS];
+    int sink;                      /* a KV plan's attention sinks (SPEC §18, kv_plan.h): every
+                                      head with a window also sees keys s < sink; 0: none.
+                                      Never read from or written to config.json */
     hs_rope_scaling rope_scaling;  /* llama3 / linear (llama family); zero: plain */
     double rope_local_theta;       /* > 0: the RoPE base of layers whose every head has a
                                       window, there without rope_scaling (Gemma 3's

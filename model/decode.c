@@ -30,7 +30,8 @@ static void free_scratch(hs_decoder *dec)
     hs_attn_acts_free(&dec->acts);
     hs_real **bufs[] = { &dec->x,    &dec->nrm,   &dec->mean, &dec->rstd,
                          &dec->attn_out, &dec->r1, &dec->n2,  &dec->h_pre,
-                         &dec->h_up, &dec->h_act, &dec->mlp_out, &dec->raw };
+                         &dec->h_up, &dec->h_act, &dec->mlp_out, &dec->raw,
+                         &dec->qg,   &dec->zg };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         free(*bufs[i]);
         *bufs[i] = NULL;
@@ -50,12 +51,14 @@ static int grow_scratch(hs_decoder *dec, int n)
     if (rc)
         return rc;
     const size_t d = (size_t)c->d_model * n, r = (size_t)n, F = (size_t)(c->d_ff > 0 ? c->d_ff : 1) * n;
+    const size_t hd = (size_t)n * ac.n_heads * hs_attn_head_dim(&ac);
     struct {
         hs_real **p;
         size_t n;
     } b[] = { { &dec->x, d },     { &dec->nrm, d },   { &dec->mean, r },     { &dec->rstd, r },
               { &dec->attn_out, d }, { &dec->r1, d }, { &dec->n2, d },       { &dec->h_pre, F },
-              { &dec->h_up, F },  { &dec->h_act, F }, { &dec->mlp_out, d },  { &dec->raw, d } };
+              { &dec->h_up, F },  { &dec->h_act, F }, { &dec->mlp_out, d },  { &dec->raw, d },
+              { &dec->qg, hd },   { &dec->zg, hd } };
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
         if (!(*b[i].p = hs_calloc(b[i].n, sizeof(hs_real), "decoder scratch"))) {
             free_scratch(dec);
@@ -95,6 +98,25 @@ static int mla_layer_cache(hs_layer_cache *lc, const hs_model_config *c, int max
     return HS_OK;
 }
 
+/* A KV plan's layer (c->sink > 0): a cache per kv head, a streaming head's
+ * (window W > 0) of the sinks and a ring of W, the others' of every position. */
+static int heads_layer_cache(hs_layer_cache *lc, const hs_model_config *c, int l, int max_len)
+{
+    const hs_attn_config ac = hs_config_attn(c, l);
+    const int G = ac.n_kv_heads, group = ac.n_heads / G;
+    lc->kind = HS_LAYER_CACHE_HEADS;
+    lc->heads = hs_calloc((size_t)G, sizeof *lc->heads, "decoder head caches");
+    lc->head_window = hs_calloc((size_t)G, sizeof *lc->head_window, "decoder head caches");
+    int rc = lc->heads && lc->head_window ? HS_OK : HS_ENOMEM;
+    for (int j = 0; !rc && j < G; j++) {
+        const int W = hs_config_head_window(c, l, j * group);
+        const long cap = W > 0 && (long)c->sink + W < max_len ? (long)c->sink + W : max_len;
+        lc->head_window[j] = W;
+        rc = hs_kv_cache_init(&lc->heads[j], 1, 1, hs_attn_head_dim(&ac), (int)cap);
+    }
+    return rc;
+}
+
 int hs_decoder_init(hs_decoder *dec, const hs_model *m, int max_len)
 {
     memset(dec, 0, sizeof *dec);
@@ -123,6 +145,10 @@ int hs_decoder_init(hs_decoder *dec, const hs_model *m, int max_len)
             rc = mla_layer_cache(lc, c, max_len);
             continue;
         }
+        if (c->sink) {
+            rc = heads_layer_cache(lc, c, l, max_len);
+            continue;
+        }
         const hs_attn_config ac = hs_config_attn(c, l);
         /* a ring only where every head shares one window; a layer of mixed
          * windows keeps every position and masks each head by its own */
@@ -147,6 +173,9 @@ void hs_decoder_free(hs_decoder *dec)
             hs_kv_cache_free(&lc->kv);
             if (lc->other && lc->other_free)
                 lc->other_free(lc->other);
+            for (int j = 0; lc->heads && j < dec->m->cfg.n_kv_head[l]; j++)
+                hs_kv_cache_free(&lc->heads[j]);
+            free(lc->heads), free(lc->head_window);
         }
     free(dec->layer);
     free(dec->logits);
@@ -162,6 +191,8 @@ void hs_decoder_reset(hs_decoder *dec)
         lc->kv.len = 0;
         if (lc->other && lc->other_reset)
             lc->other_reset(lc->other);
+        for (int j = 0; lc->heads && j < dec->m->cfg.n_kv_head[l]; j++)
+            lc->heads[j].len = 0;
     }
 }
 
@@ -172,6 +203,9 @@ size_t hs_decoder_cache_bytes(const hs_decoder *dec)
         const hs_layer_cache *lc = &dec->layer[l];
         if (lc->kind == HS_LAYER_CACHE_OTHER)
             bytes += lc->other_bytes;
+        else if (lc->kind == HS_LAYER_CACHE_HEADS)
+            for (int j = 0; j < dec->m->cfg.n_kv_head[l]; j++)
+                bytes += 2 * (size_t)lc->heads[j].cap * lc->heads[j].dh * sizeof(hs_real);
         else
             bytes += 2 * (size_t)lc->kv.G * lc->kv.cap * lc->kv.dh * sizeof(hs_real);
     }
@@ -179,16 +213,18 @@ size_t hs_decoder_cache_bytes(const hs_decoder *dec)
 }
 
 /* The copy rule's row (hs_decoder_watch.argmax): row `last` of a call's
- * query rows is the feed's last; its keys are positions, or with a ring of
- * `ring` slots the slots of the query at position `query`. */
+ * query rows is the feed's last, its heads those from head0 on; its keys
+ * are positions, or with a ring of `ring` slots after `sink` sink slots the
+ * slots of the query at position `query` (slot s >= sink holds the latest
+ * position p <= query with p = s mod ring). */
 typedef struct {
     int *out;
-    int last, ring, query;
+    int last, ring, sink, query, head0;
 } argmax_watch;
 
 static int slot_position(const argmax_watch *w, int s)
 {
-    return w->ring ? w->query - (w->query - s) % w->ring : s;
+    return w->ring && s >= w->sink ? w->query - (w->query - s) % w->ring : s;
 }
 
 /* hs_row_observer: the position of the largest weight of the last row,
@@ -207,7 +243,7 @@ static void watch_rows(void *ctx, int layer, int thread, int b, int h, int t0, i
         if (row[s] > row[best] || (row[s] == row[best] && p < best_pos))
             best = s, best_pos = p;
     }
-    w->out[h] = best_pos;
+    w->out[w->head0 + h] = best_pos;
 }
 
 /* Attention of n new rows `in` over a ring of the last W positions: the
@@ -223,7 +259,7 @@ static int ring_attention(hs_decoder *dec, hs_layer_cache *lc, const hs_attn_wei
     const int H = ac->n_heads, G = ac->n_kv_heads, dh = hs_attn_head_dim(ac);
     const int HD = H * dh, GD = G * dh, W = lc->window;
     hs_attn_project(a->q, a->k, a->v, NULL, NULL, w, ac, in, in, 1, n, n, dec->pos);
-    const hs_attn_mask causal = { 1, NULL };
+    const hs_attn_mask causal = { 1, NULL, 0 };
     const hs_attn_scores sc = hs_attn_config_scores(ac);
     for (int t = 0; t < n; t++) {
         const int p = dec->pos + t, slot = p % W, S = p + 1 < W ? p + 1 : W;
@@ -243,6 +279,57 @@ static int ring_attention(hs_decoder *dec, hs_layer_cache *lc, const hs_attn_wei
             return rc;
     }
     return HS_OK;
+}
+
+/* A KV plan's layer (HS_LAYER_CACHE_HEADS): the projections of all n rows,
+ * then each kv head j over its own cache, its query heads' rows gathered
+ * into dec->qg. A head of every position appends the n keys and attends
+ * causally in one call; a streaming head takes one query at a time, writing
+ * its key to its slot (position p < S: slot p; else S + (p - S) mod W) and
+ * attending over the filled slots, which are always 0 .. len-1 and hold
+ * exactly the keys it may see. Leaves z in dec->acts. */
+static int heads_attention(hs_decoder *dec, hs_layer_cache *lc, const hs_attn_weights *w,
+                           const hs_attn_config *ac, const hs_real *in, int n, int *argmax)
+{
+    hs_attn_acts *a = &dec->acts;
+    const int H = ac->n_heads, G = ac->n_kv_heads, dh = hs_attn_head_dim(ac);
+    const int group = H / G, gd = group * dh, HD = H * dh, GD = G * dh, S0 = ac->sink;
+    hs_attn_project(a->q, a->k, a->v, NULL, NULL, w, ac, in, in, 1, n, n, dec->pos);
+    const hs_attn_mask causal = { 1, NULL, 0 };
+    const hs_attn_scores sc = hs_attn_config_scores(ac);
+    int rc = HS_OK;
+    for (int j = 0; !rc && j < G; j++) {
+        hs_kv_cache *kv = &lc->heads[j];
+        const int W = lc->head_window[j];
+        argmax_watch aw = { argmax, W ? 0 : n - 1, W, S0, dec->pos + n - 1, j * group };
+        const hs_attn_hooks watch = { { watch_rows, &aw }, NULL, 0 };
+        for (int t = 0; t < (W ? n : 1); t++) {
+            const int p = dec->pos + t, rows = W ? 1 : n;
+            const int slot = !W ? p : p < S0 ? p : S0 + (p - S0) % W;
+            for (int r = 0; r < rows; r++) {
+                memcpy(kv->k + (size_t)(slot + r) * dh, a->k + (size_t)(t + r) * GD + (size_t)j * dh,
+                       sizeof(hs_real) * dh);
+                memcpy(kv->v + (size_t)(slot + r) * dh, a->v + (size_t)(t + r) * GD + (size_t)j * dh,
+                       sizeof(hs_real) * dh);
+                memcpy(dec->qg + (size_t)r * gd, a->q + (size_t)(t + r) * HD + (size_t)j * gd,
+                       sizeof(hs_real) * gd);
+            }
+            const int len = !W ? p + n : p < S0 + W ? p + 1 : S0 + W;
+            kv->len = len;
+            const hs_kv_view view = { kv->k, kv->v, (size_t)kv->cap * dh, (size_t)kv->cap * dh,
+                                      (size_t)dh, len };
+            const int last = !W || t == n - 1;
+            rc = hs_attn_heads_forward_scored(dec->zg, NULL, dec->qg, &view, &causal, NULL,
+                                              len - rows, 1, rows, group, 1, dh, &sc,
+                                              argmax && last ? &watch : NULL);
+            for (int r = 0; !rc && r < rows; r++)
+                memcpy(a->z + (size_t)(t + r) * HD + (size_t)j * gd, dec->zg + (size_t)r * gd,
+                       sizeof(hs_real) * gd);
+            if (rc)
+                break;
+        }
+    }
+    return rc;
 }
 
 /* The attention of layer l for the n rows `in`, through the layer's cache,
@@ -266,17 +353,19 @@ static int layer_attention(hs_decoder *dec, int l, const hs_real *in, int n, hs_
         const hs_mla_config mc = hs_config_mla(&m->cfg, l);
         return hs_mla_forward_cached(out, NULL, &m->w.layer[l].mla, &mc, in, n, gates, lc->other);
     }
-    argmax_watch aw = { argmax, lc->window ? 0 : n - 1, lc->window, dec->pos + n - 1 };
+    argmax_watch aw = { argmax, lc->window ? 0 : n - 1, lc->window, 0, dec->pos + n - 1, 0 };
     a->hooks = (hs_attn_hooks){ .layer = l };
     if (argmax)
         a->hooks.rows = (hs_row_observer){ watch_rows, &aw };
-    if (lc->kind != HS_LAYER_CACHE_KV)
+    if (lc->kind == HS_LAYER_CACHE_OTHER)
         return hs_fail(HS_EINVAL, "decoder: layer %d's attention has no decoding step", l);
     int rc;
-    if (lc->window)
+    if (lc->kind == HS_LAYER_CACHE_HEADS)
+        rc = heads_attention(dec, lc, w, &ac, in, n, argmax);
+    else if (lc->window)
         rc = ring_attention(dec, lc, w, &ac, in, n);
     else {
-        const hs_attn_mask causal = { 1, NULL };
+        const hs_attn_mask causal = { 1, NULL, 0 };
         rc = hs_attn_forward_heads(a, w, &ac, in, NULL, &causal, &lc->kv);
     }
     a->hooks = (hs_attn_hooks){ 0 };
@@ -479,6 +568,15 @@ double hs_kv_cache_bytes(const hs_model_config *c, long B, long T, long E)
 {
     double bytes = 0;
     for (int l = 0; l < c->n_layer; l++) {
+        if (c->sink && !c->mla) { /* a KV plan: each kv head's own cache */
+            const int G = c->n_kv_head[l], group = c->n_head[l] / G;
+            for (int j = 0; j < G; j++) {
+                const long W = hs_config_head_window(c, l, j * group);
+                const long cached = W > 0 && c->sink + W < T ? c->sink + W : T;
+                bytes += 2.0 * B * cached * c->head_dim * E;
+            }
+            continue;
+        }
         const int W = hs_config_layer_window(c, l); /* a ring only for a shared window */
         const long cached = W > 0 && W < T ? W : T;
         bytes += c->mla ? 1.0 * B * cached * (c->kv_lora_rank + c->qk_rope_head_dim) * E

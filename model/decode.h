@@ -36,12 +36,19 @@
 typedef enum {
     HS_LAYER_CACHE_KV,    /* hs_kv_cache: linear (cap = max_len) or a ring (cap = W) */
     HS_LAYER_CACHE_OTHER, /* another attention's own cache (MLA: hs_mla_cache), in `other` */
+    HS_LAYER_CACHE_HEADS, /* a KV plan's layer (SPEC §18): one cache per kv head, in `heads` */
 } hs_layer_cache_kind;
 
 typedef struct {
     hs_layer_cache_kind kind;
     int window;          /* ring of the last `window` positions; 0: linear */
     hs_kv_cache kv;      /* B = 1, G, dh, cap */
+    /* HS_LAYER_CACHE_HEADS: kv head j's own cache (B = G = 1) and window:
+     * 0, every position (cap = max_len); W > 0, a streaming head (the
+     * config's sinks S: slots 0..S-1 hold positions 0..S-1, slots S..S+W-1
+     * a ring of the last W positions from S on; cap = min(max_len, S + W)) */
+    hs_kv_cache *heads;
+    int *head_window;
     void *other;         /* HS_LAYER_CACHE_OTHER: the layer's own cache */
     size_t other_bytes;  /* its bytes, for hs_decoder_cache_bytes */
     void (*other_free)(void *other);
@@ -71,6 +78,7 @@ typedef struct {
     hs_attn_acts acts;       /* q, k, v, z of the widest layer */
     hs_real *x, *nrm, *mean, *rstd, *attn_out, *r1, *n2, *h_pre, *h_up, *h_act, *mlp_out;
     hs_real *raw;            /* out_norm: a sublayer's output before its norm */
+    hs_real *qg, *zg;        /* HS_LAYER_CACHE_HEADS: one kv head's queries and outputs */
     hs_real *logits;         /* (V) of the last token fed */
 } hs_decoder;
 
@@ -88,17 +96,20 @@ void hs_decoder_reset(hs_decoder *dec);
 /* Bytes of every layer's cache: sum over layers of 2 G cap dh
  * sizeof(hs_real), cap = min(W, max_len) where every head of the layer
  * shares a window W, else max_len; an MLA layer's (kv_lora_rank +
- * qk_rope_head_dim) max_len sizeof(hs_real) -- the
- * figure `kv-bytes --model DIR --seq-len max_len --bytes sizeof(hs_real)`
- * prints (for MLA also its `--mla-latent C --mla-rope R` line). */
+ * qk_rope_head_dim) max_len sizeof(hs_real); a KV plan's layer 2 dh
+ * sizeof(hs_real) times each kv head's cap (max_len, or min(max_len, S + W)
+ * for a streaming head) -- the figure `kv-bytes --model DIR --seq-len
+ * max_len --bytes sizeof(hs_real)` prints (for MLA also its `--mla-latent C
+ * --mla-rope R` line). */
 size_t hs_decoder_cache_bytes(const hs_decoder *dec);
 
 /* The KV cache of c for B sequences of T positions at E bytes per element:
  * keys and values of every layer's key/value heads, over the last W
  * positions only where every head of a layer attends in one sliding window
- * of W (a ring; a layer of mixed windows caches every position); MLA: the
- * latent and the shared rope key. What a decoder of c holds, without
- * building one. */
+ * of W (a ring; a layer of mixed windows caches every position); under a KV
+ * plan (c->sink > 0) a streaming kv head min(T, S + W) positions, the others
+ * T; MLA: the latent and the shared rope key. What a decoder of c holds,
+ * without building one. */
 double hs_kv_cache_bytes(const hs_model_config *c, long B, long T, long E);
 
 /* Feeds n tokens at positions pos .. pos+n-1 in one forward (n > 1: the

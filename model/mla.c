@@ -190,7 +190,7 @@ static hs_attn_form mla_form(const hs_mla_acts *m, const hs_mla_config *c, int T
 }
 
 /* MLA attends causally to every earlier position. */
-static const hs_attn_mask causal = { 1, NULL };
+static const hs_attn_mask causal = { 1, NULL, 0 };
 
 /* The hook of site s on x (B,T,heads,width), when hooked. */
 static int call_site(const hs_attn_hooks *hk, hs_site s, hs_real *x, int B, int T, int heads,

@@ -80,7 +80,7 @@ static int gqa_heads(split *s, hs_layer_acts *la, hs_real *xn, hs_real *hd)
         return rc;
     const int GD = G * dh;
     const hs_kv_view kv = { la->attn.k, la->attn.v, (size_t)T * GD, (size_t)dh, (size_t)GD, T };
-    const hs_attn_mask causal = { 1, NULL };
+    const hs_attn_mask causal = { 1, NULL, 0 };
     const hs_attn_scores sc = hs_attn_config_scores(&ac);
     rc = hs_attn_heads_forward_scored(la->attn.z, NULL, la->attn.q, &kv, &causal, win, 0, B, T, H,
                                       G, dh, &sc, NULL);

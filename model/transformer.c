@@ -454,7 +454,7 @@ static const hs_hooks no_hooks = { 0 };
 
 hs_attn_mask hs_acts_attn_mask(const hs_acts *a, const hs_model_config *c)
 {
-    return (hs_attn_mask){ !c->encoder, c->encoder && a->padded ? a->valid : NULL };
+    return (hs_attn_mask){ !c->encoder, c->encoder && a->padded ? a->valid : NULL, 0 };
 }
 
 void hs_acts_set_valid(hs_acts *a, const hs_model *m, const int32_t *tokens, int copies)

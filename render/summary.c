@@ -4,6 +4,7 @@
  * as the command. */
 #include "summary.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -804,4 +805,59 @@ void hs_print_retrieval(FILE *f, const hs_summary *s, const hs_retrieval_result 
         fprintf(f, "  causal check: the top %d heads masked: needle accuracy %.3f; %d random "
                 "other heads masked (control): %.3f\n", r->k, (double)r->top_succeeded / r->runs,
                 r->k, (double)r->random_succeeded / r->runs);
+}
+
+/* {"ids": [...], "tokens": [...]} through cJSON, or one line per token:
+ * the id, a tab, the token's display string as a JSON string */
+int hs_print_tokens(FILE *f, const hs_tokenizer *tok, const int32_t *ids, size_t n, int json)
+{
+    cJSON *root = json ? cJSON_CreateObject() : NULL;
+    cJSON *jid = json ? cJSON_AddArrayToObject(root, "ids") : NULL;
+    cJSON *jtok = json ? cJSON_AddArrayToObject(root, "tokens") : NULL;
+    if (json && (!root || !jid || !jtok)) {
+        cJSON_Delete(root);
+        return hs_fail(HS_ENOMEM, "tokenize: JSON output");
+    }
+    char text[512];
+    for (size_t i = 0; i < n; i++) {
+        if (hs_tokenizer_token_text(tok, ids[i], text, sizeof text)) {
+            cJSON_Delete(root);
+            return HS_EINVAL;
+        }
+        if (!json) {
+            fprintf(f, "%d\t", (int)ids[i]);
+            hs_json_string(f, text);
+            fprintf(f, "\n");
+        } else if (!cJSON_AddItemToArray(jid, cJSON_CreateNumber(ids[i])) ||
+                   !cJSON_AddItemToArray(jtok, cJSON_CreateString(text))) {
+            cJSON_Delete(root);
+            return hs_fail(HS_ENOMEM, "tokenize: JSON output");
+        }
+    }
+    if (json) {
+        char *s = cJSON_PrintUnformatted(root);
+        cJSON_Delete(root);
+        if (!s)
+            return hs_fail(HS_ENOMEM, "tokenize: JSON output");
+        fprintf(f, "%s\n", s);
+        free(s);
+    }
+    return HS_OK;
+}
+
+void hs_print_kv_bytes(FILE *f, double bytes, int mla_line, double mla_per_token, double mla,
+                       int json)
+{
+    if (json) {
+        fprintf(f, "{\"kv_bytes\":"), hs_json_fixed(f, bytes, 0);
+        fprintf(f, ",\"kv_gib\":"), hs_json_fixed(f, bytes / (1 << 30), 6);
+        if (mla_line)
+            fprintf(f, ",\"mla_bytes\":"), hs_json_fixed(f, mla, 0),
+                fprintf(f, ",\"mla_bytes_per_token\":"), hs_json_fixed(f, mla_per_token, 0);
+        fprintf(f, "}\n");
+    } else {
+        fprintf(f, "kv cache: %.0f bytes (%.4f GiB)\n", bytes, bytes / (1 << 30));
+        if (mla_line)
+            fprintf(f, "mla cache: %.0f bytes (%.0f per token)\n", mla, mla_per_token);
+    }
 }

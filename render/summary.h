@@ -90,6 +90,16 @@ void hs_print_predict_lines(FILE *f, const hs_prediction_line *r, int n, int jso
 void hs_print_generation(FILE *f, const int32_t *out, int n_prompt, int n,
                          const hs_generate_stats *st, const hs_tokenizer *tok, int V, int json);
 
+/* tokenize's: one line per token (the id, a tab, the token's display
+ * string as a JSON string), or with json {"ids": [...], "tokens": [...]}.
+ * HS_EINVAL for an id outside tok's vocabulary, HS_ENOMEM. */
+int hs_print_tokens(FILE *f, const hs_tokenizer *tok, const int32_t *ids, size_t n, int json);
+
+/* kv-bytes': the cache bytes and, with mla_line, MLA's (its bytes per token
+ * and in all). */
+void hs_print_kv_bytes(FILE *f, double bytes, int mla_line, double mla_per_token, double mla,
+                       int json);
+
 /* retrieval's: the needle accuracy, the best head, the causal check. */
 void hs_print_retrieval(FILE *f, const hs_summary *s, const hs_retrieval_result *r,
                         const hs_retrieval_opts *o);

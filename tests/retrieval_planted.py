@@ -123,19 +123,25 @@ def build(out):
 
 # ---- the reference ---------------------------------------------------------
 
-def forward(w, ids, masked):
-    """Logits of the last position and each head's attention row there."""
+def forward(w, ids, masked, plan=None):
+    """Logits of the last position and each head's attention row there;
+    under a KV plan (SPEC §18) a head it does not list sees only keys
+    s < sink or t - window < s <= t."""
     T = len(ids)
     x = w["wte.weight"][ids] + w["wpe.weight"][:T]
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    t, s = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    causal = s <= t
+    streaming = causal & ((s < plan["sink"]) | (s > t - plan["window"])) if plan else causal
+    full = {tuple(e) for e in plan["full"]} if plan else set()
     rows = {}
     for layer in range(L):
         heads = lambda n: (x @ w[f"h.{layer}.attn.{n}.weight"].T).view(T, H, DH)  # noqa: E731
         q, k, v = heads("q_proj"), heads("k_proj"), heads("v_proj")
         z = torch.zeros(T, H, DH, dtype=torch.float64)
         for h in range(H):
-            s = (q[:, h] @ k[:, h].T) / DH ** 0.5
-            a = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1)
+            scores = (q[:, h] @ k[:, h].T) / DH ** 0.5
+            seen = causal if not plan or (layer, h) in full else streaming
+            a = torch.softmax(scores.masked_fill(~seen, float("-inf")), dim=-1)
             rows[(layer, h)] = a[-1]
             if (layer, h) not in masked:
                 z[:, h] = a @ v[:, h]
@@ -163,7 +169,7 @@ def first_max(row):
     return int((row == row.max()).nonzero()[0])
 
 
-def reference(out, lengths, depths, masked):
+def reference(out, lengths, depths, masked, plan=None):
     w = {k: t for k, (_, t) in G.read_safetensors(os.path.join(out, "model.safetensors")).items()}
     hay = list(open(os.path.join(out, "haystack.txt"), "rb").read())
     needles = [json.loads(line) for line in open(os.path.join(out, "needles.jsonl"))]
@@ -179,7 +185,7 @@ def reference(out, lengths, depths, masked):
                 prompt = len(seq)
                 copied = {key: set() for key in score}
                 for _ in range(steps):
-                    logits, rows = forward(w, seq, masked)
+                    logits, rows = forward(w, seq, masked, plan)
                     tok = first_max(logits)
                     for key, row in rows.items():
                         j = first_max(row)

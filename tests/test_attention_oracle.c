@@ -74,7 +74,7 @@ static void check_cached_decoding(const fx_case *fc, const hs_attn_config *c,
             memcpy(xc + (size_t)b * n * d, x + ((size_t)b * T + t0) * d, sizeof(hs_real) * n * d);
             memcpy(vc + (size_t)b * S, valid + (size_t)b * T, (size_t)S);
         }
-        hs_attn_mask mask = { 1, vc };
+        hs_attn_mask mask = { 1, vc, 0 };
         hs_attn_acts a;
         CU_ASSERT_EQUAL_FATAL(hs_attn_acts_alloc(&a, c, B, n, n, S, 0), HS_OK);
         CU_ASSERT_EQUAL_FATAL(hs_attn_forward(oc, &a, w, c, xc, NULL, xi, &mask, &cache), HS_OK);
@@ -138,7 +138,7 @@ static void run_case_in(const char *path, const char *name)
     unsigned char *valid = malloc(vt->n);
     for (size_t k = 0; k < vt->n; k++)
         valid[k] = vt->v[k] != 0;
-    hs_attn_mask mask = { (int)fx_int(&fc, "causal"), valid };
+    hs_attn_mask mask = { (int)fx_int(&fc, "causal"), valid, 0 };
 
     hs_attn_acts a;
     CU_ASSERT_EQUAL_FATAL(hs_attn_acts_alloc(&a, &c, B, L, S, S, 1), HS_OK);
@@ -236,7 +236,7 @@ static void per_head_loop_case(int G)
     for (int i = 0; i < B * T * d; i++)
         x[i] = (hs_real)uniform();
     unsigned char valid[2 * 7] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 0 };
-    hs_attn_mask mask = { 1, valid };
+    hs_attn_mask mask = { 1, valid, 0 };
 
     hs_kv_cache cache;
     CU_ASSERT_EQUAL_FATAL(hs_kv_cache_init(&cache, B, G, dh, T), HS_OK);

@@ -96,7 +96,7 @@ static void forward_chunks(hs_real *out, hs_kv_cache *cache, const module *m, co
             if (vc)
                 memcpy(vc + (size_t)b * S, valid + (size_t)b * T, (size_t)S);
         }
-        hs_attn_mask mask = { 1, vc };
+        hs_attn_mask mask = { 1, vc, 0 };
         hs_attn_acts a;
         CU_ASSERT_EQUAL_FATAL(hs_attn_acts_alloc(&a, &m->c, B, n, n, S, 0), HS_OK);
         CU_ASSERT_EQUAL_FATAL(hs_attn_forward(oc, &a, &m->w, &m->c, xc, NULL, NULL, &mask, cache),
@@ -116,7 +116,7 @@ static void cache_split_case(int G)
     module_init(&m, d, H, G, 0);
     hs_real *x = random_vec((size_t)B * T * d, 1);
     hs_real *full = malloc(sizeof(hs_real) * B * T * d), *split = malloc(sizeof(hs_real) * B * T * d);
-    hs_attn_mask causal = { 1, NULL };
+    hs_attn_mask causal = { 1, NULL, 0 };
 
     hs_attn_acts a;
     CU_ASSERT_EQUAL_FATAL(hs_attn_acts_alloc(&a, &m.c, B, T, T, T, 0), HS_OK);
@@ -164,7 +164,7 @@ static void test_cache_with_padding_matches_full(void)
     hs_real *x = random_vec((size_t)B * T * d, 1);
     /* Batch row 1 has padding keys in the middle and at the end. */
     const unsigned char valid[2 * 5] = { 1, 1, 1, 1, 1, 1, 0, 1, 0, 0 };
-    hs_attn_mask mask = { 1, valid };
+    hs_attn_mask mask = { 1, valid, 0 };
     hs_real *full = malloc(sizeof(hs_real) * B * T * d), *split = malloc(sizeof(hs_real) * B * T * d);
     hs_real *att = malloc(sizeof(hs_real) * B * H * T * T);
     CU_ASSERT_EQUAL_FATAL(forward(full, att, &m, x, B, T, &mask), HS_OK);
@@ -187,7 +187,7 @@ static void test_padded_keys_get_exactly_zero_weight(void)
     const unsigned char valid[2 * 6] = { 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0 };
     hs_real *out = malloc(sizeof(hs_real) * B * L * d), *att = malloc(sizeof(hs_real) * B * H * L * L);
     for (int causal = 0; causal <= 1; causal++) {
-        hs_attn_mask mask = { causal, valid };
+        hs_attn_mask mask = { causal, valid, 0 };
         CU_ASSERT_EQUAL_FATAL(forward(out, att, &m, x, B, L, &mask), HS_OK);
         int nonzero_masked = 0;
         double worst_sum = 0;
@@ -217,12 +217,12 @@ static void test_all_masked_query_is_rejected_and_cache_untouched(void)
     module_init(&m, d, H, 1, 0);
     hs_real *x = random_vec((size_t)B * T * d, 1), *out = malloc(sizeof(hs_real) * B * T * d);
     const unsigned char none[2 * 3] = { 1, 1, 1, 0, 0, 0 };
-    hs_attn_mask mask = { 0, none };
+    hs_attn_mask mask = { 0, none, 0 };
     CU_ASSERT_EQUAL(forward(out, NULL, &m, x, B, T, &mask), HS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "every key masked"));
     /* Causal with the first key padded: query 0 sees nothing. */
     const unsigned char first_padded[2 * 3] = { 1, 1, 1, 0, 1, 1 };
-    mask = (hs_attn_mask){ 1, first_padded };
+    mask = (hs_attn_mask){ 1, first_padded, 0 };
     CU_ASSERT_EQUAL(forward(out, NULL, &m, x, B, T, &mask), HS_EINVAL);
 
     hs_kv_cache cache;
@@ -232,7 +232,7 @@ static void test_all_masked_query_is_rejected_and_cache_untouched(void)
     CU_ASSERT_EQUAL(hs_attn_forward(out, &a, &m.w, &m.c, x, NULL, NULL, &mask, &cache), HS_EINVAL);
     CU_ASSERT_EQUAL(cache.len, 0);
     /* A cache needs causal self-attention. */
-    hs_attn_mask open = { 0, NULL };
+    hs_attn_mask open = { 0, NULL, 0 };
     CU_ASSERT_EQUAL(hs_attn_forward(out, &a, &m.w, &m.c, x, NULL, NULL, &open, &cache), HS_EINVAL);
     CU_ASSERT_EQUAL(cache.len, 0);
     hs_attn_acts_free(&a);
@@ -248,7 +248,7 @@ static void test_changing_future_tokens_changes_no_earlier_output(void)
         module_init(&m, d, H, G, 1);
         hs_real *x = random_vec((size_t)B * T * d, 1);
         hs_real *o1 = malloc(sizeof(hs_real) * B * T * d), *o2 = malloc(sizeof(hs_real) * B * T * d);
-        hs_attn_mask causal = { 1, NULL };
+        hs_attn_mask causal = { 1, NULL, 0 };
         CU_ASSERT_EQUAL_FATAL(forward(o1, NULL, &m, x, B, T, &causal), HS_OK);
         for (int b = 0; b < B; b++)
             for (int t = 3; t < T; t++)
@@ -368,7 +368,7 @@ static void test_same_weights_different_head_count_is_a_different_function(void)
     hs_attn_weights_bind(&one.w, &one.c, one.params);
     hs_real *x = random_vec((size_t)B * T * d, 1);
     hs_real *o1 = malloc(sizeof(hs_real) * B * T * d), *o4 = malloc(sizeof(hs_real) * B * T * d);
-    hs_attn_mask causal = { 1, NULL };
+    hs_attn_mask causal = { 1, NULL, 0 };
     CU_ASSERT_EQUAL_FATAL(forward(o1, NULL, &one, x, B, T, &causal), HS_OK);
     CU_ASSERT_EQUAL_FATAL(forward(o4, NULL, &four, x, B, T, &causal), HS_OK);
     CU_ASSERT(max_err(o1, o4, (size_t)B * T * d) > 1e-4);
@@ -399,7 +399,7 @@ static void test_forward_without_maps_does_not_allocate_them(void)
     hs_real *x = random_vec((size_t)B * L * d, 1), *out = malloc(sizeof(hs_real) * B * L * d);
     hs_attn_acts a;
     CU_ASSERT_EQUAL_FATAL(hs_attn_acts_alloc(&a, &m.c, B, L, L, L, 0), HS_OK);
-    hs_attn_mask causal = { 1, NULL };
+    hs_attn_mask causal = { 1, NULL, 0 };
     /* Warm up thread pools, then reset the peak (VmHWM) before measuring. */
     CU_ASSERT_EQUAL_FATAL(hs_attn_forward(out, &a, &m.w, &m.c, x, NULL, NULL, &causal, NULL), HS_OK);
     FILE *f = fopen("/proc/self/clear_refs", "w");
@@ -436,7 +436,7 @@ static void fb_run(fb_result *r, const module *m, const hs_real *x, const hs_rea
     r->grads = calloc(np, sizeof(hs_real));
     hs_attn_weights dw;
     hs_attn_weights_bind(&dw, &m->c, r->grads);
-    hs_attn_mask mask = { 1, valid };
+    hs_attn_mask mask = { 1, valid, 0 };
     hs_attn_acts a;
     CU_ASSERT_EQUAL_FATAL(hs_attn_acts_alloc(&a, &m->c, B, L, L, L, 1), HS_OK);
     CU_ASSERT_EQUAL_FATAL(hs_attn_forward(r->out, &a, &m->w, &m->c, x, NULL, NULL, &mask, NULL),
@@ -523,7 +523,7 @@ static void test_window_maps_are_exactly_zero_outside_it(void)
     m.c.head_window = win;
     hs_real *x = random_vec((size_t)B * L * d, 2), *out = malloc(sizeof(hs_real) * B * L * d);
     hs_real *att = malloc(sizeof(hs_real) * B * H * L * L);
-    CU_ASSERT_EQUAL_FATAL(forward(out, att, &m, x, B, L, &(hs_attn_mask){ 1, NULL }), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(forward(out, att, &m, x, B, L, &(hs_attn_mask){ 1, NULL, 0 }), HS_OK);
     long outside = 0;
     double worst_sum = 0;
     for (int b = 0; b < B; b++)
@@ -551,12 +551,81 @@ static void test_window_maps_are_exactly_zero_outside_it(void)
     a.hooks.rows = (hs_row_observer){ observe, NULL };
     hs_real *out2 = malloc(sizeof(hs_real) * B * L * d);
     CU_ASSERT_EQUAL_FATAL(
-        hs_attn_forward(out2, &a, &m.w, &m.c, x, NULL, NULL, &(hs_attn_mask){ 1, NULL }, NULL),
+        hs_attn_forward(out2, &a, &m.w, &m.c, x, NULL, NULL, &(hs_attn_mask){ 1, NULL, 0 }, NULL),
         HS_OK);
     CU_ASSERT_EQUAL(observed_bad, 0);
     CU_ASSERT(max_err(out2, out, (size_t)B * L * d) <= TOL);
     hs_attn_acts_free(&a);
     free(x), free(out), free(out2), free(att), free(m.params);
+}
+
+/* Attention sinks (SPEC §18's streaming heads): a windowed head's row sees
+ * keys s < S besides its window, equal to a naive double loop over that
+ * set (padding too, across query blocks and with a cached prefix); global
+ * heads are untouched; a row observer without maps sees the same rows; the
+ * backward refuses sinks. */
+static void test_sinks_equal_a_naive_loop(void)
+{
+    const int B = 2, P = 7, L = 150, S = P + L, H = 4, G = 2, dh = 8, SINK = 3;
+    const int HD = H * dh, GD = G * dh, group = H / G, win[4] = { 5, 0, 1, 70 };
+    hs_real *q = random_vec((size_t)B * L * HD, 1.5), *k = random_vec((size_t)B * S * GD, 1.5);
+    hs_real *v = random_vec((size_t)B * S * GD, 1);
+    unsigned char *valid = malloc((size_t)B * S);
+    for (int i = 0; i < B * S; i++)
+        valid[i] = i % S % 11 != 4; /* some padding, never a whole row's keys */
+    hs_real *z = malloc(sizeof(hs_real) * B * L * HD), *att = malloc(sizeof(hs_real) * B * H * L * S);
+    hs_kv_view kv = { k, v, (size_t)S * GD, (size_t)dh, (size_t)GD, S };
+    hs_attn_mask mask = { 1, valid, SINK };
+    CU_ASSERT_EQUAL_FATAL(
+        hs_attn_heads_forward(z, att, q, &kv, &mask, win, P, B, L, H, G, dh, NULL), HS_OK);
+    double worst_att = 0, worst_z = 0;
+    double *p = malloc(sizeof(double) * S);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < L; t++) {
+                const int pos = P + t, W = win[h], j = h / group;
+                double mx = -INFINITY, sum = 0;
+                for (int s = 0; s < S; s++) {
+                    const int sees = s <= pos && (!W || s > pos - W || s < SINK) &&
+                                     valid[(size_t)b * S + s];
+                    double dot = 0;
+                    for (int i = 0; i < dh; i++)
+                        dot += (double)q[((size_t)b * L + t) * HD + h * dh + i] *
+                               k[((size_t)b * S + s) * GD + j * dh + i];
+                    p[s] = sees ? dot / sqrt((double)dh) : -INFINITY;
+                    mx = fmax(mx, p[s]);
+                }
+                for (int s = 0; s < S; s++)
+                    sum += p[s] = p[s] == -INFINITY ? 0 : exp(p[s] - mx);
+                for (int i = 0; i < dh; i++) {
+                    double zi = 0;
+                    for (int s = 0; s < S; s++)
+                        zi += p[s] / sum * v[((size_t)b * S + s) * GD + j * dh + i];
+                    worst_z = fmax(worst_z, fabs(zi - z[((size_t)b * L + t) * HD + h * dh + i]));
+                }
+                for (int s = 0; s < S; s++) {
+                    const double got = att[(((size_t)b * H + h) * L + t) * S + s];
+                    worst_att = fmax(worst_att, p[s] ? fabs(got - p[s] / sum) : got != 0);
+                }
+            }
+    printf("\n    sinks %d: maps within %.3g, z within %.3g of the naive loop", SINK, worst_att,
+           worst_z);
+    CU_ASSERT(worst_att <= TOL);
+    CU_ASSERT(worst_z <= TOL);
+    /* the same rows through an observer, without maps */
+    hs_real *z2 = malloc(sizeof(hs_real) * B * L * HD);
+    const hs_attn_hooks hooks = { { observe, NULL }, NULL, 0 };
+    observed_bad = 0, observed_att = att, observed_L = S, observed_H = H;
+    CU_ASSERT_EQUAL_FATAL(
+        hs_attn_heads_forward(z2, NULL, q, &kv, &mask, win, P, B, L, H, G, dh, &hooks), HS_OK);
+    CU_ASSERT(max_err(z2, z, (size_t)B * L * HD) <= TOL);
+    /* the backward has no sinks */
+    hs_real *dq = calloc((size_t)L * HD, sizeof(hs_real)), *dkv = calloc((size_t)L * GD * 2, sizeof(hs_real));
+    hs_attn_mask self = { 1, NULL, SINK };
+    CU_ASSERT_EQUAL(hs_attn_heads_backward(dq, dkv, dkv + (size_t)L * GD, z, att, q, k, v, &self,
+                                           win, 1, L, L, H, G, dh),
+                    HS_EINVAL);
+    free(q), free(k), free(v), free(valid), free(z), free(z2), free(att), free(p), free(dq), free(dkv);
 }
 
 /* Blocks of keys wholly outside the window are never computed: NaN in every
@@ -573,7 +642,7 @@ static void test_window_never_reads_keys_outside_it(void)
     hs_real *v = random_vec((size_t)B * S * GD, 1);
     hs_real *z0 = malloc(sizeof(hs_real) * B * L * HD), *z1 = malloc(sizeof(hs_real) * B * L * HD);
     hs_kv_view kv = { k, v, (size_t)S * GD, (size_t)dh, (size_t)GD, S };
-    hs_attn_mask causal = { 1, NULL };
+    hs_attn_mask causal = { 1, NULL, 0 };
     for (int s = 0; s <= P - W; s++)
         for (int i = 0; i < GD; i++)
             k[(size_t)s * GD + i] = v[(size_t)s * GD + i] = 0;
@@ -630,7 +699,7 @@ static void test_window_cache_split_matches_full(void)
     unsigned char *valid = malloc((size_t)B * T);
     for (int i = 0; i < B * T; i++)
         valid[i] = i % T == 0 || i % 5 != 2;
-    hs_attn_mask mask = { 1, valid };
+    hs_attn_mask mask = { 1, valid, 0 };
     hs_real *full = malloc(sizeof(hs_real) * B * T * d), *split = malloc(sizeof(hs_real) * B * T * d);
     CU_ASSERT_EQUAL_FATAL(forward(full, NULL, &m, x, B, T, &mask), HS_OK);
     hs_kv_cache cache;
@@ -656,22 +725,22 @@ static void test_window_refusals(void)
     hs_real *x = random_vec((size_t)B * T * d, 1), *out = malloc(sizeof(hs_real) * B * T * d);
     /* A window needs the causal mask. */
     m.c.window = 3;
-    CU_ASSERT_EQUAL(forward(out, NULL, &m, x, B, T, &(hs_attn_mask){ 0, NULL }), HS_EINVAL);
+    CU_ASSERT_EQUAL(forward(out, NULL, &m, x, B, T, &(hs_attn_mask){ 0, NULL, 0 }), HS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "window=3"));
     CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "causal"));
     CU_ASSERT_EQUAL(forward(out, NULL, &m, x, B, T, NULL), HS_EINVAL);
     /* Padding can empty a window: keys 2 and 3 padded, W = 2, query 3. */
     const unsigned char valid[6] = { 1, 1, 0, 0, 1, 1 };
     m.c.window = 2;
-    CU_ASSERT_EQUAL(forward(out, NULL, &m, x, B, T, &(hs_attn_mask){ 1, valid }), HS_EINVAL);
+    CU_ASSERT_EQUAL(forward(out, NULL, &m, x, B, T, &(hs_attn_mask){ 1, valid, 0 }), HS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "query 3 of batch row 0 has every key masked"));
     m.c.window = 3; /* the control: a window reaching key 1 is fine */
-    CU_ASSERT_EQUAL(forward(out, NULL, &m, x, B, T, &(hs_attn_mask){ 1, valid }), HS_OK);
+    CU_ASSERT_EQUAL(forward(out, NULL, &m, x, B, T, &(hs_attn_mask){ 1, valid, 0 }), HS_OK);
     /* A per-head window of 2 on one head is enough to refuse. */
     const int heads[2] = { 0, 2 };
     m.c.window = 0;
     m.c.head_window = heads;
-    CU_ASSERT_EQUAL(forward(out, NULL, &m, x, B, T, &(hs_attn_mask){ 1, valid }), HS_EINVAL);
+    CU_ASSERT_EQUAL(forward(out, NULL, &m, x, B, T, &(hs_attn_mask){ 1, valid, 0 }), HS_EINVAL);
     /* Negative windows are configuration errors. */
     const int negative[2] = { 0, -1 };
     m.c.head_window = negative;
@@ -757,7 +826,7 @@ static void fd_run(const fd_case *k)
             for (int s = 0; s < k->S; s++)
                 valid[b * k->S + s] = s == 0 || (s * 7 + b * 3) % 5 != 0;
     }
-    hs_attn_mask mask = { k->causal, valid };
+    hs_attn_mask mask = { k->causal, valid, 0 };
 
     size_t np = hs_attn_param_count(&m.c);
     hs_real *grads = calloc(np, sizeof(hs_real));
@@ -838,6 +907,7 @@ int main(void)
           test_forward_without_maps_does_not_allocate_them },
         { "test_window_not_shorter_than_sequence_is_causal_bit_for_bit",
           test_window_not_shorter_than_sequence_is_causal_bit_for_bit },
+        { "test_sinks_equal_a_naive_loop", test_sinks_equal_a_naive_loop },
         { "test_window_maps_are_exactly_zero_outside_it",
           test_window_maps_are_exactly_zero_outside_it },
         { "test_window_never_reads_keys_outside_it", test_window_never_reads_keys_outside_it },
