@@ -425,18 +425,12 @@ static int layer_forward(hs_decoder *dec, int l, int n)
     return HS_OK;
 }
 
-int hs_decoder_feed(hs_decoder *dec, const int32_t *ids, int n)
+/* One forward of n rows (checked by hs_decoder_feed). */
+static int feed_rows(hs_decoder *dec, const int32_t *ids, int n)
 {
     const hs_model *m = dec->m;
     const hs_model_config *c = &m->cfg;
     const int d = c->d_model;
-    if (n < 1 || dec->pos + n > dec->max_len)
-        return hs_fail(HS_EINVAL, "decoder: %d more positions after %d exceed its length %d", n,
-                       dec->pos, dec->max_len);
-    for (int i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= c->vocab_size)
-            return hs_fail(HS_EINVAL, "decoder: token %d outside the vocabulary of %d", ids[i],
-                           c->vocab_size);
     int rc = grow_scratch(dec, n);
     if (rc)
         return rc;
@@ -459,6 +453,22 @@ int hs_decoder_feed(hs_decoder *dec, const int32_t *ids, int n)
         hs_softcap_forward(dec->logits, c->final_softcap, (size_t)c->vocab_size);
     dec->pos += n;
     return HS_OK;
+}
+
+int hs_decoder_feed(hs_decoder *dec, const int32_t *ids, int n)
+{
+    const hs_model_config *c = &dec->m->cfg;
+    if (n < 1 || dec->pos + n > dec->max_len)
+        return hs_fail(HS_EINVAL, "decoder: %d more positions after %d exceed its length %d", n,
+                       dec->pos, dec->max_len);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= c->vocab_size)
+            return hs_fail(HS_EINVAL, "decoder: token %d outside the vocabulary of %d", ids[i],
+                           c->vocab_size);
+    int rc = HS_OK;
+    for (int i = 0; !rc && i < n; i += HS_DECODE_ROWS)
+        rc = feed_rows(dec, ids + i, n - i < HS_DECODE_ROWS ? n - i : HS_DECODE_ROWS);
+    return rc;
 }
 
 /* ---- sampling and the generation loop ---------------------------------- */
@@ -541,6 +551,7 @@ int hs_generate(int32_t *out, hs_generate_stats *st, const hs_model *m, const in
     memcpy(out, prompt, sizeof *out * (size_t)n_prompt);
     const double t0 = hs_now();
     rc = max_new ? hs_decoder_feed(&dec, prompt, n_prompt) : HS_OK;
+    const double t1 = hs_now();
     for (int i = 0; !rc && i < max_new; i++) {
         /* NaN or infinite logits (weights or activations not finite) pick
          * no token: refused, as every command refuses such a result */
@@ -559,6 +570,10 @@ int hs_generate(int32_t *out, hs_generate_stats *st, const hs_model *m, const in
     }
     st->seconds = hs_now() - t0;
     st->tokens_per_s = st->seconds > 0 ? max_new / st->seconds : 0;
+    st->prefill_seconds = t1 - t0;
+    st->step_tokens_per_s = max_new > 1 && st->seconds > st->prefill_seconds
+                                ? (max_new - 1) / (st->seconds - st->prefill_seconds)
+                                : 0;
     st->cache_bytes = hs_decoder_cache_bytes(&dec);
     hs_decoder_free(&dec);
     return rc;

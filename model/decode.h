@@ -112,10 +112,15 @@ size_t hs_decoder_cache_bytes(const hs_decoder *dec);
  * without building one. */
 double hs_kv_cache_bytes(const hs_model_config *c, long B, long T, long E);
 
-/* Feeds n tokens at positions pos .. pos+n-1 in one forward (n > 1: the
- * prefill) and leaves the logits of the last one in dec->logits (V). Fails
- * with HS_EINVAL, changing nothing, on a token outside the vocabulary or
- * when pos + n would exceed max_len. */
+/* The most rows one forward of a feed takes: a longer prefill runs in
+ * forwards of this many, so the scratch (activations of these rows, MLP
+ * included) stays bounded however long the prompt. */
+enum { HS_DECODE_ROWS = 512 };
+
+/* Feeds n tokens at positions pos .. pos+n-1 (n > 1: the prefill, in
+ * forwards of at most HS_DECODE_ROWS rows) and leaves the logits of the last
+ * one in dec->logits (V). Fails with HS_EINVAL, changing nothing, on a token
+ * outside the vocabulary or when pos + n would exceed max_len. */
 int hs_decoder_feed(hs_decoder *dec, const int32_t *ids, int n);
 
 /* Sampling rule of hs_generate. temperature 0: greedy, the argmax of the
@@ -135,6 +140,8 @@ int32_t hs_sample_token(const hs_real *logits, int V, const hs_sample_opts *o, h
 typedef struct {
     double seconds;        /* wall time of the prefill and every step */
     double tokens_per_s;   /* new tokens / seconds */
+    double prefill_seconds;   /* the prompt's feed */
+    double step_tokens_per_s; /* the one-token steps after it: (new tokens - 1) / their time */
     size_t cache_bytes;    /* hs_decoder_cache_bytes */
 } hs_generate_stats;
 

@@ -739,6 +739,8 @@ void hs_print_generation(FILE *f, const int32_t *out, int n_prompt, int n,
             fprintf(f, "%s%d", i > n_prompt ? "," : "", out[i]);
         fprintf(f, "],\"cache_bytes\":%zu,\"tokens_per_s\":", st->cache_bytes);
         hs_json_number(f, st->tokens_per_s, 6);
+        fprintf(f, ",\"prefill_s\":"), hs_json_number(f, st->prefill_seconds, 6);
+        fprintf(f, ",\"step_tokens_per_s\":"), hs_json_number(f, st->step_tokens_per_s, 6);
         fprintf(f, "}\n");
         return;
     }

@@ -320,7 +320,7 @@ static int window_pattern(void *ctx, const hs_site_view *v)
                 hs_real *row = v->x + b * v->sb + t * v->st + h * v->sh;
                 double sum = 0;
                 for (int s = 0; s < v->width; s++)
-                    if ((W && s <= t - W) || s > t)
+                    if ((W && s <= t - W && s >= c->sink) || s > t) /* sinks: a KV plan's */
                         row[s] = 0;
                     else
                         sum += row[s];

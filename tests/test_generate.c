@@ -123,6 +123,30 @@ static void test_watched_argmax_equals_the_maps(void)
     }
 }
 
+/* A prefill longer than HS_DECODE_ROWS runs in several forwards: the same
+ * logits and watched rows as one full forward, under GQA and under a KV
+ * plan's per-head caches (sinks and a ring that wraps). */
+static void test_long_prefill_runs_in_chunks(void)
+{
+    const char *over[] = { "d_model=32", "n_head=4", "n_kv_head=2", "n_ctx=700" };
+    hs_model m;
+    fx_make_model(&m, "llama", over, 4, 21);
+    sharpen(&m, 10);
+    fx_check_decoding(&m, HS_DECODE_ROWS + 90, HS_DECODE_ROWS + 94, 1e-4, "llama, long prefill");
+    int w[8] = { 7, 7, 0, 0, 0, 0, 7, 7 }; /* kv heads (0, 0) and (1, 1) streaming */
+    CU_ASSERT_EQUAL_FATAL(hs_config_set_windows(&m.cfg, w), HS_OK);
+    m.cfg.sink = 3;
+    fx_check_decoding(&m, HS_DECODE_ROWS + 90, HS_DECODE_ROWS + 94, 1e-4, "llama, long prefill, plan");
+    /* the streaming heads hold S + W = 10 positions, the others all 604 */
+    hs_decoder dec;
+    CU_ASSERT_EQUAL_FATAL(hs_decoder_init(&dec, &m, 604), HS_OK);
+    const size_t want = 2 * (size_t)(604 + 10) * 2 * 8 * sizeof(hs_real);
+    CU_ASSERT_EQUAL(hs_decoder_cache_bytes(&dec), want);
+    CU_ASSERT_EQUAL((size_t)hs_kv_cache_bytes(&m.cfg, 1, 604, sizeof(hs_real)), want);
+    hs_decoder_free(&dec);
+    hs_model_free(&m);
+}
+
 static void test_neox_and_post_norm_cached_decoding_equal_recomputation(void)
 {
     hs_model m;
@@ -446,6 +470,7 @@ int main(void)
         { "test_qwen3_olmo2_phi3_cached_decoding_equals_recomputation",
           test_qwen3_olmo2_phi3_cached_decoding_equals_recomputation },
         { "test_watched_argmax_equals_the_maps", test_watched_argmax_equals_the_maps },
+        { "test_long_prefill_runs_in_chunks", test_long_prefill_runs_in_chunks },
         { "test_mla_cache_bytes_and_reset", test_mla_cache_bytes_and_reset },
         { "test_cache_bytes_hold_kv_heads_only", test_cache_bytes_hold_kv_heads_only },
         { "test_generate_refuses_out_of_vocabulary_and_too_long",
