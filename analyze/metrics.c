@@ -299,6 +299,12 @@ static const hs_metric_desc METRICS[HS_M_COUNT] = {
         HS_SCALE_PROB, "", "needle accuracy",
         "Needle accuracy with K random other heads' z set to 0: the control of the top heads' "
         "mask.", NONE },
+    [HS_M_KV_CACHE_BYTES] = { "kv_cache_bytes", MODEL, HS_SCALE_NONNEG, "bytes",
+        "KV cache (bytes)", "The decoder's cache for the grid's longest run (float32 keys and "
+        "values), under the run's KV plan if any.", NONE },
+    [HS_M_HAYSTACK_LOSS] = { "haystack_loss", MODEL, HS_SCALE_NONNEG, "nats", LOSS_NATS,
+        "The next-token loss of the haystack's first N tokens (the longest length) under the "
+        "run's KV plan if any: what the plan costs on plain text.", NONE },
     [HS_M_VAL_LOSS_HEADS] = { "val_loss_heads_%d", MODEL, HS_SCALE_NONNEG, "nats",
         "validation loss", NULL, NONE },
     [HS_M_FORWARD_MS_HEADS] = { "forward_ms_heads_%d", MODEL, HS_SCALE_NONNEG, "ms",

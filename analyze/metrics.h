@@ -138,6 +138,8 @@ typedef enum {
     HS_M_NEEDLE_ACCURACY,
     HS_M_NEEDLE_ACCURACY_MASKED_TOP,
     HS_M_NEEDLE_ACCURACY_MASKED_RANDOM,
+    HS_M_KV_CACHE_BYTES,
+    HS_M_HAYSTACK_LOSS,
     /* experiments: families of names */
     HS_M_VAL_LOSS_HEADS,
     HS_M_FORWARD_MS_HEADS,

@@ -30,6 +30,7 @@
 #define HS_KIND_COMPOSITION "composition"
 #define HS_KIND_ATP "atp"
 #define HS_KIND_CIRCUIT "circuit"
+#define HS_KIND_RETRIEVAL "retrieval"
 
 /* An option the run treats apart: neutral, one that cannot change a result
  * (--threads, --json, ...), left out when a resumed run's command line is

@@ -268,6 +268,7 @@ typedef struct {
     hs_decoder dec;
     int heads, max_needle;
     int32_t *seq;           /* prompt + decoded tokens of the current run */
+    int32_t *text_ids;      /* the decoded tokens the tokenizer knows */
     int *where, **argmax;   /* (heads): each head's argmax position; per layer */
     unsigned char *copied;  /* (heads, max_needle): needle positions copied this run */
     const hs_real **gates;  /* per layer (NULL: none) */
@@ -276,7 +277,7 @@ typedef struct {
 static void grid_free(grid *g)
 {
     hs_decoder_free(&g->dec);
-    free(g->seq), free(g->where), free(g->argmax), free(g->copied), free(g->gates);
+    free(g->seq), free(g->text_ids), free(g->where), free(g->argmax), free(g->copied), free(g->gates);
 }
 
 static int grid_init(grid *g, const hs_study_env *env, const needle_set *ns,
@@ -295,11 +296,12 @@ static int grid_init(grid *g, const hs_study_env *env, const needle_set *ns,
     for (int l = 0; l < c->n_layer; l++)
         g->heads += c->n_head[l];
     g->seq = hs_calloc((size_t)max_len, sizeof *g->seq, "retrieval sequence");
+    g->text_ids = hs_calloc((size_t)max_len, sizeof *g->text_ids, "retrieval sequence");
     g->where = hs_calloc((size_t)g->heads, sizeof *g->where, "retrieval argmax");
     g->argmax = hs_calloc((size_t)c->n_layer, sizeof *g->argmax, "retrieval argmax");
     g->gates = hs_calloc((size_t)c->n_layer, sizeof *g->gates, "retrieval gates");
     g->copied = hs_calloc((size_t)g->heads * g->max_needle, 1, "retrieval copies");
-    if (!g->seq || !g->where || !g->argmax || !g->gates || !g->copied)
+    if (!g->seq || !g->text_ids || !g->where || !g->argmax || !g->gates || !g->copied)
         return HS_ENOMEM;
     for (int l = 0, k = 0; l < c->n_layer; k += c->n_head[l], l++)
         g->argmax[l] = g->where + k;
@@ -338,7 +340,13 @@ static int run_one(grid *g, const needle *nd, int N, double D, int watch, int *o
         if (i + 1 < steps)
             rc = hs_decoder_feed(&g->dec, &s[P + i], 1);
     }
-    char *text = rc ? NULL : hs_tokenizer_decode(g->tk, s + P, (size_t)steps, 1);
+    /* ids past the tokenizer's vocabulary (a model's padded rows) decode to
+     * nothing, as transformers' decode skips them */
+    int kept = 0;
+    for (int i = 0; !rc && i < steps; i++)
+        if (s[P + i] < hs_tokenizer_vocab_size(g->tk))
+            g->text_ids[kept++] = s[P + i];
+    char *text = rc ? NULL : hs_tokenizer_decode(g->tk, g->text_ids, (size_t)kept, 1);
     if (!rc && !text)
         rc = HS_EINVAL;
     if (!rc)
@@ -458,6 +466,30 @@ static int causal_check(hs_retrieval_result *r, grid *g, const needle_set *ns,
     return rc;
 }
 
+/* What the run's cache costs (under its KV plan, if any): the decoder's
+ * bytes at the longest run, and the loss of the haystack's first N tokens
+ * (N the longest length, or what the haystack holds past its first). */
+static int cost_rows(hs_retrieval_result *r, const grid *g, const hs_retrieval_opts *o,
+                     const hs_study_env *env)
+{
+    int N = 0;
+    for (int i = 0; i < o->n_lengths; i++)
+        N = o->length[i] > N ? o->length[i] : N;
+    if ((size_t)N >= env->data->n)
+        N = (int)env->data->n - 1;
+    r->cache_bytes = hs_decoder_cache_bytes(&g->dec);
+    int rc = hs_head_table_add(&r->table, -1, -1, HS_METRIC(KV_CACHE_BYTES),
+                               (double)r->cache_bytes, 0, 1);
+    hs_eval_result e;
+    hs_study_phase(&env->io, "retrieval: the haystack's loss");
+    if (!rc && N > 0 && !(rc = hs_evaluate(&e, env->m, env->data, 1, N, 1, NULL, NULL, NULL))) {
+        r->haystack_loss = e.loss;
+        rc = hs_head_table_add(&r->table, -1, -1, HS_METRIC(HAYSTACK_LOSS), e.loss, e.stderr_loss,
+                               (long long)e.tokens);
+    }
+    return rc;
+}
+
 static int accuracy_row(hs_head_table *t, const char *name, int succeeded, int runs)
 {
     const double p = (double)succeeded / runs;
@@ -510,6 +542,8 @@ int hs_retrieval_study(hs_retrieval_result *r, const hs_retrieval_opts *o,
     }
     if (!rc)
         rc = accuracy_row(&r->table, HS_METRIC(NEEDLE_ACCURACY), r->succeeded, r->runs);
+    if (!rc)
+        rc = cost_rows(r, &g, &opts, env);
     if (!rc && opts.mask_top > 0)
         rc = causal_check(r, &g, &ns, &opts, env, order);
     hs_study_phase(&env->io, NULL);

@@ -35,7 +35,8 @@ typedef struct {
 typedef struct {
     hs_study_rows rows;
     /* head_metrics rows: retrieval per head (stderr over the runs), and
-     * model-wide needle_accuracy (+ _masked_top, _masked_random with K) */
+     * model-wide needle_accuracy (+ _masked_top, _masked_random with K),
+     * kv_cache_bytes and haystack_loss (what the run's KV plan costs) */
     hs_head_table table;
     int runs, succeeded, heads;
     hs_head_ref best;   /* the highest retrieval score (lowest layer, head on ties) */
@@ -43,6 +44,8 @@ typedef struct {
     int k;              /* heads masked by each arm of the causal check */
     hs_head_ref *top, *random;
     int top_succeeded, random_succeeded;
+    size_t cache_bytes;   /* the decoder's cache at the longest run (kv_cache_bytes) */
+    double haystack_loss; /* the haystack's first N tokens' loss (haystack_loss) */
 } hs_retrieval_result;
 
 /* Resolves the lengths and depths (HS_EINVAL naming --lengths, --depths:

@@ -1001,6 +1001,123 @@ static void section_windows(report *r)
            "ordering holds for this data, budget and W only.");
 }
 
+/* ---- heads at long context (SPEC §18) ---------------------------------------------- */
+
+/* A model-wide row of a run, or NaN. */
+static double model_value(report *r, long long run, hs_metric_id id, double *se)
+{
+    double v = NAN;
+    if (!metric(r, run, -1, -1, hs_metric(id)->name, &v, se) && se)
+        *se = NAN;
+    return v;
+}
+
+/* The retrieval runs of one model and haystack (those of `like`), shown, as
+ * points of KV bytes against needle accuracy and the haystack's loss: the
+ * curve a study of KV plans draws as the kept fraction shrinks. */
+static void kv_budget_curve(report *r, const hs_run_record *like)
+{
+    hs_run_list l = { 0 };
+    if (hs_index_runs(r->ix, HS_KIND_RETRIEVAL, "complete", &l))
+        return;
+    FILE *f = r->html;
+    char dir[600] = "", data[1200], assign[2600], qdata[1300];
+    int rc = hs_plot_tmpdir(dir, sizeof dir), points = 0;
+    snprintf(data, sizeof data, "%s/kv.txt", dir);
+    FILE *d = rc ? NULL : hs_plot_file(data);
+    fprintf(f, "<table><tr><th>run</th><th>KV cache</th><th>needle accuracy</th>"
+               "<th>haystack loss (nats, one sequence)</th></tr>\n");
+    for (int i = 0; i < l.n; i++) {
+        const hs_run_record *u = &l.runs[i];
+        double acc_se;
+        const double kv = model_value(r, u->run_id, HS_M_KV_CACHE_BYTES, NULL);
+        const double acc = model_value(r, u->run_id, HS_M_NEEDLE_ACCURACY, &acc_se);
+        const double loss = model_value(r, u->run_id, HS_M_HAYSTACK_LOSS, NULL);
+        if (!chosen(r, u->run_id) || !(kv > 0) || !u->model_sha256 || !like->model_sha256 ||
+            strcmp(u->model_sha256, like->model_sha256) || !u->data_sha256 || !like->data_sha256 ||
+            strcmp(u->data_sha256, like->data_sha256))
+            continue;
+        shown(r, u->run_id), points++;
+        fprintf(f, "<tr><td>%lld</td><td>%.2f MiB</td><td>%.3f ± %.3f</td><td>%.4f</td></tr>\n",
+                (long long)u->run_id, kv / 1048576, acc, acc_se, loss);
+        if (d)
+            fprintf(d, "%.9g %.9g %.9g %.9g\n", kv / 1048576, acc, acc_se, loss);
+    }
+    hs_run_list_free(&l);
+    fprintf(f, "</table>\n");
+    if (!rc && (!d || fclose(d)))
+        rc = hs_fail(HS_EIO, "%s: cannot write", data);
+    if (points >= 2) {
+        fig g;
+        fig_title(&g, r, "Needle accuracy and loss against KV bytes");
+        snprintf(g.file, sizeof g.file, "kv_budget.png");
+        path_in(g.path, sizeof g.path, r, g.file);
+        hs_gp_quote(qdata, sizeof qdata, data);
+        snprintf(assign, sizeof assign, "datafile=%s; plottitle='needle accuracy and loss "
+                 "against KV bytes'", qdata);
+        if (!rc)
+            rc = hs_gnuplot("plot_kv_budget.gp", assign, g.path);
+        figure(r, rc, &g,
+               "Each retrieval run of this model and haystack: the needle accuracy (left, ± 2 "
+               "standard errors, binomial over the grid's runs) and the haystack's next-token "
+               "loss (right) against the decoder's KV cache at the longest length, as KV plans "
+               "keep fewer heads full (<code>kv-plan --keep-fraction</code>, then "
+               "<code>retrieval --kv-plan</code>). A plan that keeps the accuracy here keeps it "
+               "for these needles, lengths and depths only.");
+    }
+    hs_plot_tmpdir_remove(dir);
+}
+
+static void section_long_context(report *r)
+{
+    FILE *f = r->html;
+    fprintf(f, "<h2 id=\"long-context\">Heads at long context</h2>\n");
+    /* the scores of the latest complete run with the largest cache (no plan, or the widest) */
+    hs_run_list l = { 0 };
+    hs_run_record like = { 0 };
+    long long run = 0;
+    double best = -1;
+    if (!hs_index_runs(r->ix, HS_KIND_RETRIEVAL, "complete", &l))
+        for (int i = 0; i < l.n; i++) {
+            const double kv = model_value(r, l.runs[i].run_id, HS_M_KV_CACHE_BYTES, NULL);
+            if (chosen(r, l.runs[i].run_id) && kv >= best)
+                best = kv, run = l.runs[i].run_id, like = l.runs[i];
+        }
+    if (run) {
+        shown(r, run);
+        grid(r, run, HS_M_RETRIEVAL, 0, NULL);
+        double se, top_se, rand_se;
+        const double acc = model_value(r, run, HS_M_NEEDLE_ACCURACY, &se);
+        const double top = model_value(r, run, HS_M_NEEDLE_ACCURACY_MASKED_TOP, &top_se);
+        const double rnd = model_value(r, run, HS_M_NEEDLE_ACCURACY_MASKED_RANDOM, &rand_se);
+        fprintf(f, "<p>Run %lld: needle accuracy %.3f ± %.3f", run, acc, se);
+        if (isfinite(top))
+            fprintf(f, "; with the top heads masked %.3f ± %.3f, with as many random other heads "
+                       "masked (the control) %.3f ± %.3f", top, top_se, rnd, rand_se);
+        fprintf(f, ".%s</p>\n",
+                !(acc > 0) ? " <b>No run succeeded: every retrieval score is 0 and ranks "
+                             "nothing.</b>"
+                : !isfinite(top) ? " No causal check was run (<code>retrieval --mask-top "
+                                   "K</code>): a high score shows where the copy happens, not "
+                                   "that the head is needed."
+                                 : "");
+        kv_budget_curve(r, &like);
+    } else
+        fprintf(f, "<p>No complete retrieval run in this index.</p>\n");
+    hs_run_list_free(&l);
+    const long long pat = r->patterns;
+    if (pat && has_metric(r, pat, hs_metric(HS_M_SINK)->name)) {
+        const int ctl = has_metric(r, pat, hs_metric(HS_M_SINK_CONTROL)->name) > 0;
+        grid(r, pat, HS_M_SINK, ctl, NULL);
+        fprintf(f, "<p>Sink rate %.3f (run %lld)", model_value(r, pat, HS_M_SINK_RATE, NULL), pat);
+        if (ctl)
+            fprintf(f, "; random-init control %.3f",
+                    model_value(r, pat, HS_M_SINK_RATE_CONTROL, NULL));
+        fprintf(f, ": the share of heads whose mean attention on position 0 exceeds the run's "
+                   "threshold.</p>\n");
+    }
+}
+
 /* ---- causal interventions (SPEC §11) ------------------------------------------------ */
 
 /* Position metric rows of a run (a patching sweep of the residual stream). */
@@ -1337,6 +1454,7 @@ static const struct {
     { "head-count", NULL, section_experiment },
     { "gqa", NULL, section_gqa },
     { "windows", NULL, section_windows },
+    { "long-context", "long context", section_long_context },
     { "training", "training", section_training },
     { "runs", "runs", section_runs },
 };

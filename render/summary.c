@@ -782,7 +782,10 @@ void hs_print_retrieval(FILE *f, const hs_summary *s, const hs_retrieval_result 
         fprintf(f, ",\"top_retrieval\":{\"layer\":%d,\"head\":%d,\"value\":", r->best.layer,
                 r->best.head);
         hs_json_number(f, r->best_score, 6);
-        fprintf(f, "},\"mask_top\":%d", r->k);
+        fprintf(f, "},\"%s\":%zu,\"%s\":", HS_METRIC(KV_CACHE_BYTES), r->cache_bytes,
+                HS_METRIC(HAYSTACK_LOSS));
+        hs_json_number(f, r->haystack_loss, 6);
+        fprintf(f, ",\"mask_top\":%d", r->k);
         if (r->k) {
             fprintf(f, ",\"%s\":", HS_METRIC(NEEDLE_ACCURACY_MASKED_TOP));
             hs_json_number(f, (double)r->top_succeeded / r->runs, 6);
@@ -803,6 +806,8 @@ void hs_print_retrieval(FILE *f, const hs_summary *s, const hs_retrieval_result 
     else
         fprintf(f, "  largest retrieval score %.4f at layer %d head %d\n", r->best_score,
                 r->best.layer, r->best.head);
+    fprintf(f, "  KV cache %.2f MiB at the longest run; the haystack's loss %.4f nats\n",
+            r->cache_bytes / 1048576.0, r->haystack_loss);
     if (r->k)
         fprintf(f, "  causal check: the top %d heads masked: needle accuracy %.3f; %d random "
                 "other heads masked (control): %.3f\n", r->k, (double)r->top_succeeded / r->runs,

@@ -262,5 +262,37 @@ kv_plan_from_a_run() {
     expect_nofile x.json "a refused kv-plan wrote its file"
 }
 
-run_checks planted_retrieval_equals_reference kv_plan_from_a_run depth_edges retrieval_refuses plans_equal_reference \
+# The report's long-context section: the retrieval scores, the causal
+# check, one curve point per run of the model and haystack (KV bytes,
+# needle accuracy, the haystack's loss) and the sink grid of a patterns run.
+report_long_context() {
+    planted || return 1
+    local p
+    rm -f rep.db
+    hs retrieval --model pm --haystack pm/haystack.txt --needles pm/needles.jsonl --lengths 40 \
+        --depths 0,50 --db rep.db --mask-top 1 --seed 2
+    expect_rc 0 "retrieval" || return 1
+    for p in 0.25 0; do
+        hs kv-plan --db rep.db --run 1 --keep-fraction $p --sink 1 --window 4 --out r$p.json &&
+            hs retrieval --model pm --haystack pm/haystack.txt --needles pm/needles.jsonl \
+                --lengths 40 --depths 0,50 --db rep.db --kv-plan r$p.json
+        expect_rc 0 "retrieval --kv-plan r$p.json" || return 1
+    done
+    hs patterns --model pm --text pm/haystack.txt --db rep.db --seq-len 64 --max-batches 1
+    expect_rc 0 "patterns" || return 1
+    hs report --db rep.db --out rep
+    expect_rc 0 "report" || return 1
+    local page
+    page=$(<rep/index.html)
+    expect_grep "$page" '<h2 id="long-context">' "the section" || return 1
+    expect_grep "$page" 'retrieval_run1.png' "the scores' grid" || return 1
+    expect_grep "$page" 'with the top heads masked 0.000' "the causal check" || return 1
+    expect_grep "$page" 'kv_budget.png' "the curve" || return 1
+    expect_grep "$page" 'sink_run4.png' "the sinks' grid" || return 1
+    [ "$(grep -c '<tr><td>[123]</td><td>[0-9.]* MiB</td>' rep/index.html)" = 3 ] ||
+        bad "the curve's table does not hold the three runs" || return 1
+    expect_file rep/kv_budget.png
+}
+
+run_checks planted_retrieval_equals_reference kv_plan_from_a_run report_long_context depth_edges retrieval_refuses plans_equal_reference \
     plan_maps retrieval_under_a_plan plans_refused
