@@ -52,6 +52,14 @@ int hs_source_load(hs_tokens *t, const hs_source *s, hs_tokenizer **tk, const ch
         return rc;
     }
     int rc = hs_tokenizer_resolve(tk, s->tokenizer, model_dir);
+    if (!rc && !*tk && s->bytes && vocab == 256) { /* as `tokens --in` reads a file */
+        size_t n = 0;
+        int32_t *ids = NULL;
+        rc = hs_tokens_read_bytes(&ids, &n, s->text, 0);
+        if (!rc && (rc = hs_tokens_adopt(t, ids, n)))
+            free(ids);
+        return rc;
+    }
     if (!rc && !*tk)
         return model_dir ? hs_fail(HS_EINVAL, "--text %s needs --tokenizer PATH (%s holds no "
                                    "tokenizer.json or vocab.json + merges.txt)", s->text, model_dir)

@@ -22,6 +22,8 @@ typedef struct {
     const char *text;      /* --text FILE */
     const char *tokenizer; /* --tokenizer PATH (NULL: the model directory's) */
     int lines;             /* --lines (SPEC §21): each line of the text one sequence */
+    int bytes;             /* with no tokenizer known, a byte-level model (vocabulary 256)
+                              reads the text's bytes as its tokens (retrieval's haystack) */
 } hs_source;
 
 /* The file recorded as the data (runs' data_path; the data_sha256 of runs

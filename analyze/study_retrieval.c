@@ -43,7 +43,15 @@ static int needle_text(const cJSON *obj, const char *key, const hs_tokenizer *tk
     if (!cJSON_IsString(v) || !*v->valuestring)
         return hs_fail(HS_EFORMAT, "%s:%d: \"%s\" must be a non-empty string", path, line, key);
     size_t got = 0;
-    int rc = hs_tokenizer_encode(tk, v->valuestring, strlen(v->valuestring), 0, ids, &got);
+    const size_t len = strlen(v->valuestring);
+    int rc = HS_OK;
+    if (tk)
+        rc = hs_tokenizer_encode(tk, v->valuestring, len, 0, ids, &got);
+    else if ((*ids = hs_calloc(len, sizeof **ids, "needle"))) /* a byte-level model's bytes */
+        for (got = 0; got < len; got++)
+            (*ids)[got] = (unsigned char)v->valuestring[got];
+    else
+        rc = HS_ENOMEM;
     if (rc)
         return hs_fail(rc, "%s:%d: \"%s\": %s", path, line, key, hs_last_error());
     *n = (int)got;
@@ -228,9 +236,10 @@ int hs_retrieval_check(hs_retrieval_opts *o, const hs_study_env *env)
         return hs_fail(HS_EINVAL, "retrieval decodes and reads each head's attention row: %s",
                        c->encoder ? "an encoder does not decode" : "latent attention (MLA) "
                        "decodes through its latent, with no per-head row");
-    if (!env->tk)
+    if (!env->tk && c->vocab_size != 256)
         return hs_fail(HS_EINVAL, "retrieval needs the tokenizer (--tokenizer PATH, or one in "
-                       "the model directory): the needles are text");
+                       "the model directory): the needles are text (a byte-level model of 256 "
+                       "ids reads their bytes)");
     int heads = 0, longest = 0;
     for (int l = 0; l < c->n_layer; l++)
         heads += c->n_head[l];
@@ -344,9 +353,14 @@ static int run_one(grid *g, const needle *nd, int N, double D, int watch, int *o
      * nothing, as transformers' decode skips them */
     int kept = 0;
     for (int i = 0; !rc && i < steps; i++)
-        if (s[P + i] < hs_tokenizer_vocab_size(g->tk))
+        if (!g->tk || s[P + i] < hs_tokenizer_vocab_size(g->tk))
             g->text_ids[kept++] = s[P + i];
-    char *text = rc ? NULL : hs_tokenizer_decode(g->tk, g->text_ids, (size_t)kept, 1);
+    char *text = rc || !g->tk ? NULL : hs_tokenizer_decode(g->tk, g->text_ids, (size_t)kept, 1);
+    if (!rc && !g->tk && (text = malloc((size_t)kept + 1))) { /* a byte-level model's bytes */
+        for (int i = 0; i < kept; i++)
+            text[i] = (char)g->text_ids[i];
+        text[kept] = 0;
+    }
     if (!rc && !text)
         rc = HS_EINVAL;
     if (!rc)

@@ -71,6 +71,24 @@ depth_edges() {
     expect_eq "$(jget out.txt succeeded)" 2 "successful runs (the third needle's key is absent)"
 }
 
+# A byte-level model without a tokenizer reads the haystack's and the
+# needles' bytes: the same numbers as through the byte-level tokenizer.
+byte_level_without_a_tokenizer() {
+    planted || return 1
+    rm -rf bare && mkdir bare && cp pm/config.json pm/model.safetensors bare/ || return 1
+    local m
+    for m in pm bare; do
+        hs retrieval --model $m --haystack pm/haystack.txt --needles pm/needles.jsonl \
+            --lengths 40 --depths 0,50 --db $m.db --json
+        expect_rc 0 "retrieval --model $m" || return 1
+        jget out.txt needle_accuracy >$m.acc
+        py -c 'import sqlite3, sys
+print(sqlite3.connect(sys.argv[1]).execute("select group_concat(value) from head_metrics "
+      "where metric = ? order by layer, head", ("retrieval",)).fetchone()[0])' $m.db >>$m.acc
+    done
+    expect_eq "$(<bare.acc)" "$(<pm.acc)" "needle accuracy and scores without the tokenizer"
+}
+
 retrieval_refuses() {
     planted || return 1
     local m="--model pm --haystack pm/haystack.txt --db x.db"
@@ -294,5 +312,6 @@ report_long_context() {
     expect_file rep/kv_budget.png
 }
 
-run_checks planted_retrieval_equals_reference kv_plan_from_a_run report_long_context depth_edges retrieval_refuses plans_equal_reference \
+run_checks planted_retrieval_equals_reference kv_plan_from_a_run report_long_context \
+    byte_level_without_a_tokenizer depth_edges retrieval_refuses plans_equal_reference \
     plan_maps retrieval_under_a_plan plans_refused
