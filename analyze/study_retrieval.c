@@ -355,14 +355,13 @@ static int run_one(grid *g, const needle *nd, int N, double D, int watch, int *o
     for (int i = 0; !rc && i < steps; i++)
         if (!g->tk || s[P + i] < hs_tokenizer_vocab_size(g->tk))
             g->text_ids[kept++] = s[P + i];
-    char *text = rc || !g->tk ? NULL : hs_tokenizer_decode(g->tk, g->text_ids, (size_t)kept, 1);
-    if (!rc && !g->tk && (text = malloc((size_t)kept + 1))) { /* a byte-level model's bytes */
-        for (int i = 0; i < kept; i++)
-            text[i] = (char)g->text_ids[i];
-        text[kept] = 0;
-    }
-    if (!rc && !text)
-        rc = HS_EINVAL;
+    char *text = NULL;
+    if (!rc && g->tk && !(text = hs_tokenizer_decode(g->tk, g->text_ids, (size_t)kept, 1)))
+        rc = HS_EINVAL; /* the decoder's message */
+    else if (!rc && !g->tk && !(text = hs_calloc((size_t)kept + 1, 1, "decoded text")))
+        rc = HS_ENOMEM;
+    for (int i = 0; !rc && !g->tk && i < kept; i++) /* a byte-level model's bytes */
+        text[i] = (char)g->text_ids[i];
     if (!rc)
         *ok = hs_rouge1_recall(text, nd->answer) > 0.5;
     free(text);
@@ -481,17 +480,17 @@ static int causal_check(hs_retrieval_result *r, grid *g, const needle_set *ns,
 }
 
 /* What the run's cache costs (under its KV plan, if any): the decoder's
- * bytes at the longest run, and the loss of the haystack's first N tokens
- * (N the longest length, or what the haystack holds past its first). */
-static int cost_rows(hs_retrieval_result *r, const grid *g, const hs_retrieval_opts *o,
-                     const hs_study_env *env)
+ * bytes at the longest run (r->cache_bytes, taken while it lived), and the
+ * loss of the haystack's first N tokens (N the longest length, or what the
+ * haystack holds past its first), a forward of its own once the decoder is
+ * freed, so the two never hold memory at once. */
+static int cost_rows(hs_retrieval_result *r, const hs_retrieval_opts *o, const hs_study_env *env)
 {
     int N = 0;
     for (int i = 0; i < o->n_lengths; i++)
         N = o->length[i] > N ? o->length[i] : N;
     if ((size_t)N >= env->data->n)
         N = (int)env->data->n - 1;
-    r->cache_bytes = hs_decoder_cache_bytes(&g->dec);
     int rc = hs_head_table_add(&r->table, -1, -1, HS_METRIC(KV_CACHE_BYTES),
                                (double)r->cache_bytes, 0, 1);
     hs_eval_result e;
@@ -501,6 +500,7 @@ static int cost_rows(hs_retrieval_result *r, const grid *g, const hs_retrieval_o
         rc = hs_head_table_add(&r->table, -1, -1, HS_METRIC(HAYSTACK_LOSS), e.loss, e.stderr_loss,
                                (long long)e.tokens);
     }
+    hs_study_phase(&env->io, NULL);
     return rc;
 }
 
@@ -556,8 +556,7 @@ int hs_retrieval_study(hs_retrieval_result *r, const hs_retrieval_opts *o,
     }
     if (!rc)
         rc = accuracy_row(&r->table, HS_METRIC(NEEDLE_ACCURACY), r->succeeded, r->runs);
-    if (!rc)
-        rc = cost_rows(r, &g, &opts, env);
+    r->cache_bytes = rc ? 0 : hs_decoder_cache_bytes(&g.dec);
     if (!rc && opts.mask_top > 0)
         rc = causal_check(r, &g, &ns, &opts, env, order);
     hs_study_phase(&env->io, NULL);
@@ -570,6 +569,8 @@ int hs_retrieval_study(hs_retrieval_result *r, const hs_retrieval_opts *o,
     free(acc), free(order);
     grid_free(&g);
     needles_free(&ns);
+    if (!rc)
+        rc = cost_rows(r, &opts, env);
     r->rows = (hs_study_rows){ .heads = &r->table };
     return rc;
 }

@@ -76,13 +76,21 @@ for t in $threads; do
       --db "$tmp/r.db" --json >"$tmp/r.json" 2>"$tmp/r.err" || bench_die "retrieval: $(cat "$tmp/r.err")"
     kv=$("$hs" kv-bytes --model "$dir" --seq-len $((n + 80)) --bytes 4 --json |
       /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["kv_bytes"])')
-    row "\"impl\":\"headscope\",\"length\":$n,\"run_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt"),\"plan_bytes\":$((plan512 + kv)),\"result\":$(cat "$tmp/r.json")"
+    # the plan: decoding (a forward of 512 rows and the cache) or the haystack's loss (eval at N)
+    evaln=$("$hs" info --model "$dir" --batch 1 --seq-len "$n" --json |
+      /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["memory_plan"]["eval"])')
+    plan=$((plan512 + kv > evaln ? plan512 + kv : evaln))
+    row "\"impl\":\"headscope\",\"length\":$n,\"run_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt"),\"plan_bytes\":$plan,\"result\":$(cat "$tmp/r.json")"
   done
-  echo "$shape, $t threads: torch eager, the same loop" >&2
-  bench_torch bench/retrieval_torch.py --model "$dir" --haystack "$tmp/hay.txt" --needle "$needle" \
-    --question "$question" --answer "$answer" --lengths "$lengths" --depth 50 --threads "$t" \
-    >"$tmp/torch.jsonl" || bench_die "retrieval_torch.py failed"
-  while read -r j; do row "${j:1:${#j}-2}"; done <"$tmp/torch.jsonl"
+  # torch: one process per length, glibc's own allocator (bench_torch's keeps every freed
+  # block, and the prefill's score blocks grow chunk by chunk: at 8K they filled 24 GB)
+  for n in ${lengths//,/ }; do
+    echo "$shape, $t threads: torch eager, the same loop at $n tokens" >&2
+    OMP_WAIT_POLICY=passive /usr/bin/python3 bench/retrieval_torch.py --model "$dir" \
+      --haystack "$tmp/hay.txt" --needle "$needle" --question "$question" --answer "$answer" \
+      --lengths "$n" --depth 50 --threads "$t" >"$tmp/torch.jsonl" || bench_die "retrieval_torch.py failed"
+    while read -r j; do row "${j:1:${#j}-2}"; done <"$tmp/torch.jsonl"
+  done
   # the decoding step at the longest length: the full cache against a plan keeping 25%
   "$hs" kv-plan --db "$tmp/r.db" --run 1 --keep-fraction 0.25 --sink 4 --window 256 \
     --out "$tmp/plan.json" >/dev/null || bench_die "kv-plan failed"
@@ -102,10 +110,12 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print("One needle at depth 50 in N byte tokens of text, a random BF16 Llama of the shape "
       "(nothing is retrieved: the cost of the instrument); one run each. headscope: "
-      "`retrieval`'s wall time (load included) and peak RSS against its plan (the weights as "
-      "stored + a forward of 512 rows + the float cache at N); torch: the same loop in eager "
-      "float32 (prefill in chunks of 512 rows, weights converted from BF16), the run's time "
-      "without the load, the process's peak RSS.\n")
+      "`retrieval`'s wall time (load and the haystack's loss included) and peak RSS against "
+      "its plan (the larger of: the weights as stored + a forward of 512 rows + the float cache "
+      "at N; info's eval plan at N, the haystack's loss); torch: the same loop in eager "
+      "float32 (prefill in chunks of 512 rows, weights converted from BF16, glibc's own "
+      "allocator, one process per N), the run's time without the load or a loss, its peak "
+      "RSS.\n")
 print("| shape | threads | N | side | run s | prefill s | steps tok/s | peak RSS | plan |")
 print("|---|---|---|---|---|---|---|---|---|")
 for r in rows:
