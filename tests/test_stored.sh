@@ -48,7 +48,7 @@ import json, sys
 def strip(x):
     if isinstance(x, dict):
         return {k: strip(v) for k, v in x.items()
-                if k not in ("seconds", "tokens_per_s", "run_id", "db")}
+                if k not in ("seconds", "tokens_per_s", "prefill_s", "step_tokens_per_s", "run_id", "db")}
     return [strip(v) for v in x] if isinstance(x, list) else x
 print(json.dumps(strip(json.load(open(sys.argv[1]))), sort_keys=True))
 PY
