@@ -263,8 +263,7 @@ int hs_retrieval_check(hs_retrieval_opts *o, const hs_study_env *env)
                          "tokens + %d) exceed the model's context of %d positions",
                          o->needles, ns.v[i].line, longest, prompt_len(&ns.v[i], longest),
                          ns.v[i].na + EXTRA_STEPS, ns.v[i].na, EXTRA_STEPS, c->n_ctx);
-    if (!rc)
-        needles_free(&ns);
+    needles_free(&ns);
     return rc;
 }
 

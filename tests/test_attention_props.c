@@ -499,15 +499,15 @@ static int seen(const int *win, int h, int t, int s) { return s <= t && (!win[h]
  * rows, across query blocks. */
 static int observed_bad; /* observer rows differing from the kept maps */
 static const hs_real *observed_att;
-static int observed_L, observed_H;
+static int observed_L, observed_S, observed_H; /* the maps' queries, keys, heads */
 static void observe(void *ctx, int layer, int thread, int b, int h, int t0, int n,
                     const hs_real *P, int ldp, int keys)
 {
     (void)ctx, (void)layer, (void)thread;
     for (int r = 0; r < n; r++)
-        for (int s = 0; s < observed_L; s++) {
+        for (int s = 0; s < observed_S; s++) {
             const hs_real want =
-                observed_att[(((size_t)b * observed_H + h) * observed_L + t0 + r) * observed_L + s];
+                observed_att[(((size_t)b * observed_H + h) * observed_L + t0 + r) * observed_S + s];
             const hs_real got = s < keys ? P[(size_t)r * ldp + s] : 0;
             if (fabs((double)got - want) > TOL || (want == 0 && got != 0))
                 __atomic_add_fetch(&observed_bad, 1, __ATOMIC_RELAXED);
@@ -547,7 +547,7 @@ static void test_window_maps_are_exactly_zero_outside_it(void)
     /* The same rows through a row observer, without maps. */
     hs_attn_acts a;
     CU_ASSERT_EQUAL_FATAL(hs_attn_acts_alloc(&a, &m.c, B, L, L, L, 0), HS_OK);
-    observed_bad = 0, observed_att = att, observed_L = L, observed_H = H;
+    observed_bad = 0, observed_att = att, observed_L = observed_S = L, observed_H = H;
     a.hooks.rows = (hs_row_observer){ observe, NULL };
     hs_real *out2 = malloc(sizeof(hs_real) * B * L * d);
     CU_ASSERT_EQUAL_FATAL(
@@ -615,10 +615,11 @@ static void test_sinks_equal_a_naive_loop(void)
     /* the same rows through an observer, without maps */
     hs_real *z2 = malloc(sizeof(hs_real) * B * L * HD);
     const hs_attn_hooks hooks = { { observe, NULL }, NULL, 0 };
-    observed_bad = 0, observed_att = att, observed_L = S, observed_H = H;
+    observed_bad = 0, observed_att = att, observed_L = L, observed_S = S, observed_H = H;
     CU_ASSERT_EQUAL_FATAL(
         hs_attn_heads_forward(z2, NULL, q, &kv, &mask, win, P, B, L, H, G, dh, &hooks), HS_OK);
     CU_ASSERT(max_err(z2, z, (size_t)B * L * HD) <= TOL);
+    CU_ASSERT_EQUAL(observed_bad, 0);
     /* the backward has no sinks */
     hs_real *dq = calloc((size_t)L * HD, sizeof(hs_real)), *dkv = calloc((size_t)L * GD * 2, sizeof(hs_real));
     hs_attn_mask self = { 1, NULL, SINK };
