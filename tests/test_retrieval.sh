@@ -28,7 +28,7 @@ for l, h, m, v in db.execute("select layer, head, metric, value from head_metric
 
 planted_retrieval_equals_reference() {
     planted || return 1
-    local grid="--lengths 40,80 --depths 0,50,100"
+    local grid="--lengths 40,72 --depths 0,100"
     hs retrieval --model pm --haystack pm/haystack.txt --needles pm/needles.jsonl $grid \
         --db r.db --mask-top 1 --seed 3 --json
     expect_rc 0 "retrieval" || return 1
@@ -43,7 +43,7 @@ spec.loader.exec_module(planted)
 got = dict(line.split() for line in open(sys.argv[1]))
 summary = json.load(open(sys.argv[2]))
 def reference(masked):
-    return planted.reference(sys.argv[4], [40, 80], [0.0, 50.0, 100.0],
+    return planted.reference(sys.argv[4], [40, 72], [0.0, 100.0],
                              {(h["layer"], h["head"]) for h in masked})
 want = reference([])
 for key, v in want["retrieval"].items():
@@ -150,13 +150,17 @@ plans_equal_reference() {
         hs eval --model lr --data hay.bin --batch 2 --seq-len 48 --max-batches 3 --json \
             --kv-plan $plan
         expect_rc 0 "eval --kv-plan $plan" || return 1
-        want=$(py "$HERE/kv_plan_reference.py" eval lr hay.bin $plan 2 48 3) || return 1
-        close "$(jget out.txt loss)" "$want" 2e-5 || bad "$plan: eval $OUT, reference $want" ||
-            return 1
+        if ! under_asan; then # the torch references in the float build
+            want=$(py "$HERE/kv_plan_reference.py" eval lr hay.bin $plan 2 48 3) || return 1
+            close "$(jget out.txt loss)" "$want" 2e-5 || bad "$plan: eval $OUT, reference $want" ||
+                return 1
+        fi
         hs generate --model lr --prompt-ids $prompt --max-new 20 --json --kv-plan $plan
         expect_rc 0 "generate --kv-plan $plan" || return 1
-        want=$(py "$HERE/kv_plan_reference.py" generate lr $plan $prompt 20) || return 1
-        expect_eq "$(jget out.txt new_ids | tr -d '[]')" "$want" "$plan: greedy ids" || return 1
+        if ! under_asan; then
+            want=$(py "$HERE/kv_plan_reference.py" generate lr $plan $prompt 20) || return 1
+            expect_eq "$(jget out.txt new_ids | tr -d '[]')" "$want" "$plan: greedy ids" || return 1
+        fi
         want=$(py "$HERE/kv_plan_reference.py" bytes lr $plan 32) || return 1
         expect_eq "$(jget out.txt cache_bytes)" "$((want / 4 * E))" "$plan: cache_bytes" || return 1
     done
@@ -313,6 +317,8 @@ report_long_context() {
     expect_file rep/kv_budget.png
 }
 
+# Under ASan the commands and refusals run; the torch references and the report in the float build.
+under_asan && SKIP="${SKIP:-} report_long_context"
 run_checks planted_retrieval_equals_reference kv_plan_from_a_run report_long_context \
     byte_level_without_a_tokenizer depth_edges retrieval_refuses plans_equal_reference \
     plan_maps retrieval_under_a_plan plans_refused
