@@ -334,11 +334,8 @@ static int run_one(grid *g, const needle *nd, int N, double D, int watch, int *o
     const hs_sample_opts greedy = { 0 };
     int rc = hs_decoder_feed(&g->dec, s, P);
     for (int i = 0; !rc && i < steps; i++) {
-        for (int v = 0; v < V; v++)
-            if (!isfinite(g->dec.logits[v]))
-                return hs_fail(HS_EINVAL, "logits not finite at decoding step %d (id %d is %g): "
-                               "the model's weights or inputs are not finite", i + 1, v,
-                               (double)g->dec.logits[v]);
+        if ((rc = hs_decoder_logits_finite(&g->dec, i + 1)))
+            return rc;
         const int32_t w = s[P + i] = hs_sample_token(g->dec.logits, V, &greedy, NULL);
         for (int h = 0; watch && h < g->heads; h++) {
             const int j = g->where[h];

@@ -526,6 +526,15 @@ int32_t hs_sample_token(const hs_real *logits, int V, const hs_sample_opts *o, h
     return pick;
 }
 
+int hs_decoder_logits_finite(const hs_decoder *dec, int step)
+{
+    for (int v = 0; v < dec->m->cfg.vocab_size; v++)
+        if (!isfinite(dec->logits[v]))
+            return hs_fail(HS_EINVAL, "logits not finite at step %d (id %d is %g): the model's "
+                           "weights or inputs are not finite", step, v, (double)dec->logits[v]);
+    return HS_OK;
+}
+
 int hs_generate(int32_t *out, hs_generate_stats *st, const hs_model *m, const int32_t *prompt,
                 int n_prompt, int max_new, const hs_sample_opts *o)
 {
@@ -553,16 +562,7 @@ int hs_generate(int32_t *out, hs_generate_stats *st, const hs_model *m, const in
     rc = max_new ? hs_decoder_feed(&dec, prompt, n_prompt) : HS_OK;
     const double t1 = hs_now();
     for (int i = 0; !rc && i < max_new; i++) {
-        /* NaN or infinite logits (weights or activations not finite) pick
-         * no token: refused, as every command refuses such a result */
-        for (int v = 0; v < m->cfg.vocab_size; v++)
-            if (!isfinite(dec.logits[v])) {
-                rc = hs_fail(HS_EINVAL, "logits not finite at step %d (id %d is %g): the "
-                             "model's weights or inputs are not finite", i + 1, v,
-                             (double)dec.logits[v]);
-                break;
-            }
-        if (rc)
+        if ((rc = hs_decoder_logits_finite(&dec, i + 1)))
             break;
         out[n_prompt + i] = hs_sample_token(dec.logits, m->cfg.vocab_size, o, &rng);
         if (i + 1 < max_new)

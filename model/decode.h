@@ -123,6 +123,12 @@ enum { HS_DECODE_ROWS = 512 };
  * outside the vocabulary or when pos + n would exceed max_len. */
 int hs_decoder_feed(hs_decoder *dec, const int32_t *ids, int n);
 
+/* HS_OK when every logit of the last feed is finite; else HS_EINVAL naming
+ * the decoding step and the first id: NaN or infinite logits (weights or
+ * activations not finite) pick no token, refused as every command refuses
+ * such a result. */
+int hs_decoder_logits_finite(const hs_decoder *dec, int step);
+
 /* Sampling rule of hs_generate. temperature 0: greedy, the argmax of the
  * logits (ties to the lowest id). temperature > 0: the top_k largest
  * logits (top_k 0: all; ties to the lower id), softmax of logits /
