@@ -82,11 +82,16 @@ typedef struct {
     const hs_tokens *tok;
     int B, T;
     int32_t *targets; /* unused by capture, needed by hs_batch_at */
+    const hs_model *m;
 } batch_src;
 
 static int next_batch(void *ctx, size_t i, int32_t *inputs)
 {
     batch_src *b = ctx;
+    /* a checkpoint changed under the run fails it now, not at its end */
+    const int rc = hs_model_unchanged(b->m);
+    if (rc)
+        return rc;
     /* under mpirun this rank's i-th batch is i * N + rank (dist.h) */
     i = i * (size_t)hs_dist_size() + (size_t)hs_dist_rank();
     hs_batch_at(b->tok, i * (size_t)b->B * b->T, b->B, b->T, inputs, b->targets);
@@ -345,7 +350,7 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
     }
     const int B = o.batch, T = o.seq_len;
     int32_t *targets = hs_calloc((size_t)B * T, sizeof(int32_t), "targets");
-    batch_src src = { tok, B, T, targets };
+    batch_src src = { tok, B, T, targets, m };
     hs_map_sink sink = hs_maps_sink(w);
     hs_study_phase(io, "capture");
     /* this rank's batches: rank, rank + N, ... (all of them in one process) */

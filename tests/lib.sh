@@ -317,15 +317,16 @@ SLOW_CHECKS=""
 is_slow() { [[ " $SLOW_CHECKS " == *" $1 "* ]]; }
 
 # run_checks NAME...: runs each check of this tier but those named in SKIP, or,
-# when ONLY is set, those named in it whatever their tier (both space-separated
-# lists).
+# when ONLY is set, those named in it whatever their tier (both lists separated
+# by spaces, tabs or newlines).
 run_checks() {
-    local check t0
+    local check t0 skip=${SKIP:-} only=${ONLY:-}
     t0=$(now_s)
+    skip=" ${skip//[$'\n\t']/ } " only=" ${only//[$'\n\t']/ } "
     for check in "$@"; do
-        [[ " ${SKIP:-} " == *" $check "* ]] && continue
-        if [ -n "${ONLY:-}" ]; then
-            [[ " $ONLY " == *" $check "* ]] || continue
+        [[ "$skip" == *" $check "* ]] && continue
+        if [ "$only" != "  " ]; then
+            [[ "$only" == *" $check "* ]] || continue
         elif [ "${HEADSCOPE_SLOW:-0}" = 1 ]; then
             is_slow "$check" || continue
         else

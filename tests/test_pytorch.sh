@@ -104,11 +104,16 @@ hostile() {
         bad "pytorch_hostile.py failed"
 }
 
+# Under the fast tier's ASan every third case runs (each start costs ~0.2 s there);
+# the slow tier's clang ASan build runs them all (HEADSCOPE_ASAN_ALL=1).
 hostile_bins_are_refused_and_run_nothing() {
     tokens && hostile || return 1
-    local name expect t0 n=0 ref
+    local name expect t0 n=0 k=0 every=1 ref
+    under_asan && [ "${HEADSCOPE_ASAN_ALL:-0}" != 1 ] && every=3
     ref=$("$HS" eval --model "$M/tinylm_h1" --data "$TMP/d.bin" --batch 2 --seq-len 6)
     while IFS=$'\t' read -r name expect; do
+        k=$((k + 1))
+        [ -n "$expect" ] && ((k % every)) && continue
         t0=$(now_s)
         timeout 20 "$HS" eval --model "$TMP/hostile/$name" --data "$TMP/d.bin" --batch 2 \
             --seq-len 6 >out.txt 2>err.txt
@@ -128,7 +133,7 @@ hostile_bins_are_refused_and_run_nothing() {
             return 1
         n=$((n + 1))
     done <"$TMP/hostile/cases.tsv"
-    [ "$n" -ge 62 ] || bad "only $n hostile cases ran" || return 1
+    [ "$n" -ge $((62 / every)) ] || bad "only $n hostile cases ran" || return 1
     expect_nofile "$TMP/MARKER" "a payload ran" || return 1
     # info and convert read the same way
     hs info --model "$TMP/hostile/reduce_os_system"
