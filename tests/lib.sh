@@ -314,7 +314,7 @@ run_check() {
 # the other checks run (the fast tier, scripts/test); with HEADSCOPE_SLOW=1
 # only the SLOW_CHECKS run (the slow tier, scripts/test --slow).
 SLOW_CHECKS=""
-is_slow() { [[ " $SLOW_CHECKS " == *" $1 "* ]]; }
+is_slow() { local s=" ${SLOW_CHECKS//[$'\n\t']/ } "; [[ "$s" == *" $1 "* ]]; }
 
 # run_checks NAME...: runs each check of this tier but those named in SKIP, or,
 # when ONLY is set, those named in it whatever their tier (both lists separated

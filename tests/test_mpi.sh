@@ -334,7 +334,10 @@ kill_rank_resume() {
 }
 
 # The slow tier (HEADSCOPE_SLOW=1, test_mpi_slow): every decoder family of
-# SPEC §14 and the encoders under 1-3 ranks, and the killed rank's resume
-# (together ~50 s); the fast tier keeps every study under 1-3 ranks.
-SLOW_CHECKS="families3_same encoders_same kill_rank_resume"
+# SPEC §14 and the encoders under 1-3 ranks, the killed rank's resume,
+# importance and induction (the item split ablate and patterns take) and the
+# ranks with other inputs (together ~60 s); the fast tier keeps ablate,
+# patterns, patch and capture under 1-3 ranks.
+SLOW_CHECKS="families3_same encoders_same kill_rank_resume importance_same induction_same
+    ranks_with_other_inputs"
 run_checks ablate_same importance_same patterns_same induction_same patch_same capture_same families3_same encoders_same unsplit_refused ranks_with_other_inputs kill_rank_resume
