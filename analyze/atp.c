@@ -397,7 +397,7 @@ static int result_rows(hs_atp_result *res, const atp_run *r, size_t n)
                                            w.n);
                 else
                     res->pos[res->n_pos++] =
-                        (hs_position_row){ l, k, hs_metric(METRIC[s])->name, v, e, w.n };
+                        (hs_position_row){ l, k, hs_metric(METRIC[s])->name, v, e, w.n, -1 };
             }
     for (int s = 0; !rc && s < HS_ATP_RESID_PRE; s++)
         for (int l = 0; !rc && l < c->n_layer && r->star_off[s][l] != NO_ITEM; l++)

@@ -114,6 +114,10 @@ static const hs_metric_desc METRICS[HS_M_COUNT] = {
     [HS_M_SINK_RATE] = { "sink_rate", MODEL, HS_SCALE_PROB, "", "sink rate",
         "The share of heads whose alpha_0 exceeds --sink-epsilon (default 0.3).",
         HS_M_SINK_RATE_CONTROL },
+    [HS_M_SINK_ALPHA] = { "sink_alpha", POS, HS_SCALE_PROB, "", "attention on position k",
+        "Each head's alpha_k for k < --sink-positions (SPEC §18): the mean of att[t, k] over a "
+        "sequence's real queries t >= k, then over sequences; position_metrics rows with the "
+        "head.", NONE },
     [HS_M_SINK_CONTROL] = { "sink_control", HEAD, HS_SCALE_PROB, "", "attention sink alpha_0",
         NULL, NONE },
     [HS_M_SINK_RATE_CONTROL] = { "sink_rate_control", MODEL, HS_SCALE_PROB, "", "sink rate",

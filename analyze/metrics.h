@@ -53,6 +53,7 @@ typedef enum {
     HS_M_FIRST_TOKEN,
     HS_M_SINK,
     HS_M_SINK_RATE,
+    HS_M_SINK_ALPHA,
     HS_M_DELIM,
     HS_M_DISTANCE,
     HS_M_ENTROPY_CONTROL,

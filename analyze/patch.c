@@ -418,7 +418,7 @@ static int result_rows(hs_patch_result *res, run *r, double span)
                 if (hs_patch_site_is_head(s))
                     rc = hs_head_table_add(&res->heads, l, i, metric_names[s], v, e, w->n);
                 else
-                    res->pos[res->n_pos++] = (hs_position_row){ l, i, metric_names[s], v, e, w->n };
+                    res->pos[res->n_pos++] = (hs_position_row){ l, i, metric_names[s], v, e, w->n, -1 };
             }
         }
     }

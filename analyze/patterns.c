@@ -26,6 +26,7 @@ void hs_patterns_free(hs_patterns *p)
         free(p->value[k]);
         free(p->stderr_value[k]);
     }
+    free(p->sink_value), free(p->sink_stderr), free(p->sink_n);
     memset(p, 0, sizeof *p);
 }
 
@@ -47,8 +48,9 @@ int hs_patterns_to_table(hs_head_table *t, const hs_patterns *p, const char *suf
     return rc;
 }
 
-/* enc: an encoder's ids (NULL: a causal LM), which say the kinds recorded. */
-static int patterns_alloc(hs_patterns *p, int n_layer, const hs_special_ids *enc)
+/* enc: an encoder's ids (NULL: a causal LM), which say the kinds recorded;
+ * n_sink: the alpha_k kept. */
+static int patterns_alloc(hs_patterns *p, int n_layer, const hs_special_ids *enc, int n_sink)
 {
     const size_t n = (size_t)n_layer * HS_MAX_HEADS;
     for (int k = 0; k < HS_PAT_KINDS; k++)
@@ -64,7 +66,11 @@ static int patterns_alloc(hs_patterns *p, int n_layer, const hs_special_ids *enc
             hs_patterns_free(p);
             return HS_ENOMEM;
         }
-    if (!(p->head = hs_calloc(n, sizeof(int), "pattern heads"))) {
+    p->n_sink = n_sink;
+    if (!(p->head = hs_calloc(n, sizeof(int), "pattern heads")) ||
+        (n_sink && (!(p->sink_value = hs_calloc(n * n_sink, sizeof(double), "sinks")) ||
+                    !(p->sink_stderr = hs_calloc(n * n_sink, sizeof(double), "sinks")) ||
+                    !(p->sink_n = hs_calloc(n * n_sink, sizeof(long), "sinks"))))) {
         hs_patterns_free(p);
         return HS_ENOMEM;
     }
@@ -132,8 +138,21 @@ static int real_queries(const hs_special_ids *enc, const unsigned char *valid, c
     return n;
 }
 
+/* qk[k] for k < n_sink: the real queries t >= k of a sequence (alpha_k's
+ * divisor), as real_queries counts them. */
+static void sink_queries(int *qk, int n_sink, const hs_special_ids *enc,
+                         const unsigned char *valid, const int32_t *tok, int T)
+{
+    for (int k = 0; k < n_sink; k++) {
+        qk[k] = 0;
+        for (int t = k; t < T; t++)
+            qk[k] += valid ? valid[t] != 0 : !is_pad(enc, tok[t]);
+    }
+}
+
 /* Per-sequence sums of one batch, kept per thread, then folded into sums
- * over sequences. */
+ * over sequences: per head the HS_PAT_ALL_KINDS statistics, then alpha_k's
+ * n_sink sums (`stride` values a head). */
 typedef struct {
     const hs_model_config *c;
     const int32_t *tok; /* (B,T) of the batch */
@@ -143,13 +162,20 @@ typedef struct {
     int n_delim;
     const hs_special_ids *enc; /* an encoder's ids (pad: the model's), NULL for a causal LM */
     int threads;
-    double *batch; /* [thread][b][layer][head][kind] */
+    int n_sink, stride;
+    double *batch; /* [thread][b][layer][head][stride] */
 } run_ctx;
 
 static size_t slot(const run_ctx *r, int thread, int b, int l, int h)
 {
-    return ((((size_t)thread * r->B + b) * r->c->n_layer + l) * HS_MAX_HEADS + h) *
-           HS_PAT_ALL_KINDS;
+    return ((((size_t)thread * r->B + b) * r->c->n_layer + l) * HS_MAX_HEADS + h) * r->stride;
+}
+
+/* Adds row a of query t (keys 0..keys-1) into alpha_k's sums (t >= k). */
+static void sink_stats(double *out, const hs_real *a, int t, int keys, int n_sink)
+{
+    for (int k = 0; k < n_sink && k <= t && k < keys; k++)
+        out[k] += a[k];
 }
 
 static void on_rows(void *ctx, int layer, int thread, int b, int h, int t0, int n,
@@ -166,52 +192,98 @@ static void on_rows(void *ctx, int layer, int thread, int b, int h, int t0, int 
         /* causal rows end at t; an encoder's span every key */
         const int k = r->enc || keys < t + 1 ? keys : t + 1;
         row_stats(out, P + (size_t)i * ldp, t, k, tok, r->delim, r->n_delim, r->enc);
+        sink_stats(out + HS_PAT_ALL_KINDS, P + (size_t)i * ldp, t, k, r->n_sink);
     }
 }
 
-/* acc[(l * HS_MAX_HEADS + h) * HS_PAT_ALL_KINDS + k]: the per-sequence
- * means of statistic k of head (l, h), over sequences. */
+/* acc[(l * HS_MAX_HEADS + h) * stride + k]: the per-sequence means of
+ * statistic k of head (l, h) over sequences, then alpha_k's (stride =
+ * HS_PAT_ALL_KINDS + p->n_sink). */
 static void finish(hs_patterns *p, const hs_welford *acc, long n)
 {
-    for (int k = 0; k < HS_PAT_ALL_KINDS; k++)
-        for (int l = 0; l < p->n_layer; l++)
-            for (int h = 0; h < p->n_head[l]; h++) {
-                const hs_welford *w = &acc[((size_t)l * HS_MAX_HEADS + h) * HS_PAT_ALL_KINDS + k];
-                p->value[k][(size_t)l * HS_MAX_HEADS + h] = w->mean;
-                p->stderr_value[k][(size_t)l * HS_MAX_HEADS + h] = hs_welford_stderr(w);
+    const int stride = HS_PAT_ALL_KINDS + p->n_sink;
+    for (int l = 0; l < p->n_layer; l++)
+        for (int h = 0; h < p->n_head[l]; h++) {
+            const size_t i = (size_t)l * HS_MAX_HEADS + h;
+            const hs_welford *w = &acc[i * stride];
+            for (int k = 0; k < HS_PAT_ALL_KINDS; k++) {
+                p->value[k][i] = w[k].mean;
+                p->stderr_value[k][i] = hs_welford_stderr(&w[k]);
             }
+            for (int k = 0; k < p->n_sink; k++) {
+                const hs_welford *ws = &w[HS_PAT_ALL_KINDS + k];
+                p->sink_value[i * p->n_sink + k] = ws->mean;
+                p->sink_stderr[i * p->n_sink + k] = hs_welford_stderr(ws);
+                p->sink_n[i * p->n_sink + k] = (long)ws->n;
+            }
+        }
     p->n = n;
 }
 
-/* Folds one sequence's sums over its queries into acc as their means. */
-static void add_sequence(hs_welford *acc, const double *sums, int n_layer, const int *n_head,
-                         int queries)
-{
-    for (int l = 0; l < n_layer; l++)
-        for (int h = 0; h < n_head[l]; h++)
-            for (int k = 0; k < HS_PAT_ALL_KINDS; k++) {
-                const size_t i = ((size_t)l * HS_MAX_HEADS + h) * HS_PAT_ALL_KINDS + k;
-                hs_welford_add(&acc[i], sums[i] / queries);
-            }
-}
-
-/* The values add_sequence would add, in its order, into v. */
+/* One sequence's values, in (layer, head, stride) order, into v: its sums
+ * over its queries as means (alpha_k's over the qk[k] queries t >= k; NaN
+ * where there is none: no value). */
 static void keep_sequence(double *v, const double *sums, int n_layer, const int *n_head,
-                          int queries)
+                          int queries, const int *qk, int n_sink)
 {
+    const int stride = HS_PAT_ALL_KINDS + n_sink;
     for (int l = 0; l < n_layer; l++)
-        for (int h = 0; h < n_head[l]; h++)
+        for (int h = 0; h < n_head[l]; h++) {
+            const double *s = sums + ((size_t)l * HS_MAX_HEADS + h) * stride;
             for (int k = 0; k < HS_PAT_ALL_KINDS; k++)
-                *v++ = sums[((size_t)l * HS_MAX_HEADS + h) * HS_PAT_ALL_KINDS + k] / queries;
+                *v++ = s[k] / queries;
+            for (int k = 0; k < n_sink; k++)
+                *v++ = qk[k] ? s[HS_PAT_ALL_KINDS + k] / qk[k] : NAN;
+        }
 }
 
-/* Adds one sequence's kept values v to acc: add_sequence's result. */
-static void fold_sequence(hs_welford *acc, const double *v, int n_layer, const int *n_head)
+/* Adds one sequence's kept values v (keep_sequence's) to acc; alpha_k only
+ * where the sequence has a query t >= k. */
+static void fold_sequence(hs_welford *acc, const double *v, int n_layer, const int *n_head,
+                          const int *qk, int n_sink)
 {
+    const int stride = HS_PAT_ALL_KINDS + n_sink;
     for (int l = 0; l < n_layer; l++)
-        for (int h = 0; h < n_head[l]; h++)
-            for (int k = 0; k < HS_PAT_ALL_KINDS; k++)
-                hs_welford_add(&acc[((size_t)l * HS_MAX_HEADS + h) * HS_PAT_ALL_KINDS + k], *v++);
+        for (int h = 0; h < n_head[l]; h++) {
+            hs_welford *w = &acc[((size_t)l * HS_MAX_HEADS + h) * stride];
+            for (int k = 0; k < stride; k++, v++)
+                if (k < HS_PAT_ALL_KINDS || qk[k - HS_PAT_ALL_KINDS])
+                    hs_welford_add(&w[k], *v);
+        }
+}
+
+/* A sequence's record: its real queries, alpha_k's divisors qk (n_sink), then
+ * keep_sequence's values; the record's length in doubles for these heads. */
+static size_t record_len(int n_layer, const int *n_head, int n_sink)
+{
+    size_t n = 1 + (size_t)n_sink;
+    for (int l = 0; l < n_layer; l++)
+        n += (size_t)n_head[l] * (HS_PAT_ALL_KINDS + n_sink);
+    return n;
+}
+
+static void keep_record(double *v, const double *sums, int n_layer, const int *n_head,
+                        int queries, const int *qk, int n_sink)
+{
+    v[0] = queries;
+    for (int k = 0; k < n_sink; k++)
+        v[1 + k] = qk[k];
+    if (queries)
+        keep_sequence(v + 1 + n_sink, sums, n_layer, n_head, queries, qk, n_sink);
+}
+
+/* Folds a record into acc (a sequence without a real query adds nothing);
+ * 1 when it added a sequence. */
+static int fold_record(hs_welford *acc, const double *v, int n_layer, const int *n_head,
+                       int n_sink)
+{
+    if (!(v[0] > 0))
+        return 0;
+    int qk[HS_MAX_SINK_POSITIONS];
+    for (int k = 0; k < n_sink; k++)
+        qk[k] = (int)v[1 + k];
+    fold_sequence(acc, v + 1 + n_sink, n_layer, n_head, qk, n_sink);
+    return 1;
 }
 
 /* shard (dist.h): this rank runs its batches and keeps every sequence's
@@ -219,8 +291,8 @@ static void fold_sequence(hs_welford *acc, const double *v, int n_layer, const i
  * sequence order, as one process does. */
 static int run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
                size_t max_batches, const int32_t *delim, int n_delim,
-               const hs_special_ids *ids, hs_progress_fn progress, void *progress_ctx,
-               int shard)
+               const hs_special_ids *ids, int n_sink, hs_progress_fn progress,
+               void *progress_ctx, int shard)
 {
     const hs_model_config *c = &m->cfg;
     memset(p, 0, sizeof *p);
@@ -237,7 +309,7 @@ static int run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, 
         enc.pad = c->pad_id;
     }
     const hs_special_ids *e = c->encoder ? &enc : NULL;
-    int rc = patterns_alloc(p, c->n_layer, e);
+    int rc = patterns_alloc(p, c->n_layer, e, n_sink);
     if (rc)
         return rc;
     for (int l = 0; l < c->n_layer; l++) {
@@ -254,8 +326,9 @@ static int run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, 
     }
     hs_tokens plain = *data; /* the statistics read the text as it is: no masked-LM choice */
     plain.mlm.on = 0;
-    run_ctx r = { c, NULL, NULL, B, T, delim, n_delim, e, hs_get_threads(), NULL };
-    const size_t per_seq = (size_t)c->n_layer * HS_MAX_HEADS * HS_PAT_ALL_KINDS;
+    run_ctx r = { c, NULL, NULL, B, T, delim, n_delim, e, hs_get_threads(),
+                  n_sink, HS_PAT_ALL_KINDS + n_sink, NULL };
+    const size_t per_seq = (size_t)c->n_layer * HS_MAX_HEADS * r.stride;
     r.batch = hs_calloc((size_t)r.threads * B * per_seq, sizeof(double), "pattern sums");
     hs_welford *acc = hs_calloc(per_seq, sizeof *acc, "patterns");
     double *seq = hs_calloc(per_seq, sizeof(double), "patterns");
@@ -264,17 +337,16 @@ static int run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, 
     if (!r.batch || !acc || !seq || !in || !tg)
         rc = HS_ENOMEM;
     hs_hooks hooks = { .ctx = &r, .on_rows = on_rows };
-    /* per sequence: its real queries, then its values (heads x kinds) */
-    size_t lo = 0, hi = nb, vals = 1;
-    for (int l = 0; l < c->n_layer; l++)
-        vals += (size_t)c->n_head[l] * HS_PAT_ALL_KINDS;
-    double *kept = NULL;
+    /* per sequence a record (keep_record): every sequence's when sharded, else one */
+    size_t lo = 0, hi = nb;
+    const size_t vals = record_len(c->n_layer, c->n_head, n_sink);
     long docs = 0;
-    if (shard) {
+    if (shard)
         hs_dist_range(nb, hs_dist_rank(), &lo, &hi);
-        if (!rc && !(kept = hs_calloc(nb * B * vals, sizeof(double), "pattern values")))
-            rc = HS_ENOMEM;
-    }
+    double *kept = rc ? NULL : hs_calloc((shard ? nb * B : 1) * vals, sizeof(double),
+                                         "pattern values");
+    if (!kept)
+        rc = HS_ENOMEM;
     for (size_t bi = lo; !rc && bi < hi; bi++) {
         hs_batch_at(&plain, bi * (size_t)B * T, B, T, in, tg);
         r.tok = in, r.valid = data->valid ? data->valid + bi * (size_t)B * T : NULL;
@@ -287,17 +359,14 @@ static int run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, 
                 for (size_t i = 0; i < per_seq; i++)
                     seq[i] += src[i];
             }
-            const int q = real_queries(e, r.valid ? r.valid + (size_t)b * T : NULL,
-                                       in + (size_t)b * T, T);
-            if (kept) {
-                double *v = kept + (bi * B + b) * vals;
-                v[0] = q;
-                if (q)
-                    keep_sequence(v + 1, seq, c->n_layer, c->n_head, q);
-            } else if (q) {
-                add_sequence(acc, seq, c->n_layer, c->n_head, q);
-                docs++;
-            }
+            const unsigned char *vb = r.valid ? r.valid + (size_t)b * T : NULL;
+            const int32_t *tb = in + (size_t)b * T;
+            int qk[HS_MAX_SINK_POSITIONS];
+            sink_queries(qk, n_sink, e, vb, tb, T);
+            double *v = kept + (shard ? (bi * B + b) * vals : 0);
+            keep_record(v, seq, c->n_layer, c->n_head, real_queries(e, vb, tb, T), qk, n_sink);
+            if (!shard)
+                docs += fold_record(acc, v, c->n_layer, c->n_head, n_sink);
         }
         if (!rc && progress)
             progress(progress_ctx, bi + 1 - lo, hi - lo);
@@ -305,12 +374,9 @@ static int run(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, 
     if (shard) {
         rc = hs_dist_collect(rc, kept, B * vals * sizeof(double), nb);
         for (size_t i = 0; !rc && i < nb * B; i++)
-            if (kept[i * vals] > 0) {
-                fold_sequence(acc, kept + i * vals + 1, c->n_layer, c->n_head);
-                docs++;
-            }
-        free(kept);
+            docs += fold_record(acc, kept + i * vals, c->n_layer, c->n_head, n_sink);
     }
+    free(kept);
     if (!rc)
         finish(p, acc, docs);
     else
@@ -324,15 +390,16 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
                     size_t max_batches, const int32_t *delim, int n_delim,
                     hs_progress_fn progress, void *progress_ctx)
 {
-    return run(p, m, data, B, T, max_batches, delim, n_delim, NULL, progress, progress_ctx, 0);
+    return run(p, m, data, B, T, max_batches, delim, n_delim, NULL, 0, progress, progress_ctx, 0);
 }
 
 int hs_patterns_run_dist(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
                          size_t max_batches, const int32_t *delim, int n_delim,
-                         const hs_special_ids *ids, hs_progress_fn progress,
+                         const hs_special_ids *ids, int n_sink, hs_progress_fn progress,
                          void *progress_ctx)
 {
-    return run(p, m, data, B, T, max_batches, delim, n_delim, ids, progress, progress_ctx, 1);
+    return run(p, m, data, B, T, max_batches, delim, n_delim, ids, n_sink, progress,
+               progress_ctx, 1);
 }
 
 /* The ids of the encoder whose maps the file holds (its model_config), or
@@ -347,7 +414,8 @@ static const hs_special_ids *maps_encoder(const hs_maps_info *in, hs_special_ids
     return ids;
 }
 
-int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *delim, int n_delim)
+int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *delim, int n_delim,
+                          int n_sink)
 {
     const hs_maps_info *in = hs_maps_get_info(r);
     memset(p, 0, sizeof *p);
@@ -355,7 +423,7 @@ int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *deli
         return hs_fail(HS_EFORMAT, "map file is not marked complete");
     hs_special_ids ids;
     const hs_special_ids *e = maps_encoder(in, &ids);
-    int rc = patterns_alloc(p, in->n_layers, e);
+    int rc = patterns_alloc(p, in->n_layers, e, n_sink);
     if (rc)
         return rc;
     const int T = in->seq_len;
@@ -365,24 +433,32 @@ int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *deli
         memcpy(p->head + (size_t)li * HS_MAX_HEADS, in->layers[li].heads,
                sizeof(int) * in->layers[li].nh);
     }
-    const size_t per_seq = (size_t)in->n_layers * HS_MAX_HEADS * HS_PAT_ALL_KINDS;
+    const int stride = HS_PAT_ALL_KINDS + n_sink;
+    const size_t per_seq = (size_t)in->n_layers * HS_MAX_HEADS * stride;
     hs_welford *acc = hs_calloc(per_seq, sizeof *acc, "patterns");
     double *seq = hs_calloc(per_seq, sizeof(double), "patterns");
+    double *rec = hs_calloc(record_len(in->n_layers, p->n_head, n_sink), sizeof(double),
+                            "pattern values");
     float *map = hs_calloc((size_t)T * T, sizeof(float), "map");
     hs_real *row = hs_calloc((size_t)T, sizeof(hs_real), "map row");
     int32_t *tok = hs_calloc((size_t)T, sizeof(int32_t), "tokens");
-    if (!acc || !seq || !map || !row || !tok)
+    if (!acc || !seq || !rec || !map || !row || !tok)
         rc = HS_ENOMEM;
     long docs = 0;
     for (long long n = 0; !rc && n < in->n_seq; n++) {
         memset(seq, 0, sizeof(double) * per_seq);
         rc = hs_maps_read_tokens(r, n, tok);
-        int queries = 0; /* the captured queries that are real tokens */
+        int queries = 0, qk[HS_MAX_SINK_POSITIONS]; /* the captured queries that are real */
         for (int li = 0; !rc && li < in->n_layers; li++) {
             const hs_maps_layer_info *l = &in->layers[li];
             queries = 0;
             for (int q = 0; q < l->nq; q++)
                 queries += !is_pad(e, tok[l->q0 + q]);
+            for (int k = 0; k < n_sink; k++) {
+                qk[k] = 0;
+                for (int q = 0; q < l->nq; q++)
+                    qk[k] += l->q0 + q >= k && !is_pad(e, tok[l->q0 + q]);
+            }
             for (int hi = 0; !rc && hi < l->nh; hi++) {
                 rc = hs_maps_read(r, li, n, hi, map);
                 for (int q = 0; !rc && q < l->nq; q++) {
@@ -392,21 +468,23 @@ int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *deli
                     for (int s = 0; s < l->S; s++)
                         row[s] = map[(size_t)q * l->S + s];
                     /* a causal map's keys after t hold exactly 0: the whole row either way */
-                    row_stats(seq + ((size_t)li * HS_MAX_HEADS + hi) * HS_PAT_ALL_KINDS, row, t,
-                              e ? l->S : t + 1 < l->S ? t + 1 : l->S, tok, delim, n_delim, e);
+                    double *out = seq + ((size_t)li * HS_MAX_HEADS + hi) * stride;
+                    const int keys = e ? l->S : t + 1 < l->S ? t + 1 : l->S;
+                    row_stats(out, row, t, keys, tok, delim, n_delim, e);
+                    sink_stats(out + HS_PAT_ALL_KINDS, row, t, keys, n_sink);
                 }
             }
         }
-        if (!rc && queries) {
-            add_sequence(acc, seq, in->n_layers, p->n_head, queries);
-            docs++;
+        if (!rc) {
+            keep_record(rec, seq, in->n_layers, p->n_head, queries, qk, n_sink);
+            docs += fold_record(acc, rec, in->n_layers, p->n_head, n_sink);
         }
     }
     if (!rc)
         finish(p, acc, docs);
     else
         hs_patterns_free(p);
-    free(acc), free(seq), free(map), free(row), free(tok);
+    free(acc), free(seq), free(rec), free(map), free(row), free(tok);
     return rc;
 }
 

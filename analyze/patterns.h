@@ -21,6 +21,9 @@
 
 /* SPEC §5's statistics (HS_PAT_KINDS of them), then the encoders' of §14:
  * cls (mass on [CLS]), sep (on [SEP] tokens), punct (on "." and ","). */
+/* The most alpha_k positions one run keeps (--sink-positions). */
+enum { HS_MAX_SINK_POSITIONS = 256 };
+
 enum { HS_PAT_ENTROPY, HS_PAT_SELF, HS_PAT_PREV, HS_PAT_NEXT, HS_PAT_FIRST, HS_PAT_DELIM,
        HS_PAT_DISTANCE, HS_PAT_KINDS,
        HS_PAT_CLS = HS_PAT_KINDS, HS_PAT_SEP, HS_PAT_PUNCT, HS_PAT_ALL_KINDS };
@@ -36,6 +39,12 @@ typedef struct {
     double *value[HS_PAT_ALL_KINDS], *stderr_value[HS_PAT_ALL_KINDS];
     unsigned char recorded[HS_PAT_ALL_KINDS]; /* the kinds computed (and tabled) */
     long n; /* sequences (an encoder's: those with a real token) */
+    /* SPEC §18's alpha_k for k < n_sink, [(li * HS_MAX_HEADS + hi) * n_sink + k]: per
+     * sequence the mean of att[t, k] over its real queries t >= k, then the mean over
+     * the sequences that have such a query (sink_n of them) */
+    int n_sink;
+    double *sink_value, *sink_stderr;
+    long *sink_n;
 } hs_patterns;
 
 void hs_patterns_free(hs_patterns *p);
@@ -63,16 +72,18 @@ int hs_patterns_run(hs_patterns *p, const hs_model *m, const hs_tokens *data, in
 /* The same under mpirun (dist.h): each rank runs its share of the batches,
  * rank 0 gets the result of one process (with the same threads per rank:
  * a sequence's sums are added per thread); other ranks' p is not
- * meaningful. ids: an encoder's special ids (NULL: config.json's). */
+ * meaningful. ids: an encoder's special ids (NULL: config.json's). n_sink:
+ * alpha_k for k < n_sink too (0: none). */
 int hs_patterns_run_dist(hs_patterns *p, const hs_model *m, const hs_tokens *data, int B, int T,
                          size_t max_batches, const int32_t *delim, int n_delim,
-                         const hs_special_ids *ids, hs_progress_fn progress,
+                         const hs_special_ids *ids, int n_sink, hs_progress_fn progress,
                          void *progress_ctx);
 
 /* The same statistics from a capture file's maps (captured queries only);
  * an encoder's (the file's model_config says so) with the ids its
  * config.json gives. */
-int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *delim, int n_delim);
+int hs_patterns_from_maps(hs_patterns *p, hs_maps_reader *r, const int32_t *delim, int n_delim,
+                          int n_sink);
 
 /* Head-to-head Jensen-Shannon distances from a capture file: D (n x n, n =
  * every captured head, layer by layer, in file order) with

@@ -1,4 +1,5 @@
 /* The patterns study (study.h): Clark et al. statistics, control, JS matrix. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 void hs_patterns_result_free(hs_patterns_result *r)
 {
     hs_head_table_free(&r->table);
+    free(r->sink_alpha);
     free(r->js), free(r->js_layer), free(r->js_head);
     memset(r, 0, sizeof *r);
 }
@@ -64,6 +66,28 @@ static int sink_rows(hs_head_table *t, const hs_patterns *p, const char *suffix,
     return rc ? rc : hs_head_table_add(t, -1, -1, name, heads ? (double)over / heads : 0, 0, heads);
 }
 
+/* SPEC §18's sink_alpha rows of p (alpha_k per head, k < p->n_sink; none
+ * where no sequence has a query t >= k). */
+static int sink_alpha_rows(hs_patterns_result *r, const hs_patterns *p)
+{
+    if (!p->n_sink)
+        return HS_OK;
+    r->sink_alpha = hs_calloc((size_t)r->heads * p->n_sink, sizeof *r->sink_alpha, "sink rows");
+    if (!r->sink_alpha)
+        return HS_ENOMEM;
+    for (int li = 0; li < p->n_layer; li++)
+        for (int hi = 0; hi < p->n_head[li]; hi++)
+            for (int k = 0; k < p->n_sink; k++) {
+                const size_t i = ((size_t)li * HS_MAX_HEADS + hi) * p->n_sink + k;
+                if (p->sink_n[i])
+                    r->sink_alpha[r->n_sink_alpha++] = (hs_position_row){
+                        p->layer[li], k, HS_METRIC(SINK_ALPHA), p->sink_value[i],
+                        p->sink_stderr[i], p->sink_n[i], p->head[(size_t)li * HS_MAX_HEADS + hi]
+                    };
+            }
+    return HS_OK;
+}
+
 /* The statistics of env's model (and its control) on its data. */
 static int model_study(hs_patterns_result *r, const hs_patterns_opts *o, const hs_study_env *env)
 {
@@ -83,7 +107,7 @@ static int model_study(hs_patterns_result *r, const hs_patterns_opts *o, const h
     hs_special_ids_of(&ids, &m->cfg, env->tk);
     hs_study_phase(io, "patterns");
     int rc = hs_patterns_run_dist(&pt, m, data, B, T, env->max_batches, o->delim_ids,
-                                  o->n_delim, &ids, pf, pc);
+                                  o->n_delim, &ids, o->sink_positions, pf, pc);
     if (!rc && m->cfg.encoder)
         note_missing(r, &pt, env->tk != NULL);
     hs_model ctrl = { 0 };
@@ -92,7 +116,7 @@ static int model_study(hs_patterns_result *r, const hs_patterns_opts *o, const h
         rc = hs_control_model(&ctrl, &m->cfg, (unsigned long long)o->seed);
         if (!rc)
             rc = hs_patterns_run_dist(&pctl, &ctrl, data, B, T, env->max_batches,
-                                      o->delim_ids, o->n_delim, &ids, pf, pc);
+                                      o->delim_ids, o->n_delim, &ids, 0, pf, pc);
     }
     hs_study_phase(io, NULL);
     if (ctrl.params)
@@ -117,6 +141,8 @@ static int model_study(hs_patterns_result *r, const hs_patterns_opts *o, const h
     for (int li = 0; li < pt.n_layer; li++)
         r->heads += pt.n_head[li];
     r->sequences = pt.n;
+    if (!rc)
+        rc = sink_alpha_rows(r, &pt);
     if (pt.value[0])
         hs_patterns_free(&pt);
     if (pctl.value[0])
@@ -141,7 +167,7 @@ static int maps_study(hs_patterns_result *r, const hs_patterns_opts *o)
     if (rc)
         return rc;
     hs_patterns pt = { 0 };
-    rc = hs_patterns_from_maps(&pt, maps, o->delim_ids, o->n_delim);
+    rc = hs_patterns_from_maps(&pt, maps, o->delim_ids, o->n_delim, o->sink_positions);
     if (!rc && (pt.recorded[HS_PAT_CLS] || pt.recorded[HS_PAT_SEP] || pt.recorded[HS_PAT_PUNCT] ||
                 maps_of_encoder(maps)))
         note_missing(r, &pt, 0);
@@ -161,6 +187,8 @@ static int maps_study(hs_patterns_result *r, const hs_patterns_opts *o)
     for (int li = 0; li < pt.n_layer; li++)
         r->heads += pt.n_head[li];
     r->sequences = pt.n;
+    if (!rc)
+        rc = sink_alpha_rows(r, &pt);
     if (pt.value[0])
         hs_patterns_free(&pt);
     hs_maps_close(maps);
@@ -169,10 +197,16 @@ static int maps_study(hs_patterns_result *r, const hs_patterns_opts *o)
 
 int hs_patterns_check(hs_patterns_opts *o, const hs_study_env *env)
 {
-    (void)env;
     if (o->sink_epsilon && !(o->sink_epsilon > 0 && o->sink_epsilon < 1))
         return hs_fail(HS_EINVAL, "--sink-epsilon %g: a share of attention in (0, 1)",
                        o->sink_epsilon);
+    if (o->sink_positions < 0 || o->sink_positions > HS_MAX_SINK_POSITIONS)
+        return hs_fail(HS_EINVAL, "--sink-positions %d: the first K positions, 1 .. %d",
+                       o->sink_positions, HS_MAX_SINK_POSITIONS);
+    const int T = env && env->task ? env->task->T : env ? env->seq_len : 0;
+    if (!o->maps && T > 0 && o->sink_positions > T)
+        return hs_fail(HS_EINVAL, "--sink-positions %d: more positions than --seq-len %d",
+                       o->sink_positions, T);
     o->n_delim = hs_parse_ints(o->delim, o->delim_ids, 64, 0, INT32_MAX, 0);
     if (o->n_delim < 0)
         return hs_fail(HS_EINVAL, "--delim '%s': token ids separated by commas", o->delim);
@@ -191,9 +225,13 @@ int hs_patterns_study(hs_patterns_result *r, const hs_patterns_opts *o, const hs
     int rc = o->maps ? maps_study(r, o) : model_study(r, o, env);
     if (!rc) /* also for maps: a capture of a model with non-finite weights */
         rc = hs_study_check_finite(&env->io, &r->table, NULL, 0);
+    for (int i = 0; !rc && !env->io.allow_nonfinite && i < r->n_sink_alpha; i++)
+        if (!isfinite(r->sink_alpha[i].value))
+            rc = hs_fail_nonfinite(r->sink_alpha[i].value, "sink_alpha");
     if (!rc && o->js_out && !(rc = hs_patterns_write_js(o->js_out, r)))
         rc = hs_study_record_artifact(env->ix, env->run_id, o->js_out);
-    r->rows = (hs_study_rows){ .heads = &r->table };
+    r->rows = (hs_study_rows){ .heads = &r->table, .pos = r->sink_alpha,
+                               .n_pos = r->n_sink_alpha };
     return rc;
 }
 

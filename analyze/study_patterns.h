@@ -19,6 +19,7 @@ typedef struct {
     const char *js_out;        /* also the head-to-head Jensen-Shannon distances, as a CSV
                                   written here and recorded as the run's artifact */
     double sink_epsilon;       /* SPEC §18: sink_rate's threshold on alpha_0 (0: 0.3) */
+    int sink_positions;        /* SPEC §18: alpha_k for k < this (0: none) */
 } hs_patterns_opts;
 
 typedef struct {
@@ -33,11 +34,15 @@ typedef struct {
     double *js;
     int js_n, *js_layer, *js_head;
     char note[256];     /* "" or which encoder statistics were left out, and why */
+    /* position_metrics rows sink_alpha (layer, head, position k) with --sink-positions */
+    hs_position_row *sink_alpha;
+    int n_sink_alpha;
 } hs_patterns_result;
 
-/* --delim's ids (HS_EINVAL naming it); with maps, that the file opens (its
- * error) and no control is asked (a capture file holds no weights to
- * re-initialise: HS_EINVAL). */
+/* --delim's ids (HS_EINVAL naming it), --sink-positions in 1 ..
+ * HS_MAX_SINK_POSITIONS and at most the sequences' length; with maps, that
+ * the file opens (its error) and no control is asked (a capture file holds
+ * no weights to re-initialise: HS_EINVAL). */
 int hs_patterns_check(hs_patterns_opts *o, const hs_study_env *env);
 
 /* The pattern statistics of env's model on its data, row by row during the

@@ -67,6 +67,7 @@ static int cmd_patterns(int argc, char **argv)
         { "--js-out", OPT_STR, &po.js_out, 0, "FILE.csv", "also write the head-to-head Jensen-Shannon distance matrix", 0 },
         { "--control", OPT_FLAG, &po.control, 0, NULL, "with --model: also <stat>_control of a randomly initialised model", 0 },
         { "--sink-epsilon", OPT_DOUBLE, &po.sink_epsilon, 0, "E", "sink_rate: the share of heads whose alpha_0 exceeds E (default 0.3)", 0 },
+        { "--sink-positions", OPT_INT, &po.sink_positions, 0, "K", "also alpha_k of every head for k < K (position_metrics rows sink_alpha)", 0 },
         { "--seed", OPT_LONG, &po.seed, 0, "S", "seed of the control model", 0 },
         OPT_BATCH(&s.in.batch),
         OPT_SEQ_LEN(&s.in.seq_len),
@@ -78,9 +79,8 @@ static int cmd_patterns(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!s.db || (!po.maps && (!s.in.model || (!hs_source_path(&s.in.source) && !s.task.path))))
-        return cli_usage_error("patterns", "--model DIR, --data FILE (or --text FILE, or --task "
-                                           "FILE.jsonl) and --db FILE are required (or --maps "
-                                           "FILE and --db FILE)");
+        return cli_usage_error("patterns", "--model DIR, --data FILE (or --text or --task FILE) "
+                               "and --db FILE are required (or --maps FILE and --db FILE)");
     s.in.maps = po.maps; /* the maps name their model and data: the run records the file */
     return cli_study_go(&s, o, CLI_N(o), argc, argv);
 }

@@ -58,8 +58,10 @@ void hs_json_position_rows(FILE *f, const hs_position_row *rows, int n)
 {
     fputc('[', f);
     for (int i = 0; i < n; i++) {
-        fprintf(f, "%s{\"layer\":%d,\"position\":%d,\"metric\":", i ? "," : "", rows[i].layer,
-                rows[i].position);
+        fprintf(f, "%s{\"layer\":%d,", i ? "," : "", rows[i].layer);
+        if (rows[i].head >= 0) /* per head (SPEC §18's sink_alpha) */
+            fprintf(f, "\"head\":%d,", rows[i].head);
+        fprintf(f, "\"position\":%d,\"metric\":", rows[i].position);
         hs_json_string(f, rows[i].metric);
         value_tail(f, rows[i].value, rows[i].stderr_value, rows[i].n);
     }

@@ -290,19 +290,20 @@ static void bind_position_row(sqlite3_stmt *st, const void *rows, int i)
 {
     const hs_position_row *r = (const hs_position_row *)rows + i;
     sqlite3_bind_int(st, 2, r->layer);
-    sqlite3_bind_int(st, 3, r->position);
-    bind_text(st, 4, r->metric);
-    sqlite3_bind_double(st, 5, r->value);
-    sqlite3_bind_double(st, 6, r->stderr_value);
-    sqlite3_bind_int64(st, 7, r->n);
+    sqlite3_bind_int(st, 3, r->head);
+    sqlite3_bind_int(st, 4, r->position);
+    bind_text(st, 5, r->metric);
+    sqlite3_bind_double(st, 6, r->value);
+    sqlite3_bind_double(st, 7, r->stderr_value);
+    sqlite3_bind_int64(st, 8, r->n);
 }
 
 int hs_index_position_metrics_add(hs_index *ix, int64_t run_id, const hs_position_row *rows,
                                   int n)
 {
     return rows_add(ix,
-                    "INSERT OR REPLACE INTO position_metrics(run_id, layer, position, metric,"
-                    " value, stderr, n) VALUES(?,?,?,?,?,?,?)",
+                    "INSERT OR REPLACE INTO position_metrics(run_id, layer, head, position,"
+                    " metric, value, stderr, n) VALUES(?,?,?,?,?,?,?,?)",
                     "writing position metrics", run_id, rows, n, bind_position_row);
 }
 

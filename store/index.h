@@ -90,12 +90,14 @@ typedef struct {
 int hs_index_edge_metrics_add(hs_index *ix, int64_t run_id, const hs_edge_row *rows, int n);
 
 /* A per-(layer, position) number (SPEC §11: activation patching of the
- * residual stream at one position). */
+ * residual stream at one position), or per (layer, head, position) (SPEC
+ * §18: sink_alpha); head -1 for the rows that are not per head. */
 typedef struct {
     int layer, position;
     const char *metric;
     double value, stderr_value;
     long long n;
+    int head;
 } hs_position_row;
 
 /* Records rows into position_metrics (replacing equal keys) in one

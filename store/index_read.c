@@ -640,9 +640,13 @@ int hs_index_position_grid(hs_index *ix, int64_t run_id, const char *metric, hs_
     if (!has_table(ix, "position_metrics", &rc))
         return rc;
     hs_metric_grid mg = { 0 }; /* the same layout: positions in place of heads */
+    /* the rows that are not per head (version 5 added the column) */
     rc = grid_read(ix,
-                   "SELECT layer, position, value, stderr, n FROM position_metrics WHERE run_id=?1"
-                   " AND metric=?2 ORDER BY layer, position",
+                   ix->version < 5
+                       ? "SELECT layer, position, value, stderr, n FROM position_metrics WHERE"
+                         " run_id=?1 AND metric=?2 ORDER BY layer, position"
+                       : "SELECT layer, position, value, stderr, n FROM position_metrics WHERE"
+                         " run_id=?1 AND metric=?2 AND head=-1 ORDER BY layer, position",
                    "reading position metrics", run_id, metric, "position", &mg);
     g->n_layer = mg.n_layer, g->n_pos = mg.n_head, g->count = mg.count;
     g->cell = mg.cell, g->present = mg.present;

@@ -33,7 +33,10 @@
  * process is gone). Version 3: SPEC §11's position_metrics and
  * head_pair_metrics. Version 4: run_params, what a run records about itself
  * for the figures (its sequence length, position labels: never re-derived
- * from its command line), and SPEC §15's edge_metrics. The text is what the
+ * from its command line), and SPEC §15's edge_metrics. Version 5: SPEC §17's
+ * attention type (`attn`, 'self' for the rows before it) in the keys of
+ * head_metrics and head_pair_metrics, and SPEC §18's `head` (-1: not per head)
+ * in position_metrics'. The text is what the
  * schema check compares with: a migration once released never changes. */
 const char *const hs_index_migrations[HS_INDEX_SCHEMA_VERSION] = {
     "CREATE TABLE runs(run_id INTEGER PRIMARY KEY, kind TEXT NOT NULL, model_path TEXT,"
@@ -61,6 +64,29 @@ const char *const hs_index_migrations[HS_INDEX_SCHEMA_VERSION] = {
     "CREATE TABLE edge_metrics(run_id INTEGER NOT NULL REFERENCES runs(run_id)"
     " ON DELETE CASCADE, sender TEXT NOT NULL, receiver TEXT NOT NULL, metric TEXT NOT NULL,"
     " value REAL, stderr REAL, n INTEGER, PRIMARY KEY(run_id, sender, receiver, metric));",
+    /* a key cannot be altered in place: each table rebuilt, its rows copied */
+    "CREATE TABLE head_metrics_v5(run_id INTEGER NOT NULL REFERENCES runs(run_id)"
+    " ON DELETE CASCADE, layer INTEGER NOT NULL, head INTEGER NOT NULL,"
+    " attn TEXT NOT NULL DEFAULT 'self', metric TEXT NOT NULL, value REAL, stderr REAL,"
+    " n INTEGER, PRIMARY KEY(run_id, layer, head, attn, metric));"
+    "INSERT INTO head_metrics_v5(run_id, layer, head, metric, value, stderr, n)"
+    " SELECT run_id, layer, head, metric, value, stderr, n FROM head_metrics;"
+    "DROP TABLE head_metrics; ALTER TABLE head_metrics_v5 RENAME TO head_metrics;"
+    "CREATE TABLE head_pair_metrics_v5(run_id INTEGER NOT NULL REFERENCES runs(run_id)"
+    " ON DELETE CASCADE, layer_a INTEGER NOT NULL, head_a INTEGER NOT NULL,"
+    " layer_b INTEGER NOT NULL, head_b INTEGER NOT NULL, attn TEXT NOT NULL DEFAULT 'self',"
+    " metric TEXT NOT NULL, value REAL,"
+    " PRIMARY KEY(run_id, layer_a, head_a, layer_b, head_b, attn, metric));"
+    "INSERT INTO head_pair_metrics_v5(run_id, layer_a, head_a, layer_b, head_b, metric, value)"
+    " SELECT run_id, layer_a, head_a, layer_b, head_b, metric, value FROM head_pair_metrics;"
+    "DROP TABLE head_pair_metrics; ALTER TABLE head_pair_metrics_v5 RENAME TO head_pair_metrics;"
+    "CREATE TABLE position_metrics_v5(run_id INTEGER NOT NULL REFERENCES runs(run_id)"
+    " ON DELETE CASCADE, layer INTEGER NOT NULL, head INTEGER NOT NULL DEFAULT -1,"
+    " position INTEGER NOT NULL, metric TEXT NOT NULL, value REAL, stderr REAL, n INTEGER,"
+    " PRIMARY KEY(run_id, layer, head, position, metric));"
+    "INSERT INTO position_metrics_v5(run_id, layer, position, metric, value, stderr, n)"
+    " SELECT run_id, layer, position, metric, value, stderr, n FROM position_metrics;"
+    "DROP TABLE position_metrics; ALTER TABLE position_metrics_v5 RENAME TO position_metrics;",
 };
 
 void hs_index_readonly_reason(const char *path, char *why, size_t n)

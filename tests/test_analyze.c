@@ -776,7 +776,7 @@ static void test_row_wise_patterns_equal_full_maps_and_capture_file(void)
     CU_ASSERT_EQUAL_FATAL(hs_maps_finish(w), HS_OK);
     hs_maps_reader *r;
     CU_ASSERT_EQUAL_FATAL(hs_maps_open(&r, path), HS_OK);
-    CU_ASSERT_EQUAL_FATAL(hs_patterns_from_maps(&ff, r, delim, 2), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_patterns_from_maps(&ff, r, delim, 2, 0), HS_OK);
     double wf = 0;
     for (int l = 0; l < 2; l++)
         for (int h = 0; h < 4; h++)

@@ -191,7 +191,7 @@ ablate_records() {
         "model_sha256" || return 1
     expect_eq "$(q a.db "select data_sha256 from runs where run_id=$id")" "$(sha "$EVAL")" "data_sha256" || return 1
     expect_eq "$(q a.db 'PRAGMA journal_mode')" wal "journal_mode" || return 1
-    expect_eq "$(q a.db 'PRAGMA user_version')" 4 "user_version" || return 1
+    expect_eq "$(q a.db 'PRAGMA user_version')" 5 "user_version" || return 1
     expect_eq "$(q a.db "select count(*) from head_metrics where run_id=$id and metric like 'loss_delta_%'")" 24 \
         "loss_delta rows (2 layers x 4 heads x 3 methods)" || return 1
     expect_eq "$(q a.db "select metric||':'||count(*) from head_metrics where run_id=$id group by metric order by metric" | tr '\n' ' ')" \
@@ -933,13 +933,14 @@ trained_induction() {
 }
 
 patterns_model_equals_maps() {
-    hs patterns --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --db p.db --delim 3,7 --json --js-out js_model.csv
+    hs patterns --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --db p.db --delim 3,7 --json --js-out js_model.csv \
+        --sink-positions 3
     expect_rc 0 "patterns --model" || return 1
     local r1 r2
     r1=$(jget out.txt run_id)
     hs capture --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --out m.h5
     expect_rc 0 "capture for patterns" || return 1
-    hs patterns --maps m.h5 --db p.db --delim 3,7 --json --js-out js_maps.csv
+    hs patterns --maps m.h5 --db p.db --delim 3,7 --json --js-out js_maps.csv --sink-positions 8
     expect_rc 0 "patterns --maps" || return 1
     # the Jensen-Shannon matrix from the forward equals the one from the capture
     py - js_model.csv js_maps.csv <<'EOF' || bad "JS matrices differ: $(cat js.txt)" || return 1
@@ -972,9 +973,32 @@ for name in sorted(k for k in f if k.startswith("layer_")):
         alphas.append(a0)
 rate = db.execute("select value, n from head_metrics where run_id=? and metric='sink_rate'", (run,)).fetchone()
 want = sum(a > 0.3 for a in alphas) / len(alphas)
-open("sink.txt", "w").write("max |diff| %g, sink_rate %r against %g of %d" % (worst, rate, want, len(alphas)))
-sys.exit(0 if worst < 1e-5 and rate == (want, len(alphas)) else 1)
+# --sink-positions: alpha_k per head for k < K, each sequence's mean of att[t, k] over
+# t = k .. T-1, then over sequences (the forward's run K = 3, the maps' K = 8 = T)
+rows = 0
+for r, K in ((run, 3), (run + 1, 8)):
+    got = {(l, h, k): (v, e, n) for l, h, k, v, e, n in db.execute(
+        "select layer, head, position, value, stderr, n from position_metrics"
+        " where run_id=? and metric='sink_alpha'", (r,))}
+    rows += len(got)
+    for name in sorted(k for k in f if k.startswith("layer_")):
+        att = f[name]["attn"][()].astype(np.float64)
+        for h in range(att.shape[1]):
+            for k in range(K):
+                per_seq = att[:, h, k:, k].mean(axis=1)
+                v, e, n = got[(int(f[name]["attn"].attrs["layer"]), h, k)]
+                se = per_seq.std(ddof=1) / np.sqrt(len(per_seq))
+                worst = max(worst, abs(v - per_seq.mean()), abs(e - se), abs(n - len(per_seq)))
+open("sink.txt", "w").write("max |diff| %g, sink_rate %r against %g of %d, %d sink_alpha rows"
+                            % (worst, rate, want, len(alphas), rows))
+sys.exit(0 if worst < 1e-5 and rate == (want, len(alphas)) and rows == 8 * 11 else 1)
 EOF
+    expect_eq "$(q p.db "select count(*) from position_metrics where head = -1")" 0 \
+        "patterns' position rows are per head" || return 1
+    expect_refused 2 patterns "--sink-positions 9: more positions than --seq-len 8" \
+        --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --db e.db --sink-positions 9 || return 1
+    expect_refused 2 patterns "option --sink-positions: '-1'" --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" \
+        --db e.db --sink-positions -1 || return 1
     # the threshold moves the rate: above every head's alpha_0, none
     hs patterns --model "$LLAMA" --data "$EVAL" "${SMALL[@]}" --db e.db --sink-epsilon 0.99 --json
     expect_rc 0 "patterns --sink-epsilon" && expect_eq "$(jget out.txt sink_rate)" 0 "sink_rate at 0.99" || return 1

@@ -355,7 +355,7 @@ static void clark_case(const char *name)
                            (int32_t)fx_int(&e.fc, "unk"),
                            { (int32_t)fx_int(&e.fc, "dot"), (int32_t)fx_int(&e.fc, "comma") } };
     hs_patterns p;
-    CU_ASSERT_EQUAL_FATAL(hs_patterns_run_dist(&p, &e.m, &t, e.B, e.T, 0, NULL, 0, &ids, NULL,
+    CU_ASSERT_EQUAL_FATAL(hs_patterns_run_dist(&p, &e.m, &t, e.B, e.T, 0, NULL, 0, &ids, 0, NULL,
                                                NULL),
                           HS_OK);
     const fx_tensor *want = fx_tensor_get(&e.fc, "clark"); /* (L, H, 9) */

@@ -61,9 +61,11 @@ gnuplot_index() {
     expect_rc 0 "induction" || return 1
     # a metric and a curve whose names are hostile, stored in the index
     local m1=${EVIL//\'/\'\'} m2=${EVIL2//\'/\'\'}
-    sqlite3 r.db "INSERT INTO head_metrics SELECT run_id, layer, head, '$m1', value, stderr, n
+    sqlite3 r.db "INSERT INTO head_metrics(run_id, layer, head, metric, value, stderr, n)
+                  SELECT run_id, layer, head, '$m1', value, stderr, n
                   FROM head_metrics WHERE metric='induction';
-                  INSERT INTO head_metrics SELECT run_id, layer, head, '$m2', value, stderr, n
+                  INSERT INTO head_metrics(run_id, layer, head, metric, value, stderr, n)
+                  SELECT run_id, layer, head, '$m2', value, stderr, n
                   FROM head_metrics WHERE metric='induction';
                   INSERT INTO curves SELECT run_id, '$m1', 1, 1, 0.5 FROM runs;
                   INSERT INTO curves SELECT run_id, '$m1', 2, 2, 0.7 FROM runs;" ||
@@ -179,7 +181,7 @@ orphan_run() {
         bad "could not make old.db" || return 1
     hs induction --model "$GPT2" --db old.db --seq-len 6 --samples 2
     expect_rc 0 "induction on a version 1 index" || return 1
-    expect_eq "$(sqlite3 old.db 'PRAGMA user_version')" 4 "user_version after the migration" || return 1
+    expect_eq "$(sqlite3 old.db 'PRAGMA user_version')" 5 "user_version after the migration" || return 1
     expect_eq "$(sqlite3 old.db "SELECT count(*) FROM sqlite_master WHERE name IN ('position_metrics', 'head_pair_metrics')")" \
         2 "SPEC §11 tables after the migration" || return 1
     expect_eq "$(sqlite3 old.db "SELECT group_concat(kind||' '||status||' '||(pid IS NOT NULL), ', ') FROM runs")" \

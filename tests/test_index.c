@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 
 #include "index.h"
+#include "index_db.h"
 #include "runner.h"
 
 /* A fresh index in /tmp; path gets its name (the caller removes it). */
@@ -375,8 +376,8 @@ static void test_position_grid_has_the_rows_shape_and_absent_cells(void)
     hs_index *ix = fresh_index(path, sizeof path);
     int64_t r1 = add_run(ix, "patch", NULL, "complete"), r2 = add_run(ix, "patch", NULL, "complete");
     hs_position_row rows[] = {
-        { 0, 0, "patch_resid_pre", 0.1, 0.01, 8 }, { 0, 4, "patch_resid_pre", 0.9, 0.02, 8 },
-        { 2, 1, "patch_resid_pre", NAN, 0, 8 },    { 1, 3, "patch_attn_out", 0.5, 0.01, 8 },
+        { 0, 0, "patch_resid_pre", 0.1, 0.01, 8, -1 }, { 0, 4, "patch_resid_pre", 0.9, 0.02, 8, -1 },
+        { 2, 1, "patch_resid_pre", NAN, 0, 8, -1 },    { 1, 3, "patch_attn_out", 0.5, 0.01, 8, -1 },
     };
     CU_ASSERT_EQUAL_FATAL(hs_index_position_metrics_add(ix, r1, rows, 4), HS_OK);
     CU_ASSERT_EQUAL_FATAL(hs_index_position_metrics_add(ix, r2, rows + 3, 1), HS_OK);
@@ -400,7 +401,7 @@ static void test_position_grid_has_the_rows_shape_and_absent_cells(void)
     CU_ASSERT_EQUAL(run, r2);
     CU_ASSERT_EQUAL(hs_index_latest_with_position_metric(ix, "patch_mlp_out", &run), HS_OK);
     CU_ASSERT_EQUAL(run, 0);
-    const hs_position_row bad = { 0, -3, "patch_mlp_out", 1, 0, 1 };
+    const hs_position_row bad = { 0, -3, "patch_mlp_out", 1, 0, 1, -1 };
     CU_ASSERT_EQUAL_FATAL(hs_index_position_metrics_add(ix, r2, &bad, 1), HS_OK);
     CU_ASSERT_EQUAL(hs_index_position_grid(ix, r2, "patch_mlp_out", &g), HS_EFORMAT);
     CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "position -3"));
@@ -471,16 +472,18 @@ static void test_layer_series_reads_per_layer_rows(void)
  * readers give no rows, not an error, so report and plot still work on it. */
 static void test_causal_readers_on_an_index_without_the_tables(void)
 {
-    char path[64];
-    hs_index *ix = fresh_index(path, sizeof path);
-    add_run(ix, "ablate", NULL, "complete");
-    hs_index_close(ix);
-    sqlite3 *db;
+    char path[64] = "/tmp/hs_index_XXXXXX";
+    const int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    close(fd);
+    sqlite3 *db; /* version 2 as its migrations made it, with one run */
     CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
-    CU_ASSERT_EQUAL(sqlite3_exec(db, "DROP TABLE position_metrics; DROP TABLE head_pair_metrics;"
-                                     " DROP TABLE run_params; DROP TABLE edge_metrics;"
+    for (int v = 0; v < 2; v++)
+        CU_ASSERT_EQUAL(sqlite3_exec(db, hs_index_migrations[v], NULL, NULL, NULL), SQLITE_OK);
+    CU_ASSERT_EQUAL(sqlite3_exec(db, "INSERT INTO runs(kind, status) VALUES('ablate', 'complete');"
                                      " PRAGMA user_version=2;", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
+    hs_index *ix = NULL;
     CU_ASSERT_EQUAL_FATAL(hs_index_open_read(&ix, path), HS_OK);
     hs_position_grid g;
     hs_pair_list l;

@@ -161,14 +161,17 @@ run = con.execute("INSERT INTO runs(kind, model_path, data_path, args, started_a
                   (model, prompts, args)).lastrowid
 for l in range(3):
     for p in range(6):
-        con.execute("INSERT INTO position_metrics VALUES(?,?,?,?,?,?,?)",
+        con.execute("INSERT INTO position_metrics(run_id, layer, position, metric, value, stderr, n)"
+                    " VALUES(?,?,?,?,?,?,?)",
                     (run, l, p, "patch_resid_pre", 1.0 if p == 1 and l < 2 else 0.05 * l, 0.01, 7))
 for l in range(2):
     for h in range(4):
-        con.execute("INSERT INTO head_metrics VALUES(?,?,?,?,?,?,?)",
+        con.execute("INSERT INTO head_metrics(run_id, layer, head, metric, value, stderr, n)"
+                    " VALUES(?,?,?,?,?,?,?)",
                     (run, l, h, "patch_z", 0.8 if (l, h) == (1, 2) else 0.02 * h, 0.01, 7))
 for m, v in (("logit_diff_clean", 2.0), ("logit_diff_corrupt", -1.0)):
-    con.execute("INSERT INTO head_metrics VALUES(?,?,?,?,?,?,?)", (run, -1, -1, m, v, 0.1, 7))
+    con.execute("INSERT INTO head_metrics(run_id, layer, head, metric, value, stderr, n)"
+                " VALUES(?,?,?,?,?,?,?)", (run, -1, -1, m, v, 0.1, 7))
 # the labels a patch run records of its 6-token prompts (checked in causal_figures)
 con.execute("INSERT INTO run_params VALUES(?, 'positions_6', ?)",
             (run, json.dumps(["#27", "#24", "#28", "#38", "#39", "#25"])))

@@ -60,8 +60,8 @@ rows() {
                   where run_id = ${2:-run_id} order by run_id, layer, head, metric;
                   select curve, step, quote(x), quote(y) from curves
                   where run_id = ${2:-run_id} order by run_id, curve, step;
-                  select layer, position, metric, quote(value), quote(stderr), n from position_metrics
-                  where run_id = ${2:-run_id} order by run_id, layer, position, metric"
+                  select layer, head, position, metric, quote(value), quote(stderr), n from position_metrics
+                  where run_id = ${2:-run_id} order by run_id, layer, head, position, metric"
 }
 # same_rows WHAT ARGS...: 1, 2 and 3 ranks record the same rows and one complete run
 same_rows() {
@@ -96,7 +96,8 @@ importance_same() {
 }
 
 patterns_same() {
-    same_rows patterns patterns --model "$GPT2" --data "$EVAL" --batch 1 --seq-len 8 --control || return 1
+    same_rows patterns patterns --model "$GPT2" --data "$EVAL" --batch 1 --seq-len 8 --control \
+        --sink-positions 4 || return 1
     local n
     for n in 1 3; do
         ranks $n patterns --model "$GPT2" --data "$EVAL" --batch 1 --seq-len 8 --db j$n.db --js-out js$n.csv

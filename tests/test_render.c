@@ -113,7 +113,7 @@ static void setup(void)
     hs_position_row pos[6];
     for (int i = 0; i < 6; i++)
         pos[i] = (hs_position_row){ i / 3, i % 3, HS_METRIC(PATCH_RESID_PRE), 0.3 * i - 0.5,
-                                    0.01, 8 };
+                                    0.01, 8, -1 };
     CU_ASSERT_EQUAL(hs_index_position_metrics_add(ix, run, pos, 6), HS_OK);
     CU_ASSERT_EQUAL(hs_index_param_set(ix, run, "positions_3", "[\"a\",\"\\\"b'\",\"#3\"]"),
                     HS_OK);
@@ -326,7 +326,7 @@ static void test_summaries_are_json_and_text(void)
 
     hs_patch_result pa = { .ld_clean = 3, .ld_corrupt = -1, .n = 5 };
     CU_ASSERT_EQUAL(hs_head_table_add(&pa.heads, 0, 1, HS_METRIC(PATCH_Z), 0.75, 0.1, 5), HS_OK);
-    hs_position_row pos = { 1, 2, HS_METRIC(PATCH_RESID_PRE), 0.5, 0.05, 5 };
+    hs_position_row pos = { 1, 2, HS_METRIC(PATCH_RESID_PRE), 0.5, 0.05, 5, -1 };
     pa.pos = &pos, pa.n_pos = 1;
     SUMMARY(out, hs_print_patch, &js, &pa);
     j = parsed(out);
