@@ -29,6 +29,11 @@ under_asan() {
     [ "$HS_UNDER_ASAN" = 1 ]
 }
 
+# fast_asan: under ASan in the fast tier, where a suite may leave to the slow
+# tier's clang ASan build (HEADSCOPE_ASAN_ALL=1, scripts/test --slow) the checks
+# whose C paths its other checks already take under the sanitizers.
+fast_asan() { under_asan && [ "${HEADSCOPE_ASAN_ALL:-0}" != 1 ]; }
+
 # Idle OpenMP threads sleep instead of spinning: on a loaded 2-core machine
 # (ctest -j) spinning barriers make tiny runs 100x slower. Results are unchanged.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"

@@ -109,7 +109,7 @@ hostile() {
 hostile_bins_are_refused_and_run_nothing() {
     tokens && hostile || return 1
     local name expect t0 n=0 k=0 every=1 ref
-    under_asan && [ "${HEADSCOPE_ASAN_ALL:-0}" != 1 ] && every=3
+    fast_asan && every=3
     ref=$("$HS" eval --model "$M/tinylm_h1" --data "$TMP/d.bin" --batch 2 --seq-len 6)
     while IFS=$'\t' read -r name expect; do
         k=$((k + 1))

@@ -245,8 +245,10 @@ task_studies_refuse() {
         "select count(*) from runs").fetchone()[0])')" = 0 ] || bad "a refused study recorded a run"
 }
 
-# Under ASan the refusals and the planted task run (the oracle's torch in the float build).
+# Under ASan the refusals and the planted task run (the oracle's torch in the float build);
+# the planted study (its heads' ablation and importance) in the slow tier's clang ASan only.
 under_asan && SKIP="${SKIP:-} task_heads_equal_torch batching_changes_nothing train_task_matches_torch"
+fast_asan && SKIP="$SKIP planted_head_is_singled_out"
 run_checks task_heads_equal_torch batching_changes_nothing planted_head_is_singled_out \
     train_task_matches_torch capture_and_patterns_on_a_task l0_on_the_language_model \
     task_studies_refuse
