@@ -58,25 +58,31 @@ ROOMS=(base model/kernels model model/families model/checkpoint tokenizer captur
 # Each header belongs to the room it lies in; a file may include headers of
 # its own room and of the rooms below it.
 layering() {
-    local i f h owner room bad_inc=""
-    declare -A rank owner_of
-    for i in "${!ROOMS[@]}"; do rank[${ROOMS[$i]}]=$i; done
-    for i in "${ROOMS[@]}"; do
-        for f in "$i"/*.h; do
-            [ -e "$f" ] || continue
-            h=$(basename "$f")
-            [ -z "${owner_of[$h]:-}" ] || bad "header $h in both ${owner_of[$h]}/ and $i/" || return
-            owner_of[$h]=$i
-        done
-    done
-    # every quoted include of the tree in one pass: "room/file header"
-    while read -r f h; do
-        room=${f%/*}
-        owner=${owner_of[$h]:-}
-        [ -n "$owner" ] || continue
-        [ "${rank[$owner]}" -le "${rank[$room]}" ] || bad_inc+="$f includes $owner/$h; "
-    done < <(for i in "${ROOMS[@]}"; do printf '%s\n' "$i"/*.[ch]; done |
-        xargs awk 'match($0, /^#include "[^"]*"/) { print FILENAME, substr($0, 11, RLENGTH - 11) }')
+    local owners dup bad_inc
+    # "header room rank" for every header of every room
+    owners=$(for i in "${!ROOMS[@]}"; do
+                 for f in "${ROOMS[$i]}"/*.h; do
+                     [ -e "$f" ] && printf '%s %s %d\n' "${f##*/}" "${ROOMS[$i]}" "$i"
+                 done
+             done)
+    dup=$(awk '$1 in room { print "header " $1 " in both " room[$1] "/ and " $2 "/"; exit }
+               { room[$1] = $2 }' <<<"$owners")
+    [ -z "$dup" ] || bad "$dup" || return
+    # every quoted include of the tree in one pass, against its owner's rank
+    bad_inc=$(for i in "${ROOMS[@]}"; do printf '%s\n' "$i"/*.[ch]; done |
+        xargs awk -v owners="$owners" -v rooms="${ROOMS[*]}" '
+            BEGIN {
+                n = split(owners, line, "\n")
+                for (i = 1; i <= n; i++) { split(line[i], w, " "); own[w[1]] = w[2] }
+                n = split(rooms, r, " ")
+                for (i = 1; i <= n; i++) rank[r[i]] = i
+            }
+            match($0, /^#include "[^"]*"/) {
+                h = substr($0, 11, RLENGTH - 11)
+                if (!(h in own)) next
+                room = FILENAME; sub(/\/[^\/]*$/, "", room)
+                if (rank[own[h]] > rank[room]) printf "%s includes %s/%s; ", FILENAME, own[h], h
+            }')
     [ -z "$bad_inc" ] || bad "$bad_inc"
 }
 
@@ -103,11 +109,12 @@ layering_catches_upward_include() {
 # on the ones below it.
 no_model_circles() {
     local loop
-    loop=$(for f in base/*.[ch] model/*.[ch] model/*/*.[ch]; do
-               m=$(basename "${f%.*}")
-               sed -n 's/^#include "\([^"]*\)\.h".*/\1/p' "$f" |
-                   awk -v m="$m" '$0 != m { print m, $0 }'
-           done | tsort 2>&1 >/dev/null | sed -n 's/^tsort: \([a-z0-9_]*\)$/\1/p' | tr '\n' ' ')
+    loop=$(awk 'FNR == 1 { m = FILENAME; sub(/.*\//, "", m); sub(/\.[ch]$/, "", m) }
+                match($0, /^#include "[^"]*\.h"/) {
+                    h = substr($0, 11, RLENGTH - 13)
+                    if (h != m) print m, h
+                }' base/*.[ch] model/*.[ch] model/*/*.[ch] |
+           tsort 2>&1 >/dev/null | sed -n 's/^tsort: \([a-z0-9_]*\)$/\1/p' | tr '\n' ' ')
     [ -z "$loop" ] || bad "an include circle through: $loop"
 }
 
