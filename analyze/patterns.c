@@ -52,6 +52,9 @@ int hs_patterns_to_table(hs_head_table *t, const hs_patterns *p, const char *suf
  * n_sink: the alpha_k kept. */
 static int patterns_alloc(hs_patterns *p, int n_layer, const hs_special_ids *enc, int n_sink)
 {
+    if (n_sink < 0 || n_sink > HS_MAX_SINK_POSITIONS)
+        return hs_fail(HS_EINVAL, "alpha_k of %d positions: 0 .. %d", n_sink,
+                       HS_MAX_SINK_POSITIONS);
     const size_t n = (size_t)n_layer * HS_MAX_HEADS;
     for (int k = 0; k < HS_PAT_KINDS; k++)
         p->recorded[k] = 1;
