@@ -484,12 +484,16 @@ static void test_indexes_of_every_earlier_version_migrate(void)
  * negative head is not a head. */
 static void test_readers_refuse_indices_out_of_range(void)
 {
+    /* (each a literal in two parts, in parentheses: one element) */
     static const char *const rows[] = {
-        "INSERT INTO head_pair_metrics(run_id, layer_a, head_a, layer_b, head_b, metric, value) VALUES(1, 0, 0, 1099511627776, 0, 'k_composition', 0.5);",
-        "INSERT INTO head_pair_metrics(run_id, layer_a, head_a, layer_b, head_b, metric, value) VALUES(1, 0, -1, 1, 0, 'k_composition', 0.5);",
-        "INSERT INTO head_pair_metrics(run_id, layer_a, head_a, layer_b, head_b, metric, value) VALUES(1, 0, 0, 1, 70000, 'k_composition', 0.5);",
-        "INSERT INTO head_metrics(run_id, layer, head, metric, value, stderr, n)"
-        " VALUES(1, 1099511627776, -1, 'k_composition', 0.5, 0, 1);",
+        ("INSERT INTO head_pair_metrics(run_id, layer_a, head_a, layer_b, head_b, metric, value)"
+         " VALUES(1, 0, 0, 1099511627776, 0, 'k_composition', 0.5);"),
+        ("INSERT INTO head_pair_metrics(run_id, layer_a, head_a, layer_b, head_b, metric, value)"
+         " VALUES(1, 0, -1, 1, 0, 'k_composition', 0.5);"),
+        ("INSERT INTO head_pair_metrics(run_id, layer_a, head_a, layer_b, head_b, metric, value)"
+         " VALUES(1, 0, 0, 1, 70000, 'k_composition', 0.5);"),
+        ("INSERT INTO head_metrics(run_id, layer, head, metric, value, stderr, n)"
+         " VALUES(1, 1099511627776, -1, 'k_composition', 0.5, 0, 1);"),
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         ix_files f;
