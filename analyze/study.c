@@ -31,6 +31,19 @@ int hs_fail_nonfinite(double v, const char *what)
                    what, isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf");
 }
 
+int hs_study_check_finite_positions(const hs_study_io *io, const hs_position_row *rows, int n)
+{
+    char what[96];
+    for (int i = 0; !io->allow_nonfinite && i < n; i++)
+        if (!isfinite(rows[i].value) || !isfinite(rows[i].stderr_value)) {
+            const hs_position_row *p = &rows[i];
+            snprintf(what, sizeof what, "%s of layer %d position %d", p->metric, p->layer,
+                     p->position);
+            return hs_fail_nonfinite(isfinite(p->value) ? p->stderr_value : p->value, what);
+        }
+    return HS_OK;
+}
+
 void hs_premise_words(char *why, size_t n, double gap, double se, long long prompts)
 {
     snprintf(why, n, "the logit-difference gap mean LD_clean - mean LD_corrupt = %+.4g has a "

@@ -117,6 +117,9 @@ void hs_premise_words(char *why, size_t n, double gap, double se, long long prom
  * to do. */
 int hs_study_premise(const hs_study_io *io, const hs_head_table *t);
 
+/* hs_study_check_finite for position rows: "<metric> of layer L position P is ...". */
+int hs_study_check_finite_positions(const hs_study_io *io, const hs_position_row *rows, int n);
+
 /* The message of a non-finite value v (HS_EINVAL): "<what> is NaN|+inf|-inf:
  * the model's weights or inputs are not finite (--allow-nonfinite keeps such
  * results)". */

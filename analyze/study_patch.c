@@ -1,7 +1,6 @@
 /* The causal patching studies (study.h): prompts, options and recording
  * around hs_patch and hs_path_patch. */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,19 +35,6 @@ int hs_patch_sites(int *sites, const char *list, const hs_model_config *c,
     return *sites ? HS_OK : hs_fail(HS_EINVAL, "--site: no site given");
 }
 
-/* Position rows are checked as hs_study_check_finite checks head rows. */
-static int check_positions(const hs_study_io *io, const hs_patch_result *r)
-{
-    char what[96];
-    for (int i = 0; !io->allow_nonfinite && i < r->n_pos; i++)
-        if (!isfinite(r->pos[i].value) || !isfinite(r->pos[i].stderr_value)) {
-            const hs_position_row *p = &r->pos[i];
-            snprintf(what, sizeof what, "%s of layer %d position %d", p->metric, p->layer,
-                     p->position);
-            return hs_fail_nonfinite(isfinite(p->value) ? p->stderr_value : p->value, what);
-        }
-    return HS_OK;
-}
 
 /* hs_patch_opts of o and env: the batch, and the study's stop and progress. */
 static hs_patch_opts patch_opts(const hs_patch_study_opts *o, const hs_study_env *env)
@@ -87,7 +73,7 @@ int hs_patch_study(hs_patch_study_result *res, const hs_patch_study_opts *o,
     if (!rc)
         rc = hs_study_check_finite(io, &r->heads, NULL, 0);
     if (!rc)
-        rc = check_positions(io, r);
+        rc = hs_study_check_finite_positions(io, r->pos, r->n_pos);
     if (!rc)
         rc = hs_study_premise(io, &r->heads);
     res->rows = (hs_study_rows){ .heads = &r->heads, .pos = r->pos, .n_pos = r->n_pos };

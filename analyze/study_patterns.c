@@ -1,5 +1,4 @@
 /* The patterns study (study.h): Clark et al. statistics, control, JS matrix. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,7 +202,7 @@ int hs_patterns_check(hs_patterns_opts *o, const hs_study_env *env)
     if (o->sink_positions < 0 || o->sink_positions > HS_MAX_SINK_POSITIONS)
         return hs_fail(HS_EINVAL, "--sink-positions %d: the first K positions, 1 .. %d",
                        o->sink_positions, HS_MAX_SINK_POSITIONS);
-    const int T = env && env->task ? env->task->T : env ? env->seq_len : 0;
+    const int T = env->task ? env->task->T : env->seq_len;
     if (!o->maps && T > 0 && o->sink_positions > T)
         return hs_fail(HS_EINVAL, "--sink-positions %d: more positions than --seq-len %d",
                        o->sink_positions, T);
@@ -225,9 +224,8 @@ int hs_patterns_study(hs_patterns_result *r, const hs_patterns_opts *o, const hs
     int rc = o->maps ? maps_study(r, o) : model_study(r, o, env);
     if (!rc) /* also for maps: a capture of a model with non-finite weights */
         rc = hs_study_check_finite(&env->io, &r->table, NULL, 0);
-    for (int i = 0; !rc && !env->io.allow_nonfinite && i < r->n_sink_alpha; i++)
-        if (!isfinite(r->sink_alpha[i].value))
-            rc = hs_fail_nonfinite(r->sink_alpha[i].value, "sink_alpha");
+    if (!rc)
+        rc = hs_study_check_finite_positions(&env->io, r->sink_alpha, r->n_sink_alpha);
     if (!rc && o->js_out && !(rc = hs_patterns_write_js(o->js_out, r)))
         rc = hs_study_record_artifact(env->ix, env->run_id, o->js_out);
     r->rows = (hs_study_rows){ .heads = &r->table, .pos = r->sink_alpha,
