@@ -62,7 +62,7 @@ int hs_source_load(hs_tokens *t, const hs_source *s, hs_tokenizer **tk, const ch
     }
     if (!rc && !*tk)
         return model_dir ? hs_fail(HS_EINVAL, "--text %s needs --tokenizer PATH (%s holds no "
-                                   "tokenizer.json or vocab.json + merges.txt)", s->text, model_dir)
+                                   "tokenizer.json, vocab.json + merges.txt or SentencePiece .model)", s->text, model_dir)
                          : hs_fail(HS_EINVAL, "--text %s needs --tokenizer PATH", s->text);
     size_t len = 0, n = 0;
     int32_t *ids = NULL;

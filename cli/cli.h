@@ -60,8 +60,8 @@ typedef struct {
 #define OPT_TEXT_AS(dst, name, help) { (name), OPT_STR, (dst), 0, "FILE", (help), 0 }
 #define OPT_TOKENIZER(dst)                                                                 \
     { "--tokenizer", OPT_STR, (dst), 0, "PATH",                                            \
-      "tokenizer.json, or a directory holding it or vocab.json + merges.txt (default: the "  \
-      "model directory's)", 0 }
+      "tokenizer.json, a SentencePiece .model, or a directory holding one (or vocab.json + " \
+      "merges.txt; default: the model directory's)", 0 }
 /* The rules of --text in a command's rules array; with a validation text
  * (--val-text, tokenized as --text is) the second form. */
 #define OPT_TEXT_RULE_DATA                                                                 \

@@ -1140,6 +1140,49 @@ static void test_ids_equal_the_js_oracles(void)
     cJSON_Delete(j);
 }
 
+/* tests/fixtures/spm: three small SentencePiece models (a Unigram with
+ * custom normalization rules and a user-defined piece, a BPE with byte
+ * fallback as Llama-2's, a Unigram with byte fallback and a control piece)
+ * and sentencepiece's ids and decoded text of each on a set of texts
+ * (tests/gen_spm_fixtures.py; python/tests/test_sentencepiece.py checks
+ * trained models against sentencepiece live). Here, so that the ASan tier
+ * runs the .model reader and both encoders. */
+static void test_sentencepiece_models_equal_the_fixture(void)
+{
+    char *text = slurp(HS_FIXTURE_DIR "/spm/oracle.json", NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+    int checked = 0;
+    for (const cJSON *m = root->child; m; m = m->next) {
+        char path[1024];
+        snprintf(path, sizeof path, HS_FIXTURE_DIR "/spm/%s.model", m->string);
+        hs_tokenizer *t = NULL;
+        CU_ASSERT_EQUAL_FATAL(hs_tokenizer_open(&t, path), HS_OK);
+        for (const cJSON *e = m->child; e; e = e->next) {
+            const char *x = cJSON_GetObjectItem(e, "text")->valuestring;
+            const cJSON *want = cJSON_GetObjectItem(e, "ids");
+            for (int special = 0; special < 2; special++) { /* a .model adds no specials */
+                int32_t *ids = NULL;
+                size_t n = 0;
+                CU_ASSERT_EQUAL_FATAL(hs_tokenizer_encode(t, x, strlen(x), special, &ids, &n), HS_OK);
+                if (!same_ids(ids, n, want)) {
+                    show("spm", m->string, x, ids, n, want);
+                    CU_FAIL("ids differ from sentencepiece's");
+                }
+                char *dec = hs_tokenizer_decode(t, ids, n, special);
+                CU_ASSERT_STRING_EQUAL(dec, cJSON_GetObjectItem(e, "decoded")->valuestring);
+                free(dec), free(ids);
+                checked++;
+            }
+        }
+        hs_tokenizer_free(t);
+    }
+    CU_ASSERT(checked >= 60);
+    cJSON_Delete(root);
+}
+
 /* node, as the oracles run it ($HS_NODE: another node, or none) */
 static int have_node(void)
 {
@@ -1378,6 +1421,8 @@ int main(int argc, char **argv)
         { "test_wordpiece_refusals_name_the_field", test_wordpiece_refusals_name_the_field },
         { "test_wordpiece_work_is_bounded_by_the_text", test_wordpiece_work_is_bounded_by_the_text },
         { "test_ids_equal_the_js_oracles", test_ids_equal_the_js_oracles },
+        { "test_sentencepiece_models_equal_the_fixture",
+          test_sentencepiece_models_equal_the_fixture },
         { "test_token_id_finds_pieces_as_the_file_spells_them",
           test_token_id_finds_pieces_as_the_file_spells_them },
         { "test_one_handle_encodes_from_several_threads",

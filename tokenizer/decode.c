@@ -235,6 +235,8 @@ static int show_bytes(tk_buf *out, const char *s, size_t n)
 int tk_decode(const hs_tokenizer *t, const int32_t *ids, size_t n, int skip_special, int display,
               tk_buf *out)
 {
+    if (t->sp) /* control pieces decode to nothing: skip_special changes nothing */
+        return tk_sp_decode(t, ids, n, display, out);
     toklist a = { 0 }, b = { 0 };
     int rc = HS_OK;
     for (size_t i = 0; i < n && !rc; i++) {

@@ -59,6 +59,7 @@ void tk_scratch_free(tk_scratch *s)
     free(s->pieces[0].p), free(s->pieces[1].p);
     free(s->found);
     free(s->sym), free(s->heap), free(s->cache), free(s->cache_keys.p), free(s->cache_ids.p);
+    free(s->sp_nodes), free(s->sp_segs), free(s->sp_syms), free(s->sp_heap), free(s->sp_rev);
     free(s);
 }
 

@@ -106,6 +106,49 @@ typedef struct {
     int32_t n_nodes;
 } tk_ac;
 
+/* A byte trie over strings (tokenizer/trie.c): id[node] is the string
+ * that ends at node (the last one given, -1 none); node 0 is the root. */
+typedef struct {
+    uint32_t key;  /* node << 8 | byte, + 1 (0: empty) */
+    int32_t child; /* the node it leads to */
+} tk_edge;
+
+typedef struct {
+    tk_edge *edge; /* cap: one cache line a probe */
+    size_t cap;    /* power of two, at least twice the edges */
+    int32_t *id;   /* n_nodes */
+    int32_t n_nodes;
+} tk_trie;
+
+/* The precompiled_charsmap of a SentencePiece normalizer (tokenizer/spm.c):
+ * a darts-clone double array over UTF-8 byte strings whose leaves' values
+ * are offsets into NUL-terminated UTF-8 replacement strings. */
+typedef struct {
+    uint32_t *unit; /* n_units, in the host's order */
+    size_t n_units; /* 0: none */
+    char *str;      /* n_str bytes, the last a NUL */
+    size_t n_str;
+} tk_charsmap;
+
+/* the types of a SentencePiece model's pieces, as its protobuf numbers them */
+enum { TK_SP_NORMAL = 1, TK_SP_UNKNOWN, TK_SP_CONTROL, TK_SP_USER, TK_SP_UNUSED, TK_SP_BYTE };
+
+/* A SentencePiece .model file (tokenizer/spm.c): it encodes and decodes on
+ * its own, by sentencepiece's rules (no added tokens, pre-tokenizer or
+ * post-processor). */
+typedef struct {
+    int bpe;                 /* trainer_spec.model_type BPE; else UNIGRAM */
+    int dummy_prefix, extra_ws, escape_ws; /* normalizer_spec's three switches */
+    unsigned char *type;     /* n_ids: TK_SP_* */
+    float *score;            /* n_ids */
+    float min_score, max_score; /* over the NORMAL pieces (sentencepiece's, max from FLT_MIN) */
+    tk_trie pieces;          /* the NORMAL, USER_DEFINED and UNUSED pieces */
+    tk_trie user;            /* the USER_DEFINED pieces */
+    int n_user, n_unused;
+    tk_charsmap cm;
+    tk_str unk_surface;      /* what the unknown piece decodes to */
+} tk_sp;
+
 /* The WordPiece model (tokenizer/wordpiece.c): its vocabulary as a trie */
 typedef struct tk_wp tk_wp;
 
@@ -138,6 +181,7 @@ struct hs_tokenizer {
     tk_strmap vocab;    /* model vocabulary over raw */
     tk_mergemap merges;
     tk_wp *wp;          /* the WordPiece model; NULL: BPE */
+    tk_sp *sp;          /* a SentencePiece model file; NULL: the fields above and below */
     int byte_level;     /* a ByteLevel pre-tokenizer: BPE runs on bytes */
     int16_t cp_byte[512];  /* ByteLevel's code point -> byte (-1 outside the alphabet) */
     int32_t byte_id[256];  /* byte-level: the id of each byte; byte_fallback: <0xAB> ids (-1 none) */
@@ -272,6 +316,10 @@ typedef struct tk_scratch {
     size_t cache_cap, cache_n;
     tk_buf cache_keys;
     tk_ids cache_ids;
+    /* a SentencePiece model's (tokenizer/spm.c): Viterbi nodes, segments,
+     * BPE symbols and candidate merges, UNUSED pieces' splits */
+    void *sp_nodes, *sp_segs, *sp_syms, *sp_heap, *sp_rev;
+    size_t sp_nodes_cap, sp_segs_cap, sp_syms_cap, sp_heap_cap, sp_rev_cap;
 } tk_scratch;
 
 /* The work of one encode is bounded by a budget proportional to its text:
@@ -322,6 +370,48 @@ int tk_bpe(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids
 int tk_piece_add(tk_pieces *v, const char *p, size_t n, int first);
 /* HF's Lowercase: each character's full lowercase mapping (U+0130 is two) */
 int tk_lowercase(tk_buf *out, const char *s, size_t n);
+
+/* ---- tries (tokenizer/trie.c) ---- */
+/* The trie of keys[0, n) (a key with s NULL left out), id i for keys[i].
+ * HS_ENOMEM; HS_EFORMAT naming file and field past 2^24 bytes of keys. */
+int tk_trie_build(tk_trie *tr, const tk_str *keys, int n, const char *file, const char *field);
+static inline size_t tk_trie_slot(const tk_trie *tr, uint32_t key)
+{
+    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (tr->cap - 1);
+}
+/* the child of node by byte b, or -1 (inline: a walk calls it every byte) */
+static inline int32_t tk_trie_child(const tk_trie *tr, int32_t node, unsigned char b)
+{
+    uint32_t key = ((uint32_t)node << 8 | b) + 1;
+    for (size_t i = tk_trie_slot(tr, key);; i = (i + 1) & (tr->cap - 1)) {
+        if (tr->edge[i].key == key)
+            return tr->edge[i].child;
+        if (!tr->edge[i].key)
+            return -1;
+    }
+}
+void tk_trie_free(tk_trie *tr);
+
+/* ---- SentencePiece model files (tokenizer/spm.c) ---- */
+/* Reads a .model file into t (t->sp and the vocabulary; t->path becomes
+ * file): HS_EIO, HS_EFORMAT naming the file and the protobuf field. */
+int tk_load_spm(hs_tokenizer *t, const char *file);
+void tk_sp_free(tk_sp *sp);
+/* the byte of a byte piece "<0xAB>" (upper-case hex, as sentencepiece
+ * writes them), -1 for any other piece */
+int tk_sp_piece_byte(const tk_str *p);
+/* appends the ids of a whole text, as sentencepiece's encode */
+int tk_sp_encode(const hs_tokenizer *t, tk_scratch *s, const char *text, size_t len,
+                 tk_ids *out);
+/* the text of ids, as sentencepiece's decode; display: each piece by itself
+ * (U+2581 a space, control and unknown pieces by name, bytes <0xAB>) */
+int tk_sp_decode(const hs_tokenizer *t, const int32_t *ids, size_t n, int display, tk_buf *out);
+/* The charsmap's rule at the start of s[0, n): the longest (longest set,
+ * sentencepiece) or the shortest (HF's Precompiled) prefix it maps; its
+ * length, 0 when none, and its replacement in *repl. */
+size_t tk_charsmap_match(const tk_charsmap *cm, const char *s, size_t n, int longest,
+                         const char **repl, size_t *repl_n);
+void tk_charsmap_free(tk_charsmap *cm);
 
 /* ---- WordPiece (tokenizer/wordpiece.c) ---- */
 /* The model's trie over t->raw, the continuing-subword prefix and the

@@ -30,6 +30,30 @@ static void join(char *out, size_t cap, const char *dir, const char *name)
     snprintf(out, cap, "%s/%s", dir, name);
 }
 
+/* the SentencePiece model files a directory may hold in place of a
+ * tokenizer.json, in the order they are looked for (Llama-2 / Mistral,
+ * T5, XLM-R, Marian's source side) */
+static const char *const SPM_NAMES[] = { "tokenizer.model", "spiece.model",
+                                         "sentencepiece.bpe.model", "source.spm" };
+
+/* the first SentencePiece model file in dir, into out; 0 none */
+static int spm_in(const char *dir, char *out, size_t cap)
+{
+    for (size_t i = 0; i < sizeof SPM_NAMES / sizeof *SPM_NAMES; i++) {
+        join(out, cap, dir, SPM_NAMES[i]);
+        if (is_file(out))
+            return 1;
+    }
+    return 0;
+}
+
+/* a file named as a SentencePiece model: *.model or *.spm */
+static int spm_named(const char *path)
+{
+    size_t n = strlen(path);
+    return (n > 6 && !strcmp(path + n - 6, ".model")) || (n > 4 && !strcmp(path + n - 4, ".spm"));
+}
+
 int hs_tokenizer_present(const char *dir)
 {
     char a[4096], b[4096];
@@ -40,7 +64,7 @@ int hs_tokenizer_present(const char *dir)
         return 1;
     join(a, sizeof a, dir, "vocab.json");
     join(b, sizeof b, dir, "merges.txt");
-    return is_file(a) && is_file(b);
+    return (is_file(a) && is_file(b)) || spm_in(dir, a, sizeof a);
 }
 
 void hs_tokenizer_free(hs_tokenizer *t)
@@ -55,6 +79,7 @@ void hs_tokenizer_free(hs_tokenizer *t)
     tk_strmap_free(&t->vocab);
     tk_mergemap_free(&t->merges);
     tk_wp_free(t->wp);
+    tk_sp_free(t->sp);
     for (int i = 0; i < t->n_added; i++) {
         if (t->added[i].match.s != t->added[i].content.s)
             free(t->added[i].match.s);
@@ -135,7 +160,7 @@ int hs_tokenizer_open(hs_tokenizer **tok, const char *path)
     *tok = NULL;
     char json[4096], vocab[4096], merges[4096];
     const char *file = path;
-    int dir = is_dir(path), gpt2 = 0;
+    int dir = is_dir(path), gpt2 = 0, spm = !dir && spm_named(path);
     /* GPT-2's vocab.json named itself: merges.txt beside it */
     size_t len = strlen(path);
     if (!dir && len >= 10 && !strcmp(path + len - 10, "vocab.json") &&
@@ -150,8 +175,13 @@ int hs_tokenizer_open(hs_tokenizer **tok, const char *path)
         join(merges, sizeof merges, path, "merges.txt");
         if (is_file(json))
             file = json;
-        else if (!(gpt2 = is_file(vocab) && is_file(merges)))
-            return hs_fail(HS_EIO, "%s: no tokenizer.json, nor vocab.json with merges.txt", path);
+        else if (!(gpt2 = is_file(vocab) && is_file(merges)) &&
+                 !(spm = spm_in(path, json, sizeof json)))
+            return hs_fail(HS_EIO, "%s: no tokenizer.json, nor vocab.json with merges.txt, nor a "
+                           "SentencePiece model (tokenizer.model, spiece.model, "
+                           "sentencepiece.bpe.model, source.spm)", path);
+        else if (spm)
+            file = json;
     }
     hs_tokenizer *t = calloc(1, sizeof *t);
     if (!t)
@@ -165,7 +195,8 @@ int hs_tokenizer_open(hs_tokenizer **tok, const char *path)
     }
     int rc = !t->path || !t->where_added ? hs_fail(HS_ENOMEM, "tokenizer: %s", path)
              : gpt2 ? tk_load_gpt2(t, vocab, merges)
-                                    : tk_load_json(t, file);
+             : spm  ? tk_load_spm(t, file)
+                    : tk_load_json(t, file);
     if (!rc)
         rc = added_matches(t);
     if (rc) {
@@ -343,7 +374,7 @@ int hs_tokenizer_encode(const hs_tokenizer *t, const char *text, size_t len, int
         return HS_ENOMEM;
     tk_scratch_start(s, len);
     tk_ids body = { 0 }, out = { 0 };
-    int rc = encode_text(t, s, text, len, &body);
+    int rc = t->sp ? tk_sp_encode(t, s, text, len, &body) : encode_text(t, s, text, len, &body);
     tk_scratch_free(s);
     /* the templates in order, each wrapping what the one before made */
     for (int k = 0; !rc && add_special && k < t->n_post; k++) {

@@ -1,6 +1,7 @@
-/* Text to token ids and back (SPEC §9): Hugging Face tokenizer.json files
- * with a BPE or a WordPiece (BERT) model, and GPT-2's vocab.json +
- * merges.txt.
+/* Text to token ids and back (SPEC §9, §17): Hugging Face tokenizer.json
+ * files with a BPE or a WordPiece (BERT) model, GPT-2's vocab.json +
+ * merges.txt, and SentencePiece .model files (Unigram or BPE, encoded and
+ * decoded as sentencepiece's encode / decode, with no special tokens).
  *
  * Encoding equals HF `tokenizer(text)`: added tokens are split out of the
  * text first, the rest is normalized, pre-tokenized, merged by BPE rank (or
@@ -20,9 +21,11 @@ typedef struct hs_tokenizer hs_tokenizer;
 
 /* path is a tokenizer.json file, a directory holding tokenizer.json, or a
  * directory holding vocab.json + merges.txt (tokenizer.json preferred), or
- * such a vocab.json itself.
+ * such a vocab.json itself, or a SentencePiece file (*.model, *.spm) or a
+ * directory holding one (tokenizer.model, spiece.model,
+ * sentencepiece.bpe.model, source.spm: looked for last, in this order).
  * HS_EIO naming the file when none can be read; HS_EFORMAT naming the JSON
- * field of anything malformed or unsupported. */
+ * or protobuf field of anything malformed or unsupported. */
 int hs_tokenizer_open(hs_tokenizer **tok, const char *path);
 void hs_tokenizer_free(hs_tokenizer *tok);
 
@@ -30,7 +33,8 @@ void hs_tokenizer_free(hs_tokenizer *tok);
  * whose tokenizer is found without --tokenizer). */
 int hs_tokenizer_present(const char *dir);
 
-/* The file it was read from (tokenizer.json or vocab.json), for messages. */
+/* The path it was opened with (a .model file: the file itself), for
+ * messages. */
 const char *hs_tokenizer_path(const hs_tokenizer *tok);
 
 /* The number of ids: 1 + the largest id of the vocabulary or an added token. */

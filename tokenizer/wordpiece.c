@@ -13,7 +13,7 @@
  *                     a word longer than max_input_chars_per_word, or with
  *                     a position no piece covers, is one unknown token
  *
- * The vocabulary is a byte trie, so that finding the longest piece at a
+ * The vocabulary is a byte trie (tk_trie), so that finding the longest piece at a
  * position walks the word once (HF looks up each shorter substring in
  * turn: up to n look-ups of up to n bytes a position). The character classes
  * are utf8proc's (Unicode 15); HF's `unicode_categories` tables are older, so
@@ -24,101 +24,39 @@
 
 #include "tok_internal.h"
 
-/* an edge of the trie: key and child side by side, one cache line a probe */
-typedef struct {
-    uint32_t key;  /* node << 8 | byte, + 1 (0: empty) */
-    int32_t child; /* the node it leads to */
-} wp_edge;
-
-/* nodes are numbered below 2^24, so that an edge's key is 32 bits */
-#define WP_MAX_EDGES ((1u << 24) - 2)
-
 struct tk_wp {
-    wp_edge *edge;     /* cap */
-    size_t cap;        /* power of two, at least twice the edges */
-    int32_t *id;       /* nodes: the piece that ends at the node, -1 none */
-    int32_t n_nodes;
+    tk_trie trie;      /* the pieces: trie.id[node] the piece ending there */
     int32_t cont;      /* the node of the continuing-subword prefix; -1: no piece has it */
     int32_t first[2][256]; /* the children of the root and of cont (-1 none): every walk's
                               first step */
     size_t max_chars;  /* max_input_chars_per_word */
 };
 
-static size_t slot_of(const tk_wp *wp, uint32_t key)
-{
-    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (wp->cap - 1);
-}
-
-/* the child of node by byte b, or -1 */
-static inline int32_t child(const tk_wp *wp, int32_t node, unsigned char b)
-{
-    uint32_t key = ((uint32_t)node << 8 | b) + 1;
-    for (size_t i = slot_of(wp, key);; i = (i + 1) & (wp->cap - 1)) {
-        if (wp->edge[i].key == key)
-            return wp->edge[i].child;
-        if (!wp->edge[i].key)
-            return -1;
-    }
-}
-
-/* the node of s from the root, made as needed */
-static int32_t insert(tk_wp *wp, const char *s, size_t n)
-{
-    int32_t node = 0;
-    for (size_t k = 0; k < n; k++) {
-        uint32_t key = ((uint32_t)node << 8 | (unsigned char)s[k]) + 1;
-        size_t i = slot_of(wp, key);
-        while (wp->edge[i].key && wp->edge[i].key != key)
-            i = (i + 1) & (wp->cap - 1);
-        if (!wp->edge[i].key) {
-            wp->edge[i] = (wp_edge){ key, wp->n_nodes };
-            wp->id[wp->n_nodes++] = -1;
-        }
-        node = wp->edge[i].child;
-    }
-    return node;
-}
-
 void tk_wp_free(tk_wp *wp)
 {
     if (wp)
-        free(wp->edge), free(wp->id);
+        tk_trie_free(&wp->trie);
     free(wp);
 }
 
 int tk_wp_build(hs_tokenizer *t, const char *prefix, size_t max_chars)
 {
-    /* every byte of every piece may be an edge: the bound sizes the table */
-    size_t edges = 0;
-    for (int i = 0; i < t->n_ids; i++)
-        edges += t->raw[i].s ? t->raw[i].n : 0;
-    if (edges > WP_MAX_EDGES)
-        return hs_fail(HS_EFORMAT, "%s: model.vocab: %zu bytes of pieces: at most %u are read",
-                       t->path, edges, WP_MAX_EDGES);
     tk_wp *wp = calloc(1, sizeof *wp);
     if (!wp)
         return hs_fail(HS_ENOMEM, "tokenizer: WordPiece trie");
     t->wp = wp; /* freed with t from here */
-    wp->cap = 16;
-    while (wp->cap < 2 * edges)
-        wp->cap *= 2;
-    wp->edge = calloc(wp->cap, sizeof *wp->edge);
-    wp->id = malloc((edges + 1) * sizeof *wp->id);
-    if (!wp->edge || !wp->id)
-        return hs_fail(HS_ENOMEM, "tokenizer: WordPiece trie of %zu bytes", edges);
-    wp->id[wp->n_nodes++] = -1; /* the root */
-    for (int i = 0; i < t->n_ids; i++)
-        if (t->raw[i].s)
-            wp->id[insert(wp, t->raw[i].s, t->raw[i].n)] = i;
+    int rc = tk_trie_build(&wp->trie, t->raw, t->n_ids, t->path, "model.vocab");
+    if (rc)
+        return rc;
     /* the prefix's node without making one: no piece starts with it, no
      * continuation is found */
     int32_t node = 0;
     for (const char *p = prefix; *p && node >= 0; p++)
-        node = child(wp, node, (unsigned char)*p);
+        node = tk_trie_child(&wp->trie, node, (unsigned char)*p);
     wp->cont = node;
     for (int b = 0; b < 256; b++) {
-        wp->first[0][b] = child(wp, 0, (unsigned char)b);
-        wp->first[1][b] = node >= 0 ? child(wp, node, (unsigned char)b) : -1;
+        wp->first[0][b] = tk_trie_child(&wp->trie, 0, (unsigned char)b);
+        wp->first[1][b] = node >= 0 ? tk_trie_child(&wp->trie, node, (unsigned char)b) : -1;
     }
     wp->max_chars = max_chars;
     return HS_OK;
@@ -144,11 +82,11 @@ int tk_wordpiece(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, 
         int32_t node = wp->first[start > 0][(unsigned char)w[start]], best = -1;
         size_t end = start, k = start + 1;
         while (node >= 0) {
-            if (wp->id[node] >= 0 && (k == n || ((unsigned char)w[k] & 0xc0) != 0x80))
-                best = wp->id[node], end = k;
+            if (wp->trie.id[node] >= 0 && (k == n || ((unsigned char)w[k] & 0xc0) != 0x80))
+                best = wp->trie.id[node], end = k;
             if (k == n)
                 break;
-            node = child(wp, node, (unsigned char)w[k++]);
+            node = tk_trie_child(&wp->trie, node, (unsigned char)w[k++]);
         }
         if ((rc = tk_charge(s, k - start, t->where_model)))
             return rc;

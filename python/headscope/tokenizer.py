@@ -1,5 +1,6 @@
-"""Hugging Face tokenizers (tokenizer.json with a BPE model, or GPT-2's
-vocab.json + merges.txt), encoded as Hugging Face tokenizer(text) does."""
+"""Hugging Face tokenizers (tokenizer.json with a BPE or WordPiece model, or
+GPT-2's vocab.json + merges.txt), encoded as Hugging Face tokenizer(text)
+does, and SentencePiece .model files, encoded as sentencepiece's encode."""
 
 import ctypes
 
@@ -11,7 +12,8 @@ from ._lib import check, enc, lib
 
 class Tokenizer:
     """Tokenizer.open(path): a tokenizer.json file, a directory holding one,
-    or a directory with vocab.json + merges.txt."""
+    a directory with vocab.json + merges.txt, or a SentencePiece .model file
+    (or a directory with tokenizer.model, spiece.model, ...)."""
 
     def __init__(self, handle, path):
         self._h = ctypes.c_void_p(handle)

@@ -19,6 +19,10 @@
  * read as ids (outside the vocabulary too), are decoded and shown as well:
  * an unknown id is an error, never a read out of bounds.
  *
+ * SentencePiece mode (first byte 128..191): bytes 1 and 2 are a length L
+ * (little-endian), then come L bytes of text and, to the end, a .model
+ * file (its protobuf fuzzed; bits 0 and 1 of the first byte are the flags).
+ *
  * Regex mode (first byte 64..127): the input is a pattern, a NUL, then a
  * text. tk_regex_each, which runs a pattern in windows of the text
  * (1 + bits 2..4 of the first byte bytes, from 1 to 8) and finishes longer
@@ -277,12 +281,32 @@ static void regex_mode(const uint8_t *data, size_t size)
     tk_regex_free(&re);
 }
 
+static void spm_mode(const uint8_t *data, size_t size)
+{
+    if (size < 3)
+        return;
+    size_t n = (size_t)data[1] | (size_t)data[2] << 8;
+    if (n > size - 3)
+        n = size - 3;
+    const uint8_t *text = data + 3, *model = text + n;
+    hs_tokenizer *t = NULL;
+    if (hs_tokenizer_open(&t, hs_fuzz_write("fuzz.model", model,
+                                            (size_t)(data + size - model))) != HS_OK)
+        return;
+    exercise(t, text, n, data[0] & 3);
+    hs_tokenizer_free(t);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
     if ((data[0] & 0xc0) == 0x40) {
         regex_mode(data, size);
+        return 0;
+    }
+    if ((data[0] & 0xc0) == 0x80) {
+        spm_mode(data, size);
         return 0;
     }
     int mode = data[0] % 4, flags = data[0] / 4;

@@ -1,0 +1,275 @@
+"""SentencePiece model files (SPEC §17) against sentencepiece itself
+(Debian's python3-sentencepiece 0.1.97, scripts/setup): Unigram and BPE
+models trained here at several vocabulary sizes and normalisation settings
+(nmt_nfkc, identity, nfkc_cf, no dummy prefix, extra whitespace kept,
+user-defined and control pieces, byte fallback) encode and decode as
+sentencepiece does text with accents, CJK, emoji, digits and runs of
+whitespace, a document, and seeded random texts; a directory's
+tokenizer.model / spiece.model is found; files whose protobuf is truncated,
+lies about its sizes or breaks sentencepiece's rules are refused naming the
+file and the field.
+
+Decoding is compared on ids without the <0x00> byte piece: the C decoder
+returns a NUL-terminated string (tokenizer.h), so a decoded NUL ends it."""
+
+import os
+import random
+import shutil
+import struct
+import tempfile
+import unittest
+
+import numpy as np
+
+from util import ROOT, hs
+
+try:
+    import sentencepiece as spm
+except ImportError:  # scripts/setup installs python3-sentencepiece
+    spm = None
+
+SAMPLES = [
+    "Caf\u00e9 na\u00efve r\u00e9sum\u00e9 \u2014 d\u00e9j\u00e0 vu, \u00c5ngstr\u00f6m, fa\u00e7ade; "
+    "Z\u00fcrich Stra\u00dfe.",
+    "\u6771\u4eac\u306f\u65e5\u672c\u306e\u9996\u90fd\u3067\u3059\u3002\u4e2d\u6587\u6d4b\u8bd5\uff0c"
+    "\u6c49\u5b57\u5f88\u591a\u3002\ud55c\uad6d\uc5b4 \ud14d\uc2a4\ud2b8.",
+    "Emoji: \U0001F600\U0001F389\U0001F44D\U0001F3FD \U0001F468\u200d\U0001F469\u200d\U0001F467 "
+    "\u2764\ufe0f and flags \U0001F1EB\U0001F1F7.",
+    "Digits 0123456789 3.14159 1,000,000 and \uff12\uff10\uff12\uff16\u5e74 full-width "
+    "\uff21\uff22\uff23.",
+    "Runs   of    spaces\tand\ttabs\n\nnew lines  end.   ",
+    "\ufb01 ligature, \u216b roman, \u3300 squared, \uff76\uff80\uff76\uff85 half-width, "
+    "x\u00b2 and H\u2082O.",
+]
+EDGES = ["", " ", "   ", "a", " hello", "hello ", "  two  spaces  ", "\t\ttab", "\n",
+         "<mask> and @@ and <ctl> and <s> </s> <unk>", "ab abab <mask><mask>", "x" * 100,
+         "\u65e5\u672c\u8a9e" * 20, "\u3000full\u3000width", "zero\u200bwidth",
+         "e\u0301 a\u0308", "\u2581already \u2581\u2581escaped", "I\u0307stanbul \u00df \u1e9e",
+         "\x7f\x01control", "a\u00a0b", "mixed 123abc456 def", "end with space "]
+
+# name: the trainer's options (input, model_prefix added)
+MODELS = {
+    "uni400": dict(model_type="unigram", vocab_size=400),
+    "uni1500id": dict(model_type="unigram", vocab_size=1500, normalization_rule_name="identity"),
+    "uni800cf": dict(model_type="unigram", vocab_size=800, normalization_rule_name="nfkc_cf",
+                     add_dummy_prefix=False),
+    "uni800ws": dict(model_type="unigram", vocab_size=800, remove_extra_whitespaces=False,
+                     user_defined_symbols=["<mask>", "@@"], control_symbols=["<ctl>"]),
+    "uni600bf": dict(model_type="unigram", vocab_size=600, byte_fallback=True,
+                     character_coverage=0.98),
+    "bpe300": dict(model_type="bpe", vocab_size=300),
+    "bpe1000llama": dict(model_type="bpe", vocab_size=1000, byte_fallback=True, split_digits=True,
+                         normalization_rule_name="identity", remove_extra_whitespaces=False,
+                         character_coverage=0.99),
+    "bpe1200ud": dict(model_type="bpe", vocab_size=1200, user_defined_symbols=["<mask>", "ab"],
+                      add_dummy_prefix=False, normalization_rule_name="nfkc_cf"),
+}
+
+
+def corpus():
+    """The repository's own prose and the samples (tests make their data)."""
+    text = []
+    for name in ["README.md"] + sorted(os.listdir(os.path.join(ROOT, "docs"))):
+        path = os.path.join(ROOT, name) if name == "README.md" else os.path.join(ROOT, "docs", name)
+        if path.endswith(".md"):
+            with open(path, encoding="utf-8") as f:
+                text.append(f.read())
+    return "".join(text)[:120000] + ("\n".join(SAMPLES) + "\n") * 20
+
+
+def random_texts(rng, alphabet, n):
+    out = []
+    for _ in range(n):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 40)))
+        if rng.random() < 0.3:  # code points from every plane's common ranges
+            s += "".join(chr(rng.choice([rng.randrange(0x20, 0x7f), rng.randrange(0xa0, 0x3000),
+                                         rng.randrange(0x3000, 0xd7ff),
+                                         rng.randrange(0xe000, 0xfffe),
+                                         rng.randrange(0x10000, 0x1fbff)]))
+                         for _ in range(rng.randrange(1, 10)))
+        out.append(s)
+    return out
+
+
+# ---- a protobuf writer for hand-made files ----
+
+def varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7f
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def field(num, wire, payload):
+    key = varint(num << 3 | wire)
+    if wire == 2:
+        return key + varint(len(payload)) + payload
+    return key + payload
+
+
+def piece(text, score=0.0, kind=None):
+    b = field(1, 2, text.encode()) + field(2, 5, struct.pack("<f", score))
+    return field(1, 2, b + (field(3, 0, varint(kind)) if kind is not None else b""))
+
+
+def model(pieces, trainer=b"", normalizer=b""):
+    return b"".join(pieces) + field(2, 2, trainer) + field(3, 2, normalizer)
+
+
+# a Unigram model: <unk>, <s> (control), and a few pieces
+BASE = [piece("<unk>", 0, 2), piece("<s>", 0, 3), piece("\u2581a", -1.0), piece("b", -2.0),
+        piece("\u2581ab", -2.5), piece("a", -3.0), piece("\u2581", -4.0)]
+
+
+@unittest.skipIf(spm is None, "python3-sentencepiece is not installed (scripts/setup)")
+class SentencePieceModels(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="hs_py_")
+        train = os.path.join(cls.tmp.name, "train.txt")
+        with open(train, "w", encoding="utf-8") as f:
+            f.write(corpus())
+        cls.doc = corpus()[:20000]
+        cls.paths = {}
+        for name, kw in MODELS.items():
+            prefix = os.path.join(cls.tmp.name, name)
+            spm.SentencePieceTrainer.train(input=train, model_prefix=prefix, minloglevel=2,
+                                           num_threads=2, **kw)
+            cls.paths[name] = prefix + ".model"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def pair(self, name):
+        return (spm.SentencePieceProcessor(model_file=self.paths[name]),
+                hs.Tokenizer.open(self.paths[name]))
+
+    def check_texts(self, name, texts):
+        sp, tok = self.pair(name)
+        zero = sp.piece_to_id("<0x00>") if sp.piece_to_id("<0x00>") != sp.unk_id() else -1
+        for x in texts:
+            want = sp.encode(x)
+            got = tok.encode(x, add_special=False).tolist()
+            self.assertEqual(got, want, "%s: %r: %s" % (name, x[:60], sp.encode(x, out_type=str)))
+            self.assertEqual(tok.encode(x).tolist(), want, "a .model file adds no specials")
+            if zero not in want:
+                self.assertEqual(tok.decode(np.array(got, dtype=np.int32)), sp.decode(want),
+                                 "%s: decode %r" % (name, x[:60]))
+
+    def test_samples_and_edges_equal_sentencepiece(self):
+        for name in MODELS:
+            self.check_texts(name, SAMPLES + EDGES + ["\n".join(SAMPLES)])
+
+    def test_a_document_equals_sentencepiece(self):
+        for name in MODELS:
+            self.check_texts(name, [self.doc])
+
+    def test_random_texts_equal_sentencepiece(self):
+        rng = random.Random(7)
+        alphabet = list("".join(SAMPLES)) + [" ", "  ", "\t", "\n", "\u3000", "\u00a0", "\u2581",
+                                             "<mask>", "@@", "ab", "<ctl>", "<s>", "e\u0301"]
+        for name in MODELS:
+            self.check_texts(name, random_texts(rng, alphabet, 300))
+
+    def test_random_ids_decode_as_sentencepiece(self):
+        rng = random.Random(11)
+        for name in MODELS:
+            sp, tok = self.pair(name)
+            n = sp.get_piece_size()
+            zero = sp.piece_to_id("<0x00>")
+            for _ in range(300):
+                hi = n if rng.random() < 0.7 else min(n, 262)  # byte pieces often
+                ids = [rng.randrange(hi) for _ in range(rng.randrange(1, 12))]
+                ids = [i for i in ids if i != zero or zero == sp.unk_id()]
+                self.assertEqual(tok.decode(np.array(ids, dtype=np.int32)), sp.decode(ids),
+                                 "%s: %s" % (name, [sp.id_to_piece(i) for i in ids]))
+
+    def test_vocabulary_and_token_text(self):
+        sp, tok = self.pair("uni400")
+        self.assertEqual(tok.vocab_size, sp.get_piece_size())
+        for i in range(sp.get_piece_size()):
+            p = sp.id_to_piece(i)
+            want = p if sp.is_control(i) or sp.is_unknown(i) else p.replace("\u2581", " ")
+            self.assertEqual(tok.token_text(i), want, i)
+        sp, tok = self.pair("bpe1000llama")
+        self.assertEqual(tok.token_text(sp.piece_to_id("<0x41>")), "A")
+        self.assertEqual(tok.token_text(sp.piece_to_id("<0xE3>")), "<0xE3>")
+        with self.assertRaises(hs.Error):
+            tok.decode(np.array([sp.get_piece_size()], dtype=np.int32))
+
+    def test_a_directory_holding_a_model_file(self):
+        sp = spm.SentencePieceProcessor(model_file=self.paths["uni800ws"])
+        for fname in ["tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "source.spm"]:
+            with tempfile.TemporaryDirectory(prefix="hs_py_") as d:
+                shutil.copy(self.paths["uni800ws"], os.path.join(d, fname))
+                tok = hs.Tokenizer.open(d)
+                self.assertEqual(tok.encode(SAMPLES[0]).tolist(), sp.encode(SAMPLES[0]), fname)
+        with tempfile.TemporaryDirectory(prefix="hs_py_") as d:  # a tokenizer.json is preferred: a broken one is read, and refused
+            shutil.copy(self.paths["uni400"], os.path.join(d, "tokenizer.model"))
+            with open(os.path.join(d, "tokenizer.json"), "w") as f:
+                f.write("{")
+            with self.assertRaisesRegex(hs.Error, "tokenizer.json"):
+                hs.Tokenizer.open(d)
+
+    def test_a_hand_made_model_equals_sentencepiece(self):
+        for trainer in [field(3, 0, varint(1)), field(3, 0, varint(2))]:  # UNIGRAM, BPE
+            data = model(BASE, trainer)
+            sp = spm.SentencePieceProcessor(model_proto=data)
+            with tempfile.TemporaryDirectory(prefix="hs_py_") as d:
+                path = os.path.join(d, "m.model")
+                with open(path, "wb") as f:
+                    f.write(data)
+                tok = hs.Tokenizer.open(path)
+                for x in ["ab", "a b ab", "ba", "abc", "  a  ", "<s>"]:
+                    self.assertEqual(tok.encode(x).tolist(), sp.encode(x), (trainer, x))
+                    self.assertEqual(tok.decode(np.array(sp.encode(x), dtype=np.int32)),
+                                     sp.decode(sp.encode(x)))
+
+    def test_broken_files_name_the_file_and_field(self):
+        good = model(BASE, field(3, 0, varint(1)))
+        bytes256 = [piece("<0x%02X>" % b, 0, 6) for b in range(256)]
+        cases = {
+            "truncated": (good[:len(good) // 2], r"pieces\[\d+\]|the model"),
+            "a length past the end": (field(1, 2, b"\x0a\x7f" + b"a" * 3),
+                                      r"pieces\[0\]\.piece: a length of 127 bytes where 3"),
+            "a score as a varint": (model([piece("<unk>", 0, 2), field(1, 2, field(1, 2, b"x") +
+                                                                       field(2, 0, b"\x01"))]),
+                                    r"pieces\[1\]\.score: wire type 0 where 5"),
+            "no unknown piece": (model([piece("a", -1.0)]), "no piece of type UNKNOWN"),
+            "two unknown pieces": (model([piece("<unk>", 0, 2), piece("<u>", 0, 2)]),
+                                   r"pieces\[1\]\.type: a second unknown"),
+            "a piece twice": (model(BASE + [piece("b", -5.0)]), r"pieces\[7\]\.piece: \"b\" is"),
+            "an empty piece": (model(BASE + [piece("", -5.0)]), r"pieces\[7\]\.piece: empty"),
+            "a type past BYTE": (model(BASE + [piece("c", -5.0, 9)]), r"pieces\[7\]\.type"),
+            "a byte piece without byte_fallback": (model(BASE + [piece("<0x41>", 0, 6)]),
+                                                   "byte_fallback is false"),
+            "byte_fallback with 255 byte pieces": (model(BASE + bytes256[:255],
+                                                         field(35, 0, varint(1))), "not 256"),
+            "a WORD model": (model(BASE, field(3, 0, varint(3))), "trainer_spec.model_type: 3"),
+            "whitespace as a suffix": (model(BASE, field(24, 0, varint(1))),
+                                       "treat_whitespace_as_suffix"),
+            "a charsmap shorter than its trie": (model(BASE, b"", field(2, 2, struct.pack(
+                "<I", 64) + b"\0" * 8)), "precompiled_charsmap: a trie of 64 bytes"),
+            "a charsmap without its NUL": (model(BASE, b"", field(2, 2, struct.pack(
+                "<I", 4) + b"\0\0\0\0ab")), "precompiled_charsmap: .* NUL"),
+            "a denormalizer": (model(BASE) + field(5, 2, field(2, 2, b"\x04\0\0\0\0\0\0\0a\0")),
+                               "denormalizer_spec"),
+            "a group": (good + varint(9 << 3 | 3), "wire type"),
+            "no pieces": (b"", "no pieces"),
+        }
+        with tempfile.TemporaryDirectory(prefix="hs_py_") as d:
+            path = os.path.join(d, "bad.model")
+            for what, (data, pattern) in cases.items():
+                with open(path, "wb") as f:
+                    f.write(data)
+                with self.assertRaisesRegex(hs.Error, pattern, msg=what) as cm:
+                    hs.Tokenizer.open(path)
+                self.assertIn(path, str(cm.exception), what)
+
+
+if __name__ == "__main__":
+    unittest.main()
