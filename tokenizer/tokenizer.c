@@ -80,6 +80,7 @@ void hs_tokenizer_free(hs_tokenizer *t)
     tk_mergemap_free(&t->merges);
     tk_wp_free(t->wp);
     tk_sp_free(t->sp);
+    tk_uni_free(t->uni);
     for (int i = 0; i < t->n_added; i++) {
         if (t->added[i].match.s != t->added[i].content.s)
             free(t->added[i].match.s);
@@ -87,9 +88,12 @@ void hs_tokenizer_free(hs_tokenizer *t)
     }
     free(t->added);
     tk_ac_free(&t->ac[0]), tk_ac_free(&t->ac[1]);
-    for (int i = 0; i < t->n_norm; i++)
+    for (int i = 0; i < t->n_norm; i++) {
         free(t->norm[i].a.s), free(t->norm[i].b.s), free(t->norm[i].where),
             tk_regex_free(&t->norm[i].re);
+        if (t->norm[i].cm)
+            tk_charsmap_free(t->norm[i].cm), free(t->norm[i].cm);
+    }
     free(t->norm);
     for (int i = 0; i < t->n_pre; i++)
         tk_regex_free(&t->pre[i].re), free(t->pre[i].where), free(t->pre[i].repl.s);
@@ -338,8 +342,9 @@ static int encode_pieces(const hs_tokenizer *t, tk_scratch *s, const char *p, si
         return HS_OK;
     int rc = tk_pretokenize(t, s, p, n, first, &pieces);
     for (size_t i = 0; !rc && i < pieces->n; i++)
-        rc = t->wp ? tk_wordpiece(t, s, pieces->p[i].p, pieces->p[i].n, out)
-                   : tk_bpe(t, s, pieces->p[i].p, pieces->p[i].n, out);
+        rc = t->wp    ? tk_wordpiece(t, s, pieces->p[i].p, pieces->p[i].n, out)
+             : t->uni ? tk_unigram(t, s, pieces->p[i].p, pieces->p[i].n, out)
+                      : tk_bpe(t, s, pieces->p[i].p, pieces->p[i].n, out);
     return rc;
 }
 

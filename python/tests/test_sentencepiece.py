@@ -1,4 +1,6 @@
-"""SentencePiece model files (SPEC §17) against sentencepiece itself
+"""SentencePiece model files and Unigram tokenizer.json files (SPEC §17).
+
+.model files against sentencepiece itself
 (Debian's python3-sentencepiece 0.1.97, scripts/setup): Unigram and BPE
 models trained here at several vocabulary sizes and normalisation settings
 (nmt_nfkc, identity, nfkc_cf, no dummy prefix, extra whitespace kept,
@@ -9,19 +11,33 @@ tokenizer.model / spiece.model is found; files whose protobuf is truncated,
 lies about its sizes or breaks sentencepiece's rules are refused naming the
 file and the field.
 
+tokenizer.json files with a Unigram model, made from the trained Unigram
+models as transformers' converters write them (T5's: Precompiled,
+WhitespaceSplit, Metaspace, `</s>` after; XLM-R's: Precompiled and
+Replace(" {2,}", " "), Metaspace, `<s> ... </s>`; the newer one with
+Strip(right)), against Hugging Face `tokenizers` itself (its Rust library
+through npm's `tokenizers`, tests/hf_tokenizers_oracle.js): ids with and
+without the special tokens and decoded text.
+
 Decoding is compared on ids without the <0x00> byte piece: the C decoder
 returns a NUL-terminated string (tokenizer.h), so a decoded NUL ends it."""
 
+import json
 import os
 import random
 import shutil
 import struct
+import subprocess
+import sys
 import tempfile
 import unittest
 
 import numpy as np
 
 from util import ROOT, hs
+
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from gen_spm_fixtures import charsmap_of, hf_json  # noqa: E402  (the converter, shared)
 
 try:
     import sentencepiece as spm
@@ -89,6 +105,10 @@ def random_texts(rng, alphabet, n):
                          for _ in range(rng.randrange(1, 10)))
         out.append(s)
     return out
+
+
+NPM = os.environ.get("HS_NPM_DIR") or os.path.join(ROOT, "build", "npm", "node_modules")
+HAVE_HF = os.path.isdir(os.path.join(NPM, "tokenizers")) and shutil.which("node")
 
 
 # ---- a protobuf writer for hand-made files ----
@@ -244,6 +264,8 @@ class SentencePieceModels(unittest.TestCase):
                                    r"pieces\[1\]\.type: a second unknown"),
             "a piece twice": (model(BASE + [piece("b", -5.0)]), r"pieces\[7\]\.piece: \"b\" is"),
             "an empty piece": (model(BASE + [piece("", -5.0)]), r"pieces\[7\]\.piece: empty"),
+            "a piece without its text": (model(BASE + [field(1, 2, field(2, 5, b"\0\0\0\0"))]),
+                                         r"pieces\[7\]\.piece: empty"),
             "a type past BYTE": (model(BASE + [piece("c", -5.0, 9)]), r"pieces\[7\]\.type"),
             "a byte piece without byte_fallback": (model(BASE + [piece("<0x41>", 0, 6)]),
                                                    "byte_fallback is false"),
@@ -269,6 +291,102 @@ class SentencePieceModels(unittest.TestCase):
                 with self.assertRaisesRegex(hs.Error, pattern, msg=what) as cm:
                     hs.Tokenizer.open(path)
                 self.assertIn(path, str(cm.exception), what)
+
+
+@unittest.skipIf(spm is None or not HAVE_HF,
+                 "python3-sentencepiece or npm's tokenizers is not installed (scripts/setup)")
+class UnigramTokenizerJson(unittest.TestCase):
+    """Unigram tokenizer.json files against HF tokenizers' Rust library."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="hs_py_")
+        train = os.path.join(cls.tmp.name, "train.txt")
+        with open(train, "w", encoding="utf-8") as f:
+            f.write(corpus())
+        cls.files = []
+        for name, kw, style in [("t5", dict(vocab_size=600), "t5"),
+                                ("xlmr", dict(vocab_size=1000, character_coverage=0.98), "xlmr"),
+                                ("cf", dict(vocab_size=500, normalization_rule_name="nfkc_cf"),
+                                 "strip")]:
+            prefix = os.path.join(cls.tmp.name, name)
+            spm.SentencePieceTrainer.train(input=train, model_prefix=prefix, minloglevel=2,
+                                           num_threads=2, model_type="unigram", **kw)
+            sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
+            path = prefix + ".json"
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(hf_json(sp, charsmap_of(prefix + ".model"), style), f)
+            cls.files.append((name, path, sp))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def oracle(self, path, texts, decode):
+        req = os.path.join(self.tmp.name, "req.json")
+        with open(req, "w", encoding="utf-8") as f:
+            json.dump({"tokenizer": path, "texts": texts, "decode": decode}, f)
+        out = subprocess.run(["node", os.path.join(ROOT, "tests", "hf_tokenizers_oracle.js"), NPM,
+                              req], capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)
+
+    def test_ids_and_decoding_equal_hf_tokenizers(self):
+        rng = random.Random(5)
+        alphabet = list("".join(SAMPLES)) + [" ", "  ", "\t", "\n", "\u3000", "\u00a0",
+                                             "\u2581", "e\u0301", "\ufb01", "\u2460"]
+        texts = SAMPLES + EDGES + ["\n".join(SAMPLES), corpus()[:8000]] + \
+            random_texts(rng, alphabet, 300)
+        for name, path, sp in self.files:
+            tok = hs.Tokenizer.open(path)
+            n = sp.get_piece_size()
+            ids = [[rng.randrange(n) for _ in range(rng.randrange(1, 10))] for _ in range(100)]
+            want = self.oracle(path, texts, ids)
+            for x, plain, special in zip(texts, want["plain"], want["special"]):
+                self.assertEqual(tok.encode(x, add_special=False).tolist(), plain,
+                                 "%s: %r" % (name, x[:60]))
+                self.assertEqual(tok.encode(x).tolist(), special, "%s: %r" % (name, x[:60]))
+            for i, d in zip(ids, want["decoded"]):
+                self.assertEqual(tok.decode(np.array(i, dtype=np.int32)), d, "%s: %s" % (name, i))
+            # where HF and sentencepiece agree (text without trailing
+            # whitespace), the file equals the .model it was made from
+            self.assertEqual(tok.encode(SAMPLES[0], add_special=False).tolist(),
+                             sp.encode(SAMPLES[0]))
+
+    def test_unigram_refusals_name_the_field(self):
+        base = {"model": {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0], ["a", -1.0]]}}
+        cases = [({"vocab": []}, "model.vocab: a non-empty array"),
+                 ({"vocab": [["<unk>", 0.0], ["a"]]}, r"model.vocab\[1\]: \[piece, score\]"),
+                 ({"vocab": [["<unk>", 0.0], ["", -1.0]]}, r"model.vocab\[1\]"),
+                 ({"vocab": [["<unk>", 0.0], ["a", -1.0], ["a", -2.0]]},
+                  r"model.vocab\[2\]: a piece that model.vocab holds twice"),
+                 ({"unk_id": 5}, "model.unk_id"),
+                 ({"unk_id": "0"}, "model.unk_id")]
+        with tempfile.TemporaryDirectory(prefix="hs_py_") as d:
+            path = os.path.join(d, "tokenizer.json")
+            for change, pattern in cases:
+                doc = json.loads(json.dumps(base))
+                doc["model"].update(change)
+                with open(path, "w") as f:
+                    json.dump(doc, f)
+                with self.assertRaisesRegex(hs.Error, pattern, msg=str(change)):
+                    hs.Tokenizer.open(path)
+            for norm, pattern in [({"type": "Precompiled", "precompiled_charsmap": "!!"},
+                                   "precompiled_charsmap: standard base64"),
+                                  ({"type": "Precompiled", "precompiled_charsmap": "AAAA"},
+                                   "precompiled_charsmap: 3 bytes")]:
+                doc = dict(base, normalizer=norm)
+                with open(path, "w") as f:
+                    json.dump(doc, f)
+                with self.assertRaisesRegex(hs.Error, pattern):
+                    hs.Tokenizer.open(path)
+            doc = dict(base)  # unk_id null: an uncovered character is an error naming the model
+            doc["model"] = dict(base["model"], unk_id=None)
+            with open(path, "w") as f:
+                json.dump(doc, f)
+            tok = hs.Tokenizer.open(path)
+            self.assertEqual(tok.encode("aa").tolist(), [1, 1])
+            with self.assertRaisesRegex(hs.Error, "model \\(Unigram\\).*no unk_id"):
+                tok.encode("ab")
 
 
 if __name__ == "__main__":
