@@ -120,6 +120,7 @@ typedef struct {
     size_t cap;    /* power of two, at least twice the edges */
     int32_t *id;   /* n_nodes */
     int32_t n_nodes;
+    int32_t root[256]; /* the root's children (-1 none): every walk's first step */
 } tk_trie;
 
 /* The precompiled_charsmap of a SentencePiece normalizer (tokenizer/spm.c):

@@ -48,6 +48,8 @@ int tk_trie_build(tk_trie *tr, const tk_str *keys, int n, const char *file, cons
     for (int i = 0; i < n; i++)
         if (keys[i].s)
             tr->id[insert(tr, keys[i].s, keys[i].n)] = i;
+    for (int b = 0; b < 256; b++)
+        tr->root[b] = tk_trie_child(tr, 0, (unsigned char)b);
     return HS_OK;
 }
 

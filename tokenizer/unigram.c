@@ -75,10 +75,9 @@ int tk_viterbi(const tk_lattice *m, tk_scratch *s, const char *x, size_t n, size
         const double here = best[at].score;
         const size_t mblen = tk_one_char(x + at, n - at);
         int single = 0;
-        int32_t node = 0;
-        size_t k = at;
-        while (k < n && (node = tk_trie_child(m->trie, node, (unsigned char)x[k])) >= 0) {
-            k++;
+        size_t k = at; /* node: the walk over x[at, k) */
+        for (int32_t node = m->trie->root[(unsigned char)x[k++]]; node >= 0;
+             node = k < n ? tk_trie_child(m->trie, node, (unsigned char)x[k++]) : -1) {
             const int32_t id = m->trie->id[node];
             const int type = id < 0 ? 0 : m->type ? m->type[id] : TK_SP_NORMAL;
             if (id < 0 || type == TK_SP_UNUSED)
@@ -91,7 +90,7 @@ int tk_viterbi(const tk_lattice *m, tk_scratch *s, const char *x, size_t n, size
             offer(m, &best[k], score + here, at, id);
             single |= k - at == mblen;
         }
-        if ((rc = tk_charge(s, k - at + 1, m->where)))
+        if ((rc = tk_charge(s, k - at, m->where)))
             return rc;
         if (!single) {
             lat_node *b = &best[at + mblen];

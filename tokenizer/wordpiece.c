@@ -55,7 +55,7 @@ int tk_wp_build(hs_tokenizer *t, const char *prefix, size_t max_chars)
         node = tk_trie_child(&wp->trie, node, (unsigned char)*p);
     wp->cont = node;
     for (int b = 0; b < 256; b++) {
-        wp->first[0][b] = tk_trie_child(&wp->trie, 0, (unsigned char)b);
+        wp->first[0][b] = wp->trie.root[b];
         wp->first[1][b] = node >= 0 ? tk_trie_child(&wp->trie, node, (unsigned char)b) : -1;
     }
     wp->max_chars = max_chars;
