@@ -38,7 +38,11 @@ int tk_scratch_grow(void **p, size_t *cap, size_t need, size_t size)
 {
     if (need <= *cap)
         return HS_OK;
-    size_t c = *cap ? *cap : 64;
+    /* the first size is the need itself: a call's scratch is then one block
+     * of the text's size, which malloc hands out again to the next call
+     * (its mmap threshold follows the blocks freed) instead of mapping fresh
+     * pages through a chain of doublings every call */
+    size_t c = *cap ? *cap : need;
     while (c < need)
         c *= 2;
     void *q = realloc(*p, c * size);
