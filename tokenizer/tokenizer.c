@@ -31,10 +31,9 @@ static void join(char *out, size_t cap, const char *dir, const char *name)
 }
 
 /* the SentencePiece model files a directory may hold in place of a
- * tokenizer.json, in the order they are looked for (Llama-2 / Mistral,
- * T5, XLM-R, Marian's source side) */
-static const char *const SPM_NAMES[] = { "tokenizer.model", "spiece.model",
-                                         "sentencepiece.bpe.model", "source.spm" };
+ * tokenizer.json whose ids are the model's, in the order they are looked
+ * for (Llama-2 / Mistral, T5) */
+static const char *const SPM_NAMES[] = { "tokenizer.model", "spiece.model" };
 
 /* the first SentencePiece model file in dir, into out; 0 none */
 static int spm_in(const char *dir, char *out, size_t cap)
@@ -52,6 +51,25 @@ static int spm_named(const char *path)
 {
     size_t n = strlen(path);
     return (n > 6 && !strcmp(path + n - 6, ".model")) || (n > 4 && !strcmp(path + n - 4, ".spm"));
+}
+
+/* The error of a directory without a tokenizer: the files whose ids are
+ * not the SentencePiece model's are named, with what to do instead */
+static int no_tokenizer(const char *dir)
+{
+    char a[4096];
+    join(a, sizeof a, dir, "source.spm");
+    if (is_file(a))
+        return hs_fail(HS_EIO, "%s: a Marian tokenizer (source.spm, target.spm, vocab.json: the "
+                       "ids are vocab.json's) is not read yet; --tokenizer %s gives "
+                       "sentencepiece's own ids", dir, a);
+    join(a, sizeof a, dir, "sentencepiece.bpe.model");
+    if (is_file(a))
+        return hs_fail(HS_EIO, "%s: sentencepiece.bpe.model's ids are fairseq's (XLM-R, mBART: "
+                       "shifted from sentencepiece's): give the directory a tokenizer.json; "
+                       "--tokenizer %s gives sentencepiece's own ids", dir, a);
+    return hs_fail(HS_EIO, "%s: no tokenizer.json, nor vocab.json with merges.txt, nor a "
+                   "SentencePiece model (tokenizer.model, spiece.model)", dir);
 }
 
 int hs_tokenizer_present(const char *dir)
@@ -181,9 +199,7 @@ int hs_tokenizer_open(hs_tokenizer **tok, const char *path)
             file = json;
         else if (!(gpt2 = is_file(vocab) && is_file(merges)) &&
                  !(spm = spm_in(path, json, sizeof json)))
-            return hs_fail(HS_EIO, "%s: no tokenizer.json, nor vocab.json with merges.txt, nor a "
-                           "SentencePiece model (tokenizer.model, spiece.model, "
-                           "sentencepiece.bpe.model, source.spm)", path);
+            return no_tokenizer(path);
         else if (spm)
             file = json;
     }

@@ -21,9 +21,11 @@ typedef struct hs_tokenizer hs_tokenizer;
 
 /* path is a tokenizer.json file, a directory holding tokenizer.json, or a
  * directory holding vocab.json + merges.txt (tokenizer.json preferred), or
- * such a vocab.json itself, or a SentencePiece file (*.model, *.spm) or a
- * directory holding one (tokenizer.model, spiece.model,
- * sentencepiece.bpe.model, source.spm: looked for last, in this order).
+ * such a vocab.json itself, or a SentencePiece file (*.model, *.spm: its
+ * own ids) or a directory holding tokenizer.model or spiece.model (looked
+ * for last, in this order). A directory whose SentencePiece file's ids are
+ * not the model's (Marian's source.spm with vocab.json, XLM-R's
+ * sentencepiece.bpe.model) is refused, saying so.
  * HS_EIO naming the file when none can be read; HS_EFORMAT naming the JSON
  * or protobuf field of anything malformed or unsupported. */
 int hs_tokenizer_open(hs_tokenizer **tok, const char *path);

@@ -13,7 +13,7 @@ from ._lib import check, enc, lib
 class Tokenizer:
     """Tokenizer.open(path): a tokenizer.json file, a directory holding one,
     a directory with vocab.json + merges.txt, or a SentencePiece .model file
-    (or a directory with tokenizer.model, spiece.model, ...)."""
+    (or a directory with tokenizer.model or spiece.model)."""
 
     def __init__(self, handle, path):
         self._h = ctypes.c_void_p(handle)

@@ -223,11 +223,21 @@ class SentencePieceModels(unittest.TestCase):
 
     def test_a_directory_holding_a_model_file(self):
         sp = spm.SentencePieceProcessor(model_file=self.paths["uni800ws"])
-        for fname in ["tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "source.spm"]:
+        for fname in ["tokenizer.model", "spiece.model"]:
             with tempfile.TemporaryDirectory(prefix="hs_py_") as d:
                 shutil.copy(self.paths["uni800ws"], os.path.join(d, fname))
                 tok = hs.Tokenizer.open(d)
                 self.assertEqual(tok.encode(SAMPLES[0]).tolist(), sp.encode(SAMPLES[0]), fname)
+        # ids that are not the model's (Marian's vocab.json, fairseq's shift):
+        # the directory is refused, the file itself read as sentencepiece's
+        for fname, why in [("source.spm", "Marian"), ("sentencepiece.bpe.model", "fairseq")]:
+            with tempfile.TemporaryDirectory(prefix="hs_py_") as d:
+                path = os.path.join(d, fname)
+                shutil.copy(self.paths["uni800ws"], path)
+                with self.assertRaisesRegex(hs.Error, why):
+                    hs.Tokenizer.open(d)
+                self.assertEqual(hs.Tokenizer.open(path).encode(SAMPLES[0]).tolist(),
+                                 sp.encode(SAMPLES[0]))
         with tempfile.TemporaryDirectory(prefix="hs_py_") as d:  # a tokenizer.json is preferred: a broken one is read, and refused
             shutil.copy(self.paths["uni400"], os.path.join(d, "tokenizer.model"))
             with open(os.path.join(d, "tokenizer.json"), "w") as f:
