@@ -6,7 +6,8 @@
  * error, and the paired jackknife of a difference between two runs. Cases:
  * binary, three classes, four classes with one never true, a perfect
  * classifier on five examples (a class vanishes from leave-one-out sets),
- * multi-label, and regression with ties in both outputs and targets. */
+ * multi-label, and regression with ties in both outputs and targets. And
+ * SPEC §17's corpus BLEU on a small corpus. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 
 #include <CUnit/CUnit.h>
 
+#include "bleu.h"
 #include "runner.h"
 #include "task_metrics.h"
 
@@ -104,11 +106,41 @@ static void test_metrics_per_problem_type(void)
     CU_ASSERT(close_to(v, 1) && isnan(se)); /* one example left: no correlation */
 }
 
+/* Corpus BLEU (bleu.h) under the sanitizers: the 13a tokens and the
+ * statistics of a small corpus, as the plain-Python reimplementation of
+ * sacreBLEU in python/tests/test_bleu.py computes them (its oracle(), run on
+ * these three pairs: 32.07318193985871 from these counts; that suite
+ * compares to the last bit on random corpora). */
+static void test_bleu_of_a_small_corpus(void)
+{
+    const char *hyps[] = { "The cat, e.g. 3.14 sat-on the mat.",
+                           "&amp; 10-20 \xe6\x9d\xb1\xe4\xba\xac na\xc3\xafve end.", "q" };
+    const char *refs[] = { "The cat 3.14 sat on the mat .",
+                           "&amp; 10-20 \xe6\x9d\xb1\xe4\xba\xac naive end.", "q r" };
+    char *t = hs_bleu_tokenize(hyps[0]);
+    CU_ASSERT_STRING_EQUAL(t, "The cat , e . g . 3.14 sat-on the mat .");
+    free(t);
+    t = hs_bleu_tokenize(hyps[1]);
+    CU_ASSERT_STRING_EQUAL(t, "& 10 - 20 \xe6\x9d\xb1\xe4\xba\xac na\xc3\xafve end .");
+    free(t);
+    hs_bleu b;
+    CU_ASSERT_EQUAL_FATAL(hs_bleu_corpus(hyps, refs, 3, &b), HS_OK);
+    const long long correct[] = { 14, 8, 4, 2 }, total[] = { 21, 18, 16, 14 };
+    for (int k = 0; k < HS_BLEU_ORDER; k++)
+        CU_ASSERT(b.correct[k] == correct[k] && b.total[k] == total[k]);
+    CU_ASSERT(b.sys_len == 21 && b.ref_len == 18);
+    CU_ASSERT(fabs(b.score - 32.07318193985871) < 1e-12);
+    const char *bad[] = { "\xff" };
+    CU_ASSERT_EQUAL(hs_bleu_corpus(bad, refs, 1, &b), HS_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "segment 0's hypothesis"));
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
         { "test_metrics_match_the_oracle", test_metrics_match_the_oracle },
         { "test_metrics_per_problem_type", test_metrics_per_problem_type },
+        { "test_bleu_of_a_small_corpus", test_bleu_of_a_small_corpus },
     };
     return hs_run_tests("task_metrics_" HS_REAL_NAME, tests, HS_NTESTS(tests));
 }
