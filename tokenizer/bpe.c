@@ -13,7 +13,6 @@
 
 #include "tok_internal.h"
 
-#define CACHE_MAX_KEY 64
 #define CACHE_MAX_ENTRIES (1u << 20)
 
 static int cand_less(const tk_cand *a, const tk_cand *b)
@@ -57,7 +56,7 @@ static tk_cand heap_pop(tk_cand *h, size_t *n)
 
 /* ---- the cache ---- */
 
-static tk_cached *cache_find(tk_scratch *s, const char *w, size_t n, uint64_t h)
+tk_cached *tk_cache_find(tk_scratch *s, const char *w, size_t n, uint64_t h)
 {
     if (!s->cache_cap)
         return NULL;
@@ -92,14 +91,14 @@ static int cache_grow(tk_scratch *s)
     return HS_OK;
 }
 
-static int cache_put(tk_scratch *s, const char *w, size_t n, uint64_t h, const int32_t *ids,
-                     size_t nids)
+int tk_cache_put(tk_scratch *s, const char *w, size_t n, uint64_t h, const int32_t *ids,
+                 size_t nids)
 {
     if (s->cache_n >= CACHE_MAX_ENTRIES)
         return HS_OK;
     if (2 * (s->cache_n + 1) > s->cache_cap && cache_grow(s))
         return HS_ENOMEM;
-    tk_cached *e = cache_find(s, w, n, h);
+    tk_cached *e = tk_cache_find(s, w, n, h);
     if (e->key_n != UINT32_MAX)
         return HS_OK;
     size_t key_off = s->cache_keys.n, ids_off = s->cache_ids.n;
@@ -174,16 +173,16 @@ int tk_bpe(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids
     if (!n)
         return HS_OK;
     uint64_t h = 0;
-    if (n <= CACHE_MAX_KEY) {
+    if (n <= TK_CACHE_MAX_KEY) {
         h = tk_hash(w, n);
-        tk_cached *e = cache_find(s, w, n, h);
+        tk_cached *e = tk_cache_find(s, w, n, h);
         if (e && e->key_n != UINT32_MAX) /* a cached empty result: no ids, maybe no array */
             return e->ids_n ? tk_ids_add(out, s->cache_ids.p + e->ids_off, e->ids_n) : HS_OK;
     }
     if (t->ignore_merges) {
         int32_t id = tk_strmap_get(&t->vocab, w, n);
         if (id >= 0)
-            return tk_ids_add(out, &id, 1) || (n <= CACHE_MAX_KEY && cache_put(s, w, n, h, &id, 1));
+            return tk_ids_add(out, &id, 1) || (n <= TK_CACHE_MAX_KEY && tk_cache_put(s, w, n, h, &id, 1));
     }
     /* at most one symbol per byte (byte fallback: one per byte of a character);
      * O(m log m) in the heap, charged m */
@@ -231,7 +230,7 @@ int tk_bpe(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids
             return HS_ENOMEM;
     /* out->p is still NULL when no id came of any pre-token so far (bytes
      * outside the vocabulary, no unknown token) */
-    if (n <= CACHE_MAX_KEY)
-        return cache_put(s, w, n, h, out->n > first ? out->p + first : NULL, out->n - first);
+    if (n <= TK_CACHE_MAX_KEY)
+        return tk_cache_put(s, w, n, h, out->n > first ? out->p + first : NULL, out->n - first);
     return HS_OK;
 }

@@ -17,7 +17,10 @@
  *   BPE         characters (user-defined pieces whole and never merged)
  *               merged pairwise, the pair whose merged piece scores highest
  *               first, the leftmost on ties; an UNUSED merged piece is split
- *               back into the two it was made of
+ *               back into the two it was made of. When no piece holds a
+ *               space after another character and none is UNUSED (the real
+ *               models), no merge joins two words: the text is merged word
+ *               by word, each word's result cached for the call
  *   then        an unknown piece becomes its bytes' <0xAB> pieces with
  *               byte_fallback, else a run of unknown pieces is one unknown
  *
@@ -226,12 +229,14 @@ static int resegment(bpe_ctx *c, uint32_t start, uint32_t len, size_t *m, int de
     return rc;
 }
 
-static int bpe(const hs_tokenizer *t, tk_scratch *s, const char *x, size_t n, size_t *nseg)
+/* the merges of x[a, b), its segments appended from uni_segs[*nseg] */
+static int bpe(const hs_tokenizer *t, tk_scratch *s, const char *x, size_t a, size_t b,
+               size_t *nseg)
 {
     const tk_sp *sp = t->sp;
     bpe_ctx c = { t, s, x, NULL, NULL, 0 };
     size_t m = 0;
-    int rc = tk_scratch_grow(&s->sp_syms, &s->sp_syms_cap, n, sizeof(sp_sym));
+    int rc = tk_scratch_grow(&s->sp_syms, &s->sp_syms_cap, b - a, sizeof(sp_sym));
     if (!rc && sp->n_unused) {
         rc = tk_scratch_grow(&s->sp_rev, &s->sp_rev_cap, (size_t)t->n_ids, sizeof(int32_t));
         for (int i = 0; !rc && i < t->n_ids; i++)
@@ -241,12 +246,12 @@ static int bpe(const hs_tokenizer *t, tk_scratch *s, const char *x, size_t n, si
         return rc;
     c.sym = s->sp_syms;
     c.rev = sp->n_unused ? s->sp_rev : NULL;
-    for (size_t at = 0; at < n; m++) {
-        size_t k = user_prefix(sp, x + at, n - at);
-        c.sym[m] = (sp_sym){ (uint32_t)at, (uint32_t)(k ? k : tk_one_char(x + at, n - at)),
+    for (size_t at = a; at < b; m++) {
+        size_t k = user_prefix(sp, x + at, b - at);
+        c.sym[m] = (sp_sym){ (uint32_t)at, (uint32_t)(k ? k : tk_one_char(x + at, b - at)),
                              (int32_t)m - 1, -1, k > 0 };
         at += c.sym[m].len;
-        if (at < n)
+        if (at < b)
             c.sym[m].next = (int32_t)m + 1;
     }
     for (size_t i = 1; !rc && i < m; i++)
@@ -265,10 +270,62 @@ static int bpe(const hs_tokenizer *t, tk_scratch *s, const char *x, size_t n, si
         if (!rc)
             rc = push_pair(&c, top.left, l->next);
     }
-    size_t k = 0;
     for (int32_t i = m ? 0 : -1; !rc && i >= 0; i = c.sym[i].next)
-        rc = resegment(&c, c.sym[i].start, c.sym[i].len, &k, 0);
-    *nseg = k;
+        rc = resegment(&c, c.sym[i].start, c.sym[i].len, nseg, 0);
+    return rc;
+}
+
+/* The end of the word at x[a, n): before the next space (U+2581, or ' '
+ * without escape_whitespaces) that follows another character. */
+static size_t word_end(const tk_sp *sp, const char *x, size_t a, size_t n)
+{
+    const char *space = sp->escape_ws ? SPACE : " ";
+    const size_t sn = sp->escape_ws ? 3 : 1;
+    size_t i = a;
+    while (i + sn <= n && !memcmp(x + i, space, sn)) /* the word's leading spaces */
+        i += sn;
+    for (; i < n; i++)
+        if (i + sn <= n && !memcmp(x + i, space, sn))
+            return i;
+    return n;
+}
+
+/* BPE word by word (sp->by_words: no merge can join two words, so each
+ * word's merges are the whole text's), each word's segments (id, length)
+ * cached for the rest of the call as HF's BPE caches its pre-tokens */
+static int bpe_words(const hs_tokenizer *t, tk_scratch *s, const char *x, size_t n,
+                     size_t *nseg)
+{
+    int rc = HS_OK;
+    for (size_t a = 0, b; !rc && a < n; a = b) {
+        b = word_end(t->sp, x, a, n);
+        const uint64_t h = b - a <= TK_CACHE_MAX_KEY ? tk_hash(x + a, b - a) : 0;
+        const tk_cached *e = b - a <= TK_CACHE_MAX_KEY ? tk_cache_find(s, x + a, b - a, h) : NULL;
+        if (e && e->key_n != UINT32_MAX) { /* cached: (id, length) pairs */
+            const int32_t *v = s->cache_ids.p + e->ids_off;
+            if ((rc = tk_scratch_grow(&s->uni_segs, &s->uni_segs_cap, *nseg + e->ids_n / 2,
+                                      sizeof(tk_seg))))
+                break;
+            uint32_t at = (uint32_t)a;
+            for (uint32_t k = 0; k < e->ids_n; k += 2) {
+                const tk_seg g = { at, at + (uint32_t)v[k + 1], v[k] };
+                ((tk_seg *)s->uni_segs)[(*nseg)++] = g;
+                at = g.end;
+            }
+            rc = tk_charge(s, b - a, t->where_model);
+            continue;
+        }
+        const size_t first = *nseg;
+        if ((rc = bpe(t, s, x, a, b, nseg)) || b - a > TK_CACHE_MAX_KEY)
+            continue;
+        int32_t v[2 * TK_CACHE_MAX_KEY]; /* a word of at most 64 bytes: as many segments */
+        const tk_seg *seg = s->uni_segs;
+        for (size_t k = first; k < *nseg; k++) {
+            v[2 * (k - first)] = seg[k].id;
+            v[2 * (k - first) + 1] = (int32_t)(seg[k].end - seg[k].start);
+        }
+        rc = tk_cache_put(s, x + a, b - a, h, v, 2 * (*nseg - first));
+    }
     return rc;
 }
 
@@ -283,7 +340,9 @@ int tk_sp_encode(const hs_tokenizer *t, tk_scratch *s, const char *text, size_t 
     if (norm->n > UINT32_MAX / 2)
         return hs_fail(HS_EINVAL, "%s: a text of %zu normalized bytes: at most %u are encoded",
                        t->path, norm->n, UINT32_MAX / 2);
-    rc = sp->bpe ? bpe(t, s, norm->p, norm->n, &m) : unigram(t, s, norm->p, norm->n, &m);
+    rc = !sp->bpe        ? unigram(t, s, norm->p, norm->n, &m)
+         : sp->by_words ? bpe_words(t, s, norm->p, norm->n, &m)
+                        : bpe(t, s, norm->p, 0, norm->n, &m);
     const tk_seg *seg = s->uni_segs;
     int prev_unk = 0;
     for (size_t i = 0; !rc && i < m; i++) {

@@ -148,6 +148,8 @@ typedef struct {
     tk_trie pieces;          /* the NORMAL, USER_DEFINED and UNUSED pieces */
     tk_trie user;            /* the USER_DEFINED pieces */
     int n_user, n_unused;
+    int by_words;            /* BPE may run word by word: no piece holds a space after
+                                another character, and none is UNUSED (spm_encode.c) */
     tk_charsmap cm;
     tk_str unk_surface;      /* what the unknown piece decodes to */
 } tk_sp;
@@ -376,6 +378,14 @@ int tk_normalize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t n
 /* the pre-tokens of a normalized segment (valid until the next call) */
 int tk_pretokenize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t n, int first,
                    tk_pieces **out);
+/* The per-call cache of pre-tokens' ids (tokenizer/bpe.c): the entry of
+ * w[0, n) (hash h = tk_hash(w, n)), empty (key_n UINT32_MAX) when absent,
+ * or NULL before the first put; tk_cache_put adds one (up to a bound of
+ * entries; HS_ENOMEM). Keys of at most TK_CACHE_MAX_KEY bytes. */
+#define TK_CACHE_MAX_KEY 64
+tk_cached *tk_cache_find(tk_scratch *s, const char *w, size_t n, uint64_t h);
+int tk_cache_put(tk_scratch *s, const char *w, size_t n, uint64_t h, const int32_t *ids,
+                 size_t nids);
 /* appends the BPE ids of one pre-token */
 int tk_bpe(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids *out);
 /* a pre-token piece (tokenizer/pretok.c; nothing for an empty one) */

@@ -79,6 +79,8 @@ MODELS = {
                          character_coverage=0.99),
     "bpe1200ud": dict(model_type="bpe", vocab_size=1200, user_defined_symbols=["<mask>", "ab"],
                       add_dummy_prefix=False, normalization_rule_name="nfkc_cf"),
+    # pieces across words ("e\u2581t"): merged over the whole text, not word by word
+    "bpe600span": dict(model_type="bpe", vocab_size=600, split_by_whitespace=False),
 }
 
 
@@ -246,15 +248,18 @@ class SentencePieceModels(unittest.TestCase):
                 hs.Tokenizer.open(d)
 
     def test_a_hand_made_model_equals_sentencepiece(self):
-        for trainer in [field(3, 0, varint(1)), field(3, 0, varint(2))]:  # UNIGRAM, BPE
-            data = model(BASE, trainer)
+        # UNIGRAM, BPE, and BPE with an UNUSED piece (split back as it was merged)
+        for trainer, extra in [(field(3, 0, varint(1)), []), (field(3, 0, varint(2)), []),
+                               (field(3, 0, varint(2)), [piece("ba", -0.5, 5),
+                                                         piece("\u2581aba", -0.2)])]:
+            data = model(BASE + extra, trainer)
             sp = spm.SentencePieceProcessor(model_proto=data)
             with tempfile.TemporaryDirectory(prefix="hs_py_") as d:
                 path = os.path.join(d, "m.model")
                 with open(path, "wb") as f:
                     f.write(data)
                 tok = hs.Tokenizer.open(path)
-                for x in ["ab", "a b ab", "ba", "abc", "  a  ", "<s>"]:
+                for x in ["ab", "a b ab", "ba", "abc", "  a  ", "<s>", "aba ba ab aba"]:
                     self.assertEqual(tok.encode(x).tolist(), sp.encode(x), (trainer, x))
                     self.assertEqual(tok.decode(np.array(sp.encode(x), dtype=np.int32)),
                                      sp.decode(sp.encode(x)))
