@@ -234,3 +234,34 @@ int tk_bpe(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids
         return tk_cache_put(s, w, n, h, out->n > first ? out->p + first : NULL, out->n - first);
     return HS_OK;
 }
+
+size_t tk_word_end(const char *x, size_t a, size_t n, const char *space, size_t sn)
+{
+    size_t i = a;
+    while (i + sn <= n && !memcmp(x + i, space, sn)) /* the word's leading spaces */
+        i += sn;
+    for (; i + sn <= n; i++)
+        if (!memcmp(x + i, space, sn))
+            return i;
+    return n;
+}
+
+int tk_bpe_words(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids *out)
+{
+    int rc = HS_OK;
+    for (size_t a = 0, b; !rc && a < n; a = b) {
+        b = tk_word_end(w, a, n, "\xe2\x96\x81", 3);
+        rc = tk_bpe(t, s, w + a, b - a, out);
+    }
+    return rc;
+}
+
+int tk_no_joined_words(const tk_str *strs, int n, const char *space, size_t sn)
+{
+    for (int i = 0; i < n; i++)
+        for (size_t k = 1; strs[i].s && k + sn <= strs[i].n; k++)
+            if (!memcmp(strs[i].s + k, space, sn) &&
+                (k < sn || memcmp(strs[i].s + k - sn, space, sn)))
+                return 0;
+    return 1;
+}

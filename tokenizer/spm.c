@@ -473,13 +473,7 @@ static int build(hs_tokenizer *t, const sp_file *f)
      * (a merge joining two words) and no UNUSED piece (whose split back
      * depends on every merge of the text) */
     const char *space = sp->escape_ws ? "\xe2\x96\x81" : " ";
-    const size_t sn = strlen(space);
-    sp->by_words = !sp->n_unused;
-    for (int i = 0; !rc && sp->by_words && i < f->n; i++)
-        for (size_t k = 1; model[i].s && k + sn <= model[i].n; k++)
-            if (!memcmp(model[i].s + k, space, sn) &&
-                (k < sn || memcmp(model[i].s + k - sn, space, sn)))
-                sp->by_words = 0;
+    sp->by_words = !rc && !sp->n_unused && tk_no_joined_words(model, f->n, space, strlen(space));
     if (!rc)
         rc = tk_trie_build(&sp->pieces, model, f->n, t->path, "pieces");
     if (!rc)

@@ -275,21 +275,6 @@ static int bpe(const hs_tokenizer *t, tk_scratch *s, const char *x, size_t a, si
     return rc;
 }
 
-/* The end of the word at x[a, n): before the next space (U+2581, or ' '
- * without escape_whitespaces) that follows another character. */
-static size_t word_end(const tk_sp *sp, const char *x, size_t a, size_t n)
-{
-    const char *space = sp->escape_ws ? SPACE : " ";
-    const size_t sn = sp->escape_ws ? 3 : 1;
-    size_t i = a;
-    while (i + sn <= n && !memcmp(x + i, space, sn)) /* the word's leading spaces */
-        i += sn;
-    for (; i < n; i++)
-        if (i + sn <= n && !memcmp(x + i, space, sn))
-            return i;
-    return n;
-}
-
 /* BPE word by word (sp->by_words: no merge can join two words, so each
  * word's merges are the whole text's), each word's segments (id, length)
  * cached for the rest of the call as HF's BPE caches its pre-tokens */
@@ -298,7 +283,7 @@ static int bpe_words(const hs_tokenizer *t, tk_scratch *s, const char *x, size_t
 {
     int rc = HS_OK;
     for (size_t a = 0, b; !rc && a < n; a = b) {
-        b = word_end(t->sp, x, a, n);
+        b = t->sp->escape_ws ? tk_word_end(x, a, n, SPACE, 3) : tk_word_end(x, a, n, " ", 1);
         const uint64_t h = b - a <= TK_CACHE_MAX_KEY ? tk_hash(x + a, b - a) : 0;
         const tk_cached *e = b - a <= TK_CACHE_MAX_KEY ? tk_cache_find(s, x + a, b - a, h) : NULL;
         if (e && e->key_n != UINT32_MAX) { /* cached: (id, length) pairs */

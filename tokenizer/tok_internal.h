@@ -200,6 +200,7 @@ struct hs_tokenizer {
     int16_t cp_byte[512];  /* ByteLevel's code point -> byte (-1 outside the alphabet) */
     int32_t byte_id[256];  /* byte-level: the id of each byte; byte_fallback: <0xAB> ids (-1 none) */
     int byte_fallback, fuse_unk, ignore_merges;
+    int bpe_words;      /* BPE without a pre-tokenizer merges by U+2581 words (tk_bpe_words) */
     int32_t unk;        /* -1 none */
     unsigned char *is_special; /* n_ids: 1 for special added tokens, 2 for other added tokens */
     tk_added *added;
@@ -386,6 +387,15 @@ int tk_pretokenize(const hs_tokenizer *t, tk_scratch *s, const char *seg, size_t
 tk_cached *tk_cache_find(tk_scratch *s, const char *w, size_t n, uint64_t h);
 int tk_cache_put(tk_scratch *s, const char *w, size_t n, uint64_t h, const int32_t *ids,
                  size_t nids);
+/* The end of the word at x[a, n): before the next space (space[0, sn))
+ * that follows another character. */
+size_t tk_word_end(const char *x, size_t a, size_t n, const char *space, size_t sn);
+/* tk_bpe of each U+2581 word of a pre-token in turn (t->bpe_words: no merge
+ * can join two words, so the merges of the whole are the words') */
+int tk_bpe_words(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids *out);
+/* 1 when no string of strs[0, n) (NULL ones skipped) holds space[0, sn)
+ * after another character: no merge or piece joins two words */
+int tk_no_joined_words(const tk_str *strs, int n, const char *space, size_t sn);
 /* appends the BPE ids of one pre-token */
 int tk_bpe(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids *out);
 /* a pre-token piece (tokenizer/pretok.c; nothing for an empty one) */

@@ -163,6 +163,16 @@ static int added_matches(hs_tokenizer *t)
  * <0xAB> ids (byte fallback), the byte-level alphabet */
 static void derive(hs_tokenizer *t)
 {
+    /* a BPE without a pre-tokenizer (Llama-2 style) merges each stretch as
+     * one word, as HF; when no vocabulary string joins two U+2581 words, a
+     * merge never crosses from one to the next, so it may run word by word
+     * (each cached) with the same result. Not with ignore_merges (the whole
+     * stretch looked up first), nor when fused unknown characters could run
+     * across a word's start (U+2581 itself unknown). */
+    t->bpe_words = !t->wp && !t->uni && !t->sp && !t->byte_level && !t->n_pre &&
+                   !t->ignore_merges &&
+                   (!t->fuse_unk || tk_strmap_get(&t->vocab, "\xe2\x96\x81", 3) >= 0) &&
+                   tk_no_joined_words(t->raw, t->n_ids, "\xe2\x96\x81", 3);
     for (int cp = 0; cp < 512; cp++)
         t->cp_byte[cp] = (int16_t)tk_cp_to_byte((uint32_t)cp);
     for (int b = 0; b < 256; b++) {
@@ -358,9 +368,10 @@ static int encode_pieces(const hs_tokenizer *t, tk_scratch *s, const char *p, si
         return HS_OK;
     int rc = tk_pretokenize(t, s, p, n, first, &pieces);
     for (size_t i = 0; !rc && i < pieces->n; i++)
-        rc = t->wp    ? tk_wordpiece(t, s, pieces->p[i].p, pieces->p[i].n, out)
-             : t->uni ? tk_unigram(t, s, pieces->p[i].p, pieces->p[i].n, out)
-                      : tk_bpe(t, s, pieces->p[i].p, pieces->p[i].n, out);
+        rc = t->wp          ? tk_wordpiece(t, s, pieces->p[i].p, pieces->p[i].n, out)
+             : t->uni       ? tk_unigram(t, s, pieces->p[i].p, pieces->p[i].n, out)
+             : t->bpe_words ? tk_bpe_words(t, s, pieces->p[i].p, pieces->p[i].n, out)
+                            : tk_bpe(t, s, pieces->p[i].p, pieces->p[i].n, out);
     return rc;
 }
 
