@@ -95,6 +95,18 @@ def corpus():
     return "".join(text)[:60000] + ("\n".join(SAMPLES) + "\n") * 20
 
 
+def train(tmp, name, **kw):
+    """The .model file of the trainer's options kw, trained on corpus() in tmp."""
+    text = os.path.join(tmp, "train.txt")
+    if not os.path.exists(text):
+        with open(text, "w", encoding="utf-8") as f:
+            f.write(corpus())
+    prefix = os.path.join(tmp, name)
+    spm.SentencePieceTrainer.train(input=text, model_prefix=prefix, minloglevel=2, num_threads=2,
+                                   **kw)
+    return prefix + ".model"
+
+
 def random_texts(rng, alphabet, n):
     out = []
     for _ in range(n):
@@ -151,16 +163,8 @@ class SentencePieceModels(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="hs_py_")
-        train = os.path.join(cls.tmp.name, "train.txt")
-        with open(train, "w", encoding="utf-8") as f:
-            f.write(corpus())
         cls.doc = corpus()[:20000]
-        cls.paths = {}
-        for name, kw in MODELS.items():
-            prefix = os.path.join(cls.tmp.name, name)
-            spm.SentencePieceTrainer.train(input=train, model_prefix=prefix, minloglevel=2,
-                                           num_threads=2, **kw)
-            cls.paths[name] = prefix + ".model"
+        cls.paths = {name: train(cls.tmp.name, name, **kw) for name, kw in MODELS.items()}
 
     @classmethod
     def tearDownClass(cls):
@@ -316,22 +320,16 @@ class UnigramTokenizerJson(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="hs_py_")
-        train = os.path.join(cls.tmp.name, "train.txt")
-        with open(train, "w", encoding="utf-8") as f:
-            f.write(corpus())
         cls.files = []
         for name, kw, style in [("t5", dict(vocab_size=600), "t5"),
                                 ("xlmr", dict(vocab_size=1000, character_coverage=0.98), "xlmr"),
                                 ("cf", dict(vocab_size=500, normalization_rule_name="nfkc_cf"),
                                  "strip")]:
-            prefix = os.path.join(cls.tmp.name, name)
-            spm.SentencePieceTrainer.train(input=train, model_prefix=prefix, minloglevel=2,
-                                           num_threads=2, model_type="unigram", **kw)
-            sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
-            path = prefix + ".json"
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(hf_json(sp, charsmap_of(prefix + ".model"), style), f)
-            cls.files.append((name, path, sp))
+            path = train(cls.tmp.name, name, model_type="unigram", **kw)
+            sp = spm.SentencePieceProcessor(model_file=path)
+            with open(path[:-len(".model")] + ".json", "w", encoding="utf-8") as f:
+                json.dump(hf_json(sp, charsmap_of(path), style), f)
+            cls.files.append((name, path[:-len(".model")] + ".json", sp))
 
     @classmethod
     def tearDownClass(cls):
