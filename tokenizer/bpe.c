@@ -250,7 +250,7 @@ int tk_bpe_words(const hs_tokenizer *t, tk_scratch *s, const char *w, size_t n, 
 {
     int rc = HS_OK;
     for (size_t a = 0, b; !rc && a < n; a = b) {
-        b = tk_word_end(w, a, n, "\xe2\x96\x81", 3);
+        b = tk_word_end(w, a, n, TK_SPACE, 3);
         rc = tk_bpe(t, s, w + a, b - a, out);
     }
     return rc;

@@ -274,7 +274,7 @@ int tkj_read_pre(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
         }
     } else if (type && !strcmp(type, "Metaspace")) {
         p.type = TK_METASPACE;
-        rc = get_char(c, o, "replacement", "\xe2\x96\x81", &p.repl);
+        rc = get_char(c, o, "replacement", TK_SPACE, &p.repl);
         if (!rc && !(p.where = step_where(c, "Metaspace", NULL)))
             rc = HS_ENOMEM;
         if (!rc)
@@ -320,7 +320,7 @@ int tkj_read_dec(tkj_ctx *c, const cJSON *o, hs_tokenizer *t)
         d.type = TK_D_FUSE;
     else if (type && !strcmp(type, "Metaspace")) {
         d.type = TK_D_METASPACE;
-        rc = get_char(c, o, "replacement", "\xe2\x96\x81", &d.a);
+        rc = get_char(c, o, "replacement", TK_SPACE, &d.a);
         if (!rc)
             rc = read_metaspace_scheme(c, o, &d.start);
     } else if (type && !strcmp(type, "Strip")) {

@@ -112,6 +112,13 @@ static int pb_want(const pb_in *b, const char *field, int wire, int want)
     return pb_bad(b, field, what);
 }
 
+/* a length-delimited field's bytes, its wire type checked */
+static int read_bytes(pb_in *m, const char *field, int wire, pb_in *out)
+{
+    int rc = pb_want(m, field, wire, 2);
+    return rc ? rc : pb_bytes(m, field, out);
+}
+
 /* ---- reading the ModelProto ---- */
 
 typedef struct {
@@ -157,7 +164,7 @@ static int read_piece(pb_in *m, sp_file *f, const char *file)
         pb_in s;
         if (num == 1) {
             snprintf(field, sizeof field, "pieces[%d].piece", i);
-            if ((rc = pb_want(m, field, wire, 2)) || (rc = pb_bytes(m, field, &s)))
+            if ((rc = read_bytes(m, field, wire, &s)))
                 return rc;
             f->piece[i] = (tk_str){ (char *)s.p, (size_t)(s.end - s.p) };
         } else if (num == 2) {
@@ -206,8 +213,7 @@ static int read_trainer(pb_in *m, sp_file *f)
         else if (num == 24)
             rc = read_int(m, "trainer_spec.treat_whitespace_as_suffix", wire, &f->ws_suffix);
         else if (num == 44) {
-            if (!(rc = pb_want(m, "trainer_spec.unk_surface", wire, 2)) &&
-                !(rc = pb_bytes(m, "trainer_spec.unk_surface", &s)))
+            if (!(rc = read_bytes(m, "trainer_spec.unk_surface", wire, &s)))
                 f->unk_surface = (tk_str){ (char *)s.p, (size_t)(s.end - s.p) };
         } else
             rc = pb_skip(m, "trainer_spec", wire);
@@ -228,7 +234,7 @@ static int read_normalizer(pb_in *m, sp_file *f, int denormalizer)
         pb_in s;
         if (num == 2) {
             snprintf(field, sizeof field, "%s.precompiled_charsmap", msg);
-            if ((rc = pb_want(m, field, wire, 2)) || (rc = pb_bytes(m, field, &s)))
+            if ((rc = read_bytes(m, field, wire, &s)))
                 return rc;
             if (denormalizer)
                 f->denormalizer |= s.p < s.end;
@@ -242,8 +248,7 @@ static int read_normalizer(pb_in *m, sp_file *f, int denormalizer)
             rc = read_int(m, field, wire, denormalizer ? &ignored : to[num - 3]);
         } else if (num == 6 && denormalizer) {
             /* rules as TSV text: a denormalizer that does something */
-            if (!(rc = pb_want(m, "denormalizer_spec.normalization_rule_tsv", wire, 2)) &&
-                !(rc = pb_bytes(m, "denormalizer_spec.normalization_rule_tsv", &s)))
+            if (!(rc = read_bytes(m, "denormalizer_spec.normalization_rule_tsv", wire, &s)))
                 f->denormalizer |= s.p < s.end;
         } else
             rc = pb_skip(m, msg, wire);
@@ -270,7 +275,7 @@ static int read_proto(pb_in *b, sp_file *f)
                 return rc;
             continue;
         }
-        if ((rc = pb_want(b, msg, wire, 2)) || (rc = pb_bytes(b, msg, &m)))
+        if ((rc = read_bytes(b, msg, wire, &m)))
             return rc;
         rc = num == 1   ? read_piece(&m, f, b->file)
              : num == 2 ? read_trainer(&m, f)
@@ -472,8 +477,7 @@ static int build(hs_tokenizer *t, const sp_file *f)
     /* word by word needs no piece with a space after another character
      * (a merge joining two words) and no UNUSED piece (whose split back
      * depends on every merge of the text) */
-    const char *space = sp->escape_ws ? "\xe2\x96\x81" : " ";
-    sp->by_words = !rc && !sp->n_unused && tk_no_joined_words(model, f->n, space, strlen(space));
+    sp->by_words = !rc && !sp->n_unused && tk_no_joined_words(model, f->n, sp->space, sp->space_n);
     if (!rc)
         rc = tk_trie_build(&sp->pieces, model, f->n, t->path, "pieces");
     if (!rc)
@@ -514,6 +518,8 @@ int tk_load_spm(hs_tokenizer *t, const char *file)
         t->sp->dummy_prefix = f.dummy_prefix != 0;
         t->sp->extra_ws = f.extra_ws != 0;
         t->sp->escape_ws = f.escape_ws != 0;
+        t->sp->space = t->sp->escape_ws ? TK_SPACE : " ";
+        t->sp->space_n = strlen(t->sp->space);
         rc = build(t, &f);
     }
     if (!rc && f.charsmap.p < f.charsmap.end)

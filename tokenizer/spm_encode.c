@@ -36,8 +36,6 @@
 /* sentencepiece's score for an unknown character: min_score - kUnkPenalty */
 #define SP_UNK_PENALTY 10.0f
 
-static const char SPACE[] = "\xe2\x96\x81"; /* U+2581, the escaped space */
-
 /* ---- encoding ---- */
 
 /* the longest user-defined piece at s, 0 none */
@@ -92,8 +90,8 @@ static int sp_normalize(const hs_tokenizer *t, tk_scratch *s, const char *in, si
         }
     if (!n)
         return HS_OK;
-    const size_t space_n = sp->escape_ws ? 3 : 1;
-    const char *space = sp->escape_ws ? SPACE : " ";
+    const size_t space_n = sp->space_n;
+    const char *space = sp->space;
     int rc = sp->dummy_prefix ? tk_buf_add(out, space, space_n) : HS_OK;
     int prev_space = sp->extra_ws;
     while (!rc && n) {
@@ -102,7 +100,7 @@ static int sp_normalize(const hs_tokenizer *t, tk_scratch *s, const char *in, si
             p++, pn--;
         if (pn) {
             for (size_t i = 0; !rc && i < pn; i++)
-                rc = p[i] == ' ' && sp->escape_ws ? tk_buf_add(out, SPACE, 3)
+                rc = p[i] == ' ' && sp->escape_ws ? tk_buf_add(out, TK_SPACE, 3)
                                                   : tk_buf_add(out, p + i, 1);
             prev_space = p[pn - 1] == ' ';
         }
@@ -152,9 +150,7 @@ static int pair_before(const sp_pair *a, const sp_pair *b)
 
 static int32_t piece_id(const tk_sp *sp, const char *s, size_t n)
 {
-    int32_t node = 0;
-    for (size_t i = 0; i < n && node >= 0; i++)
-        node = tk_trie_child(&sp->pieces, node, (unsigned char)s[i]);
+    const int32_t node = tk_trie_find(&sp->pieces, s, n);
     return node >= 0 ? sp->pieces.id[node] : -1;
 }
 
@@ -283,7 +279,7 @@ static int bpe_words(const hs_tokenizer *t, tk_scratch *s, const char *x, size_t
 {
     int rc = HS_OK;
     for (size_t a = 0, b; !rc && a < n; a = b) {
-        b = t->sp->escape_ws ? tk_word_end(x, a, n, SPACE, 3) : tk_word_end(x, a, n, " ", 1);
+        b = tk_word_end(x, a, n, t->sp->space, t->sp->space_n);
         const uint64_t h = b - a <= TK_CACHE_MAX_KEY ? tk_hash(x + a, b - a) : 0;
         const tk_cached *e = b - a <= TK_CACHE_MAX_KEY ? tk_cache_find(s, x + a, b - a, h) : NULL;
         if (e && e->key_n != UINT32_MAX) { /* cached: (id, length) pairs */
@@ -364,7 +360,7 @@ static int add_unescaped(tk_buf *out, const char *p, size_t n)
 {
     int rc = HS_OK;
     for (size_t i = 0; !rc && i < n;)
-        if (n - i >= 3 && !memcmp(p + i, SPACE, 3))
+        if (n - i >= 3 && !memcmp(p + i, TK_SPACE, 3))
             rc = tk_buf_add(out, " ", 1), i += 3;
         else
             rc = tk_buf_add(out, p + i, 1), i++;
@@ -411,7 +407,7 @@ int tk_sp_decode(const hs_tokenizer *t, const int32_t *ids, size_t n, int displa
         }
         const char *s = p->s;
         size_t sn = p->n;
-        if (bos_ws && (sp->dummy_prefix || sp->extra_ws) && sn >= 3 && !memcmp(s, SPACE, 3)) {
+        if (bos_ws && (sp->dummy_prefix || sp->extra_ws) && sn >= 3 && !memcmp(s, TK_SPACE, 3)) {
             s += 3, sn -= 3;
             bos_ws_seen = !sp->extra_ws;
         }

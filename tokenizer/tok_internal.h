@@ -22,6 +22,10 @@ typedef struct {
     size_t n;
 } tk_str;
 
+/* U+2581 LOWER ONE EIGHTH BLOCK in UTF-8: SentencePiece's escaped space
+ * (Metaspace's default replacement) */
+#define TK_SPACE "\xe2\x96\x81"
+
 /* string -> id, open addressing over ids; keys[id] is the key of id */
 typedef struct {
     int32_t *slot; /* cap, -1 empty */
@@ -142,6 +146,9 @@ enum { TK_SP_NORMAL = 1, TK_SP_UNKNOWN, TK_SP_CONTROL, TK_SP_USER, TK_SP_UNUSED,
 typedef struct {
     int bpe;                 /* trainer_spec.model_type BPE; else UNIGRAM */
     int dummy_prefix, extra_ws, escape_ws; /* normalizer_spec's three switches */
+    const char *space;       /* a space in the normalized text: TK_SPACE, or " " without
+                                escape_whitespaces */
+    size_t space_n;
     unsigned char *type;     /* n_ids: TK_SP_* */
     double *score;           /* n_ids: the file's floats */
     float min_score, max_score; /* over the NORMAL pieces (sentencepiece's, max from FLT_MIN) */
@@ -411,6 +418,8 @@ static inline size_t tk_trie_slot(const tk_trie *tr, uint32_t key)
 {
     return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (tr->cap - 1);
 }
+/* the node of s[0, n) from the root, or -1 */
+int32_t tk_trie_find(const tk_trie *tr, const char *s, size_t n);
 /* the child of node by byte b, or -1 (inline: a walk calls it every byte) */
 static inline int32_t tk_trie_child(const tk_trie *tr, int32_t node, unsigned char b)
 {

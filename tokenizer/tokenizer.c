@@ -171,8 +171,8 @@ static void derive(hs_tokenizer *t)
      * across a word's start (U+2581 itself unknown). */
     t->bpe_words = !t->wp && !t->uni && !t->sp && !t->byte_level && !t->n_pre &&
                    !t->ignore_merges &&
-                   (!t->fuse_unk || tk_strmap_get(&t->vocab, "\xe2\x96\x81", 3) >= 0) &&
-                   tk_no_joined_words(t->raw, t->n_ids, "\xe2\x96\x81", 3);
+                   (!t->fuse_unk || tk_strmap_get(&t->vocab, TK_SPACE, 3) >= 0) &&
+                   tk_no_joined_words(t->raw, t->n_ids, TK_SPACE, 3);
     for (int cp = 0; cp < 512; cp++)
         t->cp_byte[cp] = (int16_t)tk_cp_to_byte((uint32_t)cp);
     for (int b = 0; b < 256; b++) {

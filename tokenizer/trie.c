@@ -53,6 +53,14 @@ int tk_trie_build(tk_trie *tr, const tk_str *keys, int n, const char *file, cons
     return HS_OK;
 }
 
+int32_t tk_trie_find(const tk_trie *tr, const char *s, size_t n)
+{
+    int32_t node = 0;
+    for (size_t i = 0; i < n && node >= 0; i++)
+        node = tk_trie_child(tr, node, (unsigned char)s[i]);
+    return node;
+}
+
 void tk_trie_free(tk_trie *tr)
 {
     free(tr->edge), free(tr->id);

@@ -50,9 +50,7 @@ int tk_wp_build(hs_tokenizer *t, const char *prefix, size_t max_chars)
         return rc;
     /* the prefix's node without making one: no piece starts with it, no
      * continuation is found */
-    int32_t node = 0;
-    for (const char *p = prefix; *p && node >= 0; p++)
-        node = tk_trie_child(&wp->trie, node, (unsigned char)*p);
+    const int32_t node = tk_trie_find(&wp->trie, prefix, strlen(prefix));
     wp->cont = node;
     for (int b = 0; b < 256; b++) {
         wp->first[0][b] = wp->trie.root[b];
