@@ -134,6 +134,7 @@ void hs_inputs_free(hs_inputs *in)
 {
     hs_prompt_set_free(&in->ps);
     hs_task_free(&in->task);
+    hs_pairs_free(&in->pairs);
     hs_tokens_free(&in->tok);
     hs_tokens_free(&in->val);
     if (in->tk)
@@ -286,9 +287,13 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
     if (!rc && s->task && !(rc = hs_tokenizer_resolve(&in->tk, src->tokenizer, s->model)) &&
         !(rc = hs_task_load(&in->task, s->task, c, in->tk)))
         in->seq_len = in->task.T;
+    if (!rc && s->pairs)
+        rc = hs_pairs_load(&in->pairs, s->pairs, c, &in->tk, src->tokenizer, s->model,
+                           s->seq_len > 0 ? s->seq_len : 0);
     in->data_path = s->prompts ? s->prompts
                     : tokens   ? hs_source_path(src)
                     : s->task  ? s->task->path
+                    : s->pairs ? s->pairs
                                : s->maps;
     if (rc) {
         const int usage = in->usage;

@@ -6,6 +6,7 @@
 #ifndef HS_INPUTS_H
 #define HS_INPUTS_H
 
+#include "pairs.h"
 #include "prompts.h"
 #include "run.h"
 #include "task.h"
@@ -103,6 +104,8 @@ typedef struct {
      * applies, instead of tokens; its seq_len is --seq-len */
     const hs_task_opts *task;
     const char *kv_plan;  /* a KV plan (SPEC §18) the model runs under (NULL: none) */
+    const char *pairs;    /* an encoder-decoder's source-target pairs (SPEC §17; NULL: none),
+                             sources bounded by a given seq_len */
 } hs_inputs_spec;
 
 typedef struct {
@@ -111,6 +114,7 @@ typedef struct {
     hs_tokens val;        /* empty without validation tokens; the same batches and recipe */
     hs_prompt_set ps;     /* empty without prompts */
     hs_task task;         /* empty (n 0) without a task; seq_len is then its padded length */
+    hs_pairs pairs;       /* empty (n 0) without pairs */
     hs_tokenizer *tk;     /* the one that applies, read once: opened where an input needed it
                              or with keep_tokenizer; NULL when none was (or none is known) */
     int seq_len;          /* resolved */

@@ -74,8 +74,7 @@ static int cmd_tokens(int argc, char **argv)
     if (hs_tokens_make(&m, &r))
         return cli_run_error("tokens");
     if (json) {
-        printf("{\"out\":");
-        hs_json_string(stdout, r.out);
+        printf("{\"out\":"), hs_json_string(stdout, r.out);
         printf(",\"tokens\":%zu,\"vocab_size\":%d,\"planted\":%zu}\n", m.n, m.vocab, m.planted);
     } else {
         printf("wrote %zu tokens to %s (%s %d)\n", m.n, r.out,
@@ -125,6 +124,7 @@ static int cmd_eval(int argc, char **argv)
         { "--max-batches", OPT_LONG, &max_batches, 0, "N", "stop after N batches (0: all)", 0 },
         OPT_MLM(&mlm),
         OPT_TASK(&task),
+        { "--pairs", OPT_STR, &in.pairs, 0, "FILE.jsonl", "an encoder-decoder's source-target pairs: their teacher-forced loss", 0 },
         OPT_KV_PLAN(&in.kv_plan),
         OPT_THREADS(&threads),
         OPT_JSON(&json),
@@ -133,9 +133,9 @@ static int cmd_eval(int argc, char **argv)
     int rc = cli_opts_parse("eval", o, CLI_N(o), argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const char *data = hs_source_path(&in.source);
+    const char *data = in.pairs ? in.pairs : hs_source_path(&in.source);
     if (!model || (!data && !task.path))
-        return cli_usage_error("eval", "--model DIR and --data, --text or --task are required");
+        return cli_usage_error("eval", "--model DIR and --data, --text, --task or --pairs are required");
     cli_threads(threads);
     in.model = model;
     if (task.path)
@@ -143,14 +143,14 @@ static int cmd_eval(int argc, char **argv)
     cli_job j;
     if ((rc = cli_open(&j, &in)))
         return rc;
-    const int B = j.in.batch, T = j.in.seq_len;
+    const int B = j.in.batch, T = j.in.seq_len, n_pairs = j.in.pairs.n;
+    const long total = n_pairs ? (n_pairs + B - 1) / B : (long)hs_batch_count(&j.in.tok, B, T);
     cli_progress bar;
-    cli_progress_start(&bar, "eval", (long)hs_batch_count(&j.in.tok, B, T));
-    if (max_batches && max_batches < bar.total)
-        bar.total = max_batches;
+    cli_progress_start(&bar, "eval", max_batches && max_batches < total ? max_batches : total);
     hs_eval_result r;
-    rc = hs_evaluate(&r, &j.in.m, &j.in.tok, B, T, (size_t)max_batches, NULL, cli_progress_cb,
-                     &bar) || hs_model_unchanged(&j.in.m);
+    rc = n_pairs ? hs_pairs_eval(&r, &j.in.m, &j.in.pairs, B, (size_t)max_batches, cli_progress_cb, &bar)
+                 : hs_evaluate(&r, &j.in.m, &j.in.tok, B, T, (size_t)max_batches, NULL, cli_progress_cb, &bar);
+    rc = rc || hs_model_unchanged(&j.in.m);
     cli_progress_finish(&bar);
     hs_inputs_free(&j.in);
     if (rc) {

@@ -70,7 +70,7 @@ double hs_attn_scale(const hs_attn_config *c)
 
 hs_attn_scores hs_attn_config_scores(const hs_attn_config *c)
 {
-    return (hs_attn_scores){ hs_attn_scale(c), c->softcap };
+    return (hs_attn_scores){ hs_attn_scale(c), c->softcap, c->rel };
 }
 
 int hs_attn_windows(const int **win, int **owned, const hs_attn_config *c)

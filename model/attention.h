@@ -43,6 +43,17 @@ typedef struct {
  * projection (weights HD and GD: OLMo-2). */
 typedef enum { HS_QK_NORM_NONE, HS_QK_NORM_HEAD, HS_QK_NORM_PROJ } hs_qk_norm_kind;
 
+/* A bias added to the scores by relative position (T5's buckets, resolved):
+ * query t at position prefix + t and key s get bias[h n + zero + s - (prefix
+ * + t)] for query head h, after the scale and before any soft-cap and the
+ * mask. The caller's table spans every pair the forward sees. Forward only
+ * (the backward's gradients of q, k and v are unchanged by it; the bias's own
+ * gradient is not computed). */
+typedef struct {
+    const hs_real *bias; /* (H, n) */
+    int n, zero;
+} hs_attn_rel;
+
 typedef struct {
     int d_model;       /* d */
     int n_heads;       /* H */
@@ -66,6 +77,7 @@ typedef struct {
     hs_qk_norm_kind qk_norm;
     double qk_norm_eps;  /* the q/k norms' epsilon */
     int qk_norm_offset;  /* 1: the q/k norms scale by (1 + w) (Gemma 3) */
+    hs_attn_rel rel;     /* a relative position bias (T5); rel.bias NULL: none */
 } hs_attn_config;
 
 /* Sliding windows. Query t sits at position prefix + t (prefix: the cached
@@ -289,6 +301,7 @@ typedef struct {
  * softmax. */
 typedef struct {
     double scale, softcap;
+    hs_attn_rel rel; /* bias NULL: none */
 } hs_attn_scores;
 
 /* The scores of configuration c. */
@@ -316,6 +329,7 @@ typedef struct {
     int dv;
     hs_real scale;
     double softcap;
+    hs_attn_rel rel; /* bias NULL: none */
 } hs_attn_form;
 
 /* The staged block driver under both kinds of attention: z and, when att !=

@@ -140,7 +140,7 @@ typedef struct {
 /* The scores of sc (NULL: 1/sqrt(dh), no cap). */
 static hs_attn_scores scores_of(const hs_attn_scores *sc, int dh)
 {
-    hs_attn_scores s = sc ? *sc : (hs_attn_scores){ 0, 0 };
+    hs_attn_scores s = sc ? *sc : (hs_attn_scores){ 0 };
     if (!(s.scale > 0))
         s.scale = 1 / sqrt((double)dh);
     return s;
@@ -203,6 +203,14 @@ static void run_blocks(const heads_job *j, int steps)
             hs_gemm(0, 1, n, width, e->d, f->scale, Q, (int)e->ldq, K, (int)e->ks, i ? 1 : 0,
                     band, ldp);
         }
+        if ((steps & SCORES) && f->rel.bias) /* key s of query t0 + r: offset s - (prefix + t) */
+            for (int r = 0; r < n; r++) {
+                const hs_real *rel = f->rel.bias + (size_t)h * f->rel.n + f->rel.zero + smin -
+                                     (j->prefix + t0 + r);
+                hs_real *row = band + (size_t)r * ldp;
+                for (int s = 0; s < width; s++)
+                    row[s] += rel[s];
+            }
         for (int r = 0; r < n; r++) {
             hs_real *row = P + (size_t)r * ldp; /* key k0 */
             int lo, hi;
@@ -308,7 +316,7 @@ int hs_attn_heads_forward_scored(hs_real *z, hs_real *att, const hs_real *q,
         .term = { { q, kv->k, (size_t)H * dh, (size_t)dh, kv->sb, kv->sh, kv->st, dh } },
         .nterms = 1,
         .v = kv->v, .vb = kv->sb, .vh = kv->sh, .vs = kv->st, .dv = dh,
-        .scale = (hs_real)s.scale, .softcap = s.softcap,
+        .scale = (hs_real)s.scale, .softcap = s.softcap, .rel = s.rel,
     };
     return hs_attn_form_forward(z, att, &f, mask, window, prefix, B, L, kv->S, H, G, hooks,
                                 "attention");

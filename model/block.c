@@ -1,6 +1,7 @@
 /* Norms and MLPs by the configuration (block.h). */
 #include "block.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "layers.h"
@@ -38,13 +39,34 @@ void hs_block_norm_backward(hs_real *dinp, const hs_real *base, hs_real *dw, hs_
                                 c->d_model);
 }
 
+/* out (n) = ReLU or SiLU of inp, as torch computes them in float: x > 0 ? x
+ * : 0, and x / (1 + exp(-x)). */
+static void act_forward(hs_real *out, const hs_real *inp, size_t n, hs_act_kind act)
+{
+    for (size_t i = 0; i < n; i++) {
+        const hs_real x = inp[i];
+        out[i] = act == HS_ACT_RELU ? (x > 0 ? x : 0) : x / (1 + (hs_real)exp(-(double)x));
+    }
+}
+
+/* d (n) *= the activation's derivative at inp. */
+static void act_backward_inplace(hs_real *d, const hs_real *inp, size_t n, hs_act_kind act)
+{
+    for (size_t i = 0; i < n; i++) {
+        const double x = inp[i], s = 1 / (1 + exp(-x));
+        d[i] *= act == HS_ACT_RELU ? (x > 0) : (hs_real)(s * (1 + x * (1 - s)));
+    }
+}
+
 void hs_mlp_forward(hs_real *out, const hs_mlp_acts *a, const hs_layer_weights *lw,
                     const hs_real *inp, const hs_model_config *c, size_t N)
 {
     const int d = c->d_model, F = c->d_ff;
     if (c->mlp == HS_MLP_GELU) {
         hs_linear_forward(a->h_pre, inp, lw->fc_w, lw->fc_b, N, d, F);
-        if (c->gelu_exact)
+        if (c->act != HS_ACT_GELU)
+            act_forward(a->h_act, a->h_pre, N * F, c->act);
+        else if (c->gelu_exact)
             hs_gelu_erf_forward(a->h_act, a->h_pre, N * F);
         else
             hs_gelu_forward(a->h_act, a->h_pre, N * F);
@@ -71,7 +93,9 @@ void hs_mlp_backward(hs_real *dinp, hs_layer_weights *gw, hs_real *const scratch
     if (c->mlp == HS_MLP_GELU) {
         hs_linear_backward(dact, gw->proj_w, gw->proj_b, dout, a->h_act, lw->proj_w, N, F, d);
         hs_real *dpre = dact; /* tanh GELU: the activation's gradient, in place */
-        if (c->gelu_exact) {
+        if (c->act != HS_ACT_GELU) {
+            act_backward_inplace(dpre, a->h_pre, NF, c->act);
+        } else if (c->gelu_exact) {
             dpre = scratch[1];
             memset(dpre, 0, sizeof(hs_real) * NF);
             hs_gelu_erf_backward(dpre, a->h_pre, dact, NF);

@@ -143,7 +143,11 @@ int hs_config_param_count(const hs_model_config *c, size_t *n)
              (c->pos != HS_POS_LEARNED || mul_add(&total, (size_t)hs_config_pos_rows(c), d)) &&
              mul_add(&total, d, 2 * (size_t)c->final_norm) &&
              mul_add(&total, (size_t)c->type_vocab + 2 * (size_t)c->embed_norm, d) &&
-             (!c->mlm_transform || mul_add(&total, d, d + 1));
+             (!c->mlm_transform || mul_add(&total, d, d + 1)) &&
+             /* an encoder-decoder's second position table, embedding and final norms */
+             (!hs_config_seq2seq(c) ||
+              mul_add(&total, (size_t)hs_config_pos_rows(c) + 4, d)) &&
+             mul_add(&total, (size_t)c->rel_buckets, 2 * (size_t)HS_MAX_HEADS);
     for (int l = 0; ok && l < c->n_layer; l++) {
         const size_t HD = (size_t)c->n_head[l] * dh, GD = (size_t)c->n_kv_head[l] * dh;
         if (c->mla) {
@@ -158,6 +162,8 @@ int hs_config_param_count(const hs_model_config *c, size_t *n)
         } else
             ok = mul_add(&total, 2 * HD + 2 * GD, d + 1) &&
                  (!c->qk_norm || mul_add(&total, HD + GD, 1));
+        if (hs_config_cross(c, l)) /* cross-attention and its norm */
+            ok = ok && mul_add(&total, 4 * HD, d + 1) && mul_add(&total, d, 3);
         ok = ok && mul_add(&total, d, c->out_norm ? 9 : 5) &&
              (c->mlp == HS_MLP_NONE || mul_add(&total, F, 3 * d + 3));
     }
@@ -257,7 +263,8 @@ static int encoder_check(const hs_model_config *c)
     const char *why = NULL;
     if (c->type_vocab < 0 || c->pos_offset < 0)
         why = "type_vocab_size and position_offset must not be negative";
-    else if (!c->encoder && (c->type_vocab || c->embed_norm || c->mlm_transform || c->pos_offset))
+    else if (!c->encoder && (c->type_vocab || (c->embed_norm && !hs_config_seq2seq(c)) ||
+                             c->mlm_transform || c->pos_offset))
         why = "token types, the embedding norm, the MLM transform and position_offset are "
               "encoder features (encoder true)";
     else if (c->headless && c->encoder && (c->mlm_transform || c->final_norm || c->lm_head_bias))
@@ -282,9 +289,47 @@ static int encoder_check(const hs_model_config *c)
     return why ? hs_fail(HS_EINVAL, "config: %s", why) : HS_OK;
 }
 
+/* The encoder-decoders' fields (config.h), each refused where it has no
+ * meaning: two stacks of plain layers, each id inside the vocabulary, T5's
+ * buckets with a logarithmic half that has a range to spread over. */
+static int seq2seq_check(const hs_model_config *c)
+{
+    const char *why = NULL;
+    const int s2s = hs_config_seq2seq(c);
+    if (c->enc_layers < 0 || (s2s && c->enc_layers >= c->n_layer))
+        why = "encoder_layers: an encoder-decoder has at least one layer in each stack";
+    else if (!s2s && (c->rel_buckets || c->tied_scale || c->pos_shift))
+        why = "relative_attention_num_buckets, the tied-head scale and a position shift are "
+              "encoder-decoder features";
+    else if (s2s && (c->encoder || c->mla || c->window || c->n_head_windows ||
+                     c->window_pattern || c->parallel_residual || c->headless || c->n_labels ||
+                     c->out_norm || c->no_input_norm || c->qk_norm || c->pos == HS_POS_ROPE))
+        why = "an encoder-decoder's stacks have plain layers (no MLA, windows, parallel "
+              "residual, output or q/k norms, rotary positions or task head)";
+    else if (s2s && (c->dec_start_id < 0 || c->dec_start_id >= c->vocab_size))
+        why = "decoder_start_token_id must be a token of the vocabulary";
+    else if (s2s && (c->eos_id < 0 || c->eos_id >= c->vocab_size))
+        why = "eos_token_id must be a token of the vocabulary";
+    else if (s2s && c->pad_id >= c->vocab_size)
+        why = "pad_token_id must be a token of the vocabulary";
+    else if (c->pos_shift < 0 || (c->pos_shift && c->pos != HS_POS_LEARNED))
+        why = "a position shift is for learned positions";
+    else if (c->rel_buckets < 0 || (c->rel_buckets && c->rel_buckets < 4) ||
+             (c->rel_buckets && c->rel_max_distance <= c->rel_buckets / 2))
+        why = "relative_attention_num_buckets must be at least 4 and "
+              "relative_attention_max_distance above half of it (the logarithmic buckets "
+              "span the distances from num_buckets / 2 to max_distance)";
+    else if (c->act != HS_ACT_GELU && (c->mlp != HS_MLP_GELU || c->gelu_exact))
+        why = "the ReLU and SiLU activations are the ungated MLP's (the fc, activation, proj MLP)";
+    else if (c->pos == HS_POS_SINUSOID && c->d_model % 2)
+        why = "sinusoidal positions need an even d_model";
+    return why ? hs_fail(HS_EINVAL, "config: %s", why) : HS_OK;
+}
+
 void hs_config_no_specials(hs_model_config *c)
 {
     c->pad_id = c->cls_id = c->sep_id = c->mask_id = c->unk_id = -1;
+    c->dec_start_id = c->eos_id = -1;
 }
 
 int hs_config_check_network(const hs_model_config *c)
@@ -311,7 +356,8 @@ int hs_config_check_network(const hs_model_config *c)
             return hs_fail(HS_EINVAL, "config: layer %d: n_head=%d x head_dim=%d is too large", l,
                            c->n_head[l], c->head_dim);
     }
-    if ((rc = mla_check(c)) || (rc = features_check(c)) || (rc = encoder_check(c)))
+    if ((rc = mla_check(c)) || (rc = features_check(c)) || (rc = encoder_check(c)) ||
+        (rc = seq2seq_check(c)))
         return rc;
     size_t n_params;
     if (hs_config_param_count(c, &n_params))
@@ -354,6 +400,8 @@ const char *hs_family_name(hs_family f)
         [HS_FAMILY_GEMMA3] = "gemma3_text",  [HS_FAMILY_QWEN3] = "qwen3",
         [HS_FAMILY_OLMO2] = "olmo2",         [HS_FAMILY_PHI3] = "phi3",
         [HS_FAMILY_BERT] = "bert",           [HS_FAMILY_ROBERTA] = "roberta",
+        [HS_FAMILY_T5] = "t5",               [HS_FAMILY_BART] = "bart",
+        [HS_FAMILY_MARIAN] = "marian",
     };
     return f >= 0 && f < HS_FAMILY_COUNT ? names[f] : "headscope";
 }

@@ -1,7 +1,7 @@
 /* Transformer configuration: one structure for the model families of SPEC §3,
- * §10 and §14 (gpt2, llama, headscope, gpt_neox, mistral, qwen2, gemma,
- * gemma2, gemma3_text, qwen3, olmo2, phi3, bert, roberta), read from and
- * written to config.json. */
+ * §10, §14 and §17 (gpt2, llama, headscope, gpt_neox, mistral, qwen2, gemma,
+ * gemma2, gemma3_text, qwen3, olmo2, phi3, bert, roberta, t5, bart, marian),
+ * read from and written to config.json. */
 #ifndef HS_CONFIG_H
 #define HS_CONFIG_H
 
@@ -48,13 +48,22 @@ typedef enum {
     HS_FAMILY_PHI3,     /* fused qkv_proj / gate_up_proj, partial rotary */
     HS_FAMILY_BERT,     /* encoder: post-LN, token types, MLM head */
     HS_FAMILY_ROBERTA,  /* bert + positions from padding_idx + 1 */
+    HS_FAMILY_T5,       /* encoder-decoder: RMS norms, relative position buckets, no scale */
+    HS_FAMILY_BART,     /* encoder-decoder: post-LN, learned positions (offset 2) */
+    HS_FAMILY_MARIAN,   /* bart with sinusoidal positions and no embedding norm */
     HS_FAMILY_COUNT
 } hs_family;
-typedef enum { HS_POS_LEARNED, HS_POS_ROPE, HS_POS_NONE } hs_pos_kind;
+/* SINUSOID: HF's MarianSinusoidalPositionalEmbedding, computed (no tensor):
+ * row p = sin(p / 10000^(2i/d)) for i < d/2, then cos of the same angles */
+typedef enum { HS_POS_LEARNED, HS_POS_ROPE, HS_POS_NONE, HS_POS_SINUSOID } hs_pos_kind;
 typedef enum { HS_NORM_LAYERNORM, HS_NORM_RMSNORM } hs_norm_kind;
 /* GEGLU: down(gelu(gate x) * up x), GELU by the tanh formula (gelu_pytorch_tanh)
  * or, with gelu_exact, the exact erf one; SWIGLU the same with silu. */
 typedef enum { HS_MLP_NONE, HS_MLP_GELU, HS_MLP_SWIGLU, HS_MLP_GEGLU } hs_mlp_kind;
+/* The activation of the ungated MLP (HS_MLP_GELU: fc, activation, proj): GELU
+ * (tanh, or erf with gelu_exact), ReLU (T5 v1.0, BART's "relu") or SiLU
+ * (Marian's "swish") */
+typedef enum { HS_ACT_GELU, HS_ACT_RELU, HS_ACT_SILU } hs_act_kind;
 
 typedef struct {
     hs_family family;
@@ -78,6 +87,7 @@ typedef struct {
     double init_std;               /* initializer_range: std of random weights (0.02) */
     int final_norm;                /* ln_f before the unembedding */
     hs_mlp_kind mlp;
+    hs_act_kind act;               /* the ungated MLP's activation */
     int d_ff;                      /* F */
     int attn_bias, mlp_bias, norm_bias, lm_head_bias;
     int qkv_bias;                  /* q/k/v biases without attn_bias's o bias (qwen2) */
@@ -153,6 +163,23 @@ typedef struct {
      * move between that and the file's smaller tensors (pruned.h). */
     int n_pruned;
     int pruned[HS_MAX_PRUNED];
+    /* encoder-decoder models (t5, bart, marian: SPEC §17, seq2seq.h). Layers
+     * 0 .. enc_layers-1 are the encoder's (bidirectional over the source's
+     * real tokens), the rest the decoder's (causal), each of those with a
+     * cross-attention sublayer (queries from the decoder, keys and values
+     * from the encoder's output) between its self-attention and its MLP.
+     * Both stacks share the embeddings, d_model, head_dim, d_ff and the
+     * kinds of norm, MLP and positions; each has its own position table,
+     * embedding norm and final norm. 0: one stack (every other family). */
+    int enc_layers;
+    int rel_buckets;               /* > 0: T5's relative attention bias, this many buckets */
+    int rel_max_distance;          /* T5's relative_attention_max_distance */
+    int tied_scale;                /* T5: a tied lm_head reads the decoder's output times
+                                      d_model^-1/2 */
+    int pos_shift;                 /* learned positions: position t reads row t + pos_shift
+                                      (BART's offset 2); the tables hold n_ctx + pos_shift */
+    int dec_start_id;              /* decoder_start_token_id */
+    int eos_id;                    /* eos_token_id: ends every target */
 } hs_model_config;
 
 /* Keys that presets derive from others (n_kv_head from n_head, head_dim from
@@ -220,7 +247,20 @@ void hs_config_no_specials(hs_model_config *c);
 /* The rows of the learned position table: n_ctx, plus RoBERTa's offset. */
 static inline int hs_config_pos_rows(const hs_model_config *c)
 {
-    return c->n_ctx + c->pos_offset;
+    return c->n_ctx + c->pos_offset + c->pos_shift;
+}
+
+/* 1 for an encoder-decoder model (enc_layers > 0). */
+static inline int hs_config_seq2seq(const hs_model_config *c)
+{
+    return c->enc_layers > 0;
+}
+
+/* 1 when layer l is a decoder layer of an encoder-decoder model: it has a
+ * cross-attention sublayer. */
+static inline int hs_config_cross(const hs_model_config *c, int l)
+{
+    return c->enc_layers > 0 && l >= c->enc_layers;
 }
 
 #endif

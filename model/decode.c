@@ -125,6 +125,10 @@ int hs_decoder_init(hs_decoder *dec, const hs_model *m, int max_len)
         return hs_fail(HS_EINVAL, "generation needs a causal language model, and this is an "
                        "encoder (%s): it attends both ways and predicts masked tokens, not the "
                        "next one", hs_family_name(c->family));
+    if (hs_config_seq2seq(c))
+        return hs_fail(HS_EUNSUPPORTED, "this generation continues a prompt of a causal "
+                       "language model, and this is an encoder-decoder (%s): it decodes from a "
+                       "source", hs_family_name(c->family));
     if (max_len < 1)
         return hs_fail(HS_EINVAL, "decoder: length %d must be positive", max_len);
     if (max_len > c->n_ctx)

@@ -209,6 +209,10 @@ static int acts_check(const hs_model_config *c, int B, int T, int mode)
     if (c->n_layer < 1 || c->n_layer > HS_MAX_LAYERS)
         return hs_fail(HS_EINVAL, "activations: n_layer=%d outside 1..%d", c->n_layer,
                        HS_MAX_LAYERS);
+    if (hs_config_seq2seq(c))
+        return hs_fail(HS_EUNSUPPORTED, "an encoder-decoder model (%s): this computation runs "
+                                        "one stack; encoder-decoders take source-target pairs "
+                                        "(eval --pairs)", hs_family_name(c->family));
     if (c->d_model < 1 || c->vocab_size < 1 || c->head_dim < 1 ||
         (c->mlp != HS_MLP_NONE && c->d_ff < 1))
         return hs_fail(HS_EINVAL,

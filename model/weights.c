@@ -66,16 +66,28 @@ static void walk(const hs_model_config *c, walker *wk, hs_weights *w)
     hs_weights none;
     if (!w)
         w = &none;
+    const int s2s = hs_config_seq2seq(c);
     add(wk, &w->wte, V, d, "wte.weight", 0);
+    if (c->pos == HS_POS_LEARNED && s2s)
+        add(wk, &w->enc_wpe, hs_config_pos_rows(c), d, "enc.wpe.weight", 0);
     if (c->pos == HS_POS_LEARNED)
         add(wk, &w->wpe, hs_config_pos_rows(c), d, "wpe.weight", 0);
     const int ln_bias = c->norm == HS_NORM_LAYERNORM && c->norm_bias;
     if (c->type_vocab)
         add(wk, &w->tte, c->type_vocab, d, "tte.weight", 0);
+    if (c->embed_norm && s2s) {
+        add(wk, &w->enc_lne_w, d, 0, "enc.ln_emb.weight", 0);
+        if (ln_bias)
+            add(wk, &w->enc_lne_b, d, 0, "enc.ln_emb.bias", 0);
+    }
     if (c->embed_norm) {
         add(wk, &w->lne_w, d, 0, "ln_emb.weight", 0);
         if (ln_bias)
             add(wk, &w->lne_b, d, 0, "ln_emb.bias", 0);
+    }
+    if (c->rel_buckets) { /* HF's (buckets, heads) of each stack's first layer */
+        add(wk, &w->enc_rel, c->rel_buckets, c->n_head[0], "enc.rel_bias.weight", 0);
+        add(wk, &w->dec_rel, c->rel_buckets, c->n_head[c->enc_layers], "rel_bias.weight", 0);
     }
     for (int l = 0; l < c->n_layer; l++) {
         hs_layer_weights *lw = &w->layer[l];
@@ -114,6 +126,21 @@ static void walk(const hs_model_config *c, walker *wk, hs_weights *w)
             if (ln_bias)
                 add(wk, &lw->ln_attn_b, d, 0, "h.%d.ln_attn_out.bias", l);
         }
+        if (hs_config_cross(c, l)) {
+            add(wk, &lw->lnx_w, d, 0, "h.%d.ln_x.weight", l);
+            if (ln_bias)
+                add(wk, &lw->lnx_b, d, 0, "h.%d.ln_x.bias", l);
+            add(wk, &lw->xattn.w_q, HD, d, "h.%d.xattn.q_proj.weight", l);
+            add(wk, &lw->xattn.w_k, HD, d, "h.%d.xattn.k_proj.weight", l);
+            add(wk, &lw->xattn.w_v, HD, d, "h.%d.xattn.v_proj.weight", l);
+            add(wk, &lw->xattn.w_o, d, HD, "h.%d.xattn.o_proj.weight", l);
+            if (c->attn_bias) {
+                add(wk, &lw->xattn.b_q, HD, 0, "h.%d.xattn.q_proj.bias", l);
+                add(wk, &lw->xattn.b_k, HD, 0, "h.%d.xattn.k_proj.bias", l);
+                add(wk, &lw->xattn.b_v, HD, 0, "h.%d.xattn.v_proj.bias", l);
+                add(wk, &lw->xattn.b_o, d, 0, "h.%d.xattn.o_proj.bias", l);
+            }
+        }
         if (c->mlp == HS_MLP_NONE)
             continue;
         if (!c->no_input_norm) {
@@ -148,6 +175,11 @@ static void walk(const hs_model_config *c, walker *wk, hs_weights *w)
     if (c->mlm_transform) {
         add(wk, &w->mlm_w, d, d, "mlm.dense.weight", 0);
         add(wk, &w->mlm_b, d, 0, "mlm.dense.bias", 0);
+    }
+    if (c->final_norm && s2s) {
+        add(wk, &w->enc_lnf_w, d, 0, "enc.ln_f.weight", 0);
+        if (ln_bias)
+            add(wk, &w->enc_lnf_b, d, 0, "enc.ln_f.bias", 0);
     }
     if (c->final_norm) {
         add(wk, &w->lnf_w, d, 0, "ln_f.weight", 0);

@@ -23,6 +23,9 @@ typedef struct {
     hs_real *gate_w, *gate_b; /* swiglu: (F, d), (F) */
     hs_real *up_w, *up_b;     /* swiglu: (F, d), (F) */
     hs_real *down_w, *down_b; /* swiglu: (d, F), (d) */
+    /* an encoder-decoder's decoder layers (hs_config_cross): cross-attention */
+    hs_attn_weights xattn;    /* queries from the layer, keys/values from the encoder */
+    hs_real *lnx_w, *lnx_b;   /* (d) its norm (before it: pre; after it: post) */
 } hs_layer_weights;
 
 typedef struct {
@@ -36,6 +39,11 @@ typedef struct {
     hs_real *lm_b;         /* (V) */
     hs_real *cls_pool_w, *cls_pool_b; /* (d, d), (d) an encoder classifier's dense + tanh */
     hs_real *cls_w, *cls_b; /* (K, d), (K) the classifier (decoders' score: no bias) */
+    /* encoder-decoders: the encoder's own tables (the ones above without
+     * "enc" are the decoder's) and T5's relative attention biases, (buckets,
+     * H) as HF stores them, one per stack */
+    hs_real *enc_wpe, *enc_lne_w, *enc_lne_b, *enc_lnf_w, *enc_lnf_b;
+    hs_real *enc_rel, *dec_rel;
     hs_layer_weights layer[HS_MAX_LAYERS];
 } hs_weights;
 

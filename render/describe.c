@@ -12,9 +12,10 @@
 #include "trainer.h"
 #include "transformer.h"
 
-static const char *const POS_NAMES[] = { "learned", "rope", "none" };
+static const char *const POS_NAMES[] = { "learned", "rope", "none", "sinusoid" };
 static const char *const NORM_NAMES[] = { "layernorm", "rmsnorm" };
 static const char *const MLP_NAMES[] = { "none", "gelu", "swiglu", "geglu" };
+static const char *const ACT_NAMES[] = { "gelu", "relu", "silu" };
 
 /* ---- info ----------------------------------------------------------------- */
 
@@ -91,6 +92,12 @@ static void print_particulars(FILE *f, const hs_model_config *c, int json)
                     "\"pad_token_id\":%d,\"cls_token_id\":%d,\"sep_token_id\":%d,"
                     "\"mask_token_id\":%d,\"headless\":%s", c->type_vocab, c->pos_offset,
                     c->pad_id, c->cls_id, c->sep_id, c->mask_id, c->headless ? "true" : "false");
+        if (hs_config_seq2seq(c))
+            fprintf(f, ",\"encoder_layers\":%d,\"decoder_layers\":%d,\"activation\":\"%s\","
+                    "\"relative_attention_num_buckets\":%d,\"relative_attention_max_distance\":%d,"
+                    "\"decoder_start_token_id\":%d,\"eos_token_id\":%d,\"pad_token_id\":%d",
+                    c->enc_layers, c->n_layer - c->enc_layers, ACT_NAMES[c->act],
+                    c->rel_buckets, c->rel_max_distance, c->dec_start_id, c->eos_id, c->pad_id);
         return;
     }
     if (c->mla) {
@@ -136,7 +143,17 @@ static void print_particulars(FILE *f, const hs_model_config *c, int json)
                               c->headless ? "token types, embedding norm, the encoder alone (no "
                                             "masked-LM head: no logits)"
                                           : NULL,
-                              c->pos_offset ? "positions from pad_token_id + 1 (RoBERTa)" : NULL };
+                              c->pos_offset ? "positions from pad_token_id + 1 (RoBERTa)" : NULL,
+                              c->act == HS_ACT_RELU   ? "ReLU MLP"
+                              : c->act == HS_ACT_SILU ? "SiLU MLP"
+                                                      : NULL,
+                              c->rel_buckets ? "relative position buckets (T5)" : NULL,
+                              c->pos_shift ? "positions from row 2 (BART)" : NULL };
+    if (hs_config_seq2seq(c))
+        fprintf(f, "stacks       encoder of %d layers, then a decoder of %d with cross-attention "
+                "(layers %d..%d); decoder start %d, eos %d, pad %d\n", c->enc_layers,
+                c->n_layer - c->enc_layers, c->enc_layers, c->n_layer - 1, c->dec_start_id,
+                c->eos_id, c->pad_id);
     for (size_t i = 0, k = 0; i < sizeof feature / sizeof feature[0]; i++)
         if (feature[i])
             fprintf(f, "%s%s", k++ ? ", " : "features     ", feature[i]);

@@ -455,9 +455,9 @@ static void test_config_missing_key_is_named(void)
 
 static void test_unknown_model_type_is_rejected(void)
 {
-    config_case("model_type t5", GPT2_TINY, "\"model_type\": \"gpt2\"",
-                "\"model_type\": \"t5\"", HS_EFORMAT,
-                NEEDLES("config.json", "model_type", "t5"));
+    config_case("model_type mamba", GPT2_TINY, "\"model_type\": \"gpt2\"",
+                "\"model_type\": \"mamba\"", HS_EFORMAT,
+                NEEDLES("config.json", "model_type", "mamba"));
 }
 
 static void test_heads_not_dividing_width_are_rejected(void)

@@ -242,7 +242,7 @@ bad_input() {
     local T=(--data train.bin --out out --steps 5 --batch 4 --seq-len 16)
     refuse 2 train "unknown option '--bogus'" "${TINY[@]}" "${T[@]}" --bogus || return 1
     refuse 2 train "--data FILE" "${TINY[@]}" --out out --db db.sqlite || return 1
-    refuse 2 eval "--data, --text or --task" --model "$GPT2" || return 1
+    refuse 2 eval "--data, --text, --task or --pairs" --model "$GPT2" || return 1
     refuse 2 train "nosuch" --preset nosuch "${T[@]}" --db db.sqlite || return 1
     refuse 2 train 'override n_head=abc: "n_head" must be' --preset attn-only n_head=abc "${T[@]}" --db db.sqlite || return 1
     refuse 2 train 'override n_head=4x' --preset attn-only n_head=4x "${T[@]}" || return 1

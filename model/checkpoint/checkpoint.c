@@ -378,13 +378,14 @@ static int load_tensor(hs_model *m, const sources *src, const hs_file_tensor *f)
 
 /* The tensors kept in their stored dtype: the matrices the model reads
  * through its GEMMs and its embedding rows, stored in F32, F16 or BF16 (in
- * file tensor ft). Position and token-type tables (read row by row by the
- * embedding, small), MLA's projections (operands of products that take no
+ * file tensor ft). Position and token-type tables and T5's relative biases
+ * (read element by element, small), MLA's projections (operands of products that take no
  * stored operand) and F64 tensors (rounded once to float) are held as
  * floats. */
 static int keeps_stored(const hs_model *m, const hs_tensor_info *t, const hs_st_tensor *ft)
 {
     if (t->ndim != 2 || !strcmp(t->name, "wpe.weight") || !strcmp(t->name, "tte.weight") ||
+        !strcmp(t->name, "enc.wpe.weight") || strstr(t->name, "rel_bias.") ||
         ft->dtype == HS_DT_F64)
         return 0;
     return !(m->cfg.mla && strstr(t->name, ".attn."));

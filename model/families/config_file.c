@@ -29,14 +29,25 @@ int hs_config_check(const hs_model_config *c)
     if (c->n_head_windows && c->family != HS_FAMILY_HEADSCOPE && !f->layer_windows)
         return hs_fail(HS_EINVAL, "config: window: per-layer or per-head windows are a "
                                   "headscope-family feature (use a headscope preset)");
+    const int s2s_family = c->family == HS_FAMILY_T5 || c->family == HS_FAMILY_BART ||
+                           c->family == HS_FAMILY_MARIAN;
+    if (s2s_family != hs_config_seq2seq(c) ||
+        (!s2s_family && (c->act != HS_ACT_GELU || c->pos == HS_POS_SINUSOID)))
+        return hs_fail(HS_EINVAL, "config: two stacks, ReLU or SiLU MLPs and sinusoidal "
+                                  "positions are the encoder-decoder families' (t5, bart, "
+                                  "marian), and those have two stacks");
     /* The Hugging Face families' checkpoints are written in their layout,
      * which can express only that family's architecture. */
     /* (an encoder's layers are post-norm, its decoder has a bias: BERT's;
      * a headless encoder has neither the decoder nor the head's norm) */
-    int uniform = (c->encoder || (!c->post_norm && !c->lm_head_bias)) &&
-                  (c->final_norm || c->headless);
-    for (int l = 1; l < c->n_layer; l++)
-        uniform &= c->n_head[l] == c->n_head[0] && c->n_kv_head[l] == c->n_kv_head[0];
+    /* (an encoder-decoder's two stacks may differ: its fits() judges them) */
+    const int s2s = hs_config_seq2seq(c);
+    int uniform = s2s || ((c->encoder || (!c->post_norm && !c->lm_head_bias)) &&
+                          (c->final_norm || c->headless));
+    for (int l = 1; l < c->n_layer; l++) {
+        const int first = s2s && l >= c->enc_layers ? c->enc_layers : 0; /* its stack's */
+        uniform &= c->n_head[l] == c->n_head[first] && c->n_kv_head[l] == c->n_kv_head[first];
+    }
     if (c->family != HS_FAMILY_HEADSCOPE && !(uniform && f->fits(c)))
         return hs_fail(HS_EINVAL, "config: this architecture is not %s's (use a headscope "
                                   "preset for other variants)", f->title);

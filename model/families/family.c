@@ -8,7 +8,7 @@
 extern const hs_family_ops hs_family_headscope, hs_family_gpt2, hs_family_llama,
     hs_family_gpt_neox, hs_family_mistral, hs_family_qwen2, hs_family_gemma, hs_family_gemma2,
     hs_family_gemma3, hs_family_qwen3, hs_family_olmo2, hs_family_phi3, hs_family_bert,
-    hs_family_roberta;
+    hs_family_roberta, hs_family_t5, hs_family_bart, hs_family_marian;
 
 static const hs_family_ops *const FAMILIES[HS_FAMILY_COUNT] = {
     [HS_FAMILY_HEADSCOPE] = &hs_family_headscope, [HS_FAMILY_GPT2] = &hs_family_gpt2,
@@ -18,6 +18,8 @@ static const hs_family_ops *const FAMILIES[HS_FAMILY_COUNT] = {
     [HS_FAMILY_GEMMA3] = &hs_family_gemma3,       [HS_FAMILY_QWEN3] = &hs_family_qwen3,
     [HS_FAMILY_OLMO2] = &hs_family_olmo2,         [HS_FAMILY_PHI3] = &hs_family_phi3,
     [HS_FAMILY_BERT] = &hs_family_bert,           [HS_FAMILY_ROBERTA] = &hs_family_roberta,
+    [HS_FAMILY_T5] = &hs_family_t5,               [HS_FAMILY_BART] = &hs_family_bart,
+    [HS_FAMILY_MARIAN] = &hs_family_marian,
 };
 
 /* Each record sits at its own id and names its model_type as config.h's

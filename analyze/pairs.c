@@ -1,0 +1,243 @@
+#include "pairs.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "json.h"
+#include "layers.h"
+#include "inputs.h"
+#include "prompts.h"
+#include "seq2seq.h"
+#include "stats.h"
+
+/* The longest pairs file read whole. */
+enum { PAIRS_FILE_LIMIT = 1 << 30 };
+
+static int bad(const char *path, long line, const char *what)
+{
+    return hs_fail(HS_EINVAL, "%s:%ld: %s", path, line, what);
+}
+
+/* One side's ids: the list under ids_key, or the text under text_key
+ * encoded with special tokens and eos appended unless the tokenizer put
+ * it last. */
+/* Where text lines find their tokenizer: *tk, opened on first use. */
+typedef struct {
+    hs_tokenizer **tk;
+    const char *tokenizer, *model_dir;
+} tk_source;
+
+static int side(int32_t **ids, int *n, const cJSON *o, const char *text_key,
+                const char *ids_key, const hs_model_config *c, const tk_source *ts,
+                const char *path, long line)
+{
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(o, text_key);
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, ids_key);
+    char msg[200];
+    if (!cJSON_IsString(text) == !cJSON_IsArray(list)) {
+        snprintf(msg, sizeof msg, "a pair has \"%s\" (a string) or \"%s\" (a list of ids), one "
+                                  "of them", text_key, ids_key);
+        return bad(path, line, msg);
+    }
+    if (list)
+        return hs_json_ids(list, ids_key, path, (int)line, c->vocab_size, ids, n);
+    if (!*ts->tk && hs_tokenizer_resolve(ts->tk, ts->tokenizer, ts->model_dir)) {
+        snprintf(msg, sizeof msg, "a text pair's tokenizer: %s", hs_last_error());
+        return bad(path, line, msg);
+    }
+    if (!*ts->tk)
+        return bad(path, line, "a text pair needs a tokenizer (--tokenizer, or the model "
+                               "directory's)");
+    size_t len;
+    if (hs_tokenizer_encode(*ts->tk, text->valuestring, strlen(text->valuestring), 1, ids, &len)) {
+        snprintf(msg, sizeof msg, "\"%s\": %s", text_key, hs_last_error());
+        return bad(path, line, msg);
+    }
+    if (!len || (*ids)[len - 1] != c->eos_id) { /* the eos every family's tokenizer ends with */
+        int32_t *grown = realloc(*ids, (len + 1) * sizeof **ids);
+        if (!grown)
+            return hs_fail(HS_ENOMEM, "out of memory (pairs)");
+        *ids = grown;
+        (*ids)[len++] = c->eos_id;
+    }
+    for (size_t k = 0; k < len; k++)
+        if ((*ids)[k] < 0 || (*ids)[k] >= c->vocab_size) {
+            snprintf(msg, sizeof msg, "\"%s\": the tokenizer's id %d is outside the model's "
+                                      "vocabulary of %d", text_key, (*ids)[k], c->vocab_size);
+            return bad(path, line, msg);
+        }
+    *n = len > (size_t)INT32_MAX ? INT32_MAX : (int)len;
+    return HS_OK;
+}
+
+/* The positions a side may take: the learned or sinusoidal table's rows, or
+ * with relative positions only memory's bound. */
+static int positions(const hs_model_config *c)
+{
+    return c->pos == HS_POS_NONE ? INT32_MAX : c->n_ctx;
+}
+
+static int read_line(hs_pairs *p, const cJSON *o, const hs_model_config *c,
+                     const tk_source *ts, int max_src, const char *path, long line)
+{
+    const int i = p->n;
+    char msg[200];
+    int rc = side(&p->src[i], &p->src_len[i], o, "source", "source_ids", c, ts, path, line);
+    if (!rc)
+        rc = side(&p->tgt[i], &p->tgt_len[i], o, "target", "target_ids", c, ts, path, line);
+    if (rc)
+        return rc;
+    const int pos = positions(c), S = p->src_len[i], T = p->tgt_len[i];
+    if (max_src && S > max_src)
+        snprintf(msg, sizeof msg, "a source of %d tokens, longer than --seq-len %d", S, max_src);
+    else if (S > pos || T > pos)
+        snprintf(msg, sizeof msg, "a %s of %d tokens, longer than the model's %d positions "
+                                  "(max_position_embeddings)", S > pos ? "source" : "target",
+                 S > pos ? S : T, pos);
+    else
+        return HS_OK;
+    return bad(path, line, msg);
+}
+
+int hs_pairs_load(hs_pairs *p, const char *path, const hs_model_config *c, hs_tokenizer **tk,
+                  const char *tokenizer, const char *model_dir, int max_src)
+{
+    const tk_source ts = { tk, tokenizer, model_dir };
+    memset(p, 0, sizeof *p);
+    if (!hs_config_seq2seq(c))
+        return hs_fail(HS_EUNSUPPORTED, "--pairs: source-target pairs need an encoder-decoder "
+                                        "model (t5, bart, marian); this is %s",
+                       hs_family_name(c->family));
+    if (c->pad_id < 0)
+        return hs_fail(HS_EINVAL, "--pairs: the model has no pad_token_id to pad pairs with");
+    char *text = NULL;
+    size_t len = 0;
+    int rc = hs_read_file(&text, &len, path, PAIRS_FILE_LIMIT, 0);
+    if (rc)
+        return rc == HS_EINVAL ? hs_fail(HS_EINVAL, "%s: larger than 1 GiB", path) : rc;
+    size_t lines = 1;
+    for (size_t k = 0; k < len; k++)
+        lines += text[k] == '\n';
+    p->src = hs_calloc(lines, sizeof *p->src, "pairs");
+    p->tgt = hs_calloc(lines, sizeof *p->tgt, "pairs");
+    p->src_len = hs_calloc(lines, sizeof *p->src_len, "pairs");
+    p->tgt_len = hs_calloc(lines, sizeof *p->tgt_len, "pairs");
+    rc = p->src && p->tgt && p->src_len && p->tgt_len ? HS_OK : HS_ENOMEM;
+    long line = 0;
+    for (char *q = text, *end = text + len; !rc && q < end; q++) {
+        char *nl = memchr(q, '\n', (size_t)(end - q)), *stop = nl ? nl : end;
+        const char *s = q;
+        line++;
+        while (s < stop && (*s == ' ' || *s == '\t' || *s == '\r'))
+            s++;
+        if (s < stop) { /* a blank line is no pair */
+            char what[600];
+            snprintf(what, sizeof what, "%s:%ld", path, line);
+            cJSON *obj = NULL;
+            rc = hs_json_parse(&obj, q, (size_t)(stop - q), what);
+            if (!rc && !cJSON_IsObject(obj))
+                rc = bad(path, line, "not a JSON object");
+            if (!rc)
+                rc = read_line(p, obj, c, &ts, max_src, path, line);
+            cJSON_Delete(obj);
+            if (!rc) {
+                p->max_src = p->src_len[p->n] > p->max_src ? p->src_len[p->n] : p->max_src;
+                p->max_tgt = p->tgt_len[p->n] > p->max_tgt ? p->tgt_len[p->n] : p->max_tgt;
+                p->n++;
+            }
+        }
+        q = stop;
+    }
+    free(text);
+    if (!rc && !p->n)
+        rc = hs_fail(HS_EINVAL, "%s: no pairs", path);
+    if (rc) {
+        p->n = (int)lines; /* free every slot, read or not */
+        hs_pairs_free(p);
+    }
+    return rc;
+}
+
+void hs_pairs_free(hs_pairs *p)
+{
+    for (int i = 0; p->src && i < p->n; i++)
+        free(p->src[i]), free(p->tgt[i]);
+    free(p->src), free(p->tgt), free(p->src_len), free(p->tgt_len);
+    memset(p, 0, sizeof *p);
+}
+
+/* Pairs i0 .. i0 + B - 1 into the padded batch: sources (B,S) padded with
+ * pad_id, decoder inputs (B,T) [start] + target[:-1] padded with pad_id,
+ * targets (B,T) padded with HS_TARGET_IGNORE. */
+static void fill_batch(int32_t *src, int32_t *dec, int32_t *tgt, const hs_pairs *p,
+                       const hs_model_config *c, int i0, int B, int S, int T)
+{
+    for (int b = 0; b < B; b++) {
+        const int i = i0 + b, n = p->tgt_len[i];
+        for (int s = 0; s < S; s++)
+            src[(size_t)b * S + s] = s < p->src_len[i] ? p->src[i][s] : c->pad_id;
+        for (int t = 0; t < T; t++) {
+            tgt[(size_t)b * T + t] = t < n ? p->tgt[i][t] : HS_TARGET_IGNORE;
+            dec[(size_t)b * T + t] = t == 0 ? c->dec_start_id
+                                     : t < n ? p->tgt[i][t - 1] : c->pad_id;
+        }
+    }
+}
+
+int hs_pairs_eval(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
+                  size_t max_batches, hs_progress_fn progress, void *ctx)
+{
+    memset(r, 0, sizeof *r);
+    r->nonfinite_seq = -1;
+    if (B < 1)
+        return hs_fail(HS_EINVAL, "batch %d must be positive", B);
+    const hs_model_config *c = &m->cfg;
+    size_t nb = ((size_t)p->n + (size_t)B - 1) / (size_t)B;
+    if (max_batches && max_batches < nb)
+        nb = max_batches;
+    int32_t *src = hs_calloc((size_t)B * p->max_src, sizeof *src, "pairs batch");
+    int32_t *dec = hs_calloc((size_t)B * p->max_tgt, sizeof *dec, "pairs batch");
+    int32_t *tgt = hs_calloc((size_t)B * p->max_tgt, sizeof *tgt, "pairs batch");
+    int rc = src && dec && tgt ? HS_OK : HS_ENOMEM;
+    hs_welford pair = { 0 }; /* per-pair mean losses */
+    double sum = 0;
+    for (size_t k = 0; !rc && k < nb; k++) {
+        const int i0 = (int)k * B, n = p->n - i0 < B ? p->n - i0 : B;
+        int S = 1, T = 1;
+        for (int i = i0; i < i0 + n; i++) {
+            S = p->src_len[i] > S ? p->src_len[i] : S;
+            T = p->tgt_len[i] > T ? p->tgt_len[i] : T;
+        }
+        fill_batch(src, dec, tgt, p, c, i0, n, S, T);
+        hs_s2s_acts a;
+        if ((rc = hs_s2s_acts_alloc(&a, c, n, S, T, 0)))
+            break;
+        if (!(rc = hs_s2s_encode(&a, m, src)) && !(rc = hs_s2s_decode(&a, m, dec, tgt))) {
+            for (int b = 0; b < n; b++) {
+                int count;
+                const double s = hs_seq_loss_sum(a.losses + (size_t)b * T, tgt + (size_t)b * T,
+                                                 T, &count);
+                sum += s;
+                r->tokens += (size_t)count;
+                hs_welford_add(&pair, s / count);
+                if (!isfinite(s) && r->nonfinite_seq < 0)
+                    r->nonfinite_seq = i0 + b, r->nonfinite_loss = s;
+            }
+            r->batches++;
+        }
+        hs_s2s_acts_free(&a);
+        if (!rc && progress)
+            progress(ctx, k + 1, nb);
+    }
+    free(src), free(dec), free(tgt);
+    if (rc)
+        return rc;
+    r->sequences = (size_t)pair.n;
+    r->loss = sum / (double)r->tokens;
+    r->stderr_loss = hs_welford_stderr(&pair);
+    return HS_OK;
+}

@@ -1,0 +1,44 @@
+/* Source-target pairs of an encoder-decoder model (SPEC §17's `--pairs
+ * FILE.jsonl`): each line {"source": S, "target": S}, tokenized as the
+ * model's tokenizer does (special tokens added, eos_token_id appended where
+ * the tokenizer does not end the sequence with it), or {"source_ids": [...],
+ * "target_ids": [...]} taken as given; and their teacher-forced loss. */
+#ifndef HS_PAIRS_H
+#define HS_PAIRS_H
+
+#include <stdint.h>
+
+#include "eval.h"
+#include "tokenizer.h"
+#include "weights.h"
+
+typedef struct {
+    int n;                /* pairs */
+    int32_t **src, **tgt; /* each pair's ids (the target ending in eos when tokenized) */
+    int *src_len, *tgt_len;
+    int max_src, max_tgt; /* the longest of each */
+} hs_pairs;
+
+/* Reads path into p for model configuration c: tokens within the
+ * vocabulary, neither side empty, sources at most max_src (0: no bound
+ * beyond the model's positions) and both sides within the model's learned
+ * or sinusoidal positions. Text lines are encoded by *tk, which the first
+ * of them opens when NULL (hs_tokenizer_resolve of tokenizer and model_dir:
+ * the caller frees it); a file of ids opens none. Errors name path:line and
+ * the key. */
+int hs_pairs_load(hs_pairs *p, const char *path, const hs_model_config *c, hs_tokenizer **tk,
+                  const char *tokenizer, const char *model_dir, int max_src);
+void hs_pairs_free(hs_pairs *p);
+
+/* The teacher-forced loss of every pair, B at a time: decoder input
+ * [decoder_start_token_id] + target[:-1], the cross-entropy of each
+ * target token, summed over all pairs' target tokens and divided by
+ * their count (HF's pooled loss); stderr the sample sd of the pairs' mean
+ * losses over sqrt(n). r: loss, stderr_loss, tokens (target tokens),
+ * sequences (pairs), batches and the first pair whose loss is not finite.
+ * max_batches > 0 stops after that many batches. progress (may be NULL)
+ * after each batch. */
+int hs_pairs_eval(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
+                  size_t max_batches, hs_progress_fn progress, void *ctx);
+
+#endif

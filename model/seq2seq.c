@@ -1,0 +1,339 @@
+/* The encoder-decoder forward (seq2seq.h): the sublayers of config.h's
+ * pre- (T5) or post-norm (BART, Marian) layouts over the block's norms and
+ * MLPs and the attention module, cross-attention through its second input. */
+#include "seq2seq.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "block.h"
+#include "layers.h"
+#include "linalg.h"
+
+const char *hs_attn_type_name(hs_attn_type t)
+{
+    static const char *const names[] = { "self", "enc", "dec", "cross" };
+    return t >= HS_ATTN_SELF && t <= HS_ATTN_CROSS ? names[t] : "self";
+}
+
+int hs_t5_bucket(int rel, int bidirectional, int buckets, int max_distance)
+{
+    int bucket = 0;
+    if (bidirectional) {
+        buckets /= 2;
+        bucket = rel > 0 ? buckets : 0;
+        rel = rel < 0 ? -rel : rel;
+    } else {
+        rel = rel < 0 ? -rel : 0; /* -min(rel, 0): keys after the query all fall in bucket 0 */
+    }
+    const int exact = buckets / 2;
+    if (rel < exact)
+        return bucket + rel;
+    /* torch: log(float(rel) / exact) / log(max_distance / exact) * (buckets - exact),
+     * in float, the Python scalars rounded to float, truncated to an integer */
+    const float scaled = logf((float)rel / (float)exact) /
+                         (float)log((double)max_distance / exact) * (float)(buckets - exact);
+    const int large = exact + (int)scaled;
+    return bucket + (large < buckets - 1 ? large : buckets - 1);
+}
+
+void hs_sinusoid_row(hs_real *out, int p, int d)
+{
+    const int half = d / 2;
+    for (int i = 0; i < half; i++) {
+        const double angle = p / pow(10000.0, (double)(2 * i) / d);
+        out[i] = (hs_real)(float)sin(angle); /* HF's table is a FloatTensor */
+        out[half + i] = (hs_real)(float)cos(angle);
+    }
+}
+
+/* Every buffer of a, each from its own allocation (NULL-safe to free). */
+static void acts_free_buffers(hs_s2s_acts *a, int n_self, int n_cross)
+{
+    for (int i = 0; a->self && i < n_self; i++)
+        hs_attn_acts_free(&a->self[i]);
+    for (int i = 0; a->cross && i < n_cross; i++)
+        hs_attn_acts_free(&a->cross[i]);
+    hs_real *const bufs[] = { a->enc, a->x,    a->n,   a->o,      a->h_pre,  a->h_up,
+                              a->h_act, a->mean, a->rstd, a->rel, a->logits, a->losses };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
+    free(a->src_valid);
+    free(a->self);
+    free(a->cross);
+}
+
+int hs_s2s_acts_alloc(hs_s2s_acts *a, const hs_model_config *c, int B, int S, int T, int maps)
+{
+    memset(a, 0, sizeof *a);
+    if (!hs_config_seq2seq(c))
+        return hs_fail(HS_EINVAL, "seq2seq: the model has one stack (not an encoder-decoder)");
+    if (B < 1 || S < 1 || T < 1)
+        return hs_fail(HS_EINVAL, "seq2seq: bad sizes (B=%d, S=%d, T=%d)", B, S, T);
+    const int E = c->enc_layers, L = c->n_layer, R = S > T ? S : T;
+    const size_t d = (size_t)c->d_model, F = (size_t)c->d_ff, V = (size_t)c->vocab_size;
+    const size_t BR = (size_t)B * R;
+    a->B = B, a->S = S, a->T = T, a->maps = maps, a->n_layer = L;
+    const int n_self = maps ? L : 2, n_cross = maps ? L : 1;
+    a->enc = hs_calloc((size_t)B * S * d, sizeof(hs_real), "encoder output");
+    a->x = hs_calloc(BR * d, sizeof(hs_real), "residual stream");
+    a->n = hs_calloc(BR * d, sizeof(hs_real), "normed residual");
+    a->o = hs_calloc(BR * d, sizeof(hs_real), "sublayer output");
+    a->h_pre = hs_calloc(BR * F, sizeof(hs_real), "MLP activations");
+    a->h_up = hs_calloc(BR * F, sizeof(hs_real), "MLP activations");
+    a->h_act = hs_calloc(BR * F, sizeof(hs_real), "MLP activations");
+    a->mean = hs_calloc(BR, sizeof(hs_real), "norm statistics");
+    a->rstd = hs_calloc(BR, sizeof(hs_real), "norm statistics");
+    a->src_valid = hs_calloc((size_t)B * S, 1, "source mask");
+    int Hmax = 1;
+    for (int l = 0; l < L; l++)
+        Hmax = c->n_head[l] > Hmax ? c->n_head[l] : Hmax;
+    if (c->rel_buckets)
+        a->rel = hs_calloc((size_t)Hmax * (2 * (size_t)R - 1), sizeof(hs_real), "position bias");
+    a->logits = hs_calloc((size_t)B * T * V, sizeof(hs_real), "logits");
+    a->losses = hs_calloc((size_t)B * T, sizeof(hs_real), "losses");
+    a->self = hs_calloc((size_t)n_self, sizeof *a->self, "attention activations");
+    a->cross = hs_calloc((size_t)n_cross, sizeof *a->cross, "attention activations");
+    int rc = a->enc && a->x && a->n && a->o && a->h_pre && a->h_up && a->h_act && a->mean &&
+                     a->rstd && a->src_valid && (a->rel || !c->rel_buckets) && a->logits && a->losses &&
+                     a->self && a->cross
+                 ? HS_OK
+                 : HS_ENOMEM;
+    for (int l = 0; !rc && l < L; l++) {
+        const hs_attn_config ac = hs_config_attn(c, l);
+        const int dec = hs_config_cross(c, l), n = dec ? T : S;
+        if (maps || l == 0 || l == E)
+            rc = hs_attn_acts_alloc(&a->self[maps ? l : dec], &ac, B, n, n, n, maps);
+        if (!rc && dec && (maps || l == E))
+            rc = hs_attn_acts_alloc(&a->cross[maps ? l : 0], &ac, B, T, S, S, maps);
+    }
+    if (rc) {
+        acts_free_buffers(a, n_self, n_cross);
+        memset(a, 0, sizeof *a);
+    }
+    return rc;
+}
+
+void hs_s2s_acts_free(hs_s2s_acts *a)
+{
+    if (!a->B)
+        return;
+    /* the per-layer records: every layer's with maps, else 2 and 1 */
+    acts_free_buffers(a, a->maps ? a->n_layer : 2, a->maps ? a->n_layer : 1);
+    memset(a, 0, sizeof *a);
+}
+
+/* The attention activations of layer l (self-attention, or its
+ * cross-attention). */
+static hs_attn_acts *layer_acts(const hs_s2s_acts *a, const hs_model_config *c, int l, int cross)
+{
+    if (cross)
+        return &a->cross[a->maps ? l : 0];
+    return &a->self[a->maps ? l : hs_config_cross(c, l)];
+}
+
+/* T5's bias of one stack by offset key - query into a->rel: (H, 2n - 1),
+ * offset 0 at n - 1, from w (buckets, H). */
+static hs_attn_rel stack_rel(hs_s2s_acts *a, const hs_model_config *c, const hs_real *w, int H,
+                             int n, int bidirectional)
+{
+    if (!c->rel_buckets)
+        return (hs_attn_rel){ 0 };
+    const int width = 2 * n - 1;
+    for (int i = 0; i < width; i++) {
+        const int b = hs_t5_bucket(i - (n - 1), bidirectional, c->rel_buckets,
+                                   c->rel_max_distance);
+        for (int h = 0; h < H; h++)
+            a->rel[(size_t)h * width + i] = w[(size_t)b * H + h];
+    }
+    return (hs_attn_rel){ a->rel, width, n - 1 };
+}
+
+/* x (B,n,d) = the embeddings of tokens with the stack's scale, positions
+ * (wpe NULL: sinusoids or none) and norm (lne_w NULL: none). */
+static void embed(hs_s2s_acts *a, const hs_model *m, const int32_t *tokens, int n,
+                  const hs_real *wpe, const hs_real *lne_w, const hs_real *lne_b)
+{
+    const hs_model_config *c = &m->cfg;
+    const int d = c->d_model, B = a->B;
+    const size_t N = (size_t)B * n;
+    hs_embed_forward(a->x, tokens, m->w.wte, NULL, B, n, d);
+    if (c->embed_scale) /* HF multiplies by the Python float sqrt(d), rounded to the dtype */
+        hs_scale(a->x, (hs_real)sqrt((double)d), N * d);
+    if (c->pos == HS_POS_LEARNED || c->pos == HS_POS_SINUSOID) {
+        hs_real *row = a->o; /* scratch for a sinusoid row */
+        for (int t = 0; t < n; t++) {
+            const hs_real *p = wpe ? wpe + (size_t)(t + c->pos_shift) * d : row;
+            if (!wpe)
+                hs_sinusoid_row(row, t, d);
+            for (int b = 0; b < B; b++) {
+                hs_real *x = a->x + ((size_t)b * n + t) * d;
+                for (int i = 0; i < d; i++)
+                    x[i] += p[i];
+            }
+        }
+    }
+    if (lne_w) {
+        hs_block_norm(a->n, a->mean, a->rstd, a->x, lne_w, lne_b, c, N);
+        memcpy(a->x, a->n, sizeof(hs_real) * N * d);
+    }
+}
+
+/* The residual after a sublayer whose output is a->o: pre-norm x += o;
+ * post-norm x = norm(x + o) with (w, b). */
+static void residual(hs_s2s_acts *a, const hs_model_config *c, size_t N, const hs_real *w,
+                     const hs_real *b)
+{
+    if (!c->post_norm) {
+        hs_add(a->x, a->x, a->o, N * c->d_model);
+        return;
+    }
+    hs_add(a->n, a->x, a->o, N * c->d_model);
+    hs_block_norm(a->x, a->mean, a->rstd, a->n, w, b, c, N);
+}
+
+/* The input of a sublayer: pre-norm its norm (w, b) of x into a->n; post-norm x. */
+static const hs_real *sublayer_in(hs_s2s_acts *a, const hs_model_config *c, size_t N,
+                                  const hs_real *w, const hs_real *b)
+{
+    if (c->post_norm)
+        return a->x;
+    hs_block_norm(a->n, a->mean, a->rstd, a->x, w, b, c, N);
+    return a->n;
+}
+
+/* One attention sublayer of layer l over x (n positions): self-attention
+ * (y NULL) or cross-attention to y (the encoder's output). */
+static int attention(hs_s2s_acts *a, const hs_model *m, int l, int n, const hs_real *y,
+                     const hs_attn_mask *mask, hs_attn_rel rel)
+{
+    const hs_model_config *c = &m->cfg;
+    const hs_layer_weights *lw = &m->w.layer[l];
+    const size_t N = (size_t)a->B * n;
+    const hs_attn_weights *w = y ? &lw->xattn : &lw->attn;
+    const hs_real *nw = y ? lw->lnx_w : lw->ln1_w, *nb = y ? lw->lnx_b : lw->ln1_b;
+    hs_attn_config ac = hs_config_attn(c, l);
+    ac.rel = y ? (hs_attn_rel){ 0 } : rel;
+    hs_attn_acts *aa = layer_acts(a, c, l, y != NULL);
+    const hs_real *in = sublayer_in(a, c, N, nw, nb);
+    int rc = hs_attn_forward_heads(aa, w, &ac, in, y, mask, NULL);
+    if (rc)
+        return rc;
+    hs_attn_forward_output(a->o, aa, w, &ac, NULL, 0);
+    residual(a, c, N, nw, nb);
+    return HS_OK;
+}
+
+static void mlp(hs_s2s_acts *a, const hs_model *m, int l, int n)
+{
+    const hs_model_config *c = &m->cfg;
+    const hs_layer_weights *lw = &m->w.layer[l];
+    const size_t N = (size_t)a->B * n;
+    const hs_mlp_acts ma = { a->h_pre, a->h_up, a->h_act };
+    hs_mlp_forward(a->o, &ma, lw, sublayer_in(a, c, N, lw->ln2_w, lw->ln2_b), c, N);
+    residual(a, c, N, lw->ln2_w, lw->ln2_b);
+}
+
+/* Tokens (B,n) inside the vocabulary and n inside the learned positions. */
+static int check_tokens(const hs_model_config *c, const int32_t *tok, int B, int n,
+                        const char *what)
+{
+    if (c->pos == HS_POS_LEARNED && n > c->n_ctx)
+        return hs_fail(HS_EINVAL, "seq2seq: a %s of %d positions exceeds the model's %d "
+                                  "(max_position_embeddings)", what, n, c->n_ctx);
+    for (size_t i = 0; i < (size_t)B * n; i++)
+        if (tok[i] < 0 || tok[i] >= c->vocab_size)
+            return hs_fail(HS_EINVAL, "seq2seq: %s token %d at position %zu of row %zu is "
+                                      "outside the vocabulary of %d", what, tok[i],
+                           i % (size_t)n, i / (size_t)n, c->vocab_size);
+    return HS_OK;
+}
+
+int hs_s2s_encode(hs_s2s_acts *a, const hs_model *m, const int32_t *src)
+{
+    const hs_model_config *c = &m->cfg;
+    const int B = a->B, S = a->S, E = c->enc_layers;
+    const size_t N = (size_t)B * S, d = (size_t)c->d_model;
+    int rc = check_tokens(c, src, B, S, "source");
+    if (rc)
+        return rc;
+    a->src_padded = 0;
+    for (int b = 0; b < B; b++) {
+        int real = 0;
+        for (int s = 0; s < S; s++) {
+            const size_t i = (size_t)b * S + s;
+            a->src_valid[i] = src[i] != c->pad_id;
+            real += a->src_valid[i];
+        }
+        if (!real)
+            return hs_fail(HS_EINVAL, "seq2seq: source row %d is all padding (pad_token_id "
+                                      "%d)", b, c->pad_id);
+        a->src_padded |= real < S;
+    }
+    embed(a, m, src, S, m->w.enc_wpe, m->w.enc_lne_w, m->w.enc_lne_b);
+    const hs_attn_mask mask = { 0, a->src_padded ? a->src_valid : NULL, 0 };
+    const hs_attn_rel rel = stack_rel(a, c, m->w.enc_rel, c->n_head[0], S, 1);
+    for (int l = 0; l < E; l++) {
+        if ((rc = attention(a, m, l, S, NULL, &mask, rel)))
+            return rc;
+        mlp(a, m, l, S);
+    }
+    if (c->final_norm) {
+        hs_block_norm(a->enc, a->mean, a->rstd, a->x, m->w.enc_lnf_w, m->w.enc_lnf_b, c, N);
+    } else {
+        memcpy(a->enc, a->x, sizeof(hs_real) * N * d);
+    }
+    return HS_OK;
+}
+
+int hs_s2s_decode(hs_s2s_acts *a, const hs_model *m, const int32_t *dec_in,
+                  const int32_t *targets)
+{
+    const hs_model_config *c = &m->cfg;
+    const int B = a->B, T = a->T, E = c->enc_layers, d = c->d_model, V = c->vocab_size;
+    const size_t N = (size_t)B * T;
+    int rc = check_tokens(c, dec_in, B, T, "decoder input");
+    for (size_t i = 0; !rc && targets && i < N; i++)
+        if (targets[i] != HS_TARGET_IGNORE && (targets[i] < 0 || targets[i] >= V))
+            rc = hs_fail(HS_EINVAL, "seq2seq: target %d at position %zu of row %zu is outside "
+                                    "the vocabulary of %d", targets[i], i % (size_t)T,
+                         i / (size_t)T, V);
+    if (rc)
+        return rc;
+    embed(a, m, dec_in, T, m->w.wpe, m->w.lne_w, m->w.lne_b);
+    const hs_attn_mask self = { 1, NULL, 0 };
+    const hs_attn_mask cross = { 0, a->src_padded ? a->src_valid : NULL, 0 };
+    const hs_attn_rel rel = stack_rel(a, c, m->w.dec_rel, c->n_head[E], T, 0);
+    for (int l = E; l < c->n_layer; l++) {
+        if ((rc = attention(a, m, l, T, NULL, &self, rel)) ||
+            (rc = attention(a, m, l, T, a->enc, &cross, rel)))
+            return rc;
+        mlp(a, m, l, T);
+    }
+    const hs_real *h = a->x;
+    if (c->final_norm) {
+        hs_block_norm(a->n, a->mean, a->rstd, a->x, m->w.lnf_w, m->w.lnf_b, c, N);
+        h = a->n;
+    }
+    if (c->tied_scale) { /* T5: sequence_output * model_dim ** -0.5, the scalar in float */
+        if (h != a->n)
+            memcpy(a->n, h, sizeof(hs_real) * N * d);
+        hs_scale(a->n, (hs_real)pow((double)d, -0.5), N * d);
+        h = a->n;
+    }
+    hs_linear_forward(a->logits, h, m->w.lm_w, m->w.lm_b, N, d, V);
+    if (!targets)
+        return HS_OK;
+    hs_softmax_xent_forward(a->logits, a->losses, targets, N, V);
+    double sum = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < N; i++) {
+        sum += a->losses[i];
+        n += targets[i] != HS_TARGET_IGNORE;
+    }
+    a->n_targets = n;
+    a->loss = n ? sum / (double)n : 0;
+    return HS_OK;
+}

@@ -1,0 +1,69 @@
+/* Forward through an encoder-decoder model (SPEC §17: t5, bart, marian; the
+ * layout of config.h's enc_layers): the encoder over the source tokens,
+ * bidirectional over its real tokens (a token equal to pad_id is padding),
+ * then the decoder over its inputs, causal, each of its layers attending
+ * to the encoder's output through cross-attention (the source's padding
+ * masked), and the unembedding and loss of the targets.
+ *
+ * Shapes: B batch, S source positions, T decoder positions, d width, V
+ * vocabulary. */
+#ifndef HS_SEQ2SEQ_H
+#define HS_SEQ2SEQ_H
+
+#include <stdint.h>
+
+#include "weights.h"
+
+/* The attention types of SPEC §17 (and `self` of one-stack models). */
+typedef enum { HS_ATTN_SELF, HS_ATTN_ENC, HS_ATTN_DEC, HS_ATTN_CROSS } hs_attn_type;
+
+/* "self", "enc", "dec", "cross". */
+const char *hs_attn_type_name(hs_attn_type t);
+
+/* Activations of one forward of B sequence pairs, S source and T decoder
+ * positions, as hs_s2s_acts_alloc sizes them. */
+typedef struct {
+    int B, S, T, maps, n_layer;
+    hs_real *enc;          /* (B,S,d) the encoder's output (after its final norm) */
+    hs_real *x, *n, *o;    /* (B,max(S,T),d) the residual, a norm's output, a sublayer's */
+    hs_real *h_pre, *h_up, *h_act; /* (B,max(S,T),F) the MLP's */
+    hs_real *mean, *rstd;  /* (B,max(S,T)) the last norm's statistics */
+    unsigned char *src_valid; /* (B,S) 1 = a real source token */
+    int src_padded;        /* src_valid holds a 0 */
+    hs_real *rel;          /* T5: (H, 2 max(S,T) - 1) one stack's relative bias by offset */
+    hs_attn_acts *self;    /* maps: n_layer, else 2 (encoder, decoder) reused by each layer */
+    hs_attn_acts *cross;   /* maps: n_layer (the decoder's), else 1 */
+    hs_real *logits;       /* (B,T,V); probabilities after a decode with targets */
+    hs_real *losses;       /* (B,T) per-position cross-entropy (0 where ignored) */
+    double loss;           /* mean over the targets that are not HS_TARGET_IGNORE */
+    size_t n_targets;
+} hs_s2s_acts;
+
+/* maps: keep every layer's maps (self: att (B,H,S,S) of encoder layers,
+ * (B,H,T,T) of decoder layers; cross: att (B,H,T,S)). HS_EINVAL for a model
+ * with one stack or bad sizes. */
+int hs_s2s_acts_alloc(hs_s2s_acts *a, const hs_model_config *c, int B, int S, int T, int maps);
+void hs_s2s_acts_free(hs_s2s_acts *a);
+
+/* The encoder over src (B,S) into a->enc. HS_EINVAL naming the position for
+ * a token outside the vocabulary, a source longer than the learned
+ * positions, or a sequence with no real token. */
+int hs_s2s_encode(hs_s2s_acts *a, const hs_model *m, const int32_t *src);
+
+/* The decoder over dec_in (B,T) attending to a->enc (hs_s2s_encode's),
+ * then the logits; with targets (B,T) (HS_TARGET_IGNORE left out) also
+ * the losses and their mean. */
+int hs_s2s_decode(hs_s2s_acts *a, const hs_model *m, const int32_t *dec_in,
+                  const int32_t *targets);
+
+/* T5's bucket of relative position rel = key - query (HF's
+ * _relative_position_bucket, its logarithm in float as torch computes it):
+ * bidirectional (the encoder) or causal (the decoder). */
+int hs_t5_bucket(int rel, int bidirectional, int buckets, int max_distance);
+
+/* Row p of the sinusoidal position table (MarianSinusoidalPositionalEmbedding)
+ * into out (d): sin(p / 10000^(2i/d)) for i < d/2, then the cosines, each
+ * computed in double and rounded to float (HF's table is a FloatTensor). */
+void hs_sinusoid_row(hs_real *out, int p, int d);
+
+#endif

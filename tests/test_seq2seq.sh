@@ -1,0 +1,131 @@
+#!/bin/bash
+# The encoder-decoders of SPEC §17 end to end: eval --pairs on the torch
+# oracle's checkpoints (scripts/oracle/gen_seq2seq.py) equals torch's pooled
+# loss and stderr at any --batch; text pairs tokenize as their ids (eos
+# appended once, whether the tokenizer adds it or not); info shows the two
+# stacks; bad pairs and the commands that run one stack are refused, saying
+# why.
+# Usage: tests/test_seq2seq.sh HEADSCOPE_BINARY FIXTURE_DIR [ONLY=checks]
+SUITE=seq2seq
+. "$(dirname "$0")/lib.sh"
+S2S="$FIX/seq2seq"
+
+# want NAME KEY: the fixture's value of tensor KEY (one number) of case NAME
+want() {
+    awk -v n="$1" -v k="$2" '$1 == "case" { c = $2 } c == n && $1 == "tensor" && $2 == k {
+        getline; print; exit }' "$FIX/seq2seq.txt"
+}
+
+# close A B TOL WHAT: |A - B| <= TOL |B|
+close() {
+    py -c 'import sys; a, b, t = map(float, sys.argv[1:4]); sys.exit(abs(a - b) > t * abs(b))' \
+        "$1" "$2" "$3" || bad "$4: $1, expected $2"
+}
+
+eval_pairs_equals_torch() {
+    local n loss
+    for n in t5 flan_t5 bart marian; do
+        for b in 1 2; do
+            hs eval --model "$S2S/$n" --pairs "$S2S/$n/pairs.jsonl" --batch $b --json
+            expect_rc 0 "eval --pairs $n --batch $b" || return 1
+            loss=$(jget out.txt loss) || return 1
+            close "$loss" "$(want $n loss)" 2e-6 "$n loss at --batch $b" || return 1
+            close "$(jget out.txt stderr)" "$(want $n stderr)" 2e-5 "$n stderr" || return 1
+            expect_eq "$(jget out.txt tokens)" 11 "$n target tokens" || return 1
+            expect_eq "$(jget out.txt sequences)" 2 "$n pairs" || return 1
+        done
+    done
+    hs eval --model "$S2S/t5" --pairs "$S2S/t5/pairs.jsonl"
+    expect_grep "$OUT" "loss 3.82" "eval --pairs text output" || return 1
+}
+
+# A Unigram tokenizer.json over the t5 fixture's 40 ids: <pad> 0, </s> 1,
+# <unk> 2, then ▁a .. ▁z; with_eos: its post-processor appends </s>.
+tokenizer() {
+    py - "$1" "$2" <<'PYEOF'
+import json, sys
+out, with_eos = sys.argv[1], sys.argv[2] == "1"
+vocab = [["<pad>", 0.0], ["</s>", 0.0], ["<unk>", 0.0]]
+vocab += [["\u2581" + chr(ord("a") + i), -1.0 - i / 100] for i in range(26)]
+vocab += [["x%d" % i, -20.0] for i in range(40 - len(vocab))]
+meta = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
+tok = {"version": "1.0", "truncation": None, "padding": None,
+       "added_tokens": [{"id": i, "content": c, "single_word": False, "lstrip": False,
+                         "rstrip": False, "normalized": False, "special": True}
+                        for i, c in enumerate(["<pad>", "</s>", "<unk>"])],
+       "normalizer": None, "pre_tokenizer": meta, "post_processor": None, "decoder": meta,
+       "model": {"type": "Unigram", "unk_id": 2, "vocab": vocab, "byte_fallback": False}}
+if with_eos:
+    tok["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [{"Sequence": {"id": "A", "type_id": 0}},
+                   {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}},
+                 {"SpecialToken": {"id": "</s>", "type_id": 0}},
+                 {"Sequence": {"id": "B", "type_id": 0}},
+                 {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+        "special_tokens": {"</s>": {"id": "</s>", "ids": [1], "tokens": ["</s>"]}}}
+json.dump(tok, open(out, "w"))
+PYEOF
+}
+
+text_pairs_tokenize_as_their_ids() {
+    mkdir -p t5 && cp "$S2S/t5/config.json" "$S2S/t5/model.safetensors" t5/ || return 1
+    printf '{"source": "a b c d", "target": "e f"}\n{"source": "g h", "target": "i j k"}\n' \
+        >text.jsonl
+    # ▁a is id 3: "a b c d" -> 3 4 5 6 and eos 1
+    printf '%s\n%s\n' '{"source_ids": [3, 4, 5, 6, 1], "target_ids": [7, 8, 1]}' \
+        '{"source_ids": [9, 10, 1], "target_ids": [11, 12, 13, 1]}' >ids.jsonl
+    hs eval --model t5 --pairs ids.jsonl --json
+    expect_rc 0 "eval of the ids pairs" || return 1
+    local want_loss
+    want_loss=$(jget out.txt loss) || return 1
+    for eos in 0 1; do
+        tokenizer t5/tokenizer.json $eos || bad "could not write tokenizer.json" || return 1
+        hs eval --model t5 --pairs text.jsonl --json
+        expect_rc 0 "eval of the text pairs (post-processor eos: $eos)" || return 1
+        expect_eq "$(jget out.txt loss)" "$want_loss" "text pairs (eos $eos) = their ids" ||
+            return 1
+        expect_eq "$(jget out.txt tokens)" 7 "target tokens with eos $eos" || return 1
+    done
+}
+
+info_shows_the_stacks() {
+    hs info --model "$S2S/flan_t5"
+    expect_rc 0 "info on t5" || return 1
+    expect_grep "$OUT" "encoder of 2 layers, then a decoder of 3 with cross-attention" \
+        "info's stacks" || return 1
+    expect_grep "$OUT" "relative position buckets" "info's features" || return 1
+    hs info --model "$S2S/marian" --json
+    expect_eq "$(jget out.txt decoder_layers)" 3 "info --json decoder_layers" || return 1
+    expect_eq "$(jget out.txt positional)" sinusoid "marian's positions" || return 1
+    expect_eq "$(jget out.txt activation)" silu "marian's swish" || return 1
+}
+
+bad_pairs_and_one_stack_commands_refuse() {
+    printf '{"source_ids": [3, 4, 2]}\n' >half.jsonl
+    expect_refused 1 eval "half.jsonl:1: a pair has \"target\"" --model "$S2S/bart" \
+        --pairs half.jsonl || return 1
+    printf '{"source_ids": [3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3], "target_ids": [3, 2]}\n' \
+        >long.jsonl
+    expect_refused 1 eval "longer than the model's 12 positions" --model "$S2S/bart" \
+        --pairs long.jsonl || return 1
+    expect_refused 1 eval "longer than --seq-len 4" --model "$S2S/t5" --seq-len 4 \
+        --pairs "$S2S/t5/pairs.jsonl" || return 1
+    expect_refused 1 eval "need an encoder-decoder model" --model "$FIX/models/gpt2_tiny" \
+        --pairs "$S2S/t5/pairs.jsonl" || return 1
+    py -c 'import struct
+ids = [3 + i % 30 for i in range(300)]
+open("d.bin", "wb").write(struct.pack("<256i", 20240520, 1, len(ids), *[0] * 253) +
+                          struct.pack("<%dH" % len(ids), *ids))'
+    expect_refused 1 eval "an encoder-decoder model (t5)" --model "$S2S/t5" --data d.bin \
+        --batch 2 --seq-len 8 || return 1
+    expect_refused 1 capture "encoder-decoder" --model "$S2S/bart" --data d.bin --batch 2 \
+        --seq-len 8 --out m.h5 || return 1
+    expect_nofile m.h5 "a refused capture's file" || return 1
+    expect_refused 1 generate "encoder-decoder" --model "$S2S/marian" --prompt-ids 3,4 --max-new 2 ||
+        return 1
+}
+
+run_checks eval_pairs_equals_torch text_pairs_tokenize_as_their_ids info_shows_the_stacks \
+    bad_pairs_and_one_stack_commands_refuse
