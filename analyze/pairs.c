@@ -49,29 +49,45 @@ static int side(int32_t **ids, int *n, const cJSON *o, const char *text_key,
         snprintf(msg, sizeof msg, "a text pair's tokenizer: %s", hs_last_error());
         return bad(path, line, msg);
     }
-    if (!*ts->tk)
-        return bad(path, line, "a text pair needs a tokenizer (--tokenizer, or the model "
-                               "directory's)");
-    size_t len;
-    if (hs_tokenizer_encode(*ts->tk, text->valuestring, strlen(text->valuestring), 1, ids, &len)) {
+    if ((*n = hs_source_ids(*ts->tk, text->valuestring, c, ids)) < 0) {
         snprintf(msg, sizeof msg, "\"%s\": %s", text_key, hs_last_error());
         return bad(path, line, msg);
     }
+    return HS_OK;
+}
+
+int hs_source_ids(const hs_tokenizer *tk, const char *text, const hs_model_config *c,
+                  int32_t **ids)
+{
+    size_t len;
+    *ids = NULL;
+    if (!tk) {
+        hs_fail(HS_EINVAL, "a source or target text needs a tokenizer (--tokenizer, or the "
+                           "model directory's)");
+        return -1;
+    }
+    if (hs_tokenizer_encode(tk, text, strlen(text), 1, ids, &len))
+        return -1;
     if (!len || (*ids)[len - 1] != c->eos_id) { /* the eos every family's tokenizer ends with */
         int32_t *grown = realloc(*ids, (len + 1) * sizeof **ids);
-        if (!grown)
-            return hs_fail(HS_ENOMEM, "out of memory (pairs)");
+        if (!grown) {
+            hs_fail(HS_ENOMEM, "out of memory (source ids)");
+            return -1;
+        }
         *ids = grown;
         (*ids)[len++] = c->eos_id;
     }
     for (size_t k = 0; k < len; k++)
         if ((*ids)[k] < 0 || (*ids)[k] >= c->vocab_size) {
-            snprintf(msg, sizeof msg, "\"%s\": the tokenizer's id %d is outside the model's "
-                                      "vocabulary of %d", text_key, (*ids)[k], c->vocab_size);
-            return bad(path, line, msg);
+            hs_fail(HS_EINVAL, "the tokenizer's id %d is outside the model's vocabulary of %d",
+                    (*ids)[k], c->vocab_size);
+            return -1;
         }
-    *n = len > (size_t)INT32_MAX ? INT32_MAX : (int)len;
-    return HS_OK;
+    if (len > (size_t)INT32_MAX) {
+        hs_fail(HS_EINVAL, "a text of more than 2^31 tokens");
+        return -1;
+    }
+    return (int)len;
 }
 
 /* The positions a side may take: the learned or sinusoidal table's rows, or

@@ -30,6 +30,13 @@ int hs_pairs_load(hs_pairs *p, const char *path, const hs_model_config *c, hs_to
                   const char *tokenizer, const char *model_dir, int max_src);
 void hs_pairs_free(hs_pairs *p);
 
+/* The ids of a source or target text as the pairs file's: tk's encoding
+ * with special tokens, eos_token_id appended unless it ends it, each id
+ * checked against c's vocabulary. The count, or -1 with the message set
+ * (tk NULL: no tokenizer known). *ids is malloc'd. */
+int hs_source_ids(const hs_tokenizer *tk, const char *text, const hs_model_config *c,
+                  int32_t **ids);
+
 /* The teacher-forced loss of every pair, B at a time: decoder input
  * [decoder_start_token_id] + target[:-1], the cross-entropy of each
  * target token, summed over all pairs' target tokens and divided by

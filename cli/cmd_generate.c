@@ -8,20 +8,22 @@
 #include "cli.h"
 #include "decode.h"
 #include "kv_plan.h"
+#include "pairs.h"
 
 static int cmd_generate(int argc, char **argv)
 {
     const char *model = NULL, *text = NULL, *ids_s = NULL, *tok_path = NULL, *plan = NULL;
-    int max_new = 32, top_k = 0, threads = 0, json = 0;
+    int max_new = -1, top_k = 0, threads = 0, json = 0;
     long seed = 0;
     hs_sample_opts so = { 0 };
     opt o[] = {
         OPT_MODEL(&model),
         { "--prompt", OPT_STR, &text, 0, "TEXT", "prompt text (through the tokenizer)", 0 },
-        { "--tokenizer", OPT_STR, &tok_path, 0, "PATH", "tokenizer.json or its directory "
-          "(default: the model directory's)", 0 },
+        { "--tokenizer", OPT_STR, &tok_path, 0, "PATH", "tokenizer.json or its directory (default: the model directory's)", 0 },
         { "--prompt-ids", OPT_STR, &ids_s, 0, "I,I,...", "prompt as token ids", 0 },
-        { "--max-new", OPT_INT, &max_new, 0, "N", "tokens to generate", 0 },
+        { "--source", OPT_STR, &text, 0, "TEXT", "an encoder-decoder's source text (as --prompt)", 0 },
+        { "--source-ids", OPT_STR, &ids_s, 0, "I,I,...", "an encoder-decoder's source as token ids (as --prompt-ids)", 0 },
+        { "--max-new", OPT_INT, &max_new, 0, "N", "tokens to generate (default 32; from a source 64, stopping after eos)", 0 },
         { "--temperature", OPT_DOUBLE, &so.temperature, 0, "T", "0: greedy; > 0: sampling", 0 },
         { "--top-k", OPT_INT, &top_k, 0, "K", "sample among the K likeliest (0: all)", 0 },
         { "--seed", OPT_LONG, &seed, 0, "S", "seed of the sampling generator", 0 },
@@ -33,9 +35,7 @@ static int cmd_generate(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!model || (!text == !ids_s))
-        return cli_usage_error("generate",
-                               "--model DIR and one of --prompt TEXT or --prompt-ids are "
-                               "required");
+        return cli_usage_error("generate", "--model DIR and one of --prompt (--source) TEXT or --prompt-ids (--source-ids) are required");
     so.top_k = top_k, so.seed = (unsigned long long)seed;
     cli_threads(threads);
     hs_model m;
@@ -46,28 +46,28 @@ static int cmd_generate(int argc, char **argv)
     if (text && hs_tokenizer_for(&tok, tok_path, model, NULL))
         rc = cli_run_error("generate");
     int32_t *ids = NULL, *out = NULL;
-    int n = rc ? -1 : cli_prompt_ids("generate", ids_s, text, tok, m.cfg.vocab_size, &ids);
+    const int s2s = hs_config_seq2seq(&m.cfg), n = rc ? -1 : s2s && text ? hs_source_ids(tok, text, &m.cfg, &ids)
+                                                           : cli_prompt_ids("generate", ids_s, text, tok, m.cfg.vocab_size, &ids);
+    max_new = max_new >= 0 ? max_new : s2s ? 64 : 32;
     if (n == 0)
         rc = cli_usage_error("generate", "the prompt is empty");
     else if (n < 0)
-        rc = rc ? rc : EXIT_USAGE;
+        rc = rc ? rc : s2s && text ? cli_run_error("generate") : EXIT_USAGE;
     hs_generate_stats st;
     if (!rc && !(out = malloc(sizeof *out * ((size_t)n + (size_t)max_new))))
         rc = cli_run_error("generate");
     if (!rc && (hs_generate(out, &st, &m, ids, n, max_new, &so) || hs_model_unchanged(&m)))
         rc = cli_run_error("generate");
     if (!rc)
-        hs_print_generation(stdout, out, n, n + max_new, &st, tok, m.cfg.vocab_size, json);
-    free(ids);
-    free(out);
-    hs_tokenizer_free(tok);
-    hs_model_free(&m);
+        hs_print_generation(stdout, out, s2s ? 1 : n, (s2s ? 1 : n) + st.n_new, &st, tok, m.cfg.vocab_size, json);
+    free(ids), free(out);
+    hs_tokenizer_free(tok), hs_model_free(&m);
     return rc;
 }
 
 static const opt_rule generate_rules[] = {
-    { "--prompt-ids", OPTS_EXCLUDES, "--prompt,--tokenizer", "the ids need no tokenizer" },
-    { "--prompt", OPTS_NEEDS, "--tokenizer", "it encodes the prompt text" },
+    { "--prompt-ids|--source-ids", OPTS_EXCLUDES, "--prompt,--source,--tokenizer", "the ids need no tokenizer" },
+    { "--prompt|--source", OPTS_NEEDS, "--tokenizer", "it encodes the prompt text" },
     { "--temperature", OPTS_NEEDS, "--top-k,--seed", "greedy decoding draws nothing" },
 };
 

@@ -1,5 +1,6 @@
 /* Incremental decoding over the compact per-layer KV cache (decode.h). */
 #include "decode.h"
+#include "seq2seq.h"
 #include "rng.h"
 
 #include <math.h>
@@ -477,59 +478,6 @@ int hs_decoder_feed(hs_decoder *dec, const int32_t *ids, int n)
 
 /* ---- sampling and the generation loop ---------------------------------- */
 
-typedef struct {
-    double v;
-    int32_t id;
-} scored;
-
-/* Descending by value, ties to the lower id. */
-static int by_value(const void *x, const void *y)
-{
-    const scored *a = x, *b = y;
-    if (a->v != b->v)
-        return a->v > b->v ? -1 : 1;
-    return a->id < b->id ? -1 : a->id > b->id;
-}
-
-static int by_id(const void *x, const void *y)
-{
-    const scored *a = x, *b = y;
-    return a->id < b->id ? -1 : a->id > b->id;
-}
-
-int32_t hs_sample_token(const hs_real *logits, int V, const hs_sample_opts *o, hs_rng *rng)
-{
-    if (!(o->temperature > 0)) {
-        int32_t best = 0;
-        for (int32_t i = 1; i < V; i++)
-            if (logits[i] > logits[best])
-                best = i;
-        return best;
-    }
-    scored *s = malloc(sizeof *s * (size_t)V);
-    if (!s) /* no memory for the sort: fall back to the greedy choice */
-        return hs_sample_token(logits, V, &(hs_sample_opts){ 0 }, rng);
-    for (int32_t i = 0; i < V; i++)
-        s[i] = (scored){ (double)logits[i] / o->temperature, i };
-    int k = o->top_k > 0 && o->top_k < V ? o->top_k : V;
-    qsort(s, (size_t)V, sizeof *s, by_value);
-    const double top = s[0].v;
-    qsort(s, (size_t)k, sizeof *s, by_id);
-    double sum = 0;
-    for (int i = 0; i < k; i++)
-        sum += s[i].v = exp(s[i].v - top);
-    const double u = hs_rng_uniform(rng) * sum;
-    double acc = 0;
-    int32_t pick = s[k - 1].id;
-    for (int i = 0; i < k; i++)
-        if ((acc += s[i].v) > u) {
-            pick = s[i].id;
-            break;
-        }
-    free(s);
-    return pick;
-}
-
 int hs_decoder_logits_finite(const hs_decoder *dec, int step)
 {
     for (int v = 0; v < dec->m->cfg.vocab_size; v++)
@@ -542,7 +490,10 @@ int hs_decoder_logits_finite(const hs_decoder *dec, int step)
 int hs_generate(int32_t *out, hs_generate_stats *st, const hs_model *m, const int32_t *prompt,
                 int n_prompt, int max_new, const hs_sample_opts *o)
 {
+    if (hs_config_seq2seq(&m->cfg))
+        return hs_s2s_generate(out, st, m, prompt, n_prompt, max_new, o);
     memset(st, 0, sizeof *st);
+    st->n_new = max_new;
     if (n_prompt < 1 || max_new < 0)
         return hs_fail(HS_EINVAL, "a prompt of at least one token is needed");
     if ((long)n_prompt + max_new > m->cfg.n_ctx)

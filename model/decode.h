@@ -31,6 +31,7 @@
 
 #include "attention.h"
 #include "rng.h"
+#include "sample.h"
 #include "weights.h"
 
 typedef enum {
@@ -129,33 +130,14 @@ int hs_decoder_feed(hs_decoder *dec, const int32_t *ids, int n);
  * such a result. */
 int hs_decoder_logits_finite(const hs_decoder *dec, int step);
 
-/* Sampling rule of hs_generate. temperature 0: greedy, the argmax of the
- * logits (ties to the lowest id). temperature > 0: the top_k largest
- * logits (top_k 0: all; ties to the lower id), softmax of logits /
- * temperature over them, one uniform draw of rng picks by the cumulative
- * probability in ascending id order. */
-typedef struct {
-    double temperature;
-    int top_k;
-    unsigned long long seed; /* of the hs_rng (xorshift) that draws */
-} hs_sample_opts;
-
-/* The next token from logits (V) by o's rule; rng draws only when sampling. */
-int32_t hs_sample_token(const hs_real *logits, int V, const hs_sample_opts *o, hs_rng *rng);
-
-typedef struct {
-    double seconds;        /* wall time of the prefill and every step */
-    double tokens_per_s;   /* new tokens / seconds */
-    double prefill_seconds;   /* the prompt's feed */
-    double step_tokens_per_s; /* the one-token steps after it: (new tokens - 1) / their time */
-    size_t cache_bytes;    /* hs_decoder_cache_bytes */
-} hs_generate_stats;
 
 /* Generates max_new tokens after the prompt (n_prompt >= 1 ids): one
  * prefill, then a step per new token; out (n_prompt + max_new) gets the
  * prompt followed by the new ids. The decoder is sized here (max_len =
  * n_prompt + max_new). Fails with HS_EINVAL naming the limit when that
- * exceeds the model's context, or naming the id outside the vocabulary. */
+ * exceeds the model's context, or naming the id outside the vocabulary.
+ * An encoder-decoder (SPEC §17) decodes the prompt as its source
+ * (hs_s2s_generate): out gets [decoder_start_token_id] + the new ids. */
 int hs_generate(int32_t *out, hs_generate_stats *st, const hs_model *m, const int32_t *prompt,
                 int n_prompt, int max_new, const hs_sample_opts *o);
 

@@ -134,9 +134,9 @@ static hs_attn_acts *layer_acts(const hs_s2s_acts *a, const hs_model_config *c, 
     return &a->self[a->maps ? l : hs_config_cross(c, l)];
 }
 
-/* T5's bias of one stack by offset key - query into a->rel: (H, 2n - 1),
- * offset 0 at n - 1, from w (buckets, H). */
-static hs_attn_rel stack_rel(hs_s2s_acts *a, const hs_model_config *c, const hs_real *w, int H,
+/* T5's bias of one stack for n positions by offset key - query into out:
+ * (H, 2n - 1), offset 0 at n - 1, from w (buckets, H). */
+static hs_attn_rel stack_rel(hs_real *out, const hs_model_config *c, const hs_real *w, int H,
                              int n, int bidirectional)
 {
     if (!c->rel_buckets)
@@ -146,14 +146,15 @@ static hs_attn_rel stack_rel(hs_s2s_acts *a, const hs_model_config *c, const hs_
         const int b = hs_t5_bucket(i - (n - 1), bidirectional, c->rel_buckets,
                                    c->rel_max_distance);
         for (int h = 0; h < H; h++)
-            a->rel[(size_t)h * width + i] = w[(size_t)b * H + h];
+            out[(size_t)h * width + i] = w[(size_t)b * H + h];
     }
-    return (hs_attn_rel){ a->rel, width, n - 1 };
+    return (hs_attn_rel){ out, width, n - 1 };
 }
 
-/* x (B,n,d) = the embeddings of tokens with the stack's scale, positions
- * (wpe NULL: sinusoids or none) and norm (lne_w NULL: none). */
-static void embed(hs_s2s_acts *a, const hs_model *m, const int32_t *tokens, int n,
+/* x (B,n,d) = the embeddings of tokens at positions pos0 .. pos0 + n - 1
+ * with the stack's scale, positions (wpe NULL: sinusoids or none) and norm
+ * (lne_w NULL: none). */
+static void embed(hs_s2s_acts *a, const hs_model *m, const int32_t *tokens, int n, int pos0,
                   const hs_real *wpe, const hs_real *lne_w, const hs_real *lne_b)
 {
     const hs_model_config *c = &m->cfg;
@@ -165,9 +166,9 @@ static void embed(hs_s2s_acts *a, const hs_model *m, const int32_t *tokens, int 
     if (c->pos == HS_POS_LEARNED || c->pos == HS_POS_SINUSOID) {
         hs_real *row = a->o; /* scratch for a sinusoid row */
         for (int t = 0; t < n; t++) {
-            const hs_real *p = wpe ? wpe + (size_t)(t + c->pos_shift) * d : row;
+            const hs_real *p = wpe ? wpe + (size_t)(pos0 + t + c->pos_shift) * d : row;
             if (!wpe)
-                hs_sinusoid_row(row, t, d);
+                hs_sinusoid_row(row, pos0 + t, d);
             for (int b = 0; b < B; b++) {
                 hs_real *x = a->x + ((size_t)b * n + t) * d;
                 for (int i = 0; i < d; i++)
@@ -207,7 +208,7 @@ static const hs_real *sublayer_in(hs_s2s_acts *a, const hs_model_config *c, size
 /* One attention sublayer of layer l over x (n positions): self-attention
  * (y NULL) or cross-attention to y (the encoder's output). */
 static int attention(hs_s2s_acts *a, const hs_model *m, int l, int n, const hs_real *y,
-                     const hs_attn_mask *mask, hs_attn_rel rel)
+                     const hs_attn_mask *mask, hs_attn_rel rel, hs_kv_cache *cache)
 {
     const hs_model_config *c = &m->cfg;
     const hs_layer_weights *lw = &m->w.layer[l];
@@ -218,7 +219,7 @@ static int attention(hs_s2s_acts *a, const hs_model *m, int l, int n, const hs_r
     ac.rel = y ? (hs_attn_rel){ 0 } : rel;
     hs_attn_acts *aa = layer_acts(a, c, l, y != NULL);
     const hs_real *in = sublayer_in(a, c, N, nw, nb);
-    int rc = hs_attn_forward_heads(aa, w, &ac, in, y, mask, NULL);
+    int rc = hs_attn_forward_heads(aa, w, &ac, in, y, mask, cache);
     if (rc)
         return rc;
     hs_attn_forward_output(a->o, aa, w, &ac, NULL, 0);
@@ -272,11 +273,11 @@ int hs_s2s_encode(hs_s2s_acts *a, const hs_model *m, const int32_t *src)
                                       "%d)", b, c->pad_id);
         a->src_padded |= real < S;
     }
-    embed(a, m, src, S, m->w.enc_wpe, m->w.enc_lne_w, m->w.enc_lne_b);
+    embed(a, m, src, S, 0, m->w.enc_wpe, m->w.enc_lne_w, m->w.enc_lne_b);
     const hs_attn_mask mask = { 0, a->src_padded ? a->src_valid : NULL, 0 };
-    const hs_attn_rel rel = stack_rel(a, c, m->w.enc_rel, c->n_head[0], S, 1);
+    const hs_attn_rel rel = stack_rel(a->rel, c, m->w.enc_rel, c->n_head[0], S, 1);
     for (int l = 0; l < E; l++) {
-        if ((rc = attention(a, m, l, S, NULL, &mask, rel)))
+        if ((rc = attention(a, m, l, S, NULL, &mask, rel, NULL)))
             return rc;
         mlp(a, m, l, S);
     }
@@ -288,30 +289,12 @@ int hs_s2s_encode(hs_s2s_acts *a, const hs_model *m, const int32_t *src)
     return HS_OK;
 }
 
-int hs_s2s_decode(hs_s2s_acts *a, const hs_model *m, const int32_t *dec_in,
-                  const int32_t *targets)
+/* a->logits (N,V) from the decoder's last residual a->x (N rows): the
+ * final norm, T5's tied-head scale, the head and its bias. */
+static void unembed(hs_s2s_acts *a, const hs_model *m, size_t N)
 {
     const hs_model_config *c = &m->cfg;
-    const int B = a->B, T = a->T, E = c->enc_layers, d = c->d_model, V = c->vocab_size;
-    const size_t N = (size_t)B * T;
-    int rc = check_tokens(c, dec_in, B, T, "decoder input");
-    for (size_t i = 0; !rc && targets && i < N; i++)
-        if (targets[i] != HS_TARGET_IGNORE && (targets[i] < 0 || targets[i] >= V))
-            rc = hs_fail(HS_EINVAL, "seq2seq: target %d at position %zu of row %zu is outside "
-                                    "the vocabulary of %d", targets[i], i % (size_t)T,
-                         i / (size_t)T, V);
-    if (rc)
-        return rc;
-    embed(a, m, dec_in, T, m->w.wpe, m->w.lne_w, m->w.lne_b);
-    const hs_attn_mask self = { 1, NULL, 0 };
-    const hs_attn_mask cross = { 0, a->src_padded ? a->src_valid : NULL, 0 };
-    const hs_attn_rel rel = stack_rel(a, c, m->w.dec_rel, c->n_head[E], T, 0);
-    for (int l = E; l < c->n_layer; l++) {
-        if ((rc = attention(a, m, l, T, NULL, &self, rel)) ||
-            (rc = attention(a, m, l, T, a->enc, &cross, rel)))
-            return rc;
-        mlp(a, m, l, T);
-    }
+    const int d = c->d_model;
     const hs_real *h = a->x;
     if (c->final_norm) {
         hs_block_norm(a->n, a->mean, a->rstd, a->x, m->w.lnf_w, m->w.lnf_b, c, N);
@@ -323,7 +306,34 @@ int hs_s2s_decode(hs_s2s_acts *a, const hs_model *m, const int32_t *dec_in,
         hs_scale(a->n, (hs_real)pow((double)d, -0.5), N * d);
         h = a->n;
     }
-    hs_linear_forward(a->logits, h, m->w.lm_w, m->w.lm_b, N, d, V);
+    hs_linear_forward(a->logits, h, m->w.lm_w, m->w.lm_b, N, d, c->vocab_size);
+}
+
+int hs_s2s_decode(hs_s2s_acts *a, const hs_model *m, const int32_t *dec_in,
+                  const int32_t *targets)
+{
+    const hs_model_config *c = &m->cfg;
+    const int B = a->B, T = a->T, E = c->enc_layers, V = c->vocab_size;
+    const size_t N = (size_t)B * T;
+    int rc = check_tokens(c, dec_in, B, T, "decoder input");
+    for (size_t i = 0; !rc && targets && i < N; i++)
+        if (targets[i] != HS_TARGET_IGNORE && (targets[i] < 0 || targets[i] >= V))
+            rc = hs_fail(HS_EINVAL, "seq2seq: target %d at position %zu of row %zu is outside "
+                                    "the vocabulary of %d", targets[i], i % (size_t)T,
+                         i / (size_t)T, V);
+    if (rc)
+        return rc;
+    embed(a, m, dec_in, T, 0, m->w.wpe, m->w.lne_w, m->w.lne_b);
+    const hs_attn_mask self = { 1, NULL, 0 };
+    const hs_attn_mask cross = { 0, a->src_padded ? a->src_valid : NULL, 0 };
+    const hs_attn_rel rel = stack_rel(a->rel, c, m->w.dec_rel, c->n_head[E], T, 0);
+    for (int l = E; l < c->n_layer; l++) {
+        if ((rc = attention(a, m, l, T, NULL, &self, rel, NULL)) ||
+            (rc = attention(a, m, l, T, a->enc, &cross, rel, NULL)))
+            return rc;
+        mlp(a, m, l, T);
+    }
+    unembed(a, m, N);
     if (!targets)
         return HS_OK;
     hs_softmax_xent_forward(a->logits, a->losses, targets, N, V);
@@ -336,4 +346,151 @@ int hs_s2s_decode(hs_s2s_acts *a, const hs_model *m, const int32_t *dec_in,
     a->n_targets = n;
     a->loss = n ? sum / (double)n : 0;
     return HS_OK;
+}
+
+/* ---- greedy decoding ------------------------------------------------------ */
+
+/* What decoding one source keeps: the activations of one step, each decoder
+ * layer's self-attention cache, and its cross-attention keys and values,
+ * computed once from the encoder's output. */
+typedef struct {
+    hs_s2s_acts a;      /* B 1, the source's S positions, T 1 */
+    hs_kv_cache *cache; /* the decoder's layers' */
+    hs_real *ck, *cv;   /* (D, S, HD) cross keys and values */
+    hs_real *rel;       /* T5: the decoder's bias over max_len positions */
+    hs_real *q, *z;     /* (HD) a step's cross query and head outputs */
+} decoding;
+
+static void decoding_free(decoding *g, int D)
+{
+    for (int i = 0; g->cache && i < D; i++)
+        hs_kv_cache_free(&g->cache[i]);
+    free(g->cache), free(g->ck), free(g->cv), free(g->rel), free(g->q), free(g->z);
+    hs_s2s_acts_free(&g->a);
+}
+
+/* Cross-attention of decoder layer l for the step in g->a, over the cached
+ * keys and values k, v (S, HD). */
+static int cross_step(decoding *g, const hs_model *m, int l, const hs_real *k, const hs_real *v)
+{
+    hs_s2s_acts *a = &g->a;
+    const hs_model_config *c = &m->cfg;
+    const hs_layer_weights *lw = &m->w.layer[l];
+    const hs_attn_config ac = hs_config_attn(c, l);
+    const int H = c->n_head[l], dh = c->head_dim, HD = H * dh, S = a->S;
+    const hs_real *in = sublayer_in(a, c, 1, lw->lnx_w, lw->lnx_b);
+    hs_linear_forward(g->q, in, lw->xattn.w_q, lw->xattn.b_q, 1, c->d_model, HD);
+    const hs_kv_view view = { k, v, (size_t)S * HD, (size_t)dh, (size_t)HD, S };
+    const hs_attn_mask mask = { 0, a->src_padded ? a->src_valid : NULL, 0 };
+    const hs_attn_scores sc = hs_attn_config_scores(&ac);
+    int rc = hs_attn_heads_forward_scored(g->z, NULL, g->q, &view, &mask, NULL, 0, 1, 1, H, H,
+                                          dh, &sc, NULL);
+    if (rc)
+        return rc;
+    hs_linear_forward(a->o, g->z, lw->xattn.w_o, lw->xattn.b_o, 1, HD, c->d_model);
+    residual(a, c, 1, lw->lnx_w, lw->lnx_b);
+    return HS_OK;
+}
+
+/* One decoder step: token tok at position pos, its logits into g->a.logits. */
+static int step(decoding *g, const hs_model *m, int32_t tok, int pos, hs_attn_rel rel)
+{
+    hs_s2s_acts *a = &g->a;
+    const hs_model_config *c = &m->cfg;
+    const int E = c->enc_layers;
+    const size_t per = (size_t)a->S * c->n_head[E] * c->head_dim;
+    embed(a, m, &tok, 1, pos, m->w.wpe, m->w.lne_w, m->w.lne_b);
+    const hs_attn_mask self = { 1, NULL, 0 };
+    int rc = HS_OK;
+    for (int l = E; !rc && l < c->n_layer; l++) {
+        const size_t i = (size_t)(l - E);
+        if (!(rc = attention(a, m, l, 1, NULL, &self, rel, &g->cache[i])) &&
+            !(rc = cross_step(g, m, l, g->ck + i * per, g->cv + i * per)))
+            mlp(a, m, l, 1);
+    }
+    if (!rc)
+        unembed(a, m, 1);
+    return rc;
+}
+
+/* Sets up g for source src (S ids) and up to max_len decoder positions:
+ * the encoder's pass, the cross keys and values, the caches, T5's bias. */
+static int decoding_init(decoding *g, const hs_model *m, const int32_t *src, int S, int max_len,
+                         hs_attn_rel *rel)
+{
+    const hs_model_config *c = &m->cfg;
+    const int E = c->enc_layers, D = c->n_layer - E, H = c->n_head[E], dh = c->head_dim;
+    const size_t HD = (size_t)H * dh, d = (size_t)c->d_model;
+    memset(g, 0, sizeof *g);
+    int rc = hs_s2s_acts_alloc(&g->a, c, 1, S, 1, 0);
+    if (rc)
+        return rc;
+    g->cache = hs_calloc((size_t)D, sizeof *g->cache, "decoder caches");
+    g->ck = hs_calloc((size_t)D * S * HD, sizeof(hs_real), "cross keys");
+    g->cv = hs_calloc((size_t)D * S * HD, sizeof(hs_real), "cross values");
+    g->q = hs_calloc(HD, sizeof(hs_real), "cross query");
+    g->z = hs_calloc(HD, sizeof(hs_real), "cross head outputs");
+    if (c->rel_buckets)
+        g->rel = hs_calloc((size_t)H * (2 * (size_t)max_len - 1), sizeof(hs_real), "bias");
+    rc = g->cache && g->ck && g->cv && g->q && g->z && (g->rel || !c->rel_buckets) ? HS_OK
+                                                                                  : HS_ENOMEM;
+    for (int i = 0; !rc && i < D; i++)
+        rc = hs_kv_cache_init(&g->cache[i], 1, H, dh, max_len);
+    if (!rc)
+        rc = hs_s2s_encode(&g->a, m, src);
+    for (int i = 0; !rc && i < D; i++) {
+        const hs_attn_weights *w = &m->w.layer[E + i].xattn;
+        hs_linear_forward(g->ck + (size_t)i * S * HD, g->a.enc, w->w_k, w->b_k, (size_t)S,
+                          (int)d, (int)HD);
+        hs_linear_forward(g->cv + (size_t)i * S * HD, g->a.enc, w->w_v, w->b_v, (size_t)S,
+                          (int)d, (int)HD);
+    }
+    *rel = stack_rel(g->rel, c, m->w.dec_rel, H, max_len, 0);
+    return rc;
+}
+
+int hs_s2s_generate(int32_t *out, hs_generate_stats *st, const hs_model *m, const int32_t *src,
+                    int S, int max_new, const hs_sample_opts *o)
+{
+    const hs_model_config *c = &m->cfg;
+    memset(st, 0, sizeof *st);
+    if (S < 1 || max_new < 1)
+        return hs_fail(HS_EINVAL, "decoding needs a source of at least one token and "
+                                  "--max-new of at least 1");
+    if (c->pos != HS_POS_NONE && max_new > c->n_ctx)
+        return hs_fail(HS_EINVAL, "--max-new %d exceeds the model's %d decoder positions "
+                                  "(max_position_embeddings)", max_new, c->n_ctx);
+    decoding g;
+    hs_attn_rel rel;
+    const double t0 = hs_now();
+    int rc = decoding_init(&g, m, src, S, max_new, &rel);
+    const double t1 = hs_now();
+    hs_rng rng;
+    hs_rng_seed(&rng, o->seed);
+    out[0] = c->dec_start_id;
+    int n = 1;
+    for (int pos = 0; !rc && pos < max_new; pos++) {
+        if ((rc = step(&g, m, out[pos], pos, rel)))
+            break;
+        for (int v = 0; v < c->vocab_size && !rc; v++)
+            if (!isfinite(g.a.logits[v]))
+                rc = hs_fail(HS_EINVAL, "logits not finite at step %d (id %d): the model's "
+                                        "weights or inputs are not finite", pos + 1, v);
+        if (!rc)
+            out[n++] = hs_sample_token(g.a.logits, c->vocab_size, o, &rng);
+        if (out[n - 1] == c->eos_id)
+            break;
+    }
+    const int E = c->enc_layers, D = c->n_layer - E;
+    st->n_new = n - 1;
+    st->seconds = hs_now() - t0;
+    st->prefill_seconds = t1 - t0; /* the encoder and the cross keys and values */
+    st->tokens_per_s = st->seconds > 0 ? st->n_new / st->seconds : 0;
+    st->step_tokens_per_s = st->seconds > st->prefill_seconds
+                                ? st->n_new / (st->seconds - st->prefill_seconds)
+                                : 0;
+    st->cache_bytes = sizeof(hs_real) * 2 * (size_t)D * c->n_head[E] * c->head_dim *
+                      ((size_t)max_new + (size_t)S);
+    decoding_free(&g, D);
+    return rc;
 }

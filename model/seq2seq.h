@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "sample.h"
 #include "weights.h"
 
 /* The attention types of SPEC §17 (and `self` of one-stack models). */
@@ -55,6 +56,17 @@ int hs_s2s_encode(hs_s2s_acts *a, const hs_model *m, const int32_t *src);
  * the losses and their mean. */
 int hs_s2s_decode(hs_s2s_acts *a, const hs_model *m, const int32_t *dec_in,
                   const int32_t *targets);
+
+/* Decodes source src (S ids) by o's rule (greedy at temperature 0: the
+ * argmax, ties to the lowest id): out (max_new + 1) gets
+ * [decoder_start_token_id] and then each new id, stopping after
+ * eos_token_id (kept) or at max_new; st->n_new their count. The encoder
+ * runs once, each decoder layer's cross-attention keys and values are
+ * projected once from its output, and the decoder's self-attention keeps a
+ * compact cache of its key/value heads. HS_EINVAL naming --max-new beyond
+ * the decoder's learned or sinusoidal positions. */
+int hs_s2s_generate(int32_t *out, hs_generate_stats *st, const hs_model *m, const int32_t *src,
+                    int S, int max_new, const hs_sample_opts *o);
 
 /* T5's bucket of relative position rel = key - query (HF's
  * _relative_position_bucket, its logarithm in float as torch computes it):

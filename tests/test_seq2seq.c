@@ -4,7 +4,8 @@
  * definitions): logits, the pooled loss and its stderr, every map of every
  * attention type, checkpoints in each family's real names and config keys;
  * each family-specific feature switched off in the reference moves the
- * logits away from ours; the pairs file through hs_pairs_eval; T5's buckets
+ * logits away from ours; greedy decoding with the caches; the pairs file
+ * through hs_pairs_eval; T5's buckets
  * against HF's own points; save and reload; refusals naming the key, the
  * file and line. */
 #include <math.h>
@@ -119,6 +120,25 @@ static void oracle_case(const char *name, int features)
     const double want = fx_tensor_get(&fc, "loss")->v[0];
     CU_ASSERT(fabs(a.loss - want) <= TOL * fabs(want));
     hs_s2s_acts_free(&a);
+
+    /* greedy decoding of each source alone, with the caches, = torch's by
+     * recomputation */
+    for (int b = 0; b < B; b++) {
+        char key[16];
+        snprintf(key, sizeof key, "gen%d", b);
+        const fx_tensor *g = fx_tensor_get(&fc, key);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+        int n = S;
+        while (n > 1 && src[(size_t)b * S + n - 1] == m.cfg.pad_id)
+            n--;
+        int32_t out[8];
+        hs_generate_stats st;
+        CU_ASSERT_EQUAL_FATAL(hs_s2s_generate(out, &st, &m, src + (size_t)b * S, n, 6,
+                                              &(hs_sample_opts){ 0 }), HS_OK);
+        CU_ASSERT_EQUAL_FATAL((size_t)st.n_new + 1, g->n);
+        for (size_t i = 0; i < g->n; i++)
+            CU_ASSERT_EQUAL(out[i], (int32_t)g->v[i]);
+    }
 
     hs_pairs p;
     hs_tokenizer *tk = NULL;

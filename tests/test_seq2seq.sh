@@ -2,8 +2,8 @@
 # The encoder-decoders of SPEC §17 end to end: eval --pairs on the torch
 # oracle's checkpoints (scripts/oracle/gen_seq2seq.py) equals torch's pooled
 # loss and stderr at any --batch; text pairs tokenize as their ids (eos
-# appended once, whether the tokenizer adds it or not); info shows the two
-# stacks; bad pairs and the commands that run one stack are refused, saying
+# appended once, whether the tokenizer adds it or not); generate --source
+# stops after eos, its text = its ids; info shows the two stacks; bad pairs and the commands that run one stack are refused, saying
 # why.
 # Usage: tests/test_seq2seq.sh HEADSCOPE_BINARY FIXTURE_DIR [ONLY=checks]
 SUITE=seq2seq
@@ -123,9 +123,31 @@ open("d.bin", "wb").write(struct.pack("<256i", 20240520, 1, len(ids), *[0] * 253
     expect_refused 1 capture "encoder-decoder" --model "$S2S/bart" --data d.bin --batch 2 \
         --seq-len 8 --out m.h5 || return 1
     expect_nofile m.h5 "a refused capture's file" || return 1
-    expect_refused 1 generate "encoder-decoder" --model "$S2S/marian" --prompt-ids 3,4 --max-new 2 ||
-        return 1
+    expect_refused 1 generate "--max-new 13 exceeds the model's 12 decoder positions" \
+        --model "$S2S/marian" --source-ids 3,4 --max-new 13 || return 1
 }
 
-run_checks eval_pairs_equals_torch text_pairs_tokenize_as_their_ids info_shows_the_stacks \
+# The fixture's gen1 of flan_t5: pair 1's source decodes to [start] 35 3 eos.
+generate_source_stops_after_eos() {
+    hs generate --model "$S2S/flan_t5" --source-ids 22,19,10,29,36,1 --json
+    expect_rc 0 "generate --source-ids" || return 1
+    expect_eq "$(jget out.txt ids)" "[0,35,3,1]" "ids: [start] + new, eos kept" || return 1
+    expect_eq "$(jget out.txt new_ids)" "[35,3,1]" "new_ids" || return 1
+    hs generate --model "$S2S/flan_t5" --source-ids 22,19,10,29,36,1 --max-new 2 --json
+    expect_eq "$(jget out.txt ids)" "[0,35,3]" "--max-new 2" || return 1
+    hs generate --model "$S2S/t5" --source-ids 22,14,31,16,16,10,9,26,1 --json
+    expect_eq "$(py -c 'import json; print(len(json.load(open("out.txt"))["new_ids"]))')" 64 \
+        "the default --max-new of a source (no eos met)" || return 1
+    mkdir -p tk && cp "$S2S/t5/config.json" "$S2S/t5/model.safetensors" tk/ || return 1
+    tokenizer tk/tokenizer.json 0 || return 1
+    hs generate --model tk --source "a b c d" --json
+    local from_text
+    from_text=$(jget out.txt ids) || return 1
+    hs generate --model tk --source-ids 3,4,5,6,1 --json
+    expect_eq "$(jget out.txt ids)" "$from_text" "--source text = its ids and eos" || return 1
+    expect_refused 2 generate "--source does not apply with --prompt-ids or --source-ids" --model tk \
+        --source-ids 3,1 --source "a" || return 1
+}
+
+run_checks eval_pairs_equals_torch generate_source_stops_after_eos text_pairs_tokenize_as_their_ids info_shows_the_stacks \
     bad_pairs_and_one_stack_commands_refuse

@@ -51,7 +51,9 @@ dims', values, 'end'; tests/fixture.h): src (B,S), dec (B,T) and tgt (B,T)
 (-1: ignored) as hs_pairs_eval pads pairs.jsonl, logits (B,T,V), loss (HF's
 pooled loss), stderr (sample sd of the pairs' mean losses / sqrt(B)),
 enc_maps (E,B,H,S,S), dec_maps (D,B,H,T,T), cross_maps (D,B,H,T,S);
-off_FEATURE (B,V) the last position's logits with FEATURE switched off.
+off_FEATURE (B,V) the last position's logits with FEATURE switched off;
+genB the greedy decoding of pair B's source alone ([start] + at most 6 new
+ids, stopping after eos), by recomputation of the whole decoder each step.
 """
 import json
 import math
@@ -452,6 +454,21 @@ def forward(family, W, c, src, dec, off=frozenset()):
     return bart_forward(W, c, src, dec, family == "marian", off)
 
 
+MAX_NEW = 6
+
+
+def greedy(family, W, c, src):
+    """generate(num_beams=1, do_sample=False) by recomputation: the argmax
+    (the first on ties) of the last position, fed back, after eos stop."""
+    ids = [c["decoder_start_token_id"]]
+    for _ in range(MAX_NEW):
+        logits = forward(family, W, c, src, torch.tensor([ids]))[0]
+        ids.append(int(torch.argmax(logits[0, -1])))
+        if ids[-1] == c["eos_token_id"]:
+            break
+    return ids
+
+
 def self_check():
     """The bucket function against the T5 paper's table for 32 buckets and a
     distance of 128 (hand-derived points), and sinusoid rows against sin/cos."""
@@ -477,7 +494,8 @@ def main():
         "# regenerate: /usr/bin/python3 scripts/oracle/gen_seq2seq.py (from the repo root)",
         "# checkpoints and pairs.jsonl: tests/fixtures/seq2seq/NAME; src, dec, tgt (-1:",
         "# ignored) the padded batch of pairs.jsonl; logits (B,T,V); loss (pooled); stderr;",
-        "# enc_maps (E,B,H,S,S), dec_maps (D,B,H,T,T), cross_maps (D,B,H,T,S); off_F (B,V)",
+        "# enc_maps (E,B,H,S,S), dec_maps (D,B,H,T,T), cross_maps (D,B,H,T,S); off_F (B,V);",
+        "# genB: greedy decoding of pair B's source alone, at most 6 new ids",
     ]
     for k, (name, family, c, seed, offs) in enumerate(CASES):
         marian = family == "marian"
@@ -511,6 +529,10 @@ def main():
                   f"tensor enc_maps 5 {len(em)} {Bn} {H} {S} {S}", fmt(torch.stack(em)),
                   f"tensor dec_maps 5 {len(dm)} {Bn} {H} {T} {T}", fmt(torch.stack(dm)),
                   f"tensor cross_maps 5 {len(cm)} {Bn} {H} {T} {S}", fmt(torch.stack(cm))]
+        for b, (sb, _) in enumerate(P):  # greedy decoding of each source alone
+            with torch.no_grad():
+                g = greedy(family, W, c, torch.tensor([sb]))
+            lines += [f"tensor gen{b} 1 {len(g)}", fmt(torch.tensor(g))]
         last = logits[:, -1, :]
         for feat in offs:
             with torch.no_grad():
