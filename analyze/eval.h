@@ -20,6 +20,8 @@ typedef struct {
      * (NaN or +-inf); nonfinite_seq is -1 when every loss is finite */
     long nonfinite_seq;
     double nonfinite_loss;
+    int has_bleu;  /* an encoder-decoder's pairs with --bleu: */
+    double bleu;   /* corpus BLEU (0-100, sacreBLEU's defaults) of the greedy outputs */
 } hs_eval_result;
 
 /* Progress callback: batches done of total. */

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "bleu.h"
 #include "json.h"
 #include "layers.h"
 #include "inputs.h"
@@ -107,6 +108,9 @@ static int read_line(hs_pairs *p, const cJSON *o, const hs_model_config *c,
         rc = side(&p->tgt[i], &p->tgt_len[i], o, "target", "target_ids", c, ts, path, line);
     if (rc)
         return rc;
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(o, "target");
+    if (cJSON_IsString(text) && !(p->tgt_text[i] = strdup(text->valuestring)))
+        return hs_fail(HS_ENOMEM, "out of memory (pairs)");
     const int pos = positions(c), S = p->src_len[i], T = p->tgt_len[i];
     if (max_src && S > max_src)
         snprintf(msg, sizeof msg, "a source of %d tokens, longer than --seq-len %d", S, max_src);
@@ -142,7 +146,8 @@ int hs_pairs_load(hs_pairs *p, const char *path, const hs_model_config *c, hs_to
     p->tgt = hs_calloc(lines, sizeof *p->tgt, "pairs");
     p->src_len = hs_calloc(lines, sizeof *p->src_len, "pairs");
     p->tgt_len = hs_calloc(lines, sizeof *p->tgt_len, "pairs");
-    rc = p->src && p->tgt && p->src_len && p->tgt_len ? HS_OK : HS_ENOMEM;
+    p->tgt_text = hs_calloc(lines, sizeof *p->tgt_text, "pairs");
+    rc = p->src && p->tgt && p->src_len && p->tgt_len && p->tgt_text ? HS_OK : HS_ENOMEM;
     long line = 0;
     for (char *q = text, *end = text + len; !rc && q < end; q++) {
         char *nl = memchr(q, '\n', (size_t)(end - q)), *stop = nl ? nl : end;
@@ -181,8 +186,8 @@ int hs_pairs_load(hs_pairs *p, const char *path, const hs_model_config *c, hs_to
 void hs_pairs_free(hs_pairs *p)
 {
     for (int i = 0; p->src && i < p->n; i++)
-        free(p->src[i]), free(p->tgt[i]);
-    free(p->src), free(p->tgt), free(p->src_len), free(p->tgt_len);
+        free(p->src[i]), free(p->tgt[i]), free(p->tgt_text ? p->tgt_text[i] : NULL);
+    free(p->src), free(p->tgt), free(p->src_len), free(p->tgt_len), free(p->tgt_text);
     memset(p, 0, sizeof *p);
 }
 
@@ -256,4 +261,37 @@ int hs_pairs_eval(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B
     r->loss = sum / (double)r->tokens;
     r->stderr_loss = hs_welford_stderr(&pair);
     return HS_OK;
+}
+
+int hs_pairs_bleu(hs_eval_result *r, const hs_model *m, const hs_pairs *p,
+                  const hs_tokenizer *tk)
+{
+    const hs_model_config *c = &m->cfg;
+    if (!tk)
+        return hs_fail(HS_EINVAL, "--bleu: detokenizing the outputs needs a tokenizer "
+                                  "(--tokenizer, or the model directory's)");
+    const int max_new = c->pos != HS_POS_NONE && c->n_ctx < 64 ? c->n_ctx : 64;
+    char **hyp = hs_calloc((size_t)p->n, sizeof *hyp, "bleu hypotheses");
+    char **ref = hs_calloc((size_t)p->n, sizeof *ref, "bleu references");
+    int32_t *out = hs_calloc((size_t)max_new + 1, sizeof *out, "bleu decoding");
+    int rc = hyp && ref && out ? HS_OK : HS_ENOMEM;
+    const hs_sample_opts greedy = { 0 };
+    for (int i = 0; !rc && i < p->n; i++) {
+        hs_generate_stats st;
+        if ((rc = hs_s2s_generate(out, &st, m, p->src[i], p->src_len[i], max_new, &greedy)))
+            break;
+        hyp[i] = hs_tokenizer_decode(tk, out + 1, (size_t)st.n_new, 1);
+        ref[i] = p->tgt_text[i] ? strdup(p->tgt_text[i])
+                                : hs_tokenizer_decode(tk, p->tgt[i], (size_t)p->tgt_len[i], 1);
+        if (!hyp[i] || !ref[i])
+            rc = hs_fail(HS_ENOMEM, "--bleu: %s", hs_last_error());
+    }
+    hs_bleu b;
+    if (!rc && !(rc = hs_bleu_corpus((const char *const *)hyp, (const char *const *)ref,
+                                     (size_t)p->n, &b)))
+        r->bleu = b.score, r->has_bleu = 1;
+    for (int i = 0; hyp && ref && i < p->n; i++)
+        free(hyp[i]), free(ref[i]);
+    free(hyp), free(ref), free(out);
+    return rc;
 }

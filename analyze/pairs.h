@@ -15,6 +15,7 @@
 typedef struct {
     int n;                /* pairs */
     int32_t **src, **tgt; /* each pair's ids (the target ending in eos when tokenized) */
+    char **tgt_text;      /* each text pair's target as given (NULL for an ids pair) */
     int *src_len, *tgt_len;
     int max_src, max_tgt; /* the longest of each */
 } hs_pairs;
@@ -47,5 +48,13 @@ int hs_source_ids(const hs_tokenizer *tk, const char *text, const hs_model_confi
  * after each batch. */
 int hs_pairs_eval(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
                   size_t max_batches, hs_progress_fn progress, void *ctx);
+
+/* With bleu, also r->bleu (has_bleu set): every source decoded greedily
+ * (hs_s2s_generate, at most 64 new tokens and the decoder's positions), the
+ * new ids detokenized by tk without special tokens, against the target text
+ * as given (an ids pair's: its target ids detokenized the same way), scored
+ * by hs_bleu_corpus. HS_EINVAL without a tokenizer. */
+int hs_pairs_bleu(hs_eval_result *r, const hs_model *m, const hs_pairs *p,
+                  const hs_tokenizer *tk);
 
 #endif

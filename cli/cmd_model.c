@@ -110,7 +110,7 @@ static int cmd_eval(int argc, char **argv)
     const char *model = NULL;
     hs_mlm_opts mlm = HS_MLM_OPTS_UNSET;
     hs_inputs_spec in = { .batch = 4, .need_batch = 1, .mlm = &mlm };
-    int threads = 0, json = 0, allow_nonfinite = 0;
+    int threads = 0, json = 0, allow_nonfinite = 0, bleu = 0;
     long max_batches = 0;
     cli_task task = { 0 };
     opt o[] = {
@@ -125,6 +125,7 @@ static int cmd_eval(int argc, char **argv)
         OPT_MLM(&mlm),
         OPT_TASK(&task),
         { "--pairs", OPT_STR, &in.pairs, 0, "FILE.jsonl", "an encoder-decoder's source-target pairs: their teacher-forced loss", 0 },
+        { "--bleu", OPT_FLAG, &bleu, 0, NULL, "with --pairs: also the corpus BLEU of the greedy outputs (sacreBLEU's defaults)", 0 },
         OPT_KV_PLAN(&in.kv_plan),
         OPT_THREADS(&threads),
         OPT_JSON(&json),
@@ -136,8 +137,7 @@ static int cmd_eval(int argc, char **argv)
     const char *data = in.pairs ? in.pairs : hs_source_path(&in.source);
     if (!model || (!data && !task.path))
         return cli_usage_error("eval", "--model DIR and --data, --text, --task or --pairs are required");
-    cli_threads(threads);
-    in.model = model;
+    cli_threads(threads), in.model = model, in.keep_tokenizer = bleu; /* BLEU detokenizes */
     if (task.path)
         return eval_task(&task, &in, json);
     cli_job j;
@@ -150,13 +150,11 @@ static int cmd_eval(int argc, char **argv)
     hs_eval_result r;
     rc = n_pairs ? hs_pairs_eval(&r, &j.in.m, &j.in.pairs, B, (size_t)max_batches, cli_progress_cb, &bar)
                  : hs_evaluate(&r, &j.in.m, &j.in.tok, B, T, (size_t)max_batches, NULL, cli_progress_cb, &bar);
-    rc = rc || hs_model_unchanged(&j.in.m);
+    rc = rc || (bleu && hs_pairs_bleu(&r, &j.in.m, &j.in.pairs, j.in.tk)) || hs_model_unchanged(&j.in.m);
     cli_progress_finish(&bar);
     hs_inputs_free(&j.in);
-    if (rc) {
-        fprintf(stderr, "headscope: eval: %s: %s\n", data, hs_last_error());
-        return EXIT_FAILURE_RUN;
-    }
+    if (rc)
+        return fprintf(stderr, "headscope: eval: %s: %s\n", data, hs_last_error()), EXIT_FAILURE_RUN;
     if (!allow_nonfinite && hs_eval_check_finite(&r))
         return cli_run_error("eval");
     hs_print_eval(stdout, &(hs_summary){ .json = json }, &r);
@@ -393,6 +391,7 @@ static const opt_rule train_rules[] = {
 static const opt_rule eval_rules[] = {
     OPT_TASK_RULES,
     OPT_MLM_RULE,
+    { "--pairs", OPTS_NEEDS, "--bleu", "it decodes the pairs' sources" },
 };
 
 HS_COMMAND(cmd_info_record) = {

@@ -561,11 +561,17 @@ void hs_print_eval(FILE *f, const hs_summary *s, const hs_eval_result *r)
     if (s->json) {
         fprintf(f, "{\"loss\":"), hs_json_number(f, r->loss, 9);
         fprintf(f, ",\"stderr\":"), hs_json_number(f, r->stderr_loss, 9);
+        if (r->has_bleu)
+            fprintf(f, ",\"bleu\":"), hs_json_number(f, r->bleu, 9);
         fprintf(f, ",\"tokens\":%zu,\"sequences\":%zu,\"batches\":%zu}\n", r->tokens,
                 r->sequences, r->batches);
-    } else
+    } else {
         fprintf(f, "loss %.6f ± %.6f (stderr over %zu sequences), %zu tokens\n", r->loss,
                 r->stderr_loss, r->sequences, r->tokens);
+        if (r->has_bleu)
+            fprintf(f, "bleu %.4f (corpus BLEU of the greedy outputs, sacreBLEU's 13a)\n",
+                    r->bleu);
+    }
 }
 
 void hs_print_task_eval(FILE *f, const hs_summary *s, const hs_task_eval_result *r)

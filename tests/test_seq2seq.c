@@ -337,6 +337,8 @@ static void test_bad_pairs_are_refused_naming_the_line(void)
     CU_ASSERT_EQUAL_FATAL(hs_pairs_load(&p, path, &m.cfg, &tk, NULL, NULL, 0), HS_OK);
     CU_ASSERT_EQUAL(hs_pairs_eval(&r, &m, &p, 1, 0, NULL, NULL), HS_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "all padding"));
+    CU_ASSERT_EQUAL(hs_pairs_bleu(&r, &m, &p, NULL), HS_EINVAL); /* no tokenizer */
+    CU_ASSERT_PTR_NOT_NULL(strstr(hs_last_error(), "needs a tokenizer"));
     hs_pairs_free(&p);
     unlink(path);
     free(path);

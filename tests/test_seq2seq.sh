@@ -3,7 +3,8 @@
 # oracle's checkpoints (scripts/oracle/gen_seq2seq.py) equals torch's pooled
 # loss and stderr at any --batch; text pairs tokenize as their ids (eos
 # appended once, whether the tokenizer adds it or not); generate --source
-# stops after eos, its text = its ids; info shows the two stacks; bad pairs and the commands that run one stack are refused, saying
+# stops after eos, its text = its ids; eval --bleu scores the greedy
+# outputs; info shows the two stacks; bad pairs and the commands that run one stack are refused, saying
 # why.
 # Usage: tests/test_seq2seq.sh HEADSCOPE_BINARY FIXTURE_DIR [ONLY=checks]
 SUITE=seq2seq
@@ -149,5 +150,46 @@ generate_source_stops_after_eos() {
         --source-ids 3,1 --source "a" || return 1
 }
 
-run_checks eval_pairs_equals_torch generate_source_stops_after_eos text_pairs_tokenize_as_their_ids info_shows_the_stacks \
+# BLEU of the greedy outputs: 100 against references that are those outputs'
+# text (rebuilt from generate's ids and the vocabulary), less with the
+# references swapped; the loss beside it unchanged.
+bleu_scores_the_greedy_outputs() {
+    mkdir -p bl && cp "$S2S/t5/config.json" "$S2S/t5/model.safetensors" bl/ || return 1
+    tokenizer bl/tokenizer.json 1 || return 1
+    local srcs=("a b c d" "g h i" "k l m n o")
+    : >refs.txt
+    for s in "${srcs[@]}"; do
+        hs generate --model bl --source "$s" --json
+        expect_rc 0 "generate --source '$s'" || return 1
+        py -c 'import json, sys
+ids = json.load(open("out.txt"))["new_ids"]
+piece = lambda i: "\u2581" + chr(ord("a") + i - 3) if 3 <= i < 29 else "x%d" % (i - 29)
+text = "".join(piece(i) for i in ids if i > 2).replace("\u2581", " ").strip()
+assert len(text.split()) >= 4, text
+print(text)' >>refs.txt || bad "the outputs of '$s' are too short for 4-grams" || return 1
+    done
+    py -c 'import json, sys
+srcs, refs = sys.argv[1:4], open("refs.txt").read().splitlines()
+with open("same.jsonl", "w") as f:
+    for s, r in zip(srcs, refs):
+        f.write(json.dumps({"source": s, "target": r}) + "\n")
+with open("swapped.jsonl", "w") as f:
+    for s, r in zip(srcs, refs[1:] + refs[:1]):
+        f.write(json.dumps({"source": s, "target": r}) + "\n")' "${srcs[@]}" || return 1
+    hs eval --model bl --pairs same.jsonl --bleu --json
+    expect_rc 0 "eval --pairs --bleu" || return 1
+    expect_eq "$(jget out.txt bleu)" 100 "BLEU against the outputs themselves" || return 1
+    local loss
+    loss=$(jget out.txt loss) || return 1
+    hs eval --model bl --pairs same.jsonl --json
+    expect_eq "$(jget out.txt loss)" "$loss" "the loss beside BLEU" || return 1
+    hs eval --model bl --pairs swapped.jsonl --bleu --json
+    py -c 'import json; b = json.load(open("out.txt"))["bleu"]; assert 0 <= b < 100, b' ||
+        bad "BLEU against swapped references: $OUT" || return 1
+    hs eval --model bl --pairs same.jsonl --bleu
+    expect_grep "$OUT" "bleu 100.0000" "eval --bleu text output" || return 1
+    expect_refused 2 eval "--bleu needs --pairs" --model bl --data x.bin --bleu || return 1
+}
+
+run_checks eval_pairs_equals_torch generate_source_stops_after_eos bleu_scores_the_greedy_outputs text_pairs_tokenize_as_their_ids info_shows_the_stacks \
     bad_pairs_and_one_stack_commands_refuse
