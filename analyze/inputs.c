@@ -239,6 +239,13 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
     memset(in, 0, sizeof *in);
     const hs_source *src = &s->source;
     const int tokens = src->data || src->text;
+    if (s->pairs && (!s->allow_pairs || tokens || s->task)) {
+        in->usage = 1;
+        return hs_fail(HS_EINVAL, !s->allow_pairs ? "--pairs: this command does not take "
+                                                    "source-target pairs yet (eval and ablate do)"
+                                                  : "--pairs: instead of --data, --text or "
+                                                    "--task, not with them");
+    }
     int rc = s->model ? hs_checkpoint_load_stored(&in->m, s->model, HS_WEIGHTS_MAPPED) : HS_OK;
     const hs_model_config *c = &in->m.cfg;
     if (!rc && s->model && s->kv_plan) /* SPEC §18: streaming heads, before any length check */

@@ -106,6 +106,7 @@ typedef struct {
     const char *kv_plan;  /* a KV plan (SPEC §18) the model runs under (NULL: none) */
     const char *pairs;    /* an encoder-decoder's source-target pairs (SPEC §17; NULL: none),
                              sources bounded by a given seq_len */
+    int allow_pairs;      /* the command takes pairs (else given pairs are refused) */
 } hs_inputs_spec;
 
 typedef struct {

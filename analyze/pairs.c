@@ -10,6 +10,7 @@
 #include "bleu.h"
 #include "json.h"
 #include "layers.h"
+#include "metrics.h"
 #include "inputs.h"
 #include "prompts.h"
 #include "seq2seq.h"
@@ -209,8 +210,28 @@ static void fill_batch(int32_t *src, int32_t *dec, int32_t *tgt, const hs_pairs 
     }
 }
 
+static int pairs_loss(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
+                      size_t max_batches, const hs_real *const *gates,
+                      const hs_real *const *cross_gates, double *per_pair,
+                      hs_progress_fn progress, void *ctx);
+
 int hs_pairs_eval(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
                   size_t max_batches, hs_progress_fn progress, void *ctx)
+{
+    return pairs_loss(r, m, p, B, max_batches, NULL, NULL, NULL, progress, ctx);
+}
+
+int hs_pairs_eval_gated(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
+                        const hs_real *const *gates, const hs_real *const *cross_gates,
+                        double *per_pair, hs_progress_fn progress, void *ctx)
+{
+    return pairs_loss(r, m, p, B, 0, gates, cross_gates, per_pair, progress, ctx);
+}
+
+static int pairs_loss(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
+                      size_t max_batches, const hs_real *const *gates,
+                      const hs_real *const *cross_gates, double *per_pair,
+                      hs_progress_fn progress, void *ctx)
 {
     memset(r, 0, sizeof *r);
     r->nonfinite_seq = -1;
@@ -237,6 +258,7 @@ int hs_pairs_eval(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B
         hs_s2s_acts a;
         if ((rc = hs_s2s_acts_alloc(&a, c, n, S, T, 0)))
             break;
+        a.gates = gates, a.cross_gates = cross_gates;
         if (!(rc = hs_s2s_encode(&a, m, src)) && !(rc = hs_s2s_decode(&a, m, dec, tgt))) {
             for (int b = 0; b < n; b++) {
                 int count;
@@ -245,6 +267,8 @@ int hs_pairs_eval(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B
                 sum += s;
                 r->tokens += (size_t)count;
                 hs_welford_add(&pair, s / count);
+                if (per_pair)
+                    per_pair[i0 + b] = s / count;
                 if (!isfinite(s) && r->nonfinite_seq < 0)
                     r->nonfinite_seq = i0 + b, r->nonfinite_loss = s;
             }
@@ -293,5 +317,61 @@ int hs_pairs_bleu(hs_eval_result *r, const hs_model *m, const hs_pairs *p,
     for (int i = 0; hyp && ref && i < p->n; i++)
         free(hyp[i]), free(ref[i]);
     free(hyp), free(ref), free(out);
+    return rc;
+}
+
+/* Each head in turn: its gate 0 on the self- or the cross-attention of its
+ * layer, every other layer ungated. */
+int hs_pairs_ablate(hs_head_table *t, const hs_model *m, const hs_pairs *p,
+                    const hs_pairs_ablate_opts *o)
+{
+    const hs_model_config *c = &m->cfg;
+    const int L = c->n_layer, E = c->enc_layers;
+    hs_real *off = hs_calloc(HS_MAX_HEADS, sizeof *off, "gates");
+    const hs_real **self = hs_calloc((size_t)L, sizeof *self, "gates");
+    const hs_real **cross = hs_calloc((size_t)L, sizeof *cross, "gates");
+    double *clean = hs_calloc((size_t)p->n, sizeof *clean, "pair losses");
+    double *abl = hs_calloc((size_t)p->n, sizeof *abl, "pair losses");
+    int rc = off && self && cross && clean && abl ? HS_OK : HS_ENOMEM;
+    for (int h = 0; off && h < HS_MAX_HEADS; h++)
+        off[h] = 1;
+    hs_eval_result base, r;
+    if (!rc)
+        rc = hs_pairs_eval_gated(&base, m, p, o->B, NULL, NULL, clean, NULL, NULL);
+    if (!rc)
+        rc = hs_head_table_add(t, -1, -1, HS_METRIC(LOSS), base.loss, base.stderr_loss, (long long)p->n);
+    long total = 0, done = 0;
+    for (int ty = HS_ATTN_ENC; ty <= HS_ATTN_CROSS; ty++)
+        for (int l = ty == HS_ATTN_ENC ? 0 : E; (o->types >> ty & 1) && l < (ty == HS_ATTN_ENC ? E : L); l++)
+            for (int h = 0; h < c->n_head[l]; h++)
+                total += !o->head_on || o->head_on[(size_t)l * HS_MAX_HEADS + h];
+    for (int ty = HS_ATTN_ENC; !rc && ty <= HS_ATTN_CROSS; ty++) {
+        if (!(o->types >> ty & 1))
+            continue;
+        const int l0 = ty == HS_ATTN_ENC ? 0 : E, l1 = ty == HS_ATTN_ENC ? E : L;
+        for (int l = l0; !rc && l < l1; l++)
+            for (int h = 0; !rc && h < c->n_head[l]; h++) {
+                if (o->head_on && !o->head_on[(size_t)l * HS_MAX_HEADS + h])
+                    continue;
+                if (o->stop && *o->stop) {
+                    rc = hs_fail(HS_EINTR, "interrupted");
+                    break;
+                }
+                const hs_real **g = ty == HS_ATTN_CROSS ? cross : self;
+                off[h] = 0, g[l] = off;
+                rc = hs_pairs_eval_gated(&r, m, p, o->B, self, cross, abl, NULL, NULL);
+                off[h] = 1, g[l] = NULL;
+                hs_welford d = { 0 };
+                for (int i = 0; !rc && i < p->n; i++)
+                    hs_welford_add(&d, abl[i] - clean[i]);
+                if (!rc && !(rc = hs_head_table_add(t, l - l0, h, HS_METRIC(LOSS_DELTA_ZERO),
+                                                    r.loss - base.loss, hs_welford_stderr(&d),
+                                                    (long long)p->n)))
+                    t->rows[t->n - 1].attn = hs_attn_type_name((hs_attn_type)ty);
+                if (!rc && o->progress)
+                    o->progress(o->ctx, (size_t)++done, (size_t)total);
+            }
+    }
+    free(off), free(self), free(cross), free(clean), free(abl);
     return rc;
 }

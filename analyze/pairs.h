@@ -9,10 +9,12 @@
 #include <stdint.h>
 
 #include "eval.h"
+#include "seq2seq.h"
+#include "stats.h"
 #include "tokenizer.h"
 #include "weights.h"
 
-typedef struct {
+typedef struct hs_pairs {
     int n;                /* pairs */
     int32_t **src, **tgt; /* each pair's ids (the target ending in eos when tokenized) */
     char **tgt_text;      /* each text pair's target as given (NULL for an ids pair) */
@@ -48,6 +50,33 @@ int hs_source_ids(const hs_tokenizer *tk, const char *text, const hs_model_confi
  * after each batch. */
 int hs_pairs_eval(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
                   size_t max_batches, hs_progress_fn progress, void *ctx);
+
+/* hs_pairs_eval with head gates (seq2seq.h's; NULL: none) and, with
+ * per_pair (p->n), each pair's mean loss. */
+int hs_pairs_eval_gated(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
+                        const hs_real *const *gates, const hs_real *const *cross_gates,
+                        double *per_pair, hs_progress_fn progress, void *ctx);
+
+/* What hs_pairs_ablate takes. */
+typedef struct {
+    int B;                          /* pairs a forward */
+    const unsigned char *head_on;   /* n_layer * HS_MAX_HEADS over the model's layers (the
+                                       encoder's, then the decoder's; NULL: every head) */
+    unsigned types;                 /* 1 << HS_ATTN_ENC | DEC | CROSS: the types ablated */
+    volatile const int *stop;       /* set: stop at the next head (HS_EINTR) */
+    hs_progress_fn progress;        /* after each head (may be NULL) */
+    void *ctx;
+} hs_pairs_ablate_opts;
+
+/* Zero ablation of every selected head of every attention type of an
+ * encoder-decoder on the pairs (SPEC §17; Michel et al.'s per-type table):
+ * into t the clean loss (layer = head = -1, "loss") and per (type, layer
+ * within its stack, head) "loss_delta_zero" = the pooled loss with the head's
+ * output z zeroed - the clean one, its stderr the sample sd of the pairs'
+ * differences of mean losses over sqrt(n), n the pairs; rows' attn "enc",
+ * "dec" or "cross". */
+int hs_pairs_ablate(hs_head_table *t, const hs_model *m, const hs_pairs *p,
+                    const hs_pairs_ablate_opts *o);
 
 /* With bleu, also r->bleu (has_bleu set): every source decoded greedily
  * (hs_s2s_generate, at most 64 new tokens and the decoder's positions), the

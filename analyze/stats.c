@@ -101,7 +101,7 @@ int hs_head_table_add(hs_head_table *t, int layer, int head, const char *metric,
     const char *name = intern(t, metric);
     if (!name)
         return hs_fail(HS_ENOMEM, "out of memory for metric names");
-    t->rows[t->n++] = (hs_metric_row){ layer, head, name, value, stderr_value, n };
+    t->rows[t->n++] = (hs_metric_row){ layer, head, name, value, stderr_value, n, NULL };
     return HS_OK;
 }
 

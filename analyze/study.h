@@ -171,6 +171,8 @@ typedef struct hs_study_env {
     const hs_tokens *val;    /* validation tokens (NULL: none) */
     const hs_prompt_set *ps; /* prompt pairs (NULL: none) */
     const struct hs_task *task; /* a labelled task instead of data (SPEC §16; NULL: none) */
+    const struct hs_pairs *pairs; /* an encoder-decoder's pairs instead of data (SPEC §17;
+                                     NULL: none) */
     const hs_tokenizer *tk;  /* the tokenizer that applies (NULL: none known) */
     int batch, seq_len;      /* the data's forwards: sequences (prompts) per batch, length */
     size_t max_batches;      /* 0: every whole batch */

@@ -6,6 +6,7 @@
 
 #include "dist.h"
 #include "metrics.h"
+#include "pairs.h"
 #include "study.h"
 #include "study_ablate.h"
 #include "task_heads.h"
@@ -75,7 +76,11 @@ int hs_ablate_study_check(hs_ablate_study_opts *o, const hs_study_env *env)
         return hs_fail(HS_EINVAL, "--lines: mean and resample ablation would average over the "
                                   "padding and take donors' padded positions; not implemented "
                                   "yet (--method zero)");
-    if (!rc && env->task && env->resume)
+    if (!rc && env->pairs && o->kinds != 1 << HS_ABLATE_ZERO)
+        return hs_fail(HS_EINVAL, "--pairs: an encoder-decoder's heads are zero-ablated only "
+                                  "(--method zero; mean and resample are not implemented "
+                                  "there)");
+    if (!rc && (env->task || env->pairs) && env->resume)
         return hs_fail(HS_EINVAL, "--resume: ablate --task records its rows at its end, so an "
                                   "interrupted run has nothing to finish");
     return rc ? rc : hs_ablate_check(c, &ao);
@@ -157,6 +162,31 @@ static int on_layer(void *ctx, const hs_ablate_layer *l)
     return rc;
 }
 
+/* ablate --pairs (SPEC §17): every head of every attention type zeroed on
+ * the pairs, every row at the end, the largest zero delta beside them. */
+static int pairs_study(hs_ablate_result *r, const hs_study_env *env,
+                       const unsigned char *head_on)
+{
+    const hs_pairs_ablate_opts po = { env->batch, head_on,
+                                      1u << HS_ATTN_ENC | 1u << HS_ATTN_DEC | 1u << HS_ATTN_CROSS,
+                                      env->io.stop, hs_study_progress, (void *)&env->io };
+    hs_study_phase(&env->io, "ablate");
+    int rc = hs_pairs_ablate(&r->table, env->m, env->pairs, &po);
+    hs_study_phase(&env->io, NULL);
+    for (int i = 0; !rc && i < r->table.n; i++) {
+        const hs_metric_row *w = &r->table.rows[i];
+        if (w->layer < 0)
+            r->clean_loss = w->value;
+        else if (r->worst_layer[HS_ABLATE_ZERO] < 0 || w->value > r->worst_delta[HS_ABLATE_ZERO])
+            r->worst_delta[HS_ABLATE_ZERO] = w->value, r->worst_layer[HS_ABLATE_ZERO] = w->layer,
+            r->worst_head[HS_ABLATE_ZERO] = w->head;
+    }
+    if (!rc)
+        rc = hs_study_check_finite(&env->io, &r->table, NULL, 0);
+    r->rows = (hs_study_rows){ .heads = &r->table };
+    return rc;
+}
+
 /* ablate --task (SPEC §16): every row at the end, with the largest loss
  * delta of each kind. */
 static int task_study(hs_ablate_result *r, const hs_ablate_study_opts *o, const hs_study_env *env,
@@ -203,8 +233,8 @@ int hs_ablate_study(hs_ablate_result *r, const hs_ablate_study_opts *o,
     for (int l = 0; l < c->n_layer; l++)
         for (int h = 0; h < c->n_head[l]; h++)
             head_on[(size_t)l * HS_MAX_HEADS + h] = (!o->layers || lsel[l]) && (!o->heads || hsel[h]);
-    if (env->task) {
-        rc = task_study(r, o, env, head_on);
+    if (env->task || env->pairs) {
+        rc = env->task ? task_study(r, o, env, head_on) : pairs_study(r, env, head_on);
         free(head_on);
         return rc;
     }

@@ -437,7 +437,7 @@ int cli_study_parse(cli_study *s, opt *o, int n, int argc, char **argv)
     const int data = (s->flags & CLI_NEEDS_DATA) && !s->task.path;
     const int prompts = (s->flags & CLI_NEEDS_PROMPTS) != 0;
     if (!(s->flags & CLI_OWN_NEEDS) &&
-        (!s->in.model || !s->db || (data && !hs_source_path(&s->in.source)) ||
+        (!s->in.model || !s->db || (data && !hs_source_path(&s->in.source) && !s->in.pairs) ||
          (prompts && !s->in.prompts)))
         return cli_usage_error(cmd, "--model DIR, %sand --db FILE are required",
                                data      ? "--data FILE (or --text FILE) "
@@ -457,7 +457,7 @@ static hs_study_env study_env(const cli_study *s, const cli_job *j)
                            .data_name = hs_source_path(&s->in.source),
                            .val = in->val.n ? &in->val : NULL,
                            .ps = in->ps.n ? &in->ps : NULL, .tk = in->tk,
-                           .task = in->task.n ? &in->task : NULL,
+                           .task = in->task.n ? &in->task : NULL, .pairs = in->pairs.n ? &in->pairs : NULL,
                            .batch = in->batch, .seq_len = in->seq_len,
                            .max_batches = (size_t)s->max_batches, .ix = hs_run_index(j->run),
                            .run_id = hs_run_id(j->run), .resume = s->resume > 0 };

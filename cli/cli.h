@@ -52,6 +52,11 @@ typedef struct {
 #define OPT_MODEL(dst) OPT_MODEL_AS(dst, "checkpoint directory")
 #define OPT_MODEL_AS(dst, help) { "--model", OPT_STR, (dst), 0, "DIR", (help), 0 }
 #define OPT_DATA(dst) OPT_DATA_AS(dst, "evaluation token shard")
+/* An encoder-decoder's source-target pairs (SPEC §17), for the commands
+ * that take them instead of --data (hs_inputs_spec.allow_pairs). */
+#define OPT_PAIRS(dst)                                                                     \
+    { "--pairs", OPT_STR, (dst), 0, "FILE.jsonl",                                          \
+      "an encoder-decoder's source-target pairs (SPEC §17) instead of --data", 0 }
 #define OPT_DATA_AS(dst, help) { "--data", OPT_STR, (dst), 0, "FILE.bin", (help), 0 }
 /* Text in (SPEC §9): every command that reads --data also reads --text
  * FILE, tokenized on the fly by --tokenizer PATH or, without it, by the

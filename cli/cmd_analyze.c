@@ -21,7 +21,7 @@ static int cmd_ablate(int argc, char **argv)
 {
     hs_mlm_opts mlm = HS_MLM_OPTS_UNSET;
     hs_ablate_study_opts so = { .method = "zero,mean,resample" };
-    cli_study s = { &hs_ablate_kind, &so, { .batch = 4, .need_batch = 1, .mlm = &mlm },
+    cli_study s = { &hs_ablate_kind, &so, { .batch = 4, .need_batch = 1, .mlm = &mlm, .allow_pairs = 1 },
                     .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_ablate };
     opt o[] = {
         CLI_STUDY_DATA_OPTS(s),
@@ -29,6 +29,7 @@ static int cmd_ablate(int argc, char **argv)
         { "--layers", OPT_STR, &so.layers, 0, "L,L,...", "layers to ablate (default: all)", 0 },
         { "--heads", OPT_STR, &so.heads, 0, "H,H,...", "heads to ablate in those layers (default: all)", 0 },
         CLI_STUDY_TASK_OPTS(s),
+        OPT_PAIRS(&s.in.pairs),
         OPT_BATCH(&s.in.batch),
         OPT_SEQ_LEN(&s.in.seq_len),
         OPT_MAX_BATCHES(&s.max_batches),

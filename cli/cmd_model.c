@@ -109,7 +109,7 @@ static int cmd_eval(int argc, char **argv)
 {
     const char *model = NULL;
     hs_mlm_opts mlm = HS_MLM_OPTS_UNSET;
-    hs_inputs_spec in = { .batch = 4, .need_batch = 1, .mlm = &mlm };
+    hs_inputs_spec in = { .batch = 4, .need_batch = 1, .mlm = &mlm, .allow_pairs = 1 };
     int threads = 0, json = 0, allow_nonfinite = 0, bleu = 0;
     long max_batches = 0;
     cli_task task = { 0 };
@@ -124,7 +124,7 @@ static int cmd_eval(int argc, char **argv)
         { "--max-batches", OPT_LONG, &max_batches, 0, "N", "stop after N batches (0: all)", 0 },
         OPT_MLM(&mlm),
         OPT_TASK(&task),
-        { "--pairs", OPT_STR, &in.pairs, 0, "FILE.jsonl", "an encoder-decoder's source-target pairs: their teacher-forced loss", 0 },
+        OPT_PAIRS(&in.pairs),
         { "--bleu", OPT_FLAG, &bleu, 0, NULL, "with --pairs: also the corpus BLEU of the greedy outputs (sacreBLEU's defaults)", 0 },
         OPT_KV_PLAN(&in.kv_plan),
         OPT_THREADS(&threads),

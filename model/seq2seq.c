@@ -222,7 +222,8 @@ static int attention(hs_s2s_acts *a, const hs_model *m, int l, int n, const hs_r
     int rc = hs_attn_forward_heads(aa, w, &ac, in, y, mask, cache);
     if (rc)
         return rc;
-    hs_attn_forward_output(a->o, aa, w, &ac, NULL, 0);
+    const hs_real *const *gates = y ? a->cross_gates : a->gates;
+    hs_attn_forward_output(a->o, aa, w, &ac, gates ? gates[l] : NULL, 0);
     residual(a, c, N, nw, nb);
     return HS_OK;
 }

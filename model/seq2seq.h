@@ -34,6 +34,11 @@ typedef struct {
     hs_real *rel;          /* T5: (H, 2 max(S,T) - 1) one stack's relative bias by offset */
     hs_attn_acts *self;    /* maps: n_layer, else 2 (encoder, decoder) reused by each layer */
     hs_attn_acts *cross;   /* maps: n_layer (the decoder's), else 1 */
+    /* head gates (the caller's; NULL: none): n_layer pointers, each NULL or
+     * the H gates multiplying layer l's head outputs z (attention.h's xi):
+     * gates on every layer's self-attention, cross_gates on the decoder
+     * layers' cross-attention. 0 zero-ablates a head. */
+    const hs_real *const *gates, *const *cross_gates;
     hs_real *logits;       /* (B,T,V); probabilities after a decode with targets */
     hs_real *losses;       /* (B,T) per-position cross-entropy (0 where ignored) */
     double loss;           /* mean over the targets that are not HS_TARGET_IGNORE */

@@ -276,13 +276,14 @@ static void bind_head_row(sqlite3_stmt *st, const void *rows, int i)
     sqlite3_bind_double(st, 5, r->value);
     sqlite3_bind_double(st, 6, r->stderr_value);
     sqlite3_bind_int64(st, 7, r->n);
+    bind_text(st, 8, r->attn ? r->attn : "self");
 }
 
 int hs_index_metrics_add(hs_index *ix, int64_t run_id, const hs_metric_row *rows, int n)
 {
     return rows_add(ix,
                     "INSERT OR REPLACE INTO head_metrics(run_id, layer, head, metric, value,"
-                    " stderr, n) VALUES(?,?,?,?,?,?,?)",
+                    " stderr, n, attn) VALUES(?,?,?,?,?,?,?,?)",
                     "writing head metrics", run_id, rows, n, bind_head_row);
 }
 

@@ -64,6 +64,9 @@ typedef struct {
     const char *metric;
     double value, stderr_value;
     long long n;
+    const char *attn; /* the attention type (SPEC §17): "enc", "dec", "cross"; NULL:
+                         "self" (one-stack models); an encoder-decoder's layer counts
+                         within its stack */
 } hs_metric_row;
 
 /* Records rows (replacing equal keys) in one transaction. */

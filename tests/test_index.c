@@ -172,13 +172,13 @@ static void test_metric_grid_has_the_rows_shape_and_absent_cells(void)
     /* layer 1 has heads 0..2, layer 0 only head 1; plus a model-wide row,
      * a per-layer row (head -1) and another metric and run */
     const hs_metric_row rows[] = {
-        { 1, 2, "induction", 0.25, 0.01, 8 }, { 0, 1, "induction", 0.75, 0.02, 8 },
-        { 1, 0, "induction", 0.75, 0.03, 8 }, { 1, 1, "induction", NAN, 0.0, 8 },
-        { -1, -1, "induction", 9.0, 0.0, 1 }, { 0, -1, "induction", 7.0, 0.0, 1 },
-        { 0, 0, "induction_control", 0.1, 0.0, 8 },
+        { 1, 2, "induction", 0.25, 0.01, 8, NULL }, { 0, 1, "induction", 0.75, 0.02, 8, NULL },
+        { 1, 0, "induction", 0.75, 0.03, 8, NULL }, { 1, 1, "induction", NAN, 0.0, 8, NULL },
+        { -1, -1, "induction", 9.0, 0.0, 1, NULL }, { 0, -1, "induction", 7.0, 0.0, 1, NULL },
+        { 0, 0, "induction_control", 0.1, 0.0, 8, NULL },
     };
     CU_ASSERT_EQUAL_FATAL(hs_index_metrics_add(ix, run, rows, 7), HS_OK);
-    const hs_metric_row later = { 0, 0, "induction", 0.5, 0.0, 8 };
+    const hs_metric_row later = { 0, 0, "induction", 0.5, 0.0, 8, NULL };
     CU_ASSERT_EQUAL_FATAL(hs_index_metrics_add(ix, other, &later, 1), HS_OK);
 
     hs_metric_grid g;
@@ -234,7 +234,7 @@ static void test_grid_refuses_an_absurd_layer_index(void)
     char path[64];
     hs_index *ix = fresh_index(path, sizeof path);
     int64_t run = add_run(ix, "ablate", NULL, "complete");
-    const hs_metric_row row = { 2000000000, 0, "loss_delta_zero", 1, 0, 1 };
+    const hs_metric_row row = { 2000000000, 0, "loss_delta_zero", 1, 0, 1, NULL };
     CU_ASSERT_EQUAL_FATAL(hs_index_metrics_add(ix, run, &row, 1), HS_OK);
     hs_metric_grid g;
     CU_ASSERT_EQUAL(hs_index_metric_grid(ix, run, "loss_delta_zero", &g), HS_EFORMAT);
@@ -252,15 +252,15 @@ static void test_metric_series_parses_suffixes_of_any_length(void)
     hs_index *ix = fresh_index(path, sizeof path);
     int64_t run = add_run(ix, "experiment", NULL, "complete");
     const hs_metric_row rows[] = {
-        { -1, -1, "val_loss_heads_12", 3.12, 0.12, 2 },
-        { -1, -1, "val_loss_heads_2", 3.02, 0.02, 2 },
-        { -1, -1, "val_loss_heads_1", 3.01, 0.01, 2 },
-        { -1, -1, "val_loss_heads_4", 3.04, 0.04, 3 },
-        { -1, -1, "val_loss_heads_2_seed_1", 9, 0, 1 }, /* not prefix + integer */
-        { -1, -1, "val_loss_heads_", 9, 0, 1 },
-        { -1, -1, "val_loss_headsX7", 9, 0, 1 },        /* LIKE's _ would match */
-        { -1, -1, "forward_ms_heads_2", 5, 0, 1 },
-        { 0, 0, "val_loss_heads_3", 9, 0, 1 },          /* not model-wide */
+        { -1, -1, "val_loss_heads_12", 3.12, 0.12, 2, NULL },
+        { -1, -1, "val_loss_heads_2", 3.02, 0.02, 2, NULL },
+        { -1, -1, "val_loss_heads_1", 3.01, 0.01, 2, NULL },
+        { -1, -1, "val_loss_heads_4", 3.04, 0.04, 3, NULL },
+        { -1, -1, "val_loss_heads_2_seed_1", 9, 0, 1, NULL }, /* not prefix + integer */
+        { -1, -1, "val_loss_heads_", 9, 0, 1, NULL },
+        { -1, -1, "val_loss_headsX7", 9, 0, 1, NULL },        /* LIKE's _ would match */
+        { -1, -1, "forward_ms_heads_2", 5, 0, 1, NULL },
+        { 0, 0, "val_loss_heads_3", 9, 0, 1, NULL },          /* not model-wide */
     };
     CU_ASSERT_EQUAL_FATAL(hs_index_metrics_add(ix, run, rows, 9), HS_OK);
     hs_metric_series s;
@@ -339,7 +339,7 @@ static void test_artifacts_and_a_read_only_handle(void)
     int64_t run = add_run(ix, "capture", NULL, "complete");
     CU_ASSERT_EQUAL(hs_index_artifact_add(ix, run, "/data/partial.h5", NULL, 10, 0), HS_OK);
     CU_ASSERT_EQUAL(hs_index_artifact_add(ix, run, "/data/m.h5", "abcd", 4096, 1), HS_OK);
-    const hs_metric_row row = { 0, 0, "entropy", 1.5, 0.1, 4 };
+    const hs_metric_row row = { 0, 0, "entropy", 1.5, 0.1, 4, NULL };
     CU_ASSERT_EQUAL(hs_index_metrics_add(ix, run, &row, 1), HS_OK);
     hs_index_close(ix);
 
@@ -452,8 +452,8 @@ static void test_layer_series_reads_per_layer_rows(void)
     hs_index *ix = fresh_index(path, sizeof path);
     int64_t run = add_run(ix, "dla", NULL, "complete");
     const hs_metric_row rows[] = {
-        { 2, -1, "dla", 0.3, 0.1, 4 }, { 0, -1, "dla", 0.1, 0.1, 4 }, { -1, -1, "dla", 9, 0, 4 },
-        { 1, 0, "dla", 7, 0, 4 },      { 1, -1, "dla", 0.2, 0.1, 4 }, { 1, -1, "dla_x", 5, 0, 4 },
+        { 2, -1, "dla", 0.3, 0.1, 4, NULL }, { 0, -1, "dla", 0.1, 0.1, 4, NULL }, { -1, -1, "dla", 9, 0, 4, NULL },
+        { 1, 0, "dla", 7, 0, 4, NULL },      { 1, -1, "dla", 0.2, 0.1, 4, NULL }, { 1, -1, "dla_x", 5, 0, 4, NULL },
     };
     CU_ASSERT_EQUAL_FATAL(hs_index_metrics_add(ix, run, rows, 6), HS_OK);
     hs_metric_series s;

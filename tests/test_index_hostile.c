@@ -78,7 +78,7 @@ static void make_index(const char *path)
     hs_run_info info = { .kind = "ablate", .model_sha256 = "aaaa" };
     int64_t run;
     CU_ASSERT_EQUAL_FATAL(hs_index_run_begin(ix, &info, &run), HS_OK);
-    const hs_metric_row row = { 0, 1, "loss_delta_zero", 0.25, 0.01, 4 };
+    const hs_metric_row row = { 0, 1, "loss_delta_zero", 0.25, 0.01, 4, NULL };
     CU_ASSERT_EQUAL_FATAL(hs_index_metrics_add(ix, run, &row, 1), HS_OK);
     CU_ASSERT_EQUAL_FATAL(hs_index_run_finish(ix, run, "complete", NULL), HS_OK);
     hs_index_close(ix);

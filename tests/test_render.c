@@ -54,13 +54,13 @@ static void grid_rows(hs_index *ix, int64_t run, const char *metric, double base
 {
     hs_metric_row rows[4];
     for (int i = 0; i < 4; i++)
-        rows[i] = (hs_metric_row){ i / 2, i % 2, metric, base + 0.1 * i, 0.01, 8 };
+        rows[i] = (hs_metric_row){ i / 2, i % 2, metric, base + 0.1 * i, 0.01, 8, NULL };
     CU_ASSERT_EQUAL(hs_index_metrics_add(ix, run, rows, 4), HS_OK);
 }
 
 static void model_row(hs_index *ix, int64_t run, int layer, const char *metric, double v)
 {
-    hs_metric_row r = { layer, -1, metric, v, 0.01, 8 };
+    hs_metric_row r = { layer, -1, metric, v, 0.01, 8, NULL };
     CU_ASSERT_EQUAL(hs_index_metrics_add(ix, run, &r, 1), HS_OK);
 }
 
@@ -98,7 +98,7 @@ static void setup(void)
         grid_rows(ix, run, hs_metric(HS_M_INDUCTION_CONTROL + i)->name, 0.05);
     model_row(ix, run, -1, HS_METRIC(CAUSAL_LOSS_DELTA_TOP_K), 0.5);
     model_row(ix, run, -1, HS_METRIC(SECOND_HALF_LOSS), 1.5);
-    hs_metric_row top = { 1, 1, HS_METRIC(CAUSAL_TOP_K), 1, 0, 1 };
+    hs_metric_row top = { 1, 1, HS_METRIC(CAUSAL_TOP_K), 1, 0, 1, NULL };
     CU_ASSERT_EQUAL(hs_index_metrics_add(ix, run, &top, 1), HS_OK);
     hs_curve_point draws[3] = { { 0, 0, 0.1 }, { 1, 1, 0.2 }, { 2, 2, -0.05 } };
     CU_ASSERT_EQUAL(hs_index_curve_add(ix, run, HS_METRIC(CAUSAL_RANDOM_K), draws, 3), HS_OK);

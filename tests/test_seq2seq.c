@@ -5,7 +5,7 @@
  * attention type, checkpoints in each family's real names and config keys;
  * each family-specific feature switched off in the reference moves the
  * logits away from ours; greedy decoding with the caches; the pairs file
- * through hs_pairs_eval; T5's buckets
+ * through hs_pairs_eval; a head of each attention type zero-ablated; T5's buckets
  * against HF's own points; save and reload; refusals naming the key, the
  * file and line. */
 #include <math.h>
@@ -154,6 +154,34 @@ static void oracle_case(const char *name, int features)
         CU_ASSERT_EQUAL(r.sequences, (size_t)B);
         CU_ASSERT_EQUAL((long)r.batches, (B + batch - 1) / batch);
     }
+    /* one head of each attention type zeroed: the loss delta = torch's */
+    hs_head_table t = { 0 };
+    const hs_pairs_ablate_opts po = {
+        .B = 2, .types = 1u << HS_ATTN_ENC | 1u << HS_ATTN_DEC | 1u << HS_ATTN_CROSS };
+    CU_ASSERT_EQUAL_FATAL(hs_pairs_ablate(&t, &m, &p, &po), HS_OK);
+    int heads = 0;
+    for (int l = 0; l < m.cfg.n_layer; l++)
+        heads += m.cfg.n_head[l] * (hs_config_cross(&m.cfg, l) ? 2 : 1);
+    CU_ASSERT_EQUAL(t.n, 1 + heads); /* the clean loss, then every head of every type */
+    CU_ASSERT(fabs(t.rows[0].value - want) <= TOL * fabs(want));
+    static const struct { const char *attn; int layer, head; } ablated[] = {
+        { "enc", 1, 2 }, { "dec", 0, 3 }, { "cross", 1, 1 } };
+    for (size_t k = 0; k < sizeof ablated / sizeof ablated[0]; k++) {
+        char key[64];
+        snprintf(key, sizeof key, "ablate_%s_%d_%d", ablated[k].attn, ablated[k].layer,
+                 ablated[k].head);
+        const fx_tensor *w = fx_tensor_get(&fc, key);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+        const hs_metric_row *row = NULL;
+        for (int i = 0; i < t.n; i++)
+            if (t.rows[i].attn && !strcmp(t.rows[i].attn, ablated[k].attn) &&
+                t.rows[i].layer == ablated[k].layer && t.rows[i].head == ablated[k].head)
+                row = &t.rows[i];
+        CU_ASSERT_PTR_NOT_NULL_FATAL(row);
+        printf("\n    %s: %.9g, torch %.9g", key, row->value, w->v[0]);
+        CU_ASSERT(fabs(row->value - w->v[0]) <= 10 * TOL * (1 + fabs(want)));
+    }
+    hs_head_table_free(&t);
     hs_pairs_free(&p);
     free(src), free(dec), free(tgt);
     hs_model_free(&m);

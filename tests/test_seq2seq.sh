@@ -4,7 +4,8 @@
 # loss and stderr at any --batch; text pairs tokenize as their ids (eos
 # appended once, whether the tokenizer adds it or not); generate --source
 # stops after eos, its text = its ids; eval --bleu scores the greedy
-# outputs; info shows the two stacks; bad pairs and the commands that run one stack are refused, saying
+# outputs; ablate --pairs keys its rows by attention type; info shows the
+# two stacks; bad pairs and the commands that run one stack are refused, saying
 # why.
 # Usage: tests/test_seq2seq.sh HEADSCOPE_BINARY FIXTURE_DIR [ONLY=checks]
 SUITE=seq2seq
@@ -191,5 +192,28 @@ with open("swapped.jsonl", "w") as f:
     expect_refused 2 eval "--bleu needs --pairs" --model bl --data x.bin --bleu || return 1
 }
 
-run_checks eval_pairs_equals_torch generate_source_stops_after_eos bleu_scores_the_greedy_outputs text_pairs_tokenize_as_their_ids info_shows_the_stacks \
+# ablate --pairs: every head of every attention type, rows keyed by attn.
+ablate_pairs_rows_by_attention_type() {
+    want flan_t5 loss >want.txt
+    hs ablate --model "$S2S/flan_t5" --pairs "$S2S/flan_t5/pairs.jsonl" --db ab.db --method zero \
+        --json
+    expect_rc 0 "ablate --pairs" || return 1
+    py -c 'import sqlite3
+db = sqlite3.connect("ab.db")
+rows = db.execute("SELECT attn, count(*), max(layer) FROM head_metrics WHERE metric ="
+                  " \"loss_delta_zero\" GROUP BY attn ORDER BY attn").fetchall()
+assert rows == [("cross", 12, 2), ("dec", 12, 2), ("enc", 8, 1)], rows
+(loss,), = db.execute("SELECT value FROM head_metrics WHERE metric = \"loss\" AND"
+                      " attn = \"self\" AND layer = -1").fetchall()
+assert abs(loss - float(open("want.txt").read())) < 2e-6 * loss, loss' 2>&1 ||
+        bad "ablate --pairs rows" || return 1
+    expect_refused 2 ablate "--pairs: an encoder-decoder's heads are zero-ablated only" \
+        --model "$S2S/t5" --pairs "$S2S/t5/pairs.jsonl" --db ab2.db || return 1
+    expect_refused 2 importance "unknown option '--pairs'" --model "$S2S/t5" \
+        --pairs "$S2S/t5/pairs.jsonl" --db ab2.db || return 1
+    expect_refused 2 ablate "instead of --data" --model "$S2S/t5" \
+        --pairs "$S2S/t5/pairs.jsonl" --data x.bin --db ab2.db --method zero || return 1
+}
+
+run_checks eval_pairs_equals_torch ablate_pairs_rows_by_attention_type generate_source_stops_after_eos bleu_scores_the_greedy_outputs text_pairs_tokenize_as_their_ids info_shows_the_stacks \
     bad_pairs_and_one_stack_commands_refuse

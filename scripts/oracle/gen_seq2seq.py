@@ -53,7 +53,10 @@ pooled loss), stderr (sample sd of the pairs' mean losses / sqrt(B)),
 enc_maps (E,B,H,S,S), dec_maps (D,B,H,T,T), cross_maps (D,B,H,T,S);
 off_FEATURE (B,V) the last position's logits with FEATURE switched off;
 genB the greedy decoding of pair B's source alone ([start] + at most 6 new
-ids, stopping after eos), by recomputation of the whole decoder each step.
+ids, stopping after eos), by recomputation of the whole decoder each step;
+ablate_TYPE_L_H the pooled loss with head H of layer L (within its stack) of
+attention type TYPE (enc, dec, cross) zeroed before the output projection,
+minus the clean loss.
 """
 import json
 import math
@@ -116,8 +119,9 @@ def t5_norm(x, w, eps):
 
 
 def mha(x, kv, Wq, Wk, Wv, Wo, H, bias, mask, bq=None, bk=None, bv=None, bo=None,
-        q_scale=1.0):
-    """T5Attention / BartAttention: mask (B, 1 or q, k) True where hidden."""
+        q_scale=1.0, zero_head=None):
+    """T5Attention / BartAttention: mask (B, 1 or q, k) True where hidden;
+    zero_head: that head's output (before o / out_proj) zeroed."""
     Bn, q_len, _ = x.shape
     k_len = kv.shape[1]
     q = F.linear(x, Wq, bq) * q_scale
@@ -132,7 +136,11 @@ def mha(x, kv, Wq, Wk, Wv, Wo, H, bias, mask, bq=None, bk=None, bv=None, bo=None
         s = s + bias
     s = s.masked_fill(mask.unsqueeze(1), float("-inf"))
     p = torch.softmax(s, dim=-1)
-    z = (p @ v).transpose(1, 2).reshape(Bn, q_len, H * dh)
+    z = p @ v
+    if zero_head is not None:
+        z = z.clone()
+        z[:, zero_head] = 0
+    z = z.transpose(1, 2).reshape(Bn, q_len, H * dh)
     return F.linear(z, Wo, bo), p
 
 
@@ -144,7 +152,8 @@ def masks(src, dec, pad):
     return key_pad.expand(Bn, S, S), causal, key_pad.expand(Bn, T, S)
 
 
-def t5_forward(W, c, src, dec, off=frozenset()):
+def t5_forward(W, c, src, dec, off=frozenset(), ablate=None):
+    """ablate: (type, layer within its stack, head) zeroed, type enc, dec or cross."""
     E, D, H = c["num_layers"], c["num_decoder_layers"], c["num_heads"]
     eps, gated = c["layer_norm_epsilon"], c["feed_forward_proj"] == "gated-gelu"
     enc_mask, self_mask, cross_mask = masks(src, dec, c["pad_token_id"])
@@ -160,11 +169,13 @@ def t5_forward(W, c, src, dec, off=frozenset()):
             y = F.relu(F.linear(x, W[p + "DenseReluDense.wi.weight"]))
         return h + F.linear(y, W[p + "DenseReluDense.wo.weight"])
 
-    def block_attn(h, kv, p, kind, bias, mask, maps):
+    def block_attn(h, kv, p, kind, bias, mask, maps, typ, l):
         x = t5_norm(h, W[p + "layer_norm.weight"], eps)
+        zero = ablate[2] if ablate and ablate[:2] == (typ, l) else None
         out, att = mha(x, x if kv is None else kv,
                        W[p + kind + ".q.weight"], W[p + kind + ".k.weight"],
-                       W[p + kind + ".v.weight"], W[p + kind + ".o.weight"], H, bias, mask)
+                       W[p + kind + ".v.weight"], W[p + kind + ".o.weight"], H, bias, mask,
+                       zero_head=zero)
         maps.append(att)
         return h + out
 
@@ -175,7 +186,7 @@ def t5_forward(W, c, src, dec, off=frozenset()):
                    S, S, True, c) if rel else None
     for l in range(E):
         p = f"encoder.block.{l}.layer."
-        h = block_attn(h, None, p + "0.", "SelfAttention", bias, enc_mask, enc_maps)
+        h = block_attn(h, None, p + "0.", "SelfAttention", bias, enc_mask, enc_maps, "enc", l)
         h = ff(h, p + "1.")
     enc = t5_norm(h, W["encoder.final_layer_norm.weight"], eps)
     T = dec.shape[1]
@@ -184,8 +195,9 @@ def t5_forward(W, c, src, dec, off=frozenset()):
                    T, T, False, c) if rel else None
     for l in range(D):
         p = f"decoder.block.{l}.layer."
-        h = block_attn(h, None, p + "0.", "SelfAttention", bias, self_mask, dec_maps)
-        h = block_attn(h, enc, p + "1.", "EncDecAttention", None, cross_mask, cross_maps)
+        h = block_attn(h, None, p + "0.", "SelfAttention", bias, self_mask, dec_maps, "dec", l)
+        h = block_attn(h, enc, p + "1.", "EncDecAttention", None, cross_mask, cross_maps,
+                       "cross", l)
         h = ff(h, p + "2.")
     h = t5_norm(h, W["decoder.final_layer_norm.weight"], eps)
     if c.get("tie_word_embeddings", True):
@@ -216,7 +228,7 @@ ACT = {"gelu": F.gelu, "relu": F.relu, "swish": F.silu, "silu": F.silu,
        "gelu_new": lambda x: F.gelu(x, approximate="tanh")}
 
 
-def bart_forward(W, c, src, dec, marian, off=frozenset()):
+def bart_forward(W, c, src, dec, marian, off=frozenset(), ablate=None):
     E, D, d = c["encoder_layers"], c["decoder_layers"], c["d_model"]
     H = c["encoder_attention_heads"]
     scale = math.sqrt(d) if c.get("scale_embedding") else 1.0
@@ -238,11 +250,12 @@ def bart_forward(W, c, src, dec, marian, off=frozenset()):
         h = h + pos
         return h if marian else ln(h, f"model.{stack}.layernorm_embedding")
 
-    def attn(h, kv, p, mask, maps):
+    def attn(h, kv, p, mask, maps, typ, l):
+        zero = ablate[2] if ablate and ablate[:2] == (typ, l) else None
         out, att = mha(h, kv, W[p + ".q_proj.weight"], W[p + ".k_proj.weight"],
                        W[p + ".v_proj.weight"], W[p + ".out_proj.weight"], H, None, mask,
                        W[p + ".q_proj.bias"], W[p + ".k_proj.bias"], W[p + ".v_proj.bias"],
-                       W[p + ".out_proj.bias"], q_scale=(d // H) ** -0.5)
+                       W[p + ".out_proj.bias"], q_scale=(d // H) ** -0.5, zero_head=zero)
         maps.append(att)
         return out
 
@@ -254,14 +267,16 @@ def bart_forward(W, c, src, dec, marian, off=frozenset()):
     h = embed(src, "encoder")
     for l in range(E):
         p = f"model.encoder.layers.{l}."
-        h = ln(h + attn(h, h, p + "self_attn", enc_mask, enc_maps), p + "self_attn_layer_norm")
+        h = ln(h + attn(h, h, p + "self_attn", enc_mask, enc_maps, "enc", l),
+               p + "self_attn_layer_norm")
         h = ffn(h, p)
     enc = h
     h = embed(dec, "decoder")
     for l in range(D):
         p = f"model.decoder.layers.{l}."
-        h = ln(h + attn(h, h, p + "self_attn", self_mask, dec_maps), p + "self_attn_layer_norm")
-        h = ln(h + attn(h, enc, p + "encoder_attn", cross_mask, cross_maps),
+        h = ln(h + attn(h, h, p + "self_attn", self_mask, dec_maps, "dec", l),
+               p + "self_attn_layer_norm")
+        h = ln(h + attn(h, enc, p + "encoder_attn", cross_mask, cross_maps, "cross", l),
                p + "encoder_attn_layer_norm")
         h = ffn(h, p)
     logits = h @ W["model.shared.weight"].T + W["final_logits_bias"]
@@ -448,10 +463,14 @@ CASES = [  # name, family, config, weight seed, features switched off
 ]
 
 
-def forward(family, W, c, src, dec, off=frozenset()):
+def forward(family, W, c, src, dec, off=frozenset(), ablate=None):
     if family == "t5":
-        return t5_forward(W, c, src, dec, off)
-    return bart_forward(W, c, src, dec, family == "marian", off)
+        return t5_forward(W, c, src, dec, off, ablate)
+    return bart_forward(W, c, src, dec, family == "marian", off, ablate)
+
+
+# one head of each type zeroed: (type, layer within its stack, head)
+ABLATED = [("enc", 1, 2), ("dec", 0, 3), ("cross", 1, 1)]
 
 
 MAX_NEW = 6
@@ -495,7 +514,8 @@ def main():
         "# checkpoints and pairs.jsonl: tests/fixtures/seq2seq/NAME; src, dec, tgt (-1:",
         "# ignored) the padded batch of pairs.jsonl; logits (B,T,V); loss (pooled); stderr;",
         "# enc_maps (E,B,H,S,S), dec_maps (D,B,H,T,T), cross_maps (D,B,H,T,S); off_F (B,V);",
-        "# genB: greedy decoding of pair B's source alone, at most 6 new ids",
+        "# genB: greedy decoding of pair B's source alone, at most 6 new ids;",
+        "# ablate_TYPE_L_H: the pooled loss with that head zeroed minus the clean loss",
     ]
     for k, (name, family, c, seed, offs) in enumerate(CASES):
         marian = family == "marian"
@@ -529,6 +549,12 @@ def main():
                   f"tensor enc_maps 5 {len(em)} {Bn} {H} {S} {S}", fmt(torch.stack(em)),
                   f"tensor dec_maps 5 {len(dm)} {Bn} {H} {T} {T}", fmt(torch.stack(dm)),
                   f"tensor cross_maps 5 {len(cm)} {Bn} {H} {T} {S}", fmt(torch.stack(cm))]
+        for typ, l, hd in ABLATED:  # the pooled loss with one head zeroed, minus the clean
+            with torch.no_grad():
+                lg = forward(family, W, c, src, dec, ablate=(typ, l, hd))[0]
+                ce_a = F.cross_entropy(lg.reshape(-1, V), tgt.reshape(-1), ignore_index=-100,
+                                       reduction="sum") / count.sum()
+            lines += [f"tensor ablate_{typ}_{l}_{hd} 1 1", "%.17g" % (ce_a - loss).item()]
         for b, (sb, _) in enumerate(P):  # greedy decoding of each source alone
             with torch.no_grad():
                 g = greedy(family, W, c, torch.tensor([sb]))
