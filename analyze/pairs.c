@@ -212,26 +212,61 @@ static void fill_batch(int32_t *src, int32_t *dec, int32_t *tgt, const hs_pairs 
 
 static int pairs_loss(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
                       size_t max_batches, const hs_real *const *gates,
-                      const hs_real *const *cross_gates, double *per_pair,
+                      const hs_real *const *cross_gates, double *per_pair, hs_real **encs,
                       hs_progress_fn progress, void *ctx);
 
 int hs_pairs_eval(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
                   size_t max_batches, hs_progress_fn progress, void *ctx)
 {
-    return pairs_loss(r, m, p, B, max_batches, NULL, NULL, NULL, progress, ctx);
+    return pairs_loss(r, m, p, B, max_batches, NULL, NULL, NULL, NULL, progress, ctx);
 }
 
 int hs_pairs_eval_gated(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
                         const hs_real *const *gates, const hs_real *const *cross_gates,
                         double *per_pair, hs_progress_fn progress, void *ctx)
 {
-    return pairs_loss(r, m, p, B, 0, gates, cross_gates, per_pair, progress, ctx);
+    return pairs_loss(r, m, p, B, 0, gates, cross_gates, per_pair, NULL, progress, ctx);
 }
+
+/* Activations kept from batch to batch, and from one pass over the pairs
+ * to the next: reallocated only when a batch's shape differs (a fresh
+ * allocation's every page faults on first use). */
+typedef struct {
+    hs_s2s_acts a;
+} acts_cache;
+
+static int acts_for(acts_cache *ac, const hs_model_config *c, int B, int S, int T)
+{
+    if (ac->a.B == B && ac->a.S == S && ac->a.T == T)
+        return HS_OK;
+    hs_s2s_acts_free(&ac->a);
+    return hs_s2s_acts_alloc(&ac->a, c, B, S, T, 0);
+}
+
+/* encs (NULL: none): one slot a batch; a NULL slot gets a copy of the
+ * batch's encoder output, a filled one replaces the encoder's pass. ac
+ * (NULL: a cache of this call's own) holds the activations. */
+static int pairs_loss_in(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
+                         size_t max_batches, const hs_real *const *gates,
+                         const hs_real *const *cross_gates, double *per_pair, hs_real **encs,
+                         acts_cache *ac, hs_progress_fn progress, void *ctx);
 
 static int pairs_loss(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
                       size_t max_batches, const hs_real *const *gates,
-                      const hs_real *const *cross_gates, double *per_pair,
+                      const hs_real *const *cross_gates, double *per_pair, hs_real **encs,
                       hs_progress_fn progress, void *ctx)
+{
+    acts_cache own = { 0 };
+    const int rc = pairs_loss_in(r, m, p, B, max_batches, gates, cross_gates, per_pair, encs,
+                                 &own, progress, ctx);
+    hs_s2s_acts_free(&own.a);
+    return rc;
+}
+
+static int pairs_loss_in(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
+                         size_t max_batches, const hs_real *const *gates,
+                         const hs_real *const *cross_gates, double *per_pair, hs_real **encs,
+                         acts_cache *ac, hs_progress_fn progress, void *ctx)
 {
     memset(r, 0, sizeof *r);
     r->nonfinite_seq = -1;
@@ -255,11 +290,18 @@ static int pairs_loss(hs_eval_result *r, const hs_model *m, const hs_pairs *p, i
             T = p->tgt_len[i] > T ? p->tgt_len[i] : T;
         }
         fill_batch(src, dec, tgt, p, c, i0, n, S, T);
-        hs_s2s_acts a;
-        if ((rc = hs_s2s_acts_alloc(&a, c, n, S, T, 0)))
+        if ((rc = acts_for(ac, c, n, S, T)))
             break;
+        hs_s2s_acts a = ac->a; /* a view: the cache keeps the buffers */
         a.gates = gates, a.cross_gates = cross_gates;
-        if (!(rc = hs_s2s_encode(&a, m, src)) && !(rc = hs_s2s_decode(&a, m, dec, tgt))) {
+        const size_t enc_n = (size_t)n * S * c->d_model;
+        rc = encs && encs[k] ? hs_s2s_use_encoding(&a, m, src, encs[k]) : hs_s2s_encode(&a, m, src);
+        if (!rc && encs && !encs[k] &&
+            (encs[k] = hs_calloc(enc_n, sizeof(hs_real), "encoder outputs")))
+            memcpy(encs[k], a.enc, sizeof(hs_real) * enc_n);
+        if (!rc && encs && !encs[k])
+            rc = HS_ENOMEM;
+        if (!rc && !(rc = hs_s2s_decode(&a, m, dec, tgt))) {
             for (int b = 0; b < n; b++) {
                 int count;
                 const double s = hs_seq_loss_sum(a.losses + (size_t)b * T, tgt + (size_t)b * T,
@@ -274,7 +316,6 @@ static int pairs_loss(hs_eval_result *r, const hs_model *m, const hs_pairs *p, i
             }
             r->batches++;
         }
-        hs_s2s_acts_free(&a);
         if (!rc && progress)
             progress(ctx, k + 1, nb);
     }
@@ -321,7 +362,8 @@ int hs_pairs_bleu(hs_eval_result *r, const hs_model *m, const hs_pairs *p,
 }
 
 /* Each head in turn: its gate 0 on the self- or the cross-attention of its
- * layer, every other layer ungated. */
+ * layer, every other layer ungated; the decoder's heads decode from the
+ * clean pass's encoder outputs. */
 int hs_pairs_ablate(hs_head_table *t, const hs_model *m, const hs_pairs *p,
                     const hs_pairs_ablate_opts *o)
 {
@@ -332,12 +374,15 @@ int hs_pairs_ablate(hs_head_table *t, const hs_model *m, const hs_pairs *p,
     const hs_real **cross = hs_calloc((size_t)L, sizeof *cross, "gates");
     double *clean = hs_calloc((size_t)p->n, sizeof *clean, "pair losses");
     double *abl = hs_calloc((size_t)p->n, sizeof *abl, "pair losses");
-    int rc = off && self && cross && clean && abl ? HS_OK : HS_ENOMEM;
+    const size_t nb = ((size_t)p->n + (size_t)o->B - 1) / (size_t)o->B;
+    hs_real **encs = hs_calloc(nb, sizeof *encs, "encoder outputs"); /* the clean pass's */
+    int rc = off && self && cross && clean && abl && encs ? HS_OK : HS_ENOMEM;
     for (int h = 0; off && h < HS_MAX_HEADS; h++)
         off[h] = 1;
     hs_eval_result base, r;
+    acts_cache ac = { 0 };
     if (!rc)
-        rc = hs_pairs_eval_gated(&base, m, p, o->B, NULL, NULL, clean, NULL, NULL);
+        rc = pairs_loss_in(&base, m, p, o->B, 0, NULL, NULL, clean, encs, &ac, NULL, NULL);
     if (!rc)
         rc = hs_head_table_add(t, -1, -1, HS_METRIC(LOSS), base.loss, base.stderr_loss, (long long)p->n);
     long total = 0, done = 0;
@@ -359,7 +404,9 @@ int hs_pairs_ablate(hs_head_table *t, const hs_model *m, const hs_pairs *p,
                 }
                 const hs_real **g = ty == HS_ATTN_CROSS ? cross : self;
                 off[h] = 0, g[l] = off;
-                rc = hs_pairs_eval_gated(&r, m, p, o->B, self, cross, abl, NULL, NULL);
+                /* the decoder's heads leave the encoder's output as the clean pass made it */
+                rc = pairs_loss_in(&r, m, p, o->B, 0, self, cross, abl,
+                                   ty == HS_ATTN_ENC ? NULL : encs, &ac, NULL, NULL);
                 off[h] = 1, g[l] = NULL;
                 hs_welford d = { 0 };
                 for (int i = 0; !rc && i < p->n; i++)
@@ -372,6 +419,9 @@ int hs_pairs_ablate(hs_head_table *t, const hs_model *m, const hs_pairs *p,
                     o->progress(o->ctx, (size_t)++done, (size_t)total);
             }
     }
-    free(off), free(self), free(cross), free(clean), free(abl);
+    hs_s2s_acts_free(&ac.a);
+    for (size_t k = 0; encs && k < nb; k++)
+        free(encs[k]);
+    free(off), free(self), free(cross), free(clean), free(abl), free(encs);
     return rc;
 }

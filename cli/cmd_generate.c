@@ -39,7 +39,7 @@ static int cmd_generate(int argc, char **argv)
     so.top_k = top_k, so.seed = (unsigned long long)seed;
     cli_threads(threads);
     hs_model m;
-    if (hs_checkpoint_load_stored(&m, model, HS_WEIGHTS_COPIED) ||
+    if (hs_checkpoint_load_stored(&m, model, HS_WEIGHTS_DECODING) ||
         (plan && hs_kv_plan_load(&m.cfg, plan) && (hs_model_free(&m), 1)))
         return cli_run_error("generate");
     hs_tokenizer *tok = NULL;
@@ -74,7 +74,7 @@ static const opt_rule generate_rules[] = {
 HS_COMMAND(cmd_generate_record) = {
     .name = "generate",
     .order = 165,
-    .summary = "Decode with the compact KV cache: greedy or temperature/top-k sampling.",
+    .summary = "Decode with the compact KV cache: greedy or temperature/top-k sampling; an encoder-decoder from a source.",
     .usage = "headscope generate --model DIR (--prompt TEXT [--tokenizer PATH] | --prompt-ids "
              "I,I,...) [options]",
     .details =

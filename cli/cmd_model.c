@@ -452,8 +452,8 @@ HS_COMMAND(cmd_train_record) = {
 HS_COMMAND(cmd_eval_record) = {
     .name = "eval",
     .order = 60,
-    .summary = "Mean loss of a model on a token shard (an encoder's: masked-LM), or a classifier's task numbers.",
-    .usage = "headscope eval --model DIR (--data FILE | --text FILE | --task FILE.jsonl) [options]",
+    .summary = "Mean loss of a model on a token shard (an encoder's: masked-LM), a classifier's task numbers, or an encoder-decoder's pairs (and BLEU).",
+    .usage = "headscope eval --model DIR (--data FILE | --text FILE | --task FILE.jsonl | --pairs FILE.jsonl) [options]",
     .details = "stderr is the sample standard deviation of per-sequence mean losses over sqrt(n).\nAn encoder's (bert, roberta) loss is the masked-LM loss over the chosen positions (SPEC §14).\n"
         "With --task (a …ForSequenceClassification checkpoint, SPEC §16): task_loss with its\n"
         "standard error over examples, and accuracy, f1, mcc (single-label), accuracy, f1\n"

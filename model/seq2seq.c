@@ -253,11 +253,10 @@ static int check_tokens(const hs_model_config *c, const int32_t *tok, int B, int
     return HS_OK;
 }
 
-int hs_s2s_encode(hs_s2s_acts *a, const hs_model *m, const int32_t *src)
+/* The source's checks and padding mask into a->src_valid, a->src_padded. */
+static int source_mask(hs_s2s_acts *a, const hs_model_config *c, const int32_t *src)
 {
-    const hs_model_config *c = &m->cfg;
-    const int B = a->B, S = a->S, E = c->enc_layers;
-    const size_t N = (size_t)B * S, d = (size_t)c->d_model;
+    const int B = a->B, S = a->S;
     int rc = check_tokens(c, src, B, S, "source");
     if (rc)
         return rc;
@@ -274,6 +273,26 @@ int hs_s2s_encode(hs_s2s_acts *a, const hs_model *m, const int32_t *src)
                                       "%d)", b, c->pad_id);
         a->src_padded |= real < S;
     }
+    return HS_OK;
+}
+
+int hs_s2s_use_encoding(hs_s2s_acts *a, const hs_model *m, const int32_t *src,
+                        const hs_real *enc)
+{
+    const int rc = source_mask(a, &m->cfg, src);
+    if (!rc)
+        memcpy(a->enc, enc, sizeof(hs_real) * (size_t)a->B * a->S * m->cfg.d_model);
+    return rc;
+}
+
+int hs_s2s_encode(hs_s2s_acts *a, const hs_model *m, const int32_t *src)
+{
+    const hs_model_config *c = &m->cfg;
+    const int B = a->B, S = a->S, E = c->enc_layers;
+    const size_t N = (size_t)B * S, d = (size_t)c->d_model;
+    int rc = source_mask(a, c, src);
+    if (rc)
+        return rc;
     embed(a, m, src, S, 0, m->w.enc_wpe, m->w.enc_lne_w, m->w.enc_lne_b);
     const hs_attn_mask mask = { 0, a->src_padded ? a->src_valid : NULL, 0 };
     const hs_attn_rel rel = stack_rel(a->rel, c, m->w.enc_rel, c->n_head[0], S, 1);

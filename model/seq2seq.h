@@ -56,6 +56,12 @@ void hs_s2s_acts_free(hs_s2s_acts *a);
  * positions, or a sequence with no real token. */
 int hs_s2s_encode(hs_s2s_acts *a, const hs_model *m, const int32_t *src);
 
+/* What hs_s2s_encode(src) leaves, from an encoding of src computed before
+ * (enc: a->enc of that pass, (B,S,d)) without running the encoder: the
+ * decoder's heads ablated over one encoding. */
+int hs_s2s_use_encoding(hs_s2s_acts *a, const hs_model *m, const int32_t *src,
+                        const hs_real *enc);
+
 /* The decoder over dec_in (B,T) attending to a->enc (hs_s2s_encode's),
  * then the logits; with targets (B,T) (HS_TARGET_IGNORE left out) also
  * the losses and their mean. */

@@ -661,10 +661,6 @@ int hs_checkpoint_load_stored(hs_model *m, const char *dir, hs_weights_place pla
 {
     if (!loads_stored())
         return hs_checkpoint_load(m, dir);
-    const char *how = getenv("HEADSCOPE_WEIGHTS");
-    const int mapped = how && !strcmp(how, "mapped")   ? 1
-                       : how && !strcmp(how, "copied") ? 0
-                                                       : place == HS_WEIGHTS_MAPPED;
     sources *src = hs_calloc(1, sizeof *src, "checkpoint files");
     if (!src)
         return HS_ENOMEM;
@@ -674,6 +670,11 @@ int hs_checkpoint_load_stored(hs_model *m, const char *dir, hs_weights_place pla
         free(src);
         return rc;
     }
+    const char *how = getenv("HEADSCOPE_WEIGHTS");
+    const int mapped = how && !strcmp(how, "mapped")   ? 1
+                       : how && !strcmp(how, "copied") ? 0
+                       : place == HS_WEIGHTS_DECODING  ? hs_config_seq2seq(&m->cfg)
+                                                       : place == HS_WEIGHTS_MAPPED;
     rc = hs_stored_create(&m->stored, m->n_params, &m->params, sources_release, src);
     if (!rc)
         hs_stored_set_check(m->stored, sources_unchanged);

@@ -34,8 +34,12 @@ int hs_checkpoint_load(hs_model *m, const char *dir);
  * 2 MiB pages of the model's own -- a load that reads (and the kernel
  * zeroes) every byte first, then decoding's one pass over the weights per
  * token runs without the 4 KiB pages' TLB misses (docs/perf.md, "Weights
- * as stored": 1.6 against 0.58 tokens/s on the 8B shape). */
-typedef enum { HS_WEIGHTS_MAPPED, HS_WEIGHTS_COPIED } hs_weights_place;
+ * as stored": 1.6 against 0.58 tokens/s on the 8B shape). DECODING: what
+ * generation wants: COPIED for a one-stack decoder, MAPPED for an
+ * encoder-decoder, whose steps read the decoder's half of the weights and
+ * whose answers are short, so that the copy costs more than it saves (t5-small's
+ * shape, 64 new tokens: 1.2 s against 0.52 s, docs/perf.md). */
+typedef enum { HS_WEIGHTS_MAPPED, HS_WEIGHTS_COPIED, HS_WEIGHTS_DECODING } hs_weights_place;
 
 /* hs_checkpoint_load with the weights as stored (SPEC §13, stored.h): the
  * matrices in the files' dtype, placed as `place` says (the files stay
