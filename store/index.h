@@ -212,6 +212,8 @@ typedef struct {
     unsigned char *present; /* (n_layer, n_head): 1 where the run has the row */
 } hs_metric_grid;
 
+/* (The rows of attention type "self": an encoder-decoder's typed rows are
+ * hs_index_attn_summary's.) */
 int hs_index_metric_grid(hs_index *ix, int64_t run_id, const char *metric, hs_metric_grid *g);
 void hs_metric_grid_free(hs_metric_grid *g);
 
@@ -235,6 +237,22 @@ typedef struct {
 int hs_index_metric_series(hs_index *ix, int64_t run_id, const char *prefix,
                            hs_metric_series *out);
 void hs_metric_series_free(hs_metric_series *s);
+
+/* One attention type's rows of a metric (SPEC §17): an encoder-decoder's
+ * heads of type attn ("enc", "dec", "cross"): how many, their mean, and the
+ * largest value with its layer (within the stack) and head. */
+typedef struct {
+    char attn[8];
+    int n;
+    double mean, max;
+    int max_layer, max_head;
+} hs_attn_summary;
+
+/* The summaries of run_id's per-head rows of metric by attention type other
+ * than "self", in the order enc, dec, cross (*n of them, at most 3; 0 for a
+ * one-stack model's run). */
+int hs_index_attn_summary(hs_index *ix, int64_t run_id, const char *metric,
+                          hs_attn_summary out[3], int *n);
 
 typedef struct {
     hs_curve_point *p; /* [n] by step, then by the order they were added */

@@ -384,7 +384,7 @@ int hs_index_metric_grid(hs_index *ix, int64_t run_id, const char *metric, hs_me
     memset(g, 0, sizeof *g);
     int rc = grid_read(ix,
                        "SELECT layer, head, value, stderr, n FROM head_metrics WHERE run_id=?1 AND"
-                       " metric=?2 AND layer>=0 AND head>=0 ORDER BY layer, head",
+                       " metric=?2 AND layer>=0 AND head>=0 AND attn='self' ORDER BY layer, head",
                        "reading head metrics", run_id, metric, "head", g);
     if (rc)
         hs_metric_grid_free(g);
@@ -501,6 +501,44 @@ int hs_index_metric_series(hs_index *ix, int64_t run_id, const char *prefix,
     else
         series_sort(out);
     return rc;
+}
+
+/* Row (attn, count, mean, max, layer and head of the max). */
+typedef struct {
+    hs_attn_summary *out;
+    int *n;
+} attn_rows;
+
+static int read_attn_row(hs_index *ix, sqlite3_stmt *st, void *out)
+{
+    (void)ix;
+    attn_rows *r = out;
+    const char *attn = (const char *)sqlite3_column_text(st, 0);
+    if (*r->n >= 3 || !attn)
+        return HS_OK; /* enc, dec, cross: any other type is not SPEC §17's */
+    hs_attn_summary *a = &r->out[(*r->n)++];
+    snprintf(a->attn, sizeof a->attn, "%s", attn);
+    a->n = sqlite3_column_int(st, 1);
+    a->mean = column_number(st, 2);
+    a->max = column_number(st, 3);
+    a->max_layer = sqlite3_column_int(st, 4);
+    a->max_head = sqlite3_column_int(st, 5);
+    return HS_OK;
+}
+
+int hs_index_attn_summary(hs_index *ix, int64_t run_id, const char *metric,
+                          hs_attn_summary out[3], int *n)
+{
+    *n = 0;
+    attn_rows rows = { out, n };
+    /* SQLite's bare columns beside max() come from the row holding the max */
+    return rows_read(ix,
+                     "SELECT attn, count(*), avg(value), max(value), layer, head FROM head_metrics"
+                     " WHERE run_id=?1 AND metric=?2 AND layer>=0 AND head>=0 AND attn IN"
+                     " ('enc', 'dec', 'cross') GROUP BY attn ORDER BY CASE attn WHEN 'enc' THEN 0"
+                     " WHEN 'dec' THEN 1 ELSE 2 END",
+                     "reading head metrics by attention type", run_id, metric, read_attn_row,
+                     &rows);
 }
 
 void hs_metric_series_free(hs_metric_series *s)

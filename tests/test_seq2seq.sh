@@ -192,7 +192,8 @@ with open("swapped.jsonl", "w") as f:
     expect_refused 2 eval "--bleu needs --pairs" --model bl --data x.bin --bleu || return 1
 }
 
-# ablate --pairs: every head of every attention type, rows keyed by attn.
+# ablate --pairs: every head of every attention type, rows keyed by attn;
+# the report's table by type.
 ablate_pairs_rows_by_attention_type() {
     want flan_t5 loss >want.txt
     hs ablate --model "$S2S/flan_t5" --pairs "$S2S/flan_t5/pairs.jsonl" --db ab.db --method zero \
@@ -207,6 +208,13 @@ assert rows == [("cross", 12, 2), ("dec", 12, 2), ("enc", 8, 1)], rows
                       " attn = \"self\" AND layer = -1").fetchall()
 assert abs(loss - float(open("want.txt").read())) < 2e-6 * loss, loss' 2>&1 ||
         bad "ablate --pairs rows" || return 1
+    hs report --db ab.db --out rep
+    expect_rc 0 "report on an encoder-decoder's ablation" || return 1
+    py -c 'import re
+t = re.sub("<[^>]+>", " ", open("rep/index.html").read())
+assert "Zero ablation by attention type" in t, t[:300]
+for name in ("encoder self-attention", "decoder self-attention", "(cross) attention"):
+    assert name in t, name' || bad "the report's table by attention type" || return 1
     expect_refused 2 ablate "--pairs: an encoder-decoder's heads are zero-ablated only" \
         --model "$S2S/t5" --pairs "$S2S/t5/pairs.jsonl" --db ab2.db || return 1
     expect_refused 2 importance "unknown option '--pairs'" --model "$S2S/t5" \
