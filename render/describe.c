@@ -196,6 +196,14 @@ static void print_memory_plan(FILE *f, const hs_model *m, const hs_model_facts *
 {
     const hs_model_config *c = &m->cfg;
     const size_t P = x->bytes.loaded;
+    if (hs_config_seq2seq(c)) { /* seq2seq.h's activations have no size table yet */
+        if (json)
+            fprintf(f, ",\"memory_plan\":null");
+        else
+            fprintf(f, "memory plan  not computed for an encoder-decoder (parameters %zu bytes as "
+                       "loaded; eval --pairs adds one batch's activations and logits)\n", P);
+        return;
+    }
     const size_t loss = hs_acts_bytes(c, x->B, x->T, HS_ACTS_LOSS),
                  fwd = hs_acts_bytes(c, x->B, x->T, HS_ACTS_INFER),
                  maps = hs_acts_bytes(c, x->B, x->T, HS_ACTS_MAPS),

@@ -98,6 +98,8 @@ info_shows_the_stacks() {
     expect_grep "$OUT" "encoder of 2 layers, then a decoder of 3 with cross-attention" \
         "info's stacks" || return 1
     expect_grep "$OUT" "relative position buckets" "info's features" || return 1
+    hs info --model "$S2S/bart" --batch 2 --seq-len 8
+    expect_grep "$OUT" "memory plan  not computed for an encoder-decoder" "info's plan" || return 1
     hs info --model "$S2S/marian" --json
     expect_eq "$(jget out.txt decoder_layers)" 3 "info --json decoder_layers" || return 1
     expect_eq "$(jget out.txt positional)" sinusoid "marian's positions" || return 1
