@@ -8,10 +8,10 @@
 #include <cjson/cJSON.h>
 
 #include "bleu.h"
+#include "inputs.h"
 #include "json.h"
 #include "layers.h"
 #include "metrics.h"
-#include "inputs.h"
 #include "prompts.h"
 #include "seq2seq.h"
 #include "stats.h"
@@ -24,15 +24,14 @@ static int bad(const char *path, long line, const char *what)
     return hs_fail(HS_EINVAL, "%s:%ld: %s", path, line, what);
 }
 
-/* One side's ids: the list under ids_key, or the text under text_key
- * encoded with special tokens and eos appended unless the tokenizer put
- * it last. */
 /* Where text lines find their tokenizer: *tk, opened on first use. */
 typedef struct {
     hs_tokenizer **tk;
     const char *tokenizer, *model_dir;
 } tk_source;
 
+/* One side's ids: the list under ids_key, or the text under text_key
+ * encoded as hs_source_ids does. */
 static int side(int32_t **ids, int *n, const cJSON *o, const char *text_key,
                 const char *ids_key, const hs_model_config *c, const tk_source *ts,
                 const char *path, long line)
@@ -40,7 +39,7 @@ static int side(int32_t **ids, int *n, const cJSON *o, const char *text_key,
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(o, text_key);
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, ids_key);
     char msg[200];
-    if (!cJSON_IsString(text) == !cJSON_IsArray(list)) {
+    if (!text == !list || (text && !cJSON_IsString(text))) {
         snprintf(msg, sizeof msg, "a pair has \"%s\" (a string) or \"%s\" (a list of ids), one "
                                   "of them", text_key, ids_key);
         return bad(path, line, msg);

@@ -356,6 +356,9 @@ static void test_bad_pairs_are_refused_naming_the_line(void)
                   "longer than --seq-len 3", 3);
     pairs_refused(&m, "{\"source\": \"a b\", \"target\": \"c\"}\n", "needs a tokenizer", 0);
     pairs_refused(&m, "[1, 2]\n", "not a JSON object", 0);
+    pairs_refused(&m, "{\"source\": \"a\", \"source_ids\": 5, \"target_ids\": [3]}\n",
+                  "one of them", 0);
+    pairs_refused(&m, "{\"source_ids\": 5, \"target_ids\": [3]}\n", "source_ids", 0);
     pairs_refused(&m, "\n\n", "no pairs", 0);
     /* a source that is all padding has no key to attend to */
     char *path = temp_file("{\"source_ids\": [1, 1], \"target_ids\": [3, 2]}\n");
