@@ -179,7 +179,7 @@ static int pairs_study(hs_ablate_result *r, const hs_study_env *env,
             r->clean_loss = w->value;
         else if (r->worst_layer[HS_ABLATE_ZERO] < 0 || w->value > r->worst_delta[HS_ABLATE_ZERO])
             r->worst_delta[HS_ABLATE_ZERO] = w->value, r->worst_layer[HS_ABLATE_ZERO] = w->layer,
-            r->worst_head[HS_ABLATE_ZERO] = w->head;
+            r->worst_head[HS_ABLATE_ZERO] = w->head, r->worst_attn = w->attn;
     }
     if (!rc)
         rc = hs_study_check_finite(&env->io, &r->table, NULL, 0);

@@ -24,6 +24,8 @@ typedef struct {
     /* the largest loss delta of each kind (worst_layer -1: none) */
     double worst_delta[HS_ABLATE_KINDS];
     int worst_layer[HS_ABLATE_KINDS], worst_head[HS_ABLATE_KINDS];
+    const char *worst_attn; /* an encoder-decoder's (--pairs): the zero delta's attention
+                               type ("enc", "dec", "cross"); NULL otherwise */
 } hs_ablate_result;
 
 /* --method "zero,mean": the bit set of ablation kinds (1 << HS_ABLATE_ZERO

@@ -33,8 +33,11 @@ void hs_print_ablate(FILE *f, const hs_summary *s, const hs_ablate_result *r,
         fprintf(f, ",\"layers_skipped\":%d", r->layers_skipped);
         for (int k = 0; k < HS_ABLATE_KINDS; k++)
             if (r->worst_layer[k] >= 0) {
-                fprintf(f, ",\"max_loss_delta_%s\":{\"layer\":%d,\"head\":%d,\"value\":",
-                        hs_ablate_kind_name(k), r->worst_layer[k], r->worst_head[k]);
+                fprintf(f, ",\"max_loss_delta_%s\":{\"layer\":%d,\"head\":%d,", hs_ablate_kind_name(k),
+                        r->worst_layer[k], r->worst_head[k]);
+                if (r->worst_attn)
+                    fprintf(f, "\"attn\":\"%s\",", r->worst_attn);
+                fprintf(f, "\"value\":");
                 hs_json_number(f, r->worst_delta[k], 9);
                 fprintf(f, "}");
             }
@@ -45,9 +48,9 @@ void hs_print_ablate(FILE *f, const hs_summary *s, const hs_ablate_result *r,
             r->clean_loss, s->db, s->seconds);
     for (int k = 0; k < HS_ABLATE_KINDS; k++)
         if (r->worst_layer[k] >= 0)
-            fprintf(f, "  largest loss_delta_%-8s %+.4f at layer %d head %d\n",
-                    hs_ablate_kind_name(k), r->worst_delta[k], r->worst_layer[k],
-                    r->worst_head[k]);
+            fprintf(f, "  largest loss_delta_%-8s %+.4f at %s%slayer %d head %d\n",
+                    hs_ablate_kind_name(k), r->worst_delta[k], r->worst_attn ? r->worst_attn : "",
+                    r->worst_attn ? " " : "", r->worst_layer[k], r->worst_head[k]);
 }
 
 void hs_print_prune(FILE *f, const hs_summary *s, const hs_prune_result *r,

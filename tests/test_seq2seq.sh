@@ -201,6 +201,7 @@ ablate_pairs_rows_by_attention_type() {
     hs ablate --model "$S2S/flan_t5" --pairs "$S2S/flan_t5/pairs.jsonl" --db ab.db --method zero \
         --json
     expect_rc 0 "ablate --pairs" || return 1
+    expect_grep "$OUT" '"attn":"' "ablate --pairs: the largest delta's attention type" || return 1
     py -c 'import sqlite3
 db = sqlite3.connect("ab.db")
 rows = db.execute("SELECT attn, count(*), max(layer) FROM head_metrics WHERE metric ="
