@@ -226,5 +226,21 @@ for name in ("encoder self-attention", "decoder self-attention", "(cross) attent
         --pairs "$S2S/t5/pairs.jsonl" --data x.bin --db ab2.db --method zero || return 1
 }
 
-run_checks eval_pairs_equals_torch ablate_pairs_rows_by_attention_type generate_source_stops_after_eos bleu_scores_the_greedy_outputs text_pairs_tokenize_as_their_ids info_shows_the_stacks \
+# Marian's stored sinusoid tables are checked against the formula.
+stored_sinusoids_checked() {
+    mkdir -p mar && cp "$S2S/marian"/* mar/ || return 1
+    py - <<'PYEOF2' || bad "could not edit the table" || return 1
+import json, struct
+raw = bytearray(open("mar/model.safetensors", "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+e = json.loads(raw[8:8 + n])["model.decoder.embed_positions.weight"]
+at = 8 + n + e["data_offsets"][0] + 4 * (3 * e["shape"][1] + 5)  # row 3, column 5
+raw[at:at + 4] = struct.pack("<f", 0.25)
+open("mar/model.safetensors", "wb").write(raw)
+PYEOF2
+    expect_refused 1 eval "model.decoder.embed_positions.weight row 3 column 5 is 0.25" \
+        --model mar --pairs "$S2S/marian/pairs.jsonl" || return 1
+}
+
+run_checks eval_pairs_equals_torch stored_sinusoids_checked ablate_pairs_rows_by_attention_type generate_source_stops_after_eos bleu_scores_the_greedy_outputs text_pairs_tokenize_as_their_ids info_shows_the_stacks \
     bad_pairs_and_one_stack_commands_refuse

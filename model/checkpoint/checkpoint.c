@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "pruned.h"
 #include "pytorch.h"
 #include "safetensors.h"
+#include "seq2seq.h"
 #include "stored.h"
 
 /* The file's view of our table for the configuration's family: each of our
@@ -539,6 +541,49 @@ static int expand_pruned(sources *src, const hs_model_config *c)
  * before anything is allocated for the parameters. *bytes (when not NULL):
  * what those tensors take in the files and as hs_checkpoint_load_stored
  * holds them. */
+/* Marian's sinusoid tables as a checkpoint may store them (SPEC §17: left
+ * unread, the positions computed): each stored table's shape [n_ctx, d] and
+ * every element within the storage's rounding of the formula
+ * (hs_sinusoid_row), else HS_EFORMAT naming the tensor, row and column. */
+static int check_sinusoids(const sources *src, const hs_model_config *c)
+{
+    static const char *const names[] = { "model.encoder.embed_positions.weight",
+                                         "model.decoder.embed_positions.weight" };
+    const int d = c->d_model, rows = c->n_ctx;
+    hs_real *got = hs_calloc((size_t)d, sizeof *got, "position table row");
+    hs_real *want = hs_calloc((size_t)d, sizeof *want, "position table row");
+    int rc = got && want ? HS_OK : HS_ENOMEM;
+    for (int k = 0; !rc && k < 2; k++) {
+        const hs_safetensors *st;
+        const hs_st_tensor *t = sources_find(src, names[k], &st);
+        if (!t)
+            continue;
+        if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != d || t->dtype == HS_DT_OTHER) {
+            rc = hs_fail(HS_EFORMAT, "%s: tensor %s: shape or dtype is not [%d, %d] of floats "
+                                     "(max_position_embeddings, d_model)", st->path, names[k],
+                         rows, d);
+            break;
+        }
+        /* the storage's rounding of values in [-1, 1] */
+        const double tol = t->dtype == HS_DT_BF16 ? 8e-3 : t->dtype == HS_DT_F16 ? 1e-3 : 1e-6;
+        for (int r = 0; !rc && r < rows; r++) {
+            if ((rc = hs_st_read(st, t, (size_t)r * d, (size_t)d, got)))
+                break;
+            hs_sinusoid_row(want, r, d);
+            for (int i = 0; i < d; i++)
+                if (!(fabs((double)got[i] - (double)want[i]) <= tol)) {
+                    rc = hs_fail(HS_EFORMAT, "%s: tensor %s row %d column %d is %g where "
+                                             "Marian's sinusoid formula gives %g: a table "
+                                             "headscope does not compute", st->path, names[k], r,
+                                 i, (double)got[i], (double)want[i]);
+                    break;
+                }
+        }
+    }
+    free(got), free(want);
+    return rc;
+}
+
 static int open_checked(hs_model *m, const char *dir, sources *src, hs_file_tensor **ft, int *n,
                         hs_checkpoint_bytes *bytes)
 {
@@ -556,6 +601,10 @@ static int open_checked(hs_model *m, const char *dir, sources *src, hs_file_tens
     }
     if (c.encoder && !c.headless && mlm_head_absent(&c, src))
         hs_config_make_headless(&c);
+    if (c.pos == HS_POS_SINUSOID && (rc = check_sinusoids(src, &c))) {
+        sources_close(src);
+        return rc;
+    }
     m->cfg = c;
     rc = hs_tensor_table(&c, &m->tensors, &m->n_tensors, &m->n_params);
     if (!rc)
