@@ -737,7 +737,8 @@ void hs_print_predict_lines(FILE *f, const hs_prediction_line *r, int n, int jso
 }
 
 void hs_print_generation(FILE *f, const int32_t *out, int n_prompt, int n,
-                         const hs_generate_stats *st, const hs_tokenizer *tok, int V, int json)
+                         const hs_generate_stats *st, const hs_tokenizer *tok, int V, int json,
+                         int answer)
 {
     if (json) {
         fprintf(f, "{\"ids\":[");
@@ -753,16 +754,17 @@ void hs_print_generation(FILE *f, const int32_t *out, int n_prompt, int n,
         fprintf(f, "}\n");
         return;
     }
-    char *text = tok ? hs_tokenizer_decode(tok, out, (size_t)n, 0) : NULL;
+    const int from = answer ? n_prompt : 0; /* an answer's text: the new ids alone */
+    char *text = tok ? hs_tokenizer_decode(tok, out + from, (size_t)(n - from), answer) : NULL;
     if (text)
         fprintf(f, "%s\n", text);
     else if (V == 256 && !tok) {
-        for (int i = 0; i < n; i++)
+        for (int i = from; i < n; i++)
             fputc(out[i], f);
         fputc('\n', f);
     } else {
-        for (int i = 0; i < n; i++)
-            fprintf(f, "%s%d", i ? " " : "", out[i]);
+        for (int i = from; i < n; i++)
+            fprintf(f, "%s%d", i > from ? " " : "", out[i]);
         fprintf(f, "\n");
     }
     free(text);

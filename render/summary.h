@@ -86,9 +86,11 @@ void hs_print_predict_lines(FILE *f, const hs_prediction_line *r, int n, int jso
 
 /* generate's: the text (tok's decoding, a byte-level model's bytes, else
  * the ids) and a line of rates on stderr, or with json the ids, the new ids,
- * cache_bytes and tokens_per_s. */
+ * cache_bytes and tokens_per_s. answer: an encoder-decoder's, whose text is
+ * the new ids' alone, without special tokens. */
 void hs_print_generation(FILE *f, const int32_t *out, int n_prompt, int n,
-                         const hs_generate_stats *st, const hs_tokenizer *tok, int V, int json);
+                         const hs_generate_stats *st, const hs_tokenizer *tok, int V, int json,
+                         int answer);
 
 /* tokenize's: one line per token (the id, a tab, the token's display
  * string as a JSON string), or with json {"ids": [...], "tokens": [...]}.

@@ -149,6 +149,14 @@ generate_source_stops_after_eos() {
     from_text=$(jget out.txt ids) || return 1
     hs generate --model tk --source-ids 3,4,5,6,1 --json
     expect_eq "$(jget out.txt ids)" "$from_text" "--source text = its ids and eos" || return 1
+    local want_text
+    want_text=$(py -c 'import json
+ids = json.load(open("out.txt"))["new_ids"]
+piece = lambda i: "\u2581" + chr(ord("a") + i - 3) if 3 <= i < 29 else "x%d" % (i - 29)
+print("".join(piece(i) for i in ids if i > 2).replace("\u2581", " ").strip())') || return 1
+    hs generate --model tk --source "a b c d"
+    expect_eq "$OUT" "$want_text" "the answer's text: the new ids without special tokens" ||
+        return 1
     expect_refused 2 generate "--source does not apply with --prompt-ids or --source-ids" --model tk \
         --source-ids 3,1 --source "a" || return 1
 }
