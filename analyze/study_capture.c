@@ -8,7 +8,9 @@
 #include "checkpoint.h"
 #include "inputs.h"
 #include "dist.h"
+#include "pairs.h"
 #include "recorder.h"
+#include "seq2seq.h"
 #include "sha256.h"
 #include "study.h"
 #include "study_capture.h"
@@ -480,4 +482,124 @@ void hs_capture_task_free(hs_capture_task *ct)
     hs_tokens_free(&ct->tokens);
     free(ct->mask);
     memset(ct, 0, sizeof *ct);
+}
+
+/* ---- an encoder-decoder's maps (SPEC §17) ---------------------------------- */
+
+/* Sets what padding holds in one batch's maps to exactly 0: att (B, H,
+ * rows, keys), of sequence b the first rows_real[b] rows and keys_real[b]
+ * keys real. */
+static void zero_padding(hs_real *att, int B, int H, int rows, int keys, const int *rows_real,
+                         const int *keys_real)
+{
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int q = 0; q < rows; q++) {
+                hs_real *row = att + (((size_t)b * H + h) * rows + q) * keys;
+                const int from = q < rows_real[b] ? keys_real[b] : 0;
+                memset(row + from, 0, sizeof *row * (size_t)(keys - from));
+            }
+}
+
+/* One batch of pairs i0 .. i0 + nb - 1 through the model, its maps
+ * appended: bs (nb, S) and bd (nb, T) the padded sources and decoder
+ * inputs, ns and nt their lengths. */
+static int capture_batch(hs_maps_writer *w, hs_s2s_acts *a, const hs_model *m, const int32_t *bs,
+                         const int32_t *bd, const int *ns, const int *nt)
+{
+    const hs_model_config *c = &m->cfg;
+    const int E = c->enc_layers, L = c->n_layer, B = a->B, S = a->S, T = a->T;
+    int rc = hs_s2s_encode(a, m, bs);
+    if (!rc)
+        rc = hs_s2s_decode(a, m, bd, NULL);
+    for (int l = 0; !rc && l < L; l++) {
+        const int H = c->n_head[l];
+        hs_real *self = a->self[l].att;
+        if (l < E) {
+            zero_padding(self, B, H, S, S, ns, ns);
+            rc = hs_maps_append(w, l, self, B, H);
+            continue;
+        }
+        zero_padding(self, B, H, T, T, nt, nt);
+        zero_padding(a->cross[l].att, B, H, T, S, nt, ns);
+        if (!(rc = hs_maps_append(w, l, self, B, H)))
+            rc = hs_maps_append(w, L + l, a->cross[l].att, B, H);
+    }
+    return rc ? rc : hs_maps_append_tokens(w, bd, B);
+}
+
+int hs_capture_pairs(hs_capture_result *r, const hs_model *m, const struct hs_pairs *p,
+                     hs_capture_opts o, const hs_study_io *io)
+{
+    memset(r, 0, sizeof *r);
+    const hs_model_config *c = &m->cfg;
+    const int E = c->enc_layers, L = c->n_layer, S = p->max_src, T = p->max_tgt;
+    const int B = o.batch > 0 ? o.batch : 1;
+    if (o.layers || o.heads || o.queries)
+        return hs_fail(HS_EINVAL, "--pairs: an encoder-decoder's capture takes every layer, head "
+                                  "and query (no --layers, --heads or --queries)");
+    if (hs_dist_size() > 1)
+        return hs_fail(HS_EINVAL, "--pairs: capture under mpirun is not implemented for "
+                                  "encoder-decoders (run one process)");
+    o.seq_len = T; /* /tokens holds the decoder inputs, as /target_tokens */
+    hs_maps_writer *w = NULL;
+    const hs_capture_plan none = { 0 }; /* no one-stack layer */
+    int rc = create_file(&w, &o, &none, c);
+    for (int l = 0; !rc && l < L; l++) {
+        const int d = hs_config_cross(c, l), ls = d ? l - E : l;
+        char group[48];
+        snprintf(group, sizeof group, "%s/layer_%02d", d ? "decoder" : "encoder", ls);
+        rc = hs_maps_add_map(w, l, ls, group, "attn", c->n_head[l], d ? T : S, d ? T : S);
+        if (!rc && d)
+            rc = hs_maps_add_map(w, L + l, ls, group, "cross", c->n_head[l], T, S);
+    }
+    const size_t n = (size_t)p->n;
+    int32_t *src = hs_calloc(n * (size_t)S, sizeof *src, "sources");
+    int32_t *dec = hs_calloc(n * (size_t)T, sizeof *dec, "decoder inputs");
+    unsigned char *mask = hs_calloc(n * (size_t)S, 1, "source mask");
+    if (!rc && !(src && dec && mask))
+        rc = HS_ENOMEM;
+    for (size_t i = 0; !rc && i < n; i++) /* every pair padded to the file's S and T */
+        for (int k = 0; k < (S > T ? S : T); k++) {
+            if (k < S)
+                src[i * S + k] = k < p->src_len[i] ? p->src[i][k] : c->pad_id,
+                mask[i * S + k] = k < p->src_len[i];
+            if (k < T)
+                dec[i * T + k] = k == 0 ? c->dec_start_id
+                                 : k < p->tgt_len[i] ? p->tgt[i][k - 1] : c->pad_id;
+        }
+    hs_s2s_acts a = { 0 };
+    hs_study_phase(io, "capture");
+    const double t0 = hs_now();
+    for (int i0 = 0; !rc && i0 < p->n; i0 += B) {
+        const int nb = p->n - i0 < B ? p->n - i0 : B;
+        if (io && io->stop && *io->stop) {
+            rc = hs_fail(HS_EINTR, "interrupted; %s was not written", o.out);
+            break;
+        }
+        if (a.B != nb) { /* the last batch may be short */
+            hs_s2s_acts_free(&a);
+            if ((rc = hs_s2s_acts_alloc(&a, c, nb, S, T, 1)))
+                break;
+        }
+        rc = capture_batch(w, &a, m, src + (size_t)i0 * S, dec + (size_t)i0 * T,
+                           p->src_len + i0, p->tgt_len + i0);
+        if (!rc && io && io->progress)
+            io->progress(io->ctx, (size_t)(i0 + nb), n);
+    }
+    r->seconds = hs_now() - t0;
+    hs_study_phase(io, NULL);
+    hs_s2s_acts_free(&a);
+    if (!rc)
+        rc = hs_model_unchanged(m);
+    if (!rc && !(rc = hs_maps_write_ids(w, "source_tokens", src, (long long)n, S)) &&
+        !(rc = hs_maps_write_ids(w, "target_tokens", dec, (long long)n, T)))
+        rc = hs_maps_write_mask(w, "source_mask", mask, (long long)n, S);
+    free(src), free(dec), free(mask);
+    if (rc) {
+        hs_maps_abort(w); /* nothing half-written is left behind */
+        return rc;
+    }
+    r->sequences = n;
+    return hs_maps_finish_sha(w, r->sha256, &r->bytes);
 }

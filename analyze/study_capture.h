@@ -26,6 +26,7 @@ typedef struct {
      * /attention_mask of those captured, and the maps' rows and columns of
      * padding written as exactly 0; NULL: none */
     const unsigned char *attention_mask;
+    const char *pairs; /* an encoder-decoder's pairs file (hs_capture_pairs; NULL: none) */
 } hs_capture_opts;
 
 /* The resolved selection. */
@@ -58,6 +59,17 @@ typedef struct {
  * plus the writes; hashing model and data when their sha256 is not given. */
 int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
                hs_capture_opts o, const hs_study_io *io);
+
+/* An encoder-decoder's maps of every pair (SPEC §17), every layer, head and
+ * query, o->batch pairs a forward, into o->out: /encoder/layer_LL/attn [N, H,
+ * S, S], /decoder/layer_LL/attn [N, H, T, T] and /decoder/layer_LL/cross
+ * [N, H, T, S] (LL within the stack; S the longest source, T the longest
+ * decoder input; what padding holds exactly 0), /source_tokens,
+ * /target_tokens (the decoder inputs; /tokens too), /source_mask; all or
+ * nothing as hs_capture. */
+struct hs_pairs;
+int hs_capture_pairs(hs_capture_result *r, const hs_model *m, const struct hs_pairs *p,
+                     hs_capture_opts o, const hs_study_io *io);
 
 /* capture --task (SPEC §16): the task of o (read with the tokenizer at
  * `tokenizer`, else co's model directory's) as token data -- its examples

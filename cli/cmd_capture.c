@@ -10,6 +10,7 @@
 #include "describe.h"
 #include "kv_plan.h"
 #include "maps.h"
+#include "pairs.h"
 #include "study.h"
 #include "tokens.h"
 #include "study_capture.h"
@@ -24,10 +25,10 @@ static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, co
     size_t nb;
     if (task) /* a task's examples (capture_task): the job owns them from here */
         j.in.tok = *task, memset(task, 0, sizeof *task);
-    int rc = hs_tokenizer_resolve(&j.in.tk, src->tokenizer, co.model_dir) || /* token_text */
-             (!j.in.tok.n &&
-              hs_source_load(&j.in.tok, src, &j.in.tk, co.model_dir, m->cfg.vocab_size)) ||
-             hs_capture_batches(&nb, &co, &j.in.tok);
+    int rc = co.pairs ? hs_pairs_load(&j.in.pairs, co.pairs, &m->cfg, &j.in.tk, src->tokenizer, co.model_dir, 0)
+             : hs_tokenizer_resolve(&j.in.tk, src->tokenizer, co.model_dir) || /* token_text */
+                   (!j.in.tok.n && hs_source_load(&j.in.tok, src, &j.in.tk, co.model_dir, m->cfg.vocab_size)) ||
+                   hs_capture_batches(&nb, &co, &j.in.tok);
     j.in.m = *m; /* the job owns the model from here */
     j.in.data_path = co.data_path;
     if (rc)
@@ -40,7 +41,7 @@ static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, co
     hs_capture_result r;
     phase_bars bars;
     hs_study_io io = cli_study_io(&bars, 1);
-    rc = hs_capture(&r, &j.in.m, &j.in.tok, co, &io);
+    rc = co.pairs ? hs_capture_pairs(&r, &j.in.m, &j.in.pairs, co, &io) : hs_capture(&r, &j.in.m, &j.in.tok, co, &io);
     /* the finished file, by its absolute path, as the run's artifact, with
      * the digest of the file the capture moved there (hashing the name now
      * could hash another writer's file) */
@@ -103,8 +104,8 @@ static int cmd_capture(int argc, char **argv)
         OPT_DATA_AS(&src.data, "token shard (SPEC §4)"),
         OPT_TEXT(&src.text),
         OPT_LINES(&src.lines),
-        { "--tokenizer", OPT_STR, &src.tokenizer, 0, "PATH", "tokenizer of --text, or of --data's "
-          "tokens for /token_text (default: the model directory's, if any)", 0 },
+        { "--tokenizer", OPT_STR, &src.tokenizer, 0, "PATH", "tokenizer of --text, or of --data's tokens for /token_text (default: the model directory's, if any)", 0 },
+        OPT_PAIRS(&co.pairs),
         { "--out", OPT_STR, &co.out, 0, "FILE.h5", "map file to write", 0 },
         { "--layers", OPT_STR, &co.layers, 0, "L,L,...", "layers to capture (default: all)", 0 },
         { "--heads", OPT_STR, &co.heads, 0, "H,H,...", "heads to capture in each layer (default: all)", 0 },
@@ -125,11 +126,9 @@ static int cmd_capture(int argc, char **argv)
     int rc = cli_opts_parse("capture", o, n, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const char *data = task.path ? task.path : hs_source_path(&src);
+    const char *data = task.path ? task.path : co.pairs ? co.pairs : hs_source_path(&src);
     if (!model || !data || !co.out)
-        return cli_usage_error("capture",
-                               "--model DIR, --data FILE (or --text FILE) and --out FILE.h5 "
-                               "are required");
+        return cli_usage_error("capture", "--model DIR, --data FILE (or --text FILE, --pairs FILE) and --out FILE.h5 are required");
     co.half = !strcmp(dtype, "f16");
     if (!co.half && strcmp(dtype, "f32"))
         return cli_usage_error("capture", "--dtype must be f32 or f16, not '%s'", dtype);

@@ -53,6 +53,15 @@ int hs_maps_set_token_text(hs_maps_writer *w, const char *const *text, int n);
  * T, all T keys. Call once per layer before the first append. */
 int hs_maps_add_layer(hs_maps_writer *w, int layer, int nh, const int *heads, int q0, int nq);
 
+/* Declares map `id` (an id of its own for hs_maps_append, every other map's
+ * id distinct) as the dataset /group/name [N, nh, rows, keys] of heads 0 ..
+ * nh-1 and every query row (layer: its layer attribute): an
+ * encoder-decoder's (SPEC §17) "encoder/layer_LL" "attn", "decoder/layer_LL"
+ * "attn" and "cross" maps, whose appends give att (B, nh, rows, keys). Call
+ * before the first append. */
+int hs_maps_add_map(hs_maps_writer *w, int id, int layer, const char *group, const char *name,
+                    int nh, int rows, int keys);
+
 /* Appends B sequences' maps of `layer` from att (B, H_model, T, T): the
  * declared heads and query rows are copied out and converted here, and
  * written by the writer's I/O thread while the caller goes on (att may be
@@ -70,6 +79,14 @@ int hs_maps_append_tokens(hs_maps_writer *w, const int32_t *tokens, int B);
  * after the last append; the writer's I/O is finished first). HS_EINVAL
  * when n is not the sequences written. */
 int hs_maps_write_attention_mask(hs_maps_writer *w, const unsigned char *mask, long long n);
+
+/* Whole [n, cols] datasets written after the last append (the writer's
+ * I/O finished first): int32 ids (an encoder-decoder's /source_tokens,
+ * /target_tokens) and an int8 mask (/source_mask). */
+int hs_maps_write_ids(hs_maps_writer *w, const char *name, const int32_t *ids, long long n,
+                      int cols);
+int hs_maps_write_mask(hs_maps_writer *w, const char *name, const unsigned char *mask,
+                       long long n, int cols);
 
 /* The writer as the recorder's sink (capture/recorder.h). */
 hs_map_sink hs_maps_sink(hs_maps_writer *w);

@@ -37,7 +37,9 @@ static hid_t half_type(void)
 }
 
 typedef struct {
-    int layer, nh, q0, nq;
+    int layer, nh, q0, nq; /* layer: the map's id in appends */
+    int rows, keys;        /* the appended maps' query rows and keys: T, T, or an
+                              encoder-decoder's (hs_maps_add_map) */
     int *heads;
     hid_t dset;
     long long n; /* sequences written */
@@ -268,25 +270,41 @@ int hs_maps_set_token_text(hs_maps_writer *w, const char *const *text, int n)
     return HS_OK;
 }
 
-int hs_maps_add_layer(hs_maps_writer *w, int layer, int nh, const int *heads, int q0, int nq)
+/* The dataset group/name [N, nh, nq, keys] of map `id` (layer: its layer
+ * attribute), from appended maps of `rows` query rows. */
+static int add_map(hs_maps_writer *w, int id, int layer, const char *group, const char *name,
+                   int nh, const int *heads, int q0, int nq, int rows, int keys)
 {
     if (w->thread_running) /* HDF5 is not thread-safe: layers come first */
         return hs_fail(HS_EINVAL, "%s: layers must be declared before the first append", w->path);
-    if (w->n_layers == HS_MAPS_MAX_LAYERS || nh < 1 || q0 < 0 || nq < 1 || q0 + nq > w->T)
+    if (w->n_layers == HS_MAPS_MAX_LAYERS || nh < 1 || q0 < 0 || nq < 1 || q0 + nq > rows ||
+        keys < 1)
         return hs_fail(HS_EINVAL, "%s: bad layer selection (layer %d, %d heads, queries %d+%d)",
                        w->path, layer, nh, q0, nq);
+    for (int i = 0; i < w->n_layers; i++)
+        if (w->layers[i].layer == id)
+            return hs_fail(HS_EINVAL, "%s: map %d declared twice", w->path, id);
     layer_out *lo = &w->layers[w->n_layers];
     lo->heads = hs_calloc((size_t)nh, sizeof(int), "captured heads");
     if (!lo->heads)
         return HS_ENOMEM;
     memcpy(lo->heads, heads, sizeof(int) * nh);
-    lo->layer = layer, lo->nh = nh, lo->q0 = q0, lo->nq = nq;
-    char name[32];
-    snprintf(name, sizeof name, "layer_%02d", layer);
-    hid_t g = H5Gcreate2(w->file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    hsize_t dims[4] = { 0, (hsize_t)nh, (hsize_t)nq, (hsize_t)w->T };
-    hsize_t chunk[4] = { 1, 1, (hsize_t)nq, (hsize_t)w->T };
-    lo->dset = g < 0 ? -1 : create_extendible(g, "attn", w->dtype, 4, dims, chunk, w->compress);
+    lo->layer = id, lo->nh = nh, lo->q0 = q0, lo->nq = nq, lo->rows = rows, lo->keys = keys;
+    /* the parents of a nested group ("encoder/layer_00") are made as needed;
+     * a decoder layer's group holds its attn and its cross maps */
+    hid_t g = -1;
+    if (H5Lexists(w->file, group, H5P_DEFAULT) > 0) {
+        g = H5Gopen2(w->file, group, H5P_DEFAULT);
+    } else {
+        hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+        if (lcpl >= 0 && H5Pset_create_intermediate_group(lcpl, 1) >= 0)
+            g = H5Gcreate2(w->file, group, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        if (lcpl >= 0)
+            H5Pclose(lcpl);
+    }
+    hsize_t dims[4] = { 0, (hsize_t)nh, (hsize_t)nq, (hsize_t)keys };
+    hsize_t chunk[4] = { 1, 1, (hsize_t)nq, (hsize_t)keys };
+    lo->dset = g < 0 ? -1 : create_extendible(g, name, w->dtype, 4, dims, chunk, w->compress);
     int bad = lo->dset < 0 || set_int_attr(lo->dset, "layer", &layer, 1) ||
               set_int_attr(lo->dset, "heads", heads, nh) ||
               set_int_attr(lo->dset, "query_start", &q0, 1);
@@ -297,6 +315,26 @@ int hs_maps_add_layer(hs_maps_writer *w, int layer, int nh, const int *heads, in
         H5Gclose(g);
     w->n_layers++; /* counted even on failure so that abort closes the dataset */
     return bad ? hs_maps_h5_fail(w->path, "creating a layer dataset") : HS_OK;
+}
+
+int hs_maps_add_layer(hs_maps_writer *w, int layer, int nh, const int *heads, int q0, int nq)
+{
+    char name[32];
+    snprintf(name, sizeof name, "layer_%02d", layer);
+    return add_map(w, layer, layer, name, "attn", nh, heads, q0, nq, w->T, w->T);
+}
+
+int hs_maps_add_map(hs_maps_writer *w, int id, int layer, const char *group, const char *name,
+                    int nh, int rows, int keys)
+{
+    int *heads = hs_calloc((size_t)(nh > 0 ? nh : 1), sizeof *heads, "captured heads");
+    if (!heads)
+        return HS_ENOMEM;
+    for (int h = 0; h < nh; h++)
+        heads[h] = h;
+    const int rc = add_map(w, id, layer, group, name, nh, heads, 0, rows, rows, keys);
+    free(heads);
+    return rc;
 }
 
 /* Grows dset's first dimension from n to n + B and writes buf there. */
@@ -369,7 +407,7 @@ int hs_maps_append(hs_maps_writer *w, int layer, const hs_real *att, int B, int 
             lo = &w->layers[i];
     if (!lo)
         return hs_fail(HS_EINVAL, "%s: layer %d was not declared", w->path, layer);
-    const int T = w->T;
+    const int T = lo->keys, rows = lo->rows;
     const size_t per_seq = (size_t)lo->nh * lo->nq * T;
     int b, rc = take_buffer(w, per_seq * B * (w->half ? 2 : 4), &b);
     if (rc)
@@ -379,7 +417,7 @@ int hs_maps_append(hs_maps_writer *w, int layer, const hs_real *att, int B, int 
     for (int s = 0; s < B; s++)
         for (int hi = 0; hi < lo->nh; hi++) {
             const hs_real *src =
-                att + (((size_t)s * H_model + lo->heads[hi]) * T + lo->q0) * T;
+                att + (((size_t)s * H_model + lo->heads[hi]) * rows + lo->q0) * T;
             size_t dst = (size_t)s * per_seq + (size_t)hi * lo->nq * T;
             const size_t cnt = (size_t)lo->nq * T;
             if (w->half) {
@@ -446,7 +484,8 @@ static void *io_main(void *arg)
         pthread_mutex_unlock(&w->mu);
         int bad = 0;
         if (!failed && job.layer) {
-            hsize_t row[4] = { 0, (hsize_t)job.layer->nh, (hsize_t)job.layer->nq, (hsize_t)w->T };
+            hsize_t row[4] = { 0, (hsize_t)job.layer->nh, (hsize_t)job.layer->nq,
+                               (hsize_t)job.layer->keys };
             bad = append_rows(job.layer->dset, w->half ? w->dtype : H5T_NATIVE_FLOAT, 4, row,
                               job.layer->n, job.B, w->bufs[job.buf]);
             job.layer->n += job.B;
@@ -486,29 +525,52 @@ static int stop_io(hs_maps_writer *w)
     return w->io_rc ? hs_fail(w->io_rc, "%s", w->io_msg) : HS_OK;
 }
 
-int hs_maps_write_attention_mask(hs_maps_writer *w, const unsigned char *mask, long long n)
+/* A whole [n, cols] dataset `name` of file type ftype from data of memory
+ * type mtype, after every append (the I/O thread stopped first). */
+static int write_rows_after(hs_maps_writer *w, const char *name, hid_t ftype, hid_t mtype,
+                            const void *data, long long n, int cols, const char *label)
 {
     int rc = stop_io(w); /* every sequence written; HDF5 on this thread alone from here */
     if (rc)
         return rc;
-    if (n != w->n_tokens)
-        return hs_fail(HS_EINVAL, "%s: an attention mask of %lld sequences for %lld written",
-                       w->path, n, w->n_tokens);
-    hsize_t dims[2] = { (hsize_t)n, (hsize_t)w->T };
+    hsize_t dims[2] = { (hsize_t)n, (hsize_t)cols };
     hid_t space = H5Screate_simple(2, dims, NULL);
     hid_t d = space < 0 ? -1
-                        : H5Dcreate2(w->file, "attention_mask", H5T_STD_I8LE, space, H5P_DEFAULT,
-                                     H5P_DEFAULT, H5P_DEFAULT);
-    int bad = d < 0 || (n > 0 && H5Dwrite(d, H5T_NATIVE_SCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                                          mask) < 0);
-    static const char *const labels[2] = { "seq", "key" };
+                        : H5Dcreate2(w->file, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT,
+                                     H5P_DEFAULT);
+    int bad = d < 0 || (n > 0 && H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0);
+    const char *const labels[2] = { "seq", label };
     for (int i = 0; !bad && i < 2; i++)
         bad = H5DSset_label(d, (unsigned)i, labels[i]) < 0;
     if (d >= 0 && H5Dclose(d) < 0)
         bad = 1;
     if (space >= 0)
         H5Sclose(space);
-    return bad ? hs_maps_h5_fail(w->path, "writing /attention_mask") : HS_OK;
+    char what[96];
+    snprintf(what, sizeof what, "writing /%s", name);
+    return bad ? hs_maps_h5_fail(w->path, what) : HS_OK;
+}
+
+int hs_maps_write_attention_mask(hs_maps_writer *w, const unsigned char *mask, long long n)
+{
+    int rc = stop_io(w);
+    if (!rc && n != w->n_tokens)
+        rc = hs_fail(HS_EINVAL, "%s: an attention mask of %lld sequences for %lld written",
+                     w->path, n, w->n_tokens);
+    return rc ? rc : write_rows_after(w, "attention_mask", H5T_STD_I8LE, H5T_NATIVE_SCHAR, mask,
+                                      n, w->T, "key");
+}
+
+int hs_maps_write_ids(hs_maps_writer *w, const char *name, const int32_t *ids, long long n,
+                      int cols)
+{
+    return write_rows_after(w, name, H5T_STD_I32LE, H5T_NATIVE_INT32, ids, n, cols, "position");
+}
+
+int hs_maps_write_mask(hs_maps_writer *w, const char *name, const unsigned char *mask,
+                       long long n, int cols)
+{
+    return write_rows_after(w, name, H5T_STD_I8LE, H5T_NATIVE_SCHAR, mask, n, cols, "key");
 }
 
 static int sink_maps(void *ctx, int layer, const hs_real *att, int B, int H_model)

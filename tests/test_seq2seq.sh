@@ -2,7 +2,8 @@
 # The encoder-decoders of SPEC §17 end to end: eval --pairs on the torch
 # oracle's checkpoints (scripts/oracle/gen_seq2seq.py) equals torch's pooled
 # loss and stderr at any --batch; text pairs tokenize as their ids (eos
-# appended once, whether the tokenizer adds it or not); generate --source
+# appended once, whether the tokenizer adds it or not); capture --pairs
+# writes every map of every type as torch computes it; generate --source
 # stops after eos, its text = its ids; eval --bleu scores the greedy
 # outputs; ablate --pairs keys its rows by attention type; info shows the
 # two stacks; bad pairs and the commands that run one stack are refused, saying
@@ -250,5 +251,53 @@ PYEOF2
         --model mar --pairs "$S2S/marian/pairs.jsonl" || return 1
 }
 
-run_checks eval_pairs_equals_torch stored_sinusoids_checked ablate_pairs_rows_by_attention_type generate_source_stops_after_eos bleu_scores_the_greedy_outputs text_pairs_tokenize_as_their_ids info_shows_the_stacks \
+# capture --pairs: every map of every type = torch's where real, exactly 0
+# where padding holds it, and both token sequences (h5py reads the file).
+capture_pairs_maps_equal_torch() {
+    local n
+    for n in t5 bart; do
+        hs capture --model "$S2S/$n" --pairs "$S2S/$n/pairs.jsonl" --out "$n.h5" --batch 2 --json
+        expect_rc 0 "capture --pairs $n" || return 1
+        py - "$n.h5" "$FIX/seq2seq.txt" "$n" <<'PYEOF2' || bad "capture --pairs $n: the maps" || return 1
+import sys
+import h5py
+import numpy as np
+path, fixture, name = sys.argv[1:4]
+want, case, lines = {}, None, open(fixture).read().splitlines()
+for i, line in enumerate(lines):
+    w = line.split()
+    if w[:1] == ["case"]:
+        case = w[1]
+    elif case == name and w[:1] == ["tensor"]:
+        dims = [int(x) for x in w[3:3 + int(w[2])]]
+        want[w[1]] = np.array([float(x) for x in lines[i + 1].split()]).reshape(dims)
+f = h5py.File(path, "r")
+assert f.attrs["complete"] == 1
+src, dec = f["source_tokens"][()], f["target_tokens"][()]
+ns = f["source_mask"][()].sum(1)
+nt = (want["tgt"] >= 0).sum(1)
+# the decoder inputs: [start] + target[:-1], then pad (HF's batch shift puts the eos
+# in the first padded position: a position no real one sees)
+real_dec = np.arange(dec.shape[1])[None, :] < nt[:, None]
+assert (src == want["src"]).all() and (np.where(real_dec, dec - want["dec"], 0) == 0).all()
+real = lambda rows, keys: np.array([[[[q < rows[b] and k < keys[b] for k in range(keys_n)]
+                                     for q in range(rows_n)]] for b in range(len(rows))])
+for kind, group, dsname, rows, keys in (("enc_maps", "encoder", "attn", ns, ns),
+                                        ("dec_maps", "decoder", "attn", nt, nt),
+                                        ("cross_maps", "decoder", "cross", nt, ns)):
+    for l in range(want[kind].shape[0]):
+        got = f[f"{group}/layer_{l:02d}/{dsname}"][()]
+        rows_n, keys_n = got.shape[2], got.shape[3]
+        keep = real(rows, keys)
+        ref = want[kind][l]
+        assert np.abs(np.where(keep, got - ref, 0)).max() < 2e-5, (kind, l)
+        assert (np.where(keep, 0, got) == 0).all(), (kind, l, "padding")
+PYEOF2
+    done
+    expect_refused 1 capture "no --layers, --heads or --queries" --model "$S2S/t5" \
+        --pairs "$S2S/t5/pairs.jsonl" --out x.h5 --layers 0 || return 1
+    expect_nofile x.h5 "a refused capture's file" || return 1
+}
+
+run_checks eval_pairs_equals_torch capture_pairs_maps_equal_torch stored_sinusoids_checked ablate_pairs_rows_by_attention_type generate_source_stops_after_eos bleu_scores_the_greedy_outputs text_pairs_tokenize_as_their_ids info_shows_the_stacks \
     bad_pairs_and_one_stack_commands_refuse
