@@ -191,18 +191,16 @@ void hs_pairs_free(hs_pairs *p)
     memset(p, 0, sizeof *p);
 }
 
-/* Pairs i0 .. i0 + B - 1 into the padded batch: sources (B,S) padded with
- * pad_id, decoder inputs (B,T) [start] + target[:-1] padded with pad_id,
- * targets (B,T) padded with HS_TARGET_IGNORE. */
-static void fill_batch(int32_t *src, int32_t *dec, int32_t *tgt, const hs_pairs *p,
-                       const hs_model_config *c, int i0, int B, int S, int T)
+void hs_pairs_fill(int32_t *src, int32_t *dec, int32_t *tgt, const hs_pairs *p,
+                   const hs_model_config *c, int i0, int B, int S, int T)
 {
     for (int b = 0; b < B; b++) {
         const int i = i0 + b, n = p->tgt_len[i];
         for (int s = 0; s < S; s++)
             src[(size_t)b * S + s] = s < p->src_len[i] ? p->src[i][s] : c->pad_id;
         for (int t = 0; t < T; t++) {
-            tgt[(size_t)b * T + t] = t < n ? p->tgt[i][t] : HS_TARGET_IGNORE;
+            if (tgt)
+                tgt[(size_t)b * T + t] = t < n ? p->tgt[i][t] : HS_TARGET_IGNORE;
             dec[(size_t)b * T + t] = t == 0 ? c->dec_start_id
                                      : t < n ? p->tgt[i][t - 1] : c->pad_id;
         }
@@ -220,52 +218,41 @@ int hs_pairs_eval(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B
     return pairs_loss(r, m, p, B, max_batches, NULL, NULL, NULL, NULL, progress, ctx);
 }
 
-int hs_pairs_eval_gated(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
-                        const hs_real *const *gates, const hs_real *const *cross_gates,
-                        double *per_pair, hs_progress_fn progress, void *ctx)
-{
-    return pairs_loss(r, m, p, B, 0, gates, cross_gates, per_pair, NULL, progress, ctx);
-}
-
-/* Activations kept from batch to batch, and from one pass over the pairs
- * to the next: reallocated only when a batch's shape differs (a fresh
+/* The activations a kept from batch to batch, and from one pass over the
+ * pairs to the next: reallocated only when a batch's shape differs (a fresh
  * allocation's every page faults on first use). */
-typedef struct {
-    hs_s2s_acts a;
-} acts_cache;
-
-static int acts_for(acts_cache *ac, const hs_model_config *c, int B, int S, int T)
+static int acts_for(hs_s2s_acts *a, const hs_model_config *c, int B, int S, int T)
 {
-    if (ac->a.B == B && ac->a.S == S && ac->a.T == T)
+    if (a->B == B && a->S == S && a->T == T)
         return HS_OK;
-    hs_s2s_acts_free(&ac->a);
-    return hs_s2s_acts_alloc(&ac->a, c, B, S, T, 0);
+    hs_s2s_acts_free(a);
+    return hs_s2s_acts_alloc(a, c, B, S, T, 0);
 }
 
 /* encs (NULL: none): one slot a batch; a NULL slot gets a copy of the
- * batch's encoder output, a filled one replaces the encoder's pass. ac
- * (NULL: a cache of this call's own) holds the activations. */
+ * batch's encoder output, a filled one replaces the encoder's pass. kept
+ * holds the activations (acts_for). */
 static int pairs_loss_in(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
                          size_t max_batches, const hs_real *const *gates,
                          const hs_real *const *cross_gates, double *per_pair, hs_real **encs,
-                         acts_cache *ac, hs_progress_fn progress, void *ctx);
+                         hs_s2s_acts *kept, hs_progress_fn progress, void *ctx);
 
 static int pairs_loss(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
                       size_t max_batches, const hs_real *const *gates,
                       const hs_real *const *cross_gates, double *per_pair, hs_real **encs,
                       hs_progress_fn progress, void *ctx)
 {
-    acts_cache own = { 0 };
+    hs_s2s_acts own = { 0 };
     const int rc = pairs_loss_in(r, m, p, B, max_batches, gates, cross_gates, per_pair, encs,
                                  &own, progress, ctx);
-    hs_s2s_acts_free(&own.a);
+    hs_s2s_acts_free(&own);
     return rc;
 }
 
 static int pairs_loss_in(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
                          size_t max_batches, const hs_real *const *gates,
                          const hs_real *const *cross_gates, double *per_pair, hs_real **encs,
-                         acts_cache *ac, hs_progress_fn progress, void *ctx)
+                         hs_s2s_acts *kept, hs_progress_fn progress, void *ctx)
 {
     memset(r, 0, sizeof *r);
     r->nonfinite_seq = -1;
@@ -288,10 +275,10 @@ static int pairs_loss_in(hs_eval_result *r, const hs_model *m, const hs_pairs *p
             S = p->src_len[i] > S ? p->src_len[i] : S;
             T = p->tgt_len[i] > T ? p->tgt_len[i] : T;
         }
-        fill_batch(src, dec, tgt, p, c, i0, n, S, T);
-        if ((rc = acts_for(ac, c, n, S, T)))
+        hs_pairs_fill(src, dec, tgt, p, c, i0, n, S, T);
+        if ((rc = acts_for(kept, c, n, S, T)))
             break;
-        hs_s2s_acts a = ac->a; /* a view: the cache keeps the buffers */
+        hs_s2s_acts a = *kept; /* a view with this pass's gates: kept owns the buffers */
         a.gates = gates, a.cross_gates = cross_gates;
         const size_t enc_n = (size_t)n * S * c->d_model;
         rc = encs && encs[k] ? hs_s2s_use_encoding(&a, m, src, encs[k]) : hs_s2s_encode(&a, m, src);
@@ -379,9 +366,9 @@ int hs_pairs_ablate(hs_head_table *t, const hs_model *m, const hs_pairs *p,
     for (int h = 0; off && h < HS_MAX_HEADS; h++)
         off[h] = 1;
     hs_eval_result base, r;
-    acts_cache ac = { 0 };
+    hs_s2s_acts kept = { 0 };
     if (!rc)
-        rc = pairs_loss_in(&base, m, p, o->B, 0, NULL, NULL, clean, encs, &ac, NULL, NULL);
+        rc = pairs_loss_in(&base, m, p, o->B, 0, NULL, NULL, clean, encs, &kept, NULL, NULL);
     if (!rc)
         rc = hs_head_table_add(t, -1, -1, HS_METRIC(LOSS), base.loss, base.stderr_loss, (long long)p->n);
     long total = 0, done = 0;
@@ -405,7 +392,7 @@ int hs_pairs_ablate(hs_head_table *t, const hs_model *m, const hs_pairs *p,
                 off[h] = 0, g[l] = off;
                 /* the decoder's heads leave the encoder's output as the clean pass made it */
                 rc = pairs_loss_in(&r, m, p, o->B, 0, self, cross, abl,
-                                   ty == HS_ATTN_ENC ? NULL : encs, &ac, NULL, NULL);
+                                   ty == HS_ATTN_ENC ? NULL : encs, &kept, NULL, NULL);
                 off[h] = 1, g[l] = NULL;
                 hs_welford d = { 0 };
                 for (int i = 0; !rc && i < p->n; i++)
@@ -418,7 +405,7 @@ int hs_pairs_ablate(hs_head_table *t, const hs_model *m, const hs_pairs *p,
                     o->progress(o->ctx, (size_t)++done, (size_t)total);
             }
     }
-    hs_s2s_acts_free(&ac.a);
+    hs_s2s_acts_free(&kept);
     for (size_t k = 0; encs && k < nb; k++)
         free(encs[k]);
     free(off), free(self), free(cross), free(clean), free(abl), free(encs);

@@ -33,6 +33,13 @@ int hs_pairs_load(hs_pairs *p, const char *path, const hs_model_config *c, hs_to
                   const char *tokenizer, const char *model_dir, int max_src);
 void hs_pairs_free(hs_pairs *p);
 
+/* Pairs i0 .. i0 + B - 1 padded to S and T: sources src (B,S) padded with
+ * pad_token_id, decoder inputs dec (B,T) [decoder_start_token_id] +
+ * target[:-1] padded with pad_token_id, and (tgt not NULL) targets (B,T)
+ * padded with HS_TARGET_IGNORE. */
+void hs_pairs_fill(int32_t *src, int32_t *dec, int32_t *tgt, const hs_pairs *p,
+                   const hs_model_config *c, int i0, int B, int S, int T);
+
 /* The ids of a source or target text as the pairs file's: tk's encoding
  * with special tokens, eos_token_id appended unless it ends it, each id
  * checked against c's vocabulary. The count, or -1 with the message set
@@ -50,12 +57,6 @@ int hs_source_ids(const hs_tokenizer *tk, const char *text, const hs_model_confi
  * after each batch. */
 int hs_pairs_eval(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
                   size_t max_batches, hs_progress_fn progress, void *ctx);
-
-/* hs_pairs_eval with head gates (seq2seq.h's; NULL: none) and, with
- * per_pair (p->n), each pair's mean loss. */
-int hs_pairs_eval_gated(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
-                        const hs_real *const *gates, const hs_real *const *cross_gates,
-                        double *per_pair, hs_progress_fn progress, void *ctx);
 
 /* What hs_pairs_ablate takes. */
 typedef struct {

@@ -559,15 +559,11 @@ int hs_capture_pairs(hs_capture_result *r, const hs_model *m, const struct hs_pa
     unsigned char *mask = hs_calloc(n * (size_t)S, 1, "source mask");
     if (!rc && !(src && dec && mask))
         rc = HS_ENOMEM;
-    for (size_t i = 0; !rc && i < n; i++) /* every pair padded to the file's S and T */
-        for (int k = 0; k < (S > T ? S : T); k++) {
-            if (k < S)
-                src[i * S + k] = k < p->src_len[i] ? p->src[i][k] : c->pad_id,
-                mask[i * S + k] = k < p->src_len[i];
-            if (k < T)
-                dec[i * T + k] = k == 0 ? c->dec_start_id
-                                 : k < p->tgt_len[i] ? p->tgt[i][k - 1] : c->pad_id;
-        }
+    if (!rc) /* every pair padded to the file's S and T */
+        hs_pairs_fill(src, dec, NULL, p, c, 0, p->n, S, T);
+    for (size_t i = 0; !rc && i < n; i++)
+        for (int k = 0; k < S; k++)
+            mask[i * S + k] = k < p->src_len[i];
     hs_s2s_acts a = { 0 };
     hs_study_phase(io, "capture");
     const double t0 = hs_now();
