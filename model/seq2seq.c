@@ -82,7 +82,9 @@ int hs_s2s_acts_alloc(hs_s2s_acts *a, const hs_model_config *c, int B, int S, in
     a->n = hs_calloc(BR * d, sizeof(hs_real), "normed residual");
     a->o = hs_calloc(BR * d, sizeof(hs_real), "sublayer output");
     a->h_pre = hs_calloc(BR * F, sizeof(hs_real), "MLP activations");
-    a->h_up = hs_calloc(BR * F, sizeof(hs_real), "MLP activations");
+    const int gated = c->mlp == HS_MLP_SWIGLU || c->mlp == HS_MLP_GEGLU; /* an up projection */
+    if (gated)
+        a->h_up = hs_calloc(BR * F, sizeof(hs_real), "MLP activations");
     a->h_act = hs_calloc(BR * F, sizeof(hs_real), "MLP activations");
     a->mean = hs_calloc(BR, sizeof(hs_real), "norm statistics");
     a->rstd = hs_calloc(BR, sizeof(hs_real), "norm statistics");
@@ -96,7 +98,7 @@ int hs_s2s_acts_alloc(hs_s2s_acts *a, const hs_model_config *c, int B, int S, in
     a->losses = hs_calloc((size_t)B * T, sizeof(hs_real), "losses");
     a->self = hs_calloc((size_t)n_self, sizeof *a->self, "attention activations");
     a->cross = hs_calloc((size_t)n_cross, sizeof *a->cross, "attention activations");
-    int rc = a->enc && a->x && a->n && a->o && a->h_pre && a->h_up && a->h_act && a->mean &&
+    int rc = a->enc && a->x && a->n && a->o && a->h_pre && (a->h_up || !gated) && a->h_act && a->mean &&
                      a->rstd && a->src_valid && (a->rel || !c->rel_buckets) && a->logits && a->losses &&
                      a->self && a->cross
                  ? HS_OK

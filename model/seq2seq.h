@@ -27,7 +27,7 @@ typedef struct {
     int B, S, T, maps, n_layer;
     hs_real *enc;          /* (B,S,d) the encoder's output (after its final norm) */
     hs_real *x, *n, *o;    /* (B,max(S,T),d) the residual, a norm's output, a sublayer's */
-    hs_real *h_pre, *h_up, *h_act; /* (B,max(S,T),F) the MLP's */
+    hs_real *h_pre, *h_up, *h_act; /* (B,max(S,T),F) the MLP's (h_up: gated MLPs only) */
     hs_real *mean, *rstd;  /* (B,max(S,T)) the last norm's statistics */
     unsigned char *src_valid; /* (B,S) 1 = a real source token */
     int src_padded;        /* src_valid holds a 0 */

@@ -150,9 +150,18 @@ static int fits_t5(const hs_model_config *c)
            (c->mlp != HS_MLP_GELU || c->act != HS_ACT_SILU);
 }
 
-/* A layer's sublayer prefix: stack, block, and the index of the sublayer
- * named by `rest` within T5's block (0 self-attention, 1 cross-attention in
- * the decoder, then the MLP). */
+/* f's name, for our tensor `name` outside the layers, from table's row
+ * (ours, the file's) that names it; left as ours where none does. */
+static void rename_top(hs_file_tensor *f, const char *name, const char *const (*table)[2],
+                       size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (!strcmp(name, table[k][0]))
+            snprintf(f->name, sizeof f->name, "%s", table[k][1]);
+}
+
+/* Inside a layer T5 names the sublayer by its index within the block: 0
+ * self-attention, 1 cross-attention in the decoder, then the MLP. */
 static int layout_t5(const hs_model *m, hs_file_tensor *f, int i, int layer, const char *rest)
 {
     const hs_model_config *c = &m->cfg;
@@ -165,9 +174,7 @@ static int layout_t5(const hs_model *m, hs_file_tensor *f, int i, int layer, con
         { "ln_f.weight", "decoder.final_layer_norm.weight" },
     };
     if (layer < 0) {
-        for (size_t k = 0; k < sizeof top / sizeof top[0]; k++)
-            if (!strcmp(name, top[k][0]))
-                snprintf(f->name, sizeof f->name, "%s", top[k][1]);
+        rename_top(f, name, top, sizeof top / sizeof top[0]);
         return 0;
     }
     const int dec = hs_config_cross(c, layer), b = dec ? layer - c->enc_layers : layer;
@@ -334,9 +341,7 @@ static int layout_bart(const hs_model *m, hs_file_tensor *f, int i, int layer, c
         { "lm_head.bias", "final_logits_bias" },
     };
     if (layer < 0) {
-        for (size_t k = 0; k < sizeof top / sizeof top[0]; k++)
-            if (!strcmp(name, top[k][0]))
-                snprintf(f->name, sizeof f->name, "%s", top[k][1]);
+        rename_top(f, name, top, sizeof top / sizeof top[0]);
         if (!strcmp(name, "lm_head.bias")) { /* a buffer of shape [1, V] */
             f->ndim = 2;
             f->shape[0] = 1;
