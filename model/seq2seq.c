@@ -56,8 +56,10 @@ static void acts_free_buffers(hs_s2s_acts *a, int n_self, int n_cross)
         hs_attn_acts_free(&a->self[i]);
     for (int i = 0; a->cross && i < n_cross; i++)
         hs_attn_acts_free(&a->cross[i]);
-    hs_real *const bufs[] = { a->enc, a->x,    a->n,   a->o,      a->h_pre,  a->h_up,
-                              a->h_act, a->mean, a->rstd, a->rel, a->logits, a->losses };
+    hs_real *const bufs[] = { a->enc,   a->x,     a->n,    a->o,     a->h_pre, a->h_up,
+                              a->h_act, a->mean,  a->rstd, a->rel,   a->logits, a->losses,
+                              a->tape,  a->enc_x, a->dres, a->dres2, a->dn,    a->dn2,
+                              a->denc,  a->dh[0], a->dh[1], a->dh[2] };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(a->src_valid);
@@ -65,8 +67,25 @@ static void acts_free_buffers(hs_s2s_acts *a, int n_self, int n_cross)
     free(a->cross);
 }
 
-int hs_s2s_acts_alloc(hs_s2s_acts *a, const hs_model_config *c, int B, int S, int T, int maps)
+/* The backward's buffers of a (HS_S2S_TRAIN): HS_OK or HS_ENOMEM. */
+static int acts_alloc_train(hs_s2s_acts *a, const hs_model_config *c, size_t BR)
 {
+    const size_t d = (size_t)c->d_model, F = (size_t)c->d_ff;
+    a->tape = hs_calloc((size_t)a->n_layer * 3 * BR * d, sizeof(hs_real), "sublayer inputs");
+    a->enc_x = hs_calloc((size_t)a->B * a->S * d, sizeof(hs_real), "encoder residual");
+    a->denc = hs_calloc((size_t)a->B * a->S * d, sizeof(hs_real), "encoder gradient");
+    hs_real **const grads[] = { &a->dres, &a->dres2, &a->dn, &a->dn2 };
+    int ok = a->tape && a->enc_x && a->denc;
+    for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++)
+        ok &= (*grads[i] = hs_calloc(BR * d, sizeof(hs_real), "residual gradient")) != NULL;
+    for (int i = 0; i < 3; i++)
+        ok &= (a->dh[i] = hs_calloc(BR * F, sizeof(hs_real), "MLP gradient")) != NULL;
+    return ok ? HS_OK : HS_ENOMEM;
+}
+
+int hs_s2s_acts_alloc(hs_s2s_acts *a, const hs_model_config *c, int B, int S, int T, int flags)
+{
+    const int maps = (flags & HS_S2S_MAPS) != 0, train = (flags & HS_S2S_TRAIN) != 0;
     memset(a, 0, sizeof *a);
     if (!hs_config_seq2seq(c))
         return hs_fail(HS_EINVAL, "seq2seq: the model has one stack (not an encoder-decoder)");
@@ -75,7 +94,7 @@ int hs_s2s_acts_alloc(hs_s2s_acts *a, const hs_model_config *c, int B, int S, in
     const int E = c->enc_layers, L = c->n_layer, R = S > T ? S : T;
     const size_t d = (size_t)c->d_model, F = (size_t)c->d_ff, V = (size_t)c->vocab_size;
     const size_t BR = (size_t)B * R;
-    a->B = B, a->S = S, a->T = T, a->maps = maps, a->n_layer = L;
+    a->B = B, a->S = S, a->T = T, a->maps = maps, a->train = train, a->n_layer = L;
     const int n_self = maps ? L : 2, n_cross = maps ? L : 1;
     a->enc = hs_calloc((size_t)B * S * d, sizeof(hs_real), "encoder output");
     a->x = hs_calloc(BR * d, sizeof(hs_real), "residual stream");
@@ -103,13 +122,15 @@ int hs_s2s_acts_alloc(hs_s2s_acts *a, const hs_model_config *c, int B, int S, in
                      a->self && a->cross
                  ? HS_OK
                  : HS_ENOMEM;
+    if (!rc && train)
+        rc = acts_alloc_train(a, c, BR);
     for (int l = 0; !rc && l < L; l++) {
         const hs_attn_config ac = hs_config_attn(c, l);
         const int dec = hs_config_cross(c, l), n = dec ? T : S;
         if (maps || l == 0 || l == E)
-            rc = hs_attn_acts_alloc(&a->self[maps ? l : dec], &ac, B, n, n, n, maps);
+            rc = hs_attn_acts_alloc(&a->self[maps ? l : dec], &ac, B, n, n, n, maps || train);
         if (!rc && dec && (maps || l == E))
-            rc = hs_attn_acts_alloc(&a->cross[maps ? l : 0], &ac, B, T, S, S, maps);
+            rc = hs_attn_acts_alloc(&a->cross[maps ? l : 0], &ac, B, T, S, S, maps || train);
     }
     if (rc) {
         acts_free_buffers(a, n_self, n_cross);
@@ -207,6 +228,23 @@ static const hs_real *sublayer_in(hs_s2s_acts *a, const hs_model_config *c, size
     return a->n;
 }
 
+/* The tape's kinds of sublayer. */
+enum { SUB_SELF, SUB_CROSS, SUB_MLP };
+
+/* The input residual of sublayer `kind` of layer l (n positions) kept for
+ * the backward (HS_S2S_TRAIN). */
+static hs_real *tape(const hs_s2s_acts *a, const hs_model_config *c, int l, int kind)
+{
+    const size_t R = (size_t)(a->S > a->T ? a->S : a->T);
+    return a->tape + ((size_t)l * 3 + kind) * a->B * R * c->d_model;
+}
+
+static void record(hs_s2s_acts *a, const hs_model_config *c, int l, int kind, int n)
+{
+    if (a->train)
+        memcpy(tape(a, c, l, kind), a->x, sizeof(hs_real) * a->B * n * c->d_model);
+}
+
 /* One attention sublayer of layer l over x (n positions): self-attention
  * (y NULL) or cross-attention to y (the encoder's output). */
 static int attention(hs_s2s_acts *a, const hs_model *m, int l, int n, const hs_real *y,
@@ -220,12 +258,13 @@ static int attention(hs_s2s_acts *a, const hs_model *m, int l, int n, const hs_r
     hs_attn_config ac = hs_config_attn(c, l);
     ac.rel = y ? (hs_attn_rel){ 0 } : rel;
     hs_attn_acts *aa = layer_acts(a, c, l, y != NULL);
+    record(a, c, l, y ? SUB_CROSS : SUB_SELF, n);
     const hs_real *in = sublayer_in(a, c, N, nw, nb);
     int rc = hs_attn_forward_heads(aa, w, &ac, in, y, mask, cache);
     if (rc)
         return rc;
     const hs_real *const *gates = y ? a->cross_gates : a->gates;
-    hs_attn_forward_output(a->o, aa, w, &ac, gates ? gates[l] : NULL, 0);
+    hs_attn_forward_output(a->o, aa, w, &ac, gates ? gates[l] : NULL, a->gates_per_seq);
     residual(a, c, N, nw, nb);
     return HS_OK;
 }
@@ -236,6 +275,7 @@ static void mlp(hs_s2s_acts *a, const hs_model *m, int l, int n)
     const hs_layer_weights *lw = &m->w.layer[l];
     const size_t N = (size_t)a->B * n;
     const hs_mlp_acts ma = { a->h_pre, a->h_up, a->h_act };
+    record(a, c, l, SUB_MLP, n);
     hs_mlp_forward(a->o, &ma, lw, sublayer_in(a, c, N, lw->ln2_w, lw->ln2_b), c, N);
     residual(a, c, N, lw->ln2_w, lw->ln2_b);
 }
@@ -303,6 +343,8 @@ int hs_s2s_encode(hs_s2s_acts *a, const hs_model *m, const int32_t *src)
             return rc;
         mlp(a, m, l, S);
     }
+    if (a->train)
+        memcpy(a->enc_x, a->x, sizeof(hs_real) * N * d);
     if (c->final_norm) {
         hs_block_norm(a->enc, a->mean, a->rstd, a->x, m->w.enc_lnf_w, m->w.enc_lnf_b, c, N);
     } else {
@@ -367,6 +409,252 @@ int hs_s2s_decode(hs_s2s_acts *a, const hs_model *m, const int32_t *dec_in,
     }
     a->n_targets = n;
     a->loss = n ? sum / (double)n : 0;
+    return HS_OK;
+}
+
+/* ---- the backward ---------------------------------------------------------- */
+
+/* T5's relative bias gradient of one stack, from the scores' gradients of
+ * its layers' self-attention (an observer of the attention backward). */
+typedef struct {
+    hs_grad_fn site[HS_N_SITES]; /* attn_scores: rel_grad_fn */
+    hs_real *drel;               /* (buckets, H) accumulated */
+    int *bucket;                 /* (2n - 1) the bucket of offset key - query + n - 1 */
+    int n;
+} rel_grad;
+
+static int rel_grad_fn(void *ctx, const hs_site_view *v)
+{
+    const rel_grad *r = ctx;
+    const int H = v->heads;
+    for (int b = 0; b < v->B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < v->T; t++) {
+                const hs_real *row = v->x + b * v->sb + h * v->sh + t * v->st;
+                for (int s = 0; s < v->width; s++)
+                    r->drel[(size_t)r->bucket[s - t + r->n - 1] * H + h] += row[s];
+            }
+    return HS_OK;
+}
+
+/* One backward's state. */
+typedef struct {
+    hs_s2s_acts *a;
+    const hs_model *m;
+    hs_weights *g;                      /* never NULL: a zero instance when none */
+    hs_real *const *dgates, *const *dcross;
+    rel_grad *rel;                      /* the stack's, or NULL */
+} s2s_bw;
+
+static void swap(hs_real **x, hs_real **y)
+{
+    hs_real *t = *x;
+    *x = *y;
+    *y = t;
+}
+
+/* The norm of sublayer `kind` of layer lw (its gradients in gw). */
+static void sub_norm(const hs_real **w, const hs_real **b, hs_real **gw_, hs_real **gb,
+                     const hs_layer_weights *lw, hs_layer_weights *gw, int kind)
+{
+    if (kind == SUB_SELF)
+        *w = lw->ln1_w, *b = lw->ln1_b, *gw_ = gw->ln1_w, *gb = gw->ln1_b;
+    else if (kind == SUB_CROSS)
+        *w = lw->lnx_w, *b = lw->lnx_b, *gw_ = gw->lnx_w, *gb = gw->lnx_b;
+    else
+        *w = lw->ln2_w, *b = lw->ln2_b, *gw_ = gw->ln2_w, *gb = gw->ln2_b;
+}
+
+/* din += the backward of attention sublayer `kind` of layer l (its
+ * function alone: projections, heads, gates) from dout, its input in. */
+static int attn_backward(s2s_bw *bw, hs_real *din, const hs_real *dout, const hs_real *in, int l,
+                         int kind, hs_attn_rel rel)
+{
+    hs_s2s_acts *a = bw->a;
+    const hs_model_config *c = &bw->m->cfg;
+    const hs_layer_weights *lw = &bw->m->w.layer[l];
+    hs_layer_weights *gw = &bw->g->layer[l];
+    const int cross = kind == SUB_CROSS, dec = hs_config_cross(c, l);
+    const unsigned char *valid = a->src_padded ? a->src_valid : NULL;
+    const hs_attn_mask mask = { dec && !cross, dec && !cross ? NULL : valid, 0 };
+    hs_attn_config ac = hs_config_attn(c, l);
+    ac.rel = cross ? (hs_attn_rel){ 0 } : rel;
+    hs_attn_acts *aa = layer_acts(a, c, l, cross);
+    const hs_real *const *gates = cross ? a->cross_gates : a->gates;
+    hs_real *const *dg = cross ? bw->dcross : bw->dgates;
+    const hs_real *xi = gates ? gates[l] : NULL;
+    if (bw->rel && !cross)
+        aa->grad = (hs_attn_grad_hooks){ bw->rel->site, bw->rel, l, NULL, NULL };
+    const int rc = hs_attn_backward(din, cross ? a->denc : NULL, cross ? &gw->xattn : &gw->attn,
+                                    dg && xi ? dg[l] : NULL, dout, aa,
+                                    cross ? &lw->xattn : &lw->attn, &ac, in,
+                                    cross ? a->enc : NULL, xi, a->gates_per_seq, &mask);
+    aa->grad = (hs_attn_grad_hooks){ 0 };
+    return rc;
+}
+
+/* The backward of sublayer `kind` of layer l over n positions: recomputed
+ * from its input residual (the tape), then a->dres, the gradient of its
+ * output residual, becomes that of its input. */
+static int sub_backward(s2s_bw *bw, int l, int kind, int n, hs_attn_rel rel)
+{
+    hs_s2s_acts *a = bw->a;
+    const hs_model *m = bw->m;
+    const hs_model_config *c = &m->cfg;
+    const size_t N = (size_t)a->B * n, nd = N * c->d_model;
+    const int dec = hs_config_cross(c, l);
+    const unsigned char *valid = a->src_padded ? a->src_valid : NULL;
+    const hs_attn_mask self = { dec, dec ? NULL : valid, 0 }, cross = { 0, valid, 0 };
+    const hs_real *x_in = tape(a, c, l, kind);
+    memcpy(a->x, x_in, sizeof(hs_real) * nd);
+    int rc = HS_OK;
+    if (kind == SUB_MLP)
+        mlp(a, m, l, n);
+    else if (kind == SUB_CROSS)
+        rc = attention(a, m, l, n, a->enc, &cross, rel, NULL);
+    else
+        rc = attention(a, m, l, n, NULL, &self, rel, NULL);
+    if (rc)
+        return rc;
+    const hs_real *nw, *nb;
+    hs_real *gnw, *gnb;
+    sub_norm(&nw, &nb, &gnw, &gnb, &m->w.layer[l], &bw->g->layer[l], kind);
+    const hs_real *dout = a->dres, *dsub = a->dres; /* of the output residual, of o */
+    if (c->post_norm) { /* x' = norm(x + o), a->n holding x + o */
+        hs_block_norm_backward(a->dn, NULL, gnw, gnb, dout, a->n, nw, a->mean, a->rstd, c, N);
+        dsub = a->dn;
+        memcpy(a->dres2, dsub, sizeof(hs_real) * nd); /* the residual's share */
+    } else {
+        memset(a->dn2, 0, sizeof(hs_real) * nd);
+    }
+    /* the function's input: post-norm the residual, pre-norm its norm a->n */
+    hs_real *din = c->post_norm ? a->dres2 : a->dn2;
+    const hs_real *in = c->post_norm ? x_in : a->n;
+    if (kind == SUB_MLP) {
+        const hs_mlp_acts ma = { a->h_pre, a->h_up, a->h_act };
+        hs_mlp_backward(din, &bw->g->layer[l], a->dh, &ma, &m->w.layer[l], dsub, in, c, N);
+    } else if ((rc = attn_backward(bw, din, dsub, in, l, kind, rel))) {
+        return rc;
+    }
+    if (!c->post_norm) /* x' = x + f(norm(x)) */
+        hs_block_norm_backward(a->dres2, dout, gnw, gnb, a->dn2, x_in, nw, a->mean, a->rstd, c,
+                               N);
+    swap(&a->dres, &a->dres2);
+    return HS_OK;
+}
+
+/* The backward of layers l0 .. l1 - 1 (one stack, n positions) from
+ * a->dres, the gradient of the last one's output; T5's relative bias
+ * gradient into drel (NULL: none). */
+static int stack_backward(s2s_bw *bw, int l0, int l1, int n, const hs_real *rel_w,
+                          hs_real *drel, int bidirectional)
+{
+    const hs_model_config *c = &bw->m->cfg;
+    const hs_attn_rel rel = stack_rel(bw->a->rel, c, rel_w, c->n_head[l0], n, bidirectional);
+    rel_grad rg = { .drel = drel, .n = n };
+    if (c->rel_buckets && drel) {
+        if (!(rg.bucket = hs_calloc(2 * (size_t)n - 1, sizeof *rg.bucket, "bias buckets")))
+            return HS_ENOMEM;
+        for (int i = 0; i < 2 * n - 1; i++)
+            rg.bucket[i] = hs_t5_bucket(i - (n - 1), bidirectional, c->rel_buckets,
+                                        c->rel_max_distance);
+        rg.site[HS_SITE_ATTN_SCORES] = rel_grad_fn;
+        bw->rel = &rg;
+    }
+    int rc = HS_OK;
+    for (int l = l1 - 1; !rc && l >= l0; l--) {
+        rc = sub_backward(bw, l, SUB_MLP, n, rel);
+        if (!rc && hs_config_cross(c, l))
+            rc = sub_backward(bw, l, SUB_CROSS, n, rel);
+        if (!rc)
+            rc = sub_backward(bw, l, SUB_SELF, n, rel);
+    }
+    free(rg.bucket);
+    bw->rel = NULL;
+    return rc;
+}
+
+/* The embeddings' backward of one stack (tokens (B,n)) from a->dres, the
+ * gradient of embed()'s output: through the embedding norm (lne_w), into
+ * the learned positions' rows (gwpe; sinusoids are not trained) and the
+ * token rows times the embedding scale. */
+static void embed_backward(s2s_bw *bw, const int32_t *tokens, int n, const hs_real *wpe,
+                           hs_real *gwpe, const hs_real *lne_w, const hs_real *lne_b,
+                           hs_real *glne_w, hs_real *glne_b)
+{
+    hs_s2s_acts *a = bw->a;
+    const hs_model_config *c = &bw->m->cfg;
+    const int d = c->d_model;
+    const size_t N = (size_t)a->B * n;
+    const hs_real *dx = a->dres;
+    if (lne_w) { /* the sum the norm read, recomputed into a->x */
+        embed(a, bw->m, tokens, n, 0, wpe, NULL, NULL);
+        hs_block_norm(a->n, a->mean, a->rstd, a->x, lne_w, lne_b, c, N);
+        hs_block_norm_backward(a->dn, NULL, glne_w, glne_b, dx, a->x, lne_w, a->mean, a->rstd,
+                               c, N);
+        dx = a->dn;
+    }
+    const hs_real scale = c->embed_scale ? (hs_real)sqrt((double)d) : 1;
+    hs_real *gwte = bw->g->wte;
+    for (size_t r = 0; r < N; r++) {
+        const hs_real *row = dx + r * d;
+        if (gwpe && c->pos == HS_POS_LEARNED) {
+            hs_real *p = gwpe + (size_t)((int)(r % (size_t)n) + c->pos_shift) * d;
+            for (int i = 0; i < d; i++)
+                p[i] += row[i];
+        }
+        if (gwte) {
+            hs_real *e = gwte + (size_t)tokens[r] * d;
+            for (int i = 0; i < d; i++)
+                e[i] += scale * row[i];
+        }
+    }
+}
+
+int hs_s2s_backward(hs_weights *g, hs_real *const *dgates, hs_real *const *dcross,
+                    hs_s2s_acts *a, const hs_model *m, const int32_t *src, const int32_t *dec_in,
+                    const int32_t *targets, hs_real loss_scale)
+{
+    static hs_weights no_grads; /* every gradient NULL: never written */
+    if (!a->train)
+        return hs_fail(HS_EINVAL, "seq2seq backward: the activations were allocated for the "
+                                  "forward alone (HS_S2S_TRAIN)");
+    const hs_model_config *c = &m->cfg;
+    const hs_weights *w = &m->w;
+    const int d = c->d_model, V = c->vocab_size;
+    const size_t NT = (size_t)a->B * a->T, NS = (size_t)a->B * a->S;
+    s2s_bw bw = { a, m, g ? g : &no_grads, dgates, dcross, NULL };
+    g = bw.g;
+    /* the head: dlogits over the probabilities, the head's input (the
+     * final norm's output, T5's scale), the final norm */
+    hs_softmax_xent_backward(a->logits, a->logits, targets, NT, V, loss_scale);
+    memset(a->dn, 0, sizeof(hs_real) * NT * d);
+    hs_linear_backward(a->dn, g->lm_w, NULL, a->logits, c->final_norm || c->tied_scale ? a->n : a->x,
+                       w->lm_w, NT, d, V);
+    if (c->tied_scale)
+        hs_scale(a->dn, (hs_real)pow((double)d, -0.5), NT * d);
+    if (c->final_norm)
+        hs_block_norm_backward(a->dres, NULL, g->lnf_w, g->lnf_b, a->dn, a->x, w->lnf_w, a->mean,
+                               a->rstd, c, NT);
+    else
+        memcpy(a->dres, a->dn, sizeof(hs_real) * NT * d);
+    memset(a->denc, 0, sizeof(hs_real) * NS * d);
+    int rc = stack_backward(&bw, c->enc_layers, c->n_layer, a->T, w->dec_rel, g->dec_rel, 0);
+    if (rc)
+        return rc;
+    embed_backward(&bw, dec_in, a->T, w->wpe, g->wpe, w->lne_w, w->lne_b, g->lne_w, g->lne_b);
+    /* the encoder, from its output's gradient (every cross-attention's) */
+    if (c->final_norm) {
+        hs_block_norm(a->n, a->mean, a->rstd, a->enc_x, w->enc_lnf_w, w->enc_lnf_b, c, NS);
+        hs_block_norm_backward(a->dres, NULL, g->enc_lnf_w, g->enc_lnf_b, a->denc, a->enc_x,
+                               w->enc_lnf_w, a->mean, a->rstd, c, NS);
+    } else {
+        memcpy(a->dres, a->denc, sizeof(hs_real) * NS * d);
+    }
+    if ((rc = stack_backward(&bw, 0, c->enc_layers, a->S, w->enc_rel, g->enc_rel, 1)))
+        return rc;
+    embed_backward(&bw, src, a->S, w->enc_wpe, g->enc_wpe, w->enc_lne_w, w->enc_lne_b,
+                   g->enc_lne_w, g->enc_lne_b);
     return HS_OK;
 }
 

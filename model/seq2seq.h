@@ -24,7 +24,7 @@ const char *hs_attn_type_name(hs_attn_type t);
 /* Activations of one forward of B sequence pairs, S source and T decoder
  * positions, as hs_s2s_acts_alloc sizes them. */
 typedef struct {
-    int B, S, T, maps, n_layer;
+    int B, S, T, maps, train, n_layer;
     hs_real *enc;          /* (B,S,d) the encoder's output (after its final norm) */
     hs_real *x, *n, *o;    /* (B,max(S,T),d) the residual, a norm's output, a sublayer's */
     hs_real *h_pre, *h_up, *h_act; /* (B,max(S,T),F) the MLP's (h_up: gated MLPs only) */
@@ -39,16 +39,31 @@ typedef struct {
      * gates on every layer's self-attention, cross_gates on the decoder
      * layers' cross-attention. 0 zero-ablates a head. */
     const hs_real *const *gates, *const *cross_gates;
+    int gates_per_seq;     /* each gate vector (B,H): one set per sequence, else (H) */
+    /* HS_S2S_TRAIN: what the backward reads and its scratch */
+    hs_real *tape;         /* (n_layer, 3, B, max(S,T), d) each sublayer's input residual,
+                              by kind: self-attention, cross-attention, MLP */
+    hs_real *enc_x;        /* (B,S,d) the encoder's last residual (its final norm's input) */
+    hs_real *dres, *dres2, *dn, *dn2; /* (B,max(S,T),d) */
+    hs_real *denc;         /* (B,S,d) the gradient of the encoder's output */
+    hs_real *dh[3];        /* (B,max(S,T),F) the MLP backward's */
     hs_real *logits;       /* (B,T,V); probabilities after a decode with targets */
     hs_real *losses;       /* (B,T) per-position cross-entropy (0 where ignored) */
     double loss;           /* mean over the targets that are not HS_TARGET_IGNORE */
     size_t n_targets;
 } hs_s2s_acts;
 
-/* maps: keep every layer's maps (self: att (B,H,S,S) of encoder layers,
- * (B,H,T,T) of decoder layers; cross: att (B,H,T,S)). HS_EINVAL for a model
- * with one stack or bad sizes. */
-int hs_s2s_acts_alloc(hs_s2s_acts *a, const hs_model_config *c, int B, int S, int T, int maps);
+/* What hs_s2s_acts_alloc keeps besides one forward's outputs. */
+enum {
+    HS_S2S_MAPS = 1,  /* every layer's maps (self: att (B,H,S,S) of encoder layers,
+                         (B,H,T,T) of decoder layers; cross: att (B,H,T,S)) */
+    HS_S2S_TRAIN = 2, /* what hs_s2s_backward needs: each sublayer's input
+                         residual (the sublayer itself is recomputed from it) */
+};
+
+/* flags: HS_S2S_MAPS, HS_S2S_TRAIN or both (0: the forward alone).
+ * HS_EINVAL for a model with one stack or bad sizes. */
+int hs_s2s_acts_alloc(hs_s2s_acts *a, const hs_model_config *c, int B, int S, int T, int flags);
 void hs_s2s_acts_free(hs_s2s_acts *a);
 
 /* The encoder over src (B,S) into a->enc. HS_EINVAL naming the position for
@@ -67,6 +82,20 @@ int hs_s2s_use_encoding(hs_s2s_acts *a, const hs_model *m, const int32_t *src,
  * the losses and their mean. */
 int hs_s2s_decode(hs_s2s_acts *a, const hs_model *m, const int32_t *dec_in,
                   const int32_t *targets);
+
+/* The backward of sum(losses) * loss_scale (1/n_targets: the mean) after
+ * hs_s2s_encode(src) and hs_s2s_decode(dec_in, targets) on activations
+ * allocated with HS_S2S_TRAIN, the gates unchanged between. Each sublayer
+ * is recomputed from its input residual before its backward (one more
+ * forward's work, no per-layer activations kept). Accumulates the weight
+ * gradients into g (NULL: none; bound with hs_weights_bind), T5's
+ * relative bias tables included, BART's final_logits_bias (a buffer HF
+ * does not train) excluded; and the gates' gradients into dgates[l] and
+ * dcross[l] (NULL, or NULL entries: none) in the gates' shapes. Overwrites
+ * the logits (their gradient) and the forward's scratch. */
+int hs_s2s_backward(hs_weights *g, hs_real *const *dgates, hs_real *const *dcross,
+                    hs_s2s_acts *a, const hs_model *m, const int32_t *src, const int32_t *dec_in,
+                    const int32_t *targets, hs_real loss_scale);
 
 /* Decodes source src (S ids) by o's rule (greedy at temperature 0: the
  * argmax, ties to the lowest id): out (max_new + 1) gets

@@ -5,7 +5,8 @@
  * attention type, checkpoints in each family's real names and config keys;
  * each family-specific feature switched off in the reference moves the
  * logits away from ours; greedy decoding with the caches; the pairs file
- * through hs_pairs_eval; a head of each attention type zero-ablated; T5's buckets
+ * through hs_pairs_eval; a head of each attention type zero-ablated; the
+ * backward (gates of every type, weights, T5's bias tables); T5's buckets
  * against HF's own points; save and reload; refusals naming the key, the
  * file and line. */
 #include <math.h>
@@ -35,6 +36,12 @@ static const double TOL = 5e-5;
 /* A switched-off feature moves the reference's last logits by more than
  * 2e-4 (the generator asserts it): ours must be that far from it too. */
 static const double FEATURE_GAP = 1e-4;
+/* Gradients: the largest error over the tensor's largest entry. */
+#ifdef HEADSCOPE_DOUBLE
+static const double GRAD_TOL = 1e-9;
+#else
+static const double GRAD_TOL = 2e-4;
+#endif
 
 static const char *fixture_txt(void) { return HS_FIXTURE_DIR "/seq2seq.txt"; }
 
@@ -206,6 +213,112 @@ static void test_bart_learned_offset_positions_post_norm_logits_bias_match_torch
 static void test_marian_sinusoids_scaled_embeddings_swish_match_torch(void)
 {
     oracle_case("marian", 0);
+}
+
+/* max |got - want| over max |want|: an error relative to the tensor's scale
+ * (a gradient's entries span orders of magnitude). */
+static double scaled_err(const hs_real *got, const fx_tensor *want)
+{
+    double top = 0, worst = 0;
+    for (size_t i = 0; i < want->n; i++)
+        top = fmax(top, fabs(want->v[i]));
+    for (size_t i = 0; i < want->n; i++) {
+        const double e = fabs((double)got[i] - want->v[i]);
+        worst = e > worst || isnan(e) ? (isnan(e) ? INFINITY : e) : worst;
+    }
+    return top > 0 ? worst / top : worst;
+}
+
+/* Case `name`'s backward: the pooled loss's gradients by every head's gate
+ * of each type and by the fixture's tensors (grad:NAME) = torch.autograd's. */
+static void gradient_case(const char *name)
+{
+    char dir[512];
+    case_dir(dir, sizeof dir, name);
+    fx_case fc;
+    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, fixture_txt(), name), 0);
+    hs_model m;
+    CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&m, dir), HS_OK);
+    const int B = (int)fx_int(&fc, "B"), S = (int)fx_int(&fc, "S"), T = (int)fx_int(&fc, "T");
+    const int E = (int)fx_int(&fc, "E"), L = m.cfg.n_layer, H = (int)fx_int(&fc, "H");
+    int32_t *src = ids_of(&fc, "src"), *dec = ids_of(&fc, "dec"), *tgt = ids_of(&fc, "tgt");
+    /* gates at 1 on every head: self of every layer, cross of the decoder's */
+    hs_real *ones = calloc((size_t)L * H, sizeof *ones), *dg = calloc((size_t)L * H, sizeof *dg);
+    hs_real *dx = calloc((size_t)L * H, sizeof *dx);
+    const hs_real *gates[HS_MAX_LAYERS] = { 0 }, *cross[HS_MAX_LAYERS] = { 0 };
+    hs_real *dgates[HS_MAX_LAYERS] = { 0 }, *dcross[HS_MAX_LAYERS] = { 0 };
+    for (int i = 0; i < L * H; i++)
+        ones[i] = 1;
+    for (int l = 0; l < L; l++) {
+        gates[l] = ones + (size_t)l * H, dgates[l] = dg + (size_t)l * H;
+        if (l >= E)
+            cross[l] = ones + (size_t)l * H, dcross[l] = dx + (size_t)l * H;
+    }
+    hs_real *buf = calloc(m.n_params, sizeof *buf);
+    hs_weights g;
+    hs_weights_bind(&g, &m.cfg, buf);
+    hs_s2s_acts a;
+    CU_ASSERT_EQUAL_FATAL(hs_s2s_acts_alloc(&a, &m.cfg, B, S, T, HS_S2S_TRAIN), HS_OK);
+    a.gates = gates, a.cross_gates = cross;
+    CU_ASSERT_EQUAL_FATAL(hs_s2s_encode(&a, &m, src), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_s2s_decode(&a, &m, dec, tgt), HS_OK);
+    CU_ASSERT_EQUAL_FATAL(hs_s2s_backward(&g, dgates, dcross, &a, &m, src, dec, tgt,
+                                          (hs_real)(1.0 / (double)a.n_targets)), HS_OK);
+    static const char *const types[] = { "enc", "dec", "cross" };
+    double worst = 0;
+    for (int k = 0; k < 3; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "dgate_%s", types[k]);
+        const fx_tensor *w = fx_tensor_get(&fc, key);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+        const hs_real *got = k == 0 ? dg : k == 1 ? dg + (size_t)E * H : dx + (size_t)E * H;
+        const double e = scaled_err(got, w);
+        printf("\n    %-28s %.3g", key, e);
+        worst = fmax(worst, e);
+    }
+    int seen = 0;
+    for (int i = 0; i < fc.ntensor; i++) {
+        const fx_tensor *w = &fc.t[i];
+        if (strncmp(w->name, "grad:", 5))
+            continue;
+        const hs_tensor_info *ti = NULL;
+        for (int j = 0; j < m.n_tensors; j++)
+            if (!strcmp(m.tensors[j].name, w->name + 5))
+                ti = &m.tensors[j];
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ti);
+        CU_ASSERT_EQUAL_FATAL(ti->size, w->n);
+        const double e = scaled_err(buf + ti->offset, w);
+        printf("\n    %-28s %.3g", w->name + 5, e);
+        worst = fmax(worst, e);
+        seen++;
+    }
+    CU_ASSERT(seen >= 5);
+    CU_ASSERT(worst <= GRAD_TOL);
+    hs_s2s_acts_free(&a);
+    free(buf), free(ones), free(dg), free(dx);
+    free(src), free(dec), free(tgt);
+    hs_model_free(&m);
+    fx_free(&fc);
+}
+
+static void test_t5_backward_gates_weights_relative_bias_match_torch(void)
+{
+    gradient_case("t5");
+}
+
+static void test_flan_t5_backward_gated_mlp_untied_head_match_torch(void)
+{
+    gradient_case("flan_t5");
+}
+
+static void test_bart_backward_positions_embedding_norm_post_norm_match_torch(void)
+{
+    gradient_case("bart");
+}
+
+static void test_marian_backward_scaled_embeddings_match_torch(void)
+{
+    gradient_case("marian");
 }
 
 /* HF's _relative_position_bucket at hand-derived points of the T5 paper's
@@ -391,6 +504,14 @@ int main(void)
           test_bart_learned_offset_positions_post_norm_logits_bias_match_torch },
         { "test_marian_sinusoids_scaled_embeddings_swish_match_torch",
           test_marian_sinusoids_scaled_embeddings_swish_match_torch },
+        { "test_t5_backward_gates_weights_relative_bias_match_torch",
+          test_t5_backward_gates_weights_relative_bias_match_torch },
+        { "test_flan_t5_backward_gated_mlp_untied_head_match_torch",
+          test_flan_t5_backward_gated_mlp_untied_head_match_torch },
+        { "test_bart_backward_positions_embedding_norm_post_norm_match_torch",
+          test_bart_backward_positions_embedding_norm_post_norm_match_torch },
+        { "test_marian_backward_scaled_embeddings_match_torch",
+          test_marian_backward_scaled_embeddings_match_torch },
         { "test_t5_buckets_at_known_points", test_t5_buckets_at_known_points },
         { "test_saved_checkpoints_reload_with_the_same_loss",
           test_saved_checkpoints_reload_with_the_same_loss },

@@ -56,7 +56,11 @@ genB the greedy decoding of pair B's source alone ([start] + at most 6 new
 ids, stopping after eos), by recomputation of the whole decoder each step;
 ablate_TYPE_L_H the pooled loss with head H of layer L (within its stack) of
 attention type TYPE (enc, dec, cross) zeroed before the output projection,
-minus the clean loss.
+minus the clean loss; dgate_TYPE (layers of that type, H) the pooled
+loss's gradient with respect to each head's gate (its output z multiplied
+by the gate, all at 1), and grad:NAME the pooled loss's gradient with
+respect to the tensor headscope calls NAME (GRADS: its HF name), both by
+torch.autograd through the forwards above.
 """
 import json
 import math
@@ -119,9 +123,10 @@ def t5_norm(x, w, eps):
 
 
 def mha(x, kv, Wq, Wk, Wv, Wo, H, bias, mask, bq=None, bk=None, bv=None, bo=None,
-        q_scale=1.0, zero_head=None):
+        q_scale=1.0, zero_head=None, gate=None):
     """T5Attention / BartAttention: mask (B, 1 or q, k) True where hidden;
-    zero_head: that head's output (before o / out_proj) zeroed."""
+    zero_head: that head's output (before o / out_proj) zeroed; gate (H):
+    each head's output multiplied by its gate (Michel et al.'s xi)."""
     Bn, q_len, _ = x.shape
     k_len = kv.shape[1]
     q = F.linear(x, Wq, bq) * q_scale
@@ -140,6 +145,8 @@ def mha(x, kv, Wq, Wk, Wv, Wo, H, bias, mask, bq=None, bk=None, bv=None, bo=None
     if zero_head is not None:
         z = z.clone()
         z[:, zero_head] = 0
+    if gate is not None:
+        z = z * gate.view(1, H, 1, 1)
     z = z.transpose(1, 2).reshape(Bn, q_len, H * dh)
     return F.linear(z, Wo, bo), p
 
@@ -152,8 +159,9 @@ def masks(src, dec, pad):
     return key_pad.expand(Bn, S, S), causal, key_pad.expand(Bn, T, S)
 
 
-def t5_forward(W, c, src, dec, off=frozenset(), ablate=None):
-    """ablate: (type, layer within its stack, head) zeroed, type enc, dec or cross."""
+def t5_forward(W, c, src, dec, off=frozenset(), ablate=None, gates=None):
+    """ablate: (type, layer within its stack, head) zeroed, type enc, dec or cross;
+    gates: {(type, layer): (H) gates} (None: none)."""
     E, D, H = c["num_layers"], c["num_decoder_layers"], c["num_heads"]
     eps, gated = c["layer_norm_epsilon"], c["feed_forward_proj"] == "gated-gelu"
     enc_mask, self_mask, cross_mask = masks(src, dec, c["pad_token_id"])
@@ -175,7 +183,7 @@ def t5_forward(W, c, src, dec, off=frozenset(), ablate=None):
         out, att = mha(x, x if kv is None else kv,
                        W[p + kind + ".q.weight"], W[p + kind + ".k.weight"],
                        W[p + kind + ".v.weight"], W[p + kind + ".o.weight"], H, bias, mask,
-                       zero_head=zero)
+                       zero_head=zero, gate=(gates or {}).get((typ, l)))
         maps.append(att)
         return h + out
 
@@ -228,7 +236,7 @@ ACT = {"gelu": F.gelu, "relu": F.relu, "swish": F.silu, "silu": F.silu,
        "gelu_new": lambda x: F.gelu(x, approximate="tanh")}
 
 
-def bart_forward(W, c, src, dec, marian, off=frozenset(), ablate=None):
+def bart_forward(W, c, src, dec, marian, off=frozenset(), ablate=None, gates=None):
     E, D, d = c["encoder_layers"], c["decoder_layers"], c["d_model"]
     H = c["encoder_attention_heads"]
     scale = math.sqrt(d) if c.get("scale_embedding") else 1.0
@@ -255,7 +263,8 @@ def bart_forward(W, c, src, dec, marian, off=frozenset(), ablate=None):
         out, att = mha(h, kv, W[p + ".q_proj.weight"], W[p + ".k_proj.weight"],
                        W[p + ".v_proj.weight"], W[p + ".out_proj.weight"], H, None, mask,
                        W[p + ".q_proj.bias"], W[p + ".k_proj.bias"], W[p + ".v_proj.bias"],
-                       W[p + ".out_proj.bias"], q_scale=(d // H) ** -0.5, zero_head=zero)
+                       W[p + ".out_proj.bias"], q_scale=(d // H) ** -0.5, zero_head=zero,
+                       gate=(gates or {}).get((typ, l)))
         maps.append(att)
         return out
 
@@ -463,10 +472,69 @@ CASES = [  # name, family, config, weight seed, features switched off
 ]
 
 
-def forward(family, W, c, src, dec, off=frozenset(), ablate=None):
+def forward(family, W, c, src, dec, off=frozenset(), ablate=None, gates=None):
     if family == "t5":
-        return t5_forward(W, c, src, dec, off, ablate)
-    return bart_forward(W, c, src, dec, family == "marian", off, ablate)
+        return t5_forward(W, c, src, dec, off, ablate, gates)
+    return bart_forward(W, c, src, dec, family == "marian", off, ablate, gates)
+
+
+# the weight gradients written per case: (headscope's tensor name, HF's)
+GRADS = {
+    "t5": [("wte.weight", "shared.weight"),
+           ("enc.rel_bias.weight", "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"),
+           ("rel_bias.weight", "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"),
+           ("h.0.attn.q_proj.weight", "encoder.block.0.layer.0.SelfAttention.q.weight"),
+           ("h.2.attn.v_proj.weight", "decoder.block.0.layer.0.SelfAttention.v.weight"),
+           ("h.3.xattn.k_proj.weight", "decoder.block.1.layer.1.EncDecAttention.k.weight"),
+           ("h.2.ln_x.weight", "decoder.block.0.layer.1.layer_norm.weight"),
+           ("h.1.mlp.fc.weight", "encoder.block.1.layer.1.DenseReluDense.wi.weight"),
+           ("enc.ln_f.weight", "encoder.final_layer_norm.weight"),
+           ("ln_f.weight", "decoder.final_layer_norm.weight")],
+    "flan_t5": [("lm_head.weight", "lm_head.weight"), ("wte.weight", "shared.weight"),
+                ("enc.rel_bias.weight",
+                 "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"),
+                ("rel_bias.weight",
+                 "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"),
+                ("h.1.mlp.gate_proj.weight", "encoder.block.1.layer.1.DenseReluDense.wi_0.weight"),
+                ("h.4.mlp.up_proj.weight", "decoder.block.2.layer.2.DenseReluDense.wi_1.weight"),
+                ("h.2.xattn.o_proj.weight", "decoder.block.0.layer.1.EncDecAttention.o.weight")],
+    "bart": [("wte.weight", "model.shared.weight"),
+             ("enc.wpe.weight", "model.encoder.embed_positions.weight"),
+             ("wpe.weight", "model.decoder.embed_positions.weight"),
+             ("enc.ln_emb.weight", "model.encoder.layernorm_embedding.weight"),
+             ("ln_emb.bias", "model.decoder.layernorm_embedding.bias"),
+             ("h.0.attn.q_proj.bias", "model.encoder.layers.0.self_attn.q_proj.bias"),
+             ("h.3.ln_x.weight", "model.decoder.layers.1.encoder_attn_layer_norm.weight"),
+             ("h.2.mlp.fc.weight", "model.decoder.layers.0.fc1.weight"),
+             ("h.1.ln_2.bias", "model.encoder.layers.1.final_layer_norm.bias"),
+             ("h.3.xattn.v_proj.weight", "model.decoder.layers.1.encoder_attn.v_proj.weight")],
+    "marian": [("wte.weight", "model.shared.weight"),
+               ("h.0.ln_1.weight", "model.encoder.layers.0.self_attn_layer_norm.weight"),
+               ("h.4.xattn.q_proj.weight", "model.decoder.layers.2.encoder_attn.q_proj.weight"),
+               ("h.3.mlp.proj.weight", "model.decoder.layers.1.fc2.weight"),
+               ("h.1.attn.o_proj.bias", "model.encoder.layers.1.self_attn.out_proj.bias")],
+}
+
+
+def gradients(name, family, W, c, src, dec, tgt, H):
+    """The pooled loss's gradients: of every head's gate per type at 1, and
+    of GRADS[name]'s tensors (the tied copies are one leaf: shared)."""
+    leaves = {k: v.clone().requires_grad_(True) for k, v in W.items()}
+    n = {"enc": c.get("num_layers", c.get("encoder_layers")),
+         "dec": c.get("num_decoder_layers", c.get("decoder_layers")),
+         "cross": c.get("num_decoder_layers", c.get("decoder_layers"))}
+    gates = {(t, l): torch.ones(H, requires_grad=True) for t in n for l in range(n[t])}
+    logits = forward(family, leaves, c, src, dec, gates=gates)[0]
+    loss = F.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1), ignore_index=-100)
+    loss.backward()
+    out = []
+    for t in ("enc", "dec", "cross"):
+        g = torch.stack([gates[(t, l)].grad for l in range(n[t])])
+        out += [f"tensor dgate_{t} 2 {n[t]} {H}", fmt(g)]
+    for ours, hf in GRADS[name]:
+        g = leaves[hf].grad
+        out += [f"tensor grad:{ours} {g.dim()} " + " ".join(map(str, g.shape)), fmt(g)]
+    return out
 
 
 # one head of each type zeroed: (type, layer within its stack, head)
@@ -515,7 +583,9 @@ def main():
         "# ignored) the padded batch of pairs.jsonl; logits (B,T,V); loss (pooled); stderr;",
         "# enc_maps (E,B,H,S,S), dec_maps (D,B,H,T,T), cross_maps (D,B,H,T,S); off_F (B,V);",
         "# genB: greedy decoding of pair B's source alone, at most 6 new ids;",
-        "# ablate_TYPE_L_H: the pooled loss with that head zeroed minus the clean loss",
+        "# ablate_TYPE_L_H: the pooled loss with that head zeroed minus the clean loss;",
+        "# dgate_TYPE (layers, H) the pooled loss's gradient by each head's gate at 1;",
+        "# grad:NAME the pooled loss's gradient by headscope's tensor NAME",
     ]
     for k, (name, family, c, seed, offs) in enumerate(CASES):
         marian = family == "marian"
@@ -559,6 +629,7 @@ def main():
             with torch.no_grad():
                 g = greedy(family, W, c, torch.tensor([sb]))
             lines += [f"tensor gen{b} 1 {len(g)}", fmt(torch.tensor(g))]
+        lines += gradients(name, family, W, c, src, dec, tgt, H)
         last = logits[:, -1, :]
         for feat in offs:
             with torch.no_grad():
