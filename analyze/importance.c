@@ -236,7 +236,7 @@ static int prune_lowest(unsigned char *pruned, hs_real **gates, int *n_pruned, i
 int hs_prune(const hs_model *m, const hs_tokens *data, const hs_prune_opts *o,
              unsigned char *pruned, int *n_pruned)
 {
-    const hs_model_config *c = &m->cfg;
+    const hs_model_config *c = o->heads ? o->heads : &m->cfg;
     if (!(o->step_percent > 0) || o->step_percent > 100)
         return hs_fail(HS_EINVAL, "--step-percent must be in (0, 100]");
     int total = 0, keep_min = o->min_heads_per_layer;

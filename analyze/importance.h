@@ -72,6 +72,10 @@ typedef struct {
     int (*importance)(void *obj_ctx, hs_importance *imp, const hs_real *const *gates);
     int (*evaluate)(void *obj_ctx, const hs_hooks *hooks, double *loss, double *stderr_loss);
     void *obj_ctx;
+    /* The heads pruned, as layers of heads (NULL: the model's): an
+     * encoder-decoder's units (pairs_heads.h), with the objective's
+     * callbacks; the gates and masks index its layers. */
+    const hs_model_config *heads;
 } hs_prune_opts;
 
 /* Iterative joint pruning (SPEC §5). Step k (k = 1, 2, ...) prunes, among

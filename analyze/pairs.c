@@ -218,6 +218,21 @@ int hs_pairs_eval(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B
     return pairs_loss(r, m, p, B, max_batches, NULL, NULL, NULL, NULL, progress, ctx);
 }
 
+int hs_pairs_eval_gated(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
+                        const hs_real *const *gates, const hs_real *const *cross_gates)
+{
+    return pairs_loss(r, m, p, B, 0, gates, cross_gates, NULL, NULL, NULL, NULL);
+}
+
+void hs_pairs_batch_shape(const hs_pairs *p, int i0, int n, int *S, int *T)
+{
+    *S = 1, *T = 1;
+    for (int i = i0; i < i0 + n; i++) {
+        *S = p->src_len[i] > *S ? p->src_len[i] : *S;
+        *T = p->tgt_len[i] > *T ? p->tgt_len[i] : *T;
+    }
+}
+
 /* The activations a kept from batch to batch, and from one pass over the
  * pairs to the next: reallocated only when a batch's shape differs (a fresh
  * allocation's every page faults on first use). */
@@ -270,11 +285,8 @@ static int pairs_loss_in(hs_eval_result *r, const hs_model *m, const hs_pairs *p
     double sum = 0;
     for (size_t k = 0; !rc && k < nb; k++) {
         const int i0 = (int)k * B, n = p->n - i0 < B ? p->n - i0 : B;
-        int S = 1, T = 1;
-        for (int i = i0; i < i0 + n; i++) {
-            S = p->src_len[i] > S ? p->src_len[i] : S;
-            T = p->tgt_len[i] > T ? p->tgt_len[i] : T;
-        }
+        int S, T;
+        hs_pairs_batch_shape(p, i0, n, &S, &T);
         hs_pairs_fill(src, dec, tgt, p, c, i0, n, S, T);
         if ((rc = acts_for(kept, c, n, S, T)))
             break;

@@ -58,6 +58,15 @@ int hs_source_ids(const hs_tokenizer *tk, const char *text, const hs_model_confi
 int hs_pairs_eval(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
                   size_t max_batches, hs_progress_fn progress, void *ctx);
 
+/* hs_pairs_eval of every pair with head gates (seq2seq.h's gates and
+ * cross_gates; NULL: none), without progress. */
+int hs_pairs_eval_gated(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
+                        const hs_real *const *gates, const hs_real *const *cross_gates);
+
+/* The shape of the batch of pairs i0 .. i0 + n - 1: their longest source S
+ * and target T. */
+void hs_pairs_batch_shape(const hs_pairs *p, int i0, int n, int *S, int *T);
+
 /* What hs_pairs_ablate takes. */
 typedef struct {
     int B;                          /* pairs a forward */

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "metrics.h"
+#include "pairs_heads.h"
 #include "study.h"
 #include "study_importance.h"
 #include "task_heads.h"
@@ -34,11 +35,45 @@ static int task_importance(hs_importance_result *r, hs_importance *imp, const hs
     return rc;
 }
 
+/* importance --pairs (SPEC §17): every head of every attention type of an
+ * encoder-decoder on its pairs. */
+static int pairs_importance(hs_importance_result *r, const hs_study_env *env)
+{
+    const hs_model_config *c = &env->m->cfg;
+    hs_pairs_units u;
+    hs_importance imp;
+    int rc = hs_pairs_units_init(&u, c, 1u << HS_ATTN_ENC | 1u << HS_ATTN_DEC |
+                                            1u << HS_ATTN_CROSS);
+    if (rc || (rc = hs_importance_alloc(&imp, &u.cfg)))
+        return rc;
+    hs_study_phase(&env->io, "importance");
+    rc = hs_pairs_importance(&imp, env->m, env->pairs, &u, env->batch, NULL, env->io.stop,
+                             env->io.progress, env->io.ctx);
+    hs_study_phase(&env->io, NULL);
+    if (!rc)
+        rc = hs_pairs_importance_to_table(&r->table, &imp, &u, c);
+    if (!rc)
+        rc = hs_study_check_finite(&env->io, &r->table, NULL, 0);
+    const hs_metric_row *least = NULL;
+    for (int i = 0; !rc && i < r->table.n; i++)
+        if (!strcmp(r->table.rows[i].metric, HS_METRIC(IMPORTANCE)) &&
+            (!least || r->table.rows[i].value < least->value))
+            least = &r->table.rows[i];
+    if (least)
+        r->least_layer = least->layer, r->least_head = least->head, r->least_attn = least->attn;
+    r->sequences = imp.n;
+    r->rows = (hs_study_rows){ .heads = &r->table };
+    hs_importance_free(&imp);
+    return rc;
+}
+
 int hs_importance_study(hs_importance_result *r, const hs_importance_opts *o,
                         const hs_study_env *env)
 {
     (void)o;
     memset(r, 0, sizeof *r);
+    if (env->pairs)
+        return pairs_importance(r, env);
     const hs_model *m = env->m;
     const hs_study_io *io = &env->io;
     const hs_model_config *c = &m->cfg;

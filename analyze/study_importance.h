@@ -17,6 +17,7 @@ typedef struct {
     hs_head_table table;
     long sequences;
     int least_layer, least_head; /* the lowest importance */
+    const char *least_attn;      /* its attention type (--pairs; NULL: self) */
 } hs_importance_result;
 
 /* Nothing to refuse beyond what the inputs checked: HS_OK. */

@@ -6,6 +6,7 @@
 
 #include "checkpoint.h"
 #include "metrics.h"
+#include "pairs_heads.h"
 #include "study.h"
 #include "study_prune.h"
 
@@ -142,6 +143,17 @@ int hs_prune_study_check(hs_prune_study_opts *o, const hs_study_env *env)
                                   "--method l0's gates are in the index");
     if (l0 && !(o->l0.lambda >= 0))
         return hs_fail(HS_EINVAL, "--lambda: a value >= 0 (one run each)");
+    unsigned types;
+    if (o->attn && !env->pairs)
+        return hs_fail(HS_EINVAL, "--attn: the attention types of an encoder-decoder's --pairs");
+    if (o->attn && hs_attn_types_parse(&types, o->attn))
+        return HS_EINVAL;
+    if (env->pairs && l0)
+        return hs_fail(HS_EINVAL, "--pairs: an encoder-decoder's heads are pruned by importance; "
+                                  "--method l0 takes a --task");
+    if (env->pairs && o->structural)
+        return hs_fail(HS_EINVAL, "--structural: an encoder-decoder's pruned model is written "
+                                  "dense (the pruned heads' output columns zeroed)");
     int rc = o->out ? hs_output_free(target, o->force) : HS_OK;
     if (!rc && o->out && o->structural && hs_prune_structural_check(&env->m->cfg))
         rc = HS_EUNSUPPORTED; /* a written model that cannot be made */
@@ -196,6 +208,84 @@ static int l0_study(hs_prune_result *r, const hs_prune_study_opts *o, const hs_s
     return rc;
 }
 
+/* The encoder-decoder with the pruned heads' output columns zeroed, per
+ * unit: W_o of a self-attention, of a cross-attention. */
+static int pairs_write_out(const hs_prune_study_opts *o, const hs_study_env *env,
+                           const hs_pairs_units *u, const unsigned char *pruned)
+{
+    const hs_model *m = env->m;
+    const hs_model_config *c = &m->cfg;
+    hs_model small = { 0 };
+    int rc = hs_model_unchanged(m);
+    if (!rc)
+        rc = hs_model_init(&small, c);
+    if (!rc)
+        memcpy(small.params, m->params, sizeof(hs_real) * m->n_params);
+    for (int k = 0; !rc && k < u->n; k++) {
+        const int l = u->layer[k], H = c->n_head[l], dh = c->head_dim;
+        const hs_layer_weights *lw = &small.w.layer[l];
+        hs_real *w_o = u->type[k] == HS_ATTN_CROSS ? lw->xattn.w_o : lw->attn.w_o;
+        for (int h = 0; h < H; h++)
+            for (int row = 0; pruned[(size_t)k * HS_MAX_HEADS + h] && row < c->d_model; row++)
+                memset(w_o + (size_t)row * H * dh + h * dh, 0, sizeof(hs_real) * dh);
+    }
+    if (!rc)
+        rc = hs_checkpoint_save(&small, o->out);
+    char target[1100];
+    snprintf(target, sizeof target, "%s/model.safetensors", o->out);
+    if (!rc)
+        rc = hs_study_record_artifact(env->ix, env->run_id, target);
+    if (small.params)
+        hs_model_free(&small);
+    return rc;
+}
+
+/* prune --pairs (SPEC §17): the heads of the chosen attention types pruned
+ * jointly by importance on the pairs, the pooled loss after each step. */
+static int pairs_prune(hs_prune_result *r, const hs_prune_study_opts *o,
+                       const hs_study_env *env)
+{
+    const hs_model *m = env->m;
+    unsigned types = 1u << HS_ATTN_ENC | 1u << HS_ATTN_DEC | 1u << HS_ATTN_CROSS;
+    hs_pairs_units *u = hs_calloc(1, sizeof *u, "pruning units");
+    int rc = u ? HS_OK : HS_ENOMEM;
+    if (!rc && o->attn)
+        rc = hs_attn_types_parse(&types, o->attn);
+    if (!rc)
+        rc = hs_pairs_units_init(u, &m->cfg, types);
+    if (!rc)
+        rc = hs_model_widen(m); /* the written model's parameters are floats */
+    unsigned char *pruned =
+        rc ? NULL : hs_calloc((size_t)u->n * HS_MAX_HEADS, 1, "mask");
+    if (!rc && !pruned)
+        rc = HS_ENOMEM;
+    for (int k = 0; !rc && k < u->n; k++)
+        r->heads += u->cfg.n_head[k];
+    snprintf(r->curve.name, sizeof r->curve.name, "%s", HS_METRIC(PRUNING));
+    hs_pairs_objective obj = { m, env->pairs, u, env->batch, env->io.stop };
+    step_ctx sc = { o, env, r, 0, 0, NULL };
+    hs_prune_opts po = o->prune;
+    po.B = env->batch, po.stop = env->io.stop, po.on_step = on_step, po.ctx = &sc;
+    po.importance = hs_pairs_objective_importance, po.evaluate = hs_pairs_objective_evaluate;
+    po.obj_ctx = &obj, po.heads = &u->cfg;
+    if (!rc)
+        rc = hs_prune(m, NULL, &po, pruned, &r->n_pruned);
+    for (int k = 0; !rc && k < u->n; k++) /* the final mask, each head at its layer in its stack */
+        for (int h = 0; !rc && h < u->cfg.n_head[k]; h++) {
+            const int l = u->type[k] == HS_ATTN_ENC ? u->layer[k] : u->layer[k] - m->cfg.enc_layers;
+            rc = hs_head_table_add(&r->table, l, h, HS_METRIC(PRUNED),
+                                   pruned[(size_t)k * HS_MAX_HEADS + h], 0, 0);
+            if (!rc)
+                r->table.rows[r->table.n - 1].attn = hs_attn_type_name(u->type[k]);
+        }
+    if (!rc && o->out)
+        rc = pairs_write_out(o, env, u, pruned);
+    free(pruned);
+    free(u);
+    r->rows = (hs_study_rows){ .heads = &r->table };
+    return rc;
+}
+
 int hs_prune_study(hs_prune_result *r, const hs_prune_study_opts *o, const hs_study_env *env)
 {
     memset(r, 0, sizeof *r);
@@ -208,6 +298,8 @@ int hs_prune_study(hs_prune_result *r, const hs_prune_study_opts *o, const hs_st
     if (o->method && !strcmp(o->method, "l0"))
         return l0_study(r, o, env);
     r->heads = 0;
+    if (env->pairs)
+        return pairs_prune(r, o, env);
     snprintf(r->curve.name, sizeof r->curve.name, "%s", HS_METRIC(PRUNING));
     const hs_model_config *c = &m->cfg;
     for (int l = 0; l < c->n_layer; l++)

@@ -19,6 +19,9 @@ typedef struct {
      * SPEC §16: one run per lambda, l0.lambda the run's) */
     const char *method;
     hs_l0_opts l0;   /* batch, stop and progress are the study's */
+    /* --pairs: the attention types pruned jointly, "enc,dec,cross" or a
+     * subset (NULL: all three) */
+    const char *attn;
     /* after every step (step 0: unpruned), for a caller's report */
     void (*on_step)(void *ctx, int step, int pruned, double fraction, double loss,
                     double stderr_loss);

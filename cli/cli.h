@@ -388,6 +388,14 @@ typedef struct cli_study {
         hs_print_##NAME(f, s, &((const hs_##NAME##_study_result *)r)->MEMBER);             \
     }
 
+/* After a parse: returns the exit status once rc is set (-1: --help was
+ * printed, exit 0). */
+#define CLI_EXIT_IF(rc)                                                                    \
+    do {                                                                                   \
+        if (rc)                                                                            \
+            return (rc) < 0 ? 0 : (rc);                                                    \
+    } while (0)
+
 /* Parses o and checks that every input the flags name is there: 0 to go
  * on, else the exit status (-1 once --help was printed: exit 0). */
 int cli_study_parse(cli_study *s, opt *o, int n, int argc, char **argv);

@@ -50,11 +50,12 @@ static int cmd_importance(int argc, char **argv)
 {
     hs_mlm_opts mlm = HS_MLM_OPTS_UNSET;
     hs_importance_opts io = { 0 };
-    cli_study s = { &hs_importance_kind, &io, { .batch = 4, .need_batch = 1, .mlm = &mlm },
+    cli_study s = { &hs_importance_kind, &io, { .batch = 4, .need_batch = 1, .mlm = &mlm, .allow_pairs = 1 },
                     .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_importance };
     opt o[] = {
         CLI_STUDY_DATA_OPTS(s),
         CLI_STUDY_TASK_OPTS(s),
+        OPT_PAIRS(&s.in.pairs),
         OPT_BATCH(&s.in.batch),
         OPT_SEQ_LEN(&s.in.seq_len),
         OPT_MAX_BATCHES(&s.max_batches),
@@ -96,7 +97,7 @@ static int cmd_prune(int argc, char **argv)
     hs_prune_study_opts so = { .prune = { .step_percent = 10, .max_percent = 50 } };
     const char *lambdas = NULL;
     hs_prune_opts *po = &so.prune;
-    cli_study s = { &hs_prune_kind, &so, { .batch = 4, .need_batch = 1, .mlm = &mlm },
+    cli_study s = { &hs_prune_kind, &so, { .batch = 4, .need_batch = 1, .mlm = &mlm, .allow_pairs = 1 },
                     .flags = CLI_NEEDS_DATA | CLI_STOPPABLE, .print = print_prune };
     prune_ctx pc = { .so = &so };
     so.on_step = prune_step, so.ctx = &pc;
@@ -122,6 +123,8 @@ static int cmd_prune(int argc, char **argv)
         { "--steps", OPT_INT, &so.l0.steps, 0, "S", "l0: Adam steps (default 500)", 0 },
         { "--lr", OPT_DOUBLE, &so.l0.lr, 0, "LR", "l0: Adam's learning rate on log alpha (default 0.1)", 0 },
         { "--train-model", OPT_FLAG, &so.l0.train_model, 0, NULL, "l0: train the weights too", 0 },
+        OPT_PAIRS(&s.in.pairs),
+        { "--attn", OPT_STR, &so.attn, 0, "LIST", "with --pairs: the attention types pruned jointly, enc,dec,cross (default: all)", 0 },
         OPT_BATCH(&s.in.batch),
         OPT_SEQ_LEN(&s.in.seq_len),
         OPT_MAX_BATCHES_AS(&s.max_batches, "batches per evaluation (0: all)"),
@@ -163,6 +166,7 @@ static const opt_rule prune_rules[] = {
     { "--method", OPTS_NEEDS, "--lambda,--steps,--lr,--train-model", "they concern --method l0" },
     OPT_MLM_RULE,
     { "--out", OPTS_NEEDS, "--structural,--force", "they concern the written model" },
+    { "--pairs", OPTS_NEEDS, "--attn", "it selects an encoder-decoder's attention types" },
 };
 
 HS_COMMAND(cmd_ablate_record) = {

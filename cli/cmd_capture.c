@@ -124,8 +124,7 @@ static int cmd_capture(int argc, char **argv)
     };
     const int n = CLI_N(o);
     int rc = cli_opts_parse("capture", o, n, argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     const char *data = task.path ? task.path : co.pairs ? co.pairs : hs_source_path(&src);
     if (!model || !data || !co.out)
         return cli_usage_error("capture", "--model DIR, --data FILE (or --text FILE, --pairs FILE) and --out FILE.h5 are required");
@@ -153,8 +152,7 @@ static int cmd_maps(int argc, char **argv)
             break;
         }
     int rc = cli_opts_parse("maps", o, 1, argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     if (!file)
         return cli_usage_error("maps", "a map file is required");
     hs_maps_reader *r;

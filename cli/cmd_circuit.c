@@ -32,8 +32,7 @@ static int cmd_circuit(int argc, char **argv)
         CLI_STUDY_TAIL_OPTS(s),
     };
     int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     if (!s.in.model || !s.in.prompts || !s.db || !co.method)
         return cli_usage_error("circuit",
                                "--model DIR, --prompts FILE, --db FILE and --method are required");

@@ -19,8 +19,7 @@ static int cmd_convert(int argc, char **argv)
         OPT_JSON(&json),
     };
     int rc = cli_opts_parse("convert", o, CLI_N(o), argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     if (!model || !out || !G == !to || (to && strcmp(to, "safetensors")))
         return cli_usage_error("convert", "--model DIR, --out DIR and one of --kv-heads G or "
                                           "--to safetensors are required");

@@ -120,8 +120,7 @@ static int cmd_experiment(int argc, char **argv)
     int nover = 0;
     int rc = cli_opts_parse("experiment", o, CLI_N(o), argc - !help,
                             argv + !help, overrides, 64, &nover);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     if (!hs_source_path(&src) || !db)
         return cli_usage_error("experiment",
                                "--data FILE (or --text FILE) and --db FILE are required");

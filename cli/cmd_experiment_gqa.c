@@ -56,8 +56,7 @@ int cli_experiment_gqa(int argc, char **argv)
         OPT_JSON(&json),
     };
     int rc = cli_opts_parse("experiment", o, CLI_N(o), argc - 1, argv + 1, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     const char *data = hs_source_path(&src);
     if (!model || !data || !db || !go.original_steps)
         return cli_usage_error("experiment", "gqa needs --model DIR, --data FILE (or --text FILE), "

@@ -90,8 +90,7 @@ int cli_experiment_windows(int argc, char **argv)
     const char *overrides[64];
     int nover = 0;
     int rc = cli_opts_parse("experiment", o, CLI_N(o), argc - 1, argv + 1, overrides, 64, &nover);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
 
     if (!hs_source_path(&src) || !db)
         return cli_usage_error("experiment",

@@ -32,8 +32,7 @@ static int cmd_generate(int argc, char **argv)
         OPT_JSON(&json),
     };
     int rc = cli_opts_parse("generate", o, CLI_N(o), argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     if (!model || (!text == !ids_s))
         return cli_usage_error("generate", "--model DIR and one of --prompt (--source) TEXT or --prompt-ids (--source-ids) are required");
     so.top_k = top_k, so.seed = (unsigned long long)seed;

@@ -53,8 +53,7 @@ static int cmd_logit_lens(int argc, char **argv)
         CLI_STUDY_TAIL_OPTS(s),
     };
     int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     if (!!s.in.prompts + !!src->data + !!src->text != 1)
         return cli_usage_error("logit-lens", "--model DIR, --db FILE and one of --prompts FILE or "
                                              "--data FILE (or --text FILE) are required");

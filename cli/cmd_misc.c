@@ -27,8 +27,7 @@ static int cmd_kv_bytes(int argc, char **argv)
         { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
     };
     int rc = cli_opts_parse("kv-bytes", o, CLI_N(o), argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     if (!T || (!model && (!N || !G || !dh)))
         return cli_usage_error("kv-bytes",
                                "--seq-len and either --model or --layers, --kv-heads and "

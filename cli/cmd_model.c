@@ -30,8 +30,7 @@ static int cmd_info(int argc, char **argv)
     };
     const int n_o = CLI_N(o);
     int rc = cli_opts_parse("info", o, n_o, argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     if (!model)
         return cli_usage_error("info", "--model DIR is required");
     const int plan = cli_opts_given(o, n_o, "--batch") || cli_opts_given(o, n_o, "--seq-len");
@@ -64,8 +63,7 @@ static int cmd_tokens(int argc, char **argv)
         { "--json", OPT_FLAG, &json, 0, NULL, "print one JSON object", 0 },
     };
     int rc = cli_opts_parse("tokens", o, CLI_N(o), argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     r.special = !no_special, r.seed = (unsigned long long)seed;
     hs_tokens_made m;
     int lo, hi;
@@ -132,8 +130,7 @@ static int cmd_eval(int argc, char **argv)
         OPT_ALLOW_NONFINITE(&allow_nonfinite),
     };
     int rc = cli_opts_parse("eval", o, CLI_N(o), argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     const char *data = in.pairs ? in.pairs : hs_source_path(&in.source);
     if (!model || (!data && !task.path))
         return cli_usage_error("eval", "--model DIR and --data, --text, --task or --pairs are required");
@@ -352,8 +349,7 @@ static int cmd_train(int argc, char **argv)
     int noverrides = 0;
     const int n = CLI_N(o);
     int rc = cli_opts_parse("train", o, n, argc, argv, overrides, 64, &noverrides);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     const char *data = task.path ? task.path : hs_source_path(&src), *val = hs_source_path(&vsrc);
     if ((rc = train_checks(&so, data, preset, init, noverrides, force)))
         return rc;

@@ -80,8 +80,7 @@ static int cmd_plot(int argc, char **argv)
     }
     rq.kind = argv[1];
     int rc = cli_opts_parse("plot", o, n, argc - 1, argv + 1, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     const hs_plot_kind *k = hs_plot_kind_find(rq.kind);
     if (!k)
         return cli_usage_error("plot", "unknown kind '%s' (%s)", rq.kind, kinds);

@@ -21,8 +21,7 @@ static int cmd_predict(int argc, char **argv)
         OPT_JSON(&json),
     };
     int rc = cli_opts_parse("predict", o, CLI_N(o), argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     model = in.model;
     if (!model || !!text + !!ids_s + !!in.prompts != 1)
         return cli_usage_error("predict", "--model DIR and one of --prompt, --prompt-ids, "

@@ -19,8 +19,7 @@ static int cmd_report(int argc, char **argv)
         OPT_JSON(&json),
     };
     int rc = cli_opts_parse("report", o, CLI_N(o), argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     if (!rq.db || !rq.dir)
         return cli_usage_error("report", "--db FILE and --out DIR are required");
     rq.seq = seq;

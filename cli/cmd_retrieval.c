@@ -23,8 +23,7 @@ static int cmd_retrieval(int argc, char **argv)
         CLI_STUDY_TAIL_OPTS(s),
     };
     int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     if (!s.in.model || !s.in.source.text || !ro.needles || !ro.lengths || !ro.depths || !s.db)
         return cli_usage_error(cli_current->name, "--model DIR, --haystack FILE, --needles FILE, "
                                "--lengths N,..., --depths D,... and --db FILE are required");
@@ -73,8 +72,7 @@ static int cmd_kv_plan(int argc, char **argv)
         { "--out", OPT_STR, &out, 0, "PLAN.json", "the plan file to write", 0 },
     };
     int rc = cli_opts_parse("kv-plan", o, CLI_N(o), argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     if (!db || !run || keep < 0 || !out)
         return cli_usage_error("kv-plan", "--db FILE, --run ID, --keep-fraction P and --out "
                                "PLAN.json are required");

@@ -76,8 +76,7 @@ static int cmd_patterns(int argc, char **argv)
         CLI_STUDY_TAIL_OPTS(s),
     };
     int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     if (!s.db || (!po.maps && (!s.in.model || (!hs_source_path(&s.in.source) && !s.task.path))))
         return cli_usage_error("patterns", "--model DIR, --data FILE (or --text or --task FILE) "
                                "and --db FILE are required (or --maps FILE and --db FILE)");

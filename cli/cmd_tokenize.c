@@ -19,8 +19,7 @@ static int cmd_tokenize(int argc, char **argv)
         OPT_JSON(&json),
     };
     int rc = cli_opts_parse("tokenize", o, CLI_N(o), argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     if (!path)
         return cli_usage_error("tokenize", "--tokenizer PATH is required");
     if (!text == !in)

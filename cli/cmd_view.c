@@ -43,8 +43,7 @@ static int cmd_view(int argc, char **argv)
         OPT_JSON(&json),
     };
     int rc = cli_opts_parse("view", o, CLI_N(o), argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     if (!rq.maps || !rq.dir)
         return cli_usage_error("view", "--maps FILE.h5 and --out DIR are required");
     rq.half = !strcmp(dtype, "f16");

@@ -68,8 +68,7 @@ static int cmd_version(int argc, char **argv)
     int json = 0;
     opt o[] = { OPT_JSON(&json) };
     int rc = cli_opts_parse("version", o, 1, argc, argv, NULL, 0, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    CLI_EXIT_IF(rc);
     if (json)
         printf("{\"version\":\"%s\",\"precision\":\"%s\"}\n", HS_VERSION, HS_REAL_NAME);
     else

@@ -604,13 +604,16 @@ void hs_print_importance(FILE *f, const hs_summary *s, const hs_importance_resul
                          const hs_importance_opts *o)
 {
     (void)o;
+    const char *attn = r->least_attn ? r->least_attn : "";
     if (s->json)
         fprintf(f, "{\"run_id\":%lld,\"sequences\":%ld,\"seconds\":%.3f,\"least_important\":"
-                "{\"layer\":%d,\"head\":%d}}\n", s->run_id, r->sequences, s->seconds,
-                r->least_layer, r->least_head);
+                "{%s%s%s\"layer\":%d,\"head\":%d}}\n", s->run_id, r->sequences, s->seconds,
+                *attn ? "\"attn\":\"" : "", attn, *attn ? "\"," : "", r->least_layer,
+                r->least_head);
     else
-        fprintf(f, "run %lld: importance of every head over %ld sequences in %s (%.2f s); least "
-                "important: layer %d head %d\n", s->run_id, r->sequences, s->db, s->seconds,
+        fprintf(f, "run %lld: importance of every head over %ld %s in %s (%.2f s); least "
+                "important: %s%slayer %d head %d\n", s->run_id, r->sequences,
+                *attn ? "pairs" : "sequences", s->db, s->seconds, attn, *attn ? " " : "",
                 r->least_layer, r->least_head);
 }
 

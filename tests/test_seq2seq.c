@@ -22,6 +22,7 @@
 #include "config_file.h"
 #include "fixture.h"
 #include "pairs.h"
+#include "pairs_heads.h"
 #include "runner.h"
 #include "seq2seq.h"
 #include "transformer.h"
@@ -295,6 +296,42 @@ static void gradient_case(const char *name)
     CU_ASSERT(seen >= 5);
     CU_ASSERT(worst <= GRAD_TOL);
     hs_s2s_acts_free(&a);
+
+    /* Michel et al.'s importance_raw of every unit on the pairs file, one
+     * pair a batch and both at once: torch's mean over pairs of |dL_n/dxi| */
+    char path[600];
+    snprintf(path, sizeof path, "%s/pairs.jsonl", dir);
+    hs_pairs p;
+    hs_tokenizer *tk = NULL;
+    CU_ASSERT_EQUAL_FATAL(hs_pairs_load(&p, path, &m.cfg, &tk, NULL, dir, 0), HS_OK);
+    hs_pairs_units u;
+    CU_ASSERT_EQUAL_FATAL(hs_pairs_units_init(&u, &m.cfg, 1u << HS_ATTN_ENC | 1u << HS_ATTN_DEC |
+                                                              1u << HS_ATTN_CROSS), HS_OK);
+    CU_ASSERT_EQUAL(u.n, E + 2 * (L - E));
+    for (int batch = 1; batch <= 2; batch++) {
+        hs_importance imp;
+        CU_ASSERT_EQUAL_FATAL(hs_importance_alloc(&imp, &u.cfg), HS_OK);
+        CU_ASSERT_EQUAL_FATAL(hs_pairs_importance(&imp, &m, &p, &u, batch, NULL, NULL, NULL, NULL),
+                              HS_OK);
+        CU_ASSERT_EQUAL(imp.n, B);
+        double e = 0;
+        for (int k = 0; k < u.n; k++) {
+            char key[32];
+            snprintf(key, sizeof key, "imp_raw_%s", hs_attn_type_name(u.type[k]));
+            const fx_tensor *w = fx_tensor_get(&fc, key);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+            const int row = u.type[k] == HS_ATTN_ENC ? u.layer[k] : u.layer[k] - E;
+            for (int h = 0; h < H; h++) {
+                const double want = w->v[(size_t)row * H + h];
+                e = fmax(e, fabs(imp.raw[(size_t)k * HS_MAX_HEADS + h] - want) /
+                                fmax(1e-3, fabs(want)));
+            }
+        }
+        printf("\n    importance_raw (batch %d)      %.3g", batch, e);
+        CU_ASSERT(e <= GRAD_TOL);
+        hs_importance_free(&imp);
+    }
+    hs_pairs_free(&p);
     free(buf), free(ones), free(dg), free(dx);
     free(src), free(dec), free(tgt);
     hs_model_free(&m);

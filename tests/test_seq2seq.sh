@@ -5,7 +5,8 @@
 # appended once, whether the tokenizer adds it or not); capture --pairs
 # writes every map of every type as torch computes it; generate --source
 # stops after eos, its text = its ids; eval --bleu scores the greedy
-# outputs; ablate --pairs keys its rows by attention type; info shows the
+# outputs; ablate --pairs keys its rows by attention type; importance and
+# prune --pairs measure and prune heads of every type; info shows the
 # two stacks; bad pairs and the commands that run one stack are refused, saying
 # why.
 # Usage: tests/test_seq2seq.sh HEADSCOPE_BINARY FIXTURE_DIR [ONLY=checks]
@@ -229,10 +230,64 @@ for name in ("encoder self-attention", "decoder self-attention", "(cross) attent
     assert name in t, name' || bad "the report's table by attention type" || return 1
     expect_refused 2 ablate "--pairs: an encoder-decoder's heads are zero-ablated only" \
         --model "$S2S/t5" --pairs "$S2S/t5/pairs.jsonl" --db ab2.db || return 1
-    expect_refused 2 importance "unknown option '--pairs'" --model "$S2S/t5" \
-        --pairs "$S2S/t5/pairs.jsonl" --db ab2.db || return 1
     expect_refused 2 ablate "instead of --data" --model "$S2S/t5" \
         --pairs "$S2S/t5/pairs.jsonl" --data x.bin --db ab2.db --method zero || return 1
+}
+
+# importance --pairs: every head of every type, importance_raw = torch's
+# mean over pairs of |dL_n/dxi| (imp_raw_TYPE); prune --pairs --attn cross
+# prunes cross-attention heads alone, and the model it writes has the loss
+# of its last step; the refusals of what pairs do not take.
+importance_and_prune_pairs_by_type() {
+    hs importance --model "$S2S/flan_t5" --pairs "$S2S/flan_t5/pairs.jsonl" --db im.db \
+        --batch 2 --json
+    expect_rc 0 "importance --pairs" || return 1
+    expect_grep "$OUT" '"least_important":{"attn":"' "importance --pairs: the least's type" ||
+        return 1
+    py - "$FIX/seq2seq.txt" <<'PYEOF' || bad "importance --pairs rows" || return 1
+import sqlite3, sys
+want, case, key = {}, None, None
+lines = open(sys.argv[1]).read().split("\n")
+for i, line in enumerate(lines):
+    w = line.split()
+    if w[:1] == ["case"]:
+        case = w[1]
+    elif case == "flan_t5" and w[:1] == ["tensor"] and w[1].startswith("imp_raw_"):
+        H = int(w[4])
+        vals = list(map(float, lines[i + 1].split()))
+        for k, v in enumerate(vals):
+            want[(w[1][8:], k // H, k % H)] = v
+db = sqlite3.connect("im.db")
+got = {(a, l, h): v for a, l, h, v in db.execute(
+    "SELECT attn, layer, head, value FROM head_metrics WHERE metric = 'importance_raw'")}
+assert set(got) == set(want) and len(got) == 32, sorted(got)
+for k, v in want.items():
+    assert abs(got[k] - v) <= 2e-4 * max(1e-3, abs(v)), (k, got[k], v)
+norm = db.execute("SELECT count(*) FROM head_metrics WHERE metric = 'importance'").fetchone()
+assert norm == (32,), norm
+PYEOF
+    hs prune --model "$S2S/flan_t5" --pairs "$S2S/flan_t5/pairs.jsonl" --db pr.db --batch 2 \
+        --attn cross --step-percent 25 --max-percent 50 --out pruned --json
+    expect_rc 0 "prune --pairs --attn cross" || return 1
+    expect_eq "$(jget out.txt pruned)" 6 "cross heads pruned (50% of 12)" || return 1
+    hs eval --model pruned --pairs "$S2S/flan_t5/pairs.jsonl" --json
+    expect_rc 0 "eval of the pruned encoder-decoder" || return 1
+    py - "$(jget out.txt loss)" <<'PYEOF' || bad "prune --pairs mask and curve" || return 1
+import sqlite3, sys
+db = sqlite3.connect("pr.db")
+rows = db.execute("SELECT attn, sum(value), count(*) FROM head_metrics WHERE metric = 'pruned'"
+                  " GROUP BY attn").fetchall()
+assert rows == [("cross", 6.0, 12)], rows
+curve = db.execute("SELECT x, y FROM curves WHERE curve = 'pruning' ORDER BY step").fetchall()
+assert [x for x, _ in curve] == [0, 0.25, 0.5], curve
+assert abs(curve[-1][1] - float(sys.argv[1])) < 1e-6 * curve[-1][1], (curve, sys.argv[1])
+PYEOF
+    expect_refused 2 prune '"foo" is not an attention type' --model "$S2S/t5" \
+        --pairs "$S2S/t5/pairs.jsonl" --db pr2.db --attn enc,foo || return 1
+    expect_refused 2 prune "--attn needs --pairs" --model "$S2S/t5" --data x.bin \
+        --db pr2.db --attn enc || return 1
+    expect_refused 2 prune "written dense" --model "$S2S/t5" --pairs "$S2S/t5/pairs.jsonl" \
+        --db pr2.db --out p2 --structural || return 1
 }
 
 # Marian's stored sinusoid tables are checked against the formula.
@@ -299,5 +354,5 @@ PYEOF2
     expect_nofile x.h5 "a refused capture's file" || return 1
 }
 
-run_checks eval_pairs_equals_torch capture_pairs_maps_equal_torch stored_sinusoids_checked ablate_pairs_rows_by_attention_type generate_source_stops_after_eos bleu_scores_the_greedy_outputs text_pairs_tokenize_as_their_ids info_shows_the_stacks \
+run_checks eval_pairs_equals_torch capture_pairs_maps_equal_torch stored_sinusoids_checked ablate_pairs_rows_by_attention_type importance_and_prune_pairs_by_type generate_source_stops_after_eos bleu_scores_the_greedy_outputs text_pairs_tokenize_as_their_ids info_shows_the_stacks \
     bad_pairs_and_one_stack_commands_refuse

@@ -60,7 +60,9 @@ minus the clean loss; dgate_TYPE (layers of that type, H) the pooled
 loss's gradient with respect to each head's gate (its output z multiplied
 by the gate, all at 1), and grad:NAME the pooled loss's gradient with
 respect to the tensor headscope calls NAME (GRADS: its HF name), both by
-torch.autograd through the forwards above.
+torch.autograd through the forwards above; imp_raw_TYPE the mean over the
+pairs of |dL_n / d gate| (L_n pair n's summed target loss, gates per pair):
+Michel et al.'s importance_raw.
 """
 import json
 import math
@@ -126,7 +128,8 @@ def mha(x, kv, Wq, Wk, Wv, Wo, H, bias, mask, bq=None, bk=None, bv=None, bo=None
         q_scale=1.0, zero_head=None, gate=None):
     """T5Attention / BartAttention: mask (B, 1 or q, k) True where hidden;
     zero_head: that head's output (before o / out_proj) zeroed; gate (H):
-    each head's output multiplied by its gate (Michel et al.'s xi)."""
+    each head's output multiplied by its gate (Michel et al.'s xi); (B, H):
+    one set per sequence."""
     Bn, q_len, _ = x.shape
     k_len = kv.shape[1]
     q = F.linear(x, Wq, bq) * q_scale
@@ -146,7 +149,7 @@ def mha(x, kv, Wq, Wk, Wv, Wo, H, bias, mask, bq=None, bk=None, bv=None, bo=None
         z = z.clone()
         z[:, zero_head] = 0
     if gate is not None:
-        z = z * gate.view(1, H, 1, 1)
+        z = z * gate.view(-1, H, 1, 1)
     z = z.transpose(1, 2).reshape(Bn, q_len, H * dh)
     return F.linear(z, Wo, bo), p
 
@@ -534,6 +537,16 @@ def gradients(name, family, W, c, src, dec, tgt, H):
     for ours, hf in GRADS[name]:
         g = leaves[hf].grad
         out += [f"tensor grad:{ours} {g.dim()} " + " ".join(map(str, g.shape)), fmt(g)]
+    # Michel et al.'s importance_raw: per pair, its summed loss's gradient by
+    # its own gates (gates per sequence), |.| averaged over the pairs
+    Bn = src.shape[0]
+    gates = {(t, l): torch.ones(Bn, H, requires_grad=True) for t in n for l in range(n[t])}
+    logits = forward(family, W, c, src, dec, gates=gates)[0]
+    F.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1), ignore_index=-100,
+                    reduction="sum").backward()
+    for t in ("enc", "dec", "cross"):
+        g = torch.stack([gates[(t, l)].grad.abs().mean(0) for l in range(n[t])])
+        out += [f"tensor imp_raw_{t} 2 {n[t]} {H}", fmt(g)]
     return out
 
 
@@ -585,7 +598,8 @@ def main():
         "# genB: greedy decoding of pair B's source alone, at most 6 new ids;",
         "# ablate_TYPE_L_H: the pooled loss with that head zeroed minus the clean loss;",
         "# dgate_TYPE (layers, H) the pooled loss's gradient by each head's gate at 1;",
-        "# grad:NAME the pooled loss's gradient by headscope's tensor NAME",
+        "# grad:NAME the pooled loss's gradient by headscope's tensor NAME;",
+        "# imp_raw_TYPE (layers, H) the mean over pairs of |d(pair's summed loss)/d gate|",
     ]
     for k, (name, family, c, seed, offs) in enumerate(CASES):
         marian = family == "marian"

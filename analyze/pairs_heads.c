@@ -1,0 +1,229 @@
+#include "pairs_heads.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eval.h"
+#include "metrics.h"
+#include "stats.h"
+
+int hs_pairs_units_init(hs_pairs_units *u, const hs_model_config *c, unsigned types)
+{
+    memset(u, 0, sizeof *u);
+    u->cfg = *c;
+    const int E = c->enc_layers, L = c->n_layer;
+    for (int ty = HS_ATTN_ENC; ty <= HS_ATTN_CROSS; ty++) {
+        if (!(types >> ty & 1))
+            continue;
+        for (int l = ty == HS_ATTN_ENC ? 0 : E; l < (ty == HS_ATTN_ENC ? E : L); l++) {
+            if (u->n == HS_MAX_LAYERS)
+                return hs_fail(HS_EINVAL, "the model's layers of the types asked for are more "
+                                          "than %d", HS_MAX_LAYERS);
+            u->type[u->n] = (hs_attn_type)ty;
+            u->layer[u->n] = l;
+            u->cfg.n_head[u->n] = c->n_head[l];
+            u->cfg.n_kv_head[u->n] = c->n_kv_head[l];
+            u->n++;
+        }
+    }
+    if (!u->n)
+        return hs_fail(HS_EINVAL, "--attn: no attention type selected");
+    u->cfg.n_layer = u->n;
+    return HS_OK;
+}
+
+int hs_attn_types_parse(unsigned *types, const char *list)
+{
+    *types = 0;
+    const char *s = list;
+    while (*s) {
+        const size_t n = strcspn(s, ",");
+        int ty = -1;
+        for (int k = HS_ATTN_ENC; k <= HS_ATTN_CROSS; k++)
+            if (n == strlen(hs_attn_type_name((hs_attn_type)k)) &&
+                !strncmp(s, hs_attn_type_name((hs_attn_type)k), n))
+                ty = k;
+        if (ty < 0)
+            return hs_fail(HS_EINVAL, "--attn %s: \"%.*s\" is not an attention type (enc, dec, "
+                                      "cross, separated by commas)", list, (int)n, s);
+        *types |= 1u << ty;
+        s += n + (s[n] == ',');
+    }
+    if (!*types)
+        return hs_fail(HS_EINVAL, "--attn: enc, dec or cross, separated by commas");
+    return HS_OK;
+}
+
+void hs_pairs_units_gates(const hs_real **self, const hs_real **cross, const hs_pairs_units *u,
+                          const hs_real *const *g, int n_layer)
+{
+    memset(self, 0, sizeof *self * (size_t)n_layer);
+    memset(cross, 0, sizeof *cross * (size_t)n_layer);
+    for (int k = 0; g && k < u->n; k++)
+        (u->type[k] == HS_ATTN_CROSS ? cross : self)[u->layer[k]] = g[k];
+}
+
+/* Per-pair gates and their gradients for one batch of B pairs: (B, H) for
+ * every layer's self-attention and every decoder layer's cross-attention. */
+typedef struct {
+    hs_real *self[HS_MAX_LAYERS], *cross[HS_MAX_LAYERS];
+    hs_real *dself[HS_MAX_LAYERS], *dcross[HS_MAX_LAYERS];
+} pair_gates;
+
+static void pair_gates_free(pair_gates *g, int L)
+{
+    for (int l = 0; l < L; l++)
+        free(g->self[l]), free(g->cross[l]), free(g->dself[l]), free(g->dcross[l]);
+}
+
+static int pair_gates_alloc(pair_gates *g, const hs_model_config *c, int B)
+{
+    memset(g, 0, sizeof *g);
+    int ok = 1;
+    for (int l = 0; l < c->n_layer; l++) {
+        const size_t n = (size_t)B * c->n_head[l];
+        ok &= (g->self[l] = hs_calloc(n, sizeof(hs_real), "gates")) != NULL;
+        ok &= (g->dself[l] = hs_calloc(n, sizeof(hs_real), "gate gradients")) != NULL;
+        if (hs_config_cross(c, l)) {
+            ok &= (g->cross[l] = hs_calloc(n, sizeof(hs_real), "gates")) != NULL;
+            ok &= (g->dcross[l] = hs_calloc(n, sizeof(hs_real), "gate gradients")) != NULL;
+        }
+    }
+    if (!ok)
+        pair_gates_free(g, c->n_layer);
+    return ok ? HS_OK : HS_ENOMEM;
+}
+
+/* Sets every pair's gates to the units' (1 elsewhere) and zeroes the
+ * gradients, for B pairs. */
+static void pair_gates_set(pair_gates *g, const hs_model_config *c, const hs_pairs_units *u,
+                           const hs_real *const *gates, int B)
+{
+    const hs_real *self[HS_MAX_LAYERS], *cross[HS_MAX_LAYERS];
+    hs_pairs_units_gates(self, cross, u, gates, c->n_layer);
+    for (int l = 0; l < c->n_layer; l++) {
+        const int H = c->n_head[l];
+        for (int k = 0; k < 2; k++) {
+            hs_real *x = k ? g->cross[l] : g->self[l], *dx = k ? g->dcross[l] : g->dself[l];
+            const hs_real *from = k ? cross[l] : self[l];
+            for (int b = 0; x && b < B; b++)
+                for (int h = 0; h < H; h++)
+                    x[b * H + h] = from ? from[h] : 1;
+            if (dx)
+                memset(dx, 0, sizeof(hs_real) * B * H);
+        }
+    }
+}
+
+/* The training activations for a batch's shape, kept between batches. */
+static int acts_for(hs_s2s_acts *a, const hs_model_config *c, int B, int S, int T)
+{
+    if (a->B == B && a->S == S && a->T == T)
+        return HS_OK;
+    hs_s2s_acts_free(a);
+    return hs_s2s_acts_alloc(a, c, B, S, T, HS_S2S_TRAIN);
+}
+
+/* One batch's pairs i0 .. i0 + n - 1: forward, the backward of each pair's
+ * summed loss to its gates, |g| of every unit's head into g_abs. */
+static int importance_batch(hs_head_stats *g_abs, hs_s2s_acts *a, pair_gates *pg,
+                            const hs_model *m, const hs_pairs *p, const hs_pairs_units *u,
+                            const hs_real *const *gates, int32_t *buf, int i0, int n)
+{
+    const hs_model_config *c = &m->cfg;
+    int S, T;
+    hs_pairs_batch_shape(p, i0, n, &S, &T);
+    int32_t *src = buf, *dec = src + (size_t)n * S, *tgt = dec + (size_t)n * T;
+    hs_pairs_fill(src, dec, tgt, p, c, i0, n, S, T);
+    int rc = acts_for(a, c, n, S, T);
+    if (rc)
+        return rc;
+    pair_gates_set(pg, c, u, gates, n);
+    a->gates = (const hs_real *const *)pg->self, a->cross_gates = (const hs_real *const *)pg->cross;
+    a->gates_per_seq = 1;
+    if ((rc = hs_s2s_encode(a, m, src)) || (rc = hs_s2s_decode(a, m, dec, tgt)) ||
+        (rc = hs_s2s_backward(NULL, pg->dself, pg->dcross, a, m, src, dec, tgt, 1)))
+        return rc;
+    for (int k = 0; k < u->n; k++) {
+        const int l = u->layer[k], H = c->n_head[l];
+        const hs_real *d = u->type[k] == HS_ATTN_CROSS ? pg->dcross[l] : pg->dself[l];
+        for (int b = 0; b < n; b++)
+            for (int h = 0; h < H; h++)
+                hs_welford_add(hs_head_stat(g_abs, k, h), fabs((double)d[b * H + h]));
+    }
+    return HS_OK;
+}
+
+int hs_pairs_importance(hs_importance *r, const hs_model *m, const hs_pairs *p,
+                        const hs_pairs_units *u, int B, const hs_real *const *gates,
+                        volatile sig_atomic_t *stop, hs_progress_fn progress, void *ctx)
+{
+    const hs_model_config *c = &m->cfg;
+    if (B < 1)
+        return hs_fail(HS_EINVAL, "batch %d must be positive", B);
+    hs_head_stats g_abs;
+    int rc = hs_head_stats_init(&g_abs, &u->cfg);
+    if (rc)
+        return rc;
+    pair_gates pg;
+    if ((rc = pair_gates_alloc(&pg, c, B))) {
+        hs_head_stats_free(&g_abs);
+        return rc;
+    }
+    int32_t *buf = hs_calloc((size_t)B * (p->max_src + 2 * (size_t)p->max_tgt), sizeof *buf,
+                             "pairs batch");
+    rc = buf ? HS_OK : HS_ENOMEM;
+    hs_s2s_acts a = { 0 };
+    const size_t nb = ((size_t)p->n + (size_t)B - 1) / (size_t)B;
+    for (size_t k = 0; !rc && k < nb; k++) {
+        if (stop && *stop) {
+            rc = hs_fail(HS_EINTR, "interrupted after %zu of %zu batches", k, nb);
+            break;
+        }
+        const int i0 = (int)k * B, n = p->n - i0 < B ? p->n - i0 : B;
+        rc = importance_batch(&g_abs, &a, &pg, m, p, u, gates, buf, i0, n);
+        if (!rc && progress)
+            progress(ctx, k + 1, nb);
+    }
+    if (!rc)
+        hs_importance_of(r, &g_abs);
+    hs_s2s_acts_free(&a);
+    pair_gates_free(&pg, c->n_layer);
+    hs_head_stats_free(&g_abs);
+    free(buf);
+    return rc;
+}
+
+int hs_pairs_importance_to_table(hs_head_table *t, const hs_importance *r,
+                                 const hs_pairs_units *u, const hs_model_config *c)
+{
+    const int n0 = t->n;
+    int rc = hs_importance_to_table(t, r);
+    for (int i = n0; !rc && i < t->n; i++) {
+        hs_metric_row *w = &t->rows[i];
+        const int k = w->layer;
+        w->attn = hs_attn_type_name(u->type[k]);
+        w->layer = u->type[k] == HS_ATTN_ENC ? u->layer[k] : u->layer[k] - c->enc_layers;
+    }
+    return rc;
+}
+
+int hs_pairs_objective_importance(void *obj, hs_importance *imp, const hs_real *const *gates)
+{
+    const hs_pairs_objective *o = obj;
+    return hs_pairs_importance(imp, o->m, o->p, o->u, o->B, gates, o->stop, NULL, NULL);
+}
+
+int hs_pairs_objective_evaluate(void *obj, const hs_hooks *hooks, double *loss,
+                                double *stderr_loss)
+{
+    const hs_pairs_objective *o = obj;
+    const int L = o->m->cfg.n_layer;
+    const hs_real *self[HS_MAX_LAYERS], *cross[HS_MAX_LAYERS];
+    hs_pairs_units_gates(self, cross, o->u, hooks ? hooks->gates : NULL, L);
+    hs_eval_result r;
+    const int rc = hs_pairs_eval_gated(&r, o->m, o->p, o->B, self, cross);
+    *loss = r.loss, *stderr_loss = r.stderr_loss;
+    return rc;
+}

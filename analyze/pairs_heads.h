@@ -1,0 +1,62 @@
+/* Gradient studies of an encoder-decoder's heads on its pairs (SPEC §17):
+ * Michel et al.'s importance of every head of every attention type and
+ * their joint pruning. Both run over units, one per (attention type,
+ * layer) -- the encoder's layers, then the decoder's self-attention, then
+ * its cross-attention, of the types selected -- which importance.h's
+ * results and hs_prune's masks index as they index layers. */
+#ifndef HS_PAIRS_HEADS_H
+#define HS_PAIRS_HEADS_H
+
+#include <signal.h>
+
+#include "importance.h"
+#include "pairs.h"
+
+typedef struct {
+    int n;                                 /* units */
+    hs_attn_type type[HS_MAX_LAYERS];      /* each unit's: enc, dec or cross */
+    int layer[HS_MAX_LAYERS];              /* its layer of the model */
+    hs_model_config cfg;                   /* the model's, n_layer = n, n_head per unit */
+} hs_pairs_units;
+
+/* The units of c's layers of the types set in types (1 << HS_ATTN_ENC |
+ * DEC | CROSS). HS_EINVAL when more than HS_MAX_LAYERS. */
+int hs_pairs_units_init(hs_pairs_units *u, const hs_model_config *c, unsigned types);
+
+/* types from a list of "enc", "dec", "cross" separated by commas (--attn);
+ * HS_EINVAL naming the word otherwise. */
+int hs_attn_types_parse(unsigned *types, const char *list);
+
+/* The model's gates (n_layer pointers each, as hs_s2s_acts takes them) of
+ * unit gates g (a pointer per unit, NULL: none). */
+void hs_pairs_units_gates(const hs_real **self, const hs_real **cross, const hs_pairs_units *u,
+                          const hs_real *const *g, int n_layer);
+
+/* Every unit's heads' importance on the pairs, B a batch: for each pair,
+ * its summed target-token loss L, |dL / dxi| at the gates (unit gates,
+ * NULL: all 1; heads outside the units ungated) into r (allocated for
+ * u->cfg). progress after each batch. */
+int hs_pairs_importance(hs_importance *r, const hs_model *m, const hs_pairs *p,
+                        const hs_pairs_units *u, int B, const hs_real *const *gates,
+                        volatile sig_atomic_t *stop, hs_progress_fn progress, void *ctx);
+
+/* Appends r's rows as hs_importance_to_table does, each head at its layer
+ * within its stack with its attention type (rows' attn). */
+int hs_pairs_importance_to_table(hs_head_table *t, const hs_importance *r,
+                                 const hs_pairs_units *u, const hs_model_config *c);
+
+/* hs_prune's objective on pairs (hs_prune_opts' importance and evaluate,
+ * obj_ctx an hs_pairs_objective; the gates are the units'). */
+typedef struct {
+    const hs_model *m;
+    const hs_pairs *p;
+    const hs_pairs_units *u;
+    int B;
+    volatile sig_atomic_t *stop;
+} hs_pairs_objective;
+
+int hs_pairs_objective_importance(void *obj, hs_importance *imp, const hs_real *const *gates);
+int hs_pairs_objective_evaluate(void *obj, const hs_hooks *hooks, double *loss,
+                                double *stderr_loss);
+
+#endif
