@@ -333,7 +333,7 @@ int hs_pairs_bleu(hs_eval_result *r, const hs_model *m, const hs_pairs *p,
     if (!tk)
         return hs_fail(HS_EINVAL, "--bleu: detokenizing the outputs needs a tokenizer "
                                   "(--tokenizer, or the model directory's)");
-    const int max_new = c->pos != HS_POS_NONE && c->n_ctx < 64 ? c->n_ctx : 64;
+    const int max_new = hs_s2s_max_new(c);
     char **hyp = hs_calloc((size_t)p->n, sizeof *hyp, "bleu hypotheses");
     char **ref = hs_calloc((size_t)p->n, sizeof *ref, "bleu references");
     int32_t *out = hs_calloc((size_t)max_new + 1, sizeof *out, "bleu decoding");

@@ -89,7 +89,7 @@ int hs_pairs_ablate(hs_head_table *t, const hs_model *m, const hs_pairs *p,
                     const hs_pairs_ablate_opts *o);
 
 /* With bleu, also r->bleu (has_bleu set): every source decoded greedily
- * (hs_s2s_generate, at most 64 new tokens and the decoder's positions), the
+ * (hs_s2s_generate, at most hs_s2s_max_new tokens), the
  * new ids detokenized by tk without special tokens, against the target text
  * as given (an ids pair's: its target ids detokenized the same way), scored
  * by hs_bleu_corpus. HS_EINVAL without a tokenizer. */

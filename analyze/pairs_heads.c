@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "eval.h"
+#include "memory.h"
 #include "metrics.h"
+#include "optim.h"
 #include "stats.h"
 
 int hs_pairs_units_init(hs_pairs_units *u, const hs_model_config *c, unsigned types)
@@ -225,5 +227,84 @@ int hs_pairs_objective_evaluate(void *obj, const hs_hooks *hooks, double *loss,
     hs_eval_result r;
     const int rc = hs_pairs_eval_gated(&r, o->m, o->p, o->B, self, cross);
     *loss = r.loss, *stderr_loss = r.stderr_loss;
+    return rc;
+}
+
+/* ---- training ------------------------------------------------------------- */
+
+/* AdamW's update of m from the gradients g (n params): clipped to the
+ * global norm clip when it is > 0 (torch's clip_grad_norm_), then the step,
+ * which zeroes them. */
+static void update(hs_adam *opt, hs_model *m, hs_real *g, double clip, double lr)
+{
+    const size_t n = m->n_params;
+    if (clip > 0) {
+        double ss = 0;
+        for (size_t i = 0; i < n; i++)
+            ss += (double)g[i] * g[i];
+        const double coef = clip / (sqrt(ss) + 1e-6);
+        for (size_t i = 0; coef < 1 && i < n; i++)
+            g[i] *= (hs_real)coef;
+    }
+    opt->lr = lr;
+    hs_adam_step_zero(opt, m->params, g);
+}
+
+int hs_pairs_train(hs_model *m, const hs_pairs *p, const hs_pairs *val, const hs_train_opts *o)
+{
+    if (o->steps < 1 || !(o->lr > 0) || o->B < 1)
+        return hs_fail(HS_EINVAL, "steps %ld, learning rate %g and batch %d must be positive",
+                       o->steps, o->lr, o->B);
+    const hs_model_config *c = &m->cfg;
+    const int B = o->B;
+    hs_real *g = hs_calloc_held(m->n_params, sizeof(hs_real), "gradients");
+    int32_t *buf = hs_calloc((size_t)B * (p->max_src + 2 * (size_t)p->max_tgt), sizeof *buf,
+                             "pairs batch");
+    hs_adam opt = { 0 };
+    int rc = g && buf ? hs_adam_init(&opt, m->n_params, o->lr, o->weight_decay) : HS_ENOMEM;
+    hs_weights gw;
+    if (!rc)
+        hs_weights_bind(&gw, c, g);
+    hs_s2s_acts a = { 0 };
+    for (long step = 0; !rc && step < o->steps; step++) {
+        if (o->stop && *o->stop) {
+            rc = hs_fail(HS_EINTR, "interrupted after %ld steps", step);
+            break;
+        }
+        /* the pairs in file order, each pass's last batch what is left */
+        const int per_pass = (p->n + B - 1) / B, i0 = (int)(step % per_pass) * B;
+        const int n = p->n - i0 < B ? p->n - i0 : B;
+        int S, T;
+        hs_pairs_batch_shape(p, i0, n, &S, &T);
+        int32_t *src = buf, *dec = src + (size_t)n * S, *tgt = dec + (size_t)n * T;
+        hs_pairs_fill(src, dec, tgt, p, c, i0, n, S, T);
+        if ((rc = acts_for(&a, c, n, S, T)) || (rc = hs_s2s_encode(&a, m, src)) ||
+            (rc = hs_s2s_decode(&a, m, dec, tgt)))
+            break;
+        const double loss = a.loss;
+        if (!isfinite(loss)) {
+            rc = hs_fail(HS_EINVAL, "training: loss is %g at step %ld (diverged)", loss, step + 1);
+            break;
+        }
+        if ((rc = hs_s2s_backward(&gw, NULL, NULL, &a, m, src, dec, tgt,
+                                  (hs_real)(1.0 / (double)a.n_targets))))
+            break;
+        const double lr = o->warmup > 0 && step < o->warmup
+                              ? o->lr * (double)(step + 1) / (double)o->warmup
+                              : o->lr;
+        update(&opt, m, g, o->clip, lr);
+        if (o->on_step)
+            o->on_step(o->ctx, step + 1, loss, lr);
+        const int last = step + 1 == o->steps;
+        if (val && o->val_every > 0 && ((step + 1) % o->val_every == 0 || last)) {
+            hs_eval_result r;
+            if (!(rc = hs_pairs_eval(&r, m, val, B, o->val_batches, NULL, NULL)) && o->on_val)
+                o->on_val(o->ctx, step + 1, r.loss, r.stderr_loss);
+        }
+    }
+    hs_s2s_acts_free(&a);
+    hs_adam_free(&opt);
+    hs_free_held(g, m->n_params, sizeof(hs_real));
+    free(buf);
     return rc;
 }

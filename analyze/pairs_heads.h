@@ -11,6 +11,7 @@
 
 #include "importance.h"
 #include "pairs.h"
+#include "train.h"
 
 typedef struct {
     int n;                                 /* units */
@@ -58,5 +59,14 @@ typedef struct {
 int hs_pairs_objective_importance(void *obj, hs_importance *imp, const hs_real *const *gates);
 int hs_pairs_objective_evaluate(void *obj, const hs_hooks *hooks, double *loss,
                                 double *stderr_loss);
+
+/* Trains the encoder-decoder m in place on the pairs (SPEC §17): each step
+ * the next batch of o->B pairs in file order (each pass's last batch what
+ * is left), the mean target-token loss, its backward (hs_s2s_backward),
+ * clipping and Adam/AdamW as hs_train; on val (NULL: none) the pooled loss
+ * every o->val_every steps and after the last (o->val_batches batches, 0:
+ * all). o->T is not read. HS_EINTR when stopped (m holds the last step),
+ * HS_EINVAL when the loss is not finite. */
+int hs_pairs_train(hs_model *m, const hs_pairs *p, const hs_pairs *val, const hs_train_opts *o);
 
 #endif

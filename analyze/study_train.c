@@ -1,9 +1,11 @@
 /* The train study (study.h): training with its curves and its checkpoint. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "checkpoint.h"
+#include "config_file.h"
 #include "inputs.h"
 #include "memory.h"
 #include "mlm.h"
@@ -12,6 +14,7 @@
 #include "metrics.h"
 #include "study.h"
 #include "study_train.h"
+#include "pairs_heads.h"
 #include "task_heads.h"
 
 typedef struct {
@@ -65,9 +68,19 @@ int hs_train_study(hs_train_result *r, hs_model *m, const hs_tokens *data,
     train_ctx t = { o, r, { .ix = o->ix, .run_id = o->run_id }, (long)o->train.B * o->train.T,
                     hs_now(), "" };
     snprintf(t.train_loss.name, sizeof t.train_loss.name, "%s", HS_METRIC(TRAIN_LOSS));
+    if (o->pairs) { /* target tokens a step, at the pairs' mean length */
+        long tokens = 0;
+        for (int i = 0; i < o->pairs->n; i++)
+            tokens += o->pairs->tgt_len[i];
+        t.tokens_per_step = o->train.B * tokens / (o->pairs->n ? o->pairs->n : 1);
+    }
     hs_train_opts to = o->train;
     to.on_step = on_step, to.on_val = on_val, to.ctx = &t;
-    int rc = o->task ? hs_task_train(m, o->task, &to) : hs_train(m, data, &to);
+    if (!to.val_every)
+        to.val_every = to.steps >= 10 ? to.steps / 10 : 1;
+    int rc = o->task    ? hs_task_train(m, o->task, &to)
+             : o->pairs ? hs_pairs_train(m, o->pairs, o->val_pairs, &to)
+                        : hs_train(m, data, &to);
     r->seconds = hs_now() - t.start;
     hs_curve_writer_flush(&t.train_loss);
     note_failure(&t);
@@ -127,4 +140,33 @@ int hs_train_data_load(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const
                      "training (activations, gradients, AdamW's moments)"))
         return HS_ENOMEM;
     return hs_mkdirs(out);
+}
+
+int hs_train_model_open(hs_model *m, const hs_model_config *c, const char *config,
+                        const char *init, unsigned long long seed)
+{
+    if (init)
+        return hs_checkpoint_load(m, init);
+    hs_model_config fc;
+    char *json = NULL;
+    size_t len;
+    int rc = config ? hs_read_file(&json, &len, config, 1 << 24, 0) : HS_OK;
+    if (!rc && config)
+        rc = hs_config_parse(&fc, json, config);
+    free(json);
+    if (!rc && !(rc = hs_model_init(m, config ? &fc : c)))
+        hs_model_init_random(m, seed);
+    return rc;
+}
+
+int hs_train_pairs_load(struct hs_pairs *p, struct hs_pairs *vp, const hs_model *m,
+                        const char *path, const char *val, const char *tokenizer,
+                        const char *init, const char *out)
+{
+    hs_tokenizer *tk = NULL; /* read once, for both files */
+    int rc = hs_pairs_load(p, path, &m->cfg, &tk, tokenizer, init, 0);
+    if (!rc && val)
+        rc = hs_pairs_load(vp, val, &m->cfg, &tk, tokenizer, init, 0);
+    hs_tokenizer_free(tk);
+    return rc ? rc : hs_mkdirs(out);
 }

@@ -7,12 +7,16 @@
 #include "train.h"
 
 typedef struct {
-    /* B, T, steps, lr, weight_decay, clip, warmup, val, val_every,
-     * val_batches and stop as hs_train takes them (its on_step, on_val and
-     * ctx are the study's own) */
+    /* B, T, steps, lr, weight_decay, clip, warmup, val, val_every (0: a
+     * tenth of the steps), val_batches and stop as hs_train takes them (its
+     * on_step, on_val and ctx are the study's own) */
     hs_train_opts train;
     const struct hs_task *task; /* train --task: fine-tune the classifier on it (hs_task_train);
                                    NULL: the token data */
+    /* train --pairs: an encoder-decoder on its pairs, validated on val_pairs
+     * (NULL: none) (hs_pairs_train); curves' x counts target tokens at the
+     * pairs' mean length */
+    const struct hs_pairs *pairs, *val_pairs;
     const char *out; /* the checkpoint directory written (it exists) */
     /* curves train_loss (x = tokens seen) and val_loss of this run (ix NULL:
      * not recorded), and the written model as its artifact */
@@ -51,5 +55,20 @@ int hs_train_study(hs_train_result *r, hs_model *m, const hs_tokens *data,
 int hs_train_data_load(hs_tokens *tok, hs_tokens *vtok, const hs_model *m, const hs_source *src,
                        const hs_source *vsrc, const char *init, int B, int T, const char *out,
                        long seed);
+
+/* The model `train` starts from: the checkpoint init, or a configuration
+ * -- config.json at `config` (any family's keys) or else c (a preset's,
+ * hs_config_build) -- randomly initialised from seed. HS_OK or the status
+ * with the message set. */
+int hs_train_model_open(hs_model *m, const hs_model_config *c, const char *config,
+                        const char *init, unsigned long long seed);
+
+/* `train --pairs`'s data, read and checked before anything trains: the
+ * pairs at path and (val not NULL) at val into p and vp, text tokenized by
+ * tokenizer or the --init checkpoint's (init NULL: none); then the output
+ * folder made. HS_OK or the status with the message set. */
+int hs_train_pairs_load(struct hs_pairs *p, struct hs_pairs *vp, const hs_model *m,
+                        const char *path, const char *val, const char *tokenizer,
+                        const char *init, const char *out);
 
 #endif

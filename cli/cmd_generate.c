@@ -23,7 +23,7 @@ static int cmd_generate(int argc, char **argv)
         { "--prompt-ids", OPT_STR, &ids_s, 0, "I,I,...", "prompt as token ids", 0 },
         { "--source", OPT_STR, &text, 0, "TEXT", "an encoder-decoder's source text (as --prompt)", 0 },
         { "--source-ids", OPT_STR, &ids_s, 0, "I,I,...", "an encoder-decoder's source as token ids (as --prompt-ids)", 0 },
-        { "--max-new", OPT_INT, &max_new, 0, "N", "tokens to generate (default 32; from a source 64, stopping after eos)", 0 },
+        { "--max-new", OPT_INT, &max_new, 0, "N", "tokens to generate (default 32; from a source 64 or the decoder's positions, stopping after eos)", 0 },
         { "--temperature", OPT_DOUBLE, &so.temperature, 0, "T", "0: greedy; > 0: sampling", 0 },
         { "--top-k", OPT_INT, &top_k, 0, "K", "sample among the K likeliest (0: all)", 0 },
         { "--seed", OPT_LONG, &seed, 0, "S", "seed of the sampling generator", 0 },
@@ -47,7 +47,7 @@ static int cmd_generate(int argc, char **argv)
     int32_t *ids = NULL, *out = NULL;
     const int s2s = hs_config_seq2seq(&m.cfg), n = rc ? -1 : s2s && text ? hs_source_ids(tok, text, &m.cfg, &ids)
                                                            : cli_prompt_ids("generate", ids_s, text, tok, m.cfg.vocab_size, &ids);
-    max_new = max_new >= 0 ? max_new : s2s ? 64 : 32;
+    max_new = max_new >= 0 ? max_new : s2s ? hs_s2s_max_new(&m.cfg) : 32;
     if (n == 0)
         rc = cli_usage_error("generate", "the prompt is empty");
     else if (n < 0)

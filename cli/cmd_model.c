@@ -183,16 +183,15 @@ static void train_val(void *ctx, long step, double loss, double se)
 /* The model to train: a preset with its overrides, randomly initialised
  * from seed, or a checkpoint (with a note of what it leaves out); *T
  * resolved against it. 0 or the exit status (the error printed). */
-static int train_model(hs_model *m, int *T, const char *preset, const char **overrides,
-                       int noverrides, long seed, int seed_given, const char *init)
+static int train_model(hs_model *m, int *T, const char *preset, const char *config,
+                       const char **overrides, int noverrides, long seed, int seed_given,
+                       const char *init)
 {
     hs_model_config c;
     if (preset && hs_config_build(&c, preset, overrides, noverrides))
         return cli_usage_error("train", "%s", hs_last_error());
-    if (preset ? hs_model_init(m, &c) : hs_checkpoint_load(m, init))
+    if (hs_train_model_open(m, &c, config, init, (unsigned long long)seed))
         return cli_run_error("train");
-    if (preset)
-        hs_model_init_random(m, (unsigned long long)seed);
     if (init && seed_given && !m->cfg.encoder) /* sweep scripts pass it to all */
         fprintf(stderr, "headscope: train: note: --seed seeds nothing with --init (the weights "
                 "come from %s)\n", init);
@@ -211,8 +210,7 @@ static int train_run(hs_model *m, const hs_tokens *tok, hs_train_study_opts *so,
                      const char *db, int json)
 {
     train_ctx ctx = { .json = json };
-    const long long run_id = hs_run_id(run);
-    so->ix = hs_run_index(run), so->run_id = run_id;
+    so->ix = hs_run_index(run), so->run_id = hs_run_id(run);
     so->on_step = train_step, so->on_val = train_val, so->ctx = &ctx;
     so->train.stop = &cli_stop_requested;
     cli_install_signal_handlers();
@@ -236,20 +234,21 @@ static int train_run(hs_model *m, const hs_tokens *tok, hs_train_study_opts *so,
     if (r.curve_failed)
         fprintf(stderr, "headscope: train: warning: some curve points were not recorded in %s\n",
                 db);
-    hs_print_train(stdout, &(hs_summary){ run_id, db, 0, json }, &r, &so->train, so->out);
+    hs_print_train(stdout, &(hs_summary){ so->run_id, db, 0, json }, &r, &so->train, so->out);
     return 0;
 }
 
 /* The options that must hold before anything loads: 0 or the exit status. */
 static int train_checks(const hs_train_study_opts *so, const char *data, const char *preset,
-                        const char *init, int noverrides, int force)
+                        const char *config, const char *init, int noverrides, int force)
 {
     if (!so->out || !data)
-        return cli_usage_error("train", "--out DIR and --data FILE (or --text FILE, or --task "
-                                        "FILE.jsonl) are required");
-    if (!preset == !init)
-        return cli_usage_error("train", "give exactly one of --preset P and --init DIR");
-    if (init && noverrides)
+        return cli_usage_error("train", "--out DIR and --data FILE (or --text FILE, --task "
+                                        "FILE.jsonl or --pairs FILE.jsonl) are required");
+    if (!!preset + !!config + !!init != 1)
+        return cli_usage_error("train", "give exactly one of --preset P, --config FILE and "
+                                        "--init DIR");
+    if (!preset && noverrides)
         return cli_usage_error("train", "KEY=VALUE overrides apply to --preset only");
     if (!(so->train.lr > 0))
         return cli_usage_error("train", "--lr must be positive");
@@ -267,7 +266,6 @@ static int train_tokens(hs_model *m, hs_train_study_opts *so, const hs_source *s
     hs_train_opts *to = &so->train;
     hs_tokens tok = { 0 }, vtok = { 0 };
     to->val = val ? &vtok : NULL;
-    to->val_every = to->val_every ? to->val_every : (to->steps >= 10 ? to->steps / 10 : 1);
     hs_run *run = NULL;
     vsrc->tokenizer = src->tokenizer;
     const int rc = hs_train_data_load(&tok, &vtok, m, src, vsrc, init, to->B, to->T, so->out,
@@ -277,6 +275,24 @@ static int train_tokens(hs_model *m, hs_train_study_opts *so, const hs_source *s
                        : train_run(m, &tok, so, run, db, json);
     hs_tokens_free(&tok);
     hs_tokens_free(&vtok);
+    return rc;
+}
+
+/* train --pairs (SPEC §17): the encoder-decoder m on its pairs (validated
+ * on val when given), into a run of db. The exit status. */
+static int train_pairs(hs_model *m, hs_train_study_opts *so, const char *path, const char *val,
+                       const char *tokenizer, const char *init, const char *db, const opt *o,
+                       int n, int argc, char **argv, int json)
+{
+    hs_pairs p = { 0 }, vp = { 0 };
+    hs_run *run = NULL;
+    so->pairs = &p, so->val_pairs = val ? &vp : NULL;
+    const int rc = hs_train_pairs_load(&p, &vp, m, path, val, tokenizer, init, so->out) ||
+                           cli_run_open(&run, db, 0, NULL, path, o, n, argc, argv)
+                       ? cli_run_error("train")
+                       : train_run(m, NULL, so, run, db, json);
+    hs_pairs_free(&p);
+    hs_pairs_free(&vp);
     return rc;
 }
 
@@ -310,18 +326,19 @@ static int train_task(hs_model *m, const cli_task *task, int num_labels, long se
 
 static int cmd_train(int argc, char **argv)
 {
-    const char *preset = NULL, *init = NULL, *db = NULL;
+    const char *preset = NULL, *init = NULL, *db = NULL, *config = NULL, *pairs = NULL;
+    const char *val_pairs = NULL;
     hs_source src = { 0 }, vsrc = { 0 };
-    int threads = 0, json = 0, force = 0;
+    int threads = 0, json = 0, force = 0, num_labels = 0;
     long seed = 1, val_batches = 8;
     cli_task task = { 0 };
-    int num_labels = 0;
     hs_train_study_opts so = { .train = { .B = 4, .steps = 100, .lr = 1e-3, .val_batches = 8 } };
     hs_train_opts *to = &so.train;
     opt o[] = {
         { "--out", OPT_STR, &so.out, 0, "DIR", "where the trained checkpoint is written", 0 },
         { "--preset", OPT_STR, &preset, 0, "P", "gpt2, llama, gpt_neox, mistral, qwen2, mla, attn-only, tinylm, bert, roberta, ...; KEY=VALUE arguments override its config.json fields", 0 },
         { "--init", OPT_STR, &init, 0, "DIR", "start from this checkpoint instead of a preset", 0 },
+        { "--config", OPT_STR, &config, 0, "FILE", "a config.json (any family's keys) of the model, initialised by --seed", 0 },
         OPT_DATA_AS(&src.data, "training token shard"),
         OPT_TEXT_AS(&src.text, "--text", "training text, tokenized on the fly (instead of --data)"),
         OPT_LINES(&src.lines),
@@ -341,6 +358,8 @@ static int cmd_train(int argc, char **argv)
         OPT_DB_AS(&db, "SQLite index for the run and its loss curves"),
         OPT_TASK(&task),
         { "--num-labels", OPT_INT, &num_labels, 0, "K", "--task: a new classification head of K labels", 0 },
+        OPT_PAIRS(&pairs),
+        { "--val-pairs", OPT_STR, &val_pairs, 0, "FILE.jsonl", "--pairs: validation pairs", 0 },
         OPT_THREADS(&threads),
         { "--force", OPT_FLAG, &force, 0, NULL, "overwrite an existing checkpoint in --out", 0 },
         OPT_JSON(&json),
@@ -350,19 +369,18 @@ static int cmd_train(int argc, char **argv)
     const int n = CLI_N(o);
     int rc = cli_opts_parse("train", o, n, argc, argv, overrides, 64, &noverrides);
     CLI_EXIT_IF(rc);
-    const char *data = task.path ? task.path : hs_source_path(&src), *val = hs_source_path(&vsrc);
-    if ((rc = train_checks(&so, data, preset, init, noverrides, force)))
+    const char *data = task.path ? task.path : pairs ? pairs : hs_source_path(&src);
+    if ((rc = train_checks(&so, data, preset, config, init, noverrides, force)))
         return rc;
     cli_threads(threads);
     hs_model m;
-    if ((rc = train_model(&m, &to->T, preset, overrides, noverrides, seed,
+    if ((rc = train_model(&m, &to->T, preset, config, overrides, noverrides, seed,
                           cli_opts_given(o, n, "--seed"), init)))
         return rc;
     to->val_batches = (size_t)val_batches;
-    rc = task.path ? train_task(&m, &task, num_labels, seed, &so, src.tokenizer, init, db, o, n,
-                                argc, argv, json)
-                   : train_tokens(&m, &so, &src, &vsrc, val != NULL, init, seed, db, o, n, argc,
-                                  argv, json);
+    rc = pairs ? train_pairs(&m, &so, pairs, val_pairs, src.tokenizer, init, db, o, n, argc, argv, json)
+         : task.path ? train_task(&m, &task, num_labels, seed, &so, src.tokenizer, init, db, o, n, argc, argv, json)
+                     : train_tokens(&m, &so, &src, &vsrc, hs_source_path(&vsrc) != NULL, init, seed, db, o, n, argc, argv, json);
     hs_model_free(&m);
     return rc;
 }
@@ -380,8 +398,10 @@ static const opt_rule train_rules[] = {
     { "--task", OPTS_EXCLUDES, "--data,--text,--val,--val-text,--val-every,--val-batches",
       "a task's examples are its own" },
     { "--task", OPTS_NEEDS, "--num-labels,--metric,--truncate,--label-map", "they concern a task" },
-    { "--val|--val-text", OPTS_NEEDS, "--val-every,--val-batches",
+    { "--val|--val-text|--val-pairs", OPTS_NEEDS, "--val-every,--val-batches",
       "they set the validation on --val" },
+    { "--pairs", OPTS_EXCLUDES, "--data,--text,--task,--val,--val-text", "an encoder-decoder's pairs are its data" },
+    { "--pairs", OPTS_NEEDS, "--val-pairs", "they validate training on --pairs" },
 };
 
 static const opt_rule eval_rules[] = {

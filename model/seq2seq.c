@@ -759,6 +759,11 @@ static int decoding_init(decoding *g, const hs_model *m, const int32_t *src, int
     return rc;
 }
 
+int hs_s2s_max_new(const hs_model_config *c)
+{
+    return c->pos != HS_POS_NONE && c->n_ctx < 64 ? c->n_ctx : 64;
+}
+
 int hs_s2s_generate(int32_t *out, hs_generate_stats *st, const hs_model *m, const int32_t *src,
                     int S, int max_new, const hs_sample_opts *o)
 {

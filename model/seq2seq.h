@@ -108,6 +108,11 @@ int hs_s2s_backward(hs_weights *g, hs_real *const *dgates, hs_real *const *dcros
 int hs_s2s_generate(int32_t *out, hs_generate_stats *st, const hs_model *m, const int32_t *src,
                     int S, int max_new, const hs_sample_opts *o);
 
+/* New tokens decoded from a source when no count is asked for (generate's
+ * --max-new, BLEU's decoding): 64, or the decoder's learned or sinusoidal
+ * positions when fewer. */
+int hs_s2s_max_new(const hs_model_config *c);
+
 /* T5's bucket of relative position rel = key - query (HF's
  * _relative_position_bucket, its logarithm in float as torch computes it):
  * bidirectional (the encoder) or causal (the decoder). */

@@ -6,7 +6,8 @@
 # writes every map of every type as torch computes it; generate --source
 # stops after eos, its text = its ids; eval --bleu scores the greedy
 # outputs; ablate --pairs keys its rows by attention type; importance and
-# prune --pairs measure and prune heads of every type; info shows the
+# prune --pairs measure and prune heads of every type; train --pairs
+# learns a reversal; info shows the
 # two stacks; bad pairs and the commands that run one stack are refused, saying
 # why.
 # Usage: tests/test_seq2seq.sh HEADSCOPE_BINARY FIXTURE_DIR [ONLY=checks]
@@ -290,6 +291,46 @@ PYEOF
         --db pr2.db --out p2 --structural || return 1
 }
 
+# train --config --pairs: a Marian-shaped model learns to reverse id
+# sequences (validation loss falls below a third of the first), the saved
+# checkpoint reloads with the last validation's loss, and generate reverses;
+# what --pairs does not take is refused.
+train_pairs_learns_to_reverse() {
+    py - "$S2S/marian/config.json" <<'PYEOF' || bad "the reversal data" || return 1
+import json, random, sys
+cfg = json.load(open(sys.argv[1]))
+cfg.update(d_model=32, encoder_ffn_dim=64, decoder_ffn_dim=64, decoder_layers=2,
+           max_position_embeddings=16)
+json.dump(cfg, open("rev.json", "w"))
+rng = random.Random(7)
+def pair():
+    s = [rng.randint(3, 12) for _ in range(rng.randint(2, 5))]
+    return json.dumps({"source_ids": s + [0], "target_ids": s[::-1] + [0]}) + "\n"
+open("rev_train.jsonl", "w").write("".join(pair() for _ in range(600)))
+open("rev_val.jsonl", "w").write("".join(pair() for _ in range(64)))
+PYEOF
+    hs train --config rev.json --pairs rev_train.jsonl --val-pairs rev_val.jsonl --steps 400 \
+        --batch 16 --lr 3e-3 --warmup 40 --val-every 40 --out rev --db tr.db --json
+    expect_rc 0 "train --pairs" || return 1
+    hs eval --model rev --pairs rev_val.jsonl --batch 16 --json
+    expect_rc 0 "eval of the trained encoder-decoder" || return 1
+    py - "$(jget out.txt loss)" <<'PYEOF' || bad "train --pairs curves" || return 1
+import sqlite3, sys
+db = sqlite3.connect("tr.db")
+val = [y for y, in db.execute("SELECT y FROM curves WHERE curve = 'val_loss' ORDER BY step")]
+assert len(val) == 10 and val[-1] < val[0] / 3, val
+assert abs(val[-1] - float(sys.argv[1])) < 1e-5 * val[-1], (val[-1], sys.argv[1])
+PYEOF
+    hs generate --model rev --source-ids 3,5,7,11,0 --json
+    expect_eq "$(jget out.txt new_ids)" "[11,7,5,3,0]" "the trained model reverses" || return 1
+    expect_refused 2 train "--data does not apply with --pairs" --config rev.json --pairs rev_train.jsonl \
+        --data x.bin --out r2 || return 1
+    expect_refused 2 train "exactly one of --preset P, --config FILE and --init DIR" \
+        --config rev.json --preset gpt2 --pairs rev_train.jsonl --out r2 || return 1
+    expect_refused 1 train "need an encoder-decoder model" --preset gpt2 \
+        --pairs rev_train.jsonl --out r3 || return 1
+}
+
 # Marian's stored sinusoid tables are checked against the formula.
 stored_sinusoids_checked() {
     mkdir -p mar && cp "$S2S/marian"/* mar/ || return 1
@@ -354,5 +395,5 @@ PYEOF2
     expect_nofile x.h5 "a refused capture's file" || return 1
 }
 
-run_checks eval_pairs_equals_torch capture_pairs_maps_equal_torch stored_sinusoids_checked ablate_pairs_rows_by_attention_type importance_and_prune_pairs_by_type generate_source_stops_after_eos bleu_scores_the_greedy_outputs text_pairs_tokenize_as_their_ids info_shows_the_stacks \
+run_checks eval_pairs_equals_torch capture_pairs_maps_equal_torch stored_sinusoids_checked ablate_pairs_rows_by_attention_type importance_and_prune_pairs_by_type train_pairs_learns_to_reverse generate_source_stops_after_eos bleu_scores_the_greedy_outputs text_pairs_tokenize_as_their_ids info_shows_the_stacks \
     bad_pairs_and_one_stack_commands_refuse
