@@ -528,6 +528,48 @@ static int capture_batch(hs_maps_writer *w, hs_s2s_acts *a, const hs_model *m, c
     return rc ? rc : hs_maps_append_tokens(w, bd, B);
 }
 
+/* An encoder-decoder's whole tables after the last append: the ids (the
+ * sources and the decoder inputs of the file's S and T), the masks of the
+ * real positions (mask: the source's, written over with the target's) and,
+ * with a tokenizer, the token strings. */
+static int pairs_tables(hs_maps_writer *w, const int32_t *src, const int32_t *dec,
+                        unsigned char *mask, const struct hs_pairs *p, const hs_tokenizer *tk)
+{
+    const long long n = p->n;
+    const int S = p->max_src, T = p->max_tgt;
+    int rc = hs_maps_write_ids(w, "source_tokens", src, n, S);
+    if (!rc)
+        rc = hs_maps_write_ids(w, "target_tokens", dec, n, T);
+    if (!rc)
+        rc = hs_maps_write_mask(w, "source_mask", mask, n, S);
+    for (long long i = 0; !rc && i < n; i++)
+        for (int t = 0; t < T; t++)
+            mask[i * T + t] = t < p->tgt_len[i];
+    if (!rc)
+        rc = hs_maps_write_mask(w, "target_mask", mask, n, T);
+    if (rc || !tk)
+        return rc;
+    const size_t ns = (size_t)n * S, nt = (size_t)n * T;
+    int32_t *both = hs_calloc(ns + nt, sizeof *both, "token ids");
+    if (!both)
+        return HS_ENOMEM;
+    memcpy(both, src, ns * sizeof *both);
+    memcpy(both + ns, dec, nt * sizeof *both);
+    const hs_tokens view = { .tok = both, .n = ns + nt };
+    char **table = NULL;
+    int n_table = 0;
+    rc = token_table(&table, &n_table, tk, &view);
+    if (!rc)
+        rc = hs_maps_write_text(w, "source_token_text", "source_tokens_text", src, n, S,
+                                (const char *const *)table, n_table);
+    if (!rc)
+        rc = hs_maps_write_text(w, "target_token_text", "target_tokens_text", dec, n, T,
+                                (const char *const *)table, n_table);
+    free_table(table, n_table);
+    free(both);
+    return rc;
+}
+
 int hs_capture_pairs(hs_capture_result *r, const hs_model *m, const struct hs_pairs *p,
                      hs_capture_opts o, const hs_study_io *io)
 {
@@ -556,7 +598,7 @@ int hs_capture_pairs(hs_capture_result *r, const hs_model *m, const struct hs_pa
     const size_t n = (size_t)p->n;
     int32_t *src = hs_calloc(n * (size_t)S, sizeof *src, "sources");
     int32_t *dec = hs_calloc(n * (size_t)T, sizeof *dec, "decoder inputs");
-    unsigned char *mask = hs_calloc(n * (size_t)S, 1, "source mask");
+    unsigned char *mask = hs_calloc(n * (size_t)(S > T ? S : T), 1, "source and target masks");
     if (!rc && !(src && dec && mask))
         rc = HS_ENOMEM;
     if (!rc) /* every pair padded to the file's S and T */
@@ -588,9 +630,8 @@ int hs_capture_pairs(hs_capture_result *r, const hs_model *m, const struct hs_pa
     hs_s2s_acts_free(&a);
     if (!rc)
         rc = hs_model_unchanged(m);
-    if (!rc && !(rc = hs_maps_write_ids(w, "source_tokens", src, (long long)n, S)) &&
-        !(rc = hs_maps_write_ids(w, "target_tokens", dec, (long long)n, T)))
-        rc = hs_maps_write_mask(w, "source_mask", mask, (long long)n, S);
+    if (!rc)
+        rc = pairs_tables(w, src, dec, mask, p, o.tokenizer);
     free(src), free(dec), free(mask);
     if (rc) {
         hs_maps_abort(w); /* nothing half-written is left behind */

@@ -7,6 +7,12 @@
  *   /token_text    variable-length UTF-8 strings [N, T], parallel to /tokens:
  *                  the display string of every token (SPEC §9), written when
  *                  a tokenizer is known; optional for readers
+ * An encoder-decoder's file (SPEC §17) holds instead /encoder/layer_LL/attn
+ * [N, H, S, S], /decoder/layer_LL/attn [N, H, T, T] and /cross [N, H, T, S],
+ * /source_tokens [N, S], /target_tokens [N, T] (the decoder inputs; /tokens
+ * the same), /source_mask [N, S] and /target_mask [N, T] (int8, 1 = real),
+ * and with a tokenizer /source_token_text and /target_token_text (also
+ * linked as /source_tokens_text and /target_tokens_text).
  *   /layer_LL/attn float32|float16 [N, H, Q, S], chunked [1,1,Q,S], extendible
  *                  on N; attrs layer, heads (the captured head ids),
  *                  query_start; dimension labels seq, head, query, key.
@@ -87,6 +93,14 @@ int hs_maps_write_ids(hs_maps_writer *w, const char *name, const int32_t *ids, l
                       int cols);
 int hs_maps_write_mask(hs_maps_writer *w, const char *name, const unsigned char *mask,
                        long long n, int cols);
+
+/* The display strings of ids [n, cols] (text[id], id < n_text, each one
+ * there: HS_EINVAL naming the id otherwise) as the variable-length UTF-8
+ * dataset /name after the last append (an encoder-decoder's
+ * /source_token_text and /target_token_text), also reachable as /alias
+ * (NULL: none; a hard link, not a copy). */
+int hs_maps_write_text(hs_maps_writer *w, const char *name, const char *alias, const int32_t *ids,
+                       long long n, int cols, const char *const *text, int n_text);
 
 /* The writer as the recorder's sink (capture/recorder.h). */
 hs_map_sink hs_maps_sink(hs_maps_writer *w);

@@ -573,6 +573,32 @@ int hs_maps_write_mask(hs_maps_writer *w, const char *name, const unsigned char 
     return write_rows_after(w, name, H5T_STD_I8LE, H5T_NATIVE_SCHAR, mask, n, cols, "key");
 }
 
+int hs_maps_write_text(hs_maps_writer *w, const char *name, const char *alias, const int32_t *ids,
+                       long long n, int cols, const char *const *text, int n_text)
+{
+    const size_t count = (size_t)n * (size_t)cols;
+    for (size_t i = 0; i < count; i++)
+        if (ids[i] < 0 || ids[i] >= n_text || !text[ids[i]])
+            return hs_fail(HS_EINVAL, "%s: /%s: token %d has no string", w->path, name,
+                           (int)ids[i]);
+    const char **p = malloc((count ? count : 1) * sizeof *p);
+    hid_t type = H5Tcopy(H5T_C_S1);
+    int bad = !p || type < 0 || H5Tset_size(type, H5T_VARIABLE) < 0 ||
+              H5Tset_cset(type, H5T_CSET_UTF8) < 0;
+    for (size_t i = 0; !bad && i < count; i++)
+        p[i] = text[ids[i]];
+    int rc = bad ? hs_maps_h5_fail(w->path, "building token strings")
+                 : write_rows_after(w, name, type, type, p, n, cols, "position");
+    char what[160];
+    snprintf(what, sizeof what, "linking /%s as /%s", name, alias ? alias : "");
+    if (!rc && alias && H5Lcreate_hard(w->file, name, w->file, alias, H5P_DEFAULT, H5P_DEFAULT) < 0)
+        rc = hs_maps_h5_fail(w->path, what);
+    if (type >= 0)
+        H5Tclose(type);
+    free(p);
+    return rc;
+}
+
 static int sink_maps(void *ctx, int layer, const hs_real *att, int B, int H_model)
 {
     return hs_maps_append(ctx, layer, att, B, H_model);

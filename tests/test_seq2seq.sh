@@ -2,8 +2,9 @@
 # The encoder-decoders of SPEC §17 end to end: eval --pairs on the torch
 # oracle's checkpoints (scripts/oracle/gen_seq2seq.py) equals torch's pooled
 # loss and stderr at any --batch; text pairs tokenize as their ids (eos
-# appended once, whether the tokenizer adds it or not); capture --pairs
-# writes every map of every type as torch computes it; generate --source
+# appended once, whether the tokenizer adds it or not) and capture with
+# both sides' token strings; capture --pairs writes every map of every type
+# as torch computes it; generate --source
 # stops after eos, its text = its ids; eval --bleu scores the greedy
 # outputs; ablate --pairs keys its rows by attention type; importance and
 # prune --pairs measure and prune heads of every type; train --pairs
@@ -93,6 +94,20 @@ text_pairs_tokenize_as_their_ids() {
             return 1
         expect_eq "$(jget out.txt tokens)" 7 "target tokens with eos $eos" || return 1
     done
+    # capture of text pairs: the token strings of both sides, the masks
+    hs capture --model t5 --pairs text.jsonl --out text.h5
+    expect_rc 0 "capture of text pairs" || return 1
+    py - <<'PYEOF' || bad "capture --pairs token strings and masks" || return 1
+import h5py
+f = h5py.File("text.h5", "r")
+src = [[x.decode() for x in row] for row in f["source_token_text"][()]]
+tgt = [[x.decode() for x in row] for row in f["target_token_text"][()]]
+assert src == [[" a", " b", " c", " d", "</s>"], [" g", " h", "</s>", "<pad>", "<pad>"]], src
+assert tgt == [["<pad>", " e", " f", "<pad>"], ["<pad>", " i", " j", " k"]], tgt
+assert (f["source_tokens_text"][()] == f["source_token_text"][()]).all()
+assert f["target_mask"][()].tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]
+assert f["source_mask"][()].tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
+PYEOF
 }
 
 info_shows_the_stacks() {
