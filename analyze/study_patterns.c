@@ -213,7 +213,11 @@ int hs_patterns_check(hs_patterns_opts *o, const hs_study_env *env)
         return hs_fail(HS_EINVAL, "--control needs --model (a capture file holds no weights to "
                        "re-initialise)");
     hs_maps_reader *maps = NULL;
-    const int rc = o->maps ? hs_maps_open(&maps, o->maps) : HS_OK;
+    int rc = o->maps ? hs_maps_open(&maps, o->maps) : HS_OK;
+    if (!rc && maps && hs_maps_get_info(maps)->seq2seq)
+        rc = hs_fail(HS_EUNSUPPORTED, "%s holds an encoder-decoder's maps: the pattern "
+                                      "statistics are defined over one token sequence and "
+                                      "are not implemented for them", o->maps);
     hs_maps_close(maps);
     return rc == HS_EINVAL ? HS_EIO : rc; /* the file, not an option's value */
 }

@@ -343,6 +343,9 @@ static void print_token_text(FILE *f, hs_maps_reader *r, const hs_maps_info *in,
     free(text);
 }
 
+/* A map's attention type (hs_maps_layer_info's attn). */
+static const char *const ATTN_NAME[4] = { "self", "enc", "dec", "cross" };
+
 void hs_describe_maps(FILE *f, hs_maps_reader *r, const char *path, int json)
 {
     const hs_maps_info *in = hs_maps_get_info(r);
@@ -361,7 +364,10 @@ void hs_describe_maps(FILE *f, hs_maps_reader *r, const char *path, int json)
         fprintf(f, ",\"layers\":[");
         for (int i = 0; i < in->n_layers; i++) {
             const hs_maps_layer_info *l = &in->layers[i];
-            fprintf(f, "%s{\"layer\":%d,\"heads\":[", i ? "," : "", l->layer);
+            fprintf(f, "%s{\"layer\":%d,", i ? "," : "", l->layer);
+            if (l->attn)
+                fprintf(f, "\"attn\":\"%s\",", ATTN_NAME[l->attn & 3]);
+            fprintf(f, "\"heads\":[");
             for (int h = 0; h < l->nh; h++)
                 fprintf(f, "%s%d", h ? "," : "", l->heads[h]);
             fprintf(f, "],\"query_start\":%d,\"queries\":%d,\"keys\":%d,\"dtype\":\"%s\"}", l->q0,
@@ -372,16 +378,20 @@ void hs_describe_maps(FILE *f, hs_maps_reader *r, const char *path, int json)
         fprintf(f, "}\n");
     } else {
         fprintf(f, "file         %s (%s)\n", path, in->complete ? "complete" : "INCOMPLETE");
-        fprintf(f, "sequences    %lld of length %d\n", in->n_seq, in->seq_len);
+        if (in->seq2seq)
+            fprintf(f, "sequences    %lld: sources of length %d, decoder inputs of length %d\n",
+                    in->n_seq, in->src_len, in->seq_len);
+        else
+            fprintf(f, "sequences    %lld of length %d\n", in->n_seq, in->seq_len);
         fprintf(f, "model        sha256 %s\n", in->model_sha256);
         fprintf(f, "data         %s (sha256 %s)\n", in->data_path, in->data_sha256);
         fprintf(f, "written by   headscope %s\n", in->tool_version);
         print_token_text(f, r, in, 0);
         for (int i = 0; i < in->n_layers; i++) {
             const hs_maps_layer_info *l = &in->layers[i];
-            fprintf(f, "layer %2d     [%lld, %d, %d, %d] %s, queries %d..%d, heads", l->layer,
-                   in->n_seq, l->nh, l->nq, l->S, l->half ? "float16" : "float32", l->q0,
-                   l->q0 + l->nq - 1);
+            fprintf(f, "%-5s %2d     [%lld, %d, %d, %d] %s, queries %d..%d, heads",
+                    l->attn ? ATTN_NAME[l->attn & 3] : "layer", l->layer, in->n_seq, l->nh, l->nq,
+                    l->S, l->half ? "float16" : "float32", l->q0, l->q0 + l->nq - 1);
             for (int h = 0; h < l->nh; h++)
                 fprintf(f, " %d", l->heads[h]);
             fprintf(f, "\n");

@@ -182,6 +182,9 @@ int hs_plot_map(const char *maps, int layer, int head, long long seq, const char
         rc = hs_fail(HS_EINVAL, "%s: no sequence %lld (it holds %lld)", maps, seq, in->n_seq);
     if (!rc && !in->complete)
         rc = hs_fail(HS_EFORMAT, "%s is not marked complete", maps);
+    if (!rc && in->seq2seq) /* two token sequences: the viewer draws them */
+        rc = hs_fail(HS_EINVAL, "%s holds an encoder-decoder's maps: plot draws one stack's; "
+                                "'headscope view --maps %s' shows every type", maps, maps);
     if (!rc)
         rc = hs_maps_read_tokens(r, seq, tok);
     if (!rc && text)

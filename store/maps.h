@@ -123,11 +123,13 @@ void hs_maps_abort(hs_maps_writer *w);
 /* ---- reading ---- */
 
 typedef struct {
-    int layer;   /* model layer index */
+    int layer;   /* model layer index (an encoder-decoder's: within its stack) */
+    int attn;    /* 0 one stack's; an encoder-decoder's 1 encoder self, 2 decoder
+                    self, 3 cross (hs_attn_type's values) */
     int nh;      /* captured heads */
     int heads[HS_MAX_HEADS];
     int q0, nq;  /* query rows */
-    int S;       /* keys */
+    int S;       /* keys (cross: the source's positions) */
     int half;    /* stored as float16 */
 } hs_maps_layer_info;
 
@@ -135,7 +137,10 @@ typedef struct hs_maps_reader hs_maps_reader;
 
 typedef struct {
     int version, complete, seq_len;
-    int has_token_text; /* the file holds /token_text */
+    int has_token_text; /* the file holds /token_text (an encoder-decoder's: /target_token_text) */
+    int seq2seq;        /* an encoder-decoder's file: seq_len is T (the decoder inputs, /tokens) */
+    int src_len;        /* seq2seq: S, /source_tokens' columns */
+    int has_source_text; /* seq2seq: /source_token_text */
     long long n_seq;
     char model_sha256[80], data_sha256[80], tool_version[32];
     char data_path[512];
@@ -146,7 +151,9 @@ typedef struct {
 
 /* Opens and checks the layout (format, version, shapes, dtypes) and every
  * attribute's type, size and range before use: a hostile file is refused
- * with HS_EFORMAT and nothing left open. No global state: callable on any
+ * with HS_EFORMAT and nothing left open. An encoder-decoder's file (the
+ * group /encoder) lists its maps as layers: every encoder layer's, then the
+ * decoder's self-attention, then its cross-attention (attn 1, 2, 3). No global state: callable on any
  * path, any number of times. */
 int hs_maps_open(hs_maps_reader **r, const char *path);
 /* hs_maps_open without its first step, a probe of the file in a child
@@ -159,6 +166,9 @@ const hs_maps_info *hs_maps_get_info(const hs_maps_reader *r);
 int hs_maps_read(hs_maps_reader *r, int li, long long n, int hi, float *out);
 /* Tokens of sequence n (T). */
 int hs_maps_read_tokens(hs_maps_reader *r, long long n, int32_t *out);
+/* An encoder-decoder's file: the source tokens of sequence n (src_len) and,
+ * text not NULL, their display strings (as hs_maps_read_token_text). */
+int hs_maps_read_source(hs_maps_reader *r, long long n, int32_t *ids, char **text);
 /* The display strings of sequence n's tokens (T, from /token_text): each
  * out[t] malloc'd (free them with hs_maps_free_token_text), bytes that are
  * not well-formed UTF-8 replaced by '?'. HS_EINVAL when the file has none. */

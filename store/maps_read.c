@@ -238,16 +238,17 @@ static int ieee_float(hid_t t, size_t size)
 struct hs_maps_reader {
     char path[1024];
     hid_t file, tokens;
-    hid_t text; /* /token_text, or -1 */
+    hid_t text; /* /token_text (an encoder-decoder's /target_token_text), or -1 */
+    hid_t src, src_text; /* an encoder-decoder's /source_tokens, /source_token_text, or -1 */
     hid_t dsets[HS_MAPS_MAX_LAYERS];
     hs_maps_info info;
 };
 
-/* Layer l's dataset, checked against the file's seq_len and sequence count:
- * a float type of 2 or 4 bytes, [N, nh, nq, T] with nh = the number of
- * distinct head ids in [0, HS_MAX_HEADS), 0 <= query_start and
- * query_start + nq <= T, attribute layer = l. */
-static int open_layer(hs_maps_reader *r, int l, const char *name)
+/* Layer l's dataset of attention type attn, checked against the file's
+ * sequence count: a float type of 2 or 4 bytes, [N, nh, nq, keys] with nh =
+ * the number of distinct head ids in [0, HS_MAX_HEADS), 0 <= query_start
+ * and query_start + nq <= rows, attribute layer = l. */
+static int open_layer(hs_maps_reader *r, int l, const char *name, int attn, int rows, int keys)
 {
     hs_maps_info *in = &r->info;
     hs_maps_layer_info *li = &in->layers[in->n_layers];
@@ -258,18 +259,19 @@ static int open_layer(hs_maps_reader *r, int l, const char *name)
     int ok = t >= 0 && ieee_float(t, ts), layer = -1;
     if (ok) {
         li->layer = l;
+        li->attn = attn;
         li->half = ts == 2;
         li->nh = get_int_attr(d, "heads", li->heads, HS_MAX_HEADS, 0, HS_MAX_HEADS - 1);
         for (int i = 0; ok && i < li->nh; i++)
             for (int k = 0; ok && k < i; k++)
                 ok = li->heads[i] != li->heads[k];
         ok = ok && li->nh >= 1 && (hsize_t)li->nh == dims[1] &&
-             get_int_attr(d, "query_start", &li->q0, 1, 0, in->seq_len - 1) == 1 &&
+             get_int_attr(d, "query_start", &li->q0, 1, 0, rows - 1) == 1 &&
              get_int_attr(d, "layer", &layer, 1, 0, HS_MAPS_MAX_LAYERS - 1) == 1 && layer == l;
         li->nq = (int)dims[2];
         li->S = (int)dims[3];
-        ok = ok && (long long)dims[0] == in->n_seq && li->S == in->seq_len && li->nq >= 1 &&
-             (long long)li->q0 + li->nq <= in->seq_len;
+        ok = ok && (long long)dims[0] == in->n_seq && li->S == keys && li->nq >= 1 &&
+             (long long)li->q0 + li->nq <= rows;
     }
     if (t >= 0)
         H5Tclose(t);
@@ -279,32 +281,84 @@ static int open_layer(hs_maps_reader *r, int l, const char *name)
         return hs_fail(HS_EFORMAT, "%s: /%s does not match the documented layout (float "
                        "[N, heads, queries, %d], attributes layer=%d, distinct heads, "
                        "0 <= query_start, query_start + queries <= %d)", r->path, name,
-                       in->seq_len, l, in->seq_len);
+                       keys, l, rows);
     }
     r->dsets[in->n_layers++] = d;
     return HS_OK;
 }
 
-/* /token_text when the file has it: variable-length strings (ASCII or
- * UTF-8) of the shape of /tokens. */
-static int open_token_text(hs_maps_reader *r)
+/* /name when the file has it (*d -1 otherwise): variable-length strings
+ * (ASCII or UTF-8) [N, cols], beside the ids of `beside`. */
+static int open_text(hs_maps_reader *r, const char *name, hid_t *d, int cols, const char *beside)
 {
     hs_maps_info *in = &r->info;
-    if (H5Lexists(r->file, "token_text", H5P_DEFAULT) <= 0)
+    *d = -1;
+    if (H5Lexists(r->file, name, H5P_DEFAULT) <= 0)
         return HS_OK;
-    hsize_t d[2] = { 0, 0 };
-    r->text = open_dataset(r->file, "token_text", 2, d);
-    hid_t t = r->text < 0 ? -1 : H5Dget_type(r->text);
+    hsize_t dims[2] = { 0, 0 };
+    *d = open_dataset(r->file, name, 2, dims);
+    hid_t t = *d < 0 ? -1 : H5Dget_type(*d);
     const int ok = t >= 0 && H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) > 0 &&
                    (H5Tget_cset(t) == H5T_CSET_UTF8 || H5Tget_cset(t) == H5T_CSET_ASCII) &&
-                   (long long)d[0] == in->n_seq && d[1] == (hsize_t)in->seq_len;
+                   (long long)dims[0] == in->n_seq && dims[1] == (hsize_t)cols;
     if (t >= 0)
         H5Tclose(t);
     if (!ok)
-        return hs_fail(HS_EFORMAT, "%s: /token_text is not variable-length strings [%lld, %d] "
-                       "beside /tokens", r->path, in->n_seq, in->seq_len);
-    in->has_token_text = 1;
+        return hs_fail(HS_EFORMAT, "%s: /%s is not variable-length strings [%lld, %d] "
+                       "beside /%s", r->path, name, in->n_seq, cols, beside);
     return HS_OK;
+}
+
+/* An integer dataset /name [N, cols] (cols 0: any, set here). */
+static hid_t open_ids(hs_maps_reader *r, const char *name, int *cols)
+{
+    hsize_t d[2] = { 0, 0 };
+    hid_t ds = open_dataset(r->file, name, 2, d);
+    hid_t t = ds < 0 ? -1 : H5Dget_type(ds);
+    const int ok = t >= 0 && H5Tget_class(t) == H5T_INTEGER && H5Tget_size(t) <= 8 &&
+                   d[1] >= 1 && d[1] <= MAX_SEQ_LEN && (!*cols || d[1] == (hsize_t)*cols) &&
+                   (long long)d[0] == r->info.n_seq;
+    if (t >= 0)
+        H5Tclose(t);
+    if (!ok) {
+        if (ds >= 0)
+            H5Dclose(ds);
+        hs_fail(HS_EFORMAT, "%s: /%s is missing or not integer [%lld, %s]", r->path, name,
+                r->info.n_seq, *cols ? "T" : "S");
+        return -1;
+    }
+    *cols = (int)d[1];
+    return ds;
+}
+
+/* An encoder-decoder's maps (the group /encoder) as layers: the source's
+ * ids and strings, then /encoder/layer_LL/attn [N, H, S, S], and
+ * /decoder/layer_LL/attn [N, H, T, T] and /cross [N, H, T, S]. */
+static int open_seq2seq(hs_maps_reader *r)
+{
+    hs_maps_info *in = &r->info;
+    in->seq2seq = 1;
+    int cols = 0;
+    if ((r->src = open_ids(r, "source_tokens", &cols)) < 0)
+        return HS_EFORMAT;
+    in->src_len = cols;
+    int rc = open_text(r, "source_token_text", &r->src_text, cols, "source_tokens");
+    in->has_source_text = r->src_text >= 0;
+    const int S = in->src_len, T = in->seq_len;
+    static const struct { const char *stack, *name; int attn; } kinds[] = {
+        { "encoder", "attn", 1 }, { "decoder", "attn", 2 }, { "decoder", "cross", 3 } };
+    for (int k = 0; !rc && k < 3; k++)
+        for (int l = 0; !rc && l < HS_MAPS_MAX_LAYERS && in->n_layers < HS_MAPS_MAX_LAYERS; l++) {
+            char name[64];
+            snprintf(name, sizeof name, "%s/layer_%02d", kinds[k].stack, l);
+            if (H5Lexists(r->file, kinds[k].stack, H5P_DEFAULT) <= 0 ||
+                H5Lexists(r->file, name, H5P_DEFAULT) <= 0)
+                break;
+            snprintf(name, sizeof name, "%s/layer_%02d/%s", kinds[k].stack, l, kinds[k].name);
+            rc = open_layer(r, l, name, kinds[k].attn, kinds[k].attn == 1 ? S : T,
+                            kinds[k].attn == 2 ? T : S);
+        }
+    return rc;
 }
 
 int hs_maps_open_here(hs_maps_reader **out, const char *path)
@@ -322,7 +376,7 @@ int hs_maps_open_here(hs_maps_reader **out, const char *path)
     if (!r)
         return HS_ENOMEM;
     snprintf(r->path, sizeof r->path, "%s", path);
-    r->tokens = r->text = -1;
+    r->tokens = r->text = r->src = r->src_text = -1;
     r->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (r->file < 0) {
         free(r);
@@ -360,15 +414,20 @@ int hs_maps_open_here(hs_maps_reader **out, const char *path)
             H5Tclose(t);
         in->n_seq = (long long)d[0];
     }
+    const int s2s = !rc && H5Lexists(r->file, "encoder", H5P_DEFAULT) > 0;
     if (!rc)
-        rc = open_token_text(r);
-    for (int l = 0; !rc && l < HS_MAPS_MAX_LAYERS; l++) {
+        rc = open_text(r, s2s ? "target_token_text" : "token_text", &r->text, in->seq_len,
+                       "tokens");
+    in->has_token_text = r->text >= 0;
+    if (!rc && s2s)
+        rc = open_seq2seq(r);
+    for (int l = 0; !rc && !s2s && l < HS_MAPS_MAX_LAYERS; l++) {
         char name[32];
         snprintf(name, sizeof name, "layer_%02d", l);
         if (H5Lexists(r->file, name, H5P_DEFAULT) <= 0)
             continue;
         snprintf(name, sizeof name, "layer_%02d/attn", l);
-        rc = open_layer(r, l, name);
+        rc = open_layer(r, l, name, 0, in->seq_len, in->seq_len);
     }
     if (rc) {
         hs_maps_close(r);
@@ -409,41 +468,42 @@ int hs_maps_read(hs_maps_reader *r, int li, long long n, int hi, float *out)
     return rc < 0 ? hs_maps_h5_fail(r->path, "reading a map") : HS_OK;
 }
 
-int hs_maps_read_tokens(hs_maps_reader *r, long long n, int32_t *out)
+/* Row n of the integer dataset d [N, cols] into out. */
+static int read_ids(hs_maps_reader *r, hid_t d, long long n, int cols, int32_t *out)
 {
     if (n < 0 || n >= r->info.n_seq)
         return hs_fail(HS_EINVAL, "%s: no sequence %lld", r->path, n);
-    hsize_t start[2] = { (hsize_t)n, 0 }, count[2] = { 1, (hsize_t)r->info.seq_len };
-    hid_t fs = H5Dget_space(r->tokens), ms = H5Screate_simple(2, count, NULL);
+    hsize_t start[2] = { (hsize_t)n, 0 }, count[2] = { 1, (hsize_t)cols };
+    hid_t fs = H5Dget_space(d), ms = H5Screate_simple(2, count, NULL);
     herr_t rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
     if (rc >= 0)
-        rc = H5Dread(r->tokens, H5T_NATIVE_INT32, ms, fs, H5P_DEFAULT, out);
+        rc = H5Dread(d, H5T_NATIVE_INT32, ms, fs, H5P_DEFAULT, out);
     H5Sclose(ms);
     H5Sclose(fs);
     return rc < 0 ? hs_maps_h5_fail(r->path, "reading tokens") : HS_OK;
 }
 
-int hs_maps_read_token_text(hs_maps_reader *r, long long n, char **out)
+/* Row n of the string dataset d [N, cols] into out (each malloc'd). */
+static int read_text(hs_maps_reader *r, hid_t d, long long n, int cols, char **out)
 {
-    const int T = r->info.seq_len;
-    for (int t = 0; t < T; t++)
+    for (int t = 0; t < cols; t++)
         out[t] = NULL;
-    if (r->text < 0)
-        return hs_fail(HS_EINVAL, "%s holds no /token_text", r->path);
+    if (d < 0)
+        return hs_fail(HS_EINVAL, "%s holds no token strings", r->path);
     if (n < 0 || n >= r->info.n_seq)
         return hs_fail(HS_EINVAL, "%s: no sequence %lld", r->path, n);
-    hsize_t start[2] = { (hsize_t)n, 0 }, count[2] = { 1, (hsize_t)T };
-    char **raw = calloc((size_t)T, sizeof *raw);
-    hid_t ft = H5Dget_type(r->text), mt = H5Tcopy(H5T_C_S1);
-    hid_t fs = H5Dget_space(r->text), ms = H5Screate_simple(2, count, NULL);
+    hsize_t start[2] = { (hsize_t)n, 0 }, count[2] = { 1, (hsize_t)cols };
+    char **raw = calloc((size_t)cols, sizeof *raw);
+    hid_t ft = H5Dget_type(d), mt = H5Tcopy(H5T_C_S1);
+    hid_t fs = H5Dget_space(d), ms = H5Screate_simple(2, count, NULL);
     herr_t rc = raw && ft >= 0 && mt >= 0 && H5Tset_size(mt, H5T_VARIABLE) >= 0 &&
                         H5Tset_cset(mt, H5Tget_cset(ft)) >= 0
                     ? H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL)
                     : -1;
     if (rc >= 0)
-        rc = H5Dread(r->text, mt, ms, fs, H5P_DEFAULT, raw);
+        rc = H5Dread(d, mt, ms, fs, H5P_DEFAULT, raw);
     const int read = rc >= 0;
-    for (int t = 0; rc >= 0 && t < T; t++) {
+    for (int t = 0; rc >= 0 && t < cols; t++) {
         out[t] = strdup(raw[t] ? raw[t] : "");
         if (!out[t])
             rc = -1;
@@ -458,10 +518,28 @@ int hs_maps_read_token_text(hs_maps_reader *r, long long n, char **out)
     H5Tclose(mt);
     H5Tclose(ft);
     if (rc < 0) {
-        hs_maps_free_token_text(out, T);
-        return hs_maps_h5_fail(r->path, "reading token_text");
+        hs_maps_free_token_text(out, cols);
+        return hs_maps_h5_fail(r->path, "reading token strings");
     }
     return HS_OK;
+}
+
+int hs_maps_read_tokens(hs_maps_reader *r, long long n, int32_t *out)
+{
+    return read_ids(r, r->tokens, n, r->info.seq_len, out);
+}
+
+int hs_maps_read_token_text(hs_maps_reader *r, long long n, char **out)
+{
+    return read_text(r, r->text, n, r->info.seq_len, out);
+}
+
+int hs_maps_read_source(hs_maps_reader *r, long long n, int32_t *ids, char **text)
+{
+    if (!r->info.seq2seq)
+        return hs_fail(HS_EINVAL, "%s holds one stack's maps (no /source_tokens)", r->path);
+    const int rc = read_ids(r, r->src, n, r->info.src_len, ids);
+    return rc || !text ? rc : read_text(r, r->src_text, n, r->info.src_len, text);
 }
 
 void hs_maps_free_token_text(char **text, int T)
@@ -482,6 +560,10 @@ void hs_maps_close(hs_maps_reader *r)
         H5Dclose(r->tokens);
     if (r->text >= 0)
         H5Dclose(r->text);
+    if (r->src >= 0)
+        H5Dclose(r->src);
+    if (r->src_text >= 0)
+        H5Dclose(r->src_text);
     if (r->file >= 0)
         H5Fclose(r->file);
     free(r->info.model_config);

@@ -141,15 +141,20 @@ static void token_fallback(char *out, size_t n, int32_t tok, int byte_level)
         snprintf(out, n, "#%d", (int)tok);
 }
 
-static cJSON *sequence_json(exporter *e, long long n, int *from_file)
+/* The ids of one side of sequence n as "tokens" and their strings as "text"
+ * (prefix "src_": an encoder-decoder's source) into o: the file's strings,
+ * else token_fallback's. 0 on failure. */
+static int side_json(exporter *e, cJSON *o, long long n, int src, int *from_file)
 {
-    const int T = e->in->seq_len;
+    const int T = src ? e->in->src_len : e->in->seq_len;
+    const int found = src ? e->in->has_source_text : e->in->has_token_text;
     int32_t *tok = hs_calloc((size_t)T, sizeof *tok, "tokens");
     char **text = hs_calloc((size_t)T, sizeof *text, "token text");
-    cJSON *o = cJSON_CreateObject(), *jt = cJSON_CreateArray(), *js = cJSON_CreateArray();
-    const int found = e->in->has_token_text;
-    int ok = tok && text && o && jt && js && !hs_maps_read_tokens(e->r, n, tok) &&
-             (!found || !hs_maps_read_token_text(e->r, n, text));
+    cJSON *jt = cJSON_CreateArray(), *js = cJSON_CreateArray();
+    int ok = tok && text && jt && js &&
+             !(src ? hs_maps_read_source(e->r, n, tok, found ? text : NULL)
+                   : hs_maps_read_tokens(e->r, n, tok) ||
+                         (found && hs_maps_read_token_text(e->r, n, text)));
     const int byte_level = e->have_cfg && e->cfg.vocab_size == 256;
     for (int t = 0; ok && t < T; t++) {
         char fb[32];
@@ -163,12 +168,25 @@ static cJSON *sequence_json(exporter *e, long long n, int *from_file)
     free(tok);
     *from_file = found;
     if (!ok) {
-        cJSON_Delete(o), cJSON_Delete(jt), cJSON_Delete(js);
+        cJSON_Delete(jt), cJSON_Delete(js);
+        return 0;
+    }
+    cJSON_AddItemToObject(o, src ? "src_tokens" : "tokens", jt);
+    cJSON_AddItemToObject(o, src ? "src_text" : "text", js);
+    return 1;
+}
+
+static cJSON *sequence_json(exporter *e, long long n, int *from_file)
+{
+    cJSON *o = cJSON_CreateObject();
+    int src_found = 0;
+    if (o)
+        cJSON_AddNumberToObject(o, "seq", (double)n);
+    if (!o || !side_json(e, o, n, 0, from_file) ||
+        (e->in->seq2seq && !side_json(e, o, n, 1, &src_found))) {
+        cJSON_Delete(o);
         return NULL;
     }
-    cJSON_AddNumberToObject(o, "seq", (double)n);
-    cJSON_AddItemToObject(o, "tokens", jt);
-    cJSON_AddItemToObject(o, "text", js);
     return o;
 }
 
@@ -320,7 +338,10 @@ static cJSON *layer_json(exporter *e, int k)
 {
     const hs_maps_layer_info *L = &e->in->layers[e->li[k]];
     cJSON *o = cJSON_CreateObject(), *kv = cJSON_CreateArray();
+    static const char *const attn[] = { NULL, "enc", "dec", "cross" };
     cJSON_AddNumberToObject(o, "layer", L->layer);
+    if (L->attn > 0 && L->attn < 4) /* an encoder-decoder's: its layer within the stack */
+        cJSON_AddStringToObject(o, "attn", attn[L->attn]);
     cJSON_AddItemToObject(o, "heads", cJSON_CreateIntArray(L->heads, L->nh));
     cJSON_AddNumberToObject(o, "q0", L->q0);
     cJSON_AddNumberToObject(o, "nq", L->nq);
@@ -328,8 +349,9 @@ static cJSON *layer_json(exporter *e, int k)
     cJSON_AddStringToObject(o, "stored", L->half ? "f16" : "f32");
     /* GQA: query head h reads kv head h / (H / G) (llama2.c's kv_mul) */
     int H = 0, G = 0;
-    if (e->have_cfg && L->layer < e->cfg.n_layer)
-        H = e->cfg.n_head[L->layer], G = e->cfg.n_kv_head[L->layer];
+    const int ml = L->layer + (L->attn > 1 && e->have_cfg ? e->cfg.enc_layers : 0);
+    if (e->have_cfg && ml < e->cfg.n_layer)
+        H = e->cfg.n_head[ml], G = e->cfg.n_kv_head[ml];
     for (int i = 0; i < L->nh; i++)
         cJSON_AddItemToArray(kv, cJSON_CreateNumber(H > 0 && G > 0 && H % G == 0
                                                        ? L->heads[i] / (H / G) : L->heads[i]));
@@ -429,6 +451,7 @@ static int write_data(exporter *e, cJSON *blocks, hs_viewer_summary *sum)
     cJSON_AddStringToObject(root, "dtype", e->rq->half ? "f16" : "u8");
     cJSON_AddNumberToObject(root, "seq_len", e->in->seq_len);
     cJSON_AddNumberToObject(root, "n_seq_in_file", (double)e->in->n_seq);
+    cJSON_AddBoolToObject(root, "seq2seq", e->in->seq2seq);
     cJSON_AddItemToObject(root, "model", model_json(e));
     int ok = 1, from_file = 0;
     for (int i = 0; ok && i < e->nseq; i++) {

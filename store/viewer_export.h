@@ -13,8 +13,11 @@
  *              file://, but load a <script>)
  *   data.js    `HS_DATA = {...};` the JSON index: format, version, source,
  *              model (family, layers, heads, kv heads, GQA groups), dtype,
- *              sequences (ids, tokens, token strings), layers (heads, q0,
- *              nq, S), blocks (sequence, layer, head, offset, bytes, packed),
+ *              sequences (ids, tokens, token strings; an encoder-decoder's
+ *              also src_tokens, src_text), layers (heads, q0, nq, S; an
+ *              encoder-decoder's attn: enc, dec or cross, rows the source's
+ *              or the target's, keys the source's for enc and cross), seq2seq,
+ *              blocks (sequence, layer, head, offset, bytes, packed),
  *              64x64 thumbnails (max over each cell, u8 on 0..1, base64),
  *              and the index's per-head scores for this model when given.
  * Each file is written under a temporary name and renamed when complete;

@@ -108,6 +108,12 @@ assert (f["source_tokens_text"][()] == f["source_token_text"][()]).all()
 assert f["target_mask"][()].tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]
 assert f["source_mask"][()].tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
 PYEOF
+    hs maps text.h5
+    expect_grep "$OUT" "cross  1     [2, 4, 4, 5]" "maps: the cross maps as target rows x source keys" ||
+        return 1
+    expect_refused 1 plot "holds an encoder-decoder's maps" map --maps text.h5 --layer 0 \
+        --head 0 --out m.png || return 1
+    expect_refused 1 patterns "not implemented for them" --maps text.h5 --db p.db || return 1
 }
 
 info_shows_the_stacks() {

@@ -2,7 +2,8 @@
 # The interactive viewer (headscope view, and report's link to it): the page
 # opened from file:// in headless Chromium (playwright-core, tests/viewer_test.js)
 # shows the map file's values, read here with h5py; keys move between heads and
-# layers; token strings are text, never markup; GQA heads are labelled; the
+# layers; token strings are text, never markup; GQA heads are labelled; an
+# encoder-decoder's cross maps are drawn as target rows over source keys; the
 # command's refusals; report writes and links the viewer.
 #
 # usage: tests/test_viewer.sh HEADSCOPE_BINARY FIXTURE_DIR
@@ -230,9 +231,40 @@ report_links_viewer() {
     grep -q 'href="viewer/index.html' rep/index.html || bad "report does not link viewer/index.html" || return 1
 }
 
+# An encoder-decoder's map file (capture --pairs): every map of every type
+# exported, named by type; the cross map of (layer 1, head 1) shown as
+# target rows over source keys, its values the file's (h5py).
+seq2seq_cross_maps() {
+    local S2S="$FIX/seq2seq/bart"
+    hs capture --model "$S2S" --pairs "$S2S/pairs.jsonl" --out s2s.h5
+    expect_rc 0 "capture --pairs" || return 1
+    hs view --maps s2s.h5 --out vs --sequences 0,1
+    expect_rc 0 "view of an encoder-decoder's maps" || return 1
+    expect_grep "$OUT" "48 maps (2 sequences, 6 layers)" "view's count of maps" || return 1
+    py - <<'EOF' || bad "the viewer's export of an encoder-decoder" || return 1
+import h5py, json, numpy as np
+f = h5py.File("s2s.h5", "r")
+d = json.loads(open("vs/data.js").read().split("=", 1)[1].strip().rstrip(";"))
+names = [L["attn"] + " " + str(L["layer"]) for L in d["layers"]]
+assert names == ["enc 0", "enc 1", "dec 0", "dec 1", "cross 0", "cross 1"], names
+assert d["seq2seq"] is True
+seq = d["sequences"][0]
+assert seq["src_tokens"] == f["source_tokens"][0].tolist(), seq
+assert seq["tokens"] == f["target_tokens"][0].tolist(), seq
+cross = f["decoder/layer_01/cross"][0, 1]
+q, k = 2, 3
+json.dump({"layer": 1, "head": 1, "q": q, "k": k, "row": cross[q].tolist(), "col": cross[:, k].tolist(),
+           "layer_names": names, "src_text": seq["src_text"], "tgt_text": seq["text"]},
+          open("expect_s2s.json", "w"))
+EOF
+    skip_browser seq2seq_cross_maps && return 0
+    browser seq2seq vs expect_s2s.json "$SHOTS/viewer_cross.png" || return 1
+}
+
 # each browser start costs a second or two: the fast tier keeps the values
 # and the escaping, the slow tier (scripts/test --slow) adds these
 SLOW_CHECKS="tokenizer_capture gqa_labels"
 
 run_checks options token_fallback rows_match_h5 escaping tokenizer_capture gqa_labels report_links_viewer \
+    seq2seq_cross_maps \
     runs_and_heads

@@ -244,8 +244,48 @@ async function focus(dir, heads) {
   console.log(JSON.stringify({ ok: true, heads: links }));
 }
 
+// An encoder-decoder's cross-attention map (SPEC §17): source tokens above,
+// decoder inputs below; hovering a target token colours the source by its
+// row (query -> keys), hovering a source token the target by its column; the
+// matrix's rows are labelled by target tokens and its columns by source ones.
+async function seq2seq(dir, expectFile, shot) {
+  const ex = JSON.parse(fs.readFileSync(expectFile, "utf8"));
+  const { browser, page, errors } = await open(dir, "l=" + ex.layer + "&a=cross&h=" + ex.head + "&s=0");
+  const grid = await page.$$eval("#layer option", (o) => o.map((x) => x.textContent));
+  need(JSON.stringify(grid) === JSON.stringify(ex.layer_names), "layer choices: " + JSON.stringify(grid));
+  need(!(await page.$eval("#srcwrap", (e) => e.hidden)), "the source tokens are hidden");
+  const nsrc = await page.$$eval("#srctokens span", (s) => s.length);
+  const ntgt = await page.$$eval("#tokens span", (s) => s.length);
+  need(nsrc === ex.src_text.length && ntgt === ex.tgt_text.length,
+       "token strips of " + nsrc + " and " + ntgt + ", expected " + ex.src_text.length + " and " + ex.tgt_text.length);
+  const coloured = (sel) => page.$$eval(sel, (sp) => sp.filter((s) => {
+    const m = /rgba?\(([^)]*)\)/.exec(getComputedStyle(s).backgroundColor);
+    const v = m ? m[1].split(",").map(Number) : [0, 0, 0, 0];
+    return v.length === 4 ? v[3] > 0 : !(v[0] === 0 && v[1] === 0 && v[2] === 0);
+  }).length);
+  await page.hover('#tokens span[data-t="' + ex.q + '"]');
+  need((await page.evaluate(() => window.hsViewer.state.dir)) === "q", "a target token is not a query");
+  compare("u8", await shownRow(page), ex.row, "cross row of target token " + ex.q);
+  need((await coloured("#tokens span")) === 0, "target tokens coloured by a cross row");
+  need((await coloured("#srctokens span")) > 0, "no source token coloured by a cross row");
+  const axis = await page.evaluate(() => window.hsViewer.axisLabels());
+  for (const [which, texts] of [["rows", ex.tgt_text], ["cols", ex.src_text]])
+    for (const [i, label] of axis[which])
+      need(label === texts[i], which + " label " + i + " is " + JSON.stringify(label) + ", not " + JSON.stringify(texts[i]));
+  need(axis.rows.length === ex.tgt_text.length && axis.cols.length === ex.src_text.length,
+       "axes of " + axis.rows.length + " x " + axis.cols.length);
+  await page.screenshot({ path: shot });
+  await page.hover('#srctokens span[data-t="' + ex.k + '"]');
+  need((await page.evaluate(() => window.hsViewer.state.dir)) === "k", "a source token is not a key");
+  compare("u8", await shownRow(page), ex.col, "cross column of source token " + ex.k, 1 / 255);
+  need(!errors.length, "page errors: " + errors.join("; "));
+  await browser.close();
+  console.log(JSON.stringify({ ok: true, layers: grid.length }));
+}
+
 const [mode, dir, a, b] = process.argv.slice(2);
 const run = { check: () => check(dir, a, b), escape: () => escape(dir, a, b), gqa: () => gqa(dir),
-              perf: () => perf(dir, parseInt(a || "20", 10)), focus: () => focus(dir, a) }[mode];
-if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus DIR ...\n"); process.exit(2); }
+              perf: () => perf(dir, parseInt(a || "20", 10)), focus: () => focus(dir, a),
+              seq2seq: () => seq2seq(dir, a, b) }[mode];
+if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus|seq2seq DIR ...\n"); process.exit(2); }
 run().catch((e) => fail(String(e && e.stack || e)));

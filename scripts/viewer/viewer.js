@@ -72,22 +72,33 @@
   /* ---- state and the URL fragment ---- */
   const st = { s: 0, l: 0, h: 0, q: -1, held: false, dir: "q", scale: "lin" };
   const T = D.seq_len;
-  function layerIdx(layer) { return D.layers.findIndex((L) => L.layer === layer); }
+  /* an encoder-decoder's layers are its maps of each type (L.attn: enc, dec,
+   * cross), each with its layer within the stack */
+  function layerIdx(layer, attn) {
+    return D.layers.findIndex((L) => L.layer === layer && (!attn || L.attn === attn));
+  }
+  function layerName(L) { return L.attn ? L.attn + " " + L.layer : String(L.layer); }
+  /* the token sides of a layer's queries and keys: "src" (an encoder-decoder's
+   * source) or "tgt" (the decoder's inputs; a one-stack model's tokens) */
+  function sides(L) { return L.attn === "enc" ? ["src", "src"] : L.attn === "cross" ? ["tgt", "src"] : ["tgt", "tgt"]; }
+  function textOf(side) { const q = D.sequences[st.s]; return side === "src" ? q.src_text : q.text; }
+  function idsOf(side) { const q = D.sequences[st.s]; return side === "src" ? q.src_tokens : q.tokens; }
   function readHash() {
     const p = new URLSearchParams(location.hash.slice(1));
     const num = (k) => (p.has(k) && /^-?\d+$/.test(p.get(k)) ? parseInt(p.get(k), 10) : null);
     let s = num("s"), l = num("l"), h = num("h"), q = num("q");
+    const a = p.get("a");
     const focus = D.focus || [];
     if (l === null && h === null && focus.length) [l, h] = focus[0]; // view --heads: the first
     if (s !== null) { const i = D.sequences.findIndex((x) => x.seq === s); if (i >= 0) st.s = i; }
-    if (l !== null) { const i = layerIdx(l); if (i >= 0) st.l = i; }
+    if (l !== null) { const i = layerIdx(l, a); if (i >= 0) st.l = i; }
     if (h !== null) { const i = D.layers[st.l].heads.indexOf(h); if (i >= 0) st.h = i; }
     if (st.h >= D.layers[st.l].heads.length) st.h = 0;
     if (q !== null && q >= 0 && q < T) { st.q = q; st.held = true; }
   }
   function writeHash() {
     const L = D.layers[st.l];
-    let h = "l=" + L.layer + "&h=" + L.heads[st.h] + "&s=" + D.sequences[st.s].seq;
+    let h = "l=" + L.layer + (L.attn ? "&a=" + L.attn : "") + "&h=" + L.heads[st.h] + "&s=" + D.sequences[st.s].seq;
     if (st.q >= 0) h += "&q=" + st.q;
     if (location.hash.slice(1) !== h) history.replaceState(null, "", "#" + h);
   }
@@ -109,82 +120,103 @@
     RAMP[3 * i + 2] = Math.round(255 - t * (255 - 107));
   }
 
-  /* ---- token view ---- */
-  const spans = [];
+  /* ---- token view: the tokens, an encoder-decoder's source above its
+   * decoder inputs; the selected token's side is its layer's query side
+   * (dir q) or key side (dir k), the other side coloured ---- */
+  const spans = { src: [], tgt: [] };
   function showToken(t) {
     return t.replace(/\n/g, "\u21b5\n").replace(/\t/g, "\u21e5").replace(/\r/g, "\u240d");
   }
   function buildTokens() {
-    const box = $("tokens"), seq = D.sequences[st.s];
-    box.textContent = "";
-    box.className = D.token_source === "ids" ? "ids" : "";
-    spans.length = 0;
-    const frag = document.createDocumentFragment();
-    for (let t = 0; t < seq.text.length; t++) {
-      const sp = document.createElement("span");
-      sp.textContent = showToken(seq.text[t]);
-      sp.dataset.t = t;
-      spans.push(sp);
-      frag.appendChild(sp);
+    for (const side of ["tgt", "src"]) {
+      const box = $(side === "src" ? "srctokens" : "tokens"), text = textOf(side) || [];
+      box.textContent = "";
+      box.className = D.token_source === "ids" ? "ids" : "";
+      spans[side].length = 0;
+      const frag = document.createDocumentFragment();
+      for (let t = 0; t < text.length; t++) {
+        const sp = document.createElement("span");
+        sp.textContent = showToken(text[t]);
+        sp.dataset.t = t;
+        sp.dataset.side = side;
+        spans[side].push(sp);
+        frag.appendChild(sp);
+      }
+      box.appendChild(frag);
     }
-    box.appendChild(frag);
   }
-  let lastValues = null; // Float64Array(T): what the token colours show
+  let lastValues = null; // Float64Array: what the token colours show (the painted side)
   let lastSel = -1;
   function paintTokens() {
-    const blk = block(st.s, st.l, st.h), L = D.layers[st.l];
-    for (let t = 0; t < spans.length; t++) spans[t].className = "";
-    const vals = new Float64Array(T);
-    const q = st.q;
+    const blk = block(st.s, st.l, st.h), L = D.layers[st.l], [qs, ks] = sides(L);
+    const paint = st.dir === "q" ? ks : qs, held = st.dir === "q" ? qs : ks;
+    for (const side of ["src", "tgt"]) for (const sp of spans[side]) sp.className = "";
+    const n = spans[paint].length, vals = new Float64Array(n);
+    const q = st.q < spans[held].length ? st.q : -1;
     if (blk && q >= 0) {
       if (st.dir === "q") {
         const r = q - L.q0;
-        if (r >= 0 && r < L.nq) vals.set(blk.row(r).subarray(0, Math.min(T, L.S)));
-        else spans[q].className = "nocap";
+        if (r >= 0 && r < L.nq) vals.set(blk.row(r).subarray(0, Math.min(n, L.S)));
+        else spans[held][q].className = "nocap";
       } else if (q < L.S) {
         const c = blk.col(q);
-        for (let r = 0; r < L.nq; r++) if (L.q0 + r < T) vals[L.q0 + r] = c[r];
+        for (let r = 0; r < L.nq; r++) if (L.q0 + r < n) vals[L.q0 + r] = c[r];
       }
     }
     let mx = 0;
-    for (let t = 0; t < T; t++) mx = vals[t] > mx ? vals[t] : mx;
-    for (let t = 0; t < spans.length; t++) {
-      const c = tokenColour(level(vals[t], mx));
-      if (spans[t].style.backgroundColor !== c) spans[t].style.backgroundColor = c;
-    }
-    if (q >= 0) spans[q].classList.add(st.held ? "held" : "sel");
+    for (let t = 0; t < n; t++) mx = vals[t] > mx ? vals[t] : mx;
+    for (const side of ["src", "tgt"])
+      for (let t = 0; t < spans[side].length; t++) {
+        const c = side === paint ? tokenColour(level(vals[t], mx)) : "";
+        if (spans[side][t].style.backgroundColor !== c) spans[side][t].style.backgroundColor = c;
+      }
+    if (q >= 0) spans[held][q].classList.add(st.held ? "held" : "sel");
     lastValues = vals;
     lastSel = q;
   }
+  /* A token of `side` chosen: with queries and keys on different sides (cross
+   * attention) the side says the direction; a side the layer does not read
+   * is not selectable. */
+  function choose(side) {
+    const [qs, ks] = sides(D.layers[st.l]);
+    if (qs !== ks) { st.dir = side === qs ? "q" : "k"; $("dir").value = st.dir; }
+    return side === qs || side === ks;
+  }
   function tokenEvents() {
-    const box = $("tokens");
-    box.addEventListener("mouseover", (ev) => {
-      const t = ev.target.dataset ? ev.target.dataset.t : undefined;
-      if (t === undefined) return;
-      const i = +t;
-      if (!st.held) { st.q = i; paintTokens(); drawMatrix(); writeHash(); }
-      tokenTip(ev, i);
-    });
-    box.addEventListener("mousemove", (ev) => { if (ev.target.dataset && ev.target.dataset.t !== undefined) moveTip(ev); });
-    box.addEventListener("mouseleave", hideTip);
-    box.addEventListener("click", (ev) => {
-      const t = ev.target.dataset ? ev.target.dataset.t : undefined;
-      if (t === undefined) return;
-      const i = +t;
-      st.held = !(st.held && st.q === i);
-      st.q = i;
-      paintTokens(); drawMatrix(); writeHash();
-      tokenTip(ev, i);
-    });
+    for (const id of ["tokens", "srctokens"]) {
+      const box = $(id);
+      box.addEventListener("mouseover", (ev) => {
+        const t = ev.target.dataset ? ev.target.dataset.t : undefined;
+        if (t === undefined) return;
+        const i = +t, side = ev.target.dataset.side;
+        if (!st.held && choose(side)) { st.q = i; paintTokens(); drawMatrix(); writeHash(); }
+        tokenTip(ev, i, side);
+      });
+      box.addEventListener("mousemove", (ev) => { if (ev.target.dataset && ev.target.dataset.t !== undefined) moveTip(ev); });
+      box.addEventListener("mouseleave", hideTip);
+      box.addEventListener("click", (ev) => {
+        const t = ev.target.dataset ? ev.target.dataset.t : undefined;
+        if (t === undefined) return;
+        const i = +t, side = ev.target.dataset.side;
+        if (!choose(side)) return;
+        st.held = !(st.held && st.q === i);
+        st.q = i;
+        paintTokens(); drawMatrix(); writeHash();
+        tokenTip(ev, i, side);
+      });
+    }
   }
   function precision() {
     return U8 ? "stored as u8 with a scale per query row; shown dequantised" : "stored as f16; shown exactly";
   }
-  function tokLabel(t) { return JSON.stringify(D.sequences[st.s].text[t]); }
-  function tokenTip(ev, i) {
-    const L = D.layers[st.l], head = "L" + L.layer + " H" + L.heads[st.h];
-    let s = "token " + i + " " + tokLabel(i) + "  id " + D.sequences[st.s].tokens[i];
-    if (lastSel >= 0 && lastValues) {
+  function tokLabel(t, side) { return JSON.stringify((textOf(side || "tgt") || [])[t]); }
+  function headName(L) { return (L.attn ? L.attn + " " : "") + "L" + L.layer + " H" + L.heads[st.h]; }
+  function tokenTip(ev, i, side) {
+    const L = D.layers[st.l], head = headName(L), [qs, ks] = sides(L);
+    let s = (D.seq2seq ? (side === "src" ? "source " : "target ") : "") + "token " + i + " " +
+            tokLabel(i, side) + "  id " + idsOf(side)[i];
+    const painted = st.dir === "q" ? ks : qs;
+    if (lastSel >= 0 && lastValues && side === painted) {
       const p = lastValues[i];
       s += "\n" + head + (st.dir === "q" ? ": query " + lastSel + " \u2192 key " + i
                                           : ": query " + i + " \u2192 key " + lastSel);
@@ -209,8 +241,8 @@
   let image = null, imageKey = "";
   const MSIZE = 480, ML = 110, MT = 90, LINE = 12; // the map's side, the label margins
   let axis = { rows: [], cols: [] }; // the labels drawn last: [index, text]
-  function shortTok(t) {
-    const s = showToken(D.sequences[st.s].text[t]).replace(/\n/g, "");
+  function shortTok(t, side) {
+    const s = showToken(textOf(side)[t]).replace(/\n/g, "");
     return s.length > 14 ? s.slice(0, 13) + "\u2026" : s;
   }
   function mapImage() {
@@ -238,7 +270,8 @@
     view.zoom = MSIZE / Math.max(L.S, L.nq); view.x = 0; view.y = 0;
   }
   function drawAxes(ctx, L) {
-    const step = Math.max(1, Math.ceil(LINE / view.zoom)), T = D.sequences[st.s].text.length;
+    const step = Math.max(1, Math.ceil(LINE / view.zoom)), [qs, ks] = sides(L);
+    const TQ = textOf(qs).length, TK = textOf(ks).length;
     axis = { rows: [], cols: [] };
     ctx.fillStyle = "#222";
     ctx.font = "11px sans-serif";
@@ -246,20 +279,20 @@
     ctx.textBaseline = "middle";
     for (let r = 0; r < L.nq; r += step) {
       const y = MT + view.y + (r + 0.5) * view.zoom, q = L.q0 + r;
-      if (y < MT || y > MT + MSIZE || q >= T) continue;
-      ctx.fillText(shortTok(q), ML - 4, y);
-      axis.rows.push([q, shortTok(q)]);
+      if (y < MT || y > MT + MSIZE || q >= TQ) continue;
+      ctx.fillText(shortTok(q, qs), ML - 4, y);
+      axis.rows.push([q, shortTok(q, qs)]);
     }
     for (let s = 0; s < L.S; s += step) {
       const x = ML + view.x + (s + 0.5) * view.zoom;
-      if (x < ML || x > ML + MSIZE || s >= T) continue;
+      if (x < ML || x > ML + MSIZE || s >= TK) continue;
       ctx.save();
       ctx.translate(x, MT - 4);
       ctx.rotate(-Math.PI / 3);
       ctx.textAlign = "left";
-      ctx.fillText(shortTok(s), 0, 0);
+      ctx.fillText(shortTok(s, ks), 0, 0);
       ctx.restore();
-      axis.cols.push([s, shortTok(s)]);
+      axis.cols.push([s, shortTok(s, ks)]);
     }
   }
   function drawMatrix() {
@@ -314,16 +347,16 @@
       const s = Math.floor((ev.clientX - r.left - ML - view.x) / view.zoom);
       const row = Math.floor((ev.clientY - r.top - MT - view.y) / view.zoom);
       if (!blk || s < 0 || s >= L.S || row < 0 || row >= L.nq) { hideTip(); return; }
-      const q = L.q0 + row, p = blk.get(row, s);
-      let txt = "L" + L.layer + " H" + L.heads[st.h] + "  query " + q + " " + tokLabel(q) +
-                " \u2192 key " + s + " " + tokLabel(s) + "\np = " + p.toPrecision(6) + "\n" + precision();
+      const q = L.q0 + row, p = blk.get(row, s), [qs, ks] = sides(L);
+      let txt = headName(L) + "  query " + q + " " + tokLabel(q, qs) +
+                " \u2192 key " + s + " " + tokLabel(s, ks) + "\np = " + p.toPrecision(6) + "\n" + precision();
       if (U8) txt += " (\u00b1" + (blk.scaleOf(row) / 2).toPrecision(2) + ")";
       showTip(ev, txt);
     });
   }
 
   /* ---- the layer x head grid of thumbnails ---- */
-  const CELL = 44, PAD = 4, LEFT = 30, TOP = 16;
+  const CELL = 44, PAD = 4, LEFT = D.seq2seq ? 52 : 30, TOP = 16;
   let gridHeads = 0;
   function drawGrid() {
     gridHeads = Math.max(...D.layers.map((L) => L.heads.length));
@@ -336,7 +369,7 @@
     D.layers.forEach((L, li) => {
       const y = TOP + li * (CELL + PAD);
       ctx.fillStyle = "#333";
-      ctx.fillText("L" + L.layer, 2, y + CELL / 2);
+      ctx.fillText(L.attn ? layerName(L) : "L" + L.layer, 2, y + CELL / 2);
       L.heads.forEach((head, hi) => {
         const x = LEFT + hi * (CELL + PAD), b = blockIndex.get(st.s + "," + li + "," + hi);
         if (b) ctx.drawImage(thumb(b), x, y, CELL, CELL);
@@ -380,7 +413,7 @@
       const li = Math.floor((ev.clientY - r.top - TOP) / (CELL + PAD));
       if (li >= 0 && li < D.layers.length && hi >= 0 && hi < D.layers[li].heads.length) {
         const L = D.layers[li];
-        showTip(ev, "layer " + L.layer + " head " + L.heads[hi] + kvText(L, hi));
+        showTip(ev, (L.attn ? L.attn + " " : "") + "layer " + L.layer + " head " + L.heads[hi] + kvText(L, hi));
       } else hideTip();
     });
     cv.addEventListener("mouseleave", hideTip);
@@ -395,7 +428,7 @@
   function fmt(v) { return v === null || v === undefined ? "" : Math.abs(v) >= 1e4 || (v !== 0 && Math.abs(v) < 1e-3) ? v.toExponential(3) : v.toFixed(4); }
   function drawPanel() {
     const L = D.layers[st.l], head = L.heads[st.h], panel = $("panel");
-    $("headname").textContent = "L" + L.layer + " H" + head;
+    $("headname").textContent = (L.attn ? L.attn + " " : "") + "L" + L.layer + " H" + head;
     panel.textContent = "";
     const p = document.createElement("p");
     p.textContent = kvText(L, st.h).trim();
@@ -487,7 +520,8 @@
       } else if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
         select((st.l + (ev.key === "ArrowDown" ? 1 : n - 1)) % n, st.h);
       } else if (ev.key === "]" || ev.key === "[") {
-        st.q = Math.max(0, Math.min(T - 1, (st.q < 0 ? 0 : st.q) + (ev.key === "]" ? 1 : -1)));
+        const [qs, ks] = sides(D.layers[st.l]), n = spans[st.dir === "q" ? qs : ks].length;
+        st.q = Math.max(0, Math.min(n - 1, (st.q < 0 ? 0 : st.q) + (ev.key === "]" ? 1 : -1)));
         st.held = true;
         paintTokens(); drawMatrix(); writeHash();
       } else return;
@@ -507,7 +541,8 @@
     $("about").textContent = [m.family ? m.family + " model" : "model", m.sha256 ? m.sha256.slice(0, 12) : "",
       "T = " + T, D.dtype === "u8" ? "u8 maps" : "f16 maps", "tokens: " + D.token_source, D.source].filter(Boolean).join(" \u00b7 ");
     fillSelect($("seq"), D.sequences.map((s) => "#" + s.seq), 0);
-    fillSelect($("layer"), D.layers.map((L) => String(L.layer)), 0);
+    fillSelect($("layer"), D.layers.map(layerName), 0);
+    if (D.seq2seq) { $("srcwrap").hidden = false; $("tgthead").textContent = "Target tokens (the decoder's inputs)"; }
     $("seq").addEventListener("change", (e) => select(st.l, st.h, +e.target.value));
     $("layer").addEventListener("change", (e) => select(+e.target.value, st.h));
     $("head").addEventListener("change", (e) => select(st.l, +e.target.value));
