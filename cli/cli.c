@@ -98,31 +98,31 @@ int cli_opts_given(const opt *opts, int nopts, const char *name)
     return opt_seen(opts, nopts, name, strlen(name));
 }
 
-/* r->option as the messages say it: "--val|--val-text" -> "--val or --val-text". */
-static void rule_option_name(char *out, size_t n, const char *option)
+/* Whether r->option or one of its alternatives ("--val|--val-text") is
+ * given; into out the ones this command has, as the messages say them
+ * ("--val or --val-text"). */
+static int rule_option(char *out, size_t n, const char *option, const opt *opts, int nopts)
 {
     size_t k = 0;
-    for (const char *p = option; *p && k + 5 < n; p++)
-        k += (size_t)(*p == '|' ? snprintf(out + k, n - k, " or ") : (out[k] = *p, 1));
-    out[k] = 0;
+    int given = 0;
+    out[0] = 0;
+    for (const char *p = option; *p;) {
+        const size_t len = strcspn(p, "|");
+        given |= opt_seen(opts, nopts, p, len);
+        if (opt_index(opts, nopts, p, len) >= 0 && k + len + 5 < n)
+            k += (size_t)snprintf(out + k, n - k, "%s%.*s", k ? " or " : "", (int)len, p);
+        p += len + (p[len] == '|');
+    }
+    return given;
 }
 
 /* The first option of r->others that breaks rule r: the usage error's exit
- * status, or 0. r->option may name alternatives ("--val|--val-text"): the
- * rule's option is given when any of them is. */
+ * status, or 0. EXCLUDES binds when r->option is given, NEEDS when it is not. */
 static int check_rule(const char *cmd, const opt *opts, int nopts, const opt_rule *r)
 {
-    /* EXCLUDES binds when r->option is given, NEEDS when it is not */
-    int given = 0;
-    for (const char *p = r->option; *p;) {
-        size_t len = strcspn(p, "|");
-        given |= opt_seen(opts, nopts, p, len);
-        p += len + (p[len] == '|');
-    }
-    if (given != (r->kind == OPTS_EXCLUDES))
-        return 0;
     char name[128];
-    rule_option_name(name, sizeof name, r->option);
+    if (rule_option(name, sizeof name, r->option, opts, nopts) != (r->kind == OPTS_EXCLUDES))
+        return 0;
     for (const char *p = r->others; *p;) {
         size_t len = strcspn(p, ",");
         if (opt_seen(opts, nopts, p, len))
@@ -219,7 +219,7 @@ void cli_opts_help(FILE *f, const command *c, const opt *opts, int nopts)
                 line[n++] = *p;
         }
         char name[128];
-        rule_option_name(name, sizeof name, r->option);
+        rule_option(name, sizeof name, r->option, opts, nopts);
         snprintf(line + n, sizeof line - n, ": %s %s",
                  r->kind == OPTS_NEEDS ? "only with" : "not with", name);
         const int wrap = strlen(line) + strlen(r->why) + 3 > 88;

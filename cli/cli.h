@@ -154,7 +154,7 @@ typedef struct {
       "--task: the model's output j scores the task's label Ij", 0 }
 #define OPT_TASK_RULES                                                                     \
     OPT_TEXT_RULE_DATA,                                                                    \
-        { "--text|--task", OPTS_NEEDS, "--tokenizer", "it tokenizes the text" },          \
+        { "--text|--task|--pairs", OPTS_NEEDS, "--tokenizer", "it tokenizes the text" },  \
         { "--task", OPTS_EXCLUDES, "--data,--text,--mlm-prob,--mlm-mask,--seed",           \
           "a task's examples are its own" },                                               \
         { "--task", OPTS_NEEDS, "--metric,--truncate,--label-map", "they concern a task" }

@@ -158,7 +158,7 @@ static const opt_rule importance_rules[] = {
 
 static const opt_rule prune_rules[] = {
     OPT_TEXT_RULE_DATA,
-    { "--text|--val-text|--task", OPTS_NEEDS, "--tokenizer", "it tokenizes the text" },
+    { "--text|--val-text|--task|--pairs", OPTS_NEEDS, "--tokenizer", "it tokenizes the text" },
     { "--val-text", OPTS_EXCLUDES, "--val", "one validation set" },
     { "--task", OPTS_EXCLUDES, "--data,--text,--val,--val-text,--mlm-prob,--mlm-mask",
       "a task's examples are its own" },
@@ -191,7 +191,7 @@ HS_COMMAND(cmd_importance_record) = {
     .name = "importance",
     .flags = CMD_SHARDS,
     .order = 110,
-    .summary = "Gradient head importance (Michel et al.), raw and layer-normalised.",
+    .summary = "Gradient head importance (Michel et al.), raw and layer-normalised; an encoder-decoder's by attention type.",
     .usage = "headscope importance --model DIR (--data FILE | --text FILE) --db FILE [options]",
     .details = "importance_raw = mean over sequences of |dL_n/dxi| (L_n: the summed token loss of\n"
         "sequence n, xi the head gate at 1); importance = each layer's vector over its L2\n"
@@ -204,7 +204,7 @@ HS_COMMAND(cmd_importance_record) = {
 HS_COMMAND(cmd_prune_record) = {
     .name = "prune",
     .order = 120,
-    .summary = "Iterative joint head pruning by importance; curve and mask into the index.",
+    .summary = "Iterative joint head pruning by importance (an encoder-decoder's over its three attention types); curve and mask into the index.",
     .usage = "headscope prune --model DIR (--data FILE | --text FILE) --db FILE [options]",
     .details = "Step k prunes the least important heads until floor(k*P*N/100) of the N heads are\n"
         "gated off, recomputing importance on the pruned model each step (--one-shot:\n"

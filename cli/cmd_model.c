@@ -393,7 +393,7 @@ static const opt_rule tokens_rules[] = {
 
 static const opt_rule train_rules[] = {
     OPT_TEXT_RULE_DATA,
-    { "--text|--val-text|--task", OPTS_NEEDS, "--tokenizer", "it tokenizes the text" },
+    { "--text|--val-text|--task|--pairs", OPTS_NEEDS, "--tokenizer", "it tokenizes the text" },
     { "--val-text", OPTS_EXCLUDES, "--val", "one validation set" },
     { "--task", OPTS_EXCLUDES, "--data,--text,--val,--val-text,--val-every,--val-batches",
       "a task's examples are its own" },
@@ -448,7 +448,7 @@ HS_COMMAND(cmd_tokens_record) = {
 HS_COMMAND(cmd_train_record) = {
     .name = "train",
     .order = 50,
-    .summary = "Train a model from a preset or a checkpoint with Adam (AdamW with --weight-decay).",
+    .summary = "Train a model from a preset, a config.json or a checkpoint with Adam (AdamW with --weight-decay); an encoder-decoder on pairs.",
     .usage = "headscope train --out DIR (--preset P [KEY=VALUE ...] | --init DIR)\n       (--data FILE | --text FILE | --task FILE.jsonl [--num-labels K]) [options]",
     .details = "Batches follow llm.c: step i reads B*T+1 tokens from i*B*T, wrapping to the start.\n"
         "The loss is the mean over the batch's B*T targets (an encoder's, bert or roberta:\nthe masked-LM loss over its chosen positions, drawn anew each step from --seed).\nDefaults add nothing unasked:\n"

@@ -9,6 +9,7 @@
 #include "inputs.h"
 #include "jsonout.h"
 #include "labels.h"
+#include "seq2seq.h"
 #include "trainer.h"
 #include "transformer.h"
 
@@ -343,9 +344,6 @@ static void print_token_text(FILE *f, hs_maps_reader *r, const hs_maps_info *in,
     free(text);
 }
 
-/* A map's attention type (hs_maps_layer_info's attn). */
-static const char *const ATTN_NAME[4] = { "self", "enc", "dec", "cross" };
-
 void hs_describe_maps(FILE *f, hs_maps_reader *r, const char *path, int json)
 {
     const hs_maps_info *in = hs_maps_get_info(r);
@@ -366,7 +364,7 @@ void hs_describe_maps(FILE *f, hs_maps_reader *r, const char *path, int json)
             const hs_maps_layer_info *l = &in->layers[i];
             fprintf(f, "%s{\"layer\":%d,", i ? "," : "", l->layer);
             if (l->attn)
-                fprintf(f, "\"attn\":\"%s\",", ATTN_NAME[l->attn & 3]);
+                fprintf(f, "\"attn\":\"%s\",", hs_attn_type_name((hs_attn_type)l->attn));
             fprintf(f, "\"heads\":[");
             for (int h = 0; h < l->nh; h++)
                 fprintf(f, "%s%d", h ? "," : "", l->heads[h]);
@@ -390,7 +388,7 @@ void hs_describe_maps(FILE *f, hs_maps_reader *r, const char *path, int json)
         for (int i = 0; i < in->n_layers; i++) {
             const hs_maps_layer_info *l = &in->layers[i];
             fprintf(f, "%-5s %2d     [%lld, %d, %d, %d] %s, queries %d..%d, heads",
-                    l->attn ? ATTN_NAME[l->attn & 3] : "layer", l->layer, in->n_seq, l->nh, l->nq,
+                    l->attn ? hs_attn_type_name((hs_attn_type)l->attn) : "layer", l->layer, in->n_seq, l->nh, l->nq,
                     l->S, l->half ? "float16" : "float32", l->q0, l->q0 + l->nq - 1);
             for (int h = 0; h < l->nh; h++)
                 fprintf(f, " %d", l->heads[h]);
