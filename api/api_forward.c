@@ -10,6 +10,7 @@
 #include "inputs.h"
 #include "layers.h"
 #include "linalg.h"
+#include "seq2seq.h"
 #include "transformer.h"
 
 typedef struct {
@@ -218,4 +219,74 @@ int hs_api_forward_run(hs_api_forward *f, const int32_t *ids, int B, int T,
     if (loss)
         *loss = sum / (double)N;
     return HS_OK;
+}
+
+/* ---- encoder-decoders ----------------------------------------------------- */
+
+/* The activations of record (attn, layer, site) of a forward kept in a
+ * (HS_S2S_MAPS: every layer's), with its element count; NULL naming the
+ * record when the model has no such one. */
+static const hs_real *s2s_site(const hs_s2s_acts *a, const hs_model_config *c, int attn,
+                               int layer, int site, size_t *count)
+{
+    const int E = c->enc_layers, l = attn == 1 ? layer : E + layer;
+    const int ok = attn >= 1 && attn <= 3 && layer >= 0 &&
+                   (attn == 1 ? layer < E : l < c->n_layer);
+    if (!ok) {
+        hs_fail(HS_EINVAL, "encoder-decoder forward: no %s layer %d",
+                hs_attn_type_name((hs_attn_type)(attn >= 1 && attn <= 3 ? attn : 0)), layer);
+        return NULL;
+    }
+    const hs_attn_acts *aa = attn == 3 ? &a->cross[l] : &a->self[l];
+    const size_t rows = attn == 1 ? (size_t)a->S : (size_t)a->T;
+    const size_t keys = attn == 2 ? (size_t)a->T : (size_t)a->S;
+    const size_t hd = (size_t)c->n_head[l] * c->head_dim, gd = (size_t)c->n_kv_head[l] * c->head_dim;
+    const size_t B = (size_t)a->B;
+    switch (site) {
+    case HS_SITE_Q: *count = B * rows * hd; return aa->q;
+    case HS_SITE_K: *count = B * keys * gd; return aa->k;
+    case HS_SITE_V: *count = B * keys * gd; return aa->v;
+    case HS_SITE_Z: *count = B * rows * hd; return aa->z;
+    case HS_SITE_PATTERN: *count = B * c->n_head[l] * rows * keys; return aa->att;
+    default:
+        hs_fail(HS_EINVAL, "encoder-decoder forward: site %d is not recorded (q, k, v, z, "
+                           "pattern)", site);
+        return NULL;
+    }
+}
+
+int hs_api_s2s_forward(const hs_model *m, const int32_t *src, int S, const int32_t *dec, int T,
+                       int B, const int32_t *targets, hs_real *logits, hs_real *losses,
+                       double *loss, const int *attn, const int *layer, const int *site,
+                       hs_real *const *dst, const size_t *n, int n_rec)
+{
+    const hs_model_config *c = &m->cfg;
+    hs_s2s_acts a;
+    int rc = hs_s2s_acts_alloc(&a, c, B, S, T, n_rec > 0 ? HS_S2S_MAPS : 0);
+    if (rc)
+        return rc;
+    const size_t NT = (size_t)B * T, V = (size_t)c->vocab_size;
+    rc = hs_s2s_encode(&a, m, src);
+    /* a decode with targets leaves probabilities: the logits from one without */
+    if (!rc && (logits || !targets) && !(rc = hs_s2s_decode(&a, m, dec, NULL)) && logits)
+        memcpy(logits, a.logits, sizeof(hs_real) * NT * V);
+    if (!rc && targets && !(rc = hs_s2s_decode(&a, m, dec, targets))) {
+        if (losses)
+            memcpy(losses, a.losses, sizeof(hs_real) * NT);
+        if (loss)
+            *loss = a.loss;
+    }
+    for (int i = 0; !rc && i < n_rec; i++) {
+        size_t count = 0;
+        const hs_real *x = s2s_site(&a, c, attn[i], layer[i], site[i], &count);
+        if (!x)
+            rc = HS_EINVAL;
+        else if (count != n[i])
+            rc = hs_fail(HS_EINVAL, "encoder-decoder forward: record %d holds %zu elements, "
+                                    "the site %zu", i, n[i], count);
+        else
+            memcpy(dst[i], x, sizeof(hs_real) * count);
+    }
+    hs_s2s_acts_free(&a);
+    return rc;
 }

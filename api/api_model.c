@@ -94,6 +94,9 @@ int hs_api_model_int(const hs_model *m, const char *key, long long *v)
         { "rotary", c->pos == HS_POS_ROPE },
         { "mlp", c->mlp },
         { "n_labels", c->n_labels },
+        { "enc_layers", c->enc_layers },
+        { "pad_id", c->pad_id },
+        { "decoder_start_id", c->dec_start_id },
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!strcmp(key, keys[i].name)) {

@@ -67,8 +67,9 @@ char *hs_api_model_config(const hs_model *m);
  * parallel_residual, embed_scale, mla, qk_nope_head_dim, qk_rope_head_dim,
  * n_params, learned_positions (1 with a learned position table),
  * rotary (1 when q and k are rotated), mlp (0 none, 1 gelu, 2 swiglu, 3
- * geglu), n_labels (a sequence classifier's outputs; 0: none). HS_EINVAL
- * naming an unknown key. */
+ * geglu), n_labels (a sequence classifier's outputs; 0: none),
+ * enc_layers (an encoder-decoder's encoder layers, the first of n_layer;
+ * 0: one stack), pad_id, decoder_start_id. HS_EINVAL naming an unknown key. */
 int hs_api_model_int(const hs_model *m, const char *key, long long *v);
 
 /* "gpt2", "llama", ... (hs_family_name). */
@@ -91,6 +92,21 @@ int hs_api_model_tensor(const hs_model *m, int i, const char **name, hs_real **d
  * layer 0 only. HS_EINVAL naming what the model lacks (mlp_out without an
  * MLP, k and v of an MLA model, final without a final norm). */
 int hs_api_site_shape(const hs_model *m, int site, int layer, int B, int T, int shape[4]);
+
+/* An encoder-decoder's forward (SPEC §17) of B pairs: src (B,S) padded
+ * with pad_token_id (masked), dec (B,T) the decoder inputs. logits (B,T,V)
+ * (NULL: not kept); with targets (B,T) (NULL: none; HS_TARGET_IGNORE, -1,
+ * left out) losses (B,T) (NULL: not kept) and *loss their mean. n_rec
+ * records of the forward's activations, each into dst[i] (n[i] elements,
+ * its shape's): attention type attn[i] (1 encoder self, 2 decoder self, 3
+ * cross), layer[i] within its stack, site[i] one of HS_SITE_Q, K, V, Z
+ * ((B, rows, heads, dh); cross keys and values span the source) and
+ * PATTERN ((B, H, rows, keys)). HS_EINVAL naming a record that does not
+ * exist or whose size differs, or a one-stack model. */
+int hs_api_s2s_forward(const hs_model *m, const int32_t *src, int S, const int32_t *dec, int T,
+                       int B, const int32_t *targets, hs_real *logits, hs_real *losses,
+                       double *loss, const int *attn, const int *layer, const int *site,
+                       hs_real *const *dst, const size_t *n, int n_rec);
 
 /* ---- tokens and prompts -------------------------------------------------------- */
 

@@ -90,6 +90,13 @@ class Model:
             n_ctx=self.n_ctx, d_mlp=self.d_mlp, family=self.family, dtype=self.dtype)
         self._params = None
         self._names = None
+        # an encoder-decoder (SPEC §17): layers 0 .. n_encoder_layers-1 are
+        # its encoder's, the rest its decoder's; hook names as TransformerLens's
+        # HookedEncoderDecoder gives them (encoder.{l}.attn..., decoder.{l}.attn
+        # and .cross_attn...)
+        self.n_encoder_layers = self._int("enc_layers")
+        self.encoder_decoder = self.n_encoder_layers > 0
+        self.n_decoder_layers = self.n_layers - self.n_encoder_layers if self.encoder_decoder else 0
 
     # ---- making models ----
 
@@ -231,7 +238,7 @@ class Model:
     def hook_names(self):
         """Every hook name this model has, in forward order."""
         if self._names is None:
-            self._names = all_hook_names(self)
+            self._names = _s2s_names(self) if self.encoder_decoder else all_hook_names(self)
         return list(self._names)
 
     def shape_of(self, name, batch=1, positions=1):
@@ -241,12 +248,20 @@ class Model:
 
     # ---- forwards ----
 
-    def __call__(self, ids, return_type="logits", targets=None, attention_mask=None):
+    def __call__(self, ids, decoder_input=None, return_type="logits", targets=None,
+                 attention_mask=None):
         """The forward: logits (B, T, V) by default; return_type "loss" (the
         mean next-token loss, as model.loss), "both" or None. A sequence
         classifier (SPEC §16: n_labels > 0) returns its outputs (B, n_labels)
         instead, attention_mask (B, T) of 0/1 marking padding (taken as
-        pad_token_id, as transformers pads)."""
+        pad_token_id, as transformers pads). An encoder-decoder takes the
+        source ids (B, S; padded with pad_token_id, which is masked) and the
+        decoder's inputs (B, T), as HookedEncoderDecoder(input,
+        decoder_input): logits (B, T, V); its loss needs targets (B, T)."""
+        if self.encoder_decoder:
+            return self._s2s(ids, decoder_input, return_type, targets, {})[0]
+        if decoder_input is not None:
+            raise ValueError("decoder_input: for an encoder-decoder (this model has one stack)")
         if self.n_labels:
             return self._classify(ids, attention_mask)
         if attention_mask is not None:
@@ -326,13 +341,22 @@ class Model:
                                    per_token=per_token)
 
     def run_with_cache(self, ids, names=None, names_filter=None, return_type="logits",
-                       targets=None):
+                       targets=None, decoder_input=None):
         """(logits, cache): the forward, keeping the activations named by
         `names` (a hook name, a list of them, or a function of a name; also
         as names_filter, TransformerLens's keyword; None: every hook of the
         model). Only what was asked for is copied, once, into arrays owned
         by the cache, while the forward runs: views into one block (holding
-        one keeps the block; .copy() it to keep it alone)."""
+        one keeps the block; .copy() it to keep it alone). An encoder-decoder
+        takes decoder_input as __call__ does; its hooks are the attention's
+        q, k, v, z and pattern of each type (encoder.{l}.attn.hook_pattern,
+        decoder.{l}.attn.hook_z, decoder.{l}.cross_attn.hook_pattern, ...)."""
+        if self.encoder_decoder:
+            wanted = _s2s_select(self, names if names is not None else names_filter)
+            out, cache = self._s2s(ids, decoder_input, return_type, targets, wanted)
+            return out, ActivationCache((n, cache[n]) for n in wanted)
+        if decoder_input is not None:
+            raise ValueError("decoder_input: for an encoder-decoder (this model has one stack)")
         ids = self._ids(ids)
         B, T = ids.shape
         wanted = select_names(self, names if names is not None else names_filter)
@@ -385,6 +409,9 @@ class Model:
         return_type: "logits" (default), "loss", "both" (logits, loss) or
         None."""
         del reset_hooks_end  # hooks never outlive the call
+        if self.encoder_decoder:
+            raise Error("run_with_hooks: hooks that change an encoder-decoder's forward are not "
+                        "implemented; run_with_cache reads its activations")
         ids = self._ids(ids)
         hooks = []
         for entry in fwd_hooks:
@@ -392,6 +419,49 @@ class Model:
             for n in select_names(self, name):
                 hooks.append((resolve(self, n), n, fn))
         return self._run(ids, [], hooks, return_type, targets, per_token)
+
+    # ---- an encoder-decoder's forward ----
+
+    def _s2s(self, src, dec, return_type, targets, wanted):
+        """(out, {name: array}) of hs_api_s2s_forward: out as return_type asks,
+        the arrays of `wanted` (name: (attn, layer, site))."""
+        if return_type not in ("logits", "loss", "both", None):
+            raise ValueError("return_type: 'logits', 'loss', 'both' or None, not %r"
+                             % (return_type,))
+        if dec is None:
+            raise ValueError("an encoder-decoder needs decoder_input (B, T): its decoder's "
+                             "inputs, [decoder_start_token_id] + the target[:-1]")
+        src, dec = self._ids(src), self._ids(dec)
+        (B, S), T = src.shape, dec.shape[1]
+        if dec.shape[0] != B:
+            raise ValueError("decoder_input: %d rows for %d sources" % (dec.shape[0], B))
+        want_loss = return_type in ("loss", "both")
+        if want_loss and targets is None:
+            raise ValueError("an encoder-decoder's loss needs targets (B, T) (-1: left out)")
+        tgt = _lib.ids_array(targets).reshape(B, T) if want_loss else None
+        logits = (np.empty((B, T, self.vocab_size), dtype=self.dtype)
+                  if return_type in ("logits", "both") else None)
+        losses = np.empty((B, T), dtype=self.dtype) if want_loss else None
+        names = list(wanted)
+        shapes = [_s2s_shape(self, wanted[n], B, S, T) for n in names]
+        arrays = self._arrays(shapes)
+        k = len(names)
+        ints = lambda vals: (ctypes.c_int * max(1, k))(*vals)
+        dst = (P_real_t * max(1, k))(*[_lib.real_ptr(a) for a in arrays])
+        sizes = (ctypes.c_size_t * max(1, k))(*[a.size for a in arrays])
+        mean = ctypes.c_double()
+        with self._lock:
+            check(lib.hs_api_s2s_forward(
+                self._handle(), _lib.i32_ptr(src), S, _lib.i32_ptr(dec), T, B,
+                _lib.i32_ptr(tgt) if tgt is not None else None,
+                _lib.real_ptr(logits) if logits is not None else None,
+                _lib.real_ptr(losses) if losses is not None else None, ctypes.byref(mean),
+                ints([wanted[n][0] for n in names]), ints([wanted[n][1] for n in names]),
+                ints([wanted[n][2] for n in names]), dst, sizes, k))
+        cache = dict(zip(names, arrays))
+        out = {"logits": logits, "loss": mean.value, "both": (logits, mean.value),
+               None: None}[return_type]
+        return out, cache
 
     # ---- the one forward ----
 
@@ -461,3 +531,56 @@ class Model:
         if return_type == "both":
             return logits, loss
         return None
+
+
+# ---- encoder-decoders' hook names (TransformerLens's HookedEncoderDecoder) ----
+
+_S2S_SITES = {"q": 3, "k": 4, "v": 5, "z": 6, "pattern": 7}  # model/hooks.h's hs_site
+_S2S_NAME = re.compile(r"^(encoder|decoder)\.(\d+)\.(attn|cross_attn)\.hook_(q|k|v|z|pattern)$")
+P_real_t = _lib.P_real
+
+
+def _s2s_names(m):
+    """Every hook name of encoder-decoder m, in forward order."""
+    out = []
+    for l in range(m.n_encoder_layers):
+        out += ["encoder.%d.attn.hook_%s" % (l, s) for s in _S2S_SITES]
+    for l in range(m.n_decoder_layers):
+        for kind in ("attn", "cross_attn"):
+            out += ["decoder.%d.%s.hook_%s" % (l, kind, s) for s in _S2S_SITES]
+    return out
+
+
+def _s2s_select(m, spec):
+    """{name: (attn type 1 enc / 2 dec / 3 cross, layer, site)} of spec: a
+    name, a list of names, a function of a name, or None (every hook)."""
+    every = _s2s_names(m)
+    if spec is None:
+        names = every
+    elif callable(spec):
+        names = [n for n in every if spec(n)]
+    else:
+        names = [spec] if isinstance(spec, str) else list(spec)
+    out = {}
+    for n in names:
+        g = _S2S_NAME.match(n)
+        if not g or n not in every:
+            raise KeyError("%r is not a hook of this encoder-decoder (%s ... %s)"
+                           % (n, every[0], every[-1]))
+        attn = 1 if g.group(1) == "encoder" else 3 if g.group(3) == "cross_attn" else 2
+        out[n] = (attn, int(g.group(2)), _S2S_SITES[g.group(4)])
+    return out
+
+
+def _s2s_shape(m, key, B, S, T):
+    """The array shape of hook (attn, layer, site) for B pairs of S + T."""
+    attn, layer, site = key
+    l = layer if attn == 1 else m.n_encoder_layers + layer
+    H, G = m.heads_per_layer[l], m.kv_heads_per_layer[l]
+    rows = S if attn == 1 else T
+    keys = T if attn == 2 else S
+    if site == _S2S_SITES["pattern"]:
+        return (B, H, rows, keys)
+    if site in (_S2S_SITES["k"], _S2S_SITES["v"]):
+        return (B, keys, G, m.d_head)
+    return (B, rows, H, m.d_head)
