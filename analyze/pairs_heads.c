@@ -308,3 +308,72 @@ int hs_pairs_train(hs_model *m, const hs_pairs *p, const hs_pairs *val, const hs
     free(buf);
     return rc;
 }
+
+/* ---- L0 gates (Voita et al.) ------------------------------------------------ */
+
+/* The pairs' objective of hs_l0_gates: the next batch of pairs (file order,
+ * each pass's last batch what is left), its mean target-token loss. */
+typedef struct {
+    const hs_pairs *p;
+    const hs_pairs_units *u;
+    int B;
+    long next;
+    hs_s2s_acts a;
+    int32_t *buf;
+} pairs_l0;
+
+static int pairs_l0_step(void *ctx, const hs_model *m, const hs_hooks *hooks,
+                         hs_real *const *dgates, hs_weights *grads)
+{
+    pairs_l0 *q = ctx;
+    const hs_model_config *c = &m->cfg;
+    const int per_pass = (q->p->n + q->B - 1) / q->B, i0 = (int)(q->next++ % per_pass) * q->B;
+    const int n = q->p->n - i0 < q->B ? q->p->n - i0 : q->B;
+    int S, T;
+    hs_pairs_batch_shape(q->p, i0, n, &S, &T);
+    int32_t *src = q->buf, *dec = src + (size_t)n * S, *tgt = dec + (size_t)n * T;
+    hs_pairs_fill(src, dec, tgt, q->p, c, i0, n, S, T);
+    int rc = acts_for(&q->a, c, n, S, T);
+    if (rc)
+        return rc;
+    const hs_real *self[HS_MAX_LAYERS], *cross[HS_MAX_LAYERS];
+    hs_real *dself[HS_MAX_LAYERS] = { 0 }, *dcross[HS_MAX_LAYERS] = { 0 };
+    hs_pairs_units_gates(self, cross, q->u, hooks->gates, c->n_layer);
+    for (int k = 0; k < q->u->n; k++)
+        (q->u->type[k] == HS_ATTN_CROSS ? dcross : dself)[q->u->layer[k]] = dgates[k];
+    hs_s2s_acts *a = &q->a;
+    a->gates = self, a->cross_gates = cross, a->gates_per_seq = 0;
+    if ((rc = hs_s2s_encode(a, m, src)) || (rc = hs_s2s_decode(a, m, dec, tgt)))
+        return rc;
+    return hs_s2s_backward(grads, dself, dcross, a, m, src, dec, tgt,
+                           (hs_real)(1.0 / (double)(a->n_targets ? a->n_targets : 1)));
+}
+
+static int pairs_l0_finish(void *ctx, const hs_model *m, const hs_hooks *hooks,
+                           hs_l0_result *r)
+{
+    const pairs_l0 *q = ctx;
+    const hs_real *self[HS_MAX_LAYERS], *cross[HS_MAX_LAYERS];
+    hs_pairs_units_gates(self, cross, q->u, hooks->gates, m->cfg.n_layer);
+    hs_eval_result er;
+    const int rc = hs_pairs_eval_gated(&er, m, q->p, q->B, self, cross);
+    r->eval.loss = er.loss, r->eval.loss_se = er.stderr_loss, r->eval.n = (int)er.sequences;
+    r->lm = 1;
+    return rc;
+}
+
+int hs_pairs_l0(hs_l0_result *r, const hs_model *m, const hs_pairs *p, const hs_pairs_units *u,
+                const hs_l0_opts *o)
+{
+    memset(r, 0, sizeof *r);
+    if (o->batch < 1)
+        return hs_fail(HS_EINVAL, "batch %d must be positive", o->batch);
+    pairs_l0 q = { p, u, o->batch, 0, { 0 }, NULL };
+    q.buf = hs_calloc((size_t)q.B * (p->max_src + 2 * (size_t)p->max_tgt), sizeof *q.buf,
+                      "pairs batch");
+    const hs_l0_objective obj = { pairs_l0_step, pairs_l0_finish, &q, &u->cfg };
+    const int rc = q.buf ? hs_l0_gates(r, m, o, &obj) : HS_ENOMEM;
+    hs_s2s_acts_free(&q.a);
+    free(q.buf);
+    return rc;
+}

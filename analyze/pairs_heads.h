@@ -11,6 +11,7 @@
 
 #include "importance.h"
 #include "pairs.h"
+#include "task_heads.h"
 #include "train.h"
 
 typedef struct {
@@ -59,6 +60,14 @@ typedef struct {
 int hs_pairs_objective_importance(void *obj, hs_importance *imp, const hs_real *const *gates);
 int hs_pairs_objective_evaluate(void *obj, const hs_hooks *hooks, double *loss,
                                 double *stderr_loss);
+
+/* Voita et al.'s L0 gates on the units' heads (hs_task_l0's gates, SPEC
+ * §16): each step the next o->batch pairs (file order, each pass's last
+ * batch what is left), their mean target-token loss plus the penalty; then
+ * the pooled loss of every pair with the deterministic gates (r->lm set,
+ * r->eval's loss, loss_se, n). r's arrays are indexed by unit. */
+int hs_pairs_l0(hs_l0_result *r, const hs_model *m, const hs_pairs *p, const hs_pairs_units *u,
+                const hs_l0_opts *o);
 
 /* Trains the encoder-decoder m in place on the pairs (SPEC §17): each step
  * the next batch of o->B pairs in file order (each pass's last batch what

@@ -148,9 +148,6 @@ int hs_prune_study_check(hs_prune_study_opts *o, const hs_study_env *env)
         return hs_fail(HS_EINVAL, "--attn: the attention types of an encoder-decoder's --pairs");
     if (o->attn && hs_attn_types_parse(&types, o->attn))
         return HS_EINVAL;
-    if (env->pairs && l0)
-        return hs_fail(HS_EINVAL, "--pairs: an encoder-decoder's heads are pruned by importance; "
-                                  "--method l0 takes a --task");
     if (env->pairs && o->structural)
         return hs_fail(HS_EINVAL, "--structural: an encoder-decoder's pruned model is written "
                                   "dense (the pruned heads' output columns zeroed)");
@@ -158,6 +155,14 @@ int hs_prune_study_check(hs_prune_study_opts *o, const hs_study_env *env)
     if (!rc && o->out && o->structural && hs_prune_structural_check(&env->m->cfg))
         rc = HS_EUNSUPPORTED; /* a written model that cannot be made */
     return rc;
+}
+
+/* --attn's types (checked by hs_prune_study_check). */
+static unsigned pairs_types(const char *attn)
+{
+    unsigned types = 0;
+    hs_attn_types_parse(&types, attn);
+    return types;
 }
 
 /* prune --method l0 (SPEC §16): one lambda's gates per head, the heads left
@@ -168,18 +173,37 @@ static int l0_study(hs_prune_result *r, const hs_prune_study_opts *o, const hs_s
     lo.batch = env->batch, lo.stop = env->io.stop;
     lo.progress = hs_study_progress, lo.ctx = (void *)&env->io;
     hs_study_phase(&env->io, "l0 gates");
-    int rc = env->task ? hs_task_l0(&r->l0, env->m, env->task, &lo)
-                       : hs_lm_l0(&r->l0, env->m, env->data, env->seq_len, env->max_batches, &lo);
+    /* an encoder-decoder's: Voita et al.'s gate sets of the chosen types */
+    hs_pairs_units *u = env->pairs ? hs_calloc(1, sizeof *u, "gate units") : NULL;
+    int rc = env->pairs && !u ? HS_ENOMEM : HS_OK;
+    if (!rc && u)
+        rc = hs_pairs_units_init(u, &env->m->cfg, o->attn ? pairs_types(o->attn)
+                                                          : 1u << HS_ATTN_ENC | 1u << HS_ATTN_DEC |
+                                                                1u << HS_ATTN_CROSS);
+    if (!rc)
+        rc = u           ? hs_pairs_l0(&r->l0, env->m, env->pairs, u, &lo)
+             : env->task ? hs_task_l0(&r->l0, env->m, env->task, &lo)
+                         : hs_lm_l0(&r->l0, env->m, env->data, env->seq_len, env->max_batches, &lo);
     hs_study_phase(&env->io, NULL);
-    const hs_model_config *c = &env->m->cfg;
+    const hs_model_config *c = u ? &u->cfg : &env->m->cfg;
+    if (u)
+        r->heads = 0;
     for (int l = 0; !rc && l < c->n_layer; l++)
         for (int h = 0; !rc && h < c->n_head[l]; h++) {
             const size_t i = (size_t)l * HS_MAX_HEADS + h;
-            rc = hs_head_table_add(&r->table, l, h, HS_METRIC(L0_GATE), r->l0.gate[i], 0, 0);
+            /* a unit's head at its layer within its stack, with its type */
+            const int row = !u || u->type[l] == HS_ATTN_ENC ? (u ? u->layer[l] : l)
+                                                            : u->layer[l] - env->m->cfg.enc_layers;
+            const int n0 = r->table.n;
+            rc = hs_head_table_add(&r->table, row, h, HS_METRIC(L0_GATE), r->l0.gate[i], 0, 0);
             if (!rc)
-                rc = hs_head_table_add(&r->table, l, h, HS_METRIC(L0_LOG_ALPHA),
+                rc = hs_head_table_add(&r->table, row, h, HS_METRIC(L0_LOG_ALPHA),
                                        r->l0.log_alpha[i], 0, 0);
+            for (int k = n0; u && k < r->table.n; k++)
+                r->table.rows[k].attn = hs_attn_type_name(u->type[l]);
+            r->heads += u != NULL;
         }
+    free(u);
     if (!rc)
         rc = hs_head_table_add(&r->table, -1, -1, HS_METRIC(L0_HEADS_OPEN), r->l0.open, 0,
                                r->heads);

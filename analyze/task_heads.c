@@ -405,18 +405,6 @@ static void l0_final(hs_l0_result *r, hs_real **xi, const hs_real *log_alpha,
         }
 }
 
-/* What L0 gates are trained on: each step's batch (the gates in hooks; the
- * gate gradients of its mean loss into dgates), and the numbers with the
- * final gates. */
-typedef struct {
-    /* on model m (the caller's, or with --train-model its trained copy);
-     * grads: the weight gradients too (NULL: none) */
-    int (*step)(void *ctx, const hs_model *m, const hs_hooks *hooks, hs_real *const *dgates,
-                hs_weights *grads);
-    int (*finish)(void *ctx, const hs_model *m, const hs_hooks *hooks, hs_l0_result *r);
-    void *ctx;
-} l0_objective;
-
 /* --train-model: a float copy of m trained with the gates, its gradients
  * and Adam (the gates' learning rate). */
 typedef struct {
@@ -451,10 +439,10 @@ static void l0_weights_free(l0_weights *w)
     memset(w, 0, sizeof *w);
 }
 
-static int l0_run(hs_l0_result *r, const hs_model *m, const hs_l0_opts *o,
-                  const l0_objective *obj)
+int hs_l0_gates(hs_l0_result *r, const hs_model *m, const hs_l0_opts *o,
+                const hs_l0_objective *obj)
 {
-    const hs_model_config *c = &m->cfg;
+    const hs_model_config *c = obj->heads ? obj->heads : &m->cfg;
     if (!(o->lambda >= 0) || o->steps < 0 || o->lr < 0)
         return hs_fail(HS_EINVAL, "--lambda, --steps and --lr must not be negative");
     const int steps = o->steps ? o->steps : 500;
@@ -554,8 +542,8 @@ int hs_task_l0(hs_l0_result *r, const hs_model *m, const hs_task *t, const hs_l0
     int rc = pass_init(&q.p, m, t, o->batch, HS_ACTS_TRAIN);
     if (rc)
         return rc;
-    const l0_objective obj = { task_l0_step, task_l0_finish, &q };
-    rc = l0_run(r, m, o, &obj);
+    const hs_l0_objective obj = { task_l0_step, task_l0_finish, &q, NULL };
+    rc = hs_l0_gates(r, m, o, &obj);
     pass_free(&q.p);
     return rc;
 }
@@ -604,8 +592,8 @@ int hs_lm_l0(hs_l0_result *r, const hs_model *m, const hs_tokens *data, int T, s
         return rc;
     q.in = hs_calloc((size_t)q.B * T, sizeof *q.in, "inputs");
     q.tg = hs_calloc((size_t)q.B * T, sizeof *q.tg, "targets");
-    const l0_objective obj = { lm_l0_step, lm_l0_finish, &q };
-    rc = q.in && q.tg ? l0_run(r, m, o, &obj) : HS_ENOMEM;
+    const hs_l0_objective obj = { lm_l0_step, lm_l0_finish, &q, NULL };
+    rc = q.in && q.tg ? hs_l0_gates(r, m, o, &obj) : HS_ENOMEM;
     free(q.in), free(q.tg);
     hs_acts_free(&q.a);
     return rc;

@@ -91,6 +91,24 @@ typedef struct {
 int hs_task_l0(hs_l0_result *r, const hs_model *m, const hs_task *t, const hs_l0_opts *o);
 void hs_l0_result_free(hs_l0_result *r);
 
+/* What L0 gates are trained on: each step's batch (the gates in hooks; the
+ * gate gradients of its mean loss into dgates; with grads, the weights'
+ * too), and the numbers with the final gates; the gated heads as layers of
+ * heads (heads NULL: the model's; an encoder-decoder's units, pairs_heads.h,
+ * whose gates the objective maps onto the model). */
+typedef struct {
+    int (*step)(void *ctx, const hs_model *m, const hs_hooks *hooks, hs_real *const *dgates,
+                hs_weights *grads);
+    int (*finish)(void *ctx, const hs_model *m, const hs_hooks *hooks, hs_l0_result *r);
+    void *ctx;
+    const hs_model_config *heads;
+} hs_l0_objective;
+
+/* hs_task_l0's gates and their training on any objective (r's arrays
+ * indexed by obj's layers of heads). */
+int hs_l0_gates(hs_l0_result *r, const hs_model *m, const hs_l0_opts *o,
+                const hs_l0_objective *obj);
+
 /* The same gates on the language-model loss (SPEC §16: `--method l0`
  * without --task): each step the next batch of data (B = o->batch, T; in
  * order, wrapping), its mean token loss (an encoder's: masked-LM) plus the

@@ -118,7 +118,7 @@ static int cmd_prune(int argc, char **argv)
         { "--structural", OPT_FLAG, &so.structural, 0, NULL, "with --out: remove the pruned heads (a smaller model)", 0 },
         { "--force", OPT_FLAG, &so.force, 0, NULL, "overwrite a checkpoint in --out", 0 },
         CLI_STUDY_TASK_OPTS(s),
-        { "--method", OPT_STR, &so.method, 0, "NAME", "importance (default) or l0: --task's hard-concrete head gates", 0 },
+        { "--method", OPT_STR, &so.method, 0, "NAME", "importance (default) or l0: hard-concrete head gates (Voita et al.; --pairs: of each type)", 0 },
         { "--lambda", OPT_STR, &lambdas, 0, "L,L,...", "l0: the penalty's weights, one run each", 0 },
         { "--steps", OPT_INT, &so.l0.steps, 0, "S", "l0: Adam steps (default 500)", 0 },
         { "--lr", OPT_DOUBLE, &so.l0.lr, 0, "LR", "l0: Adam's learning rate on log alpha (default 0.1)", 0 },

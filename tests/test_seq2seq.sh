@@ -304,6 +304,33 @@ curve = db.execute("SELECT x, y FROM curves WHERE curve = 'pruning' ORDER BY ste
 assert [x for x, _ in curve] == [0, 0.25, 0.5], curve
 assert abs(curve[-1][1] - float(sys.argv[1])) < 1e-6 * curve[-1][1], (curve, sys.argv[1])
 PYEOF
+    # Voita et al.'s L0 gates on the cross-attention alone: a penalty that
+    # closes every gate leaves the loss of the model without those heads
+    # (the pruning curve's last point at 100%)
+    hs prune --model "$S2S/flan_t5" --pairs "$S2S/flan_t5/pairs.jsonl" --db l0.db --batch 2 \
+        --attn cross --method l0 --lambda 0,50 --steps 100 --lr 0.2
+    expect_rc 0 "prune --pairs --method l0" || return 1
+    hs prune --model "$S2S/flan_t5" --pairs "$S2S/flan_t5/pairs.jsonl" --db l0.db --batch 2 \
+        --attn cross --step-percent 100 --max-percent 100
+    expect_rc 0 "prune --pairs --attn cross --max-percent 100" || return 1
+    py - <<'PYEOF' || bad "prune --pairs --method l0 rows" || return 1
+import sqlite3
+db = sqlite3.connect("l0.db")
+runs = [r for r, in db.execute("SELECT run_id FROM runs ORDER BY run_id")]
+for run, closed_all in zip(runs[:2], (False, True)):
+    (attn, count, open_), = db.execute("SELECT attn, count(*), sum(value > 0) FROM head_metrics"
+                                       " WHERE run_id = ? AND metric = 'l0_gate' GROUP BY attn",
+                                       (run,)).fetchall()
+    assert (attn, count) == ("cross", 12) and (open_ == 0) == closed_all, (run, open_)
+    (n,), = db.execute("SELECT value FROM head_metrics WHERE run_id = ? AND metric ="
+                       " 'l0_heads_open'", (run,)).fetchall()
+    assert n == open_, (run, n, open_)
+(closed,), = db.execute("SELECT value FROM head_metrics WHERE run_id = ? AND metric = 'loss'",
+                        (runs[1],)).fetchall()
+(last,), = db.execute("SELECT y FROM curves WHERE run_id = ? AND curve = 'pruning' AND x = 1",
+                      (runs[2],)).fetchall()
+assert abs(closed - last) < 1e-6 * last, (closed, last)
+PYEOF
     expect_refused 2 prune '"foo" is not an attention type' --model "$S2S/t5" \
         --pairs "$S2S/t5/pairs.jsonl" --db pr2.db --attn enc,foo || return 1
     expect_refused 2 prune "--attn needs --pairs" --model "$S2S/t5" --data x.bin \
