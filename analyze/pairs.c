@@ -50,7 +50,9 @@ static int side(int32_t **ids, int *n, const cJSON *o, const char *text_key,
         snprintf(msg, sizeof msg, "a text pair's tokenizer: %s", hs_last_error());
         return bad(path, line, msg);
     }
-    if ((*n = hs_source_ids(*ts->tk, text->valuestring, c, ids)) < 0) {
+    /* a target with its own model where the tokenizer has one (Marian's target.spm) */
+    const hs_tokenizer *tk = strcmp(text_key, "target") ? *ts->tk : hs_tokenizer_target(*ts->tk);
+    if ((*n = hs_source_ids(tk, text->valuestring, c, ids)) < 0) {
         snprintf(msg, sizeof msg, "\"%s\": %s", text_key, hs_last_error());
         return bad(path, line, msg);
     }
@@ -343,9 +345,10 @@ int hs_pairs_bleu(hs_eval_result *r, const hs_model *m, const hs_pairs *p,
         hs_generate_stats st;
         if ((rc = hs_s2s_generate(out, &st, m, p->src[i], p->src_len[i], max_new, &greedy)))
             break;
-        hyp[i] = hs_tokenizer_decode(tk, out + 1, (size_t)st.n_new, 1);
+        hyp[i] = hs_tokenizer_decode(hs_tokenizer_target(tk), out + 1, (size_t)st.n_new, 1);
         ref[i] = p->tgt_text[i] ? strdup(p->tgt_text[i])
-                                : hs_tokenizer_decode(tk, p->tgt[i], (size_t)p->tgt_len[i], 1);
+                                : hs_tokenizer_decode(hs_tokenizer_target(tk), p->tgt[i],
+                                                      (size_t)p->tgt_len[i], 1);
         if (!hyp[i] || !ref[i])
             rc = hs_fail(HS_ENOMEM, "--bleu: %s", hs_last_error());
     }

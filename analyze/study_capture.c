@@ -549,24 +549,20 @@ static int pairs_tables(hs_maps_writer *w, const int32_t *src, const int32_t *de
         rc = hs_maps_write_mask(w, "target_mask", mask, n, T);
     if (rc || !tk)
         return rc;
-    const size_t ns = (size_t)n * S, nt = (size_t)n * T;
-    int32_t *both = hs_calloc(ns + nt, sizeof *both, "token ids");
-    if (!both)
-        return HS_ENOMEM;
-    memcpy(both, src, ns * sizeof *both);
-    memcpy(both + ns, dec, nt * sizeof *both);
-    const hs_tokens view = { .tok = both, .n = ns + nt };
-    char **table = NULL;
-    int n_table = 0;
-    rc = token_table(&table, &n_table, tk, &view);
-    if (!rc)
-        rc = hs_maps_write_text(w, "source_token_text", "source_tokens_text", src, n, S,
-                                (const char *const *)table, n_table);
-    if (!rc)
-        rc = hs_maps_write_text(w, "target_token_text", "target_tokens_text", dec, n, T,
-                                (const char *const *)table, n_table);
-    free_table(table, n_table);
-    free(both);
+    /* each side's strings by its own tokenizer (Marian's target.spm for targets) */
+    for (int side = 0; !rc && side < 2; side++) {
+        const hs_tokens view = { .tok = (int32_t *)(side ? dec : src),
+                                 .n = (size_t)n * (side ? T : S) };
+        char **table = NULL;
+        int n_table = 0;
+        rc = token_table(&table, &n_table, side ? hs_tokenizer_target(tk) : tk, &view);
+        if (!rc)
+            rc = hs_maps_write_text(w, side ? "target_token_text" : "source_token_text",
+                                    side ? "target_tokens_text" : "source_tokens_text",
+                                    side ? dec : src, n, side ? T : S,
+                                    (const char *const *)table, n_table);
+        free_table(table, n_table);
+    }
     return rc;
 }
 

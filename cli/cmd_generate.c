@@ -58,7 +58,7 @@ static int cmd_generate(int argc, char **argv)
     if (!rc && (hs_generate(out, &st, &m, ids, n, max_new, &so) || hs_model_unchanged(&m)))
         rc = cli_run_error("generate");
     if (!rc)
-        hs_print_generation(stdout, out, s2s ? 1 : n, (s2s ? 1 : n) + st.n_new, &st, tok, m.cfg.vocab_size, json, s2s);
+        hs_print_generation(stdout, out, s2s ? 1 : n, (s2s ? 1 : n) + st.n_new, &st, tok && s2s ? hs_tokenizer_target(tok) : tok, m.cfg.vocab_size, json, s2s);
     free(ids), free(out);
     hs_tokenizer_free(tok), hs_model_free(&m);
     return rc;

@@ -743,6 +743,8 @@ void hs_print_generation(FILE *f, const int32_t *out, int n_prompt, int n,
                          const hs_generate_stats *st, const hs_tokenizer *tok, int V, int json,
                          int answer)
 {
+    const int from = answer ? n_prompt : 0; /* an answer's text: the new ids alone */
+    char *text = tok ? hs_tokenizer_decode(tok, out + from, (size_t)(n - from), answer) : NULL;
     if (json) {
         fprintf(f, "{\"ids\":[");
         for (int i = 0; i < n; i++)
@@ -750,15 +752,18 @@ void hs_print_generation(FILE *f, const int32_t *out, int n_prompt, int n,
         fprintf(f, "],\"new_ids\":[");
         for (int i = n_prompt; i < n; i++)
             fprintf(f, "%s%d", i > n_prompt ? "," : "", out[i]);
-        fprintf(f, "],\"cache_bytes\":%zu,\"tokens_per_s\":", st->cache_bytes);
+        if (text) /* the text output's, as a string */
+            fprintf(f, "],\"text\":"), hs_json_string(f, text), fprintf(f, ",");
+        else
+            fprintf(f, "],");
+        fprintf(f, "\"cache_bytes\":%zu,\"tokens_per_s\":", st->cache_bytes);
         hs_json_number(f, st->tokens_per_s, 6);
         fprintf(f, ",\"prefill_s\":"), hs_json_number(f, st->prefill_seconds, 6);
         fprintf(f, ",\"step_tokens_per_s\":"), hs_json_number(f, st->step_tokens_per_s, 6);
         fprintf(f, "}\n");
+        free(text);
         return;
     }
-    const int from = answer ? n_prompt : 0; /* an answer's text: the new ids alone */
-    char *text = tok ? hs_tokenizer_decode(tok, out + from, (size_t)(n - from), answer) : NULL;
     if (text)
         fprintf(f, "%s\n", text);
     else if (V == 256 && !tok) {

@@ -583,6 +583,29 @@ int tk_load_json(hs_tokenizer *t, const char *file)
     return rc;
 }
 
+int tk_load_vocab_json(hs_tokenizer *t, const char *file)
+{
+    cJSON *vocab;
+    int rc = read_json(file, &vocab);
+    if (rc)
+        return rc;
+    tkj_ctx c = { .file = file };
+    if (!cJSON_IsObject(vocab))
+        rc = hs_fail(HS_EFORMAT, "%s: a JSON object {token: id} expected", file);
+    if (!rc)
+        rc = max_id(&c, vocab, NULL, &t->n_ids);
+    if (!rc) {
+        t->tok = hs_calloc((size_t)t->n_ids, sizeof *t->tok, "tokenizer vocabulary");
+        t->raw = hs_calloc((size_t)t->n_ids, sizeof *t->raw, "tokenizer vocabulary");
+        t->is_special = hs_calloc((size_t)t->n_ids, 1, "tokenizer vocabulary");
+        rc = t->tok && t->raw && t->is_special ? HS_OK : HS_ENOMEM;
+    }
+    if (!rc)
+        rc = read_vocab(&c, t, vocab);
+    cJSON_Delete(vocab);
+    return rc;
+}
+
 /* ---- GPT-2's vocab.json + merges.txt ---- */
 
 int tk_load_gpt2(hs_tokenizer *t, const char *vocab_file, const char *merges_file)

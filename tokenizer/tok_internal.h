@@ -221,6 +221,8 @@ struct hs_tokenizer {
     int n_dec;
     tk_template *post;
     int n_post;
+    struct tk_marian *marian; /* Marian's (tokenizer/marian.c): the pieces of a SentencePiece
+                                 model given the ids of the vocabulary above; NULL: none */
 };
 
 /* ---- hash maps (tokenizer/maps.c) ---- */
@@ -266,6 +268,26 @@ int tk_utf8_lossy(tk_buf *out, const char *s, size_t n);
 /* ---- the file formats (tokenizer/hf_json.c, hf_steps.c; tk_regex in tokenizer/regex.c) ---- */
 int tk_load_json(hs_tokenizer *t, const char *file);
 int tk_load_gpt2(hs_tokenizer *t, const char *vocab_file, const char *merges_file);
+/* A vocab.json ({piece: id}) as t's vocabulary alone (tok, raw, the map,
+ * is_special zeroed): Marian's. */
+int tk_load_vocab_json(hs_tokenizer *t, const char *file);
+
+/* A tokenizer of nothing yet, opened from path (NULL with the message set),
+ * and the tables a loaded one derives (tokenizer.c). */
+hs_tokenizer *tk_new(const char *path);
+int tk_finish(hs_tokenizer *t);
+
+/* ---- Marian (tokenizer/marian.c) ---- */
+typedef struct tk_marian tk_marian;
+/* dir's source.spm and vocab.json into t, its target.spm (and
+ * target_vocab.json where there is one) into t's target side */
+int tk_load_marian(hs_tokenizer *t, const char *dir);
+void tk_marian_free(tk_marian *m);
+int tk_marian_encode(const hs_tokenizer *t, const char *text, size_t len, int add_special,
+                     tk_ids *out);
+/* display: ids[0] alone as token text shows it */
+int tk_marian_decode(const hs_tokenizer *t, const int32_t *ids, size_t n, int skip_special,
+                     int display, tk_buf *out);
 /* Compiles a pattern into *re (PCRE2, UTF + UCP; literal when is_literal):
  * the unanchored code JIT-compiled when possible (complete and hard partial
  * matching), the counted one interpreted (its attempts are few). HS_EFORMAT

@@ -60,9 +60,9 @@ static int no_tokenizer(const char *dir)
     char a[4096];
     join(a, sizeof a, dir, "source.spm");
     if (is_file(a))
-        return hs_fail(HS_EIO, "%s: a Marian tokenizer (source.spm, target.spm, vocab.json: the "
-                       "ids are vocab.json's) is not read yet; --tokenizer %s gives "
-                       "sentencepiece's own ids", dir, a);
+        return hs_fail(HS_EIO, "%s: a Marian tokenizer (source.spm, target.spm) needs vocab.json "
+                       "beside them (the model's ids); --tokenizer %s gives sentencepiece's own "
+                       "ids", dir, a);
     join(a, sizeof a, dir, "sentencepiece.bpe.model");
     if (is_file(a))
         return hs_fail(HS_EIO, "%s: sentencepiece.bpe.model's ids are fairseq's (XLM-R, mBART: "
@@ -82,6 +82,9 @@ int hs_tokenizer_present(const char *dir)
         return 1;
     join(a, sizeof a, dir, "vocab.json");
     join(b, sizeof b, dir, "merges.txt");
+    if (is_file(a) && is_file(b))
+        return 1;
+    join(b, sizeof b, dir, "source.spm");
     return (is_file(a) && is_file(b)) || spm_in(dir, a, sizeof a);
 }
 
@@ -127,6 +130,7 @@ void hs_tokenizer_free(hs_tokenizer *t)
     }
     free(t->post);
     free(t->path), free(t->where_model), free(t->where_added);
+    tk_marian_free(t->marian);
     free(t);
 }
 
@@ -192,7 +196,7 @@ int hs_tokenizer_open(hs_tokenizer **tok, const char *path)
     *tok = NULL;
     char json[4096], vocab[4096], merges[4096];
     const char *file = path;
-    int dir = is_dir(path), gpt2 = 0, spm = !dir && spm_named(path);
+    int dir = is_dir(path), gpt2 = 0, spm = !dir && spm_named(path), marian = 0;
     /* GPT-2's vocab.json named itself: merges.txt beside it */
     size_t len = strlen(path);
     if (!dir && len >= 10 && !strcmp(path + len - 10, "vocab.json") &&
@@ -205,37 +209,60 @@ int hs_tokenizer_open(hs_tokenizer **tok, const char *path)
         join(json, sizeof json, path, "tokenizer.json");
         join(vocab, sizeof vocab, path, "vocab.json");
         join(merges, sizeof merges, path, "merges.txt");
+        char src[4096];
+        join(src, sizeof src, path, "source.spm");
         if (is_file(json))
             file = json;
         else if (!(gpt2 = is_file(vocab) && is_file(merges)) &&
-                 !(spm = spm_in(path, json, sizeof json)))
+                 !(spm = spm_in(path, json, sizeof json)) &&
+                 !(marian = is_file(vocab) && is_file(src)))
             return no_tokenizer(path);
         else if (spm)
             file = json;
     }
-    hs_tokenizer *t = calloc(1, sizeof *t);
+    hs_tokenizer *t = tk_new(path);
     if (!t)
-        return hs_fail(HS_ENOMEM, "tokenizer: %s", path);
+        return HS_ENOMEM;
+    int rc = gpt2     ? tk_load_gpt2(t, vocab, merges)
+             : marian ? tk_load_marian(t, path)
+             : spm    ? tk_load_spm(t, file)
+                      : tk_load_json(t, file);
+    if (!rc)
+        rc = tk_finish(t);
+    if (rc) {
+        hs_tokenizer_free(t);
+        return rc;
+    }
+    *tok = t;
+    return HS_OK;
+}
+
+hs_tokenizer *tk_new(const char *path)
+{
+    hs_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) {
+        hs_fail(HS_ENOMEM, "tokenizer: %s", path);
+        return NULL;
+    }
     t->unk = -1;
     t->path = strdup(path);
     if (t->path && (t->where_model = malloc(strlen(path) + 40)) &&
         (t->where_added = malloc(strlen(path) + 40))) {
         sprintf(t->where_model, "%s: model (BPE)", path);
         sprintf(t->where_added, "%s: added_tokens", path);
+        return t;
     }
-    int rc = !t->path || !t->where_added ? hs_fail(HS_ENOMEM, "tokenizer: %s", path)
-             : gpt2 ? tk_load_gpt2(t, vocab, merges)
-             : spm  ? tk_load_spm(t, file)
-                    : tk_load_json(t, file);
+    hs_tokenizer_free(t);
+    hs_fail(HS_ENOMEM, "tokenizer: %s", path);
+    return NULL;
+}
+
+int tk_finish(hs_tokenizer *t)
+{
+    const int rc = added_matches(t);
     if (!rc)
-        rc = added_matches(t);
-    if (rc) {
-        hs_tokenizer_free(t);
-        return rc;
-    }
-    derive(t);
-    *tok = t;
-    return HS_OK;
+        derive(t);
+    return rc;
 }
 
 int hs_tokenizer_vocab_size(const hs_tokenizer *t) { return t->n_ids; }
@@ -406,7 +433,9 @@ int hs_tokenizer_encode(const hs_tokenizer *t, const char *text, size_t len, int
         return HS_ENOMEM;
     tk_scratch_start(s, len);
     tk_ids body = { 0 }, out = { 0 };
-    int rc = t->sp ? tk_sp_encode(t, s, text, len, &body) : encode_text(t, s, text, len, &body);
+    int rc = t->marian ? tk_marian_encode(t, text, len, add_special, &body)
+             : t->sp   ? tk_sp_encode(t, s, text, len, &body)
+                       : encode_text(t, s, text, len, &body);
     tk_scratch_free(s);
     /* the templates in order, each wrapping what the one before made */
     for (int k = 0; !rc && add_special && k < t->n_post; k++) {
@@ -477,7 +506,8 @@ int hs_tokenizer_encode_pair(const hs_tokenizer *t, const char *a, size_t alen, 
 char *hs_tokenizer_decode(const hs_tokenizer *t, const int32_t *ids, size_t n, int skip_special)
 {
     tk_buf out = { 0 };
-    if (tk_decode(t, ids, n, skip_special, 0, &out)) {
+    if (t->marian ? tk_marian_decode(t, ids, n, skip_special, 0, &out)
+                  : tk_decode(t, ids, n, skip_special, 0, &out)) {
         free(out.p);
         return NULL;
     }
@@ -492,7 +522,7 @@ int hs_tokenizer_token_text(const hs_tokenizer *t, int32_t id, char *buf, size_t
         return hs_fail(HS_EINVAL, "tokenizer: id %d is not in the vocabulary (%d ids)", (int)id,
                        t->n_ids);
     tk_buf out = { 0 };
-    int rc = tk_decode(t, &id, 1, 0, 1, &out);
+    int rc = t->marian ? tk_marian_decode(t, &id, 1, 0, 1, &out) : tk_decode(t, &id, 1, 0, 1, &out);
     if (!rc && cap) {
         size_t n = out.n < cap - 1 ? out.n : cap - 1;
         while (n < out.n && n > 0 && ((unsigned char)out.p[n] & 0xc0) == 0x80)

@@ -39,6 +39,10 @@ int hs_tokenizer_present(const char *dir);
  * messages. */
 const char *hs_tokenizer_path(const hs_tokenizer *tok);
 
+/* The tokenizer of an encoder-decoder's targets: a Marian directory's
+ * target.spm side (SPEC §17); every other tokenizer itself. */
+const hs_tokenizer *hs_tokenizer_target(const hs_tokenizer *tok);
+
 /* The number of ids: 1 + the largest id of the vocabulary or an added token. */
 int hs_tokenizer_vocab_size(const hs_tokenizer *tok);
 

@@ -155,6 +155,7 @@ _SIGS = {
     "hs_api_index_latest": (c_int, [c_void_p, c_char_p, P(c_ll)]),
     "hs_tokenizer_open": (c_int, [P(c_void_p), c_char_p]),
     "hs_tokenizer_free": (None, [c_void_p]),
+    "hs_tokenizer_target": (c_void_p, [c_void_p]),
     "hs_tokenizer_present": (c_int, [c_char_p]),
     "hs_tokenizer_vocab_size": (c_int, [c_void_p]),
     "hs_tokenizer_encode": (c_int, [c_void_p, c_char_p, c_size, c_int, P(P_i32), P(c_size)]),

@@ -12,12 +12,14 @@ from ._lib import check, enc, lib
 
 class Tokenizer:
     """Tokenizer.open(path): a tokenizer.json file, a directory holding one,
-    a directory with vocab.json + merges.txt, or a SentencePiece .model file
-    (or a directory with tokenizer.model or spiece.model)."""
+    a directory with vocab.json + merges.txt, a SentencePiece .model file
+    (or a directory with tokenizer.model or spiece.model), or a Marian
+    directory (source.spm, target.spm, vocab.json: .target its target side)."""
 
-    def __init__(self, handle, path):
+    def __init__(self, handle, path, owner=None):
         self._h = ctypes.c_void_p(handle)
         self.path = path
+        self._owner = owner  # a target side: the source's handle owns (and frees) it
         self.vocab_size = lib.hs_tokenizer_vocab_size(self._h)
 
     @classmethod
@@ -27,9 +29,17 @@ class Tokenizer:
         return cls(h.value, path)
 
     def close(self):
-        if self._h:
+        if self._h and self._owner is None:
             lib.hs_tokenizer_free(self._h)
-            self._h = ctypes.c_void_p()
+        self._h = ctypes.c_void_p()
+
+    @property
+    def target(self):
+        """The tokenizer of an encoder-decoder's targets: a Marian
+        directory's (source.spm, target.spm, vocab.json) target.spm side;
+        every other tokenizer itself."""
+        h = lib.hs_tokenizer_target(self._h)
+        return self if h == self._h.value else Tokenizer(h, self.path, owner=self)
 
     def __del__(self):
         try:

@@ -34,7 +34,7 @@ import unittest
 
 import numpy as np
 
-from util import ROOT, hs
+from util import HS, ROOT, hs
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from gen_spm_fixtures import charsmap_of, hf_json  # noqa: E402  (the converter, shared)
@@ -404,3 +404,152 @@ class UnigramTokenizerJson(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# ---- Marian: source.spm + target.spm + vocab.json (SPEC §17) ----
+
+class MarianOracle:
+    """transformers' MarianTokenizer, written from its definition over
+    sentencepiece itself: a leading ">>xx<<" language code kept as a token,
+    every such code removed from the text, the side's model's pieces mapped
+    through vocab.json (<unk> for a piece it lacks), </s> appended; decoding
+    with skip_special_tokens: the pieces through the side's decode_pieces,
+    U+2581 a space, stripped."""
+    CODE = __import__("re").compile(">>.+<<")
+
+    def __init__(self, source, target, vocab):
+        self.sp = {"source": spm.SentencePieceProcessor(model_file=source),
+                   "target": spm.SentencePieceProcessor(model_file=target)}
+        self.vocab = vocab
+        self.pieces = {i: p for p, i in vocab.items()}
+
+    def encode(self, text, side):
+        m = self.CODE.match(text)
+        code = [m.group(0)] if m else []
+        text = self.CODE.sub("", text)
+        pieces = code + self.sp[side].encode(text, out_type=str)
+        return [self.vocab.get(p, self.vocab["<unk>"]) for p in pieces] + [self.vocab["</s>"]]
+
+    def decode(self, ids, side):
+        special = {self.vocab[p] for p in ("</s>", "<unk>", "<pad>")}
+        pieces = [self.pieces[i] for i in ids if i not in special]
+        return self.sp[side].decode_pieces(pieces).replace("\u2581", " ").strip()
+
+
+@unittest.skipIf(spm is None, "python3-sentencepiece is not installed (scripts/setup)")
+class MarianDirectories(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="hs_marian_")
+        d = cls.dir = os.path.join(cls.tmp.name, "opus")
+        os.makedirs(d)
+        text = corpus()
+        lines = text.split("\n")
+        # a source and a target model of their own: the target's corpus the
+        # source's lines with their words reversed
+        tgt_text = "\n".join(" ".join(l.split()[::-1]) for l in lines)
+        with open(os.path.join(cls.tmp.name, "tgt.txt"), "w", encoding="utf-8") as f:
+            f.write(tgt_text)
+        src = train(cls.tmp.name, "src", model_type="unigram", vocab_size=500)
+        spm.SentencePieceTrainer.train(input=os.path.join(cls.tmp.name, "tgt.txt"),
+                                       model_prefix=os.path.join(cls.tmp.name, "tgt"),
+                                       model_type="bpe", vocab_size=400, minloglevel=2)
+        shutil.copy(src, os.path.join(d, "source.spm"))
+        shutil.copy(os.path.join(cls.tmp.name, "tgt.model"), os.path.join(d, "target.spm"))
+        # vocab.json as Marian's: </s>, <unk>, the pieces of both, a language
+        # code, <pad> last; a few source pieces left out (<unk> for them)
+        pieces = ["</s>", "<unk>"]
+        for path in (src, os.path.join(cls.tmp.name, "tgt.model")):
+            sp = spm.SentencePieceProcessor(model_file=path)
+            for i in range(sp.get_piece_size()):
+                p = sp.id_to_piece(i)
+                if p not in pieces and p not in ("<s>", "</s>", "<unk>") and i % 97 != 5:
+                    pieces.append(p)
+        pieces += [">>de<<", "<pad>"]
+        cls.vocab = {p: i for i, p in enumerate(pieces)}
+        with open(os.path.join(d, "vocab.json"), "w", encoding="utf-8") as f:
+            json.dump(cls.vocab, f, ensure_ascii=False)
+        cls.oracle = MarianOracle(os.path.join(d, "source.spm"), os.path.join(d, "target.spm"),
+                                  cls.vocab)
+        cls.texts = SAMPLES + EDGES + [">>de<< Hello world.", ">>de<<x<< y", "a >>fr<< b",
+                                       ">>de<<\n>>en<< two lines", ">><< none", ">>a<<"] + \
+            random_texts(random.Random(5), "abcdefghij klmn\u00e9\u6771", 150)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_sources_and_targets_encode_as_marian(self):
+        tok = hs.Tokenizer.open(self.dir)
+        self.assertEqual(tok.vocab_size, len(self.vocab))
+        tgt = tok.target
+        self.assertIsNot(tgt, tok)
+        for x in self.texts:
+            self.assertEqual(tok.encode(x).tolist(), self.oracle.encode(x, "source"), repr(x))
+            self.assertEqual(tgt.encode(x).tolist(), self.oracle.encode(x, "target"), repr(x))
+            self.assertEqual(tok.encode(x, add_special=False).tolist(),
+                             self.oracle.encode(x, "source")[:-1], repr(x))
+
+    def test_targets_decode_as_marian(self):
+        tgt = hs.Tokenizer.open(self.dir).target
+        rng = random.Random(9)
+        ids = [v for p, v in self.vocab.items() if p != ">>de<<"]
+        for x in self.texts[:40]:
+            e = self.oracle.encode(x, "target")
+            self.assertEqual(tgt.decode(e, skip_special=True), self.oracle.decode(e, "target"),
+                             repr(x))
+        for _ in range(100):
+            e = [rng.choice(ids) for _ in range(rng.randrange(0, 12))]
+            got = tgt.decode(np.array(e, dtype=np.int32), skip_special=True)
+            self.assertEqual(got, self.oracle.decode(e, "target"), e)
+
+    def test_pairs_use_the_source_and_the_target_model(self):
+        """eval --pairs of text pairs = of the oracle's ids (sources by
+        source.spm, targets by target.spm), and generate --source's text =
+        the oracle's decoding of its new ids."""
+        d = os.path.join(self.tmp.name, "model")
+        shutil.copytree(self.dir, d)
+        V = len(self.vocab)
+        with open(os.path.join(ROOT, "tests", "fixtures", "seq2seq", "marian", "config.json")) as f:
+            cfg = json.load(f)
+        cfg.update(vocab_size=V, decoder_vocab_size=V, pad_token_id=self.vocab["<pad>"],
+                   decoder_start_token_id=self.vocab["<pad>"], eos_token_id=self.vocab["</s>"],
+                   max_position_embeddings=64, bad_words_ids=[[self.vocab["<pad>"]]])
+        with open(os.path.join(self.tmp.name, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        src = ["the quick brown fox", ">>de<< jumps over", "caf\u00e9 \u6771 12"]
+        tgt = ["fox brown quick the", "over jumps", "12 \u6771 caf\u00e9"]
+        text = os.path.join(self.tmp.name, "text.jsonl")
+        ids = os.path.join(self.tmp.name, "ids.jsonl")
+        with open(text, "w") as f:
+            f.writelines(json.dumps({"source": a, "target": b}) + "\n" for a, b in zip(src, tgt))
+        with open(ids, "w") as f:
+            f.writelines(json.dumps({"source_ids": self.oracle.encode(a, "source"),
+                                     "target_ids": self.oracle.encode(b, "target")}) + "\n"
+                         for a, b in zip(src, tgt))
+        run = lambda *a: subprocess.run([HS, *a], capture_output=True, text=True)
+        r = run("train", "--config", os.path.join(self.tmp.name, "config.json"), "--pairs", ids,
+                "--out", d, "--steps", "2", "--batch", "3", "--seed", "3", "--force")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        losses = []
+        for pairs in (text, ids):
+            r = run("eval", "--model", d, "--pairs", pairs, "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            losses.append(json.loads(r.stdout)["loss"])
+        self.assertEqual(losses[0], losses[1])
+        r = run("generate", "--model", d, "--source", src[0], "--max-new", "8", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["text"], self.oracle.decode(out["new_ids"], "target"))
+
+    def test_a_marian_directory_without_vocab_json_is_refused(self):
+        d = os.path.join(self.tmp.name, "novocab")
+        os.makedirs(d, exist_ok=True)
+        shutil.copy(os.path.join(self.dir, "source.spm"), d)
+        shutil.copy(os.path.join(self.dir, "target.spm"), d)
+        with self.assertRaisesRegex(hs.Error, "needs vocab.json"):
+            hs.Tokenizer.open(d)
+        with open(os.path.join(d, "vocab.json"), "w") as f:
+            json.dump({"a": 0, "</s>": 1}, f)
+        with self.assertRaisesRegex(hs.Error, "no \"<unk>\""):
+            hs.Tokenizer.open(d)
