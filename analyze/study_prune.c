@@ -94,6 +94,15 @@ static int pruned_model(hs_model *small, const hs_model *m, const unsigned char 
     return HS_OK;
 }
 
+/* The pruned model written to dir, the run's artifact. */
+static int save_artifact(const hs_model *small, const char *dir, const hs_study_env *env)
+{
+    int rc = hs_checkpoint_save(small, dir);
+    char target[1100];
+    snprintf(target, sizeof target, "%s/model.safetensors", dir);
+    return rc ? rc : hs_study_record_artifact(env->ix, env->run_id, target);
+}
+
 /* Writes the pruned model to out (the run's artifact) and times both
  * forwards. */
 static int write_out(hs_prune_result *r, const hs_prune_study_opts *o, const hs_study_env *env,
@@ -106,11 +115,7 @@ static int write_out(hs_prune_result *r, const hs_prune_study_opts *o, const hs_
         rc = pruned_model(&small, m, pruned, o->structural);
     r->hf_form = o->structural && hs_config_hf_pruning(&m->cfg);
     if (!rc)
-        rc = hs_checkpoint_save(&small, o->out);
-    char target[1100];
-    snprintf(target, sizeof target, "%s/model.safetensors", o->out);
-    if (!rc)
-        rc = hs_study_record_artifact(env->ix, env->run_id, target);
+        rc = save_artifact(&small, o->out, env);
     /* what the written model costs to run, beside the unpruned one (on token
      * data: a task's examples are timed by bench/task.sh) */
     const int timed = env->data != NULL;
@@ -254,11 +259,7 @@ static int pairs_write_out(const hs_prune_study_opts *o, const hs_study_env *env
                 memset(w_o + (size_t)row * H * dh + h * dh, 0, sizeof(hs_real) * dh);
     }
     if (!rc)
-        rc = hs_checkpoint_save(&small, o->out);
-    char target[1100];
-    snprintf(target, sizeof target, "%s/model.safetensors", o->out);
-    if (!rc)
-        rc = hs_study_record_artifact(env->ix, env->run_id, target);
+        rc = save_artifact(&small, o->out, env);
     if (small.params)
         hs_model_free(&small);
     return rc;

@@ -51,6 +51,14 @@ static void case_dir(char *out, size_t n, const char *name)
     snprintf(out, n, "%s/seq2seq/%s", HS_FIXTURE_DIR, name);
 }
 
+/* Case `name`'s fixture values and checkpoint (its directory into dir). */
+static void open_case(const char *name, char *dir, size_t n, fx_case *fc, hs_model *m)
+{
+    case_dir(dir, n, name);
+    CU_ASSERT_EQUAL_FATAL(fx_load(fc, fixture_txt(), name), 0);
+    CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(m, dir), HS_OK);
+}
+
 /* The ids of fixture tensor `name` (B, n) as int32. */
 static int32_t *ids_of(const fx_case *fc, const char *name)
 {
@@ -83,11 +91,9 @@ static double maps_err(const hs_s2s_acts *a, int l0, int layers, int cross,
 static void oracle_case(const char *name, int features)
 {
     char dir[512], path[600];
-    case_dir(dir, sizeof dir, name);
     fx_case fc;
-    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, fixture_txt(), name), 0);
     hs_model m;
-    CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&m, dir), HS_OK);
+    open_case(name, dir, sizeof dir, &fc, &m);
     const int B = (int)fx_int(&fc, "B"), S = (int)fx_int(&fc, "S"), T = (int)fx_int(&fc, "T");
     const int E = (int)fx_int(&fc, "E"), D = (int)fx_int(&fc, "D"), H = (int)fx_int(&fc, "H");
     const int V = (int)fx_int(&fc, "V");
@@ -235,11 +241,9 @@ static double scaled_err(const hs_real *got, const fx_tensor *want)
 static void gradient_case(const char *name)
 {
     char dir[512];
-    case_dir(dir, sizeof dir, name);
     fx_case fc;
-    CU_ASSERT_EQUAL_FATAL(fx_load(&fc, fixture_txt(), name), 0);
     hs_model m;
-    CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&m, dir), HS_OK);
+    open_case(name, dir, sizeof dir, &fc, &m);
     const int B = (int)fx_int(&fc, "B"), S = (int)fx_int(&fc, "S"), T = (int)fx_int(&fc, "T");
     const int E = (int)fx_int(&fc, "E"), L = m.cfg.n_layer, H = (int)fx_int(&fc, "H");
     int32_t *src = ids_of(&fc, "src"), *dec = ids_of(&fc, "dec"), *tgt = ids_of(&fc, "tgt");

@@ -321,7 +321,7 @@ for run, closed_all in zip(runs[:2], (False, True)):
     (attn, count, open_), = db.execute("SELECT attn, count(*), sum(value > 0) FROM head_metrics"
                                        " WHERE run_id = ? AND metric = 'l0_gate' GROUP BY attn",
                                        (run,)).fetchall()
-    assert (attn, count) == ("cross", 12) and (open_ == 0) == closed_all, (run, open_)
+    assert (attn, count) == ("cross", 12) and (open_ == 0 or not closed_all), (run, open_)
     (n,), = db.execute("SELECT value FROM head_metrics WHERE run_id = ? AND metric ="
                        " 'l0_heads_open'", (run,)).fetchall()
     assert n == open_, (run, n, open_)
@@ -340,7 +340,7 @@ PYEOF
 }
 
 # train --config --pairs: a Marian-shaped model learns to reverse id
-# sequences (validation loss falls below a third of the first), the saved
+# sequences (validation loss falls below a fifth of the first), the saved
 # checkpoint reloads with the last validation's loss, and generate reverses;
 # what --pairs does not take is refused.
 train_pairs_learns_to_reverse() {
@@ -357,8 +357,8 @@ def pair():
 open("rev_train.jsonl", "w").write("".join(pair() for _ in range(600)))
 open("rev_val.jsonl", "w").write("".join(pair() for _ in range(64)))
 PYEOF
-    hs train --config rev.json --pairs rev_train.jsonl --val-pairs rev_val.jsonl --steps 400 \
-        --batch 16 --lr 3e-3 --warmup 40 --val-every 40 --out rev --db tr.db --json
+    hs train --config rev.json --pairs rev_train.jsonl --val-pairs rev_val.jsonl --steps 600 \
+        --batch 16 --lr 3e-3 --warmup 40 --val-every 60 --out rev --db tr.db --json
     expect_rc 0 "train --pairs" || return 1
     hs eval --model rev --pairs rev_val.jsonl --batch 16 --json
     expect_rc 0 "eval of the trained encoder-decoder" || return 1
@@ -366,7 +366,7 @@ PYEOF
 import sqlite3, sys
 db = sqlite3.connect("tr.db")
 val = [y for y, in db.execute("SELECT y FROM curves WHERE curve = 'val_loss' ORDER BY step")]
-assert len(val) == 10 and val[-1] < val[0] / 3, val
+assert len(val) == 10 and val[-1] < val[0] / 5, val
 assert abs(val[-1] - float(sys.argv[1])) < 1e-5 * val[-1], (val[-1], sys.argv[1])
 PYEOF
     hs generate --model rev --source-ids 3,5,7,11,0 --json

@@ -583,6 +583,20 @@ int tk_load_json(hs_tokenizer *t, const char *file)
     return rc;
 }
 
+/* t's vocabulary (tok, raw, the map, is_special zeroed) from a {piece: id}
+ * object. */
+static int vocab_object(tkj_ctx *c, hs_tokenizer *t, const cJSON *vocab)
+{
+    int rc = max_id(c, vocab, NULL, &t->n_ids);
+    if (!rc) {
+        t->tok = hs_calloc((size_t)t->n_ids, sizeof *t->tok, "tokenizer vocabulary");
+        t->raw = hs_calloc((size_t)t->n_ids, sizeof *t->raw, "tokenizer vocabulary");
+        t->is_special = hs_calloc((size_t)t->n_ids, 1, "tokenizer vocabulary");
+        rc = t->tok && t->raw && t->is_special ? HS_OK : HS_ENOMEM;
+    }
+    return rc ? rc : read_vocab(c, t, vocab);
+}
+
 int tk_load_vocab_json(hs_tokenizer *t, const char *file)
 {
     cJSON *vocab;
@@ -590,18 +604,8 @@ int tk_load_vocab_json(hs_tokenizer *t, const char *file)
     if (rc)
         return rc;
     tkj_ctx c = { .file = file };
-    if (!cJSON_IsObject(vocab))
-        rc = hs_fail(HS_EFORMAT, "%s: a JSON object {token: id} expected", file);
-    if (!rc)
-        rc = max_id(&c, vocab, NULL, &t->n_ids);
-    if (!rc) {
-        t->tok = hs_calloc((size_t)t->n_ids, sizeof *t->tok, "tokenizer vocabulary");
-        t->raw = hs_calloc((size_t)t->n_ids, sizeof *t->raw, "tokenizer vocabulary");
-        t->is_special = hs_calloc((size_t)t->n_ids, 1, "tokenizer vocabulary");
-        rc = t->tok && t->raw && t->is_special ? HS_OK : HS_ENOMEM;
-    }
-    if (!rc)
-        rc = read_vocab(&c, t, vocab);
+    rc = cJSON_IsObject(vocab) ? vocab_object(&c, t, vocab)
+                               : hs_fail(HS_EFORMAT, "%s: a JSON object {token: id} expected", file);
     cJSON_Delete(vocab);
     return rc;
 }
@@ -638,15 +642,7 @@ int tk_load_gpt2(hs_tokenizer *t, const char *vocab_file, const char *merges_fil
     t->byte_level = 1;
     t->unk = -1;
     if (!rc)
-        rc = max_id(&c, vocab, NULL, &t->n_ids);
-    if (!rc) {
-        t->tok = hs_calloc((size_t)t->n_ids, sizeof *t->tok, "tokenizer vocabulary");
-        t->raw = hs_calloc((size_t)t->n_ids, sizeof *t->raw, "tokenizer vocabulary");
-        t->is_special = hs_calloc((size_t)t->n_ids, 1, "tokenizer vocabulary");
-        rc = t->tok && t->raw && t->is_special ? HS_OK : HS_ENOMEM;
-    }
-    if (!rc)
-        rc = read_vocab(&c, t, vocab);
+        rc = vocab_object(&c, t, vocab);
     cJSON_Delete(vocab);
     char *m = rc ? NULL : read_file(merges_file, &n, &rc);
     /* lines "left right"; a first line "#version: ..." and empty lines skipped */
