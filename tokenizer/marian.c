@@ -99,14 +99,14 @@ static long code_at(const char *s, size_t n, size_t from, size_t *end)
     for (size_t i = from; i + 5 <= n; i++) {
         if (s[i] != '>' || s[i + 1] != '>')
             continue;
-        size_t eol = i + 2;
-        while (eol < n && s[eol] != '\n')
-            eol++;
+        const char *nl = memchr(s + i + 2, '\n', n - i - 2);
+        const size_t eol = nl ? (size_t)(nl - s) : n;
         for (size_t k = eol; k >= i + 5; k--)
             if (s[k - 2] == '<' && s[k - 1] == '<') {
                 *end = k;
                 return (long)i;
             }
+        i = eol; /* a later ">>" of this line has no "<<" after it either: linear time */
     }
     return -1;
 }

@@ -542,6 +542,16 @@ class MarianDirectories(unittest.TestCase):
         out = json.loads(r.stdout)
         self.assertEqual(out["text"], self.oracle.decode(out["new_ids"], "target"))
 
+    def test_language_codes_take_linear_time(self):
+        """">>" without a "<<" after it, 200,000 times on one line, and with
+        one at the end: the code search is linear, the result the oracle's."""
+        tok = hs.Tokenizer.open(self.dir)
+        for x in (">>" * 100000, ">>" * 100000 + "a<<", "x>>" * 50000 + "\n>>de<< y"):
+            t0 = __import__("time").monotonic()
+            got = tok.encode(x).tolist()
+            self.assertLess(__import__("time").monotonic() - t0, 5.0, x[:20])
+            self.assertEqual(got, self.oracle.encode(x, "source"), x[:20])
+
     def test_a_marian_directory_without_vocab_json_is_refused(self):
         d = os.path.join(self.tmp.name, "novocab")
         os.makedirs(d, exist_ok=True)
