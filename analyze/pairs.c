@@ -235,20 +235,17 @@ void hs_pairs_batch_shape(const hs_pairs *p, int i0, int n, int *S, int *T)
     }
 }
 
-/* The activations a kept from batch to batch, and from one pass over the
- * pairs to the next: reallocated only when a batch's shape differs (a fresh
- * allocation's every page faults on first use). */
-static int acts_for(hs_s2s_acts *a, const hs_model_config *c, int B, int S, int T)
+int hs_pairs_acts_for(hs_s2s_acts *a, const hs_model_config *c, int B, int S, int T, int flags)
 {
     if (a->B == B && a->S == S && a->T == T)
         return HS_OK;
     hs_s2s_acts_free(a);
-    return hs_s2s_acts_alloc(a, c, B, S, T, 0);
+    return hs_s2s_acts_alloc(a, c, B, S, T, flags);
 }
 
 /* encs (NULL: none): one slot a batch; a NULL slot gets a copy of the
  * batch's encoder output, a filled one replaces the encoder's pass. kept
- * holds the activations (acts_for). */
+ * holds the activations (hs_pairs_acts_for). */
 static int pairs_loss_in(hs_eval_result *r, const hs_model *m, const hs_pairs *p, int B,
                          size_t max_batches, const hs_real *const *gates,
                          const hs_real *const *cross_gates, double *per_pair, hs_real **encs,
@@ -290,7 +287,7 @@ static int pairs_loss_in(hs_eval_result *r, const hs_model *m, const hs_pairs *p
         int S, T;
         hs_pairs_batch_shape(p, i0, n, &S, &T);
         hs_pairs_fill(src, dec, tgt, p, c, i0, n, S, T);
-        if ((rc = acts_for(kept, c, n, S, T)))
+        if ((rc = hs_pairs_acts_for(kept, c, n, S, T, 0)))
             break;
         hs_s2s_acts a = *kept; /* a view with this pass's gates: kept owns the buffers */
         a.gates = gates, a.cross_gates = cross_gates;

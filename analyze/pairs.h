@@ -67,6 +67,11 @@ int hs_pairs_eval_gated(hs_eval_result *r, const hs_model *m, const hs_pairs *p,
  * and target T. */
 void hs_pairs_batch_shape(const hs_pairs *p, int i0, int n, int *S, int *T);
 
+/* Activations a (hs_s2s_acts_alloc's flags) for a batch of B x (S, T), kept
+ * from batch to batch and pass to pass: reallocated only when the shape
+ * differs (a fresh allocation's every page faults on first use). */
+int hs_pairs_acts_for(hs_s2s_acts *a, const hs_model_config *c, int B, int S, int T, int flags);
+
 /* What hs_pairs_ablate takes. */
 typedef struct {
     int B;                          /* pairs a forward */

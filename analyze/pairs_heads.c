@@ -118,34 +118,62 @@ static void pair_gates_set(pair_gates *g, const hs_model_config *c, const hs_pai
     }
 }
 
-/* The training activations for a batch's shape, kept between batches. */
-static int acts_for(hs_s2s_acts *a, const hs_model_config *c, int B, int S, int T)
+/* A batch of pairs for a backward: its ids and the training activations
+ * (HS_S2S_TRAIN) of its shape, kept from batch to batch. */
+typedef struct {
+    hs_s2s_acts a;
+    int32_t *buf;            /* room for the ids of B pairs of the file's longest */
+    int32_t *src, *dec, *tgt; /* into buf: the batch's (n, S), (n, T), (n, T) */
+} pairs_batch;
+
+static int batch_init(pairs_batch *pb, const hs_pairs *p, int B)
 {
-    if (a->B == B && a->S == S && a->T == T)
-        return HS_OK;
-    hs_s2s_acts_free(a);
-    return hs_s2s_acts_alloc(a, c, B, S, T, HS_S2S_TRAIN);
+    memset(pb, 0, sizeof *pb);
+    pb->buf = hs_calloc((size_t)B * (p->max_src + 2 * (size_t)p->max_tgt), sizeof *pb->buf,
+                        "pairs batch");
+    return pb->buf ? HS_OK : HS_ENOMEM;
+}
+
+static void batch_free(pairs_batch *pb)
+{
+    hs_s2s_acts_free(&pb->a);
+    free(pb->buf);
+}
+
+/* Pairs i0 .. i0 + n - 1, padded to their batch's shape, and activations for it. */
+static int batch_load(pairs_batch *pb, const hs_pairs *p, const hs_model_config *c, int i0, int n)
+{
+    int S, T;
+    hs_pairs_batch_shape(p, i0, n, &S, &T);
+    pb->src = pb->buf, pb->dec = pb->src + (size_t)n * S, pb->tgt = pb->dec + (size_t)n * T;
+    hs_pairs_fill(pb->src, pb->dec, pb->tgt, p, c, i0, n, S, T);
+    return hs_pairs_acts_for(&pb->a, c, n, S, T, HS_S2S_TRAIN);
+}
+
+/* Batch k of passes over the pairs in file order, each pass's last batch
+ * what is left: its first pair and its size. */
+static void batch_at(const hs_pairs *p, int B, long k, int *i0, int *n)
+{
+    *i0 = (int)(k % ((p->n + B - 1) / B)) * B;
+    *n = p->n - *i0 < B ? p->n - *i0 : B;
 }
 
 /* One batch's pairs i0 .. i0 + n - 1: forward, the backward of each pair's
  * summed loss to its gates, |g| of every unit's head into g_abs. */
-static int importance_batch(hs_head_stats *g_abs, hs_s2s_acts *a, pair_gates *pg,
+static int importance_batch(hs_head_stats *g_abs, pairs_batch *pb, pair_gates *pg,
                             const hs_model *m, const hs_pairs *p, const hs_pairs_units *u,
-                            const hs_real *const *gates, int32_t *buf, int i0, int n)
+                            const hs_real *const *gates, int i0, int n)
 {
     const hs_model_config *c = &m->cfg;
-    int S, T;
-    hs_pairs_batch_shape(p, i0, n, &S, &T);
-    int32_t *src = buf, *dec = src + (size_t)n * S, *tgt = dec + (size_t)n * T;
-    hs_pairs_fill(src, dec, tgt, p, c, i0, n, S, T);
-    int rc = acts_for(a, c, n, S, T);
+    hs_s2s_acts *a = &pb->a;
+    int rc = batch_load(pb, p, c, i0, n);
     if (rc)
         return rc;
     pair_gates_set(pg, c, u, gates, n);
     a->gates = (const hs_real *const *)pg->self, a->cross_gates = (const hs_real *const *)pg->cross;
     a->gates_per_seq = 1;
-    if ((rc = hs_s2s_encode(a, m, src)) || (rc = hs_s2s_decode(a, m, dec, tgt)) ||
-        (rc = hs_s2s_backward(NULL, pg->dself, pg->dcross, a, m, src, dec, tgt, 1)))
+    if ((rc = hs_s2s_encode(a, m, pb->src)) || (rc = hs_s2s_decode(a, m, pb->dec, pb->tgt)) ||
+        (rc = hs_s2s_backward(NULL, pg->dself, pg->dcross, a, m, pb->src, pb->dec, pb->tgt, 1)))
         return rc;
     for (int k = 0; k < u->n; k++) {
         const int l = u->layer[k], H = c->n_head[l];
@@ -173,27 +201,25 @@ int hs_pairs_importance(hs_importance *r, const hs_model *m, const hs_pairs *p,
         hs_head_stats_free(&g_abs);
         return rc;
     }
-    int32_t *buf = hs_calloc((size_t)B * (p->max_src + 2 * (size_t)p->max_tgt), sizeof *buf,
-                             "pairs batch");
-    rc = buf ? HS_OK : HS_ENOMEM;
-    hs_s2s_acts a = { 0 };
+    pairs_batch pb;
+    rc = batch_init(&pb, p, B);
     const size_t nb = ((size_t)p->n + (size_t)B - 1) / (size_t)B;
     for (size_t k = 0; !rc && k < nb; k++) {
         if (stop && *stop) {
             rc = hs_fail(HS_EINTR, "interrupted after %zu of %zu batches", k, nb);
             break;
         }
-        const int i0 = (int)k * B, n = p->n - i0 < B ? p->n - i0 : B;
-        rc = importance_batch(&g_abs, &a, &pg, m, p, u, gates, buf, i0, n);
+        int i0, n;
+        batch_at(p, B, (long)k, &i0, &n);
+        rc = importance_batch(&g_abs, &pb, &pg, m, p, u, gates, i0, n);
         if (!rc && progress)
             progress(ctx, k + 1, nb);
     }
     if (!rc)
         hs_importance_of(r, &g_abs);
-    hs_s2s_acts_free(&a);
+    batch_free(&pb);
     pair_gates_free(&pg, c->n_layer);
     hs_head_stats_free(&g_abs);
-    free(buf);
     return rc;
 }
 
@@ -232,24 +258,6 @@ int hs_pairs_objective_evaluate(void *obj, const hs_hooks *hooks, double *loss,
 
 /* ---- training ------------------------------------------------------------- */
 
-/* AdamW's update of m from the gradients g (n params): clipped to the
- * global norm clip when it is > 0 (torch's clip_grad_norm_), then the step,
- * which zeroes them. */
-static void update(hs_adam *opt, hs_model *m, hs_real *g, double clip, double lr)
-{
-    const size_t n = m->n_params;
-    if (clip > 0) {
-        double ss = 0;
-        for (size_t i = 0; i < n; i++)
-            ss += (double)g[i] * g[i];
-        const double coef = clip / (sqrt(ss) + 1e-6);
-        for (size_t i = 0; coef < 1 && i < n; i++)
-            g[i] *= (hs_real)coef;
-    }
-    opt->lr = lr;
-    hs_adam_step_zero(opt, m->params, g);
-}
-
 int hs_pairs_train(hs_model *m, const hs_pairs *p, const hs_pairs *val, const hs_train_opts *o)
 {
     if (o->steps < 1 || !(o->lr > 0) || o->B < 1)
@@ -258,41 +266,39 @@ int hs_pairs_train(hs_model *m, const hs_pairs *p, const hs_pairs *val, const hs
     const hs_model_config *c = &m->cfg;
     const int B = o->B;
     hs_real *g = hs_calloc_held(m->n_params, sizeof(hs_real), "gradients");
-    int32_t *buf = hs_calloc((size_t)B * (p->max_src + 2 * (size_t)p->max_tgt), sizeof *buf,
-                             "pairs batch");
     hs_adam opt = { 0 };
-    int rc = g && buf ? hs_adam_init(&opt, m->n_params, o->lr, o->weight_decay) : HS_ENOMEM;
+    pairs_batch pb;
+    int rc = batch_init(&pb, p, B);
+    if (!rc)
+        rc = g ? hs_adam_init(&opt, m->n_params, o->lr, o->weight_decay) : HS_ENOMEM;
     hs_weights gw;
     if (!rc)
         hs_weights_bind(&gw, c, g);
-    hs_s2s_acts a = { 0 };
+    hs_s2s_acts *a = &pb.a;
     for (long step = 0; !rc && step < o->steps; step++) {
         if (o->stop && *o->stop) {
             rc = hs_fail(HS_EINTR, "interrupted after %ld steps", step);
             break;
         }
-        /* the pairs in file order, each pass's last batch what is left */
-        const int per_pass = (p->n + B - 1) / B, i0 = (int)(step % per_pass) * B;
-        const int n = p->n - i0 < B ? p->n - i0 : B;
-        int S, T;
-        hs_pairs_batch_shape(p, i0, n, &S, &T);
-        int32_t *src = buf, *dec = src + (size_t)n * S, *tgt = dec + (size_t)n * T;
-        hs_pairs_fill(src, dec, tgt, p, c, i0, n, S, T);
-        if ((rc = acts_for(&a, c, n, S, T)) || (rc = hs_s2s_encode(&a, m, src)) ||
-            (rc = hs_s2s_decode(&a, m, dec, tgt)))
+        int i0, n;
+        batch_at(p, B, step, &i0, &n);
+        if ((rc = batch_load(&pb, p, c, i0, n)) || (rc = hs_s2s_encode(a, m, pb.src)) ||
+            (rc = hs_s2s_decode(a, m, pb.dec, pb.tgt)))
             break;
-        const double loss = a.loss;
+        const double loss = a->loss;
         if (!isfinite(loss)) {
             rc = hs_fail(HS_EINVAL, "training: loss is %g at step %ld (diverged)", loss, step + 1);
             break;
         }
-        if ((rc = hs_s2s_backward(&gw, NULL, NULL, &a, m, src, dec, tgt,
-                                  (hs_real)(1.0 / (double)a.n_targets))))
+        if ((rc = hs_s2s_backward(&gw, NULL, NULL, a, m, pb.src, pb.dec, pb.tgt,
+                                  (hs_real)(1.0 / (double)a->n_targets))))
             break;
         const double lr = o->warmup > 0 && step < o->warmup
                               ? o->lr * (double)(step + 1) / (double)o->warmup
                               : o->lr;
-        update(&opt, m, g, o->clip, lr);
+        hs_clip_grad_norm(g, m->n_params, o->clip);
+        opt.lr = lr;
+        hs_adam_step_zero(&opt, m->params, g); /* zeroes g for the next step */
         if (o->on_step)
             o->on_step(o->ctx, step + 1, loss, lr);
         const int last = step + 1 == o->steps;
@@ -302,10 +308,9 @@ int hs_pairs_train(hs_model *m, const hs_pairs *p, const hs_pairs *val, const hs
                 o->on_val(o->ctx, step + 1, r.loss, r.stderr_loss);
         }
     }
-    hs_s2s_acts_free(&a);
+    batch_free(&pb);
     hs_adam_free(&opt);
     hs_free_held(g, m->n_params, sizeof(hs_real));
-    free(buf);
     return rc;
 }
 
@@ -318,8 +323,7 @@ typedef struct {
     const hs_pairs_units *u;
     int B;
     long next;
-    hs_s2s_acts a;
-    int32_t *buf;
+    pairs_batch pb;
 } pairs_l0;
 
 static int pairs_l0_step(void *ctx, const hs_model *m, const hs_hooks *hooks,
@@ -327,13 +331,9 @@ static int pairs_l0_step(void *ctx, const hs_model *m, const hs_hooks *hooks,
 {
     pairs_l0 *q = ctx;
     const hs_model_config *c = &m->cfg;
-    const int per_pass = (q->p->n + q->B - 1) / q->B, i0 = (int)(q->next++ % per_pass) * q->B;
-    const int n = q->p->n - i0 < q->B ? q->p->n - i0 : q->B;
-    int S, T;
-    hs_pairs_batch_shape(q->p, i0, n, &S, &T);
-    int32_t *src = q->buf, *dec = src + (size_t)n * S, *tgt = dec + (size_t)n * T;
-    hs_pairs_fill(src, dec, tgt, q->p, c, i0, n, S, T);
-    int rc = acts_for(&q->a, c, n, S, T);
+    int i0, n;
+    batch_at(q->p, q->B, q->next++, &i0, &n);
+    int rc = batch_load(&q->pb, q->p, c, i0, n);
     if (rc)
         return rc;
     const hs_real *self[HS_MAX_LAYERS], *cross[HS_MAX_LAYERS];
@@ -341,11 +341,11 @@ static int pairs_l0_step(void *ctx, const hs_model *m, const hs_hooks *hooks,
     hs_pairs_units_gates(self, cross, q->u, hooks->gates, c->n_layer);
     for (int k = 0; k < q->u->n; k++)
         (q->u->type[k] == HS_ATTN_CROSS ? dcross : dself)[q->u->layer[k]] = dgates[k];
-    hs_s2s_acts *a = &q->a;
+    hs_s2s_acts *a = &q->pb.a;
     a->gates = self, a->cross_gates = cross, a->gates_per_seq = 0;
-    if ((rc = hs_s2s_encode(a, m, src)) || (rc = hs_s2s_decode(a, m, dec, tgt)))
+    if ((rc = hs_s2s_encode(a, m, q->pb.src)) || (rc = hs_s2s_decode(a, m, q->pb.dec, q->pb.tgt)))
         return rc;
-    return hs_s2s_backward(grads, dself, dcross, a, m, src, dec, tgt,
+    return hs_s2s_backward(grads, dself, dcross, a, m, q->pb.src, q->pb.dec, q->pb.tgt,
                            (hs_real)(1.0 / (double)(a->n_targets ? a->n_targets : 1)));
 }
 
@@ -368,12 +368,11 @@ int hs_pairs_l0(hs_l0_result *r, const hs_model *m, const hs_pairs *p, const hs_
     memset(r, 0, sizeof *r);
     if (o->batch < 1)
         return hs_fail(HS_EINVAL, "batch %d must be positive", o->batch);
-    pairs_l0 q = { p, u, o->batch, 0, { 0 }, NULL };
-    q.buf = hs_calloc((size_t)q.B * (p->max_src + 2 * (size_t)p->max_tgt), sizeof *q.buf,
-                      "pairs batch");
+    pairs_l0 q = { .p = p, .u = u, .B = o->batch };
     const hs_l0_objective obj = { pairs_l0_step, pairs_l0_finish, &q, &u->cfg };
-    const int rc = q.buf ? hs_l0_gates(r, m, o, &obj) : HS_ENOMEM;
-    hs_s2s_acts_free(&q.a);
-    free(q.buf);
+    int rc = batch_init(&q.pb, p, q.B);
+    if (!rc)
+        rc = hs_l0_gates(r, m, o, &obj);
+    batch_free(&q.pb);
     return rc;
 }

@@ -633,14 +633,7 @@ int hs_task_train(hs_model *m, const hs_task *t, const hs_train_opts *o)
                          loss, step);
             break;
         }
-        if (o->clip > 0) { /* torch.nn.utils.clip_grad_norm_ */
-            double ss = 0;
-            for (size_t i = 0; i < n; i++)
-                ss += (double)buf[i] * buf[i];
-            const double coef = o->clip / (sqrt(ss) + 1e-6);
-            for (size_t i = 0; coef < 1 && i < n; i++)
-                buf[i] *= (hs_real)coef;
-        }
+        hs_clip_grad_norm(buf, n, o->clip);
         adam.lr = o->lr;
         if (o->warmup > 0 && step < o->warmup)
             adam.lr = o->lr * (double)(step + 1) / (double)o->warmup;

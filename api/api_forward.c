@@ -267,10 +267,11 @@ int hs_api_s2s_forward(const hs_model *m, const int32_t *src, int S, const int32
         return rc;
     const size_t NT = (size_t)B * T, V = (size_t)c->vocab_size;
     rc = hs_s2s_encode(&a, m, src);
-    /* a decode with targets leaves probabilities: the logits from one without */
-    if (!rc && (logits || !targets) && !(rc = hs_s2s_decode(&a, m, dec, NULL)) && logits)
+    if (!rc)
+        rc = hs_s2s_decode(&a, m, dec, NULL);
+    if (!rc && logits) /* before the loss makes them probabilities */
         memcpy(logits, a.logits, sizeof(hs_real) * NT * V);
-    if (!rc && targets && !(rc = hs_s2s_decode(&a, m, dec, targets))) {
+    if (!rc && targets && !(rc = hs_s2s_loss(&a, c, targets))) {
         if (losses)
             memcpy(losses, a.losses, sizeof(hs_real) * NT);
         if (loss)

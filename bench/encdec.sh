@@ -68,10 +68,7 @@ print(json.dumps({"max_delta": v, "heads": n}))' "$tmp/r.db") ;;
     t1=$(date +%s.%N)
     walls+=("$(echo "$t1 - $t0" | bc)")
   done
-  /usr/bin/python3 -c 'import json, statistics, sys
-r = json.loads(sys.argv[1]); w = [float(x) for x in sys.argv[4:]]
-r.update(impl="headscope", mode=sys.argv[2], threads=int(sys.argv[3]), seconds=statistics.median(w), walls=w)
-print(json.dumps(r))' "$line" "$mode" "$t" "${walls[@]}"
+  bench_ours_row "$line" "$mode" "$t" "${walls[@]}"
 }
 
 bench_contend_start

@@ -164,6 +164,16 @@ bench_torch_note="torch ran with OMP_WAIT_POLICY=passive MALLOC_MMAP_THRESHOLD_=
 bench_isa_note="**AVX2 only**: an AVX2-only CPU emulated on this AVX-512 one (--avx2-only: headscope built for Haswell, GEMMs in OpenBLAS's Haswell kernels, torch capped at AVX2)"
 bench_contend_note="**contend**: measured with one competing CPU-bound process (bench/spin.c) running"
 
+# bench_ours_row JSON MODE THREADS WALL...: a headscope command's JSON
+# output as one row: impl headscope, mode, threads, the median wall time
+# (seconds) and every wall time (walls).
+bench_ours_row() {
+  /usr/bin/python3 -c 'import json, statistics, sys
+r = json.loads(sys.argv[1]); w = [float(x) for x in sys.argv[4:]]
+r.update(impl="headscope", mode=sys.argv[2], threads=int(sys.argv[3]), seconds=statistics.median(w), walls=w)
+print(json.dumps(r))' "$@"
+}
+
 # bench_mark FILE...: with --contend, every JSON row of the files gets
 # "contend": true.
 bench_mark() {

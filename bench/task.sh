@@ -72,10 +72,7 @@ print(json.dumps({"task_loss": r["task_loss"], "accuracy": r["accuracy"],
 PY
     )
   fi
-  /usr/bin/python3 -c 'import json, statistics, sys
-r = json.loads(sys.argv[1]); w = [float(x) for x in sys.argv[4:]]
-r.update(impl="headscope", mode=sys.argv[2], threads=int(sys.argv[3]), seconds=statistics.median(w), walls=w)
-print(json.dumps(r))' "$line" "$mode" "$t" "${walls[@]}"
+  bench_ours_row "$line" "$mode" "$t" "${walls[@]}"
 }
 
 bench_contend_start

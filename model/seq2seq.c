@@ -373,18 +373,48 @@ static void unembed(hs_s2s_acts *a, const hs_model *m, size_t N)
     hs_linear_forward(a->logits, h, m->w.lm_w, m->w.lm_b, N, d, c->vocab_size);
 }
 
+/* Targets (B,T) inside the vocabulary or HS_TARGET_IGNORE. */
+static int check_targets(const hs_model_config *c, const int32_t *targets, int B, int T)
+{
+    for (size_t i = 0; i < (size_t)B * T; i++)
+        if (targets[i] != HS_TARGET_IGNORE && (targets[i] < 0 || targets[i] >= c->vocab_size))
+            return hs_fail(HS_EINVAL, "seq2seq: target %d at position %zu of row %zu is outside "
+                                      "the vocabulary of %d", targets[i], i % (size_t)T,
+                           i / (size_t)T, c->vocab_size);
+    return HS_OK;
+}
+
+/* The losses of the logits a holds, and their mean (targets checked). */
+static void losses(hs_s2s_acts *a, const hs_model_config *c, const int32_t *targets)
+{
+    const size_t N = (size_t)a->B * a->T;
+    hs_softmax_xent_forward(a->logits, a->losses, targets, N, c->vocab_size);
+    double sum = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < N; i++) {
+        sum += a->losses[i];
+        n += targets[i] != HS_TARGET_IGNORE;
+    }
+    a->n_targets = n;
+    a->loss = n ? sum / (double)n : 0;
+}
+
+int hs_s2s_loss(hs_s2s_acts *a, const hs_model_config *c, const int32_t *targets)
+{
+    const int rc = check_targets(c, targets, a->B, a->T);
+    if (!rc)
+        losses(a, c, targets);
+    return rc;
+}
+
 int hs_s2s_decode(hs_s2s_acts *a, const hs_model *m, const int32_t *dec_in,
                   const int32_t *targets)
 {
     const hs_model_config *c = &m->cfg;
-    const int B = a->B, T = a->T, E = c->enc_layers, V = c->vocab_size;
-    const size_t N = (size_t)B * T;
+    const int B = a->B, T = a->T, E = c->enc_layers;
     int rc = check_tokens(c, dec_in, B, T, "decoder input");
-    for (size_t i = 0; !rc && targets && i < N; i++)
-        if (targets[i] != HS_TARGET_IGNORE && (targets[i] < 0 || targets[i] >= V))
-            rc = hs_fail(HS_EINVAL, "seq2seq: target %d at position %zu of row %zu is outside "
-                                    "the vocabulary of %d", targets[i], i % (size_t)T,
-                         i / (size_t)T, V);
+    if (!rc && targets)
+        rc = check_targets(c, targets, B, T);
     if (rc)
         return rc;
     embed(a, m, dec_in, T, 0, m->w.wpe, m->w.lne_w, m->w.lne_b);
@@ -397,18 +427,9 @@ int hs_s2s_decode(hs_s2s_acts *a, const hs_model *m, const int32_t *dec_in,
             return rc;
         mlp(a, m, l, T);
     }
-    unembed(a, m, N);
-    if (!targets)
-        return HS_OK;
-    hs_softmax_xent_forward(a->logits, a->losses, targets, N, V);
-    double sum = 0;
-    size_t n = 0;
-    for (size_t i = 0; i < N; i++) {
-        sum += a->losses[i];
-        n += targets[i] != HS_TARGET_IGNORE;
-    }
-    a->n_targets = n;
-    a->loss = n ? sum / (double)n : 0;
+    unembed(a, m, (size_t)B * T);
+    if (targets)
+        losses(a, c, targets);
     return HS_OK;
 }
 

@@ -97,6 +97,12 @@ int hs_s2s_backward(hs_weights *g, hs_real *const *dgates, hs_real *const *dcros
                     hs_s2s_acts *a, const hs_model *m, const int32_t *src, const int32_t *dec_in,
                     const int32_t *targets, hs_real loss_scale);
 
+/* The losses (B,T) and their mean of the logits a decode without targets
+ * left in a (which become probabilities): hs_s2s_decode's with targets,
+ * after the logits were read. HS_EINVAL naming a target outside the
+ * vocabulary. */
+int hs_s2s_loss(hs_s2s_acts *a, const hs_model_config *c, const int32_t *targets);
+
 /* Decodes source src (S ids) by o's rule (greedy at temperature 0: the
  * argmax, ties to the lowest id): out (max_new + 1) gets
  * [decoder_start_token_id] and then each new id, stopping after

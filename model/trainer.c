@@ -63,16 +63,7 @@ int hs_trainer_step(hs_trainer *t, const int32_t *inputs, const int32_t *targets
                      (hs_real)(1.0 / (double)(t->acts.n_targets ? t->acts.n_targets : 1)));
     if (rc)
         return rc;
-    if (t->clip > 0) {
-        /* torch.nn.utils.clip_grad_norm_: scale by clip / (norm + 1e-6) when below 1. */
-        double ss = 0;
-        for (size_t i = 0; i < n; i++)
-            ss += (double)t->grad_buf[i] * t->grad_buf[i];
-        double coef = t->clip / (sqrt(ss) + 1e-6);
-        if (coef < 1)
-            for (size_t i = 0; i < n; i++)
-                t->grad_buf[i] *= (hs_real)coef;
-    }
+    hs_clip_grad_norm(t->grad_buf, n, t->clip);
     t->opt.lr = lr;
     hs_adam_step_zero(&t->opt, t->m->params, t->grad_buf);
     t->grads_zero = 1;

@@ -77,3 +77,15 @@ void hs_adam_step_zero(hs_adam *a, hs_real *restrict params, hs_real *restrict g
 {
     adam_update(a, params, grads, 1);
 }
+
+void hs_clip_grad_norm(hs_real *g, size_t n, double clip)
+{
+    if (!(clip > 0))
+        return;
+    double ss = 0;
+    for (size_t i = 0; i < n; i++)
+        ss += (double)g[i] * g[i];
+    const double coef = clip / (sqrt(ss) + 1e-6);
+    for (size_t i = 0; coef < 1 && i < n; i++)
+        g[i] *= (hs_real)coef;
+}

@@ -26,4 +26,8 @@ void hs_adam_step(hs_adam *a, hs_real *restrict params, const hs_real *restrict 
  * GPT-2 small's 124M parameters that pass was 4% of a training step). */
 void hs_adam_step_zero(hs_adam *a, hs_real *restrict params, hs_real *restrict grads);
 
+/* torch.nn.utils.clip_grad_norm_ over g (n): scaled by clip / (norm +
+ * 1e-6) when that is below 1 (clip > 0). */
+void hs_clip_grad_norm(hs_real *g, size_t n, double clip);
+
 #endif
