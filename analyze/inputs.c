@@ -242,7 +242,7 @@ int hs_inputs_load(hs_inputs *in, const hs_inputs_spec *s)
     if (s->pairs && (!s->allow_pairs || tokens || s->task)) {
         in->usage = 1;
         return hs_fail(HS_EINVAL, !s->allow_pairs ? "--pairs: this command does not take "
-                                                    "source-target pairs yet (eval and ablate do)"
+                                                    "source-target pairs (eval, ablate, importance, prune, patterns and train do)"
                                                   : "--pairs: instead of --data, --text or "
                                                     "--task, not with them");
     }

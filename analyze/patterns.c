@@ -8,6 +8,7 @@
 
 #include "dist.h"
 #include "metrics.h"
+#include "pairs.h"
 #include "stats.h"
 #include "transformer.h"
 
@@ -43,6 +44,8 @@ int hs_patterns_to_table(hs_head_table *t, const hs_patterns *p, const char *suf
                 const size_t i = (size_t)li * HS_MAX_HEADS + hi;
                 rc = hs_head_table_add(t, p->layer[li], p->head[i], name, p->value[k][i],
                                        p->stderr_value[k][i], p->n);
+                if (!rc && p->attn != HS_ATTN_SELF)
+                    t->rows[t->n - 1].attn = hs_attn_type_name(p->attn);
             }
     }
     return rc;
@@ -403,6 +406,209 @@ int hs_patterns_run_dist(hs_patterns *p, const hs_model *m, const hs_tokens *dat
 {
     return run(p, m, data, B, T, max_batches, delim, n_delim, ids, n_sink, progress,
                progress_ctx, 1);
+}
+
+/* Adds pair b's statistics of one map into sums (per head HS_PAT_ALL_KINDS):
+ * att (B,H,rows,ld) of a forward; its real queries nq, keys the source's
+ * ns (cross, enc: bidirectional) or the query's prefix (causal). */
+static void pair_map_stats(double *sums, const hs_real *att, int b, int H, int rows, int ld,
+                           int nq, int ns, int causal, const int32_t *tok, const int32_t *delim,
+                           int n_delim)
+{
+    for (int h = 0; h < H; h++)
+        for (int t = 0; t < nq; t++) {
+            const hs_real *a = att + (((size_t)b * H + h) * rows + t) * ld;
+            row_stats(sums + (size_t)h * HS_PAT_ALL_KINDS, a, t, causal ? t + 1 : ns, tok,
+                      delim, n_delim, NULL);
+        }
+}
+
+/* One batch's pairs folded into acc[type] (per unit and head, HS_PAT_ALL_KINDS
+ * accumulators): a holds the batch's maps, src (n,S) and dec (n,T) its ids. */
+static void pairs_fold(hs_welford *const acc[3], double *sums, const hs_s2s_acts *a,
+                       const hs_model_config *c, const hs_pairs *p, int i0, const int32_t *src,
+                       const int32_t *dec, const int32_t *delim, int n_delim)
+{
+    const int E = c->enc_layers, S = a->S, T = a->T;
+    for (int b = 0; b < a->B; b++) {
+        const int ns = p->src_len[i0 + b], nt = p->tgt_len[i0 + b];
+        for (int l = 0; l < c->n_layer; l++)
+            for (int cross = 0; cross <= (l >= E); cross++) {
+                const int ty = l < E ? 0 : cross ? 2 : 1, H = c->n_head[l], u = l < E ? l : l - E;
+                const int nq = ty ? nt : ns;
+                memset(sums, 0, sizeof(double) * H * HS_PAT_ALL_KINDS);
+                if (ty == 1)
+                    pair_map_stats(sums, a->self[l].att, b, H, T, T, nq, 0, 1,
+                                   dec + (size_t)b * T, delim, n_delim);
+                else
+                    pair_map_stats(sums, ty ? a->cross[l].att : a->self[l].att, b, H,
+                                   ty ? T : S, S, nq, ns, 0, src + (size_t)b * S, delim, n_delim);
+                for (int h = 0; h < H; h++)
+                    for (int k = 0; k < HS_PAT_ALL_KINDS; k++)
+                        hs_welford_add(&acc[ty][((size_t)u * HS_MAX_HEADS + h) * HS_PAT_ALL_KINDS + k],
+                                       sums[(size_t)h * HS_PAT_ALL_KINDS + k] / nq);
+            }
+    }
+}
+
+/* out[3] and their accumulators acc[3] (per unit and head HS_PAT_ALL_KINDS)
+ * for n_units[type] units of each type; the caller names the units' layers
+ * and heads. */
+static int pairs_alloc(hs_patterns out[3], hs_welford *acc[3], const int n_units[3])
+{
+    memset(out, 0, 3 * sizeof *out);
+    int rc = HS_OK;
+    for (int ty = 0; ty < 3; ty++)
+        acc[ty] = NULL;
+    for (int ty = 0; !rc && ty < 3; ty++)
+        if (!(rc = patterns_alloc(&out[ty], n_units[ty], NULL, 0))) {
+            out[ty].attn = (hs_attn_type)(HS_ATTN_ENC + ty);
+            acc[ty] = hs_calloc((size_t)(n_units[ty] ? n_units[ty] : 1) * HS_MAX_HEADS *
+                                HS_PAT_ALL_KINDS, sizeof(hs_welford), "patterns");
+            rc = acc[ty] ? HS_OK : HS_ENOMEM;
+        }
+    return rc;
+}
+
+/* The means of acc into out (rc 0), else out freed; acc freed. */
+static void pairs_finish(hs_patterns out[3], hs_welford *acc[3], int rc, long pairs)
+{
+    for (int ty = 0; ty < 3; ty++) {
+        if (!rc)
+            finish(&out[ty], acc[ty], pairs);
+        else
+            hs_patterns_free(&out[ty]);
+        free(acc[ty]);
+    }
+}
+
+int hs_pairs_patterns(hs_patterns out[3], const hs_model *m, const hs_pairs *p, int B,
+                      size_t max_batches, const int32_t *delim, int n_delim,
+                      hs_progress_fn progress, void *progress_ctx)
+{
+    const hs_model_config *c = &m->cfg;
+    const int E = c->enc_layers, units[3] = { E, c->n_layer - E, c->n_layer - E };
+    hs_welford *acc[3];
+    int rc = pairs_alloc(out, acc, units);
+    if (!rc && B < 1)
+        rc = hs_fail(HS_EINVAL, "batch %d must be positive", B);
+    for (int ty = 0; !rc && ty < 3; ty++)
+        for (int u = 0; u < units[ty]; u++) {
+            const int l = (ty ? E : 0) + u;
+            out[ty].layer[u] = u;
+            out[ty].n_head[u] = c->n_head[l];
+            for (int h = 0; h < c->n_head[l]; h++)
+                out[ty].head[(size_t)u * HS_MAX_HEADS + h] = h;
+        }
+    size_t nb = B > 0 ? ((size_t)p->n + (size_t)B - 1) / (size_t)B : 0;
+    if (max_batches && max_batches < nb)
+        nb = max_batches;
+    int32_t *src = hs_calloc((size_t)(B > 0 ? B : 1) * p->max_src, sizeof *src, "pairs batch");
+    int32_t *dec = hs_calloc((size_t)(B > 0 ? B : 1) * p->max_tgt, sizeof *dec, "pairs batch");
+    double *sums = hs_calloc((size_t)HS_MAX_HEADS * HS_PAT_ALL_KINDS, sizeof(double), "patterns");
+    if (!rc && !(src && dec && sums))
+        rc = HS_ENOMEM;
+    hs_s2s_acts a = { 0 };
+    long pairs = 0;
+    for (size_t k = 0; !rc && k < nb; k++) {
+        const int i0 = (int)k * B, n = p->n - i0 < B ? p->n - i0 : B;
+        int S, T;
+        hs_pairs_batch_shape(p, i0, n, &S, &T);
+        hs_pairs_fill(src, dec, NULL, p, c, i0, n, S, T);
+        rc = hs_pairs_acts_for(&a, c, n, S, T, HS_S2S_MAPS);
+        if (!rc)
+            rc = hs_s2s_encode(&a, m, src);
+        if (!rc)
+            rc = hs_s2s_decode(&a, m, dec, NULL);
+        if (!rc)
+            pairs_fold(acc, sums, &a, c, p, i0, src, dec, delim, n_delim);
+        pairs += n;
+        if (!rc && progress)
+            progress(progress_ctx, k + 1, nb);
+    }
+    hs_s2s_acts_free(&a);
+    pairs_finish(out, acc, rc, pairs);
+    free(src), free(dec), free(sums);
+    return rc;
+}
+
+/* One sequence of an encoder-decoder's map file folded into acc (units
+ * numbered per type in file order): a query row of exactly 0 is padding. */
+static int maps_pair_fold(hs_welford *const acc[3], double *sums, hs_maps_reader *r, long long n,
+                          float *map, hs_real *row, const int32_t *src, const int32_t *dec,
+                          const int32_t *delim, int n_delim)
+{
+    const hs_maps_info *in = hs_maps_get_info(r);
+    int units[3] = { 0, 0, 0 }, rc = HS_OK;
+    for (int li = 0; !rc && li < in->n_layers; li++) {
+        const hs_maps_layer_info *l = &in->layers[li];
+        const int ty = l->attn - HS_ATTN_ENC, u = units[ty]++;
+        int queries = 0;
+        memset(sums, 0, sizeof(double) * HS_MAX_HEADS * HS_PAT_ALL_KINDS);
+        for (int hi = 0; !rc && hi < l->nh; hi++) {
+            rc = hs_maps_read(r, li, n, hi, map);
+            queries = 0;
+            for (int q = 0; !rc && q < l->nq; q++) {
+                double mass = 0;
+                for (int s = 0; s < l->S; s++)
+                    mass += row[s] = map[(size_t)q * l->S + s];
+                if (!(mass > 0))
+                    continue;
+                const int t = l->q0 + q;
+                queries++;
+                row_stats(sums + (size_t)hi * HS_PAT_ALL_KINDS, row, t,
+                          ty == 1 && t + 1 < l->S ? t + 1 : l->S, ty == 1 ? dec : src, delim,
+                          n_delim, NULL);
+            }
+        }
+        for (int hi = 0; !rc && queries && hi < l->nh; hi++)
+            for (int k = 0; k < HS_PAT_ALL_KINDS; k++)
+                hs_welford_add(&acc[ty][((size_t)u * HS_MAX_HEADS + hi) * HS_PAT_ALL_KINDS + k],
+                               sums[(size_t)hi * HS_PAT_ALL_KINDS + k] / queries);
+    }
+    return rc;
+}
+
+int hs_pairs_patterns_from_maps(hs_patterns out[3], hs_maps_reader *r, const int32_t *delim,
+                                int n_delim)
+{
+    const hs_maps_info *in = hs_maps_get_info(r);
+    int units[3] = { 0, 0, 0 };
+    for (int li = 0; li < in->n_layers; li++)
+        if (in->layers[li].attn >= HS_ATTN_ENC && in->layers[li].attn <= HS_ATTN_CROSS)
+            units[in->layers[li].attn - HS_ATTN_ENC]++;
+    hs_welford *acc[3];
+    int rc = pairs_alloc(out, acc, units);
+    if (!rc && !in->complete)
+        rc = hs_fail(HS_EFORMAT, "map file is not marked complete");
+    if (!rc && (!in->seq2seq || units[0] + units[1] + units[2] != in->n_layers))
+        rc = hs_fail(HS_EFORMAT, "the map file is not an encoder-decoder's");
+    for (int li = 0, k[3] = { 0, 0, 0 }; !rc && li < in->n_layers; li++) {
+        const hs_maps_layer_info *l = &in->layers[li];
+        hs_patterns *o = &out[l->attn - HS_ATTN_ENC];
+        const int u = k[l->attn - HS_ATTN_ENC]++;
+        o->layer[u] = l->layer;
+        o->n_head[u] = l->nh;
+        memcpy(o->head + (size_t)u * HS_MAX_HEADS, l->heads, sizeof(int) * l->nh);
+    }
+    const int S = in->src_len, T = in->seq_len, K = S > T ? S : T;
+    float *map = hs_calloc((size_t)K * K, sizeof(float), "map");
+    hs_real *row = hs_calloc((size_t)K, sizeof(hs_real), "map row");
+    int32_t *src = hs_calloc((size_t)S + 1, sizeof(int32_t), "tokens");
+    int32_t *dec = hs_calloc((size_t)T + 1, sizeof(int32_t), "tokens");
+    double *sums = hs_calloc((size_t)HS_MAX_HEADS * HS_PAT_ALL_KINDS, sizeof(double), "patterns");
+    if (!rc && !(map && row && src && dec && sums))
+        rc = HS_ENOMEM;
+    for (long long n = 0; !rc && n < in->n_seq; n++) {
+        rc = hs_maps_read_tokens(r, n, dec);
+        if (!rc)
+            rc = hs_maps_read_source(r, n, src, NULL);
+        if (!rc)
+            rc = maps_pair_fold(acc, sums, r, n, map, row, src, dec, delim, n_delim);
+    }
+    pairs_finish(out, acc, rc, rc ? 0 : (long)in->n_seq);
+    free(map), free(row), free(src), free(dec), free(sums);
+    return rc;
 }
 
 /* The ids of the encoder whose maps the file holds (its model_config), or

@@ -15,6 +15,7 @@
 #include "eval.h"
 #include "maps.h"
 #include "mlm.h"
+#include "seq2seq.h"
 #include "stats.h"
 #include "tokens.h"
 #include "weights.h"
@@ -45,13 +46,15 @@ typedef struct {
     int n_sink;
     double *sink_value, *sink_stderr;
     long *sink_n;
+    hs_attn_type attn; /* the heads' attention type (an encoder-decoder's; else self) */
 } hs_patterns;
 
 void hs_patterns_free(hs_patterns *p);
 
 /* Appends p's rows to t: for each statistic, every head of every result
  * row (model layer and head ids) named hs_pattern_name(kind) + suffix (""
- * or "_control"), with its stderr and the sequence count. */
+ * or "_control"), with its stderr and the sequence count; their attn
+ * p->attn's name unless self. */
 int hs_patterns_to_table(hs_head_table *t, const hs_patterns *p, const char *suffix);
 
 /* delim: token ids counted by `delim` (n_delim of them, may be 0).
@@ -78,6 +81,26 @@ int hs_patterns_run_dist(hs_patterns *p, const hs_model *m, const hs_tokens *dat
                          size_t max_batches, const int32_t *delim, int n_delim,
                          const hs_special_ids *ids, int n_sink, hs_progress_fn progress,
                          void *progress_ctx);
+
+/* SPEC §17's statistics of an encoder-decoder on its pairs, B a forward
+ * (max_batches 0: all): out[0] of the encoder's self-attention, out[1] of
+ * the decoder's, out[2] of its cross-attention, their layers numbered
+ * within the stack. Each pair's real queries are its source's tokens
+ * (enc) or its decoder inputs (dec, cross); the keys are the source's
+ * tokens (enc, cross: query t of the target against source position s,
+ * self meaning s = t, delim the source's ids) or the decoder inputs up to
+ * the query (dec). Per pair the mean over its queries, then the mean over
+ * pairs (§14's order for padded inputs); the §5 kinds only. Costs one
+ * forward keeping every map of a batch (B x H x (S² + 2 T² ...) values). */
+struct hs_pairs;
+int hs_pairs_patterns(hs_patterns out[3], const hs_model *m, const struct hs_pairs *p, int B,
+                      size_t max_batches, const int32_t *delim, int n_delim,
+                      hs_progress_fn progress, void *progress_ctx);
+
+/* The same from an encoder-decoder's capture file (capture --pairs; a
+ * query row of exactly 0 is padding). */
+int hs_pairs_patterns_from_maps(hs_patterns out[3], hs_maps_reader *r, const int32_t *delim,
+                                int n_delim);
 
 /* The same statistics from a capture file's maps (captured queries only);
  * an encoder's (the file's model_config says so) with the ids its

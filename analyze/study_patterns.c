@@ -60,9 +60,15 @@ static int sink_rows(hs_head_table *t, const hs_patterns *p, const char *suffix,
             over += a0 > (eps > 0 ? eps : 0.3);
             rc = hs_head_table_add(t, p->layer[li], p->head[i], name, a0,
                                    p->stderr_value[HS_PAT_FIRST][i], p->n);
+            if (!rc && p->attn != HS_ATTN_SELF)
+                t->rows[t->n - 1].attn = hs_attn_type_name(p->attn);
         }
     snprintf(name, sizeof name, "%s%s", HS_METRIC(SINK_RATE), suffix);
-    return rc ? rc : hs_head_table_add(t, -1, -1, name, heads ? (double)over / heads : 0, 0, heads);
+    if (!rc)
+        rc = hs_head_table_add(t, -1, -1, name, heads ? (double)over / heads : 0, 0, heads);
+    if (!rc && p->attn != HS_ATTN_SELF)
+        t->rows[t->n - 1].attn = hs_attn_type_name(p->attn);
+    return rc;
 }
 
 /* SPEC §18's sink_alpha rows of p (alpha_k per head, k < p->n_sink; none
@@ -150,6 +156,52 @@ static int model_study(hs_patterns_result *r, const hs_patterns_opts *o, const h
     return rc;
 }
 
+/* The rows of an encoder-decoder's statistics (hs_pairs_patterns' three
+ * types) with suffix "" or "_control", into t; frees pt. */
+static int pairs_rows(hs_head_table *t, hs_patterns pt[3], const char *suffix, double eps)
+{
+    int rc = HS_OK;
+    for (int ty = 0; ty < 3; ty++) {
+        if (!rc)
+            rc = hs_patterns_to_table(t, &pt[ty], suffix);
+        if (!rc)
+            rc = sink_rows(t, &pt[ty], suffix, eps);
+        hs_patterns_free(&pt[ty]);
+    }
+    return rc;
+}
+
+/* patterns --pairs (SPEC §17): every head of every attention type of an
+ * encoder-decoder on its pairs, and of its control. */
+static int pairs_study(hs_patterns_result *r, const hs_patterns_opts *o, const hs_study_env *env)
+{
+    const hs_model *m = env->m;
+    const hs_study_io *io = &env->io;
+    hs_patterns pt[3], pctl[3];
+    hs_study_phase(io, "patterns");
+    int rc = hs_pairs_patterns(pt, m, env->pairs, env->batch, env->max_batches, o->delim_ids,
+                               o->n_delim, io->progress, io->ctx);
+    for (int ty = 0; !rc && ty < 3; ty++)
+        for (int li = 0; li < pt[ty].n_layer; li++)
+            r->heads += pt[ty].n_head[li];
+    r->sequences = rc ? 0 : pt[0].n;
+    if (!rc)
+        rc = pairs_rows(&r->table, pt, "", o->sink_epsilon);
+    hs_model ctrl = { 0 };
+    if (!rc && o->control) {
+        hs_study_phase(io, "patterns: control");
+        rc = hs_control_model(&ctrl, &m->cfg, (unsigned long long)o->seed);
+        if (!rc && !(rc = hs_pairs_patterns(pctl, &ctrl, env->pairs, env->batch,
+                                            env->max_batches, o->delim_ids, o->n_delim,
+                                            io->progress, io->ctx)))
+            rc = pairs_rows(&r->table, pctl, "_control", o->sink_epsilon);
+    }
+    hs_study_phase(io, NULL);
+    if (ctrl.params)
+        hs_model_free(&ctrl);
+    return rc;
+}
+
 /* 1 when the map file's model is an encoder. */
 static int maps_of_encoder(hs_maps_reader *maps)
 {
@@ -165,6 +217,17 @@ static int maps_study(hs_patterns_result *r, const hs_patterns_opts *o)
     int rc = hs_maps_open(&maps, o->maps);
     if (rc)
         return rc;
+    if (hs_maps_get_info(maps)->seq2seq) { /* capture --pairs's */
+        hs_patterns pt[3];
+        rc = hs_pairs_patterns_from_maps(pt, maps, o->delim_ids, o->n_delim);
+        for (int ty = 0; !rc && ty < 3; ty++)
+            for (int li = 0; li < pt[ty].n_layer; li++)
+                r->heads += pt[ty].n_head[li];
+        r->sequences = rc ? 0 : pt[0].n;
+        rc = rc ? rc : pairs_rows(&r->table, pt, "", o->sink_epsilon);
+        hs_maps_close(maps);
+        return rc;
+    }
     hs_patterns pt = { 0 };
     rc = hs_patterns_from_maps(&pt, maps, o->delim_ids, o->n_delim, o->sink_positions);
     if (!rc && (pt.recorded[HS_PAT_CLS] || pt.recorded[HS_PAT_SEP] || pt.recorded[HS_PAT_PUNCT] ||
@@ -214,18 +277,20 @@ int hs_patterns_check(hs_patterns_opts *o, const hs_study_env *env)
                        "re-initialise)");
     hs_maps_reader *maps = NULL;
     int rc = o->maps ? hs_maps_open(&maps, o->maps) : HS_OK;
-    if (!rc && maps && hs_maps_get_info(maps)->seq2seq)
-        rc = hs_fail(HS_EUNSUPPORTED, "%s holds an encoder-decoder's maps: the pattern "
-                                      "statistics are defined over one token sequence and "
-                                      "are not implemented for them", o->maps);
+    const int s2s = env->pairs || (maps && hs_maps_get_info(maps)->seq2seq);
     hs_maps_close(maps);
+    if (!rc && s2s && (o->js_out || o->sink_positions))
+        return hs_fail(HS_EINVAL, "%s: not implemented for an encoder-decoder's three "
+                       "attention types (sink and sink_rate are recorded per type)",
+                       o->js_out ? "--js-out" : "--sink-positions");
     return rc == HS_EINVAL ? HS_EIO : rc; /* the file, not an option's value */
 }
 
 int hs_patterns_study(hs_patterns_result *r, const hs_patterns_opts *o, const hs_study_env *env)
 {
     memset(r, 0, sizeof *r);
-    int rc = o->maps ? maps_study(r, o) : model_study(r, o, env);
+    int rc = o->maps ? maps_study(r, o) : env->pairs ? pairs_study(r, o, env)
+                                                     : model_study(r, o, env);
     if (!rc) /* also for maps: a capture of a model with non-finite weights */
         rc = hs_study_check_finite(&env->io, &r->table, NULL, 0);
     if (!rc)

@@ -53,7 +53,7 @@ CLI_PRINT(patterns)
 static int cmd_patterns(int argc, char **argv)
 {
     hs_patterns_opts po = { .seed = 1 };
-    cli_study s = { &hs_patterns_kind, &po, { .batch = 4, .need_batch = 1, .keep_tokenizer = 1 },
+    cli_study s = { &hs_patterns_kind, &po, { .batch = 4, .need_batch = 1, .keep_tokenizer = 1, .allow_pairs = 1 },
                     .flags = CLI_OWN_NEEDS, .print = print_patterns };
     opt o[] = {
         OPT_MODEL_AS(&s.in.model, "checkpoint directory (row-wise during the forward)"),
@@ -61,6 +61,7 @@ static int cmd_patterns(int argc, char **argv)
         OPT_TEXT(&s.in.source.text),
         OPT_LINES(&s.in.source.lines),
         OPT_TOKENIZER(&s.in.source.tokenizer),
+        OPT_PAIRS(&s.in.pairs),
         { "--maps", OPT_STR, &po.maps, 0, "FILE.h5", "compute from a capture file instead", 0 },
         OPT_DB_AS(&s.db, "SQLite index for the statistics"),
         { "--delim", OPT_STR, &po.delim, 0, "ID,ID,...", "token ids counted by 'delim'", 0 },
@@ -77,9 +78,8 @@ static int cmd_patterns(int argc, char **argv)
     };
     int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
     CLI_EXIT_IF(rc);
-    if (!s.db || (!po.maps && (!s.in.model || (!hs_source_path(&s.in.source) && !s.task.path))))
-        return cli_usage_error("patterns", "--model DIR, --data FILE (or --text or --task FILE) "
-                               "and --db FILE are required (or --maps FILE and --db FILE)");
+    if (!s.db || (!po.maps && (!s.in.model || (!hs_source_path(&s.in.source) && !s.task.path && !s.in.pairs))))
+        return cli_usage_error("patterns", "--model DIR, --data FILE (or --text, --task or --pairs FILE) and --db FILE are required (or --maps FILE and --db FILE)");
     s.in.maps = po.maps; /* the maps name their model and data: the run records the file */
     return cli_study_go(&s, o, CLI_N(o), argc, argv);
 }
@@ -94,7 +94,7 @@ static const opt_rule induction_rules[] = {
 
 static const opt_rule patterns_rules[] = {
     OPT_TASK_RULES,
-    { "--maps", OPTS_EXCLUDES, "--model,--data", "the map file names its model and data" },
+    { "--maps", OPTS_EXCLUDES, "--model,--data,--pairs", "the map file names its model and data" },
     { "--maps", OPTS_EXCLUDES, "--text,--tokenizer", "the map file holds its tokens" },
     { "--maps", OPTS_EXCLUDES, "--batch,--seq-len,--max-batches,--threads",
       "no forward runs: the maps are read from the file" },
@@ -130,7 +130,7 @@ HS_COMMAND(cmd_patterns_record) = {
         "so long contexts need no T x T buffer; --maps gives the same numbers from a\n"
         "capture file. --js-out also writes the head-to-head Jensen-Shannon distance\n"
         "matrix (mean over queries of sqrt(JSD)); from the forward it keeps one\n"
-        "sequence's maps of every head, so use --maps for very long contexts.\nAn encoder's (bert, roberta) also cls, sep and punct, each per document over its real tokens.\n\n"
+        "sequence's maps of every head, so use --maps for very long contexts.\nAn encoder's (bert, roberta) also cls, sep and punct, each per document over its real tokens.\nAn encoder-decoder's (--pairs) per attention type (enc, dec, cross: target queries\nagainst source keys), each per pair over its real queries.\n\n"
         "example: headscope patterns --model runs/tiny --data val.bin --db runs.db --delim 10,46\n",
     .run = cmd_patterns,
     OPT_RULES(patterns_rules),

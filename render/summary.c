@@ -533,6 +533,26 @@ void hs_print_head_norms(FILE *f, const hs_summary *s, const hs_head_norms_resul
                 s->db, s->seconds, r->top_layer, r->top_head);
 }
 
+/* An encoder-decoder's sink_rate rows (metric, one per attention type) as
+ * "enc 0.000, dec 0.750, cross 0.375", or a JSON object of them. */
+static void sink_rates_by_type(FILE *f, const hs_head_table *t, const char *metric, int json)
+{
+    int k = 0;
+    for (int i = 0; i < t->n; i++) {
+        const hs_metric_row *r = &t->rows[i];
+        if (r->layer >= 0 || !r->attn || strcmp(r->metric, metric))
+            continue;
+        fprintf(f, json ? "%s\"%s\":" : "%s%s ", k++ ? (json ? "," : ", ") : json ? "{" : "",
+                r->attn);
+        if (json)
+            hs_json_number(f, r->value, 6);
+        else
+            fprintf(f, "%.3f", r->value);
+    }
+    if (json)
+        fprintf(f, k ? "}" : "null");
+}
+
 void hs_print_patterns(FILE *f, const hs_summary *s, const hs_patterns_result *r,
                        const hs_patterns_opts *o)
 {
@@ -540,22 +560,37 @@ void hs_print_patterns(FILE *f, const hs_summary *s, const hs_patterns_result *r
         fprintf(stderr, "headscope: patterns: note: %s\n", r->note);
     const hs_metric_row *rate = model_row(&r->table, HS_METRIC(SINK_RATE));
     const hs_metric_row *rate_c = model_row(&r->table, HS_METRIC(SINK_RATE_CONTROL));
+    const int by_type = rate && rate->attn; /* an encoder-decoder's, one per type */
     const double eps = o->sink_epsilon > 0 ? o->sink_epsilon : 0.3;
     if (s->json) {
         fprintf(f, "{\"run_id\":%lld,\"sequences\":%ld,\"rows\":%d", s->run_id, r->sequences,
                 r->table.n);
-        fprintf(f, ",\"sink_rate\":"), hs_json_number(f, rate ? rate->value : NAN, 6);
+        fprintf(f, ",\"sink_rate\":");
+        if (by_type)
+            sink_rates_by_type(f, &r->table, HS_METRIC(SINK_RATE), 1);
+        else
+            hs_json_number(f, rate ? rate->value : NAN, 6);
         fprintf(f, ",\"sink_epsilon\":"), hs_json_number(f, eps, 6);
         fprintf(f, "}\n");
         return;
     }
-    fprintf(f, "run %lld: pattern statistics of %d head-rows over %ld sequences in %s%s\n",
-            s->run_id, r->heads, r->sequences, s->db,
+    fprintf(f, "run %lld: pattern statistics of %d head-rows over %ld %s in %s%s\n",
+            s->run_id, r->heads, r->sequences, by_type ? "pairs" : "sequences", s->db,
             o->control ? " (and of a random-init control)" : "");
     if (rate)
-        fprintf(f, "sink rate %.3f: the share of heads whose attention on position 0 exceeds %g%s",
-                rate->value, eps, rate_c ? "" : "\n");
-    if (rate && rate_c)
+        fprintf(f, "sink rate%s", by_type ? " by attention type: " : " ");
+    if (by_type)
+        sink_rates_by_type(f, &r->table, HS_METRIC(SINK_RATE), 0);
+    else if (rate)
+        fprintf(f, "%.3f", rate->value);
+    if (rate)
+        fprintf(f, ": the share of heads whose attention on position 0 exceeds %g%s", eps,
+                rate_c ? "" : "\n");
+    if (rate && rate_c && by_type) {
+        fprintf(f, " (random-init control: ");
+        sink_rates_by_type(f, &r->table, HS_METRIC(SINK_RATE_CONTROL), 0);
+        fprintf(f, ")\n");
+    } else if (rate && rate_c)
         fprintf(f, " (random-init control %.3f)\n", rate_c->value);
 }
 

@@ -113,7 +113,6 @@ PYEOF
         return 1
     expect_refused 1 plot "holds an encoder-decoder's maps" map --maps text.h5 --layer 0 \
         --head 0 --out m.png || return 1
-    expect_refused 1 patterns "not implemented for them" --maps text.h5 --db p.db || return 1
 }
 
 info_shows_the_stacks() {
@@ -397,6 +396,92 @@ PYEOF2
 
 # capture --pairs: every map of every type = torch's where real, exactly 0
 # where padding holds it, and both token sequences (h5py reads the file).
+# patterns --pairs: every statistic of every head of every type equals its
+# definition computed here from torch's float64 maps of the fixture (per
+# pair over its real queries, then over pairs); --maps of capture --pairs
+# gives the same rows.
+patterns_pairs_by_type_equal_torch_maps() {
+    local n delim
+    for n in t5 bart; do
+        delim=$(py -c 'import json, sys; print(json.loads(open(sys.argv[1]).readline())["source_ids"][1])' \
+            "$S2S/$n/pairs.jsonl") || return 1
+        hs patterns --model "$S2S/$n" --pairs "$S2S/$n/pairs.jsonl" --db "p$n.db" --batch 2 \
+            --delim "$delim" --control --seed 2 --json
+        expect_rc 0 "patterns --pairs $n" || return 1
+        py - "p$n.db" "$FIX/seq2seq.txt" "$n" "$delim" <<'PYEOF' || bad "patterns --pairs $n" || return 1
+import sqlite3, sys
+import numpy as np
+db, fixture, name, delim = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+want, case, lines = {}, None, open(fixture).read().splitlines()
+for i, line in enumerate(lines):
+    w = line.split()
+    if w[:1] == ["case"]:
+        case = w[1]
+    elif case == name and w[:1] == ["tensor"]:
+        dims = [int(x) for x in w[3:3 + int(w[2])]]
+        want[w[1]] = np.array([float(x) for x in lines[i + 1].split()]).reshape(dims)
+src, dec, tgt = want["src"], want["dec"], want["tgt"]
+# a source's real keys: those query 0 of the encoder's first map attends to
+ns = np.array([int((want["enc_maps"][0, b, 0, 0] > 0).sum()) for b in range(len(src))])
+nt = (tgt >= 0).sum(1)
+def stats(a, t, keys, tok):
+    a = a[:keys]
+    p = a[a > 0]
+    return {"entropy": -(p * np.log(p)).sum(),
+            "self": a[t] if t < keys else 0, "prev_token": a[t - 1] if 1 <= t <= keys else 0,
+            "next_token": a[t + 1] if t + 1 < keys else 0, "first_token": a[0],
+            "delim": sum(a[s] for s in range(keys) if tok[s] == delim),
+            "distance": sum(a[s] * abs(t - s) for s in range(keys))}
+rows = sqlite3.connect(db).execute(
+    "select attn, layer, head, metric, value, stderr, n from head_metrics where run_id = 1 "
+    "and layer >= 0").fetchall()
+got = {(r[0], r[1], r[2], r[3]): r[4:] for r in rows}
+checked = 0
+for attn, kind in (("enc", "enc_maps"), ("dec", "dec_maps"), ("cross", "cross_maps")):
+    maps = want[kind]
+    for l in range(maps.shape[0]):
+        for h in range(maps.shape[2]):
+            per = {}
+            for b in range(len(src)):
+                nq = ns[b] if attn == "enc" else nt[b]
+                acc = {}
+                for t in range(nq):
+                    keys = t + 1 if attn == "dec" else ns[b]
+                    for k, v in stats(maps[l, b, h, t], t, keys, dec[b] if attn == "dec" else src[b]).items():
+                        acc[k] = acc.get(k, 0) + v
+                for k, v in acc.items():
+                    per.setdefault(k, []).append(v / nq)
+            for k, v in per.items():
+                v = np.array(v)
+                value, se, count = got[(attn, l, h, k)]
+                assert abs(value - v.mean()) < 2e-5, (attn, l, h, k, value, v.mean())
+                assert abs(se - v.std(ddof=1) / np.sqrt(len(v))) < 2e-5, (attn, l, h, k, "stderr")
+                assert count == len(v)
+                checked += 1
+            value = got[(attn, l, h, "sink")][0]
+            assert abs(value - np.mean(per["first_token"])) < 2e-5, (attn, l, h, "sink")
+assert checked == len([k for k in got if not k[3].startswith("sink") and
+                       not k[3].endswith("_control")]), checked
+names = {r[0] for r in sqlite3.connect(db).execute(
+    "select distinct metric from head_metrics where run_id = 1")}
+assert {"sink_rate", "sink_rate_control", "entropy_control"} <= names, names
+PYEOF
+        hs capture --model "$S2S/$n" --pairs "$S2S/$n/pairs.jsonl" --out "p$n.h5" --batch 1
+        expect_rc 0 "capture --pairs $n for patterns" || return 1
+        hs patterns --maps "p$n.h5" --db "p$n.db" --delim "$delim"
+        expect_rc 0 "patterns --maps of an encoder-decoder's file" || return 1
+        expect_eq "$(sqlite3 "p$n.db" "select count(*) from head_metrics a join head_metrics b
+            using (attn, layer, head, metric) where a.run_id = 1 and b.run_id = 2
+            and abs(a.value - b.value) < 1e-6 and abs(a.stderr - b.stderr) < 1e-6")" \
+            "$(sqlite3 "p$n.db" "select count(*) from head_metrics where run_id = 2")" \
+            "patterns --maps = --pairs ($n)" || return 1
+    done
+    expect_refused 2 patterns "--js-out: not implemented for an encoder-decoder" \
+        --model "$S2S/t5" --pairs "$S2S/t5/pairs.jsonl" --db p.db --js-out js.csv || return 1
+    expect_refused 2 patterns "--sink-positions: not implemented" --maps pt5.h5 --db p.db \
+        --sink-positions 2 || return 1
+}
+
 capture_pairs_maps_equal_torch() {
     local n
     for n in t5 bart; do
@@ -443,5 +528,5 @@ PYEOF2
     expect_nofile x.h5 "a refused capture's file" || return 1
 }
 
-run_checks eval_pairs_equals_torch capture_pairs_maps_equal_torch stored_sinusoids_checked ablate_pairs_rows_by_attention_type importance_and_prune_pairs_by_type train_pairs_learns_to_reverse generate_source_stops_after_eos bleu_scores_the_greedy_outputs text_pairs_tokenize_as_their_ids info_shows_the_stacks \
+run_checks eval_pairs_equals_torch capture_pairs_maps_equal_torch patterns_pairs_by_type_equal_torch_maps stored_sinusoids_checked ablate_pairs_rows_by_attention_type importance_and_prune_pairs_by_type train_pairs_learns_to_reverse generate_source_stops_after_eos bleu_scores_the_greedy_outputs text_pairs_tokenize_as_their_ids info_shows_the_stacks \
     bad_pairs_and_one_stack_commands_refuse
