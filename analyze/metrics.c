@@ -14,6 +14,7 @@
 #define PAIR HS_WHERE_PAIR
 #define CURVE HS_WHERE_CURVE
 #define EDGE HS_WHERE_EDGE
+#define FEATURE HS_WHERE_FEATURE
 
 static const char ATTN[] = "attention probability";
 static const char LOSS_NATS[] = "loss (nats, next-token cross-entropy)";
@@ -309,6 +310,33 @@ static const hs_metric_desc METRICS[HS_M_COUNT] = {
     [HS_M_HAYSTACK_LOSS] = { "haystack_loss", MODEL, HS_SCALE_NONNEG, "nats", LOSS_NATS,
         "The next-token loss of the haystack's first N tokens (the longest length) under the "
         "run's KV plan if any: what the plan costs on plain text.", NONE },
+    [HS_M_FREQUENCY] = { "frequency", FEATURE, HS_SCALE_PROB, "", "feature frequency",
+        "The share of tokens on which the SAE feature is active (f > 0).", NONE },
+    [HS_M_MEAN_ACT] = { "mean_act", FEATURE, HS_SCALE_NONNEG, "", "mean activation",
+        "The feature's mean activation over the tokens where it is active (NULL where it "
+        "never is).", NONE },
+    [HS_M_HEAD_SHARE] = { "head_share", FEATURE, HS_SCALE_PROB, "", "head share",
+        "Kissane et al.'s share of a hook_z feature's decoder norm in each head's block: "
+        "||W_dec[f, h]|| / sum over heads of ||W_dec[f, h']||; a weight-based attribution, not "
+        "a causal one.", NONE },
+    [HS_M_SAE_L0] = { "l0", FEATURE, HS_SCALE_NONNEG, "", "active features a token",
+        "sae-eval: the mean count of active features a token.", NONE },
+    [HS_M_EXPLAINED_VARIANCE] = { "explained_variance", FEATURE, HS_SCALE_SIGNED, "",
+        "explained variance",
+        "sae-eval: 1 - sum ||x - x_hat||^2 / sum ||x - mean x||^2 over the tokens.", NONE },
+    [HS_M_MSE] = { "mse", FEATURE, HS_SCALE_NONNEG, "", "reconstruction MSE",
+        "sae-eval: the mean squared error of the reconstruction over every element.", NONE },
+    [HS_M_CE_LOSS_SCORE] = { "ce_loss_score", FEATURE, HS_SCALE_SIGNED, "", "CE loss score",
+        "sae-eval: (L_zero - L_sae) / (L_zero - L_clean), the hooked activation replaced by the "
+        "reconstruction (L_sae) or by 0 (L_zero); meaningless where L_zero is near L_clean.",
+        NONE },
+    [HS_M_LOSS_CLEAN] = { "loss_clean", FEATURE, HS_SCALE_NONNEG, "nats", LOSS_NATS,
+        "sae-eval: the next-token loss of the model as it is.", NONE },
+    [HS_M_LOSS_SAE] = { "loss_sae", FEATURE, HS_SCALE_NONNEG, "nats", LOSS_NATS,
+        "sae-eval: the loss with the hooked activation replaced by the SAE's reconstruction.",
+        NONE },
+    [HS_M_LOSS_ZERO] = { "loss_zero", FEATURE, HS_SCALE_NONNEG, "nats", LOSS_NATS,
+        "sae-eval: the loss with the hooked activation replaced by 0.", NONE },
     [HS_M_VAL_LOSS_HEADS] = { "val_loss_heads_%d", MODEL, HS_SCALE_NONNEG, "nats",
         "validation loss", NULL, NONE },
     [HS_M_FORWARD_MS_HEADS] = { "forward_ms_heads_%d", MODEL, HS_SCALE_NONNEG, "ms",

@@ -141,6 +141,19 @@ typedef enum {
     HS_M_NEEDLE_ACCURACY_MASKED_RANDOM,
     HS_M_KV_CACHE_BYTES,
     HS_M_HAYSTACK_LOSS,
+    /* attention-output SAEs (SPEC §19): feature_metrics rows, per feature
+     * (head -1), per (feature, head), and sae-eval's of the whole SAE
+     * (feature -1) */
+    HS_M_FREQUENCY,
+    HS_M_MEAN_ACT,
+    HS_M_HEAD_SHARE,
+    HS_M_SAE_L0,
+    HS_M_EXPLAINED_VARIANCE,
+    HS_M_MSE,
+    HS_M_CE_LOSS_SCORE,
+    HS_M_LOSS_CLEAN,
+    HS_M_LOSS_SAE,
+    HS_M_LOSS_ZERO,
     /* experiments: families of names */
     HS_M_VAL_LOSS_HEADS,
     HS_M_FORWARD_MS_HEADS,
@@ -173,6 +186,7 @@ typedef enum {
     HS_WHERE_PAIR,     /* head_pair_metrics */
     HS_WHERE_CURVE,    /* curves */
     HS_WHERE_EDGE,     /* edge_metrics (sender, receiver) */
+    HS_WHERE_FEATURE,  /* feature_metrics (feature, layer, head) */
 } hs_metric_where;
 
 /* The scale a figure draws a metric on, fixed by its meaning (STYLE.md:

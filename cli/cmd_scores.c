@@ -123,7 +123,7 @@ HS_COMMAND(cmd_patterns_record) = {
     .flags = CMD_SHARDS,
     .order = 140,
     .summary = "Clark et al. attention statistics per head, row by row during the forward.",
-    .usage = "headscope patterns (--model DIR (--data FILE | --text FILE) | --maps FILE.h5) --db FILE [options]",
+    .usage = "headscope patterns (--model DIR (--data FILE | --text FILE | --pairs FILE) | --maps FILE.h5) --db FILE [options]",
     .details = "entropy (nats), self, prev_token, next_token, first_token, delim (--delim ids) and\n"
         "distance, each the mean over every query of every sequence, with the standard\n"
         "error over sequences. The forward path sees one block of query rows at a time,\n"

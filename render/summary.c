@@ -922,3 +922,69 @@ void hs_print_kv_bytes(FILE *f, double bytes, int mla_line, double mla_per_token
             fprintf(f, "mla cache: %.0f bytes (%.0f per token)\n", mla, mla_per_token);
     }
 }
+
+void hs_print_features(FILE *f, const hs_summary *s, const hs_features_result *r,
+                       const hs_features_opts *o)
+{
+    if (s->json) {
+        fprintf(f, "{\"run_id\":%lld,\"tokens\":%lld,\"d_sae\":%d,\"alive\":%d,\"%s\":",
+                s->run_id, r->tokens, r->d_sae, r->alive, HS_METRIC(SAE_L0));
+        hs_json_number(f, r->l0, 6);
+        fprintf(f, ",\"examples\":%ld,\"dfa_rows\":%ld,\"top_feature\":{\"feature\":%d,"
+                "\"%s\":", r->n_examples, r->n_dfa, r->top_feature, HS_METRIC(FREQUENCY));
+        hs_json_number(f, r->top_frequency, 6);
+        fprintf(f, "}");
+        if (o->out)
+            fprintf(f, ",\"out\":\"%s\",\"sha256\":\"%s\",\"bytes\":%llu", o->out, r->sha256,
+                    (unsigned long long)r->bytes);
+        fprintf(f, ",\"seconds\":%.3f}\n", s->seconds);
+        return;
+    }
+    fprintf(f, "run %lld: %d features of %s over %lld tokens in %s (%.1f s)\n", s->run_id,
+            r->d_sae, o->sae.hook, r->tokens, s->db, s->seconds);
+    fprintf(f, "  %d active at least once (%d never); %.2f active a token; the most frequent: "
+            "feature %d (%.4f of tokens)\n", r->alive, r->d_sae - r->alive, r->l0,
+            r->top_feature, r->top_frequency);
+    fprintf(f, "  %ld top examples%s", r->n_examples, r->n_dfa ? "" : "\n");
+    if (r->n_dfa)
+        fprintf(f, ", %ld nonzero direct attributions (head, source position)\n", r->n_dfa);
+    if (o->out)
+        fprintf(f, "  activations in CSR: %s (%.1f MB)\n", o->out, r->bytes / 1e6);
+}
+
+void hs_print_sae_eval(FILE *f, const hs_summary *s, const hs_sae_eval_result *r,
+                       const hs_sae_eval_opts *o)
+{
+    if (s->json) {
+        const char *names[] = { HS_METRIC(SAE_L0), HS_METRIC(EXPLAINED_VARIANCE), HS_METRIC(MSE),
+                                HS_METRIC(CE_LOSS_SCORE), HS_METRIC(LOSS_CLEAN),
+                                HS_METRIC(LOSS_SAE), HS_METRIC(LOSS_ZERO) };
+        const double v[] = { r->l0, r->explained_variance, r->mse, r->ce_loss_score,
+                             r->loss_clean, r->loss_sae, r->loss_zero };
+        fprintf(f, "{\"run_id\":%lld,\"tokens\":%lld,\"sequences\":%ld", s->run_id, r->tokens,
+                r->sequences);
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+            fprintf(f, ",\"%s\":", names[i]);
+            hs_json_number(f, v[i], 9);
+        }
+        fprintf(f, ",\"stderr\":{\"%s\":", HS_METRIC(SAE_L0));
+        hs_json_number(f, r->se_l0, 6);
+        fprintf(f, ",\"%s\":", HS_METRIC(MSE));
+        hs_json_number(f, r->se_mse, 6);
+        fprintf(f, ",\"%s\":", HS_METRIC(CE_LOSS_SCORE));
+        hs_json_number(f, r->se_score, 6);
+        fprintf(f, "},\"premise_ok\":%s}\n",
+                fabs(r->gap) > 2 * r->se_gap ? "true" : "false");
+        return;
+    }
+    fprintf(f, "run %lld: %s SAE on %s over %lld tokens (%ld sequences)\n", s->run_id,
+            hs_sae_arch_name(o->sae.arch), o->sae.hook, r->tokens, r->sequences);
+    fprintf(f, "  L0 %.3f ± %.3f active features a token; explained variance %.4f; MSE %.6g\n",
+            r->l0, r->se_l0, r->explained_variance, r->mse);
+    fprintf(f, "  CE loss score %.4f ± %.4f: loss %.4f clean, %.4f with the reconstruction, "
+            "%.4f with 0 at the hook\n", r->ce_loss_score, r->se_score, r->loss_clean,
+            r->loss_sae, r->loss_zero);
+    if (!(fabs(r->gap) > 2 * r->se_gap))
+        fprintf(f, "  note: L_zero - L_clean = %+.4g is within two standard errors (%.2g) of 0: "
+                "the score divides by noise and says little\n", r->gap, r->se_gap);
+}

@@ -17,6 +17,7 @@
 #include "study_head_norms.h"
 #include "study_patterns.h"
 #include "study_retrieval.h"
+#include "study_features.h"
 #include "study_windows.h"
 #include "study_ablate.h"
 #include "study_prune.h"
@@ -103,6 +104,11 @@ void hs_print_kv_bytes(FILE *f, double bytes, int mla_line, double mla_per_token
                        int json);
 
 /* retrieval's: the needle accuracy, the best head, the causal check. */
+/* features and sae-eval (SPEC §19). */
+void hs_print_features(FILE *f, const hs_summary *s, const hs_features_result *r,
+                       const hs_features_opts *o);
+void hs_print_sae_eval(FILE *f, const hs_summary *s, const hs_sae_eval_result *r,
+                       const hs_sae_eval_opts *o);
 void hs_print_retrieval(FILE *f, const hs_summary *s, const hs_retrieval_result *r,
                         const hs_retrieval_opts *o);
 

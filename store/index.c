@@ -308,6 +308,62 @@ int hs_index_position_metrics_add(hs_index *ix, int64_t run_id, const hs_positio
                     "writing position metrics", run_id, rows, n, bind_position_row);
 }
 
+static void bind_feature_row(sqlite3_stmt *st, const void *rows, int i)
+{
+    const hs_feature_row *r = (const hs_feature_row *)rows + i;
+    sqlite3_bind_int(st, 2, r->feature);
+    sqlite3_bind_int(st, 3, r->layer);
+    sqlite3_bind_int(st, 4, r->head);
+    bind_text(st, 5, r->metric);
+    sqlite3_bind_double(st, 6, r->value);
+}
+
+int hs_index_feature_metrics_add(hs_index *ix, int64_t run_id, const hs_feature_row *rows, int n)
+{
+    return rows_add(ix,
+                    "INSERT OR REPLACE INTO feature_metrics(run_id, feature, layer, head, metric,"
+                    " value) VALUES(?,?,?,?,?,?)",
+                    "writing feature metrics", run_id, rows, n, bind_feature_row);
+}
+
+static void bind_example_row(sqlite3_stmt *st, const void *rows, int i)
+{
+    const hs_feature_example_row *r = (const hs_feature_example_row *)rows + i;
+    sqlite3_bind_int(st, 2, r->feature);
+    sqlite3_bind_int64(st, 3, r->seq);
+    sqlite3_bind_int(st, 4, r->position);
+    sqlite3_bind_double(st, 5, r->value);
+}
+
+int hs_index_feature_examples_add(hs_index *ix, int64_t run_id,
+                                  const hs_feature_example_row *rows, int n)
+{
+    return rows_add(ix,
+                    "INSERT OR REPLACE INTO feature_examples(run_id, feature, seq, position,"
+                    " value) VALUES(?,?,?,?,?)",
+                    "writing feature examples", run_id, rows, n, bind_example_row);
+}
+
+static void bind_dfa_row(sqlite3_stmt *st, const void *rows, int i)
+{
+    const hs_feature_dfa_row *r = (const hs_feature_dfa_row *)rows + i;
+    sqlite3_bind_int(st, 2, r->feature);
+    sqlite3_bind_int64(st, 3, r->seq);
+    sqlite3_bind_int(st, 4, r->position);
+    sqlite3_bind_int(st, 5, r->layer);
+    sqlite3_bind_int(st, 6, r->head);
+    sqlite3_bind_int(st, 7, r->source);
+    sqlite3_bind_double(st, 8, r->value);
+}
+
+int hs_index_feature_dfa_add(hs_index *ix, int64_t run_id, const hs_feature_dfa_row *rows, int n)
+{
+    return rows_add(ix,
+                    "INSERT OR REPLACE INTO feature_dfa(run_id, feature, seq, position, layer,"
+                    " head, source, value) VALUES(?,?,?,?,?,?,?,?)",
+                    "writing feature attributions", run_id, rows, n, bind_dfa_row);
+}
+
 static void bind_pair_row(sqlite3_stmt *st, const void *rows, int i)
 {
     const hs_pair_row *r = (const hs_pair_row *)rows + i;

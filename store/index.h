@@ -108,6 +108,39 @@ typedef struct {
 int hs_index_position_metrics_add(hs_index *ix, int64_t run_id, const hs_position_row *rows,
                                   int n);
 
+/* SPEC §19's numbers of an SAE's feature: feature-wide (head -1:
+ * frequency, mean_act; NaN is stored as NULL) or per head (head_share),
+ * layer the SAE's hook layer. */
+typedef struct {
+    int feature, layer, head;
+    const char *metric;
+    double value;
+} hs_feature_row;
+
+/* A top activating example of a feature: sequence seq, its position. */
+typedef struct {
+    int feature;
+    long long seq;
+    int position;
+    double value;
+} hs_feature_example_row;
+
+/* An example's direct feature attribution to head (layer, head) through
+ * source position source. */
+typedef struct {
+    int feature;
+    long long seq;
+    int position, layer, head, source;
+    double value;
+} hs_feature_dfa_row;
+
+/* Each records its rows (replacing equal keys) in one transaction. */
+int hs_index_feature_metrics_add(hs_index *ix, int64_t run_id, const hs_feature_row *rows, int n);
+int hs_index_feature_examples_add(hs_index *ix, int64_t run_id,
+                                  const hs_feature_example_row *rows, int n);
+int hs_index_feature_dfa_add(hs_index *ix, int64_t run_id, const hs_feature_dfa_row *rows,
+                             int n);
+
 /* A number about an ordered pair of heads, head a in an earlier layer than
  * head b (SPEC §11: composition scores). */
 typedef struct {

@@ -19,7 +19,7 @@ struct hs_index {
 
 /* The schema version this code writes, and the migration from each version
  * v to v + 1 (index_schema.c). */
-enum { HS_INDEX_SCHEMA_VERSION = 5 };
+enum { HS_INDEX_SCHEMA_VERSION = 6 };
 extern const char *const hs_index_migrations[HS_INDEX_SCHEMA_VERSION];
 
 /* Opens path into ix->db with sqlite3_open_v2 flags, SQLite's defensive

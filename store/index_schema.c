@@ -36,7 +36,8 @@
  * from its command line), and SPEC §15's edge_metrics. Version 5: SPEC §17's
  * attention type (`attn`, 'self' for the rows before it) in the keys of
  * head_metrics and head_pair_metrics, and SPEC §18's `head` (-1: not per head)
- * in position_metrics'. The text is what the
+ * in position_metrics'. Version 6: SPEC §19's feature_metrics,
+ * feature_examples and feature_dfa (an SAE's features). The text is what the
  * schema check compares with: a migration once released never changes. */
 const char *const hs_index_migrations[HS_INDEX_SCHEMA_VERSION] = {
     "CREATE TABLE runs(run_id INTEGER PRIMARY KEY, kind TEXT NOT NULL, model_path TEXT,"
@@ -87,6 +88,18 @@ const char *const hs_index_migrations[HS_INDEX_SCHEMA_VERSION] = {
     "INSERT INTO position_metrics_v5(run_id, layer, position, metric, value, stderr, n)"
     " SELECT run_id, layer, position, metric, value, stderr, n FROM position_metrics;"
     "DROP TABLE position_metrics; ALTER TABLE position_metrics_v5 RENAME TO position_metrics;",
+    "CREATE TABLE feature_metrics(run_id INTEGER NOT NULL REFERENCES runs(run_id)"
+    " ON DELETE CASCADE, feature INTEGER NOT NULL, layer INTEGER NOT NULL,"
+    " head INTEGER NOT NULL DEFAULT -1, metric TEXT NOT NULL, value REAL,"
+    " attn TEXT NOT NULL DEFAULT 'self', PRIMARY KEY(run_id, feature, layer, head, attn, metric));"
+    "CREATE TABLE feature_examples(run_id INTEGER NOT NULL REFERENCES runs(run_id)"
+    " ON DELETE CASCADE, feature INTEGER NOT NULL, seq INTEGER NOT NULL,"
+    " position INTEGER NOT NULL, value REAL, PRIMARY KEY(run_id, feature, seq, position));"
+    "CREATE TABLE feature_dfa(run_id INTEGER NOT NULL REFERENCES runs(run_id)"
+    " ON DELETE CASCADE, feature INTEGER NOT NULL, seq INTEGER NOT NULL,"
+    " position INTEGER NOT NULL, layer INTEGER NOT NULL, head INTEGER NOT NULL,"
+    " source INTEGER NOT NULL, value REAL,"
+    " PRIMARY KEY(run_id, feature, seq, position, layer, head, source));",
 };
 
 void hs_index_readonly_reason(const char *path, char *why, size_t n)

@@ -102,6 +102,23 @@ int hs_maps_write_mask(hs_maps_writer *w, const char *name, const unsigned char 
 int hs_maps_write_text(hs_maps_writer *w, const char *name, const char *alias, const int32_t *ids,
                        long long n, int cols, const char *const *text, int n_text);
 
+/* B sequences' sparse SAE features (SPEC §19) in CSR over their B T tokens
+ * (sequence-major): row_nnz (B T) the nonzero count of each token's row,
+ * indices (int32) and values (float32) of all of them in order, appended to
+ * /features/{indptr,indices,values} (indptr int64 [tokens + 1]), the
+ * group's attributes d_sae, hook_name and sae set at the first call; and
+ * the tokens (B, T) to /tokens (and /token_text). Synchronous, for a file
+ * of no maps (HS_EINVAL after hs_maps_add_layer or an append of maps); at
+ * most INT_MAX entries a call. */
+typedef struct {
+    int d_sae;
+    const char *hook, *sae;
+    const int32_t *row_nnz;
+    const int32_t *indices;
+    const float *values;
+} hs_maps_csr;
+int hs_maps_append_csr(hs_maps_writer *w, const hs_maps_csr *c, const int32_t *tokens, int B);
+
 /* The writer as the recorder's sink (capture/recorder.h). */
 hs_map_sink hs_maps_sink(hs_maps_writer *w);
 

@@ -78,6 +78,8 @@ struct hs_maps_writer {
     pthread_cond_t cv;
     int io_rc;                /* first failure of the I/O thread */
     char io_msg[1200];
+    hid_t csr[3];             /* /features/indptr, indices, values, or -1 */
+    long long csr_rows, csr_nnz;
 };
 
 static void free_writer(hs_maps_writer *w);
@@ -199,6 +201,7 @@ int hs_maps_create(hs_maps_writer **out, const char *path, const hs_maps_meta *m
     w->half = meta->half;
     w->compress = meta->compress;
     w->tokens = w->dtype = w->text = w->text_type = -1;
+    w->csr[0] = w->csr[1] = w->csr[2] = -1;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     /* HDF5 creates by name: the name is hs_tmp_create's, unpredictable and
@@ -599,6 +602,57 @@ int hs_maps_write_text(hs_maps_writer *w, const char *name, const char *alias, c
     return rc;
 }
 
+/* The /features group's three datasets, at the first CSR append. */
+static int csr_create(hs_maps_writer *w, int d_sae, const char *hook, const char *sae)
+{
+    hid_t g = H5Gcreate2(w->file, "features", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int bad = g < 0 || set_int_attr(g, "d_sae", &d_sae, 1) || set_str_attr(g, "hook_name", hook) ||
+              set_str_attr(g, "sae", sae);
+    static const char *const names[3] = { "indptr", "indices", "values" };
+    const hid_t types[3] = { H5T_STD_I64LE, H5T_STD_I32LE, H5T_IEEE_F32LE };
+    const hsize_t one = 1, chunk = 1 << 16;
+    for (int i = 0; !bad && i < 3; i++)
+        bad = (w->csr[i] = create_extendible(g, names[i], types[i], 1, &one, &chunk,
+                                             w->compress)) < 0;
+    const int64_t zero = 0; /* indptr[0] */
+    const hsize_t row = 1;
+    if (!bad)
+        bad = append_rows(w->csr[0], H5T_NATIVE_INT64, 1, &row, 0, 1, &zero);
+    if (g >= 0 && H5Gclose(g) < 0)
+        bad = 1;
+    return bad ? hs_maps_h5_fail(w->path, "creating /features") : HS_OK;
+}
+
+int hs_maps_append_csr(hs_maps_writer *w, const hs_maps_csr *c, const int32_t *tokens, int B)
+{
+    if (w->thread_running || w->n_layers)
+        return hs_fail(HS_EINVAL, "%s: features are written to a file without maps", w->path);
+    int rc = w->csr[0] < 0 ? csr_create(w, c->d_sae, c->hook, c->sae) : HS_OK;
+    if (rc)
+        return rc;
+    const long long rows = (long long)B * w->T;
+    int64_t *indptr = malloc(sizeof *indptr * (size_t)(rows ? rows : 1));
+    if (!indptr)
+        return hs_fail(HS_ENOMEM, "%s: out of memory for /features/indptr", w->path);
+    long long nnz = 0;
+    for (long long r = 0; r < rows; r++)
+        indptr[r] = w->csr_nnz + (nnz += c->row_nnz[r]);
+    const hsize_t one = 1, row[2] = { 0, (hsize_t)w->T };
+    int bad = append_rows(w->csr[0], H5T_NATIVE_INT64, 1, &one, w->csr_rows + 1, (int)rows,
+                          indptr) ||
+              (nnz && append_rows(w->csr[1], H5T_NATIVE_INT32, 1, &one, w->csr_nnz, (int)nnz,
+                                  c->indices)) ||
+              (nnz && append_rows(w->csr[2], H5T_NATIVE_FLOAT, 1, &one, w->csr_nnz, (int)nnz,
+                                  c->values)) ||
+              append_rows(w->tokens, H5T_NATIVE_INT32, 2, row, w->n_tokens, B, tokens) ||
+              append_text(w, B, tokens);
+    free(indptr);
+    if (bad)
+        return hs_fail(HS_EIO, "%s: writing /features failed (disk full?)", w->path);
+    w->csr_rows += rows, w->csr_nnz += nnz, w->n_tokens += B;
+    return HS_OK;
+}
+
 static int sink_maps(void *ctx, int layer, const hs_real *att, int B, int H_model)
 {
     return hs_maps_append(ctx, layer, att, B, H_model);
@@ -632,6 +686,10 @@ static int close_all(hs_maps_writer *w)
         bad = -1;
     if (w->dtype >= 0 && H5Tclose(w->dtype) < 0)
         bad = -1;
+    for (int i = 0; i < 3; i++)
+        if (w->csr[i] >= 0 && H5Dclose(w->csr[i]) < 0)
+            bad = -1;
+    w->csr[0] = w->csr[1] = w->csr[2] = -1;
     w->n_layers = 0;
     w->tokens = w->dtype = w->text = w->text_type = -1;
     return bad;

@@ -191,7 +191,7 @@ ablate_records() {
         "model_sha256" || return 1
     expect_eq "$(q a.db "select data_sha256 from runs where run_id=$id")" "$(sha "$EVAL")" "data_sha256" || return 1
     expect_eq "$(q a.db 'PRAGMA journal_mode')" wal "journal_mode" || return 1
-    expect_eq "$(q a.db 'PRAGMA user_version')" 5 "user_version" || return 1
+    expect_eq "$(q a.db 'PRAGMA user_version')" 6 "user_version" || return 1
     expect_eq "$(q a.db "select count(*) from head_metrics where run_id=$id and metric like 'loss_delta_%'")" 24 \
         "loss_delta rows (2 layers x 4 heads x 3 methods)" || return 1
     expect_eq "$(q a.db "select metric||':'||count(*) from head_metrics where run_id=$id group by metric order by metric" | tr '\n' ' ')" \

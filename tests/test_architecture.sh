@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The architecture the code promises (SPEC §1, STYLE.md), checked on the
 # source tree: commands are plumbing (no function in cli/ over 80 lines, no
-# command body over 40 besides its option table, cli/ at most 3200 lines), the
+# command body over 40 besides its option table, cli/ at most 3400 lines), the
 # index's SQL lives in store/ only, one Welford implementation and one head
 # limit, and no room includes a header of a room above it (ROOMS below),
 # which a planted include shows the check catching.
@@ -144,7 +144,7 @@ no_metric_literals() {
 cli_is_small() {
     local total
     total=$(cat cli/*.c | wc -l)
-    [ "$total" -le 3200 ] || bad "cli/*.c is $total lines (at most 3200)"
+    [ "$total" -le 3400 ] || bad "cli/*.c is $total lines (at most 3400)"
 }
 
 # A command is its option table and a short body over the study driver

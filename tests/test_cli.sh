@@ -165,7 +165,7 @@ train_index() {
     expect_eq "$(q runs.db "select count(*) from artifacts where run_id=$id and complete=1 and sha256='$(sha run/model.safetensors)'")" \
         1 "complete artifact with the model's sha256" || return 1
     expect_eq "$(q runs.db 'PRAGMA journal_mode')" wal "journal_mode" || return 1
-    expect_eq "$(q runs.db 'PRAGMA user_version')" 5 "user_version" || return 1
+    expect_eq "$(q runs.db 'PRAGMA user_version')" 6 "user_version" || return 1
     final=$(jget out.txt final_loss)
     first=$(q runs.db "select y from curves where run_id=$id and curve='train_loss' and step=1")
     py -c 'import math,sys; a,b=map(float,sys.argv[1:]); sys.exit(0 if math.isfinite(a) and a < b - 0.1 else 1)' \

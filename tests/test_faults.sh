@@ -181,9 +181,11 @@ orphan_run() {
         bad "could not make old.db" || return 1
     hs induction --model "$GPT2" --db old.db --seq-len 6 --samples 2
     expect_rc 0 "induction on a version 1 index" || return 1
-    expect_eq "$(sqlite3 old.db 'PRAGMA user_version')" 5 "user_version after the migration" || return 1
+    expect_eq "$(sqlite3 old.db 'PRAGMA user_version')" 6 "user_version after the migration" || return 1
     expect_eq "$(sqlite3 old.db "SELECT count(*) FROM sqlite_master WHERE name IN ('position_metrics', 'head_pair_metrics')")" \
         2 "SPEC §11 tables after the migration" || return 1
+    expect_eq "$(sqlite3 old.db "SELECT count(*) FROM sqlite_master WHERE name IN ('feature_metrics', 'feature_examples', 'feature_dfa')")" \
+        3 "SPEC §19 tables after the migration" || return 1
     expect_eq "$(sqlite3 old.db "SELECT group_concat(kind||' '||status||' '||(pid IS NOT NULL), ', ') FROM runs")" \
         "ablate complete 0, induction complete 1" "runs after the migration" || return 1
 }

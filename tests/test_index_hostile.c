@@ -215,7 +215,7 @@ static void test_schema_versions_below_zero_or_past_ours_are_refused(void)
 {
     static const struct { int v; const char *shown; } cases[] = {
         { -1, "-1" }, { -2, "-2" }, { -100, "-100" }, { INT_MIN, "-2147483648" },
-        { 6, "version 6" }, { 99, "99" }, { INT_MAX, "2147483647" },
+        { 7, "version 7" }, { 99, "99" }, { INT_MAX, "2147483647" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char sql[64], what[64];
@@ -441,7 +441,7 @@ static void test_indexes_of_every_earlier_version_migrate(void)
             char what[64];
             snprintf(what, sizeof what, "a version %d index%s", v, e ? " with extras" : "");
             expect_accepted(&f, what);
-            CU_ASSERT_EQUAL(count(f.db, "PRAGMA user_version"), 5);
+            CU_ASSERT_EQUAL(count(f.db, "PRAGMA user_version"), 6);
             CU_ASSERT_EQUAL(count(f.db, "SELECT count(*) FROM runs"), v ? 2 : 1);
             /* version 5's keys: the row kept, of attention type 'self' */
             CU_ASSERT_EQUAL(count(f.db, "SELECT count(*) FROM head_metrics WHERE attn = 'self'"

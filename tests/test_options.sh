@@ -187,7 +187,7 @@ help_rules() {
     hs help
     expect_grep "$OUT" "--model=DIR" "help" || return 1
     hs help patterns
-    expect_grep "$OUT" "--model, --data: not with --maps" "help patterns" || return 1
+    expect_grep "$OUT" "--model, --data, --pairs: not with --maps" "help patterns" || return 1
     hs help train
     expect_grep "$OUT" "--val-every, --val-batches: only with --val" "help train" || return 1
     hs help version

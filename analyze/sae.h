@@ -1,0 +1,74 @@
+/* Sparse autoencoders on a model's activations, in SAELens's format (SPEC
+ * §19): a directory of cfg.json (d_in, d_sae, hook_name, architecture
+ * standard | jumprelu | topk with k, apply_b_dec_to_input,
+ * normalize_activations "none") and sae_weights.safetensors (W_enc
+ * [d_in, d_sae], b_enc [d_sae], W_dec [d_sae, d_in], b_dec [d_in], and
+ * threshold [d_sae] for jumprelu), F32, F16 or BF16 as stored.
+ *
+ * Hooks by TransformerLens's names, each a site of hooks.h:
+ *   blocks.L.attn.hook_z      z of layer L flattened head-major (d_in = H dh)
+ *   blocks.L.hook_resid_pre   the residual entering layer L
+ *   blocks.L.hook_resid_post  the residual leaving it (resid_pre of L + 1)
+ *   blocks.L.hook_attn_out    the attention's output before it is added
+ *   blocks.L.hook_mlp_out     the MLP's output before it is added
+ *
+ * Encode: x' = x - b_dec when apply_b_dec_to_input, pre = x' W_enc + b_enc;
+ * standard f = relu(pre); jumprelu f = relu(pre) 1[pre > threshold];
+ * topk: the k largest of pre (ties to the lower index) relu'd, the rest 0.
+ * Decode: x_hat = f W_dec + b_dec. */
+#ifndef HS_SAE_H
+#define HS_SAE_H
+
+#include "hooks.h"
+#include "weights.h"
+
+typedef enum { HS_SAE_STANDARD, HS_SAE_JUMPRELU, HS_SAE_TOPK } hs_sae_arch;
+
+typedef struct {
+    char dir[512];
+    char hook[128];        /* cfg.json's hook_name */
+    hs_sae_arch arch;
+    int d_in, d_sae, k;    /* k: topk's */
+    int apply_b_dec;       /* apply_b_dec_to_input */
+    hs_real *W_enc;        /* (d_in, d_sae) */
+    hs_real *b_enc;        /* (d_sae) */
+    hs_real *W_dec;        /* (d_sae, d_in) */
+    hs_real *b_dec;        /* (d_in) */
+    hs_real *threshold;    /* (d_sae), jumprelu's; NULL otherwise */
+    /* the hook on a model (hs_sae_bind) */
+    hs_site site;
+    int layer;             /* the site's layer (resid_post: L + 1) */
+    int hook_layer;        /* L of the hook's name */
+    int z;                 /* a hook_z SAE: heads and dh below */
+    int heads, dh;
+} hs_sae;
+
+const char *hs_sae_arch_name(hs_sae_arch a);
+
+/* Reads dir's cfg.json and sae_weights.safetensors into s: every key
+ * checked (HS_EFORMAT naming the file and the key: a missing or mistyped
+ * one, an unknown architecture or normalisation, topk without k or with k
+ * outside 1..d_sae), every tensor's shape against d_in and d_sae and every
+ * value finite (naming the tensor), a jumprelu without threshold refused. */
+int hs_sae_open(hs_sae *s, const char *dir);
+void hs_sae_free(hs_sae *s);
+
+/* Resolves s's hook on model configuration c: its site and layer, and
+ * d_in against the hook's width (HS_EINVAL naming hook_name or d_in: a
+ * hook the model lacks, a layer beyond it, an encoder-decoder). */
+int hs_sae_bind(hs_sae *s, const hs_model_config *c);
+
+/* The activations of n rows x (n, d_in): pre (n, d_sae) the encoder's
+ * input to the activation and f (n, d_sae) the features. pre and f may not
+ * alias x. HS_ENOMEM when the centred copy of x cannot be made. */
+int hs_sae_encode(const hs_sae *s, const hs_real *x, long n, hs_real *pre, hs_real *f);
+
+/* x_hat (n, d_in) = f W_dec + b_dec, over f's nonzero entries. */
+void hs_sae_decode(const hs_sae *s, const hs_real *f, long n, hs_real *x_hat);
+
+/* SAELens's files for s (its cfg.json and sae_weights.safetensors in F32)
+ * into dir (created if missing), each written whole under a temporary name
+ * and then renamed. */
+int hs_sae_save(const hs_sae *s, const char *dir);
+
+#endif

@@ -1,0 +1,85 @@
+/* features, sae-eval: an SAE's features on a model's activations (SPEC §19). */
+#include "cli.h"
+#include "study_features.h"
+
+CLI_PRINT(features)
+
+static int cmd_features(int argc, char **argv)
+{
+    hs_features_opts fo = { .top = 10, .dfa = -1 };
+    cli_study s = { &hs_features_kind, &fo, { .batch = 4, .need_batch = 1 },
+                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_features };
+    opt o[] = {
+        CLI_STUDY_DATA_OPTS(s),
+        { "--sae", OPT_STR, &fo.sae_dir, 0, "DIR", "SAELens directory (cfg.json, sae_weights.safetensors)", 0 },
+        { "--top", OPT_INT, &fo.top, 1, "N", "top activating examples a feature (default 10)", 0 },
+        { "--dfa-examples", OPT_INT, &fo.dfa, -1, "K", "direct feature attribution of each feature's first K examples (default: all; 0: none)", 0 },
+        { "--out", OPT_STR, &fo.out, 0, "FILE.h5", "also the activations in CSR (/features/{indptr,indices,values})", 0 },
+        { "--force", OPT_FLAG, &fo.force, 0, NULL, "replace an existing --out", 0 },
+        OPT_BATCH(&s.in.batch),
+        OPT_SEQ_LEN(&s.in.seq_len),
+        OPT_MAX_BATCHES(&s.max_batches),
+        CLI_STUDY_TAIL_OPTS(s),
+    };
+    const int rc = cli_study_run(&s, o, CLI_N(o), argc, argv);
+    hs_sae_free(&fo.sae);
+    return rc;
+}
+
+HS_COMMAND(cmd_features_record) = {
+    .name = "features",
+    .order = 151,
+    .summary = "An SAE's features on a model's activations: frequency, head share, top examples, DFA.",
+    .usage = "headscope features --model DIR --sae DIR (--data FILE | --text FILE) --db FILE [options]",
+    .details =
+        "The SAE (SAELens's format: standard, jumprelu or topk) reads its hook\n"
+        "(blocks.L.attn.hook_z, hook_resid_pre, hook_resid_post, hook_attn_out,\n"
+        "hook_mlp_out) on every token of the data. Per feature: frequency (share of tokens\n"
+        "with f > 0) and mean_act (over those) with head -1, head_share per head of a\n"
+        "hook_z SAE (Kissane et al.: the share of its decoder norm in each head's block),\n"
+        "into feature_metrics; its --top N examples by value (ties by sequence, position)\n"
+        "into feature_examples; for a hook_z SAE the direct feature attribution of each\n"
+        "example, DFA(h, s | t) = att_h[t, s] (v_h[s] . W_enc[h block, f]), into\n"
+        "feature_dfa (zeros left out), summing over (h, s) to pre_f(t) - b_enc[f]\n"
+        "(+ b_dec . W_enc[:, f] when b_dec is applied). --out writes the activations in\n"
+        "CSR over the tokens (sequence-major) with the tokens.\n\n"
+        "example: headscope features --model runs/tiny --sae sae/ --data val.bin --db runs.db\n"
+        "         --seq-len 64 --top 20 --out feats.h5\n",
+    .run = cmd_features,
+};
+
+CLI_PRINT(sae_eval)
+
+static int cmd_sae_eval(int argc, char **argv)
+{
+    hs_sae_eval_opts eo = { 0 };
+    cli_study s = { &hs_sae_eval_kind, &eo, { .batch = 4, .need_batch = 1 },
+                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_sae_eval };
+    opt o[] = {
+        CLI_STUDY_DATA_OPTS(s),
+        { "--sae", OPT_STR, &eo.sae_dir, 0, "DIR", "SAELens directory (cfg.json, sae_weights.safetensors)", 0 },
+        OPT_BATCH(&s.in.batch),
+        OPT_SEQ_LEN(&s.in.seq_len),
+        OPT_MAX_BATCHES(&s.max_batches),
+        CLI_STUDY_TAIL_OPTS(s),
+    };
+    const int rc = cli_study_run(&s, o, CLI_N(o), argc, argv);
+    hs_sae_free(&eo.sae);
+    return rc;
+}
+
+HS_COMMAND(cmd_sae_eval_record) = {
+    .name = "sae-eval",
+    .order = 152,
+    .summary = "An SAE's L0, explained variance, MSE and CE-loss score, as SAELens computes them.",
+    .usage = "headscope sae-eval --model DIR --sae DIR (--data FILE | --text FILE) --db FILE [options]",
+    .details =
+        "Per batch three forwards: clean, with the hooked activation replaced by the SAE's\n"
+        "reconstruction, and with it replaced by 0. l0 = mean active features a token;\n"
+        "explained_variance = 1 - sum ||x - x_hat||^2 / sum ||x - mean x||^2 over the\n"
+        "tokens; mse = mean over elements; ce_loss_score = (L_zero - L_sae) / (L_zero -\n"
+        "L_clean), its stderr by the delta method over sequences. The numbers go to\n"
+        "feature_metrics (feature -1, the hook's layer).\n\n"
+        "example: headscope sae-eval --model runs/tiny --sae sae/ --data val.bin --db runs.db\n",
+    .run = cmd_sae_eval,
+};
