@@ -208,6 +208,8 @@ int hs_sae_bind(hs_sae *s, const hs_model_config *c)
         s->z = hooks[i].z;
         s->heads = s->z ? c->n_head[L] : 1;
         s->dh = s->z ? (c->mla ? c->v_head_dim : c->head_dim) : c->d_model;
+        if (!s->d_in)
+            s->d_in = s->heads * s->dh;
         if (s->d_in != s->heads * s->dh)
             return hs_fail(HS_EINVAL, "%s/cfg.json: d_in %d does not match %s, %d wide on this "
                            "model%s", s->dir, s->d_in, s->hook, s->heads * s->dh,
@@ -315,6 +317,28 @@ void hs_sae_decode(const hs_sae *s, const hs_real *f, long n, hs_real *x_hat)
                 o[i] += a * w[i];
         }
     }
+}
+
+int hs_sae_site(void *ctx, const hs_site_view *v)
+{
+    const hs_sae_hook *h = ctx;
+    const hs_sae *s = h->s;
+    if (v->layer != s->layer)
+        return HS_OK;
+    if (v->heads * v->width != s->d_in)
+        return hs_fail(HS_EINVAL, "%s: %s is %d wide here, d_in is %d", s->dir, s->hook,
+                       v->heads * v->width, s->d_in);
+    for (int b = 0; b < v->B; b++)
+        for (int t = 0; t < v->T; t++)
+            for (int hd = 0; hd < v->heads; hd++) {
+                hs_real *site = v->x + b * v->sb + t * v->st + hd * v->sh;
+                hs_real *row = h->x + ((size_t)b * v->T + t) * s->d_in + (size_t)hd * v->width;
+                if (h->write)
+                    memcpy(site, row, sizeof *row * (size_t)v->width);
+                else
+                    memcpy(row, site, sizeof *row * (size_t)v->width);
+            }
+    return HS_OK;
 }
 
 typedef struct {

@@ -55,7 +55,8 @@ void hs_sae_free(hs_sae *s);
 
 /* Resolves s's hook on model configuration c: its site and layer, and
  * d_in against the hook's width (HS_EINVAL naming hook_name or d_in: a
- * hook the model lacks, a layer beyond it, an encoder-decoder). */
+ * hook the model lacks, a layer beyond it, an encoder-decoder); d_in 0
+ * takes the width (an SAE to be trained). */
 int hs_sae_bind(hs_sae *s, const hs_model_config *c);
 
 /* The activations of n rows x (n, d_in): pre (n, d_sae) the encoder's
@@ -65,6 +66,17 @@ int hs_sae_encode(const hs_sae *s, const hs_real *x, long n, hs_real *pre, hs_re
 
 /* x_hat (n, d_in) = f W_dec + b_dec, over f's nonzero entries. */
 void hs_sae_decode(const hs_sae *s, const hs_real *f, long n, hs_real *x_hat);
+
+/* The forward's hook of s's site (hooks.h; hs_hooks.site[s->site] =
+ * {hs_sae_site, &hook}): at s's layer it copies the site into x (B T,
+ * d_in), z flattened head-major, or with write x over the site. HS_EINVAL
+ * when the site's width is not d_in. */
+typedef struct {
+    const hs_sae *s;
+    hs_real *x;
+    int write;
+} hs_sae_hook;
+int hs_sae_site(void *ctx, const hs_site_view *v);
 
 /* SAELens's files for s (its cfg.json and sae_weights.safetensors in F32)
  * into dir (created if missing), each written whole under a temporary name

@@ -22,36 +22,6 @@ static int thread_id(void) { return 0; }
 
 /* ---- the hooked activation -------------------------------------------------- */
 
-/* What the SAE's site hook does with x (B T, d_in) at its layer: read the
- * site into it, or write it over the site. */
-typedef struct {
-    const hs_sae *s;
-    hs_real *x;
-    int write;
-} sae_hook;
-
-static int sae_site(void *ctx, const hs_site_view *v)
-{
-    const sae_hook *h = ctx;
-    const hs_sae *s = h->s;
-    if (v->layer != s->layer)
-        return HS_OK;
-    if (v->heads * v->width != s->d_in)
-        return hs_fail(HS_EINVAL, "%s: %s is %d wide here, d_in is %d", s->dir, s->hook,
-                       v->heads * v->width, s->d_in);
-    for (int b = 0; b < v->B; b++)
-        for (int t = 0; t < v->T; t++)
-            for (int hd = 0; hd < v->heads; hd++) {
-                hs_real *site = v->x + b * v->sb + t * v->st + hd * v->sh;
-                hs_real *row = h->x + ((size_t)b * v->T + t) * s->d_in + (size_t)hd * v->width;
-                if (h->write)
-                    memcpy(site, row, sizeof *row * (size_t)v->width);
-                else
-                    memcpy(row, site, sizeof *row * (size_t)v->width);
-            }
-    return HS_OK;
-}
-
 /* The common checks of both studies: the SAE opened and bound, one
  * process, token data. */
 static int open_sae(hs_sae *s, const char *dir, const hs_study_env *env)
@@ -196,9 +166,9 @@ static int features_batch(feature_stats *st, csr_buf *csr, hs_acts *a, const hs_
                           const hs_sae *s, const int32_t *in, hs_real *X, hs_real *pre,
                           hs_real *F, long block, size_t bi, int B, int T)
 {
-    sae_hook sh = { s, X, 0 };
+    hs_sae_hook sh = { s, X, 0 };
     hs_hooks hooks = { 0 };
-    hooks.site[s->site] = (hs_site_hook){ sae_site, &sh };
+    hooks.site[s->site] = (hs_site_hook){ hs_sae_site, &sh };
     int rc = hs_forward(a, m, in, NULL, &hooks);
     const long n = (long)B * T;
     for (long r0 = 0; !rc && r0 < n; r0 += block) {
@@ -597,9 +567,9 @@ static int eval_batch(eval_sums *e, hs_acts *a, const hs_model *m, const hs_sae 
                       const int32_t *in, const int32_t *tg, hs_real *X, hs_real *Xh, hs_real *pre,
                       hs_real *F, int B, int T)
 {
-    sae_hook sh = { s, X, 0 };
+    hs_sae_hook sh = { s, X, 0 };
     hs_hooks hooks = { 0 };
-    hooks.site[s->site] = (hs_site_hook){ sae_site, &sh };
+    hooks.site[s->site] = (hs_site_hook){ hs_sae_site, &sh };
     int rc = hs_forward(a, m, in, tg, &hooks);
     double *lc = e->lc, *ls = e->ls, *lz = e->lz;
     if (!rc) {

@@ -77,4 +77,45 @@ int hs_sae_eval_study(hs_sae_eval_result *r, const hs_sae_eval_opts *o, const hs
 void hs_sae_eval_result_free(hs_sae_eval_result *r);
 extern const hs_study_kind hs_sae_eval_kind;
 
+/* train-sae: a TopK SAE (sae_train.h) on the activations of a hook. */
+typedef struct {
+    const char *hook;     /* --hook NAME (TransformerLens's) */
+    const char *out;      /* --out DIR: SAELens's files */
+    int force;
+    int d_sae, k;         /* --d-sae M, --k K */
+    int aux_k;            /* --aux-k (default 512, at most d_sae) */
+    long long dead_tokens; /* --dead-tokens (default 10,000,000) */
+    long steps;           /* --steps (default 1000) */
+    double lr;            /* --lr (default 1e-3) */
+    long buffer;          /* --buffer tokens (default 16 steps' B T; at least one step's) */
+    long seed;
+    int mean_init;        /* --b-dec-init mean: b_dec the first batch's mean, not its
+                             geometric median */
+    const char *b_dec_init;
+    hs_sae sae;           /* the hook resolved by the check (d_in) */
+} hs_train_sae_opts;
+
+typedef struct {
+    hs_study_rows rows;   /* its curve train_loss (the step's mean ||x_hat - x||^2) */
+    hs_curve_point *curve;
+    long steps;
+    long long tokens;
+    double mse, explained_variance; /* of the last step's batch, before its update */
+    double ev_last;       /* the mean explained variance of the last 10% of steps */
+    int dead;             /* latents dead at the end */
+    double seconds;
+} hs_train_sae_result;
+
+int hs_train_sae_check(hs_train_sae_opts *o, const hs_study_env *env);
+
+/* Streams activations: forwards over the data's batches (wrapping) fill a
+ * buffer of o->buffer rows, shuffled (seeded) once filled; each step takes
+ * the next B T rows, refilling when fewer remain. b_dec starts at the
+ * geometric median of the first step's rows (Weiszfeld, 20 iterations) or
+ * their mean. Writes o->out with hs_sae_save. */
+int hs_train_sae_study(hs_train_sae_result *r, const hs_train_sae_opts *o,
+                       const hs_study_env *env);
+void hs_train_sae_result_free(hs_train_sae_result *r);
+extern const hs_study_kind hs_train_sae_kind;
+
 #endif

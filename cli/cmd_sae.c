@@ -83,3 +83,57 @@ HS_COMMAND(cmd_sae_eval_record) = {
         "example: headscope sae-eval --model runs/tiny --sae sae/ --data val.bin --db runs.db\n",
     .run = cmd_sae_eval,
 };
+
+CLI_PRINT(train_sae)
+
+static int cmd_train_sae(int argc, char **argv)
+{
+    hs_train_sae_opts to = { .aux_k = 512, .steps = 1000, .lr = 1e-3, .seed = 1 };
+    long dead = 10000000;
+    cli_study s = { &hs_train_sae_kind, &to, { .batch = 4, .need_batch = 1 },
+                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_train_sae };
+    opt o[] = {
+        CLI_STUDY_DATA_OPTS(s),
+        { "--hook", OPT_STR, &to.hook, 0, "NAME", "TransformerLens hook: blocks.L.attn.hook_z, hook_resid_pre, hook_resid_post, hook_attn_out, hook_mlp_out", 0 },
+        { "--out", OPT_STR, &to.out, 0, "DIR", "where the SAE is written (cfg.json, sae_weights.safetensors)", 0 },
+        { "--force", OPT_FLAG, &to.force, 0, NULL, "replace the files of an existing --out", 0 },
+        { "--d-sae", OPT_INT, &to.d_sae, 1, "M", "latents", 0 },
+        { "--k", OPT_INT, &to.k, 1, "K", "latents active a token (TopK)", 0 },
+        { "--aux-k", OPT_INT, &to.aux_k, 0, "A", "dead latents AuxK reconstructs the residual from (default 512)", 0 },
+        { "--dead-tokens", OPT_LONG, &dead, 1, "N", "tokens without firing after which a latent is dead (default 10000000)", 0 },
+        { "--steps", OPT_LONG, &to.steps, 1, "S", "steps of --batch x --seq-len tokens (default 1000)", 0 },
+        { "--lr", OPT_DOUBLE, &to.lr, 0, "LR", "Adam's learning rate (default 1e-3)", 0 },
+        { "--buffer", OPT_LONG, &to.buffer, 1, "N", "tokens of the shuffled activation buffer (default 16 steps' worth)", 0 },
+        { "--b-dec-init", OPT_STR, &to.b_dec_init, 0, "median|mean", "b_dec from the first batch's geometric median (default) or mean", 0 },
+        { "--seed", OPT_LONG, &to.seed, 0, "S", "seed of the weights and of the shuffling", 0 },
+        OPT_BATCH(&s.in.batch),
+        OPT_SEQ_LEN(&s.in.seq_len),
+        CLI_STUDY_TAIL_OPTS(s),
+    };
+    int rc = cli_study_parse(&s, o, CLI_N(o), argc, argv);
+    to.dead_tokens = dead;
+    rc = rc ? (rc < 0 ? 0 : rc) : cli_study_go(&s, o, CLI_N(o), argc, argv);
+    hs_sae_free(&to.sae);
+    return rc;
+}
+
+HS_COMMAND(cmd_train_sae_record) = {
+    .name = "train-sae",
+    .order = 153,
+    .summary = "Train a TopK SAE (Gao et al.) on a hook's activations, written in SAELens's format.",
+    .usage = "headscope train-sae --model DIR --hook NAME (--data FILE | --text FILE) --out DIR --d-sae M --k K --db FILE [options]",
+    .details =
+        "Activations stream from forwards over the data (wrapping) through a shuffled\n"
+        "buffer of --buffer tokens; each step takes --batch x --seq-len of them. z =\n"
+        "TopK(relu(W_enc (x - b_dec) + b_enc)), x_hat = z W_dec + b_dec; the loss is the\n"
+        "mean over tokens of ||x_hat - x||^2 plus 1/32 of AuxK's (the residual from the\n"
+        "--aux-k largest pre-activations of the latents dead for --dead-tokens tokens);\n"
+        "decoder rows kept at unit norm (their gradient's parallel part removed, then\n"
+        "renormalised); Adam (0.9, 0.999); W_enc starts as W_dec's transpose, b_dec at the\n"
+        "first batch's geometric median. The curve train_loss goes to the index;\n"
+        "sae-eval and SAELens read the directory written.\n\n"
+        "example: headscope train-sae --model runs/tiny --hook blocks.1.attn.hook_z --data\n"
+        "         train.bin --seq-len 64 --batch 16 --d-sae 2048 --k 16 --steps 2000\n"
+        "         --out sae/ --db runs.db\n",
+    .run = cmd_train_sae,
+};

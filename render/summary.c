@@ -988,3 +988,26 @@ void hs_print_sae_eval(FILE *f, const hs_summary *s, const hs_sae_eval_result *r
         fprintf(f, "  note: L_zero - L_clean = %+.4g is within two standard errors (%.2g) of 0: "
                 "the score divides by noise and says little\n", r->gap, r->se_gap);
 }
+
+void hs_print_train_sae(FILE *f, const hs_summary *s, const hs_train_sae_result *r,
+                        const hs_train_sae_opts *o)
+{
+    const double rate = r->seconds > 0 ? (double)r->tokens / r->seconds : 0;
+    if (s->json) {
+        fprintf(f, "{\"run_id\":%lld,\"steps\":%ld,\"tokens\":%lld,\"mse\":", s->run_id,
+                r->steps, r->tokens);
+        hs_json_number(f, r->mse, 9);
+        fprintf(f, ",\"%s\":", HS_METRIC(EXPLAINED_VARIANCE));
+        hs_json_number(f, r->explained_variance, 9);
+        fprintf(f, ",\"explained_variance_last\":");
+        hs_json_number(f, r->ev_last, 9);
+        fprintf(f, ",\"dead\":%d,\"tokens_per_second\":%.1f,\"out\":\"%s\"}\n", r->dead, rate,
+                o->out);
+        return;
+    }
+    fprintf(f, "run %lld: a TopK SAE (%d latents, k %d) on %s trained %ld steps, %lld tokens, "
+            "in %.1f s (%.0f tokens/s): %s\n", s->run_id, o->d_sae, o->k, o->hook, r->steps,
+            r->tokens, r->seconds, rate, o->out);
+    fprintf(f, "  last step: MSE %.6g, explained variance %.4f (mean of the last 10%% of steps "
+            "%.4f); %d latents dead\n", r->mse, r->explained_variance, r->ev_last, r->dead);
+}

@@ -109,6 +109,8 @@ void hs_print_features(FILE *f, const hs_summary *s, const hs_features_result *r
                        const hs_features_opts *o);
 void hs_print_sae_eval(FILE *f, const hs_summary *s, const hs_sae_eval_result *r,
                        const hs_sae_eval_opts *o);
+void hs_print_train_sae(FILE *f, const hs_summary *s, const hs_train_sae_result *r,
+                        const hs_train_sae_opts *o);
 void hs_print_retrieval(FILE *f, const hs_summary *s, const hs_retrieval_result *r,
                         const hs_retrieval_opts *o);
 

@@ -14,7 +14,9 @@
 
 #include "json.h"
 #include "runner.h"
+#include "rng.h"
 #include "sae.h"
+#include "sae_train.h"
 
 #define SAE_DIR HS_FIXTURE_DIR "/sae"
 
@@ -117,11 +119,146 @@ static void test_save_reads_back(void)
     CU_ASSERT(system(cmd) == 0);
 }
 
+/* The loss of train_grad (mse + aux_coef aux) at the SAE as it is, the
+ * dead latents' counters restored after. */
+static double step_loss(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long n)
+{
+    long long since[16];
+    memcpy(since, t->since, sizeof(long long) * (size_t)s->d_sae);
+    hs_sae_step_stats st;
+    CU_ASSERT_FATAL(hs_sae_train_grad(t, s, x, n, &st) == HS_OK);
+    memcpy(t->since, since, sizeof(long long) * (size_t)s->d_sae);
+    return st.mse + t->o.aux_coef * st.aux;
+}
+
+/* Central differences of step_loss over the parameters where on[i]:
+ * their largest |difference - grad| and largest |difference|. */
+static void fd_errors(hs_sae_trainer *t, hs_sae *s, const hs_real *x, long n,
+                      const hs_real *grad, const unsigned char *on, double *worst, double *big)
+{
+#ifdef HEADSCOPE_DOUBLE
+    const double eps = 1e-6;
+#else
+    const double eps = 2e-3;
+#endif
+    *worst = *big = 0;
+    for (size_t i = 0; i < t->n_params; i++) {
+        if (!on[i])
+            continue;
+        const hs_real keep = s->W_enc[i];
+        s->W_enc[i] = (hs_real)(keep + eps);
+        const double up = step_loss(t, s, x, n);
+        s->W_enc[i] = (hs_real)(keep - eps);
+        const double down = step_loss(t, s, x, n);
+        s->W_enc[i] = keep;
+        const double fd = (up - down) / (2 * eps);
+        *big = fmax(*big, fabs(fd));
+        *worst = fmax(*worst, fabs(fd - grad[i]));
+    }
+}
+
+/* train_grad's gradient against central differences of the loss, TopK's
+ * selection held: every parameter (W_enc, W_dec, b_enc, b_dec) of the MSE
+ * alone; then with AuxK (half the latents dead, aux_coef 0.5) the
+ * parameters of the dead latents the TopK never selects -- AuxK's residual
+ * x - x_hat is held fixed (no gradient), which central differences of
+ * anything that moves x_hat would not. */
+static void test_topk_gradient_matches_finite_differences(void)
+{
+    hs_sae s;
+    enum { d = 5, M = 16, n = 4, P = 2 * d * M + M + d };
+    CU_ASSERT_FATAL(hs_sae_init_topk(&s, "blocks.0.attn.hook_z", d, M, 3, 11) == HS_OK);
+    hs_rng r;
+    hs_rng_seed(&r, 5);
+    for (int i = 0; i < d * M; i++)
+        s.W_enc[i] += (hs_real)(0.3 * hs_rng_normal(&r));
+    for (int j = 0; j < M; j++)
+        s.b_enc[j] = (hs_real)(0.2 * hs_rng_normal(&r));
+    for (int i = 0; i < d; i++)
+        s.b_dec[i] = (hs_real)(0.1 * hs_rng_normal(&r));
+    hs_real x[n * d], pre[n * M], f[n * M];
+    for (int i = 0; i < n * d; i++)
+        x[i] = (hs_real)hs_rng_normal(&r);
+    CU_ASSERT_FATAL(hs_sae_encode(&s, x, n, pre, f) == HS_OK);
+#ifdef HEADSCOPE_DOUBLE
+    const double tol = 1e-6;
+#else
+    const double tol = 3e-3;
+#endif
+    for (int aux = 0; aux < 2; aux++) {
+        const hs_sae_train_opts o = { 2, aux ? 0.5 : 0, 4, 1e-3, 0.9, 0.999, 1e-8 };
+        hs_sae_trainer t;
+        CU_ASSERT_FATAL(hs_sae_trainer_init(&t, &s, &o) == HS_OK);
+        unsigned char on[P];
+        int dead_unselected = 0;
+        memset(on, !aux, sizeof on);
+        for (int j = 0; j < M; j++) {
+            t.since[j] = j % 2 ? 100 : 0;
+            int selected = 0;
+            for (int q = 0; q < n; q++)
+                selected |= f[q * M + j] > 0;
+            if (!aux || !(j % 2) || selected)
+                continue;
+            dead_unselected++;
+            for (int i = 0; i < d; i++)
+                on[i * M + j] = on[d * M + j * d + i] = 1; /* W_enc's column, W_dec's row */
+            on[2 * d * M + j] = 1;                      /* b_enc */
+        }
+        CU_ASSERT(!aux || dead_unselected >= 2);
+        step_loss(&t, &s, x, n); /* t.grad at the point */
+        hs_real grad[P];
+        memcpy(grad, t.grad, sizeof grad);
+        double worst, big;
+        fd_errors(&t, &s, x, n, grad, on, &worst, &big);
+        CU_ASSERT(big > 0.01);
+        if (worst > tol * big)
+            fprintf(stderr, "aux %d: largest gradient error %g of %g\n", aux, worst, big);
+        CU_ASSERT(worst <= tol * big);
+        hs_sae_trainer_free(&t);
+    }
+    hs_sae_free(&s);
+}
+
+/* A step of the update: decoder rows at unit norm, the loss of a repeated
+ * batch down after a few steps. */
+static void test_updates_keep_unit_rows_and_lower_the_loss(void)
+{
+    hs_sae s;
+    const int d = 6, M = 12, n = 32;
+    CU_ASSERT_FATAL(hs_sae_init_topk(&s, "blocks.0.hook_resid_pre", d, M, 2, 3) == HS_OK);
+    hs_rng r;
+    hs_rng_seed(&r, 9);
+    hs_real x[32 * 6];
+    for (int i = 0; i < n * d; i++)
+        x[i] = (hs_real)hs_rng_normal(&r);
+    const hs_sae_train_opts o = { 4, 1.0 / 32, 64, 1e-2, 0.9, 0.999, 1e-8 };
+    hs_sae_trainer t;
+    CU_ASSERT_FATAL(hs_sae_trainer_init(&t, &s, &o) == HS_OK);
+    hs_sae_step_stats first, st;
+    for (int step = 0; step < 50; step++) {
+        CU_ASSERT_FATAL(hs_sae_train_grad(&t, &s, x, n, step ? &st : &first) == HS_OK);
+        hs_sae_trainer_update(&t, &s);
+    }
+    CU_ASSERT(st.mse < 0.8 * first.mse);
+    for (int j = 0; j < M; j++) {
+        double q = 0;
+        for (int i = 0; i < d; i++)
+            q += (double)s.W_dec[j * d + i] * s.W_dec[j * d + i];
+        CU_ASSERT(fabs(q - 1) < 1e-5);
+    }
+    hs_sae_trainer_free(&t);
+    hs_sae_free(&s);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
         { "test_encode_decode_match_the_oracle", test_encode_decode_match_the_oracle },
         { "test_save_reads_back", test_save_reads_back },
+        { "test_topk_gradient_matches_finite_differences",
+          test_topk_gradient_matches_finite_differences },
+        { "test_updates_keep_unit_rows_and_lower_the_loss",
+          test_updates_keep_unit_rows_and_lower_the_loss },
     };
     return hs_run_tests("sae_" HS_REAL_NAME, tests, HS_NTESTS(tests));
 }

@@ -1,0 +1,327 @@
+#include "sae_train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "linalg.h"
+#include "rng.h"
+#include "stats.h"
+
+int hs_sae_init_topk(hs_sae *s, const char *hook, int d_in, int d_sae, int k,
+                     unsigned long long seed)
+{
+    memset(s, 0, sizeof *s);
+    if (d_in < 1 || d_sae < 1 || k < 1 || k > d_sae)
+        return hs_fail(HS_EINVAL, "--k %d: 1 .. --d-sae (%d)", k, d_sae);
+    const size_t din = (size_t)d_in, dsae = (size_t)d_sae;
+    s->W_enc = hs_calloc(2 * din * dsae + 2 * dsae + din, sizeof(hs_real), "SAE weights");
+    if (!s->W_enc)
+        return HS_ENOMEM;
+    s->W_dec = s->W_enc + din * dsae;
+    s->b_enc = s->W_dec + din * dsae;
+    s->b_dec = s->b_enc + dsae;
+    s->arch = HS_SAE_TOPK, s->k = k, s->d_in = d_in, s->d_sae = d_sae, s->apply_b_dec = 1;
+    snprintf(s->hook, sizeof s->hook, "%s", hook);
+    hs_rng r;
+    hs_rng_seed(&r, seed);
+    for (size_t j = 0; j < dsae; j++) {
+        hs_real *w = s->W_dec + j * din;
+        double q = 0;
+        for (size_t i = 0; i < din; i++) {
+            w[i] = (hs_real)hs_rng_normal(&r);
+            q += (double)w[i] * w[i];
+        }
+        const double inv = 1 / sqrt(q > 0 ? q : 1);
+        for (size_t i = 0; i < din; i++) {
+            w[i] = (hs_real)(w[i] * inv);
+            s->W_enc[i * dsae + j] = w[i];
+        }
+    }
+    return HS_OK;
+}
+
+void hs_geometric_median(hs_real *b, const hs_real *x, long n, int d, int iters)
+{
+    double *m = calloc((size_t)d, sizeof *m), *next = calloc((size_t)d, sizeof *next);
+    if (!m || !next) {
+        free(m), free(next);
+        memset(b, 0, sizeof *b * (size_t)d);
+        return;
+    }
+    for (long t = 0; t < n; t++)
+        for (int i = 0; i < d; i++)
+            m[i] += x[t * d + i] / (double)n;
+    for (int it = 0; it < iters; it++) { /* Weiszfeld: weights 1 / distance */
+        double wsum = 0;
+        memset(next, 0, sizeof *next * (size_t)d);
+        for (long t = 0; t < n; t++) {
+            double q = 0;
+            for (int i = 0; i < d; i++) {
+                const double e = x[t * d + i] - m[i];
+                q += e * e;
+            }
+            const double w = 1 / fmax(sqrt(q), 1e-8);
+            wsum += w;
+            for (int i = 0; i < d; i++)
+                next[i] += w * x[t * d + i];
+        }
+        for (int i = 0; i < d; i++)
+            m[i] = next[i] / wsum;
+    }
+    for (int i = 0; i < d; i++)
+        b[i] = (hs_real)m[i];
+    free(m), free(next);
+}
+
+int hs_sae_trainer_init(hs_sae_trainer *t, const hs_sae *s, const hs_sae_train_opts *o)
+{
+    memset(t, 0, sizeof *t);
+    t->o = *o;
+    t->n_params = 2 * (size_t)s->d_in * s->d_sae + (size_t)s->d_sae + (size_t)s->d_in;
+    t->grad = hs_calloc(3 * t->n_params, sizeof(hs_real), "SAE gradients and Adam moments");
+    t->since = hs_calloc((size_t)s->d_sae, sizeof *t->since, "dead latents");
+    if (!t->grad || !t->since) {
+        hs_sae_trainer_free(t);
+        return HS_ENOMEM;
+    }
+    t->m = t->grad + t->n_params;
+    t->v = t->m + t->n_params;
+    return HS_OK;
+}
+
+void hs_sae_trainer_free(hs_sae_trainer *t)
+{
+    free(t->grad), free(t->since);
+    memset(t, 0, sizeof *t);
+}
+
+/* The kk largest entries of vals over the candidate latents cand (nc of
+ * them; NULL: all n), ties to the lower index, positive ones only: their
+ * latents into idx and values into out; the count. */
+static int top_positive(int *idx, hs_real *out, const hs_real *vals, const int *cand, int nc,
+                        int kk)
+{
+    int m = 0;
+    for (int c = 0; c < nc; c++) {
+        const int j = cand ? cand[c] : c;
+        const hs_real v = vals[j];
+        if (!(v > 0) || (m == kk && !(v > out[m - 1])))
+            continue;
+        int p = m < kk ? m++ : kk - 1;
+        while (p > 0 && v > out[p - 1]) {
+            out[p] = out[p - 1], idx[p] = idx[p - 1];
+            p--;
+        }
+        out[p] = v, idx[p] = j;
+    }
+    return m;
+}
+
+/* A token's selected latents (main, then aux) and their gradients. */
+typedef struct {
+    int *idx;          /* (n, K) latents, K = k + aux_k */
+    hs_real *val;      /* (n, K) activations */
+    hs_real *dpre;     /* (n, K) the loss's gradient at their pre-activations */
+    int *cnt, *aux;    /* (n) main selected, aux selected */
+} selection;
+
+int hs_sae_train_grad(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long n,
+                      hs_sae_step_stats *st)
+{
+    const int d = s->d_in, M = s->d_sae, k = s->k;
+    const int ak = t->o.aux_k < M ? t->o.aux_k : M, K = k + ak;
+    int *dead = malloc(sizeof *dead * (size_t)M);
+    int n_dead = 0;
+    for (int j = 0; dead && j < M; j++)
+        if (t->since[j] >= t->o.dead_tokens)
+            dead[n_dead++] = j;
+    hs_real *xc = hs_calloc((size_t)n * d, sizeof *xc, "SAE step");
+    hs_real *pre = hs_calloc((size_t)n * M, sizeof *pre, "SAE step");
+    hs_real *gx = hs_calloc((size_t)n * d * 2, sizeof *gx, "SAE step"); /* g, then ga */
+    selection sel = { hs_calloc((size_t)n * K, sizeof(int), "SAE step"),
+                      hs_calloc((size_t)n * K, sizeof(hs_real), "SAE step"),
+                      hs_calloc((size_t)n * K, sizeof(hs_real), "SAE step"),
+                      hs_calloc((size_t)n * 2, sizeof(int), "SAE step"), NULL };
+    if (!dead || !xc || !pre || !gx || !sel.idx || !sel.val || !sel.dpre || !sel.cnt) {
+        free(dead), free(xc), free(pre), free(gx);
+        free(sel.idx), free(sel.val), free(sel.dpre), free(sel.cnt);
+        return hs_fail(HS_ENOMEM, "out of memory for an SAE step of %ld tokens", n);
+    }
+    sel.aux = sel.cnt + n;
+    for (long r = 0; r < n; r++)
+        for (int i = 0; i < d; i++)
+            xc[r * d + i] = x[r * d + i] - s->b_dec[i];
+    hs_gemm(0, 0, (int)n, M, d, 1, xc, d, s->W_enc, M, 0, pre, M);
+    const double scale = 2.0 / (double)n, ascale = scale * t->o.aux_coef;
+    double mse = 0, aux = 0;
+    hs_real *g = gx, *ga = gx + (size_t)n * d;
+#pragma omp parallel for schedule(static) reduction(+ : mse, aux)
+    for (long r = 0; r < n; r++) {
+        hs_real *p = pre + r * M, *e = g + r * d, *ea = ga + r * d;
+        int *idx = sel.idx + r * K;
+        hs_real *val = sel.val + r * K, *dp = sel.dpre + r * K;
+        for (int j = 0; j < M; j++)
+            p[j] += s->b_enc[j];
+        const int c = sel.cnt[r] = top_positive(idx, val, p, NULL, M, k);
+        /* e = x_hat - x */
+        for (int i = 0; i < d; i++)
+            e[i] = s->b_dec[i] - x[r * d + i];
+        for (int q = 0; q < c; q++) {
+            const hs_real *w = s->W_dec + (size_t)idx[q] * d;
+            for (int i = 0; i < d; i++)
+                e[i] += val[q] * w[i];
+        }
+        double se = 0;
+        for (int i = 0; i < d; i++)
+            se += (double)e[i] * e[i];
+        mse += se;
+        /* AuxK: the residual -e from the dead latents' top ak, without b_dec */
+        const int ca = sel.aux[r] = n_dead && ak ? top_positive(idx + c, val + c, p, dead, n_dead, ak)
+                                                 : 0;
+        if (ca) {
+            for (int i = 0; i < d; i++)
+                ea[i] = e[i]; /* e_hat - (x - x_hat) = e_hat + e */
+            for (int q = c; q < c + ca; q++) {
+                const hs_real *w = s->W_dec + (size_t)idx[q] * d;
+                for (int i = 0; i < d; i++)
+                    ea[i] += val[q] * w[i];
+            }
+            double sa = 0;
+            for (int i = 0; i < d; i++) {
+                sa += (double)ea[i] * ea[i];
+                ea[i] = (hs_real)(ea[i] * ascale);
+            }
+            aux += sa;
+        }
+        for (int i = 0; i < d; i++)
+            e[i] = (hs_real)(e[i] * scale);
+        /* the selected latents' pre-activation gradients (each > 0: relu passes) */
+        for (int q = 0; q < c + ca; q++) {
+            const hs_real *w = s->W_dec + (size_t)idx[q] * d, *gg = q < c ? e : ea;
+            double v = 0;
+            for (int i = 0; i < d; i++)
+                v += (double)gg[i] * w[i];
+            dp[q] = (hs_real)v;
+        }
+    }
+    /* the gradients, latent by latent over the tokens in order (one writer a row) */
+    hs_real *gWe = t->grad, *gWd = gWe + (size_t)d * M, *gbe = gWd + (size_t)d * M,
+            *gbd = gbe + M;
+    memset(t->grad, 0, sizeof *t->grad * t->n_params);
+    hs_real *gWeT = hs_calloc((size_t)M * d, sizeof *gWeT, "SAE step");
+    int *start = hs_calloc((size_t)M + 1, sizeof *start, "SAE step");
+    long *list = hs_calloc((size_t)n * K + 1, sizeof *list, "SAE step");
+    int rc = gWeT && start && list ? HS_OK : HS_ENOMEM;
+    if (!rc) { /* counting sort of the (token, slot) pairs by latent */
+        for (long r = 0; r < n; r++)
+            for (int q = 0; q < sel.cnt[r] + sel.aux[r]; q++)
+                start[sel.idx[r * K + q] + 1]++;
+        for (int j = 0; j < M; j++)
+            start[j + 1] += start[j];
+        int *fill = calloc((size_t)M, sizeof *fill);
+        if (!fill)
+            rc = HS_ENOMEM;
+        for (long r = 0; !rc && r < n; r++)
+            for (int q = 0; q < sel.cnt[r] + sel.aux[r]; q++) {
+                const int j = sel.idx[r * K + q];
+                list[start[j] + fill[j]++] = r * K + q;
+            }
+        free(fill);
+    }
+    if (!rc) {
+#pragma omp parallel for schedule(dynamic, 64)
+        for (int j = 0; j < M; j++) {
+            hs_real *wd = gWd + (size_t)j * d, *we = gWeT + (size_t)j * d;
+            double be = 0;
+            for (int l = start[j]; l < start[j + 1]; l++) {
+                const long rq = list[l], r = rq / K;
+                const int q = (int)(rq % K);
+                const hs_real a = sel.val[rq], dp = sel.dpre[rq];
+                const hs_real *gg = (q < sel.cnt[r] ? g : ga) + r * d, *xr = xc + r * d;
+                for (int i = 0; i < d; i++) {
+                    wd[i] += a * gg[i];
+                    we[i] += dp * xr[i];
+                }
+                be += dp;
+            }
+            gbe[j] = (hs_real)be;
+        }
+        for (int j = 0; j < M; j++)
+            for (int i = 0; i < d; i++)
+                gWe[(size_t)i * M + j] = gWeT[(size_t)j * d + i];
+        /* b_dec: through x_hat (g) and through x - b_dec (minus dpre W_enc^T) */
+        for (long r = 0; r < n; r++) {
+            const hs_real *gg = g + r * d;
+            for (int i = 0; i < d; i++)
+                gbd[i] += gg[i];
+            for (int q = 0; q < sel.cnt[r] + sel.aux[r]; q++) {
+                const int j = sel.idx[r * K + q];
+                const hs_real dp = sel.dpre[r * K + q];
+                for (int i = 0; i < d; i++)
+                    gbd[i] -= dp * s->W_enc[(size_t)i * M + j];
+            }
+        }
+    }
+    if (!rc && st) {
+        hs_welford w = { 0 };
+        double var = 0;
+        for (int i = 0; i < d; i++) {
+            memset(&w, 0, sizeof w);
+            for (long r = 0; r < n; r++)
+                hs_welford_add(&w, x[r * d + i]);
+            var += w.m2;
+        }
+        st->mse = mse / (double)n;
+        st->aux = aux / (double)n;
+        st->explained_variance = var > 0 ? 1 - mse / var : NAN;
+        st->dead = n_dead;
+    }
+    if (!rc) { /* the dead latents' counters: reset where a latent fired */
+        for (int j = 0; j < M; j++)
+            t->since[j] += n;
+        for (long r = 0; r < n; r++)
+            for (int q = 0; q < sel.cnt[r]; q++)
+                t->since[sel.idx[r * K + q]] = 0;
+    }
+    free(dead), free(xc), free(pre), free(gx), free(gWeT), free(start), free(list);
+    free(sel.idx), free(sel.val), free(sel.dpre), free(sel.cnt);
+    return rc ? hs_fail(rc, "out of memory for an SAE step of %ld tokens", n) : HS_OK;
+}
+
+void hs_sae_trainer_update(hs_sae_trainer *t, hs_sae *s)
+{
+    const int d = s->d_in, M = s->d_sae;
+    hs_real *gWd = t->grad + (size_t)d * M;
+    /* the decoder rows' gradients made orthogonal to the rows */
+    for (int j = 0; j < M; j++) {
+        hs_real *gr = gWd + (size_t)j * d;
+        const hs_real *w = s->W_dec + (size_t)j * d;
+        double dot = 0;
+        for (int i = 0; i < d; i++)
+            dot += (double)gr[i] * w[i];
+        for (int i = 0; i < d; i++)
+            gr[i] -= (hs_real)(dot * w[i]);
+    }
+    t->step++;
+    const double b1 = t->o.beta1, b2 = t->o.beta2;
+    const double c1 = 1 - pow(b1, (double)t->step), c2 = 1 - pow(b2, (double)t->step);
+    const double lr = t->o.lr, eps = t->o.eps;
+    hs_real *p = s->W_enc; /* the block: W_enc, W_dec, b_enc, b_dec */
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < t->n_params; i++) {
+        const double gi = t->grad[i];
+        const double m = b1 * t->m[i] + (1 - b1) * gi, v = b2 * t->v[i] + (1 - b2) * gi * gi;
+        t->m[i] = (hs_real)m, t->v[i] = (hs_real)v;
+        p[i] -= (hs_real)(lr * (m / c1) / (sqrt(v / c2) + eps));
+    }
+    for (int j = 0; j < M; j++) {
+        hs_real *w = s->W_dec + (size_t)j * d;
+        double q = 0;
+        for (int i = 0; i < d; i++)
+            q += (double)w[i] * w[i];
+        const double inv = q > 0 ? 1 / sqrt(q) : 0;
+        for (int i = 0; i < d; i++)
+            w[i] = (hs_real)(w[i] * inv);
+    }
+}
