@@ -248,10 +248,7 @@ static int create_file(hs_maps_writer **w, const hs_capture_opts *o, const hs_ca
     return rc;
 }
 
-/* The display string of every token id in tok (tokenizer's
- * hs_tokenizer_token_text), indexed by id; *n ids. NULL entries for ids
- * the data does not hold. */
-static int token_table(char ***table, int *n, const hs_tokenizer *tk, const hs_tokens *tok)
+int hs_token_table(char ***table, int *n, const hs_tokenizer *tk, const hs_tokens *tok)
 {
     int32_t max = -1;
     for (size_t i = 0; i < tok->n; i++)
@@ -307,7 +304,7 @@ static int special_table(char ***table, int *n, const hs_model_config *c, const 
     return HS_OK;
 }
 
-static void free_table(char **table, int n)
+void hs_token_table_free(char **table, int n)
 {
     for (int i = 0; table && i < n; i++)
         free(table[i]);
@@ -331,7 +328,7 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
         rc = create_file(&w, &o, &p, &m->cfg);
     /* rank 0 alone writes the file, its token strings too */
     if (!rc && rank == 0 && o.tokenizer &&
-        (rc = token_table(&table, &n_table, o.tokenizer, tok))) {
+        (rc = hs_token_table(&table, &n_table, o.tokenizer, tok))) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", hs_last_error());
         hs_fail(rc, "%s: %s (the tokenizer does not match the data)", o.data_path, msg);
@@ -347,7 +344,7 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
         rc = hs_fail(HS_EINTR, "interrupted before the first batch");
     if (rc) {
         hs_maps_abort(w);
-        free_table(table, n_table);
+        hs_token_table_free(table, n_table);
         return rc;
     }
     const int B = o.batch, T = o.seq_len;
@@ -391,7 +388,7 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
         rc = hs_model_unchanged(m);
     if (rc) {
         hs_maps_abort(w); /* nothing half-written is left behind */
-        free_table(table, n_table);
+        hs_token_table_free(table, n_table);
         if (rc == HS_EINTR) {
             char msg[1024];
             snprintf(msg, sizeof msg, "%s", hs_last_error());
@@ -403,13 +400,13 @@ int hs_capture(hs_capture_result *r, const hs_model *m, const hs_tokens *tok,
     if (rank == 0 && o.attention_mask &&
         (rc = hs_maps_write_attention_mask(w, o.attention_mask, (long long)r->sequences))) {
         hs_maps_abort(w);
-        free_table(table, n_table);
+        hs_token_table_free(table, n_table);
         return rc;
     }
     /* the digest of the file this run moved into place, never of whatever the
      * name holds by the time the caller records it */
     rc = rank ? HS_OK : hs_maps_finish_sha(w, r->sha256, &r->bytes);
-    free_table(table, n_table);
+    hs_token_table_free(table, n_table);
     return rc;
 }
 
@@ -555,13 +552,13 @@ static int pairs_tables(hs_maps_writer *w, const int32_t *src, const int32_t *de
                                  .n = (size_t)n * (side ? T : S) };
         char **table = NULL;
         int n_table = 0;
-        rc = token_table(&table, &n_table, side ? hs_tokenizer_target(tk) : tk, &view);
+        rc = hs_token_table(&table, &n_table, side ? hs_tokenizer_target(tk) : tk, &view);
         if (!rc)
             rc = hs_maps_write_text(w, side ? "target_token_text" : "source_token_text",
                                     side ? "target_tokens_text" : "source_tokens_text",
                                     side ? dec : src, n, side ? T : S,
                                     (const char *const *)table, n_table);
-        free_table(table, n_table);
+        hs_token_table_free(table, n_table);
     }
     return rc;
 }

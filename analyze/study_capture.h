@@ -95,4 +95,10 @@ int hs_capture_lines_load(hs_capture_task *ct, hs_capture_opts *co, const hs_sou
                           int whole, const hs_model *m);
 void hs_capture_task_free(hs_capture_task *ct);
 
+/* The display string of every token id in tok (the tokenizer's
+ * hs_tokenizer_token_text), indexed by id; *n ids. NULL entries for ids
+ * the data does not hold. Free with hs_token_table_free. */
+int hs_token_table(char ***table, int *n, const hs_tokenizer *tk, const hs_tokens *tok);
+void hs_token_table_free(char **table, int n);
+
 #endif

@@ -8,6 +8,7 @@
 
 #include "dist.h"
 #include "maps.h"
+#include "study_capture.h"
 #include "metrics.h"
 #include "transformer.h"
 
@@ -458,8 +459,8 @@ static int features_pass(feature_stats *st, hs_maps_writer *w, const hs_features
         hs_batch_at(env->data, bi * (size_t)n, B, T, in, tg);
         csr.nnz = 0;
         rc = features_batch(st, w ? &csr : NULL, &a, env->m, s, in, X, pre, F, block, bi, B, T);
-        const hs_maps_csr rows = { s->d_sae, s->hook, s->dir, csr.row_nnz, csr.indices,
-                                   csr.values };
+        const hs_maps_csr rows = { s->d_sae, env->m->cfg.vocab_size, env->run_id, s->hook,
+                                   s->dir, csr.row_nnz, csr.indices, csr.values };
         if (!rc && w)
             rc = hs_maps_append_csr(w, &rows, in, B);
         *tokens += n;
@@ -491,15 +492,24 @@ int hs_features_study(hs_features_result *r, const hs_features_opts *o, const hs
                          hs_calloc((size_t)s->d_sae, sizeof(int), "top examples") };
     int rc = st.count && st.sum && st.top && st.n_top ? HS_OK : HS_ENOMEM;
     hs_maps_writer *w = NULL;
-    const hs_maps_meta meta = { "", NULL, env->data_name, "", env->seq_len, 0, 0 };
+    char kind[80], model_sha[80] = "", data_sha[80] = "", status[16], args[2];
+    if (env->ix) /* the run's provenance for the file's */
+        hs_index_run_get(env->ix, env->run_id, kind, model_sha, data_sha, status, args,
+                         sizeof args);
+    const hs_maps_meta meta = { model_sha, NULL, env->data_name, data_sha, env->seq_len, 0, 0 };
+    char **text = NULL; /* the tokens' strings, when a tokenizer is known */
+    int n_text = 0;
     if (!rc && o->out)
         rc = hs_maps_create(&w, o->out, &meta, o->force);
+    if (!rc && w && env->tk && !(rc = hs_token_table(&text, &n_text, env->tk, env->data)))
+        rc = hs_maps_set_token_text(w, (const char *const *)text, n_text);
     if (!rc)
         rc = features_pass(&st, w, o, env, &r->tokens);
     if (!rc && w)
         rc = hs_maps_finish_sha(w, r->sha256, &r->bytes);
     else if (w)
         hs_maps_abort(w);
+    hs_token_table_free(text, n_text);
     r->d_sae = s->d_sae;
     r->top_feature = -1;
     double nnz = 0;

@@ -11,13 +11,18 @@
 static void print_view(const hs_viewer_request *rq, const hs_viewer_summary *s, int json)
 {
     const long long page = s->js_bytes + s->data_bytes;
+    if (s->features && !json) {
+        printf("wrote %s/index.html: the feature page of %d features, %.1f MB of data\n", rq->dir,
+               s->features, page / 1e6);
+        return;
+    }
     if (json) {
         printf("{\"out\":");
         hs_json_string(stdout, rq->dir);
         printf(",\"blocks\":%d,\"sequences\":%d,\"layers\":%d,\"metrics\":%d,\"token_text\":%s,"
-               "\"maps_bin_bytes\":%lld,\"maps_js_bytes\":%lld,\"data_js_bytes\":%lld}\n",
+               "\"maps_bin_bytes\":%lld,\"maps_js_bytes\":%lld,\"data_js_bytes\":%lld,\"features\":%d}\n",
                s->blocks, s->sequences, s->layers, s->metrics, s->token_text ? "true" : "false",
-               s->bin_bytes, s->js_bytes, s->data_bytes);
+               s->bin_bytes, s->js_bytes, s->data_bytes, s->features);
         return;
     }
     printf("wrote %s/index.html: %d maps (%d sequence%s, %d layer%s), %.1f MB of data%s\n",

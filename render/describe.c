@@ -372,6 +372,12 @@ void hs_describe_maps(FILE *f, hs_maps_reader *r, const char *path, int json)
                    l->nq, l->S, l->half ? "float16" : "float32");
         }
         fprintf(f, "]");
+        if (in->features) {
+            fprintf(f, ",\"features\":{\"d_sae\":%d,\"run_id\":%d,\"hook_name\":", in->d_sae,
+                    in->features_run);
+            hs_json_string(f, in->features_hook);
+            fprintf(f, "}");
+        }
         print_token_text(f, r, in, 1);
         fprintf(f, "}\n");
     } else {
@@ -385,6 +391,9 @@ void hs_describe_maps(FILE *f, hs_maps_reader *r, const char *path, int json)
         fprintf(f, "data         %s (sha256 %s)\n", in->data_path, in->data_sha256);
         fprintf(f, "written by   headscope %s\n", in->tool_version);
         print_token_text(f, r, in, 0);
+        if (in->features)
+            fprintf(f, "features     %d of an SAE on %s, in CSR over the tokens (features run %d)\n",
+                    in->d_sae, in->features_hook, in->features_run);
         for (int i = 0; i < in->n_layers; i++) {
             const hs_maps_layer_info *l = &in->layers[i];
             fprintf(f, "%-5s %2d     [%lld, %d, %d, %d] %s, queries %d..%d, heads",

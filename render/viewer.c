@@ -10,7 +10,7 @@
 
 #include "gnuplot.h"
 
-static const char *const PAGE_FILES[] = { "index.html", "viewer.js", "viewer.css" };
+static const char *const PAGE_FILES[] = { "index.html", "viewer.js", "viewer.css", "features.js" };
 
 /* Copies src to dst through a temporary file beside dst. */
 static int copy_file(const char *src, const char *dst)
@@ -54,7 +54,7 @@ int hs_viewer_write(const hs_viewer_request *rq, hs_viewer_summary *sum)
     char dir[PATH_MAX - 64];
     snprintf(dir, sizeof dir, "%s/viewer", hs_scripts_dir());
     const size_t n = sizeof PAGE_FILES / sizeof PAGE_FILES[0];
-    char src[3][PATH_MAX];
+    char src[sizeof PAGE_FILES / sizeof PAGE_FILES[0]][PATH_MAX];
     /* the page's sources before any output, then the data, then the page:
      * a failure leaves no page over data that is not there */
     for (size_t i = 0; i < n; i++) {

@@ -379,4 +379,18 @@ typedef struct {
 int hs_index_edge_metrics(hs_index *ix, int64_t run_id, const char *metric, hs_edge_list *out);
 void hs_edge_list_free(hs_edge_list *l);
 
+/* ---- Reading SPEC §19's tables -------------------------------------------------
+ * A features run's rows (none from an index older than schema 6), each
+ * column checked in range (HS_EFORMAT naming the table otherwise); the
+ * arrays malloc'd. */
+
+/* Metric's rows (metric NULL in each) ordered by feature and head. */
+int hs_index_feature_metric(hs_index *ix, int64_t run_id, const char *metric,
+                            hs_feature_row **rows, int *n);
+/* Every example, by feature, then value descending, then (seq, position). */
+int hs_index_feature_examples(hs_index *ix, int64_t run_id, hs_feature_example_row **rows, int *n);
+/* Feature's attributions, by (seq, position, head, source). */
+int hs_index_feature_dfa(hs_index *ix, int64_t run_id, int feature, hs_feature_dfa_row **rows,
+                         int *n);
+
 #endif

@@ -823,3 +823,109 @@ void hs_edge_list_free(hs_edge_list *l)
     free(l->e);
     memset(l, 0, sizeof *l);
 }
+
+/* ---- SPEC §19's tables ------------------------------------------------------------ */
+
+/* The first n columns of a feature row read as 64 bits, each checked in
+ * [lo, 2^24) (a feature id, layer, head or position; a sequence index in
+ * [0, 2^40)). */
+static int feature_ints(hs_index *ix, sqlite3_stmt *st, int n, sqlite3_int64 *k,
+                        const long long *lo, const char *what)
+{
+    for (int c = 0; c < n; c++)
+        if ((k[c] = sqlite3_column_int64(st, c)) < lo[c] ||
+            k[c] >= (c == 1 && lo[c] == 0 ? 1LL << 40 : 1LL << 24))
+            return hs_fail(HS_EFORMAT, "%s: %s: column %d holds %lld, out of range", ix->path,
+                           what, c + 1, (long long)k[c]);
+    return HS_OK;
+}
+
+/* Row (feature, layer, head, value). */
+static int read_feature_row(hs_index *ix, sqlite3_stmt *st, void *out)
+{
+    static const long long lo[3] = { -1, -1, -1 };
+    sqlite3_int64 k[3];
+    int rc = feature_ints(ix, st, 3, k, lo, "feature_metrics");
+    hs_feature_row *p = rc ? NULL : list_next(out, &rc);
+    if (p)
+        *p = (hs_feature_row){ (int)k[0], (int)k[1], (int)k[2], NULL, column_number(st, 3) };
+    return rc;
+}
+
+int hs_index_feature_metric(hs_index *ix, int64_t run_id, const char *metric,
+                            hs_feature_row **rows, int *n)
+{
+    *rows = NULL, *n = 0;
+    int rc;
+    if (!has_table(ix, "feature_metrics", &rc))
+        return rc;
+    list_rows l = { (void **)rows, n, 0, sizeof **rows };
+    rc = rows_read(ix,
+                   "SELECT feature, layer, head, value FROM feature_metrics WHERE run_id=?1 AND"
+                   " metric=?2 ORDER BY feature, head",
+                   "reading feature metrics", run_id, metric, read_feature_row, &l);
+    if (rc)
+        free(*rows), *rows = NULL, *n = 0;
+    return rc;
+}
+
+/* Row (feature, seq, position, value). */
+static int read_example_row(hs_index *ix, sqlite3_stmt *st, void *out)
+{
+    static const long long lo[3] = { 0, 0, 0 };
+    sqlite3_int64 k[3];
+    int rc = feature_ints(ix, st, 3, k, lo, "feature_examples");
+    hs_feature_example_row *p = rc ? NULL : list_next(out, &rc);
+    if (p)
+        *p = (hs_feature_example_row){ (int)k[0], k[1], (int)k[2], column_number(st, 3) };
+    return rc;
+}
+
+int hs_index_feature_examples(hs_index *ix, int64_t run_id, hs_feature_example_row **rows, int *n)
+{
+    *rows = NULL, *n = 0;
+    int rc;
+    if (!has_table(ix, "feature_examples", &rc))
+        return rc;
+    list_rows l = { (void **)rows, n, 0, sizeof **rows };
+    rc = rows_read(ix,
+                   "SELECT feature, seq, position, value FROM feature_examples WHERE run_id=?1"
+                   " ORDER BY feature, value DESC, seq, position",
+                   "reading feature examples", run_id, NULL, read_example_row, &l);
+    if (rc)
+        free(*rows), *rows = NULL, *n = 0;
+    return rc;
+}
+
+/* Row (feature, seq, position, layer, head, source, value). */
+static int read_dfa_row(hs_index *ix, sqlite3_stmt *st, void *out)
+{
+    static const long long lo[6] = { 0, 0, 0, 0, 0, 0 };
+    sqlite3_int64 k[6];
+    int rc = feature_ints(ix, st, 6, k, lo, "feature_dfa");
+    hs_feature_dfa_row *p = rc ? NULL : list_next(out, &rc);
+    if (p)
+        *p = (hs_feature_dfa_row){ (int)k[0], k[1], (int)k[2], (int)k[3], (int)k[4], (int)k[5],
+                                   column_number(st, 6) };
+    return rc;
+}
+
+int hs_index_feature_dfa(hs_index *ix, int64_t run_id, int feature, hs_feature_dfa_row **rows,
+                         int *n)
+{
+    *rows = NULL, *n = 0;
+    int rc;
+    if (!has_table(ix, "feature_dfa", &rc))
+        return rc;
+    char f[24];
+    snprintf(f, sizeof f, "%d", feature);
+    list_rows l = { (void **)rows, n, 0, sizeof **rows };
+    rc = rows_read(ix,
+                   "SELECT feature, seq, position, layer, head, source, value FROM feature_dfa"
+                   " WHERE run_id=?1 AND feature=CAST(?2 AS INTEGER)"
+                   " ORDER BY seq, position, head, source",
+                   "reading feature attributions", run_id, f, read_dfa_row, &l);
+    if (rc)
+        free(*rows), *rows = NULL, *n = 0;
+    return rc;
+}

@@ -111,7 +111,8 @@ int hs_maps_write_text(hs_maps_writer *w, const char *name, const char *alias, c
  * of no maps (HS_EINVAL after hs_maps_add_layer or an append of maps); at
  * most INT_MAX entries a call. */
 typedef struct {
-    int d_sae;
+    int d_sae, vocab_size;  /* vocab_size: the model's (the viewer's byte-level tokens) */
+    long long run_id;       /* the features run that wrote the file (attribute run_id) */
     const char *hook, *sae;
     const int32_t *row_nnz;
     const int32_t *indices;
@@ -158,6 +159,9 @@ typedef struct {
     int seq2seq;        /* an encoder-decoder's file: seq_len is T (the decoder inputs, /tokens) */
     int src_len;        /* seq2seq: S, /source_tokens' columns */
     int has_source_text; /* seq2seq: /source_token_text */
+    int features;       /* a features file (SPEC §19): /features in CSR over the tokens */
+    int d_sae, features_run, vocab_size;
+    char features_hook[128];
     long long n_seq;
     char model_sha256[80], data_sha256[80], tool_version[32];
     char data_path[512];
@@ -186,6 +190,14 @@ int hs_maps_read_tokens(hs_maps_reader *r, long long n, int32_t *out);
 /* An encoder-decoder's file: the source tokens of sequence n (src_len) and,
  * text not NULL, their display strings (as hs_maps_read_token_text). */
 int hs_maps_read_source(hs_maps_reader *r, long long n, int32_t *ids, char **text);
+/* A features file's rows of sequence n (its T tokens): indptr (T + 1, from
+ * 0), and *indices and *values (malloc'd, indptr[T] of them; NULL when 0)
+ * the active features and their values, token by token. HS_EFORMAT naming
+ * the file when the rows are not increasing, point outside the arrays or
+ * name a feature outside 0 .. d_sae - 1. */
+int hs_maps_read_features(hs_maps_reader *r, long long n, long long *indptr, int32_t **indices,
+                          float **values);
+
 /* The display strings of sequence n's tokens (T, from /token_text): each
  * out[t] malloc'd (free them with hs_maps_free_token_text), bytes that are
  * not well-formed UTF-8 replaced by '?'. HS_EINVAL when the file has none. */

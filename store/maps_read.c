@@ -241,6 +241,8 @@ struct hs_maps_reader {
     hid_t text; /* /token_text (an encoder-decoder's /target_token_text), or -1 */
     hid_t src, src_text; /* an encoder-decoder's /source_tokens, /source_token_text, or -1 */
     hid_t dsets[HS_MAPS_MAX_LAYERS];
+    hid_t csr[3];        /* a features file's /features/indptr, indices, values, or -1 */
+    long long csr_nnz;
     hs_maps_info info;
 };
 
@@ -361,6 +363,87 @@ static int open_seq2seq(hs_maps_reader *r)
     return rc;
 }
 
+/* A features file's group: its attributes (d_sae, run_id, hook_name) and
+ * the three CSR datasets, indptr holding one row per token and a start. */
+static int open_features(hs_maps_reader *r)
+{
+    hs_maps_info *in = &r->info;
+    hid_t g = H5Gopen2(r->file, "features", H5P_DEFAULT);
+    int bad = g < 0 || get_int_attr(g, "d_sae", &in->d_sae, 1, 1, 1 << 24) < 0 ||
+              get_int_attr(g, "run_id", &in->features_run, 1, 0, INT_MAX) < 0 ||
+              get_int_attr(g, "vocab_size", &in->vocab_size, 1, 1, INT_MAX) < 0 ||
+              get_str_attr(g, "hook_name", in->features_hook, sizeof in->features_hook, NULL);
+    if (g >= 0)
+        H5Gclose(g);
+    static const char *const names[3] = { "features/indptr", "features/indices",
+                                          "features/values" };
+    hsize_t dims[3][1] = { { 0 }, { 0 }, { 0 } };
+    for (int i = 0; !bad && i < 3; i++)
+        bad = (r->csr[i] = open_dataset(r->file, names[i], 1, dims[i])) < 0;
+    const long long rows = in->n_seq * (long long)in->seq_len;
+    if (!bad && ((long long)dims[0][0] != rows + 1 || dims[1][0] != dims[2][0]))
+        bad = 1;
+    r->csr_nnz = bad ? 0 : (long long)dims[1][0];
+    in->features = !bad;
+    return bad ? hs_fail(HS_EFORMAT, "%s: /features is not a CSR of the file's %lld tokens "
+                         "(attributes d_sae, run_id, vocab_size, hook_name; indptr [tokens + 1], indices "
+                         "and values of one length)", r->path, rows)
+               : HS_OK;
+}
+
+/* Elements first .. first + n - 1 of the 1-D dataset d as mtype into out. */
+static int read_slice(hid_t d, hid_t mtype, long long first, long long n, void *out)
+{
+    if (n <= 0)
+        return 0;
+    hsize_t start = (hsize_t)first, count = (hsize_t)n;
+    hid_t fs = H5Dget_space(d), ms = H5Screate_simple(1, &count, NULL);
+    herr_t rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &count, NULL);
+    if (rc >= 0)
+        rc = H5Dread(d, mtype, ms, fs, H5P_DEFAULT, out);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    return rc < 0 ? -1 : 0;
+}
+
+int hs_maps_read_features(hs_maps_reader *r, long long n, long long *indptr, int32_t **indices,
+                          float **values)
+{
+    const hs_maps_info *in = &r->info;
+    const int T = in->seq_len;
+    *indices = NULL, *values = NULL;
+    if (!in->features)
+        return hs_fail(HS_EINVAL, "%s holds no features", r->path);
+    if (n < 0 || n >= in->n_seq)
+        return hs_fail(HS_EINVAL, "%s: no sequence %lld", r->path, n);
+    if (read_slice(r->csr[0], H5T_NATIVE_LLONG, n * T, T + 1, indptr))
+        return hs_maps_h5_fail(r->path, "reading /features/indptr");
+    const long long first = indptr[0];
+    for (int t = 0; t <= T; t++) {
+        if (indptr[t] < first || indptr[t] > r->csr_nnz || (t && indptr[t] < indptr[t - 1]))
+            return hs_fail(HS_EFORMAT, "%s: /features/indptr of sequence %lld is not increasing "
+                           "within the %lld entries", r->path, n, r->csr_nnz);
+        indptr[t] -= first;
+    }
+    const long long k = indptr[T];
+    int32_t *idx = malloc(sizeof *idx * (size_t)(k ? k : 1));
+    float *val = malloc(sizeof *val * (size_t)(k ? k : 1));
+    int rc = idx && val ? HS_OK : hs_fail(HS_ENOMEM, "out of memory for features");
+    if (!rc && (read_slice(r->csr[1], H5T_NATIVE_INT32, first, k, idx) ||
+                read_slice(r->csr[2], H5T_NATIVE_FLOAT, first, k, val)))
+        rc = hs_maps_h5_fail(r->path, "reading /features");
+    for (long long i = 0; !rc && i < k; i++)
+        if (idx[i] < 0 || idx[i] >= in->d_sae)
+            rc = hs_fail(HS_EFORMAT, "%s: /features/indices holds %d, outside 0 .. %d", r->path,
+                         idx[i], in->d_sae - 1);
+    if (rc) {
+        free(idx), free(val);
+        return rc;
+    }
+    *indices = idx, *values = val;
+    return HS_OK;
+}
+
 int hs_maps_open_here(hs_maps_reader **out, const char *path)
 {
     *out = NULL;
@@ -377,6 +460,7 @@ int hs_maps_open_here(hs_maps_reader **out, const char *path)
         return HS_ENOMEM;
     snprintf(r->path, sizeof r->path, "%s", path);
     r->tokens = r->text = r->src = r->src_text = -1;
+    r->csr[0] = r->csr[1] = r->csr[2] = -1;
     r->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (r->file < 0) {
         free(r);
@@ -421,6 +505,8 @@ int hs_maps_open_here(hs_maps_reader **out, const char *path)
     in->has_token_text = r->text >= 0;
     if (!rc && s2s)
         rc = open_seq2seq(r);
+    if (!rc && H5Lexists(r->file, "features", H5P_DEFAULT) > 0)
+        rc = open_features(r);
     for (int l = 0; !rc && !s2s && l < HS_MAPS_MAX_LAYERS; l++) {
         char name[32];
         snprintf(name, sizeof name, "layer_%02d", l);
@@ -564,6 +650,9 @@ void hs_maps_close(hs_maps_reader *r)
         H5Dclose(r->src);
     if (r->src_text >= 0)
         H5Dclose(r->src_text);
+    for (int i = 0; i < 3; i++)
+        if (r->csr[i] >= 0)
+            H5Dclose(r->csr[i]);
     if (r->file >= 0)
         H5Fclose(r->file);
     free(r->info.model_config);

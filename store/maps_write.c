@@ -603,11 +603,14 @@ int hs_maps_write_text(hs_maps_writer *w, const char *name, const char *alias, c
 }
 
 /* The /features group's three datasets, at the first CSR append. */
-static int csr_create(hs_maps_writer *w, int d_sae, const char *hook, const char *sae)
+static int csr_create(hs_maps_writer *w, const hs_maps_csr *c)
 {
     hid_t g = H5Gcreate2(w->file, "features", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    int bad = g < 0 || set_int_attr(g, "d_sae", &d_sae, 1) || set_str_attr(g, "hook_name", hook) ||
-              set_str_attr(g, "sae", sae);
+    const int run = (int)c->run_id;
+    int bad = g < 0 || set_int_attr(g, "d_sae", &c->d_sae, 1) ||
+              set_int_attr(g, "run_id", &run, 1) || set_int_attr(g, "vocab_size", &c->vocab_size, 1) ||
+              set_str_attr(g, "hook_name", c->hook) ||
+              set_str_attr(g, "sae", c->sae);
     static const char *const names[3] = { "indptr", "indices", "values" };
     const hid_t types[3] = { H5T_STD_I64LE, H5T_STD_I32LE, H5T_IEEE_F32LE };
     const hsize_t one = 1, chunk = 1 << 16;
@@ -627,7 +630,7 @@ int hs_maps_append_csr(hs_maps_writer *w, const hs_maps_csr *c, const int32_t *t
 {
     if (w->thread_running || w->n_layers)
         return hs_fail(HS_EINVAL, "%s: features are written to a file without maps", w->path);
-    int rc = w->csr[0] < 0 ? csr_create(w, c->d_sae, c->hook, c->sae) : HS_OK;
+    int rc = w->csr[0] < 0 ? csr_create(w, c) : HS_OK;
     if (rc)
         return rc;
     const long long rows = (long long)B * w->T;

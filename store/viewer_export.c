@@ -527,15 +527,30 @@ int hs_viewer_export(const hs_viewer_request *rq, hs_viewer_summary *sum)
         return rc;
     e.in = hs_maps_get_info(e.r);
     e.have_cfg = e.in->model_config && !hs_config_parse(&e.cfg, e.in->model_config, rq->maps);
-    rc = select_all(&e);
+    const int features = e.in->features && !e.in->n_layers;
+    int one;
+    long long run = e.in->features_run;
+    if (features && !rq->ix)
+        rc = hs_fail(HS_EINVAL, "--db: a features file's page reads its run's rows (run %d) "
+                     "from the index", e.in->features_run);
+    else if (features && rq->runs)
+        rc = parse_list(rq->runs, INT64_MAX, "--runs", &run, 1, &one);
+    else if (!features)
+        rc = select_all(&e);
     char final[OUT_N][1100];
     for (int i = 0; i < OUT_N; i++)
         snprintf(final[i], sizeof final[i], "%s/%s", rq->dir, OUT_NAME[i]);
     for (int i = 0; !rc && i < OUT_N; i++)
         if (!(e.f[i] = hs_tmp_fopen(final[i], e.tmp[i], sizeof e.tmp[i])))
             rc = HS_EIO; /* the message names the file */
-    if (!rc)
+    if (!rc && features) { /* the page's data alone: no maps */
+        rc = fputs("HS_MAPS_B64 = [];\n", e.f[OUT_JS]) < 0 ? hs_fail(HS_EIO, "maps.js") : HS_OK;
+        if (!rc)
+            rc = hs_viewer_features_data(e.f[OUT_DATA], e.tmp[OUT_DATA], e.r, rq->ix, run,
+                                         rq->maps, &sum->features);
+    } else if (!rc) {
         rc = export_all(&e, sum);
+    }
     long long *bytes[OUT_N] = { &sum->bin_bytes, &sum->js_bytes, &sum->data_bytes };
     for (int i = 0; i < OUT_N; i++) {
         if (!e.f[i])

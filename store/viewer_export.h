@@ -26,6 +26,7 @@
 #define HS_VIEWER_EXPORT_H
 
 #include "index.h"
+#include "maps.h"
 
 enum { HS_VIEWER_THUMB = 64, HS_VIEWER_MAX_SEQS = 64 };
 
@@ -45,6 +46,7 @@ typedef struct {
 typedef struct {
     long long bin_bytes, js_bytes, data_bytes; /* maps.bin, maps.js, data.js */
     int blocks, sequences, layers, metrics;
+    int features;          /* a features file's page: the features written */
     int token_text;        /* 1: token strings from the file's /token_text */
 } hs_viewer_summary;
 
@@ -54,5 +56,16 @@ typedef struct {
  * (or a list that does not parse), the maps reader's errors for the file,
  * HS_EIO naming the output for a failed write. */
 int hs_viewer_export(const hs_viewer_request *rq, hs_viewer_summary *sum);
+
+/* A features file's page data (SPEC §19; store/viewer_features.c): data.js
+ * as `HS_DATA = {...};` into f (tmp: its name, for messages) with mode
+ * "features", the run's hook, d_sae and heads, and per feature with an
+ * example its frequency, mean_act, head_share and examples: each a window
+ * of tokens (64 before it, itself, 8 after), the feature's activation on
+ * each (from the file's CSR) and, where the index holds it, its DFA as
+ * heads x window (dfa_outside: the attribution through earlier sources).
+ * *count: the features written. */
+int hs_viewer_features_data(FILE *f, const char *tmp, hs_maps_reader *r, hs_index *ix,
+                            long long run, const char *source, int *count);
 
 #endif

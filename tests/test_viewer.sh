@@ -3,7 +3,8 @@
 # opened from file:// in headless Chromium (playwright-core, tests/viewer_test.js)
 # shows the map file's values, read here with h5py; keys move between heads and
 # layers; token strings are text, never markup; GQA heads are labelled; an
-# encoder-decoder's cross maps are drawn as target rows over source keys; the
+# encoder-decoder's cross maps are drawn as target rows over source keys; an
+# SAE's feature page shows its examples and DFA as the index holds them; the
 # command's refusals; report writes and links the viewer.
 #
 # usage: tests/test_viewer.sh HEADSCOPE_BINARY FIXTURE_DIR
@@ -261,10 +262,51 @@ EOF
     browser seq2seq vs expect_s2s.json "$SHOTS/viewer_cross.png" || return 1
 }
 
+# The feature page of an SAE's features run (SPEC §19): view of a features
+# --out file with its index; the expectations from the index (sqlite3) and
+# the file's CSR (h5py).
+feature_page() {
+    local sae="$FIX/sae" d=(--data "$FIX/sae/data.bin" --batch 2 --seq-len 8)
+    hs features --model "$FIX/models/gpt2_tiny" --sae "$sae/gpt2_z_standard" "${d[@]}" --top 3 \
+        --db feat.db --out feat.h5
+    expect_rc 0 "features --out" || return 1
+    expect_refused 2 view "--db: a features file's page reads its run's rows" --maps feat.h5 --out fv0 || return 1
+    hs view --maps feat.h5 --db feat.db --out fv --json
+    expect_rc 0 "view of a features file" || return 1
+    expect_eq "$(jget out.txt features)" 23 "features on the page (one of 24 never fires)" || return 1
+    py - feat.db feat.h5 >expect_f.json <<'PYEOF' || bad "could not write the feature page's expectations" || return 1
+import h5py, json, sqlite3, sys
+q = sqlite3.connect(sys.argv[1]).execute
+f = h5py.File(sys.argv[2], "r")
+T = f["tokens"].shape[1]
+indptr, idx, val = (f["features/" + k][()] for k in ("indptr", "indices", "values"))
+feat = 7
+out = {"feature": feat, "heads": 4, "examples": [],
+       "n_features": q("select count(distinct feature) from feature_examples").fetchone()[0]}
+for seq, pos, _ in q("select seq, position, value from feature_examples where feature=? "
+                     "order by value desc, seq, position", (feat,)):
+    start, end = max(0, pos + 1 - 64), min(T, pos + 8)
+    acts = []
+    for t in range(start, end):
+        r = seq * T + t
+        hit = [v for i, v in zip(idx[indptr[r]:indptr[r + 1]], val[indptr[r]:indptr[r + 1]]) if i == feat]
+        acts.append(float(hit[0]) if hit else 0.0)
+    tot = [0.0] * (end - start)
+    for s, v in q("select source, value from feature_dfa where feature=? and seq=? and position=?",
+                  (feat, seq, pos)):
+        tot[s - start] += v
+    out["examples"].append({"tokens": end - start, "acts": acts, "dfa_totals": tot})
+assert out["examples"], "feature 7 has no example"
+print(json.dumps(out))
+PYEOF
+    skip_browser feature_page && return 0
+    browser features fv expect_f.json "$SHOTS/viewer_features.png" || return 1
+}
+
 # each browser start costs a second or two: the fast tier keeps the values
 # and the escaping, the slow tier (scripts/test --slow) adds these
 SLOW_CHECKS="tokenizer_capture gqa_labels"
 
 run_checks options token_fallback rows_match_h5 escaping tokenizer_capture gqa_labels report_links_viewer \
-    seq2seq_cross_maps \
+    seq2seq_cross_maps feature_page \
     runs_and_heads

@@ -7,6 +7,8 @@
 //   node viewer_test.js gqa    DIR                         kv-head labels
 //   node viewer_test.js perf   DIR [HOVERS]                interactive and hover times
 //   node viewer_test.js focus  DIR L.H,L.H                 view --heads: shown and linked
+//   node viewer_test.js seq2seq DIR EXPECT.json SHOT.png   cross maps: source x target
+//   node viewer_test.js features DIR EXPECT.json SHOT.png  the feature page (SPEC §19)
 //
 // EXPECT.json (written from the HDF5 file with h5py): {"dtype": "u8"|"f16",
 // "q": i, "layers": [L...], "heads": [[H...]...], "rows": {"L,H": [p...]},
@@ -158,7 +160,7 @@ async function escape(dir, textsFile, shot) {
            ", the token " + JSON.stringify(texts[i]));
   }
   const scripts = await page.$$eval("script", (s) => s.map((x) => x.getAttribute("src")));
-  need(JSON.stringify(scripts) === JSON.stringify(["data.js", "viewer.js", "maps.js"]),
+  need(JSON.stringify(scripts) === JSON.stringify(["data.js", "features.js", "viewer.js", "maps.js"]),
        "scripts in the page: " + JSON.stringify(scripts));
   const injected = await page.$$eval("#tokens *:not(span), #panel script, img", (e) => e.length);
   need(injected === 0, injected + " elements made from token strings");
@@ -283,9 +285,50 @@ async function seq2seq(dir, expectFile, shot) {
   console.log(JSON.stringify({ ok: true, layers: grid.length }));
 }
 
+// The feature page (SPEC §19): the list of features with examples, the
+// chosen feature's examples tinted by its activation (the example's own
+// token outlined, the strongest tint where the activation is largest), the
+// DFA of an example summed over heads equal to the index's rows, per head
+// in the hover, another example chosen by a click.
+async function features(dir, expectFile, shot) {
+  const ex = JSON.parse(fs.readFileSync(expectFile, "utf8"));
+  const { browser, page, errors } = await open(dir, "f=" + ex.feature + "&e=0");
+  const rows = await page.$$eval("#flist .frow", (r) => r.length);
+  need(rows === ex.n_features, rows + " features listed, expected " + ex.n_features);
+  const shown = await page.evaluate(() => window.hsFeatures.feature().id);
+  need(shown === ex.feature, "feature " + shown + " shown, not " + ex.feature);
+  const lines = await page.$$eval("#fexamples .fexample", (l) => l.map((x) => x.querySelectorAll("span[data-t]").length));
+  need(JSON.stringify(lines) === JSON.stringify(ex.examples.map((e) => e.tokens)),
+       "example lines of " + JSON.stringify(lines) + " tokens, expected " + JSON.stringify(ex.examples.map((e) => e.tokens)));
+  const alpha = await page.$$eval("#fexamples .fexample:first-of-type span[data-t]", (sp) => sp.map((s) => {
+    const m = /rgba\(([^)]*)\)/.exec(getComputedStyle(s).backgroundColor);
+    return m ? +m[1].split(",")[3] : 0;
+  }));
+  const want = ex.examples[0].acts, top = want.indexOf(Math.max(...want));
+  need(alpha.indexOf(Math.max(...alpha)) === top, "the strongest tint at token " + alpha.indexOf(Math.max(...alpha)) + ", the largest activation at " + top);
+  for (let i = 0; i < want.length; i++)
+    need((want[i] > 0) === (alpha[i] > 0), "token " + i + ": tint " + alpha[i] + " for activation " + want[i]);
+  for (let k = 0; k < ex.examples.length; k++) {
+    if (k) await page.click("#fexamples .fexample:nth-of-type(" + (k + 1) + ")");
+    const got = await page.evaluate(() => window.hsFeatures.dfaTotals());
+    const w = ex.examples[k].dfa_totals;
+    need(got && got.length === w.length, "example " + k + ": DFA of " + (got && got.length) + " sources, expected " + w.length);
+    for (let i = 0; i < w.length; i++)
+      need(Math.abs(got[i] - w[i]) <= 1e-9 * Math.max(1, Math.abs(w[i])), "example " + k + " source " + i + ": DFA " + got[i] + ", expected " + w[i]);
+  }
+  await page.hover("#fdfa .fexample span.fpos");
+  const tipText = await page.$eval("#tooltip", (t) => t.textContent);
+  need(/head 0: /.test(tipText) && (tipText.match(/head \d+: /g) || []).length === ex.heads,
+       "the DFA tooltip does not list every head: " + JSON.stringify(tipText));
+  await page.screenshot({ path: shot });
+  need(!errors.length, "page errors: " + errors.join("; "));
+  await browser.close();
+  console.log(JSON.stringify({ ok: true, features: rows }));
+}
+
 const [mode, dir, a, b] = process.argv.slice(2);
 const run = { check: () => check(dir, a, b), escape: () => escape(dir, a, b), gqa: () => gqa(dir),
               perf: () => perf(dir, parseInt(a || "20", 10)), focus: () => focus(dir, a),
-              seq2seq: () => seq2seq(dir, a, b) }[mode];
-if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus|seq2seq DIR ...\n"); process.exit(2); }
+              seq2seq: () => seq2seq(dir, a, b), features: () => features(dir, a, b) }[mode];
+if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus|seq2seq|features DIR ...\n"); process.exit(2); }
 run().catch((e) => fail(String(e && e.stack || e)));

@@ -12,6 +12,7 @@
     status("data.js is missing or not a headscope viewer index");
     return;
   }
+  if (D.mode === "features") return; // features.js draws that page
 
   /* ---- data: blocks, decoded on first use ---- */
   const U8 = D.dtype === "u8";
