@@ -52,7 +52,10 @@ static int parse_cfg(hs_sae *s, const cJSON *root, const char *path)
         rc = cfg_int(&s->d_sae, root, "d_sae", 1, 1 << 24, 0, path);
     if (rc)
         return rc;
-    const char *hook = cfg_str(root, "hook_name");
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
+    const char *hook = cfg_str(root, "hook_name"); /* SAELens 6: under "metadata" */
+    if (!hook && cJSON_IsObject(meta))
+        hook = cfg_str(meta, "hook_name");
     if (!hook || !*hook || strlen(hook) >= sizeof s->hook)
         return hs_fail(HS_EFORMAT, "%s: \"hook_name\" must be a TransformerLens hook name", path);
     snprintf(s->hook, sizeof s->hook, "%s", hook);

@@ -250,17 +250,17 @@ int hs_sae_train_grad(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long
         for (int j = 0; j < M; j++)
             for (int i = 0; i < d; i++)
                 gWe[(size_t)i * M + j] = gWeT[(size_t)j * d + i];
-        /* b_dec: through x_hat (g) and through x - b_dec (minus dpre W_enc^T) */
-        for (long r = 0; r < n; r++) {
-            const hs_real *gg = g + r * d;
+        /* b_dec: through x_hat (sum of g) and through x - b_dec: minus
+         * sum_t dpre_t W_enc^T = W_enc (sum_t dpre_t) = W_enc gb_enc */
+        for (long r = 0; r < n; r++)
             for (int i = 0; i < d; i++)
-                gbd[i] += gg[i];
-            for (int q = 0; q < sel.cnt[r] + sel.aux[r]; q++) {
-                const int j = sel.idx[r * K + q];
-                const hs_real dp = sel.dpre[r * K + q];
-                for (int i = 0; i < d; i++)
-                    gbd[i] -= dp * s->W_enc[(size_t)i * M + j];
-            }
+                gbd[i] += g[r * d + i];
+        for (int i = 0; i < d; i++) {
+            const hs_real *w = s->W_enc + (size_t)i * M;
+            double acc = 0;
+            for (int j = 0; j < M; j++)
+                acc += (double)w[j] * gbe[j];
+            gbd[i] -= (hs_real)acc;
         }
     }
     if (!rc && st) {

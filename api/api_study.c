@@ -22,6 +22,7 @@
 #include "study_interp.h"
 #include "study_induction.h"
 #include "study_capture.h"
+#include "study_features.h"
 #include "study_train.h"
 
 struct hs_api_env {
@@ -627,6 +628,75 @@ int hs_api_capture(char **json, const hs_model *m, const hs_api_tokens *data, co
     if (tk)
         hs_tokenizer_free(tk);
     return finish(json, &b, run, rc, NULL);
+}
+
+/* ---- features ---- */
+
+/* The run's kind: the command's name (run.h has no HS_KIND_ for it). */
+#define KIND_FEATURES "features"
+
+/* As `headscope features` runs it (cli/cmd_sae.c): the check opens and
+ * binds the SAE into fo.sae before any run is opened, the study reads it
+ * from there and writes its feature tables into the run as it goes. */
+int hs_api_features(char **json, const hs_model *m, const hs_api_tokens *data,
+                    const hs_api_env *e, int B, int T, long long max_batches,
+                    const char *sae_dir, int top, int dfa, const char *out, int force)
+{
+    *json = NULL;
+    T = hs_seq_len_or_default(&m->cfg, T);
+    hs_features_opts fo = { .sae_dir = sae_dir, .out = out, .force = force, .top = top,
+                            .dfa = dfa };
+    const hs_tokens *tok = data ? hs_api_tokens_of(data) : NULL;
+    /* --out's record of the data it holds: the shard, or tokens in memory */
+    const char *data_name = data && hs_api_tokens_path(data) ? hs_api_tokens_path(data)
+                                                             : "(memory)";
+    hs_study_env env = env_for(e, m, tok, NULL, NULL, B, T, (size_t)max_batches);
+    env.data_name = data_name;
+    int rc = check_input(e, m, data, B, T);
+    if (!rc)
+        rc = hs_features_check(&fo, &env);
+    hs_run *run = NULL;
+    if (!rc)
+        rc = run_begin(&run, e, KIND_FEATURES, m, data_path(e, data), T, NULL, NULL);
+    if (rc) {
+        hs_sae_free(&fo.sae);
+        return rc;
+    }
+    env = env_for(e, m, tok, NULL, run, B, T, (size_t)max_batches);
+    env.data_name = data_name;
+    hs_features_result r;
+    rc = hs_features_study(&r, &fo, &env);
+    if (!rc)
+        rc = hs_run_study_rows(run, &r.rows);
+    hs_jbuf b = { 0 };
+    const scalar sc[] = { { "tokens", (double)r.tokens },
+                          { "d_sae", r.d_sae },
+                          { "alive", r.alive },
+                          { HS_METRIC(SAE_L0), r.l0 },
+                          { "examples", (double)r.n_examples },
+                          { "dfa_rows", (double)r.n_dfa },
+                          { "top_feature", r.top_feature },
+                          { "top_frequency", r.top_frequency },
+                          { "bytes", (double)r.bytes } };
+    if (!rc) {
+        begin_json(&b, hs_run_id(run), NULL, NULL, 0, NULL, 0, sc,
+                   (int)(sizeof sc / sizeof sc[0]));
+        hs_jraw(&b, ",\"texts\":{\"hook\":");
+        hs_jstr(&b, fo.sae.hook);
+        hs_jraw(&b, ",\"architecture\":");
+        hs_jstr(&b, hs_sae_arch_name(fo.sae.arch));
+        if (out) {
+            hs_jraw(&b, ",\"path\":");
+            hs_jstr(&b, out);
+            hs_jraw(&b, ",\"sha256\":");
+            hs_jstr(&b, r.sha256);
+        }
+        hs_jraw(&b, "}");
+    }
+    rc = finish(json, &b, run, rc, NULL);
+    hs_features_result_free(&r);
+    hs_sae_free(&fo.sae);
+    return rc;
 }
 
 /* ---- train ---- */

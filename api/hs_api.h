@@ -176,6 +176,46 @@ int hs_api_forward_hook(hs_api_forward *f, int site, int layer, hs_api_hook_fn f
 int hs_api_forward_run(hs_api_forward *f, const int32_t *ids, int B, int T,
                        const int32_t *targets, hs_real *logits, hs_real *losses, double *loss);
 
+/* ---- sparse autoencoders (SPEC §19) ----------------------------------------------- */
+
+/* An SAE directory in SAELens's format (hs_sae_open: cfg.json and
+ * sae_weights.safetensors, every key and tensor checked, HS_EFORMAT or
+ * HS_EIO naming the file). Read-only once opened but for hs_api_sae_bind;
+ * encode and decode may run on several threads at once. */
+typedef struct hs_api_sae hs_api_sae;
+int hs_api_sae_open(hs_api_sae **s, const char *dir);
+void hs_api_sae_free(hs_api_sae *s);
+
+/* The directory as given, cfg.json's hook_name, and "standard",
+ * "jumprelu" or "topk". */
+const char *hs_api_sae_dir(const hs_api_sae *s);
+const char *hs_api_sae_hook(const hs_api_sae *s);
+const char *hs_api_sae_architecture(const hs_api_sae *s);
+
+/* One number of the configuration by name into *v: d_in, d_sae, k (topk's;
+ * 0 for the others), apply_b_dec_to_input (0 or 1). HS_EINVAL naming an
+ * unknown key. */
+int hs_api_sae_int(const hs_api_sae *s, const char *key, long long *v);
+
+/* Tensor `name` (W_enc (d_in, d_sae), W_dec (d_sae, d_in), b_enc (d_sae),
+ * b_dec (d_in), threshold (d_sae), jumprelu's) in the build's precision:
+ * the handle's own storage (read it, do not write it), its rows and cols
+ * (0: a vector of rows). HS_EINVAL naming an unknown name, or threshold of
+ * an SAE without one. */
+int hs_api_sae_tensor(const hs_api_sae *s, const char *name, const hs_real **data, int *rows,
+                      int *cols);
+
+/* The hook of s on m (hs_sae_bind): its site of hooks.h and layer
+ * (blocks.L.hook_resid_post: resid_pre of L + 1). HS_EINVAL naming
+ * hook_name or d_in when m has no such hook or it is not d_in wide. */
+int hs_api_sae_bind(hs_api_sae *s, const hs_model *m, int *site, int *layer);
+
+/* n rows x (n, d_in): pre (n, d_sae) the encoder's output before the
+ * activation, f (n, d_sae) the features (hs_sae_encode); pre and f may not
+ * alias x. x_hat (n, d_in) = f W_dec + b_dec. */
+int hs_api_sae_encode(const hs_api_sae *s, const hs_real *x, long n, hs_real *pre, hs_real *f);
+int hs_api_sae_decode(const hs_api_sae *s, const hs_real *f, long n, hs_real *x_hat);
+
 /* ---- studies --------------------------------------------------------------------- */
 
 /* What a study runs with besides its options: the index it records into (a
@@ -291,6 +331,19 @@ int hs_api_capture(char **json, const hs_model *m, const hs_api_tokens *data, co
                    const char *out, int force, int half, int compress, int batch, int seq_len,
                    long long max_batches, const char *layers, const char *heads,
                    const char *queries, const char *tokenizer);
+
+/* features (SPEC §19): the SAE of directory sae_dir (opened and bound by
+ * the study's check: hs_features_check) on every token of data's B x T
+ * batches; top N examples a feature (0: 10), dfa the DFA of each
+ * feature's first K examples (-1: all of them; 0: none), out (NULL: none)
+ * the activations in CSR. Its rows (frequency, mean_act, head_share,
+ * examples, DFA) go to e's index only: feature_metrics, feature_examples,
+ * feature_dfa of the run. scalars tokens, d_sae, alive, l0, examples,
+ * dfa_rows, top_feature, top_frequency, bytes; texts hook, architecture
+ * and, with out, path and sha256. */
+int hs_api_features(char **json, const hs_model *m, const hs_api_tokens *data,
+                    const hs_api_env *e, int B, int T, long long max_batches,
+                    const char *sae_dir, int top, int dfa, const char *out, int force);
 
 /* train m in place (hs_train), B x T batches wrapping around the data;
  * out (NULL: not saved) receives the checkpoint (the train study: curves

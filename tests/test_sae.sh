@@ -187,4 +187,20 @@ PYEOF
     expect_refused 2 features '--out exists.h5 exists' --model "$m" --sae "$SAE/gpt2_z_standard" "${d[@]}" --out exists.h5 || return 1
 }
 
-run_checks features_equal_the_oracle sae_eval_equals_the_oracle bad_sae_directories_refused
+# SAELens 6 keeps hook_name under "metadata": the same SAE read either way.
+saelens6_metadata_hook() {
+    rm -rf m6 && cp -r "$SAE/gpt2_z_standard" m6 || return 1
+    py -c 'import json
+c = json.load(open("m6/cfg.json"))
+c["metadata"] = {"hook_name": c.pop("hook_name"), "model_name": "gpt2_tiny"}
+c["reshape_activations"] = "none"
+json.dump(c, open("m6/cfg.json", "w"))' || return 1
+    local d=(--data "$SAE/data.bin" --batch 2 --seq-len 8)
+    hs sae-eval --model "$FIX/models/gpt2_tiny" --sae m6 "${d[@]}" --db m6.db --json
+    expect_rc 0 "sae-eval of a SAELens 6 cfg.json" || return 1
+    local l0=$(jget out.txt l0)
+    hs sae-eval --model "$FIX/models/gpt2_tiny" --sae "$SAE/gpt2_z_standard" "${d[@]}" --db m6.db --json
+    expect_eq "$l0" "$(jget out.txt l0)" "l0 with hook_name under metadata" || return 1
+}
+
+run_checks saelens6_metadata_hook features_equal_the_oracle sae_eval_equals_the_oracle bad_sae_directories_refused

@@ -7,6 +7,7 @@ compiled extension), with TransformerLens's hook names.
     cache["blocks.1.attn.hook_pattern"]           # [batch, head, q, k]
     model.run_with_hooks(ids, fwd_hooks=[("blocks.1.attn.hook_z", fn)])
     hs.ablate(model, "eval.bin", method="zero", db="runs.db")
+    sae = hs.SAE.open("sae/"); f = sae.encode(cache["z", 1])   # [batch, pos, d_sae]
 
 Arrays are numpy, in the build's precision (hs.dtype: float32, or float64 in
 a -DHEADSCOPE_DOUBLE=ON build). Failures of the library raise hs.Error with
@@ -20,6 +21,7 @@ from .index import Grid, Index
 from .model import ActivationCache, Model
 from .studies import (Result, Task, ablate, atp, capture, dla, eval_task, importance,
                       induction_scores, patch, prune, read_tokens, train, write_tokens)
+from .sae import SAE, features
 from .tokenizer import Tokenizer
 
 
@@ -34,6 +36,6 @@ def get_threads():
 
 __all__ = ["Error", "Model", "Tokenizer", "ActivationCache", "HookName", "Index", "Grid",
            "Result", "Task", "ablate", "importance", "prune", "eval_task", "patch", "atp", "dla",
-           "induction_scores", "capture",
+           "induction_scores", "capture", "SAE", "features",
            "train", "read_tokens", "write_tokens", "get_act_name", "set_threads", "get_threads",
            "dtype", "library_path"]
