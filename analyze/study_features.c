@@ -23,15 +23,15 @@ static int thread_id(void) { return 0; }
 
 /* ---- the hooked activation -------------------------------------------------- */
 
-/* The common checks of both studies: the SAE opened and bound, one
- * process, token data. */
-static int open_sae(hs_sae *s, const char *dir, const hs_study_env *env)
+/* The common checks of both studies: the SAE opened and bound, token data,
+ * one process unless sharded. */
+static int open_sae(hs_sae *s, const char *dir, const hs_study_env *env, int sharded)
 {
     if (!dir)
         return hs_fail(HS_EINVAL, "--sae DIR is required");
     if (env->task || env->pairs)
         return hs_fail(HS_EINVAL, "--sae: SAE studies read --data or --text");
-    if (hs_dist_size() > 1)
+    if (!sharded && hs_dist_size() > 1)
         return hs_fail(HS_EUNSUPPORTED, "SAE studies under mpirun are not implemented (run one "
                                         "process)");
     int rc = s->W_enc ? HS_OK : hs_sae_open(s, dir);
@@ -90,11 +90,23 @@ static int by_rank(const void *a, const void *b)
     return ranks_below(y, x) ? -1 : ranks_below(x, y) ? 1 : 0;
 }
 
+/* A feature's activations summed in fixed point (2^-40), rounded value by
+ * value: integer sums, so any split of the tokens across ranks, added in any
+ * order, gives the same total. */
+typedef __int128 fixed_sum;
+#define FIXED_ONE 1099511627776.0 /* 2^40 */
+
+static fixed_sum to_fixed(double v)
+{
+    return v < 4194304.0 ? (fixed_sum)llround(v * FIXED_ONE)
+                         : (fixed_sum)llround(v * (FIXED_ONE / 1048576.0)) * 1048576;
+}
+
 /* Per feature what the first pass gathers. */
 typedef struct {
     int d_sae, N;
     long long *count; /* tokens active */
-    double *sum;      /* of f over them */
+    fixed_sum *sum;   /* of f over them */
     example *top;     /* [f * N ..] heap, then sorted */
     int *n_top;
 } feature_stats;
@@ -118,7 +130,7 @@ static void fold_rows(feature_stats *st, const hs_real *F, long n, long r0, size
                 if (!(row[j] > 0))
                     continue;
                 st->count[j]++;
-                st->sum[j] += row[j];
+                st->sum[j] += to_fixed(row[j]);
                 example e = e0;
                 e.value = row[j];
                 heap_offer(st->top + (size_t)j * st->N, &st->n_top[j], st->N, e);
@@ -127,13 +139,33 @@ static void fold_rows(feature_stats *st, const hs_real *F, long n, long r0, size
     }
 }
 
-/* The CSR rows of F (n, d_sae) appended to the buffers (grown as needed). */
+/* CSR rows of batches not yet written: each token's count of active
+ * features and its id, then their features (grown as needed). */
 typedef struct {
-    int32_t *row_nnz, *indices;
+    int32_t *row_nnz, *tokens;
+    size_t rows, row_cap;
+    int32_t *indices;
     float *values;
     size_t nnz, cap;
 } csr_buf;
 
+/* Room for n more rows. */
+static int csr_reserve(csr_buf *c, size_t n)
+{
+    if (c->rows + n <= c->row_cap)
+        return HS_OK;
+    const size_t cap = 2 * (c->rows + n);
+    int32_t *r = realloc(c->row_nnz, cap * sizeof *r);
+    int32_t *t = r ? realloc(c->tokens, cap * sizeof *t) : NULL;
+    if (r)
+        c->row_nnz = r;
+    if (!t)
+        return hs_fail(HS_ENOMEM, "out of memory for the features' CSR rows");
+    c->tokens = t, c->row_cap = cap;
+    return HS_OK;
+}
+
+/* Rows r0 .. r0 + n - 1 of the batch that starts at row c->rows. */
 static int csr_rows(csr_buf *c, const hs_real *F, long n, long r0, int dsae)
 {
     for (long r = 0; r < n; r++) {
@@ -156,7 +188,7 @@ static int csr_rows(csr_buf *c, const hs_real *F, long n, long r0, int dsae)
             c->values[c->nnz++] = (float)row[j];
             k++;
         }
-        c->row_nnz[r0 + r] = k;
+        c->row_nnz[c->rows + r0 + r] = k;
     }
     return HS_OK;
 }
@@ -198,7 +230,7 @@ int hs_features_check(hs_features_opts *o, const hs_study_env *env)
         return hs_fail(HS_EINVAL, "--dfa-examples %d: -1 (all of --top) .. --top", o->dfa);
     if (o->out && !o->force && access(o->out, F_OK) == 0)
         return hs_fail(HS_EINVAL, "--out %s exists (--force replaces it)", o->out);
-    return open_sae(&o->sae, o->sae_dir, env);
+    return open_sae(&o->sae, o->sae_dir, env, 1);
 }
 
 /* The feature_metrics rows of st (and head_share of a hook_z SAE). */
@@ -215,7 +247,8 @@ static int write_metrics(const feature_stats *st, const hs_sae *s, long long tok
         rows[n++] = (hs_feature_row){ f, L, -1, HS_METRIC(FREQUENCY),
                                       tokens ? (double)st->count[f] / tokens : 0 };
         rows[n++] = (hs_feature_row){ f, L, -1, HS_METRIC(MEAN_ACT),
-                                      st->count[f] ? st->sum[f] / st->count[f] : NAN };
+                                      st->count[f] ? (double)st->sum[f] / FIXED_ONE / st->count[f]
+                                                   : NAN };
         double norm[HS_MAX_HEADS], total = 0;
         for (int h = 0; h < H; h++) {
             const hs_real *w = s->W_dec + (size_t)f * s->d_in + (size_t)h * s->dh;
@@ -425,16 +458,104 @@ static void stats_free(feature_stats *st)
     free(st->count), free(st->sum), free(st->top), free(st->n_top);
 }
 
-/* The first pass over every batch (with --out the CSR file w). */
-static int features_pass(feature_stats *st, hs_maps_writer *w, const hs_features_opts *o,
-                         const hs_study_env *env, long long *tokens)
+/* The buffered rows (whole batches of B T) appended to w, then dropped. */
+static int csr_flush(csr_buf *c, hs_maps_writer *w, const hs_sae *s, const hs_study_env *env,
+                     int B)
+{
+    const size_t n = (size_t)B * env->seq_len;
+    size_t at = 0;
+    int rc = HS_OK;
+    for (size_t r = 0; !rc && r + n <= c->rows; r += n) {
+        size_t k = 0;
+        for (size_t i = r; i < r + n; i++)
+            k += (size_t)c->row_nnz[i];
+        const hs_maps_csr rows = { s->d_sae, env->m->cfg.vocab_size, env->run_id, s->hook,
+                                   s->dir, c->row_nnz + r, c->indices + at, c->values + at };
+        rc = hs_maps_append_csr(w, &rows, c->tokens + r, B);
+        at += k;
+    }
+    c->rows = c->nnz = 0;
+    return rc;
+}
+
+/* Under mpirun: the ranks' counts, fixed-point sums and top examples folded
+ * on rank 0 (integer sums, and the top N under a total order: the same as
+ * one process); with want_csr each rank's buffered rows sent to rank 0 in
+ * rank order and appended to w there. */
+static int merge_ranks(int rc, feature_stats *st, csr_buf *csr, hs_maps_writer *w, int want_csr,
+                       const hs_sae *s, const hs_study_env *env)
+{
+    const int P = hs_dist_size(), me = hs_dist_rank(), M = st->d_sae, N = st->N;
+    if (P == 1)
+        return rc;
+    const size_t tops = (size_t)M * N;
+    long long *counts = me ? NULL : hs_calloc((size_t)P * M, sizeof *counts, "rank counts");
+    fixed_sum *sums = me ? NULL : hs_calloc((size_t)P * M, sizeof *sums, "rank sums");
+    example *top = me ? NULL : hs_calloc((size_t)P * tops, sizeof *top, "rank examples");
+    int *n_top = me ? NULL : hs_calloc((size_t)P * M, sizeof *n_top, "rank examples");
+    if (!rc && !me && !(counts && sums && top && n_top))
+        rc = HS_ENOMEM;
+    rc = hs_dist_gather(rc, st->count, counts, sizeof *counts * M);
+    rc = hs_dist_gather(rc, st->sum, sums, sizeof *sums * M);
+    rc = hs_dist_gather(rc, st->top, top, sizeof *top * tops);
+    rc = hs_dist_gather(rc, st->n_top, n_top, sizeof *n_top * M);
+    for (int q = 1; !rc && !me && q < P; q++)
+        for (int f = 0; f < M; f++) {
+            st->count[f] += counts[(size_t)q * M + f];
+            st->sum[f] += sums[(size_t)q * M + f];
+            for (int k = 0; k < n_top[(size_t)q * M + f]; k++)
+                heap_offer(st->top + (size_t)f * N, &st->n_top[f], N,
+                           top[(size_t)q * tops + (size_t)f * N + k]);
+        }
+    free(counts), free(sums), free(top), free(n_top);
+    for (int q = 1; !rc && want_csr && q < P; q++) {
+        unsigned long long size[2] = { csr->rows, csr->nnz };
+        if (me == q) {
+            rc = hs_dist_send0(size, sizeof size);
+            rc = rc ? rc : hs_dist_send0(csr->row_nnz, sizeof *csr->row_nnz * csr->rows);
+            rc = rc ? rc : hs_dist_send0(csr->tokens, sizeof *csr->tokens * csr->rows);
+            rc = rc ? rc : hs_dist_send0(csr->indices, sizeof *csr->indices * csr->nnz);
+            rc = rc ? rc : hs_dist_send0(csr->values, sizeof *csr->values * csr->nnz);
+        } else if (!me) {
+            csr->rows = csr->nnz = 0;
+            rc = hs_dist_recv(q, size, sizeof size);
+            rc = rc ? rc : csr_reserve(csr, size[0]);
+            while (!rc && csr->cap < size[1]) { /* room for the rank's features */
+                const size_t cap = csr->cap ? 2 * csr->cap : size[1];
+                int32_t *i = realloc(csr->indices, cap * sizeof *i);
+                float *v = i ? realloc(csr->values, cap * sizeof *v) : NULL;
+                if (i)
+                    csr->indices = i;
+                if (!v)
+                    rc = hs_fail(HS_ENOMEM, "out of memory for the features' CSR rows");
+                else
+                    csr->values = v, csr->cap = cap;
+            }
+            rc = rc ? rc : hs_dist_recv(q, csr->row_nnz, sizeof *csr->row_nnz * size[0]);
+            rc = rc ? rc : hs_dist_recv(q, csr->tokens, sizeof *csr->tokens * size[0]);
+            rc = rc ? rc : hs_dist_recv(q, csr->indices, sizeof *csr->indices * size[1]);
+            rc = rc ? rc : hs_dist_recv(q, csr->values, sizeof *csr->values * size[1]);
+            csr->rows = size[0], csr->nnz = size[1];
+            if (!rc)
+                rc = csr_flush(csr, w, s, env, env->batch);
+        }
+    }
+    return hs_dist_agree(rc);
+}
+
+/* The first pass over the batches, each rank its share (hs_dist_range);
+ * with want_csr the CSR rows, appended to w as they come on rank 0 and
+ * sent to it from the others. */
+static int features_pass(feature_stats *st, hs_maps_writer *w, int want_csr,
+                         const hs_features_opts *o, const hs_study_env *env, long long *tokens)
 {
     const hs_sae *s = &o->sae;
     const int B = env->batch, T = env->seq_len;
-    size_t nb;
+    size_t nb, lo, hi;
     int rc = hs_batches_to_run(env->data, B, T, env->max_batches, &nb);
     if (rc)
         return rc;
+    hs_dist_range(nb, hs_dist_rank(), &lo, &hi);
     const long n = (long)B * T;
     long block = (long)((1 << 24) / s->d_sae);
     block = block < 1 ? 1 : block > n ? n : block;
@@ -445,32 +566,35 @@ static int features_pass(feature_stats *st, hs_maps_writer *w, const hs_features
     hs_real *F = hs_calloc((size_t)block * s->d_sae, sizeof *F, "SAE features");
     int32_t *in = hs_calloc((size_t)n, sizeof *in, "inputs");
     int32_t *tg = hs_calloc((size_t)n, sizeof *tg, "targets");
-    csr_buf csr = { w ? hs_calloc((size_t)n, sizeof(int32_t), "CSR rows") : NULL, NULL, NULL, 0,
-                    0 };
-    if (!rc && !(X && pre && F && in && tg && (!w || csr.row_nnz)))
+    csr_buf csr = { 0 };
+    if (!rc && !(X && pre && F && in && tg))
         rc = HS_ENOMEM;
     hs_study_phase(&env->io, "features");
-    for (size_t bi = 0; !rc && bi < nb; bi++) {
+    for (size_t bi = lo; !rc && bi < hi; bi++) {
         if (env->io.stop && *env->io.stop) {
             rc = hs_fail(HS_EINTR, "interrupted%s%s", o->out ? "; nothing was written to " : "",
                          o->out ? o->out : "");
             break;
         }
         hs_batch_at(env->data, bi * (size_t)n, B, T, in, tg);
-        csr.nnz = 0;
-        rc = features_batch(st, w ? &csr : NULL, &a, env->m, s, in, X, pre, F, block, bi, B, T);
-        const hs_maps_csr rows = { s->d_sae, env->m->cfg.vocab_size, env->run_id, s->hook,
-                                   s->dir, csr.row_nnz, csr.indices, csr.values };
-        if (!rc && w)
-            rc = hs_maps_append_csr(w, &rows, in, B);
-        *tokens += n;
+        if (want_csr && !(rc = csr_reserve(&csr, (size_t)n)))
+            memcpy(csr.tokens + csr.rows, in, sizeof *in * (size_t)n);
+        if (!rc)
+            rc = features_batch(st, want_csr ? &csr : NULL, &a, env->m, s, in, X, pre, F, block,
+                                bi, B, T);
+        if (!rc && want_csr)
+            csr.rows += (size_t)n;
+        if (!rc && w) /* rank 0's rows go out at once, the others' at the end */
+            rc = csr_flush(&csr, w, s, env, B);
         if (!rc && env->io.progress)
-            env->io.progress(env->io.ctx, bi + 1, nb);
+            env->io.progress(env->io.ctx, bi + 1 - lo, hi - lo);
     }
     hs_study_phase(&env->io, NULL);
+    rc = merge_ranks(rc, st, &csr, w, want_csr, s, env);
+    *tokens = (long long)nb * n;
     hs_acts_free(&a);
     free(X), free(pre), free(F), free(in), free(tg);
-    free(csr.row_nnz), free(csr.indices), free(csr.values);
+    free(csr.row_nnz), free(csr.tokens), free(csr.indices), free(csr.values);
     return rc;
 }
 
@@ -487,7 +611,7 @@ int hs_features_study(hs_features_result *r, const hs_features_opts *o, const hs
     }
     const int N = o->top ? o->top : 10;
     feature_stats st = { s->d_sae, N, hs_calloc((size_t)s->d_sae, sizeof(long long), "counts"),
-                         hs_calloc((size_t)s->d_sae, sizeof(double), "sums"),
+                         hs_calloc((size_t)s->d_sae, sizeof(fixed_sum), "sums"),
                          hs_calloc((size_t)s->d_sae * N, sizeof(example), "top examples"),
                          hs_calloc((size_t)s->d_sae, sizeof(int), "top examples") };
     int rc = st.count && st.sum && st.top && st.n_top ? HS_OK : HS_ENOMEM;
@@ -499,17 +623,24 @@ int hs_features_study(hs_features_result *r, const hs_features_opts *o, const hs
     const hs_maps_meta meta = { model_sha, NULL, env->data_name, data_sha, env->seq_len, 0, 0 };
     char **text = NULL; /* the tokens' strings, when a tokenizer is known */
     int n_text = 0;
-    if (!rc && o->out)
+    if (!rc && o->out && hs_dist_rank() == 0) /* rank 0 alone writes (dist.h) */
         rc = hs_maps_create(&w, o->out, &meta, o->force);
     if (!rc && w && env->tk && !(rc = hs_token_table(&text, &n_text, env->tk, env->data)))
         rc = hs_maps_set_token_text(w, (const char *const *)text, n_text);
+    rc = hs_dist_agree(rc); /* every rank runs the pass's collectives, or none */
     if (!rc)
-        rc = features_pass(&st, w, o, env, &r->tokens);
+        rc = features_pass(&st, w, o->out != NULL, o, env, &r->tokens);
     if (!rc && w)
         rc = hs_maps_finish_sha(w, r->sha256, &r->bytes);
     else if (w)
         hs_maps_abort(w);
     hs_token_table_free(text, n_text);
+    if (hs_dist_rank() > 0) { /* rank 0 alone writes the rows and attributes */
+        stats_free(&st);
+        if (s == &own.sae)
+            hs_sae_free(&own.sae);
+        return rc;
+    }
     r->d_sae = s->d_sae;
     r->top_feature = -1;
     double nnz = 0;
@@ -542,7 +673,7 @@ HS_STUDY_KIND(features, hs_features_check);
 
 int hs_sae_eval_check(hs_sae_eval_opts *o, const hs_study_env *env)
 {
-    return open_sae(&o->sae, o->sae_dir, env);
+    return open_sae(&o->sae, o->sae_dir, env, 0);
 }
 
 void hs_sae_eval_result_free(hs_sae_eval_result *r)

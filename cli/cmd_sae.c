@@ -28,6 +28,7 @@ static int cmd_features(int argc, char **argv)
 
 HS_COMMAND(cmd_features_record) = {
     .name = "features",
+    .flags = CMD_SHARDS,
     .order = 151,
     .summary = "An SAE's features on a model's activations: frequency, head share, top examples, DFA.",
     .usage = "headscope features --model DIR --sae DIR (--data FILE | --text FILE) --db FILE [options]",

@@ -215,6 +215,36 @@ PYEOF
         24 "cls, sep and punct of 2 layers x 4 heads"
 }
 
+# features (SPEC §19): 1, 2 and 3 ranks record the same feature rows (every
+# value as its exact text) and the same CSR and tokens in the --out file
+feature_rows() {
+    sqlite3 -bail "$1" "select feature, layer, head, metric, quote(value) from feature_metrics order by 1, 2, 3, 4;
+        select feature, seq, position, quote(value) from feature_examples order by 1, 2, 3;
+        select feature, seq, position, head, source, quote(value) from feature_dfa order by 1, 2, 3, 4, 5"
+}
+features_same() {
+    local n feat
+    feat=(features --model "$FIX/models/llama_gqa" --sae "$FIX/sae/llama_z_topk" --data "$FIX/sae/data.bin"
+          --batch 2 --seq-len 8 --top 3)
+    for n in 1 2 3; do
+        rm -f f$n.db f$n.h5
+        ranks $n "${feat[@]}" --db f$n.db --out f$n.h5
+        expect_rc 0 "features on $n ranks" || return 1
+    done
+    [ "$(feature_rows f1.db | wc -l)" -gt 100 ] || bad "features recorded few rows" || return 1
+    for n in 2 3; do
+        [ "$(feature_rows f1.db)" = "$(feature_rows f$n.db)" ] ||
+            bad "features: $n ranks differ from one: $(diff <(feature_rows f1.db) <(feature_rows f$n.db) | head -4)" || return 1
+        py - f1.h5 f$n.h5 <<'PYEOF' || bad "features --out: $n ranks' file differs from one's" || return 1
+import sys, h5py
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+for k in ("features/indptr", "features/indices", "features/values", "tokens"):
+    assert (a[k][()] == b[k][()]).all(), k
+assert b.attrs["complete"] == 1
+PYEOF
+    done
+}
+
 # a command that does not shard refuses to run on several ranks (each would
 # write the same outputs), and runs on one
 unsplit_refused() {
@@ -341,4 +371,4 @@ kill_rank_resume() {
 # patterns, patch and capture under 1-3 ranks.
 SLOW_CHECKS="families3_same encoders_same kill_rank_resume importance_same induction_same
     ranks_with_other_inputs"
-run_checks ablate_same importance_same patterns_same induction_same patch_same capture_same families3_same encoders_same unsplit_refused ranks_with_other_inputs kill_rank_resume
+run_checks ablate_same importance_same patterns_same features_same induction_same patch_same capture_same families3_same encoders_same unsplit_refused ranks_with_other_inputs kill_rank_resume
