@@ -31,6 +31,9 @@
 #define HS_KIND_ATP "atp"
 #define HS_KIND_CIRCUIT "circuit"
 #define HS_KIND_RETRIEVAL "retrieval"
+#define HS_KIND_FEATURES "features"
+#define HS_KIND_SAE_EVAL "sae-eval"
+#define HS_KIND_TRAIN_SAE "train-sae"
 
 /* An option the run treats apart: neutral, one that cannot change a result
  * (--threads, --json, ...), left out when a resumed run's command line is

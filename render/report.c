@@ -1153,6 +1153,146 @@ static void section_long_context(report *r)
     }
 }
 
+/* ---- attention-output SAEs (SPEC §19) ------------------------------------------------ */
+
+/* Metric's value per feature (head -1; H 0) or per (feature, head) of run
+ * into v (d x H; left as it was where absent); v NULL: none. The largest
+ * feature id + 1 into *n_features (NULL: not asked). */
+static void feature_rows(report *r, long long run, hs_metric_id id, double *v, int d, int H,
+                         int *n_features)
+{
+    hs_feature_row *rows;
+    int n;
+    if (hs_index_feature_metric(r->ix, run, hs_metric(id)->name, &rows, &n))
+        return;
+    for (int i = 0; i < n; i++) {
+        const hs_feature_row *x = &rows[i];
+        if (n_features && x->feature + 1 > *n_features)
+            *n_features = x->feature + 1;
+        if (!v || x->feature < 0 || x->feature >= d)
+            continue;
+        if (H && x->head >= 0 && x->head < H)
+            v[(size_t)x->feature * H + x->head] = x->value;
+        else if (!H && x->head < 0)
+            v[x->feature] = x->value;
+    }
+    free(rows);
+}
+
+/* sae-eval's numbers of the latest run, one sentence. */
+static void sae_eval_line(report *r)
+{
+    const long long run = latest_run(r, HS_KIND_SAE_EVAL);
+    FILE *f = r->html;
+    if (!run) {
+        fprintf(f, "<p>No sae-eval run: the SAE's reconstruction is not measured here.</p>\n");
+        return;
+    }
+    static const hs_metric_id m[] = { HS_M_SAE_L0, HS_M_EXPLAINED_VARIANCE, HS_M_MSE,
+                                      HS_M_CE_LOSS_SCORE, HS_M_LOSS_CLEAN, HS_M_LOSS_SAE,
+                                      HS_M_LOSS_ZERO };
+    double v[7];
+    for (int i = 0; i < 7; i++) {
+        v[i] = NAN;
+        hs_feature_row *rows;
+        int n;
+        if (!hs_index_feature_metric(r->ix, run, hs_metric(m[i])->name, &rows, &n)) {
+            for (int k = 0; k < n; k++)
+                if (rows[k].feature < 0)
+                    v[i] = rows[k].value;
+            free(rows);
+        }
+    }
+    fprintf(f, "<p>sae-eval (run %lld): %.2f active features a token, explained variance "
+               "%.4f, MSE %.4g, CE-loss score %.4f (loss %.4f clean, %.4f with the "
+               "reconstruction, %.4f with the hook zeroed).%s</p>\n", run, v[0], v[1], v[2],
+            v[3], v[4], v[5], v[6],
+            fabs(v[6] - v[4]) < 0.01 ? " Zeroing the hook barely moves the loss: the score is a "
+                                       "ratio of small differences." : "");
+}
+
+/* qsort's order of feature ids by frequency, descending (lower id on ties). */
+static const double *by_frequency;
+static int more_frequent(const void *a, const void *b)
+{
+    const int x = *(const int *)a, y = *(const int *)b;
+    const double fx = by_frequency[x] > 0 ? by_frequency[x] : 0;
+    const double fy = by_frequency[y] > 0 ? by_frequency[y] : 0;
+    return fx > fy ? -1 : fx < fy ? 1 : x - y;
+}
+
+static void section_features(report *r)
+{
+    FILE *f = r->html;
+    fprintf(f, "<h2 id=\"features\">SAE features</h2>\n");
+    const long long run = latest_run(r, HS_KIND_FEATURES);
+    if (!run) {
+        fprintf(f, "<p>No complete features run in this index.</p>\n");
+        return;
+    }
+    int d = 0, H = 0;
+    feature_rows(r, run, HS_M_FREQUENCY, NULL, 0, 0, &d);
+    hs_feature_row *rows;
+    int n;
+    if (!hs_index_feature_metric(r->ix, run, hs_metric(HS_M_HEAD_SHARE)->name, &rows, &n)) {
+        for (int i = 0; i < n; i++)
+            H = rows[i].head + 1 > H ? rows[i].head + 1 : H;
+        free(rows);
+    }
+    double *freq = calloc((size_t)d + 1, sizeof *freq), *mean = calloc((size_t)d + 1, sizeof *mean);
+    double *share = H ? calloc((size_t)d * H + 1, sizeof *share) : NULL;
+    int *order = calloc((size_t)d + 1, sizeof *order);
+    if (!freq || !mean || !order || (H && !share)) {
+        fprintf(f, "<p class=\"missing\">Out of memory for the features.</p>\n");
+        free(freq), free(mean), free(share), free(order);
+        return;
+    }
+    for (int i = 0; i < d; i++)
+        freq[i] = mean[i] = NAN, order[i] = i;
+    feature_rows(r, run, HS_M_FREQUENCY, freq, d, 0, NULL);
+    feature_rows(r, run, HS_M_MEAN_ACT, mean, d, 0, NULL);
+    if (share)
+        feature_rows(r, run, HS_M_HEAD_SHARE, share, d, H, NULL);
+    int alive = 0, led[HS_MAX_HEADS] = { 0 };
+    for (int i = 0; i < d; i++) {
+        alive += freq[i] > 0;
+        int best = 0;
+        for (int h = 1; h < H; h++)
+            best = share[(size_t)i * H + h] > share[(size_t)i * H + best] ? h : best;
+        if (H && freq[i] > 0)
+            led[best]++;
+    }
+    by_frequency = freq;
+    qsort(order, (size_t)d, sizeof *order, more_frequent);
+    fprintf(f, "<p>Run %lld: %d features, %d active on the data at least once.</p>\n", run, d,
+            alive);
+    sae_eval_line(r);
+    fprintf(f, "<table><tr><th>feature</th><th>frequency</th><th>mean activation</th>%s</tr>\n",
+            H ? "<th>largest head share</th>" : "");
+    for (int i = 0; i < d && i < 10 && freq[order[i]] > 0; i++) {
+        const int k = order[i];
+        fprintf(f, "<tr><td>%d</td><td>%.4f</td><td>%.4f</td>", k, freq[k], mean[k]);
+        int best = 0;
+        for (int h = 1; h < H; h++)
+            best = share[(size_t)k * H + h] > share[(size_t)k * H + best] ? h : best;
+        if (H)
+            fprintf(f, "<td>head %d: %.3f</td>", best, share[(size_t)k * H + best]);
+        fprintf(f, "</tr>\n");
+    }
+    fprintf(f, "</table>\n");
+    if (H) {
+        fprintf(f, "<p>Active features by the head with the largest share (uniform: %.3f):", 1.0 / H);
+        for (int h = 0; h < H; h++)
+            fprintf(f, " head %d: %d%s", h, led[h], h + 1 < H ? "," : ".");
+        fprintf(f, "</p>\n");
+    }
+    fprintf(f, "<p class=\"note\">Head share is the share of a feature's decoder norm in each "
+               "head's block: a property of the SAE's weights, not a causal test. The direct "
+               "feature attribution of each top example (<code>feature_dfa</code>) and the "
+               "feature page of <code>headscope view</code> show where it reads from.</p>\n");
+    free(freq), free(mean), free(share), free(order);
+}
+
 /* ---- causal interventions (SPEC §11) ------------------------------------------------ */
 
 /* Position metric rows of a run (a patching sweep of the residual stream). */
@@ -1490,6 +1630,7 @@ static const struct {
     { "gqa", NULL, section_gqa },
     { "windows", NULL, section_windows },
     { "long-context", "long context", section_long_context },
+    { "features", "features", section_features },
     { "training", "training", section_training },
     { "runs", "runs", section_runs },
 };

@@ -203,4 +203,22 @@ json.dump(c, open("m6/cfg.json", "w"))' || return 1
     expect_eq "$l0" "$(jget out.txt l0)" "l0 with hook_name under metadata" || return 1
 }
 
-run_checks saelens6_metadata_hook features_equal_the_oracle sae_eval_equals_the_oracle bad_sae_directories_refused
+# The report's SAE section: the features run's counts, sae-eval's numbers,
+# the most frequent features with their largest head share.
+report_shows_features() {
+    local m="$FIX/models/gpt2_tiny" d=(--data "$SAE/data.bin" --batch 2 --seq-len 8)
+    hs features --model "$m" --sae "$SAE/gpt2_z_standard" "${d[@]}" --top 3 --db rep.db
+    expect_rc 0 "features for the report" || return 1
+    hs sae-eval --model "$m" --sae "$SAE/gpt2_z_standard" "${d[@]}" --db rep.db
+    expect_rc 0 "sae-eval for the report" || return 1
+    hs report --db rep.db --out rep
+    expect_rc 0 "report" || return 1
+    local text
+    text=$(sed 's/<[^>]*>/ /g' rep/index.html | tr -s ' \n' ' ')
+    expect_grep "$text" "Run 1: 24 features, 23 active on the data at least once." "report: counts" || return 1
+    expect_grep "$text" "sae-eval (run 2): 7.38 active features a token, explained variance 0.9141" \
+        "report: sae-eval's numbers (the oracle's l0 7.375, EV 0.91409)" || return 1
+    expect_grep "$text" "22 0.6875" "report: the most frequent feature (the oracle's 22 at 0.6875)" || return 1
+}
+
+run_checks saelens6_metadata_hook report_shows_features features_equal_the_oracle sae_eval_equals_the_oracle bad_sae_directories_refused
