@@ -189,6 +189,29 @@ int hs_dist_gather(int rc, const void *mine, void *all, size_t bytes)
                : hs_fail(HS_EIO, "MPI_Igather of %zu bytes failed", bytes);
 }
 
+/* MPI_Iallreduce of n elements of type t with op, in place. */
+static int allreduce(int rc, void *buf, size_t n, MPI_Datatype t, MPI_Op op, size_t elem)
+{
+    if ((rc = hs_dist_agree(rc ? rc : n > INT_MAX ? too_big(n * elem) : HS_OK)) || g_size < 2)
+        return rc;
+    g_bytes += 2 * n * elem;
+    MPI_Request rq;
+    return MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, t, op, MPI_COMM_WORLD, &rq) == MPI_SUCCESS
+               ? wait_for(&rq, "MPI_Iallreduce")
+               : hs_fail(HS_EIO, "MPI_Iallreduce of %zu elements failed", n);
+}
+
+int hs_dist_sum(int rc, void *buf, size_t n, int is_double)
+{
+    return allreduce(rc, buf, n, is_double ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM,
+                     is_double ? sizeof(double) : sizeof(float));
+}
+
+int hs_dist_or(int rc, unsigned char *buf, size_t n)
+{
+    return allreduce(rc, buf, n, MPI_UNSIGNED_CHAR, MPI_BOR, 1);
+}
+
 int hs_dist_send0(const void *buf, size_t bytes)
 {
     int rc = too_big(bytes);
@@ -252,6 +275,18 @@ int hs_dist_gather(int rc, const void *mine, void *all, size_t bytes)
 {
     if (!rc)
         memmove(all, mine, bytes);
+    return rc;
+}
+
+int hs_dist_sum(int rc, void *buf, size_t n, int is_double)
+{
+    (void)buf, (void)n, (void)is_double;
+    return rc;
+}
+
+int hs_dist_or(int rc, unsigned char *buf, size_t n)
+{
+    (void)buf, (void)n;
     return rc;
 }
 

@@ -57,6 +57,12 @@ int hs_dist_gather(int rc, const void *mine, void *all, size_t bytes);
  * sends the table back. */
 int hs_dist_share_rows(int rc, double *tab, size_t n, size_t items, const int *owner);
 
+/* Element-wise sums across the ranks, in place on every rank: n floats (or
+ * doubles with is_double) of each rank added (the reduction's order is
+ * MPI's: the result may differ from one process's in the last bits). */
+int hs_dist_sum(int rc, void *buf, size_t n, int is_double);
+/* Bytewise OR across the ranks, in place on every rank. */
+int hs_dist_or(int rc, unsigned char *buf, size_t n);
 /* Point to point, for a stream of blocks to rank 0 (the capture's maps):
  * rank `from` sends, rank 0 receives. */
 int hs_dist_send0(const void *buf, size_t bytes);

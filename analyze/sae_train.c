@@ -126,9 +126,13 @@ typedef struct {
     int *cnt, *aux;    /* (n) main selected, aux selected */
 } selection;
 
-int hs_sae_train_grad(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long n,
-                      hs_sae_step_stats *st)
+int hs_sae_train_grad(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long n, long lo,
+                      long hi, hs_sae_step_stats *st, unsigned char *fired)
 {
+    const double scale = 2.0 / (double)n; /* each row one of the batch's n */
+    const hs_real *batch = x;
+    const long total = n;
+    x += lo * s->d_in, n = hi - lo;
     const int d = s->d_in, M = s->d_sae, k = s->k;
     const int ak = t->o.aux_k < M ? t->o.aux_k : M, K = k + ak;
     int *dead = malloc(sizeof *dead * (size_t)M);
@@ -153,7 +157,7 @@ int hs_sae_train_grad(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long
         for (int i = 0; i < d; i++)
             xc[r * d + i] = x[r * d + i] - s->b_dec[i];
     hs_gemm(0, 0, (int)n, M, d, 1, xc, d, s->W_enc, M, 0, pre, M);
-    const double scale = 2.0 / (double)n, ascale = scale * t->o.aux_coef;
+    const double ascale = scale * t->o.aux_coef;
     double mse = 0, aux = 0;
     hs_real *g = gx, *ga = gx + (size_t)n * d;
 #pragma omp parallel for schedule(static) reduction(+ : mse, aux)
@@ -264,29 +268,39 @@ int hs_sae_train_grad(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long
         }
     }
     if (!rc && st) {
-        hs_welford w = { 0 };
-        double var = 0;
-        for (int i = 0; i < d; i++) {
-            memset(&w, 0, sizeof w);
-            for (long r = 0; r < n; r++)
-                hs_welford_add(&w, x[r * d + i]);
-            var += w.m2;
-        }
-        st->mse = mse / (double)n;
-        st->aux = aux / (double)n;
-        st->explained_variance = var > 0 ? 1 - mse / var : NAN;
+        st->mse = mse * scale / 2;
+        st->aux = aux * scale / 2;
+        st->explained_variance = lo == 0 && hi == total
+                                     ? hs_sae_explained_variance(batch, total, d, mse) : NAN;
         st->dead = n_dead;
     }
-    if (!rc) { /* the dead latents' counters: reset where a latent fired */
-        for (int j = 0; j < M; j++)
-            t->since[j] += n;
+    if (!rc && fired) {
+        memset(fired, 0, (size_t)M);
         for (long r = 0; r < n; r++)
             for (int q = 0; q < sel.cnt[r]; q++)
-                t->since[sel.idx[r * K + q]] = 0;
+                fired[sel.idx[r * K + q]] = 1;
     }
     free(dead), free(xc), free(pre), free(gx), free(gWeT), free(start), free(list);
     free(sel.idx), free(sel.val), free(sel.dpre), free(sel.cnt);
     return rc ? hs_fail(rc, "out of memory for an SAE step of %ld tokens", n) : HS_OK;
+}
+
+void hs_sae_trainer_count(hs_sae_trainer *t, const unsigned char *fired, long n, int d_sae)
+{
+    for (int j = 0; j < d_sae; j++)
+        t->since[j] = fired[j] ? 0 : t->since[j] + n;
+}
+
+double hs_sae_explained_variance(const hs_real *x, long n, int d, double sq_err)
+{
+    double var = 0;
+    for (int i = 0; i < d; i++) {
+        hs_welford w = { 0 };
+        for (long r = 0; r < n; r++)
+            hs_welford_add(&w, x[r * d + i]);
+        var += w.m2;
+    }
+    return var > 0 ? 1 - sq_err / var : NAN;
 }
 
 void hs_sae_trainer_update(hs_sae_trainer *t, hs_sae *s)

@@ -48,12 +48,24 @@ void hs_geometric_median(hs_real *b, const hs_real *x, long n, int d, int iters)
 int hs_sae_trainer_init(hs_sae_trainer *t, const hs_sae *s, const hs_sae_train_opts *o);
 void hs_sae_trainer_free(hs_sae_trainer *t);
 
-/* The gradient of the loss on rows x (n, d_in) into t->grad (overwritten),
- * the dead latents' counters advanced; st (may be NULL) gets the step's
- * numbers. No update: hs_sae_trainer_update applies it (after gradients
- * are summed across processes, where they are). */
-int hs_sae_train_grad(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long n,
-                      hs_sae_step_stats *st);
+/* The gradient of the loss on rows x (n, d_in) into t->grad (overwritten):
+ * of rows lo .. hi - 1 only, each weighted as one of n (a share of a batch:
+ * the shares' gradients add up to the batch's; 0, n: all of it). fired
+ * (d_sae, may be NULL) gets 1 for each latent the TopK selects in those
+ * rows; st (may be NULL) the step's numbers over them (mse and aux as sums
+ * over n, so that shares add up; explained_variance over the whole batch
+ * when the share is all of it, else NAN). The dead latents are those of
+ * t->since before the step: hs_sae_trainer_count advances it. No update:
+ * hs_sae_trainer_update applies it (after the shares' gradients are
+ * summed across processes, where they are). */
+int hs_sae_train_grad(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long n, long lo,
+                      long hi, hs_sae_step_stats *st, unsigned char *fired);
+
+/* The dead latents' counters after a step of n tokens: reset where fired. */
+void hs_sae_trainer_count(hs_sae_trainer *t, const unsigned char *fired, long n, int d_sae);
+
+/* 1 - sq_err / (the sum over x's n rows of ||x - mean x||^2). */
+double hs_sae_explained_variance(const hs_real *x, long n, int d, double sq_err);
 
 /* The Adam step of t->grad (its decoder part first made orthogonal to each
  * decoder row), then the decoder rows renormalised. */

@@ -23,9 +23,6 @@ int hs_train_sae_check(hs_train_sae_opts *o, const hs_study_env *env)
         return hs_fail(HS_EINVAL, "--hook NAME and --out DIR are required");
     if (env->task || env->pairs)
         return hs_fail(HS_EINVAL, "train-sae reads --data or --text");
-    if (hs_dist_size() > 1)
-        return hs_fail(HS_EUNSUPPORTED, "train-sae under mpirun is not implemented (run one "
-                                        "process)");
     if (o->d_sae < 1 || o->d_sae > 1 << 20)
         return hs_fail(HS_EINVAL, "--d-sae %d: 1 .. %d", o->d_sae, 1 << 20);
     if (o->k < 1 || o->k > o->d_sae)
@@ -104,6 +101,31 @@ static int stream_take(stream *st, long n, const hs_real **rows)
     return rc;
 }
 
+/* One step on the batch x (n rows, the same on every rank): each rank the
+ * gradient of its share of the rows (hs_dist_range), the shares' gradients,
+ * losses and fired latents summed across the ranks, then the same update
+ * everywhere. One process: its share is the batch. */
+static int sharded_step(hs_sae_trainer *t, hs_sae *s, const hs_real *x, long n,
+                        unsigned char *fired, hs_sae_step_stats *ss)
+{
+    size_t lo, hi;
+    hs_dist_range((size_t)n, hs_dist_rank(), &lo, &hi);
+    int rc = hs_sae_train_grad(t, s, x, n, (long)lo, (long)hi, ss, fired);
+    double sums[2] = { ss->mse, ss->aux };
+    if (hs_dist_size() > 1) {
+        rc = hs_dist_sum(rc, t->grad, t->n_params, sizeof(hs_real) == sizeof(double));
+        rc = hs_dist_sum(rc, sums, 2, 1);
+        rc = hs_dist_or(rc, fired, (size_t)s->d_sae);
+        ss->mse = sums[0], ss->aux = sums[1];
+        ss->explained_variance = hs_sae_explained_variance(x, n, s->d_in, sums[0] * (double)n);
+    }
+    if (rc)
+        return rc;
+    hs_sae_trainer_count(t, fired, n, s->d_sae);
+    hs_sae_trainer_update(t, s);
+    return HS_OK;
+}
+
 int hs_train_sae_study(hs_train_sae_result *r, const hs_train_sae_opts *o,
                        const hs_study_env *env)
 {
@@ -134,7 +156,8 @@ int hs_train_sae_study(hs_train_sae_result *r, const hs_train_sae_opts *o,
     st.in = hs_calloc((size_t)n, sizeof(int32_t), "inputs");
     st.tg = hs_calloc((size_t)n, sizeof(int32_t), "targets");
     r->curve = hs_calloc((size_t)o->steps, sizeof *r->curve, "curve");
-    if (!rc && !(st.buf && st.rows && st.in && st.tg && r->curve))
+    unsigned char *fired = hs_calloc((size_t)o->d_sae, 1, "fired latents");
+    if (!rc && !(st.buf && st.rows && st.in && st.tg && r->curve && fired))
         rc = HS_ENOMEM;
     if (!rc)
         rc = hs_acts_alloc(&st.a, &env->m->cfg, B, T, HS_ACTS_INFER);
@@ -148,15 +171,14 @@ int hs_train_sae_study(hs_train_sae_result *r, const hs_train_sae_opts *o,
             break;
         }
         const hs_real *x;
-        hs_sae_step_stats ss;
         rc = stream_take(&st, n, &x);
         if (!rc && step == 0)
             hs_geometric_median(s.b_dec, x, n, s.d_in, o->mean_init ? 0 : 20);
+        hs_sae_step_stats ss = { 0 };
         if (!rc)
-            rc = hs_sae_train_grad(&t, &s, x, n, &ss);
+            rc = sharded_step(&t, &s, x, n, fired, &ss);
         if (rc)
             break;
-        hs_sae_trainer_update(&t, &s);
         r->curve[step] = (hs_curve_point){ step + 1, (double)(step + 1), ss.mse };
         r->steps = step + 1, r->tokens += n;
         r->mse = ss.mse, r->explained_variance = ss.explained_variance;
@@ -170,14 +192,14 @@ int hs_train_sae_study(hs_train_sae_result *r, const hs_train_sae_opts *o,
     r->ev_last = ev_n ? ev_sum / ev_n : NAN;
     for (int j = 0; !rc && j < s.d_sae; j++)
         r->dead += t.since[j] >= o->dead_tokens;
-    if (!rc)
+    if (!rc && hs_dist_rank() == 0) /* rank 0 alone writes (dist.h) */
         rc = hs_sae_save(&s, o->out);
     r->rows = (hs_study_rows){ .n_curves = 1 };
     snprintf(r->rows.curve[0].name, sizeof r->rows.curve[0].name, "%s", HS_METRIC(TRAIN_LOSS));
     r->rows.curve[0].points = r->curve;
     r->rows.curve[0].n = (int)r->steps;
     hs_acts_free(&st.a);
-    free(st.buf), free(st.rows), free(st.in), free(st.tg);
+    free(st.buf), free(st.rows), free(st.in), free(st.tg), free(fired);
     hs_sae_trainer_free(&t);
     hs_sae_free(&s);
     return rc;

@@ -120,6 +120,7 @@ static int cmd_train_sae(int argc, char **argv)
 
 HS_COMMAND(cmd_train_sae_record) = {
     .name = "train-sae",
+    .flags = CMD_SHARDS,
     .order = 153,
     .summary = "Train a TopK SAE (Gao et al.) on a hook's activations, written in SAELens's format.",
     .usage = "headscope train-sae --model DIR --hook NAME (--data FILE | --text FILE) --out DIR --d-sae M --k K --db FILE [options]",

@@ -245,6 +245,44 @@ PYEOF
     done
 }
 
+# train-sae (SPEC §19): 2 ranks split each step's rows and sum their
+# gradients; the SAE and the loss curve equal one process's to float
+# rounding (the sum's order is MPI's), with AuxK and dead latents at work
+train_sae_same() {
+    py - d.bin <<'PYEOF' || bad "could not write the shard" || return 1
+import random, struct, sys
+random.seed(5)
+n = 12000
+open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)) +
+                              struct.pack("<%dH" % n, *[random.randrange(48) for _ in range(n)]))
+PYEOF
+    local n
+    for n in 1 2; do
+        rm -rf t$n t$n.db
+        ranks $n train-sae --model "$GPT2" --hook blocks.1.attn.hook_z --data d.bin --batch 8 \
+            --seq-len 16 --d-sae 64 --k 4 --steps 120 --dead-tokens 256 --aux-k 8 --out t$n --db t$n.db --json
+        expect_rc 0 "train-sae on $n ranks" || return 1
+        cp out.txt t$n.json
+    done
+    expect_eq "$(jget t1.json dead)" "$(jget t2.json dead)" "dead latents on 1 and 2 ranks" || return 1
+    py - <<'PYEOF' || bad "train-sae: 2 ranks differ from one beyond rounding" || return 1
+import json, sqlite3, struct
+import numpy as np
+def load(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return {k: np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], "<f4")
+            for k, v in h.items() if k != "__metadata__"}
+a, b = load("t1/sae_weights.safetensors"), load("t2/sae_weights.safetensors")
+for k in a:
+    assert np.abs(a[k] - b[k]).max() <= 1e-5 * max(1, np.abs(a[k]).max()), k
+ca = [y for (y,) in sqlite3.connect("t1.db").execute("select y from curves order by step")]
+cb = [y for (y,) in sqlite3.connect("t2.db").execute("select y from curves order by step")]
+assert len(ca) == len(cb) == 120 and max(abs(x - y) / x for x, y in zip(ca, cb)) < 1e-5
+PYEOF
+}
+
 # a command that does not shard refuses to run on several ranks (each would
 # write the same outputs), and runs on one
 unsplit_refused() {
@@ -371,4 +409,4 @@ kill_rank_resume() {
 # patterns, patch and capture under 1-3 ranks.
 SLOW_CHECKS="families3_same encoders_same kill_rank_resume importance_same induction_same
     ranks_with_other_inputs"
-run_checks ablate_same importance_same patterns_same features_same induction_same patch_same capture_same families3_same encoders_same unsplit_refused ranks_with_other_inputs kill_rank_resume
+run_checks ablate_same importance_same patterns_same features_same train_sae_same induction_same patch_same capture_same families3_same encoders_same unsplit_refused ranks_with_other_inputs kill_rank_resume

@@ -126,7 +126,7 @@ static double step_loss(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, lo
     long long since[16];
     memcpy(since, t->since, sizeof(long long) * (size_t)s->d_sae);
     hs_sae_step_stats st;
-    CU_ASSERT_FATAL(hs_sae_train_grad(t, s, x, n, &st) == HS_OK);
+    CU_ASSERT_FATAL(hs_sae_train_grad(t, s, x, n, 0, n, &st, NULL) == HS_OK);
     memcpy(t->since, since, sizeof(long long) * (size_t)s->d_sae);
     return st.mse + t->o.aux_coef * st.aux;
 }
@@ -219,6 +219,46 @@ static void test_topk_gradient_matches_finite_differences(void)
     hs_sae_free(&s);
 }
 
+/* The gradient of a batch is the sum of its shares' (train-sae under
+ * mpirun: each rank's rows, each weighted as one of the batch). */
+static void test_shares_add_up_to_the_batch(void)
+{
+    hs_sae s;
+    enum { d = 6, M = 20, n = 9 };
+    CU_ASSERT_FATAL(hs_sae_init_topk(&s, "blocks.0.hook_attn_out", d, M, 3, 4) == HS_OK);
+    hs_rng r;
+    hs_rng_seed(&r, 12);
+    hs_real x[n * d];
+    for (int i = 0; i < n * d; i++)
+        x[i] = (hs_real)hs_rng_normal(&r);
+    const hs_sae_train_opts o = { 4, 1.0 / 32, 2, 1e-3, 0.9, 0.999, 1e-8 };
+    hs_sae_trainer t;
+    CU_ASSERT_FATAL(hs_sae_trainer_init(&t, &s, &o) == HS_OK);
+    for (int j = 0; j < M; j++)
+        t.since[j] = j % 3 ? 0 : 9; /* a third dead: AuxK in both */
+    hs_sae_step_stats all, a, b;
+    unsigned char fa[M], fb[M], fall[M];
+    CU_ASSERT_FATAL(hs_sae_train_grad(&t, &s, x, n, 0, n, &all, fall) == HS_OK);
+    hs_real *whole = malloc(sizeof *whole * t.n_params), *part = malloc(sizeof *part * t.n_params);
+    memcpy(whole, t.grad, sizeof *whole * t.n_params);
+    CU_ASSERT_FATAL(hs_sae_train_grad(&t, &s, x, n, 0, 4, &a, fa) == HS_OK);
+    memcpy(part, t.grad, sizeof *part * t.n_params);
+    CU_ASSERT_FATAL(hs_sae_train_grad(&t, &s, x, n, 4, n, &b, fb) == HS_OK);
+    double worst = 0, big = 0;
+    for (size_t i = 0; i < t.n_params; i++) {
+        worst = fmax(worst, fabs(part[i] + t.grad[i] - whole[i]));
+        big = fmax(big, fabs(whole[i]));
+    }
+    CU_ASSERT(big > 0 && worst <= 1e-5 * big);
+    CU_ASSERT(fabs(a.mse + b.mse - all.mse) <= 1e-6 * all.mse);
+    CU_ASSERT(fabs(a.aux + b.aux - all.aux) <= 1e-6 * fmax(all.aux, 1e-30) && all.aux > 0);
+    for (int j = 0; j < M; j++)
+        CU_ASSERT_EQUAL(fa[j] | fb[j], fall[j]);
+    free(whole), free(part);
+    hs_sae_trainer_free(&t);
+    hs_sae_free(&s);
+}
+
 /* A step of the update: decoder rows at unit norm, the loss of a repeated
  * batch down after a few steps. */
 static void test_updates_keep_unit_rows_and_lower_the_loss(void)
@@ -235,8 +275,10 @@ static void test_updates_keep_unit_rows_and_lower_the_loss(void)
     hs_sae_trainer t;
     CU_ASSERT_FATAL(hs_sae_trainer_init(&t, &s, &o) == HS_OK);
     hs_sae_step_stats first, st;
+    unsigned char fired[12];
     for (int step = 0; step < 50; step++) {
-        CU_ASSERT_FATAL(hs_sae_train_grad(&t, &s, x, n, step ? &st : &first) == HS_OK);
+        CU_ASSERT_FATAL(hs_sae_train_grad(&t, &s, x, n, 0, n, step ? &st : &first, fired) == HS_OK);
+        hs_sae_trainer_count(&t, fired, n, M);
         hs_sae_trainer_update(&t, &s);
     }
     CU_ASSERT(st.mse < 0.8 * first.mse);
@@ -257,6 +299,7 @@ int main(void)
         { "test_save_reads_back", test_save_reads_back },
         { "test_topk_gradient_matches_finite_differences",
           test_topk_gradient_matches_finite_differences },
+        { "test_shares_add_up_to_the_batch", test_shares_add_up_to_the_batch },
         { "test_updates_keep_unit_rows_and_lower_the_loss",
           test_updates_keep_unit_rows_and_lower_the_loss },
     };
