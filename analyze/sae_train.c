@@ -92,7 +92,7 @@ int hs_sae_trainer_init(hs_sae_trainer *t, const hs_sae *s, const hs_sae_train_o
 
 void hs_sae_trainer_free(hs_sae_trainer *t)
 {
-    free(t->grad), free(t->since);
+    free(t->grad), free(t->since), free(t->scratch);
     memset(t, 0, sizeof *t);
 }
 
@@ -135,24 +135,35 @@ int hs_sae_train_grad(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long
     x += lo * s->d_in, n = hi - lo;
     const int d = s->d_in, M = s->d_sae, k = s->k;
     const int ak = t->o.aux_k < M ? t->o.aux_k : M, K = k + ak;
-    int *dead = malloc(sizeof *dead * (size_t)M);
+    /* the step's scratch, kept by the trainer from step to step (a fresh
+     * allocation's pages fault on first use) */
+    const size_t sizes[] = { sizeof(int) * M, sizeof(hs_real) * n * d, sizeof(hs_real) * n * M,
+                             sizeof(hs_real) * n * d * 2, sizeof(int) * n * K,
+                             sizeof(hs_real) * n * K, sizeof(hs_real) * n * K, sizeof(int) * n * 2,
+                             sizeof(hs_real) * M * d, sizeof(int) * (M + 1),
+                             sizeof(long) * (n * K + 1), sizeof(int) * M };
+    enum { DEAD, XC, PRE, GX, IDX, VAL, DPRE, CNT, GWET, START, LIST, FILL, PARTS };
+    size_t need = 0, at[PARTS];
+    for (int i = 0; i < PARTS; i++)
+        at[i] = need, need += (sizes[i] + 63) / 64 * 64;
+    if (need > t->scratch_bytes) {
+        free(t->scratch);
+        t->scratch_bytes = 0;
+        if (!(t->scratch = hs_calloc(need, 1, "SAE step")))
+            return hs_fail(HS_ENOMEM, "out of memory for an SAE step of %ld tokens", n);
+        t->scratch_bytes = need;
+    }
+    char *base = t->scratch;
+    int *dead = (int *)(base + at[DEAD]);
+    hs_real *xc = (hs_real *)(base + at[XC]), *pre = (hs_real *)(base + at[PRE]);
+    hs_real *gx = (hs_real *)(base + at[GX]); /* g, then ga */
+    selection sel = { (int *)(base + at[IDX]), (hs_real *)(base + at[VAL]),
+                      (hs_real *)(base + at[DPRE]), (int *)(base + at[CNT]), NULL };
+    sel.aux = sel.cnt + n;
     int n_dead = 0;
-    for (int j = 0; dead && j < M; j++)
+    for (int j = 0; j < M; j++)
         if (t->since[j] >= t->o.dead_tokens)
             dead[n_dead++] = j;
-    hs_real *xc = hs_calloc((size_t)n * d, sizeof *xc, "SAE step");
-    hs_real *pre = hs_calloc((size_t)n * M, sizeof *pre, "SAE step");
-    hs_real *gx = hs_calloc((size_t)n * d * 2, sizeof *gx, "SAE step"); /* g, then ga */
-    selection sel = { hs_calloc((size_t)n * K, sizeof(int), "SAE step"),
-                      hs_calloc((size_t)n * K, sizeof(hs_real), "SAE step"),
-                      hs_calloc((size_t)n * K, sizeof(hs_real), "SAE step"),
-                      hs_calloc((size_t)n * 2, sizeof(int), "SAE step"), NULL };
-    if (!dead || !xc || !pre || !gx || !sel.idx || !sel.val || !sel.dpre || !sel.cnt) {
-        free(dead), free(xc), free(pre), free(gx);
-        free(sel.idx), free(sel.val), free(sel.dpre), free(sel.cnt);
-        return hs_fail(HS_ENOMEM, "out of memory for an SAE step of %ld tokens", n);
-    }
-    sel.aux = sel.cnt + n;
     for (long r = 0; r < n; r++)
         for (int i = 0; i < d; i++)
             xc[r * d + i] = x[r * d + i] - s->b_dec[i];
@@ -213,25 +224,22 @@ int hs_sae_train_grad(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long
     hs_real *gWe = t->grad, *gWd = gWe + (size_t)d * M, *gbe = gWd + (size_t)d * M,
             *gbd = gbe + M;
     memset(t->grad, 0, sizeof *t->grad * t->n_params);
-    hs_real *gWeT = hs_calloc((size_t)M * d, sizeof *gWeT, "SAE step");
-    int *start = hs_calloc((size_t)M + 1, sizeof *start, "SAE step");
-    long *list = hs_calloc((size_t)n * K + 1, sizeof *list, "SAE step");
-    int rc = gWeT && start && list ? HS_OK : HS_ENOMEM;
-    if (!rc) { /* counting sort of the (token, slot) pairs by latent */
+    hs_real *gWeT = (hs_real *)(base + at[GWET]);
+    int *start = (int *)(base + at[START]), *fill = (int *)(base + at[FILL]);
+    long *list = (long *)(base + at[LIST]);
+    memset(gWeT, 0, sizes[GWET]), memset(start, 0, sizes[START]), memset(fill, 0, sizes[FILL]);
+    int rc = HS_OK;
+    { /* counting sort of the (token, slot) pairs by latent */
         for (long r = 0; r < n; r++)
             for (int q = 0; q < sel.cnt[r] + sel.aux[r]; q++)
                 start[sel.idx[r * K + q] + 1]++;
         for (int j = 0; j < M; j++)
             start[j + 1] += start[j];
-        int *fill = calloc((size_t)M, sizeof *fill);
-        if (!fill)
-            rc = HS_ENOMEM;
-        for (long r = 0; !rc && r < n; r++)
+        for (long r = 0; r < n; r++)
             for (int q = 0; q < sel.cnt[r] + sel.aux[r]; q++) {
                 const int j = sel.idx[r * K + q];
                 list[start[j] + fill[j]++] = r * K + q;
             }
-        free(fill);
     }
     if (!rc) {
 #pragma omp parallel for schedule(dynamic, 64)
@@ -280,9 +288,7 @@ int hs_sae_train_grad(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long
             for (int q = 0; q < sel.cnt[r]; q++)
                 fired[sel.idx[r * K + q]] = 1;
     }
-    free(dead), free(xc), free(pre), free(gx), free(gWeT), free(start), free(list);
-    free(sel.idx), free(sel.val), free(sel.dpre), free(sel.cnt);
-    return rc ? hs_fail(rc, "out of memory for an SAE step of %ld tokens", n) : HS_OK;
+    return rc;
 }
 
 void hs_sae_trainer_count(hs_sae_trainer *t, const unsigned char *fired, long n, int d_sae)

@@ -25,6 +25,8 @@ typedef struct {
     size_t n_params;    /* W_enc, W_dec, b_enc, b_dec as the SAE's block holds them */
     hs_real *grad, *m, *v;
     long long *since;   /* (d_sae) tokens since each latent last fired */
+    void *scratch;      /* a step's buffers, grown to the largest step */
+    size_t scratch_bytes;
 } hs_sae_trainer;
 
 /* What one step measured (before its update). */
