@@ -341,7 +341,7 @@ int hs_sae_site(void *ctx, const hs_site_view *v)
                 else
                     memcpy(row, site, sizeof *row * (size_t)v->width);
             }
-    return HS_OK;
+    return h->stop ? HS_EDONE : HS_OK;
 }
 
 typedef struct {

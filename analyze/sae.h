@@ -69,12 +69,13 @@ void hs_sae_decode(const hs_sae *s, const hs_real *f, long n, hs_real *x_hat);
 
 /* The forward's hook of s's site (hooks.h; hs_hooks.site[s->site] =
  * {hs_sae_site, &hook}): at s's layer it copies the site into x (B T,
- * d_in), z flattened head-major, or with write x over the site. HS_EINVAL
- * when the site's width is not d_in. */
+ * d_in), z flattened head-major, or with write x over the site; with stop
+ * it then ends the forward (HS_EDONE: the layers after the hook, the
+ * unembedding, are not needed). HS_EINVAL when the site's width is not d_in. */
 typedef struct {
     const hs_sae *s;
     hs_real *x;
-    int write;
+    int write, stop;
 } hs_sae_hook;
 int hs_sae_site(void *ctx, const hs_site_view *v);
 

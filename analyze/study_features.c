@@ -199,10 +199,11 @@ static int features_batch(feature_stats *st, csr_buf *csr, hs_acts *a, const hs_
                           const hs_sae *s, const int32_t *in, hs_real *X, hs_real *pre,
                           hs_real *F, long block, size_t bi, int B, int T)
 {
-    hs_sae_hook sh = { s, X, 0 };
+    hs_sae_hook sh = { s, X, 0, 1 }; /* the forward ends at the hook */
     hs_hooks hooks = { 0 };
     hooks.site[s->site] = (hs_site_hook){ hs_sae_site, &sh };
     int rc = hs_forward(a, m, in, NULL, &hooks);
+    rc = rc == HS_EDONE ? HS_OK : rc;
     const long n = (long)B * T;
     for (long r0 = 0; !rc && r0 < n; r0 += block) {
         const long rows = n - r0 < block ? n - r0 : block;
@@ -296,6 +297,13 @@ static void dfa_rows(void *ctx, int layer, int thread, int b, int h, int t0, int
     }
 }
 
+/* The forward past the hook's layer is not needed: it ends at its z. */
+static int dfa_stop(void *ctx, const hs_site_view *v)
+{
+    const dfa_capture *c = ctx;
+    return v->layer == c->layer ? HS_EDONE : HS_OK;
+}
+
 static int dfa_values(void *ctx, const hs_site_view *v)
 {
     dfa_capture *c = ctx;
@@ -346,9 +354,11 @@ static int dfa_batch(hs_feature_dfa_row **rows, size_t *n, size_t *cap, const df
     int rc = cap_.att && cap_.v ? HS_OK : HS_ENOMEM;
     hs_hooks hooks = { .ctx = &cap_, .on_rows = dfa_rows };
     hooks.site[HS_SITE_V] = (hs_site_hook){ dfa_values, &cap_ };
+    hooks.site[HS_SITE_Z] = (hs_site_hook){ dfa_stop, &cap_ };
     if (!rc) {
         hs_batch_at(data, bi * (size_t)B * T, B, T, in, tg);
         rc = hs_forward(a, m, in, NULL, &hooks);
+        rc = rc == HS_EDONE ? HS_OK : rc;
     }
     for (int j = j0; !rc && j < j1; j++) {
         const int b = (int)(jobs[j].seq - (long long)bi * B), t = jobs[j].pos;
@@ -708,7 +718,7 @@ static int eval_batch(eval_sums *e, hs_acts *a, const hs_model *m, const hs_sae 
                       const int32_t *in, const int32_t *tg, hs_real *X, hs_real *Xh, hs_real *pre,
                       hs_real *F, int B, int T)
 {
-    hs_sae_hook sh = { s, X, 0 };
+    hs_sae_hook sh = { s, X, 0, 0 };
     hs_hooks hooks = { 0 };
     hooks.site[s->site] = (hs_site_hook){ hs_sae_site, &sh };
     int rc = hs_forward(a, m, in, tg, &hooks);

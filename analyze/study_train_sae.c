@@ -67,14 +67,14 @@ static int stream_refill(stream *st)
     const long n = (long)B * T;
     memmove(st->buf, st->buf + st->used * d, sizeof *st->buf * (size_t)(st->filled - st->used) * d);
     st->filled -= st->used, st->used = 0;
-    hs_sae_hook h = { st->s, st->rows, 0 };
+    hs_sae_hook h = { st->s, st->rows, 0, 1 }; /* the forward ends at the hook */
     hs_hooks hooks = { 0 };
     hooks.site[st->s->site] = (hs_site_hook){ hs_sae_site, &h };
     while (st->filled + n <= st->cap) {
         const size_t bi = st->next++ % st->n_batches;
         hs_batch_at(st->env->data, bi * (size_t)n, B, T, st->in, st->tg);
         int rc = hs_forward(&st->a, st->env->m, st->in, NULL, &hooks);
-        if (rc)
+        if (rc && rc != HS_EDONE)
             return rc;
         memcpy(st->buf + st->filled * d, st->rows, sizeof *st->rows * (size_t)n * d);
         st->filled += n;

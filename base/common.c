@@ -56,6 +56,7 @@ const char *hs_status_name(int code)
     case HS_ENOMEM: return "out of memory";
     case HS_EINTR: return "interrupted";
     case HS_EUNSUPPORTED: return "unsupported";
+    case HS_EDONE: return "stopped early";
     default: return "unknown status";
     }
 }

@@ -30,6 +30,8 @@ enum hs_status {
     HS_EINTR,   /* interrupted by a signal */
     HS_EUNSUPPORTED, /* valid inputs that this study or command cannot take (a model
                         family, a model without the part it needs) */
+    HS_EDONE,   /* not a failure: a forward hook had what it needed and stopped the
+                   forward early; the caller that set the hook turns it into HS_OK */
 };
 
 /* Records a printf-style message for this thread and returns `code`, so a
