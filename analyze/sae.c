@@ -268,7 +268,8 @@ static void topk_row(hs_real *f, const hs_real *pre, int n, int k)
     }
 }
 
-int hs_sae_encode(const hs_sae *s, const hs_real *x, long n, hs_real *pre, hs_real *f)
+/* pre (n, d_sae) = (x - b_dec if applied) W_enc, b_enc not added. */
+static int encode_gemm(const hs_sae *s, const hs_real *x, long n, hs_real *pre)
 {
     const int din = s->d_in, dsae = s->d_sae;
     const hs_real *in = x;
@@ -286,6 +287,16 @@ int hs_sae_encode(const hs_sae *s, const hs_real *x, long n, hs_real *pre, hs_re
         hs_gemm(0, 0, rows, dsae, din, 1, in + t0 * din, din, s->W_enc, dsae, 0, pre + t0 * dsae,
                 dsae);
     }
+    free(xc);
+    return HS_OK;
+}
+
+int hs_sae_encode(const hs_sae *s, const hs_real *x, long n, hs_real *pre, hs_real *f)
+{
+    const int dsae = s->d_sae;
+    int rc = encode_gemm(s, x, n, pre);
+    if (rc)
+        return rc;
 #pragma omp parallel for schedule(static) if (n > 64)
     for (long t = 0; t < n; t++) {
         hs_real *p = pre + t * dsae, *o = f + t * dsae;
@@ -300,7 +311,79 @@ int hs_sae_encode(const hs_sae *s, const hs_real *x, long n, hs_real *pre, hs_re
             o[j] = s->arch == HS_SAE_JUMPRELU && !(p[j] > s->threshold[j]) ? 0 : r;
         }
     }
-    free(xc);
+    return HS_OK;
+}
+
+/* (value, index) ranks below another: a smaller value, or the same value at
+ * a higher index (ties go to the lower index). */
+static int below(hs_real v, int j, hs_real w, int i)
+{
+    return v < w || (v == w && j > i);
+}
+
+/* Row pre + b's k largest (ties to the lower index) in one pass through a
+ * min-heap of (value, index), then those above 0 by index into idx, val;
+ * the count. hv, hi: room for k. */
+static int topk_sparse_row(int32_t *idx, hs_real *val, const hs_real *pre, const hs_real *b,
+                           int n, int k, hs_real *hv, int *hi)
+{
+    int m = 0;
+    for (int j = 0; j < n; j++) {
+        const hs_real v = pre[j] + b[j];
+        int c;
+        if (m < k) { /* sift up */
+            for (c = m++; c > 0 && below(v, j, hv[(c - 1) / 2], hi[(c - 1) / 2]); c = (c - 1) / 2)
+                hv[c] = hv[(c - 1) / 2], hi[c] = hi[(c - 1) / 2];
+        } else if (below(hv[0], hi[0], v, j)) { /* replace the root, sift down */
+            for (c = 0;;) {
+                int l = 2 * c + 1;
+                if (l >= k)
+                    break;
+                if (l + 1 < k && below(hv[l + 1], hi[l + 1], hv[l], hi[l]))
+                    l++;
+                if (!below(hv[l], hi[l], v, j))
+                    break;
+                hv[c] = hv[l], hi[c] = hi[l];
+                c = l;
+            }
+        } else {
+            continue;
+        }
+        hv[c] = v, hi[c] = j;
+    }
+    int cnt = 0;
+    for (int q = 0; q < m; q++) /* the positive ones, by index (insertion: k is small) */
+        if (hv[q] > 0) {
+            int p = cnt++;
+            for (; p > 0 && idx[p - 1] > hi[q]; p--)
+                idx[p] = idx[p - 1], val[p] = val[p - 1];
+            idx[p] = hi[q], val[p] = hv[q];
+        }
+    return cnt;
+}
+
+int hs_sae_encode_topk(const hs_sae *s, const hs_real *x, long n, hs_real *pre, int32_t *idx,
+                       hs_real *val, int32_t *count)
+{
+    const int dsae = s->d_sae, k = s->k;
+    int rc = s->arch == HS_SAE_TOPK ? encode_gemm(s, x, n, pre)
+                                    : hs_fail(HS_EINVAL, "%s: not a topk SAE", s->dir);
+    if (rc)
+        return rc;
+#pragma omp parallel if (n > 64)
+    {
+        hs_real *hv = malloc(sizeof *hv * (size_t)k);
+        int *hi = malloc(sizeof *hi * (size_t)k);
+#pragma omp for schedule(static)
+        for (long t = 0; t < n; t++)
+            count[t] = hv && hi ? topk_sparse_row(idx + t * k, val + t * k, pre + t * dsae,
+                                                  s->b_enc, dsae, k, hv, hi)
+                                : -1;
+        free(hv), free(hi);
+    }
+    for (long t = 0; t < n; t++)
+        if (count[t] < 0)
+            return hs_fail(HS_ENOMEM, "out of memory for the TopK heaps");
     return HS_OK;
 }
 

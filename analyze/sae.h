@@ -64,6 +64,14 @@ int hs_sae_bind(hs_sae *s, const hs_model_config *c);
  * alias x. HS_ENOMEM when the centred copy of x cannot be made. */
 int hs_sae_encode(const hs_sae *s, const hs_real *x, long n, hs_real *pre, hs_real *f);
 
+/* A TopK SAE's features of n rows x as sparse rows: idx and val (n, k) the
+ * positive ones among each row's k largest pre-activations (ties to the
+ * lower index), by index, count (n) of them; the same values as
+ * hs_sae_encode's nonzeros, in one pass over each row of pre (n, d_sae,
+ * scratch: without b_enc). HS_EINVAL for another architecture. */
+int hs_sae_encode_topk(const hs_sae *s, const hs_real *x, long n, hs_real *pre, int32_t *idx,
+                       hs_real *val, int32_t *count);
+
 /* x_hat (n, d_in) = f W_dec + b_dec, over f's nonzero entries. */
 void hs_sae_decode(const hs_sae *s, const hs_real *f, long n, hs_real *x_hat);
 

@@ -96,16 +96,17 @@ void hs_sae_trainer_free(hs_sae_trainer *t)
     memset(t, 0, sizeof *t);
 }
 
-/* The kk largest entries of vals over the candidate latents cand (nc of
- * them; NULL: all n), ties to the lower index, positive ones only: their
- * latents into idx and values into out; the count. */
-static int top_positive(int *idx, hs_real *out, const hs_real *vals, const int *cand, int nc,
-                        int kk)
+/* The kk largest of vals + bias (the pre-activations, b_enc added here)
+ * over the candidate latents cand (nc of them; NULL: all nc), ties to the
+ * lower index, positive ones only: their latents into idx and values into
+ * out, by value descending; the count. */
+static int top_positive(int *idx, hs_real *out, const hs_real *vals, const hs_real *bias,
+                        const int *cand, int nc, int kk)
 {
     int m = 0;
     for (int c = 0; c < nc; c++) {
         const int j = cand ? cand[c] : c;
-        const hs_real v = vals[j];
+        const hs_real v = vals[j] + bias[j];
         if (!(v > 0) || (m == kk && !(v > out[m - 1])))
             continue;
         int p = m < kk ? m++ : kk - 1;
@@ -176,9 +177,7 @@ int hs_sae_train_grad(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long
         hs_real *p = pre + r * M, *e = g + r * d, *ea = ga + r * d;
         int *idx = sel.idx + r * K;
         hs_real *val = sel.val + r * K, *dp = sel.dpre + r * K;
-        for (int j = 0; j < M; j++)
-            p[j] += s->b_enc[j];
-        const int c = sel.cnt[r] = top_positive(idx, val, p, NULL, M, k);
+        const int c = sel.cnt[r] = top_positive(idx, val, p, s->b_enc, NULL, M, k);
         /* e = x_hat - x */
         for (int i = 0; i < d; i++)
             e[i] = s->b_dec[i] - x[r * d + i];
@@ -192,8 +191,8 @@ int hs_sae_train_grad(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long
             se += (double)e[i] * e[i];
         mse += se;
         /* AuxK: the residual -e from the dead latents' top ak, without b_dec */
-        const int ca = sel.aux[r] = n_dead && ak ? top_positive(idx + c, val + c, p, dead, n_dead, ak)
-                                                 : 0;
+        const int ca = sel.aux[r] =
+            n_dead && ak ? top_positive(idx + c, val + c, p, s->b_enc, dead, n_dead, ak) : 0;
         if (ca) {
             for (int i = 0; i < d; i++)
                 ea[i] = e[i]; /* e_hat - (x - x_hat) = e_hat + e */

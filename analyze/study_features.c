@@ -114,6 +114,37 @@ typedef struct {
 /* Folds rows r0 .. r0 + n - 1 of F (n, d_sae), token i at seq i / T of
  * batch bi (B a batch): features split across the threads, each walking
  * every row over its own range. */
+/* Feature j's activation v at token e's (sequence, position). */
+static void fold_one(feature_stats *st, int j, hs_real v, example e)
+{
+    st->count[j]++;
+    st->sum[j] += to_fixed(v);
+    e.value = v;
+    heap_offer(st->top + (size_t)j * st->N, &st->n_top[j], st->N, e);
+}
+
+/* Rows of a TopK SAE as sparse rows (hs_sae_encode_topk's idx, val, count,
+ * k a row): the same folds, each thread the features of its range. */
+static void fold_sparse(feature_stats *st, const int32_t *idx, const hs_real *val,
+                        const int32_t *count, int k, long n, long r0, size_t bi, int B, int T)
+{
+    const int dsae = st->d_sae;
+#pragma omp parallel
+    {
+        const int nt = thread_count(), me = thread_id();
+        const int j0 = (int)((long)dsae * me / nt), j1 = (int)((long)dsae * (me + 1) / nt);
+        for (long r = 0; r < n; r++) {
+            const long tok = r0 + r;
+            const example e0 = { 0, (long long)bi * B + tok / T, (int)(tok % T) };
+            for (int q = 0; q < count[r]; q++) {
+                const int j = idx[r * k + q];
+                if (j >= j0 && j < j1)
+                    fold_one(st, j, val[r * k + q], e0);
+            }
+        }
+    }
+}
+
 static void fold_rows(feature_stats *st, const hs_real *F, long n, long r0, size_t bi, int B,
                       int T)
 {
@@ -126,15 +157,9 @@ static void fold_rows(feature_stats *st, const hs_real *F, long n, long r0, size
             const hs_real *row = F + r * dsae;
             const long tok = r0 + r;
             const example e0 = { 0, (long long)bi * B + tok / T, (int)(tok % T) };
-            for (int j = j0; j < j1; j++) {
-                if (!(row[j] > 0))
-                    continue;
-                st->count[j]++;
-                st->sum[j] += to_fixed(row[j]);
-                example e = e0;
-                e.value = row[j];
-                heap_offer(st->top + (size_t)j * st->N, &st->n_top[j], st->N, e);
-            }
+            for (int j = j0; j < j1; j++)
+                if (row[j] > 0)
+                    fold_one(st, j, row[j], e0);
         }
     }
 }
@@ -162,6 +187,40 @@ static int csr_reserve(csr_buf *c, size_t n)
     if (!t)
         return hs_fail(HS_ENOMEM, "out of memory for the features' CSR rows");
     c->tokens = t, c->row_cap = cap;
+    return HS_OK;
+}
+
+/* Room for k more features. */
+static int csr_grow(csr_buf *c, size_t k)
+{
+    if (c->nnz + k <= c->cap)
+        return HS_OK;
+    const size_t cap = 2 * (c->nnz + k) > 4096 ? 2 * (c->nnz + k) : 4096;
+    int32_t *i = realloc(c->indices, cap * sizeof *i);
+    float *v = i ? realloc(c->values, cap * sizeof *v) : NULL;
+    if (i)
+        c->indices = i;
+    if (!v)
+        return hs_fail(HS_ENOMEM, "out of memory for the features' CSR rows");
+    c->values = v, c->cap = cap;
+    return HS_OK;
+}
+
+/* Sparse rows (hs_sae_encode_topk's) r0 .. r0 + n - 1 of the batch that
+ * starts at row c->rows. */
+static int csr_sparse(csr_buf *c, const int32_t *idx, const hs_real *val, const int32_t *count,
+                      int k, long n, long r0)
+{
+    for (long r = 0; r < n; r++) {
+        int rc = csr_grow(c, (size_t)count[r]);
+        if (rc)
+            return rc;
+        for (int q = 0; q < count[r]; q++) {
+            c->indices[c->nnz] = idx[r * k + q];
+            c->values[c->nnz++] = (float)val[r * k + q];
+        }
+        c->row_nnz[c->rows + r0 + r] = count[r];
+    }
     return HS_OK;
 }
 
@@ -195,9 +254,15 @@ static int csr_rows(csr_buf *c, const hs_real *F, long n, long r0, int dsae)
 
 /* One batch: the forward hooked at the SAE's site, then its tokens encoded
  * a block of rows at a time. */
+/* A TopK SAE's scratch: each row's k features as (index, value) pairs. */
+typedef struct {
+    int32_t *idx, *count;
+    hs_real *val;
+} sparse_rows;
+
 static int features_batch(feature_stats *st, csr_buf *csr, hs_acts *a, const hs_model *m,
                           const hs_sae *s, const int32_t *in, hs_real *X, hs_real *pre,
-                          hs_real *F, long block, size_t bi, int B, int T)
+                          hs_real *F, const sparse_rows *sp, long block, size_t bi, int B, int T)
 {
     hs_sae_hook sh = { s, X, 0, 1 }; /* the forward ends at the hook */
     hs_hooks hooks = { 0 };
@@ -207,6 +272,14 @@ static int features_batch(feature_stats *st, csr_buf *csr, hs_acts *a, const hs_
     const long n = (long)B * T;
     for (long r0 = 0; !rc && r0 < n; r0 += block) {
         const long rows = n - r0 < block ? n - r0 : block;
+        if (sp) { /* TopK: k features a row, never a dense row */
+            rc = hs_sae_encode_topk(s, X + r0 * s->d_in, rows, pre, sp->idx, sp->val, sp->count);
+            if (!rc)
+                fold_sparse(st, sp->idx, sp->val, sp->count, s->k, rows, r0, bi, B, T);
+            if (!rc && csr)
+                rc = csr_sparse(csr, sp->idx, sp->val, sp->count, s->k, rows, r0);
+            continue;
+        }
         rc = hs_sae_encode(s, X + r0 * s->d_in, rows, pre, F);
         if (!rc)
             fold_rows(st, F, rows, r0, bi, B, T);
@@ -567,17 +640,21 @@ static int features_pass(feature_stats *st, hs_maps_writer *w, int want_csr,
         return rc;
     hs_dist_range(nb, hs_dist_rank(), &lo, &hi);
     const long n = (long)B * T;
-    long block = (long)((1 << 24) / s->d_sae);
+    long block = (long)((1 << 25) / s->d_sae); /* rows an encode: W_enc packed once a block */
     block = block < 1 ? 1 : block > n ? n : block;
     hs_acts a = { 0 };
     rc = hs_acts_alloc(&a, &env->m->cfg, B, T, HS_ACTS_INFER);
     hs_real *X = hs_calloc((size_t)n * s->d_in, sizeof *X, "SAE inputs");
     hs_real *pre = hs_calloc((size_t)block * s->d_sae, sizeof *pre, "SAE pre-activations");
-    hs_real *F = hs_calloc((size_t)block * s->d_sae, sizeof *F, "SAE features");
+    const int topk = s->arch == HS_SAE_TOPK;
+    hs_real *F = topk ? NULL : hs_calloc((size_t)block * s->d_sae, sizeof *F, "SAE features");
+    sparse_rows sp = { topk ? hs_calloc((size_t)block * s->k, sizeof(int32_t), "TopK rows") : NULL,
+                       topk ? hs_calloc((size_t)block, sizeof(int32_t), "TopK rows") : NULL,
+                       topk ? hs_calloc((size_t)block * s->k, sizeof(hs_real), "TopK rows") : NULL };
     int32_t *in = hs_calloc((size_t)n, sizeof *in, "inputs");
     int32_t *tg = hs_calloc((size_t)n, sizeof *tg, "targets");
     csr_buf csr = { 0 };
-    if (!rc && !(X && pre && F && in && tg))
+    if (!rc && !(X && pre && (topk ? sp.idx && sp.count && sp.val : F != NULL) && in && tg))
         rc = HS_ENOMEM;
     hs_study_phase(&env->io, "features");
     for (size_t bi = lo; !rc && bi < hi; bi++) {
@@ -590,8 +667,8 @@ static int features_pass(feature_stats *st, hs_maps_writer *w, int want_csr,
         if (want_csr && !(rc = csr_reserve(&csr, (size_t)n)))
             memcpy(csr.tokens + csr.rows, in, sizeof *in * (size_t)n);
         if (!rc)
-            rc = features_batch(st, want_csr ? &csr : NULL, &a, env->m, s, in, X, pre, F, block,
-                                bi, B, T);
+            rc = features_batch(st, want_csr ? &csr : NULL, &a, env->m, s, in, X, pre, F,
+                                topk ? &sp : NULL, block, bi, B, T);
         if (!rc && want_csr)
             csr.rows += (size_t)n;
         if (!rc && w) /* rank 0's rows go out at once, the others' at the end */
@@ -603,7 +680,7 @@ static int features_pass(feature_stats *st, hs_maps_writer *w, int want_csr,
     rc = merge_ranks(rc, st, &csr, w, want_csr, s, env);
     *tokens = (long long)nb * n;
     hs_acts_free(&a);
-    free(X), free(pre), free(F), free(in), free(tg);
+    free(X), free(pre), free(F), free(in), free(tg), free(sp.idx), free(sp.count), free(sp.val);
     free(csr.row_nnz), free(csr.tokens), free(csr.indices), free(csr.values);
     return rc;
 }
