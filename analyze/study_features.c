@@ -233,16 +233,9 @@ static int csr_rows(csr_buf *c, const hs_real *F, long n, long r0, int dsae)
         for (int j = 0; j < dsae; j++) {
             if (!(row[j] > 0))
                 continue;
-            if (c->nnz == c->cap) {
-                const size_t cap = c->cap ? 2 * c->cap : 4096;
-                int32_t *i = realloc(c->indices, cap * sizeof *i);
-                float *v = i ? realloc(c->values, cap * sizeof *v) : NULL;
-                if (i)
-                    c->indices = i;
-                if (!v)
-                    return hs_fail(HS_ENOMEM, "out of memory for the features' CSR rows");
-                c->values = v, c->cap = cap;
-            }
+            const int rc = csr_grow(c, 1);
+            if (rc)
+                return rc;
             c->indices[c->nnz] = j;
             c->values[c->nnz++] = (float)row[j];
             k++;
@@ -603,17 +596,7 @@ static int merge_ranks(int rc, feature_stats *st, csr_buf *csr, hs_maps_writer *
             csr->rows = csr->nnz = 0;
             rc = hs_dist_recv(q, size, sizeof size);
             rc = rc ? rc : csr_reserve(csr, size[0]);
-            while (!rc && csr->cap < size[1]) { /* room for the rank's features */
-                const size_t cap = csr->cap ? 2 * csr->cap : size[1];
-                int32_t *i = realloc(csr->indices, cap * sizeof *i);
-                float *v = i ? realloc(csr->values, cap * sizeof *v) : NULL;
-                if (i)
-                    csr->indices = i;
-                if (!v)
-                    rc = hs_fail(HS_ENOMEM, "out of memory for the features' CSR rows");
-                else
-                    csr->values = v, csr->cap = cap;
-            }
+            rc = rc ? rc : csr_grow(csr, size[1]); /* room for the rank's features */
             rc = rc ? rc : hs_dist_recv(q, csr->row_nnz, sizeof *csr->row_nnz * size[0]);
             rc = rc ? rc : hs_dist_recv(q, csr->tokens, sizeof *csr->tokens * size[0]);
             rc = rc ? rc : hs_dist_recv(q, csr->indices, sizeof *csr->indices * size[1]);
