@@ -124,6 +124,7 @@ rows_match_h5() {
         browser check "v_$d" expect.json "$SHOTS/viewer_$d.png" || return 1
         png_ok "$SHOTS/viewer_$d.png" || return 1
     done
+    browser headview v_u8 expect.json "$SHOTS/viewer_headview.png" || return 1
     # a capture of some queries only: their rows, at their positions
     hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out part.h5 --batch 2 --seq-len 16 \
         --max-batches 1 --queries 4:12 --layers 1

@@ -9,6 +9,7 @@
 //   node viewer_test.js focus  DIR L.H,L.H                 view --heads: shown and linked
 //   node viewer_test.js seq2seq DIR EXPECT.json SHOT.png   cross maps: source x target
 //   node viewer_test.js features DIR EXPECT.json SHOT.png  the feature page (SPEC §19)
+//   node viewer_test.js headview DIR EXPECT.json SHOT.png  the head view: lines, hover, toggles
 //
 // EXPECT.json (written from the HDF5 file with h5py): {"dtype": "u8"|"f16",
 // "q": i, "layers": [L...], "heads": [[H...]...], "rows": {"L,H": [p...]},
@@ -326,9 +327,52 @@ async function features(dir, expectFile, shot) {
   console.log(JSON.stringify({ ok: true, features: rows }));
 }
 
+// The head view (bertviz's): every head of a layer as lines from query
+// tokens to keys, each line's weight the map's (h5py's row of query q);
+// hovering query q leaves only its
+// lines (each within a u8 step, the row's largest over 255), hovering key
+// k only the lines into k; a head's chip hides its lines and shows them again.
+async function headview(dir, expectFile, shot) {
+  const ex = JSON.parse(fs.readFileSync(expectFile, "utf8"));
+  const L = ex.layers[ex.layers.length - 1], heads = ex.heads[ex.layers.length - 1];
+  const { browser, page, errors } = await open(dir, "l=" + L + "&h=" + heads[0] + "&s=0");
+  const lines = () => page.evaluate(() => window.hsViewer.headLines());
+  await page.$eval("#hvheads", (e) => e.scrollIntoView());
+  const at = (side, t) => page.evaluate(([sd, tt]) => window.hsViewer.headTokenAt(sd, tt), [side, t]);
+  let all = await lines();
+  need(all.length > 0, "the head view drew no line");
+  need(new Set(all.map((x) => x[0])).size === heads.length, "lines of " + new Set(all.map((x) => x[0])).size + " heads, expected " + heads.length);
+  let p = await at("q", ex.q);
+  await page.mouse.move(p.x, p.y);
+  const mine = await lines();
+  need(mine.length > 0 && mine.every((x) => x[1] === ex.q), "hovering query " + ex.q + " left other lines: " + JSON.stringify(mine.slice(0, 3)));
+  for (const [h, t, k, w] of mine) {
+    const row = ex.rows[L + "," + h], want = row[k];
+    need(Math.abs(w - want) <= Math.max(...row) / 255 + 1e-6, "head " + h + " query " + t + " key " + k + ": line weight " + w + ", h5py " + want);
+  }
+  const keyed = Math.max(...mine.map((x) => x[2]));
+  p = await at("k", keyed);
+  await page.mouse.move(p.x, p.y);
+  const into = await lines();
+  need(into.length > 0 && into.every((x) => x[2] === keyed), "hovering key " + keyed + " left other lines");
+  await page.mouse.move(1, 1);
+  await page.click('#hvheads .hvchip[data-i="0"]');
+  all = await lines();
+  need(all.length > 0 && all.every((x) => x[0] !== heads[0]), "head " + heads[0] + " toggled off still has lines");
+  await page.click('#hvheads .hvchip[data-i="0"]');
+  need((await lines()).some((x) => x[0] === heads[0]), "head " + heads[0] + " toggled on has no line");
+  const q = await at("q", ex.q);
+  await page.mouse.move(q.x, q.y);
+  await page.screenshot({ path: shot, fullPage: true });
+  need(!errors.length, "page errors: " + errors.join("; "));
+  await browser.close();
+  console.log(JSON.stringify({ ok: true, lines: all.length }));
+}
+
 const [mode, dir, a, b] = process.argv.slice(2);
 const run = { check: () => check(dir, a, b), escape: () => escape(dir, a, b), gqa: () => gqa(dir),
               perf: () => perf(dir, parseInt(a || "20", 10)), focus: () => focus(dir, a),
-              seq2seq: () => seq2seq(dir, a, b), features: () => features(dir, a, b) }[mode];
-if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus|seq2seq|features DIR ...\n"); process.exit(2); }
+              seq2seq: () => seq2seq(dir, a, b), features: () => features(dir, a, b),
+              headview: () => headview(dir, a, b) }[mode];
+if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus|seq2seq|features|headview DIR ...\n"); process.exit(2); }
 run().catch((e) => fail(String(e && e.stack || e)));

@@ -202,7 +202,7 @@
         if (!choose(side)) return;
         st.held = !(st.held && st.q === i);
         st.q = i;
-        paintTokens(); drawMatrix(); writeHash();
+        paintTokens(); drawMatrix(); drawHeadView(); writeHash();
         tokenTip(ev, i, side);
       });
     }
@@ -224,6 +224,98 @@
       s += "\np = " + p.toPrecision(6) + "\n" + precision();
     }
     showTip(ev, s);
+  }
+
+  /* ---- head view (bertviz's): the layer's heads as coloured lines from
+   * each query token (left column) to the keys it attends to (right
+   * column), opacity the weight on the colour scale; a hovered token keeps
+   * its lines alone; a head's chip hides or shows it; heads that share a
+   * key/value head (GQA) carry its group on their chips. Long sequences:
+   * the 96 positions around the selected token (or the start). ---- */
+  const HV_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                      "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39",
+                      "#7b4173", "#3182bd"];
+  const HV_ROW = 16, HV_W = 560, HV_TEXT = 150, HV_MAX = 96;
+  const hv = { off: new Set(), layer: -1, hover: null, lines: [], q0: 0, k0: 0, nq: 0, nk: 0 };
+  function hvColour(i) { return HV_COLOURS[i % HV_COLOURS.length]; }
+  function hvChips() {
+    const L = D.layers[st.l], box = $("hvheads"), gqa = L.n_kv_head && L.n_kv_head < L.n_head;
+    if (hv.layer !== st.l) { hv.off.clear(); hv.layer = st.l; }
+    box.textContent = "";
+    L.heads.forEach((h, i) => {
+      const c = document.createElement("span");
+      c.className = "hvchip" + (hv.off.has(i) ? " off" : "");
+      c.dataset.i = i;
+      c.textContent = "H" + h + (gqa ? " kv" + L.kv_group[i] : "");
+      c.style.borderColor = hvColour(i);
+      c.style.background = hv.off.has(i) ? "" : hvColour(i);
+      c.addEventListener("click", () => { hv.off.has(i) ? hv.off.delete(i) : hv.off.add(i); hvChips(); drawHeadView(); });
+      box.appendChild(c);
+    });
+  }
+  /* the positions shown of a side of n tokens: all, or HV_MAX around `at` */
+  function hvWindow(n, at) {
+    if (n <= HV_MAX) return [0, n];
+    const c = at >= 0 ? at : 0, lo = Math.max(0, Math.min(n - HV_MAX, c - HV_MAX / 2));
+    return [lo, lo + HV_MAX];
+  }
+  function drawHeadView() {
+    const L = D.layers[st.l], [qs, ks] = sides(L), qt = textOf(qs) || [], kt = textOf(ks) || [];
+    const [q0, q1] = hvWindow(Math.min(qt.length, L.q0 + L.nq), st.q >= 0 && st.dir === "q" ? st.q : -1);
+    const [k0, k1] = hvWindow(Math.min(kt.length, L.S), st.q >= 0 && st.dir === "k" ? st.q : (qs === ks ? q0 + HV_MAX / 2 : -1));
+    Object.assign(hv, { q0, k0, nq: q1 - q0, nk: k1 - k0 });
+    const c = $("headview"), rows = Math.max(q1 - q0, k1 - k0);
+    c.width = HV_W; c.height = rows * HV_ROW + 8;
+    const ctx = c.getContext("2d");
+    ctx.font = "12px 'DejaVu Sans Mono', monospace";
+    ctx.textBaseline = "middle";
+    const y = (i) => 4 + i * HV_ROW + HV_ROW / 2, xl = HV_TEXT, xr = HV_W - HV_TEXT;
+    const on = (side, t) => hv.hover && hv.hover.side === side && hv.hover.t === t;
+    ctx.fillStyle = "#222";
+    ctx.textAlign = "right";
+    for (let t = q0; t < q1; t++) {
+      ctx.font = on("q", t) ? "bold 12px 'DejaVu Sans Mono', monospace" : "12px 'DejaVu Sans Mono', monospace";
+      ctx.fillText(shortTok(t, qs), xl - 6, y(t - q0));
+    }
+    ctx.textAlign = "left";
+    for (let s = k0; s < k1; s++) {
+      ctx.font = on("k", s) ? "bold 12px 'DejaVu Sans Mono', monospace" : "12px 'DejaVu Sans Mono', monospace";
+      ctx.fillText(shortTok(s, ks), xr + 6, y(s - k0));
+    }
+    hv.lines = [];
+    ctx.lineWidth = 2;
+    L.heads.forEach((_, hi) => {
+      if (hv.off.has(hi)) return;
+      const blk = block(st.s, st.l, hi);
+      if (!blk) return;
+      ctx.strokeStyle = hvColour(hi);
+      for (let t = Math.max(q0, L.q0); t < q1; t++) {
+        if (hv.hover && hv.hover.side === "q" && hv.hover.t !== t) continue;
+        const row = blk.row(t - L.q0);
+        let mx = 0;
+        for (let s = k0; s < k1; s++) mx = row[s] > mx ? row[s] : mx;
+        for (let s = k0; s < k1; s++) {
+          if (hv.hover && hv.hover.side === "k" && hv.hover.t !== s) continue;
+          const a = level(row[s], mx);
+          if (!(a >= 0.01)) continue;
+          ctx.globalAlpha = a;
+          ctx.beginPath(); ctx.moveTo(xl, y(t - q0)); ctx.lineTo(xr, y(s - k0)); ctx.stroke();
+          hv.lines.push([L.heads[hi], t, s, row[s]]);
+        }
+      }
+    });
+    ctx.globalAlpha = 1;
+  }
+  function headViewEvents() {
+    const c = $("headview");
+    c.addEventListener("mousemove", (ev) => {
+      const r = c.getBoundingClientRect(), x = ev.clientX - r.left, i = Math.floor((ev.clientY - r.top - 4) / HV_ROW);
+      const side = x < HV_W / 2 ? "q" : "k", t = (side === "q" ? hv.q0 : hv.k0) + i;
+      const ok = i >= 0 && i < (side === "q" ? hv.nq : hv.nk);
+      const next = ok ? { side, t } : null;
+      if (JSON.stringify(next) !== JSON.stringify(hv.hover)) { hv.hover = next; drawHeadView(); }
+    });
+    c.addEventListener("mouseleave", () => { hv.hover = null; drawHeadView(); });
   }
 
   /* ---- tooltip ---- */
@@ -506,7 +598,7 @@
     st.l = li; st.h = Math.min(hi, D.layers[li].heads.length - 1);
     if (seqChanged) buildTokens();
     if (layerChanged) resetView();
-    syncControls(); paintTokens(); drawMatrix(); drawGrid(); drawPanel(); writeHash();
+    syncControls(); paintTokens(); drawMatrix(); drawGrid(); drawPanel(); hvChips(); drawHeadView(); writeHash();
   }
   function keys() {
     addEventListener("keydown", (ev) => {
@@ -524,7 +616,7 @@
         const [qs, ks] = sides(D.layers[st.l]), n = spans[st.dir === "q" ? qs : ks].length;
         st.q = Math.max(0, Math.min(n - 1, (st.q < 0 ? 0 : st.q) + (ev.key === "]" ? 1 : -1)));
         st.held = true;
-        paintTokens(); drawMatrix(); writeHash();
+        paintTokens(); drawMatrix(); drawHeadView(); writeHash();
       } else return;
       ev.preventDefault();
     });
@@ -533,7 +625,7 @@
       readHash();
       if (st.s !== s0) buildTokens();
       if (st.l !== l0) resetView();
-      syncControls(); paintTokens(); drawMatrix(); drawGrid(); drawPanel();
+      syncControls(); paintTokens(); drawMatrix(); drawGrid(); drawPanel(); hvChips(); drawHeadView();
     });
   }
 
@@ -550,8 +642,9 @@
     $("dir").addEventListener("change", (e) => { st.dir = e.target.value; paintTokens(); drawMatrix(); });
     $("scale").addEventListener("change", (e) => { st.scale = e.target.value; paintTokens(); drawMatrix(); });
     readHash();
-    buildTokens(); tokenEvents(); matrixEvents(); gridEvents(); keys();
-    resetView(); syncControls(); paintTokens(); drawMatrix(); drawGrid(); drawPanel(); writeHash();
+    buildTokens(); tokenEvents(); matrixEvents(); gridEvents(); headViewEvents(); keys();
+    resetView(); syncControls(); paintTokens(); drawMatrix(); drawGrid(); drawPanel();
+    hvChips(); drawHeadView(); writeHash();
     status(D.blocks.length + " maps \u00b7 " + D.sequences.length + " sequence(s) \u00b7 " + D.layers.length + " layer(s)");
     window.HS_READY = performance.now();
   }
@@ -563,6 +656,13 @@
     shown() { return lastValues ? Array.from(lastValues) : null; },
     matrixOrigin: [ML, MT],  // the map's cell (0, 0) on the canvas, before zoom and pan
     axisLabels() { return axis; },
+    /* the head view's drawn lines [head, query, key, p], and where token t of
+     * side "q" (left) or "k" (right) sits on the page */
+    headLines() { return hv.lines.map((x) => x.slice()); },
+    headTokenAt(side, t) {
+      const r = $("headview").getBoundingClientRect(), i = t - (side === "q" ? hv.q0 : hv.k0);
+      return { x: r.left + (side === "q" ? HV_TEXT / 2 : HV_W - HV_TEXT / 2), y: r.top + 4 + i * HV_ROW + HV_ROW / 2 };
+    },
     select,
   };
 
