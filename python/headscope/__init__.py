@@ -22,6 +22,7 @@ from .model import ActivationCache, Model
 from .studies import (Result, Task, ablate, atp, capture, dla, eval_task, importance,
                       induction_scores, patch, prune, read_tokens, train, write_tokens)
 from .sae import SAE, features
+from .show import HeadView, show
 from .tokenizer import Tokenizer
 
 
@@ -36,6 +37,6 @@ def get_threads():
 
 __all__ = ["Error", "Model", "Tokenizer", "ActivationCache", "HookName", "Index", "Grid",
            "Result", "Task", "ablate", "importance", "prune", "eval_task", "patch", "atp", "dla",
-           "induction_scores", "capture", "SAE", "features",
+           "induction_scores", "capture", "SAE", "features", "show", "HeadView",
            "train", "read_tokens", "write_tokens", "get_act_name", "set_threads", "get_threads",
            "dtype", "library_path"]

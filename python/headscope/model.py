@@ -34,6 +34,12 @@ class ActivationCache(dict):
             key = get_act_name(*key)
         return dict.__contains__(self, key)
 
+    def show(self, layer, tokens=None, batch=0, **kw):
+        """The head view (hs.show) of sequence `batch`'s maps of `layer`
+        (the cache must hold blocks.L.attn.hook_pattern)."""
+        from .show import show
+        return show(self["pattern", layer][batch], tokens, title="layer %d" % layer, **kw)
+
 
 class _Storage:
     """A parameter tensor's memory for numpy (the array's base): holds the
