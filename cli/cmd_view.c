@@ -45,6 +45,7 @@ static int cmd_view(int argc, char **argv)
         OPT_DB_AS(&db, "index whose scores for this model the head panel shows"),
         { "--runs", OPT_STR, &rq.runs, 0, "ID,...", "with --db: the runs whose scores the panel shows (default: the latest of each)", 0 },
         { "--heads", OPT_STR, &rq.heads, 0, "L.H,...", "heads of interest: listed in the panel, the first shown first", 0 },
+        { "--compare", OPT_STR, &rq.compare, 0, "FILE.h5", "a second map file of the same shapes: both side by side and their difference", 0 },
         OPT_JSON(&json),
     };
     int rc = cli_opts_parse("view", o, CLI_N(o), argc, argv, NULL, 0, NULL);
@@ -79,7 +80,8 @@ HS_COMMAND(cmd_view_record) = {
     .usage = "headscope view --maps FILE.h5 --out DIR [options]",
     .details = "DIR/index.html opens from file:// in a browser, without a server or network:\n"
         "the token view (hover a token: the attention it gives or receives, per head), the\n"
-        "T x T matrix on a canvas with zoom and pan, a layer x head grid of thumbnails, and\n"
+        "T x T matrix on a canvas with zoom and pan (--compare B.h5: A, B or A - B on a\n"
+        "diverging scale), a head view of every head's lines, a layer x head grid, and\n"
         "a head panel with the index's scores (--db; --runs: of those runs) for this model,\n"
         "the tokens on the matrix's axes. Arrow keys move between heads and layers; the URL\n"
         "fragment keeps the selection (#l=1&h=3&s=0&q=12), else --heads' first is shown.\n"

@@ -49,6 +49,40 @@ int hs_viewer_write_db(const hs_viewer_request *rq, const char *db, hs_viewer_su
     return rc;
 }
 
+/* The second map file of a side-by-side view, into dir/compare as
+ * HS_DATA_B / HS_MAPS_B64_B: the same sequences and layers, refused unless
+ * its every layer's heads, queries and keys are the first file's. */
+static int export_compare(const hs_viewer_request *rq)
+{
+    hs_maps_reader *a, *b;
+    int rc = hs_maps_open(&a, rq->maps);
+    if (rc)
+        return rc;
+    if ((rc = hs_maps_open(&b, rq->compare))) {
+        hs_maps_close(a);
+        return rc;
+    }
+    const hs_maps_info *x = hs_maps_get_info(a), *y = hs_maps_get_info(b);
+    int same = x->seq_len == y->seq_len && x->n_layers == y->n_layers && x->seq2seq == y->seq2seq;
+    for (int i = 0; same && i < x->n_layers; i++) {
+        const hs_maps_layer_info *p = &x->layers[i], *q = &y->layers[i];
+        same = p->layer == q->layer && p->attn == q->attn && p->nh == q->nh && p->q0 == q->q0 &&
+               p->nq == q->nq && p->S == q->S && !memcmp(p->heads, q->heads, sizeof(int) * p->nh);
+    }
+    hs_maps_close(a), hs_maps_close(b);
+    if (!same)
+        return hs_fail(HS_EINVAL, "--compare %s: its maps are not of %s's shapes (layers, heads, "
+                       "query rows and keys must match)", rq->compare, rq->maps);
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/compare", rq->dir);
+    if ((rc = hs_mkdirs(dir)))
+        return rc;
+    hs_viewer_request r = *rq;
+    r.maps = rq->compare, r.dir = dir, r.compare = NULL, r.var = "_B", r.ix = NULL, r.runs = NULL;
+    hs_viewer_summary unused;
+    return hs_viewer_export(&r, &unused);
+}
+
 int hs_viewer_write(const hs_viewer_request *rq, hs_viewer_summary *sum)
 {
     char dir[PATH_MAX - 64];
@@ -64,6 +98,8 @@ int hs_viewer_write(const hs_viewer_request *rq, hs_viewer_summary *sum)
                            strerror(errno));
     }
     int rc = hs_viewer_export(rq, sum);
+    if (!rc && rq->compare)
+        rc = export_compare(rq);
     for (size_t i = 0; !rc && i < n; i++) {
         char dst[1300];
         snprintf(dst, sizeof dst, "%s/%s", rq->dir, PAGE_FILES[i]);

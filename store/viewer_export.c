@@ -452,6 +452,8 @@ static int write_data(exporter *e, cJSON *blocks, hs_viewer_summary *sum)
     cJSON_AddNumberToObject(root, "seq_len", e->in->seq_len);
     cJSON_AddNumberToObject(root, "n_seq_in_file", (double)e->in->n_seq);
     cJSON_AddBoolToObject(root, "seq2seq", e->in->seq2seq);
+    if (e->rq->compare) /* view --compare: compare/data.js holds the second file's */
+        cJSON_AddBoolToObject(root, "compare", 1);
     cJSON_AddItemToObject(root, "model", model_json(e));
     int ok = 1, from_file = 0;
     for (int i = 0; ok && i < e->nseq; i++) {
@@ -477,7 +479,7 @@ static int write_data(exporter *e, cJSON *blocks, hs_viewer_summary *sum)
     cJSON_Delete(root);
     if (!txt)
         return ok ? hs_fail(HS_ENOMEM, "viewer index") : HS_EFORMAT;
-    int rc = fprintf(e->f[OUT_DATA], "HS_DATA = %s;\n", txt) < 0
+    int rc = fprintf(e->f[OUT_DATA], "HS_DATA%s = %s;\n", e->rq->var ? e->rq->var : "", txt) < 0
                  ? hs_fail(HS_EIO, "%s: write failed: %s", e->tmp[OUT_DATA], strerror(errno)) : HS_OK;
     free(txt);
     return rc;
@@ -498,7 +500,8 @@ static int export_all(exporter *e, hs_viewer_summary *sum)
     if (!e->map || !e->buf || !e->b64)
         return HS_ENOMEM;
     cJSON *blocks = cJSON_CreateArray();
-    int rc = fputs("HS_MAPS_B64 = [\n", e->f[OUT_JS]) < 0 ? hs_fail(HS_EIO, "maps.js") : HS_OK;
+    int rc = fprintf(e->f[OUT_JS], "HS_MAPS_B64%s = [\n", e->rq->var ? e->rq->var : "") < 0
+                 ? hs_fail(HS_EIO, "maps.js") : HS_OK;
     for (int si = 0; !rc && si < e->nseq; si++)
         for (int k = 0; !rc && k < e->nli; k++)
             for (int hi = 0; !rc && hi < e->in->layers[e->li[k]].nh; hi++)

@@ -41,6 +41,9 @@ typedef struct {
                               of each kind and metric) */
     const char *heads;     /* "1.6,0.3": heads of interest, listed in the panel, the first
                               shown when the link names none (NULL: none) */
+    const char *compare;   /* a second map file of the same shapes, exported into dir/compare
+                              for the page's side-by-side view (NULL: none) */
+    const char *var;       /* the globals' suffix: HS_DATA<var>, HS_MAPS_B64<var> (NULL: "") */
 } hs_viewer_request;
 
 typedef struct {

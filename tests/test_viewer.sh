@@ -125,6 +125,19 @@ rows_match_h5() {
         png_ok "$SHOTS/viewer_$d.png" || return 1
     done
     browser headview v_u8 expect.json "$SHOTS/viewer_headview.png" || return 1
+    # view --compare: another batch of the same model, side by side
+    hs capture --model "$FIX/models/gpt2_tiny" --data "$FIX/models/gpt2_tiny/train.bin" --out m2.h5 \
+        --batch 2 --seq-len 16 --max-batches 1
+    expect_rc 0 "capture of a second batch" || return 1
+    hs view --maps m.h5 --compare m2.h5 --out vc
+    expect_rc 0 "view --compare" || return 1
+    expect_file vc/compare/data.js || return 1
+    expect_rows m2.h5 9 u8 expect2.json || bad "h5py could not read m2.h5" || return 1
+    browser compare vc expect.json expect2.json "$SHOTS/viewer_compare.png" || return 1
+    hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out m3.h5 --batch 2 --seq-len 8 \
+        --max-batches 1
+    expect_refused 2 view "--compare m3.h5: its maps are not of m.h5's shapes" --maps m.h5 \
+        --compare m3.h5 --out vc3 || return 1
     # a capture of some queries only: their rows, at their positions
     hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out part.h5 --batch 2 --seq-len 16 \
         --max-batches 1 --queries 4:12 --layers 1

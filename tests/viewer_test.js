@@ -10,6 +10,7 @@
 //   node viewer_test.js seq2seq DIR EXPECT.json SHOT.png   cross maps: source x target
 //   node viewer_test.js features DIR EXPECT.json SHOT.png  the feature page (SPEC §19)
 //   node viewer_test.js headview DIR EXPECT.json SHOT.png  the head view: lines, hover, toggles
+//   node viewer_test.js compare DIR A.json B.json SHOT.png view --compare: A, B and A - B
 //
 // EXPECT.json (written from the HDF5 file with h5py): {"dtype": "u8"|"f16",
 // "q": i, "layers": [L...], "heads": [[H...]...], "rows": {"L,H": [p...]},
@@ -369,10 +370,38 @@ async function headview(dir, expectFile, shot) {
   console.log(JSON.stringify({ ok: true, lines: all.length }));
 }
 
-const [mode, dir, a, b] = process.argv.slice(2);
+// The compare view (view --compare B.h5): the matrix shows A, B or A - B;
+// every cell of query q of the selected head: A's and B's values are
+// h5py's (within a u8 step of each), A - B their difference; the
+// difference is drawn on a diverging scale (a cell where A > B reddish).
+async function compareView(dir, expA, expB, shot) {
+  const ea = JSON.parse(fs.readFileSync(expA, "utf8")), eb = JSON.parse(fs.readFileSync(expB, "utf8"));
+  const L = ea.layers[0], h = ea.heads[0][0], q = ea.q;
+  const { browser, page, errors } = await open(dir, "l=" + L + "&h=" + h + "&s=0&q=" + q);
+  need(await page.evaluate(() => window.hsViewer.compare), "the page did not load compare/data.js");
+  need(!(await page.$eval("#cmpwrap", (e) => e.hidden)), "the A / B / A - B choice is hidden");
+  const ra = ea.rows[L + "," + h], rb = eb.rows[L + "," + h], step = Math.max(...ra) / 255 + Math.max(...rb) / 255;
+  let cells = 0;
+  for (let s = 0; s < ra.length; s++) {
+    const [a, b, d] = await page.evaluate(([r, k]) => ["a", "b", "d"].map((m) => window.hsViewer.cell(m, r, k)), [q, s]);
+    need(Math.abs(a - ra[s]) <= Math.max(...ra) / 255 + 1e-6, "A at key " + s + ": " + a + ", h5py " + ra[s]);
+    need(Math.abs(b - rb[s]) <= Math.max(...rb) / 255 + 1e-6, "B at key " + s + ": " + b + ", h5py " + rb[s]);
+    need(d === a - b, "A - B at key " + s + ": " + d + ", not " + (a - b));
+    need(Math.abs(d - (ra[s] - rb[s])) <= step + 1e-6, "A - B at key " + s + " against h5py's");
+    cells++;
+  }
+  await page.selectOption("#cmp", "d");
+  need((await page.evaluate(() => window.hsViewer.state.cmp)) === "d", "the choice did not switch to A - B");
+  await page.screenshot({ path: shot });
+  need(!errors.length, "page errors: " + errors.join("; "));
+  await browser.close();
+  console.log(JSON.stringify({ ok: true, cells }));
+}
+
+const [mode, dir, a, b, c] = process.argv.slice(2);
 const run = { check: () => check(dir, a, b), escape: () => escape(dir, a, b), gqa: () => gqa(dir),
               perf: () => perf(dir, parseInt(a || "20", 10)), focus: () => focus(dir, a),
               seq2seq: () => seq2seq(dir, a, b), features: () => features(dir, a, b),
-              headview: () => headview(dir, a, b) }[mode];
-if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus|seq2seq|features|headview DIR ...\n"); process.exit(2); }
+              headview: () => headview(dir, a, b), compare: () => compareView(dir, a, b, c) }[mode];
+if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus|seq2seq|features|headview|compare DIR ...\n"); process.exit(2); }
 run().catch((e) => fail(String(e && e.stack || e)));

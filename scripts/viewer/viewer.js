@@ -14,12 +14,16 @@
   }
   if (D.mode === "features") return; // features.js draws that page
 
-  /* ---- data: blocks, decoded on first use ---- */
+  /* ---- data: blocks, decoded on first use; a second file's (view
+   * --compare: compare/data.js, HS_DATA_B) the same way ---- */
   const U8 = D.dtype === "u8";
-  const blockIndex = new Map(); // "s,l,h" (export indices) -> block
-  D.blocks.forEach((b, i) => { b.i = i; blockIndex.set(b.s + "," + b.l + "," + b.h, b); });
-  let binary = null; // ArrayBuffer of maps.bin when fetched
-  const cache = new Map();
+  function dataset(data, b64, bin) {
+    const index = new Map(); // "s,l,h" (export indices) -> block
+    data.blocks.forEach((b, i) => { b.i = i; index.set(b.s + "," + b.l + "," + b.h, b); });
+    return { data, index, b64, bin, binary: null, cache: new Map() };
+  }
+  const A = dataset(D, "HS_MAPS_B64", "maps.bin");
+  let B = null; // the compare file's, once compare/data.js is loaded (D.compare)
 
   const HALF = new Float32Array(65536);
   if (!U8) {
@@ -31,17 +35,18 @@
     }
   }
 
-  function bytesOf(b) {
-    if (binary) return new Uint8Array(binary.slice(b.offset, b.offset + b.bytes));
-    const s = atob(window.HS_MAPS_B64[b.i]);
+  function bytesOf(b, ds) {
+    if (ds.binary) return new Uint8Array(ds.binary.slice(b.offset, b.offset + b.bytes));
+    const s = atob(window[ds.b64][b.i]);
     const out = new Uint8Array(s.length);
     for (let k = 0; k < s.length; k++) out[k] = s.charCodeAt(k);
     return out;
   }
 
   /* A block as {get(r, s), row(r) -> Float64Array(S), col(s)}. */
-  function block(si, li, hi) {
-    const b = blockIndex.get(si + "," + li + "," + hi);
+  function block(si, li, hi, ds) {
+    ds = ds || A;
+    const b = ds.index.get(si + "," + li + "," + hi), cache = ds.cache;
     if (!b) return null;
     if (cache.has(b.i)) return cache.get(b.i);
     const L = D.layers[li], nq = L.nq, S = L.S;
@@ -50,7 +55,7 @@
       len[r] = b.packed ? Math.min(S, L.q0 + r + 1) : S;
       start[r + 1] = start[r] + len[r];
     }
-    const raw = bytesOf(b);
+    const raw = bytesOf(b, ds);
     let get;
     if (U8) {
       const scale = new Float32Array(raw.buffer, 0, nq), v = new Uint8Array(raw.buffer, 4 * nq);
@@ -71,7 +76,7 @@
   }
 
   /* ---- state and the URL fragment ---- */
-  const st = { s: 0, l: 0, h: 0, q: -1, held: false, dir: "q", scale: "lin" };
+  const st = { s: 0, l: 0, h: 0, q: -1, held: false, dir: "q", scale: "lin", cmp: "a" };
   const T = D.seq_len;
   /* an encoder-decoder's layers are its maps of each type (L.attn: enc, dec,
    * cross), each with its layer within the stack */
@@ -338,18 +343,34 @@
     const s = showToken(textOf(side)[t]).replace(/\n/g, "");
     return s.length > 14 ? s.slice(0, 13) + "\u2026" : s;
   }
+  /* Row r of the selected head as the matrix shows it: A's, B's, or A - B. */
+  function shownRow(blk, r) {
+    if (st.cmp === "a" || !B) return blk.row(r);
+    const b = block(st.s, st.l, st.h, B).row(r);
+    if (st.cmp === "b") return b;
+    const a = blk.row(r);
+    for (let s = 0; s < a.length; s++) a[s] -= b[s];
+    return a;
+  }
   function mapImage() {
-    const blk = block(st.s, st.l, st.h), key = st.s + "," + st.l + "," + st.h + "," + st.scale;
+    const blk = block(st.s, st.l, st.h), key = [st.s, st.l, st.h, st.scale, st.cmp].join();
     if (!blk) return null;
     if (key === imageKey) return image;
     const c = document.createElement("canvas");
     c.width = blk.S; c.height = blk.nq;
     const ctx = c.getContext("2d"), img = ctx.createImageData(blk.S, blk.nq), px = img.data;
+    const diff = B && st.cmp === "d";
     for (let r = 0; r < blk.nq; r++) {
-      const row = blk.row(r);
+      const row = shownRow(blk, r);
       let mx = 0;
-      if (st.scale === "row") for (let s = 0; s < blk.S; s++) mx = row[s] > mx ? row[s] : mx;
+      if (st.scale === "row") for (let s = 0; s < blk.S; s++) mx = Math.abs(row[s]) > mx ? Math.abs(row[s]) : mx;
       for (let s = 0, o = 4 * r * blk.S; s < blk.S; s++, o += 4) {
+        if (diff) { /* diverging about a white 0: red where A > B, blue where A < B */
+          const a = level(Math.abs(row[s]), mx), pos = row[s] > 0;
+          px[o] = pos ? 255 : Math.round(255 - a * 224); px[o + 1] = Math.round(255 - a * (pos ? 216 : 136));
+          px[o + 2] = pos ? Math.round(255 - a * 215) : 255; px[o + 3] = 255;
+          continue;
+        }
         const k = Math.round(255 * level(row[s], mx)) * 3;
         px[o] = RAMP[k]; px[o + 1] = RAMP[k + 1]; px[o + 2] = RAMP[k + 2]; px[o + 3] = 255;
       }
@@ -443,6 +464,11 @@
       const q = L.q0 + row, p = blk.get(row, s), [qs, ks] = sides(L);
       let txt = headName(L) + "  query " + q + " " + tokLabel(q, qs) +
                 " \u2192 key " + s + " " + tokLabel(s, ks) + "\np = " + p.toPrecision(6) + "\n" + precision();
+      if (B) {
+        const pb = block(st.s, st.l, st.h, B).get(row, s);
+        txt = txt.replace("\np = ", "\nA: p = ") + "\nB: p = " + pb.toPrecision(6) +
+              "\nA \u2212 B = " + (p - pb).toPrecision(6);
+      }
       if (U8) txt += " (\u00b1" + (blk.scaleOf(row) / 2).toPrecision(2) + ")";
       showTip(ev, txt);
     });
@@ -464,7 +490,7 @@
       ctx.fillStyle = "#333";
       ctx.fillText(L.attn ? layerName(L) : "L" + L.layer, 2, y + CELL / 2);
       L.heads.forEach((head, hi) => {
-        const x = LEFT + hi * (CELL + PAD), b = blockIndex.get(st.s + "," + li + "," + hi);
+        const x = LEFT + hi * (CELL + PAD), b = A.index.get(st.s + "," + li + "," + hi);
         if (b) ctx.drawImage(thumb(b), x, y, CELL, CELL);
         // heads sharing a kv head: a bar under the cell, one colour per group
         if (L.n_kv_head > 0 && L.n_kv_head < L.n_head) {
@@ -641,6 +667,10 @@
     $("head").addEventListener("change", (e) => select(st.l, +e.target.value));
     $("dir").addEventListener("change", (e) => { st.dir = e.target.value; paintTokens(); drawMatrix(); });
     $("scale").addEventListener("change", (e) => { st.scale = e.target.value; paintTokens(); drawMatrix(); });
+    if (B) {
+      $("cmpwrap").hidden = false;
+      $("cmp").addEventListener("change", (e) => { st.cmp = e.target.value; drawMatrix(); });
+    }
     readHash();
     buildTokens(); tokenEvents(); matrixEvents(); gridEvents(); headViewEvents(); keys();
     resetView(); syncControls(); paintTokens(); drawMatrix(); drawGrid(); drawPanel();
@@ -656,6 +686,10 @@
     shown() { return lastValues ? Array.from(lastValues) : null; },
     matrixOrigin: [ML, MT],  // the map's cell (0, 0) on the canvas, before zoom and pan
     axisLabels() { return axis; },
+    /* the matrix's value of cell (r, s) of the selected head in mode m: "a",
+     * "b" or "d" (A - B), and the compare file's presence */
+    cell(m, r, s) { const k = st.cmp; st.cmp = m; const v = shownRow(block(st.s, st.l, st.h), r)[s]; st.cmp = k; return v; },
+    get compare() { return !!B; },
     /* the head view's drawn lines [head, query, key, p], and where token t of
      * side "q" (left) or "k" (right) sits on the page */
     headLines() { return hv.lines.map((x) => x.slice()); },
@@ -666,15 +700,32 @@
     select,
   };
 
-  if (location.protocol === "http:" || location.protocol === "https:") {
-    fetch("maps.bin").then((r) => (r.ok ? r.arrayBuffer() : Promise.reject(r.status)))
-      .then((b) => { binary = b; start(); }, loadScript);
-  } else loadScript();
-  function loadScript() {
+  /* each dataset's blocks: maps.bin over http, maps.js's base64 from file:// */
+  function load(ds, then) {
+    const script = () => {
+      const s = document.createElement("script");
+      s.src = ds.bin.replace(/bin$/, "js");
+      s.onload = then;
+      s.onerror = () => status(s.src + " could not be loaded");
+      document.body.appendChild(s);
+    };
+    if (location.protocol === "http:" || location.protocol === "https:")
+      fetch(ds.bin).then((r) => (r.ok ? r.arrayBuffer() : Promise.reject(r.status)))
+        .then((b) => { ds.binary = b; then(); }, script);
+    else script();
+  }
+  /* a compare file's index (compare/data.js), then its blocks */
+  function loadCompare(then) {
     const s = document.createElement("script");
-    s.src = "maps.js";
-    s.onload = start;
-    s.onerror = () => status("maps.js could not be loaded");
+    s.src = "compare/data.js";
+    s.onload = () => {
+      const DB = window.HS_DATA_B;
+      if (DB && DB.format === "headscope-viewer" && DB.blocks && DB.blocks.length === D.blocks.length)
+        B = dataset(DB, "HS_MAPS_B64_B", "compare/maps.bin");
+      B ? load(B, then) : then();
+    };
+    s.onerror = () => { status("compare/data.js could not be loaded"); then(); };
     document.body.appendChild(s);
   }
+  load(A, () => (D.compare ? loadCompare(start) : start()));
 })();
