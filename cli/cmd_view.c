@@ -39,7 +39,7 @@ static int cmd_view(int argc, char **argv)
     opt o[] = {
         { "--maps", OPT_STR, &rq.maps, 0, "FILE.h5", "map file (headscope capture)", 0 },
         { "--out", OPT_STR, &rq.dir, 0, "DIR", "directory for index.html and its data (created)", 0 },
-        { "--sequences", OPT_STR, &rq.sequences, 0, "N,N,...", "sequences to export (default: 0)", 0 },
+        { "--sequences", OPT_STR, &rq.sequences, 0, "N,N,...", "sequences to export, or all (at most 64; default: 0)", 0 },
         { "--layers", OPT_STR, &rq.layers, 0, "L,L,...", "layers to export (default: all captured)", 0 },
         { "--dtype", OPT_STR, &dtype, 0, "u8|f16", "u8: 8 bits per value with a scale per row; f16: half", 0 },
         OPT_DB_AS(&db, "index whose scores for this model the head panel shows"),

@@ -100,8 +100,15 @@ static int select_all(exporter *e)
     if (rq->runs && parse_list(rq->runs, (long long)1 << 62, "--runs", e->runs, 64, &e->nruns))
         return HS_EINVAL;
     e->nseq = 1, e->seq[0] = 0;
-    if (rq->sequences &&
-        parse_list(rq->sequences, in->n_seq, "--sequences", e->seq, HS_VIEWER_MAX_SEQS, &e->nseq))
+    if (rq->sequences && !strcmp(rq->sequences, "all")) { /* every sentence, for the picker */
+        if (in->n_seq > HS_VIEWER_MAX_SEQS)
+            return hs_fail(HS_EINVAL, "--sequences all: %s holds %lld sequences, a page at most "
+                           "%d: name them (0,5,9,...)", rq->maps, in->n_seq, HS_VIEWER_MAX_SEQS);
+        e->nseq = (int)in->n_seq;
+        for (int i = 0; i < e->nseq; i++)
+            e->seq[i] = i;
+    } else if (rq->sequences && parse_list(rq->sequences, in->n_seq, "--sequences", e->seq,
+                                           HS_VIEWER_MAX_SEQS, &e->nseq))
         return HS_EINVAL;
     if (!rq->layers) {
         e->nli = in->n_layers;

@@ -33,7 +33,7 @@ enum { HS_VIEWER_THUMB = 64, HS_VIEWER_MAX_SEQS = 64 };
 typedef struct {
     const char *maps;      /* the map file */
     const char *dir;       /* existing output directory */
-    const char *sequences; /* "0,3,5" (NULL: sequence 0) */
+    const char *sequences; /* "0,3,5", or "all" (at most HS_VIEWER_MAX_SEQS; NULL: sequence 0) */
     const char *layers;    /* model layer ids "0,2" (NULL: every captured layer) */
     int half;              /* 1: float16 rows; 0: uint8 with a scale per row */
     hs_index *ix;          /* scores for the head panel (NULL: none) */

@@ -276,6 +276,35 @@ EOF
     browser seq2seq vs expect_s2s.json "$SHOTS/viewer_cross.png" || return 1
 }
 
+# Many sentences in one page: --sequences all, the find box over the tokens'
+# text (the expected sequences computed here from data.js's strings).
+many_sentences() {
+    hs capture --model "$FIX/models/gpt2_tiny" --data "$EVAL" --out many.h5 --batch 2 --seq-len 8 \
+        --max-batches 3
+    expect_rc 0 "capture of 4 sequences (the shard's 33 tokens: two batches)" || return 1
+    hs view --maps many.h5 --out vm --sequences all --json
+    expect_rc 0 "view --sequences all" || return 1
+    expect_eq "$(jget out.txt sequences)" 4 "sequences on the page" || return 1
+    local text want
+    read -r text want < <(py - vm/data.js <<'PYEOF'
+import json, sys
+d = json.loads(open(sys.argv[1]).read().split("=", 1)[1].rstrip().rstrip(";"))
+texts = ["".join(s["text"]).lower() for s in d["sequences"]]
+# a two-token string that some sequences hold and others do not
+for s in d["sequences"]:
+    for i in range(len(s["text"]) - 1):
+        t = (s["text"][i] + s["text"][i + 1]).lower()
+        hits = [k for k, x in enumerate(texts) if t in x]
+        if 0 < len(hits) < len(texts):
+            print(t, json.dumps(hits, separators=(",", ":")))
+            sys.exit(0)
+sys.exit(1)
+PYEOF
+) || bad "no token pair that only some sequences hold" || return 1
+    skip_browser many_sentences && return 0
+    browser find vm "$text" "$want" || return 1
+}
+
 # The feature page of an SAE's features run (SPEC §19): view of a features
 # --out file with its index; the expectations from the index (sqlite3) and
 # the file's CSR (h5py).
@@ -322,5 +351,5 @@ PYEOF
 SLOW_CHECKS="tokenizer_capture gqa_labels"
 
 run_checks options token_fallback rows_match_h5 escaping tokenizer_capture gqa_labels report_links_viewer \
-    seq2seq_cross_maps feature_page \
+    seq2seq_cross_maps feature_page many_sentences \
     runs_and_heads

@@ -11,6 +11,7 @@
 //   node viewer_test.js features DIR EXPECT.json SHOT.png  the feature page (SPEC §19)
 //   node viewer_test.js headview DIR EXPECT.json SHOT.png  the head view: lines, hover, toggles
 //   node viewer_test.js compare DIR A.json B.json SHOT.png view --compare: A, B and A - B
+//   node viewer_test.js find    DIR TEXT SEQS.json          --sequences all and the find box
 //
 // EXPECT.json (written from the HDF5 file with h5py): {"dtype": "u8"|"f16",
 // "q": i, "layers": [L...], "heads": [[H...]...], "rows": {"L,H": [p...]},
@@ -398,10 +399,32 @@ async function compareView(dir, expA, expB, shot) {
   console.log(JSON.stringify({ ok: true, cells }));
 }
 
+// Many sentences (view --sequences all): typing text into find keeps the
+// sequences whose tokens hold it in the menu, shows the first, outlines its
+// matching tokens; clearing it lists every sequence again.
+async function findText(dir, text, want) {
+  const { browser, page, errors } = await open(dir, "");
+  const total = await page.$$eval("#seq option", (o) => o.length);
+  await page.fill("#find", text);
+  const f = await page.evaluate(() => window.hsViewer.found());
+  need(JSON.stringify(f.sequences) === want, "find " + JSON.stringify(text) + ": sequences " + JSON.stringify(f.sequences) + ", expected " + want);
+  const menu = await page.$$eval("#seq option", (o) => o.map((x) => +x.value));
+  need(JSON.stringify(menu) === want, "the menu holds " + JSON.stringify(menu));
+  const shown = await page.evaluate(() => window.hsViewer.state.s);
+  need(shown === JSON.parse(want)[0], "sequence " + shown + " shown, not the first match");
+  need(f.tokens.length > 0, "no token outlined");
+  await page.fill("#find", "");
+  need((await page.$$eval("#seq option", (o) => o.length)) === total, "clearing find did not list every sequence");
+  need(!errors.length, "page errors: " + errors.join("; "));
+  await browser.close();
+  console.log(JSON.stringify({ ok: true, total, found: f.sequences.length }));
+}
+
 const [mode, dir, a, b, c] = process.argv.slice(2);
 const run = { check: () => check(dir, a, b), escape: () => escape(dir, a, b), gqa: () => gqa(dir),
               perf: () => perf(dir, parseInt(a || "20", 10)), focus: () => focus(dir, a),
               seq2seq: () => seq2seq(dir, a, b), features: () => features(dir, a, b),
-              headview: () => headview(dir, a, b), compare: () => compareView(dir, a, b, c) }[mode];
-if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus|seq2seq|features|headview|compare DIR ...\n"); process.exit(2); }
+              headview: () => headview(dir, a, b), compare: () => compareView(dir, a, b, c),
+              find: () => findText(dir, a, b) }[mode];
+if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus|seq2seq|features|headview|compare|find DIR ...\n"); process.exit(2); }
 run().catch((e) => fail(String(e && e.stack || e)));

@@ -605,6 +605,44 @@
   }
 
   /* ---- selection ---- */
+  /* ---- find: the sequences whose tokens hold the text (case-insensitive)
+   * stay in the sequence menu, the first is shown, its matching tokens
+   * outlined; an empty box lists every sequence ---- */
+  let found = [];
+  function matches(si, text) {
+    const q = D.sequences[si], toks = (q.text || []).concat(q.src_text || []);
+    const joined = toks.join("").toLowerCase();
+    return joined.indexOf(text) >= 0;
+  }
+  function find() {
+    const text = $("find").value.trim().toLowerCase();
+    found = D.sequences.map((_, i) => i).filter((i) => !text || matches(i, text));
+    const sel = $("seq");
+    sel.textContent = "";
+    for (const i of found) {
+      const o = document.createElement("option");
+      o.value = i; o.textContent = "#" + D.sequences[i].seq;
+      sel.appendChild(o);
+    }
+    if (found.length && found.indexOf(st.s) < 0) select(st.l, st.h, found[0]);
+    else if (found.length) sel.value = st.s;
+    outlineFound(text);
+    status(text ? found.length + " of " + D.sequences.length + " sequences hold " + JSON.stringify(text)
+                : D.sequences.length + " sequence(s)");
+  }
+  /* the tokens of the shown sequence that belong to a match of text */
+  function outlineFound(text) {
+    for (const side of ["tgt", "src"]) {
+      const toks = textOf(side) || [], ends = [];
+      let all = "";
+      toks.forEach((t) => { all += t; ends.push(all.length); });
+      const hit = new Uint8Array(toks.length), low = all.toLowerCase();
+      for (let at = text ? low.indexOf(text) : -1; at >= 0; at = low.indexOf(text, at + 1))
+        for (let t = 0, start = 0; t < toks.length; start = ends[t], t++)
+          if (ends[t] > at && start < at + text.length) hit[t] = 1;
+      spans[side].forEach((sp, t) => sp.classList.toggle("found", !!hit[t]));
+    }
+  }
   function fillSelect(sel, items, cur) {
     sel.textContent = "";
     items.forEach((txt, i) => { const o = document.createElement("option"); o.value = i; o.textContent = txt; sel.appendChild(o); });
@@ -622,7 +660,7 @@
     if (si !== undefined) st.s = si;
     const layerChanged = li !== st.l;
     st.l = li; st.h = Math.min(hi, D.layers[li].heads.length - 1);
-    if (seqChanged) buildTokens();
+    if (seqChanged) { buildTokens(); outlineFound($("find").value.trim().toLowerCase()); }
     if (layerChanged) resetView();
     syncControls(); paintTokens(); drawMatrix(); drawGrid(); drawPanel(); hvChips(); drawHeadView(); writeHash();
   }
@@ -663,6 +701,7 @@
     fillSelect($("layer"), D.layers.map(layerName), 0);
     if (D.seq2seq) { $("srcwrap").hidden = false; $("tgthead").textContent = "Target tokens (the decoder's inputs)"; }
     $("seq").addEventListener("change", (e) => select(st.l, st.h, +e.target.value));
+    $("find").addEventListener("input", find);
     $("layer").addEventListener("change", (e) => select(+e.target.value, st.h));
     $("head").addEventListener("change", (e) => select(st.l, +e.target.value));
     $("dir").addEventListener("change", (e) => { st.dir = e.target.value; paintTokens(); drawMatrix(); });
@@ -684,6 +723,8 @@
     state: st,
     row(si, li, hi, r) { const b = block(si, li, hi); return b ? Array.from(b.row(r)) : null; },
     shown() { return lastValues ? Array.from(lastValues) : null; },
+    /* find's sequences (export indices) and the outlined tokens of the shown one */
+    found() { return { sequences: found.slice(), tokens: spans.tgt.filter((x) => x.classList.contains("found")).map((x) => +x.dataset.t) }; },
     matrixOrigin: [ML, MT],  // the map's cell (0, 0) on the canvas, before zoom and pan
     axisLabels() { return axis; },
     /* the matrix's value of cell (r, s) of the selected head in mode m: "a",
