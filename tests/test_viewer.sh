@@ -108,7 +108,18 @@ print(sorted({m["run"] for m in json.loads(t)["metrics"]}))' "vr$sel/data.js")
         --out vx --heads 7.0 || return 1
     expect_refused 2 view "--runs needs --db" --maps m.h5 --out vx --runs 1 || return 1
     skip_browser runs_and_heads && return 0
-    browser focus vh 1.1,0.0
+    browser focus vh 1.1,0.0 || return 1
+    # the model view: the scores under the thumbnails are the index's rows
+    browser grid vr || return 1
+    py - browser.json s.db <<'PYEOF' || bad "the model view's scores differ from the index: $(head -c 300 browser.json)" || return 1
+import json, sqlite3, sys
+g = json.load(open(sys.argv[1]))
+rows = dict(((l, h), v) for l, h, v in sqlite3.connect(sys.argv[2]).execute(
+    "select layer, head, value from head_metrics where run_id = ? and metric = ?", (g["run"], g["metric"])))
+assert len(g["values"]) == 8, g
+for l, h, v in g["values"]:
+    assert abs(v - rows[(l, h)]) <= 1e-12 * max(1, abs(v)), (l, h, v, rows[(l, h)])
+PYEOF
 }
 
 # hover token 9 of L0H1: colours and tooltips equal the file's row; keys; fragment.

@@ -12,6 +12,7 @@
 //   node viewer_test.js headview DIR EXPECT.json SHOT.png  the head view: lines, hover, toggles
 //   node viewer_test.js compare DIR A.json B.json SHOT.png view --compare: A, B and A - B
 //   node viewer_test.js find    DIR TEXT SEQS.json          --sequences all and the find box
+//   node viewer_test.js grid    DIR                         the model view's scores, printed
 //
 // EXPECT.json (written from the HDF5 file with h5py): {"dtype": "u8"|"f16",
 // "q": i, "layers": [L...], "heads": [[H...]...], "rows": {"L,H": [p...]},
@@ -420,11 +421,22 @@ async function findText(dir, text, want) {
   console.log(JSON.stringify({ ok: true, total, found: f.sequences.length }));
 }
 
+// The model view's scores: what is written under each thumbnail, printed
+// for the shell to compare with the index.
+async function gridScores(dir) {
+  const { browser, page, errors } = await open(dir, "");
+  const g = await page.evaluate(() => window.hsViewer.gridScores());
+  need(g.values.length > 0, "no score under the thumbnails");
+  need(!errors.length, "page errors: " + errors.join("; "));
+  await browser.close();
+  console.log(JSON.stringify(g));
+}
+
 const [mode, dir, a, b, c] = process.argv.slice(2);
 const run = { check: () => check(dir, a, b), escape: () => escape(dir, a, b), gqa: () => gqa(dir),
               perf: () => perf(dir, parseInt(a || "20", 10)), focus: () => focus(dir, a),
               seq2seq: () => seq2seq(dir, a, b), features: () => features(dir, a, b),
               headview: () => headview(dir, a, b), compare: () => compareView(dir, a, b, c),
-              find: () => findText(dir, a, b) }[mode];
-if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus|seq2seq|features|headview|compare|find DIR ...\n"); process.exit(2); }
+              find: () => findText(dir, a, b), grid: () => gridScores(dir) }[mode];
+if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus|seq2seq|features|headview|compare|find|grid DIR ...\n"); process.exit(2); }
 run().catch((e) => fail(String(e && e.stack || e)));

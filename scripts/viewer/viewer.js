@@ -477,16 +477,27 @@
   /* ---- the layer x head grid of thumbnails ---- */
   const CELL = 44, PAD = 4, LEFT = D.seq2seq ? 52 : 30, TOP = 16;
   let gridHeads = 0;
+  /* the score the model view writes under each thumbnail: index gridMetric
+   * of D.metrics (-1: none); value[layer][head] by the model's ids */
+  let gridMetric = -1, gridShown = [];
+  function gridScore(L, hi) {
+    const m = D.metrics[gridMetric];
+    if (!m || L.attn) return null;
+    const row = m.value[L.layer];
+    return row && row[L.heads[hi]] !== undefined ? row[L.heads[hi]] : null;
+  }
   function drawGrid() {
     gridHeads = Math.max(...D.layers.map((L) => L.heads.length));
-    const cv = $("grid"), w = LEFT + gridHeads * (CELL + PAD), h = TOP + D.layers.length * (CELL + PAD);
+    const SCORE = gridMetric >= 0 ? 12 : 0; // a line of text under each row of cells
+    const cv = $("grid"), w = LEFT + gridHeads * (CELL + PAD), h = TOP + D.layers.length * (CELL + PAD + SCORE);
     if (cv.width !== w || cv.height !== h) { cv.width = w; cv.height = h; }
     const ctx = cv.getContext("2d");
     ctx.clearRect(0, 0, w, h);
     ctx.fillStyle = "#333"; ctx.font = "11px sans-serif"; ctx.textBaseline = "middle";
     for (let hi = 0; hi < gridHeads; hi++) ctx.fillText(String(hi), LEFT + hi * (CELL + PAD) + CELL / 2 - 4, TOP / 2);
+    gridShown = [];
     D.layers.forEach((L, li) => {
-      const y = TOP + li * (CELL + PAD);
+      const y = TOP + li * (CELL + PAD + SCORE);
       ctx.fillStyle = "#333";
       ctx.fillText(L.attn ? layerName(L) : "L" + L.layer, 2, y + CELL / 2);
       L.heads.forEach((head, hi) => {
@@ -499,6 +510,13 @@
         }
         if (li === st.l && hi === st.h) {
           ctx.strokeStyle = "#d62728"; ctx.lineWidth = 2; ctx.strokeRect(x - 1, y - 1, CELL + 2, CELL + 2);
+        }
+        const v = SCORE ? gridScore(L, hi) : null;
+        if (v !== null) {
+          ctx.fillStyle = "#333"; ctx.font = "10px sans-serif";
+          ctx.fillText(fmt(v).slice(0, 7), x, y + CELL + 2 + SCORE / 2);
+          ctx.font = "11px sans-serif";
+          gridShown.push([L.layer, L.heads[hi], v]);
         }
       });
     });
@@ -518,21 +536,35 @@
     thumbs.set(b.i, c);
     return c;
   }
+  function gridRow() { return CELL + PAD + (gridMetric >= 0 ? 12 : 0); }
   function gridEvents() {
-    const cv = $("grid");
+    const cv = $("grid"), sel = $("gridm");
+    sel.textContent = "";
+    const none = document.createElement("option");
+    none.value = -1; none.textContent = "none";
+    sel.appendChild(none);
+    D.metrics.forEach((m, i) => {
+      const o = document.createElement("option");
+      o.value = i; o.textContent = m.name + " (run " + m.run + ")";
+      sel.appendChild(o);
+    });
+    gridMetric = D.metrics.length ? 0 : -1;
+    sel.value = gridMetric;
+    sel.addEventListener("change", () => { gridMetric = +sel.value; drawGrid(); });
     cv.addEventListener("click", (ev) => {
       const r = cv.getBoundingClientRect();
       const hi = Math.floor((ev.clientX - r.left - LEFT) / (CELL + PAD));
-      const li = Math.floor((ev.clientY - r.top - TOP) / (CELL + PAD));
+      const li = Math.floor((ev.clientY - r.top - TOP) / gridRow());
       if (li >= 0 && li < D.layers.length && hi >= 0 && hi < D.layers[li].heads.length) select(li, hi);
     });
     cv.addEventListener("mousemove", (ev) => {
       const r = cv.getBoundingClientRect();
       const hi = Math.floor((ev.clientX - r.left - LEFT) / (CELL + PAD));
-      const li = Math.floor((ev.clientY - r.top - TOP) / (CELL + PAD));
+      const li = Math.floor((ev.clientY - r.top - TOP) / gridRow());
       if (li >= 0 && li < D.layers.length && hi >= 0 && hi < D.layers[li].heads.length) {
-        const L = D.layers[li];
-        showTip(ev, (L.attn ? L.attn + " " : "") + "layer " + L.layer + " head " + L.heads[hi] + kvText(L, hi));
+        const L = D.layers[li], v = gridScore(L, hi);
+        showTip(ev, (L.attn ? L.attn + " " : "") + "layer " + L.layer + " head " + L.heads[hi] + kvText(L, hi) +
+                (v !== null ? "\n" + D.metrics[gridMetric].name + " " + fmt(v) : ""));
       } else hideTip();
     });
     cv.addEventListener("mouseleave", hideTip);
@@ -731,6 +763,8 @@
      * "b" or "d" (A - B), and the compare file's presence */
     cell(m, r, s) { const k = st.cmp; st.cmp = m; const v = shownRow(block(st.s, st.l, st.h), r)[s]; st.cmp = k; return v; },
     get compare() { return !!B; },
+    /* the model view's scores under the thumbnails: [[layer, head, value]], and its metric */
+    gridScores() { return { metric: gridMetric >= 0 ? D.metrics[gridMetric].name : null, run: gridMetric >= 0 ? D.metrics[gridMetric].run : null, values: gridShown.map((x) => x.slice()) }; },
     /* the head view's drawn lines [head, query, key, p], and where token t of
      * side "q" (left) or "k" (right) sits on the page */
     headLines() { return hv.lines.map((x) => x.slice()); },
