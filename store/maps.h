@@ -160,6 +160,7 @@ typedef struct {
     int src_len;        /* seq2seq: S, /source_tokens' columns */
     int has_source_text; /* seq2seq: /source_token_text */
     int features;       /* a features file (SPEC §19): /features in CSR over the tokens */
+    int has_attention_mask; /* /attention_mask: a task's or --lines' padding */
     int d_sae, features_run, vocab_size;
     char features_hook[128];
     long long n_seq;
@@ -187,6 +188,9 @@ const hs_maps_info *hs_maps_get_info(const hs_maps_reader *r);
 int hs_maps_read(hs_maps_reader *r, int li, long long n, int hi, float *out);
 /* Tokens of sequence n (T). */
 int hs_maps_read_tokens(hs_maps_reader *r, long long n, int32_t *out);
+/* Sequence n's /attention_mask (T values, 1 a real token, 0 padding; HS_EINVAL
+ * when the file has none, HS_EFORMAT naming it for another value). */
+int hs_maps_read_attention_mask(hs_maps_reader *r, long long n, int32_t *out);
 /* An encoder-decoder's file: the source tokens of sequence n (src_len) and,
  * text not NULL, their display strings (as hs_maps_read_token_text). */
 int hs_maps_read_source(hs_maps_reader *r, long long n, int32_t *ids, char **text);

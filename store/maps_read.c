@@ -242,6 +242,7 @@ struct hs_maps_reader {
     hid_t src, src_text; /* an encoder-decoder's /source_tokens, /source_token_text, or -1 */
     hid_t dsets[HS_MAPS_MAX_LAYERS];
     hid_t csr[3];        /* a features file's /features/indptr, indices, values, or -1 */
+    hid_t mask;          /* /attention_mask [N, T] (a task's or --lines' padding), or -1 */
     long long csr_nnz;
     hs_maps_info info;
 };
@@ -460,7 +461,7 @@ int hs_maps_open_here(hs_maps_reader **out, const char *path)
         return HS_ENOMEM;
     snprintf(r->path, sizeof r->path, "%s", path);
     r->tokens = r->text = r->src = r->src_text = -1;
-    r->csr[0] = r->csr[1] = r->csr[2] = -1;
+    r->csr[0] = r->csr[1] = r->csr[2] = r->mask = -1;
     r->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (r->file < 0) {
         free(r);
@@ -507,6 +508,13 @@ int hs_maps_open_here(hs_maps_reader **out, const char *path)
         rc = open_seq2seq(r);
     if (!rc && H5Lexists(r->file, "features", H5P_DEFAULT) > 0)
         rc = open_features(r);
+    if (!rc && H5Lexists(r->file, "attention_mask", H5P_DEFAULT) > 0) {
+        int cols = 0;
+        if ((r->mask = open_ids(r, "attention_mask", &cols)) < 0 || cols != in->seq_len)
+            rc = hs_fail(HS_EFORMAT, "%s: /attention_mask is not integer [%lld, %d]", path,
+                         in->n_seq, in->seq_len);
+        in->has_attention_mask = !rc;
+    }
     for (int l = 0; !rc && !s2s && l < HS_MAPS_MAX_LAYERS; l++) {
         char name[32];
         snprintf(name, sizeof name, "layer_%02d", l);
@@ -620,6 +628,17 @@ int hs_maps_read_token_text(hs_maps_reader *r, long long n, char **out)
     return read_text(r, r->text, n, r->info.seq_len, out);
 }
 
+int hs_maps_read_attention_mask(hs_maps_reader *r, long long n, int32_t *out)
+{
+    if (r->mask < 0)
+        return hs_fail(HS_EINVAL, "%s holds no /attention_mask", r->path);
+    int rc = read_ids(r, r->mask, n, r->info.seq_len, out);
+    for (int t = 0; !rc && t < r->info.seq_len; t++)
+        if (out[t] != 0 && out[t] != 1)
+            rc = hs_fail(HS_EFORMAT, "%s: /attention_mask holds %d (0 or 1 only)", r->path, out[t]);
+    return rc;
+}
+
 int hs_maps_read_source(hs_maps_reader *r, long long n, int32_t *ids, char **text)
 {
     if (!r->info.seq2seq)
@@ -653,6 +672,8 @@ void hs_maps_close(hs_maps_reader *r)
     for (int i = 0; i < 3; i++)
         if (r->csr[i] >= 0)
             H5Dclose(r->csr[i]);
+    if (r->mask >= 0)
+        H5Dclose(r->mask);
     if (r->file >= 0)
         H5Fclose(r->file);
     free(r->info.model_config);

@@ -194,6 +194,16 @@ static cJSON *sequence_json(exporter *e, long long n, int *from_file)
         cJSON_Delete(o);
         return NULL;
     }
+    if (e->in->has_attention_mask) { /* a task's or --lines' padding, shown dimmed */
+        int32_t *m = calloc((size_t)e->in->seq_len, sizeof *m);
+        if (!m || hs_maps_read_attention_mask(e->r, n, m)) {
+            free(m);
+            cJSON_Delete(o);
+            return NULL;
+        }
+        cJSON_AddItemToObject(o, "mask", cJSON_CreateIntArray(m, e->in->seq_len));
+        free(m);
+    }
     return o;
 }
 

@@ -314,6 +314,18 @@ PYEOF
 ) || bad "no token pair that only some sequences hold" || return 1
     skip_browser many_sentences && return 0
     browser find vm "$text" "$want" || return 1
+    # ragged sentences: capture --text --lines pads each to the longest; the page dims
+    # each sentence's padding (its /attention_mask's zeros)
+    byte_bpe_model "$TMP/bb" || return 1
+    lines_files
+    hs capture --model "$TMP/bb" --text lines.txt --lines --out lines.h5 --batch 2
+    expect_rc 0 "capture --text --lines" || return 1
+    hs view --maps lines.h5 --out vl --sequences all
+    expect_rc 0 "view of a --lines capture" || return 1
+    py -c 'import h5py, json
+print(json.dumps([int((r == 0).sum()) for r in h5py.File("lines.h5", "r")["attention_mask"][()]]))' \
+        >pads.json || bad "h5py could not read the mask" || return 1
+    browser pads vl pads.json || return 1
 }
 
 # The feature page of an SAE's features run (SPEC §19): view of a features

@@ -13,6 +13,7 @@
 //   node viewer_test.js compare DIR A.json B.json SHOT.png view --compare: A, B and A - B
 //   node viewer_test.js find    DIR TEXT SEQS.json          --sequences all and the find box
 //   node viewer_test.js grid    DIR                         the model view's scores, printed
+//   node viewer_test.js pads    DIR PADS.json               ragged --lines sentences' padding
 //
 // EXPECT.json (written from the HDF5 file with h5py): {"dtype": "u8"|"f16",
 // "q": i, "layers": [L...], "heads": [[H...]...], "rows": {"L,H": [p...]},
@@ -432,11 +433,29 @@ async function gridScores(dir) {
   console.log(JSON.stringify(g));
 }
 
+// Ragged sentences (capture --text --lines): each sentence's padding dimmed,
+// as many tokens as its /attention_mask has zeros; find skips padding.
+async function pads(dir, wantFile) {
+  const want = JSON.parse(fs.readFileSync(wantFile, "utf8"));
+  const { browser, page, errors } = await open(dir, "");
+  for (let i = 0; i < want.length; i++) {
+    await page.selectOption("#seq", String(i));
+    const n = await page.evaluate(() => window.hsViewer.pads());
+    need(n === want[i], "sentence " + i + ": " + n + " tokens dimmed as padding, its mask has " + want[i]);
+    const cls = await page.$$eval("#tokens span[data-pad]", (sp) => sp.every((x) => x.classList.contains("pad")));
+    need(cls, "sentence " + i + ": a padded token not drawn as padding");
+  }
+  need(!errors.length, "page errors: " + errors.join("; "));
+  await browser.close();
+  console.log(JSON.stringify({ ok: true, sentences: want.length }));
+}
+
 const [mode, dir, a, b, c] = process.argv.slice(2);
 const run = { check: () => check(dir, a, b), escape: () => escape(dir, a, b), gqa: () => gqa(dir),
               perf: () => perf(dir, parseInt(a || "20", 10)), focus: () => focus(dir, a),
               seq2seq: () => seq2seq(dir, a, b), features: () => features(dir, a, b),
               headview: () => headview(dir, a, b), compare: () => compareView(dir, a, b, c),
-              find: () => findText(dir, a, b), grid: () => gridScores(dir) }[mode];
-if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus|seq2seq|features|headview|compare|find|grid DIR ...\n"); process.exit(2); }
+              find: () => findText(dir, a, b), grid: () => gridScores(dir),
+              pads: () => pads(dir, a) }[mode];
+if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus|seq2seq|features|headview|compare|find|grid|pads DIR ...\n"); process.exit(2); }
 run().catch((e) => fail(String(e && e.stack || e)));

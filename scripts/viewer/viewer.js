@@ -140,11 +140,13 @@
       box.className = D.token_source === "ids" ? "ids" : "";
       spans[side].length = 0;
       const frag = document.createDocumentFragment();
+      const mask = side === "tgt" ? D.sequences[st.s].mask : null; // a task's or --lines' padding
       for (let t = 0; t < text.length; t++) {
         const sp = document.createElement("span");
         sp.textContent = showToken(text[t]);
         sp.dataset.t = t;
         sp.dataset.side = side;
+        if (mask && !mask[t]) sp.dataset.pad = 1;
         spans[side].push(sp);
         frag.appendChild(sp);
       }
@@ -156,7 +158,7 @@
   function paintTokens() {
     const blk = block(st.s, st.l, st.h), L = D.layers[st.l], [qs, ks] = sides(L);
     const paint = st.dir === "q" ? ks : qs, held = st.dir === "q" ? qs : ks;
-    for (const side of ["src", "tgt"]) for (const sp of spans[side]) sp.className = "";
+    for (const side of ["src", "tgt"]) for (const sp of spans[side]) sp.className = sp.dataset.pad ? "pad" : "";
     const n = spans[paint].length, vals = new Float64Array(n);
     const q = st.q < spans[held].length ? st.q : -1;
     if (blk && q >= 0) {
@@ -642,7 +644,8 @@
    * outlined; an empty box lists every sequence ---- */
   let found = [];
   function matches(si, text) {
-    const q = D.sequences[si], toks = (q.text || []).concat(q.src_text || []);
+    const q = D.sequences[si], real = (q.text || []).filter((_, t) => !q.mask || q.mask[t]);
+    const toks = real.concat(q.src_text || []);
     const joined = toks.join("").toLowerCase();
     return joined.indexOf(text) >= 0;
   }
@@ -755,6 +758,7 @@
     state: st,
     row(si, li, hi, r) { const b = block(si, li, hi); return b ? Array.from(b.row(r)) : null; },
     shown() { return lastValues ? Array.from(lastValues) : null; },
+    pads() { return spans.tgt.filter((x) => x.dataset.pad).length; },
     /* find's sequences (export indices) and the outlined tokens of the shown one */
     found() { return { sequences: found.slice(), tokens: spans.tgt.filter((x) => x.classList.contains("found")).map((x) => +x.dataset.t) }; },
     matrixOrigin: [ML, MT],  // the map's cell (0, 0) on the canvas, before zoom and pan
