@@ -166,3 +166,86 @@ int hs_api_index_metric(hs_index *ix, long long run_id, const char *metric, int 
     }
     return hs_jdone(&b, json);
 }
+
+/* A column of n rows: "name":[...] of ints (v NULL: of doubles d). */
+static void column(hs_jbuf *b, const char *name, int n, const long long *v, const double *d,
+                   int last)
+{
+    hs_jf(b, "\"%s\":[", name);
+    for (int i = 0; i < n; i++) {
+        if (i)
+            hs_jraw(b, ",");
+        if (v)
+            hs_jf(b, "%lld", v[i]);
+        else
+            hs_jnum(b, d[i]);
+    }
+    hs_jraw(b, last ? "]}" : "],");
+}
+
+int hs_api_index_features(hs_index *ix, long long run_id, int which, const char *metric,
+                          int feature, char **json)
+{
+    *json = NULL;
+    hs_jbuf b = { 0 };
+    int n = 0, rc;
+    long long *c = NULL; /* up to six integer columns of n rows */
+    double *v = NULL;
+    if (which == 0) {
+        hs_feature_row *r;
+        if (!(rc = hs_index_feature_metric(ix, run_id, metric ? metric : "", &r, &n)) &&
+            (c = calloc((size_t)3 * n + 1, sizeof *c)) && (v = calloc((size_t)n + 1, sizeof *v)))
+            for (int i = 0; i < n; i++)
+                c[i] = r[i].feature, c[n + i] = r[i].layer, c[2 * n + i] = r[i].head,
+                v[i] = r[i].value;
+        if (!rc && (!c || !v))
+            rc = HS_ENOMEM;
+        if (!rc) {
+            hs_jraw(&b, "{");
+            column(&b, "feature", n, c, NULL, 0), column(&b, "layer", n, c + n, NULL, 0);
+            column(&b, "head", n, c + 2 * n, NULL, 0), column(&b, "value", n, NULL, v, 1);
+        }
+        free(r);
+    } else if (which == 1) {
+        hs_feature_example_row *r;
+        if (!(rc = hs_index_feature_examples(ix, run_id, &r, &n)) &&
+            (c = calloc((size_t)3 * n + 1, sizeof *c)) && (v = calloc((size_t)n + 1, sizeof *v)))
+            for (int i = 0; i < n; i++)
+                c[i] = r[i].feature, c[n + i] = r[i].seq, c[2 * n + i] = r[i].position,
+                v[i] = r[i].value;
+        if (!rc && (!c || !v))
+            rc = HS_ENOMEM;
+        if (!rc) {
+            hs_jraw(&b, "{");
+            column(&b, "feature", n, c, NULL, 0), column(&b, "seq", n, c + n, NULL, 0);
+            column(&b, "position", n, c + 2 * n, NULL, 0), column(&b, "value", n, NULL, v, 1);
+        }
+        free(r);
+    } else if (which == 2) {
+        hs_feature_dfa_row *r;
+        if (!(rc = hs_index_feature_dfa(ix, run_id, feature, &r, &n)) &&
+            (c = calloc((size_t)5 * n + 1, sizeof *c)) && (v = calloc((size_t)n + 1, sizeof *v)))
+            for (int i = 0; i < n; i++)
+                c[i] = r[i].seq, c[n + i] = r[i].position, c[2 * n + i] = r[i].layer,
+                c[3 * n + i] = r[i].head, c[4 * n + i] = r[i].source, v[i] = r[i].value;
+        if (!rc && (!c || !v))
+            rc = HS_ENOMEM;
+        if (!rc) {
+            static const char *const names[5] = { "seq", "position", "layer", "head", "source" };
+            hs_jraw(&b, "{");
+            for (int k = 0; k < 5; k++)
+                column(&b, names[k], n, c + (size_t)k * n, NULL, 0);
+            column(&b, "value", n, NULL, v, 1);
+        }
+        free(r);
+    } else {
+        rc = hs_fail(HS_EINVAL, "index: no table %d of features (0 metrics, 1 examples, 2 dfa)",
+                     which);
+    }
+    free(c), free(v);
+    if (rc) {
+        hs_jfree(&b);
+        return rc;
+    }
+    return hs_jdone(&b, json);
+}

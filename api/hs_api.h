@@ -373,6 +373,14 @@ int hs_api_index_runs(hs_index *ix, const char *kind, const char *status, char *
 int hs_api_index_metric(hs_index *ix, long long run_id, const char *metric, int kind,
                         char **json);
 
+/* SPEC §19's rows of a features run as lists of columns: which 0, metric's
+ * feature_metrics rows {"feature", "layer", "head", "value"}; 1, every
+ * feature_examples row {"feature", "seq", "position", "value"} (by feature,
+ * value descending); 2, feature `feature`'s feature_dfa rows {"seq",
+ * "position", "layer", "head", "source", "value"} (metric unused). */
+int hs_api_index_features(hs_index *ix, long long run_id, int which, const char *metric,
+                          int feature, char **json);
+
 /* A model-wide row (layer = head = -1) or any single row: *found 0 when absent. */
 int hs_api_index_value(hs_index *ix, long long run_id, int layer, int head, const char *metric,
                        double *value, double *stderr_value, long long *n, int *found);

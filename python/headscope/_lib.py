@@ -162,6 +162,7 @@ _SIGS = {
     "hs_api_index_close": (None, [c_void_p]),
     "hs_api_index_runs": (c_int, [c_void_p, c_char_p, c_char_p, P(c_void_p)]),
     "hs_api_index_metric": (c_int, [c_void_p, c_ll, c_char_p, c_int, P(c_void_p)]),
+    "hs_api_index_features": (c_int, [c_void_p, c_ll, c_int, c_char_p, c_int, P(c_void_p)]),
     "hs_api_index_value": (c_int, [c_void_p, c_ll, c_int, c_int, c_char_p, P(c_double),
                                    P(c_double), P(c_ll), P(c_int)]),
     "hs_api_index_latest": (c_int, [c_void_p, c_char_p, P(c_ll)]),

@@ -93,6 +93,30 @@ class Index:
         return {"step": np.array(d["step"], dtype=np.int64),
                 "x": np.array(d["x"], dtype=np.float64), "y": np.array(d["y"], dtype=np.float64)}
 
+    def _features(self, run_id, which, metric=None, feature=0):
+        out = ctypes.c_void_p()
+        check(lib.hs_api_index_features(self._h, int(run_id), which,
+                                        enc(metric) if metric else None, int(feature),
+                                        ctypes.byref(out)))
+        d = _lib.take_json(out.value)
+        return {k: np.array(v, dtype=np.float64 if k == "value" else np.int64) for k, v in d.items()}
+
+    def feature_metric(self, run_id, metric):
+        """A features run's rows of metric (SPEC §19: frequency, mean_act,
+        head_share; an sae-eval run's l0, ... at feature -1) as columns:
+        {"feature", "layer", "head", "value"} arrays (NaN where NULL)."""
+        return self._features(run_id, 0, metric)
+
+    def feature_examples(self, run_id):
+        """Every top example: {"feature", "seq", "position", "value"}, by
+        feature, then value descending."""
+        return self._features(run_id, 1)
+
+    def feature_dfa(self, run_id, feature):
+        """Feature's direct feature attribution rows: {"seq", "position",
+        "layer", "head", "source", "value"}."""
+        return self._features(run_id, 2, feature=feature)
+
     def value(self, run_id, metric, layer=-1, head=-1):
         """One row (model-wide by default) as (value, stderr, n); None when absent."""
         v, s, n, found = ctypes.c_double(), ctypes.c_double(), ctypes.c_longlong(), ctypes.c_int()

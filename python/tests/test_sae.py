@@ -237,6 +237,40 @@ class Features(TempDir, unittest.TestCase):
                     self.assertEqual(got, [(s, p) for s, p, _ in o["examples"][f]], f)
                 self.assertEqual(bool(prows["dfa"]), bool(o.get("dfa")))
 
+    def test_the_index_reads_the_feature_tables(self):
+        """hs.Index's feature readers give the rows sqlite3 reads."""
+        import sqlite3
+        _, _, r, _ = self.run_both("gpt2_z_standard")
+        db = self.path("gpt2_z_standard_py.db")
+        q = sqlite3.connect(db).execute
+        with hs.Index(db) as ix:
+            share = ix.feature_metric(r.run_id, "head_share")
+            want = q("select feature, layer, head, value from feature_metrics where run_id = ? and "
+                     "metric = 'head_share' order by feature, head", (r.run_id,)).fetchall()
+            self.assertEqual(list(zip(*(share[k].tolist() for k in ("feature", "layer", "head",
+                                                                    "value")))), want)
+            mean = ix.feature_metric(r.run_id, "mean_act")
+            self.assertEqual(int(np.isnan(mean["value"]).sum()), q(
+                "select count(*) from feature_metrics where run_id = ? and metric = 'mean_act' "
+                "and value is null", (r.run_id,)).fetchone()[0])
+            ex = ix.feature_examples(r.run_id)
+            self.assertEqual(list(zip(*(ex[k].tolist() for k in ("feature", "seq", "position",
+                                                                 "value")))),
+                             q("select feature, seq, position, value from feature_examples where "
+                               "run_id = ? order by feature, value desc, seq, position",
+                               (r.run_id,)).fetchall())
+            f = int(ex["feature"][0])
+            dfa = ix.feature_dfa(r.run_id, f)
+            rows = q("select seq, position, layer, head, source, value from feature_dfa where "
+                     "run_id = ? and feature = ? order by seq, position, head, source",
+                     (r.run_id, f)).fetchall()
+            self.assertTrue(rows)
+            self.assertEqual(list(zip(*(dfa[k].tolist() for k in ("seq", "position", "layer",
+                                                                  "head", "source", "value")))),
+                             rows)
+            with self.assertRaises(hs.Error):
+                ix._features(r.run_id, 7)
+
     def test_features_without_an_index_and_options(self):
         c = CASES["gpt2_z_standard"]
         with hs.Model.open(model_path(c)) as m, hs.SAE.open(sae_path(c)) as sae:
