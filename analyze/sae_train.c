@@ -119,25 +119,26 @@ static int top_positive(int *idx, hs_real *out, const hs_real *vals, const hs_re
     return m;
 }
 
-/* A token's selected latents (main, then aux) and their gradients. */
+/* A step's scratch (kept by the trainer from step to step: a fresh
+ * allocation's pages fault on first use) and what its phases hand on. */
 typedef struct {
-    int *idx;          /* (n, K) latents, K = k + aux_k */
-    hs_real *val;      /* (n, K) activations */
+    int n_dead, K;     /* dead latents; slots a row: k, then up to aux_k */
+    int *dead;         /* (M) the dead latents */
+    hs_real *xc, *pre; /* (n, d) x - b_dec; (n, M) its product with W_enc */
+    hs_real *g, *ga;   /* (n, d) the loss's gradient at x_hat; AuxK's at e_hat */
+    int *idx;          /* (n, K) each row's selected latents, main then aux */
+    hs_real *val;      /* (n, K) their activations */
     hs_real *dpre;     /* (n, K) the loss's gradient at their pre-activations */
     int *cnt, *aux;    /* (n) main selected, aux selected */
-} selection;
+    hs_real *gWeT;     /* (M, d) W_enc's gradient, transposed */
+    int *start, *fill; /* (M + 1), (M) the pairs' counting sort by latent */
+    long *list;        /* (n K) the (row, slot) pairs by latent */
+} step;
 
-int hs_sae_train_grad(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long n, long lo,
-                      long hi, hs_sae_step_stats *st, unsigned char *fired)
+static int step_scratch(step *p, hs_sae_trainer *t, const hs_sae *s, long n)
 {
-    const double scale = 2.0 / (double)n; /* each row one of the batch's n */
-    const hs_real *batch = x;
-    const long total = n;
-    x += lo * s->d_in, n = hi - lo;
-    const int d = s->d_in, M = s->d_sae, k = s->k;
-    const int ak = t->o.aux_k < M ? t->o.aux_k : M, K = k + ak;
-    /* the step's scratch, kept by the trainer from step to step (a fresh
-     * allocation's pages fault on first use) */
+    const int d = s->d_in, M = s->d_sae;
+    const long K = p->K;
     const size_t sizes[] = { sizeof(int) * M, sizeof(hs_real) * n * d, sizeof(hs_real) * n * M,
                              sizeof(hs_real) * n * d * 2, sizeof(int) * n * K,
                              sizeof(hs_real) * n * K, sizeof(hs_real) * n * K, sizeof(int) * n * 2,
@@ -155,139 +156,160 @@ int hs_sae_train_grad(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long
         t->scratch_bytes = need;
     }
     char *base = t->scratch;
-    int *dead = (int *)(base + at[DEAD]);
-    hs_real *xc = (hs_real *)(base + at[XC]), *pre = (hs_real *)(base + at[PRE]);
-    hs_real *gx = (hs_real *)(base + at[GX]); /* g, then ga */
-    selection sel = { (int *)(base + at[IDX]), (hs_real *)(base + at[VAL]),
-                      (hs_real *)(base + at[DPRE]), (int *)(base + at[CNT]), NULL };
-    sel.aux = sel.cnt + n;
-    int n_dead = 0;
-    for (int j = 0; j < M; j++)
-        if (t->since[j] >= t->o.dead_tokens)
-            dead[n_dead++] = j;
-    for (long r = 0; r < n; r++)
+    p->dead = (int *)(base + at[DEAD]);
+    p->xc = (hs_real *)(base + at[XC]), p->pre = (hs_real *)(base + at[PRE]);
+    p->g = (hs_real *)(base + at[GX]), p->ga = p->g + (size_t)n * d;
+    p->idx = (int *)(base + at[IDX]), p->val = (hs_real *)(base + at[VAL]);
+    p->dpre = (hs_real *)(base + at[DPRE]);
+    p->cnt = (int *)(base + at[CNT]), p->aux = p->cnt + n;
+    p->gWeT = (hs_real *)(base + at[GWET]);
+    p->start = (int *)(base + at[START]), p->fill = (int *)(base + at[FILL]);
+    p->list = (long *)(base + at[LIST]);
+    memset(p->gWeT, 0, sizes[GWET]), memset(p->start, 0, sizes[START]);
+    memset(p->fill, 0, sizes[FILL]);
+    return HS_OK;
+}
+
+/* Row r's selection, residual e = x_hat - x (and AuxK's), the gradients
+ * there (scale: each row one of the batch's) and at the selected
+ * pre-activations; its squared errors into se[0] (main), se[1] (AuxK). */
+static void select_row(step *p, const hs_sae *s, const hs_sae_train_opts *o, const hs_real *x,
+                       long r, double scale, double *se)
+{
+    const int d = s->d_in, M = s->d_sae, k = s->k, ak = p->K - k;
+    const hs_real *pre = p->pre + r * M;
+    hs_real *e = p->g + r * d, *ea = p->ga + r * d, *val = p->val + r * p->K;
+    hs_real *dp = p->dpre + r * p->K;
+    int *idx = p->idx + r * p->K;
+    const int c = p->cnt[r] = top_positive(idx, val, pre, s->b_enc, NULL, M, k);
+    for (int i = 0; i < d; i++)
+        e[i] = s->b_dec[i] - x[r * d + i];
+    for (int q = 0; q < c; q++)
         for (int i = 0; i < d; i++)
-            xc[r * d + i] = x[r * d + i] - s->b_dec[i];
-    hs_gemm(0, 0, (int)n, M, d, 1, xc, d, s->W_enc, M, 0, pre, M);
-    const double ascale = scale * t->o.aux_coef;
-    double mse = 0, aux = 0;
-    hs_real *g = gx, *ga = gx + (size_t)n * d;
-#pragma omp parallel for schedule(static) reduction(+ : mse, aux)
-    for (long r = 0; r < n; r++) {
-        hs_real *p = pre + r * M, *e = g + r * d, *ea = ga + r * d;
-        int *idx = sel.idx + r * K;
-        hs_real *val = sel.val + r * K, *dp = sel.dpre + r * K;
-        const int c = sel.cnt[r] = top_positive(idx, val, p, s->b_enc, NULL, M, k);
-        /* e = x_hat - x */
+            e[i] += val[q] * s->W_dec[(size_t)idx[q] * d + i];
+    se[0] = se[1] = 0;
+    for (int i = 0; i < d; i++)
+        se[0] += (double)e[i] * e[i];
+    /* AuxK: the residual -e from the dead latents' top ak, without b_dec */
+    const int ca = p->aux[r] =
+        p->n_dead && ak ? top_positive(idx + c, val + c, pre, s->b_enc, p->dead, p->n_dead, ak)
+                        : 0;
+    if (ca) {
         for (int i = 0; i < d; i++)
-            e[i] = s->b_dec[i] - x[r * d + i];
-        for (int q = 0; q < c; q++) {
-            const hs_real *w = s->W_dec + (size_t)idx[q] * d;
+            ea[i] = e[i]; /* e_hat - (x - x_hat) = e_hat + e */
+        for (int q = c; q < c + ca; q++)
             for (int i = 0; i < d; i++)
-                e[i] += val[q] * w[i];
-        }
-        double se = 0;
-        for (int i = 0; i < d; i++)
-            se += (double)e[i] * e[i];
-        mse += se;
-        /* AuxK: the residual -e from the dead latents' top ak, without b_dec */
-        const int ca = sel.aux[r] =
-            n_dead && ak ? top_positive(idx + c, val + c, p, s->b_enc, dead, n_dead, ak) : 0;
-        if (ca) {
-            for (int i = 0; i < d; i++)
-                ea[i] = e[i]; /* e_hat - (x - x_hat) = e_hat + e */
-            for (int q = c; q < c + ca; q++) {
-                const hs_real *w = s->W_dec + (size_t)idx[q] * d;
-                for (int i = 0; i < d; i++)
-                    ea[i] += val[q] * w[i];
-            }
-            double sa = 0;
-            for (int i = 0; i < d; i++) {
-                sa += (double)ea[i] * ea[i];
-                ea[i] = (hs_real)(ea[i] * ascale);
-            }
-            aux += sa;
-        }
-        for (int i = 0; i < d; i++)
-            e[i] = (hs_real)(e[i] * scale);
-        /* the selected latents' pre-activation gradients (each > 0: relu passes) */
-        for (int q = 0; q < c + ca; q++) {
-            const hs_real *w = s->W_dec + (size_t)idx[q] * d, *gg = q < c ? e : ea;
-            double v = 0;
-            for (int i = 0; i < d; i++)
-                v += (double)gg[i] * w[i];
-            dp[q] = (hs_real)v;
+                ea[i] += val[q] * s->W_dec[(size_t)idx[q] * d + i];
+        for (int i = 0; i < d; i++) {
+            se[1] += (double)ea[i] * ea[i];
+            ea[i] = (hs_real)(ea[i] * scale * o->aux_coef);
         }
     }
-    /* the gradients, latent by latent over the tokens in order (one writer a row) */
+    for (int i = 0; i < d; i++)
+        e[i] = (hs_real)(e[i] * scale);
+    /* the selected latents' pre-activation gradients (each > 0: relu passes) */
+    for (int q = 0; q < c + ca; q++) {
+        const hs_real *w = s->W_dec + (size_t)idx[q] * d, *gg = q < c ? e : ea;
+        double v = 0;
+        for (int i = 0; i < d; i++)
+            v += (double)gg[i] * w[i];
+        dp[q] = (hs_real)v;
+    }
+}
+
+/* The weights' gradients into t->grad, latent by latent over the (row,
+ * slot) pairs in row order (one writer a latent's rows), then b_dec's. */
+static void latent_grads(step *p, hs_sae_trainer *t, const hs_sae *s, long n)
+{
+    const int d = s->d_in, M = s->d_sae, K = p->K;
     hs_real *gWe = t->grad, *gWd = gWe + (size_t)d * M, *gbe = gWd + (size_t)d * M,
             *gbd = gbe + M;
     memset(t->grad, 0, sizeof *t->grad * t->n_params);
-    hs_real *gWeT = (hs_real *)(base + at[GWET]);
-    int *start = (int *)(base + at[START]), *fill = (int *)(base + at[FILL]);
-    long *list = (long *)(base + at[LIST]);
-    memset(gWeT, 0, sizes[GWET]), memset(start, 0, sizes[START]), memset(fill, 0, sizes[FILL]);
-    int rc = HS_OK;
-    { /* counting sort of the (token, slot) pairs by latent */
-        for (long r = 0; r < n; r++)
-            for (int q = 0; q < sel.cnt[r] + sel.aux[r]; q++)
-                start[sel.idx[r * K + q] + 1]++;
-        for (int j = 0; j < M; j++)
-            start[j + 1] += start[j];
-        for (long r = 0; r < n; r++)
-            for (int q = 0; q < sel.cnt[r] + sel.aux[r]; q++) {
-                const int j = sel.idx[r * K + q];
-                list[start[j] + fill[j]++] = r * K + q;
-            }
-    }
-    if (!rc) {
+    for (long r = 0; r < n; r++) /* counting sort of the pairs by latent */
+        for (int q = 0; q < p->cnt[r] + p->aux[r]; q++)
+            p->start[p->idx[r * K + q] + 1]++;
+    for (int j = 0; j < M; j++)
+        p->start[j + 1] += p->start[j];
+    for (long r = 0; r < n; r++)
+        for (int q = 0; q < p->cnt[r] + p->aux[r]; q++) {
+            const int j = p->idx[r * K + q];
+            p->list[p->start[j] + p->fill[j]++] = r * K + q;
+        }
 #pragma omp parallel for schedule(dynamic, 64)
-        for (int j = 0; j < M; j++) {
-            hs_real *wd = gWd + (size_t)j * d, *we = gWeT + (size_t)j * d;
-            double be = 0;
-            for (int l = start[j]; l < start[j + 1]; l++) {
-                const long rq = list[l], r = rq / K;
-                const int q = (int)(rq % K);
-                const hs_real a = sel.val[rq], dp = sel.dpre[rq];
-                const hs_real *gg = (q < sel.cnt[r] ? g : ga) + r * d, *xr = xc + r * d;
-                for (int i = 0; i < d; i++) {
-                    wd[i] += a * gg[i];
-                    we[i] += dp * xr[i];
-                }
-                be += dp;
+    for (int j = 0; j < M; j++) {
+        hs_real *wd = gWd + (size_t)j * d, *we = p->gWeT + (size_t)j * d;
+        double be = 0;
+        for (int l = p->start[j]; l < p->start[j + 1]; l++) {
+            const long rq = p->list[l], r = rq / K;
+            const hs_real a = p->val[rq], dp = p->dpre[rq];
+            const hs_real *gg = ((int)(rq % K) < p->cnt[r] ? p->g : p->ga) + r * d;
+            const hs_real *xr = p->xc + r * d;
+            for (int i = 0; i < d; i++) {
+                wd[i] += a * gg[i];
+                we[i] += dp * xr[i];
             }
-            gbe[j] = (hs_real)be;
+            be += dp;
         }
-        for (int j = 0; j < M; j++)
-            for (int i = 0; i < d; i++)
-                gWe[(size_t)i * M + j] = gWeT[(size_t)j * d + i];
-        /* b_dec: through x_hat (sum of g) and through x - b_dec: minus
-         * sum_t dpre_t W_enc^T = W_enc (sum_t dpre_t) = W_enc gb_enc */
-        for (long r = 0; r < n; r++)
-            for (int i = 0; i < d; i++)
-                gbd[i] += g[r * d + i];
-        for (int i = 0; i < d; i++) {
-            const hs_real *w = s->W_enc + (size_t)i * M;
-            double acc = 0;
-            for (int j = 0; j < M; j++)
-                acc += (double)w[j] * gbe[j];
-            gbd[i] -= (hs_real)acc;
-        }
+        gbe[j] = (hs_real)be;
     }
-    if (!rc && st) {
+    for (int j = 0; j < M; j++)
+        for (int i = 0; i < d; i++)
+            gWe[(size_t)i * M + j] = p->gWeT[(size_t)j * d + i];
+    /* b_dec: through x_hat (the sum of g) and through x - b_dec: minus
+     * sum_t dpre_t W_enc^T = W_enc (sum_t dpre_t) = W_enc gb_enc */
+    for (long r = 0; r < n; r++)
+        for (int i = 0; i < d; i++)
+            gbd[i] += p->g[r * d + i];
+    for (int i = 0; i < d; i++) {
+        const hs_real *w = s->W_enc + (size_t)i * M;
+        double acc = 0;
+        for (int j = 0; j < M; j++)
+            acc += (double)w[j] * gbe[j];
+        gbd[i] -= (hs_real)acc;
+    }
+}
+
+int hs_sae_train_grad(hs_sae_trainer *t, const hs_sae *s, const hs_real *x, long n, long lo,
+                      long hi, hs_sae_step_stats *st, unsigned char *fired)
+{
+    const double scale = 2.0 / (double)n; /* each row one of the batch's n */
+    const hs_real *batch = x;
+    const long total = n;
+    x += lo * s->d_in, n = hi - lo;
+    const int d = s->d_in, M = s->d_sae;
+    step p = { .K = s->k + (t->o.aux_k < M ? t->o.aux_k : M) };
+    int rc = step_scratch(&p, t, s, n);
+    if (rc)
+        return rc;
+    for (int j = 0; j < M; j++)
+        if (t->since[j] >= t->o.dead_tokens)
+            p.dead[p.n_dead++] = j;
+    for (long r = 0; r < n; r++)
+        for (int i = 0; i < d; i++)
+            p.xc[r * d + i] = x[r * d + i] - s->b_dec[i];
+    hs_gemm(0, 0, (int)n, M, d, 1, p.xc, d, s->W_enc, M, 0, p.pre, M);
+    double mse = 0, aux = 0;
+#pragma omp parallel for schedule(static) reduction(+ : mse, aux)
+    for (long r = 0; r < n; r++) {
+        double se[2];
+        select_row(&p, s, &t->o, x, r, scale, se);
+        mse += se[0], aux += se[1];
+    }
+    latent_grads(&p, t, s, n);
+    if (st) {
         st->mse = mse * scale / 2;
         st->aux = aux * scale / 2;
         st->explained_variance = lo == 0 && hi == total
                                      ? hs_sae_explained_variance(batch, total, d, mse) : NAN;
-        st->dead = n_dead;
+        st->dead = p.n_dead;
     }
-    if (!rc && fired) {
+    if (fired) {
         memset(fired, 0, (size_t)M);
         for (long r = 0; r < n; r++)
-            for (int q = 0; q < sel.cnt[r]; q++)
-                fired[sel.idx[r * K + q]] = 1;
+            for (int q = 0; q < p.cnt[r]; q++)
+                fired[p.idx[r * p.K + q]] = 1;
     }
-    return rc;
+    return HS_OK;
 }
 
 void hs_sae_trainer_count(hs_sae_trainer *t, const unsigned char *fired, long n, int d_sae)
