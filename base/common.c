@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <sched.h>
@@ -271,6 +272,22 @@ int hs_mkdirs(const char *path)
             break;
     }
     return HS_OK;
+}
+
+void hs_remove_flat_dir(const char *dir)
+{
+    if (!dir || !*dir)
+        return;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char p[4096];
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name) < (int)sizeof p)
+            unlink(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
 }
 
 static const char *file_kind(mode_t m)

@@ -122,6 +122,10 @@ int hs_output_free(const char *path, int force);
 /* mkdir -p: creates path and its missing parents (HS_EIO naming the path). */
 int hs_mkdirs(const char *path);
 
+/* Removes dir and the files in it (not recursive: a folder inside is left,
+ * and so is dir then). Quietly does nothing for NULL, "" or a missing dir. */
+void hs_remove_flat_dir(const char *dir);
+
 /* Loops below this much work run on the calling thread (an if clause on
  * their parallel region): waking a passively waiting thread costs more than
  * they do, and when that thread's core is taken by another process the

@@ -20,15 +20,19 @@ static void print_view(const hs_viewer_request *rq, const hs_viewer_summary *s, 
         printf("{\"out\":");
         hs_json_string(stdout, rq->dir);
         printf(",\"blocks\":%d,\"sequences\":%d,\"layers\":%d,\"metrics\":%d,\"token_text\":%s,"
-               "\"maps_bin_bytes\":%lld,\"maps_js_bytes\":%lld,\"data_js_bytes\":%lld,\"features\":%d}\n",
+               "\"maps_bin_bytes\":%lld,\"maps_js_bytes\":%lld,\"data_js_bytes\":%lld,"
+               "\"rows_bytes\":%lld,\"features\":%d}\n",
                s->blocks, s->sequences, s->layers, s->metrics, s->token_text ? "true" : "false",
-               s->bin_bytes, s->js_bytes, s->data_bytes, s->features);
+               s->bin_bytes, s->js_bytes, s->data_bytes, s->rows_bytes, s->features);
         return;
     }
     printf("wrote %s/index.html: %d maps (%d sequence%s, %d layer%s), %.1f MB of data%s\n",
            rq->dir, s->blocks, s->sequences, s->sequences == 1 ? "" : "s", s->layers,
            s->layers == 1 ? "" : "s", page / 1e6,
            s->metrics ? ", with the index's scores" : "");
+    if (s->rows_bytes)
+        printf("  and %.1f MB in %s/rows: the long maps' rows, loaded as the page needs them\n",
+               s->rows_bytes / 1e6, rq->dir);
 }
 
 static int cmd_view(int argc, char **argv)
@@ -46,6 +50,7 @@ static int cmd_view(int argc, char **argv)
         { "--runs", OPT_STR, &rq.runs, 0, "ID,...", "with --db: the runs whose scores the panel shows (default: the latest of each)", 0 },
         { "--heads", OPT_STR, &rq.heads, 0, "L.H,...", "heads of interest: listed in the panel, the first shown first", 0 },
         { "--compare", OPT_STR, &rq.compare, 0, "FILE.h5", "a second map file of the same shapes: both side by side and their difference", 0 },
+        { "--on-demand", OPT_FLAG, &rq.on_demand, 0, NULL, "every map as row files the page loads as it needs them (default: maps over 2048 x 2048 cells)", 0 },
         OPT_JSON(&json),
     };
     int rc = cli_opts_parse("view", o, CLI_N(o), argc, argv, NULL, 0, NULL);
@@ -87,7 +92,10 @@ HS_COMMAND(cmd_view_record) = {
         "fragment keeps the selection (#l=1&h=3&s=0&q=12), else --heads' first is shown.\n"
         "Data: maps.bin (one block per sequence, layer and head; u8 rows with a scale per\n"
         "row, or f16), maps.js (the same, base64, for file://) and data.js (the index:\n"
-        "shapes, offsets, tokens and their strings, model, GQA groups, scores).\n\n"
+        "shapes, offsets, tokens and their strings, model, GQA groups, scores). A map of\n"
+        "more than 2048 x 2048 cells (every map with --on-demand) goes to rows/ instead,\n"
+        "16 query rows a file and a pooled overview, which the page loads as it needs\n"
+        "them: a T = 8,192 capture opens without reading its T^2 cells.\n\n"
         "example: headscope view --maps maps.h5 --out viewer --db runs.db && xdg-open viewer/index.html\n",
     .run = cmd_view,
     OPT_RULES(view_rules),

@@ -4,7 +4,6 @@
  * temporary folder for a figure's data files. */
 #include "gnuplot.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -202,18 +201,7 @@ FILE *hs_plot_file(const char *path)
 
 void hs_plot_tmpdir_remove(const char *dir)
 {
-    if (!dir || !*dir)
-        return;
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));) {
-        char p[PATH_MAX];
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name) < (int)sizeof p)
-            unlink(p);
-    }
-    if (d)
-        closedir(d);
-    rmdir(dir);
+    hs_remove_flat_dir(dir);
 }
 
 /* A label as a gnuplot data field that reads back exactly as label: gnuplot

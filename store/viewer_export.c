@@ -1,10 +1,14 @@
-/* The viewer's export (viewer_export.h): maps.bin, maps.js, data.js. */
+/* The viewer's export (viewer_export.h): maps.bin, maps.js, data.js, rows/. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -33,6 +37,8 @@ typedef struct {
     int focus[16][2], nfocus;   /* --heads: (layer, head) each exported */
     FILE *f[OUT_N];
     char tmp[OUT_N][1200];
+    char rows_tmp[1200];        /* the row files' folder while written ("": none yet) */
+    long long rows_bytes;
     long long offset;           /* bytes of maps.bin written */
     int blocks;
     float *map;                 /* (nq, S) */
@@ -243,13 +249,14 @@ static int row_len(const hs_maps_layer_info *L, int packed, int r)
     return packed && n < L->S ? n : L->S;
 }
 
-/* The block's bytes (layout in viewer_export.h) from e->map into e->buf. */
-static size_t encode_block(exporter *e, const hs_maps_layer_info *L, int packed)
+/* Rows [r0, r1) of the map in e->map as the block layout (viewer_export.h)
+ * into e->buf: the whole block, or one of a long map's row files. */
+static size_t encode_rows(exporter *e, const hs_maps_layer_info *L, int packed, int r0, int r1)
 {
     unsigned char *p = e->buf;
     if (!e->rq->half)
-        p += 4 * (size_t)L->nq;
-    for (int r = 0; r < L->nq; r++) {
+        p += 4 * (size_t)(r1 - r0);
+    for (int r = r0; r < r1; r++) {
         const float *row = e->map + (size_t)r * L->S;
         const int n = row_len(L, packed, r);
         if (e->rq->half) {
@@ -263,7 +270,7 @@ static size_t encode_block(exporter *e, const hs_maps_layer_info *L, int packed)
         for (int s = 0; s < n; s++)
             mx = row[s] > mx ? row[s] : mx;
         const float scale = mx / 255.0f;
-        put_f32(e->buf + 4 * (size_t)r, scale);
+        put_f32(e->buf + 4 * (size_t)(r - r0), scale);
         for (int s = 0; s < n; s++)
             *p++ = scale > 0 ? (unsigned char)lrintf(fminf(255.0f, fmaxf(0.0f, row[s] / scale))) : 0;
     }
@@ -280,23 +287,92 @@ static int is_causal(const float *map, const hs_maps_layer_info *L)
     return 1;
 }
 
-/* The block's thumbnail: the max of each of (rows x cols) cells, on 0..1 as
- * u8, base64. */
-static cJSON *thumbnail(exporter *e, const hs_maps_layer_info *L, int rows, int cols)
+/* The map pooled to rows x cols cells, each the max of its entries, on 0..1
+ * as u8, base64: the block's thumbnail, or a long map's overview. */
+static cJSON *pooled(exporter *e, const hs_maps_layer_info *L, int rows, int cols)
 {
-    unsigned char th[HS_VIEWER_THUMB * HS_VIEWER_THUMB] = { 0 };
-    for (int r = 0; r < L->nq; r++) {
-        const int i = (int)((long long)r * rows / L->nq);
-        for (int s = 0; s < L->S; s++) {
-            const int j = (int)((long long)s * cols / L->S);
-            const float v = e->map[(size_t)r * L->S + s];
-            const unsigned char q = (unsigned char)lrintf(fminf(1.0f, fmaxf(0.0f, v)) * 255.0f);
-            th[i * cols + j] = q > th[i * cols + j] ? q : th[i * cols + j];
+    unsigned char *th = calloc((size_t)rows * cols, 1);
+    char *out = malloc(4 * ((size_t)rows * cols / 3 + 2) + 1);
+    cJSON *o = NULL;
+    if (th && out) {
+        for (int r = 0; r < L->nq; r++) {
+            unsigned char *cell = th + (size_t)((long long)r * rows / L->nq) * cols;
+            for (int s = 0; s < L->S; s++) {
+                const int j = (int)((long long)s * cols / L->S);
+                const float v = e->map[(size_t)r * L->S + s];
+                const unsigned char q = (unsigned char)lrintf(fminf(1.0f, fmaxf(0.0f, v)) * 255.0f);
+                cell[j] = q > cell[j] ? q : cell[j];
+            }
+        }
+        out[base64(out, th, (size_t)rows * cols)] = 0;
+        o = cJSON_CreateString(out);
+    }
+    free(th), free(out);
+    return o;
+}
+
+/* A map of more cells than this (or every map, --on-demand) is written as
+ * row files the page loads as it needs them, with a pooled overview. */
+#define LONG_CELLS (2048LL * 2048)
+enum { ROWS_PER_FILE = 16, OVERVIEW = 512 };
+
+static int is_long(const exporter *e, const hs_maps_layer_info *L)
+{
+    return e->rq->on_demand || (long long)L->nq * L->S > LONG_CELLS;
+}
+
+/* rows/NAME.js: HS_ROWS<var>("NAME", "base64 of bytes"), a new file in the
+ * folder this export made (mode 0700 while written). */
+static int write_rows_file(exporter *e, const char *name, const char *b64, size_t n)
+{
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s.js", e->rows_tmp, name);
+    const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (fd >= 0 && !f)
+        close(fd);
+    const char *var = e->rq->var ? e->rq->var : "";
+    const int head = f ? fprintf(f, "HS_ROWS%s(\"%s\", \"", var, name) : -1;
+    int ok = head > 0 && fwrite(b64, 1, n, f) == n && fputs("\");\n", f) >= 0;
+    ok = (f && !fclose(f)) && ok;
+    if (!ok)
+        return hs_fail(HS_EIO, "%s: write failed: %s", path, strerror(errno));
+    e->rows_bytes += head + (long long)n + 4;
+    return HS_OK;
+}
+
+/* A long map's row files (ROWS_PER_FILE rows each, the block layout) and
+ * its overview (OVERVIEW x OVERVIEW at most, pooled), described in b. */
+static int write_long_block(exporter *e, cJSON *b, const hs_maps_layer_info *L, int packed)
+{
+    if (!e->rows_tmp[0]) {
+        char rows[1100], unused[1300];
+        snprintf(rows, sizeof rows, "%s/rows", e->rq->dir);
+        if (hs_tmp_dir_create(rows, "-", e->rows_tmp, sizeof e->rows_tmp, unused, sizeof unused)) {
+            e->rows_tmp[0] = 0;
+            return HS_EIO;
         }
     }
-    char out[4 * HS_VIEWER_THUMB * HS_VIEWER_THUMB / 3 + 8];
-    out[base64(out, th, (size_t)rows * cols)] = 0;
-    return cJSON_CreateString(out);
+    char name[64];
+    const int chunks = (L->nq + ROWS_PER_FILE - 1) / ROWS_PER_FILE;
+    for (int c = 0; c < chunks; c++) {
+        const int r0 = c * ROWS_PER_FILE, r1 = r0 + ROWS_PER_FILE < L->nq ? r0 + ROWS_PER_FILE : L->nq;
+        const size_t bytes = encode_rows(e, L, packed, r0, r1);
+        snprintf(name, sizeof name, "%d_%d", e->blocks, c);
+        int rc = write_rows_file(e, name, e->b64, base64(e->b64, e->buf, bytes));
+        if (rc)
+            return rc;
+    }
+    const int rows = L->nq < OVERVIEW ? L->nq : OVERVIEW, cols = L->S < OVERVIEW ? L->S : OVERVIEW;
+    cJSON *ov = pooled(e, L, rows, cols);
+    snprintf(name, sizeof name, "%d_ov", e->blocks);
+    int rc = ov ? write_rows_file(e, name, ov->valuestring, strlen(ov->valuestring))
+                : hs_fail(HS_ENOMEM, "viewer overview");
+    cJSON_Delete(ov);
+    cJSON_AddNumberToObject(b, "rows", ROWS_PER_FILE);
+    cJSON_AddNumberToObject(b, "ov_rows", rows);
+    cJSON_AddNumberToObject(b, "ov_cols", cols);
+    return rc;
 }
 
 static int write_block(exporter *e, cJSON *blocks, int si, int k, int hi)
@@ -305,26 +381,29 @@ static int write_block(exporter *e, cJSON *blocks, int si, int k, int hi)
     int rc = hs_maps_read(e->r, e->li[k], e->seq[si], hi, e->map);
     if (rc)
         return rc;
-    const int packed = is_causal(e->map, L);
-    const size_t bytes = encode_block(e, L, packed);
-    const size_t nb64 = base64(e->b64, e->buf, bytes);
-    if (fwrite(e->buf, 1, bytes, e->f[OUT_BIN]) != bytes ||
-        fprintf(e->f[OUT_JS], "%s\"", e->blocks ? ",\n" : "") < 0 ||
-        fwrite(e->b64, 1, nb64, e->f[OUT_JS]) != nb64 || fputc('"', e->f[OUT_JS]) == EOF)
-        return hs_fail(HS_EIO, "%s: write failed: %s", e->rq->dir, strerror(errno));
-    const int rows = L->nq < HS_VIEWER_THUMB ? L->nq : HS_VIEWER_THUMB,
-              cols = L->S < HS_VIEWER_THUMB ? L->S : HS_VIEWER_THUMB;
+    const int packed = is_causal(e->map, L), on_demand = is_long(e, L);
     cJSON *b = cJSON_CreateObject();
     cJSON_AddItemToArray(blocks, b);
     cJSON_AddNumberToObject(b, "s", si);
     cJSON_AddNumberToObject(b, "l", k);
     cJSON_AddNumberToObject(b, "h", hi);
+    cJSON_AddBoolToObject(b, "packed", packed);
+    /* a long map: its row files; maps.js keeps an empty entry in its place */
+    const size_t bytes = on_demand ? 0 : encode_rows(e, L, packed, 0, L->nq);
+    const size_t nb64 = base64(e->b64, e->buf, bytes);
+    if ((bytes && fwrite(e->buf, 1, bytes, e->f[OUT_BIN]) != bytes) ||
+        fprintf(e->f[OUT_JS], "%s\"", e->blocks ? ",\n" : "") < 0 ||
+        fwrite(e->b64, 1, nb64, e->f[OUT_JS]) != nb64 || fputc('"', e->f[OUT_JS]) == EOF)
+        return hs_fail(HS_EIO, "%s: write failed: %s", e->rq->dir, strerror(errno));
+    if (on_demand && (rc = write_long_block(e, b, L, packed)))
+        return rc;
+    const int rows = L->nq < HS_VIEWER_THUMB ? L->nq : HS_VIEWER_THUMB,
+              cols = L->S < HS_VIEWER_THUMB ? L->S : HS_VIEWER_THUMB;
     cJSON_AddNumberToObject(b, "offset", (double)e->offset);
     cJSON_AddNumberToObject(b, "bytes", (double)bytes);
-    cJSON_AddBoolToObject(b, "packed", packed);
     cJSON_AddNumberToObject(b, "thumb_rows", rows);
     cJSON_AddNumberToObject(b, "thumb_cols", cols);
-    cJSON_AddItemToObject(b, "thumb", thumbnail(e, L, rows, cols));
+    cJSON_AddItemToObject(b, "thumb", pooled(e, L, rows, cols));
     e->offset += (long long)bytes;
     e->blocks++;
     return HS_OK;
@@ -504,14 +583,15 @@ static int write_data(exporter *e, cJSON *blocks, hs_viewer_summary *sum)
 
 static int export_all(exporter *e, hs_viewer_summary *sum)
 {
-    size_t maxq = 0, maxs = 0;
+    size_t cells = 0, block_max = 0; /* a map's; the bytes encoded at once (a long map: a row file's) */
     for (int k = 0; k < e->nli; k++) {
         const hs_maps_layer_info *L = &e->in->layers[e->li[k]];
-        maxq = (size_t)L->nq > maxq ? (size_t)L->nq : maxq;
-        maxs = (size_t)L->S > maxs ? (size_t)L->S : maxs;
+        const size_t rows = is_long(e, L) && L->nq > ROWS_PER_FILE ? ROWS_PER_FILE : (size_t)L->nq,
+                     b = rows * 4 + rows * (size_t)L->S * 2;
+        cells = (size_t)L->nq * L->S > cells ? (size_t)L->nq * L->S : cells;
+        block_max = b > block_max ? b : block_max;
     }
-    const size_t block_max = maxq * 4 + maxq * maxs * 2;
-    e->map = hs_calloc(maxq * maxs, sizeof *e->map, "viewer map");
+    e->map = hs_calloc(cells, sizeof *e->map, "viewer map");
     e->buf = hs_calloc(block_max, 1, "viewer block");
     e->b64 = hs_calloc(block_max / 3 * 4 + 8, 1, "viewer base64");
     if (!e->map || !e->buf || !e->b64)
@@ -531,6 +611,20 @@ static int export_all(exporter *e, hs_viewer_summary *sum)
     }
     sum->blocks = e->blocks, sum->sequences = e->nseq, sum->layers = e->nli;
     return write_data(e, blocks, sum);
+}
+
+/* The row folders (DIR/rows.tmp.PID.XXXXXX) an interrupted export left. */
+static void remove_stale_rows(const char *dir, const char *rows)
+{
+    DIR *d = opendir(dir);
+    for (struct dirent *en; d && (en = readdir(d));) {
+        char p[1400];
+        if (hs_tmp_stale(rows, en->d_name) &&
+            snprintf(p, sizeof p, "%s/%s", dir, en->d_name) < (int)sizeof p)
+            hs_remove_flat_dir(p);
+    }
+    if (d)
+        closedir(d);
 }
 
 static long long file_bytes(FILE *f)
@@ -579,8 +673,20 @@ int hs_viewer_export(const hs_viewer_request *rq, hs_viewer_summary *sum)
         if (fclose(e.f[i]) && !rc)
             rc = hs_fail(HS_EIO, "%s: write failed: %s", e.tmp[i], strerror(errno));
     }
-    /* each over its final name (hs_tmp_commit removes the temporary when it
-     * cannot); after a failure the rest are removed, nothing moved */
+    /* the row files' folder over rows/ (an earlier export's removed), then
+     * each file over its final name (hs_tmp_commit removes the temporary
+     * when it cannot); after a failure the rest are removed, nothing moved */
+    char rows[1100];
+    snprintf(rows, sizeof rows, "%s/rows", rq->dir);
+    if (!rc) {
+        hs_remove_flat_dir(rows);
+        remove_stale_rows(rq->dir, rows);
+    }
+    if (!rc && e.rows_tmp[0] && (chmod(e.rows_tmp, 0755) || rename(e.rows_tmp, rows)))
+        rc = hs_fail(HS_EIO, "%s: cannot move the row files there: %s", rows, strerror(errno));
+    if (rc)
+        hs_remove_flat_dir(e.rows_tmp);
+    sum->rows_bytes = e.rows_bytes;
     for (int i = 0; i < OUT_N; i++)
         if (!rc)
             rc = hs_tmp_commit(e.tmp[i], final[i], 1);

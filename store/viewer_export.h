@@ -8,6 +8,15 @@
  *              A block whose map is causal (every key after its query is
  *              exactly 0) stores row r's first min(S, q0 + r + 1) keys only
  *              ("packed"); otherwise every row holds S keys.
+ *              A map of more than 2048 x 2048 cells (every map with
+ *              on_demand) is not there: rows/I_C.js holds rows
+ *              [16 C, 16 C + 16) of block I in the same layout (the scales
+ *              of those rows, then the rows) as
+ *              `HS_ROWS("I_C", "base64");`, and rows/I_ov.js its overview
+ *              (max-pooled to at most 512 x 512, u8 on 0..1), so that a
+ *              page of T = 8,192 loads a few rows at a time; the block's
+ *              entry in maps.js is "" and its index entry says rows (16),
+ *              ov_rows and ov_cols.
  *   maps.js    the same blocks as base64 strings, one per block:
  *              `HS_MAPS_B64 = ["...", ...];` (browsers refuse fetch() from
  *              file://, but load a <script>)
@@ -43,11 +52,14 @@ typedef struct {
                               shown when the link names none (NULL: none) */
     const char *compare;   /* a second map file of the same shapes, exported into dir/compare
                               for the page's side-by-side view (NULL: none) */
-    const char *var;       /* the globals' suffix: HS_DATA<var>, HS_MAPS_B64<var> (NULL: "") */
+    const char *var;       /* the globals' suffix: HS_DATA<var>, HS_MAPS_B64<var>, HS_ROWS<var>
+                              (NULL: "") */
+    int on_demand;         /* 1: every map as row files (default: those over 2048 x 2048 cells) */
 } hs_viewer_request;
 
 typedef struct {
     long long bin_bytes, js_bytes, data_bytes; /* maps.bin, maps.js, data.js */
+    long long rows_bytes;  /* rows/: the long maps' row files and overviews */
     int blocks, sequences, layers, metrics;
     int features;          /* a features file's page: the features written */
     int token_text;        /* 1: token strings from the file's /token_text */

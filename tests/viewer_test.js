@@ -14,6 +14,7 @@
 //   node viewer_test.js find    DIR TEXT SEQS.json          --sequences all and the find box
 //   node viewer_test.js grid    DIR                         the model view's scores, printed
 //   node viewer_test.js pads    DIR PADS.json               ragged --lines sentences' padding
+//   node viewer_test.js long    DIR EXPECT.json SHOT.png   a long map's rows loaded on demand
 //
 // EXPECT.json (written from the HDF5 file with h5py): {"dtype": "u8"|"f16",
 // "q": i, "layers": [L...], "heads": [[H...]...], "rows": {"L,H": [p...]},
@@ -450,12 +451,87 @@ async function pads(dir, wantFile) {
   console.log(JSON.stringify({ ok: true, sentences: want.length }));
 }
 
+// A long map (view writes its rows to rows/): the page is interactive within
+// 2 s having loaded no more than the overview and the head view's first
+// rows; hovers over tokens spread along the sequence (each needing a row
+// file not yet loaded) are answered -- the row painted -- within 50 ms
+// (median; the max printed); the painted row, the head view's lines of a
+// held token and the zoomed matrix's tooltip equal h5py's values.
+// EXPECT.json: {"layer": L, "heads": [H...], "T": T, "rows": {"H,q": [p...]},
+// "hovers": [q...], "held": q, "files_at_open_max": n}.
+async function longMap(dir, expectFile, shot) {
+  const ex = JSON.parse(fs.readFileSync(expectFile, "utf8"));
+  const { browser, page, errors } = await open(dir, "l=" + ex.layer + "&h=" + ex.heads[0] + "&s=0");
+  const ready = await page.evaluate(() => window.HS_READY);
+  await page.evaluate(() => window.hsViewer.idle());
+  const atOpen = await page.evaluate(() => window.hsViewer.rowFiles());
+  need(ready <= 2000, "interactive after " + ready.toFixed(0) + " ms (at most 2 s)");
+  need(atOpen.length <= ex.files_at_open_max, "the page loaded " + atOpen.length + " row files at open (" +
+       atOpen.slice(0, 8).join(", ") + " ...), at most " + ex.files_at_open_max + " expected");
+  const T = await page.$$eval("#tokens span", (sp) => sp.length);
+  need(T === ex.T, "the token view shows " + T + " tokens, the file holds " + ex.T);
+  const times = await page.evaluate(async (qs) => {
+    const spans = document.querySelectorAll("#tokens span"), out = [];
+    for (const t of qs) {
+      const t0 = performance.now();
+      spans[t].dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
+      await window.hsViewer.idle();
+      getComputedStyle(spans[spans.length - 1]).backgroundColor;
+      document.body.offsetHeight;
+      out.push(performance.now() - t0);
+      await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+    }
+    return out;
+  }, ex.hovers);
+  const last = ex.hovers[ex.hovers.length - 1], h0 = ex.heads[0];
+  compare("u8", await shownRow(page), ex.rows[h0 + "," + last], "head " + h0 + " query " + last + " (hovered)");
+  times.sort((x, y) => x - y);
+  const median = times[times.length >> 1];
+  need(median <= 50, "a hover answered in " + median.toFixed(1) + " ms (median; at most 50)");
+  // hold a token: the head view draws the window's lines of every head (on
+  // the row's own scale: at this length the weights are mostly under 0.01)
+  const q = ex.held;
+  await page.selectOption("#scale", "row");
+  await page.$eval('#tokens span[data-t="' + q + '"]', (e) => e.scrollIntoView());
+  await page.click('#tokens span[data-t="' + q + '"]');
+  await page.evaluate(() => window.hsViewer.idle());
+  const lines = await page.evaluate(() => window.hsViewer.headLines());
+  need(new Set(lines.map((x) => x[0])).size === ex.heads.length, "the head view drew lines of " +
+       new Set(lines.map((x) => x[0])).size + " heads, expected " + ex.heads.length);
+  let checked = 0;
+  for (const [h, t, k, w] of lines) {
+    const row = ex.rows[h + "," + t];
+    if (!row) continue;
+    need(Math.abs(w - row[k]) <= Math.max(...row) / 255 + 1e-6, "head view: head " + h + " query " + t +
+         " key " + k + ": " + w + ", h5py " + row[k]);
+    checked++;
+  }
+  need(checked > 0, "the head view drew no line of the held query " + q);
+  // the matrix zoomed to 16 px a cell around (q, q - 3): its tooltip's value
+  const k = q - 3;
+  const at = await page.evaluate(([r, c]) => window.hsViewer.zoomTo(r, c, 16), [q, k]);
+  await page.$eval("#matrix", (e) => e.scrollIntoView());
+  const box = await page.$eval("#matrix", (e) => { const r = e.getBoundingClientRect(); return [r.left, r.top]; });
+  await page.mouse.move(box[0] + at[0], box[1] + at[1]);
+  await page.evaluate(() => window.hsViewer.idle());
+  await page.mouse.move(box[0] + at[0] + 1, box[1] + at[1]);
+  const tip = await page.$eval("#tooltip", (e) => e.textContent);
+  const want = ex.rows[h0 + "," + q][k];
+  need(Math.abs(tipP(tip) - want) <= Math.max(...ex.rows[h0 + "," + q]) / 255 + 1e-6,
+       "the zoomed matrix's tooltip at query " + q + " key " + k + ": " + tip + " (h5py " + want + ")");
+  await page.screenshot({ path: shot, fullPage: false });
+  need(!errors.length, "page errors: " + errors.join("; "));
+  await browser.close();
+  console.log(JSON.stringify({ ok: true, T, interactive_ms: +ready.toFixed(1), files_at_open: atOpen.length,
+    hover_median_ms: +median.toFixed(2), hover_max_ms: +times[times.length - 1].toFixed(2) }));
+}
+
 const [mode, dir, a, b, c] = process.argv.slice(2);
 const run = { check: () => check(dir, a, b), escape: () => escape(dir, a, b), gqa: () => gqa(dir),
               perf: () => perf(dir, parseInt(a || "20", 10)), focus: () => focus(dir, a),
               seq2seq: () => seq2seq(dir, a, b), features: () => features(dir, a, b),
               headview: () => headview(dir, a, b), compare: () => compareView(dir, a, b, c),
               find: () => findText(dir, a, b), grid: () => gridScores(dir),
-              pads: () => pads(dir, a) }[mode];
-if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus|seq2seq|features|headview|compare|find|grid|pads DIR ...\n"); process.exit(2); }
+              pads: () => pads(dir, a), long: () => longMap(dir, a, b) }[mode];
+if (!run) { process.stderr.write("usage: viewer_test.js check|escape|gqa|perf|focus|seq2seq|features|headview|compare|find|grid|pads|long DIR ...\n"); process.exit(2); }
 run().catch((e) => fail(String(e && e.stack || e)));

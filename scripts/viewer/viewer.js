@@ -1,8 +1,9 @@
 /* headscope's attention viewer: reads HS_DATA (data.js, the index of the
  * export) and the map blocks (maps.bin over http, maps.js's base64 strings
- * from file://, where browsers refuse fetch), and draws the token view, the
- * matrix, the layer x head thumbnails and the head panel. Every string from
- * the data goes into the page as textContent, never as HTML. */
+ * from file://, where browsers refuse fetch; a long map's rows from
+ * rows/I_C.js files loaded as they are needed), and draws the token view,
+ * the matrix, the layer x head thumbnails and the head panel. Every string
+ * from the data goes into the page as textContent, never as HTML. */
 "use strict";
 (function () {
   const D = window.HS_DATA;
@@ -20,7 +21,53 @@
   function dataset(data, b64, bin) {
     const index = new Map(); // "s,l,h" (export indices) -> block
     data.blocks.forEach((b, i) => { b.i = i; index.set(b.s + "," + b.l + "," + b.h, b); });
-    return { data, index, b64, bin, binary: null, cache: new Map() };
+    const ds = { data, index, b64, bin, binary: null, cache: new Map(),
+                 dir: bin.replace(/maps\.bin$/, ""), files: new Map(), waiting: new Map() };
+    window[b64.replace("MAPS_B64", "ROWS")] = (name, text) => { ds.files.set(name, decodeB64(text)); };
+    return ds;
+  }
+  function decodeB64(text) {
+    const s = atob(text), out = new Uint8Array(s.length);
+    for (let k = 0; k < s.length; k++) out[k] = s.charCodeAt(k);
+    return out;
+  }
+  /* ---- a long map's files (view writes maps over 2048 x 2048 cells to
+   * rows/: 16 query rows a file, and a pooled overview), each a <script>
+   * calling HS_ROWS<var>; loaded once, the oldest dropped past FILES_KEPT ---- */
+  const FILES_KEPT = 768;
+  let inflight = 0, idleWaiters = [];
+  function settle() {
+    if (inflight) return;
+    const w = idleWaiters; idleWaiters = [];
+    w.forEach((f) => f());
+  }
+  function fetchFile(ds, name, then) {
+    if (ds.waiting.has(name)) { ds.waiting.get(name).push(then); return; }
+    ds.waiting.set(name, [then]);
+    inflight++;
+    const sc = document.createElement("script");
+    const done = () => {
+      const cbs = ds.waiting.get(name) || [];
+      ds.waiting.delete(name);
+      sc.remove();
+      inflight--;
+      if (ds.files.has(name)) {
+        while (ds.files.size > FILES_KEPT) ds.files.delete(ds.files.keys().next().value);
+        cbs.forEach((f) => f());
+      } else status(sc.src + " could not be loaded");
+      settle();
+    };
+    sc.src = ds.dir + "rows/" + name + ".js";
+    sc.onload = done; sc.onerror = done;
+    document.body.appendChild(sc);
+  }
+  /* true when every named file is loaded; else loads the missing ones and
+   * calls then() once they all are */
+  function needFiles(ds, names, then) {
+    const missing = names.filter((n) => !ds.files.has(n));
+    let left = missing.length;
+    missing.forEach((n) => fetchFile(ds, n, () => { if (--left === 0) then(); }));
+    return !missing.length;
   }
   const A = dataset(D, "HS_MAPS_B64", "maps.bin");
   let B = null; // the compare file's, once compare/data.js is loaded (D.compare)
@@ -43,13 +90,82 @@
     return out;
   }
 
-  /* A block as {get(r, s), row(r) -> Float64Array(S), col(s)}. */
+  /* A long map's block: rows r0..r1 are there once need(r0, r1, then) is
+   * true (else then() is called when they arrive); get is NaN, row null for
+   * a row not loaded; col is null (a column would read every row file). */
+  function longBlock(b, ds, L) {
+    const R = b.rows, nq = L.nq, S = L.S, parts = new Map();
+    const len = (r) => (b.packed ? Math.min(S, L.q0 + r + 1) : S);
+    const name = (c) => b.i + "_" + c;
+    function part(r) {
+      const c = Math.floor(r / R), raw = ds.files.get(name(c));
+      if (!raw) { parts.delete(c); return null; }
+      let x = parts.get(c);
+      if (x && x.raw === raw) return x;
+      const r0 = c * R, n = Math.min(nq, r0 + R) - r0, start = new Int32Array(n + 1);
+      for (let k = 0; k < n; k++) start[k + 1] = start[k] + len(r0 + k);
+      x = U8 ? { raw, r0, start, scale: new Float32Array(raw.buffer, 0, n), v: new Uint8Array(raw.buffer, 4 * n) }
+             : { raw, r0, start, v: new Uint16Array(raw.buffer, 0, raw.length >> 1) };
+      parts.set(c, x);
+      return x;
+    }
+    function get(r, s) {
+      const x = part(r);
+      if (!x) return NaN;
+      const k = r - x.r0;
+      if (s >= len(r)) return 0;
+      return U8 ? x.v[x.start[k] + s] * x.scale[k] : HALF[x.v[x.start[k] + s]];
+    }
+    let ovCanvas = null, ovScale = "";
+    return {
+      L, nq, S, get, long: true,
+      scaleOf(r) { const x = part(r); return x && U8 ? x.scale[r - x.r0] : NaN; },
+      row(r) {
+        const x = part(r);
+        if (!x) return null;
+        const o = new Float64Array(S), k = r - x.r0, n = len(r), st0 = x.start[k];
+        for (let s = 0; s < n; s++) o[s] = U8 ? x.v[st0 + s] * x.scale[k] : HALF[x.v[st0 + s]];
+        return o;
+      },
+      col() { return null; },
+      need(r0, r1, then) {
+        const names = [];
+        for (let c = Math.floor(r0 / R); c <= Math.floor((r1 - 1) / R); c++) names.push(name(c));
+        return needFiles(ds, names, then);
+      },
+      /* the pooled overview (max of each cell, 0..1) as a canvas, or null
+       * until it arrives (then then()) */
+      overview(then) {
+        if (ovCanvas && ovScale === st.scale) return ovCanvas;
+        if (!needFiles(ds, [b.i + "_ov"], then)) return null;
+        const v = ds.files.get(b.i + "_ov"), c = document.createElement("canvas");
+        c.width = b.ov_cols; c.height = b.ov_rows;
+        const ctx = c.getContext("2d"), img = ctx.createImageData(c.width, c.height);
+        for (let k = 0; k < v.length; k++) {
+          const a = Math.round(255 * level(v[k] / 255, 1)) * 3;
+          img.data[4 * k] = RAMP[a]; img.data[4 * k + 1] = RAMP[a + 1]; img.data[4 * k + 2] = RAMP[a + 2];
+          img.data[4 * k + 3] = 255;
+        }
+        ctx.putImageData(img, 0, 0);
+        ovScale = st.scale;
+        return (ovCanvas = c);
+      },
+    };
+  }
+
+  /* A block as {get(r, s), row(r) -> Float64Array(S), col(s), need(r0, r1,
+   * then) -> true when rows r0..r1 are there}. */
   function block(si, li, hi, ds) {
     ds = ds || A;
     const b = ds.index.get(si + "," + li + "," + hi), cache = ds.cache;
     if (!b) return null;
     if (cache.has(b.i)) return cache.get(b.i);
     const L = D.layers[li], nq = L.nq, S = L.S;
+    if (b.rows) {
+      const lb = longBlock(b, ds, L);
+      cache.set(b.i, lb);
+      return lb;
+    }
     const start = new Int32Array(nq + 1), len = new Int32Array(nq);
     for (let r = 0; r < nq; r++) {
       len[r] = b.packed ? Math.min(S, L.q0 + r + 1) : S;
@@ -66,7 +182,7 @@
       get = (r, s) => (s < len[r] ? HALF[v[start[r] + s]] : 0);
     }
     const blk = {
-      L, nq, S, get, scaleOf: U8 ? scaleOf : null,
+      L, nq, S, get, scaleOf: U8 ? scaleOf : null, long: false, need: () => true,
       row(r) { const o = new Float64Array(S); for (let s = 0; s < len[r]; s++) o[s] = get(r, s); return o; },
       col(s) { const o = new Float64Array(nq); for (let r = 0; r < nq; r++) o[r] = get(r, s); return o; },
     };
@@ -117,7 +233,11 @@
     return Math.min(1, p);
   }
   // token view: red with alpha = level; the matrix: white -> dark blue
-  function tokenColour(a) { return a > 0 ? "rgba(214, 39, 40, " + a.toFixed(3) + ")" : ""; }
+  const TOKEN_RGBA = [""]; // by level in thousandths, made as needed
+  function tokenColour(k) {
+    if (TOKEN_RGBA[k] === undefined) TOKEN_RGBA[k] = "rgba(214, 39, 40, " + (k / 1000).toFixed(3) + ")";
+    return TOKEN_RGBA[k];
+  }
   const RAMP = new Uint8Array(256 * 3);
   for (let i = 0; i < 256; i++) {
     const t = i / 255;
@@ -129,7 +249,7 @@
   /* ---- token view: the tokens, an encoder-decoder's source above its
    * decoder inputs; the selected token's side is its layer's query side
    * (dir q) or key side (dir k), the other side coloured ---- */
-  const spans = { src: [], tgt: [] };
+  const spans = { src: [], tgt: [] }, painted = { src: null, tgt: null }; // each span's level (thousandths)
   function showToken(t) {
     return t.replace(/\n/g, "\u21b5\n").replace(/\t/g, "\u21e5").replace(/\r/g, "\u240d");
   }
@@ -139,6 +259,7 @@
       box.textContent = "";
       box.className = D.token_source === "ids" ? "ids" : "";
       spans[side].length = 0;
+      painted[side] = new Int16Array(text.length);
       const frag = document.createDocumentFragment();
       const mask = side === "tgt" ? D.sequences[st.s].mask : null; // a task's or --lines' padding
       for (let t = 0; t < text.length; t++) {
@@ -146,7 +267,7 @@
         sp.textContent = showToken(text[t]);
         sp.dataset.t = t;
         sp.dataset.side = side;
-        if (mask && !mask[t]) sp.dataset.pad = 1;
+        if (mask && !mask[t]) { sp.dataset.pad = 1; sp.className = "pad"; }
         spans[side].push(sp);
         frag.appendChild(sp);
       }
@@ -154,18 +275,30 @@
     }
   }
   let lastValues = null; // Float64Array: what the token colours show (the painted side)
-  let lastSel = -1;
+  let lastSel = -1, marked = null; // the span marked held, sel or nocap
+  function repaint() { paintTokens(); drawMatrix(); }
   function paintTokens() {
     const blk = block(st.s, st.l, st.h), L = D.layers[st.l], [qs, ks] = sides(L);
     const paint = st.dir === "q" ? ks : qs, held = st.dir === "q" ? qs : ks;
-    for (const side of ["src", "tgt"]) for (const sp of spans[side]) sp.className = sp.dataset.pad ? "pad" : "";
+    if (marked) marked.classList.remove("held", "sel", "nocap");
+    marked = null;
     const n = spans[paint].length, vals = new Float64Array(n);
     const q = st.q < spans[held].length ? st.q : -1;
+    let missing = false; // a long map's column (not drawn)
     if (blk && q >= 0) {
       if (st.dir === "q") {
         const r = q - L.q0;
+        if (r >= 0 && r < L.nq && !blk.need(r, r + 1, repaint)) { // its row file: painted when it arrives
+          marked = spans[held][q]; marked.classList.add(st.held ? "held" : "sel");
+          lastValues = null; lastSel = q;
+          return;
+        }
         if (r >= 0 && r < L.nq) vals.set(blk.row(r).subarray(0, Math.min(n, L.S)));
-        else spans[held][q].className = "nocap";
+        else { marked = spans[held][q]; marked.classList.add("nocap"); }
+      } else if (q < L.S && blk.long) {
+        missing = true;
+        status("a long map shows the attention a token gives, not what it receives (its column " +
+               "would read every row file)");
       } else if (q < L.S) {
         const c = blk.col(q);
         for (let r = 0; r < L.nq; r++) if (L.q0 + r < n) vals[L.q0 + r] = c[r];
@@ -173,13 +306,15 @@
     }
     let mx = 0;
     for (let t = 0; t < n; t++) mx = vals[t] > mx ? vals[t] : mx;
-    for (const side of ["src", "tgt"])
-      for (let t = 0; t < spans[side].length; t++) {
-        const c = side === paint ? tokenColour(level(vals[t], mx)) : "";
-        if (spans[side][t].style.backgroundColor !== c) spans[side][t].style.backgroundColor = c;
+    for (const side of ["src", "tgt"]) {
+      const was = painted[side], sp = spans[side];
+      for (let t = 0; t < sp.length; t++) {
+        const k = side === paint ? Math.round(1000 * level(vals[t], mx)) : 0;
+        if (was[t] !== k) { was[t] = k; sp[t].style.backgroundColor = tokenColour(k); }
       }
-    if (q >= 0) spans[held][q].classList.add(st.held ? "held" : "sel");
-    lastValues = vals;
+    }
+    if (q >= 0) { marked = spans[held][q]; marked.classList.add(st.held ? "held" : "sel"); }
+    lastValues = missing ? null : vals;
     lastSel = q;
   }
   /* A token of `side` chosen: with queries and keys on different sides (cross
@@ -238,7 +373,8 @@
    * column), opacity the weight on the colour scale; a hovered token keeps
    * its lines alone; a head's chip hides or shows it; heads that share a
    * key/value head (GQA) carry its group on their chips. Long sequences:
-   * the 96 positions around the selected token (or the start). ---- */
+   * the 96 positions around the selected token (or the start); a long
+   * map's rows of those positions are loaded first. ---- */
   const HV_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                       "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39",
                       "#7b4173", "#3182bd"];
@@ -291,6 +427,14 @@
     }
     hv.lines = [];
     ctx.lineWidth = 2;
+    /* a long map's rows of the window: every shown head's, or none drawn yet */
+    const r0 = Math.max(q0, L.q0) - L.q0, r1 = Math.min(q1 - L.q0, L.nq);
+    let ready = true;
+    L.heads.forEach((_, hi) => {
+      const blk = block(st.s, st.l, hi);
+      if (blk && !hv.off.has(hi) && r1 > r0) ready = blk.need(r0, r1, drawHeadView) && ready;
+    });
+    if (!ready) return;
     L.heads.forEach((_, hi) => {
       if (hv.off.has(hi)) return;
       const blk = block(st.s, st.l, hi);
@@ -345,28 +489,28 @@
     const s = showToken(textOf(side)[t]).replace(/\n/g, "");
     return s.length > 14 ? s.slice(0, 13) + "\u2026" : s;
   }
-  /* Row r of the selected head as the matrix shows it: A's, B's, or A - B. */
+  /* Row r of the selected head as the matrix shows it: A's, B's, or A - B
+   * (null: a long map's row not loaded). */
   function shownRow(blk, r) {
     if (st.cmp === "a" || !B) return blk.row(r);
     const b = block(st.s, st.l, st.h, B).row(r);
-    if (st.cmp === "b") return b;
+    if (st.cmp === "b" || !b) return b;
     const a = blk.row(r);
-    for (let s = 0; s < a.length; s++) a[s] -= b[s];
+    for (let s = 0; a && s < a.length; s++) a[s] -= b[s];
     return a;
   }
-  function mapImage() {
-    const blk = block(st.s, st.l, st.h), key = [st.s, st.l, st.h, st.scale, st.cmp].join();
-    if (!blk) return null;
-    if (key === imageKey) return image;
-    const c = document.createElement("canvas");
-    c.width = blk.S; c.height = blk.nq;
-    const ctx = c.getContext("2d"), img = ctx.createImageData(blk.S, blk.nq), px = img.data;
+  /* Rows [r0, r1) x keys [c0, c1) of the shown map as a canvas of one
+   * pixel a cell. */
+  function cellsImage(blk, r0, r1, c0, c1) {
+    const c = document.createElement("canvas"), w = c1 - c0;
+    c.width = w; c.height = r1 - r0;
+    const ctx = c.getContext("2d"), img = ctx.createImageData(w, r1 - r0), px = img.data;
     const diff = B && st.cmp === "d";
-    for (let r = 0; r < blk.nq; r++) {
+    for (let r = r0; r < r1; r++) {
       const row = shownRow(blk, r);
       let mx = 0;
       if (st.scale === "row") for (let s = 0; s < blk.S; s++) mx = Math.abs(row[s]) > mx ? Math.abs(row[s]) : mx;
-      for (let s = 0, o = 4 * r * blk.S; s < blk.S; s++, o += 4) {
+      for (let s = c0, o = 4 * (r - r0) * w; s < c1; s++, o += 4) {
         if (diff) { /* diverging about a white 0: red where A > B, blue where A < B */
           const a = level(Math.abs(row[s]), mx), pos = row[s] > 0;
           px[o] = pos ? 255 : Math.round(255 - a * 224); px[o + 1] = Math.round(255 - a * (pos ? 216 : 136));
@@ -378,8 +522,35 @@
       }
     }
     ctx.putImageData(img, 0, 0);
-    image = c; imageKey = key;
     return c;
+  }
+  /* The whole map as an image (S x nq): every cell; a long map's pooled
+   * overview (none for A - B, which has no pooled form) */
+  function mapImage() {
+    const blk = block(st.s, st.l, st.h), key = [st.s, st.l, st.h, st.scale, st.cmp].join();
+    if (!blk) return null;
+    if (blk.long) {
+      const ov = st.cmp === "b" && B ? block(st.s, st.l, st.h, B) : st.cmp === "d" && B ? null : blk;
+      return ov ? ov.overview(drawMatrix) : null;
+    }
+    if (key === imageKey) return image;
+    image = cellsImage(blk, 0, blk.nq, 0, blk.S); imageKey = key;
+    return image;
+  }
+  /* A long map zoomed in to at most DETAIL rows: the visible cells exactly,
+   * over the overview, once their row files are there. */
+  const DETAIL = 512;
+  let detail = null, detailKey = "";
+  function drawDetail(ctx, blk, L) {
+    const z = view.zoom, r0 = Math.max(0, Math.floor(-view.y / z)), r1 = Math.min(L.nq, Math.ceil((MSIZE - view.y) / z));
+    const c0 = Math.max(0, Math.floor(-view.x / z)), c1 = Math.min(L.S, Math.ceil((MSIZE - view.x) / z));
+    if (r1 <= r0 || c1 <= c0 || r1 - r0 > DETAIL) return;
+    let ok = blk.need(r0, r1, drawMatrix);
+    if (B && st.cmp !== "a") ok = block(st.s, st.l, st.h, B).need(r0, r1, drawMatrix) && ok;
+    if (!ok) return;
+    const key = [st.s, st.l, st.h, st.scale, st.cmp, r0, r1, c0, c1].join();
+    if (key !== detailKey) { detail = cellsImage(blk, r0, r1, c0, c1); detailKey = key; }
+    ctx.drawImage(detail, ML + view.x + c0 * z, MT + view.y + r0 * z, (c1 - c0) * z, (r1 - r0) * z);
   }
   function resetView() {
     const L = D.layers[st.l];
@@ -413,17 +584,19 @@
   }
   function drawMatrix() {
     const cv = $("matrix"), ctx = cv.getContext("2d"), img = mapImage(), L = D.layers[st.l];
+    const blk = block(st.s, st.l, st.h);
     ctx.fillStyle = "#fff";
     ctx.fillRect(0, 0, cv.width, cv.height);
     ctx.fillStyle = "#eee";
     ctx.fillRect(ML, MT, MSIZE, MSIZE);
-    if (!img) return;
+    if (!blk) return;
     ctx.save();
     ctx.beginPath();
     ctx.rect(ML, MT, MSIZE, MSIZE);
     ctx.clip();
     ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(img, ML + view.x, MT + view.y, img.width * view.zoom, img.height * view.zoom);
+    if (img) ctx.drawImage(img, ML + view.x, MT + view.y, L.S * view.zoom, L.nq * view.zoom);
+    if (blk.long) drawDetail(ctx, blk, L);
     if (st.q >= 0) {
       ctx.strokeStyle = "rgba(214,39,40,0.9)";
       ctx.lineWidth = 1;
@@ -463,11 +636,15 @@
       const s = Math.floor((ev.clientX - r.left - ML - view.x) / view.zoom);
       const row = Math.floor((ev.clientY - r.top - MT - view.y) / view.zoom);
       if (!blk || s < 0 || s >= L.S || row < 0 || row >= L.nq) { hideTip(); return; }
-      const q = L.q0 + row, p = blk.get(row, s), [qs, ks] = sides(L);
-      let txt = headName(L) + "  query " + q + " " + tokLabel(q, qs) +
-                " \u2192 key " + s + " " + tokLabel(s, ks) + "\np = " + p.toPrecision(6) + "\n" + precision();
+      const q = L.q0 + row, p = blk.get(row, s), [qs, ks] = sides(L), bb = B && block(st.s, st.l, st.h, B);
+      let txt = headName(L) + "  query " + q + " " + tokLabel(q, qs) + " \u2192 key " + s + " " + tokLabel(s, ks);
+      if (!blk.need(row, row + 1, () => {}) || (bb && !bb.need(row, row + 1, () => {}))) {
+        showTip(ev, txt + "\n(loading this query's row)");
+        return;
+      }
+      txt += "\np = " + p.toPrecision(6) + "\n" + precision();
       if (B) {
-        const pb = block(st.s, st.l, st.h, B).get(row, s);
+        const pb = bb.get(row, s);
         txt = txt.replace("\np = ", "\nA: p = ") + "\nB: p = " + pb.toPrecision(6) +
               "\nA \u2212 B = " + (p - pb).toPrecision(6);
       }
@@ -516,7 +693,8 @@
         const v = SCORE ? gridScore(L, hi) : null;
         if (v !== null) {
           ctx.fillStyle = "#333"; ctx.font = "10px sans-serif";
-          ctx.fillText(fmt(v).slice(0, 7), x, y + CELL + 2 + SCORE / 2);
+          ctx.fillText(Math.abs(v) >= 1e4 || (v !== 0 && Math.abs(v) < 1e-3) ? v.toExponential(1) : fmt(v).slice(0, 7),
+                       x, y + CELL + 2 + SCORE / 2);
           ctx.font = "11px sans-serif";
           gridShown.push([L.layer, L.heads[hi], v]);
         }
@@ -756,7 +934,19 @@
   /* the viewer's state and data, for tests and the console */
   window.hsViewer = {
     state: st,
-    row(si, li, hi, r) { const b = block(si, li, hi); return b ? Array.from(b.row(r)) : null; },
+    row(si, li, hi, r) { const b = block(si, li, hi), x = b && b.row(r); return x ? Array.from(x) : null; },
+    /* resolves once no row file is loading (at once when none is) */
+    idle() { return new Promise((res) => { idleWaiters.push(res); settle(); }); },
+    /* the row files loaded or loading: [name], of A's rows/ */
+    rowFiles() { return Array.from(A.files.keys()).concat(Array.from(A.waiting.keys())); },
+    /* the matrix zoomed to px pixels a cell with cell (r, s) of the shown
+     * map at its centre: that cell's centre on the canvas, [x, y] */
+    zoomTo(r, s, px) {
+      const L = D.layers[st.l];
+      view.zoom = px; view.x = MSIZE / 2 - (s + 0.5) * px; view.y = MSIZE / 2 - (r - L.q0 + 0.5) * px;
+      drawMatrix();
+      return [ML + MSIZE / 2, MT + MSIZE / 2];
+    },
     shown() { return lastValues ? Array.from(lastValues) : null; },
     pads() { return spans.tgt.filter((x) => x.dataset.pad).length; },
     /* find's sequences (export indices) and the outlined tokens of the shown one */
@@ -765,7 +955,13 @@
     axisLabels() { return axis; },
     /* the matrix's value of cell (r, s) of the selected head in mode m: "a",
      * "b" or "d" (A - B), and the compare file's presence */
-    cell(m, r, s) { const k = st.cmp; st.cmp = m; const v = shownRow(block(st.s, st.l, st.h), r)[s]; st.cmp = k; return v; },
+    cell(m, r, s) { const k = st.cmp; st.cmp = m; const x = shownRow(block(st.s, st.l, st.h), r); st.cmp = k; return x ? x[s] : null; },
+    /* loads row r of the selected head (and of the compare file's) */
+    need(r) {
+      const a = block(st.s, st.l, st.h), b = B && block(st.s, st.l, st.h, B);
+      a.need(r, r + 1, () => {}); if (b) b.need(r, r + 1, () => {});
+      return this.idle();
+    },
     get compare() { return !!B; },
     /* the model view's scores under the thumbnails: [[layer, head, value]], and its metric */
     gridScores() { return { metric: gridMetric >= 0 ? D.metrics[gridMetric].name : null, run: gridMetric >= 0 ? D.metrics[gridMetric].run : null, values: gridShown.map((x) => x.slice()) }; },
