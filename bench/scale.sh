@@ -10,7 +10,8 @@
 # the machine, eval's refusal is recorded instead (it says so before it
 # loads anything). --steps generate: 32 tokens after a prompt of 8, its
 # tokens/s and peak RSS. --steps patch: `patch --site z` of every head on
-# 8 random prompt pairs of 24 tokens (SPEC §11), its wall time and peak RSS.
+# 8 random prompt pairs of 24 tokens (SPEC §11), its wall time and peak RSS,
+# with the weights pre-packed (the default) and with HEADSCOPE_PREPACK=0.
 # --compute "f32 bf16": eval and generate once per mode of --compute (rows
 # headscope, headscope_bf16, ...; bf16 only where the CPU has AVX512-BF16).
 #
@@ -76,15 +77,21 @@ for _ in range(8):
     print(json.dumps({"clean_ids": clean, "corrupt_ids": corrupt, "answer_id": r.randrange(v),
                       "wrong_id": r.randrange(v)}))
 PY
-      echo "$shape, $t threads: headscope patch --site z of every head" >&2
-      rm -f "$tmp/p.db"*
-      if /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" patch --model "$dir" --prompts "$tmp/pairs.jsonl" \
-        --db "$tmp/p.db" --site z --batch 8 --allow-weak-premise --json >"$tmp/patch.json" 2>"$tmp/patch.err"; then
-        heads=$(/usr/bin/python3 -c 'import json,sys; print(sum(1 for h in json.load(open(sys.argv[1]))["heads"] if h["metric"] == "patch_z"))' "$tmp/patch.json")
-        row "\"impl\":\"headscope_patch\",\"prompts\":8,\"prompt_tokens\":24,\"heads\":$heads,\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt")"
-      else
-        row "\"impl\":\"headscope_patch\",\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/patch.err")"
-      fi
+      # the weights pre-packed once (the default for commands of many
+      # forwards), then packed by every GEMM call (HEADSCOPE_PREPACK=0)
+      for pp in 1 0; do
+        impl=headscope_patch$([ $pp = 1 ] || echo _unpacked)
+        echo "$shape, $t threads: headscope patch --site z of every head (HEADSCOPE_PREPACK=$pp)" >&2
+        rm -f "$tmp/p.db"*
+        if HEADSCOPE_PREPACK=$pp /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" patch --model "$dir" \
+          --prompts "$tmp/pairs.jsonl" --db "$tmp/p.db" --site z --batch 8 --allow-weak-premise --json \
+          >"$tmp/patch.json" 2>"$tmp/patch.err"; then
+          heads=$(/usr/bin/python3 -c 'import json,sys; print(sum(1 for h in json.load(open(sys.argv[1]))["heads"] if h["metric"] == "patch_z"))' "$tmp/patch.json")
+          row "\"impl\":\"$impl\",\"prompts\":8,\"prompt_tokens\":24,\"heads\":$heads,\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt")"
+        else
+          row "\"impl\":\"$impl\",\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/patch.err")"
+        fi
+      done
     fi
     for cm in $computes; do
       sfx=$([ "$cm" = f32 ] || echo "_$cm")
@@ -141,7 +148,7 @@ for r in rows:
     head = f"| {r['shape']} | {r['threads']} | {r['T']} | {r['file_bytes'] / 1e9:.2f} GB | {r['impl']}"
     if "refused" in r:
         print(f"{head} | refused: {r['refused'][:160]} | | | | {plan} |")
-    elif r["impl"] == "headscope_patch":
+    elif r["impl"].startswith("headscope_patch"):
         print(f"{head}: --site z of {r['heads']} heads, {r['prompts']} pairs of {r['prompt_tokens']} "
               f"tokens | | {r['wall_s']:.1f} (all) | | {r['peak_rss_kb'] / 1e6:.2f} GB | |")
     elif r["impl"].startswith("headscope_generate"):

@@ -294,6 +294,11 @@ typedef struct {
  * the error is an option's value, such as --seq-len beyond the context). */
 int cli_open(cli_job *j, const hs_inputs_spec *s);
 
+/* The weights of a command that runs many forwards packed once into the
+ * GEMM's panels (hs_model_prepack), unless HEADSCOPE_PREPACK=0; where they
+ * do not fit, a note on stderr says so and they are read as stored. */
+void cli_prepack(const hs_model *m);
+
 /* Opens the run of cli_current's kind in db (NULL: none, *run NULL), hashing
  * model_dir's model.safetensors (NULL: none) and data (NULL: none); o's
  * neutral options are left out of a resumed run's comparison. The status;
@@ -333,6 +338,7 @@ enum {
     CLI_STOPPABLE = 4,     /* SIGINT stops the study (HS_EINTR), the run left failed */
     CLI_TIMED = 8,         /* the summary reports the study's wall time */
     CLI_OWN_NEEDS = 16,    /* the command checks which inputs are there itself */
+    CLI_MANY_FORWARDS = 32, /* many forwards over the weights: pre-packed first (cli_prepack) */
 };
 
 typedef struct cli_study {

@@ -22,7 +22,7 @@ static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, co
                        hs_tokens *task)
 {
     cli_job j = { 0 };
-    size_t nb;
+    size_t nb = 0;
     if (task) /* a task's examples (capture_task): the job owns them from here */
         j.in.tok = *task, memset(task, 0, sizeof *task);
     int rc = co.pairs ? hs_pairs_load(&j.in.pairs, co.pairs, &m->cfg, &j.in.tk, src->tokenizer, co.model_dir, 0)
@@ -41,6 +41,8 @@ static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, co
     hs_capture_result r;
     phase_bars bars;
     hs_study_io io = cli_study_io(&bars, 1);
+    if (!co.pairs && nb > 1) /* a forward a batch */
+        cli_prepack(&j.in.m);
     rc = co.pairs ? hs_capture_pairs(&r, &j.in.m, &j.in.pairs, co, &io) : hs_capture(&r, &j.in.m, &j.in.tok, co, &io);
     /* the finished file, by its absolute path, as the run's artifact, with
      * the digest of the file the capture moved there (hashing the name now

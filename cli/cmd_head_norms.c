@@ -12,7 +12,7 @@ static int cmd_head_norms(int argc, char **argv)
     hs_head_norms_opts ho = { .seed = 1 };
     int control = 0; /* head-norms always has its control */
     cli_study s = { &hs_head_norms_kind, &ho, { .batch = 4, .need_batch = 1 },
-                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_head_norms };
+                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_TIMED, .print = print_head_norms };
     opt o[] = {
         CLI_STUDY_DATA_OPTS(s),
         OPT_BATCH(&s.in.batch),

@@ -16,7 +16,7 @@ CLI_PRINT(path_patch)
  * its positions' tokens. */
 #define CAUSAL_STUDY(KIND, OPTS, PRINT)                                                       \
     { &(KIND), &(OPTS), { .keep_tokenizer = 1 },                                              \
-      .flags = CLI_NEEDS_PROMPTS | CLI_STOPPABLE | CLI_TIMED, .print = (PRINT) }
+      .flags = CLI_NEEDS_PROMPTS | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_TIMED, .print = (PRINT) }
 #define CAUSAL_OPTS(s)                                                                        \
     OPT_MODEL(&(s).in.model),                                                                 \
     OPT_PROMPTS(s),                                                             \

@@ -8,7 +8,7 @@ static int cmd_retrieval(int argc, char **argv)
 {
     hs_retrieval_opts ro = { .seed = 1 };
     cli_study s = { &hs_retrieval_kind, &ro, { .keep_tokenizer = 1, .source.bytes = 1 },
-                    .flags = CLI_OWN_NEEDS | CLI_STOPPABLE | CLI_TIMED, .print = print_retrieval };
+                    .flags = CLI_OWN_NEEDS | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_TIMED, .print = print_retrieval };
     opt o[] = {
         OPT_MODEL(&s.in.model),
         OPT_TOKENIZER(&s.in.source.tokenizer),

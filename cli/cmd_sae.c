@@ -8,7 +8,7 @@ static int cmd_features(int argc, char **argv)
 {
     hs_features_opts fo = { .top = 10, .dfa = -1 };
     cli_study s = { &hs_features_kind, &fo, { .batch = 4, .need_batch = 1 },
-                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_features };
+                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_TIMED, .print = print_features };
     opt o[] = {
         CLI_STUDY_DATA_OPTS(s),
         { "--sae", OPT_STR, &fo.sae_dir, 0, "DIR", "SAELens directory (cfg.json, sae_weights.safetensors)", 0 },
@@ -55,7 +55,7 @@ static int cmd_sae_eval(int argc, char **argv)
 {
     hs_sae_eval_opts eo = { 0 };
     cli_study s = { &hs_sae_eval_kind, &eo, { .batch = 4, .need_batch = 1 },
-                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_sae_eval };
+                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_TIMED, .print = print_sae_eval };
     opt o[] = {
         CLI_STUDY_DATA_OPTS(s),
         { "--sae", OPT_STR, &eo.sae_dir, 0, "DIR", "SAELens directory (cfg.json, sae_weights.safetensors)", 0 },
@@ -92,7 +92,7 @@ static int cmd_train_sae(int argc, char **argv)
     hs_train_sae_opts to = { .aux_k = 512, .steps = 1000, .lr = 1e-3, .seed = 1 };
     long dead = 10000000;
     cli_study s = { &hs_train_sae_kind, &to, { .batch = 4, .need_batch = 1 },
-                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_TIMED, .print = print_train_sae };
+                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_TIMED, .print = print_train_sae };
     opt o[] = {
         CLI_STUDY_DATA_OPTS(s),
         { "--hook", OPT_STR, &to.hook, 0, "NAME", "TransformerLens hook: blocks.L.attn.hook_z, hook_resid_pre, hook_resid_post, hook_attn_out, hook_mlp_out", 0 },

@@ -250,6 +250,35 @@ int hs_model_widen(const hs_model *m)
     return rc;
 }
 
+int hs_model_prepack(const hs_model *m, size_t *bytes, int *n)
+{
+    *bytes = 0, *n = 0;
+#ifdef HEADSCOPE_DOUBLE
+    (void)m;
+    return HS_OK;
+#else
+    size_t need = 0;
+    for (int pass = 0; m->stored && pass < 2; pass++) { /* what it would take, then packing */
+        for (int i = 0; i < m->n_tensors; i++) {
+            const hs_tensor_info *t = &m->tensors[i];
+            size_t b;
+            const int r = t->ndim != 2 ? 0 : hs_stored_pack(m->params + t->offset, t->shape[0],
+                                                            t->shape[1], pass == 0, &b);
+            if (r < 0)
+                return HS_ENOMEM;
+            if (pass == 0)
+                need += b;
+            else
+                *bytes += b, *n += r;
+        }
+        if (pass == 0 && need &&
+            hs_mem_check(need + need / 4, "pre-packed weights"))
+            return HS_ENOMEM;
+    }
+    return HS_OK;
+#endif
+}
+
 void hs_model_free(hs_model *m)
 {
     free(m->tensors);

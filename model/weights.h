@@ -80,6 +80,17 @@ int hs_model_widen(const hs_model *m);
 
 /* Zeroed parameters for a checked configuration. */
 int hs_model_init(hs_model *m, const hs_model_config *c);
+/* Packs every matrix of m held as stored (F32 or BF16) once into the
+ * GEMM's panels (stored.h, hs_stored_pack), for a command that runs many
+ * forwards: its GEMMs then skip packing the weights on every call. Only
+ * when the panels fit beside what is held with room left for the
+ * command's activations (a quarter of the panels' bytes);
+ * otherwise nothing is packed and HS_ENOMEM says why (the weights are read
+ * as stored, as without). *bytes: the panels' bytes, *n: the matrices. A
+ * float model (trained in this process), or the double build: nothing to
+ * pack, HS_OK. */
+int hs_model_prepack(const hs_model *m, size_t *bytes, int *n);
+
 void hs_model_free(hs_model *m);
 
 /* GPT-2-style initialisation from a seed: matrices N(0, 0.02) (residual

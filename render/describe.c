@@ -226,7 +226,8 @@ static void print_memory_plan(FILE *f, const hs_model *m, const hs_model_facts *
         over[k] = !acts[k] || __builtin_add_overflow(k < 4 ? P : master, acts[k], &need[k]);
     if (json) {
         fprintf(f, ",\"memory_plan\":{\"batch\":%d,\"seq_len\":%d,\"stored_bytes\":%zu,"
-                "\"parameter_bytes\":%zu", x->B, x->T, x->bytes.stored, P);
+                "\"parameter_bytes\":%zu,\"packed_bytes\":%zu", x->B, x->T, x->bytes.stored, P,
+                x->bytes.packed);
         for (int k = 0; k < 5; k++)
             over[k] ? fprintf(f, ",\"%s\":\"overflows\"", kind[k])
                     : fprintf(f, ",\"%s\":%zu", kind[k], need[k]);
@@ -240,6 +241,9 @@ static void print_memory_plan(FILE *f, const hs_model *m, const hs_model_facts *
     for (int k = 0; k < 5; k++)
         over[k] ? fprintf(f, "  %-10s overflows  (%s)\n", kind[k], who[k])
                 : fprintf(f, "  %-10s %zu  (%s)\n", kind[k], need[k], who[k]);
+    if (x->bytes.packed)
+        fprintf(f, "  %-10s %zu  (the matrices' panels: what commands of many forwards add, "
+                "where it fits)\n", "+ packed", x->bytes.packed);
 }
 
 static void describe_model(FILE *f, const hs_model *m, const hs_model_facts *x, const char *path,

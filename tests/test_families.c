@@ -392,7 +392,7 @@ static void expect_probe_equals_load(const char *dir, int f32_bytes, int *n_dead
     CU_ASSERT_EQUAL_FATAL(hs_checkpoint_load(&a, dir), HS_OK);
     const int n_want = hs_dead_heads(&a, want);
     int n_got = -1;
-    hs_checkpoint_bytes bytes = { 0, 0 };
+    hs_checkpoint_bytes bytes = { 0, 0, 0 };
     const int rc = hs_checkpoint_probe(&p, dir, got, &n_got, &bytes);
     if (rc)
         printf("\n    %s: %s", dir, hs_last_error());

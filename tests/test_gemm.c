@@ -487,6 +487,83 @@ static void test_bf16_products_are_within_their_stated_error(void)
     hs_gemm_set_compute(HS_COMPUTE_F32);
 }
 
+/* Weights pre-packed once (hs_pack_weight) give what our kernel gives on
+ * the same call packing them itself: bit for bit, F32 and BF16, with and
+ * without a bias, op(A) plain and transposed, K in several blocks, N past
+ * NC (each thread's share of the panels), 1 and 2 threads; a few rows go
+ * the unpacked way (equal too); every result within the naive loop's
+ * bound of the widened weights. */
+static void test_prepacked_weights_equal_the_kernel_packing_them(void)
+{
+    const int nr = hs_packed_bytes(HS_DT_F32, 32, 32) ? 1 : 0;
+    if (!nr) {
+        printf("\n  (no AVX2 kernel on this CPU: nothing is pre-packed) ");
+        return;
+    }
+    const hs_gemm_path path = hs_gemm_path_runs(HS_GEMM_AVX512) ? HS_GEMM_AVX512 : HS_GEMM_AVX2;
+    static const shape S[] = { { 13, 33, 33 }, { 100, 257, 1000 }, { 30, 3200, 40 },
+                               { 4, 70, 37 }, { 145, 64, 800 }, { 5, 31, 7 } };
+    for (int nt = 1; nt <= 2; nt++) {
+        omp_set_num_threads(nt);
+        for (size_t si = 0; si < sizeof S / sizeof S[0]; si++)
+            for (int t = 0; t < 2; t++)
+                for (int v = 0; v < 4; v++) {
+                    const int M = S[si].M, N = S[si].N, K = S[si].K, ta = v & 1, bias = v >> 1;
+                    const hs_dtype dt = t ? HS_DT_BF16 : HS_DT_F32;
+                    float *A = malloc(sizeof(float) * (size_t)M * K),
+                          *Bf = malloc(sizeof(float) * (size_t)N * K),
+                          *b = malloc(sizeof(float) * (size_t)N),
+                          *C1 = malloc(sizeof(float) * (size_t)M * N),
+                          *C2 = malloc(sizeof(float) * (size_t)M * N);
+                    uint16_t *Bh = malloc(sizeof(uint16_t) * (size_t)N * K);
+                    fill(A, (size_t)M * K, 11 + (unsigned)si), fill(Bf, (size_t)N * K, 23);
+                    fill(b, (size_t)N, 5);
+                    for (size_t i = 0; i < (size_t)N * K; i++) { /* B's bfloat16 values */
+                        uint32_t u;
+                        memcpy(&u, &Bf[i], 4);
+                        Bh[i] = (uint16_t)(u >> 16);
+                        if (t) {
+                            u &= 0xffff0000u;
+                            memcpy(&Bf[i], &u, 4);
+                        }
+                    }
+                    const void *B = t ? (const void *)Bh : (const void *)Bf;
+                    hs_packed *pk = hs_pack_weight(B, dt, N, K);
+                    CU_ASSERT_PTR_NOT_NULL_FATAL(pk);
+                    for (size_t i = 0; i < (size_t)M * N; i++)
+                        C1[i] = C2[i] = NAN; /* beta 0 (or a bias): never read */
+                    hs_sgemm_packed(HS_GEMM_AUTO, ta, M, N, K, 0.5f, A, ta ? M : K, pk, 0, bias ? b : NULL,
+                                    C1, N);
+                    hs_sgemm_typed(path, ta, 1, M, N, K, 0.5f, A, ta ? M : K, B, dt, K, 0,
+                                   bias ? b : NULL, C2, N);
+                    if (M <= 4) /* the few-row path reads B in place, whichever path */
+                        hs_sgemm_typed(HS_GEMM_AUTO, ta, 1, M, N, K, 0.5f, A, ta ? M : K, B, dt,
+                                       K, 0, bias ? b : NULL, C2, N);
+                    const int same = !memcmp(C1, C2, sizeof(float) * (size_t)M * N);
+                    if (!same)
+                        printf("\n  %d x %d x %d %s ta %d bias %d, %d threads: packed differs ", M, N,
+                               K, t ? "bf16" : "f32", ta, bias, nt);
+                    CU_ASSERT(same);
+                    double worst = 0;
+                    for (int i = 0; i < M; i++)
+                        for (int j = 0; j < N; j++) {
+                            double ref = bias ? b[j] : 0, sc = bias ? fabs(b[j]) : 0;
+                            for (int k = 0; k < K; k++) {
+                                const double p = 0.5 * (double)(ta ? A[(size_t)k * M + i]
+                                                                   : A[(size_t)i * K + k]) *
+                                                 Bf[(size_t)j * K + k];
+                                ref += p, sc += fabs(p);
+                            }
+                            const double e = fabs(C1[(size_t)i * N + j] - ref) / (sc * 1e-6 + 1e-30);
+                            worst = e > worst ? e : worst;
+                        }
+                    CU_ASSERT(worst <= 1);
+                    hs_packed_free(pk);
+                    free(A), free(Bf), free(Bh), free(b), free(C1), free(C2);
+                }
+    }
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -501,6 +578,8 @@ int main(void)
           test_16_bit_weights_equal_their_float_copy },
         { "test_bf16_products_are_within_their_stated_error",
           test_bf16_products_are_within_their_stated_error },
+        { "test_prepacked_weights_equal_the_kernel_packing_them",
+          test_prepacked_weights_equal_the_kernel_packing_them },
     };
     return hs_run_tests("gemm", tests, HS_NTESTS(tests));
 }

@@ -209,4 +209,43 @@ compute_bf16() {
         bad "--compute bf16: loss $b against f32's $f (expected within 1e-3, and not equal: the bf16 products ran)"
 }
 
-run_checks gpt2_f32_and_bf16 llama_bf16_and_f16 fused_rows stored_bytes compute_bf16
+# packed_same LABEL DB CMD...: CMD with the weights pre-packed (commands of
+# many forwards: cli_prepack) and with HEADSCOPE_PREPACK=0, the GEMM pinned
+# to the panels' kernel: the same JSON and rows, bit for bit.
+packed_same() {
+    local label=$1 db=$2 kern=avx2 s f
+    shift 2
+    grep -qw avx512f /proc/cpuinfo && kern=avx512
+    rm -f s.db f.db
+    HEADSCOPE_GEMM=$kern hs "$@" ${db:+--db s.db}
+    expect_rc 0 "$label (pre-packed)" || return 1
+    s=$(numbers out.txt)
+    HEADSCOPE_GEMM=$kern HEADSCOPE_PREPACK=0 hs "$@" ${db:+--db f.db}
+    expect_rc 0 "$label (HEADSCOPE_PREPACK=0)" || return 1
+    f=$(numbers out.txt)
+    [ -n "$s" ] && [ "$s" = "$f" ] || bad "$label: pre-packed differs: ${s:0:200} / ${f:0:200}" ||
+        return 1
+    [ -z "$db" ] && return 0
+    local q="select metric, layer, head, quote(value), quote(stderr) from head_metrics order by 1, 2, 3"
+    [ "$(sqlite3 s.db "$q")" = "$(sqlite3 f.db "$q")" ] ||
+        bad "$label: head_metrics differ when pre-packed" || return 1
+}
+
+# Pre-packed weights (gemm.h, hs_pack_weight) in the commands that run many
+# forwards, BF16 and F32 as stored, at shapes the panels' edges cut: the
+# numbers of the same kernel packing each weight on every call.
+prepacked() {
+    small_prompts
+    prompt_tokens small.jsonl
+    local m
+    for m in "$FIX/models/llama_gqa_bf16" "$FIX/models/gpt2_tiny"; do
+        packed_same "$m patch" db patch --model "$m" --prompts small.jsonl --site z --json \
+            --allow-weak-premise || return 1
+        packed_same "$m ablate" db ablate --model "$m" --data d.bin --batch 2 --seq-len 6 --json ||
+            return 1
+        packed_same "$m atp" db atp --model "$m" --prompts small.jsonl --site z --json \
+            --allow-weak-premise || return 1
+    done
+}
+
+run_checks gpt2_f32_and_bf16 llama_bf16_and_f16 fused_rows stored_bytes compute_bf16 prepacked

@@ -1,5 +1,6 @@
 #include "checkpoint.h"
 #include "memory.h"
+#include "gemm.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -408,13 +409,20 @@ static int loads_stored(void)
 
 /* The bytes hs_checkpoint_load_stored holds for file tensor f (t in the
  * file): its stored parts' in the file's dtype, the rest as hs_real. */
-static size_t loaded_bytes(const hs_model *m, const hs_file_tensor *f, const hs_st_tensor *t)
+static size_t loaded_bytes(const hs_model *m, const hs_file_tensor *f, const hs_st_tensor *t,
+                           size_t *packed)
 {
     size_t b = 0;
     for (int p = 0; p < f->nparts; p++) {
         const hs_tensor_info *ti = &m->tensors[f->part[p].tensor];
         const int stored = loads_stored() && keeps_stored(m, ti, t);
         b += ti->size * (!stored ? sizeof(hs_real) : hs_dtype_bytes(t->dtype));
+#ifndef HEADSCOPE_DOUBLE
+        if (stored && ti->ndim == 2)
+            *packed += hs_packed_bytes(t->dtype, ti->shape[0], ti->shape[1]);
+#else
+        (void)packed;
+#endif
     }
     return b;
 }
@@ -610,13 +618,13 @@ static int open_checked(hs_model *m, const char *dir, sources *src, hs_file_tens
     if (!rc)
         rc = file_layout(m, ft, n);
     const hs_safetensors *file;
-    hs_checkpoint_bytes b = { 0, 0 };
+    hs_checkpoint_bytes b = { 0, 0, 0 };
     for (int i = 0; !rc && i < *n; i++) {
         const hs_st_tensor *t = check_tensor(m, src, &(*ft)[i], &file);
         if (!t)
             rc = HS_EFORMAT;
         else
-            b.stored += t->end - t->begin, b.loaded += loaded_bytes(m, &(*ft)[i], t);
+            b.stored += t->end - t->begin, b.loaded += loaded_bytes(m, &(*ft)[i], t, &b.packed);
     }
     if (bytes)
         *bytes = b;

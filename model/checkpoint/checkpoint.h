@@ -51,9 +51,11 @@ typedef enum { HS_WEIGHTS_MAPPED, HS_WEIGHTS_COPIED, HS_WEIGHTS_DECODING } hs_we
 int hs_checkpoint_load_stored(hs_model *m, const char *dir, hs_weights_place place);
 
 /* The parameters' bytes: in the files, and as hs_checkpoint_load_stored
- * holds them (what its memory plan counts). */
+ * holds them (what its memory plan counts); packed: the matrices' panels
+ * that commands of many forwards add (hs_model_prepack; 0 in the double
+ * build). */
 typedef struct {
-    size_t stored, loaded;
+    size_t stored, loaded, packed;
 } hs_checkpoint_bytes;
 
 /* What `info` reads (SPEC §13: headers only): m's configuration, table and

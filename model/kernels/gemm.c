@@ -12,6 +12,7 @@
 #include "common.h"
 #include "gemm_amx.h"
 #include "dtype.h"
+#include "memory.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -39,12 +40,27 @@ typedef struct {
 } hs_view;
 
 /* op(B) as a view, B held as t (float, or 16-bit weights widened where they
- * are read). */
+ * are read); with pk, op(B) = B^T is read from its pre-packed panels
+ * instead, from panel pan0 on (a thread's share of N). */
 typedef struct {
     const void *p;
     int ld, trans;
     hs_dtype t;
+    const hs_packed *pk;
+    int pan0;
 } hs_bview;
+
+/* A weight's panels (hs_pack_weight): for K block b (kstep elements of K,
+ * the last what is left) and panel p (nr columns of op(B), the last
+ * zero-padded), kc x nr elements [k][c] of type t at
+ * ((b * npan * kstep) + p * kc) * nr. */
+struct hs_packed {
+    const void *src; /* the weight: (N, K) rows of K elements, type t */
+    hs_dtype t;
+    int N, K, nr, kstep, npan;
+    void *data;
+    size_t bytes;
+};
 
 static inline size_t wt_size(hs_dtype t) { return t == HS_DT_F32 ? sizeof(float) : 2; }
 
@@ -88,22 +104,38 @@ static inline hs_bview bview_at(hs_bview B, size_t off)
 /* The microkernel: c (mr,nr; ldc) = alpha * sum_k A(i,k) b[k*nr+j] +
  * beta * c, with A(i,k) = a[i*rs + k*cs]: A is read where it lies (row
  * panels when rs is lda, column panels when cs is lda, a packed edge panel
- * when cs is mr), so only B is packed. beta 0 stores without reading c. */
-typedef void (*hs_kernel_fn)(int kc, const float *a, long rs, long cs, const float *b, float *c,
+ * when cs is mr), so only B is packed. beta 0 stores without reading c.
+ * b holds floats, or (the *16 kernels) bfloat16 widened as it is loaded --
+ * exactly, so the two give the same c from the same values. */
+typedef void (*hs_kernel_fn)(int kc, const float *a, long rs, long cs, const void *b, float *c,
                              long ldc, float alpha, float beta);
 
 typedef struct {
     int mr, nr;
-    hs_kernel_fn rows, cols; /* rs = lda, cs = 1; rs = 1, cs = lda */
+    hs_kernel_fn rows, cols;     /* rs = lda, cs = 1; rs = 1, cs = lda */
+    hs_kernel_fn rows16, cols16; /* the same over bfloat16 panels (pre-packed weights) */
 } hs_kernel;
 
 #ifdef HS_GEMM_X86
-/* One body per ISA, inlined into a row-strided and a column-strided
- * variant so that the constant stride folds into the addressing. */
-__attribute__((target("avx512f"), always_inline)) static inline void
-body_avx512(int kc, const float *a, long rs, long cs, const float *b, float *c, long ldc,
-            float alpha, float beta)
+/* 16 columns of a panel row: floats, or bfloat16 widened (the top halves) */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 load_b512(const void *b,
+                                                                                 int h, int b16)
 {
+    if (b16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)b + h)), 16));
+    return _mm512_load_ps((const float *)b + 16 * h);
+}
+
+/* One body per ISA, inlined into a row-strided and a column-strided
+ * variant so that the constant stride folds into the addressing, each over
+ * float or bfloat16 panels (b16). */
+__attribute__((target("avx512f"), always_inline)) static inline void
+body_avx512(int kc, const float *a, long rs, long cs, const void *bv, float *c, long ldc,
+            float alpha, float beta, int b16)
+{
+    const char *b = bv;
+    const long bstep = b16 ? 64 : 128; /* 32 columns */
     __m512 acc[12][2];
 #pragma GCC unroll 12
     for (int i = 0; i < 12; i++) {
@@ -113,9 +145,9 @@ body_avx512(int kc, const float *a, long rs, long cs, const float *b, float *c, 
      * spread out so that the misses overlap the arithmetic instead of
      * queueing at the store (C is often larger than L2) */
     int k = 0;
-    for (; k < kc && k < 24; k++, a += cs, b += 32) {
+    for (; k < kc && k < 24; k++, a += cs, b += bstep) {
         _mm_prefetch((const char *)(c + (k >> 1) * ldc + 16 * (k & 1)), _MM_HINT_T0);
-        const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+        const __m512 b0 = load_b512(b, 0, b16), b1 = load_b512(b, 1, b16);
 #pragma GCC unroll 12
         for (int i = 0; i < 12; i++) {
             const __m512 ai = _mm512_set1_ps(a[i * rs]);
@@ -123,8 +155,8 @@ body_avx512(int kc, const float *a, long rs, long cs, const float *b, float *c, 
             acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
         }
     }
-    for (; k < kc; k++, a += cs, b += 32) {
-        const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+    for (; k < kc; k++, a += cs, b += bstep) {
+        const __m512 b0 = load_b512(b, 0, b16), b1 = load_b512(b, 1, b16);
 #pragma GCC unroll 12
         for (int i = 0; i < 12; i++) {
             const __m512 ai = _mm512_set1_ps(a[i * rs]);
@@ -145,32 +177,60 @@ body_avx512(int kc, const float *a, long rs, long cs, const float *b, float *c, 
     }
 }
 
-__attribute__((target("avx512f"))) static void rows_avx512(int kc, const float *a, long rs,
-                                                            long cs, const float *b, float *c,
-                                                            long ldc, float alpha, float beta)
-{
-    (void)cs;
-    body_avx512(kc, a, rs, 1, b, c, ldc, alpha, beta);
-}
+/* rows/cols x float/bfloat16 panels of one ISA's body */
+#define HS_KERNELS(isa, tgt)                                                                    \
+    __attribute__((target(tgt)))    static void rows_##isa(int kc, const float *a, long rs,     \
+                                                           long cs, const void *b, float *c,    \
+                                                           long ldc, float alpha, float beta)   \
+    {                                                                                           \
+        (void)cs;                                                                               \
+        body_##isa(kc, a, rs, 1, b, c, ldc, alpha, beta, 0);                                    \
+    }                                                                                           \
+    __attribute__((target(tgt)))    static void cols_##isa(int kc, const float *a, long rs,     \
+                                                           long cs, const void *b, float *c,    \
+                                                           long ldc, float alpha, float beta)   \
+    {                                                                                           \
+        (void)rs;                                                                               \
+        body_##isa(kc, a, 1, cs, b, c, ldc, alpha, beta, 0);                                    \
+    }                                                                                           \
+    __attribute__((target(tgt)))    static void rows16_##isa(int kc, const float *a, long rs,   \
+                                                             long cs, const void *b, float *c,  \
+                                                             long ldc, float alpha, float beta) \
+    {                                                                                           \
+        (void)cs;                                                                               \
+        body_##isa(kc, a, rs, 1, b, c, ldc, alpha, beta, 1);                                    \
+    }                                                                                           \
+    __attribute__((target(tgt)))    static void cols16_##isa(int kc, const float *a, long rs,   \
+                                                             long cs, const void *b, float *c,  \
+                                                             long ldc, float alpha, float beta) \
+    {                                                                                           \
+        (void)rs;                                                                               \
+        body_##isa(kc, a, 1, cs, b, c, ldc, alpha, beta, 1);                                    \
+    }
 
-__attribute__((target("avx512f"))) static void cols_avx512(int kc, const float *a, long rs,
-                                                            long cs, const float *b, float *c,
-                                                            long ldc, float alpha, float beta)
+HS_KERNELS(avx512, "avx512f")
+
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 load_b256(const void *b,
+                                                                                  int h, int b16)
 {
-    (void)rs;
-    body_avx512(kc, a, 1, cs, b, c, ldc, alpha, beta);
+    if (b16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_load_si128((const __m128i *)b + h)), 16));
+    return _mm256_load_ps((const float *)b + 8 * h);
 }
 
 __attribute__((target("avx2,fma"), always_inline)) static inline void
-body_avx2(int kc, const float *a, long rs, long cs, const float *b, float *c, long ldc,
-          float alpha, float beta)
+body_avx2(int kc, const float *a, long rs, long cs, const void *bv, float *c, long ldc,
+          float alpha, float beta, int b16)
 {
+    const char *b = bv;
+    const long bstep = b16 ? 32 : 64; /* 16 columns */
     __m256 acc[6][2];
 #pragma GCC unroll 6
     for (int i = 0; i < 6; i++)
         acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-    for (int k = 0; k < kc; k++, a += cs, b += 16) {
-        const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+    for (int k = 0; k < kc; k++, a += cs, b += bstep) {
+        const __m256 b0 = load_b256(b, 0, b16), b1 = load_b256(b, 1, b16);
 #pragma GCC unroll 6
         for (int i = 0; i < 6; i++) {
             const __m256 ai = _mm256_broadcast_ss(a + i * rs);
@@ -191,21 +251,7 @@ body_avx2(int kc, const float *a, long rs, long cs, const float *b, float *c, lo
     }
 }
 
-__attribute__((target("avx2,fma"))) static void rows_avx2(int kc, const float *a, long rs,
-                                                           long cs, const float *b, float *c,
-                                                           long ldc, float alpha, float beta)
-{
-    (void)cs;
-    body_avx2(kc, a, rs, 1, b, c, ldc, alpha, beta);
-}
-
-__attribute__((target("avx2,fma"))) static void cols_avx2(int kc, const float *a, long rs,
-                                                           long cs, const float *b, float *c,
-                                                           long ldc, float alpha, float beta)
-{
-    (void)rs;
-    body_avx2(kc, a, 1, cs, b, c, ldc, alpha, beta);
-}
+HS_KERNELS(avx2, "avx2,fma")
 #endif
 
 /* ---- packing ---- */
@@ -334,7 +380,7 @@ static void pack_b_panel(float *dst, hs_bview B, int k0, int j0, int kc, int col
  * packed B panel b; an edge tile (cols < nr) goes through a full-size
  * scratch tile so the kernel never writes outside C. */
 static void run_tile(hs_kernel_fn fn, const hs_kernel *kd, int kc, const float *a, long rs,
-                     long cs, const float *b, float *c, int ldc, int rows, int cols, float alpha,
+                     long cs, const void *b, float *c, int ldc, int rows, int cols, float alpha,
                      float beta)
 {
     if (rows == kd->mr && cols == kd->nr) {
@@ -392,6 +438,13 @@ static void gemm_naive(int M, int N, int K, float alpha, hs_view A, hs_bview B, 
         }
 }
 
+/* K block pc.. (kc) of panel p of a pre-packed weight */
+static const void *packed_panel(const hs_packed *pk, int pc, int kc, int p)
+{
+    const size_t el = ((size_t)(pc / pk->kstep) * pk->npan * pk->kstep + (size_t)p * kc) * pk->nr;
+    return (const char *)pk->data + el * (pk->t == HS_DT_F32 ? 4 : 2);
+}
+
 /* The MC-row blocks of C columns jc.. (nc) for K block pc.. (kc). Each
  * panel of B is packed (into bpack) just before the first MC block uses it,
  * while it is still in cache; later MC blocks reuse it. op(A) = A (rows
@@ -404,6 +457,8 @@ static void gemm_kblock(const hs_kernel *kd, int M, int jc, int nc, int pc, int 
                         float *apack)
 {
     const int mr = kd->mr, mfull = A.trans ? 0 : M / mr * mr;
+    const int b16 = B.pk && B.pk->t == HS_DT_BF16;
+    const hs_kernel_fn rows_fn = b16 ? kd->rows16 : kd->rows, cols_fn = b16 ? kd->cols16 : kd->cols;
     for (int ic = 0; ic < M; ic += MC) {
         const int mc = M - ic < MC ? M - ic : MC;
         for (int ir = ic; ir < ic + mc; ir += mr)
@@ -412,21 +467,30 @@ static void gemm_kblock(const hs_kernel *kd, int M, int jc, int nc, int pc, int 
                              pc, ic + mc - ir < mr ? ic + mc - ir : mr, kc, mr);
         for (int jr = 0; jr < nc; jr += kd->nr) {
             const int cols = nc - jr < kd->nr ? nc - jr : kd->nr;
-            float *b = bpack + (size_t)jr * kc;
-            if (ic == 0)
-                pack_b_panel(b, B, pc, jc + jr, kc, cols, kd->nr);
+            const void *b = B.pk ? packed_panel(B.pk, pc, kc, B.pan0 + (jc + jr) / kd->nr)
+                                 : bpack + (size_t)jr * kc;
+            if (ic == 0 && !B.pk)
+                pack_b_panel(bpack + (size_t)jr * kc, B, pc, jc + jr, kc, cols, kd->nr);
             for (int ir = ic; ir < ic + mc; ir += mr) {
                 float *c = C + (size_t)ir * ldc + jc + jr;
                 const int rows = ic + mc - ir < mr ? ic + mc - ir : mr;
                 if (ir < mfull)
-                    run_tile(kd->rows, kd, kc, A.p + (size_t)ir * A.ld + pc, A.ld, 1, b, c, ldc,
+                    run_tile(rows_fn, kd, kc, A.p + (size_t)ir * A.ld + pc, A.ld, 1, b, c, ldc,
                              mr, cols, alpha, beta);
                 else
-                    run_tile(kd->cols, kd, kc, apack + (size_t)(ir - ic) * kc, 1, mr, b, c, ldc,
+                    run_tile(cols_fn, kd, kc, apack + (size_t)(ir - ic) * kc, 1, mr, b, c, ldc,
                              rows, cols, alpha, beta);
             }
         }
     }
+}
+
+/* The K blocks' size: K split evenly (no short tail block) into blocks of
+ * at most KC, a multiple of 8 (the last what is left) */
+static int k_step(int K)
+{
+    const int nk = (K + KC - 1) / KC;
+    return ((K + nk - 1) / nk + 7) / 8 * 8;
 }
 
 /* C (M,N) of one thread, packing into ws (KC*NC + MC*KC floats). */
@@ -436,8 +500,7 @@ static void gemm_serial(const hs_kernel *kd, int M, int N, int K, float alpha, h
     float *bpack = ws, *apack = ws + (size_t)KC * NC;
     for (int jc = 0; jc < N; jc += NC) {
         const int nc = N - jc < NC ? N - jc : NC;
-        /* K blocks of equal size, none a short tail */
-        const int nk = (K + KC - 1) / KC, kstep = ((K + nk - 1) / nk + 7) / 8 * 8;
+        const int kstep = k_step(K);
         for (int pc = 0; pc < K; pc += kstep) {
             const int kc = K - pc < kstep ? K - pc : kstep;
             /* later K blocks accumulate onto the first one's result */
@@ -491,9 +554,10 @@ static void gemm_part(hs_block_fn block, const hs_kernel *kd, int t, int nt, int
     if (npan >= 4 * nt || npan >= mpan) {
         const int p0 = npan * t / nt, p1 = npan * (t + 1) / nt;
         const int j0 = p0 * kd->nr, j1 = p1 * kd->nr < N ? p1 * kd->nr : N;
+        hs_bview Bj = bview_at(B, B.trans ? (size_t)j0 * B.ld : (size_t)j0);
+        Bj.pan0 += p0; /* a pre-packed weight's panels: from the thread's first */
         if (j1 > j0)
-            block(kd, M, j1 - j0, K, alpha, A,
-                       bview_at(B, B.trans ? (size_t)j0 * B.ld : (size_t)j0), beta, C + j0, ldc);
+            block(kd, M, j1 - j0, K, alpha, A, Bj, beta, C + j0, ldc);
     } else {
         const int p0 = mpan * t / nt, p1 = mpan * (t + 1) / nt;
         const int i0 = p0 * kd->mr, i1 = p1 * kd->mr < M ? p1 * kd->mr : M;
@@ -879,7 +943,7 @@ static void gemm_bf16_serial(int M, int N, int K, float alpha, const float *A, i
     float tile[BF_MR * BF_NR];
     for (int jc = 0; jc < N; jc += NC) {
         const int nc = N - jc < NC ? N - jc : NC;
-        const int nk = (K + KC - 1) / KC, kstep = ((K + nk - 1) / nk + 7) / 8 * 8;
+        const int kstep = k_step(K);
         for (int pc = 0; pc < K; pc += kstep) {
             const int kc = K - pc < kstep ? K - pc : kstep, kp = kc / 2;
             const float bk = pc == 0 ? beta : 1; /* later K blocks add onto the first's */
@@ -938,7 +1002,7 @@ static int bf16_takes(int ta, int M, int K, hs_bview B)
 static void gemm_bf16(int nt, int M, int N, int K, float alpha, const float *A, int lda,
                       hs_bview B, float beta, float *C, int ldc)
 {
-    static const hs_kernel kd = { BF_MR, BF_NR, NULL, NULL };
+    static const hs_kernel kd = { BF_MR, BF_NR, NULL, NULL, NULL, NULL };
     const hs_view Av = { A, lda, 0 };
     if (nt == 1) { /* a loop, not a one-thread region: see gemm_small */
         gemm_bf16_block(&kd, M, N, K, alpha, Av, B, beta, C, ldc);
@@ -1063,6 +1127,11 @@ static float *widened_copy(hs_bview B, int rows, int cols)
     return f;
 }
 
+#ifdef HS_GEMM_X86
+#define KERNEL_AVX512 ((hs_kernel){ 12, 32, rows_avx512, cols_avx512, rows16_avx512, cols16_avx512 })
+#define KERNEL_AVX2 ((hs_kernel){ 6, 16, rows_avx2, cols_avx2, rows16_avx2, cols16_avx2 })
+#endif
+
 /* hs_sgemm_typed, op(B) = Bv: with bias (N) non-NULL a linear layer's
  * forward (hs_sgemm_bias). */
 static void sgemm(hs_gemm_path path, int ta, int M, int N, int K, float alpha, const float *A,
@@ -1100,7 +1169,7 @@ static void sgemm(hs_gemm_path path, int ta, int M, int N, int K, float alpha, c
         const int rows = tb ? N : K, cols = tb ? K : N;
         float *f = widened_copy(Bv, rows, cols);
         if (f) {
-            sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ f, cols, tb, HS_DT_F32 }, beta,
+            sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ f, cols, tb, HS_DT_F32, NULL, 0 }, beta,
                   bias, C, ldc);
             free(f);
             return;
@@ -1130,13 +1199,13 @@ static void sgemm(hs_gemm_path path, int ta, int M, int N, int K, float alpha, c
         scale_c(M, N, beta, C, ldc);
         return;
     }
-    hs_kernel kd = { 0, 0, NULL, NULL };
+    hs_kernel kd = { 0, 0, NULL, NULL, NULL, NULL };
     hs_small_fn small = NULL;
 #ifdef HS_GEMM_X86
     if (path == HS_GEMM_AVX512 || path == HS_GEMM_AMX) /* AMX: few rows */
-        kd = (hs_kernel){ 12, 32, rows_avx512, cols_avx512 }, small = small_avx512;
+        kd = KERNEL_AVX512, small = small_avx512;
     else if (path == HS_GEMM_AVX2)
-        kd = (hs_kernel){ 6, 16, rows_avx2, cols_avx2 }, small = small_avx2;
+        kd = KERNEL_AVX2, small = small_avx2;
 #endif
     if (!kd.rows) {
         if (B)
@@ -1157,10 +1226,145 @@ static void sgemm(hs_gemm_path path, int ta, int M, int N, int K, float alpha, c
               Bv, beta, C, ldc);
 }
 
+/* ---- pre-packed weights ---- */
+
+/* Panels of 2 MiB or more go into 2 MiB pages (hs_huge_pages), smaller
+ * ones 64-byte aligned. */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* The panel width of the kernel this CPU runs (0: none of ours) */
+static int packed_nr(void)
+{
+#ifdef HS_GEMM_X86
+    if (hs_gemm_path_runs(HS_GEMM_AVX512))
+        return 32;
+    if (hs_gemm_path_runs(HS_GEMM_AVX2))
+        return 16;
+#endif
+    return 0;
+}
+
+size_t hs_packed_bytes(hs_dtype t, int N, int K)
+{
+    const int nr = packed_nr();
+    if ((t != HS_DT_F32 && t != HS_DT_BF16) || !nr || N <= 0 || K <= 0)
+        return 0;
+    const size_t raw = (size_t)(N + nr - 1) / nr * nr * (size_t)K * (t == HS_DT_F32 ? 4 : 2),
+                 align = raw < HUGE_PAGE ? 64 : HUGE_PAGE;
+    return (raw + align - 1) / align * align;
+}
+
+/* Panel p of K block pc.. (kc) of pk from its weight: rows j0.. of B as
+ * the panel's columns, the columns past N zero */
+static void pack_panel(const hs_packed *pk, int pc, int kc, int p)
+{
+    const int nr = pk->nr, j0 = p * nr, cols = pk->N - j0 < nr ? pk->N - j0 : nr;
+    void *dst = (void *)(uintptr_t)packed_panel(pk, pc, kc, p);
+    if (pk->t == HS_DT_F32) {
+        const float *src = (const float *)pk->src + (size_t)j0 * pk->K + pc;
+        if (cols == nr) {
+            pack_bt_panel(dst, src, pk->K, kc, nr);
+            return;
+        }
+        float *d = dst;
+        for (int k = 0; k < kc; k++)
+            for (int c = 0; c < nr; c++)
+                d[k * nr + c] = c < cols ? src[(size_t)c * pk->K + k] : 0;
+        return;
+    }
+    const uint16_t *src = (const uint16_t *)pk->src + (size_t)j0 * pk->K + pc;
+    uint16_t *d = dst;
+    for (int c = 0; c < nr; c++)
+        for (int k = 0; k < kc; k++)
+            d[k * nr + c] = c < cols ? src[(size_t)c * pk->K + k] : 0;
+}
+
+hs_packed *hs_pack_weight(const void *B, hs_dtype t, int N, int K)
+{
+    const size_t bytes = hs_packed_bytes(t, N, K);
+    if (!bytes) {
+        hs_fail(HS_EINVAL, "a weight of this type or on this CPU is not packed");
+        return NULL;
+    }
+    hs_packed *pk = calloc(1, sizeof *pk);
+    if (!pk || hs_mem_reserve(bytes, "pre-packed weights")) {
+        free(pk);
+        return NULL;
+    }
+    *pk = (hs_packed){ .src = B, .t = t, .N = N, .K = K, .nr = packed_nr(), .kstep = k_step(K),
+                       .bytes = bytes };
+    pk->npan = (N + pk->nr - 1) / pk->nr;
+    pk->data = aligned_alloc(bytes < HUGE_PAGE ? 64 : HUGE_PAGE, bytes);
+    if (!pk->data) {
+        hs_mem_release(bytes);
+        free(pk);
+        hs_fail(HS_ENOMEM, "pre-packed weights: %zu bytes", bytes);
+        return NULL;
+    }
+    hs_huge_pages(pk->data, bytes);
+    const long nb = (K + pk->kstep - 1) / pk->kstep, n = nb * pk->npan;
+#pragma omp parallel for schedule(dynamic, 8) if (n > 64)
+    for (long q = 0; q < n; q++) {
+        const int pc = (int)(q / pk->npan) * pk->kstep;
+        pack_panel(pk, pc, K - pc < pk->kstep ? K - pc : pk->kstep, (int)(q % pk->npan));
+    }
+    return pk;
+}
+
+void hs_packed_free(hs_packed *pk)
+{
+    if (!pk)
+        return;
+    free(pk->data);
+    hs_mem_release(pk->bytes);
+    free(pk);
+}
+
+const void *hs_packed_source(const hs_packed *pk, int *N, int *K)
+{
+    *N = pk->N, *K = pk->K;
+    return pk->src;
+}
+
+void hs_sgemm_packed(hs_gemm_path path, int ta, int M, int N, int K, float alpha, const float *A,
+                     int lda, const hs_packed *pk, float beta, const float *bias, float *C, int ldc)
+{
+    hs_bview Bv = { pk->src, pk->K, 1, pk->t, NULL, 0 };
+    const hs_gemm_path mine = pk->nr == 32 ? HS_GEMM_AVX512 : HS_GEMM_AVX2;
+#ifdef HS_GEMM_X86
+    const int ours = M > SMALL_M && K > 0 && alpha != 0 && N == pk->N && K == pk->K &&
+                     (path == HS_GEMM_AUTO || path == mine) && !bf16_takes(ta, M, K, Bv);
+#else
+    const int ours = 0;
+#endif
+    if (!ours) {
+        sgemm(path, ta, M, N, K, alpha, A, lda, Bv, bias ? 1 : beta, bias, C, ldc);
+        return;
+    }
+#ifdef HS_GEMM_X86
+    if (bias) {
+        for (int i = 0; i < M; i++)
+            memcpy(C + (size_t)i * ldc, bias, sizeof(float) * (size_t)N);
+        beta = 1;
+    }
+    const hs_kernel kd = pk->nr == 32 ? KERNEL_AVX512 : KERNEL_AVX2;
+    const int nt = omp_in_parallel() || 2.0 * M * N * K < 4e6 ? 1 : omp_get_max_threads();
+    const hs_view Av = { A, lda, ta };
+    Bv.pk = pk;
+    if (nt == 1) {
+        gemm_block(&kd, M, N, K, alpha, Av, Bv, beta, C, ldc);
+        return;
+    }
+#pragma omp parallel num_threads(nt)
+    gemm_part(gemm_block, &kd, omp_get_thread_num(), omp_get_num_threads(), M, N, K, alpha, Av,
+              Bv, beta, C, ldc);
+#endif
+}
+
 void hs_sgemm(hs_gemm_path path, int ta, int tb, int M, int N, int K, float alpha,
               const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-    sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ B, ldb, tb, HS_DT_F32 }, beta, NULL, C,
+    sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ B, ldb, tb, HS_DT_F32, NULL, 0 }, beta, NULL, C,
           ldc);
 }
 
@@ -1168,7 +1372,7 @@ void hs_sgemm_bias(hs_gemm_path path, int ta, int tb, int M, int N, int K, float
                    const float *A, int lda, const float *B, int ldb, const float *bias, float *C,
                    int ldc)
 {
-    sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ B, ldb, tb, HS_DT_F32 }, 1, bias, C,
+    sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ B, ldb, tb, HS_DT_F32, NULL, 0 }, 1, bias, C,
           ldc);
 }
 
@@ -1176,6 +1380,6 @@ void hs_sgemm_typed(hs_gemm_path path, int ta, int tb, int M, int N, int K, floa
                     const float *A, int lda, const void *B, hs_dtype bt, int ldb, float beta,
                     const float *bias, float *C, int ldc)
 {
-    sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ B, ldb, tb, bt }, bias ? 1 : beta, bias,
+    sgemm(path, ta, M, N, K, alpha, A, lda, (hs_bview){ B, ldb, tb, bt, NULL, 0 }, bias ? 1 : beta, bias,
           C, ldc);
 }

@@ -55,6 +55,40 @@ void hs_sgemm_typed(hs_gemm_path path, int ta, int tb, int M, int N, int K, floa
                     const float *A, int lda, const void *B, hs_dtype bt, int ldb, float beta,
                     const float *bias, float *C, int ldc);
 
+/* A linear layer's weight (N, K) -- op(B) = B^T, rows of K elements --
+ * pre-packed once into the panels the kernels read, in its own dtype (F32
+ * or BF16: bfloat16 is widened exactly as the kernel loads it), in 2 MiB
+ * pages: for commands that run many forwards over the same weights, which
+ * then skip the per-call packing (and the float copy OpenBLAS would need).
+ * The layout follows the kernel this CPU runs (AVX-512: 32 columns a
+ * panel; AVX2: 16). */
+typedef struct hs_packed hs_packed;
+
+/* Bytes hs_pack_weight would hold for (N, K) of type t (0: not packable:
+ * another dtype, or no AVX2 kernel on this CPU). */
+size_t hs_packed_bytes(hs_dtype t, int N, int K);
+
+/* The panels of B (N rows of K elements of type t, kept: the packed weight
+ * points back at it) in memory counted as held (base/memory.h); NULL when
+ * not packable or the memory is not there (the message set). Packed on
+ * omp_get_max_threads() threads. */
+hs_packed *hs_pack_weight(const void *B, hs_dtype t, int N, int K);
+
+void hs_packed_free(hs_packed *pk);
+
+/* The weight a packed one was made from, and its shape. */
+const void *hs_packed_source(const hs_packed *pk, int *N, int *K);
+
+/* hs_sgemm_typed(path, ta, 1, M, N, K, ..., B, t, K, ...) over pk's
+ * weight B: with path AUTO (or the panels' own kernel's), our kernel on the
+ * panels -- the result equals that kernel's on the float copy of B bit for
+ * bit, where AUTO without panels might have run OpenBLAS or AMX; a call
+ * that reads B otherwise (a few rows, --compute bf16, another path) goes
+ * the unpacked way. */
+void hs_sgemm_packed(hs_gemm_path path, int ta, int M, int N, int K, float alpha, const float *A,
+                     int lda, const hs_packed *pk, float beta, const float *bias, float *C,
+                     int ldc);
+
 /* How the products of 16-bit weights are computed. F32: widened exactly
  * (above). BF16: on CPUs with AVX512-BF16, products of bfloat16 pairs summed
  * into floats (vdpbf16ps) wherever B is bfloat16, op(B) = B^T (a linear

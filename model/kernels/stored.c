@@ -13,7 +13,8 @@
 
 typedef struct {
     hs_stored_tensor t;
-    size_t owned; /* bytes of data allocated for it (0: it points into a file) */
+    size_t owned;  /* bytes of data allocated for it (0: it points into a file) */
+    hs_packed *pk; /* its panels (hs_stored_pack), or NULL */
 } entry;
 
 struct hs_stored {
@@ -113,7 +114,7 @@ int hs_stored_add(hs_stored *s, hs_stored_tensor t, int owned)
             return rc;
         s->held += bytes;
     }
-    s->e[s->n++] = (entry){ t, owned ? bytes : 0 };
+    s->e[s->n++] = (entry){ t, owned ? bytes : 0, NULL };
     return HS_OK;
 }
 
@@ -157,6 +158,10 @@ static void drop_entry_data(entry *e)
 {
     if (e->owned)
         hs_free_held((void *)e->t.data, e->owned, 1);
+#ifndef HEADSCOPE_DOUBLE
+    hs_packed_free(e->pk);
+#endif
+    e->pk = NULL;
 }
 
 void hs_stored_free(hs_stored *s)
@@ -228,6 +233,33 @@ int hs_stored_find(const void *p, const void **data, hs_dtype *type)
     *type = e->t.type;
     return 1;
 }
+
+#ifndef HEADSCOPE_DOUBLE
+int hs_stored_pack(const void *p, int rows, int cols, int dry, size_t *bytes)
+{
+    *bytes = 0;
+    if (!atomic_load(&n_live))
+        return 0;
+    hs_stored *s;
+    entry *e = lookup(p, &s);
+    if (!e || (const hs_real *)p != s->base + e->t.off || e->t.size != (size_t)rows * cols ||
+        !hs_packed_bytes(e->t.type, rows, cols))
+        return 0;
+    if (!e->pk && !dry && !(e->pk = hs_pack_weight(e->t.data, e->t.type, rows, cols)))
+        return -1;
+    *bytes = hs_packed_bytes(e->t.type, rows, cols);
+    return 1;
+}
+
+const hs_packed *hs_stored_packed(const void *p)
+{
+    if (!atomic_load_explicit(&n_live, memory_order_relaxed))
+        return NULL;
+    hs_stored *s;
+    const entry *e = lookup(p, &s);
+    return e && e->pk && (const hs_real *)p == s->base + e->t.off ? e->pk : NULL;
+}
+#endif
 
 void hs_stored_read(hs_real *dst, const hs_real *p, size_t n)
 {

@@ -71,6 +71,18 @@ void hs_stored_free(hs_stored *s);
  * float tensor, or no stored model at all: one load). */
 int hs_stored_find(const void *p, const void **data, hs_dtype *type);
 
+/* The tensor starting at float address p, (rows, cols), packed once into
+ * the GEMM's panels (gemm.h, hs_pack_weight) for op(B) = B^T: 1 when it
+ * is (now or already; *bytes its panels' bytes), 0 when there is nothing
+ * to pack (not a stored tensor's start, another shape, a dtype or CPU the
+ * panels are not made for), -1 when the memory is not there (the message
+ * set). dry: packs nothing, says what would be. The panels live as long as
+ * the tensor's entry. Float build only. */
+int hs_stored_pack(const void *p, int rows, int cols, int dry, size_t *bytes);
+
+/* The panels of the tensor starting at p, or NULL. */
+const hs_packed *hs_stored_packed(const void *p);
+
 /* dst[0 .. n-1] = the parameters from float address p on, widened where
  * they are stored (n elements inside one tensor). */
 void hs_stored_read(hs_real *dst, const hs_real *p, size_t n);
