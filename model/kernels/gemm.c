@@ -177,36 +177,22 @@ body_avx512(int kc, const float *a, long rs, long cs, const void *bv, float *c, 
     }
 }
 
-/* rows/cols x float/bfloat16 panels of one ISA's body */
-#define HS_KERNELS(isa, tgt)                                                                    \
-    __attribute__((target(tgt)))    static void rows_##isa(int kc, const float *a, long rs,     \
-                                                           long cs, const void *b, float *c,    \
-                                                           long ldc, float alpha, float beta)   \
+/* One variant of an ISA's body: A strided by (RS, CS) -- a row-strided
+ * (rs, 1) or column-strided (1, cs) panel, the constant folded into the
+ * addressing -- over float or bfloat16 (b16) panels of B */
+#define HS_KERNEL(name, isa, tgt, RS, CS, b16)                                                  \
+    __attribute__((target(tgt))) static void name##_##isa(int kc, const float *a, long rs,      \
+                                                          long cs, const void *b, float *c,     \
+                                                          long ldc, float alpha, float beta)    \
     {                                                                                           \
-        (void)cs;                                                                               \
-        body_##isa(kc, a, rs, 1, b, c, ldc, alpha, beta, 0);                                    \
-    }                                                                                           \
-    __attribute__((target(tgt)))    static void cols_##isa(int kc, const float *a, long rs,     \
-                                                           long cs, const void *b, float *c,    \
-                                                           long ldc, float alpha, float beta)   \
-    {                                                                                           \
-        (void)rs;                                                                               \
-        body_##isa(kc, a, 1, cs, b, c, ldc, alpha, beta, 0);                                    \
-    }                                                                                           \
-    __attribute__((target(tgt)))    static void rows16_##isa(int kc, const float *a, long rs,   \
-                                                             long cs, const void *b, float *c,  \
-                                                             long ldc, float alpha, float beta) \
-    {                                                                                           \
-        (void)cs;                                                                               \
-        body_##isa(kc, a, rs, 1, b, c, ldc, alpha, beta, 1);                                    \
-    }                                                                                           \
-    __attribute__((target(tgt)))    static void cols16_##isa(int kc, const float *a, long rs,   \
-                                                             long cs, const void *b, float *c,  \
-                                                             long ldc, float alpha, float beta) \
-    {                                                                                           \
-        (void)rs;                                                                               \
-        body_##isa(kc, a, 1, cs, b, c, ldc, alpha, beta, 1);                                    \
+        (void)rs, (void)cs;                                                                     \
+        body_##isa(kc, a, RS, CS, b, c, ldc, alpha, beta, b16);                                 \
     }
+#define HS_KERNELS(isa, tgt)                                                                    \
+    HS_KERNEL(rows, isa, tgt, rs, 1, 0)                                                         \
+    HS_KERNEL(cols, isa, tgt, 1, cs, 0)                                                         \
+    HS_KERNEL(rows16, isa, tgt, rs, 1, 1)                                                       \
+    HS_KERNEL(cols16, isa, tgt, 1, cs, 1)
 
 HS_KERNELS(avx512, "avx512f")
 
