@@ -1132,11 +1132,14 @@ static void sgemm(hs_gemm_path path, int ta, int M, int N, int K, float alpha, c
     const int nt = omp_in_parallel() || 2.0 * M * N * K < 4e6 ? 1 : omp_get_max_threads();
     if (path == HS_GEMM_AUTO) {
         path = auto_path(ta, tb, M, N, K, nt);
-        /* a float copy of a 16-bit B for OpenBLAS would hold the weight a
-         * second time for the call (2 GB for an 8B model's unembedding):
-         * past 64 MiB, ours reads it as it is */
+        /* OpenBLAS would need a float copy of a 16-bit B, made on every
+         * call (2 GB for an 8B model's unembedding); ours widens B as it
+         * packs it: the 1B shape's eval of 512 tokens on a Zen 4 with
+         * OpenBLAS's AVX-512 kernels 8.2 s against 9.3 at 2 threads, 15.5
+         * against 15.7-16.2 at 1 (docs/perf.md) */
         if (Bv.t != HS_DT_F32 && path == HS_GEMM_OPENBLAS &&
-            (double)N * K * sizeof(float) > 64.0 * (1 << 20) && hs_gemm_path_runs(HS_GEMM_AVX512))
+            (M > SMALL_M || (double)N * K * sizeof(float) > 64.0 * (1 << 20)) &&
+            hs_gemm_path_runs(HS_GEMM_AVX512))
             path = HS_GEMM_AVX512;
     }
 #ifdef HS_GEMM_X86
