@@ -501,8 +501,9 @@ static void test_prepacked_weights_equal_the_kernel_packing_them(void)
         return;
     }
     const hs_gemm_path path = hs_gemm_path_runs(HS_GEMM_AVX512) ? HS_GEMM_AVX512 : HS_GEMM_AVX2;
-    static const shape S[] = { { 13, 33, 33 }, { 100, 257, 1000 }, { 30, 3200, 40 },
-                               { 4, 70, 37 }, { 145, 64, 800 }, { 5, 31, 7 } };
+    /* K 800: three K blocks; N 3200: past NC; M 150: two MC blocks, an edge tile */
+    static const shape S[] = { { 13, 33, 33 }, { 40, 70, 800 }, { 30, 3200, 12 },
+                               { 4, 70, 37 }, { 150, 40, 20 }, { 5, 31, 7 } };
     for (int nt = 1; nt <= 2; nt++) {
         omp_set_num_threads(nt);
         for (size_t si = 0; si < sizeof S / sizeof S[0]; si++)
