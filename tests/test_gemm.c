@@ -35,6 +35,8 @@ static const shape SHAPES[] = {
     { 100, 257, 257 },
     /* the AMX path's blocks: rows past MC 1024 (split over M on 2 threads) */
     { 1100, 40, 130 },
+    /* lda K + 3 = 1024: A's rows 4 KB apart, copied into panels first */
+    { 29, 45, 1021 },
     /* at most 4 rows (decoding's path): partial column blocks, K not a
      * multiple of 16, and two shapes large enough to split over threads */
     { 2, 70, 37 },  { 4, 130, 19 },  { 1, 1000, 2100 }, { 4, 1100, 1000 },
