@@ -9,19 +9,21 @@ RMSNorm(x))), x += down_proj(silu(gate_proj(h)) * up_proj(h)) with h =
 RMSNorm(x); RoPE rotate-half with base rope_theta on q and k; K/V of the
 num_key_value_heads heads, expanded with repeat_interleave for the scores
 (the usual PyTorch GQA); final RMSNorm; lm_head (or tied embed_tokens).
-Weights are read with numpy from the safetensors file (F32) into float32
-torch tensors.
+Weights are read with numpy from the safetensors file (F32 or BF16) into
+torch tensors of --dtype.
 
 Decoding, as headscope's: the prompt in one forward (causal mask), then one
 token per step; the cache is past_key_values as Hugging Face keeps it: per
 layer K and V of shape (1, G, S, dh), grown with torch.cat each step.
 Greedy: torch.argmax (the first maximum: ties to the lowest id). The
 timed span is the prefill plus every step (the last new token is not fed),
-tokens_per_s = max_new / seconds; the median over --runs runs after one
-warm-up run.
+tokens_per_s = max_new / seconds, step_tokens_per_s = (max_new - 1) / (the
+steps' seconds), as headscope's; the median over --runs runs after one
+warm-up run. --dtype bfloat16 holds weights and activations in bfloat16
+(float32: BF16 files widened exactly).
 
-Output: one JSON object {"impl":"torch","threads":N,"tokens_per_s":x,
-"runs":[...],"ids":[prompt + new]} on stdout.
+Output: one JSON object {"impl":"torch","dtype":D,"threads":N,"tokens_per_s":x,
+"step_tokens_per_s":y,"runs":[...],"ids":[prompt + new]} on stdout.
 
   OMP_NUM_THREADS=1 /usr/bin/python3 bench/generate_torch.py --model DIR \\
       --prompt-ids 1,2,3 --max-new 128 --threads 1 --runs 5
@@ -37,19 +39,25 @@ import numpy as np
 import torch
 
 
-def load(dirname):
+def load(dirname, dtype):
+    """The tensors (F32, or BF16 widened exactly) as dtype"""
     cfg = json.load(open(dirname + "/config.json"))
-    raw = open(dirname + "/model.safetensors", "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    hdr = json.loads(raw[8:8 + n])
+    path = dirname + "/model.safetensors"
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        hdr = json.loads(f.read(n))
     w = {}
     for k, v in hdr.items():
         if k == "__metadata__":
             continue
-        assert v["dtype"] == "F32", (k, v["dtype"])
+        assert v["dtype"] in ("F32", "BF16"), (k, v["dtype"])
         a, b = v["data_offsets"]
-        arr = np.frombuffer(raw[8 + n + a:8 + n + b], dtype=np.float32).reshape(v["shape"])
-        w[k] = torch.from_numpy(arr.copy())
+        if v["dtype"] == "F32":
+            arr = np.fromfile(path, dtype=np.float32, count=(b - a) // 4, offset=8 + n + a)
+        else:
+            u = np.fromfile(path, dtype=np.uint16, count=(b - a) // 2, offset=8 + n + a)
+            arr = (u.astype(np.uint32) << 16).view(np.float32)
+        w[k] = torch.from_numpy(arr.reshape(v["shape"])).to(dtype)
     return cfg, w
 
 
@@ -73,7 +81,7 @@ class Llama:
     def rope(self, x, pos):  # x (1, heads, n, dh)
         freqs = torch.outer(pos.float(), self.inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos(), emb.sin()
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
         half = self.dh // 2
         rot = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         return x * cos + rot * sin
@@ -111,17 +119,19 @@ class Llama:
 
 
 def generate(model, prompt, max_new):
+    """ids, seconds in all, seconds of the prefill"""
     past = [None] * model.L
     out = list(prompt)
     t0 = time.perf_counter()
     with torch.no_grad():
         logits = model.forward(torch.tensor(prompt), 0, past)
+        t1 = time.perf_counter()
         for i in range(max_new):
             nxt = int(torch.argmax(logits))
             out.append(nxt)
             if i + 1 < max_new:
                 logits = model.forward(torch.tensor([nxt]), len(out) - 1, past)
-    return out, time.perf_counter() - t0
+    return out, time.perf_counter() - t0, t1 - t0
 
 
 def main():
@@ -131,21 +141,27 @@ def main():
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                    help="weights and activations (BF16 files widened exactly for float32)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     try:
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
-    cfg, w = load(a.model)
+    cfg, w = load(a.model, getattr(torch, a.dtype))
     model = Llama(cfg, w)
     prompt = [int(x) for x in a.prompt_ids.split(",")]
     generate(model, prompt, min(a.max_new, 4))  # warm-up
-    runs, ids = [], None
+    runs, steps, ids = [], [], None
     for _ in range(a.runs):
-        ids, sec = generate(model, prompt, a.max_new)
+        ids, sec, prefill = generate(model, prompt, a.max_new)
         runs.append(a.max_new / sec)
-    print(json.dumps({"impl": "torch", "threads": a.threads, "tokens_per_s": statistics.median(runs),
+        if a.max_new > 1:  # the steps alone: one forward per new token but the first
+            steps.append((a.max_new - 1) / (sec - prefill))
+    print(json.dumps({"impl": "torch", "dtype": a.dtype, "threads": a.threads,
+                      "tokens_per_s": statistics.median(runs),
+                      "step_tokens_per_s": statistics.median(steps) if steps else None,
                       "runs": runs, "ids": ids}))
 
 

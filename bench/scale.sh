@@ -9,7 +9,10 @@
 # bfloat16) in the same run, losses compared. Where the plan does not fit
 # the machine, eval's refusal is recorded instead (it says so before it
 # loads anything). --steps generate: 32 tokens after a prompt of 8, its
-# tokens/s and peak RSS. --steps patch: `patch --site z` of every head on
+# tokens/s (all, and of the steps after the prefill) and peak RSS, the
+# read bandwidth of bench_peak (2 MiB pages) at that thread count, and
+# torch's own-cache greedy loop (bench/generate_torch.py, float32 and
+# bfloat16, median of 3; where its loading fits). --steps patch: `patch --site z` of every head on
 # 8 random prompt pairs of 24 tokens (SPEC §11), its wall time and peak RSS,
 # with the weights pre-packed (the default) and with HEADSCOPE_PREPACK=0.
 # --compute "f32 bf16": eval and generate once per mode of --compute (rows
@@ -35,7 +38,7 @@ while [ $# -gt 0 ]; do
 done
 outdir=bench/out
 [ "$tiny" = 1 ] && { shapes=tiny T=32 threads=1 outdir=bench/out/tiny steps="eval generate patch"; }
-bench_build headscope_cli
+bench_build headscope_cli bench_peak
 bench_tmp
 mkdir -p "$outdir"
 out=$outdir/scale.jsonl
@@ -93,13 +96,33 @@ PY
         fi
       done
     fi
+    if [[ " $steps " == *" generate "* ]]; then
+      # the weights a token reads: every matrix once (an untied embedding's one row aside)
+      read_bytes=$((bytes - ($(echo "$dims" | cut -d' ' -f7) ? 0 : $(echo "$dims" | cut -d' ' -f1) * $(echo "$dims" | cut -d' ' -f6) * 2)))
+      # the bound of a decoding step: reading them at this thread count
+      bw=$(OMP_WAIT_POLICY=passive "$bench_dir"/bench/bench_peak --threads "$t" --seconds 0.1 --reps 3 \
+        --read-mb 1024 | grep '"read_bandwidth"' | tail -n 1)
+      row "\"impl\":\"read_bandwidth\",\"gbps\":$(echo "$bw" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["gbps"])')"
+      need=$((bytes * 4)) have=$(awk '/MemTotal/ {printf "%.0f", $2 * 1024}' /proc/meminfo)
+      for dt in float32 bfloat16; do
+        [ "$need" -gt "$have" ] && break # as eval's torch side: float32 copies of every weight
+        echo "$shape, $t threads: torch $dt generate of 32 tokens after 8 (its own cache)" >&2
+        if bench_torch bench/generate_torch.py --model "$dir" --prompt-ids 1,2,3,4,5,6,7,8 \
+          --max-new 32 --threads "$t" --runs 3 --dtype "$dt" >"$tmp/tgen.json" 2>"$tmp/tgen.err"; then
+          row "\"impl\":\"torch_generate_$dt\",\"read_bytes\":$read_bytes,\"new_tokens\":32,\"tokens_per_s\":$(jq_num tokens_per_s "$tmp/tgen.json"),\"step_tokens_per_s\":$(jq_num step_tokens_per_s "$tmp/tgen.json")"
+        else
+          tail -n 3 "$tmp/tgen.err" >&2
+          bench_die "torch generate failed"
+        fi
+      done
+    fi
     for cm in $computes; do
       sfx=$([ "$cm" = f32 ] || echo "_$cm")
       if [[ " $steps " == *" generate "* ]]; then
         echo "$shape, $t threads: headscope generate of 32 tokens after 8 (--compute $cm)" >&2
         if /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" generate --model "$dir" --compute "$cm" \
           --prompt-ids 1,2,3,4,5,6,7,8 --max-new 32 --json >"$tmp/gen.json" 2>"$tmp/gen.err"; then
-          row "\"impl\":\"headscope_generate$sfx\",\"new_tokens\":32,\"tokens_per_s\":$(jq_num tokens_per_s "$tmp/gen.json"),\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt")"
+          row "\"impl\":\"headscope_generate$sfx\",\"read_bytes\":$read_bytes,\"new_tokens\":32,\"tokens_per_s\":$(jq_num tokens_per_s "$tmp/gen.json"),\"step_tokens_per_s\":$(jq_num step_tokens_per_s "$tmp/gen.json"),\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt")"
         else
           row "\"impl\":\"headscope_generate$sfx\",\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/gen.err")"
         fi
@@ -151,9 +174,17 @@ for r in rows:
     elif r["impl"].startswith("headscope_patch"):
         print(f"{head}: --site z of {r['heads']} heads, {r['prompts']} pairs of {r['prompt_tokens']} "
               f"tokens | | {r['wall_s']:.1f} (all) | | {r['peak_rss_kb'] / 1e6:.2f} GB | |")
-    elif r["impl"].startswith("headscope_generate"):
-        print(f"{head}: 32 tokens after 8 | | {r['tokens_per_s']:.2f} tokens/s | | "
-              f"{r['peak_rss_kb'] / 1e6:.2f} GB | |")
+    elif r["impl"] == "read_bandwidth":
+        print(f"{head}: bench_peak's read of 1 GiB | | {r['gbps']:.1f} GB/s | | | |")
+    elif "_generate" in r["impl"]:
+        # the weights a token reads over a step's time
+        bw = [x["gbps"] for x in rows if x["impl"] == "read_bandwidth" and
+              x["threads"] == r["threads"] and x["shape"] == r["shape"]]
+        gbs = r["read_bytes"] * r["step_tokens_per_s"] / 1e9
+        pct = f", {100 * gbs / bw[0]:.0f}% of the read bandwidth" if bw else ""
+        rss = f"{r['peak_rss_kb'] / 1e6:.2f} GB" if "peak_rss_kb" in r else ""
+        print(f"{head}: 32 tokens after 8 | | {r['tokens_per_s']:.2f} tokens/s; steps "
+              f"{r['step_tokens_per_s']:.2f} tokens/s = {gbs:.1f} GB/s{pct} | | {rss} | |")
     elif r["impl"].startswith("headscope"):
         g = [x for x in rows if x["impl"] == r["impl"] and x["shape"] == r["shape"] and
              x["threads"] == r["threads"] and "wall_s" in x]

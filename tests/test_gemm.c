@@ -40,6 +40,8 @@ static const shape SHAPES[] = {
     /* at most 4 rows (decoding's path): partial column blocks, K not a
      * multiple of 16, and two shapes large enough to split over threads */
     { 2, 70, 37 },  { 4, 130, 19 },  { 1, 1000, 2100 }, { 4, 1100, 1000 },
+    /* M K past 4096: four rows of B at a time instead of one */
+    { 3, 50, 2000 },
 };
 static const float ALPHAS[] = { 1, 0.5f }, BETAS[] = { 0, 1, 0.25f };
 
