@@ -104,12 +104,14 @@ PY
         --read-mb 1024 | grep '"read_bandwidth"' | tail -n 1)
       row "\"impl\":\"read_bandwidth\",\"gbps\":$(echo "$bw" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["gbps"])')"
       need=$((bytes * 4)) have=$(awk '/MemTotal/ {printf "%.0f", $2 * 1024}' /proc/meminfo)
-      for dt in float32 bfloat16; do
+      for dt in float32 bfloat16; do # float32 holds and reads a float copy: twice the bytes
         [ "$need" -gt "$have" ] && break # as eval's torch side: float32 copies of every weight
         echo "$shape, $t threads: torch $dt generate of 32 tokens after 8 (its own cache)" >&2
+        rb=$read_bytes
+        [ "$dt" = float32 ] && rb=$((read_bytes * 2))
         if bench_torch bench/generate_torch.py --model "$dir" --prompt-ids 1,2,3,4,5,6,7,8 \
           --max-new 32 --threads "$t" --runs 3 --dtype "$dt" >"$tmp/tgen.json" 2>"$tmp/tgen.err"; then
-          row "\"impl\":\"torch_generate_$dt\",\"read_bytes\":$read_bytes,\"new_tokens\":32,\"tokens_per_s\":$(jq_num tokens_per_s "$tmp/tgen.json"),\"step_tokens_per_s\":$(jq_num step_tokens_per_s "$tmp/tgen.json")"
+          row "\"impl\":\"torch_generate_$dt\",\"read_bytes\":$rb,\"new_tokens\":32,\"tokens_per_s\":$(jq_num tokens_per_s "$tmp/tgen.json"),\"step_tokens_per_s\":$(jq_num step_tokens_per_s "$tmp/tgen.json")"
         else
           tail -n 3 "$tmp/tgen.err" >&2
           bench_die "torch generate failed"
