@@ -452,7 +452,7 @@ static const void *packed_panel(const hs_packed *pk, int pc, int kc, int p)
  * (lda a multiple of 1024: d 1024, 2048, 4096 and their d_ff): then the MR
  * lines the kernel reads at each k share one L1 set, more than an 8-way L1
  * (Zen 4's) holds, and every panel is copied first (the 1B shape's forward
- * 12.7 s against 13.9 on Zen 4; at other strides the copy costs 2-8%).
+ * 12.6-12.8 s against 14.3 on Zen 4; at other strides the copy costs 2-8%).
  * op(A) = A^T: every panel is copied first (in place, the kernel would
  * stride by lda per k, and at lda a multiple of 2 KB those lines share two
  * L1 sets). */
@@ -882,11 +882,11 @@ static int gemm_small(hs_small_fn fn, int nt, int ta, int M, int N, int K, float
  * the low half k; each panel of B^T as [k/2][32] pairs, read from B's rows
  * where each pair lies in 32 bits already (the float path's 8 x 8 transpose
  * moves them unchanged); the 12 x 32 microkernel adds two products a lane
- * per instruction, vdpbf16ps. K and B's ld even, B 4-byte aligned. */
-/* K blocks of up to 1024 (a B panel of 64 KB, A's MC block 288 KB, both in
- * L2): packing B^T reads each weight row 2 KB at a time instead of 0.7
- * (KC), which the hardware's prefetch streams better; the 1B shape's
- * bf16 forward of 512 tokens 7.2 s against 8.0 on Zen 4 (1 thread) */
+ * per instruction, vdpbf16ps. K and B's ld even, B 4-byte aligned. K in
+ * blocks of up to KC_BF (a B panel of 64 KB, A's MC block 288 KB, both in
+ * L2): packing B^T then reads each weight row 2 KB at a time instead of
+ * 0.7 (KC), which the hardware's prefetch streams better (the 1B shape's
+ * bf16 forward of 512 tokens 7.0 s against 8.4 on Zen 4, 1 thread). */
 enum { BF_MR = 12, BF_NR = 32, KC_BF = 1024 };
 
 static int compute_mode = -1; /* -1: HEADSCOPE_COMPUTE not read yet */
