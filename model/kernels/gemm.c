@@ -618,6 +618,17 @@ __attribute__((always_inline)) static inline void row16(hs_v16 *v, const void *b
     *v = (hs_v16)(u << 16);
 }
 
+/* t + the products of a[k] and row b's entries k0..K-1 (floats or
+ * bfloat16), each added with one rounding, whatever the compiler contracts */
+__attribute__((always_inline)) static inline float small_tail(float t, const float *a,
+                                                              const void *b, int k0, int K,
+                                                              int bf16)
+{
+    for (int k = k0; k < K; k++)
+        t = fmaf(a[k], bf16 ? wt_get(b, HS_DT_BF16, (size_t)k) : ((const float *)b)[k], t);
+    return t;
+}
+
 /* Columns j0..j1 of C = alpha A B^T + beta C for M (a constant, 1..4) rows
  * of A (lda), B (N,K; ldb) of floats or (bf16) bfloat16: one row of B at a
  * time, read from start to end, so that B (the forward's weights, rows
@@ -659,13 +670,9 @@ small_dots_m(const int M, int j0, int j1, int K, float alpha, const float *A, in
         }
         for (int i = 0; i < M; i++) {
             const hs_v16 v = (s[i][0] + s[i][1]) + (s[i][2] + s[i][3]);
-            float t = small_hsum(&v);
-            const float *a = A + (size_t)i * lda;
-            for (int k = K16; k < K; k++) {
-                const float bk = bf16 ? wt_get(bj, HS_DT_BF16, (size_t)k) : ((const float *)bj)[k];
-                t = fmaf(a[k], bk, t); /* one rounding, whatever the compiler contracts */
-            }
-            small_store(C + (size_t)i * ldc + j, t, alpha, beta);
+            small_store(C + (size_t)i * ldc + j,
+                        small_tail(small_hsum(&v), A + (size_t)i * lda, bj, K16, K, bf16), alpha,
+                        beta);
         }
     }
 }
@@ -703,15 +710,9 @@ small_dots4(int M, int j0, int j1, int K, float alpha, const float *A, int lda, 
                     s[q] += va * vb;
                 }
             }
-            for (int q = 0; q < nj; q++) {
-                float t = small_hsum(&s[q]);
-                for (int k = K16; k < K; k++) {
-                    const float bk = bf16 ? wt_get(b[q], HS_DT_BF16, (size_t)k)
-                                          : ((const float *)b[q])[k];
-                    t = fmaf(a[k], bk, t); /* one rounding, whatever the compiler contracts */
-                }
-                small_store(C + (size_t)i * ldc + j + q, t, alpha, beta);
-            }
+            for (int q = 0; q < nj; q++)
+                small_store(C + (size_t)i * ldc + j + q,
+                            small_tail(small_hsum(&s[q]), a, b[q], K16, K, bf16), alpha, beta);
         }
     }
 }

@@ -23,9 +23,8 @@ void hs_gemm(int ta, int tb, int M, int N, int K, hs_real alpha, const hs_real *
      * (stored.h) is widened where the GEMM reads it */
     const void *Bs;
     hs_dtype bt;
-    const hs_packed *pk = tb ? hs_stored_packed(B) : NULL;
-    int pn, pkk;
-    if (pk && hs_packed_source(pk, &pn, &pkk) && pn == N && pkk == K && ldb == K)
+    const hs_packed *pk = tb && ldb == K ? hs_stored_packed(B, N, K) : NULL;
+    if (pk)
         hs_sgemm_packed(hs_gemm_env_path(), ta, M, N, K, alpha, A, lda, pk, beta, NULL, C, ldc);
     else if (hs_stored_find(B, &Bs, &bt))
         hs_sgemm_typed(hs_gemm_env_path(), ta, tb, M, N, K, alpha, A, lda, Bs, bt, ldb, beta,
@@ -42,9 +41,8 @@ void hs_linear_forward(hs_real *out, const hs_real *inp, const hs_real *w, const
     if (b) { /* the bias rows in the GEMM's first pass over out */
         const void *ws;
         hs_dtype wt;
-        const hs_packed *pk = hs_stored_packed(w);
-        int pn, pkk;
-        if (pk && hs_packed_source(pk, &pn, &pkk) && pn == OC && pkk == C)
+        const hs_packed *pk = hs_stored_packed(w, OC, C);
+        if (pk)
             hs_sgemm_packed(hs_gemm_env_path(), 0, (int)N, OC, C, 1, inp, C, pk, 1, b, out, OC);
         else if (hs_stored_find(w, &ws, &wt))
             hs_sgemm_typed(hs_gemm_env_path(), 0, 1, (int)N, OC, C, 1, inp, C, ws, wt, C, 1, b,

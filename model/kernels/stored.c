@@ -251,13 +251,17 @@ int hs_stored_pack(const void *p, int rows, int cols, int dry, size_t *bytes)
     return 1;
 }
 
-const hs_packed *hs_stored_packed(const void *p)
+const hs_packed *hs_stored_packed(const void *p, int rows, int cols)
 {
     if (!atomic_load_explicit(&n_live, memory_order_relaxed))
         return NULL;
     hs_stored *s;
     const entry *e = lookup(p, &s);
-    return e && e->pk && (const hs_real *)p == s->base + e->t.off ? e->pk : NULL;
+    if (!e || !e->pk || (const hs_real *)p != s->base + e->t.off)
+        return NULL;
+    int n, k;
+    hs_packed_source(e->pk, &n, &k);
+    return n == rows && k == cols ? e->pk : NULL;
 }
 #endif
 

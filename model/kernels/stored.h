@@ -80,8 +80,9 @@ int hs_stored_find(const void *p, const void **data, hs_dtype *type);
  * the tensor's entry. Float build only. */
 int hs_stored_pack(const void *p, int rows, int cols, int dry, size_t *bytes);
 
-/* The panels of the tensor starting at p, or NULL. */
-const hs_packed *hs_stored_packed(const void *p);
+/* The panels of the tensor starting at p when they hold it as a (rows,
+ * cols) matrix whole, else NULL. */
+const hs_packed *hs_stored_packed(const void *p, int rows, int cols);
 
 /* dst[0 .. n-1] = the parameters from float address p on, widened where
  * they are stored (n elements inside one tensor). */
