@@ -3,8 +3,10 @@
 # Llama-3.2-1B and Llama-3-8B shapes in the Hugging Face layout (one
 # model.safetensors each, 2.5 and 16 GB, written to a temporary folder),
 # and on each: `info` with the memory plan of 1 x T, `eval` of one sequence
-# of T tokens and of two (the second's time is one forward, the rest of the
-# first's the load), beside a torch
+# of T tokens and of two with the weights packed by every call
+# (HEADSCOPE_PREPACK=0: the second's time is one forward, the rest of the
+# first's the load), and of two and three as an eval of many batches runs,
+# the weights pre-packed first (the third's time is one forward), beside a torch
 # implementation of the same forward (bench/scale_torch.py: float32 and
 # bfloat16) in the same run, losses compared. Where the plan does not fit
 # the machine, eval's refusal is recorded instead (it says so before it
@@ -45,6 +47,7 @@ out=$outdir/scale.jsonl
 : >"$out"
 hs=$bench_dir/headscope
 load() { cut -d' ' -f1 /proc/loadavg; }
+
 jq_num() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[2]))[sys.argv[1]])' "$1" "$2"; }
 for i in $(seq 1 400); do echo "The quick brown fox $i jumps over the lazy dog, and the dog sleeps."; done >"$tmp/t.txt"
 "$hs" tokens --in "$tmp/t.txt" --out "$tmp/t.bin" >/dev/null
@@ -130,11 +133,20 @@ PY
         fi
       fi
       [[ " $steps " == *" eval "* ]] || continue
-      for n in 1 2 1 2 1 2; do # batches: the second's time is one forward, the rest the load
-        echo "$shape, $t threads: headscope eval of $n x (1 x $T) (--compute $cm)" >&2
-        if /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" eval --model "$dir" --data "$tmp/t.bin" \
+      # batches and pre-packing: 2 less 1 unpacked is a forward packing per call,
+      # 3 less 2 pre-packed a forward of an eval of many batches. The first
+      # pre-packed run after unpacked ones (2,1,first) spent 4-5 s more of
+      # system time faulting its 2 MiB pages in than the next (on a Zen 4 VM,
+      # whether or not memory was compacted first): its time gives the load
+      # and packing, the next two the forward.
+      for np in 1,0 2,0 2,1,first 2,1 3,1 1,0 2,0 2,1,first 2,1 3,1 1,0 2,0 2,1,first 2,1 3,1; do
+        n=${np%%,*} pp=${np#*,} first=0
+        [ "${pp#*,}" = first ] && first=1
+        pp=${pp%%,*}
+        echo "$shape, $t threads: headscope eval of $n x (1 x $T) (--compute $cm, pre-packed $pp)" >&2
+        if HEADSCOPE_PREPACK=$pp /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" eval --model "$dir" --data "$tmp/t.bin" \
           --compute "$cm" --batch 1 --seq-len "$T" --max-batches "$n" --json >"$tmp/eval.json" 2>"$tmp/eval.err"; then
-          row "\"impl\":\"headscope$sfx\",\"batches\":$n,\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt"),\"eval\":$(cat "$tmp/eval.json"),\"plan\":$(cat "$tmp/info.json")"
+          row "\"impl\":\"headscope$sfx\",\"batches\":$n,\"prepacked\":$pp,\"first_packed\":$first,\"wall_s\":$(cut -d' ' -f1 "$tmp/time.txt"),\"peak_rss_kb\":$(cut -d' ' -f2 "$tmp/time.txt"),\"eval\":$(cat "$tmp/eval.json"),\"plan\":$(cat "$tmp/info.json")"
         else
           row "\"impl\":\"headscope$sfx\",\"batches\":$n,\"refused\":$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()))' "$tmp/eval.err"),\"plan\":$(cat "$tmp/info.json")"
           break
@@ -192,11 +204,23 @@ for r in rows:
              x["threads"] == r["threads"] and "wall_s" in x]
         if r is not g[-1]:
             continue
-        w1 = statistics.median(x["wall_s"] for x in g if x["batches"] == 1)
-        fwd = statistics.median(x["wall_s"] for x in g if x["batches"] == 2) - w1
+        def wall(n, pp, first=0):
+            w = [x["wall_s"] for x in g if x["batches"] == n and x.get("prepacked", 0) == pp and
+                 x.get("first_packed", 0) == first]
+            return statistics.median(w) if w else None
+        w1, w2 = wall(1, 0), wall(2, 0)
+        fwd = w2 - w1
         one = g[0]
         print(f"{head} | {w1 - fwd:.2f} | {fwd:.2f} | {one['eval']['loss']:.6f} | "
               f"{one['peak_rss_kb'] / 1e6:.2f} GB | {plan} |")
+        p2, p3, cold = wall(2, 1), wall(3, 1), wall(2, 1, 1)
+        if p2 is not None and p3 is not None and cold is not None:
+            pk = [x for x in g if x["batches"] == 2 and x["prepacked"] == 1]  # first or not: equal
+            un = [x for x in g if x["batches"] == 2 and x["prepacked"] == 0]
+            print(f"{head}, eval of many batches, pre-packed | {cold - 2 * (p3 - p2):.2f} (load and "
+                  f"packing; {p2 - 2 * (p3 - p2):.2f} in the next run) | {p3 - p2:.2f} | two sequences {pk[0]['eval']['loss']:.6f} (packed per "
+                  f"call {un[0]['eval']['loss']:.6f}) | "
+                  f"{pk[0]['peak_rss_kb'] / 1e6:.2f} GB | |")
     else:
         print(f"{head} | {r['load_s']:.2f} | {r['forward_s']:.2f} | {r['loss']:.6f} | "
               f"{r['peak_rss_kb'] / 1e6:.2f} GB | |")

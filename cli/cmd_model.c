@@ -95,6 +95,8 @@ static int eval_task(const cli_task *task, hs_inputs_spec *in, int json)
     if (rc || (rc = cli_open(&j, in)))
         return rc;
     hs_task_eval_result r;
+    if (j.in.task.n > in->batch) /* a forward a batch */
+        cli_prepack(&j.in.m);
     rc = hs_task_eval(&r, &j.in.m, &j.in.task, in->batch, NULL) || hs_model_unchanged(&j.in.m);
     hs_inputs_free(&j.in);
     if (rc)
@@ -142,8 +144,11 @@ static int cmd_eval(int argc, char **argv)
         return rc;
     const int B = j.in.batch, T = j.in.seq_len, n_pairs = j.in.pairs.n;
     const long total = n_pairs ? (n_pairs + B - 1) / B : (long)hs_batch_count(&j.in.tok, B, T);
+    const long batches = max_batches && max_batches < total ? max_batches : total;
+    if (batches > 1) /* a forward a batch */
+        cli_prepack(&j.in.m);
     cli_progress bar;
-    cli_progress_start(&bar, "eval", max_batches && max_batches < total ? max_batches : total);
+    cli_progress_start(&bar, "eval", batches);
     hs_eval_result r;
     rc = n_pairs ? hs_pairs_eval(&r, &j.in.m, &j.in.pairs, B, (size_t)max_batches, cli_progress_cb, &bar)
                  : hs_evaluate(&r, &j.in.m, &j.in.tok, B, T, (size_t)max_batches, NULL, cli_progress_cb, &bar);

@@ -40,8 +40,9 @@ static const shape SHAPES[] = {
     /* at most 4 rows (decoding's path): partial column blocks, K not a
      * multiple of 16, and two shapes large enough to split over threads */
     { 2, 70, 37 },  { 4, 130, 19 },  { 1, 1000, 2100 }, { 4, 1100, 1000 },
-    /* M K past 4096: four rows of B at a time instead of one */
-    { 3, 50, 2000 },
+    /* M K past 4096: four rows of B at a time instead of one (one row of A
+     * among them: decoding's down projection) */
+    { 3, 50, 2000 }, { 1, 70, 9000 },
 };
 static const float ALPHAS[] = { 1, 0.5f }, BETAS[] = { 0, 1, 0.25f };
 
@@ -569,6 +570,85 @@ static void test_prepacked_weights_equal_the_kernel_packing_them(void)
     }
 }
 
+/* One case of the test below: C = 0.5 A B^T (+ bias) over B's panels
+ * packed under F32 (packed_f32) or BF16, computed under BF16 and then F32,
+ * against the same calls packing B per call; and against float64. */
+static void bf16_pairs_case(int M, int N, int K, int ta, int bias, int packed_f32, int nt)
+{
+    const size_t mk = (size_t)M * K, nk = (size_t)N * K, mn = (size_t)M * N;
+    float *A = malloc(sizeof(float) * mk), *Bf = malloc(sizeof(float) * nk),
+          *b = malloc(sizeof(float) * (size_t)N), *C1 = malloc(sizeof(float) * mn),
+          *C2 = malloc(sizeof(float) * mn), *C3 = malloc(sizeof(float) * mn);
+    uint16_t *Bh = malloc(sizeof(uint16_t) * nk);
+    fill(A, mk, 31 + (unsigned)K), fill(Bf, nk, 7), fill(b, (size_t)N, 3);
+    for (size_t i = 0; i < nk; i++) {
+        uint32_t u;
+        memcpy(&u, &Bf[i], 4);
+        Bh[i] = (uint16_t)(u >> 16);
+    }
+    hs_gemm_set_compute(packed_f32 ? HS_COMPUTE_F32 : HS_COMPUTE_BF16);
+    hs_packed *pk = hs_pack_weight(Bh, HS_DT_BF16, N, K);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pk);
+    const int lda = ta ? M : K;
+    const float *bv = bias ? b : NULL;
+    for (int mode = 0; mode < 2; mode++) { /* BF16, then F32: the panels no longer match */
+        hs_gemm_set_compute(mode ? HS_COMPUTE_F32 : HS_COMPUTE_BF16);
+        float *ref = mode ? C3 : C2;
+        for (size_t i = 0; i < mn; i++)
+            C1[i] = ref[i] = NAN; /* beta 0 (or a bias): never read */
+        hs_sgemm_packed(HS_GEMM_AUTO, ta, M, N, K, 0.5f, A, lda, pk, 0, bv, C1, N);
+        hs_sgemm_typed(HS_GEMM_AUTO, ta, 1, M, N, K, 0.5f, A, lda, Bh, HS_DT_BF16, K, 0, bv, ref,
+                       N);
+        const int same = !memcmp(C1, ref, sizeof(float) * mn);
+        if (!same)
+            printf("\n  %d x %d x %d ta %d bias %d packed %s, %d threads: differs under %s ", M,
+                   N, K, ta, bias, packed_f32 ? "f32" : "pairs", nt, mode ? "F32" : "BF16");
+        CU_ASSERT(same);
+    }
+    /* the products under BF16 against float64 of the same bfloat16 B: A's
+     * rounding to bfloat16 moves each term by at most 2^-8 of it */
+    double worst = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double ref = bias ? b[j] : 0, sc = bias ? fabs(b[j]) : 0;
+            for (int k = 0; k < K; k++) {
+                const uint32_t u = (uint32_t)Bh[(size_t)j * K + k] << 16;
+                float bw;
+                memcpy(&bw, &u, 4);
+                const double p = 0.5 * (double)(ta ? A[(size_t)k * M + i] : A[(size_t)i * K + k]);
+                ref += p * bw, sc += fabs(p * bw);
+            }
+            const double e = fabs(C2[(size_t)i * N + j] - ref) / (sc * (0x1p-8 + 1e-6) + 1e-30);
+            worst = e > worst ? e : worst;
+        }
+    CU_ASSERT(worst <= 1);
+    hs_packed_free(pk);
+    free(A), free(Bf), free(Bh), free(b), free(C1), free(C2), free(C3);
+}
+
+/* Weights packed while --compute bf16 holds are packed as the bfloat16
+ * products' pairs: those products on the panels equal the same products
+ * packing B per call bit for bit (K in three blocks, N past NC and split
+ * over the threads' panels, edge tiles); a call the products do not take
+ * (op(A) = A^T, or the mode back at F32) reads B the unpacked way, and
+ * panels packed under F32 serve no bfloat16 product. */
+static void test_prepacked_bf16_pairs_equal_the_products_packing_them(void)
+{
+    if (!hs_gemm_bf16_runs() || !hs_packed_bytes(HS_DT_BF16, 32, 32)) {
+        printf("\n  (no AVX512-BF16 on this CPU: no bfloat16 products) ");
+        return;
+    }
+    /* 2MNK past 4e6 (two threads): the first two, splitting N into panel ranges */
+    static const shape S[] = { { 13, 70, 2400 }, { 30, 3200, 40 }, { 150, 40, 20 }, { 5, 64, 48 } };
+    for (int nt = 1; nt <= 2; nt++) {
+        omp_set_num_threads(nt);
+        for (size_t si = 0; si < sizeof S / sizeof S[0]; si++)
+            for (int v = 0; v < 8; v++)
+                bf16_pairs_case(S[si].M, S[si].N, S[si].K, v & 1, (v >> 1) & 1, v >> 2, nt);
+    }
+    hs_gemm_set_compute(HS_COMPUTE_F32);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -585,6 +665,8 @@ int main(void)
           test_bf16_products_are_within_their_stated_error },
         { "test_prepacked_weights_equal_the_kernel_packing_them",
           test_prepacked_weights_equal_the_kernel_packing_them },
+        { "test_prepacked_bf16_pairs_equal_the_products_packing_them",
+          test_prepacked_bf16_pairs_equal_the_products_packing_them },
     };
     return hs_run_tests("gemm", tests, HS_NTESTS(tests));
 }

@@ -245,7 +245,29 @@ prepacked() {
             return 1
         packed_same "$m atp" db atp --model "$m" --prompts small.jsonl --site z --json \
             --allow-weak-premise || return 1
+        packed_same "$m eval" "" eval --model "$m" --data d.bin --batch 1 --seq-len 6 \
+            --max-batches 3 --json || return 1
     done
+    if grep -qw avx512_bf16 /proc/cpuinfo; then # panels of bfloat16 pairs
+        m=$FIX/models/llama_gqa_bf16
+        packed_same "$m eval --compute bf16" "" eval --model "$m" --data d.bin --batch 1 \
+            --seq-len 6 --max-batches 3 --compute bf16 --json || return 1
+    fi
+    # an eval of many batches packs (where the panels do not fit, stderr says
+    # so); an eval of one does not
+    local plan packed limit
+    hs info --model "$m" --batch 1 --seq-len 6 --json
+    plan=$(jget out.txt memory_plan eval) packed=$(jget out.txt memory_plan packed_bytes)
+    limit=$((plan + packed / 2))
+    HEADSCOPE_MEMORY_LIMIT=$limit hs eval --model "$m" --data d.bin --batch 1 --seq-len 6 \
+        --max-batches 3 --json
+    expect_rc 0 "eval of 3 batches within $limit bytes" || return 1
+    expect_grep "$ERR" "eval: note: the weights are read as stored, not pre-packed" \
+        "eval of 3 batches" || return 1
+    HEADSCOPE_MEMORY_LIMIT=$limit hs eval --model "$m" --data d.bin --batch 1 --seq-len 6 \
+        --max-batches 1 --json
+    expect_rc 0 "eval of 1 batch within $limit bytes" || return 1
+    [ -z "$ERR" ] || bad "eval of one batch: $ERR" || return 1
 }
 
 run_checks gpt2_f32_and_bf16 llama_bf16_and_f16 fused_rows stored_bytes compute_bf16 prepacked

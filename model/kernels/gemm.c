@@ -30,7 +30,7 @@
 /* Blocking: K in blocks of at most KC (split evenly: no short tail block),
  * MC x KC of A (216 KB) well inside L2 (2 MB on the machine measured), MC a
  * multiple of both MR (12 and 6). KC 256, NC 512-1024 and A packed for every
- * layout measured no faster (docs/perf.md, "Own GEMM"). */
+ * layout measured no faster (docs/perf.md, designs dropped). */
 enum { KC = 384, MC = 144, NC = 3072, MR_MAX = 12, NR_MAX = 32 };
 
 /* op(X) as a view: element (r, c) without copying the transpose. */
@@ -53,11 +53,13 @@ typedef struct {
 /* A weight's panels (hs_pack_weight): for K block b (kstep elements of K,
  * the last what is left) and panel p (nr columns of op(B), the last
  * zero-padded), kc x nr elements [k][c] of type t at
- * ((b * npan * kstep) + p * kc) * nr. */
+ * ((b * npan * kstep) + p * kc) * nr -- or, with pairs, the same kc x nr
+ * bfloat16 as [k/2][c] pairs (k, k+1), the bfloat16 products' panels. */
 struct hs_packed {
     const void *src; /* the weight: (N, K) rows of K elements, type t */
     hs_dtype t;
     int N, K, nr, kstep, npan;
+    int pairs; /* 1: packed for bfloat16 products (K blocks of KC_BF) */
     void *data;
     size_t bytes;
 };
@@ -461,8 +463,15 @@ static void gemm_kblock(const hs_kernel *kd, int M, int jc, int nc, int pc, int 
                         float *apack)
 {
     const int mr = kd->mr, mfull = A.trans || A.ld % 1024 == 0 ? 0 : M / mr * mr;
-    const int b16 = B.pk && B.pk->t == HS_DT_BF16;
-    const hs_kernel_fn rows_fn = b16 ? kd->rows16 : kd->rows, cols_fn = b16 ? kd->cols16 : kd->cols;
+    /* bfloat16 panels: widened by the kernel as it loads them, or where
+     * more than one MC block reads each panel, once into bpack, a
+     * sequential copy (Zen 4, one thread, medians of 15: (512, 8192, 2048)
+     * 165 ms widened once, 177 widened in the kernel, 168 packing floats
+     * per call; at 144 rows and fewer the kernel's widening as fast or
+     * faster: (48, 8192, 2048) 17.9 against 19.6 ms) */
+    const int b16 = B.pk && B.pk->t == HS_DT_BF16, widen = b16 && M > MC;
+    const hs_kernel_fn rows_fn = b16 && !widen ? kd->rows16 : kd->rows,
+                       cols_fn = b16 && !widen ? kd->cols16 : kd->cols;
     for (int ic = 0; ic < M; ic += MC) {
         const int mc = M - ic < MC ? M - ic : MC;
         for (int ir = ic; ir < ic + mc; ir += mr)
@@ -471,10 +480,12 @@ static void gemm_kblock(const hs_kernel *kd, int M, int jc, int nc, int pc, int 
                              pc, ic + mc - ir < mr ? ic + mc - ir : mr, kc, mr);
         for (int jr = 0; jr < nc; jr += kd->nr) {
             const int cols = nc - jr < kd->nr ? nc - jr : kd->nr;
-            const void *b = B.pk ? packed_panel(B.pk, pc, kc, B.pan0 + (jc + jr) / kd->nr)
-                                 : bpack + (size_t)jr * kc;
+            const void *pan = B.pk ? packed_panel(B.pk, pc, kc, B.pan0 + (jc + jr) / kd->nr) : NULL;
+            const void *b = pan && !widen ? pan : bpack + (size_t)jr * kc;
             if (ic == 0 && !B.pk)
                 pack_b_panel(bpack + (size_t)jr * kc, B, pc, jc + jr, kc, cols, kd->nr);
+            else if (ic == 0 && widen)
+                wt_row(bpack + (size_t)jr * kc, pan, HS_DT_BF16, 0, kc * kd->nr);
             for (int ir = ic; ir < ic + mc; ir += mr) {
                 float *c = C + (size_t)ir * ldc + jc + jr;
                 const int rows = ic + mc - ir < mr ? ic + mc - ir : mr;
@@ -1021,10 +1032,9 @@ kernel_bf16(int kp, const uint32_t *a, const uint32_t *b, float *c, long ldc, fl
 
 /* C (M,N) of one thread = alpha A B^T + beta C, B (N,K) bfloat16, packing
  * into ws (KC_BF/2 x NC + BF_MR x KC_BF/2 pairs per row panel of an MC
- * block) */
+ * block); B's panels read from B.pk instead where it was packed in pairs */
 static void gemm_bf16_serial(int M, int N, int K, float alpha, const float *A, int lda,
-                             const uint16_t *B, int ldb, float beta, float *C, int ldc,
-                             uint32_t *ws)
+                             hs_bview B, float beta, float *C, int ldc, uint32_t *ws)
 {
     uint32_t *bpack = ws, *apack = ws + (size_t)KC_BF / 2 * NC;
     float tile[BF_MR * BF_NR];
@@ -1041,9 +1051,11 @@ static void gemm_bf16_serial(int M, int N, int K, float alpha, const float *A, i
                                 mc - ir < BF_MR ? mc - ir : BF_MR, pc, kc);
                 for (int jr = 0; jr < nc; jr += BF_NR) {
                     const int cols = nc - jr < BF_NR ? nc - jr : BF_NR;
-                    uint32_t *b = bpack + (size_t)jr * kp;
-                    if (ic == 0)
-                        pack_b_bf16(b, B, ldb, pc, jc + jr, kc, cols);
+                    const uint32_t *b =
+                        B.pk ? packed_panel(B.pk, pc, kc, B.pan0 + (jc + jr) / BF_NR)
+                             : bpack + (size_t)jr * kp;
+                    if (ic == 0 && !B.pk)
+                        pack_b_bf16(bpack + (size_t)jr * kp, B.p, B.ld, pc, jc + jr, kc, cols);
                     for (int ir = 0; ir < mc; ir += BF_MR) {
                         const int rows = mc - ir < BF_MR ? mc - ir : BF_MR;
                         float *c = C + (size_t)(ic + ir) * ldc + jc + jr;
@@ -1073,7 +1085,7 @@ static void gemm_bf16_block(const hs_kernel *kd, int M, int N, int K, float alph
     (void)kd;
     uint32_t *ws = (uint32_t *)(void *)workspace((size_t)KC_BF * NC / 2 + (size_t)MC * KC_BF / 2);
     if (ws)
-        gemm_bf16_serial(M, N, K, alpha, A.p, A.ld, B.p, B.ld, beta, C, ldc, ws);
+        gemm_bf16_serial(M, N, K, alpha, A.p, A.ld, B, beta, C, ldc, ws);
     else
         gemm_naive(M, N, K, alpha, A, B, beta, C, ldc);
 }
@@ -1163,7 +1175,7 @@ static void read_blas_core(void)
                   strstr(low, "sapphire");
 }
 
-/* AUTO's choice, from the measurements in docs/perf.md ("Own GEMM",
+/* AUTO's choice, from docs/library.md's GEMM paths measured ("Own GEMM",
  * "Few-row GEMMs, regions that do not pay, narrow linears"). Against
  * OpenBLAS's AVX-512 kernels ours won on the attention's per-head score
  * products (B transposed, M <= 128, N <= 1024: 1.1-1.3x) and, on one thread,
@@ -1177,7 +1189,7 @@ static hs_gemm_path auto_path(int ta, int tb, int M, int N, int K, int threads)
 {
     pthread_once(&blas_once, read_blas_core);
     if (M <= SMALL_M) {
-        /* A few rows (docs/perf.md, "Few-row GEMMs"): ours read op(B) 1.0-3.5x
+        /* A few rows (docs/library.md, "Few-row GEMMs"): ours read op(B) 1.0-3.5x
          * faster than OpenBLAS on its AVX-512 kernels once op(B) outgrows L2
          * (N K >= 2^20), and 1.0-6x on its AVX2 kernels at every shape; below
          * that OpenBLAS's small-matrix kernels were up to 20% faster. */
@@ -1187,7 +1199,7 @@ static hs_gemm_path auto_path(int ta, int tb, int M, int N, int K, int threads)
                : hs_gemm_path_runs(HS_GEMM_AVX2) ? HS_GEMM_AVX2
                                                   : HS_GEMM_OPENBLAS;
     }
-    /* AMX (docs/perf.md, "AMX"): 1.1-1.6x OpenBLAS's AVX-512 kernels once
+    /* AMX (docs/library.md, "AMX"): 1.1-1.6x OpenBLAS's AVX-512 kernels once
      * both operands are reused enough to pay for splitting them into bf16
      * parts; below 256 rows or 128 columns the packing outweighed it. Not
      * for the attention's per-head products inside its parallel loops: there
@@ -1362,6 +1374,12 @@ static void pack_panel(const hs_packed *pk, int pc, int kc, int p)
                 d[k * nr + c] = c < cols ? src[(size_t)c * pk->K + k] : 0;
         return;
     }
+#ifdef HS_GEMM_X86
+    if (pk->pairs) {
+        pack_b_bf16(dst, pk->src, pk->K, pc, j0, kc, cols);
+        return;
+    }
+#endif
     const uint16_t *src = (const uint16_t *)pk->src + (size_t)j0 * pk->K + pc;
     uint16_t *d = dst;
     for (int c = 0; c < nr; c++)
@@ -1381,8 +1399,10 @@ hs_packed *hs_pack_weight(const void *B, hs_dtype t, int N, int K)
         free(pk);
         return NULL;
     }
-    *pk = (hs_packed){ .src = B, .t = t, .N = N, .K = K, .nr = packed_nr(), .kstep = k_step(K, KC),
-                       .bytes = bytes };
+    /* packed for the products the process computes now (hs_compute) */
+    const int pairs = t == HS_DT_BF16 && K % 2 == 0 && hs_gemm_compute() == HS_COMPUTE_BF16;
+    *pk = (hs_packed){ .src = B, .t = t, .N = N, .K = K, .nr = packed_nr(),
+                       .kstep = k_step(K, pairs ? KC_BF : KC), .pairs = pairs, .bytes = bytes };
     pk->npan = (N + pk->nr - 1) / pk->nr;
     pk->data = aligned_alloc(bytes < HUGE_PAGE ? 64 : HUGE_PAGE, bytes);
     if (!pk->data) {
@@ -1422,8 +1442,15 @@ void hs_sgemm_packed(hs_gemm_path path, int ta, int M, int N, int K, float alpha
     hs_bview Bv = { pk->src, pk->K, 1, pk->t, NULL, 0 };
     const hs_gemm_path mine = pk->nr == 32 ? HS_GEMM_AVX512 : HS_GEMM_AVX2;
 #ifdef HS_GEMM_X86
-    const int ours = M > SMALL_M && K > 0 && alpha != 0 && N == pk->N && K == pk->K &&
-                     (path == HS_GEMM_AUTO || path == mine) && !bf16_takes(ta, M, K, Bv);
+    const int whole = M > SMALL_M && K > 0 && alpha != 0 && N == pk->N && K == pk->K,
+              bf = bf16_takes(ta, M, K, Bv);
+    if (bf || pk->pairs) { /* bfloat16 products read pairs' panels only */
+        if (bf && pk->pairs && whole)
+            Bv.pk = pk;
+        sgemm(path, ta, M, N, K, alpha, A, lda, Bv, bias ? 1 : beta, bias, C, ldc);
+        return;
+    }
+    const int ours = whole && (path == HS_GEMM_AUTO || path == mine);
 #else
     const int ours = 0;
 #endif

@@ -1,7 +1,7 @@
 /* Single-precision GEMM of our own beside OpenBLAS's: a packed, cache-blocked
  * GEMM (GotoBLAS/BLIS structure) with an AVX-512 (12x32) and an AVX2 (6x16)
  * microkernel chosen at run time, and on CPUs with AMX a path on the tile
- * unit (gemm_amx.h). hs_gemm (linalg.h) runs each where docs/perf.md ("Own
+ * unit (gemm_amx.h). hs_gemm (linalg.h) runs each where docs/library.md ("Own
  * GEMM", "AMX") measured it faster than OpenBLAS. */
 #ifndef HS_GEMM_H
 #define HS_GEMM_H
@@ -61,7 +61,9 @@ void hs_sgemm_typed(hs_gemm_path path, int ta, int tb, int M, int N, int K, floa
  * pages: for commands that run many forwards over the same weights, which
  * then skip the per-call packing (and the float copy OpenBLAS would need).
  * The layout follows the kernel this CPU runs (AVX-512: 32 columns a
- * panel; AVX2: 16). */
+ * panel; AVX2: 16) and the products the process computes when it packs
+ * (hs_compute below: under BF16, a BF16 weight of even K is packed as the
+ * bfloat16 products' pairs, which then serve only those products). */
 typedef struct hs_packed hs_packed;
 
 /* Bytes hs_pack_weight would hold for (N, K) of type t (0: not packable:
@@ -82,9 +84,10 @@ const void *hs_packed_source(const hs_packed *pk, int *N, int *K);
 /* hs_sgemm_typed(path, ta, 1, M, N, K, ..., B, t, K, ...) over pk's
  * weight B: with path AUTO (or the panels' own kernel's), our kernel on the
  * panels -- the result equals that kernel's on the float copy of B bit for
- * bit, where AUTO without panels might have run OpenBLAS or AMX; a call
- * that reads B otherwise (a few rows, --compute bf16, another path) goes
- * the unpacked way. */
+ * bit, where AUTO without panels might have run OpenBLAS or AMX; bfloat16
+ * products on panels packed in pairs equal the same products packing B per
+ * call; a call that reads B otherwise (a few rows, products the panels were
+ * not packed for, another path) goes the unpacked way. */
 void hs_sgemm_packed(hs_gemm_path path, int ta, int M, int N, int K, float alpha, const float *A,
                      int lda, const hs_packed *pk, float beta, const float *bias, float *C,
                      int ldc);

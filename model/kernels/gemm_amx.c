@@ -9,7 +9,7 @@
  * over 16 tile loads.
  *
  * Two loop orders (GotoBLAS blocking, C accumulated in place by the tile
- * unit; measured in docs/perf.md, "AMX"):
+ * unit; measured in docs/library.md, "AMX"):
  *   k outer, for a C of at most 2 MB: k in blocks of KC; rows in blocks of
  *   MC, whose A block (3 x MC x KC bf16, 768 KB) is packed once per k block
  *   and stays in L2; columns in blocks of NB, whose B block (3 x KC x NB,

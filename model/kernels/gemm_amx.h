@@ -4,7 +4,7 @@
  * a b is the sum of the six part products of order up to 2^-16 relative
  * (a0 b0, a0 b1, a1 b0, a0 b2, a1 b1, a2 b0), accumulated in float by the
  * tile unit's bf16 dot products. The three dropped products are below
- * 2^-24 of |a b|: the result carries float's accuracy (docs/perf.md, "AMX").
+ * 2^-24 of |a b|: the result carries float's accuracy (docs/library.md, "AMX").
  * Internal to model/kernels/gemm.c. */
 #ifndef HS_GEMM_AMX_H
 #define HS_GEMM_AMX_H

@@ -18,7 +18,7 @@ void hs_gemm(int ta, int tb, int M, int N, int K, hs_real alpha, const hs_real *
     cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M,
                 N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #else
-    /* our packed GEMM or OpenBLAS, whichever docs/perf.md measured faster
+    /* our packed GEMM or OpenBLAS, whichever docs/library.md measured faster
      * for the shape (HEADSCOPE_GEMM forces one); a weight held as stored
      * (stored.h) is widened where the GEMM reads it */
     const void *Bs;
