@@ -1382,6 +1382,18 @@ static void pack_panel(const hs_packed *pk, int pc, int kc, int p)
 #endif
     const uint16_t *src = (const uint16_t *)pk->src + (size_t)j0 * pk->K + pc;
     uint16_t *d = dst;
+    if (cols == nr) { /* through the widening 8 x 8 transposes and back: exact, and
+                       * 2.9x the element loop's speed ((8192, 2048) 10.4 against
+                       * 30.3 ms on Zen 4) */
+        float wide[KC * NR_MAX];
+        pack_bt_panel_16(wide, src, HS_DT_BF16, pk->K, kc, nr);
+        for (int i = 0; i < kc * nr; i++) {
+            uint32_t u;
+            memcpy(&u, &wide[i], sizeof u);
+            d[i] = (uint16_t)(u >> 16);
+        }
+        return;
+    }
     for (int c = 0; c < nr; c++)
         for (int k = 0; k < kc; k++)
             d[k * nr + c] = c < cols ? src[(size_t)c * pk->K + k] : 0;
