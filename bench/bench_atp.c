@@ -13,7 +13,8 @@
  *   eap-ig  hs_circuit with EAP-IG's m steps and no faithfulness curve (the
  *           edge scores), as `headscope circuit --method eap-ig --top-n ""`
  *           would;
- * every prompt of the file in one batch, and the process's peak resident
+ * every prompt of the file in one batch, the weights held as the commands
+ * hold them (as stored, pre-packed), and the process's peak resident
  * memory (one --what per process, so it is that work's). --dump writes the
  * scores: {"atp_z": [[..H..]..L..]}, {"patch_z": ...} or {"eap_ig":
  * {"SENDER>RECEIVER": score, ...}}. */
@@ -28,6 +29,7 @@
 #include "circuit.h"
 #include "patch.h"
 #include "stats.h"
+#include "weights.h"
 
 static void die(const char *what)
 {
@@ -120,8 +122,15 @@ int main(int argc, char **argv)
     hs_set_threads(threads);
     hs_model m;
     hs_prompt_set ps;
-    if (hs_checkpoint_load(&m, model))
+    /* as the commands hold the weights: as stored, mapped, pre-packed (unless
+     * HEADSCOPE_PREPACK=0) */
+    size_t packed;
+    int npk;
+    const char *pp = getenv("HEADSCOPE_PREPACK");
+    if (hs_checkpoint_load_stored(&m, model, HS_WEIGHTS_MAPPED))
         die("load");
+    if (!(pp && !strcmp(pp, "0")) && hs_model_prepack(&m, &packed, &npk))
+        die("pre-packing");
     const hs_model_config *c = &m.cfg;
     if (hs_prompts_load(&ps, prompts, NULL, c->vocab_size, c->n_ctx))
         die("prompts");
