@@ -135,14 +135,12 @@ PY
       [[ " $steps " == *" eval "* ]] || continue
       # batches and pre-packing: 2 less 1 unpacked is a forward packing per call,
       # 3 less 2 pre-packed a forward of an eval of many batches. The first
-      # pre-packed run after unpacked ones (2,1,first) spent 4-5 s more of
+      # pre-packed run after unpacked ones (first 1) spent 4-5 s more of
       # system time faulting its 2 MiB pages in than the next (on a Zen 4 VM,
       # whether or not memory was compacted first): its time gives the load
-      # and packing, the next two the forward.
-      for np in 1,0 2,0 2,1,first 2,1 3,1 1,0 2,0 2,1,first 2,1 3,1 1,0 2,0 2,1,first 2,1 3,1; do
-        n=${np%%,*} pp=${np#*,} first=0
-        [ "${pp#*,}" = first ] && first=1
-        pp=${pp%%,*}
+      # and packing, the next two the forward. Runs: batches,pre-packed,first.
+      for run in $(for r in 1 2 3; do echo 1,0,0 2,0,0 2,1,1 2,1,0 3,1,0; done); do
+        IFS=, read -r n pp first <<<"$run"
         echo "$shape, $t threads: headscope eval of $n x (1 x $T) (--compute $cm, pre-packed $pp)" >&2
         if HEADSCOPE_PREPACK=$pp /usr/bin/time -f '%e %M' -o "$tmp/time.txt" "$hs" eval --model "$dir" --data "$tmp/t.bin" \
           --compute "$cm" --batch 1 --seq-len "$T" --max-batches "$n" --json >"$tmp/eval.json" 2>"$tmp/eval.err"; then

@@ -498,6 +498,26 @@ static void test_bf16_products_are_within_their_stated_error(void)
  * NC (each thread's share of the panels), 1 and 2 threads; a few rows go
  * the unpacked way (equal too); every result within the naive loop's
  * bound of the widened weights. */
+/* The worst |C - ref| / (tol * scale) of C = 0.5 op(A) B^T + bias (bias
+ * NULL: none), ref and scale from naive in double */
+static double worst_error(int ta, int M, int N, int K, const float *A, const float *B,
+                          const float *bias, const float *C, double tol)
+{
+    double *ref = malloc(sizeof(double) * (size_t)M * N),
+           *scale = malloc(sizeof(double) * (size_t)M * N), worst = 0;
+    naive(ta, 1, M, N, K, 0.5f, A, ta ? M : K, B, K, 0, NULL, N, ref, scale);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            const size_t ij = (size_t)i * N + j;
+            const double r = ref[ij] + (bias ? bias[j] : 0),
+                         sc = scale[ij] + (bias ? fabs(bias[j]) : 0),
+                         e = fabs(C[ij] - r) / (sc * tol + 1e-30);
+            worst = e > worst ? e : worst;
+        }
+    free(ref), free(scale);
+    return worst;
+}
+
 static void test_prepacked_weights_equal_the_kernel_packing_them(void)
 {
     const int nr = hs_packed_bytes(HS_DT_F32, 32, 32) ? 1 : 0;
@@ -550,20 +570,7 @@ static void test_prepacked_weights_equal_the_kernel_packing_them(void)
                         printf("\n  %d x %d x %d %s ta %d bias %d, %d threads: packed differs ", M, N,
                                K, t ? "bf16" : "f32", ta, bias, nt);
                     CU_ASSERT(same);
-                    double worst = 0;
-                    for (int i = 0; i < M; i++)
-                        for (int j = 0; j < N; j++) {
-                            double ref = bias ? b[j] : 0, sc = bias ? fabs(b[j]) : 0;
-                            for (int k = 0; k < K; k++) {
-                                const double p = 0.5 * (double)(ta ? A[(size_t)k * M + i]
-                                                                   : A[(size_t)i * K + k]) *
-                                                 Bf[(size_t)j * K + k];
-                                ref += p, sc += fabs(p);
-                            }
-                            const double e = fabs(C1[(size_t)i * N + j] - ref) / (sc * 1e-6 + 1e-30);
-                            worst = e > worst ? e : worst;
-                        }
-                    CU_ASSERT(worst <= 1);
+                    CU_ASSERT(worst_error(ta, M, N, K, A, Bf, bias ? b : NULL, C1, 1e-6) <= 1);
                     hs_packed_free(pk);
                     free(A), free(Bf), free(Bh), free(b), free(C1), free(C2);
                 }
@@ -581,10 +588,12 @@ static void bf16_pairs_case(int M, int N, int K, int ta, int bias, int packed_f3
           *C2 = malloc(sizeof(float) * mn), *C3 = malloc(sizeof(float) * mn);
     uint16_t *Bh = malloc(sizeof(uint16_t) * nk);
     fill(A, mk, 31 + (unsigned)K), fill(Bf, nk, 7), fill(b, (size_t)N, 3);
-    for (size_t i = 0; i < nk; i++) {
+    for (size_t i = 0; i < nk; i++) { /* B's bfloat16 values, in Bf too */
         uint32_t u;
         memcpy(&u, &Bf[i], 4);
         Bh[i] = (uint16_t)(u >> 16);
+        u &= 0xffff0000u;
+        memcpy(&Bf[i], &u, 4);
     }
     hs_gemm_set_compute(packed_f32 ? HS_COMPUTE_F32 : HS_COMPUTE_BF16);
     hs_packed *pk = hs_pack_weight(Bh, HS_DT_BF16, N, K);
@@ -607,21 +616,7 @@ static void bf16_pairs_case(int M, int N, int K, int ta, int bias, int packed_f3
     }
     /* the products under BF16 against float64 of the same bfloat16 B: A's
      * rounding to bfloat16 moves each term by at most 2^-8 of it */
-    double worst = 0;
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            double ref = bias ? b[j] : 0, sc = bias ? fabs(b[j]) : 0;
-            for (int k = 0; k < K; k++) {
-                const uint32_t u = (uint32_t)Bh[(size_t)j * K + k] << 16;
-                float bw;
-                memcpy(&bw, &u, 4);
-                const double p = 0.5 * (double)(ta ? A[(size_t)k * M + i] : A[(size_t)i * K + k]);
-                ref += p * bw, sc += fabs(p * bw);
-            }
-            const double e = fabs(C2[(size_t)i * N + j] - ref) / (sc * (0x1p-8 + 1e-6) + 1e-30);
-            worst = e > worst ? e : worst;
-        }
-    CU_ASSERT(worst <= 1);
+    CU_ASSERT(worst_error(ta, M, N, K, A, Bf, bv, C2, 0x1p-8 + 1e-6) <= 1);
     hs_packed_free(pk);
     free(A), free(Bf), free(Bh), free(b), free(C1), free(C2), free(C3);
 }
