@@ -23,8 +23,8 @@ typedef struct {
 
 struct hs_api_forward {
     const hs_model *m;
-    hs_acts a;
-    int have_acts;
+    hs_acts a[2]; /* a forward's activations: [0] without maps, [1] with them */
+    int have_acts[2];
     entry *e;
     int n, cap;
 };
@@ -41,8 +41,9 @@ void hs_api_forward_free(hs_api_forward *f)
 {
     if (!f)
         return;
-    if (f->have_acts)
-        hs_acts_free(&f->a);
+    for (int i = 0; i < 2; i++)
+        if (f->have_acts[i])
+            hs_acts_free(&f->a[i]);
     free(f->e);
     free(f);
 }
@@ -133,21 +134,24 @@ static int has(const hs_api_forward *f, int site, int hooks_only)
     return 0;
 }
 
-/* Activations for B x T of the mode the entries need, kept while they fit. */
-static int ensure_acts(hs_api_forward *f, int B, int T, int mode)
+/* Activations for B x T with or without maps, kept while they fit: one set
+ * of each, so that forwards with and without maps in turn (run_with_cache,
+ * then model(ids)) reuse theirs instead of faulting fresh pages in. */
+static hs_acts *ensure_acts(hs_api_forward *f, int B, int T, int maps, int *rc)
 {
-    hs_acts *a = &f->a;
-    if (f->have_acts && (a->mode != mode || a->T != T || a->B_alloc < B)) {
+    hs_acts *a = &f->a[maps];
+    int *have = &f->have_acts[maps];
+    if (*have && (a->T != T || a->B_alloc < B)) {
         hs_acts_free(a);
-        f->have_acts = 0;
+        *have = 0;
     }
-    if (!f->have_acts) {
-        int rc = hs_acts_alloc(a, &f->m->cfg, B, T, mode);
-        if (rc)
-            return rc;
-        f->have_acts = 1;
+    if (!*have) {
+        if ((*rc = hs_acts_alloc(a, &f->m->cfg, B, T, maps ? HS_ACTS_MAPS : HS_ACTS_INFER)))
+            return NULL;
+        *have = 1;
     }
-    return hs_acts_set_batch(a, B);
+    *rc = hs_acts_set_batch(a, B);
+    return *rc ? NULL : a;
 }
 
 static int check_targets(const int32_t *targets, size_t N, int V)
@@ -173,12 +177,12 @@ int hs_api_forward_run(hs_api_forward *f, const int32_t *ids, int B, int T,
         return HS_EUNSUPPORTED;
     const size_t N = (size_t)B * T, V = (size_t)c->vocab_size;
     const int maps = has(f, HS_SITE_PATTERN, 0) || has(f, HS_SITE_ATTN_SCORES, 0);
-    int rc = ensure_acts(f, B, T, maps ? HS_ACTS_MAPS : HS_ACTS_INFER);
-    if (!rc && targets)
+    int rc;
+    hs_acts *a = ensure_acts(f, B, T, maps, &rc);
+    if (a && targets)
         rc = check_targets(targets, N, c->vocab_size);
     if (rc)
         return rc;
-    hs_acts *a = &f->a;
     hs_hooks h = { .ctx = f };
     if (has(f, HS_SITE_PATTERN, 0))
         h.on_maps = maps_fn;

@@ -138,9 +138,9 @@ void hs_api_prompts_free(hs_api_prompts *p);
 
 /* ---- hooked forwards ------------------------------------------------------------ */
 
-/* A forward's activations (kept between calls, reallocated when B grows, T
- * or the kind of activations changes) and what the next forwards record
- * and call at each site. */
+/* A forward's activations (kept between calls, a set for forwards with maps
+ * and one for those without, each reallocated when B grows or T changes)
+ * and what the next forwards record and call at each site. */
 typedef struct hs_api_forward hs_api_forward;
 
 /* A hook of site `site` of `layer`: x is the site's tensor in the layout of

@@ -6,8 +6,9 @@
 #           observer copying each layer's into one buffer) -- and the plain
 #           forward without maps, for reference
 #   python  bench/python_hs.py: hs.Model.new + model.run_with_cache(ids,
-#           names=patterns) through libheadscope.so (fresh arrays each call,
-#           as the cache owns them), and model(ids)
+#           names=patterns) through libheadscope.so (the cache's arrays
+#           views into a block of the model's: a dropped one serves again),
+#           and model(ids)
 #   torch   bench/python_torch.py: the same GPT-2 forward in PyTorch keeping
 #           every pattern as TransformerLens's run_with_cache keeps them, run
 #           with MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184

@@ -421,6 +421,51 @@ static void test_studies_record_and_the_index_reads_them(void)
     hs_api_model_free(m);
 }
 
+/* One forward object running with maps and without in turn, and at two
+ * lengths: each run's logits and pattern equal, bit for bit, those of a
+ * fresh object (the activations it keeps for either kind are not stale). */
+static void run_fresh_or_kept(hs_api_forward *kept, const hs_model *m, const int32_t *tok,
+                              int B, int T, int maps)
+{
+    const int l = m->cfg.n_layer - 1;
+    const size_t nl = (size_t)B * T * m->cfg.vocab_size, np = site_size(m, HS_SITE_PATTERN, l, B, T);
+    hs_real *logits[2], *pat[2] = { NULL, NULL };
+    hs_api_forward *fresh;
+    CU_ASSERT_EQUAL_FATAL(hs_api_forward_new(&fresh, m), HS_OK);
+    hs_api_forward *f[2] = { fresh, kept };
+    for (int i = 0; i < 2; i++) {
+        logits[i] = malloc(sizeof(hs_real) * nl);
+        if (maps)
+            pat[i] = record(f[i], m, HS_SITE_PATTERN, l, B, T);
+        CU_ASSERT_EQUAL_FATAL(hs_api_forward_run(f[i], tok, B, T, NULL, logits[i], NULL, NULL),
+                              HS_OK);
+        hs_api_forward_clear(f[i]);
+    }
+    CU_ASSERT(!memcmp(logits[0], logits[1], sizeof(hs_real) * nl));
+    CU_ASSERT(!maps || !memcmp(pat[0], pat[1], sizeof(hs_real) * np));
+    hs_api_forward_free(fresh);
+    for (int i = 0; i < 2; i++)
+        free(logits[i]), free(pat[i]);
+}
+
+static void test_forwards_with_and_without_maps_in_turn(void)
+{
+    hs_model *m = open_model("models/llama_gqa");
+    enum { B = 2, T = 11 };
+    int32_t tok[2][B * T];
+    tokens(tok[0], B * T, m->cfg.vocab_size, 2);
+    tokens(tok[1], B * T, m->cfg.vocab_size, 9);
+    hs_api_forward *f;
+    CU_ASSERT_EQUAL_FATAL(hs_api_forward_new(&f, m), HS_OK);
+    static const int runs[][3] = { /* tokens, length, maps */
+        { 0, T, 1 }, { 1, T, 0 }, { 1, T, 1 }, { 0, T, 0 }, { 0, 6, 1 }, { 1, T, 0 }, { 1, T, 1 },
+    };
+    for (size_t r = 0; r < sizeof runs / sizeof *runs; r++)
+        run_fresh_or_kept(f, m, tok[runs[r][0]], B, runs[r][1], runs[r][2]);
+    hs_api_forward_free(f);
+    hs_api_model_free(m);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -432,6 +477,8 @@ int main(void)
           test_zeroing_the_scores_makes_attention_uniform },
         { "test_forward_records_hooks_logits_and_losses",
           test_forward_records_hooks_logits_and_losses },
+        { "test_forwards_with_and_without_maps_in_turn",
+          test_forwards_with_and_without_maps_in_turn },
         { "test_site_shapes", test_site_shapes },
         { "test_studies_record_and_the_index_reads_them",
           test_studies_record_and_the_index_reads_them },

@@ -6,6 +6,7 @@ import ctypes
 import json
 import os
 import re
+import sys
 import threading
 import types
 
@@ -64,6 +65,8 @@ class Model:
         check(lib.hs_api_forward_new(ctypes.byref(self._fwd), self._h))
         self._lock = threading.Lock()
         self._running = None   # the thread running a forward, while one runs
+        self._blocks = []      # what _arrays handed out, kept for reuse
+        self._blocks_lock = threading.Lock()
         self._views = False    # params handed out: the storage outlives close()
         self._tokenizer = None
         self.config = json.loads(_lib.take_text(lib.hs_api_model_config(self._h)))
@@ -151,6 +154,7 @@ class Model:
                 lib.hs_api_forward_free(self._fwd)
                 self._fwd = ctypes.c_void_p()
             self._params = None
+            self._blocks = []
             if self._h and not self._views:
                 self._free()
 
@@ -384,13 +388,22 @@ class Model:
             cache[name] = pt.compute(self, ids, cache)
         return out, ActivationCache((n, cache[n]) for n in wanted)
 
+    # Blocks _arrays keeps for reuse: how many, and how many bytes at most.
+    SPARE_BLOCKS = 8
+    SPARE_BYTES = 1 << 30
+
     def _arrays(self, shapes):
-        """Empty arrays of these shapes, views into one block: numpy asks
-        for 2 MiB pages on blocks of 4 MiB and more, and a cache of many
-        smaller maps (12 of 3 MiB at 1 x 256 tokens, GPT-2 small) otherwise
-        took a page fault per 4 KiB on every call, which on a virtual
-        machine cost as much as half the forward. Each view starts on a
-        64-byte boundary."""
+        """Empty arrays of these shapes, views into one block, each starting
+        on a 64-byte boundary. numpy asks for 2 MiB pages on blocks of 4 MiB
+        and more (a cache of many smaller maps, 12 of 3 MiB at 1 x 256
+        tokens of GPT-2 small, otherwise took a page fault per 4 KiB). A
+        block of the same size that this model handed out before and that
+        nobody holds any more (every view of it gone) serves again: a loop
+        of forwards then writes into memory already in place instead of
+        having the kernel clear fresh pages each call, which on a virtual
+        machine cost a third of a GPT-2-small forward. The model keeps the
+        last SPARE_BLOCKS blocks it made, of SPARE_BYTES in all at most
+        (larger ones are not kept); close() lets them go."""
         item = np.dtype(self.dtype).itemsize
         align = 64 // item
         sizes = [int(np.prod(s)) for s in shapes]
@@ -398,10 +411,27 @@ class Model:
         for n in sizes:
             offsets.append(total)
             total += -(-n // align) * align
-        block = np.empty(total + align, dtype=self.dtype)
+        block = self._block(total + align)
         skip = (-block.ctypes.data % 64) // item
         return [block[skip + o:skip + o + n].reshape(s)
                 for o, n, s in zip(offsets, sizes, shapes)]
+
+    def _block(self, n):
+        """A 1-d array of n elements: a kept one nobody else holds (only the
+        list and getrefcount's argument refer to it), or a new one."""
+        with self._blocks_lock:
+            kept = self._blocks
+            for i in range(len(kept)):
+                if kept[i].size == n and sys.getrefcount(kept[i]) == 2:
+                    kept.append(kept.pop(i))  # the most recently used last
+                    return kept[-1]
+            block = np.empty(n, dtype=self.dtype)
+            if block.nbytes <= self.SPARE_BYTES:
+                kept.append(block)
+                while (len(kept) > self.SPARE_BLOCKS or
+                       sum(b.nbytes for b in kept) > self.SPARE_BYTES):
+                    kept.pop(0)
+            return block
 
     def run_with_hooks(self, ids, fwd_hooks=(), return_type="logits", targets=None,
                        per_token=False, reset_hooks_end=True):
@@ -445,7 +475,7 @@ class Model:
         if want_loss and targets is None:
             raise ValueError("an encoder-decoder's loss needs targets (B, T) (-1: left out)")
         tgt = _lib.ids_array(targets).reshape(B, T) if want_loss else None
-        logits = (np.empty((B, T, self.vocab_size), dtype=self.dtype)
+        logits = (self._arrays([(B, T, self.vocab_size)])[0]
                   if return_type in ("logits", "both") else None)
         losses = np.empty((B, T), dtype=self.dtype) if want_loss else None
         names = list(wanted)
@@ -486,7 +516,7 @@ class Model:
                     raise ValueError("a loss needs at least 2 positions (or targets)")
                 tgt = np.zeros((B, T), dtype=np.int32)
                 tgt[:, :-1] = ids[:, 1:]
-        logits = (np.empty((B, T, self.vocab_size), dtype=self.dtype)
+        logits = (self._arrays([(B, T, self.vocab_size)])[0]
                   if return_type in ("logits", "both") else None)
         losses = np.empty((B, T), dtype=self.dtype) if want_loss else None
         mean = ctypes.c_double()

@@ -229,6 +229,37 @@ class Cache(unittest.TestCase):
                 if i != 3:
                     self.assertTrue(np.array_equal(x, b), list(c)[i])
 
+    def test_blocks_serve_again_only_once_nothing_holds_them(self):
+        with hs.Model.open(os.path.join(MODELS, "gpt2_tiny")) as m:
+            names = ["blocks.%d.attn.hook_pattern" % l for l in range(m.n_layers)]
+            one, two = tokens(m.vocab_size, seed=1), tokens(m.vocab_size, seed=2)
+            logits, cache = m.run_with_cache(one, names=names)
+            held = [logits.copy()] + [cache[n].copy() for n in names]
+            view = cache[names[1]][0, 1]  # one view keeps its whole block
+            at = (logits.ctypes.data, cache[names[0]].ctypes.data)
+            del cache
+            # held: a logits array, a view of the cache; the new arrays are
+            # elsewhere and the held ones keep their values
+            logits2, cache2 = m.run_with_cache(two, names=names)
+            plain = m(two)
+            self.assertTrue(np.array_equal(logits2, plain))
+            self.assertTrue(np.array_equal(logits, held[0]))
+            self.assertTrue(np.array_equal(view, held[2][0, 1]))
+            for x in [logits2, plain] + list(cache2.values()):
+                self.assertFalse(np.shares_memory(x, logits) or np.shares_memory(x, view))
+            self.assertFalse(np.array_equal(logits2, logits))
+            # once dropped, the same memory serves the next forward of that size
+            del logits, view
+            logits3, cache3 = m.run_with_cache(one, names=names)
+            self.assertEqual((logits3.ctypes.data, cache3[names[0]].ctypes.data), at)
+            self.assertTrue(np.array_equal(logits3, held[0]))
+            for i, n in enumerate(names):
+                self.assertTrue(np.array_equal(cache3[n], held[1 + i]), n)
+            # a forward of another size is not handed a kept block
+            short = m(one[:, :5])
+            self.assertEqual(short.shape, (2, 5, m.vocab_size))
+            self.assertTrue(np.allclose(short, held[0][:, :5], atol=1e-5))
+
     def test_rotary_models_name_their_rotated_q_and_k(self):
         with hs.Model.open(os.path.join(MODELS, "llama_gqa")) as m:
             with self.assertRaisesRegex(hs.Error, "hook_rot_q"):
