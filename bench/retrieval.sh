@@ -6,8 +6,8 @@
 # for each N of --lengths: `retrieval`'s wall time and peak RSS per run,
 # beside its memory plan (info's forward of 512 rows, the prefill's chunk,
 # plus the cache kv-bytes gives at N + the needle's tokens), and beside
-# bench/retrieval_torch.py, the same copy-rule loop in PyTorch eager in the
-# same run. Then the decoding step at the longest N: `generate` with the
+# bench/retrieval_torch.py, the same copy-rule loop and haystack loss in
+# PyTorch eager in the same run (the losses side by side). Then the decoding step at the longest N: `generate` with the
 # full cache and under a plan keeping 25% of the kv heads (kv-plan from
 # the run's scores, sink 4, window 256), cache bytes and the steps' tokens/s.
 # A random model retrieves nothing: the figures are the cost of the
@@ -110,21 +110,28 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print("One needle at depth 50 in N byte tokens of text, a random BF16 Llama of the shape "
       "(nothing is retrieved: the cost of the instrument); one run each. headscope: "
-      "`retrieval`'s wall time (load and the haystack's loss included) and peak RSS against "
-      "its plan (the larger of: the weights as stored + a forward of 512 rows + the float cache "
-      "at N; info's eval plan at N, the haystack's loss); torch: the same loop in eager "
-      "float32 (prefill in chunks of 512 rows, weights converted from BF16, glibc's own "
-      "allocator, one process per N), the run's time without the load or a loss, its peak "
-      "RSS.\n")
-print("| shape | threads | N | side | run s | prefill s | steps tok/s | peak RSS | plan |")
-print("|---|---|---|---|---|---|---|---|---|")
+      "`retrieval`'s wall time (load included: the grid's run and the haystack's loss) and "
+      "peak RSS against its plan (the larger of: the weights as stored + a forward of 512 rows "
+      "+ the float cache at N; info's eval plan at N, the haystack's loss); torch: the same "
+      "loop in eager float32 (prefill in chunks of 512 rows, weights converted from BF16, "
+      "glibc's own allocator, one process per N) and the same haystack loss (a forward of N "
+      "rows in chunks of 512), without the load; x torch: torch's run and loss over ours.\n")
+print("| shape | threads | N | side | run s | prefill s | steps tok/s | haystack loss (s) "
+      "| x torch | peak RSS | plan |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+ours = {(r["threads"], r["length"]): r for r in rows if r["impl"] == "headscope"}
 for r in rows:
     if r["impl"] == "headscope":
         print(f"| {r['shape']} | {r['threads']} | {r['length']} | headscope | {r['run_s']:.1f} "
-              f"| | | {r['peak_rss_kb'] / 2**20:.2f} GiB | {r['plan_bytes'] / 2**30:.2f} GiB |")
+              f"| | | {r['result']['haystack_loss']:.6f} | | {r['peak_rss_kb'] / 2**20:.2f} GiB "
+              f"| {r['plan_bytes'] / 2**30:.2f} GiB |")
     elif r["impl"].startswith("torch"):
+        o = ours.get((r["threads"], r["length"]))
+        both = r["run_s"] + r["haystack_loss_s"]
         print(f"| {r['shape']} | {r['threads']} | {r['length']} | torch eager | {r['run_s']:.1f} "
               f"| {r['prefill_s']:.1f} | {r['step_tokens_per_s']:.2f} "
+              f"| {r['haystack_loss']:.6f} ({r['haystack_loss_s']:.1f}) "
+              f"| {both / o['run_s'] if o else float('nan'):.2f} "
               f"| {r['peak_rss_kb'] / 2**20:.2f} GiB | |")
 print("\nThe decoding step after the longest prompt, 32 new tokens: the full cache against a "
       "plan keeping 25% of the kv heads full (sink 4, window 256)\n")

@@ -7,8 +7,11 @@ prompt (the haystack's first N byte tokens with the needle at floor(D N /
 rows (eager attention: a chunk's scores against every cached key, then the
 softmax), then |answer| + 8 greedy steps; after the prefill and each step
 the argmax of every head's last attention row against the needle span and
-the token emitted. Its numbers: the wall time of each run, of its prefill
-and of its steps, and the peak RSS.
+the token emitted. Then what `retrieval` also computes of each run: the
+next-token loss of the haystack's first N tokens (the same forward over N
+rows in chunks of 512, every row's logits). Its numbers: the wall time of
+each run, of its prefill and of its steps, of the haystack's loss (and the
+loss, to compare), and the peak RSS.
 
     /usr/bin/python3 bench/retrieval_torch.py --model DIR --haystack FILE \\
         --needle S --question S --answer S --lengths 2048,4096 --depth 50 --threads 2
@@ -39,9 +42,10 @@ class Llama:
     def norm(self, x, g):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * g
 
-    def forward(self, ids, cache, pos0):
+    def forward(self, ids, cache, pos0, every_row=False):
         """Rows ids at positions pos0.. over the cache (appended); logits of
-        the last row and each layer's (H, keys) attention of the last row."""
+        the last row (every_row: of every row) and each layer's (H, keys)
+        attention of the last row."""
         w, H, G, dh = self.w, self.H, self.G, self.dh
         T = ids.shape[0]
         ang = torch.outer(torch.arange(pos0, pos0 + T).float(), self.inv)
@@ -70,9 +74,10 @@ class Llama:
             h = self.norm(x, w[p + "post_attention_layernorm.weight"])
             g = torch.nn.functional.silu(h @ w[p + "mlp.gate_proj.weight"].T)
             x = x + (g * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
-        x = self.norm(x[-1:], w["model.norm.weight"])
+        x = self.norm(x if every_row else x[-1:], w["model.norm.weight"])
         lm = w.get("lm_head.weight", w["model.embed_tokens.weight"])
-        return (x @ lm.T)[0], rows
+        logits = x @ lm.T
+        return (logits if every_row else logits[0]), rows
 
 
 def run(model, hay, needle, question, answer, n, depth):
@@ -102,6 +107,19 @@ def run(model, hay, needle, question, answer, n, depth):
             "step_tokens_per_s": (steps - 1) / (t2 - t1), "copies": len(copied)}
 
 
+def haystack_loss(model, hay, n):
+    """The mean next-token loss of hay[:n] (targets hay[1:n + 1]), as
+    `retrieval` records it (haystack_loss), and its seconds."""
+    L, G, dh = model.cfg["num_hidden_layers"], model.G, model.dh
+    cache = [(torch.zeros(G, n, dh), torch.zeros(G, n, dh)) for _ in range(L)]
+    t0, total = time.perf_counter(), 0.0
+    for i in range(0, n, CHUNK):
+        logits, _ = model.forward(torch.tensor(hay[i:min(i + CHUNK, n)]), cache, i, every_row=True)
+        targets = torch.tensor(hay[i + 1:min(i + CHUNK, n) + 1])
+        total += float(torch.nn.functional.cross_entropy(logits, targets, reduction="sum"))
+    return total / n, time.perf_counter() - t0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -121,6 +139,7 @@ def main():
         for n in map(int, a.lengths.split(",")):
             r = run(model, hay, list(a.needle.encode()), list(a.question.encode()),
                     a.answer.encode(), n, a.depth)
+            r["haystack_loss"], r["haystack_loss_s"] = haystack_loss(model, hay, n)
             r.update({"impl": "torch_eager_float32", "threads": a.threads,
                       "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss})
             print(json.dumps(r), flush=True)
