@@ -389,6 +389,59 @@ static void test_eap_into_the_logits_sums_to_the_final_residual(void)
     }
 }
 
+/* The senders' output changes are the A of the edge products, kept a line
+ * further apart where B T d is a multiple of 1024 (rows 4 KB apart would
+ * share one L1 set): each case's prompts repeated to such a batch score
+ * every edge as the prompts once (the mean of copies), for EAP and EAP-IG. */
+static void test_a_batch_of_rows_4_kb_apart_scores_as_its_prompts(void)
+{
+    const cJSON *cases = cJSON_GetObjectItem(oracle(), "cases"), *cs;
+    cJSON_ArrayForEach(cs, cases)
+    {
+        hs_model m;
+        hs_prompt_set ps;
+        load_case(cs, &m, &ps);
+        const hs_prompt_group *pg = &ps.group[0];
+        const size_t row = (size_t)pg->T * m.cfg.d_model;
+        int copies = 1;
+        while ((size_t)copies * pg->n * row % 1024)
+            copies *= 2;
+        CU_ASSERT_FATAL(copies > 1); /* the fixtures' B T d are not multiples of 1024 */
+        const int n = copies * pg->n, T = pg->T;
+        hs_prompt_group g = { T, n, malloc(sizeof(int32_t) * n * T),
+                              malloc(sizeof(int32_t) * n * T), malloc(sizeof(int32_t) * n),
+                              malloc(sizeof(int32_t) * n), NULL };
+        for (int i = 0; i < n; i++) {
+            const int j = i % pg->n;
+            memcpy(g.clean + (size_t)i * T, pg->clean + (size_t)j * T, sizeof(int32_t) * T);
+            memcpy(g.corrupt + (size_t)i * T, pg->corrupt + (size_t)j * T, sizeof(int32_t) * T);
+            g.answer[i] = pg->answer[j], g.wrong[i] = pg->wrong[j];
+        }
+        const hs_prompt_set big = { &g, 1, n };
+        for (int method = 0; method < 2; method++) {
+            hs_circuit_opts o = { .method = method, .ig_steps = 2, .batch = pg->n };
+            hs_circuit_result once, rep;
+            CU_ASSERT_EQUAL_FATAL(hs_circuit(&once, &m, &ps, &o), HS_OK);
+            o.batch = n; /* one batch: (n_node, n T d) */
+            CU_ASSERT_EQUAL_FATAL(hs_circuit(&rep, &m, &big, &o), HS_OK);
+            CU_ASSERT_EQUAL_FATAL(rep.n_edges, once.n_edges);
+            double worst = 0, top = 0;
+            for (long e = 0; e < once.n_edges; e++) {
+                top = fmax(top, fabs(once.edges[e].value));
+                worst = fmax(worst, fabs(rep.edges[e].value - once.edges[e].value));
+            }
+            printf("\n    %s %s: %d copies, edges within %.2g of the prompts' once (top %.3g)",
+                   cs->string, method ? "eap-ig" : "eap", copies, worst, top);
+            CU_ASSERT(worst <= TOL * (1 + top));
+            hs_circuit_result_free(&once);
+            hs_circuit_result_free(&rep);
+        }
+        free(g.clean), free(g.corrupt), free(g.answer), free(g.wrong);
+        hs_prompt_set_free(&ps);
+        hs_model_free(&m);
+    }
+}
+
 /* Every edge in the circuit: the clean run, faithfulness 1; none: the
  * corrupt run, 0 (each receiver reads the corrupt stream exactly). */
 static void test_all_edges_are_faithful_and_none_are_not(void)
@@ -957,6 +1010,8 @@ int main(void)
           test_atp_equals_patch_where_the_path_is_linear },
         { "test_eap_into_the_logits_sums_to_the_final_residual",
           test_eap_into_the_logits_sums_to_the_final_residual },
+        { "test_a_batch_of_rows_4_kb_apart_scores_as_its_prompts",
+          test_a_batch_of_rows_4_kb_apart_scores_as_its_prompts },
         { "test_all_edges_are_faithful_and_none_are_not",
           test_all_edges_are_faithful_and_none_are_not },
         { "test_site_gradients_equal_finite_differences_on_every_family",
