@@ -234,7 +234,7 @@ typedef struct {
                                corrupt outputs */
     size_t Dld;
     hs_real *out_run;       /* (nodes, B, T d): a faithfulness run's outputs */
-    hs_real *Gb;            /* (receivers of a layer, B, T d) buffered receiver gradients */
+    hs_real *Gb;            /* (Gcap, B, T d): buffered receiver gradients */
     int *Gr, nG, Gcap;
     hs_real *prod;          /* (nodes, Gcap) */
     double *sum;            /* (B, edges) */
