@@ -492,12 +492,6 @@ static void test_bf16_products_are_within_their_stated_error(void)
     hs_gemm_set_compute(HS_COMPUTE_F32);
 }
 
-/* Weights pre-packed once (hs_pack_weight) give what our kernel gives on
- * the same call packing them itself: bit for bit, F32 and BF16, with and
- * without a bias, op(A) plain and transposed, K in several blocks, N past
- * NC (each thread's share of the panels), 1 and 2 threads; a few rows go
- * the unpacked way (equal too); every result within the naive loop's
- * bound of the widened weights. */
 /* The worst |C - ref| / (tol * scale) of C = 0.5 op(A) B^T + bias (bias
  * NULL: none), ref and scale from naive in double */
 static double worst_error(int ta, int M, int N, int K, const float *A, const float *B,
@@ -518,6 +512,12 @@ static double worst_error(int ta, int M, int N, int K, const float *A, const flo
     return worst;
 }
 
+/* Weights pre-packed once (hs_pack_weight) give what our kernel gives on
+ * the same call packing them itself: bit for bit, F32 and BF16, with and
+ * without a bias, op(A) plain and transposed, K in several blocks, N past
+ * NC (each thread's share of the panels), 1 and 2 threads; a few rows go
+ * the unpacked way (equal too); every result within the naive loop's
+ * bound of the widened weights. */
 static void test_prepacked_weights_equal_the_kernel_packing_them(void)
 {
     const int nr = hs_packed_bytes(HS_DT_F32, 32, 32) ? 1 : 0;
