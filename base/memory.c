@@ -12,6 +12,15 @@
 
 static _Atomic size_t held;
 
+/* The blocks hs_free_kept keeps (memory.h), oldest first: not counted as
+ * held (a reservation frees them before it counts). */
+static struct {
+    void *p;
+    size_t bytes;
+} kept[HS_KEPT_BLOCKS];
+static int n_kept;
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* HEADSCOPE_MEMORY_LIMIT's bytes (0 when it is not a size), with an
  * optional K, M or G suffix (powers of 1000, as the messages print sizes) */
 static size_t parse_limit(const char *s)
@@ -62,7 +71,8 @@ static const char *machine_from;
 static size_t machine_have;
 static void machine_once(void) { machine_have = machine_bytes(&machine_from); }
 
-int hs_mem_reserve(size_t bytes, const char *what)
+/* hs_mem_reserve's count, leaving the kept blocks be. */
+static int count(size_t bytes, const char *what)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, machine_once);
@@ -88,6 +98,12 @@ int hs_mem_reserve(size_t bytes, const char *what)
     return HS_OK;
 }
 
+int hs_mem_reserve(size_t bytes, const char *what)
+{
+    hs_mem_drop_kept(); /* a reservation that reuses no kept block ends them */
+    return count(bytes, what);
+}
+
 void hs_mem_release(size_t bytes)
 {
     size_t now = held;
@@ -97,7 +113,7 @@ void hs_mem_release(size_t bytes)
 
 int hs_mem_check(size_t bytes, const char *what)
 {
-    const int rc = hs_mem_reserve(bytes, what);
+    const int rc = count(bytes, what);
     if (!rc)
         hs_mem_release(bytes);
     return rc;
@@ -126,6 +142,92 @@ void hs_free_held(void *p, size_t n, size_t size)
     if (p)
         hs_mem_release(n * size);
     free(p);
+}
+
+/* A kept block's start: HS_KEPT_ALIGN bytes on from the start of its
+ * allocation, or fewer to be aligned; how many is in the byte before it. */
+static void *kept_start(unsigned char *raw)
+{
+    const size_t shift = HS_KEPT_ALIGN - (uintptr_t)raw % HS_KEPT_ALIGN;
+    raw[shift - 1] = (unsigned char)shift;
+    return raw + shift;
+}
+
+static void *kept_raw(void *p) { return (unsigned char *)p - ((unsigned char *)p)[-1]; }
+
+void hs_mem_drop_kept(void)
+{
+    pthread_mutex_lock(&kept_lock);
+    for (int i = 0; i < n_kept; i++)
+        free(kept_raw(kept[i].p));
+    n_kept = 0;
+    pthread_mutex_unlock(&kept_lock);
+}
+
+size_t hs_mem_kept(void)
+{
+    size_t bytes = 0;
+    pthread_mutex_lock(&kept_lock);
+    for (int i = 0; i < n_kept; i++)
+        bytes += kept[i].bytes;
+    pthread_mutex_unlock(&kept_lock);
+    return bytes;
+}
+
+void *hs_calloc_kept(size_t bytes, const char *what)
+{
+    void *p = NULL;
+    pthread_mutex_lock(&kept_lock);
+    for (int i = 0; i < n_kept && !p; i++)
+        if (kept[i].bytes == bytes) {
+            p = kept[i].p;
+            memmove(&kept[i], &kept[i + 1], (size_t)(n_kept - i - 1) * sizeof *kept);
+            n_kept--;
+        }
+    pthread_mutex_unlock(&kept_lock);
+    if (p) {
+        if (count(bytes, what)) {
+            free(kept_raw(p));
+            return NULL;
+        }
+        return memset(p, 0, bytes);
+    }
+    if (bytes > SIZE_MAX - HS_KEPT_ALIGN) {
+        hs_fail(HS_ENOMEM, "%s: %zu bytes overflow the address space", what, bytes);
+        return NULL;
+    }
+    if (hs_mem_reserve(bytes, what))
+        return NULL;
+    unsigned char *raw = hs_calloc(bytes + HS_KEPT_ALIGN, 1, what);
+    if (!raw) {
+        hs_mem_release(bytes);
+        return NULL;
+    }
+    hs_huge_pages(raw, bytes + HS_KEPT_ALIGN);
+    return kept_start(raw);
+}
+
+/* Blocks under HS_KEPT_MIN are not kept: glibc's malloc already serves
+ * them again from its heap once one of their size has been freed (its mmap
+ * threshold rises to 32 MiB at most). */
+void hs_free_kept(void *p, size_t bytes)
+{
+    if (!p)
+        return;
+    hs_mem_release(bytes);
+    if (bytes < HS_KEPT_MIN) {
+        free(kept_raw(p));
+        return;
+    }
+    pthread_mutex_lock(&kept_lock);
+    if (n_kept == HS_KEPT_BLOCKS) { /* the oldest goes */
+        free(kept_raw(kept[0].p));
+        memmove(&kept[0], &kept[1], (size_t)(n_kept - 1) * sizeof *kept);
+        n_kept--;
+    }
+    kept[n_kept].p = p, kept[n_kept].bytes = bytes;
+    n_kept++;
+    pthread_mutex_unlock(&kept_lock);
 }
 
 /* A large block in 2 MiB pages where the kernel offers them on request

@@ -32,6 +32,31 @@ size_t hs_mem_held(void);
 void *hs_calloc_held(size_t n, size_t size, const char *what);
 void hs_free_held(void *p, size_t n, size_t size);
 
+/* A zeroed block of `bytes` counted as held, starting on an HS_KEPT_ALIGN
+ * boundary, for the activations of a batch: the block hs_free_kept kept of
+ * exactly that size when there is one (zeroed again: its pages are there
+ * already), else a fresh one as hs_calloc_held makes, in 2 MiB pages. NULL
+ * (the failure said) when it cannot be had. */
+void *hs_calloc_kept(size_t bytes, const char *what);
+
+/* Gives back a block of hs_calloc_kept (p may be NULL): no longer counted as
+ * held, and one of HS_KEPT_MIN bytes or more kept for the next
+ * hs_calloc_kept of its size, at most HS_KEPT_BLOCKS of them (the oldest
+ * freed first). A call repeated on the same batch shape, as a library's
+ * caller repeats it, then finds its pages touched: a fresh page costs the
+ * kernel's clearing of it, a fifth of an attribution pass on a virtual
+ * machine. The next reservation that reuses none (hs_mem_reserve,
+ * hs_calloc_held, hs_calloc_kept of another size) frees every kept block
+ * first, so a command holds no more at once than it would without them. */
+void hs_free_kept(void *p, size_t bytes);
+enum { HS_KEPT_ALIGN = 64, HS_KEPT_MIN = 32 << 20, HS_KEPT_BLOCKS = 4 };
+
+/* Frees every kept block (hs_free_kept). */
+void hs_mem_drop_kept(void);
+
+/* Bytes of the blocks kept now. */
+size_t hs_mem_kept(void);
+
 /* A large block in 2 MiB pages where the kernel offers them on request
  * (transparent huge pages, "madvise" or "always"): its first touch faults
  * once per 2 MiB instead of once per 4 KiB. A hint only. */

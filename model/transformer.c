@@ -6,7 +6,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "block.h"
 #include "encoder.h"
@@ -86,8 +85,9 @@ enum {
 };
 
 /* Each tensor starts on a 64-byte boundary (a cache line; whole SIMD
- * vectors for the kernels). */
-enum { ACTS_ALIGN = 64 };
+ * vectors for the kernels), counted from the block's start, which
+ * hs_calloc_kept aligns so. */
+enum { ACTS_ALIGN = HS_KEPT_ALIGN };
 
 /* a * b, or SIZE_MAX when it overflows (SIZE_MAX then stays SIZE_MAX). */
 static size_t mul_sat(size_t a, size_t b)
@@ -295,20 +295,13 @@ int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode)
     int rc = acts_plan(c, B, T, mode, &bytes);
     if (rc)
         return rc;
-    /* calloc rather than aligned_alloc + memset: a large block comes zeroed
-     * from mmap and its pages are touched only when used, as with one calloc
-     * per tensor; the spare ACTS_ALIGN - 1 bytes let its start be aligned. */
-    if ((rc = hs_mem_reserve(bytes, "activations")))
-        return rc;
-    void *raw = hs_calloc(bytes + ACTS_ALIGN - 1, 1, "activations");
-    if (!raw) {
-        hs_mem_release(bytes);
+    /* One zeroed block rather than aligned_alloc + memset: a fresh one comes
+     * zeroed from mmap, its pages touched only when used, as with one calloc
+     * per tensor; a kept one (hs_free_kept) has its pages already. */
+    unsigned char *at = hs_calloc_kept(bytes, "activations");
+    if (!at)
         return HS_ENOMEM;
-    }
-    hs_huge_pages(raw, bytes + ACTS_ALIGN - 1);
-    unsigned char *at =
-        (unsigned char *)(((uintptr_t)raw + ACTS_ALIGN - 1) & ~(uintptr_t)(ACTS_ALIGN - 1));
-    a->block = raw;
+    a->block = at;
     a->bytes = bytes;
     a->B = a->B_alloc = B;
     a->T = T;
@@ -397,7 +390,7 @@ int hs_acts_sane(const hs_acts *a, const hs_model_config *c)
     if (!a->block || a->n_layer != c->n_layer || a->B < 1 || a->B > a->B_alloc ||
         a->bytes != hs_acts_bytes(c, a->B_alloc, a->T, a->mode))
         return 0;
-    const unsigned char *lo = a->block, *hi = lo + a->bytes + ACTS_ALIGN - 1;
+    const unsigned char *lo = a->block, *hi = lo + a->bytes;
     /* (the logits may be the caller's: the flat interface points them at its
      * own array for one forward) */
     int ok = inside(a->layer, lo, hi) && inside(a->emb, lo, hi) && inside(a->lnf, lo, hi) &&
@@ -424,9 +417,8 @@ int hs_acts_set_batch(hs_acts *a, int B)
 
 void hs_acts_free(hs_acts *a)
 {
-    if (a->block)
-        hs_mem_release(a->bytes); /* what hs_acts_alloc reserved */
-    free(a->block);               /* every tensor and the layer records */
+    if (a->block) /* every tensor and the layer records */
+        hs_free_kept(a->block, a->bytes);
     memset(a, 0, sizeof *a);
 }
 

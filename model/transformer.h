@@ -100,7 +100,8 @@ typedef struct {
 size_t hs_acts_bytes(const hs_model_config *c, int B, int T, int mode);
 
 /* mode: HS_ACTS_INFER, HS_ACTS_TRAIN, HS_ACTS_MAPS or HS_ACTS_LOSS. One zeroed allocation
- * (a->block, a->bytes) holds every buffer; hs_acts_free releases it. */
+ * (a->block, a->bytes) holds every buffer; hs_acts_free releases it, a large
+ * one kept for the next allocation of its size (hs_free_kept, memory.h). */
 int hs_acts_alloc(hs_acts *a, const hs_model_config *c, int B, int T, int mode);
 
 /* An encoder's padding mask for the a->B rows of a continuation

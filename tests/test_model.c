@@ -16,6 +16,7 @@
 #include "config_file.h"
 #include "eval.h"
 #include "fixture.h"
+#include "memory.h"
 #include "runner.h"
 #include "tokens.h"
 #include "trainer.h"
@@ -425,6 +426,84 @@ static void test_acts_bytes_scale_with_hs_real(void)
     }
 }
 
+/* Pages of this process in memory, in bytes (/proc/self/statm); 0 under
+ * AddressSanitizer, whose allocator holds freed blocks in quarantine. */
+static size_t resident_bytes(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return 0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return 0;
+#endif
+#endif
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, pages = 0;
+    if (f) {
+        if (fscanf(f, "%lu %lu", &size, &pages) != 2)
+            pages = 0;
+        fclose(f);
+    }
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* hs_acts_free keeps a large block for the next hs_acts_alloc of its size:
+ * the same memory comes back zeroed and counted as held, and not while kept;
+ * a reservation that reuses it, or an allocation of another size, frees it
+ * first (its pages leave the process where the allocator unmaps them). */
+static void test_kept_activations_come_back_zeroed_and_only_at_their_size(void)
+{
+    hs_model_config c;
+    CU_ASSERT_FATAL(acts_config(&c, 0));
+    const int T = 128;
+    int B = 1;
+    while (hs_acts_bytes(&c, B, T, HS_ACTS_TRAIN) < HS_KEPT_MIN + (HS_KEPT_MIN >> 2))
+        B++;
+    const size_t bytes = hs_acts_bytes(&c, B, T, HS_ACTS_TRAIN);
+    const size_t held = hs_mem_held();
+    hs_mem_drop_kept();
+    hs_acts a;
+    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &c, B, T, HS_ACTS_TRAIN), HS_OK);
+    CU_ASSERT_EQUAL(hs_mem_held() - held, bytes);
+    void *block = a.block;
+    memset(a.layer, 0xa5, bytes); /* every page touched */
+    hs_acts_free(&a);
+    CU_ASSERT_EQUAL(hs_mem_held(), held); /* kept, not held */
+    CU_ASSERT_EQUAL(hs_mem_kept(), bytes);
+    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &c, B, T, HS_ACTS_TRAIN), HS_OK);
+    CU_ASSERT_PTR_EQUAL(a.block, block);
+    CU_ASSERT_EQUAL(hs_mem_held() - held, bytes);
+    CU_ASSERT_EQUAL(hs_mem_kept(), 0);
+    acts_buf *buf = calloc(16 + 23 * (size_t)c.n_layer, sizeof *buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+    const int nbuf = acts_buffers(&a, &c, buf);
+    size_t nonzero = 0, n = 0;
+    for (int i = 0; i < nbuf; i++)
+        for (size_t k = 0; k < buf[i].n; k++, n++)
+            nonzero += buf[i].p[k] != 0;
+    free(buf);
+    CU_ASSERT(n * sizeof(hs_real) > bytes / 2);
+    CU_ASSERT_EQUAL(nonzero, 0);
+    hs_acts_free(&a);
+    const size_t kept = resident_bytes();
+    CU_ASSERT_EQUAL_FATAL(hs_mem_reserve(1, "test"), HS_OK); /* reuses nothing */
+    hs_mem_release(1);
+    CU_ASSERT_EQUAL(hs_mem_kept(), 0);
+    CU_ASSERT(!kept || resident_bytes() + bytes / 2 < kept);
+    /* kept again, then an allocation of another size (its pages untouched) */
+    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &c, B, T, HS_ACTS_TRAIN), HS_OK);
+    memset(a.layer, 0xa5, bytes);
+    hs_acts_free(&a);
+    const size_t before = resident_bytes();
+    CU_ASSERT_EQUAL_FATAL(hs_acts_alloc(&a, &c, B, T / 2, HS_ACTS_TRAIN), HS_OK);
+    CU_ASSERT_EQUAL(hs_mem_kept(), 0);
+    CU_ASSERT(!before || resident_bytes() + bytes / 2 < before);
+    hs_acts_free(&a);
+    hs_mem_drop_kept();
+    CU_ASSERT_EQUAL(hs_mem_kept(), 0);
+    CU_ASSERT_EQUAL(hs_mem_held(), held);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -450,6 +529,8 @@ int main(void)
           test_initializer_range_sets_the_random_init_scale },
         { "test_acts_bytes_equal_the_one_allocation", test_acts_bytes_equal_the_one_allocation },
         { "test_acts_bytes_scale_with_hs_real", test_acts_bytes_scale_with_hs_real },
+        { "test_kept_activations_come_back_zeroed_and_only_at_their_size",
+          test_kept_activations_come_back_zeroed_and_only_at_their_size },
     };
     return hs_run_tests("model_" HS_REAL_NAME, tests, HS_NTESTS(tests));
 }
