@@ -215,13 +215,17 @@ void hs_free_kept(void *p, size_t bytes)
     if (!p)
         return;
     hs_mem_release(bytes);
-    if (bytes < HS_KEPT_MIN) {
+    if (bytes < HS_KEPT_MIN || bytes > HS_KEPT_BYTES) {
         free(kept_raw(p));
         return;
     }
     pthread_mutex_lock(&kept_lock);
-    if (n_kept == HS_KEPT_BLOCKS) { /* the oldest goes */
+    size_t total = bytes;
+    for (int i = 0; i < n_kept; i++)
+        total += kept[i].bytes;
+    while (n_kept && (n_kept == HS_KEPT_BLOCKS || total > HS_KEPT_BYTES)) { /* the oldest go */
         free(kept_raw(kept[0].p));
+        total -= kept[0].bytes;
         memmove(&kept[0], &kept[1], (size_t)(n_kept - 1) * sizeof *kept);
         n_kept--;
     }

@@ -41,15 +41,18 @@ void *hs_calloc_kept(size_t bytes, const char *what);
 
 /* Gives back a block of hs_calloc_kept (p may be NULL): no longer counted as
  * held, and one of HS_KEPT_MIN bytes or more kept for the next
- * hs_calloc_kept of its size, at most HS_KEPT_BLOCKS of them (the oldest
- * freed first). A call repeated on the same batch shape, as a library's
- * caller repeats it, then finds its pages touched: a fresh page costs the
- * kernel's clearing of it, a fifth of an attribution pass on a virtual
- * machine. The next reservation that reuses none (hs_mem_reserve,
- * hs_calloc_held, hs_calloc_kept of another size) frees every kept block
- * first, so a command holds no more at once than it would without them. */
+ * hs_calloc_kept of its size: at most HS_KEPT_BLOCKS blocks of HS_KEPT_BYTES
+ * in all, the oldest freed first to make room (a larger block is freed at
+ * once: a caller between calls, a notebook, should not sit on gigabytes). A
+ * call repeated on the same batch shape, as a library's caller repeats it,
+ * then finds its pages touched: a fresh page costs the kernel's clearing of
+ * it, a fifth of an attribution pass on a virtual machine. The next
+ * reservation that reuses none (hs_mem_reserve, hs_calloc_held,
+ * hs_calloc_kept of another size) frees every kept block first, so a
+ * command holds no more at once than it would without them. */
 void hs_free_kept(void *p, size_t bytes);
 enum { HS_KEPT_ALIGN = 64, HS_KEPT_MIN = 32 << 20, HS_KEPT_BLOCKS = 4 };
+#define HS_KEPT_BYTES ((size_t)1 << 30)
 
 /* Frees every kept block (hs_free_kept). */
 void hs_mem_drop_kept(void);

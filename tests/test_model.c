@@ -504,6 +504,46 @@ static void test_kept_activations_come_back_zeroed_and_only_at_their_size(void)
     CU_ASSERT_EQUAL(hs_mem_held(), held);
 }
 
+/* At most HS_KEPT_BLOCKS blocks and HS_KEPT_BYTES are kept, the oldest
+ * freed to make room, a larger block not at all; each starts aligned. (The
+ * blocks are never touched: their pages are not made.) */
+static void test_kept_blocks_stay_within_their_count_and_bytes(void)
+{
+    hs_mem_drop_kept();
+    const size_t held = hs_mem_held(), small = (size_t)HS_KEPT_MIN + 64;
+    void *p[HS_KEPT_BLOCKS + 1];
+    for (int i = 0; i <= HS_KEPT_BLOCKS; i++) {
+        p[i] = hs_calloc_kept(small, "test");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(p[i]);
+        CU_ASSERT_EQUAL((uintptr_t)p[i] % HS_KEPT_ALIGN, 0);
+    }
+    CU_ASSERT_EQUAL(hs_mem_held() - held, (HS_KEPT_BLOCKS + 1) * small);
+    for (int i = 0; i <= HS_KEPT_BLOCKS; i++)
+        hs_free_kept(p[i], small);
+    CU_ASSERT_EQUAL(hs_mem_kept(), HS_KEPT_BLOCKS * small);
+    CU_ASSERT_EQUAL(hs_mem_held(), held);
+    void *again = hs_calloc_kept(small, "test"); /* the newest four were kept */
+    CU_ASSERT(again == p[1] || again == p[2] || again == p[3] || again == p[4]);
+    hs_free_kept(again, small);
+    /* two halves of the bytes (sizes a little apart, to tell them): the
+     * second pushes the first out */
+    const size_t half = HS_KEPT_BYTES / 2 + 64, half2 = half + 64;
+    void *a = hs_calloc_kept(half, "test"), *b = hs_calloc_kept(half2, "test");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_EQUAL(hs_mem_kept(), 0); /* another size: the small ones went */
+    hs_free_kept(a, half);
+    CU_ASSERT_EQUAL(hs_mem_kept(), half);
+    hs_free_kept(b, half2);
+    CU_ASSERT_EQUAL(hs_mem_kept(), half2);
+    /* more than the bytes: freed at once */
+    void *big = hs_calloc_kept(HS_KEPT_BYTES + 64, "test");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+    hs_free_kept(big, HS_KEPT_BYTES + 64);
+    CU_ASSERT_EQUAL(hs_mem_kept(), 0);
+    CU_ASSERT_EQUAL(hs_mem_held(), held);
+}
+
 int main(void)
 {
     static const hs_test tests[] = {
@@ -531,6 +571,8 @@ int main(void)
         { "test_acts_bytes_scale_with_hs_real", test_acts_bytes_scale_with_hs_real },
         { "test_kept_activations_come_back_zeroed_and_only_at_their_size",
           test_kept_activations_come_back_zeroed_and_only_at_their_size },
+        { "test_kept_blocks_stay_within_their_count_and_bytes",
+          test_kept_blocks_stay_within_their_count_and_bytes },
     };
     return hs_run_tests("model_" HS_REAL_NAME, tests, HS_NTESTS(tests));
 }
