@@ -7,11 +7,14 @@
  * thread beside the elapsed time (the machine may be shared).
  *
  *   bench_gemm --threads N --config L,d,H,G,T [--batch B] [--vocab V] [--reps R]
- *              [--weights f32|bf16|f16]
+ *              [--weights f32|bf16|f16] [--prepacked]
  *       one JSON line per distinct GEMM, then one per config: the step's GEMM
  *       FLOPs over their summed median time. --weights: hs_gemm reads the
  *       weights (B of the forward and dinp rows) held in that type
- *       (hs_sgemm_typed, widened as packed); OpenBLAS always their float copy. */
+ *       (hs_sgemm_typed, widened as packed); OpenBLAS always their float copy.
+ *       --prepacked: hs_gemm's forward rows read the weights packed once
+ *       beforehand (hs_pack_weight, hs_sgemm_packed), as the commands of many
+ *       forwards hold them. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,12 +34,15 @@ typedef struct {
     double wall, cpu; /* medians, seconds per call; cpu: per thread */
 } gemm_time;
 
-/* B16: B held as bt, read by the own path (NULL: B, floats) */
+/* B16: B held as bt, read by the own path (NULL: B, floats); pk: B packed
+ * beforehand, read by the own path (NULL: none) */
 static void run_gemm(const gemm_shape *g, hs_gemm_path path, const float *A, const float *B,
-                     const void *B16, hs_dtype bt, float *C)
+                     const void *B16, hs_dtype bt, const hs_packed *pk, float *C)
 {
     const int lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
-    if (B16 && path != HS_GEMM_OPENBLAS)
+    if (pk && path != HS_GEMM_OPENBLAS)
+        hs_sgemm_packed(path, g->ta, g->M, g->N, g->K, 1.0f, A, lda, pk, 1.0f, NULL, C, g->N);
+    else if (B16 && path != HS_GEMM_OPENBLAS)
         hs_sgemm_typed(path, g->ta, g->tb, g->M, g->N, g->K, 1.0f, A, lda, B16, bt, ldb, 1.0f,
                        NULL, C, g->N);
     else
@@ -45,8 +51,8 @@ static void run_gemm(const gemm_shape *g, hs_gemm_path path, const float *A, con
 
 /* OpenBLAS (t[0]) and `own` (t[1]), alternating sample by sample. */
 static void time_gemm(const gemm_shape *g, hs_gemm_path own, const float *A, const float *B,
-                      const void *B16, hs_dtype bt, float *C, int reps, int threads,
-                      gemm_time t[2])
+                      const void *B16, hs_dtype bt, const hs_packed *pk, float *C, int reps,
+                      int threads, gemm_time t[2])
 {
     const hs_gemm_path paths[2] = { HS_GEMM_OPENBLAS, own };
     double w[2][32], c[2][32];
@@ -58,7 +64,7 @@ static void time_gemm(const gemm_shape *g, hs_gemm_path own, const float *A, con
         for (int p = 0; p < 2; p++) {
             const double t0 = now_s(), c0 = process_cpu_s();
             for (int i = 0; i < inner; i++)
-                run_gemm(g, paths[p], A, B, B16, bt, C);
+                run_gemm(g, paths[p], A, B, B16, bt, pk, C);
             if (r >= 0) {
                 w[p][r] = (now_s() - t0) / inner;
                 c[p][r] = (process_cpu_s() - c0) / inner / threads;
@@ -68,8 +74,8 @@ static void time_gemm(const gemm_shape *g, hs_gemm_path own, const float *A, con
         t[p] = (gemm_time){ median(w[p], reps), median(c[p], reps) };
 }
 
-static void bench_config(int threads, double peak, hs_gemm_path own, hs_dtype wt, int L, int d,
-                         int H, int G, int T, int Bsz, int V, int reps)
+static void bench_config(int threads, double peak, hs_gemm_path own, hs_dtype wt, int prepacked,
+                         int L, int d, int H, int G, int T, int Bsz, int V, int reps)
 {
     const int N = Bsz * T, gd = G * (d / H);
     /* (name, in C, out OC, per step) of each linear */
@@ -109,21 +115,28 @@ static void bench_config(int threads, double peak, hs_gemm_path own, hs_dtype wt
                 B16[j] = wt == HS_DT_BF16 ? (uint16_t)(u >> 16) : hs_float_to_half(B[j]);
             }
         }
+        hs_packed *pk = NULL;
+        if (prepacked && i % 3 == 0 && !(pk = hs_pack_weight(B16 ? (const void *)B16 : B, wt,
+                                                             g->N, g->K))) {
+            fprintf(stderr, "bench_gemm: packing (%d, %d): %s\n", g->N, g->K, hs_last_error());
+            exit(1);
+        }
         gemm_time t[2];
-        time_gemm(g, own, A, B, B16, wt, C, reps, threads, t);
+        time_gemm(g, own, A, B, B16, wt, pk, C, reps, threads, t);
+        hs_packed_free(pk);
         free(B16);
         const double f = 2.0 * g->M * g->N * g->K;
         total_flops += f * g->count;
         total_s[0] += t[0].wall * g->count, total_s[1] += t[1].wall * g->count;
         printf("{\"impl\":\"sgemm\",\"threads\":%d,\"L\":%d,\"d\":%d,\"H\":%d,\"G\":%d,\"T\":%d,"
                "\"B\":%d,\"V\":%d,\"gemm\":\"%s %s\",\"trans\":\"%c%c\",\"weights\":\"%s\","
-               "\"M\":%d,\"N\":%d,"
+               "\"prepacked\":%d,\"M\":%d,\"N\":%d,"
                "\"K\":%d,\"per_step\":%d,\"ms\":%.4f,\"cpu_ms\":%.4f,\"gflops\":%.2f,"
                "\"own_ms\":%.4f,\"own_cpu_ms\":%.4f,\"own_gflops\":%.2f,\"peak_gflops\":%.2f,"
                "\"pct_peak\":%.1f,\"own_pct_peak\":%.1f}\n",
                threads, L, d, H, G, T, Bsz, V, g->name, kind[i % 3], g->ta ? 'T' : 'N',
                g->tb ? 'T' : 'N', wt == HS_DT_BF16 ? "bf16" : wt == HS_DT_F16 ? "f16" : "f32",
-               g->M, g->N, g->K, g->count, t[0].wall * 1e3, t[0].cpu * 1e3,
+               pk != NULL, g->M, g->N, g->K, g->count, t[0].wall * 1e3, t[0].cpu * 1e3,
                f / t[0].wall * 1e-9, t[1].wall * 1e3, t[1].cpu * 1e3, f / t[1].wall * 1e-9, peak,
                100 * f / t[0].wall * 1e-9 / peak, 100 * f / t[1].wall * 1e-9 / peak);
         fflush(stdout);
@@ -141,11 +154,15 @@ static void bench_config(int threads, double peak, hs_gemm_path own, hs_dtype wt
 
 int main(int argc, char **argv)
 {
-    int threads = 1, B = 4, V = 256, reps = 5, configs[16][5], nconf = 0;
+    int threads = 1, B = 4, V = 256, reps = 5, configs[16][5], nconf = 0, prepacked = 0;
     hs_dtype wt = HS_DT_F32;
     double peak = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const char *a = argv[i], *v = argv[i + 1];
+    for (int i = 1; i < argc; i += 2) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(a, "--prepacked")) {
+            prepacked = 1, i--;
+            continue;
+        }
         int *c = configs[nconf < 16 ? nconf : 15];
         if (!strcmp(a, "--threads"))
             threads = atoi(v);
@@ -172,11 +189,11 @@ int main(int argc, char **argv)
     if (peak <= 0)
         peak = peak_gflops(threads, 0, 0.1, 5);
     for (int i = 0; i < nconf; i++)
-        bench_config(threads, peak, hs_gemm_env_path(), wt, configs[i][0], configs[i][1],
+        bench_config(threads, peak, hs_gemm_env_path(), wt, prepacked, configs[i][0], configs[i][1],
                      configs[i][2], configs[i][3], configs[i][4], B, V, reps);
     return 0;
 usage:
     fprintf(stderr, "usage: bench_gemm [--threads N] [--batch B] [--vocab V] [--reps R] "
-                    "[--peak GFLOPS] [--weights f32|bf16|f16] --config L,d,H,G,T ...\n");
+                    "[--peak GFLOPS] [--weights f32|bf16|f16] [--prepacked] --config L,d,H,G,T ...\n");
     return 2;
 }

@@ -7,7 +7,8 @@
 # per thread beside the elapsed time.
 #
 #   bench/gemm.sh [--threads "1 2"] [--blas-autodetect] [--tiny] [--decode]
-#                 [--weights f32|bf16|f16]
+#                 [--weights f32|bf16|f16] [--prepacked] [--config "L,d,H,G,T ..."]
+#                 [--vocab V] [--batch B]
 #
 # Models: bench/train.sh's three (vocabulary 256) and GPT-2 small's shape
 # (12 layers, d 768, T 64, vocabulary 50257), batch 4. Median of 5. Results:
@@ -17,10 +18,14 @@
 # are then outer products), results in bench/out/decode/. --weights: hs_gemm
 # reads the weights (B of the forward and dinp rows) held in that type, as a
 # checkpoint stores them (widened as they are packed); OpenBLAS their float copy.
+# --prepacked: hs_gemm's forward rows read the weights packed once beforehand,
+# as the commands of many forwards hold them. --config (and --vocab, --batch):
+# other models instead, e.g. the 1B shape's forward products: --config
+# 16,2048,32,8,512 --vocab 256 --batch 1 --weights bf16 --prepacked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads="1 2"
-reps=5 outdir=bench/out batch=4 weights=f32
+reps=5 outdir=bench/out batch=4 weights=f32 prepacked=() vocab=256 user_configs=
 configs=("--vocab 256 --config 2,128,4,4,128 --config 4,256,8,2,256 --config 6,384,6,6,256"
          "--vocab 50257 --config 12,768,12,12,64")
 while [ $# -gt 0 ]; do
@@ -33,10 +38,16 @@ while [ $# -gt 0 ]; do
               configs=("--vocab 256 --config 2,128,4,4,1 --config 4,256,8,2,1 --config 6,384,6,6,1"
                        "--vocab 50257 --config 12,768,12,12,1"); shift ;;
     --weights) weights=$2; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --prepacked) prepacked=(--prepacked); shift ;;
+    --vocab) vocab=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
+    --config) user_configs=$2; shift 2 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "gemm.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+# shellcheck disable=SC2086
+[ -n "$user_configs" ] && configs=("--vocab $vocab$(printf ' --config %s' $user_configs)")
 cmake -S . -B build/float >/dev/null
 cmake --build build/float -j "$(nproc)" --target bench_gemm >/dev/null
 mkdir -p "$outdir"
@@ -48,7 +59,7 @@ for t in $threads; do
   for c in "${configs[@]}"; do
     # shellcheck disable=SC2086
     build/float/bench/bench_gemm --threads "$t" --reps "$reps" --batch "$batch" --weights "$weights" \
-      $c >>"$out"
+      "${prepacked[@]}" $c >>"$out"
   done
 done
 load=$(cut -d' ' -f1 /proc/loadavg)
@@ -66,7 +77,7 @@ for r in rows:
         continue
     name, op = r["gemm"].split(" ")
     print(f"| {r['threads']} | {r['L']},{r['d']},{r['H']},{r['G']},{r['T']},{r['V']} | {name} | "
-          f"{op} ({r['trans']}) | {r['M']},{r['N']},{r['K']} | {r['per_step']} | {r['gflops']:.1f} | "
+          f"{op} ({r['trans']}{', pre-packed' if r.get('prepacked') else ''}) | {r['M']},{r['N']},{r['K']} | {r['per_step']} | {r['gflops']:.1f} | "
           f"{r['pct_peak']:.0f}% | {r['own_gflops']:.1f} | {r['own_pct_peak']:.0f}% | "
           f"{r['cpu_ms']:.2f} / {r['own_cpu_ms']:.2f} |")
 print("\nAll of a step's GEMMs (FLOPs over summed median time):\n")
