@@ -189,11 +189,12 @@ int main(int argc, char **argv)
     if (peak <= 0)
         peak = peak_gflops(threads, 0, 0.1, 5);
     for (int i = 0; i < nconf; i++)
-        bench_config(threads, peak, hs_gemm_env_path(), wt, prepacked, configs[i][0], configs[i][1],
-                     configs[i][2], configs[i][3], configs[i][4], B, V, reps);
+        bench_config(threads, peak, hs_gemm_env_path(), wt, prepacked, configs[i][0],
+                     configs[i][1], configs[i][2], configs[i][3], configs[i][4], B, V, reps);
     return 0;
 usage:
     fprintf(stderr, "usage: bench_gemm [--threads N] [--batch B] [--vocab V] [--reps R] "
-                    "[--peak GFLOPS] [--weights f32|bf16|f16] [--prepacked] --config L,d,H,G,T ...\n");
+                    "[--peak GFLOPS] [--weights f32|bf16|f16] [--prepacked] "
+                    "--config L,d,H,G,T ...\n");
     return 2;
 }
