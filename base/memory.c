@@ -155,6 +155,24 @@ static void *kept_start(unsigned char *raw)
 
 static void *kept_raw(void *p) { return (unsigned char *)p - ((unsigned char *)p)[-1]; }
 
+/* Kept block i taken off the list (kept_lock held). */
+static void *kept_take(int i)
+{
+    void *p = kept[i].p;
+    memmove(&kept[i], &kept[i + 1], (size_t)(n_kept - i - 1) * sizeof *kept);
+    n_kept--;
+    return p;
+}
+
+/* Bytes of the kept blocks (kept_lock held). */
+static size_t kept_bytes(void)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < n_kept; i++)
+        bytes += kept[i].bytes;
+    return bytes;
+}
+
 void hs_mem_drop_kept(void)
 {
     pthread_mutex_lock(&kept_lock);
@@ -166,10 +184,8 @@ void hs_mem_drop_kept(void)
 
 size_t hs_mem_kept(void)
 {
-    size_t bytes = 0;
     pthread_mutex_lock(&kept_lock);
-    for (int i = 0; i < n_kept; i++)
-        bytes += kept[i].bytes;
+    const size_t bytes = kept_bytes();
     pthread_mutex_unlock(&kept_lock);
     return bytes;
 }
@@ -179,11 +195,8 @@ void *hs_calloc_kept(size_t bytes, const char *what)
     void *p = NULL;
     pthread_mutex_lock(&kept_lock);
     for (int i = 0; i < n_kept && !p; i++)
-        if (kept[i].bytes == bytes) {
-            p = kept[i].p;
-            memmove(&kept[i], &kept[i + 1], (size_t)(n_kept - i - 1) * sizeof *kept);
-            n_kept--;
-        }
+        if (kept[i].bytes == bytes)
+            p = kept_take(i);
     pthread_mutex_unlock(&kept_lock);
     if (p) {
         if (count(bytes, what)) {
@@ -220,15 +233,8 @@ void hs_free_kept(void *p, size_t bytes)
         return;
     }
     pthread_mutex_lock(&kept_lock);
-    size_t total = bytes;
-    for (int i = 0; i < n_kept; i++)
-        total += kept[i].bytes;
-    while (n_kept && (n_kept == HS_KEPT_BLOCKS || total > HS_KEPT_BYTES)) { /* the oldest go */
-        free(kept_raw(kept[0].p));
-        total -= kept[0].bytes;
-        memmove(&kept[0], &kept[1], (size_t)(n_kept - 1) * sizeof *kept);
-        n_kept--;
-    }
+    while (n_kept && (n_kept == HS_KEPT_BLOCKS || kept_bytes() + bytes > HS_KEPT_BYTES))
+        free(kept_raw(kept_take(0))); /* the oldest go */
     kept[n_kept].p = p, kept[n_kept].bytes = bytes;
     n_kept++;
     pthread_mutex_unlock(&kept_lock);
