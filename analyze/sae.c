@@ -1,13 +1,18 @@
 #include "sae.h"
 
 #include <math.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "gemm.h"
 #include "json.h"
 #include "linalg.h"
+#include "memory.h"
 #include "safetensors.h"
 
 const char *hs_sae_arch_name(hs_sae_arch a)
@@ -17,6 +22,7 @@ const char *hs_sae_arch_name(hs_sae_arch a)
 
 void hs_sae_free(hs_sae *s)
 {
+    hs_sae_unpack(s);
     free(s->W_enc);
     memset(s, 0, sizeof *s);
 }
@@ -268,7 +274,42 @@ static void topk_row(hs_real *f, const hs_real *pre, int n, int k)
     }
 }
 
-/* pre (n, d_sae) = (x - b_dec if applied) W_enc, b_enc not added. */
+int hs_sae_pack(hs_sae *s)
+{
+#ifndef HEADSCOPE_DOUBLE
+    const int din = s->d_in, dsae = s->d_sae;
+    if (s->enc_pk || !hs_packed_bytes(HS_DT_F32, dsae, din))
+        return HS_OK;
+    hs_real *t = hs_calloc_held((size_t)dsae * din, sizeof *t, "the SAE's packed encoder");
+    if (!t)
+        return HS_ENOMEM;
+#pragma omp parallel for schedule(static) if ((long)dsae * din > 1 << 20)
+    for (int j0 = 0; j0 < dsae; j0 += 16) /* 16 columns of W_enc at a time: whole lines */
+        for (int i = 0; i < din; i++)
+            for (int j = j0; j < j0 + 16 && j < dsae; j++)
+                t[(size_t)j * din + i] = s->W_enc[(size_t)i * dsae + j];
+    if (!(s->enc_pk = hs_pack_weight(t, HS_DT_F32, dsae, din))) {
+        hs_free_held(t, (size_t)dsae * din, sizeof *t);
+        return HS_ENOMEM;
+    }
+    s->W_enc_t = t;
+#else
+    (void)s;
+#endif
+    return HS_OK;
+}
+
+void hs_sae_unpack(hs_sae *s)
+{
+#ifndef HEADSCOPE_DOUBLE
+    hs_packed_free(s->enc_pk);
+    hs_free_held(s->W_enc_t, (size_t)s->d_sae * s->d_in, sizeof *s->W_enc_t);
+#endif
+    s->enc_pk = NULL, s->W_enc_t = NULL;
+}
+
+/* pre (n, d_sae) = (x - b_dec if applied) W_enc, b_enc not added: on the
+ * packed W_enc when there is one. */
 static int encode_gemm(const hs_sae *s, const hs_real *x, long n, hs_real *pre)
 {
     const int din = s->d_in, dsae = s->d_sae;
@@ -284,6 +325,13 @@ static int encode_gemm(const hs_sae *s, const hs_real *x, long n, hs_real *pre)
     }
     for (long t0 = 0; t0 < n; t0 += 1 << 20) { /* hs_gemm's sizes are int */
         const int rows = n - t0 < (1 << 20) ? (int)(n - t0) : 1 << 20;
+#ifndef HEADSCOPE_DOUBLE
+        if (s->enc_pk) {
+            hs_sgemm_packed(hs_gemm_env_path(), 0, rows, dsae, din, 1, in + t0 * din, din,
+                            s->enc_pk, 0, NULL, pre + t0 * dsae, dsae);
+            continue;
+        }
+#endif
         hs_gemm(0, 0, rows, dsae, din, 1, in + t0 * din, din, s->W_enc, dsae, 0, pre + t0 * dsae,
                 dsae);
     }
@@ -321,6 +369,27 @@ static int below(hs_real v, int j, hs_real w, int i)
     return v < w || (v == w && j > i);
 }
 
+/* 1 when one of pre[i] + b[i], i < 16, is above t (the same sums as the
+ * scalar loop's). */
+static inline int any_above(const hs_real *pre, const hs_real *b, hs_real t)
+{
+#if defined(__AVX512F__) && !defined(HEADSCOPE_DOUBLE)
+    const __m512 v = _mm512_add_ps(_mm512_loadu_ps(pre), _mm512_loadu_ps(b));
+    return _mm512_cmp_ps_mask(v, _mm512_set1_ps(t), _CMP_GT_OQ) != 0;
+#elif defined(__AVX2__) && !defined(HEADSCOPE_DOUBLE)
+    const __m256 tv = _mm256_set1_ps(t);
+    const __m256 v0 = _mm256_add_ps(_mm256_loadu_ps(pre), _mm256_loadu_ps(b));
+    const __m256 v1 = _mm256_add_ps(_mm256_loadu_ps(pre + 8), _mm256_loadu_ps(b + 8));
+    return _mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(v0, tv, _CMP_GT_OQ),
+                                           _mm256_cmp_ps(v1, tv, _CMP_GT_OQ))) != 0;
+#else
+    int any = 0;
+    for (int i = 0; i < 16; i++)
+        any |= pre[i] + b[i] > t;
+    return any;
+#endif
+}
+
 /* Row pre + b's k largest (ties to the lower index) in one pass through a
  * min-heap of (value, index), then those above 0 by index into idx, val;
  * the count. hv, hi: room for k. */
@@ -329,6 +398,14 @@ static int topk_sparse_row(int32_t *idx, hs_real *val, const hs_real *pre, const
 {
     int m = 0;
     for (int j = 0; j < n; j++) {
+        if (m == k && j % 16 == 0 && j + 16 <= n) {
+            /* a full heap: skip 16 entries none of which beats its root
+             * (ties never do: the root's index is lower), a vector compare */
+            if (!any_above(pre + j, b + j, hv[0])) {
+                j += 15;
+                continue;
+            }
+        }
         const hs_real v = pre[j] + b[j];
         int c;
         if (m < k) { /* sift up */

@@ -35,6 +35,10 @@ typedef struct {
     hs_real *W_dec;        /* (d_sae, d_in) */
     hs_real *b_dec;        /* (d_in) */
     hs_real *threshold;    /* (d_sae), jumprelu's; NULL otherwise */
+    /* W_enc packed for the GEMM while a study encodes with it (hs_sae_pack):
+     * W_enc transposed (d_sae, d_in) and its panels; NULL otherwise */
+    hs_real *W_enc_t;
+    struct hs_packed *enc_pk;
     /* the hook on a model (hs_sae_bind) */
     hs_site site;
     int layer;             /* the site's layer (resid_post: L + 1) */
@@ -58,6 +62,17 @@ void hs_sae_free(hs_sae *s);
  * hook the model lacks, a layer beyond it, an encoder-decoder); d_in 0
  * takes the width (an SAE to be trained). */
 int hs_sae_bind(hs_sae *s, const hs_model_config *c);
+
+/* Packs W_enc once into the GEMM's panels (gemm.h, hs_pack_weight, from a
+ * transposed copy; both counted as held), so that every encode after it
+ * skips the per-call packing: for a caller that encodes many batches and
+ * leaves W_enc as it is until hs_sae_unpack. HS_OK with nothing packed in
+ * the double build or on a CPU without the kernel; HS_ENOMEM (the message
+ * set, s unchanged) when the memory is not there. */
+int hs_sae_pack(hs_sae *s);
+
+/* Frees what hs_sae_pack made (hs_sae_free does too). */
+void hs_sae_unpack(hs_sae *s);
 
 /* The activations of n rows x (n, d_in): pre (n, d_sae) the encoder's
  * input to the activation and f (n, d_sae) the features. pre and f may not

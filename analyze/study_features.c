@@ -615,12 +615,14 @@ static int merge_ranks(int rc, feature_stats *st, csr_buf *csr, hs_maps_writer *
 static int features_pass(feature_stats *st, hs_maps_writer *w, int want_csr,
                          const hs_features_opts *o, const hs_study_env *env, long long *tokens)
 {
-    const hs_sae *s = &o->sae;
+    hs_sae packed = o->sae; /* W_enc packed for this pass's encodes, when there is room */
+    const hs_sae *s = &packed;
     const int B = env->batch, T = env->seq_len;
     size_t nb, lo, hi;
     int rc = hs_batches_to_run(env->data, B, T, env->max_batches, &nb);
     if (rc)
         return rc;
+    (void)hs_sae_pack(&packed); /* HS_ENOMEM: the unpacked encode, as it needs no more */
     hs_dist_range(nb, hs_dist_rank(), &lo, &hi);
     const long n = (long)B * T;
     long block = (long)((1 << 25) / s->d_sae); /* rows an encode: W_enc packed once a block */
@@ -663,6 +665,7 @@ static int features_pass(feature_stats *st, hs_maps_writer *w, int want_csr,
     rc = merge_ranks(rc, st, &csr, w, want_csr, s, env);
     *tokens = (long long)nb * n;
     hs_acts_free(&a);
+    hs_sae_unpack(&packed);
     free(X), free(pre), free(F), free(in), free(tg), free(sp.idx), free(sp.count), free(sp.val);
     free(csr.row_nnz), free(csr.tokens), free(csr.indices), free(csr.values);
     return rc;

@@ -296,8 +296,9 @@ int cli_open(cli_job *j, const hs_inputs_spec *s);
 
 /* The weights of a command that runs many forwards packed once into the
  * GEMM's panels (hs_model_prepack), unless HEADSCOPE_PREPACK=0; where they
- * do not fit, a note on stderr says so and they are read as stored. */
-void cli_prepack(const hs_model *m);
+ * do not fit, a note on stderr says so and they are read as stored.
+ * layers: those the forwards run through (hs_model_prepack's). */
+void cli_prepack(const hs_model *m, int layers);
 
 /* Opens the run of cli_current's kind in db (NULL: none, *run NULL), hashing
  * model_dir's model.safetensors (NULL: none) and data (NULL: none); o's
@@ -351,6 +352,9 @@ typedef struct cli_study {
     unsigned flags;
     cli_task task;         /* CLI_STUDY_TASK_OPTS: --task instead of the data */
     hs_task_opts task_opts; /* what the parse made of it */
+    /* the layers the study's forwards run through, after its check (NULL:
+     * all, and the unembedding): what CLI_MANY_FORWARDS packs */
+    int (*layers)(const void *opts);
     /* the summary of a complete run (the result is kind's) */
     void (*print)(FILE *f, const hs_summary *s, const void *result, const void *opts);
 } cli_study;

@@ -4,11 +4,23 @@
 
 CLI_PRINT(features)
 
+/* The forwards of features and train-sae stop at the SAE's layer. */
+static int features_layers(const void *opts)
+{
+    return ((const hs_features_opts *)opts)->sae.layer + 1;
+}
+
+static int train_sae_layers(const void *opts)
+{
+    return ((const hs_train_sae_opts *)opts)->sae.layer + 1;
+}
+
 static int cmd_features(int argc, char **argv)
 {
     hs_features_opts fo = { .top = 10, .dfa = -1 };
     cli_study s = { &hs_features_kind, &fo, { .batch = 4, .need_batch = 1 },
-                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_TIMED, .print = print_features };
+                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_TIMED, .print = print_features,
+                    .layers = features_layers };
     opt o[] = {
         CLI_STUDY_DATA_OPTS(s),
         { "--sae", OPT_STR, &fo.sae_dir, 0, "DIR", "SAELens directory (cfg.json, sae_weights.safetensors)", 0 },
@@ -92,7 +104,8 @@ static int cmd_train_sae(int argc, char **argv)
     hs_train_sae_opts to = { .aux_k = 512, .steps = 1000, .lr = 1e-3, .seed = 1 };
     long dead = 10000000;
     cli_study s = { &hs_train_sae_kind, &to, { .batch = 4, .need_batch = 1 },
-                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_TIMED, .print = print_train_sae };
+                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_TIMED, .print = print_train_sae,
+                    .layers = train_sae_layers };
     opt o[] = {
         CLI_STUDY_DATA_OPTS(s),
         { "--hook", OPT_STR, &to.hook, 0, "NAME", "TransformerLens hook: blocks.L.attn.hook_z, hook_resid_pre, hook_resid_post, hook_attn_out, hook_mlp_out", 0 },

@@ -250,20 +250,34 @@ int hs_model_widen(const hs_model *m)
     return rc;
 }
 
-int hs_model_prepack(const hs_model *m, size_t *bytes, int *n)
+#ifndef HEADSCOPE_DOUBLE
+/* 1 when tensor t is one hs_model_prepack packs for forwards through
+ * layers 0 .. layers - 1 (all of them: every tensor). */
+static int used_below(const hs_tensor_info *t, int layers, int n_layer)
+{
+    int l;
+    if (layers >= n_layer)
+        return 1;
+    return sscanf(t->name, "h.%d.", &l) == 1 && l < layers;
+}
+#endif
+
+int hs_model_prepack(const hs_model *m, int layers, size_t *bytes, int *n)
 {
     *bytes = 0, *n = 0;
 #ifdef HEADSCOPE_DOUBLE
-    (void)m;
+    (void)m, (void)layers;
     return HS_OK;
 #else
     size_t need = 0;
     for (int pass = 0; m->stored && pass < 2; pass++) { /* what it would take, then packing */
         for (int i = 0; i < m->n_tensors; i++) {
             const hs_tensor_info *t = &m->tensors[i];
-            size_t b;
-            const int r = t->ndim != 2 ? 0 : hs_stored_pack(m->params + t->offset, t->shape[0],
-                                                            t->shape[1], pass == 0, &b);
+            size_t b = 0;
+            const int r = t->ndim == 2 && used_below(t, layers, m->cfg.n_layer)
+                              ? hs_stored_pack(m->params + t->offset, t->shape[0], t->shape[1],
+                                               pass == 0, &b)
+                              : 0;
             if (r < 0)
                 return HS_ENOMEM;
             if (pass == 0)

@@ -15,11 +15,13 @@
 
 #include "checkpoint.h"
 #include "config_file.h"
+#include "gemm.h"
 #include "memory.h"
 #include "fixture.h"
 #include "layers.h"
 #include "runner.h"
 #include "safetensors.h"
+#include "stored.h"
 #include "trainer.h"
 #include "transformer.h"
 
@@ -476,6 +478,53 @@ static void test_probe_reads_what_load_reads_for_every_layout(void)
  * GEMM runs on 256 and 64 rows instead of 320, and a GEMM's sums may depend
  * on M (OpenBLAS's do, in the portable build; a buffer reused wrongly moves
  * the loss in its third digit). */
+/* hs_model_prepack(m, layers): only the matrices of layers 0 .. layers - 1
+ * packed (a features or train-sae run stopping at its hook's layer: no
+ * later layer, no unembedding), their bytes what it says; every layer:
+ * every matrix, the unembedding too. */
+static void test_prepack_of_the_first_layers_leaves_the_rest(void)
+{
+    hs_model m;
+    CU_ASSERT_FATAL(hs_checkpoint_load_stored(&m, HS_FIXTURE_DIR "/models/gpt2_tiny",
+                                              HS_WEIGHTS_MAPPED) == HS_OK);
+    CU_ASSERT_FATAL(m.cfg.n_layer >= 2);
+    for (int layers = 1; layers <= m.cfg.n_layer; layers += m.cfg.n_layer - 1) {
+        size_t bytes, want_bytes = 0;
+        int n, want_n = 0, later = 0;
+        CU_ASSERT_EQUAL_FATAL(hs_model_prepack(&m, layers, &bytes, &n), HS_OK);
+        for (int i = 0; i < m.n_tensors; i++) {
+            const hs_tensor_info *t = &m.tensors[i];
+            int l = -1;
+            if (t->ndim != 2)
+                continue;
+            const int in_layers = sscanf(t->name, "h.%d.", &l) == 1 ? l < layers : 0;
+            const void *data;
+            hs_dtype type; /* a float copy (GPT-2's split c_attn) is not packed */
+            const int stored = hs_stored_find(m.params + t->offset, &data, &type);
+            const int want = stored && (layers == m.cfg.n_layer || in_layers);
+            const hs_packed *pk = hs_stored_packed(m.params + t->offset, t->shape[0], t->shape[1]);
+#ifdef HEADSCOPE_DOUBLE
+            CU_ASSERT_PTR_NULL(pk);
+            (void)want;
+#else
+            if (want != (pk != NULL))
+                printf("\n    layers %d: %s %s", layers, t->name, pk ? "packed" : "not packed");
+            CU_ASSERT_EQUAL(pk != NULL, want);
+            if (want)
+                want_n++, want_bytes += hs_packed_bytes(type, t->shape[0], t->shape[1]);
+            else if (stored)
+                later++;
+#endif
+        }
+        CU_ASSERT_EQUAL(n, want_n);
+        CU_ASSERT_EQUAL(bytes, want_bytes);
+#ifndef HEADSCOPE_DOUBLE
+        CU_ASSERT(layers == m.cfg.n_layer ? later == 0 : later > 0 && want_n > 0);
+#endif
+    }
+    hs_model_free(&m);
+}
+
 static void test_loss_forward_equals_the_full_forward(void)
 {
 #ifdef HEADSCOPE_DOUBLE /* the fast tier runs it under the sanitizers at -O0: four kinds */
@@ -595,6 +644,8 @@ int main(void)
           test_blocked_reads_load_every_layout_exactly },
         { "test_probe_reads_what_load_reads_for_every_layout",
           test_probe_reads_what_load_reads_for_every_layout },
+        { "test_prepack_of_the_first_layers_leaves_the_rest",
+          test_prepack_of_the_first_layers_leaves_the_rest },
         { "test_headscope_form_keeps_family_features", test_headscope_form_keeps_family_features },
     };
     return hs_run_tests("families", tests, HS_NTESTS(tests));

@@ -93,6 +93,97 @@ static void test_encode_decode_match_the_oracle(void)
     cJSON_Delete(root);
 }
 
+/* A row's TopK by a naive selection: of v = pre + b, the k largest by
+ * (value, lower index) through repeated scans, the positive ones by index
+ * into idx, val; their count, and the k-th value into *kth. */
+static int naive_topk(int32_t *idx, hs_real *val, hs_real *kth, const hs_real *pre,
+                      const hs_real *b, int M, int k)
+{
+    unsigned char taken[1024] = { 0 };
+    int cnt = 0;
+    CU_ASSERT_FATAL(M <= 1024);
+    for (int q = 0; q < k; q++) {
+        int best = -1;
+        for (int j = 0; j < M; j++)
+            if (!taken[j] && (best < 0 || pre[j] + b[j] > pre[best] + b[best]))
+                best = j; /* strictly larger: the lower index keeps a tie */
+        taken[best] = 1;
+        *kth = pre[best] + b[best];
+    }
+    for (int j = 0; j < M; j++)
+        if (taken[j] && pre[j] + b[j] > 0)
+            idx[cnt] = j, val[cnt++] = pre[j] + b[j];
+    return cnt;
+}
+
+/* hs_sae_encode_topk's rows equal a naive selection on the pre-activations
+ * it computed, exactly: d_sae not a multiple of the 16 entries its scan
+ * skips at a time, and ties at the k-th place across those blocks (the
+ * first 750 encoder columns 25 distinct ones, each 30 times, b_enc too);
+ * then with W_enc packed (hs_sae_pack) the same, on pre-activations within
+ * rounding of the unpacked GEMM's (a transposition or panel gone wrong is
+ * far off). */
+static void test_topk_rows_equal_a_naive_selection(void)
+{
+    enum { d = 40, M = 1000, k = 32, n = 30 };
+    hs_sae s;
+    CU_ASSERT_FATAL(hs_sae_init_topk(&s, "blocks.0.hook_attn_out", d, M, k, 9) == HS_OK);
+    hs_rng r;
+    hs_rng_seed(&r, 21);
+    for (int j = 0; j < M; j++) {
+        const int copy = j >= 25 && j < 750; /* of column j % 25 */
+        s.b_enc[j] = copy ? s.b_enc[j % 25] : (hs_real)(0.2 * hs_rng_normal(&r));
+        for (int i = 0; i < d; i++)
+            s.W_enc[i * M + j] = copy ? s.W_enc[i * M + j % 25] : (hs_real)hs_rng_normal(&r);
+    }
+    hs_real *x = calloc((size_t)n * d, sizeof *x), *pre = calloc((size_t)n * M, sizeof *x);
+    hs_real *pre0 = calloc((size_t)n * M, sizeof *x), *val = calloc((size_t)n * k, sizeof *x);
+    hs_real *wval = calloc((size_t)k, sizeof *x);
+    int32_t *idx = calloc((size_t)n * k, sizeof *idx), *count = calloc(n, sizeof *count);
+    int32_t widx[k];
+    for (int i = 0; i < n * d; i++)
+        x[i] = (hs_real)hs_rng_normal(&r);
+    int tied = 0; /* rows whose k-th place is a tie */
+    for (int packed = 0; packed < 2; packed++) {
+        if (packed) {
+            CU_ASSERT_EQUAL_FATAL(hs_sae_pack(&s), HS_OK);
+#ifndef HEADSCOPE_DOUBLE
+            CU_ASSERT_PTR_NOT_NULL(s.enc_pk); /* every CPU the tests run on has the kernel */
+#endif
+        }
+        CU_ASSERT_EQUAL_FATAL(hs_sae_encode_topk(&s, x, n, pre, idx, val, count), HS_OK);
+        for (int t = 0; t < n; t++) {
+            const hs_real *p = pre + (size_t)t * M;
+            hs_real kth;
+            const int c = naive_topk(widx, wval, &kth, p, s.b_enc, M, k);
+            CU_ASSERT_EQUAL(count[t], c);
+            for (int q = 0; q < c && q < count[t]; q++) {
+                CU_ASSERT_EQUAL(idx[t * k + q], widx[q]);
+                CU_ASSERT_EQUAL(val[t * k + q], wval[q]);
+            }
+            int above = 0, at = 0; /* the k-th value's ties decide */
+            for (int j = 0; j < M; j++) {
+                const hs_real v = p[j] + s.b_enc[j];
+                above += v > kth, at += v == kth;
+            }
+            tied += above + at > k;
+        }
+        if (!packed) {
+            memcpy(pre0, pre, sizeof *pre * (size_t)n * M);
+            continue;
+        }
+        double big = 0, err = 0;
+        for (int i = 0; i < n * M; i++)
+            big = fmax(big, fabs(pre0[i])), err = fmax(err, fabs(pre[i] - pre0[i]));
+        CU_ASSERT(err <= 1e-5 * big);
+    }
+    CU_ASSERT(tied >= n / 2);
+    hs_sae_unpack(&s);
+    CU_ASSERT_PTR_NULL(s.enc_pk);
+    free(x), free(pre), free(pre0), free(val), free(wval), free(idx), free(count);
+    hs_sae_free(&s);
+}
+
 /* Saved and read back: the same architecture, k, hook and weights (F32). */
 static void test_save_reads_back(void)
 {
@@ -297,6 +388,7 @@ int main(void)
     static const hs_test tests[] = {
         { "test_encode_decode_match_the_oracle", test_encode_decode_match_the_oracle },
         { "test_save_reads_back", test_save_reads_back },
+        { "test_topk_rows_equal_a_naive_selection", test_topk_rows_equal_a_naive_selection },
         { "test_topk_gradient_matches_finite_differences",
           test_topk_gradient_matches_finite_differences },
         { "test_shares_add_up_to_the_batch", test_shares_add_up_to_the_batch },
