@@ -12,7 +12,6 @@
 #include "gemm.h"
 #include "json.h"
 #include "linalg.h"
-#include "memory.h"
 #include "safetensors.h"
 
 const char *hs_sae_arch_name(hs_sae_arch a)
@@ -277,22 +276,9 @@ static void topk_row(hs_real *f, const hs_real *pre, int n, int k)
 int hs_sae_pack(hs_sae *s)
 {
 #ifndef HEADSCOPE_DOUBLE
-    const int din = s->d_in, dsae = s->d_sae;
-    if (s->enc_pk || !hs_packed_bytes(HS_DT_F32, dsae, din))
-        return HS_OK;
-    hs_real *t = hs_calloc_held((size_t)dsae * din, sizeof *t, "the SAE's packed encoder");
-    if (!t)
+    if (!s->enc_pk && hs_packed_bytes(HS_DT_F32, s->d_sae, s->d_in) &&
+        !(s->enc_pk = hs_pack_weight(s->W_enc, HS_DT_F32, 0, s->d_sae, s->d_in)))
         return HS_ENOMEM;
-#pragma omp parallel for schedule(static) if ((long)dsae * din > 1 << 20)
-    for (int j0 = 0; j0 < dsae; j0 += 16) /* 16 columns of W_enc at a time: whole lines */
-        for (int i = 0; i < din; i++)
-            for (int j = j0; j < j0 + 16 && j < dsae; j++)
-                t[(size_t)j * din + i] = s->W_enc[(size_t)i * dsae + j];
-    if (!(s->enc_pk = hs_pack_weight(t, HS_DT_F32, dsae, din))) {
-        hs_free_held(t, (size_t)dsae * din, sizeof *t);
-        return HS_ENOMEM;
-    }
-    s->W_enc_t = t;
 #else
     (void)s;
 #endif
@@ -303,9 +289,8 @@ void hs_sae_unpack(hs_sae *s)
 {
 #ifndef HEADSCOPE_DOUBLE
     hs_packed_free(s->enc_pk);
-    hs_free_held(s->W_enc_t, (size_t)s->d_sae * s->d_in, sizeof *s->W_enc_t);
 #endif
-    s->enc_pk = NULL, s->W_enc_t = NULL;
+    s->enc_pk = NULL;
 }
 
 /* pre (n, d_sae) = (x - b_dec if applied) W_enc, b_enc not added: on the

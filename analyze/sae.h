@@ -35,9 +35,8 @@ typedef struct {
     hs_real *W_dec;        /* (d_sae, d_in) */
     hs_real *b_dec;        /* (d_in) */
     hs_real *threshold;    /* (d_sae), jumprelu's; NULL otherwise */
-    /* W_enc packed for the GEMM while a study encodes with it (hs_sae_pack):
-     * W_enc transposed (d_sae, d_in) and its panels; NULL otherwise */
-    hs_real *W_enc_t;
+    /* W_enc's panels for the GEMM while a study encodes with it
+     * (hs_sae_pack); NULL otherwise */
     struct hs_packed *enc_pk;
     /* the hook on a model (hs_sae_bind) */
     hs_site site;
@@ -63,10 +62,10 @@ void hs_sae_free(hs_sae *s);
  * takes the width (an SAE to be trained). */
 int hs_sae_bind(hs_sae *s, const hs_model_config *c);
 
-/* Packs W_enc once into the GEMM's panels (gemm.h, hs_pack_weight, from a
- * transposed copy; both counted as held), so that every encode after it
- * skips the per-call packing: for a caller that encodes many batches and
- * leaves W_enc as it is until hs_sae_unpack. HS_OK with nothing packed in
+/* Packs W_enc once into the GEMM's panels (gemm.h, hs_pack_weight; counted
+ * as held), so that every encode after it skips the per-call packing: for
+ * a caller that encodes many batches and leaves W_enc as it is until
+ * hs_sae_unpack. HS_OK with nothing packed in
  * the double build or on a CPU without the kernel; HS_ENOMEM (the message
  * set, s unchanged) when the memory is not there. */
 int hs_sae_pack(hs_sae *s);

@@ -129,7 +129,7 @@ int main(int argc, char **argv)
     const char *pp = getenv("HEADSCOPE_PREPACK");
     if (hs_checkpoint_load_stored(&m, model, HS_WEIGHTS_MAPPED))
         die("load");
-    if (!(pp && !strcmp(pp, "0")) && hs_model_prepack(&m, m.cfg.n_layer, &packed, &npk))
+    if (!(pp && !strcmp(pp, "0")) && hs_model_prepack(&m, m.cfg.n_layer, 1, &packed, &npk))
         die("pre-packing");
     const hs_model_config *c = &m.cfg;
     if (hs_prompts_load(&ps, prompts, NULL, c->vocab_size, c->n_ctx))

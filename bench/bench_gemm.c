@@ -12,9 +12,9 @@
  *       FLOPs over their summed median time. --weights: hs_gemm reads the
  *       weights (B of the forward and dinp rows) held in that type
  *       (hs_sgemm_typed, widened as packed); OpenBLAS always their float copy.
- *       --prepacked: hs_gemm's forward rows read the weights packed once
- *       beforehand (hs_pack_weight, hs_sgemm_packed), as the commands of many
- *       forwards hold them. */
+ *       --prepacked: hs_gemm's forward and dinp rows read the weights packed
+ *       once beforehand (hs_pack_weight, hs_sgemm_packed), as the commands of
+ *       many forwards (and backwards) hold them. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,8 +116,8 @@ static void bench_config(int threads, double peak, hs_gemm_path own, hs_dtype wt
             }
         }
         hs_packed *pk = NULL;
-        if (prepacked && i % 3 == 0 && !(pk = hs_pack_weight(B16 ? (const void *)B16 : B, wt,
-                                                             g->N, g->K))) {
+        if (prepacked && i % 3 != 2 &&
+            !(pk = hs_pack_weight(B16 ? (const void *)B16 : B, wt, g->tb, g->N, g->K))) {
             fprintf(stderr, "bench_gemm: packing (%d, %d): %s\n", g->N, g->K, hs_last_error());
             exit(1);
         }

@@ -18,8 +18,8 @@
 # are then outer products), results in bench/out/decode/. --weights: hs_gemm
 # reads the weights (B of the forward and dinp rows) held in that type, as a
 # checkpoint stores them (widened as they are packed); OpenBLAS their float copy.
-# --prepacked: hs_gemm's forward rows read the weights packed once beforehand,
-# as the commands of many forwards hold them. --config (and --vocab, --batch):
+# --prepacked: hs_gemm's forward and dinp rows read the weights packed once
+# beforehand, as the commands of many forwards (and backwards) hold them. --config (and --vocab, --batch):
 # other models instead, e.g. the 1B shape's forward products: --config
 # 16,2048,32,8,512 --vocab 256 --batch 1 --weights bf16 --prepacked.
 set -euo pipefail

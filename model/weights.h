@@ -84,14 +84,16 @@ int hs_model_init(hs_model *m, const hs_model_config *c);
  * GEMM's panels (stored.h, hs_stored_pack), for a command that runs many
  * forwards: its GEMMs then skip packing the weights on every call. layers
  * below m's n_layer: only the matrices of layers 0 .. layers - 1 (forwards
- * that stop at a hook there: no unembedding, no later layer). Only
- * when the panels fit beside what is held with room left for the
- * command's activations (a quarter of the panels' bytes);
- * otherwise nothing is packed and HS_ENOMEM says why (the weights are read
- * as stored, as without). *bytes: the panels' bytes, *n: the matrices. A
- * float model (trained in this process), or the double build: nothing to
- * pack, HS_OK. */
-int hs_model_prepack(const hs_model *m, int layers, size_t *bytes, int *n);
+ * that stop at a hook there: no unembedding, no later layer). backward:
+ * each also packed for the backward's input gradients (op(B) = B: twice
+ * the panels), for a command that runs many backwards. Only when the
+ * panels fit beside what is held with room left for the command's
+ * activations (a quarter of the panels' bytes); otherwise nothing is
+ * packed and HS_ENOMEM says why (the weights are read as stored, as
+ * without). *bytes: the panels' bytes, *n: the panel sets (one a matrix
+ * each way). A float model (trained in this process), or the double build:
+ * nothing to pack, HS_OK. */
+int hs_model_prepack(const hs_model *m, int layers, int backward, size_t *bytes, int *n);
 
 void hs_model_free(hs_model *m);
 

@@ -517,7 +517,9 @@ static double worst_error(int ta, int M, int N, int K, const float *A, const flo
  * without a bias, op(A) plain and transposed, K in several blocks, N past
  * NC (each thread's share of the panels), 1 and 2 threads; a few rows go
  * the unpacked way (equal too); every result within the naive loop's
- * bound of the widened weights. */
+ * bound of the widened weights. And op(B) = B (tb 0, the backward's input
+ * gradients) packed from B's transpose: the same panels, so the same
+ * products as op(B) = B^T's, bit for bit, and as the kernel packing it. */
 static void test_prepacked_weights_equal_the_kernel_packing_them(void)
 {
     const int nr = hs_packed_bytes(HS_DT_F32, 32, 32) ? 1 : 0;
@@ -554,7 +556,7 @@ static void test_prepacked_weights_equal_the_kernel_packing_them(void)
                         }
                     }
                     const void *B = t ? (const void *)Bh : (const void *)Bf;
-                    hs_packed *pk = hs_pack_weight(B, dt, N, K);
+                    hs_packed *pk = hs_pack_weight(B, dt, 1, N, K);
                     CU_ASSERT_PTR_NOT_NULL_FATAL(pk);
                     for (size_t i = 0; i < (size_t)M * N; i++)
                         C1[i] = C2[i] = NAN; /* beta 0 (or a bias): never read */
@@ -565,13 +567,38 @@ static void test_prepacked_weights_equal_the_kernel_packing_them(void)
                     if (M <= 4) /* the few-row path reads B in place, whichever path */
                         hs_sgemm_typed(HS_GEMM_AUTO, ta, 1, M, N, K, 0.5f, A, ta ? M : K, B, dt,
                                        K, 0, bias ? b : NULL, C2, N);
-                    const int same = !memcmp(C1, C2, sizeof(float) * (size_t)M * N);
+                    int same = !memcmp(C1, C2, sizeof(float) * (size_t)M * N);
                     if (!same)
                         printf("\n  %d x %d x %d %s ta %d bias %d, %d threads: packed differs ", M, N,
                                K, t ? "bf16" : "f32", ta, bias, nt);
                     CU_ASSERT(same);
                     CU_ASSERT(worst_error(ta, M, N, K, A, Bf, bias ? b : NULL, C1, 1e-6) <= 1);
                     hs_packed_free(pk);
+                    /* op(B) = B of B's transpose (K, N) */
+                    const size_t es = t ? sizeof(uint16_t) : sizeof(float);
+                    unsigned char *Bt = malloc(es * (size_t)N * K);
+                    for (int n = 0; n < N; n++)
+                        for (int k = 0; k < K; k++)
+                            memcpy(Bt + es * ((size_t)k * N + n),
+                                   (const unsigned char *)B + es * ((size_t)n * K + k), es);
+                    pk = hs_pack_weight(Bt, dt, 0, N, K);
+                    CU_ASSERT_PTR_NOT_NULL_FATAL(pk);
+                    for (size_t i = 0; i < (size_t)M * N; i++)
+                        C2[i] = NAN;
+                    hs_sgemm_packed(HS_GEMM_AUTO, ta, M, N, K, 0.5f, A, ta ? M : K, pk, 0,
+                                    bias ? b : NULL, C2, N);
+                    /* a few rows read B in place, rows of B (not dot products): their own sums */
+                    same = M <= 4 || !memcmp(C1, C2, sizeof(float) * (size_t)M * N);
+                    memcpy(C1, C2, sizeof(float) * (size_t)M * N);
+                    hs_sgemm_typed(M <= 4 ? HS_GEMM_AUTO : path, ta, 0, M, N, K, 0.5f, A,
+                                   ta ? M : K, Bt, dt, N, 0, bias ? b : NULL, C2, N);
+                    same &= !memcmp(C1, C2, sizeof(float) * (size_t)M * N);
+                    if (!same)
+                        printf("\n  %d x %d x %d %s ta %d bias %d, %d threads: op(B) = B packed "
+                               "differs ", M, N, K, t ? "bf16" : "f32", ta, bias, nt);
+                    CU_ASSERT(same);
+                    hs_packed_free(pk);
+                    free(Bt);
                     free(A), free(Bf), free(Bh), free(b), free(C1), free(C2);
                 }
     }
@@ -596,7 +623,7 @@ static void bf16_pairs_case(int M, int N, int K, int ta, int bias, int packed_f3
         memcpy(&Bf[i], &u, 4);
     }
     hs_gemm_set_compute(packed_f32 ? HS_COMPUTE_F32 : HS_COMPUTE_BF16);
-    hs_packed *pk = hs_pack_weight(Bh, HS_DT_BF16, N, K);
+    hs_packed *pk = hs_pack_weight(Bh, HS_DT_BF16, 1, N, K);
     CU_ASSERT_PTR_NOT_NULL_FATAL(pk);
     const int lda = ta ? M : K;
     const float *bv = bias ? b : NULL;

@@ -232,7 +232,8 @@ packed_same() {
 }
 
 # Pre-packed weights (gemm.h, hs_pack_weight) in the commands that run many
-# forwards, BF16 and F32 as stored, at shapes the panels' edges cut: the
+# forwards (and backwards: atp, importance read the input gradients' panels
+# too), BF16 and F32 as stored, at shapes the panels' edges cut: the
 # numbers of the same kernel packing each weight on every call.
 prepacked() {
     small_prompts
@@ -245,6 +246,8 @@ prepacked() {
             return 1
         packed_same "$m atp" db atp --model "$m" --prompts small.jsonl --site z --json \
             --allow-weak-premise || return 1
+        packed_same "$m importance" db importance --model "$m" --data d.bin --batch 2 \
+            --seq-len 6 --json || return 1
         packed_same "$m eval" "" eval --model "$m" --data d.bin --batch 1 --seq-len 6 \
             --max-batches 3 --json || return 1
     done

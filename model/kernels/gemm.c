@@ -56,9 +56,9 @@ typedef struct {
  * ((b * npan * kstep) + p * kc) * nr -- or, with pairs, the same kc x nr
  * bfloat16 as [k/2][c] pairs (k, k+1), the bfloat16 products' panels. */
 struct hs_packed {
-    const void *src; /* the weight: (N, K) rows of K elements, type t */
+    const void *src; /* the weight, type t: tb 1, (N, K) rows of K elements; tb 0, (K, N) */
     hs_dtype t;
-    int N, K, nr, kstep, npan;
+    int tb, N, K, nr, kstep, npan;
     int pairs; /* 1: packed for bfloat16 products (K blocks of KC_BF) */
     void *data;
     size_t bytes;
@@ -1356,50 +1356,37 @@ size_t hs_packed_bytes(hs_dtype t, int N, int K)
     return (raw + align - 1) / align * align;
 }
 
-/* Panel p of K block pc.. (kc) of pk from its weight: rows j0.. of B as
- * the panel's columns, the columns past N zero */
+/* Panel p of K block pc.. (kc) of pk from its weight: columns j0.. of
+ * op(B), those past N zero -- as the per-call packing makes it
+ * (pack_b_panel), 16-bit weights through floats and back (exact; full
+ * panels of B^T through the widening 8 x 8 transposes, 2.9x an element
+ * loop's speed: (8192, 2048) 10.4 against 30.3 ms on Zen 4) */
 static void pack_panel(const hs_packed *pk, int pc, int kc, int p)
 {
     const int nr = pk->nr, j0 = p * nr, cols = pk->N - j0 < nr ? pk->N - j0 : nr;
     void *dst = (void *)(uintptr_t)packed_panel(pk, pc, kc, p);
-    if (pk->t == HS_DT_F32) {
-        const float *src = (const float *)pk->src + (size_t)j0 * pk->K + pc;
-        if (cols == nr) {
-            pack_bt_panel(dst, src, pk->K, kc, nr);
-            return;
-        }
-        float *d = dst;
-        for (int k = 0; k < kc; k++)
-            for (int c = 0; c < nr; c++)
-                d[k * nr + c] = c < cols ? src[(size_t)c * pk->K + k] : 0;
-        return;
-    }
 #ifdef HS_GEMM_X86
     if (pk->pairs) {
         pack_b_bf16(dst, pk->src, pk->K, pc, j0, kc, cols);
         return;
     }
 #endif
-    const uint16_t *src = (const uint16_t *)pk->src + (size_t)j0 * pk->K + pc;
-    uint16_t *d = dst;
-    if (cols == nr) { /* through the widening 8 x 8 transposes and back: exact, and
-                       * 2.9x the element loop's speed ((8192, 2048) 10.4 against
-                       * 30.3 ms on Zen 4) */
-        float wide[KC * NR_MAX];
-        pack_bt_panel_16(wide, src, HS_DT_BF16, pk->K, kc, nr);
-        for (int i = 0; i < kc * nr; i++) {
-            uint32_t u;
-            memcpy(&u, &wide[i], sizeof u);
-            d[i] = (uint16_t)(u >> 16);
-        }
+    const hs_bview B = { pk->src, pk->tb ? pk->K : pk->N, pk->tb, pk->t, NULL, 0 };
+    if (pk->t == HS_DT_F32) {
+        pack_b_panel(dst, B, pc, j0, kc, cols, nr);
         return;
     }
-    for (int c = 0; c < nr; c++)
-        for (int k = 0; k < kc; k++)
-            d[k * nr + c] = c < cols ? src[(size_t)c * pk->K + k] : 0;
+    float wide[KC * NR_MAX];
+    uint16_t *d = dst;
+    pack_b_panel(wide, B, pc, j0, kc, cols, nr);
+    for (int i = 0; i < kc * nr; i++) {
+        uint32_t u;
+        memcpy(&u, &wide[i], sizeof u);
+        d[i] = (uint16_t)(u >> 16);
+    }
 }
 
-hs_packed *hs_pack_weight(const void *B, hs_dtype t, int N, int K)
+hs_packed *hs_pack_weight(const void *B, hs_dtype t, int tb, int N, int K)
 {
     const size_t bytes = hs_packed_bytes(t, N, K);
     if (!bytes) {
@@ -1412,8 +1399,9 @@ hs_packed *hs_pack_weight(const void *B, hs_dtype t, int N, int K)
         return NULL;
     }
     /* packed for the products the process computes now (hs_compute) */
-    const int pairs = t == HS_DT_BF16 && K % 2 == 0 && hs_gemm_compute() == HS_COMPUTE_BF16;
-    *pk = (hs_packed){ .src = B, .t = t, .N = N, .K = K, .nr = packed_nr(),
+    const int pairs =
+        tb && t == HS_DT_BF16 && K % 2 == 0 && hs_gemm_compute() == HS_COMPUTE_BF16;
+    *pk = (hs_packed){ .src = B, .t = t, .tb = tb != 0, .N = N, .K = K, .nr = packed_nr(),
                        .kstep = k_step(K, pairs ? KC_BF : KC), .pairs = pairs, .bytes = bytes };
     pk->npan = (N + pk->nr - 1) / pk->nr;
     pk->data = aligned_alloc(bytes < HUGE_PAGE ? 64 : HUGE_PAGE, bytes);
@@ -1442,16 +1430,16 @@ void hs_packed_free(hs_packed *pk)
     free(pk);
 }
 
-const void *hs_packed_source(const hs_packed *pk, int *N, int *K)
+const void *hs_packed_source(const hs_packed *pk, int *N, int *K, int *tb)
 {
-    *N = pk->N, *K = pk->K;
+    *N = pk->N, *K = pk->K, *tb = pk->tb;
     return pk->src;
 }
 
 void hs_sgemm_packed(hs_gemm_path path, int ta, int M, int N, int K, float alpha, const float *A,
                      int lda, const hs_packed *pk, float beta, const float *bias, float *C, int ldc)
 {
-    hs_bview Bv = { pk->src, pk->K, 1, pk->t, NULL, 0 };
+    hs_bview Bv = { pk->src, pk->tb ? pk->K : pk->N, pk->tb, pk->t, NULL, 0 };
     const hs_gemm_path mine = pk->nr == 32 ? HS_GEMM_AVX512 : HS_GEMM_AVX2;
 #ifdef HS_GEMM_X86
     const int whole = M > SMALL_M && K > 0 && alpha != 0 && N == pk->N && K == pk->K,

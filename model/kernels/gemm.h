@@ -70,19 +70,22 @@ typedef struct hs_packed hs_packed;
  * another dtype, or no AVX2 kernel on this CPU). */
 size_t hs_packed_bytes(hs_dtype t, int N, int K);
 
-/* The panels of B (N rows of K elements of type t, kept: the packed weight
- * points back at it) in memory counted as held (base/memory.h); NULL when
- * not packable or the memory is not there (the message set). Packed on
- * omp_get_max_threads() threads. */
-hs_packed *hs_pack_weight(const void *B, hs_dtype t, int N, int K);
+/* The panels of op(B), K x N, in memory counted as held (base/memory.h):
+ * tb 1, op(B) = B^T of B's N rows of K elements of type t (a linear
+ * layer's weight in the forward); tb 0, op(B) = B of K rows of N elements
+ * (the same weight in the backward's input gradient, K its outputs), never
+ * in bfloat16 products' pairs. B is kept: the packed weight points back at
+ * it. NULL when not packable or the memory is not there (the message set).
+ * Packed on omp_get_max_threads() threads. */
+hs_packed *hs_pack_weight(const void *B, hs_dtype t, int tb, int N, int K);
 
 void hs_packed_free(hs_packed *pk);
 
-/* The weight a packed one was made from, and its shape. */
-const void *hs_packed_source(const hs_packed *pk, int *N, int *K);
+/* The weight a packed one was made from, op(B)'s shape and tb. */
+const void *hs_packed_source(const hs_packed *pk, int *N, int *K, int *tb);
 
-/* hs_sgemm_typed(path, ta, 1, M, N, K, ..., B, t, K, ...) over pk's
- * weight B: with path AUTO (or the panels' own kernel's), our kernel on the
+/* hs_sgemm_typed(path, ta, tb, M, N, K, ..., B, t, tb ? K : N, ...) over
+ * pk's weight B: with path AUTO (or the panels' own kernel's), our kernel on the
  * panels -- the result equals that kernel's on the float copy of B bit for
  * bit, where AUTO without panels might have run OpenBLAS or AMX; bfloat16
  * products on panels packed in pairs equal the same products packing B per

@@ -23,7 +23,9 @@ void hs_gemm(int ta, int tb, int M, int N, int K, hs_real alpha, const hs_real *
      * (stored.h) is widened where the GEMM reads it */
     const void *Bs;
     hs_dtype bt;
-    const hs_packed *pk = tb && ldb == K ? hs_stored_packed(B, N, K) : NULL;
+    const hs_packed *pk = tb && ldb == K    ? hs_stored_packed(B, N, K, 1)
+                          : !tb && ldb == N ? hs_stored_packed(B, K, N, 0)
+                                            : NULL;
     if (pk)
         hs_sgemm_packed(hs_gemm_env_path(), ta, M, N, K, alpha, A, lda, pk, beta, NULL, C, ldc);
     else if (hs_stored_find(B, &Bs, &bt))
@@ -41,7 +43,7 @@ void hs_linear_forward(hs_real *out, const hs_real *inp, const hs_real *w, const
     if (b) { /* the bias rows in the GEMM's first pass over out */
         const void *ws;
         hs_dtype wt;
-        const hs_packed *pk = hs_stored_packed(w, OC, C);
+        const hs_packed *pk = hs_stored_packed(w, OC, C, 1);
         if (pk)
             hs_sgemm_packed(hs_gemm_env_path(), 0, (int)N, OC, C, 1, inp, C, pk, 1, b, out, OC);
         else if (hs_stored_find(w, &ws, &wt))

@@ -14,7 +14,7 @@
 typedef struct {
     hs_stored_tensor t;
     size_t owned;  /* bytes of data allocated for it (0: it points into a file) */
-    hs_packed *pk; /* its panels (hs_stored_pack), or NULL */
+    hs_packed *pk[2]; /* its panels (hs_stored_pack) for op(B) = B, B^T (tb 0, 1), or NULL */
 } entry;
 
 struct hs_stored {
@@ -114,7 +114,7 @@ int hs_stored_add(hs_stored *s, hs_stored_tensor t, int owned)
             return rc;
         s->held += bytes;
     }
-    s->e[s->n++] = (entry){ t, owned ? bytes : 0, NULL };
+    s->e[s->n++] = (entry){ t, owned ? bytes : 0, { NULL, NULL } };
     return HS_OK;
 }
 
@@ -159,9 +159,10 @@ static void drop_entry_data(entry *e)
     if (e->owned)
         hs_free_held((void *)e->t.data, e->owned, 1);
 #ifndef HEADSCOPE_DOUBLE
-    hs_packed_free(e->pk);
+    hs_packed_free(e->pk[0]);
+    hs_packed_free(e->pk[1]);
 #endif
-    e->pk = NULL;
+    e->pk[0] = e->pk[1] = NULL;
 }
 
 void hs_stored_free(hs_stored *s)
@@ -235,33 +236,36 @@ int hs_stored_find(const void *p, const void **data, hs_dtype *type)
 }
 
 #ifndef HEADSCOPE_DOUBLE
-int hs_stored_pack(const void *p, int rows, int cols, int dry, size_t *bytes)
+int hs_stored_pack(const void *p, int rows, int cols, int tb, int dry, size_t *bytes)
 {
     *bytes = 0;
     if (!atomic_load(&n_live))
         return 0;
     hs_stored *s;
     entry *e = lookup(p, &s);
+    const int N = tb ? rows : cols, K = tb ? cols : rows; /* op(B) is K x N */
     if (!e || (const hs_real *)p != s->base + e->t.off || e->t.size != (size_t)rows * cols ||
-        !hs_packed_bytes(e->t.type, rows, cols))
+        !hs_packed_bytes(e->t.type, N, K))
         return 0;
-    if (!e->pk && !dry && !(e->pk = hs_pack_weight(e->t.data, e->t.type, rows, cols)))
+    hs_packed **pk = &e->pk[tb != 0];
+    if (!*pk && !dry && !(*pk = hs_pack_weight(e->t.data, e->t.type, tb != 0, N, K)))
         return -1;
-    *bytes = hs_packed_bytes(e->t.type, rows, cols);
+    *bytes = hs_packed_bytes(e->t.type, N, K);
     return 1;
 }
 
-const hs_packed *hs_stored_packed(const void *p, int rows, int cols)
+const hs_packed *hs_stored_packed(const void *p, int rows, int cols, int tb)
 {
     if (!atomic_load_explicit(&n_live, memory_order_relaxed))
         return NULL;
     hs_stored *s;
     const entry *e = lookup(p, &s);
-    if (!e || !e->pk || (const hs_real *)p != s->base + e->t.off)
+    const hs_packed *pk = e ? e->pk[tb != 0] : NULL;
+    if (!pk || (const hs_real *)p != s->base + e->t.off)
         return NULL;
-    int n, k;
-    hs_packed_source(e->pk, &n, &k);
-    return n == rows && k == cols ? e->pk : NULL;
+    int n, k, t;
+    hs_packed_source(pk, &n, &k, &t);
+    return (tb ? n == rows && k == cols : k == rows && n == cols) ? pk : NULL;
 }
 #endif
 

@@ -72,17 +72,18 @@ void hs_stored_free(hs_stored *s);
 int hs_stored_find(const void *p, const void **data, hs_dtype *type);
 
 /* The tensor starting at float address p, (rows, cols), packed once into
- * the GEMM's panels (gemm.h, hs_pack_weight) for op(B) = B^T: 1 when it
- * is (now or already; *bytes its panels' bytes), 0 when there is nothing
- * to pack (not a stored tensor's start, another shape, a dtype or CPU the
- * panels are not made for), -1 when the memory is not there (the message
- * set). dry: packs nothing, says what would be. The panels live as long as
- * the tensor's entry. Float build only. */
-int hs_stored_pack(const void *p, int rows, int cols, int dry, size_t *bytes);
+ * the GEMM's panels (gemm.h, hs_pack_weight) for op(B) = B^T (tb 1: a
+ * linear layer's forward) or op(B) = B (tb 0: its input gradient): 1 when
+ * it is (now or already; *bytes its panels' bytes), 0 when there is
+ * nothing to pack (not a stored tensor's start, another shape, a dtype or
+ * CPU the panels are not made for), -1 when the memory is not there (the
+ * message set). dry: packs nothing, says what would be. The panels live as
+ * long as the tensor's entry. Float build only. */
+int hs_stored_pack(const void *p, int rows, int cols, int tb, int dry, size_t *bytes);
 
-/* The panels of the tensor starting at p when they hold it as a (rows,
- * cols) matrix whole, else NULL. */
-const hs_packed *hs_stored_packed(const void *p, int rows, int cols);
+/* The panels of the tensor starting at p for op(B) = B^T (tb 1) or B (tb
+ * 0) when they hold it as a (rows, cols) matrix whole, else NULL. */
+const hs_packed *hs_stored_packed(const void *p, int rows, int cols, int tb);
 
 /* dst[0 .. n-1] = the parameters from float address p on, widened where
  * they are stored (n elements inside one tensor). */
