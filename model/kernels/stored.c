@@ -263,9 +263,9 @@ const hs_packed *hs_stored_packed(const void *p, int rows, int cols, int tb)
     const hs_packed *pk = e ? e->pk[tb != 0] : NULL;
     if (!pk || (const hs_real *)p != s->base + e->t.off)
         return NULL;
-    int n, k, t;
-    hs_packed_source(pk, &n, &k, &t);
-    return (tb ? n == rows && k == cols : k == rows && n == cols) ? pk : NULL;
+    int n, k, ptb;
+    hs_packed_source(pk, &n, &k, &ptb);
+    return ptb == (tb != 0) && (tb ? n == rows && k == cols : k == rows && n == cols) ? pk : NULL;
 }
 #endif
 
