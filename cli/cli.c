@@ -333,20 +333,14 @@ int cli_open(cli_job *j, const hs_inputs_spec *s)
     return rc ? cli_run_error(cli_current->name) : 0;
 }
 
-void cli_prepack(const hs_model *m, int layers, int backward)
+void cli_prepack(const hs_model *m, int layers)
 {
     const char *env = getenv("HEADSCOPE_PREPACK");
     size_t bytes;
     int n;
     if ((env && !strcmp(env, "0")) || !m->stored)
         return;
-    int rc = hs_model_prepack(m, layers, backward, &bytes, &n);
-    if (rc == HS_ENOMEM && backward) { /* the forward's panels alone, where they fit */
-        fprintf(stderr, "headscope %s: note: the weights are not pre-packed for the backwards' "
-                "input gradients: %s\n", cli_current->name, hs_last_error());
-        rc = hs_model_prepack(m, layers, 0, &bytes, &n);
-    }
-    if (rc == HS_ENOMEM)
+    if (hs_model_prepack(m, layers, 1, &bytes, &n) == HS_ENOMEM)
         fprintf(stderr, "headscope %s: note: the weights are read as stored, not pre-packed: %s\n",
                 cli_current->name, hs_last_error());
 }
@@ -502,8 +496,7 @@ int cli_study_go(cli_study *s, const opt *o, int n, int argc, char **argv)
         return cli_finish(&j, HS_ENOMEM); /* the run failed, the inputs freed */
     const double t0 = hs_now();
     if (s->flags & CLI_MANY_FORWARDS)
-        cli_prepack(&j.in.m, s->layers ? s->layers(s->opts) : j.in.m.cfg.n_layer,
-                    (s->flags & CLI_MANY_BACKWARDS) != 0);
+        cli_prepack(&j.in.m, s->layers ? s->layers(s->opts) : j.in.m.cfg.n_layer);
     rc = s->kind->study(r, s->opts, &env);
     if (!rc) /* every result begins with its rows */
         rc = hs_run_study_rows(j.run, (const hs_study_rows *)r);

@@ -297,10 +297,10 @@ int cli_open(cli_job *j, const hs_inputs_spec *s);
 /* The weights of a command that runs many forwards packed once into the
  * GEMM's panels (hs_model_prepack), unless HEADSCOPE_PREPACK=0; where they
  * do not fit, a note on stderr says so and they are read as stored.
- * layers: those the forwards run through; backward: packed for the
- * backwards' input gradients too (hs_model_prepack's), where both sets do
- * not fit the forward's alone (a note says so). */
-void cli_prepack(const hs_model *m, int layers, int backward);
+ * layers: those the forwards run through (hs_model_prepack's); a study's
+ * first backward packs the input gradients' panels too, where they fit
+ * (hs_model_prepack_backward). */
+void cli_prepack(const hs_model *m, int layers);
 
 /* Opens the run of cli_current's kind in db (NULL: none, *run NULL), hashing
  * model_dir's model.safetensors (NULL: none) and data (NULL: none); o's
@@ -342,7 +342,6 @@ enum {
     CLI_TIMED = 8,         /* the summary reports the study's wall time */
     CLI_OWN_NEEDS = 16,    /* the command checks which inputs are there itself */
     CLI_MANY_FORWARDS = 32, /* many forwards over the weights: pre-packed first (cli_prepack) */
-    CLI_MANY_BACKWARDS = 64, /* and as many backwards: packed for the input gradients too */
 };
 
 typedef struct cli_study {

@@ -51,7 +51,7 @@ static int cmd_importance(int argc, char **argv)
     hs_mlm_opts mlm = HS_MLM_OPTS_UNSET;
     hs_importance_opts io = { 0 };
     cli_study s = { &hs_importance_kind, &io, { .batch = 4, .need_batch = 1, .mlm = &mlm, .allow_pairs = 1 },
-                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_MANY_BACKWARDS | CLI_TIMED, .print = print_importance };
+                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_TIMED, .print = print_importance };
     opt o[] = {
         CLI_STUDY_DATA_OPTS(s),
         CLI_STUDY_TASK_OPTS(s),
@@ -98,7 +98,7 @@ static int cmd_prune(int argc, char **argv)
     const char *lambdas = NULL;
     hs_prune_opts *po = &so.prune;
     cli_study s = { &hs_prune_kind, &so, { .batch = 4, .need_batch = 1, .mlm = &mlm, .allow_pairs = 1 },
-                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_MANY_BACKWARDS, .print = print_prune };
+                    .flags = CLI_NEEDS_DATA | CLI_STOPPABLE | CLI_MANY_FORWARDS, .print = print_prune };
     prune_ctx pc = { .so = &so };
     so.on_step = prune_step, so.ctx = &pc;
     opt o[] = {

@@ -13,7 +13,7 @@ static int cmd_atp(int argc, char **argv)
     hs_atp_study_opts ao = { 0 };
     /* the run records its positions' tokens */
     cli_study s = { &hs_atp_kind, &ao, { .keep_tokenizer = 1 },
-                    .flags = CLI_NEEDS_PROMPTS | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_MANY_BACKWARDS | CLI_TIMED, .print = print_atp };
+                    .flags = CLI_NEEDS_PROMPTS | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_TIMED, .print = print_atp };
     opt o[] = {
         OPT_MODEL(&s.in.model),
         OPT_PROMPTS(s),

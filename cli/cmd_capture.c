@@ -42,7 +42,7 @@ static int capture_run(hs_model *m, const hs_source *src, hs_capture_opts co, co
     phase_bars bars;
     hs_study_io io = cli_study_io(&bars, 1);
     if (!co.pairs && nb > 1) /* a forward a batch */
-        cli_prepack(&j.in.m, j.in.m.cfg.n_layer, 0);
+        cli_prepack(&j.in.m, j.in.m.cfg.n_layer);
     rc = co.pairs ? hs_capture_pairs(&r, &j.in.m, &j.in.pairs, co, &io) : hs_capture(&r, &j.in.m, &j.in.tok, co, &io);
     /* the finished file, by its absolute path, as the run's artifact, with
      * the digest of the file the capture moved there (hashing the name now

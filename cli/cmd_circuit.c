@@ -19,7 +19,7 @@ static int cmd_circuit(int argc, char **argv)
     hs_circuit_study_opts co = { .circuit = { .ig_steps = 5 } };
     /* the run records its positions' tokens */
     cli_study s = { &hs_circuit_kind, &co, { .keep_tokenizer = 1 },
-                    .flags = CLI_OWN_NEEDS | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_MANY_BACKWARDS | CLI_TIMED, .print = print_circuit };
+                    .flags = CLI_OWN_NEEDS | CLI_STOPPABLE | CLI_MANY_FORWARDS | CLI_TIMED, .print = print_circuit };
     opt o[] = {
         OPT_MODEL(&s.in.model),
         OPT_PROMPTS(s),

@@ -96,7 +96,7 @@ static int eval_task(const cli_task *task, hs_inputs_spec *in, int json)
         return rc;
     hs_task_eval_result r;
     if (j.in.task.n > in->batch) /* a forward a batch */
-        cli_prepack(&j.in.m, j.in.m.cfg.n_layer, 0);
+        cli_prepack(&j.in.m, j.in.m.cfg.n_layer);
     rc = hs_task_eval(&r, &j.in.m, &j.in.task, in->batch, NULL) || hs_model_unchanged(&j.in.m);
     hs_inputs_free(&j.in);
     if (rc)
@@ -146,7 +146,7 @@ static int cmd_eval(int argc, char **argv)
     const long total = n_pairs ? (n_pairs + B - 1) / B : (long)hs_batch_count(&j.in.tok, B, T);
     const long batches = max_batches && max_batches < total ? max_batches : total;
     if (batches > 1) /* a forward a batch */
-        cli_prepack(&j.in.m, j.in.m.cfg.n_layer, 0);
+        cli_prepack(&j.in.m, j.in.m.cfg.n_layer);
     cli_progress bar;
     cli_progress_start(&bar, "eval", batches);
     hs_eval_result r;

@@ -286,6 +286,7 @@ int hs_backward(hs_weights *g, hs_real *const *dgates, hs_acts *a, const hs_mode
     static const hs_hooks no_hooks;
     if (!a->training)
         return hs_fail(HS_EINVAL, "backward: activations were allocated for inference");
+    hs_model_prepack_backward(m); /* once: the input gradients' panels beside the activations */
     if (!hooks)
         hooks = &no_hooks;
     if (!g)
@@ -316,6 +317,7 @@ int hs_backward_hidden(hs_weights *g, hs_real *const *dgates, hs_acts *a, const 
     static const hs_hooks no_hooks;
     if (!a->training)
         return hs_fail(HS_EINVAL, "backward: activations were allocated for inference");
+    hs_model_prepack_backward(m); /* once: the input gradients' panels beside the activations */
     if (m->cfg.mlm_transform)
         return hs_fail(HS_EINVAL, "backward: a classifier's model has no masked-LM transform");
     memcpy(a->dnorm, dhidden, sizeof(hs_real) * a->B * a->T * m->cfg.d_model);
@@ -333,6 +335,7 @@ int hs_backward_from(hs_acts *a, const hs_model *m, const hs_real *dlogits, cons
     static const hs_hooks no_hooks;
     if (!a->training)
         return hs_fail(HS_EINVAL, "backward: activations were allocated for inference");
+    hs_model_prepack_backward(m); /* once: the input gradients' panels beside the activations */
     if (!hooks)
         hooks = &no_hooks;
     const hs_model_config *c = &m->cfg;

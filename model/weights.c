@@ -262,36 +262,47 @@ static int used_below(const hs_tensor_info *t, int layers, int n_layer)
 }
 #endif
 
-int hs_model_prepack(const hs_model *m, int layers, int backward, size_t *bytes, int *n)
+int hs_model_prepack(const hs_model *m, int layers, int tb, size_t *bytes, int *n)
 {
     *bytes = 0, *n = 0;
 #ifdef HEADSCOPE_DOUBLE
-    (void)m, (void)layers, (void)backward;
+    (void)m, (void)layers, (void)tb;
     return HS_OK;
 #else
     size_t need = 0;
+    tb = tb != 0;
     for (int pass = 0; m->stored && pass < 2; pass++) { /* what it would take, then packing */
         for (int i = 0; i < m->n_tensors; i++) {
             const hs_tensor_info *t = &m->tensors[i];
-            if (t->ndim != 2 || !used_below(t, layers, m->cfg.n_layer))
-                continue;
-            for (int tb = 1; tb >= !backward; tb--) { /* the forward's panels, the backward's */
-                size_t b = 0;
-                const int r = hs_stored_pack(m->params + t->offset, t->shape[0], t->shape[1], tb,
-                                             pass == 0, &b);
-                if (r < 0)
-                    return HS_ENOMEM;
-                if (pass == 0)
-                    need += b;
-                else
-                    *bytes += b, *n += r;
-            }
+            size_t b = 0;
+            const int r = t->ndim == 2 && used_below(t, layers, m->cfg.n_layer)
+                              ? hs_stored_pack(m->params + t->offset, t->shape[0], t->shape[1],
+                                               tb, pass == 0, &b)
+                              : 0;
+            if (r < 0)
+                return HS_ENOMEM;
+            if (pass == 0)
+                need += b;
+            else
+                *bytes += b, *n += r;
         }
         if (pass == 0 && need &&
             hs_mem_check(need + need / 4, "pre-packed weights"))
             return HS_ENOMEM;
     }
     return HS_OK;
+#endif
+}
+
+void hs_model_prepack_backward(const hs_model *m)
+{
+#ifndef HEADSCOPE_DOUBLE
+    size_t bytes;
+    int n;
+    if (m->stored && hs_stored_first_backward(m->stored))
+        (void)hs_model_prepack(m, m->cfg.n_layer, 0, &bytes, &n); /* HS_ENOMEM: read per call */
+#else
+    (void)m;
 #endif
 }
 

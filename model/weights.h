@@ -82,18 +82,23 @@ int hs_model_widen(const hs_model *m);
 int hs_model_init(hs_model *m, const hs_model_config *c);
 /* Packs every matrix of m held as stored (F32 or BF16) once into the
  * GEMM's panels (stored.h, hs_stored_pack), for a command that runs many
- * forwards: its GEMMs then skip packing the weights on every call. layers
- * below m's n_layer: only the matrices of layers 0 .. layers - 1 (forwards
- * that stop at a hook there: no unembedding, no later layer). backward:
- * each also packed for the backward's input gradients (op(B) = B: twice
- * the panels), for a command that runs many backwards. Only when the
- * panels fit beside what is held with room left for the command's
- * activations (a quarter of the panels' bytes); otherwise nothing is
- * packed and HS_ENOMEM says why (the weights are read as stored, as
- * without). *bytes: the panels' bytes, *n: the panel sets (one a matrix
- * each way). A float model (trained in this process), or the double build:
- * nothing to pack, HS_OK. */
-int hs_model_prepack(const hs_model *m, int layers, int backward, size_t *bytes, int *n);
+ * forwards: its GEMMs then skip packing the weights on every call. tb 1:
+ * the forwards' panels (op(B) = B^T); tb 0: the backwards' input
+ * gradients' (op(B) = B; hs_model_prepack_backward). layers below m's
+ * n_layer: only the matrices of layers 0 .. layers - 1 (forwards that stop
+ * at a hook there: no unembedding, no later layer). Only when the panels
+ * fit beside what is held with room left for the command's activations (a
+ * quarter of the panels' bytes); otherwise nothing is packed and HS_ENOMEM
+ * says why (the weights are read as stored, as without). *bytes: the
+ * panels' bytes, *n: the matrices. A float model (trained in this
+ * process), or the double build: nothing to pack, HS_OK. */
+int hs_model_prepack(const hs_model *m, int layers, int tb, size_t *bytes, int *n);
+
+/* At a backward (backward.c's entry points), once per model: where its
+ * forwards' panels were packed (a command of many forwards), the input
+ * gradients' too (hs_model_prepack, tb 0), now that the activations are
+ * held, where they fit beside them (else read per call, silently). */
+void hs_model_prepack_backward(const hs_model *m);
 
 void hs_model_free(hs_model *m);
 

@@ -27,6 +27,7 @@ struct hs_stored {
     int (*check)(void *);
     void *ctx;
     int published;
+    _Atomic int backward; /* hs_stored_first_backward called */
 };
 
 /* The published sets (see stored.h for why a table): few, a model each. */
@@ -252,6 +253,16 @@ int hs_stored_pack(const void *p, int rows, int cols, int tb, int dry, size_t *b
         return -1;
     *bytes = hs_packed_bytes(e->t.type, N, K);
     return 1;
+}
+
+int hs_stored_first_backward(hs_stored *s)
+{
+    if (atomic_exchange(&s->backward, 1))
+        return 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->e[i].pk[1])
+            return 1;
+    return 0;
 }
 
 const hs_packed *hs_stored_packed(const void *p, int rows, int cols, int tb)

@@ -81,6 +81,11 @@ int hs_stored_find(const void *p, const void **data, hs_dtype *type);
  * long as the tensor's entry. Float build only. */
 int hs_stored_pack(const void *p, int rows, int cols, int tb, int dry, size_t *bytes);
 
+/* 1 the first time it is called on s when s's tensors have panels for
+ * op(B) = B^T (the forwards' of a command of many): whether to pack the
+ * backwards' too (hs_model_prepack_backward); 0 otherwise. */
+int hs_stored_first_backward(hs_stored *s);
+
 /* The panels of the tensor starting at p for op(B) = B^T (tb 1) or B (tb
  * 0) when they hold it as a (rows, cols) matrix whole, else NULL. */
 const hs_packed *hs_stored_packed(const void *p, int rows, int cols, int tb);
