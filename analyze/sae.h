@@ -65,9 +65,9 @@ int hs_sae_bind(hs_sae *s, const hs_model_config *c);
 /* Packs W_enc once into the GEMM's panels (gemm.h, hs_pack_weight; counted
  * as held), so that every encode after it skips the per-call packing: for
  * a caller that encodes many batches and leaves W_enc as it is until
- * hs_sae_unpack. HS_OK with nothing packed in
- * the double build or on a CPU without the kernel; HS_ENOMEM (the message
- * set, s unchanged) when the memory is not there. */
+ * hs_sae_unpack. HS_OK with nothing packed in the double build or on a CPU
+ * without the kernel; HS_ENOMEM (the message set, s unchanged) when the
+ * memory is not there. */
 int hs_sae_pack(hs_sae *s);
 
 /* Frees what hs_sae_pack made (hs_sae_free does too). */
