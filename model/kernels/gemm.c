@@ -1430,9 +1430,9 @@ void hs_packed_free(hs_packed *pk)
     free(pk);
 }
 
-const void *hs_packed_source(const hs_packed *pk, int *N, int *K, int *tb)
+const void *hs_packed_source(const hs_packed *pk, int *N, int *K)
 {
-    *N = pk->N, *K = pk->K, *tb = pk->tb;
+    *N = pk->N, *K = pk->K;
     return pk->src;
 }
 

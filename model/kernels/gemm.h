@@ -81,8 +81,8 @@ hs_packed *hs_pack_weight(const void *B, hs_dtype t, int tb, int N, int K);
 
 void hs_packed_free(hs_packed *pk);
 
-/* The weight a packed one was made from, op(B)'s shape and tb. */
-const void *hs_packed_source(const hs_packed *pk, int *N, int *K, int *tb);
+/* The weight a packed one was made from, and op(B)'s shape (K x N). */
+const void *hs_packed_source(const hs_packed *pk, int *N, int *K);
 
 /* hs_sgemm_typed(path, ta, tb, M, N, K, ..., B, t, tb ? K : N, ...) over
  * pk's weight B: with path AUTO (or the panels' own kernel's), our kernel on the

@@ -23,16 +23,18 @@ void hs_gemm(int ta, int tb, int M, int N, int K, hs_real alpha, const hs_real *
      * (stored.h) is widened where the GEMM reads it */
     const void *Bs;
     hs_dtype bt;
+    if (!hs_stored_find(B, &Bs, &bt)) { /* activations: one lookup */
+        hs_sgemm(hs_gemm_env_path(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
     const hs_packed *pk = tb && ldb == K    ? hs_stored_packed(B, N, K, 1)
                           : !tb && ldb == N ? hs_stored_packed(B, K, N, 0)
                                             : NULL;
     if (pk)
         hs_sgemm_packed(hs_gemm_env_path(), ta, M, N, K, alpha, A, lda, pk, beta, NULL, C, ldc);
-    else if (hs_stored_find(B, &Bs, &bt))
+    else
         hs_sgemm_typed(hs_gemm_env_path(), ta, tb, M, N, K, alpha, A, lda, Bs, bt, ldb, beta,
                        NULL, C, ldc);
-    else
-        hs_sgemm(hs_gemm_env_path(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #endif
 }
 

@@ -237,6 +237,12 @@ int hs_stored_find(const void *p, const void **data, hs_dtype *type)
 }
 
 #ifndef HEADSCOPE_DOUBLE
+/* op(B)'s shape, K x N, of a (rows, cols) tensor read as B^T (tb 1) or B */
+static void op_shape(int rows, int cols, int tb, int *N, int *K)
+{
+    *N = tb ? rows : cols, *K = tb ? cols : rows;
+}
+
 int hs_stored_pack(const void *p, int rows, int cols, int tb, int dry, size_t *bytes)
 {
     *bytes = 0;
@@ -244,7 +250,8 @@ int hs_stored_pack(const void *p, int rows, int cols, int tb, int dry, size_t *b
         return 0;
     hs_stored *s;
     entry *e = lookup(p, &s);
-    const int N = tb ? rows : cols, K = tb ? cols : rows; /* op(B) is K x N */
+    int N, K;
+    op_shape(rows, cols, tb, &N, &K);
     if (!e || (const hs_real *)p != s->base + e->t.off || e->t.size != (size_t)rows * cols ||
         !hs_packed_bytes(e->t.type, N, K))
         return 0;
@@ -274,9 +281,10 @@ const hs_packed *hs_stored_packed(const void *p, int rows, int cols, int tb)
     const hs_packed *pk = e ? e->pk[tb != 0] : NULL;
     if (!pk || (const hs_real *)p != s->base + e->t.off)
         return NULL;
-    int n, k, ptb;
-    hs_packed_source(pk, &n, &k, &ptb);
-    return ptb == (tb != 0) && (tb ? n == rows && k == cols : k == rows && n == cols) ? pk : NULL;
+    int N, K, n, k;
+    op_shape(rows, cols, tb, &N, &K);
+    hs_packed_source(pk, &n, &k);
+    return n == N && k == K ? pk : NULL;
 }
 #endif
 
